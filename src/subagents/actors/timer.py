@@ -1,0 +1,104 @@
+"""The timer service: one thread, a heap of deadlines, cancellable keys.
+
+pykka has no timers, and a thread per timer does not scale to thousands of runs. Every
+deadline in the process (run timeouts, ``wait_for_message`` timeouts, restart backoff, hot
+reload polling) goes through one of these. Callbacks run on the timer thread and must be
+short: they are expected to ``tell`` an actor, never to do the work themselves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+import structlog
+
+log = structlog.get_logger("subagents.timer")
+
+
+class TimerService:
+    """Schedules callbacks at monotonic deadlines on one daemon thread.
+
+    ``schedule(key, deadline, callback)`` replaces any pending timer with the same key;
+    ``cancel(key)`` removes it. Both are O(log n) (lazy deletion from the heap).
+    """
+
+    def __init__(self, name: str = "subagents-timer") -> None:
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._entries: dict[Hashable, tuple[int, float, Callable[[], None]]] = {}
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def schedule(self, key: Hashable, deadline: float, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once at ``deadline`` (``time.monotonic()`` seconds)."""
+        with self._cond:
+            if self._stopped:
+                return
+            seq = next(self._seq)
+            self._entries[key] = (seq, deadline, callback)
+            heapq.heappush(self._heap, (deadline, seq, key))
+            if self._heap[0][1] == seq:
+                self._cond.notify()
+
+    def schedule_in(self, key: Hashable, delay: float, callback: Callable[[], None]) -> None:
+        self.schedule(key, time.monotonic() + delay, callback)
+
+    def cancel(self, key: Hashable) -> bool:
+        """Forget the timer of ``key``; True if one was pending."""
+        with self._cond:
+            return self._entries.pop(key, None) is not None
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._entries)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread; pending timers never fire."""
+        with self._cond:
+            self._stopped = True
+            self._entries.clear()
+            self._heap.clear()
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _next_due(self) -> Callable[[], None] | None:
+        """Wait for the earliest live timer to be due and pop it (None when stopped)."""
+        with self._cond:
+            while not self._stopped:
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                deadline, seq, key = self._heap[0]
+                entry = self._entries.get(key)
+                if entry is None or entry[0] != seq:
+                    heapq.heappop(self._heap)  # cancelled or replaced
+                    continue
+                now = time.monotonic()
+                if deadline > now:
+                    self._cond.wait(deadline - now)
+                    continue
+                heapq.heappop(self._heap)
+                del self._entries[key]
+                return entry[2]
+            return None
+
+    def _loop(self) -> None:
+        while True:
+            callback = self._next_due()
+            if callback is None:
+                return
+            try:
+                callback()
+            except Exception:
+                log.exception("timer callback failed")

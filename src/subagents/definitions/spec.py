@@ -1,0 +1,90 @@
+"""AgentSpec: one agent definition, immutable, as every layer above sees it.
+
+Field names are snake_case in Python and camelCase on the wire (``rename="camel"``), which is
+what Claude Code's frontmatter uses (``disallowedTools``, ``maxTurns``...). Parsers accept
+snake_case keys too and normalise them before building the spec.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+import msgspec
+
+
+class Level(enum.IntEnum):
+    """Where a definition came from. Lower value = higher priority when names collide."""
+
+    CODE = 0
+    PROJECT = 1
+    DIRS = 2
+    USER = 3
+    BUILTIN = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+RestartPolicy = Literal["temporary", "transient"]
+
+
+class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """An agent definition: Claude Code's fields, catalogue taxonomy, and runtime limits.
+
+    ``tools is None`` means every tool (Claude Code's meaning of an absent ``tools`` key);
+    ``tools == ()`` means no tools at all. ``model is None`` means "not said", which resolves
+    like ``inherit``. Unknown frontmatter keys are kept in ``metadata``, never dropped.
+    """
+
+    # Claude Code
+    name: str
+    description: str
+    prompt: str = ""
+    tools: tuple[str, ...] | None = None
+    disallowed_tools: tuple[str, ...] = ()
+    model: str | None = None
+    skills: tuple[str, ...] = ()
+    max_turns: int | None = None
+    color: str | None = None
+    permission_mode: str | None = None
+    mcp_servers: Any = None
+    hooks: Any = None
+    memory: Any = None
+    background: bool = False
+    effort: str | None = None
+    initial_prompt: str | None = None
+    # Taxonomy of larger catalogues
+    type: str | None = None
+    tier: int | None = None
+    scope: str | None = None
+    capabilities: tuple[str, ...] | dict[str, Any] = ()
+    priority: int | str | None = None
+    key_sub_agents: tuple[str, ...] = ()
+    extends: str | None = None
+    # This runtime's limits
+    max_depth: int | None = None
+    max_children: int | None = None
+    timeout: float | None = None
+    token_budget: int | None = None
+    restart: RestartPolicy = "temporary"
+    # Everything else the file said
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Provenance
+    source: str | None = None
+    category: str = ""
+    level: Level = Level.CODE
+
+    def allows_tool(self, tool: str) -> bool:
+        """Whether this definition lets its agent use ``tool`` (``tools`` minus disallowed)."""
+        if tool in self.disallowed_tools:
+            return False
+        return self.tools is None or tool in self.tools
+
+    @property
+    def capability_names(self) -> tuple[str, ...]:
+        """Capabilities as names, whether given as a list or a mapping."""
+        if isinstance(self.capabilities, dict):
+            return tuple(str(k) for k in self.capabilities)
+        return self.capabilities

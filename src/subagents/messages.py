@@ -1,0 +1,315 @@
+"""Every message, event and record of subagents, as frozen msgspec Structs.
+
+Why one module: these types are the vocabulary shared by every layer (models, store,
+behaviour, actors, runtime, command). pykka does not copy messages between threads, so
+everything that crosses a thread boundary must be immutable; and a distributed backend or the
+SQLite store must be able to encode it, so everything here is a msgspec Struct that
+``msgspec.json.encode`` handles without custom hooks.
+
+This module is pure data: no threads, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any, Literal
+
+import msgspec
+
+# ---------------------------------------------------------------------------------------------
+# Usage and cost
+# ---------------------------------------------------------------------------------------------
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens (and an estimated cost) consumed by one model call, one run or a subtree."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+    model_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            model_calls=self.model_calls + other.model_calls,
+        )
+
+    @property
+    def total_input_tokens(self) -> int:
+        """All input counters added, as the Messages API bills them."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.total_input_tokens + self.output_tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversation: the Model protocol's request and response
+# ---------------------------------------------------------------------------------------------
+
+
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+    text: str
+
+
+class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+class ChatMessage(msgspec.Struct, frozen=True):
+    """One message of a conversation, in the Messages API's shape."""
+
+    role: Literal["user", "assistant"]
+    content: tuple[ContentBlock, ...]
+
+    @property
+    def text(self) -> str:
+        """The text blocks of this message, joined."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class ToolSchema(msgspec.Struct, frozen=True):
+    """A tool as a model sees it: name, description and a JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What an agent asks of a model for one step.
+
+    ``agent`` and ``run_id`` are not sent to any API; they let offline backends pick a script
+    and let backends bind log lines to the run.
+    """
+
+    model: str
+    system: str
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSchema, ...] = ()
+    max_tokens: int = 4096
+    agent: str = ""
+    run_id: str = ""
+
+
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
+
+
+class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """One model turn: content blocks, why it stopped, what it cost."""
+
+    content: tuple[ContentBlock, ...]
+    stop_reason: str
+    usage: Usage = Usage()
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.BUDGET_EXCEEDED,
+    }
+)
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How a run ended: its one terminal status, its result or its error."""
+
+    run_id: str
+    status: RunStatus
+    result: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    usage: Usage = Usage()
+    steps: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is RunStatus.COMPLETED
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """The durable record of one run: one execution of one agent on one task."""
+
+    run_id: str
+    agent: str
+    task: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    depth: int = 0
+    context: str | None = None
+    label: str | None = None
+    model: str | None = None
+    status: RunStatus = RunStatus.QUEUED
+    background: bool = False
+    created_at: float = 0.0
+    started_at: float | None = None
+    ended_at: float | None = None
+    deadline_s: float = 300.0
+    outcome: Outcome | None = None
+    usage: Usage = Usage()
+    steps: int = 0
+    restarts: int = 0
+    cleanup: Literal["keep", "delete"] = "keep"
+
+
+# ---------------------------------------------------------------------------------------------
+# Mail
+# ---------------------------------------------------------------------------------------------
+
+
+class MailState(enum.StrEnum):
+    ACCEPTED = "accepted"
+    DELIVERED = "delivered"
+    READ = "read"
+    DEAD = "dead"
+
+
+EXTERNAL_SENDER = "external"
+"""The sender id of mail sent from outside any run (the Runtime caller, the command)."""
+
+
+class Mail(msgspec.Struct, frozen=True, kw_only=True):
+    """One message from one run (or the outside) to another run."""
+
+    mail_id: str
+    sender: str
+    recipient: str
+    content: str
+    sender_agent: str | None = None
+    reply_to: str | None = None
+    sent_at: float = 0.0
+    state: MailState = MailState.ACCEPTED
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------
+
+
+class EventKind(enum.StrEnum):
+    SPAWNED = "spawned"
+    QUEUED = "queued"
+    STARTED = "started"
+    STEP = "step"
+    TOOL_CALL = "tool_call"
+    MAIL_SENT = "mail_sent"
+    MAIL_DELIVERED = "mail_delivered"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    RESTARTED = "restarted"
+    DEAD_LETTER = "dead_letter"
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """Something that happened to a run; what subscribers, logs and the store see."""
+
+    kind: EventKind
+    run_id: str
+    agent: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    depth: int = 0
+    ts: float = msgspec.field(default_factory=time.time)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def new_id(prefix: str = "") -> str:
+    """A short, sortable, unique id: time in ms (hex) plus randomness."""
+    import secrets
+
+    return f"{prefix}{int(time.time() * 1000):011x}{secrets.token_hex(5)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Durability: checkpoints and commands from other processes
+# ---------------------------------------------------------------------------------------------
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's conversation after a step, enough to resume it without redoing work.
+
+    ``answered`` holds the tool results already in hand for the last assistant turn's
+    tool calls, so a resumed run does not run them again.
+    """
+
+    run_id: str
+    step: int
+    messages: tuple[ChatMessage, ...]
+    answered: tuple[ToolResultBlock, ...] = ()
+    usage: Usage = Usage()
+    ts: float = msgspec.field(default_factory=time.time)
+
+
+class Command(msgspec.Struct, frozen=True, kw_only=True):
+    """A request from another process (the command line) to a running runtime."""
+
+    command_id: int
+    kind: Literal["stop", "send"]
+    run_id: str
+    content: str | None = None
+    ts: float = msgspec.field(default_factory=time.time)

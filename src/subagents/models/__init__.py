@@ -1,0 +1,1 @@
+"""subagents.models."""

@@ -1,0 +1,67 @@
+"""The RunStore protocol: where runs, transitions, checkpoints, mail and outcomes live.
+
+The supervisor is the only writer. It wraps the writes that one message causes in
+``batch()``, so they share one transaction (group commit), and it acknowledges nothing (an
+outcome delivered, a mail accepted, a step taken) before ``batch()`` has returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from subagents.messages import (
+    Checkpoint,
+    Command,
+    Event,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
+
+
+class RunStore(Protocol):
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the writes made inside into one committed transaction."""
+        ...
+
+    # runs and transitions
+    def save_run(self, record: RunRecord) -> None: ...
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]: ...
+    def append_event(self, event: Event) -> None: ...
+    def events(self, run_id: str) -> list[Event]: ...
+
+    # conversation checkpoints
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None: ...
+
+    # mail
+    def save_mail(self, mail: Mail) -> None: ...
+    def set_mail_state(self, mail_id: str, state: MailState) -> None: ...
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]: ...
+
+    # outcomes and their delivery to the requester
+    def save_outcome(self, outcome: Outcome) -> None: ...
+    def mark_outcome_delivered(self, run_id: str) -> None: ...
+    def undelivered_outcomes(self) -> list[Outcome]: ...
+
+    # commands from other processes
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int: ...
+    def take_commands(self) -> list[Command]: ...
+
+    def close(self) -> None: ...

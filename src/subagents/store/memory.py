@@ -1,0 +1,139 @@
+"""MemoryStore: the RunStore protocol held in dictionaries, for runs that need no durability.
+
+Used by embedding programs that want the fastest runtime and by the benchmarks as the
+in-memory baseline. Thread-safe: the supervisor writes, anyone may read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from subagents.messages import (
+    Checkpoint,
+    Command,
+    Event,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+
+
+class MemoryStore:
+    """Everything in memory; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._runs: dict[str, RunRecord] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._checkpoints: dict[str, Checkpoint] = {}
+        self._mail: dict[str, Mail] = {}
+        self._outcomes: dict[str, tuple[Outcome, bool]] = {}
+        self._commands: list[Command] = []
+        self._command_ids = itertools.count(1)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def save_run(self, record: RunRecord) -> None:
+        with self._lock:
+            self._runs[record.run_id] = record
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        wanted = set(statuses) if statuses is not None else None
+        with self._lock:
+            rows = [
+                r
+                for r in self._runs.values()
+                if (wanted is None or r.status in wanted)
+                and (root_run_id is None or r.root_run_id == root_run_id)
+                and (agent is None or r.agent == agent)
+            ]
+        rows.sort(key=lambda r: (r.created_at, r.run_id))
+        return rows[:limit] if limit is not None else rows
+
+    def append_event(self, event: Event) -> None:
+        with self._lock:
+            self._events.setdefault(event.run_id, []).append(event)
+
+    def events(self, run_id: str) -> list[Event]:
+        with self._lock:
+            return list(self._events.get(run_id, ()))
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self._checkpoints[checkpoint.run_id] = checkpoint
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        with self._lock:
+            return self._checkpoints.get(run_id)
+
+    def save_mail(self, mail: Mail) -> None:
+        with self._lock:
+            self._mail[mail.mail_id] = mail
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        import msgspec
+
+        with self._lock:
+            mail = self._mail.get(mail_id)
+            if mail is not None:
+                self._mail[mail_id] = msgspec.structs.replace(mail, state=state)
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        wanted = set(states) if states is not None else None
+        with self._lock:
+            return [
+                m
+                for m in self._mail.values()
+                if (m.recipient == run_id or m.sender == run_id)
+                and (wanted is None or m.state in wanted)
+            ]
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._outcomes[outcome.run_id] = (outcome, False)
+
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        with self._lock:
+            if run_id in self._outcomes:
+                self._outcomes[run_id] = (self._outcomes[run_id][0], True)
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        with self._lock:
+            return [o for o, delivered in self._outcomes.values() if not delivered]
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        with self._lock:
+            command_id = next(self._command_ids)
+            if kind not in ("stop", "send"):
+                raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+            self._commands.append(
+                Command(command_id=command_id, kind=kind, run_id=run_id, content=content)  # type: ignore[arg-type]
+            )
+            return command_id
+
+    def take_commands(self) -> list[Command]:
+        with self._lock:
+            taken, self._commands = self._commands, []
+            return taken
+
+    def close(self) -> None:
+        pass
