@@ -1,0 +1,253 @@
+"""The offline scripted model: deterministic turns per agent, so the runtime works without network.
+
+Why: the runtime, its tests, the demo and anyone without an API key need a model that answers
+instantly, the same way every time, and that can still exercise every path a real model does:
+tool calls (several per turn), latency, cancellation, deadlines, transient failures, usage.
+
+How a turn is picked: the script of ``request.agent``, at index = number of assistant messages
+already in the conversation. A resumed run therefore continues where it stopped, and a
+restarted one replays from its checkpoint. Past the end of a script (or with no script) the
+model answers ``default_reply``, so every agent finishes. The format is documented in
+``docs/offline-model.md``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    ChatMessage,
+    ContentBlock,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from subagents.models.base import CancelSignal, ModelError
+from subagents.models.script import (
+    Script,
+    ScriptedUsage,
+    Turn,
+    load_scripts_file,
+    parse_scripts,
+    scripts_from_metadata,
+)
+from subagents.models.templating import render, render_value, template_values
+
+DEFAULT_REPLY = "{agent} finished: {task}"
+"""What an agent says when its script is exhausted or it has none."""
+
+SCRIPTED_MODEL_ID = "scripted"
+
+_RECENT_REQUESTS = 10_000
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+log = structlog.get_logger(__name__)
+
+ScriptInput = Mapping[str, Sequence[Turn | Mapping[str, Any] | str]]
+
+
+class ScriptedModel:
+    """A ``Model`` that plays per-agent scripts. Thread-safe: many agents may call it at once."""
+
+    def __init__(
+        self,
+        scripts: ScriptInput | None = None,
+        *,
+        default_reply: str = DEFAULT_REPLY,
+        source: str = "scripts",
+    ) -> None:
+        self._scripts: dict[str, Script] = parse_scripts(scripts or {}, source=source)
+        self._default_reply = default_reply
+        self._lock = threading.Lock()
+        self._calls_per_turn: dict[tuple[str, str, int], int] = {}
+        self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
+
+    # -- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def from_specs(
+        cls, specs: Iterable[AgentSpec], *, default_reply: str = DEFAULT_REPLY
+    ) -> ScriptedModel:
+        """Scripts written in definitions' frontmatter under ``script:``."""
+        model = cls(default_reply=default_reply)
+        model._scripts = scripts_from_metadata(specs)
+        return model
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, default_reply: str = DEFAULT_REPLY) -> ScriptedModel:
+        """Scripts from a YAML or JSON file: ``{agent name: [turns]}``."""
+        model = cls(default_reply=default_reply)
+        model._scripts = load_scripts_file(path)
+        return model
+
+    # -- inspection -------------------------------------------------------------------------
+
+    @property
+    def agents(self) -> frozenset[str]:
+        """The agents this model has a script for."""
+        return frozenset(self._scripts)
+
+    def script(self, agent: str) -> Script:
+        """The turns scripted for ``agent`` (empty when it has none)."""
+        return self._scripts.get(agent, ())
+
+    @property
+    def requests(self) -> tuple[ModelRequest, ...]:
+        """The most recent requests received (bounded), oldest first: what the model was shown."""
+        with self._lock:
+            return tuple(self._requests)
+
+    # -- the Model protocol -----------------------------------------------------------------
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        """Play the turn for this point of the conversation. Raise ``ModelError`` on failure."""
+        turn_index = sum(1 for message in request.messages if message.role == "assistant")
+        script = self._scripts.get(request.agent, ())
+        turn = script[turn_index] if turn_index < len(script) else None
+        with self._lock:
+            self._requests.append(request)
+            key = (request.agent, request.run_id, turn_index)
+            call_number = self._calls_per_turn.get(key, 0) + 1
+            self._calls_per_turn[key] = call_number
+
+        _check_signals(deadline, cancel)
+        if turn is not None and turn.delay > 0:
+            _simulate_latency(turn.delay, deadline, cancel)
+
+        if turn is not None and turn.error is not None:
+            failing = turn.fail_times is None or call_number <= turn.fail_times
+            if failing:
+                log.debug(
+                    "scripted_model.error",
+                    agent=request.agent,
+                    run_id=request.run_id,
+                    turn=turn_index,
+                    kind=turn.error.kind,
+                    call=call_number,
+                )
+                raise ModelError(
+                    turn.error.kind, turn.error.message, transient=turn.error.transient
+                )
+
+        values = template_values(
+            request.messages, agent=request.agent, run_id=request.run_id, turn=turn_index
+        )
+        content = self._content(turn, values, agent=request.agent, turn_index=turn_index)
+        has_tools = any(isinstance(block, ToolUseBlock) for block in content)
+        if turn is not None and turn.stop_reason is not None:
+            stop_reason = turn.stop_reason
+        else:
+            stop_reason = "tool_use" if has_tools else "end_turn"
+        usage = _usage(request, content, turn.usage if turn is not None else None)
+        log.debug(
+            "scripted_model.turn",
+            agent=request.agent,
+            run_id=request.run_id,
+            turn=turn_index,
+            scripted=turn is not None,
+            stop_reason=stop_reason,
+        )
+        return ModelResponse(
+            content=content,
+            stop_reason=stop_reason,
+            usage=usage,
+            model=request.model or SCRIPTED_MODEL_ID,
+        )
+
+    def _content(
+        self, turn: Turn | None, values: Mapping[str, str], *, agent: str, turn_index: int
+    ) -> tuple[ContentBlock, ...]:
+        if turn is None or (turn.text is None and not turn.tool_calls):
+            return (TextBlock(text=render(self._default_reply, values)),)
+        blocks: list[ContentBlock] = []
+        if turn.text is not None:
+            blocks.append(TextBlock(text=render(turn.text, values)))
+        for index, call in enumerate(turn.tool_calls):
+            blocks.append(
+                ToolUseBlock(
+                    id=tool_use_id(agent, turn_index, index),
+                    name=call.name,
+                    input=render_value(call.input, values),
+                )
+            )
+        return tuple(blocks)
+
+
+def tool_use_id(agent: str, turn: int, index: int) -> str:
+    """``toolu_<agent>_<turn>_<i>``, with characters the Messages API refuses replaced by ``_``."""
+    return _UNSAFE_ID_CHARS.sub("_", f"toolu_{agent}_{turn}_{index}")
+
+
+def _check_signals(deadline: float | None, cancel: CancelSignal | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise ModelError("cancelled", "the run was stopped before the model call")
+    if deadline is not None and time.monotonic() >= deadline:
+        raise ModelError(
+            "timeout", "the run's deadline passed before the model call", transient=True
+        )
+
+
+def _simulate_latency(delay: float, deadline: float | None, cancel: CancelSignal | None) -> None:
+    """Wait ``delay`` seconds, returning early (with an error) on cancel or at the deadline."""
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    wait_for = delay if remaining is None else min(delay, remaining)
+    signal: CancelSignal = cancel if cancel is not None else threading.Event()
+    if signal.wait(wait_for):
+        raise ModelError("cancelled", f"the run was stopped during a {delay:g} s model call")
+    if remaining is not None and remaining < delay:
+        raise ModelError(
+            "timeout",
+            f"the run's deadline came {remaining:.3f} s into a {delay:g} s model call",
+            transient=True,
+        )
+
+
+def _message_chars(message: ChatMessage) -> int:
+    return sum(_block_chars(block) for block in message.content)
+
+
+def _block_chars(block: ContentBlock) -> int:
+    if isinstance(block, TextBlock):
+        return len(block.text)
+    if isinstance(block, ToolResultBlock):
+        return len(block.content)
+    return len(block.name) + len(msgspec.json.encode(block.input))
+
+
+def _usage(
+    request: ModelRequest, content: tuple[ContentBlock, ...], scripted: ScriptedUsage | None
+) -> Usage:
+    """Scripted counters where given; otherwise about four characters per token, at least 1."""
+    input_chars = len(request.system) + sum(_message_chars(m) for m in request.messages)
+    output_chars = sum(_block_chars(block) for block in content)
+    input_tokens = max(1, input_chars // 4)
+    output_tokens = max(1, output_chars // 4)
+    if scripted is None:
+        return Usage(input_tokens=input_tokens, output_tokens=output_tokens, model_calls=1)
+    return Usage(
+        input_tokens=input_tokens if scripted.input_tokens is None else scripted.input_tokens,
+        output_tokens=output_tokens if scripted.output_tokens is None else scripted.output_tokens,
+        cache_creation_input_tokens=scripted.cache_creation_input_tokens,
+        cache_read_input_tokens=scripted.cache_read_input_tokens,
+        cost_usd=scripted.cost_usd,
+        model_calls=1,
+    )
