@@ -1,0 +1,222 @@
+"""Fields: turn a loose mapping of frontmatter values into ``AgentSpec`` keyword arguments.
+
+Authors write ``maxTurns``, ``max_turns`` or ``max-turns``; ``tools`` as a comma string or a
+list; numbers as strings. This module is the one place that knows each field's accepted
+shapes, normalises them to the spec's types, and says precisely which field and value were
+wrong otherwise. Keys it does not know are kept, unchanged, as metadata.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from subagents.definitions.errors import DefinitionError
+from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import RESTART_POLICIES
+
+_PROVENANCE = {"source", "category", "level", "metadata", "prompt"}
+_CAMEL_TO_FIELD: dict[str, str] = {
+    f.encode_name: f.name for f in msgspec.structs.fields(AgentSpec) if f.name not in _PROVENANCE
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
+_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_INT = re.compile(r"^\s*[-+]?\d[\d_]*\s*$")
+
+
+class FieldError(DefinitionError):
+    """A value that does not fit its field; ``key`` is the key as the author wrote it."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        super().__init__(reason)
+
+
+def camel(key: str) -> str:
+    """``max_turns`` / ``max-turns`` / ``maxTurns`` -> ``maxTurns``."""
+    if "_" not in key and "-" not in key:
+        return key
+    head, *rest = re.split(r"[_-]+", key)
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def field_of(key: str) -> str | None:
+    """The ``AgentSpec`` field a frontmatter key sets, or None for metadata."""
+    return _CAMEL_TO_FIELD.get(camel(key))
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(key: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        raise FieldError(key, f"{key} must be text, got {_show(value)}")
+    if isinstance(value, int | float | datetime.date):
+        return str(value)
+    raise FieldError(key, f"{key} must be text, got a {type(value).__name__}: {_show(value)}")
+
+
+def _names(key: str, value: Any) -> tuple[str, ...] | None:
+    """A comma string or a list of names -> a tuple without blanks or duplicates."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise FieldError(
+            key, f"{key} must be a comma-separated string or a list, got {_show(value)}"
+        )
+    names: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or isinstance(item, bool):
+            raise FieldError(key, f"{key} entries must be names (text), got {_show(item)}")
+        for part in item.split(","):
+            part = part.strip()
+            if part and part not in names:
+                names.append(part)
+    return tuple(names)
+
+
+def _int(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INT.match(value):
+        return int(value.replace("_", ""))
+    raise FieldError(key, f"{key} must be a whole number, got {_show(value)}")
+
+
+def _seconds(key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            unit = match.group(2).lower() if match.group(2) else None
+            return float(match.group(1)) * _UNITS[unit]
+    raise FieldError(
+        key, f"{key} must be a number of seconds (or like '90s', '5m', '1h'), got {_show(value)}"
+    )
+
+
+def _bool(key: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0", ""):
+        return False
+    raise FieldError(key, f"{key} must be true or false, got {_show(value)}")
+
+
+def _priority(key: str, value: Any) -> int | str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise FieldError(key, f"{key} must be a whole number or a word, got {_show(value)}")
+
+
+def _capabilities(key: str, value: Any) -> tuple[str, ...] | dict[str, Any]:
+    if isinstance(value, dict):
+        return {str(k): v for k, v in value.items()}
+    return _names(key, value) or ()
+
+
+def _restart(key: str, value: Any) -> str:
+    if value is None:
+        return "temporary"
+    if isinstance(value, str) and value.strip().lower() in RESTART_POLICIES:
+        return value.strip().lower()
+    raise FieldError(key, f"restart must be 'temporary' or 'transient', got {_show(value)}")
+
+
+def _model(key: str, value: Any) -> str | None:
+    text = _text(key, value)
+    return text.strip() or None if text is not None else None
+
+
+def _any(key: str, value: Any) -> Any:
+    return value
+
+
+def _tuple(key: str, value: Any) -> tuple[str, ...]:
+    return _names(key, value) or ()
+
+
+_COERCE: dict[str, Callable[[str, Any], Any]] = {
+    "name": _text,
+    "description": _text,
+    "tools": _names,
+    "disallowed_tools": _tuple,
+    "model": _model,
+    "skills": _tuple,
+    "max_turns": _int,
+    "color": _text,
+    "permission_mode": _text,
+    "mcp_servers": _any,
+    "hooks": _any,
+    "memory": _any,
+    "background": _bool,
+    "effort": _text,
+    "initial_prompt": _text,
+    "type": _text,
+    "tier": _int,
+    "scope": _text,
+    "capabilities": _capabilities,
+    "priority": _priority,
+    "key_sub_agents": _tuple,
+    "extends": _text,
+    "max_depth": _int,
+    "max_children": _int,
+    "timeout": _seconds,
+    "token_budget": _int,
+    "restart": _restart,
+}
+assert set(_COERCE) == set(_CAMEL_TO_FIELD.values()), "every AgentSpec field needs a coercer"
+
+
+def spec_kwargs(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(keyword arguments for AgentSpec, metadata, field -> key as written); raises FieldError."""
+    kwargs: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    metadata: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        key = str(raw_key)
+        field = field_of(key)
+        if field is None:
+            if key == "metadata" and isinstance(value, dict):
+                for meta_key, meta_value in value.items():
+                    metadata.setdefault(str(meta_key), meta_value)
+            else:
+                metadata[key] = value
+            continue
+        coerced = _COERCE[field](key, value)
+        if field in kwargs and kwargs[field] != coerced:
+            raise FieldError(
+                key,
+                f"both {written[field]!r} and {key!r} are given, with different values; keep one",
+            )
+        kwargs[field] = coerced
+        written.setdefault(field, key)
+    for field in ("disallowed_tools", "skills", "key_sub_agents", "capabilities"):
+        if kwargs.get(field) is None:
+            kwargs.pop(field, None)
+    return kwargs, metadata, written

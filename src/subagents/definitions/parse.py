@@ -1,0 +1,352 @@
+"""Parsing: markdown files, mappings and JSON into ``AgentSpec`` values.
+
+Two kinds of entry points. ``parse_markdown``, ``parse_mapping`` and ``parse_json`` are for a
+caller holding one definition: they raise ``DefinitionError`` on the first problem. ``load_file``
+is for loaders walking directories: it never raises for a bad file, returning every problem as a
+``LoadIssue`` instead, and it refuses oversized, binary and non-UTF-8 files before parsing.
+Every spec that leaves this module has passed ``validate``'s error checks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from subagents.definitions import frontmatter
+from subagents.definitions.errors import DefinitionError, LoadIssue
+from subagents.definitions.fields import FieldError, camel, spec_kwargs
+from subagents.definitions.spec import AgentSpec, Level
+from subagents.definitions.validate import KNOWN_TOOLS, check
+
+MAX_FILE_BYTES = 1024 * 1024
+_JSON_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _build(
+    data: Mapping[str, Any],
+    *,
+    prompt: str | None,
+    source: str | None,
+    category: str,
+    level: Level,
+) -> AgentSpec:
+    """A spec from a mapping; raises FieldError (with the key) for a value of the wrong shape."""
+    values = dict(data)
+    if prompt is None:
+        raw_prompt = values.pop("prompt", None)
+        if raw_prompt is not None and not isinstance(raw_prompt, str):
+            raise FieldError("prompt", f"prompt must be text, got {type(raw_prompt).__name__}")
+        prompt = raw_prompt or ""
+    kwargs, metadata, _ = spec_kwargs(values)
+    for required in ("name", "description"):
+        if not kwargs.get(required):
+            given = required in kwargs
+            raise FieldError(
+                required,
+                f"required field {required!r} is empty"
+                if given
+                else f"missing required field {required!r}",
+            )
+    return AgentSpec(
+        **kwargs, prompt=prompt, metadata=metadata, source=source, category=category, level=level
+    )
+
+
+def _first_error(spec: AgentSpec, lines: Mapping[str, int] | None = None) -> DefinitionError | None:
+    for finding in check(spec):
+        if finding.issue.severity == "error":
+            line = (lines or {}).get(finding.field or "")
+            return DefinitionError(finding.issue.reason, file=spec.source, line=line)
+    return None
+
+
+def parse_mapping(
+    data: Mapping[str, Any],
+    *,
+    prompt: str | None = None,
+    source: str | None = None,
+    category: str = "",
+    level: Level = Level.CODE,
+) -> AgentSpec:
+    """A spec from a dict (camelCase or snake_case keys); ``prompt`` overrides a ``prompt`` key.
+
+    Raises ``DefinitionError`` naming the field and value at fault.
+    """
+    if not isinstance(data, Mapping):
+        raise DefinitionError(
+            f"a definition must be a mapping, not a {type(data).__name__}", file=source
+        )
+    try:
+        spec = _build(data, prompt=prompt, source=source, category=category, level=level)
+    except DefinitionError as exc:
+        raise exc.with_location(file=source) from None
+    error = _first_error(spec)
+    if error is not None:
+        raise error
+    return spec
+
+
+def _field_lines(key_lines: Mapping[str, int]) -> dict[str, int]:
+    """Key lines indexed by camelCase field name as well as by the key as written."""
+    lines = dict(key_lines)
+    for key, line in key_lines.items():
+        lines.setdefault(camel(key), line)
+    return lines
+
+
+def read_markdown(
+    text: str,
+    *,
+    source: str | None = None,
+    category: str = "",
+    level: Level = Level.DIRS,
+    known_tools: frozenset[str] = KNOWN_TOOLS,
+    extra_tools: Iterable[str] = (),
+    strict: bool = False,
+) -> tuple[AgentSpec | None, list[LoadIssue]]:
+    """Parse one markdown definition, collecting every issue; the spec is None on an error."""
+    try:
+        fm = frontmatter.parse(text)
+    except DefinitionError as exc:
+        return None, [_issue(exc, source, None)]
+    issues = [
+        LoadIssue(reason=note.reason, file=source, line=note.line, severity="warning")
+        for note in fm.notes
+    ]
+    name = fm.data.get("name") if isinstance(fm.data.get("name"), str) else None
+    lines = _field_lines(fm.key_lines)
+    try:
+        spec = _build(
+            fm.data, prompt=fm.body.strip(), source=source, category=category, level=level
+        )
+    except FieldError as exc:
+        line = lines.get(exc.key, lines.get(camel(exc.key)))
+        if line is None and exc.key in ("name", "description"):
+            line = fm.header_line
+        return None, [*issues, _issue(exc, source, name, line=line)]
+    findings = check(spec, known_tools=known_tools, extra_tools=extra_tools, strict=strict)
+    for finding in findings:
+        line = fm.body_line if finding.field is None else lines.get(finding.field)
+        issues.append(msgspec.structs.replace(finding.issue, line=line))
+    if any(issue.severity == "error" for issue in issues):
+        return None, issues
+    return spec, issues
+
+
+def _issue(
+    exc: DefinitionError, source: str | None, name: str | None, line: int | None = None
+) -> LoadIssue:
+    return LoadIssue(
+        reason=exc.reason,
+        file=exc.file or source,
+        line=exc.line if exc.line is not None else line,
+        name=name,
+        severity="error",
+    )
+
+
+def parse_markdown(
+    text: str, *, source: str | None = None, category: str = "", level: Level = Level.DIRS
+) -> AgentSpec:
+    """A spec from a markdown definition (frontmatter + body); raises ``DefinitionError``.
+
+    Lenient readings (see ``frontmatter``) are accepted silently here; ``load_file`` reports them.
+    """
+    spec, issues = read_markdown(text, source=source, category=category, level=level)
+    if spec is None:
+        error = next(issue for issue in issues if issue.severity == "error")
+        raise error.as_error()
+    return spec
+
+
+def _json_entries(value: Any, source: str | None) -> list[tuple[str, Any]]:
+    """(label, mapping) pairs from the three accepted JSON shapes."""
+    if isinstance(value, list):
+        return [(f"item {index}", item) for index, item in enumerate(value)]
+    if not isinstance(value, dict):
+        raise DefinitionError(
+            f"JSON definitions must be an object or a list of objects, not {type(value).__name__}",
+            file=source,
+        )
+    if isinstance(value.get("name"), str):
+        return [("object", value)]
+    entries: list[tuple[str, Any]] = []
+    for name, body in value.items():
+        if not isinstance(body, dict):
+            raise DefinitionError(
+                f"agent {name!r}: expected an object with 'description' and 'prompt' "
+                f"(the --agents shape), got {type(body).__name__}",
+                file=source,
+            )
+        if "name" in body and body["name"] != name:
+            raise DefinitionError(
+                f"agent {name!r}: its 'name' field says {body['name']!r}", file=source
+            )
+        entries.append((f"agent {name!r}", {**body, "name": name}))
+    return entries
+
+
+def _decode_json(text: str | bytes, source: str | None) -> Any:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        line = None
+        match = _JSON_BYTE.search(message)
+        if match:
+            raw = text.encode() if isinstance(text, str) else text
+            line = raw[: int(match.group(1))].count(b"\n") + 1
+        raise DefinitionError(f"invalid JSON: {message}", file=source, line=line) from None
+
+
+def read_json(
+    text: str | bytes,
+    *,
+    source: str | None = None,
+    level: Level = Level.CODE,
+    known_tools: frozenset[str] = KNOWN_TOOLS,
+    extra_tools: Iterable[str] = (),
+    strict: bool = False,
+) -> tuple[list[AgentSpec], list[LoadIssue]]:
+    """Every definition in a JSON document, collecting issues per entry instead of raising."""
+    try:
+        entries = _json_entries(_decode_json(text, source), source)
+    except DefinitionError as exc:
+        return [], [_issue(exc, source, None)]
+    specs: list[AgentSpec] = []
+    issues: list[LoadIssue] = []
+    for label, entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        try:
+            if not isinstance(entry, dict):
+                raise DefinitionError(f"must be an object, got {type(entry).__name__}")
+            spec = _build(entry, prompt=None, source=source, category="", level=level)
+        except DefinitionError as exc:
+            issues.append(_issue(DefinitionError(f"{label}: {exc.reason}"), source, name))
+            continue
+        found = [
+            f.issue
+            for f in check(spec, known_tools=known_tools, extra_tools=extra_tools, strict=strict)
+        ]
+        issues.extend(found)
+        if not any(issue.severity == "error" for issue in found):
+            specs.append(spec)
+    return specs, issues
+
+
+def parse_json(
+    text: str | bytes, *, source: str | None = None, level: Level = Level.CODE
+) -> list[AgentSpec]:
+    """Specs from JSON: one object, a list of objects, or the Agent SDK ``--agents`` shape
+    ``{"name": {"description", "prompt", "tools", "model"}}``. Raises ``DefinitionError``."""
+    specs, issues = read_json(text, source=source, level=level)
+    for issue in issues:
+        if issue.severity == "error":
+            raise issue.as_error()
+    return specs
+
+
+def _category(path: Path, root: Path | None) -> str:
+    if root is None:
+        return ""
+    try:
+        relative = path.parent.relative_to(root)
+    except ValueError:
+        return ""
+    text = relative.as_posix()
+    return "" if text == "." else text
+
+
+def read_file_text(path: Path) -> str:
+    """A definition file's text; ``DefinitionError`` if missing, too big, binary or not UTF-8.
+
+    The size is checked with ``stat`` first and the read is capped, so a huge file is refused
+    without being read whole.
+    """
+    source = str(path)
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise DefinitionError("not a regular file", file=source)
+        if size > MAX_FILE_BYTES:
+            raise DefinitionError(
+                f"file is {size} bytes, over the 1 MiB limit for definitions; not read",
+                file=source,
+            )
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise DefinitionError("file not found", file=source) from None
+    except OSError as exc:
+        raise DefinitionError(f"cannot read file: {exc.strerror or exc}", file=source) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise DefinitionError("file grew over the 1 MiB limit while being read", file=source)
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise DefinitionError(
+            f"binary file (a NUL byte at offset {nul}); not a text definition",
+            file=source,
+            line=raw[:nul].count(b"\n") + 1,
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DefinitionError(
+            f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column} cannot be decoded; "
+            "save the file as UTF-8",
+            file=source,
+            line=line,
+        ) from None
+
+
+def load_file(
+    path: Path, *, root: Path | None = None, level: Level = Level.DIRS
+) -> tuple[list[AgentSpec], list[LoadIssue]]:
+    """Every definition in one file (markdown, or ``.json``) and every issue; never raises.
+
+    ``root`` is the directory the file was found under: its folder path below ``root`` becomes
+    the spec's category.
+    """
+    return read_file(path, root=root, level=level)
+
+
+def read_file(
+    path: Path,
+    *,
+    root: Path | None = None,
+    level: Level = Level.DIRS,
+    known_tools: frozenset[str] = KNOWN_TOOLS,
+    extra_tools: Iterable[str] = (),
+    strict: bool = False,
+) -> tuple[list[AgentSpec], list[LoadIssue]]:
+    """``load_file`` with the validation settings of a loader."""
+    source = str(path)
+    try:
+        text = read_file_text(path)
+    except DefinitionError as exc:
+        return [], [_issue(exc, source, None)]
+    if path.suffix.lower() == ".json":
+        return read_json(
+            text,
+            source=source,
+            level=level,
+            known_tools=known_tools,
+            extra_tools=extra_tools,
+            strict=strict,
+        )
+    spec, issues = read_markdown(
+        text,
+        source=source,
+        category=_category(path, root),
+        level=level,
+        known_tools=known_tools,
+        extra_tools=extra_tools,
+        strict=strict,
+    )
+    return ([spec] if spec is not None else []), issues

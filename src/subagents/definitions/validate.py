@@ -1,0 +1,182 @@
+"""Validation: what makes a well-typed ``AgentSpec`` still wrong.
+
+The parsers turn text into typed values; this module judges the values: the name a runtime can
+address, the required fields, limits that make sense, and tool names a model can actually be
+given. Tool problems are warnings by default -- Claude Code itself ignores a tool it does not
+know, and new tools appear often -- and become errors in strict mode. Everything else listed
+here is an error: a spec with an error is dropped by the loaders.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Iterable
+
+import msgspec
+
+from subagents.definitions.errors import LoadIssue
+from subagents.definitions.spec import AgentSpec
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+MAX_TIMEOUT = 3600.0
+RESTART_POLICIES = ("temporary", "transient")
+
+CLAUDE_CODE_TOOLS = frozenset(
+    {
+        "Agent",
+        "AskUserQuestion",
+        "Bash",
+        "BashOutput",
+        "Edit",
+        "ExitPlanMode",
+        "Glob",
+        "Grep",
+        "KillBash",
+        "KillShell",
+        "LS",
+        "ListMcpResourcesTool",
+        "MultiEdit",
+        "NotebookEdit",
+        "NotebookRead",
+        "Read",
+        "ReadMcpResourceTool",
+        "SendMessage",
+        "Skill",
+        "SlashCommand",
+        "Task",
+        "TaskCreate",
+        "TaskGet",
+        "TaskList",
+        "TaskOutput",
+        "TaskStop",
+        "TaskUpdate",
+        "TeamCreate",
+        "TeamDelete",
+        "TodoRead",
+        "TodoWrite",
+        "WebFetch",
+        "WebSearch",
+        "Write",
+    }
+)
+RUNTIME_TOOLS = frozenset(
+    {
+        "spawn_subagent",
+        "send_message",
+        "check_mailbox",
+        "wait_for_message",
+        "stop_subagent",
+        "load_skill",
+    }
+)
+KNOWN_TOOLS: frozenset[str] = CLAUDE_CODE_TOOLS | RUNTIME_TOOLS
+MCP_PREFIX = "mcp__"
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """An issue plus the frontmatter field (camelCase) it is about, so callers can add a line."""
+
+    field: str | None
+    issue: LoadIssue
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an agent, or None when it can."""
+    if not name:
+        return "name is empty"
+    shown = repr(name if len(name) <= 60 else name[:60] + "...")
+    for sep in ("/", "\\"):
+        if sep in name:
+            return f"name {shown} contains a path separator {sep!r}"
+    for char in name:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"name {shown} contains a control character U+{ord(char):04X}"
+    if NAME_PATTERN.match(name):
+        return None
+    if len(name) > 128:
+        return f"name {shown} is {len(name)} characters long; the limit is 128"
+    hint = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-_.").lower()
+    suggestion = f" (for example {hint!r})" if hint and NAME_PATTERN.match(hint) else ""
+    return (
+        f"name {shown} is not allowed: use letters, digits, '-', '_' and '.', starting with a "
+        f"letter or digit{suggestion}"
+    )
+
+
+def tool_base(tool: str) -> str:
+    """``Bash(git diff:*)`` -> ``Bash``: Claude Code permission patterns name a tool first."""
+    return tool.split("(", 1)[0].strip()
+
+
+def check(
+    spec: AgentSpec,
+    *,
+    known_tools: frozenset[str] = KNOWN_TOOLS,
+    extra_tools: Iterable[str] = (),
+    strict: bool = False,
+) -> list[Finding]:
+    """Every problem of ``spec``, each with the field it concerns."""
+    found: list[Finding] = []
+
+    def add(field: str | None, reason: str, severity: str = "error") -> None:
+        issue = LoadIssue(
+            reason=reason,
+            file=spec.source,
+            name=spec.name or None,
+            severity="error" if severity == "error" else "warning",
+        )
+        found.append(Finding(field, issue))
+
+    problem = name_problem(spec.name)
+    if problem:
+        add("name", problem)
+    if not spec.description.strip():
+        add("description", "missing required field 'description'")
+    if not spec.prompt.strip():
+        add(None, "the system prompt (the markdown body) is empty", "warning")
+    for field, value in (
+        ("maxTurns", spec.max_turns),
+        ("maxDepth", spec.max_depth),
+        ("maxChildren", spec.max_children),
+        ("tokenBudget", spec.token_budget),
+    ):
+        if value is not None and value <= 0:
+            add(field, f"{field} must be a positive whole number, got {value}")
+    if spec.timeout is not None and not 0 < spec.timeout <= MAX_TIMEOUT:
+        add(
+            "timeout",
+            f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} s, got {spec.timeout:g}",
+        )
+    if spec.tier is not None and not 0 <= spec.tier <= 3:
+        add("tier", f"tier must be 0, 1, 2 or 3, got {spec.tier}")
+    if spec.restart not in RESTART_POLICIES:
+        add("restart", f"restart must be 'temporary' or 'transient', got {spec.restart!r}")
+    if spec.extends is not None and spec.extends == spec.name:
+        add("extends", f"extends names the definition itself ({spec.name!r})")
+    allowed = known_tools | frozenset(extra_tools)
+    severity = "error" if strict else "warning"
+    for field, tools in (("tools", spec.tools or ()), ("disallowedTools", spec.disallowed_tools)):
+        for tool in tools:
+            base = tool_base(tool)
+            if base in allowed or base.startswith(MCP_PREFIX):
+                continue
+            close = difflib.get_close_matches(base, sorted(allowed), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            add(field, f"{field}: unknown tool {tool!r}{hint}", severity)
+    return found
+
+
+def validate(
+    spec: AgentSpec,
+    *,
+    known_tools: frozenset[str] = KNOWN_TOOLS,
+    extra_tools: Iterable[str] = (),
+    strict: bool = False,
+) -> list[LoadIssue]:
+    """Every problem of ``spec``; ``strict`` turns tool problems into errors."""
+    return [
+        f.issue
+        for f in check(spec, known_tools=known_tools, extra_tools=extra_tools, strict=strict)
+    ]
