@@ -1,0 +1,59 @@
+"""SQLite's failures turned into StoreErrors that say what is wrong in words a user acts on.
+
+Why: the caller of a store should not have to know SQLite's result codes to tell a full disk
+from a corrupt file from a read-only path, and every message must name the file. The primary
+result code (the low byte of the extended code) picks the words; SQLite's own message is kept
+after them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from subagents.store.base import StoreError
+
+# SQLite primary result codes (https://sqlite.org/rescode.html)
+SQLITE_PERM = 3
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+SQLITE_NOTADB = 26
+
+_REASONS = {
+    SQLITE_FULL: "disk full: the store could not grow (the disk or the store's size limit "
+    "is full); the transaction was rolled back",
+    SQLITE_READONLY: "read-only: the store file or its directory cannot be written",
+    SQLITE_PERM: "read-only: permission denied",
+    SQLITE_CORRUPT: "corrupt database",
+    SQLITE_NOTADB: "not a SQLite database (or a corrupt one)",
+    SQLITE_BUSY: "busy: another connection held the write lock longer than the busy timeout",
+    SQLITE_LOCKED: "locked: a conflicting operation on the same connection",
+    SQLITE_CANTOPEN: "cannot open the database file (a missing or read-only directory?)",
+    SQLITE_IOERR: "I/O error",
+}
+
+
+def primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+def translate(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
+    """A StoreError for ``exc``, raised while ``doing`` something to the store at ``path``."""
+    code = primary_code(exc)
+    reason = _REASONS.get(code) if code is not None else None
+    detail = str(exc)
+    if reason is None:
+        reason = detail
+    elif detail:
+        reason = f"{reason} (sqlite: {detail})"
+    return StoreError(f"{path}: {doing}: {reason}")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and primary_code(exc) == SQLITE_FULL

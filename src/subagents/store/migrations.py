@@ -1,0 +1,116 @@
+"""Schema migrations as code: a list of functions, the n-th takes a store from v(n) to v(n+1).
+
+Why functions, not SQL files: a migration may need to read and rewrite documents (msgspec
+JSON) and must run inside the caller's transaction, so that a store is either wholly at the
+old version or wholly at the new one, even if the process dies half way.
+
+``upgrade`` is the one entry point: it creates a new store (v1 plus every migration), upgrades
+an old one, and refuses a file it does not understand (a foreign database, a newer schema)
+without writing a byte to it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from subagents.store.base import StoreError
+from subagents.store.schema import (
+    APPLICATION,
+    create_v1,
+    read_meta,
+    set_schema_version,
+    user_tables,
+)
+
+log = structlog.get_logger("subagents.store")
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def v1_to_v2(conn: sqlite3.Connection) -> None:
+    """v2: the sweeper. Runs get ``archived_at`` (hidden from listings once set) and
+    ``cleanup`` (keep/delete) as columns, with an index for the sweeper's query.
+
+    ``cleanup`` is copied from each record document, so runs written by v1 keep the choice
+    they were made with.
+    """
+    conn.execute("ALTER TABLE runs ADD COLUMN archived_at REAL")
+    conn.execute("ALTER TABLE runs ADD COLUMN cleanup TEXT CHECK (cleanup IN ('keep', 'delete'))")
+    conn.execute(
+        "UPDATE runs SET cleanup = json_extract(record, '$.cleanup') "
+        "WHERE json_valid(record) AND json_extract(record, '$.cleanup') IN ('keep', 'delete')"
+    )
+    conn.execute("CREATE INDEX runs_sweep ON runs (archived_at, ended_at)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2,)
+
+SCHEMA_VERSION = 1 + len(MIGRATIONS)
+"""The schema this code writes and reads."""
+
+
+def inspect_version(conn: sqlite3.Connection, path: Path) -> int | None:
+    """The schema version of the open file, None for a file with no tables (a new store).
+
+    Reads only. Raises StoreError for a foreign database (tables but none of our meta) or a
+    schema newer than this code.
+    """
+    tables = user_tables(conn)
+    if not tables:
+        return None
+    meta = read_meta(conn)
+    if meta.get("application") != APPLICATION:
+        shown = ", ".join(tables[:8]) + (", ..." if len(tables) > 8 else "")
+        raise StoreError(
+            f"{path}: not a subagents store: a SQLite database with tables {shown} and no "
+            f"subagents meta table; refusing to write to it"
+        )
+    raw = meta.get("schema_version", "")
+    try:
+        version = int(raw)
+    except ValueError:
+        raise StoreError(f"{path}: corrupt store: meta schema_version is {raw!r}") from None
+    if version < 1:
+        raise StoreError(f"{path}: corrupt store: meta schema_version is {version}")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: the store has schema version {version}, newer than this code's "
+            f"{SCHEMA_VERSION}: it was written by a newer subagents; upgrade subagents to "
+            f"open it"
+        )
+    return version
+
+
+def upgrade(conn: sqlite3.Connection, path: Path) -> tuple[int | None, int]:
+    """Bring the store to SCHEMA_VERSION in one transaction; return (found, now) versions.
+
+    ``conn`` must be in autocommit mode (isolation_level None). The version is read again
+    inside the write transaction, so two processes opening a new store at once create it
+    once.
+    """
+    if inspect_version(conn, path) == SCHEMA_VERSION:
+        return SCHEMA_VERSION, SCHEMA_VERSION
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = inspect_version(conn, path)
+        version = found
+        if version is None:
+            create_v1(conn)
+            version = 1
+        for migration in MIGRATIONS[version - 1 :]:
+            migration(conn)
+            version += 1
+            log.info("store.migrated", path=str(path), to_version=version, step=migration.__name__)
+        set_schema_version(conn, version)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if found is None:
+        log.info("store.created", path=str(path), schema_version=version)
+    return found, version

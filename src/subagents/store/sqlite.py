@@ -1,0 +1,674 @@
+"""SQLiteStore: the durable RunStore, one SQLite file per user (or a path the caller names).
+
+Durability promise: a write is durable once ``batch()`` (or a write made outside any batch)
+has returned. The file is in WAL mode with ``synchronous=NORMAL``: each commit appends to the
+write-ahead log with ``write()`` before returning, and the log is synced to disk at
+checkpoints. That survives the death of the process at any instant (SIGKILL, a crash, an
+out-of-memory kill), which is what the runtime promises: nothing acknowledged is lost when
+the runtime dies. It does not promise the last commits survive a power cut or a kernel crash
+(the database stays consistent, but the newest transactions may roll back); ``FULL`` would,
+at the price of an fsync per commit, which would make group commit the bottleneck of every
+step. WAL also lets other processes (``subagents ps``) read while the runtime writes, and lets
+them post commands, waiting at most the busy timeout for the writer's lock.
+
+Thread model: one connection, guarded by one reentrant lock (hence
+``check_same_thread=False``). The supervisor thread is the one writer; other threads read.
+A batch holds the lock from its first statement to its commit, so another thread's reads wait
+for it (for the time of a few inserts) and never see half a batch, exactly as with the
+in-memory store; reads from the writer's own thread inside a batch see its uncommitted
+writes. Other processes open their own ``SQLiteStore`` on the same path; SQLite's locks
+serialise them with this one.
+
+Atomicity: a batch is one transaction (``BEGIN IMMEDIATE``, so the write lock is taken up
+front and a commit never fails for a lock a reader upgraded). A nested batch is a savepoint
+inside it: it commits with the outer batch, and an exception leaving it undoes only its own
+writes. Any exception leaving the outer batch rolls back everything in it. If a write fails
+inside a batch (a full disk, say) and the caller catches the error, the batch is aborted:
+later writes in it raise, and its exit rolls back and raises, so no partial batch is ever
+committed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+
+from subagents.messages import (
+    TERMINAL_STATUSES,
+    Checkpoint,
+    Command,
+    Event,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+from subagents.store.base import StoreError
+from subagents.store.dbfile import check_header, prepare_file
+from subagents.store.errors import translate
+from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
+from subagents.store.paths import default_store_path
+from subagents.store.schema import read_meta
+from subagents.store.sweep import (
+    Cleanup,
+    SweepCandidate,
+    SweepReport,
+    plan_sweep,
+    sweep_bounds,
+)
+
+log = structlog.get_logger("subagents.store")
+
+T = TypeVar("T")
+
+COMMAND_KINDS = ("stop", "send")
+_TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
+
+_encoder = msgspec.json.Encoder()
+_run_decoder = msgspec.json.Decoder(RunRecord)
+_event_decoder = msgspec.json.Decoder(Event)
+_checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_mail_decoder = msgspec.json.Decoder(Mail)
+_outcome_decoder = msgspec.json.Decoder(Outcome)
+
+
+_SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
+        created_at, ended_at, cleanup, record)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (run_id) DO UPDATE SET
+        agent = excluded.agent, status = excluded.status, root_run_id = excluded.root_run_id,
+        parent_run_id = excluded.parent_run_id, depth = excluded.depth,
+        created_at = excluded.created_at, ended_at = excluded.ended_at,
+        cleanup = excluded.cleanup, record = excluded.record,
+        archived_at = CASE WHEN excluded.status IN ({", ".join("?" * len(_TERMINAL))})
+                      THEN archived_at ELSE NULL END"""
+"""Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
+
+
+def _encode(obj: msgspec.Struct) -> str:
+    return _encoder.encode(obj).decode("utf-8")
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+class SQLiteStore:
+    """The RunStore protocol in a SQLite file (see the module docstring for the promises).
+
+    ``path``: the file; None means the user's state directory (``store.paths``).
+    ``busy_timeout``: seconds a write waits for another process's write lock.
+    ``max_bytes``: an optional cap on the file's size; writes past it fail as a full disk.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        busy_timeout: float = 5.0,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_store_path()
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._failed: StoreError | None = None
+        self._closed = False
+        prepare_file(self.path)
+        check_header(self.path)
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path, "opening the store") from exc
+        try:
+            self.found_version, self.schema_version = self._open(conn, busy_timeout, max_bytes)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
+
+    def _open(
+        self, conn: sqlite3.Connection, busy_timeout: float, max_bytes: int | None
+    ) -> tuple[int | None, int]:
+        doing = "opening the store"
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            # Read first, write nothing: a foreign or newer file is refused untouched
+            # (switching to WAL would already rewrite its header).
+            doing = "reading the schema"
+            inspect_version(conn, self.path)
+            doing = "switching to WAL mode"
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise StoreError(
+                    f"{self.path}: cannot use WAL mode (journal mode stays {mode!r}); the "
+                    f"store needs a local file system that supports shared memory"
+                )
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            doing = "creating or upgrading the schema"
+            found, version = upgrade(conn, self.path)
+            if max_bytes is not None:
+                if max_bytes <= 0:
+                    raise StoreError(f"{self.path}: max_bytes must be > 0, got {max_bytes}")
+                (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+                conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path, doing) from exc
+        if found is not None and found != version:
+            log.info("store.upgraded", path=str(self.path), from_version=found, to_version=version)
+        return found, version
+
+    # -----------------------------------------------------------------------------------------
+    # transactions
+    # -----------------------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
+        return self._conn
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes made inside into one transaction, committed at exit."""
+        with self._lock:
+            conn = self._connection()
+            if self._depth > 0:
+                with self._savepoint(conn):
+                    yield
+                return
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, "starting a batch") from exc
+            self._failed = None
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._end(conn, commit=False)
+                raise
+            self._end(conn, commit=True)
+
+    def _end(self, conn: sqlite3.Connection, *, commit: bool) -> None:
+        self._depth = 0
+        failed, self._failed = self._failed, None
+        if commit and failed is not None:
+            self._rollback(conn)
+            raise StoreError(
+                f"{self.path}: batch rolled back: a write in it failed ({failed})"
+            ) from failed
+        if commit:
+            try:
+                conn.execute("COMMIT")
+                return
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise translate(exc, self.path, "committing a batch") from exc
+        self._rollback(conn)
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:  # the connection is unusable; say so, keep going
+                log.error("store.rollback_failed", path=str(self.path), error=str(exc))
+
+    @contextmanager
+    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
+        name = f"batch_{self._depth}"
+        failed_before = self._failed
+        self._write_sql(conn, f"SAVEPOINT {name}", (), "starting a nested batch")
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._depth -= 1
+            if conn.in_transaction:
+                try:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                    self._failed = failed_before  # its failed writes are undone
+                except sqlite3.Error as exc:
+                    self._failed = translate(exc, self.path, "undoing a nested batch")
+            raise
+        self._depth -= 1
+        self._write_sql(conn, f"RELEASE {name}", (), "ending a nested batch")
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A transaction for one write method: the open batch, or a batch of its own."""
+        with self._lock:
+            if self._depth > 0:
+                yield self._connection()
+            else:
+                with self.batch():
+                    yield self._connection()
+
+    def _write_sql(
+        self, conn: sqlite3.Connection, sql: str, params: Iterable[Any], doing: str
+    ) -> sqlite3.Cursor:
+        if self._failed is not None or (self._depth > 0 and not conn.in_transaction):
+            raise StoreError(
+                f"{self.path}: {doing}: the batch was aborted by an earlier failed write "
+                f"({self._failed or 'the transaction was rolled back'})"
+            )
+        try:
+            return conn.execute(sql, tuple(params))
+        except sqlite3.Error as exc:
+            error = translate(exc, self.path, doing)
+            if self._depth > 0:
+                self._failed = error
+            raise error from exc
+
+    def _read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, doing) from exc
+
+    def _decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T:
+        try:
+            return decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise StoreError(f"{self.path}: cannot read {table} row {key!r}: {exc}") from exc
+
+    # -----------------------------------------------------------------------------------------
+    # runs and transitions
+    # -----------------------------------------------------------------------------------------
+
+    def save_run(self, record: RunRecord) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                _SAVE_RUN,
+                (
+                    record.run_id,
+                    record.agent,
+                    record.status.value,
+                    record.root_run_id,
+                    record.parent_run_id,
+                    record.depth,
+                    record.created_at,
+                    record.ended_at,
+                    record.cleanup,
+                    _encode(record),
+                    *_TERMINAL,
+                ),
+                f"saving run {record.run_id}",
+            )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._read(
+            "SELECT record FROM runs WHERE run_id = ?", (run_id,), f"reading run {run_id}"
+        )
+        return self._decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
+
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        include_archived: bool = False,
+    ) -> list[RunRecord]:
+        """Runs in creation order, filtered; archived runs only with ``include_archived``."""
+        where: list[str] = []
+        params: list[Any] = []
+        if statuses is not None:
+            wanted = sorted({RunStatus(s).value for s in statuses})
+            if not wanted:
+                return []
+            where.append(f"status IN ({_marks(len(wanted))})")
+            params.extend(wanted)
+        if root_run_id is not None:
+            where.append("root_run_id = ?")
+            params.append(root_run_id)
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        sql = "SELECT run_id, record FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, run_id"
+        if limit is not None and limit >= 0:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = self._read(sql, params, "listing runs")
+        records = [self._decode(_run_decoder, raw, "runs", key) for key, raw in rows]
+        return records[:limit] if limit is not None and limit < 0 else records
+
+    def append_event(self, event: Event) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
+                (event.run_id, event.kind.value, event.ts, _encode(event)),
+                f"appending a {event.kind.value} event of run {event.run_id}",
+            )
+
+    def events(self, run_id: str) -> list[Event]:
+        rows = self._read(
+            "SELECT seq, event FROM events WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the events of run {run_id}",
+        )
+        return [self._decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+
+    # -----------------------------------------------------------------------------------------
+    # conversation checkpoints
+    # -----------------------------------------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                """INSERT INTO checkpoints (run_id, step, ts, checkpoint) VALUES (?, ?, ?, ?)
+                   ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, ts = excluded.ts,
+                       checkpoint = excluded.checkpoint""",
+                (checkpoint.run_id, checkpoint.step, checkpoint.ts, _encode(checkpoint)),
+                f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
+            )
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        rows = self._read(
+            "SELECT checkpoint FROM checkpoints WHERE run_id = ?",
+            (run_id,),
+            f"reading the checkpoint of run {run_id}",
+        )
+        return (
+            self._decode(_checkpoint_decoder, rows[0][0], "checkpoints", run_id) if rows else None
+        )
+
+    # -----------------------------------------------------------------------------------------
+    # mail
+    # -----------------------------------------------------------------------------------------
+
+    def save_mail(self, mail: Mail) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
+                       recipient = excluded.recipient, state = excluded.state,
+                       sent_at = excluded.sent_at, mail = excluded.mail""",
+                (
+                    mail.mail_id,
+                    mail.sender,
+                    mail.recipient,
+                    mail.state.value,
+                    mail.sent_at,
+                    _encode(mail),
+                ),
+                f"saving mail {mail.mail_id}",
+            )
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        state = MailState(state)
+        with self._writing() as conn:
+            doing = f"setting mail {mail_id} to {state.value}"
+            row = self._write_sql(
+                conn, "SELECT mail FROM mail WHERE mail_id = ?", (mail_id,), doing
+            ).fetchone()
+            if row is None:
+                return
+            mail = msgspec.structs.replace(
+                self._decode(_mail_decoder, row[0], "mail", mail_id), state=state
+            )
+            self._write_sql(
+                conn,
+                "UPDATE mail SET state = ?, mail = ? WHERE mail_id = ?",
+                (state.value, _encode(mail), mail_id),
+                doing,
+            )
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        sql = "SELECT mail_id, mail FROM mail WHERE (recipient = ? OR sender = ?)"
+        params: list[Any] = [run_id, run_id]
+        if states is not None:
+            wanted = sorted({MailState(s).value for s in states})
+            if not wanted:
+                return []
+            sql += f" AND state IN ({_marks(len(wanted))})"
+            params.extend(wanted)
+        rows = self._read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
+        return [self._decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+
+    # -----------------------------------------------------------------------------------------
+    # outcomes and their delivery to the requester
+    # -----------------------------------------------------------------------------------------
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
+                   ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+                       delivered = 0, outcome = excluded.outcome""",
+                (outcome.run_id, outcome.status.value, _encode(outcome)),
+                f"saving the outcome of run {outcome.run_id}",
+            )
+
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",
+                (run_id,),
+                f"marking the outcome of run {run_id} delivered",
+            )
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        rows = self._read(
+            "SELECT run_id, outcome FROM outcomes WHERE delivered = 0 ORDER BY seq",
+            (),
+            "reading undelivered outcomes",
+        )
+        return [self._decode(_outcome_decoder, raw, "outcomes", key) for key, raw in rows]
+
+    # -----------------------------------------------------------------------------------------
+    # commands from other processes
+    # -----------------------------------------------------------------------------------------
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        """Queue a command for the runtime that owns ``run_id``; safe from any process."""
+        if kind not in COMMAND_KINDS:
+            raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+        with self._writing() as conn:
+            cursor = self._write_sql(
+                conn,
+                "INSERT INTO commands (kind, run_id, content, ts) VALUES (?, ?, ?, ?)",
+                (kind, run_id, content, time.time()),
+                f"posting a {kind} command for run {run_id}",
+            )
+            command_id = cursor.lastrowid
+        assert command_id is not None
+        return command_id
+
+    def take_commands(self) -> list[Command]:
+        """Claim every pending command, oldest first; each is returned to exactly one taker.
+
+        Called inside a batch, the claim commits (or rolls back) with the writes that act
+        on the commands, so a crash between taking and acting loses no command.
+        """
+        with self._writing() as conn:
+            doing = "taking commands"
+            rows = self._write_sql(
+                conn,
+                "SELECT command_id, kind, run_id, content, ts FROM commands "
+                "WHERE taken_at IS NULL ORDER BY command_id",
+                (),
+                doing,
+            ).fetchall()
+            if rows:
+                self._write_sql(
+                    conn,
+                    "UPDATE commands SET taken_at = ? WHERE taken_at IS NULL AND command_id <= ?",
+                    (time.time(), rows[-1][0]),
+                    doing,
+                )
+        return [
+            Command(command_id=cid, kind=kind, run_id=run_id, content=content, ts=ts)
+            for cid, kind, run_id, content, ts in rows
+        ]
+
+    # -----------------------------------------------------------------------------------------
+    # the sweeper
+    # -----------------------------------------------------------------------------------------
+
+    def sweep(
+        self,
+        *,
+        now: float,
+        archive_after_minutes: float = 60,
+        cleanup_default: Cleanup = "keep",
+        retention_days: float | None = None,
+    ) -> SweepReport:
+        """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch.
+
+        Also purges commands taken before the archive bound.
+        """
+        bounds = sweep_bounds(
+            now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
+        )
+        terminal = _marks(len(_TERMINAL))
+        with self._writing() as conn:
+            doing = "sweeping"
+            rows = self._write_sql(
+                conn,
+                f"""SELECT r.run_id, r.status, r.created_at, r.ended_at, r.archived_at,
+                        r.cleanup, COALESCE(o.delivered = 0, 0)
+                    FROM runs r LEFT JOIN outcomes o ON o.run_id = r.run_id
+                    WHERE r.status IN ({terminal}) AND (
+                        (r.archived_at IS NULL AND COALESCE(r.ended_at, r.created_at) <= ?)
+                        OR (r.archived_at IS NOT NULL AND r.archived_at <= ?))
+                    ORDER BY r.created_at, r.run_id""",
+                (
+                    *_TERMINAL,
+                    bounds.archive_before,
+                    bounds.delete_before if bounds.delete_before is not None else float("-inf"),
+                ),
+                doing,
+            ).fetchall()
+            candidates = [
+                SweepCandidate(
+                    run_id=run_id,
+                    status=RunStatus(status),
+                    created_at=created_at,
+                    ended_at=ended_at,
+                    archived_at=archived_at,
+                    cleanup=cleanup,
+                    outcome_undelivered=bool(undelivered),
+                )
+                for run_id, status, created_at, ended_at, archived_at, cleanup, undelivered in rows
+            ]
+            plan = plan_sweep(
+                candidates,
+                now=now,
+                archive_after_minutes=archive_after_minutes,
+                cleanup_default=cleanup_default,
+                retention_days=retention_days,
+            )
+            for run_id in plan.archive:
+                self._write_sql(
+                    conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
+                )
+            for run_id in plan.clean:
+                for table in ("events", "checkpoints"):
+                    self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
+            for run_id in plan.delete:
+                for table in ("events", "checkpoints", "outcomes", "commands", "runs"):
+                    self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
+                self._write_sql(
+                    conn,
+                    "DELETE FROM mail WHERE sender = ? OR recipient = ?",
+                    (run_id, run_id),
+                    doing,
+                )
+            purged = self._write_sql(
+                conn,
+                "DELETE FROM commands WHERE taken_at IS NOT NULL AND taken_at <= ?",
+                (bounds.archive_before,),
+                doing,
+            ).rowcount
+        report = SweepReport(
+            archived=plan.archive,
+            cleaned=plan.clean,
+            deleted=plan.delete,
+            held=plan.held,
+            commands_purged=max(0, purged),
+        )
+        if plan.archive or plan.delete or plan.held or purged:
+            log.info(
+                "store.swept",
+                path=str(self.path),
+                archived=len(plan.archive),
+                cleaned=len(plan.clean),
+                deleted=len(plan.delete),
+                held=len(plan.held),
+                commands_purged=report.commands_purged,
+            )
+        return report
+
+    # -----------------------------------------------------------------------------------------
+    # housekeeping
+    # -----------------------------------------------------------------------------------------
+
+    def verify(self) -> None:
+        """Check every page of the file (``PRAGMA quick_check``); StoreError if damaged.
+
+        Opening the store checks only the header and the schema, so that opening stays cheap
+        for a large store; call this when a full check is worth its time.
+        """
+        rows = self._read("PRAGMA quick_check", (), "checking the database")
+        problems = [str(r[0]) for r in rows]
+        if problems != ["ok"]:
+            shown = "; ".join(problems[:5])
+            raise StoreError(f"{self.path}: corrupt database: {shown}")
+
+    def meta(self) -> dict[str, str]:
+        """The store's meta table (application, schema_version)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return read_meta(conn)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, "reading the meta table") from exc
+
+    def close(self) -> None:
+        """Close the connection (rolling back an unfinished batch). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._rollback(self._conn)
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r}, schema_version={SCHEMA_VERSION})"
