@@ -313,3 +313,151 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     content: str | None = None
     ts: float = msgspec.field(default_factory=time.time)
+
+
+# ---------------------------------------------------------------------------------------------
+# The actor protocol: what agents and the supervisor tell each other.
+# Runs are addressed by run_id, never by actor reference, so these stay plain data.
+# ---------------------------------------------------------------------------------------------
+
+
+class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A run (or the outside, ``parent_run_id=None``) asks for a new run."""
+
+    request_id: str
+    agent: str
+    task: str
+    parent_run_id: str | None = None
+    context: str | None = None
+    label: str | None = None
+    model: str | None = None
+    timeout: float | None = None
+    token_budget: int | None = None
+    background: bool = False
+    run_id: str | None = None
+
+
+class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
+    """The supervisor's answer to a spawn: admitted (with its run id) or refused (why)."""
+
+    request_id: str
+    run_id: str | None = None
+    error: str | None = None
+    queued: bool = False
+
+
+class ChildDone(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of a foreground child, delivered to its requester exactly once."""
+
+    request_id: str
+    outcome: Outcome
+
+
+class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent finished one model call: its usage and the conversation checkpoint."""
+
+    run_id: str
+    step: int
+    usage: Usage
+    checkpoint: Checkpoint | None = None
+
+
+class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    tool: str
+    input: dict[str, Any]
+
+
+class SendMail(msgspec.Struct, frozen=True, kw_only=True):
+    """A run (or the outside, ``sender=EXTERNAL_SENDER``) sends mail to a run id or name."""
+
+    request_id: str
+    sender: str
+    to: str
+    content: str
+    reply_to: str | None = None
+
+
+class MailAck(msgspec.Struct, frozen=True, kw_only=True):
+    """Mail accepted (``mail_id``) or refused (``error``), after it was recorded."""
+
+    request_id: str
+    mail_id: str | None = None
+    recipient: str | None = None
+    error: str | None = None
+    dead_letter: bool = False
+
+
+class DeliverMail(msgspec.Struct, frozen=True, kw_only=True):
+    mail: Mail
+
+
+class MailRead(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    mail_ids: tuple[str, ...]
+
+
+class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
+
+    request_id: str
+    run_id: str
+    requester: str | None = None
+    reason: str = "stopped"
+
+
+class StopReply(msgspec.Struct, frozen=True, kw_only=True):
+    request_id: str
+    stopped: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent went back to its mailbox with calls pending (``waiting``) or resumed."""
+
+    run_id: str
+    waiting: bool
+
+
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent ended on its own: a result, or an error of some kind."""
+
+    run_id: str
+    result: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    unread_mail: tuple[str, ...] = ()
+
+
+class Continue(msgspec.Struct, frozen=True):
+    """An agent tells itself to take its next step (so mail and stops interleave)."""
+
+
+class Wake(msgspec.Struct, frozen=True, kw_only=True):
+    """A timer woke an agent (``wait_for_message`` ran out)."""
+
+    key: str
+
+
+class Timeout(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's deadline passed (from the timer service to the supervisor)."""
+
+    run_id: str
+
+
+class TreeNode(msgspec.Struct, frozen=True, kw_only=True):
+    """One run in an execution tree view, with its subtree's totals."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    depth: int
+    steps: int
+    usage: Usage
+    subtree_usage: Usage
+    task: str = ""
+    result: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    children: tuple[TreeNode, ...] = ()

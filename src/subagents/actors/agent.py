@@ -1,0 +1,191 @@
+"""AgentActor: one pykka actor per running run, hosting its behaviour.
+
+Thin on purpose: it implements the AgentPort a behaviour talks to (telling the supervisor, the
+timer service or itself) and turns anything the behaviour raises into a failed run, so a bug
+or a crashing tool never hangs a requester or leaks a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import pykka
+import structlog
+
+from subagents.actors.timer import TimerService
+from subagents.behaviour.port import AgentPort
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    Checkpoint,
+    Continue,
+    Mail,
+    MailRead,
+    RunFinished,
+    RunRecord,
+    SendMail,
+    SpawnRequest,
+    StepTaken,
+    StopRequest,
+    ToolCalled,
+    WaitingChanged,
+    Wake,
+)
+
+log = structlog.get_logger("subagents.agent")
+
+
+class Behaviour(Protocol):
+    def start(self, checkpoint: Checkpoint | None, pending_mail: tuple[Mail, ...]) -> None: ...
+    def on_message(self, message: Any) -> None: ...
+    def unread_mail(self) -> tuple[str, ...]: ...
+
+
+BehaviourFactory = Callable[[AgentPort], Behaviour]
+
+
+def _summary(arguments: Mapping[str, Any], limit: int = 300) -> dict[str, Any]:
+    """Tool arguments cut short for events and logs."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, str) and len(value) > limit:
+            value = value[:limit] + "…"
+        out[key] = value
+    return out
+
+
+class AgentActor(pykka.ThreadingActor):
+    """Runs one run's behaviour; every message it gets goes to the behaviour."""
+
+    use_daemon_thread = True
+
+    def __init__(
+        self,
+        *,
+        record: RunRecord,
+        spec: AgentSpec,
+        deadline: float,
+        cancel: threading.Event,
+        supervisor: pykka.ActorRef[Any],
+        timer: TimerService,
+        behaviour: BehaviourFactory,
+        checkpoint: Checkpoint | None = None,
+        pending_mail: tuple[Mail, ...] = (),
+    ) -> None:
+        super().__init__()
+        self.record = record
+        self.spec = spec
+        self.deadline = deadline
+        self.cancel = cancel
+        self.supervisor = supervisor
+        self.timer = timer
+        self._factory = behaviour
+        self._checkpoint = checkpoint
+        self._pending_mail = pending_mail
+        self._wakes: set[str] = set()
+        self._ended = False
+        self.log = log.bind(
+            run_id=record.run_id,
+            parent_run_id=record.parent_run_id,
+            root_run_id=record.root_run_id,
+            agent=record.agent,
+            depth=record.depth,
+        )
+        self.behaviour: Behaviour | None = None
+
+    # ---- pykka hooks -------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._guard(self._begin)
+
+    def _begin(self) -> None:
+        self.behaviour = self._factory(self)
+        self.behaviour.start(self._checkpoint, self._pending_mail)
+
+    def on_receive(self, message: Any) -> None:
+        if self._ended or self.cancel.is_set() or self.behaviour is None:
+            return
+        behaviour = self.behaviour
+        self._guard(lambda: behaviour.on_message(message))
+
+    def on_stop(self) -> None:
+        for key in self._wakes:
+            self.timer.cancel(("wake", self.record.run_id, key))
+
+    def _guard(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:
+            self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
+            self.fail("crash", f"{type(exc).__name__}: {exc}")
+
+    # ---- AgentPort ---------------------------------------------------------------------------
+
+    def request_spawn(self, req: SpawnRequest) -> None:
+        self.supervisor.tell(req)
+
+    def send_mail(self, msg: SendMail) -> None:
+        self.supervisor.tell(msg)
+
+    def request_stop(self, req: StopRequest) -> None:
+        self.supervisor.tell(req)
+
+    def report_step(self, step: StepTaken) -> None:
+        self.supervisor.tell(step)
+
+    def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
+        self.supervisor.tell(
+            ToolCalled(run_id=self.record.run_id, tool=tool, input=_summary(arguments))
+        )
+
+    def mail_read(self, mail_ids: tuple[str, ...]) -> None:
+        self.supervisor.tell(MailRead(run_id=self.record.run_id, mail_ids=mail_ids))
+
+    def set_waiting(self, waiting: bool) -> None:
+        self.supervisor.tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting))
+
+    def wake_after(self, key: str, seconds: float) -> None:
+        ref = self.actor_ref
+        self._wakes.add(key)
+
+        def wake() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(Wake(key=key))
+
+        self.timer.schedule_in(("wake", self.record.run_id, key), seconds, wake)
+
+    def cancel_wake(self, key: str) -> None:
+        self._wakes.discard(key)
+        self.timer.cancel(("wake", self.record.run_id, key))
+
+    def continue_later(self) -> None:
+        self.actor_ref.tell(Continue())
+
+    def finish(self, result: str) -> None:
+        self._end(RunFinished(run_id=self.record.run_id, result=result, unread_mail=self._unread()))
+
+    def fail(self, kind: str, message: str) -> None:
+        self._end(
+            RunFinished(
+                run_id=self.record.run_id,
+                error_kind=kind,
+                error=message,
+                unread_mail=self._unread(),
+            )
+        )
+
+    def _unread(self) -> tuple[str, ...]:
+        try:
+            return self.behaviour.unread_mail() if self.behaviour is not None else ()
+        except Exception:
+            return ()
+
+    def _end(self, report: RunFinished) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self.supervisor.tell(report)
+        self.stop()

@@ -1,0 +1,179 @@
+"""SupervisorActor: the one actor that owns run state; thin over SupervisorCore.
+
+It receives every request and report, asks the core what to do, and carries out the effects:
+starting agent actors, telling them things, arming deadlines on the timer service, handing
+root outcomes to the Runtime, and publishing events to the log and to subscribers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import structlog
+
+from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.timer import TimerService
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    Event,
+    MailRead,
+    Outcome,
+    RunFinished,
+    RunRecord,
+    SendMail,
+    SpawnRequest,
+    StepTaken,
+    StopRequest,
+    Timeout,
+    ToolCalled,
+    WaitingChanged,
+)
+from subagents.supervision.core import (
+    ArmDeadline,
+    DeliverRoot,
+    DisarmDeadline,
+    Effect,
+    Publish,
+    StartRun,
+    StopAgent,
+    SupervisorCore,
+    Tell,
+)
+
+log = structlog.get_logger("subagents.supervisor")
+
+
+@dataclass(frozen=True)
+class Query:
+    """Read supervisor state on its own thread: ``fn(core)`` is the answer."""
+
+    fn: Callable[[SupervisorCore], Any]
+
+
+@dataclass(frozen=True)
+class StopAll:
+    reason: str = "runtime closed"
+
+
+@dataclass
+class _Live:
+    ref: pykka.ActorRef[Any]
+    cancel: threading.Event
+
+
+class SupervisorActor(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def __init__(
+        self,
+        *,
+        core: SupervisorCore,
+        timer: TimerService,
+        behaviour_for: Callable[[AgentSpec], BehaviourFactory],
+        on_root_outcome: Callable[[Outcome], None],
+        on_event: Callable[[Event], None],
+    ) -> None:
+        super().__init__()
+        self.core = core
+        self.timer = timer
+        self.behaviour_for = behaviour_for
+        self.on_root_outcome = on_root_outcome
+        self.on_event = on_event
+        self.live: dict[str, _Live] = {}
+
+    def on_receive(self, message: Any) -> Any:
+        core = self.core
+        match message:
+            case SpawnRequest():
+                reply, effects = core.spawn(message)
+                self._apply(effects)
+                return reply
+            case StepTaken():
+                self._apply(core.step_taken(message))
+            case ToolCalled():
+                self._apply(core.tool_called(message))
+            case SendMail():
+                ack, effects = core.send_mail(message)
+                self._apply(effects)
+                return ack
+            case MailRead():
+                self._apply(core.mail_read(message))
+            case WaitingChanged():
+                self._apply(core.waiting_changed(message))
+            case RunFinished():
+                self.live.pop(message.run_id, None)
+                self._apply(core.finished(message))
+            case StopRequest():
+                stop_reply, effects = core.stop(message)
+                self._apply(effects)
+                return stop_reply
+            case Timeout(run_id=run_id):
+                self._apply(core.timeout(run_id))
+            case Query(fn=fn):
+                return fn(core)
+            case StopAll(reason=reason):
+                refs = [live.ref for live in self.live.values()]
+                self._apply(core.stop_all(reason))
+                return refs
+            case _:
+                log.warning("unexpected message", message=type(message).__name__)
+        return None
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            try:
+                self._apply_one(effect)
+            except Exception:
+                log.exception("effect failed", effect=type(effect).__name__)
+
+    def _apply_one(self, effect: Effect) -> None:
+        match effect:
+            case Publish(event=event):
+                self.on_event(event)
+            case Tell(run_id=run_id, message=msg):
+                live = self.live.get(run_id)
+                if live is not None:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        live.ref.tell(msg)
+            case StartRun():
+                self._start(effect)
+            case StopAgent(run_id=run_id):
+                live = self.live.pop(run_id, None)
+                if live is not None:
+                    live.cancel.set()
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        live.ref.stop(block=False)
+            case ArmDeadline(run_id=run_id, deadline=deadline):
+                me = self.actor_ref
+
+                def fire(rid: str = run_id) -> None:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        me.tell(Timeout(run_id=rid))
+
+                self.timer.schedule(("deadline", run_id), deadline, fire)
+            case DisarmDeadline(run_id=run_id):
+                self.timer.cancel(("deadline", run_id))
+            case DeliverRoot(outcome=outcome):
+                self.on_root_outcome(outcome)
+
+    def _start(self, effect: StartRun) -> None:
+        record: RunRecord = effect.record
+        cancel = threading.Event()
+        checkpoint = self.core.store.load_checkpoint(record.run_id) if record.steps else None
+        ref = AgentActor.start(
+            record=record,
+            spec=effect.spec,
+            deadline=effect.deadline,
+            cancel=cancel,
+            supervisor=self.actor_ref,
+            timer=self.timer,
+            behaviour=self.behaviour_for(effect.spec),
+            checkpoint=checkpoint,
+            pending_mail=effect.pending_mail,
+        )
+        self.live[record.run_id] = _Live(ref=ref, cancel=cancel)

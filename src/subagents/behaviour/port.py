@@ -1,0 +1,75 @@
+"""AgentPort: what a behaviour may ask of the actor that hosts it, and AgentEnv: its services.
+
+Behaviours (the LLM loop, function agents) never touch pykka: they talk to this port, which
+the agent actor implements by telling the supervisor or itself. That keeps the behaviours
+plain classes and lets another actor backend host them unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Mail, RunRecord, SendMail, SpawnRequest, StepTaken, StopRequest
+from subagents.models.base import CancelSignal, Model
+
+
+class SkillSource(Protocol):
+    """What the runtime needs of a skill index (``definitions.skills.SkillIndex`` is one)."""
+
+    def names(self) -> list[str]: ...
+
+    def render(self, name: str) -> str: ...
+
+
+class AgentPort(Protocol):
+    @property
+    def record(self) -> RunRecord: ...
+    @property
+    def spec(self) -> AgentSpec: ...
+    @property
+    def cancel(self) -> CancelSignal: ...
+    @property
+    def deadline(self) -> float: ...
+    @property
+    def log(self) -> Any: ...
+
+    def request_spawn(self, req: SpawnRequest) -> None: ...
+    def send_mail(self, msg: SendMail) -> None: ...
+    def request_stop(self, req: StopRequest) -> None: ...
+    def report_step(self, step: StepTaken) -> None: ...
+    def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
+    def set_waiting(self, waiting: bool) -> None: ...
+    def wake_after(self, key: str, seconds: float) -> None: ...
+    def cancel_wake(self, key: str) -> None: ...
+    def continue_later(self) -> None: ...
+    def finish(self, result: str) -> None: ...
+    def fail(self, kind: str, message: str) -> None: ...
+
+
+@dataclass
+class AgentEnv:
+    """The runtime's services a behaviour uses: the model, tools, agents, skills, limits."""
+
+    model: Model
+    agents: Callable[[], list[AgentSpec]]
+    tools: Mapping[str, Any] = field(default_factory=dict)
+    skills: SkillSource | None = None
+    system_prompt: Callable[[AgentSpec], str] = lambda spec: spec.prompt
+    max_depth: int = 3
+    max_turns: int = 50
+    max_tokens: int = 4096
+
+
+def render_mail(mail: Mail) -> str:
+    """Mail as the model sees it (the offline model parses this exact shape)."""
+    from html import escape
+
+    attrs = f'id="{escape(mail.mail_id)}" from="{escape(mail.sender)}"'
+    attrs += f' agent="{escape(mail.sender_agent or mail.sender)}"'
+    if mail.reply_to:
+        attrs += f' reply_to="{escape(mail.reply_to)}"'
+    return f"<mail {attrs}>{mail.content}</mail>"

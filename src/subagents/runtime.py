@@ -1,0 +1,494 @@
+"""Runtime: the one object an embedding program holds.
+
+    with Runtime(agents=[...], model=ScriptedModel(...)) as rt:
+        outcome = rt.run("explore", "find the config loader")
+
+It wires the pieces (timer service, registry actor, store, supervisor actor, model, tools) and
+offers blocking and non-blocking entry points. Leaving the ``with`` block stops every run and
+every thread the runtime started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pykka
+import structlog
+
+from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.registry import RegistryActor, RegistryClient
+from subagents.actors.supervisor import Query, StopAll, SupervisorActor
+from subagents.actors.timer import TimerService
+from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
+from subagents.behaviour.llm import LLMBehaviour
+from subagents.behaviour.port import AgentEnv, AgentPort, SkillSource
+from subagents.behaviour.tools import Tool, as_tools
+from subagents.definitions.catalog import Catalog
+from subagents.definitions.spec import AgentSpec
+from subagents.logs import ensure_configured
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    Event,
+    MailAck,
+    Outcome,
+    RunRecord,
+    RunStatus,
+    SendMail,
+    SpawnReply,
+    SpawnRequest,
+    StopReply,
+    StopRequest,
+    TreeNode,
+    Usage,
+    new_id,
+)
+from subagents.models.base import Model
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+from subagents.supervision.core import AdmissionError, SupervisorCore
+from subagents.supervision.limits import Limits
+
+log = structlog.get_logger("subagents.runtime")
+
+RunResult = Outcome
+"""What a finished run gives its caller: status, result or error, usage, steps."""
+
+AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
+
+
+class RuntimeClosed(RuntimeError):
+    """The runtime was closed; it starts nothing more."""
+
+
+class _Waiter:
+    """Where a root run's outcome lands, exactly once."""
+
+    __slots__ = ("event", "outcome")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.outcome: Outcome | None = None
+
+
+class RunHandle:
+    """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail."""
+
+    def __init__(self, runtime: Runtime, run_id: str, waiter: _Waiter) -> None:
+        self._rt = runtime
+        self.run_id = run_id
+        self._waiter = waiter
+
+    @property
+    def status(self) -> RunStatus:
+        record = self._rt.store.get_run(self.run_id)
+        return record.status if record is not None else RunStatus.QUEUED
+
+    @property
+    def done(self) -> bool:
+        return self._waiter.event.is_set()
+
+    def result(self, timeout: float | None = None) -> Outcome:
+        """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
+        if not self._waiter.event.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
+        assert self._waiter.outcome is not None
+        return self._waiter.outcome
+
+    def stop(self) -> tuple[str, ...]:
+        """Stop this run and its subtree; the ids stopped."""
+        return self._rt.stop(self.run_id)
+
+    def send(self, text: str) -> str:
+        """Mail this run from the outside; the mail id."""
+        return self._rt.send(self.run_id, text)
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.run_id!r}, status={self.status!s})"
+
+
+class Runtime:
+    """Agents, a model, limits and a store, run under one supervisor."""
+
+    def __init__(
+        self,
+        agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None = None,
+        *,
+        model: Model | None = None,
+        limits: Limits | None = None,
+        store: RunStore | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        agent_dirs: Sequence[str | Path] = (),
+        discover: bool = False,
+        skills: SkillSource | None = None,
+        default_model: str | None = None,
+        hot_reload_s: float | None = None,
+    ) -> None:
+        ensure_configured()
+        self.limits = limits or Limits()
+        self._closed = False
+        self._owns_store = store is None
+        self.store: RunStore = store if store is not None else MemoryStore()
+        self._functions: dict[str, Callable[..., Any]] = {}
+        specs = self._collect(agents)
+        self.timer = TimerService()
+        catalog = self._catalog(specs, agent_dirs, discover)
+        self.registry = RegistryClient(RegistryActor.start(catalog, timer=self.timer))
+        self._specs: dict[str, AgentSpec] = {s.name: s for s in self.registry.list()}
+        self._specs_stale = False
+        self.registry.subscribe(self._mark_stale)
+        if hot_reload_s:
+            self.registry.start_hot_reload(hot_reload_s)
+        self.model = model if model is not None else _default_model(self._specs.values())
+        self.tools = as_tools(tools)
+        self._subscribers: tuple[Callable[[Event], None], ...] = ()
+        self._waiters: dict[str, _Waiter] = {}
+        self._waiters_lock = threading.Lock()
+        self._threads: set[threading.Thread] = set()
+        self._threads_lock = threading.Lock()
+        self.env = AgentEnv(
+            model=self.model,
+            agents=lambda: list(self._agents().values()),
+            tools=self.tools,
+            skills=skills,
+            max_depth=self.limits.max_depth,
+            max_turns=self.limits.max_turns,
+        )
+        self.core = SupervisorCore(
+            lookup=lambda name: self._agents().get(name),
+            names=lambda: list(self._agents()),
+            store=self.store,
+            limits=self.limits,
+            default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+        )
+        self._supervisor = SupervisorActor.start(
+            core=self.core,
+            timer=self.timer,
+            behaviour_for=self._behaviour_for,
+            on_root_outcome=self._root_outcome,
+            on_event=self._publish,
+        )
+
+    # ---- setup -------------------------------------------------------------------------------
+
+    def _collect(
+        self, agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None
+    ) -> list[AgentSpec]:
+        items: list[tuple[str | None, AgentLike]]
+        if agents is None:
+            items = []
+        elif isinstance(agents, Mapping):
+            items = list(agents.items())
+        else:
+            items = [(None, a) for a in agents]
+        specs: list[AgentSpec] = []
+        for name, item in items:
+            if isinstance(item, AgentSpec):
+                specs.append(item)
+            elif isinstance(item, FunctionAgent):
+                specs.append(item.spec)
+                self._functions[item.spec.name] = item.fn
+            elif callable(item):
+                agent = FunctionAgent.create(name or item.__name__, item)
+                specs.append(agent.spec)
+                self._functions[agent.spec.name] = agent.fn
+            else:
+                raise TypeError(
+                    f"agent {name or item!r}: expected an AgentSpec, a FunctionAgent or a"
+                    f" callable, got {type(item).__name__}"
+                )
+        return specs
+
+    @staticmethod
+    def _catalog(
+        specs: list[AgentSpec], agent_dirs: Sequence[str | Path], discover: bool
+    ) -> Catalog:
+        if not agent_dirs and not discover:
+            return Catalog.from_specs(specs)
+        from subagents.definitions.discovery import DefinitionLoader, Source, default_sources
+        from subagents.definitions.spec import Level
+
+        if discover:
+            sources = default_sources(dirs=[Path(d) for d in agent_dirs])
+        else:
+            sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
+        return Catalog(DefinitionLoader(sources), specs=specs)
+
+    def _mark_stale(self, _changes: Any) -> None:
+        self._specs_stale = True
+
+    def _agents(self) -> dict[str, AgentSpec]:
+        """The current definitions (re-read from the registry after it changed)."""
+        if self._specs_stale:
+            self._specs_stale = False
+            self._specs = {s.name: s for s in self.registry.list()}
+        return self._specs
+
+    def _behaviour_for(self, spec: AgentSpec) -> BehaviourFactory:
+        fn = self._functions.get(spec.name)
+        threads, lock = self._threads, self._threads_lock
+
+        def track() -> None:
+            with lock:
+                threads.add(threading.current_thread())
+                for t in [t for t in threads if not t.is_alive()]:
+                    threads.discard(t)
+
+        if fn is not None:
+
+            def function_factory(port: AgentPort) -> FunctionBehaviour:
+                track()
+                return FunctionBehaviour(fn, port)
+
+            return function_factory
+
+        env = self.env
+
+        def llm_factory(port: AgentPort) -> LLMBehaviour:
+            track()
+            return LLMBehaviour(env, port)
+
+        return llm_factory
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick).
+
+        Returns a function that unsubscribes. A callback that raises is logged and skipped.
+        """
+        self._subscribers = (*self._subscribers, callback)
+
+        def unsubscribe() -> None:
+            self._subscribers = tuple(c for c in self._subscribers if c is not callback)
+
+        return unsubscribe
+
+    def _publish(self, event: Event) -> None:
+        log.debug(
+            str(event.kind),
+            run_id=event.run_id,
+            parent_run_id=event.parent_run_id,
+            root_run_id=event.root_run_id,
+            agent=event.agent,
+            depth=event.depth,
+            **{k: v for k, v in event.data.items() if k not in ("input",)},
+        )
+        for callback in self._subscribers:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event subscriber failed", subscriber=repr(callback))
+
+    def _root_outcome(self, outcome: Outcome) -> None:
+        with self._waiters_lock:
+            waiter = self._waiters.pop(outcome.run_id, None)
+        if waiter is not None and waiter.outcome is None:
+            waiter.outcome = outcome
+            waiter.event.set()
+
+    # ---- running -----------------------------------------------------------------------------
+
+    def spawn(
+        self,
+        agent: str,
+        task: str,
+        *,
+        context: str | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        token_budget: int | None = None,
+        label: str | None = None,
+    ) -> RunHandle:
+        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full)."""
+        self._check_open()
+        if not isinstance(task, str):
+            raise TypeError(f"task must be a string, got {type(task).__name__}")
+        run_id = new_id("r")
+        waiter = _Waiter()
+        with self._waiters_lock:
+            self._waiters[run_id] = waiter
+        request = SpawnRequest(
+            request_id=run_id,
+            run_id=run_id,
+            agent=agent,
+            task=task,
+            context=context,
+            model=model,
+            timeout=timeout,
+            token_budget=token_budget,
+            label=label,
+        )
+        reply: SpawnReply = self._ask(request)
+        if reply.error is not None:
+            with self._waiters_lock:
+                self._waiters.pop(run_id, None)
+            raise AdmissionError(reply.error)
+        return RunHandle(self, run_id, waiter)
+
+    def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
+        """Run ``agent`` on ``task`` and wait for its outcome (blocking)."""
+        handle = self.spawn(agent, task, **overrides)
+        budget = wait
+        if budget is None:
+            budget = self.limits.timeout_for(overrides.get("timeout")) + 30.0
+        return handle.result(timeout=budget)
+
+    def stop(self, run_id: str) -> tuple[str, ...]:
+        """Stop a run and its subtree (deepest first); the ids stopped."""
+        self._check_open()
+        reply: StopReply = self._ask(StopRequest(request_id=new_id("x"), run_id=run_id))
+        if reply.error is not None:
+            raise LookupError(reply.error)
+        return reply.stopped
+
+    def send(self, run_id: str, text: str, *, reply_to: str | None = None) -> str:
+        """Mail a run from the outside; the mail id. ``LookupError`` for a dead or unknown run."""
+        self._check_open()
+        ack: MailAck = self._ask(
+            SendMail(
+                request_id=new_id("q"),
+                sender=EXTERNAL_SENDER,
+                to=run_id,
+                content=text,
+                reply_to=reply_to,
+            )
+        )
+        if ack.error is not None:
+            raise LookupError(ack.error)
+        assert ack.mail_id is not None
+        return ack.mail_id
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def runs(
+        self,
+        *,
+        status: RunStatus | Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+    ) -> list[RunRecord]:
+        statuses = [status] if isinstance(status, RunStatus) else status
+        return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+
+    def get(self, run_id: str) -> RunRecord | None:
+        return self.store.get_run(run_id)
+
+    def tree(self, run_id: str) -> TreeNode:
+        """The execution tree under ``run_id``: status, steps and usage per node."""
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise LookupError(f"no run with id {run_id!r}")
+        rows = self.store.list_runs(root_run_id=record.root_run_id)
+        children: dict[str | None, list[RunRecord]] = {}
+        for row in rows:
+            children.setdefault(row.parent_run_id, []).append(row)
+
+        def build(r: RunRecord) -> TreeNode:
+            kids = tuple(build(c) for c in children.get(r.run_id, ()))
+            total = r.usage
+            for kid in kids:
+                total = total + kid.subtree_usage
+            return TreeNode(
+                run_id=r.run_id,
+                agent=r.agent,
+                status=r.status,
+                depth=r.depth,
+                steps=r.steps,
+                usage=r.usage,
+                subtree_usage=total,
+                task=r.task,
+                result=r.outcome.result if r.outcome else None,
+                error=r.outcome.error if r.outcome else None,
+                started_at=r.started_at,
+                ended_at=r.ended_at,
+                children=kids,
+            )
+
+        return build(record)
+
+    def totals(self, run_id: str) -> Usage:
+        return self.tree(run_id).subtree_usage
+
+    def agents(self) -> list[AgentSpec]:
+        return sorted(self._agents().values(), key=lambda s: s.name)
+
+    def inspect(self, fn: Callable[[SupervisorCore], Any]) -> Any:
+        """Run ``fn(core)`` on the supervisor's thread (for tests and tools)."""
+        return self._ask(Query(fn))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def _ask(self, message: Any) -> Any:
+        try:
+            return self._supervisor.ask(message, timeout=30)
+        except pykka.ActorDeadError:
+            raise RuntimeClosed("the runtime is closed") from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeClosed("the runtime is closed")
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop every run (cancelled) and every thread this runtime started."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + timeout
+        refs: list[Any] = []
+        try:
+            refs = list(self._supervisor.ask(StopAll(), timeout=timeout))
+        except Exception:
+            log.exception("stopping runs failed")
+        for ref in refs:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
+        for actor in (self._supervisor,):
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                actor.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
+        self.registry.stop()
+        self.timer.stop()
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._waiters_lock:
+            waiters, self._waiters = self._waiters, {}
+        for run_id, waiter in waiters.items():
+            if waiter.outcome is None:
+                waiter.outcome = Outcome(
+                    run_id=run_id,
+                    status=RunStatus.CANCELLED,
+                    error_kind="cancelled",
+                    error="runtime closed",
+                )
+                waiter.event.set()
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _default_model(specs: Iterable[AgentSpec]) -> Model:
+    """The anthropic backend when a key is configured, else the offline scripted model."""
+    try:
+        from subagents.models import default_model  # type: ignore[attr-defined]
+
+        model: Model = default_model(specs=list(specs))
+        return model
+    except (ImportError, TypeError):
+        from subagents.models.scripted import ScriptedModel
+
+        return ScriptedModel.from_specs(specs)
+
+
+__all__ = ["AdmissionError", "AgentActor", "RunHandle", "RunResult", "Runtime", "RuntimeClosed"]

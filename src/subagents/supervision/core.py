@@ -1,0 +1,672 @@
+"""SupervisorCore: every decision the supervisor makes, as a plain single-threaded class.
+
+The supervisor actor feeds it one message at a time and carries out the effects it returns
+(start an agent, tell an agent something, deliver a root outcome, arm or disarm a deadline,
+publish an event). Keeping the decisions here means admission, queueing, exactly-once
+delivery, mail routing, stops and timeouts are unit tested without threads, and a second
+backend could host the same logic.
+
+Invariants kept here:
+- a run reaches exactly one terminal status; its outcome is delivered to its requester once
+  (late reports for a finished run are discarded);
+- every write that one message causes happens inside one ``store.batch()``, before any effect
+  that acknowledges it is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import structlog
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    ChildDone,
+    DeliverMail,
+    Event,
+    EventKind,
+    Mail,
+    MailAck,
+    MailRead,
+    MailState,
+    Outcome,
+    RunFinished,
+    RunRecord,
+    RunStatus,
+    SendMail,
+    SpawnReply,
+    SpawnRequest,
+    StepTaken,
+    StopReply,
+    StopRequest,
+    ToolCalled,
+    Usage,
+    WaitingChanged,
+    new_id,
+)
+from subagents.store.base import RunStore
+from subagents.supervision.limits import Limits
+from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.tree import RunTree
+
+log = structlog.get_logger("subagents.supervisor")
+
+_STATUS_EVENT = {
+    RunStatus.COMPLETED: EventKind.COMPLETED,
+    RunStatus.FAILED: EventKind.FAILED,
+    RunStatus.CANCELLED: EventKind.CANCELLED,
+    RunStatus.TIMED_OUT: EventKind.TIMED_OUT,
+    RunStatus.BUDGET_EXCEEDED: EventKind.BUDGET_EXCEEDED,
+}
+
+
+# ---- effects: what the actor must do after a decision ----------------------------------------
+
+
+@dataclass(frozen=True)
+class StartRun:
+    record: RunRecord
+    spec: AgentSpec
+    deadline: float
+    pending_mail: tuple[Mail, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tell:
+    run_id: str
+    message: Any
+
+
+@dataclass(frozen=True)
+class DeliverRoot:
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class StopAgent:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ArmDeadline:
+    run_id: str
+    deadline: float
+
+
+@dataclass(frozen=True)
+class DisarmDeadline:
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Publish:
+    event: Event
+
+
+Effect = StartRun | Tell | DeliverRoot | StopAgent | ArmDeadline | DisarmDeadline | Publish
+
+
+@dataclass
+class RunState:
+    """What the supervisor knows of a live (or just finished) run."""
+
+    record: RunRecord
+    spec: AgentSpec
+    request_id: str | None
+    live_children: int = 0
+    deadline: float = 0.0
+    unread_mail: set[str] = field(default_factory=set)
+
+
+class AdmissionError(Exception):
+    """A spawn was refused; the message says why."""
+
+
+class SupervisorCore:
+    """Admission, queueing, delivery, mail routing, stops and deadlines."""
+
+    def __init__(
+        self,
+        *,
+        lookup: Callable[[str], AgentSpec | None],
+        names: Callable[[], list[str]],
+        store: RunStore,
+        limits: Limits | None = None,
+        default_model: str = "sonnet",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lookup = lookup
+        self.names = names
+        self.store = store
+        self.limits = limits or Limits()
+        self.default_model = default_model
+        self.clock = clock
+        self.runs: dict[str, RunState] = {}
+        self.tree = RunTree()
+        self.slots = SlotPool(
+            global_limit=self.limits.max_concurrency,
+            per_tier=self.limits.per_tier,
+            queue_bound=self.limits.queue_bound,
+        )
+        self._effects: list[Effect] = []
+        self._ended_roots: list[str] = []
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _handling(self) -> Iterator[list[Effect]]:
+        """Collect effects of one message; commit its writes before they are returned."""
+        self._effects = []
+        with self.store.batch():
+            yield self._effects
+        self._prune()
+
+    def _prune(self) -> None:
+        """Forget finished trees: their records live on in the store; memory stays bounded."""
+        while self._ended_roots:
+            root = self._ended_roots.pop()
+            ids = self.tree.subtree(root)
+            if any(self.live(r) is not None for r in ids):
+                continue
+            self.tree.forget(ids)
+            for r in ids:
+                self.runs.pop(r, None)
+
+    def _emit(self, kind: EventKind, state: RunState, **data: Any) -> None:
+        r = state.record
+        event = Event(
+            kind=kind,
+            run_id=r.run_id,
+            agent=r.agent,
+            root_run_id=r.root_run_id,
+            parent_run_id=r.parent_run_id,
+            depth=r.depth,
+            data=data,
+        )
+        self.store.append_event(event)
+        self._effects.append(Publish(event))
+
+    def _update(self, state: RunState, **changes: Any) -> None:
+        state.record = msgspec.structs.replace(state.record, **changes)
+        self.store.save_run(state.record)
+
+    def live(self, run_id: str) -> RunState | None:
+        state = self.runs.get(run_id)
+        if state is None or state.record.status.terminal:
+            return None
+        return state
+
+    # ---- spawn -------------------------------------------------------------------------------
+
+    def spawn(self, req: SpawnRequest) -> tuple[SpawnReply, list[Effect]]:
+        """Admit (start or queue) or refuse a run. The reply also goes to a requesting run."""
+        with self._handling() as effects:
+            try:
+                run_id = self._admit(req)
+                reply = SpawnReply(
+                    request_id=req.request_id,
+                    run_id=run_id,
+                    queued=self.runs[run_id].record.status is RunStatus.QUEUED,
+                )
+            except AdmissionError as exc:
+                reply = SpawnReply(request_id=req.request_id, error=str(exc))
+                log.info(
+                    "spawn refused",
+                    agent=req.agent,
+                    parent_run_id=req.parent_run_id,
+                    reason=str(exc),
+                )
+            if req.parent_run_id is not None:
+                effects.append(Tell(req.parent_run_id, reply))
+            return reply, effects
+
+    def _admit(self, req: SpawnRequest) -> str:
+        spec = self.lookup(req.agent)
+        if spec is None:
+            known = ", ".join(sorted(self.names())) or "none"
+            raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
+        parent: RunState | None = None
+        depth = 0
+        if req.parent_run_id is not None:
+            parent = self.live(req.parent_run_id)
+            if parent is None:
+                raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
+            depth = parent.record.depth + 1
+            max_depth = self.limits.max_depth
+            if parent.spec.max_depth is not None:
+                max_depth = min(max_depth, parent.record.depth + parent.spec.max_depth)
+            if depth > max_depth:
+                raise AdmissionError(
+                    f"depth limit: a child of {parent.record.agent} would be at depth {depth},"
+                    f" the limit is {max_depth}"
+                )
+            max_children = self.limits.max_children
+            if parent.spec.max_children is not None:
+                max_children = min(max_children, parent.spec.max_children)
+            if parent.live_children >= max_children:
+                raise AdmissionError(
+                    f"children limit: {parent.record.agent} already has {parent.live_children}"
+                    f" live children (maxChildren {max_children})"
+                )
+        key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+        run_id = req.run_id or new_id("r")
+        if run_id in self.runs:
+            raise AdmissionError(f"run id {run_id} is already in use")
+        starts_now = self.slots.try_take(run_id, key)
+        if not starts_now:
+            try:
+                position = self.slots.enqueue(run_id, key)
+            except QueueFull as exc:
+                raise AdmissionError(str(exc)) from None
+        model = req.model or spec.model
+        if model in (None, "inherit"):
+            model = parent.record.model if parent is not None else None
+        record = RunRecord(
+            run_id=run_id,
+            agent=spec.name,
+            task=req.task,
+            root_run_id=parent.record.root_run_id if parent is not None else run_id,
+            parent_run_id=req.parent_run_id,
+            depth=depth,
+            context=req.context,
+            label=req.label,
+            model=model or self.default_model,
+            background=req.background,
+            created_at=time.time(),
+            deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
+        )
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        self.runs[run_id] = state
+        self.tree.add(run_id, req.parent_run_id)
+        if parent is not None:
+            parent.live_children += 1
+        self.store.save_run(record)
+        self._emit(EventKind.SPAWNED, state, task=req.task[:200], background=req.background)
+        if starts_now:
+            self._start(state)
+        else:
+            self._emit(EventKind.QUEUED, state, position=position)
+        return run_id
+
+    def _start(self, state: RunState) -> None:
+        state.deadline = self.clock() + state.record.deadline_s
+        self._update(state, status=RunStatus.RUNNING, started_at=time.time())
+        pending = tuple(
+            m
+            for m in self.store.mail_for(state.record.run_id, [MailState.ACCEPTED])
+            if m.recipient == state.record.run_id
+        )
+        for mail in pending:
+            self.store.set_mail_state(mail.mail_id, MailState.DELIVERED)
+            state.unread_mail.add(mail.mail_id)
+        self._effects.append(ArmDeadline(state.record.run_id, state.deadline))
+        self._effects.append(StartRun(state.record, state.spec, state.deadline, pending))
+        self._emit(EventKind.STARTED, state, model=state.record.model)
+
+    # ---- progress reports from agents --------------------------------------------------------
+
+    def step_taken(self, msg: StepTaken) -> list[Effect]:
+        with self._handling():
+            state = self.live(msg.run_id)
+            if state is None:
+                return self._effects
+            self._update(state, steps=msg.step, usage=state.record.usage + msg.usage)
+            if msg.checkpoint is not None:
+                self.store.save_checkpoint(msg.checkpoint)
+            self._emit(
+                EventKind.STEP,
+                state,
+                step=msg.step,
+                input_tokens=msg.usage.total_input_tokens,
+                output_tokens=msg.usage.output_tokens,
+            )
+            return self._effects
+
+    def tool_called(self, msg: ToolCalled) -> list[Effect]:
+        with self._handling():
+            state = self.live(msg.run_id)
+            if state is not None:
+                self._emit(EventKind.TOOL_CALL, state, tool=msg.tool, input=msg.input)
+            return self._effects
+
+    def waiting_changed(self, msg: WaitingChanged) -> list[Effect]:
+        with self._handling():
+            state = self.live(msg.run_id)
+            if state is None:
+                return self._effects
+            status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
+            if state.record.status is not status:
+                self._update(state, status=status)
+                if msg.waiting:
+                    self._emit(EventKind.WAITING, state)
+            return self._effects
+
+    def finished(self, msg: RunFinished) -> list[Effect]:
+        """An agent ended by itself. A late report for a finished run is discarded."""
+        with self._handling():
+            state = self.live(msg.run_id)
+            if state is None:
+                log.debug("late report discarded", run_id=msg.run_id)
+                return self._effects
+            if msg.error_kind is None:
+                self._finish(state, RunStatus.COMPLETED, result=msg.result)
+            else:
+                self._finish(state, RunStatus.FAILED, error_kind=msg.error_kind, error=msg.error)
+            self._dead_letters(state, msg.unread_mail)
+            return self._effects
+
+    # ---- mail --------------------------------------------------------------------------------
+
+    def send_mail(self, msg: SendMail) -> tuple[MailAck, list[Effect]]:
+        with self._handling() as effects:
+            ack = self._route_mail(msg)
+            if msg.sender != EXTERNAL_SENDER:
+                effects.append(Tell(msg.sender, ack))
+            return ack, effects
+
+    def _resolve_recipient(self, msg: SendMail) -> str:
+        """A run id, or an agent name within the sender's root tree. Raises ValueError."""
+        sender = self.runs.get(msg.sender)
+        target = msg.to.strip()
+        if not target:
+            raise ValueError("no recipient given")
+        if target in self.runs or self.store.get_run(target) is not None:
+            if sender is not None:
+                record = (
+                    self.runs[target].record if target in self.runs else self.store.get_run(target)
+                )
+                assert record is not None
+                if record.root_run_id != sender.record.root_run_id:
+                    raise ValueError(
+                        f"run {target} belongs to another tree; a run can only write to runs of"
+                        " its own tree"
+                    )
+            if target == msg.sender:
+                raise ValueError("a run cannot send mail to itself")
+            return target
+        if sender is None:
+            raise ValueError(f"no run with id {target!r}")
+        tree = [
+            self.runs[r] for r in self.tree.in_root(sender.record.root_run_id) if r in self.runs
+        ]
+        named = [s for s in tree if s.record.agent == target and s.record.run_id != msg.sender]
+        live = [s for s in named if not s.record.status.terminal]
+        if len(live) == 1:
+            return live[0].record.run_id
+        if len(live) > 1:
+            candidates = ", ".join(f"{s.record.run_id} ({s.record.status})" for s in live)
+            raise ValueError(f"{target!r} is ambiguous: several live runs: {candidates}")
+        if len(named) == 1:
+            return named[0].record.run_id  # finished: becomes a dead letter, sender is told
+        others = sorted(
+            {f"{s.record.agent} ({s.record.run_id})" for s in tree if s.record.run_id != msg.sender}
+        )
+        listing = ", ".join(others) if others else "none"
+        raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
+
+    def _route_mail(self, msg: SendMail) -> MailAck:
+        try:
+            recipient = self._resolve_recipient(msg)
+        except ValueError as exc:
+            return MailAck(request_id=msg.request_id, error=str(exc))
+        sender_state = self.runs.get(msg.sender)
+        mail = Mail(
+            mail_id=new_id("m"),
+            sender=msg.sender,
+            recipient=recipient,
+            content=msg.content,
+            sender_agent=sender_state.record.agent if sender_state else None,
+            reply_to=msg.reply_to,
+            sent_at=time.time(),
+        )
+        return self._post(mail, msg.request_id)
+
+    def _post(self, mail: Mail, request_id: str) -> MailAck:
+        """Record ``mail`` and deliver it (or keep it as a dead letter)."""
+        target = self.runs.get(mail.recipient)
+        record = target.record if target is not None else self.store.get_run(mail.recipient)
+        sender_state = self.runs.get(mail.sender)
+        if record is None or record.status.terminal:
+            dead = msgspec.structs.replace(mail, state=MailState.DEAD)
+            self.store.save_mail(dead)
+            status = record.status if record is not None else "unknown"
+            if sender_state is not None:
+                self._emit(
+                    EventKind.DEAD_LETTER,
+                    sender_state,
+                    mail_id=mail.mail_id,
+                    recipient=mail.recipient,
+                )
+            return MailAck(
+                request_id=request_id,
+                mail_id=mail.mail_id,
+                recipient=mail.recipient,
+                dead_letter=True,
+                error=f"run {mail.recipient} has already ended ({status}); the mail was kept as"
+                " a dead letter and will not be read",
+            )
+        assert target is not None
+        if sender_state is not None:
+            self._emit(
+                EventKind.MAIL_SENT, sender_state, mail_id=mail.mail_id, recipient=mail.recipient
+            )
+        if record.status is RunStatus.QUEUED:
+            self.store.save_mail(mail)  # delivered when the run starts
+        else:
+            delivered = msgspec.structs.replace(mail, state=MailState.DELIVERED)
+            self.store.save_mail(delivered)
+            target.unread_mail.add(mail.mail_id)
+            self._effects.append(Tell(mail.recipient, DeliverMail(mail=delivered)))
+            self._emit(EventKind.MAIL_DELIVERED, target, mail_id=mail.mail_id, sender=mail.sender)
+        return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+
+    def mail_read(self, msg: MailRead) -> list[Effect]:
+        with self._handling():
+            state = self.runs.get(msg.run_id)
+            for mail_id in msg.mail_ids:
+                self.store.set_mail_state(mail_id, MailState.READ)
+                if state is not None:
+                    state.unread_mail.discard(mail_id)
+            return self._effects
+
+    def _dead_letters(self, state: RunState, unread: tuple[str, ...]) -> None:
+        """Mail that reached a run but was never read: the senders hear of it."""
+        leftover = set(unread) | state.unread_mail
+        state.unread_mail.clear()
+        if not leftover:
+            return
+        by_id = {m.mail_id: m for m in self.store.mail_for(state.record.run_id)}
+        for mail_id in sorted(leftover):
+            mail = by_id.get(mail_id)
+            self.store.set_mail_state(mail_id, MailState.DEAD)
+            if mail is None:
+                continue
+            self._emit(EventKind.DEAD_LETTER, state, mail_id=mail_id, sender=mail.sender)
+            sender = self.live(mail.sender)
+            if sender is not None:
+                notice = Mail(
+                    mail_id=new_id("m"),
+                    sender=state.record.run_id,
+                    recipient=mail.sender,
+                    sender_agent=state.record.agent,
+                    content=(
+                        f"[dead letter] your mail {mail_id} to {state.record.agent}"
+                        f" ({state.record.run_id}) was not read before it ended"
+                        f" ({state.record.status})"
+                    ),
+                    sent_at=time.time(),
+                )
+                self._post(notice, new_id("q"))
+
+    # ---- ending runs -------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        state: RunState,
+        status: RunStatus,
+        *,
+        result: str | None = None,
+        error_kind: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Give ``state`` its one terminal status and deliver its outcome once."""
+        record = state.record
+        if record.status.terminal:
+            return
+        # A run does not outlive its parent: whatever it left running is cancelled first.
+        for child_id in reversed(self.tree.children(record.run_id)):
+            child = self.live(child_id)
+            if child is not None:
+                self._cancel_subtree(child, f"its parent {record.agent} ended ({status})")
+        outcome = Outcome(
+            run_id=record.run_id,
+            status=status,
+            result=result,
+            error_kind=error_kind,
+            error=error,
+            usage=record.usage,
+            steps=record.steps,
+        )
+        self._update(state, status=status, ended_at=time.time(), outcome=outcome)
+        self.store.save_outcome(outcome)
+        self.slots.release(record.run_id)
+        self._effects.append(DisarmDeadline(record.run_id))
+        self._emit(_STATUS_EVENT[status], state, error_kind=error_kind, error=error)
+        self._deliver(state, outcome)
+        for run_id in self.slots.start_queued():
+            self._start(self.runs[run_id])
+
+    def _deliver(self, state: RunState, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the requester: the caller, the parent's tool call, or mail."""
+        record = state.record
+        parent_id = record.parent_run_id
+        if parent_id is None:
+            self._effects.append(DeliverRoot(outcome))
+            self._ended_roots.append(record.run_id)
+        else:
+            parent = self.runs.get(parent_id)
+            if parent is not None:
+                parent.live_children = max(0, parent.live_children - 1)
+            if parent is not None and not parent.record.status.terminal:
+                if record.background:
+                    report = msgspec.json.encode(
+                        {
+                            "run_id": record.run_id,
+                            "agent": record.agent,
+                            "status": str(outcome.status),
+                            "result": outcome.result,
+                            "error": outcome.error,
+                        }
+                    ).decode()
+                    notice = Mail(
+                        mail_id=new_id("m"),
+                        sender=record.run_id,
+                        recipient=parent_id,
+                        sender_agent=record.agent,
+                        content=f"[background result] {report}",
+                        sent_at=time.time(),
+                    )
+                    self._post(notice, new_id("q"))
+                else:
+                    assert state.request_id is not None
+                    self._effects.append(
+                        Tell(parent_id, ChildDone(request_id=state.request_id, outcome=outcome))
+                    )
+        self.store.mark_outcome_delivered(record.run_id)
+
+    def _cancel_subtree(self, state: RunState, reason: str) -> list[str]:
+        """Cancel ``state`` and its live descendants, deepest first. The ids cancelled."""
+        cancelled: list[str] = []
+        for run_id in self.tree.deepest_first(state.record.run_id):
+            target = self.live(run_id)
+            if target is None:
+                continue
+            self._finish(target, RunStatus.CANCELLED, error_kind="cancelled", error=reason)
+            self._effects.append(StopAgent(run_id))
+            cancelled.append(run_id)
+        return cancelled
+
+    def stop(self, req: StopRequest) -> tuple[StopReply, list[Effect]]:
+        """Stop a run and its subtree; a run may only stop its own descendants."""
+        with self._handling() as effects:
+            reply = self._stop(req)
+            if req.requester is not None:
+                effects.append(Tell(req.requester, reply))
+            return reply, effects
+
+    def _stop(self, req: StopRequest) -> StopReply:
+        target = self.runs.get(req.run_id)
+        if target is None:
+            return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
+        if req.requester is not None and not self.tree.is_descendant(req.run_id, req.requester):
+            return StopReply(
+                request_id=req.request_id,
+                error=f"run {req.run_id} is not a descendant of {req.requester}; a run may only"
+                " stop its own descendants",
+            )
+        if target.record.status.terminal:
+            return StopReply(
+                request_id=req.request_id,
+                error=f"run {req.run_id} has already ended ({target.record.status})",
+            )
+        stopped = self._cancel_subtree(target, req.reason)
+        return StopReply(request_id=req.request_id, stopped=tuple(stopped))
+
+    def timeout(self, run_id: str) -> list[Effect]:
+        """The deadline of ``run_id`` passed: it times out, its descendants are cancelled."""
+        with self._handling():
+            state = self.live(run_id)
+            if state is None:
+                return self._effects
+            if self.clock() < state.deadline:  # re-armed meanwhile (restart)
+                self._effects.append(ArmDeadline(run_id, state.deadline))
+                return self._effects
+            for child_id in self.tree.children(run_id):
+                child = self.live(child_id)
+                if child is not None:
+                    self._cancel_subtree(child, f"its ancestor {state.record.agent} timed out")
+            self._finish(
+                state,
+                RunStatus.TIMED_OUT,
+                error_kind="timeout",
+                error=f"{state.record.agent} ran past its {state.record.deadline_s:g} s timeout",
+            )
+            self._effects.append(StopAgent(run_id))
+            return self._effects
+
+    def crashed(self, run_id: str, error: str) -> list[Effect]:
+        """The agent's actor died outside the behaviour's own error handling."""
+        with self._handling():
+            state = self.live(run_id)
+            if state is not None:
+                self._finish(state, RunStatus.FAILED, error_kind="crash", error=error)
+                self._effects.append(StopAgent(run_id))
+            return self._effects
+
+    def stop_all(self, reason: str = "runtime closed") -> list[Effect]:
+        with self._handling():
+            for run_id in list(self.runs):
+                state = self.live(run_id)
+                if state is not None and state.record.parent_run_id is None:
+                    self._cancel_subtree(state, reason)
+            for run_id in list(self.runs):  # orphans of an unknown parent, if any
+                state = self.live(run_id)
+                if state is not None:
+                    self._cancel_subtree(state, reason)
+            return self._effects
+
+    # ---- views -------------------------------------------------------------------------------
+
+    def subtree_usage(self, run_id: str) -> Usage:
+        total = Usage()
+        for r in self.tree.subtree(run_id):
+            state = self.runs.get(r)
+            if state is not None:
+                total = total + state.record.usage
+        return total

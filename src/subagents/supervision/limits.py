@@ -1,0 +1,59 @@
+"""Limits: the numbers that keep a tree of agents in line, with their defaults."""
+
+from __future__ import annotations
+
+import msgspec
+
+MAX_TIMEOUT_S = 3600.0
+
+
+class LimitError(ValueError):
+    """A limit was given a value that cannot work (negative, zero, above the maximum)."""
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Runtime-wide limits. Definitions may tighten them, never loosen them.
+
+    ``max_depth``: a root run has depth 0; a child has its parent's depth + 1.
+    ``max_concurrency`` / ``per_agent`` / ``per_tier``: live runs (running or waiting) at once;
+    runs over them wait in a FIFO queue of at most ``queue_bound`` entries.
+    ``max_children``: live children of one parent at once.
+    """
+
+    max_depth: int = 3
+    max_concurrency: int = 10
+    per_agent: int = 5
+    per_tier: dict[int, int] = msgspec.field(default_factory=dict)
+    max_children: int = 5
+    queue_bound: int = 1000
+    timeout_s: float = 300.0
+    max_timeout_s: float = MAX_TIMEOUT_S
+    token_budget: int | None = None
+    max_turns: int = 50
+
+    def __post_init__(self) -> None:
+        for field in ("max_concurrency", "per_agent", "max_children", "queue_bound", "max_turns"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < 1:
+                raise LimitError(f"limit {field} must be a positive integer, got {value!r}")
+        if self.max_depth < 0:
+            raise LimitError(f"limit max_depth must be >= 0, got {self.max_depth!r}")
+        for tier, n in self.per_tier.items():
+            if n < 1:
+                raise LimitError(f"limit per_tier[{tier}] must be a positive integer, got {n!r}")
+        if not 0 < self.max_timeout_s <= MAX_TIMEOUT_S:
+            raise LimitError(
+                f"limit max_timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {self.max_timeout_s!r}"
+            )
+        if not 0 < self.timeout_s <= self.max_timeout_s:
+            raise LimitError(
+                f"limit timeout_s must be in (0, {self.max_timeout_s:g}], got {self.timeout_s!r}"
+            )
+        if self.token_budget is not None and self.token_budget < 1:
+            raise LimitError(f"limit token_budget must be positive, got {self.token_budget!r}")
+
+    def timeout_for(self, *requested: float | None) -> float:
+        """The tightest of the requested timeouts and the default, capped at the maximum."""
+        given = [t for t in requested if t is not None and t > 0]
+        timeout = min(given) if given else self.timeout_s
+        return min(timeout, self.max_timeout_s)

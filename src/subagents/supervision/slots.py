@@ -1,0 +1,100 @@
+"""Concurrency slots and the admission queue.
+
+A run holds a slot from the moment it starts until it ends (running or waiting). Runs that do
+not fit wait in a FIFO queue; when a slot frees, the queue is scanned in order and the first
+run that fits every limit starts (a run blocked only by its own agent's limit does not hold up
+runs of other agents behind it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SlotKey:
+    """What a run counts against: its agent and its tier (None = no tier)."""
+
+    agent: str
+    tier: int | None
+    agent_limit: int
+
+
+class QueueFull(Exception):
+    """The admission queue is at its bound."""
+
+
+class SlotPool:
+    """Counts live runs globally, per agent and per tier; queues runs that do not fit."""
+
+    def __init__(self, *, global_limit: int, per_tier: dict[int, int], queue_bound: int) -> None:
+        self.global_limit = global_limit
+        self.per_tier = dict(per_tier)
+        self.queue_bound = queue_bound
+        self.in_flight = 0
+        self.by_agent: Counter[str] = Counter()
+        self.by_tier: Counter[int] = Counter()
+        self.peak = 0
+        self._holders: dict[str, SlotKey] = {}
+        self._queue: OrderedDict[str, SlotKey] = OrderedDict()
+
+    def fits(self, key: SlotKey) -> bool:
+        if self.in_flight >= self.global_limit:
+            return False
+        if self.by_agent[key.agent] >= key.agent_limit:
+            return False
+        tier_limit = self.per_tier.get(key.tier) if key.tier is not None else None
+        return not (tier_limit is not None and self.by_tier[key.tier or 0] >= tier_limit)
+
+    def try_take(self, run_id: str, key: SlotKey) -> bool:
+        """Take a slot for ``run_id`` if it fits and nobody earlier is queued for the same."""
+        if not self.fits(key):
+            return False
+        self._take(run_id, key)
+        return True
+
+    def _take(self, run_id: str, key: SlotKey) -> None:
+        self._holders[run_id] = key
+        self.in_flight += 1
+        self.by_agent[key.agent] += 1
+        if key.tier is not None:
+            self.by_tier[key.tier] += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def enqueue(self, run_id: str, key: SlotKey) -> int:
+        """Queue ``run_id``; its 1-based position. Raises QueueFull past the bound."""
+        if len(self._queue) >= self.queue_bound:
+            raise QueueFull(f"the admission queue is full ({self.queue_bound} runs waiting)")
+        self._queue[run_id] = key
+        return len(self._queue)
+
+    def release(self, run_id: str) -> bool:
+        """Free the slot of ``run_id`` (or drop it from the queue). True if it held one."""
+        self._queue.pop(run_id, None)
+        key = self._holders.pop(run_id, None)
+        if key is None:
+            return False
+        self.in_flight -= 1
+        self.by_agent[key.agent] -= 1
+        if key.tier is not None:
+            self.by_tier[key.tier] -= 1
+        return True
+
+    def start_queued(self) -> list[str]:
+        """Take slots for queued runs that now fit, in FIFO order; the run ids to start."""
+        started: list[str] = []
+        for run_id, key in list(self._queue.items()):
+            if self.in_flight >= self.global_limit:
+                break
+            if self.fits(key):
+                del self._queue[run_id]
+                self._take(run_id, key)
+                started.append(run_id)
+        return started
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._holders
+
+    def queued(self) -> list[str]:
+        return list(self._queue)
