@@ -479,16 +479,18 @@ class Runtime:
 
 
 def _default_model(specs: Iterable[AgentSpec]) -> Model:
-    """The anthropic backend when a key is configured, else the offline scripted model."""
-    try:
-        from subagents.models import default_model  # type: ignore[attr-defined]
+    """The anthropic backend when a key is configured, else the offline scripted model.
 
-        model: Model = default_model(specs=list(specs))
-        return model
-    except (ImportError, TypeError):
-        from subagents.models.scripted import ScriptedModel
+    The offline model plays the ``script:`` written in each definition's frontmatter.
+    """
+    from subagents.models.scripted import ScriptedModel
 
-        return ScriptedModel.from_specs(specs)
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        from subagents.models.anthropic import AnthropicModel
+
+        return AnthropicModel()
+    log.info("ANTHROPIC_API_KEY is not set: using the offline scripted model")
+    return ScriptedModel.from_specs(specs)
 
 
 __all__ = ["AdmissionError", "AgentActor", "RunHandle", "RunResult", "Runtime", "RuntimeClosed"]
