@@ -1,0 +1,359 @@
+"""Discovery: which definition files exist, which definition wins each name, and what changed.
+
+Sources are scanned in priority order (code, project, named dirs, user, built-in). A name
+defined at two levels goes to the higher one, and the loser is reported (``Shadowed`` and a log
+line), because silently using a different agent than the file one is editing is the classic
+surprise. Within one level the first file in sorted path order wins and the duplicate is a
+warning naming both files.
+
+``DefinitionLoader`` keeps a per-file cache keyed on (mtime, size): ``reload`` lists the
+directories again, re-parses only new or changed files and forgets deleted ones; shadowing and
+``extends`` are recomputed from the cache, which costs microseconds per definition.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+import structlog
+
+from subagents.definitions.errors import DefinitionError, LoadIssue
+from subagents.definitions.extends import resolve_extends
+from subagents.definitions.parse import read_file
+from subagents.definitions.spec import AgentSpec, Level
+from subagents.definitions.validate import KNOWN_TOOLS, validate
+
+log = structlog.get_logger("subagents.definitions")
+
+CODE_SOURCE = "<code>"
+DEFINITION_SUFFIXES = (".md",)
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "builtin_agents"
+
+
+class Source(msgspec.Struct, frozen=True):
+    """A directory of definitions and the level its definitions get."""
+
+    path: str
+    level: Level
+
+
+class Shadowed(msgspec.Struct, frozen=True):
+    """A definition hidden by a higher-priority one of the same name (files, or ``<code>``)."""
+
+    name: str
+    winner: str | None
+    loser: str | None
+
+
+class LoadResult(msgspec.Struct, frozen=True):
+    """Everything one load produced: the winning specs by name and what went wrong."""
+
+    specs: dict[str, AgentSpec]
+    issues: list[LoadIssue]
+    shadowed: list[Shadowed]
+    files_scanned: int
+    files_loaded: int
+
+    @property
+    def errors(self) -> list[LoadIssue]:
+        """The issues that dropped a definition (or, in strict mode, would fail a check)."""
+        return [issue for issue in self.issues if issue.severity == "error"]
+
+    def raise_for_errors(self) -> None:
+        """Raise the first error as ``DefinitionError`` (for callers that want strictness)."""
+        errors = self.errors
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+            raise DefinitionError(first.reason + more, file=first.file, line=first.line)
+
+
+class Changes(msgspec.Struct, frozen=True):
+    """Names whose winning definition appeared, changed or disappeared since the last load."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def _nearest_project_dir(cwd: Path, home: Path) -> Path | None:
+    user_dir = home / ".claude" / "agents"
+    for folder in (cwd, *cwd.parents):
+        candidate = folder / ".claude" / "agents"
+        if candidate.is_dir():
+            return None if _same(candidate, user_dir) else candidate
+    return None
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b
+
+
+def default_sources(
+    *,
+    cwd: Path | None = None,
+    dirs: Sequence[Path] = (),
+    home: Path | None = None,
+    include_builtin: bool = True,
+) -> list[Source]:
+    """The standard search path, highest priority first.
+
+    The nearest ``.claude/agents/`` walking up from ``cwd`` (PROJECT; not the user's own, which
+    a walk from inside the home directory would find), each of ``dirs`` (DIRS, kept even when
+    missing so the loader warns about them), ``~/.claude/agents/`` if it exists (USER), and the
+    package's built-in defaults (BUILTIN).
+    """
+    cwd = (cwd or Path.cwd()).absolute()
+    home = home or Path.home()
+    sources: list[Source] = []
+    project = _nearest_project_dir(cwd, home)
+    if project is not None:
+        sources.append(Source(str(project), Level.PROJECT))
+    sources.extend(Source(str(Path(d)), Level.DIRS) for d in dirs)
+    user_dir = home / ".claude" / "agents"
+    if user_dir.is_dir():
+        sources.append(Source(str(user_dir), Level.USER))
+    if include_builtin:
+        sources.append(Source(str(BUILTIN_DIR), Level.BUILTIN))
+    return sources
+
+
+def _is_readme(name: str) -> bool:
+    return name.lower().split(".", 1)[0] == "readme"
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Definition files under ``root``, recursively, skipping READMEs and hidden entries.
+
+    Symlinked folders are followed once each: a link back up the tree cannot loop.
+    """
+    stack = [root]
+    visited: set[tuple[int, int]] = set()
+    while stack:
+        folder = stack.pop()
+        try:
+            info = folder.stat()
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir():
+                    stack.append(Path(entry.path))
+                elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(
+                    entry.name
+                ):
+                    yield Path(entry.path)
+            except OSError:
+                continue
+
+
+class _Cached(msgspec.Struct):
+    stamp: tuple[int, int]
+    specs: list[AgentSpec]
+    issues: list[LoadIssue]
+
+
+class DefinitionLoader:
+    """Loads definitions from ``sources`` plus those registered in code; caches per file."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        *,
+        registered: Sequence[AgentSpec] = (),
+        strict: bool = False,
+        extra_tools: Sequence[str] = (),
+    ) -> None:
+        self._sources = _dedupe(sources)
+        self._strict = strict
+        self._extra_tools = tuple(extra_tools)
+        self._registered: dict[str, AgentSpec] = {}
+        self._registered_issues: dict[str, list[LoadIssue]] = {}
+        self._cache: dict[tuple[int, str], _Cached] = {}
+        self._last: LoadResult | None = None
+        for spec in registered:
+            self.register(spec)
+
+    # -- code-level definitions ------------------------------------------------------------
+
+    def register(self, spec: AgentSpec) -> None:
+        """Add (or replace) a definition at CODE level, the highest priority.
+
+        Raises ``DefinitionError`` if the spec has an error (bad name, limits...); its warnings
+        are reported with the next load.
+        """
+        if spec.level != Level.CODE:
+            spec = msgspec.structs.replace(spec, level=Level.CODE)
+        issues = validate(
+            spec, known_tools=KNOWN_TOOLS, extra_tools=self._extra_tools, strict=self._strict
+        )
+        for issue in issues:
+            if issue.severity == "error":
+                raise issue.as_error()
+        self._registered[spec.name] = spec
+        self._registered_issues[spec.name] = issues
+
+    def unregister(self, name: str) -> bool:
+        """Forget a definition registered in code; False if there was none by that name."""
+        self._registered_issues.pop(name, None)
+        return self._registered.pop(name, None) is not None
+
+    # -- loading ---------------------------------------------------------------------------
+
+    @property
+    def files(self) -> list[str]:
+        """The definition files seen by the last load, sorted."""
+        return sorted(path for _, path in self._cache)
+
+    @property
+    def sources(self) -> list[Source]:
+        return list(self._sources)
+
+    def load(self) -> LoadResult:
+        """A full scan: every file parsed again."""
+        self._cache.clear()
+        result = self._scan()
+        self._last = result
+        return result
+
+    def reload(self) -> tuple[LoadResult, Changes]:
+        """Re-parse only new or changed files (mtime or size); report what changed by name."""
+        previous = self._last.specs if self._last is not None else {}
+        result = self._scan()
+        self._last = result
+        return result, _diff(previous, result.specs)
+
+    def _scan(self) -> LoadResult:
+        issues: list[LoadIssue] = []
+        candidates: list[tuple[Level, str, AgentSpec]] = [
+            (Level.CODE, CODE_SOURCE, spec) for spec in self._registered.values()
+        ]
+        for name in self._registered:
+            issues.extend(self._registered_issues.get(name, ()))
+        seen: set[tuple[int, str]] = set()
+        files_scanned = files_loaded = 0
+        for index, source in enumerate(self._sources):
+            root = Path(source.path)
+            if not root.is_dir():
+                reason = "directory not found" if not root.exists() else "not a directory"
+                issues.append(
+                    LoadIssue(reason=f"{reason}; no definitions loaded from it", file=source.path)
+                )
+                continue
+            for path in sorted(_walk(root), key=lambda p: p.as_posix()):
+                key = (index, str(path))
+                seen.add(key)
+                files_scanned += 1
+                cached = self._read(key, path, root, source.level)
+                issues.extend(cached.issues)
+                if cached.specs:
+                    files_loaded += 1
+                candidates.extend((source.level, str(path), spec) for spec in cached.specs)
+        for key in set(self._cache) - seen:
+            del self._cache[key]
+        winners, shadowed, duplicate_issues = _pick_winners(candidates)
+        issues.extend(duplicate_issues)
+        resolved, extends_issues = resolve_extends(winners)
+        issues.extend(extends_issues)
+        for record in shadowed:
+            log.info(
+                "definition shadowed", agent=record.name, winner=record.winner, loser=record.loser
+            )
+        log.debug(
+            "definitions loaded",
+            definitions=len(resolved),
+            files_scanned=files_scanned,
+            files_loaded=files_loaded,
+            issues=len(issues),
+        )
+        return LoadResult(
+            specs=resolved,
+            issues=issues,
+            shadowed=shadowed,
+            files_scanned=files_scanned,
+            files_loaded=files_loaded,
+        )
+
+    def _read(self, key: tuple[int, str], path: Path, root: Path, level: Level) -> _Cached:
+        try:
+            stat = path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            stamp = (-1, -1)
+        cached = self._cache.get(key)
+        if cached is not None and cached.stamp == stamp and stamp != (-1, -1):
+            return cached
+        specs, issues = read_file(
+            path,
+            root=root,
+            level=level,
+            extra_tools=self._extra_tools,
+            strict=self._strict,
+        )
+        fresh = _Cached(stamp, specs, issues)
+        self._cache[key] = fresh
+        return fresh
+
+
+def _dedupe(sources: Sequence[Source]) -> list[Source]:
+    """Drop a directory listed twice, keeping its highest-priority (first) listing."""
+    kept: list[Source] = []
+    seen: set[str] = set()
+    for source in sorted(enumerate(sources), key=lambda item: (item[1].level, item[0])):
+        path = Path(source[1].path)
+        try:
+            key = str(path.resolve())
+        except OSError:
+            key = str(path)
+        if key not in seen:
+            seen.add(key)
+            kept.append(source[1])
+    return kept
+
+
+def _pick_winners(
+    candidates: list[tuple[Level, str, AgentSpec]],
+) -> tuple[dict[str, AgentSpec], list[Shadowed], list[LoadIssue]]:
+    """First candidate per name wins (candidates come in priority order)."""
+    winners: dict[str, tuple[Level, str, AgentSpec]] = {}
+    shadowed: list[Shadowed] = []
+    issues: list[LoadIssue] = []
+    for level, origin, spec in candidates:
+        current = winners.get(spec.name)
+        if current is None:
+            winners[spec.name] = (level, origin, spec)
+        elif current[0] == level:
+            issues.append(
+                LoadIssue(
+                    reason=f"duplicate name {spec.name!r}: defined in {current[1]} and in "
+                    f"{origin}; using {current[1]}",
+                    file=origin,
+                    name=spec.name,
+                )
+            )
+        else:
+            shadowed.append(Shadowed(name=spec.name, winner=current[1], loser=origin))
+    return {name: entry[2] for name, entry in winners.items()}, shadowed, issues
+
+
+def _diff(before: dict[str, AgentSpec], after: dict[str, AgentSpec]) -> Changes:
+    return Changes(
+        added=tuple(sorted(set(after) - set(before))),
+        changed=tuple(sorted(n for n in set(after) & set(before) if after[n] != before[n])),
+        removed=tuple(sorted(set(before) - set(after))),
+    )
