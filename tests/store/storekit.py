@@ -1,0 +1,110 @@
+"""Record builders and helpers shared by the store tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from subagents.messages import (
+    ChatMessage,
+    Checkpoint,
+    Event,
+    EventKind,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def run(run_id: str, **fields: Any) -> RunRecord:
+    base: dict[str, Any] = {"agent": "worker", "task": f"task of {run_id}", "root_run_id": run_id}
+    base.update(fields)
+    return RunRecord(run_id=run_id, **base)
+
+
+def event(run_id: str, kind: EventKind = EventKind.STEP, **data: Any) -> Event:
+    return Event(kind=kind, run_id=run_id, agent="worker", root_run_id=run_id, ts=1.5, data=data)
+
+
+def mail(mail_id: str, sender: str, recipient: str, **fields: Any) -> Mail:
+    return Mail(
+        mail_id=mail_id, sender=sender, recipient=recipient, content=f"hi {mail_id}", **fields
+    )
+
+
+def outcome(run_id: str, status: RunStatus = RunStatus.COMPLETED, **fields: Any) -> Outcome:
+    return Outcome(run_id=run_id, status=status, result=f"result of {run_id}", **fields)
+
+
+def checkpoint(run_id: str, step: int, text: str = "hello") -> Checkpoint:
+    return Checkpoint(
+        run_id=run_id,
+        step=step,
+        messages=(
+            ChatMessage(role="user", content=(TextBlock(text=text),)),
+            ChatMessage(
+                role="assistant",
+                content=(ToolUseBlock(id="tu1", name="spawn_subagent", input={"agent": "x"}),),
+            ),
+        ),
+        answered=(ToolResultBlock(tool_use_id="tu1", content="done", is_error=False),),
+        usage=Usage(input_tokens=10, output_tokens=5, cost_usd=0.25, model_calls=1),
+        ts=2.5,
+    )
+
+
+def python(
+    code: str, *args: str, drop_root: bool = False, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (another process) with the package importable.
+
+    ``drop_root``: when running as root, first drop the capabilities that let root ignore file
+    permissions (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so that read-only files and
+    directories are read-only to the child as they would be to any user.
+    """
+    preamble = ""
+    if drop_root and os.geteuid() == 0:
+        preamble = textwrap.dedent(
+            """
+            import ctypes
+            _libc = ctypes.CDLL(None, use_errno=True)
+            class _Header(ctypes.Structure):
+                _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+            class _Data(ctypes.Structure):
+                _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                            ("inheritable", ctypes.c_uint32)]
+            _h = _Header(0x20080522, 0)
+            _d = (_Data * 2)()
+            assert _libc.capget(ctypes.byref(_h), _d) == 0, ctypes.get_errno()
+            _mask = ~((1 << 1) | (1 << 2)) & 0xFFFFFFFF
+            _d[0].effective &= _mask
+            _d[0].permitted &= _mask
+            _d[0].inheritable &= _mask
+            assert _libc.capset(ctypes.byref(_h), _d) == 0, ctypes.get_errno()
+            """
+        )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-c", preamble + textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+__all__ = ["MailState", "checkpoint", "event", "mail", "outcome", "python", "run"]

@@ -1,0 +1,187 @@
+"""The RunStore protocol, every method, against MemoryStore and SQLiteStore alike.
+
+Both stores must behave identically: the runtime is written against the protocol and may be
+handed either.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from storekit import checkpoint, event, mail, outcome, run
+
+from subagents.messages import EventKind, MailState, RunStatus
+from subagents.store.base import RunStore
+
+
+def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
+    record = run(
+        "r1",
+        parent_run_id="p",
+        root_run_id="root",
+        depth=2,
+        context="ctx",
+        label="lbl",
+        model="haiku",
+        status=RunStatus.RUNNING,
+        background=True,
+        created_at=10.25,
+        started_at=11.5,
+        deadline_s=42.0,
+        outcome=outcome("r1"),
+        steps=3,
+        restarts=1,
+        cleanup="delete",
+    )
+    store.save_run(record)
+    assert store.get_run("r1") == record
+    assert store.get_run("missing") is None
+
+
+def test_save_run_again_replaces_the_record(store: RunStore) -> None:
+    store.save_run(run("r1", created_at=1.0))
+    done = run("r1", created_at=1.0, status=RunStatus.COMPLETED, ended_at=5.0, steps=4)
+    store.save_run(done)
+    assert store.get_run("r1") == done
+    assert store.list_runs() == [done]
+
+
+def test_list_runs_orders_by_creation_then_id_and_filters(store: RunStore) -> None:
+    a = run("a", created_at=3.0, agent="planner", root_run_id="a")
+    b = run("b", created_at=1.0, agent="worker", root_run_id="a", status=RunStatus.RUNNING)
+    c = run("c", created_at=1.0, agent="worker", root_run_id="c", status=RunStatus.COMPLETED)
+    d = run("d", created_at=2.0, agent="worker", root_run_id="a", status=RunStatus.COMPLETED)
+    for r in (a, b, c, d):
+        store.save_run(r)
+    assert store.list_runs() == [b, c, d, a]
+    assert store.list_runs(statuses=[RunStatus.COMPLETED]) == [c, d]
+    assert store.list_runs(statuses=[RunStatus.QUEUED, RunStatus.RUNNING]) == [b, a]
+    assert store.list_runs(statuses=[]) == []
+    assert store.list_runs(root_run_id="a") == [b, d, a]
+    assert store.list_runs(agent="worker") == [b, c, d]
+    assert store.list_runs(agent="worker", root_run_id="a", statuses=["completed"]) == [d]  # type: ignore[list-item]
+    assert store.list_runs(limit=2) == [b, c]
+    assert store.list_runs(limit=0) == []
+    assert store.list_runs(agent="nobody") == []
+
+
+def test_events_are_kept_in_append_order_per_run(store: RunStore) -> None:
+    e1 = event("r1", EventKind.SPAWNED)
+    e2 = event("r2", EventKind.STARTED)
+    e3 = event("r1", EventKind.STEP, step=1, tokens={"in": 3, "out": [1, 2]}, note="é ✓")
+    e4 = event("r1", EventKind.COMPLETED)
+    for e in (e1, e2, e3, e4):
+        store.append_event(e)
+    assert store.events("r1") == [e1, e3, e4]
+    assert store.events("r2") == [e2]
+    assert store.events("nothing") == []
+
+
+def test_checkpoint_keeps_the_latest_per_run(store: RunStore) -> None:
+    assert store.load_checkpoint("r1") is None
+    first = checkpoint("r1", 1, "first")
+    store.save_checkpoint(first)
+    assert store.load_checkpoint("r1") == first
+    second = checkpoint("r1", 2, "second")
+    store.save_checkpoint(second)
+    store.save_checkpoint(checkpoint("r2", 7))
+    assert store.load_checkpoint("r1") == second
+    assert store.load_checkpoint("r2") == checkpoint("r2", 7)
+
+
+def test_mail_for_sender_and_recipient_in_order_and_by_state(store: RunStore) -> None:
+    m1 = mail("m1", "a", "b", sent_at=1.0)
+    m2 = mail("m2", "b", "a", sent_at=2.0, reply_to="m1", sender_agent="worker")
+    m3 = mail("m3", "external", "b", sent_at=3.0, state=MailState.DELIVERED)
+    m4 = mail("m4", "c", "c", sent_at=4.0)
+    for m in (m1, m2, m3, m4):
+        store.save_mail(m)
+    assert store.mail_for("b") == [m1, m2, m3]
+    assert store.mail_for("a") == [m1, m2]
+    assert store.mail_for("c") == [m4]
+    assert store.mail_for("b", [MailState.DELIVERED]) == [m3]
+    assert store.mail_for("b", [MailState.ACCEPTED, MailState.DELIVERED]) == [m1, m2, m3]
+    assert store.mail_for("b", []) == []
+    assert store.mail_for("zzz") == []
+
+
+def test_set_mail_state_changes_state_and_keeps_order(store: RunStore) -> None:
+    store.save_mail(mail("m1", "a", "b"))
+    store.save_mail(mail("m2", "a", "b"))
+    store.set_mail_state("m1", MailState.READ)
+    store.set_mail_state("unknown", MailState.READ)  # no such mail: nothing happens
+    got = store.mail_for("b")
+    assert [m.mail_id for m in got] == ["m1", "m2"]
+    assert [m.state for m in got] == [MailState.READ, MailState.ACCEPTED]
+    assert got[0] == msgspec.structs.replace(mail("m1", "a", "b"), state=MailState.READ)
+    assert store.mail_for("b", [MailState.ACCEPTED]) == [mail("m2", "a", "b")]
+    # saving the mail again replaces it in place
+    store.save_mail(mail("m1", "a", "b", state=MailState.DEAD))
+    assert [(m.mail_id, m.state) for m in store.mail_for("b")] == [
+        ("m1", MailState.DEAD),
+        ("m2", MailState.ACCEPTED),
+    ]
+
+
+def test_outcomes_until_delivered(store: RunStore) -> None:
+    o1 = outcome("r1")
+    o2 = outcome("r2", RunStatus.FAILED, error_kind="crash", error="boom", steps=2)
+    store.save_outcome(o1)
+    store.save_outcome(o2)
+    assert store.undelivered_outcomes() == [o1, o2]
+    store.mark_outcome_delivered("r1")
+    store.mark_outcome_delivered("never-saved")
+    assert store.undelivered_outcomes() == [o2]
+    # saving an outcome again makes it undelivered again, in its first place
+    o1b = outcome("r1", RunStatus.CANCELLED)
+    store.save_outcome(o1b)
+    assert store.undelivered_outcomes() == [o1b, o2]
+    store.mark_outcome_delivered("r1")
+    store.mark_outcome_delivered("r2")
+    assert store.undelivered_outcomes() == []
+
+
+def test_commands_are_taken_once_in_order(store: RunStore) -> None:
+    assert store.take_commands() == []
+    first = store.post_command("stop", "r1")
+    second = store.post_command("send", "r2", "please hurry")
+    assert second > first
+    taken = store.take_commands()
+    assert [(c.command_id, c.kind, c.run_id, c.content) for c in taken] == [
+        (first, "stop", "r1", None),
+        (second, "send", "r2", "please hurry"),
+    ]
+    assert all(c.ts > 0 for c in taken)
+    assert store.take_commands() == []
+    third = store.post_command("stop", "r3")
+    assert third > second
+    assert [c.command_id for c in store.take_commands()] == [third]
+
+
+def test_unknown_command_kind_is_refused_by_name(store: RunStore) -> None:
+    with pytest.raises(ValueError, match="'pause'"):
+        store.post_command("pause", "r1")
+    assert store.take_commands() == []
+
+
+def test_batch_commits_every_write_inside_it(store: RunStore) -> None:
+    with store.batch():
+        store.save_run(run("r1"))
+        store.append_event(event("r1"))
+        with store.batch():  # nested batches join the outer one
+            store.save_checkpoint(checkpoint("r1", 1))
+            store.save_mail(mail("m1", "r1", "r2"))
+        store.save_outcome(outcome("r1"))
+        # reads inside the batch see its writes
+        assert store.get_run("r1") == run("r1")
+    assert store.get_run("r1") == run("r1")
+    assert store.events("r1") == [event("r1")]
+    assert store.load_checkpoint("r1") == checkpoint("r1", 1)
+    assert store.mail_for("r2") == [mail("m1", "r1", "r2")]
+    assert store.undelivered_outcomes() == [outcome("r1")]
+
+
+def test_close_is_idempotent(store: RunStore) -> None:
+    store.save_run(run("r1"))
+    store.close()
+    store.close()
