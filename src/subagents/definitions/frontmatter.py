@@ -119,7 +119,7 @@ def parse(text: str) -> Frontmatter:
     """Parse a markdown definition's header and body; raises ``DefinitionError``."""
     header, first, body, body_line, notes = split(text)
     key_lines = _key_lines(header, first)
-    header_text = "\n".join(header)
+    header_text = "\n".join(header) + "\n"
     try:
         data = load_yaml(header_text)
     except YamlProblem as problem:
@@ -188,7 +188,7 @@ def _lenient(header: list[str], first: int) -> tuple[dict[str, Any], list[Note]]
         assert match is not None  # _chunks only starts a chunk on a key line
         key = match.group(1)
         try:
-            parsed = load_yaml("\n".join(chunk))
+            parsed = load_yaml("\n".join(chunk) + "\n")
         except YamlProblem as problem:
             if problem.refused:
                 raise DefinitionError(problem.reason, line=line_no) from None

@@ -1,0 +1,201 @@
+"""Every public Claude Code definition in the shared corpus loads as its author meant it.
+
+The expectation for each file is computed here by a deliberately naive, independent reader
+(line regexes, no YAML library), so a bug in the real parser cannot hide by agreeing with itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from subagents.definitions import DefinitionLoader, Level, Source, load_file
+from subagents.definitions.validate import NAME_PATTERN
+
+CORPUS = Path(__file__).parents[2].parent / "shared" / "corpus" / "claude-agents"
+
+
+def _corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(
+            f"the shared corpus is missing: expected {CORPUS} (a checkout of /work/shared next "
+            "to the repository); this test must not be skipped"
+        )
+    return CORPUS
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in _corpus().rglob("*.md"))
+
+
+class Expected:
+    """What a human reading the file sees: name, description, tools, model, body."""
+
+    def __init__(self, text: str) -> None:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.strip())
+        assert lines[start].strip() == "---"
+        end = next(
+            i for i in range(start + 1, len(lines)) if re.fullmatch(r"-{3,}", lines[i].strip())
+        )
+        header = [line.strip("\n") for line in lines[start + 1 : end]]
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        header = [line[indent:] if line[:indent].isspace() else line for line in header]
+        self.body = "\n".join(lines[end + 1 :]).strip()
+        self.values = {}
+        self.continuations: dict[str, list[str]] = {}
+        key = None
+        for line in header:
+            match = re.match(r"^([A-Za-z_][\w-]*):\s?(.*)$", line)
+            if match:
+                key = match.group(1)
+                self.values[key] = match.group(2).strip()
+                self.continuations[key] = []
+            elif key is not None:
+                self.continuations[key].append(line)
+
+    def has(self, key: str) -> bool:
+        return key in self.values
+
+    def scalar(self, key: str) -> str:
+        value = self.values[key]
+        if value[:1] in (">", "|"):
+            return " ".join(" ".join(self.continuations[key]).split())
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        return value
+
+    def tools(self) -> tuple[str, ...] | None:
+        if "tools" not in self.values:
+            return None
+        value = self.values["tools"]
+        if value == "[]":
+            return ()
+        if not value:
+            items = [line.strip()[1:].strip() for line in self.continuations["tools"]]
+            return tuple(item for item in items if item)
+        # a tool listed twice is listed once (the loader de-duplicates, keeping the order)
+        return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+
+
+def test_every_definition_in_the_corpus_loads_as_written(capsys: pytest.CaptureFixture[str]):
+    counts: Counter[str] = Counter(
+        dict.fromkeys(["loaded", "unreadable", "refused: invalid name", "readme skipped"], 0)
+    )
+    failures: list[str] = []
+    for path in _files():
+        if path.name.lower().startswith("readme"):
+            counts["readme skipped"] += 1
+            continue
+        specs, issues = load_file(path, root=_corpus())
+        expected = Expected(path.read_text(encoding="utf-8"))
+        errors = [issue for issue in issues if issue.severity == "error"]
+        if not (expected.has("name") and expected.has("description")):
+            counts["unreadable"] += 1
+            if specs or len(issues) != 1 or issues[0].file != str(path) or issues[0].line is None:
+                failures.append(f"{path}: expected one issue with a line, got {issues}")
+            continue
+        name = expected.scalar("name")
+        if not NAME_PATTERN.match(name):
+            counts["refused: invalid name"] += 1
+            if specs or len(errors) != 1 or repr(name) not in errors[0].reason:
+                failures.append(
+                    f"{path}: invalid name {name!r} should be one clear error: {errors}"
+                )
+            elif errors[0].line != 2 + next(
+                i for i, ln in enumerate(path.read_text().splitlines()) if ln.strip() == "---"
+            ):
+                failures.append(f"{path}: error line {errors[0].line} is not the name line")
+            continue
+        if len(specs) != 1 or errors:
+            failures.append(f"{path}: did not load: {issues}")
+            continue
+        spec = specs[0]
+        want = {
+            "name": name,
+            "description": " ".join(expected.scalar("description").split()),
+            "tools": expected.tools(),
+            "model": expected.scalar("model") if expected.has("model") else None,
+            "prompt": expected.body,
+            "level": Level.DIRS,
+            "category": path.parent.relative_to(_corpus()).as_posix(),
+        }
+        got = {
+            "name": spec.name,
+            "description": " ".join(spec.description.split()),
+            "tools": spec.tools,
+            "model": spec.model,
+            "prompt": spec.prompt,
+            "level": spec.level,
+            "category": spec.category,
+        }
+        for key, value in want.items():
+            if got[key] != value:
+                failures.append(f"{path}: {key}: expected {value!r:.120}, got {got[key]!r:.120}")
+        counts["loaded"] += 1
+        if issues:
+            counts["loaded with warnings"] += 1
+        if spec.tools is not None:
+            counts["with tools"] += 1
+        if spec.model is not None:
+            counts["with model"] += 1
+    with capsys.disabled():
+        print(f"\ncorpus {CORPUS}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    assert not failures, "\n".join(failures)
+    # The corpus README promises more than 300 definitions and at least one of each shape.
+    assert counts["loaded"] > 300
+    assert counts["with tools"] > 20 and counts["with model"] > 300
+    assert counts["readme skipped"] >= 1
+
+
+def test_the_known_messy_files_load_with_a_warning_each():
+    root = _corpus()
+    messy = {
+        # unquoted ': ' inside a one-line description (strict YAML rejects it)
+        "vijaythecoder__awesome-claude-agents/agents/specialized/rails/rails-backend-expert.md": (
+            "rails-backend-expert",
+            "not strict YAML",
+        ),
+        # a long dashed line where the closing '---' should be
+        "vijaythecoder__awesome-claude-agents/agents/universal/frontend-developer.md": (
+            "frontend-developer",
+            "dashes",
+        ),
+        # frontmatter indented after a blank line
+        "0xfurai__claude-code-subagents/agents/sqs-expert.md": ("sqs-expert", "indented"),
+    }
+    for relative, (name, remark) in messy.items():
+        path = root / relative
+        specs, issues = load_file(path, root=root)
+        assert [s.name for s in specs] == [name], issues
+        assert any(remark in issue.reason and issue.line for issue in issues), issues
+        assert all(issue.severity == "warning" for issue in issues)
+    rails = load_file(root / next(iter(messy)), root=root)[0][0]
+    assert "Examples: <example>Context: Rails" in rails.description
+    assert rails.tools is None
+
+
+def test_the_loader_over_the_whole_corpus_reports_duplicates_by_both_files():
+    root = _corpus()
+    result = DefinitionLoader([Source(str(root), Level.DIRS)]).load()
+    loaded_names = Counter()
+    for path in _files():
+        if not path.name.lower().startswith("readme"):
+            loaded_names.update(spec.name for spec in load_file(path, root=root)[0])
+    duplicates = {name: n for name, n in loaded_names.items() if n > 1}
+    assert duplicates, "the corpus is known to have duplicate names"
+    assert set(result.specs) == set(loaded_names)
+    assert result.files_scanned == sum(
+        1 for p in _files() if not p.name.lower().startswith("readme")
+    )
+    dup_issues = [i for i in result.issues if i.reason.startswith("duplicate name")]
+    assert len(dup_issues) == sum(n - 1 for n in duplicates.values())
+    for issue in dup_issues:
+        assert issue.name in duplicates and issue.severity == "warning"
+        winner = result.specs[issue.name].source
+        assert winner is not None and winner in issue.reason and str(issue.file) in issue.reason
+        assert winner < str(issue.file)  # first in sorted path order wins
+    assert not result.shadowed  # one level only: duplicates are not shadowing
