@@ -1,14 +1,44 @@
-"""subagents.models: the Model protocol and its backends (offline scripted, anthropic)."""
+"""subagents.models: the Model protocol and its backends (offline scripted, anthropic).
 
+``default_model()`` picks the backend from the environment: Claude when ``ANTHROPIC_API_KEY``
+is set, else the offline scripted model, so everything runs with or without a key.
+"""
+
+from __future__ import annotations
+
+import os
+
+import structlog
+
+from subagents.models.anthropic import API_KEY_ENV, AnthropicModel
 from subagents.models.base import CancelSignal, Model, ModelError
+from subagents.models.names import Price, estimate_cost, model_id, resolve_model
+from subagents.models.retry import RetryPolicy
 from subagents.models.script import ScriptError, Turn
 from subagents.models.scripted import ScriptedModel
 
 __all__ = [
+    "AnthropicModel",
     "CancelSignal",
     "Model",
     "ModelError",
+    "Price",
+    "RetryPolicy",
     "ScriptError",
     "ScriptedModel",
     "Turn",
+    "default_model",
+    "estimate_cost",
+    "model_id",
+    "resolve_model",
 ]
+
+log = structlog.get_logger(__name__)
+
+
+def default_model() -> Model:
+    """``AnthropicModel`` when ``ANTHROPIC_API_KEY`` is set, else the offline ``ScriptedModel``."""
+    if os.environ.get(API_KEY_ENV):
+        return AnthropicModel()
+    log.info("model.offline", reason=f"{API_KEY_ENV} is not set: using the offline scripted model")
+    return ScriptedModel()

@@ -1,0 +1,244 @@
+"""Claude as the model: the official anthropic SDK behind the ``Model`` protocol.
+
+Why this shape: the SDK's own retries are off (``max_retries=0``) and ``retry.call_with_retries``
+retries instead, because only it knows the run's deadline and cancel signal. Bodies are decoded
+by ``anthropic_wire`` (raw response, msgspec) so a malformed body is one clear error. Every stop
+reason is handled here on purpose: ``end_turn``, ``tool_use``, ``stop_sequence`` and
+``max_tokens`` are returned (the runtime decides what a cut-off turn means); ``pause_turn`` is
+continued by sending the paused content back, a bounded number of times; ``refusal`` and
+``model_context_window_exceeded`` become ``ModelError`` so the run fails with a clear kind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+import structlog
+
+from subagents.messages import ContentBlock, ModelRequest, ModelResponse, TextBlock, Usage
+from subagents.models.anthropic_wire import (
+    ParsedResponse,
+    WireUsage,
+    messages_param,
+    parse_response,
+    system_param,
+    tools_param,
+)
+from subagents.models.base import CancelSignal, ModelError
+from subagents.models.names import DEFAULT_MODEL_ALIAS, Price, estimate_cost, model_id
+from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
+
+log = structlog.get_logger(__name__)
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+MODEL_ENV = "SUBAGENTS_MODEL"
+
+RETURNED_STOP_REASONS = frozenset({"end_turn", "tool_use", "stop_sequence", "max_tokens"})
+
+_CONTEXT_WINDOW_HINTS = ("prompt is too long", "context window", "context_window")
+
+
+class AnthropicModel:
+    """A ``Model`` that calls the Messages API. Thread-safe: one client serves every agent."""
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        default_model: str | None = None,
+        retry: RetryPolicy | None = None,
+        max_pause_continuations: int = 5,
+        aliases: Mapping[str, str] | None = None,
+        prices: Mapping[str, Price] | None = None,
+    ) -> None:
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        if not key:
+            raise ModelError("auth", f"no API key: set {API_KEY_ENV} (or pass api_key=)")
+        self._aliases = aliases
+        self._prices = prices
+        self.default_model = model_id(
+            default_model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL_ALIAS, aliases=aliases
+        )
+        self.retry = retry or RetryPolicy()
+        self.max_pause_continuations = max_pause_continuations
+        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+    def __enter__(self) -> AnthropicModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- the Model protocol -----------------------------------------------------------------
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        """One model turn (continuing through ``pause_turn``), retried within the deadline."""
+        model = model_id(request.model, aliases=self._aliases) if request.model else None
+        model = model or self.default_model
+        bound = log.bind(run_id=request.run_id, agent=request.agent, model=model)
+        params: dict[str, Any] = {
+            "model": model,
+            "max_tokens": request.max_tokens,
+            "messages": messages_param(request.messages),
+        }
+        system = system_param(request.system)
+        if system is not None:
+            params["system"] = system
+        tools = tools_param(request)
+        if tools is not None:
+            params["tools"] = tools
+
+        blocks: list[ContentBlock] = []
+        paused_content: list[dict[str, Any]] = []
+        usage = Usage()
+        continuations = 0
+        while True:
+            call_params = params
+            if paused_content:
+                call_params = {
+                    **params,
+                    "messages": [
+                        *params["messages"],
+                        {"role": "assistant", "content": list(paused_content)},
+                    ],
+                }
+            parsed = call_with_retries(
+                functools.partial(self._attempt, call_params),
+                policy=self.retry,
+                deadline=deadline,
+                cancel=cancel,
+                what=f"call to {model}",
+            )
+            blocks.extend(parsed.blocks)
+            usage = usage + self._usage(parsed.model or model, parsed.usage)
+            bound.debug(
+                "model.call",
+                stop_reason=parsed.stop_reason,
+                input_tokens=parsed.usage.input_tokens,
+                output_tokens=parsed.usage.output_tokens,
+            )
+            stop = parsed.stop_reason
+            if stop == "pause_turn" and continuations < self.max_pause_continuations:
+                continuations += 1
+                paused_content.extend(parsed.raw_content)
+                continue
+            if stop == "refusal":
+                detail = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+                raise ModelError(
+                    "refusal", f"{model} declined to answer" + (f": {detail}" if detail else "")
+                )
+            if stop == "model_context_window_exceeded":
+                raise ModelError(
+                    "context_window",
+                    f"the conversation no longer fits {model}'s context window",
+                )
+            if stop == "pause_turn":
+                bound.warning("model.pause_limit", continuations=continuations)
+            elif stop not in RETURNED_STOP_REASONS:
+                raise ModelError("malformed_response", f"unknown stop_reason {stop!r}")
+            return ModelResponse(
+                content=tuple(blocks),
+                stop_reason=stop,
+                usage=usage,
+                model=parsed.model or model,
+            )
+
+    # -- one HTTP attempt -------------------------------------------------------------------
+
+    def _attempt(self, params: dict[str, Any], timeout: float | None) -> ParsedResponse:
+        """One request; errors mapped to ``TransientError`` (retry) or ``ModelError`` (fail)."""
+        try:
+            raw = self._client.messages.with_raw_response.create(
+                **params, timeout=timeout if timeout is not None else anthropic.NOT_GIVEN
+            )
+            body = raw.read()
+        except anthropic.APIStatusError as exc:
+            raise _status_error(exc, params["model"]) from exc
+        except anthropic.APITimeoutError as exc:
+            raise TransientError("timeout", f"no response within {timeout or 0:.2f} s") from exc
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise TransientError("connection", f"connection failed: {cause}") from exc
+        return parse_response(body)
+
+    def _usage(self, model: str, wire: WireUsage) -> Usage:
+        usage = Usage(
+            input_tokens=wire.input_tokens,
+            output_tokens=wire.output_tokens,
+            cache_creation_input_tokens=wire.cache_creation_input_tokens or 0,
+            cache_read_input_tokens=wire.cache_read_input_tokens or 0,
+            model_calls=1,
+        )
+        cost = estimate_cost(model, usage, prices=self._prices)
+        return Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cost_usd=cost,
+            model_calls=1,
+        )
+
+
+def _status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
+    """An HTTP error status as a retryable ``TransientError`` or a final ``ModelError``."""
+    status = exc.status_code
+    detail = exc.api_message or _body_text(exc)
+    request_id = f" (request-id {exc.request_id})" if exc.request_id else ""
+    text = f"HTTP {status}: {detail}{request_id}"
+    if status == 429:
+        return TransientError("rate_limited", text, retry_after=_retry_after(exc))
+    if status == 529:
+        return TransientError("overloaded", text, retry_after=_retry_after(exc))
+    if status >= 500 or status in (408, 409):
+        return TransientError("server", text, retry_after=_retry_after(exc))
+    if status == 401:
+        return ModelError("auth", f"{text}; check {API_KEY_ENV}")
+    if status == 403:
+        return ModelError("permission", f"{text}; the key in {API_KEY_ENV} may not use {model}")
+    if status == 404:
+        return ModelError("not_found", f"{text}; is {model!r} a valid model id?")
+    if status == 400 and any(h in detail.lower() for h in _CONTEXT_WINDOW_HINTS):
+        return ModelError("context_window", text)
+    return ModelError("bad_request", text)
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms`` first, then ``retry-after``."""
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date: rare for this API; fall back to our own backoff
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+def _body_text(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, str | bytes):
+        text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+        return text[:200] or exc.message
+    return exc.message
