@@ -51,6 +51,8 @@ class SlotPool:
         """Take a slot for ``run_id`` if it fits and nobody earlier is queued for the same."""
         if not self.fits(key):
             return False
+        if any(self.fits(queued) for queued in self._queue.values()):
+            return False  # a queued run could take this slot: it goes first (FIFO)
         self._take(run_id, key)
         return True
 

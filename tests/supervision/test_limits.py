@@ -1,0 +1,69 @@
+"""Limits: defaults, validation with errors naming the field and value, timeout resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagents.supervision.limits import MAX_TIMEOUT_S, LimitError, Limits
+
+
+def test_defaults_match_the_issue() -> None:
+    limits = Limits()
+    assert limits.max_depth == 3
+    assert limits.max_concurrency == 10
+    assert limits.per_agent == 5
+    assert limits.max_children == 5
+    assert limits.timeout_s == 300.0
+    assert limits.max_timeout_s == MAX_TIMEOUT_S == 3600.0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_concurrency", 0),
+        ("per_agent", -1),
+        ("max_children", 0),
+        ("queue_bound", 0),
+        ("max_turns", 0),
+        ("max_concurrency", 2.5),
+    ],
+)
+def test_positive_integer_limits_refuse_bad_values(field: str, value: object) -> None:
+    with pytest.raises(LimitError, match=rf"{field} must be a positive integer, got {value!r}"):
+        Limits(**{field: value})  # type: ignore[arg-type]
+
+
+def test_negative_depth_is_refused_and_zero_allowed() -> None:
+    with pytest.raises(LimitError, match="max_depth must be >= 0, got -1"):
+        Limits(max_depth=-1)
+    assert Limits(max_depth=0).max_depth == 0
+
+
+def test_per_tier_values_must_be_positive() -> None:
+    with pytest.raises(LimitError, match=r"per_tier\[2\] must be a positive integer, got 0"):
+        Limits(per_tier={1: 3, 2: 0})
+
+
+@pytest.mark.parametrize("value", [0.0, -5.0, MAX_TIMEOUT_S + 1])
+def test_max_timeout_must_be_within_the_hard_maximum(value: float) -> None:
+    with pytest.raises(LimitError, match="max_timeout_s must be in"):
+        Limits(max_timeout_s=value)
+
+
+def test_timeout_cannot_exceed_max_timeout() -> None:
+    with pytest.raises(LimitError, match=r"timeout_s must be in \(0, 60\], got 61"):
+        Limits(timeout_s=61.0, max_timeout_s=60.0)
+
+
+def test_token_budget_must_be_positive() -> None:
+    with pytest.raises(LimitError, match="token_budget must be positive, got 0"):
+        Limits(token_budget=0)
+
+
+def test_timeout_for_takes_the_tightest_and_caps_it() -> None:
+    limits = Limits(timeout_s=300.0, max_timeout_s=600.0)
+    assert limits.timeout_for() == 300.0
+    assert limits.timeout_for(None, None) == 300.0
+    assert limits.timeout_for(20.0, None) == 20.0
+    assert limits.timeout_for(50.0, 10.0) == 10.0
+    assert limits.timeout_for(10_000.0) == 600.0
