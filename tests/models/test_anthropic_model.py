@@ -382,7 +382,7 @@ def test_refusal_and_context_window_stop_reasons(
 
 
 def test_pause_turn_is_continued(api: FakeMessagesAPI, model: AnthropicModel) -> None:
-    paused = [
+    paused: list[dict[str, Any]] = [
         {"type": "text", "text": "Searching."},
         {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
     ]
