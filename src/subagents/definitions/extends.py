@@ -20,6 +20,7 @@ from subagents.definitions.spec import AgentSpec
 
 _OWN = {"name", "description", "extends", "source", "category", "level"}
 _DEFAULTS = AgentSpec(name="", description="")
+_MERGED_FIELDS = tuple(f.name for f in msgspec.structs.fields(AgentSpec) if f.name not in _OWN)
 
 
 def merge_values(parent: Any, child: Any) -> Any:
@@ -41,10 +42,7 @@ def merge_values(parent: Any, child: Any) -> Any:
 def merge(parent: AgentSpec, child: AgentSpec) -> AgentSpec:
     """``child`` completed from ``parent``; the child keeps its own identity and provenance."""
     changes: dict[str, Any] = {}
-    for field in msgspec.structs.fields(AgentSpec):
-        name = field.name
-        if name in _OWN:
-            continue
+    for name in _MERGED_FIELDS:
         mine = getattr(child, name)
         theirs = getattr(parent, name)
         default = getattr(_DEFAULTS, name)
