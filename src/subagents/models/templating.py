@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from subagents.messages import ChatMessage, TextBlock, ToolResultBlock
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -129,6 +131,7 @@ def template_values(
     values["results"] = "\n".join(results)
     for index, content in enumerate(results):
         values[f"result{index}"] = content
+        values.update(_json_fields(f"result{index}", content))
     tags: list[MailTag] = []
     for block in last.content:
         if isinstance(block, TextBlock):
@@ -143,3 +146,24 @@ def template_values(
         values["mail_id"] = mail.mail_id
         values["mail_reply_to"] = mail.reply_to or ""
     return values
+
+
+def _json_fields(prefix: str, content: str) -> dict[str, str]:
+    """``{result0_status}``-style values from a tool result that is a JSON object.
+
+    A spawn's result is ``{result, run_id, status, usage}``; scripts that combine what children
+    returned want the fields, not the JSON.
+    """
+    if not content.startswith("{"):
+        return {}
+    try:
+        data = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        f"{prefix}_{key}": "" if value is None else str(value)
+        for key, value in data.items()
+        if isinstance(key, str) and (value is None or isinstance(value, str | int | float | bool))
+    }

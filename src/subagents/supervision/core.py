@@ -356,6 +356,9 @@ class SupervisorCore:
                 return self._effects
             if msg.error_kind is None:
                 self._finish(state, RunStatus.COMPLETED, result=msg.result)
+            elif self.clock() >= state.deadline:
+                # A call cut short by the deadline reports before the timer does: same cause.
+                self._effects.extend(self._timed_out(state))
             else:
                 self._finish(state, RunStatus.FAILED, error_kind=msg.error_kind, error=msg.error)
             self._dead_letters(state, msg.unread_mail)
@@ -627,18 +630,22 @@ class SupervisorCore:
             if self.clock() < state.deadline:  # re-armed meanwhile (restart)
                 self._effects.append(ArmDeadline(run_id, state.deadline))
                 return self._effects
-            for child_id in self.tree.children(run_id):
-                child = self.live(child_id)
-                if child is not None:
-                    self._cancel_subtree(child, f"its ancestor {state.record.agent} timed out")
-            self._finish(
-                state,
-                RunStatus.TIMED_OUT,
-                error_kind="timeout",
-                error=f"{state.record.agent} ran past its {state.record.deadline_s:g} s timeout",
-            )
-            self._effects.append(StopAgent(run_id))
+            self._effects.extend(self._timed_out(state))
             return self._effects
+
+    def _timed_out(self, state: RunState) -> list[Effect]:
+        run_id = state.record.run_id
+        for child_id in self.tree.children(run_id):
+            child = self.live(child_id)
+            if child is not None:
+                self._cancel_subtree(child, f"its ancestor {state.record.agent} timed out")
+        self._finish(
+            state,
+            RunStatus.TIMED_OUT,
+            error_kind="timeout",
+            error=f"{state.record.agent} ran past its {state.record.deadline_s:g} s timeout",
+        )
+        return [StopAgent(run_id)]
 
     def crashed(self, run_id: str, error: str) -> list[Effect]:
         """The agent's actor died outside the behaviour's own error handling."""
@@ -651,6 +658,12 @@ class SupervisorCore:
 
     def stop_all(self, reason: str = "runtime closed") -> list[Effect]:
         with self._handling():
+            # Queued runs first: cancelling a running one frees a slot, and a queued run would
+            # otherwise be started (an actor spawned during shutdown) only to be cancelled.
+            for run_id in self.slots.queued():
+                state = self.live(run_id)
+                if state is not None:
+                    self._cancel_subtree(state, reason)
             for run_id in list(self.runs):
                 state = self.live(run_id)
                 if state is not None and state.record.parent_run_id is None:

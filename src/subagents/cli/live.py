@@ -1,0 +1,185 @@
+"""The live tree: what a person watches while runs work, and the summary after.
+
+``LiveTree`` subscribes to a Runtime's events (on the supervisor thread: it only updates a
+dict under a lock) and renders, on the caller's thread, a rich Tree of runs with status,
+agent, depth, elapsed time, steps and tokens. On a terminal it redraws in place (rich Live);
+on a pipe or with NO_COLOR it prints plain text once at the end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+from rich.tree import Tree
+
+from subagents.messages import Event, EventKind, RunStatus
+
+STATUS_STYLE = {
+    RunStatus.QUEUED: "yellow",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.WAITING: "blue",
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.CANCELLED: "magenta",
+    RunStatus.TIMED_OUT: "red",
+    RunStatus.BUDGET_EXCEEDED: "red",
+}
+
+_KIND_STATUS = {
+    EventKind.QUEUED: RunStatus.QUEUED,
+    EventKind.STARTED: RunStatus.RUNNING,
+    EventKind.WAITING: RunStatus.WAITING,
+    EventKind.COMPLETED: RunStatus.COMPLETED,
+    EventKind.FAILED: RunStatus.FAILED,
+    EventKind.CANCELLED: RunStatus.CANCELLED,
+    EventKind.TIMED_OUT: RunStatus.TIMED_OUT,
+    EventKind.BUDGET_EXCEEDED: RunStatus.BUDGET_EXCEEDED,
+}
+
+_TERMINAL_KINDS = frozenset(
+    {
+        EventKind.COMPLETED,
+        EventKind.FAILED,
+        EventKind.CANCELLED,
+        EventKind.TIMED_OUT,
+        EventKind.BUDGET_EXCEEDED,
+    }
+)
+
+
+@dataclass
+class Row:
+    run_id: str
+    agent: str
+    depth: int
+    parent: str | None
+    status: RunStatus = RunStatus.QUEUED
+    steps: int = 0
+    tokens: int = 0
+    started: float | None = None
+    ended: float | None = None
+    note: str = ""
+    mail: int = 0
+    children: list[str] = field(default_factory=list)
+
+
+class LiveTree:
+    """Keeps the state of every run it hears of, for display."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.rows: dict[str, Row] = {}
+        self.roots: list[str] = []
+        self.journal: list[str] = []
+        self._t0: float | None = None
+
+    def on_event(self, event: Event) -> None:
+        with self._lock:
+            row = self.rows.get(event.run_id)
+            if row is None:
+                row = Row(event.run_id, event.agent, event.depth, event.parent_run_id)
+                self.rows[event.run_id] = row
+                parent = self.rows.get(event.parent_run_id or "")
+                if parent is not None:
+                    parent.children.append(event.run_id)
+                else:
+                    self.roots.append(event.run_id)
+            self._journal(event)
+            status = _KIND_STATUS.get(event.kind)
+            if event.kind is EventKind.STEP:
+                row.steps = int(event.data.get("step", row.steps + 1))
+                row.tokens += int(event.data.get("input_tokens", 0)) + int(
+                    event.data.get("output_tokens", 0)
+                )
+                if row.status is RunStatus.WAITING:
+                    row.status = RunStatus.RUNNING
+            elif event.kind is EventKind.MAIL_SENT:
+                row.mail += 1
+            elif event.kind is EventKind.QUEUED:
+                row.note = f"queued #{event.data.get('position', '?')}"
+            if status is not None and not row.status.terminal:
+                row.status = status
+                if status is RunStatus.RUNNING:
+                    row.started = event.ts
+                    row.note = ""
+                if status.terminal:
+                    row.ended = event.ts
+                    if event.data.get("error"):
+                        row.note = str(event.data["error"])
+
+    def _journal(self, event: Event) -> None:
+        """A plain line for transitions worth reading in a log (pipes, CI)."""
+        if self._t0 is None:
+            self._t0 = event.ts
+        who = f"{'  ' * event.depth}{event.agent} {event.run_id[-8:]}"
+        kind, data = event.kind, event.data
+        if kind is EventKind.QUEUED:
+            what = f"queued (position {data.get('position', '?')}, concurrency limit reached)"
+        elif kind is EventKind.MAIL_SENT:
+            recipient = str(data.get("recipient", "?"))
+            target = self.rows.get(recipient)
+            what = f"mailed {target.agent if target else recipient[-8:]}"
+        elif kind is EventKind.STARTED or kind in _TERMINAL_KINDS:
+            what = str(kind)
+            if data.get("error"):
+                what += f": {data['error']}"
+        else:
+            return
+        self.journal.append(f"{event.ts - self._t0:6.2f}s  {who}  {what}")
+
+    def drain(self) -> list[str]:
+        with self._lock:
+            lines, self.journal = self.journal, []
+            return lines
+
+    def render(self, now: float | None = None) -> RenderableType:
+        now = time.time() if now is None else now
+        with self._lock:
+            trees = [self._tree(self.rows[r], now) for r in self.roots]
+        return Group(*trees) if trees else Text("(no runs yet)")
+
+    def _tree(self, row: Row, now: float) -> Tree:
+        node = Tree(self._label(row, now), guide_style="dim")
+        for child in row.children:
+            node.add(self._tree(self.rows[child], now))
+        return node
+
+    @staticmethod
+    def _label(row: Row, now: float) -> Text:
+        elapsed = 0.0
+        if row.started is not None:
+            elapsed = (row.ended or now) - row.started
+        text = Text()
+        text.append(f"{row.agent}", style="bold")
+        text.append(f" {row.run_id[-8:]} ", style="dim")
+        text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
+        text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
+        if row.mail:
+            text.append(f"  mail {row.mail}")
+        if row.note:
+            text.append(f"  {row.note[:70]}", style="dim")
+        return text
+
+
+def watch(tree: LiveTree, done: threading.Event, console: Console, *, fps: float = 8.0) -> None:
+    """Redraw ``tree`` until ``done`` is set (terminal), or print it once at the end."""
+    if console.is_terminal:
+        from rich.live import Live
+
+        with Live(tree.render(), console=console, refresh_per_second=fps, transient=False) as live:
+            while not done.wait(1.0 / fps):
+                live.update(tree.render())
+            live.update(tree.render())
+    else:
+        while True:
+            finished = done.wait(1.0 / fps)
+            for line in tree.drain():
+                console.print(line, highlight=False, soft_wrap=True)
+            if finished:
+                break
+        console.print()
+        console.print(tree.render())

@@ -1,0 +1,57 @@
+"""The end of a run, for people: the final result and one line per run of its tree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.text import Text
+
+from subagents.cli.live import STATUS_STYLE
+from subagents.messages import Outcome, RunRecord
+
+
+def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
+    """One line per run, in tree order (parents before children)."""
+    by_parent: dict[str | None, list[RunRecord]] = {}
+    for r in records:
+        by_parent.setdefault(r.parent_run_id, []).append(r)
+    ordered: list[RunRecord] = []
+
+    def walk(parent: str | None) -> None:
+        for r in sorted(by_parent.get(parent, ()), key=lambda r: r.created_at):
+            ordered.append(r)
+            walk(r.run_id)
+
+    walk(None)
+    known = {r.run_id for r in ordered}
+    ordered.extend(r for r in records if r.run_id not in known)
+    lines = []
+    for r in ordered:
+        elapsed = (r.ended_at or 0) - (r.started_at or r.ended_at or 0)
+        outcome = r.outcome
+        detail = ""
+        if outcome is not None:
+            detail = outcome.result if outcome.ok and outcome.result else (outcome.error or "")
+        detail = " ".join(detail.split())
+        line = Text("  " * r.depth)
+        line.append(f"{r.agent:<14}", style="bold")
+        line.append(f" {r.run_id[-8:]} ", style="dim")
+        line.append(f"{r.status!s:<15}", style=STATUS_STYLE.get(r.status, ""))
+        line.append(
+            f" depth {r.depth}  steps {r.steps:>2}  tokens {r.usage.total_tokens:>6}"
+            f"  {elapsed:5.2f}s  "
+        )
+        line.append(detail[:90] + ("…" if len(detail) > 90 else ""), style="dim")
+        lines.append(line)
+    return lines
+
+
+def print_outcome(console: Console, outcome: Outcome, records: Sequence[RunRecord]) -> None:
+    console.print()
+    console.print(Text(f"Result ({outcome.status}):", style="bold"))
+    console.print(outcome.result if outcome.ok else f"{outcome.error_kind}: {outcome.error}")
+    console.print()
+    console.print(Text("Runs:", style="bold"))
+    for line in summary_lines(records):
+        console.print(line, soft_wrap=True)
