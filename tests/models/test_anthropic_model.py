@@ -483,9 +483,11 @@ def test_configuration_from_environment(
     with AnthropicModel(retry=FAST) as env_model:
         assert env_model.default_model == "claude-haiku-5-5"
         env_model.complete(request(user("t"), model=""))
-    sent = api.requests[0]
-    assert sent.headers["authorization"] == "Bearer env-key"
-    assert sent.body["model"] == "claude-haiku-5-5"
+        api.add(text_message("ok"))
+        env_model.complete(request(user("t"), model="inherit"))
+    sent = api.requests
+    assert sent[0].headers["authorization"] == "Bearer env-key"
+    assert [r.body["model"] for r in sent] == ["claude-haiku-5-5", "claude-haiku-5-5"]
 
 
 def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

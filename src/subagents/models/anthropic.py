@@ -29,7 +29,13 @@ from subagents.models.anthropic_wire import (
     tools_param,
 )
 from subagents.models.base import CancelSignal, ModelError
-from subagents.models.names import DEFAULT_MODEL_ALIAS, Price, estimate_cost, model_id
+from subagents.models.names import (
+    DEFAULT_MODEL_ALIAS,
+    Price,
+    estimate_cost,
+    model_id,
+    resolve_model,
+)
 from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
 
 log = structlog.get_logger(__name__)
@@ -90,8 +96,8 @@ class AnthropicModel:
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         """One model turn (continuing through ``pause_turn``), retried within the deadline."""
-        model = model_id(request.model, aliases=self._aliases) if request.model else None
-        model = model or self.default_model
+        # An empty or ``inherit`` model here means the runtime left it open: use our default.
+        model = resolve_model(request.model, default=self.default_model, aliases=self._aliases)
         bound = log.bind(run_id=request.run_id, agent=request.agent, model=model)
         params: dict[str, Any] = {
             "model": model,
