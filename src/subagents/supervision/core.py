@@ -606,6 +606,12 @@ class SupervisorCore:
     def _stop(self, req: StopRequest) -> StopReply:
         target = self.runs.get(req.run_id)
         if target is None:
+            ended = self.store.get_run(req.run_id)  # a finished tree is forgotten in memory
+            if ended is not None and req.requester is None:
+                return StopReply(
+                    request_id=req.request_id,
+                    error=f"run {req.run_id} has already ended ({ended.status})",
+                )
             return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
         if req.requester is not None and not self.tree.is_descendant(req.run_id, req.requester):
             return StopReply(

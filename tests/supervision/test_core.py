@@ -1,0 +1,494 @@
+"""SupervisorCore without threads: admission, queueing, delivery, mail, stops, timeouts.
+
+The core is fed messages directly, as the supervisor actor would, against a real MemoryStore;
+the effects it returns are what the actor would carry out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    ChildDone,
+    DeliverMail,
+    EventKind,
+    MailAck,
+    MailState,
+    RunFinished,
+    RunStatus,
+    SendMail,
+    SpawnReply,
+    SpawnRequest,
+    StopReply,
+    StopRequest,
+    new_id,
+)
+from subagents.store.memory import MemoryStore
+from subagents.supervision.core import (
+    ArmDeadline,
+    DeliverRoot,
+    DisarmDeadline,
+    Effect,
+    Publish,
+    StartRun,
+    StopAgent,
+    SupervisorCore,
+    Tell,
+)
+from subagents.supervision.limits import Limits
+
+E = TypeVar("E")
+
+TERMINAL_EVENTS = {
+    EventKind.COMPLETED,
+    EventKind.FAILED,
+    EventKind.CANCELLED,
+    EventKind.TIMED_OUT,
+    EventKind.BUDGET_EXCEEDED,
+}
+
+
+class Clock:
+    """A clock the test moves by hand (the core takes any ``() -> float``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self, limits: Limits | None = None, *specs: AgentSpec) -> None:
+        if not specs:
+            specs = tuple(
+                AgentSpec(name=n, description=f"the {n}") for n in ("lead", "worker", "critic")
+            )
+        self.specs = {s.name: s for s in specs}
+        self.store = MemoryStore()
+        self.clock = Clock()
+        self.core = SupervisorCore(
+            lookup=self.specs.get,
+            names=lambda: list(self.specs),
+            store=self.store,
+            limits=limits or Limits(),
+            clock=self.clock,
+        )
+
+    def spawn(self, agent: str, parent: str | None = None, **kw: Any) -> SpawnReply:
+        reply, _ = self.spawn_effects(agent, parent, **kw)
+        return reply
+
+    def spawn_effects(
+        self, agent: str, parent: str | None = None, **kw: Any
+    ) -> tuple[SpawnReply, list[Effect]]:
+        req = SpawnRequest(
+            request_id=new_id("q"),
+            agent=agent,
+            task=f"task for {agent}",
+            parent_run_id=parent,
+            **kw,
+        )
+        return self.core.spawn(req)
+
+    def run(self, agent: str, parent: str | None = None, **kw: Any) -> str:
+        reply = self.spawn(agent, parent, **kw)
+        assert reply.error is None, reply.error
+        assert reply.run_id is not None
+        return reply.run_id
+
+    def mail(self, sender: str, to: str, content: str = "hi") -> MailAck:
+        ack, _ = self.core.send_mail(
+            SendMail(request_id=new_id("q"), sender=sender, to=to, content=content)
+        )
+        return ack
+
+    def status(self, run_id: str) -> RunStatus:
+        record = self.store.get_run(run_id)
+        assert record is not None
+        return record.status
+
+    def terminal_events(self, run_id: str) -> list[EventKind]:
+        return [e.kind for e in self.store.events(run_id) if e.kind in TERMINAL_EVENTS]
+
+
+def of(effects: list[Effect], kind: type[E]) -> list[E]:
+    return [e for e in effects if isinstance(e, kind)]
+
+
+def told(effects: list[Effect], run_id: str, kind: type[E]) -> list[E]:
+    return [
+        e.message for e in of(effects, Tell) if e.run_id == run_id and isinstance(e.message, kind)
+    ]
+
+
+# ---- admission ---------------------------------------------------------------------------------
+
+
+def test_a_root_spawn_starts_now_records_and_arms_its_deadline() -> None:
+    h = Harness(Limits(timeout_s=42.0))
+    reply, effects = h.spawn_effects("lead")
+    assert reply.error is None and not reply.queued
+    assert reply.run_id is not None
+    assert h.status(reply.run_id) is RunStatus.RUNNING
+    (start,) = of(effects, StartRun)
+    assert start.record.run_id == reply.run_id
+    assert start.record.depth == 0 and start.record.root_run_id == reply.run_id
+    assert of(effects, ArmDeadline) == [ArmDeadline(reply.run_id, h.clock.now + 42.0)]
+    kinds = [p.event.kind for p in of(effects, Publish)]
+    assert kinds == [EventKind.SPAWNED, EventKind.STARTED]
+    assert [e.kind for e in h.store.events(reply.run_id)] == kinds
+
+
+def test_unknown_agent_is_refused_listing_the_known_agents() -> None:
+    h = Harness()
+    reply = h.spawn("nobody")
+    assert reply.run_id is None
+    assert reply.error == "unknown agent 'nobody'; known agents: critic, lead, worker"
+    assert h.store.list_runs() == []
+
+
+def test_admission_order_unknown_then_depth_then_children_then_queue() -> None:
+    limits = Limits(max_depth=1, max_children=1, max_concurrency=2, queue_bound=1)
+    h = Harness(limits)
+    root = h.run("lead")
+    child = h.run("worker", root)  # depth 1 = the depth limit; root now at maxChildren
+    assert h.spawn("lead").queued  # both slots taken: the queue (bound 1) is now full
+    # child is at the depth limit and the queue is full: the unknown agent is named first
+    assert "unknown agent 'ghost'" in (h.spawn("ghost", child).error or "")
+    # depth before the queue bound
+    error = h.spawn("critic", child).error or ""
+    assert error.startswith("depth limit: a child of worker would be at depth 2, the limit is 1")
+    # maxChildren before the queue bound
+    error = h.spawn("critic", root).error or ""
+    assert error.startswith("children limit: lead already has 1 live children (maxChildren 1)")
+    # and with nothing else in the way, the queue bound itself
+    error = h.spawn("critic").error or ""
+    assert error == "the admission queue is full (1 runs waiting)"
+    assert "unknown agent" in (h.spawn("ghost", root).error or "")
+
+
+def test_definition_limits_tighten_the_runtime_limits() -> None:
+    lead = AgentSpec(name="lead", description="d", max_children=1)
+    worker = AgentSpec(name="worker", description="d", max_depth=0)
+    h = Harness(Limits(max_depth=3, max_children=5), lead, worker)
+    root = h.run("lead")
+    child = h.run("worker", root)
+    assert "maxChildren 1" in (h.spawn("worker", root).error or "")
+    # the worker's maxDepth 0: it may not spawn at all
+    error = h.spawn("lead", child).error or ""
+    assert error.startswith("depth limit: a child of worker would be at depth 2, the limit is 1")
+
+
+def test_a_refusal_is_told_to_the_requesting_run() -> None:
+    h = Harness()
+    root = h.run("lead")
+    reply, effects = h.spawn_effects("ghost", root)
+    assert told(effects, root, SpawnReply) == [reply]
+    assert reply.error is not None
+
+
+def test_queued_runs_start_in_fifo_order_when_slots_free() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    first = h.run("lead")
+    second_reply, effects = h.spawn_effects("worker")
+    third = h.run("critic")
+    assert second_reply.queued and second_reply.run_id is not None
+    assert EventKind.QUEUED in [p.event.kind for p in of(effects, Publish)]
+    assert of(effects, StartRun) == []
+    assert h.status(second_reply.run_id) is RunStatus.QUEUED
+    effects = h.core.finished(RunFinished(run_id=first, result="ok"))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [second_reply.run_id]
+    assert h.status(third) is RunStatus.QUEUED
+    effects = h.core.finished(RunFinished(run_id=second_reply.run_id, result="ok"))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [third]
+    assert h.core.slots.peak == 1
+
+
+# ---- exactly once ------------------------------------------------------------------------------
+
+
+def test_a_root_outcome_is_delivered_once_and_late_reports_are_discarded() -> None:
+    h = Harness()
+    root = h.run("lead")
+    effects = h.core.finished(RunFinished(run_id=root, result="done"))
+    (deliver,) = of(effects, DeliverRoot)
+    assert deliver.outcome.status is RunStatus.COMPLETED and deliver.outcome.result == "done"
+    assert of(effects, DisarmDeadline) == [DisarmDeadline(root)]
+    assert h.core.finished(RunFinished(run_id=root, error_kind="crash", error="late")) == []
+    assert h.core.timeout(root) == []
+    reply, effects = h.core.stop(StopRequest(request_id="s", run_id=root))
+    assert reply.error is not None and "already ended" in reply.error
+    assert of(effects, DeliverRoot) == []
+    assert h.status(root) is RunStatus.COMPLETED
+    assert h.terminal_events(root) == [EventKind.COMPLETED]
+    assert h.store.undelivered_outcomes() == []
+
+
+def test_a_foreground_child_outcome_goes_to_its_parent_once() -> None:
+    h = Harness()
+    root = h.run("lead")
+    spawn = SpawnRequest(request_id="call-1", agent="worker", task="t", parent_run_id=root)
+    reply, _ = h.core.spawn(spawn)
+    assert reply.run_id is not None
+    effects = h.core.finished(RunFinished(run_id=reply.run_id, error_kind="boom", error="bad"))
+    (done,) = told(effects, root, ChildDone)
+    assert done.request_id == "call-1"
+    assert done.outcome.status is RunStatus.FAILED and done.outcome.error == "bad"
+    assert of(effects, DeliverRoot) == []
+    assert h.core.finished(RunFinished(run_id=reply.run_id, result="again")) == []
+    assert h.terminal_events(reply.run_id) == [EventKind.FAILED]
+
+
+def test_a_background_child_outcome_arrives_as_mail() -> None:
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root, background=True)
+    effects = h.core.finished(RunFinished(run_id=child, result="bg done"))
+    assert told(effects, root, ChildDone) == []
+    (delivered,) = told(effects, root, DeliverMail)
+    assert delivered.mail.sender == child
+    assert delivered.mail.content.startswith("[background result]")
+    assert '"result":"bg done"' in delivered.mail.content
+
+
+def test_a_parent_that_ends_cancels_what_it_left_running() -> None:
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root)
+    grandchild = h.run("critic", child)
+    effects = h.core.finished(RunFinished(run_id=root, result="early"))
+    assert h.status(root) is RunStatus.COMPLETED
+    assert h.status(child) is RunStatus.CANCELLED
+    assert h.status(grandchild) is RunStatus.CANCELLED
+    assert [s.run_id for s in of(effects, StopAgent)] == [grandchild, child]
+    assert len(of(effects, DeliverRoot)) == 1
+
+
+# ---- mail --------------------------------------------------------------------------------------
+
+
+def test_mail_by_id_is_recorded_and_delivered() -> None:
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root)
+    ack, effects = h.core.send_mail(
+        SendMail(request_id="m1", sender=child, to=root, content="hello", reply_to="x")
+    )
+    assert ack.error is None and ack.recipient == root and ack.mail_id is not None
+    (delivered,) = told(effects, root, DeliverMail)
+    assert delivered.mail.content == "hello"
+    assert delivered.mail.sender_agent == "worker"
+    assert delivered.mail.reply_to == "x"
+    assert told(effects, child, MailAck) == [ack]  # the sender hears back
+    (stored,) = [m for m in h.store.mail_for(root) if m.mail_id == ack.mail_id]
+    assert stored.state is MailState.DELIVERED
+    kinds = {p.event.kind for p in of(effects, Publish)}
+    assert kinds == {EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED}
+
+
+def test_mail_by_agent_name_within_the_tree() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    critic = h.run("critic", root)
+    ack = h.mail(worker, "critic")
+    assert ack.error is None and ack.recipient == critic
+    ack = h.mail(critic, "lead")
+    assert ack.recipient == root
+
+
+def test_mail_to_an_ambiguous_name_lists_the_candidates() -> None:
+    h = Harness()
+    root = h.run("lead")
+    w1 = h.run("worker", root)
+    w2 = h.run("worker", root)
+    ack = h.mail(root, "worker")
+    assert ack.mail_id is None
+    assert ack.error is not None
+    assert "'worker' is ambiguous" in ack.error
+    assert w1 in ack.error and w2 in ack.error
+
+
+def test_mail_to_an_unknown_name_lists_the_candidates() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    other_tree = h.run("critic")
+    ack = h.mail(worker, "critic")
+    assert ack.error is not None
+    assert ack.error.startswith("no run named 'critic' in this tree; candidates:")
+    assert f"lead ({root})" in ack.error
+    assert other_tree not in ack.error  # names never reach into another tree
+
+
+def test_mail_across_root_trees_is_refused() -> None:
+    h = Harness()
+    root_a = h.run("lead")
+    root_b = h.run("lead")
+    child_b = h.run("worker", root_b)
+    ack = h.mail(root_a, child_b)
+    assert ack.mail_id is None
+    assert ack.error is not None and "belongs to another tree" in ack.error
+    assert h.store.mail_for(child_b) == []
+
+
+def test_mail_to_oneself_and_to_nobody_is_refused() -> None:
+    h = Harness()
+    root = h.run("lead")
+    assert "cannot send mail to itself" in (h.mail(root, root).error or "")
+    assert h.mail(root, "  ").error == "no recipient given"
+    assert "no run with id 'rX'" in (h.mail(EXTERNAL_SENDER, "rX").error or "")
+
+
+def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about() -> None:
+    h = Harness()
+    root = h.run("lead")
+    done = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=done, result="ok"))
+    ack, effects = h.core.send_mail(
+        SendMail(request_id="m", sender=root, to=done, content="too late")
+    )
+    assert ack.dead_letter
+    assert ack.error is not None and "already ended (completed)" in ack.error
+    assert told(effects, root, MailAck) == [ack]
+    (mail,) = [m for m in h.store.mail_for(done) if m.mail_id == ack.mail_id]
+    assert mail.state is MailState.DEAD
+    assert [e.kind for e in h.store.events(root)].count(EventKind.DEAD_LETTER) == 1
+    # by name: the finished worker is still found, and it is a dead letter too
+    assert h.mail(root, "worker").dead_letter
+
+
+def test_mail_to_a_queued_run_is_delivered_when_it_starts() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    first = h.run("lead")
+    queued = h.run("worker")
+    ack = h.mail(EXTERNAL_SENDER, queued, "for later")
+    assert ack.error is None
+    effects = h.core.finished(RunFinished(run_id=first, result="ok"))
+    (start,) = of(effects, StartRun)
+    assert [m.content for m in start.pending_mail] == ["for later"]
+
+
+def test_unread_mail_at_the_end_becomes_a_dead_letter_notice_to_its_sender() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    critic = h.run("critic", root)
+    ack = h.mail(worker, critic, "please read")
+    effects = h.core.finished(RunFinished(run_id=critic, result="ignored it"))
+    (notice,) = told(effects, worker, DeliverMail)
+    assert notice.mail.content.startswith("[dead letter]")
+    assert str(ack.mail_id) in notice.mail.content
+    (mail,) = [m for m in h.store.mail_for(critic) if m.mail_id == ack.mail_id]
+    assert mail.state is MailState.DEAD
+
+
+# ---- stops -------------------------------------------------------------------------------------
+
+
+def _stop(h: Harness, run_id: str, requester: str | None) -> tuple[StopReply, list[Effect]]:
+    return h.core.stop(StopRequest(request_id=new_id("x"), run_id=run_id, requester=requester))
+
+
+def test_a_run_may_stop_only_its_own_descendants() -> None:
+    h = Harness()
+    root = h.run("lead")
+    a = h.run("worker", root)
+    b = h.run("critic", root)
+    a1 = h.run("critic", a)
+    for target, requester in ((b, a), (root, a), (a, a), (a1, b)):
+        reply, effects = _stop(h, target, requester)
+        assert reply.error is not None and "only stop its own descendants" in reply.error
+        assert told(effects, requester, StopReply) == [reply]
+        assert h.status(target) is RunStatus.RUNNING
+    reply, _ = _stop(h, a1, root)  # a grandchild is a descendant
+    assert reply.error is None and reply.stopped == (a1,)
+    assert h.status(a1) is RunStatus.CANCELLED
+
+
+def test_stop_cancels_the_subtree_deepest_first_each_reported_once() -> None:
+    h = Harness()
+    root = h.run("lead")
+    a = h.run("worker", root)
+    a1 = h.run("critic", a)
+    a2 = h.run("critic", a)
+    a1x = h.run("worker", a1)
+    reply, effects = _stop(h, a, None)  # from the outside
+    assert reply.error is None
+    order = [s.run_id for s in of(effects, StopAgent)]
+    assert set(order) == {a, a1, a2, a1x}
+    assert order.index(a1x) < order.index(a1) < order.index(a)
+    assert order.index(a2) < order.index(a)
+    for run in (a, a1, a2, a1x):
+        assert h.status(run) is RunStatus.CANCELLED
+        assert h.terminal_events(run) == [EventKind.CANCELLED]
+    # a's outcome goes to the root (its requester); a1 and a2's to a
+    assert [d.outcome.run_id for d in told(effects, root, ChildDone)] == [a]
+    assert h.status(root) is RunStatus.RUNNING
+    again, _ = _stop(h, a, None)
+    assert again.error is not None and "already ended (cancelled)" in again.error
+
+
+def test_stopping_an_unknown_run_names_it() -> None:
+    h = Harness()
+    reply, _ = _stop(h, "r-missing", None)
+    assert reply.error == "no run with id 'r-missing'"
+
+
+# ---- timeouts ----------------------------------------------------------------------------------
+
+
+def test_a_timeout_before_the_deadline_re_arms() -> None:
+    h = Harness(Limits(timeout_s=10.0))
+    root = h.run("lead")
+    h.clock.now += 5
+    effects = h.core.timeout(root)
+    assert of(effects, ArmDeadline) == [ArmDeadline(root, 1010.0)]
+    assert h.status(root) is RunStatus.RUNNING
+
+
+def test_a_timeout_times_out_the_run_and_cancels_its_subtree() -> None:
+    h = Harness(Limits(timeout_s=10.0))
+    root = h.run("lead")
+    child = h.run("worker", root, timeout=5.0)
+    grandchild = h.run("critic", child)
+    sibling_tree = h.run("lead")
+    h.clock.now += 6
+    effects = h.core.timeout(child)
+    assert h.status(child) is RunStatus.TIMED_OUT
+    assert h.status(grandchild) is RunStatus.CANCELLED
+    assert h.status(root) is RunStatus.RUNNING
+    assert h.status(sibling_tree) is RunStatus.RUNNING
+    (done,) = told(effects, root, ChildDone)
+    assert done.outcome.status is RunStatus.TIMED_OUT
+    assert done.outcome.error_kind == "timeout"
+    assert [s.run_id for s in of(effects, StopAgent)] == [grandchild, child]
+    assert h.terminal_events(child) == [EventKind.TIMED_OUT]
+    assert h.terminal_events(grandchild) == [EventKind.CANCELLED]
+    assert h.core.timeout(child) == []
+
+
+def test_timeouts_are_capped_by_the_runtime_maximum() -> None:
+    h = Harness(Limits(timeout_s=30.0, max_timeout_s=60.0))
+    root = h.run("lead", timeout=10_000.0)
+    record = h.store.get_run(root)
+    assert record is not None and record.deadline_s == 60.0
+
+
+@pytest.mark.parametrize("reason", ["runtime closed", "shutdown"])
+def test_stop_all_cancels_every_live_run_once(reason: str) -> None:
+    h = Harness(Limits(max_concurrency=2))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    queued = h.run("critic")
+    effects = h.core.stop_all(reason)
+    for run in (root, child, queued):
+        assert h.status(run) is RunStatus.CANCELLED
+        assert h.terminal_events(run) == [EventKind.CANCELLED]
+    assert {d.outcome.run_id for d in of(effects, DeliverRoot)} == {root, queued}
+    assert of(effects, StartRun) == []  # nothing queued starts while everything stops
