@@ -211,6 +211,12 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     steps: int = 0
     restarts: int = 0
     cleanup: Literal["keep", "delete"] = "keep"
+    # supervision policies (issue 4)
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
+    on_failure: Literal["report", "retry", "fail_parent"] = "report"
+    retries: int = 0
+    shared: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +341,16 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     token_budget: int | None = None
     background: bool = False
     run_id: str | None = None
+    # supervision policies (issue 4); None = the definition's setting
+    cost_budget_usd: float | None = None
+    on_failure: Literal["report", "retry", "fail_parent"] | None = None
+    max_retries: int | None = None
+    shared: dict[str, Any] | None = None
+    """Shared-context values for a root run (a child's come from its parent: ``share``)."""
+    share: tuple[str, ...] = ()
+    """Names of the parent's shared-context keys copied to the child."""
+    inherit_messages: bool | None = None
+    """Start the child with its parent's conversation so far."""
 
 
 class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):

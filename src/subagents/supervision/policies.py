@@ -1,0 +1,106 @@
+"""Policy settings of a run: restarts, failure handling, cost budget, context handed down.
+
+Why a separate reader: besides the typed ``restart`` and ``tokenBudget`` fields, these
+settings come from a definition's extra frontmatter keys (kept in ``AgentSpec.metadata``)
+and from spawn arguments. Reading them in one place gives one clear error naming the agent,
+the key and the bad value, instead of a policy silently not applying.
+
+Definition keys (camelCase or snake_case): ``maxRestarts``, ``restartPeriod``,
+``restartBackoff``, ``restartBackoffMax``, ``onFailure``, ``maxRetries``, ``costBudget``,
+``sharedContext`` (keys this agent receives from its parent), ``inheritMessages``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+import msgspec
+
+from subagents.definitions.spec import AgentSpec
+
+OnFailure = Literal["report", "retry", "fail_parent"]
+ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
+
+
+class PolicyError(ValueError):
+    """A policy setting with a value that cannot work; names where it came from."""
+
+
+class Policy(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the supervisor needs to know about how to treat one run's failures."""
+
+    restart: Literal["temporary", "transient"] = "temporary"
+    max_restarts: int = 3
+    restart_period_s: float = 60.0
+    backoff_s: float = 0.05
+    backoff_max_s: float = 5.0
+    on_failure: OnFailure = "report"
+    max_retries: int = 2
+    cost_budget_usd: float | None = None
+    shared_keys: tuple[str, ...] = ()
+    inherit_messages: bool = False
+
+
+def _get(meta: dict[str, Any], camel: str) -> Any:
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+    if camel in meta:
+        return meta[camel]
+    return meta.get(snake)
+
+
+def _where(spec: AgentSpec, key: str) -> str:
+    return f"agent {spec.name!r} ({spec.source or 'registered in code'}): {key}"
+
+
+def _number(spec: AgentSpec, key: str, value: Any, *, integer: bool, minimum: float) -> Any:
+    ok_type = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, ok_type) or value < minimum:
+        kind = "an integer" if integer else "a number"
+        raise PolicyError(f"{_where(spec, key)} must be {kind} >= {minimum:g}, got {value!r}")
+    return value
+
+
+def on_failure_value(where: str, value: Any) -> OnFailure:
+    if value not in ON_FAILURE:
+        raise PolicyError(f"{where} must be one of {', '.join(ON_FAILURE)}, got {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def shared_keys_value(where: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [k.strip() for k in value.split(",") if k.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(k, str) for k in value):
+        raise PolicyError(f"{where} must be a list of key names, got {value!r}")
+    return tuple(value)
+
+
+def policy_of(spec: AgentSpec) -> Policy:
+    """The policy a definition asks for; ``PolicyError`` naming the key for a bad value."""
+    meta = spec.metadata
+    fields: dict[str, Any] = {"restart": spec.restart}
+    numbers = (
+        ("maxRestarts", "max_restarts", True, 0),
+        ("restartPeriod", "restart_period_s", False, 0.001),
+        ("restartBackoff", "backoff_s", False, 0),
+        ("restartBackoffMax", "backoff_max_s", False, 0),
+        ("maxRetries", "max_retries", True, 0),
+        ("costBudget", "cost_budget_usd", False, 1e-9),
+    )
+    for key, field, integer, minimum in numbers:
+        value = _get(meta, key)
+        if value is not None:
+            fields[field] = _number(spec, key, value, integer=integer, minimum=minimum)
+    on_failure = _get(meta, "onFailure")
+    if on_failure is not None:
+        fields["on_failure"] = on_failure_value(_where(spec, "onFailure"), on_failure)
+    shared = _get(meta, "sharedContext")
+    if shared is not None:
+        fields["shared_keys"] = shared_keys_value(_where(spec, "sharedContext"), shared)
+    inherit = _get(meta, "inheritMessages")
+    if inherit is not None:
+        if not isinstance(inherit, bool):
+            raise PolicyError(
+                f"{_where(spec, 'inheritMessages')} must be true or false, got {inherit!r}"
+            )
+        fields["inherit_messages"] = inherit
+    return Policy(**fields)
