@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import structlog
 
@@ -16,6 +18,17 @@ from subagents.models import (
     names,
     resolve_model,
 )
+
+
+@pytest.fixture
+def all_log_levels() -> Iterator[None]:
+    """Default structlog config (no level filter) so captured logs include info lines."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 def test_aliases_map_and_full_ids_pass_through() -> None:
@@ -80,6 +93,7 @@ def test_price_table_override() -> None:
     assert estimate_cost("mine", usage, prices=prices) == pytest.approx(1 + 2 + 1)
 
 
+@pytest.mark.usefixtures("all_log_levels")
 def test_unknown_model_costs_zero_and_warns_once() -> None:
     with structlog.testing.capture_logs() as logs:
         assert estimate_cost("claude-unknown-9", Usage(input_tokens=10)) == 0.0
@@ -90,6 +104,7 @@ def test_unknown_model_costs_zero_and_warns_once() -> None:
     assert warnings[0]["log_level"] == "warning"
 
 
+@pytest.mark.usefixtures("all_log_levels")
 def test_default_model_offline_without_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with structlog.testing.capture_logs() as logs:
