@@ -1,0 +1,97 @@
+"""Helpers for runtime tests: an event recorder to wait on, and small agent builders."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    ChatMessage,
+    Event,
+    EventKind,
+    ModelRequest,
+    ToolResultBlock,
+)
+from subagents.models.scripted import ScriptedModel
+
+TERMINAL = frozenset(
+    {
+        EventKind.COMPLETED,
+        EventKind.FAILED,
+        EventKind.CANCELLED,
+        EventKind.TIMED_OUT,
+        EventKind.BUDGET_EXCEEDED,
+    }
+)
+
+WAIT = 10.0
+"""The longest any test waits for something that should take milliseconds."""
+
+
+class Events:
+    """Subscribe it to a runtime; wait on what it has seen, without sleeping."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.items: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        with self._cond:
+            self.items.append(event)
+            self._cond.notify_all()
+
+    def snapshot(self) -> list[Event]:
+        with self._cond:
+            return list(self.items)
+
+    def wait_for(self, predicate: Callable[[list[Event]], bool], timeout: float = WAIT) -> None:
+        with self._cond:
+            ok = self._cond.wait_for(lambda: predicate(self.items), timeout)
+        assert ok, f"condition not met within {timeout} s; events: {self.describe()}"
+
+    def wait_count(self, kind: EventKind, agent: str | None, n: int) -> None:
+        self.wait_for(lambda items: _count(items, kind, agent) >= n)
+
+    def of(self, kind: EventKind, agent: str | None = None) -> list[Event]:
+        return [e for e in self.snapshot() if e.kind is kind and agent in (None, e.agent)]
+
+    def kinds(self) -> set[EventKind]:
+        return {e.kind for e in self.snapshot()}
+
+    def terminal_counts(self) -> Counter[str]:
+        return Counter(e.run_id for e in self.snapshot() if e.kind in TERMINAL)
+
+    def describe(self) -> str:
+        return ", ".join(f"{e.kind}:{e.agent}" for e in self.snapshot()[-40:])
+
+
+def _count(items: list[Event], kind: EventKind, agent: str | None) -> int:
+    return sum(1 for e in items if e.kind is kind and agent in (None, e.agent))
+
+
+def spec(name: str, **fields: Any) -> AgentSpec:
+    return AgentSpec(
+        name=name, description=f"The {name} agent.", prompt=f"You are {name}.", **fields
+    )
+
+
+def requests_of(model: ScriptedModel, agent: str) -> list[ModelRequest]:
+    return [r for r in model.requests if r.agent == agent]
+
+
+def tool_results(message: ChatMessage) -> list[ToolResultBlock]:
+    return [b for b in message.content if isinstance(b, ToolResultBlock)]
+
+
+@pytest.fixture
+def no_new_threads() -> Iterator[None]:
+    """Fail the test if a thread it started is still alive when it ends."""
+    before = set(threading.enumerate())
+    yield
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    assert left == [], f"threads left behind: {[t.name for t in left]}"
