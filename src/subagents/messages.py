@@ -211,6 +211,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     steps: int = 0
     restarts: int = 0
     cleanup: Literal["keep", "delete"] = "keep"
+    request_id: str | None = None
+    """The requester's handle for this run (the parent's tool_use id); recovery after a
+    crash matches children to the parent's pending tool calls by it."""
     # supervision policies (issue 4)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
@@ -246,6 +249,8 @@ class Mail(msgspec.Struct, frozen=True, kw_only=True):
     reply_to: str | None = None
     sent_at: float = 0.0
     state: MailState = MailState.ACCEPTED
+    request_id: str | None = None
+    """The sender's tool_use id, so a resumed sender does not send the same mail twice."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,6 +448,19 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
     error_kind: str | None = None
     error: str | None = None
     unread_mail: tuple[str, ...] = ()
+
+
+class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call of the current step got its result: added to the run's checkpoint, so a
+    resumed run does not run it again."""
+
+    run_id: str
+    step: int
+    result: ToolResultBlock
+
+
+class PollCommands(msgspec.Struct, frozen=True):
+    """Time to take the stop/send commands other processes posted through the store."""
 
 
 class Continue(msgspec.Struct, frozen=True):

@@ -23,7 +23,7 @@ import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
-from subagents.actors.supervisor import Query, StopAll, SupervisorActor
+from subagents.actors.supervisor import Query, Restore, StopAll, SupervisorActor
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
@@ -37,6 +37,7 @@ from subagents.messages import (
     Event,
     MailAck,
     Outcome,
+    PollCommands,
     RunRecord,
     RunStatus,
     SendMail,
@@ -51,7 +52,7 @@ from subagents.messages import (
 from subagents.models.base import Model
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
-from subagents.supervision.core import AdmissionError, SupervisorCore
+from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import Limits
 
 log = structlog.get_logger("subagents.runtime")
@@ -128,6 +129,8 @@ class Runtime:
         skills: SkillSource | None = None,
         default_model: str | None = None,
         hot_reload_s: float | None = None,
+        restore: bool = True,
+        command_poll_s: float = 0.5,
     ) -> None:
         ensure_configured()
         self.limits = limits or Limits()
@@ -173,6 +176,17 @@ class Runtime:
             on_root_outcome=self._root_outcome,
             on_event=self._publish,
         )
+        self.restore_report = RestoreReport()
+        if restore:
+            self.restore_report = self._ask(Restore())
+            if self.restore_report.orphans:
+                log.warning(
+                    "restored root runs have no caller; use Runtime.attach(run_id)",
+                    orphans=self.restore_report.orphans,
+                )
+        self._command_poll_s = command_poll_s
+        if command_poll_s > 0:
+            self._poll_commands()
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -254,6 +268,20 @@ class Runtime:
             return LLMBehaviour(env, port)
 
         return llm_factory
+
+    def _poll_commands(self) -> None:
+        """Every ``command_poll_s``, let the supervisor take commands posted by other processes
+        (``subagents stop`` / ``send`` write them to the store)."""
+        supervisor = self._supervisor
+
+        def tick() -> None:
+            try:
+                supervisor.tell(PollCommands())
+            except pykka.ActorDeadError:
+                return
+            self._poll_commands()
+
+        self.timer.schedule_in(("commands", id(self)), self._command_poll_s, tick)
 
     # ---- events ------------------------------------------------------------------------------
 
@@ -338,6 +366,42 @@ class Runtime:
         if budget is None:
             budget = self.limits.timeout_for(overrides.get("timeout")) + 30.0
         return handle.result(timeout=budget)
+
+    def attach(self, run_id: str) -> RunHandle:
+        """A handle on a root run this caller did not start (e.g. one restored after a crash).
+
+        ``LookupError`` for an unknown run or one that is not a root.
+        """
+        self._check_open()
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise LookupError(f"no run with id {run_id!r}")
+        if record.parent_run_id is not None:
+            raise LookupError(
+                f"run {run_id} is a child of {record.parent_run_id}; its outcome goes to its"
+                f" parent: attach to its root {record.root_run_id} instead"
+            )
+        waiters, lock, store = self._waiters, self._waiters_lock, self.store
+
+        def register(_core: SupervisorCore) -> _Waiter:
+            # On the supervisor's thread: no outcome can be delivered between check and set.
+            with lock:
+                existing = waiters.get(run_id)
+                if existing is not None:
+                    return existing
+                waiter = _Waiter()
+                current = store.get_run(run_id)
+                if current is not None and current.status.terminal:
+                    waiter.outcome = current.outcome or Outcome(
+                        run_id=run_id, status=current.status
+                    )
+                    waiter.event.set()
+                else:
+                    waiters[run_id] = waiter
+                return waiter
+
+        waiter: _Waiter = self._ask(Query(register))
+        return RunHandle(self, run_id, waiter)
 
     def stop(self, run_id: str) -> tuple[str, ...]:
         """Stop a run and its subtree (deepest first); the ids stopped."""

@@ -30,6 +30,7 @@ from subagents.messages import (
     SpawnRequest,
     StepTaken,
     StopRequest,
+    ToolAnswered,
     ToolCalled,
     WaitingChanged,
     Wake,
@@ -39,7 +40,12 @@ log = structlog.get_logger("subagents.agent")
 
 
 class Behaviour(Protocol):
-    def start(self, checkpoint: Checkpoint | None, pending_mail: tuple[Mail, ...]) -> None: ...
+    def start(
+        self,
+        checkpoint: Checkpoint | None,
+        pending_mail: tuple[Mail, ...],
+        recovered: tuple[Any, ...] = (),
+    ) -> None: ...
     def on_message(self, message: Any) -> None: ...
     def unread_mail(self) -> tuple[str, ...]: ...
 
@@ -74,6 +80,7 @@ class AgentActor(pykka.ThreadingActor):
         behaviour: BehaviourFactory,
         checkpoint: Checkpoint | None = None,
         pending_mail: tuple[Mail, ...] = (),
+        recovered: tuple[Any, ...] = (),
     ) -> None:
         super().__init__()
         self.record = record
@@ -85,6 +92,7 @@ class AgentActor(pykka.ThreadingActor):
         self._factory = behaviour
         self._checkpoint = checkpoint
         self._pending_mail = pending_mail
+        self._recovered = recovered
         self._wakes: set[str] = set()
         self._ended = False
         self.log = log.bind(
@@ -103,7 +111,7 @@ class AgentActor(pykka.ThreadingActor):
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
-        self.behaviour.start(self._checkpoint, self._pending_mail)
+        self.behaviour.start(self._checkpoint, self._pending_mail, self._recovered)
 
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
@@ -135,6 +143,9 @@ class AgentActor(pykka.ThreadingActor):
 
     def report_step(self, step: StepTaken) -> None:
         self.supervisor.tell(step)
+
+    def report_answer(self, answer: ToolAnswered) -> None:
+        self.supervisor.tell(answer)
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
         self.supervisor.tell(

@@ -23,6 +23,7 @@ from subagents.messages import (
     Event,
     MailRead,
     Outcome,
+    PollCommands,
     RunFinished,
     RunRecord,
     SendMail,
@@ -30,6 +31,7 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     Timeout,
+    ToolAnswered,
     ToolCalled,
     WaitingChanged,
 )
@@ -53,6 +55,11 @@ class Query:
     """Read supervisor state on its own thread: ``fn(core)`` is the answer."""
 
     fn: Callable[[SupervisorCore], Any]
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Take up the store's unfinished runs (answered with a RestoreReport)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,14 @@ class SupervisorActor(pykka.ThreadingActor):
                 self._apply(core.step_taken(message))
             case ToolCalled():
                 self._apply(core.tool_called(message))
+            case ToolAnswered():
+                self._apply(core.tool_answered(message))
+            case PollCommands():
+                self._apply(core.take_commands())
+            case Restore():
+                report, effects = core.restore()
+                self._apply(effects)
+                return report
             case SendMail():
                 ack, effects = core.send_mail(message)
                 self._apply(effects)
@@ -164,7 +179,6 @@ class SupervisorActor(pykka.ThreadingActor):
     def _start(self, effect: StartRun) -> None:
         record: RunRecord = effect.record
         cancel = threading.Event()
-        checkpoint = self.core.store.load_checkpoint(record.run_id) if record.steps else None
         ref = AgentActor.start(
             record=record,
             spec=effect.spec,
@@ -173,7 +187,8 @@ class SupervisorActor(pykka.ThreadingActor):
             supervisor=self.actor_ref,
             timer=self.timer,
             behaviour=self.behaviour_for(effect.spec),
-            checkpoint=checkpoint,
+            checkpoint=effect.checkpoint,
             pending_mail=effect.pending_mail,
+            recovered=effect.recovered,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel)

@@ -236,7 +236,10 @@ class FunctionBehaviour:
     def unread_mail(self) -> tuple[str, ...]:
         return tuple(m.mail_id for m in self.inbox)
 
-    def start(self, _checkpoint: Any, pending_mail: tuple[Mail, ...]) -> None:
+    def start(
+        self, _checkpoint: Any, pending_mail: tuple[Mail, ...], _recovered: tuple[Any, ...] = ()
+    ) -> None:
+        """Call the function. A function agent cannot resume mid-way: it starts over."""
         self.inbox.extend(pending_mail)
         value = self.fn(AgentContext(self))
         if inspect.iscoroutine(value):

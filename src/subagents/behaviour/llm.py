@@ -40,6 +40,7 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     TextBlock,
+    ToolAnswered,
     ToolResultBlock,
     ToolSchema,
     ToolUseBlock,
@@ -106,7 +107,17 @@ class LLMBehaviour:
 
     # ---- entry points ------------------------------------------------------------------------
 
-    def start(self, checkpoint: Checkpoint | None, pending_mail: tuple[Mail, ...]) -> None:
+    def start(
+        self,
+        checkpoint: Checkpoint | None,
+        pending_mail: tuple[Mail, ...],
+        recovered: tuple[Any, ...] = (),
+    ) -> None:
+        """Begin with the task, or resume from ``checkpoint`` after a crash or a restart.
+
+        On resume, tool calls already answered are not run again, and calls whose effects
+        already happened (a child spawned, a mail sent) get the ``recovered`` answers instead.
+        """
         self.inbox.extend(pending_mail)
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
@@ -114,11 +125,16 @@ class LLMBehaviour:
             last = self.messages[-1]
             if last.role == "assistant":
                 uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
-                if uses:
-                    self._dispatch_all(
-                        uses, answered={r.tool_use_id: r for r in checkpoint.answered}
-                    )
+                if not uses:  # its last answer was in: it had ended
+                    self.ended = True
+                    self.port.finish(last.text)
                     return
+                answered = {r.tool_use_id: r for r in checkpoint.answered}
+                done = {getattr(m, "request_id", None) for m in recovered}
+                self._dispatch_all(uses, answered=answered, skip=done)
+                for message in recovered:
+                    self.on_message(message)
+                return
         else:
             record = self.port.record
             text = record.task
@@ -235,13 +251,22 @@ class LLMBehaviour:
         self.ended = True
         port.finish(response.text)
 
-    def _dispatch_all(self, uses: list[ToolUseBlock], answered: dict[str, ToolResultBlock]) -> None:
+    def _dispatch_all(
+        self,
+        uses: list[ToolUseBlock],
+        answered: dict[str, ToolResultBlock],
+        skip: set[str | None] | None = None,
+    ) -> None:
         self.order = [u.id for u in uses]
         self.results = {u.id: answered.get(u.id) for u in uses}
-        self.background = {}
+        self.background = {
+            u.id: bool(u.input.get("background", False))
+            for u in uses
+            if u.name == SPAWN and isinstance(u.input, dict)
+        }
         for use in uses:
-            if self.results[use.id] is not None:
-                continue  # answered before a restart: not run again
+            if self.results[use.id] is not None or (skip and use.id in skip):
+                continue  # answered, or its effect happened, before a restart: not run again
             try:
                 self._dispatch(use)
             except ToolCrash as exc:
@@ -324,7 +349,11 @@ class LLMBehaviour:
 
     def _set(self, use_id: str, content: str, is_error: bool) -> None:
         if use_id in self.results and self.results[use_id] is None:
-            self.results[use_id] = ToolResultBlock(use_id, content, is_error)
+            result = ToolResultBlock(use_id, content, is_error)
+            self.results[use_id] = result
+            self.port.report_answer(
+                ToolAnswered(run_id=self.port.record.run_id, step=self.turns, result=result)
+            )
 
     def _answer(self, use_id: str, content: str, is_error: bool = False) -> None:
         self._set(use_id, content, is_error)

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Mail, RunRecord, SendMail, SpawnRequest, StepTaken, StopRequest
+from subagents.messages import (
+    Mail,
+    RunRecord,
+    SendMail,
+    SpawnRequest,
+    StepTaken,
+    StopRequest,
+    ToolAnswered,
+)
 from subagents.models.base import CancelSignal, Model
 
 
@@ -41,6 +49,7 @@ class AgentPort(Protocol):
     def request_stop(self, req: StopRequest) -> None: ...
     def report_step(self, step: StepTaken) -> None: ...
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def report_answer(self, answer: ToolAnswered) -> None: ...
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def set_waiting(self, waiting: bool) -> None: ...
     def wake_after(self, key: str, seconds: float) -> None: ...

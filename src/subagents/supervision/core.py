@@ -15,6 +15,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ import structlog
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    Checkpoint,
     ChildDone,
     DeliverMail,
     Event,
@@ -45,6 +47,7 @@ from subagents.messages import (
     StepTaken,
     StopReply,
     StopRequest,
+    ToolAnswered,
     ToolCalled,
     Usage,
     WaitingChanged,
@@ -52,6 +55,8 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
+from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
+from subagents.supervision.recovery import recovered_messages
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 from subagents.supervision.tree import RunTree
 
@@ -75,6 +80,8 @@ class StartRun:
     spec: AgentSpec
     deadline: float
     pending_mail: tuple[Mail, ...] = ()
+    recovered: tuple[Any, ...] = ()
+    checkpoint: Checkpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,16 @@ class Publish:
     event: Event
 
 
-Effect = StartRun | Tell | DeliverRoot | StopAgent | ArmDeadline | DisarmDeadline | Publish
+Effect = (
+    StartRun
+    | Tell
+    | DeliverRoot
+    | StopAgent
+    | ArmDeadline
+    | DisarmDeadline
+    | Publish
+    | ScheduleRestart
+)
 
 
 @dataclass
@@ -122,13 +138,25 @@ class RunState:
     live_children: int = 0
     deadline: float = 0.0
     unread_mail: set[str] = field(default_factory=set)
+    checkpoint: Checkpoint | None = None
+
+
+@dataclass
+class RestoreReport:
+    """What a restore found: runs resumed, queued again, failed, cancelled; orphaned roots."""
+
+    resumed: list[str] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
 
 
 class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
 
 
-class SupervisorCore:
+class SupervisorCore(PolicyHooks):
     """Admission, queueing, delivery, mail routing, stops and deadlines."""
 
     def __init__(
@@ -140,6 +168,7 @@ class SupervisorCore:
         limits: Limits | None = None,
         default_model: str = "sonnet",
         clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ) -> None:
         self.lookup = lookup
         self.names = names
@@ -156,6 +185,7 @@ class SupervisorCore:
         )
         self._effects: list[Effect] = []
         self._ended_roots: list[str] = []
+        self._init_policies(clock, rng)
 
     # ---- plumbing ----------------------------------------------------------------------------
 
@@ -175,6 +205,7 @@ class SupervisorCore:
             if any(self.live(r) is not None for r in ids):
                 continue
             self.tree.forget(ids)
+            self._forget_policies(ids)
             for r in ids:
                 self.runs.pop(r, None)
 
@@ -258,11 +289,16 @@ class SupervisorCore:
         run_id = req.run_id or new_id("r")
         if run_id in self.runs:
             raise AdmissionError(f"run id {run_id} is already in use")
+        try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
+            policy_fields = self._admit_policies(req, spec, parent, run_id)
+        except PolicyRefused as exc:
+            raise AdmissionError(str(exc)) from None
         starts_now = self.slots.try_take(run_id, key)
         if not starts_now:
             try:
                 position = self.slots.enqueue(run_id, key)
             except QueueFull as exc:
+                self._forget_policies([run_id])
                 raise AdmissionError(str(exc)) from None
         model = req.model or spec.model
         if model in (None, "inherit"):
@@ -280,8 +316,11 @@ class SupervisorCore:
             background=req.background,
             created_at=time.time(),
             deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
+            **policy_fields,
+            request_id=req.request_id,
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self._seed(run_id)
         self.runs[run_id] = state
         self.tree.add(run_id, req.parent_run_id)
         if parent is not None:
@@ -295,19 +334,28 @@ class SupervisorCore:
         return run_id
 
     def _start(self, state: RunState) -> None:
+        """Start (or resume, when it has taken steps before) the run of ``state``."""
+        run_id = state.record.run_id
         state.deadline = self.clock() + state.record.deadline_s
         self._update(state, status=RunStatus.RUNNING, started_at=time.time())
-        pending = tuple(
-            m
-            for m in self.store.mail_for(state.record.run_id, [MailState.ACCEPTED])
-            if m.recipient == state.record.run_id
-        )
+        unread = (MailState.ACCEPTED, MailState.DELIVERED)
+        pending = tuple(m for m in self.store.mail_for(run_id, unread) if m.recipient == run_id)
         for mail in pending:
             self.store.set_mail_state(mail.mail_id, MailState.DELIVERED)
             state.unread_mail.add(mail.mail_id)
-        self._effects.append(ArmDeadline(state.record.run_id, state.deadline))
-        self._effects.append(StartRun(state.record, state.spec, state.deadline, pending))
-        self._emit(EventKind.STARTED, state, model=state.record.model)
+        recovered: tuple[Any, ...] = ()
+        if state.record.steps > 0:
+            state.checkpoint = self.store.load_checkpoint(run_id)
+            children = self.store.list_runs(root_run_id=state.record.root_run_id)
+            sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
+            recovered = recovered_messages(run_id, children, sent)
+        self._effects.append(ArmDeadline(run_id, state.deadline))
+        self._effects.append(
+            StartRun(state.record, state.spec, state.deadline, pending, recovered, state.checkpoint)
+        )
+        self._emit(
+            EventKind.STARTED, state, model=state.record.model, resumed=state.record.steps > 0
+        )
 
     # ---- progress reports from agents --------------------------------------------------------
 
@@ -318,6 +366,7 @@ class SupervisorCore:
                 return self._effects
             self._update(state, steps=msg.step, usage=state.record.usage + msg.usage)
             if msg.checkpoint is not None:
+                state.checkpoint = msg.checkpoint
                 self.store.save_checkpoint(msg.checkpoint)
             self._emit(
                 EventKind.STEP,
@@ -326,6 +375,19 @@ class SupervisorCore:
                 input_tokens=msg.usage.total_input_tokens,
                 output_tokens=msg.usage.output_tokens,
             )
+            self._charge(msg)
+            return self._effects
+
+    def tool_answered(self, msg: ToolAnswered) -> list[Effect]:
+        """Keep a tool result in the run's checkpoint so a resume does not redo the call."""
+        with self._handling():
+            state = self.live(msg.run_id)
+            if state is not None and state.checkpoint is not None:
+                cp = state.checkpoint
+                if cp.step == msg.step:
+                    cp = msgspec.structs.replace(cp, answered=(*cp.answered, msg.result))
+                    state.checkpoint = cp
+                    self.store.save_checkpoint(cp)
             return self._effects
 
     def tool_called(self, msg: ToolCalled) -> list[Effect]:
@@ -360,7 +422,12 @@ class SupervisorCore:
                 # A call cut short by the deadline reports before the timer does: same cause.
                 self._effects.extend(self._timed_out(state))
             else:
-                self._finish(state, RunStatus.FAILED, error_kind=msg.error_kind, error=msg.error)
+                report = self._try_again(state, msg)
+                if report is None:
+                    return self._effects  # restarting or retrying
+                self._finish(
+                    state, RunStatus.FAILED, error_kind=report.error_kind, error=report.error
+                )
             self._dead_letters(state, msg.unread_mail)
             return self._effects
 
@@ -427,6 +494,7 @@ class SupervisorCore:
             sender_agent=sender_state.record.agent if sender_state else None,
             reply_to=msg.reply_to,
             sent_at=time.time(),
+            request_id=msg.request_id,
         )
         return self._post(mail, msg.request_id)
 
@@ -556,7 +624,9 @@ class SupervisorCore:
             parent = self.runs.get(parent_id)
             if parent is not None:
                 parent.live_children = max(0, parent.live_children - 1)
-            if parent is not None and not parent.record.status.terminal:
+            if self._fail_parent(state, outcome):
+                pass  # the parent failed with this child's reason instead
+            elif parent is not None and not parent.record.status.terminal:
                 if record.background:
                     report = msgspec.json.encode(
                         {
@@ -678,6 +748,98 @@ class SupervisorCore:
                 state = self.live(run_id)
                 if state is not None:
                     self._cancel_subtree(state, reason)
+            return self._effects
+
+    # ---- restore after a crash or a restart of the process -----------------------------------
+
+    def restore(self) -> tuple[RestoreReport, list[Effect]]:
+        """Take up the unfinished runs of the store: queue the queued, resume the running.
+
+        Parents come before children (by depth). A run whose agent is no longer defined
+        fails; a child whose parent has ended is cancelled (runs do not outlive parents).
+        Root runs come back without a caller: they are reported as orphans until someone
+        attaches to them.
+        """
+        report = RestoreReport()
+        with self._handling() as effects:
+            unfinished = self.store.list_runs(
+                statuses=(RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+            )
+            unfinished.sort(key=lambda r: (r.depth, r.created_at))
+            for record in unfinished:
+                if record.run_id in self.runs:
+                    continue
+                self._restore_one(record, report)
+            for outcome in self.store.undelivered_outcomes():
+                ended = self.store.get_run(outcome.run_id)
+                if ended is not None and ended.parent_run_id is None:
+                    report.orphans.append(ended.run_id)
+                elif ended is not None and self.live(ended.parent_run_id or "") is None:
+                    self.store.mark_outcome_delivered(outcome.run_id)
+                # a live parent gets it through recovered messages when it resumes
+            return report, effects
+
+    def _restore_one(self, record: RunRecord, report: RestoreReport) -> None:
+        spec = self.lookup(record.agent)
+        parent = self.runs.get(record.parent_run_id) if record.parent_run_id else None
+        state = RunState(
+            record=record,
+            spec=spec or AgentSpec(name=record.agent, description="(missing)"),
+            request_id=record.request_id,
+        )
+        self.runs[record.run_id] = state
+        self.tree.add(record.run_id, record.parent_run_id)
+        if parent is not None:
+            parent.live_children += 1
+        if record.parent_run_id is None:
+            report.orphans.append(record.run_id)
+        if spec is None:
+            self._finish(
+                state,
+                RunStatus.FAILED,
+                error_kind="unknown_agent",
+                error=f"agent {record.agent!r} is no longer defined",
+            )
+            report.failed.append(record.run_id)
+            return
+        if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
+            self._finish(
+                state,
+                RunStatus.CANCELLED,
+                error_kind="cancelled",
+                error="its parent ended before the restart",
+            )
+            report.cancelled.append(record.run_id)
+            return
+        key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+        if record.status is RunStatus.QUEUED:
+            if self.slots.try_take(record.run_id, key):
+                self._start(state)
+            else:
+                self.slots.enqueue(record.run_id, key)
+            report.requeued.append(record.run_id)
+        else:
+            self.slots.force_take(record.run_id, key)
+            self._start(state)
+            report.resumed.append(record.run_id)
+
+    def take_commands(self) -> list[Effect]:
+        """Act on stop/send commands other processes posted through the store."""
+        with self._handling():
+            for command in self.store.take_commands():
+                if command.kind == "stop":
+                    target = self.live(command.run_id)
+                    if target is not None:
+                        self._cancel_subtree(target, "stopped from another process")
+                elif command.kind == "send" and command.content is not None:
+                    self._route_mail(
+                        SendMail(
+                            request_id=new_id("q"),
+                            sender=EXTERNAL_SENDER,
+                            to=command.run_id,
+                            content=command.content,
+                        )
+                    )
             return self._effects
 
     # ---- views -------------------------------------------------------------------------------

@@ -56,6 +56,10 @@ class SlotPool:
         self._take(run_id, key)
         return True
 
+    def force_take(self, run_id: str, key: SlotKey) -> None:
+        """Take a slot regardless of the limits: a run that was running before a restart."""
+        self._take(run_id, key)
+
     def _take(self, run_id: str, key: SlotKey) -> None:
         self._holders[run_id] = key
         self.in_flight += 1
