@@ -112,6 +112,33 @@ def test_results_templating_from_last_user_message() -> None:
     assert resp.text == "got: alpha\nbeta | first=alpha second=beta"
 
 
+def test_json_tool_results_expose_their_fields() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                "x",
+                "A={result0_result} ({result0_status}, {result0_run_id}) "
+                "B={result1_result} [{result1_nope}] [{result2_x}] [{result0_usage}]",
+                "all:\n{results_status}",
+            ]
+        }
+    )
+    spawn_a = '{"result": "alpha", "run_id": "r-a", "status": "completed", "usage": {"x": 1}}'
+    spawn_b = '{"result": null, "run_id": "r-b", "status": "timed_out", "n": 3}'
+    results = user(
+        ToolResultBlock(tool_use_id="a", content=spawn_a),
+        ToolResultBlock(tool_use_id="b", content=spawn_b),
+        ToolResultBlock(tool_use_id="c", content="refused: unknown agent", is_error=True),
+    )
+    resp = model.complete(request("lead", user("t"), assistant(), results))
+    assert resp.text == (
+        "A=alpha (completed, r-a) B= [{result1_nope}] [{result2_x}] [{result0_usage}]"
+    )
+    convo = (user("t"), assistant(), user("u"), assistant(), results)
+    resp = model.complete(request("lead", *convo))
+    assert resp.text == "all:\ncompleted\ntimed_out\nrefused: unknown agent"
+
+
 def test_task_last_turn_and_unknown_placeholders() -> None:
     model = ScriptedModel(
         {"a": ["x", "{task}/{last}/{turn}/{nope}/{{literal}}/{ {0}/{task.upper}/}"]}

@@ -107,8 +107,10 @@ def template_values(
     """The placeholder values for one turn of one run.
 
     ``{task}`` first user message's text; ``{last}`` last user message's text; ``{results}``
-    its tool results joined by newlines and ``{result0}``, ``{result1}``... each one;
-    ``{mail_*}`` the last mail tag in the last user message (text or tool results).
+    its tool results joined by newlines and ``{result0}``, ``{result1}``... each one; for a
+    result that is a JSON object, ``{result0_KEY}`` its scalar fields and ``{results_KEY}``
+    that field of every result, one per line; ``{mail_*}`` the last mail tag in the last user
+    message (text or tool results).
     """
     first = _first_user_message(messages)
     last = _last_user_message(messages)
@@ -129,9 +131,15 @@ def template_values(
         return values
     results = [b.content for b in last.content if isinstance(b, ToolResultBlock)]
     values["results"] = "\n".join(results)
-    for index, content in enumerate(results):
+    fields = [_json_fields(content) for content in results]
+    for index, (content, known) in enumerate(zip(results, fields, strict=True)):
         values[f"result{index}"] = content
-        values.update(_json_fields(f"result{index}", content))
+        values.update({f"result{index}_{key}": value for key, value in known.items()})
+    # {results_result}: every result's field, one per line (a result without it: its content).
+    for key in sorted({key for known in fields for key in known}):
+        values[f"results_{key}"] = "\n".join(
+            known.get(key, content) for content, known in zip(results, fields, strict=True)
+        )
     tags: list[MailTag] = []
     for block in last.content:
         if isinstance(block, TextBlock):
@@ -148,8 +156,8 @@ def template_values(
     return values
 
 
-def _json_fields(prefix: str, content: str) -> dict[str, str]:
-    """``{result0_status}``-style values from a tool result that is a JSON object.
+def _json_fields(content: str) -> dict[str, str]:
+    """The scalar fields of a tool result that is a JSON object (for ``{result0_status}``).
 
     A spawn's result is ``{result, run_id, status, usage}``; scripts that combine what children
     returned want the fields, not the JSON.
@@ -163,7 +171,7 @@ def _json_fields(prefix: str, content: str) -> dict[str, str]:
     if not isinstance(data, dict):
         return {}
     return {
-        f"{prefix}_{key}": "" if value is None else str(value)
+        key: "" if value is None else str(value)
         for key, value in data.items()
         if isinstance(key, str) and (value is None or isinstance(value, str | int | float | bool))
     }
