@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from subagents.definitions.catalog import (
     Catalog,
     Changes,
-    InvalidAgentError,
     Requirements,
     UnknownAgentError,
     UnknownGroupError,
     priority_rank,
 )
+from subagents.definitions.errors import DefinitionError
 from subagents.definitions.spec import AgentSpec, Level
 
 
@@ -260,21 +259,16 @@ def test_a_raising_subscriber_does_not_stop_the_others() -> None:
     assert c.get("x").name == "x"
 
 
-def test_register_validates_when_given_a_validator() -> None:
-    class Issue(msgspec.Struct):
-        reason: str
-        severity: str = "error"
-
-    def validator(s: AgentSpec) -> list[Issue]:
-        issues = [Issue("prompt is empty")] if not s.prompt else []
-        return [*issues, Issue("just a note", severity="warning")]
-
-    c = Catalog(validator=validator)
-    with pytest.raises(InvalidAgentError, match="agent 'empty' is invalid: prompt is empty"):
-        c.register(AgentSpec(name="empty", description="d"))
-    assert not c.has("empty")
-    c.register(spec("fine"))  # warnings do not block
-    assert c.has("fine")
+def test_register_refuses_an_invalid_spec_and_changes_nothing() -> None:
+    c = Catalog.from_specs([spec("fine")])
+    with pytest.raises(DefinitionError, match="'bad/name' contains a path separator"):
+        c.register(spec("bad/name"))
+    with pytest.raises(DefinitionError, match="invalid: maxDepth must be a positive whole number"):
+        c.register(spec("deep", max_depth=-1))
+    assert c.names() == ("fine",)
+    # tool warnings do not block (strict mode is the loader's choice)
+    c.register(spec("odd", tools=("Teleport",)))
+    assert c.has("odd")
 
 
 def test_stats_counts() -> None:

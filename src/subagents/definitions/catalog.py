@@ -21,7 +21,10 @@ from typing import Any, Protocol
 import msgspec
 import structlog
 
+from subagents.definitions.discovery import Changes
+from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.spec import AgentSpec, Level
+from subagents.definitions.validate import validate
 
 log = structlog.get_logger("subagents.registry")
 
@@ -63,24 +66,9 @@ class UnknownGroupError(UnknownAgentError):
         super().__init__(name, known, what="group")
 
 
-class InvalidAgentError(ValueError):
-    """A definition registered in code that fails validation (the message names the fields)."""
-
-
 # ---------------------------------------------------------------------------------------------
 # Values handed to callers
 # ---------------------------------------------------------------------------------------------
-
-
-class Changes(msgspec.Struct, frozen=True):
-    """Names added, changed and removed by one reload, register or unregister."""
-
-    added: tuple[str, ...] = ()
-    changed: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.added or self.changed or self.removed)
 
 
 class Requirements(msgspec.Struct, frozen=True, kw_only=True):
@@ -243,12 +231,13 @@ class Catalog:
         loader: LoaderLike | None = None,
         *,
         specs: Iterable[AgentSpec] = (),
-        validator: Callable[[AgentSpec], Sequence[Any]] | None = None,
+        validator: Callable[[AgentSpec], Sequence[LoadIssue]] = validate,
     ) -> None:
         """Build from ``loader`` (loaded now) and/or ``specs`` given in code.
 
-        ``validator`` (e.g. ``subagents.definitions.validate``) checks specs passed to
-        ``register``; issues with ``severity == "error"`` make ``register`` raise.
+        Without a loader, ``validator`` checks each spec passed to ``register`` (a loader
+        validates its own); an issue of severity ``error`` makes ``register`` raise
+        ``DefinitionError`` and changes nothing.
         """
         self._loader = loader
         self._validator = validator
@@ -472,19 +461,19 @@ class Catalog:
     # -- changes -------------------------------------------------------------------------------
 
     def register(self, spec: AgentSpec) -> Changes:
-        """Add or replace a definition in code (level CODE: it wins over every file)."""
+        """Add or replace a definition in code (level CODE: it wins over every file).
+
+        ``DefinitionError`` (naming the field and value) if the spec is invalid.
+        """
         if spec.level != Level.CODE:
             spec = msgspec.structs.replace(spec, level=Level.CODE)
-        if self._validator is not None:
-            errors = [
-                i for i in self._validator(spec) if getattr(i, "severity", "error") == "error"
-            ]
-            if errors:
-                reasons = "; ".join(str(getattr(i, "reason", i)) for i in errors)
-                raise InvalidAgentError(f"agent {spec.name!r} is invalid: {reasons}")
         if self._loader is not None:
-            self._loader.register(spec)
+            self._loader.register(spec)  # validates, raises DefinitionError
             return self.reload()
+        errors = [i for i in self._validator(spec) if i.severity == "error"]
+        if errors:
+            reasons = "; ".join(i.reason for i in errors)
+            raise DefinitionError(f"agent {spec.name!r} is invalid: {reasons}", file=spec.source)
         self._own = [s for s in self._own if not (s.name == spec.name and s.level == Level.CODE)]
         self._own.append(spec)
         return self._apply(self._resolve_own())

@@ -1,0 +1,114 @@
+"""Printing for every `subagents` sub-command: colour rules, tables, JSON, warnings, logs.
+
+Why one module: each command must behave the same way for people and for scripts. A terminal
+gets a rich table; a pipe, a file or ``NO_COLOR`` gets plain aligned text with no ANSI codes;
+``--json`` gets one JSON document on stdout (msgspec) and nothing else there. Warnings, errors
+and log lines always go to stderr so they never corrupt stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import msgspec
+import structlog
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+PROG = "subagents"
+
+
+def wants_color(stream: TextIO) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def console(stream: TextIO | None = None) -> Console:
+    """A rich console for ``stream`` (stdout by default) following ``wants_color``."""
+    stream = sys.stdout if stream is None else stream
+    color = wants_color(stream)
+    return Console(
+        file=stream,
+        no_color=not color,
+        color_system="auto" if color else None,
+        highlight=False,
+        emoji=False,
+    )
+
+
+def truncate(text: str, width: int) -> str:
+    """The first line of ``text``, cut to ``width`` characters with an ellipsis."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
+
+
+def print_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    stream: TextIO | None = None,
+    wide: Sequence[str] = (),
+) -> None:
+    """A rich table on a colour terminal; otherwise plain columns (two spaces, no trailing
+    blanks, never wrapped) that ``grep``/``cut`` can read. ``wide`` columns fold when the
+    terminal is narrow; the others keep their width."""
+    stream = sys.stdout if stream is None else stream
+    if not wants_color(stream):
+        stream.write(plain_table(headers, rows))
+        return
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False)
+    for header in headers:
+        table.add_column(header, overflow="fold", no_wrap=header not in wide)
+    for row in rows:
+        table.add_row(*row)
+    console(stream).print(table)
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows as aligned text; the last column is not padded."""
+    all_rows = [list(headers), *[list(r) for r in rows]]
+    widths = [max(len(r[i]) for r in all_rows) for i in range(len(headers))]
+    lines = []
+    for row in all_rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def print_json(value: Any, *, stream: TextIO | None = None) -> None:
+    """``value`` as indented JSON (msgspec encodes Structs, enums, tuples) and a newline."""
+    stream = sys.stdout if stream is None else stream
+    stream.write(msgspec.json.format(msgspec.json.encode(value), indent=2).decode() + "\n")
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"{PROG}: {message}\n")
+
+
+def error(command: str, message: str) -> None:
+    """One error line on stderr naming the command, as argparse prints usage errors."""
+    sys.stderr.write(f"{PROG} {command}: error: {message}\n")
+
+
+def configure_logging(verbosity: int = 0) -> None:
+    """structlog to stderr: warnings by default, info with ``-v``, debug with ``-vv``."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=True),
+            structlog.dev.ConsoleRenderer(colors=wants_color(sys.stderr)),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
