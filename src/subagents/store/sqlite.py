@@ -509,10 +509,17 @@ class SQLiteStore:
         """Claim every pending command, oldest first; each is returned to exactly one taker.
 
         Called inside a batch, the claim commits (or rolls back) with the writes that act
-        on the commands, so a crash between taking and acting loses no command.
+        on the commands, so a crash between taking and acting loses no command. Outside a
+        batch, polling an empty queue only reads: it never waits for another process's
+        write lock.
         """
+        doing = "taking commands"
+        with self._lock:
+            if self._depth == 0 and not self._read(
+                "SELECT 1 FROM commands WHERE taken_at IS NULL LIMIT 1", (), doing
+            ):
+                return []  # the common case, without taking the write lock
         with self._writing() as conn:
-            doing = "taking commands"
             rows = self._write_sql(
                 conn,
                 "SELECT command_id, kind, run_id, content, ts FROM commands "

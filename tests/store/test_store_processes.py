@@ -1,0 +1,144 @@
+"""Other processes read and post commands while this one writes (the `subagents ps` case)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from storekit import SRC, event, run
+
+from subagents.store.sqlite import SQLiteStore
+
+BATCHES = 30
+PER_BATCH = 10
+
+QUIET = """
+import sys
+import structlog
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+"""
+
+READER = (
+    QUIET
+    + """
+import json, sys, time
+from subagents.store.sqlite import SQLiteStore
+path, expected = sys.argv[1], int(sys.argv[2])
+store = SQLiteStore(path)
+print("ready", flush=True)
+counts, posted = [], []
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    n = len(store.list_runs())
+    counts.append(n)
+    posted.append(store.post_command("send", f"r{len(posted)}", f"note {len(posted)}"))
+    if n >= expected:
+        break
+print(json.dumps({"counts": counts, "posted": posted}), flush=True)
+"""
+)
+
+TAKER = (
+    QUIET
+    + """
+import json, sys, time
+from subagents.store.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+print("ready", flush=True)
+taken = []
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    finished = store.get_run("end") is not None  # saved after the last command was posted
+    taken.extend(c.command_id for c in store.take_commands())
+    if finished:
+        break
+print(json.dumps(taken), flush=True)
+"""
+)
+
+
+def spawn(code: str, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()  # blocks until the child has opened the store
+    assert line.strip() == "ready", (line, child.stderr.read() if child.stderr else "")
+    return child
+
+
+def test_another_process_reads_whole_batches_and_posts_commands(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    child = spawn(READER, str(db_path), str(BATCHES * PER_BATCH))
+    taken: list[int] = []
+    for b in range(BATCHES):
+        with store.batch():
+            for i in range(PER_BATCH):
+                store.save_run(run(f"b{b:03d}-{i}", created_at=float(b)))
+                store.append_event(event(f"b{b:03d}-{i}"))
+            taken.extend(c.command_id for c in store.take_commands())
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    counts, posted = report["counts"], report["posted"]
+    assert counts[-1] == BATCHES * PER_BATCH
+    assert all(n % PER_BATCH == 0 for n in counts), sorted(set(counts))  # never half a batch
+    assert counts == sorted(counts)
+    taken.extend(c.command_id for c in store.take_commands())
+    assert sorted(taken) == sorted(posted) and len(set(taken)) == len(taken)
+    assert store.take_commands() == []
+
+
+def test_each_command_is_taken_by_exactly_one_of_several_processes(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    takers = [spawn(TAKER, str(db_path)) for _ in range(3)]
+    posted: list[int] = []
+    pending = sqlite3.connect(db_path)
+    for r in range(60):  # in rounds, so the takers race for each round's commands
+        with store.batch():
+            posted.extend(store.post_command("send", f"r{r}", str(i)) for i in range(5))
+        deadline = time.monotonic() + 30
+        while pending.execute("SELECT count(*) FROM commands WHERE taken_at IS NULL").fetchone()[0]:
+            assert time.monotonic() < deadline, "the takers stopped taking"
+    store.save_run(run("end"))
+    results: list[int] = []
+    for child in takers:
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        results.extend(json.loads(out.strip().splitlines()[-1]))
+    results.extend(c.command_id for c in store.take_commands())  # any a taker left behind
+    assert sorted(results) == posted
+    assert len(results) == len(set(results))
+
+
+def test_another_process_sees_a_run_once_its_write_returns(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.save_run(run("r1", task="visible"))
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            QUIET + "from subagents.store.sqlite import SQLiteStore\n"
+            "print(SQLiteStore(sys.argv[1]).get_run('r1').task)",
+            str(db_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": SRC},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "visible"
