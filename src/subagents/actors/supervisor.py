@@ -46,6 +46,7 @@ from subagents.supervision.core import (
     SupervisorCore,
     Tell,
 )
+from subagents.supervision.policing import RestartDue, ScheduleRestart
 
 log = structlog.get_logger("subagents.supervisor")
 
@@ -127,6 +128,8 @@ class SupervisorActor(pykka.ThreadingActor):
                 stop_reply, effects = core.stop(message)
                 self._apply(effects)
                 return stop_reply
+            case RestartDue(run_id=run_id):
+                self._apply(core.restart_due(run_id))
             case Timeout(run_id=run_id):
                 self._apply(core.timeout(run_id))
             case Query(fn=fn):
@@ -171,6 +174,14 @@ class SupervisorActor(pykka.ThreadingActor):
                         me.tell(Timeout(run_id=rid))
 
                 self.timer.schedule(("deadline", run_id), deadline, fire)
+            case ScheduleRestart(run_id=run_id, delay_s=delay_s):
+                me = self.actor_ref
+
+                def due(rid: str = run_id) -> None:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        me.tell(RestartDue(run_id=rid))
+
+                self.timer.schedule_in(("restart", run_id), delay_s, due)
             case DisarmDeadline(run_id=run_id):
                 self.timer.cancel(("deadline", run_id))
             case DeliverRoot(outcome=outcome):
