@@ -381,6 +381,8 @@ class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     usage: Usage
     checkpoint: Checkpoint | None = None
+    read_mail: tuple[str, ...] = ()
+    """Mail shown to the model in the message this checkpoint now holds."""
 
 
 class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
@@ -457,6 +459,8 @@ class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     step: int
     result: ToolResultBlock
+    read_mail: tuple[str, ...] = ()
+    """Mail this result shows (check_mailbox / wait_for_message): read once it is kept."""
 
 
 class PollCommands(msgspec.Struct, frozen=True):

@@ -65,6 +65,7 @@ class LLMBehaviour:
         self.messages: list[ChatMessage] = []
         self.turns = 0
         self.inbox: list[Mail] = []
+        self.read_in_message: list[str] = []
         self.order: list[str] = []
         self.results: dict[str, ToolResultBlock | None] = {}
         self.background: dict[str, bool] = {}
@@ -184,7 +185,8 @@ class LLMBehaviour:
                 if self.waiting_mail is not None:
                     key, self.waiting_mail = self.waiting_mail, None
                     self.port.cancel_wake(key)
-                    self._answer(key, self._render_inbox())
+                    text, is_error, read = self._render_inbox()
+                    self._answer(key, text, is_error, read)
             case Wake(key=key):
                 if key == self.waiting_mail:
                     self.waiting_mail = None
@@ -237,8 +239,10 @@ class LLMBehaviour:
                 step=self.turns,
                 usage=response.usage,
                 checkpoint=checkpoint,
+                read_mail=tuple(self.read_in_message),
             )
         )
+        self.read_in_message = []
         uses = list(response.tool_uses)
         if uses:
             self._dispatch_all(uses, answered={})
@@ -320,10 +324,10 @@ class LLMBehaviour:
                     )
                 )
             elif use.name == CHECK:
-                self._set(use.id, self._render_inbox(), False)
+                self._set(use.id, *self._render_inbox())
             elif use.name == WAIT:
                 if self.inbox:
-                    self._set(use.id, self._render_inbox(), False)
+                    self._set(use.id, *self._render_inbox())
                 else:
                     timeout = _optional_float(args, "timeout") or 30.0
                     self.waiting_mail = use.id
@@ -347,16 +351,23 @@ class LLMBehaviour:
         except ToolError as exc:
             self._set(use.id, str(exc), True)
 
-    def _set(self, use_id: str, content: str, is_error: bool) -> None:
+    def _set(self, use_id: str, content: str, is_error: bool, read: tuple[str, ...] = ()) -> None:
         if use_id in self.results and self.results[use_id] is None:
             result = ToolResultBlock(use_id, content, is_error)
             self.results[use_id] = result
             self.port.report_answer(
-                ToolAnswered(run_id=self.port.record.run_id, step=self.turns, result=result)
+                ToolAnswered(
+                    run_id=self.port.record.run_id,
+                    step=self.turns,
+                    result=result,
+                    read_mail=read,
+                )
             )
 
-    def _answer(self, use_id: str, content: str, is_error: bool = False) -> None:
-        self._set(use_id, content, is_error)
+    def _answer(
+        self, use_id: str, content: str, is_error: bool = False, read: tuple[str, ...] = ()
+    ) -> None:
+        self._set(use_id, content, is_error, read)
         self._maybe_continue()
 
     def _maybe_continue(self) -> None:
@@ -383,16 +394,18 @@ class LLMBehaviour:
     # ---- mail --------------------------------------------------------------------------------
 
     def _take_inbox(self) -> list[Mail]:
+        """Unread mail for the next user message; it counts as read once that message is
+        checkpointed (the ids ride on the next StepTaken), so a crash before cannot lose it."""
         taken, self.inbox = self.inbox, []
-        if taken:
-            self.port.mail_read(tuple(m.mail_id for m in taken))
+        self.read_in_message.extend(m.mail_id for m in taken)
         return taken
 
-    def _render_inbox(self) -> str:
-        mails = self._take_inbox()
+    def _render_inbox(self) -> tuple[str, bool, tuple[str, ...]]:
+        """Unread mail as a tool result: (text, is_error, ids read with it)."""
+        mails, self.inbox = self.inbox, []
         if not mails:
-            return "no new mail"
-        return "\n".join(render_mail(m) for m in mails)
+            return "no new mail", False, ()
+        return "\n".join(render_mail(m) for m in mails), False, tuple(m.mail_id for m in mails)
 
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True

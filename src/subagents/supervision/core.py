@@ -368,6 +368,7 @@ class SupervisorCore(PolicyHooks):
             if msg.checkpoint is not None:
                 state.checkpoint = msg.checkpoint
                 self.store.save_checkpoint(msg.checkpoint)
+            self._mark_read(state, msg.read_mail)
             self._emit(
                 EventKind.STEP,
                 state,
@@ -388,6 +389,8 @@ class SupervisorCore(PolicyHooks):
                     cp = msgspec.structs.replace(cp, answered=(*cp.answered, msg.result))
                     state.checkpoint = cp
                     self.store.save_checkpoint(cp)
+            if state is not None:
+                self._mark_read(state, msg.read_mail)
             return self._effects
 
     def tool_called(self, msg: ToolCalled) -> list[Effect]:
@@ -536,6 +539,11 @@ class SupervisorCore(PolicyHooks):
             self._effects.append(Tell(mail.recipient, DeliverMail(mail=delivered)))
             self._emit(EventKind.MAIL_DELIVERED, target, mail_id=mail.mail_id, sender=mail.sender)
         return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+
+    def _mark_read(self, state: RunState, mail_ids: tuple[str, ...]) -> None:
+        for mail_id in mail_ids:
+            self.store.set_mail_state(mail_id, MailState.READ)
+            state.unread_mail.discard(mail_id)
 
     def mail_read(self, msg: MailRead) -> list[Effect]:
         with self._handling():
