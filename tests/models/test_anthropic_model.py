@@ -502,3 +502,10 @@ def test_tool_use_block_round_trip_ids(api: FakeMessagesAPI, model: AnthropicMod
     api.add(tool_use_message([("toolu_9", "read_file", {"path": "a"})]))
     resp = model.complete(request(user("t")))
     assert resp.content == (ToolUseBlock(id="toolu_9", name="read_file", input={"path": "a"}),)
+
+
+def test_large_max_tokens_without_deadline(api: FakeMessagesAPI, model: AnthropicModel) -> None:
+    # Without an explicit timeout the SDK refuses non-streaming calls this large.
+    api.add(text_message("ok"))
+    assert model.complete(request(user("t"), max_tokens=64_000)).text == "ok"
+    assert api.requests[0].body["max_tokens"] == 64_000

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
@@ -392,15 +393,44 @@ def test_from_specs_reads_metadata_script() -> None:
     assert model.complete(request("b", user("t"))).text == "b finished: t"
 
 
-def test_from_specs_bad_script_names_source_file() -> None:
+def test_from_specs_strict_bad_script_names_source_file() -> None:
     spec = AgentSpec(
         name="a", description="d", source="/x/agents/a.md", metadata={"script": [{"tex": "x"}]}
     )
     with pytest.raises(ScriptError) as info:
-        ScriptedModel.from_specs([spec])
+        ScriptedModel.from_specs([spec], strict=True)
     assert "/x/agents/a.md" in str(info.value)
     assert "turn 0" in str(info.value)
     assert "tex" in str(info.value)
+
+
+def test_from_specs_bad_script_fails_only_that_agent() -> None:
+    specs = [
+        AgentSpec(
+            name="bad",
+            description="d",
+            source="/x/agents/bad.md",
+            metadata={"script": ["ok", {"text": "x", "delay": "soon"}]},
+        ),
+        AgentSpec(name="good", description="d", metadata={"script": ["fine {task}"]}),
+    ]
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            model = ScriptedModel.from_specs(specs)
+    finally:
+        structlog.configure(**saved)
+    warnings = [e for e in logs if e["event"] == "scripted_model.bad_script"]
+    assert [w["agent"] for w in warnings] == ["bad"]
+    assert "/x/agents/bad.md" in warnings[0]["error"]
+    assert model.complete(request("good", user("t"))).text == "fine t"
+    with pytest.raises(ModelError) as info:
+        model.complete(request("bad", user("t")))
+    assert info.value.kind == "script"
+    assert "/x/agents/bad.md" in info.value.message
+    assert "turn 1" in info.value.message
+    assert "delay" in info.value.message
 
 
 def test_thread_safety_many_runs_at_once() -> None:

@@ -44,6 +44,10 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 MODEL_ENV = "SUBAGENTS_MODEL"
 
+NO_DEADLINE_TIMEOUT_S = 600.0
+"""Per-attempt timeout for a call without a deadline (always given: without one, the SDK
+refuses large ``max_tokens`` on non-streaming calls)."""
+
 RETURNED_STOP_REASONS = frozenset({"end_turn", "tool_use", "stop_sequence", "max_tokens"})
 
 _CONTEXT_WINDOW_HINTS = ("prompt is too long", "context window", "context_window")
@@ -172,7 +176,7 @@ class AnthropicModel:
         """One request; errors mapped to ``TransientError`` (retry) or ``ModelError`` (fail)."""
         try:
             raw = self._client.messages.with_raw_response.create(
-                **params, timeout=timeout if timeout is not None else anthropic.NOT_GIVEN
+                **params, timeout=timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
             )
             body = raw.read()
         except anthropic.APIStatusError as exc:

@@ -161,16 +161,28 @@ def load_scripts_file(path: str | Path) -> dict[str, Script]:
     return parse_scripts(raw, source=str(path))
 
 
-def scripts_from_metadata(specs: Iterable[AgentSpec]) -> dict[str, Script]:
-    """Scripts from agent definitions: each spec's ``metadata["script"]``, when present."""
+def scripts_from_metadata(
+    specs: Iterable[AgentSpec], *, strict: bool = True
+) -> tuple[dict[str, Script], dict[str, ScriptError]]:
+    """Scripts from agent definitions: each spec's ``metadata["script"]``, when present.
+
+    Returns the scripts and, when not ``strict``, the error of each agent whose script is bad
+    (``strict`` raises the first one instead).
+    """
     scripts: dict[str, Script] = {}
+    broken: dict[str, ScriptError] = {}
     for spec in specs:
         raw = spec.metadata.get("script")
         if raw is None:
             continue
         source = spec.source or f"definition {spec.name!r}"
-        scripts[spec.name] = parse_script(raw, agent=spec.name, source=f"{source}: script")
-    return scripts
+        try:
+            scripts[spec.name] = parse_script(raw, agent=spec.name, source=f"{source}: script")
+        except ScriptError as exc:
+            if strict:
+                raise
+            broken[spec.name] = exc
+    return scripts, broken
 
 
 def _format_name(path: Path) -> str:

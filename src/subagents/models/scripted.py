@@ -39,6 +39,7 @@ from subagents.models.base import CancelSignal, ModelError
 from subagents.models.script import (
     Script,
     ScriptedUsage,
+    ScriptError,
     Turn,
     load_scripts_file,
     parse_scripts,
@@ -74,16 +75,25 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self._calls_per_turn: dict[tuple[str, str, int], int] = {}
         self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
+        self._broken: dict[str, ScriptError] = {}
 
     # -- constructors -----------------------------------------------------------------------
 
     @classmethod
     def from_specs(
-        cls, specs: Iterable[AgentSpec], *, default_reply: str = DEFAULT_REPLY
+        cls, specs: Iterable[AgentSpec], *, default_reply: str = DEFAULT_REPLY, strict: bool = False
     ) -> ScriptedModel:
-        """Scripts written in definitions' frontmatter under ``script:``."""
+        """Scripts written in definitions' frontmatter under ``script:``.
+
+        A bad script does not stop the others: it is logged once (a warning naming the file,
+        agent, turn and field) and every call for that agent fails with that error
+        (``ModelError("script", ...)``), so its runs fail saying why. ``strict=True`` raises
+        ``ScriptError`` instead.
+        """
         model = cls(default_reply=default_reply)
-        model._scripts = scripts_from_metadata(specs)
+        model._scripts, model._broken = scripts_from_metadata(specs, strict=strict)
+        for agent, error in model._broken.items():
+            log.warning("scripted_model.bad_script", agent=agent, error=str(error))
         return model
 
     @classmethod
@@ -130,6 +140,9 @@ class ScriptedModel:
             self._calls_per_turn[key] = call_number
 
         _check_signals(deadline, cancel)
+        broken = self._broken.get(request.agent)
+        if broken is not None:
+            raise ModelError("script", str(broken))
         if turn is not None and turn.delay > 0:
             _simulate_latency(turn.delay, deadline, cancel)
 
