@@ -113,6 +113,26 @@ def test_a_raising_subscriber_is_logged_and_others_still_hear(registry: Registry
     assert registry.alive and registry.has("another")
 
 
+def test_a_subscriber_calling_the_registry_fails_fast_instead_of_deadlocking(
+    registry: RegistryClient,
+) -> None:
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def reentrant(_: Changes) -> None:
+        try:
+            registry.names()
+        except RuntimeError as exc:
+            failures.append(exc)
+        done.set()
+
+    registry.subscribe(reentrant)
+    registry.register(spec("trigger"))
+    assert done.wait(WAIT)
+    assert len(failures) == 1 and "would wait on itself" in str(failures[0])
+    assert registry.has("trigger")  # the registry is fine, and other threads may call it
+
+
 def test_many_concurrent_callers(registry: RegistryClient) -> None:
     """Readers on 16 threads while a writer registers and unregisters: every answer is whole."""
     stop = threading.Event()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -34,6 +35,7 @@ from subagents.definitions.catalog import (
     Scored,
     Team,
 )
+from subagents.definitions.errors import LoadIssue
 from subagents.definitions.spec import AgentSpec
 
 log = structlog.get_logger("subagents.registry")
@@ -110,6 +112,7 @@ class RegistryUnavailableError(RuntimeError):
 
 
 _actor_ids = itertools.count()
+_on_actor_thread = threading.local()  # .urn: the registry whose thread this is
 
 
 class RegistryActor(pykka.ThreadingActor):
@@ -149,6 +152,9 @@ class RegistryActor(pykka.ThreadingActor):
             self._stop_hot_reload()
             return None
         raise TypeError(f"registry does not understand {type(message).__name__}")
+
+    def on_start(self) -> None:
+        _on_actor_thread.urn = self.actor_urn
 
     def on_stop(self) -> None:
         self._stop_hot_reload()
@@ -286,6 +292,11 @@ class RegistryClient:
         result: CatalogStats = self._call("stats")
         return result
 
+    def issues(self) -> tuple[LoadIssue, ...]:
+        """The loader's warnings and errors from the last load or reload."""
+        result: tuple[LoadIssue, ...] = self._call("issues")
+        return result
+
     # -- changes -------------------------------------------------------------------------------
 
     def register(self, spec: AgentSpec) -> Changes:
@@ -301,7 +312,8 @@ class RegistryClient:
 
     def subscribe(self, callback: Callable[[Changes], None]) -> Callable[[], None]:
         """``callback(changes)`` runs on the registry's thread after each change: keep it short
-        (tell an actor, set an event). Returns a function that unsubscribes (idempotent)."""
+        (tell an actor, set an event) and do not call the registry from it (``RuntimeError``:
+        it would wait on itself). Returns a function that unsubscribes (idempotent)."""
         token: int = self._ask(Subscribe(callback))
 
         def unsubscribe() -> None:
@@ -323,6 +335,12 @@ class RegistryClient:
         return self._ask(RegistryCall(method, args))
 
     def _ask(self, message: Any) -> Any:
+        if getattr(_on_actor_thread, "urn", None) == self._ref.actor_urn:
+            # a subscriber calling back in would wait on its own thread until the timeout
+            raise RuntimeError(
+                f"registry {_describe(message)} called from the registry's own thread (from a "
+                "subscriber?): it would wait on itself; tell another actor instead"
+            )
         try:
             return self._ref.ask(message, timeout=self._timeout)
         except pykka.Timeout as exc:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import msgspec
 import structlog
 
-from subagents.definitions.discovery import Changes
+from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import validate
@@ -128,7 +128,7 @@ class LoadResultLike(Protocol):
     @property
     def specs(self) -> Mapping[str, AgentSpec]: ...
     @property
-    def issues(self) -> Sequence[Any]: ...
+    def issues(self) -> Sequence[LoadIssue]: ...
     @property
     def shadowed(self) -> Sequence[Any]: ...
     @property
@@ -243,7 +243,7 @@ class Catalog:
         self._validator = validator
         self._own: list[AgentSpec] = []  # specs given in code when there is no loader
         self._specs: dict[str, AgentSpec] = {}
-        self._issues: tuple[Any, ...] = ()
+        self._issues: tuple[LoadIssue, ...] = ()
         self._shadowed: tuple[Any, ...] = ()
         self._seen_shadowed: set[tuple[str, str, str]] = set()
         self._files_scanned = 0
@@ -306,8 +306,8 @@ class Catalog:
         """Definitions whose category is ``category`` or nested under it (``"a"`` has ``"a/b"``)."""
         return tuple(s for s in self.list() if _in_category(s, category))
 
-    def issues(self) -> tuple[Any, ...]:
-        """The loader's issues (``LoadIssue``) from the last load or reload."""
+    def issues(self) -> tuple[LoadIssue, ...]:
+        """The loader's issues from the last load or reload."""
         return self._issues
 
     def shadowed(self) -> tuple[Any, ...]:
@@ -556,7 +556,7 @@ class Catalog:
             files_loaded=self._files_loaded,
             shadowed=len(self._shadowed),
             issues=len(self._issues),
-            errors=sum(1 for i in self._issues if getattr(i, "severity", "") == "error"),
+            errors=sum(1 for i in self._issues if i.severity == "error"),
         )
 
     # -- internals -----------------------------------------------------------------------------
