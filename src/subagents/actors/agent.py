@@ -142,7 +142,11 @@ class AgentActor(pykka.ThreadingActor):
         self.supervisor.tell(req)
 
     def report_step(self, step: StepTaken) -> None:
-        self.supervisor.tell(step)
+        # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
+        # ``cancel``) before this agent can start its next model call. That is what bounds a
+        # budget overrun to one model call. The supervisor never asks agents: no deadlock.
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+            self.supervisor.ask(step, timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self.supervisor.tell(answer)
