@@ -135,6 +135,7 @@ class AnthropicModel:
                 deadline=deadline,
                 cancel=cancel,
                 what=f"call to {model}",
+                logger=bound,
             )
             blocks.extend(parsed.blocks)
             usage = usage + self._usage(parsed.model or model, parsed.usage)
@@ -174,15 +175,14 @@ class AnthropicModel:
 
     def _attempt(self, params: dict[str, Any], timeout: float | None) -> ParsedResponse:
         """One request; errors mapped to ``TransientError`` (retry) or ``ModelError`` (fail)."""
+        seconds = timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
         try:
-            raw = self._client.messages.with_raw_response.create(
-                **params, timeout=timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
-            )
+            raw = self._client.messages.with_raw_response.create(**params, timeout=seconds)
             body = raw.read()
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, params["model"]) from exc
         except anthropic.APITimeoutError as exc:
-            raise TransientError("timeout", f"no response within {timeout or 0:.2f} s") from exc
+            raise TransientError("timeout", f"no response within {seconds:.2f} s") from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise TransientError("connection", f"connection failed: {cause}") from exc

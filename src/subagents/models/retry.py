@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import structlog
@@ -61,15 +61,18 @@ def call_with_retries(
     deadline: float | None = None,
     cancel: CancelSignal | None = None,
     what: str = "model call",
+    logger: Any = None,
 ) -> T:
     """Run ``attempt(timeout)`` until it succeeds, fails for good, or time/attempts run out.
 
     ``attempt`` raises ``TransientError`` to be retried and any other ``ModelError`` to fail at
     once. ``timeout`` is the time left to the deadline (None without a deadline). Raises
     ``ModelError``: the last transient error once retries are exhausted, ``cancelled`` when
-    ``cancel`` is set, ``timeout`` when the deadline has passed.
+    ``cancel`` is set, ``timeout`` when the deadline has passed. ``logger`` (a structlog
+    logger, bound to the run) gets one line per retry.
     """
     signal: CancelSignal = cancel if cancel is not None else threading.Event()
+    bound = logger if logger is not None else log
     attempts = 0
     gave_up_reason: list[str] = []
 
@@ -117,7 +120,7 @@ def call_with_retries(
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
-        log.info(
+        bound.info(
             "model.retry",
             what=what,
             attempt=state.attempt_number,
