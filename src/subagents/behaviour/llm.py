@@ -12,7 +12,9 @@ from typing import Any
 
 import msgspec
 
+from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort, render_mail
+from subagents.behaviour.spawn_policy import spawn_policy_fields
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
@@ -47,6 +49,7 @@ from subagents.messages import (
     Wake,
 )
 from subagents.models.base import ModelError
+from subagents.supervision.handdown import first_message_text
 
 # Claude Code's name for its subagent tool; a definition listing it may spawn.
 _SPAWN_ALIASES = ("Task", "Agent")
@@ -72,6 +75,7 @@ class LLMBehaviour:
         self.waiting_mail: str | None = None
         self.waiting = False
         self.ended = False
+        self.fan_outs = FanOutCalls()
         self.schemas = self._offered_tools()
 
     # ---- what the agent is offered -----------------------------------------------------------
@@ -96,6 +100,8 @@ class LLMBehaviour:
             others = [s for s in self.env.agents() if s.name != spec.name]
             if others:
                 schemas.append(spawn_schema(others))
+                if FAN_OUT not in spec.disallowed_tools:
+                    schemas.append(fan_out_schema(others))
         for name, schema in RUNTIME_SCHEMAS.items():
             if name == LOAD_SKILL and self.env.skills is None:
                 continue
@@ -138,9 +144,7 @@ class LLMBehaviour:
                 return
         else:
             record = self.port.record
-            text = record.task
-            if record.context:
-                text = f"<context>\n{record.context}\n</context>\n\n{record.task}"
+            text = first_message_text(record.task, record.context, record.shared)
             blocks: list[Any] = [TextBlock(text)]
             blocks.extend(TextBlock(render_mail(m)) for m in self._take_inbox())
             self.messages = [ChatMessage("user", tuple(blocks))]
@@ -152,6 +156,8 @@ class LLMBehaviour:
         match message:
             case Continue():
                 self._next_step()
+            case SpawnReply() | ChildDone() if FanOutCalls.owns(message.request_id):
+                self._fan_out_answer(message)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
                 if error is not None:
                     self._answer(rid, error, is_error=True)
@@ -243,6 +249,8 @@ class LLMBehaviour:
             )
         )
         self.read_in_message = []
+        if port.cancel.is_set():
+            return  # stopped while the step was recorded (over budget): no tool runs
         uses = list(response.tool_uses)
         if uses:
             self._dispatch_all(uses, answered={})
@@ -302,8 +310,16 @@ class LLMBehaviour:
                         model=_optional_str(args, "model"),
                         timeout=_optional_float(args, "timeout"),
                         background=self.background[use.id],
+                        **spawn_policy_fields(args),
                     )
                 )
+            elif use.name == FAN_OUT:
+                try:
+                    requests = self.fan_outs.start(use.id, args, record.run_id)
+                except FanOutError as exc:
+                    raise ToolError(str(exc)) from None
+                for request in requests:
+                    port.request_spawn(request)
             elif use.name == SEND:
                 port.send_mail(
                     SendMail(
@@ -350,6 +366,14 @@ class LLMBehaviour:
                     raise ToolCrash(f"tool {use.name} raised {type(exc).__name__}: {exc}") from exc
         except ToolError as exc:
             self._set(use.id, str(exc), True)
+
+    def _fan_out_answer(self, message: SpawnReply | ChildDone) -> None:
+        """A child of a ``fan_out`` call answered: start the next link, or answer the call."""
+        use_id, result, next_request = self.fan_outs.on_message(message)
+        if next_request is not None:
+            self.port.request_spawn(next_request)
+        if result is not None:
+            self._answer(use_id, result)
 
     def _set(self, use_id: str, content: str, is_error: bool, read: tuple[str, ...] = ()) -> None:
         if use_id in self.results and self.results[use_id] is None:

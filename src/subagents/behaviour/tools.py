@@ -96,6 +96,8 @@ def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 
 
 def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
+    from subagents.behaviour.spawn_policy import POLICY_PROPERTIES  # it imports ToolError
+
     listing = "\n".join(f"- {s.name}: {_one_line(s.description)}" for s in dispatchable)
     return ToolSchema(
         name=SPAWN,
@@ -115,6 +117,7 @@ def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 "model": {"type": "string", "description": "Model override (alias or id)."},
                 "timeout": {"type": "number", "description": "Seconds before it times out."},
                 "label": {"type": "string"},
+                **POLICY_PROPERTIES,
             },
             "required": ["agent", "task"],
         },
