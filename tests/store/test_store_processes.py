@@ -20,8 +20,8 @@ PER_BATCH = 10
 
 QUIET = """
 import sys
-import structlog
-structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+from subagents.logs import configure
+configure(level="warning", stream=sys.stderr)
 """
 
 READER = (
@@ -64,10 +64,12 @@ print(json.dumps(taken), flush=True)
 
 
 def spawn(code: str, *args: str) -> subprocess.Popen[str]:
+    """Start a child and wait until it says it is ready (has opened the store, or is set)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -142,3 +144,35 @@ def test_another_process_sees_a_run_once_its_write_returns(db_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "visible"
+
+
+OPENER = (
+    QUIET
+    + """
+import sys
+from subagents.store.sqlite import SQLiteStore
+from subagents.messages import RunRecord
+print("ready", flush=True)
+sys.stdin.readline()  # the go signal: every opener starts at once
+store = SQLiteStore(sys.argv[1])
+store.save_run(RunRecord(run_id=sys.argv[2], agent="a", task="t", root_run_id=sys.argv[2]))
+print(store.found_version, flush=True)
+"""
+)
+
+
+def test_several_processes_creating_one_new_store_create_it_once(db_path: Path) -> None:
+    openers = [spawn(OPENER, str(db_path), f"p{i}") for i in range(4)]
+    for child in openers:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    outs = []
+    for child in openers:
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        outs.append(out.strip().splitlines()[-1])
+    assert outs.count("None") == 1  # exactly one of them found an empty file and created it
+    with SQLiteStore(db_path) as store:
+        assert sorted(r.run_id for r in store.list_runs()) == ["p0", "p1", "p2", "p3"]
+        assert store.meta()["schema_version"] == "2"
