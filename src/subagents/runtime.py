@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pykka
 import structlog
@@ -46,7 +46,6 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     TreeNode,
-    Usage,
     new_id,
 )
 from subagents.models.base import Model
@@ -54,6 +53,8 @@ from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import Limits
+from subagents.supervision.synthesis import Synthesis
+from subagents.supervision.totals import Totals, subtree_totals
 
 log = structlog.get_logger("subagents.runtime")
 
@@ -332,8 +333,17 @@ class Runtime:
         timeout: float | None = None,
         token_budget: int | None = None,
         label: str | None = None,
+        cost_budget_usd: float | None = None,
+        on_failure: Literal["report", "retry", "fail_parent"] | None = None,
+        max_retries: int | None = None,
+        shared: Mapping[str, Any] | None = None,
     ) -> RunHandle:
-        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full)."""
+        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full).
+
+        ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
+        ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
+        is the shared context its children can be handed (docs/supervision.md).
+        """
         self._check_open()
         if not isinstance(task, str):
             raise TypeError(f"task must be a string, got {type(task).__name__}")
@@ -351,6 +361,10 @@ class Runtime:
             timeout=timeout,
             token_budget=token_budget,
             label=label,
+            cost_budget_usd=cost_budget_usd,
+            on_failure=on_failure,
+            max_retries=max_retries,
+            shared=dict(shared) if shared is not None else None,
         )
         reply: SpawnReply = self._ask(request)
         if reply.error is not None:
@@ -476,8 +490,39 @@ class Runtime:
 
         return build(record)
 
-    def totals(self, run_id: str) -> Usage:
-        return self.tree(run_id).subtree_usage
+    def totals(self, run_id: str) -> Totals:
+        """Tokens, cost, steps, runs, restarts and statuses of ``run_id``'s whole subtree."""
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise LookupError(f"no run with id {run_id!r}")
+        return subtree_totals(run_id, self.store.list_runs(root_run_id=record.root_run_id))
+
+    def fan_out(
+        self,
+        jobs: Sequence[tuple[str, str]],
+        *,
+        strategy: str = "vote",
+        threshold: float = 0.5,
+        scorer: Callable[[Any], float] | None = None,
+        weights: Mapping[str, float] | None = None,
+        wait: float | None = None,
+        **spawn_options: Any,
+    ) -> Synthesis:
+        """Run ``(agent, task)`` jobs and combine their results by ``strategy`` (merge, vote,
+        consensus, best_pick, weighted_average, chain); conflicts and failures are reported
+        in the Synthesis. See ``subagents.fanout`` and docs/supervision.md."""
+        from subagents.fanout import fan_out
+
+        return fan_out(
+            self,
+            jobs,
+            strategy=strategy,
+            threshold=threshold,
+            scorer=scorer,
+            weights=weights,
+            wait=wait,
+            **spawn_options,
+        )
 
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)

@@ -101,7 +101,7 @@ def test_grandchild_at_depth_two_and_the_tree_view() -> None:
         assert mid.subtree_usage == mid.usage + leaf.usage
         assert tree.subtree_usage == tree.usage + mid.usage + leaf.usage
         assert tree.subtree_usage.model_calls == 5
-        assert rt.totals(outcome.run_id) == tree.subtree_usage
+        assert rt.totals(outcome.run_id).usage == tree.subtree_usage
         assert leaf.result == "leaf done"
         leaf_record = rt.get(leaf.run_id)
         assert leaf_record is not None

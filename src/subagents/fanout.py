@@ -1,0 +1,131 @@
+"""``Runtime.fan_out``: several runs, one synthesized answer, for programs that embed the runtime.
+
+Why here, next to runtime.py: it only uses the Runtime's public entry points (``spawn``,
+``RunHandle.result``) and the pure strategies of ``supervision.synthesis``. Parallel
+strategies start every run at once (the runtime's concurrency limits and queue apply) and
+wait for all; ``chain`` runs them one after another, each getting the previous output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from subagents.messages import Outcome
+from subagents.supervision.synthesis import (
+    STRATEGIES,
+    Item,
+    Synthesis,
+    SynthesisError,
+    parse_value,
+    synthesize,
+)
+
+if TYPE_CHECKING:
+    from subagents.runtime import Runtime
+
+Job = tuple[str, str]
+"""(agent name, task)."""
+
+
+def chain_task(task: str, previous: str | None) -> str:
+    """The task of a chain link: ``{input}`` in the task is replaced by the previous output,
+    else the output is appended as an ``<input>`` element."""
+    if previous is None:
+        return task.replace("{input}", "")
+    if "{input}" in task:
+        return task.replace("{input}", previous)
+    return f"{task}\n\n<input>\n{previous}\n</input>"
+
+
+def fan_out(
+    rt: Runtime,
+    jobs: Sequence[Job],
+    *,
+    strategy: str = "vote",
+    threshold: float = 0.5,
+    scorer: Callable[[Any], float] | None = None,
+    weights: Mapping[str, float] | None = None,
+    wait: float | None = None,
+    **spawn_options: Any,
+) -> Synthesis:
+    """Run ``jobs`` and combine their results by ``strategy`` (see ``supervision.synthesis``).
+
+    ``spawn_options`` (context, timeout, token_budget, model...) apply to every run. A run
+    that is refused, fails or times out is reported in ``Synthesis.failed``, never dropped
+    silently; ``chain`` stops at the first link that does not complete.
+    """
+    if strategy not in STRATEGIES:
+        raise SynthesisError(
+            f"unknown synthesis strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
+        )
+    if strategy == "best_pick" and scorer is None:
+        raise SynthesisError("best_pick needs a scorer: a function from a value to a number")
+    for i, job in enumerate(jobs):
+        if not (
+            isinstance(job, tuple | list) and len(job) == 2 and all(isinstance(x, str) for x in job)
+        ):
+            raise TypeError(f"jobs[{i}] must be an (agent, task) pair of strings, got {job!r}")
+    budget = wait if wait is not None else rt.limits.max_timeout_s + 30.0
+    weight_of = dict(weights or {})
+    items: list[Item] = []
+    if strategy == "chain":
+        previous: str | None = None
+        for agent, task in jobs:
+            item, outcome = _run_one(
+                rt, agent, chain_task(task, previous), budget, weight_of, spawn_options
+            )
+            items.append(item)
+            if outcome is None or not outcome.ok:
+                break
+            previous = outcome.result or ""
+    else:
+        handles: list[tuple[str, Any]] = []
+        for agent, task in jobs:
+            try:
+                handles.append((agent, rt.spawn(agent, task, **spawn_options)))
+            except Exception as exc:  # refused: reported, the others still run
+                handles.append((agent, exc))
+        for agent, handle in handles:
+            if isinstance(handle, Exception):
+                items.append(_refused(agent, handle, weight_of))
+            else:
+                items.append(_item(agent, handle.result(timeout=budget), weight_of))
+    return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
+
+
+def _run_one(
+    rt: Runtime,
+    agent: str,
+    task: str,
+    wait: float,
+    weights: Mapping[str, float],
+    options: Mapping[str, Any],
+) -> tuple[Item, Outcome | None]:
+    try:
+        handle = rt.spawn(agent, task, **options)
+    except Exception as exc:
+        return _refused(agent, exc, weights), None
+    outcome = handle.result(timeout=wait)
+    return _item(agent, outcome, weights), outcome
+
+
+def _refused(agent: str, exc: Exception, weights: Mapping[str, float]) -> Item:
+    return Item(
+        source=f"refused:{agent}",
+        agent=agent,
+        weight=float(weights.get(agent, 1.0)),
+        ok=False,
+        error=f"refused: {exc}",
+    )
+
+
+def _item(agent: str, outcome: Outcome, weights: Mapping[str, float]) -> Item:
+    return Item(
+        source=outcome.run_id,
+        agent=agent,
+        weight=float(weights.get(agent, 1.0)),
+        value=parse_value(outcome.result) if outcome.ok else None,
+        ok=outcome.ok,
+        error=None if outcome.ok else f"{outcome.status}: {outcome.error}",
+    )
