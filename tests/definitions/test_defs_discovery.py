@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -70,6 +73,18 @@ def test_recursive_scan_with_categories_and_readmes_skipped(tmp_path: Path):
     assert result.files_scanned == 2 and result.files_loaded == 2 and result.issues == []
 
 
+@pytest.fixture
+def all_log_levels() -> Iterator[None]:
+    """The package logs at WARNING by default; let info lines through for capture_logs."""
+    saved: dict[str, Any] = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+@pytest.mark.usefixtures("all_log_levels")
 def test_higher_level_wins_and_the_shadowed_file_is_reported_and_logged(tmp_path: Path):
     project = tmp_path / "project"
     user = tmp_path / "user"

@@ -71,11 +71,64 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def load_yaml(text: str) -> Any:
-    """Parse one YAML document with the limits above; raises ``YamlProblem``."""
+_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+
+
+def _check_events(text: str) -> None:
+    """Refuse anchors, aliases, deep nesting and huge documents from libyaml's event stream.
+
+    Events are produced lazily, so a bomb is refused as soon as its first anchor (or the 21st
+    nested level) is parsed, before anything is expanded.
+    """
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=_CLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise YamlProblem(
+                f"alias '*{event.anchor}' refused: anchors and aliases are not allowed",
+                _line(event.start_mark),
+                refused=True,
+            )
+        if isinstance(event, yaml.NodeEvent):
+            if event.anchor is not None:
+                raise YamlProblem(
+                    f"anchor '&{event.anchor}' refused: anchors and aliases are not allowed",
+                    _line(event.start_mark),
+                    refused=True,
+                )
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise YamlProblem(
+                    f"more than {MAX_NODES} YAML nodes", _line(event.start_mark), refused=True
+                )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlProblem(
+                    f"nesting deeper than {MAX_DEPTH} levels", _line(event.start_mark), refused=True
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _load(text: str, use_libyaml: bool) -> Any:
+    if use_libyaml and _CLoader is not None:
+        # libyaml (C) when available: the same checks and results, about ten times faster
+        _check_events(text)
+        return yaml.load(text, Loader=_CLoader)  # safe_load semantics: CSafeLoader, in C
     loader = _BoundedLoader(text)
     try:
         return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str, *, use_libyaml: bool = True) -> Any:
+    """Parse one YAML document with the limits above; raises ``YamlProblem``.
+
+    ``use_libyaml=False`` forces the pure-Python path (the one used where libyaml is missing).
+    """
+    try:
+        return _load(text, use_libyaml)
     except YamlProblem:
         raise
     except yaml.MarkedYAMLError as exc:
@@ -88,5 +141,3 @@ def load_yaml(text: str) -> Any:
         raise YamlProblem(f"invalid YAML: {exc}") from None
     except RecursionError:
         raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", refused=True) from None
-    finally:
-        loader.dispose()
