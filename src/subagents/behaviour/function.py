@@ -49,6 +49,10 @@ class StopError(Exception):
 
 _UNSET: Any = object()
 
+_SPAWN_POLICIES = frozenset(
+    {"token_budget", "cost_budget_usd", "on_failure", "max_retries", "share", "inherit_messages"}
+)
+
 
 class Pending:
     """Something a function agent awaits: resolved by a message from the supervisor."""
@@ -119,6 +123,8 @@ class AgentContext:
         self.depth = record.depth
         self.parent_run_id = record.parent_run_id
         self.root_run_id = record.root_run_id
+        self.shared: dict[str, Any] = dict(record.shared)
+        """Shared context handed down to this run (``share=`` keys of its spawn)."""
         self.log = behaviour.port.log
 
     def spawn(
@@ -131,8 +137,18 @@ class AgentContext:
         timeout: float | None = None,
         model: str | None = None,
         label: str | None = None,
+        **policies: Any,
     ) -> Pending:
-        """Start a child now. Awaiting gives its Outcome (background: its run id)."""
+        """Start a child now. Awaiting gives its Outcome (background: its run id).
+
+        ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
+        ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md).
+        """
+        unknown = set(policies) - _SPAWN_POLICIES
+        if unknown:
+            raise TypeError(f"spawn() got unknown options: {', '.join(sorted(unknown))}")
+        if "share" in policies:
+            policies["share"] = tuple(policies["share"])
         pending = self._b.new_pending("s")
         self._b.background[pending.key] = background
         self._b.port.request_spawn(
@@ -146,6 +162,7 @@ class AgentContext:
                 timeout=timeout,
                 model=model,
                 label=label,
+                **policies,
             )
         )
         return pending
