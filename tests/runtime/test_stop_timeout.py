@@ -1,0 +1,142 @@
+"""Timeouts and stops: every descendant gets exactly one final status, reported once.
+
+Long model calls are the offline model's ``delay``, which a stop or a deadline cuts short, so
+nothing here sleeps and every test stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from subagents.behaviour.tools import SPAWN
+from subagents.messages import EventKind, RunRecord, RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+
+from .conftest import WAIT, Events, requests_of, spec, tool_results
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+def spawn_call(agent: str, task: str, **extra: Any) -> dict[str, Any]:
+    return {"name": SPAWN, "input": {"agent": agent, "task": task, **extra}}
+
+
+def by_agent(runs: list[RunRecord]) -> dict[str, RunRecord]:
+    out = {r.agent: r for r in runs}
+    assert len(out) == len(runs), "one run per agent expected"
+    return out
+
+
+def test_a_timeout_ends_the_subtree_once_and_the_others_finish() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        spawn_call("slow", "waits on a long leaf", timeout=0.3),
+                        spawn_call("sleepy", "one long model call", timeout=0.2),
+                        spawn_call("fast", "quick one"),
+                    ]
+                },
+                {"text": "{results_status}"},
+            ],
+            "slow": [{"tool_calls": [spawn_call("leaf", "long")]}, "slow done"],
+            "leaf": [{"text": "never", "delay": 30}],
+            "sleepy": [{"text": "never", "delay": 30}],
+            "fast": ["fast done"],
+        }
+    )
+    events = Events()
+    agents = [spec(n) for n in ("lead", "slow", "leaf", "sleepy", "fast")]
+    with Runtime(agents, model=model) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("lead", "job", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        assert outcome.result == "timed_out\ntimed_out\ncompleted"
+        results = tool_results(requests_of(model, "lead")[1].messages[-1])
+        assert [r.is_error for r in results] == [True, True, False]
+        runs = by_agent(rt.runs(root_run_id=outcome.run_id))
+        assert runs["slow"].status is RunStatus.TIMED_OUT
+        assert runs["sleepy"].status is RunStatus.TIMED_OUT
+        assert runs["leaf"].status is RunStatus.CANCELLED
+        assert runs["fast"].status is RunStatus.COMPLETED
+        assert runs["lead"].status is RunStatus.COMPLETED
+        for record in runs.values():
+            assert record.outcome is not None and record.outcome.status is record.status
+            assert record.ended_at is not None
+        slow_outcome = runs["slow"].outcome
+        assert slow_outcome is not None and slow_outcome.error_kind == "timeout"
+        assert slow_outcome.error == "slow ran past its 0.3 s timeout"
+        leaf_outcome = runs["leaf"].outcome
+        assert leaf_outcome is not None and "its ancestor slow timed out" in (
+            leaf_outcome.error or ""
+        )
+        counts = events.terminal_counts()
+        assert {r.run_id: counts[r.run_id] for r in runs.values()} == {
+            r.run_id: 1 for r in runs.values()
+        }
+        assert len(events.of(EventKind.TIMED_OUT)) == 2
+        tree = rt.tree(outcome.run_id)
+        assert {c.agent: c.status for c in tree.children} == {
+            "slow": RunStatus.TIMED_OUT,
+            "sleepy": RunStatus.TIMED_OUT,
+            "fast": RunStatus.COMPLETED,
+        }
+
+
+def test_a_stop_cancels_the_whole_subtree_deepest_first_each_once() -> None:
+    model = ScriptedModel(
+        {
+            "boss": [{"tool_calls": [spawn_call("mid", "m")]}, "boss done"],
+            "mid": [{"tool_calls": [spawn_call("leaf", "a"), spawn_call("leaf", "b")]}, "mid"],
+            "leaf": [{"text": "never", "delay": 30}],
+        }
+    )
+    events = Events()
+    with Runtime([spec("boss"), spec("mid"), spec("leaf")], model=model) as rt:
+        rt.subscribe(events)
+        handle = rt.spawn("boss", "job")
+        events.wait_count(EventKind.STARTED, "leaf", 2)
+        stopped = handle.stop()
+        outcome = handle.result(WAIT)
+        assert outcome.status is RunStatus.CANCELLED
+        runs = rt.runs(root_run_id=handle.run_id)
+        assert len(runs) == 4
+        assert set(stopped) == {r.run_id for r in runs}
+        depth = {r.run_id: r.depth for r in runs}
+        assert [depth[r] for r in stopped] == sorted((depth[r] for r in stopped), reverse=True)
+        assert all(r.status is RunStatus.CANCELLED for r in runs)
+        counts = events.terminal_counts()
+        assert all(counts[r.run_id] == 1 for r in runs)
+        assert [e.run_id for e in events.of(EventKind.CANCELLED)] == list(stopped)
+        with pytest.raises(LookupError, match="already ended"):
+            handle.stop()
+        assert handle.status is RunStatus.CANCELLED
+    # after close, nothing else reported a second final status
+    assert all(events.terminal_counts()[r.run_id] == 1 for r in runs)
+
+
+def test_an_agent_stops_its_own_background_child_with_stop_subagent() -> None:
+    model = ScriptedModel(
+        {
+            "boss": [
+                {"tool_calls": [spawn_call("leaf", "bg", background=True)]},
+                {
+                    "tool_calls": [
+                        {"name": "stop_subagent", "input": {"run_id": "{result0_run_id}"}}
+                    ]
+                },
+                {"text": "{result0}"},
+            ],
+            "leaf": [{"text": "never", "delay": 30}],
+        }
+    )
+    with Runtime([spec("boss"), spec("leaf")], model=model) as rt:
+        outcome = rt.run("boss", "job", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        (leaf,) = rt.runs(agent="leaf")
+        assert leaf.status is RunStatus.CANCELLED
+        assert outcome.result == f'{{"stopped":["{leaf.run_id}"]}}'
