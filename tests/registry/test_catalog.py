@@ -134,6 +134,17 @@ def test_text_keywords_match_name_and_description(catalog: Catalog) -> None:
     )
 
 
+def test_keywords_match_on_shared_stems_both_ways() -> None:
+    c = Catalog.from_specs(
+        [spec("test-runner", "Runs the suite"), spec("reviews", "Looks at changes")]
+    )
+    # "testing" shares the stem "test" with the name; "review" is a stem of "reviews"
+    assert c.find_best_match(Requirements(text="testing")) == c.get("test-runner")
+    assert c.find_best_match(Requirements(text="review")) == c.get("reviews")
+    assert c.find_best_match(Requirements(text="tes")) is None  # stems are 4+ letters
+    assert c.find_best_match(Requirements(text="change")) == c.get("reviews")
+
+
 def test_priority_breaks_ties(catalog: Catalog) -> None:
     # both reviewers score 8 on type alone; the high-priority one wins
     ranked = catalog.rank(Requirements(type="reviewer"))

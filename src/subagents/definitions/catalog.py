@@ -171,21 +171,27 @@ W_CATEGORY = 3.0
 W_TIER = 2.0
 W_NAME_WORD = 2.0
 W_DESCRIPTION_WORD = 1.0
+STEM = 4  # shortest shared prefix that counts as the same word
 
 
 def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOPWORDS}
 
 
-def _word_hit(word: str, vocabulary: set[str]) -> bool:
-    """Exact word, or a shared stem of 4+ letters ("review" ~ "reviewer", "tests" ~ "test")."""
-    if word in vocabulary:
-        return True
-    for v in vocabulary:
-        short, long_ = (word, v) if len(word) <= len(v) else (v, word)
-        if len(short) >= 4 and long_.startswith(short):
+class _Vocabulary:
+    """A text's words plus their prefixes of 4+ letters, so a stem match is a set lookup."""
+
+    __slots__ = ("prefixes", "words")
+
+    def __init__(self, text: str) -> None:
+        self.words = _words(text)
+        self.prefixes = {w[:i] for w in self.words for i in range(STEM, len(w))}
+
+    def has(self, word: str) -> bool:
+        """Exact word, or a shared stem of 4+ letters ("review" ~ "reviewer", "tests" ~ "test")."""
+        if word in self.words or word in self.prefixes:
             return True
-    return False
+        return any(word[:i] in self.words for i in range(STEM, len(word)))
 
 
 def priority_rank(priority: int | str | None) -> int:
@@ -251,7 +257,7 @@ class Catalog:
         self._groups: dict[str, tuple[str, ...]] = {}
         self._subscribers: dict[int, Subscriber] = {}
         self._next_token = 0
-        self._word_cache: dict[str, tuple[AgentSpec, set[str], set[str]]] = {}
+        self._word_cache: dict[str, tuple[AgentSpec, _Vocabulary, _Vocabulary]] = {}
         if loader is not None:
             for spec in specs:
                 loader.register(spec)
@@ -358,8 +364,8 @@ class Catalog:
                 score += W_TIER - distance
                 reasons.append(f"tier {spec.tier} (distance {distance})")
             if keywords:
-                in_name = [k for k in keywords if _word_hit(k, name_words)]
-                in_desc = [k for k in keywords if k not in in_name and _word_hit(k, desc_words)]
+                in_name = [k for k in keywords if name_words.has(k)]
+                in_desc = [k for k in keywords if k not in in_name and desc_words.has(k)]
                 if in_name:
                     score += W_NAME_WORD * len(in_name)
                     reasons.append("name matches " + ", ".join(in_name))
@@ -376,11 +382,11 @@ class Catalog:
         best = self.rank(requirements, limit=1)
         return best[0].spec if best else None
 
-    def _words_of(self, name: str) -> tuple[AgentSpec, set[str], set[str]]:
+    def _words_of(self, name: str) -> tuple[AgentSpec, _Vocabulary, _Vocabulary]:
         spec = self._specs[name]
         cached = self._word_cache.get(name)
         if cached is None or cached[0] is not spec:
-            cached = (spec, _words(spec.name), _words(spec.description))
+            cached = (spec, _Vocabulary(spec.name), _Vocabulary(spec.description))
             self._word_cache[name] = cached
         return cached
 
@@ -562,11 +568,16 @@ class Catalog:
     # -- internals -----------------------------------------------------------------------------
 
     def _take(self, result: LoadResultLike) -> None:
-        self._specs = dict(result.specs)
+        self._set_specs(dict(result.specs))
         self._issues = tuple(result.issues)
         self._shadowed = tuple(result.shadowed)
         self._files_scanned = result.files_scanned
         self._files_loaded = result.files_loaded
+
+    def _set_specs(self, specs: dict[str, AgentSpec]) -> None:
+        self._specs = specs
+        cache = self._word_cache
+        self._word_cache = {n: v for n, v in cache.items() if specs.get(n) is v[0]}
 
     def _resolve_own(self) -> dict[str, AgentSpec]:
         """Specs given in code: per name the lowest level wins; at one level, the latest."""
@@ -585,7 +596,7 @@ class Catalog:
 
     def _apply(self, new: dict[str, AgentSpec]) -> Changes:
         before = self._specs
-        self._specs = new
+        self._set_specs(new)
         changes = self._diff(before, new)
         self._notify(changes)
         return changes
