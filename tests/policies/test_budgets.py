@@ -1,0 +1,229 @@
+"""Token and cost budgets: granted, capped by the parent, rolled up, enforced, refused."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from subagents.messages import EventKind, RunStatus, ToolResultBlock, Usage
+from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
+from subagents.supervision.limits import Limits
+
+from .conftest import spec
+
+
+def usage(inp: int, out: int, cost: float = 0.0) -> dict[str, Any]:
+    return {"input_tokens": inp, "output_tokens": out, "cost_usd": cost}
+
+
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+# ---- the ledger alone -------------------------------------------------------------------------
+
+
+def test_ledger_caps_a_child_by_what_every_ancestor_has_left() -> None:
+    book = BudgetBook()
+    assert book.grant("root", None, tokens=(1000,)) == Budget(tokens=1000)
+    book.grant("mid", "root", tokens=(None,))
+    book.charge("root", Usage(input_tokens=300))
+    book.charge("mid", Usage(output_tokens=500))
+    # root has 1000 - 800 left; mid was granted 1000 at spawn but the root bounds it now
+    assert book.available("mid") == Budget(tokens=200)
+    assert book.grant("leaf", "mid", tokens=(5000, None)).tokens == 200
+    assert book.grant("leaf2", "mid", tokens=(50,)).tokens == 50
+    assert book.spent("root").total_tokens == 800
+
+
+def test_ledger_reports_every_run_over_budget_deepest_first() -> None:
+    book = BudgetBook()
+    book.grant("root", None, tokens=(100,))
+    book.grant("child", "root", tokens=(60,))
+    assert book.charge("child", Usage(input_tokens=60)) == []  # exactly at budget: not over
+    assert book.charge("child", Usage(input_tokens=41)) == ["child", "root"]
+    assert book.describe_over("root") == "used 101 tokens of its 100-token budget"
+
+
+def test_ledger_refuses_a_child_when_nothing_is_left() -> None:
+    book = BudgetBook()
+    book.grant("root", None, cost_usd=(0.5,))
+    book.charge("root", Usage(cost_usd=0.5))
+    try:
+        book.grant("child", "root", parent_label="lead (root)")
+    except BudgetRefused as exc:
+        assert str(exc) == "budget: lead (root) has no cost budget (USD) left to give"
+    else:
+        raise AssertionError("a child was granted a budget from nothing")
+
+
+def test_ledger_rejects_nonsense_budgets() -> None:
+    book = BudgetBook()
+    for bad in (0, -5, True):
+        try:
+            book.grant("r", None, tokens=(bad,))
+        except ValueError as exc:
+            assert "token budget must be a positive integer" in str(exc)
+        else:
+            raise AssertionError(f"budget {bad!r} was accepted")
+
+
+# ---- real actors ------------------------------------------------------------------------------
+
+
+def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: Any) -> None:
+    tool_calls: list[str] = []
+
+    def count() -> str:
+        """Count a call."""
+        tool_calls.append("x")
+        return "counted"
+
+    turn = {"text": "again", "tool_calls": [{"name": "count", "input": {}}], "usage": usage(50, 10)}
+    rt, model, events = make_runtime(
+        [spec("lead")], {"lead": [turn, turn, turn, turn]}, tools=[count]
+    )
+    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED
+    assert outcome.error == "lead used 120 tokens of its 100-token budget"
+    assert [r.agent for r in model.requests] == ["lead", "lead"]  # one call past 100, no more
+    assert tool_calls == ["x"]  # the over-budget turn's tool call never ran
+    assert rt.totals(outcome.run_id).tokens == 120
+    assert events.of(EventKind.BUDGET_EXCEEDED, outcome.run_id)
+
+
+def test_child_budget_is_capped_by_what_the_parent_has_left(make_runtime: Any) -> None:
+    rt, model, events = make_runtime(
+        [spec("lead"), spec("worker", token_budget=10_000)],
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": "spawn_subagent", "input": {"agent": "worker", "task": "w"}}
+                    ],
+                    "usage": usage(100, 0),
+                },
+                {"text": "done", "usage": usage(1, 1)},
+            ],
+            "worker": [{"text": "ok", "usage": usage(10, 10)}],
+        },
+    )
+    outcome = rt.run("lead", "go", token_budget=500, wait=10)
+    assert outcome.status is RunStatus.COMPLETED
+    child = next(r for r in rt.runs(root_run_id=outcome.run_id) if r.agent == "worker")
+    assert child.token_budget == 400
+    assert rt.get(outcome.run_id).token_budget == 500
+
+
+def test_spawn_refused_when_the_parent_has_nothing_left(make_runtime: Any) -> None:
+    rt, model, events = make_runtime(
+        [spec("lead"), spec("worker")],
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": "spawn_subagent", "input": {"agent": "worker", "task": "w"}}
+                    ],
+                    "usage": usage(60, 40),
+                },
+                {"text": "gave up: {result0}", "usage": usage(1, 0)},
+            ]
+        },
+    )
+    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    second = [r for r in model.requests if r.agent == "lead"][1]
+    result = second.messages[-1].content[0]
+    assert isinstance(result, ToolResultBlock) and result.is_error
+    assert result.content == (
+        f"budget: lead ({outcome.run_id}) has no tokens left to give (0 left)"
+    )
+    assert [r.agent for r in rt.runs(root_run_id=outcome.run_id)] == ["lead"]
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED  # its next call took it over
+
+
+def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> None:
+    n = 5
+    spawns = [
+        {"name": "spawn_subagent", "input": {"agent": "worker", "task": f"part {i}"}}
+        for i in range(n)
+    ]
+    worker_turns = [
+        {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(7, 3)},
+        {"text": "part done", "delay": 0.01, "usage": usage(11, 2, 0.001)},
+    ]
+    rt, model, events = make_runtime(
+        [spec("lead"), spec("worker")],
+        {
+            "lead": [
+                {"tool_calls": spawns, "usage": usage(100, 20, 0.01)},
+                {"text": "all done", "delay": 0.3, "usage": usage(5, 5)},
+            ],
+            "worker": worker_turns,
+        },
+        limits=Limits(max_children=n, per_agent=n),
+        tools=[ping],
+    )
+    all_in = threading.Event()
+
+    def seen(_event: Any) -> None:
+        if len(events.of(EventKind.COMPLETED)) == n:
+            all_in.set()
+
+    rt.subscribe(seen)
+    handle = rt.spawn("lead", "go", token_budget=1_000_000)
+    assert all_in.wait(10)
+    # While the lead's last (slow) call is in flight: the ledger holds every child's calls.
+    spent = rt.inspect(lambda core: core.budgets.spent(handle.run_id))
+    assert spent.total_tokens == 120 + n * (10 + 13)
+    assert spent.model_calls == 1 + 2 * n
+    assert round(spent.cost_usd, 6) == round(0.01 + n * 0.001, 6)
+    for worker in [r for r in rt.runs(root_run_id=handle.run_id) if r.agent == "worker"]:
+        assert rt.inspect(lambda core, w=worker: core.budgets.spent(w.run_id).total_tokens) == 23
+    outcome = handle.result(10)
+    totals = rt.totals(outcome.run_id)
+    assert totals.tokens == 120 + n * 23 + 10
+    assert totals.runs == n + 1
+    assert totals.steps == 2 + 2 * n
+    assert totals.by_status == {"completed": n + 1}
+
+
+def test_children_taking_the_parent_over_budget_stop_its_subtree(make_runtime: Any) -> None:
+    spawns = [
+        {"name": "spawn_subagent", "input": {"agent": "worker", "task": f"w{i}"}} for i in range(3)
+    ]
+    rt, model, events = make_runtime(
+        [spec("lead"), spec("worker")],
+        {
+            "lead": [{"tool_calls": spawns, "usage": usage(10, 0)}, "never"],
+            "worker": [
+                {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(100, 0)},
+                {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(100, 0)},
+                {"text": "late", "delay": 5},
+            ],
+        },
+        tools=[ping],
+    )
+    outcome = rt.run("lead", "go", token_budget=350, wait=10)
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED
+    assert outcome.error is not None and outcome.error.startswith("lead used ")
+    workers = [r for r in rt.runs(root_run_id=outcome.run_id) if r.agent == "worker"]
+    assert len(workers) == 3
+    assert all(w.status.terminal for w in workers)
+    assert {w.status for w in workers} <= {RunStatus.CANCELLED, RunStatus.BUDGET_EXCEEDED}
+    assert all(w.status is RunStatus.CANCELLED for w in workers if w.token_budget is None)
+    # the lead's own second turn never ran
+    assert [r.agent for r in model.requests].count("lead") == 1
+    # usage by the stop: 10 + 4 worker calls of 100 at most (one per worker in flight)
+    assert rt.totals(outcome.run_id).tokens <= 10 + 3 * 100 + 100
+
+
+def test_cost_budget_from_the_definition(make_runtime: Any) -> None:
+    turn = {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(1, 1, 0.02)}
+    rt, model, events = make_runtime(
+        [spec("lead", metadata={"costBudget": 0.05})], {"lead": [turn] * 5}, tools=[ping]
+    )
+    outcome = rt.run("lead", "go", wait=10)
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED
+    assert outcome.error == "lead used $0.0600 of its $0.0500 cost budget"
+    assert rt.get(outcome.run_id).cost_budget_usd == 0.05
