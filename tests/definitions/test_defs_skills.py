@@ -110,3 +110,18 @@ def test_default_skill_dirs(tmp_path: Path):
     assert default_skill_dirs(cwd=tmp_path / "proj", home=tmp_path / "nobody") == [
         project / ".claude" / "skills"
     ]
+
+
+def test_large_skills_metadata_from_the_head_and_the_whole_body_on_demand(tmp_path: Path):
+    root = tmp_path / "skills"
+    body = "\n".join(f"Step {i}: do the thing carefully." for i in range(3000))  # ~100 KB
+    skill(root / "big" / "SKILL.md", "big", "A big one.", body)
+    long_description = "word " * 5000  # a header longer than the head read up front
+    skill(root / "longhead.md", "longhead", long_description.strip(), "Short body.")
+    index = SkillIndex([root])
+    assert index.issues == []
+    assert index.info("big") == SkillInfo("big", "A big one.", str(root / "big" / "SKILL.md"))
+    assert index.body("big") == body
+    info = index.info("longhead")
+    assert info is not None and info.description == long_description.strip()
+    assert index.body("longhead") == "Short body."

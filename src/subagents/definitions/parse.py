@@ -261,11 +261,12 @@ def _category(path: Path, root: Path | None) -> str:
     return "" if text == "." else text
 
 
-def read_file_text(path: Path) -> str:
+def read_file_text(path: Path, *, head: int | None = None) -> str:
     """A definition file's text; ``DefinitionError`` if missing, too big, binary or not UTF-8.
 
     The size is checked with ``stat`` first and the read is capped, so a huge file is refused
-    without being read whole.
+    without being read whole. ``head`` reads only about that many bytes (whole lines), for
+    callers that need just the frontmatter.
     """
     source = str(path)
     try:
@@ -278,12 +279,14 @@ def read_file_text(path: Path) -> str:
                 file=source,
             )
         with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
+            raw = handle.read(MAX_FILE_BYTES + 1 if head is None else head)
     except FileNotFoundError:
         raise DefinitionError("file not found", file=source) from None
     except OSError as exc:
         raise DefinitionError(f"cannot read file: {exc.strerror or exc}", file=source) from None
-    if len(raw) > MAX_FILE_BYTES:
+    if head is not None and size > head:
+        raw = raw[: raw.rfind(b"\n") + 1]
+    elif len(raw) > MAX_FILE_BYTES:
         raise DefinitionError("file grew over the 1 MiB limit while being read", file=source)
     nul = raw.find(b"\x00")
     if nul >= 0:

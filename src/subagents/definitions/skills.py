@@ -24,6 +24,7 @@ from subagents.definitions.validate import name_problem
 log = structlog.get_logger("subagents.skills")
 
 SKILL_FILE = "SKILL.md"
+HEAD_BYTES = 16 * 1024  # enough for any frontmatter; the rest of a skill is read on demand
 
 
 class SkillInfo(msgspec.Struct, frozen=True):
@@ -117,7 +118,10 @@ class SkillIndex:
 
     def _read_info(self, path: Path, fallback: str) -> SkillInfo | None:
         try:
-            header = frontmatter.parse(read_file_text(path))
+            try:
+                header = frontmatter.parse(read_file_text(path, head=HEAD_BYTES))
+            except DefinitionError:
+                header = frontmatter.parse(read_file_text(path))  # a header longer than the head
         except DefinitionError as exc:
             self.issues.append(
                 LoadIssue(reason=exc.reason, file=str(path), line=exc.line, severity="error")
