@@ -94,7 +94,7 @@ def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: 
 
 
 def test_child_budget_is_capped_by_what_the_parent_has_left(make_runtime: Any) -> None:
-    rt, model, events = make_runtime(
+    rt, _model, _events = make_runtime(
         [spec("lead"), spec("worker", token_budget=10_000)],
         {
             "lead": [
@@ -117,7 +117,7 @@ def test_child_budget_is_capped_by_what_the_parent_has_left(make_runtime: Any) -
 
 
 def test_spawn_refused_when_the_parent_has_nothing_left(make_runtime: Any) -> None:
-    rt, model, events = make_runtime(
+    rt, model, _events = make_runtime(
         [spec("lead"), spec("worker")],
         {
             "lead": [
@@ -152,7 +152,7 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
         {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(7, 3)},
         {"text": "part done", "delay": 0.01, "usage": usage(11, 2, 0.001)},
     ]
-    rt, model, events = make_runtime(
+    rt, _model, events = make_runtime(
         [spec("lead"), spec("worker")],
         {
             "lead": [
@@ -192,7 +192,7 @@ def test_children_taking_the_parent_over_budget_stop_its_subtree(make_runtime: A
     spawns = [
         {"name": "spawn_subagent", "input": {"agent": "worker", "task": f"w{i}"}} for i in range(3)
     ]
-    rt, model, events = make_runtime(
+    rt, model, _events = make_runtime(
         [spec("lead"), spec("worker")],
         {
             "lead": [{"tool_calls": spawns, "usage": usage(10, 0)}, "never"],
@@ -220,7 +220,7 @@ def test_children_taking_the_parent_over_budget_stop_its_subtree(make_runtime: A
 
 def test_cost_budget_from_the_definition(make_runtime: Any) -> None:
     turn = {"tool_calls": [{"name": "ping", "input": {}}], "usage": usage(1, 1, 0.02)}
-    rt, model, events = make_runtime(
+    rt, _model, _events = make_runtime(
         [spec("lead", metadata={"costBudget": 0.05})], {"lead": [turn] * 5}, tools=[ping]
     )
     outcome = rt.run("lead", "go", wait=10)
