@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
-from subagents.messages import Event, EventKind, RunStatus
+from subagents.messages import Event, EventKind, RunRecord, RunStatus
 
 STATUS_STYLE = {
     RunStatus.QUEUED: "yellow",
@@ -76,6 +77,30 @@ class LiveTree:
         self.roots: list[str] = []
         self.journal: list[str] = []
         self._t0: float | None = None
+
+    def seed(self, records: Iterable[RunRecord]) -> None:
+        """Rows for runs that began before this tree heard of them (a resumed tree)."""
+        with self._lock:
+            for r in sorted(records, key=lambda r: (r.depth, r.created_at)):
+                if r.run_id in self.rows:
+                    continue
+                row = Row(
+                    r.run_id,
+                    r.agent,
+                    r.depth,
+                    r.parent_run_id,
+                    status=r.status,
+                    steps=r.steps,
+                    tokens=r.usage.total_tokens,
+                    started=r.started_at,
+                    ended=r.ended_at,
+                )
+                self.rows[r.run_id] = row
+                parent = self.rows.get(r.parent_run_id or "")
+                if parent is not None:
+                    parent.children.append(r.run_id)
+                else:
+                    self.roots.append(r.run_id)
 
     def on_event(self, event: Event) -> None:
         with self._lock:

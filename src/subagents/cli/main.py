@@ -1,9 +1,14 @@
 """The `subagents` command: one argparse dispatcher, one module per sub-command.
 
-Why a table of modules: each sub-command (``agents`` now; ``run``, ``demo``, ``ps``... later)
-lives in its own module with two functions, ``add_arguments(parser)`` and ``run(args) -> int``,
-and is added here with one line. Modules are imported only when the command line is parsed,
-so a command never pays for another's imports at module load.
+Why a table of modules: each sub-command lives in its own module with two functions,
+``add_arguments(parser)`` and ``run(args) -> int``, and is added here with one line. Only the
+module of the command being run is imported (``subagents ps`` must not pay for the runtime and
+the anthropic SDK that ``subagents run`` needs); ``subagents --help`` imports them all to show
+their summaries.
+
+Logging options (``-v``, ``--log-level``, ``--log-json``) are accepted before or after the
+sub-command name; their environment twins are ``SUBAGENTS_LOG_LEVEL`` and
+``SUBAGENTS_LOG_JSON``. One place configures structlog: ``subagents.logs.configure``.
 """
 
 from __future__ import annotations
@@ -16,13 +21,25 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from subagents import __version__
-from subagents.cli.output import PROG, configure_logging
+from subagents.logs import configure
+
+PROG = "subagents"
 
 # sub-command name -> module implementing it (add new commands here)
 COMMANDS: dict[str, str] = {
+    "run": "subagents.cli.run_cmd",
+    "ps": "subagents.cli.ps_cmd",
+    "info": "subagents.cli.info_cmd",
+    "log": "subagents.cli.log_cmd",
+    "tree": "subagents.cli.tree_cmd",
+    "stop": "subagents.cli.stop_cmd",
+    "send": "subagents.cli.send_cmd",
+    "resume": "subagents.cli.resume_cmd",
     "agents": "subagents.cli.agents_cmd",
     "demo": "subagents.cli.demo_cmd",
 }
+
+EXIT_USAGE = 2
 
 
 class SubCommand(Protocol):
@@ -38,35 +55,102 @@ def load(name: str) -> SubCommand:
     return cast(SubCommand, importlib.import_module(COMMANDS[name]))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The logging flags; below the top level their defaults are SUPPRESS, so a flag given
+    before the sub-command is not reset by the sub-command's parser."""
+    default = (lambda value: value) if top else (lambda _value: argparse.SUPPRESS)
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default(0),
+        help="log more to stderr (-v info, -vv debug)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=default(None),
+        metavar="LEVEL",
+        help="debug, info, warning (default), error; or SUBAGENTS_LOG_LEVEL",
+    )
+    parser.add_argument(
+        "--log-json",
+        action="store_true",
+        default=default(False),
+        help="log JSON lines to stderr (or SUBAGENTS_LOG_JSON=1)",
+    )
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (the first word that is one), if any."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--log-level":
+            skip = True  # its value may be a command name ("info")
+        elif word in COMMANDS:
+            return word
+        elif word == "--" or not word.startswith("-"):
+            return None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv`` naming a command, only that command's module is loaded."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="An actor-model runtime for LLM subagents with mailboxes.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more to stderr (-vv for debug)"
-    )
+    _logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = _command_in(argv) if argv is not None else None
     for name in COMMANDS:
+        if chosen is not None and name != chosen:
+            sub.add_parser(name)  # known, not loaded
+            continue
         module = load(name)
         summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
-        command = sub.add_parser(name, help=summary, description=module.__doc__)
-        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command = sub.add_parser(
+            name,
+            help=summary,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _logging_options(command, top=False)
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser
 
 
+def _configure_logging(args: argparse.Namespace) -> str | None:
+    """Configure structlog from the flags (then the environment); an error message or None."""
+    level: str | int | None = args.log_level
+    if level is None and args.verbose:
+        level = "info" if args.verbose == 1 else "debug"
+    try:
+        configure(level=level, json=True if args.log_json else None)
+    except ValueError as exc:
+        source = "--log-level" if args.log_level is not None else "SUBAGENTS_LOG_LEVEL"
+        return f"{source}: {exc}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``subagents`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    configure_logging(args.verbose)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    if not hasattr(args, "_run"):  # the guess of the command was wrong: load them all
+        args = build_parser().parse_args(argv)
+    problem = _configure_logging(args)
+    if problem is not None:
+        sys.stderr.write(f"{PROG}: error: {problem}\n")
+        return EXIT_USAGE
     try:
         return int(args._run(args))
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `subagents agents | head`: the reader left, not an error
+    except BrokenPipeError:  # `subagents ps | head`: the reader left, not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the exit-time flush does not fail again
         return 0

@@ -50,7 +50,11 @@ def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
 def print_outcome(console: Console, outcome: Outcome, records: Sequence[RunRecord]) -> None:
     console.print()
     console.print(Text(f"Result ({outcome.status}):", style="bold"))
-    console.print(outcome.result if outcome.ok else f"{outcome.error_kind}: {outcome.error}")
+    console.print(
+        outcome.result if outcome.ok else f"{outcome.error_kind}: {outcome.error}",
+        soft_wrap=True,
+        markup=False,
+    )
     console.print()
     console.print(Text("Runs:", style="bold"))
     for line in summary_lines(records):

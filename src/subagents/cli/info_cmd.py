@@ -1,0 +1,135 @@
+"""Everything the store knows about one run (`subagents info RUN`).
+
+Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
+children, and its mail counts. RUN is an id, a unique prefix of one, or #N from `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+import msgspec
+from rich.text import Text
+
+from subagents.cli import output
+from subagents.cli.live import STATUS_STYLE
+from subagents.cli.state import (
+    CliError,
+    add_json_argument,
+    add_state_argument,
+    fail,
+    open_store,
+    resolve,
+)
+from subagents.cli.views import duration, stamp
+from subagents.messages import Mail, RunRecord
+from subagents.store.base import StoreError
+
+NAME = "info"
+
+
+class ChildRef(msgspec.Struct, frozen=True):
+    run_id: str
+    agent: str
+    status: str
+
+
+class Info(msgspec.Struct, frozen=True, kw_only=True):
+    """What `--json` prints: the record, its children, and its mail (sent and received)."""
+
+    run: RunRecord
+    children: tuple[ChildRef, ...]
+    mail: tuple[Mail, ...]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        info = gather(args)
+    except CliError as exc:
+        return fail(NAME, exc)
+    if args.json:
+        output.print_json(info)
+    else:
+        show(info)
+    return 0
+
+
+def gather(args: argparse.Namespace) -> Info:
+    with open_store(args.state) as store:
+        record = resolve(store, args.run_ref)
+        try:
+            tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+            mail = store.mail_for(record.run_id)
+        except StoreError as exc:
+            raise CliError(str(exc)) from exc
+    children = tuple(
+        ChildRef(r.run_id, r.agent, str(r.status)) for r in tree if r.parent_run_id == record.run_id
+    )
+    return Info(run=record, children=children, mail=tuple(mail))
+
+
+def show(info: Info) -> None:
+    r = info.run
+    out = output.console()
+    title = Text()
+    title.append(f"{r.agent} ", style="bold")
+    title.append(r.run_id)
+    title.append("  ")
+    title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
+    out.print(title)
+    u = r.usage
+    fields: list[tuple[str, str]] = [
+        ("task", r.task),
+        ("context", r.context or "-"),
+        ("label", r.label or "-"),
+        ("model", r.model or "-"),
+        ("depth", str(r.depth)),
+        ("parent", r.parent_run_id or "- (root)"),
+        ("root", r.root_run_id),
+        ("created", stamp(r.created_at)),
+        ("started", stamp(r.started_at)),
+        ("ended", stamp(r.ended_at)),
+        ("elapsed", duration(r)),
+        ("timeout", f"{r.deadline_s:g}s"),
+        ("token budget", str(r.token_budget) if r.token_budget is not None else "-"),
+        ("steps", str(r.steps)),
+        ("restarts", str(r.restarts)),
+        (
+            "tokens",
+            f"{u.total_tokens} (input {u.input_tokens}, output {u.output_tokens}, cache write"
+            f" {u.cache_creation_input_tokens}, cache read {u.cache_read_input_tokens})",
+        ),
+        ("cost", f"${u.cost_usd:.4f} ({u.model_calls} model calls)"),
+    ]
+    if r.outcome is not None:
+        if r.outcome.ok:
+            fields.append(("result", r.outcome.result or ""))
+        else:
+            fields.append(("error", f"{r.outcome.error_kind}: {r.outcome.error}"))
+    if info.children:
+        fields.append(
+            (
+                "children",
+                "\n".join(f"{c.agent} {c.run_id} {c.status}" for c in info.children),
+            )
+        )
+    if info.mail:
+        sent = sum(1 for m in info.mail if m.sender == r.run_id)
+        states = Counter(str(m.state) for m in info.mail if m.recipient == r.run_id)
+        received = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none"
+        fields.append(("mail", f"{sent} sent; received: {received}"))
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        lines = value.splitlines() or [""]
+        out.print(Text(f"{key:<{width}}  ", style="bold") + Text(lines[0]), soft_wrap=True)
+        for line in lines[1:]:
+            out.print(Text(" " * (width + 2) + line), soft_wrap=True)
+    sys.stdout.flush()

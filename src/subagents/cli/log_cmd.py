@@ -1,0 +1,153 @@
+"""A run's transcript in order: its conversation, tool calls, mail and events (`subagents log`).
+
+Each model turn shows the message it answered (the task, tool results, mail) and the reply
+(text and tool calls); mail shows its text; the end shows the result or the error. --follow
+keeps printing as the run goes on, until it ends (--json --follow prints one JSON object per
+line). RUN is an id, a unique prefix of one, or #N from `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import msgspec
+from rich.console import Console
+from rich.text import Text
+
+from subagents.cli import output
+from subagents.cli.state import (
+    CliError,
+    add_json_argument,
+    add_state_argument,
+    fail,
+    open_store,
+    resolve,
+)
+from subagents.cli.transcript import Entry, transcript
+from subagents.messages import RunRecord
+from subagents.store.base import StoreError
+from subagents.store.sqlite import SQLiteStore
+
+NAME = "log"
+FOLLOW_POLL_S = 0.25
+
+KIND_STYLE = {
+    "user": "cyan",
+    "assistant": "green",
+    "tool_use": "yellow",
+    "tool_call": "yellow",
+    "tool_result": "dim",
+    "mail_in": "magenta",
+    "mail_out": "magenta",
+    "mail_pending": "magenta",
+    "dead_letter": "red",
+    "completed": "bold green",
+    "failed": "bold red",
+    "timed_out": "bold red",
+    "budget_exceeded": "bold red",
+    "cancelled": "bold magenta",
+}
+
+
+class Log(msgspec.Struct, frozen=True):
+    """What `log --json` prints: the run's record and its transcript."""
+
+    run: RunRecord
+    entries: tuple[Entry, ...]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run ends"
+    )
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with open_store(args.state) as store:
+            record = resolve(store, args.run_ref)
+            if args.follow:
+                follow(store, record.run_id, as_json=args.json)
+            else:
+                record, entries = read(store, record.run_id, final=True)
+                if args.json:
+                    output.print_json(Log(run=record, entries=tuple(entries)))
+                else:
+                    show(output.console(), record, entries, header=True)
+    except CliError as exc:
+        return fail(NAME, exc)
+    return 0
+
+
+def read(store: SQLiteStore, run_id: str, *, final: bool) -> tuple[RunRecord, list[Entry]]:
+    """The record and transcript of ``run_id`` as the store has them now."""
+    try:
+        record = store.get_run(run_id)
+        if record is None:
+            raise CliError(f"run {run_id} is no longer in the store")
+        events = store.events(run_id)
+        checkpoint = store.load_checkpoint(run_id)
+        mail = store.mail_for(run_id)
+        names = {
+            r.run_id: r.agent
+            for r in store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+        }
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    entries = transcript(
+        record, events, checkpoint, mail, names=names, final=final or record.status.terminal
+    )
+    return record, entries
+
+
+def follow(store: SQLiteStore, run_id: str, *, as_json: bool) -> None:
+    """Print entries as they are written, until the run has ended."""
+    out = output.console()
+    printed = 0
+    header = not as_json
+    while True:
+        record, entries = read(store, run_id, final=False)
+        new = entries[printed:]
+        printed = len(entries)
+        if as_json:
+            for entry in new:
+                sys.stdout.write(msgspec.json.encode(entry).decode() + "\n")
+            sys.stdout.flush()
+        else:
+            show(out, record, new, header=header)
+            header = False
+        if record.status.terminal:
+            return
+        time.sleep(FOLLOW_POLL_S)
+
+
+def show(out: Console, record: RunRecord, entries: Sequence[Entry], *, header: bool) -> None:
+    if header:
+        title = Text(f"{record.agent} {record.run_id}", style="bold")
+        title.append(f"  {record.status}  depth {record.depth}")
+        if record.parent_run_id:
+            title.append(f"  parent {record.parent_run_id}")
+        out.print(title, soft_wrap=True)
+    for entry in entries:
+        out.print(line(entry), soft_wrap=True)
+    sys.stdout.flush()
+
+
+def line(entry: Entry) -> Text:
+    """``HH:MM:SS.mmm  kind  text``; further lines of the text indented under it."""
+    clock = time.strftime("%H:%M:%S", time.gmtime(entry.ts)) + f".{int(entry.ts * 1000) % 1000:03d}"
+    style = KIND_STYLE.get(entry.kind, "")
+    lines = entry.text.splitlines() or [""]
+    text = Text(f"{clock}  ", style="dim")
+    text.append(f"{entry.kind:<12} " if lines[0] else entry.kind, style=style)
+    text.append(lines[0].rstrip())
+    pad = " " * (len(clock) + 2 + 12 + 1)
+    for more in lines[1:]:
+        text.append(f"\n{pad}{more}".rstrip())
+    return text

@@ -1,0 +1,122 @@
+"""Run an agent on a task, watch its tree work, print the result (`subagents run AGENT TASK`).
+
+A live tree (status, agent, depth, elapsed time, steps, tokens) redraws on a terminal; a pipe
+gets one line per transition and the tree at the end. Then the result and one line per run.
+Runs are recorded in the store (--state, or the default), so `subagents ps`, `log`, `info`,
+`tree` work from another terminal meanwhile, and `stop` / `send` act on this run within a
+second. Without ANTHROPIC_API_KEY (or with --offline) the offline scripted model plays each
+definition's `script:`.
+
+Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
+2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
+from subagents.supervision.limits import MAX_TIMEOUT_S
+
+NAME = "run"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("agent", metavar="AGENT", help="the agent definition to run")
+    parser.add_argument("task", metavar="TASK", help="what to do (- reads it from stdin)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"the root run's timeout in seconds (default 300, at most {MAX_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="token budget of the whole tree (ends budget_exceeded when spent)",
+    )
+    add_runtime_arguments(parser)
+
+
+def _check(args: argparse.Namespace) -> str:
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise CliError(
+            f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout:g}", EXIT_USAGE
+        )
+    if args.budget is not None and args.budget < 1:
+        raise CliError(
+            f"--budget must be a positive number of tokens, got {args.budget}", EXIT_USAGE
+        )
+    task: str = sys.stdin.read() if args.task == "-" else args.task
+    if not task.strip():
+        raise CliError("TASK is empty", EXIT_USAGE)
+    return task
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        task = _check(args)
+        hosted = start_runtime(args, restore=False)
+    except CliError as exc:
+        return fail(NAME, exc)
+    try:
+        return _run(args, hosted, task)
+    except CliError as exc:
+        return fail(NAME, exc)
+    except KeyboardInterrupt:
+        sys.stderr.write("subagents run: interrupted: cancelling the runs\n")
+        raise
+    finally:
+        hosted.close()
+
+
+def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
+    import msgspec
+
+    from subagents.cli.live import LiveTree, watch
+    from subagents.cli.output import console
+    from subagents.cli.summary import print_outcome
+    from subagents.supervision.core import AdmissionError
+
+    rt = hosted.runtime
+    tree = LiveTree()
+    rt.subscribe(tree.on_event)
+    try:
+        handle = rt.spawn(
+            args.agent,
+            task,
+            model=args.model,
+            timeout=args.timeout,
+            token_budget=args.budget,
+        )
+    except AdmissionError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    sys.stderr.write(
+        f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
+        " `subagents ps`, `log`, `stop`, `send` reach it from another terminal\n"
+    )
+    done = threading.Event()
+
+    def wait_for_root() -> None:
+        handle.result()
+        done.set()
+
+    threading.Thread(target=wait_for_root, name="run-waiter", daemon=True).start()
+    out = console()
+    if args.json:
+        done.wait()
+    else:
+        watch(tree, done, out)
+    outcome = handle.result(timeout=0)
+    records = rt.runs(root_run_id=handle.run_id)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode({"outcome": outcome, "runs": records}).decode() + "\n")
+    else:
+        print_outcome(out, outcome, records)
+    return EXIT_FOR_STATUS.get(outcome.status, 1)

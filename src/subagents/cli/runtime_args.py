@@ -1,0 +1,152 @@
+"""The options shared by the commands that host a Runtime (`run`, `resume`), and the Runtime
+they describe: definitions, model, limits, store.
+
+Why one place: `resume` must build the same runtime `run` did (the same agent folders, the
+same model choice) or restored runs would find their agents missing. The model is chosen
+before the Runtime starts, because a restore begins stepping runs inside its constructor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_state_argument
+
+if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
+    from subagents.models.base import Model
+    from subagents.runtime import Runtime
+    from subagents.store.sqlite import SQLiteStore
+    from subagents.supervision.limits import Limits
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agents",
+        dest="agent_dirs",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="load agent definitions from DIR too (repeatable; besides .claude/agents/ found"
+        " from the working directory, ~/.claude/agents/ and the built-in agents)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        default=None,
+        help="the model of the root run and the default of runs whose definition names none"
+        " (an alias: opus, sonnet, haiku, fable; or a full model id)",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="use the offline scripted model even when ANTHROPIC_API_KEY is set",
+    )
+    parser.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 3")
+    parser.add_argument(
+        "--max-concurrency", type=int, default=None, metavar="N", help="live runs at once (10)"
+    )
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+@dataclass
+class Hosted:
+    """A started Runtime and the store it writes (closed by ``close``, runtime first)."""
+
+    runtime: Runtime
+    store: SQLiteStore
+    offline: bool
+
+    def close(self) -> None:
+        try:
+            self.runtime.close()
+        finally:
+            self.store.close()
+
+
+def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Limits:
+    from subagents.supervision.limits import LimitError, Limits
+
+    values: dict[str, object] = {}
+    if args.max_depth is not None:
+        values["max_depth"] = args.max_depth
+    if args.max_concurrency is not None:
+        values["max_concurrency"] = args.max_concurrency
+        values["per_agent"] = min(Limits().per_agent, args.max_concurrency)
+    if timeout is not None:
+        values["timeout_s"] = timeout
+    try:
+        return Limits(**values)  # type: ignore[arg-type]
+    except LimitError as exc:
+        option = str(exc).replace("limit timeout_s", "--timeout").replace("limit ", "--")
+        raise CliError(option.replace("_", "-"), EXIT_USAGE) from exc
+
+
+def is_offline(args: argparse.Namespace) -> bool:
+    return bool(args.offline or not os.environ.get(API_KEY_ENV))
+
+
+def choose_model(args: argparse.Namespace) -> Model:
+    """Claude with a key (and no --offline); else the offline model playing the scripts in
+    the definitions' frontmatter, with a note on stderr saying so."""
+    from subagents.models.base import ModelError
+
+    for d in args.agent_dirs:
+        if not Path(d).is_dir():
+            raise CliError(f"--agents {d}: not a directory", EXIT_USAGE)
+    if not is_offline(args):
+        from subagents.models.anthropic import AnthropicModel
+
+        try:
+            return AnthropicModel(default_model=args.model)
+        except ModelError as exc:
+            raise CliError(f"the anthropic model: {exc}") from exc
+    from subagents.definitions.catalog import Catalog
+    from subagents.definitions.discovery import DefinitionLoader, default_sources
+    from subagents.models.script import ScriptError
+    from subagents.models.scripted import ScriptedModel
+
+    why = "--offline" if args.offline else f"{API_KEY_ENV} is not set"
+    sys.stderr.write(
+        f"subagents: {why}: using the offline scripted model (it plays the `script:` of each"
+        " agent definition; agents without one answer at once)\n"
+    )
+    specs = Catalog(DefinitionLoader(default_sources(dirs=list(args.agent_dirs)))).list()
+    try:
+        return ScriptedModel.from_specs(specs)
+    except ScriptError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+
+
+def start_runtime(
+    args: argparse.Namespace, *, restore: bool, timeout: float | None = None
+) -> Hosted:
+    """A Runtime over the store of ``--state`` (or the default), as the options describe."""
+    from subagents.cli.state import open_store
+    from subagents.runtime import Runtime
+
+    limits = limits_from(args, timeout=timeout)
+    model = choose_model(args)
+    store = open_store(args.state)
+    try:
+        runtime = Runtime(
+            model=model,
+            limits=limits,
+            store=store,
+            agent_dirs=list(args.agent_dirs),
+            discover=True,
+            default_model=args.model,
+            restore=restore,
+        )
+    except BaseException:
+        store.close()
+        raise
+    return Hosted(runtime=runtime, store=store, offline=is_offline(args))

@@ -1,0 +1,84 @@
+"""Mail a run from outside: the running `subagents run` delivers it (`subagents send RUN TEXT`).
+
+The mail is posted as a command through the store; the process running that run's tree takes
+it within a second and delivers it as mail from `external`. TEXT `-` reads the text from stdin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import msgspec
+
+from subagents.cli import output
+from subagents.cli.state import (
+    EXIT_USAGE,
+    CliError,
+    add_json_argument,
+    add_state_argument,
+    fail,
+    open_store,
+    resolve,
+)
+from subagents.store.base import StoreError
+
+NAME = "send"
+
+
+class Posted(msgspec.Struct, frozen=True, kw_only=True):
+    """A command posted for a running runtime (what `send` and `stop` print with --json)."""
+
+    command_id: int
+    kind: str
+    run_id: str
+    agent: str
+    status: str
+    content: str | None = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    parser.add_argument("text", metavar="TEXT", help="the mail's text (- reads stdin)")
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        posted = _send(args)
+    except CliError as exc:
+        return fail(NAME, exc)
+    if args.json:
+        output.print_json(posted)
+    else:
+        print(
+            f"posted mail for {posted.agent} {posted.run_id} (command {posted.command_id});"
+            " the process running it delivers it within a second"
+        )
+    return 0
+
+
+def _send(args: argparse.Namespace) -> Posted:
+    text: str = sys.stdin.read() if args.text == "-" else args.text
+    if not text.strip():
+        raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
+    with open_store(args.state) as store:
+        record = resolve(store, args.run_ref)
+        if record.status.terminal:
+            raise CliError(
+                f"run {record.run_id} ({record.agent}) has already ended ({record.status});"
+                " mail to it would never be read"
+            )
+        try:
+            command_id = store.post_command("send", record.run_id, text)
+        except StoreError as exc:
+            raise CliError(str(exc)) from exc
+    return Posted(
+        command_id=command_id,
+        kind="send",
+        run_id=record.run_id,
+        agent=record.agent,
+        status=str(record.status),
+        content=text,
+    )

@@ -1,0 +1,213 @@
+"""What every inspecting sub-command shares: the store, run references, the last listing.
+
+Why here: `ps`, `info`, `log`, `tree`, `stop`, `send` and `run` all open the same durable
+store (``--state PATH`` or the user's default, see ``store.paths``) and all accept the same
+ways of naming a run:
+
+- a full run id;
+- a unique prefix of one (``r1a2014``), or a unique suffix of six characters or more (the live
+  tree and the summaries show the last eight characters of each id);
+- ``#N``: row N of the last ``subagents ps`` listing of that store (kept in a small JSON file
+  next to the database, so it survives between commands).
+
+An ambiguous reference is an error that lists the matches; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from subagents.messages import RunRecord, RunStatus
+from subagents.store.base import StoreError
+from subagents.store.sqlite import SQLiteStore
+
+LAST_LISTING = "last-ps.json"
+MIN_SUFFIX = 6
+MAX_LISTED_MATCHES = 10
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMED_OUT = 3
+EXIT_CANCELLED = 4
+EXIT_BUDGET = 5
+
+EXIT_FOR_STATUS: dict[RunStatus, int] = {
+    RunStatus.COMPLETED: EXIT_OK,
+    RunStatus.FAILED: EXIT_FAILED,
+    RunStatus.TIMED_OUT: EXIT_TIMED_OUT,
+    RunStatus.CANCELLED: EXIT_CANCELLED,
+    RunStatus.BUDGET_EXCEEDED: EXIT_BUDGET,
+}
+"""The exit code of `subagents run` for each terminal status of its root run."""
+
+LIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+class CliError(Exception):
+    """A problem to report on stderr as ``subagents CMD: error: ...`` with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Listing(msgspec.Struct, frozen=True):
+    """The rows of the last ``ps``, so ``#N`` means what the person just saw."""
+
+    store: str
+    run_ids: tuple[str, ...]
+
+
+def add_state_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the run store (SQLite file); default: $SUBAGENTS_STATE_DIR/runs.sqlite3, else"
+        " $XDG_STATE_HOME/subagents/runs.sqlite3, else ~/.local/state/subagents/runs.sqlite3",
+    )
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def open_store(path: Path | None) -> SQLiteStore:
+    """The store at ``path`` (or the default one); ``CliError`` naming the file otherwise."""
+    if path is not None and path.is_dir():
+        raise CliError(f"--state {path}: is a directory; give the database file", EXIT_USAGE)
+    try:
+        return SQLiteStore(path)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot open the run store {path or ''}: {exc}".rstrip()) from exc
+
+
+def fail(command: str, exc: CliError) -> int:
+    """Print ``exc`` on stderr the way argparse prints usage errors; its exit code."""
+    sys.stderr.write(f"subagents {command}: error: {exc}\n")
+    return exc.code
+
+
+# ---- the last listing ------------------------------------------------------------------------
+
+
+def listing_path(store: SQLiteStore) -> Path:
+    return store.path.parent / LAST_LISTING
+
+
+def remember_listing(store: SQLiteStore, run_ids: Sequence[str]) -> None:
+    """Keep the rows of a ``ps`` for ``#N`` (best effort: a read-only dir only loses ``#N``)."""
+    path = listing_path(store)
+    data = msgspec.json.encode(Listing(store=str(store.path), run_ids=tuple(run_ids)))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def last_listing(store: SQLiteStore) -> tuple[str, ...]:
+    path = listing_path(store)
+    try:
+        listing = msgspec.json.decode(path.read_bytes(), type=Listing)
+    except FileNotFoundError:
+        return ()
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CliError(f"{path}: cannot read the last listing ({exc}); run `subagents ps`") from exc
+    return listing.run_ids
+
+
+# ---- run references --------------------------------------------------------------------------
+
+
+def resolve(store: SQLiteStore, ref: str) -> RunRecord:
+    """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise."""
+    ref = ref.strip()
+    if not ref:
+        raise CliError("empty run reference; give a run id, a unique prefix of one, or #N")
+    if ref.startswith("#"):
+        return _by_row(store, ref)
+    record = _get(store, ref)
+    if record is not None:
+        return record
+    ids = all_run_ids(store)
+    matches = [i for i in ids if i.startswith(ref)]
+    if not matches and len(ref) >= MIN_SUFFIX:
+        matches = [i for i in ids if i.endswith(ref)]
+    if not matches:
+        raise CliError(f"no run matches {ref!r} in {store.path}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:MAX_LISTED_MATCHES])
+        more = len(matches) - MAX_LISTED_MATCHES
+        extra = f" and {more} more" if more > 0 else ""
+        raise CliError(f"{ref!r} is ambiguous: it matches {shown}{extra}; give more characters")
+    found = _get(store, matches[0])
+    if found is None:  # deleted between the two reads
+        raise CliError(f"no run matches {ref!r} in {store.path}")
+    return found
+
+
+def _by_row(store: SQLiteStore, ref: str) -> RunRecord:
+    text = ref[1:]
+    if not text.isdigit() or int(text) < 1:
+        raise CliError(f"{ref!r}: expected #N with N a row number of the last `subagents ps`")
+    rows = last_listing(store)
+    if not rows:
+        raise CliError(f"{ref}: no listing to pick from; run `subagents ps` first")
+    n = int(text)
+    if n > len(rows):
+        raise CliError(f"{ref}: the last `subagents ps` listed {len(rows)} run(s)")
+    record = _get(store, rows[n - 1])
+    if record is None:
+        raise CliError(f"{ref}: run {rows[n - 1]} is no longer in the store")
+    return record
+
+
+def _get(store: SQLiteStore, run_id: str) -> RunRecord | None:
+    try:
+        return store.get_run(run_id)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def all_run_ids(store: SQLiteStore) -> list[str]:
+    try:
+        return [r.run_id for r in store.list_runs(include_archived=True)]
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def short_ids(ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8) -> dict[str, str]:
+    """For each of ``ids``, its shortest prefix (at least ``minimum`` characters) that is
+    unique among ``universe``, as git abbreviates commits."""
+    ordered = sorted(set(universe) | set(ids))
+    position = {run_id: i for i, run_id in enumerate(ordered)}
+    result: dict[str, str] = {}
+    for run_id in ids:
+        i = position[run_id]
+        longest = 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                longest = max(longest, _common(run_id, ordered[j]))
+        result[run_id] = run_id[: max(minimum, longest + 1)]
+    return result
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,128 @@
+"""Stop a run and its subtree, or every live run (`subagents stop RUN|--all`).
+
+The stop is posted as a command through the store; the process running that run's tree takes
+it within a second and cancels the run and its descendants (deepest first). With --wait the
+command waits until the stopped runs have ended in the store (exit 1 if they have not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from subagents.cli import output
+from subagents.cli.send_cmd import Posted
+from subagents.cli.state import (
+    EXIT_USAGE,
+    LIVE_STATUSES,
+    CliError,
+    add_json_argument,
+    add_state_argument,
+    fail,
+    open_store,
+    resolve,
+)
+from subagents.messages import RunRecord
+from subagents.store.base import StoreError
+from subagents.store.sqlite import SQLiteStore
+
+NAME = "stop"
+POLL_S = 0.1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", nargs="?", metavar="RUN", help="run id, unique prefix, or #N")
+    parser.add_argument("--all", action="store_true", help="stop every live root run")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        nargs="?",
+        const=10.0,
+        default=None,
+        metavar="S",
+        help="wait up to S seconds (default 10) until the runs have ended",
+    )
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _stop(args)
+    except CliError as exc:
+        return fail(NAME, exc)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    if args.all == (args.run_ref is not None):
+        raise CliError("give either RUN or --all", EXIT_USAGE)
+    if args.wait is not None and args.wait < 0:
+        raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
+    with open_store(args.state) as store:
+        if args.all:
+            targets = _live_roots(store)
+        else:
+            record = resolve(store, args.run_ref)
+            if record.status.terminal:
+                raise CliError(
+                    f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
+                )
+            targets = [record]
+        posted = []
+        try:
+            for record in targets:
+                command_id = store.post_command("stop", record.run_id)
+                posted.append(
+                    Posted(
+                        command_id=command_id,
+                        kind="stop",
+                        run_id=record.run_id,
+                        agent=record.agent,
+                        status=str(record.status),
+                    )
+                )
+        except StoreError as exc:
+            raise CliError(str(exc)) from exc
+        if args.json:
+            output.print_json(posted)
+        elif not posted:
+            print("no live runs to stop")
+        for p in posted if not args.json else ():
+            print(
+                f"posted stop for {p.agent} {p.run_id} (command {p.command_id}); the process"
+                " running it stops it and its subtree within a second"
+            )
+        if args.wait is None or not posted:
+            return 0
+        left = _wait_ended(store, [p.run_id for p in posted], args.wait)
+    if left:
+        raise CliError(
+            f"still live after {args.wait:g}s: {', '.join(left)}; is the process running them"
+            " gone? (`subagents resume` continues unfinished runs)"
+        )
+    if not args.json:
+        print("stopped")
+    return 0
+
+
+def _live_roots(store: SQLiteStore) -> list[RunRecord]:
+    try:
+        live = store.list_runs(statuses=LIVE_STATUSES)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    return [r for r in live if r.parent_run_id is None]
+
+
+def _wait_ended(store: SQLiteStore, run_ids: list[str], wait: float) -> list[str]:
+    """The runs still live after waiting up to ``wait`` seconds for them to end."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            left = [
+                i for i in run_ids if (r := store.get_run(i)) is not None and not r.status.terminal
+            ]
+        except StoreError as exc:
+            raise CliError(str(exc)) from exc
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(POLL_S)

@@ -1,0 +1,113 @@
+"""Runs as people read them: ages, durations, token counts, trees built from the store.
+
+Why a module of its own: `ps`, `info`, `tree` and `log` show the same facts the same way,
+and they read them from the durable store only (another process owns the runtime), so the
+tree view here is built from stored records, not from a live Runtime.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from rich.text import Text
+from rich.tree import Tree
+
+from subagents.cli.live import STATUS_STYLE
+from subagents.messages import RunRecord, TreeNode
+
+
+def age(since: float | None, now: float | None = None) -> str:
+    """``since`` as a compact age: ``42s``, ``7m``, ``3h``, ``2d`` (``-`` when unknown)."""
+    if not since:
+        return "-"
+    seconds = max(0.0, (time.time() if now is None else now) - since)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f}h"
+    return f"{seconds // 86400:.0f}d"
+
+
+def duration(record: RunRecord | TreeNode, now: float | None = None) -> str:
+    """How long the run has been (or was) running, ``12.3s``; ``-`` before it started."""
+    if record.started_at is None:
+        return "-"
+    end = record.ended_at or (time.time() if now is None else now)
+    return f"{max(0.0, end - record.started_at):.1f}s"
+
+
+def stamp(ts: float | None) -> str:
+    """A UTC wall-clock time, ``2026-11-22 03:18:57Z``."""
+    if not ts:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
+
+
+def build_tree(root: RunRecord, records: Sequence[RunRecord]) -> TreeNode:
+    """The execution tree under ``root`` from the records of its root tree, with totals."""
+    children: dict[str | None, list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.created_at, r.run_id)):
+        children.setdefault(r.parent_run_id, []).append(r)
+
+    def build(r: RunRecord) -> TreeNode:
+        kids = tuple(build(c) for c in children.get(r.run_id, ()))
+        total = r.usage
+        for kid in kids:
+            total = total + kid.subtree_usage
+        return TreeNode(
+            run_id=r.run_id,
+            agent=r.agent,
+            status=r.status,
+            depth=r.depth,
+            steps=r.steps,
+            usage=r.usage,
+            subtree_usage=total,
+            task=r.task,
+            result=r.outcome.result if r.outcome else None,
+            error=r.outcome.error if r.outcome else None,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            children=kids,
+        )
+
+    return build(root)
+
+
+def one_line(text: str | None, width: int) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
+
+
+def node_label(node: TreeNode, short: str, now: float | None = None) -> Text:
+    text = Text()
+    text.append(node.agent, style="bold")
+    text.append(f" {short} ", style="dim")
+    text.append(str(node.status), style=STATUS_STYLE.get(node.status, ""))
+    text.append(
+        f"  depth {node.depth}  {duration(node, now)}  steps {node.steps}"
+        f"  tok {node.usage.total_tokens}"
+    )
+    if node.children:
+        text.append(f" (subtree {node.subtree_usage.total_tokens})")
+    detail = node.error if node.error else node.result
+    if detail:
+        text.append(f"  {one_line(detail, 70)}", style="dim")
+    return text
+
+
+def render_tree(node: TreeNode, shorts: dict[str, str], now: float | None = None) -> Tree:
+    tree = Tree(node_label(node, shorts.get(node.run_id, node.run_id), now), guide_style="dim")
+    for child in node.children:
+        tree.add(render_tree(child, shorts, now))
+    return tree
+
+
+def walk(node: TreeNode) -> list[TreeNode]:
+    """The nodes of a tree, parents before children."""
+    out = [node]
+    for child in node.children:
+        out.extend(walk(child))
+    return out
