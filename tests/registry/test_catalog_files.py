@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
+from structlog.testing import LogCapture
 
 from subagents.definitions import DefinitionLoader, default_sources
 from subagents.definitions.catalog import Catalog, Changes
@@ -21,6 +25,22 @@ def make_loader(tmp_path: Path, *dirs: Path) -> DefinitionLoader:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     return DefinitionLoader(default_sources(cwd=cwd, dirs=dirs, home=home, include_builtin=False))
+
+
+@pytest.fixture
+def logs() -> Iterator[LogCapture]:
+    """Every log line at every level (the package's default filters below WARNING)."""
+    saved = structlog.get_config()
+    capture = LogCapture()
+    structlog.configure(
+        processors=[capture],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        cache_logger_on_first_use=False,
+    )
+    try:
+        yield capture
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture
@@ -85,3 +105,39 @@ def test_specs_given_with_a_loader_are_registered(tmp_path: Path, defs: Path) ->
     )
     assert catalog.names() == ("alpha", "beta", "coded")
     assert catalog.get("coded").level == Level.CODE
+
+
+def test_reload_logs_counts_and_is_quiet_when_nothing_changed(
+    tmp_path: Path, defs: Path, logs: LogCapture
+) -> None:
+    catalog = Catalog(make_loader(tmp_path, defs))
+    catalog.reload()
+    [quiet] = [e for e in logs.entries if e["event"] == "registry reloaded"]
+    assert quiet["log_level"] == "debug"
+    logs.entries.clear()
+    (defs / "c.md").write_text(md("gamma", "Third"))
+    catalog.reload()
+    [line] = [e for e in logs.entries if e["event"] == "registry reloaded"]
+    assert line["log_level"] == "info"
+    assert (line["added"], line["changed"], line["removed"], line["total"]) == (1, 0, 0, 3)
+
+
+def test_a_shadowed_definition_is_logged_once(logs: LogCapture) -> None:
+    catalog = Catalog.from_specs(
+        [
+            AgentSpec(name="x", description="builtin", level=Level.BUILTIN, source="/b/x.md"),
+            AgentSpec(name="x", description="user", level=Level.USER, source="/u/x.md"),
+        ]
+    )
+    catalog.register(AgentSpec(name="y", description="d", prompt="p"))
+    shadowed = [e for e in logs.entries if e["event"] == "definition shadowed"]
+    assert shadowed == [
+        {
+            "event": "definition shadowed",
+            "log_level": "info",
+            "name": "x",
+            "winner": "/u/x.md",
+            "loser": "/b/x.md",
+        }
+    ]
+    assert catalog.get("x").description == "user"

@@ -265,7 +265,7 @@ class Catalog:
         else:
             self._own.extend(specs)
             self._specs = self._resolve_own()
-        self._log_shadowed()
+            self._log_shadowed()  # a loader logs its own
 
     @classmethod
     def from_specs(cls, specs: Iterable[AgentSpec]) -> Catalog:
@@ -482,7 +482,9 @@ class Catalog:
             raise DefinitionError(f"agent {spec.name!r} is invalid: {reasons}", file=spec.source)
         self._own = [s for s in self._own if not (s.name == spec.name and s.level == Level.CODE)]
         self._own.append(spec)
-        return self._apply(self._resolve_own())
+        changes = self._apply(self._resolve_own())
+        self._log_shadowed()
+        return changes
 
     def unregister(self, name: str) -> bool:
         """Remove a definition registered in code; False if ``name`` was not registered in code.
@@ -511,7 +513,8 @@ class Catalog:
         before = self._specs
         self._take(result)
         changes = self._diff(before, self._specs)
-        log.info(
+        # info only when something changed: hot reload polls this every interval
+        (log.info if changes else log.debug)(
             "registry reloaded",
             added=len(changes.added),
             changed=len(changes.changed),
@@ -520,7 +523,6 @@ class Catalog:
             issues=len(self._issues),
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
-        self._log_shadowed()
         self._notify(changes)
         return changes
 
