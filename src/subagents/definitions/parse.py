@@ -56,11 +56,10 @@ def _build(
     )
 
 
-def _first_error(spec: AgentSpec, lines: Mapping[str, int] | None = None) -> DefinitionError | None:
+def _first_error(spec: AgentSpec) -> DefinitionError | None:
     for finding in check(spec):
         if finding.issue.severity == "error":
-            line = (lines or {}).get(finding.field or "")
-            return DefinitionError(finding.issue.reason, file=spec.source, line=line)
+            return DefinitionError(finding.issue.reason, file=spec.source)
     return None
 
 
