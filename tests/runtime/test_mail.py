@@ -1,0 +1,264 @@
+"""Mail between runs: order per sender, names, dead letters, tree boundaries, replies."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import msgspec
+import pytest
+
+from subagents.behaviour.function import AgentContext, FunctionAgent, MailError
+from subagents.behaviour.tools import SPAWN
+from subagents.messages import EventKind, Mail, MailState, Outcome, RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import AgentLike, Runtime
+from subagents.supervision.limits import Limits
+
+from .conftest import WAIT, Events, requests_of, spec, tool_results
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+def test_mail_from_one_sender_arrives_in_order() -> None:
+    async def receiver(ctx: AgentContext) -> list[str]:
+        got: list[str] = []
+        for _ in range(50):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            got.append(mail.content)
+        return got
+
+    async def sender(ctx: AgentContext) -> str:
+        # fifty sends in flight at once; acks awaited together
+        ids: list[str] = await ctx.gather(*(ctx.send("receiver", str(i)) for i in range(50)))
+        return str(len(set(ids)))
+
+    async def root(ctx: AgentContext) -> Any:
+        listening = ctx.spawn("receiver", "listen")
+        sent: Outcome = await ctx.spawn("sender", "talk")
+        heard: Outcome = await listening
+        return {"sent": sent.result, "heard": msgspec.json.decode(heard.result or "[]")}
+
+    events = Events()
+    with Runtime({"root": root, "receiver": receiver, "sender": sender}) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("root", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert msgspec.json.decode(outcome.result or "") == {
+            "sent": "50",
+            "heard": [str(i) for i in range(50)],
+        }
+        assert len(events.of(EventKind.MAIL_SENT, "sender")) == 50
+        assert len(events.of(EventKind.MAIL_DELIVERED, "receiver")) == 50
+        (receiver_run,) = rt.runs(agent="receiver")
+        states = {m.state for m in rt.store.mail_for(receiver_run.run_id)}
+        assert states == {MailState.READ}
+
+
+def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about() -> None:
+    async def quick(ctx: AgentContext) -> str:
+        return "done"
+
+    async def late(ctx: AgentContext) -> str:
+        child: Outcome = await ctx.spawn("quick", "x")
+        try:
+            await ctx.send(child.run_id, "too late")
+        except MailError as exc:
+            return str(exc)
+        return "delivered?"
+
+    events = Events()
+    with Runtime({"late": late, "quick": quick}) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("late", "go", wait=WAIT)
+        (child,) = rt.runs(agent="quick")
+        assert outcome.result == (
+            f"run {child.run_id} has already ended (completed); the mail was kept as a dead"
+            " letter and will not be read"
+        )
+        (dead,) = rt.store.mail_for(child.run_id)
+        assert dead.state is MailState.DEAD and dead.content == "too late"
+        assert len(events.of(EventKind.DEAD_LETTER, "late")) == 1
+        with pytest.raises(LookupError, match="has already ended"):
+            rt.send(child.run_id, "from outside")
+
+
+def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender() -> None:
+    release = threading.Event()
+
+    def busy(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)  # a sync function never reads its mailbox
+        return "busy done"
+
+    async def writer(ctx: AgentContext) -> str:
+        child = ctx.spawn("busy", "x", background=True)
+        child_id: str = await child
+        await ctx.send(child_id, "please read this")
+        release.set()
+        first: Mail | None = await ctx.receive(timeout=WAIT)
+        second: Mail | None = await ctx.receive(timeout=WAIT)
+        assert first is not None and second is not None
+        return "\n".join(m.content for m in (first, second))
+
+    with Runtime({"writer": writer, "busy": busy}) as rt:
+        outcome = rt.run("writer", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result is not None
+        first, second = outcome.result.split("\n")
+        (busy_run,) = rt.runs(agent="busy")
+        assert first.startswith(f'[background result] {{"run_id":"{busy_run.run_id}"')
+        (mail,) = [m for m in rt.store.mail_for(busy_run.run_id) if m.content == "please read this"]
+        assert second == (
+            f"[dead letter] your mail {mail.mail_id} to busy ({busy_run.run_id}) was not read"
+            " before it ended (completed)"
+        )
+        assert mail.state is MailState.DEAD
+
+
+def test_a_run_cannot_mail_another_root_tree() -> None:
+    release = threading.Event()
+
+    def idle(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "idle"
+
+    async def intruder(ctx: AgentContext) -> str:
+        try:
+            await ctx.send(ctx.task, "hello other tree")
+        except MailError as exc:
+            return str(exc)
+        return "sent"
+
+    with Runtime({"idle": idle, "intruder": intruder}) as rt:
+        other = rt.spawn("idle", "x")
+        outcome = rt.run("intruder", other.run_id, wait=WAIT)
+        assert outcome.result == (
+            f"run {other.run_id} belongs to another tree; a run can only write to runs of its"
+            " own tree"
+        )
+        assert rt.store.mail_for(other.run_id) == []
+        release.set()
+        assert other.result(WAIT).status is RunStatus.COMPLETED
+
+
+def test_mail_by_name_ambiguous_or_unknown_lists_the_candidates() -> None:
+    async def worker(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        return mail.content if mail is not None else "no mail"
+
+    async def boss(ctx: AgentContext) -> list[str]:
+        a: str = await ctx.spawn("worker", "a", background=True)
+        b: str = await ctx.spawn("worker", "b", background=True)
+        errors: list[str] = []
+        for to in ("worker", "nobody"):
+            try:
+                await ctx.send(to, "hi")
+            except MailError as exc:
+                errors.append(str(exc))
+        await ctx.gather(ctx.send(a, "bye a"), ctx.send(b, "bye b"))
+        return [*errors, a, b]
+
+    with Runtime({"boss": boss, "worker": worker}) as rt:
+        outcome = rt.run("boss", "go", wait=WAIT)
+        ambiguous, unknown, a, b = msgspec.json.decode(outcome.result or "")
+        assert ambiguous.startswith("'worker' is ambiguous: several live runs:")
+        assert a in ambiguous and b in ambiguous
+        assert unknown.startswith("no run named 'nobody' in this tree; candidates:")
+        assert f"worker ({a})" in unknown and f"worker ({b})" in unknown
+        assert f"boss ({outcome.run_id})" not in unknown  # not the sender itself
+
+
+def test_llm_siblings_mail_each_other_with_a_reply() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": SPAWN, "input": {"agent": "asker", "task": "ask"}},
+                        {"name": SPAWN, "input": {"agent": "answerer", "task": "answer"}},
+                    ]
+                },
+                "{results_result}",
+            ],
+            "asker": [
+                {
+                    "tool_calls": [
+                        {"name": "send_message", "input": {"to": "answerer", "content": "2+2?"}}
+                    ]
+                },
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "asker heard {mail_content} (reply to {mail_reply_to})",
+            ],
+            "answerer": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "send_message",
+                            "input": {"to": "{mail_from}", "content": "4", "reply_to": "{mail_id}"},
+                        }
+                    ]
+                },
+                "answered",
+            ],
+        }
+    )
+    events = Events()
+    agents: list[AgentLike] = [spec("lead"), spec("asker"), spec("answerer")]
+    with Runtime(agents, model=model) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("lead", "job", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        asked = tool_results(requests_of(model, "asker")[1].messages[-1])[0]
+        mail_id = msgspec.json.decode(asked.content)["mail_id"]
+        assert outcome.result == f"asker heard 4 (reply to {mail_id})\nanswered"
+        assert len(events.of(EventKind.MAIL_SENT)) == 2
+        assert len(events.of(EventKind.MAIL_DELIVERED)) == 2
+
+
+def test_mail_from_outside_wakes_an_agent_waiting_for_it() -> None:
+    model = ScriptedModel(
+        {
+            "listener": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "heard: {mail_content} from {mail_from}",
+            ]
+        }
+    )
+    events = Events()
+    with Runtime([spec("listener")], model=model) as rt:
+        rt.subscribe(events)
+        handle = rt.spawn("listener", "listen")
+        events.wait_for(lambda items: any(e.kind is EventKind.WAITING for e in items))
+        assert handle.status is RunStatus.WAITING
+        handle.send("hello")
+        outcome = handle.result(WAIT)
+        assert outcome.result == "heard: hello from external"
+        with pytest.raises(LookupError, match="no run with id 'r-nope'"):
+            rt.send("r-nope", "x")
+
+
+def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
+    release = threading.Event()
+
+    def hold(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "held"
+
+    model = ScriptedModel({"reader": ["read: {task}"]})
+    agents: list[AgentLike] = [FunctionAgent.create("hold", hold), spec("reader")]
+    with Runtime(agents, model=model, limits=Limits(max_concurrency=1)) as rt:
+        first = rt.spawn("hold", "x")
+        queued = rt.spawn("reader", "the task")
+        assert queued.status is RunStatus.QUEUED
+        queued.send("early mail")
+        release.set()
+        assert first.result(WAIT).status is RunStatus.COMPLETED
+        outcome = queued.result(WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        (request,) = requests_of(model, "reader")
+        shown = request.messages[0].text
+        assert "the task" in shown and "early mail" in shown
+        (mail,) = rt.store.mail_for(queued.run_id)
+        assert mail.state is MailState.READ
