@@ -2,20 +2,18 @@
 
 Why one module: each command must behave the same way for people and for scripts. A terminal
 gets a rich table; a pipe, a file or ``NO_COLOR`` gets plain aligned text with no ANSI codes;
-``--json`` gets one JSON document on stdout (msgspec) and nothing else there. Warnings, errors
-and log lines always go to stderr so they never corrupt stdout.
+``--json`` gets one JSON document on stdout (msgspec) and nothing else there. Warnings and
+errors always go to stderr so they never corrupt stdout (log lines too: ``subagents.logs``).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 import msgspec
-import structlog
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -97,18 +95,3 @@ def warn(message: str) -> None:
 def error(command: str, message: str) -> None:
     """One error line on stderr naming the command, as argparse prints usage errors."""
     sys.stderr.write(f"{PROG} {command}: error: {message}\n")
-
-
-def configure_logging(verbosity: int = 0) -> None:
-    """structlog to stderr: warnings by default, info with ``-v``, debug with ``-vv``."""
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=True),
-            structlog.dev.ConsoleRenderer(colors=wants_color(sys.stderr)),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
