@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import structlog
 
 from subagents.definitions import frontmatter
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.fields import FieldError, camel, spec_kwargs
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import KNOWN_TOOLS, check
+
+log = structlog.get_logger("subagents.definitions")
 
 MAX_FILE_BYTES = 1024 * 1024
 _JSON_BYTE = re.compile(r"\(byte (\d+)\)")
@@ -333,22 +336,33 @@ def read_file(
         text = read_file_text(path)
     except DefinitionError as exc:
         return [], [_issue(exc, source, None)]
-    if path.suffix.lower() == ".json":
-        return read_json(
+    try:
+        if path.suffix.lower() == ".json":
+            return read_json(
+                text,
+                source=source,
+                level=level,
+                known_tools=known_tools,
+                extra_tools=extra_tools,
+                strict=strict,
+            )
+        spec, issues = read_markdown(
             text,
             source=source,
+            category=_category(path, root),
             level=level,
             known_tools=known_tools,
             extra_tools=extra_tools,
             strict=strict,
         )
-    spec, issues = read_markdown(
-        text,
-        source=source,
-        category=_category(path, root),
-        level=level,
-        known_tools=known_tools,
-        extra_tools=extra_tools,
-        strict=strict,
-    )
+    except Exception as exc:  # a bug of ours must cost one file, not the whole load
+        log.exception("definition parser failed", file=source)
+        return [], [
+            LoadIssue(
+                reason=f"internal error while parsing ({type(exc).__name__}: {exc}); "
+                "please report it with this file",
+                file=source,
+                severity="error",
+            )
+        ]
     return ([spec] if spec is not None else []), issues
