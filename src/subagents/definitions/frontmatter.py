@@ -204,7 +204,7 @@ def _lenient(header: list[str], first: int) -> tuple[dict[str, Any], list[Note]]
 def _as_text(first_value: str, rest: list[str]) -> Any:
     """A chunk YAML rejected, read the way its author meant it."""
     header = _BLOCK_HEADER.match(first_value)
-    body = [line for line in rest]
+    body = list(rest)
     while body and not body[-1].strip():
         body.pop()
     if header:
