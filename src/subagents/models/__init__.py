@@ -7,15 +7,31 @@ is set, else the offline scripted model, so everything runs with or without a ke
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from subagents.models.anthropic import API_KEY_ENV, AnthropicModel
 from subagents.models.base import CancelSignal, Model, ModelError
 from subagents.models.names import Price, estimate_cost, model_id, resolve_model
 from subagents.models.retry import RetryPolicy
 from subagents.models.script import ScriptError, Turn
 from subagents.models.scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from subagents.models.anthropic import AnthropicModel
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+
+
+def __getattr__(name: str) -> Any:
+    """Import the anthropic backend only when asked for: the SDK takes a second to import,
+    and offline runs (and every function agent) never need it."""
+    if name == "AnthropicModel":
+        from subagents.models.anthropic import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AnthropicModel",
@@ -39,6 +55,8 @@ log = structlog.get_logger(__name__)
 def default_model() -> Model:
     """``AnthropicModel`` when ``ANTHROPIC_API_KEY`` is set, else the offline ``ScriptedModel``."""
     if os.environ.get(API_KEY_ENV):
+        from subagents.models.anthropic import AnthropicModel
+
         return AnthropicModel()
     log.info("model.offline", reason=f"{API_KEY_ENV} is not set: using the offline scripted model")
     return ScriptedModel()

@@ -1,0 +1,39 @@
+"""A multi-agent job on the offline model with a SQLite store, for the crash tests.
+
+Usage: crash_job.py DB OUT. Starts the job, or, when the store already holds it, takes it up
+(restore + attach) and waits for its outcome; writes {"status", "result"} to OUT as JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+
+from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
+
+TEAM = Path(__file__).with_name("team")
+TASK = "the durability question"
+
+
+def main(db: str, out: str) -> int:
+    store = SQLiteStore(db)
+    with Runtime(agent_dirs=[TEAM], store=store, command_poll_s=0) as rt:
+        roots = [r for r in store.list_runs() if r.parent_run_id is None]
+        if not roots:
+            handle = rt.spawn("lead", TASK)
+        else:
+            handle = rt.attach(roots[0].run_id)
+        print("ready", flush=True)  # the crash test times its kill from here
+        outcome = handle.result(timeout=60)
+    store.close()
+    Path(out).write_bytes(
+        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
