@@ -22,10 +22,7 @@ def main(db: str, out: str) -> int:
     store = SQLiteStore(db)
     with Runtime(agent_dirs=[TEAM], store=store, command_poll_s=0) as rt:
         roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        if not roots:
-            handle = rt.spawn("lead", TASK)
-        else:
-            handle = rt.attach(roots[0].run_id)
+        handle = rt.spawn("lead", TASK) if not roots else rt.attach(roots[0].run_id)
         print("ready", flush=True)  # the crash test times its kill from here
         outcome = handle.result(timeout=60)
     store.close()
