@@ -205,3 +205,19 @@ def test_default_path_is_in_the_state_directory(
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
     with SQLiteStore(tmp_path / "state" / "runs.sqlite3") as again:
         assert again.get_run("r1") == run("r1")
+
+
+def test_records_that_could_not_be_read_back_are_refused_by_name(
+    sqlite_store: SQLiteStore,
+) -> None:
+    with sqlite_store.batch():
+        sqlite_store.save_run(run("ok"))
+        with pytest.raises(ValueError, match=r"cannot store run r1: .*NaN and infinite"):
+            sqlite_store.save_run(run("r1", deadline_s=float("inf")))
+        with pytest.raises(ValueError, match=r"cannot store an event of run r1: .*object"):
+            sqlite_store.append_event(event("r1", unencodable=object()))
+        sqlite_store.append_event(event("ok"))
+    # the refused writes left nothing behind and did not spoil the batch
+    assert [r.run_id for r in sqlite_store.list_runs()] == ["ok"]
+    assert sqlite_store.events("ok") == [event("ok")]
+    assert sqlite_store.events("r1") == []

@@ -94,8 +94,23 @@ _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
 
 
-def _encode(obj: msgspec.Struct) -> str:
-    return _encoder.encode(obj).decode("utf-8")
+def _encode(obj: msgspec.Struct, decoder: msgspec.json.Decoder[Any], what: str) -> str:
+    """``obj`` as JSON text, checked to read back.
+
+    JSON has no NaN or infinity: msgspec writes them as ``null``, which a float field then
+    refuses to read. A record that would be written fine and never read again is refused
+    here instead, with its name, before anything is written.
+    """
+    try:
+        raw = _encoder.encode(obj)
+        decoder.decode(raw)
+    except (TypeError, msgspec.EncodeError, msgspec.ValidationError) as exc:
+        raise ValueError(
+            f"cannot store {what}: {exc} (NaN and infinite numbers cannot be stored)"
+            if isinstance(exc, msgspec.ValidationError)
+            else f"cannot store {what}: {exc}"
+        ) from exc
+    return raw.decode("utf-8")
 
 
 def _marks(n: int) -> str:
@@ -308,7 +323,7 @@ class SQLiteStore:
                     record.created_at,
                     record.ended_at,
                     record.cleanup,
-                    _encode(record),
+                    _encode(record, _run_decoder, f"run {record.run_id}"),
                     *_TERMINAL,
                 ),
                 f"saving run {record.run_id}",
@@ -362,7 +377,12 @@ class SQLiteStore:
             self._write_sql(
                 conn,
                 "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
-                (event.run_id, event.kind.value, event.ts, _encode(event)),
+                (
+                    event.run_id,
+                    event.kind.value,
+                    event.ts,
+                    _encode(event, _event_decoder, f"an event of run {event.run_id}"),
+                ),
                 f"appending a {event.kind.value} event of run {event.run_id}",
             )
 
@@ -385,7 +405,16 @@ class SQLiteStore:
                 """INSERT INTO checkpoints (run_id, step, ts, checkpoint) VALUES (?, ?, ?, ?)
                    ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, ts = excluded.ts,
                        checkpoint = excluded.checkpoint""",
-                (checkpoint.run_id, checkpoint.step, checkpoint.ts, _encode(checkpoint)),
+                (
+                    checkpoint.run_id,
+                    checkpoint.step,
+                    checkpoint.ts,
+                    _encode(
+                        checkpoint,
+                        _checkpoint_decoder,
+                        f"the checkpoint of run {checkpoint.run_id}",
+                    ),
+                ),
                 f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
             )
 
@@ -418,7 +447,7 @@ class SQLiteStore:
                     mail.recipient,
                     mail.state.value,
                     mail.sent_at,
-                    _encode(mail),
+                    _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
                 ),
                 f"saving mail {mail.mail_id}",
             )
@@ -438,7 +467,7 @@ class SQLiteStore:
             self._write_sql(
                 conn,
                 "UPDATE mail SET state = ?, mail = ? WHERE mail_id = ?",
-                (state.value, _encode(mail), mail_id),
+                (state.value, _encode(mail, _mail_decoder, f"mail {mail_id}"), mail_id),
                 doing,
             )
 
@@ -465,7 +494,11 @@ class SQLiteStore:
                 """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
                    ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
                        delivered = 0, outcome = excluded.outcome""",
-                (outcome.run_id, outcome.status.value, _encode(outcome)),
+                (
+                    outcome.run_id,
+                    outcome.status.value,
+                    _encode(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
+                ),
                 f"saving the outcome of run {outcome.run_id}",
             )
 
