@@ -68,4 +68,10 @@ def configure(
 def ensure_configured() -> None:
     """Install the quiet default unless the host (or the command) configured structlog."""
     if not structlog.is_configured():
-        configure()
+        try:
+            configure()
+        except ValueError as exc:
+            # A bad SUBAGENTS_LOG_LEVEL must not break ``import subagents`` in a host program:
+            # keep the default level and say why (the command line refuses it instead).
+            configure(level=logging.WARNING)
+            structlog.get_logger("subagents").warning("SUBAGENTS_LOG_LEVEL ignored", error=str(exc))
