@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _common import emit, median, parse_args, quiet_logs, ratio, settle
-
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore

@@ -221,3 +221,15 @@ def test_records_that_could_not_be_read_back_are_refused_by_name(
     assert [r.run_id for r in sqlite_store.list_runs()] == ["ok"]
     assert sqlite_store.events("ok") == [event("ok")]
     assert sqlite_store.events("r1") == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [({"max_bytes": 0}, "max_bytes .* 0"), ({"busy_timeout": -1.0}, "busy_timeout .* -1.0")],
+)
+def test_bad_settings_are_refused_before_touching_the_disk(
+    db_path: Path, kwargs: dict[str, float], named: str
+) -> None:
+    with pytest.raises(ValueError, match=named):
+        SQLiteStore(db_path, **kwargs)  # type: ignore[arg-type]
+    assert not db_path.parent.exists()

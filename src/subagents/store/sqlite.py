@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import structlog
+import tenacity
 
 from subagents.messages import (
     TERMINAL_STATUSES,
@@ -54,7 +55,7 @@ from subagents.messages import (
 )
 from subagents.store.base import StoreError
 from subagents.store.dbfile import check_header, prepare_file
-from subagents.store.errors import translate
+from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
@@ -113,6 +114,34 @@ def _encode(obj: msgspec.Struct, decoder: msgspec.json.Decoder[Any], what: str) 
     return raw.decode("utf-8")
 
 
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and primary_code(exc) in (
+        SQLITE_BUSY,
+        SQLITE_LOCKED,
+    )
+
+
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
+    """Put the file in WAL mode (a no-op once it is); return the journal mode now in force.
+
+    The switch needs an exclusive lock and SQLite does not wait for it with the busy
+    handler: when several processes open a new store at once, all but one get
+    SQLITE_BUSY. So it is retried, with backoff, for up to the busy timeout.
+    """
+    (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() == "wal":
+        return "wal"
+    for attempt in tenacity.Retrying(
+        retry=tenacity.retry_if_exception(_is_busy),
+        wait=tenacity.wait_exponential(multiplier=0.002, max=0.1),
+        stop=tenacity.stop_after_delay(max(busy_timeout, 0.1)),
+        reraise=True,
+    ):
+        with attempt:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    return str(mode).lower()
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -132,6 +161,10 @@ class SQLiteStore:
         busy_timeout: float = 5.0,
         max_bytes: int | None = None,
     ) -> None:
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+        if not busy_timeout >= 0:
+            raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self._lock = threading.RLock()
         self._depth = 0
@@ -167,7 +200,7 @@ class SQLiteStore:
             doing = "reading the schema"
             inspect_version(conn, self.path)
             doing = "switching to WAL mode"
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            mode = _switch_to_wal(conn, busy_timeout)
             if str(mode).lower() != "wal":
                 raise StoreError(
                     f"{self.path}: cannot use WAL mode (journal mode stays {mode!r}); the "
@@ -178,8 +211,6 @@ class SQLiteStore:
             doing = "creating or upgrading the schema"
             found, version = upgrade(conn, self.path)
             if max_bytes is not None:
-                if max_bytes <= 0:
-                    raise StoreError(f"{self.path}: max_bytes must be > 0, got {max_bytes}")
                 (page_size,) = conn.execute("PRAGMA page_size").fetchone()
                 conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
         except sqlite3.Error as exc:
