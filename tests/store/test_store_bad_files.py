@@ -226,3 +226,18 @@ def test_full_disk_outside_a_batch_loses_only_that_write(db_path: Path) -> None:
     assert len(saved) >= 2  # the cap let some writes in before it was reached
     assert saved == list(range(len(saved)))  # every write that returned is there, in order
     assert store.get_run("small") == run("small")
+
+
+def test_damage_past_the_schema_is_found_by_verify_and_by_reads(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    filled_store(path)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    last = len(data) // page - 1
+    data[last * page : (last + 1) * page] = random.Random(3).randbytes(page)
+    path.write_bytes(bytes(data))
+    store = SQLiteStore(path)  # the header and the schema are intact: opening is cheap
+    with pytest.raises(StoreError, match=r"runs\.sqlite3: (checking the database: )?corrupt"):
+        store.verify()
+    with pytest.raises(StoreError, match=r"runs\.sqlite3: listing runs: corrupt database"):
+        store.list_runs()
