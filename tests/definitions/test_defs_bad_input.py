@@ -98,8 +98,13 @@ def test_every_kind_of_bad_file_is_one_clear_issue_and_the_rest_loads(tmp_path: 
     )
     add("nofm.md", b"# Notes\nJust a document.\n", "no frontmatter", 1)
     add("unclosed.md", b"---\nname: u\ndescription: d\n\nBody\n", "never closed", 1)
-    add("slash.md", b"---\nname: ../../etc/x\ndescription: d\n---\nB\n", "path separator", 2)
-    add("ctrl.md", b'---\nname: "a\\tb"\ndescription: d\n---\nB\n', "control character U+0009", 2)
+    add("slash.md", b"---\nname: ../../etc/x\ndescription: d\n---\nB\n", "a '..' path component", 2)
+    add(
+        "ctrl.md",
+        b'---\nname: "a\\tb"\ndescription: d\n---\nB\n',
+        "control or invisible character U+0009",
+        2,
+    )
     add("bomb.md", BILLION_LAUGHS.encode(), "anchors and aliases are not allowed", 4)
     add("noname.md", b"---\ndescription: d\n---\nB\n", "missing required field 'name'", 2)
     add("empty.md", b"", "file is empty", 1)

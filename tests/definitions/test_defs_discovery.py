@@ -138,8 +138,8 @@ def test_code_registration_wins_over_files_and_can_be_removed(tmp_path: Path):
 
 def test_register_refuses_an_invalid_spec_and_reports_warnings():
     loader = DefinitionLoader([], extra_tools=["custom"])
-    with pytest.raises(DefinitionError, match="path separator"):
-        loader.register(AgentSpec(name="a/b", description="d"))
+    with pytest.raises(DefinitionError, match="starts with '/', like a path"):
+        loader.register(AgentSpec(name="/a", description="d"))
     loader.register(AgentSpec(name="ok", description="d", prompt="p", tools=("custom", "Nope")))
     result = loader.load()
     assert [i.reason for i in result.issues] == ["tools: unknown tool 'Nope'"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from subagents.definitions import AgentSpec, DefinitionError, Level, parse_markdown
+from subagents.definitions.parse import read_markdown
 
 
 def md(header: str, body: str = "You are a helper.") -> str:
@@ -177,19 +178,55 @@ def test_required_fields(header: str, reason: str, line: int):
 @pytest.mark.parametrize(
     ("name", "fragment"),
     [
-        ("../etc/passwd", "path separator '/'"),
-        ("a\\b", "path separator '\\\\'"),
-        ('"bell\\x07"', "control character U+0007"),
-        ("'Python Testing Expert'", "for example 'python-testing-expert'"),
-        ("-leading", "not allowed"),
+        ("../etc/passwd", "name '../etc/passwd' contains a '..' path component"),
+        ("a/../b", "contains a '..' path component"),
+        ("a\\b", "contains a backslash"),
+        ("/etc/passwd", "starts with '/', like a path"),
+        (".hidden", "starts with '.', like a path"),
+        ('"bell\\x07"', "control or invisible character U+0007"),
+        ('"zero\\u200bwidth"', "control or invisible character U+200B"),
+        ('"no\\u00a0break"', "control or invisible character U+00A0"),
+        ('" padded"', "starts or ends with whitespace"),
+        ('"  "', "name is empty"),
         ("x" * 129, "129 characters"),
     ],
 )
-def test_bad_names(name: str, fragment: str):
+def test_path_like_and_invisible_names_are_errors(name: str, fragment: str):
     with pytest.raises(DefinitionError) as caught:
         parse_markdown(md(f"name: {name}\ndescription: d"))
     assert fragment in caught.value.reason
     assert caught.value.line == 2
+
+
+@pytest.mark.parametrize(
+    ("written", "name", "hint"),
+    [
+        ("Python Testing Expert", "Python Testing Expert", "python-testing-expert"),
+        ("Python DevOps/CI-CD Expert", "Python DevOps/CI-CD Expert", "python-devops-ci-cd-expert"),
+        ("-leading", "-leading", "leading"),
+        ("a/b", "a/b", "a-b"),
+        ("x" * 40 + " Y", "x" * 40 + " Y", "x" * 40 + "-y"),
+        ("'\u4ee3\u7801'", "\u4ee3\u7801", None),
+    ],
+)
+def test_other_names_load_as_written_with_a_warning(written: str, name: str, hint: str | None):
+    spec, issues = read_markdown(md(f"name: {written}\ndescription: d"), source="x.md")
+    assert spec is not None and spec.name == name
+    [warning] = issues
+    assert (warning.severity, warning.line, warning.name) == ("warning", 2, name)
+    assert warning.reason.startswith(f"name {name!r} is not kebab-case: it loads as written")
+    assert "spawn and mail must use it exactly" in warning.reason
+    if hint is None:
+        assert "such as" not in warning.reason
+    else:
+        assert warning.reason.endswith(f"such as {hint!r}")
+    assert parse_markdown(md(f"name: {written}\ndescription: d")).name == name
+
+
+def test_kebab_and_identifier_names_get_no_warning():
+    for name in ("code-reviewer", "sqs_v2", "Agent.1", "2048", "x" * 128):
+        spec, issues = read_markdown(md(f"name: {name}\ndescription: d"))
+        assert spec is not None and spec.name == name and issues == []
 
 
 def test_numeric_name_and_timeouts_in_other_units():

@@ -53,7 +53,7 @@ def test_empty_prompt_is_a_warning():
     ("fields", "fragment"),
     [
         ({"name": ""}, "name is empty"),
-        ({"name": "a/b"}, "path separator"),
+        ({"name": "a/../b"}, "name 'a/../b' contains a '..' path component"),
         ({"description": " "}, "missing required field 'description'"),
         ({"max_depth": 0}, "maxDepth must be a positive whole number, got 0"),
         ({"max_children": -1}, "maxChildren must be a positive whole number, got -1"),
@@ -75,3 +75,12 @@ def test_errors(fields: dict[str, object], fragment: str):
 def test_limits_at_their_bounds_are_fine():
     assert validate(spec(timeout=3600.0, tier=0, max_depth=1, max_children=1)) == []
     assert validate(spec(tier=3, restart="transient")) == []
+
+
+def test_a_name_that_is_not_kebab_case_is_a_warning_that_suggests_one():
+    issues = validate(spec(name="Python DevOps/CI-CD Expert"))
+    assert [(i.severity, i.name) for i in issues] == [("warning", "Python DevOps/CI-CD Expert")]
+    assert issues[0].reason == (
+        "name 'Python DevOps/CI-CD Expert' is not kebab-case: it loads as written, and spawn and "
+        "mail must use it exactly; consider a kebab-case name such as 'python-devops-ci-cd-expert'"
+    )

@@ -19,7 +19,7 @@ from subagents.definitions import frontmatter
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.parse import read_file_text
 from subagents.definitions.spec import AgentSpec
-from subagents.definitions.validate import name_problem
+from subagents.definitions.validate import strict_name_problem
 
 log = structlog.get_logger("subagents.skills")
 
@@ -129,8 +129,11 @@ class SkillIndex:
             return None
         name = header.data.get("name", fallback)
         description = header.data.get("description")
-        if not isinstance(name, str) or name_problem(name):
-            reason = name_problem(name) if isinstance(name, str) else f"name {name!r} is not text"
+        # Skills keep the strict name rule: their names are listed in comma strings
+        # (``skills: a, b``), asked for by models through load_skill and default to folder names.
+        problem = strict_name_problem(name) if isinstance(name, str) else None
+        if not isinstance(name, str) or problem:
+            reason = problem or f"name {name!r} is not text"
             self.issues.append(
                 LoadIssue(reason=f"skill {reason}", file=str(path), severity="error")
             )

@@ -2,9 +2,11 @@
 
 The parsers turn text into typed values; this module judges the values: the name a runtime can
 address, the required fields, limits that make sense, and tool names a model can actually be
-given. Tool problems are warnings by default -- Claude Code itself ignores a tool it does not
-know, and new tools appear often -- and become errors in strict mode. Everything else listed
-here is an error: a spec with an error is dropped by the loaders.
+given. A name is refused only when it is invisible or path-like; any other name that is not
+kebab-case loads exactly as written, with a warning. Tool problems are warnings by default --
+Claude Code itself ignores a tool it does not know, and new tools appear often -- and become
+errors in strict mode. Everything else listed here is an error: a spec with an error is dropped
+by the loaders.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import msgspec
 from subagents.definitions.errors import LoadIssue
 from subagents.definitions.spec import AgentSpec
 
+MAX_NAME_LENGTH = 128
+# The names that need no comment: kebab-case or an identifier (``code-reviewer``, ``sqs_v2``).
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 MAX_TIMEOUT = 3600.0
 RESTART_POLICIES = ("temporary", "transient")
 
@@ -82,26 +87,75 @@ class Finding(msgspec.Struct, frozen=True):
     issue: LoadIssue
 
 
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 60 else name[:60] + "...")
+
+
+def _invisible(char: str) -> bool:
+    """Control/format characters and every space but U+0020: a reader cannot see or type them."""
+    category = unicodedata.category(char)
+    return category in INVISIBLE_CATEGORIES or (category == "Zs" and char != " ")
+
+
 def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name an agent, or None when it can."""
-    if not name:
+    """Why ``name`` cannot name an agent at all (an error: the file is not loaded), or None.
+
+    Only names that are invisible or path-like are refused: spaces, capitals, '/' inside a name
+    ("Python DevOps/CI-CD Expert") are how people write names, and Claude Code loads them, so
+    those are ``name_warning``'s business. Refused: an empty or blank name, control/format
+    characters (and spaces other than U+0020), leading or trailing whitespace, more than
+    MAX_NAME_LENGTH characters, a backslash, a leading '/' or '.', a '..' path component.
+    """
+    if not name.strip():
         return "name is empty"
-    shown = repr(name if len(name) <= 60 else name[:60] + "...")
-    for sep in ("/", "\\"):
-        if sep in name:
-            return f"name {shown} contains a path separator {sep!r}"
+    shown = _shown(name)
     for char in name:
-        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
-            return f"name {shown} contains a control character U+{ord(char):04X}"
+        if _invisible(char):
+            return f"name {shown} contains a control or invisible character U+{ord(char):04X}"
+    if name != name.strip():
+        return f"name {shown} starts or ends with whitespace"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"name {shown} is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}"
+    if "\\" in name:
+        return f"name {shown} contains a backslash (a path separator)"
+    if ".." in name.split("/"):
+        return f"name {shown} contains a '..' path component"
+    if name[0] in "/.":
+        return f"name {shown} starts with {name[0]!r}, like a path"
+    return None
+
+
+def kebab(name: str) -> str:
+    """``"Python DevOps/CI-CD Expert"`` -> ``"python-devops-ci-cd-expert"``; '' if none is left."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:MAX_NAME_LENGTH].strip("-")
+
+
+def name_warning(name: str) -> str | None:
+    """Why a loadable ``name`` (``name_problem`` is None) is awkward to use, or None.
+
+    Such a name loads exactly as written -- renaming it would break every prompt, ``spawn`` and
+    mail that refers to it -- but the author should hear that it must be typed exactly.
+    """
     if NAME_PATTERN.match(name):
         return None
-    if len(name) > 128:
-        return f"name {shown} is {len(name)} characters long; the limit is 128"
-    hint = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-_.").lower()
-    suggestion = f" (for example {hint!r})" if hint and NAME_PATTERN.match(hint) else ""
+    hint = kebab(name)
+    suggestion = f"; consider a kebab-case name such as {hint!r}" if hint else ""
     return (
-        f"name {shown} is not allowed: use letters, digits, '-', '_' and '.', starting with a "
-        f"letter or digit{suggestion}"
+        f"name {_shown(name)} is not kebab-case: it loads as written, and spawn and mail must "
+        f"use it exactly{suggestion}"
+    )
+
+
+def strict_name_problem(name: str) -> str | None:
+    """``name_problem`` plus the name pattern itself, for names that must stay simple (skills)."""
+    problem = name_problem(name)
+    if problem or NAME_PATTERN.match(name):
+        return problem
+    hint = kebab(name)
+    suggestion = f" (for example {hint!r})" if hint else ""
+    return (
+        f"name {_shown(name)} is not allowed: use letters, digits, '-', '_' and '.', starting "
+        f"with a letter or digit{suggestion}"
     )
 
 
@@ -132,6 +186,10 @@ def check(
     problem = name_problem(spec.name)
     if problem:
         add("name", problem)
+    else:
+        warning = name_warning(spec.name)
+        if warning:
+            add("name", warning, "warning")
     if not spec.description.strip():
         add("description", "missing required field 'description'")
     if not spec.prompt.strip():
