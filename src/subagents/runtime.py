@@ -23,7 +23,7 @@ import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
-from subagents.actors.supervisor import Query, Restore, StopAll, SupervisorActor
+from subagents.actors.supervisor import Query, Restore, StopAll, SupervisorActor, Sweep
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
@@ -132,6 +132,9 @@ class Runtime:
         hot_reload_s: float | None = None,
         restore: bool = True,
         command_poll_s: float = 0.5,
+        archive_after_minutes: float = 60.0,
+        retention_days: float | None = None,
+        sweep_every_s: float = 60.0,
     ) -> None:
         ensure_configured()
         self.limits = limits or Limits()
@@ -188,6 +191,9 @@ class Runtime:
         self._command_poll_s = command_poll_s
         if command_poll_s > 0:
             self._poll_commands()
+        self._sweep = Sweep(archive_after_minutes, retention_days)
+        if sweep_every_s > 0:
+            self._schedule_sweep(sweep_every_s)
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -283,6 +289,24 @@ class Runtime:
             self._poll_commands()
 
         self.timer.schedule_in(("commands", id(self)), self._command_poll_s, tick)
+
+    def _schedule_sweep(self, every_s: float) -> None:
+        """The sweeper: archive finished runs after ``archive_after_minutes`` (on the
+        supervisor's thread, the store's one writer), every ``every_s`` seconds."""
+        supervisor, sweep = self._supervisor, self._sweep
+
+        def tick() -> None:
+            try:
+                supervisor.tell(sweep)
+            except pykka.ActorDeadError:
+                return
+            self._schedule_sweep(every_s)
+
+        self.timer.schedule_in(("sweep", id(self)), every_s, tick)
+
+    def sweep(self) -> Any:
+        """Run the sweeper now; the store's report (None for a store that keeps nothing)."""
+        return self._ask(self._sweep)
 
     # ---- events ------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
+    EXTERNAL_SENDER,
     Event,
     MailRead,
     Outcome,
@@ -64,6 +65,27 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """Archive finished runs (and delete old ones) if the store keeps them for long."""
+
+    archive_after_minutes: float = 60.0
+    retention_days: float | None = None
+
+
+def _is_ask(message: Any) -> bool:
+    """Messages only the outside sends, always with ``ask``: their errors go to the caller."""
+    if isinstance(message, Query | Restore | StopAll | Sweep):
+        return True
+    if isinstance(message, SpawnRequest):
+        return message.parent_run_id is None
+    if isinstance(message, StopRequest):
+        return message.requester is None
+    if isinstance(message, SendMail):
+        return message.sender == EXTERNAL_SENDER
+    return False
+
+
+@dataclass(frozen=True)
 class StopAll:
     reason: str = "runtime closed"
 
@@ -95,6 +117,17 @@ class SupervisorActor(pykka.ThreadingActor):
         self.live: dict[str, _Live] = {}
 
     def on_receive(self, message: Any) -> Any:
+        """Handle one message. The supervisor must outlive any failure (a store error, a bug):
+        a failed ask is raised to its caller; a failed tell is logged, never fatal."""
+        try:
+            return self._handle(message)
+        except Exception:
+            if _is_ask(message):
+                raise
+            log.exception("supervisor failed to handle a message", message=type(message).__name__)
+            return None
+
+    def _handle(self, message: Any) -> Any:
         core = self.core
         match message:
             case SpawnRequest():
@@ -109,6 +142,8 @@ class SupervisorActor(pykka.ThreadingActor):
                 self._apply(core.tool_answered(message))
             case PollCommands():
                 self._apply(core.take_commands())
+            case Sweep():
+                return core.sweep(message.archive_after_minutes, message.retention_days)
             case Restore():
                 report, effects = core.restore()
                 self._apply(effects)

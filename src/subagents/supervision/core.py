@@ -831,6 +831,17 @@ class SupervisorCore(PolicyHooks):
             self._start(state)
             report.resumed.append(record.run_id)
 
+    def sweep(self, archive_after_minutes: float, retention_days: float | None) -> Any:
+        """Run the store's sweeper, if it has one (SQLite does; memory does not need one)."""
+        sweep = getattr(self.store, "sweep", None)
+        if sweep is None:
+            return None
+        return sweep(
+            now=time.time(),
+            archive_after_minutes=archive_after_minutes,
+            retention_days=retention_days,
+        )
+
     def take_commands(self) -> list[Effect]:
         """Act on stop/send commands other processes posted through the store."""
         with self._handling():
