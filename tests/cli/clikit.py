@@ -1,0 +1,256 @@
+"""Helpers for the `subagents` command tests: a team of scripted agents in a tmp dir, and the
+real command run in subprocesses against a store in a tmp dir.
+
+Every wait polls an observable condition (the store, through `subagents ps --json`) until a
+deadline; nothing sleeps a fixed time.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+DEADLINE_S = 45.0
+
+TEAM: dict[str, str] = {
+    # the lead dispatches one worker and reports what it said
+    "lead.md": """---
+name: lead
+description: Dispatches one worker and reports what it said.
+tools: spawn_subagent
+script:
+  - text: "dispatching"
+    tool_calls:
+      - name: spawn_subagent
+        input: {agent: worker, task: "work on {task}"}
+  - text: "lead got: {result0_result}"
+---
+You lead.
+""",
+    # the worker waits (up to a minute) for mail and answers with it
+    "worker.md": """---
+name: worker
+description: Waits for mail, then answers with it.
+tools: wait_for_message
+script:
+  - text: "waiting for mail"
+    tool_calls:
+      - name: wait_for_message
+        input: {timeout: 60}
+  - text: "worker heard: {mail_content}"
+---
+You work.
+""",
+    "quick.md": """---
+name: quick
+description: Answers at once.
+script:
+  - text: "quick answer to {task}"
+    usage: {input_tokens: 10, output_tokens: 5}
+---
+You answer.
+""",
+    "slow.md": """---
+name: slow
+description: Takes its time (30 s) before answering.
+script:
+  - text: "slow answer"
+    delay: 30
+---
+You are slow.
+""",
+    "boss.md": """---
+name: boss
+description: Hands the task to slow.
+tools: spawn_subagent
+script:
+  - tool_calls:
+      - name: spawn_subagent
+        input: {agent: slow, task: "{task}"}
+  - text: "boss got: {result0_result}"
+---
+You delegate.
+""",
+    "failer.md": """---
+name: failer
+description: Fails.
+script:
+  - error: {kind: boom, message: "scripted failure"}
+---
+You fail.
+""",
+    "spender.md": """---
+name: spender
+description: Spends many tokens per step.
+script:
+  - text: "step one"
+    usage: {input_tokens: 5000, output_tokens: 100}
+    tool_calls:
+      - name: check_mailbox
+        input: {}
+  - text: "step two"
+    usage: {input_tokens: 5000, output_tokens: 100}
+---
+You spend.
+""",
+}
+
+
+def write_team(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in TEAM.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+class Cli:
+    """The `subagents` command with a private home, state dir and team (no API key)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.agents = write_team(root / "team")
+        self.state = root / "state" / "runs.sqlite3"
+        home = root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("ANTHROPIC_API_KEY", "NO_COLOR", "FORCE_COLOR")
+            and not k.startswith("SUBAGENTS_")
+        }
+        env.update(HOME=str(home), SUBAGENTS_STATE_DIR=str(self.state.parent), COLUMNS="200")
+        self.env = env
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "subagents.cli.main", *args]
+
+    def __call__(
+        self,
+        *args: str,
+        timeout: float = DEADLINE_S,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin,
+            env={**self.env, **(env or {})},
+            cwd=self.root,
+        )
+
+    def json(self, *args: str) -> Any:
+        proc = self(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return msgspec.json.decode(proc.stdout)
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """The command in the background (stdout and stderr captured)."""
+        return subprocess.Popen(
+            self.argv(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**self.env, **(env or {})},
+            cwd=self.root,
+        )
+
+    def run_team(self, agent: str, task: str, *extra: str) -> subprocess.Popen[str]:
+        return self.start("run", agent, task, "--agents", str(self.agents), "--json", *extra)
+
+    def runs(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.json("ps", "--all")
+        return rows
+
+    def wait_runs(
+        self,
+        predicate: Callable[[list[dict[str, Any]]], T | None],
+        what: str,
+        proc: subprocess.Popen[str] | None = None,
+    ) -> T:
+        """Poll `ps --all --json` until ``predicate(rows)`` is truthy; its value."""
+        deadline = time.monotonic() + DEADLINE_S
+        rows: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                _out, err = proc.communicate()
+                raise AssertionError(f"the run exited ({proc.returncode}) before {what}: {err}")
+            rows = self.runs()
+            found = predicate(rows)
+            if found:
+                return found
+        raise AssertionError(f"timed out waiting for {what}; runs: {rows}")
+
+
+def by_agent(rows: list[dict[str, Any]], agent: str, status: str) -> dict[str, Any] | None:
+    """The row of ``agent`` if it has ``status``."""
+    for row in rows:
+        if row["agent"] == agent and row["status"] == status:
+            return row
+    return None
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = DEADLINE_S) -> tuple[int, str, str]:
+    """Wait for a background command; its exit code, stdout and stderr."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the command did not end within {timeout} s: {err}") from None
+    return proc.returncode, out, err
+
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""An ANSI colour/style sequence (cursor movement of a live display is not colour)."""
+
+
+def on_terminal(
+    cli: Cli, *args: str, env: dict[str, str] | None = None, timeout: float = DEADLINE_S
+) -> tuple[int, str]:
+    """Run the command with stdout and stderr on a pseudo-terminal; exit code and output."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        cli.argv(*args),
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env={**cli.env, "TERM": "xterm-256color", **(env or {})},
+        cwd=cli.root,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return code, b"".join(chunks).decode("utf-8", "replace")
