@@ -83,6 +83,21 @@ script:
 ---
 You delegate.
 """,
+    "pair.md": """---
+name: pair
+description: Asks quick two things in parallel and joins the answers.
+tools: spawn_subagent
+script:
+  - text: "asking twice"
+    tool_calls:
+      - name: spawn_subagent
+        input: {agent: quick, task: "first {task}"}
+      - name: spawn_subagent
+        input: {agent: quick, task: "second {task}"}
+  - text: "joined: {result0_result} + {result1_result}"
+---
+You pair.
+""",
     "failer.md": """---
 name: failer
 description: Fails.
