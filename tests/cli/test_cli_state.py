@@ -1,0 +1,172 @@
+"""Run references, short ids, the last listing and the transcript, in-process against a real
+SQLite store in a tmp dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from subagents.cli.state import (
+    CliError,
+    last_listing,
+    listing_path,
+    remember_listing,
+    resolve,
+    short_ids,
+)
+from subagents.cli.transcript import transcript
+from subagents.cli.views import age, build_tree
+from subagents.messages import (
+    ChatMessage,
+    Checkpoint,
+    Event,
+    EventKind,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from subagents.store.sqlite import SQLiteStore
+
+IDS = ("r1a2014aaaa0000000001", "r1a2014aaaa0000000002", "r1a2014bbbb1234567890")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "runs.sqlite3")
+    for n, run_id in enumerate(IDS):
+        s.save_run(
+            RunRecord(
+                run_id=run_id,
+                agent=f"agent{n}",
+                task="t",
+                root_run_id=IDS[0],
+                parent_run_id=None if n == 0 else IDS[0],
+                depth=0 if n == 0 else 1,
+                created_at=1000.0 + n,
+                usage=Usage(input_tokens=10 * (n + 1), output_tokens=1),
+            )
+        )
+    return s
+
+
+def test_full_ids_prefixes_and_suffixes(store: SQLiteStore) -> None:
+    assert resolve(store, IDS[2]).agent == "agent2"
+    assert resolve(store, "r1a2014b").run_id == IDS[2]
+    assert resolve(store, "0000000002").run_id == IDS[1]  # a suffix, as the live tree shows
+    with pytest.raises(CliError, match=r"ambiguous: it matches .*0001, .*0002"):
+        resolve(store, "r1a2014aaaa")
+    with pytest.raises(CliError, match="no run matches 'xyz'"):
+        resolve(store, "xyz")
+    with pytest.raises(CliError, match="no run matches '00002'"):
+        resolve(store, "00002")  # suffixes need six characters or more
+    with pytest.raises(CliError, match="empty run reference"):
+        resolve(store, "  ")
+
+
+def test_row_numbers(store: SQLiteStore) -> None:
+    with pytest.raises(CliError, match="run `subagents ps` first"):
+        resolve(store, "#1")
+    remember_listing(store, [IDS[2], IDS[0]])
+    assert last_listing(store) == (IDS[2], IDS[0])
+    assert resolve(store, "#1").run_id == IDS[2]
+    assert resolve(store, "#2").run_id == IDS[0]
+    with pytest.raises(CliError, match="listed 2 run"):
+        resolve(store, "#3")
+    listing_path(store).write_text("{not json", encoding="utf-8")
+    with pytest.raises(CliError, match="cannot read the last listing"):
+        resolve(store, "#1")
+
+
+def test_short_ids_are_the_shortest_unique_prefixes() -> None:
+    shorts = short_ids(IDS, IDS)
+    assert shorts[IDS[0]] == IDS[0]  # differs from IDS[1] only in its last character
+    assert shorts[IDS[2]] == "r1a2014b"
+    assert short_ids(["abcdefghij"], ["abcdefghij"], minimum=4) == {"abcdefghij": "abcd"}
+    for run_id, short in shorts.items():
+        assert [i for i in IDS if i.startswith(short)] == [run_id]
+
+
+def test_tree_from_records_adds_up_usage(store: SQLiteStore) -> None:
+    records = store.list_runs()
+    tree = build_tree(records[0], records)
+    assert [c.agent for c in tree.children] == ["agent1", "agent2"]
+    assert tree.subtree_usage.input_tokens == 60
+    assert tree.usage.input_tokens == 10
+
+
+def test_age() -> None:
+    assert age(None) == "-"
+    assert age(100.0, now=142.0) == "42s"
+    assert age(0.5, now=7200.5) == "2h"
+    assert age(1.0, now=1.0 + 3 * 86400) == "3d"
+
+
+def _event(kind: EventKind, ts: float, **data: object) -> Event:
+    return Event(kind=kind, run_id="r1", agent="a", root_run_id="r1", ts=ts, data=dict(data))
+
+
+def test_transcript_places_each_turn_at_its_step_and_mail_with_its_text() -> None:
+    use = ToolUseBlock("toolu_1", "wait_for_message", {"timeout": 5})
+    messages = (
+        ChatMessage("user", (TextBlock("the task"),)),
+        ChatMessage("assistant", (TextBlock("waiting"), use)),
+        ChatMessage("user", (ToolResultBlock("toolu_1", "<mail>hi</mail>"),)),
+        ChatMessage("assistant", (TextBlock("done: hi"),)),
+    )
+    events = [
+        _event(EventKind.STARTED, 1.0),
+        _event(EventKind.STEP, 2.0, step=1, input_tokens=3, output_tokens=4),
+        _event(EventKind.TOOL_CALL, 2.1, tool="wait_for_message", input={"timeout": 5}),
+        _event(EventKind.MAIL_DELIVERED, 3.0, mail_id="m1", sender="external"),
+        _event(EventKind.STEP, 4.0, step=2, input_tokens=5, output_tokens=6),
+        _event(EventKind.COMPLETED, 4.1),
+    ]
+    mail = [
+        Mail(mail_id="m1", sender="external", recipient="r1", content="hi", sent_at=3.0),
+        Mail(
+            mail_id="m2",
+            sender="r9",
+            recipient="r1",
+            content="late",
+            sent_at=5.0,
+            state=MailState.ACCEPTED,
+        ),
+    ]
+    record = RunRecord(
+        run_id="r1", agent="a", task="the task", root_run_id="r1",
+        status=RunStatus.COMPLETED,
+        outcome=Outcome(run_id="r1", status=RunStatus.COMPLETED, result="done: hi"),
+    )  # fmt: skip
+    checkpoint = Checkpoint(run_id="r1", step=2, messages=messages)
+    entries = transcript(record, events, checkpoint, mail, names={"r9": "peer"})
+    assert [(e.kind, e.text) for e in entries] == [
+        ("started", ""),
+        ("user", "the task"),
+        ("assistant", "waiting"),
+        ("tool_use", 'wait_for_message {"timeout": 5}'),
+        ("step", "step 1: 3 tokens in, 4 out"),
+        # the tool_call event repeats the tool_use above: not shown twice
+        ("mail_in", "from external: hi"),
+        ("tool_result", "<mail>hi</mail>"),
+        ("assistant", "done: hi"),
+        ("step", "step 2: 5 tokens in, 6 out"),
+        ("completed", "done: hi"),
+        ("mail_pending", "from peer (r9) (accepted): late"),
+    ]
+    # a follower's view: the same entries, without what only the end can place
+    live = transcript(record, events[:3], checkpoint, mail, final=False)
+    assert [e.kind for e in live] == ["started", "user", "assistant", "tool_use", "step"]
+
+
+def test_transcript_without_a_checkpoint_shows_tool_calls() -> None:
+    record = RunRecord(run_id="r1", agent="a", task="t", root_run_id="r1")
+    events = [_event(EventKind.TOOL_CALL, 1.0, tool="lookup", input={"q": "x"})]
+    (entry,) = transcript(record, events, None, [])
+    assert (entry.kind, entry.text) == ("tool_call", 'lookup {"q": "x"}')
