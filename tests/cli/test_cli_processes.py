@@ -6,6 +6,7 @@ polls `subagents ps --json` (or the process) against a deadline.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,27 @@ def test_resume_continues_a_run_whose_process_was_killed(cli: Cli) -> None:
     assert cli.json("resume", "--list")["unfinished"] == []
     done = cli("resume")
     assert done.returncode == 0 and "nothing to resume" in done.stdout
+
+
+def test_ctrl_c_cancels_the_tree_and_exits_130(cli: Cli) -> None:
+    proc = cli.run_team("lead", "interrupted")
+    cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
+    proc.send_signal(signal.SIGINT)
+    code, _out, err = finish(proc)
+    assert code == 130, err
+    assert "interrupted: cancelling the runs" in err
+    statuses = {r["agent"]: r["status"] for r in cli.runs()}
+    assert statuses == {"lead": "cancelled", "worker": "cancelled"}
+
+
+def test_send_reads_the_text_from_stdin(cli: Cli) -> None:
+    proc = cli.run_team("lead", "piped mail")
+    worker = cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
+    empty = cli("send", worker["run_id"], "-", stdin="  \n")
+    assert empty.returncode == 2 and "TEXT is empty" in empty.stderr
+    posted = cli("send", worker["run_id"], "-", "--json", stdin="line one\nline two\n")
+    assert posted.returncode == 0, posted.stderr
+    assert msgspec.json.decode(posted.stdout)["content"] == "line one\nline two\n"
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "worker heard: line one\\nline two" in out
