@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,20 @@ def test_every_command_prints_json(cli: Cli, rows: list[dict[str, Any]]) -> None
         proc = cli(*args, "--json")
         assert proc.returncode == 0, proc.stderr
         assert msgspec.json.decode(proc.stdout), args
+
+
+def test_inspecting_commands_do_not_load_the_runtime(cli: Cli) -> None:
+    """`ps` & co must stay quick: the runtime, pykka and the anthropic SDK are for `run`."""
+    code = (
+        "import sys\n"
+        "from subagents.cli.main import main\n"
+        "for args in (['ps', '--all', '--json'], ['tree', '#1', '--json'], ['log', '#1']):\n"
+        "    assert main(args) == 0, args\n"
+        "heavy = [m for m in ('anthropic', 'pykka', 'subagents.runtime') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=cli.env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("HEAVY []")

@@ -51,7 +51,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 3")
     parser.add_argument(
-        "--max-concurrency", type=int, default=None, metavar="N", help="live runs at once (10)"
+        "--max-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
     add_json_argument(parser)
     add_state_argument(parser)
@@ -80,7 +84,7 @@ def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Li
         values["max_depth"] = args.max_depth
     if args.max_concurrency is not None:
         values["max_concurrency"] = args.max_concurrency
-        values["per_agent"] = min(Limits().per_agent, args.max_concurrency)
+        values["per_agent"] = args.max_concurrency  # asked for N at once: N of one agent too
     if timeout is not None:
         values["timeout_s"] = timeout
     try:
