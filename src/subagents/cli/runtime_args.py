@@ -74,6 +74,9 @@ class Hosted:
             self.runtime.close()
         finally:
             self.store.close()
+            close_model = getattr(self.runtime.model, "close", None)  # the SDK's HTTP pool
+            if callable(close_model):
+                close_model()
 
 
 def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Limits:
