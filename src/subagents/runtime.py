@@ -27,9 +27,10 @@ from subagents.actors.supervisor import Query, Restore, StopAll, SupervisorActor
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
-from subagents.behaviour.port import AgentEnv, AgentPort, SkillSource
+from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
+from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import ensure_configured
 from subagents.messages import (
@@ -127,7 +128,7 @@ class Runtime:
         tools: Iterable[Tool | Callable[..., Any]] = (),
         agent_dirs: Sequence[str | Path] = (),
         discover: bool = False,
-        skills: SkillSource | None = None,
+        skills: SkillIndex | Sequence[str | Path] | None = None,
         default_model: str | None = None,
         hot_reload_s: float | None = None,
         restore: bool = True,
@@ -142,6 +143,7 @@ class Runtime:
         self._owns_store = store is None
         self.store: RunStore = store if store is not None else MemoryStore()
         self._functions: dict[str, Callable[..., Any]] = {}
+        self._prompts: dict[tuple[str, str, tuple[str, ...]], str] = {}
         specs = self._collect(agents)
         self.timer = TimerService()
         catalog = self._catalog(specs, agent_dirs, discover)
@@ -153,6 +155,7 @@ class Runtime:
             self.registry.start_hot_reload(hot_reload_s)
         self.model = model if model is not None else _default_model(self._specs.values())
         self.tools = as_tools(tools)
+        self.skills = _skill_index(skills, discover)
         self._subscribers: tuple[Callable[[Event], None], ...] = ()
         self._waiters: dict[str, _Waiter] = {}
         self._waiters_lock = threading.Lock()
@@ -162,7 +165,8 @@ class Runtime:
             model=self.model,
             agents=lambda: list(self._agents().values()),
             tools=self.tools,
-            skills=skills,
+            skills=self.skills,
+            system_prompt=self._system_prompt,
             max_depth=self.limits.max_depth,
             max_turns=self.limits.max_turns,
         )
@@ -239,6 +243,19 @@ class Runtime:
         else:
             sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
         return Catalog(DefinitionLoader(sources), specs=specs)
+
+    def _system_prompt(self, spec: AgentSpec) -> str:
+        """The definition's prompt with its ``skills`` preloaded (unknown ones logged once)."""
+        if self.skills is None or not spec.skills:
+            return spec.prompt
+        key = (spec.name, spec.prompt, spec.skills)
+        cached = self._prompts.get(key)
+        if cached is None:
+            cached, issues = preload_skills(spec, self.skills)
+            for issue in issues:
+                log.warning("skill not preloaded", agent=spec.name, reason=issue.reason)
+            self._prompts[key] = cached
+        return cached
 
     def _mark_stale(self, _changes: Any) -> None:
         self._specs_stale = True
@@ -609,6 +626,19 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _skill_index(
+    skills: SkillIndex | Sequence[str | Path] | None, discover: bool
+) -> SkillIndex | None:
+    """Skills from an index, from folders, or (with ``discover``) the usual places."""
+    if isinstance(skills, SkillIndex):
+        return skills
+    if skills is not None:
+        return SkillIndex([Path(d) for d in skills])
+    if discover:
+        return SkillIndex(default_skill_dirs())
+    return None
 
 
 def _default_model(specs: Iterable[AgentSpec]) -> Model:
