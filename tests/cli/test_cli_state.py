@@ -79,6 +79,13 @@ def test_row_numbers(store: SQLiteStore) -> None:
     assert resolve(store, "#2").run_id == IDS[0]
     with pytest.raises(CliError, match="listed 2 run"):
         resolve(store, "#3")
+    other = SQLiteStore(store.path.with_name("other.sqlite3"))
+    remember_listing(other, [IDS[1]])  # the same folder: the listing is of the other store now
+    with pytest.raises(CliError, match="no listing to pick from"):
+        resolve(store, "#1")
+    with pytest.raises(CliError, match=f"run {IDS[1]} is no longer in the store"):
+        resolve(other, "#1")  # listed there, but that store has no such run
+    other.close()
     listing_path(store).write_text("{not json", encoding="utf-8")
     with pytest.raises(CliError, match="cannot read the last listing"):
         resolve(store, "#1")

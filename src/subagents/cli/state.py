@@ -125,6 +125,8 @@ def last_listing(store: SQLiteStore) -> tuple[str, ...]:
         return ()
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CliError(f"{path}: cannot read the last listing ({exc}); run `subagents ps`") from exc
+    if listing.store != str(store.path):  # another database in the same folder listed last
+        return ()
     return listing.run_ids
 
 
