@@ -133,11 +133,13 @@ class ScriptedModel:
         turn_index = sum(1 for message in request.messages if message.role == "assistant")
         script = self._scripts.get(request.agent, ())
         turn = script[turn_index] if turn_index < len(script) else None
+        call_number = 1
         with self._lock:
             self._requests.append(request)
-            key = (request.agent, request.run_id, turn_index)
-            call_number = self._calls_per_turn.get(key, 0) + 1
-            self._calls_per_turn[key] = call_number
+            if turn is not None and turn.fail_times is not None:  # count only where it matters
+                key = (request.agent, request.run_id, turn_index)
+                call_number = self._calls_per_turn.get(key, 0) + 1
+                self._calls_per_turn[key] = call_number
 
         _check_signals(deadline, cancel)
         broken = self._broken.get(request.agent)
