@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+from subagents.definitions.spec import AgentSpec
 from subagents.messages import Usage
 from subagents.models import (
     AnthropicModel,
@@ -107,9 +108,11 @@ def test_unknown_model_costs_zero_and_warns_once() -> None:
 @pytest.mark.usefixtures("all_log_levels")
 def test_default_model_offline_without_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    spec = AgentSpec(name="a", description="d", metadata={"script": ["scripted {task}"]})
     with structlog.testing.capture_logs() as logs:
-        model = default_model()
+        model = default_model([spec])
     assert isinstance(model, ScriptedModel)
+    assert model.agents == {"a"}
     offline = [e for e in logs if e["event"] == "model.offline"]
     assert len(offline) == 1
     assert "ANTHROPIC_API_KEY" in offline[0]["reason"]

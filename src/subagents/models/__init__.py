@@ -7,10 +7,12 @@ is set, else the offline scripted model, so everything runs with or without a ke
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from subagents.definitions.spec import AgentSpec
 from subagents.models.base import CancelSignal, Model, ModelError
 from subagents.models.names import Price, estimate_cost, model_id, resolve_model
 from subagents.models.retry import RetryPolicy
@@ -52,11 +54,13 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 
-def default_model() -> Model:
-    """``AnthropicModel`` when ``ANTHROPIC_API_KEY`` is set, else the offline ``ScriptedModel``."""
+def default_model(specs: Iterable[AgentSpec] = ()) -> Model:
+    """``AnthropicModel`` when ``ANTHROPIC_API_KEY`` is set, else the offline ``ScriptedModel``
+    playing the ``script:`` of the given definitions (agents without one give the default reply).
+    """
     if os.environ.get(API_KEY_ENV):
         from subagents.models.anthropic import AnthropicModel
 
         return AnthropicModel()
     log.info("model.offline", reason=f"{API_KEY_ENV} is not set: using the offline scripted model")
-    return ScriptedModel()
+    return ScriptedModel.from_specs(specs)
