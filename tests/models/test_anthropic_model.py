@@ -509,3 +509,19 @@ def test_large_max_tokens_without_deadline(api: FakeMessagesAPI, model: Anthropi
     api.add(text_message("ok"))
     assert model.complete(request(user("t"), max_tokens=64_000)).text == "ok"
     assert api.requests[0].body["max_tokens"] == 64_000
+
+
+def test_x_should_retry_header_is_obeyed(api: FakeMessagesAPI, model: AnthropicModel) -> None:
+    api.add(
+        error_reply(529, "overloaded_error", "hard limit", headers={"x-should-retry": "false"}),
+        error_reply(400, "invalid_request_error", "try me", headers={"x-should-retry": "true"}),
+        text_message("ok"),
+    )
+    with pytest.raises(ModelError) as info:
+        model.complete(request(user("t")))
+    assert info.value.kind == "overloaded"
+    assert info.value.transient is False
+    assert "not to retry" in info.value.message
+    assert len(api.requests) == 1
+    assert model.complete(request(user("t"))).text == "ok"
+    assert len(api.requests) == 3

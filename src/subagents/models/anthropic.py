@@ -213,6 +213,13 @@ def _status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
     detail = exc.api_message or _body_text(exc)
     request_id = f" (request-id {exc.request_id})" if exc.request_id else ""
     text = f"HTTP {status}: {detail}{request_id}"
+    should_retry = exc.response.headers.get("x-should-retry")
+    if should_retry == "false" and (status == 429 or status >= 500):
+        # The server says trying again will not help (e.g. a hard limit): fail now.
+        kind = {429: "rate_limited", 529: "overloaded"}.get(status, "server")
+        return ModelError(kind, f"{text} (the server says not to retry)")
+    if should_retry == "true" and status < 500 and status != 429:
+        return TransientError("server", text, retry_after=_retry_after(exc))
     if status == 429:
         return TransientError("rate_limited", text, retry_after=_retry_after(exc))
     if status == 529:
