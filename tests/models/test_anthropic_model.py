@@ -525,3 +525,12 @@ def test_x_should_retry_header_is_obeyed(api: FakeMessagesAPI, model: AnthropicM
     assert len(api.requests) == 1
     assert model.complete(request(user("t"))).text == "ok"
     assert len(api.requests) == 3
+
+
+def test_cost_uses_requested_model_when_api_answers_a_dated_id(
+    api: FakeMessagesAPI, model: AnthropicModel
+) -> None:
+    api.add(text_message("hi", model="claude-haiku-5-5-20261001", input_tokens=1_000_000))
+    resp = model.complete(request(user("t"), model="haiku"))
+    assert resp.model == "claude-haiku-5-5-20261001"
+    assert resp.usage.cost_usd == pytest.approx(0.10 + 5 * 0.50 / 1_000_000)

@@ -86,6 +86,13 @@ def test_estimate_cost_for_each_counter() -> None:
     )
 
 
+def test_dated_ids_are_priced_as_their_undated_id() -> None:
+    usage = Usage(input_tokens=1_000_000)
+    assert estimate_cost("claude-sonnet-5-5-20261001", usage) == pytest.approx(2.0)
+    assert names.price_for("claude-sonnet-5-5-20261001") == names.PRICES["claude-sonnet-5-5"]
+    assert names.price_for("claude-nothing-1-20261001") is None
+
+
 def test_price_table_override() -> None:
     prices = {"mine": Price(input=1.0, output=2.0, cache_read_factor=0.5)}
     usage = Usage(

@@ -34,6 +34,7 @@ from subagents.models.names import (
     Price,
     estimate_cost,
     model_id,
+    price_for,
     resolve_model,
 )
 from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
@@ -138,7 +139,9 @@ class AnthropicModel:
                 logger=bound,
             )
             blocks.extend(parsed.blocks)
-            usage = usage + self._usage(parsed.model or model, parsed.usage)
+            # Price the model asked for; the API may answer with a dated id of it.
+            priced = model if price_for(model, prices=self._prices) else parsed.model or model
+            usage = usage + self._usage(priced, parsed.usage)
             bound.debug(
                 "model.call",
                 stop_reason=parsed.stop_reason,

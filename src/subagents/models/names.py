@@ -8,6 +8,7 @@ passing their own tables, or process-wide with ``register_alias`` / ``register_p
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 
@@ -89,13 +90,26 @@ def resolve_model(
     return model_id(chosen, aliases=aliases)
 
 
+_DATE_SUFFIX = re.compile(r"-\d{8}$")
+
+
+def price_for(model: str, *, prices: Mapping[str, Price] | None = None) -> Price | None:
+    """The price of ``model``: an id, an alias, or a dated id (``claude-x-5-5-20261001``)
+    priced as its undated id. None when unknown."""
+    table = PRICES if prices is None else prices
+    for name in (model, model_id(model), _DATE_SUFFIX.sub("", model)):
+        price = table.get(name)
+        if price is not None:
+            return price
+    return None
+
+
 def estimate_cost(model: str, usage: Usage, *, prices: Mapping[str, Price] | None = None) -> float:
     """Estimated USD for ``usage`` on ``model`` (an id or an alias). Unknown models cost 0.0.
 
     An unknown model is logged once per process (a warning), not on every call.
     """
-    table = PRICES if prices is None else prices
-    price = table.get(model) or table.get(model_id(model))
+    price = price_for(model, prices=prices)
     if price is None:
         with _lock:
             first = model not in _warned_unknown
