@@ -41,7 +41,29 @@ _EXPORTS = {
     "SQLiteStore": "subagents.store.sqlite",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AdmissionError",
+    "AgentContext",
+    "AgentSpec",
+    "Event",
+    "EventKind",
+    "FunctionAgent",
+    "Limits",
+    "MemoryStore",
+    "ModelError",
+    "Outcome",
+    "RunHandle",
+    "RunRecord",
+    "RunResult",
+    "RunStatus",
+    "Runtime",
+    "RuntimeClosed",
+    "SQLiteStore",
+    "ScriptedModel",
+    "Tool",
+    "ToolError",
+    "Usage",
+]
 
 if TYPE_CHECKING:
     from subagents.behaviour.function import AgentContext, FunctionAgent

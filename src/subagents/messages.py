@@ -214,6 +214,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     request_id: str | None = None
     """The requester's handle for this run (the parent's tool_use id); recovery after a
     crash matches children to the parent's pending tool calls by it."""
+    owner: str | None = None
+    """The process hosting this run (``host:pid``); another runtime on the same store
+    leaves it alone while that process lives."""
     # supervision policies (issue 4)
     token_budget: int | None = None
     cost_budget_usd: float | None = None

@@ -54,6 +54,7 @@ from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import Limits
+from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 
@@ -188,7 +189,7 @@ class Runtime:
         if restore:
             self.restore_report = self._ask(Restore())
             if self.restore_report.orphans:
-                log.warning(
+                log.info(
                     "restored root runs have no caller; use Runtime.attach(run_id)",
                     orphans=self.restore_report.orphans,
                 )
@@ -618,6 +619,7 @@ class Runtime:
                     error="runtime closed",
                 )
                 waiter.event.set()
+        release_owner(self.core.owner)
         if self._owns_store:
             self.store.close()
 

@@ -7,7 +7,7 @@ outcome delivered, a mail accepted, a step taken) before ``batch()`` has returne
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -62,6 +62,8 @@ class RunStore(Protocol):
 
     # commands from other processes
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int: ...
-    def take_commands(self) -> list[Command]: ...
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        """Claim pending commands (only those for ``run_ids`` when given)."""
+        ...
 
     def close(self) -> None: ...

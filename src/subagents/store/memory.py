@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 
 from subagents.messages import (
@@ -130,9 +130,13 @@ class MemoryStore:
             )
             return command_id
 
-    def take_commands(self) -> list[Command]:
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         with self._lock:
-            taken, self._commands = self._commands, []
+            if run_ids is None:
+                taken, self._commands = self._commands, []
+            else:
+                taken = [c for c in self._commands if c.run_id in run_ids]
+                self._commands = [c for c in self._commands if c.run_id not in run_ids]
             return taken
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -569,8 +569,11 @@ class SQLiteStore:
         assert command_id is not None
         return command_id
 
-    def take_commands(self) -> list[Command]:
-        """Claim every pending command, oldest first; each is returned to exactly one taker.
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        """Claim pending commands, oldest first; each is returned to exactly one taker.
+
+        With ``run_ids``, only commands for those runs are claimed: a runtime takes the
+        commands of the runs it hosts and leaves the others to their own process.
 
         Called inside a batch, the claim commits (or rolls back) with the writes that act
         on the commands, so a crash between taking and acting loses no command. Outside a
@@ -591,11 +594,13 @@ class SQLiteStore:
                 (),
                 doing,
             ).fetchall()
+            if run_ids is not None:
+                rows = [row for row in rows if row[2] in run_ids]
             if rows:
                 self._write_sql(
                     conn,
-                    "UPDATE commands SET taken_at = ? WHERE taken_at IS NULL AND command_id <= ?",
-                    (time.time(), rows[-1][0]),
+                    f"UPDATE commands SET taken_at = ? WHERE command_id IN ({_marks(len(rows))})",
+                    (time.time(), *(row[0] for row in rows)),
                     doing,
                 )
         return [

@@ -55,6 +55,7 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
+from subagents.supervision.ownership import new_owner, owner_alive
 from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
 from subagents.supervision.recovery import recovered_messages
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
@@ -150,6 +151,8 @@ class RestoreReport:
     failed: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    elsewhere: list[str] = field(default_factory=list)
+    """Unfinished runs left alone: a live process (or another host) hosts them."""
 
 
 class AdmissionError(Exception):
@@ -168,6 +171,7 @@ class SupervisorCore(PolicyHooks):
         limits: Limits | None = None,
         default_model: str = "sonnet",
         clock: Callable[[], float] = time.monotonic,
+        owner: str | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.lookup = lookup
@@ -175,6 +179,7 @@ class SupervisorCore(PolicyHooks):
         self.store = store
         self.limits = limits or Limits()
         self.default_model = default_model
+        self.owner = owner or new_owner()
         self.clock = clock
         self.runs: dict[str, RunState] = {}
         self.tree = RunTree()
@@ -318,6 +323,7 @@ class SupervisorCore(PolicyHooks):
             deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
             **policy_fields,
             request_id=req.request_id,
+            owner=self.owner,
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self._seed(run_id)
@@ -774,9 +780,18 @@ class SupervisorCore(PolicyHooks):
                 statuses=(RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
             )
             unfinished.sort(key=lambda r: (r.depth, r.created_at))
+            hosted_elsewhere = {
+                r.root_run_id for r in unfinished if owner_alive(r.owner) and r.owner != self.owner
+            }
             for record in unfinished:
                 if record.run_id in self.runs:
                     continue
+                if record.root_run_id in hosted_elsewhere:
+                    report.elsewhere.append(record.run_id)
+                    continue
+                if record.owner != self.owner:
+                    record = msgspec.structs.replace(record, owner=self.owner)
+                    self.store.save_run(record)
                 self._restore_one(record, report)
             for outcome in self.store.undelivered_outcomes():
                 ended = self.store.get_run(outcome.run_id)
@@ -845,7 +860,10 @@ class SupervisorCore(PolicyHooks):
     def take_commands(self) -> list[Effect]:
         """Act on stop/send commands other processes posted through the store."""
         with self._handling():
-            for command in self.store.take_commands():
+            hosted = [r for r, state in self.runs.items() if not state.record.status.terminal]
+            if not hosted:
+                return self._effects
+            for command in self.store.take_commands(hosted):
                 if command.kind == "stop":
                     target = self.live(command.run_id)
                     if target is not None:

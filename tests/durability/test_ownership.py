@@ -1,0 +1,45 @@
+"""Two runtimes on one store: each keeps to its own runs (a dead process's runs are taken up:
+see test_crash_recovery)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
+from subagents.messages import RunStatus
+from subagents.supervision.ownership import new_owner, owner_alive, release_owner
+
+SLOW = ScriptedModel({"slow": [{"text": "done {task}", "delay": 30}]})
+AGENTS = [AgentSpec(name="slow", description="takes its time")]
+
+
+def test_owner_ids_are_alive_until_released() -> None:
+    owner = new_owner()
+    assert owner_alive(owner)
+    release_owner(owner)
+    assert not owner_alive(owner)
+    assert not owner_alive(None)
+    assert not owner_alive("garbage")
+
+
+def test_a_second_runtime_leaves_a_live_runtimes_runs_and_commands_alone(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = Runtime(AGENTS, model=SLOW, store=SQLiteStore(db), command_poll_s=0.05)
+    started = threading.Event()
+    first.subscribe(lambda e: started.set() if e.kind == "started" else None)
+    try:
+        handle = first.spawn("slow", "a")
+        assert started.wait(5)
+        second_store = SQLiteStore(db)
+        with Runtime(AGENTS, model=SLOW, store=second_store, command_poll_s=0.05) as second:
+            assert second.restore_report.resumed == []
+            assert handle.run_id in second.restore_report.elsewhere
+            # a stop posted for the first runtime's run is not taken by the second one
+            second_store.post_command("stop", handle.run_id)
+            outcome = handle.result(timeout=10)
+            assert outcome.status is RunStatus.CANCELLED
+            assert outcome.error == "stopped from another process"
+        second_store.close()
+    finally:
+        first.close()
