@@ -227,3 +227,54 @@ def test_cost_budget_from_the_definition(make_runtime: Any) -> None:
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used $0.0600 of its $0.0500 cost budget"
     assert rt.get(outcome.run_id).cost_budget_usd == 0.05
+
+
+def test_a_restored_run_keeps_its_budget(tmp_path: Any) -> None:
+    from subagents.messages import (
+        ChatMessage,
+        Checkpoint,
+        RunRecord,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+    )
+    from subagents.models.scripted import ScriptedModel
+    from subagents.runtime import Runtime
+    from subagents.store.sqlite import SQLiteStore
+
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    use = ToolUseBlock(id="toolu_1", name="check_mailbox", input={})
+    with store.batch():
+        store.save_run(
+            RunRecord(
+                run_id="r1",
+                agent="lead",
+                task="go",
+                root_run_id="r1",
+                status=RunStatus.RUNNING,
+                steps=1,
+                usage=Usage(input_tokens=90, model_calls=1),
+                token_budget=100,
+            )
+        )
+        store.save_checkpoint(
+            Checkpoint(
+                run_id="r1",
+                step=1,
+                messages=(
+                    ChatMessage("user", (TextBlock("go"),)),
+                    ChatMessage("assistant", (TextBlock("thinking"), use)),
+                ),
+                answered=(ToolResultBlock("toolu_1", "no new mail"),),
+            )
+        )
+    store.close()
+    model = ScriptedModel({"lead": ["unused", {"text": "more", "usage": usage(20, 10)}, "never"]})
+    reopened = SQLiteStore(path)
+    with Runtime([spec("lead")], model=model, store=reopened) as rt:
+        outcome = rt.attach("r1").result(10)
+    reopened.close()
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED
+    assert outcome.error == "lead used 120 tokens of its 100-token budget"
+    assert len(model.requests) == 1

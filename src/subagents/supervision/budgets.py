@@ -149,6 +149,15 @@ class BudgetBook:
             return f"used {spent.total_tokens} tokens of its {budget.tokens}-token budget"
         return f"used ${spent.cost_usd:.4f} of its ${budget.cost_usd or 0:.4f} cost budget"
 
+    def known(self, run_id: str) -> bool:
+        return run_id in self._budget
+
+    def restore(self, run_id: str, parent_run_id: str | None, budget: Budget, spent: Usage) -> None:
+        """Register a run with the budget and spending its records show (after a restore)."""
+        self._budget[run_id] = budget
+        self._spent[run_id] = spent
+        self._parent[run_id] = parent_run_id
+
     def forget(self, run_ids: Iterable[str]) -> None:
         for run_id in run_ids:
             self._budget.pop(run_id, None)

@@ -26,8 +26,9 @@ from subagents.messages import (
     RunStatus,
     SpawnRequest,
     StepTaken,
+    Usage,
 )
-from subagents.supervision.budgets import BudgetBook, BudgetRefused
+from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
 from subagents.supervision.handdown import (
     HandDownError,
     first_message_text,
@@ -169,9 +170,52 @@ class PolicyHooks:
 
     # ---- budgets -----------------------------------------------------------------------------
 
+    def _entry(self, state: RunState) -> _RunPolicy | None:
+        """The policy entry of a run; built from its record and definition for a run this
+        core did not admit (restored from the store after a restart of the process)."""
+        run_id = state.record.run_id
+        entry = self._policy.get(run_id)
+        if entry is not None:
+            return entry
+        try:
+            policy = policy_of(state.spec)
+        except PolicyError:
+            return None
+        entry = _RunPolicy(policy=policy, max_retries=policy.max_retries, seed=None)
+        self._policy[run_id] = entry
+        return entry
+
+    def _register_restored(self, run_id: str) -> None:
+        """Put a restored run (and its ancestors) in the budget ledger, from their records."""
+        chain: list[RunState] = []
+        current = self.runs.get(run_id)
+        while current is not None and not self.budgets.known(current.record.run_id):
+            chain.append(current)
+            parent_id = current.record.parent_run_id
+            current = self.runs.get(parent_id) if parent_id is not None else None
+        for state in reversed(chain):
+            record = state.record
+            spent = Usage()
+            for r in self.tree.subtree(record.run_id):
+                other = self.runs.get(r)
+                if other is not None:
+                    spent = spent + other.record.usage
+            self.budgets.restore(
+                record.run_id,
+                record.parent_run_id,
+                Budget(tokens=record.token_budget, cost_usd=record.cost_budget_usd),
+                spent,
+            )
+
     def _charge(self, msg: StepTaken) -> None:
         """Roll a step's usage up the tree; stop every run now over its budget."""
-        for run_id in self.budgets.charge(msg.run_id, msg.usage):
+        if self.budgets.known(msg.run_id):
+            over = self.budgets.charge(msg.run_id, msg.usage)
+        else:  # restored: its records' usage (this step included) is what it has spent
+            self._register_restored(msg.run_id)
+            chain = [msg.run_id, *self.tree.ancestors(msg.run_id)]
+            over = [r for r in chain if self.budgets.over(r)]
+        for run_id in over:
             state = self.live(run_id)
             if state is not None:
                 self._over_budget(state)
@@ -194,7 +238,7 @@ class PolicyHooks:
         """A run ended in error: restart it (``transient``), retry it (``on_failure: retry``),
         or let it fail. None when it goes again; else the report to finish it with."""
         record = state.record
-        entry = self._policy.get(record.run_id)
+        entry = self._entry(state)
         if entry is None:
             return msg
         decision = self.restarts.decide(record.run_id, entry.policy, msg.error_kind)
