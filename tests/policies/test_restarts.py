@@ -223,3 +223,19 @@ def test_a_crash_in_a_tool_restarts_without_rerunning_finished_calls(make_runtim
     assert calls == ["a", "b", "b"]  # 'a' had its result: only 'b' ran again
     [restart] = events.of(EventKind.RESTARTED, outcome.run_id)
     assert restart.data["error_kind"] == "tool_crashed"
+
+
+def test_a_run_stopped_during_its_backoff_is_not_started_again(make_runtime: Any) -> None:
+    rt, model, events = make_runtime(
+        [spec("flaky", restart="transient", metadata={"restartBackoff": 30})],
+        {"flaky": [{"error": {"kind": "server", "message": "boom"}}]},
+    )
+    handle = rt.spawn("flaky", "go")
+    events.wait_for(lambda e: e.kind is EventKind.RESTARTED and e.run_id == handle.run_id)
+    assert handle.status is RunStatus.RUNNING  # waiting out its backoff, slot kept
+    assert rt.stop(handle.run_id) == (handle.run_id,)
+    outcome = handle.result(5)
+    assert outcome.status is RunStatus.CANCELLED
+    assert len(model.requests) == 1
+    assert rt.inspect(lambda core: core.restart_due(handle.run_id)) == []  # late timer: no-op
+    assert len(events.of(EventKind.STARTED, handle.run_id)) == 1
