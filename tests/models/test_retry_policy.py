@@ -95,9 +95,10 @@ def test_backoff_grows_exponentially_within_bounds() -> None:
     call_with_retries(flaky, policy=policy)
     gaps = [b - a for a, b in zip(flaky.times, flaky.times[1:], strict=False)]
     # Waits are base*2**(n-1) capped at max_wait, times a jitter factor in [0.5, 1].
-    assert gaps[0] >= 0.01
-    assert gaps[1] >= 0.02
-    assert gaps[2] >= 0.025
+    # (A hair of slack: a timed wait may wake a few microseconds early.)
+    assert gaps[0] >= 0.0095
+    assert gaps[1] >= 0.0195
+    assert gaps[2] >= 0.0245
     assert all(gap < 1.0 for gap in gaps)
 
 
