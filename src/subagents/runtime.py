@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -160,7 +161,9 @@ class Runtime:
         self._subscribers: tuple[Callable[[Event], None], ...] = ()
         self._waiters: dict[str, _Waiter] = {}
         self._waiters_lock = threading.Lock()
-        self._threads: set[threading.Thread] = set()
+        # Weak: an ended thread drops out by itself, so tracking stays O(1) per run (a scan
+        # of every thread ever started made each spawn O(n): 10,000 spawns took minutes).
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
         self.env = AgentEnv(
             model=self.model,
@@ -275,8 +278,6 @@ class Runtime:
         def track() -> None:
             with lock:
                 threads.add(threading.current_thread())
-                for t in [t for t in threads if not t.is_alive()]:
-                    threads.discard(t)
 
         if fn is not None:
 
