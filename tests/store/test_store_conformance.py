@@ -185,3 +185,13 @@ def test_close_is_idempotent(store: RunStore) -> None:
     store.save_run(run("r1"))
     store.close()
     store.close()
+
+
+def test_take_commands_for_some_runs_leaves_the_others_pending(store: RunStore) -> None:
+    a1 = store.post_command("stop", "a")
+    b1 = store.post_command("send", "b", "for b")
+    a2 = store.post_command("send", "a", "again")
+    assert [c.command_id for c in store.take_commands(["a", "nobody"])] == [a1, a2]
+    assert store.take_commands(["a"]) == []
+    assert store.take_commands(set()) == []
+    assert [(c.command_id, c.content) for c in store.take_commands()] == [(b1, "for b")]
