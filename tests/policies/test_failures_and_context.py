@@ -209,3 +209,24 @@ def test_inherit_messages_starts_the_child_with_the_parents_conversation(
     assert isinstance(last[-1], TextBlock) and last[-1].text.endswith("\n\ndo it")
     child = next(r for r in rt.runs(root_run_id=outcome.run_id) if r.agent == "worker")
     assert child.status is RunStatus.COMPLETED
+
+
+def test_bad_policy_options_of_a_root_run_are_refused_clearly() -> None:
+    from subagents.runtime import AdmissionError
+
+    with Runtime({"a": lambda ctx: "x"}) as rt:
+        cases = [
+            ({"on_failure": "shrug"}, "on_failure must be one of report, retry, fail_parent"),
+            ({"shared": {"x": object()}}, "shared context must be JSON data"),
+            ({"token_budget": 0}, "a token budget must be a positive integer, got 0"),
+            ({"cost_budget_usd": -1.0}, "a cost budget must be a positive number of USD"),
+            ({"max_retries": -2}, "max_retries must be an integer >= 0, got -2"),
+        ]
+        for options, message in cases:
+            try:
+                rt.spawn("a", "t", **options)
+            except AdmissionError as exc:
+                assert message in str(exc), (options, str(exc))
+            else:
+                raise AssertionError(f"{options} was accepted")
+        assert rt.run("a", "t", shared={"ok": [1, 2]}, wait=5).result == "x"

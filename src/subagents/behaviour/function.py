@@ -148,7 +148,8 @@ class AgentContext:
         if unknown:
             raise TypeError(f"spawn() got unknown options: {', '.join(sorted(unknown))}")
         if "share" in policies:
-            policies["share"] = tuple(policies["share"])
+            share = policies["share"]
+            policies["share"] = (share,) if isinstance(share, str) else tuple(share)
         pending = self._b.new_pending("s")
         self._b.background[pending.key] = background
         self._b.port.request_spawn(

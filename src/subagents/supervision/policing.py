@@ -35,7 +35,13 @@ from subagents.supervision.handdown import (
     inherited_conversation,
     shared_for_child,
 )
-from subagents.supervision.policies import Policy, PolicyError, policy_of
+from subagents.supervision.policies import (
+    Policy,
+    PolicyError,
+    on_failure_value,
+    policy_of,
+    shared_keys_value,
+)
 from subagents.supervision.restarts import RestartIntensity, abnormal
 
 if TYPE_CHECKING:
@@ -128,12 +134,16 @@ class PolicyHooks:
                 isinstance(req.max_retries, bool) or req.max_retries < 0
             ):
                 raise PolicyError(f"max_retries must be an integer >= 0, got {req.max_retries!r}")
+            on_failure = policy.on_failure
+            if req.on_failure is not None:
+                on_failure = on_failure_value("on_failure", req.on_failure)
+            share = shared_keys_value("share", list(req.share))
             if parent is not None:
                 shared = shared_for_child(
-                    parent.record.shared, (*policy.shared_keys, *req.share), parent_label=label
+                    parent.record.shared, (*policy.shared_keys, *share), parent_label=label
                 )
             else:
-                shared = dict(req.shared or {})
+                shared = _json_dict(req.shared or {})
         except (PolicyError, HandDownError) as exc:
             raise PolicyRefused(str(exc)) from None
         try:
@@ -159,7 +169,7 @@ class PolicyHooks:
         return {
             "token_budget": budget.tokens,
             "cost_budget_usd": budget.cost_usd,
-            "on_failure": req.on_failure or policy.on_failure,
+            "on_failure": on_failure,
             "shared": shared,
         }
 
@@ -319,3 +329,14 @@ class PolicyHooks:
         for run_id in ids:
             self._policy.pop(run_id, None)
             self.restarts.forget(run_id)
+
+
+def _json_dict(shared: Any) -> dict[str, Any]:
+    """Shared context as plain JSON data (it is stored, and copied to children)."""
+    if not isinstance(shared, dict) or not all(isinstance(k, str) for k in shared):
+        raise PolicyError(f"shared context must be a mapping of names to values, got {shared!r}")
+    try:
+        decoded: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(shared))
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise PolicyError(f"shared context must be JSON data: {exc}") from None
+    return decoded
