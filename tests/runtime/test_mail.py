@@ -262,3 +262,64 @@ def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
         assert "the task" in shown and "early mail" in shown
         (mail,) = rt.store.mail_for(queued.run_id)
         assert mail.state is MailState.READ
+
+
+def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender() -> None:
+    release = threading.Event()
+
+    def busy(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "busy done"
+
+    async def writer(ctx: AgentContext) -> str:
+        child_id: str = await ctx.spawn("busy", "x", background=True)
+        await ctx.send(child_id, "please read this")
+        await ctx.stop(child_id)
+        release.set()
+        report: Mail | None = await ctx.receive(timeout=WAIT)
+        assert report is not None and report.content.startswith("[background result]")
+        notice: Mail | None = await ctx.receive(timeout=WAIT)
+        return notice.content if notice is not None else "no notice"
+
+    with Runtime({"writer": writer, "busy": busy}) as rt:
+        outcome = rt.run("writer", "go", wait=WAIT)
+        (busy_run,) = rt.runs(agent="busy")
+        (mail,) = [m for m in rt.store.mail_for(busy_run.run_id) if m.sender != busy_run.run_id]
+        assert outcome.result == (
+            f"[dead letter] your mail {mail.mail_id} to busy ({busy_run.run_id}) was not read"
+            " before it ended (cancelled)"
+        )
+        assert mail.state is MailState.DEAD
+
+
+def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender() -> None:
+    release = threading.Event()
+
+    def hold(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "held"
+
+    async def writer(ctx: AgentContext) -> str:
+        queued_id: str = await ctx.spawn("hold", "queued", background=True)
+        await ctx.send(queued_id, "for when you start")
+        await ctx.stop(queued_id)
+        report: Mail | None = await ctx.receive(timeout=WAIT)
+        assert report is not None and report.content.startswith("[background result]")
+        notice: Mail | None = await ctx.receive(timeout=WAIT)
+        return notice.content if notice is not None else "no notice"
+
+    agents: list[AgentLike] = [
+        FunctionAgent.create("hold", hold),
+        FunctionAgent.create("writer", writer),
+    ]
+    with Runtime(agents, limits=Limits(max_concurrency=2)) as rt:
+        first = rt.spawn("hold", "holds the other slot")
+        outcome = rt.run("writer", "go", wait=WAIT)
+        release.set()
+        assert first.result(WAIT).status is RunStatus.COMPLETED
+        (queued,) = [r for r in rt.runs(agent="hold") if r.task == "queued"]
+        assert queued.status is RunStatus.CANCELLED and queued.started_at is None
+        (mail,) = [m for m in rt.store.mail_for(queued.run_id) if m.sender != queued.run_id]
+        assert mail.state is MailState.DEAD
+        assert outcome.result is not None
+        assert outcome.result.startswith(f"[dead letter] your mail {mail.mail_id} to hold")

@@ -561,14 +561,23 @@ class SupervisorCore(PolicyHooks):
             return self._effects
 
     def _dead_letters(self, state: RunState, unread: tuple[str, ...]) -> None:
-        """Mail that reached a run but was never read: the senders hear of it."""
-        leftover = set(unread) | state.unread_mail
+        """Mail that reached a run (or waited for a queued one) but was never read: the senders
+        hear of it, once, whichever way the run ended."""
+        run_id = state.record.run_id
+        never_started = {
+            m.mail_id
+            for m in self.store.mail_for(run_id, [MailState.ACCEPTED])
+            if m.recipient == run_id
+        }
+        leftover = set(unread) | state.unread_mail | never_started
         state.unread_mail.clear()
         if not leftover:
             return
-        by_id = {m.mail_id: m for m in self.store.mail_for(state.record.run_id)}
+        by_id = {m.mail_id: m for m in self.store.mail_for(run_id)}
         for mail_id in sorted(leftover):
             mail = by_id.get(mail_id)
+            if mail is not None and mail.state in (MailState.DEAD, MailState.READ):
+                continue  # already returned to its sender, or read after all
             self.store.set_mail_state(mail_id, MailState.DEAD)
             if mail is None:
                 continue
@@ -624,6 +633,7 @@ class SupervisorCore(PolicyHooks):
         self._effects.append(DisarmDeadline(record.run_id))
         self._emit(_STATUS_EVENT[status], state, error_kind=error_kind, error=error)
         self._deliver(state, outcome)
+        self._dead_letters(state, ())
         for run_id in self.slots.start_queued():
             self._start(self.runs[run_id])
 
