@@ -337,3 +337,49 @@ def test_a_crashing_tool_fails_the_run_and_the_requester_hears_it() -> None:
         direct = rt.run("worker", "again", wait=WAIT)
         assert direct.status is RunStatus.FAILED
         assert direct.error_kind == "tool_crashed"
+
+
+def test_two_waits_for_mail_in_one_turn_do_not_hang_the_run() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": "wait_for_message", "input": {"timeout": 0.05}},
+                        {"name": "wait_for_message", "input": {"timeout": 0.05}},
+                    ]
+                },
+                "after waiting",
+            ]
+        }
+    )
+    with Runtime([spec("lead")], model=model) as rt:
+        outcome = rt.run("lead", "job", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        assert outcome.result == "after waiting"
+        results = tool_results(requests_of(model, "lead")[1].messages[-1])
+        assert [(r.is_error, r.content) for r in results] == [
+            (False, "no mail arrived before the timeout"),
+            (True, "already waiting for mail in this turn; wait once per turn"),
+        ]
+
+
+def test_wait_for_message_with_a_zero_timeout_returns_at_once() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": "wait_for_message", "input": {"timeout": 0}},
+                        {"name": "wait_for_message", "input": {"timeout": -1}},
+                    ]
+                },
+                "{results}",
+            ]
+        }
+    )
+    with Runtime([spec("lead")], model=model) as rt:
+        outcome = rt.run("lead", "job", wait=2.0)  # the default wait is 30 s
+        assert outcome.result == (
+            "no mail arrived before the timeout\nargument 'timeout' must be >= 0 seconds, got -1"
+        )

@@ -342,12 +342,18 @@ class LLMBehaviour:
             elif use.name == CHECK:
                 self._set(use.id, *self._render_inbox())
             elif use.name == WAIT:
+                given = _optional_float(args, "timeout")
+                timeout = 30.0 if given is None else given  # 0 means: do not wait
+                if timeout < 0:
+                    raise ToolError(f"argument 'timeout' must be >= 0 seconds, got {timeout:g}")
                 if self.inbox:
                     self._set(use.id, *self._render_inbox())
+                elif self.waiting_mail is not None:
+                    # one waiter per turn: a second would overwrite the first, never answered
+                    raise ToolError("already waiting for mail in this turn; wait once per turn")
                 else:
-                    timeout = _optional_float(args, "timeout") or 30.0
                     self.waiting_mail = use.id
-                    port.wake_after(use.id, max(0.0, timeout))
+                    port.wake_after(use.id, timeout)
             elif use.name == LOAD_SKILL:
                 name = _required_str(args, "name")
                 assert self.env.skills is not None
