@@ -372,6 +372,8 @@ def test_mail_to_a_queued_run_is_delivered_when_it_starts() -> None:
     effects = h.core.finished(RunFinished(run_id=first, result="ok"))
     (start,) = of(effects, StartRun)
     assert [m.content for m in start.pending_mail] == ["for later"]
+    delivered = [p.event for p in of(effects, Publish) if p.event.kind is EventKind.MAIL_DELIVERED]
+    assert [(e.run_id, e.data["mail_id"]) for e in delivered] == [(queued, ack.mail_id)]
 
 
 def test_unread_mail_at_the_end_becomes_a_dead_letter_notice_to_its_sender() -> None:
@@ -492,3 +494,12 @@ def test_stop_all_cancels_every_live_run_once(reason: str) -> None:
         assert h.terminal_events(run) == [EventKind.CANCELLED]
     assert {d.outcome.run_id for d in of(effects, DeliverRoot)} == {root, queued}
     assert of(effects, StartRun) == []  # nothing queued starts while everything stops
+
+
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_spawn_with_a_bad_timeout_is_refused_naming_it(timeout: float) -> None:
+    h = Harness()
+    reply = h.spawn("lead", timeout=timeout)
+    assert reply.run_id is None
+    assert reply.error == f"timeout must be a positive number of seconds, got {timeout!r}"
+    assert h.store.list_runs() == []

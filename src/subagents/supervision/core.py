@@ -267,6 +267,10 @@ class SupervisorCore(PolicyHooks):
         if spec is None:
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
+        if req.timeout is not None and not 0 < req.timeout < float("inf"):
+            raise AdmissionError(
+                f"timeout must be a positive number of seconds, got {req.timeout!r}"
+            )
         parent: RunState | None = None
         depth = 0
         if req.parent_run_id is not None:
@@ -349,6 +353,10 @@ class SupervisorCore(PolicyHooks):
         for mail in pending:
             self.store.set_mail_state(mail.mail_id, MailState.DELIVERED)
             state.unread_mail.add(mail.mail_id)
+            if mail.state is MailState.ACCEPTED:  # sent while queued: delivered only now
+                self._emit(
+                    EventKind.MAIL_DELIVERED, state, mail_id=mail.mail_id, sender=mail.sender
+                )
         recovered: tuple[Any, ...] = ()
         if state.record.steps > 0:
             state.checkpoint = self.store.load_checkpoint(run_id)
