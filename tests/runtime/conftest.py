@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,9 @@ from subagents.messages import (
     ToolResultBlock,
 )
 from subagents.models.scripted import ScriptedModel
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+from subagents.store.sqlite import SQLiteStore
 
 TERMINAL = frozenset(
     {
@@ -95,3 +99,13 @@ def no_new_threads() -> Iterator[None]:
     yield
     left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert left == [], f"threads left behind: {[t.name for t in left]}"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
+    """The runtime's store: in memory, and a real SQLite file."""
+    made: RunStore = (
+        MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "runs.db")
+    )
+    yield made
+    made.close()

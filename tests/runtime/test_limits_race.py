@@ -12,6 +12,7 @@ import pytest
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AdmissionError, RunHandle, Runtime
+from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
 
 from .conftest import TERMINAL, WAIT, Events
@@ -52,7 +53,7 @@ def make_agents(hold: Callable[[AgentContext], Any]) -> list[FunctionAgent]:
     return [FunctionAgent.create(name, hold, tier=tier) for name, tier in TIERS.items()]
 
 
-def test_limits_hold_under_racing_spawns_from_many_threads() -> None:
+def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> None:
     lock = threading.Lock()
     running: Counter[str] = Counter()
     peak: Counter[str] = Counter()
@@ -80,7 +81,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads() -> None:
     names = list(TIERS)
     start = threading.Barrier(8, timeout=WAIT)
 
-    with Runtime(make_agents(work), limits=limits) as rt:
+    with Runtime(make_agents(work), limits=limits, store=store) as rt:
         rt.subscribe(in_flight)
         rt.subscribe(events)
 
@@ -123,6 +124,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads() -> None:
     assert len(counts) == 200
     assert set(counts.values()) == {1}
     assert len(in_flight.started) == 200
+    assert len(store.list_runs(statuses=[RunStatus.COMPLETED])) == 200
 
 
 def test_the_queue_bound_refuses_past_it_and_the_queue_is_fifo() -> None:

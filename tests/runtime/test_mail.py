@@ -13,6 +13,7 @@ from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, Mail, MailState, Outcome, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AgentLike, Runtime
+from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
 
 from .conftest import WAIT, Events, requests_of, spec, tool_results
@@ -20,7 +21,7 @@ from .conftest import WAIT, Events, requests_of, spec, tool_results
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
 
-def test_mail_from_one_sender_arrives_in_order() -> None:
+def test_mail_from_one_sender_arrives_in_order(store: RunStore) -> None:
     async def receiver(ctx: AgentContext) -> list[str]:
         got: list[str] = []
         for _ in range(50):
@@ -41,7 +42,7 @@ def test_mail_from_one_sender_arrives_in_order() -> None:
         return {"sent": sent.result, "heard": msgspec.json.decode(heard.result or "[]")}
 
     events = Events()
-    with Runtime({"root": root, "receiver": receiver, "sender": sender}) as rt:
+    with Runtime({"root": root, "receiver": receiver, "sender": sender}, store=store) as rt:
         rt.subscribe(events)
         outcome = rt.run("root", "go", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
@@ -56,7 +57,7 @@ def test_mail_from_one_sender_arrives_in_order() -> None:
         assert states == {MailState.READ}
 
 
-def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about() -> None:
+def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about(store: RunStore) -> None:
     async def quick(ctx: AgentContext) -> str:
         return "done"
 
@@ -69,7 +70,7 @@ def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about() -> Non
         return "delivered?"
 
     events = Events()
-    with Runtime({"late": late, "quick": quick}) as rt:
+    with Runtime({"late": late, "quick": quick}, store=store) as rt:
         rt.subscribe(events)
         outcome = rt.run("late", "go", wait=WAIT)
         (child,) = rt.runs(agent="quick")
@@ -84,7 +85,7 @@ def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about() -> Non
             rt.send(child.run_id, "from outside")
 
 
-def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender() -> None:
+def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender(store: RunStore) -> None:
     release = threading.Event()
 
     def busy(ctx: AgentContext) -> str:
@@ -101,7 +102,7 @@ def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender() -> None:
         assert first is not None and second is not None
         return "\n".join(m.content for m in (first, second))
 
-    with Runtime({"writer": writer, "busy": busy}) as rt:
+    with Runtime({"writer": writer, "busy": busy}, store=store) as rt:
         outcome = rt.run("writer", "go", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert outcome.result is not None
@@ -264,7 +265,7 @@ def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
         assert mail.state is MailState.READ
 
 
-def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender() -> None:
+def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender(store: RunStore) -> None:
     release = threading.Event()
 
     def busy(ctx: AgentContext) -> str:
@@ -281,7 +282,7 @@ def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender() -> None:
         notice: Mail | None = await ctx.receive(timeout=WAIT)
         return notice.content if notice is not None else "no notice"
 
-    with Runtime({"writer": writer, "busy": busy}) as rt:
+    with Runtime({"writer": writer, "busy": busy}, store=store) as rt:
         outcome = rt.run("writer", "go", wait=WAIT)
         (busy_run,) = rt.runs(agent="busy")
         (mail,) = [m for m in rt.store.mail_for(busy_run.run_id) if m.sender != busy_run.run_id]
@@ -292,7 +293,7 @@ def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender() -> None:
         assert mail.state is MailState.DEAD
 
 
-def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender() -> None:
+def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender(store: RunStore) -> None:
     release = threading.Event()
 
     def hold(ctx: AgentContext) -> str:
@@ -312,7 +313,7 @@ def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender() -> No
         FunctionAgent.create("hold", hold),
         FunctionAgent.create("writer", writer),
     ]
-    with Runtime(agents, limits=Limits(max_concurrency=2)) as rt:
+    with Runtime(agents, limits=Limits(max_concurrency=2), store=store) as rt:
         first = rt.spawn("hold", "holds the other slot")
         outcome = rt.run("writer", "go", wait=WAIT)
         release.set()

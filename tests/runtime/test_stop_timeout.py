@@ -14,6 +14,7 @@ from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
+from subagents.store.base import RunStore
 
 from .conftest import WAIT, Events, requests_of, spec, tool_results
 
@@ -30,7 +31,7 @@ def by_agent(runs: list[RunRecord]) -> dict[str, RunRecord]:
     return out
 
 
-def test_a_timeout_ends_the_subtree_once_and_the_others_finish() -> None:
+def test_a_timeout_ends_the_subtree_once_and_the_others_finish(store: RunStore) -> None:
     model = ScriptedModel(
         {
             "lead": [
@@ -51,7 +52,7 @@ def test_a_timeout_ends_the_subtree_once_and_the_others_finish() -> None:
     )
     events = Events()
     agents = [spec(n) for n in ("lead", "slow", "leaf", "sleepy", "fast")]
-    with Runtime(agents, model=model) as rt:
+    with Runtime(agents, model=model, store=store) as rt:
         rt.subscribe(events)
         outcome = rt.run("lead", "job", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED
@@ -87,7 +88,7 @@ def test_a_timeout_ends_the_subtree_once_and_the_others_finish() -> None:
         }
 
 
-def test_a_stop_cancels_the_whole_subtree_deepest_first_each_once() -> None:
+def test_a_stop_cancels_the_whole_subtree_deepest_first_each_once(store: RunStore) -> None:
     model = ScriptedModel(
         {
             "boss": [{"tool_calls": [spawn_call("mid", "m")]}, "boss done"],
@@ -96,7 +97,7 @@ def test_a_stop_cancels_the_whole_subtree_deepest_first_each_once() -> None:
         }
     )
     events = Events()
-    with Runtime([spec("boss"), spec("mid"), spec("leaf")], model=model) as rt:
+    with Runtime([spec("boss"), spec("mid"), spec("leaf")], model=model, store=store) as rt:
         rt.subscribe(events)
         handle = rt.spawn("boss", "job")
         events.wait_count(EventKind.STARTED, "leaf", 2)
