@@ -43,6 +43,13 @@ def test_demo_shows_every_feature_it_promises() -> None:
     assert runs["deep-diver"]["status"] == "timed_out"
     for name in ("researcher", "critic", "writer", "fact-checker"):
         assert runs[name]["status"] == "completed", name
+    # a child restarted by the supervisor after its model call failed, then done
+    restarts = [e for e in data["events"] if e["kind"] == "restarted"]
+    assert [e["agent"] for e in restarts] == ["flaky"]
+    assert runs["flaky"]["status"] == "completed" and runs["flaky"]["restarts"] == 1
+    # a child stopped at its token budget
+    assert runs["spender"]["status"] == "budget_exceeded"
+    assert runs["spender"]["usage"]["input_tokens"] > 0
     # the parent combined what came back
     result = data["outcome"]["result"]
     assert "Survey complete" in result and "Draft written" in result
@@ -56,6 +63,9 @@ def test_demo_human_output_ends_with_result_and_a_line_per_run() -> None:
     assert "\x1b[" not in out  # not a terminal: no ANSI codes
     assert "Result (completed):" in out
     runs_section = out.split("Runs:", 1)[1]
-    for agent in ("lead", "researcher", "fact-checker", "critic", "writer", "deep-diver"):
+    agents = ("lead", "researcher", "fact-checker", "critic", "writer", "deep-diver", "flaky")
+    for agent in (*agents, "spender"):
         assert agent in runs_section
     assert "queued (position" in out
+    assert "restart #1" in out
+    assert "budget_exceeded" in out

@@ -1,9 +1,10 @@
 """Run a demo team on the offline model and watch it work (no network, no API key).
 
-The team in agents/demo shows, in a few seconds: a parallel fan-out of four children, a
-grandchild at depth 2, two siblings mailing each other with a reply, a run queued under the
-concurrency limit, a child over its timeout while the others finish, and the lead combining
-what came back.
+The team in agents/demo shows, in a few seconds: a parallel fan-out of six children, a
+grandchild at depth 2, two siblings mailing each other with a reply, runs queued under the
+concurrency limit, a child over its timeout while the others finish, a child restarted by the
+supervisor after its model call failed, a child stopped at its token budget, and the lead
+combining what came back.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     tree = LiveTree()
     done = threading.Event()
-    limits = Limits(max_concurrency=4, per_agent=4, timeout_s=60.0)
+    limits = Limits(max_concurrency=4, per_agent=4, max_children=6, timeout_s=60.0)
     with Runtime(agent_dirs=[folder], model=ScriptedModel(), limits=limits) as rt:
         rt.model = ScriptedModel.from_specs(rt.agents())  # scripts from the team's frontmatter
         rt.env.model = rt.model

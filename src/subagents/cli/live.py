@@ -148,6 +148,14 @@ class LiveTree:
             recipient = str(data.get("recipient", "?"))
             target = self.rows.get(recipient)
             what = f"mailed {target.agent if target else recipient[-8:]}"
+        elif kind is EventKind.RESTARTED:
+            what = (
+                f"{data.get('mode', 'restart')} #{data.get('attempt', '?')} in"
+                f" {data.get('delay_s', 0):.2f}s after {data.get('error_kind')}:"
+                f" {data.get('error')}"
+            )
+        elif kind is EventKind.STARTED and data.get("resumed"):
+            what = "resumed from its checkpoint"
         elif kind is EventKind.STARTED or kind in _TERMINAL_KINDS:
             what = str(kind)
             if data.get("error"):
