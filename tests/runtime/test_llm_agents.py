@@ -383,3 +383,19 @@ def test_wait_for_message_with_a_zero_timeout_returns_at_once() -> None:
         assert outcome.result == (
             "no mail arrived before the timeout\nargument 'timeout' must be >= 0 seconds, got -1"
         )
+
+
+def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> None:
+    model = ScriptedModel({})
+    agents: list[AgentLike] = [spec("lead", model="haiku"), spec("other")]
+    with Runtime(agents, model=model, default_model="fable") as rt:
+        rt.run("lead", "the task", context="some background", wait=WAIT)
+        rt.run("other", "plain", wait=WAIT)
+        rt.run("other", "forced", model="opus", wait=WAIT)
+    lead_request, plain, forced = model.requests
+    first = lead_request.messages[0].text
+    assert "some background" in first and first.endswith("the task")
+    assert first.index("some background") < first.index("the task")
+    assert lead_request.system == "You are lead."
+    assert (lead_request.model, plain.model, forced.model) == ("haiku", "fable", "opus")
+    assert plain.messages[0].text == "plain"

@@ -503,3 +503,27 @@ def test_a_spawn_with_a_bad_timeout_is_refused_naming_it(timeout: float) -> None
     assert reply.run_id is None
     assert reply.error == f"timeout must be a positive number of seconds, got {timeout!r}"
     assert h.store.list_runs() == []
+
+
+def test_model_resolution_override_then_definition_then_inherit_then_default() -> None:
+    specs = (
+        AgentSpec(name="lead", description="d", model="opus"),
+        AgentSpec(name="pinned", description="d", model="haiku"),
+        AgentSpec(name="inheritor", description="d", model="inherit"),
+        AgentSpec(name="silent", description="d"),
+    )
+    h = Harness(None, *specs)
+    root = h.run("lead")
+
+    def model_of(run_id: str) -> str | None:
+        record = h.store.get_run(run_id)
+        assert record is not None
+        return record.model
+
+    assert model_of(root) == "opus"
+    assert model_of(h.run("pinned", root)) == "haiku"
+    assert model_of(h.run("pinned", root, model="fable")) == "fable"
+    assert model_of(h.run("inheritor", root)) == "opus"
+    assert model_of(h.run("silent", root)) == "opus"
+    assert model_of(h.run("silent")) == "sonnet"  # a root with nothing said: the default
+    assert model_of(h.run("inheritor")) == "sonnet"
