@@ -399,3 +399,42 @@ def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> 
     assert lead_request.system == "You are lead."
     assert (lead_request.model, plain.model, forced.model) == ("haiku", "fable", "opus")
     assert plain.messages[0].text == "plain"
+
+
+def test_max_turns_ends_the_run_as_failed() -> None:
+    loop = {"tool_calls": [{"name": "check_mailbox", "input": {}}]}
+    model = ScriptedModel({"looper": [loop] * 10})
+    with Runtime([spec("looper", max_turns=3)], model=model) as rt:
+        outcome = rt.run("looper", "x", wait=WAIT)
+        assert outcome.status is RunStatus.FAILED
+        assert outcome.error_kind == "max_turns"
+        assert outcome.error == "looper reached its limit of 3 turns"
+        assert outcome.steps == 3
+        assert len(requests_of(model, "looper")) == 3
+
+
+def test_a_model_failure_fails_the_run_with_its_kind() -> None:
+    model = ScriptedModel({"lead": [{"error": {"kind": "auth", "message": "bad key"}}]})
+    with Runtime([spec("lead")], model=model) as rt:
+        outcome = rt.run("lead", "x", wait=WAIT)
+        assert outcome.status is RunStatus.FAILED
+        assert outcome.error_kind == "model_auth"
+        assert outcome.error == "bad key"
+
+
+def test_claude_code_task_alias_offers_spawn_and_disallowed_tools_remove_it() -> None:
+    model = ScriptedModel({})
+    agents: list[AgentLike] = [
+        spec("cc", tools=("Task", "check_mailbox")),
+        spec("denied", disallowed_tools=(SPAWN, "send_message")),
+    ]
+    with Runtime(agents, model=model) as rt:
+        rt.run("cc", "x", wait=WAIT)
+        rt.run("denied", "x", wait=WAIT)
+    cc, denied = model.requests
+    cc_offered = {t.name for t in cc.tools}
+    assert {SPAWN, "check_mailbox"} <= cc_offered
+    assert "send_message" not in cc_offered and "wait_for_message" not in cc_offered
+    offered = {t.name for t in denied.tools}
+    assert SPAWN not in offered and "send_message" not in offered
+    assert "check_mailbox" in offered
