@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+from subagents.behaviour.function import AgentContext, FunctionAgent, SpawnRefused
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunRecord, RunStatus
 from subagents.models.scripted import ScriptedModel
-from subagents.runtime import Runtime
+from subagents.runtime import AgentLike, Runtime
 from subagents.store.base import RunStore
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT, Events, requests_of, spec, tool_results
 
@@ -141,3 +143,62 @@ def test_an_agent_stops_its_own_background_child_with_stop_subagent() -> None:
         (leaf,) = rt.runs(agent="leaf")
         assert leaf.status is RunStatus.CANCELLED
         assert outcome.result == f'{{"stopped":["{leaf.run_id}"]}}'
+
+
+def test_deadlines_racing_completions_still_end_each_run_once(store: RunStore) -> None:
+    async def nap(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=0.05)  # wakes about when the deadline fires
+        return "woke"
+
+    events = Events()
+    limits = Limits(max_concurrency=60, per_agent=60)
+    with Runtime([FunctionAgent.create("nap", nap)], limits=limits, store=store) as rt:
+        rt.subscribe(events)
+        handles = [rt.spawn("nap", str(i), timeout=0.05) for i in range(60)]
+        outcomes = [h.result(WAIT) for h in handles]
+        assert {o.status for o in outcomes} <= {RunStatus.COMPLETED, RunStatus.TIMED_OUT}
+        for handle, outcome in zip(handles, outcomes, strict=True):
+            record = rt.get(handle.run_id)
+            assert record is not None and record.status is outcome.status
+        counts = events.terminal_counts()
+        assert len(counts) == 60 and set(counts.values()) == {1}
+
+
+def test_a_stop_racing_a_fan_out_in_progress_ends_every_run_once(store: RunStore) -> None:
+    async def leaf(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=WAIT)
+        return "leaf"
+
+    async def branch(ctx: AgentContext) -> str:
+        await ctx.gather(ctx.spawn("leaf", "a"), ctx.spawn("leaf", "b"))
+        return "branch"
+
+    async def root(ctx: AgentContext) -> str:
+        pending = []
+        try:
+            for i in range(5):
+                pending.append(ctx.spawn("branch", str(i)))
+                await ctx.receive(timeout=0.001)  # spawns keep coming while the stop lands
+        except SpawnRefused:
+            pass
+        await ctx.gather(*pending)
+        return "root"
+
+    agents: list[AgentLike] = [
+        FunctionAgent.create(n, f) for n, f in (("root", root), ("branch", branch), ("leaf", leaf))
+    ]
+    events = Events()
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(events)
+        handle = rt.spawn("root", "go")
+        events.wait_count(EventKind.STARTED, "leaf", 2)
+        handle.stop()
+        assert handle.result(WAIT).status is RunStatus.CANCELLED
+        runs = rt.runs(root_run_id=handle.run_id)
+        assert len(runs) >= 4
+        assert all(r.status is RunStatus.CANCELLED for r in runs), [
+            (r.agent, r.status) for r in runs
+        ]
+        counts = events.terminal_counts()
+        assert all(counts[r.run_id] == 1 for r in runs)
+    assert all(events.terminal_counts()[r.run_id] == 1 for r in runs)
