@@ -1,0 +1,44 @@
+"""Behaviour kept by the performance fixes the benchmarks led to (no timings asserted)."""
+
+from __future__ import annotations
+
+from subagents.behaviour.function import Pending, PendingAll
+
+
+def _parts(n: int) -> tuple[Pending, ...]:
+    return tuple(Pending(f"p{i}") for i in range(n))
+
+
+def test_a_gather_resolves_only_when_its_last_part_does_whatever_the_order() -> None:
+    parts = _parts(5)
+    group = PendingAll("g", parts)
+    for i in (3, 1, 4, 2):  # the first part last: the cursor must not skip it
+        parts[i].resolve(i * 10)
+        group.refresh()
+        assert not group.resolved
+    parts[0].resolve(0)
+    group.refresh()
+    assert group.resolved
+    assert group.value == [0, 10, 20, 30, 40]
+
+
+def test_a_gather_of_parts_already_resolved_is_resolved_at_once() -> None:
+    parts = _parts(3)
+    for i, part in enumerate(parts):
+        part.resolve(i)
+    assert PendingAll("g", parts).value == [0, 1, 2]
+    assert PendingAll("empty", ()).value == []
+
+
+def test_a_gather_raises_the_first_error_in_order_once_all_are_in() -> None:
+    parts = _parts(3)
+    group = PendingAll("g", parts)
+    second, third = ValueError("second"), KeyError("third")
+    parts[2].resolve(error=third)
+    group.refresh()
+    parts[1].resolve(error=second)
+    group.refresh()
+    assert not group.resolved  # part 0 is still open
+    parts[0].resolve("ok")
+    group.refresh()
+    assert group.error is second
