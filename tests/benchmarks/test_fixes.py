@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from subagents.behaviour.function import Pending, PendingAll
+import threading
+
+from subagents.behaviour.function import AgentContext, Pending, PendingAll
+from subagents.messages import Event, EventKind, RunStatus
+from subagents.runtime import Runtime
+
+WAIT = 10.0
 
 
 def _parts(n: int) -> tuple[Pending, ...]:
@@ -42,3 +48,31 @@ def test_a_gather_raises_the_first_error_in_order_once_all_are_in() -> None:
     parts[0].resolve("ok")
     group.refresh()
     assert group.error is second
+
+
+def test_a_function_agent_reading_mail_reports_waiting_once_not_per_mail() -> None:
+    async def inbox(ctx: AgentContext) -> str:
+        got = []
+        for _ in range(5):
+            mail = await ctx.receive(timeout=WAIT)
+            got.append(mail.content if mail is not None else "-")
+        return ",".join(got)
+
+    waiting: list[Event] = []
+    first_wait = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.WAITING:
+            waiting.append(event)
+            first_wait.set()
+
+    with Runtime([inbox]) as rt:
+        rt.subscribe(on_event)
+        handle = rt.spawn("inbox", "go")
+        assert first_wait.wait(WAIT)
+        assert handle.status is RunStatus.WAITING
+        for i in range(5):
+            handle.send(str(i))
+        outcome = handle.result(WAIT)
+    assert outcome.result == "0,1,2,3,4"
+    assert len(waiting) == 1  # it was: one "waiting" (and one "running") per mail

@@ -237,6 +237,13 @@ class FunctionBehaviour:
         self.receivers: list[Pending] = []
         self.inbox: list[Mail] = []
         self.awaiting: Pending | None = None
+        # The supervisor hears "waiting" once, at the first await, and not again. A message
+        # that resumes the coroutine is handled to its next await (or its end) before the
+        # actor reads its mailbox again; telling "running" then "waiting" around it cost two
+        # supervisor messages and two store writes per mail received (half the supervisor's
+        # work in a mail stream). The price: code that computes for long between two awaits
+        # shows as waiting meanwhile.
+        self.told_waiting = False
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.ended = False
         self._keys = itertools.count()
@@ -303,7 +310,9 @@ class FunctionBehaviour:
                 value, error = yielded.value, yielded.error
                 continue
             self.awaiting = yielded
-            self.port.set_waiting(True)
+            if not self.told_waiting:
+                self.told_waiting = True
+                self.port.set_waiting(True)
             return
 
     def on_message(self, message: Any) -> None:
@@ -355,7 +364,6 @@ class FunctionBehaviour:
         awaiting = self.awaiting
         if awaiting is not None and awaiting.resolved and self.coro is not None:
             self.awaiting = None
-            self.port.set_waiting(False)
             self._advance(awaiting.value, awaiting.error)
 
 
