@@ -176,19 +176,21 @@ def test_llm_siblings_mail_each_other_with_a_reply() -> None:
             "lead": [
                 {
                     "tool_calls": [
-                        {"name": SPAWN, "input": {"agent": "asker", "task": "ask"}},
+                        # the answerer first: when the asker mails it by name, it exists
                         {"name": SPAWN, "input": {"agent": "answerer", "task": "answer"}},
+                        {"name": SPAWN, "input": {"agent": "asker", "task": "ask"}},
                     ]
                 },
                 "{results_result}",
             ],
             "asker": [
                 {
+                    # send and wait in one turn: the reply can only answer the wait
                     "tool_calls": [
-                        {"name": "send_message", "input": {"to": "answerer", "content": "2+2?"}}
+                        {"name": "send_message", "input": {"to": "answerer", "content": "2+2?"}},
+                        {"name": "wait_for_message", "input": {"timeout": WAIT}},
                     ]
                 },
-                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
                 "asker heard {mail_content} (reply to {mail_reply_to})",
             ],
             "answerer": [
@@ -213,7 +215,7 @@ def test_llm_siblings_mail_each_other_with_a_reply() -> None:
         assert outcome.status is RunStatus.COMPLETED
         asked = tool_results(requests_of(model, "asker")[1].messages[-1])[0]
         mail_id = msgspec.json.decode(asked.content)["mail_id"]
-        assert outcome.result == f"asker heard 4 (reply to {mail_id})\nanswered"
+        assert outcome.result == f"answered\nasker heard 4 (reply to {mail_id})"
         assert len(events.of(EventKind.MAIL_SENT)) == 2
         assert len(events.of(EventKind.MAIL_DELIVERED)) == 2
 
