@@ -527,3 +527,19 @@ def test_model_resolution_override_then_definition_then_inherit_then_default() -
     assert model_of(h.run("silent", root)) == "opus"
     assert model_of(h.run("silent")) == "sonnet"  # a root with nothing said: the default
     assert model_of(h.run("inheritor")) == "sonnet"
+
+
+def test_mail_to_a_name_of_several_finished_runs_says_so() -> None:
+    h = Harness()
+    root = h.run("lead")
+    w1 = h.run("worker", root)
+    w2 = h.run("worker", root)
+    for run in (w1, w2):
+        h.core.finished(RunFinished(run_id=run, result="ok"))
+    ack = h.mail(root, "worker")
+    assert ack.mail_id is None and ack.error is not None
+    assert ack.error.startswith("'worker' is ambiguous: no live run, several that ended:")
+    assert w1 in ack.error and w2 in ack.error
+    # one live among finished ones: the live one is meant
+    w3 = h.run("worker", root)
+    assert h.mail(root, "worker").recipient == w3

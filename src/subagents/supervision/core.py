@@ -491,6 +491,11 @@ class SupervisorCore(PolicyHooks):
             raise ValueError(f"{target!r} is ambiguous: several live runs: {candidates}")
         if len(named) == 1:
             return named[0].record.run_id  # finished: becomes a dead letter, sender is told
+        if named:
+            ended = ", ".join(f"{s.record.run_id} ({s.record.status})" for s in named)
+            raise ValueError(
+                f"{target!r} is ambiguous: no live run, several that ended: {ended}; use a run id"
+            )
         others = sorted(
             {f"{s.record.agent} ({s.record.run_id})" for s in tree if s.record.run_id != msg.sender}
         )
