@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
+from pathlib import Path
 
 from subagents.behaviour.function import AgentContext, Pending, PendingAll
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
 
 WAIT = 10.0
 
@@ -76,3 +80,57 @@ def test_a_function_agent_reading_mail_reports_waiting_once_not_per_mail() -> No
         outcome = handle.result(WAIT)
     assert outcome.result == "0,1,2,3,4"
     assert len(waiting) == 1  # it was: one "waiting" (and one "running") per mail
+
+
+def test_a_burst_of_mail_through_sqlite_arrives_whole_in_order_and_stored(
+    tmp_path: Path,
+) -> None:
+    """The supervisor commits a burst of mail in grouped transactions: nothing is lost or
+    reordered, and every effect of a mail (here its event, published on the supervisor's
+    thread) comes after the commit: another connection, which sees only committed rows,
+    already finds the mail when its ``mail_delivered`` event is published."""
+    n = 300
+    db = tmp_path / "runs.db"
+    seen: dict[str, int] = {}
+
+    async def sender(ctx: AgentContext) -> str:
+        sends = [ctx.send("receiver", f"m{i}") for i in range(n)]
+        await sends[-1]  # acknowledged in order: the last ack comes after every other
+        with contextlib.closing(sqlite3.connect(db)) as other:
+            row = other.execute("SELECT count(*) FROM mail WHERE sender = ?", (ctx.run_id,))
+            seen["committed"] = row.fetchone()[0]
+        return "sent"
+
+    async def receiver(ctx: AgentContext) -> str:
+        got = []
+        for _ in range(n):
+            mail = await ctx.receive(timeout=WAIT)
+            got.append(mail.content if mail is not None else "-")
+        return ",".join(got)
+
+    async def root(ctx: AgentContext) -> str:
+        received, _ = await ctx.gather(ctx.spawn("receiver", "in"), ctx.spawn("sender", "out"))
+        return str(received.result)
+
+    published: list[str] = []
+    uncommitted: list[str] = []
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.MAIL_DELIVERED:
+            mail_id = event.data["mail_id"]
+            published.append(mail_id)
+            with contextlib.closing(sqlite3.connect(db)) as other:
+                found = other.execute("SELECT 1 FROM mail WHERE mail_id = ?", (mail_id,))
+                if found.fetchone() is None:
+                    uncommitted.append(mail_id)
+
+    store = SQLiteStore(db)
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(on_event)
+        outcome = rt.run("root", "go", wait=WAIT)
+    store.close()
+    assert outcome.result == ",".join(f"m{i}" for i in range(n))  # all, in order
+    assert seen["committed"] == n
+    assert len(published) == n
+    assert uncommitted == []

@@ -3,6 +3,13 @@
 It receives every request and report, asks the core what to do, and carries out the effects:
 starting agent actors, telling them things, arming deadlines on the timer service, handing
 root outcomes to the Runtime, and publishing events to the log and to subscribers.
+
+Group commit: reports that nobody waits on (mail between agents, read receipts, waiting
+changes, finished runs...) that arrive while more messages are already queued are handled in
+one store transaction, up to ``GROUP_MAX`` of them, and their effects (acknowledgements,
+deliveries, starts) are carried out only once it is committed. With SQLite a commit costs far
+more than the writes in it, so a burst of mail costs one commit, not one per mail. Anything
+asked (a reply is awaited) or not in the list commits the open group first.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +80,12 @@ class Sweep:
     retention_days: float | None = None
 
 
+GROUP_MAX = 100
+"""Most messages handled in one store transaction (bounds how long readers wait on it)."""
+
+_GROUPED = (SendMail, MailRead, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout)
+
+
 def _is_ask(message: Any) -> bool:
     """Messages only the outside sends, always with ``ask``: their errors go to the caller."""
     if isinstance(message, Query | Restore | StopAll | Sweep):
@@ -115,10 +129,17 @@ class SupervisorActor(pykka.ThreadingActor):
         self.on_root_outcome = on_root_outcome
         self.on_event = on_event
         self.live: dict[str, _Live] = {}
+        self._group: AbstractContextManager[None] | None = None
+        self._held: list[Effect] = []
+        self._grouped = 0
 
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its caller; a failed tell is logged, never fatal."""
+        if isinstance(message, _GROUPED) and not _is_ask(message):
+            self._in_group(message)
+            return None
+        self._commit_group()
         try:
             return self._handle(message)
         except Exception:
@@ -126,6 +147,36 @@ class SupervisorActor(pykka.ThreadingActor):
                 raise
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
             return None
+
+    def on_stop(self) -> None:
+        self._commit_group()
+
+    def _in_group(self, message: Any) -> None:
+        """Handle a report inside the open group; commit when nothing else is queued."""
+        if self._group is None:
+            group = self.core.store.batch()
+            group.__enter__()
+            self._group = group
+        try:
+            self._handle(message)
+        except Exception:
+            log.exception("supervisor failed to handle a message", message=type(message).__name__)
+        self._grouped += 1
+        if self._grouped >= GROUP_MAX or self.actor_inbox.empty():
+            self._commit_group()
+
+    def _commit_group(self) -> None:
+        """Commit the open group, then carry out the effects held back until it was."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        held, self._held, self._grouped = self._held, [], 0
+        try:
+            group.__exit__(None, None, None)
+        except Exception:
+            log.exception("committing a group of messages failed; their effects are dropped")
+            return
+        self._apply(held)
 
     def _handle(self, message: Any) -> Any:
         core = self.core
@@ -178,6 +229,9 @@ class SupervisorActor(pykka.ThreadingActor):
         return None
 
     def _apply(self, effects: list[Effect]) -> None:
+        if self._group is not None:  # not committed yet: held back until it is
+            self._held.extend(effects)
+            return
         for effect in effects:
             try:
                 self._apply_one(effect)
