@@ -219,16 +219,18 @@ def main() -> None:
         index = 0
         for shape in ("stream", "pingpong"):
             raw_fn = raw_stream if shape == "stream" else raw_pingpong
-            raw = median([raw_fn(raw_n) for _ in range(repeats)])
-            settle()
+            trials: dict[str, list[float]] = {"raw": [], "sqlite": [], "memory": []}
+            for _ in range(repeats):  # interleaved, so a change in the machine's load hits all
+                trials["raw"].append(raw_fn(raw_n))
+                settle()
+                for kind in ("sqlite", "memory"):
+                    index += 1
+                    trials[kind].append(runtime_rate(shape, _store(kind, folder, index), n))
+                    settle()
+            raw = median(trials["raw"])
             shape_figures: dict[str, Any] = {"raw_msgs_per_s": round(raw)}
             for kind in ("sqlite", "memory"):
-                rates = []
-                for _ in range(repeats):
-                    index += 1
-                    rates.append(runtime_rate(shape, _store(kind, folder, index), n))
-                    settle()
-                rate = median(rates)
+                rate = median(trials[kind])
                 r = ratio(rate, raw)
                 entry: dict[str, Any] = {
                     "msgs_per_s": round(rate),
