@@ -148,62 +148,81 @@ class Runtime:
         self._prompts: dict[tuple[str, str, tuple[str, ...]], str] = {}
         specs = self._collect(agents)
         self.timer = TimerService()
-        catalog = self._catalog(specs, agent_dirs, discover)
-        self.registry = RegistryClient(RegistryActor.start(catalog, timer=self.timer))
-        self._specs: dict[str, AgentSpec] = {s.name: s for s in self.registry.list()}
-        self._specs_stale = False
-        self.registry.subscribe(self._mark_stale)
-        if hot_reload_s:
-            self.registry.start_hot_reload(hot_reload_s)
-        self.model = model if model is not None else _default_model(self._specs.values())
-        self.tools = as_tools(tools)
-        self.skills = _skill_index(skills, discover)
-        self._subscribers: tuple[Callable[[Event], None], ...] = ()
-        self._waiters: dict[str, _Waiter] = {}
-        self._waiters_lock = threading.Lock()
-        # Weak: an ended thread drops out by itself, so tracking stays O(1) per run (a scan
-        # of every thread ever started made each spawn O(n): 10,000 spawns took minutes).
-        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-        self._threads_lock = threading.Lock()
-        self.env = AgentEnv(
-            model=self.model,
-            agents=lambda: list(self._agents().values()),
-            tools=self.tools,
-            skills=self.skills,
-            system_prompt=self._system_prompt,
-            max_depth=self.limits.max_depth,
-            max_turns=self.limits.max_turns,
-        )
-        self.core = SupervisorCore(
-            lookup=lambda name: self._agents().get(name),
-            names=lambda: list(self._agents()),
-            store=self.store,
-            limits=self.limits,
-            default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
-        )
-        self._supervisor = SupervisorActor.start(
-            core=self.core,
-            timer=self.timer,
-            behaviour_for=self._behaviour_for,
-            on_root_outcome=self._root_outcome,
-            on_event=self._publish,
-        )
-        self.restore_report = RestoreReport()
-        if restore:
-            self.restore_report = self._ask(Restore())
-            if self.restore_report.orphans:
-                log.info(
-                    "restored root runs have no caller; use Runtime.attach(run_id)",
-                    orphans=self.restore_report.orphans,
-                )
-        self._command_poll_s = command_poll_s
-        if command_poll_s > 0:
-            self._poll_commands()
-        self._sweep = Sweep(archive_after_minutes, retention_days)
-        if sweep_every_s > 0:
-            self._schedule_sweep(sweep_every_s)
+        try:
+            catalog = self._catalog(specs, agent_dirs, discover)
+            self.registry = RegistryClient(RegistryActor.start(catalog, timer=self.timer))
+            self._specs: dict[str, AgentSpec] = {s.name: s for s in self.registry.list()}
+            self._specs_stale = False
+            self.registry.subscribe(self._mark_stale)
+            if hot_reload_s:
+                self.registry.start_hot_reload(hot_reload_s)
+            self.model = model if model is not None else _default_model(self._specs.values())
+            self.tools = as_tools(tools)
+            self.skills = _skill_index(skills, discover)
+            self._subscribers: tuple[Callable[[Event], None], ...] = ()
+            self._waiters: dict[str, _Waiter] = {}
+            self._waiters_lock = threading.Lock()
+            # Weak: an ended thread drops out by itself, so tracking stays O(1) per run (a scan
+            # of every thread ever started made each spawn O(n): 10,000 spawns took minutes).
+            self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+            self._threads_lock = threading.Lock()
+            self.env = AgentEnv(
+                model=self.model,
+                agents=lambda: list(self._agents().values()),
+                tools=self.tools,
+                skills=self.skills,
+                system_prompt=self._system_prompt,
+                max_depth=self.limits.max_depth,
+                max_turns=self.limits.max_turns,
+            )
+            self.core = SupervisorCore(
+                lookup=lambda name: self._agents().get(name),
+                names=lambda: list(self._agents()),
+                store=self.store,
+                limits=self.limits,
+                default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+            )
+            self._supervisor = SupervisorActor.start(
+                core=self.core,
+                timer=self.timer,
+                behaviour_for=self._behaviour_for,
+                on_root_outcome=self._root_outcome,
+                on_event=self._publish,
+            )
+            self.restore_report = RestoreReport()
+            if restore:
+                self.restore_report = self._ask(Restore())
+                if self.restore_report.orphans:
+                    log.info(
+                        "restored root runs have no caller; use Runtime.attach(run_id)",
+                        orphans=self.restore_report.orphans,
+                    )
+            self._command_poll_s = command_poll_s
+            if command_poll_s > 0:
+                self._poll_commands()
+            self._sweep = Sweep(archive_after_minutes, retention_days)
+            if sweep_every_s > 0:
+                self._schedule_sweep(sweep_every_s)
+        except BaseException:
+            self._abandon()  # a bad argument must not leave threads behind
+            raise
 
     # ---- setup -------------------------------------------------------------------------------
+
+    def _abandon(self) -> None:
+        """Undo a construction that failed half way: stop whatever was started."""
+        self._closed = True
+        supervisor = getattr(self, "_supervisor", None)
+        if supervisor is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                supervisor.stop(block=True, timeout=5.0)
+        registry = getattr(self, "registry", None)
+        if registry is not None:
+            with contextlib.suppress(Exception):
+                registry.stop()
+        self.timer.stop()
+        if self._owns_store:
+            self.store.close()
 
     def _collect(
         self, agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None

@@ -1,0 +1,88 @@
+"""The Runtime facade at its edges: bad input gets a clear error; subscribers; handles."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from subagents.behaviour.function import AgentContext, FunctionAgent
+from subagents.behaviour.tools import Tool
+from subagents.messages import Event, EventKind, RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import AdmissionError, Runtime
+
+from .conftest import WAIT, Events, spec
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+def test_unknown_agents_runs_and_recipients_are_named() -> None:
+    with Runtime([spec("a"), spec("b")], model=ScriptedModel({})) as rt:
+        with pytest.raises(AdmissionError, match="unknown agent 'zed'; known agents: a, b"):
+            rt.spawn("zed", "x")
+        with pytest.raises(LookupError, match="no run with id 'r-none'"):
+            rt.stop("r-none")
+        with pytest.raises(LookupError, match="no run with id 'r-none'"):
+            rt.send("r-none", "hello")
+        with pytest.raises(TypeError, match="task must be a string, got int"):
+            rt.spawn("a", 42)  # type: ignore[arg-type]
+        with pytest.raises(LookupError, match="no run with id 'r-none'"):
+            rt.tree("r-none")
+        assert rt.runs() == []
+
+
+def test_bad_agents_and_tools_are_refused_when_the_runtime_is_built() -> None:
+    with pytest.raises(TypeError, match="agent 'x': expected an AgentSpec, a FunctionAgent or a"):
+        Runtime({"x": 42})  # type: ignore[dict-item]
+
+    def spawn_subagent(agent: str) -> str:
+        return agent
+
+    with pytest.raises(ValueError, match="tool name 'spawn_subagent' is reserved"):
+        Runtime([spec("a")], model=ScriptedModel({}), tools=[spawn_subagent])
+
+    def variadic(*args: Any) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match=r"tool variadic: \*args/\*\*kwargs cannot be described"):
+        Tool.from_function(variadic)
+
+
+def test_a_failing_subscriber_does_not_stop_the_others_and_unsubscribe_works() -> None:
+    seen = Events()
+    dropped: list[Event] = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("subscriber bug")
+
+    with Runtime([spec("a")], model=ScriptedModel({})) as rt:
+        rt.subscribe(broken)
+        unsubscribe = rt.subscribe(dropped.append)
+        rt.subscribe(seen)
+        unsubscribe()
+        outcome = rt.run("a", "x", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        assert [e.kind for e in seen.snapshot() if e.run_id == outcome.run_id][-1] is (
+            EventKind.COMPLETED
+        )
+        assert dropped == []
+
+
+def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
+    release = threading.Event()
+
+    def hold(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "held"
+
+    with Runtime([FunctionAgent.create("hold", hold)]) as rt:
+        handle = rt.spawn("hold", "x")
+        with pytest.raises(TimeoutError, match=f"run {handle.run_id} did not finish within 0.01 s"):
+            handle.result(timeout=0.01)
+        assert handle.status is RunStatus.RUNNING and not handle.done
+        release.set()
+        assert handle.result(WAIT).result == "held"
+        assert handle.done and handle.status is RunStatus.COMPLETED
+        assert repr(handle) == f"RunHandle('{handle.run_id}', status=completed)"
