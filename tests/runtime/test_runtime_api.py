@@ -35,7 +35,7 @@ def test_unknown_agents_runs_and_recipients_are_named() -> None:
 
 def test_bad_agents_and_tools_are_refused_when_the_runtime_is_built() -> None:
     with pytest.raises(TypeError, match="agent 'x': expected an AgentSpec, a FunctionAgent or a"):
-        Runtime({"x": 42})  # type: ignore[dict-item]
+        Runtime({"x": 42})  # type: ignore[arg-type]
 
     def spawn_subagent(agent: str) -> str:
         return agent
