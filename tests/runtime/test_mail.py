@@ -326,3 +326,28 @@ def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender(store: 
         assert mail.state is MailState.DEAD
         assert outcome.result is not None
         assert outcome.result.startswith(f"[dead letter] your mail {mail.mail_id} to hold")
+
+
+def test_mail_sent_to_a_queued_run_keeps_its_order(store: RunStore) -> None:
+    release = threading.Event()
+
+    def hold(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "held"
+
+    async def reader(ctx: AgentContext) -> list[str]:
+        return [m.content for m in ctx.mailbox()]
+
+    agents: list[AgentLike] = [
+        FunctionAgent.create("hold", hold),
+        FunctionAgent.create("reader", reader),
+    ]
+    with Runtime(agents, limits=Limits(max_concurrency=1), store=store) as rt:
+        first = rt.spawn("hold", "x")
+        queued = rt.spawn("reader", "read")
+        for i in range(50):
+            queued.send(str(i))
+        release.set()
+        assert first.result(WAIT).status is RunStatus.COMPLETED
+        outcome = queued.result(WAIT)
+        assert msgspec.json.decode(outcome.result or "") == [str(i) for i in range(50)]
