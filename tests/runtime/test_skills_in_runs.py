@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from subagents import AgentSpec, Runtime, ScriptedModel
+from subagents.messages import ToolResultBlock
 
 
 def _skills(tmp_path: Path) -> Path:
@@ -37,7 +38,7 @@ def test_definition_skills_are_preloaded_and_load_skill_reads_a_body(tmp_path: P
     assert first.system.startswith("You are A.")
     assert '<skill name="tidy">\nAlways put things back.\n</skill>' in first.system
     assert "load_skill" in {t.name for t in first.tools}
-    results = [b for b in model.requests[1].messages[-1].content if hasattr(b, "tool_use_id")]
+    results = [b for b in model.requests[1].messages[-1].content if isinstance(b, ToolResultBlock)]
     assert results[0].content.startswith('<skill name="tidy">') and not results[0].is_error
     assert results[1].is_error and "unknown skill 'nope'" in results[1].content
     assert outcome.ok
