@@ -202,3 +202,29 @@ def test_a_stop_racing_a_fan_out_in_progress_ends_every_run_once(store: RunStore
         counts = events.terminal_counts()
         assert all(counts[r.run_id] == 1 for r in runs)
     assert all(events.terminal_counts()[r.run_id] == 1 for r in runs)
+
+
+def test_stopping_one_child_from_outside_lets_its_parent_and_siblings_finish() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [spawn_call("leaf", "long"), spawn_call("quick", "short")]},
+                {"text": "{results_status}"},
+            ],
+            "leaf": [{"text": "never", "delay": 30}],
+            "quick": ["quick done"],
+        }
+    )
+    events = Events()
+    with Runtime([spec("lead"), spec("leaf"), spec("quick")], model=model) as rt:
+        rt.subscribe(events)
+        handle = rt.spawn("lead", "job")
+        events.wait_count(EventKind.STARTED, "leaf", 1)
+        (leaf,) = rt.runs(agent="leaf")
+        assert rt.stop(leaf.run_id) == (leaf.run_id,)
+        outcome = handle.result(WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        assert outcome.result == "cancelled\ncompleted"
+        (stopped_result, _) = tool_results(requests_of(model, "lead")[1].messages[-1])
+        assert stopped_result.is_error
+        assert events.terminal_counts()[leaf.run_id] == 1
