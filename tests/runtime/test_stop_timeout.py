@@ -228,3 +228,22 @@ def test_stopping_one_child_from_outside_lets_its_parent_and_siblings_finish() -
         (stopped_result, _) = tool_results(requests_of(model, "lead")[1].messages[-1])
         assert stopped_result.is_error
         assert events.terminal_counts()[leaf.run_id] == 1
+
+
+def test_a_root_timeout_reaches_the_caller_and_cancels_its_children(store: RunStore) -> None:
+    model = ScriptedModel(
+        {
+            "boss": [{"tool_calls": [spawn_call("leaf", "long")]}, "never"],
+            "leaf": [{"text": "never", "delay": 30}],
+        }
+    )
+    events = Events()
+    with Runtime([spec("boss"), spec("leaf")], model=model, store=store) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("boss", "job", timeout=0.2, wait=WAIT)
+        assert outcome.status is RunStatus.TIMED_OUT
+        assert outcome.error == "boss ran past its 0.2 s timeout"
+        (leaf,) = rt.runs(agent="leaf")
+        assert leaf.status is RunStatus.CANCELLED
+        assert set(events.terminal_counts().values()) == {1}
+        assert len(events.terminal_counts()) == 2
