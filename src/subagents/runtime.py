@@ -147,10 +147,17 @@ class Runtime:
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prompts: dict[tuple[str, str, tuple[str, ...]], str] = {}
         specs = self._collect(agents)
+        # Every thread this runtime starts, joined on close. Weak: an ended thread drops out
+        # by itself, so tracking stays O(1) per run (a scan of every thread ever started made
+        # each spawn O(n): 10,000 spawns took minutes).
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        self._threads_lock = threading.Lock()
         self.timer = TimerService()
         try:
             catalog = self._catalog(specs, agent_dirs, discover)
-            self.registry = RegistryClient(RegistryActor.start(catalog, timer=self.timer))
+            self.registry = RegistryClient(
+                RegistryActor.start(catalog, timer=self.timer, on_thread=self._track_thread)
+            )
             self._specs: dict[str, AgentSpec] = {s.name: s for s in self.registry.list()}
             self._specs_stale = False
             self.registry.subscribe(self._mark_stale)
@@ -162,10 +169,6 @@ class Runtime:
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
             self._waiters: dict[str, _Waiter] = {}
             self._waiters_lock = threading.Lock()
-            # Weak: an ended thread drops out by itself, so tracking stays O(1) per run (a scan
-            # of every thread ever started made each spawn O(n): 10,000 spawns took minutes).
-            self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-            self._threads_lock = threading.Lock()
             self.env = AgentEnv(
                 model=self.model,
                 agents=lambda: list(self._agents().values()),
@@ -188,6 +191,7 @@ class Runtime:
                 behaviour_for=self._behaviour_for,
                 on_root_outcome=self._root_outcome,
                 on_event=self._publish,
+                on_thread=self._track_thread,
             )
             self.restore_report = RestoreReport()
             if restore:
@@ -289,6 +293,10 @@ class Runtime:
             self._specs_stale = False
             self._specs = {s.name: s for s in self.registry.list()}
         return self._specs
+
+    def _track_thread(self, thread: threading.Thread) -> None:
+        with self._threads_lock:
+            self._threads.add(thread)
 
     def _behaviour_for(self, spec: AgentSpec) -> BehaviourFactory:
         fn = self._functions.get(spec.name)
@@ -622,7 +630,8 @@ class Runtime:
         for actor in (self._supervisor,):
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 actor.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
-        self.registry.stop()
+        with contextlib.suppress(Exception):
+            self.registry.stop()
         self.timer.stop()
         with self._threads_lock:
             threads = list(self._threads)

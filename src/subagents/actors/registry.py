@@ -118,10 +118,17 @@ _on_actor_thread = threading.local()  # .urn: the registry whose thread this is
 class RegistryActor(pykka.ThreadingActor):
     """Owns one Catalog (hand it over: nobody else may touch it after) and answers for it."""
 
-    def __init__(self, catalog: Catalog, *, timer: TimerService | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        timer: TimerService | None = None,
+        on_thread: Callable[[threading.Thread], None] | None = None,
+    ) -> None:
         super().__init__()
         self._catalog = catalog
         self._timer = timer
+        self._on_thread = on_thread
         self._timer_key = ("registry-hot-reload", next(_actor_ids))
         self._interval: float | None = None
         self._generation = 0
@@ -154,6 +161,8 @@ class RegistryActor(pykka.ThreadingActor):
         raise TypeError(f"registry does not understand {type(message).__name__}")
 
     def on_start(self) -> None:
+        if self._on_thread is not None:  # so that its owner can join the thread on close
+            self._on_thread(threading.current_thread())
         _on_actor_thread.urn = self.actor_urn
 
     def on_stop(self) -> None:

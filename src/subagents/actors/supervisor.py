@@ -121,6 +121,7 @@ class SupervisorActor(pykka.ThreadingActor):
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
         on_root_outcome: Callable[[Outcome], None],
         on_event: Callable[[Event], None],
+        on_thread: Callable[[threading.Thread], None] | None = None,
     ) -> None:
         super().__init__()
         self.core = core
@@ -128,6 +129,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self.behaviour_for = behaviour_for
         self.on_root_outcome = on_root_outcome
         self.on_event = on_event
+        self.on_thread = on_thread
         self.live: dict[str, _Live] = {}
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
@@ -147,6 +149,10 @@ class SupervisorActor(pykka.ThreadingActor):
                 raise
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
             return None
+
+    def on_start(self) -> None:
+        if self.on_thread is not None:  # so that the runtime can join the thread on close
+            self.on_thread(threading.current_thread())
 
     def on_stop(self) -> None:
         self._commit_group()
