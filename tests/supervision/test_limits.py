@@ -26,6 +26,8 @@ def test_defaults_match_the_issue() -> None:
         ("queue_bound", 0),
         ("max_turns", 0),
         ("max_concurrency", 2.5),
+        ("max_concurrency", True),
+        ("queue_bound", "10"),
     ],
 )
 def test_positive_integer_limits_refuse_bad_values(field: str, value: object) -> None:
@@ -34,30 +36,40 @@ def test_positive_integer_limits_refuse_bad_values(field: str, value: object) ->
 
 
 def test_negative_depth_is_refused_and_zero_allowed() -> None:
-    with pytest.raises(LimitError, match="max_depth must be >= 0, got -1"):
+    with pytest.raises(LimitError, match="max_depth must be >= 0 \\(a whole number\\), got -1"):
         Limits(max_depth=-1)
+    with pytest.raises(LimitError, match="max_depth must be >= 0 \\(a whole number\\), got '3'"):
+        Limits(max_depth="3")  # type: ignore[arg-type]
     assert Limits(max_depth=0).max_depth == 0
 
 
 def test_per_tier_values_must_be_positive() -> None:
     with pytest.raises(LimitError, match=r"per_tier\[2\] must be a positive integer, got 0"):
         Limits(per_tier={1: 3, 2: 0})
+    with pytest.raises(LimitError, match=r"per_tier\[1\] must be a positive integer, got '3'"):
+        Limits(per_tier={1: "3"})  # type: ignore[dict-item]
+    with pytest.raises(LimitError, match="per_tier: a tier must be an integer, got 'gold'"):
+        Limits(per_tier={"gold": 2})  # type: ignore[dict-item]
 
 
-@pytest.mark.parametrize("value", [0.0, -5.0, MAX_TIMEOUT_S + 1])
-def test_max_timeout_must_be_within_the_hard_maximum(value: float) -> None:
+@pytest.mark.parametrize("value", [0.0, -5.0, MAX_TIMEOUT_S + 1, "60", float("nan")])
+def test_max_timeout_must_be_within_the_hard_maximum(value: object) -> None:
     with pytest.raises(LimitError, match="max_timeout_s must be in"):
-        Limits(max_timeout_s=value)
+        Limits(max_timeout_s=value)  # type: ignore[arg-type]
 
 
 def test_timeout_cannot_exceed_max_timeout() -> None:
     with pytest.raises(LimitError, match=r"timeout_s must be in \(0, 60\], got 61"):
         Limits(timeout_s=61.0, max_timeout_s=60.0)
+    with pytest.raises(LimitError, match=r"timeout_s must be in \(0, 60\], got '10'"):
+        Limits(timeout_s="10", max_timeout_s=60.0)  # type: ignore[arg-type]
 
 
 def test_token_budget_must_be_positive() -> None:
-    with pytest.raises(LimitError, match="token_budget must be positive, got 0"):
+    with pytest.raises(LimitError, match="token_budget must be a positive integer, got 0"):
         Limits(token_budget=0)
+    with pytest.raises(LimitError, match="token_budget must be a positive integer, got '5'"):
+        Limits(token_budget="5")  # type: ignore[arg-type]
 
 
 def test_timeout_for_takes_the_tightest_and_caps_it() -> None:

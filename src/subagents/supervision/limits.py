@@ -34,26 +34,43 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         for field in ("max_concurrency", "per_agent", "max_children", "queue_bound", "max_turns"):
             value = getattr(self, field)
-            if not isinstance(value, int) or value < 1:
+            if not _is_int(value) or value < 1:
                 raise LimitError(f"limit {field} must be a positive integer, got {value!r}")
-        if self.max_depth < 0:
-            raise LimitError(f"limit max_depth must be >= 0, got {self.max_depth!r}")
+        if not _is_int(self.max_depth) or self.max_depth < 0:
+            raise LimitError(
+                f"limit max_depth must be >= 0 (a whole number), got {self.max_depth!r}"
+            )
         for tier, n in self.per_tier.items():
-            if n < 1:
+            if not _is_int(tier):
+                raise LimitError(f"limit per_tier: a tier must be an integer, got {tier!r}")
+            if not _is_int(n) or n < 1:
                 raise LimitError(f"limit per_tier[{tier}] must be a positive integer, got {n!r}")
-        if not 0 < self.max_timeout_s <= MAX_TIMEOUT_S:
+        if not _is_number(self.max_timeout_s) or not 0 < self.max_timeout_s <= MAX_TIMEOUT_S:
             raise LimitError(
                 f"limit max_timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {self.max_timeout_s!r}"
             )
-        if not 0 < self.timeout_s <= self.max_timeout_s:
+        if not _is_number(self.timeout_s) or not 0 < self.timeout_s <= self.max_timeout_s:
             raise LimitError(
                 f"limit timeout_s must be in (0, {self.max_timeout_s:g}], got {self.timeout_s!r}"
             )
-        if self.token_budget is not None and self.token_budget < 1:
-            raise LimitError(f"limit token_budget must be positive, got {self.token_budget!r}")
+        if self.token_budget is not None and (
+            not _is_int(self.token_budget) or self.token_budget < 1
+        ):
+            raise LimitError(
+                f"limit token_budget must be a positive integer, got {self.token_budget!r}"
+            )
 
     def timeout_for(self, *requested: float | None) -> float:
-        """The tightest of the requested timeouts and the default, capped at the maximum."""
+        """The tightest of the requested timeouts (the default when none is), capped at the
+        maximum: a request may ask for more than the default, never more than the maximum."""
         given = [t for t in requested if t is not None and t > 0]
         timeout = min(given) if given else self.timeout_s
         return min(timeout, self.max_timeout_s)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
