@@ -109,6 +109,11 @@ def test_higher_level_wins_and_the_shadowed_file_is_reported_and_logged(tmp_path
         }
     ]
     assert result.issues == []
+    # a reload (hot reload polls every second) does not say it again, but still reports it
+    with structlog.testing.capture_logs() as logs:
+        again, _ = loader.reload()
+    assert again.shadowed == result.shadowed
+    assert [e for e in logs if e["event"] == "definition shadowed"] == []
 
 
 def test_duplicate_within_one_level_is_a_warning_naming_both_files(tmp_path: Path):

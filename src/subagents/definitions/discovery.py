@@ -186,6 +186,7 @@ class DefinitionLoader:
         self._registered_issues: dict[str, list[LoadIssue]] = {}
         self._cache: dict[tuple[int, str], _Cached] = {}
         self._last: LoadResult | None = None
+        self._logged_shadowed: set[Shadowed] = set()
         for spec in registered:
             self.register(spec)
 
@@ -271,9 +272,12 @@ class DefinitionLoader:
         resolved, extends_issues = resolve_extends(winners)
         issues.extend(extends_issues)
         for record in shadowed:
+            if record in self._logged_shadowed:
+                continue  # said once: hot reload polls every second
             log.info(
                 "definition shadowed", agent=record.name, winner=record.winner, loser=record.loser
             )
+        self._logged_shadowed = set(shadowed)
         log.debug(
             "definitions loaded",
             definitions=len(resolved),
