@@ -58,6 +58,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
+from subagents.supervision.tree import tree_view
 
 log = structlog.get_logger("subagents.runtime")
 
@@ -532,33 +533,7 @@ class Runtime:
         record = self.store.get_run(run_id)
         if record is None:
             raise LookupError(f"no run with id {run_id!r}")
-        rows = self.store.list_runs(root_run_id=record.root_run_id)
-        children: dict[str | None, list[RunRecord]] = {}
-        for row in rows:
-            children.setdefault(row.parent_run_id, []).append(row)
-
-        def build(r: RunRecord) -> TreeNode:
-            kids = tuple(build(c) for c in children.get(r.run_id, ()))
-            total = r.usage
-            for kid in kids:
-                total = total + kid.subtree_usage
-            return TreeNode(
-                run_id=r.run_id,
-                agent=r.agent,
-                status=r.status,
-                depth=r.depth,
-                steps=r.steps,
-                usage=r.usage,
-                subtree_usage=total,
-                task=r.task,
-                result=r.outcome.result if r.outcome else None,
-                error=r.outcome.error if r.outcome else None,
-                started_at=r.started_at,
-                ended_at=r.ended_at,
-                children=kids,
-            )
-
-        return build(record)
+        return tree_view(record, self.store.list_runs(root_run_id=record.root_run_id))
 
     def totals(self, run_id: str) -> Totals:
         """Tokens, cost, steps, runs, restarts and statuses of ``run_id``'s whole subtree."""

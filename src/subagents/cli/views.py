@@ -15,6 +15,7 @@ from rich.tree import Tree
 
 from subagents.cli.live import STATUS_STYLE
 from subagents.messages import RunRecord, TreeNode
+from subagents.supervision.tree import tree_view
 
 
 def age(since: float | None, now: float | None = None) -> str:
@@ -48,32 +49,7 @@ def stamp(ts: float | None) -> str:
 
 def build_tree(root: RunRecord, records: Sequence[RunRecord]) -> TreeNode:
     """The execution tree under ``root`` from the records of its root tree, with totals."""
-    children: dict[str | None, list[RunRecord]] = {}
-    for r in sorted(records, key=lambda r: (r.created_at, r.run_id)):
-        children.setdefault(r.parent_run_id, []).append(r)
-
-    def build(r: RunRecord) -> TreeNode:
-        kids = tuple(build(c) for c in children.get(r.run_id, ()))
-        total = r.usage
-        for kid in kids:
-            total = total + kid.subtree_usage
-        return TreeNode(
-            run_id=r.run_id,
-            agent=r.agent,
-            status=r.status,
-            depth=r.depth,
-            steps=r.steps,
-            usage=r.usage,
-            subtree_usage=total,
-            task=r.task,
-            result=r.outcome.result if r.outcome else None,
-            error=r.outcome.error if r.outcome else None,
-            started_at=r.started_at,
-            ended_at=r.ended_at,
-            children=kids,
-        )
-
-    return build(root)
+    return tree_view(root, records)
 
 
 def one_line(text: str | None, width: int) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 
+from subagents.messages import RunRecord, TreeNode
+
 
 class RunTree:
     """Parent/child links of runs, for stops (deepest first), name lookup and scoping."""
@@ -76,3 +78,37 @@ class RunTree:
             if parent is not None and parent in self._children:
                 with contextlib.suppress(ValueError):
                     self._children[parent].remove(run_id)
+
+
+def tree_view(root: RunRecord, records: Iterable[RunRecord]) -> TreeNode:
+    """The execution tree under ``root`` from stored records, with subtree usage totals.
+
+    Pure, so that both the Runtime and the command line (which reads the store without
+    starting a runtime) show the same tree.
+    """
+    children: dict[str | None, list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.created_at, r.run_id)):
+        children.setdefault(r.parent_run_id, []).append(r)
+
+    def build(r: RunRecord) -> TreeNode:
+        kids = tuple(build(c) for c in children.get(r.run_id, ()))
+        total = r.usage
+        for kid in kids:
+            total = total + kid.subtree_usage
+        return TreeNode(
+            run_id=r.run_id,
+            agent=r.agent,
+            status=r.status,
+            depth=r.depth,
+            steps=r.steps,
+            usage=r.usage,
+            subtree_usage=total,
+            task=r.task,
+            result=r.outcome.result if r.outcome else None,
+            error=r.outcome.error if r.outcome else None,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            children=kids,
+        )
+
+    return build(root)
