@@ -75,3 +75,26 @@ def ensure_configured() -> None:
             # keep the default level and say why (the command line refuses it instead).
             configure(level=logging.WARNING)
             structlog.get_logger("subagents").warning("SUBAGENTS_LOG_LEVEL ignored", error=str(exc))
+
+
+_DEBUG_ON: dict[type, bool] = {}
+
+
+def debug_enabled() -> bool:
+    """Whether a ``log.debug`` line would be written under structlog's current configuration.
+
+    Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
+    logger (and its output logger) on every call, even when the level filters the line out;
+    on hot paths (an event per run transition, a scripted model turn) that was ~15% of a
+    trivial run's CPU. Hot paths ask this first. The answer is remembered per wrapper class,
+    which structlog replaces whenever it is reconfigured; a wrapper that cannot tell its level
+    (e.g. one over stdlib logging, whose level can change at any time) counts as enabled.
+    """
+    wrapper = structlog.get_config()["wrapper_class"]
+    known = _DEBUG_ON.get(wrapper)
+    if known is None:
+        check = getattr(structlog.get_logger().bind(), "is_enabled_for", None)
+        known = True if check is None else bool(check(logging.DEBUG))
+        if check is not None:
+            _DEBUG_ON[wrapper] = known
+    return known

@@ -33,7 +33,7 @@ from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
-from subagents.logs import ensure_configured
+from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
     EXTERNAL_SENDER,
     Event,
@@ -370,15 +370,16 @@ class Runtime:
         return unsubscribe
 
     def _publish(self, event: Event) -> None:
-        log.debug(
-            str(event.kind),
-            run_id=event.run_id,
-            parent_run_id=event.parent_run_id,
-            root_run_id=event.root_run_id,
-            agent=event.agent,
-            depth=event.depth,
-            **{k: v for k, v in event.data.items() if k not in ("input",)},
-        )
+        if debug_enabled():  # checked first: a filtered-out debug call still costs ~5 us
+            log.debug(
+                str(event.kind),
+                run_id=event.run_id,
+                parent_run_id=event.parent_run_id,
+                root_run_id=event.root_run_id,
+                agent=event.agent,
+                depth=event.depth,
+                **{k: v for k, v in event.data.items() if k not in ("input",)},
+            )
         for callback in self._subscribers:
             try:
                 callback(event)

@@ -95,14 +95,23 @@ class AgentActor(pykka.ThreadingActor):
         self._recovered = recovered
         self._wakes: set[str] = set()
         self._ended = False
-        self.log = log.bind(
-            run_id=record.run_id,
-            parent_run_id=record.parent_run_id,
-            root_run_id=record.root_run_id,
-            agent=record.agent,
-            depth=record.depth,
-        )
+        self._log: Any = None
         self.behaviour: Behaviour | None = None
+
+    @property
+    def log(self) -> Any:
+        """This run's logger, its ids bound. Bound on first use, not in the constructor:
+        most runs never log, and binding costs ~5 us per run on the spawn path."""
+        if self._log is None:
+            r = self.record
+            self._log = log.bind(
+                run_id=r.run_id,
+                parent_run_id=r.parent_run_id,
+                root_run_id=r.root_run_id,
+                agent=r.agent,
+                depth=r.depth,
+            )
+        return self._log
 
     # ---- pykka hooks -------------------------------------------------------------------------
 

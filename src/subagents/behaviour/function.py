@@ -134,7 +134,11 @@ class AgentContext:
         self.root_run_id = record.root_run_id
         self.shared: dict[str, Any] = dict(record.shared)
         """Shared context handed down to this run (``share=`` keys of its spawn)."""
-        self.log = behaviour.port.log
+
+    @property
+    def log(self) -> Any:
+        """This run's structlog logger (bound lazily by the port: most runs never log)."""
+        return self._b.port.log
 
     def spawn(
         self,

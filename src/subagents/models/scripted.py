@@ -25,6 +25,7 @@ import msgspec
 import structlog
 
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import debug_enabled
 from subagents.messages import (
     ChatMessage,
     ContentBlock,
@@ -173,14 +174,15 @@ class ScriptedModel:
         else:
             stop_reason = "tool_use" if has_tools else "end_turn"
         usage = _usage(request, content, turn.usage if turn is not None else None)
-        log.debug(
-            "scripted_model.turn",
-            agent=request.agent,
-            run_id=request.run_id,
-            turn=turn_index,
-            scripted=turn is not None,
-            stop_reason=stop_reason,
-        )
+        if debug_enabled():  # a filtered-out debug call still costs ~5 us per model call
+            log.debug(
+                "scripted_model.turn",
+                agent=request.agent,
+                run_id=request.run_id,
+                turn=turn_index,
+                scripted=turn is not None,
+                stop_reason=stop_reason,
+            )
         return ModelResponse(
             content=content,
             stop_reason=stop_reason,

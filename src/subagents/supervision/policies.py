@@ -12,6 +12,7 @@ Definition keys (camelCase or snake_case): ``maxRestarts``, ``restartPeriod``,
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -41,11 +42,16 @@ class Policy(msgspec.Struct, frozen=True, kw_only=True):
     inherit_messages: bool = False
 
 
+@functools.cache
+def _snake(camel: str) -> str:
+    """``maxRestarts`` -> ``max_restarts``; cached: ``policy_of`` runs on every admission."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+
+
 def _get(meta: dict[str, Any], camel: str) -> Any:
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
     if camel in meta:
         return meta[camel]
-    return meta.get(snake)
+    return meta.get(_snake(camel))
 
 
 def _where(spec: AgentSpec, key: str) -> str:
