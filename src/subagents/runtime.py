@@ -33,6 +33,7 @@ from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import name_problem
 from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -255,6 +256,10 @@ class Runtime:
                     f"agent {name or item!r}: expected an AgentSpec, a FunctionAgent or a"
                     f" callable, got {type(item).__name__}"
                 )
+        for spec in specs:  # the same rule as for definition files
+            problem = name_problem(spec.name) if isinstance(spec.name, str) else "not text"
+            if problem is not None:
+                raise ValueError(f"agent name {spec.name!r} cannot be used: {problem}")
         return specs
 
     @staticmethod

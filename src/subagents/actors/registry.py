@@ -118,6 +118,8 @@ _on_actor_thread = threading.local()  # .urn: the registry whose thread this is
 class RegistryActor(pykka.ThreadingActor):
     """Owns one Catalog (hand it over: nobody else may touch it after) and answers for it."""
 
+    use_daemon_thread = True  # a program that forgets Runtime.close() must still exit
+
     def __init__(
         self,
         catalog: Catalog,

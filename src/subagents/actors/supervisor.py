@@ -30,14 +30,17 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
     Event,
+    MailAck,
     MailRead,
     Outcome,
     PollCommands,
     RunFinished,
     RunRecord,
     SendMail,
+    SpawnReply,
     SpawnRequest,
     StepTaken,
+    StopReply,
     StopRequest,
     Timeout,
     ToolAnswered,
@@ -144,15 +147,34 @@ class SupervisorActor(pykka.ThreadingActor):
         self._commit_group()
         try:
             return self._handle(message)
-        except Exception:
+        except Exception as exc:
             if _is_ask(message):
                 raise
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
+            self._answer_failure(message, exc)
             return None
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
+
+    def _answer_failure(self, message: Any, exc: Exception) -> None:
+        """A run that asked for something must hear back even when handling it failed:
+        otherwise it waits on its tool call until its deadline."""
+        reason = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
+        match message:
+            case SpawnRequest(parent_run_id=str(run_id), request_id=rid):
+                reply: Any = SpawnReply(request_id=rid, error=reason)
+            case SendMail(sender=run_id, request_id=rid):
+                reply = MailAck(request_id=rid, error=reason)
+            case StopRequest(requester=str(run_id), request_id=rid):
+                reply = StopReply(request_id=rid, error=reason)
+            case _:
+                return
+        live = self.live.get(run_id)
+        if live is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                live.ref.tell(reply)
 
     def on_stop(self) -> None:
         self._commit_group()
@@ -165,8 +187,9 @@ class SupervisorActor(pykka.ThreadingActor):
             self._group = group
         try:
             self._handle(message)
-        except Exception:
+        except Exception as exc:
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
+            self._answer_failure(message, exc)
         self._grouped += 1
         if self._grouped >= GROUP_MAX or self.actor_inbox.empty():
             self._commit_group()

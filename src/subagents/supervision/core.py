@@ -159,6 +159,24 @@ class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
 
 
+def _check_spawn_fields(req: SpawnRequest) -> None:
+    """Refuse a request whose fields have the wrong types (nothing checks a Struct's types
+    when it is built in code), naming the field, instead of failing deep in the supervisor."""
+    if not isinstance(req.agent, str) or not isinstance(req.task, str):
+        raise AdmissionError(
+            f"agent and task must be strings, got {type(req.agent).__name__} and"
+            f" {type(req.task).__name__}"
+        )
+    for name in ("context", "label", "model"):
+        value = getattr(req, name)
+        if value is not None and not isinstance(value, str):
+            raise AdmissionError(f"{name} must be a string, got {value!r}")
+    for name in ("timeout", "token_budget"):
+        value = getattr(req, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise AdmissionError(f"{name} must be a number, got {value!r}")
+
+
 class SupervisorCore(PolicyHooks):
     """Admission, queueing, delivery, mail routing, stops and deadlines."""
 
@@ -263,6 +281,7 @@ class SupervisorCore(PolicyHooks):
             return reply, effects
 
     def _admit(self, req: SpawnRequest) -> str:
+        _check_spawn_fields(req)
         spec = self.lookup(req.agent)
         if spec is None:
             known = ", ".join(sorted(self.names())) or "none"
@@ -544,7 +563,16 @@ class SupervisorCore(PolicyHooks):
                 error=f"run {mail.recipient} has already ended ({status}); the mail was kept as"
                 " a dead letter and will not be read",
             )
-        assert target is not None
+        if target is None:  # alive, but another runtime on this store hosts it
+            if mail.sender != EXTERNAL_SENDER:
+                return MailAck(
+                    request_id=request_id,
+                    error=f"run {mail.recipient} is hosted by another runtime ({record.owner})",
+                )
+            command_id = self.store.post_command("send", mail.recipient, mail.content)
+            return MailAck(
+                request_id=request_id, mail_id=f"command-{command_id}", recipient=mail.recipient
+            )
         if sender_state is not None:
             self._emit(
                 EventKind.MAIL_SENT, sender_state, mail_id=mail.mail_id, recipient=mail.recipient
@@ -714,6 +742,10 @@ class SupervisorCore(PolicyHooks):
         target = self.runs.get(req.run_id)
         if target is None:
             ended = self.store.get_run(req.run_id)  # a finished tree is forgotten in memory
+            if ended is not None and req.requester is None and not ended.status.terminal:
+                # alive, but another runtime on this store hosts it: pass the stop on
+                self.store.post_command("stop", req.run_id)
+                return StopReply(request_id=req.request_id, stopped=(req.run_id,))
             if ended is not None and req.requester is None:
                 return StopReply(
                     request_id=req.request_id,
@@ -816,6 +848,10 @@ class SupervisorCore(PolicyHooks):
                     record = msgspec.structs.replace(record, owner=self.owner)
                     self.store.save_run(record)
                 self._restore_one(record, report)
+            # Running runs took their slots back first (whatever the limits); queued runs
+            # start now only as far as the limits allow.
+            for run_id in self.slots.start_queued():
+                self._start(self.runs[run_id])
             for outcome in self.store.undelivered_outcomes():
                 ended = self.store.get_run(outcome.run_id)
                 if ended is not None and ended.parent_run_id is None:
@@ -859,10 +895,13 @@ class SupervisorCore(PolicyHooks):
             return
         key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
         if record.status is RunStatus.QUEUED:
-            if self.slots.try_take(record.run_id, key):
-                self._start(state)
-            else:
+            # Queued again, started once every running run has its slot back (restore()).
+            try:
                 self.slots.enqueue(record.run_id, key)
+            except QueueFull as exc:
+                self._finish(state, RunStatus.FAILED, error_kind="queue_full", error=str(exc))
+                report.failed.append(record.run_id)
+                return
             report.requeued.append(record.run_id)
         else:
             self.slots.force_take(record.run_id, key)
