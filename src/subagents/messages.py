@@ -338,6 +338,8 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A run (or the outside, ``parent_run_id=None``) asks for a new run."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     agent: str
     task: str
@@ -380,6 +382,8 @@ class ChildDone(msgspec.Struct, frozen=True, kw_only=True):
 class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
     """An agent finished one model call: its usage and the conversation checkpoint."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     step: int
     usage: Usage
@@ -389,6 +393,8 @@ class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     tool: str
     input: dict[str, Any]
@@ -397,6 +403,8 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
 class SendMail(msgspec.Struct, frozen=True, kw_only=True):
     """A run (or the outside, ``sender=EXTERNAL_SENDER``) sends mail to a run id or name."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     sender: str
     to: str
@@ -419,6 +427,8 @@ class DeliverMail(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class MailRead(msgspec.Struct, frozen=True, kw_only=True):
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     mail_ids: tuple[str, ...]
 
@@ -426,6 +436,8 @@ class MailRead(msgspec.Struct, frozen=True, kw_only=True):
 class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     run_id: str
     requester: str | None = None
@@ -441,6 +453,8 @@ class StopReply(msgspec.Struct, frozen=True, kw_only=True):
 class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
     """An agent went back to its mailbox with calls pending (``waiting``) or resumed."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     waiting: bool
 
@@ -448,6 +462,8 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
     """An agent ended on its own: a result, or an error of some kind."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     result: str | None = None
     error_kind: str | None = None
@@ -459,6 +475,8 @@ class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
     """A tool call of the current step got its result: added to the run's checkpoint, so a
     resumed run does not run it again."""
 
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     step: int
     result: ToolResultBlock

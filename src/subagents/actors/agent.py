@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import msgspec
 import pykka
 import structlog
 
@@ -81,8 +82,10 @@ class AgentActor(pykka.ThreadingActor):
         checkpoint: Checkpoint | None = None,
         pending_mail: tuple[Mail, ...] = (),
         recovered: tuple[Any, ...] = (),
+        attempt: int = 1,
     ) -> None:
         super().__init__()
+        self.attempt = attempt
         self.record = record
         self.spec = spec
         self.deadline = deadline
@@ -141,35 +144,47 @@ class AgentActor(pykka.ThreadingActor):
 
     # ---- AgentPort ---------------------------------------------------------------------------
 
+    # Every report carries this start's ``attempt``: the supervisor ignores reports from an
+    # earlier start of a restarted run, whose actor may still be finishing a call.
+
     def request_spawn(self, req: SpawnRequest) -> None:
-        self.supervisor.tell(req)
+        self.supervisor.tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def send_mail(self, msg: SendMail) -> None:
-        self.supervisor.tell(msg)
+        self.supervisor.tell(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def request_stop(self, req: StopRequest) -> None:
-        self.supervisor.tell(req)
+        self.supervisor.tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def report_step(self, step: StepTaken) -> None:
         # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
         # ``cancel``) before this agent can start its next model call. That is what bounds a
         # budget overrun to one model call. The supervisor never asks agents: no deadlock.
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self.supervisor.ask(step, timeout=30.0)
+            self.supervisor.ask(msgspec.structs.replace(step, attempt=self.attempt), timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
-        self.supervisor.tell(answer)
+        self.supervisor.tell(msgspec.structs.replace(answer, attempt=self.attempt))
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
         self.supervisor.tell(
-            ToolCalled(run_id=self.record.run_id, tool=tool, input=_summary(arguments))
+            ToolCalled(
+                run_id=self.record.run_id,
+                tool=tool,
+                input=_summary(arguments),
+                attempt=self.attempt,
+            )
         )
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
-        self.supervisor.tell(MailRead(run_id=self.record.run_id, mail_ids=mail_ids))
+        self.supervisor.tell(
+            MailRead(run_id=self.record.run_id, mail_ids=mail_ids, attempt=self.attempt)
+        )
 
     def set_waiting(self, waiting: bool) -> None:
-        self.supervisor.tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting))
+        self.supervisor.tell(
+            WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt)
+        )
 
     def wake_after(self, key: str, seconds: float) -> None:
         ref = self.actor_ref
@@ -189,7 +204,14 @@ class AgentActor(pykka.ThreadingActor):
         self.actor_ref.tell(Continue())
 
     def finish(self, result: str) -> None:
-        self._end(RunFinished(run_id=self.record.run_id, result=result, unread_mail=self._unread()))
+        self._end(
+            RunFinished(
+                run_id=self.record.run_id,
+                result=result,
+                unread_mail=self._unread(),
+                attempt=self.attempt,
+            )
+        )
 
     def fail(self, kind: str, message: str) -> None:
         self._end(
@@ -198,6 +220,7 @@ class AgentActor(pykka.ThreadingActor):
                 error_kind=kind,
                 error=message,
                 unread_mail=self._unread(),
+                attempt=self.attempt,
             )
         )
 
@@ -211,5 +234,6 @@ class AgentActor(pykka.ThreadingActor):
         if self._ended:
             return
         self._ended = True
-        self.supervisor.tell(report)
+        if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
+            self.supervisor.tell(report)
         self.stop()

@@ -111,6 +111,7 @@ class StopAll:
 class _Live:
     ref: pykka.ActorRef[Any]
     cancel: threading.Event
+    attempt: int = 1
 
 
 class SupervisorActor(pykka.ThreadingActor):
@@ -237,7 +238,9 @@ class SupervisorActor(pykka.ThreadingActor):
             case WaitingChanged():
                 self._apply(core.waiting_changed(message))
             case RunFinished():
-                self.live.pop(message.run_id, None)
+                live = self.live.get(message.run_id)
+                if live is not None and (not message.attempt or live.attempt == message.attempt):
+                    del self.live[message.run_id]  # not a report from an earlier start
                 self._apply(core.finished(message))
             case StopRequest():
                 stop_reply, effects = core.stop(message)
@@ -307,6 +310,11 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _start(self, effect: StartRun) -> None:
         record: RunRecord = effect.record
+        earlier = self.live.pop(record.run_id, None)
+        if earlier is not None:  # a restart: the earlier start must not go on working
+            earlier.cancel.set()
+            with contextlib.suppress(pykka.ActorDeadError):
+                earlier.ref.stop(block=False)
         cancel = threading.Event()
         ref = AgentActor.start(
             record=record,
@@ -319,5 +327,6 @@ class SupervisorActor(pykka.ThreadingActor):
             checkpoint=effect.checkpoint,
             pending_mail=effect.pending_mail,
             recovered=effect.recovered,
+            attempt=effect.attempt,
         )
-        self.live[record.run_id] = _Live(ref=ref, cancel=cancel)
+        self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)

@@ -83,6 +83,7 @@ class StartRun:
     pending_mail: tuple[Mail, ...] = ()
     recovered: tuple[Any, ...] = ()
     checkpoint: Checkpoint | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class RunState:
     deadline: float = 0.0
     unread_mail: set[str] = field(default_factory=set)
     checkpoint: Checkpoint | None = None
+    attempt: int = 0
+    """How many times this run was started in this process (restarts included)."""
 
 
 @dataclass
@@ -293,7 +296,7 @@ class SupervisorCore(PolicyHooks):
         parent: RunState | None = None
         depth = 0
         if req.parent_run_id is not None:
-            parent = self.live(req.parent_run_id)
+            parent = self.reporting(req.parent_run_id, req.attempt)
             if parent is None:
                 raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
             depth = parent.record.depth + 1
@@ -365,6 +368,7 @@ class SupervisorCore(PolicyHooks):
     def _start(self, state: RunState) -> None:
         """Start (or resume, when it has taken steps before) the run of ``state``."""
         run_id = state.record.run_id
+        state.attempt += 1
         state.deadline = self.clock() + state.record.deadline_s
         self._update(state, status=RunStatus.RUNNING, started_at=time.time())
         unread = (MailState.ACCEPTED, MailState.DELIVERED)
@@ -384,7 +388,15 @@ class SupervisorCore(PolicyHooks):
             recovered = recovered_messages(run_id, children, sent)
         self._effects.append(ArmDeadline(run_id, state.deadline))
         self._effects.append(
-            StartRun(state.record, state.spec, state.deadline, pending, recovered, state.checkpoint)
+            StartRun(
+                state.record,
+                state.spec,
+                state.deadline,
+                pending,
+                recovered,
+                state.checkpoint,
+                state.attempt,
+            )
         )
         self._emit(
             EventKind.STARTED, state, model=state.record.model, resumed=state.record.steps > 0
@@ -392,9 +404,17 @@ class SupervisorCore(PolicyHooks):
 
     # ---- progress reports from agents --------------------------------------------------------
 
+    def reporting(self, run_id: str, attempt: int) -> RunState | None:
+        """The live run a report is from, or None when the run ended or the report comes
+        from an earlier start of it (a restarted run's old actor may still be working)."""
+        state = self.live(run_id)
+        if state is None or (attempt and attempt != state.attempt):
+            return None
+        return state
+
     def step_taken(self, msg: StepTaken) -> list[Effect]:
         with self._handling():
-            state = self.live(msg.run_id)
+            state = self.reporting(msg.run_id, msg.attempt)
             if state is None:
                 return self._effects
             self._update(state, steps=msg.step, usage=state.record.usage + msg.usage)
@@ -415,7 +435,7 @@ class SupervisorCore(PolicyHooks):
     def tool_answered(self, msg: ToolAnswered) -> list[Effect]:
         """Keep a tool result in the run's checkpoint so a resume does not redo the call."""
         with self._handling():
-            state = self.live(msg.run_id)
+            state = self.reporting(msg.run_id, msg.attempt)
             if state is not None and state.checkpoint is not None:
                 cp = state.checkpoint
                 if cp.step == msg.step:
@@ -428,14 +448,14 @@ class SupervisorCore(PolicyHooks):
 
     def tool_called(self, msg: ToolCalled) -> list[Effect]:
         with self._handling():
-            state = self.live(msg.run_id)
+            state = self.reporting(msg.run_id, msg.attempt)
             if state is not None:
                 self._emit(EventKind.TOOL_CALL, state, tool=msg.tool, input=msg.input)
             return self._effects
 
     def waiting_changed(self, msg: WaitingChanged) -> list[Effect]:
         with self._handling():
-            state = self.live(msg.run_id)
+            state = self.reporting(msg.run_id, msg.attempt)
             if state is None:
                 return self._effects
             status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
@@ -448,7 +468,7 @@ class SupervisorCore(PolicyHooks):
     def finished(self, msg: RunFinished) -> list[Effect]:
         """An agent ended by itself. A late report for a finished run is discarded."""
         with self._handling():
-            state = self.live(msg.run_id)
+            state = self.reporting(msg.run_id, msg.attempt)
             if state is None:
                 log.debug("late report discarded", run_id=msg.run_id)
                 return self._effects
@@ -522,6 +542,8 @@ class SupervisorCore(PolicyHooks):
         raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
 
     def _route_mail(self, msg: SendMail) -> MailAck:
+        if msg.sender != EXTERNAL_SENDER and self.reporting(msg.sender, msg.attempt) is None:
+            return MailAck(request_id=msg.request_id, error=f"run {msg.sender} is not running")
         try:
             recipient = self._resolve_recipient(msg)
         except ValueError as exc:
@@ -752,6 +774,8 @@ class SupervisorCore(PolicyHooks):
                     error=f"run {req.run_id} has already ended ({ended.status})",
                 )
             return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
+        if req.requester is not None and self.reporting(req.requester, req.attempt) is None:
+            return StopReply(request_id=req.request_id, error=f"run {req.requester} is not running")
         if req.requester is not None and not self.tree.is_descendant(req.run_id, req.requester):
             return StopReply(
                 request_id=req.request_id,
