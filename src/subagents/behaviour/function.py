@@ -165,6 +165,8 @@ class AgentContext:
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)
         pending = self._b.new_pending("s")
         self._b.background[pending.key] = background
+        if self._b.replay(pending.key):
+            return pending  # spawned by an earlier start: its answers are replayed
         self._b.port.request_spawn(
             SpawnRequest(
                 request_id=pending.key,
@@ -184,6 +186,8 @@ class AgentContext:
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
         pending = self._b.new_pending("m")
+        if self._b.replay(pending.key):
+            return pending  # sent by an earlier start: not sent twice
         self._b.port.send_mail(
             SendMail(
                 request_id=pending.key,
@@ -236,6 +240,7 @@ class FunctionBehaviour:
         self.fn = fn
         self.port = port
         self.pendings: dict[str, Pending] = {}
+        self.recovered: dict[str, list[Any]] = {}
         self.groups: list[PendingAll] = []
         self.background: dict[str, bool] = {}
         self.receivers: list[Pending] = []
@@ -254,6 +259,15 @@ class FunctionBehaviour:
 
     def new_key(self, kind: str) -> str:
         return f"{self.port.record.run_id}:{kind}{next(self._keys)}"
+
+    def replay(self, key: str) -> bool:
+        """Hand ``key``'s pending the answers an earlier start got; False if there are none."""
+        answers = self.recovered.pop(key, None)
+        if not answers:
+            return False
+        for message in answers:
+            self.on_message(message)
+        return True
 
     def new_pending(self, kind: str) -> Pending:
         pending = Pending(self.new_key(kind))
@@ -275,9 +289,15 @@ class FunctionBehaviour:
         return tuple(m.mail_id for m in self.inbox)
 
     def start(
-        self, _checkpoint: Any, pending_mail: tuple[Mail, ...], _recovered: tuple[Any, ...] = ()
+        self, _checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
     ) -> None:
-        """Call the function. A function agent cannot resume mid-way: it starts over."""
+        """Call the function. After a crash or a restart it runs again from the top, and its
+        ``ctx.spawn`` / ``ctx.send`` calls are matched, in order, to what the earlier start
+        already did (``recovered``): a child already spawned is not spawned again (its outcome
+        is replayed, or awaited if it is still running), a mail already sent is not resent.
+        So the order of those calls should not depend on anything but the task."""
+        for message in recovered:
+            self.recovered.setdefault(message.request_id, []).append(message)
         self.inbox.extend(pending_mail)
         value = self.fn(AgentContext(self))
         if inspect.iscoroutine(value):

@@ -143,6 +143,10 @@ class RunState:
     checkpoint: Checkpoint | None = None
     attempt: int = 0
     """How many times this run was started in this process (restarts included)."""
+    resumes: bool = False
+    """This start continues an earlier one (after a crash or a restart)."""
+    from_scratch: bool = False
+    """The next start begins anew (a retry), ignoring what earlier starts did."""
 
 
 @dataclass
@@ -368,6 +372,8 @@ class SupervisorCore(PolicyHooks):
     def _start(self, state: RunState) -> None:
         """Start (or resume, when it has taken steps before) the run of ``state``."""
         run_id = state.record.run_id
+        state.resumes = state.record.started_at is not None and not state.from_scratch
+        state.from_scratch = False
         state.attempt += 1
         state.deadline = self.clock() + state.record.deadline_s
         self._update(state, status=RunStatus.RUNNING, started_at=time.time())
@@ -383,6 +389,7 @@ class SupervisorCore(PolicyHooks):
         recovered: tuple[Any, ...] = ()
         if state.record.steps > 0:
             state.checkpoint = self.store.load_checkpoint(run_id)
+        if state.resumes:  # what the earlier start already did is not done again
             children = self.store.list_runs(root_run_id=state.record.root_run_id)
             sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
             recovered = recovered_messages(run_id, children, sent)

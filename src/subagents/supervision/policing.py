@@ -272,6 +272,7 @@ class PolicyHooks:
             attempt = record.retries + 1
             delay = self.restarts.backoff(entry.policy, attempt)
             self._update(state, retries=attempt, steps=0)
+            state.from_scratch = True
         else:
             # A restart resumes from the checkpoint: children keep running and report to it.
             attempt, delay = decision.attempt, decision.delay_s
