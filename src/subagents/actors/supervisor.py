@@ -36,6 +36,7 @@ from subagents.messages import (
     PollCommands,
     RunFinished,
     RunRecord,
+    RunStatus,
     SendMail,
     SpawnReply,
     SpawnRequest,
@@ -47,6 +48,7 @@ from subagents.messages import (
     ToolCalled,
     WaitingChanged,
 )
+from subagents.store.base import StoreError
 from subagents.supervision.core import (
     ArmDeadline,
     DeliverRoot,
@@ -135,6 +137,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self.on_event = on_event
         self.on_thread = on_thread
         self.live: dict[str, _Live] = {}
+        self.store_failure: str | None = None
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
@@ -142,18 +145,61 @@ class SupervisorActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its caller; a failed tell is logged, never fatal."""
+        if self.store_failure is not None:
+            return self._refuse(message)
         if isinstance(message, _GROUPED) and not _is_ask(message):
             self._in_group(message)
             return None
         self._commit_group()
         try:
             return self._handle(message)
+        except StoreError as exc:
+            self._halt(exc)
+            if _is_ask(message):
+                raise
+            return None
         except Exception as exc:
             if _is_ask(message):
                 raise
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
             self._answer_failure(message, exc)
             return None
+
+    def _halt(self, exc: Exception) -> None:
+        """The store failed (disk full, file gone, read-only...): what is in memory can no
+        longer be made durable, so no run may go on as if it were. Every live run's agent is
+        stopped and every waiting caller is told, with the store's error; the store keeps the
+        last committed state, from which a runtime started later resumes."""
+        if self.store_failure is not None:
+            return
+        self.store_failure = f"the run store failed: {exc}"
+        log.error("run store failed: every run is stopped", error=str(exc))
+        self._group, self._held, self._grouped = None, [], 0
+        for live in self.live.values():
+            live.cancel.set()
+            with contextlib.suppress(pykka.ActorDeadError):
+                live.ref.stop(block=False)
+        self.live.clear()
+        for state in list(self.core.runs.values()):
+            if state.record.parent_run_id is None:
+                self.on_root_outcome(
+                    Outcome(
+                        run_id=state.record.run_id,
+                        status=RunStatus.FAILED,
+                        error_kind="store",
+                        error=self.store_failure,
+                    )
+                )
+
+    def _refuse(self, message: Any) -> Any:
+        """After a store failure: asks get the store's error, everything else is dropped."""
+        if _is_ask(message) and not isinstance(message, StopAll | Query):
+            raise StoreError(self.store_failure or "the run store failed")
+        if isinstance(message, StopAll):
+            return []
+        if isinstance(message, Query):
+            return message.fn(self.core)
+        return None
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
@@ -188,6 +234,9 @@ class SupervisorActor(pykka.ThreadingActor):
             self._group = group
         try:
             self._handle(message)
+        except StoreError as exc:
+            self._halt(exc)
+            return
         except Exception as exc:
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
             self._answer_failure(message, exc)
@@ -203,8 +252,8 @@ class SupervisorActor(pykka.ThreadingActor):
         held, self._held, self._grouped = self._held, [], 0
         try:
             group.__exit__(None, None, None)
-        except Exception:
-            log.exception("committing a group of messages failed; their effects are dropped")
+        except Exception as exc:
+            self._halt(exc)  # nothing held back may be acknowledged: it is not durable
             return
         self._apply(held)
 
