@@ -76,6 +76,8 @@ class LLMBehaviour:
         self.waiting = False
         self.ended = False
         self.fan_outs = FanOutCalls()
+        # fan_out children an earlier start already spawned (their answers are recovered)
+        self.already_spawned: set[str] = set()
         self.schemas = self._offered_tools()
 
     # ---- what the agent is offered -----------------------------------------------------------
@@ -138,6 +140,7 @@ class LLMBehaviour:
                     return
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
                 done = {getattr(m, "request_id", None) for m in recovered}
+                self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
                 self._dispatch_all(uses, answered=answered, skip=done)
                 for message in recovered:
                     self.on_message(message)
@@ -319,7 +322,8 @@ class LLMBehaviour:
                 except FanOutError as exc:
                     raise ToolError(str(exc)) from None
                 for request in requests:
-                    port.request_spawn(request)
+                    if request.request_id not in self.already_spawned:  # else: recovered
+                        port.request_spawn(request)
             elif use.name == SEND:
                 port.send_mail(
                     SendMail(
@@ -376,7 +380,7 @@ class LLMBehaviour:
     def _fan_out_answer(self, message: SpawnReply | ChildDone) -> None:
         """A child of a ``fan_out`` call answered: start the next link, or answer the call."""
         use_id, result, next_request = self.fan_outs.on_message(message)
-        if next_request is not None:
+        if next_request is not None and next_request.request_id not in self.already_spawned:
             self.port.request_spawn(next_request)
         if result is not None:
             self._answer(use_id, result)
