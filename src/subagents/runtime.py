@@ -19,12 +19,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import pykka
 import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
-from subagents.actors.supervisor import Query, Restore, StopAll, SupervisorActor, Sweep
+from subagents.actors.supervisor import (
+    ActorGone,
+    Query,
+    Restore,
+    SupervisorClient,
+    Sweep,
+)
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
@@ -187,7 +192,7 @@ class Runtime:
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
             )
-            self._supervisor = SupervisorActor.start(
+            self._supervisor = SupervisorClient.start(
                 core=self.core,
                 timer=self.timer,
                 behaviour_for=self._behaviour_for,
@@ -220,8 +225,7 @@ class Runtime:
         self._closed = True
         supervisor = getattr(self, "_supervisor", None)
         if supervisor is not None:
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                supervisor.stop(block=True, timeout=5.0)
+            supervisor.close(timeout=5.0)
         registry = getattr(self, "registry", None)
         if registry is not None:
             with contextlib.suppress(Exception):
@@ -334,11 +338,8 @@ class Runtime:
         supervisor = self._supervisor
 
         def tick() -> None:
-            try:
-                supervisor.tell(PollCommands())
-            except pykka.ActorDeadError:
-                return
-            self._poll_commands()
+            if supervisor.tell(PollCommands()):
+                self._poll_commands()
 
         self.timer.schedule_in(("commands", id(self)), self._command_poll_s, tick)
 
@@ -348,11 +349,8 @@ class Runtime:
         supervisor, sweep = self._supervisor, self._sweep
 
         def tick() -> None:
-            try:
-                supervisor.tell(sweep)
-            except pykka.ActorDeadError:
-                return
-            self._schedule_sweep(every_s)
+            if supervisor.tell(sweep):
+                self._schedule_sweep(every_s)
 
         self.timer.schedule_in(("sweep", id(self)), every_s, tick)
 
@@ -587,7 +585,7 @@ class Runtime:
     def _ask(self, message: Any) -> Any:
         try:
             return self._supervisor.ask(message, timeout=30)
-        except pykka.ActorDeadError:
+        except ActorGone:
             raise RuntimeClosed("the runtime is closed") from None
 
     def _check_open(self) -> None:
@@ -600,17 +598,7 @@ class Runtime:
             return
         self._closed = True
         deadline = time.monotonic() + timeout
-        refs: list[Any] = []
-        try:
-            refs = list(self._supervisor.ask(StopAll(), timeout=timeout))
-        except Exception:
-            log.exception("stopping runs failed")
-        for ref in refs:
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
-        for actor in (self._supervisor,):
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                actor.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
+        self._supervisor.close(timeout)
         with contextlib.suppress(Exception):
             self.registry.stop()
         self.timer.stop()

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pykka
 import structlog
@@ -379,3 +380,52 @@ class SupervisorActor(pykka.ThreadingActor):
             attempt=effect.attempt,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+
+
+class ActorGone(RuntimeError):
+    """The supervisor actor has stopped."""
+
+
+class SupervisorClient:
+    """The supervisor actor behind plain methods and the project's own errors.
+
+    What the Runtime holds instead of a pykka reference, so that nothing above ``actors/``
+    depends on pykka types (DESIGN.md): another actor backend would provide the same client.
+    """
+
+    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
+        self._ref = ref
+
+    @classmethod
+    def start(cls, **kwargs: Any) -> SupervisorClient:
+        """Start a SupervisorActor (``SupervisorActor.__init__``'s arguments)."""
+        return cls(SupervisorActor.start(**kwargs))
+
+    def ask(self, message: Any, timeout: float = 30.0) -> Any:
+        """Send ``message`` and wait for the answer (``ActorGone``, ``TimeoutError``)."""
+        try:
+            return self._ref.ask(message, timeout=timeout)
+        except pykka.ActorDeadError:
+            raise ActorGone("the supervisor has stopped") from None
+        except pykka.Timeout:
+            raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
+
+    def tell(self, message: Any) -> bool:
+        """Send ``message`` without waiting; False when the supervisor has stopped."""
+        try:
+            self._ref.tell(message)
+        except pykka.ActorDeadError:
+            return False
+        return True
+
+    def close(self, timeout: float) -> None:
+        """Cancel every run, stop every agent actor, then the supervisor, within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        refs: list[pykka.ActorRef[Any]] = []
+        try:
+            refs = list(cast(list[Any], self._ref.ask(StopAll(), timeout=timeout)))
+        except Exception:
+            log.exception("stopping runs failed")
+        for ref in [*refs, self._ref]:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
