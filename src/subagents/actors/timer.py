@@ -50,9 +50,22 @@ class TimerService:
         self.schedule(key, time.monotonic() + delay, callback)
 
     def cancel(self, key: Hashable) -> bool:
-        """Forget the timer of ``key``; True if one was pending."""
+        """Forget the timer of ``key``; True if one was pending.
+
+        Cancelled entries leave the heap lazily; when they outnumber the live ones the heap
+        is rebuilt, so a long-lived runtime (a deadline per run, most cancelled) stays small.
+        """
         with self._cond:
-            return self._entries.pop(key, None) is not None
+            found = self._entries.pop(key, None) is not None
+            if len(self._heap) > 64 and len(self._heap) > 2 * len(self._entries):
+                self._heap = [(d, seq, k) for k, (seq, d, _) in self._entries.items()]
+                heapq.heapify(self._heap)
+            return found
+
+    def heap_size(self) -> int:
+        """Entries in the heap, cancelled ones not yet dropped included (for tests)."""
+        with self._cond:
+            return len(self._heap)
 
     def pending(self) -> int:
         with self._cond:

@@ -32,6 +32,9 @@ class MemoryStore:
         self._events: dict[str, list[Event]] = {}
         self._checkpoints: dict[str, Checkpoint] = {}
         self._mail: dict[str, Mail] = {}
+        # mail ids by the runs they concern (sender and recipient), in the order sent: a
+        # run's start and end look up its own mail, never every mail ever kept
+        self._mail_of_run: dict[str, list[str]] = {}
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
@@ -87,6 +90,9 @@ class MemoryStore:
 
     def save_mail(self, mail: Mail) -> None:
         with self._lock:
+            if mail.mail_id not in self._mail:
+                for run_id in {mail.sender, mail.recipient}:
+                    self._mail_of_run.setdefault(run_id, []).append(mail.mail_id)
             self._mail[mail.mail_id] = mail
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
@@ -100,12 +106,8 @@ class MemoryStore:
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         wanted = set(states) if states is not None else None
         with self._lock:
-            return [
-                m
-                for m in self._mail.values()
-                if (m.recipient == run_id or m.sender == run_id)
-                and (wanted is None or m.state in wanted)
-            ]
+            mails = (self._mail[i] for i in self._mail_of_run.get(run_id, ()))
+            return [m for m in mails if wanted is None or m.state in wanted]
 
     def save_outcome(self, outcome: Outcome) -> None:
         with self._lock:

@@ -1,0 +1,36 @@
+"""The timer service: one thread, due callbacks in order, cancellation, a heap that stays small."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from subagents.actors.timer import TimerService
+
+
+def test_callbacks_fire_in_deadline_order_and_cancelled_ones_never() -> None:
+    timer = TimerService()
+    fired: list[str] = []
+    done = threading.Event()
+    now = time.monotonic()
+    timer.schedule("b", now + 0.02, lambda: fired.append("b"))
+    timer.schedule("a", now + 0.01, lambda: fired.append("a"))
+    timer.schedule("x", now + 0.015, lambda: fired.append("x"))
+    timer.schedule("c", now + 0.03, done.set)
+    assert timer.cancel("x")
+    assert not timer.cancel("x")
+    assert done.wait(5)
+    assert fired == ["a", "b"]
+    timer.stop()
+    assert not timer.alive
+
+
+def test_cancelled_deadlines_do_not_pile_up_in_the_heap() -> None:
+    timer = TimerService()
+    far = time.monotonic() + 3600
+    for i in range(10_000):  # a deadline per run, cancelled when the run ends
+        timer.schedule(("deadline", i), far, lambda: None)
+        timer.cancel(("deadline", i))
+    assert timer.pending() == 0
+    assert timer.heap_size() <= 130
+    timer.stop()
