@@ -367,6 +367,7 @@ class SupervisorCore(PolicyHooks):
             self._start(state)
         else:
             self._emit(EventKind.QUEUED, state, position=position)
+            self._unblock_waiters()
         return run_id
 
     def _start(self, state: RunState) -> None:
@@ -470,7 +471,43 @@ class SupervisorCore(PolicyHooks):
                 self._update(state, status=status)
                 if msg.waiting:
                     self._emit(EventKind.WAITING, state)
+                    self._unblock_waiters()
             return self._effects
+
+    def _unblock_waiters(self) -> None:
+        """Break the one deadlock a concurrency limit can cause.
+
+        A run holds its slot while it waits (for its children, for mail). When every slot is
+        held by a waiting run and the children they wait for are queued, nothing can ever
+        move. A waiting run does no work, so the first such child starts over the limit
+        (logged): the number of runs *working* stays within it.
+        """
+        while True:
+            holders = self.slots.holders()
+            if not holders or any(
+                self.runs[h].record.status is not RunStatus.WAITING
+                for h in holders
+                if h in self.runs
+            ):
+                return
+            held = set(holders)
+            child = next(
+                (q for q in self.slots.queued() if self.runs[q].record.parent_run_id in held),
+                None,
+            )
+            if child is None:
+                return  # the holders wait for mail or timers, which will come
+            self.slots.start_over_limit(child)
+            run_id = child
+            state = self.runs[run_id]
+            log.warning(
+                "every slot is held by a waiting run: starting a queued run over the limit",
+                run_id=run_id,
+                agent=state.record.agent,
+                in_flight=self.slots.in_flight,
+                limit=self.limits.max_concurrency,
+            )
+            self._start(state)
 
     def finished(self, msg: RunFinished) -> list[Effect]:
         """An agent ended by itself. A late report for a finished run is discarded."""

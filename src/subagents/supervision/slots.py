@@ -122,6 +122,16 @@ class SlotPool:
             self._unqueue(run_id)
         return started
 
+    def start_over_limit(self, run_id: str) -> None:
+        """Take a slot for queued ``run_id`` whatever the limits."""
+        key = self._queue[run_id]
+        self._take(run_id, key)
+        self._unqueue(run_id)
+
+    def holders(self) -> list[str]:
+        """The runs holding a slot."""
+        return list(self._holders)
+
     def holds(self, run_id: str) -> bool:
         return run_id in self._holders
 
