@@ -159,6 +159,7 @@ class Runtime:
         # each spawn O(n): 10,000 spawns took minutes).
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
+        self._supervisor_thread: threading.Thread | None = None
         self.timer = TimerService()
         try:
             catalog = self._catalog(specs, agent_dirs, discover)
@@ -198,7 +199,7 @@ class Runtime:
                 behaviour_for=self._behaviour_for,
                 on_root_outcome=self._root_outcome,
                 on_event=self._publish,
-                on_thread=self._track_thread,
+                on_thread=self._track_supervisor_thread,
             )
             self.restore_report = RestoreReport()
             if restore:
@@ -303,6 +304,10 @@ class Runtime:
             self._specs_stale = False
             self._specs = {s.name: s for s in self.registry.list()}
         return self._specs
+
+    def _track_supervisor_thread(self, thread: threading.Thread) -> None:
+        self._supervisor_thread = thread
+        self._track_thread(thread)
 
     def _track_thread(self, thread: threading.Thread) -> None:
         with self._threads_lock:
@@ -583,6 +588,12 @@ class Runtime:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def _ask(self, message: Any) -> Any:
+        if threading.current_thread() is self._supervisor_thread:
+            raise RuntimeError(
+                "Runtime methods cannot be called from an event subscriber: subscribers run on"
+                " the supervisor's thread, which would wait on itself; hand the work to another"
+                " thread (a queue, an executor)"
+            )
         try:
             return self._supervisor.ask(message, timeout=30)
         except ActorGone:

@@ -101,3 +101,23 @@ def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> 
         outcome = handle.result(timeout=10)
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.result == "result of the second start"
+
+
+def test_a_subscriber_calling_the_runtime_gets_a_clear_error_not_a_30_s_hang() -> None:
+    errors: list[BaseException] = []
+    seen = threading.Event()
+
+    def subscriber(event: Any) -> None:
+        if event.kind == "started" and not seen.is_set():
+            try:
+                rt.runs()  # reads the store: allowed
+                rt.spawn("worker", "from a subscriber")
+            except RuntimeError as exc:
+                errors.append(exc)
+            seen.set()
+
+    with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
+        rt.subscribe(subscriber)
+        rt.run("worker", "t", wait=10)
+        assert seen.wait(5)
+    assert len(errors) == 1 and "event subscriber" in str(errors[0])
