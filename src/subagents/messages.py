@@ -338,8 +338,6 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A run (or the outside, ``parent_run_id=None``) asks for a new run."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     agent: str
     task: str
@@ -361,6 +359,8 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Names of the parent's shared-context keys copied to the child."""
     inherit_messages: bool | None = None
     """Start the child with its parent's conversation so far."""
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -382,34 +382,34 @@ class ChildDone(msgspec.Struct, frozen=True, kw_only=True):
 class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
     """An agent finished one model call: its usage and the conversation checkpoint."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     step: int
     usage: Usage
     checkpoint: Checkpoint | None = None
     read_mail: tuple[str, ...] = ()
     """Mail shown to the model in the message this checkpoint now holds."""
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     tool: str
     input: dict[str, Any]
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class SendMail(msgspec.Struct, frozen=True, kw_only=True):
     """A run (or the outside, ``sender=EXTERNAL_SENDER``) sends mail to a run id or name."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     sender: str
     to: str
     content: str
     reply_to: str | None = None
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class MailAck(msgspec.Struct, frozen=True, kw_only=True):
@@ -427,21 +427,21 @@ class DeliverMail(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class MailRead(msgspec.Struct, frozen=True, kw_only=True):
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     mail_ids: tuple[str, ...]
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     request_id: str
     run_id: str
     requester: str | None = None
     reason: str = "stopped"
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class StopReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -453,35 +453,35 @@ class StopReply(msgspec.Struct, frozen=True, kw_only=True):
 class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
     """An agent went back to its mailbox with calls pending (``waiting``) or resumed."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     waiting: bool
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
     """An agent ended on its own: a result, or an error of some kind."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     result: str | None = None
     error_kind: str | None = None
     error: str | None = None
     unread_mail: tuple[str, ...] = ()
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
     """A tool call of the current step got its result: added to the run's checkpoint, so a
     resumed run does not run it again."""
 
-    attempt: int = 0
-    """Which start of the sending run this comes from (0: not from a run's actor)."""
     run_id: str
     step: int
     result: ToolResultBlock
     read_mail: tuple[str, ...] = ()
     """Mail this result shows (check_mailbox / wait_for_message): read once it is kept."""
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class PollCommands(msgspec.Struct, frozen=True):

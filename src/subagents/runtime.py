@@ -56,6 +56,7 @@ from subagents.messages import (
     TreeNode,
     new_id,
 )
+from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
@@ -131,7 +132,7 @@ class Runtime:
         self,
         agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None = None,
         *,
-        model: Model | None = None,
+        model: Model | Callable[[list[AgentSpec]], Model] | None = None,
         limits: Limits | None = None,
         store: RunStore | None = None,
         tools: Iterable[Tool | Callable[..., Any]] = (),
@@ -171,7 +172,7 @@ class Runtime:
             self.registry.subscribe(self._mark_stale)
             if hot_reload_s:
                 self.registry.start_hot_reload(hot_reload_s)
-            self.model = model if model is not None else _default_model(self._specs.values())
+            self.model = _model_for(model, list(self._specs.values()))
             self.tools = as_tools(tools)
             self.skills = _skill_index(skills, discover)
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
@@ -639,6 +640,19 @@ class Runtime:
         self.close()
 
 
+def _model_for(
+    model: Model | Callable[[list[AgentSpec]], Model] | None, specs: list[AgentSpec]
+) -> Model:
+    """The model to use. ``None``: Claude when ``ANTHROPIC_API_KEY`` is set, else the offline
+    model playing the definitions' ``script:``. A callable is given the loaded definitions
+    (``model=ScriptedModel.from_specs`` plays their scripts whatever the environment)."""
+    if model is None:
+        return default_model(specs)
+    if isinstance(model, Model):
+        return model
+    return model(specs)
+
+
 def _skill_index(
     skills: SkillIndex | Sequence[str | Path] | None, discover: bool
 ) -> SkillIndex | None:
@@ -650,21 +664,6 @@ def _skill_index(
     if discover:
         return SkillIndex(default_skill_dirs())
     return None
-
-
-def _default_model(specs: Iterable[AgentSpec]) -> Model:
-    """The anthropic backend when a key is configured, else the offline scripted model.
-
-    The offline model plays the ``script:`` written in each definition's frontmatter.
-    """
-    from subagents.models.scripted import ScriptedModel
-
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        from subagents.models.anthropic import AnthropicModel
-
-        return AnthropicModel()
-    log.info("ANTHROPIC_API_KEY is not set: using the offline scripted model")
-    return ScriptedModel.from_specs(specs)
 
 
 __all__ = ["AdmissionError", "AgentActor", "RunHandle", "RunResult", "Runtime", "RuntimeClosed"]

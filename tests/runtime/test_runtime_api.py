@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +87,16 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
         assert handle.result(WAIT).result == "held"
         assert handle.done and handle.status is RunStatus.COMPLETED
         assert repr(handle) == f"RunHandle('{handle.run_id}', status=completed)"
+
+
+def test_a_model_factory_is_given_the_loaded_definitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "set, but the factory decides")
+    (tmp_path / "scripted.md").write_text(
+        "---\nname: scripted\ndescription: plays a script\nscript:\n"
+        "  - text: 'scripted answer to {task}'\n---\nPrompt.\n"
+    )
+    with Runtime(agent_dirs=[tmp_path], model=ScriptedModel.from_specs) as rt:
+        assert isinstance(rt.model, ScriptedModel)
+        assert rt.run("scripted", "the task", wait=10).result == "scripted answer to the task"

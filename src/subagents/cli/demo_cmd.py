@@ -54,9 +54,8 @@ def run(args: argparse.Namespace) -> int:
     tree = LiveTree()
     done = threading.Event()
     limits = Limits(max_concurrency=4, per_agent=4, max_children=6, timeout_s=60.0)
-    with Runtime(agent_dirs=[folder], model=ScriptedModel(), limits=limits) as rt:
-        rt.model = ScriptedModel.from_specs(rt.agents())  # scripts from the team's frontmatter
-        rt.env.model = rt.model
+    # offline whatever the environment: the scripts in the team's frontmatter
+    with Runtime(agent_dirs=[folder], model=ScriptedModel.from_specs, limits=limits) as rt:
         rt.subscribe(tree.on_event)
         events: list[dict[str, str]] = []
         rt.subscribe(

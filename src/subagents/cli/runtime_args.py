@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_state_argument
 
 if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
+    from collections.abc import Callable
+
+    from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
     from subagents.store.sqlite import SQLiteStore
@@ -101,9 +104,10 @@ def is_offline(args: argparse.Namespace) -> bool:
     return bool(args.offline or not os.environ.get(API_KEY_ENV))
 
 
-def choose_model(args: argparse.Namespace) -> Model:
+def choose_model(args: argparse.Namespace) -> Model | Callable[[list[AgentSpec]], Model]:
     """Claude with a key (and no --offline); else the offline model playing the scripts in
-    the definitions' frontmatter, with a note on stderr saying so."""
+    the definitions' frontmatter (built by the Runtime from the definitions it loads), with a
+    note on stderr saying so."""
     from subagents.models.base import ModelError
 
     for d in args.agent_dirs:
@@ -116,8 +120,6 @@ def choose_model(args: argparse.Namespace) -> Model:
             return AnthropicModel(default_model=args.model)
         except ModelError as exc:
             raise CliError(f"the anthropic model: {exc}") from exc
-    from subagents.definitions.catalog import Catalog
-    from subagents.definitions.discovery import DefinitionLoader, default_sources
     from subagents.models.script import ScriptError
     from subagents.models.scripted import ScriptedModel
 
@@ -126,11 +128,14 @@ def choose_model(args: argparse.Namespace) -> Model:
         f"subagents: {why}: using the offline scripted model (it plays the `script:` of each"
         " agent definition; agents without one answer at once)\n"
     )
-    specs = Catalog(DefinitionLoader(default_sources(dirs=list(args.agent_dirs)))).list()
-    try:
-        return ScriptedModel.from_specs(specs)
-    except ScriptError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
+
+    def offline(specs: list[AgentSpec]) -> Model:
+        try:
+            return ScriptedModel.from_specs(specs)
+        except ScriptError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from exc
+
+    return offline
 
 
 def start_runtime(

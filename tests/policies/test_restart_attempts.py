@@ -1,0 +1,45 @@
+"""A restarted run is ended only by its current start, never by an earlier one still working."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from subagents import FunctionAgent, Runtime, ScriptedModel
+from subagents.behaviour.function import AgentContext
+from subagents.messages import RunStatus
+
+
+def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> None:
+    starts = iter(range(1, 100))
+    restarted, second_started, release = threading.Event(), threading.Event(), threading.Event()
+
+    def child(ctx: AgentContext) -> str:
+        raise RuntimeError("child boom")
+
+    def parent(ctx: AgentContext) -> str:
+        if next(starts) == 1:
+            ctx.spawn("child", "x", background=True, on_failure="fail_parent")
+            assert restarted.wait(10)  # still busy when the supervisor restarts the run
+            return "stale result of the first start"
+        second_started.set()
+        assert release.wait(10)
+        return "result of the second start"
+
+    def on_event(event: Any) -> None:
+        if event.kind == "restarted" and event.agent == "parent":
+            restarted.set()
+
+    agents = [
+        FunctionAgent.create("parent", parent, restart="transient"),
+        FunctionAgent.create("child", child),
+    ]
+    with Runtime(agents, model=ScriptedModel()) as rt:
+        rt.subscribe(on_event)
+        handle = rt.spawn("parent", "go")
+        assert second_started.wait(10)
+        assert not handle.done  # the first start's ending was not taken for this one
+        release.set()
+        outcome = handle.result(timeout=10)
+    assert outcome.status is RunStatus.COMPLETED
+    assert outcome.result == "result of the second start"
