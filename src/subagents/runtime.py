@@ -30,6 +30,7 @@ from subagents.actors.supervisor import (
     SupervisorClient,
     Sweep,
 )
+from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
@@ -162,6 +163,9 @@ class Runtime:
         self._threads_lock = threading.Lock()
         self._supervisor_thread: threading.Thread | None = None
         self.timer = TimerService()
+        # Agent actors run their loops on pooled threads (actors/threads.py); the pool joins
+        # its threads on close.
+        self._pool = ThreadPool()
         try:
             catalog = self._catalog(specs, agent_dirs, discover)
             self.registry = RegistryClient(
@@ -201,6 +205,7 @@ class Runtime:
                 on_root_outcome=self._root_outcome,
                 on_event=self._publish,
                 on_thread=self._track_supervisor_thread,
+                pool=self._pool,
             )
             self.restore_report = RestoreReport()
             if restore:
@@ -233,6 +238,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 registry.stop()
         self.timer.stop()
+        self._pool.close(timeout=5.0)
         if self._owns_store:
             self.store.close()
 
@@ -316,16 +322,9 @@ class Runtime:
 
     def _behaviour_for(self, spec: AgentSpec) -> BehaviourFactory:
         fn = self._functions.get(spec.name)
-        threads, lock = self._threads, self._threads_lock
-
-        def track() -> None:
-            with lock:
-                threads.add(threading.current_thread())
-
         if fn is not None:
 
             def function_factory(port: AgentPort) -> FunctionBehaviour:
-                track()
                 return FunctionBehaviour(fn, port)
 
             return function_factory
@@ -333,7 +332,6 @@ class Runtime:
         env = self.env
 
         def llm_factory(port: AgentPort) -> LLMBehaviour:
-            track()
             return LLMBehaviour(env, port)
 
         return llm_factory
@@ -614,6 +612,7 @@ class Runtime:
         with contextlib.suppress(Exception):
             self.registry.stop()
         self.timer.stop()
+        self._pool.close(max(0.0, deadline - time.monotonic()))
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:

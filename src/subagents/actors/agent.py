@@ -17,6 +17,8 @@ import msgspec
 import pykka
 import structlog
 
+from subagents.actors.inbox import FastInboxActor
+from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
@@ -64,7 +66,7 @@ def _summary(arguments: Mapping[str, Any], limit: int = 300) -> dict[str, Any]:
     return out
 
 
-class AgentActor(pykka.ThreadingActor):
+class AgentActor(FastInboxActor):
     """Runs one run's behaviour; every message it gets goes to the behaviour."""
 
     use_daemon_thread = True
@@ -83,8 +85,10 @@ class AgentActor(pykka.ThreadingActor):
         pending_mail: tuple[Mail, ...] = (),
         recovered: tuple[Any, ...] = (),
         attempt: int = 1,
+        pool: ThreadPool | None = None,
     ) -> None:
         super().__init__()
+        self._pool = pool
         self.attempt = attempt
         self.record = record
         self.spec = spec
@@ -117,6 +121,15 @@ class AgentActor(pykka.ThreadingActor):
         return self._log
 
     # ---- pykka hooks -------------------------------------------------------------------------
+
+    def _start_actor_loop(self) -> None:
+        """On a pooled thread when there is a pool (pykka's hook for actor types that run
+        their loop elsewhere): the supervisor, which starts every run, then does not wait
+        ~90 us for a new thread to come up."""
+        if self._pool is None:
+            super()._start_actor_loop()
+        else:
+            self._pool.run(self._actor_loop)
 
     def on_start(self) -> None:
         self._guard(self._begin)

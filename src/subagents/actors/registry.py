@@ -25,6 +25,7 @@ import msgspec
 import pykka
 import structlog
 
+from subagents.actors.inbox import FastInboxActor
 from subagents.actors.timer import TimerService
 from subagents.definitions.catalog import (
     Catalog,
@@ -115,7 +116,7 @@ _actor_ids = itertools.count()
 _on_actor_thread = threading.local()  # .urn: the registry whose thread this is
 
 
-class RegistryActor(pykka.ThreadingActor):
+class RegistryActor(FastInboxActor):
     """Owns one Catalog (hand it over: nobody else may touch it after) and answers for it."""
 
     use_daemon_thread = True  # a program that forgets Runtime.close() must still exit

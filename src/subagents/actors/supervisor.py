@@ -26,6 +26,8 @@ import pykka
 import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.inbox import FastInboxActor
+from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
@@ -117,7 +119,7 @@ class _Live:
     attempt: int = 1
 
 
-class SupervisorActor(pykka.ThreadingActor):
+class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
 
     def __init__(
@@ -129,8 +131,10 @@ class SupervisorActor(pykka.ThreadingActor):
         on_root_outcome: Callable[[Outcome], None],
         on_event: Callable[[Event], None],
         on_thread: Callable[[threading.Thread], None] | None = None,
+        pool: ThreadPool | None = None,
     ) -> None:
         super().__init__()
+        self.pool = pool
         self.core = core
         self.timer = timer
         self.behaviour_for = behaviour_for
@@ -378,6 +382,7 @@ class SupervisorActor(pykka.ThreadingActor):
             pending_mail=effect.pending_mail,
             recovered=effect.recovered,
             attempt=effect.attempt,
+            pool=self.pool,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
 

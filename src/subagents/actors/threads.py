@@ -1,0 +1,146 @@
+"""ThreadPool: parked threads that run actor loops, so starting an agent actor costs no thread.
+
+pykka starts a new thread for every ``ThreadingActor``. For a runtime that starts thousands of
+short runs, that is most of the cost of a run: ``Thread.start()`` blocks its caller (the
+supervisor, which admits every run) until the new thread has signalled that it runs, about
+90 us on the reference machine, and every run's thread is torn down again at its end. A
+pooled actor keeps everything else an actor is (its own inbox, its own loop, one message at a
+time); only the thread under the loop is reused. Handing a loop to a parked thread is one
+``SimpleQueue.put``, and the caller does not wait for it.
+
+Threads park for ``idle_s`` and then end, and at most ``max_idle`` stay parked, so a runtime
+that was busy once does not keep its peak of threads. A loop that never returns (a sync
+function agent blocked forever) holds its thread as it would hold a thread of its own; the pool
+starts another thread for the next loop. ``close`` ends parked threads and joins every thread
+the pool started.
+
+Each loop runs in a fresh ``contextvars.Context``, as it would on a new thread: context
+variables one run sets (structlog's bound context, for one) never leak into the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+log = structlog.get_logger("subagents.threads")
+
+Job = Callable[[], None]
+
+_STOP = None
+
+
+class PoolClosed(RuntimeError):
+    """The pool was closed: it runs nothing more."""
+
+
+class _Worker:
+    """The slot one pooled thread is handed its next loop through."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+
+
+class ThreadPool:
+    """Daemon threads that run one job each at a time and park in between."""
+
+    def __init__(self, name: str = "subagents-agent", idle_s: float = 10.0, max_idle: int = 256):
+        if idle_s <= 0:
+            raise ValueError("idle_s must be positive")
+        if max_idle < 0:
+            raise ValueError("max_idle must be 0 or more")
+        self.name = name
+        self.idle_s = idle_s
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []  # a stack: the thread parked last is woken first
+        self._threads: set[threading.Thread] = set()
+        self._closed = False
+        self._numbers = itertools.count(1)
+
+    # ---- running -----------------------------------------------------------------------------
+
+    def run(self, job: Job) -> None:
+        """Run ``job`` on a parked thread, or on a new one if none is parked. Never waits."""
+        with self._lock:
+            if self._closed:
+                raise PoolClosed(f"the {self.name} thread pool is closed")
+            if self._idle:
+                self._idle.pop().jobs.put(job)
+                return
+            worker = _Worker()
+            thread = threading.Thread(
+                target=self._work,
+                args=(worker, job),
+                name=f"{self.name}-{next(self._numbers)}",
+                daemon=True,  # a program that forgets Runtime.close() must still exit
+            )
+            self._threads.add(thread)
+        thread.start()  # a new thread: its first job comes with it
+
+    def _work(self, worker: _Worker, job: Job | None) -> None:
+        try:
+            while job is not None:
+                try:
+                    contextvars.Context().run(job)
+                except BaseException:
+                    log.exception("a pooled job failed", thread=threading.current_thread().name)
+                job = self._park(worker)
+        finally:
+            with self._lock:
+                self._threads.discard(threading.current_thread())
+
+    def _park(self, worker: _Worker) -> Job | None:
+        """Wait for the next job; None when this thread should end."""
+        with self._lock:
+            if self._closed or len(self._idle) >= self.max_idle:
+                return _STOP
+            self._idle.append(worker)
+        try:
+            return worker.jobs.get(timeout=self.idle_s)
+        except queue.Empty:
+            pass
+        with self._lock:
+            if worker in self._idle:  # nobody took it meanwhile: end
+                self._idle.remove(worker)
+                return _STOP
+        return worker.jobs.get()  # taken just as it timed out: its job is on the way
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def parked(self) -> int:
+        """Threads waiting for a job."""
+        with self._lock:
+            return len(self._idle)
+
+    @property
+    def threads(self) -> int:
+        """Threads alive in the pool, parked or busy."""
+        with self._lock:
+            return len(self._threads)
+
+    def close(self, timeout: float = 10.0) -> list[threading.Thread]:
+        """Run nothing more; end parked threads; wait up to ``timeout`` for busy ones to end.
+
+        Returns the threads still alive at the deadline (busy with a job that did not end)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            threads = list(self._threads)
+        for worker in idle:
+            worker.jobs.put(_STOP)
+        for thread in threads:
+            with contextlib.suppress(RuntimeError):  # never started
+                thread.join(max(0.0, deadline - time.monotonic()))
+        return [t for t in threads if t.is_alive()]
