@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -50,6 +51,14 @@ class _Worker:
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
 
 
+@dataclass(frozen=True)
+class PoolCounts:
+    """How many threads the pool has, and how many of them are parked."""
+
+    parked: int
+    threads: int
+
+
 class ThreadPool:
     """Daemon threads that run one job each at a time and park in between."""
 
@@ -62,6 +71,7 @@ class ThreadPool:
         self.idle_s = idle_s
         self.max_idle = max_idle
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a thread parked, was taken, ended
         self._idle: list[_Worker] = []  # a stack: the thread parked last is woken first
         self._threads: set[threading.Thread] = set()
         self._closed = False
@@ -76,6 +86,7 @@ class ThreadPool:
                 raise PoolClosed(f"the {self.name} thread pool is closed")
             if self._idle:
                 self._idle.pop().jobs.put(job)
+                self._changed.notify_all()
                 return
             worker = _Worker()
             thread = threading.Thread(
@@ -98,6 +109,7 @@ class ThreadPool:
         finally:
             with self._lock:
                 self._threads.discard(threading.current_thread())
+                self._changed.notify_all()
 
     def _park(self, worker: _Worker) -> Job | None:
         """Wait for the next job; None when this thread should end."""
@@ -105,6 +117,7 @@ class ThreadPool:
             if self._closed or len(self._idle) >= self.max_idle:
                 return _STOP
             self._idle.append(worker)
+            self._changed.notify_all()
         try:
             return worker.jobs.get(timeout=self.idle_s)
         except queue.Empty:
@@ -128,6 +141,15 @@ class ThreadPool:
         """Threads alive in the pool, parked or busy."""
         with self._lock:
             return len(self._threads)
+
+    def wait_until(self, test: Callable[[PoolCounts], bool], timeout: float) -> bool:
+        """Wait until ``test(counts)`` holds (checked whenever a thread parks, is taken or
+        ends); False if ``timeout`` passed first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: test(self._counts()), timeout)
+
+    def _counts(self) -> PoolCounts:
+        return PoolCounts(parked=len(self._idle), threads=len(self._threads))
 
     def close(self, timeout: float = 10.0) -> list[threading.Thread]:
         """Run nothing more; end parked threads; wait up to ``timeout`` for busy ones to end.
