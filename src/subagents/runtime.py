@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
@@ -27,6 +28,7 @@ from subagents.actors.supervisor import (
     ActorGone,
     Query,
     Restore,
+    SpawnAndTell,
     SupervisorClient,
     Sweep,
 )
@@ -80,14 +82,36 @@ class RuntimeClosed(RuntimeError):
     """The runtime was closed; it starts nothing more."""
 
 
+_ROOT_FIELDS = frozenset(
+    {
+        "context",
+        "model",
+        "timeout",
+        "token_budget",
+        "label",
+        "cost_budget_usd",
+        "on_failure",
+        "max_retries",
+        "shared",
+    }
+)
+"""The keywords ``spawn`` (and so ``run``) take for a root run."""
+
+
 class _Waiter:
     """Where a root run's outcome lands, exactly once."""
 
-    __slots__ = ("event", "outcome")
+    __slots__ = ("event", "outcome", "refused")
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.outcome: Outcome | None = None
+        self.refused: str | None = None
+        """Why the run was not admitted (``run`` hears it here instead of from an ask)."""
+
+    def refuse(self, reason: str) -> None:
+        self.refused = reason
+        self.event.set()
 
 
 class RunHandle:
@@ -111,6 +135,8 @@ class RunHandle:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
         if not self._waiter.event.wait(timeout):
             raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
+        if self._waiter.refused is not None:
+            raise AdmissionError(self._waiter.refused)
         assert self._waiter.outcome is not None
         return self._waiter.outcome
 
@@ -423,16 +449,8 @@ class Runtime:
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
         is the shared context its children can be handed (docs/supervision.md).
         """
-        self._check_open()
-        if not isinstance(task, str):
-            raise TypeError(f"task must be a string, got {type(task).__name__}")
-        run_id = new_id("r")
-        waiter = _Waiter()
-        with self._waiters_lock:
-            self._waiters[run_id] = waiter
         request = SpawnRequest(
-            request_id=run_id,
-            run_id=run_id,
+            request_id="",
             agent=agent,
             task=task,
             context=context,
@@ -445,20 +463,53 @@ class Runtime:
             max_retries=max_retries,
             shared=dict(shared) if shared is not None else None,
         )
+        run_id, waiter, request = self._root(request)
         reply: SpawnReply = self._ask(request)
         if reply.error is not None:
-            with self._waiters_lock:
-                self._waiters.pop(run_id, None)
+            self._forget_waiter(run_id)
             raise AdmissionError(reply.error)
         return RunHandle(self, run_id, waiter)
 
+    def _root(self, request: SpawnRequest) -> tuple[str, _Waiter, SpawnRequest]:
+        """A root run's id, the waiter its outcome will land in, and its request."""
+        self._check_open()
+        if not isinstance(request.task, str):
+            raise TypeError(f"task must be a string, got {type(request.task).__name__}")
+        run_id = new_id("r")
+        waiter = _Waiter()
+        with self._waiters_lock:
+            self._waiters[run_id] = waiter
+        return run_id, waiter, msgspec.structs.replace(request, request_id=run_id, run_id=run_id)
+
+    def _forget_waiter(self, run_id: str) -> None:
+        with self._waiters_lock:
+            self._waiters.pop(run_id, None)
+
     def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
-        """Run ``agent`` on ``task`` and wait for its outcome (blocking)."""
-        handle = self.spawn(agent, task, **overrides)
+        """Run ``agent`` on ``task`` and wait for its outcome (blocking).
+
+        ``overrides`` are ``spawn``'s keywords; ``AdmissionError`` if the run is refused."""
+        unknown = sorted(set(overrides) - _ROOT_FIELDS)
+        if unknown:
+            raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
+        if overrides.get("shared") is not None:
+            overrides["shared"] = dict(overrides["shared"])
+        request = SpawnRequest(request_id="", agent=agent, task=task, **overrides)
+        run_id, waiter, request = self._root(request)
+        # Told, not asked: the supervisor's answer to the spawn is not waited for (a thread
+        # hand-off and a future less per run); a refusal reaches the waiter instead.
+        self._check_caller()
+        if not self._supervisor.tell(SpawnAndTell(request, waiter.refuse)):
+            self._forget_waiter(run_id)
+            raise RuntimeClosed("the runtime is closed")
         budget = wait
         if budget is None:
             budget = self.limits.timeout_for(overrides.get("timeout")) + 30.0
-        return handle.result(timeout=budget)
+        try:
+            return RunHandle(self, run_id, waiter).result(timeout=budget)
+        except AdmissionError:
+            self._forget_waiter(run_id)
+            raise
 
     def attach(self, run_id: str) -> RunHandle:
         """A handle on a root run this caller did not start (e.g. one restored after a crash).
@@ -587,16 +638,19 @@ class Runtime:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def _ask(self, message: Any) -> Any:
+        self._check_caller()
+        try:
+            return self._supervisor.ask(message, timeout=30)
+        except ActorGone:
+            raise RuntimeClosed("the runtime is closed") from None
+
+    def _check_caller(self) -> None:
         if threading.current_thread() is self._supervisor_thread:
             raise RuntimeError(
                 "Runtime methods cannot be called from an event subscriber: subscribers run on"
                 " the supervisor's thread, which would wait on itself; hand the work to another"
                 " thread (a queue, an executor)"
             )
-        try:
-            return self._supervisor.ask(message, timeout=30)
-        except ActorGone:
-            raise RuntimeClosed("the runtime is closed") from None
 
     def _check_open(self) -> None:
         if self._closed:

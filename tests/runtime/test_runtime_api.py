@@ -100,3 +100,22 @@ def test_a_model_factory_is_given_the_loaded_definitions(
     with Runtime(agent_dirs=[tmp_path], model=ScriptedModel.from_specs) as rt:
         assert isinstance(rt.model, ScriptedModel)
         assert rt.run("scripted", "the task", wait=10).result == "scripted answer to the task"
+
+
+def test_run_hears_a_refusal_without_asking_and_forgets_the_run() -> None:
+    # run() tells the supervisor instead of asking it: the refusal comes to its waiter.
+    with Runtime([spec("a")], model=ScriptedModel({})) as rt:
+        with pytest.raises(AdmissionError, match="unknown agent 'zed'; known agents: a"):
+            rt.run("zed", "x", wait=WAIT)
+        with pytest.raises(AdmissionError, match="context must be a string"):
+            rt.run("a", "x", wait=WAIT, context=123)
+        with pytest.raises(TypeError, match="unexpected keyword arguments: parent_run_id"):
+            rt.run("a", "x", wait=WAIT, parent_run_id="r-other")
+        with pytest.raises(TypeError, match="task must be a string, got int"):
+            rt.run("a", 42, wait=WAIT)  # type: ignore[arg-type]
+        assert rt._waiters == {}  # nothing left waiting for the refused runs
+        assert rt.runs() == []
+        outcome = rt.run("a", "x", wait=WAIT, label="fine", shared={"k": 1})
+        assert outcome.status is RunStatus.COMPLETED
+        assert rt.runs()[0].label == "fine"
+        assert rt.runs()[0].shared == {"k": 1}

@@ -76,6 +76,17 @@ class Query:
 
 
 @dataclass(frozen=True)
+class SpawnAndTell:
+    """Admit a root run without an ask: ``refused(reason)`` is called (on the supervisor's
+    thread) if it is refused; its outcome reaches the Runtime as any root's does. What
+    ``Runtime.run`` sends: it waits for the outcome anyway, so waiting for the admission too
+    would cost a future and a thread hand-off per run for nothing."""
+
+    request: SpawnRequest
+    refused: Callable[[str], None]
+
+
+@dataclass(frozen=True)
 class Restore:
     """Take up the store's unfinished runs (answered with a RestoreReport)."""
 
@@ -202,6 +213,8 @@ class SupervisorActor(FastInboxActor):
             raise StoreError(self.store_failure or "the run store failed")
         if isinstance(message, StopAll):
             return []
+        if isinstance(message, SpawnAndTell):
+            message.refused(self.store_failure or "the run store failed")
         if isinstance(message, Query):
             return message.fn(self.core)
         return None
@@ -269,6 +282,15 @@ class SupervisorActor(FastInboxActor):
                 reply, effects = core.spawn(message)
                 self._apply(effects)
                 return reply
+            case SpawnAndTell(request=request, refused=refused):
+                try:
+                    reply, effects = core.spawn(request)
+                except Exception as exc:  # the caller must hear, whatever went wrong
+                    refused(f"the supervisor could not admit the run: {exc}")
+                    raise
+                self._apply(effects)
+                if reply.error is not None:
+                    refused(reply.error)
             case StepTaken():
                 self._apply(core.step_taken(message))
             case ToolCalled():
