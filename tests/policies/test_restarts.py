@@ -83,6 +83,14 @@ def test_policy_settings_from_a_definition_and_their_errors() -> None:
         policy_of(spec("d", metadata={"sharedContext": {"a": 1}}))
 
 
+def test_a_policy_is_read_once_per_definition_object() -> None:
+    first = spec("a", restart="transient", metadata={"maxRestarts": 2})
+    assert policy_of(first) is policy_of(first)  # remembered
+    reloaded = spec("a", restart="transient", metadata={"maxRestarts": 7})
+    assert policy_of(reloaded).max_restarts == 7  # a new definition is read anew
+    assert policy_of(first).max_restarts == 2
+
+
 # ---- real actors ------------------------------------------------------------------------------
 
 
