@@ -455,3 +455,25 @@ def test_thread_safety_many_runs_at_once() -> None:
         results = list(pool.map(drive, runs))
     assert results == [(3, f"ok {r}") for r in runs]
     assert len(model.requests) == 4 * len(runs)
+
+
+def test_placeholder_values_are_worked_out_only_for_a_template_that_uses_them() -> None:
+    from subagents.models.templating import LazyValues, render
+
+    def unreadable() -> dict[str, str]:
+        raise AssertionError("values read for a template without placeholders")
+
+    assert render("plain text, no braces", LazyValues(unreadable)) == "plain text, no braces"
+    calls: list[int] = []
+
+    def values() -> dict[str, str]:
+        calls.append(1)
+        return {"task": "T"}
+
+    lazy = LazyValues(values)
+    assert (
+        render("{task} and {task}; {{literal}} {unknown}", lazy) == "T and T; {literal} {unknown}"
+    )
+    assert render("again {task}", lazy) == "again T"
+    assert calls == [1]  # worked out once
+    assert dict(lazy) == {"task": "T"} and len(lazy) == 1

@@ -46,7 +46,7 @@ from subagents.models.script import (
     parse_scripts,
     scripts_from_metadata,
 )
-from subagents.models.templating import render, render_value, template_values
+from subagents.models.templating import LazyValues, render, render_value, template_values
 
 DEFAULT_REPLY = "{agent} finished: {task}"
 """What an agent says when its script is exhausted or it has none."""
@@ -164,8 +164,10 @@ class ScriptedModel:
                     turn.error.kind, turn.error.message, transient=turn.error.transient
                 )
 
-        values = template_values(
-            request.messages, agent=request.agent, run_id=request.run_id, turn=turn_index
+        values = LazyValues(
+            lambda: template_values(
+                request.messages, agent=request.agent, run_id=request.run_id, turn=turn_index
+            )
         )
         content = self._content(turn, values, agent=request.agent, turn_index=turn_index)
         has_tools = any(isinstance(block, ToolUseBlock) for block in content)
