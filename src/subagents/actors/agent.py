@@ -3,12 +3,17 @@
 Thin on purpose: it implements the AgentPort a behaviour talks to (telling the supervisor, the
 timer service or itself) and turns anything the behaviour raises into a failed run, so a bug
 or a crashing tool never hangs a requester or leaks a thread.
+
+Per handled message (or ``Batch``, whose messages go to the behaviour in order), the mail
+reports the behaviour makes go to the supervisor together when the handling ends, and the
+wakes it asks for are armed then (a wake cancelled within the same handling never is).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -23,6 +28,7 @@ from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
+    Batch,
     Checkpoint,
     Continue,
     Mail,
@@ -101,6 +107,12 @@ class AgentActor(FastInboxActor):
         self._pending_mail = pending_mail
         self._recovered = recovered
         self._wakes: set[str] = set()
+        self._unarmed: dict[str, float] = {}
+        """Wakes asked for in this handling, armed when it ends (key -> monotonic deadline)."""
+        self._held: list[Any] = []
+        """Mail reports made in this handling, sent to the supervisor when it ends."""
+        self._reading: list[str] | None = None
+        """The mail ids of the read receipt at the end of ``_held``, still growing."""
         self._ended = False
         self._log: Any = None
         self.behaviour: Behaviour | None = None
@@ -133,6 +145,7 @@ class AgentActor(FastInboxActor):
 
     def on_start(self) -> None:
         self._guard(self._begin)
+        self._settle()
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
@@ -142,15 +155,35 @@ class AgentActor(FastInboxActor):
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
         behaviour = self.behaviour
-        self._guard(lambda: behaviour.on_message(message))
+        if isinstance(message, Batch):  # in order, as if sent one by one
+            for inner in message.messages:
+                if self._ended or self.cancel.is_set():
+                    break
+                self._guard(behaviour.on_message, inner)
+        else:
+            self._guard(behaviour.on_message, message)
+        self._settle()
+
+    def _settle(self) -> None:
+        """The handling of one message (or Batch) is over: arm the wakes still wanted and send
+        the mail reports held meanwhile, as one message. A wake asked for and cancelled within
+        one handling (a ``receive`` answered by the next mail of the same Batch) never
+        reaches the timer service."""
+        if self._unarmed:
+            unarmed, self._unarmed = self._unarmed, {}
+            if not self._ended:
+                for key, deadline in unarmed.items():
+                    self._arm(key, deadline)
+        if self._held:
+            self.flush_reports()
 
     def on_stop(self) -> None:
         for key in self._wakes:
             self.timer.cancel(("wake", self.record.run_id, key))
 
-    def _guard(self, work: Callable[[], None]) -> None:
+    def _guard(self, work: Callable[..., None], *args: Any) -> None:
         try:
-            work()
+            work(*args)
         except Exception as exc:
             self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
             self.fail("crash", f"{type(exc).__name__}: {exc}")
@@ -159,28 +192,54 @@ class AgentActor(FastInboxActor):
 
     # Every report carries this start's ``attempt``: the supervisor ignores reports from an
     # earlier start of a restarted run, whose actor may still be finishing a call.
+    #
+    # Mail reports (sends, read receipts) are held until the handling of the current message
+    # ends and then go as one message (a ``Batch``), consecutive read receipts merged into
+    # one: a burst of sends costs one hand-off to the supervisor, not one per mail. Every
+    # other report first sends what is held, so the supervisor sees all of them in the order
+    # they were made.
+
+    def _tell(self, message: Any) -> None:
+        if self._held:
+            self.flush_reports()
+        self.supervisor.tell(message)
+
+    def flush_reports(self) -> None:
+        held, self._held, self._reading = self._held, [], None
+        if not held:
+            return
+        messages = tuple(
+            MailRead(run_id=self.record.run_id, mail_ids=tuple(m), attempt=self.attempt)
+            if isinstance(m, list)
+            else m
+            for m in held
+        )
+        self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
 
     def request_spawn(self, req: SpawnRequest) -> None:
-        self.supervisor.tell(msgspec.structs.replace(req, attempt=self.attempt))
+        self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def send_mail(self, msg: SendMail) -> None:
-        self.supervisor.tell(msgspec.structs.replace(msg, attempt=self.attempt))
+        self._reading = None
+        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def request_stop(self, req: StopRequest) -> None:
-        self.supervisor.tell(msgspec.structs.replace(req, attempt=self.attempt))
+        self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def report_step(self, step: StepTaken) -> None:
         # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
         # ``cancel``) before this agent can start its next model call. That is what bounds a
         # budget overrun to one model call. The supervisor never asks agents: no deadlock.
+        if self._held:
+            self.flush_reports()
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
             self.supervisor.ask(msgspec.structs.replace(step, attempt=self.attempt), timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
-        self.supervisor.tell(msgspec.structs.replace(answer, attempt=self.attempt))
+        self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
-        self.supervisor.tell(
+        self._tell(
             ToolCalled(
                 run_id=self.record.run_id,
                 tool=tool,
@@ -190,16 +249,18 @@ class AgentActor(FastInboxActor):
         )
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
-        self.supervisor.tell(
-            MailRead(run_id=self.record.run_id, mail_ids=mail_ids, attempt=self.attempt)
-        )
+        if self._reading is None:
+            self._reading = []
+            self._held.append(self._reading)  # a MailRead once flushed
+        self._reading.extend(mail_ids)
 
     def set_waiting(self, waiting: bool) -> None:
-        self.supervisor.tell(
-            WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt)
-        )
+        self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
     def wake_after(self, key: str, seconds: float) -> None:
+        self._unarmed[key] = time.monotonic() + seconds  # armed when this handling ends
+
+    def _arm(self, key: str, deadline: float) -> None:
         ref = self.actor_ref
         self._wakes.add(key)
 
@@ -207,9 +268,11 @@ class AgentActor(FastInboxActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Wake(key=key))
 
-        self.timer.schedule_in(("wake", self.record.run_id, key), seconds, wake)
+        self.timer.schedule(("wake", self.record.run_id, key), deadline, wake)
 
     def cancel_wake(self, key: str) -> None:
+        if self._unarmed.pop(key, None) is not None:
+            return
         self._wakes.discard(key)
         self.timer.cancel(("wake", self.record.run_id, key))
 
@@ -247,6 +310,8 @@ class AgentActor(FastInboxActor):
         if self._ended:
             return
         self._ended = True
+        if self._held:
+            self.flush_reports()
         if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
             self.supervisor.tell(report)
         self.stop()

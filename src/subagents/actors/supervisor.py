@@ -10,6 +10,11 @@ one store transaction, up to ``GROUP_MAX`` of them, and their effects (acknowled
 deliveries, starts) are carried out only once it is committed. With SQLite a commit costs far
 more than the writes in it, so a burst of mail costs one commit, not one per mail. Anything
 asked (a reply is awaited) or not in the list commits the open group first.
+
+Batches: an agent sends the mail reports of one handling as one ``Batch``; each message in it
+is handled in order exactly as if it had arrived alone (the group stays open until the last).
+After a commit, the held Tells to each run go as one ``Batch`` per run
+(``supervision.coalesce``), so a burst of mail costs a few actor messages, not four per mail.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    Batch,
     Event,
     MailAck,
     MailRead,
@@ -52,6 +58,7 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.base import StoreError
+from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import (
     ArmDeadline,
     DeliverRoot,
@@ -161,10 +168,20 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its caller; a failed tell is logged, never fatal."""
+        if isinstance(message, Batch):  # an agent's reports of one handling: always told
+            last = len(message.messages) - 1
+            for i, inner in enumerate(message.messages):
+                self._receive(inner, more=i < last)
+            return None
+        return self._receive(message, more=False)
+
+    def _receive(self, message: Any, *, more: bool) -> Any:
+        """One message, as if it had arrived alone; ``more``: the rest of its Batch follows,
+        so the open group is not committed yet for want of queued messages."""
         if self.store_failure is not None:
             return self._refuse(message)
         if isinstance(message, _GROUPED) and not _is_ask(message):
-            self._in_group(message)
+            self._in_group(message, more=more)
             return None
         self._commit_group()
         try:
@@ -244,7 +261,7 @@ class SupervisorActor(FastInboxActor):
     def on_stop(self) -> None:
         self._commit_group()
 
-    def _in_group(self, message: Any) -> None:
+    def _in_group(self, message: Any, *, more: bool = False) -> None:
         """Handle a report inside the open group; commit when nothing else is queued."""
         if self._group is None:
             group = self.core.store.batch()
@@ -259,7 +276,7 @@ class SupervisorActor(FastInboxActor):
             log.exception("supervisor failed to handle a message", message=type(message).__name__)
             self._answer_failure(message, exc)
         self._grouped += 1
-        if self._grouped >= GROUP_MAX or self.actor_inbox.empty():
+        if self._grouped >= GROUP_MAX or (not more and self.actor_inbox.empty()):
             self._commit_group()
 
     def _commit_group(self) -> None:
@@ -273,11 +290,17 @@ class SupervisorActor(FastInboxActor):
         except Exception as exc:
             self._halt(exc)  # nothing held back may be acknowledged: it is not durable
             return
-        self._apply(held)
+        self._apply(coalesce(held))  # one Batch per run, not one message per Tell
 
     def _handle(self, message: Any) -> Any:
         core = self.core
         match message:
+            case SendMail():  # the two most frequent first: a match tries cases in order
+                ack, effects = core.send_mail(message)
+                self._apply(effects)
+                return ack
+            case MailRead():
+                self._apply(core.mail_read(message))
             case SpawnRequest():
                 reply, effects = core.spawn(message)
                 self._apply(effects)
@@ -305,12 +328,6 @@ class SupervisorActor(FastInboxActor):
                 report, effects = core.restore()
                 self._apply(effects)
                 return report
-            case SendMail():
-                ack, effects = core.send_mail(message)
-                self._apply(effects)
-                return ack
-            case MailRead():
-                self._apply(core.mail_read(message))
             case WaitingChanged():
                 self._apply(core.waiting_changed(message))
             case RunFinished():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
@@ -188,7 +189,8 @@ class AgentContext:
         pending = self._b.new_pending("m")
         if self._b.replay(pending.key):
             return pending  # sent by an earlier start: not sent twice
-        self._b.port.send_mail(
+        port = self._b.port
+        port.send_mail(
             SendMail(
                 request_id=pending.key,
                 sender=self.run_id,
@@ -197,6 +199,11 @@ class AgentContext:
                 reply_to=reply_to,
             )
         )
+        if self._b.coro is None:
+            # A plain function does not hand control back to its actor until it returns (it
+            # may block): its mail must not wait for that. A coroutine's mail goes when it
+            # next awaits something it has to wait for, together with the rest of the step.
+            port.flush_reports()
         return pending
 
     def receive(self, timeout: float = 30.0) -> Pending:
@@ -243,8 +250,8 @@ class FunctionBehaviour:
         self.recovered: dict[str, list[Any]] = {}
         self.groups: list[PendingAll] = []
         self.background: dict[str, bool] = {}
-        self.receivers: list[Pending] = []
-        self.inbox: list[Mail] = []
+        self.receivers: deque[Pending] = deque()
+        self.inbox: deque[Mail] = deque()
         self.awaiting: Pending | None = None
         # The supervisor hears "waiting" once, at the first await, and not again. A message
         # that resumes the coroutine is handled to its next await (or its end) before the
@@ -275,12 +282,12 @@ class FunctionBehaviour:
         return pending
 
     def take_one(self) -> Mail:
-        mail = self.inbox.pop(0)
+        mail = self.inbox.popleft()
         self.port.mail_read((mail.mail_id,))
         return mail
 
     def take_all(self) -> list[Mail]:
-        taken, self.inbox = self.inbox, []
+        taken, self.inbox = list(self.inbox), deque()
         if taken:
             self.port.mail_read(tuple(m.mail_id for m in taken))
         return taken
@@ -343,6 +350,17 @@ class FunctionBehaviour:
         if self.ended:
             return
         match message:
+            case DeliverMail(mail=mail):  # the most frequent first: cases are tried in order
+                self.inbox.append(mail)
+                while self.receivers and self.inbox:
+                    receiver = self.receivers.popleft()
+                    self.port.cancel_wake(receiver.key)
+                    self._resolve(receiver.key, self.take_one())
+            case MailAck(request_id=rid, mail_id=mail_id, error=error):
+                if error is not None:
+                    self._resolve(rid, error=MailError(error))
+                else:
+                    self._resolve(rid, mail_id)
             case SpawnReply(request_id=rid, run_id=run_id, error=error):
                 if error is not None:
                     self._resolve(rid, error=SpawnRefused(error))
@@ -350,22 +368,11 @@ class FunctionBehaviour:
                     self._resolve(rid, run_id)
             case ChildDone(request_id=rid, outcome=outcome):
                 self._resolve(rid, outcome)
-            case MailAck(request_id=rid, mail_id=mail_id, error=error):
-                if error is not None:
-                    self._resolve(rid, error=MailError(error))
-                else:
-                    self._resolve(rid, mail_id)
             case StopReply(request_id=rid, stopped=stopped, error=error):
                 if error is not None:
                     self._resolve(rid, error=StopError(error))
                 else:
                     self._resolve(rid, list(stopped))
-            case DeliverMail(mail=mail):
-                self.inbox.append(mail)
-                while self.receivers and self.inbox:
-                    receiver = self.receivers.pop(0)
-                    self.port.cancel_wake(receiver.key)
-                    self._resolve(receiver.key, self.take_one())
             case Wake(key=key):
                 for receiver in list(self.receivers):
                     if receiver.key == key:

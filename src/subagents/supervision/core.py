@@ -215,6 +215,10 @@ class SupervisorCore(PolicyHooks):
         )
         self._effects: list[Effect] = []
         self._ended_roots: list[str] = []
+        self._routes: dict[tuple[str, str], str] = {}
+        """Recipients already resolved, by (sender, address as written): a mail stream
+        resolves a name once, not once per mail. Cleared whenever a run is added, ends or is
+        forgotten (what a name resolves to can change only then)."""
         self._init_policies(clock, rng)
 
     # ---- plumbing ----------------------------------------------------------------------------
@@ -234,6 +238,7 @@ class SupervisorCore(PolicyHooks):
             ids = self.tree.subtree(root)
             if any(self.live(r) is not None for r in ids):
                 continue
+            self._routes.clear()
             self.tree.forget(ids)
             self._forget_policies(ids)
             for r in ids:
@@ -359,6 +364,7 @@ class SupervisorCore(PolicyHooks):
         state.checkpoint = self._seed(run_id)
         self.runs[run_id] = state
         self.tree.add(run_id, req.parent_run_id)
+        self._routes.clear()
         if parent is not None:
             parent.live_children += 1
         self.store.save_run(record)
@@ -534,14 +540,29 @@ class SupervisorCore(PolicyHooks):
     # ---- mail --------------------------------------------------------------------------------
 
     def send_mail(self, msg: SendMail) -> tuple[MailAck, list[Effect]]:
-        with self._handling() as effects:
+        # _handling() written out: this is the hot path of a mail stream
+        effects: list[Effect] = []
+        self._effects = effects
+        with self.store.batch():
             ack = self._route_mail(msg)
-            if msg.sender != EXTERNAL_SENDER:
-                effects.append(Tell(msg.sender, ack))
-            return ack, effects
+        if msg.sender != EXTERNAL_SENDER:
+            effects.append(Tell(msg.sender, ack))
+        if self._ended_roots:
+            self._prune()
+        return ack, effects
 
     def _resolve_recipient(self, msg: SendMail) -> str:
         """A run id, or an agent name within the sender's root tree. Raises ValueError."""
+        key = (msg.sender, msg.to)
+        recipient = self._routes.get(key)
+        if recipient is None:
+            recipient = self._resolve_anew(msg)
+            if len(self._routes) >= 4096:  # many distinct addresses: stay bounded
+                self._routes.clear()
+            self._routes[key] = recipient
+        return recipient
+
+    def _resolve_anew(self, msg: SendMail) -> str:
         sender = self.runs.get(msg.sender)
         target = msg.to.strip()
         if not target:
@@ -586,13 +607,15 @@ class SupervisorCore(PolicyHooks):
         raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
 
     def _route_mail(self, msg: SendMail) -> MailAck:
-        if msg.sender != EXTERNAL_SENDER and self.reporting(msg.sender, msg.attempt) is None:
-            return MailAck(request_id=msg.request_id, error=f"run {msg.sender} is not running")
+        sender_state = None
+        if msg.sender != EXTERNAL_SENDER:
+            sender_state = self.reporting(msg.sender, msg.attempt)
+            if sender_state is None:
+                return MailAck(request_id=msg.request_id, error=f"run {msg.sender} is not running")
         try:
             recipient = self._resolve_recipient(msg)
         except ValueError as exc:
             return MailAck(request_id=msg.request_id, error=str(exc))
-        sender_state = self.runs.get(msg.sender)
         mail = Mail(
             mail_id=new_id("m"),
             sender=msg.sender,
@@ -659,13 +682,15 @@ class SupervisorCore(PolicyHooks):
             state.unread_mail.discard(mail_id)
 
     def mail_read(self, msg: MailRead) -> list[Effect]:
-        with self._handling():
-            state = self.runs.get(msg.run_id)
+        self._effects = []
+        state = self.runs.get(msg.run_id)
+        unread = state.unread_mail if state is not None else set()
+        store, read = self.store, MailState.READ
+        with store.batch():
             for mail_id in msg.mail_ids:
-                self.store.set_mail_state(mail_id, MailState.READ)
-                if state is not None:
-                    state.unread_mail.discard(mail_id)
-            return self._effects
+                store.set_mail_state(mail_id, read)
+                unread.discard(mail_id)
+        return self._effects
 
     def _dead_letters(self, state: RunState, unread: tuple[str, ...]) -> None:
         """Mail that reached a run (or waited for a queued one) but was never read: the senders
@@ -720,6 +745,7 @@ class SupervisorCore(PolicyHooks):
         record = state.record
         if record.status.terminal:
             return
+        self._routes.clear()
         # A run does not outlive its parent: whatever it left running is cancelled first.
         for child_id in reversed(self.tree.children(record.run_id)):
             child = self.live(child_id)
@@ -939,6 +965,7 @@ class SupervisorCore(PolicyHooks):
         )
         self.runs[record.run_id] = state
         self.tree.add(record.run_id, record.parent_run_id)
+        self._routes.clear()
         if parent is not None:
             parent.live_children += 1
         if record.parent_run_id is None:

@@ -1,0 +1,53 @@
+"""Coalescing: the effects held back for a group commit, with the Tells to each run merged.
+
+Why: after a group commit the supervisor carries out everything the group decided; in a mail
+burst that is thousands of Tells (a DeliverMail to the receiver, a MailAck to the sender, per
+mail). Each actor message costs a queue hand-off and a wake-up of the receiving thread; one
+``Batch`` per run costs that once.
+
+Order: messages to one run keep their order (they end up in one Batch, in order). Tells to
+different runs were never ordered relative to each other (separate mailboxes). Publish and
+the deadline timers are not ordered relative to Tells either (events and timers are seen by
+other threads at any time), so they pass through where they stand. Any other effect (a start,
+a stop, a root outcome, a restart) first lets every pending batch go, so nothing is moved
+across it: a Tell decided before a run's StopAgent still reaches that run first, and one
+decided after a restart's StartRun reaches the new start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagents.messages import Batch
+from subagents.supervision.core import ArmDeadline, DisarmDeadline, Effect, Publish, Tell
+
+_PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
+
+
+def coalesce(effects: list[Effect]) -> list[Effect]:
+    """``effects`` with the Tells to each run between two barriers merged into one Tell
+    (a ``Batch`` when there are several), released at the next barrier or at the end, runs
+    in the order of their first Tell."""
+    out: list[Effect] = []
+    pending: dict[str, list[Any]] = {}
+
+    def release() -> None:
+        for run_id, messages in pending.items():
+            message = messages[0] if len(messages) == 1 else Batch(messages=tuple(messages))
+            out.append(Tell(run_id, message))
+        pending.clear()
+
+    for effect in effects:
+        if isinstance(effect, Tell):
+            messages = pending.get(effect.run_id)
+            if messages is None:
+                pending[effect.run_id] = [effect.message]
+            else:
+                messages.append(effect.message)
+        elif isinstance(effect, _PASS_THROUGH):
+            out.append(effect)
+        else:
+            release()
+            out.append(effect)
+    release()
+    return out

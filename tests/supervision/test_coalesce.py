@@ -1,0 +1,52 @@
+"""coalesce: the effects of a group commit with the Tells to each run merged, order kept."""
+
+from __future__ import annotations
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Batch, Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.supervision.coalesce import coalesce
+from subagents.supervision.core import (
+    ArmDeadline,
+    DeliverRoot,
+    DisarmDeadline,
+    Publish,
+    StartRun,
+    StopAgent,
+    Tell,
+)
+
+
+def _event(run_id: str) -> Publish:
+    return Publish(Event(kind=EventKind.MAIL_SENT, run_id=run_id, agent="a", root_run_id="r"))
+
+
+def test_tells_to_one_run_become_one_batch_in_order() -> None:
+    effects = [Tell("a", 1), Tell("b", "x"), Tell("a", 2), Tell("a", 3)]
+    assert coalesce(list(effects)) == [Tell("a", Batch(messages=(1, 2, 3))), Tell("b", "x")]
+
+
+def test_a_single_tell_stays_a_plain_message() -> None:
+    assert coalesce([Tell("a", 1)]) == [Tell("a", 1)]
+    assert coalesce([]) == []
+
+
+def test_events_and_deadline_timers_pass_through_without_splitting_a_batch() -> None:
+    sent, arm, disarm = _event("a"), ArmDeadline("c", 5.0), DisarmDeadline("d")
+    effects = [Tell("a", 1), sent, arm, Tell("a", 2), disarm, Tell("a", 3)]
+    assert coalesce(effects) == [sent, arm, disarm, Tell("a", Batch(messages=(1, 2, 3)))]
+
+
+def test_other_effects_are_barriers_that_nothing_crosses() -> None:
+    record = RunRecord(run_id="a", agent="a", task="t", root_run_id="a")
+    start = StartRun(record, AgentSpec(name="a", description="d"), 9.0)
+    stop = StopAgent("a")
+    root = DeliverRoot(Outcome(run_id="r", status=RunStatus.COMPLETED))
+    effects = [Tell("a", 1), Tell("a", 2), stop, Tell("a", 3), start, Tell("a", 4), root]
+    assert coalesce(effects) == [
+        Tell("a", Batch(messages=(1, 2))),
+        stop,
+        Tell("a", 3),
+        start,
+        Tell("a", 4),
+        root,
+    ]
