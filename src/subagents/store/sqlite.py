@@ -30,13 +30,14 @@ committed.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 import structlog
@@ -55,6 +56,7 @@ from subagents.messages import (
 )
 from subagents.store.base import StoreError
 from subagents.store.dbfile import check_header, prepare_file
+from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
@@ -93,6 +95,24 @@ _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run
         archived_at = CASE WHEN excluded.status IN ({", ".join("?" * len(_TERMINAL))})
                       THEN archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
+
+_SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
+        recipient = excluded.recipient, state = excluded.state,
+        sent_at = excluded.sent_at, mail = excluded.mail"""
+
+_SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
+"""A mail's new state in its column and its document, without reading it (JSON1)."""
+
+
+def _has_json1(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has the JSON functions (built in since 3.38, optional before)."""
+    try:
+        conn.execute("SELECT json_set('{}', '$.a', 1)").fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return True
 
 
 def _encode(obj: msgspec.Struct, decoder: msgspec.json.Decoder[Any], what: str) -> str:
@@ -146,6 +166,24 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
+class _Batch:
+    """``SQLiteStore.batch()``: enter and exit call the store; ``mark`` is set when nested."""
+
+    __slots__ = ("mark", "name", "store")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.mark: tuple[int, int] | None = None
+        self.name = ""
+
+    def __enter__(self) -> None:
+        self.store._enter_batch(self)
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> Literal[False]:
+        self.store._exit_batch(self, kind is not None)
+        return False
+
+
 class SQLiteStore:
     """The RunStore protocol in a SQLite file (see the module docstring for the promises).
 
@@ -169,6 +207,9 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._failed: StoreError | None = None
+        self._doomed = False
+        """A held write failed: the whole batch is lost, not just a nested one."""
+        self._held = DeferredWrites()
         self._closed = False
         prepare_file(self.path)
         check_header(self.path)
@@ -187,6 +228,7 @@ class SQLiteStore:
             conn.close()
             raise
         self._conn = conn
+        self._json1 = _has_json1(conn)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def _open(
@@ -228,29 +270,46 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: the store is closed")
         return self._conn
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group the writes made inside into one transaction, committed at exit."""
-        with self._lock:
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the writes made inside into one transaction, committed at exit.
+
+        A class rather than a generator context manager: the supervisor opens one (nested in
+        its group commit) per message it handles, so its cost counts per mail."""
+        return _Batch(self)
+
+    def _enter_batch(self, batch: _Batch) -> None:
+        self._lock.acquire()
+        try:
             conn = self._connection()
             if self._depth > 0:
-                with self._savepoint(conn):
-                    yield
+                self._enter_savepoint(batch)
                 return
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "starting a batch") from exc
             self._failed = None
+            self._doomed = False
+            self._held.clear()
             self._depth = 1
-            try:
-                yield
-            except BaseException:
-                self._end(conn, commit=False)
-                raise
-            self._end(conn, commit=True)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _exit_batch(self, batch: _Batch, failed: bool) -> None:
+        try:
+            if batch.mark is not None:
+                self._exit_savepoint(batch, failed)
+            else:
+                self._end(self._conn, commit=not failed)
+        finally:
+            self._lock.release()
 
     def _end(self, conn: sqlite3.Connection, *, commit: bool) -> None:
+        if commit and self._held and self._failed is None:
+            with contextlib.suppress(StoreError):  # it is in self._failed: reported below
+                self._send_held(conn)
+        self._held.clear()
         self._depth = 0
         failed, self._failed = self._failed, None
         if commit and failed is not None:
@@ -274,26 +333,71 @@ class SQLiteStore:
             except sqlite3.Error as exc:  # the connection is unusable; say so, keep going
                 log.error("store.rollback_failed", path=str(self.path), error=str(exc))
 
-    @contextmanager
-    def _savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
-        name = f"batch_{self._depth}"
-        failed_before = self._failed
-        self._write_sql(conn, f"SAVEPOINT {name}", (), "starting a nested batch")
+    def _enter_savepoint(self, batch: _Batch) -> None:
+        """A nested batch. Its SAVEPOINT is held like a write: if nothing was sent to SQLite
+        while it was open (the common case: the supervisor nests one per message), ending
+        it costs no statement at all, and failing it just forgets its held writes."""
+        if self._failed is not None:
+            raise self._aborted("starting a nested batch")
+        batch.name = f"batch_{self._depth}"
+        batch.mark = self._held.mark(f"SAVEPOINT {batch.name}", "starting a nested batch")
         self._depth += 1
-        try:
-            yield
-        except BaseException:
-            self._depth -= 1
-            if conn.in_transaction:
-                try:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                    self._failed = failed_before  # its failed writes are undone
-                except sqlite3.Error as exc:
-                    self._failed = translate(exc, self.path, "undoing a nested batch")
-            raise
+
+    def _exit_savepoint(self, batch: _Batch, failed: bool) -> None:
+        assert batch.mark is not None
         self._depth -= 1
-        self._write_sql(conn, f"RELEASE {name}", (), "ending a nested batch")
+        sent = self._held.sent_since(batch.mark)
+        if not failed:
+            if sent:
+                self._held.mark(f"RELEASE {batch.name}", "ending a nested batch")
+            else:
+                self._held.void(batch.mark)
+            return
+        if not sent:  # nothing of it reached SQLite (so no write of it failed there)
+            self._held.drop(batch.mark)
+            return
+        self._held.clear()  # everything still held was written inside this savepoint
+        conn = self._conn
+        if conn.in_transaction:
+            try:
+                conn.execute(f"ROLLBACK TO {batch.name}")
+                conn.execute(f"RELEASE {batch.name}")
+                if not self._doomed:
+                    self._failed = None  # its failed writes are undone
+            except sqlite3.Error as exc:
+                self._failed = translate(exc, self.path, "undoing a nested batch")
+
+    def _aborted(self, doing: str) -> StoreError:
+        return StoreError(
+            f"{self.path}: {doing}: the batch was aborted by an earlier failed write "
+            f"({self._failed or 'the transaction was rolled back'})"
+        )
+
+    def _send_held(self, conn: sqlite3.Connection) -> None:
+        """Send the held writes of the open batch (before a read, a direct write, a commit).
+        A failure aborts the whole batch, whichever nested batch made the write."""
+        if self._failed is not None or not conn.in_transaction:
+            first = next((e for e in self._held.items if e is not None), None)
+            self._held.clear()
+            raise self._aborted(first[3] if first is not None else "sending held writes")
+        try:
+            self._held.flush(conn)
+        except FailedWrite as exc:
+            error = translate(exc.error, self.path, exc.doing)
+            self._failed, self._doomed = error, True
+            raise error from exc.error
+
+    def _defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
+        """A write whose result nobody needs: held until the open batch sends it (see
+        ``store.deferred``); outside a batch, written and committed at once."""
+        with self._lock:
+            if self._depth == 0:
+                with self._writing() as conn:
+                    self._write_sql(conn, sql, params, doing)
+                return
+            if self._failed is not None:
+                raise self._aborted(doing)
+            self._held.add(table, sql, params, doing)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -308,11 +412,10 @@ class SQLiteStore:
     def _write_sql(
         self, conn: sqlite3.Connection, sql: str, params: Iterable[Any], doing: str
     ) -> sqlite3.Cursor:
+        if self._held:
+            self._send_held(conn)
         if self._failed is not None or (self._depth > 0 and not conn.in_transaction):
-            raise StoreError(
-                f"{self.path}: {doing}: the batch was aborted by an earlier failed write "
-                f"({self._failed or 'the transaction was rolled back'})"
-            )
+            raise self._aborted(doing)
         try:
             return conn.execute(sql, tuple(params))
         except sqlite3.Error as exc:
@@ -324,6 +427,8 @@ class SQLiteStore:
     def _read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
         with self._lock:
             conn = self._connection()
+            if self._held:  # only the batch's own thread gets here while it is open
+                self._send_held(conn)
             try:
                 return conn.execute(sql, tuple(params)).fetchall()
             except sqlite3.Error as exc:
@@ -340,25 +445,24 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_run(self, record: RunRecord) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                _SAVE_RUN,
-                (
-                    record.run_id,
-                    record.agent,
-                    record.status.value,
-                    record.root_run_id,
-                    record.parent_run_id,
-                    record.depth,
-                    record.created_at,
-                    record.ended_at,
-                    record.cleanup,
-                    _encode(record, _run_decoder, f"run {record.run_id}"),
-                    *_TERMINAL,
-                ),
-                f"saving run {record.run_id}",
-            )
+        self._defer(
+            "runs",
+            _SAVE_RUN,
+            (
+                record.run_id,
+                record.agent,
+                record.status.value,
+                record.root_run_id,
+                record.parent_run_id,
+                record.depth,
+                record.created_at,
+                record.ended_at,
+                record.cleanup,
+                _encode(record, _run_decoder, f"run {record.run_id}"),
+                *_TERMINAL,
+            ),
+            f"saving run {record.run_id}",
+        )
 
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._read(
@@ -404,18 +508,18 @@ class SQLiteStore:
         return records[:limit] if limit is not None and limit < 0 else records
 
     def append_event(self, event: Event) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
-                (
-                    event.run_id,
-                    event.kind.value,
-                    event.ts,
-                    _encode(event, _event_decoder, f"an event of run {event.run_id}"),
-                ),
-                f"appending a {event.kind.value} event of run {event.run_id}",
-            )
+        kind = event.kind.value
+        self._defer(
+            "events",
+            "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
+            (
+                event.run_id,
+                kind,
+                event.ts,
+                _encode(event, _event_decoder, f"an event of run {event.run_id}"),
+            ),
+            f"appending a {kind} event of run {event.run_id}",
+        )
 
     def events(self, run_id: str) -> list[Event]:
         rows = self._read(
@@ -464,27 +568,30 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_mail(self, mail: Mail) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
-                   VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
-                       recipient = excluded.recipient, state = excluded.state,
-                       sent_at = excluded.sent_at, mail = excluded.mail""",
-                (
-                    mail.mail_id,
-                    mail.sender,
-                    mail.recipient,
-                    mail.state.value,
-                    mail.sent_at,
-                    _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
-                ),
-                f"saving mail {mail.mail_id}",
-            )
+        self._defer(
+            "mail",
+            _SAVE_MAIL,
+            (
+                mail.mail_id,
+                mail.sender,
+                mail.recipient,
+                mail.state.value,
+                mail.sent_at,
+                _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
+            ),
+            f"saving mail {mail.mail_id}",
+        )
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
+        if self._json1:  # one statement; the column and the document stay in step
+            self._defer(
+                "mail",
+                _SET_MAIL_STATE,
+                (state.value, state.value, mail_id),
+                f"setting mail {mail_id} to {state.value}",
+            )
+            return
         with self._writing() as conn:
             doing = f"setting mail {mail_id} to {state.value}"
             row = self._write_sql(
@@ -519,28 +626,26 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_outcome(self, outcome: Outcome) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
-                   ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
-                       delivered = 0, outcome = excluded.outcome""",
-                (
-                    outcome.run_id,
-                    outcome.status.value,
-                    _encode(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
-                ),
-                f"saving the outcome of run {outcome.run_id}",
-            )
+        self._defer(
+            "outcomes",
+            """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
+               ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+                   delivered = 0, outcome = excluded.outcome""",
+            (
+                outcome.run_id,
+                outcome.status.value,
+                _encode(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
+            ),
+            f"saving the outcome of run {outcome.run_id}",
+        )
 
     def mark_outcome_delivered(self, run_id: str) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",
-                (run_id,),
-                f"marking the outcome of run {run_id} delivered",
-            )
+        self._defer(
+            "outcomes",
+            "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",
+            (run_id,),
+            f"marking the outcome of run {run_id} delivered",
+        )
 
     def undelivered_outcomes(self) -> list[Outcome]:
         rows = self._read(
@@ -737,6 +842,7 @@ class SQLiteStore:
             if self._closed:
                 return
             self._closed = True
+            self._held.clear()
             self._rollback(self._conn)
             self._conn.close()
 

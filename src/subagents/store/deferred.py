@@ -1,0 +1,116 @@
+"""DeferredWrites: the small writes of an open SQLite batch, held and sent together.
+
+Why: inside a batch nobody reads what a write returns, and each ``execute`` costs a trip
+through the sqlite3 module (a cursor, a statement lookup, binding, and letting go of the GIL
+and taking it back, behind whichever thread took it meanwhile). A mail costs four such
+writes and a nested batch (a savepoint) per supervisor message. Held here, they go at the
+batch's commit, or before anything reads or writes directly, with ``executemany`` per run of
+one statement, and a nested batch that nothing flushed while it was open costs no statement.
+
+Order: writes to one table keep their order; writes to different tables in the same stretch
+between two savepoint statements may be sent table by table. The store has no triggers and no
+foreign keys, so the tables' contents at commit are the same, and every read flushes first.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+Entry = tuple[str | None, str, tuple[Any, ...], str]
+"""(table, or None for a savepoint statement that must stay in place; sql; params; doing)."""
+
+
+class FailedWrite(Exception):
+    """A held write failed when sent; ``doing`` says which, ``error`` is SQLite's."""
+
+    def __init__(self, doing: str, error: sqlite3.Error) -> None:
+        super().__init__(doing)
+        self.doing = doing
+        self.error = error
+
+
+class DeferredWrites:
+    """Held writes of one batch; ``flushes`` counts the times some were sent."""
+
+    def __init__(self) -> None:
+        self.items: list[Entry | None] = []
+        self.flushes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
+        self.items.append((table, sql, params, doing))
+
+    def mark(self, sql: str, doing: str) -> tuple[int, int]:
+        """Hold a savepoint statement in place; what ``void``/``drop`` take to undo it."""
+        self.items.append((None, sql, (), doing))
+        return len(self.items) - 1, self.flushes
+
+    def sent_since(self, mark: tuple[int, int]) -> bool:
+        """Whether anything (the savepoint statement with it) was sent since ``mark``."""
+        return mark[1] != self.flushes
+
+    def void(self, mark: tuple[int, int]) -> None:
+        """The savepoint at ``mark`` ended well before it was sent: it need not exist."""
+        self.items[mark[0]] = None
+
+    def drop(self, mark: tuple[int, int]) -> None:
+        """The savepoint at ``mark`` failed before it was sent: forget it and its writes."""
+        del self.items[mark[0] :]
+
+    def clear(self) -> None:
+        self.items = []
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Send every held write, in order (see the module docstring); FailedWrite if one
+        fails (the caller aborts the batch: some of the writes may have been applied)."""
+        items, self.items = self.items, []
+        if not items:
+            return
+        self.flushes += 1
+        stretch: dict[str, list[Entry]] = {}
+        for entry in items:
+            if entry is None:
+                continue
+            if entry[0] is None:
+                _send_stretch(conn, stretch)
+                stretch = {}
+                _send(conn, [entry])
+            else:
+                held = stretch.get(entry[0])
+                if held is None:
+                    stretch[entry[0]] = [entry]
+                else:
+                    held.append(entry)
+        _send_stretch(conn, stretch)
+
+
+def _send_stretch(conn: sqlite3.Connection, stretch: dict[str, list[Entry]]) -> None:
+    for entries in stretch.values():
+        start = 0
+        for i in range(1, len(entries) + 1):
+            if i == len(entries) or entries[i][1] != entries[start][1]:
+                _send(conn, entries[start:i])
+                start = i
+
+
+def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
+    """One statement for all ``entries`` (they share their sql)."""
+    try:
+        if len(entries) == 1:
+            conn.execute(entries[0][1], entries[0][2])
+        else:
+            conn.executemany(entries[0][1], [e[2] for e in entries])
+    except sqlite3.Error as exc:
+        raise FailedWrite(_which(entries), exc) from exc
+
+
+def _which(entries: list[Entry]) -> str:
+    """What failed, for the error message. ``executemany`` does not say which row failed,
+    and the failures that matter here (a full disk, an I/O error) roll the transaction back,
+    so the rows cannot be tried again one by one: the first is named, with the count."""
+    if len(entries) == 1:
+        return entries[0][3]
+    return f"{entries[0][3]} (or one of the {len(entries) - 1} writes sent with it)"

@@ -1,0 +1,104 @@
+"""SQLiteStore's held writes: sent before any read, in order, and a failure still loses the
+whole batch and names the write that failed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from storekit import event, mail, run
+
+from subagents.messages import Mail, MailState
+from subagents.store.base import StoreError
+from subagents.store.sqlite import SQLiteStore
+
+BIG = "x" * 20_000
+
+
+def _big_mail(i: int) -> Mail:
+    return Mail(mail_id=f"m{i:03d}", sender="r1", recipient="r2", content=BIG)
+
+
+def test_reads_inside_a_batch_see_its_held_writes_in_order(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    with store.batch():
+        store.save_run(run("r1"))
+        for i in range(5):
+            store.save_mail(mail(f"m{i}", "r1", "r2"))
+            store.append_event(event("r1", n=i))
+        store.set_mail_state("m3", MailState.READ)
+        with store.batch():  # a nested batch that reads: its savepoint reaches SQLite
+            store.set_mail_state("m4", MailState.DEAD)
+            assert store.get_run("r1") == run("r1")
+        assert [m.mail_id for m in store.mail_for("r2")] == [f"m{i}" for i in range(5)]
+        assert [m.mail_id for m in store.mail_for("r2", [MailState.READ])] == ["m3"]
+        store.save_mail(mail("m5", "r1", "r2"))
+    states = {m.mail_id: m.state for m in SQLiteStore(store.path).mail_for("r2")}
+    assert states == {
+        "m0": MailState.ACCEPTED,
+        "m1": MailState.ACCEPTED,
+        "m2": MailState.ACCEPTED,
+        "m3": MailState.READ,
+        "m4": MailState.DEAD,
+        "m5": MailState.ACCEPTED,
+    }
+    assert [e.data["n"] for e in store.events("r1")] == list(range(5))
+
+
+def test_mail_state_column_and_document_agree(sqlite_store: SQLiteStore) -> None:
+    sqlite_store.save_mail(mail("m1", "r1", "r2", sent_at=1234.5678))
+    sqlite_store.set_mail_state("m1", MailState.READ)
+    sqlite_store.set_mail_state("unknown", MailState.READ)  # no such mail: nothing happens
+    conn = sqlite3.connect(sqlite_store.path)
+    ((column, document),) = conn.execute("SELECT state, mail FROM mail").fetchall()
+    conn.close()
+    assert column == "read" and '"state":"read"' in document
+    assert sqlite_store.mail_for("r1") == [mail("m1", "r1", "r2", sent_at=1234.5678, state="read")]
+
+
+def test_a_nested_batch_undone_after_its_writes_were_sent_keeps_the_outer_ones(
+    sqlite_store: SQLiteStore,
+) -> None:
+    store = sqlite_store
+    with store.batch():
+        store.save_run(run("outer1"))
+        with pytest.raises(KeyError), store.batch():
+            store.save_run(run("inner"))
+            assert store.get_run("inner") is not None  # sends it (and the savepoint)
+            store.save_run(run("inner2"))  # held again
+            raise KeyError("inner fails")
+        store.save_run(run("outer2"))
+    assert [r.run_id for r in SQLiteStore(store.path).list_runs()] == ["outer1", "outer2"]
+
+
+def test_a_held_write_that_fails_at_commit_loses_the_whole_batch_and_is_named(
+    db_path: Path,
+) -> None:
+    store = SQLiteStore(db_path, max_bytes=256 * 1024)
+    store.save_run(run("committed"))
+    with pytest.raises(StoreError) as caught, store.batch():
+        store.save_run(run("in-batch"))
+        for i in range(50):
+            store.save_mail(_big_mail(i))  # held: nothing fails yet
+    message = str(caught.value)
+    assert "batch rolled back: a write in it failed" in message
+    # the mail went in one executemany: the first is named, with how many were sent with it
+    assert "saving mail m000 (or one of the 49 writes sent with it): disk full" in message
+    for s in (store, SQLiteStore(db_path)):
+        assert [r.run_id for r in s.list_runs()] == ["committed"]
+        assert s.mail_for("r2") == []
+
+
+def test_a_held_write_that_fails_at_a_read_aborts_the_batch(db_path: Path) -> None:
+    store = SQLiteStore(db_path, max_bytes=256 * 1024)
+    with pytest.raises(StoreError, match="batch rolled back: a write in it failed"), store.batch():
+        for i in range(50):
+            store.save_mail(_big_mail(i))
+        with pytest.raises(StoreError, match=r"saving mail m000 \(or one .*: disk full"):
+            store.mail_for("r2")
+        # the caller swallowed the error: later writes are refused, not committed alone
+        with pytest.raises(StoreError, match="aborted"):
+            store.save_run(run("after-error"))
+    assert SQLiteStore(db_path).list_runs() == []
+    assert SQLiteStore(db_path).mail_for("r2") == []
