@@ -242,8 +242,15 @@ EXTERNAL_SENDER = "external"
 """The sender id of mail sent from outside any run (the Runtime caller, the command)."""
 
 
-class Mail(msgspec.Struct, frozen=True, kw_only=True):
-    """One message from one run (or the outside) to another run."""
+class Mail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One message from one run (or the outside) to another run.
+
+    ``gc=False`` (also on Event and DeliverMail): the cyclic garbage collector does not
+    track them. They cannot be part of a reference cycle (frozen, made of strings, numbers,
+    enums and, for events, a dict of plain data made before the event), and a mail stream
+    makes several per mail, most of them kept by the store: tracked, they made the
+    collector's passes ~20% of a stream's time in memory.
+    """
 
     mail_id: str
     sender: str
@@ -280,7 +287,7 @@ class EventKind(enum.StrEnum):
     DEAD_LETTER = "dead_letter"
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Something that happened to a run; what subscribers, logs and the store see."""
 
     kind: EventKind
@@ -428,7 +435,7 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter: bool = False
 
 
-class DeliverMail(msgspec.Struct, frozen=True, kw_only=True):
+class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     mail: Mail
 
 
