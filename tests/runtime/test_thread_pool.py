@@ -75,6 +75,7 @@ def test_no_more_than_max_idle_threads_stay_parked() -> None:
     pool = ThreadPool(max_idle=1)
     release = threading.Event()
     started = [threading.Event() for _ in range(3)]
+
     def hold(event: threading.Event) -> None:
         event.set()
         release.wait(WAIT)
@@ -127,6 +128,7 @@ def test_a_closed_pool_runs_nothing_and_reports_busy_threads() -> None:
     pool = ThreadPool()
     release = threading.Event()
     started = threading.Event()
+
     def hold() -> None:
         started.set()
         release.wait(WAIT)
