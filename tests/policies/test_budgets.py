@@ -93,6 +93,25 @@ def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: 
     assert events.of(EventKind.BUDGET_EXCEEDED, outcome.run_id)
 
 
+def test_a_last_step_over_budget_ends_the_run_over_budget_not_completed(
+    make_runtime: Any,
+) -> None:
+    # The last step is told, not asked (nothing follows it to hold back); it is recorded
+    # before the run's end all the same, so going over on it still decides the outcome.
+    rt, model, events = make_runtime(
+        [spec("lead")], {"lead": [{"text": "the answer", "usage": usage(90, 30)}]}
+    )
+    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED
+    assert outcome.error == "lead used 120 tokens of its 100-token budget"
+    assert rt.totals(outcome.run_id).tokens == 120
+    assert len(events.of(EventKind.BUDGET_EXCEEDED, outcome.run_id)) == 1
+    assert not events.of(EventKind.COMPLETED, outcome.run_id)
+    within = rt.run("lead", "go", token_budget=120, wait=10)  # exactly at budget: completed
+    assert within.status is RunStatus.COMPLETED and within.result == "the answer"
+    assert len(model.requests) == 2
+
+
 def test_child_budget_is_capped_by_what_the_parent_has_left(make_runtime: Any) -> None:
     rt, _model, _events = make_runtime(
         [spec("lead"), spec("worker", token_budget=10_000)],

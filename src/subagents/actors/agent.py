@@ -226,14 +226,20 @@ class AgentActor(FastInboxActor):
     def request_stop(self, req: StopRequest) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
-    def report_step(self, step: StepTaken) -> None:
+    def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
         # ``cancel``) before this agent can start its next model call. That is what bounds a
         # budget overrun to one model call. The supervisor never asks agents: no deadlock.
+        # A last step (``wait=False``) has no next model call to hold back: told, so the run
+        # ends without a round trip through the supervisor.
+        step = msgspec.structs.replace(step, attempt=self.attempt)
+        if not wait:
+            self._tell(step)
+            return
         if self._held:
             self.flush_reports()
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self.supervisor.ask(msgspec.structs.replace(step, attempt=self.attempt), timeout=30.0)
+            self.supervisor.ask(step, timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))

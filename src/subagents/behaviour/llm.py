@@ -242,6 +242,7 @@ class LLMBehaviour:
         checkpoint = Checkpoint(
             run_id=port.record.run_id, step=self.turns, messages=tuple(self.messages)
         )
+        uses = list(response.tool_uses)
         port.report_step(
             StepTaken(
                 run_id=port.record.run_id,
@@ -249,12 +250,12 @@ class LLMBehaviour:
                 usage=response.usage,
                 checkpoint=checkpoint,
                 read_mail=tuple(self.read_in_message),
-            )
+            ),
+            wait=bool(uses),  # no tool call: the run ends here, nothing to hold back
         )
         self.read_in_message = []
         if port.cancel.is_set():
             return  # stopped while the step was recorded (over budget): no tool runs
-        uses = list(response.tool_uses)
         if uses:
             self._dispatch_all(uses, answered={})
             return
