@@ -105,6 +105,31 @@ def test_mail_for_sender_and_recipient_in_order_and_by_state(store: RunStore) ->
     assert store.mail_for("zzz") == []
 
 
+def test_save_mails_and_set_mails_state_are_the_single_calls_in_order(store: RunStore) -> None:
+    mails = [mail(f"m{i}", "a", "b", sent_at=float(i)) for i in range(4)]
+    mails.append(mail("m4", "c", "c", sent_at=4.0))  # to itself: listed once
+    with store.batch():  # inside a batch (SQLite: held until its commit)
+        store.save_mails(mails[:3])
+        store.save_mails([])
+    store.save_mails(mails[3:])  # outside one: written at once
+    assert store.mail_for("b") == mails[:4]
+    assert store.mail_for("c") == [mails[4]]
+    with store.batch():
+        store.set_mails_state(["m2", "unknown", "m0"], MailState.READ)
+    store.set_mails_state(["m4"], MailState.DEAD)
+    store.set_mails_state([], MailState.DEAD)
+    assert [(m.mail_id, m.state) for m in store.mail_for("b")] == [
+        ("m0", MailState.READ),
+        ("m1", MailState.ACCEPTED),
+        ("m2", MailState.READ),
+        ("m3", MailState.ACCEPTED),
+    ]
+    assert store.mail_for("c") == [msgspec.structs.replace(mails[4], state=MailState.DEAD)]
+    # saving again replaces in place
+    store.save_mails([msgspec.structs.replace(mails[1], content="new")])
+    assert [m.content for m in store.mail_for("b")] == ["hi m0", "new", "hi m2", "hi m3"]
+
+
 def test_set_mail_state_changes_state_and_keeps_order(store: RunStore) -> None:
     store.save_mail(mail("m1", "a", "b"))
     store.save_mail(mail("m2", "a", "b"))

@@ -7,7 +7,7 @@ outcome delivered, a mail accepted, a step taken) before ``batch()`` has returne
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -52,7 +52,15 @@ class RunStore(Protocol):
 
     # mail
     def save_mail(self, mail: Mail) -> None: ...
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        """``save_mail`` of each, in order (a burst of sends is one call)."""
+        ...
+
     def set_mail_state(self, mail_id: str, state: MailState) -> None: ...
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        """``set_mail_state`` of each (a run's read receipts are one call)."""
+        ...
+
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]: ...
 
     # outcomes and their delivery to the requester

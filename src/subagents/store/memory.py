@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import cast
+
+import msgspec
 
 from subagents.messages import (
     Checkpoint,
@@ -96,13 +98,28 @@ class MemoryStore:
                     self._mail_of_run.setdefault(run_id, []).append(mail.mail_id)
             self._mail[mail.mail_id] = mail
 
-    def set_mail_state(self, mail_id: str, state: MailState) -> None:
-        import msgspec
-
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        of_run, kept = self._mail_of_run, self._mail
         with self._lock:
-            mail = self._mail.get(mail_id)
-            if mail is not None:
-                self._mail[mail_id] = msgspec.structs.replace(mail, state=state)
+            for mail in mails:
+                mail_id = mail.mail_id
+                if mail_id not in kept:
+                    sender, recipient = mail.sender, mail.recipient
+                    of_run.setdefault(sender, []).append(mail_id)
+                    if recipient != sender:
+                        of_run.setdefault(recipient, []).append(mail_id)
+                kept[mail_id] = mail
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        self.set_mails_state((mail_id,), state)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        replace, kept = msgspec.structs.replace, self._mail
+        with self._lock:
+            for mail_id in mail_ids:
+                mail = kept.get(mail_id)
+                if mail is not None:
+                    kept[mail_id] = replace(mail, state=state)
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         wanted = set(states) if states is not None else None

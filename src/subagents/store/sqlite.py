@@ -34,7 +34,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -399,6 +399,22 @@ class SQLiteStore:
                 raise self._aborted(doing)
             self._held.add(table, sql, params, doing)
 
+    def _defer_rows(
+        self, table: str, sql: str, rows: Sequence[tuple[tuple[Any, ...], str]]
+    ) -> None:
+        """``_defer`` of several rows of one statement (params, doing), under one lock."""
+        with self._lock:
+            if self._depth == 0:
+                with self._writing() as conn:  # one transaction for all of them
+                    for params, doing in rows:
+                        self._write_sql(conn, sql, params, doing)
+                return
+            if self._failed is not None:
+                raise self._aborted(rows[0][1] if rows else "writing")
+            add = self._held.add
+            for params, doing in rows:
+                add(table, sql, params, doing)
+
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """A transaction for one write method: the open batch, or a batch of its own."""
@@ -581,6 +597,36 @@ class SQLiteStore:
             ),
             f"saving mail {mail.mail_id}",
         )
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        # every row encoded before any is held: a mail that cannot be stored holds none
+        rows = [
+            (
+                (
+                    mail.mail_id,
+                    mail.sender,
+                    mail.recipient,
+                    mail.state.value,
+                    mail.sent_at,
+                    _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
+                ),
+                f"saving mail {mail.mail_id}",
+            )
+            for mail in mails
+        ]
+        self._defer_rows("mail", _SAVE_MAIL, rows)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        state = MailState(state)
+        if not self._json1:
+            for mail_id in mail_ids:
+                self.set_mail_state(mail_id, state)
+            return
+        value = state.value
+        rows = [
+            ((value, value, mail_id), f"setting mail {mail_id} to {value}") for mail_id in mail_ids
+        ]
+        self._defer_rows("mail", _SET_MAIL_STATE, rows)
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
