@@ -439,6 +439,14 @@ class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     mail: Mail
 
 
+class DeliverMails(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Several mails for one run, in the order sent: what one supervisor message (a burst
+    of sends) delivers to one recipient, so the receiver handles one message, not one per
+    mail. A single mail still goes as ``DeliverMail``."""
+
+    mails: tuple[Mail, ...]
+
+
 class MailRead(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     mail_ids: tuple[str, ...]

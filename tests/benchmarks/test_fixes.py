@@ -11,6 +11,7 @@ from subagents.behaviour.function import AgentContext, Pending, PendingAll
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
+from subagents.supervision.mailing import event_mail_ids
 
 WAIT = 10.0
 
@@ -117,12 +118,13 @@ def test_a_burst_of_mail_through_sqlite_arrives_whole_in_order_and_stored(
 
     def on_event(event: Event) -> None:
         if event.kind is EventKind.MAIL_DELIVERED:
-            mail_id = event.data["mail_id"]
-            published.append(mail_id)
+            mail_ids = event_mail_ids(event.data)  # one event for the mails of one step
+            published.extend(mail_ids)
             with contextlib.closing(sqlite3.connect(db)) as other:
-                found = other.execute("SELECT 1 FROM mail WHERE mail_id = ?", (mail_id,))
-                if found.fetchone() is None:
-                    uncommitted.append(mail_id)
+                for mail_id in mail_ids:
+                    found = other.execute("SELECT 1 FROM mail WHERE mail_id = ?", (mail_id,))
+                    if found.fetchone() is None:
+                        uncommitted.append(mail_id)
 
     store = SQLiteStore(db)
     agents = {"root": root, "sender": sender, "receiver": receiver}

@@ -144,6 +144,8 @@ def test_every_event_kind_is_observed() -> None:
         EventKind.TIMED_OUT,
     }
     assert wanted <= events.kinds(), wanted - events.kinds()
+    for event in events.of(EventKind.MAIL_SENT):  # one mail a step: the per-mail shape
+        assert set(event.data) == {"mail_id", "recipient"}, event.data
     for event in events.snapshot():  # every event names its run, agent and place in the tree
         assert event.run_id and event.agent and event.root_run_id
         if event.kind in TERMINAL:

@@ -50,11 +50,26 @@ def test_mail_from_one_sender_arrives_in_order(store: RunStore) -> None:
             "sent": "50",
             "heard": [str(i) for i in range(50)],
         }
-        assert len(events.of(EventKind.MAIL_SENT, "sender")) == 50
-        assert len(events.of(EventKind.MAIL_DELIVERED, "receiver")) == 50
         (receiver_run,) = rt.runs(agent="receiver")
-        states = {m.state for m in rt.store.mail_for(receiver_run.run_id)}
-        assert states == {MailState.READ}
+        (sender_run,) = rt.runs(agent="sender")
+        mail = rt.store.mail_for(receiver_run.run_id)
+        assert {m.state for m in mail} == {MailState.READ}
+        # one step's fifty sends: one event on each side, naming every mail in order
+        (sent,) = events.of(EventKind.MAIL_SENT, "sender")
+        (delivered,) = events.of(EventKind.MAIL_DELIVERED, "receiver")
+        ids = [m.mail_id for m in mail]
+        assert sent.data == {
+            "mail_id": ids[0],
+            "mail_ids": ids,
+            "count": 50,
+            "recipient": receiver_run.run_id,
+        }
+        assert delivered.data == {
+            "mail_id": ids[0],
+            "mail_ids": ids,
+            "count": 50,
+            "sender": sender_run.run_id,
+        }
 
 
 def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about(store: RunStore) -> None:
@@ -218,6 +233,11 @@ def test_llm_siblings_mail_each_other_with_a_reply() -> None:
         assert outcome.result == f"answered\nasker heard 4 (reply to {mail_id})"
         assert len(events.of(EventKind.MAIL_SENT)) == 2
         assert len(events.of(EventKind.MAIL_DELIVERED)) == 2
+        # one mail per step: the events keep their per-mail shape
+        question = events.of(EventKind.MAIL_SENT, "asker")[0]
+        assert question.data == {"mail_id": mail_id, "recipient": question.data["recipient"]}
+        (answer,) = events.of(EventKind.MAIL_DELIVERED, "asker")
+        assert set(answer.data) == {"mail_id", "sender"}
 
 
 def test_mail_from_outside_wakes_an_agent_waiting_for_it() -> None:

@@ -25,6 +25,13 @@ def test_tells_to_one_run_become_one_batch_in_order() -> None:
     assert coalesce(list(effects)) == [Tell("a", Batch(messages=(1, 2, 3))), Tell("b", "x")]
 
 
+def test_a_batch_told_to_a_run_is_merged_flat_never_nested() -> None:
+    acks = Batch(messages=("ack1", "ack2"))
+    effects = [Tell("a", 1), Tell("a", acks), Tell("a", 2)]
+    assert coalesce(effects) == [Tell("a", Batch(messages=(1, "ack1", "ack2", 2)))]
+    assert coalesce([Tell("a", acks)]) == [Tell("a", acks)]  # alone: as it is
+
+
 def test_a_single_tell_stays_a_plain_message() -> None:
     assert coalesce([Tell("a", 1)]) == [Tell("a", 1)]
     assert coalesce([]) == []

@@ -13,10 +13,13 @@ import pytest
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    Batch,
     ChildDone,
     DeliverMail,
+    DeliverMails,
     EventKind,
     MailAck,
+    MailRead,
     MailState,
     RunFinished,
     RunStatus,
@@ -374,6 +377,129 @@ def test_mail_to_a_queued_run_is_delivered_when_it_starts() -> None:
     assert [m.content for m in start.pending_mail] == ["for later"]
     delivered = [p.event for p in of(effects, Publish) if p.event.kind is EventKind.MAIL_DELIVERED]
     assert [(e.run_id, e.data["mail_id"]) for e in delivered] == [(queued, ack.mail_id)]
+
+
+def test_send_mails_answers_each_mail_and_delivers_once_per_recipient() -> None:
+    h = Harness(Limits(max_concurrency=3))
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    ended = h.run("critic", root)
+    h.core.finished(RunFinished(run_id=ended, result="ok"))
+    critic = h.run("critic", root)
+    queued = h.run("worker", root)
+    assert h.status(queued) is RunStatus.QUEUED
+    sends = [
+        (worker, "a"),
+        ("nobody", "lost"),
+        (ended, "too late"),
+        (queued, "for later"),
+        (critic, "b"),
+        (worker, "c"),
+        ("critic", "d"),  # by name: the one live critic
+    ]
+    msgs = [
+        SendMail(request_id=f"q{i}", sender=root, to=to, content=content)
+        for i, (to, content) in enumerate(sends)
+    ]
+    acks, effects = h.core.send_mails(msgs)
+
+    assert [a.request_id for a in acks] == [m.request_id for m in msgs]  # in order
+    assert [a.recipient for a in acks] == [worker, None, ended, queued, critic, worker, critic]
+    assert acks[1].error is not None and "no run named 'nobody'" in acks[1].error
+    assert acks[2].dead_letter and "already ended" in (acks[2].error or "")
+    assert [a.error for i, a in enumerate(acks) if i not in (1, 2)] == [None] * 5
+    # the sender hears once, every answer in order
+    (answers,) = told(effects, root, Batch)
+    assert list(answers.messages) == acks
+    # one delivery per live recipient, its mails in order; none to the queued run
+    (to_worker,) = told(effects, worker, DeliverMails)
+    (to_critic,) = told(effects, critic, DeliverMails)
+    assert [m.content for m in to_worker.mails] == ["a", "c"]
+    assert [m.content for m in to_critic.mails] == ["b", "d"]
+    assert {m.state for m in (*to_worker.mails, *to_critic.mails)} == {MailState.DELIVERED}
+    assert [t for t in of(effects, Tell) if t.run_id in (queued, ended)] == []
+    # events: one mail_sent per recipient, one mail_delivered per live recipient, a
+    # dead letter per dead mail; one mail keeps the per-mail shape
+    events = [p.event for p in of(effects, Publish)]
+    sent = [e for e in events if e.kind is EventKind.MAIL_SENT]
+    assert [(e.run_id, e.data["recipient"]) for e in sent] == [
+        (root, worker),
+        (root, queued),
+        (root, critic),
+    ]
+    assert sent[0].data == {
+        "mail_id": acks[0].mail_id,
+        "mail_ids": [acks[0].mail_id, acks[5].mail_id],
+        "count": 2,
+        "recipient": worker,
+    }
+    assert sent[1].data == {"mail_id": acks[3].mail_id, "recipient": queued}
+    delivered = [e for e in events if e.kind is EventKind.MAIL_DELIVERED]
+    assert [(e.run_id, e.data["sender"], e.data["mail_ids"]) for e in delivered] == [
+        (worker, root, [acks[0].mail_id, acks[5].mail_id]),
+        (critic, root, [acks[4].mail_id, acks[6].mail_id]),
+    ]
+    (dead,) = [e for e in events if e.kind is EventKind.DEAD_LETTER]
+    assert dead.run_id == root and dead.data == {"mail_id": acks[2].mail_id, "recipient": ended}
+    # recorded: the dead letter as dead, the queued run's mail waiting for its start
+    stored = {m.mail_id: m.state for m in h.store.mail_for(root)}
+    assert stored == {
+        acks[0].mail_id: MailState.DELIVERED,
+        acks[2].mail_id: MailState.DEAD,
+        acks[3].mail_id: MailState.ACCEPTED,
+        acks[4].mail_id: MailState.DELIVERED,
+        acks[5].mail_id: MailState.DELIVERED,
+        acks[6].mail_id: MailState.DELIVERED,
+    }
+    # ... and the queued run gets it when it starts
+    effects = h.core.finished(RunFinished(run_id=worker, result="ok"))
+    (start,) = of(effects, StartRun)
+    assert start.record.run_id == queued
+    assert [m.content for m in start.pending_mail] == ["for later"]
+
+
+def test_send_mails_from_a_run_that_is_not_running_fails_each_mail() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=worker, result="ok"))
+    msgs = [SendMail(request_id=f"q{i}", sender=worker, to=root, content="x") for i in range(3)]
+    acks, effects = h.core.send_mails(msgs)
+    assert [a.error for a in acks] == [f"run {worker} is not running"] * 3
+    assert of(effects, Publish) == []
+    assert [m for m in h.store.mail_for(root) if m.sender == worker] == []
+
+
+def test_send_mails_fails_a_mail_with_a_wrong_field_type_alone() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    bad = SendMail(request_id="q1", sender=root, to=worker, content=42)  # type: ignore[arg-type]
+    good = SendMail(request_id="q2", sender=root, to=worker, content="fine")
+    acks, effects = h.core.send_mails([bad, good])
+    assert acks[0].error == "to and content must be strings, got str and int"
+    assert acks[1].error is None
+    (delivered,) = told(effects, worker, DeliverMail)
+    assert delivered.mail.content == "fine"
+
+
+def test_mail_reads_mark_every_mail_read_in_one_call() -> None:
+    h = Harness()
+    root = h.run("lead")
+    worker = h.run("worker", root)
+    acks, _ = h.core.send_mails(
+        [SendMail(request_id=f"q{i}", sender=root, to=worker, content=str(i)) for i in range(3)]
+    )
+    ids = tuple(str(a.mail_id) for a in acks)
+    assert h.core.runs[worker].unread_mail == set(ids)
+    h.core.mail_reads(
+        [
+            MailRead(run_id=worker, mail_ids=ids[:2]),
+            MailRead(run_id=worker, mail_ids=ids[2:]),
+        ]
+    )
+    assert h.core.runs[worker].unread_mail == set()
+    assert {m.state for m in h.store.mail_for(worker)} == {MailState.READ}
 
 
 def test_unread_mail_at_the_end_becomes_a_dead_letter_notice_to_its_sender() -> None:

@@ -11,10 +11,13 @@ deliveries, starts) are carried out only once it is committed. With SQLite a com
 more than the writes in it, so a burst of mail costs one commit, not one per mail. Anything
 asked (a reply is awaited) or not in the list commits the open group first.
 
-Batches: an agent sends the mail reports of one handling as one ``Batch``; each message in it
-is handled in order exactly as if it had arrived alone (the group stays open until the last).
-After a commit, the held Tells to each run go as one ``Batch`` per run
-(``supervision.coalesce``), so a burst of mail costs a few actor messages, not four per mail.
+Batches: an agent sends the mail reports of one handling as one ``Batch``; its messages are
+handled in order as if they had arrived alone (the group stays open until the last), except
+that a run of consecutive sends (or read receipts) goes to the core in one call
+(``SupervisorCore.send_mails``): one delivery per recipient, one acknowledgement message per
+sender and events per step, not per mail, all in one transaction. After a
+commit, the held Tells to each run go as one ``Batch`` per run (``supervision.coalesce``), so
+a burst of mail costs a few actor messages, not four per mail.
 """
 
 from __future__ import annotations
@@ -169,11 +172,27 @@ class SupervisorActor(FastInboxActor):
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its caller; a failed tell is logged, never fatal."""
         if isinstance(message, Batch):  # an agent's reports of one handling: always told
-            last = len(message.messages) - 1
-            for i, inner in enumerate(message.messages):
-                self._receive(inner, more=i < last)
+            self._receive_batch(message.messages)
             return None
         return self._receive(message, more=False)
+
+    def _receive_batch(self, messages: tuple[Any, ...]) -> None:
+        """The messages of a Batch in order: each run of consecutive SendMails (or
+        MailReads) in one core call, anything else one by one."""
+        n = len(messages)
+        i = 0
+        while i < n:
+            kind = type(messages[i])
+            j = i + 1
+            if kind is SendMail or kind is MailRead:
+                while j < n and type(messages[j]) is kind:
+                    j += 1
+            if j - i > 1 and self.store_failure is None:
+                self._in_group_run(messages[i:j], more=j < n)
+            else:
+                for k in range(i, j):
+                    self._receive(messages[k], more=k < n - 1)
+            i = j
 
     def _receive(self, message: Any, *, more: bool) -> Any:
         """One message, as if it had arrived alone; ``more``: the rest of its Batch follows,
@@ -261,12 +280,39 @@ class SupervisorActor(FastInboxActor):
     def on_stop(self) -> None:
         self._commit_group()
 
-    def _in_group(self, message: Any, *, more: bool = False) -> None:
-        """Handle a report inside the open group; commit when nothing else is queued."""
+    def _open_group(self) -> None:
         if self._group is None:
             group = self.core.store.batch()
             group.__enter__()
             self._group = group
+
+    def _in_group_run(self, run: tuple[Any, ...], *, more: bool) -> None:
+        """Consecutive SendMails (or MailReads) of one Batch, told (never asked): one core
+        call inside the open group, counted as ``len(run)`` messages; ``more``: the Batch goes
+        on after them. The run is not split, so that its events say what the step did (one
+        per recipient, see ``supervision.mailing``): a step's sends are one transaction."""
+        if self._grouped and self._grouped + len(run) > GROUP_MAX:
+            self._commit_group()  # what is open goes first, as if the group were full
+        self._open_group()
+        try:
+            if type(run[0]) is SendMail:
+                self._apply(self.core.send_mails(run)[1])
+            else:
+                self._apply(self.core.mail_reads(run))
+        except StoreError as exc:
+            self._halt(exc)
+            return
+        except Exception as exc:  # a bug: as for one message, each sender hears of it
+            log.exception("supervisor failed to handle a message", message=type(run[0]).__name__)
+            for message in run:
+                self._answer_failure(message, exc)
+        self._grouped += len(run)
+        if self._grouped >= GROUP_MAX or (not more and self.actor_inbox.empty()):
+            self._commit_group()
+
+    def _in_group(self, message: Any, *, more: bool = False) -> None:
+        """Handle a report inside the open group; commit when nothing else is queued."""
+        self._open_group()
         try:
             self._handle(message)
         except StoreError as exc:

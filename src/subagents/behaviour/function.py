@@ -25,6 +25,7 @@ from subagents.messages import (
     ChildDone,
     Continue,
     DeliverMail,
+    DeliverMails,
     Mail,
     MailAck,
     SendMail,
@@ -352,10 +353,10 @@ class FunctionBehaviour:
         match message:
             case DeliverMail(mail=mail):  # the most frequent first: cases are tried in order
                 self.inbox.append(mail)
-                while self.receivers and self.inbox:
-                    receiver = self.receivers.popleft()
-                    self.port.cancel_wake(receiver.key)
-                    self._resolve(receiver.key, self.take_one())
+                self._hand_out()
+            case DeliverMails(mails=mails):
+                self.inbox.extend(mails)
+                self._hand_out()
             case MailAck(request_id=rid, mail_id=mail_id, error=error):
                 if error is not None:
                     self._resolve(rid, error=MailError(error))
@@ -382,6 +383,13 @@ class FunctionBehaviour:
                 pass
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
+
+    def _hand_out(self) -> None:
+        """Mail arrived: answer the ``receive`` calls waiting for it, in order."""
+        while self.receivers and self.inbox:
+            receiver = self.receivers.popleft()
+            self.port.cancel_wake(receiver.key)
+            self._resolve(receiver.key, self.take_one())
 
     def _resolve(self, key: str, value: Any = None, error: BaseException | None = None) -> None:
         pending = self.pendings.pop(key, None)

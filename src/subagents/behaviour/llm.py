@@ -33,6 +33,7 @@ from subagents.messages import (
     ChildDone,
     Continue,
     DeliverMail,
+    DeliverMails,
     Mail,
     MailAck,
     SendMail,
@@ -191,17 +192,24 @@ class LLMBehaviour:
                     self._answer(rid, _json({"stopped": list(stopped)}))
             case DeliverMail(mail=mail):
                 self.inbox.append(mail)
-                if self.waiting_mail is not None:
-                    key, self.waiting_mail = self.waiting_mail, None
-                    self.port.cancel_wake(key)
-                    text, is_error, read = self._render_inbox()
-                    self._answer(key, text, is_error, read)
+                self._mail_arrived()
+            case DeliverMails(mails=mails):
+                self.inbox.extend(mails)
+                self._mail_arrived()
             case Wake(key=key):
                 if key == self.waiting_mail:
                     self.waiting_mail = None
                     self._answer(key, "no mail arrived before the timeout")
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
+
+    def _mail_arrived(self) -> None:
+        """Answer a ``wait_for_message`` call waiting for mail, with everything unread."""
+        if self.waiting_mail is not None:
+            key, self.waiting_mail = self.waiting_mail, None
+            self.port.cancel_wake(key)
+            text, is_error, read = self._render_inbox()
+            self._answer(key, text, is_error, read)
 
     def unread_mail(self) -> tuple[str, ...]:
         return tuple(m.mail_id for m in self.inbox)

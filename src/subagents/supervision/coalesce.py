@@ -3,7 +3,8 @@
 Why: after a group commit the supervisor carries out everything the group decided; in a mail
 burst that is thousands of Tells (a DeliverMail to the receiver, a MailAck to the sender, per
 mail). Each actor message costs a queue hand-off and a wake-up of the receiving thread; one
-``Batch`` per run costs that once.
+``Batch`` per run costs that once. A Tell that already carries a Batch (a run's
+acknowledgements of one ``send_mails``) is merged flat: a Batch never holds a Batch.
 
 Order: messages to one run keep their order (they end up in one Batch, in order). Tells to
 different runs were never ordered relative to each other (separate mailboxes). Publish and
@@ -33,7 +34,16 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
 
     def release() -> None:
         for run_id, messages in pending.items():
-            message = messages[0] if len(messages) == 1 else Batch(messages=tuple(messages))
+            if len(messages) == 1:
+                message = messages[0]
+            else:  # a Batch among them (a run's acknowledgements) is opened: no nesting
+                flat: list[Any] = []
+                for m in messages:
+                    if isinstance(m, Batch):
+                        flat.extend(m.messages)
+                    else:
+                        flat.append(m)
+                message = Batch(messages=tuple(flat))
             out.append(Tell(run_id, message))
         pending.clear()
 

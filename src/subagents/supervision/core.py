@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +30,6 @@ from subagents.messages import (
     EXTERNAL_SENDER,
     Checkpoint,
     ChildDone,
-    DeliverMail,
     Event,
     EventKind,
     Mail,
@@ -55,6 +54,7 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
+from subagents.supervision.mailing import MailPost, acks_by_sender, delivery, mail_event_data
 from subagents.supervision.ownership import new_owner, owner_alive
 from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
 from subagents.supervision.recovery import recovered_messages
@@ -185,6 +185,19 @@ def _check_spawn_fields(req: SpawnRequest) -> None:
         value = getattr(req, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise AdmissionError(f"{name} must be a number, got {value!r}")
+
+
+def _check_mail_fields(msg: SendMail) -> None:
+    """Refuse a mail whose fields are not strings (nothing checks a Struct's types when it
+    is built in code: ``ctx.send("x", 42)``), naming the field: that mail fails, not the
+    others sent with it, and not deep in the store."""
+    if not isinstance(msg.to, str) or not isinstance(msg.content, str):
+        raise ValueError(
+            f"to and content must be strings, got {type(msg.to).__name__} and"
+            f" {type(msg.content).__name__}"
+        )
+    if msg.reply_to is not None and not isinstance(msg.reply_to, str):
+        raise ValueError(f"reply_to must be a string, got {msg.reply_to!r}")
 
 
 class SupervisorCore(PolicyHooks):
@@ -546,16 +559,33 @@ class SupervisorCore(PolicyHooks):
     # ---- mail --------------------------------------------------------------------------------
 
     def send_mail(self, msg: SendMail) -> tuple[MailAck, list[Effect]]:
+        """One mail: ``send_mails`` of one (its events keep their per-mail shape)."""
+        acks, effects = self.send_mails((msg,))
+        return acks[0], effects
+
+    def send_mails(self, msgs: Sequence[SendMail]) -> tuple[list[MailAck], list[Effect]]:
+        """Consecutive sends (a run of one Batch: mostly one sender's step) in one go.
+
+        Each mail is routed, recorded and answered on its own: an unknown name fails that mail
+        only, an ended recipient makes it a dead letter, a queued one gets it when it starts,
+        and order per sender is kept. What they share: the sender is checked once, each
+        recipient gets its mails as one delivery, each sender its acknowledgements as one
+        Tell, and the events say what the step did (``supervision.mailing``). Every record is
+        written in the store batch before any effect is returned (the actor also holds the
+        effects until its group commit), so nothing is acknowledged before it is durable."""
         # _handling() written out: this is the hot path of a mail stream
         effects: list[Effect] = []
         self._effects = effects
         with self.store.batch():
-            ack = self._route_mail(msg)
-        if msg.sender != EXTERNAL_SENDER:
-            effects.append(Tell(msg.sender, ack))
+            acks = self._route_mails(msgs)
+        if len(msgs) == 1:
+            if msgs[0].sender != EXTERNAL_SENDER:
+                effects.append(Tell(msgs[0].sender, acks[0]))
+        else:
+            effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
         if self._ended_roots:
             self._prune()
-        return ack, effects
+        return acks, effects
 
     def _resolve_recipient(self, msg: SendMail) -> str:
         """A run id, or an agent name within the sender's root tree. Raises ValueError."""
@@ -613,74 +643,155 @@ class SupervisorCore(PolicyHooks):
         raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
 
     def _route_mail(self, msg: SendMail) -> MailAck:
-        sender_state = None
-        if msg.sender != EXTERNAL_SENDER:
-            sender_state = self.reporting(msg.sender, msg.attempt)
-            if sender_state is None:
-                return MailAck(request_id=msg.request_id, error=f"run {msg.sender} is not running")
-        try:
-            recipient = self._resolve_recipient(msg)
-        except ValueError as exc:
-            return MailAck(request_id=msg.request_id, error=str(exc))
-        mail = Mail(
-            mail_id=new_id("m"),
-            sender=msg.sender,
-            recipient=recipient,
-            content=msg.content,
-            sender_agent=sender_state.record.agent if sender_state else None,
-            reply_to=msg.reply_to,
-            sent_at=time.time(),
-            request_id=msg.request_id,
-        )
-        return self._post(mail, msg.request_id)
+        """Route, record and deliver one mail (inside an open store batch)."""
+        return self._route_mails((msg,))[0]
+
+    def _route_mails(self, msgs: Sequence[SendMail]) -> list[MailAck]:
+        """Route, record and deliver ``msgs`` in order (inside an open store batch)."""
+        post = MailPost(time.time())
+        acks: list[MailAck] = []
+        dests: dict[str, tuple[MailState | None, RunRecord | None]] = {}
+        checked: tuple[str, int] | None = None
+        sender_state: RunState | None = None
+        for msg in msgs:
+            sender = msg.sender
+            if sender == EXTERNAL_SENDER:
+                sender_state, checked = None, None
+            else:
+                if checked is None or checked[0] != sender or checked[1] != msg.attempt:
+                    checked = (sender, msg.attempt)
+                    sender_state = self.reporting(sender, msg.attempt)
+                if sender_state is None:
+                    acks.append(
+                        MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
+                    )
+                    continue
+            try:
+                _check_mail_fields(msg)
+                recipient = self._resolve_recipient(msg)
+            except ValueError as exc:
+                acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
+                continue
+            dest = dests.get(recipient)
+            if dest is None:  # what becomes of mail to it cannot change within one message
+                dest = dests[recipient] = self._destination(recipient)
+            state, record = dest
+            if state is None:
+                acks.append(
+                    self._post_elsewhere(sender, recipient, msg.content, msg.request_id, record)
+                )
+                continue
+            mail = Mail(
+                mail_id=post.new_id(),
+                sender=sender,
+                recipient=recipient,
+                content=msg.content,
+                sender_agent=sender_state.record.agent if sender_state is not None else None,
+                reply_to=msg.reply_to,
+                sent_at=post.now,
+                state=state,
+                request_id=msg.request_id,
+            )
+            acks.append(self._post_into(post, mail, msg.request_id, sender_state, record))
+        self._record_post(post)
+        return acks
+
+    def _destination(self, run_id: str) -> tuple[MailState | None, RunRecord | None]:
+        """What a mail to ``run_id`` becomes now, and the run's record: ``DELIVERED`` (a live
+        run), ``ACCEPTED`` (a queued one: delivered when it starts), ``DEAD`` (ended or
+        unknown: a dead letter), or None (alive, but another runtime on this store hosts
+        it)."""
+        target = self.runs.get(run_id)
+        record = target.record if target is not None else self.store.get_run(run_id)
+        if record is None or record.status.terminal:
+            return MailState.DEAD, record
+        if target is None:
+            return None, record
+        if record.status is RunStatus.QUEUED:
+            return MailState.ACCEPTED, record
+        return MailState.DELIVERED, record
 
     def _post(self, mail: Mail, request_id: str) -> MailAck:
-        """Record ``mail`` and deliver it (or keep it as a dead letter)."""
-        target = self.runs.get(mail.recipient)
-        record = target.record if target is not None else self.store.get_run(mail.recipient)
-        sender_state = self.runs.get(mail.sender)
-        if record is None or record.status.terminal:
-            dead = msgspec.structs.replace(mail, state=MailState.DEAD)
-            self.store.save_mail(dead)
-            status = record.status if record is not None else "unknown"
-            if sender_state is not None:
-                self._emit(
-                    EventKind.DEAD_LETTER,
-                    sender_state,
-                    mail_id=mail.mail_id,
-                    recipient=mail.recipient,
-                )
+        """Record ``mail`` (made by the supervisor itself: a notice) and deliver it (or keep
+        it as a dead letter)."""
+        post = MailPost(mail.sent_at)
+        state, record = self._destination(mail.recipient)
+        if state is None:
+            ack = self._post_elsewhere(
+                mail.sender, mail.recipient, mail.content, request_id, record
+            )
+        else:
+            if state is not mail.state:
+                mail = msgspec.structs.replace(mail, state=state)
+            ack = self._post_into(post, mail, request_id, self.runs.get(mail.sender), record)
+        self._record_post(post)
+        return ack
+
+    def _post_into(
+        self,
+        post: MailPost,
+        mail: Mail,
+        request_id: str,
+        sender_state: RunState | None,
+        record: RunRecord | None,
+    ) -> MailAck:
+        """Add ``mail`` (its state already says what becomes of it) to ``post``."""
+        post.add(mail)
+        if mail.state is not MailState.DEAD:
+            return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+        if sender_state is not None:  # each dead letter is an error its sender hears of
+            self._emit(
+                EventKind.DEAD_LETTER, sender_state, mail_id=mail.mail_id, recipient=mail.recipient
+            )
+        status = record.status if record is not None else "unknown"
+        return MailAck(
+            request_id=request_id,
+            mail_id=mail.mail_id,
+            recipient=mail.recipient,
+            dead_letter=True,
+            error=f"run {mail.recipient} has already ended ({status}); the mail was kept as"
+            " a dead letter and will not be read",
+        )
+
+    def _post_elsewhere(
+        self,
+        sender: str,
+        recipient: str,
+        content: str,
+        request_id: str,
+        record: RunRecord | None,
+    ) -> MailAck:
+        """Mail to a live run that another runtime on this store hosts: a run's is refused,
+        the outside's becomes a command for that runtime."""
+        if sender != EXTERNAL_SENDER:
+            owner = record.owner if record is not None else "?"
             return MailAck(
                 request_id=request_id,
-                mail_id=mail.mail_id,
-                recipient=mail.recipient,
-                dead_letter=True,
-                error=f"run {mail.recipient} has already ended ({status}); the mail was kept as"
-                " a dead letter and will not be read",
+                error=f"run {recipient} is hosted by another runtime ({owner})",
             )
-        if target is None:  # alive, but another runtime on this store hosts it
-            if mail.sender != EXTERNAL_SENDER:
-                return MailAck(
-                    request_id=request_id,
-                    error=f"run {mail.recipient} is hosted by another runtime ({record.owner})",
-                )
-            command_id = self.store.post_command("send", mail.recipient, mail.content)
-            return MailAck(
-                request_id=request_id, mail_id=f"command-{command_id}", recipient=mail.recipient
-            )
-        if sender_state is not None:
-            self._emit(
-                EventKind.MAIL_SENT, sender_state, mail_id=mail.mail_id, recipient=mail.recipient
-            )
-        if record.status is RunStatus.QUEUED:
-            self.store.save_mail(mail)  # delivered when the run starts
-        else:
-            delivered = msgspec.structs.replace(mail, state=MailState.DELIVERED)
-            self.store.save_mail(delivered)
-            target.unread_mail.add(mail.mail_id)
-            self._effects.append(Tell(mail.recipient, DeliverMail(mail=delivered)))
-            self._emit(EventKind.MAIL_DELIVERED, target, mail_id=mail.mail_id, sender=mail.sender)
-        return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+        command_id = self.store.post_command("send", recipient, content)
+        return MailAck(request_id=request_id, mail_id=f"command-{command_id}", recipient=recipient)
+
+    def _record_post(self, post: MailPost) -> None:
+        """Write the post's records, then its events and its deliveries (one per
+        recipient)."""
+        if not post.records:
+            return
+        self.store.save_mails(post.records)
+        runs = self.runs
+        for pair in post.pairs.values():
+            sender_state = runs.get(pair.sender)
+            if sender_state is not None:
+                data = mail_event_data(pair.mail_ids, "recipient", pair.recipient)
+                self._emit(EventKind.MAIL_SENT, sender_state, **data)
+            if pair.delivered:
+                data = mail_event_data(pair.mail_ids, "sender", pair.sender)
+                self._emit(EventKind.MAIL_DELIVERED, runs[pair.recipient], **data)
+        for recipient, mails in post.deliveries.items():
+            unread = runs[recipient].unread_mail
+            for mail in mails:
+                unread.add(mail.mail_id)
+            self._effects.append(Tell(recipient, delivery(mails)))
 
     def _mark_read(self, state: RunState, mail_ids: tuple[str, ...]) -> None:
         for mail_id in mail_ids:
@@ -688,14 +799,20 @@ class SupervisorCore(PolicyHooks):
             state.unread_mail.discard(mail_id)
 
     def mail_read(self, msg: MailRead) -> list[Effect]:
+        return self.mail_reads((msg,))
+
+    def mail_reads(self, msgs: Sequence[MailRead]) -> list[Effect]:
+        """Read receipts (a run of one Batch), written in one store call."""
         self._effects = []
-        state = self.runs.get(msg.run_id)
-        unread = state.unread_mail if state is not None else set()
-        store, read = self.store, MailState.READ
-        with store.batch():
-            for mail_id in msg.mail_ids:
-                store.set_mail_state(mail_id, read)
-                unread.discard(mail_id)
+        mail_ids: list[str] = []
+        runs = self.runs
+        for msg in msgs:
+            state = runs.get(msg.run_id)
+            if state is not None:
+                state.unread_mail.difference_update(msg.mail_ids)
+            mail_ids.extend(msg.mail_ids)
+        with self.store.batch():
+            self.store.set_mails_state(mail_ids, MailState.READ)
         return self._effects
 
     def _dead_letters(self, state: RunState, unread: tuple[str, ...]) -> None:

@@ -1,0 +1,137 @@
+"""MailPost: the mails one supervisor message sends, gathered so that they are recorded,
+delivered and announced together.
+
+Why: a burst of n sends (one agent step's ``ctx.send`` calls, which reach the supervisor as
+one Batch) used to cost per mail two events (each an ``Event``, a store write and a
+``Publish`` carried out on the supervisor's thread), a store call, a ``DeliverMail`` and its
+Tell, and a Tell of its acknowledgement: most of the supervisor's time in a mail stream.
+
+Events describe what a step did: the mails one sender sent to one recipient in one go are
+one ``mail_sent`` event on the sender and one ``mail_delivered`` on the recipient, whose data
+list the mails (``mail_event_data``). A single mail keeps the shape it always had. The
+recipient gets its mails in one ``DeliverMails``; the records go to the store in one call.
+Dead letters are not gathered: each is an error its sender must hear of, one event each.
+
+Plain data, no threads: ``SupervisorCore`` decides what becomes of each mail and fills a
+post; it then turns the post into store writes, events and Tells.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    Batch,
+    DeliverMail,
+    DeliverMails,
+    Mail,
+    MailAck,
+    MailState,
+    SendMail,
+)
+
+
+def mail_event_data(mail_ids: Sequence[str], who: str, run_id: str) -> dict[str, Any]:
+    """The data of a ``mail_sent`` (``who="recipient"``) or ``mail_delivered``
+    (``who="sender"``) event about ``mail_ids``.
+
+    One mail: ``{"mail_id", who}``, as always. Several: ``mail_id`` is the first (so a
+    reader of single-mail events still finds one), ``mail_ids`` all of them in order and
+    ``count`` how many."""
+    if len(mail_ids) == 1:
+        return {"mail_id": mail_ids[0], who: run_id}
+    return {"mail_id": mail_ids[0], who: run_id, "mail_ids": list(mail_ids), "count": len(mail_ids)}
+
+
+def event_mail_ids(data: dict[str, Any]) -> list[str]:
+    """The ids of the mails a mail event is about, whichever shape it has."""
+    ids = data.get("mail_ids")
+    if isinstance(ids, list):
+        return [str(i) for i in ids]
+    mail_id = data.get("mail_id")
+    return [] if mail_id is None else [str(mail_id)]
+
+
+def delivery(mails: Sequence[Mail]) -> DeliverMail | DeliverMails:
+    """What a recipient is told to hand it ``mails`` (in order)."""
+    if len(mails) == 1:
+        return DeliverMail(mail=mails[0])
+    return DeliverMails(mails=tuple(mails))
+
+
+def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, Any]]:
+    """(sender, message) for each run that sent some of ``msgs``: its acknowledgements, in
+    order, as one message (a ``Batch`` when there are several). The outside is not told."""
+    by_sender: dict[str, list[MailAck]] = {}
+    for msg, ack in zip(msgs, acks, strict=True):
+        if msg.sender != EXTERNAL_SENDER:
+            its = by_sender.get(msg.sender)
+            if its is None:
+                by_sender[msg.sender] = [ack]
+            else:
+                its.append(ack)
+    return [
+        (sender, its[0] if len(its) == 1 else Batch(messages=tuple(its)))
+        for sender, its in by_sender.items()
+    ]
+
+
+class Pair:
+    """The mails one sender sent one recipient in one post, for their two events."""
+
+    __slots__ = ("delivered", "mail_ids", "recipient", "sender")
+
+    def __init__(self, sender: str, recipient: str, delivered: bool) -> None:
+        self.sender = sender
+        self.recipient = recipient
+        self.delivered = delivered
+        """Delivered now (``mail_delivered`` is due); else held for a queued recipient,
+        which is told of it when it starts."""
+        self.mail_ids: list[str] = []
+
+
+class MailPost:
+    """The mails of one supervisor message: their records (in order), the deliveries per
+    recipient and, per (sender, recipient), the ids their events are about."""
+
+    __slots__ = ("_id_prefix", "_last", "deliveries", "now", "pairs", "records")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        """``sent_at`` of every mail of the post: they are sent by one message."""
+        self._id_prefix = f"m{int(now * 1000):011x}"
+        self.records: list[Mail] = []
+        self.deliveries: dict[str, list[Mail]] = {}
+        self.pairs: dict[tuple[str, str], Pair] = {}
+        self._last: Pair | None = None
+
+    def new_id(self) -> str:
+        """A mail id as ``messages.new_id("m")`` makes it (time in ms, 40 random bits), the
+        time taken once for the post."""
+        return f"{self._id_prefix}{random.getrandbits(40):010x}"
+
+    def add(self, mail: Mail) -> None:
+        """Record ``mail``; a ``DELIVERED`` one goes to its recipient now, an ``ACCEPTED`` one
+        waits for its queued recipient, a ``DEAD`` one only is kept."""
+        self.records.append(mail)
+        state = mail.state
+        if state is MailState.DEAD:
+            return
+        delivered = state is MailState.DELIVERED
+        if delivered:
+            mails = self.deliveries.get(mail.recipient)
+            if mails is None:
+                self.deliveries[mail.recipient] = [mail]
+            else:
+                mails.append(mail)
+        pair = self._last
+        if pair is None or pair.sender != mail.sender or pair.recipient != mail.recipient:
+            key = (mail.sender, mail.recipient)
+            pair = self.pairs.get(key)
+            if pair is None:
+                pair = self.pairs[key] = Pair(mail.sender, mail.recipient, delivered)
+            self._last = pair
+        pair.mail_ids.append(mail.mail_id)
