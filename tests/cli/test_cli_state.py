@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from subagents.cli.live import LiveTree
 from subagents.cli.state import (
     CliError,
     last_listing,
@@ -170,6 +171,44 @@ def test_transcript_places_each_turn_at_its_step_and_mail_with_its_text() -> Non
     # a follower's view: the same entries, without what only the end can place
     live = transcript(record, events[:3], checkpoint, mail, final=False)
     assert [e.kind for e in live] == ["started", "user", "assistant", "tool_use", "step"]
+
+
+def test_a_step_s_mail_event_shows_each_mail_in_the_transcript_and_a_count_live() -> None:
+    ids = ["m1", "m2", "m3"]
+    sent = Event(
+        kind=EventKind.MAIL_SENT,
+        run_id="r1",
+        agent="a",
+        root_run_id="r1",
+        ts=2.0,
+        data={"mail_id": "m1", "mail_ids": ids, "count": 3, "recipient": "r2"},
+    )
+    mail = [
+        Mail(mail_id=i, sender="r1", recipient="r2", content=f"say {i}", sent_at=2.0) for i in ids
+    ]
+    record = RunRecord(run_id="r1", agent="a", task="t", root_run_id="r1")
+    entries = transcript(record, [sent], None, mail, names={"r2": "b"}, final=True)
+    assert [(e.kind, e.text, e.data["mail_id"]) for e in entries] == [
+        ("mail_out", f"to b (r2): say {i}", i) for i in ids
+    ]  # and none of them again as pending at the end
+    assert "mail_ids" not in entries[0].data
+    tree = LiveTree()
+    tree.on_event(_event(EventKind.STARTED, 1.0))
+    tree.on_event(sent)
+    tree.on_event(
+        Event(
+            kind=EventKind.MAIL_SENT,
+            run_id="r1",
+            agent="a",
+            root_run_id="r1",
+            ts=3.0,
+            data={"mail_id": "m4", "recipient": "r2"},
+        )
+    )
+    assert tree.rows["r1"].mail == 4
+    journal = tree.drain()
+    assert journal[1].endswith("a r1  sent 3 mails to r2")
+    assert journal[2].endswith("a r1  mailed r2")
 
 
 def test_transcript_without_a_checkpoint_shows_tool_calls() -> None:

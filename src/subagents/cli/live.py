@@ -123,7 +123,7 @@ class LiveTree:
                 if row.status is RunStatus.WAITING:
                     row.status = RunStatus.RUNNING
             elif event.kind is EventKind.MAIL_SENT:
-                row.mail += 1
+                row.mail += int(event.data.get("count", 1))  # one event per step and recipient
             elif event.kind is EventKind.QUEUED:
                 row.note = f"queued #{event.data.get('position', '?')}"
             if status is not None and not row.status.terminal:
@@ -147,7 +147,9 @@ class LiveTree:
         elif kind is EventKind.MAIL_SENT:
             recipient = str(data.get("recipient", "?"))
             target = self.rows.get(recipient)
-            what = f"mailed {target.agent if target else recipient[-8:]}"
+            name = target.agent if target else recipient[-8:]
+            count = int(data.get("count", 1))
+            what = f"sent {count} mails to {name}" if count > 1 else f"mailed {name}"
         elif kind is EventKind.RESTARTED:
             what = (
                 f"{data.get('mode', 'restart')} #{data.get('attempt', '?')} in"

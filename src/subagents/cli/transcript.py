@@ -28,6 +28,7 @@ from subagents.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from subagents.supervision.mailing import event_mail_ids
 
 TERMINAL_KINDS = frozenset(
     {
@@ -162,8 +163,11 @@ def transcript(
                 )
             )
         elif kind in (EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED, EventKind.DEAD_LETTER):
-            out.append(_mail_entry(event, mail_by_id, names))
-            placed_mail.add(str(data.get("mail_id", "")))
+            # an event about several mails (one step's) is shown as one entry per mail:
+            # a transcript is read for what was said
+            for mail_id in event_mail_ids(data):
+                out.append(_mail_entry(event, mail_id, mail_by_id, names))
+                placed_mail.add(mail_id)
         elif kind in TERMINAL_KINDS:
             out.append(_end_entry(event, record))
         else:
@@ -184,9 +188,13 @@ def transcript(
     return out
 
 
-def _mail_entry(event: Event, mail_by_id: dict[str, Mail], names: dict[str, str]) -> Entry:
+def _mail_entry(
+    event: Event, mail_id: str, mail_by_id: dict[str, Mail], names: dict[str, str]
+) -> Entry:
     data = event.data
-    mail_id = str(data.get("mail_id", ""))
+    if "mail_ids" in data:  # the entry is about this one mail of the event's
+        data = {k: v for k, v in data.items() if k not in ("mail_ids", "count")}
+        data["mail_id"] = mail_id
     mail = mail_by_id.get(mail_id)
     content = mail.content if mail is not None else "(mail not found)"
     if event.kind is EventKind.MAIL_SENT:
