@@ -90,6 +90,34 @@ def test_a_held_write_that_fails_at_commit_loses_the_whole_batch_and_is_named(
         assert s.mail_for("r2") == []
 
 
+def test_held_rows_of_several_calls_fail_together_named_by_their_first(db_path: Path) -> None:
+    store = SQLiteStore(db_path, max_bytes=256 * 1024)
+    with pytest.raises(StoreError) as caught, store.batch():
+        store.save_mail(_big_mail(0))
+        store.save_mails([_big_mail(i) for i in range(1, 30)])  # one held entry of 29 rows
+        store.save_mails([_big_mail(i) for i in range(30, 50)])
+    assert "saving mail m000 (or one of the 49 writes sent with it): disk full" in str(caught.value)
+    assert SQLiteStore(db_path).mail_for("r2") == []
+    # outside a batch, the rows are one transaction of their own: none of them is kept
+    with pytest.raises(StoreError, match=r"saving mail m000 \(50 rows\).*disk full"):
+        store.save_mails([_big_mail(i) for i in range(50)])
+    assert SQLiteStore(db_path).mail_for("r2") == []
+
+
+def test_set_mails_state_in_chunks_reaches_every_mail(sqlite_store: SQLiteStore) -> None:
+    store = sqlite_store
+    mails = [mail(f"m{i:04d}", "r1", "r2") for i in range(1203)]  # chunks of 500, 500, 203
+    store.save_mails(mails)
+    with store.batch():
+        store.set_mails_state([m.mail_id for m in mails[1:]], MailState.READ)
+    conn = sqlite3.connect(store.path)
+    rows = conn.execute("SELECT mail_id, state, json_extract(mail, '$.state') FROM mail").fetchall()
+    conn.close()
+    assert rows[0] == ("m0000", "accepted", "accepted")  # not in the list: untouched
+    assert {(state, doc) for _, state, doc in rows[1:]} == {("read", "read")}
+    assert len(rows) == 1203
+
+
 def test_a_held_write_that_fails_at_a_read_aborts_the_batch(db_path: Path) -> None:
     store = SQLiteStore(db_path, max_bytes=256 * 1024)
     with pytest.raises(StoreError, match="batch rolled back: a write in it failed"), store.batch():

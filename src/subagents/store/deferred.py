@@ -17,8 +17,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-Entry = tuple[str | None, str, tuple[Any, ...], str]
-"""(table, or None for a savepoint statement that must stay in place; sql; params; doing)."""
+Params = tuple[Any, ...]
+Entry = tuple[str | None, str, Params | list[Params], str]
+"""(table, or None for a savepoint statement that must stay in place; sql; the params of
+one row, or a list of rows (``add_rows``); doing)."""
 
 
 class FailedWrite(Exception):
@@ -40,8 +42,14 @@ class DeferredWrites:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def add(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
+    def add(self, table: str, sql: str, params: Params, doing: str) -> None:
         self.items.append((table, sql, params, doing))
+
+    def add_rows(self, table: str, sql: str, rows: list[Params], doing: str) -> None:
+        """Several rows of one statement as one entry (one step's mail): no entry, and no
+        ``doing`` text, per row. ``doing`` names the first row."""
+        if rows:
+            self.items.append((table, sql, rows, doing))
 
     def mark(self, sql: str, doing: str) -> tuple[int, int]:
         """Hold a savepoint statement in place; what ``void``/``drop`` take to undo it."""
@@ -98,19 +106,26 @@ def _send_stretch(conn: sqlite3.Connection, stretch: dict[str, list[Entry]]) -> 
 
 def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
     """One statement for all ``entries`` (they share their sql)."""
-    try:
-        if len(entries) == 1:
-            conn.execute(entries[0][1], entries[0][2])
+    rows: list[Params] = []
+    for entry in entries:
+        params = entry[2]
+        if isinstance(params, list):
+            rows.extend(params)
         else:
-            conn.executemany(entries[0][1], [e[2] for e in entries])
+            rows.append(params)
+    try:
+        if len(rows) == 1:
+            conn.execute(entries[0][1], rows[0])
+        else:
+            conn.executemany(entries[0][1], rows)
     except sqlite3.Error as exc:
-        raise FailedWrite(_which(entries), exc) from exc
+        raise FailedWrite(_which(entries[0][3], len(rows)), exc) from exc
 
 
-def _which(entries: list[Entry]) -> str:
+def _which(first: str, rows: int) -> str:
     """What failed, for the error message. ``executemany`` does not say which row failed,
     and the failures that matter here (a full disk, an I/O error) roll the transaction back,
     so the rows cannot be tried again one by one: the first is named, with the count."""
-    if len(entries) == 1:
-        return entries[0][3]
-    return f"{entries[0][3]} (or one of the {len(entries) - 1} writes sent with it)"
+    if rows == 1:
+        return first
+    return f"{first} (or one of the {rows - 1} writes sent with it)"

@@ -31,6 +31,7 @@ committed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import threading
 import time
@@ -104,6 +105,19 @@ _SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, ma
 
 _SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
 """A mail's new state in its column and its document, without reading it (JSON1)."""
+
+
+_STATE_CHUNK = 500
+"""Ids per ``set_mails_state`` statement (SQLite before 3.32 allows 999 parameters)."""
+
+
+@functools.cache
+def _set_mails_state_sql(n: int) -> str:
+    """``_SET_MAIL_STATE`` for ``n`` mails at once."""
+    return (
+        "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?)"
+        f" WHERE mail_id IN ({_marks(n)})"
+    )
 
 
 def _has_json1(conn: sqlite3.Connection) -> bool:
@@ -399,21 +413,26 @@ class SQLiteStore:
                 raise self._aborted(doing)
             self._held.add(table, sql, params, doing)
 
-    def _defer_rows(
-        self, table: str, sql: str, rows: Sequence[tuple[tuple[Any, ...], str]]
-    ) -> None:
-        """``_defer`` of several rows of one statement (params, doing), under one lock."""
+    def _defer_rows(self, table: str, sql: str, rows: list[tuple[Any, ...]], doing: str) -> None:
+        """``_defer`` of several rows of one statement, held as one entry; ``doing`` names
+        the first row (the error of a failed ``executemany`` names the first and the count)."""
+        if not rows:
+            return
         with self._lock:
             if self._depth == 0:
                 with self._writing() as conn:  # one transaction for all of them
-                    for params, doing in rows:
-                        self._write_sql(conn, sql, params, doing)
+                    if self._held:
+                        self._send_held(conn)
+                    try:
+                        conn.executemany(sql, rows)
+                    except sqlite3.Error as exc:
+                        error = translate(exc, self.path, f"{doing} ({len(rows)} rows)")
+                        self._failed = error
+                        raise error from exc
                 return
             if self._failed is not None:
-                raise self._aborted(rows[0][1] if rows else "writing")
-            add = self._held.add
-            for params, doing in rows:
-                add(table, sql, params, doing)
+                raise self._aborted(doing)
+            self._held.add_rows(table, sql, rows, doing)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -599,22 +618,21 @@ class SQLiteStore:
         )
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
+        if not mails:
+            return
         # every row encoded before any is held: a mail that cannot be stored holds none
         rows = [
             (
-                (
-                    mail.mail_id,
-                    mail.sender,
-                    mail.recipient,
-                    mail.state.value,
-                    mail.sent_at,
-                    _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
-                ),
-                f"saving mail {mail.mail_id}",
+                mail.mail_id,
+                mail.sender,
+                mail.recipient,
+                mail.state.value,
+                mail.sent_at,
+                _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
             )
             for mail in mails
         ]
-        self._defer_rows("mail", _SAVE_MAIL, rows)
+        self._defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
@@ -622,11 +640,19 @@ class SQLiteStore:
             for mail_id in mail_ids:
                 self.set_mail_state(mail_id, state)
             return
+        # one UPDATE per chunk of ids (``mail_id IN (...)``), not one row each: a statement
+        # per chunk costs SQLite ~20% less than executemany's step per id, and Python no
+        # params tuple per id
         value = state.value
-        rows = [
-            ((value, value, mail_id), f"setting mail {mail_id} to {value}") for mail_id in mail_ids
-        ]
-        self._defer_rows("mail", _SET_MAIL_STATE, rows)
+        for start in range(0, len(mail_ids), _STATE_CHUNK):
+            chunk = mail_ids[start : start + _STATE_CHUNK]
+            self._defer(
+                "mail",
+                _set_mails_state_sql(len(chunk)),
+                (value, value, *chunk),
+                f"setting mail {chunk[0]} to {value}"
+                + (f" (and {len(chunk) - 1} more)" if len(chunk) > 1 else ""),
+            )
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
