@@ -692,7 +692,13 @@ class SupervisorCore(PolicyHooks):
                 state=state,
                 request_id=msg.request_id,
             )
-            acks.append(self._post_into(post, mail, msg.request_id, sender_state, record))
+            if state is MailState.DEAD:
+                acks.append(self._post_into(post, mail, msg.request_id, sender_state, record))
+            else:  # _post_into's common case written out: the hot path of a mail stream
+                post.add(mail)
+                acks.append(
+                    MailAck(request_id=msg.request_id, mail_id=mail.mail_id, recipient=recipient)
+                )
         self._record_post(post)
         return acks
 
@@ -775,23 +781,38 @@ class SupervisorCore(PolicyHooks):
     def _record_post(self, post: MailPost) -> None:
         """Write the post's records, then its events and its deliveries (one per
         recipient)."""
-        if not post.records:
+        records = post.records
+        if not records:
             return
-        self.store.save_mails(post.records)
-        runs = self.runs
-        for pair in post.pairs.values():
-            sender_state = runs.get(pair.sender)
-            if sender_state is not None:
-                data = mail_event_data(pair.mail_ids, "recipient", pair.recipient)
-                self._emit(EventKind.MAIL_SENT, sender_state, **data)
-            if pair.delivered:
-                data = mail_event_data(pair.mail_ids, "sender", pair.sender)
-                self._emit(EventKind.MAIL_DELIVERED, runs[pair.recipient], **data)
-        for recipient, mails in post.deliveries.items():
-            unread = runs[recipient].unread_mail
-            for mail in mails:
-                unread.add(mail.mail_id)
+        self.store.save_mails(records)
+        if len(records) == 1:  # one mail (a step's usual): nothing to group
+            mail = records[0]
+            if mail.state is MailState.DEAD:
+                return
+            delivered = mail.state is MailState.DELIVERED
+            self._announce(mail.sender, mail.recipient, delivered, (mail.mail_id,))
+            if delivered:
+                self.runs[mail.recipient].unread_mail.add(mail.mail_id)
+                self._effects.append(Tell(mail.recipient, delivery(records)))
+            return
+        for pair in post.pairs():
+            self._announce(pair.sender, pair.recipient, pair.delivered, pair.mail_ids)
+        for recipient, mails in post.deliveries().items():
+            self.runs[recipient].unread_mail.update([m.mail_id for m in mails])
             self._effects.append(Tell(recipient, delivery(mails)))
+
+    def _announce(
+        self, sender: str, recipient: str, delivered: bool, mail_ids: Sequence[str]
+    ) -> None:
+        """The events of the mails ``sender`` sent ``recipient``: ``mail_sent`` on a sending
+        run, ``mail_delivered`` on the recipient if they reached it now."""
+        sender_state = self.runs.get(sender)
+        if sender_state is not None:
+            data = mail_event_data(mail_ids, "recipient", recipient)
+            self._emit(EventKind.MAIL_SENT, sender_state, **data)
+        if delivered:
+            data = mail_event_data(mail_ids, "sender", sender)
+            self._emit(EventKind.MAIL_DELIVERED, self.runs[recipient], **data)
 
     def _mark_read(self, state: RunState, mail_ids: tuple[str, ...]) -> None:
         for mail_id in mail_ids:

@@ -94,19 +94,19 @@ class Pair:
 
 
 class MailPost:
-    """The mails of one supervisor message: their records (in order), the deliveries per
-    recipient and, per (sender, recipient), the ids their events are about."""
+    """The mails of one supervisor message, in order; what they come to (the deliveries per
+    recipient, the ids the events of each (sender, recipient) are about) is worked out once
+    they are all in, and not at all for a single mail (``single``): the common case of one
+    send per step pays for no grouping."""
 
-    __slots__ = ("_id_prefix", "_last", "deliveries", "now", "pairs", "records")
+    __slots__ = ("_id_prefix", "now", "records")
 
     def __init__(self, now: float) -> None:
         self.now = now
         """``sent_at`` of every mail of the post: they are sent by one message."""
         self._id_prefix = f"m{int(now * 1000):011x}"
         self.records: list[Mail] = []
-        self.deliveries: dict[str, list[Mail]] = {}
-        self.pairs: dict[tuple[str, str], Pair] = {}
-        self._last: Pair | None = None
+        """Every mail, dead letters too: what the store records."""
 
     def new_id(self) -> str:
         """A mail id as ``messages.new_id("m")`` makes it (time in ms, 40 random bits), the
@@ -114,24 +114,36 @@ class MailPost:
         return f"{self._id_prefix}{random.getrandbits(40):010x}"
 
     def add(self, mail: Mail) -> None:
-        """Record ``mail``; a ``DELIVERED`` one goes to its recipient now, an ``ACCEPTED`` one
-        waits for its queued recipient, a ``DEAD`` one only is kept."""
+        """Record ``mail``: a ``DELIVERED`` one goes to its recipient now, an ``ACCEPTED``
+        one waits for its queued recipient, a ``DEAD`` one is only kept."""
         self.records.append(mail)
-        state = mail.state
-        if state is MailState.DEAD:
-            return
-        delivered = state is MailState.DELIVERED
-        if delivered:
-            mails = self.deliveries.get(mail.recipient)
-            if mails is None:
-                self.deliveries[mail.recipient] = [mail]
-            else:
-                mails.append(mail)
-        pair = self._last
-        if pair is None or pair.sender != mail.sender or pair.recipient != mail.recipient:
-            key = (mail.sender, mail.recipient)
-            pair = self.pairs.get(key)
-            if pair is None:
-                pair = self.pairs[key] = Pair(mail.sender, mail.recipient, delivered)
-            self._last = pair
-        pair.mail_ids.append(mail.mail_id)
+
+    def pairs(self) -> list[Pair]:
+        """Per (sender, recipient), in the order of their first mail, the ids of the mails
+        that were not dead letters."""
+        pairs: dict[tuple[str, str], Pair] = {}
+        last: Pair | None = None
+        for mail in self.records:
+            state = mail.state
+            if state is MailState.DEAD:
+                continue
+            if last is None or last.sender != mail.sender or last.recipient != mail.recipient:
+                key = (mail.sender, mail.recipient)
+                last = pairs.get(key)
+                if last is None:
+                    delivered = state is MailState.DELIVERED
+                    last = pairs[key] = Pair(mail.sender, mail.recipient, delivered)
+            last.mail_ids.append(mail.mail_id)
+        return list(pairs.values())
+
+    def deliveries(self) -> dict[str, list[Mail]]:
+        """The ``DELIVERED`` mails per recipient, in order."""
+        out: dict[str, list[Mail]] = {}
+        for mail in self.records:
+            if mail.state is MailState.DELIVERED:
+                mails = out.get(mail.recipient)
+                if mails is None:
+                    out[mail.recipient] = [mail]
+                else:
+                    mails.append(mail)
+        return out
