@@ -464,7 +464,11 @@ class Runtime:
             shared=dict(shared) if shared is not None else None,
         )
         run_id, waiter, request = self._root(request)
-        reply: SpawnReply = self._ask(request)
+        try:
+            reply: SpawnReply = self._ask(request)
+        except BaseException:  # closed, timed out, the store failed: nothing will land
+            self._forget_waiter(run_id)
+            raise
         if reply.error is not None:
             self._forget_waiter(run_id)
             raise AdmissionError(reply.error)
@@ -473,6 +477,7 @@ class Runtime:
     def _root(self, request: SpawnRequest) -> tuple[str, _Waiter, SpawnRequest]:
         """A root run's id, the waiter its outcome will land in, and its request."""
         self._check_open()
+        self._check_caller()  # before the waiter is registered: a refused caller leaves none
         if not isinstance(request.task, str):
             raise TypeError(f"task must be a string, got {type(request.task).__name__}")
         run_id = new_id("r")
@@ -495,16 +500,19 @@ class Runtime:
         if overrides.get("shared") is not None:
             overrides["shared"] = dict(overrides["shared"])
         request = SpawnRequest(request_id="", agent=agent, task=task, **overrides)
+        budget = wait
+        if budget is None:
+            # worked out before the run is sent: a timeout that is not a number is the
+            # supervisor's to refuse (an AdmissionError), not a TypeError here
+            timeout = request.timeout
+            number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+            budget = self.limits.timeout_for(timeout if number else None) + 30.0
         run_id, waiter, request = self._root(request)
         # Told, not asked: the supervisor's answer to the spawn is not waited for (a thread
         # hand-off and a future less per run); a refusal reaches the waiter instead.
-        self._check_caller()
         if not self._supervisor.tell(SpawnAndTell(request, waiter.refuse)):
             self._forget_waiter(run_id)
             raise RuntimeClosed("the runtime is closed")
-        budget = wait
-        if budget is None:
-            budget = self.limits.timeout_for(overrides.get("timeout")) + 30.0
         try:
             return RunHandle(self, run_id, waiter).result(timeout=budget)
         except AdmissionError:
