@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -203,6 +203,8 @@ class SupervisorActor(FastInboxActor):
             self._in_group(message, more=more)
             return None
         self._commit_group()
+        if self.store_failure is not None:  # that commit failed: nothing more is taken on
+            return self._refuse(message)
         try:
             return self._handle(message)
         except StoreError as exc:
@@ -217,31 +219,36 @@ class SupervisorActor(FastInboxActor):
             self._answer_failure(message, exc)
             return None
 
-    def _halt(self, exc: Exception) -> None:
+    def _halt(self, exc: Exception, lost: Sequence[Effect] = ()) -> None:
         """The store failed (disk full, file gone, read-only...): what is in memory can no
         longer be made durable, so no run may go on as if it were. Every live run's agent is
         stopped and every waiting caller is told, with the store's error; the store keeps the
-        last committed state, from which a runtime started later resumes."""
+        last committed state, from which a runtime started later resumes.
+
+        ``lost``: effects held for a group whose commit failed. A root that ended in that
+        group is no longer among the core's runs, and its end was not committed: its caller
+        is told of the store's failure too, not left waiting."""
         if self.store_failure is not None:
             return
         self.store_failure = f"the run store failed: {exc}"
         log.error("run store failed: every run is stopped", error=str(exc))
+        ended = [e.outcome.run_id for e in [*lost, *self._held] if isinstance(e, DeliverRoot)]
         self._group, self._held, self._grouped = None, [], 0
         for live in self.live.values():
             live.cancel.set()
             with contextlib.suppress(pykka.ActorDeadError):
                 live.ref.stop(block=False)
         self.live.clear()
-        for state in list(self.core.runs.values()):
-            if state.record.parent_run_id is None:
-                self.on_root_outcome(
-                    Outcome(
-                        run_id=state.record.run_id,
-                        status=RunStatus.FAILED,
-                        error_kind="store",
-                        error=self.store_failure,
-                    )
+        roots = [s.record.run_id for s in self.core.runs.values() if s.record.parent_run_id is None]
+        for run_id in dict.fromkeys([*ended, *roots]):
+            self.on_root_outcome(
+                Outcome(
+                    run_id=run_id,
+                    status=RunStatus.FAILED,
+                    error_kind="store",
+                    error=self.store_failure,
                 )
+            )
 
     def _refuse(self, message: Any) -> Any:
         """After a store failure: asks get the store's error, everything else is dropped."""
@@ -293,6 +300,8 @@ class SupervisorActor(FastInboxActor):
         per recipient, see ``supervision.mailing``): a step's sends are one transaction."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
             self._commit_group()  # what is open goes first, as if the group were full
+            if self.store_failure is not None:  # that commit failed: these are dropped
+                return
         self._open_group()
         try:
             if type(run[0]) is SendMail:
@@ -334,7 +343,7 @@ class SupervisorActor(FastInboxActor):
         try:
             group.__exit__(None, None, None)
         except Exception as exc:
-            self._halt(exc)  # nothing held back may be acknowledged: it is not durable
+            self._halt(exc, held)  # nothing held back may be acknowledged: it is not durable
             return
         self._apply(coalesce(held))  # one Batch per run, not one message per Tell
 

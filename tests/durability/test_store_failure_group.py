@@ -1,0 +1,75 @@
+"""A group commit that fails just before the supervisor handles a run's admission: the run
+is refused with the store's error, not admitted into a store the supervisor has given up on
+(where its outcome would never reach its caller)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
+from subagents.actors.supervisor import Query
+from subagents.behaviour.function import AgentContext
+from subagents.messages import RunStatus
+from subagents.runtime import AdmissionError
+from subagents.supervision.core import SupervisorCore
+
+WAIT = 10.0
+
+
+def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> None:
+    started, go = threading.Event(), threading.Event()
+    entered, release = threading.Event(), threading.Event()
+
+    def big(ctx: AgentContext) -> str:
+        started.set()
+        assert go.wait(WAIT)
+        return "x" * 400_000  # its outcome does not fit the small disk: the commit fails
+
+    def small(ctx: AgentContext) -> str:
+        return "ok"
+
+    def hold(core: SupervisorCore) -> None:  # keeps the supervisor busy meanwhile
+        entered.set()
+        assert release.wait(WAIT)
+
+    store = SQLiteStore(tmp_path / "runs.db", max_bytes=256 * 1024)
+    agents = [FunctionAgent.create("big", big), FunctionAgent.create("small", small)]
+    with Runtime(agents, model=ScriptedModel(), store=store) as rt:
+        handle = rt.spawn("big", "go")
+        assert started.wait(WAIT)
+        supervisor: Any = rt._supervisor
+        supervisor.tell(Query(hold))
+        assert entered.wait(WAIT)
+        go.set()  # its RunFinished (grouped: its commit waits for the queue) is queued next
+        assert rt._pool.wait_until(lambda counts: counts.parked >= 1, WAIT)
+        errors: list[BaseException] = []
+
+        def run_small() -> None:
+            try:
+                rt.run("small", "after", wait=WAIT)
+            except BaseException as exc:
+                errors.append(exc)
+
+        caller = threading.Thread(target=run_small)
+        caller.start()
+        inbox = supervisor._ref.actor_inbox
+        deadline = time.monotonic() + WAIT
+        while inbox.qsize() < 2 and time.monotonic() < deadline:  # the run is queued too
+            threading.Event().wait(0.001)
+        assert inbox.qsize() >= 2
+        release.set()
+        caller.join(WAIT + 5)
+        assert not caller.is_alive()
+        assert len(errors) == 1
+        assert isinstance(errors[0], AdmissionError), repr(errors[0])
+        assert "the run store failed" in str(errors[0])
+        # the finished run's completion was not committed: its caller hears of the store
+        outcome = handle.result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "store"
+        with pytest.raises(Exception, match="the run store failed"):
+            rt.spawn("small", "more")
