@@ -180,6 +180,18 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
+def _mail_row(mail: Mail) -> tuple[Any, ...]:
+    """The parameters of ``_SAVE_MAIL`` for ``mail``."""
+    return (
+        mail.mail_id,
+        mail.sender,
+        mail.recipient,
+        mail.state.value,
+        mail.sent_at,
+        _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
+    )
+
+
 class _Batch:
     """``SQLiteStore.batch()``: enter and exit call the store; ``mark`` is set when nested."""
 
@@ -603,35 +615,13 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_mail(self, mail: Mail) -> None:
-        self._defer(
-            "mail",
-            _SAVE_MAIL,
-            (
-                mail.mail_id,
-                mail.sender,
-                mail.recipient,
-                mail.state.value,
-                mail.sent_at,
-                _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
-            ),
-            f"saving mail {mail.mail_id}",
-        )
+        self._defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         if not mails:
             return
         # every row encoded before any is held: a mail that cannot be stored holds none
-        rows = [
-            (
-                mail.mail_id,
-                mail.sender,
-                mail.recipient,
-                mail.state.value,
-                mail.sent_at,
-                _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
-            )
-            for mail in mails
-        ]
+        rows = [_mail_row(mail) for mail in mails]
         self._defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
