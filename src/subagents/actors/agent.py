@@ -114,7 +114,6 @@ class AgentActor(FastInboxActor):
         self._reading: list[str] | None = None
         """The mail ids of the read receipt at the end of ``_held``, still growing."""
         self._ended = False
-        self._report: RunFinished | None = None
         self._log: Any = None
         self.behaviour: Behaviour | None = None
 
@@ -181,11 +180,6 @@ class AgentActor(FastInboxActor):
     def on_stop(self) -> None:
         for key in self._wakes:
             self.timer.cancel(("wake", self.record.run_id, key))
-        # The run's end is told last: the supervisor, woken by it, then finds this thread
-        # done rather than competing with it for the GIL while it winds down.
-        report, self._report = self._report, None
-        if report is not None and not self.cancel.is_set():  # a stopped run's end was decided
-            self.supervisor.tell(report)
 
     def _guard(self, work: Callable[..., None], *args: Any) -> None:
         try:
@@ -324,5 +318,7 @@ class AgentActor(FastInboxActor):
         self._ended = True
         if self._held:
             self.flush_reports()
-        self._report = report
-        self.stop()  # the report goes from on_stop, once this actor has wound down
+        if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.supervisor.tell(report)
+        self.stop()
