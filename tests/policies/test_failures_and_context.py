@@ -221,12 +221,14 @@ def test_bad_policy_options_of_a_root_run_are_refused_clearly() -> None:
             ({"token_budget": 0}, "a token budget must be a positive integer, got 0"),
             ({"cost_budget_usd": -1.0}, "a cost budget must be a positive number of USD"),
             ({"max_retries": -2}, "max_retries must be an integer >= 0, got -2"),
+            ({"max_retries": "x"}, "max_retries must be an integer >= 0, got 'x'"),
         ]
         for options, message in cases:
-            try:
-                rt.spawn("a", "t", **options)
-            except AdmissionError as exc:
-                assert message in str(exc), (options, str(exc))
-            else:
-                raise AssertionError(f"{options} was accepted")
+            for start in (rt.spawn, rt.run):  # asked, and told (run)
+                try:
+                    start("a", "t", **options)
+                except AdmissionError as exc:
+                    assert message in str(exc), (options, str(exc))
+                else:
+                    raise AssertionError(f"{options} was accepted")
         assert rt.run("a", "t", shared={"ok": [1, 2]}, wait=5).result == "x"

@@ -96,7 +96,12 @@ class ThreadPool:
                 daemon=True,  # a program that forgets Runtime.close() must still exit
             )
             self._threads.add(thread)
-        thread.start()  # a new thread: its first job comes with it
+        try:
+            thread.start()  # a new thread: its first job comes with it
+        except BaseException:  # no thread to be had (the process's limit): say so, count none
+            with self._lock:
+                self._threads.discard(thread)
+            raise
 
     def _work(self, worker: _Worker, job: Job | None) -> None:
         try:

@@ -131,7 +131,9 @@ class PolicyHooks:
         try:
             policy = policy_of(spec)
             if req.max_retries is not None and (
-                isinstance(req.max_retries, bool) or req.max_retries < 0
+                isinstance(req.max_retries, bool)
+                or not isinstance(req.max_retries, int)
+                or req.max_retries < 0
             ):
                 raise PolicyError(f"max_retries must be an integer >= 0, got {req.max_retries!r}")
             on_failure = policy.on_failure
