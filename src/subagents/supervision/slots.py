@@ -137,3 +137,7 @@ class SlotPool:
 
     def queued(self) -> list[str]:
         return list(self._queue)
+
+    def queue_length(self) -> int:
+        """How many runs wait for a slot."""
+        return len(self._queue)
