@@ -11,6 +11,7 @@ every thread the runtime started.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import threading
 import time
@@ -80,22 +81,6 @@ AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
 
 class RuntimeClosed(RuntimeError):
     """The runtime was closed; it starts nothing more."""
-
-
-_ROOT_FIELDS = frozenset(
-    {
-        "context",
-        "model",
-        "timeout",
-        "token_budget",
-        "label",
-        "cost_budget_usd",
-        "on_failure",
-        "max_retries",
-        "shared",
-    }
-)
-"""The keywords ``spawn`` (and so ``run``) take for a root run."""
 
 
 class _Waiter:
@@ -449,10 +434,9 @@ class Runtime:
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
         is the shared context its children can be handed (docs/supervision.md).
         """
-        request = SpawnRequest(
-            request_id="",
-            agent=agent,
-            task=task,
+        request = _root_request(
+            agent,
+            task,
             context=context,
             model=model,
             timeout=timeout,
@@ -461,7 +445,7 @@ class Runtime:
             cost_budget_usd=cost_budget_usd,
             on_failure=on_failure,
             max_retries=max_retries,
-            shared=dict(shared) if shared is not None else None,
+            shared=shared,
         )
         run_id, waiter, request = self._root(request)
         try:
@@ -497,9 +481,7 @@ class Runtime:
         unknown = sorted(set(overrides) - _ROOT_FIELDS)
         if unknown:
             raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
-        if overrides.get("shared") is not None:
-            overrides["shared"] = dict(overrides["shared"])
-        request = SpawnRequest(request_id="", agent=agent, task=task, **overrides)
+        request = _root_request(agent, task, **overrides)
         budget = wait
         if budget is None:
             # worked out before the run is sent: a timeout that is not a number is the
@@ -699,6 +681,21 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
+    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``)."""
+    if fields.get("shared") is not None:
+        fields["shared"] = dict(fields["shared"])
+    return SpawnRequest(request_id="", agent=agent, task=task, **fields)
+
+
+_ROOT_FIELDS = frozenset(
+    name
+    for name, parameter in inspect.signature(Runtime.spawn).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+)
+"""The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
 
 
 def _model_for(
