@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "refusals")
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
 
@@ -183,6 +183,21 @@ def _peer(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _refusals(r: dict[str, Any]) -> list[Row]:
+    figures = r["figures"]
+    worst_name = max(figures, key=lambda k: figures[k]["max_s"])
+    return [
+        (
+            f"refusing {len(figures)} kinds of definition bombs",
+            f"worst {figures[worst_name]['max_s']} s ({worst_name})",
+            f"an ordinary definition {r['baseline']['ordinary_definition_s']} s",
+            f"{r['ratio']}x of target",
+            r["target"],
+            _ok(r["pass"]),
+        )
+    ]
+
+
 ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _mail,
     "spawn": _spawn,
@@ -190,6 +205,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "scale": _scale,
     "deadlines": _deadlines,
     "peer": _peer,
+    "refusals": _refusals,
 }
 
 

@@ -7,7 +7,6 @@ BOMs, truncation) -- the kind of damage editors, merges and copy-paste do.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,6 @@ def test_mangled_corpus_files_never_raise():
     files = sorted(p for p in CORPUS.rglob("*.md") if not p.name.lower().startswith("readme"))
     texts = [p.read_text(encoding="utf-8") for p in rng.sample(files, 60)]
     outcomes = {"loaded": 0, "refused": 0}
-    started = time.perf_counter()
     for _ in range(1500):
         text = rng.choice(texts)[: rng.choice([120, 600, 4000])]
         for _ in range(rng.randint(1, 6)):
@@ -49,6 +47,5 @@ def test_mangled_corpus_files_never_raise():
         else:
             assert spec.name and spec.description
             outcomes["loaded"] += 1
-    assert time.perf_counter() - started < 20
     # the mutations are mild enough that many files still load, and harsh enough to break many
     assert outcomes["loaded"] > 100 and outcomes["refused"] > 100, outcomes
