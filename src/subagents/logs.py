@@ -60,7 +60,9 @@ def configure(
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # one write per line (a print is two: the text, then the newline), so a line of the
+        # command's own on stderr never lands between a log line and its newline
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
 
@@ -85,8 +87,8 @@ def debug_enabled() -> bool:
 
     Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
     logger (and its output logger) on every call, even when the level filters the line out;
-    on hot paths (an event per run transition, a scripted model turn) that was ~15% of a
-    trivial run's CPU. Hot paths ask this first. The answer is remembered per wrapper class,
+    on hot paths (an event per run transition, a scripted model turn) that is a large share of
+    a trivial run's CPU (benchmarks/README.md). Hot paths ask this first. The answer is remembered per wrapper class,
     which structlog replaces whenever it is reconfigured; a wrapper that cannot tell its level
     (e.g. one over stdlib logging, whose level can change at any time) counts as enabled.
     """
