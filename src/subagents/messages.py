@@ -218,7 +218,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     owner: str | None = None
     """The process hosting this run (``host:pid``); another runtime on the same store
     leaves it alone while that process lives."""
-    # supervision policies (issue 4)
+    # supervision policies (docs/supervision.md)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
     on_failure: Literal["report", "retry", "fail_parent"] = "report"
@@ -245,11 +245,9 @@ EXTERNAL_SENDER = "external"
 class Mail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One message from one run (or the outside) to another run.
 
-    ``gc=False`` (also on Event and DeliverMail): the cyclic garbage collector does not
-    track them. They cannot be part of a reference cycle (frozen, made of strings, numbers,
-    enums and, for events, a dict of plain data made before the event), and a mail stream
-    makes several per mail, most of them kept by the store: tracked, they made the
-    collector's passes ~20% of a stream's time in memory.
+    ``gc=False`` (also on Event and DeliverMail): not tracked by the cyclic garbage
+    collector. They cannot be part of a reference cycle (frozen, plain data) and a mail
+    stream makes several per mail (benchmarks/README.md, "Findings").
     """
 
     mail_id: str
@@ -300,16 +298,15 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-def new_id(prefix: str = "") -> str:
+def new_id(prefix: str = "", now: float | None = None) -> str:
     """A short, sortable, unique id: time in ms (hex) plus 40 random bits.
 
-    The bits come from ``random`` (seeded from the OS at start and again in a forked
-    child), not ``secrets``: ids need to be unique, not unguessable, and ``secrets`` asks
-    the OS on every call, a system call that lets go of the GIL. On the supervisor's thread,
-    which makes an id per mail, getting the GIL back behind a busy agent thread cost ~10% of
-    a mail stream.
+    ``now``: the wall-clock time to stamp (the supervisor passes its injected clock's). The
+    bits come from ``random``, not ``secrets``: ids need to be unique, not unguessable, and
+    ``secrets`` makes a system call per id (see benchmarks/README.md, "Findings").
     """
-    return f"{prefix}{int(time.time() * 1000):011x}{random.getrandbits(40):010x}"
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"{prefix}{ms:011x}{random.getrandbits(40):010x}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +345,7 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
 # ---------------------------------------------------------------------------------------------
 
 
-class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
+class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run (or the outside, ``parent_run_id=None``) asks for a new run."""
 
     request_id: str
@@ -362,7 +359,7 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     token_budget: int | None = None
     background: bool = False
     run_id: str | None = None
-    # supervision policies (issue 4); None = the definition's setting
+    # supervision policies (docs/supervision.md); None = the definition's setting
     cost_budget_usd: float | None = None
     on_failure: Literal["report", "retry", "fail_parent"] | None = None
     max_retries: int | None = None
@@ -376,7 +373,7 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
+class SpawnReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The supervisor's answer to a spawn: admitted (with its run id) or refused (why)."""
 
     request_id: str
@@ -385,14 +382,14 @@ class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
     queued: bool = False
 
 
-class ChildDone(msgspec.Struct, frozen=True, kw_only=True):
+class ChildDone(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The outcome of a foreground child, delivered to its requester exactly once."""
 
     request_id: str
     outcome: Outcome
 
 
-class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
+class StepTaken(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent finished one model call: its usage and the conversation checkpoint."""
 
     run_id: str
@@ -405,7 +402,7 @@ class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     tool: str
     input: dict[str, Any]
@@ -413,7 +410,7 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class SendMail(msgspec.Struct, frozen=True, kw_only=True):
+class SendMail(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run (or the outside, ``sender=EXTERNAL_SENDER``) sends mail to a run id or name."""
 
     request_id: str
@@ -425,7 +422,7 @@ class SendMail(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class MailAck(msgspec.Struct, frozen=True, kw_only=True):
+class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Mail accepted (``mail_id``) or refused (``error``), after it was recorded."""
 
     request_id: str
@@ -435,26 +432,21 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter: bool = False
 
 
-class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    mail: Mail
-
-
-class DeliverMails(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Several mails for one run, in the order sent: what one supervisor message (a burst
-    of sends) delivers to one recipient, so the receiver handles one message, not one per
-    mail. A single mail still goes as ``DeliverMail``."""
+class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """Mail for one run, in the order sent: every mail the supervisor hands a recipient in
+    one go (one, or a step's several). The one delivery form: a batch of one is a batch."""
 
     mails: tuple[Mail, ...]
 
 
-class MailRead(msgspec.Struct, frozen=True, kw_only=True):
+class MailRead(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     mail_ids: tuple[str, ...]
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
+class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
 
     request_id: str
@@ -465,13 +457,13 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class StopReply(msgspec.Struct, frozen=True, kw_only=True):
+class StopReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     request_id: str
     stopped: tuple[str, ...] = ()
     error: str | None = None
 
 
-class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
+class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent went back to its mailbox with calls pending (``waiting``) or resumed."""
 
     run_id: str
@@ -480,7 +472,7 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent ended on its own: a result, or an error of some kind."""
 
     run_id: str
@@ -492,7 +484,7 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
+class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A tool call of the current step got its result: added to the run's checkpoint, so a
     resumed run does not run it again."""
 
@@ -505,36 +497,138 @@ class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class Batch(msgspec.Struct, frozen=True):
+class Batch(msgspec.Struct, frozen=True, tag=True):
     """Several messages for one actor, handled in order as if they had been sent one by one.
 
     Why: every actor message costs a queue hand-off, a wake-up and a GIL switch, far more
     than handling a small report. An agent's mail reports made in one handling (a burst of
     sends, its read receipts) and the supervisor's replies to one run after a group commit
-    (deliveries, acknowledgements) travel as one Batch instead of one message each.
+    (deliveries, acknowledgements) travel as one Batch instead of one message each. A Batch
+    never holds a Batch.
     """
 
-    messages: tuple[Any, ...]
+    messages: tuple[ActorMessage, ...]
 
 
-class PollCommands(msgspec.Struct, frozen=True):
+class PollCommands(msgspec.Struct, frozen=True, tag=True):
     """Time to take the stop/send commands other processes posted through the store."""
 
 
-class Continue(msgspec.Struct, frozen=True):
+class Continue(msgspec.Struct, frozen=True, tag=True):
     """An agent tells itself to take its next step (so mail and stops interleave)."""
 
 
-class Wake(msgspec.Struct, frozen=True, kw_only=True):
+class Wake(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A timer woke an agent (``wait_for_message`` ran out)."""
 
     key: str
 
 
-class Timeout(msgspec.Struct, frozen=True, kw_only=True):
+class Timeout(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run's deadline passed (from the timer service to the supervisor)."""
 
     run_id: str
+
+
+class RestartDue(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The backoff of a restarting run is over (timer service -> supervisor)."""
+
+    run_id: str
+
+
+class Restore(msgspec.Struct, frozen=True, tag=True):
+    """Take up the store's unfinished runs (answered with a ``RestoreReport``)."""
+
+
+class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Archive finished runs (and delete old ones) if the store keeps them for long."""
+
+    archive_after_minutes: float = 60.0
+    retention_days: float | None = None
+
+
+class StopAll(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Cancel every run (the runtime closes); answered with the ids cancelled."""
+
+    reason: str = "runtime closed"
+
+
+class Inspect(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Ask the supervisor for a ``SupervisorStats`` (for tests, tools and dashboards);
+    ``run_id``: also what that run's subtree has spent, as its budget ledger counts it."""
+
+    run_id: str | None = None
+
+
+ActorMessage = (
+    SpawnRequest
+    | SpawnReply
+    | ChildDone
+    | StepTaken
+    | ToolCalled
+    | ToolAnswered
+    | SendMail
+    | MailAck
+    | DeliverMail
+    | MailRead
+    | StopRequest
+    | StopReply
+    | WaitingChanged
+    | RunFinished
+    | PollCommands
+    | Continue
+    | Wake
+    | Timeout
+    | RestartDue
+    | Restore
+    | Sweep
+    | StopAll
+    | Inspect
+)
+"""Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
+
+
+class Ask(msgspec.Struct, frozen=True, tag=True):
+    """The envelope of a message whose sender waits for the answer.
+
+    Why an envelope: whether a failure goes back to the sender or is logged and survived
+    must not be guessed from a message's content. An ``Ask`` gets its answer, or the error
+    raised while handling it; anything else is a tell: a failure handling it is logged, the
+    run that sent it (if any) is told, and the receiver goes on serving.
+    """
+
+    message: ActorMessage
+
+
+# ---- answers the supervisor gives to asks ---------------------------------------------------
+
+
+class RestoreReport(msgspec.Struct, kw_only=True):
+    """What a restore found: runs resumed, queued again, failed, cancelled; orphaned roots."""
+
+    resumed: list[str] = msgspec.field(default_factory=list)
+    requeued: list[str] = msgspec.field(default_factory=list)
+    failed: list[str] = msgspec.field(default_factory=list)
+    cancelled: list[str] = msgspec.field(default_factory=list)
+    orphans: list[str] = msgspec.field(default_factory=list)
+    elsewhere: list[str] = msgspec.field(default_factory=list)
+    """Unfinished runs left alone: a live process (or another host) hosts them."""
+
+
+class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The supervisor's counters at one moment (the answer to ``Inspect``)."""
+
+    in_flight: int
+    """Runs holding a concurrency slot (running or waiting)."""
+    peak: int
+    """The most runs that ever held a slot at once."""
+    queued: int
+    """Runs waiting for a slot."""
+    hosted: int
+    """Live runs this supervisor hosts."""
+    spent: Usage | None = None
+    """What ``Inspect.run_id``'s subtree has spent, as its budget ledger counts it (None
+    when no run was named; nothing for a run the ledger does not hold)."""
 
 
 class TreeNode(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,16 +23,9 @@ from typing import Any, Literal
 import msgspec
 import structlog
 
-from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.agent import BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
-from subagents.actors.supervisor import (
-    ActorGone,
-    Query,
-    Restore,
-    SpawnAndTell,
-    SupervisorClient,
-    Sweep,
-)
+from subagents.actors.supervisor import ActorGone, SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
@@ -46,10 +39,14 @@ from subagents.definitions.validate import name_problem
 from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
     EXTERNAL_SENDER,
+    ChildDone,
     Event,
+    Inspect,
     MailAck,
     Outcome,
     PollCommands,
+    Restore,
+    RestoreReport,
     RunRecord,
     RunStatus,
     SendMail,
@@ -57,6 +54,8 @@ from subagents.messages import (
     SpawnRequest,
     StopReply,
     StopRequest,
+    SupervisorStats,
+    Sweep,
     TreeNode,
     new_id,
 )
@@ -64,17 +63,14 @@ from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
-from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
+from subagents.store.ownership import new_owner, release_owner
+from subagents.supervision.core import AdmissionError, SupervisorCore
 from subagents.supervision.limits import Limits
-from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
 
 log = structlog.get_logger("subagents.runtime")
-
-RunResult = Outcome
-"""What a finished run gives its caller: status, result or error, usage, steps."""
 
 AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
 
@@ -168,8 +164,7 @@ class Runtime:
         self._prompts: dict[tuple[str, str, tuple[str, ...]], str] = {}
         specs = self._collect(agents)
         # Every thread this runtime starts, joined on close. Weak: an ended thread drops out
-        # by itself, so tracking stays O(1) per run (a scan of every thread ever started made
-        # each spawn O(n): 10,000 spawns took minutes).
+        # by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
         self._supervisor_thread: threading.Thread | None = None
@@ -205,15 +200,17 @@ class Runtime:
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
                 names=lambda: list(self._agents()),
-                store=self.store,
+                read_run=self.store.get_run,
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+                owner=new_owner(),
             )
             self._supervisor = SupervisorClient.start(
                 core=self.core,
+                store=self.store,
                 timer=self.timer,
                 behaviour_for=self._behaviour_for,
-                on_root_outcome=self._root_outcome,
+                on_outside=self._from_supervisor,
                 on_event=self._publish,
                 on_thread=self._track_supervisor_thread,
                 pool=self._pool,
@@ -229,7 +226,9 @@ class Runtime:
             self._command_poll_s = command_poll_s
             if command_poll_s > 0:
                 self._poll_commands()
-            self._sweep = Sweep(archive_after_minutes, retention_days)
+            self._sweep = Sweep(
+                archive_after_minutes=archive_after_minutes, retention_days=retention_days
+            )
             if sweep_every_s > 0:
                 self._schedule_sweep(sweep_every_s)
         except BaseException:
@@ -388,7 +387,7 @@ class Runtime:
         return unsubscribe
 
     def _publish(self, event: Event) -> None:
-        if debug_enabled():  # checked first: a filtered-out debug call still costs ~5 us
+        if debug_enabled():  # checked first: a filtered-out debug call still costs (logs.py)
             log.debug(
                 str(event.kind),
                 run_id=event.run_id,
@@ -404,7 +403,18 @@ class Runtime:
             except Exception:
                 log.exception("event subscriber failed", subscriber=repr(callback))
 
-    def _root_outcome(self, outcome: Outcome) -> None:
+    def _from_supervisor(self, message: ChildDone | SpawnReply) -> None:
+        """A root run's outcome, or why a root run told to start was refused (on the
+        supervisor's thread): the runtime is the requester of every root run."""
+        if isinstance(message, SpawnReply):
+            with self._waiters_lock:
+                refused = self._waiters.get(message.request_id)
+            if refused is not None and message.error is not None:
+                refused.refuse(message.error)
+            return
+        self._landed(message.outcome)
+
+    def _landed(self, outcome: Outcome) -> None:
         with self._waiters_lock:
             waiter = self._waiters.pop(outcome.run_id, None)
         if waiter is not None and waiter.outcome is None:
@@ -490,9 +500,9 @@ class Runtime:
             number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
             budget = self.limits.timeout_for(timeout if number else None) + 30.0
         run_id, waiter, request = self._root(request)
-        # Told, not asked: the supervisor's answer to the spawn is not waited for (a thread
-        # hand-off and a future less per run); a refusal reaches the waiter instead.
-        if not self._supervisor.tell(SpawnAndTell(request, waiter.refuse)):
+        # Told, not asked: the admission is not waited for (the outcome is, anyway); a
+        # refusal reaches the waiter as the supervisor's message to the outside.
+        if not self._supervisor.tell(request):
             self._forget_waiter(run_id)
             raise RuntimeClosed("the runtime is closed")
         try:
@@ -515,26 +525,15 @@ class Runtime:
                 f"run {run_id} is a child of {record.parent_run_id}; its outcome goes to its"
                 f" parent: attach to its root {record.root_run_id} instead"
             )
-        waiters, lock, store = self._waiters, self._waiters_lock, self.store
-
-        def register(_core: SupervisorCore) -> _Waiter:
-            # On the supervisor's thread: no outcome can be delivered between check and set.
-            with lock:
-                existing = waiters.get(run_id)
-                if existing is not None:
-                    return existing
-                waiter = _Waiter()
-                current = store.get_run(run_id)
-                if current is not None and current.status.terminal:
-                    waiter.outcome = current.outcome or Outcome(
-                        run_id=run_id, status=current.status
-                    )
-                    waiter.event.set()
-                else:
-                    waiters[run_id] = waiter
-                return waiter
-
-        waiter: _Waiter = self._ask(Query(register))
+        # The waiter is registered before the store is read: an outcome delivered after the
+        # registration lands in it; one delivered before is already committed, so read here.
+        with self._waiters_lock:
+            waiter = self._waiters.get(run_id)
+            if waiter is None:
+                waiter = self._waiters[run_id] = _Waiter()
+        current = self.store.get_run(run_id)
+        if current is not None and current.status.terminal:
+            self._landed(current.outcome or Outcome(run_id=run_id, status=current.status))
         return RunHandle(self, run_id, waiter)
 
     def stop(self, run_id: str) -> tuple[str, ...]:
@@ -621,9 +620,12 @@ class Runtime:
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)
 
-    def inspect(self, fn: Callable[[SupervisorCore], Any]) -> Any:
-        """Run ``fn(core)`` on the supervisor's thread (for tests and tools)."""
-        return self._ask(Query(fn))
+    def stats(self, run_id: str | None = None) -> SupervisorStats:
+        """The supervisor's counters (slots in use, their peak, the queue, live runs); with
+        ``run_id``, also what its subtree has spent as its budget ledger counts it."""
+        self._check_open()
+        stats: SupervisorStats = self._ask(Inspect(run_id=run_id))
+        return stats
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -724,4 +726,4 @@ def _skill_index(
     return None
 
 
-__all__ = ["AdmissionError", "AgentActor", "RunHandle", "RunResult", "Runtime", "RuntimeClosed"]
+__all__ = ["AdmissionError", "RunHandle", "Runtime", "RuntimeClosed"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
 from subagents.messages import RunStatus
-from subagents.supervision.ownership import new_owner, owner_alive, release_owner
+from subagents.store.ownership import new_owner, owner_alive, release_owner
 
 SLOW = ScriptedModel({"slow": [{"text": "done {task}", "delay": 30}]})
 AGENTS = [AgentSpec(name="slow", description="takes its time")]

@@ -28,6 +28,7 @@ from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
+    Ask,
     Batch,
     Checkpoint,
     Continue,
@@ -120,7 +121,7 @@ class AgentActor(FastInboxActor):
     @property
     def log(self) -> Any:
         """This run's logger, its ids bound. Bound on first use, not in the constructor:
-        most runs never log, and binding costs ~5 us per run on the spawn path."""
+        most runs never log, and binding is on every run's spawn path."""
         if self._log is None:
             r = self.record
             self._log = log.bind(
@@ -137,7 +138,7 @@ class AgentActor(FastInboxActor):
     def _start_actor_loop(self) -> None:
         """On a pooled thread when there is a pool (pykka's hook for actor types that run
         their loop elsewhere): the supervisor, which starts every run, then does not wait
-        ~90 us for a new thread to come up."""
+        for a new thread to come up."""
         if self._pool is None:
             super()._start_actor_loop()
         else:
@@ -239,7 +240,7 @@ class AgentActor(FastInboxActor):
         if self._held:
             self.flush_reports()
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self.supervisor.ask(step, timeout=30.0)
+            self.supervisor.ask(Ask(step), timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))

@@ -33,7 +33,6 @@ from subagents.messages import (
     ChildDone,
     Continue,
     DeliverMail,
-    DeliverMails,
     Mail,
     MailAck,
     SendMail,
@@ -190,10 +189,7 @@ class LLMBehaviour:
                     self._answer(rid, error, is_error=True)
                 else:
                     self._answer(rid, _json({"stopped": list(stopped)}))
-            case DeliverMail(mail=mail):
-                self.inbox.append(mail)
-                self._mail_arrived()
-            case DeliverMails(mails=mails):
+            case DeliverMail(mails=mails):
                 self.inbox.extend(mails)
                 self._mail_arrived()
             case Wake(key=key):

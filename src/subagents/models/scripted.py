@@ -176,7 +176,7 @@ class ScriptedModel:
         else:
             stop_reason = "tool_use" if has_tools else "end_turn"
         usage = _usage(request, content, turn.usage if turn is not None else None)
-        if debug_enabled():  # a filtered-out debug call still costs ~5 us per model call
+        if debug_enabled():  # a filtered-out debug call still costs (logs.py)
             log.debug(
                 "scripted_model.turn",
                 agent=request.agent,

@@ -8,7 +8,7 @@ runs of other agents behind it).
 Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys (a
 fan-out queues hundreds of runs of one agent). So the pool counts queued runs per key and
 checks each distinct key once: a release next to 900 queued runs of one agent costs one check,
-not 900 (it was O(queue) per release, O(n^2) over a fan-out).
+not 900.
 """
 
 from __future__ import annotations

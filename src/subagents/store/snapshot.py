@@ -1,0 +1,79 @@
+"""The restore snapshot: what the store holds of the runs a crashed (or closed) runtime left
+unfinished, read in one go for the supervisor to take them up.
+
+Why a snapshot: the supervisor's decisions do no I/O (``supervision/``). The actor reads this
+before asking the core to restore, and hands it over whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from subagents.messages import Checkpoint, Mail, MailState, RunRecord, RunStatus
+from subagents.store.base import RunStore
+from subagents.store.ownership import owner_alive
+
+UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+class UnfinishedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One unfinished run as the store keeps it."""
+
+    record: RunRecord
+    checkpoint: Checkpoint | None = None
+    """Its last checkpoint (a run with steps resumes from it)."""
+    inbox: tuple[Mail, ...] = ()
+    """Mail to it not read yet (accepted while queued, or delivered), in the order sent."""
+    children: tuple[RunRecord, ...] = ()
+    """Its children, ended or not (a resumed run is told what became of them)."""
+    sent: tuple[Mail, ...] = ()
+    """Mail it sent (a resumed run does not send it again)."""
+
+
+class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    unfinished: tuple[UnfinishedRun, ...] = ()
+    """Parents before children (by depth, then age)."""
+    live_owners: frozenset[str] = frozenset()
+    """The owners of unfinished runs (other than the reader) that may still host them."""
+    undelivered: tuple[RunRecord, ...] = ()
+    """Runs that ended but whose outcome never reached their requester."""
+
+
+def read_snapshot(
+    store: RunStore, me: str, alive: Callable[[str | None], bool] = owner_alive
+) -> RestoreSnapshot:
+    """Read what a runtime whose owner id is ``me`` would take up from ``store``."""
+    records = store.list_runs(statuses=UNFINISHED)
+    records.sort(key=lambda r: (r.depth, r.created_at))
+    trees: dict[str, list[RunRecord]] = {}
+    unfinished: list[UnfinishedRun] = []
+    for record in records:
+        run_id = record.run_id
+        inbox = tuple(
+            m
+            for m in store.mail_for(run_id, (MailState.ACCEPTED, MailState.DELIVERED))
+            if m.recipient == run_id
+        )
+        children: tuple[RunRecord, ...] = ()
+        sent: tuple[Mail, ...] = ()
+        if record.started_at is not None:
+            tree = trees.get(record.root_run_id)
+            if tree is None:
+                tree = trees[record.root_run_id] = store.list_runs(root_run_id=record.root_run_id)
+            children = tuple(r for r in tree if r.parent_run_id == run_id)
+            sent = tuple(m for m in store.mail_for(run_id) if m.sender == run_id)
+        checkpoint = store.load_checkpoint(run_id) if record.steps > 0 else None
+        unfinished.append(
+            UnfinishedRun(
+                record=record, checkpoint=checkpoint, inbox=inbox, children=children, sent=sent
+            )
+        )
+    owners = {r.owner for r in records if r.owner and r.owner != me}
+    ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())
+    return RestoreSnapshot(
+        unfinished=tuple(unfinished),
+        live_owners=frozenset(o for o in owners if alive(o)),
+        undelivered=tuple(r for r in ended if r is not None),
+    )

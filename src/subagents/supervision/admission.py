@@ -1,0 +1,234 @@
+"""Admission: whether a spawn becomes a run, and whether it starts now or waits in the queue.
+
+Checks, in order (DESIGN.md): the request's fields, the agent, the timeout, the parent (live,
+depth, number of children), the run id, the policies and budget (``policing``); then a
+concurrency slot (``slots``): the run starts at once, waits in the bounded FIFO queue, or is
+refused when the queue is full. Also here: the breaker of the one deadlock a concurrency
+limit can cause (every slot held by a run waiting for queued children).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    EventKind,
+    RunRecord,
+    RunStatus,
+    SpawnReply,
+    SpawnRequest,
+    new_id,
+)
+from subagents.supervision.effects import Effects, Tell, TellOutside
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.limits import Limits
+from subagents.supervision.policing import PolicyBook, PolicyRefused
+from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+
+log = structlog.get_logger("subagents.supervisor")
+
+
+class AdmissionError(Exception):
+    """A spawn was refused; the message says why."""
+
+
+def _check_spawn_fields(req: SpawnRequest) -> None:
+    """Refuse a request whose fields have the wrong types (nothing checks a Struct's types
+    when it is built in code), naming the field, instead of failing deep in the supervisor."""
+    if not isinstance(req.agent, str) or not isinstance(req.task, str):
+        raise AdmissionError(
+            f"agent and task must be strings, got {type(req.agent).__name__} and"
+            f" {type(req.task).__name__}"
+        )
+    for name in ("context", "label", "model"):
+        value = getattr(req, name)
+        if value is not None and not isinstance(value, str):
+            raise AdmissionError(f"{name} must be a string, got {value!r}")
+    for name in ("timeout", "token_budget"):
+        value = getattr(req, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise AdmissionError(f"{name} must be a number, got {value!r}")
+
+
+class Admission:
+    """Admits, queues or refuses spawns; holds the concurrency slots and the queue."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        lifecycle: Lifecycle,
+        policies: PolicyBook,
+        slots: SlotPool,
+        *,
+        limits: Limits,
+        lookup: Callable[[str], AgentSpec | None],
+        names: Callable[[], list[str]],
+        default_model: str,
+        owner: str,
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.lifecycle = lifecycle
+        self.policies = policies
+        self.slots = slots
+        self.limits = limits
+        self.lookup = lookup
+        self.names = names
+        self.default_model = default_model
+        self.owner = owner
+
+    def slot_key(self, spec: AgentSpec) -> SlotKey:
+        """What a run of ``spec`` counts against."""
+        return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+
+    def spawn(self, req: SpawnRequest) -> SpawnReply:
+        """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
+        and a refusal to the outside (a root run told, not asked, hears of it so)."""
+        try:
+            run_id = self.admit(req)
+            state = self.runs.get(run_id)
+            assert state is not None
+            reply = SpawnReply(
+                request_id=req.request_id,
+                run_id=run_id,
+                queued=state.record.status is RunStatus.QUEUED,
+            )
+        except AdmissionError as exc:
+            reply = SpawnReply(request_id=req.request_id, error=str(exc))
+            log.info(
+                "spawn refused",
+                agent=req.agent,
+                parent_run_id=req.parent_run_id,
+                reason=str(exc),
+            )
+            if req.parent_run_id is None:
+                self.effects.effects.append(TellOutside(reply))
+        if req.parent_run_id is not None:
+            self.effects.effects.append(Tell(req.parent_run_id, reply))
+        return reply
+
+    def admit(self, req: SpawnRequest) -> str:
+        _check_spawn_fields(req)
+        spec = self.lookup(req.agent)
+        if spec is None:
+            known = ", ".join(sorted(self.names())) or "none"
+            raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
+        if req.timeout is not None and not 0 < req.timeout < float("inf"):
+            raise AdmissionError(
+                f"timeout must be a positive number of seconds, got {req.timeout!r}"
+            )
+        parent: RunState | None = None
+        depth = 0
+        if req.parent_run_id is not None:
+            parent = self.runs.reporting(req.parent_run_id, req.attempt)
+            if parent is None:
+                raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
+            depth = parent.record.depth + 1
+            max_depth = self.limits.max_depth
+            if parent.spec.max_depth is not None:
+                max_depth = min(max_depth, parent.record.depth + parent.spec.max_depth)
+            if depth > max_depth:
+                raise AdmissionError(
+                    f"depth limit: a child of {parent.record.agent} would be at depth {depth},"
+                    f" the limit is {max_depth}"
+                )
+            max_children = self.limits.max_children
+            if parent.spec.max_children is not None:
+                max_children = min(max_children, parent.spec.max_children)
+            if parent.live_children >= max_children:
+                raise AdmissionError(
+                    f"children limit: {parent.record.agent} already has {parent.live_children}"
+                    f" live children (maxChildren {max_children})"
+                )
+        key = self.slot_key(spec)
+        now = self.effects.now()
+        run_id = req.run_id or new_id("r", now)
+        if run_id in self.runs:
+            raise AdmissionError(f"run id {run_id} is already in use")
+        try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
+            policy_fields = self.policies.admit(req, spec, parent, run_id)
+        except PolicyRefused as exc:
+            raise AdmissionError(str(exc)) from None
+        starts_now = self.slots.try_take(run_id, key)
+        if not starts_now:
+            try:
+                position = self.slots.enqueue(run_id, key)
+            except QueueFull as exc:
+                self.policies.forget([run_id])
+                raise AdmissionError(str(exc)) from None
+        model = req.model or spec.model
+        if model in (None, "inherit"):
+            model = parent.record.model if parent is not None else None
+        record = RunRecord(
+            run_id=run_id,
+            agent=spec.name,
+            task=req.task,
+            root_run_id=parent.record.root_run_id if parent is not None else run_id,
+            parent_run_id=req.parent_run_id,
+            depth=depth,
+            context=req.context,
+            label=req.label,
+            model=model or self.default_model,
+            background=req.background,
+            created_at=now,
+            deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
+            **policy_fields,
+            request_id=req.request_id,
+            owner=self.owner,
+        )
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self.policies.seed(run_id)
+        self.runs.add(state)
+        if parent is not None:
+            parent.live_children += 1
+        self.runs.keep(state)
+        self.runs.emit(state, EventKind.SPAWNED, task=req.task[:200], background=req.background)
+        if starts_now:
+            self.lifecycle.start(state)
+        else:
+            self.runs.emit(state, EventKind.QUEUED, position=position)
+            self.unblock_waiters()
+        return run_id
+
+    def unblock_waiters(self) -> None:
+        """Break the one deadlock a concurrency limit can cause.
+
+        A run holds its slot while it waits (for its children, for mail). When every slot is
+        held by a waiting run and the children they wait for are queued, nothing can ever
+        move. A waiting run does no work, so the first such child starts over the limit
+        (logged): the number of runs *working* stays within it.
+
+        Nothing queued, nothing to unblock: checked first, so that starting many waiting
+        runs does not look at every holder each time.
+        """
+        while self.slots.queue_length():
+            holders = self.slots.holders()
+            if not holders or any(
+                state.record.status is not RunStatus.WAITING
+                for h in holders
+                if (state := self.runs.get(h)) is not None
+            ):
+                return
+            held = set(holders)
+            child = None
+            for queued in self.slots.queued():
+                state = self.runs.get(queued)
+                if state is not None and state.record.parent_run_id in held:
+                    child = state
+                    break
+            if child is None:
+                return  # the holders wait for mail or timers, which will come
+            self.slots.start_over_limit(child.run_id)
+            log.warning(
+                "every slot is held by a waiting run: starting a queued run over the limit",
+                run_id=child.run_id,
+                agent=child.record.agent,
+                in_flight=self.slots.in_flight,
+                limit=self.limits.max_concurrency,
+            )
+            self.lifecycle.start(child)
