@@ -88,9 +88,10 @@ def debug_enabled() -> bool:
     Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
     logger (and its output logger) on every call, even when the level filters the line out;
     on hot paths (an event per run transition, a scripted model turn) that is a large share of
-    a trivial run's CPU (benchmarks/README.md). Hot paths ask this first. The answer is remembered per wrapper class,
-    which structlog replaces whenever it is reconfigured; a wrapper that cannot tell its level
-    (e.g. one over stdlib logging, whose level can change at any time) counts as enabled.
+    a trivial run's CPU (benchmarks/README.md). Hot paths ask this first. The answer is
+    remembered per wrapper class, which structlog replaces whenever it is reconfigured; a
+    wrapper that cannot tell its level (e.g. one over stdlib logging, whose level can change
+    at any time) counts as enabled.
     """
     wrapper = structlog.get_config()["wrapper_class"]
     known = _DEBUG_ON.get(wrapper)

@@ -8,8 +8,8 @@ test, logged, or shipped to another process that owns the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 import msgspec
 
@@ -72,23 +72,54 @@ Write = (
 )
 
 
+def _save_run(store: RunStore, write: SaveRun) -> None:
+    store.save_run(write.record)
+
+
+def _append_event(store: RunStore, write: AppendEvent) -> None:
+    store.append_event(write.event)
+
+
+def _save_checkpoint(store: RunStore, write: SaveCheckpoint) -> None:
+    store.save_checkpoint(write.checkpoint)
+
+
+def _save_mails(store: RunStore, write: SaveMails) -> None:
+    store.save_mails(write.mails)
+
+
+def _set_mails_state(store: RunStore, write: SetMailsState) -> None:
+    store.set_mails_state(write.mail_ids, write.state)
+
+
+def _save_outcome(store: RunStore, write: SaveOutcome) -> None:
+    store.save_outcome(write.outcome)
+
+
+def _outcome_delivered(store: RunStore, write: OutcomeDelivered) -> None:
+    store.mark_outcome_delivered(write.run_id)
+
+
+def _post_command(store: RunStore, write: PostCommand) -> None:
+    store.post_command(write.kind, write.run_id, write.content)
+
+
+_APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
+    SaveRun: _save_run,
+    AppendEvent: _append_event,
+    SaveCheckpoint: _save_checkpoint,
+    SaveMails: _save_mails,
+    SetMailsState: _set_mails_state,
+    SaveOutcome: _save_outcome,
+    OutcomeDelivered: _outcome_delivered,
+    PostCommand: _post_command,
+}
+"""The store call of each kind of write (a lookup by type: every write of a mail stream
+passes here)."""
+
+
 def apply_writes(store: RunStore, writes: Iterable[Write]) -> None:
     """Carry out ``writes`` in order (the caller holds the batch they belong to)."""
+    apply = _APPLY
     for write in writes:
-        match write:  # the most frequent first: cases are tried in order
-            case AppendEvent(event=event):
-                store.append_event(event)
-            case SaveRun(record=record):
-                store.save_run(record)
-            case SaveMails(mails=mails):
-                store.save_mails(mails)
-            case SetMailsState(mail_ids=mail_ids, state=state):
-                store.set_mails_state(mail_ids, state)
-            case SaveCheckpoint(checkpoint=checkpoint):
-                store.save_checkpoint(checkpoint)
-            case SaveOutcome(outcome=outcome):
-                store.save_outcome(outcome)
-            case OutcomeDelivered(run_id=run_id):
-                store.mark_outcome_delivered(run_id)
-            case PostCommand(kind=kind, run_id=run_id, content=content):
-                store.post_command(kind, run_id, content)
+        apply[type(write)](store, write)

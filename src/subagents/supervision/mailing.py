@@ -48,6 +48,9 @@ def event_mail_ids(data: dict[str, Any]) -> list[str]:
 def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, Any]]:
     """(sender, message) for each run that sent some of ``msgs``: its acknowledgements, in
     order, as one message (a ``Batch`` when there are several). The outside is not told."""
+    if len(msgs) == 1:  # one send: nothing to group
+        sender = msgs[0].sender
+        return [] if sender == EXTERNAL_SENDER else [(sender, acks[0])]
     by_sender: dict[str, list[MailAck]] = {}
     for msg, ack in zip(msgs, acks, strict=True):
         if msg.sender != EXTERNAL_SENDER:
@@ -103,6 +106,13 @@ class MailPost:
     def pairs(self) -> list[Pair]:
         """Per (sender, recipient), in the order of their first mail, the ids of the mails
         that were not dead letters."""
+        if len(self.records) == 1:  # one mail: nothing to group
+            mail = self.records[0]
+            if mail.state is MailState.DEAD:
+                return []
+            pair = Pair(mail.sender, mail.recipient, mail.state is MailState.DELIVERED)
+            pair.mail_ids.append(mail.mail_id)
+            return [pair]
         pairs: dict[tuple[str, str], Pair] = {}
         last: Pair | None = None
         for mail in self.records:
