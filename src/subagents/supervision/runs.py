@@ -46,9 +46,6 @@ class RunState:
     """This start continues an earlier one (after a crash or a restart)."""
     from_scratch: bool = False
     """The next start begins anew (a retry), ignoring what earlier starts did."""
-    started_at_admission: bool = False
-    """Admitted in this process and started at once: no mail could wait for it while it
-    was queued, so its start hands over none."""
 
     @property
     def run_id(self) -> str:
