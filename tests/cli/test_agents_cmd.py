@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path("/work/shared/corpus/claude-agents")
+from corpora import SYNTHETIC, require_public_corpus
+
 ANSI = "\x1b["
 KEYS = {"name", "description", "tools", "model", "source", "level"}
 
@@ -216,11 +217,23 @@ def test_user_definitions_load_from_home(home: Path) -> None:
     assert row["level"] == "user"
 
 
-def test_the_shared_corpus(home: Path) -> None:
-    r = cli("agents", "--dir", str(CORPUS), "--json", home=home)
+def test_the_synthetic_messy_corpus(home: Path) -> None:
+    r = cli("agents", "--dir", str(SYNTHETIC), "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(r.stdout)
-    from_corpus = [x for x in rows if x["source"] and x["source"].startswith(str(CORPUS))]
+    listed = {x["name"] for x in rows if x["source"] and x["source"].startswith(str(SYNTHETIC))}
+    # every file but the broken one; the duplicate 'helper' once
+    assert len(listed) == 20
+    assert {"Python Testing Expert", "crlf-agent", "bom-agent", "tabbed-agent"} <= listed
+    assert "lonely" not in listed
+
+
+def test_the_public_corpus(home: Path) -> None:
+    corpus = require_public_corpus()
+    r = cli("agents", "--dir", str(corpus), "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout)
+    from_corpus = [x for x in rows if x["source"] and x["source"].startswith(str(corpus))]
     print(f"corpus: {len(from_corpus)} definitions listed")
     assert len(from_corpus) >= 300
     assert all(x["description"] for x in from_corpus)
