@@ -27,6 +27,7 @@ from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import (
     ActorGone,
+    LeaseLost,
     Query,
     Restore,
     SpawnAndTell,
@@ -43,6 +44,7 @@ from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import name_problem
+from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -63,10 +65,10 @@ from subagents.messages import (
 from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
+from subagents.store.leases import lease_seconds, new_owner
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import Limits
-from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
@@ -153,13 +155,19 @@ class Runtime:
         skills: SkillIndex | Sequence[str | Path] | None = None,
         default_model: str | None = None,
         hot_reload_s: float | None = None,
-        restore: bool = True,
+        restore: bool | Iterable[str] = True,
         command_poll_s: float = 0.5,
         archive_after_minutes: float = 60.0,
         retention_days: float | None = None,
         sweep_every_s: float = 60.0,
+        lease_s: float | None = None,
     ) -> None:
         ensure_configured()
+        self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
+        self.owner = new_owner()
+        """The id stamped on the runs this runtime hosts; its lease in the store says it is
+        alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
+        self._lease: LeaseKeeper | None = None
         self.limits = limits or Limits()
         self._closed = False
         self._owns_store = store is None
@@ -208,6 +216,7 @@ class Runtime:
                 store=self.store,
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+                owner=self.owner,
             )
             self._supervisor = SupervisorClient.start(
                 core=self.core,
@@ -218,9 +227,23 @@ class Runtime:
                 on_thread=self._track_supervisor_thread,
                 pool=self._pool,
             )
+            supervisor = self._supervisor
+            # the lease is written before the restore: a process that takes runs over is
+            # seen alive by the next one that looks
+            self._lease = LeaseKeeper(
+                self.store,
+                self.owner,
+                self.lease_s,
+                on_lost=lambda reason: supervisor.tell(LeaseLost(reason)),
+            )
             self.restore_report = RestoreReport()
             if restore:
-                self.restore_report = self._ask(Restore())
+                roots = (
+                    None
+                    if restore is True
+                    else frozenset([restore] if isinstance(restore, str) else restore)
+                )
+                self.restore_report = self._ask(Restore(roots=roots))
                 if self.restore_report.orphans:
                     log.info(
                         "restored root runs have no caller; use Runtime.attach(run_id)",
@@ -250,6 +273,8 @@ class Runtime:
                 registry.stop()
         self.timer.stop()
         self._pool.close(timeout=5.0)
+        if self._lease is not None:
+            self._lease.close()
         if self._owns_store:
             self.store.close()
 
@@ -672,7 +697,8 @@ class Runtime:
                     error="runtime closed",
                 )
                 waiter.event.set()
-        release_owner(self.core.owner)
+        if self._lease is not None:  # after every run was cancelled: nothing left to host
+            self._lease.close(max(0.0, deadline - time.monotonic()))
         if self._owns_store:
             self.store.close()
 

@@ -4,8 +4,9 @@ A live tree (status, agent, depth, elapsed time, steps, tokens) redraws on a ter
 gets one line per transition and the tree at the end. Then the result and one line per run.
 Runs are recorded in the store (--state, or the default), so `subagents ps`, `log`, `info`,
 `tree` work from another terminal meanwhile, and `stop` / `send` act on this run within a
-second. Without ANTHROPIC_API_KEY (or with --offline) the offline scripted model plays each
-definition's `script:`.
+second. This process holds a lease on its runs while it lives; if it dies, `ps` shows them
+`orphaned` and `subagents resume` continues them. Without ANTHROPIC_API_KEY (or with
+--offline) the offline scripted model plays each definition's `script:`.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
 2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled).

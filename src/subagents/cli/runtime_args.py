@@ -163,12 +163,17 @@ def choose_model(args: argparse.Namespace) -> Model | Callable[[list[AgentSpec]]
 
 
 def start_runtime(
-    args: argparse.Namespace, *, restore: bool, timeout: float | None = None
+    args: argparse.Namespace, *, restore: bool | frozenset[str], timeout: float | None = None
 ) -> Hosted:
     """A Runtime over the store of ``--state`` (or the default), as the options describe."""
     from subagents.cli.state import open_store
     from subagents.runtime import Runtime
+    from subagents.store.leases import lease_seconds
 
+    try:
+        lease_seconds()  # SUBAGENTS_LEASE_S, checked before anything starts
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
     limits = limits_from(args, timeout=timeout)
     model = choose_model(args)
     store = open_store(args.state)

@@ -7,8 +7,9 @@ ways of naming a run:
 - a full run id;
 - a unique prefix of one (``r1a2014``), or a unique suffix of six characters or more (the live
   tree and the summaries show the last eight characters of each id);
-- ``#N``: row N of the last ``subagents ps`` listing of that store (kept in a small JSON file
-  next to the database, so it survives between commands).
+- ``#N``: row N of the last plain ``subagents ps`` listing of that store, the one a person
+  read (``ps --json`` leaves it alone); kept in a small private file next to the database,
+  so it survives between commands.
 
 An ambiguous reference is an error that lists the matches; nothing is guessed.
 """
@@ -25,6 +26,7 @@ import msgspec
 
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.base import StoreError
+from subagents.store.leases import Liveness
 from subagents.store.sqlite import SQLiteStore
 
 LAST_LISTING = "last-ps.json"
@@ -47,7 +49,12 @@ EXIT_FOR_STATUS: dict[RunStatus, int] = {
 }
 """The exit code of `subagents run` for each terminal status of its root run."""
 
+EXIT_ORPHANED = 6
+"""`wait` and `attach`: the run's host is gone (its lease lapsed); `resume` continues it."""
+
 LIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+ORPHANED = "orphaned"
+"""What people see instead of an unfinished run's status once its host is gone."""
 
 
 class CliError(Exception):
@@ -98,6 +105,19 @@ def fail(command: str, exc: CliError) -> int:
     return exc.code
 
 
+def liveness(store: SQLiteStore) -> Liveness:
+    """Which hosts of the store's runs are alive now (their leases), read once."""
+    try:
+        return Liveness(store.leases())
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def shown_status(record: RunRecord, alive: Liveness) -> str:
+    """The status people see: ``orphaned`` for an unfinished run whose host is gone."""
+    return ORPHANED if alive.orphaned(record) else str(record.status)
+
+
 # ---- the last listing ------------------------------------------------------------------------
 
 
@@ -110,8 +130,11 @@ def remember_listing(store: SQLiteStore, run_ids: Sequence[str]) -> None:
     path = listing_path(store)
     data = msgspec.json.encode(Listing(store=str(store.path), run_ids=tuple(run_ids)))
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
+    try:  # private like the store (0600): run ids and their order are the user's business
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o600)  # an existing leftover keeps its mode through O_CREAT
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
