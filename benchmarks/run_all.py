@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "cli_startup")
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
 

@@ -53,16 +53,26 @@ def wants_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+PIPE_WIDTH = 10_000
+"""The width a console assumes on a pipe or a file: lines are never wrapped there (a figure
+cut at column 80 cannot be read back); a terminal wraps at its own width."""
+
+
 def console(stream: TextIO | None = None) -> Console:
-    """A rich console for ``stream`` (stdout by default) following ``wants_color``."""
+    """A rich console for ``stream`` (stdout by default) following ``wants_color``; on a pipe
+    or a file it never wraps a line."""
     stream = sys.stdout if stream is None else stream
     color = wants_color(stream)
+    isatty = getattr(stream, "isatty", None)
+    terminal = bool(isatty and isatty())
     return Console(
         file=stream,
         no_color=not color,
         color_system="auto" if color else None,
         highlight=False,
         emoji=False,
+        width=None if terminal else PIPE_WIDTH,
+        soft_wrap=not terminal,
     )
 
 

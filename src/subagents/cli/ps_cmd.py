@@ -19,13 +19,13 @@ import msgspec
 from subagents.cli import output
 from subagents.cli.state import (
     EXIT_USAGE,
-    LIVE_STATUSES,
     ORPHANED,
     CliError,
     add_json_argument,
     add_state_argument,
     all_run_ids,
     fail,
+    live_statuses,
     liveness,
     open_store,
     remember_listing,
@@ -118,9 +118,9 @@ def _run(args: argparse.Namespace) -> int:
         raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
     statuses, orphaned = parse_statuses(args.status)
     if orphaned:  # orphans are unfinished runs; the stored statuses asked for are ORed in
-        statuses = [*(statuses or ()), *LIVE_STATUSES]
+        statuses = [*(statuses or ()), *live_statuses()]
     if statuses is None and not args.all:
-        statuses = list(LIVE_STATUSES)
+        statuses = list(live_statuses())
     with open_store(args.state) as store:
         root = resolve(store, args.root).root_run_id if args.root else None
         alive = liveness(store)

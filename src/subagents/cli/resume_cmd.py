@@ -28,9 +28,9 @@ from subagents.cli import output
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import (
     EXIT_FOR_STATUS,
-    LIVE_STATUSES,
     CliError,
     fail,
+    live_statuses,
     liveness,
     open_store,
     resolve,
@@ -90,7 +90,7 @@ def survey(
     hosted by a live process or has ended."""
     with open_store(args.state) as store:
         try:
-            unfinished = store.list_runs(statuses=LIVE_STATUSES)
+            unfinished = store.list_runs(statuses=live_statuses())
         except StoreError as exc:
             raise CliError(str(exc)) from exc
         alive = liveness(store)
@@ -154,6 +154,7 @@ def _print_pending(orphans: list[Unfinished], hosted: list[Unfinished], *, as_js
 def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.summary import print_outcome
+    from subagents.logs import note
 
     rt = hosted.runtime
     report = rt.restore_report
@@ -168,10 +169,10 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
             handles.append(rt.attach(root))
         except LookupError as exc:
             sys.stderr.write(f"subagents resume: {exc}\n")
-    sys.stderr.write(
+    note(
         f"subagents resume: {len(report.resumed)} run(s) resumed, {len(report.requeued)}"
         f" queued again, {len(report.failed)} failed, {len(report.cancelled)} cancelled;"
-        f" waiting for {len(handles)} root run(s)\n"
+        f" waiting for {len(handles)} root run(s)"
     )
     done = threading.Event()
 

@@ -20,7 +20,10 @@ import threading
 
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
-from subagents.supervision.limits import MAX_TIMEOUT_S
+
+MAX_TIMEOUT_S = 3600.0
+"""``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
+`subagents run --help` imports nothing heavy."""
 
 NAME = "run"
 
@@ -83,6 +86,7 @@ def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
     from subagents.cli.summary import print_outcome
+    from subagents.logs import note
     from subagents.supervision.core import AdmissionError
 
     rt = hosted.runtime
@@ -98,9 +102,9 @@ def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
         )
     except AdmissionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
-    sys.stderr.write(
+    note(
         f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
-        " `subagents ps`, `log`, `stop`, `send` reach it from another terminal\n"
+        " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
     done = threading.Event()
 

@@ -16,11 +16,11 @@ from subagents.cli.output import printable
 from subagents.cli.send_cmd import Posted
 from subagents.cli.state import (
     EXIT_USAGE,
-    LIVE_STATUSES,
     CliError,
     add_json_argument,
     add_state_argument,
     fail,
+    live_statuses,
     liveness,
     open_store,
     resolve,
@@ -116,7 +116,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _live_roots(store: SQLiteStore) -> list[RunRecord]:
     try:
-        live = store.list_runs(statuses=LIVE_STATUSES)
+        live = store.list_runs(statuses=live_statuses())
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     return [r for r in live if r.parent_run_id is None]
