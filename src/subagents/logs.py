@@ -61,6 +61,7 @@ def note(text: str) -> None:
     thread, and above a live view while one is drawn."""
     STDERR.write(text if text.endswith("\n") else text + "\n")
 
+
 _LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,

@@ -53,11 +53,14 @@ values: a RunStatus looks itself up here)."""
 EXIT_ORPHANED = 6
 """`wait` and `attach`: the run's host is gone (its lease lapsed); `resume` continues it."""
 
+
 def live_statuses() -> tuple[RunStatus, ...]:
     """The unfinished statuses."""
     from subagents.messages import RunStatus
 
     return (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
 ORPHANED = "orphaned"
 """What people see instead of an unfinished run's status once its host is gone."""
 
