@@ -62,6 +62,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.resume_cmd",
         "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",
     ),
+    "attach": (
+        "subagents.cli.attach_cmd",
+        "Watch a run's tree live from any terminal, until it ends (`subagents attach RUN`).",
+    ),
+    "wait": (
+        "subagents.cli.wait_cmd",
+        "Wait until a run ends and exit with its status code (`subagents wait RUN`).",
+    ),
     "agents": (
         "subagents.cli.agents_cmd",
         "List every agent definition that would load, or validate them all (`subagents agents`).",
