@@ -72,6 +72,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
+from subagents.telemetry import Telemetry, provider_from_env
 
 log = structlog.get_logger("subagents.runtime")
 
@@ -161,6 +162,7 @@ class Runtime:
         retention_days: float | None = None,
         sweep_every_s: float = 60.0,
         lease_s: float | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         ensure_configured()
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
@@ -168,6 +170,7 @@ class Runtime:
         """The id stamped on the runs this runtime hosts; its lease in the store says it is
         alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
         self._lease: LeaseKeeper | None = None
+        self._telemetry: Telemetry | None = None
         self.limits = limits or Limits()
         self._closed = False
         self._owns_store = store is None
@@ -201,6 +204,9 @@ class Runtime:
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
             self._waiters: dict[str, _Waiter] = {}
             self._waiters_lock = threading.Lock()
+            self._telemetry = _telemetry_for(tracer_provider, self.store)
+            if self._telemetry is not None:
+                self._subscribers = (self._telemetry.on_event,)
             self.env = AgentEnv(
                 model=self.model,
                 agents=lambda: list(self._agents().values()),
@@ -209,6 +215,7 @@ class Runtime:
                 system_prompt=self._system_prompt,
                 max_depth=self.limits.max_depth,
                 max_turns=self.limits.max_turns,
+                tracer=self._telemetry,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -275,6 +282,9 @@ class Runtime:
         self._pool.close(timeout=5.0)
         if self._lease is not None:
             self._lease.close()
+        if self._telemetry is not None:
+            with contextlib.suppress(Exception):
+                self._telemetry.close()
         if self._owns_store:
             self.store.close()
 
@@ -699,6 +709,11 @@ class Runtime:
                 waiter.event.set()
         if self._lease is not None:  # after every run was cancelled: nothing left to host
             self._lease.close(max(0.0, deadline - time.monotonic()))
+        if self._telemetry is not None:  # every run span has ended: flush them
+            try:
+                self._telemetry.close()
+            except Exception:
+                log.exception("closing the tracer provider failed")
         if self._owns_store:
             self.store.close()
 
@@ -735,6 +750,18 @@ def _model_for(
     if isinstance(model, Model):
         return model
     return model(specs)
+
+
+def _telemetry_for(tracer_provider: Any, store: RunStore) -> Telemetry | None:
+    """Traces when asked for: ``tracer_provider`` given, or the OTEL_* environment opts in
+    (``subagents.telemetry``); None (and OpenTelemetry never imported) otherwise."""
+    if tracer_provider is not None:
+        return Telemetry(tracer_provider, store)
+    found = provider_from_env()
+    if found is None:
+        return None
+    provider, owned = found
+    return Telemetry(provider, store, owned=owned)
 
 
 def _skill_index(

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Mail,
+    ModelRequest,
+    ModelResponse,
     RunRecord,
     SendMail,
     SpawnRequest,
@@ -73,6 +75,22 @@ class AgentPort(Protocol):
     def fail(self, kind: str, message: str) -> None: ...
 
 
+class CallSpan(Protocol):
+    """A model or tool call being traced; ended once."""
+
+    def end(self, *, error: str | None = None, response: ModelResponse | None = None) -> None: ...
+
+
+class CallTracer(Protocol):
+    """Where the LLM behaviour reports its model and tool calls for tracing (the runtime's
+    OpenTelemetry spans, ``subagents.telemetry``); None in ``AgentEnv``: nothing traced."""
+
+    def model_call(self, record: RunRecord, request: ModelRequest) -> CallSpan: ...
+    def tool_call(
+        self, record: RunRecord, call_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallSpan: ...
+
+
 @dataclass
 class AgentEnv:
     """The runtime's services a behaviour uses: the model, tools, agents, skills, limits."""
@@ -85,6 +103,7 @@ class AgentEnv:
     max_depth: int = 3
     max_turns: int = 50
     max_tokens: int = 4096
+    tracer: CallTracer | None = None
 
 
 def render_mail(mail: Mail) -> str:
