@@ -183,6 +183,21 @@ def _peer(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _cli_startup(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    return [
+        (
+            "`subagents --version` / `--help`",
+            f"{f['version_median_s']} s / {f['help_median_s']} s"
+            f" (run --help {f['run_help_median_s']} s, ps --help {f['ps_help_median_s']} s)",
+            f"python -c pass {f['python_pass_median_s']} s",
+            f"{r['ratio']}x of target",
+            "< 0.3 s",
+            _ok(r["pass"]),
+        )
+    ]
+
+
 ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _mail,
     "spawn": _spawn,
@@ -190,6 +205,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "scale": _scale,
     "deadlines": _deadlines,
     "peer": _peer,
+    "cli_startup": _cli_startup,
 }
 
 
