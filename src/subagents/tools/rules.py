@@ -61,7 +61,7 @@ class Rule:
         paths = None
         if spec is not None and tool in {"Read", "Edit"} | READ_FAMILY | EDIT_FAMILY:
             try:
-                paths = pathspec.PathSpec.from_lines("gitwildmatch", [_anchored(spec)])
+                paths = pathspec.PathSpec.from_lines("gitignore", [_anchored(spec)])
             except Exception as exc:
                 raise RuleError(f"permission rule {text!r}: bad path pattern: {exc}") from None
         return cls(text=text.strip(), tool=tool, specifier=spec, _paths=paths)
@@ -121,9 +121,15 @@ class Rule:
             if not (target == root or target.is_relative_to(root)):
                 return False
             relative = target.relative_to(root).as_posix() if target != root else "."
-        return self._paths.match_file(relative) or (
-            target.is_dir() and self._paths.match_file(relative + "/")
-        )
+        if self._paths.match_file(relative):
+            return True
+        # a directory a search looks in: under the rule when what is inside it is
+        # (best effort, as in Claude Code: a search of a parent still reads the subtree)
+        return tool_searches_dirs(target) and self._paths.match_file(relative + "/-")
+
+
+def tool_searches_dirs(target: Path) -> bool:
+    return target.is_dir() or not target.suffix
 
 
 def _anchored(spec: str) -> str:
