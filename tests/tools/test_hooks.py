@@ -68,9 +68,9 @@ def test_a_pre_tool_use_hook_blocks_only_with_allow_hooks(repo: Path, tmp_path: 
 
 
 def test_without_allow_hooks_the_runtime_warns_once(repo: Path) -> None:
-    with structlog.testing.capture_logs() as logs:
-        with Runtime([hooked(block_touch(repo / "x"))], model=script(), workspace=repo):
-            pass
+    spec = hooked(block_touch(repo / "x"))
+    with structlog.testing.capture_logs() as logs, Runtime([spec], model=script(), workspace=repo):
+        pass
     warnings = [e for e in logs if "allow_hooks=True" in e["event"]]
     assert len(warnings) == 1 and warnings[0]["agents"] == ["hooked"]
     assert warnings[0]["log_level"] == logging.getLevelName(logging.WARNING).lower()
