@@ -219,3 +219,33 @@ def test_ls_shows_a_tree_without_hidden_entries(context: ToolContext, repo: Path
         "  - test_calc.py",
     ]  # fmt: skip
     assert "build" not in call(context, "LS", path=str(repo), ignore=["build"])
+
+
+def test_notebook_edit_replaces_inserts_and_deletes_cells(context: ToolContext, repo: Path) -> None:
+    import json
+
+    book = repo / "nb.ipynb"
+    cells = [
+        {"cell_type": "code", "id": "a1", "metadata": {}, "source": ["x = 1\n"],
+         "execution_count": 3, "outputs": [{"output_type": "stream", "text": "old"}]},
+        {"cell_type": "markdown", "id": "b2", "metadata": {}, "source": ["# Title\n"]},
+    ]  # fmt: skip
+    book.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    assert "not been read" in error(context, "NotebookEdit", notebook_path=str(book), new_source="")
+    call(context, "Read", file_path=str(book))
+    out = call(context, "NotebookEdit", notebook_path=str(book), cell_id="a1", new_source="x = 2\n")
+    assert out == "Updated cell a1 with x = 2\\n"
+    inserted = call(
+        context, "NotebookEdit", notebook_path=str(book), cell_id="a1", new_source="y",
+        cell_type="code", edit_mode="insert",
+    )  # fmt: skip
+    assert inserted.startswith("Inserted cell ")
+    call(context, "NotebookEdit", notebook_path=str(book), cell_id="b2", new_source="",
+         edit_mode="delete")  # fmt: skip
+    saved = json.loads(book.read_text())["cells"]
+    assert [c["source"] for c in saved] == [["x = 2\n"], ["y"]]
+    assert saved[0]["outputs"] == [] and saved[0]["execution_count"] is None
+    assert "not found" in error(context, "NotebookEdit", notebook_path=str(book), cell_id="zz",
+                                new_source="")  # fmt: skip

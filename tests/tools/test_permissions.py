@@ -151,3 +151,15 @@ def test_command_lines_are_cut_outside_quotes() -> None:
     assert not is_read_only("find . -name '*.pyc' -delete")
     assert not is_read_only("git commit -m x")
     assert not is_read_only("python script.py")
+
+
+def test_an_unknown_permission_mode_is_an_error_of_the_definition() -> None:
+    from subagents.definitions.validate import validate
+
+    spec = AgentSpec(name="a", description="d", prompt="p", permission_mode="ask")
+    (issue,) = validate(spec)
+    assert issue.severity == "error"
+    assert issue.reason == (
+        "permissionMode must be one of default, acceptEdits, plan, dontAsk, bypassPermissions,"
+        " got 'ask'"
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagents.tools import bash, edit, globbing, grep, ls, read, write
+from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, write
 from subagents.tools.base import Tool
 
 
@@ -19,6 +19,7 @@ def builtin_tools() -> dict[str, Tool]:
         bash.BASH,
         bash.BASH_OUTPUT,
         bash.KILL_SHELL,
+        notebook.TOOL,
     )
     return {tool.name: tool for tool in tools}
 

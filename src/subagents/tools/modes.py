@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from subagents.definitions.validate import PERMISSION_MODES
+
 Mode = Literal["plan", "dontAsk", "default", "acceptEdits", "bypassPermissions"]
 MODES: tuple[Mode, ...] = ("plan", "dontAsk", "default", "acceptEdits", "bypassPermissions")
+assert set(MODES) == set(PERMISSION_MODES), "the definitions checker knows the same modes"
 """Strictest first: plan (read-only) < dontAsk (never asks: denies) < default (asks) <
 acceptEdits (file edits allowed) < bypassPermissions (nothing asked)."""
 
