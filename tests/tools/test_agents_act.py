@@ -3,6 +3,7 @@ runtime: permissions, approvals, the workspace, and processes that end with thei
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,18 @@ def test_background_shells_end_with_their_run_and_the_runtime(repo: Path) -> Non
         rt.close()
     assert group_members(running) == []  # closing the runtime ended the foreground command
     assert rt.processes.live_count() == 0
+
+
+def test_an_agent_with_file_tools_is_told_its_working_directory(repo: Path) -> None:
+    model = ScriptedModel({})
+    with Runtime(
+        [agent("coder"), agent("talker", tools=("send_message",))], model=model, workspace=repo
+    ) as rt:
+        rt.run("coder", "go", wait=WAIT)
+        rt.run("talker", "go", wait=WAIT)
+    coder, talker = model.requests
+    assert coder.system == (
+        f"You act.\n\n<env>\nWorking directory: {repo}\nIs directory a git repo: Yes\n"
+        f"Platform: {sys.platform}\n</env>"
+    )
+    assert talker.system == "You act."

@@ -53,6 +53,7 @@ from subagents.messages import (
 from subagents.models.base import ModelError
 from subagents.supervision.handdown import first_message_text
 from subagents.tools import journal
+from subagents.tools.builtin import BUILTIN_NAMES
 
 # Claude Code's name for its subagent tool; a definition listing it may spawn.
 _SPAWN_ALIASES = ("Task", "Agent")
@@ -85,10 +86,15 @@ class LLMBehaviour:
         self.setup_error: str | None = None
         """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
         self.stop_hook_active = False
+        self.environment = ""
+        """Appended to the system prompt when the agent has file or shell tools."""
         try:
             self.calls = ToolCalls(env, port)
         except ValueError as exc:
             self.setup_error = str(exc)
+        else:
+            if any(s.name in BUILTIN_NAMES for s in self.schemas):
+                self.environment = self.calls.environment()
 
     # ---- what the agent is offered -----------------------------------------------------------
 
@@ -244,7 +250,7 @@ class LLMBehaviour:
 
         request = ModelRequest(
             model=port.record.model or "",
-            system=self.env.system_prompt(port.spec),
+            system=self.env.system_prompt(port.spec) + self.environment,
             messages=tuple(self.messages),
             tools=self.schemas,
             max_tokens=self.env.max_tokens,

@@ -13,6 +13,7 @@ The decisions are plain classes in ``subagents.tools`` (``PermissionPolicy``, ``
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from subagents.behaviour.port import AgentEnv, AgentPort
@@ -45,6 +46,16 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
+
+    def environment(self) -> str:
+        """What Claude Code tells a model about where it works (its ``<env>`` block): the
+        file tools want absolute paths, so the model must know the workspace."""
+        root = self.workspace.root
+        git = "Yes" if (root / ".git").exists() else "No"
+        return (
+            f"\n\n<env>\nWorking directory: {root}\nIs directory a git repo: {git}\n"
+            f"Platform: {sys.platform}\n</env>"
+        )
 
     def context(self, use_id: str) -> ToolContext:
         port = self.port
