@@ -105,19 +105,19 @@ class ToolCalls:
             )
             if pre.blocked:
                 return f"PreToolUse hook blocked this call: {pre.reason}", True
-        if journal.record_before_run(tool):
-            recorded = port.journal_start(
-                ToolStarting(
-                    run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
-                )
-            )
-            if not recorded or port.cancel.is_set():
-                return "not run: the run is stopping", True
+        starting = ToolStarting(
+            run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
+        )
+        journaled = journal.record_before_run(tool)
+        if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
+            return "not run: the run is stopping", True
         try:
             out = tool.run(args, self.context(use.id))
         except ToolError as exc:
             content, is_error = str(exc), True
         except Exception as exc:
+            if journaled:  # it ended (by raising): a restart may run it again
+                port.journal_end(starting)
             raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
         else:
             if isinstance(out, ToolResult):
