@@ -105,6 +105,10 @@ class AgentEnv:
     """Where file tools work and Bash starts (None: the working directory)."""
     permissions: Permissions = field(default_factory=Permissions)
     approve: ApprovalHandler | None = None
+    ask_parent: bool = False
+    """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
+    approval_wait_s: float = 300.0
+    """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
 
