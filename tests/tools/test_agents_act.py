@@ -211,8 +211,10 @@ def test_a_run_past_its_deadline_kills_its_bash_process_group(repo: Path) -> Non
     with Runtime(
         [agent("worker")], model=model, workspace=repo, permissions="bypassPermissions"
     ) as rt:
-        handle = rt.spawn("worker", "go", timeout=1.0)
-        pgid = _started(pidfile)
+        handle = rt.spawn("worker", "go", timeout=2.0)
+        # only the pid is awaited: the deadline may pass before the whole group is up
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="pid")
+        pgid = int(pidfile.read_text())
         assert handle.result(WAIT).status is RunStatus.TIMED_OUT
         wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
