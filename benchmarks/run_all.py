@@ -22,7 +22,17 @@ from typing import Any
 import msgspec
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "refusals")
+NAMES = (
+    "mail",
+    "spawn",
+    "fanout",
+    "scale",
+    "deadlines",
+    "peer",
+    "tools",
+    "cli_startup",
+    "refusals",
+)
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
 
@@ -183,6 +193,69 @@ def _peer(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _tools(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    rows: list[Row] = []
+    for mode, g in f["grep"].items():
+        rows.append(
+            (
+                f"Grep {mode}, {f['files']:,} files",
+                f"{g['grep_tool_ms']} ms",
+                f"rg command line {g['rg_cli_ms']} ms",
+                f"{g['ratio']}x",
+                "<= 1.5x",
+                _ok(g["ratio"] <= r["target"]),
+            )
+        )
+    read, over, journal = f["read"], f["overhead"], f["journal"]
+    rows.append(
+        (
+            "Read of a 1 MB file (first 2,000 lines)",
+            f"{read['read_first_2000_lines_ms']} ms",
+            f"Python read + split {read['python_read_and_split_ms']} ms",
+            f"{read['ratio_first_2000']}x",
+            "-",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "tool call through the tool path",
+            f"{over['tool_path_us']} us",
+            f"direct call {over['direct_us']} us",
+            f"+{over['tool_path_overhead_us']} us",
+            "-",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "journaled (side-effecting) call in a run, SQLite",
+            f"{journal['side_effecting_us_per_call']} us",
+            f"idempotent call {journal['idempotent_us_per_call']} us",
+            f"+{journal['journal_round_trip_us']} us",
+            "-",
+            "-",
+        )
+    )
+    return rows
+
+
+def _cli_startup(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    return [
+        (
+            "`subagents --version` / `--help`",
+            f"{f['version_median_s']} s / {f['help_median_s']} s"
+            f" (run --help {f['run_help_median_s']} s, ps --help {f['ps_help_median_s']} s)",
+            f"python -c pass {f['python_pass_median_s']} s",
+            f"{r['ratio']}x of target",
+            "< 0.3 s",
+            _ok(r["pass"]),
+        )
+    ]
+
+
 def _refusals(r: dict[str, Any]) -> list[Row]:
     figures = r["figures"]
     worst_name = max(figures, key=lambda k: figures[k]["max_s"])
@@ -205,6 +278,8 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "scale": _scale,
     "deadlines": _deadlines,
     "peer": _peer,
+    "tools": _tools,
+    "cli_startup": _cli_startup,
     "refusals": _refusals,
 }
 

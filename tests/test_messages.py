@@ -26,6 +26,7 @@ from subagents.messages import (
     Event,
     EventKind,
     Inspect,
+    LeaseLost,
     Mail,
     MailAck,
     MailRead,
@@ -52,6 +53,7 @@ from subagents.messages import (
     ToolAnswered,
     ToolCalled,
     ToolResultBlock,
+    ToolStarting,
     ToolUseBlock,
     Usage,
     WaitingChanged,
@@ -62,6 +64,7 @@ from subagents.store.writes import (
     AppendEvent,
     OutcomeDelivered,
     PostCommand,
+    ReleaseLease,
     SaveCheckpoint,
     SaveMails,
     SaveOutcome,
@@ -159,7 +162,9 @@ MESSAGES: dict[type[Any], Any] = {
     Wake: Wake(key="wait-1"),
     Timeout: Timeout(run_id="r2"),
     RestartDue: RestartDue(run_id="r2"),
-    Restore: Restore(),
+    ToolStarting: ToolStarting(run_id="r1", step=2, tool_use_id="toolu_9", tool="Bash"),
+    Restore: Restore(roots=frozenset({"r1", "r7"})),
+    LeaseLost: LeaseLost(reason="the lease of h:1:ab lapsed"),
     Sweep: Sweep(archive_after_minutes=5.0, retention_days=2.0),
     StopAll: StopAll(reason="closing"),
     Inspect: Inspect(run_id="r1"),
@@ -169,7 +174,7 @@ OTHERS: list[Any] = [
     Batch(messages=(MESSAGES[SendMail], MESSAGES[MailRead], MESSAGES[DeliverMail])),
     Ask(MESSAGES[StepTaken]),
     Ask(MESSAGES[Inspect]),
-    RestoreReport(resumed=["r1"], orphans=["r1"], elsewhere=["r9"]),
+    RestoreReport(resumed=["r1"], orphans=["r1"], elsewhere=["r9"], taken_from=["h:1:ab"]),
     SupervisorStats(in_flight=2, peak=3, queued=1, hosted=2, spent=USAGE),
 ]
 """The envelopes and the answers the supervisor gives to asks."""
@@ -202,6 +207,7 @@ WRITES: list[Write] = [
     SaveOutcome(OUTCOME),
     OutcomeDelivered("r1"),
     PostCommand("send", "r2", "hi"),
+    ReleaseLease("h:1:ab"),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

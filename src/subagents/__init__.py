@@ -1,9 +1,13 @@
 """subagents: an actor-model runtime for LLM subagents with mailboxes.
 
 Every name a program needs is importable from here: the runtime, and every type a public call
-takes or returns. Each is loaded on first use, so that ``import subagents`` stays cheap (the
-command line imports only what a sub-command needs). Importing configures no logging: the
-command line does, and so does ``Runtime`` unless the application configured structlog.
+takes or returns. Each is loaded on first use, so that ``import subagents`` stays cheap
+(``subagents --version`` imports nothing else).
+
+Importing configures no logging. The command line configures structlog; so does a
+``Runtime``, and the first log line of any part of the package, unless the application
+configured structlog first: then log lines go to stderr at WARNING (``SUBAGENTS_LOG_LEVEL``,
+``SUBAGENTS_LOG_JSON``), see ``subagents.logs``.
 """
 
 from __future__ import annotations
@@ -28,8 +32,14 @@ _EXPORTS = {
     "SpawnRefused": "subagents.behaviour.function",
     "MailError": "subagents.behaviour.function",
     "StopError": "subagents.behaviour.function",
-    "Tool": "subagents.behaviour.tools",
-    "ToolError": "subagents.behaviour.tools",
+    "Tool": "subagents.tools.base",
+    "ToolError": "subagents.tools.base",
+    "ToolResult": "subagents.tools.base",
+    "ToolContext": "subagents.tools.context",
+    "Workspace": "subagents.tools.workspace",
+    "Permissions": "subagents.tools.permissions",
+    "ApprovalRequest": "subagents.tools.approval",
+    "Approval": "subagents.tools.approval",
     "SkillIndex": "subagents.definitions.skills",
     # models
     "Model": "subagents.models.base",
@@ -70,6 +80,8 @@ __all__ = [
     "AgentContext",
     "AgentSpec",
     "AnthropicModel",
+    "Approval",
+    "ApprovalRequest",
     "Event",
     "EventKind",
     "FunctionAgent",
@@ -83,6 +95,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "Outcome",
+    "Permissions",
     "RestoreReport",
     "RetryPolicy",
     "RunHandle",
@@ -102,10 +115,13 @@ __all__ = [
     "Synthesis",
     "SynthesisError",
     "Tool",
+    "ToolContext",
     "ToolError",
+    "ToolResult",
     "Totals",
     "TreeNode",
     "Usage",
+    "Workspace",
 ]
 
 if TYPE_CHECKING:
@@ -116,7 +132,6 @@ if TYPE_CHECKING:
         SpawnRefused,
         StopError,
     )
-    from subagents.behaviour.tools import Tool, ToolError
     from subagents.definitions.skills import SkillIndex
     from subagents.definitions.spec import AgentSpec
     from subagents.messages import (
@@ -147,6 +162,11 @@ if TYPE_CHECKING:
     from subagents.supervision.limits import Limits
     from subagents.supervision.synthesis import Synthesis, SynthesisError
     from subagents.supervision.totals import Totals
+    from subagents.tools.approval import Approval, ApprovalRequest
+    from subagents.tools.base import Tool, ToolError, ToolResult
+    from subagents.tools.context import ToolContext
+    from subagents.tools.permissions import Permissions
+    from subagents.tools.workspace import Workspace
 
 
 def __getattr__(name: str) -> Any:

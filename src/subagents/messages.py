@@ -325,8 +325,30 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     messages: tuple[ChatMessage, ...]
     answered: tuple[ToolResultBlock, ...] = ()
+    started: tuple[str, ...] = ()
+    """The tool_use ids of the last turn's side-effecting calls that began running (the tool
+    journal, recorded before each ran). A resumed run does not run a started call that has
+    no answer again: the model is told it was interrupted (``tools.journal``)."""
     usage: Usage = Usage()
     ts: float = msgspec.field(default_factory=time.time)
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """A runtime's claim that it is alive and hosting its runs (``RunRecord.owner``).
+
+    The hosting runtime renews it every few seconds; once ``expires_at`` has passed without a
+    renewal, its unfinished runs are orphaned: ``subagents ps`` says so and ``resume`` may
+    take them. ``machine`` names the kernel (and pid namespace) where ``pid`` means something,
+    so that a reader there can tell at once that the process is gone (``store.leases``).
+    """
+
+    owner: str
+    host: str
+    pid: int
+    machine: str = ""
+    started_at: float = 0.0
+    renewed_at: float = 0.0
+    expires_at: float = 0.0
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True):
@@ -406,6 +428,23 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     tool: str
     input: dict[str, Any]
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
+class ToolStarting(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A side-effecting tool call is about to run: asked, so that it is in the run's
+    checkpoint (``Checkpoint.started``) before the call can do anything. Read-only and
+    idempotent calls are not recorded first: running them again after a crash is harmless,
+    and they do not pay the round trip."""
+
+    run_id: str
+    step: int
+    tool_use_id: str
+    tool: str
+    ended: bool = False
+    """Told instead when the call ended by raising (the run fails): its end is known, so a
+    restart runs it again rather than calling it interrupted."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
@@ -536,8 +575,18 @@ class RestartDue(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
 
 
-class Restore(msgspec.Struct, frozen=True, tag=True):
-    """Take up the store's unfinished runs (answered with a ``RestoreReport``)."""
+class Restore(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Take up the store's orphaned runs (answered with a ``RestoreReport``): those whose
+    host's lease lapsed (``store.leases``); ``roots``: only these trees."""
+
+    roots: frozenset[str] | None = None
+
+
+class LeaseLost(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """This runtime's lease lapsed and another process took its runs over: the supervisor
+    must stop hosting them at once, writing nothing more (told by the lease keeper)."""
+
+    reason: str
 
 
 class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -567,6 +616,7 @@ ActorMessage = (
     | StepTaken
     | ToolCalled
     | ToolAnswered
+    | ToolStarting
     | SendMail
     | MailAck
     | DeliverMail
@@ -581,6 +631,7 @@ ActorMessage = (
     | Timeout
     | RestartDue
     | Restore
+    | LeaseLost
     | Sweep
     | StopAll
     | Inspect
@@ -612,7 +663,9 @@ class RestoreReport(msgspec.Struct, kw_only=True):
     cancelled: list[str] = msgspec.field(default_factory=list)
     orphans: list[str] = msgspec.field(default_factory=list)
     elsewhere: list[str] = msgspec.field(default_factory=list)
-    """Unfinished runs left alone: a live process (or another host) hosts them."""
+    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them."""
+    taken_from: list[str] = msgspec.field(default_factory=list)
+    """The owners whose orphaned runs this restore took over (their leases lapsed)."""
 
 
 class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -647,3 +700,5 @@ class TreeNode(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float | None = None
     ended_at: float | None = None
     children: tuple[TreeNode, ...] = ()
+    orphaned: bool = False
+    """Unfinished and its host is gone (set by views that read the store's leases)."""

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import structlog
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
@@ -36,12 +35,14 @@ from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import name_problem
-from subagents.logs import debug_enabled, ensure_configured
+from subagents.lease_keeper import LeaseKeeper
+from subagents.logs import debug_enabled, ensure_configured, get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
     ChildDone,
     Event,
     Inspect,
+    LeaseLost,
     MailAck,
     Outcome,
     PollCommands,
@@ -62,15 +63,22 @@ from subagents.messages import (
 from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
+from subagents.store.leases import lease_seconds, new_owner
 from subagents.store.memory import MemoryStore
-from subagents.store.ownership import new_owner, release_owner
 from subagents.supervision.core import AdmissionError, SupervisorCore
 from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
+from subagents.telemetry import Telemetry, provider_from_env
+from subagents.tools.approval import ApprovalHandler
+from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
+from subagents.tools.hooks import HookConfigError, Hooks
+from subagents.tools.permissions import Permissions
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
 
-log = structlog.get_logger("subagents.runtime")
+log = get_logger("subagents.runtime")
 
 AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
 
@@ -149,13 +157,28 @@ class Runtime:
         skills: SkillIndex | Sequence[str | Path] | None = None,
         default_model: str | None = None,
         hot_reload_s: float | None = None,
-        restore: bool = True,
+        restore: bool | Iterable[str] = True,
         command_poll_s: float = 0.5,
         archive_after_minutes: float = 60.0,
         retention_days: float | None = None,
         sweep_every_s: float = 60.0,
+        workspace: str | os.PathLike[str] | None = None,
+        permissions: Permissions | str | None = None,
+        approve: ApprovalHandler | None = None,
+        ask_parent: bool = False,
+        approval_wait_s: float = 300.0,
+        allow_hooks: bool = False,
+        builtin_tools: bool = True,
+        lease_s: float | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         ensure_configured()
+        self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
+        self.owner = new_owner()
+        """The id stamped on the runs this runtime hosts; its lease in the store says it is
+        alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
+        self._lease: LeaseKeeper | None = None
+        self._telemetry: Telemetry | None = None
         self.limits = limits or Limits()
         self._closed = False
         self._owns_store = store is None
@@ -183,11 +206,23 @@ class Runtime:
             if hot_reload_s:
                 self.registry.start_hot_reload(hot_reload_s)
             self.model = _model_for(model, list(self._specs.values()))
-            self.tools = as_tools(tools)
+            # Claude Code's built-in tools, then the user's (a user tool of the same name
+            # replaces the built-in one)
+            self.tools = {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+            self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
+            self.permissions = Permissions.coerce(permissions)
+            if approve is not None and not callable(approve):
+                raise TypeError(f"approve must be a callable, got {approve!r}")
+            self.processes = ProcessGroups()
+            self.allow_hooks = bool(allow_hooks)
+            self._warn_hooks(self._specs.values())
             self.skills = _skill_index(skills, discover)
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
             self._waiters: dict[str, _Waiter] = {}
             self._waiters_lock = threading.Lock()
+            self._telemetry = _telemetry_for(tracer_provider, self.store)
+            if self._telemetry is not None:
+                self._subscribers = (self._telemetry.on_event,)
             self.env = AgentEnv(
                 model=self.model,
                 agents=lambda: list(self._agents().values()),
@@ -196,6 +231,14 @@ class Runtime:
                 system_prompt=self._system_prompt,
                 max_depth=self.limits.max_depth,
                 max_turns=self.limits.max_turns,
+                workspace=self.workspace,
+                permissions=self.permissions,
+                approve=approve,
+                ask_parent=bool(ask_parent),
+                approval_wait_s=_positive(approval_wait_s, "approval_wait_s"),
+                processes=self.processes,
+                allow_hooks=self.allow_hooks,
+                tracer=self._telemetry,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -203,7 +246,7 @@ class Runtime:
                 read_run=self.store.get_run,
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
-                owner=new_owner(),
+                owner=self.owner,
             )
             self._supervisor = SupervisorClient.start(
                 core=self.core,
@@ -215,9 +258,23 @@ class Runtime:
                 on_thread=self._track_supervisor_thread,
                 pool=self._pool,
             )
+            supervisor = self._supervisor
+            # the lease is written before the restore: a process that takes runs over is
+            # seen alive by the next one that looks
+            self._lease = LeaseKeeper(
+                self.store,
+                self.owner,
+                self.lease_s,
+                on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
+            )
             self.restore_report = RestoreReport()
             if restore:
-                self.restore_report = self._ask(Restore())
+                roots = (
+                    None
+                    if restore is True
+                    else frozenset([restore] if isinstance(restore, str) else restore)
+                )
+                self.restore_report = self._ask(Restore(roots=roots))
                 if self.restore_report.orphans:
                     log.info(
                         "restored root runs have no caller; use Runtime.attach(run_id)",
@@ -249,6 +306,14 @@ class Runtime:
                 registry.stop()
         self.timer.stop()
         self._pool.close(timeout=5.0)
+        processes = getattr(self, "processes", None)
+        if processes is not None:
+            processes.kill_all()
+        if self._lease is not None:
+            self._lease.close()
+        if self._telemetry is not None:
+            with contextlib.suppress(Exception):
+                self._telemetry.close()
         if self._owns_store:
             self.store.close()
 
@@ -298,6 +363,32 @@ class Runtime:
         else:
             sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
         return Catalog(DefinitionLoader(sources), specs=specs)
+
+    def _warn_hooks(self, specs: Iterable[AgentSpec]) -> None:
+        """Hooks are shell commands from files: without ``allow_hooks=True`` they do not run,
+        and the runtime says so once, naming the definitions that have some."""
+        with_hooks = sorted(s.name for s in specs if s.hooks)
+        if not with_hooks:
+            return
+        if not self.allow_hooks:
+            log.warning(
+                "hooks ignored: create the Runtime with allow_hooks=True to run them",
+                agents=with_hooks,
+            )
+            return
+        for spec in specs:
+            if spec.hooks:
+                try:
+                    ignored = Hooks.parse(spec.hooks, f"agent {spec.name!r}").ignored
+                except HookConfigError as exc:
+                    log.warning("hooks not usable: the agent's runs will fail", reason=str(exc))
+                    continue
+                if ignored:
+                    log.warning(
+                        "hook events not supported here are ignored",
+                        agent=spec.name,
+                        events=list(ignored),
+                    )
 
     def _system_prompt(self, spec: AgentSpec) -> str:
         """The definition's prompt with its ``skills`` preloaded (unknown ones logged once)."""
@@ -659,6 +750,7 @@ class Runtime:
             self.registry.stop()
         self.timer.stop()
         self._pool.close(max(0.0, deadline - time.monotonic()))
+        self.processes.kill_all()  # whatever a run's tools left running ends with the runtime
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:
@@ -674,7 +766,13 @@ class Runtime:
                     error="runtime closed",
                 )
                 waiter.event.set()
-        release_owner(self.core.owner)
+        if self._lease is not None:  # after every run was cancelled: nothing left to host
+            self._lease.close(max(0.0, deadline - time.monotonic()))
+        if self._telemetry is not None:  # every run span has ended: flush them
+            try:
+                self._telemetry.close()
+            except Exception:
+                log.exception("closing the tracer provider failed")
         if self._owns_store:
             self.store.close()
 
@@ -700,6 +798,12 @@ _ROOT_FIELDS = frozenset(
 """The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
 
 
+def _positive(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _model_for(
     model: Model | Callable[[list[AgentSpec]], Model] | None, specs: list[AgentSpec]
 ) -> Model:
@@ -711,6 +815,18 @@ def _model_for(
     if isinstance(model, Model):
         return model
     return model(specs)
+
+
+def _telemetry_for(tracer_provider: Any, store: RunStore) -> Telemetry | None:
+    """Traces when asked for: ``tracer_provider`` given, or the OTEL_* environment opts in
+    (``subagents.telemetry``); None (and OpenTelemetry never imported) otherwise."""
+    if tracer_provider is not None:
+        return Telemetry(tracer_provider, store)
+    found = provider_from_env()
+    if found is None:
+        return None
+    provider, owned = found
+    return Telemetry(provider, store, owned=owned)
 
 
 def _skill_index(

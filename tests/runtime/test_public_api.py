@@ -55,7 +55,11 @@ def _public_calls() -> list[tuple[str, Any]]:
 )
 def test_every_type_a_public_call_takes_or_returns_is_exported(name: str, call: Any) -> None:
     module = sys.modules[call.__module__]
-    hints = typing.get_type_hints(call, vars(module), {**vars(subagents.runtime)})
+    names: dict[str, Any] = {}  # aliases name types of other modules (tools.approval...)
+    for module_name, loaded in list(sys.modules.items()):
+        if module_name.startswith("subagents.") and loaded is not None:
+            names.update(vars(loaded))
+    hints = typing.get_type_hints(call, {**names, **vars(module)})
     missing = {
         cls.__name__
         for hint in hints.values()

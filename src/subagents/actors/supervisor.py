@@ -37,19 +37,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 
 from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 from subagents.messages import (
     Ask,
     Batch,
     ChildDone,
     Event,
     Inspect,
+    LeaseLost,
     MailAck,
     MailRead,
     Outcome,
@@ -70,9 +71,11 @@ from subagents.messages import (
     Timeout,
     ToolAnswered,
     ToolCalled,
+    ToolStarting,
     WaitingChanged,
 )
 from subagents.store.base import RunStore, StoreError
+from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import apply_writes
 from subagents.supervision.coalesce import coalesce
@@ -90,7 +93,7 @@ from subagents.supervision.effects import (
     TellOutside,
 )
 
-log = structlog.get_logger("subagents.supervisor")
+log = get_logger("subagents.supervisor")
 
 GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
@@ -158,6 +161,8 @@ class SupervisorActor(FastInboxActor):
             return self._answer(message.message)
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
+        elif kind is LeaseLost:  # nothing more may be written
+            self._lease_lost(message.reason)
         else:
             self._receive(message, more=False)
         return None
@@ -243,7 +248,9 @@ class SupervisorActor(FastInboxActor):
 
     # ---- the store failed ------------------------------------------------------------------
 
-    def _halt(self, exc: Exception, lost: Sequence[Effect] = ()) -> None:
+    def _halt(
+        self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
+    ) -> None:
         """The store failed (disk full, file gone, read-only...): what is in memory can no
         longer be made durable, so no run may go on as if it were. Every live run's agent is
         stopped and every waiting caller is told, with the store's error; the store keeps the
@@ -254,8 +261,8 @@ class SupervisorActor(FastInboxActor):
         is told of the store's failure too, not left waiting."""
         if self.store_failure is not None:
             return
-        self.store_failure = f"the run store failed: {exc}"
-        log.error("run store failed: every run is stopped", error=str(exc))
+        self.store_failure = f"{what}: {exc}"
+        log.error(f"{what}: every run is stopped", error=str(exc))
         ended = [
             e.message.outcome.run_id
             for e in [*lost, *self._held]
@@ -276,6 +283,15 @@ class SupervisorActor(FastInboxActor):
                 error=self.store_failure,
             )
             self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
+
+    def _lease_lost(self, reason: str) -> None:
+        """Another process took this runtime's runs over (its lease had lapsed): the open
+        group is rolled back, not committed, and everything stops as for a store failure."""
+        group, self._group = self._group, None
+        if group is not None:
+            with contextlib.suppress(Exception):
+                group.__exit__(RuntimeError, RuntimeError(reason), None)
+        self._halt(RuntimeError(reason), what="this runtime lost its lease")
 
     def _refuse_ask(self, message: Any) -> Any:
         """After a store failure: asks get the store's error, but closing and inspecting
@@ -357,6 +373,9 @@ class SupervisorActor(FastInboxActor):
                 decision = core.tool_called(message)
             case ToolAnswered():
                 decision = core.tool_answered(message)
+            case ToolStarting():  # asked (not grouped): durable before the tool runs
+                self._carry_out(core.tool_starting(message))
+                return True  # (an ``ended`` one is told: the answer goes nowhere)
             case WaitingChanged():
                 decision = core.waiting_changed(message)
             case RunFinished():
@@ -374,8 +393,8 @@ class SupervisorActor(FastInboxActor):
             case PollCommands():
                 hosted = core.hosted()
                 decision = core.commands(self.store.take_commands(hosted) if hosted else [])
-            case Restore():
-                decision = core.restore(read_snapshot(self.store, core.owner))
+            case Restore(roots=roots):
+                return self._restore(roots)
             case StopAll(reason=reason):
                 decision = core.stop_all(reason)
             case Inspect(run_id=run_id):
@@ -386,6 +405,17 @@ class SupervisorActor(FastInboxActor):
                 log.warning("unexpected message", message=type(message).__name__)
                 return None
         self._carry_out(decision)
+        return decision.reply
+
+    def _restore(self, roots: frozenset[str] | None) -> Any:
+        """Take up the orphaned runs. Liveness (the leases) is read in the transaction of the
+        takeover and handed to the core with the rest of the snapshot; the effects (starts)
+        follow the commit."""
+        with self.store.batch():
+            alive = live_owners(self.store.leases(), self.now())
+            decision = self.core.restore(read_snapshot(self.store, alive), roots)
+            self._write(decision)
+        self._apply(decision.effects)
         return decision.reply
 
     def _sweep(self, message: Sweep, *, asked: bool) -> Any:
@@ -412,12 +442,15 @@ class SupervisorActor(FastInboxActor):
     def _carry_out(self, decision: Decision) -> None:
         """The writes now (inside the store batch of this message: a savepoint within an
         open group, else a transaction of its own), the effects once they are committed."""
+        self._write(decision)
+        self._apply(decision.effects)
+
+    def _write(self, decision: Decision) -> None:
         writes = decision.writes
         if writes:
             store = self.store
             with store.batch():
                 apply_writes(store, writes)
-        self._apply(decision.effects)
 
     def _apply(self, effects: list[Effect]) -> None:
         if self._group is not None:  # not committed yet: held back until it is

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.threads")
+log = get_logger("subagents.threads")
 
 Job = Callable[[], None]
 

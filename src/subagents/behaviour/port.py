@@ -7,6 +7,7 @@ plain classes and lets another actor backend host them unchanged.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -14,14 +15,21 @@ from typing import Any, Protocol
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Mail,
+    ModelRequest,
+    ModelResponse,
     RunRecord,
     SendMail,
     SpawnRequest,
     StepTaken,
     StopRequest,
     ToolAnswered,
+    ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
+from subagents.tools.approval import ApprovalHandler
+from subagents.tools.permissions import Permissions
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
 
 
 class SkillSource(Protocol):
@@ -63,6 +71,16 @@ class AgentPort(Protocol):
         ...
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def journal_start(self, starting: ToolStarting) -> bool:
+        """Record that a side-effecting tool call is about to run; return once it is durable
+        (True), or False when it could not be recorded (the run is ending): then the call
+        must not run."""
+        ...
+
+    def journal_end(self, ended: ToolStarting) -> None:
+        """A journaled call raised: its end is known (told, in order with the failure)."""
+        ...
+
     def report_answer(self, answer: ToolAnswered) -> None: ...
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def set_waiting(self, waiting: bool) -> None: ...
@@ -71,6 +89,22 @@ class AgentPort(Protocol):
     def continue_later(self) -> None: ...
     def finish(self, result: str) -> None: ...
     def fail(self, kind: str, message: str) -> None: ...
+
+
+class CallSpan(Protocol):
+    """A model or tool call being traced; ended once."""
+
+    def end(self, *, error: str | None = None, response: ModelResponse | None = None) -> None: ...
+
+
+class CallTracer(Protocol):
+    """Where the LLM behaviour reports its model and tool calls for tracing (the runtime's
+    OpenTelemetry spans, ``subagents.telemetry``); None in ``AgentEnv``: nothing traced."""
+
+    def model_call(self, record: RunRecord, request: ModelRequest) -> CallSpan: ...
+    def tool_call(
+        self, record: RunRecord, call_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallSpan: ...
 
 
 @dataclass
@@ -85,6 +119,25 @@ class AgentEnv:
     max_depth: int = 3
     max_turns: int = 50
     max_tokens: int = 4096
+    workspace: Workspace | None = None
+    """Where file tools work and Bash starts (None: the working directory)."""
+    permissions: Permissions = field(default_factory=Permissions)
+    approve: ApprovalHandler | None = None
+    ask_parent: bool = False
+    """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
+    approval_wait_s: float = 300.0
+    """How long a child waits for its parent's answer before the call is refused."""
+    processes: ProcessGroups = field(default_factory=ProcessGroups)
+    allow_hooks: bool = False
+    tracer: CallTracer | None = None
+    """Where model and tool calls are reported for tracing (None: nothing traced)."""
+
+    def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
+        """The workspace of one run (the runtime's; a run with its own worktree may get
+        another here)."""
+        if self.workspace is None:
+            self.workspace = Workspace(os.getcwd())
+        return self.workspace
 
 
 def render_mail(mail: Mail) -> str:

@@ -12,12 +12,17 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
+from subagents.cli.output import printable
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from subagents.cli.approvals import TerminalApprovals
 
 STATUS_STYLE = {
     RunStatus.QUEUED: "yellow",
@@ -164,7 +169,7 @@ class LiveTree:
                 what += f": {data['error']}"
         else:
             return
-        self.journal.append(f"{event.ts - self._t0:6.2f}s  {who}  {what}")
+        self.journal.append(printable(f"{event.ts - self._t0:6.2f}s  {who}  {what}"))
 
     def drain(self) -> list[str]:
         with self._lock:
@@ -189,24 +194,37 @@ class LiveTree:
         if row.started is not None:
             elapsed = (row.ended or now) - row.started
         text = Text()
-        text.append(f"{row.agent}", style="bold")
+        text.append(printable(row.agent), style="bold")
         text.append(f" {row.run_id[-8:]} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:
             text.append(f"  mail {row.mail}")
         if row.note:
-            text.append(f"  {row.note[:70]}", style="dim")
+            note = " ".join(printable(row.note).split())
+            text.append(f"  {note[:70]}", style="dim")
         return text
 
 
-def watch(tree: LiveTree, done: threading.Event, console: Console, *, fps: float = 8.0) -> None:
-    """Redraw ``tree`` until ``done`` is set (terminal), or print it once at the end."""
+def watch(
+    tree: LiveTree,
+    done: threading.Event,
+    console: Console,
+    *,
+    fps: float = 8.0,
+    approvals: TerminalApprovals | None = None,
+) -> None:
+    """Redraw ``tree`` until ``done`` is set (terminal), or print it once at the end. With
+    ``approvals``, a tool call waiting for the person pauses the tree while it is asked."""
     if console.is_terminal:
         from rich.live import Live
 
         with Live(tree.render(), console=console, refresh_per_second=fps, transient=False) as live:
             while not done.wait(1.0 / fps):
+                if approvals is not None and approvals.pending():
+                    live.stop()
+                    approvals.ask_pending(console)
+                    live.start()
                 live.update(tree.render())
             live.update(tree.render())
     else:

@@ -10,9 +10,8 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 from subagents.models.base import CancelSignal, Model, ModelError
 from subagents.models.names import Price, estimate_cost, model_id, resolve_model
 from subagents.models.retry import RetryPolicy
@@ -51,7 +50,7 @@ __all__ = [
     "resolve_model",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def default_model(specs: Iterable[AgentSpec] = ()) -> Model:

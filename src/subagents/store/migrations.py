@@ -15,8 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
+from subagents.logs import get_logger
 from subagents.store.base import StoreError
 from subagents.store.schema import (
     APPLICATION,
@@ -26,7 +25,7 @@ from subagents.store.schema import (
     user_tables,
 )
 
-log = structlog.get_logger("subagents.store")
+log = get_logger("subagents.store")
 
 Migration = Callable[[sqlite3.Connection], None]
 
@@ -47,7 +46,23 @@ def v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_sweep ON runs (archived_at, ended_at)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2,)
+def v2_to_v3(conn: sqlite3.Connection) -> None:
+    """v3: leases. Each hosting runtime keeps a row here, renewed every few seconds, so that
+    any process can tell a live host's unfinished runs from orphans (``store.leases``).
+    ``lease`` is the document; the other columns are what queries and people read."""
+    conn.execute(
+        """CREATE TABLE leases (
+            owner TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            renewed_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            lease TEXT NOT NULL
+        )"""
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

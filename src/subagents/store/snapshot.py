@@ -7,13 +7,10 @@ before asking the core to restore, and hands it over whole.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from subagents.messages import Checkpoint, Mail, MailState, RunRecord, RunStatus
 from subagents.store.base import RunStore
-from subagents.store.ownership import owner_alive
 
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
@@ -36,15 +33,15 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     unfinished: tuple[UnfinishedRun, ...] = ()
     """Parents before children (by depth, then age)."""
     live_owners: frozenset[str] = frozenset()
-    """The owners of unfinished runs (other than the reader) that may still host them."""
+    """The runtimes whose leases are alive (``store.leases``): the trees they host are left
+    to them."""
     undelivered: tuple[RunRecord, ...] = ()
     """Runs that ended but whose outcome never reached their requester."""
 
 
-def read_snapshot(
-    store: RunStore, me: str, alive: Callable[[str | None], bool] = owner_alive
-) -> RestoreSnapshot:
-    """Read what a runtime whose owner id is ``me`` would take up from ``store``."""
+def read_snapshot(store: RunStore, live_owners: frozenset[str]) -> RestoreSnapshot:
+    """Read the store's unfinished runs, given the owners alive (read by the caller from the
+    store's leases, in the same transaction)."""
     records = store.list_runs(statuses=UNFINISHED)
     records.sort(key=lambda r: (r.depth, r.created_at))
     trees: dict[str, list[RunRecord]] = {}
@@ -70,10 +67,9 @@ def read_snapshot(
                 record=record, checkpoint=checkpoint, inbox=inbox, children=children, sent=sent
             )
         )
-    owners = {r.owner for r in records if r.owner and r.owner != me}
     ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())
     return RestoreSnapshot(
         unfinished=tuple(unfinished),
-        live_owners=frozenset(o for o in owners if alive(o)),
+        live_owners=live_owners,
         undelivered=tuple(r for r in ended if r is not None),
     )

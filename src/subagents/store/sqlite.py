@@ -41,15 +41,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import msgspec
-import structlog
 import tenacity
 
-from subagents.logs import ensure_configured
+from subagents.logs import get_logger
 from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
     Command,
     Event,
+    Lease,
     Mail,
     MailState,
     Outcome,
@@ -71,7 +71,7 @@ from subagents.store.sweep import (
     sweep_bounds,
 )
 
-log = structlog.get_logger("subagents.store")
+log = get_logger("subagents.store")
 
 T = TypeVar("T")
 
@@ -84,6 +84,7 @@ _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
+_lease_decoder = msgspec.json.Decoder(Lease)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -226,7 +227,6 @@ class SQLiteStore:
         busy_timeout: float = 5.0,
         max_bytes: int | None = None,
     ) -> None:
-        ensure_configured()  # it logs from here on, possibly before any Runtime exists
         if max_bytes is not None and max_bytes <= 0:
             raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
         if not busy_timeout >= 0:
@@ -775,6 +775,55 @@ class SQLiteStore:
             Command(command_id=cid, kind=kind, run_id=run_id, content=content, ts=ts)
             for cid, kind, run_id, content, ts in rows
         ]
+
+    # -----------------------------------------------------------------------------------------
+    # leases: which runtimes are alive
+    # -----------------------------------------------------------------------------------------
+
+    def _lease_row(self, lease: Lease) -> tuple[Any, ...]:
+        return (
+            lease.owner,
+            lease.host,
+            lease.pid,
+            lease.renewed_at,
+            lease.expires_at,
+            _encode(lease, _lease_decoder, f"the lease of {lease.owner}"),
+        )
+
+    def acquire_lease(self, lease: Lease) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                       renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                       lease = excluded.lease""",
+                self._lease_row(lease),
+                f"writing the lease of {lease.owner}",
+            )
+
+    def renew_lease(self, lease: Lease) -> bool:
+        row = self._lease_row(lease)
+        with self._writing() as conn:
+            cursor = self._write_sql(
+                conn,
+                """UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
+                   WHERE owner = ?""",
+                (*row[1:], lease.owner),
+                f"renewing the lease of {lease.owner}",
+            )
+            return cursor.rowcount > 0
+
+    def release_lease(self, owner: str) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn, "DELETE FROM leases WHERE owner = ?", (owner,), f"releasing lease {owner}"
+            )
+
+    def leases(self) -> list[Lease]:
+        rows = self._read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
+        return [self._decode(_lease_decoder, raw, "leases", key) for key, raw in rows]
 
     # -----------------------------------------------------------------------------------------
     # the sweeper

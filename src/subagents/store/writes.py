@@ -60,6 +60,13 @@ class PostCommand(msgspec.Struct, frozen=True, gc=False, tag=True):
     content: str | None = None
 
 
+class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The lease of ``owner``, whose orphaned runs were just taken over, is deleted: a host
+    that was only stalled learns at its next renewal that it lost them."""
+
+    owner: str
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -69,6 +76,7 @@ Write = (
     | SaveOutcome
     | OutcomeDelivered
     | PostCommand
+    | ReleaseLease
 )
 
 
@@ -104,6 +112,10 @@ def _post_command(store: RunStore, write: PostCommand) -> None:
     store.post_command(write.kind, write.run_id, write.content)
 
 
+def _release_lease(store: RunStore, write: ReleaseLease) -> None:
+    store.release_lease(write.owner)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -113,6 +125,7 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveOutcome: _save_outcome,
     OutcomeDelivered: _outcome_delivered,
     PostCommand: _post_command,
+    ReleaseLease: _release_lease,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

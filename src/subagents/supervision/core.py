@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import msgspec
 
@@ -50,6 +50,7 @@ from subagents.messages import (
     SupervisorStats,
     ToolAnswered,
     ToolCalled,
+    ToolStarting,
     WaitingChanged,
     new_id,
 )
@@ -92,7 +93,8 @@ class SupervisorCore:
         self.clock = clock
         """Monotonic time: deadlines and restart windows."""
         self.owner = owner
-        """The id this runtime stamps on the runs it hosts (``store.ownership``)."""
+        """The id this runtime stamps on the runs it hosts; its lease (``store.leases``)
+        says whether it is alive. Given by the Runtime (``host:pid:nonce``)."""
         self.read_run = read_run
         self.effects = Effects(now)
         self.runs = RunTable(self.effects)
@@ -252,6 +254,25 @@ class SupervisorCore:
             self.mail.read(msg.run_id, msg.read_mail)
         return self._decided()
 
+    def tool_starting(self, msg: ToolStarting) -> Decision:
+        """The tool journal: a side-effecting call is about to run. Kept in the checkpoint
+        before the agent hears back, so a crash during the call cannot make a resumed run do
+        it again (``tools.journal`` decides what the model is told)."""
+        self.effects.begin()
+        state = self.runs.reporting(msg.run_id, msg.attempt)
+        cp = state.checkpoint if state is not None else None
+        if state is not None and cp is not None:
+            started = cp.started
+            if msg.ended:  # it raised: known to be over, not "interrupted"
+                started = tuple(i for i in started if i != msg.tool_use_id)
+            elif msg.tool_use_id not in started:
+                started = (*started, msg.tool_use_id)
+            if cp.step == msg.step and started != cp.started:
+                cp = msgspec.structs.replace(cp, started=started)
+                state.checkpoint = state.saved = cp
+                self.effects.writes.append(SaveCheckpoint(cp))
+        return self._decided()
+
     def tool_called(self, msg: ToolCalled) -> Decision:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
@@ -295,10 +316,11 @@ class SupervisorCore:
 
     # ---- the store's side: restore and commands --------------------------------------------
 
-    def restore(self, snapshot: RestoreSnapshot) -> Decision:
-        """Take up the unfinished runs of the store; the reply is a ``RestoreReport``."""
+    def restore(self, snapshot: RestoreSnapshot, roots: Collection[str] | None = None) -> Decision:
+        """Take up the orphaned runs of the store (``roots``: only these trees); the reply
+        is a ``RestoreReport``."""
         self.effects.begin()
-        return self._decided(self.recovery.restore(snapshot))
+        return self._decided(self.recovery.restore(snapshot, roots))
 
     def hosted(self) -> list[str]:
         """The live runs held here (whose commands the actor claims from the store)."""

@@ -9,14 +9,14 @@ The store is read by the actor (``store.snapshot``); the decisions here only use
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RestoreReport, RunStatus
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
-from subagents.store.writes import OutcomeDelivered
+from subagents.store.writes import OutcomeDelivered, ReleaseLease
 from subagents.supervision.effects import Effects
 from subagents.supervision.lifecycle import End, Lifecycle
 from subagents.supervision.runs import RunState, RunTable
@@ -44,34 +44,49 @@ class Recovery:
         self.slot_key = slot_key
         self.owner = owner
 
-    def restore(self, snapshot: RestoreSnapshot) -> RestoreReport:
-        """Parents come before children (by depth). A run whose agent is no longer defined
-        fails; a child whose parent has ended is cancelled (runs do not outlive parents).
-        Root runs come back without a caller: they are reported as orphans until someone
-        attaches to them. Runs of a tree another live runtime hosts are left to it."""
+    def restore(
+        self, snapshot: RestoreSnapshot, roots: Collection[str] | None = None
+    ) -> RestoreReport:
+        """Take up the orphaned runs of the snapshot (``roots``: only these trees).
+
+        The trees a live runtime hosts (its lease is alive) are left to it. Parents come
+        before children (by depth). A run whose agent is no longer defined fails; a child
+        whose parent has ended is cancelled (runs do not outlive parents). Root runs come
+        back without a caller: they are reported as orphans until someone attaches to them.
+        The leases of the owners taken over are released, so that a host that was only
+        stalled learns at its next renewal that it lost its runs."""
         report = RestoreReport()
+        live, me = snapshot.live_owners, self.owner
         elsewhere = {
             u.record.root_run_id
             for u in snapshot.unfinished
-            if u.record.owner in snapshot.live_owners
+            if u.record.owner in live and u.record.owner != me
         }
         for unfinished in snapshot.unfinished:
             record = unfinished.record
             if record.run_id in self.runs:
                 continue
+            if roots is not None and record.root_run_id not in roots:
+                continue
             if record.root_run_id in elsewhere:
                 report.elsewhere.append(record.run_id)
                 continue
+            if record.owner and record.owner != me and record.owner not in report.taken_from:
+                report.taken_from.append(record.owner)
             self._restore_one(unfinished, report)
         # Running runs took their slots back first (whatever the limits); queued runs
         # start now only as far as the limits allow.
         self.lifecycle.start_queued()
         for ended in snapshot.undelivered:
+            live_host = ended.owner in live and ended.owner != me
+            if live_host or (roots is not None and ended.root_run_id not in roots):
+                continue  # its live host delivers it; or a tree not asked for
             if ended.parent_run_id is None:
                 report.orphans.append(ended.run_id)
             elif self.runs.live(ended.parent_run_id) is None:
                 self.effects.writes.append(OutcomeDelivered(ended.run_id))
             # a live parent gets it through recovered messages when it resumes
+        self.effects.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
         return report
 
     def _restore_one(self, unfinished: UnfinishedRun, report: RestoreReport) -> None:
