@@ -1,11 +1,11 @@
 """SupervisorActor: the one actor that owns run state; thin over SupervisorCore.
 
 It receives every request and report, asks the core to decide, and carries out the decision:
-first the store writes (inside one store batch), then, once they are committed, the effects:
-starting agent actors, telling them things, arming deadlines on the timer service, handing
-root outcomes to the Runtime, publishing events. It is also where the store is read for the
-core (a restore's snapshot, the commands other processes posted, the mail a restarted run
-sent): the core does no I/O.
+first the store writes (inside one store batch), then, once they are committed, the effects
+(``actors.effector``: starting agent actors, telling them things, arming deadlines on the
+timer service, handing root outcomes to the Runtime, publishing events). It is also where
+the store is read for the core (a restore's snapshot with the leases, the commands other
+processes posted, the mail a restarted run sent): the core does no I/O.
 
 Asks and tells: a sender that waits for the answer wraps its message in ``Ask``; the answer,
 or the error raised while handling it, goes back to it. Anything else is a tell: a failure
@@ -33,12 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
-from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.agent import BehaviourFactory
+from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -58,7 +58,6 @@ from subagents.messages import (
     RestartDue,
     Restore,
     RunFinished,
-    RunRecord,
     RunStatus,
     SendMail,
     SpawnReply,
@@ -81,15 +80,8 @@ from subagents.store.writes import apply_writes
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
-    ArmDeadline,
     Decision,
-    DisarmDeadline,
     Effect,
-    Publish,
-    ScheduleRestart,
-    StartRun,
-    StopAgent,
-    Tell,
     TellOutside,
 )
 
@@ -102,13 +94,6 @@ _GROUPED = frozenset(
     {SendMail, MailRead, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout}
 )
 """Told reports whose handling may share the open group's transaction."""
-
-
-@dataclass
-class _Live:
-    ref: pykka.ActorRef[Any]
-    cancel: threading.Event
-    attempt: int = 1
 
 
 class SupervisorActor(FastInboxActor):
@@ -128,17 +113,19 @@ class SupervisorActor(FastInboxActor):
         now: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
-        self.pool = pool
         self.core = core
         self.store = store
-        self.timer = timer
-        self.behaviour_for = behaviour_for
         self.on_outside = on_outside
-        """Where root outcomes go, and refusals of root runs told (not asked) to start."""
-        self.on_event = on_event
         self.on_thread = on_thread
         self.now = now
-        self.live: dict[str, _Live] = {}
+        self.effector = Effector(
+            supervisor=self.actor_ref,
+            timer=timer,
+            behaviour_for=behaviour_for,
+            on_outside=on_outside,
+            on_event=on_event,
+            pool=pool,
+        )
         self.store_failure: str | None = None
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
@@ -241,10 +228,7 @@ class SupervisorActor(FastInboxActor):
                 reply = StopReply(request_id=rid, error=reason)
             case _:
                 return
-        live = self.live.get(run_id)
-        if live is not None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.tell(reply)
+        self.effector.tell(run_id, reply)
 
     # ---- the store failed ------------------------------------------------------------------
 
@@ -269,11 +253,7 @@ class SupervisorActor(FastInboxActor):
             if isinstance(e, TellOutside) and isinstance(e.message, ChildDone)
         ]
         self._group, self._held, self._grouped = None, [], 0
-        for live in self.live.values():
-            live.cancel.set()
-            with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.stop(block=False)
-        self.live.clear()
+        self.effector.stop_all()
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         for run_id in dict.fromkeys([*ended, *roots]):
             outcome = Outcome(
@@ -379,9 +359,7 @@ class SupervisorActor(FastInboxActor):
             case WaitingChanged():
                 decision = core.waiting_changed(message)
             case RunFinished():
-                live = self.live.get(message.run_id)
-                if live is not None and (not message.attempt or live.attempt == message.attempt):
-                    del self.live[message.run_id]  # not a report from an earlier start
+                self.effector.ended(message.run_id, message.attempt)
                 decision = core.finished(message)
             case StopRequest():
                 decision = core.stop(message)
@@ -456,73 +434,7 @@ class SupervisorActor(FastInboxActor):
         if self._group is not None:  # not committed yet: held back until it is
             self._held.extend(effects)
             return
-        for effect in effects:
-            try:
-                self._apply_one(effect)
-            except Exception:
-                log.exception("effect failed", effect=type(effect).__name__)
-
-    def _apply_one(self, effect: Effect) -> None:
-        match effect:
-            case Publish(event=event):
-                self.on_event(event)
-            case Tell(run_id=run_id, message=msg):
-                live = self.live.get(run_id)
-                if live is not None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        live.ref.tell(msg)
-            case StartRun():
-                self._start(effect)
-            case StopAgent(run_id=run_id):
-                live = self.live.pop(run_id, None)
-                if live is not None:
-                    live.cancel.set()
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        live.ref.stop(block=False)
-            case ArmDeadline(run_id=run_id, deadline=deadline):
-                me = self.actor_ref
-
-                def fire(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(Timeout(run_id=rid))
-
-                self.timer.schedule(("deadline", run_id), deadline, fire)
-            case ScheduleRestart(run_id=run_id, delay_s=delay_s):
-                me = self.actor_ref
-
-                def due(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(RestartDue(run_id=rid))
-
-                self.timer.schedule_in(("restart", run_id), delay_s, due)
-            case DisarmDeadline(run_id=run_id):
-                self.timer.cancel(("deadline", run_id))
-            case TellOutside(message=msg):
-                self.on_outside(msg)
-
-    def _start(self, effect: StartRun) -> None:
-        record: RunRecord = effect.record
-        earlier = self.live.pop(record.run_id, None)
-        if earlier is not None:  # a restart: the earlier start must not go on working
-            earlier.cancel.set()
-            with contextlib.suppress(pykka.ActorDeadError):
-                earlier.ref.stop(block=False)
-        cancel = threading.Event()
-        ref = AgentActor.start(
-            record=record,
-            spec=effect.spec,
-            deadline=effect.deadline,
-            cancel=cancel,
-            supervisor=self.actor_ref,
-            timer=self.timer,
-            behaviour=self.behaviour_for(effect.spec),
-            checkpoint=effect.checkpoint,
-            pending_mail=effect.pending_mail,
-            recovered=effect.recovered,
-            attempt=effect.attempt,
-            pool=self.pool,
-        )
-        self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+        self.effector.apply(effects)
 
 
 class ActorGone(RuntimeError):
