@@ -369,8 +369,7 @@ class SupervisorActor(FastInboxActor):
                 sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
                 decision = core.restart_due(run_id, sent)
             case PollCommands():
-                hosted = core.hosted()
-                decision = core.commands(self.store.take_commands(hosted) if hosted else [])
+                return self._take_commands()
             case Restore(roots=roots):
                 return self._restore(roots)
             case StopAll(reason=reason):
@@ -384,6 +383,17 @@ class SupervisorActor(FastInboxActor):
                 return None
         self._carry_out(decision)
         return decision.reply
+
+    def _take_commands(self) -> None:
+        """Act on the commands other processes posted for the runs hosted here. The claim
+        commits with the writes that act on it: a crash between them loses no command."""
+        hosted = self.core.hosted()
+        if not hosted:
+            return
+        with self.store.batch():
+            decision = self.core.commands(self.store.take_commands(hosted))
+            self._write(decision)
+        self._apply(decision.effects)
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
         """Take up the orphaned runs. Liveness (the leases) is read in the transaction of the
