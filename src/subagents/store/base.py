@@ -15,6 +15,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    JournalEntry,
     Mail,
     MailState,
     Outcome,
@@ -62,6 +63,15 @@ class RunStore(Protocol):
         ...
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]: ...
+
+    # function agents' journals (what a resumed function agent replays)
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        """Append ``entries`` (one handling's calls and results) to ``run_id``'s journal."""
+        ...
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        """``run_id``'s journal, every entry in the order written."""
+        ...
 
     # outcomes and their delivery to the requester
     def save_outcome(self, outcome: Outcome) -> None: ...

@@ -47,7 +47,21 @@ def v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_sweep ON runs (archived_at, ended_at)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2,)
+def v2_to_v3(conn: sqlite3.Connection) -> None:
+    """v3: function agents' journals. One row per report of a run's calls and results (a
+    msgspec JSON list of ``JournalEntry``), read back in order when the run resumes, so a
+    function agent replays what it did before a crash instead of doing it again."""
+    conn.execute(
+        """CREATE TABLE journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            entries TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX journal_run ON journal (run_id, seq)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

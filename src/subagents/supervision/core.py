@@ -32,6 +32,8 @@ from subagents.messages import (
     ChildDone,
     Event,
     EventKind,
+    Journal,
+    JournalEntry,
     Mail,
     MailAck,
     MailRead,
@@ -417,8 +419,10 @@ class SupervisorCore(PolicyHooks):
             state.checkpoint = self.store.load_checkpoint(run_id)
         if state.resumes:  # what the earlier start already did is not done again
             children = self.store.list_runs(root_run_id=state.record.root_run_id)
-            sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
-            recovered = recovered_messages(run_id, children, sent)
+            mails = self.store.mail_for(run_id)
+            # a function agent also replays its journal (behaviour/function.py)
+            journal = self.store.journal_of(run_id)
+            recovered = recovered_messages(run_id, children, mails, journal)
         self._effects.append(ArmDeadline(run_id, state.deadline))
         self._effects.append(
             StartRun(
@@ -545,7 +549,7 @@ class SupervisorCore(PolicyHooks):
                 log.debug("late report discarded", run_id=msg.run_id)
                 return self._effects
             if msg.error_kind is None:
-                self._finish(state, RunStatus.COMPLETED, result=msg.result)
+                self._finish(state, RunStatus.COMPLETED, result=msg.result, typed=msg.typed)
             elif self.clock() >= state.deadline:
                 # A call cut short by the deadline reports before the timer does: same cause.
                 self._effects.extend(self._timed_out(state))
@@ -822,6 +826,21 @@ class SupervisorCore(PolicyHooks):
             self.store.set_mail_state(mail_id, MailState.READ)
             state.unread_mail.discard(mail_id)
 
+    def journal(self, msg: Journal) -> list[Effect]:
+        """A function agent's journal entries of one handling, kept for its replay after a
+        crash, and the mail they say it read, marked read in the same transaction (so the
+        store never says a mail was read without saying which call read it)."""
+        self._effects = []
+        state = self.reporting(msg.run_id, msg.attempt)
+        with self.store.batch():
+            if state is not None and msg.entries:  # an earlier start's entries are void
+                self.store.save_journal(msg.run_id, msg.entries)
+            if msg.read_mail:
+                if state is not None:
+                    state.unread_mail.difference_update(msg.read_mail)
+                self.store.set_mails_state(msg.read_mail, MailState.READ)
+        return self._effects
+
     def mail_read(self, msg: MailRead) -> list[Effect]:
         return self.mail_reads((msg,))
 
@@ -889,8 +908,10 @@ class SupervisorCore(PolicyHooks):
         result: str | None = None,
         error_kind: str | None = None,
         error: str | None = None,
+        typed: bool = False,
     ) -> None:
-        """Give ``state`` its one terminal status and deliver its outcome once."""
+        """Give ``state`` its one terminal status and deliver its outcome once. ``typed``:
+        ``result`` is the JSON text of a function agent's value (``Outcome.value``)."""
         record = state.record
         if record.status.terminal:
             return
@@ -908,6 +929,7 @@ class SupervisorCore(PolicyHooks):
             error=error,
             usage=record.usage,
             steps=record.steps,
+            typed=typed,
         )
         self._update(state, status=status, ended_at=time.time(), outcome=outcome)
         self.store.save_outcome(outcome)
@@ -976,6 +998,16 @@ class SupervisorCore(PolicyHooks):
         with self._handling() as effects:
             reply = self._stop(req)
             if req.requester is not None:
+                if req.journal and self.reporting(req.requester, req.attempt) is not None:
+                    # A function agent's ctx.stop: its answer is journaled with the stop,
+                    # so a replay after a crash gets it instead of stopping an ended run.
+                    entry = JournalEntry(
+                        request_id=req.request_id,
+                        observed=True,
+                        result=list(reply.stopped),
+                        error=reply.error,
+                    )
+                    self.store.save_journal(req.requester, (entry,))
                 effects.append(Tell(req.requester, reply))
             return reply, effects
 
