@@ -603,8 +603,9 @@ class Runtime:
         **spawn_options: Any,
     ) -> Synthesis:
         """Run ``(agent, task)`` jobs and combine their results by ``strategy`` (merge, vote,
-        consensus, best_pick, weighted_average, chain); conflicts and failures are reported
-        in the Synthesis. See ``subagents.fanout`` and docs/supervision.md."""
+        consensus, best_pick, weighted_average, chain, or collect: the values in job order);
+        conflicts and failures are reported in the Synthesis. See ``subagents.fanout`` and
+        docs/supervision.md."""
         from subagents.fanout import fan_out
 
         return fan_out(
