@@ -15,6 +15,7 @@ from typing import Any, get_type_hints
 
 import msgspec
 
+from subagents.behaviour.fanout import FAN_OUT
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 
@@ -24,7 +25,16 @@ CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL)
+RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+"""The runtime's own tools (LLM agents are offered those their definition allows)."""
+
+
+def runtime_tool_names(tools: Iterable[str] = ()) -> frozenset[str]:
+    """Every tool a runtime with the user tools ``tools`` has, by name: its own (spawn,
+    mail, stop, skills, fan_out) and the user's. Assembled from the runtime's parts rather
+    than kept as one list, so a part that brings tools (built-in tools, MCP servers) counts
+    as soon as it is added here; definitions' ``tools`` are checked against it."""
+    return frozenset((*RUNTIME_TOOLS, *tools))
 
 
 class ToolError(Exception):

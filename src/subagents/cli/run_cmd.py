@@ -45,7 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> str:
-    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+    """The run's own options, by the rules every entry point applies
+    (``supervision.requests``), in the command line's words (the option's name)."""
+    from subagents.messages import SpawnRequest
+    from subagents.supervision.limits import Limits
+    from subagents.supervision.requests import request_problem, timeout_problem
+
+    if timeout_problem(args.timeout, Limits()) is not None:
         raise CliError(
             f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout:g}", EXIT_USAGE
         )
@@ -56,6 +62,11 @@ def _check(args: argparse.Namespace) -> str:
     task: str = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise CliError("TASK is empty", EXIT_USAGE)
+    problem = request_problem(
+        SpawnRequest(request_id="", agent=args.agent, task=task, timeout=args.timeout), Limits()
+    )
+    if problem is not None:  # what else the runtime would refuse (a task over the size cap)
+        raise CliError(problem, EXIT_USAGE)
     return task
 
 

@@ -9,6 +9,7 @@ wrong otherwise. Keys it does not know are kept, unchanged, as metadata.
 from __future__ import annotations
 
 import datetime
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,7 +18,7 @@ import msgspec
 
 from subagents.definitions.errors import DefinitionError
 from subagents.definitions.spec import AgentSpec
-from subagents.definitions.validate import RESTART_POLICIES
+from subagents.definitions.validate import CLEANUPS, ON_FAILURE, RESTART_POLICIES
 
 _PROVENANCE = {"source", "category", "level", "metadata", "prompt"}
 _CAMEL_TO_FIELD: dict[str, str] = {
@@ -148,6 +149,47 @@ def _restart(key: str, value: Any) -> str:
     raise FieldError(key, f"restart must be 'temporary' or 'transient', got {_show(value)}")
 
 
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str | None:
+    """One of ``choices`` (case and ``-``/``_`` insensitive), with a did-you-mean."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        word = value.strip().lower().replace("-", "_")
+        if word in choices:
+            return word
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    else:
+        hint = ""
+    raise FieldError(key, f"{key} must be one of {', '.join(choices)}, got {_show(value)}{hint}")
+
+
+def _on_failure(key: str, value: Any) -> str | None:
+    return _choice(key, value, ON_FAILURE)
+
+
+def _cleanup(key: str, value: Any) -> str | None:
+    return _choice(key, value, CLEANUPS)
+
+
+def _number(key: str, value: Any) -> float | None:
+    """A number (or a numeric string: ``"0.50"``); its range is ``validate``'s business."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().lstrip("$"))
+        except ValueError:
+            pass
+    raise FieldError(key, f"{key} must be a number, got {_show(value)}")
+
+
+def _maybe_bool(key: str, value: Any) -> bool | None:
+    return None if value is None else _bool(key, value)
+
+
 def _model(key: str, value: Any) -> str | None:
     text = _text(key, value)
     return text.strip() or None if text is not None else None
@@ -189,12 +231,26 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "timeout": _seconds,
     "token_budget": _int,
     "restart": _restart,
+    "max_restarts": _int,
+    "restart_period": _seconds,
+    "restart_backoff": _seconds,
+    "restart_backoff_max": _seconds,
+    "on_failure": _on_failure,
+    "max_retries": _int,
+    "cost_budget": _number,
+    "shared_context": _names,
+    "inherit_messages": _maybe_bool,
+    "cleanup": _cleanup,
 }
 assert set(_COERCE) == set(_CAMEL_TO_FIELD.values()), "every AgentSpec field needs a coercer"
 
 
-def spec_kwargs(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
-    """(keyword arguments for AgentSpec, metadata, field -> key as written); raises FieldError."""
+def spec_kwargs(
+    data: Mapping[str, Any], errors: list[FieldError] | None = None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(keyword arguments for AgentSpec, metadata, field -> key as written); raises FieldError,
+    or, given ``errors``, adds each bad field's error there and leaves the field out (so a
+    file's every problem can be reported, not just its first)."""
     kwargs: dict[str, Any] = {}
     written: dict[str, str] = {}
     metadata: dict[str, Any] = {}
@@ -208,12 +264,19 @@ def spec_kwargs(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
             else:
                 metadata[key] = value
             continue
-        coerced = _COERCE[field](key, value)
-        if field in kwargs and kwargs[field] != coerced:
-            raise FieldError(
-                key,
-                f"both {written[field]!r} and {key!r} are given, with different values; keep one",
-            )
+        try:
+            coerced = _COERCE[field](key, value)
+            if field in kwargs and kwargs[field] != coerced:
+                raise FieldError(
+                    key,
+                    f"both {written[field]!r} and {key!r} are given, with different values;"
+                    " keep one",
+                )
+        except FieldError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            continue
         kwargs[field] = coerced
         written.setdefault(field, key)
     for field in ("disallowed_tools", "skills", "key_sub_agents", "capabilities"):

@@ -60,6 +60,7 @@ from subagents.supervision.mailing import MailPost, acks_by_sender, delivery, ma
 from subagents.supervision.ownership import new_owner, owner_alive
 from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
 from subagents.supervision.recovery import recovered_messages
+from subagents.supervision.requests import mail_problem, request_problem, text_problem
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 from subagents.supervision.tree import RunTree
 
@@ -171,37 +172,6 @@ class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
 
 
-def _check_spawn_fields(req: SpawnRequest) -> None:
-    """Refuse a request whose fields have the wrong types (nothing checks a Struct's types
-    when it is built in code), naming the field, instead of failing deep in the supervisor."""
-    if not isinstance(req.agent, str) or not isinstance(req.task, str):
-        raise AdmissionError(
-            f"agent and task must be strings, got {type(req.agent).__name__} and"
-            f" {type(req.task).__name__}"
-        )
-    for name in ("context", "label", "model"):
-        value = getattr(req, name)
-        if value is not None and not isinstance(value, str):
-            raise AdmissionError(f"{name} must be a string, got {value!r}")
-    for name in ("timeout", "token_budget"):
-        value = getattr(req, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise AdmissionError(f"{name} must be a number, got {value!r}")
-
-
-def _check_mail_fields(msg: SendMail) -> None:
-    """Refuse a mail whose fields are not strings (nothing checks a Struct's types when it
-    is built in code: ``ctx.send("x", 42)``), naming the field: that mail fails, not the
-    others sent with it, and not deep in the store."""
-    if not isinstance(msg.to, str) or not isinstance(msg.content, str):
-        raise ValueError(
-            f"to and content must be strings, got {type(msg.to).__name__} and"
-            f" {type(msg.content).__name__}"
-        )
-    if msg.reply_to is not None and not isinstance(msg.reply_to, str):
-        raise ValueError(f"reply_to must be a string, got {msg.reply_to!r}")
-
-
 class SupervisorCore(PolicyHooks):
     """Admission, queueing, delivery, mail routing, stops and deadlines."""
 
@@ -311,15 +281,13 @@ class SupervisorCore(PolicyHooks):
             return reply, effects
 
     def _admit(self, req: SpawnRequest) -> str:
-        _check_spawn_fields(req)
+        problem = request_problem(req, self.limits)  # the same rules for every entry point
+        if problem is not None:
+            raise AdmissionError(problem)
         spec = self.lookup(req.agent)
         if spec is None:
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
-        if req.timeout is not None and not 0 < req.timeout < float("inf"):
-            raise AdmissionError(
-                f"timeout must be a positive number of seconds, got {req.timeout!r}"
-            )
         parent: RunState | None = None
         depth = 0
         if req.parent_run_id is not None:
@@ -548,7 +516,10 @@ class SupervisorCore(PolicyHooks):
             if state is None:
                 log.debug("late report discarded", run_id=msg.run_id)
                 return self._effects
-            if msg.error_kind is None:
+            too_large = text_problem("the result", msg.result or "", self.limits.max_text_chars)
+            if msg.error_kind is None and too_large is not None:
+                self._finish(state, RunStatus.FAILED, error_kind="bad_result", error=too_large)
+            elif msg.error_kind is None:
                 self._finish(state, RunStatus.COMPLETED, result=msg.result, typed=msg.typed)
             elif self.clock() >= state.deadline:
                 # A call cut short by the deadline reports before the timer does: same cause.
@@ -673,8 +644,11 @@ class SupervisorCore(PolicyHooks):
                         MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
                     )
                     continue
+            problem = mail_problem(msg, self.limits)  # its types and its size
+            if problem is not None:
+                acks.append(MailAck(request_id=msg.request_id, error=problem))
+                continue
             try:
-                _check_mail_fields(msg)
                 recipient = self._resolve_recipient(msg)
             except ValueError as exc:
                 acks.append(MailAck(request_id=msg.request_id, error=str(exc)))

@@ -18,6 +18,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     ``max_concurrency`` / ``per_agent`` / ``per_tier``: live runs (running or waiting) at once;
     runs over them wait in a FIFO queue of at most ``queue_bound`` entries.
     ``max_children``: live children of one parent at once.
+    ``timeout_s``: a run's timeout when nobody asks for one; ``max_timeout_s``: the most
+    anyone may ask (asking for more is an error; a definition's longer timeout is capped).
+    ``max_text_chars``: the largest task, mail and result (characters).
     """
 
     max_depth: int = 3
@@ -30,9 +33,19 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_timeout_s: float = MAX_TIMEOUT_S
     token_budget: int | None = None
     max_turns: int = 50
+    max_text_chars: int = 1_000_000
+    """The largest task (or context), mail and result, in characters: past it the spawn, the
+    mail or the run is refused with an error naming the size and the cap."""
 
     def __post_init__(self) -> None:
-        for field in ("max_concurrency", "per_agent", "max_children", "queue_bound", "max_turns"):
+        for field in (
+            "max_concurrency",
+            "per_agent",
+            "max_children",
+            "queue_bound",
+            "max_turns",
+            "max_text_chars",
+        ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:
                 raise LimitError(f"limit {field} must be a positive integer, got {value!r}")
