@@ -402,6 +402,9 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Names of the parent's shared-context keys copied to the child."""
     inherit_messages: bool | None = None
     """Start the child with its parent's conversation so far."""
+    cleanup: Literal["keep", "delete"] | None = None
+    """What the sweeper does with this run once archived: keep its transcript or delete it
+    (None: the definition's ``cleanup``, else its parent's, else keep)."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 

@@ -475,12 +475,16 @@ class Runtime:
         on_failure: Literal["report", "retry", "fail_parent"] | None = None,
         max_retries: int | None = None,
         shared: Mapping[str, Any] | None = None,
+        cleanup: Literal["keep", "delete"] | None = None,
     ) -> RunHandle:
-        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full).
+        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full, a bad
+        request: the rules of ``supervision.requests``).
 
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
-        is the shared context its children can be handed (docs/supervision.md).
+        is the shared context its children can be handed (docs/supervision.md); ``cleanup``
+        (``keep``/``delete``) is what the sweeper does with the tree once archived (its
+        children follow it unless their definition says otherwise; docs/store.md).
         """
         request = _root_request(
             agent,
@@ -494,6 +498,7 @@ class Runtime:
             on_failure=on_failure,
             max_retries=max_retries,
             shared=shared,
+            cleanup=cleanup,
         )
         run_id, waiter, request = self._root(request)
         try:

@@ -87,7 +87,15 @@ BAD_RESULT = "bad_result"
 _UNSET: Any = object()
 
 _SPAWN_POLICIES = frozenset(
-    {"token_budget", "cost_budget_usd", "on_failure", "max_retries", "share", "inherit_messages"}
+    {
+        "token_budget",
+        "cost_budget_usd",
+        "on_failure",
+        "max_retries",
+        "share",
+        "inherit_messages",
+        "cleanup",
+    }
 )
 
 _encoder = msgspec.json.Encoder()
@@ -224,7 +232,8 @@ class AgentContext:
         """Start a child now. Awaiting gives its Outcome (background: its run id).
 
         ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
-        ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md).
+        ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md),
+        ``cleanup`` (``keep``/``delete``: what the sweeper does with the child's run).
         """
         unknown = set(policies) - _SPAWN_POLICIES
         if unknown:

@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TOKENS",
         help="token budget of the whole tree (ends budget_exceeded when spent)",
     )
+    parser.add_argument(
+        "--cleanup",
+        choices=("keep", "delete"),
+        default=None,
+        help="once archived, keep the tree's transcripts or delete them (default: each"
+        " definition's cleanup, else keep)",
+    )
     add_runtime_arguments(parser)
 
 
@@ -105,6 +112,7 @@ def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
             model=args.model,
             timeout=args.timeout,
             token_budget=args.budget,
+            cleanup=args.cleanup,
         )
     except AdmissionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc

@@ -20,10 +20,11 @@ from subagents.definitions.errors import DefinitionError
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import CLEANUPS, ON_FAILURE, RESTART_POLICIES
 
-_PROVENANCE = {"source", "category", "level", "metadata", "prompt"}
+_PROVENANCE = {"source", "category", "level", "metadata", "prompt", "additions"}
 _CAMEL_TO_FIELD: dict[str, str] = {
     f.encode_name: f.name for f in msgspec.structs.fields(AgentSpec) if f.name not in _PROVENANCE
 }
+_LIST_ENCODED: list[Any] = []  # filled below, once LIST_FIELDS is known
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _INT = re.compile(r"^\s*[-+]?\d[\d_]*\s*$")
@@ -244,6 +245,11 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
 }
 assert set(_COERCE) == set(_CAMEL_TO_FIELD.values()), "every AgentSpec field needs a coercer"
 
+LIST_FIELDS = ("tools", "disallowed_tools", "skills", "key_sub_agents", "shared_context")
+"""The list fields: a child's replaces its parent's (``extends``); ``+field`` adds to it."""
+ADD_PREFIX = "+"
+_LIST_ENCODED.extend(f for f in msgspec.structs.fields(AgentSpec) if f.name in LIST_FIELDS)
+
 
 def spec_kwargs(
     data: Mapping[str, Any], errors: list[FieldError] | None = None
@@ -254,8 +260,17 @@ def spec_kwargs(
     kwargs: dict[str, Any] = {}
     written: dict[str, str] = {}
     metadata: dict[str, Any] = {}
+    additions: dict[str, tuple[str, ...]] = {}
     for raw_key, value in data.items():
         key = str(raw_key)
+        if key.startswith(ADD_PREFIX) and len(key) > 1:
+            try:
+                additions.update(_addition(key, value))
+            except FieldError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+            continue
         field = field_of(key)
         if field is None:
             if key == "metadata" and isinstance(value, dict):
@@ -282,4 +297,15 @@ def spec_kwargs(
     for field in ("disallowed_tools", "skills", "key_sub_agents", "capabilities"):
         if kwargs.get(field) is None:
             kwargs.pop(field, None)
+    if additions:
+        kwargs["additions"] = additions
     return kwargs, metadata, written
+
+
+def _addition(key: str, value: Any) -> dict[str, tuple[str, ...]]:
+    """``+tools: Write`` -> ``{"tools": ("Write",)}``; only list fields can be added to."""
+    field = field_of(key[len(ADD_PREFIX) :])
+    if field not in LIST_FIELDS:
+        lists = ", ".join(f"+{f.encode_name}" for f in _LIST_ENCODED)
+        raise FieldError(key, f"{key}: only list fields can be added to ({lists})")
+    return {field: _names(key, value) or ()}

@@ -43,10 +43,7 @@ def _build(
     or, given ``errors``, collects the errors of such fields there and leaves them out."""
     values = dict(data)
     if prompt is None:
-        raw_prompt = values.pop("prompt", None)
-        if raw_prompt is not None and not isinstance(raw_prompt, str):
-            raise FieldError("prompt", f"prompt must be text, got {type(raw_prompt).__name__}")
-        prompt = raw_prompt or ""
+        prompt = _prompt_of(values)
     kwargs, metadata, _ = spec_kwargs(values, errors)
     for required in ("name", "description"):
         if not kwargs.get(required):
@@ -60,6 +57,27 @@ def _build(
     return AgentSpec(
         **kwargs, prompt=prompt, metadata=metadata, source=source, category=category, level=level
     )
+
+
+_PROMPT_KEYS = ("prompt", "systemPrompt", "system_prompt", "system-prompt")
+"""Where a mapping or JSON definition keeps its prompt: ``prompt`` (the Agent SDK's key) or
+``systemPrompt`` (Claude Code's JSON key); a markdown file's body is its prompt."""
+
+
+def _prompt_of(values: dict[str, Any]) -> str:
+    """Take the prompt out of ``values`` (any of ``_PROMPT_KEYS``; two that differ are an
+    error naming both)."""
+    found: dict[str, Any] = {k: values.pop(k) for k in _PROMPT_KEYS if k in values}
+    for key, value in found.items():
+        if value is not None and not isinstance(value, str):
+            raise FieldError(key, f"{key} must be text, got {type(value).__name__}")
+    texts = {key: value for key, value in found.items() if value}
+    if len(set(texts.values())) > 1:
+        first, second = list(texts)[:2]
+        raise FieldError(
+            second, f"both {first!r} and {second!r} are given, with different values; keep one"
+        )
+    return next(iter(texts.values()), "")
 
 
 def _first_error(spec: AgentSpec) -> DefinitionError | None:

@@ -84,6 +84,9 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     cleanup: Cleanup | None = None
     """What the sweeper does with this agent's finished runs: keep their transcript
     (events, checkpoints, journal) or delete it once archived (docs/store.md)."""
+    # Additions to list fields (``+tools: Write``): appended to what the definition inherits
+    # through ``extends`` (or sets itself); a list field written plainly replaces the parent's
+    additions: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     # Everything else the file said
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     # Provenance

@@ -274,7 +274,13 @@ def check(
         add("extends", f"extends names the definition itself ({spec.name!r})")
     allowed = known_tools | frozenset(extra_tools)
     severity = "error" if strict else "warning"
-    for field, tools in (("tools", spec.tools or ()), ("disallowedTools", spec.disallowed_tools)):
+    tool_lists = (
+        ("tools", spec.tools or ()),
+        ("disallowedTools", spec.disallowed_tools),
+        ("+tools", spec.additions.get("tools", ())),
+        ("+disallowedTools", spec.additions.get("disallowed_tools", ())),
+    )
+    for field, tools in tool_lists:
         for tool in tools:
             base = tool_base(tool)
             if base in allowed or base.startswith(MCP_PREFIX):

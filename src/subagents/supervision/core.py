@@ -345,6 +345,12 @@ class SupervisorCore(PolicyHooks):
             **policy_fields,
             request_id=req.request_id,
             owner=self.owner,
+            # the request's choice, else the definition's, else the parent's (a tree is
+            # kept or cleaned as a whole unless a definition says otherwise), else keep
+            cleanup=req.cleanup
+            or spec.cleanup
+            or (parent.record.cleanup if parent is not None else None)
+            or "keep",
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self._seed(run_id)

@@ -48,6 +48,8 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
         value = getattr(req, name)
         if value is not None and not isinstance(value, str):
             return f"{name} must be a string, got {value!r}"
+    if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
+        return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
     cap = limits.max_text_chars
     problem = text_problem("the task", req.task, cap)
     if problem is None and req.context is not None:
