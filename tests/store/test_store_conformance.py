@@ -12,6 +12,7 @@ from storekit import checkpoint, event, mail, outcome, run
 
 from subagents.messages import EventKind, JournalEntry, MailState, Outcome, RunStatus
 from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 
 
 def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
@@ -166,6 +167,11 @@ def test_journals_are_kept_per_run_in_the_order_written(store: RunStore) -> None
     ]
     assert store.journal_of("r2") == [JournalEntry(request_id="r2:0", kind="sleep", result=12.5)]
     assert store.journal_of("nobody") == []
+    store.save_outcome(Outcome(run_id="r2", status=RunStatus.COMPLETED))
+    if isinstance(store, MemoryStore):  # nothing replays a finished run: memory is freed
+        assert store.journal_of("r2") == []
+    else:  # kept until the sweeper cleans the run
+        assert len(store.journal_of("r2")) == 1
 
 
 def test_a_typed_outcome_keeps_its_value(store: RunStore) -> None:

@@ -140,6 +140,9 @@ class MemoryStore:
     def save_outcome(self, outcome: Outcome) -> None:
         with self._lock:
             self._outcomes[outcome.run_id] = (outcome, False)
+            # A finished run is never replayed: its journal (an entry per call) would only
+            # grow the process. The SQLite store keeps it until the sweeper cleans the run.
+            self._journals.pop(outcome.run_id, None)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         with self._lock:
