@@ -546,6 +546,9 @@ class Replay(msgspec.Struct, frozen=True, kw_only=True):
 
     entries: tuple[JournalEntry, ...]
     mails: tuple[Mail, ...] = ()
+    """The mail its results name, and the mail it sent."""
+    agents: dict[str, str] = msgspec.field(default_factory=dict)
+    """The agent of each run of its tree, by run id (a send may name its recipient so)."""
 
 
 class StopRequest(msgspec.Struct, frozen=True, kw_only=True):

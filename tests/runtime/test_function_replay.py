@@ -178,3 +178,26 @@ def test_sleep_waits_without_a_thread_and_rejects_nonsense() -> None:
     with Runtime([napper]) as rt:
         outcome = rt.run("napper", "go", wait=WAIT)
         assert outcome.result == "slept; sleep(): seconds must be a number of seconds, got nan"
+
+
+def test_a_replayed_send_with_other_content_is_a_divergence(store: RunStore) -> None:
+    starts: list[int] = []
+
+    async def chatty(ctx: AgentContext) -> str:
+        starts.append(1)
+        child = await ctx.spawn("idle", "listen", background=True)
+        await ctx.send(child, "hello" if len(starts) == 1 else "goodbye")
+        if len(starts) == 1:
+            raise RuntimeError("crash")
+        return "done"
+
+    agents = [FunctionAgent.create("chatty", chatty, restart="transient"), idle]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.run("chatty", "go", wait=WAIT)
+        (child,) = rt.runs(agent="idle")
+        assert outcome.error_kind == NONDETERMINISTIC
+        assert outcome.error is not None
+        assert f"at call 1 its earlier start called send('{child.run_id}', 'hello')" in (
+            outcome.error
+        )
+        assert f"this start send('{child.run_id}', 'goodbye')" in outcome.error

@@ -278,15 +278,17 @@ class AgentContext:
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
         b = self._b
-        digest = _digest(to, content, reply_to)
-        key, replayed = b.call("send", digest, to, content)
+        key, replayed = b.call("send", 0, to, content)
         pending = b.pending(key)
         port = b.port
         if replayed is None:
-            # the hot path of a mail stream: no text of the call (a diverged replay shows
-            # the earlier send from its mail's record)
-            port.journal(JournalEntry(request_id=key, kind="send", digest=digest))
+            # The hot path of a mail stream: the entry says only "a send" (no digest, no
+            # text). A replay checks its arguments against the mail's own record instead.
+            port.journal(JournalEntry(request_id=key, kind="send"))
         else:
+            sent = b.sent.get(key)
+            if sent is not None and not b.same_mail(sent, to, content, reply_to):
+                b.diverge(key, b.described(key, replayed[0]), _shown("send", (to, content)))
             seen = _seen(replayed)
             if seen is not None and seen.error is not None:
                 b.resolve(key, error=MailError(seen.error))
@@ -447,7 +449,10 @@ class FunctionBehaviour:
         self.mails: dict[str, Mail] = {}
         """The mail the journal says was taken, by id."""
         self.sent: dict[str, Mail] = {}
-        """The mail the earlier starts sent, by call key (for a diverged replay's error)."""
+        """The mail the earlier starts sent, by call key (what a replayed send is checked
+        against, and what a diverged replay's error shows)."""
+        self.agents: dict[str, str] = {}
+        """The agent of each run of the tree, by run id (a send may name its recipient so)."""
         self.groups: list[PendingAll] = []
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
@@ -491,6 +496,15 @@ class FunctionBehaviour:
         if made.kind == "send" and mail is not None:
             return _shown("send", (mail.recipient, mail.content))
         return _CONSTANT_CALLS.get(made.kind, f"{made.kind or 'something else'}(...)")
+
+    def same_mail(self, mail: Mail, to: str, content: str, reply_to: str | None) -> bool:
+        """Whether a replayed send is the one that made ``mail`` (its recipient by run id or
+        by agent name, its content, its reply_to)."""
+        return (
+            mail.content == content
+            and mail.reply_to == reply_to
+            and to in (mail.recipient, self.agents.get(mail.recipient))
+        )
 
     def diverge(self, key: str, before: str, now: str) -> None:
         """The replay went another way than the journal: fail the run, never redo things."""
@@ -566,6 +580,7 @@ class FunctionBehaviour:
         mine = self.port.record.run_id
         self.mails = {m.mail_id: m for m in replay.mails if m.sender != mine}
         self.sent = {m.request_id: m for m in replay.mails if m.sender == mine and m.request_id}
+        self.agents = dict(replay.agents)
 
     def _finish(self, value: Any) -> None:
         if self.journaled:

@@ -50,7 +50,9 @@ def recovered_messages(
             for mail_id in (entry.result if isinstance(entry.result, list) else [entry.result])
         }
         kept = tuple(m for m in mails if m.mail_id in named or m.sender == run_id)
-        messages.append(Replay(entries=tuple(journal), mails=kept))
+        children = list(children)
+        agents = {r.run_id: r.agent for r in children}
+        messages.append(Replay(entries=tuple(journal), mails=kept, agents=agents))
     sent = [m for m in mails if m.sender == run_id]
     for child in children:
         if child.parent_run_id != run_id or child.request_id is None:
