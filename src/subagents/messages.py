@@ -508,7 +508,7 @@ class MailRead(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One line of a function agent's journal: a call it made, or a result it saw.
 
     ``request_id`` is the call's key: the run, its retry generation and the call's position
@@ -518,6 +518,9 @@ class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     was handed: a mail id (or None for a timeout), the mail ids a mailbox read took, the run
     ids a stop stopped, or the ``error`` it raised. Spawns and mail sent need no result entry
     when they succeed: the child's record and the mail's record say it.
+
+    ``gc=False`` (as Mail): a mail stream makes one per mail; they hold strings, numbers and
+    at most a list of strings, so they cannot be part of a reference cycle.
     """
 
     request_id: str
