@@ -48,7 +48,23 @@ def v1_to_v2(conn: sqlite3.Connection) -> None:
 
 
 def v2_to_v3(conn: sqlite3.Connection) -> None:
-    """v3: function agents' journals. One row per report of a run's calls and results (a
+    """v3: leases. Each hosting runtime keeps a row here, renewed every few seconds, so that
+    any process can tell a live host's unfinished runs from orphans (``store.leases``).
+    ``lease`` is the document; the other columns are what queries and people read."""
+    conn.execute(
+        """CREATE TABLE leases (
+            owner TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            renewed_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            lease TEXT NOT NULL
+        )"""
+    )
+
+
+def v3_to_v4(conn: sqlite3.Connection) -> None:
+    """v4: function agents' journals. One row per report of a run's calls and results (a
     msgspec JSON list of ``JournalEntry``), read back in order when the run resumes, so a
     function agent replays what it did before a crash instead of doing it again."""
     conn.execute(
@@ -61,7 +77,7 @@ def v2_to_v3(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX journal_run ON journal (run_id, seq)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3)
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""
