@@ -50,6 +50,7 @@ from subagents.messages import (
     ChildDone,
     Event,
     Inspect,
+    Journal,
     LeaseLost,
     MailAck,
     MailRead,
@@ -91,7 +92,7 @@ GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
 
 _GROUPED = frozenset(
-    {SendMail, MailRead, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout}
+    {SendMail, MailRead, Journal, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout}
 )
 """Told reports whose handling may share the open group's transaction."""
 
@@ -345,6 +346,8 @@ class SupervisorActor(FastInboxActor):
                 return decision.reply[0]
             case MailRead():
                 decision = core.mail_reads((message,))
+            case Journal():
+                decision = core.journal(message)
             case SpawnRequest():
                 decision = core.spawn(message)
             case StepTaken():
@@ -365,9 +368,9 @@ class SupervisorActor(FastInboxActor):
                 decision = core.stop(message)
             case Timeout(run_id=run_id):
                 decision = core.timeout(run_id)
-            case RestartDue(run_id=run_id):
-                sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
-                decision = core.restart_due(run_id, sent)
+            case RestartDue(run_id=run_id):  # what its earlier start did, read for it
+                mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
+                decision = core.restart_due(run_id, mails, journal)
             case PollCommands():
                 return self._take_commands()
             case Restore(roots=roots):

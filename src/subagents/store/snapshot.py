@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from subagents.messages import Checkpoint, Mail, MailState, RunRecord, RunStatus
+from subagents.messages import Checkpoint, JournalEntry, Mail, MailState, RunRecord, RunStatus
 from subagents.store.base import RunStore
 
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
@@ -23,10 +23,14 @@ class UnfinishedRun(msgspec.Struct, frozen=True, kw_only=True):
     """Its last checkpoint (a run with steps resumes from it)."""
     inbox: tuple[Mail, ...] = ()
     """Mail to it not read yet (accepted while queued, or delivered), in the order sent."""
-    children: tuple[RunRecord, ...] = ()
-    """Its children, ended or not (a resumed run is told what became of them)."""
-    sent: tuple[Mail, ...] = ()
-    """Mail it sent (a resumed run does not send it again)."""
+    tree: tuple[RunRecord, ...] = ()
+    """The runs of its root's tree, ended or not (a resumed run is told what became of its
+    children; a function agent's replay names runs by agent)."""
+    mails: tuple[Mail, ...] = ()
+    """Its mail, sent and received (a resumed run does not send again what it sent; a
+    function agent's replay hands again what it had read)."""
+    journal: tuple[JournalEntry, ...] = ()
+    """A function agent's journal (what its replay follows)."""
 
 
 class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,18 +57,25 @@ def read_snapshot(store: RunStore, live_owners: frozenset[str]) -> RestoreSnapsh
             for m in store.mail_for(run_id, (MailState.ACCEPTED, MailState.DELIVERED))
             if m.recipient == run_id
         )
-        children: tuple[RunRecord, ...] = ()
-        sent: tuple[Mail, ...] = ()
-        if record.started_at is not None:
-            tree = trees.get(record.root_run_id)
-            if tree is None:
-                tree = trees[record.root_run_id] = store.list_runs(root_run_id=record.root_run_id)
-            children = tuple(r for r in tree if r.parent_run_id == run_id)
-            sent = tuple(m for m in store.mail_for(run_id) if m.sender == run_id)
+        tree: tuple[RunRecord, ...] = ()
+        mails: tuple[Mail, ...] = ()
+        journal: tuple[JournalEntry, ...] = ()
+        if record.started_at is not None:  # it resumes: what its earlier start did
+            known = trees.get(record.root_run_id)
+            if known is None:
+                known = trees[record.root_run_id] = store.list_runs(root_run_id=record.root_run_id)
+            tree = tuple(known)
+            mails = tuple(store.mail_for(run_id))
+            journal = tuple(store.journal_of(run_id))
         checkpoint = store.load_checkpoint(run_id) if record.steps > 0 else None
         unfinished.append(
             UnfinishedRun(
-                record=record, checkpoint=checkpoint, inbox=inbox, children=children, sent=sent
+                record=record,
+                checkpoint=checkpoint,
+                inbox=inbox,
+                tree=tree,
+                mails=mails,
+                journal=journal,
             )
         )
     ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())

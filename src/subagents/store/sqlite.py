@@ -33,6 +33,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    JournalEntry,
     Lease,
     Mail,
     MailState,
@@ -65,6 +66,7 @@ _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
+_journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -427,6 +429,33 @@ class SQLiteStore:
             params.extend(wanted)
         rows = self._tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
         return [self._tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+
+    # -----------------------------------------------------------------------------------------
+    # function agents' journals
+    # -----------------------------------------------------------------------------------------
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        if not entries:
+            return
+        self._tx.defer(
+            "journal",
+            "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
+            # made by the runtime (ids, digests, finite numbers): no read-back check needed
+            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
+            f"appending to the journal of run {run_id}",
+        )
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        rows = self._tx.read(
+            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the journal of run {run_id}",
+        )
+        entries: list[JournalEntry] = []
+        for seq, raw in rows:
+            decoded: list[JournalEntry] = self._tx.decode(_journal_decoder, raw, "journal", seq)
+            entries.extend(decoded)
+        return entries
 
     # -----------------------------------------------------------------------------------------
     # outcomes and their delivery to the requester

@@ -87,10 +87,10 @@ def sweep_runs(
                 conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
             )
         for run_id in plan.clean:
-            for table in ("events", "checkpoints"):
+            for table in ("events", "checkpoints", "journal"):
                 tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
         for run_id in plan.delete:
-            for table in ("events", "checkpoints", "outcomes", "commands", "runs"):
+            for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
                 tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
             tx.write_sql(
                 conn,

@@ -45,7 +45,7 @@ T = TypeVar("T")
 _ENCODER = msgspec.json.Encoder()
 
 
-def encode_row(obj: msgspec.Struct, decoder: msgspec.json.Decoder[Any], what: str) -> str:
+def encode_row(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
     """``obj`` as JSON text, checked to read back.
 
     JSON has no NaN or infinity: msgspec writes them as ``null``, which a float field then

@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 import msgspec
 
-from subagents.messages import Checkpoint, Event, Mail, MailState, Outcome, RunRecord
+from subagents.messages import (
+    Checkpoint,
+    Event,
+    JournalEntry,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+)
 from subagents.store.base import RunStore
 
 
@@ -60,6 +68,14 @@ class PostCommand(msgspec.Struct, frozen=True, gc=False, tag=True):
     content: str | None = None
 
 
+class SaveJournal(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Entries appended to a function agent's journal (what its replay after a crash
+    follows)."""
+
+    run_id: str
+    entries: tuple[JournalEntry, ...]
+
+
 class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     """The lease of ``owner``, whose orphaned runs were just taken over, is deleted: a host
     that was only stalled learns at its next renewal that it lost them."""
@@ -76,6 +92,7 @@ Write = (
     | SaveOutcome
     | OutcomeDelivered
     | PostCommand
+    | SaveJournal
     | ReleaseLease
 )
 
@@ -112,6 +129,10 @@ def _post_command(store: RunStore, write: PostCommand) -> None:
     store.post_command(write.kind, write.run_id, write.content)
 
 
+def _save_journal(store: RunStore, write: SaveJournal) -> None:
+    store.save_journal(write.run_id, write.entries)
+
+
 def _release_lease(store: RunStore, write: ReleaseLease) -> None:
     store.release_lease(write.owner)
 
@@ -125,6 +146,7 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveOutcome: _save_outcome,
     OutcomeDelivered: _outcome_delivered,
     PostCommand: _post_command,
+    SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream

@@ -1,10 +1,11 @@
 """Admission: whether a spawn becomes a run, and whether it starts now or waits in the queue.
 
-Checks, in order (DESIGN.md): the request's fields, the agent, the timeout, the parent (live,
-depth, number of children), the run id, the policies and budget (``policing``); then a
-concurrency slot (``slots``): the run starts at once, waits in the bounded FIFO queue, or is
-refused when the queue is full. Also here: the breaker of the one deadlock a concurrency
-limit can cause (every slot held by a run waiting for queued children).
+Checks, in order (DESIGN.md): the request itself (``requests``: types, sizes, the timeout),
+the agent, the parent (live, depth, number of children), the run id, the policies and budget
+(``policing``); then a concurrency slot (``slots``): the run starts at once, waits in the
+bounded FIFO queue, or is refused when the queue is full. Also here: the breaker of the one
+deadlock a concurrency limit can cause (every slot held by a run waiting for queued
+children).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from subagents.supervision.effects import Effects, Tell, TellOutside
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.policing import PolicyBook, PolicyRefused
+from subagents.supervision.requests import request_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 
@@ -33,24 +35,6 @@ log = get_logger("subagents.supervisor")
 
 class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
-
-
-def _check_spawn_fields(req: SpawnRequest) -> None:
-    """Refuse a request whose fields have the wrong types (nothing checks a Struct's types
-    when it is built in code), naming the field, instead of failing deep in the supervisor."""
-    if not isinstance(req.agent, str) or not isinstance(req.task, str):
-        raise AdmissionError(
-            f"agent and task must be strings, got {type(req.agent).__name__} and"
-            f" {type(req.task).__name__}"
-        )
-    for name in ("context", "label", "model"):
-        value = getattr(req, name)
-        if value is not None and not isinstance(value, str):
-            raise AdmissionError(f"{name} must be a string, got {value!r}")
-    for name in ("timeout", "token_budget"):
-        value = getattr(req, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise AdmissionError(f"{name} must be a number, got {value!r}")
 
 
 class Admission:
@@ -112,15 +96,13 @@ class Admission:
         return reply
 
     def admit(self, req: SpawnRequest) -> str:
-        _check_spawn_fields(req)
+        problem = request_problem(req, self.limits)  # the same rules for every entry point
+        if problem is not None:
+            raise AdmissionError(problem)
         spec = self.lookup(req.agent)
         if spec is None:
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
-        if req.timeout is not None and not 0 < req.timeout < float("inf"):
-            raise AdmissionError(
-                f"timeout must be a positive number of seconds, got {req.timeout!r}"
-            )
         parent: RunState | None = None
         depth = 0
         if req.parent_run_id is not None:
@@ -178,6 +160,12 @@ class Admission:
             **policy_fields,
             request_id=req.request_id,
             owner=self.owner,
+            # the request's choice, else the definition's, else the parent's (a tree is
+            # kept or cleaned as a whole unless a definition says otherwise), else keep
+            cleanup=req.cleanup
+            or spec.cleanup
+            or (parent.record.cleanup if parent is not None else None)
+            or "keep",
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)

@@ -37,6 +37,8 @@ from subagents.messages import (
     EXTERNAL_SENDER,
     Command,
     EventKind,
+    Journal,
+    JournalEntry,
     Mail,
     MailRead,
     RunFinished,
@@ -55,7 +57,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import PostCommand, SaveCheckpoint
+from subagents.store.writes import PostCommand, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.effects import Decision, Effects, Tell
 from subagents.supervision.lifecycle import Lifecycle
@@ -104,9 +106,9 @@ class SupervisorCore:
             queue_bound=self.limits.queue_bound,
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
-        self.mail = MailRoom(self.runs, self.effects, read_run)
+        self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
         self.lifecycle = Lifecycle(
-            self.runs, self.effects, self.mail, self.policies, self.slots, clock
+            self.runs, self.effects, self.mail, self.policies, self.slots, clock, self.limits
         )
         self.admission = Admission(
             self.runs,
@@ -150,6 +152,16 @@ class SupervisorCore:
         self.effects.begin()
         reply = self._stop(req)
         if req.requester is not None:
+            if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
+                # A function agent's ctx.stop: its answer is journaled with the stop, so a
+                # replay after a crash gets it instead of stopping an ended run.
+                entry = JournalEntry(
+                    request_id=req.request_id,
+                    observed=True,
+                    result=list(reply.stopped),
+                    error=reply.error,
+                )
+                self.effects.writes.append(SaveJournal(req.requester, (entry,)))
             self.effects.effects.append(Tell(req.requester, reply))
         return self._decided(reply)
 
@@ -195,6 +207,16 @@ class SupervisorCore:
         self.effects.begin()
         for msg in msgs:
             self.mail.read(msg.run_id, msg.mail_ids)
+        return self._decided()
+
+    def journal(self, msg: Journal) -> Decision:
+        """A function agent's journal entries of one handling, kept for its replay after a
+        crash, and the mail they say it read, marked read in the same transaction (so the
+        store never says a mail was read without saying which call read it)."""
+        self.effects.begin()
+        if msg.entries and self.runs.reporting(msg.run_id, msg.attempt) is not None:
+            self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
+        self.mail.read(msg.run_id, msg.read_mail)  # an earlier start's entries are void
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
@@ -307,11 +329,14 @@ class SupervisorCore:
         self.lifecycle.timeout(run_id)
         return self._decided()
 
-    def restart_due(self, run_id: str, sent: Sequence[Mail] = ()) -> Decision:
-        """The backoff of a restart is over; ``sent``: the mail the run has sent so far
-        (read from the store by the actor: a resumed run does not send it again)."""
+    def restart_due(
+        self, run_id: str, mails: Sequence[Mail] = (), journal: Sequence[JournalEntry] = ()
+    ) -> Decision:
+        """The backoff of a restart is over. ``mails`` (the run's mail so far) and
+        ``journal`` (a function agent's) are read from the store by the actor: a resumed run
+        is handed what its earlier start already did, and does not do it again."""
         self.effects.begin()
-        self.lifecycle.restart_due(run_id, sent)
+        self.lifecycle.restart_due(run_id, mails, journal)
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------

@@ -28,6 +28,7 @@ from subagents.messages import (
     EventKind,
     Mail,
     MailAck,
+    Replay,
     RunRecord,
     SpawnReply,
 )
@@ -41,7 +42,7 @@ class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     spec: AgentSpec
     deadline: float
     pending_mail: tuple[Mail, ...] = ()
-    recovered: tuple[SpawnReply | ChildDone | MailAck, ...] = ()
+    recovered: tuple[Replay | SpawnReply | ChildDone | MailAck, ...] = ()
     checkpoint: Checkpoint | None = None
     attempt: int = 1
 

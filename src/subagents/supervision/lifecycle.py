@@ -23,6 +23,7 @@ import msgspec
 from subagents.messages import (
     ChildDone,
     EventKind,
+    JournalEntry,
     Mail,
     Outcome,
     RunFinished,
@@ -40,8 +41,10 @@ from subagents.supervision.effects import (
     Tell,
     TellOutside,
 )
+from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.policing import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
+from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotPool
@@ -67,6 +70,8 @@ class End:
     result: str | None = None
     below: str | None = None
     unread: Sequence[str] = ()
+    typed: bool = False
+    """``result`` is the JSON text of a function agent's value (``Outcome.value``)."""
 
 
 class Lifecycle:
@@ -80,7 +85,9 @@ class Lifecycle:
         policies: PolicyBook,
         slots: SlotPool,
         clock: Callable[[], float],
+        limits: Limits,
     ) -> None:
+        self.limits = limits
         self.runs = runs
         self.effects = effects
         self.mail = mail
@@ -93,14 +100,16 @@ class Lifecycle:
     def start(
         self,
         state: RunState,
-        sent: Sequence[Mail] = (),
-        children: Sequence[RunRecord] | None = None,
+        mails: Sequence[Mail] = (),
+        journal: Sequence[JournalEntry] = (),
+        tree: Sequence[RunRecord] | None = None,
     ) -> None:
         """Start (or resume, when it has taken steps before) the run of ``state``.
 
-        For a resumed run: ``sent``, the mail an earlier start of it sent, and ``children``
-        (default: those held in memory), what it spawned; it is handed the answers those
-        calls got, so that it does not send or spawn them again."""
+        For a resumed run: ``mails``, its mail so far (sent and received), ``journal``, a
+        function agent's, and ``tree``, the records of its root's tree (default: those held
+        in memory); it is handed the answers its calls already got (``resumption``), so that
+        it does not send or spawn again what an earlier start did."""
         record = state.record
         state.resumes = record.started_at is not None and not state.from_scratch
         state.from_scratch = False
@@ -112,9 +121,9 @@ class Lifecycle:
             state.checkpoint = state.saved
         recovered: tuple[Recovered, ...] = ()
         if state.resumes:  # what the earlier start already did is not done again
-            if children is None:
-                children = [c.record for c in self.runs.children(state.run_id)]
-            recovered = recovered_messages(state.run_id, children, sent)
+            if tree is None:
+                tree = self.runs.tree_records(state.record.root_run_id)
+            recovered = recovered_messages(state.run_id, tree, mails, journal)
         self.effects.effects.append(ArmDeadline(state.run_id, state.deadline))
         self.effects.effects.append(
             StartRun(
@@ -138,7 +147,9 @@ class Lifecycle:
             assert state is not None
             self.start(state)
 
-    def restart_due(self, run_id: str, sent: Sequence[Mail]) -> None:
+    def restart_due(
+        self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry]
+    ) -> None:
         """The backoff of a restart or retry is over: start the run again (from its
         checkpoint when it has steps, else from its seed)."""
         state = self.runs.live(run_id)
@@ -148,7 +159,7 @@ class Lifecycle:
         if entry is None:
             return
         state.checkpoint = entry.seed
-        self.start(state, sent)
+        self.start(state, mails, journal)
 
     # ---- ending ----------------------------------------------------------------------------
 
@@ -167,6 +178,7 @@ class Lifecycle:
             error=end.error,
             usage=record.usage,
             steps=record.steps,
+            typed=end.typed,
         )
         self.runs.update(state, status=end.status, ended_at=self.effects.now(), outcome=outcome)
         self.effects.writes.append(SaveOutcome(outcome))
@@ -234,8 +246,14 @@ class Lifecycle:
         """The run's agent ended by itself: completed, or failed (unless a policy restarts
         or retries it)."""
         unread = report.unread_mail
-        if report.error_kind is None:
-            self.finish(state, End(RunStatus.COMPLETED, result=report.result, unread=unread))
+        too_large = text_problem("the result", report.result or "", self.limits.max_text_chars)
+        if report.error_kind is None and too_large is not None:
+            self.finish(state, End(RunStatus.FAILED, "bad_result", too_large, unread=unread))
+        elif report.error_kind is None:
+            completed = End(
+                RunStatus.COMPLETED, result=report.result, unread=unread, typed=report.typed
+            )
+            self.finish(state, completed)
         elif self.clock() >= state.deadline:
             # A call cut short by the deadline reports before the timer does: same cause.
             self.time_out(state, unread)

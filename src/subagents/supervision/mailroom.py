@@ -34,7 +34,9 @@ from subagents.messages import (
 )
 from subagents.store.writes import PostCommand, SaveMails, SetMailsState
 from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
+from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
 
 Destination = tuple[MailState | None, RunRecord | None, RunState | None]
@@ -42,19 +44,6 @@ Destination = tuple[MailState | None, RunRecord | None, RunState | None]
 ``dead``, or None: another runtime hosts it), the run's record, and its state if held."""
 
 _ROUTES_MAX = 4096
-
-
-def _check_mail_fields(msg: SendMail) -> None:
-    """Refuse a mail whose fields are not strings (nothing checks a Struct's types when it
-    is built in code: ``ctx.send("x", 42)``), naming the field: that mail fails, not the
-    others sent with it, and not deep in the store."""
-    if not isinstance(msg.to, str) or not isinstance(msg.content, str):
-        raise ValueError(
-            f"to and content must be strings, got {type(msg.to).__name__} and"
-            f" {type(msg.content).__name__}"
-        )
-    if msg.reply_to is not None and not isinstance(msg.reply_to, str):
-        raise ValueError(f"reply_to must be a string, got {msg.reply_to!r}")
 
 
 class MailRoom:
@@ -65,9 +54,11 @@ class MailRoom:
         runs: RunTable,
         effects: Effects,
         read_run: Callable[[str], RunRecord | None],
+        limits: Limits,
     ) -> None:
         self.runs = runs
         self.effects = effects
+        self.limits = limits
         self.read_run = read_run
         """The record of a run this core does not hold (ended and forgotten, or hosted by
         another runtime on the store): the one read the mail room is given."""
@@ -100,8 +91,11 @@ class MailRoom:
                         MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
                     )
                     continue
+            problem = mail_problem(msg, self.limits)  # its types and its size
+            if problem is not None:
+                acks.append(MailAck(request_id=msg.request_id, error=problem))
+                continue
             try:
-                _check_mail_fields(msg)
                 recipient = self._resolve(msg)
             except ValueError as exc:
                 acks.append(MailAck(request_id=msg.request_id, error=str(exc)))

@@ -131,5 +131,5 @@ class Recovery:
             report.requeued.append(record.run_id)
         else:
             self.slots.force_take(record.run_id, key)
-            self.lifecycle.start(state, unfinished.sent, unfinished.children)
+            self.lifecycle.start(state, unfinished.mails, unfinished.journal, unfinished.tree)
             report.resumed.append(record.run_id)

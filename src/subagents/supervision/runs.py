@@ -96,8 +96,9 @@ class RunTable:
         """The ids of the live runs held here."""
         return [r for r, state in self._runs.items() if not state.record.status.terminal]
 
-    def children(self, run_id: str) -> list[RunState]:
-        return [s for c in self.tree.children(run_id) if (s := self._runs.get(c)) is not None]
+    def tree_records(self, root_run_id: str) -> list[RunRecord]:
+        """The records of the runs of ``root_run_id``'s tree held here."""
+        return [s.record for r in self.tree.in_root(root_run_id) if (s := self._runs.get(r))]
 
     # ---- changing ------------------------------------------------------------------------
 
