@@ -15,6 +15,7 @@ import msgspec
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort, render_mail
 from subagents.behaviour.spawn_policy import spawn_policy_fields
+from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
@@ -51,13 +52,13 @@ from subagents.messages import (
 )
 from subagents.models.base import ModelError
 from subagents.supervision.handdown import first_message_text
+from subagents.tools import journal
 
 # Claude Code's name for its subagent tool; a definition listing it may spawn.
 _SPAWN_ALIASES = ("Task", "Agent")
 
 
-class ToolCrash(Exception):
-    """A tool raised something other than ToolError: the run fails, naming the tool."""
+__all__ = ["LLMBehaviour", "ToolCrash"]
 
 
 class LLMBehaviour:
@@ -80,6 +81,14 @@ class LLMBehaviour:
         # fan_out children an earlier start already spawned (their answers are recovered)
         self.already_spawned: set[str] = set()
         self.schemas = self._offered_tools()
+        self.calls: ToolCalls | None = None
+        self.setup_error: str | None = None
+        """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
+        self.stop_hook_active = False
+        try:
+            self.calls = ToolCalls(env, port)
+        except ValueError as exc:
+            self.setup_error = str(exc)
 
     # ---- what the agent is offered -----------------------------------------------------------
 
@@ -129,6 +138,9 @@ class LLMBehaviour:
         already happened (a child spawned, a mail sent) get the ``recovered`` answers instead.
         """
         self.inbox.extend(pending_mail)
+        if self.setup_error is not None:
+            self._fail("bad_definition", self.setup_error)
+            return
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
             self.turns = checkpoint.step
@@ -142,7 +154,9 @@ class LLMBehaviour:
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
                 done = {getattr(m, "request_id", None) for m in recovered}
                 self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
-                self._dispatch_all(uses, answered=answered, skip=done)
+                self._dispatch_all(
+                    uses, answered=answered, skip=done, started=set(checkpoint.started)
+                )
                 for message in recovered:
                     self.on_message(message)
                 return
@@ -272,6 +286,16 @@ class LLMBehaviour:
             return
         if response.stop_reason == "max_tokens":
             port.log.warning("answer cut at max_tokens", max_tokens=self.env.max_tokens)
+        if self.calls is not None:
+            go_on = self.calls.stop_hook(self.stop_hook_active)
+            if go_on is not None and not port.cancel.is_set():
+                # a Stop hook blocked the end: the model hears why and takes another turn
+                self.stop_hook_active = True
+                self.messages.append(
+                    ChatMessage("user", (TextBlock(f"Stop hook feedback: {go_on}"),))
+                )
+                self._step()
+                return
         self.ended = True
         port.finish(response.text)
 
@@ -280,6 +304,7 @@ class LLMBehaviour:
         uses: list[ToolUseBlock],
         answered: dict[str, ToolResultBlock],
         skip: set[str | None] | None = None,
+        started: set[str] | None = None,
     ) -> None:
         self.order = [u.id for u in uses]
         self.results = {u.id: answered.get(u.id) for u in uses}
@@ -291,6 +316,11 @@ class LLMBehaviour:
         for use in uses:
             if self.results[use.id] is not None or (skip and use.id in skip):
                 continue  # answered, or its effect happened, before a restart: not run again
+            if started and journal.interrupted(self.env.tools.get(use.name), use.id in started):
+                # began before a crash and never answered: not run twice, the model is told
+                self.port.report_tool_call(use.name, use.input)
+                self._set(use.id, journal.interrupted_message(use.name), True)
+                continue
             try:
                 self._dispatch(use)
             except ToolCrash as exc:
@@ -375,14 +405,10 @@ class LLMBehaviour:
                 except KeyError:
                     known = ", ".join(self.env.skills.names()) or "none"
                     raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
-            else:
+            else:  # a Tool (user, built-in, MCP): the one path of tool_calls.ToolCalls
                 tool: Tool = self.env.tools[use.name]
-                try:
-                    self._set(use.id, tool.call(args), False)
-                except ToolError:
-                    raise
-                except Exception as exc:
-                    raise ToolCrash(f"tool {use.name} raised {type(exc).__name__}: {exc}") from exc
+                assert self.calls is not None
+                self._set(use.id, *self.calls.execute(use, tool, self.turns))
         except ToolError as exc:
             self._set(use.id, str(exc), True)
 
@@ -453,6 +479,11 @@ class LLMBehaviour:
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True
         self.port.fail(kind, message)
+
+    def close(self) -> None:
+        """The run's actor stopped: end what its tools started."""
+        if self.calls is not None:
+            self.calls.close()
 
 
 def _json(value: Any) -> str:
