@@ -43,7 +43,9 @@ from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import name_problem
+from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, ensure_configured
+from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.messages import (
     EXTERNAL_SENDER,
     Event,
@@ -169,6 +171,7 @@ class Runtime:
         approve: ApprovalHandler | None = None,
         allow_hooks: bool = False,
         builtin_tools: bool = True,
+        mcp_servers: Mapping[str, Any] | None = None,
     ) -> None:
         ensure_configured()
         self.limits = limits or Limits()
@@ -207,6 +210,15 @@ class Runtime:
             if approve is not None and not callable(approve):
                 raise TypeError(f"approve must be a callable, got {approve!r}")
             self.processes = ProcessGroups()
+            # MCP servers start when a run first needs them; worktrees when a run with
+            # `isolation: worktree` starts (docs/tools.md)
+            self.mcp = McpHub.from_config(
+                mcp_servers,
+                discover=discover,
+                cwd=self.workspace.root,
+                start_timeout=mcp_start_timeout(),
+            )
+            self.worktrees = Worktrees(self.workspace.root)
             self.allow_hooks = bool(allow_hooks)
             self._warn_hooks(self._specs.values())
             self.skills = _skill_index(skills, discover)
@@ -226,6 +238,8 @@ class Runtime:
                 approve=approve,
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
+                mcp=self.mcp,
+                worktrees=self.worktrees,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -278,6 +292,7 @@ class Runtime:
         processes = getattr(self, "processes", None)
         if processes is not None:
             processes.kill_all()
+        self._close_tools(5.0)
         if self._owns_store:
             self.store.close()
 
@@ -712,6 +727,7 @@ class Runtime:
         self.timer.stop()
         self._pool.close(max(0.0, deadline - time.monotonic()))
         self.processes.kill_all()  # whatever a run's tools left running ends with the runtime
+        self._close_tools(max(0.5, deadline - time.monotonic()))
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:
@@ -730,6 +746,18 @@ class Runtime:
         release_owner(self.core.owner)
         if self._owns_store:
             self.store.close()
+
+    def _close_tools(self, timeout: float) -> None:
+        """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
+        then every MCP server process and the MCP event loop thread."""
+        worktrees = getattr(self, "worktrees", None)
+        if worktrees is not None:
+            for report in worktrees.close():
+                if report.kept:
+                    log.warning("worktree kept at close", **report.as_dict())
+        hub = getattr(self, "mcp", None)
+        if hub is not None:
+            hub.close(timeout)
 
     def __enter__(self) -> Runtime:
         return self

@@ -222,9 +222,15 @@ def parse_servers(
 
 
 def read_mcp_json(
-    path: Path, *, environ: Mapping[str, str] | None = None
+    path: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    problems: list[str] | None = None,
 ) -> dict[str, NamedServer]:
-    """A project's ``.mcp.json`` (``{"mcpServers": {...}}``), with ``${VAR}`` expanded."""
+    """A project's ``.mcp.json`` (``{"mcpServers": {...}}``), with ``${VAR}`` expanded.
+
+    With ``problems`` (a list), a server that cannot be used is left out and its error
+    appended there, so one bad entry does not cost the others; without, it raises."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -233,7 +239,19 @@ def read_mcp_json(
         raise McpConfigError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers", {}), Mapping):
         raise McpConfigError(f'{path}: expected {{"mcpServers": {{name: server, ...}}}}')
-    return parse_servers(data.get("mcpServers", {}), origin=str(path), expand=True, environ=environ)
+    if problems is None:
+        return parse_servers(
+            data.get("mcpServers", {}), origin=str(path), expand=True, environ=environ
+        )
+    servers: dict[str, NamedServer] = {}
+    for name, raw in data.get("mcpServers", {}).items():
+        try:
+            servers[str(name)] = parse_server(
+                str(name), raw, origin=str(path), expand=True, environ=environ
+            )
+        except McpConfigError as exc:
+            problems.append(str(exc))
+    return servers
 
 
 def find_mcp_json(start: Path) -> Path | None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import math
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -49,6 +51,24 @@ T = TypeVar("T")
 
 START_TIMEOUT = 30.0
 """Seconds a server has to start, answer ``initialize`` and list its tools."""
+
+
+def mcp_start_timeout() -> float:
+    """``MCP_TIMEOUT`` (milliseconds, as Claude Code reads it) or ``START_TIMEOUT``."""
+    raw = os.environ.get("MCP_TIMEOUT", "").strip()
+    if not raw:
+        return START_TIMEOUT
+    try:
+        value = float(raw) / 1000.0
+    except ValueError:
+        log.warning("MCP_TIMEOUT is not a number of milliseconds; using the default", value=raw)
+        return START_TIMEOUT
+    if not math.isfinite(value) or value <= 0:
+        log.warning("MCP_TIMEOUT must be a positive number of milliseconds", value=raw)
+        return START_TIMEOUT
+    return value
+
+
 POLL_S = 0.05
 """How often a waiting caller looks at its run's cancel signal."""
 
@@ -157,13 +177,21 @@ class McpHub:
         cwd: str | Path | None = None,
         start_timeout: float = START_TIMEOUT,
     ) -> McpHub:
-        """Runtime-level servers from ``Runtime(mcp_servers=...)`` and, with ``discover``, the
-        nearest ``.mcp.json`` up from ``cwd``; a server given in code wins over the file's."""
+        """Runtime-level servers from ``Runtime(mcp_servers=...)`` (``McpConfigError`` when
+        one is wrong) and, with ``discover``, the nearest ``.mcp.json`` up from ``cwd`` (a bad
+        entry there is logged and left out); a server given in code wins over the file's."""
+        problems: list[str] = []
         servers: dict[str, NamedServer] = {}
         if discover:
             found = find_mcp_json(Path(cwd) if cwd is not None else Path.cwd())
             if found is not None:
-                servers.update(read_mcp_json(found))
+                # a file is not the caller's code: a broken one is a warning, not a failure
+                try:
+                    servers.update(read_mcp_json(found, problems=problems))
+                except McpConfigError as exc:
+                    log.warning("mcp servers in .mcp.json not used", error=str(exc))
+                for problem in problems:
+                    log.warning("mcp server in .mcp.json not used", error=problem)
         given = parse_servers(mcp_servers, origin="Runtime(mcp_servers=...)")
         for name in set(given) & set(servers):
             log.info("mcp server in code replaces the one in .mcp.json", server=name)
