@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.behaviour.environment import FILE_AND_SHELL_TOOLS, environment_note
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort, render_mail
 from subagents.behaviour.spawn_policy import spawn_policy_fields
@@ -102,6 +103,13 @@ class LLMBehaviour:
             self.setup_error = str(exc)
         except WorktreeError as exc:  # isolation: worktree outside a git repository...
             self.setup_kind, self.setup_error = "worktree", str(exc)
+        self.environment = ""
+        """Appended to the system prompt of a run offered file or shell tools."""
+        if self.calls is not None and any(s.name in FILE_AND_SHELL_TOOLS for s in self.schemas):
+            tree = env.worktrees.get(port.record.run_id) if env.worktrees is not None else None
+            self.environment = environment_note(
+                self.calls.workspace.root, worktree_branch=tree.branch if tree else None
+            )
 
     # ---- what the agent is offered -----------------------------------------------------------
 
@@ -259,7 +267,7 @@ class LLMBehaviour:
 
         request = ModelRequest(
             model=port.record.model or "",
-            system=self.env.system_prompt(port.spec),
+            system=self.env.system_prompt(port.spec) + self.environment,
             messages=tuple(self.messages),
             tools=self.schemas,
             max_tokens=self.env.max_tokens,

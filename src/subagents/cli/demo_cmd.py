@@ -36,12 +36,26 @@ def demo_dir() -> Path | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--team",
+        choices=("default", "code"),
+        default="default",
+        help="default: the research team; code: agents that review and fix a small repository",
+    )
     parser.add_argument("--agents", type=Path, default=None, help="the demo team's folder")
-    parser.add_argument("--task", default=QUESTION, help="the question the lead works on")
+    parser.add_argument("--task", default=None, help="the task the lead works on")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON at the end")
+    parser.add_argument(
+        "--keep", action="store_true", help="--team code: keep the repository it worked on"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.team == "code":
+        from subagents.cli import code_demo
+
+        return code_demo.run(args)
+    args.task = args.task or QUESTION
     folder = args.agents or demo_dir()
     if folder is None or not (Path(folder) / "lead.md").is_file():
         print(
