@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +52,35 @@ def alive(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(transport: str) -> Iterator[int]:
+    """The test server over ``http`` (streamable HTTP) or ``sse``, on a free local port."""
+    port = free_port()
+    flag = "--http" if transport == "http" else "--sse"
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER_APP), "--name", "remote", flag, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until it accepts connections (or has died)
+            assert process.poll() is None, "the HTTP test server exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP test server did not listen"
+                threading.Event().wait(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -1,10 +1,11 @@
 """A real MCP server for the tests, written with the mcp SDK (``MCPServer``), run over stdio.
 
-    python mcp_server_app.py [--name NAME] [--log FILE]
+    python mcp_server_app.py [--name NAME] [--log FILE] [--http PORT | --sse PORT]
 
 Tools: ``add`` (read-only), ``pid``, ``note`` (appends to ``--log``: a side effect a test can
 count), ``slow`` (sleeps; for stops and deadlines), ``fail`` (the tool reports an error),
-``crash`` (the process dies in the middle of the call, after writing to stderr).
+``crash`` (the process dies in the middle of the call, after writing to stderr), ``header``
+(a request header, over HTTP).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 
@@ -59,6 +60,12 @@ def build(name: str, log: str | None) -> MCPServer:
         print("fatal: the test server was told to crash", file=sys.stderr, flush=True)
         os._exit(3)
 
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def header(name: str, ctx: Context) -> str:
+        """A header of the request that called this tool (HTTP transports)."""
+        headers = ctx.headers or {}
+        return str(headers.get(name.lower(), "(none)"))
+
     return app
 
 
@@ -66,5 +73,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", default="testsrv")
     parser.add_argument("--log", default=None)
+    parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--sse", type=int, default=None)
     options = parser.parse_args()
-    build(options.name, options.log).run()
+    app = build(options.name, options.log)
+    if options.http is not None:
+        app.run(transport="streamable-http", host="127.0.0.1", port=options.http)
+    elif options.sse is not None:
+        app.run(transport="sse", host="127.0.0.1", port=options.sse)
+    else:
+        app.run()

@@ -3,6 +3,8 @@ SDK) and against servers that misbehave: lazy start, sharing, calls, crashes, ha
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ import pytest
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpCallError, McpHub, McpServerError, parse_servers
 
-from .conftest import alive, dying_server, server_config, silent_server
+from .conftest import alive, dying_server, free_port, http_server, server_config, silent_server
 
 WAIT = 30.0
 
@@ -228,3 +230,45 @@ def test_close_while_a_server_is_starting_does_not_hang(tmp_path: Path) -> None:
     assert not thread.is_alive()
     assert len(got) == 1
     assert "runtime closed" in got[0].failures["mute"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_remote_servers_over_http_and_sse_with_headers(transport: str) -> None:
+    path = "/mcp" if transport == "http" else "/sse"
+    with http_server(transport) as port:
+        config = {
+            "type": transport,
+            "url": f"http://127.0.0.1:{port}{path}",
+            "headers": {"X-Api-Key": "s3cret"},
+        }
+        with McpHub(parse_servers({"remote": config}), start_timeout=WAIT) as hub:
+            run = hub.tools_for(spec())
+            assert run.failures == {}
+            assert hub.call(run, "mcp__remote__add", {"a": 2, "b": 40}).text == "42"
+            assert hub.call(run, "mcp__remote__header", {"name": "X-Api-Key"}).text == "s3cret"
+
+
+def test_a_remote_server_that_is_not_there_is_a_failure_naming_it() -> None:
+    config = {"type": "http", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    with McpHub(parse_servers({"gone": config}), start_timeout=WAIT) as hub:
+        reason = hub.tools_for(spec()).failures["gone"]
+    assert "MCP server 'gone' (http http://127.0.0.1:" in reason and "could not start" in reason
+
+
+def test_without_the_mcp_sdk_a_server_fails_saying_how_to_install_it(tmp_path: Path) -> None:
+    script = tmp_path / "no_sdk.py"
+    script.write_text(
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the optional extra were not installed\n"
+        "from subagents.definitions.spec import AgentSpec\n"
+        "from subagents.mcp import McpHub, parse_servers\n"
+        "with McpHub(parse_servers({'calc': {'command': 'anything'}})) as hub:\n"
+        "    print(hub.tools_for(AgentSpec(name='a', description='d')).failures['calc'])\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=WAIT
+    )
+    assert done.returncode == 0, done.stderr
+    assert "MCP server 'calc'" in done.stdout
+    assert "the mcp SDK is not installed (pip install 'subagents[mcp]')" in done.stdout

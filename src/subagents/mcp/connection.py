@@ -36,6 +36,7 @@ log = structlog.get_logger("subagents.mcp")
 
 STDERR_TAIL = 1_500
 """How much of a dead server's stderr an error quotes (characters)."""
+_SDK = ("mcp", "mcp_types", "httpx2")
 _LIST_PAGES = 100
 """A server whose tool list never ends is cut off here rather than listed for ever."""
 
@@ -264,6 +265,8 @@ class ServerConnection:
                 f"it did not finish starting (initialize and tools/list) within"
                 f" {self.start_timeout:g} s"
             )
+        elif isinstance(leaf, ImportError) and (leaf.name or "").split(".")[0] in _SDK:
+            reason = "the mcp SDK is not installed (pip install 'subagents[mcp]')"
         elif isinstance(leaf, FileNotFoundError):
             reason = f"its command was not found: {leaf.filename or self.server.config.describe()}"
         elif isinstance(leaf, PermissionError):
