@@ -73,13 +73,21 @@ def context(root: Path, processes: ProcessGroups) -> ToolContext:
 
 def timed(fn: Any, rounds: int) -> float:
     """Median seconds of ``fn()`` over ``rounds`` (after one warm-up call)."""
-    fn()
-    times = []
+    return paired(fn, fn, rounds)[0]
+
+
+def paired(a: Any, b: Any, rounds: int) -> tuple[float, float]:
+    """Median seconds of ``a()`` and of ``b()``, run in alternation (after a warm-up of
+    each), so that a busy moment of a shared machine taxes both alike."""
+    a()
+    b()
+    times_a, times_b = [], []
     for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return median(times)
+        for fn, times in ((a, times_a), (b, times_b)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return median(times_a), median(times_b)
 
 
 def grep_figures(root: Path, ctx: ToolContext, rounds: int) -> dict[str, Any]:
@@ -98,7 +106,7 @@ def grep_figures(root: Path, ctx: ToolContext, rounds: int) -> dict[str, Any]:
         def tool(options: dict[str, str] = options) -> None:
             TOOLS["Grep"].call({"pattern": "needle_", **options}, ctx)
 
-        cli_s, tool_s = timed(cli, rounds), timed(tool, rounds)
+        cli_s, tool_s = paired(cli, tool, rounds)
         figures[name] = {
             "rg_cli_ms": rounded(cli_s * 1000, 2),
             "grep_tool_ms": rounded(tool_s * 1000, 2),
@@ -174,7 +182,8 @@ def overhead_figures(root: Path, calls: int) -> dict[str, Any]:
 
 
 def journal_figures(root: Path, calls: int) -> dict[str, Any]:
-    """Per call in a real run on SQLite: an idempotent tool vs a side-effecting one."""
+    """Per call in a real run on SQLite: an idempotent tool vs a side-effecting one (``calls``
+    calls in one turn; the median of several runs)."""
     out: dict[str, Any] = {}
     for label, idempotent in (("idempotent", True), ("side_effecting", False)):
         tool = Tool.from_function(add, idempotent=idempotent)
@@ -188,9 +197,12 @@ def journal_figures(root: Path, calls: int) -> dict[str, Any]:
                 command_poll_s=0, sweep_every_s=0,
             ) as rt:  # fmt: skip
                 rt.run("bench", "warm up")
-                start = time.perf_counter()
-                rt.run("bench", "go")
-                elapsed = time.perf_counter() - start
+                times = []
+                for _ in range(5):
+                    start = time.perf_counter()
+                    rt.run("bench", "go")
+                    times.append(time.perf_counter() - start)
+                elapsed = median(times)
             store.close()
         out[f"{label}_us_per_call"] = rounded(elapsed / calls * 1e6, 1)
         settle()
@@ -204,7 +216,7 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     quiet_logs()
     files = 200 if args.quick else 10_000
-    rounds = 2 if args.quick else 7
+    rounds = 2 if args.quick else 11
     calls = 200 if args.quick else 20_000
     processes = ProcessGroups()
     try:
@@ -219,7 +231,7 @@ def main() -> None:
             read = read_figures(root, ctx, rounds)
             settle()
             overhead = overhead_figures(root, calls)
-            journal = journal_figures(root, 20 if args.quick else 200)
+            journal = journal_figures(root, 20)
     finally:
         processes.kill_all()
     worst = max(g["ratio"] for g in grep.values())

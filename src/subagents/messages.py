@@ -427,6 +427,9 @@ class ToolStarting(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     tool_use_id: str
     tool: str
+    ended: bool = False
+    """Told instead when the call ended by raising (the run fails): its end is known, so a
+    restart runs it again rather than calling it interrupted."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 

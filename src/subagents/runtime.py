@@ -169,6 +169,8 @@ class Runtime:
         workspace: str | os.PathLike[str] | None = None,
         permissions: Permissions | str | None = None,
         approve: ApprovalHandler | None = None,
+        ask_parent: bool = False,
+        approval_wait_s: float = 300.0,
         allow_hooks: bool = False,
         builtin_tools: bool = True,
         mcp_servers: Mapping[str, Any] | None = None,
@@ -236,6 +238,8 @@ class Runtime:
                 workspace=self.workspace,
                 permissions=self.permissions,
                 approve=approve,
+                ask_parent=bool(ask_parent),
+                approval_wait_s=_positive(approval_wait_s, "approval_wait_s"),
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
                 mcp=self.mcp,
@@ -779,6 +783,12 @@ _ROOT_FIELDS = frozenset(
     if parameter.kind is inspect.Parameter.KEYWORD_ONLY
 )
 """The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
+
+
+def _positive(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _model_for(

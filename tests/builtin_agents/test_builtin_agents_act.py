@@ -103,14 +103,14 @@ def test_explore_and_plan_search_read_and_look_at_history_but_change_nothing(
 
 def test_every_agent_with_file_tools_is_told_where_it_works(repo: Path) -> None:
     model = ScriptedModel({})
-    with Runtime(agent_dirs=[BUILTIN_DIR], model=model, workspace=repo / "pkg") as rt:
+    with Runtime(agent_dirs=[BUILTIN_DIR], model=model, workspace=repo) as rt:
         for name in ("explore", "code", "plan"):
             rt.run(name, "look", wait=WAIT)
     for name in ("explore", "code", "plan"):
         system = first_request(model, name).system
         prompt, note = system.split("\n\n<env>\n")
         assert len(prompt) > 500 and note.endswith("</env>")
-        assert f"Working directory: {repo / 'pkg'}\n" in note
+        assert f"Working directory: {repo}\n" in note
         assert "Is directory a git repo: Yes\n" in note
 
 

@@ -3,6 +3,7 @@ runtime: permissions, approvals, the workspace, and processes that end with thei
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -210,8 +211,10 @@ def test_a_run_past_its_deadline_kills_its_bash_process_group(repo: Path) -> Non
     with Runtime(
         [agent("worker")], model=model, workspace=repo, permissions="bypassPermissions"
     ) as rt:
-        handle = rt.spawn("worker", "go", timeout=1.0)
-        pgid = _started(pidfile)
+        handle = rt.spawn("worker", "go", timeout=2.0)
+        # only the pid is awaited: the deadline may pass before the whole group is up
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="pid")
+        pgid = int(pidfile.read_text())
         assert handle.result(WAIT).status is RunStatus.TIMED_OUT
         wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
@@ -243,3 +246,18 @@ def test_background_shells_end_with_their_run_and_the_runtime(repo: Path) -> Non
         rt.close()
     assert group_members(running) == []  # closing the runtime ended the foreground command
     assert rt.processes.live_count() == 0
+
+
+def test_an_agent_with_file_tools_is_told_its_working_directory(repo: Path) -> None:
+    model = ScriptedModel({})
+    with Runtime(
+        [agent("coder"), agent("talker", tools=("send_message",))], model=model, workspace=repo
+    ) as rt:
+        rt.run("coder", "go", wait=WAIT)
+        rt.run("talker", "go", wait=WAIT)
+    coder, talker = model.requests
+    assert coder.system == (
+        f"You act.\n\n<env>\nWorking directory: {repo}\nIs directory a git repo: Yes\n"
+        f"Platform: {sys.platform}\n</env>"
+    )
+    assert talker.system == "You act."

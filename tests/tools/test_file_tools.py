@@ -249,3 +249,13 @@ def test_notebook_edit_replaces_inserts_and_deletes_cells(context: ToolContext, 
     assert saved[0]["outputs"] == [] and saved[0]["execution_count"] is None
     assert "not found" in error(context, "NotebookEdit", notebook_path=str(book), cell_id="zz",
                                 new_source="")  # fmt: skip
+
+
+def test_glob_never_lists_outside_the_workspace(
+    context: ToolContext, repo: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "outside.py").write_text("")
+    (repo / "out").symlink_to(tmp_path)
+    assert "climbs out with '..'" in error(context, "Glob", pattern="../*.py")
+    assert call(context, "Glob", pattern="out/*.py") == "No files found"
+    assert "outside the workspace" in error(context, "Glob", pattern=f"{tmp_path}/*.py")

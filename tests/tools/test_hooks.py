@@ -125,3 +125,36 @@ def test_bad_hook_configuration_fails_the_run_naming_the_field(repo: Path) -> No
     assert outcome.status is RunStatus.FAILED
     assert outcome.error == "agent 'hooked': hooks.PreToolUse must be a list, got 'nope'"
     assert Hooks.parse({"SessionStart": []}, "x").ignored == ("SessionStart",)
+
+
+def test_hooks_from_a_definition_file(repo: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "guarded.md").write_text(
+        """---
+name: guarded
+description: Its Bash calls pass a hook first.
+tools: Bash
+hooks:
+  PreToolUse:
+    - matcher: Bash
+      hooks:
+        - type: command
+          command: "echo 'no shell today' >&2; exit 2"
+script:
+  - tool_calls:
+      - name: Bash
+        input: {command: "touch made"}
+  - text: "{result0}"
+---
+You are guarded.
+""",
+        encoding="utf-8",
+    )
+    with Runtime(
+        agent_dirs=[folder], model=ScriptedModel.from_specs, workspace=repo,
+        permissions="bypassPermissions", allow_hooks=True,
+    ) as rt:  # fmt: skip
+        outcome = rt.run("guarded", "go", wait=WAIT)
+    assert outcome.result == "PreToolUse hook blocked this call: no shell today"
+    assert not (repo / "made").exists()

@@ -263,6 +263,9 @@ class AgentActor(FastInboxActor):
             return False
         return reply is True
 
+    def journal_end(self, ended: ToolStarting) -> None:
+        self._tell(msgspec.structs.replace(ended, attempt=self.attempt, ended=True))
+
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
         self._tell(
             ToolCalled(

@@ -378,7 +378,7 @@ class SupervisorActor(FastInboxActor):
                 self._apply(core.tool_answered(message))
             case ToolStarting():  # asked (not grouped): durable before the tool runs
                 self._apply(core.tool_starting(message))
-                return True
+                return True  # (an ``ended`` one is told; the answer goes nowhere)
             case PollCommands():
                 self._apply(core.take_commands())
             case Sweep():

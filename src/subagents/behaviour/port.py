@@ -77,6 +77,10 @@ class AgentPort(Protocol):
         must not run."""
         ...
 
+    def journal_end(self, ended: ToolStarting) -> None:
+        """A journaled call raised: its end is known (told, in order with the failure)."""
+        ...
+
     def report_answer(self, answer: ToolAnswered) -> None: ...
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def set_waiting(self, waiting: bool) -> None: ...
@@ -103,6 +107,10 @@ class AgentEnv:
     """Where file tools work and Bash starts (None: the working directory)."""
     permissions: Permissions = field(default_factory=Permissions)
     approve: ApprovalHandler | None = None
+    ask_parent: bool = False
+    """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
+    approval_wait_s: float = 300.0
+    """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
     mcp: McpHub | None = None

@@ -13,6 +13,7 @@ The decisions are plain classes in ``subagents.tools`` (``PermissionPolicy``, ``
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from subagents.behaviour.port import AgentEnv, AgentPort
@@ -21,7 +22,7 @@ from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
-from subagents.tools.permissions import PermissionPolicy
+from subagents.tools.permissions import Decision, PermissionPolicy
 
 
 class ToolCrash(Exception):
@@ -46,6 +47,20 @@ class ToolCalls:
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
 
+    def environment(self) -> str:
+        """What Claude Code tells a model about where it works (its ``<env>`` block): the
+        file tools want absolute paths, so the model must know the workspace."""
+        root = self.workspace.root
+        git = "Yes" if (root / ".git").exists() else "No"
+        worktrees = self.env.worktrees
+        tree = worktrees.get(self.port.record.run_id) if worktrees is not None else None
+        if tree is not None:  # isolation: worktree
+            git = f"Yes (your own git worktree, on branch {tree.branch})"
+        return (
+            f"\n\n<env>\nWorking directory: {root}\nIs directory a git repo: {git}\n"
+            f"Platform: {sys.platform}\n</env>"
+        )
+
     def context(self, use_id: str) -> ToolContext:
         port = self.port
         return ToolContext(
@@ -61,27 +76,52 @@ class ToolCalls:
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
-        """Run one call through the whole path; (content, is_error) for the model.
+        """Run one call through the whole path; (content, is_error) for the model. (An ask
+        goes to the handler here; ``decide`` + ``run_allowed`` let the caller route it to
+        the parent instead.)
 
         ``ToolCrash`` when a tool raises something other than ``ToolError``."""
-        port = self.port
-        args: dict[str, Any] = use.input if isinstance(use.input, dict) else {}
-        decision = self.policy.decide(tool, args)
-        if decision.behavior == "ask":
-            request = approval.ApprovalRequest(
-                run_id=port.record.run_id,
-                agent=port.record.agent,
-                tool=tool.name,
-                input=args,
-                reason=decision.reason,
-                tool_use_id=use.id,
-                parent_run_id=port.record.parent_run_id,
-                workspace=str(self.workspace.root),
-            )
-            decision = approval.ask(self.env.approve, request)
+        decision = self.decide(use, tool, parent_may_answer=False)
         if not decision.allowed:
-            port.log.info("tool call denied", tool=tool.name, reason=decision.reason)
-            return f"Permission to use {tool.name} was denied: {decision.reason}", True
+            return self.denied(tool, decision.reason)
+        return self.run_allowed(use, tool, step)
+
+    def request(self, use: ToolUseBlock, tool: Tool, reason: str) -> approval.ApprovalRequest:
+        port = self.port
+        return approval.ApprovalRequest(
+            run_id=port.record.run_id,
+            agent=port.record.agent,
+            tool=tool.name,
+            input=_arguments(use),
+            reason=reason,
+            tool_use_id=use.id,
+            parent_run_id=port.record.parent_run_id,
+            workspace=str(self.workspace.root),
+        )
+
+    def decide(self, use: ToolUseBlock, tool: Tool, *, parent_may_answer: bool) -> Decision:
+        """The permission decision; an "ask" answered by the approval handler, unless the
+        runtime routes a child's asks to its parent (then "ask" is returned as it is)."""
+        decision = self.policy.decide(tool, _arguments(use))
+        if decision.behavior != "ask":
+            return decision
+        if parent_may_answer and self.asks_parent:
+            return decision
+        return approval.ask(self.env.approve, self.request(use, tool, decision.reason))
+
+    @property
+    def asks_parent(self) -> bool:
+        """Whether this run's asks go up to its parent (as mail) rather than the handler."""
+        return self.env.ask_parent and self.port.record.parent_run_id is not None
+
+    def denied(self, tool: Tool, reason: str) -> tuple[str, bool]:
+        self.port.log.info("tool call denied", tool=tool.name, reason=reason)
+        return f"Permission to use {tool.name} was denied: {reason}", True
+
+    def run_allowed(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
+        """The rest of the path for an allowed call: hooks, journal, run, hooks."""
+        port = self.port
+        args = _arguments(use)
         if self.hooks is not None:
             pre = run_hooks(
                 self.hooks,
@@ -94,19 +134,19 @@ class ToolCalls:
             )
             if pre.blocked:
                 return f"PreToolUse hook blocked this call: {pre.reason}", True
-        if journal.record_before_run(tool):
-            recorded = port.journal_start(
-                ToolStarting(
-                    run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
-                )
-            )
-            if not recorded or port.cancel.is_set():
-                return "not run: the run is stopping", True
+        starting = ToolStarting(
+            run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
+        )
+        journaled = journal.record_before_run(tool)
+        if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
+            return "not run: the run is stopping", True
         try:
             out = tool.run(args, self.context(use.id))
         except ToolError as exc:
             content, is_error = str(exc), True
         except Exception as exc:
+            if journaled:  # it ended (by raising): a restart may run it again
+                port.journal_end(starting)
             raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
         else:
             if isinstance(out, ToolResult):
@@ -158,3 +198,7 @@ class ToolCalls:
         killed = self.env.processes.kill_run(self.port.record.run_id)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
+
+
+def _arguments(use: ToolUseBlock) -> dict[str, Any]:
+    return use.input if isinstance(use.input, dict) else {}

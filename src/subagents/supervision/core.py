@@ -488,8 +488,13 @@ class SupervisorCore(PolicyHooks):
             state = self.reporting(msg.run_id, msg.attempt)
             if state is not None and state.checkpoint is not None:
                 cp = state.checkpoint
-                if cp.step == msg.step and msg.tool_use_id not in cp.started:
-                    cp = msgspec.structs.replace(cp, started=(*cp.started, msg.tool_use_id))
+                started = cp.started
+                if msg.ended:  # it raised: known to be over, not "interrupted"
+                    started = tuple(i for i in started if i != msg.tool_use_id)
+                elif msg.tool_use_id not in started:
+                    started = (*started, msg.tool_use_id)
+                if cp.step == msg.step and started != cp.started:
+                    cp = msgspec.structs.replace(cp, started=started)
                     state.checkpoint = cp
                     self.store.save_checkpoint(cp)
             return self._effects

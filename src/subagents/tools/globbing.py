@@ -51,6 +51,11 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     if not base.is_dir():
         raise ToolError(f"path {args.path} is not a directory")
     pattern = args.pattern
+    if ".." in Path(pattern).parts:
+        raise ToolError(
+            f"pattern {args.pattern!r} climbs out with '..': give a path inside the workspace"
+            f" {ctx.workspace.root} instead"
+        )
     if pattern.startswith("/"):  # an absolute pattern: from its fixed part, inside the workspace
         fixed, rest = _split_fixed(pattern)
         base = ctx.workspace.resolve(fixed, what="pattern")
@@ -62,6 +67,8 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     dated: list[tuple[float, str]] = []
     for rel in found:
         full = os.path.join(base, rel)
+        if not ctx.workspace.contains(Path(os.path.realpath(full))):
+            continue  # a symlink out of the workspace: not even its name is shown
         try:
             dated.append((os.stat(full).st_mtime, full))
         except OSError:

@@ -83,6 +83,8 @@ class ProcessGroups:
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed: no process may start")
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
         return self._dir

@@ -125,10 +125,11 @@ class Rule:
             return True
         # a directory a search looks in: under the rule when what is inside it is
         # (best effort, as in Claude Code: a search of a parent still reads the subtree)
-        return tool_searches_dirs(target) and self._paths.match_file(relative + "/-")
+        return _may_be_directory(target) and self._paths.match_file(relative + "/-")
 
 
-def tool_searches_dirs(target: Path) -> bool:
+def _may_be_directory(target: Path) -> bool:
+    """A directory, or a path that does not exist and has no suffix (as a folder name)."""
     return target.is_dir() or not target.suffix
 
 
