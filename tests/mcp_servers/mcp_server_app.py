@@ -1,11 +1,11 @@
 """A real MCP server for the tests, written with the mcp SDK (``MCPServer``), run over stdio.
 
-    python mcp_server_app.py [--name NAME] [--log FILE] [--http PORT | --sse PORT]
+    python mcp_server_app.py [--name NAME] [--log FILE] [--hold S] [--http PORT | --sse PORT]
 
 Tools: ``add`` (read-only), ``pid``, ``note`` (appends to ``--log``: a side effect a test can
-count), ``slow`` (sleeps; for stops and deadlines), ``fail`` (the tool reports an error),
-``crash`` (the process dies in the middle of the call, after writing to stderr), ``header``
-(a request header, over HTTP).
+count), ``peek`` (read-only, logs too), ``slow`` (sleeps; for stops and deadlines), ``fail``
+(the tool reports an error), ``crash`` (the process dies in the middle of the call, after
+writing to stderr), ``header`` (a request header, over HTTP).
 """
 
 from __future__ import annotations
@@ -19,8 +19,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 
-def build(name: str, log: str | None) -> MCPServer:
+def build(name: str, log: str | None, hold: float = 0.0) -> MCPServer:
     app = MCPServer(name)
+
+    def effect(line: str) -> None:
+        """Append ``line`` to the log, write the server's pid to ``marker`` beside it, then
+        hold (``--hold``: a crash test kills the client right after the side effect)."""
+        if log is None:
+            raise ValueError("this server was started without --log")
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+        with open(os.path.join(os.path.dirname(log), "marker"), "w", encoding="utf-8") as handle:
+            handle.write(str(os.getpid()))
+        time.sleep(hold)
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def add(a: int, b: int) -> int:
@@ -35,11 +46,14 @@ def build(name: str, log: str | None) -> MCPServer:
     @app.tool()
     def note(text: str) -> str:
         """Append a line to the server's log file (a side effect)."""
-        if log is None:
-            raise ValueError("this server was started without --log")
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+        effect(text)
         return f"noted: {text}"
+
+    @app.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def peek() -> str:
+        """Look (marked read-only; it logs 'peek' so a test can count the calls)."""
+        effect("peek")
+        return "peeked"
 
     @app.tool(annotations=ToolAnnotations(read_only_hint=True))
     def slow(seconds: float) -> str:
@@ -75,8 +89,9 @@ if __name__ == "__main__":
     parser.add_argument("--log", default=None)
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--sse", type=int, default=None)
+    parser.add_argument("--hold", type=float, default=0.0)
     options = parser.parse_args()
-    app = build(options.name, options.log)
+    app = build(options.name, options.log, options.hold)
     if options.http is not None:
         app.run(transport="streamable-http", host="127.0.0.1", port=options.http)
     elif options.sse is not None:
