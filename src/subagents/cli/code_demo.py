@@ -39,7 +39,7 @@ def median(values):
     return ordered[middle]
 '''
 
-TESTS = '''import unittest
+TESTS = """import unittest
 
 from stats import mean, median
 
@@ -57,7 +57,7 @@ class StatsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
-'''
+"""
 
 README = """# stats
 
@@ -94,9 +94,7 @@ def make_repo(root: Path, python: str = sys.executable) -> Path:
         ["add", "."],
         [*identity, "commit", "-q", "-m", "stats: mean and median"],
     ):
-        subprocess.run(
-            ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
-        )
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True)
     return root
 
 
@@ -176,9 +174,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     diff = subprocess.run(
         ["git", "-C", str(repo), "diff"], capture_output=True, text=True, check=False
     ).stdout
-    tests = subprocess.run(
-        ["sh", "test.sh"], cwd=repo, capture_output=True, text=True, check=False
-    )
+    tests = subprocess.run(["sh", "test.sh"], cwd=repo, capture_output=True, text=True, check=False)
     kept = bool(getattr(args, "keep", False))
     if as_json:
         document = {
