@@ -167,6 +167,7 @@ class McpHub:
         self._loop: _Loop | None = None
         self._connections: dict[Any, ServerConnection] = {}
         self._closed = False
+        self._warned: set[tuple[str, str]] = set()
 
     @classmethod
     def from_config(
@@ -226,7 +227,9 @@ class McpHub:
         run_servers = servers_for(spec, self.servers, environ=self.environ)
         failures = dict(run_servers.broken)
         for reason in run_servers.broken.values():
-            log.warning("mcp server not usable", agent=spec.name, error=reason)
+            if (spec.name, reason) not in self._warned:  # once, not at every run
+                self._warned.add((spec.name, reason))
+                log.warning("mcp server not usable", agent=spec.name, error=reason)
         targets = wanted(spec, run_servers)
         if not targets:
             return RunMcp(servers=run_servers.servers, failures=failures)
