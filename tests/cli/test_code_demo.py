@@ -12,8 +12,14 @@ from typing import Any
 import msgspec
 
 
-def _demo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+def _demo(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command, with a fresh HOME (so its runs go to that home's default store)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ANTHROPIC_API_KEY", "XDG_STATE_HOME") and not k.startswith("SUBAGENTS_")
+    }
+    env["HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "subagents.cli.main", "demo", "--team", "code", *args],
         capture_output=True,
@@ -28,8 +34,8 @@ def _calls(data: dict[str, Any], agent: str) -> list[str]:
     return [e["tool"] for e in data["events"] if e["kind"] == "tool_call" and e["agent"] == agent]
 
 
-def test_the_code_team_reviews_and_fixes_a_repository() -> None:
-    proc = _demo("--json", "--keep")
+def test_the_code_team_reviews_and_fixes_a_repository(tmp_path: Path) -> None:
+    proc = _demo(tmp_path, "--json", "--keep")
     assert proc.returncode == 0, proc.stderr
     data = msgspec.json.decode(proc.stdout)
     repo = Path(data["repository"])
@@ -54,6 +60,7 @@ def test_the_code_team_reviews_and_fixes_a_repository() -> None:
         assert "+        return (ordered[middle - 1] + ordered[middle]) / 2" in review
         # the repository really changed, and its tests pass now
         assert data["tests_pass"] is True
+        assert Path(data["store"]).is_relative_to(tmp_path)  # the fresh HOME's store
         assert "return (ordered[middle - 1] + ordered[middle]) / 2" in data["diff"]
         assert "(ordered[middle - 1] + ordered[middle]) / 2" in (repo / "stats.py").read_text()
         check = subprocess.run(["sh", "test.sh"], cwd=repo, capture_output=True, text=True)
@@ -62,8 +69,8 @@ def test_the_code_team_reviews_and_fixes_a_repository() -> None:
         subprocess.run(["rm", "-rf", str(repo.parent)], check=False)
 
 
-def test_the_code_demo_prints_the_tree_the_diff_and_cleans_up() -> None:
-    proc = _demo()
+def test_the_code_demo_prints_the_tree_the_diff_and_cleans_up(tmp_path: Path) -> None:
+    proc = _demo(tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for line in ("scout", "Grep 'def median'", "Edit stats.py", "Bash sh test.sh", "git diff"):
@@ -71,3 +78,5 @@ def test_the_code_demo_prints_the_tree_the_diff_and_cleans_up() -> None:
     assert "The tests now pass (sh test.sh)." in out
     where = out.split("The repository was in ", 1)[1].split(",", 1)[0]
     assert where.endswith("stats") and not Path(where).exists()  # removed without --keep
+    # recorded like the default demo's runs: the commands to look at them again
+    assert "subagents tree " in out and "subagents log " in out

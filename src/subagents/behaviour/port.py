@@ -17,6 +17,8 @@ from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_o
 from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
     Mail,
+    ModelRequest,
+    ModelResponse,
     RunRecord,
     SendMail,
     SpawnRequest,
@@ -91,6 +93,22 @@ class AgentPort(Protocol):
     def fail(self, kind: str, message: str) -> None: ...
 
 
+class CallSpan(Protocol):
+    """A model or tool call being traced; ended once."""
+
+    def end(self, *, error: str | None = None, response: ModelResponse | None = None) -> None: ...
+
+
+class CallTracer(Protocol):
+    """Where the LLM behaviour reports its model and tool calls for tracing (the runtime's
+    OpenTelemetry spans, ``subagents.telemetry``); None in ``AgentEnv``: nothing traced."""
+
+    def model_call(self, record: RunRecord, request: ModelRequest) -> CallSpan: ...
+    def tool_call(
+        self, record: RunRecord, call_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallSpan: ...
+
+
 @dataclass
 class AgentEnv:
     """The runtime's services a behaviour uses: the model, tools, agents, skills, limits."""
@@ -113,6 +131,8 @@ class AgentEnv:
     """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
+    tracer: CallTracer | None = None
+    """Where model and tool calls are reported for tracing (None: nothing traced)."""
     mcp: McpHub | None = None
     """The runtime's MCP servers (None: no MCP at all)."""
     worktrees: Worktrees | None = None

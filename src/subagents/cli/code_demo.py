@@ -8,7 +8,8 @@ Read) and a ``tester`` (Bash: the tests fail) in parallel, a ``planner`` (the bu
 ``plan``) writes the fix down, a ``fixer`` (the built-in ``code``: Read, Edit, Bash) makes it
 and runs the tests, and a ``reviewer`` reads ``git diff``. Every call goes through the real
 tools, in the repository, under the runtime's permissions: ``acceptEdits`` plus an allow rule
-for ``sh test.sh``.
+for ``sh test.sh``. The runs are recorded in the run store (``--state``, or the default), as
+the default demo's are.
 """
 
 from __future__ import annotations
@@ -106,10 +107,14 @@ def run(args: argparse.Namespace) -> int:
     if shutil.which("git") is None:
         sys.stderr.write("subagents demo: error: the code team's demo needs git on PATH\n")
         return 2
+    from subagents.cli.state import CliError, fail
+
     base = Path(tempfile.mkdtemp(prefix="subagents-code-demo-"))
     repo = make_repo(base / "stats")
     try:
         return _demo(args, Path(folder), repo)
+    except CliError as exc:
+        return fail("demo", exc)
     finally:
         if not getattr(args, "keep", False):
             shutil.rmtree(base, ignore_errors=True)
@@ -118,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     import msgspec
 
+    from subagents.cli.demo_cmd import _print_next_steps
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
+    from subagents.cli.state import open_store
     from subagents.cli.summary import print_outcome
     from subagents.definitions.discovery import BUILTIN_DIR
     from subagents.models.scripted import ScriptedModel
@@ -133,44 +140,50 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     done = threading.Event()
     permissions = Permissions(mode="acceptEdits", allow=("Bash(sh test.sh:*)",))
     events: list[dict[str, str]] = []
-    with Runtime(
-        agent_dirs=[folder, BUILTIN_DIR],  # the team extends the built-in explore/plan/code
-        model=ScriptedModel.from_specs,  # offline whatever the environment
-        limits=Limits(max_concurrency=4, per_agent=4, timeout_s=60.0),
-        workspace=repo,
-        permissions=permissions,
-        restore=False,
-    ) as rt:
-        rt.subscribe(tree.on_event)
-        rt.subscribe(
-            lambda e: events.append(
-                {
-                    "kind": str(e.kind),
-                    "agent": e.agent,
-                    "run_id": e.run_id,
-                    "tool": str(e.data.get("tool", "")),
-                }
+    store = open_store(getattr(args, "state", None))
+    try:
+        # restore off: the demo takes up no other process's runs
+        with Runtime(
+            agent_dirs=[folder, BUILTIN_DIR],  # the team extends the built-in explore/plan/code
+            model=ScriptedModel.from_specs,  # offline whatever the environment
+            limits=Limits(max_concurrency=4, per_agent=4, timeout_s=60.0),
+            store=store,
+            workspace=repo,
+            permissions=permissions,
+            restore=False,
+        ) as rt:
+            rt.subscribe(tree.on_event)
+            rt.subscribe(
+                lambda e: events.append(
+                    {
+                        "kind": str(e.kind),
+                        "agent": e.agent,
+                        "run_id": e.run_id,
+                        "tool": str(e.data.get("tool", "")),
+                    }
+                )
             )
-        )
-        if not as_json:
-            out.print(
-                f"[bold]subagents demo --team code[/bold]: team from {folder}, offline model,"
-                f" working in {repo} (permissions: acceptEdits, allow sh test.sh)",
-                soft_wrap=True,
-            )
-        handle = rt.spawn("lead", getattr(args, "task", None) or TASK)
+            if not as_json:
+                out.print(
+                    f"[bold]subagents demo --team code[/bold]: team from {folder}, offline"
+                    f" model, working in {repo} (permissions: acceptEdits, allow sh test.sh)",
+                    soft_wrap=True,
+                )
+            handle = rt.spawn("lead", getattr(args, "task", None) or TASK)
 
-        def wait_for_lead() -> None:
-            handle.result(120)
-            done.set()
+            def wait_for_lead() -> None:
+                handle.result(120)
+                done.set()
 
-        threading.Thread(target=wait_for_lead, daemon=True).start()
-        if as_json:
-            done.wait(125)
-        else:
-            watch(tree, done, out)
-        outcome = handle.result(timeout=5)
-        records = rt.runs(root_run_id=handle.run_id)
+            threading.Thread(target=wait_for_lead, daemon=True).start()
+            if as_json:
+                done.wait(125)
+            else:
+                watch(tree, done, out)
+            outcome = handle.result(timeout=5)
+            records = rt.runs(root_run_id=handle.run_id)
+    finally:
+        store.close()
     diff = subprocess.run(
         ["git", "-C", str(repo), "diff"], capture_output=True, text=True, check=False
     ).stdout
@@ -181,6 +194,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
             "outcome": outcome,
             "runs": records,
             "events": events,
+            "store": str(store.path),
             "repository": str(repo),
             "kept": kept,
             "diff": diff,
@@ -196,4 +210,5 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
         out.print(f"The tests now {verdict} (sh test.sh).", markup=False)
         where = f"kept at {repo}" if kept else f"in {repo}, removed (--keep keeps it)"
         out.print(f"The repository was {where}.", markup=False, soft_wrap=True)
+        _print_next_steps(out, store.path, handle.run_id, records, child_agent="fixer")
     return 0 if outcome.ok and tests.returncode == 0 else 1
