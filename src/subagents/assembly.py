@@ -24,7 +24,9 @@ from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import check, known_tools, name_problem
+from subagents.isolation.worktrees import Worktrees
 from subagents.logs import get_logger
+from subagents.mcp.hub import McpHub
 from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
@@ -194,6 +196,8 @@ def agent_env(
     processes: ProcessGroups,
     allow_hooks: bool,
     tracer: Telemetry | None,
+    mcp: McpHub | None,
+    worktrees: Worktrees | None,
 ) -> AgentEnv:
     """The services a run's behaviour uses, from the runtime's arguments (checked)."""
     if approve is not None and not callable(approve):
@@ -214,6 +218,8 @@ def agent_env(
         processes=processes,
         allow_hooks=allow_hooks,
         tracer=tracer,
+        mcp=mcp,
+        worktrees=worktrees,
     )
 
 

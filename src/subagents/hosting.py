@@ -13,7 +13,8 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
@@ -23,8 +24,10 @@ from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
+from subagents.isolation.worktrees import Worktrees
 from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, get_logger
+from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
 from subagents.store.base import RunStore
 from subagents.supervision.core import SupervisorCore
@@ -100,6 +103,8 @@ class Hosting:
         self.supervisor: SupervisorClient | None = None
         self.lease: LeaseKeeper | None = None
         self.processes: ProcessGroups | None = None
+        self.mcp: McpHub | None = None
+        self.worktrees: Worktrees | None = None
         self.telemetry: Telemetry | None = None
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
@@ -114,6 +119,19 @@ class Hosting:
     def track_supervisor_thread(self, thread: threading.Thread) -> None:
         self.supervisor_thread = thread
         self.track_thread(thread)
+
+    def start_tool_services(
+        self, root: Path, mcp_servers: Mapping[str, Any] | None, discover: bool
+    ) -> tuple[ProcessGroups, McpHub, Worktrees]:
+        """What runs' tools start and the runtime ends: process groups; MCP servers (started
+        when a run first needs them); worktrees (when a run with ``isolation: worktree``
+        starts; docs/tools.md)."""
+        self.processes = ProcessGroups()
+        self.mcp = McpHub.from_config(
+            mcp_servers, discover=discover, cwd=root, start_timeout=mcp_start_timeout()
+        )
+        self.worktrees = Worktrees(root)
+        return self.processes, self.mcp, self.worktrees
 
     def start_registry(self, catalog: Catalog, hot_reload_s: float | None) -> RegistryClient:
         """The registry actor over ``catalog`` (reloading it every ``hot_reload_s``)."""
@@ -182,11 +200,22 @@ class Hosting:
         self.pool.close(max(0.0, deadline - time.monotonic()))
         if self.processes is not None:
             self.processes.kill_all()  # whatever a run's tools left running ends with it
+        self._close_tools(max(0.5, deadline - time.monotonic()))
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return max(0.0, deadline - time.monotonic())
+
+    def _close_tools(self, timeout: float) -> None:
+        """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
+        then every MCP server process and the MCP event loop thread."""
+        if self.worktrees is not None:
+            for report in self.worktrees.close():
+                if report.kept:
+                    log.warning("worktree kept at close", **report.as_dict())
+        if self.mcp is not None:
+            self.mcp.close(timeout)
 
     def release(self, timeout: float) -> None:
         """Once every run has ended: the lease goes (nothing left to host), the traces are

@@ -74,7 +74,6 @@ from subagents.supervision.tree import tree_view
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.permissions import Permissions
-from subagents.tools.processes import ProcessGroups
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -153,6 +152,7 @@ class Runtime:
         lease_s: float | None = None,
         tracer_provider: Any = None,
         strict: bool = False,
+        mcp_servers: Mapping[str, Any] | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning."""
@@ -192,7 +192,9 @@ class Runtime:
             self.model = model_for(model, list(self._agents().values()))
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
-            self.processes = hosting.processes = ProcessGroups()
+            self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
+                self.workspace.root, mcp_servers, discover
+            )
             self.allow_hooks = bool(allow_hooks)
             warn_about_hooks(self._agents().values(), self.allow_hooks)
             self.skills = skill_index(skills, discover)
@@ -213,6 +215,8 @@ class Runtime:
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
                 tracer=hosting.telemetry,
+                mcp=self.mcp,
+                worktrees=self.worktrees,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
