@@ -18,7 +18,8 @@ from typing import Any
 
 import pykka
 
-from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -58,6 +59,7 @@ class Effector:
         on_outside: Callable[[ChildDone | SpawnReply], None],
         on_event: Callable[[Event], None],
         pool: ThreadPool | None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.timer = timer
@@ -66,6 +68,8 @@ class Effector:
         """Where root outcomes go, and refusals of root runs told (not asked) to start."""
         self.on_event = on_event
         self.pool = pool
+        self.dispatcher = dispatcher
+        """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
 
     def apply(self, effects: Iterable[Effect]) -> None:
@@ -139,7 +143,11 @@ class Effector:
         # a restart: the earlier start must not go on working
         self._stop(self.live.pop(record.run_id, None))
         cancel = threading.Event()
-        ref = AgentActor.start(
+        where: dict[str, Any] = (
+            {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
+        )
+        actor = PooledAgentActor if self.dispatcher is not None else AgentActor
+        ref = actor.start(
             record=record,
             spec=effect.spec,
             deadline=effect.deadline,
@@ -151,6 +159,6 @@ class Effector:
             pending_mail=effect.pending_mail,
             recovered=effect.recovered,
             attempt=effect.attempt,
-            pool=self.pool,
+            **where,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
