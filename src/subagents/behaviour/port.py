@@ -22,6 +22,7 @@ from subagents.messages import (
     ToolAnswered,
 )
 from subagents.models.base import CancelSignal, Model
+from subagents.supervision.spawn_rules import SpawnRules
 
 
 class SkillSource(Protocol):
@@ -82,7 +83,9 @@ class AgentEnv:
     tools: Mapping[str, Any] = field(default_factory=dict)
     skills: SkillSource | None = None
     system_prompt: Callable[[AgentSpec], str] = lambda spec: spec.prompt
-    max_depth: int = 3
+    spawn_rules: SpawnRules = field(default_factory=SpawnRules)
+    """Which agents a run may spawn (and so which its spawn tools offer): the same rules
+    admission applies."""
     max_turns: int = 50
     max_tokens: int = 4096
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import msgspec
 
 from subagents.definitions.errors import LoadIssue
+from subagents.definitions.spawning import spawn_setting_problems
 from subagents.definitions.spec import AgentSpec
 
 MAX_NAME_LENGTH = 128
@@ -213,6 +214,8 @@ def check(
         add("restart", f"restart must be 'temporary' or 'transient', got {spec.restart!r}")
     if spec.extends is not None and spec.extends == spec.name:
         add("extends", f"extends names the definition itself ({spec.name!r})")
+    for key, reason in spawn_setting_problems(spec):
+        add(key, reason)
     allowed = known_tools | frozenset(extra_tools)
     severity = "error" if strict else "warning"
     for field, tools in (("tools", spec.tools or ()), ("disallowedTools", spec.disallowed_tools)):
