@@ -45,11 +45,13 @@ from subagents.messages import (
     MailAck,
     MailRead,
     Outcome,
+    Parked,
     PollCommands,
     RunFinished,
     RunRecord,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -112,7 +114,17 @@ class Sweep:
 GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
 
-_GROUPED = (SendMail, MailRead, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout)
+_GROUPED = (
+    SendMail,
+    MailRead,
+    WaitingChanged,
+    RunFinished,
+    ToolCalled,
+    ToolAnswered,
+    Timeout,
+    Parked,
+    SlotWanted,
+)
 
 
 def _is_ask(message: Any) -> bool:
@@ -385,6 +397,10 @@ class SupervisorActor(FastInboxActor):
                 return report
             case WaitingChanged():
                 self._apply(core.waiting_changed(message))
+            case Parked():
+                self._apply(core.parked(message))
+            case SlotWanted():
+                self._apply(core.slot_wanted(message))
             case RunFinished():
                 live = self.live.get(message.run_id)
                 if live is not None and (not message.attempt or live.attempt == message.attempt):

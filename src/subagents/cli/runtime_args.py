@@ -60,6 +60,14 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
+    parser.add_argument(
+        "--queue-bound",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs that may wait in the admission queue (default 20000); past it, spawns are"
+        " refused",
+    )
     add_json_argument(parser)
     add_state_argument(parser)
 
@@ -91,6 +99,8 @@ def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Li
     if args.max_concurrency is not None:
         values["max_concurrency"] = args.max_concurrency
         values["per_agent"] = args.max_concurrency  # asked for N at once: N of one agent too
+    if getattr(args, "queue_bound", None) is not None:
+        values["queue_bound"] = args.queue_bound
     if timeout is not None:
         values["timeout_s"] = timeout
     try:

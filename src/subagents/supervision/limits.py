@@ -14,10 +14,13 @@ class LimitError(ValueError):
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Runtime-wide limits. Definitions may tighten them, never loosen them.
 
-    ``max_depth``: a root run has depth 0; a child has its parent's depth + 1.
-    ``max_concurrency`` / ``per_agent`` / ``per_tier``: live runs (running or waiting) at once;
-    runs over them wait in a FIFO queue of at most ``queue_bound`` entries.
-    ``max_children``: live children of one parent at once.
+    ``max_depth``: a root run has depth 0; a child has its parent's depth + 1. Deeper
+    spawns are refused.
+    ``max_concurrency`` / ``per_agent`` / ``per_tier`` / ``max_children`` (per parent): runs
+    working at once, in all, of one agent, of one tier, among one parent's children. Runs over
+    any of them wait in a FIFO queue (never refused); a waiting run lends its slot to a queued
+    run that needs it (``supervision/slots.py``). ``queue_bound``: at most that many runs
+    queued (a bound on memory: a few KiB a queued run); past it, spawns are refused.
     """
 
     max_depth: int = 3
@@ -25,7 +28,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     per_agent: int = 5
     per_tier: dict[int, int] = msgspec.field(default_factory=dict)
     max_children: int = 5
-    queue_bound: int = 1000
+    queue_bound: int = 20_000
     timeout_s: float = 300.0
     max_timeout_s: float = MAX_TIMEOUT_S
     token_budget: int | None = None

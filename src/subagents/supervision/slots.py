@@ -1,29 +1,58 @@
-"""Concurrency slots and the admission queue.
+"""Concurrency slots, the admission queue, and parking: over-limit runs wait, never deadlock.
 
-A run holds a slot from the moment it starts until it ends (running or waiting). Runs that do
-not fit wait in a FIFO queue; when a slot frees, the queue is scanned in order and the first
-run that fits every limit starts (a run blocked only by its own agent's limit does not hold up
-runs of other agents behind it).
+**Scopes.** A run counts against four limits at once: the global one, its agent's
+(``per_agent``), its tier's (``per_tier``) and its parent's children (``max_children``, the
+parent's ``maxChildren``). A run that does not fit every one of them waits in a FIFO queue;
+none of them refuses. Only the queue bound refuses (it protects memory).
+
+**What a slot means.** The limits bound the runs *working*. A run takes a slot when it starts
+and keeps it while it waits (for its children, for mail), as long as nobody needs it: a waiting
+run that resumes does not have to ask for anything (no round trip on the common path). When a
+queued run needs a slot that only waiting runs hold, the supervisor asks one of them to
+*park*: the agent, between two messages and so never in the middle of work, gives the slot
+back and, from then on, holds back whatever it receives until it gets a slot again. Runs that
+want their slot back (``resumes``) go ahead of new admissions.
+
+Why this design (and not "a waiting run keeps its slot, and a deadlock breaker starts queued
+runs over the limit"): a run that waits resumes on its own (a child ended, mail, a timer), so
+runs started over the limit and runs resuming would then work at once, above the limit; and
+the breaker had to recognise every shape of deadlock (every scope, every event). Here the
+argument is short: every slot is held by a working run, which will end or wait, or by a waiting
+run, which can be parked; so a queued run whose scopes are full of waiting runs always gets a
+slot, and the runs working never exceed any limit. Parking costs a round trip to the agent,
+paid only when a queued run actually needs the slot.
+
+This module is the pure part: counts, queues, FIFO order, and which waiting holders to park
+(``park_candidates``). ``SupervisorCore`` carries out the parking with the agents.
 
 Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys (a
-fan-out queues hundreds of runs of one agent). So the pool counts queued runs per key and
-checks each distinct key once: a release next to 900 queued runs of one agent costs one check,
-not 900 (it was O(queue) per release, O(n^2) over a fan-out).
+fan-out queues hundreds of runs of one agent and one parent). So the pool counts queued runs
+per key and checks each distinct key once: a release next to 900 queued runs of one key costs
+one check, not 900.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+Scope = tuple[str, object]
+"""("global", None), ("agent", name), ("tier", tier) or ("parent", run id)."""
+
+GLOBAL: Scope = ("global", None)
 
 
 @dataclass(frozen=True)
 class SlotKey:
-    """What a run counts against: its agent and its tier (None = no tier)."""
+    """What a run counts against: its agent, its tier (None = no tier), its parent (None: a
+    root) with that parent's children limit."""
 
     agent: str
     tier: int | None
     agent_limit: int
+    parent: str | None = None
+    children_limit: int = 0
 
 
 class QueueFull(Exception):
@@ -31,7 +60,7 @@ class QueueFull(Exception):
 
 
 class SlotPool:
-    """Counts live runs globally, per agent and per tier; queues runs that do not fit."""
+    """Counts slot holders per scope; queues runs that do not fit; picks runs to park."""
 
     def __init__(self, *, global_limit: int, per_tier: dict[int, int], queue_bound: int) -> None:
         self.global_limit = global_limit
@@ -40,31 +69,70 @@ class SlotPool:
         self.in_flight = 0
         self.by_agent: Counter[str] = Counter()
         self.by_tier: Counter[int] = Counter()
+        self.by_parent: Counter[str] = Counter()
         self.peak = 0
         self._holders: dict[str, SlotKey] = {}
+        self._releasing: set[str] = set()
+        """Holders asked to park, not yet confirmed (their slots are spoken for)."""
+        self._idle: dict[str, None] = {}
+        """Holders the supervisor saw waiting (``set_idle``), in the order they began to: the
+        only ones ``park_candidates`` looks at, so its cost does not grow with the holders."""
+        self._resumes: OrderedDict[str, SlotKey] = OrderedDict()
+        """Runs that want a slot back (parked, or restored): ahead of new admissions."""
         self._queue: OrderedDict[str, SlotKey] = OrderedDict()
         self._queued_keys: Counter[SlotKey] = Counter()
-        """How many queued runs have each key (only keys with at least one)."""
+        """How many admissions wait with each key (only keys with at least one)."""
+        self._resume_keys: Counter[SlotKey] = Counter()
+
+    # ---- fitting ---------------------------------------------------------------------------
+
+    def scopes(self, key: SlotKey) -> Iterator[tuple[Scope, int]]:
+        """The scopes ``key`` counts in, with their limits."""
+        yield GLOBAL, self.global_limit
+        yield ("agent", key.agent), key.agent_limit
+        if key.tier is not None and key.tier in self.per_tier:
+            yield ("tier", key.tier), self.per_tier[key.tier]
+        if key.parent is not None:
+            yield ("parent", key.parent), key.children_limit
+
+    def count(self, scope: Scope) -> int:
+        kind, name = scope
+        if kind == "global":
+            return self.in_flight
+        if kind == "agent":
+            return self.by_agent[str(name)]
+        if kind == "tier":
+            return self.by_tier[name]  # type: ignore[index]
+        return self.by_parent[str(name)]
 
     def fits(self, key: SlotKey) -> bool:
         if self.in_flight >= self.global_limit:
             return False
         if self.by_agent[key.agent] >= key.agent_limit:
             return False
+        if key.parent is not None and self.by_parent[key.parent] >= key.children_limit:
+            return False
         tier_limit = self.per_tier.get(key.tier) if key.tier is not None else None
         return not (tier_limit is not None and self.by_tier[key.tier or 0] >= tier_limit)
+
+    def _waiting_fits(self) -> bool:
+        return any(self.fits(k) for k in self._resume_keys) or any(
+            self.fits(k) for k in self._queued_keys
+        )
+
+    # ---- taking and giving back --------------------------------------------------------------
 
     def try_take(self, run_id: str, key: SlotKey) -> bool:
         """Take a slot for ``run_id`` if it fits and nobody earlier is queued for the same."""
         if not self.fits(key):
             return False
-        if any(self.fits(queued) for queued in self._queued_keys):
+        if self._waiting_fits():
             return False  # a queued run could take this slot: it goes first (FIFO)
         self._take(run_id, key)
         return True
 
     def force_take(self, run_id: str, key: SlotKey) -> None:
-        """Take a slot regardless of the limits: a run that was running before a restart."""
+        """Take a slot regardless of the limits (tests and tools that rebuild a pool)."""
         self._take(run_id, key)
 
     def _take(self, run_id: str, key: SlotKey) -> None:
@@ -73,26 +141,15 @@ class SlotPool:
         self.by_agent[key.agent] += 1
         if key.tier is not None:
             self.by_tier[key.tier] += 1
+        if key.parent is not None:
+            self.by_parent[key.parent] += 1
         self.peak = max(self.peak, self.in_flight)
 
-    def enqueue(self, run_id: str, key: SlotKey) -> int:
-        """Queue ``run_id``; its 1-based position. Raises QueueFull past the bound."""
-        if len(self._queue) >= self.queue_bound:
-            raise QueueFull(f"the admission queue is full ({self.queue_bound} runs waiting)")
-        self._queue[run_id] = key
-        self._queued_keys[key] += 1
-        return len(self._queue)
-
-    def _unqueue(self, run_id: str) -> None:
-        key = self._queue.pop(run_id, None)
-        if key is not None:
-            self._queued_keys[key] -= 1
-            if self._queued_keys[key] <= 0:
-                del self._queued_keys[key]
-
     def release(self, run_id: str) -> bool:
-        """Free the slot of ``run_id`` (or drop it from the queue). True if it held one."""
+        """Free the slot of ``run_id`` (or drop it from a queue). True if it held one."""
         self._unqueue(run_id)
+        self._releasing.discard(run_id)
+        self._idle.pop(run_id, None)
         key = self._holders.pop(run_id, None)
         if key is None:
             return False
@@ -100,33 +157,154 @@ class SlotPool:
         self.by_agent[key.agent] -= 1
         if key.tier is not None:
             self.by_tier[key.tier] -= 1
+        if key.parent is not None:
+            self.by_parent[key.parent] -= 1
+            if self.by_parent[key.parent] <= 0:
+                del self.by_parent[key.parent]  # parents come and go: stay bounded
         return True
 
+    # ---- queues ------------------------------------------------------------------------------
+
+    def enqueue(self, run_id: str, key: SlotKey) -> int:
+        """Queue a new admission; its 1-based position. Raises QueueFull past the bound."""
+        if len(self._queue) >= self.queue_bound:
+            raise QueueFull(
+                f"queue bound: the admission queue is full ({self.queue_bound} runs waiting);"
+                " raise Limits(queue_bound=...) (--queue-bound on the command line)"
+            )
+        self._queue[run_id] = key
+        self._queued_keys[key] += 1
+        return len(self._queue)
+
+    def want_back(self, run_id: str, key: SlotKey) -> bool:
+        """A run that held a slot before (parked, restored) wants one: taken now (True) if it
+        fits and no earlier resume could take it, else queued ahead of admissions (False).
+        Not bounded: these runs are admitted already, and there are at most as many as were
+        ever parked or restored."""
+        if self.fits(key) and not any(self.fits(k) for k in self._resume_keys):
+            self._take(run_id, key)
+            return True
+        self._resumes[run_id] = key
+        self._resume_keys[key] += 1
+        return False
+
+    def _unqueue(self, run_id: str) -> None:
+        for queue, keys in ((self._queue, self._queued_keys), (self._resumes, self._resume_keys)):
+            key = queue.pop(run_id, None)
+            if key is not None:
+                keys[key] -= 1
+                if keys[key] <= 0:
+                    del keys[key]
+
     def start_queued(self) -> list[str]:
-        """Take slots for queued runs that now fit, in FIFO order; the run ids to start."""
+        """Take slots for waiting runs that now fit, resumes first, each queue in FIFO order;
+        the run ids that got one."""
         started: list[str] = []
-        # Slots are only taken during the scan, so a key that did not fit stays blocked until
-        # the scan ends: once every queued key is blocked, nothing behind can start.
-        blocked: set[SlotKey] = set()
-        for run_id, key in self._queue.items():
-            if self.in_flight >= self.global_limit or len(blocked) == len(self._queued_keys):
-                break
-            if key in blocked:
+        for queue, keys in ((self._resumes, self._resume_keys), (self._queue, self._queued_keys)):
+            if not queue:
                 continue
-            if self.fits(key):
-                self._take(run_id, key)
-                started.append(run_id)
-            else:
-                blocked.add(key)
-        for run_id in started:
-            self._unqueue(run_id)
+            # Slots are only taken during the scan, so a key that did not fit stays blocked
+            # until the scan ends: once every queued key is blocked, nothing behind can start.
+            blocked: set[SlotKey] = set()
+            taken: list[str] = []
+            for run_id, key in queue.items():
+                if self.in_flight >= self.global_limit or len(blocked) == len(keys):
+                    break
+                if key in blocked:
+                    continue
+                if self.fits(key):
+                    self._take(run_id, key)
+                    taken.append(run_id)
+                else:
+                    blocked.add(key)
+            for run_id in taken:
+                self._unqueue(run_id)
+            started.extend(taken)
         return started
 
-    def start_over_limit(self, run_id: str) -> None:
-        """Take a slot for queued ``run_id`` whatever the limits."""
-        key = self._queue[run_id]
-        self._take(run_id, key)
-        self._unqueue(run_id)
+    # ---- parking -----------------------------------------------------------------------------
+
+    def set_idle(self, run_id: str, idle: bool) -> None:
+        """The supervisor saw ``run_id`` start waiting (True) or working (False)."""
+        if idle and run_id in self._holders:
+            self._idle.setdefault(run_id, None)
+        else:
+            self._idle.pop(run_id, None)
+
+    def park_candidates(self, idle: Callable[[str], bool]) -> list[str]:
+        """The waiting holders to ask to park so that queued runs get slots (FIFO: the first
+        queued runs are served first). Only holders marked idle (``set_idle``) for which
+        ``idle(run_id)`` still holds are asked (the agent confirms when it parks; a holder
+        that is working is never asked).
+
+        Counts are taken as they will be once the parks already asked for are confirmed; for
+        each queued run in order, the scopes it is blocked in are freed by the fewest idle
+        holders (oldest first), or, if that cannot be done now, the run is passed over (a run
+        blocked only by its own scope does not hold up the others). Cost: one step per
+        queued key and per idle holder, whatever the number of holders or queued runs."""
+        if not self._idle or not (self._resume_keys or self._queued_keys):
+            return []
+        candidates = [h for h in self._idle if h not in self._releasing and idle(h)]
+        if not candidates:
+            return []
+        shift: Counter[Scope] = Counter()
+        """Counts as they will be: minus the slots being given back, plus those promised."""
+        for holder in self._releasing:
+            for scope, _ in self.scopes(self._holders[holder]):
+                shift[scope] -= 1
+        chosen: list[str] = []
+        for key, waiting in [*self._resume_keys.items(), *self._queued_keys.items()]:
+            limits = dict(self.scopes(key))
+            for _ in range(waiting):
+                needs = {s: self.count(s) + shift[s] - limit + 1 for s, limit in limits.items()}
+                needs = {s: n for s, n in needs.items() if n > 0}
+                picks = self._cover(needs, candidates) if needs else []
+                if picks is None:
+                    break  # not now: the next key may still be helped
+                for pick in picks:
+                    candidates.remove(pick)
+                    chosen.append(pick)
+                    for scope, _ in self.scopes(self._holders[pick]):
+                        shift[scope] -= 1
+                for scope in limits:  # this queued run will take the slot
+                    shift[scope] += 1
+                if not candidates:
+                    return chosen
+        return chosen
+
+    def _cover(self, needs: dict[Scope, int], candidates: list[str]) -> list[str] | None:
+        """The fewest candidates (greedy, oldest first on ties) that free ``needs[s]`` slots
+        in each scope ``s``; None if the candidates cannot."""
+        left = dict(needs)
+        picks: list[str] = []
+        pool = list(candidates)
+        while any(n > 0 for n in left.values()):
+            best, best_gain = None, 0
+            for c in pool:
+                gain = sum(1 for s, _ in self.scopes(self._holders[c]) if left.get(s, 0) > 0)
+                if gain > best_gain:
+                    best, best_gain = c, gain
+            if best is None:
+                return None
+            pool.remove(best)
+            picks.append(best)
+            for s, _ in self.scopes(self._holders[best]):
+                if s in left:
+                    left[s] -= 1
+        return picks
+
+    def parking(self, run_id: str) -> None:
+        """``run_id`` was asked to park: its slot is spoken for until it answers."""
+        self._releasing.add(run_id)
+
+    def not_parking(self, run_id: str) -> None:
+        """The park of ``run_id`` will not happen (it restarted, say): its slot counts again."""
+        self._releasing.discard(run_id)
+
+    def is_parking(self, run_id: str) -> bool:
+        return run_id in self._releasing
+
+    # ---- views -------------------------------------------------------------------------------
 
     def holders(self) -> list[str]:
         """The runs holding a slot."""
@@ -136,8 +314,9 @@ class SlotPool:
         return run_id in self._holders
 
     def queued(self) -> list[str]:
-        return list(self._queue)
+        """Runs waiting for a slot: resumes first, then new admissions."""
+        return [*self._resumes, *self._queue]
 
     def queue_length(self) -> int:
-        """How many runs wait for a slot."""
-        return len(self._queue)
+        """How many runs wait for a slot (resumes included)."""
+        return len(self._queue) + len(self._resumes)
