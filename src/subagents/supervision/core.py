@@ -427,7 +427,10 @@ class SupervisorCore(PolicyHooks):
 
     def _make_room(self) -> None:
         """Ask the waiting runs whose slots queued runs need to park (FIFO order). Called at
-        the end of every handled message while runs are queued."""
+        the end of every handled message while runs are queued; looks only when something
+        changed that could let it find more (``SlotPool.needs_look``)."""
+        if not self.slots.needs_look():
+            return
         for run_id in self.slots.park_candidates(self._idle):
             self.slots.parking(run_id)
             self.runs[run_id].park = "asked"

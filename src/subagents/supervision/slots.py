@@ -34,19 +34,19 @@ one check, not 900.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-Scope = tuple[str, object]
+Scope = tuple[str, Any]
 """("global", None), ("agent", name), ("tier", tier) or ("parent", run id)."""
 
 GLOBAL: Scope = ("global", None)
 
 
-@dataclass(frozen=True)
-class SlotKey:
+class SlotKey(NamedTuple):
     """What a run counts against: its agent, its tier (None = no tier), its parent (None: a
-    root) with that parent's children limit."""
+    root) with that parent's children limit. A tuple: it is hashed at every queue operation,
+    and a tuple's hash is computed in C (a frozen dataclass's, field by field in Python)."""
 
     agent: str
     tier: int | None
@@ -77,6 +77,19 @@ class SlotPool:
         self._idle: dict[str, None] = {}
         """Holders the supervisor saw waiting (``set_idle``), in the order they began to: the
         only ones ``park_candidates`` looks at, so its cost does not grow with the holders."""
+        self._idle_in: Counter[Scope] = Counter()
+        """Per scope, the idle holders not already asked to park: when a queued run needs
+        more in some scope than there are, nobody is looked at (one check per queued key)."""
+        self._scopes: dict[SlotKey, tuple[tuple[Scope, int], ...]] = {}
+        # What changed since ``park_candidates`` last looked (``needs_look``): only a slot
+        # given back, an idle holder more or a queued run of a key not already stuck can let
+        # it find more. A run ending and the next queued run taking its place, the common case
+        # under a limit, changes nothing: counts are compared, not events counted.
+        self._touched: dict[Scope, tuple[int, int]] = {}
+        """Scope -> (count, idle holders) when first touched since the last look."""
+        self._demand = False
+        self._stuck: set[SlotKey] = set()
+        """Queued keys that no parking could help at the last look."""
         self._resumes: OrderedDict[str, SlotKey] = OrderedDict()
         """Runs that want a slot back (parked, or restored): ahead of new admissions."""
         self._queue: OrderedDict[str, SlotKey] = OrderedDict()
@@ -86,24 +99,29 @@ class SlotPool:
 
     # ---- fitting ---------------------------------------------------------------------------
 
-    def scopes(self, key: SlotKey) -> Iterator[tuple[Scope, int]]:
-        """The scopes ``key`` counts in, with their limits."""
-        yield GLOBAL, self.global_limit
-        yield ("agent", key.agent), key.agent_limit
-        if key.tier is not None and key.tier in self.per_tier:
-            yield ("tier", key.tier), self.per_tier[key.tier]
-        if key.parent is not None:
-            yield ("parent", key.parent), key.children_limit
+    def scopes(self, key: SlotKey) -> tuple[tuple[Scope, int], ...]:
+        """The scopes ``key`` counts in, with their limits (worked out once per key)."""
+        found = self._scopes.get(key)
+        if found is None:
+            found = ((GLOBAL, self.global_limit), (("agent", key.agent), key.agent_limit))
+            if key.tier is not None and key.tier in self.per_tier:
+                found += ((("tier", key.tier), self.per_tier[key.tier]),)
+            if key.parent is not None:
+                found += ((("parent", key.parent), key.children_limit),)
+            if len(self._scopes) >= 4096:  # parents come and go: stay bounded
+                self._scopes.clear()
+            self._scopes[key] = found
+        return found
 
     def count(self, scope: Scope) -> int:
         kind, name = scope
         if kind == "global":
             return self.in_flight
         if kind == "agent":
-            return self.by_agent[str(name)]
-        if kind == "tier":
-            return self.by_tier[name]  # type: ignore[index]
-        return self.by_parent[str(name)]
+            return self.by_agent.get(name, 0)
+        if kind == "parent":
+            return self.by_parent.get(name, 0)
+        return self.by_tier.get(name, 0)
 
     def fits(self, key: SlotKey) -> bool:
         if self.in_flight >= self.global_limit:
@@ -148,11 +166,13 @@ class SlotPool:
     def release(self, run_id: str) -> bool:
         """Free the slot of ``run_id`` (or drop it from a queue). True if it held one."""
         self._unqueue(run_id)
+        if run_id in self._idle:
+            self.set_idle(run_id, False)
         self._releasing.discard(run_id)
-        self._idle.pop(run_id, None)
         key = self._holders.pop(run_id, None)
         if key is None:
             return False
+        self._touch(key)
         self.in_flight -= 1
         self.by_agent[key.agent] -= 1
         if key.tier is not None:
@@ -172,6 +192,8 @@ class SlotPool:
                 f"queue bound: the admission queue is full ({self.queue_bound} runs waiting);"
                 " raise Limits(queue_bound=...) (--queue-bound on the command line)"
             )
+        if key not in self._stuck:
+            self._demand = True
         self._queue[run_id] = key
         self._queued_keys[key] += 1
         return len(self._queue)
@@ -184,17 +206,23 @@ class SlotPool:
         if self.fits(key) and not any(self.fits(k) for k in self._resume_keys):
             self._take(run_id, key)
             return True
+        if key not in self._stuck:
+            self._demand = True
         self._resumes[run_id] = key
         self._resume_keys[key] += 1
         return False
 
     def _unqueue(self, run_id: str) -> None:
-        for queue, keys in ((self._queue, self._queued_keys), (self._resumes, self._resume_keys)):
-            key = queue.pop(run_id, None)
-            if key is not None:
-                keys[key] -= 1
-                if keys[key] <= 0:
-                    del keys[key]
+        if run_id in self._queue:
+            queue, keys = self._queue, self._queued_keys
+        elif run_id in self._resumes:
+            queue, keys = self._resumes, self._resume_keys
+        else:
+            return
+        key = queue.pop(run_id)
+        keys[key] -= 1
+        if keys[key] <= 0:
+            del keys[key]
 
     def start_queued(self) -> list[str]:
         """Take slots for waiting runs that now fit, resumes first, each queue in FIFO order;
@@ -224,12 +252,41 @@ class SlotPool:
 
     # ---- parking -----------------------------------------------------------------------------
 
+    def _touch(self, key: SlotKey) -> None:
+        """``key``'s scopes are about to have a slot given back or an idle holder more."""
+        touched = self._touched
+        for scope, _ in self.scopes(key):
+            if scope not in touched:
+                touched[scope] = (self.count(scope), self._idle_in.get(scope, 0))
+
+    def needs_look(self) -> bool:
+        """Whether ``park_candidates`` could answer something new since it last looked."""
+        if self._demand:
+            return True
+        idle_in, count_of = self._idle_in, self.count
+        for scope, (count, idle) in self._touched.items():  # a loop: ~2x an any(genexpr)
+            if count_of(scope) < count or idle_in.get(scope, 0) > idle:
+                return True
+        return False
+
+    def _count_idle(self, run_id: str, step: int) -> None:
+        for scope, _ in self.scopes(self._holders[run_id]):
+            self._idle_in[scope] += step
+            if not self._idle_in[scope]:
+                del self._idle_in[scope]  # parents come and go: stay bounded
+
     def set_idle(self, run_id: str, idle: bool) -> None:
         """The supervisor saw ``run_id`` start waiting (True) or working (False)."""
         if idle and run_id in self._holders:
-            self._idle.setdefault(run_id, None)
-        else:
-            self._idle.pop(run_id, None)
+            if run_id not in self._idle:
+                self._idle[run_id] = None
+                if run_id not in self._releasing:
+                    self._touch(self._holders[run_id])
+                    self._count_idle(run_id, +1)
+        elif run_id in self._idle:
+            del self._idle[run_id]
+            if run_id not in self._releasing:
+                self._count_idle(run_id, -1)
 
     def park_candidates(self, idle: Callable[[str], bool]) -> list[str]:
         """The waiting holders to ask to park so that queued runs get slots (FIFO: the first
@@ -240,36 +297,55 @@ class SlotPool:
         Counts are taken as they will be once the parks already asked for are confirmed; for
         each queued run in order, the scopes it is blocked in are freed by the fewest idle
         holders (oldest first), or, if that cannot be done now, the run is passed over (a run
-        blocked only by its own scope does not hold up the others). Cost: one step per
-        queued key and per idle holder, whatever the number of holders or queued runs."""
+        blocked only by its own scope does not hold up the others). Cost: a few dict lookups
+        per queued key (the per-scope idle counts rule most keys out), plus one step per idle
+        holder when some can help; not the number of holders or of queued runs."""
+        self._touched, self._demand = {}, False
+        stuck = self._stuck = set()
         if not self._idle or not (self._resume_keys or self._queued_keys):
+            stuck.update(self._resume_keys, self._queued_keys)
             return []
-        candidates = [h for h in self._idle if h not in self._releasing and idle(h)]
-        if not candidates:
-            return []
-        shift: Counter[Scope] = Counter()
-        """Counts as they will be: minus the slots being given back, plus those promised."""
+        # Counts as they will be: minus the slots being given back, plus those promised.
+        shift: dict[Scope, int] = {}
         for holder in self._releasing:
             for scope, _ in self.scopes(self._holders[holder]):
-                shift[scope] -= 1
+                shift[scope] = shift.get(scope, 0) - 1
+        used: dict[Scope, int] = {}  # idle holders chosen in this call, per scope
+        idle_in = self._idle_in
+        candidates: list[str] | None = None  # looked up only if some run can be helped
         chosen: list[str] = []
-        for key, waiting in [*self._resume_keys.items(), *self._queued_keys.items()]:
-            limits = dict(self.scopes(key))
-            for _ in range(waiting):
-                needs = {s: self.count(s) + shift[s] - limit + 1 for s, limit in limits.items()}
-                needs = {s: n for s, n in needs.items() if n > 0}
-                picks = self._cover(needs, candidates) if needs else []
-                if picks is None:
-                    break  # not now: the next key may still be helped
-                for pick in picks:
-                    candidates.remove(pick)
-                    chosen.append(pick)
-                    for scope, _ in self.scopes(self._holders[pick]):
-                        shift[scope] -= 1
-                for scope in limits:  # this queued run will take the slot
-                    shift[scope] += 1
-                if not candidates:
-                    return chosen
+        for keys in (self._resume_keys, self._queued_keys):
+            for key, waiting in keys.items():
+                limits = self.scopes(key)
+                for _ in range(waiting):
+                    needs: dict[Scope, int] = {}
+                    for scope, limit in limits:
+                        need = self.count(scope) + shift.get(scope, 0) - limit + 1
+                        if need > 0:
+                            if idle_in.get(scope, 0) - used.get(scope, 0) < need:
+                                break  # not enough idle holders in this scope
+                            needs[scope] = need
+                    else:
+                        if needs:
+                            if candidates is None:
+                                candidates = [
+                                    h for h in self._idle if h not in self._releasing and idle(h)
+                                ]
+                            picks = self._cover(needs, candidates)
+                            if picks is None:
+                                stuck.add(key)
+                                break  # not now: the next key may still be helped
+                            for pick in picks:
+                                candidates.remove(pick)
+                                chosen.append(pick)
+                                for scope, _ in self.scopes(self._holders[pick]):
+                                    shift[scope] = shift.get(scope, 0) - 1
+                                    used[scope] = used.get(scope, 0) + 1
+                        for scope, _ in limits:  # this queued run will take the slot
+                            shift[scope] = shift.get(scope, 0) + 1
+                        continue
+                    stuck.add(key)
+                    break  # this key cannot be helped now; the next one may
         return chosen
 
     def _cover(self, needs: dict[Scope, int], candidates: list[str]) -> list[str] | None:
@@ -295,11 +371,18 @@ class SlotPool:
 
     def parking(self, run_id: str) -> None:
         """``run_id`` was asked to park: its slot is spoken for until it answers."""
-        self._releasing.add(run_id)
+        if run_id not in self._releasing:
+            if run_id in self._idle:
+                self._count_idle(run_id, -1)
+            self._releasing.add(run_id)
 
     def not_parking(self, run_id: str) -> None:
         """The park of ``run_id`` will not happen (it restarted, say): its slot counts again."""
-        self._releasing.discard(run_id)
+        if run_id in self._releasing:
+            self._releasing.discard(run_id)
+            if run_id in self._idle:
+                self._touch(self._holders[run_id])
+                self._count_idle(run_id, +1)
 
     def is_parking(self, run_id: str) -> bool:
         return run_id in self._releasing
