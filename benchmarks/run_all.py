@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools")
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
 
@@ -183,6 +183,54 @@ def _peer(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _tools(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    rows: list[Row] = []
+    for mode, g in f["grep"].items():
+        rows.append(
+            (
+                f"Grep {mode}, {f['files']:,} files",
+                f"{g['grep_tool_ms']} ms",
+                f"rg command line {g['rg_cli_ms']} ms",
+                f"{g['ratio']}x",
+                "<= 1.5x",
+                _ok(g["ratio"] <= r["target"]),
+            )
+        )
+    read, over, journal = f["read"], f["overhead"], f["journal"]
+    rows.append(
+        (
+            "Read of a 1 MB file (first 2,000 lines)",
+            f"{read['read_first_2000_lines_ms']} ms",
+            f"Python read + split {read['python_read_and_split_ms']} ms",
+            f"{read['ratio_first_2000']}x",
+            "-",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "tool call through the tool path",
+            f"{over['tool_path_us']} us",
+            f"direct call {over['direct_us']} us",
+            f"+{over['tool_path_overhead_us']} us",
+            "-",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "journaled (side-effecting) call in a run, SQLite",
+            f"{journal['side_effecting_us_per_call']} us",
+            f"idempotent call {journal['idempotent_us_per_call']} us",
+            f"+{journal['journal_round_trip_us']} us",
+            "-",
+            "-",
+        )
+    )
+    return rows
+
+
 ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _mail,
     "spawn": _spawn,
@@ -190,6 +238,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "scale": _scale,
     "deadlines": _deadlines,
     "peer": _peer,
+    "tools": _tools,
 }
 
 

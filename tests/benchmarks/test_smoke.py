@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools")
 COMMON_KEYS = {"benchmark", "figures", "baseline", "target", "ratio", "pass", "machine"}
 
 
@@ -114,3 +114,16 @@ def test_peer_says_whether_autogen_was_measured(results: dict[str, tuple[int, st
         assert result["figures"]["autogen"]["pingpong_msgs_per_s"] > 0
     else:
         assert "autogen-core" in result["reason"]
+
+
+def test_tools_compares_grep_with_the_rg_command_line(
+    results: dict[str, tuple[int, str, str]],
+) -> None:
+    r = _decoded(results, "tools")
+    figures = r["figures"]
+    assert set(figures["grep"]) == {"files_with_matches", "content"}
+    for grep in figures["grep"].values():
+        assert grep["rg_cli_ms"] > 0 and grep["grep_tool_ms"] > 0
+    assert figures["read"]["file_bytes"] >= 1_000_000
+    assert figures["overhead"]["tool_path_us"] >= figures["overhead"]["direct_us"]
+    assert "journal_round_trip_us" in figures["journal"]
