@@ -491,7 +491,8 @@ class SupervisorCore(PolicyHooks):
         if state.park is not None:  # a restart: the new actor starts with the slot
             state.park = None
             self.slots.not_parking(run_id)
-        self.slots.set_idle(run_id, False)  # it works until it says it waits
+        if self.slots.has_idle(run_id):
+            self.slots.set_idle(run_id, False)  # it works until it says it waits
         state.resumes = state.record.started_at is not None and not state.from_scratch
         state.from_scratch = False
         state.attempt += 1

@@ -134,6 +134,8 @@ class SlotPool:
         return not (tier_limit is not None and self.by_tier[key.tier or 0] >= tier_limit)
 
     def _waiting_fits(self) -> bool:
+        if not self._queued_keys and not self._resume_keys:
+            return False  # the common case: nobody waits
         return any(self.fits(k) for k in self._resume_keys) or any(
             self.fits(k) for k in self._queued_keys
         )
@@ -172,7 +174,8 @@ class SlotPool:
         key = self._holders.pop(run_id, None)
         if key is None:
             return False
-        self._touch(key)
+        if self._queue or self._resumes:
+            self._touch(key)
         self.in_flight -= 1
         self.by_agent[key.agent] -= 1
         if key.tier is not None:
@@ -223,10 +226,14 @@ class SlotPool:
         keys[key] -= 1
         if keys[key] <= 0:
             del keys[key]
+            if not (self._queue or self._resumes):  # nobody waits: forget what was looked at
+                self._touched, self._demand, self._stuck = {}, False, set()
 
     def start_queued(self) -> list[str]:
         """Take slots for waiting runs that now fit, resumes first, each queue in FIFO order;
         the run ids that got one."""
+        if not self._queue and not self._resumes:
+            return []
         started: list[str] = []
         for queue, keys in ((self._resumes, self._resume_keys), (self._queue, self._queued_keys)):
             if not queue:
@@ -254,6 +261,8 @@ class SlotPool:
 
     def _touch(self, key: SlotKey) -> None:
         """``key``'s scopes are about to have a slot given back or an idle holder more."""
+        if not (self._queue or self._resumes):
+            return  # nobody waits: nothing to look for (a run queued later is new demand)
         touched = self._touched
         for scope, _ in self.scopes(key):
             if scope not in touched:
@@ -287,6 +296,9 @@ class SlotPool:
             del self._idle[run_id]
             if run_id not in self._releasing:
                 self._count_idle(run_id, -1)
+
+    def has_idle(self, run_id: str) -> bool:
+        return run_id in self._idle
 
     def park_candidates(self, idle: Callable[[str], bool]) -> list[str]:
         """The waiting holders to ask to park so that queued runs get slots (FIFO: the first

@@ -37,6 +37,9 @@ class SpawnDecision(NamedTuple):
     reason: str | None = None
 
 
+_ROOT = SpawnDecision(allowed=True, depth=0)
+
+
 @dataclass(frozen=True)
 class Offer:
     """What an agent is offered: the agents its spawn tools may name (empty: no spawn tool)."""
@@ -95,7 +98,7 @@ class SpawnRules:
         spawn ``child``? Roots always may (depth 0); a child must pass the parent's grant,
         then the depth limit."""
         if parent is None:
-            return SpawnDecision(allowed=True, depth=0)
+            return _ROOT
         depth = parent_depth + 1
         refusal = self.grant(parent).refusal(child)
         if refusal is not None:
