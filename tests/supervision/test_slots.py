@@ -217,3 +217,15 @@ def test_a_queued_run_that_cannot_be_helped_does_not_hold_up_the_next() -> None:
     pool.release("idle")
     assert pool.start_queued() == ["qc"]
     assert pool.queued() == ["qa"]
+
+
+def test_what_parking_tracks_is_forgotten_when_nobody_waits() -> None:
+    pool = SlotPool(global_limit=1, per_tier={}, queue_bound=10)
+    for i in range(50):  # many parents come and go, runs queue behind each other
+        pool.try_take(f"a{i}", child("w", f"p{i}", 1))
+        pool.enqueue(f"b{i}", child("w", f"p{i}", 1))
+        pool.release(f"a{i}")
+        assert pool.start_queued() == [f"b{i}"]
+        pool.release(f"b{i}")
+    assert pool._touched == {} and pool._stuck == set() and not pool._demand
+    assert not pool.by_parent and not pool._idle_in
