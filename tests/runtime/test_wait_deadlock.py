@@ -139,11 +139,15 @@ def test_a_per_tier_limit_and_a_per_parent_limit_queue_a_nested_tree() -> None:
 def test_llm_agents_waiting_on_queued_children_lend_their_slot() -> None:
     model = ScriptedModel(
         {
-            "lead": [
-                {"tool_calls": [{"name": SPAWN, "input": {"agent": "mid", "task": f"m{i}"}}]}
-                for i in range(1)
-            ]
-            + ["lead: {results_result}"],
+            "lead": [  # two mids in one turn, each spawning a leaf: 5 runs, one slot
+                {
+                    "tool_calls": [
+                        {"name": SPAWN, "input": {"agent": "mid", "task": f"m{i}"}}
+                        for i in range(2)
+                    ]
+                },
+                "lead: {results_result}",
+            ],
             "mid": [
                 {"tool_calls": [{"name": SPAWN, "input": {"agent": "leaf", "task": "l"}}]},
                 "mid: {results_result}",
@@ -157,9 +161,10 @@ def test_llm_agents_waiting_on_queued_children_lend_their_slot() -> None:
         rt.subscribe(tally)
         outcome = rt.run("lead", "go", wait=WAIT, timeout=WAIT)
     assert outcome.status is RunStatus.COMPLETED, outcome
-    assert outcome.result == "lead: mid: leaf done"
+    assert outcome.result == "lead: mid: leaf done\nmid: leaf done"
     assert tally.peak["global"] == 1
-    assert tally.parked >= 2
+    assert len(tally.started) == 5
+    assert tally.parked >= 3  # the lead, then each mid, lent the one slot
 
 
 def test_a_ten_thousand_child_gather_completes_on_default_limits() -> None:
