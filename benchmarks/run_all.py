@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools", "cli_startup")
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
 
@@ -231,6 +231,21 @@ def _tools(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _cli_startup(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    return [
+        (
+            "`subagents --version` / `--help`",
+            f"{f['version_median_s']} s / {f['help_median_s']} s"
+            f" (run --help {f['run_help_median_s']} s, ps --help {f['ps_help_median_s']} s)",
+            f"python -c pass {f['python_pass_median_s']} s",
+            f"{r['ratio']}x of target",
+            "< 0.3 s",
+            _ok(r["pass"]),
+        )
+    ]
+
+
 ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _mail,
     "spawn": _spawn,
@@ -239,6 +254,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "deadlines": _deadlines,
     "peer": _peer,
     "tools": _tools,
+    "cli_startup": _cli_startup,
 }
 
 

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools")
+NAMES = ("mail", "spawn", "fanout", "scale", "deadlines", "peer", "tools", "cli_startup")
 COMMON_KEYS = {"benchmark", "figures", "baseline", "target", "ratio", "pass", "machine"}
 
 

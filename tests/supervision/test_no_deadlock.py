@@ -381,7 +381,7 @@ class World:
                 limit = self.limits.per_tier[name]
             else:
                 parent = self.core.runs[name]
-                limit = min(self.limits.max_children, parent.spec.max_children or 10**9)
+                limit = self.limits.children_for(parent.spec.max_children)
             assert n <= limit, f"{n} runs working in {kind} {name}, limit {limit}"
 
     def run(self, max_steps: int = 20_000) -> int:
