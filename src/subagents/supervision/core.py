@@ -473,6 +473,13 @@ class SupervisorCore(PolicyHooks):
             state.park = "parked"
             self.slots.release(msg.run_id)
             self._emit(EventKind.PARKED, state)
+            log.info(  # expected under a tight limit (the demo shows it), not a warning
+                "a waiting run lent its slot to a queued run",
+                run_id=msg.run_id,
+                agent=state.record.agent,
+                queued=self.slots.queue_length(),
+                limit=self.limits.max_concurrency,
+            )
             self._start_queued()
             return self._effects
 
