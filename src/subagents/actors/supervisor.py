@@ -42,6 +42,7 @@ from subagents.messages import (
     EXTERNAL_SENDER,
     Batch,
     Event,
+    Journal,
     MailAck,
     MailRead,
     Outcome,
@@ -130,6 +131,7 @@ GROUP_MAX = 100
 _GROUPED = (
     SendMail,
     MailRead,
+    Journal,
     WaitingChanged,
     RunFinished,
     ToolCalled,
@@ -395,6 +397,8 @@ class SupervisorActor(FastInboxActor):
                 return ack
             case MailRead():
                 self._apply(core.mail_read(message))
+            case Journal():
+                self._apply(core.journal(message))
             case SpawnRequest():
                 reply, effects = core.spawn(message)
                 self._apply(effects)
