@@ -46,8 +46,10 @@ from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import check, known_tools, name_problem
+from subagents.isolation.worktrees import Worktrees
 from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, ensure_configured
+from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.messages import (
     EXTERNAL_SENDER,
     Event,
@@ -181,6 +183,7 @@ class Runtime:
         lease_s: float | None = None,
         tracer_provider: Any = None,
         strict: bool = False,
+        mcp_servers: Mapping[str, Any] | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning."""
@@ -239,6 +242,15 @@ class Runtime:
             if approve is not None and not callable(approve):
                 raise TypeError(f"approve must be a callable, got {approve!r}")
             self.processes = ProcessGroups()
+            # MCP servers start when a run first needs them; worktrees when a run with
+            # `isolation: worktree` starts (docs/tools.md)
+            self.mcp = McpHub.from_config(
+                mcp_servers,
+                discover=discover,
+                cwd=self.workspace.root,
+                start_timeout=mcp_start_timeout(),
+            )
+            self.worktrees = Worktrees(self.workspace.root)
             self.allow_hooks = bool(allow_hooks)
             self._warn_hooks(self._specs.values())
             self.skills = _skill_index(skills, discover)
@@ -264,6 +276,8 @@ class Runtime:
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
                 tracer=self._telemetry,
+                mcp=self.mcp,
+                worktrees=self.worktrees,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -336,6 +350,7 @@ class Runtime:
         if self._telemetry is not None:
             with contextlib.suppress(Exception):
                 self._telemetry.close()
+        self._close_tools(5.0)
         if self._owns_store:
             self.store.close()
 
@@ -806,6 +821,7 @@ class Runtime:
         self.timer.stop()
         self._pool.close(max(0.0, deadline - time.monotonic()))
         self.processes.kill_all()  # whatever a run's tools left running ends with the runtime
+        self._close_tools(max(0.5, deadline - time.monotonic()))
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:
@@ -830,6 +846,18 @@ class Runtime:
                 log.exception("closing the tracer provider failed")
         if self._owns_store:
             self.store.close()
+
+    def _close_tools(self, timeout: float) -> None:
+        """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
+        then every MCP server process and the MCP event loop thread."""
+        worktrees = getattr(self, "worktrees", None)
+        if worktrees is not None:
+            for report in worktrees.close():
+                if report.kept:
+                    log.warning("worktree kept at close", **report.as_dict())
+        hub = getattr(self, "mcp", None)
+        if hub is not None:
+            hub.close(timeout)
 
     def __enter__(self) -> Runtime:
         return self

@@ -83,3 +83,17 @@ def test_the_demo_runs_from_a_wheel_install(tmp_path: Path) -> None:
     assert data["outcome"]["status"] == "completed"
     assert len(data["runs"]) == 8
     assert data["store"] == str(home / ".local" / "state" / "subagents" / "runs.sqlite3")
+    # the code team is package data too: its demo runs from the wheel (it extends the
+    # built-in agents, which are package data as well)
+    assert (site / "subagents" / "code_team" / "fixer.md").is_file()
+    code = subprocess.run(
+        [sys.executable, "-m", "subagents.cli.main", "demo", "--team", "code", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=elsewhere,
+        timeout=120,
+    )
+    assert code.returncode == 0, code.stderr
+    coded = msgspec.json.decode(code.stdout)
+    assert coded["outcome"]["status"] == "completed" and coded["tests_pass"] is True

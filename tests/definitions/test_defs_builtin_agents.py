@@ -21,8 +21,14 @@ def test_explore_code_and_plan_are_shipped_and_valid():
 
 def test_explore_and_plan_are_read_only_and_code_can_change_things():
     specs = DefinitionLoader([Source(str(BUILTIN_DIR), Level.BUILTIN)]).load().specs
-    assert specs["explore"].tools == ("Read", "Grep", "Glob", "LS")
-    assert specs["plan"].tools is not None and not WRITING_TOOLS & set(specs["plan"].tools)
+    for name in ("explore", "plan"):
+        tools = specs[name].tools
+        assert tools is not None and not WRITING_TOOLS & set(tools)
+        assert {"Read", "Grep", "Glob", "LS"} <= set(tools)
+        # Bash only as read-only git commands, and plan mode on top
+        bash = [t for t in tools if t.startswith("Bash")]
+        assert bash and all(t.startswith("Bash(git ") for t in bash)
+        assert specs[name].permission_mode == "plan"
     assert specs["code"].tools is not None and {"Write", "Edit", "Bash"} <= set(specs["code"].tools)
 
 

@@ -48,7 +48,8 @@ def test_explore_greps_and_reads_through_the_sdk(repo: Path) -> None:
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result == f"add is at {calc}:1:def add(a, b):"
     tools = {t["name"]: t for t in first.body["tools"]}
-    assert sorted(tools) == ["Glob", "Grep", "LS", "Read"]  # explore's `tools`
+    # explore's `tools`: Bash only as read-only git commands
+    assert sorted(tools) == ["Bash", "Glob", "Grep", "LS", "Read"]
     grep = tools["Grep"]["input_schema"]
     assert grep["required"] == ["pattern"]
     assert {"-i", "-n", "-A", "-B", "-C", "output_mode", "head_limit"} <= set(grep["properties"])

@@ -31,6 +31,8 @@ from subagents.behaviour.tools import (
     ToolError,
     spawn_schema,
 )
+from subagents.isolation.worktrees import WorktreeError
+from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
     ChatMessage,
     Checkpoint,
@@ -80,12 +82,21 @@ class LLMBehaviour:
         self.fan_outs = FanOutCalls()
         # fan_out children an earlier start already spawned (their answers are recovered)
         self.already_spawned: set[str] = set()
+        # the run's MCP tools (its servers started now, on this run's thread) join the others
+        self.mcp = env.mcp_for(port.spec, deadline=port.deadline, cancel=port.cancel)
+        self.tools: dict[str, Tool] = dict(env.tools)
+        self.mcp_names: tuple[str, ...] = ()
+        if self.mcp is not None and env.mcp is not None:
+            found = {n: t for n, t in mcp_tools(env.mcp, self.mcp).items() if n not in self.tools}
+            self.tools.update(found)
+            self.mcp_names = tuple(found)
         self.schemas = self._offered_tools()
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
         self.calls: ToolCalls | None = None
         self.setup_error: str | None = None
         """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
+        self.setup_kind = "bad_definition"
         self.stop_hook_active = False
         self.approvals = ParentApprovals(port.record.parent_run_id)
         self.sent_approvals: set[str] = set()
@@ -96,6 +107,8 @@ class LLMBehaviour:
             self.calls = ToolCalls(env, port)
         except ValueError as exc:
             self.setup_error = str(exc)
+        except WorktreeError as exc:  # isolation: worktree outside a git repository...
+            self.setup_kind, self.setup_error = "worktree", str(exc)
         else:
             if any(s.name in BUILTIN_NAMES for s in self.schemas):
                 self.environment = self.calls.environment()
@@ -123,6 +136,8 @@ class LLMBehaviour:
         for name, tool in self.env.tools.items():
             if self._allows(name):
                 schemas.append(tool.schema)
+        # MCP tools were chosen for this definition by the hub (mcp/selection.py)
+        schemas.extend(self.tools[name].schema for name in self.mcp_names)
         return tuple(schemas)
 
     # ---- entry points ------------------------------------------------------------------------
@@ -140,7 +155,7 @@ class LLMBehaviour:
         """
         self.inbox.extend(pending_mail)
         if self.setup_error is not None:
-            self._fail("bad_definition", self.setup_error)
+            self._fail(self.setup_kind, self.setup_error)
             return
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
@@ -150,7 +165,7 @@ class LLMBehaviour:
                 uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
                 if not uses:  # its last answer was in: it had ended
                     self.ended = True
-                    self.port.finish(last.text)
+                    self.port.finish(self._closing(last.text))
                     return
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
                 done = {getattr(m, "request_id", None) for m in recovered}
@@ -389,7 +404,7 @@ class LLMBehaviour:
                 self._step()
                 return
         self.ended = True
-        port.finish(response.text)
+        port.finish(self._closing(response.text))
 
     def _dispatch_all(
         self,
@@ -408,7 +423,7 @@ class LLMBehaviour:
         for use in uses:
             if self.results[use.id] is not None or (skip and use.id in skip):
                 continue  # answered, or its effect happened, before a restart: not run again
-            if started and journal.interrupted(self.env.tools.get(use.name), use.id in started):
+            if started and journal.interrupted(self.tools.get(use.name), use.id in started):
                 # began before a crash and never answered: not run twice, the model is told
                 self.port.report_tool_call(use.name, use.input)
                 self._set(use.id, journal.interrupted_message(use.name), True)
@@ -430,7 +445,8 @@ class LLMBehaviour:
             self.tool_spans[use.id] = self.env.tracer.tool_call(record, use.id, use.name, args)
         offered = {s.name for s in self.schemas}
         if use.name not in offered:
-            self._set(use.id, f"tool {use.name!r} is not available to {record.agent}", True)
+            why = self.mcp.failure_for(use.name) if self.mcp is not None else None
+            self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
             return
         try:
             if use.name == SPAWN:
@@ -500,7 +516,7 @@ class LLMBehaviour:
                     known = ", ".join(self.env.skills.names()) or "none"
                     raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
             else:  # a Tool (user, built-in, MCP): the one path of tool_calls.ToolCalls
-                tool: Tool = self.env.tools[use.name]
+                tool: Tool = self.tools[use.name]
                 assert self.calls is not None
                 decision = self.calls.decide(use, tool, parent_may_answer=True)
                 if decision.behavior == "ask":  # a child whose asks go to its parent
@@ -581,12 +597,21 @@ class LLMBehaviour:
 
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True
-        self.port.fail(kind, message)
+        self.port.fail(kind, self._closing(message))
+
+    def _closing(self, text: str) -> str:
+        """The run ends with ``text``: a worktree it changed is kept, and ``text`` says where
+        (an unchanged one is removed)."""
+        report = self.env.end_workspace(self.port.record)
+        note = report.note() if report is not None else ""
+        return f"{text}\n\n{note}" if note else text
 
     def close(self) -> None:
-        """The run's actor stopped: end what its tools started."""
+        """The run's actor stopped: end what its tools started, and its worktree (a stopped
+        or timed out run's changes are kept and logged)."""
         if self.calls is not None:
             self.calls.close()
+        self.env.end_workspace(self.port.record)
 
 
 def _json(value: Any) -> str:

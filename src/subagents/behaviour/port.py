@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from subagents.definitions.spec import AgentSpec
+from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_of
+from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
     JournalEntry,
     Mail,
@@ -145,13 +147,36 @@ class AgentEnv:
     allow_hooks: bool = False
     tracer: CallTracer | None = None
     """Where model and tool calls are reported for tracing (None: nothing traced)."""
+    mcp: McpHub | None = None
+    """The runtime's MCP servers (None: no MCP at all)."""
+    worktrees: Worktrees | None = None
+    """The worktrees of ``isolation: worktree`` runs (made from the workspace's repository)."""
 
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
-        """The workspace of one run (the runtime's; a run with its own worktree may get
-        another here)."""
+        """The workspace of one run: the runtime's, or for a definition with ``isolation:
+        worktree`` the run's own git worktree (``ValueError`` for an unknown isolation,
+        ``WorktreeError`` when no worktree can be made)."""
         if self.workspace is None:
             self.workspace = Workspace(os.getcwd())
+        if isolation_of(spec) == "worktree":
+            if self.worktrees is None:
+                self.worktrees = Worktrees(self.workspace.root)
+            return Workspace(self.worktrees.create(record.run_id, spec.name).workspace)
         return self.workspace
+
+    def end_workspace(self, record: RunRecord) -> WorktreeReport | None:
+        """The run is over: remove its worktree if unchanged, else keep it (the report)."""
+        if self.worktrees is None:
+            return None
+        return self.worktrees.finish(record.run_id)
+
+    def mcp_for(
+        self, spec: AgentSpec, *, deadline: float | None, cancel: CancelSignal | None
+    ) -> RunMcp | None:
+        """The MCP tools of one run (starting the servers it needs), or None without any."""
+        if self.mcp is None or not self.mcp.uses_servers(spec):
+            return None
+        return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel)
 
 
 def render_mail(mail: Mail) -> str:

@@ -52,6 +52,10 @@ class ToolCalls:
         file tools want absolute paths, so the model must know the workspace."""
         root = self.workspace.root
         git = "Yes" if (root / ".git").exists() else "No"
+        worktrees = self.env.worktrees
+        tree = worktrees.get(self.port.record.run_id) if worktrees is not None else None
+        if tree is not None:  # isolation: worktree
+            git = f"Yes (your own git worktree, on branch {tree.branch})"
         return (
             f"\n\n<env>\nWorking directory: {root}\nIs directory a git repo: {git}\n"
             f"Platform: {sys.platform}\n</env>"

@@ -44,13 +44,27 @@ def demo_dir() -> Path | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--team",
+        choices=("default", "code"),
+        default="default",
+        help="default: the research team; code: agents that review and fix a small repository",
+    )
     parser.add_argument("--agents", type=Path, default=None, help="the demo team's folder")
-    parser.add_argument("--task", default=QUESTION, help="the question the lead works on")
+    parser.add_argument("--task", default=None, help="the task the lead works on")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON at the end")
     add_state_argument(parser)
+    parser.add_argument(
+        "--keep", action="store_true", help="--team code: keep the repository it worked on"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.team == "code":
+        from subagents.cli import code_demo
+
+        return code_demo.run(args)
+    args.task = args.task or QUESTION
     folder = args.agents or demo_dir()
     if folder is None or not (Path(folder) / "lead.md").is_file():
         where = f" in {folder}" if folder is not None else ""
@@ -133,10 +147,15 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
 
 
 def _print_next_steps(
-    out: Console, store_path: Path, root: str, records: Sequence[RunRecord]
+    out: Console,
+    store_path: Path,
+    root: str,
+    records: Sequence[RunRecord],
+    *,
+    child_agent: str = "researcher",
 ) -> None:
     """What to try next: the commands that show the runs just recorded."""
-    child = next((r.run_id for r in records if r.agent == "researcher"), root)
+    child = next((r.run_id for r in records if r.agent == child_agent), root)
     state = "" if _is_default(store_path) else f" --state {store_path}"
     out.print()
     out.print(f"Recorded in {store_path}. Try:", soft_wrap=True, markup=False)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
@@ -55,6 +55,41 @@ _TERMINAL_KINDS = frozenset(
         EventKind.BUDGET_EXCEEDED,
     }
 )
+
+
+_RUNTIME_TOOLS = frozenset(
+    {
+        "spawn_subagent",
+        "send_message",
+        "check_mailbox",
+        "wait_for_message",
+        "stop_subagent",
+        "load_skill",
+        "fan_out",
+    }
+)
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+
+
+def tool_summary(data: Mapping[str, Any], width: int = 60) -> str:
+    """A tool call in a few words: ``Grep 'def median'``, ``Edit stats.py``, ``Bash sh
+    test.sh``."""
+    tool = str(data.get("tool", "?"))
+    args = data.get("input")
+    detail = ""
+    if isinstance(args, Mapping):
+        if tool == "Bash":
+            detail = " ".join(str(args.get("command", "")).split())
+        elif tool in ("Grep", "Glob"):
+            detail = repr(str(args.get("pattern", "")))
+        else:
+            path = next((args[k] for k in _PATH_KEYS if isinstance(args.get(k), str)), None)
+            if path is not None:
+                detail = path.rstrip("/").rsplit("/", 1)[-1] or path
+            elif tool == "spawn_subagent":
+                detail = str(args.get("agent", ""))
+    text = f"{tool} {detail}".strip()
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @dataclass
@@ -131,6 +166,8 @@ class LiveTree:
                 row.mail += int(event.data.get("count", 1))  # one event per step and recipient
             elif event.kind is EventKind.QUEUED:
                 row.note = f"queued #{event.data.get('position', '?')}"
+            elif event.kind is EventKind.TOOL_CALL and not row.status.terminal:
+                row.note = tool_summary(event.data)
             if status is not None and not row.status.terminal:
                 row.status = status
                 if status is RunStatus.RUNNING:
@@ -138,8 +175,7 @@ class LiveTree:
                     row.note = ""
                 if status.terminal:
                     row.ended = event.ts
-                    if event.data.get("error"):
-                        row.note = str(event.data["error"])
+                    row.note = str(event.data["error"]) if event.data.get("error") else ""
 
     def _journal(self, event: Event) -> None:
         """A plain line for transitions worth reading in a log (pipes, CI)."""
@@ -161,6 +197,8 @@ class LiveTree:
                 f" {data.get('delay_s', 0):.2f}s after {data.get('error_kind')}:"
                 f" {data.get('error')}"
             )
+        elif kind is EventKind.TOOL_CALL and str(data.get("tool", "")) not in _RUNTIME_TOOLS:
+            what = tool_summary(data)  # what the agent does with its hands (Read, Bash...)
         elif kind is EventKind.STARTED and data.get("resumed"):
             what = "resumed from its checkpoint"
         elif kind is EventKind.STARTED or kind in _TERMINAL_KINDS:

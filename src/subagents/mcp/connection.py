@@ -1,0 +1,314 @@
+"""One MCP server's session, owned by one task on the hub's event loop.
+
+The mcp SDK is anyio-based and its transports are context managers whose task groups must
+be entered and left by the same task, so each server gets one long-lived task (``serve``)
+that opens the transport and the ``ClientSession``, lists the tools, reports them through
+``started`` (a ``concurrent.futures.Future`` other threads wait on), and then holds the
+session open until it is stopped. Calls (``call``) run as tasks of their own on the same
+loop and share the session, which multiplexes requests.
+
+A server never makes anyone wait for ever: starting is bounded by ``start_timeout`` (the
+task's cancel scope has that deadline until the server is ready); a server that exits or
+crashes closes its connection, which fails the calls in flight at once (the SDK answers them
+``Connection closed``); from then on the connection is dead and every call says why, naming
+the server and quoting the end of its stderr, which is kept in a temporary file rather than
+written over the live view of the terminal.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import sys
+import tempfile
+from contextlib import AsyncExitStack
+from typing import IO, Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
+from subagents.mcp.selection import McpTool, exposed_name
+
+log = structlog.get_logger("subagents.mcp")
+
+STDERR_TAIL = 1_500
+"""How much of a dead server's stderr an error quotes (characters)."""
+_SDK = ("mcp", "mcp_types", "httpx2")
+_LIST_PAGES = 100
+"""A server whose tool list never ends is cut off here rather than listed for ever."""
+
+
+class McpServerError(Exception):
+    """A server that could not start, stopped answering, or is not running; names it."""
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        super().__init__(message)
+
+
+class ServerConnection:
+    """A server's lifecycle: new -> starting -> ready -> (stopped | dead), or failed."""
+
+    def __init__(
+        self,
+        server: NamedServer,
+        *,
+        start_timeout: float,
+        cwd: str | None = None,
+        client_name: str = "subagents",
+    ) -> None:
+        self.server = server
+        self.start_timeout = start_timeout
+        self.cwd = cwd
+        self.client_name = client_name
+        self.started: concurrent.futures.Future[tuple[McpTool, ...]] = concurrent.futures.Future()
+        self.serving: concurrent.futures.Future[None] | None = None
+        """The ``serve`` task's future, set by the hub when it starts the task."""
+        self._session: Any = None
+        self._scope: anyio.CancelScope | None = None
+        self._stopping = False
+        self._dead: str | None = None
+        self._stderr: IO[str] | None = None
+        self._stderr_tail = ""
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @property
+    def state(self) -> str:
+        if self._dead is not None:
+            return "dead"
+        if not self.started.done():
+            return "starting" if self.serving is not None else "new"
+        if self.started.exception() is not None:
+            return "failed"
+        return "stopped" if self._session is None else "ready"
+
+    def _label(self) -> str:
+        return (
+            f"MCP server {self.name!r} ({self.server.config.describe()}, from {self.server.origin})"
+        )
+
+    # ---- the owning task ----------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Open, initialise, list the tools, then hold the session until stopped."""
+        scope = anyio.CancelScope(deadline=anyio.current_time() + self.start_timeout)
+        self._scope = scope
+        if self._stopping:
+            scope.cancel()
+        failure: BaseException | None = None
+        try:
+            with scope:
+                async with AsyncExitStack() as stack:
+                    read, write = await self._open(stack)
+                    from mcp import ClientSession
+                    from mcp.types import Implementation
+
+                    session = await stack.enter_async_context(
+                        ClientSession(
+                            read,
+                            write,
+                            client_info=Implementation(name=self.client_name, version="0"),
+                        )
+                    )
+                    await session.initialize()
+                    tools = await self._list_tools(session)
+                    self._session = session
+                    scope.deadline = math.inf  # ready: from now on only a stop ends it
+                    self.started.set_result(tools)
+                    log.info(
+                        "mcp server ready",
+                        server=self.name,
+                        tools=len(tools),
+                        transport=self.server.config.kind,
+                    )
+                    await anyio.sleep_forever()
+        except Exception as exc:
+            failure = exc
+        finally:
+            self._session = None
+            self._capture_stderr()
+            if not self.started.done():
+                try:
+                    reason = self._start_failure(failure)
+                except Exception as exc:  # explaining must never leave the waiters waiting
+                    reason = f"{self._label()} could not start: {failure!r} ({exc!r})"
+                self.started.set_exception(McpServerError(self.name, reason))
+                log.warning("mcp server failed to start", server=self.name, error=reason)
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        config = self.server.config
+        if isinstance(config, StdioServer):
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            # closed in serve's finally, after its tail is read for the error message
+            self._stderr = tempfile.TemporaryFile(  # noqa: SIM115
+                "w+", encoding="utf-8", errors="replace"
+            )
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=dict(config.env) or None,
+                cwd=config.cwd or self.cwd,
+            )
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
+            return read, write
+        assert isinstance(config, RemoteServer)
+        import httpx2
+
+        headers = dict(config.headers)
+        if config.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            read, write = await stack.enter_async_context(
+                sse_client(config.url, headers=headers or None)
+            )
+            return read, write
+        from mcp.client.streamable_http import streamable_http_client
+
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        )
+        read, write = await stack.enter_async_context(
+            streamable_http_client(config.url, http_client=client)
+        )
+        return read, write
+
+    async def _list_tools(self, session: Any) -> tuple[McpTool, ...]:
+        from mcp.types import PaginatedRequestParams
+
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            for tool in page.tools:
+                hints = tool.annotations
+                read_only = bool(hints is not None and hints.read_only_hint)
+                tools.append(
+                    McpTool(
+                        server=self.name,
+                        tool=tool.name,
+                        name=exposed_name(self.name, tool.name),
+                        description=tool.description or f"{tool.name} (MCP server {self.name})",
+                        input_schema=dict(tool.input_schema or {"type": "object"}),
+                        read_only=read_only,
+                        idempotent=read_only or bool(hints is not None and hints.idempotent_hint),
+                    )
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tuple(tools)
+
+    def stop(self) -> None:
+        """End the session (on the loop's thread): the transport stops the server process."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # ---- calls --------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any], shown_as: str) -> Any:
+        """``tools/call`` on the shared session; the SDK's ``CallToolResult``.
+
+        ``McpServerError`` when the server is not running or its connection closes."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        session = self._session
+        if session is None:
+            raise McpServerError(self.name, f"{self._label()} is not running: {self._why_not()}")
+        try:
+            return await session.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            raise self._died(f"the connection closed during {shown_as}") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            raise self._died(f"the connection broke during {shown_as}") from None
+
+    def _died(self, what: str) -> McpServerError:
+        self._capture_stderr()
+        if self._dead is None:
+            self._dead = f"{what} (the server exited or crashed){self._stderr_note()}"
+            log.warning("mcp server died", server=self.name, error=self._dead)
+        if self._scope is not None:
+            self._scope.cancel()  # the transport reaps the process
+        return McpServerError(self.name, f"{self._label()} stopped answering: {self._dead}")
+
+    # ---- explaining failures ------------------------------------------------------------------
+
+    def _why_not(self) -> str:
+        if self._dead is not None:
+            return self._dead
+        if self.started.done() and self.started.exception() is not None:
+            return str(self.started.exception())
+        if self._stopping:
+            return "it was stopped (the runtime is closing)"
+        return "it has not started"
+
+    def _start_failure(self, exc: BaseException | None) -> str:
+        leaf = _leaf(exc) if exc is not None else None
+        if self._stopping:
+            reason = "the runtime closed while it was starting"
+        elif leaf is None:
+            reason = (
+                f"it did not finish starting (initialize and tools/list) within"
+                f" {self.start_timeout:g} s"
+            )
+        elif isinstance(leaf, ImportError) and (leaf.name or "").split(".")[0] in _SDK:
+            reason = "the mcp SDK is not installed (pip install 'subagents[mcp]')"
+        elif isinstance(leaf, FileNotFoundError):
+            reason = f"its command was not found: {leaf.filename or self.server.config.describe()}"
+        elif isinstance(leaf, PermissionError):
+            reason = f"its command cannot be run: {leaf}"
+        elif _is_connection_closed(leaf):
+            reason = "it exited before answering initialize"
+        else:
+            reason = f"{type(leaf).__name__}: {leaf}"
+        return f"{self._label()} could not start: {reason}{self._stderr_note()}"
+
+    def _capture_stderr(self) -> None:
+        """Keep the end of the server's stderr (read without moving the shared offset)."""
+        handle = self._stderr
+        if handle is None:
+            return
+        try:
+            handle.flush()
+            fd = handle.fileno()
+            size = os.fstat(fd).st_size
+            start = max(0, size - STDERR_TAIL * 4)
+            text = os.pread(fd, size - start, start).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return
+        self._stderr_tail = text[-STDERR_TAIL:].strip()
+
+    def _stderr_note(self) -> str:
+        return f"; its stderr ends with:\n{self._stderr_tail}" if self._stderr_tail else ""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _is_connection_closed(exc: BaseException) -> bool:
+    if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return True
+    if "mcp" in sys.modules:
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        return isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+    return False

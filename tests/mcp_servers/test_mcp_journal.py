@@ -1,0 +1,70 @@
+"""The tool journal with MCP tools across a real crash: the process running the agent is
+killed with SIGKILL right after an MCP tool's side effect, then a new process takes the run
+up. A tool the server does not mark read-only is not called again and the model is told;
+one marked read-only simply runs again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+JOB = Path(__file__).with_name("mcp_crash_job.py")
+
+
+def _start(tmp: Path, tool: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["SUBAGENTS_LOG_LEVEL"] = "error"
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(tmp / "runs.db"), str(tmp), tool, str(tmp / "out.json")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
+    marker = tmp / "marker"
+    proc = _start(tmp, tool)
+    try:
+        until = time.monotonic() + 90
+        while not (marker.exists() and marker.read_text().strip()):  # the side effect is done
+            if proc.poll() is not None:
+                pytest.fail(f"the job ended early: {proc.communicate()[1].decode()[-2000:]}")
+            assert time.monotonic() < until, "the MCP tool did not run within 90 s"
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    # the server was the killed process's child in its own session: it outlives it
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(int(marker.read_text()), signal.SIGKILL)
+    marker.unlink()
+    again = _start(tmp, tool)
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err.decode()[-3000:]
+    result: dict[str, object] = msgspec.json.decode((tmp / "out.json").read_bytes())
+    return result
+
+
+def test_an_mcp_tool_killed_after_its_side_effect_is_not_called_again(tmp_path: Path) -> None:
+    result = _crash_then_resume(tmp_path, "note")
+    assert (tmp_path / "effects.log").read_text() == "once\n"  # once
+    assert not (tmp_path / "marker").exists()  # the resumed run never called the server
+    assert result["status"] == "completed" and result["is_error"] is True
+    assert isinstance(result["result"], str)
+    assert result["result"].startswith("after: This mcp__calc__note call was interrupted")
+
+
+def test_a_read_only_mcp_tool_simply_runs_again(tmp_path: Path) -> None:
+    result = _crash_then_resume(tmp_path, "peek")
+    assert (tmp_path / "effects.log").read_text() == "peek\npeek\n"  # twice: harmless
+    assert result["status"] == "completed" and result["is_error"] is False
+    assert result["result"] == "after: peeked"
