@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 
+from subagents.definitions import yamlsafe
 from subagents.definitions.yamlsafe import MAX_DEPTH, YamlProblem, load_yaml
 
 BOTH = pytest.mark.parametrize("use_libyaml", [True, False], ids=["libyaml", "pure"])
@@ -62,3 +64,19 @@ def test_invalid_yaml_is_not_a_refusal(use_libyaml: bool):
     assert not caught.value.refused and caught.value.line == 1
     assert caught.value.reason.startswith("invalid YAML: mapping values are not allowed")
     assert caught.value.reason.endswith("(column 15)")
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML here was built without libyaml")
+def test_the_libyaml_path_parses_with_libyaml_and_composes_with_the_checks():
+    """One parse per document: libyaml's parser feeds the checking composer directly (it once
+    ran a checking pass over libyaml's events, then parsed again to load)."""
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+
+    loader = yamlsafe._loader("a: 1\n", use_libyaml=True)
+    try:
+        assert isinstance(loader, CParser)
+        assert isinstance(loader, yamlsafe._BoundedComposer)
+        assert loader.get_single_data() == {"a": 1}
+    finally:
+        loader.dispose()
+    assert not isinstance(yamlsafe._loader("a: 1\n", use_libyaml=False), CParser)
