@@ -76,15 +76,14 @@ AGENT_OPS = (
 )
 
 
-def _workload(shape: str) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(warm-up, the measured work) of ``shape``."""
+def _workload(shape: str, count: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(warm-up, the measured work: ``count`` units) of ``shape``."""
     import fanout
     import mail
     import spawn
     from subagents.runtime import Runtime
     from subagents.store.memory import MemoryStore
 
-    count = UNITS[shape][1]
     if shape == "spawn":
         rt = Runtime([spawn.trivial])
 
@@ -98,14 +97,14 @@ def _workload(shape: str) -> tuple[Callable[[], None], Callable[[], None]]:
             finally:
                 rt.close()
 
-        return lambda: runs(200), work
+        return lambda: runs(min(200, count)), work
     if shape == "pingpong":
         return (
-            lambda: mail.runtime_rate("pingpong", MemoryStore(), 200),
+            lambda: mail.runtime_rate("pingpong", MemoryStore(), min(200, count)),
             lambda: mail.runtime_rate("pingpong", MemoryStore(), count),
         )
     return (
-        lambda: fanout.runtime(100, 100, 0.01),
+        lambda: fanout.runtime(min(100, count), 100, 0.01),
         lambda: fanout.runtime(count, 100, 0.05),
     )
 
@@ -148,13 +147,15 @@ def _role(names: set[str], thread_name: str) -> str:
     return "other"
 
 
-def profile(shape: str) -> dict[str, Any]:
+def profile(shape: str, count: int | None = None) -> dict[str, Any]:
     import yappi
 
     from _common import quiet_logs
 
     quiet_logs()
-    warm_up, work = _workload(shape)
+    unit, default = UNITS[shape]
+    count = count or default
+    warm_up, work = _workload(shape, count)
     warm_up()
     yappi.clear_stats()
     yappi.set_clock_type("cpu")
@@ -163,7 +164,6 @@ def profile(shape: str) -> dict[str, Any]:
     work()
     wall = time.perf_counter() - started
     yappi.stop()
-    unit, count = UNITS[shape]
 
     role_cpu: collections.Counter[str] = collections.Counter()
     inclusive: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -245,13 +245,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shape", choices=(*SHAPES, "all"), default="all")
     parser.add_argument("--json", action="store_true", help="print JSON, not a summary")
+    parser.add_argument("--units", type=int, default=None, help="runs / mails / children")
     args = parser.parse_args()
     try:
         import yappi  # noqa: F401
     except ImportError:
         raise SystemExit("yappi is not installed: pip install -e '.[bench]'") from None
     shapes = SHAPES if args.shape == "all" else (args.shape,)
-    report = {shape: profile(shape) for shape in shapes}
+    report = {shape: profile(shape, args.units) for shape in shapes}
     if args.json:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(report)).decode() + "\n")
         return
