@@ -132,8 +132,10 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
     attempt = f.get("attempt")
     rows: list[Row] = []
     if attempt is not None or not sizes["tried"]:
-        reason = (attempt or f["runtime"]).get("reason", "not tried")
-        rows.append((goal, "not tried", reason, "-", "possible at all", "**missed**"))
+        first = attempt or f["runtime"]
+        what = "not tried" if not first["tried"] else "failed"
+        reason = first.get("reason") or first.get("failed") or what
+        rows.append((goal, what, reason, "-", "possible at all", "**missed**"))
     where = f" (measured at {at:,})" if at and at != sizes["goal"] else ""
     raw = f["raw"]
     if not r.get("measured"):

@@ -49,6 +49,7 @@ TARGET_CLOSE_S = 5.0
 GOAL_N = 100_000
 PILOT = 500
 FALLBACK_N = 10_000  # measured instead when the requested n cannot be tried
+STALL_S = 30.0  # no run came to wait for this long: the start is stuck
 HEADROOM = 2000  # threads left free for everyone else on the machine
 
 
@@ -166,9 +167,31 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
                 failed.append(f"{event.kind}: {event.data.get('error', '')}")
                 counted.notify_all()
 
-    def wait_for(count: int, timeout: float) -> bool:
+    progress = {"count": 0, "at": time.monotonic()}
+
+    def stalled(spawned: int) -> bool:
+        """No run came to wait for ``STALL_S`` while some spawned ones are not waiting yet."""
+        now = time.monotonic()
+        if waiting[0] != progress["count"]:
+            progress["count"], progress["at"] = waiting[0], now
+            return False
+        return spawned > waiting[0] and now - progress["at"] >= STALL_S
+
+    def wait_for(count: int, timeout: float, stall_s: float = STALL_S) -> bool:
+        """True when ``count`` are waiting; False at ``timeout``, at a run that ended, or when
+        no run came to wait for ``stall_s`` (a run whose actor could not start is neither
+        waiting nor ended: the runtime logs "effect failed" and the run hangs)."""
+        deadline = time.monotonic() + timeout
         with counted:
-            return counted.wait_for(lambda: waiting[0] >= count or bool(failed), timeout)
+            last, since = waiting[0], time.monotonic()
+            while waiting[0] < count and not failed:
+                now = time.monotonic()
+                if now >= deadline or now - since >= stall_s:
+                    return False
+                counted.wait(min(1.0, deadline - now))
+                if waiting[0] != last:
+                    last, since = waiting[0], time.monotonic()
+            return not failed
 
     limits = Limits(
         max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
@@ -184,11 +207,18 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
         threads_before = threading.active_count()
         pilot = min(n, PILOT, capacity["usable"] or PILOT)
         started = time.perf_counter()
-        for i in range(pilot):
-            rt.spawn("idle", str(i))
-            spawned += 1
-        if not wait_for(pilot, 300):
-            raise RuntimeError(f"only {waiting[0]} of {pilot} runs waiting after 300 s")
+        try:
+            for i in range(pilot):
+                rt.spawn("idle", str(i))
+                spawned += 1
+                if stalled(spawned):
+                    raise RuntimeError(f"{spawned} spawned, {waiting[0]} waiting: stalled")
+            if not wait_for(pilot, 300):
+                raise RuntimeError(f"only {waiting[0]} of {pilot} waiting (stalled or 300 s)")
+        except Exception as exc:  # even the pilot could not start: the result, not a crash
+            out.update(n=spawned, waiting=waiting[0])
+            out["failed"] = f"in the pilot of {pilot}: {type(exc).__name__}: {exc}"
+            return out
         pilot_s = time.perf_counter() - started
         per_run = (threading.active_count() - threads_before) / pilot
         out["threads_per_waiting_run"] = rounded(per_run, 3)
@@ -207,10 +237,18 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
             for i in range(pilot, n):
                 rt.spawn("idle", str(i))
                 spawned += 1
+                if stalled(spawned):
+                    raise RuntimeError(
+                        f"{spawned:,} spawned, {waiting[0]:,} waiting, none more for"
+                        f" {STALL_S:g} s; the runtime's log on stderr says why"
+                    )
         except Exception as exc:  # refused, or out of threads: the result, not a crash
             error = f"{type(exc).__name__}: {exc}"
         if error is None and not wait_for(n, 900):
-            error = f"only {waiting[0]} of {n} runs waiting after 900 s"
+            error = (
+                f"only {waiting[0]} of {n} runs waiting (none more for {STALL_S:g} s, or 900 s"
+                " in all); the runtime's log on stderr says why"
+            )
         if error is None and failed:
             error = f"{len(failed)} runs ended instead of waiting; first: {failed[0]}"
         start_s = pilot_s + time.perf_counter() - resumed
@@ -266,7 +304,7 @@ def main() -> None:
     raw = run_side("scale.py", "--side", "raw", "--n", str(raw_n), *force)
     attempt = run_side("scale.py", "--side", "runtime", "--n", str(n), *force)
     ours = attempt
-    if not attempt["tried"] and n > args.fallback_n:
+    if (not attempt["tried"] or "failed" in attempt) and n > args.fallback_n:
         ours = run_side("scale.py", "--side", "runtime", "--n", str(args.fallback_n), *force)
     for side in (raw, attempt, ours):
         side.pop("benchmark", None)
