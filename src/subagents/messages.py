@@ -328,6 +328,10 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     messages: tuple[ChatMessage, ...]
     answered: tuple[ToolResultBlock, ...] = ()
+    started: tuple[str, ...] = ()
+    """The tool_use ids of the last turn's side-effecting calls that began running (the tool
+    journal, recorded before each ran). A resumed run does not run a started call that has
+    no answer again: the model is told it was interrupted (``tools.journal``)."""
     usage: Usage = Usage()
     ts: float = msgspec.field(default_factory=time.time)
 
@@ -409,6 +413,23 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     tool: str
     input: dict[str, Any]
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
+class ToolStarting(msgspec.Struct, frozen=True, kw_only=True):
+    """A side-effecting tool call is about to run: asked, so that it is in the run's
+    checkpoint (``Checkpoint.started``) before the call can do anything. Read-only and
+    idempotent calls are not recorded first: running them again after a crash is harmless,
+    and they do not pay the round trip."""
+
+    run_id: str
+    step: int
+    tool_use_id: str
+    tool: str
+    ended: bool = False
+    """Told instead when the call ended by raising (the run fails): its end is known, so a
+    restart runs it again rather than calling it interrupted."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 

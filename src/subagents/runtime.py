@@ -70,6 +70,12 @@ from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
+from subagents.tools.approval import ApprovalHandler
+from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
+from subagents.tools.hooks import HookConfigError, Hooks
+from subagents.tools.permissions import Permissions
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
 
 log = structlog.get_logger("subagents.runtime")
 
@@ -158,6 +164,13 @@ class Runtime:
         archive_after_minutes: float = 60.0,
         retention_days: float | None = None,
         sweep_every_s: float = 60.0,
+        workspace: str | os.PathLike[str] | None = None,
+        permissions: Permissions | str | None = None,
+        approve: ApprovalHandler | None = None,
+        ask_parent: bool = False,
+        approval_wait_s: float = 300.0,
+        allow_hooks: bool = False,
+        builtin_tools: bool = True,
     ) -> None:
         ensure_configured()
         self.limits = limits or Limits()
@@ -188,7 +201,16 @@ class Runtime:
             if hot_reload_s:
                 self.registry.start_hot_reload(hot_reload_s)
             self.model = _model_for(model, list(self._specs.values()))
-            self.tools = as_tools(tools)
+            # Claude Code's built-in tools, then the user's (a user tool of the same name
+            # replaces the built-in one)
+            self.tools = {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+            self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
+            self.permissions = Permissions.coerce(permissions)
+            if approve is not None and not callable(approve):
+                raise TypeError(f"approve must be a callable, got {approve!r}")
+            self.processes = ProcessGroups()
+            self.allow_hooks = bool(allow_hooks)
+            self._warn_hooks(self._specs.values())
             self.skills = _skill_index(skills, discover)
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
             self._waiters: dict[str, _Waiter] = {}
@@ -201,6 +223,13 @@ class Runtime:
                 system_prompt=self._system_prompt,
                 max_depth=self.limits.max_depth,
                 max_turns=self.limits.max_turns,
+                workspace=self.workspace,
+                permissions=self.permissions,
+                approve=approve,
+                ask_parent=bool(ask_parent),
+                approval_wait_s=_positive(approval_wait_s, "approval_wait_s"),
+                processes=self.processes,
+                allow_hooks=self.allow_hooks,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -250,6 +279,9 @@ class Runtime:
                 registry.stop()
         self.timer.stop()
         self._pool.close(timeout=5.0)
+        processes = getattr(self, "processes", None)
+        if processes is not None:
+            processes.kill_all()
         if self._owns_store:
             self.store.close()
 
@@ -299,6 +331,32 @@ class Runtime:
         else:
             sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
         return Catalog(DefinitionLoader(sources), specs=specs)
+
+    def _warn_hooks(self, specs: Iterable[AgentSpec]) -> None:
+        """Hooks are shell commands from files: without ``allow_hooks=True`` they do not run,
+        and the runtime says so once, naming the definitions that have some."""
+        with_hooks = sorted(s.name for s in specs if s.hooks)
+        if not with_hooks:
+            return
+        if not self.allow_hooks:
+            log.warning(
+                "hooks ignored: create the Runtime with allow_hooks=True to run them",
+                agents=with_hooks,
+            )
+            return
+        for spec in specs:
+            if spec.hooks:
+                try:
+                    ignored = Hooks.parse(spec.hooks, f"agent {spec.name!r}").ignored
+                except HookConfigError as exc:
+                    log.warning("hooks not usable: the agent's runs will fail", reason=str(exc))
+                    continue
+                if ignored:
+                    log.warning(
+                        "hook events not supported here are ignored",
+                        agent=spec.name,
+                        events=list(ignored),
+                    )
 
     def _system_prompt(self, spec: AgentSpec) -> str:
         """The definition's prompt with its ``skills`` preloaded (unknown ones logged once)."""
@@ -657,6 +715,7 @@ class Runtime:
             self.registry.stop()
         self.timer.stop()
         self._pool.close(max(0.0, deadline - time.monotonic()))
+        self.processes.kill_all()  # whatever a run's tools left running ends with the runtime
         with self._threads_lock:
             threads = list(self._threads)
         for thread in threads:
@@ -696,6 +755,12 @@ _ROOT_FIELDS = frozenset(
     if parameter.kind is inspect.Parameter.KEYWORD_ONLY
 )
 """The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
+
+
+def _positive(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _model_for(

@@ -57,6 +57,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
             str(tmp / "no-such-folder"),
         ],
         "store_write": ["store_write.py", "--quick"],
+        "tools": ["tools.py", "--quick"],
     }
 
 
@@ -70,6 +71,7 @@ NAMES = (
     "load_definitions",
     "load_definitions_absent",
     "store_write",
+    "tools",
 )
 
 
@@ -265,6 +267,19 @@ def test_store_write_compares_sqlite_with_memory(
         assert figures[f"{key}_records_per_s"] > 0
 
 
+def test_tools_compares_grep_with_the_rg_command_line(
+    results: dict[str, tuple[int, str, str]],
+) -> None:
+    r = _decoded(results, "tools")
+    figures = r["figures"]
+    assert set(figures["grep"]) == {"files_with_matches", "content"}
+    for grep in figures["grep"].values():
+        assert grep["rg_cli_ms"] > 0 and grep["grep_tool_ms"] > 0
+    assert figures["read"]["file_bytes"] >= 1_000_000
+    assert figures["overhead"]["tool_path_us"] >= figures["overhead"]["direct_us"]
+    assert "journal_round_trip_us" in figures["journal"]
+
+
 def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -283,12 +298,22 @@ def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str,
         import run_all
     finally:
         sys.path.remove(str(BENCHMARKS))
-    names = ("mail", "spawn", "fanout", "scale", "deadlines", "load_definitions", "store_write")
+    names = (
+        "mail",
+        "spawn",
+        "fanout",
+        "scale",
+        "deadlines",
+        "load_definitions",
+        "store_write",
+        "tools",
+    )
     text = run_all.tables([_decoded(results, name) for name in names])
     assert "per-mail ping-pong, in-memory" in text
     assert "batched stream" in text and "ONE step" in text
     assert "100,000 live waiting subagents" in text
     assert "cold load of 6 definition files" in text
+    assert "Grep files_with_matches" in text
     failed = run_all.tables([{"benchmark": "mail", "error": "exit status 1: boom"}])
     assert "boom" in failed and "**missed**" in failed
 

@@ -396,7 +396,8 @@ def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> 
     first = lead_request.messages[0].text
     assert "some background" in first and first.endswith("the task")
     assert first.index("some background") < first.index("the task")
-    assert lead_request.system == "You are lead."
+    # the prompt, then (it has the file tools) where it works, as Claude Code tells a model
+    assert lead_request.system.startswith("You are lead.\n\n<env>\nWorking directory: ")
     assert (lead_request.model, plain.model, forced.model) == ("haiku", "fable", "opus")
     assert plain.messages[0].text == "plain"
 

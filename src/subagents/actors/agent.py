@@ -41,6 +41,7 @@ from subagents.messages import (
     StopRequest,
     ToolAnswered,
     ToolCalled,
+    ToolStarting,
     WaitingChanged,
     Wake,
 )
@@ -180,6 +181,12 @@ class AgentActor(FastInboxActor):
     def on_stop(self) -> None:
         for key in self._wakes:
             self.timer.cancel(("wake", self.record.run_id, key))
+        close = getattr(self.behaviour, "close", None)
+        if close is not None:  # the run is over: what it started (processes) ends with it
+            try:
+                close()
+            except Exception:
+                self.log.exception("closing the behaviour failed")
 
     def _guard(self, work: Callable[..., None], *args: Any) -> None:
         try:
@@ -243,6 +250,21 @@ class AgentActor(FastInboxActor):
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
+
+    def journal_start(self, starting: ToolStarting) -> bool:
+        # Asked, like a step: the call is in the store before it may run (tools.journal).
+        if self._held:
+            self.flush_reports()
+        try:
+            reply = self.supervisor.ask(
+                msgspec.structs.replace(starting, attempt=self.attempt), timeout=30.0
+            )
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return False
+        return reply is True
+
+    def journal_end(self, ended: ToolStarting) -> None:
+        self._tell(msgspec.structs.replace(ended, attempt=self.attempt, ended=True))
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None:
         self._tell(

@@ -58,6 +58,7 @@ from subagents.messages import (
     Timeout,
     ToolAnswered,
     ToolCalled,
+    ToolStarting,
     WaitingChanged,
 )
 from subagents.store.base import StoreError
@@ -375,6 +376,9 @@ class SupervisorActor(FastInboxActor):
                 self._apply(core.tool_called(message))
             case ToolAnswered():
                 self._apply(core.tool_answered(message))
+            case ToolStarting():  # asked (not grouped): durable before the tool runs
+                self._apply(core.tool_starting(message))
+                return True  # (an ``ended`` one is told; the answer goes nowhere)
             case PollCommands():
                 self._apply(core.take_commands())
             case Sweep():

@@ -8,13 +8,17 @@ all tool_results in one user message (then any unread mail), as the Messages API
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
 
+from subagents.behaviour import parent_approvals
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
+from subagents.behaviour.parent_approvals import ParentApprovals
 from subagents.behaviour.port import AgentEnv, AgentPort, render_mail
 from subagents.behaviour.spawn_policy import spawn_policy_fields
+from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
@@ -51,13 +55,14 @@ from subagents.messages import (
 )
 from subagents.models.base import ModelError
 from subagents.supervision.handdown import first_message_text
+from subagents.tools import journal
+from subagents.tools.builtin import BUILTIN_NAMES
 
 # Claude Code's name for its subagent tool; a definition listing it may spawn.
 _SPAWN_ALIASES = ("Task", "Agent")
 
 
-class ToolCrash(Exception):
-    """A tool raised something other than ToolError: the run fails, naming the tool."""
+__all__ = ["LLMBehaviour", "ToolCrash"]
 
 
 class LLMBehaviour:
@@ -80,6 +85,22 @@ class LLMBehaviour:
         # fan_out children an earlier start already spawned (their answers are recovered)
         self.already_spawned: set[str] = set()
         self.schemas = self._offered_tools()
+        self.calls: ToolCalls | None = None
+        self.setup_error: str | None = None
+        """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
+        self.stop_hook_active = False
+        self.approvals = ParentApprovals(port.record.parent_run_id)
+        self.sent_approvals: set[str] = set()
+        """Approval requests an earlier start already mailed (recovered): not sent again."""
+        self.environment = ""
+        """Appended to the system prompt when the agent has file or shell tools."""
+        try:
+            self.calls = ToolCalls(env, port)
+        except ValueError as exc:
+            self.setup_error = str(exc)
+        else:
+            if any(s.name in BUILTIN_NAMES for s in self.schemas):
+                self.environment = self.calls.environment()
 
     # ---- what the agent is offered -----------------------------------------------------------
 
@@ -129,6 +150,9 @@ class LLMBehaviour:
         already happened (a child spawned, a mail sent) get the ``recovered`` answers instead.
         """
         self.inbox.extend(pending_mail)
+        if self.setup_error is not None:
+            self._fail("bad_definition", self.setup_error)
+            return
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
             self.turns = checkpoint.step
@@ -142,9 +166,15 @@ class LLMBehaviour:
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
                 done = {getattr(m, "request_id", None) for m in recovered}
                 self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
-                self._dispatch_all(uses, answered=answered, skip=done)
+                self.sent_approvals = {r for r in done if r and parent_approvals.use_id_of(r)}
+                self._dispatch_all(
+                    uses, answered=answered, skip=done, started=set(checkpoint.started)
+                )
                 for message in recovered:
                     self.on_message(message)
+                if self.approvals.waiting and self.inbox:  # an answer came before the crash
+                    inbox, self.inbox = self.inbox, []
+                    self._take_mail(tuple(inbox))
                 return
         else:
             record = self.port.record
@@ -162,6 +192,10 @@ class LLMBehaviour:
                 self._next_step()
             case SpawnReply() | ChildDone() if FanOutCalls.owns(message.request_id):
                 self._fan_out_answer(message)
+            case MailAck(request_id=rid) if parent_approvals.use_id_of(rid) is not None:
+                self._approval_mailed(message)
+            case Wake(key=key) if parent_approvals.use_id_of(key) is not None:
+                self._approval_timed_out(key)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
                 if error is not None:
                     self._answer(rid, error, is_error=True)
@@ -191,17 +225,91 @@ class LLMBehaviour:
                 else:
                     self._answer(rid, _json({"stopped": list(stopped)}))
             case DeliverMail(mail=mail):
-                self.inbox.append(mail)
-                self._mail_arrived()
+                self._take_mail((mail,))
             case DeliverMails(mails=mails):
-                self.inbox.extend(mails)
-                self._mail_arrived()
+                self._take_mail(mails)
             case Wake(key=key):
                 if key == self.waiting_mail:
                     self.waiting_mail = None
                     self._answer(key, "no mail arrived before the timeout")
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
+
+    def _take_mail(self, mails: tuple[Mail, ...]) -> None:
+        """New mail: a parent's answer to an approval request is taken here (read, not
+        shown as mail); the rest goes to the inbox."""
+        kept: list[Mail] = []
+        for mail in mails:
+            waiting = self.approvals.answer_to(mail) if self.approvals.waiting else None
+            if waiting is None:
+                kept.append(mail)
+                continue
+            self.port.mail_read((mail.mail_id,))
+            self.port.cancel_wake(parent_approvals.key(waiting.use.id))
+            if parent_approvals.allows(mail.content):
+                self._run_approved(waiting)
+            else:
+                reason = f"the parent ({mail.sender_agent or mail.sender}) said: {mail.content}"
+                assert self.calls is not None
+                self._answer(waiting.use.id, *self.calls.denied(waiting.tool, reason))
+            if self.ended:
+                return
+        if kept:
+            self.inbox.extend(kept)
+            self._mail_arrived()
+
+    def _run_approved(self, waiting: parent_approvals.Waiting) -> None:
+        assert self.calls is not None
+        try:
+            content, is_error = self.calls.run_allowed(waiting.use, waiting.tool, waiting.step)
+        except ToolCrash as exc:
+            self._fail("tool_crashed", str(exc))
+            return
+        self._answer(waiting.use.id, content, is_error)
+
+    def _approval_mailed(self, ack: MailAck) -> None:
+        use_id = parent_approvals.use_id_of(ack.request_id)
+        assert use_id is not None
+        if ack.error is not None or ack.mail_id is None:
+            waiting = self.approvals.drop(use_id)
+            if waiting is not None:
+                assert self.calls is not None
+                reason = f"the request could not reach the parent: {ack.error}"
+                self._answer(use_id, *self.calls.denied(waiting.tool, reason))
+            return
+        self.approvals.acknowledged(use_id, ack.mail_id)
+
+    def _approval_timed_out(self, key: str) -> None:
+        use_id = parent_approvals.use_id_of(key)
+        assert use_id is not None
+        waiting = self.approvals.drop(use_id)
+        if waiting is not None:
+            assert self.calls is not None
+            reason = (
+                f"the parent did not answer the request within"
+                f" {self.env.approval_wait_s:g} s (a parent waiting for this run's"
+                f" result reads no mail until it ends)"
+            )
+            self._answer(use_id, *self.calls.denied(waiting.tool, reason))
+
+    def _ask_parent(self, use: ToolUseBlock, tool: Tool, reason: str) -> None:
+        """Mail the parent an approval request; the call waits for its answer."""
+        assert self.calls is not None
+        port = self.port
+        self.approvals.add(use, tool, self.turns)
+        key = parent_approvals.key(use.id)
+        if key not in self.sent_approvals:
+            request = self.calls.request(use, tool, reason)
+            port.send_mail(
+                SendMail(
+                    request_id=key,
+                    sender=port.record.run_id,
+                    to=port.record.parent_run_id or "",
+                    content=parent_approvals.request_text(request),
+                )
+            )
+        wait = min(self.env.approval_wait_s, max(0.0, port.deadline - time.monotonic()))
+        port.wake_after(key, wait)
 
     def _mail_arrived(self) -> None:
         """Answer a ``wait_for_message`` call waiting for mail, with everything unread."""
@@ -230,7 +338,7 @@ class LLMBehaviour:
 
         request = ModelRequest(
             model=port.record.model or "",
-            system=self.env.system_prompt(port.spec),
+            system=self.env.system_prompt(port.spec) + self.environment,
             messages=tuple(self.messages),
             tools=self.schemas,
             max_tokens=self.env.max_tokens,
@@ -272,6 +380,16 @@ class LLMBehaviour:
             return
         if response.stop_reason == "max_tokens":
             port.log.warning("answer cut at max_tokens", max_tokens=self.env.max_tokens)
+        if self.calls is not None:
+            go_on = self.calls.stop_hook(self.stop_hook_active)
+            if go_on is not None and not port.cancel.is_set():
+                # a Stop hook blocked the end: the model hears why and takes another turn
+                self.stop_hook_active = True
+                self.messages.append(
+                    ChatMessage("user", (TextBlock(f"Stop hook feedback: {go_on}"),))
+                )
+                self._step()
+                return
         self.ended = True
         port.finish(response.text)
 
@@ -280,6 +398,7 @@ class LLMBehaviour:
         uses: list[ToolUseBlock],
         answered: dict[str, ToolResultBlock],
         skip: set[str | None] | None = None,
+        started: set[str] | None = None,
     ) -> None:
         self.order = [u.id for u in uses]
         self.results = {u.id: answered.get(u.id) for u in uses}
@@ -291,6 +410,11 @@ class LLMBehaviour:
         for use in uses:
             if self.results[use.id] is not None or (skip and use.id in skip):
                 continue  # answered, or its effect happened, before a restart: not run again
+            if started and journal.interrupted(self.env.tools.get(use.name), use.id in started):
+                # began before a crash and never answered: not run twice, the model is told
+                self.port.report_tool_call(use.name, use.input)
+                self._set(use.id, journal.interrupted_message(use.name), True)
+                continue
             try:
                 self._dispatch(use)
             except ToolCrash as exc:
@@ -375,14 +499,16 @@ class LLMBehaviour:
                 except KeyError:
                     known = ", ".join(self.env.skills.names()) or "none"
                     raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
-            else:
+            else:  # a Tool (user, built-in, MCP): the one path of tool_calls.ToolCalls
                 tool: Tool = self.env.tools[use.name]
-                try:
-                    self._set(use.id, tool.call(args), False)
-                except ToolError:
-                    raise
-                except Exception as exc:
-                    raise ToolCrash(f"tool {use.name} raised {type(exc).__name__}: {exc}") from exc
+                assert self.calls is not None
+                decision = self.calls.decide(use, tool, parent_may_answer=True)
+                if decision.behavior == "ask":  # a child whose asks go to its parent
+                    self._ask_parent(use, tool, decision.reason)
+                elif not decision.allowed:
+                    self._set(use.id, *self.calls.denied(tool, decision.reason))
+                else:
+                    self._set(use.id, *self.calls.run_allowed(use, tool, self.turns))
         except ToolError as exc:
             self._set(use.id, str(exc), True)
 
@@ -453,6 +579,11 @@ class LLMBehaviour:
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True
         self.port.fail(kind, message)
+
+    def close(self) -> None:
+        """The run's actor stopped: end what its tools started."""
+        if self.calls is not None:
+            self.calls.close()
 
 
 def _json(value: Any) -> str:

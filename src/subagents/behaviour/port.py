@@ -7,6 +7,7 @@ plain classes and lets another actor backend host them unchanged.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,8 +21,13 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     ToolAnswered,
+    ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
+from subagents.tools.approval import ApprovalHandler
+from subagents.tools.permissions import Permissions
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
 
 
 class SkillSource(Protocol):
@@ -63,6 +69,16 @@ class AgentPort(Protocol):
         ...
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def journal_start(self, starting: ToolStarting) -> bool:
+        """Record that a side-effecting tool call is about to run; return once it is durable
+        (True), or False when it could not be recorded (the run is ending): then the call
+        must not run."""
+        ...
+
+    def journal_end(self, ended: ToolStarting) -> None:
+        """A journaled call raised: its end is known (told, in order with the failure)."""
+        ...
+
     def report_answer(self, answer: ToolAnswered) -> None: ...
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def set_waiting(self, waiting: bool) -> None: ...
@@ -85,6 +101,23 @@ class AgentEnv:
     max_depth: int = 3
     max_turns: int = 50
     max_tokens: int = 4096
+    workspace: Workspace | None = None
+    """Where file tools work and Bash starts (None: the working directory)."""
+    permissions: Permissions = field(default_factory=Permissions)
+    approve: ApprovalHandler | None = None
+    ask_parent: bool = False
+    """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
+    approval_wait_s: float = 300.0
+    """How long a child waits for its parent's answer before the call is refused."""
+    processes: ProcessGroups = field(default_factory=ProcessGroups)
+    allow_hooks: bool = False
+
+    def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
+        """The workspace of one run (the runtime's; a run with its own worktree may get
+        another here)."""
+        if self.workspace is None:
+            self.workspace = Workspace(os.getcwd())
+        return self.workspace
 
 
 def render_mail(mail: Mail) -> str:

@@ -1,22 +1,17 @@
-"""Tools: the runtime's own tools for LLM agents, and user tools made from Python callables.
+"""The runtime's own tools for LLM agents (spawn, mail, stop, skills), and user tools.
 
-A user tool's JSON schema comes from its signature: the parameters become a msgspec Struct
-(``msgspec.defstruct``), whose schema is what the model sees and whose decoder validates
-what the model sends back. A tool raises ``ToolError`` for a failure the model should see and
-handle (an ``is_error`` tool result); any other exception is a crash of the run.
+``Tool`` and ``ToolError`` live in ``subagents.tools.base`` (one kind of thing for user,
+built-in and MCP tools) and are re-exported here for the code that imported them from here.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, get_type_hints
-
-import msgspec
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
+from subagents.tools.base import Tool, ToolError, ToolResult
 
 SPAWN = "spawn_subagent"
 SEND = "send_message"
@@ -27,65 +22,11 @@ LOAD_SKILL = "load_skill"
 RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL)
 
 
-class ToolError(Exception):
-    """A tool failed in a way the model should be told about (``is_error`` result)."""
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A user tool: a Python callable the model may call by name."""
-
-    name: str
-    description: str
-    fn: Callable[..., Any]
-    params: type[msgspec.Struct]
-
-    @classmethod
-    def from_function(
-        cls, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
-    ) -> Tool:
-        """Build a tool from ``fn``'s signature, annotations and docstring."""
-        tool_name = name or fn.__name__
-        hints = get_type_hints(fn)
-        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-        for param in inspect.signature(fn).parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise TypeError(f"tool {tool_name}: *args/**kwargs cannot be described to a model")
-            annotation = hints.get(param.name, Any)
-            if param.default is inspect.Parameter.empty:
-                fields.append((param.name, annotation))
-            else:
-                fields.append((param.name, annotation, param.default))
-        params = msgspec.defstruct(f"{tool_name}_input", fields, forbid_unknown_fields=True)
-        doc = description or inspect.getdoc(fn) or f"The {tool_name} tool."
-        return cls(name=tool_name, description=doc, fn=fn, params=params)
-
-    @property
-    def schema(self) -> ToolSchema:
-        raw = msgspec.json.schema(self.params)
-        ref = raw.get("$ref", "")
-        defs = raw.get("$defs", {})
-        body = dict(defs.get(ref.rsplit("/", 1)[-1], raw)) if ref else dict(raw)
-        body.pop("title", None)
-        other_defs = {k: v for k, v in defs.items() if not ref.endswith("/" + k)}
-        if other_defs:
-            body["$defs"] = other_defs
-        return ToolSchema(name=self.name, description=self.description, input_schema=body)
-
-    def call(self, arguments: Mapping[str, Any]) -> str:
-        """Validate ``arguments`` against the signature and call the tool; text for the model."""
-        try:
-            params = msgspec.convert(dict(arguments), self.params)
-        except msgspec.ValidationError as exc:
-            raise ToolError(f"invalid input for {self.name}: {exc}") from None
-        kwargs = {f: getattr(params, f) for f in self.params.__struct_fields__}
-        value = self.fn(**kwargs)
-        if isinstance(value, str):
-            return value
-        return msgspec.json.encode(value).decode()
+__all__ = ["RUNTIME_TOOLS", "Tool", "ToolError", "ToolResult", "as_tools", "spawn_schema"]
 
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    """User tools by name (functions made into Tools); a runtime tool's name is refused."""
     tools: dict[str, Tool] = {}
     for item in items:
         tool = item if isinstance(item, Tool) else Tool.from_function(item)

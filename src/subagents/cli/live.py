@@ -12,12 +12,16 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from subagents.cli.approvals import TerminalApprovals
 
 STATUS_STYLE = {
     RunStatus.QUEUED: "yellow",
@@ -200,13 +204,25 @@ class LiveTree:
         return text
 
 
-def watch(tree: LiveTree, done: threading.Event, console: Console, *, fps: float = 8.0) -> None:
-    """Redraw ``tree`` until ``done`` is set (terminal), or print it once at the end."""
+def watch(
+    tree: LiveTree,
+    done: threading.Event,
+    console: Console,
+    *,
+    fps: float = 8.0,
+    approvals: TerminalApprovals | None = None,
+) -> None:
+    """Redraw ``tree`` until ``done`` is set (terminal), or print it once at the end. With
+    ``approvals``, a tool call waiting for the person pauses the tree while it is asked."""
     if console.is_terminal:
         from rich.live import Live
 
         with Live(tree.render(), console=console, refresh_per_second=fps, transient=False) as live:
             while not done.wait(1.0 / fps):
+                if approvals is not None and approvals.pending():
+                    live.stop()
+                    approvals.ask_pending(console)
+                    live.start()
                 live.update(tree.render())
             live.update(tree.render())
     else:

@@ -122,7 +122,7 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
     if args.json:
         done.wait()
     else:
-        watch(tree, done, out)
+        watch(tree, done, out, approvals=hosted.approvals)
     outcomes: list[Outcome] = [h.result(timeout=0) for h in handles]
     if args.json:
         runs = [r for h in handles for r in rt.runs(root_run_id=h.run_id)]

@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
     if args.json:
         done.wait()
     else:
-        watch(tree, done, out)
+        watch(tree, done, out, approvals=hosted.approvals)
     outcome = handle.result(timeout=0)
     records = rt.runs(root_run_id=handle.run_id)
     if args.json:

@@ -20,11 +20,13 @@ from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_sta
 if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
     from collections.abc import Callable
 
+    from subagents.cli.approvals import TerminalApprovals
     from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
     from subagents.store.sqlite import SQLiteStore
     from subagents.supervision.limits import Limits
+    from subagents.tools.permissions import Permissions
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 
@@ -60,6 +62,41 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where file tools work and Bash starts; no path outside it is reached (default:"
+        " the working directory)",
+    )
+    parser.add_argument(
+        "--permission-mode",
+        default="default",
+        choices=("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions"),
+        help="Claude Code's permission mode for every run (a definition may only tighten it;"
+        " default: 'default', which asks before edits and commands)",
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a permission rule whose calls run without asking, e.g. 'Bash(npm test:*)',"
+        " 'Edit(docs/**)' (repeatable)",
+    )
+    parser.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a permission rule whose calls are refused, e.g. 'Bash(git push:*)' (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-hooks",
+        action="store_true",
+        help="run the hooks of agent definitions (shell commands from the files)",
+    )
     add_json_argument(parser)
     add_state_argument(parser)
 
@@ -71,8 +108,12 @@ class Hosted:
     runtime: Runtime
     store: SQLiteStore
     offline: bool
+    approvals: TerminalApprovals | None = None
+    """Asks the person at the terminal (None on a pipe or in CI: every ask is denied)."""
 
     def close(self) -> None:
+        if self.approvals is not None:
+            self.approvals.close()
         try:
             self.runtime.close()
         finally:
@@ -146,10 +187,17 @@ def start_runtime(
     from subagents.runtime import Runtime
 
     limits = limits_from(args, timeout=timeout)
+    permissions = permissions_from(args)
+    workspace = workspace_from(args)
+    approvals = terminal_approvals(args)
     model = choose_model(args)
     store = open_store(args.state)
     try:
         runtime = Runtime(
+            workspace=workspace,
+            permissions=permissions,
+            approve=approvals,
+            allow_hooks=args.allow_hooks,
             model=model,
             limits=limits,
             store=store,
@@ -161,4 +209,31 @@ def start_runtime(
     except BaseException:
         store.close()
         raise
-    return Hosted(runtime=runtime, store=store, offline=is_offline(args))
+    return Hosted(runtime=runtime, store=store, offline=is_offline(args), approvals=approvals)
+
+
+def permissions_from(args: argparse.Namespace) -> Permissions:
+    from subagents.tools.permissions import Permissions
+    from subagents.tools.rules import RuleError
+
+    try:
+        return Permissions(mode=args.permission_mode, allow=args.allow, deny=args.deny)
+    except RuleError as exc:
+        message = str(exc).replace("Permissions.allow", "--allow")
+        raise CliError(message.replace("Permissions.deny", "--deny"), EXIT_USAGE) from exc
+
+
+def workspace_from(args: argparse.Namespace) -> Path:
+    workspace: Path = args.workspace if args.workspace is not None else Path.cwd()
+    if not workspace.is_dir():
+        raise CliError(f"--workspace {workspace}: not a directory", EXIT_USAGE)
+    return workspace
+
+
+def terminal_approvals(args: argparse.Namespace) -> TerminalApprovals | None:
+    """A handler that asks the person, when there is one at a terminal (not with --json)."""
+    if args.json or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return None
+    from subagents.cli.approvals import TerminalApprovals
+
+    return TerminalApprovals()

@@ -77,10 +77,16 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     level: Level = Level.CODE
 
     def allows_tool(self, tool: str) -> bool:
-        """Whether this definition lets its agent use ``tool`` (``tools`` minus disallowed)."""
+        """Whether this definition lets its agent use ``tool`` (``tools`` minus disallowed).
+
+        An entry with a pattern (``Bash(git diff:*)``) in ``tools`` offers the tool, for
+        calls that match (the permission policy checks); in ``disallowedTools`` it denies
+        matching calls but leaves the tool offered."""
         if tool in self.disallowed_tools:
             return False
-        return self.tools is None or tool in self.tools
+        if self.tools is None:
+            return True
+        return any(t == tool or t.split("(", 1)[0].strip() == tool for t in self.tools)
 
     @property
     def capability_names(self) -> tuple[str, ...]:

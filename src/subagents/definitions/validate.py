@@ -27,6 +27,8 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 MAX_TIMEOUT = 3600.0
 RESTART_POLICIES = ("temporary", "transient")
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
+"""Claude Code's permission modes (``subagents.tools.modes`` orders them)."""
 
 CLAUDE_CODE_TOOLS = frozenset(
     {
@@ -211,6 +213,12 @@ def check(
         add("tier", f"tier must be 0, 1, 2 or 3, got {spec.tier}")
     if spec.restart not in RESTART_POLICIES:
         add("restart", f"restart must be 'temporary' or 'transient', got {spec.restart!r}")
+    if spec.permission_mode is not None and spec.permission_mode not in PERMISSION_MODES:
+        add(
+            "permissionMode",
+            f"permissionMode must be one of {', '.join(PERMISSION_MODES)},"
+            f" got {spec.permission_mode!r}",
+        )
     if spec.extends is not None and spec.extends == spec.name:
         add("extends", f"extends names the definition itself ({spec.name!r})")
     allowed = known_tools | frozenset(extra_tools)

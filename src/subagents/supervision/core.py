@@ -48,6 +48,7 @@ from subagents.messages import (
     StopRequest,
     ToolAnswered,
     ToolCalled,
+    ToolStarting,
     Usage,
     WaitingChanged,
     new_id,
@@ -477,6 +478,25 @@ class SupervisorCore(PolicyHooks):
                     self.store.save_checkpoint(cp)
             if state is not None:
                 self._mark_read(state, msg.read_mail)
+            return self._effects
+
+    def tool_starting(self, msg: ToolStarting) -> list[Effect]:
+        """The tool journal (issue 12): a side-effecting call is about to run. Kept in the
+        checkpoint before the agent hears back, so a crash during the call cannot make a
+        resumed run do it again (``tools.journal`` decides what the model is told)."""
+        with self._handling():
+            state = self.reporting(msg.run_id, msg.attempt)
+            if state is not None and state.checkpoint is not None:
+                cp = state.checkpoint
+                started = cp.started
+                if msg.ended:  # it raised: known to be over, not "interrupted"
+                    started = tuple(i for i in started if i != msg.tool_use_id)
+                elif msg.tool_use_id not in started:
+                    started = (*started, msg.tool_use_id)
+                if cp.step == msg.step and started != cp.started:
+                    cp = msgspec.structs.replace(cp, started=started)
+                    state.checkpoint = cp
+                    self.store.save_checkpoint(cp)
             return self._effects
 
     def tool_called(self, msg: ToolCalled) -> list[Effect]:

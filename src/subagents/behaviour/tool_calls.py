@@ -1,0 +1,200 @@
+"""The one path every Tool call of an LLM agent goes through (user, built-in, MCP tools):
+
+    offered? -> permission (-> approval) -> PreToolUse hooks -> journal (started) -> run
+             -> PostToolUse hooks -> result (journaled by the LLM loop as ToolAnswered)
+
+Why one path: a rule that holds for one kind of tool and not another is a hole. The
+runtime's own tools (spawn, mail, skills) are not Tools: their effects are journaled by the
+supervisor itself, by request id, and they pass through none of this.
+
+The decisions are plain classes in ``subagents.tools`` (``PermissionPolicy``, ``journal``,
+``Hooks``); this module only strings them together for one run.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.messages import ToolStarting, ToolUseBlock
+from subagents.tools import approval, journal
+from subagents.tools.base import Tool, ToolError, ToolResult
+from subagents.tools.context import RunSession, ToolContext
+from subagents.tools.hooks import Hooks, run_hooks
+from subagents.tools.permissions import Decision, PermissionPolicy
+
+
+class ToolCrash(Exception):
+    """A tool raised something other than ToolError: the run fails, naming the tool."""
+
+
+class ToolCalls:
+    """One run's tool calls: its workspace, permissions, hooks and shell state."""
+
+    def __init__(self, env: AgentEnv, port: AgentPort) -> None:
+        self.env = env
+        self.port = port
+        self.workspace = env.workspace_for(port.record, port.spec)
+        self.policy, warnings = PermissionPolicy.for_agent(
+            env.permissions, port.spec, self.workspace.root
+        )
+        for warning in warnings:
+            port.log.warning("permission mode tightened", reason=warning)
+        self.hooks: Hooks | None = None
+        if env.allow_hooks and port.spec.hooks:
+            hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
+            self.hooks = hooks if hooks else None
+        self.session = RunSession(cwd=self.workspace.root)
+
+    def environment(self) -> str:
+        """What Claude Code tells a model about where it works (its ``<env>`` block): the
+        file tools want absolute paths, so the model must know the workspace."""
+        root = self.workspace.root
+        git = "Yes" if (root / ".git").exists() else "No"
+        return (
+            f"\n\n<env>\nWorking directory: {root}\nIs directory a git repo: {git}\n"
+            f"Platform: {sys.platform}\n</env>"
+        )
+
+    def context(self, use_id: str) -> ToolContext:
+        port = self.port
+        return ToolContext(
+            workspace=self.workspace,
+            run_id=port.record.run_id,
+            agent=port.record.agent,
+            cancel=port.cancel,
+            deadline=port.deadline,
+            log=port.log,
+            processes=self.env.processes,
+            session=self.session,
+            tool_use_id=use_id,
+        )
+
+    def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
+        """Run one call through the whole path; (content, is_error) for the model. (An ask
+        goes to the handler here; ``decide`` + ``run_allowed`` let the caller route it to
+        the parent instead.)
+
+        ``ToolCrash`` when a tool raises something other than ``ToolError``."""
+        decision = self.decide(use, tool, parent_may_answer=False)
+        if not decision.allowed:
+            return self.denied(tool, decision.reason)
+        return self.run_allowed(use, tool, step)
+
+    def request(self, use: ToolUseBlock, tool: Tool, reason: str) -> approval.ApprovalRequest:
+        port = self.port
+        return approval.ApprovalRequest(
+            run_id=port.record.run_id,
+            agent=port.record.agent,
+            tool=tool.name,
+            input=_arguments(use),
+            reason=reason,
+            tool_use_id=use.id,
+            parent_run_id=port.record.parent_run_id,
+            workspace=str(self.workspace.root),
+        )
+
+    def decide(self, use: ToolUseBlock, tool: Tool, *, parent_may_answer: bool) -> Decision:
+        """The permission decision; an "ask" answered by the approval handler, unless the
+        runtime routes a child's asks to its parent (then "ask" is returned as it is)."""
+        decision = self.policy.decide(tool, _arguments(use))
+        if decision.behavior != "ask":
+            return decision
+        if parent_may_answer and self.asks_parent:
+            return decision
+        return approval.ask(self.env.approve, self.request(use, tool, decision.reason))
+
+    @property
+    def asks_parent(self) -> bool:
+        """Whether this run's asks go up to its parent (as mail) rather than the handler."""
+        return self.env.ask_parent and self.port.record.parent_run_id is not None
+
+    def denied(self, tool: Tool, reason: str) -> tuple[str, bool]:
+        self.port.log.info("tool call denied", tool=tool.name, reason=reason)
+        return f"Permission to use {tool.name} was denied: {reason}", True
+
+    def run_allowed(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
+        """The rest of the path for an allowed call: hooks, journal, run, hooks."""
+        port = self.port
+        args = _arguments(use)
+        if self.hooks is not None:
+            pre = run_hooks(
+                self.hooks,
+                "PreToolUse",
+                self._payload(tool, args),
+                tool=tool.name,
+                cwd=self.workspace.root,
+                cancel=port.cancel,
+                log=port.log,
+            )
+            if pre.blocked:
+                return f"PreToolUse hook blocked this call: {pre.reason}", True
+        starting = ToolStarting(
+            run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
+        )
+        journaled = journal.record_before_run(tool)
+        if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
+            return "not run: the run is stopping", True
+        try:
+            out = tool.run(args, self.context(use.id))
+        except ToolError as exc:
+            content, is_error = str(exc), True
+        except Exception as exc:
+            if journaled:  # it ended (by raising): a restart may run it again
+                port.journal_end(starting)
+            raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
+        else:
+            if isinstance(out, ToolResult):
+                content, is_error = out.content, out.is_error
+            else:
+                content, is_error = out, False
+        if self.hooks is not None:
+            post = run_hooks(
+                self.hooks,
+                "PostToolUse",
+                {
+                    **self._payload(tool, args),
+                    "tool_response": {"content": content, "is_error": is_error},
+                },
+                tool=tool.name,
+                cwd=self.workspace.root,
+                cancel=port.cancel,
+                log=port.log,
+            )
+            if post.blocked:
+                content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
+        return content, is_error
+
+    def stop_hook(self, active: bool) -> str | None:
+        """Run the Stop hooks as the agent is about to end; the reason to go on, or None."""
+        if self.hooks is None or not self.hooks.commands("Stop"):
+            return None
+        outcome = run_hooks(
+            self.hooks,
+            "Stop",
+            {"session_id": self.port.record.run_id, "stop_hook_active": active},
+            tool=None,
+            cwd=self.workspace.root,
+            cancel=self.port.cancel,
+            log=self.port.log,
+        )
+        return outcome.reason if outcome.blocked else None
+
+    def _payload(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "session_id": self.port.record.run_id,
+            "transcript_path": "",
+            "tool_name": tool.name,
+            "tool_input": args,
+        }
+
+    def close(self) -> None:
+        """The run ended: kill every process it left (background shells)."""
+        killed = self.env.processes.kill_run(self.port.record.run_id)
+        if killed:
+            self.port.log.info("killed the run's processes", count=killed)
+
+
+def _arguments(use: ToolUseBlock) -> dict[str, Any]:
+    return use.input if isinstance(use.input, dict) else {}

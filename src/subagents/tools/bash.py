@@ -1,0 +1,265 @@
+"""Bash, BashOutput and KillShell: shell commands in the workspace (Claude Code's tools).
+
+Each command runs in its own process group (``ProcessGroups``), starting in the directory
+the previous command of this run ended in (as Claude Code's shell keeps its ``cd``), never
+outside the workspace. The group is killed when the timeout passes, when the run is stopped
+or reaches its deadline, and, for background commands, when the run ends. Output (stdout and
+stderr interleaved, as a terminal shows them) is capped at 30,000 characters with a note.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from subagents.tools.base import (
+    Tool,
+    ToolError,
+    ToolResult,
+    decode_input,
+    need_context,
+    struct_schema,
+)
+from subagents.tools.context import ToolContext
+from subagents.tools.processes import Process, read_output
+from subagents.tools.text import OUTPUT_LIMIT, capped
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+
+
+class BashInput(msgspec.Struct, forbid_unknown_fields=True):
+    command: Annotated[str, msgspec.Meta(description="The command to execute")]
+    timeout: (
+        Annotated[
+            float,
+            msgspec.Meta(
+                gt=0, description="Optional timeout in milliseconds (max 600000, default 120000)"
+            ),
+        ]
+        | None
+    ) = None
+    description: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description="Clear, concise description of what this command does in 5-10 words"
+            ),
+        ]
+        | None
+    ) = None
+    run_in_background: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Set to true to run this command in the background. Use BashOutput to"
+            " read the output later."
+        ),
+    ] = False
+
+
+class BashOutputInput(msgspec.Struct, forbid_unknown_fields=True):
+    bash_id: Annotated[
+        str, msgspec.Meta(description="The ID of the background shell to retrieve output from")
+    ]
+    filter: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description="Optional regular expression to filter the output lines. Only"
+                " lines matching this regex will be included in the result. Any lines that do"
+                " not match will no longer be available to read."
+            ),
+        ]
+        | None
+    ) = None
+
+
+class KillShellInput(msgspec.Struct, forbid_unknown_fields=True):
+    shell_id: Annotated[str, msgspec.Meta(description="The ID of the background shell to kill")]
+
+
+BASH_DESCRIPTION = """Executes a given bash command with an optional timeout, in the workspace.
+
+- The working directory persists between commands (a `cd` stays in effect) but never leaves
+  the workspace; prefer absolute paths.
+- Optional timeout in milliseconds (up to 600000 ms / 10 minutes); default 120000 ms. When it
+  passes, the command and every process it started are killed.
+- Output (stdout and stderr together) over 30000 characters is truncated.
+- run_in_background: true starts the command and returns its shell ID at once; read its
+  output with BashOutput, stop it with KillShell. It is killed when your run ends.
+- Avoid `find`, `grep`, `cat`, `head`, `tail`, `ls`: use Glob, Grep, Read and LS instead."""
+
+BASH_OUTPUT_DESCRIPTION = """Retrieves output from a running or completed background bash
+shell. Returns only the output produced since the last check, with the shell's status."""
+
+KILL_SHELL_DESCRIPTION = "Kills a running background bash shell by its ID."
+
+
+def _cwd_file(ctx: ToolContext, process_dir: Path) -> Path:
+    return process_dir / f"cwd-{ctx.run_id}-{ctx.tool_use_id or 'call'}"
+
+
+def _wrapped(command: str, cwd_file: Path) -> str:
+    """The command, reporting the directory it ends in (so the next call starts there)."""
+    return f"trap 'pwd -P >| {shlex.quote(str(cwd_file))} 2>/dev/null' EXIT\n{command}"
+
+
+def _environment(ctx: ToolContext) -> dict[str, str]:
+    env = dict(os.environ)
+    env["CLAUDE_PROJECT_DIR"] = str(ctx.workspace.root)
+    env.pop("PWD", None)
+    return env
+
+
+def _start_dir(ctx: ToolContext) -> Path:
+    cwd = ctx.session.cwd
+    if not cwd.is_dir() or not ctx.workspace.contains(cwd):
+        ctx.session.cwd = cwd = ctx.workspace.root
+    return cwd
+
+
+def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResult:
+    ctx = need_context("Bash", ctx)
+    args = decode_input("Bash", BashInput, arguments)
+    if not args.command.strip():
+        raise ToolError("command is empty")
+    timeout_ms = DEFAULT_TIMEOUT_MS if args.timeout is None else args.timeout
+    if timeout_ms > MAX_TIMEOUT_MS:
+        raise ToolError(f"timeout must be at most {MAX_TIMEOUT_MS} ms, got {timeout_ms:g}")
+    cwd = _start_dir(ctx)
+    if args.run_in_background:
+        process = ctx.processes.start(
+            args.command, cwd=cwd, run_id=ctx.run_id, env=_environment(ctx), prefix="bash"
+        )
+        return ToolResult(f"Command running in background with ID: {process.id}")
+    cwd_file = _cwd_file(ctx, ctx.processes.scratch())
+    process = ctx.processes.start(
+        _wrapped(args.command, cwd_file), cwd=cwd, run_id=ctx.run_id, env=_environment(ctx)
+    )
+    waited = ctx.processes.wait(
+        process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline
+    )
+    text, omitted, _ = read_output(process.output, limit_chars=OUTPUT_LIMIT)
+    ctx.processes.release(process)
+    note = _follow_cwd(ctx, cwd_file)
+    output = capped(text.rstrip("\n"), omitted)
+    if waited.reason == "timeout":
+        return ToolResult(
+            _join(
+                output,
+                f"Command timed out after {timeout_ms / 1000:g} s; it and every"
+                " process it started were killed.",
+            ),
+            is_error=True,
+        )
+    if waited.reason == "cancelled":
+        return ToolResult(_join(output, "Command killed: the run was stopped."), is_error=True)
+    if waited.reason == "deadline":
+        return ToolResult(
+            _join(output, "Command killed: the run reached its deadline."), is_error=True
+        )
+    code = waited.exit_code
+    output = _join(output, note)
+    if code:
+        return ToolResult(_join(f"Exit code {code}", output), is_error=True)
+    return ToolResult(output or "(no output)")
+
+
+def _join(*parts: str) -> str:
+    return "\n".join(p for p in parts if p)
+
+
+def _follow_cwd(ctx: ToolContext, cwd_file: Path) -> str:
+    """Move the run's shell directory to where the command ended; a note if it left."""
+    try:
+        ended = Path(cwd_file.read_text().strip())
+        cwd_file.unlink()
+    except OSError:
+        return ""
+    real = Path(os.path.realpath(ended))
+    if ctx.workspace.contains(real):
+        ctx.session.cwd = real
+        return ""
+    ctx.session.cwd = ctx.workspace.root
+    return f"Shell cwd was reset to {ctx.workspace.root}"
+
+
+def run_bash_output(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    ctx = need_context("BashOutput", ctx)
+    args = decode_input("BashOutput", BashOutputInput, arguments)
+    process = _shell(ctx, args.bash_id)
+    pattern = None
+    if args.filter:
+        try:
+            pattern = re.compile(args.filter)
+        except re.error as exc:
+            raise ToolError(f"filter is not a valid regular expression: {exc}") from None
+    code = process.exit_code()
+    text, omitted, process.read_offset = read_output(
+        process.output, offset=process.read_offset, limit_chars=OUTPUT_LIMIT
+    )
+    if pattern is not None:
+        text = "\n".join(line for line in text.splitlines() if pattern.search(line))
+    status = "running" if code is None else ("killed" if process.killed else "completed")
+    parts = [f"<status>{status}</status>"]
+    if code is not None:
+        parts.append(f"<exit_code>{code}</exit_code>")
+        if process.read_offset >= process.output.stat().st_size:
+            ctx.processes.release(process)  # ended and fully read
+    parts.append(f"<stdout>\n{capped(text.rstrip(chr(10)), omitted)}\n</stdout>")
+    parts.append(f"<timestamp>{datetime.datetime.now(datetime.UTC).isoformat()}</timestamp>")
+    return "\n\n".join(parts)
+
+
+def run_kill_shell(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    ctx = need_context("KillShell", ctx)
+    args = decode_input("KillShell", KillShellInput, arguments)
+    process = _shell(ctx, args.shell_id)
+    if process.exit_code() is not None:
+        ctx.processes.release(process)
+        raise ToolError(
+            f"Shell {args.shell_id} is not running, so cannot be killed (status: completed)"
+        )
+    ctx.processes.kill(process, "KillShell")
+    ctx.processes.release(process)
+    return f"Successfully killed shell: {args.shell_id} ({process.command})"
+
+
+def _shell(ctx: ToolContext, shell_id: str) -> Process:
+    process = ctx.processes.get(ctx.run_id, shell_id)
+    if process is None:
+        raise ToolError(f"No shell found with ID: {shell_id}")
+    return process
+
+
+BASH = Tool(
+    name="Bash",
+    description=BASH_DESCRIPTION,
+    input_schema=struct_schema(BashInput),
+    run=run_bash,
+    needs_approval=True,
+    params=BashInput,
+)
+BASH_OUTPUT = Tool(
+    name="BashOutput",
+    description=BASH_OUTPUT_DESCRIPTION,
+    input_schema=struct_schema(BashOutputInput),
+    run=run_bash_output,
+    read_only=True,
+    params=BashOutputInput,
+)
+KILL_SHELL = Tool(
+    name="KillShell",
+    description=KILL_SHELL_DESCRIPTION,
+    input_schema=struct_schema(KillShellInput),
+    run=run_kill_shell,
+    idempotent=True,
+    params=KillShellInput,
+)

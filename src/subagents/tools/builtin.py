@@ -1,0 +1,27 @@
+"""The built-in tools, by name: what an LLM agent gets unless its ``tools`` narrows it."""
+
+from __future__ import annotations
+
+from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, write
+from subagents.tools.base import Tool
+
+
+def builtin_tools() -> dict[str, Tool]:
+    """Claude Code's file and shell tools, in the order a model is shown them."""
+    tools = (
+        read.TOOL,
+        write.TOOL,
+        edit.EDIT,
+        edit.MULTI_EDIT,
+        globbing.TOOL,
+        grep.TOOL,
+        ls.TOOL,
+        bash.BASH,
+        bash.BASH_OUTPUT,
+        bash.KILL_SHELL,
+        notebook.TOOL,
+    )
+    return {tool.name: tool for tool in tools}
+
+
+BUILTIN_NAMES = frozenset(builtin_tools())

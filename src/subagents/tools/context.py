@@ -1,0 +1,54 @@
+"""ToolContext: what one tool call may use besides its arguments.
+
+Built by the LLM loop for each call. ``cancel`` is set when the run is stopped (or the
+runtime closes) and ``deadline`` is the run's deadline (``time.monotonic()`` seconds): a
+tool that blocks (Bash, up to 600 s) must return soon after either. ``session`` is the run's
+own state that outlives one call (files read, Bash's working directory); ``processes`` is
+the runtime's registry of child process groups, which kills a run's leftovers when it ends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from subagents.models.base import CancelSignal
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
+
+
+@dataclass
+class RunSession:
+    """A run's tool state across calls (in memory: a resumed run starts a new one)."""
+
+    cwd: Path
+    files_read: dict[Path, float] = field(default_factory=dict)
+    """Files the model has read (or written) in this run -> their mtime then; Edit and
+    Write refuse a file that was not read, or that changed since (as Claude Code does)."""
+
+    def saw(self, path: Path) -> None:
+        try:
+            self.files_read[path] = path.stat().st_mtime
+        except OSError:
+            self.files_read.pop(path, None)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """One call's context: where, for whom, until when, and how to stop."""
+
+    workspace: Workspace
+    run_id: str
+    agent: str
+    cancel: CancelSignal
+    deadline: float
+    log: Any
+    processes: ProcessGroups
+    session: RunSession
+    tool_use_id: str = ""
+
+    def remaining(self) -> float:
+        """Seconds until the run's deadline (never below 0)."""
+        return max(0.0, self.deadline - time.monotonic())

@@ -1,0 +1,231 @@
+"""Grep: search file contents with ripgrep (Claude Code's Grep, same options).
+
+ripgrep (the ``ripgrep`` wheel ships the ``rg`` binary) is what Claude Code itself runs: it
+honours ``.gitignore``/``.ignore`` files, skips hidden and binary files, and is far faster
+than anything written in Python. The tool turns the model's options into ``rg`` arguments,
+runs it in its own process group (killed if the run is stopped), and shapes the answer as
+Claude Code does: file lists newest first, ``path:line:text`` lines, or per-file counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
+from subagents.tools.context import ToolContext
+from subagents.tools.processes import POLL_S
+from subagents.tools.text import capped
+
+MAX_COLUMNS = 500
+SEARCH_TIMEOUT_S = 120.0
+
+Mode = Literal["content", "files_with_matches", "count"]
+
+
+def _d(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class GrepInput(msgspec.Struct, forbid_unknown_fields=True):
+    pattern: Annotated[str, _d("The regular expression pattern to search for in file contents")]
+    path: (
+        Annotated[str, _d("File or directory to search in. Defaults to the workspace root.")] | None
+    ) = None
+    glob: Annotated[str, _d('Glob pattern to filter files (e.g. "*.js", "*.{ts,tsx}")')] | None = (
+        None
+    )
+    type: Annotated[str, _d("File type to search (rg --type), e.g. js, py, rust")] | None = None
+    output_mode: Annotated[
+        Mode,
+        _d(
+            'Output mode: "content" shows matching lines, "files_with_matches" shows file'
+            ' paths (default), "count" shows match counts'
+        ),
+    ] = "files_with_matches"
+    case_insensitive: Annotated[bool, _d("Case insensitive search (rg -i)")] = msgspec.field(
+        default=False, name="-i"
+    )
+    line_numbers: Annotated[bool, _d("Show line numbers in output (rg -n); content mode")] = (
+        msgspec.field(default=True, name="-n")
+    )
+    after: (
+        Annotated[int, msgspec.Meta(ge=0), _d("Lines to show after each match (rg -A)")] | None
+    ) = msgspec.field(default=None, name="-A")
+    before: (
+        Annotated[int, msgspec.Meta(ge=0), _d("Lines to show before each match (rg -B)")] | None
+    ) = msgspec.field(default=None, name="-B")
+    around: (
+        Annotated[int, msgspec.Meta(ge=0), _d("Lines to show around each match (rg -C)")] | None
+    ) = msgspec.field(default=None, name="-C")
+    multiline: Annotated[
+        bool, _d("Enable multiline mode where . matches newlines (rg -U --multiline-dotall)")
+    ] = False
+    head_limit: (
+        Annotated[int, msgspec.Meta(ge=0), _d("Limit output to the first N lines/entries")] | None
+    ) = None
+    offset: Annotated[int, msgspec.Meta(ge=0), _d("Skip the first N lines/entries")] = 0
+
+
+DESCRIPTION = """A powerful search tool built on ripgrep
+
+Usage:
+- ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.
+- Supports full regex syntax (e.g., "log.*Error", "function\\s+\\w+")
+- Filter files with glob parameter (e.g., "*.js", "**/*.tsx") or type parameter (e.g., "js")
+- Output modes: "content" shows matching lines, "files_with_matches" shows only file paths
+  (default), "count" shows match counts
+- Pattern syntax: Uses ripgrep (not grep) - literal braces need escaping
+- Multiline matching: By default patterns match within single lines only. For cross-line
+  patterns, use multiline: true"""
+
+
+@functools.cache
+def rg_binary() -> str:
+    """The ``rg`` of the ``ripgrep`` wheel installed with us, else one on PATH."""
+    candidates = [
+        Path(sys.executable).parent / "rg",
+        Path(sysconfig.get_path("scripts")) / "rg",
+    ]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("rg")
+    if found is None:
+        raise ToolError(
+            "Grep needs ripgrep: install the 'ripgrep' package (pip install ripgrep) or put"
+            " rg on PATH"
+        )
+    return found
+
+
+def rg_arguments(args: GrepInput, target: Path) -> list[str]:
+    """The ``rg`` command line for the model's options."""
+    cmd = [rg_binary(), "--no-config", "--color=never", f"--max-columns={MAX_COLUMNS}"]
+    if args.output_mode == "files_with_matches":
+        cmd.append("--files-with-matches")
+    elif args.output_mode == "count":
+        cmd.append("--count-matches")
+    else:
+        cmd.append("--no-heading")
+        cmd.append("--line-number" if args.line_numbers else "--no-line-number")
+        if args.around is not None:
+            cmd += ["-C", str(args.around)]
+        if args.before is not None:
+            cmd += ["-B", str(args.before)]
+        if args.after is not None:
+            cmd += ["-A", str(args.after)]
+    if args.case_insensitive:
+        cmd.append("-i")
+    if args.multiline:
+        cmd += ["-U", "--multiline-dotall"]
+    if args.glob:
+        for part in args.glob.split():
+            cmd += ["--glob", part]
+    if args.type:
+        cmd += ["--type", args.type]
+    cmd += ["--with-filename", "-e", args.pattern, "--", str(target)]
+    return cmd
+
+
+def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    ctx = need_context("Grep", ctx)
+    args = decode_input("Grep", GrepInput, arguments)
+    if not args.pattern:
+        raise ToolError("pattern is empty")
+    target = ctx.workspace.resolve(args.path, what="path") if args.path else ctx.workspace.root
+    if not target.exists():
+        raise ToolError(f"path does not exist: {args.path}")
+    code, out, err = _run_rg(rg_arguments(args, target), ctx)
+    if code not in (0, 1):
+        raise ToolError(f"Grep failed: {err.strip() or f'rg exited with {code}'}")
+    lines = out.splitlines() if code == 0 else []
+    if args.output_mode == "files_with_matches":
+        if not lines:
+            return "No files found"
+        lines = _newest_first(lines)
+        lines = _window(lines, args)
+        return capped(
+            f"Found {len(lines)} file{'s' if len(lines) != 1 else ''}\n" + "\n".join(lines)
+        )
+    if args.output_mode == "count":
+        if not lines:
+            return "No matches found"
+        lines = _window(lines, args)
+        total = sum(int(line.rsplit(":", 1)[1]) for line in lines if ":" in line)
+        files = len(lines)
+        return capped(
+            "\n".join(lines)
+            + f"\n\nFound {total} total occurrence{'s' if total != 1 else ''} across"
+            f" {files} file{'s' if files != 1 else ''}."
+        )
+    if not lines:
+        return "No matches found"
+    return capped("\n".join(_window(lines, args)))
+
+
+def _window(lines: list[str], args: GrepInput) -> list[str]:
+    lines = lines[args.offset :]
+    return lines[: args.head_limit] if args.head_limit else lines
+
+
+def _newest_first(paths: list[str]) -> list[str]:
+    def mtime(path: str) -> float:
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(paths, key=lambda p: (-mtime(p), p))
+
+
+def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, str, str]:
+    """Run rg in its own process group; killed when the run is stopped or out of time."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ctx.workspace.root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    until = min(time.monotonic() + SEARCH_TIMEOUT_S, ctx.deadline)
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if ctx.cancel.is_set():
+                    raise ToolError("Grep was stopped: the run was cancelled") from None
+                if time.monotonic() >= until:
+                    raise ToolError(
+                        f"Grep timed out after {SEARCH_TIMEOUT_S:g} s (or the run's deadline);"
+                        " narrow the path or the pattern"
+                    ) from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+TOOL = Tool(
+    name="Grep",
+    description=DESCRIPTION,
+    input_schema=struct_schema(GrepInput),
+    run=run,
+    read_only=True,
+    idempotent=True,
+    params=GrepInput,
+)

@@ -1,0 +1,227 @@
+"""Hooks: shell commands a definition's ``hooks`` runs around tool calls and at its end, in
+Claude Code's shapes (``PreToolUse``, ``PostToolUse``, ``Stop``)::
+
+    hooks:
+      PreToolUse:
+        - matcher: "Edit|Write"        # a tool name, a regular expression, or "*" / ""
+          hooks:
+            - type: command
+              command: "./scripts/check-edit.sh"
+              timeout: 30              # seconds, default 60
+
+A hook gets Claude Code's JSON on stdin (``hook_event_name``, ``tool_name``,
+``tool_input``, ``tool_response`` after the call, ``cwd``, ``session_id`` = the run id) and
+runs in the workspace, in its own process group. Exit code 2 blocks: a PreToolUse hook stops
+the call and its stderr is the model's tool result; a PostToolUse hook's stderr is added to
+the result; a Stop hook's stderr is given to the model, which goes on instead of ending. A
+JSON answer on stdout (``{"decision": "block", "reason": ...}`` or ``hookSpecificOutput``'s
+``permissionDecision: deny``) blocks the same way. Any other non-zero exit is logged and
+changes nothing.
+
+A shell command that comes from a file is a trust decision: hooks run only when the Runtime
+is created with ``allow_hooks=True``; otherwise the runtime warns once when it loads a
+definition that has some.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from subagents.models.base import CancelSignal
+from subagents.tools.processes import POLL_S, shell
+
+EVENTS = ("PreToolUse", "PostToolUse", "Stop")
+Event = Literal["PreToolUse", "PostToolUse", "Stop"]
+DEFAULT_TIMEOUT_S = 60.0
+BLOCK_EXIT = 2
+
+
+class HookConfigError(ValueError):
+    """A ``hooks`` value that does not have Claude Code's shape; says where and why."""
+
+
+@dataclass(frozen=True)
+class HookCommand:
+    command: str
+    timeout: float = DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Matcher:
+    pattern: str
+    commands: tuple[HookCommand, ...]
+
+    def matches(self, tool: str) -> bool:
+        if self.pattern in ("", "*"):
+            return True
+        try:
+            return re.fullmatch(self.pattern, tool) is not None
+        except re.error:
+            return self.pattern == tool
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What the hooks of one event said: blocked (with the reason for the model) or not."""
+
+    blocked: bool = False
+    reason: str = ""
+    ran: int = 0
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A definition's hooks, by event."""
+
+    by_event: Mapping[str, tuple[Matcher, ...]]
+    ignored: tuple[str, ...] = ()
+    """Events the definition names that this runtime does not run (warned about)."""
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> Hooks:
+        if value is None:
+            return cls({})
+        if not isinstance(value, Mapping):
+            raise HookConfigError(f"{where}: hooks must be a mapping of event names, got {value!r}")
+        by_event: dict[str, tuple[Matcher, ...]] = {}
+        ignored: list[str] = []
+        for event, entries in value.items():
+            if event not in EVENTS:
+                ignored.append(str(event))
+                continue
+            if not isinstance(entries, list):
+                raise HookConfigError(f"{where}: hooks.{event} must be a list, got {entries!r}")
+            matchers = []
+            for i, entry in enumerate(entries):
+                matchers.append(_matcher(entry, f"{where}: hooks.{event}[{i}]"))
+            by_event[event] = tuple(matchers)
+        return cls(by_event, tuple(ignored))
+
+    def __bool__(self) -> bool:
+        return any(self.by_event.values())
+
+    def commands(self, event: Event, tool: str | None = None) -> list[HookCommand]:
+        found: list[HookCommand] = []
+        for matcher in self.by_event.get(event, ()):
+            if tool is None or matcher.matches(tool):
+                found.extend(matcher.commands)
+        return found
+
+
+def _matcher(entry: Any, where: str) -> Matcher:
+    if not isinstance(entry, Mapping):
+        raise HookConfigError(f"{where} must be a mapping with 'matcher' and 'hooks'")
+    pattern = entry.get("matcher", "")
+    if not isinstance(pattern, str):
+        raise HookConfigError(f"{where}.matcher must be text, got {pattern!r}")
+    raw = entry.get("hooks")
+    if not isinstance(raw, list) or not raw:
+        raise HookConfigError(f"{where}.hooks must be a non-empty list of commands")
+    commands = []
+    for j, hook in enumerate(raw):
+        at = f"{where}.hooks[{j}]"
+        if not isinstance(hook, Mapping) or hook.get("type", "command") != "command":
+            raise HookConfigError(f"{at} must be {{type: command, command: ...}}, got {hook!r}")
+        command = hook.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise HookConfigError(f"{at}.command must be a non-empty shell command")
+        timeout = hook.get("timeout", DEFAULT_TIMEOUT_S)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise HookConfigError(f"{at}.timeout must be a positive number of seconds")
+        commands.append(HookCommand(command, float(timeout)))
+    return Matcher(pattern, tuple(commands))
+
+
+def run_hooks(
+    hooks: Hooks,
+    event: Event,
+    payload: dict[str, Any],
+    *,
+    tool: str | None,
+    cwd: Path,
+    cancel: CancelSignal,
+    log: Any,
+) -> HookOutcome:
+    """Run the hooks of ``event`` that match ``tool`` in order; the first block wins."""
+    commands = hooks.commands(event, tool)
+    body = json.dumps({**payload, "hook_event_name": event, "cwd": str(cwd)})
+    for i, hook in enumerate(commands):
+        code, out, err = _run(hook, body, cwd, cancel)
+        if code == BLOCK_EXIT:
+            reason = err.strip() or out.strip() or f"blocked by the {event} hook {hook.command!r}"
+            return HookOutcome(True, reason, i + 1)
+        decided = _decision(out) if code == 0 else None
+        if decided is not None:
+            return HookOutcome(True, decided, i + 1)
+        if code != 0:
+            log.warning(
+                "hook failed", hook_event=event, command=hook.command, exit_code=code,
+                stderr=err.strip()[:500],
+            )  # fmt: skip
+    return HookOutcome(False, "", len(commands))
+
+
+def _decision(stdout: str) -> str | None:
+    """A block decided in a hook's JSON answer, as the reason; None when it did not block."""
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    if answer.get("decision") == "block":
+        return str(answer.get("reason") or "blocked by a hook")
+    specific = answer.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+        return str(specific.get("permissionDecisionReason") or "denied by a hook")
+    if answer.get("continue") is False:
+        return str(answer.get("stopReason") or "stopped by a hook")
+    return None
+
+
+def _run(hook: HookCommand, body: str, cwd: Path, cancel: CancelSignal) -> tuple[int, str, str]:
+    env = dict(os.environ)
+    env["CLAUDE_PROJECT_DIR"] = str(cwd)
+    proc = subprocess.Popen(
+        [shell(), "-c", hook.command],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    until = time.monotonic() + hook.timeout
+    data: bytes | None = body.encode()
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(input=data, timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                data = None  # already sent
+                if cancel.is_set():
+                    return -1, "", "the run was stopped"
+                if time.monotonic() >= until:
+                    return -1, "", f"hook timed out after {hook.timeout:g} s"
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group goes too
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")

@@ -1,0 +1,216 @@
+"""Permissions: may this call run, must someone be asked, or is it refused? (pure, no I/O
+beyond resolving a path.)
+
+``Permissions`` is the runtime-wide configuration (Claude Code's settings: a mode and
+allow / ask / deny rules). ``PermissionPolicy.for_agent`` tightens it with what a definition
+says: its ``permissionMode`` (never looser than the runtime's), its ``disallowedTools``
+patterns (deny rules) and its ``tools`` patterns (a tool listed only as ``Bash(git diff:*)``
+may run only such commands). A definition never loosens anything: agent files may come from
+anywhere, the runtime's owner decides what runs unasked.
+
+``decide`` answers in this order, the first that applies winning:
+1. a deny rule matches -> deny;  2. the definition restricts the tool and no pattern
+matches -> deny;  3. ``bypassPermissions`` -> allow;  4. ``plan``: read-only calls allowed,
+anything else denied;  5. an ask rule matches -> ask;  6. an allow rule matches -> allow;
+7. a read-only tool, or a Bash line whose every command only reads -> allow;  8. a tool that
+does not need approval (user tools, KillShell) -> allow;  9. ``acceptEdits`` and a file edit
+-> allow;  10. ``dontAsk`` -> deny;  11. ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import tool_base
+from subagents.tools.base import Tool
+from subagents.tools.modes import Mode, parse_mode, stricter
+from subagents.tools.rules import Rule, call_target, parse_rules
+from subagents.tools.shellwords import has_substitution, is_read_only, split_line
+
+Behavior = Literal["allow", "deny", "ask"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    behavior: Behavior
+    reason: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.behavior == "allow"
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """The runtime's permission configuration (Claude Code's ``permissions`` settings)."""
+
+    mode: Mode = "default"
+    allow: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    _rules: tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]] = field(
+        default=((), (), ()), compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        parse_mode(self.mode, "Permissions")
+        for name in ("allow", "ask", "deny"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, tuple | list):
+                raise TypeError(f"Permissions.{name} must be a list of rules, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        rules = (
+            parse_rules(self.allow, "Permissions.allow"),
+            parse_rules(self.ask, "Permissions.ask"),
+            parse_rules(self.deny, "Permissions.deny"),
+        )
+        object.__setattr__(self, "_rules", rules)
+
+    @classmethod
+    def coerce(cls, value: Permissions | str | None) -> Permissions:
+        """``None`` -> the default; a mode name -> that mode with no rules."""
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            return cls(mode=parse_mode(value, "permissions"))
+        if isinstance(value, Permissions):
+            return value
+        raise TypeError(f"permissions must be a Permissions or a mode name, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PermissionPolicy:
+    """The effective permissions of one agent: the runtime's, tightened by its definition."""
+
+    mode: Mode
+    root: Path
+    allow: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    only: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+    """Tools the definition lists only with patterns -> those patterns."""
+
+    @classmethod
+    def for_agent(
+        cls, permissions: Permissions, spec: AgentSpec, root: Path
+    ) -> tuple[PermissionPolicy, list[str]]:
+        """The policy for ``spec``'s runs, and warnings (a mode it may not loosen to)."""
+        warnings: list[str] = []
+        mode = permissions.mode
+        if spec.permission_mode is not None:
+            wanted = parse_mode(spec.permission_mode, f"agent {spec.name!r}: permissionMode")
+            mode = stricter(mode, wanted)
+            if mode != wanted:
+                warnings.append(
+                    f"agent {spec.name!r} asks for permissionMode {wanted!r}; the runtime's"
+                    f" mode {permissions.mode!r} is stricter and applies"
+                )
+        where = f"agent {spec.name!r}"
+        denied = tuple(t for t in spec.disallowed_tools if "(" in t)
+        deny = permissions._rules[2] + parse_rules(denied, f"{where}: disallowedTools")
+        only: dict[str, list[Rule]] = {}
+        bare = {t.strip() for t in spec.tools or () if "(" not in t}
+        for text in spec.tools or ():
+            if "(" in text and tool_base(text) not in bare:
+                rule = parse_rules((text,), f"{where}: tools")[0]
+                only.setdefault(rule.tool, []).append(rule)
+        policy = cls(
+            mode=mode,
+            root=root,
+            allow=permissions._rules[0],
+            ask=permissions._rules[1],
+            deny=deny,
+            only={k: tuple(v) for k, v in only.items()},
+        )
+        return policy, warnings
+
+    def decide(self, tool: Tool, arguments: Mapping[str, Any]) -> Decision:
+        name = tool.name
+        target = call_target(name, arguments, self.root)
+        for rule in self.deny:
+            if _denies(rule, name, arguments, target, self.root):
+                return Decision("deny", f"{name} is denied by the rule {rule.text}")
+        restricted = self._restriction(name)
+        if restricted is not None and not any(
+            r.matches(name, arguments, target, self.root) for r in restricted
+        ):
+            shown = ", ".join(r.text for r in restricted)
+            return Decision("deny", f"this agent may use {name} only as: {shown}")
+        if self.mode == "bypassPermissions":
+            return Decision("allow", "bypassPermissions")
+        reads_only = tool.read_only or (name == "Bash" and _read_only_command(arguments))
+        if self.mode == "plan":
+            if reads_only:
+                return Decision("allow", "read-only")
+            return Decision(
+                "deny",
+                f"plan mode is read-only: {name} could change something, so it is not run",
+            )
+        for rule in self.ask:
+            if rule.matches(name, arguments, target, self.root):
+                return self._ask(f"{name} needs approval (rule {rule.text})")
+        for rule in self.allow:
+            if rule.matches(name, arguments, target, self.root):
+                return Decision("allow", f"rule {rule.text}")
+        if name == "Bash" and self._each_command_allowed(arguments):
+            return Decision("allow", "every command is allowed by a rule or only reads")
+        if reads_only:
+            return Decision("allow", "read-only")
+        if not tool.needs_approval:
+            return Decision("allow", "needs no approval")
+        if self.mode == "acceptEdits" and tool.edits_files:
+            return Decision("allow", "acceptEdits")
+        return self._ask(f"{name} needs approval in {self.mode} mode")
+
+    def _each_command_allowed(self, arguments: Mapping[str, Any]) -> bool:
+        """``python -m pytest | tail -1`` with ``Bash(python -m pytest:*)`` allowed: each
+        command of the line is allowed by a rule or only reads (``tail``)."""
+        command = arguments.get("command")
+        if not isinstance(command, str) or arguments.get("run_in_background"):
+            return False
+        if has_substitution(command):
+            return False
+        parts = split_line(command)
+        if not parts:
+            return False
+        rules = [r for r in self.allow if r.names("Bash")]
+        return all(
+            is_read_only(part) or any(r.matches_command(part) for r in rules) for part in parts
+        )
+
+    def _ask(self, reason: str) -> Decision:
+        if self.mode == "dontAsk":
+            return Decision("deny", f"{reason}, and dontAsk mode denies what is not pre-approved")
+        return Decision("ask", reason)
+
+    def _restriction(self, name: str) -> tuple[Rule, ...] | None:
+        found: list[Rule] = []
+        for rules in self.only.values():
+            found.extend(r for r in rules if r.names(name))
+        return tuple(found) if found else None
+
+
+def _denies(
+    rule: Rule, name: str, arguments: Mapping[str, Any], target: Path | None, root: Path
+) -> bool:
+    """A deny rule hits a Bash line when ANY of its commands matches (allow needs all)."""
+    if name == "Bash" and rule.specifier is not None and rule.names(name):
+        command = arguments.get("command")
+        parts = split_line(command) if isinstance(command, str) else None
+        if parts is None:
+            return False
+        return any(rule.matches_command(p) for p in parts)
+    return rule.matches(name, arguments, target, root)
+
+
+def _read_only_command(arguments: Mapping[str, Any]) -> bool:
+    command = arguments.get("command")
+    return (
+        isinstance(command, str)
+        and not arguments.get("run_in_background")
+        and is_read_only(command)
+    )

@@ -1,0 +1,247 @@
+"""ProcessGroups: every child process the tools start, each in its own process group.
+
+Why a group per command: a shell command starts other processes (a test runner, its
+workers, a ``sleep`` in a pipeline). Killing only the shell leaves them running, holding
+files and CPU after the run is gone. Each command is started as the leader of a new session
+(``start_new_session``), so ``killpg`` reaches everything it started that did not leave the
+group on purpose (a daemon that calls ``setsid`` escapes; no portable API prevents that).
+
+The registry is runtime-wide and thread-safe (agents run on several threads): a run's
+processes are killed when the run ends (``kill_run``) and every process when the runtime
+closes (``kill_all``). Output goes to a file, not a pipe: a command that prints a lot never
+blocks on a full pipe, and nothing has to read while the agent waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from subagents.models.base import CancelSignal
+
+KILL_GRACE_S = 0.5
+"""How long a group gets between SIGTERM and SIGKILL."""
+POLL_S = 0.05
+"""How often a wait looks at the cancel signal (a stop kills the group within this)."""
+
+
+def shell() -> str:
+    """The shell commands run in: bash when there is one (Claude Code's Bash), else sh."""
+    return shutil.which("bash") or "/bin/sh"
+
+
+@dataclass
+class Process:
+    """A started command: its process (the group leader), output file and owner."""
+
+    id: str
+    command: str
+    run_id: str
+    popen: subprocess.Popen[bytes]
+    output: Path
+    started_at: float = field(default_factory=time.monotonic)
+    read_offset: int = 0
+    """For a background shell: how much output BashOutput has already shown."""
+    killed: str | None = None
+    """Why the runtime killed it (None if it ended by itself)."""
+
+    @property
+    def pgid(self) -> int:
+        return self.popen.pid
+
+    def exit_code(self) -> int | None:
+        return self.popen.poll()
+
+
+@dataclass(frozen=True)
+class Waited:
+    """How a wait ended: ``exit_code`` set when the command ended by itself."""
+
+    exit_code: int | None
+    reason: str = "exited"
+    """``exited``, ``timeout``, ``cancelled`` or ``deadline``."""
+
+
+class ProcessGroups:
+    """The runtime's child processes, by run; kills what a run or the runtime leaves."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[str, Process] = {}
+        self._seq = 0
+        self._dir: Path | None = None
+        self._closed = False
+
+    def scratch(self) -> Path:
+        """A private directory for output files (made on first use, removed on close)."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed: no process may start")
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
+        return self._dir
+
+    def start(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        run_id: str,
+        env: Mapping[str, str] | None = None,
+        prefix: str = "bash",
+    ) -> Process:
+        """Start ``command`` in a shell, in a new process group; its output to a file."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the runtime is closed: no process may start")
+            self._seq += 1
+            proc_id = f"{prefix}_{self._seq}"
+            output = self.scratch() / f"{proc_id}.out"
+        with open(output, "wb") as sink:
+            popen = subprocess.Popen(
+                [shell(), "-c", command],
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process = Process(proc_id, command, run_id, popen, output)
+        with self._lock:
+            self._live[proc_id] = process
+            closed = self._closed
+        if closed:  # closed while it started: it must not outlive the runtime
+            self.kill(process, "runtime closed")
+        return process
+
+    def wait(
+        self,
+        process: Process,
+        *,
+        timeout: float,
+        cancel: CancelSignal,
+        deadline: float,
+    ) -> Waited:
+        """Wait for ``process`` to end, ``timeout`` seconds at most, returning early (and
+        killing its group) when ``cancel`` is set or the run's ``deadline`` passes."""
+        until = time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            if cancel.is_set():
+                self.kill(process, "cancelled")
+                return Waited(None, "cancelled")
+            if now >= deadline:
+                self.kill(process, "deadline")
+                return Waited(None, "deadline")
+            if now >= until:
+                self.kill(process, "timeout")
+                return Waited(None, "timeout")
+            try:
+                code = process.popen.wait(timeout=min(POLL_S, until - now, deadline - now))
+            except subprocess.TimeoutExpired:
+                continue
+            self._reap_group(process)  # what it left behind in its group goes with it
+            self._forget(process)
+            return Waited(code, "exited")
+
+    def kill(self, process: Process, reason: str) -> None:
+        """Kill ``process``'s whole group: SIGTERM, then SIGKILL after a short grace."""
+        if process.killed is None:
+            process.killed = reason
+        if process.popen.poll() is None:
+            _signal_group(process.pgid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=KILL_GRACE_S)
+        _signal_group(process.pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(timeout=KILL_GRACE_S)
+        self._forget(process)
+
+    def _reap_group(self, process: Process) -> None:
+        _signal_group(process.pgid, signal.SIGKILL)
+
+    def _forget(self, process: Process) -> None:
+        with self._lock:
+            if self._live.get(process.id) is process and process.popen.poll() is not None:
+                del self._live[process.id]
+
+    def get(self, run_id: str, proc_id: str) -> Process | None:
+        """A live (or ended, not yet forgotten) process of ``run_id``."""
+        with self._lock:
+            process = self._live.get(proc_id)
+        return process if process is not None and process.run_id == run_id else None
+
+    def track(self, process: Process) -> None:
+        """Keep an ended background process until its output has been read."""
+        with self._lock:
+            self._live.setdefault(process.id, process)
+
+    def release(self, process: Process) -> None:
+        """Forget an ended process and delete its output file."""
+        with self._lock:
+            if self._live.get(process.id) is process:
+                del self._live[process.id]
+        with contextlib.suppress(OSError):
+            process.output.unlink()
+
+    def of_run(self, run_id: str) -> list[Process]:
+        with self._lock:
+            return [p for p in self._live.values() if p.run_id == run_id]
+
+    def kill_run(self, run_id: str, reason: str = "run ended") -> int:
+        """Kill every process ``run_id`` still has; how many were running."""
+        running = 0
+        for process in self.of_run(run_id):
+            if process.popen.poll() is None:
+                running += 1
+            self.kill(process, reason)
+            self.release(process)
+        return running
+
+    def kill_all(self, reason: str = "runtime closed") -> None:
+        """Kill every process and remove the output files; nothing starts after."""
+        with self._lock:
+            self._closed = True
+            processes = list(self._live.values())
+            self._live.clear()
+        for process in processes:
+            self.kill(process, reason)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def live_count(self) -> int:
+        with self._lock:
+            return sum(1 for p in self._live.values() if p.popen.poll() is None)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, int, int]:
+    """Output from byte ``offset``: (text cut to ``limit_chars``, bytes left out, the byte
+    offset reached: the end of what is written now). At most ~4 bytes per character are
+    read, so a command that printed gigabytes costs no more than one that printed the cap.
+    Invalid UTF-8 is replaced, never an error."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "", 0, offset
+    budget = limit_chars * 4
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(min(max(0, size - offset), budget))
+    text = data.decode("utf-8", errors="replace")
+    shown = text[:limit_chars]
+    omitted = size - offset - len(shown.encode("utf-8", errors="replace"))
+    return shown, max(0, omitted), max(offset, size)

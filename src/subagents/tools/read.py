@@ -1,0 +1,130 @@
+"""Read: a file's lines, numbered like ``cat -n`` (Claude Code's Read).
+
+Lines are read as bytes and decoded one by one, so a huge file costs only the lines shown
+(plus a count of the rest for the note); a line longer than 2,000 characters is cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import IO, Annotated, Any
+
+import msgspec
+
+from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
+from subagents.tools.context import ToolContext
+from subagents.tools.text import cut_line, numbered
+
+DEFAULT_LIMIT = 2_000
+BINARY_SNIFF = 8_192
+
+
+class ReadInput(msgspec.Struct, forbid_unknown_fields=True):
+    file_path: Annotated[str, msgspec.Meta(description="The absolute path to the file to read")]
+    offset: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                description="The line number to start reading from. Only provide if the file"
+                " is too large to read at once",
+            ),
+        ]
+        | None
+    ) = None
+    limit: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                description="The number of lines to read. Only provide if the file is too"
+                " large to read at once.",
+            ),
+        ]
+        | None
+    ) = None
+
+
+DESCRIPTION = """Reads a file from the local filesystem (inside the workspace).
+
+Usage:
+- The file_path parameter must be an absolute path, not a relative path
+- By default, it reads up to 2000 lines starting from the beginning of the file
+- You can optionally specify a line offset and limit (especially handy for long files)
+- Any lines longer than 2000 characters will be truncated
+- Results are returned using cat -n format, with line numbers starting at 1
+- You can call multiple tools in a single response; read several files at once when useful
+- If you read a file that exists but has empty contents you will receive a warning"""
+
+
+def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+    ctx = need_context("Read", ctx)
+    args = decode_input("Read", ReadInput, arguments)
+    path = ctx.workspace.resolve(args.file_path, what="file_path")
+    if path.is_dir():
+        raise ToolError(f"{args.file_path} is a directory, not a file: use LS to list it")
+    if not path.exists():
+        raise ToolError(f"File does not exist: {args.file_path}")
+    start = args.offset or 1
+    limit = args.limit or DEFAULT_LIMIT
+    try:
+        with open(path, "rb") as f:
+            head = f.read(BINARY_SNIFF)
+            if b"\x00" in head:
+                size = path.stat().st_size
+                raise ToolError(
+                    f"{args.file_path} is a binary file ({size} bytes); Read shows text files"
+                )
+            f.seek(0)
+            lines: list[str] = []
+            total = 0
+            for raw in f:
+                total += 1
+                if total < start:
+                    continue
+                if len(lines) < limit:
+                    lines.append(cut_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")))
+                else:
+                    total += _count_lines(f)  # the rest is only counted
+                    break
+    except OSError as exc:
+        raise ToolError(f"cannot read {args.file_path}: {exc.strerror or exc}") from None
+    ctx.session.saw(path)
+    if total == 0:
+        return (
+            "<system-reminder>Warning: the file exists but the contents are empty."
+            "</system-reminder>"
+        )
+    if not lines:
+        return (
+            f"<system-reminder>Warning: the file exists but is shorter than the provided"
+            f" offset ({start}). The file has {total} lines.</system-reminder>"
+        )
+    text = numbered(lines, start)
+    last = start + len(lines) - 1
+    if last < total or start > 1:
+        text += (
+            f"\n\n(Showing lines {start}-{last} of {total}. Use offset and limit to read"
+            f" other parts.)"
+        )
+    return text
+
+
+def _count_lines(f: IO[bytes]) -> int:
+    """The lines left in ``f`` (a last line without a newline counts)."""
+    count, last = 0, b"\n"
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+TOOL = Tool(
+    name="Read",
+    description=DESCRIPTION,
+    input_schema=struct_schema(ReadInput),
+    run=run,
+    read_only=True,
+    idempotent=True,
+    params=ReadInput,
+)

@@ -1,0 +1,63 @@
+"""Workspace: the one directory tree a run's file tools may touch, and where Bash starts.
+
+Every path a model gives is resolved the way the operating system would open it (``..``
+and every symlink followed) before it is compared with the workspace, so neither ``../x``,
+an absolute path elsewhere, nor a symlink pointing out of the tree reaches outside. The
+refusal is an ``is_error`` result naming the path and the workspace, so the model knows why.
+
+(A symlink created between the check and the open could still redirect one call; the
+workspace bounds what a cooperative model reaches, it is not an OS sandbox.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from subagents.tools.base import ToolError
+
+
+class Workspace:
+    """A directory tree: ``resolve`` turns a model's path into a real path inside it."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"workspace {str(root)!r} is not a directory")
+        self.root = Path(os.path.realpath(path))
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workspace) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def resolve(self, path: str, *, what: str = "path") -> Path:
+        """``path`` (absolute, or relative to the root) as a real path inside the workspace;
+        ToolError when it is empty or lands outside."""
+        if not isinstance(path, str) or not path.strip():
+            raise ToolError(f"{what} is empty: give an absolute path inside {self.root}")
+        if "\x00" in path:
+            raise ToolError(f"{what} {path!r} contains a NUL character")
+        given = Path(path)
+        joined = given if given.is_absolute() else self.root / given
+        real = Path(os.path.realpath(joined))
+        if not self.contains(real):
+            raise ToolError(
+                f"{path} is outside the workspace {self.root}: file tools can only reach"
+                f" files inside it"
+            )
+        return real
+
+    def contains(self, real: Path) -> bool:
+        """Whether an already resolved path is the root or below it."""
+        return real == self.root or real.is_relative_to(self.root)
+
+    def relative(self, real: Path) -> str:
+        """``real`` relative to the root, with '/' separators ('.' for the root)."""
+        return real.relative_to(self.root).as_posix() if real != self.root else "."

@@ -1,0 +1,122 @@
+"""`subagents run` with tools: --workspace, --permission-mode, --allow/--deny rules, and
+approvals: the person at a terminal answers, a pipe denies."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+from clikit import DEADLINE_S, Cli
+
+EDITOR = """---
+name: editor
+description: Reads a file, edits it, and runs a command.
+script:
+  - tool_calls:
+      - name: Read
+        input: {file_path: notes.txt}
+  - tool_calls:
+      - name: Edit
+        input: {file_path: notes.txt, old_string: draft, new_string: final}
+  - tool_calls:
+      - name: Bash
+        input: {command: "echo ran > ran.txt && cat notes.txt"}
+  - text: "edit: {results}"
+---
+You edit.
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    made = Cli(tmp_path)
+    (made.agents / "editor.md").write_text(EDITOR, encoding="utf-8")
+    return made
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("a draft\n")
+    return folder
+
+
+def run_editor(cli: Cli, work: Path, *extra: str) -> dict[str, object]:
+    proc = cli("run", "editor", "go", "--agents", str(cli.agents), "--workspace", str(work),
+               "--json", *extra)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    outcome: dict[str, object] = msgspec.json.decode(proc.stdout)["outcome"]
+    return outcome
+
+
+def test_workspace_and_permission_options(cli: Cli, work: Path) -> None:
+    outcome = run_editor(cli, work, "--permission-mode", "acceptEdits", "--allow", "Bash(echo:*)")
+    assert (work / "notes.txt").read_text() == "a final\n"
+    assert (work / "ran.txt").read_text() == "ran\n"
+    assert "a final" in str(outcome["result"])
+
+
+def test_on_a_pipe_an_ask_is_denied(cli: Cli, work: Path) -> None:
+    outcome = run_editor(cli, work)  # default mode: the edit and the command would be asked
+    assert (work / "notes.txt").read_text() == "a draft\n"
+    assert not (work / "ran.txt").exists()
+    assert "no approval handler" in str(outcome["result"])
+
+
+def test_deny_rules_and_bad_rules(cli: Cli, work: Path) -> None:
+    outcome = run_editor(cli, work, "--permission-mode", "bypassPermissions", "--deny", "Bash")
+    assert (work / "notes.txt").read_text() == "a final\n"
+    assert "denied by the rule Bash" in str(outcome["result"])
+    proc = cli("run", "editor", "go", "--agents", str(cli.agents), "--allow", "Bash(")
+    assert proc.returncode == 2
+    assert "--allow: permission rule 'Bash(' is not of the form" in proc.stderr
+    proc = cli("run", "editor", "go", "--agents", str(cli.agents), "--workspace", "/nope/x")
+    assert proc.returncode == 2 and "--workspace /nope/x: not a directory" in proc.stderr
+
+
+def test_at_a_terminal_the_person_is_asked(cli: Cli, work: Path) -> None:
+    """Both ends on a pseudo-terminal: the edit is approved, the command refused."""
+    args = ("run", "editor", "go", "--agents", str(cli.agents), "--workspace", str(work))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave,
+        env={**cli.env, "TERM": "xterm-256color"}, cwd=cli.root,
+    )  # fmt: skip
+    os.close(slave)
+    seen = b""
+    answers = [b"y\n", b"n\n"]
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                seen += data
+            if answers and seen.count(b"Allow this call?") > 2 - len(answers):
+                os.write(master, answers.pop(0))
+            if proc.poll() is not None and not ready:
+                break
+        code = proc.wait(timeout=10)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = seen.decode("utf-8", "replace")
+    assert code == 0, text[-3000:]
+    assert "approval needed" in text and "wants to call Edit" in text
+    assert (work / "notes.txt").read_text() == "a final\n"
+    assert not (work / "ran.txt").exists()
+    assert "the person at the terminal said no" in text

@@ -1,0 +1,121 @@
+"""Bash, BashOutput and KillShell: real processes in their own process groups. After a
+timeout, a stop, a kill or the end of the run, nothing of the group is left (read from
+/proc)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from subagents.tools.base import ToolError, ToolResult
+from subagents.tools.builtin import builtin_tools
+from subagents.tools.context import ToolContext
+from subagents.tools.processes import ProcessGroups
+
+from .conftest import group_members, make_context, wait_until
+
+TOOLS = builtin_tools()
+
+
+def bash(ctx: ToolContext, **arguments: object) -> ToolResult:
+    out = TOOLS["Bash"].run(arguments, ctx)
+    assert isinstance(out, ToolResult)
+    return out
+
+
+def spawner(pidfile: Path) -> str:
+    """A command whose group has three processes: the shell and two sleeps."""
+    return f"echo $$ > {pidfile}; sleep 60 & sleep 60; wait"
+
+
+def test_bash_runs_in_the_workspace_and_reports_exit_codes(
+    context: ToolContext, repo: Path
+) -> None:
+    assert bash(context, command="pwd") == ToolResult(str(repo))
+    failed = bash(context, command="echo out; echo err >&2; exit 3")
+    assert failed.is_error
+    assert failed.content == "Exit code 3\nout\nerr"
+    assert bash(context, command="true") == ToolResult("(no output)")
+
+
+def test_the_working_directory_persists_but_never_leaves_the_workspace(
+    context: ToolContext, repo: Path
+) -> None:
+    bash(context, command="cd src")
+    assert bash(context, command="pwd").content == str(repo / "src")
+    left = bash(context, command="cd /tmp && pwd")
+    assert left.content == f"/tmp\nShell cwd was reset to {repo}"
+    assert bash(context, command="pwd").content == str(repo)
+
+
+def test_output_is_capped_with_a_note(context: ToolContext) -> None:
+    out = bash(context, command="python3 -c \"print('x' * 100000)\"")
+    assert len(out.content) < 31_000
+    assert "[output truncated:" in out.content
+
+
+def test_a_timeout_kills_the_whole_process_group(context: ToolContext, repo: Path) -> None:
+    pidfile = repo / "pid"
+    out = bash(context, command=spawner(pidfile), timeout=1500)
+    assert out.is_error
+    assert "Command timed out after 1.5 s" in out.content
+    assert group_members(int(pidfile.read_text())) == []
+
+
+def test_a_stop_kills_the_whole_process_group(repo: Path, processes: ProcessGroups) -> None:
+    cancel = threading.Event()
+    ctx = make_context(repo, processes, cancel=cancel)
+    pidfile = repo / "pid"
+    result: list[ToolResult] = []
+    worker = threading.Thread(target=lambda: result.append(bash(ctx, command=spawner(pidfile))))
+    worker.start()
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
+    pgid = int(pidfile.read_text())
+    wait_until(lambda: len(group_members(pgid)) == 3, what="the group's three processes")
+    cancel.set()
+    worker.join(20)
+    assert not worker.is_alive()
+    assert result[0].is_error and "the run was stopped" in result[0].content
+    assert group_members(pgid) == []
+
+
+def test_background_shell_output_and_kill(context: ToolContext, repo: Path) -> None:
+    pidfile = repo / "pid"
+    started = bash(context, command=f"echo first; {spawner(pidfile)}", run_in_background=True)
+    assert started.content.startswith("Command running in background with ID: bash_")
+    shell_id = started.content.rsplit(" ", 1)[1]
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
+    pgid = int(pidfile.read_text())
+    seen = TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
+    assert seen.startswith("<status>running</status>")
+    assert "<stdout>\nfirst\n</stdout>" in seen
+    again = TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
+    assert "<stdout>\n\n</stdout>" in again  # only what is new
+    killed = TOOLS["KillShell"].call({"shell_id": shell_id}, context)
+    assert killed == f"Successfully killed shell: {shell_id} (echo first; {spawner(pidfile)})"
+    assert group_members(pgid) == []
+    with pytest.raises(ToolError, match=f"No shell found with ID: {shell_id}"):
+        TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
+
+
+def test_a_finished_background_shell_reports_its_exit_code(context: ToolContext) -> None:
+    started = bash(context, command="echo done; exit 4", run_in_background=True)
+    shell_id = started.content.rsplit(" ", 1)[1]
+    process = context.processes.get(context.run_id, shell_id)
+    assert process is not None
+    process.popen.wait(20)
+    seen = TOOLS["BashOutput"].call({"bash_id": shell_id, "filter": "^do"}, context)
+    assert "<status>completed</status>" in seen and "<exit_code>4</exit_code>" in seen
+    assert "<stdout>\ndone\n</stdout>" in seen
+
+
+def test_the_end_of_a_run_kills_its_background_shells(context: ToolContext, repo: Path) -> None:
+    pidfile = repo / "pid"
+    bash(context, command=spawner(pidfile), run_in_background=True)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
+    pgid = int(pidfile.read_text())
+    assert context.processes.kill_run(context.run_id) == 1
+    assert group_members(pgid) == []
+    assert context.processes.live_count() == 0
