@@ -35,6 +35,7 @@ NAMES = (
     "load_definitions",
     "store_write",
     "tools",
+    "cli_startup",
 )
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
@@ -417,6 +418,21 @@ def _more_tools(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _more_cli_startup(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    return [
+        (
+            "`subagents --version` / `--help`",
+            f"{f['version_median_s']} s / {f['help_median_s']} s"
+            f" (run --help {f['run_help_median_s']} s, ps --help {f['ps_help_median_s']} s)",
+            f"python -c pass {f['python_pass_median_s']} s",
+            f"{r['ratio']}x of target",
+            "target < 0.3 s (issue 15)",
+            _met(r["pass"]),
+        )
+    ]
+
+
 MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _more_mail,
     "spawn": _more_spawn,
@@ -425,6 +441,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "load_definitions": _more_load,
     "store_write": _more_store,
     "tools": _more_tools,
+    "cli_startup": _more_cli_startup,
 }
 
 

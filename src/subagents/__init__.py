@@ -1,7 +1,13 @@
 """subagents: an actor-model runtime for LLM subagents with mailboxes.
 
 The names a program needs are importable from here; each is loaded on first use so that
-``import subagents`` stays cheap (the command line imports only what a sub-command needs).
+``import subagents`` stays cheap (``subagents --version`` imports nothing else).
+
+Logging is quiet by default: an embedding program that configured structlog keeps its
+configuration; otherwise log lines go to stderr at WARNING (SUBAGENTS_LOG_LEVEL /
+SUBAGENTS_LOG_JSON). Each sub-package that logs installs that default when it is first
+imported (``subagents.logs.ensure_configured``), so that importing structlog is paid only by
+what uses it.
 """
 
 from __future__ import annotations
@@ -9,13 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from subagents.logs import ensure_configured as _ensure_logging
-
 __version__ = "0.1.0"
-
-# Quiet by default: an embedding program that configured structlog keeps its configuration;
-# otherwise log lines go to stderr at WARNING (SUBAGENTS_LOG_LEVEL / SUBAGENTS_LOG_JSON).
-_ensure_logging()
 
 _EXPORTS = {
     "Runtime": "subagents.runtime",

@@ -11,9 +11,56 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from typing import Any, TextIO
 
 import structlog
+
+
+class _StderrLines:
+    """Standard error as it is *at each write*, one whole line at a time under one lock.
+
+    Why: a live view (rich ``Live``) replaces ``sys.stderr`` while it draws, so that what is
+    written there goes through its console *above* the view instead of into it; a logger
+    holding the stream it was configured with would tear the view. And log lines from
+    several threads, and the command's own notes, must never be interleaved mid-line (a
+    JSON log line with a note glued to it cannot be read back)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._partial = threading.local()
+
+    def write(self, text: str) -> int:
+        pending = getattr(self._partial, "text", "") + text
+        if "\n" not in pending:
+            self._partial.text = pending
+            return len(text)
+        lines, _, rest = pending.rpartition("\n")
+        self._partial.text = rest
+        with self._lock:
+            stream = sys.stderr
+            stream.write(lines + "\n")
+            stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        isatty = getattr(sys.stderr, "isatty", None)
+        return bool(isatty and isatty())
+
+
+STDERR = _StderrLines()
+"""Where log lines (and the command's notes, ``note``) go unless told otherwise."""
+
+
+def note(text: str) -> None:
+    """One line (or several) on standard error, never torn by a log line from another
+    thread, and above a live view while one is drawn."""
+    STDERR.write(text if text.endswith("\n") else text + "\n")
+
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -46,7 +93,7 @@ def configure(
         lvl = level
     if json is None:
         json = os.environ.get("SUBAGENTS_LOG_JSON", "") not in ("", "0", "false", "no")
-    out = stream or sys.stderr
+    out: Any = stream or STDERR
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

@@ -336,6 +336,24 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     ts: float = msgspec.field(default_factory=time.time)
 
 
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """A runtime's claim that it is alive and hosting its runs (``RunRecord.owner``).
+
+    The hosting runtime renews it every few seconds; once ``expires_at`` has passed without a
+    renewal, its unfinished runs are orphaned: ``subagents ps`` says so and ``resume`` may
+    take them. ``machine`` names the kernel (and pid namespace) where ``pid`` means something,
+    so that a reader there can tell at once that the process is gone (``store.leases``).
+    """
+
+    owner: str
+    host: str
+    pid: int
+    machine: str = ""
+    started_at: float = 0.0
+    renewed_at: float = 0.0
+    expires_at: float = 0.0
+
+
 class Command(msgspec.Struct, frozen=True, kw_only=True):
     """A request from another process (the command line) to a running runtime."""
 
@@ -574,3 +592,5 @@ class TreeNode(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float | None = None
     ended_at: float | None = None
     children: tuple[TreeNode, ...] = ()
+    orphaned: bool = False
+    """Unfinished and its host is gone (set by views that read the store's leases)."""

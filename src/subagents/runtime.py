@@ -27,6 +27,7 @@ from subagents.actors.agent import AgentActor, BehaviourFactory
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import (
     ActorGone,
+    LeaseLost,
     Query,
     Restore,
     SpawnAndTell,
@@ -43,6 +44,7 @@ from subagents.definitions.catalog import Catalog
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import name_problem
+from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -63,13 +65,14 @@ from subagents.messages import (
 from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
+from subagents.store.leases import lease_seconds, new_owner
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import Limits
-from subagents.supervision.ownership import release_owner
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
+from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.hooks import HookConfigError, Hooks
@@ -159,7 +162,7 @@ class Runtime:
         skills: SkillIndex | Sequence[str | Path] | None = None,
         default_model: str | None = None,
         hot_reload_s: float | None = None,
-        restore: bool = True,
+        restore: bool | Iterable[str] = True,
         command_poll_s: float = 0.5,
         archive_after_minutes: float = 60.0,
         retention_days: float | None = None,
@@ -171,8 +174,16 @@ class Runtime:
         approval_wait_s: float = 300.0,
         allow_hooks: bool = False,
         builtin_tools: bool = True,
+        lease_s: float | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         ensure_configured()
+        self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
+        self.owner = new_owner()
+        """The id stamped on the runs this runtime hosts; its lease in the store says it is
+        alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
+        self._lease: LeaseKeeper | None = None
+        self._telemetry: Telemetry | None = None
         self.limits = limits or Limits()
         self._closed = False
         self._owns_store = store is None
@@ -215,6 +226,9 @@ class Runtime:
             self._subscribers: tuple[Callable[[Event], None], ...] = ()
             self._waiters: dict[str, _Waiter] = {}
             self._waiters_lock = threading.Lock()
+            self._telemetry = _telemetry_for(tracer_provider, self.store)
+            if self._telemetry is not None:
+                self._subscribers = (self._telemetry.on_event,)
             self.env = AgentEnv(
                 model=self.model,
                 agents=lambda: list(self._agents().values()),
@@ -230,6 +244,7 @@ class Runtime:
                 approval_wait_s=_positive(approval_wait_s, "approval_wait_s"),
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
+                tracer=self._telemetry,
             )
             self.core = SupervisorCore(
                 lookup=lambda name: self._agents().get(name),
@@ -237,6 +252,7 @@ class Runtime:
                 store=self.store,
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+                owner=self.owner,
             )
             self._supervisor = SupervisorClient.start(
                 core=self.core,
@@ -247,9 +263,23 @@ class Runtime:
                 on_thread=self._track_supervisor_thread,
                 pool=self._pool,
             )
+            supervisor = self._supervisor
+            # the lease is written before the restore: a process that takes runs over is
+            # seen alive by the next one that looks
+            self._lease = LeaseKeeper(
+                self.store,
+                self.owner,
+                self.lease_s,
+                on_lost=lambda reason: supervisor.tell(LeaseLost(reason)),
+            )
             self.restore_report = RestoreReport()
             if restore:
-                self.restore_report = self._ask(Restore())
+                roots = (
+                    None
+                    if restore is True
+                    else frozenset([restore] if isinstance(restore, str) else restore)
+                )
+                self.restore_report = self._ask(Restore(roots=roots))
                 if self.restore_report.orphans:
                     log.info(
                         "restored root runs have no caller; use Runtime.attach(run_id)",
@@ -282,6 +312,11 @@ class Runtime:
         processes = getattr(self, "processes", None)
         if processes is not None:
             processes.kill_all()
+        if self._lease is not None:
+            self._lease.close()
+        if self._telemetry is not None:
+            with contextlib.suppress(Exception):
+                self._telemetry.close()
         if self._owns_store:
             self.store.close()
 
@@ -731,7 +766,13 @@ class Runtime:
                     error="runtime closed",
                 )
                 waiter.event.set()
-        release_owner(self.core.owner)
+        if self._lease is not None:  # after every run was cancelled: nothing left to host
+            self._lease.close(max(0.0, deadline - time.monotonic()))
+        if self._telemetry is not None:  # every run span has ended: flush them
+            try:
+                self._telemetry.close()
+            except Exception:
+                log.exception("closing the tracer provider failed")
         if self._owns_store:
             self.store.close()
 
@@ -774,6 +815,18 @@ def _model_for(
     if isinstance(model, Model):
         return model
     return model(specs)
+
+
+def _telemetry_for(tracer_provider: Any, store: RunStore) -> Telemetry | None:
+    """Traces when asked for: ``tracer_provider`` given, or the OTEL_* environment opts in
+    (``subagents.telemetry``); None (and OpenTelemetry never imported) otherwise."""
+    if tracer_provider is not None:
+        return Telemetry(tracer_provider, store)
+    found = provider_from_env()
+    if found is None:
+        return None
+    provider, owned = found
+    return Telemetry(provider, store, owned=owned)
 
 
 def _skill_index(

@@ -58,6 +58,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         ],
         "store_write": ["store_write.py", "--quick"],
         "tools": ["tools.py", "--quick"],
+        "cli_startup": ["cli_startup.py", "--quick"],
     }
 
 
@@ -72,6 +73,7 @@ NAMES = (
     "load_definitions_absent",
     "store_write",
     "tools",
+    "cli_startup",
 )
 
 
@@ -307,6 +309,7 @@ def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str,
         "load_definitions",
         "store_write",
         "tools",
+        "cli_startup",
     )
     text = run_all.tables([_decoded(results, name) for name in names])
     assert "per-mail ping-pong, in-memory" in text
@@ -314,6 +317,7 @@ def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str,
     assert "100,000 live waiting subagents" in text
     assert "cold load of 6 definition files" in text
     assert "Grep files_with_matches" in text
+    assert "subagents --version" in text
     failed = run_all.tables([{"benchmark": "mail", "error": "exit status 1: boom"}])
     assert "boom" in failed and "**missed**" in failed
 

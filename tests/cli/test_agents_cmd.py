@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path("/work/shared/corpus/claude-agents")
+from corpora import SYNTHETIC, require_public_corpus
+
 ANSI = "\x1b["
 KEYS = {"name", "description", "tools", "model", "source", "level"}
 
@@ -216,11 +217,23 @@ def test_user_definitions_load_from_home(home: Path) -> None:
     assert row["level"] == "user"
 
 
-def test_the_shared_corpus(home: Path) -> None:
-    r = cli("agents", "--dir", str(CORPUS), "--json", home=home)
+def test_the_synthetic_messy_corpus(home: Path) -> None:
+    r = cli("agents", "--dir", str(SYNTHETIC), "--json", home=home)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = json.loads(r.stdout)
-    from_corpus = [x for x in rows if x["source"] and x["source"].startswith(str(CORPUS))]
+    listed = {x["name"] for x in rows if x["source"] and x["source"].startswith(str(SYNTHETIC))}
+    # every file but the broken one; the duplicate 'helper' once
+    assert len(listed) == 20
+    assert {"Python Testing Expert", "crlf-agent", "bom-agent", "tabbed-agent"} <= listed
+    assert "lonely" not in listed
+
+
+def test_the_public_corpus(home: Path) -> None:
+    corpus = require_public_corpus()
+    r = cli("agents", "--dir", str(corpus), "--json", home=home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout)
+    from_corpus = [x for x in rows if x["source"] and x["source"].startswith(str(corpus))]
     print(f"corpus: {len(from_corpus)} definitions listed")
     assert len(from_corpus) >= 300
     assert all(x["description"] for x in from_corpus)
@@ -232,3 +245,24 @@ def test_help_lists_the_sub_commands(home: Path) -> None:
     assert r.returncode == 0 and "agents" in r.stdout
     none = cli(home=home)
     assert none.returncode == 2 and "COMMAND" in none.stderr
+
+
+def test_validate_exits_0_on_warnings_alone_and_1_with_strict(defs: Path, home: Path) -> None:
+    write(defs / "spaced.md", agent("Spaced Name", "Loads with a name warning"))
+    r = cli("agents", "--dir", str(defs), "--validate", home=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning" in r.stdout and "Spaced Name" in r.stdout
+    assert "0 error(s), 1 warning(s)" in r.stderr
+    strict = cli("agents", "--dir", str(defs), "--validate", "--strict", home=home)
+    assert strict.returncode == 1
+
+
+def test_definition_text_never_reaches_the_terminal_raw(defs: Path, home: Path) -> None:
+    write(defs / "loud.md", agent("loud", "Rings \x07 and paints \x1b[31mred\x1b[0m"))
+    r = cli("agents", "--dir", str(defs), home=home)
+    assert r.returncode == 0
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "\\x1b[31mred" in r.stdout and "\\x07" in r.stdout
+    j = cli("agents", "--dir", str(defs), "--json", home=home)
+    row = next(x for x in json.loads(j.stdout) if x["name"] == "loud")
+    assert row["description"] == "Rings \x07 and paints \x1b[31mred\x1b[0m"  # JSON stays exact

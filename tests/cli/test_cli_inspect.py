@@ -74,7 +74,8 @@ def test_ps_table_shows_short_ids_that_resolve(cli: Cli, rows: list[dict[str, An
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert lines[0].split() == [
-        "#", "RUN", "AGENT", "STATUS", "DEPTH", "PARENT", "AGE", "STEPS", "TOKENS"
+        "#", "RUN", "AGENT", "STATUS", "DEPTH", "PARENT", "AGE", "TIME", "STEPS", "TOKENS",
+        "LABEL", "TASK",
     ]  # fmt: skip
     assert "\x1b[" not in proc.stdout
     for line, row in zip(lines[1:], rows, strict=True):
@@ -85,9 +86,11 @@ def test_ps_table_shows_short_ids_that_resolve(cli: Cli, rows: list[dict[str, An
 
 
 def test_row_numbers_pick_from_the_last_listing(cli: Cli, rows: list[dict[str, Any]]) -> None:
-    cli.json("ps", "--all")
+    assert cli("ps", "--all").returncode == 0
     assert cli.json("info", "#3")["run"]["run_id"] == rows[2]["run_id"]
-    cli.json("ps", "--status", "failed")  # a new listing: #1 is now the failed run
+    assert cli("ps", "--status", "failed").returncode == 0  # a new listing: #1 is the failure
+    assert cli.json("info", "#1")["run"]["agent"] == "failer"
+    cli.json("ps", "--all")  # a script's listing leaves what #N means alone
     assert cli.json("info", "#1")["run"]["agent"] == "failer"
     for ref, message in (
         ("#2", "the last `subagents ps` listed 1 run(s)"),

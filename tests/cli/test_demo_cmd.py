@@ -1,4 +1,5 @@
-"""`subagents demo` end to end: the real command in a subprocess, on the offline model."""
+"""`subagents demo` end to end: the real command in a subprocess, on the offline model, with a
+fresh HOME (so its runs go to that home's default store)."""
 
 from __future__ import annotations
 
@@ -6,23 +7,48 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import msgspec
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 
-def _demo(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ANTHROPIC_API_KEY", "XDG_STATE_HOME") and not k.startswith("SUBAGENTS_")
+    }
+    env["HOME"] = str(home)
+    return env
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "subagents.cli.main", "demo", *args],
+        [sys.executable, "-m", "subagents.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
+        env=_env(home),
+        cwd=home,
     )
 
 
-def test_demo_shows_every_feature_it_promises() -> None:
-    proc = _demo("--json")
+def _demo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _cli(home, "demo", *args)
+
+
+def test_demo_shows_every_feature_it_promises(home: Path) -> None:
+    proc = _demo(home, "--json")
     assert proc.returncode == 0, proc.stderr
     data = msgspec.json.decode(proc.stdout)
     runs = {r["agent"]: r for r in data["runs"]}
@@ -56,8 +82,8 @@ def test_demo_shows_every_feature_it_promises() -> None:
     assert "timed_out" in result
 
 
-def test_demo_human_output_ends_with_result_and_a_line_per_run() -> None:
-    proc = _demo()
+def test_demo_human_output_ends_with_result_and_a_line_per_run(home: Path) -> None:
+    proc = _demo(home)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "\x1b[" not in out  # not a terminal: no ANSI codes
@@ -69,3 +95,45 @@ def test_demo_human_output_ends_with_result_and_a_line_per_run() -> None:
     assert "queued (position" in out
     assert "restart #1" in out
     assert "budget_exceeded" in out
+    assert "every slot is held" not in proc.stderr  # expected: info, not a warning
+
+
+def test_the_demo_is_recorded_in_the_default_store_and_its_ids_work_afterwards(
+    home: Path,
+) -> None:
+    proc = _demo(home)
+    assert proc.returncode == 0, proc.stderr
+    store = home / ".local" / "state" / "subagents" / "runs.sqlite3"
+    assert f"Recorded in {store}. Try:" in proc.stdout
+    tries = proc.stdout.split("Try:", 1)[1].split()
+    tree_cmd = tries[tries.index("tree") + 1]
+    log_cmd = tries[tries.index("log") + 1]
+    listed = msgspec.json.decode(_cli(home, "ps", "--all", "--json").stdout)
+    agents = {row["agent"]: row["run_id"] for row in listed}
+    assert set(agents) == {
+        "lead", "researcher", "fact-checker", "critic", "writer", "deep-diver", "flaky", "spender"
+    }  # fmt: skip
+    assert tree_cmd == agents["lead"] and log_cmd == agents["researcher"]
+    tree = _cli(home, "tree", tree_cmd)
+    assert tree.returncode == 0, tree.stderr
+    assert "fact-checker" in tree.stdout and "timed_out" in tree.stdout
+    log = _cli(home, "log", log_cmd)
+    assert log.returncode == 0 and "Survey complete" in log.stdout
+
+
+def test_run_lead_on_the_demo_folder_gives_the_demo_s_answer(home: Path) -> None:
+    demo = msgspec.json.decode(_demo(home, "--json").stdout)
+    proc = _cli(
+        home,
+        "run",
+        "lead",
+        demo["runs"][0]["task"],
+        "--agents",
+        str(REPO / "agents" / "demo"),
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = msgspec.json.decode(proc.stdout)
+    assert "{" not in run["outcome"]["result"]  # every placeholder filled: six children ran
+    assert run["outcome"]["result"] == demo["outcome"]["result"]
+    assert sorted(r["agent"] for r in run["runs"]) == sorted(r["agent"] for r in demo["runs"])

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import EventKind, MailState, RunStatus
+from subagents.messages import EventKind, Lease, MailState, RunStatus
 from subagents.store.base import RunStore
 
 
@@ -220,3 +220,21 @@ def test_take_commands_for_some_runs_leaves_the_others_pending(store: RunStore) 
     assert store.take_commands(["a"]) == []
     assert store.take_commands(set()) == []
     assert [(c.command_id, c.content) for c in store.take_commands()] == [(b1, "for b")]
+
+
+def test_leases_are_written_renewed_listed_and_released(store: RunStore) -> None:
+    first = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    other = Lease(owner="h:2:b", host="h", pid=2, machine="m", renewed_at=2.0, expires_at=17.0)
+    assert store.leases() == []
+    store.acquire_lease(first)
+    store.acquire_lease(other)
+    assert sorted(store.leases(), key=lambda x: x.owner) == [first, other]
+    renewed = msgspec.structs.replace(first, renewed_at=6.0, expires_at=21.0)
+    assert store.renew_lease(renewed) is True
+    store.release_lease("h:2:b")
+    assert store.leases() == [renewed]
+    # a lease released by someone else cannot be renewed: its holder learns it lost it
+    assert store.renew_lease(other) is False
+    assert store.leases() == [renewed]
+    store.acquire_lease(other)  # taken again explicitly
+    assert len(store.leases()) == 2

@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 3
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -90,8 +90,9 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
     make_v1_store(path)
     assert "archived_at" not in columns(path, "runs")
     with SQLiteStore(path) as store:
-        assert (store.found_version, store.schema_version) == (1, 2)
-        assert store.meta()["schema_version"] == "2"
+        assert (store.found_version, store.schema_version) == (1, SCHEMA_VERSION)
+        assert store.meta()["schema_version"] == str(SCHEMA_VERSION)
+        assert store.leases() == []  # v3: the lease table, empty
         assert [r.run_id for r in store.list_runs()] == ["done", "live"]
         assert store.get_run("done") == run(
             "done", created_at=1.0, status=RunStatus.COMPLETED, ended_at=2.0, cleanup="delete"
@@ -122,7 +123,7 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         assert store.load_checkpoint("done") is None
         assert store.load_checkpoint("live") == checkpoint("live", 4)
     with SQLiteStore(path) as store:  # opening an up-to-date store migrates nothing
-        assert store.found_version == 2
+        assert store.found_version == SCHEMA_VERSION
 
 
 def test_a_failing_migration_leaves_the_v1_store_whole(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from storekit import SRC, event, run
 
+from subagents.store.migrations import SCHEMA_VERSION
 from subagents.store.sqlite import SQLiteStore
 
 BATCHES = 30
@@ -175,4 +176,4 @@ def test_several_processes_creating_one_new_store_create_it_once(db_path: Path) 
     assert outs.count("None") == 1  # exactly one of them found an empty file and created it
     with SQLiteStore(db_path) as store:
         assert sorted(r.run_id for r in store.list_runs()) == ["p0", "p1", "p2", "p3"]
-        assert store.meta()["schema_version"] == "2"
+        assert store.meta()["schema_version"] == str(SCHEMA_VERSION)

@@ -79,3 +79,38 @@ def test_timeout_for_takes_the_tightest_and_caps_it() -> None:
     assert limits.timeout_for(20.0, None) == 20.0
     assert limits.timeout_for(50.0, 10.0) == 10.0
     assert limits.timeout_for(10_000.0) == 600.0
+
+
+def test_a_definitions_max_children_replaces_the_default_up_to_the_cap() -> None:
+    limits = Limits()
+    assert limits.children_for(None) == 5  # no maxChildren: the default
+    assert limits.children_for(6) == 6  # a team written for six gets six
+    assert limits.children_for(2) == 2
+    assert limits.children_for(500) == 50  # never past the cap
+    assert Limits(max_children=3, max_children_cap=3).children_for(6) == 3
+
+
+def test_max_children_above_its_cap_is_refused_by_name() -> None:
+    with pytest.raises(LimitError, match=r"max_children \(9\) is above max_children_cap \(8\)"):
+        Limits(max_children=9, max_children_cap=8)
+
+
+def test_the_command_line_max_children_is_a_ceiling_for_definitions() -> None:
+    import argparse
+
+    from subagents.cli.runtime_args import add_runtime_arguments, limits_from
+
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    limits = limits_from(parser.parse_args(["--max-children", "3", "--per-agent", "2"]))
+    assert limits.children_for(6) == 3 and limits.children_for(None) == 3
+    assert limits.per_agent == 2
+    defaults = limits_from(parser.parse_args([]))
+    assert defaults.children_for(6) == 6
+
+
+def test_a_high_default_raises_the_unset_cap_with_it() -> None:
+    assert Limits(max_children=80).children_for(70) == 70
+    assert Limits(max_children=80).children_for(90) == 80
+    with pytest.raises(LimitError, match="max_children_cap must be a positive integer, got 0"):
+        Limits(max_children_cap=0)

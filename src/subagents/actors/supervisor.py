@@ -62,6 +62,7 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.base import StoreError
+from subagents.store.leases import live_owners
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import (
     ArmDeadline,
@@ -99,7 +100,18 @@ class SpawnAndTell:
 
 @dataclass(frozen=True)
 class Restore:
-    """Take up the store's unfinished runs (answered with a RestoreReport)."""
+    """Take up the store's orphaned runs (answered with a RestoreReport): those whose host's
+    lease lapsed (``store.leases``); ``roots``: only these trees."""
+
+    roots: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class LeaseLost:
+    """This runtime's lease lapsed and another process took its runs over: it must stop
+    hosting them at once, writing nothing more (told by the Runtime's lease keeper)."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -175,6 +187,9 @@ class SupervisorActor(FastInboxActor):
         if isinstance(message, Batch):  # an agent's reports of one handling: always told
             self._receive_batch(message.messages)
             return None
+        if isinstance(message, LeaseLost):  # ops (issue 15): nothing more may be written
+            self._lease_lost(message.reason)
+            return None
         return self._receive(message, more=False)
 
     def _receive_batch(self, messages: tuple[Any, ...]) -> None:
@@ -220,7 +235,9 @@ class SupervisorActor(FastInboxActor):
             self._answer_failure(message, exc)
             return None
 
-    def _halt(self, exc: Exception, lost: Sequence[Effect] = ()) -> None:
+    def _halt(
+        self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
+    ) -> None:
         """The store failed (disk full, file gone, read-only...): what is in memory can no
         longer be made durable, so no run may go on as if it were. Every live run's agent is
         stopped and every waiting caller is told, with the store's error; the store keeps the
@@ -231,8 +248,8 @@ class SupervisorActor(FastInboxActor):
         is told of the store's failure too, not left waiting."""
         if self.store_failure is not None:
             return
-        self.store_failure = f"the run store failed: {exc}"
-        log.error("run store failed: every run is stopped", error=str(exc))
+        self.store_failure = f"{what}: {exc}"
+        log.error(f"{what}: every run is stopped", error=str(exc))
         ended = [e.outcome.run_id for e in [*lost, *self._held] if isinstance(e, DeliverRoot)]
         self._group, self._held, self._grouped = None, [], 0
         for live in self.live.values():
@@ -250,6 +267,15 @@ class SupervisorActor(FastInboxActor):
                     error=self.store_failure,
                 )
             )
+
+    def _lease_lost(self, reason: str) -> None:
+        """Another process took this runtime's runs over (its lease had lapsed): the open
+        group is rolled back, not committed, and everything stops as for a store failure."""
+        group, self._group = self._group, None
+        if group is not None:
+            with contextlib.suppress(Exception):
+                group.__exit__(RuntimeError, RuntimeError(reason), None)
+        self._halt(RuntimeError(reason), what="this runtime lost its lease")
 
     def _refuse(self, message: Any) -> Any:
         """After a store failure: asks get the store's error, everything else is dropped."""
@@ -383,8 +409,15 @@ class SupervisorActor(FastInboxActor):
                 self._apply(core.take_commands())
             case Sweep():
                 return core.sweep(message.archive_after_minutes, message.retention_days)
-            case Restore():
-                report, effects = core.restore()
+            case Restore(roots=roots):
+                # ops (issue 15): liveness is read here, in the same transaction as the
+                # takeover, and handed to the core as data; the leases of the owners taken
+                # over are released, so that a stalled host learns it lost them
+                with core.store.batch():
+                    alive = live_owners(core.store.leases(), time.time())
+                    report, effects = core.restore(alive, roots)
+                    for owner in report.taken_from:
+                        core.store.release_lease(owner)
                 self._apply(effects)
                 return report
             case WaitingChanged():

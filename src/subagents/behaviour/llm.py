@@ -16,7 +16,7 @@ import msgspec
 from subagents.behaviour import parent_approvals
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
 from subagents.behaviour.parent_approvals import ParentApprovals
-from subagents.behaviour.port import AgentEnv, AgentPort, render_mail
+from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
 from subagents.behaviour.spawn_policy import spawn_policy_fields
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
@@ -85,6 +85,8 @@ class LLMBehaviour:
         # fan_out children an earlier start already spawned (their answers are recovered)
         self.already_spawned: set[str] = set()
         self.schemas = self._offered_tools()
+        self.tool_spans: dict[str, CallSpan] = {}
+        """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
         self.calls: ToolCalls | None = None
         self.setup_error: str | None = None
         """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
@@ -345,12 +347,21 @@ class LLMBehaviour:
             agent=port.record.agent,
             run_id=port.record.run_id,
         )
+        traced = self.env.tracer.model_call(port.record, request) if self.env.tracer else None
         try:
             response = self.env.model.complete(request, deadline=port.deadline, cancel=port.cancel)
         except ModelError as exc:
+            if traced is not None:
+                traced.end(error=f"{exc.kind}: {exc.message}")
             if not port.cancel.is_set():
                 self._fail(f"model_{exc.kind}", exc.message)
             return
+        except BaseException as exc:
+            if traced is not None:
+                traced.end(error=f"{type(exc).__name__}: {exc}")
+            raise
+        if traced is not None:
+            traced.end(response=response)
         if port.cancel.is_set():
             return
         self.turns += 1
@@ -428,6 +439,8 @@ class LLMBehaviour:
         port, record = self.port, self.port.record
         args = use.input if isinstance(use.input, dict) else {}
         port.report_tool_call(use.name, args)
+        if self.env.tracer is not None:  # ended when its result is set (_set)
+            self.tool_spans[use.id] = self.env.tracer.tool_call(record, use.id, use.name, args)
         offered = {s.name for s in self.schemas}
         if use.name not in offered:
             self._set(use.id, f"tool {use.name!r} is not available to {record.agent}", True)
@@ -522,6 +535,9 @@ class LLMBehaviour:
 
     def _set(self, use_id: str, content: str, is_error: bool, read: tuple[str, ...] = ()) -> None:
         if use_id in self.results and self.results[use_id] is None:
+            traced = self.tool_spans.pop(use_id, None)
+            if traced is not None:
+                traced.end(error=content if is_error else None)
             result = ToolResultBlock(use_id, content, is_error)
             self.results[use_id] = result
             self.port.report_answer(

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Mail,
+    ModelRequest,
+    ModelResponse,
     RunRecord,
     SendMail,
     SpawnRequest,
@@ -89,6 +91,22 @@ class AgentPort(Protocol):
     def fail(self, kind: str, message: str) -> None: ...
 
 
+class CallSpan(Protocol):
+    """A model or tool call being traced; ended once."""
+
+    def end(self, *, error: str | None = None, response: ModelResponse | None = None) -> None: ...
+
+
+class CallTracer(Protocol):
+    """Where the LLM behaviour reports its model and tool calls for tracing (the runtime's
+    OpenTelemetry spans, ``subagents.telemetry``); None in ``AgentEnv``: nothing traced."""
+
+    def model_call(self, record: RunRecord, request: ModelRequest) -> CallSpan: ...
+    def tool_call(
+        self, record: RunRecord, call_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallSpan: ...
+
+
 @dataclass
 class AgentEnv:
     """The runtime's services a behaviour uses: the model, tools, agents, skills, limits."""
@@ -111,6 +129,8 @@ class AgentEnv:
     """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
+    tracer: CallTracer | None = None
+    """Where model and tool calls are reported for tracing (None: nothing traced)."""
 
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
         """The workspace of one run (the runtime's; a run with its own worktree may get

@@ -2,7 +2,8 @@
 
 Discovery is the runtime's own (nearest .claude/agents/, --dir directories, ~/.claude/agents/,
 built-in defaults), so what this lists is exactly what `run` would see. Warnings go to stderr;
---validate prints every problem (file:line: reason) and exits 1 if there is any.
+--validate prints every problem (file:line: reason) and exits 1 if there is an error, 0 when
+there are only warnings (--strict: 1 on warnings too).
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validate",
         action="store_true",
-        help="print every problem (file:line: reason); exit 1 if there is any",
+        help="print every problem (file:line: reason); exit 1 on errors (with --strict, on"
+        " warnings too)",
     )
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="treat tool-name problems as errors (and exit 1 on any error)",
+        help="treat tool-name problems as errors; with --validate, exit 1 on any problem",
     )
 
 
@@ -77,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
     issues = _all_issues(catalog.issues(), specs, strict=args.strict)
 
     if args.validate:
-        return _report_problems(issues, specs, as_json=args.json)
+        return _report_problems(issues, specs, as_json=args.json, strict=args.strict)
 
     for issue in issues:
-        output.warn(str(issue))
+        output.warn(output.printable(str(issue)))
     if args.json:
         output.print_json([_row(s) for s in specs])
     else:
@@ -114,13 +116,14 @@ def _all_issues(
 
 
 def _report_problems(
-    issues: Sequence[LoadIssue], specs: Sequence[AgentSpec], *, as_json: bool
+    issues: Sequence[LoadIssue], specs: Sequence[AgentSpec], *, as_json: bool, strict: bool
 ) -> int:
+    """Every problem; exit 1 on an error (``strict``: on a warning too), else 0."""
     if as_json:
         output.print_json(list(issues))
     else:
         for issue in issues:
-            print(str(issue))
+            print(output.printable(str(issue)))
     errors = sum(1 for i in issues if i.severity == "error")
     files = len({i.file for i in issues if i.file})
     if issues:
@@ -128,7 +131,7 @@ def _report_problems(
             f"{len(issues)} problem(s) ({errors} error(s), {len(issues) - errors} warning(s)) "
             f"in {files} file(s); {len(specs)} definition(s) loaded"
         )
-        return EXIT_PROBLEMS
+        return EXIT_PROBLEMS if errors or strict else 0
     if not as_json:
         print(f"ok: {len(specs)} definition(s), no problems")
     return 0

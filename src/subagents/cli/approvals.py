@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.text import Text
 
+from subagents.cli.output import printable
 from subagents.tools.approval import Approval, ApprovalRequest
 
 ANSWER_WAIT_S = 600.0
@@ -55,7 +57,9 @@ class TerminalApprovals:
                 question = self._questions.get_nowait()
             except queue.Empty:
                 return
-            console.print(Panel(question.request.describe(), title="approval needed"))
+            # a model's tool input: shown as text (no markup), control characters escaped
+            shown = Text(printable(question.request.describe()))
+            console.print(Panel(shown, title="approval needed"))
             try:
                 reply = console.input("Allow this call? [y/N] ")
             except (EOFError, KeyboardInterrupt):

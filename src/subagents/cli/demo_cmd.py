@@ -1,10 +1,14 @@
 """Run a demo team on the offline model and watch it work (no network, no API key).
 
-The team in agents/demo shows, in a few seconds: a parallel fan-out of six children, a
-grandchild at depth 2, two siblings mailing each other with a reply, runs queued under the
-concurrency limit, a child over its timeout while the others finish, a child restarted by the
-supervisor after its model call failed, a child stopped at its token budget, and the lead
-combining what came back.
+The team (shipped with subagents; `agents/demo` in the repository) shows, in a few seconds: a
+parallel fan-out of six children, a grandchild at depth 2, two siblings mailing each other
+with a reply, runs queued under the concurrency limit, a child over its timeout while the
+others finish, a child restarted by the supervisor after its model call failed, a child
+stopped at its token budget, and the lead combining what came back.
+
+The runs are recorded in the run store (--state, or the default), like those of `subagents
+run`: afterwards `subagents ps --all`, `tree`, `log` and `info` show them. `subagents run lead
+"..." --agents agents/demo` runs the same team.
 """
 
 from __future__ import annotations
@@ -12,81 +16,143 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import msgspec
+from subagents.cli.state import CliError, add_state_argument, fail
 
-from subagents.cli.live import LiveTree, watch
-from subagents.cli.output import console
-from subagents.cli.summary import print_outcome
-from subagents.models.scripted import ScriptedModel
-from subagents.runtime import Runtime
-from subagents.supervision.limits import Limits
+if TYPE_CHECKING:
+    from rich.console import Console
 
+    from subagents.messages import RunRecord
+
+NAME = "demo"
 QUESTION = "how should a small team adopt an actor runtime for its agents?"
+TEAM = "demo_team"
+"""The team's folder inside the installed package (package data, so a wheel has it)."""
 
 
 def demo_dir() -> Path | None:
-    """The demo team: next to the source tree (editable install) or under the cwd."""
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[3] / "agents" / "demo", Path.cwd() / "agents" / "demo"):
-        if (candidate / "lead.md").is_file():
-            return candidate
-    return None
+    """The demo team shipped inside the package (an editable install or a wheel alike)."""
+    from importlib.resources import files
+
+    folder = files("subagents") / TEAM
+    if not folder.joinpath("lead.md").is_file():
+        return None
+    return Path(str(folder))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", type=Path, default=None, help="the demo team's folder")
     parser.add_argument("--task", default=QUESTION, help="the question the lead works on")
     parser.add_argument("--json", action="store_true", help="print the runs as JSON at the end")
+    add_state_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     folder = args.agents or demo_dir()
     if folder is None or not (Path(folder) / "lead.md").is_file():
-        print(
-            "subagents demo: cannot find the demo team (agents/demo/lead.md); run it from the"
-            " repository or pass --agents DIR",
-            file=sys.stderr,
+        where = f" in {folder}" if folder is not None else ""
+        sys.stderr.write(
+            f"subagents demo: error: cannot find the demo team (lead.md){where}; pass"
+            " --agents DIR\n"
         )
         return 2
+    try:
+        return _demo(args, Path(folder))
+    except CliError as exc:
+        return fail(NAME, exc)
+
+
+def _demo(args: argparse.Namespace, folder: Path) -> int:
+    import msgspec
+
+    from subagents.cli.live import LiveTree, watch
+    from subagents.cli.output import console
+    from subagents.cli.state import open_store
+    from subagents.cli.summary import print_outcome
+    from subagents.models.scripted import ScriptedModel
+    from subagents.runtime import Runtime
+    from subagents.supervision.limits import Limits
+
     out = console()
     tree = LiveTree()
     done = threading.Event()
-    limits = Limits(max_concurrency=4, per_agent=4, max_children=6, timeout_s=60.0)
-    # offline whatever the environment: the scripts in the team's frontmatter
-    with Runtime(agent_dirs=[folder], model=ScriptedModel.from_specs, limits=limits) as rt:
-        rt.subscribe(tree.on_event)
-        events: list[dict[str, str]] = []
-        rt.subscribe(
-            lambda e: events.append({"kind": str(e.kind), "agent": e.agent, "run_id": e.run_id})
-        )
-        if not args.json:
-            out.print(
-                f"[bold]subagents demo[/bold]: team from {folder}, offline model,"
-                f" concurrency limit {limits.max_concurrency}"
+    limits = Limits(max_concurrency=4, per_agent=4, timeout_s=60.0)
+    store = open_store(args.state)
+    try:
+        # offline whatever the environment: the scripts in the team's frontmatter; restore
+        # off: the demo takes up no other process's runs
+        with Runtime(
+            agent_dirs=[folder],
+            model=ScriptedModel.from_specs,
+            limits=limits,
+            store=store,
+            restore=False,
+        ) as rt:
+            rt.subscribe(tree.on_event)
+            events: list[dict[str, str]] = []
+            rt.subscribe(
+                lambda e: events.append({"kind": str(e.kind), "agent": e.agent, "run_id": e.run_id})
             )
-        handle = rt.spawn("lead", args.task)
+            if not args.json:
+                out.print(
+                    f"[bold]subagents demo[/bold]: team from {folder}, offline model,"
+                    f" concurrency limit {limits.max_concurrency}",
+                    soft_wrap=True,
+                )
+            handle = rt.spawn("lead", args.task)
 
-        def wait_for_lead() -> None:
-            handle.result(120)
-            done.set()
+            def wait_for_lead() -> None:
+                handle.result(120)
+                done.set()
 
-        waiter = threading.Thread(target=wait_for_lead, daemon=True)
-        waiter.start()
-        if args.json:
-            done.wait(125)
-        else:
-            watch(tree, done, out)
-        outcome = handle.result(timeout=5)
-        records = rt.runs(root_run_id=handle.run_id)
-        if args.json:
-            sys.stdout.write(
-                msgspec.json.encode(
-                    {"outcome": outcome, "runs": records, "events": events}
-                ).decode()
-                + "\n"
-            )
-        else:
-            print_outcome(out, outcome, records)
+            waiter = threading.Thread(target=wait_for_lead, daemon=True)
+            waiter.start()
+            if args.json:
+                done.wait(125)
+            else:
+                watch(tree, done, out)
+            outcome = handle.result(timeout=5)
+            records = rt.runs(root_run_id=handle.run_id)
+            if args.json:
+                document = {
+                    "outcome": outcome,
+                    "runs": records,
+                    "events": events,
+                    "store": str(store.path),
+                }
+                sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+            else:
+                print_outcome(out, outcome, records)
+                _print_next_steps(out, store.path, handle.run_id, records)
+    finally:
+        store.close()
     return 0 if outcome.ok else 1
+
+
+def _print_next_steps(
+    out: Console, store_path: Path, root: str, records: Sequence[RunRecord]
+) -> None:
+    """What to try next: the commands that show the runs just recorded."""
+    child = next((r.run_id for r in records if r.agent == "researcher"), root)
+    state = "" if _is_default(store_path) else f" --state {store_path}"
+    out.print()
+    out.print(f"Recorded in {store_path}. Try:", soft_wrap=True, markup=False)
+    for line in (
+        f"subagents tree {root}{state}",
+        f"subagents log {child}{state}",
+        f"subagents info {root}{state}",
+        f"subagents ps --all{state}",
+    ):
+        out.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
+
+
+def _is_default(path: Path) -> bool:
+    from subagents.store.paths import default_store_path
+
+    try:
+        return path.resolve() == default_store_path().resolve()
+    except OSError:
+        return False

@@ -15,11 +15,13 @@ from rich.text import Text
 
 from subagents.cli import output
 from subagents.cli.live import STATUS_STYLE
+from subagents.cli.output import printable
 from subagents.cli.state import (
     CliError,
     add_json_argument,
     add_state_argument,
     fail,
+    liveness,
     open_store,
     resolve,
 )
@@ -34,14 +36,18 @@ class ChildRef(msgspec.Struct, frozen=True):
     run_id: str
     agent: str
     status: str
+    orphaned: bool = False
 
 
 class Info(msgspec.Struct, frozen=True, kw_only=True):
-    """What `--json` prints: the record, its children, and its mail (sent and received)."""
+    """What `--json` prints: the record, its children, its mail (sent and received), and its
+    host: ``orphaned`` when it is unfinished and its host is gone."""
 
     run: RunRecord
     children: tuple[ChildRef, ...]
     mail: tuple[Mail, ...]
+    orphaned: bool = False
+    host: str = ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,20 +76,32 @@ def gather(args: argparse.Namespace) -> Info:
             mail = store.mail_for(record.run_id)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
+        alive = liveness(store)
     children = tuple(
-        ChildRef(r.run_id, r.agent, str(r.status)) for r in tree if r.parent_run_id == record.run_id
+        ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
+        for r in tree
+        if r.parent_run_id == record.run_id
     )
-    return Info(run=record, children=children, mail=tuple(mail))
+    return Info(
+        run=record,
+        children=children,
+        mail=tuple(mail),
+        orphaned=alive.orphaned(record),
+        host=alive.describe(record),
+    )
 
 
 def show(info: Info) -> None:
     r = info.run
     out = output.console()
     title = Text()
-    title.append(f"{r.agent} ", style="bold")
+    title.append(f"{printable(r.agent)} ", style="bold")
     title.append(r.run_id)
     title.append("  ")
-    title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
+    if info.orphaned:
+        title.append(f"orphaned ({r.status} when its host was lost)", style="bold red")
+    else:
+        title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
     out.print(title)
     u = r.usage
     fields: list[tuple[str, str]] = [
@@ -94,6 +112,7 @@ def show(info: Info) -> None:
         ("depth", str(r.depth)),
         ("parent", r.parent_run_id or "- (root)"),
         ("root", r.root_run_id),
+        ("host", info.host + ("; `subagents resume` continues it" if info.orphaned else "")),
         ("created", stamp(r.created_at)),
         ("started", stamp(r.started_at)),
         ("ended", stamp(r.ended_at)),
@@ -118,7 +137,10 @@ def show(info: Info) -> None:
         fields.append(
             (
                 "children",
-                "\n".join(f"{c.agent} {c.run_id} {c.status}" for c in info.children),
+                "\n".join(
+                    f"{c.agent} {c.run_id} {'orphaned' if c.orphaned else c.status}"
+                    for c in info.children
+                ),
             )
         )
     if info.mail:
@@ -128,7 +150,7 @@ def show(info: Info) -> None:
         fields.append(("mail", f"{sent} sent; received: {received}"))
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
-        lines = value.splitlines() or [""]
+        lines = printable(value).split("\n") or [""]
         out.print(Text(f"{key:<{width}}  ", style="bold") + Text(lines[0]), soft_wrap=True)
         for line in lines[1:]:
             out.print(Text(" " * (width + 2) + line), soft_wrap=True)

@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 from rich.tree import Tree
 
+from subagents.cli.output import printable
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class LiveTree:
                 what += f": {data['error']}"
         else:
             return
-        self.journal.append(f"{event.ts - self._t0:6.2f}s  {who}  {what}")
+        self.journal.append(printable(f"{event.ts - self._t0:6.2f}s  {who}  {what}"))
 
     def drain(self) -> list[str]:
         with self._lock:
@@ -193,14 +194,15 @@ class LiveTree:
         if row.started is not None:
             elapsed = (row.ended or now) - row.started
         text = Text()
-        text.append(f"{row.agent}", style="bold")
+        text.append(printable(row.agent), style="bold")
         text.append(f" {row.run_id[-8:]} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:
             text.append(f"  mail {row.mail}")
         if row.note:
-            text.append(f"  {row.note[:70]}", style="dim")
+            note = " ".join(printable(row.note).split())
+            text.append(f"  {note[:70]}", style="dim")
         return text
 
 

@@ -3,7 +3,8 @@
 Each model turn shows the message it answered (the task, tool results, mail) and the reply
 (text and tool calls); mail shows its text; the end shows the result or the error. --follow
 keeps printing as the run goes on, until it ends (--json --follow prints one JSON object per
-line). RUN is an id, a unique prefix of one, or #N from `ps`.
+line), or until its host process is gone (the run is orphaned: exit 6; `subagents resume`
+continues it). RUN is an id, a unique prefix of one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from rich.console import Console
 from rich.text import Text
 
 from subagents.cli import output
+from subagents.cli.output import printable
 from subagents.cli.state import (
+    EXIT_ORPHANED,
     CliError,
     add_json_argument,
     add_state_argument,
     fail,
+    liveness,
     open_store,
     resolve,
 )
@@ -73,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         with open_store(args.state) as store:
             record = resolve(store, args.run_ref)
             if args.follow:
-                follow(store, record.run_id, as_json=args.json)
+                return follow(store, record.run_id, as_json=args.json)
             else:
                 record, entries = read(store, record.run_id, final=True)
                 if args.json:
@@ -106,8 +110,9 @@ def read(store: SQLiteStore, run_id: str, *, final: bool) -> tuple[RunRecord, li
     return record, entries
 
 
-def follow(store: SQLiteStore, run_id: str, *, as_json: bool) -> None:
-    """Print entries as they are written, until the run has ended."""
+def follow(store: SQLiteStore, run_id: str, *, as_json: bool) -> int:
+    """Print entries as they are written, until the run has ended (0) or its host is gone
+    (``EXIT_ORPHANED``: nothing more will be written until a resume)."""
     out = output.console()
     printed = 0
     header = not as_json
@@ -123,13 +128,20 @@ def follow(store: SQLiteStore, run_id: str, *, as_json: bool) -> None:
             show(out, record, new, header=header)
             header = False
         if record.status.terminal:
-            return
+            return 0
+        alive = liveness(store)
+        if alive.orphaned(record):
+            sys.stderr.write(
+                f"subagents log: run {record.run_id} is orphaned: its host"
+                f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+            )
+            return EXIT_ORPHANED
         time.sleep(FOLLOW_POLL_S)
 
 
 def show(out: Console, record: RunRecord, entries: Sequence[Entry], *, header: bool) -> None:
     if header:
-        title = Text(f"{record.agent} {record.run_id}", style="bold")
+        title = Text(f"{printable(record.agent)} {record.run_id}", style="bold")
         title.append(f"  {record.status}  depth {record.depth}")
         if record.parent_run_id:
             title.append(f"  parent {record.parent_run_id}")
@@ -143,7 +155,7 @@ def line(entry: Entry) -> Text:
     """``HH:MM:SS.mmm  kind  text``; further lines of the text indented under it."""
     clock = time.strftime("%H:%M:%S", time.gmtime(entry.ts)) + f".{int(entry.ts * 1000) % 1000:03d}"
     style = KIND_STYLE.get(entry.kind, "")
-    lines = entry.text.splitlines() or [""]
+    lines = printable(entry.text).split("\n") or [""]
     text = Text(f"{clock}  ", style="dim")
     text.append(f"{entry.kind:<12} " if lines[0] else entry.kind, style=style)
     text.append(lines[0].rstrip())

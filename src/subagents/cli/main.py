@@ -1,10 +1,11 @@
 """The `subagents` command: one argparse dispatcher, one module per sub-command.
 
 Why a table of modules: each sub-command lives in its own module with two functions,
-``add_arguments(parser)`` and ``run(args) -> int``, and is added here with one line. Only the
-module of the command being run is imported (``subagents ps`` must not pay for the runtime and
-the anthropic SDK that ``subagents run`` needs); ``subagents --help`` imports them all to show
-their summaries.
+``add_arguments(parser)`` and ``run(args) -> int``, and is added here with one line (its
+module and the first line of its docstring, which a test keeps equal). Only the module of the
+command being run is imported (``subagents ps`` must not pay for the runtime and the anthropic
+SDK that ``subagents run`` needs); ``subagents --help`` and ``--version`` import none of them,
+nor structlog (``benchmarks/cli_startup.py`` measures them).
 
 Logging options (``-v``, ``--log-level``, ``--log-json``) are accepted before or after the
 sub-command name; their environment twins are ``SUBAGENTS_LOG_LEVEL`` and
@@ -21,22 +22,62 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from subagents import __version__
-from subagents.logs import configure
 
 PROG = "subagents"
 
-# sub-command name -> module implementing it (add new commands here)
-COMMANDS: dict[str, str] = {
-    "run": "subagents.cli.run_cmd",
-    "ps": "subagents.cli.ps_cmd",
-    "info": "subagents.cli.info_cmd",
-    "log": "subagents.cli.log_cmd",
-    "tree": "subagents.cli.tree_cmd",
-    "stop": "subagents.cli.stop_cmd",
-    "send": "subagents.cli.send_cmd",
-    "resume": "subagents.cli.resume_cmd",
-    "agents": "subagents.cli.agents_cmd",
-    "demo": "subagents.cli.demo_cmd",
+# sub-command name -> (module implementing it, its summary: the docstring's first line)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "subagents.cli.run_cmd",
+        "Run an agent on a task, watch its tree work, print the result (`subagents run AGENT"
+        " TASK`).",
+    ),
+    "ps": (
+        "subagents.cli.ps_cmd",
+        "List runs from the store: live ones, or all with --all (`subagents ps`).",
+    ),
+    "info": (
+        "subagents.cli.info_cmd",
+        "Everything the store knows about one run (`subagents info RUN`).",
+    ),
+    "log": (
+        "subagents.cli.log_cmd",
+        "A run's transcript in order: its conversation, tool calls, mail and events (`subagents"
+        " log`).",
+    ),
+    "tree": (
+        "subagents.cli.tree_cmd",
+        "The execution tree under a run: status, depth, time, steps, tokens (`subagents tree"
+        " RUN`).",
+    ),
+    "stop": (
+        "subagents.cli.stop_cmd",
+        "Stop a run and its subtree, or every live run (`subagents stop RUN|--all`).",
+    ),
+    "send": (
+        "subagents.cli.send_cmd",
+        "Mail a run from outside: the process hosting it delivers it (`subagents send RUN TEXT`).",
+    ),
+    "resume": (
+        "subagents.cli.resume_cmd",
+        "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",
+    ),
+    "attach": (
+        "subagents.cli.attach_cmd",
+        "Watch a run's tree live from any terminal, until it ends (`subagents attach RUN`).",
+    ),
+    "wait": (
+        "subagents.cli.wait_cmd",
+        "Wait until a run ends and exit with its status code (`subagents wait RUN`).",
+    ),
+    "agents": (
+        "subagents.cli.agents_cmd",
+        "List every agent definition that would load, or validate them all (`subagents agents`).",
+    ),
+    "demo": (
+        "subagents.cli.demo_cmd",
+        "Run a demo team on the offline model and watch it work (no network, no API key).",
+    ),
 }
 
 EXIT_USAGE = 2
@@ -52,7 +93,7 @@ class SubCommand(Protocol):
 
 
 def load(name: str) -> SubCommand:
-    return cast(SubCommand, importlib.import_module(COMMANDS[name]))
+    return cast(SubCommand, importlib.import_module(COMMANDS[name][0]))
 
 
 def _logging_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -95,8 +136,11 @@ def _command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; with ``argv`` naming a command, only that command's module is loaded."""
+def build_parser(
+    argv: Sequence[str] | None = None, *, load_all: bool = False
+) -> argparse.ArgumentParser:
+    """The parser. Only the module of the command ``argv`` names is loaded (every one with
+    ``load_all``); the others are listed with their summaries from ``COMMANDS``."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="An actor-model runtime for LLM subagents with mailboxes.",
@@ -105,12 +149,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _logging_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = _command_in(argv) if argv is not None else None
-    for name in COMMANDS:
-        if chosen is not None and name != chosen:
-            sub.add_parser(name)  # known, not loaded
+    for name, (_module, summary) in COMMANDS.items():
+        if not load_all and name != chosen:
+            sub.add_parser(name, help=summary)  # known, not loaded
             continue
         module = load(name)
-        summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
         command = sub.add_parser(
             name,
             help=summary,
@@ -125,6 +168,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _configure_logging(args: argparse.Namespace) -> str | None:
     """Configure structlog from the flags (then the environment); an error message or None."""
+    from subagents.logs import configure
+
     level: str | int | None = args.log_level
     if level is None and args.verbose:
         level = "info" if args.verbose == 1 else "debug"
@@ -141,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if not hasattr(args, "_run"):  # the guess of the command was wrong: load them all
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv, load_all=True).parse_args(argv)
     problem = _configure_logging(args)
     if problem is not None:
         sys.stderr.write(f"{PROG}: error: {problem}\n")

@@ -9,6 +9,7 @@ errors always go to stderr so they never corrupt stdout (log lines too: ``subage
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -21,6 +22,29 @@ from rich.table import Table
 PROG = "subagents"
 
 
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""What text from a task, a model, mail or a file must not send to a terminal: C0 controls
+but tab and newline (ESC starts colour, cursor and title sequences; BEL rings; CR overwrites
+a line), DEL, the C1 controls (``\x9b`` is an 8-bit CSI), and the bidirectional overrides
+that make text read backwards."""
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a human view: every control character shown as an escape
+    (``\x1b[31m`` appears as the nine characters ``\\x1b[31m``), tabs and newlines kept.
+
+    Every human view passes task, result, mail, transcript and definition text through this;
+    ``--json`` never does (JSON escapes control characters itself, and stays exact)."""
+    if not _UNPRINTABLE.search(text):
+        return text
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def wants_color(stream: TextIO) -> bool:
     """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
     if os.environ.get("NO_COLOR"):
@@ -29,21 +53,32 @@ def wants_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+PIPE_WIDTH = 10_000
+"""The width a console assumes on a pipe or a file: lines are never wrapped there (a figure
+cut at column 80 cannot be read back); a terminal wraps at its own width."""
+
+
 def console(stream: TextIO | None = None) -> Console:
-    """A rich console for ``stream`` (stdout by default) following ``wants_color``."""
+    """A rich console for ``stream`` (stdout by default) following ``wants_color``; on a pipe
+    or a file it never wraps a line."""
     stream = sys.stdout if stream is None else stream
     color = wants_color(stream)
+    isatty = getattr(stream, "isatty", None)
+    terminal = bool(isatty and isatty())
     return Console(
         file=stream,
         no_color=not color,
         color_system="auto" if color else None,
         highlight=False,
         emoji=False,
+        width=None if terminal else PIPE_WIDTH,
+        soft_wrap=not terminal,
     )
 
 
 def truncate(text: str, width: int) -> str:
-    """The first line of ``text``, cut to ``width`` characters with an ellipsis."""
+    """The first line of ``text``, printable, cut to ``width`` characters with an ellipsis."""
+    text = printable(text)
     line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
     return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
 
@@ -59,6 +94,7 @@ def print_table(
     blanks, never wrapped) that ``grep``/``cut`` can read. ``wide`` columns fold when the
     terminal is narrow; the others keep their width."""
     stream = sys.stdout if stream is None else stream
+    rows = [[printable(cell) for cell in row] for row in rows]
     if not wants_color(stream):
         stream.write(plain_table(headers, rows))
         return

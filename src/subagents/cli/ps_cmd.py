@@ -1,9 +1,11 @@
 """List runs from the store: live ones, or all with --all (`subagents ps`).
 
-Rows are numbered: `#N` names row N of this listing in the other commands (`subagents log #2`).
-Run ids are shown by their shortest unique prefix (at least 8 characters); any unique prefix
-works wherever a run id is asked for. Filters: --status (repeatable or comma-separated),
---root RUN (the tree of that run), --agent NAME.
+Rows are numbered: `#N` names row N of the last plain `ps` (not `--json`) in the other
+commands (`subagents log '#2'`). Run ids are shown by their shortest unique prefix (at least
+8 characters); any unique prefix works wherever a run id is asked for. A run whose host
+process is gone (its lease lapsed: killed, crashed) shows `orphaned`; `subagents resume`
+continues it. Filters: --status (repeatable or comma-separated; `orphaned` too), --root RUN
+(the tree of that run), --agent NAME.
 """
 
 from __future__ import annotations
@@ -17,20 +19,23 @@ import msgspec
 from subagents.cli import output
 from subagents.cli.state import (
     EXIT_USAGE,
-    LIVE_STATUSES,
+    ORPHANED,
     CliError,
     add_json_argument,
     add_state_argument,
     all_run_ids,
     fail,
+    live_statuses,
+    liveness,
     open_store,
     remember_listing,
     resolve,
     short_ids,
 )
-from subagents.cli.views import age
+from subagents.cli.views import age, duration, one_line
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.base import StoreError
+from subagents.store.leases import Liveness
 
 NAME = "ps"
 
@@ -52,6 +57,11 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     cost_usd: float
     task: str
+    label: str | None
+    orphaned: bool
+    """Unfinished, and its host is gone (its lease lapsed): `subagents resume` continues it."""
+    host: str
+    """The process hosting (or that hosted) the run: ``host pid N``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="S",
         help="only runs with this status (repeatable, or comma-separated): "
-        + ", ".join(s.value for s in RunStatus),
+        + ", ".join([*(s.value for s in RunStatus), ORPHANED]),
     )
     parser.add_argument("--root", metavar="RUN", help="only the tree of RUN")
     parser.add_argument("--agent", metavar="NAME", help="only runs of this agent")
@@ -73,22 +83,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_state_argument(parser)
 
 
-def parse_statuses(values: list[str]) -> list[RunStatus] | None:
+def parse_statuses(values: list[str]) -> tuple[list[RunStatus] | None, bool]:
+    """The stored statuses asked for (None: any), and whether orphaned runs are asked for."""
     if not values:
-        return None
+        return None, False
     wanted: list[RunStatus] = []
+    orphaned = False
     for value in values:
         for word in value.split(","):
             word = word.strip().lower().replace("-", "_")
             if not word:
                 continue
+            if word == ORPHANED:
+                orphaned = True
+                continue
             try:
                 wanted.append(RunStatus(word))
             except ValueError:
-                known = ", ".join(s.value for s in RunStatus)
+                known = ", ".join([*(s.value for s in RunStatus), ORPHANED])
                 message = f"--status {word!r}: unknown status; use one of {known}"
                 raise CliError(message, EXIT_USAGE) from None
-    return wanted
+    return wanted, orphaned
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,11 +116,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
-    statuses = parse_statuses(args.status)
+    statuses, orphaned = parse_statuses(args.status)
+    if orphaned:  # orphans are unfinished runs; the stored statuses asked for are ORed in
+        statuses = [*(statuses or ()), *live_statuses()]
     if statuses is None and not args.all:
-        statuses = list(LIVE_STATUSES)
+        statuses = list(live_statuses())
     with open_store(args.state) as store:
         root = resolve(store, args.root).root_run_id if args.root else None
+        alive = liveness(store)
         try:
             records = store.list_runs(
                 statuses=statuses,
@@ -115,11 +133,15 @@ def _run(args: argparse.Namespace) -> int:
             )
         except StoreError as exc:
             raise CliError(str(exc)) from exc
+        if orphaned:
+            asked = set(parse_statuses(args.status)[0] or ())
+            records = [r for r in records if alive.orphaned(r) or r.status in asked]
         if args.limit is not None:
             records = records[-args.limit :]
-        remember_listing(store, [r.run_id for r in records])
+        if not args.json:  # #N means what a person read, not what a script asked for
+            remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-    rows = [_row(n, r) for n, r in enumerate(records, 1)]
+    rows = [_row(n, r, alive) for n, r in enumerate(records, 1)]
     if args.json:
         output.print_json(rows)
         return 0
@@ -131,22 +153,44 @@ def _run(args: argparse.Namespace) -> int:
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
     output.print_table(
-        ("#", "RUN", "AGENT", "STATUS", "DEPTH", "PARENT", "AGE", "STEPS", "TOKENS"),
+        (
+            "#",
+            "RUN",
+            "AGENT",
+            "STATUS",
+            "DEPTH",
+            "PARENT",
+            "AGE",
+            "TIME",
+            "STEPS",
+            "TOKENS",
+            "LABEL",
+            "TASK",
+        ),
         [
             (
                 str(row.row),
                 shorts[row.run_id],
                 row.agent,
-                str(row.status),
+                ORPHANED if row.orphaned else str(row.status),
                 str(row.depth),
                 _parent(row.parent_run_id, shorts),
                 age(row.created_at, now),
+                duration(record, now),
                 str(row.steps),
                 str(row.tokens),
+                one_line(row.label, LABEL_WIDTH) or "-",
+                one_line(row.task, TASK_WIDTH),
             )
-            for row in rows
+            for row, record in zip(rows, records, strict=True)
         ],
+        wide=("TASK",),
     )
+    if any(row.orphaned for row in rows):
+        sys.stderr.write(
+            "orphaned: the process hosting the run is gone (its lease lapsed);"
+            " `subagents resume` continues it\n"
+        )
     return 0
 
 
@@ -156,7 +200,11 @@ def _parent(parent: str | None, shorts: dict[str, str]) -> str:
     return shorts.get(parent, parent[:8])
 
 
-def _row(n: int, r: RunRecord) -> PsRow:
+TASK_WIDTH = 48
+LABEL_WIDTH = 20
+
+
+def _row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
     return PsRow(
         row=n,
         run_id=r.run_id,
@@ -172,4 +220,7 @@ def _row(n: int, r: RunRecord) -> PsRow:
         tokens=r.usage.total_tokens,
         cost_usd=r.usage.cost_usd,
         task=r.task,
+        label=r.label,
+        orphaned=alive.orphaned(r),
+        host=alive.host(r),
     )

@@ -1,14 +1,18 @@
-"""Restore and continue the store's unfinished runs (`subagents resume`).
+"""Continue the runs whose host process is gone (`subagents resume [RUN ...]`).
 
-Runs left queued, running or waiting (the process hosting them died or was interrupted) are
-taken up: running ones resume from their last checkpoint (no step is taken twice), queued
-ones queue again, outcomes not yet delivered are delivered. Give the same --agents folders
-(and model options) as the original `subagents run`: a run whose agent is not defined fails.
---list only lists what would be resumed. Do not resume while the original process still
-runs: both would work on the same runs.
+Every runtime keeps a lease in the store while it hosts runs; when its process dies (a crash,
+a kill, a closed terminal), the lease lapses (at once on the same machine, within
+SUBAGENTS_LEASE_S, default 15 s, elsewhere) and its unfinished runs are *orphaned* (`ps` says
+so). This command takes exactly the orphaned trees up (or only the trees of the RUNs given):
+running runs resume from their last checkpoint (no step is taken twice), queued ones queue
+again, outcomes not yet delivered are delivered; mail and stops posted meanwhile are then
+acted on. Runs whose host is alive are never taken: naming one is an error that names its
+host. Give the same --agents folders (and model options) as the original `subagents run`: a
+run whose agent is not defined fails. --list only lists what would be resumed.
 
-Exit status: 0 when every resumed root run completed (or nothing was unfinished), otherwise
-the exit code of `subagents run` for the first root that did not complete.
+Exit status: 0 when every resumed root run completed (or nothing was orphaned), otherwise the
+exit code of `subagents run` for the first root that did not complete; 1 when a RUN given is
+hosted by a live process or has ended.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections import Counter
 
 import msgspec
 
@@ -23,13 +28,16 @@ from subagents.cli import output
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import (
     EXIT_FOR_STATUS,
-    LIVE_STATUSES,
     CliError,
     fail,
+    live_statuses,
+    liveness,
     open_store,
+    resolve,
 )
 from subagents.messages import Outcome, RunRecord
 from subagents.store.base import StoreError
+from subagents.store.leases import Liveness
 
 NAME = "resume"
 
@@ -40,57 +48,113 @@ class Unfinished(msgspec.Struct, frozen=True):
     status: str
     depth: int
     root_run_id: str
+    host: str = ""
+    """Its host and that host's lease: alive (renewed when) or gone (since when)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--list", action="store_true", help="only list the unfinished runs; resume nothing"
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="only the trees of these runs (each must be orphaned); default: every orphan",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="only list the orphaned runs; resume nothing"
     )
     add_runtime_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        pending = unfinished(args)
-        if args.list or not pending:
-            _print_pending(pending, as_json=args.json)
+        orphans, hosted, roots = survey(args)
+        if args.list or not orphans:
+            _print_pending(orphans, hosted, as_json=args.json)
             return 0
-        hosted = start_runtime(args, restore=True)
+        hosted_runtime = start_runtime(args, restore=roots if roots is not None else True)
     except CliError as exc:
         return fail(NAME, exc)
     try:
-        return _resume(args, hosted)
+        return _resume(args, hosted_runtime)
     except CliError as exc:
         return fail(NAME, exc)
     finally:
-        hosted.close()
+        hosted_runtime.close()
 
 
-def unfinished(args: argparse.Namespace) -> list[RunRecord]:
+def survey(
+    args: argparse.Namespace,
+) -> tuple[list[Unfinished], list[Unfinished], frozenset[str] | None]:
+    """The orphaned runs to take (of the trees asked for), the unfinished runs live hosts
+    keep, and the roots asked for (None: every orphan). ``CliError`` for a RUN given that is
+    hosted by a live process or has ended."""
     with open_store(args.state) as store:
         try:
-            return store.list_runs(statuses=LIVE_STATUSES)
+            unfinished = store.list_runs(statuses=live_statuses())
         except StoreError as exc:
             raise CliError(str(exc)) from exc
+        alive = liveness(store)
+        roots: frozenset[str] | None = None
+        if args.runs:
+            roots = frozenset(
+                _root_to_resume(resolve(store, ref), unfinished, alive) for ref in args.runs
+            )
+    wanted = [r for r in unfinished if roots is None or r.root_run_id in roots]
+    orphans = [_unfinished(r, alive) for r in wanted if _tree_orphaned(r, unfinished, alive)]
+    hosted = [_unfinished(r, alive) for r in wanted if not _tree_orphaned(r, unfinished, alive)]
+    return orphans, hosted, roots
 
 
-def _print_pending(pending: list[RunRecord], *, as_json: bool) -> None:
-    rows = [Unfinished(r.run_id, r.agent, str(r.status), r.depth, r.root_run_id) for r in pending]
-    if as_json:
-        output.print_json({"unfinished": rows})
+def _tree_orphaned(record: RunRecord, unfinished: list[RunRecord], alive: Liveness) -> bool:
+    """A tree is taken whole or not at all: none of its unfinished runs has a live host."""
+    return not any(not alive.orphaned(r) for r in unfinished if r.root_run_id == record.root_run_id)
+
+
+def _root_to_resume(record: RunRecord, unfinished: list[RunRecord], alive: Liveness) -> str:
+    tree = [r for r in unfinished if r.root_run_id == record.root_run_id]
+    if not tree:
+        raise CliError(
+            f"run {record.run_id} ({output.printable(record.agent)}) has ended"
+            f" ({record.status}) and nothing of its tree is unfinished: nothing to resume"
+        )
+    live = next((r for r in tree if not alive.orphaned(r)), None)
+    if live is not None:
+        raise CliError(
+            f"run {record.run_id} ({output.printable(record.agent)}) is not orphaned: its tree"
+            f" is hosted by a live process ({alive.describe(live)}); stop it there"
+            f" (`subagents stop {record.root_run_id}`) or let it finish"
+        )
+    return record.root_run_id
+
+
+def _unfinished(r: RunRecord, alive: Liveness) -> Unfinished:
+    return Unfinished(r.run_id, r.agent, str(r.status), r.depth, r.root_run_id, alive.describe(r))
+
+
+def _print_pending(orphans: list[Unfinished], hosted: list[Unfinished], *, as_json: bool) -> None:
+    if as_json:  # "unfinished": what a resume takes (the orphans)
+        output.print_json({"unfinished": orphans, "hosted": hosted})
         return
-    if not rows:
-        print("nothing to resume: no unfinished runs")
+    if hosted:
+        hosts = Counter(h.host.split(",")[0] for h in hosted)
+        sys.stderr.write(
+            f"{len(hosted)} unfinished run(s) are hosted by live processes and left to them: "
+            + "; ".join(f"{host} ({n} run(s))" for host, n in sorted(hosts.items()))
+            + "\n"
+        )
+    if not orphans:
+        print("nothing to resume: no orphaned runs")
         return
     output.print_table(
-        ("RUN", "AGENT", "STATUS", "DEPTH", "ROOT"),
-        [(r.run_id, r.agent, r.status, str(r.depth), r.root_run_id) for r in rows],
+        ("RUN", "AGENT", "STATUS", "DEPTH", "ROOT", "HOST"),
+        [(r.run_id, r.agent, r.status, str(r.depth), r.root_run_id, r.host) for r in orphans],
     )
 
 
 def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.summary import print_outcome
+    from subagents.logs import note
 
     rt = hosted.runtime
     report = rt.restore_report
@@ -105,10 +169,10 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
             handles.append(rt.attach(root))
         except LookupError as exc:
             sys.stderr.write(f"subagents resume: {exc}\n")
-    sys.stderr.write(
+    note(
         f"subagents resume: {len(report.resumed)} run(s) resumed, {len(report.requeued)}"
         f" queued again, {len(report.failed)} failed, {len(report.cancelled)} cancelled;"
-        f" waiting for {len(handles)} root run(s)\n"
+        f" waiting for {len(handles)} root run(s)"
     )
     done = threading.Event()
 

@@ -4,11 +4,18 @@ A live tree (status, agent, depth, elapsed time, steps, tokens) redraws on a ter
 gets one line per transition and the tree at the end. Then the result and one line per run.
 Runs are recorded in the store (--state, or the default), so `subagents ps`, `log`, `info`,
 `tree` work from another terminal meanwhile, and `stop` / `send` act on this run within a
-second. Without ANTHROPIC_API_KEY (or with --offline) the offline scripted model plays each
-definition's `script:`.
+second. This process holds a lease on its runs while it lives; if it dies, `ps` shows them
+`orphaned` and `subagents resume` continues them. Without ANTHROPIC_API_KEY (or with
+--offline) the offline scripted model plays each definition's `script:`.
+
+With --detach the tree runs in a background host process (its own session: closing the
+terminal does not end it; its output goes to a log beside the store) and the command prints
+the root's run id and returns at once: `subagents attach RUN` watches it live from any
+terminal, `subagents wait RUN` waits for its end and exits with its status code.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
-2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled).
+2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled); with
+--detach, 0 once the run is admitted.
 """
 
 from __future__ import annotations
@@ -16,10 +23,14 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Callable
 
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
-from subagents.supervision.limits import MAX_TIMEOUT_S
+
+MAX_TIMEOUT_S = 3600.0
+"""``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
+`subagents run --help` imports nothing heavy."""
 
 NAME = "run"
 
@@ -40,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="TOKENS",
         help="token budget of the whole tree (ends budget_exceeded when spent)",
+    )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run the tree in a background process; print the root's run id and return"
+        " (then `subagents attach RUN`, `wait RUN`)",
     )
     add_runtime_arguments(parser)
 
@@ -62,6 +79,8 @@ def _check(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         task = _check(args)
+        if args.detach:
+            return _detach(args, task)
         hosted = start_runtime(args, restore=False)
     except CliError as exc:
         return fail(NAME, exc)
@@ -76,12 +95,52 @@ def run(args: argparse.Namespace) -> int:
         hosted.close()
 
 
-def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
+def _detach(args: argparse.Namespace, task: str) -> int:
+    """The tree in a background host (``cli.detach``); here, its run id once admitted."""
+    from subagents.cli import output
+    from subagents.cli.detach import detach
+    from subagents.store.paths import default_store_path
+
+    def host(report: Callable[[str], None]) -> int:
+        try:
+            hosted = start_runtime(args, restore=False)
+        except CliError as exc:
+            return fail(NAME, exc)
+        try:
+            return _run(args, hosted, task, on_admitted=report)
+        except CliError as exc:
+            return fail(NAME, exc)
+        finally:
+            hosted.close()
+
+    state_dir = (args.state or default_store_path()).expanduser().parent
+    done = detach(state_dir, host)
+    if isinstance(done, int):
+        return done
+    if args.json:
+        output.print_json({"run_id": done.run_id, "pid": done.pid, "log": str(done.log)})
+    else:
+        print(done.run_id)
+        sys.stderr.write(
+            f"subagents run: {args.agent} is run {done.run_id}, hosted in the background by"
+            f" pid {done.pid} (log {done.log}); `subagents attach {done.run_id}` to watch it,"
+            f" `subagents wait {done.run_id}` for its end\n"
+        )
+    return 0
+
+
+def _run(
+    args: argparse.Namespace,
+    hosted: Hosted,
+    task: str,
+    on_admitted: Callable[[str], None] | None = None,
+) -> int:
     import msgspec
 
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
     from subagents.cli.summary import print_outcome
+    from subagents.logs import note
     from subagents.supervision.core import AdmissionError
 
     rt = hosted.runtime
@@ -97,9 +156,11 @@ def _run(args: argparse.Namespace, hosted: Hosted, task: str) -> int:
         )
     except AdmissionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
-    sys.stderr.write(
+    if on_admitted is not None:
+        on_admitted(handle.run_id)
+    note(
         f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
-        " `subagents ps`, `log`, `stop`, `send` reach it from another terminal\n"
+        " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
     done = threading.Event()
 

@@ -63,6 +63,24 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
     parser.add_argument(
+        "--per-agent",
+        type=int,
+        default=None,
+        metavar="N",
+        help="live runs of one agent at once (default 5, or --max-concurrency)",
+    )
+    parser.add_argument(
+        "--max-children",
+        type=int,
+        default=None,
+        metavar="N",
+        help="live children of one run at once, a ceiling for the definitions' maxChildren"
+        " too (default: 5, a definition's maxChildren up to 50)",
+    )
+    parser.add_argument(
+        "--max-turns", type=int, default=None, metavar="N", help="model turns of one run (50)"
+    )
+    parser.add_argument(
         "--workspace",
         type=Path,
         default=None,
@@ -132,6 +150,12 @@ def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Li
     if args.max_concurrency is not None:
         values["max_concurrency"] = args.max_concurrency
         values["per_agent"] = args.max_concurrency  # asked for N at once: N of one agent too
+    if args.per_agent is not None:
+        values["per_agent"] = args.per_agent
+    if args.max_children is not None:  # given here, it is the ceiling for definitions too
+        values["max_children"] = values["max_children_cap"] = args.max_children
+    if args.max_turns is not None:
+        values["max_turns"] = args.max_turns
     if timeout is not None:
         values["timeout_s"] = timeout
     try:
@@ -180,12 +204,17 @@ def choose_model(args: argparse.Namespace) -> Model | Callable[[list[AgentSpec]]
 
 
 def start_runtime(
-    args: argparse.Namespace, *, restore: bool, timeout: float | None = None
+    args: argparse.Namespace, *, restore: bool | frozenset[str], timeout: float | None = None
 ) -> Hosted:
     """A Runtime over the store of ``--state`` (or the default), as the options describe."""
     from subagents.cli.state import open_store
     from subagents.runtime import Runtime
+    from subagents.store.leases import lease_seconds
 
+    try:
+        lease_seconds()  # SUBAGENTS_LEASE_S, checked before anything starts
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
     limits = limits_from(args, timeout=timeout)
     permissions = permissions_from(args)
     workspace = workspace_from(args)

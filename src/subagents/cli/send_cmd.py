@@ -1,7 +1,9 @@
-"""Mail a run from outside: the running `subagents run` delivers it (`subagents send RUN TEXT`).
+"""Mail a run from outside: the process hosting it delivers it (`subagents send RUN TEXT`).
 
-The mail is posted as a command through the store; the process running that run's tree takes
-it within a second and delivers it as mail from `external`. TEXT `-` reads the text from stdin.
+The mail is posted as a command through the store; the process hosting that run's tree takes
+it within a second and delivers it as mail from `external`. When that process is gone (the run
+is orphaned), the mail waits in the store until `subagents resume` takes the run up. TEXT `-`
+reads the text from stdin (one trailing newline dropped, as a shell's `echo` adds one).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import sys
 import msgspec
 
 from subagents.cli import output
+from subagents.cli.output import printable
 from subagents.cli.state import (
     EXIT_USAGE,
     CliError,
     add_json_argument,
     add_state_argument,
     fail,
+    liveness,
     open_store,
     resolve,
 )
@@ -35,6 +39,8 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
     agent: str
     status: str
     content: str | None = None
+    orphaned: bool = False
+    """The run's host is gone: the command waits for `subagents resume`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,16 +57,30 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, exc)
     if args.json:
         output.print_json(posted)
+    elif posted.orphaned:
+        print(
+            f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
+            f" {posted.command_id}); its host is gone (orphaned): the mail waits until"
+            " `subagents resume` takes the run up"
+        )
     else:
         print(
-            f"posted mail for {posted.agent} {posted.run_id} (command {posted.command_id});"
-            " the process running it delivers it within a second"
+            f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
+            f" {posted.command_id}); the process hosting it delivers it within a second"
         )
     return 0
 
 
+def _one_newline_less(text: str) -> str:
+    """Stdin without the one newline ``echo`` (or an editor) ends it with."""
+    for end in ("\r\n", "\n"):
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
+
+
 def _send(args: argparse.Namespace) -> Posted:
-    text: str = sys.stdin.read() if args.text == "-" else args.text
+    text: str = _one_newline_less(sys.stdin.read()) if args.text == "-" else args.text
     if not text.strip():
         raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
     with open_store(args.state) as store:
@@ -74,6 +94,7 @@ def _send(args: argparse.Namespace) -> Posted:
             command_id = store.post_command("send", record.run_id, text)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
+        orphaned = liveness(store).orphaned(record)
     return Posted(
         command_id=command_id,
         kind="send",
@@ -81,4 +102,5 @@ def _send(args: argparse.Namespace) -> Posted:
         agent=record.agent,
         status=str(record.status),
         content=text,
+        orphaned=orphaned,
     )

@@ -7,8 +7,9 @@ ways of naming a run:
 - a full run id;
 - a unique prefix of one (``r1a2014``), or a unique suffix of six characters or more (the live
   tree and the summaries show the last eight characters of each id);
-- ``#N``: row N of the last ``subagents ps`` listing of that store (kept in a small JSON file
-  next to the database, so it survives between commands).
+- ``#N``: row N of the last plain ``subagents ps`` listing of that store, the one a person
+  read (``ps --json`` leaves it alone); kept in a small private file next to the database,
+  so it survives between commands.
 
 An ambiguous reference is an error that lists the matches; nothing is guessed.
 """
@@ -16,16 +17,17 @@ An ambiguous reference is an error that lists the matches; nothing is guessed.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from subagents.messages import RunRecord, RunStatus
-from subagents.store.base import StoreError
-from subagents.store.sqlite import SQLiteStore
+if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for them
+    from subagents.messages import RunRecord, RunStatus
+    from subagents.store.leases import Liveness
+    from subagents.store.sqlite import SQLiteStore
 
 LAST_LISTING = "last-ps.json"
 MIN_SUFFIX = 6
@@ -38,16 +40,29 @@ EXIT_TIMED_OUT = 3
 EXIT_CANCELLED = 4
 EXIT_BUDGET = 5
 
-EXIT_FOR_STATUS: dict[RunStatus, int] = {
-    RunStatus.COMPLETED: EXIT_OK,
-    RunStatus.FAILED: EXIT_FAILED,
-    RunStatus.TIMED_OUT: EXIT_TIMED_OUT,
-    RunStatus.CANCELLED: EXIT_CANCELLED,
-    RunStatus.BUDGET_EXCEEDED: EXIT_BUDGET,
+EXIT_FOR_STATUS: dict[str, int] = {
+    "completed": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "timed_out": EXIT_TIMED_OUT,
+    "cancelled": EXIT_CANCELLED,
+    "budget_exceeded": EXIT_BUDGET,
 }
-"""The exit code of `subagents run` for each terminal status of its root run."""
+"""The exit code of `subagents run` for each terminal status of its root run (``RunStatus``
+values: a RunStatus looks itself up here)."""
 
-LIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+EXIT_ORPHANED = 6
+"""`wait` and `attach`: the run's host is gone (its lease lapsed); `resume` continues it."""
+
+
+def live_statuses() -> tuple[RunStatus, ...]:
+    """The unfinished statuses."""
+    from subagents.messages import RunStatus
+
+    return (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+ORPHANED = "orphaned"
+"""What people see instead of an unfinished run's status once its host is gone."""
 
 
 class CliError(Exception):
@@ -58,11 +73,16 @@ class CliError(Exception):
         self.code = code
 
 
-class Listing(msgspec.Struct, frozen=True):
-    """The rows of the last ``ps``, so ``#N`` means what the person just saw."""
+@functools.cache
+def _listing_type() -> Any:
+    """The rows of the last plain ``ps``, so ``#N`` means what the person just saw."""
+    import msgspec
 
-    store: str
-    run_ids: tuple[str, ...]
+    class Listing(msgspec.Struct, frozen=True):
+        store: str
+        run_ids: tuple[str, ...]
+
+    return Listing
 
 
 def add_state_argument(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +102,9 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
 
 def open_store(path: Path | None) -> SQLiteStore:
     """The store at ``path`` (or the default one); ``CliError`` naming the file otherwise."""
+    from subagents.store.base import StoreError
+    from subagents.store.sqlite import SQLiteStore
+
     if path is not None and path.is_dir():
         raise CliError(f"--state {path}: is a directory; give the database file", EXIT_USAGE)
     try:
@@ -98,6 +121,22 @@ def fail(command: str, exc: CliError) -> int:
     return exc.code
 
 
+def liveness(store: SQLiteStore) -> Liveness:
+    """Which hosts of the store's runs are alive now (their leases), read once."""
+    from subagents.store.base import StoreError
+    from subagents.store.leases import Liveness
+
+    try:
+        return Liveness(store.leases())
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def shown_status(record: RunRecord, alive: Liveness) -> str:
+    """The status people see: ``orphaned`` for an unfinished run whose host is gone."""
+    return ORPHANED if alive.orphaned(record) else str(record.status)
+
+
 # ---- the last listing ------------------------------------------------------------------------
 
 
@@ -107,27 +146,35 @@ def listing_path(store: SQLiteStore) -> Path:
 
 def remember_listing(store: SQLiteStore, run_ids: Sequence[str]) -> None:
     """Keep the rows of a ``ps`` for ``#N`` (best effort: a read-only dir only loses ``#N``)."""
+    import msgspec
+
     path = listing_path(store)
-    data = msgspec.json.encode(Listing(store=str(store.path), run_ids=tuple(run_ids)))
+    data = msgspec.json.encode(_listing_type()(store=str(store.path), run_ids=tuple(run_ids)))
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
+    try:  # private like the store (0600): run ids and their order are the user's business
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o600)  # an existing leftover keeps its mode through O_CREAT
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
 
 
 def last_listing(store: SQLiteStore) -> tuple[str, ...]:
+    import msgspec
+
     path = listing_path(store)
     try:
-        listing = msgspec.json.decode(path.read_bytes(), type=Listing)
+        listing = msgspec.json.decode(path.read_bytes(), type=_listing_type())
     except FileNotFoundError:
         return ()
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CliError(f"{path}: cannot read the last listing ({exc}); run `subagents ps`") from exc
     if listing.store != str(store.path):  # another database in the same folder listed last
         return ()
-    return listing.run_ids
+    run_ids: tuple[str, ...] = listing.run_ids
+    return run_ids
 
 
 # ---- run references --------------------------------------------------------------------------
@@ -177,6 +224,8 @@ def _by_row(store: SQLiteStore, ref: str) -> RunRecord:
 
 
 def _get(store: SQLiteStore, run_id: str) -> RunRecord | None:
+    from subagents.store.base import StoreError
+
     try:
         return store.get_run(run_id)
     except StoreError as exc:
@@ -184,6 +233,8 @@ def _get(store: SQLiteStore, run_id: str) -> RunRecord | None:
 
 
 def all_run_ids(store: SQLiteStore) -> list[str]:
+    from subagents.store.base import StoreError
+
     try:
         return [r.run_id for r in store.list_runs(include_archived=True)]
     except StoreError as exc:

@@ -1,7 +1,8 @@
 """Stop a run and its subtree, or every live run (`subagents stop RUN|--all`).
 
-The stop is posted as a command through the store; the process running that run's tree takes
-it within a second and cancels the run and its descendants (deepest first). With --wait the
+The stop is posted as a command through the store; the process hosting that run's tree takes
+it within a second and cancels the run and its descendants (deepest first). A run whose host
+is gone (orphaned) keeps the stop until `subagents resume` takes it up. With --wait the
 command waits until the stopped runs have ended in the store (exit 1 if they have not).
 """
 
@@ -11,14 +12,16 @@ import argparse
 import time
 
 from subagents.cli import output
+from subagents.cli.output import printable
 from subagents.cli.send_cmd import Posted
 from subagents.cli.state import (
     EXIT_USAGE,
-    LIVE_STATUSES,
     CliError,
     add_json_argument,
     add_state_argument,
     fail,
+    live_statuses,
+    liveness,
     open_store,
     resolve,
 )
@@ -69,6 +72,7 @@ def _stop(args: argparse.Namespace) -> int:
                 )
             targets = [record]
         posted = []
+        alive = liveness(store)
         try:
             for record in targets:
                 command_id = store.post_command("stop", record.run_id)
@@ -79,6 +83,7 @@ def _stop(args: argparse.Namespace) -> int:
                         run_id=record.run_id,
                         agent=record.agent,
                         status=str(record.status),
+                        orphaned=alive.orphaned(record),
                     )
                 )
         except StoreError as exc:
@@ -88,9 +93,13 @@ def _stop(args: argparse.Namespace) -> int:
         elif not posted:
             print("no live runs to stop")
         for p in posted if not args.json else ():
+            then = (
+                "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
+                if p.orphaned
+                else "the process hosting it stops it and its subtree within a second"
+            )
             print(
-                f"posted stop for {p.agent} {p.run_id} (command {p.command_id}); the process"
-                " running it stops it and its subtree within a second"
+                f"posted stop for {printable(p.agent)} {p.run_id} (command {p.command_id}); {then}"
             )
         if args.wait is None or not posted:
             return 0
@@ -107,7 +116,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _live_roots(store: SQLiteStore) -> list[RunRecord]:
     try:
-        live = store.list_runs(statuses=LIVE_STATUSES)
+        live = store.list_runs(statuses=live_statuses())
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     return [r for r in live if r.parent_run_id is None]

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from subagents.cli.live import STATUS_STYLE
+from subagents.cli.output import printable
 from subagents.messages import Outcome, RunRecord
 
 
@@ -33,9 +34,9 @@ def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
         detail = ""
         if outcome is not None:
             detail = outcome.result if outcome.ok and outcome.result else (outcome.error or "")
-        detail = " ".join(detail.split())
+        detail = " ".join(printable(detail).split())
         line = Text("  " * r.depth)
-        line.append(f"{r.agent:<14}", style="bold")
+        line.append(f"{printable(r.agent):<14}", style="bold")
         line.append(f" {r.run_id[-8:]} ", style="dim")
         line.append(f"{r.status!s:<15}", style=STATUS_STYLE.get(r.status, ""))
         line.append(
@@ -50,11 +51,8 @@ def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
 def print_outcome(console: Console, outcome: Outcome, records: Sequence[RunRecord]) -> None:
     console.print()
     console.print(Text(f"Result ({outcome.status}):", style="bold"))
-    console.print(
-        outcome.result if outcome.ok else f"{outcome.error_kind}: {outcome.error}",
-        soft_wrap=True,
-        markup=False,
-    )
+    text = outcome.result or "" if outcome.ok else f"{outcome.error_kind}: {outcome.error}"
+    console.print(printable(text), soft_wrap=True, markup=False, highlight=False)
     console.print()
     console.print(Text("Runs:", style="bold"))
     for line in summary_lines(records):

@@ -1,6 +1,7 @@
 """The execution tree under a run: status, depth, time, steps, tokens (`subagents tree RUN`).
 
-Each node shows its own tokens and, when it has children, its subtree's total. RUN may be any
+Each node shows its own tokens and, when it has children, its subtree's total; an unfinished
+run whose host process is gone shows `orphaned` (`subagents resume` continues it). RUN may be any
 run of a tree (give the root to see the whole tree): an id, a unique prefix, or #N from `ps`.
 """
 
@@ -15,6 +16,7 @@ from subagents.cli.state import (
     add_state_argument,
     all_run_ids,
     fail,
+    liveness,
     open_store,
     resolve,
     short_ids,
@@ -40,7 +42,8 @@ def load_tree(args: argparse.Namespace) -> tuple[TreeNode, list[str]]:
         except StoreError as exc:
             raise CliError(str(exc)) from exc
         universe = all_run_ids(store)
-    return build_tree(record, records), universe
+        alive = liveness(store)
+    return build_tree(record, records, alive), universe
 
 
 def run(args: argparse.Namespace) -> int:

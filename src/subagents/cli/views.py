@@ -10,11 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import msgspec
 from rich.text import Text
 from rich.tree import Tree
 
 from subagents.cli.live import STATUS_STYLE
+from subagents.cli.output import printable
 from subagents.messages import RunRecord, TreeNode
+from subagents.store.leases import Liveness
 from subagents.supervision.tree import tree_view
 
 
@@ -47,21 +50,41 @@ def stamp(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(ts))
 
 
-def build_tree(root: RunRecord, records: Sequence[RunRecord]) -> TreeNode:
-    """The execution tree under ``root`` from the records of its root tree, with totals."""
-    return tree_view(root, records)
+def build_tree(
+    root: RunRecord, records: Sequence[RunRecord], alive: Liveness | None = None
+) -> TreeNode:
+    """The execution tree under ``root`` from the records of its root tree, with totals
+    (and, given the store's leases, which unfinished nodes are orphaned)."""
+    tree = tree_view(root, records)
+    if alive is None:
+        return tree
+    by_id = {r.run_id: r for r in records}
+    return _mark_orphans(tree, by_id, alive)
+
+
+def _mark_orphans(node: TreeNode, by_id: dict[str, RunRecord], alive: Liveness) -> TreeNode:
+    record = by_id.get(node.run_id)
+    return msgspec.structs.replace(
+        node,
+        orphaned=record is not None and alive.orphaned(record),
+        children=tuple(_mark_orphans(c, by_id, alive) for c in node.children),
+    )
 
 
 def one_line(text: str | None, width: int) -> str:
-    line = " ".join((text or "").split())
+    """``text`` printable, on one line, cut to ``width`` with an ellipsis."""
+    line = " ".join(printable(text or "").split())
     return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
 
 
 def node_label(node: TreeNode, short: str, now: float | None = None) -> Text:
     text = Text()
-    text.append(node.agent, style="bold")
+    text.append(printable(node.agent), style="bold")
     text.append(f" {short} ", style="dim")
-    text.append(str(node.status), style=STATUS_STYLE.get(node.status, ""))
+    if node.orphaned:
+        text.append("orphaned", style="bold red")
+    else:
+        text.append(str(node.status), style=STATUS_STYLE.get(node.status, ""))
     text.append(
         f"  depth {node.depth}  {duration(node, now)}  steps {node.steps}"
         f"  tok {node.usage.total_tokens}"

@@ -1,6 +1,7 @@
 """The RunStore protocol: where runs, transitions, checkpoints, mail and outcomes live.
 
-The supervisor is the only writer. It wraps the writes that one message causes in
+The supervisor is the only writer of runs, mail and outcomes (leases are written by the
+runtime's lease keeper, commands by other processes). It wraps the writes that one message causes in
 ``batch()``, so they share one transaction (group commit), and it acknowledges nothing (an
 outcome delivered, a mail accepted, a step taken) before ``batch()`` has returned.
 """
@@ -15,6 +16,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    Lease,
     Mail,
     MailState,
     Outcome,
@@ -73,5 +75,18 @@ class RunStore(Protocol):
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands (only those for ``run_ids`` when given)."""
         ...
+
+    # leases: which runtimes are alive (store.leases)
+    def acquire_lease(self, lease: Lease) -> None:
+        """Write ``lease`` (a runtime starting, or taking its lease back)."""
+        ...
+
+    def renew_lease(self, lease: Lease) -> bool:
+        """Renew a held lease; False when its row is gone (released by someone else: another
+        process took over this runtime's runs after the lease lapsed)."""
+        ...
+
+    def release_lease(self, owner: str) -> None: ...
+    def leases(self) -> list[Lease]: ...
 
     def close(self) -> None: ...

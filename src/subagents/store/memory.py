@@ -18,6 +18,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    Lease,
     Mail,
     MailState,
     Outcome,
@@ -41,6 +42,7 @@ class MemoryStore:
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
+        self._leases: dict[str, Lease] = {}
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -158,6 +160,25 @@ class MemoryStore:
                 taken = [c for c in self._commands if c.run_id in run_ids]
                 self._commands = [c for c in self._commands if c.run_id not in run_ids]
             return taken
+
+    def acquire_lease(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases[lease.owner] = lease
+
+    def renew_lease(self, lease: Lease) -> bool:
+        with self._lock:
+            if lease.owner not in self._leases:
+                return False
+            self._leases[lease.owner] = lease
+            return True
+
+    def release_lease(self, owner: str) -> None:
+        with self._lock:
+            self._leases.pop(owner, None)
+
+    def leases(self) -> list[Lease]:
+        with self._lock:
+            return list(self._leases.values())
 
     def close(self) -> None:
         pass

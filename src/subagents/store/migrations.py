@@ -47,7 +47,23 @@ def v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX runs_sweep ON runs (archived_at, ended_at)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2,)
+def v2_to_v3(conn: sqlite3.Connection) -> None:
+    """v3: leases. Each hosting runtime keeps a row here, renewed every few seconds, so that
+    any process can tell a live host's unfinished runs from orphans (``store.leases``).
+    ``lease`` is the document; the other columns are what queries and people read."""
+    conn.execute(
+        """CREATE TABLE leases (
+            owner TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            renewed_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            lease TEXT NOT NULL
+        )"""
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

@@ -49,6 +49,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    Lease,
     Mail,
     MailState,
     Outcome,
@@ -83,6 +84,7 @@ _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
+_lease_decoder = msgspec.json.Decoder(Lease)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -774,6 +776,55 @@ class SQLiteStore:
             Command(command_id=cid, kind=kind, run_id=run_id, content=content, ts=ts)
             for cid, kind, run_id, content, ts in rows
         ]
+
+    # -----------------------------------------------------------------------------------------
+    # leases: which runtimes are alive
+    # -----------------------------------------------------------------------------------------
+
+    def _lease_row(self, lease: Lease) -> tuple[Any, ...]:
+        return (
+            lease.owner,
+            lease.host,
+            lease.pid,
+            lease.renewed_at,
+            lease.expires_at,
+            _encode(lease, _lease_decoder, f"the lease of {lease.owner}"),
+        )
+
+    def acquire_lease(self, lease: Lease) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn,
+                """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                       renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                       lease = excluded.lease""",
+                self._lease_row(lease),
+                f"writing the lease of {lease.owner}",
+            )
+
+    def renew_lease(self, lease: Lease) -> bool:
+        row = self._lease_row(lease)
+        with self._writing() as conn:
+            cursor = self._write_sql(
+                conn,
+                """UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
+                   WHERE owner = ?""",
+                (*row[1:], lease.owner),
+                f"renewing the lease of {lease.owner}",
+            )
+            return cursor.rowcount > 0
+
+    def release_lease(self, owner: str) -> None:
+        with self._writing() as conn:
+            self._write_sql(
+                conn, "DELETE FROM leases WHERE owner = ?", (owner,), f"releasing lease {owner}"
+            )
+
+    def leases(self) -> list[Lease]:
+        rows = self._read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
+        return [self._decode(_lease_decoder, raw, "leases", key) for key, raw in rows]
 
     # -----------------------------------------------------------------------------------------
     # the sweeper

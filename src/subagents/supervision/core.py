@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +56,6 @@ from subagents.messages import (
 from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, delivery, mail_event_data
-from subagents.supervision.ownership import new_owner, owner_alive
 from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
 from subagents.supervision.recovery import recovered_messages
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
@@ -163,7 +162,9 @@ class RestoreReport:
     cancelled: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
-    """Unfinished runs left alone: a live process (or another host) hosts them."""
+    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them."""
+    taken_from: list[str] = field(default_factory=list)
+    """The owners whose orphaned runs this restore took over (their leases lapsed)."""
 
 
 class AdmissionError(Exception):
@@ -221,7 +222,9 @@ class SupervisorCore(PolicyHooks):
         self.store = store
         self.limits = limits or Limits()
         self.default_model = default_model
-        self.owner = owner or new_owner()
+        self.owner = owner or new_id("o")
+        """The id this runtime stamps on the runs it hosts; its lease (``store.leases``) says
+        whether it is alive. Given by the Runtime (``host:pid:nonce``)."""
         self.clock = clock
         self.runs: dict[str, RunState] = {}
         self.tree = RunTree()
@@ -334,9 +337,8 @@ class SupervisorCore(PolicyHooks):
                     f"depth limit: a child of {parent.record.agent} would be at depth {depth},"
                     f" the limit is {max_depth}"
                 )
-            max_children = self.limits.max_children
-            if parent.spec.max_children is not None:
-                max_children = min(max_children, parent.spec.max_children)
+            # ops (issue 15): a definition's maxChildren is honoured up to the runtime's cap
+            max_children = self.limits.children_for(parent.spec.max_children)
             if parent.live_children >= max_children:
                 raise AdmissionError(
                     f"children limit: {parent.record.agent} already has {parent.live_children}"
@@ -548,7 +550,7 @@ class SupervisorCore(PolicyHooks):
             self.slots.start_over_limit(child)
             run_id = child
             state = self.runs[run_id]
-            log.warning(
+            log.info(  # ops (issue 15): expected (the demo shows it), not a warning
                 "every slot is held by a waiting run: starting a queued run over the limit",
                 run_id=run_id,
                 agent=state.record.agent,
@@ -1084,13 +1086,17 @@ class SupervisorCore(PolicyHooks):
 
     # ---- restore after a crash or a restart of the process -----------------------------------
 
-    def restore(self) -> tuple[RestoreReport, list[Effect]]:
-        """Take up the unfinished runs of the store: queue the queued, resume the running.
+    def restore(
+        self, live_owners: Collection[str] = (), roots: Collection[str] | None = None
+    ) -> tuple[RestoreReport, list[Effect]]:
+        """Take up the orphaned runs of the store: queue the queued, resume the running.
 
-        Parents come before children (by depth). A run whose agent is no longer defined
-        fails; a child whose parent has ended is cancelled (runs do not outlive parents).
-        Root runs come back without a caller: they are reported as orphans until someone
-        attaches to them.
+        ``live_owners``: the runtimes whose leases are alive (given as data, see
+        ``store.leases``): the trees they host are left to them. ``roots``: only these trees
+        (all orphans when None). Parents come before children (by depth). A run whose agent
+        is no longer defined fails; a child whose parent has ended is cancelled (runs do not
+        outlive parents). Root runs come back without a caller: they are reported as orphans
+        until someone attaches to them.
         """
         report = RestoreReport()
         with self._handling() as effects:
@@ -1099,15 +1105,21 @@ class SupervisorCore(PolicyHooks):
             )
             unfinished.sort(key=lambda r: (r.depth, r.created_at))
             hosted_elsewhere = {
-                r.root_run_id for r in unfinished if owner_alive(r.owner) and r.owner != self.owner
+                r.root_run_id
+                for r in unfinished
+                if r.owner in live_owners and r.owner != self.owner
             }
             for record in unfinished:
                 if record.run_id in self.runs:
+                    continue
+                if roots is not None and record.root_run_id not in roots:
                     continue
                 if record.root_run_id in hosted_elsewhere:
                     report.elsewhere.append(record.run_id)
                     continue
                 if record.owner != self.owner:
+                    if record.owner and record.owner not in report.taken_from:
+                        report.taken_from.append(record.owner)
                     record = msgspec.structs.replace(record, owner=self.owner)
                     self.store.save_run(record)
                 self._restore_one(record, report)
@@ -1117,6 +1129,10 @@ class SupervisorCore(PolicyHooks):
                 self._start(self.runs[run_id])
             for outcome in self.store.undelivered_outcomes():
                 ended = self.store.get_run(outcome.run_id)
+                if ended is not None:
+                    live_host = ended.owner in live_owners and ended.owner != self.owner
+                    if live_host or (roots is not None and ended.root_run_id not in roots):
+                        continue  # its live host delivers it; or a tree not asked for
                 if ended is not None and ended.parent_run_id is None:
                     report.orphans.append(ended.run_id)
                 elif ended is not None and self.live(ended.parent_run_id or "") is None:

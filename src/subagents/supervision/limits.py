@@ -5,6 +5,8 @@ from __future__ import annotations
 import msgspec
 
 MAX_TIMEOUT_S = 3600.0
+CHILDREN_CAP = 50
+"""The most live children a definition's ``maxChildren`` gets when no cap is set."""
 
 
 class LimitError(ValueError):
@@ -12,12 +14,16 @@ class LimitError(ValueError):
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """Runtime-wide limits. Definitions may tighten them, never loosen them.
+    """Runtime-wide limits. Definitions may tighten them; two are defaults a definition may
+    raise up to a ceiling (as a run's timeout may exceed ``timeout_s`` up to ``max_timeout_s``).
 
     ``max_depth``: a root run has depth 0; a child has its parent's depth + 1.
     ``max_concurrency`` / ``per_agent`` / ``per_tier``: live runs (running or waiting) at once;
     runs over them wait in a FIFO queue of at most ``queue_bound`` entries.
-    ``max_children``: live children of one parent at once.
+    ``max_children``: live children of one parent at once, for a parent whose definition sets
+    no ``maxChildren``; a definition's ``maxChildren`` is honoured up to ``max_children_cap``
+    (a team written for six parallel children gets six, not a default of five it never asked
+    for).
     """
 
     max_depth: int = 3
@@ -25,6 +31,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     per_agent: int = 5
     per_tier: dict[int, int] = msgspec.field(default_factory=dict)
     max_children: int = 5
+    max_children_cap: int | None = None
+    """None: ``CHILDREN_CAP`` (or ``max_children`` when that is higher)."""
     queue_bound: int = 1000
     timeout_s: float = 300.0
     max_timeout_s: float = MAX_TIMEOUT_S
@@ -32,10 +40,24 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_turns: int = 50
 
     def __post_init__(self) -> None:
-        for field in ("max_concurrency", "per_agent", "max_children", "queue_bound", "max_turns"):
+        for field in (
+            "max_concurrency",
+            "per_agent",
+            "max_children",
+            "queue_bound",
+            "max_turns",
+        ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:
                 raise LimitError(f"limit {field} must be a positive integer, got {value!r}")
+        cap = self.max_children_cap
+        if cap is not None and (not _is_int(cap) or cap < 1):
+            raise LimitError(f"limit max_children_cap must be a positive integer, got {cap!r}")
+        if cap is not None and self.max_children > cap:
+            raise LimitError(
+                f"limit max_children ({self.max_children}) is above max_children_cap"
+                f" ({self.max_children_cap}); raise the cap too"
+            )
         if not _is_int(self.max_depth) or self.max_depth < 0:
             raise LimitError(
                 f"limit max_depth must be >= 0 (a whole number), got {self.max_depth!r}"
@@ -59,6 +81,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             raise LimitError(
                 f"limit token_budget must be a positive integer, got {self.token_budget!r}"
             )
+
+    def children_for(self, requested: int | None) -> int:
+        """Live children a parent may have: its definition's ``maxChildren`` up to the cap,
+        else the default."""
+        if requested is None:
+            return self.max_children
+        cap = self.max_children_cap
+        return min(requested, cap if cap is not None else max(CHILDREN_CAP, self.max_children))
 
     def timeout_for(self, *requested: float | None) -> float:
         """The tightest of the requested timeouts (the default when none is), capped at the

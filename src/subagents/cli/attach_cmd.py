@@ -1,0 +1,154 @@
+"""Watch a run's tree live from any terminal, until it ends (`subagents attach RUN`).
+
+The tree under RUN (status, depth, time, steps, tokens, result or error) is read from the store
+a few times a second, so it works for any run: a `run --detach` tree, one running in another
+terminal, a child. On a terminal it redraws in place; on a pipe it prints one line per change
+of status, then the tree. When RUN ends it prints its result and one line per run, and exits
+with `subagents run`'s code for its status. Ctrl-C detaches (exit 0): the run goes on. When
+the run's host process is gone (orphaned) it says so and exits 6 (`subagents resume`
+continues it). RUN is an id, a unique prefix of one, or #N from `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from subagents.cli.state import (
+    EXIT_FOR_STATUS,
+    EXIT_OK,
+    EXIT_ORPHANED,
+    CliError,
+    add_state_argument,
+    fail,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from subagents.messages import RunRecord
+    from subagents.store.leases import Liveness
+    from subagents.store.sqlite import SQLiteStore
+
+NAME = "attach"
+POLL_S = 0.25
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _attach(args)
+    except CliError as exc:
+        return fail(NAME, exc)
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"subagents attach: detached from {args.run_ref}; it goes on (`subagents attach"
+            f" {args.run_ref}` again, `subagents wait {args.run_ref}` for its end)\n"
+        )
+        return EXIT_OK
+
+
+def _attach(args: argparse.Namespace) -> int:
+    from subagents.cli.output import console
+    from subagents.cli.state import open_store, resolve
+
+    out = console()
+    with open_store(args.state) as store:
+        record = resolve(store, args.run_ref)
+        if out.is_terminal:
+            record, orphaned = _live_view(store, record, out)
+        else:
+            record, orphaned = _journal(store, record, out)
+        return _end(store, record, orphaned, out)
+
+
+def _subtree(store: SQLiteStore, record: RunRecord) -> tuple[list[RunRecord], Liveness]:
+    """The runs under ``record`` (itself first, parents before children) and the leases."""
+    from subagents.cli.state import liveness
+    from subagents.store.base import StoreError
+
+    try:
+        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    children: dict[str | None, list[RunRecord]] = {}
+    for r in tree:
+        children.setdefault(r.parent_run_id, []).append(r)
+    by_id = {r.run_id: r for r in tree}
+    ordered: list[RunRecord] = []
+    stack = [by_id.get(record.run_id, record)]
+    while stack:
+        r = stack.pop()
+        ordered.append(r)
+        stack.extend(reversed(children.get(r.run_id, [])))
+    return ordered, liveness(store)
+
+
+def _live_view(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+    """Redraw the tree in place until RUN ends or is orphaned."""
+    from rich.live import Live
+
+    from subagents.cli.state import all_run_ids, short_ids
+    from subagents.cli.views import build_tree, render_tree, walk
+
+    def frame() -> tuple[RenderableType, RunRecord, bool]:
+        runs, alive = _subtree(store, record)
+        tree = build_tree(runs[0], runs, alive)
+        shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
+        return render_tree(tree, shorts), runs[0], alive.orphaned(runs[0])
+
+    view, current, orphaned = frame()
+    with Live(view, console=out, refresh_per_second=4, transient=False) as live:
+        while not current.status.terminal and not orphaned:
+            time.sleep(POLL_S)
+            view, current, orphaned = frame()
+            live.update(view)
+    return current, orphaned
+
+
+def _journal(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+    """On a pipe: one line per change of status, until RUN ends or is orphaned."""
+    from subagents.cli.output import printable
+    from subagents.cli.state import shown_status
+
+    seen: dict[str, str] = {}
+    t0 = time.time()
+    while True:
+        runs, alive = _subtree(store, record)
+        for r in runs:
+            status = shown_status(r, alive)
+            if seen.get(r.run_id) != status:
+                seen[r.run_id] = status
+                indent = "  " * (r.depth - runs[0].depth)
+                line = f"{time.time() - t0:6.2f}s  {indent}{r.agent} {r.run_id[-8:]}  {status}"
+                if status != "orphaned" and r.outcome is not None and not r.outcome.ok:
+                    line += f": {r.outcome.error}"
+                out.print(printable(line), markup=False, highlight=False)
+        current = runs[0]
+        orphaned = alive.orphaned(current)
+        if current.status.terminal or orphaned:
+            return current, orphaned
+        time.sleep(POLL_S)
+
+
+def _end(store: SQLiteStore, record: RunRecord, orphaned: bool, out: Console) -> int:
+    from subagents.cli.state import liveness
+    from subagents.cli.summary import print_outcome
+    from subagents.messages import Outcome
+
+    if orphaned:
+        sys.stderr.write(
+            f"subagents attach: run {record.run_id} is orphaned: its host"
+            f" ({liveness(store).describe(record)}) is gone; `subagents resume` continues it\n"
+        )
+        return EXIT_ORPHANED
+    runs, _alive = _subtree(store, record)
+    outcome = record.outcome or Outcome(run_id=record.run_id, status=record.status)
+    print_outcome(out, outcome, runs)
+    return EXIT_FOR_STATUS.get(record.status, 1)

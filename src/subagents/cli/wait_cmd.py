@@ -1,0 +1,98 @@
+"""Wait until a run ends and exit with its status code (`subagents wait RUN`).
+
+Works from any terminal for any run in the store (a `run --detach` tree, a child, a run of a
+`subagents run` in another terminal). Exit status: that of `subagents run` for the run's end
+(0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded); 6 when its host process
+is gone (the run is orphaned: `subagents resume` continues it); 124 when --timeout passed
+first. RUN is an id, a unique prefix of one, or #N from `ps`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from subagents.cli.state import (
+    EXIT_FOR_STATUS,
+    EXIT_ORPHANED,
+    EXIT_USAGE,
+    CliError,
+    add_json_argument,
+    add_state_argument,
+    fail,
+)
+
+NAME = "wait"
+POLL_S = 0.2
+EXIT_WAIT_TIMEOUT = 124
+"""As `timeout(1)`: the run had not ended when --timeout passed."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="give up after S seconds (exit 124); default: wait as long as it runs",
+    )
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _wait(args)
+    except CliError as exc:
+        return fail(NAME, exc)
+
+
+def _wait(args: argparse.Namespace) -> int:
+    from subagents.cli import output
+    from subagents.cli.state import liveness, open_store, resolve
+    from subagents.store.base import StoreError
+
+    if args.timeout is not None and not args.timeout >= 0:
+        raise CliError(f"--timeout must be >= 0 seconds, got {args.timeout:g}", EXIT_USAGE)
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    with open_store(args.state) as store:
+        record = resolve(store, args.run_ref)
+        while True:
+            try:
+                current = store.get_run(record.run_id)
+            except StoreError as exc:
+                raise CliError(str(exc)) from exc
+            if current is None:
+                raise CliError(f"run {record.run_id} is no longer in the store")
+            record = current
+            if record.status.terminal:
+                break
+            alive = liveness(store)
+            if alive.orphaned(record):
+                sys.stderr.write(
+                    f"subagents wait: run {record.run_id} is orphaned: its host"
+                    f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                )
+                return EXIT_ORPHANED
+            if deadline is not None and time.monotonic() >= deadline:
+                sys.stderr.write(
+                    f"subagents wait: run {record.run_id} is still {record.status} after"
+                    f" {args.timeout:g}s\n"
+                )
+                return EXIT_WAIT_TIMEOUT
+            time.sleep(POLL_S)
+    if args.json:
+        output.print_json(
+            {"run_id": record.run_id, "status": record.status, "outcome": record.outcome}
+        )
+    else:
+        outcome = record.outcome
+        detail = ""
+        if outcome is not None:
+            detail = (
+                outcome.result or "" if outcome.ok else f"{outcome.error_kind}: {outcome.error}"
+            )
+        print(output.printable(f"{record.run_id} {record.status}: {detail}".rstrip(": ")))
+    return EXIT_FOR_STATUS.get(record.status, 1)

@@ -1,0 +1,68 @@
+"""The lease keeper: one thread per Runtime that keeps its lease in the store alive.
+
+Why a thread of its own: the lease says the *process* is alive, so it must not wait behind the
+supervisor's work (a long burst of mail) or the timer's callbacks; a renewal is one small
+write every ``lease_s / 3`` seconds. A renewal that fails (the store is busy or broken) is
+logged and tried again at the next tick: the lease lasts three ticks. A renewal that finds
+the lease gone means another process took this runtime's runs over after the lease lapsed
+(the process was stalled); ``on_lost`` is called once and the keeper ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+
+import structlog
+
+from subagents.store.base import RunStore
+from subagents.store.leases import lease_for
+
+log = structlog.get_logger("subagents.leases")
+
+
+class LeaseKeeper:
+    """Writes the lease of ``owner`` now, renews it until ``close``, then releases it."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        owner: str,
+        lease_s: float,
+        *,
+        on_lost: Callable[[str], object],
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.lease_s = lease_s
+        self.started_at = time.time()
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        store.acquire_lease(lease_for(owner, lease_s, started_at=self.started_at))
+        self.thread = threading.Thread(target=self._loop, name="subagents-lease", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        every = self.lease_s / 3
+        while not self._stop.wait(every):
+            lease = lease_for(self.owner, self.lease_s, started_at=self.started_at)
+            try:
+                held = self.store.renew_lease(lease)
+            except Exception as exc:
+                log.warning("lease not renewed; trying again", owner=self.owner, error=str(exc))
+                continue
+            if not held and not self._stop.is_set():
+                reason = f"the lease of {self.owner} lapsed and another process took its runs over"
+                log.error("lease lost", owner=self.owner)
+                self._on_lost(reason)
+                return
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop renewing and delete the lease (its runs have ended or been cancelled)."""
+        self._stop.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+        with contextlib.suppress(Exception):  # a closed or broken store: the lease lapses
+            self.store.release_lease(self.owner)

@@ -1,0 +1,173 @@
+"""Leases: which runtimes sharing a store are alive, so that their runs are never taken twice.
+
+Each Runtime writes a lease (``messages.Lease``) for itself in the store when it starts,
+renews it every ``lease_s / 3`` seconds, and deletes it when it closes. Its runs carry its id
+(``RunRecord.owner``). A lease is alive until its ``expires_at`` (set by the host, ``lease_s``
+after each renewal); an unfinished run whose owner holds no live lease is **orphaned**: the
+process hosting it is gone (killed, crashed, its machine lost, or stalled past its lease).
+Orphans are what ``subagents resume`` (and a Runtime started with ``restore=True``) take up;
+the runs of a live lease are left to their host.
+
+One shortcut, never a guess: on the machine that wrote a lease (same kernel boot and pid
+namespace, ``machine_id``), a lease whose process no longer exists is dead at once, without
+waiting for it to expire (a ``kill -9`` is seen by the next ``ps``). Elsewhere only time
+tells: a host on another machine counts as alive until its lease expires. Clocks of hosts
+sharing a store are assumed to agree to well within ``lease_s``.
+
+This module is the one place that looks at hosts and processes; the supervisor is handed the
+set of live owners as data.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterable
+
+from subagents.messages import Lease, RunRecord
+
+DEFAULT_LEASE_S = 15.0
+"""Seconds a lease lasts without renewal: a dead host's runs are orphaned within this."""
+
+LEASE_ENV = "SUBAGENTS_LEASE_S"
+
+
+def lease_seconds(given: float | None = None) -> float:
+    """The lease duration: ``given``, else ``$SUBAGENTS_LEASE_S``, else 15 s. ``ValueError``
+    naming the source for anything but a positive, finite number of seconds."""
+    source = "lease_s"
+    value: object = given
+    if value is None:
+        raw = os.environ.get(LEASE_ENV, "").strip()
+        if not raw:
+            return DEFAULT_LEASE_S
+        source = LEASE_ENV
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{LEASE_ENV} must be a number of seconds, got {raw!r}") from None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < float("inf")
+    ):
+        raise ValueError(f"{source} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+@functools.cache
+def machine_id() -> str:
+    """Where a pid means something: the kernel boot and the pid namespace (Linux), else the
+    host name. Two containers with one host name but their own pid namespaces differ."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            parts.append(f.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        pass
+    return "|".join(parts)
+
+
+def new_owner() -> str:
+    """A fresh owner id for a runtime of this process: ``host:pid:nonce``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | None = None) -> Lease:
+    """The lease a runtime of this process writes (or renews) at ``now``."""
+    now = time.time() if now is None else now
+    return Lease(
+        owner=owner,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        machine=machine_id(),
+        started_at=started_at,
+        renewed_at=now,
+        expires_at=now + lease_s,
+    )
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    except OSError:
+        return True  # cannot tell: let the lease's time decide
+    return True
+
+
+def alive(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease``'s runtime may still be hosting its runs."""
+    now = time.time() if now is None else now
+    if lease.expires_at <= now:
+        return False
+    if lease.machine and lease.machine == machine_id() and lease.pid != os.getpid():
+        return _process_exists(lease.pid)  # on this machine a dead process is seen at once
+    return True
+
+
+def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[str]:
+    """The owners whose leases are alive at ``now``."""
+    now = time.time() if now is None else now
+    return frozenset(lease.owner for lease in leases if alive(lease, now))
+
+
+class Liveness:
+    """The leases of a store read once, to say of many runs whether their host is alive."""
+
+    def __init__(self, leases: Iterable[Lease], now: float | None = None) -> None:
+        self.now = time.time() if now is None else now
+        self.by_owner = {lease.owner: lease for lease in leases}
+        self.live = live_owners(self.by_owner.values(), self.now)
+
+    def orphaned(self, record: RunRecord) -> bool:
+        """An unfinished run whose host holds no live lease."""
+        return not record.status.terminal and record.owner not in self.live
+
+    def host(self, record: RunRecord) -> str:
+        """Who hosts (or hosted) ``record``, for people: ``host pid N``."""
+        lease = self.by_owner.get(record.owner or "")
+        if lease is not None:
+            return f"{lease.host} pid {lease.pid}"
+        return describe_owner(record.owner)
+
+    def describe(self, record: RunRecord) -> str:
+        """The host and its lease, for people: alive (renewed when) or gone (since when)."""
+        lease = self.by_owner.get(record.owner or "")
+        if lease is None:
+            return f"{describe_owner(record.owner)}, no lease (its runtime has ended)"
+        if lease.owner in self.live:
+            return (
+                f"{lease.host} pid {lease.pid}, lease renewed {_ago(self.now - lease.renewed_at)}"
+            )
+        if lease.expires_at > self.now:
+            return f"{lease.host} pid {lease.pid}, whose process is gone"
+        return (
+            f"{lease.host} pid {lease.pid}, whose lease lapsed {_ago(self.now - lease.expires_at)}"
+        )
+
+
+def describe_owner(owner: str | None) -> str:
+    """An owner id (``host:pid:nonce``) as ``host pid N``."""
+    if not owner:
+        return "no host"
+    parts = owner.split(":")
+    if len(parts) == 3 and parts[1].isdigit():
+        return f"{parts[0]} pid {parts[1]}"
+    return owner
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.0f}h ago"

@@ -1,0 +1,242 @@
+"""Leases: runtimes sharing a store keep to their own runs while alive, and a runtime whose
+lease lapsed loses its runs to the next one (a dead process's runs are taken up: see
+test_crash_recovery and tests/cli/test_cli_leases.py for SIGKILL across processes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
+from subagents.messages import Lease, RunRecord, RunStatus
+from subagents.store.leases import (
+    Liveness,
+    alive,
+    describe_owner,
+    lease_for,
+    lease_seconds,
+    live_owners,
+    machine_id,
+)
+
+SLOW = ScriptedModel({"slow": [{"text": "done {task}", "delay": 30}]})
+AGENTS = [AgentSpec(name="slow", description="takes its time")]
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return int(proc.stdout)
+
+
+def test_a_lease_lives_until_it_expires_and_a_dead_local_process_at_once() -> None:
+    now = 1_000.0
+    mine = lease_for("me", 15.0, started_at=now, now=now)
+    assert mine.pid == os.getpid() and mine.machine == machine_id()
+    assert alive(mine, now + 14.9)
+    assert not alive(mine, now + 15.0)  # lapsed: no renewal within lease_s
+    gone = Lease(owner="x", host="h", pid=_dead_pid(), machine=machine_id(), expires_at=now + 15)
+    assert not alive(gone, now)  # on this machine a dead process is seen before expiry
+    far = Lease(
+        owner="y", host="far", pid=_dead_pid(), machine="another machine", expires_at=now + 15
+    )
+    assert alive(far, now)  # elsewhere, only time tells
+    assert not alive(far, now + 16)
+    assert live_owners([mine, gone, far], now) == {"me", "y"}
+
+
+def test_liveness_says_which_unfinished_runs_are_orphaned_and_who_hosted_them() -> None:
+    now = 1_000.0
+    live = Lease(
+        owner="a:1:x", host="a", pid=1, machine="m2", renewed_at=now - 2, expires_at=now + 13
+    )
+    lapsed = Lease(
+        owner="b:2:y", host="b", pid=2, machine="m2", renewed_at=now - 40, expires_at=now - 25
+    )
+    view = Liveness([live, lapsed], now)
+
+    def record(owner: str | None, status: RunStatus = RunStatus.RUNNING) -> RunRecord:
+        return RunRecord(
+            run_id="r", agent="a", task="t", root_run_id="r", owner=owner, status=status
+        )
+
+    assert not view.orphaned(record("a:1:x"))
+    assert view.orphaned(record("b:2:y"))
+    assert view.orphaned(record("c:3:z"))  # no lease at all: its runtime ended or never wrote one
+    assert not view.orphaned(record("b:2:y", RunStatus.COMPLETED))  # ended runs are not orphans
+    assert view.describe(record("a:1:x")) == "a pid 1, lease renewed 2s ago"
+    assert view.describe(record("b:2:y")) == "b pid 2, whose lease lapsed 25s ago"
+    assert view.describe(record("c:3:z")) == "c pid 3, no lease (its runtime has ended)"
+    assert describe_owner(None) == "no host"
+
+
+def test_the_lease_setting_is_checked_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert lease_seconds(2) == 2.0
+    monkeypatch.setenv("SUBAGENTS_LEASE_S", "3.5")
+    assert lease_seconds() == 3.5
+    monkeypatch.setenv("SUBAGENTS_LEASE_S", "soon")
+    with pytest.raises(
+        ValueError, match="SUBAGENTS_LEASE_S must be a number of seconds, got 'soon'"
+    ):
+        lease_seconds()
+    with pytest.raises(ValueError, match="lease_s must be a positive number of seconds, got 0"):
+        Runtime(AGENTS, model=SLOW, lease_s=0)
+
+
+def test_a_runtime_holds_a_lease_while_open_and_releases_it_on_close(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    with Runtime(AGENTS, model=SLOW, store=store, lease_s=0.3) as rt:
+        [lease] = store.leases()
+        assert lease.owner == rt.owner and lease.pid == os.getpid()
+        first = lease.renewed_at
+        deadline = time.monotonic() + 10
+        while store.leases()[0].renewed_at == first and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling the store for the keeper's next renewal
+        assert store.leases()[0].renewed_at > first  # renewed by its keeper
+    assert store.leases() == []
+    store.close()
+
+
+def test_a_second_runtime_leaves_a_live_runtimes_runs_and_commands_alone(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = Runtime(AGENTS, model=SLOW, store=SQLiteStore(db), command_poll_s=0.05)
+    started = threading.Event()
+    first.subscribe(lambda e: started.set() if e.kind == "started" else None)
+    try:
+        handle = first.spawn("slow", "a")
+        assert started.wait(5)
+        second_store = SQLiteStore(db)
+        with Runtime(AGENTS, model=SLOW, store=second_store, command_poll_s=0.05) as second:
+            assert second.restore_report.resumed == []
+            assert handle.run_id in second.restore_report.elsewhere
+            # a stop posted for the first runtime's run is not taken by the second one
+            second_store.post_command("stop", handle.run_id)
+            outcome = handle.result(timeout=10)
+            assert outcome.status is RunStatus.CANCELLED
+            assert outcome.error == "stopped from another process"
+        second_store.close()
+    finally:
+        first.close()
+
+
+def _orphan(db: Path, owner: str, lease: Lease | None) -> str:
+    """A tree hosted by ``owner`` (a runtime of another machine), with its lease as given."""
+    store = SQLiteStore(db)
+    run_id = "r-orphan"
+    store.save_run(
+        RunRecord(
+            run_id=run_id, agent="quick", task="t", root_run_id=run_id, status=RunStatus.RUNNING,
+            created_at=time.time(), started_at=time.time(), owner=owner,
+        )
+    )  # fmt: skip
+    if lease is not None:
+        store.acquire_lease(lease)
+    store.close()
+    return run_id
+
+
+QUICK = ScriptedModel({"quick": [{"text": "quick {task}"}]})
+QUICK_AGENTS = [AgentSpec(name="quick", description="answers")]
+
+
+def test_runs_of_a_lapsed_lease_are_taken_over_and_that_lease_released(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    owner = "far-host:4242:abcd"
+    lapsed = Lease(owner=owner, host="far-host", pid=4242, machine="another machine",
+                   renewed_at=time.time() - 60, expires_at=time.time() - 45)  # fmt: skip
+    run_id = _orphan(db, owner, lapsed)
+    store = SQLiteStore(db)
+    with Runtime(QUICK_AGENTS, model=QUICK, store=store) as rt:
+        assert rt.restore_report.resumed == [run_id]
+        assert rt.restore_report.taken_from == [owner]
+        assert [lease.owner for lease in store.leases()] == [rt.owner]  # the lapsed one is gone
+        assert rt.attach(run_id).result(timeout=10).result == "quick t"
+        assert store.get_run(run_id).owner == rt.owner  # type: ignore[union-attr]
+    store.close()
+
+
+def test_runs_of_a_live_lease_elsewhere_are_left_alone_until_it_lapses(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    owner = "far-host:4242:abcd"
+    live = Lease(owner=owner, host="far-host", pid=4242, machine="another machine",
+                 renewed_at=time.time(), expires_at=time.time() + 600)  # fmt: skip
+    run_id = _orphan(db, owner, live)
+    store = SQLiteStore(db)
+    with Runtime(QUICK_AGENTS, model=QUICK, store=store) as rt:
+        assert rt.restore_report.resumed == [] and rt.restore_report.elsewhere == [run_id]
+        assert store.get_run(run_id).owner == owner  # type: ignore[union-attr]
+    store.close()
+
+
+def test_restore_of_some_trees_takes_only_those(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    run_id = _orphan(db, "gone:1:x", None)
+    store = SQLiteStore(db)
+    with Runtime(QUICK_AGENTS, model=QUICK, store=store, restore=["r-other"]) as rt:
+        assert rt.restore_report.resumed == []
+        assert store.get_run(run_id).owner == "gone:1:x"  # type: ignore[union-attr]
+    with Runtime(QUICK_AGENTS, model=QUICK, store=store, restore=[run_id]) as rt:
+        assert rt.restore_report.resumed == [run_id]
+    store.close()
+
+
+def test_a_runtime_that_lost_its_lease_stops_hosting_and_writes_nothing_more(
+    tmp_path: Path,
+) -> None:
+    """A stalled host whose runs were taken over (its lease row released by the taker) hears
+    it at its next renewal: every run stops, its caller is told, nothing more is written."""
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db)
+    started = threading.Event()
+    with Runtime(AGENTS, model=SLOW, store=store, lease_s=0.3) as rt:
+        rt.subscribe(lambda e: started.set() if e.kind == "started" else None)
+        handle = rt.spawn("slow", "a")
+        assert started.wait(5)
+        taker = SQLiteStore(db)
+        taker.release_lease(rt.owner)  # what a resume that took its runs over does
+        taker.close()
+        outcome = handle.result(timeout=10)
+        assert outcome.status is RunStatus.FAILED
+        assert outcome.error is not None and "lost its lease" in outcome.error
+    record = SQLiteStore(db).get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.RUNNING  # left to its taker
+
+
+def test_stop_and_send_for_a_run_hosted_by_another_runtime_are_passed_on(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    slow = ScriptedModel(
+        {
+            "slow": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 30}}]},
+                {"text": "got {mail_content}", "delay": 30},
+            ]
+        }
+    )
+    agents = [AgentSpec(name="slow", description="waits")]
+    waiting = threading.Event()
+
+    def on_event(event: Any) -> None:
+        if event.kind == "waiting":
+            waiting.set()
+
+    with Runtime(agents, model=slow, store=SQLiteStore(db), command_poll_s=0.05) as host:
+        host.subscribe(on_event)
+        handle = host.spawn("slow", "s")
+        assert waiting.wait(10)
+        with Runtime(agents, model=slow, store=SQLiteStore(db), command_poll_s=0.05) as other:
+            mail_id = other.send(handle.run_id, "hello from elsewhere")
+            assert mail_id.startswith("command-")
+            assert other.stop(handle.run_id) == (handle.run_id,)
+        outcome = handle.result(timeout=10)
+    assert outcome.status is RunStatus.CANCELLED
+    assert outcome.error == "stopped from another process"
+    mail = SQLiteStore(db).mail_for(handle.run_id)
+    assert [m.content for m in mail] == ["hello from elsewhere"]
