@@ -17,7 +17,7 @@ from subagents.supervision.synthesis import (
     Item,
     Synthesis,
     SynthesisError,
-    parse_value,
+    outcome_value,
     synthesize,
 )
 
@@ -125,7 +125,7 @@ def _item(agent: str, outcome: Outcome, weights: Mapping[str, float]) -> Item:
         source=outcome.run_id,
         agent=agent,
         weight=float(weights.get(agent, 1.0)),
-        value=parse_value(outcome.result) if outcome.ok else None,
+        value=outcome_value(outcome.result, outcome.typed) if outcome.ok else None,
         ok=outcome.ok,
         error=None if outcome.ok else f"{outcome.status}: {outcome.error}",
     )

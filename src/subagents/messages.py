@@ -174,7 +174,14 @@ TERMINAL_STATUSES = frozenset(
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """How a run ended: its one terminal status, its result or its error."""
+    """How a run ended: its one terminal status, its result or its error.
+
+    ``result`` is text: what an LLM agent answered, what a function agent returned if it
+    returned a string, else the JSON text of the value it returned. ``typed`` says which:
+    then ``value`` decodes it, so a function agent's ``42`` is ``42`` again (and a dict a
+    dict), in memory, through the store and after a restart alike. The value is kept once,
+    as its text, so a typed result costs no more to store than a text one.
+    """
 
     run_id: str
     status: RunStatus
@@ -183,10 +190,33 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     usage: Usage = Usage()
     steps: int = 0
+    typed: bool = False
+    """``result`` is the JSON text of a value a function agent returned (``value``)."""
 
     @property
     def ok(self) -> bool:
         return self.status is RunStatus.COMPLETED
+
+    @property
+    def value(self) -> Any:
+        """The run's value: what a function agent returned, decoded from its JSON (lists,
+        dicts, numbers, booleans, None: a returned Struct or dataclass comes back as a dict,
+        see ``value_as``); the text for any other result; None for a run that did not
+        complete. Decoded on each access: keep it in a variable rather than asking twice."""
+        if self.result is None or self.status is not RunStatus.COMPLETED:
+            return None
+        if not self.typed:
+            return self.result
+        return msgspec.json.decode(self.result) if self.result else None
+
+    def value_as(self, type: Any) -> Any:
+        """The value decoded as ``type`` (a Struct, a dataclass, ``list[int]``...);
+        ``msgspec.ValidationError`` if it does not fit."""
+        if self.result is None or self.status is not RunStatus.COMPLETED:
+            return msgspec.convert(None, type)
+        if not self.typed:
+            return msgspec.convert(self.result, type)
+        return msgspec.json.decode(self.result or "null", type=type)
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -394,6 +424,9 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Names of the parent's shared-context keys copied to the child."""
     inherit_messages: bool | None = None
     """Start the child with its parent's conversation so far."""
+    cleanup: Literal["keep", "delete"] | None = None
+    """What the sweeper does with this run once archived: keep its transcript or delete it
+    (None: the definition's ``cleanup``, else its parent's, else keep)."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
@@ -493,6 +526,52 @@ class MailRead(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
+class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One line of a function agent's journal: a call it made, or a result it saw.
+
+    ``request_id`` is the call's key: the run, its retry generation and the call's position
+    (``r...:3``). A *call* entry (``kind`` set) is written when the call is made; ``digest``
+    fingerprints its arguments and ``call`` shows it, for the error of a replay that does
+    something else at that position. A *result* entry (``observed``) says what the function
+    was handed: a mail id (or None for a timeout), the mail ids a mailbox read took, the run
+    ids a stop stopped, or the ``error`` it raised. Spawns and mail sent need no result entry
+    when they succeed: the child's record and the mail's record say it.
+
+    ``gc=False`` (as Mail): a mail stream makes one per mail; they hold strings, numbers and
+    at most a list of strings, so they cannot be part of a reference cycle.
+    """
+
+    request_id: str
+    kind: str = ""
+    call: str = ""
+    digest: int = 0
+    observed: bool = False
+    result: Any = None
+    error: str | None = None
+
+
+class Journal(msgspec.Struct, frozen=True, kw_only=True):
+    """A function agent's journal entries of one handling, and the mail they read (marked
+    read in the same transaction as the entries that say who read it)."""
+
+    run_id: str
+    entries: tuple[JournalEntry, ...] = ()
+    read_mail: tuple[str, ...] = ()
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
+class Replay(msgspec.Struct, frozen=True, kw_only=True):
+    """What a resumed function agent replays before it goes on: its journal, and the mail
+    it had read (a replayed ``receive`` hands the same mail again)."""
+
+    entries: tuple[JournalEntry, ...]
+    mails: tuple[Mail, ...] = ()
+    """The mail its results name, and the mail it sent."""
+    agents: dict[str, str] = msgspec.field(default_factory=dict)
+    """The agent of each run of its tree, by run id (a send may name its recipient so)."""
+
+
 class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
 
@@ -502,6 +581,10 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = "stopped"
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    journal: bool = False
+    """Keep the reply in the requester's journal, in the transaction that stops the run (a
+    function agent's ``ctx.stop``): a replay after a crash then gets the same answer instead
+    of stopping a run that has already ended."""
 
 
 class StopReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -524,6 +607,8 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
 
     run_id: str
     result: str | None = None
+    typed: bool = False
+    """``result`` is the JSON text of a returned value (``Outcome.typed``)."""
     error_kind: str | None = None
     error: str | None = None
     unread_mail: tuple[str, ...] = ()

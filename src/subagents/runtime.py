@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import threading
 import time
@@ -39,11 +40,12 @@ from subagents.actors.timer import TimerService
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
 from subagents.behaviour.port import AgentEnv, AgentPort
-from subagents.behaviour.tools import Tool, as_tools
+from subagents.behaviour.tools import Tool, as_tools, runtime_tool_names
 from subagents.definitions.catalog import Catalog
+from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec
-from subagents.definitions.validate import name_problem
+from subagents.definitions.validate import check, known_tools, name_problem
 from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, ensure_configured
 from subagents.messages import (
@@ -68,7 +70,8 @@ from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
-from subagents.supervision.limits import Limits
+from subagents.supervision.limits import LimitError, Limits
+from subagents.supervision.requests import request_problem
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
@@ -154,7 +157,7 @@ class Runtime:
         agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None = None,
         *,
         model: Model | Callable[[list[AgentSpec]], Model] | None = None,
-        limits: Limits | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
         store: RunStore | None = None,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         agent_dirs: Sequence[str | Path] = (),
@@ -176,7 +179,10 @@ class Runtime:
         builtin_tools: bool = True,
         lease_s: float | None = None,
         tracer_provider: Any = None,
+        strict: bool = False,
     ) -> None:
+        """``strict``: a definition naming a tool this runtime does not have is an error (the
+        runtime does not start) rather than a warning."""
         ensure_configured()
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner()
@@ -184,12 +190,26 @@ class Runtime:
         alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
         self._lease: LeaseKeeper | None = None
         self._telemetry: Telemetry | None = None
-        self.limits = limits or Limits()
+        self.limits = limits_of(limits)
+        _check_seconds(
+            hot_reload_s=hot_reload_s,
+            command_poll_s=command_poll_s,
+            archive_after_minutes=archive_after_minutes,
+            retention_days=retention_days,
+            sweep_every_s=sweep_every_s,
+        )
         self._closed = False
         self._owns_store = store is None
         self.store: RunStore = store if store is not None else MemoryStore()
         self._functions: dict[str, Callable[..., Any]] = {}
         self._prompts: dict[tuple[str, str, tuple[str, ...]], str] = {}
+        self.strict = strict
+        # Claude Code's built-in tools, then the user's (a user tool of the same name
+        # replaces the built-in one); known before any definition is checked against them
+        self.tools = {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+        self.tool_names = runtime_tool_names(self.tools)
+        """Every tool this runtime has, by name: what definitions' ``tools`` are checked
+        against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs = self._collect(agents)
         # Every thread this runtime starts, joined on close. Weak: an ended thread drops out
         # by itself, so tracking stays O(1) per run (a scan of every thread ever started made
@@ -203,6 +223,7 @@ class Runtime:
         self._pool = ThreadPool()
         try:
             catalog = self._catalog(specs, agent_dirs, discover)
+            self._report_issues(catalog.issues())
             self.registry = RegistryClient(
                 RegistryActor.start(catalog, timer=self.timer, on_thread=self._track_thread)
             )
@@ -212,9 +233,6 @@ class Runtime:
             if hot_reload_s:
                 self.registry.start_hot_reload(hot_reload_s)
             self.model = _model_for(model, list(self._specs.values()))
-            # Claude Code's built-in tools, then the user's (a user tool of the same name
-            # replaces the built-in one)
-            self.tools = {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
             if approve is not None and not callable(approve):
@@ -346,15 +364,28 @@ class Runtime:
                     f"agent {name or item!r}: expected an AgentSpec, a FunctionAgent or a"
                     f" callable, got {type(item).__name__}"
                 )
-        for spec in specs:  # the same rule as for definition files
+        seen: dict[str, AgentLike] = {}
+        for (_, item), spec in zip(items, specs, strict=True):
+            # the same rules as for definition files
             problem = name_problem(spec.name) if isinstance(spec.name, str) else "not text"
             if problem is not None:
                 raise ValueError(f"agent name {spec.name!r} cannot be used: {problem}")
+            if spec.name in seen:
+                raise ValueError(
+                    f"two agents are named {spec.name!r}: {_described(seen[spec.name])} and"
+                    f" {_described(item)}; give each its own name"
+                )
+            seen[spec.name] = item
+            known = known_tools(self.tool_names)
+            for finding in check(spec, known_tools=known, strict=self.strict):
+                if finding.issue.severity == "error":
+                    raise DefinitionError(f"agent {spec.name!r}: {finding.issue.reason}")
+                if finding.field is not None:  # not "no prompt": a function agent needs none
+                    log.warning("agent definition", agent=spec.name, problem=finding.issue.reason)
         return specs
 
-    @staticmethod
     def _catalog(
-        specs: list[AgentSpec], agent_dirs: Sequence[str | Path], discover: bool
+        self, specs: list[AgentSpec], agent_dirs: Sequence[str | Path], discover: bool
     ) -> Catalog:
         if not agent_dirs and not discover:
             return Catalog.from_specs(specs)
@@ -365,7 +396,24 @@ class Runtime:
             sources = default_sources(dirs=[Path(d) for d in agent_dirs])
         else:
             sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
-        return Catalog(DefinitionLoader(sources), specs=specs)
+        loader = DefinitionLoader(
+            sources, known_tools=known_tools(self.tool_names), strict=self.strict
+        )
+        return Catalog(loader, specs=specs)
+
+    def _report_issues(self, issues: Sequence[LoadIssue]) -> None:
+        """Say what is wrong with the definition files (a file with an error is not loaded);
+        in strict mode, refuse to start on any error."""
+        errors = [i for i in issues if i.severity == "error"]
+        for issue in issues:
+            say = log.warning if issue.severity == "error" else log.info
+            say("agent definition problem", problem=str(issue))
+        if self.strict and errors:
+            listing = "; ".join(str(i) for i in errors[:5])
+            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+            raise DefinitionError(
+                f"{len(errors)} error(s) in the agent definitions (strict): {listing}{more}"
+            )
 
     def _warn_hooks(self, specs: Iterable[AgentSpec]) -> None:
         """Hooks are shell commands from files: without ``allow_hooks=True`` they do not run,
@@ -520,12 +568,16 @@ class Runtime:
         on_failure: Literal["report", "retry", "fail_parent"] | None = None,
         max_retries: int | None = None,
         shared: Mapping[str, Any] | None = None,
+        cleanup: Literal["keep", "delete"] | None = None,
     ) -> RunHandle:
-        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full).
+        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full, a bad
+        request: the rules of ``supervision.requests``).
 
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
-        is the shared context its children can be handed (docs/supervision.md).
+        is the shared context its children can be handed (docs/supervision.md); ``cleanup``
+        (``keep``/``delete``) is what the sweeper does with the tree once archived (its
+        children follow it unless their definition says otherwise; docs/store.md).
         """
         request = _root_request(
             agent,
@@ -539,6 +591,7 @@ class Runtime:
             on_failure=on_failure,
             max_retries=max_retries,
             shared=shared,
+            cleanup=cleanup,
         )
         run_id, waiter, request = self._root(request)
         try:
@@ -557,6 +610,9 @@ class Runtime:
         self._check_caller()  # before the waiter is registered: a refused caller leaves none
         if not isinstance(request.task, str):
             raise TypeError(f"task must be a string, got {type(request.task).__name__}")
+        problem = request_problem(request, self.limits)  # the supervisor's rules, at once
+        if problem is not None:
+            raise AdmissionError(problem)
         run_id = new_id("r")
         waiter = _Waiter()
         with self._waiters_lock:
@@ -575,14 +631,11 @@ class Runtime:
         if unknown:
             raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
         request = _root_request(agent, task, **overrides)
+        run_id, waiter, request = self._root(request)  # refuses a bad request at once
         budget = wait
         if budget is None:
-            # worked out before the run is sent: a timeout that is not a number is the
-            # supervisor's to refuse (an AdmissionError), not a TypeError here
-            timeout = request.timeout
-            number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-            budget = self.limits.timeout_for(timeout if number else None) + 30.0
-        run_id, waiter, request = self._root(request)
+            spec = self._agents().get(agent)
+            budget = self.limits.timeout_for(request.timeout, spec.timeout if spec else None) + 30.0
         # Told, not asked: the supervisor's answer to the spawn is not waited for (a thread
         # hand-off and a future less per run); a refusal reaches the waiter instead.
         if not self._supervisor.tell(SpawnAndTell(request, waiter.refuse)):
@@ -696,8 +749,9 @@ class Runtime:
         **spawn_options: Any,
     ) -> Synthesis:
         """Run ``(agent, task)`` jobs and combine their results by ``strategy`` (merge, vote,
-        consensus, best_pick, weighted_average, chain); conflicts and failures are reported
-        in the Synthesis. See ``subagents.fanout`` and docs/supervision.md."""
+        consensus, best_pick, weighted_average, chain, or collect: the values in job order);
+        conflicts and failures are reported in the Synthesis. See ``subagents.fanout`` and
+        docs/supervision.md."""
         from subagents.fanout import fan_out
 
         return fan_out(
@@ -798,8 +852,54 @@ _ROOT_FIELDS = frozenset(
 """The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
 
 
+def limits_of(limits: Limits | Mapping[str, Any] | None) -> Limits:
+    """``limits`` as a ``Limits``: given one, a mapping of its fields, or None (defaults).
+    ``LimitError`` names an unknown field (and lists the known ones) or a bad value."""
+    if limits is None:
+        return Limits()
+    if isinstance(limits, Limits):
+        return limits
+    if isinstance(limits, Mapping):
+        known = sorted(f.name for f in msgspec.structs.fields(Limits))
+        unknown = sorted(str(k) for k in limits if k not in known)
+        if unknown:
+            raise LimitError(f"unknown limit(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return Limits(**limits)
+    raise TypeError(
+        f"limits must be a Limits or a mapping of its fields, got {type(limits).__name__}"
+    )
+
+
+def _check_seconds(**values: float | None) -> None:
+    """The runtime's periods: numbers >= 0 (NaN would switch a timer off silently)."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _described(item: object) -> str:
+    """An agent given in code, as an error naming two of them shows it."""
+    if isinstance(item, FunctionAgent):
+        return f"the function {getattr(item.fn, '__qualname__', item.fn)!r}"
+    if isinstance(item, AgentSpec):
+        return f"an AgentSpec ({item.source or 'in code'})"
+    return f"the function {getattr(item, '__qualname__', item)!r}"
+
+
 def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not value > 0
+    ):
         raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
 
@@ -842,4 +942,13 @@ def _skill_index(
     return None
 
 
-__all__ = ["AdmissionError", "AgentActor", "RunHandle", "RunResult", "Runtime", "RuntimeClosed"]
+__all__ = [
+    "AdmissionError",
+    "AgentActor",
+    "RunHandle",
+    "RunResult",
+    "Runtime",
+    "RuntimeClosed",
+    "limits_of",
+    "runtime_tool_names",
+]

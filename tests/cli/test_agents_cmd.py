@@ -247,6 +247,47 @@ def test_help_lists_the_sub_commands(home: Path) -> None:
     assert none.returncode == 2 and "COMMAND" in none.stderr
 
 
+def test_validate_reports_bad_policy_fields_with_their_lines(tmp_path: Path, home: Path) -> None:
+    d = tmp_path / "policies"
+    write(
+        d / "bad.md",
+        agent(
+            "retrier",
+            "Retries.",
+            "onFailure: retyr\nmaxRestarts: -1\ncostBudget: .nan\nrestartPeriod: .inf\n",
+        ),
+    )
+    write(d / "good.md", agent("steady", "Steady.", "onFailure: fail-parent\nmaxRetries: 2\n"))
+    r = cli("agents", "--dir", str(d), "--validate", home=home)
+    assert r.returncode == 1
+    bad = str(d / "bad.md")
+    assert r.stdout.splitlines() == [
+        f"{bad}:4: error: retrier: onFailure must be one of report, retry, fail_parent, got"
+        " 'retyr' (did you mean 'retry'?)",
+        f"{bad}:5: error: retrier: maxRestarts must be a whole number >= 0, got -1",
+        f"{bad}:6: error: retrier: costBudget must be a finite number > 0, got nan",
+        f"{bad}:7: error: retrier: restartPeriod must be a finite number > 0, got inf",
+    ]
+    r = cli("agents", "--dir", str(d), "--json", home=home)
+    assert [row["name"] for row in json.loads(r.stdout) if row["level"] == "dirs"] == ["steady"]
+
+
+def test_tool_names_are_checked_against_the_runtimes_tools(tmp_path: Path, home: Path) -> None:
+    d = tmp_path / "tools"
+    write(d / "a.md", agent("fanner", "Fans out.", "tools: fan_out, Read, mcp__git__log\n"))
+    write(d / "b.md", agent("odd", "Odd tools.", "tools: Frobnicate, spawn_subagent\n"))
+    r = cli("agents", "--dir", str(d), "--validate", home=home)
+    assert r.returncode == 0  # warnings alone
+    assert r.stdout.splitlines() == [
+        f"{d / 'b.md'}:4: warning: odd: tools: unknown tool 'Frobnicate'"
+    ]  # the runtime's own fan_out, Claude Code's Read and MCP tools are known
+    strict = cli("agents", "--dir", str(d), "--validate", "--strict", home=home)
+    assert strict.returncode == 1
+    assert strict.stdout.splitlines() == [
+        f"{d / 'b.md'}:4: error: odd: tools: unknown tool 'Frobnicate'"
+    ]
+
+
 def test_validate_exits_0_on_warnings_alone_and_1_with_strict(defs: Path, home: Path) -> None:
     write(defs / "spaced.md", agent("Spaced Name", "Loads with a name warning"))
     r = cli("agents", "--dir", str(defs), "--validate", home=home)

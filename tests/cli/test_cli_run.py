@@ -154,3 +154,12 @@ def test_a_bad_log_level_is_a_usage_error(cli: Cli) -> None:
         proc = cli(*extra, "ps", env=env)
         assert proc.returncode == 2
         assert "unknown log level 'loud'" in proc.stderr
+
+
+def test_cleanup_is_chosen_on_the_command_line(cli: Cli) -> None:
+    kept = cli.json("run", "quick", "one", "--agents", str(cli.agents))
+    cleaned = cli.json("run", "quick", "two", "--agents", str(cli.agents), "--cleanup", "delete")
+    assert [r["cleanup"] for r in kept["runs"]] == ["keep"]
+    assert [r["cleanup"] for r in cleaned["runs"]] == ["delete"]
+    bad = cli("run", "quick", "x", "--agents", str(cli.agents), "--cleanup", "purge")
+    assert bad.returncode == 2 and "invalid choice: 'purge'" in bad.stderr

@@ -191,7 +191,7 @@ def test_extends_across_levels_and_strict_tools(tmp_path: Path):
     project = tmp_path / "p"
     user = tmp_path / "u"
     write(user / "base.md", "base", extra="tools: Read\n")
-    write(project / "kid.md", "kid", extra="extends: base\ntools: Frob\n")
+    write(project / "kid.md", "kid", extra="extends: base\n+tools: Frob\n")
     write(project / "lost.md", "lost", extra="extends: nobody\n")
     sources = [Source(str(project), Level.PROJECT), Source(str(user), Level.USER)]
     result = DefinitionLoader(sources).load()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from subagents.definitions import DefinitionError, Level, load_file, parse_json, parse_mapping
+from subagents.definitions.parse import read_json
 
 
 def test_mapping_with_snake_case_keys_and_a_prompt_argument():
@@ -94,3 +95,29 @@ def test_a_json_file_loads_its_good_entries_and_reports_the_bad_one(tmp_path: Pa
     assert [s.name for s in specs] == ["good"]
     assert len(issues) == 1 and issues[0].name == "bad" and "tier" in issues[0].reason
     assert issues[0].severity == "error" and issues[0].file == str(path)
+
+
+@pytest.mark.parametrize("depth", [21, 1000, 100_000])
+def test_json_nesting_is_bounded_like_yamls(tmp_path: Path, depth: int):
+    doc = '{"name": "deep", "description": "d", "x": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(DefinitionError, match="nesting deeper than 20 levels"):
+        parse_json(doc)
+    path = tmp_path / "deep.json"
+    path.write_text(doc)
+    specs, issues = load_file(path)  # a clear error for that file, not an "internal error"
+    assert specs == []
+    assert [i.reason for i in issues] == ["JSON document refused: nesting deeper than 20 levels"]
+    shallow = '{"name": "ok", "description": "d", "x": ' + "[" * 18 + "]" * 18 + "}"
+    assert [s.name for s in parse_json(shallow)] == ["ok"]
+
+
+def test_json_reports_every_bad_field_of_an_entry():
+    _, issues = read_json(
+        '[{"name": "a", "description": "d", "prompt": "p", "onFailure": "retyr",'
+        ' "maxRestarts": "x"}]'
+    )
+    assert [i.reason for i in issues] == [
+        "item 0: onFailure must be one of report, retry, fail_parent, got 'retyr' (did you"
+        " mean 'retry'?)",
+        "item 0: maxRestarts must be a whole number, got 'x'",
+    ]

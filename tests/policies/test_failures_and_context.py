@@ -219,7 +219,9 @@ def test_bad_policy_options_of_a_root_run_are_refused_clearly() -> None:
             ({"on_failure": "shrug"}, "on_failure must be one of report, retry, fail_parent"),
             ({"shared": {"x": object()}}, "shared context must be JSON data"),
             ({"token_budget": 0}, "a token budget must be a positive integer, got 0"),
-            ({"cost_budget_usd": -1.0}, "a cost budget must be a positive number of USD"),
+            ({"cost_budget_usd": -1.0}, "a cost budget must be a positive, finite number"),
+            ({"cost_budget_usd": float("nan")}, "finite number of USD, got nan"),
+            ({"cost_budget_usd": float("inf")}, "finite number of USD, got inf"),
             ({"max_retries": -2}, "max_retries must be an integer >= 0, got -2"),
             ({"max_retries": "x"}, "max_retries must be an integer >= 0, got 'x'"),
         ]

@@ -18,8 +18,9 @@ def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> 
         raise RuntimeError("child boom")
 
     def parent(ctx: AgentContext) -> str:
+        # the same call in every start (a restart replays it: no second child)
+        ctx.spawn("child", "x", background=True, on_failure="fail_parent")
         if next(starts) == 1:
-            ctx.spawn("child", "x", background=True, on_failure="fail_parent")
             assert restarted.wait(10)  # still busy when the supervisor restarts the run
             return "stale result of the first start"
         second_started.set()
@@ -43,3 +44,4 @@ def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> 
         outcome = handle.result(timeout=10)
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.result == "result of the second start"
+    assert len(rt.runs(agent="child")) == 1

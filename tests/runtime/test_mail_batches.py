@@ -25,9 +25,9 @@ from subagents.messages import (
     Batch,
     DeliverMail,
     EventKind,
+    Journal,
     Mail,
     MailAck,
-    MailRead,
     MailState,
     Outcome,
     RunFinished,
@@ -229,7 +229,11 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
     try:
         sends, waiting = seen.wait(2)
         assert isinstance(sends, Batch) and isinstance(waiting, WaitingChanged)
-        mails: list[SendMail] = list(sends.messages)
+        journal, *rest = sends.messages
+        # the calls' journal entries go first, as one report, then the mail
+        assert isinstance(journal, Journal)
+        assert [e.kind for e in journal.entries] == ["send", "send", "send", "gather"]
+        mails: list[SendMail] = list(rest)
         assert [m.content for m in mails] == ["0", "1", "2"]
         agent.tell(
             Batch(messages=tuple(MailAck(request_id=m.request_id, mail_id="x") for m in mails))
@@ -239,8 +243,12 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
             for i in range(3)
         )
         agent.tell(Batch(messages=delivered))
-        _, _, read, finished = seen.wait(4)
-        assert read == MailRead(run_id="r1", mail_ids=("m0", "m1", "m2"), attempt=1)
+        _, _, waited, read, finished = seen.wait(5)
+        assert isinstance(waited, Journal) and [e.kind for e in waited.entries] == ["receive"]
+        # the three receives' results and read receipts: one report
+        assert isinstance(read, Journal)
+        assert read.read_mail == ("m0", "m1", "m2")
+        assert [e.result for e in read.entries if e.observed] == ["m0", "m1", "m2"]
         assert isinstance(finished, RunFinished) and finished.result == "c0,c1,c2"
         # one wake armed (the receive left waiting after the acks), not one per receive
         assert timer.armed == 1

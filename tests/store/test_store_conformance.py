@@ -10,8 +10,9 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import EventKind, Lease, MailState, RunStatus
+from subagents.messages import EventKind, JournalEntry, Lease, MailState, Outcome, RunStatus
 from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 
 
 def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
@@ -146,6 +147,44 @@ def test_set_mail_state_changes_state_and_keeps_order(store: RunStore) -> None:
         ("m1", MailState.DEAD),
         ("m2", MailState.ACCEPTED),
     ]
+
+
+def test_journals_are_kept_per_run_in_the_order_written(store: RunStore) -> None:
+    first = (
+        JournalEntry(request_id="r1:0", kind="spawn", call="spawn('w', 't')", digest=7),
+        JournalEntry(request_id="r1:1", kind="receive", observed=True, result="m1"),
+    )
+    store.save_journal("r1", first)
+    store.save_journal("r2", (JournalEntry(request_id="r2:0", kind="sleep", result=12.5),))
+    with store.batch():
+        store.save_journal(
+            "r1", (JournalEntry(request_id="r1:2", kind="mailbox", observed=True, result=["a"]),)
+        )
+        store.save_journal("r1", ())
+    assert store.journal_of("r1") == [
+        *first,
+        JournalEntry(request_id="r1:2", kind="mailbox", observed=True, result=["a"]),
+    ]
+    assert store.journal_of("r2") == [JournalEntry(request_id="r2:0", kind="sleep", result=12.5)]
+    assert store.journal_of("nobody") == []
+    store.save_outcome(Outcome(run_id="r2", status=RunStatus.COMPLETED))
+    if isinstance(store, MemoryStore):  # nothing replays a finished run: memory is freed
+        assert store.journal_of("r2") == []
+    else:  # kept until the sweeper cleans the run
+        assert len(store.journal_of("r2")) == 1
+
+
+def test_a_typed_outcome_keeps_its_value(store: RunStore) -> None:
+    typed = Outcome(
+        run_id="r1", status=RunStatus.COMPLETED, result='{"n":[1,2.5,null,true]}', typed=True
+    )
+    store.save_outcome(typed)
+    store.save_run(run("r1", status=RunStatus.COMPLETED, outcome=typed))
+    (kept,) = store.undelivered_outcomes()
+    assert kept == typed and kept.value == {"n": [1, 2.5, None, True]}
+    record = store.get_run("r1")
+    assert record is not None and record.outcome is not None
+    assert record.outcome.value == {"n": [1, 2.5, None, True]}
 
 
 def test_outcomes_until_delivered(store: RunStore) -> None:

@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 3
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 4
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -122,6 +122,7 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         assert report.archived == ("done",) and report.cleaned == ("done",)
         assert store.load_checkpoint("done") is None
         assert store.load_checkpoint("live") == checkpoint("live", 4)
+        assert store.journal_of("live") == []  # v4: journals, empty for runs of before
     with SQLiteStore(path) as store:  # opening an up-to-date store migrates nothing
         assert store.found_version == SCHEMA_VERSION
 

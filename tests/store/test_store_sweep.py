@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import RunStatus
+from subagents.messages import JournalEntry, RunStatus
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.sweep import SweepCandidate, SweepPlan, plan_sweep
 
@@ -107,6 +107,9 @@ def test_bad_settings_are_refused_by_name(kwargs: dict[str, Any], named: str) ->
 # ---------------------------------------------------------------------------------------------
 
 
+JOURNALED = JournalEntry(request_id="x:0", kind="receive", observed=True, result="m1")
+
+
 def populate(store: SQLiteStore) -> None:
     with store.batch():
         for run_id, cleanup in (("keep", "keep"), ("del", "delete")):
@@ -121,6 +124,7 @@ def populate(store: SQLiteStore) -> None:
             )
             store.append_event(event(run_id))
             store.save_checkpoint(checkpoint(run_id, 3))
+            store.save_journal(run_id, [JOURNALED])
             store.save_outcome(outcome(run_id))
             store.mark_outcome_delivered(run_id)
         store.save_run(run("live", created_at=1.0, status=RunStatus.RUNNING))
@@ -148,8 +152,10 @@ def test_sweep_archives_and_cleans(sqlite_store: SQLiteStore) -> None:
     # keep preserves the transcript, delete removes it; live runs are untouched
     assert sqlite_store.load_checkpoint("keep") == checkpoint("keep", 3)
     assert sqlite_store.events("keep") == [event("keep")]
+    assert sqlite_store.journal_of("keep") == [JOURNALED]
     assert sqlite_store.load_checkpoint("del") is None
     assert sqlite_store.events("del") == []
+    assert sqlite_store.journal_of("del") == []
     assert sqlite_store.load_checkpoint("live") == checkpoint("live", 1)
     # a second sweep at the same instant has nothing to do
     assert sqlite_store.sweep(now=NOW).archived == ()
@@ -167,6 +173,7 @@ def test_sweep_deletes_runs_past_retention_whole(sqlite_store: SQLiteStore) -> N
         assert sqlite_store.get_run(run_id) is None
         assert sqlite_store.events(run_id) == []
         assert sqlite_store.load_checkpoint(run_id) is None
+        assert sqlite_store.journal_of(run_id) == []
     assert sqlite_store.mail_for("live") == []
     assert sqlite_store.get_run("young") is not None
     assert [o.run_id for o in sqlite_store.undelivered_outcomes()] == ["young"]

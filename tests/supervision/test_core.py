@@ -601,9 +601,13 @@ def test_a_timeout_times_out_the_run_and_cancels_its_subtree() -> None:
     assert h.core.timeout(child) == []
 
 
-def test_timeouts_are_capped_by_the_runtime_maximum() -> None:
-    h = Harness(Limits(timeout_s=30.0, max_timeout_s=60.0))
-    root = h.run("lead", timeout=10_000.0)
+def test_a_timeout_asked_above_the_maximum_is_refused_a_definitions_is_capped() -> None:
+    patient = AgentSpec(name="patient", description="d", timeout=600.0)
+    h = Harness(Limits(timeout_s=30.0, max_timeout_s=60.0), patient)
+    reply = h.spawn("patient", timeout=10_000.0)
+    assert reply.run_id is None
+    assert reply.error == "timeout 10000 s is above the maximum of 60 s (Limits.max_timeout_s)"
+    root = h.run("patient")  # the definition asks for 600 s: the runtime's maximum applies
     record = h.store.get_run(root)
     assert record is not None and record.deadline_s == 60.0
 

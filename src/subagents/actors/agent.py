@@ -31,6 +31,8 @@ from subagents.messages import (
     Batch,
     Checkpoint,
     Continue,
+    Journal,
+    JournalEntry,
     Mail,
     MailRead,
     RunFinished,
@@ -71,6 +73,24 @@ def _summary(arguments: Mapping[str, Any], limit: int = 300) -> dict[str, Any]:
             value = value[:limit] + "…"
         out[key] = value
     return out
+
+
+class _JournalReport:
+    """A journal report being filled in during one handling (a ``Journal`` once sent)."""
+
+    __slots__ = ("entries", "read_mail")
+
+    def __init__(self) -> None:
+        self.entries: list[JournalEntry] = []
+        self.read_mail: list[str] = []
+
+    def report(self, run_id: str, attempt: int) -> Journal:
+        return Journal(
+            run_id=run_id,
+            entries=tuple(self.entries),
+            read_mail=tuple(self.read_mail),
+            attempt=attempt,
+        )
 
 
 class AgentActor(FastInboxActor):
@@ -114,6 +134,8 @@ class AgentActor(FastInboxActor):
         """Mail reports made in this handling, sent to the supervisor when it ends."""
         self._reading: list[str] | None = None
         """The mail ids of the read receipt at the end of ``_held``, still growing."""
+        self._journal: _JournalReport | None = None
+        """This handling's journal report in ``_held`` (at the place of its first entry)."""
         self._ended = False
         self._log: Any = None
         self.behaviour: Behaviour | None = None
@@ -212,12 +234,14 @@ class AgentActor(FastInboxActor):
         self.supervisor.tell(message)
 
     def flush_reports(self) -> None:
-        held, self._held, self._reading = self._held, [], None
+        held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
         messages = tuple(
             MailRead(run_id=self.record.run_id, mail_ids=tuple(m), attempt=self.attempt)
             if isinstance(m, list)
+            else m.report(self.record.run_id, self.attempt)
+            if isinstance(m, _JournalReport)
             else m
             for m in held
         )
@@ -282,6 +306,18 @@ class AgentActor(FastInboxActor):
             self._held.append(self._reading)  # a MailRead once flushed
         self._reading.extend(mail_ids)
 
+    def journal(self, entry: JournalEntry, read_mail: tuple[str, ...] = ()) -> None:
+        # One journal report per handling, where its first entry was made: later entries
+        # join it, so they reach the supervisor *earlier* than the reports made between,
+        # never later (an entry must not be recorded after what the function did next).
+        report = self._journal
+        if report is None:
+            report = self._journal = _JournalReport()
+            self._held.append(report)
+        report.entries.append(entry)
+        if read_mail:
+            report.read_mail.extend(read_mail)
+
     def set_waiting(self, waiting: bool) -> None:
         self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
@@ -307,11 +343,12 @@ class AgentActor(FastInboxActor):
     def continue_later(self) -> None:
         self.actor_ref.tell(Continue())
 
-    def finish(self, result: str) -> None:
+    def finish(self, result: str, typed: bool = False) -> None:
         self._end(
             RunFinished(
                 run_id=self.record.run_id,
                 result=result,
+                typed=typed,
                 unread_mail=self._unread(),
                 attempt=self.attempt,
             )

@@ -42,6 +42,7 @@ from subagents.messages import (
     EXTERNAL_SENDER,
     Batch,
     Event,
+    Journal,
     MailAck,
     MailRead,
     Outcome,
@@ -125,7 +126,16 @@ class Sweep:
 GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
 
-_GROUPED = (SendMail, MailRead, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout)
+_GROUPED = (
+    SendMail,
+    MailRead,
+    Journal,
+    WaitingChanged,
+    RunFinished,
+    ToolCalled,
+    ToolAnswered,
+    Timeout,
+)
 
 
 def _is_ask(message: Any) -> bool:
@@ -383,6 +393,8 @@ class SupervisorActor(FastInboxActor):
                 return ack
             case MailRead():
                 self._apply(core.mail_read(message))
+            case Journal():
+                self._apply(core.journal(message))
             case SpawnRequest():
                 reply, effects = core.spawn(message)
                 self._apply(effects)

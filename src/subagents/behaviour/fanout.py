@@ -23,7 +23,7 @@ from subagents.supervision.synthesis import (
     STRATEGIES,
     Item,
     SynthesisError,
-    parse_value,
+    outcome_value,
     synthesize,
 )
 
@@ -58,7 +58,8 @@ def fan_out_schema(dispatchable: list[AgentSpec]) -> ToolSchema:
             " agreed by more than `threshold` of the runs), best_pick (highest `score_field`"
             " of JSON results), weighted_average (numbers, weighted by `weights` per agent),"
             " chain (one after the other: each run gets the previous output as <input>; the"
-            " last wins). Returns {strategy, value, conflicts, sources, failed, error}:"
+            " last wins), collect (every value, in the order of the runs, nothing combined)."
+            " Returns {strategy, value, conflicts, sources, failed, error}:"
             " disagreements are listed in conflicts, never hidden."
         ),
         input_schema={
@@ -140,7 +141,7 @@ class FanOutCalls:
                 source=outcome.run_id,
                 agent=agent,
                 weight=weight,
-                value=parse_value(outcome.result) if outcome.ok else None,
+                value=outcome_value(outcome.result, outcome.typed) if outcome.ok else None,
                 ok=outcome.ok,
                 error=None if outcome.ok else f"{outcome.status}: {outcome.error}",
             )

@@ -2,16 +2,36 @@
 
 ``def fn(ctx) -> result`` runs to completion on the agent's thread. ``async def fn(ctx)`` can
 also wait: it awaits ``ctx.spawn(...)``, ``ctx.receive()``, ``ctx.send(...)``,
-``ctx.gather(...)``. The coroutine is driven by the agent's actor without asyncio: each
-``await`` on a context operation hands the actor a ``Pending``; the actor goes back to its
-mailbox and resumes the coroutine when the answer arrives, so waiting on a child never blocks
-a thread.
+``ctx.stop(...)``, ``ctx.sleep(...)``, ``ctx.gather(...)``. The coroutine is driven by the
+agent's actor without asyncio: each ``await`` on a context operation hands the actor a
+``Pending``; the actor goes back to its mailbox and resumes the coroutine when the answer
+arrives, so waiting on a child never blocks a thread.
+
+Exact replay. Every context call is journaled (``JournalEntry``, through the supervisor, the
+store's one writer): the call when it is made, and what the function was handed when that is
+not already in another record (the mail a ``receive`` took, a timeout, the mail a
+``mailbox()`` read took, a stop's answer, an error). After a crash (or a restart) the
+function runs again from the top, and each call is matched, by its position, to the journal:
+a call already made is not made again, it is handed what it was handed before (a child's
+outcome from the child's record, the same mail, the same timeout...), and a call at a
+position where the earlier start did something else fails the run with a "non-deterministic
+replay" error instead of doing things twice. Past the end of the journal, calls are live.
+
+Why that is exact even if the process dies at any instant: journal entries reach the
+supervisor ahead of every report the function made after them (``AgentPort.journal``), the
+supervisor writes them in that order, and nothing the function did after seeing a result is
+made durable, or visible to another run, before the transaction holding that result's entry
+is committed. So a crash keeps a prefix of what the function did, its journal included, and
+a result the crash lost was seen by nothing that survived it.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import math
+import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
@@ -26,8 +46,10 @@ from subagents.messages import (
     Continue,
     DeliverMail,
     DeliverMails,
+    JournalEntry,
     Mail,
     MailAck,
+    Replay,
     SendMail,
     SpawnReply,
     SpawnRequest,
@@ -49,11 +71,57 @@ class StopError(Exception):
     """A stop was refused (not a descendant, already ended...)."""
 
 
+class ReplayDiverged(Exception):
+    """A resumed function agent made another call than its earlier start at the same position.
+
+    The run has already failed (error kind ``nondeterministic_replay``) when this is raised;
+    catching it changes nothing."""
+
+
+NONDETERMINISTIC = "nondeterministic_replay"
+"""The error kind of a run whose replay diverged from its journal."""
+
+BAD_RESULT = "bad_result"
+"""The error kind of a run whose returned value cannot be encoded (or is too large)."""
+
 _UNSET: Any = object()
 
 _SPAWN_POLICIES = frozenset(
-    {"token_budget", "cost_budget_usd", "on_failure", "max_retries", "share", "inherit_messages"}
+    {
+        "token_budget",
+        "cost_budget_usd",
+        "on_failure",
+        "max_retries",
+        "share",
+        "inherit_messages",
+        "cleanup",
+    }
 )
+
+_encoder = msgspec.json.Encoder()
+
+
+def _digest(*parts: Any) -> int:
+    """A fingerprint of a call's arguments, the same in every process (``hash`` is not).
+    Kept cheap: it is taken for every call, and a mail stream makes one call per mail."""
+    return zlib.crc32("\x00".join(map(str, parts)).encode("utf-8", "surrogatepass"))
+
+
+def _shown(kind: str, args: tuple[Any, ...]) -> str:
+    """A call as the error of a diverged replay shows it: ``spawn('worker', 'the task')``."""
+    parts = []
+    for arg in args:
+        text = repr(arg)
+        parts.append(text if len(text) <= 40 else text[:37] + "...")
+    return f"{kind}({', '.join(parts)})"
+
+
+_CONSTANT_CALLS = {
+    "receive": "receive()",
+    "mailbox": "mailbox()",
+    "sleep": "sleep(...)",
+    "gather": "gather(...)",
+}
 
 
 class Pending:
@@ -121,8 +189,15 @@ class FunctionAgent:
         return cls(spec=spec, fn=fn)
 
 
+def _seen(replayed: list[JournalEntry] | None) -> JournalEntry | None:
+    """The result entry an earlier start wrote for a call, if it got that far."""
+    if replayed is None:
+        return None
+    return next((e for e in replayed if e.observed), None)
+
+
 class AgentContext:
-    """What a function agent can do: spawn, mail, stop, and read about its run."""
+    """What a function agent can do: spawn, mail, stop, sleep, and read about its run."""
 
     def __init__(self, behaviour: FunctionBehaviour) -> None:
         self._b = behaviour
@@ -157,7 +232,8 @@ class AgentContext:
         """Start a child now. Awaiting gives its Outcome (background: its run id).
 
         ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
-        ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md).
+        ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md),
+        ``cleanup`` (``keep``/``delete``: what the sweeper does with the child's run).
         """
         unknown = set(policies) - _SPAWN_POLICIES
         if unknown:
@@ -165,42 +241,70 @@ class AgentContext:
         if "share" in policies:
             share = policies["share"]
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)
-        pending = self._b.new_pending("s")
-        self._b.background[pending.key] = background
-        if self._b.replay(pending.key):
-            return pending  # spawned by an earlier start: its answers are replayed
-        self._b.port.request_spawn(
-            SpawnRequest(
-                request_id=pending.key,
-                agent=agent,
-                task=task,
-                parent_run_id=self.run_id,
-                context=context,
-                background=background,
-                timeout=timeout,
-                model=model,
-                label=label,
-                **policies,
-            )
+        b = self._b
+        digest = _digest(agent, task, context, background)
+        key, replayed = b.call("spawn", digest, agent, task)
+        pending = b.pending(key)
+        b.background[key] = background
+        request = SpawnRequest(
+            request_id=key,
+            agent=agent,
+            task=task,
+            parent_run_id=self.run_id,
+            context=context,
+            background=background,
+            timeout=timeout,
+            model=model,
+            label=label,
+            **policies,
         )
+        seen = _seen(replayed)
+        if seen is not None and seen.error is not None:
+            b.resolve(key, error=SpawnRefused(seen.error))
+            return pending
+        if replayed is None:
+            b.port.journal(
+                JournalEntry(
+                    request_id=key,
+                    kind="spawn",
+                    call=_shown("spawn", (agent, task)),
+                    digest=digest,
+                )
+            )
+        if not b.replay(key):  # else: spawned by the earlier start, its answers replayed
+            b.port.request_spawn(request)
         return pending
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
-        pending = self._b.new_pending("m")
-        if self._b.replay(pending.key):
-            return pending  # sent by an earlier start: not sent twice
-        port = self._b.port
+        b = self._b
+        key, replayed = b.call("send", 0, to, content)
+        pending = b.pending(key)
+        port = b.port
+        if replayed is None:
+            # The hot path of a mail stream: the entry says only "a send" (no digest, no
+            # text). A replay checks its arguments against the mail's own record instead.
+            port.journal(JournalEntry(request_id=key, kind="send"))
+        else:
+            sent = b.sent.get(key)
+            if sent is not None and not b.same_mail(sent, to, content, reply_to):
+                b.diverge(key, b.described(key, replayed[0]), _shown("send", (to, content)))
+            seen = _seen(replayed)
+            if seen is not None and seen.error is not None:
+                b.resolve(key, error=MailError(seen.error))
+                return pending
+        if b.recovered and b.replay(key):  # sent by the earlier start: not sent twice
+            return pending
         port.send_mail(
             SendMail(
-                request_id=pending.key,
+                request_id=key,
                 sender=self.run_id,
                 to=to,
                 content=content,
                 reply_to=reply_to,
             )
         )
-        if self._b.coro is None:
+        if b.coro is None:
             # A plain function does not hand control back to its actor until it returns (it
             # may block): its mail must not wait for that. A coroutine's mail goes when it
             # next awaits something it has to wait for, together with the rest of the step.
@@ -209,36 +313,122 @@ class AgentContext:
 
     def receive(self, timeout: float = 30.0) -> Pending:
         """Awaiting gives the next unread Mail, or None when ``timeout`` passes first."""
-        pending = self._b.new_pending("w")
-        if self._b.inbox:
-            pending.resolve(self._b.take_one())
+        b = self._b
+        key, replayed = b.call("receive", 0)
+        pending = b.pending(key)
+        if replayed is not None:
+            seen = _seen(replayed)
+            if seen is not None:  # the same mail (or the same timeout) as before
+                if seen.result is None:
+                    b.resolve(key, None)
+                else:
+                    b.resolve(key, b.replayed_mail(key, str(seen.result)))
+                return pending
+        elif b.inbox:
+            mail = b.inbox.popleft()
+            b.port.journal(
+                JournalEntry(request_id=key, kind="receive", observed=True, result=mail.mail_id),
+                (mail.mail_id,),
+            )
+            b.resolve(key, mail)
+            return pending
         else:
-            self._b.receivers.append(pending)
-            self._b.port.wake_after(pending.key, max(0.0, timeout))
+            b.port.journal(JournalEntry(request_id=key, kind="receive"))
+        b.receivers.append(pending)
+        b.port.wake_after(key, max(0.0, _seconds("receive", "timeout", timeout)))
+        if b.inbox:  # a replayed receive that was waiting: mail may be here already
+            b.hand_out()
         return pending
 
     def mailbox(self) -> list[Mail]:
         """Every unread mail, now, without waiting."""
-        return self._b.take_all()
+        b = self._b
+        key, replayed = b.call("mailbox", 0)
+        seen = _seen(replayed)
+        if seen is not None:
+            ids = seen.result if isinstance(seen.result, list) else []
+            return [b.replayed_mail(key, str(mail_id)) for mail_id in ids]
+        taken, b.inbox = list(b.inbox), deque()
+        ids = [m.mail_id for m in taken]
+        b.port.journal(
+            JournalEntry(request_id=key, kind="mailbox", observed=True, result=ids), tuple(ids)
+        )
+        return taken
 
     def stop(self, run_id: str) -> Pending:
         """Stop one of this run's descendants. Awaiting gives the ids stopped."""
-        pending = self._b.new_pending("x")
-        self._b.port.request_stop(
+        b = self._b
+        key, replayed = b.call("stop", _digest(run_id), run_id)
+        pending = b.pending(key)
+        seen = _seen(replayed)  # written by the supervisor with the stop itself
+        if seen is not None:
+            if seen.error is not None:
+                b.resolve(key, error=StopError(seen.error))
+            else:
+                stopped = seen.result if isinstance(seen.result, list) else []
+                b.resolve(key, [str(r) for r in stopped])
+            return pending
+        if replayed is None:
+            b.port.journal(
+                JournalEntry(
+                    request_id=key,
+                    kind="stop",
+                    call=_shown("stop", (run_id,)),
+                    digest=_digest(run_id),
+                )
+            )
+        b.port.request_stop(
             StopRequest(
-                request_id=pending.key,
+                request_id=key,
                 run_id=run_id,
                 requester=self.run_id,
                 reason=f"stopped by {self.agent} ({self.run_id})",
+                journal=True,
             )
         )
         return pending
 
+    def sleep(self, seconds: float) -> Pending:
+        """Awaiting returns after ``seconds`` (without holding a thread). After a crash, a
+        sleep that had ended is not slept again; one that had not sleeps what is left."""
+        seconds = max(0.0, _seconds("sleep", "seconds", seconds))
+        b = self._b
+        key, replayed = b.call("sleep", 0)
+        pending = b.pending(key)
+        if replayed is None:
+            until = time.time() + seconds
+            b.port.journal(JournalEntry(request_id=key, kind="sleep", result=until))
+        elif _seen(replayed) is not None:
+            b.resolve(key, None)
+            return pending
+        else:
+            made = replayed[0].result
+            until = float(made) if isinstance(made, int | float) else time.time()
+        b.sleepers[key] = pending
+        b.port.wake_after(key, max(0.0, until - time.time()))
+        return pending
+
     def gather(self, *pendings: Pending) -> Pending:
         """Await several operations together; values in order (first error raised)."""
-        group = PendingAll(self._b.new_key("g"), tuple(pendings))
-        self._b.groups.append(group)
+        for part in pendings:
+            if not isinstance(part, Pending):
+                raise TypeError(
+                    f"gather() takes ctx operations (spawn, send, receive...), not {part!r}"
+                )
+        b = self._b
+        digest = _digest(*(p.key for p in pendings))
+        key, replayed = b.call("gather", digest, f"{len(pendings)} calls")
+        if replayed is None:
+            b.port.journal(JournalEntry(request_id=key, kind="gather", digest=digest))
+        group = PendingAll(key, tuple(pendings))
+        b.groups.append(group)
         return group
+
+
+def _seconds(call: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise TypeError(f"{call}(): {name} must be a number of seconds, got {value!r}")
+    return float(value)
 
 
 class FunctionBehaviour:
@@ -247,11 +437,26 @@ class FunctionBehaviour:
     def __init__(self, fn: Callable[..., Any], port: AgentPort) -> None:
         self.fn = fn
         self.port = port
+        record = port.record
+        self.prefix = (
+            f"{record.run_id}:" if not record.retries else f"{record.run_id}:{record.retries}."
+        )
+        """Keys of this generation's calls (a retry starts anew: its keys differ)."""
         self.pendings: dict[str, Pending] = {}
         self.recovered: dict[str, list[Any]] = {}
+        self.journaled: dict[str, list[JournalEntry]] = {}
+        """The journal of the earlier starts, by call key, not replayed yet."""
+        self.mails: dict[str, Mail] = {}
+        """The mail the journal says was taken, by id."""
+        self.sent: dict[str, Mail] = {}
+        """The mail the earlier starts sent, by call key (what a replayed send is checked
+        against, and what a diverged replay's error shows)."""
+        self.agents: dict[str, str] = {}
+        """The agent of each run of the tree, by run id (a send may name its recipient so)."""
         self.groups: list[PendingAll] = []
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
+        self.sleepers: dict[str, Pending] = {}
         self.inbox: deque[Mail] = deque()
         self.awaiting: Pending | None = None
         # The supervisor hears "waiting" once, at the first await, and not again. A message
@@ -263,10 +468,57 @@ class FunctionBehaviour:
         self.told_waiting = False
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.ended = False
-        self._keys = itertools.count()
+        self._positions = itertools.count()
 
-    def new_key(self, kind: str) -> str:
-        return f"{self.port.record.run_id}:{kind}{next(self._keys)}"
+    # ---- calls and their journal -------------------------------------------------------------
+
+    def call(self, kind: str, digest: int, *shown: Any) -> tuple[str, list[JournalEntry] | None]:
+        """The next call (``digest``: of its arguments; ``shown``: the ones an error shows):
+        its key, and the journal entries of the earlier start for it when it is replayed
+        (None: a live call, which its maker journals)."""
+        if self.ended:
+            raise RuntimeError(f"{kind}(): this run has ended")
+        key = self.prefix + str(next(self._positions))
+        if not self.journaled:  # the common case: live
+            return key, None
+        replayed = self.journaled.pop(key, None)
+        if replayed is None:  # the journal goes on, yet has nothing for this position
+            self.diverge(key, "a call the journal has no record of", _shown(kind, shown))
+        elif replayed[0].kind != kind or replayed[0].digest != digest:
+            self.diverge(key, self.described(key, replayed[0]), _shown(kind, shown))
+        return key, replayed
+
+    def described(self, key: str, made: JournalEntry) -> str:
+        """The call an earlier start made, for an error: its text, or its mail's record."""
+        if made.call:
+            return made.call
+        mail = self.sent.get(key)
+        if made.kind == "send" and mail is not None:
+            return _shown("send", (mail.recipient, mail.content))
+        return _CONSTANT_CALLS.get(made.kind, f"{made.kind or 'something else'}(...)")
+
+    def same_mail(self, mail: Mail, to: str, content: str, reply_to: str | None) -> bool:
+        """Whether a replayed send is the one that made ``mail`` (its recipient by run id or
+        by agent name, its content, its reply_to)."""
+        return (
+            mail.content == content
+            and mail.reply_to == reply_to
+            and to in (mail.recipient, self.agents.get(mail.recipient))
+        )
+
+    def diverge(self, key: str, before: str, now: str) -> None:
+        """The replay went another way than the journal: fail the run, never redo things."""
+        position = key[len(self.prefix) :]
+        record = self.port.record
+        message = (
+            f"non-deterministic replay of {record.agent} ({record.run_id}): at call"
+            f" {position} its earlier start called {before}, this start {now}; a function"
+            " agent must make the same calls in the same order when its calls return the"
+            " same results (no randomness, clock or outside state deciding them)"
+        )
+        self.ended = True
+        self.port.fail(NONDETERMINISTIC, message)
+        raise ReplayDiverged(message)
 
     def replay(self, key: str) -> bool:
         """Hand ``key``'s pending the answers an earlier start got; False if there are none."""
@@ -277,21 +529,17 @@ class FunctionBehaviour:
             self.on_message(message)
         return True
 
-    def new_pending(self, kind: str) -> Pending:
-        pending = Pending(self.new_key(kind))
-        self.pendings[pending.key] = pending
-        return pending
-
-    def take_one(self) -> Mail:
-        mail = self.inbox.popleft()
-        self.port.mail_read((mail.mail_id,))
+    def replayed_mail(self, key: str, mail_id: str) -> Mail:
+        mail = self.mails.get(mail_id)
+        if mail is None:
+            self.diverge(key, f"a call handed mail {mail_id}", "(that mail is no longer stored)")
+        assert mail is not None
         return mail
 
-    def take_all(self) -> list[Mail]:
-        taken, self.inbox = list(self.inbox), deque()
-        if taken:
-            self.port.mail_read(tuple(m.mail_id for m in taken))
-        return taken
+    def pending(self, key: str) -> Pending:
+        pending = Pending(key)
+        self.pendings[key] = pending
+        return pending
 
     def unread_mail(self) -> tuple[str, ...]:
         return tuple(m.mail_id for m in self.inbox)
@@ -300,29 +548,66 @@ class FunctionBehaviour:
         self, _checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
     ) -> None:
         """Call the function. After a crash or a restart it runs again from the top, and its
-        ``ctx.spawn`` / ``ctx.send`` calls are matched, in order, to what the earlier start
-        already did (``recovered``): a child already spawned is not spawned again (its outcome
-        is replayed, or awaited if it is still running), a mail already sent is not resent.
-        So the order of those calls should not depend on anything but the task."""
+        calls are matched, in order, to its journal and to what the earlier start already did
+        (``recovered``): nothing is done twice, and every call is handed what it was before."""
+        taken: set[str] = set()
         for message in recovered:
-            self.recovered.setdefault(message.request_id, []).append(message)
-        self.inbox.extend(pending_mail)
-        value = self.fn(AgentContext(self))
+            if isinstance(message, Replay):
+                self._load_journal(message)
+                taken = set(self.mails)
+            else:
+                self.recovered.setdefault(message.request_id, []).append(message)
+        unread = [m for m in pending_mail if m.mail_id not in taken]
+        if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
+            self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
+        self.inbox.extend(unread)
+        try:
+            value = self.fn(AgentContext(self))
+        except ReplayDiverged:
+            return
         if inspect.iscoroutine(value):
             self.coro = value
             self._advance(None, None)
         else:
             self._finish(value)
 
+    def _load_journal(self, replay: Replay) -> None:
+        prefix = self.prefix
+        for entry in replay.entries:
+            key = entry.request_id
+            if key.startswith(prefix) and key[len(prefix) :].isdigit():
+                self.journaled.setdefault(key, []).append(entry)
+        mine = self.port.record.run_id
+        self.mails = {m.mail_id: m for m in replay.mails if m.sender != mine}
+        self.sent = {m.request_id: m for m in replay.mails if m.sender == mine and m.request_id}
+        self.agents = dict(replay.agents)
+
     def _finish(self, value: Any) -> None:
+        if self.journaled:
+            key = min(self.journaled, key=lambda k: int(k[len(self.prefix) :]))
+            made = self.journaled[key][0]
+            try:
+                self.diverge(key, self.described(key, made), "nothing: it returned")
+            except ReplayDiverged:
+                return
         self.ended = True
         if value is None:
-            text = ""
-        elif isinstance(value, str):
-            text = value
-        else:
-            text = msgspec.json.encode(value).decode()
-        self.port.finish(text)
+            self.port.finish("", typed=True)
+            return
+        if isinstance(value, str):
+            self.port.finish(value)
+            return
+        try:
+            text = _encoder.encode(value).decode()
+        except (TypeError, msgspec.EncodeError) as exc:
+            self.port.fail(
+                BAD_RESULT,
+                f"the function returned a {type(value).__module__}.{type(value).__qualname__},"
+                f" which cannot be encoded ({exc}); return text, a number, a bool, None, a"
+                " list, a dict, a msgspec Struct or a dataclass",
+            )
+            return
+        self.port.finish(text, typed=True)
 
     def _advance(self, value: Any, error: BaseException | None) -> None:
         assert self.coro is not None
@@ -331,6 +616,11 @@ class FunctionBehaviour:
                 yielded = self.coro.throw(error) if error is not None else self.coro.send(value)
             except StopIteration as stop:
                 self._finish(stop.value)
+                return
+            except ReplayDiverged:
+                return  # the run has failed already
+            if self.ended:  # a diverged replay caught by the function: it has failed
+                self.coro.close()
                 return
             if not isinstance(yielded, Pending):
                 error = TypeError(
@@ -353,45 +643,67 @@ class FunctionBehaviour:
         match message:
             case DeliverMail(mail=mail):  # the most frequent first: cases are tried in order
                 self.inbox.append(mail)
-                self._hand_out()
+                self.hand_out()
             case DeliverMails(mails=mails):
                 self.inbox.extend(mails)
-                self._hand_out()
+                self.hand_out()
             case MailAck(request_id=rid, mail_id=mail_id, error=error):
                 if error is not None:
-                    self._resolve(rid, error=MailError(error))
+                    self._seen(rid, error=error)
+                    self.resolve(rid, error=MailError(error))
                 else:
-                    self._resolve(rid, mail_id)
+                    self.resolve(rid, mail_id)
             case SpawnReply(request_id=rid, run_id=run_id, error=error):
                 if error is not None:
-                    self._resolve(rid, error=SpawnRefused(error))
+                    self._seen(rid, error=error)
+                    self.resolve(rid, error=SpawnRefused(error))
                 elif self.background.get(rid):
-                    self._resolve(rid, run_id)
+                    self.resolve(rid, run_id)
             case ChildDone(request_id=rid, outcome=outcome):
-                self._resolve(rid, outcome)
+                self.resolve(rid, outcome)
             case StopReply(request_id=rid, stopped=stopped, error=error):
                 if error is not None:
-                    self._resolve(rid, error=StopError(error))
+                    self.resolve(rid, error=StopError(error))
                 else:
-                    self._resolve(rid, list(stopped))
+                    self.resolve(rid, list(stopped))
             case Wake(key=key):
+                sleeper = self.sleepers.pop(key, None)
+                if sleeper is not None:
+                    self._seen(key)
+                    self.resolve(key, None)
+                    return
                 for receiver in list(self.receivers):
                     if receiver.key == key:
                         self.receivers.remove(receiver)
-                        self._resolve(key, None)
+                        self._seen(key, result=None)
+                        self.resolve(key, None)
             case Continue():
                 pass
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
 
-    def _hand_out(self) -> None:
+    def _seen(self, key: str, *, result: Any = None, error: str | None = None) -> None:
+        """Journal what a call was handed, before the function can see it."""
+        if key in self.pendings:
+            self.port.journal(
+                JournalEntry(request_id=key, observed=True, result=result, error=error)
+            )
+
+    def hand_out(self) -> None:
         """Mail arrived: answer the ``receive`` calls waiting for it, in order."""
         while self.receivers and self.inbox:
             receiver = self.receivers.popleft()
             self.port.cancel_wake(receiver.key)
-            self._resolve(receiver.key, self.take_one())
+            mail = self.inbox.popleft()
+            self.port.journal(
+                JournalEntry(
+                    request_id=receiver.key, kind="receive", observed=True, result=mail.mail_id
+                ),
+                (mail.mail_id,),
+            )
+            self.resolve(receiver.key, mail)
 
-    def _resolve(self, key: str, value: Any = None, error: BaseException | None = None) -> None:
+    def resolve(self, key: str, value: Any = None, error: BaseException | None = None) -> None:
         pending = self.pendings.pop(key, None)
         if pending is None:
             return
@@ -407,11 +719,13 @@ class FunctionBehaviour:
 
 
 __all__ = [
+    "NONDETERMINISTIC",
     "AgentContext",
     "FunctionAgent",
     "FunctionBehaviour",
     "MailError",
     "Pending",
+    "ReplayDiverged",
     "SpawnRefused",
     "StopError",
 ]

@@ -36,6 +36,11 @@ POLICY_PROPERTIES: dict[str, Any] = {
         "type": "boolean",
         "description": "Start the child with your conversation so far.",
     },
+    "cleanup": {
+        "type": "string",
+        "enum": ["keep", "delete"],
+        "description": "Keep the child's transcript once it is archived (default), or delete it.",
+    },
 }
 
 
@@ -74,4 +79,9 @@ def spawn_policy_fields(args: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(inherit, bool):
             raise ToolError(f"argument 'inherit_messages' must be true or false, got {inherit!r}")
         out["inherit_messages"] = inherit
+    cleanup = args.get("cleanup")
+    if cleanup is not None:
+        if cleanup not in ("keep", "delete"):
+            raise ToolError(f"argument 'cleanup' must be 'keep' or 'delete', got {cleanup!r}")
+        out["cleanup"] = cleanup
     return out

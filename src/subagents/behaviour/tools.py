@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from subagents.behaviour.fanout import FAN_OUT
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -19,10 +20,28 @@ CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL)
+RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+"""The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
-__all__ = ["RUNTIME_TOOLS", "Tool", "ToolError", "ToolResult", "as_tools", "spawn_schema"]
+def runtime_tool_names(tools: Iterable[str] = ()) -> frozenset[str]:
+    """Every tool a runtime has, by name: its own (spawn, mail, stop, skills, fan_out) and
+    ``tools``, the names of the tools its other parts bring (the built-in tools of
+    ``subagents.tools``, the user's, MCP servers'). Assembled from the runtime's parts rather
+    than kept as one list, so a part's tools count as soon as the runtime holds them;
+    definitions' ``tools`` are checked against it (``validate.known_tools``)."""
+    return frozenset((*RUNTIME_TOOLS, *tools))
+
+
+__all__ = [
+    "RUNTIME_TOOLS",
+    "Tool",
+    "ToolError",
+    "ToolResult",
+    "as_tools",
+    "runtime_tool_names",
+    "spawn_schema",
+]
 
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import msgspec
 
+from subagents.behaviour.tools import runtime_tool_names
 from subagents.cli import output
 from subagents.definitions import DefinitionLoader, LoadIssue, default_sources, validate
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import known_tools
 
 NAME = "agents"
 DESCRIPTION_WIDTH = 60
@@ -73,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
 
     # Load leniently even in strict mode, so that every problem is listed, not just the first.
-    loader = DefinitionLoader(default_sources(cwd=Path.cwd(), dirs=tuple(Path(d) for d in dirs)))
+    # the tools a runtime started here has (its own; no user tools): what `run` checks too
+    loader = DefinitionLoader(
+        default_sources(cwd=Path.cwd(), dirs=tuple(Path(d) for d in dirs)),
+        known_tools=known_tools(runtime_tool_names()),
+    )
     catalog = Catalog(loader)
     specs = catalog.list()
     issues = _all_issues(catalog.issues(), specs, strict=args.strict)
@@ -101,8 +107,9 @@ def _all_issues(
     if not strict:
         return issues
     index = {(i.file, i.name, i.reason): n for n, i in enumerate(issues)}
+    known = known_tools(runtime_tool_names())
     for spec in specs:
-        for found in validate(spec, strict=True):
+        for found in validate(spec, known_tools=known, strict=True):
             file = found.file if found.file is not None else spec.source
             name = found.name if found.name is not None else spec.name
             key = (file, name, found.reason)

@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="token budget of the whole tree (ends budget_exceeded when spent)",
     )
     parser.add_argument(
+        "--cleanup",
+        choices=("keep", "delete"),
+        default=None,
+        help="once archived, keep the tree's transcripts or delete them (default: each"
+        " definition's cleanup, else keep)",
+    )
+    parser.add_argument(
         "--detach",
         action="store_true",
         help="run the tree in a background process; print the root's run id and return"
@@ -62,7 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> str:
-    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:
+    """The run's own options, by the rules every entry point applies
+    (``supervision.requests``), in the command line's words (the option's name)."""
+    from subagents.messages import SpawnRequest
+    from subagents.supervision.limits import Limits
+    from subagents.supervision.requests import request_problem, timeout_problem
+
+    if timeout_problem(args.timeout, Limits()) is not None:
         raise CliError(
             f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {args.timeout:g}", EXIT_USAGE
         )
@@ -73,6 +86,11 @@ def _check(args: argparse.Namespace) -> str:
     task: str = sys.stdin.read() if args.task == "-" else args.task
     if not task.strip():
         raise CliError("TASK is empty", EXIT_USAGE)
+    problem = request_problem(
+        SpawnRequest(request_id="", agent=args.agent, task=task, timeout=args.timeout), Limits()
+    )
+    if problem is not None:  # what else the runtime would refuse (a task over the size cap)
+        raise CliError(problem, EXIT_USAGE)
     return task
 
 
@@ -153,6 +171,7 @@ def _run(
             model=args.model,
             timeout=args.timeout,
             token_budget=args.budget,
+            cleanup=args.cleanup,
         )
     except AdmissionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc

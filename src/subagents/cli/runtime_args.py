@@ -115,6 +115,12 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the hooks of agent definitions (shell commands from the files)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to start when an agent definition has a problem (a tool this runtime"
+        " does not have included), instead of warning",
+    )
     add_json_argument(parser)
     add_state_argument(parser)
 
@@ -208,6 +214,7 @@ def start_runtime(
 ) -> Hosted:
     """A Runtime over the store of ``--state`` (or the default), as the options describe."""
     from subagents.cli.state import open_store
+    from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
     from subagents.store.leases import lease_seconds
 
@@ -234,7 +241,11 @@ def start_runtime(
             discover=True,
             default_model=args.model,
             restore=restore,
+            strict=args.strict,
         )
+    except DefinitionError as exc:
+        store.close()
+        raise CliError(str(exc), EXIT_USAGE) from exc
     except BaseException:
         store.close()
         raise

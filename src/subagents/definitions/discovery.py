@@ -201,10 +201,15 @@ class DefinitionLoader:
         registered: Sequence[AgentSpec] = (),
         strict: bool = False,
         extra_tools: Sequence[str] = (),
+        known_tools: frozenset[str] = KNOWN_TOOLS,
     ) -> None:
+        """``known_tools``: the tool names definitions may list (``validate.known_tools``
+        of what the runtime has); ``extra_tools`` adds to them; ``strict`` makes an unknown
+        tool an error instead of a warning."""
         self._sources = _dedupe(sources)
         self._strict = strict
         self._extra_tools = tuple(extra_tools)
+        self._known_tools = known_tools
         self._registered: dict[str, AgentSpec] = {}
         self._registered_issues: dict[str, list[LoadIssue]] = {}
         self._cache: dict[tuple[int, str], _Cached] = {}
@@ -225,7 +230,10 @@ class DefinitionLoader:
         if spec.level != Level.CODE:
             spec = msgspec.structs.replace(spec, level=Level.CODE)
         issues = validate(
-            spec, known_tools=KNOWN_TOOLS, extra_tools=self._extra_tools, strict=self._strict
+            spec,
+            known_tools=self._known_tools,
+            extra_tools=self._extra_tools,
+            strict=self._strict,
         )
         for issue in issues:
             if issue.severity == "error":
@@ -353,6 +361,7 @@ class DefinitionLoader:
             Path(key[1]),
             root=root,
             level=level,
+            known_tools=self._known_tools,
             extra_tools=self._extra_tools,
             strict=self._strict,
         )

@@ -9,6 +9,7 @@ wrong otherwise. Keys it does not know are kept, unchanged, as metadata.
 from __future__ import annotations
 
 import datetime
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,12 +18,13 @@ import msgspec
 
 from subagents.definitions.errors import DefinitionError
 from subagents.definitions.spec import AgentSpec
-from subagents.definitions.validate import RESTART_POLICIES
+from subagents.definitions.validate import CLEANUPS, ON_FAILURE, RESTART_POLICIES
 
-_PROVENANCE = {"source", "category", "level", "metadata", "prompt"}
+_PROVENANCE = {"source", "category", "level", "metadata", "prompt", "additions"}
 _CAMEL_TO_FIELD: dict[str, str] = {
     f.encode_name: f.name for f in msgspec.structs.fields(AgentSpec) if f.name not in _PROVENANCE
 }
+_LIST_ENCODED: list[Any] = []  # filled below, once LIST_FIELDS is known
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?\s*$", re.IGNORECASE)
 _UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _INT = re.compile(r"^\s*[-+]?\d[\d_]*\s*$")
@@ -148,6 +150,47 @@ def _restart(key: str, value: Any) -> str:
     raise FieldError(key, f"restart must be 'temporary' or 'transient', got {_show(value)}")
 
 
+def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str | None:
+    """One of ``choices`` (case and ``-``/``_`` insensitive), with a did-you-mean."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        word = value.strip().lower().replace("-", "_")
+        if word in choices:
+            return word
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    else:
+        hint = ""
+    raise FieldError(key, f"{key} must be one of {', '.join(choices)}, got {_show(value)}{hint}")
+
+
+def _on_failure(key: str, value: Any) -> str | None:
+    return _choice(key, value, ON_FAILURE)
+
+
+def _cleanup(key: str, value: Any) -> str | None:
+    return _choice(key, value, CLEANUPS)
+
+
+def _number(key: str, value: Any) -> float | None:
+    """A number (or a numeric string: ``"0.50"``); its range is ``validate``'s business."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().lstrip("$"))
+        except ValueError:
+            pass
+    raise FieldError(key, f"{key} must be a number, got {_show(value)}")
+
+
+def _maybe_bool(key: str, value: Any) -> bool | None:
+    return None if value is None else _bool(key, value)
+
+
 def _model(key: str, value: Any) -> str | None:
     text = _text(key, value)
     return text.strip() or None if text is not None else None
@@ -189,17 +232,45 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "timeout": _seconds,
     "token_budget": _int,
     "restart": _restart,
+    "max_restarts": _int,
+    "restart_period": _seconds,
+    "restart_backoff": _seconds,
+    "restart_backoff_max": _seconds,
+    "on_failure": _on_failure,
+    "max_retries": _int,
+    "cost_budget": _number,
+    "shared_context": _names,
+    "inherit_messages": _maybe_bool,
+    "cleanup": _cleanup,
 }
 assert set(_COERCE) == set(_CAMEL_TO_FIELD.values()), "every AgentSpec field needs a coercer"
 
+LIST_FIELDS = ("tools", "disallowed_tools", "skills", "key_sub_agents", "shared_context")
+"""The list fields: a child's replaces its parent's (``extends``); ``+field`` adds to it."""
+ADD_PREFIX = "+"
+_LIST_ENCODED.extend(f for f in msgspec.structs.fields(AgentSpec) if f.name in LIST_FIELDS)
 
-def spec_kwargs(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
-    """(keyword arguments for AgentSpec, metadata, field -> key as written); raises FieldError."""
+
+def spec_kwargs(
+    data: Mapping[str, Any], errors: list[FieldError] | None = None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(keyword arguments for AgentSpec, metadata, field -> key as written); raises FieldError,
+    or, given ``errors``, adds each bad field's error there and leaves the field out (so a
+    file's every problem can be reported, not just its first)."""
     kwargs: dict[str, Any] = {}
     written: dict[str, str] = {}
     metadata: dict[str, Any] = {}
+    additions: dict[str, tuple[str, ...]] = {}
     for raw_key, value in data.items():
         key = str(raw_key)
+        if key.startswith(ADD_PREFIX) and len(key) > 1:
+            try:
+                additions.update(_addition(key, value))
+            except FieldError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+            continue
         field = field_of(key)
         if field is None:
             if key == "metadata" and isinstance(value, dict):
@@ -208,15 +279,33 @@ def spec_kwargs(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
             else:
                 metadata[key] = value
             continue
-        coerced = _COERCE[field](key, value)
-        if field in kwargs and kwargs[field] != coerced:
-            raise FieldError(
-                key,
-                f"both {written[field]!r} and {key!r} are given, with different values; keep one",
-            )
+        try:
+            coerced = _COERCE[field](key, value)
+            if field in kwargs and kwargs[field] != coerced:
+                raise FieldError(
+                    key,
+                    f"both {written[field]!r} and {key!r} are given, with different values;"
+                    " keep one",
+                )
+        except FieldError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            continue
         kwargs[field] = coerced
         written.setdefault(field, key)
     for field in ("disallowed_tools", "skills", "key_sub_agents", "capabilities"):
         if kwargs.get(field) is None:
             kwargs.pop(field, None)
+    if additions:
+        kwargs["additions"] = additions
     return kwargs, metadata, written
+
+
+def _addition(key: str, value: Any) -> dict[str, tuple[str, ...]]:
+    """``+tools: Write`` -> ``{"tools": ("Write",)}``; only list fields can be added to."""
+    field = field_of(key[len(ADD_PREFIX) :])
+    if field not in LIST_FIELDS:
+        lists = ", ".join(f"+{f.encode_name}" for f in _LIST_ENCODED)
+        raise FieldError(key, f"{key}: only list fields can be added to ({lists})")
+    return {field: _names(key, value) or ()}

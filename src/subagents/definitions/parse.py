@@ -22,6 +22,7 @@ from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.fields import FieldError, camel, spec_kwargs
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import KNOWN_TOOLS, check
+from subagents.definitions.yamlsafe import MAX_DEPTH, MAX_NODES
 
 log = structlog.get_logger("subagents.definitions")
 
@@ -36,15 +37,14 @@ def _build(
     source: str | None,
     category: str,
     level: Level,
+    errors: list[FieldError] | None = None,
 ) -> AgentSpec:
-    """A spec from a mapping; raises FieldError (with the key) for a value of the wrong shape."""
+    """A spec from a mapping; raises FieldError (with the key) for a value of the wrong shape,
+    or, given ``errors``, collects the errors of such fields there and leaves them out."""
     values = dict(data)
     if prompt is None:
-        raw_prompt = values.pop("prompt", None)
-        if raw_prompt is not None and not isinstance(raw_prompt, str):
-            raise FieldError("prompt", f"prompt must be text, got {type(raw_prompt).__name__}")
-        prompt = raw_prompt or ""
-    kwargs, metadata, _ = spec_kwargs(values)
+        prompt = _prompt_of(values)
+    kwargs, metadata, _ = spec_kwargs(values, errors)
     for required in ("name", "description"):
         if not kwargs.get(required):
             given = required in kwargs
@@ -57,6 +57,27 @@ def _build(
     return AgentSpec(
         **kwargs, prompt=prompt, metadata=metadata, source=source, category=category, level=level
     )
+
+
+_PROMPT_KEYS = ("prompt", "systemPrompt", "system_prompt", "system-prompt")
+"""Where a mapping or JSON definition keeps its prompt: ``prompt`` (the Agent SDK's key) or
+``systemPrompt`` (Claude Code's JSON key); a markdown file's body is its prompt."""
+
+
+def _prompt_of(values: dict[str, Any]) -> str:
+    """Take the prompt out of ``values`` (any of ``_PROMPT_KEYS``; two that differ are an
+    error naming both)."""
+    found: dict[str, Any] = {k: values.pop(k) for k in _PROMPT_KEYS if k in values}
+    for key, value in found.items():
+        if value is not None and not isinstance(value, str):
+            raise FieldError(key, f"{key} must be text, got {type(value).__name__}")
+    texts = {key: value for key, value in found.items() if value}
+    if len(set(texts.values())) > 1:
+        first, second = list(texts)[:2]
+        raise FieldError(
+            second, f"both {first!r} and {second!r} are given, with different values; keep one"
+        )
+    return next(iter(texts.values()), "")
 
 
 def _first_error(spec: AgentSpec) -> DefinitionError | None:
@@ -121,19 +142,31 @@ def read_markdown(
     ]
     name = fm.data.get("name") if isinstance(fm.data.get("name"), str) else None
     lines = _field_lines(fm.key_lines)
-    try:
-        spec = _build(
-            fm.data, prompt=fm.body.strip(), source=source, category=category, level=level
-        )
-    except FieldError as exc:
+
+    def field_issue(exc: FieldError) -> LoadIssue:
         line = lines.get(exc.key, lines.get(camel(exc.key)))
         if line is None and exc.key in ("name", "description"):
             line = fm.header_line
-        return None, [*issues, _issue(exc, source, name, line=line)]
+        return _issue(exc, source, name, line=line)
+
+    bad_fields: list[FieldError] = []
+    try:
+        spec = _build(
+            fm.data,
+            prompt=fm.body.strip(),
+            source=source,
+            category=category,
+            level=level,
+            errors=bad_fields,
+        )
+    except FieldError as exc:
+        return None, [*issues, *map(field_issue, bad_fields), field_issue(exc)]
+    issues.extend(field_issue(exc) for exc in bad_fields)  # every bad field, with its line
     findings = check(spec, known_tools=known_tools, extra_tools=extra_tools, strict=strict)
     for finding in findings:
         line = fm.body_line if finding.field is None else lines.get(finding.field)
         issues.append(msgspec.structs.replace(finding.issue, line=line))
+    issues.sort(key=lambda issue: issue.line or 0)  # in the order of the file (stable)
     if any(issue.severity == "error" for issue in issues):
         return None, issues
     return spec, issues
@@ -192,9 +225,35 @@ def _json_entries(value: Any, source: str | None) -> list[tuple[str, Any]]:
     return entries
 
 
+def _check_json_shape(value: Any, source: str | None) -> None:
+    """Refuse a document nested deeper, or larger, than YAML frontmatter may be (the same
+    bounds, ``yamlsafe.MAX_DEPTH`` and ``MAX_NODES``): a definition never needs more, and a
+    crafted one must cost a clear error, not a RecursionError. Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise DefinitionError(
+                f"JSON document refused: more than {MAX_NODES} values", file=source
+            )
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise DefinitionError(
+                    f"JSON document refused: nesting deeper than {MAX_DEPTH} levels", file=source
+                )
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+
+
 def _decode_json(text: str | bytes, source: str | None) -> Any:
     try:
-        return msgspec.json.decode(text)
+        value = msgspec.json.decode(text)
+    except RecursionError:  # msgspec's own bound, far deeper than ours
+        raise DefinitionError(
+            f"JSON document refused: nesting deeper than {MAX_DEPTH} levels", file=source
+        ) from None
     except msgspec.DecodeError as exc:
         message = str(exc)
         line = None
@@ -203,6 +262,8 @@ def _decode_json(text: str | bytes, source: str | None) -> Any:
             raw = text.encode() if isinstance(text, str) else text
             line = raw[: int(match.group(1))].count(b"\n") + 1
         raise DefinitionError(f"invalid JSON: {message}", file=source, line=line) from None
+    _check_json_shape(value, source)
+    return value
 
 
 def read_json(
@@ -223,17 +284,25 @@ def read_json(
     issues: list[LoadIssue] = []
     for label, entry in entries:
         name = entry.get("name") if isinstance(entry, dict) else None
+        bad_fields: list[FieldError] = []
         try:
             if not isinstance(entry, dict):
                 raise DefinitionError(f"must be an object, got {type(entry).__name__}")
-            spec = _build(entry, prompt=None, source=source, category="", level=level)
+            spec = _build(
+                entry, prompt=None, source=source, category="", level=level, errors=bad_fields
+            )
         except DefinitionError as exc:
-            issues.append(_issue(DefinitionError(f"{label}: {exc.reason}"), source, name))
+            for error in [*bad_fields, exc]:
+                issues.append(_issue(DefinitionError(f"{label}: {error.reason}"), source, name))
             continue
         found = [
+            _issue(DefinitionError(f"{label}: {error.reason}"), source, name)
+            for error in bad_fields
+        ]
+        found.extend(
             f.issue
             for f in check(spec, known_tools=known_tools, extra_tools=extra_tools, strict=strict)
-        ]
+        )
         issues.extend(found)
         if not any(issue.severity == "error" for issue in found):
             specs.append(spec)

@@ -28,6 +28,8 @@ class Level(enum.IntEnum):
 
 
 RestartPolicy = Literal["temporary", "transient"]
+OnFailure = Literal["report", "retry", "fail_parent"]
+Cleanup = Literal["keep", "delete"]
 
 
 class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
@@ -69,6 +71,22 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     timeout: float | None = None
     token_budget: int | None = None
     restart: RestartPolicy = "temporary"
+    # Supervision policies (docs/supervision.md); None = the runtime's default
+    max_restarts: int | None = None
+    restart_period: float | None = None
+    restart_backoff: float | None = None
+    restart_backoff_max: float | None = None
+    on_failure: OnFailure | None = None
+    max_retries: int | None = None
+    cost_budget: float | None = None
+    shared_context: tuple[str, ...] | None = None
+    inherit_messages: bool | None = None
+    cleanup: Cleanup | None = None
+    """What the sweeper does with this agent's finished runs: keep their transcript
+    (events, checkpoints, journal) or delete it once archived (docs/store.md)."""
+    # Additions to list fields (``+tools: Write``): appended to what the definition inherits
+    # through ``extends`` (or sets itself); a list field written plainly replaces the parent's
+    additions: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     # Everything else the file said
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     # Provenance

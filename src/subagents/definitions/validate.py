@@ -12,6 +12,7 @@ by the loaders.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -27,6 +28,8 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 MAX_TIMEOUT = 3600.0
 RESTART_POLICIES = ("temporary", "transient")
+ON_FAILURE = ("report", "retry", "fail_parent")
+CLEANUPS = ("keep", "delete")
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 """Claude Code's permission modes (``subagents.tools.modes`` orders them)."""
 
@@ -76,10 +79,25 @@ RUNTIME_TOOLS = frozenset(
         "wait_for_message",
         "stop_subagent",
         "load_skill",
+        "fan_out",
     }
 )
-KNOWN_TOOLS: frozenset[str] = CLAUDE_CODE_TOOLS | RUNTIME_TOOLS
+"""The runtime's own tools: the default of a loader no runtime configured. A Runtime
+assembles its set from its parts (``Runtime.tool_names``) and hands it to ``known_tools``."""
 MCP_PREFIX = "mcp__"
+
+
+def known_tools(tool_names: Iterable[str] = RUNTIME_TOOLS) -> frozenset[str]:
+    """Every tool name a definition may list, given ``tool_names``: the tools a runtime
+    actually has (its own, the user's, the built-in tools it implements), assembled by the
+    runtime from its parts. Claude Code's tool names are always accepted (a definition
+    written for Claude Code may name one this runtime lacks; it is then not offered), and so
+    is any ``mcp__server__tool`` name. Anything else is an unknown tool: a warning, or an
+    error in strict mode."""
+    return CLAUDE_CODE_TOOLS | frozenset(tool_names)
+
+
+KNOWN_TOOLS: frozenset[str] = known_tools()
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -161,6 +179,23 @@ def strict_name_problem(name: str) -> str | None:
     )
 
 
+def number_problem(value: object, *, integer: bool, low: float, low_ok: bool) -> str | None:
+    """Why ``value`` cannot be a limit or a budget (``... must be ...``), or None. NaN and
+    infinity are refused: a NaN compares false with everything, so a NaN budget would
+    silently turn its limit off."""
+    if value is None:
+        return None
+    kind = "a whole number" if integer else "a number"
+    bound = f">= {low:g}" if low_ok else f"> {low:g}"
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        return f"must be {kind} {bound}, got {value!r}"
+    if not math.isfinite(value):
+        return f"must be a finite number {bound}, got {value!r}"
+    if value < low or (value == low and not low_ok):
+        return f"must be {kind} {bound}, got {value!r}"
+    return None
+
+
 def tool_base(tool: str) -> str:
     """``Bash(git diff:*)`` -> ``Bash``: Claude Code permission patterns name a tool first."""
     return tool.split("(", 1)[0].strip()
@@ -202,13 +237,37 @@ def check(
         ("maxChildren", spec.max_children),
         ("tokenBudget", spec.token_budget),
     ):
-        if value is not None and value <= 0:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value <= 0
+        ):
             add(field, f"{field} must be a positive whole number, got {value}")
-    if spec.timeout is not None and not 0 < spec.timeout <= MAX_TIMEOUT:
-        add(
-            "timeout",
-            f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} s, got {spec.timeout:g}",
-        )
+    timeout = spec.timeout
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        shown = f"{timeout:g}" if isinstance(timeout, int | float) else repr(timeout)
+        add("timeout", f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} s, got {shown}")
+    limits: tuple[tuple[str, object, bool, float, bool], ...] = (
+        ("maxRestarts", spec.max_restarts, True, 0, True),
+        ("maxRetries", spec.max_retries, True, 0, True),
+        ("restartPeriod", spec.restart_period, False, 0, False),
+        ("restartBackoff", spec.restart_backoff, False, 0, True),
+        ("restartBackoffMax", spec.restart_backoff_max, False, 0, True),
+        ("costBudget", spec.cost_budget, False, 0, False),
+    )
+    for field, number, integer, low, low_ok in limits:
+        problem = number_problem(number, integer=integer, low=low, low_ok=low_ok)
+        if problem is not None:
+            add(field, f"{field} {problem}")
+    choices: tuple[tuple[str, object, tuple[str, ...]], ...] = (
+        ("onFailure", spec.on_failure, ON_FAILURE),
+        ("cleanup", spec.cleanup, CLEANUPS),
+    )
+    for field, choice, options in choices:
+        if choice is not None and choice not in options:
+            add(field, f"{field} must be one of {', '.join(options)}, got {choice!r}")
     if spec.tier is not None and not 0 <= spec.tier <= 3:
         add("tier", f"tier must be 0, 1, 2 or 3, got {spec.tier}")
     if spec.restart not in RESTART_POLICIES:
@@ -223,7 +282,13 @@ def check(
         add("extends", f"extends names the definition itself ({spec.name!r})")
     allowed = known_tools | frozenset(extra_tools)
     severity = "error" if strict else "warning"
-    for field, tools in (("tools", spec.tools or ()), ("disallowedTools", spec.disallowed_tools)):
+    tool_lists = (
+        ("tools", spec.tools or ()),
+        ("disallowedTools", spec.disallowed_tools),
+        ("+tools", spec.additions.get("tools", ())),
+        ("+disallowedTools", spec.additions.get("disallowed_tools", ())),
+    )
+    for field, tools in tool_lists:
         for tool in tools:
             base = tool_base(tool)
             if base in allowed or base.startswith(MCP_PREFIX):

@@ -16,6 +16,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    JournalEntry,
     Lease,
     Mail,
     MailState,
@@ -64,6 +65,15 @@ class RunStore(Protocol):
         ...
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]: ...
+
+    # function agents' journals (what a resumed function agent replays)
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        """Append ``entries`` (one handling's calls and results) to ``run_id``'s journal."""
+        ...
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        """``run_id``'s journal, every entry in the order written."""
+        ...
 
     # outcomes and their delivery to the requester
     def save_outcome(self, outcome: Outcome) -> None: ...

@@ -18,6 +18,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    JournalEntry,
     Lease,
     Mail,
     MailState,
@@ -40,6 +41,7 @@ class MemoryStore:
         # run's start and end look up its own mail, never every mail ever kept
         self._mail_of_run: dict[str, list[str]] = {}
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}
+        self._journals: dict[str, list[JournalEntry]] = {}
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
@@ -129,9 +131,20 @@ class MemoryStore:
             mails = (self._mail[i] for i in self._mail_of_run.get(run_id, ()))
             return [m for m in mails if wanted is None or m.state in wanted]
 
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        with self._lock:
+            self._journals.setdefault(run_id, []).extend(entries)
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        with self._lock:
+            return list(self._journals.get(run_id, ()))
+
     def save_outcome(self, outcome: Outcome) -> None:
         with self._lock:
             self._outcomes[outcome.run_id] = (outcome, False)
+            # A finished run is never replayed: its journal (an entry per call) would only
+            # grow the process. The SQLite store keeps it until the sweeper cleans the run.
+            self._journals.pop(outcome.run_id, None)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         with self._lock:

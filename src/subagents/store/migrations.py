@@ -63,7 +63,21 @@ def v2_to_v3(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3)
+def v3_to_v4(conn: sqlite3.Connection) -> None:
+    """v4: function agents' journals. One row per report of a run's calls and results (a
+    msgspec JSON list of ``JournalEntry``), read back in order when the run resumes, so a
+    function agent replays what it did before a crash instead of doing it again."""
+    conn.execute(
+        """CREATE TABLE journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            entries TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX journal_run ON journal (run_id, seq)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

@@ -49,6 +49,7 @@ from subagents.messages import (
     Checkpoint,
     Command,
     Event,
+    JournalEntry,
     Lease,
     Mail,
     MailState,
@@ -84,6 +85,7 @@ _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
+_journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 _lease_decoder = msgspec.json.Decoder(Lease)
 
 
@@ -131,7 +133,7 @@ def _has_json1(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def _encode(obj: msgspec.Struct, decoder: msgspec.json.Decoder[Any], what: str) -> str:
+def _encode(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
     """``obj`` as JSON text, checked to read back.
 
     JSON has no NaN or infinity: msgspec writes them as ``null``, which a float field then
@@ -686,6 +688,33 @@ class SQLiteStore:
         return [self._decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
 
     # -----------------------------------------------------------------------------------------
+    # function agents' journals
+    # -----------------------------------------------------------------------------------------
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        if not entries:
+            return
+        self._defer(
+            "journal",
+            "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
+            # made by the runtime (ids, digests, finite numbers): no read-back check needed
+            (run_id, _encoder.encode(list(entries)).decode("utf-8")),
+            f"appending to the journal of run {run_id}",
+        )
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        rows = self._read(
+            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the journal of run {run_id}",
+        )
+        entries: list[JournalEntry] = []
+        for seq, raw in rows:
+            decoded: list[JournalEntry] = self._decode(_journal_decoder, raw, "journal", seq)
+            entries.extend(decoded)
+        return entries
+
+    # -----------------------------------------------------------------------------------------
     # outcomes and their delivery to the requester
     # -----------------------------------------------------------------------------------------
 
@@ -888,10 +917,10 @@ class SQLiteStore:
                     conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
                 )
             for run_id in plan.clean:
-                for table in ("events", "checkpoints"):
+                for table in ("events", "checkpoints", "journal"):
                     self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
             for run_id in plan.delete:
-                for table in ("events", "checkpoints", "outcomes", "commands", "runs"):
+                for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
                     self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
                 self._write_sql(
                     conn,

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -50,8 +51,13 @@ def tightest_tokens(*given: int | None) -> int | None:
 def tightest_cost(*given: float | None) -> float | None:
     values = [g for g in given if g is not None]
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-            raise ValueError(f"a cost budget must be a positive number of USD, got {v!r}")
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, int | float)
+            or not math.isfinite(v)  # NaN compares false: it would turn the limit off
+            or v <= 0
+        ):
+            raise ValueError(f"a cost budget must be a positive, finite number of USD, got {v!r}")
     return float(min(values)) if values else None
 
 

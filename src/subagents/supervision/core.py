@@ -32,6 +32,8 @@ from subagents.messages import (
     ChildDone,
     Event,
     EventKind,
+    Journal,
+    JournalEntry,
     Mail,
     MailAck,
     MailRead,
@@ -58,6 +60,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, delivery, mail_event_data
 from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleRestart
 from subagents.supervision.recovery import recovered_messages
+from subagents.supervision.requests import mail_problem, request_problem, text_problem
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 from subagents.supervision.tree import RunTree
 
@@ -171,37 +174,6 @@ class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
 
 
-def _check_spawn_fields(req: SpawnRequest) -> None:
-    """Refuse a request whose fields have the wrong types (nothing checks a Struct's types
-    when it is built in code), naming the field, instead of failing deep in the supervisor."""
-    if not isinstance(req.agent, str) or not isinstance(req.task, str):
-        raise AdmissionError(
-            f"agent and task must be strings, got {type(req.agent).__name__} and"
-            f" {type(req.task).__name__}"
-        )
-    for name in ("context", "label", "model"):
-        value = getattr(req, name)
-        if value is not None and not isinstance(value, str):
-            raise AdmissionError(f"{name} must be a string, got {value!r}")
-    for name in ("timeout", "token_budget"):
-        value = getattr(req, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise AdmissionError(f"{name} must be a number, got {value!r}")
-
-
-def _check_mail_fields(msg: SendMail) -> None:
-    """Refuse a mail whose fields are not strings (nothing checks a Struct's types when it
-    is built in code: ``ctx.send("x", 42)``), naming the field: that mail fails, not the
-    others sent with it, and not deep in the store."""
-    if not isinstance(msg.to, str) or not isinstance(msg.content, str):
-        raise ValueError(
-            f"to and content must be strings, got {type(msg.to).__name__} and"
-            f" {type(msg.content).__name__}"
-        )
-    if msg.reply_to is not None and not isinstance(msg.reply_to, str):
-        raise ValueError(f"reply_to must be a string, got {msg.reply_to!r}")
-
-
 class SupervisorCore(PolicyHooks):
     """Admission, queueing, delivery, mail routing, stops and deadlines."""
 
@@ -313,15 +285,13 @@ class SupervisorCore(PolicyHooks):
             return reply, effects
 
     def _admit(self, req: SpawnRequest) -> str:
-        _check_spawn_fields(req)
+        problem = request_problem(req, self.limits)  # the same rules for every entry point
+        if problem is not None:
+            raise AdmissionError(problem)
         spec = self.lookup(req.agent)
         if spec is None:
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
-        if req.timeout is not None and not 0 < req.timeout < float("inf"):
-            raise AdmissionError(
-                f"timeout must be a positive number of seconds, got {req.timeout!r}"
-            )
         parent: RunState | None = None
         depth = 0
         if req.parent_run_id is not None:
@@ -378,6 +348,12 @@ class SupervisorCore(PolicyHooks):
             **policy_fields,
             request_id=req.request_id,
             owner=self.owner,
+            # the request's choice, else the definition's, else the parent's (a tree is
+            # kept or cleaned as a whole unless a definition says otherwise), else keep
+            cleanup=req.cleanup
+            or spec.cleanup
+            or (parent.record.cleanup if parent is not None else None)
+            or "keep",
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self._seed(run_id)
@@ -420,8 +396,10 @@ class SupervisorCore(PolicyHooks):
             state.checkpoint = self.store.load_checkpoint(run_id)
         if state.resumes:  # what the earlier start already did is not done again
             children = self.store.list_runs(root_run_id=state.record.root_run_id)
-            sent = [m for m in self.store.mail_for(run_id) if m.sender == run_id]
-            recovered = recovered_messages(run_id, children, sent)
+            mails = self.store.mail_for(run_id)
+            # a function agent also replays its journal (behaviour/function.py)
+            journal = self.store.journal_of(run_id)
+            recovered = recovered_messages(run_id, children, mails, journal)
         self._effects.append(ArmDeadline(run_id, state.deadline))
         self._effects.append(
             StartRun(
@@ -566,8 +544,11 @@ class SupervisorCore(PolicyHooks):
             if state is None:
                 log.debug("late report discarded", run_id=msg.run_id)
                 return self._effects
-            if msg.error_kind is None:
-                self._finish(state, RunStatus.COMPLETED, result=msg.result)
+            too_large = text_problem("the result", msg.result or "", self.limits.max_text_chars)
+            if msg.error_kind is None and too_large is not None:
+                self._finish(state, RunStatus.FAILED, error_kind="bad_result", error=too_large)
+            elif msg.error_kind is None:
+                self._finish(state, RunStatus.COMPLETED, result=msg.result, typed=msg.typed)
             elif self.clock() >= state.deadline:
                 # A call cut short by the deadline reports before the timer does: same cause.
                 self._effects.extend(self._timed_out(state))
@@ -691,8 +672,11 @@ class SupervisorCore(PolicyHooks):
                         MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
                     )
                     continue
+            problem = mail_problem(msg, self.limits)  # its types and its size
+            if problem is not None:
+                acks.append(MailAck(request_id=msg.request_id, error=problem))
+                continue
             try:
-                _check_mail_fields(msg)
                 recipient = self._resolve_recipient(msg)
             except ValueError as exc:
                 acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
@@ -844,6 +828,21 @@ class SupervisorCore(PolicyHooks):
             self.store.set_mail_state(mail_id, MailState.READ)
             state.unread_mail.discard(mail_id)
 
+    def journal(self, msg: Journal) -> list[Effect]:
+        """A function agent's journal entries of one handling, kept for its replay after a
+        crash, and the mail they say it read, marked read in the same transaction (so the
+        store never says a mail was read without saying which call read it)."""
+        self._effects = []
+        state = self.reporting(msg.run_id, msg.attempt)
+        with self.store.batch():
+            if state is not None and msg.entries:  # an earlier start's entries are void
+                self.store.save_journal(msg.run_id, msg.entries)
+            if msg.read_mail:
+                if state is not None:
+                    state.unread_mail.difference_update(msg.read_mail)
+                self.store.set_mails_state(msg.read_mail, MailState.READ)
+        return self._effects
+
     def mail_read(self, msg: MailRead) -> list[Effect]:
         return self.mail_reads((msg,))
 
@@ -911,8 +910,10 @@ class SupervisorCore(PolicyHooks):
         result: str | None = None,
         error_kind: str | None = None,
         error: str | None = None,
+        typed: bool = False,
     ) -> None:
-        """Give ``state`` its one terminal status and deliver its outcome once."""
+        """Give ``state`` its one terminal status and deliver its outcome once. ``typed``:
+        ``result`` is the JSON text of a function agent's value (``Outcome.value``)."""
         record = state.record
         if record.status.terminal:
             return
@@ -930,6 +931,7 @@ class SupervisorCore(PolicyHooks):
             error=error,
             usage=record.usage,
             steps=record.steps,
+            typed=typed,
         )
         self._update(state, status=status, ended_at=time.time(), outcome=outcome)
         self.store.save_outcome(outcome)
@@ -998,6 +1000,16 @@ class SupervisorCore(PolicyHooks):
         with self._handling() as effects:
             reply = self._stop(req)
             if req.requester is not None:
+                if req.journal and self.reporting(req.requester, req.attempt) is not None:
+                    # A function agent's ctx.stop: its answer is journaled with the stop,
+                    # so a replay after a crash gets it instead of stopping an ended run.
+                    entry = JournalEntry(
+                        request_id=req.request_id,
+                        observed=True,
+                        result=list(reply.stopped),
+                        error=reply.error,
+                    )
+                    self.store.save_journal(req.requester, (entry,))
                 effects.append(Tell(req.requester, reply))
             return reply, effects
 

@@ -24,6 +24,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     no ``maxChildren``; a definition's ``maxChildren`` is honoured up to ``max_children_cap``
     (a team written for six parallel children gets six, not a default of five it never asked
     for).
+    ``timeout_s``: a run's timeout when nobody asks for one; ``max_timeout_s``: the most
+    anyone may ask (asking for more is an error; a definition's longer timeout is capped).
+    ``max_text_chars``: the largest task, mail and result (characters).
     """
 
     max_depth: int = 3
@@ -38,6 +41,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_timeout_s: float = MAX_TIMEOUT_S
     token_budget: int | None = None
     max_turns: int = 50
+    max_text_chars: int = 1_000_000
+    """The largest task (or context), mail and result, in characters: past it the spawn, the
+    mail or the run is refused with an error naming the size and the cap."""
 
     def __post_init__(self) -> None:
         for field in (
@@ -46,6 +52,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             "max_children",
             "queue_bound",
             "max_turns",
+            "max_text_chars",
         ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:

@@ -1,9 +1,9 @@
 """Policy settings of a run: restarts, failure handling, cost budget, context handed down.
 
-Why a separate reader: besides the typed ``restart`` and ``tokenBudget`` fields, these
-settings come from a definition's extra frontmatter keys (kept in ``AgentSpec.metadata``)
-and from spawn arguments. Reading them in one place gives one clear error naming the agent,
-the key and the bad value, instead of a policy silently not applying.
+Why a separate reader: these settings come from a definition's typed fields (checked when
+its file loads: ``definitions.validate``), from the same keys in the metadata of a spec built
+in code the old way, and from spawn arguments. Reading them in one place gives one clear
+error naming the agent, the key and the bad value, instead of a policy silently not applying.
 
 Definition keys (camelCase or snake_case): ``maxRestarts``, ``restartPeriod``,
 ``restartBackoff``, ``restartBackoffMax``, ``onFailure``, ``maxRetries``, ``costBudget``,
@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import number_problem
 
 OnFailure = Literal["report", "retry", "fail_parent"]
 ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
@@ -58,14 +59,6 @@ def _where(spec: AgentSpec, key: str) -> str:
     return f"agent {spec.name!r} ({spec.source or 'registered in code'}): {key}"
 
 
-def _number(spec: AgentSpec, key: str, value: Any, *, integer: bool, minimum: float) -> Any:
-    ok_type = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, ok_type) or value < minimum:
-        kind = "an integer" if integer else "a number"
-        raise PolicyError(f"{_where(spec, key)} must be {kind} >= {minimum:g}, got {value!r}")
-    return value
-
-
 def on_failure_value(where: str, value: Any) -> OnFailure:
     if value not in ON_FAILURE:
         raise PolicyError(f"{where} must be one of {', '.join(ON_FAILURE)}, got {value!r}")
@@ -101,27 +94,37 @@ def policy_of(spec: AgentSpec) -> Policy:
 
 
 def _read_policy(spec: AgentSpec) -> Policy:
+    """The typed fields of ``spec`` (files set them; ``validate`` checked them when the file
+    loaded), else the same keys in its metadata (a spec built in code the old way)."""
     meta = spec.metadata
     fields: dict[str, Any] = {"restart": spec.restart}
     numbers = (
-        ("maxRestarts", "max_restarts", True, 0),
-        ("restartPeriod", "restart_period_s", False, 0.001),
-        ("restartBackoff", "backoff_s", False, 0),
-        ("restartBackoffMax", "backoff_max_s", False, 0),
-        ("maxRetries", "max_retries", True, 0),
-        ("costBudget", "cost_budget_usd", False, 1e-9),
+        ("maxRestarts", spec.max_restarts, "max_restarts", True, 0, True),
+        ("restartPeriod", spec.restart_period, "restart_period_s", False, 0, False),
+        ("restartBackoff", spec.restart_backoff, "backoff_s", False, 0, True),
+        ("restartBackoffMax", spec.restart_backoff_max, "backoff_max_s", False, 0, True),
+        ("maxRetries", spec.max_retries, "max_retries", True, 0, True),
+        ("costBudget", spec.cost_budget, "cost_budget_usd", False, 0, False),
     )
-    for key, field, integer, minimum in numbers:
-        value = _get(meta, key)
-        if value is not None:
-            fields[field] = _number(spec, key, value, integer=integer, minimum=minimum)
-    on_failure = _get(meta, "onFailure")
+    for key, typed, field, integer, low, low_ok in numbers:
+        value = typed if typed is not None else _get(meta, key)
+        if value is None:
+            continue
+        problem = number_problem(value, integer=integer, low=low, low_ok=low_ok)
+        if problem is not None:
+            raise PolicyError(f"{_where(spec, key)} {problem}")
+        fields[field] = value
+    on_failure = spec.on_failure if spec.on_failure is not None else _get(meta, "onFailure")
     if on_failure is not None:
         fields["on_failure"] = on_failure_value(_where(spec, "onFailure"), on_failure)
-    shared = _get(meta, "sharedContext")
+    shared = spec.shared_context
+    if shared is None:
+        shared = _get(meta, "sharedContext")
     if shared is not None:
         fields["shared_keys"] = shared_keys_value(_where(spec, "sharedContext"), shared)
-    inherit = _get(meta, "inheritMessages")
+    inherit = spec.inherit_messages
+    if inherit is None:
+        inherit = _get(meta, "inheritMessages")
     if inherit is not None:
         if not isinstance(inherit, bool):
             raise PolicyError(

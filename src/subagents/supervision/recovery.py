@@ -6,21 +6,54 @@ had durable effects before the crash: a child spawned (a run whose ``request_id`
 tool_use id) or a mail sent (a mail whose ``request_id`` is it). Those are not done again:
 the resumed agent is handed the messages it would have received (a ChildDone for a child that
 ended, a SpawnReply for one still running, a MailAck for mail sent).
+
+A function agent runs again from the top instead; its journal (``Replay``) says what each of
+its calls was and what it was handed, so that it replays every awaited effect in order
+(``behaviour/function.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from subagents.messages import ChildDone, Mail, MailAck, Outcome, RunRecord, SpawnReply
+from subagents.messages import (
+    ChildDone,
+    JournalEntry,
+    Mail,
+    MailAck,
+    Outcome,
+    Replay,
+    RunRecord,
+    SpawnReply,
+)
 
 
 def recovered_messages(
-    run_id: str, children: Iterable[RunRecord], sent: Iterable[Mail]
+    run_id: str,
+    children: Iterable[RunRecord],
+    mails: Iterable[Mail],
+    journal: Sequence[JournalEntry] = (),
 ) -> tuple[Any, ...]:
-    """The answers a resumed ``run_id`` gets for calls whose effects already happened."""
+    """The answers a resumed ``run_id`` gets for calls whose effects already happened.
+
+    ``mails``: the run's mail (sent and received). A function agent's ``journal``, if it
+    has one, comes first, as a ``Replay`` with the mail its results name."""
     messages: list[Any] = []
+    mails = list(mails)
+    if journal:
+        # the mail its results name, and the mail it sent (for a diverged replay's error)
+        named = {
+            mail_id
+            for entry in journal
+            if entry.observed and entry.kind in ("receive", "mailbox")
+            for mail_id in (entry.result if isinstance(entry.result, list) else [entry.result])
+        }
+        kept = tuple(m for m in mails if m.mail_id in named or m.sender == run_id)
+        children = list(children)
+        agents = {r.run_id: r.agent for r in children}
+        messages.append(Replay(entries=tuple(journal), mails=kept, agents=agents))
+    sent = [m for m in mails if m.sender == run_id]
     for child in children:
         if child.parent_run_id != run_id or child.request_id is None:
             continue
@@ -31,7 +64,7 @@ def recovered_messages(
             )
             messages.append(ChildDone(request_id=child.request_id, outcome=outcome))
     for mail in sent:
-        if mail.sender == run_id and mail.request_id is not None:
+        if mail.request_id is not None:
             messages.append(
                 MailAck(request_id=mail.request_id, mail_id=mail.mail_id, recipient=mail.recipient)
             )

@@ -26,7 +26,18 @@ from dataclasses import dataclass
 from subagents.supervision.policies import Policy
 
 NORMAL_ERROR_KINDS = frozenset(
-    {"cancelled", "timeout", "budget", "max_turns", "model_cancelled", "model_refusal"}
+    {
+        "cancelled",
+        "timeout",
+        "budget",
+        "max_turns",
+        "model_cancelled",
+        "model_refusal",
+        # a function agent's: its replay went another way than its journal, or it returned
+        # a value that cannot be kept; a restart replays the same journal to the same end
+        "nondeterministic_replay",
+        "bad_result",
+    }
 )
 """Error kinds that end a run for a reason a restart cannot change."""
 

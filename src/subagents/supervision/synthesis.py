@@ -9,7 +9,9 @@ that ``failed`` (a run that did not complete contributes nothing, and is named).
 Values are compared by their canonical JSON (sorted keys), so ``{"a": 1, "b": 2}`` and
 ``{"b": 2, "a": 1}`` agree, while ``1`` and ``"1"`` or ``1`` and ``true`` do not.
 Run results are text; ``parse_value`` reads a result that is JSON as JSON, so agents that
-answer with JSON objects or numbers can be merged and averaged.
+answer with JSON objects or numbers can be merged and averaged; a function agent's typed
+value is used as it returned it (``outcome_value``). ``collect`` combines nothing: it lists
+the values in order.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-Strategy = Literal["merge", "vote", "consensus", "best_pick", "weighted_average", "chain"]
+Strategy = Literal[
+    "merge", "vote", "consensus", "best_pick", "weighted_average", "chain", "collect"
+]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 
@@ -63,6 +67,14 @@ class Synthesis(msgspec.Struct, frozen=True, kw_only=True):
         return self.error is None and not self.conflicts and not self.failed
 
 
+def outcome_value(result: str | None, typed: bool) -> Any:
+    """The value of a run's result: a function agent's typed value as it returned it (see
+    ``Outcome.value``), else the text read as JSON when it is JSON (``parse_value``)."""
+    if typed:
+        return msgspec.json.decode(result) if result else None
+    return parse_value(result)
+
+
 def parse_value(text: str | None) -> Any:
     """A run's result text as JSON when it is JSON, else the text itself (stripped)."""
     if text is None:
@@ -100,6 +112,8 @@ def synthesize(
         )
     if strategy == "chain":
         return chain(all_items)
+    if strategy == "collect":
+        return collect(all_items)
     good = [i for i in all_items if i.ok]
     failed = tuple((i.source, i.error or "failed") for i in all_items if not i.ok)
     if strategy == "merge":
@@ -424,4 +438,21 @@ def chain(items: Sequence[Item]) -> Synthesis:
             )
     return Synthesis(
         strategy="chain", value=items[-1].value, sources=tuple(i.source for i in items)
+    )
+
+
+# ---- collect ----------------------------------------------------------------------------------
+
+
+def collect(items: Sequence[Item]) -> Synthesis:
+    """Every value, in the order of the inputs, nothing combined: ``value[i]`` is input
+    ``i``'s value, None for an input that failed (each failure is listed in ``failed``, so a
+    None value and a failed input are never confused)."""
+    if not items:
+        return _empty("collect")
+    return Synthesis(
+        strategy="collect",
+        value=[item.value if item.ok else None for item in items],
+        sources=tuple(item.source for item in items if item.ok),
+        failed=tuple((i.source, i.error or "failed") for i in items if not i.ok),
     )

@@ -1,0 +1,144 @@
+"""One validation for every entry point, and bad input bounded (issue 13 items 5-7): the
+Python API refuses what the command line refuses, NaN never switches a limit off, texts have
+a size cap naming the size and the cap, typed policy fields and tool names are checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
+from subagents.behaviour.function import AgentContext, MailError, SpawnRefused
+from subagents.definitions.errors import DefinitionError
+from subagents.messages import RunStatus
+from subagents.runtime import AdmissionError
+from subagents.supervision.limits import LimitError, Limits
+
+from .conftest import WAIT
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+def echo(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+def test_run_and_spawn_refuse_a_timeout_above_the_maximum_and_an_empty_task() -> None:
+    with Runtime({"echo": echo}) as rt:
+        for start in (rt.run, rt.spawn):
+            with pytest.raises(AdmissionError, match=r"timeout 99999 s is above the maximum"):
+                start("echo", "x", timeout=99999)
+            with pytest.raises(AdmissionError, match="the task for 'echo' is empty"):
+                start("echo", "  ")
+            with pytest.raises(AdmissionError, match="timeout must be a positive number"):
+                start("echo", "x", timeout=float("nan"))
+            with pytest.raises(TypeError, match="unexpected keyword"):
+                start("echo", "x", tiemout=5)  # type: ignore[operator]
+        assert rt.runs() == []  # nothing refused was recorded
+        assert rt.run("echo", "fine", timeout=3600).result == "fine"
+
+
+def test_a_child_asking_too_much_time_or_nothing_to_do_is_refused_the_same_way() -> None:
+    async def parent(ctx: AgentContext) -> list[str]:
+        errors = []
+        for task, timeout in (("x", 5000.0), ("", None)):
+            try:
+                await ctx.spawn("echo", task, timeout=timeout)
+            except SpawnRefused as exc:
+                errors.append(str(exc))
+        return errors
+
+    with Runtime({"parent": parent, "echo": echo}) as rt:
+        assert rt.run("parent", "go", wait=WAIT).value == [
+            "timeout 5000 s is above the maximum of 3600 s (Limits.max_timeout_s)",
+            "the task for 'echo' is empty: say what the agent should do",
+        ]
+
+
+def test_limits_may_be_a_mapping_and_an_unknown_limit_is_named() -> None:
+    with Runtime({"echo": echo}, limits={"max_concurrency": 2, "timeout_s": 5}) as rt:
+        assert rt.limits == Limits(max_concurrency=2, timeout_s=5)
+    with pytest.raises(LimitError, match=r"unknown limit\(s\) max_concurent; known: .*max_"):
+        Runtime({"echo": echo}, limits={"max_concurent": 2})
+    with pytest.raises(LimitError, match="timeout_s must be in"):
+        Runtime({"echo": echo}, limits={"timeout_s": float("nan")})
+    with pytest.raises(TypeError, match="limits must be a Limits or a mapping"):
+        Runtime({"echo": echo}, limits=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="command_poll_s must be a finite number"):
+        Runtime({"echo": echo}, command_poll_s=float("nan"))
+
+
+def test_two_agents_with_one_name_are_an_error_naming_both() -> None:
+    def first(ctx: AgentContext) -> str:
+        return "1"
+
+    def second(ctx: AgentContext) -> str:
+        return "2"
+
+    with pytest.raises(ValueError, match=r"two agents are named 'dup': the function 'test_two"):
+        Runtime([FunctionAgent.create("dup", first), FunctionAgent.create("dup", second)])
+    spec = AgentSpec(name="dup", description="d")
+    with pytest.raises(ValueError, match=r"an AgentSpec \(in code\) and the function"):
+        Runtime([spec, FunctionAgent.create("dup", second)], model=ScriptedModel())
+
+
+def test_texts_over_the_cap_are_refused_naming_their_size_and_the_cap() -> None:
+    async def talker(ctx: AgentContext) -> str:
+        try:
+            await ctx.send(ctx.parent_run_id or "outside", "y" * 201)
+        except MailError as exc:
+            return str(exc)
+        return "sent"
+
+    async def boss(ctx: AgentContext) -> str:
+        out = await ctx.spawn("talker", "go")
+        return str(out.value)
+
+    def verbose(ctx: AgentContext) -> str:
+        return "z" * 201
+
+    agents = {"boss": boss, "talker": talker, "verbose": verbose, "echo": echo}
+    with Runtime(agents, limits=Limits(max_text_chars=200)) as rt:
+        with pytest.raises(
+            AdmissionError, match=r"the task is 201 characters, over the cap of 200"
+        ):
+            rt.run("echo", "x" * 201)
+        assert rt.run("boss", "go", wait=WAIT).value == (
+            "the mail is 201 characters, over the cap of 200 (Limits.max_text_chars; raise it,"
+            " or hand the text over as a file)"
+        )
+        too_long = rt.run("verbose", "go", wait=WAIT)
+        assert too_long.status is RunStatus.FAILED and too_long.error_kind == "bad_result"
+        assert too_long.error is not None
+        assert too_long.error.startswith("the result is 201 characters, over the cap of 200")
+    over = "1,000,001 characters, over the cap of 1,000,000"  # the default cap
+    with Runtime({"echo": echo}) as rt, pytest.raises(AdmissionError, match=over):
+        rt.run("echo", "x" * 1_000_001)
+
+
+def test_policy_fields_are_typed_and_bad_ones_stop_a_strict_runtime(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text(
+        "---\nname: careful\ndescription: d\nonFailure: fail-parent\nmaxRestarts: 2\n"
+        "restartPeriod: 90s\ncostBudget: '0.50'\nsharedContext: repo, style\n"
+        "inheritMessages: yes\ncleanup: delete\ntools: fan_out, my_tool, Frobnicate\n---\nHi.\n"
+    )
+
+    def my_tool(x: int) -> int:
+        """Adds one."""
+        return x + 1
+
+    with Runtime(agent_dirs=[tmp_path], model=ScriptedModel(), tools=[my_tool]) as rt:
+        (spec,) = rt.agents()
+    assert (spec.on_failure, spec.max_restarts, spec.restart_period) == ("fail_parent", 2, 90.0)
+    assert (spec.cost_budget, spec.shared_context) == (0.5, ("repo", "style"))
+    assert (spec.inherit_messages, spec.cleanup) == (True, "delete")
+    assert spec.metadata == {}
+    # the user's tool and the runtime's fan_out are known; Frobnicate is not
+    with pytest.raises(DefinitionError, match=r"a\.md:11: error: careful: tools: unknown tool"):
+        Runtime(agent_dirs=[tmp_path], model=ScriptedModel(), tools=[my_tool], strict=True)
+    with pytest.raises(DefinitionError, match="unknown tool 'my_tool'"):
+        Runtime(agent_dirs=[tmp_path], model=ScriptedModel(), strict=True)
+    code = AgentSpec(name="c", description="d", on_failure="retyr")  # type: ignore[arg-type]
+    with pytest.raises(DefinitionError, match="agent 'c': onFailure must be one of report"):
+        Runtime([code], model=ScriptedModel())
