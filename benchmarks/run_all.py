@@ -35,6 +35,7 @@ NAMES = (
     "load_definitions",
     "store_write",
     "tools",
+    "mcp_hub",
     "cli_startup",
 )
 START_MARK = "<!-- results:start -->"
@@ -418,6 +419,21 @@ def _more_tools(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _more_mcp_hub(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    return [
+        (
+            "MCP tool call through the hub, p50 / p99",
+            f"{f['hub_call_p50_ms']} ms / {f['hub_call_p99_ms']} ms",
+            f"mcp SDK ClientSession.call_tool {f['sdk_call_p50_ms']} ms / {f['sdk_call_p99_ms']} ms",
+            f"{r['ratio']}x",
+            f"target: {r['target']} (issue 12); in a run {f['runtime_call_ms']} ms,"
+            f" cold start {f['hub_cold_start_s']} s",
+            _met(r["pass"]),
+        )
+    ]
+
+
 def _more_cli_startup(r: dict[str, Any]) -> list[Row]:
     f = r["figures"]
     return [
@@ -441,6 +457,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "load_definitions": _more_load,
     "store_write": _more_store,
     "tools": _more_tools,
+    "mcp_hub": _more_mcp_hub,
     "cli_startup": _more_cli_startup,
 }
 

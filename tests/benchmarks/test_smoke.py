@@ -59,6 +59,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "store_write": ["store_write.py", "--quick"],
         "tools": ["tools.py", "--quick"],
         "cli_startup": ["cli_startup.py", "--quick"],
+        "mcp_hub": ["mcp_hub.py", "--quick"],
     }
 
 
@@ -73,6 +74,7 @@ NAMES = (
     "load_definitions_absent",
     "store_write",
     "tools",
+    "mcp_hub",
     "cli_startup",
 )
 
@@ -309,6 +311,7 @@ def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str,
         "load_definitions",
         "store_write",
         "tools",
+        "mcp_hub",
         "cli_startup",
     )
     text = run_all.tables([_decoded(results, name) for name in names])
@@ -318,12 +321,12 @@ def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str,
     assert "cold load of 6 definition files" in text
     assert "Grep files_with_matches" in text
     assert "subagents --version" in text
+    assert "MCP tool call through the hub" in text
     failed = run_all.tables([{"benchmark": "mail", "error": "exit status 1: boom"}])
     assert "boom" in failed and "**missed**" in failed
 
 
 def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> None:
-    pytest.importorskip("yappi", reason="yappi comes with the bench extra")
     done = subprocess.run(
         [
             *(sys.executable, str(BENCHMARKS / "profile_hot_paths.py")),
