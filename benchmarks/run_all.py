@@ -425,7 +425,7 @@ def _more_mcp_hub(r: dict[str, Any]) -> list[Row]:
         (
             "MCP tool call through the hub, p50 / p99",
             f"{f['hub_call_p50_ms']} ms / {f['hub_call_p99_ms']} ms",
-            f"mcp SDK ClientSession.call_tool {f['sdk_call_p50_ms']} ms / {f['sdk_call_p99_ms']} ms",
+            f"mcp SDK call_tool {f['sdk_call_p50_ms']} ms / {f['sdk_call_p99_ms']} ms",
             f"{r['ratio']}x",
             f"target: {r['target']} (issue 12); in a run {f['runtime_call_ms']} ms,"
             f" cold start {f['hub_cold_start_s']} s",
