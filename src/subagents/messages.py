@@ -314,7 +314,7 @@ class EventKind(enum.StrEnum):
     RESTARTED = "restarted"
     DEAD_LETTER = "dead_letter"
     PARKED = "parked"
-    """A waiting run gave its concurrency slot to a queued run (supervision/slots.py)."""
+    """A waiting run gave its concurrency slot to a queued run (supervision/parking.py)."""
     UNPARKED = "unparked"
     """A parked run took a slot again, to go on with what woke it."""
 
@@ -598,7 +598,7 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-# ---- parking: a waiting run lends its concurrency slot (supervision/slots.py) ----------------
+# ---- parking: a waiting run lends its concurrency slot (supervision/parking.py) --------------
 
 
 class Park(msgspec.Struct, frozen=True, kw_only=True, tag=True):

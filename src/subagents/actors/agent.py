@@ -195,7 +195,7 @@ class AgentActor(FastInboxActor):
         self._settle()
 
     def _one(self, message: Any) -> None:
-        """Hand ``message`` to the behaviour, unless this run is parked (supervision/slots.py):
+        """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
         if self._parked is None:
