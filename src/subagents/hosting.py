@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
-from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.catalog import Catalog

@@ -118,6 +118,7 @@ class Dispatcher:
         self._closed = threading.Event()
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
+        self._live = 0  # actors started and not stopped
         self._started = False
         self._watch: threading.Thread | None = None
 
@@ -205,6 +206,20 @@ class Dispatcher:
                             break
 
     # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> int:
+        """Actors started on this dispatcher and not stopped yet (pykka's ``ActorRegistry``
+        does not hold them: see the module doc)."""
+        return self._live
+
+    def _actor_started(self) -> None:
+        with self._lock:
+            self._live += 1
+
+    def _actor_stopped(self) -> None:
+        with self._lock:
+            self._live -= 1
 
     def counts(self) -> DispatcherCounts:
         with self._lock:
@@ -317,6 +332,7 @@ class PooledActor(pykka.Actor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._loop_started = False
+        self._counted = False
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
@@ -328,6 +344,8 @@ class PooledActor(pykka.Actor):
         obj = cls(*args, **kwargs)
         obj._dispatcher = dispatcher
         obj.actor_inbox.bind(obj, dispatcher.submit)
+        obj._counted = True
+        dispatcher._actor_started()
         obj._start_actor_loop()
         return obj.actor_ref
 
@@ -348,6 +366,19 @@ class PooledActor(pykka.Actor):
             self._dispatcher.submit(self)
 
     # ---- the loop, one drain at a time -------------------------------------------------------
+
+    def _stop(self) -> None:
+        self._uncount()
+        super()._stop()
+
+    def _handle_failure(self, *exc_info: Any) -> None:
+        self._uncount()
+        super()._handle_failure(*exc_info)
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self._dispatcher._actor_stopped()
 
     def _drain(self) -> None:
         """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
