@@ -19,6 +19,7 @@ from typing import Any
 import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
+from subagents.actors.inbox import stop_message
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -133,10 +134,13 @@ class Effector:
 
     @staticmethod
     def _stop(live: _Live | None) -> None:
+        """Cancel the run's work and tell its actor to stop, without waiting: many runs stop
+        at once (a tree, ``StopAll`` at close), each on its own actor's time. A stop message
+        told, not ``ref.stop(block=False)``: no two futures per run that nobody reads."""
         if live is not None:
             live.cancel.set()
             with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.stop(block=False)
+                live.ref.tell(stop_message())
 
     def _start(self, effect: StartRun) -> None:
         record = effect.record

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
 
+from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.threads import ThreadPool
 from subagents.logs import get_logger
 
@@ -366,6 +367,12 @@ class PooledActor(pykka.Actor):
             self._dispatcher.submit(self)
 
     # ---- the loop, one drain at a time -------------------------------------------------------
+
+    def _handle_receive(self, message: Any) -> Any:
+        """As ``FastInboxActor._handle_receive``: pykka's messages told apart by one lookup."""
+        if type(message) in PYKKA_MESSAGES:
+            return super()._handle_receive(message)
+        return self.on_receive(message)
 
     def _stop(self) -> None:
         self._uncount()
