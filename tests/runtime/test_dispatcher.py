@@ -278,3 +278,29 @@ def test_two_thousand_waiting_runs_hold_no_threads() -> None:
         # and they still answer: mail one of them, it ends
         rt.send(handles[0].run_id, "wake up")
         assert handles[0].result(timeout=WAIT).result == "mail"
+
+
+def test_own_threads_is_still_an_option_and_a_bad_value_is_named() -> None:
+    async def idle(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=600)
+        return mail.content if mail is not None else "none"
+
+    waiting = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.WAITING:
+            waiting.set()
+
+    with Runtime([idle], agent_threads="own") as rt:
+        assert rt._hosting.dispatcher is None
+        rt.subscribe(on_event)
+        before = {t.name for t in threading.enumerate()}
+        handle = rt.spawn("idle", "wait")
+        assert waiting.wait(WAIT)
+        # the waiting run's loop holds a pooled thread of its own
+        assert rt._hosting.pool.threads == 1
+        assert {t.name for t in threading.enumerate()} - before
+        rt.send(handle.run_id, "hello")
+        assert handle.result(timeout=WAIT).result == "hello"
+    with pytest.raises(ValueError, match="agent_threads must be one of shared, own, not 'many'"):
+        Runtime([idle], agent_threads="many")
