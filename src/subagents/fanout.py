@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from subagents.messages import Outcome
+from subagents.messages import Outcome, RunRecord
 from subagents.supervision.synthesis import (
     STRATEGIES,
     Item,
@@ -91,6 +91,37 @@ def fan_out(
                 items.append(_refused(agent, handle, weight_of))
             else:
                 items.append(_item(agent, handle.result(timeout=budget), weight_of))
+    return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
+
+
+def synthesis_of(
+    strategy: str,
+    runs: Sequence[tuple[str, RunRecord | None, Outcome | None]],
+    *,
+    threshold: float = 0.5,
+    scorer: Callable[[Any], float] | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> Synthesis:
+    """The synthesis of runs that already exist (``Runtime.synthesize``): ``runs`` are
+    (run id, its record, its outcome or None when it had not ended), in the order given;
+    each is one input, as a fan-out job's run would be."""
+    weight_of = dict(weights or {})
+    items: list[Item] = []
+    for run_id, record, outcome in runs:
+        agent = record.agent if record is not None else ""
+        if outcome is None:
+            status = record.status if record is not None else "gone"
+            items.append(
+                Item(
+                    source=run_id,
+                    agent=agent,
+                    weight=float(weight_of.get(agent, 1.0)),
+                    ok=False,
+                    error=f"not ended ({status}) when the synthesis was made",
+                )
+            )
+        else:
+            items.append(_item(agent, outcome, weight_of))
     return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
 
 
