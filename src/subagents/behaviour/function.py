@@ -2,7 +2,8 @@
 
 ``def fn(ctx) -> result`` runs to completion on the agent's thread. ``async def fn(ctx)`` can
 also wait: it awaits ``ctx.spawn(...)``, ``ctx.receive()``, ``ctx.send(...)``,
-``ctx.stop(...)``, ``ctx.sleep(...)``, ``ctx.gather(...)``. The coroutine is driven by the
+``ctx.stop(...)``, ``ctx.stop_children()``, ``ctx.sleep(...)``, ``ctx.gather(...)``,
+``ctx.wait_any(...)``. The coroutine is driven by the
 agent's actor without asyncio: each ``await`` on a context operation hands the actor a
 ``Pending``; the actor goes back to its mailbox and resumes the coroutine when the answer
 arrives, so waiting on a child never blocks a thread.
