@@ -2,17 +2,22 @@
 MessagePack) to an equal value, with no hooks. So nothing of the protocol carries a callable
 or an actor reference, and any of it can cross a process or machine boundary.
 
-The samples are checked against the ``ActorMessage`` union: a new message type without a
-sample here fails the test, instead of going unchecked.
+The samples are checked against the ``ActorMessage`` union, and the union against the
+module: every tagged Struct ``messages.py`` defines, and every message type the actors match
+on, must be in it. So a new message type without a sample here fails a test, instead of going
+unchecked.
 """
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any, get_args
 
 import msgspec
 import pytest
 
+from subagents import messages
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ActorMessage,
@@ -34,6 +39,8 @@ from subagents.messages import (
     MailRead,
     MailState,
     Outcome,
+    Park,
+    Parked,
     PollCommands,
     Replay,
     RestartDue,
@@ -44,6 +51,7 @@ from subagents.messages import (
     RunStatus,
     RunUsage,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -62,6 +70,7 @@ from subagents.messages import (
     ToolUseBlock,
     TreeRecords,
     TreeUsage,
+    Unpark,
     Usage,
     WaitingChanged,
     Wake,
@@ -136,6 +145,7 @@ RECORD = RunRecord(
     shared={"k": {"nested": [1, 2]}},
 )
 EVENT = Event(kind=EventKind.STEP, run_id="r1", agent="lead", root_run_id="r1", ts=5.0, data={})
+ACTORS = Path(messages.__file__).parent / "actors"
 
 MESSAGES: dict[type[Any], Any] = {
     SpawnRequest: SpawnRequest(
@@ -175,6 +185,10 @@ MESSAGES: dict[type[Any], Any] = {
     StopReply: StopReply(request_id="x1", stopped=("r2",)),
     WaitingChanged: WaitingChanged(run_id="r1", waiting=True, attempt=1),
     RunFinished: RunFinished(run_id="r2", error_kind="crash", error="e", unread_mail=("m1",)),
+    Park: Park(),
+    Parked: Parked(run_id="r1", attempt=2),
+    SlotWanted: SlotWanted(run_id="r1", attempt=2),
+    Unpark: Unpark(),
     PollCommands: PollCommands(),
     Continue: Continue(),
     Wake: Wake(key="wait-1"),
@@ -269,6 +283,48 @@ def test_every_actor_message_type_has_a_sample() -> None:
     assert set(get_args(ActorMessage)) == set(MESSAGES)
     for kind, sample in MESSAGES.items():
         assert type(sample) is kind
+
+
+def test_every_tagged_struct_of_the_messages_module_is_an_actor_message() -> None:
+    """Enumerated from the module, not listed: a message type added to ``messages.py`` (they
+    are tagged, so a union can tell them apart) but left out of ``ActorMessage`` fails here."""
+    tagged = {
+        value
+        for value in vars(messages).values()
+        if isinstance(value, type)
+        and issubclass(value, msgspec.Struct)
+        and value.__module__ == messages.__name__
+        and value.__struct_config__.tag is not None
+    }
+    # the tagged Structs that are not messages on their own, each round-tripped elsewhere here
+    not_told = {
+        Ask,  # the envelope of an ask (OTHERS)
+        Batch,  # holds actor messages in order (OTHERS)
+        Replay,  # handed to a behaviour at its start, inside StartRun (EFFECTS)
+        TextBlock,  # content blocks of a conversation (CHECKPOINT, inside StepTaken)
+        ToolUseBlock,
+        ToolResultBlock,
+    }
+    assert tagged - not_told == set(get_args(ActorMessage))
+
+
+def test_every_message_type_an_actor_matches_on_is_an_actor_message() -> None:
+    """The actors' ``case X():`` patterns name the messages they receive: each is in
+    ``ActorMessage`` (and so has a sample above), or is the ``Ask`` envelope."""
+    union = {kind.__name__ for kind in get_args(ActorMessage)} | {"Ask"}
+    defined = {name for name, value in vars(messages).items() if isinstance(value, type)}
+    matched: dict[str, set[str]] = {}
+    for path in sorted(ACTORS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.MatchClass)
+                and isinstance(node.cls, ast.Name)
+                and node.cls.id in defined
+            ):
+                matched.setdefault(node.cls.id, set()).add(path.name)
+    assert "SpawnRequest" in matched and "Parked" in matched  # the walk finds the patterns
+    missing = {name: files for name, files in matched.items() if name not in union}
+    assert missing == {}, f"matched by actors but not in ActorMessage: {missing}"
 
 
 def _roundtrips(value: Any, as_type: Any) -> None:

@@ -31,6 +31,7 @@ from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.store.base import RunStore
 from subagents.supervision.limits import LimitError, Limits
+from subagents.supervision.spawn_rules import SpawnRules
 from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.hooks import HookConfigError, Hooks
@@ -208,7 +209,7 @@ def agent_env(
         tools=tools,
         skills=skills,
         system_prompt=SystemPrompts(skills),
-        max_depth=limits.max_depth,
+        spawn_rules=SpawnRules(limits),
         max_turns=limits.max_turns,
         workspace=workspace,
         permissions=permissions,

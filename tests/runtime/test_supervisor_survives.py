@@ -4,12 +4,17 @@ answered, and the next run is served (an ask's failure goes to its sender instea
 What used to happen: the supervisor guessed from a message's content whether it was asked;
 a ``Sweep`` told by the timer was taken for an ask, its error re-raised into pykka, which
 stopped the supervisor, and the next ``rt.run`` raised ``RuntimeClosed``.
+
+Each test runs on both stores: in memory, and a real SQLite file (where a failing write on a
+tell rolls back inside the open group commit's transaction, and the next writes commit). The
+failure is real: a store subclass whose sweeper or mail write raises, nothing of ours mocked.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +22,8 @@ import pytest
 from subagents import FunctionAgent, MemoryStore, Runtime
 from subagents.behaviour.function import AgentContext, MailError
 from subagents.messages import Mail, RunStatus, Sweep
-from subagents.store.base import StoreError
+from subagents.store.base import RunStore, StoreError
+from subagents.store.sqlite import SQLiteStore
 
 WAIT = 10.0
 
@@ -26,14 +32,12 @@ def quick(ctx: AgentContext) -> str:
     return f"done: {ctx.task}"
 
 
-class SweepFails(MemoryStore):
-    """A store whose sweeper raises, counting its calls."""
+class SweepFails:
+    """Mixed into a real store: its sweeper raises, counting its calls."""
 
-    def __init__(self, error: Exception) -> None:
-        super().__init__()
-        self.error = error
-        self.calls = 0
-        self.called = threading.Condition()
+    error: Exception
+    calls: int
+    called: threading.Condition
 
     def sweep(self, **_: Any) -> Any:
         with self.called:
@@ -46,9 +50,30 @@ class SweepFails(MemoryStore):
             return self.called.wait_for(lambda: self.calls >= n, WAIT)
 
 
+class MemorySweepFails(SweepFails, MemoryStore):
+    pass
+
+
+class SQLiteSweepFails(SweepFails, SQLiteStore):
+    pass
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def sweep_fails(kind: str, tmp_path: Path, error: Exception) -> Any:
+    store: Any = MemorySweepFails() if kind == "memory" else SQLiteSweepFails(tmp_path / "r.db")
+    store.error, store.calls, store.called = error, 0, threading.Condition()
+    return store
+
+
 @pytest.mark.parametrize("error", [RuntimeError("sweeper broke"), StoreError("archive failed")])
-def test_a_sweep_that_raises_when_told_leaves_the_supervisor_serving(error: Exception) -> None:
-    store = SweepFails(error)
+def test_a_sweep_that_raises_when_told_leaves_the_supervisor_serving(
+    error: Exception, kind: str, tmp_path: Path
+) -> None:
+    store = sweep_fails(kind, tmp_path, error)
     agents = [FunctionAgent.create("quick", quick)]
     with Runtime(agents, store=store, sweep_every_s=0, command_poll_s=0) as rt:
         supervisor: Any = rt._supervisor
@@ -60,8 +85,10 @@ def test_a_sweep_that_raises_when_told_leaves_the_supervisor_serving(error: Exce
         assert outcome.result == "done: after the sweeps"
 
 
-def test_a_sweep_that_raises_when_asked_raises_to_the_caller_only() -> None:
-    store = SweepFails(RuntimeError("sweeper broke"))
+def test_a_sweep_that_raises_when_asked_raises_to_the_caller_only(
+    kind: str, tmp_path: Path
+) -> None:
+    store = sweep_fails(kind, tmp_path, RuntimeError("sweeper broke"))
     agents = [FunctionAgent.create("quick", quick)]
     with Runtime(agents, store=store, sweep_every_s=0, command_poll_s=0) as rt:
         with pytest.raises(RuntimeError, match="sweeper broke"):
@@ -72,21 +99,30 @@ def test_a_sweep_that_raises_when_asked_raises_to_the_caller_only() -> None:
         assert rt.run("quick", "still here", wait=WAIT).status is RunStatus.COMPLETED
 
 
-class MailWriteFailsOnce(MemoryStore):
-    """A store whose first write of mail raises (a bug in a store, not a full disk)."""
+class MailWriteFailsOnce:
+    """Mixed into a real store: its first write of mail raises (a bug in a store, not a full
+    disk)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = False
+    failed = False
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails(mails)
+        super().save_mails(mails)  # type: ignore[misc]
 
 
-def test_a_store_write_that_raises_on_a_tell_is_answered_and_survived() -> None:
+class MemoryMailFails(MailWriteFailsOnce, MemoryStore):
+    pass
+
+
+class SQLiteMailFails(MailWriteFailsOnce, SQLiteStore):
+    pass
+
+
+def test_a_store_write_that_raises_on_a_tell_is_answered_and_survived(
+    kind: str, tmp_path: Path
+) -> None:
     async def lead(ctx: AgentContext) -> str:
         child: str = await ctx.spawn("sink", "wait", background=True)
         try:
@@ -105,7 +141,7 @@ def test_a_store_write_that_raises_on_a_tell_is_answered_and_survived() -> None:
         await ctx.send(ctx.parent_run_id or "", f"got {mail.content}")
         return mail.content
 
-    store = MailWriteFailsOnce()
+    store: RunStore = MemoryMailFails() if kind == "memory" else SQLiteMailFails(tmp_path / "r.db")
     agents = [
         FunctionAgent.create("lead", lead),
         FunctionAgent.create("sink", sink),
@@ -119,3 +155,6 @@ def test_a_store_write_that_raises_on_a_tell_is_answered_and_survived() -> None:
             " write broke | got second"
         )
         assert rt.run("quick", "next", wait=WAIT).status is RunStatus.COMPLETED
+        # nothing half-written: the refused mail is nowhere, the second one was kept
+        sent = [m.content for m in store.mail_for(outcome.run_id)]
+        assert "first" not in sent and "second" in sent

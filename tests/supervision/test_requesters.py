@@ -70,6 +70,19 @@ def test_stop_requested_by_the_outside_cancels_queued_roots_before_running_ones(
     assert all(h.status(r) is RunStatus.CANCELLED for r in (first, *queued))
 
 
+def test_queued_runs_below_the_stopped_children_are_not_started_by_the_stop() -> None:
+    h = Harness(Limits(max_concurrency=3))
+    root = h.run("lead")
+    a = h.run("worker", root)
+    b = h.run("worker", root)
+    below_b = h.run("critic", b)  # over the limit: queued under b
+    assert h.status(below_b) is RunStatus.QUEUED
+    reply, effects = _stop_requested(h, root)
+    assert set(reply.stopped) == {a, b, below_b}
+    assert reply.stopped[0] == below_b
+    assert not of(effects, StartRun)  # the slot ``a`` freed was not handed to ``below_b``
+
+
 def test_a_run_may_stop_only_what_it_or_its_descendants_requested() -> None:
     h = Harness()
     root = h.run("lead")

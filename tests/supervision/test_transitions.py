@@ -57,10 +57,10 @@ def test_a_terminal_status_is_final() -> None:
 
 
 def test_the_core_refuses_an_illegal_change_before_anything_is_written() -> None:
-    specs = {"lead": AgentSpec(name="lead", description="d")}
+    specs = {n: AgentSpec(name=n, description="d") for n in ("lead", "worker")}
     core = SupervisorCore(lookup=specs.get, names=lambda: list(specs))
     root = core.spawn(SpawnRequest(request_id="q1", agent="lead", task="t")).reply.run_id
-    child_request = SpawnRequest(request_id="q2", agent="lead", task="t", parent_run_id=root)
+    child_request = SpawnRequest(request_id="q2", agent="worker", task="t", parent_run_id=root)
     child = core.spawn(child_request).reply.run_id
     core.finished(RunFinished(run_id=child, result="done"))
     state = core.runs.get(child)  # held while its root lives

@@ -55,12 +55,14 @@ from subagents.messages import (
     MailAck,
     MailRead,
     Outcome,
+    Parked,
     PollCommands,
     RestartDue,
     Restore,
     RunFinished,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -94,7 +96,18 @@ GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
 
 _GROUPED = frozenset(
-    {SendMail, MailRead, Journal, WaitingChanged, RunFinished, ToolCalled, ToolAnswered, Timeout}
+    {
+        SendMail,
+        MailRead,
+        Journal,
+        WaitingChanged,
+        RunFinished,
+        ToolCalled,
+        ToolAnswered,
+        Timeout,
+        Parked,
+        SlotWanted,
+    }
 )
 """Told reports whose handling may share the open group's transaction."""
 
@@ -367,6 +380,10 @@ class SupervisorActor(FastInboxActor):
                 return True  # (an ``ended`` one is told: the answer goes nowhere)
             case WaitingChanged():
                 decision = core.waiting_changed(message)
+            case Parked():
+                decision = core.parked(message)
+            case SlotWanted():
+                decision = core.slot_wanted(message)
             case RunFinished():
                 self.effector.ended(message.run_id, message.attempt)
                 decision = core.finished(message)

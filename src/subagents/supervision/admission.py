@@ -1,11 +1,11 @@
 """Admission: whether a spawn becomes a run, and whether it starts now or waits in the queue.
 
 Checks, in order (DESIGN.md): the request itself (``requests``: types, sizes, the timeout),
-the agent, the parent (live, depth, number of children), the run id, the policies and budget
-(``policing``); then a concurrency slot (``slots``): the run starts at once, waits in the
-bounded FIFO queue, or is refused when the queue is full. Also here: the breaker of the one
-deadlock a concurrency limit can cause (every slot held by a run waiting for queued
-children).
+the agent, the parent (live), the spawn rules (``spawn_rules``: which agents a parent may
+spawn, and depth), the run id, the policies and budget (``policing``); then a concurrency
+slot (``slots``, every scope including the parent's children): the run starts at once, or
+waits in the FIFO queue (a waiting run lends it a slot: ``parking``), or is refused only when
+the queue is at its bound. Rules refuse; concurrency limits queue.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from subagents.messages import (
 from subagents.supervision.effects import Effects, Tell, TellOutside
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
+from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook, PolicyRefused
 from subagents.supervision.requests import request_problem
 from subagents.supervision.runs import RunState, RunTable
-from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.slots import QueueFull, SlotPool
+from subagents.supervision.spawn_rules import SpawnRules
 
 log = get_logger("subagents.supervisor")
 
@@ -47,6 +49,7 @@ class Admission:
         lifecycle: Lifecycle,
         policies: PolicyBook,
         slots: SlotPool,
+        parking: Parking,
         *,
         limits: Limits,
         lookup: Callable[[str], AgentSpec | None],
@@ -59,15 +62,13 @@ class Admission:
         self.lifecycle = lifecycle
         self.policies = policies
         self.slots = slots
+        self.parking = parking
+        self.rules = SpawnRules(limits)
         self.limits = limits
         self.lookup = lookup
         self.names = names
         self.default_model = default_model
         self.owner = owner
-
-    def slot_key(self, spec: AgentSpec) -> SlotKey:
-        """What a run of ``spec`` counts against."""
-        return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
 
     def spawn(self, req: SpawnRequest) -> SpawnReply:
         """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
@@ -104,28 +105,20 @@ class Admission:
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
         parent: RunState | None = None
-        depth = 0
         if req.parent_run_id is not None:
             parent = self.runs.reporting(req.parent_run_id, req.attempt)
             if parent is None:
                 raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
-            depth = parent.record.depth + 1
-            max_depth = self.limits.max_depth
-            if parent.spec.max_depth is not None:
-                max_depth = min(max_depth, parent.record.depth + parent.spec.max_depth)
-            if depth > max_depth:
-                raise AdmissionError(
-                    f"depth limit: a child of {parent.record.agent} would be at depth {depth},"
-                    f" the limit is {max_depth}"
-                )
-            # a definition's maxChildren is honoured up to the runtime's cap
-            max_children = self.limits.children_for(parent.spec.max_children)
-            if parent.live_children >= max_children:
-                raise AdmissionError(
-                    f"children limit: {parent.record.agent} already has {parent.live_children}"
-                    f" live children (maxChildren {max_children})"
-                )
-        key = self.slot_key(spec)
+        # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
+        decision = self.rules.check(
+            spec,
+            parent.spec if parent is not None else None,
+            parent.record.depth if parent is not None else 0,
+        )
+        if not decision.allowed:
+            raise AdmissionError(decision.reason or "spawn refused")
+        depth = decision.depth
+        key = self.parking.slot_key(spec, parent)
         now = self.effects.now()
         run_id = req.run_id or new_id("r", now)
         if run_id in self.runs:
@@ -170,51 +163,10 @@ class Admission:
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)
         self.runs.add(state)
-        if parent is not None:
-            parent.live_children += 1
         self.runs.keep(state)
         self.runs.emit(state, EventKind.SPAWNED, task=req.task[:200], background=req.background)
         if starts_now:
             self.lifecycle.start(state)
         else:
             self.runs.emit(state, EventKind.QUEUED, position=position)
-            self.unblock_waiters()
         return run_id
-
-    def unblock_waiters(self) -> None:
-        """Break the one deadlock a concurrency limit can cause.
-
-        A run holds its slot while it waits (for its children, for mail). When every slot is
-        held by a waiting run and the children they wait for are queued, nothing can ever
-        move. A waiting run does no work, so the first such child starts over the limit
-        (logged): the number of runs *working* stays within it.
-
-        Nothing queued, nothing to unblock: checked first, so that starting many waiting
-        runs does not look at every holder each time.
-        """
-        while self.slots.queue_length():
-            holders = self.slots.holders()
-            if not holders or any(
-                state.record.status is not RunStatus.WAITING
-                for h in holders
-                if (state := self.runs.get(h)) is not None
-            ):
-                return
-            held = set(holders)
-            child = None
-            for queued in self.slots.queued():
-                state = self.runs.get(queued)
-                if state is not None and state.record.parent_run_id in held:
-                    child = state
-                    break
-            if child is None:
-                return  # the holders wait for mail or timers, which will come
-            self.slots.start_over_limit(child.run_id)
-            log.info(  # expected (the demo shows it), not a warning
-                "every slot is held by a waiting run: starting a queued run over the limit",
-                run_id=child.run_id,
-                agent=child.record.agent,
-                in_flight=self.slots.in_flight,
-                limit=self.limits.max_concurrency,
-            )
-            self.lifecycle.start(child)

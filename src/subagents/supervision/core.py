@@ -12,6 +12,7 @@ It is composed of parts, one concept each, sharing one ``Effects`` collector:
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
   (checked against ``transitions``);
 - ``admission`` (``admission``): spawns admitted, queued or refused; the slots and the queue;
+- ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policing``): budgets, restarts, retries, ``fail_parent``;
@@ -41,10 +42,12 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     MailRead,
+    Parked,
     RunFinished,
     RunRecord,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnRequest,
     StepTaken,
     StopReply,
@@ -64,6 +67,7 @@ from subagents.supervision.effects import Decision, Effects, Tell
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
+from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
@@ -108,9 +112,17 @@ class SupervisorCore:
             queue_bound=self.limits.queue_bound,
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
+        self.parking = Parking(self.runs, self.effects, self.slots, self.policies, self.limits)
         self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
         self.lifecycle = Lifecycle(
-            self.runs, self.effects, self.mail, self.policies, self.slots, clock, self.limits
+            self.runs,
+            self.effects,
+            self.mail,
+            self.policies,
+            self.slots,
+            self.parking,
+            clock,
+            self.limits,
         )
         self.admission = Admission(
             self.runs,
@@ -118,6 +130,7 @@ class SupervisorCore:
             self.lifecycle,
             self.policies,
             self.slots,
+            self.parking,
             limits=self.limits,
             lookup=lookup,
             names=names,
@@ -131,12 +144,16 @@ class SupervisorCore:
             self.lifecycle,
             self.slots,
             lookup,
-            self.admission.slot_key,
+            self.parking.slot_key,
             owner,
         )
 
     def _decided(self, reply: object = None) -> Decision:
-        """The decision of the message just handled; finished trees are forgotten."""
+        """The decision of the message just handled. Whatever it changed (a run queued,
+        waiting, ended, parked...), a queued run whose slots only waiting runs hold gets
+        them now (``parking``: no deadlock); finished trees are forgotten."""
+        if self.slots.queue_length():
+            self.parking.make_room()
         forgotten = self.runs.prune()
         if forgotten:
             self.policies.forget(forgotten)
@@ -324,11 +341,28 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
-        if state is not None and state.record.status is not status:
-            self.runs.update(state, status=status)
-            if msg.waiting:
-                self.runs.emit(state, EventKind.WAITING)
-                self.admission.unblock_waiters()
+        if state is not None:
+            self.parking.waiting(state, msg.waiting)
+            if state.record.status is not status:
+                self.runs.update(state, status=status)
+                if msg.waiting:
+                    self.runs.emit(state, EventKind.WAITING)
+        return self._decided()
+
+    def parked(self, msg: Parked) -> Decision:
+        """A run gave its slot back (``parking``): queued runs take it."""
+        self.effects.begin()
+        state = self.runs.reporting(msg.run_id, msg.attempt)
+        if state is not None and self.parking.parked(state):
+            self.lifecycle.start_queued()
+        return self._decided()
+
+    def slot_wanted(self, msg: SlotWanted) -> Decision:
+        """A parked run received something: it gets a slot again, ahead of new admissions."""
+        self.effects.begin()
+        state = self.runs.reporting(msg.run_id, msg.attempt)
+        if state is not None:
+            self.parking.slot_wanted(state)
         return self._decided()
 
     def finished(self, msg: RunFinished) -> Decision:

@@ -45,10 +45,11 @@ from subagents.supervision.effects import (
 )
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
+from subagents.supervision.parking import Parking
 from subagents.supervision.policing import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
-from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
 
 _STATUS_EVENT = {
@@ -99,9 +100,11 @@ class Lifecycle:
         mail: MailRoom,
         policies: PolicyBook,
         slots: SlotPool,
+        parking: Parking,
         clock: Callable[[], float],
         limits: Limits,
     ) -> None:
+        self.parking = parking
         self.limits = limits
         self.runs = runs
         self.effects = effects
@@ -123,8 +126,14 @@ class Lifecycle:
 
         For a resumed run: ``mails``, its mail so far (sent and received), ``journal``, a
         function agent's, and ``tree``, the records of its root's tree (default: those held
-        in memory); it is handed the answers its calls already got (``resumption``), so that
-        it does not send or spawn again what an earlier start did."""
+        in memory, or those read for it when its start had to wait for a slot: ``reads``);
+        it is handed the answers its calls already got (``resumption``), so that it does not
+        send or spawn again what an earlier start did."""
+        if state.reads is not None:
+            if not (mails or journal or tree is not None):
+                mails, journal, tree = state.reads.mails, state.reads.journal, state.reads.tree
+            state.reads = None
+        self.parking.starting(state)
         record = state.record
         state.resumes = record.started_at is not None and not state.from_scratch
         state.from_scratch = False
@@ -156,11 +165,13 @@ class Lifecycle:
         )
 
     def start_queued(self) -> None:
-        """Start the queued runs that fit now, in order."""
+        """Start the queued runs that fit now, in order (resumes first: a parked run given a
+        slot back goes on instead)."""
         for run_id in self.slots.start_queued():
             state = self.runs.get(run_id)
             assert state is not None
-            self.start(state)
+            if self.parking.granted(state):
+                self.start(state)
 
     def restart_due(
         self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry]
@@ -174,7 +185,10 @@ class Lifecycle:
         if entry is None:
             return
         state.checkpoint = entry.seed
-        self.start(state, mails, journal)
+        if self.parking.restarting(state):
+            self.start(state, mails, journal)
+        else:  # it had parked: it starts when it gets a slot back
+            state.reads = ResumeReads(mails, journal)
 
     # ---- ending ----------------------------------------------------------------------------
 
@@ -210,6 +224,7 @@ class Lifecycle:
         )
         self._deliver(state, outcome)
         self.mail.dead_letters(state, end.unread)
+        self.parking.ended(state)
         self.start_queued()
 
     def _deliver(self, state: RunState, outcome: Outcome) -> None:
@@ -221,8 +236,6 @@ class Lifecycle:
             self.effects.effects.append(TellOutside(done))
         else:
             parent = self.runs.get(parent_id)
-            if parent is not None:
-                parent.live_children = max(0, parent.live_children - 1)
             if self._fail_parent(state, outcome):
                 pass  # the parent failed with this child's reason instead
             elif parent is not None and not parent.record.status.terminal:

@@ -229,6 +229,11 @@ class PolicyBook:
         entry.restarting = False
         return entry
 
+    def restarting(self, run_id: str) -> bool:
+        """Between a failure and its restart (no actor: nothing to ask of it meanwhile)."""
+        entry = self._policy.get(run_id)
+        return entry is not None and entry.restarting
+
     def forget(self, run_ids: Iterable[str]) -> None:
         ids = list(run_ids)
         self.budgets.forget(ids)

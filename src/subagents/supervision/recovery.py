@@ -1,7 +1,8 @@
 """Recovery: taking up the runs a crashed (or closed) runtime left unfinished.
 
-Queued runs queue again; running and waiting runs take their slots back and resume from their
-last checkpoint (``resumption``); runs whose agent is gone fail, runs whose parent ended are
+Queued runs queue again; running and waiting runs want their slots back (ahead of the queued
+runs, within the limits: a waiting one lends its slot when needed, ``parking``) and resume from
+their last checkpoint (``resumption``); runs whose agent is gone fail, runs whose parent ended are
 cancelled, ended runs whose outcome never reached a live requester are marked delivered.
 
 The store is read by the actor (``store.snapshot``); the decisions here only use what it read.
@@ -19,7 +20,7 @@ from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import OutcomeDelivered, ReleaseLease
 from subagents.supervision.effects import Effects
 from subagents.supervision.lifecycle import End, Lifecycle
-from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 
 
@@ -33,7 +34,7 @@ class Recovery:
         lifecycle: Lifecycle,
         slots: SlotPool,
         lookup: Callable[[str], AgentSpec | None],
-        slot_key: Callable[[AgentSpec], SlotKey],
+        slot_key: Callable[[AgentSpec, RunState | None], SlotKey],
         owner: str,
     ) -> None:
         self.runs = runs
@@ -74,8 +75,8 @@ class Recovery:
             if record.owner and record.owner != me and record.owner not in report.taken_from:
                 report.taken_from.append(record.owner)
             self._restore_one(unfinished, report)
-        # Running runs took their slots back first (whatever the limits); queued runs
-        # start now only as far as the limits allow.
+        # Runs that were running want their slots back first (ahead of the queued runs);
+        # all start only as far as the limits allow (waiting ones park when needed).
         self.lifecycle.start_queued()
         for ended in snapshot.undelivered:
             live_host = ended.owner in live and ended.owner != me
@@ -105,8 +106,6 @@ class Recovery:
         self.runs.add(state)
         if record.owner != unfinished.record.owner:
             self.runs.keep(state)
-        if parent is not None:
-            parent.live_children += 1
         if record.parent_run_id is None:
             report.orphans.append(record.run_id)
         if spec is None:
@@ -119,7 +118,7 @@ class Recovery:
             self.lifecycle.finish(state, End(RunStatus.CANCELLED, "cancelled", error))
             report.cancelled.append(record.run_id)
             return
-        key = self.slot_key(spec)
+        key = self.slot_key(spec, parent)
         if record.status is RunStatus.QUEUED:
             # Queued again, started once every running run has its slot back (restore()).
             try:
@@ -130,6 +129,11 @@ class Recovery:
                 return
             report.requeued.append(record.run_id)
         else:
-            self.slots.force_take(record.run_id, key)
-            self.lifecycle.start(state, unfinished.mails, unfinished.journal, unfinished.tree)
+            # It resumes when it has a slot, ahead of the queued runs: more runs may have been
+            # live than the limits allow (parked ones), and all would work at once on resume.
+            reads = ResumeReads(unfinished.mails, unfinished.journal, unfinished.tree)
+            if self.slots.want_back(record.run_id, key):
+                self.lifecycle.start(state, reads.mails, reads.journal, reads.tree)
+            else:
+                state.reads = reads
             report.resumed.append(record.run_id)

@@ -23,6 +23,8 @@ from subagents.messages import (
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.runs import RunState, RunTable
 
+QUEUED = RunStatus.QUEUED
+
 
 class Requesters:
     """Runs by requester: found, stopped together; a tree's live records, for views."""
@@ -74,8 +76,13 @@ class Requesters:
                     " one by one (each stop is passed on to their host)",
                 )
             return StopReply(request_id=reply_id)  # ended: so has everything it requested
+        tops = self.requested_by(by)
+        # The queued runs of every subtree first: a slot freed by a stop would otherwise go
+        # to a queued run below another of them, started only to be cancelled.
+        inside = [r for top in tops for r in self.runs.tree.subtree(top.run_id)]
+        queued = [s for r in inside if (s := self.runs.live(r)) and s.record.status is QUEUED]
         stopped: list[str] = []
-        for state in self.requested_by(by):
+        for state in [*queued, *tops]:
             if self.runs.live(state.run_id) is not None:  # not ended by an earlier stop
                 stopped += self.lifecycle.cancel(state, msg.reason)
         return StopReply(request_id=reply_id, stopped=tuple(stopped))

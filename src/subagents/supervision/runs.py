@@ -9,18 +9,28 @@ memory follows the live runs, not the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Checkpoint, EventKind, Mail, RunRecord
+from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRecord
 from subagents.store.writes import SaveRun
 from subagents.supervision.effects import Effects
 from subagents.supervision.transitions import check_transition
 from subagents.supervision.tree import RunTree
+
+
+@dataclass(frozen=True)
+class ResumeReads:
+    """What a resumed run's earlier starts did, read from the store for its start: its mail
+    so far, a function agent's journal, and (from a restore) its root's tree."""
+
+    mails: Sequence[Mail] = ()
+    journal: Sequence[JournalEntry] = ()
+    tree: Sequence[RunRecord] | None = None
 
 
 @dataclass(eq=False)
@@ -30,7 +40,6 @@ class RunState:
     record: RunRecord
     spec: AgentSpec
     request_id: str | None
-    live_children: int = 0
     deadline: float = 0.0
     """When it times out, on the monotonic clock (set at each start)."""
     inbox: dict[str, Mail] = field(default_factory=dict)
@@ -46,6 +55,11 @@ class RunState:
     """This start continues an earlier one (after a crash or a restart)."""
     from_scratch: bool = False
     """The next start begins anew (a retry), ignoring what earlier starts did."""
+    park: str | None = None
+    """Parking (``parking``): None, "asked", "parked" or "wanting"."""
+    reads: ResumeReads | None = None
+    """What a resume that waits for a slot will be handed when it starts: read by the
+    actor when it was due (a restore's snapshot, a restart's mail and journal)."""
 
     @property
     def run_id(self) -> str:
