@@ -1,5 +1,6 @@
-"""Stop a run and its subtree, every live run, or every live run a run requested
-(`subagents stop RUN|--all|--requester RUN`).
+"""Stop a run with its subtree, every live run, or a run's children (`subagents stop`).
+
+`subagents stop RUN|--all|--requester RUN`.
 
 The stop is posted as a command through the store; the process hosting that run's tree takes
 it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
