@@ -122,6 +122,10 @@ class RunHandle:
         """Mail this run from the outside; the mail id."""
         return self._rt.send(self.run_id, text)
 
+    def usage(self) -> TreeUsage:
+        """What this run and its subtree have used so far (``Runtime.usage``)."""
+        return self._rt.usage(self.run_id)
+
     def __repr__(self) -> str:
         return f"RunHandle({self.run_id!r}, status={self.status!s})"
 
@@ -435,7 +439,9 @@ class Runtime:
             raise LookupError(reply.error)
         return reply.stopped
 
-    def wait_any(self, run_ids: Iterable[str], *, timeout: float | None = None) -> Outcome:
+    def wait_any(
+        self, run_ids: Iterable[str | RunHandle], *, timeout: float | None = None
+    ) -> Outcome:
         """The outcome of the first of ``run_ids`` to end: root runs and children alike, of
         this runtime or another one on the same store. A run that has already ended is
         returned at once (the first of them in the order given). ``TimeoutError`` when none
@@ -446,7 +452,9 @@ class Runtime:
             raise TimeoutError(f"none of {', '.join(ids)} ended within {timeout} s")
         return next(iter(ended.values()))
 
-    def wait_all(self, run_ids: Iterable[str], *, timeout: float | None = None) -> list[Outcome]:
+    def wait_all(
+        self, run_ids: Iterable[str | RunHandle], *, timeout: float | None = None
+    ) -> list[Outcome]:
         """The outcomes of ``run_ids``, in the order given, once every one has ended
         (children and roots alike). ``TimeoutError`` naming those still running after
         ``timeout`` seconds; ``LookupError`` for an unknown run."""
@@ -457,11 +465,14 @@ class Runtime:
             raise TimeoutError(f"{', '.join(missing)} did not end within {timeout} s")
         return [ended[r] for r in ids]
 
-    def _run_ids(self, run_ids: Iterable[str], call: str) -> list[str]:
+    def _run_ids(self, run_ids: Iterable[str | RunHandle], call: str) -> list[str]:
+        """The run ids a wait is given (ids or handles), checked, without duplicates, in
+        order."""
+        self._check_open()
         self._check_caller()
-        if isinstance(run_ids, str):
+        if isinstance(run_ids, str | RunHandle):
             run_ids = [run_ids]
-        ids = list(dict.fromkeys(run_ids))
+        ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in run_ids))
         if not ids:
             raise ValueError(f"{call}() needs at least one run id")
         for run_id in ids:
@@ -548,7 +559,7 @@ class Runtime:
 
     def synthesize(
         self,
-        run_ids: Iterable[str],
+        run_ids: Iterable[str | RunHandle],
         strategy: str = "vote",
         *,
         threshold: float = 0.5,

@@ -165,7 +165,7 @@ def test_wait_any_returns_the_first_root_to_end_and_an_ended_one_at_once(
         assert rt.wait_any([c.run_id, b.run_id], timeout=0).run_id == c.run_id
         assert rt.wait_any(ids).run_id == b.run_id
         gates["a"].set()
-        outcomes = rt.wait_all(ids, timeout=WAIT)
+        outcomes = rt.wait_all([a, b, c], timeout=WAIT)  # handles do as well as ids
         assert [o.value for o in outcomes] == ["a", "b", "c"]
         with pytest.raises(LookupError, match="no run with id 'r-nope'"):
             rt.wait_any([a.run_id, "r-nope"])
@@ -249,6 +249,7 @@ def test_usage_of_a_live_tree_totals_and_per_run(store: RunStore) -> None:
         assert (worker.agent, worker.parent_run_id, worker.steps) == ("worker", boss.run_id, 0)
         assert worker.status is RunStatus.RUNNING
         assert rt.usage(worker.run_id).runs == 1  # a subtree: the worker alone
+        assert boss.usage().per_run == usage.per_run
         rt.stop(boss.run_id)
         ended = rt.usage(boss.run_id)
         assert ended.live == 0 and ended.usage == usage.usage
