@@ -116,14 +116,17 @@ def test_stop_all_stops_every_run_a_run_requested_with_their_subtrees(store: Run
 def test_stop_all_of_the_outside_stops_every_root_and_queued_runs_never_start(
     store: RunStore,
 ) -> None:
+    gates = {f"t{i}": threading.Event() for i in range(4)}
     events = Events()
-    agents: list[AgentLike] = [idle]
+    agents: list[AgentLike] = [FunctionAgent.create("gated", gated(gates))]
     with Runtime(agents, store=store, limits=Limits(max_concurrency=2)) as rt:
         rt.subscribe(events)
-        handles = [rt.spawn("idle", f"t{i}") for i in range(4)]  # 2 run, 2 queued
-        events.wait_count(EventKind.WAITING, "idle", 2)
+        handles = [rt.spawn("gated", f"t{i}") for i in range(4)]  # 2 working, 2 queued
+        events.wait_count(EventKind.STARTED, "gated", 2)
         assert [h.status for h in handles[2:]] == [RunStatus.QUEUED] * 2
         stopped = rt.stop_all(requester=EXTERNAL_SENDER, reason="closing shop")
+        for gate in gates.values():  # the stopped functions' threads may go now
+            gate.set()
         assert sorted(stopped) == sorted(h.run_id for h in handles)
         for handle in handles:
             outcome = handle.result(WAIT)
