@@ -72,7 +72,7 @@ from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, SupervisorCore
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import request_problem
-from subagents.supervision.synthesis import STRATEGIES, Synthesis, SynthesisError
+from subagents.supervision.synthesis import Synthesis, check_strategy
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
 from subagents.supervision.usage import tree_usage
@@ -459,11 +459,16 @@ class Runtime:
         (children and roots alike). ``TimeoutError`` naming those still running after
         ``timeout`` seconds; ``LookupError`` for an unknown run."""
         ids = self._run_ids(run_ids, "wait_all")
-        ended = self._endings.wait(ids, _timeout(timeout), self.store.get_run, every=True)
+        ended = self.wait_ended(ids, _timeout(timeout))
         missing = [r for r in ids if r not in ended]
         if missing:
             raise TimeoutError(f"{', '.join(missing)} did not end within {timeout} s")
         return [ended[r] for r in ids]
+
+    def wait_ended(self, run_ids: Sequence[str], timeout: float | None) -> dict[str, Outcome]:
+        """The outcomes of those of ``run_ids`` that ended within ``timeout`` seconds (all of
+        them, as soon as they have), in the order they were found ended."""
+        return self._endings.wait(run_ids, timeout, self.store.get_run, every=True)
 
     def _run_ids(self, run_ids: Iterable[str | RunHandle], call: str) -> list[str]:
         """The run ids a wait is given (ids or handles), checked, without duplicates, in
@@ -568,30 +573,21 @@ class Runtime:
         wait: float | None = None,
     ) -> Synthesis:
         """Combine the results of runs that already exist (started with ``spawn``, children
-        of a run, runs of an earlier process) by ``strategy``, as ``fan_out`` does: merge,
-        vote, consensus, best_pick (needs ``scorer``), weighted_average (``weights`` by
-        agent), chain (the last of them, in the order given) or collect. It waits for the
-        runs to end, up to ``wait`` seconds (default: the longest timeout a run may have);
-        a run that did not complete, or had not ended by then, is in ``Synthesis.failed``,
-        never silently dropped. ``LookupError`` for an unknown run."""
-        from subagents.fanout import synthesis_of
+        of a run, runs of an earlier process) by ``strategy``, as ``fan_out`` does, once they
+        have ended (up to ``wait`` seconds; default: the longest timeout a run may have). A
+        run that did not complete, or had not ended, is in ``Synthesis.failed``.
+        ``LookupError`` for an unknown run (docs/runtime.md)."""
+        from subagents.fanout import synthesize_runs
 
-        if strategy not in STRATEGIES:
-            raise SynthesisError(
-                f"unknown synthesis strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
-            )
-        if strategy == "best_pick" and scorer is None:
-            raise SynthesisError("best_pick needs a scorer: a function from a value to a number")
-        ids = self._run_ids(run_ids, "synthesize")
-        budget = self.limits.max_timeout_s + 30.0 if wait is None else _timeout(wait)
-        ended = self._endings.wait(ids, budget, self.store.get_run, every=True)
-        records = {r: self.store.get_run(r) for r in ids}
-        return synthesis_of(
+        check_strategy(strategy, scorer)
+        return synthesize_runs(
+            self,
+            self._run_ids(run_ids, "synthesize"),
             strategy,
-            [(r, records[r], ended.get(r)) for r in ids],
             threshold=threshold,
             scorer=scorer,
             weights=weights,
+            wait=_timeout(wait),
         )
 
     def fan_out(
