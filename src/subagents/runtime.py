@@ -162,9 +162,12 @@ class Runtime:
         tracer_provider: Any = None,
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
+        agent_threads: str = "shared",
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
-        runtime does not start) rather than a warning."""
+        runtime does not start) rather than a warning. ``agent_threads``: ``"shared"`` (a waiting
+        run holds no thread: a few dispatcher threads handle the messages of every run) or
+        ``"own"`` (each live run holds a thread; docs/architecture.md)."""
         ensure_configured()
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner()
@@ -189,7 +192,7 @@ class Runtime:
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs, self._functions = collect_agents(agents, self.tool_names, strict)
-        self._hosting = hosting = Hosting()
+        self._hosting = hosting = Hosting(agent_threads)
         self.timer = hosting.timer
         self._roots = RootWaiters()
         self._events = Subscribers()
