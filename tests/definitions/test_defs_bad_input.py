@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from subagents.definitions import (
     parse_markdown,
 )
 from subagents.definitions.parse import MAX_FILE_BYTES
+from waits import finishes
 
 GOOD = "---\nname: {name}\ndescription: fine\n---\nPrompt.\n"
 
@@ -60,10 +60,10 @@ def block_deep(levels: int) -> str:
     ],
 )
 def test_yaml_built_to_explode_is_refused_quickly(text: str, fragment: str, line: int | None):
-    started = time.perf_counter()
+    # refused before it explodes (an exploding parse would not return within finishes' wait;
+    # how fast it is refused is measured in benchmarks/, not asserted here)
     with pytest.raises(DefinitionError) as caught:
-        parse_markdown(text, source="bomb.md")
-    assert time.perf_counter() - started < 2.0
+        finishes(lambda: parse_markdown(text, source="bomb.md"))
     assert fragment in caught.value.reason and caught.value.file == "bomb.md"
     if line is not None:
         assert caught.value.line == line
@@ -119,11 +119,10 @@ def test_every_kind_of_bad_file_is_one_clear_issue_and_the_rest_loads(tmp_path: 
     (root / "dangling.md").symlink_to(tmp_path / "nowhere.md")
     bad["dangling.md"] = ("file not found", None)
 
-    started = time.perf_counter()
-    result = DefinitionLoader(
+    loader = DefinitionLoader(
         [Source(str(root), Level.DIRS), Source(str(tmp_path / "absent"), Level.DIRS)]
-    ).load()
-    assert time.perf_counter() - started < 2.0
+    )
+    result = finishes(loader.load)  # the FIFO must not block it, the 4 GiB file not be read
     assert sorted(result.specs) == ["good0", "good1", "good2"]
     assert result.files_scanned == 3 + len(bad) and result.files_loaded == 3
     by_file: dict[str, list[str]] = {}
