@@ -47,6 +47,7 @@ import tenacity
 from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
+    CheckpointDelta,
     Command,
     Event,
     JournalEntry,
@@ -83,6 +84,7 @@ _encoder = msgspec.json.Encoder()
 _run_decoder = msgspec.json.Decoder(RunRecord)
 _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_delta_decoder = msgspec.json.Decoder(CheckpointDelta)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
 _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
@@ -603,6 +605,24 @@ class SQLiteStore:
                 ),
                 f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
             )
+            # the checkpoint holds every change made before it (the supervisor's copy)
+            self._write_sql(
+                conn,
+                "DELETE FROM checkpoint_deltas WHERE run_id = ?",
+                (checkpoint.run_id,),
+                f"dropping the checkpoint deltas of run {checkpoint.run_id}",
+            )
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self._defer(
+            "checkpoint_deltas",
+            "INSERT INTO checkpoint_deltas (run_id, delta) VALUES (?, ?)",
+            (
+                delta.run_id,
+                _encode(delta, _delta_decoder, f"a checkpoint delta of run {delta.run_id}"),
+            ),
+            f"adding to the step {delta.step} checkpoint of run {delta.run_id}",
+        )
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         rows = self._read(
@@ -610,9 +630,20 @@ class SQLiteStore:
             (run_id,),
             f"reading the checkpoint of run {run_id}",
         )
-        return (
-            self._decode(_checkpoint_decoder, rows[0][0], "checkpoints", run_id) if rows else None
+        if not rows:
+            return None
+        checkpoint: Checkpoint = self._decode(
+            _checkpoint_decoder, rows[0][0], "checkpoints", run_id
         )
+        deltas = self._read(
+            "SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the checkpoint deltas of run {run_id}",
+        )
+        for seq, raw in deltas:
+            delta: CheckpointDelta = self._decode(_delta_decoder, raw, "checkpoint_deltas", seq)
+            checkpoint = checkpoint.with_delta(delta)
+        return checkpoint
 
     # -----------------------------------------------------------------------------------------
     # mail
@@ -917,10 +948,13 @@ class SQLiteStore:
                     conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
                 )
             for run_id in plan.clean:
-                for table in ("events", "checkpoints", "journal"):
+                for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
                     self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
             for run_id in plan.delete:
-                for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
+                for table in (
+                    "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
+                    "commands", "runs",
+                ):  # fmt: skip
                     self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
                 self._write_sql(
                     conn,

@@ -29,6 +29,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
     Checkpoint,
+    CheckpointDelta,
     ChildDone,
     Event,
     EventKind,
@@ -554,11 +555,8 @@ class SupervisorCore(PolicyHooks):
         with self._handling():
             state = self.reporting(msg.run_id, msg.attempt)
             if state is not None and state.checkpoint is not None:
-                cp = state.checkpoint
-                if cp.step == msg.step:
-                    cp = msgspec.structs.replace(cp, answered=(*cp.answered, msg.result))
-                    state.checkpoint = cp
-                    self.store.save_checkpoint(cp)
+                delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
+                self._add_to_checkpoint(state, delta)
             if state is not None:
                 self._mark_read(state, msg.read_mail)
             return self._effects
@@ -570,17 +568,25 @@ class SupervisorCore(PolicyHooks):
         with self._handling():
             state = self.reporting(msg.run_id, msg.attempt)
             if state is not None and state.checkpoint is not None:
-                cp = state.checkpoint
-                started = cp.started
-                if msg.ended:  # it raised: known to be over, not "interrupted"
-                    started = tuple(i for i in started if i != msg.tool_use_id)
-                elif msg.tool_use_id not in started:
-                    started = (*started, msg.tool_use_id)
-                if cp.step == msg.step and started != cp.started:
-                    cp = msgspec.structs.replace(cp, started=started)
-                    state.checkpoint = cp
-                    self.store.save_checkpoint(cp)
+                use_id = msg.tool_use_id
+                delta = CheckpointDelta(
+                    run_id=msg.run_id,
+                    step=msg.step,
+                    # it raised: known to be over, not "interrupted"
+                    ended=use_id if msg.ended else None,
+                    started=None if msg.ended else use_id,
+                )
+                self._add_to_checkpoint(state, delta)
             return self._effects
+
+    def _add_to_checkpoint(self, state: RunState, delta: CheckpointDelta) -> None:
+        """One tool call's change to the run's checkpoint: applied here, and stored as a small
+        row (not the whole checkpoint again: a long turn would cost quadratic writes)."""
+        assert state.checkpoint is not None
+        changed = state.checkpoint.with_delta(delta)
+        if changed is not state.checkpoint:
+            state.checkpoint = changed
+            self.store.add_to_checkpoint(delta)
 
     def tool_called(self, msg: ToolCalled) -> list[Effect]:
         with self._handling():
