@@ -184,6 +184,7 @@ class Runtime:
         tracer_provider: Any = None,
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
+        allow_mcp_commands: bool = False,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning."""
@@ -249,6 +250,7 @@ class Runtime:
                 discover=discover,
                 cwd=self.workspace.root,
                 start_timeout=mcp_start_timeout(),
+                allow_commands=bool(allow_mcp_commands),
             )
             self.worktrees = Worktrees(self.workspace.root)
             self.allow_hooks = bool(allow_hooks)
