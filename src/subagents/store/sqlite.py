@@ -63,7 +63,7 @@ from subagents.store.dbfile import check_header, prepare_file
 from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
-from subagents.store.paths import default_store_path
+from subagents.store.paths import default_store_path, host_log
 from subagents.store.schema import read_meta
 from subagents.store.sweep import (
     Cleanup,
@@ -968,6 +968,11 @@ class SQLiteStore:
                 (bounds.archive_before,),
                 doing,
             ).rowcount
+        # a detached tree's host log goes with the transcript it printed (after the commit:
+        # a rolled back sweep deletes nothing)
+        for run_id in dict.fromkeys((*plan.clean, *plan.delete)):
+            with contextlib.suppress(OSError):
+                host_log(self.path, run_id).unlink()
         report = SweepReport(
             archived=plan.archive,
             cleaned=plan.clean,
