@@ -16,7 +16,6 @@ from subagents.definitions import (
     parse_markdown,
 )
 from subagents.definitions.parse import MAX_FILE_BYTES
-from waits import finishes
 
 GOOD = "---\nname: {name}\ndescription: fine\n---\nPrompt.\n"
 
@@ -59,11 +58,10 @@ def block_deep(levels: int) -> str:
         ("---\nname: a\ndescription: d\nx: [" + "1," * 30_000 + "1]\n---\n", "YAML nodes", 4),
     ],
 )
-def test_yaml_built_to_explode_is_refused_quickly(text: str, fragment: str, line: int | None):
-    # refused before it explodes (an exploding parse would not return within finishes' wait;
-    # how fast it is refused is measured in benchmarks/, not asserted here)
+def test_yaml_built_to_explode_is_refused(text: str, fragment: str, line: int | None):
+    # how quickly: benchmarks/refusals.py (no wall-clock assertions in the suite)
     with pytest.raises(DefinitionError) as caught:
-        finishes(lambda: parse_markdown(text, source="bomb.md"))
+        parse_markdown(text, source="bomb.md")
     assert fragment in caught.value.reason and caught.value.file == "bomb.md"
     if line is not None:
         assert caught.value.line == line
@@ -119,10 +117,9 @@ def test_every_kind_of_bad_file_is_one_clear_issue_and_the_rest_loads(tmp_path: 
     (root / "dangling.md").symlink_to(tmp_path / "nowhere.md")
     bad["dangling.md"] = ("file not found", None)
 
-    loader = DefinitionLoader(
+    result = DefinitionLoader(  # a FIFO read naively would block here for ever
         [Source(str(root), Level.DIRS), Source(str(tmp_path / "absent"), Level.DIRS)]
-    )
-    result = finishes(loader.load)  # the FIFO must not block it, the 4 GiB file not be read
+    ).load()
     assert sorted(result.specs) == ["good0", "good1", "good2"]
     assert result.files_scanned == 3 + len(bad) and result.files_loaded == 3
     by_file: dict[str, list[str]] = {}

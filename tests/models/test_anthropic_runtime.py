@@ -165,4 +165,4 @@ def test_runtime_run_fails_cleanly_on_401(api: FakeMessagesAPI) -> None:
     assert outcome.error_kind in ("auth", "model_auth")  # the runtime may prefix the layer
     assert outcome.error is not None
     assert "ANTHROPIC_API_KEY" in outcome.error
-    assert len(api.requests) == 1  # not retried
+    assert len(api.requests) == 1  # not retried: an auth error is final

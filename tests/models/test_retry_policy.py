@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from recorded_waits import RecordedWaits
 from subagents.models import ModelError
 from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
-from waits import RecordedWaits
 
 FAST = RetryPolicy(max_attempts=4, base_wait=0.001, max_wait=0.002)
 
@@ -61,50 +61,46 @@ def test_final_errors_are_not_retried() -> None:
 def test_timeout_is_time_left_to_deadline() -> None:
     flaky = Flaky(1, TransientError("server", "x"))
     start = time.monotonic()
-    deadline = start + 5
-    call_with_retries(flaky, policy=FAST, deadline=deadline)
+    call_with_retries(flaky, policy=FAST, deadline=start + 5)
     first, second = flaky.timeouts
     assert first is not None and second is not None
-    # each attempt is given what is left when it starts: no more than from the start, and
-    # (read just before the attempt) enough to reach the deadline from when it ran
-    assert first <= deadline - start
-    assert flaky.times[0] + first >= deadline
+    assert 4.0 < first <= 5
     assert second <= first
-    assert flaky.times[1] + second >= deadline
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
-    waits = RecordedWaits(really_wait=False)
     flaky = Flaky(1, TransientError("rate_limited", "x", retry_after=0.2))
+    waits = RecordedWaits()
     call_with_retries(flaky, policy=FAST, cancel=waits)
-    assert waits.waits == [0.2]
+    assert waits.waits == [0.2]  # the server's wait, not our backoff (at most 0.002 s)
 
     capped = RetryPolicy(max_attempts=2, base_wait=0.001, max_wait=0.001, max_retry_after=0.01)
-    waits = RecordedWaits(really_wait=False)
     flaky = Flaky(1, TransientError("rate_limited", "x", retry_after=60))
+    waits = RecordedWaits()
     call_with_retries(flaky, policy=capped, deadline=time.monotonic() + 5, cancel=waits)
     assert waits.waits == [0.01]
     assert len(flaky.timeouts) == 2
 
 
 def test_wait_past_deadline_is_not_started() -> None:
-    waits = RecordedWaits()
     flaky = Flaky(10, TransientError("rate_limited", "quota", retry_after=10))
+    waits = RecordedWaits()
     with pytest.raises(ModelError) as info:
         call_with_retries(flaky, policy=FAST, deadline=time.monotonic() + 1, cancel=waits)
     assert len(flaky.timeouts) == 1
-    assert waits.waits == []  # failed at once: no wait begun
+    assert waits.waits == []  # a wait that would end past the deadline is not started
     assert info.value.kind == "rate_limited"
     assert "deadline" in info.value.message
 
 
 def test_backoff_grows_exponentially_within_bounds() -> None:
     policy = RetryPolicy(max_attempts=4, base_wait=0.02, max_wait=0.05)
-    waits = RecordedWaits(really_wait=False)
+    waits = RecordedWaits()
     flaky = Flaky(3, TransientError("server", "x"))
     call_with_retries(flaky, policy=policy, cancel=waits)
     first, second, third = waits.waits
-    # Waits are base*2**(n-1) capped at max_wait, times a jitter factor in [0.5, 1].
+    # Waits are base*2**(n-1) capped at max_wait, times a jitter factor in [0.5, 1]: read
+    # from the waits asked for, not timed (a loaded machine wakes late, never early)
     assert first is not None and 0.01 <= first <= 0.02
     assert second is not None and 0.02 <= second <= 0.04
     assert third is not None and 0.025 <= third <= 0.05

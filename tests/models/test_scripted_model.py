@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
+from recorded_waits import RecordedWaits
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChatMessage,
@@ -22,7 +23,6 @@ from subagents.messages import (
     Usage,
 )
 from subagents.models import Model, ModelError, ScriptedModel, ScriptError, Turn
-from waits import finishes
 
 
 def user(*blocks: TextBlock | ToolResultBlock | str) -> ChatMessage:
@@ -241,9 +241,9 @@ def test_fail_times_without_text_then_default_reply() -> None:
 
 def test_delay_completes_when_not_cancelled() -> None:
     model = ScriptedModel({"a": [{"text": "slow", "delay": 0.05}]})
-    start = time.monotonic()
-    assert model.complete(request("a", user("t")), cancel=threading.Event()).text == "slow"
-    assert time.monotonic() - start >= 0.05
+    waits = RecordedWaits()
+    assert model.complete(request("a", user("t")), cancel=waits).text == "slow"
+    assert waits.waits == [0.05]
 
 
 def test_delay_cancelled_from_another_thread() -> None:
@@ -280,13 +280,14 @@ def test_cancel_already_set_fails_at_once() -> None:
 
 
 def test_deadline_before_delay_ends_is_transient_timeout() -> None:
-    # an hour: only a delay cut short at the deadline returns within ``finishes``' wait
-    model = ScriptedModel({"a": [{"text": "never", "delay": 3600}]})
-    deadline = time.monotonic() + 0.05
+    model = ScriptedModel({"a": [{"text": "never", "delay": 30}]})
+    waits = RecordedWaits()
     with pytest.raises(ModelError) as info:
-        finishes(lambda: model.complete(request("a", user("t")), deadline=deadline))
+        model.complete(request("a", user("t")), deadline=time.monotonic() + 0.05, cancel=waits)
     assert info.value.kind == "timeout"
     assert info.value.transient is True
+    (waited,) = waits.waits  # only up to the deadline, not the 30 s delay
+    assert waited is not None and waited <= 0.05
 
 
 def test_deadline_already_passed() -> None:
