@@ -144,14 +144,22 @@ class Hosting:
         self.track_thread(thread)
 
     def start_tool_services(
-        self, root: Path, mcp_servers: Mapping[str, Any] | None, discover: bool
+        self,
+        root: Path,
+        mcp_servers: Mapping[str, Any] | None,
+        discover: bool,
+        allow_mcp_commands: bool = False,
     ) -> tuple[ProcessGroups, McpHub, Worktrees]:
         """What runs' tools start and the runtime ends: process groups; MCP servers (started
         when a run first needs them); worktrees (when a run with ``isolation: worktree``
         starts; docs/tools.md)."""
         self.processes = ProcessGroups()
         self.mcp = McpHub.from_config(
-            mcp_servers, discover=discover, cwd=root, start_timeout=mcp_start_timeout()
+            mcp_servers,
+            discover=discover,
+            cwd=root,
+            start_timeout=mcp_start_timeout(),
+            allow_commands=allow_mcp_commands,
         )
         self.worktrees = Worktrees(root)
         return self.processes, self.mcp, self.worktrees

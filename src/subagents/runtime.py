@@ -163,6 +163,7 @@ class Runtime:
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
         agent_threads: str = "shared",
+        allow_mcp_commands: bool = False,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning. ``agent_threads``: ``"shared"`` (a waiting
@@ -207,7 +208,7 @@ class Runtime:
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
             self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
-                self.workspace.root, mcp_servers, discover
+                self.workspace.root, mcp_servers, discover, bool(allow_mcp_commands)
             )
             self.allow_hooks = bool(allow_hooks)
             warn_about_hooks(self._agents().values(), self.allow_hooks)
