@@ -205,18 +205,10 @@ class Runtime:
             if sweep_every_s > 0:  # archive finished runs (on the supervisor, the one writer)
                 hosting.every(("sweep", id(self)), sweep_every_s, self._sweep)
         except BaseException:
-            self._abandon()  # a bad argument must not leave threads behind
+            self.close(5.0)  # a bad argument must not leave threads (nor the store) behind
             raise
 
     # ---- setup -------------------------------------------------------------------------------
-
-    def _abandon(self) -> None:
-        """Undo a construction that failed half way: stop whatever was started."""
-        self._requests.closed = True
-        self._hosting.stop_threads(5.0)
-        self._hosting.release(5.0)
-        if self._owns_store:
-            self.store.close()
 
     def _agents(self) -> dict[str, AgentSpec]:
         """The current definitions (re-read from the registry after it changed)."""
