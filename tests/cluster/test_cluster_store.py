@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raycluster import LocalCluster
 
+from raycluster import LocalCluster
 from subagents.cluster.connect import ClusterError
 from subagents.cluster.remote_store import ClusterStore, open_cluster_store
 from subagents.cluster.store_host import store_actor
@@ -107,7 +107,7 @@ def test_the_store_actor_comes_back_on_the_same_file_after_its_process_is_killed
 
 
 def test_a_running_store_is_not_switched_to_another_file(served: Any, tmp_path: Path) -> None:
-    with pytest.raises(ClusterError, match="serves .*runs.sqlite3, not .*other.sqlite3"):
+    with pytest.raises(ClusterError, match=r"serves .*runs\.sqlite3, not .*other\.sqlite3"):
         store_actor(name="test-cluster-store", path=str(tmp_path / "other.sqlite3"))
 
 

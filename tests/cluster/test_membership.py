@@ -49,7 +49,9 @@ def test_registering_again_reports_the_previous_incarnation_lost() -> None:
     m = Membership()
     first, _ = m.join(info(), now=0)
     second, lost = m.join(info(), now=1)
-    assert lost == Lost(node="n1", incarnation=first, reason="its host registered again (restarted)")
+    assert lost == Lost(
+        node="n1", incarnation=first, reason="its host registered again (restarted)"
+    )
     assert second != first
     assert m.beat("n1", first, now=2) is False
     assert m.beat("n1", second, now=2) is True

@@ -90,7 +90,9 @@ class Placement:
     def load(self, node: str) -> NodeLoad | None:
         return self._nodes.get(node)
 
-    def place(self, parent_node: str | None = None, needs: Mapping[str, float] | None = None) -> str:
+    def place(
+        self, parent_node: str | None = None, needs: Mapping[str, float] | None = None
+    ) -> str:
         """The node for a new run whose parent runs on ``parent_node`` (None: a root run)."""
         needs = dict(needs or {})
         candidates = [n for n in self.nodes() if n.offers(needs)]

@@ -266,6 +266,12 @@ class ClusterStore:
         result: list[Lease] = self._read("leases")
         return result
 
+    def __enter__(self) -> ClusterStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """This client is done (the store itself keeps serving the cluster)."""
         self._closed = True
