@@ -44,10 +44,10 @@ def served(cli: Cli, ray_cluster: LocalCluster) -> Iterator[Any]:
     """The cluster's default store actor serving that file, with one live run added."""
     import ray
 
+    from subagents.cluster.head import head_actor
     from subagents.cluster.remote_store import ClusterStore
-    from subagents.cluster.store_host import store_actor
 
-    actor = store_actor(path=str(cli.state))
+    actor = head_actor(path=str(cli.state))
     store = ClusterStore(actor)
     far = time.time() + 3600
     store.acquire_lease(

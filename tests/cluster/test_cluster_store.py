@@ -14,8 +14,8 @@ import pytest
 
 from raycluster import LocalCluster
 from subagents.cluster.connect import ClusterError
+from subagents.cluster.head import head_actor
 from subagents.cluster.remote_store import ClusterStore, open_cluster_store
-from subagents.cluster.store_host import store_actor
 from subagents.store.base import StoreError
 
 from .records import event, run
@@ -29,7 +29,7 @@ def served(ray_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) 
     import ray
 
     path = tmp_path_factory.mktemp("cluster-store") / "runs.sqlite3"
-    actor = store_actor(name="test-cluster-store", path=str(path))
+    actor = head_actor(name="test-cluster-store", path=str(path))
     yield actor
     ray.kill(actor)
 
@@ -108,7 +108,7 @@ def test_the_store_actor_comes_back_on_the_same_file_after_its_process_is_killed
 
 def test_a_running_store_is_not_switched_to_another_file(served: Any, tmp_path: Path) -> None:
     with pytest.raises(ClusterError, match=r"serves .*runs\.sqlite3, not .*other\.sqlite3"):
-        store_actor(name="test-cluster-store", path=str(tmp_path / "other.sqlite3"))
+        head_actor(name="test-cluster-store", path=str(tmp_path / "other.sqlite3"))
 
 
 def test_a_missing_store_is_an_error_that_says_what_to_do(ray_cluster: LocalCluster) -> None:

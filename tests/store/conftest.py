@@ -34,11 +34,11 @@ def _cluster_store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Ru
     request.getfixturevalue("ray_cluster")
     import ray
 
+    from subagents.cluster.head import head_actor
     from subagents.cluster.remote_store import ClusterStore
-    from subagents.cluster.store_host import store_actor
 
     name = f"store-{request.node.name}"
-    actor = store_actor(name=name, path=str(db_path))
+    actor = head_actor(name=name, path=str(db_path))
     s = ClusterStore(actor, name=name)
     try:
         yield s

@@ -9,7 +9,7 @@ What lives where (see docs/cluster.md):
 
 - ``connect``: finding and joining a cluster (``cluster="auto" | address``,
   ``SUBAGENTS_RAY_ADDRESS``), the namespace and names of this runtime's Ray actors;
-- ``store_service`` / ``store_host`` / ``remote_store``: the one SQLite store of a cluster,
+- ``store_service`` / ``head`` / ``remote_store``: the one SQLite store of a cluster,
   served by one Ray actor on the head node (nodes never open the file), and the ``RunStore``
   every other process (a node, the CLI, the driver) reaches it through;
 - ``membership``: which nodes host runs, and which of them are alive;

@@ -21,8 +21,8 @@ NAMESPACE = "subagents"
 """The Ray namespace of every named actor of this runtime: a driver finds them whatever
 namespace it was started in."""
 
-STORE_ACTOR = "subagents-store"
-"""The name of the store's actor on the head node (one store per cluster by default)."""
+HEAD_ACTOR = "subagents-head"
+"""The name of the head actor (the store, the membership; one per cluster by default)."""
 
 INSTALL_HINT = "pip install 'subagents[ray]'"
 

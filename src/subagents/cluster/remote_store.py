@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from subagents.cluster.connect import STORE_ACTOR, ClusterError, connect, import_ray
+from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
 from subagents.cluster.store_service import StoreCall, StoreInfo
 from subagents.messages import (
     Checkpoint,
@@ -48,9 +48,9 @@ CALL_TIMEOUT_S = 60.0
 
 
 class ClusterStore:
-    """A ``RunStore`` served by the cluster's store actor (``store_host``)."""
+    """A ``RunStore`` served by the cluster's store actor (``head``)."""
 
-    def __init__(self, actor: Any, *, name: str = STORE_ACTOR, address: str = "") -> None:
+    def __init__(self, actor: Any, *, name: str = HEAD_ACTOR, address: str = "") -> None:
         self._ray = import_ray()
         self._actor = actor
         self.name = name
@@ -70,16 +70,16 @@ class ClusterStore:
         cls,
         address: str,
         *,
-        name: str = STORE_ACTOR,
+        name: str = HEAD_ACTOR,
         path: str | None = None,
         create: bool = False,
     ) -> ClusterStore:
         """Join the cluster at ``address`` and reach its store ``name`` (``create``: start it
         on the head, serving ``path``, if it is not running)."""
-        from subagents.cluster.store_host import store_actor
+        from subagents.cluster.head import head_actor
 
         connect(address)
-        return cls(store_actor(name=name, path=path, create=create), name=name, address=address)
+        return cls(head_actor(name=name, path=path, create=create), name=name, address=address)
 
     # ---- transport -------------------------------------------------------------------------
 
@@ -278,7 +278,7 @@ class ClusterStore:
         self._held.clear()
 
 
-def open_cluster_store(address: str, *, name: str = STORE_ACTOR) -> ClusterStore:
+def open_cluster_store(address: str, *, name: str = HEAD_ACTOR) -> ClusterStore:
     """The running store of the cluster at ``address``: a ``ClusterError`` (saying what to do)
     if Ray is missing, the cluster unreachable, or no runtime ever started a store there."""
     try:

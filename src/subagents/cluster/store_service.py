@@ -4,7 +4,7 @@ Why: on a cluster the SQLite file lives on the head node and only the head's pro
 it (SQLite over a network file system loses its locking guarantees, and one writer keeps
 group commit). Every other process (a node, the CLI on any machine, the driver) reaches it
 through ``remote_store.ClusterStore``, which sends ``StoreCall``s here. This class is the
-part that does not depend on Ray (``store_host`` wraps it in a Ray actor), so it is tested
+part that does not depend on Ray (``head`` wraps it in a Ray actor), so it is tested
 with plain calls.
 
 What a request may do is named by the protocol method it calls, checked against the lists
