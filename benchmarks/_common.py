@@ -97,7 +97,61 @@ def emit(name: str, result: dict[str, Any]) -> None:
 
 
 def ratio(value: float, baseline: float) -> float:
+    """``value / baseline``, rounded; every ratio the benchmarks print is "ours / theirs"."""
     return round(value / baseline, 4) if baseline else float("inf")
+
+
+def autogen() -> Any:
+    """The autogen-core side (``_autogen_peer``), or None when autogen-core is not installed
+    (the ``bench`` extra: ``pip install -e '.[bench]'``)."""
+    if _version("autogen-core") is None:
+        return None
+    import _autogen_peer
+
+    return _autogen_peer
+
+
+def autogen_version() -> str | None:
+    return _version("autogen-core")
+
+
+def cpu_s() -> float:
+    """CPU seconds of this whole process (every thread), for CPU-per-item figures."""
+    return time.process_time()
+
+
+def mark(marks: dict[str, float], name: str) -> None:
+    """Note the time and this process's CPU time under ``name`` (from any thread)."""
+    marks[name] = time.perf_counter()
+    marks[f"{name}_cpu"] = time.process_time()
+
+
+class Rate(msgspec.Struct, frozen=True):
+    """Items per second between two marks, and the process's CPU microseconds per item."""
+
+    per_s: float
+    cpu_us: float
+
+
+def rate_of(marks: dict[str, float], count: int) -> Rate:
+    elapsed = marks["end"] - marks["start"]
+    cpu = marks["end_cpu"] - marks["start_cpu"]
+    return Rate(per_s=count / elapsed, cpu_us=cpu / count * 1e6)
+
+
+def run_side(script: str, *args: str, timeout: float = 900.0) -> dict[str, Any]:
+    """Run ``script`` (a benchmark in this folder) in a fresh interpreter with ``args``; its one
+    JSON object. Sides that must not share a process (memory: freed memory is reused) use it."""
+    import subprocess
+    from pathlib import Path
+
+    command = [sys.executable, str(Path(__file__).resolve().parent / script), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"{script} {' '.join(args)}: exit status {done.returncode}: {tail}")
+    result: dict[str, Any] = msgspec.json.decode(done.stdout)
+    return result
 
 
 def rounded(value: float, digits: int = 4) -> float:

@@ -4,16 +4,22 @@ Lateness: n runs wait for mail that never comes, all live at once, each with its
 Each times out through the timer service -> supervisor; lateness = the ``timed_out`` event's
 timestamp - (the run's ``started_at`` + its timeout). Two cases:
 - ``steady``: timeouts spread over 1.0-1.5 s, so every run is started (and waiting) before the
-  first fires: the precision of the timer path with n live runs. Target (issue 8): p99 <= 10 ms.
+  first fires: the precision of the timer path with n live runs. Checked: the last run's
+  ``waiting`` event must come before the first ``timed_out``; when it does not (a loaded
+  machine spawns slowly), the case is run again with the first deadline twice as far, up to 3
+  times, and ``steady`` says whether it finally was. Target (issue 8): p99 <= 10 ms.
 - ``under_spawn_load``: timeouts spread over 50-500 ms, so they fire while the rest are still
-  being spawned (a new thread, a record and events per run): how late deadlines get when the
-  process is busy starting runs.
+  being spawned (a record and events per run): how late deadlines get when the process is
+  busy starting runs (``fired_before_all_waiting`` says how many did).
 
 Stop: a tree of 100 runs (a root, 9 children, 90 grandchildren, all waiting) is stopped with
-``rt.stop(root)``. Reported: the time until the stop is answered (every run marked
-cancelled and recorded), until the root's outcome reaches its caller, and until every agent
-thread has ended; against stopping 100 raw pykka actors (``stop(block=False)`` for each,
-then waiting for each).
+``rt.stop(root)``. Reported: the time until the stop is answered (every run marked cancelled
+and recorded), until the root's outcome reaches its caller, and until every agent actor has
+stopped (gone from pykka's ``ActorRegistry``, its loop ended); against stopping 100 raw pykka
+actors (``stop(block=False)`` for each, then waiting for each: their loops have ended). The
+threads are counted too, by name: the runtime's agents run on pooled threads
+(``subagents-agent-N``) that park for reuse when an actor stops rather than end, so
+``agent_threads_after`` is how many stay parked, not a leak.
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ async def sleeper(ctx: AgentContext) -> str:
     return "woken" if mail is not None else "no mail"
 
 
-def lateness(n: int, first: float, spread: float) -> list[float]:
-    """Seconds each of ``n`` timeouts (``first`` .. ``first + spread`` s) fired late."""
+def lateness(n: int, first: float, spread: float) -> tuple[list[float], int]:
+    """Seconds each of ``n`` timeouts (``first`` .. ``first + spread`` s) fired late, and how
+    many fired before the last run was waiting."""
     fired: dict[str, float] = {}
+    waiting: list[float] = []
     all_fired = threading.Event()
 
     def on_event(event: Event) -> None:
@@ -49,12 +57,14 @@ def lateness(n: int, first: float, spread: float) -> list[float]:
             fired[event.run_id] = event.ts
             if len(fired) == n:
                 all_fired.set()
+        elif event.kind == EventKind.WAITING:
+            waiting.append(event.ts)
 
     limits = Limits(max_concurrency=n, per_agent=n, queue_bound=n)
     with Runtime([sleeper], limits=limits) as rt:
         rt.subscribe(on_event)
         ids = [rt.spawn("sleeper", str(i), timeout=first + spread * i / n).run_id for i in range(n)]
-        if not all_fired.wait(60):
+        if not all_fired.wait(60 + first + spread):
             raise RuntimeError(f"only {len(fired)} of {n} timeouts fired in 60 s")
         late = []
         for run_id in ids:
@@ -62,11 +72,31 @@ def lateness(n: int, first: float, spread: float) -> list[float]:
             if record is None or record.started_at is None or record.status != RunStatus.TIMED_OUT:
                 raise RuntimeError(f"run {run_id} did not time out: {record!r}")
             late.append(fired[run_id] - (record.started_at + record.deadline_s))
-    return late
+    last_waiting = max(waiting) if len(waiting) == n else float("inf")
+    return late, sum(1 for ts in fired.values() if ts < last_waiting)
+
+
+def steady_lateness(n: int, first: float, spread: float) -> tuple[list[float], bool, float]:
+    """Lateness with every run waiting before the first timeout fires; whether that held, and
+    the first deadline it took."""
+    for _ in range(3):
+        late, early_fired = lateness(n, first, spread)
+        if early_fired == 0:
+            return late, True, first
+        settle()
+        first *= 2
+    return late, False, first / 2
+
+
+AGENT_THREAD_PREFIXES = ("subagents-agent-", "AgentActor")  # pooled, or pykka's own
 
 
 def _agent_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name.startswith("AgentActor"))
+    return sum(1 for t in threading.enumerate() if t.name.startswith(AGENT_THREAD_PREFIXES))
+
+
+def _live_actors() -> int:
+    return len(pykka.ActorRegistry.get_all())
 
 
 def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
@@ -95,23 +125,37 @@ def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
                 all_waiting.set()
 
     limits = Limits(max_concurrency=size, per_agent=size, max_children=size, queue_bound=size)
-    threads_before = _agent_threads()
     with Runtime({"root": root, "mid": mid, "leaf": leaf}, limits=limits) as rt:
+        actors_before = _live_actors()  # the runtime's own (supervisor, registry)
         rt.subscribe(on_event)
         handle = rt.spawn("root", "tree")
         if not all_waiting.wait(30):
             raise RuntimeError(f"only {len(waiting)} of {size} runs waiting after 30 s")
+        actors_live = _live_actors() - actors_before
+        threads_live = _agent_threads()
         start = time.perf_counter()
         stopped = rt.stop(handle.run_id)
         answered = time.perf_counter() - start
         outcome = handle.result(timeout=30)
         delivered = time.perf_counter() - start
-        while _agent_threads() > threads_before and time.perf_counter() - start < 30:
-            time.sleep(0.0005)  # a benchmark may poll; nothing tells us when a thread has ended
-        joined = time.perf_counter() - start
-    if len(stopped) != size or outcome.status != RunStatus.CANCELLED:
-        raise RuntimeError(f"stopped {len(stopped)} of {size}; root ended {outcome.status}")
-    return {"answered": answered, "delivered": delivered, "threads_ended": joined}
+        while _live_actors() > actors_before and time.perf_counter() - start < 30:
+            time.sleep(0.0005)  # a benchmark may poll; nothing tells us when an actor stopped
+        actors_stopped = time.perf_counter() - start
+        threads_after = _agent_threads()
+        actors_left = _live_actors() - actors_before
+    if len(stopped) != size or outcome.status != RunStatus.CANCELLED or actors_left:
+        raise RuntimeError(
+            f"stopped {len(stopped)} of {size}; root ended {outcome.status};"
+            f" {actors_left} agent actors still live after 30 s"
+        )
+    return {
+        "answered": answered,
+        "delivered": delivered,
+        "actors_stopped": actors_stopped,
+        "agent_actors_live": actors_live,
+        "agent_threads_live": threads_live,
+        "agent_threads_after": threads_after,
+    }
 
 
 class _Idle(pykka.ThreadingActor):
@@ -139,9 +183,10 @@ def main() -> None:
     quiet_logs()
     n = args.n or (50 if args.quick else 1000)
     trees = args.trees or (1 if args.quick else 5)
-    late = lateness(n, 0.3, 0.1) if args.quick else lateness(n, 1.0, 0.5)
+    first, spread = (0.3, 0.1) if args.quick else (1.0, 0.5)
+    late, steady, steady_first = steady_lateness(n, first, spread)
     settle()
-    loaded = lateness(n, 0.05, 0.45)
+    loaded, fired_early = lateness(n, 0.05, 0.45)
     settle()
     stops = []
     for _ in range(trees):
@@ -149,7 +194,12 @@ def main() -> None:
         settle()
     raws = [raw_stop() for _ in range(trees)]
     p50, p99 = percentile(late, 50) * 1e3, percentile(late, 99) * 1e3
-    stop_figures = {f"{key}_ms": rounded(median([s[key] for s in stops]) * 1e3) for key in stops[0]}
+    times = ("answered", "delivered", "actors_stopped")
+    stop_figures: dict[str, Any] = {
+        f"{key}_ms": rounded(median([s[key] for s in stops]) * 1e3) for key in times
+    }
+    for key in ("agent_actors_live", "agent_threads_live", "agent_threads_after"):
+        stop_figures[key] = max(s[key] for s in stops)
     raw_ms = median(raws) * 1e3
     emit(
         "deadlines",
@@ -158,20 +208,23 @@ def main() -> None:
                 "lateness_p50_ms": rounded(p50),
                 "lateness_p99_ms": rounded(p99),
                 "lateness_max_ms": rounded(max(late) * 1e3),
+                "steady": steady,
+                "steady_first_deadline_s": steady_first,
                 "early": sum(1 for x in late + loaded if x < 0),
                 "under_spawn_load": {
                     "lateness_p50_ms": rounded(percentile(loaded, 50) * 1e3),
                     "lateness_p99_ms": rounded(percentile(loaded, 99) * 1e3),
                     "lateness_max_ms": rounded(max(loaded) * 1e3),
+                    "fired_before_all_waiting": fired_early,
                 },
                 "stop_tree_100": stop_figures,
                 "raw_stop_100_actors_ms": rounded(raw_ms),
-                "stop_ratio_threads_ended_to_raw": ratio(stop_figures["threads_ended_ms"], raw_ms),
+                "stop_ratio_to_raw": ratio(stop_figures["actors_stopped_ms"], raw_ms),
             },
             "baseline": "the deadline itself (lateness); raw pykka stop of 100 actors, same run",
             "target": "lateness p99 <= 10 ms (steady)",
             "ratio": rounded(p99 / TARGET_P99_MS),
-            "pass": p99 <= TARGET_P99_MS,
+            "pass": steady and p99 <= TARGET_P99_MS,
             "sizes": {"timeouts": n, "tree_runs": 100, "trees": trees},
             "seconds": rounded(time.perf_counter() - START, 2),
         },

@@ -6,22 +6,43 @@ simulated 50 ms model call on the worker's thread). The workers' concurrency lim
 (``per_agent=100``; the global limit is 101 so the parent does not take a worker's slot), so
 the 900 others wait in the FIFO queue. Ideal makespan: 1,000 / 100 x 50 ms = 0.5 s.
 
-Also measured, for reference: the same shape on raw pykka (at most 100 live actors, each
-sleeping 50 ms in ``on_receive``, a new one started as one ends).
+Also measured in the same run, for reference (same shape: 1,000 children, 50 ms each, 100 at
+a time):
+- raw pykka: at most 100 live actors, each sleeping 50 ms in ``on_receive``, a new one started
+  as one ends;
+- asyncio: 1,000 tasks, each ``await asyncio.sleep(0.05)`` under an ``asyncio.Semaphore(100)``;
+- autogen-core (when installed): a parent agent ``send_message``s each child a new agent,
+  awaiting them under a semaphore of 100.
 
-Target (issue 8): makespan <= 1.1x ideal.
+Each figure also says the CPU it took per child (the process's CPU time over the fan-out /
+children): the fan-out is CPU-bound when that times the concurrency nears the delay.
+
+Goal (issue 17): makespan <= 1.1x ideal.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pykka
 
-from _common import emit, median, parse_args, quiet_logs, ratio, rounded, settle
+from _common import (
+    autogen,
+    autogen_version,
+    emit,
+    mark,
+    median,
+    parse_args,
+    quiet_logs,
+    ratio,
+    rounded,
+    settle,
+)
 from subagents.behaviour.function import AgentContext
 from subagents.definitions.spec import AgentSpec
 from subagents.models.scripted import ScriptedModel
@@ -58,14 +79,41 @@ def raw(children: int, limit: int, delay: float) -> float:
     return elapsed
 
 
-def runtime(children: int, limit: int, delay: float) -> float:
+def with_cpu(measure: Callable[[], float]) -> tuple[float, float]:
+    """(makespan, process CPU seconds) of one fan-out."""
+    cpu = time.process_time()
+    makespan = measure()
+    return makespan, time.process_time() - cpu
+
+
+def raw_asyncio(children: int, limit: int, delay: float) -> float:
+    async def fan_out() -> float:
+        slots = asyncio.Semaphore(limit)
+
+        async def child(i: int) -> int:
+            async with slots:
+                await asyncio.sleep(delay)  # the simulated model call
+                return i
+
+        start = time.perf_counter()
+        done = await asyncio.gather(*[child(i) for i in range(children)])
+        elapsed = time.perf_counter() - start
+        if len(done) != children:
+            raise RuntimeError(f"asyncio: {len(done)} of {children} children finished")
+        return elapsed
+
+    return asyncio.run(fan_out())
+
+
+def runtime(children: int, limit: int, delay: float) -> tuple[float, float]:
+    """(makespan, process CPU seconds during it) through the runtime."""
     marks: dict[str, float] = {}
 
     async def parent(ctx: AgentContext) -> str:
-        marks["start"] = time.perf_counter()
+        mark(marks, "start")
         n = int(ctx.task)
         outcomes = await ctx.gather(*[ctx.spawn("worker", f"part {i}") for i in range(n)])
-        marks["end"] = time.perf_counter()
+        mark(marks, "end")
         return str(sum(1 for o in outcomes if o.status == "completed"))
 
     worker = AgentSpec(name="worker", description="One 50 ms model call.", tools=())
@@ -82,7 +130,7 @@ def runtime(children: int, limit: int, delay: float) -> float:
         outcome = rt.run("parent", str(children), wait=120)
     if outcome.result != str(children):
         raise RuntimeError(f"runtime: expected {children} completed children, got {outcome!r}")
-    return marks["end"] - marks["start"]
+    return marks["end"] - marks["start"], marks["end_cpu"] - marks["start_cpu"]
 
 
 def _extra(parser: argparse.ArgumentParser) -> None:
@@ -99,28 +147,48 @@ def main() -> None:
         limit, delay = 20, 0.01
     repeats = args.repeats or (1 if args.quick else 3)
     ideal = children / limit * delay
-    raws, runs = [], []
-    for _ in range(repeats):
-        raws.append(raw(children, limit, delay))
-        settle()
-        runs.append(runtime(children, limit, delay))
-        settle()
-    makespan = median(runs)
+    peer = autogen()
+    contenders: dict[str, Callable[[], tuple[float, float]]] = {
+        "runtime": lambda: runtime(children, limit, delay),
+        "raw_pykka": lambda: with_cpu(lambda: raw(children, limit, delay)),
+        "asyncio": lambda: with_cpu(lambda: raw_asyncio(children, limit, delay)),
+    }
+    if peer is not None:
+        contenders["autogen"] = lambda: peer.fanout(children, limit, delay)
+    trials: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
+    for _ in range(repeats):  # interleaved: a change in the machine's load hits all
+        for name, measure in contenders.items():
+            trials[name].append(measure())
+            settle()
+    makespans = {name: median([t[0] for t in ts]) for name, ts in trials.items()}
+    cpu_ms = {
+        name: rounded(median([t[1] for t in ts]) / children * 1e3, 3) for name, ts in trials.items()
+    }
+    makespan = makespans["runtime"]
     r = ratio(makespan, ideal)
     emit(
         "fanout",
         {
             "figures": {
                 "makespan_s": rounded(makespan),
-                "makespan_trials_s": [rounded(x) for x in runs],
+                "makespan_trials_s": [rounded(t[0]) for t in trials["runtime"]],
                 "ideal_s": rounded(ideal),
-                "raw_pykka_s": rounded(median(raws)),
-                "ratio_to_raw": ratio(makespan, median(raws)),
+                "raw_pykka_s": rounded(makespans["raw_pykka"]),
+                "asyncio_s": rounded(makespans["asyncio"]),
+                "autogen_s": rounded(makespans["autogen"]) if "autogen" in makespans else None,
+                "ratio_to_raw_pykka": ratio(makespan, makespans["raw_pykka"]),
+                "ratio_to_asyncio": ratio(makespan, makespans["asyncio"]),
+                "ratio_to_autogen": (
+                    ratio(makespan, makespans["autogen"]) if "autogen" in makespans else None
+                ),
+                "ideal_ratio": {name: ratio(m, ideal) for name, m in makespans.items()},
+                "cpu_ms_per_child": cpu_ms,
             },
-            "baseline": "ideal makespan children / limit x delay; raw pykka reference, same run",
-            "target": "makespan <= 1.1x ideal",
+            "baseline": "ideal: children / limit x delay; raw pykka, asyncio, autogen-core",
+            "target": "makespan <= 1.1x ideal; ahead of autogen-core",
             "ratio": r,
             "pass": r <= TARGET,
+            "autogen_core": autogen_version(),
             "sizes": {"children": children, "limit": limit, "delay_s": delay, "repeats": repeats},
             "seconds": rounded(time.perf_counter() - START, 2),
         },

@@ -1,17 +1,29 @@
-"""mail: messages per second between two agents, through the runtime and through raw pykka.
+"""mail: messages per second between agents, through the runtime, raw pykka and autogen-core.
 
-Two shapes, each measured on the runtime with the SQLite store, with the MemoryStore, and on two
-bare pykka actors in the same process:
+Three shapes, each measured in the same run on the runtime with the SQLite store (durable) and
+with the MemoryStore (in-memory), on raw pykka actors, and on autogen-core when installed:
 
-- ``stream``: a sender mails the receiver n times without waiting for each acknowledgement
-  (it awaits the last one); the receiver ``await ctx.receive()``s n times. Raw: one actor
-  ``tell``s the other n times. Throughput = n / (first send -> last receipt).
-- ``pingpong``: one mail at a time, each answered before the next is sent (n / 2 rounds of 2
-  messages). Raw: two actors ``tell`` each other.
+- ``pingpong`` (per mail, 1:1): one mail at a time, each answered before the next is sent:
+  n / 2 rounds of 2 mails. Every mail is its own step of its agent (the pinger sends and then
+  awaits the answer; the ponger awaits a mail and answers it). Baseline: raw pykka ``ask``
+  ping-pong (one actor asks the other and waits for the answer: 2 hand-offs per round, like
+  the 2 mails); raw ``tell`` ping-pong is shown for reference. autogen-core:
+  ``send_message`` and await its answer.
+- ``n_to_one`` (per mail, N:1): N senders each ``await ctx.send(...)`` m times (each mail
+  acknowledged, so its own step, before the next) to one receiver that ``await
+  ctx.receive()``s N x m times. Baseline: N raw actors each ``ask``ing one receiver m times;
+  raw ``tell``s (not waiting) shown for reference. autogen-core: N agents each awaiting
+  ``send_message`` to one receiver.
+- ``batched_stream`` (NOT per mail): one agent makes n ``ctx.send`` calls in ONE step (none
+  awaited before the last), the receiver ``await ctx.receive()``s n times. The runtime carries
+  a step's mail as one delivery with one event per step, and the receiver's later receives
+  are local list pops, so this measures a batch of n, not n mails. Raw: n ``tell``s from one
+  actor to another (n separate messages). autogen-core: n ``publish_message`` from one handler.
 
 Through the runtime every mail goes sender -> supervisor (recorded, and with SQLite committed
-before it is acknowledged) -> receiver; the raw figure has none of that, so it is the ceiling.
-Targets (issue 8): durable >= 0.25x raw, in-memory >= 0.5x raw, on the ``stream`` shape.
+before it is acknowledged) -> receiver, with events. Ratios are ours / theirs (above 1: faster).
+Goals (issue 17): per-mail ping-pong in-memory >= 0.5x raw pykka ask ping-pong, durable >=
+0.25x; ahead of autogen-core on every shape (in-memory: autogen-core keeps nothing).
 """
 
 from __future__ import annotations
@@ -26,7 +38,20 @@ from typing import Any
 
 import pykka
 
-from _common import emit, median, parse_args, quiet_logs, ratio, rounded, settle
+from _common import (
+    Rate,
+    autogen,
+    autogen_version,
+    emit,
+    mark,
+    median,
+    parse_args,
+    quiet_logs,
+    rate_of,
+    ratio,
+    rounded,
+    settle,
+)
 from subagents.behaviour.function import AgentContext
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
@@ -34,41 +59,92 @@ from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
 
-TARGETS = {"sqlite": 0.25, "memory": 0.5}
+TARGETS = {"sqlite": 0.25, "memory": 0.5}  # per-mail ping-pong, against raw pykka ask
+WAIT = 120.0
 
 # ---- raw pykka -------------------------------------------------------------------------------
 
 
 class _Counter(pykka.ThreadingActor):
+    """Counts what it is told or asked; sets ``done`` at the n-th."""
+
     def __init__(self, n: int, done: threading.Event, marks: dict[str, float]) -> None:
         super().__init__()
         self.n, self.done, self.marks, self.count = n, done, marks, 0
 
-    def on_receive(self, message: Any) -> None:
+    def on_receive(self, message: Any) -> Any:
         self.count += 1
         if self.count == self.n:
-            self.marks["end"] = time.perf_counter()
+            mark(self.marks, "end")
             self.done.set()
+        return message
 
 
-class _Flooder(pykka.ThreadingActor):
+class _Sender(pykka.ThreadingActor):
+    """On ("go", n, ask): sends n messages to ``to``, asking (waits for each) or telling."""
+
     def __init__(self, to: pykka.ActorRef[Any], marks: dict[str, float]) -> None:
         super().__init__()
         self.to, self.marks = to, marks
 
     def on_receive(self, message: Any) -> None:
-        self.marks["start"] = time.perf_counter()
-        for i in range(message):
-            self.to.tell(i)
+        _, n, ask = message
+        if "start" not in self.marks:
+            mark(self.marks, "start")
+        if ask:
+            for i in range(n):
+                self.to.ask(i)
+        else:
+            for i in range(n):
+                self.to.tell(i)
+
+
+def raw_senders(senders: int, per_sender: int, ask: bool) -> Rate:
+    """Messages/s from ``senders`` raw actors to one (each asks or tells ``per_sender``)."""
+    total = senders * per_sender
+    done, marks = threading.Event(), dict[str, float]()
+    receiver = _Counter.start(total, done, marks)
+    refs = [_Sender.start(receiver, marks) for _ in range(senders)]
+    try:
+        for ref in refs:
+            ref.tell(("go", per_sender, ask))
+        if not done.wait(WAIT):
+            raise RuntimeError(f"raw senders did not finish in {WAIT:g} s")
+        return rate_of(marks, total)
+    finally:
+        for ref in refs:
+            ref.stop()
+        receiver.stop()
 
 
 class _Pong(pykka.ThreadingActor):
-    def on_receive(self, message: Any) -> None:
-        sender, i = message
-        sender.tell(i)
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, tuple):  # tell ping-pong: (sender, i)
+            sender, i = message
+            sender.tell(i)
+            return None
+        return message + 1  # ask ping-pong: the answer
 
 
-class _Ping(pykka.ThreadingActor):
+class _AskPing(pykka.ThreadingActor):
+    def __init__(self, other: pykka.ActorRef[Any]) -> None:
+        super().__init__()
+        self.other = other
+
+    def on_receive(self, message: Any) -> dict[str, float]:
+        rounds = message
+        marks: dict[str, float] = {}
+        mark(marks, "start")
+        i = 0
+        for _ in range(rounds):
+            i = self.other.ask(i)
+        mark(marks, "end")
+        if i != rounds:
+            raise RuntimeError(f"ask ping-pong: {i} of {rounds}")
+        return marks
+
+
+class _TellPing(pykka.ThreadingActor):
     def __init__(
         self,
         other: pykka.ActorRef[Any],
@@ -81,52 +157,115 @@ class _Ping(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> None:
         if message == "go":
-            self.marks["start"] = time.perf_counter()
+            mark(self.marks, "start")
             self.other.tell((self.actor_ref, 0))
         elif message + 1 == self.rounds:
-            self.marks["end"] = time.perf_counter()
+            mark(self.marks, "end")
             self.done.set()
         else:
             self.other.tell((self.actor_ref, message + 1))
 
 
-def raw_stream(n: int) -> float:
-    done, marks = threading.Event(), dict[str, float]()
-    receiver = _Counter.start(n, done, marks)
-    sender = _Flooder.start(receiver, marks)
-    try:
-        sender.tell(n)
-        if not done.wait(60):
-            raise RuntimeError("raw stream did not finish in 60 s")
-        return n / (marks["end"] - marks["start"])
-    finally:
-        sender.stop()
-        receiver.stop()
-
-
-def raw_pingpong(n: int) -> float:
-    rounds = n // 2
-    done, marks = threading.Event(), dict[str, float]()
+def raw_ask_pingpong(n: int) -> Rate:
+    """n / 2 rounds of ``ask`` between two raw actors (2 messages per round)."""
     pong = _Pong.start()
-    ping = _Ping.start(pong, rounds, done, marks)
+    ping = _AskPing.start(pong)
     try:
-        ping.tell("go")
-        if not done.wait(60):
-            raise RuntimeError("raw ping-pong did not finish in 60 s")
-        return 2 * rounds / (marks["end"] - marks["start"])
+        marks: dict[str, float] = ping.ask(n // 2, timeout=WAIT)
+        return rate_of(marks, 2 * (n // 2))
     finally:
         ping.stop()
         pong.stop()
 
 
+def raw_tell_pingpong(n: int) -> Rate:
+    rounds = n // 2
+    done, marks = threading.Event(), dict[str, float]()
+    pong = _Pong.start()
+    ping = _TellPing.start(pong, rounds, done, marks)
+    try:
+        ping.tell("go")
+        if not done.wait(WAIT):
+            raise RuntimeError(f"raw tell ping-pong did not finish in {WAIT:g} s")
+        return rate_of(marks, 2 * rounds)
+    finally:
+        ping.stop()
+        pong.stop()
+
+
+def raw_stream(n: int) -> Rate:
+    return raw_senders(1, n, ask=False)
+
+
 # ---- the runtime -----------------------------------------------------------------------------
+
+
+def _pingpong_agents(marks: dict[str, float]) -> dict[str, Callable[..., Any]]:
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(int(ctx.task)):
+            mail = await ctx.receive(timeout=WAIT)
+            if mail is None:
+                return "timed out"
+            ctx.send(mail.sender, "pong")  # goes with this step, when the next receive waits
+        return "done"
+
+    async def pinger(ctx: AgentContext) -> str:
+        rounds = int(ctx.task)
+        to = "ponger"
+        mark(marks, "start")
+        got = 0
+        for _ in range(rounds):
+            ctx.send(to, "ping")
+            mail = await ctx.receive(timeout=WAIT)
+            if mail is None:
+                break
+            to = mail.sender  # by run id from now on: no name lookup
+            got += 1
+        mark(marks, "end")
+        return str(got)
+
+    async def root(ctx: AgentContext) -> str:
+        _, pinged = await ctx.gather(ctx.spawn("ponger", ctx.task), ctx.spawn("pinger", ctx.task))
+        return str(pinged.result)
+
+    return {"ponger": ponger, "pinger": pinger, "root": root}
+
+
+def _n_to_one_agents(marks: dict[str, float], senders: int) -> dict[str, Callable[..., Any]]:
+    async def sender(ctx: AgentContext) -> str:
+        n = int(ctx.task)
+        if "start" not in marks:
+            mark(marks, "start")
+        for _ in range(n):
+            await ctx.send("receiver", "m")  # acknowledged before the next: one mail per step
+        return "sent"
+
+    async def receiver(ctx: AgentContext) -> str:
+        total = int(ctx.task)
+        got = 0
+        for _ in range(total):
+            if await ctx.receive(timeout=WAIT) is None:
+                break
+            got += 1
+        mark(marks, "end")
+        return str(got)
+
+    async def root(ctx: AgentContext) -> str:
+        per_sender = int(ctx.task)
+        received, *_ = await ctx.gather(
+            ctx.spawn("receiver", str(per_sender * senders)),
+            *[ctx.spawn("sender", str(per_sender)) for _ in range(senders)],
+        )
+        return str(received.result)
+
+    return {"sender": sender, "receiver": receiver, "root": root}
 
 
 def _stream_agents(marks: dict[str, float]) -> dict[str, Callable[..., Any]]:
     async def sender(ctx: AgentContext) -> str:
         n = int(ctx.task)
-        marks["start"] = time.perf_counter()
-        sends = [ctx.send("receiver", "m") for _ in range(n)]  # not awaited: pipelined
+        mark(marks, "start")
+        sends = [ctx.send("receiver", "m") for _ in range(n)]  # one step: not awaited
         await sends[-1]  # acknowledged in order: the last ack means all were
         return "sent"
 
@@ -134,10 +273,10 @@ def _stream_agents(marks: dict[str, float]) -> dict[str, Callable[..., Any]]:
         n = int(ctx.task)
         got = 0
         for _ in range(n):
-            if await ctx.receive(timeout=60) is None:
+            if await ctx.receive(timeout=WAIT) is None:
                 break
             got += 1
-        marks["end"] = time.perf_counter()
+        mark(marks, "end")
         return str(got)
 
     async def root(ctx: AgentContext) -> str:
@@ -149,50 +288,28 @@ def _stream_agents(marks: dict[str, float]) -> dict[str, Callable[..., Any]]:
     return {"sender": sender, "receiver": receiver, "root": root}
 
 
-def _pingpong_agents(marks: dict[str, float]) -> dict[str, Callable[..., Any]]:
-    async def ponger(ctx: AgentContext) -> str:
-        for _ in range(int(ctx.task)):
-            mail = await ctx.receive(timeout=60)
-            if mail is None:
-                return "timed out"
-            ctx.send(mail.sender, "pong")
-        return "done"
-
-    async def pinger(ctx: AgentContext) -> str:
-        rounds = int(ctx.task)
-        to = "ponger"
-        marks["start"] = time.perf_counter()
-        got = 0
-        for _ in range(rounds):
-            ctx.send(to, "ping")
-            mail = await ctx.receive(timeout=60)
-            if mail is None:
-                break
-            to = mail.sender  # by run id from now on: no name lookup
-            got += 1
-        marks["end"] = time.perf_counter()
-        return str(got)
-
-    async def root(ctx: AgentContext) -> str:
-        _, pinged = await ctx.gather(ctx.spawn("ponger", ctx.task), ctx.spawn("pinger", ctx.task))
-        return str(pinged.result)
-
-    return {"ponger": ponger, "pinger": pinger, "root": root}
-
-
-def runtime_rate(shape: str, store: RunStore, n: int) -> float:
-    """Messages per second for ``n`` messages of ``shape`` through a runtime on ``store``."""
+def runtime_rate(shape: str, store: RunStore, n: int, senders: int = 10) -> Rate:
+    """Mails per second for ``n`` mails of ``shape`` through a runtime on ``store``."""
     marks: dict[str, float] = {}
-    agents = _stream_agents(marks) if shape == "stream" else _pingpong_agents(marks)
-    limits = Limits(timeout_s=120.0)
-    units = n if shape == "stream" else n // 2
+    if shape == "pingpong":
+        agents, task, expect = _pingpong_agents(marks), str(n // 2), n // 2
+        mails = 2 * (n // 2)
+    elif shape == "n_to_one":
+        per_sender = n // senders
+        agents, task = _n_to_one_agents(marks, senders), str(per_sender)
+        expect = mails = per_sender * senders
+    else:
+        agents, task, expect, mails = _stream_agents(marks), str(n), n, n
+    live = senders + 2
+    limits = Limits(
+        timeout_s=WAIT, max_concurrency=live, per_agent=live, max_children=live, queue_bound=live
+    )
     with Runtime(agents, store=store, limits=limits) as rt:
-        outcome = rt.run("root", str(units), wait=120)
+        outcome = rt.run("root", task, wait=WAIT)
     store.close()
-    if outcome.result != str(units):
-        raise RuntimeError(f"{shape}: expected {units} through, got {outcome!r}")
-    per_unit = 1 if shape == "stream" else 2
-    return per_unit * units / (marks["end"] - marks["start"])
+    if outcome.result != str(expect):
+        raise RuntimeError(f"{shape}: expected {expect} through, got {outcome!r}")
+    return rate_of(marks, mails)
 
 
 def _store(kind: str, folder: Path, index: int) -> RunStore:
@@ -201,56 +318,106 @@ def _store(kind: str, folder: Path, index: int) -> RunStore:
     return SQLiteStore(folder / f"mail-{index}.db")
 
 
+# ---- the shapes, side by side ----------------------------------------------------------------
+
+
+def _contenders(
+    shape: str, n: int, senders: int, peer: Any
+) -> dict[str, Callable[[Callable[[str], RunStore]], Rate]]:
+    """name -> measure(store_for); raw and autogen ignore the store."""
+    out: dict[str, Callable[[Callable[[str], RunStore]], Rate]] = {}
+    if shape == "pingpong":
+        out["raw_ask"] = lambda _s: raw_ask_pingpong(n)
+        out["raw_tell"] = lambda _s: raw_tell_pingpong(n)
+        if peer is not None:
+            out["autogen"] = lambda _s: Rate(*peer.pingpong(n // 2))
+    elif shape == "n_to_one":
+        out["raw_ask"] = lambda _s: raw_senders(senders, n // senders, ask=True)
+        out["raw_tell"] = lambda _s: raw_senders(senders, n // senders, ask=False)
+        if peer is not None:
+            out["autogen"] = lambda _s: Rate(*peer.n_to_one(senders, n // senders))
+    else:
+        out["raw_tell"] = lambda _s: raw_stream(n)
+        if peer is not None:
+            out["autogen"] = lambda _s: Rate(*peer.stream(n))
+    for kind in ("sqlite", "memory"):
+        out[kind] = lambda store_for, kind=kind: runtime_rate(shape, store_for(kind), n, senders)
+    return out
+
+
+BASELINE = {"pingpong": "raw_ask", "n_to_one": "raw_ask", "batched_stream": "raw_tell"}
+
+
 def _extra(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--n", type=int, default=None, help="messages per runtime trial")
+    parser.add_argument("--n", type=int, default=None, help="mails per trial (default 2,000)")
+    parser.add_argument("--senders", type=int, default=None, help="senders of n_to_one (10)")
     parser.add_argument("--repeats", type=int, default=None, help="trials per figure (median)")
+    parser.add_argument(
+        "--shapes",
+        nargs="*",
+        choices=tuple(BASELINE),
+        default=None,
+        help="only these shapes (default all)",
+    )
 
 
 def main() -> None:
     args = parse_args(__doc__ or "", _extra)
     quiet_logs()
-    n = args.n or (200 if args.quick else 3000)
-    raw_n = n * 10
+    n = args.n or (100 if args.quick else 2000)
+    senders = args.senders or (4 if args.quick else 10)
     repeats = args.repeats or (1 if args.quick else 3)
+    shapes = args.shapes or list(BASELINE)
+    peer = autogen()
     figures: dict[str, Any] = {}
-    passed = True
     with tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp:
-        folder = Path(tmp)
-        index = 0
-        for shape in ("stream", "pingpong"):
-            raw_fn = raw_stream if shape == "stream" else raw_pingpong
-            trials: dict[str, list[float]] = {"raw": [], "sqlite": [], "memory": []}
+        index = [0]
+
+        def store_for(kind: str) -> RunStore:
+            index[0] += 1
+            return _store(kind, Path(tmp), index[0])
+
+        for shape in shapes:
+            contenders = _contenders(
+                "stream" if shape == "batched_stream" else shape, n, senders, peer
+            )
+            trials: dict[str, list[Rate]] = {name: [] for name in contenders}
             for _ in range(repeats):  # interleaved, so a change in the machine's load hits all
-                trials["raw"].append(raw_fn(raw_n))
-                settle()
-                for kind in ("sqlite", "memory"):
-                    index += 1
-                    trials[kind].append(runtime_rate(shape, _store(kind, folder, index), n))
+                for name, measure in contenders.items():
+                    trials[name].append(measure(store_for))
                     settle()
-            raw = median(trials["raw"])
-            shape_figures: dict[str, Any] = {"raw_msgs_per_s": round(raw)}
+            rates = {name: median([t.per_s for t in ts]) for name, ts in trials.items()}
+            base = rates[BASELINE[shape]]
+            entry: dict[str, Any] = {f"{name}_msgs_per_s": round(r) for name, r in rates.items()}
+            entry["cpu_us_per_msg"] = {
+                name: rounded(median([t.cpu_us for t in ts]), 1) for name, ts in trials.items()
+            }
             for kind in ("sqlite", "memory"):
-                rate = median(trials[kind])
-                r = ratio(rate, raw)
-                entry: dict[str, Any] = {
-                    "msgs_per_s": round(rate),
-                    "ratio": r,
-                    "target": TARGETS[kind],
-                    "pass": r >= TARGETS[kind],
-                }
-                shape_figures[kind] = entry
-                if shape == "stream":
-                    passed = passed and bool(entry["pass"])
-            figures[shape] = shape_figures
+                entry[f"{kind}_ratio_to_{BASELINE[shape]}"] = ratio(rates[kind], base)
+                if "autogen" in rates:
+                    entry[f"{kind}_ratio_to_autogen"] = ratio(rates[kind], rates["autogen"])
+            figures[shape] = entry
+    goals: dict[str, Any] = {}
+    if "pingpong" in figures:
+        for kind, target in TARGETS.items():
+            r = figures["pingpong"][f"{kind}_ratio_to_raw_ask"]
+            goals[f"pingpong_{kind}"] = {"ratio": r, "target": target, "pass": r >= target}
+    if peer is not None:
+        for shape in ("pingpong", "n_to_one"):
+            if shape in figures:
+                r = figures[shape]["memory_ratio_to_autogen"]
+                goals[f"{shape}_vs_autogen"] = {"ratio": r, "target": 1.0, "pass": r >= 1.0}
     emit(
         "mail",
         {
             "figures": figures,
-            "baseline": "raw pykka: ThreadingActor.tell between two actors, same run",
-            "target": "stream: sqlite >= 0.25x raw, memory >= 0.5x raw",
-            "ratio": {k: figures["stream"][k]["ratio"] for k in ("sqlite", "memory")},
-            "pass": passed,
-            "sizes": {"runtime_messages": n, "raw_messages": raw_n, "repeats": repeats},
+            "goals": goals,
+            "baseline": "raw pykka ask (per mail) / tell (batched stream); autogen-core; same run",
+            "target": "pingpong: memory >= 0.5x, sqlite >= 0.25x raw ask; ahead of autogen-core",
+            "ratio": {k: g["ratio"] for k, g in goals.items()},
+            "pass": all(g["pass"] for g in goals.values()) if goals else None,
+            "autogen_core": autogen_version(),
+            "sizes": {"mails": n, "senders": senders, "repeats": repeats},
             "seconds": rounded(time.perf_counter() - START, 2),
         },
     )

@@ -315,6 +315,10 @@ class EventKind(enum.StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     RESTARTED = "restarted"
     DEAD_LETTER = "dead_letter"
+    PARKED = "parked"
+    """A waiting run gave its concurrency slot to a queued run (supervision/slots.py)."""
+    UNPARKED = "unparked"
+    """A parked run took a slot again, to go on with what woke it."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -600,6 +604,34 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
     waiting: bool
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
+# ---- parking: a waiting run lends its concurrency slot (supervision/slots.py) ----------------
+
+
+class Park(msgspec.Struct, frozen=True, kw_only=True):
+    """Supervisor -> agent: a queued run needs your slot; give it back if you are waiting.
+
+    The agent handles it between two messages, so it is never working then: it answers
+    ``Parked`` and from then on holds back whatever it receives until ``Unpark``."""
+
+
+class Parked(msgspec.Struct, frozen=True, kw_only=True):
+    """Agent -> supervisor: this run gave its slot back (it does nothing until ``Unpark``)."""
+
+    run_id: str
+    attempt: int = 0
+
+
+class SlotWanted(msgspec.Struct, frozen=True, kw_only=True):
+    """Agent -> supervisor: a parked run received something; it wants its slot back."""
+
+    run_id: str
+    attempt: int = 0
+
+
+class Unpark(msgspec.Struct, frozen=True, kw_only=True):
+    """Supervisor -> agent: your slot is back; handle what you held back, in order."""
 
 
 class RunFinished(msgspec.Struct, frozen=True, kw_only=True):

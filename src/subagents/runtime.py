@@ -74,6 +74,7 @@ from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, RestoreReport, SupervisorCore
 from subagents.supervision.limits import LimitError, Limits
 from subagents.supervision.requests import request_problem
+from subagents.supervision.spawn_rules import SpawnRules
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
@@ -265,7 +266,7 @@ class Runtime:
                 tools=self.tools,
                 skills=self.skills,
                 system_prompt=self._system_prompt,
-                max_depth=self.limits.max_depth,
+                spawn_rules=SpawnRules(self.limits),
                 max_turns=self.limits.max_turns,
                 workspace=self.workspace,
                 permissions=self.permissions,

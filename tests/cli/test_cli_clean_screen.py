@@ -80,11 +80,11 @@ def test_task_and_reply_are_escaped_on_a_terminal(cli: Cli) -> None:
 
 
 def test_log_lines_go_above_the_live_view_not_into_it(cli: Cli) -> None:
-    """The demo logs (at info) when it starts a queued run over the limit, while the live
-    tree is drawn: the line must stand on a line of its own, the view erased before it."""
+    """The demo logs (at info) when a waiting run lends its slot to a queued run, while the
+    live tree is drawn: the line must stand on a line of its own, the view erased before it."""
     code, shown = on_terminal(cli, "-v", "demo")
     assert code == 0, shown[-2000:]
-    at = shown.index("every slot is held by a waiting run")
+    at = shown.index("a waiting run lent its slot to a queued run")
     line_start = shown.rfind("\n", 0, at) + 1
     before = shown[line_start:at]
     stamp = re.search(r"\d{4}-\d\d-\d\dT", before)

@@ -4,7 +4,9 @@ host in a session of its own, any terminal watches it, `wait` exits with its sta
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,9 @@ def test_ctrl_c_detaches_attach_and_the_run_goes_on(cli: Cli) -> None:
     run_id, pid, _log = _detach(cli, "slow", "z")
     attach = cli.start("attach", run_id)
     cli.wait_runs(lambda rows: by_agent(rows, "slow", "running"), "slow running")
+    # Ctrl-C once attach is watching (its first line is out), not while it is still starting
+    first = _first_line(attach)
+    assert "slow" in first and "running" in first, first
     attach.send_signal(signal.SIGINT)
     code, _out, err = finish(attach)
     assert code == 0 and "detached from" in err
@@ -132,3 +137,11 @@ def test_a_refused_detached_run_reports_the_hosts_error(cli: Cli) -> None:
     assert "unknown agent 'nobody'" in proc.stderr
     assert proc.stdout == ""
     assert list((cli.state.parent / "hosts").iterdir()) == []  # its log relayed, then removed
+
+
+def _first_line(proc: subprocess.Popen[str], timeout: float = DEADLINE_S) -> str:
+    """The first line ``proc`` writes on stdout, read without blocking past ``timeout``."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"no output within {timeout} s"
+    return proc.stdout.readline()

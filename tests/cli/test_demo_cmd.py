@@ -95,7 +95,7 @@ def test_demo_human_output_ends_with_result_and_a_line_per_run(home: Path) -> No
     assert "queued (position" in out
     assert "restart #1" in out
     assert "budget_exceeded" in out
-    assert "every slot is held" not in proc.stderr  # expected: info, not a warning
+    assert "lent its slot" not in proc.stderr  # expected: info, not a warning
 
 
 def test_the_demo_is_recorded_in_the_default_store_and_its_ids_work_afterwards(

@@ -236,6 +236,38 @@ def test_reload_reparses_only_changed_files(tmp_path: Path):
     assert loader.load().specs["keep"].description == "SAME"
 
 
+def test_an_unchanged_poll_returns_the_last_result_without_reading_a_file(tmp_path: Path):
+    root = tmp_path / "a"
+    write(root / "x.md", "x")
+    loader = DefinitionLoader([Source(str(root), Level.DIRS)])
+    first = loader.load()
+    result, changes = loader.reload()
+    assert result is first and not changes  # nothing recomputed: the same object
+
+
+def test_the_unchanged_poll_still_sees_a_folder_appear_and_code_registrations(tmp_path: Path):
+    later = tmp_path / "later"
+    loader = DefinitionLoader([Source(str(later), Level.DIRS)])
+    first = loader.load()
+    assert [i.reason for i in first.issues] == [
+        "directory not found; no definitions loaded from it"
+    ]
+    assert loader.reload()[1] == Changes()
+    write(later / "x.md", "x")
+    result, changes = loader.reload()
+    assert changes == Changes(added=("x",)) and result.issues == []
+    loader.register(AgentSpec(name="coded", description="in code"))
+    assert loader.reload()[1] == Changes(added=("coded",))
+    assert loader.unregister("coded")
+    assert loader.reload()[1] == Changes(removed=("coded",))
+    later.joinpath("x.md").unlink()
+    later.rmdir()
+    later.write_text("a file where the folder was")
+    result, changes = loader.reload()
+    assert changes == Changes(removed=("x",))
+    assert [i.reason for i in result.issues] == ["not a directory; no definitions loaded from it"]
+
+
 def test_reload_before_load_reports_everything_added(tmp_path: Path):
     root = tmp_path / "a"
     write(root / "x.md", "x")

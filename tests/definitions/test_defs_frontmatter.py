@@ -120,3 +120,14 @@ def test_a_line_that_is_no_key_is_noted_and_skipped():
     header = parse(text)
     ignored = [n.line for n in header.notes if "line ignored" in n.reason]
     assert ignored == [3, 5]
+
+
+def test_claude_code_agent_entries_keep_their_commas_in_tools():
+    text = (
+        "---\nname: lead\ndescription: d\n"
+        "tools: Read, Agent(reviewer, tester), Bash(git diff:*)\n"
+        'disallowedTools: ["Task(writer, editor)"]\n---\nbody\n'
+    )
+    spec = parse_markdown(text)
+    assert spec.tools == ("Read", "Agent(reviewer, tester)", "Bash(git diff:*)")
+    assert spec.disallowed_tools == ("Task(writer, editor)",)

@@ -84,3 +84,12 @@ def test_a_name_that_is_not_kebab_case_is_a_warning_that_suggests_one():
         "name 'Python DevOps/CI-CD Expert' is not kebab-case: it loads as written, and spawn and "
         "mail must use it exactly; consider a kebab-case name such as 'python-devops-ci-cd-expert'"
     )
+
+
+def test_spawn_settings_that_cannot_be_read_are_errors_naming_the_key():
+    issues = validate(spec(metadata={"allowSelfSpawn": "maybe", "allowedChildTypes": 3}))
+    assert [(i.severity, i.reason) for i in issues] == [
+        ("error", "allowSelfSpawn must be true or false, got 'maybe'"),
+        ("error", "allowedChildTypes must be a list of types or a comma-separated string, got 3"),
+    ]
+    assert validate(spec(metadata={"allow_self_spawn": True, "allowedChildTypes": "a, b"})) == []

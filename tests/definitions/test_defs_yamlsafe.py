@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from subagents.definitions import yamlsafe
 from subagents.definitions.yamlsafe import MAX_DEPTH, YamlProblem, load_yaml
 
 BOTH = pytest.mark.parametrize("use_libyaml", [True, False], ids=["libyaml", "pure"])
@@ -33,7 +35,8 @@ def test_ordinary_frontmatter(use_libyaml: bool):
     ],
 )
 def test_refusals(use_libyaml: bool, text: str, reason: str, line: int):
-    # (no wall-clock assertion: on a loaded machine it failed; speed belongs to benchmarks/)
+    # No wall-clock bound (the machine is shared): refused while composing means before
+    # anything was expanded, and the depth and node counters stop the work early.
     with pytest.raises(YamlProblem) as caught:
         load_yaml(text, use_libyaml=use_libyaml)
     assert caught.value.refused and reason in caught.value.reason
@@ -59,3 +62,58 @@ def test_invalid_yaml_is_not_a_refusal(use_libyaml: bool):
     assert not caught.value.refused and caught.value.line == 1
     assert caught.value.reason.startswith("invalid YAML: mapping values are not allowed")
     assert caught.value.reason.endswith("(column 15)")
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML here was built without libyaml")
+def test_the_libyaml_path_parses_with_libyaml_and_composes_with_the_checks():
+    """One parse per document: libyaml's parser feeds the checking composer directly (it once
+    ran a checking pass over libyaml's events, then parsed again to load)."""
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+
+    loader = yamlsafe._loader("a: 1\n", use_libyaml=True)
+    try:
+        assert isinstance(loader, CParser)
+        assert isinstance(loader, yamlsafe._BoundedComposer)
+        assert loader.get_single_data() == {"a": 1}
+    finally:
+        loader.dispose()
+    assert not isinstance(yamlsafe._loader("a: 1\n", use_libyaml=False), CParser)
+
+
+SAME_EITHER_WAY = [
+    "name: a\ndescription: Use it **proactively** & often\n",  # '*' and '&' in plain text
+    "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n",
+    "a: " + "[" * (MAX_DEPTH - 2) + "1" + "]" * (MAX_DEPTH - 2) + "\n",  # a scalar at the limit
+    "a: " + "[" * (MAX_DEPTH - 1) + "1" + "]" * (MAX_DEPTH - 1) + "\n",  # one level too deep
+    "a: " + "[" * 8000 + "]" * 8000 + "\n",  # deep, within the fast path's size
+    "a: {b: {c: [1, 2, {d: e}]}}\nf: [g, h]\n",
+    "s: !!set {x, y}\no: !!omap [{k: 1}, {j: 2}]\nb: !!binary aGk=\nt: 2024-01-02\n",
+    "base: {x: 1}\nmerged:\n  <<: {x: 2, y: 3}\n  y: 4\n",  # merge keys: checked path
+    "[1, 2]: no\n",
+    "a: b\n  c: d\n",
+    "",
+    "just text\n",
+    "- - - - x\n",
+]
+
+
+@pytest.mark.parametrize("text", SAME_EITHER_WAY)
+def test_the_fast_path_and_the_checking_loaders_agree(text: str):
+    """libyaml's own loader reads short documents with no anchor, alias or merge key; every
+    answer (value, refusal, error and its line) must be what the checking loader on the same
+    parser gives, and the pure-Python loader must agree on the value or the kind of problem
+    (libyaml and PyYAML word their syntax errors differently)."""
+
+    def outcome(use_libyaml: bool, fast: bool) -> tuple[object, ...]:
+        try:
+            return ("value", yamlsafe._read(text, use_libyaml, fast=fast))
+        except YamlProblem as problem:
+            return ("problem", problem.reason, problem.line, problem.refused)
+
+    fast = outcome(True, fast=True)
+    assert fast == outcome(True, fast=False)
+    pure = outcome(False, fast=False)
+    if fast[0] == "value" or fast[3]:  # a value or a refusal: the same everywhere
+        assert fast == pure
+    else:
+        assert pure[0] == "problem" and pure[2:] == fast[2:]

@@ -195,18 +195,23 @@ def test_team_of_a_manager(catalog: Catalog) -> None:
 def test_type_restrictions(catalog: Catalog) -> None:
     assert catalog.check_type_restriction("lead", "code-reviewer") is None
     reason = catalog.check_type_restriction("lead", "python-pro")
-    assert (
-        reason == "agent 'lead' may only spawn types reviewer; 'python-pro' is of type 'developer'"
+    assert reason == (
+        "spawn rule: lead may only spawn agents of type reviewer (allowedChildTypes);"
+        " python-pro is of type 'developer'"
     )
     reason = catalog.check_type_restriction("lead", "explore")
-    assert reason is not None and "'explore' has no type" in reason
-    # tools given without spawn_subagent: may not spawn anything
+    assert reason is not None and "explore has no type" in reason
+    # tools given without a spawn tool: may not spawn anything
     reason = catalog.check_type_restriction("explore", "python-pro")
-    assert reason is not None and "its tools exclude spawn_subagent" in reason
+    assert reason == (
+        "spawn rule: explore may not spawn subagents: its tools (Read, Grep) name none of"
+        " spawn_subagent, Agent, Agent(<name>), Task"
+    )
     # tools absent = every tool, no allowedChildTypes = any type
     assert catalog.check_type_restriction("python-pro", "explore") is None
     assert catalog.check_type_restriction("python-pro", "python-pro") == (
-        "agent 'python-pro' may not spawn itself"
+        "spawn rule: python-pro may not spawn itself (a definition opts in with"
+        " allowSelfSpawn: true)"
     )
     reason = catalog.check_type_restriction("python-pro", "nobody")
     assert reason is not None and reason.startswith("unknown agent 'nobody'")
@@ -228,7 +233,76 @@ def test_type_restriction_variants() -> None:
     assert c.check_type_restriction("picky", "qa") is None
     assert c.check_type_restriction("picky", "ops") is not None
     reason = c.check_type_restriction("denied", "dev")
-    assert reason is not None and "its disallowedTools exclude spawn_subagent" in reason
+    assert reason == (
+        "spawn rule: denied may not spawn subagents: its disallowedTools list spawn_subagent"
+    )
+
+
+def test_claude_code_agent_and_task_forms_in_tools() -> None:
+    c = Catalog.from_specs(
+        [
+            spec("boss", tools=("Read", "Agent(reviewer, tester)")),
+            spec("tasker", tools=("Task",)),
+            spec("old", tools=("Task(reviewer)", "Task(Tester)")),
+            spec("almost", tools=("Agent", "Read"), disallowed_tools=("Agent(tester)",)),
+            spec("off", disallowed_tools=("Task",)),
+            spec("reviewer"),
+            spec("tester"),
+            spec("developer"),
+        ]
+    )
+    assert c.check_type_restriction("boss", "reviewer") is None
+    assert c.check_type_restriction("boss", "tester") is None
+    assert c.check_type_restriction("boss", "developer") == (
+        "spawn rule: boss may only spawn reviewer, tester (tools: Agent(reviewer, tester));"
+        " not developer"
+    )
+    assert c.check_type_restriction("tasker", "developer") is None  # bare Task: any agent
+    assert c.check_type_restriction("old", "tester") is None  # names compare case-insensitively
+    assert c.check_type_restriction("old", "developer") is not None
+    assert c.check_type_restriction("almost", "reviewer") is None
+    assert c.check_type_restriction("almost", "tester") == (
+        "spawn rule: almost may not spawn tester (disallowedTools)"
+    )
+    assert c.check_type_restriction("off", "reviewer") == (
+        "spawn rule: off may not spawn subagents: its disallowedTools list Task"
+    )
+
+
+def test_self_spawn_only_when_the_definition_opts_in() -> None:
+    c = Catalog.from_specs(
+        [
+            spec("fib", metadata={"allowSelfSpawn": True}),
+            spec("fib2", metadata={"allow_self_spawn": "yes"}),
+            spec("named", tools=("Agent(named)",)),  # naming itself in Agent(...) opts in
+            spec("plain"),
+            spec("bad", metadata={"allowSelfSpawn": "maybe"}),
+        ]
+    )
+    assert c.check_type_restriction("fib", "fib") is None
+    assert c.check_type_restriction("fib2", "fib2") is None
+    assert c.check_type_restriction("named", "named") is None
+    assert c.check_type_restriction("plain", "plain") is not None
+    assert c.check_type_restriction("bad", "plain") == (
+        "spawn rule: bad: allowSelfSpawn must be true or false, got 'maybe'"
+    )
+
+
+def test_allowed_child_types_match_a_type_or_a_name_and_empty_allows_none() -> None:
+    c = Catalog.from_specs(
+        [
+            spec("boss", metadata={"allowedChildTypes": ["reviewer"]}),
+            spec("none", metadata={"allowedChildTypes": []}),
+            spec("reviewer"),  # no type, but its name is listed
+            spec("developer", type="developer"),
+            spec("auditor", type="Reviewer"),
+        ]
+    )
+    assert c.check_type_restriction("boss", "reviewer") is None
+    assert c.check_type_restriction("boss", "auditor") is None
+    assert c.check_type_restriction("boss", "developer") is not None
+    reason = c.check_type_restriction("none", "reviewer")
+    assert reason is not None and "none (an empty list)" in reason
 
 
 def test_register_unregister_and_subscribers() -> None:

@@ -74,6 +74,54 @@ class Events:
         return ", ".join(f"{e.kind}:{e.agent}" for e in self.snapshot()[-40:])
 
 
+class SlotTally:
+    """Counts the runs holding a concurrency slot, from the event stream, and keeps the peak
+    per scope (global, agent, tier, parent): started or unparked +1, parked or ended -1.
+
+    Events are published on the supervisor's thread in the order it decided them, so this
+    tally is exactly the number of slot holders at every point, and every run working holds
+    a slot: the peak bounds the runs working at once."""
+
+    def __init__(self, tiers: dict[str, int | None] | None = None) -> None:
+        self.tiers = tiers or {}
+        self.lock = threading.Lock()
+        self.holding: set[str] = set()
+        self.now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+        self.started: set[str] = set()
+        self.parked = 0
+
+    def _keys(self, event: Event) -> list[str]:
+        keys = ["global", f"agent:{event.agent}"]
+        tier = self.tiers.get(event.agent)
+        if tier is not None:
+            keys.append(f"tier:{tier}")
+        if event.parent_run_id is not None:
+            keys.append(f"parent:{event.parent_run_id}")
+        return keys
+
+    def __call__(self, event: Event) -> None:
+        with self.lock:
+            if event.kind in (EventKind.STARTED, EventKind.UNPARKED):
+                self.started.add(event.run_id)
+                if event.run_id not in self.holding:  # a restart starts again with its slot
+                    self.holding.add(event.run_id)
+                    for k in self._keys(event):
+                        self.now[k] += 1
+                        self.peak[k] = max(self.peak[k], self.now[k])
+            elif event.kind is EventKind.PARKED or event.kind in TERMINAL:
+                self.parked += event.kind is EventKind.PARKED
+                if event.run_id in self.holding:
+                    self.holding.discard(event.run_id)
+                    for k in self._keys(event):
+                        self.now[k] -= 1
+
+    def max_of(self, prefix: str) -> int:
+        """The highest peak among the scopes whose key starts with ``prefix``."""
+        with self.lock:
+            return max((v for k, v in self.peak.items() if k.startswith(prefix)), default=0)
+
+
 def _count(items: list[Event], kind: EventKind, agent: str | None) -> int:
     return sum(1 for e in items if e.kind is kind and agent in (None, e.agent))
 

@@ -9,6 +9,7 @@ import pytest
 
 from subagents.behaviour.function import (
     AgentContext,
+    FunctionAgent,
     SpawnRefused,
     StopError,
 )
@@ -123,7 +124,8 @@ def test_a_refused_spawn_raises_in_the_function() -> None:
             return f"{first} | {exc}"
         return "spawned"
 
-    with Runtime({"greedy": greedy}, limits=Limits(max_depth=0)) as rt:
+    agent = FunctionAgent.create("greedy", greedy, metadata={"allowSelfSpawn": True})
+    with Runtime([agent], limits=Limits(max_depth=0)) as rt:
         outcome = rt.run("greedy", "x", wait=WAIT)
         assert outcome.result == (
             "unknown agent 'ghost'; known agents: greedy | depth limit: a child of greedy would"

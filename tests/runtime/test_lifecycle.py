@@ -37,13 +37,15 @@ def test_no_thread_is_left_after_closing_with_runs_in_flight() -> None:
         FunctionAgent.create("waiter", waiter),
     ]
     events = Events()
-    rt = Runtime(agents, model=model, limits=Limits(max_concurrency=4))
+    # per_agent=2: the queued sleeper waits for the two working ones (boss and waiter, which
+    # wait, would lend their slots to a queued run of another agent)
+    rt = Runtime(agents, model=model, limits=Limits(max_concurrency=4, per_agent=2))
     rt.subscribe(events)
     boss = rt.spawn("boss", "b")  # its child is blocked in a 60 s model call
     events.wait_count(EventKind.STARTED, "sleeper", 1)
     sleeper = rt.spawn("sleeper", "s")  # blocked in a 60 s model call itself
     waiter_run = rt.spawn("waiter", "w")  # suspended on its mailbox
-    queued = rt.spawn("sleeper", "q")  # over the concurrency limit
+    queued = rt.spawn("sleeper", "q")  # over the per-agent limit
     events.wait_count(EventKind.STARTED, "sleeper", 2)
     events.wait_count(EventKind.WAITING, "waiter", 1)
     assert queued.status is RunStatus.QUEUED

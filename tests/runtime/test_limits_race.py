@@ -10,43 +10,16 @@ from typing import Any
 import pytest
 
 from subagents.behaviour.function import AgentContext, FunctionAgent
-from subagents.messages import Event, EventKind, RunStatus
+from subagents.messages import EventKind, RunStatus
 from subagents.runtime import AdmissionError, RunHandle, Runtime
 from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
 
-from .conftest import TERMINAL, WAIT, Events
+from .conftest import WAIT, Events, SlotTally
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
 TIERS = {"t1a": 1, "t1b": 1, "t2": 2, "free": None}
-
-
-class InFlight:
-    """Counts live runs from the event stream (started +1, terminal -1) and keeps the max.
-
-    Events are published on the supervisor's thread in the order it decided them, so this
-    tally is exactly the number of slot holders at every point.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.now: Counter[str] = Counter()
-        self.peak: Counter[str] = Counter()
-        self.started: set[str] = set()
-
-    def __call__(self, event: Event) -> None:
-        tier = TIERS.get(event.agent)
-        keys = ["global", f"agent:{event.agent}", f"tier:{tier}"]
-        with self.lock:
-            if event.kind is EventKind.STARTED:
-                self.started.add(event.run_id)
-                for k in keys:
-                    self.now[k] += 1
-                    self.peak[k] = max(self.peak[k], self.now[k])
-            elif event.kind in TERMINAL and event.run_id in self.started:
-                for k in keys:
-                    self.now[k] -= 1
 
 
 def make_agents(hold: Callable[[AgentContext], Any]) -> list[FunctionAgent]:
@@ -58,22 +31,26 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
     running: Counter[str] = Counter()
     peak: Counter[str] = Counter()
 
-    async def work(ctx: AgentContext) -> str:
+    def working(ctx: AgentContext) -> None:
+        """A stretch of work between two awaits: counted while it runs."""
         with lock:
             running[ctx.agent] += 1
             running["global"] += 1
             for k in (ctx.agent, "global"):
                 peak[k] = max(peak[k], running[k])
-        try:
-            await ctx.receive(timeout=0.002)  # hold the slot a moment, without a thread
-        finally:
-            with lock:
-                running[ctx.agent] -= 1
-                running["global"] -= 1
+        sum(range(2000))  # long enough for other agents' threads to run meanwhile
+        with lock:
+            running[ctx.agent] -= 1
+            running["global"] -= 1
+
+    async def work(ctx: AgentContext) -> str:
+        working(ctx)
+        await ctx.receive(timeout=0.002)  # wait a moment without a thread (it may park)
+        working(ctx)
         return ctx.task
 
     limits = Limits(max_concurrency=4, per_agent=2, per_tier={1: 3, 2: 1}, queue_bound=200)
-    in_flight = InFlight()
+    in_flight = SlotTally(TIERS)
     events = Events()
     handles: list[RunHandle] = []
     handles_lock = threading.Lock()
@@ -119,6 +96,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
     # the limits were reached, so the test could have seen them broken
     assert in_flight.peak["global"] == 4
     assert len(events.of(EventKind.QUEUED)) > 0
+    assert in_flight.parked > 0  # waiting runs lent their slots: working runs stayed in bounds
     # every run ended exactly once
     counts = events.terminal_counts()
     assert len(counts) == 200
@@ -143,7 +121,9 @@ def test_the_queue_bound_refuses_past_it_and_the_queue_is_fifo() -> None:
         second = rt.spawn("hold", "2")
         third = rt.spawn("hold", "3")
         assert second.status is RunStatus.QUEUED and third.status is RunStatus.QUEUED
-        with pytest.raises(AdmissionError, match=r"the admission queue is full \(2 runs waiting\)"):
+        with pytest.raises(
+            AdmissionError, match=r"queue bound: the admission queue is full \(2 runs"
+        ):
             rt.spawn("hold", "4")
         release.set()
         for handle in (first, second, third):
@@ -190,6 +170,9 @@ def test_the_queue_bound_holds_under_racing_spawns() -> None:
             t.join(WAIT)
         assert len(admitted) == 7  # 2 running + 5 queued
         assert len(refused) == 73
-        assert set(refused) == {"the admission queue is full (5 runs waiting)"}
+        assert set(refused) == {
+            "queue bound: the admission queue is full (5 runs waiting); raise"
+            " Limits(queue_bound=...) (--queue-bound on the command line)"
+        }
         release.set()
         assert all(h.result(WAIT).status is RunStatus.COMPLETED for h in admitted)

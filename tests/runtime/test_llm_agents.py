@@ -19,7 +19,7 @@ from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AgentLike, Runtime
 from subagents.supervision.limits import Limits
 
-from .conftest import WAIT, Events, requests_of, spec, tool_results
+from .conftest import WAIT, Events, SlotTally, requests_of, spec, tool_results
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
@@ -180,12 +180,12 @@ def test_background_spawn_returns_the_run_id_at_once_and_the_outcome_arrives_as_
         assert '"result":"background work done"' in outcome.result
 
 
-def test_max_children_refuses_the_extra_spawn_as_an_error_result() -> None:
+def test_max_children_queues_the_extra_spawn_and_every_result_comes_back() -> None:
     release = threading.Event()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
-        return "held"
+        return f"held {ctx.task}"
 
     model = ScriptedModel(
         {
@@ -196,20 +196,22 @@ def test_max_children_refuses_the_extra_spawn_as_an_error_result() -> None:
         }
     )
     events = Events()
+    tally = SlotTally()
     agents: list[AgentLike] = [spec("lead", max_children=2), FunctionAgent.create("hold", hold)]
     with Runtime(agents, model=model) as rt:
         rt.subscribe(events)
+        rt.subscribe(tally)
         handle = rt.spawn("lead", "job")
-        events.wait_count(EventKind.STARTED, "hold", 2)
+        events.wait_count(EventKind.QUEUED, "hold", 1)  # the third waits for a place
+        assert len(events.of(EventKind.STARTED, "hold")) == 2
         release.set()
         outcome = handle.result(WAIT)
         assert outcome.status is RunStatus.COMPLETED
         results = tool_results(requests_of(model, "lead")[1].messages[-1])
-        assert [r.is_error for r in results] == [False, False, True]
-        assert (
-            results[2].content == "children limit: lead already has 2 live children (maxChildren 2)"
-        )
-        assert len(events.of(EventKind.SPAWNED, "hold")) == 2
+        assert [r.is_error for r in results] == [False, False, False]
+        assert ['"result":"held h2"' in r.content for r in results] == [False, False, True]
+        assert len(events.of(EventKind.STARTED, "hold")) == 3
+        assert tally.max_of("parent:") == 2  # never more than maxChildren at once
 
 
 def test_unknown_agent_is_an_error_result_not_an_exception() -> None:

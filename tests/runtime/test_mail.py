@@ -335,7 +335,10 @@ def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender(store: 
         FunctionAgent.create("hold", hold),
         FunctionAgent.create("writer", writer),
     ]
-    with Runtime(agents, limits=Limits(max_concurrency=2), store=store) as rt:
+    # per_agent=1: the queued hold waits for the first one, which works (it never parks);
+    # the writer's own slot, were it lent, would not let it start
+    limits = Limits(max_concurrency=2, per_agent=1)
+    with Runtime(agents, limits=limits, store=store) as rt:
         first = rt.spawn("hold", "holds the other slot")
         outcome = rt.run("writer", "go", wait=WAIT)
         release.set()

@@ -1,47 +1,192 @@
-"""A concurrency limit smaller than a tree does not deadlock it: when every slot is held by a
-run waiting for queued children, a queued run starts over the limit, and the runs working at
-any moment stay within it."""
+"""Over-limit spawns wait and trees never deadlock on their limits, with real actors and threads.
+
+Every limit queues (global, per agent, per tier, per parent); a waiting run lends its slot
+to a queued run that needs it (it parks) and takes one again, ahead of new admissions, when
+something wakes it. The runs working never exceed a limit: ``SlotTally`` counts the slot
+holders from the event stream, and every run that works holds a slot.
+
+The shapes are those of issue 13's reports: before, 8 roots each gathering 5 mids of one leaf
+ended with 5 of 8 roots timed out; ``max_concurrency=1`` with 2 mids of 1 leaf timed out.
+"""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
+import pytest
+
 from subagents import FunctionAgent, Limits, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
+from subagents.behaviour.tools import SPAWN
 from subagents.messages import RunStatus
+from subagents.runtime import AgentLike
+
+from .conftest import WAIT, SlotTally, spec
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+LEAF_MODEL = {"leaf": [{"text": "leaf done", "delay": 0.05}]}  # a 50 ms model call
 
 
-def test_parents_waiting_on_queued_children_do_not_deadlock() -> None:
-    working = 0
-    peak_working = 0
-    lock = threading.Lock()
+def mids_and_leaves(mids: int) -> list[AgentLike]:
+    async def root(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("mid", f"{ctx.task}.{i}") for i in range(mids)))
+        return ",".join(str(o.status) for o in outs)
 
-    def helper(ctx: AgentContext) -> str:
-        nonlocal working, peak_working
-        with lock:
-            working += 1
-            peak_working = max(peak_working, working)
-        with lock:
-            working -= 1
-        return f"helped {ctx.task}"
-
-    async def worker(ctx: AgentContext) -> str:
-        out = await ctx.spawn("helper", ctx.task)
+    async def mid(ctx: AgentContext) -> str:
+        out = await ctx.spawn("leaf", ctx.task)
         return str(out.result)
 
-    async def lead(ctx: AgentContext) -> list[Any]:
-        outs = await ctx.gather(*(ctx.spawn("worker", f"part {i}") for i in range(3)))
-        return [o.result for o in outs]
+    return [FunctionAgent.create("root", root), FunctionAgent.create("mid", mid), spec("leaf")]
 
+
+@pytest.mark.parametrize("roots", [8, 16])
+def test_concurrent_roots_gathering_mids_of_one_leaf_complete_on_default_limits(
+    roots: int,
+) -> None:
+    tally = SlotTally()
+    limits = Limits()
+    with Runtime(mids_and_leaves(5), model=ScriptedModel(LEAF_MODEL), limits=limits) as rt:
+        rt.subscribe(tally)
+        handles = [rt.spawn("root", f"r{i}", timeout=60) for i in range(roots)]
+        outcomes = [h.result(60) for h in handles]
+    assert [o.status for o in outcomes] == [RunStatus.COMPLETED] * roots
+    assert all(o.result == ",".join(["completed"] * 5) for o in outcomes)
+    assert len(tally.started) == roots * 11
+    assert tally.peak["global"] <= limits.max_concurrency
+    assert tally.max_of("agent:") <= limits.per_agent
+    assert tally.max_of("parent:") <= limits.max_children
+    assert tally.parked > 0  # waiting runs lent their slots (else it would have deadlocked)
+
+
+def test_a_single_slot_runs_a_tree_of_mids_and_leaves_one_run_at_a_time() -> None:
+    tally = SlotTally()
+    with Runtime(
+        mids_and_leaves(2), model=ScriptedModel(LEAF_MODEL), limits=Limits(max_concurrency=1)
+    ) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "r", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "completed,completed"
+    assert tally.peak["global"] == 1
+    assert len(tally.started) == 5
+
+
+def test_a_recursive_agent_with_a_per_agent_limit_of_one() -> None:
+    working = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def stretch() -> None:
+        nonlocal working, peak
+        with lock:
+            working += 1
+            peak = max(peak, working)
+        sum(range(5000))
+        with lock:
+            working -= 1
+
+    async def rec(ctx: AgentContext) -> int:
+        stretch()
+        n = int(ctx.task)
+        if n == 0:
+            return 1
+        outs = await ctx.gather(*(ctx.spawn("rec", str(n - 1)) for _ in range(2)))
+        stretch()
+        return 1 + sum(int(o.result or 0) for o in outs)
+
+    tally = SlotTally()
+    agent = FunctionAgent.create("rec", rec, metadata={"allowSelfSpawn": True})
+    with Runtime([agent], limits=Limits(per_agent=1, max_depth=3)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("rec", "3", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "15"  # 1 + 2 + 4 + 8 runs
+    assert tally.peak["agent:rec"] == 1
+    assert peak == 1
+
+
+def test_a_per_tier_limit_and_a_per_parent_limit_queue_a_nested_tree() -> None:
+    async def lead(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("team", f"t{i}") for i in range(3)))
+        return "+".join(str(o.result) for o in outs)
+
+    async def team(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("worker", f"{ctx.task}w{i}") for i in range(3)))
+        return str(len([o for o in outs if o.ok]))
+
+    def worker(ctx: AgentContext) -> str:
+        return ctx.task
+
+    tiers: dict[str, int | None] = {"lead": 1, "team": 1, "worker": 2}
     agents = [
-        FunctionAgent.create("lead", lead),
-        FunctionAgent.create("worker", worker),
-        FunctionAgent.create("helper", helper),
+        FunctionAgent.create("lead", lead, tier=1),
+        FunctionAgent.create("team", team, tier=1, max_children=1),
+        FunctionAgent.create("worker", worker, tier=2),
     ]
-    # lead + 3 workers fill the 4 slots, all waiting; the 3 helpers they wait for are queued
-    with Runtime(agents, model=ScriptedModel(), limits=Limits(max_concurrency=4)) as rt:
-        outcome = rt.run("lead", "go", wait=20, timeout=15)
-    assert outcome.status is RunStatus.COMPLETED
-    assert outcome.result == '["helped part 0","helped part 1","helped part 2"]'
-    assert peak_working <= 1  # only the helpers did work; never more than the limit
+    tally = SlotTally(tiers)
+    limits = Limits(per_tier={1: 2, 2: 1}, max_children=2)
+    with Runtime(agents, limits=limits) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("lead", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "3+3+3"
+    assert tally.peak["tier:1"] <= 2 and tally.peak["tier:2"] == 1
+    assert tally.max_of("parent:") <= 2  # the lead's teams; each team's workers: 1
+
+
+def test_llm_agents_waiting_on_queued_children_lend_their_slot() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [  # two mids in one turn, each spawning a leaf: 5 runs, one slot
+                {
+                    "tool_calls": [
+                        {"name": SPAWN, "input": {"agent": "mid", "task": f"m{i}"}}
+                        for i in range(2)
+                    ]
+                },
+                "lead: {results_result}",
+            ],
+            "mid": [
+                {"tool_calls": [{"name": SPAWN, "input": {"agent": "leaf", "task": "l"}}]},
+                "mid: {results_result}",
+            ],
+            **LEAF_MODEL,
+        }
+    )
+    tally = SlotTally()
+    agents = [spec("lead"), spec("mid"), spec("leaf")]
+    with Runtime(agents, model=model, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("lead", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "lead: mid: leaf done\nmid: leaf done"
+    assert tally.peak["global"] == 1
+    assert len(tally.started) == 5
+    assert tally.parked >= 3  # the lead, then each mid, lent the one slot
+
+
+def test_a_ten_thousand_child_gather_completes_on_default_limits() -> None:
+    async def parent(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("child", str(i)) for i in range(10_000)))
+        return str(sum(int(o.result or 0) for o in outs))
+
+    def child(ctx: AgentContext) -> str:
+        return ctx.task
+
+    tally = SlotTally()
+    limits = Limits()
+    agents: list[Any] = [
+        FunctionAgent.create("parent", parent),
+        FunctionAgent.create("child", child),
+    ]
+    with Runtime(agents, limits=limits) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("parent", "go", wait=100, timeout=100)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == str(sum(range(10_000)))
+    assert len(tally.started) == 10_001
+    assert tally.peak["global"] <= limits.max_concurrency
+    assert tally.peak["agent:child"] <= limits.per_agent
+    assert tally.max_of("parent:") == limits.max_children  # reached, never passed

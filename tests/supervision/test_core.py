@@ -21,13 +21,18 @@ from subagents.messages import (
     MailAck,
     MailRead,
     MailState,
+    Park,
+    Parked,
     RunFinished,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StopReply,
     StopRequest,
+    Unpark,
+    WaitingChanged,
     new_id,
 )
 from subagents.store.memory import MemoryStore
@@ -155,7 +160,7 @@ def test_unknown_agent_is_refused_listing_the_known_agents() -> None:
     assert h.store.list_runs() == []
 
 
-def test_admission_order_unknown_then_depth_then_children_then_queue() -> None:
+def test_admission_order_unknown_then_rules_then_depth_then_queue() -> None:
     limits = Limits(max_depth=1, max_children=1, max_concurrency=2, queue_bound=1)
     h = Harness(limits)
     root = h.run("lead")
@@ -163,15 +168,16 @@ def test_admission_order_unknown_then_depth_then_children_then_queue() -> None:
     assert h.spawn("lead").queued  # both slots taken: the queue (bound 1) is now full
     # child is at the depth limit and the queue is full: the unknown agent is named first
     assert "unknown agent 'ghost'" in (h.spawn("ghost", child).error or "")
+    # a spawn rule before depth: no self-spawn without allowSelfSpawn
+    error = h.spawn("worker", child).error or ""
+    assert error.startswith("spawn rule: worker may not spawn itself"), error
     # depth before the queue bound
     error = h.spawn("critic", child).error or ""
     assert error.startswith("depth limit: a child of worker would be at depth 2, the limit is 1")
-    # maxChildren before the queue bound
+    # maxChildren does not refuse: it queues, so only the queue bound says no here
     error = h.spawn("critic", root).error or ""
-    assert error.startswith("children limit: lead already has 1 live children (maxChildren 1)")
-    # and with nothing else in the way, the queue bound itself
-    error = h.spawn("critic").error or ""
-    assert error == "the admission queue is full (1 runs waiting)"
+    assert error.startswith("queue bound: the admission queue is full (1 runs waiting)")
+    assert "raise Limits(queue_bound=...)" in error
     assert "unknown agent" in (h.spawn("ghost", root).error or "")
 
 
@@ -181,10 +187,14 @@ def test_definition_limits_tighten_the_runtime_limits() -> None:
     h = Harness(Limits(max_depth=3, max_children=5), lead, worker)
     root = h.run("lead")
     child = h.run("worker", root)
-    assert "maxChildren 1" in (h.spawn("worker", root).error or "")
+    second = h.spawn("worker", root)  # the lead's maxChildren 1: queued, not refused
+    assert second.error is None and second.queued
     # the worker's maxDepth 0: it may not spawn at all
     error = h.spawn("lead", child).error or ""
     assert error.startswith("depth limit: a child of worker would be at depth 2, the limit is 1")
+    # the first child ends: the second takes its place under the lead
+    effects = h.core.finished(RunFinished(run_id=child, result="ok"))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [second.run_id]
 
 
 def test_a_refusal_is_told_to_the_requesting_run() -> None:
@@ -673,3 +683,100 @@ def test_mail_to_a_name_of_several_finished_runs_says_so() -> None:
     # one live among finished ones: the live one is meant
     w3 = h.run("worker", root)
     assert h.mail(root, "worker").recipient == w3
+
+
+# ---- parking: a waiting run lends its slot to a queued run --------------------------------------
+
+
+def waiting(h: Harness, run_id: str) -> list[Effect]:
+    return h.core.waiting_changed(WaitingChanged(run_id=run_id, waiting=True))
+
+
+def test_a_waiting_parent_is_asked_to_park_for_its_queued_child_and_gets_a_slot_back() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    reply = h.spawn("worker", root)
+    assert reply.queued and reply.run_id is not None
+    child = reply.run_id
+    assert told(waiting(h, root), root, Park) == [Park()]  # the child needs its slot
+    assert told(waiting(h, root), root, Park) == []  # asked once
+    effects = h.core.parked(Parked(run_id=root))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [child]
+    assert [p.event.kind for p in of(effects, Publish)][:1] == [EventKind.PARKED]
+    assert not h.core.slots.holds(root) and h.core.slots.in_flight == 1
+    # the child ends: its outcome goes to the parked root, which asks for its slot back
+    effects = h.core.finished(RunFinished(run_id=child, result="ok"))
+    assert len(told(effects, root, ChildDone)) == 1
+    effects = h.core.slot_wanted(SlotWanted(run_id=root))
+    assert told(effects, root, Unpark) == [Unpark()]
+    assert EventKind.UNPARKED in [p.event.kind for p in of(effects, Publish)]
+    assert h.core.slots.holds(root)
+    h.core.finished(RunFinished(run_id=root, result="done"))
+    assert h.status(root) is RunStatus.COMPLETED and h.core.slots.in_flight == 0
+
+
+def test_a_parked_run_wanting_its_slot_goes_ahead_of_new_admissions() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    waiting(h, root)
+    h.core.parked(Parked(run_id=root))  # the child starts
+    assert h.core.slot_wanted(SlotWanted(run_id=root)) == []  # queued: the child works
+    assert h.core.slots.queued() == [root]
+    late = h.run("critic")  # a new root: behind the parked run
+    effects = h.core.finished(RunFinished(run_id=child, result="ok"))
+    assert told(effects, root, Unpark) == [Unpark()]
+    assert of(effects, StartRun) == []
+    assert h.status(late) is RunStatus.QUEUED
+
+
+def test_a_working_run_is_never_asked_to_park() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    _, effects = h.spawn_effects("worker", root)  # queued; the root has not said it waits
+    assert told(effects, root, Park) == []
+    effects = h.core.waiting_changed(WaitingChanged(run_id=root, waiting=False))
+    assert told(effects, root, Park) == []
+
+
+def test_a_park_answer_from_an_earlier_start_is_ignored() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    h.spawn("worker", root)
+    waiting(h, root)
+    assert h.core.parked(Parked(run_id=root, attempt=7)) == []
+    assert h.core.slots.holds(root)
+
+
+def test_a_parked_run_that_is_cancelled_leaves_no_slot_or_queue_entry() -> None:
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    waiting(h, root)
+    h.core.parked(Parked(run_id=root))
+    h.core.slot_wanted(SlotWanted(run_id=root))
+    h.core.stop(StopRequest(request_id=new_id("q"), run_id=root))
+    assert h.status(root) is RunStatus.CANCELLED and h.status(child) is RunStatus.CANCELLED
+    assert h.core.slots.in_flight == 0 and h.core.slots.queued() == []
+
+
+def test_restore_starts_the_running_runs_only_as_far_as_the_limits_allow() -> None:
+    h = Harness(Limits(max_concurrency=5))
+    root = h.run("lead")
+    children = [h.run("worker", root) for _ in range(3)]
+    waiting(h, root)
+    # the same store taken up again (same owner: as after a crash) with a tighter limit:
+    # 4 runs were live, 2 may work
+    again = SupervisorCore(
+        lookup=h.specs.get,
+        names=lambda: list(h.specs),
+        store=h.store,
+        limits=Limits(max_concurrency=2),
+        owner=h.core.owner,
+    )
+    report, effects = again.restore()
+    assert sorted(report.resumed) == sorted([root, *children])
+    started = [s.record.run_id for s in of(effects, StartRun)]
+    assert started == [root, children[0]]  # parents first, then within the limit
+    assert again.slots.queued() == children[1:]
+    assert again.slots.in_flight == 2

@@ -13,6 +13,7 @@ def test_defaults_match_the_issue() -> None:
     assert limits.max_concurrency == 10
     assert limits.per_agent == 5
     assert limits.max_children == 5
+    assert limits.queue_bound == 20_000  # a 10,000-child gather on default limits fits
     assert limits.timeout_s == 300.0
     assert limits.max_timeout_s == MAX_TIMEOUT_S == 3600.0
 

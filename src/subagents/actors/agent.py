@@ -35,15 +35,19 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     MailRead,
+    Park,
+    Parked,
     RunFinished,
     RunRecord,
     SendMail,
+    SlotWanted,
     SpawnRequest,
     StepTaken,
     StopRequest,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
+    Unpark,
     WaitingChanged,
     Wake,
 )
@@ -137,6 +141,9 @@ class AgentActor(FastInboxActor):
         self._journal: _JournalReport | None = None
         """This handling's journal report in ``_held`` (at the place of its first entry)."""
         self._ended = False
+        self._parked: list[Any] | None = None
+        """While parked (it gave its slot back): what it received meanwhile, held back."""
+        self._wanting = False
         self._log: Any = None
         self.behaviour: Behaviour | None = None
 
@@ -177,15 +184,37 @@ class AgentActor(FastInboxActor):
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
-        behaviour = self.behaviour
         if isinstance(message, Batch):  # in order, as if sent one by one
             for inner in message.messages:
                 if self._ended or self.cancel.is_set():
                     break
-                self._guard(behaviour.on_message, inner)
+                self._one(inner)
         else:
-            self._guard(behaviour.on_message, message)
+            self._one(message)
         self._settle()
+
+    def _one(self, message: Any) -> None:
+        """Hand ``message`` to the behaviour, unless this run is parked (supervision/slots.py):
+        then it is held back, and the slot asked for, until ``Unpark``."""
+        assert self.behaviour is not None
+        if self._parked is None:
+            if type(message) is Park:
+                # Between two messages the behaviour is never working: it can always park.
+                self._parked = []
+                self._tell(Parked(run_id=self.record.run_id, attempt=self.attempt))
+            elif type(message) is not Unpark:  # (an Unpark not parked: nothing to do)
+                self._guard(self.behaviour.on_message, message)
+        elif type(message) is Unpark:
+            held, self._parked, self._wanting = self._parked, None, False
+            for inner in held:
+                if self._ended or self.cancel.is_set():
+                    break
+                self._one(inner)  # a Park among them parks it again
+        else:
+            self._parked.append(message)
+            if not self._wanting:
+                self._wanting = True
+                self._tell(SlotWanted(run_id=self.record.run_id, attempt=self.attempt))
 
     def _settle(self) -> None:
         """The handling of one message (or Batch) is over: arm the wakes still wanted and send

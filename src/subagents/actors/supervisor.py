@@ -46,11 +46,13 @@ from subagents.messages import (
     MailAck,
     MailRead,
     Outcome,
+    Parked,
     PollCommands,
     RunFinished,
     RunRecord,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -135,6 +137,8 @@ _GROUPED = (
     ToolCalled,
     ToolAnswered,
     Timeout,
+    Parked,
+    SlotWanted,
 )
 
 
@@ -434,6 +438,10 @@ class SupervisorActor(FastInboxActor):
                 return report
             case WaitingChanged():
                 self._apply(core.waiting_changed(message))
+            case Parked():
+                self._apply(core.parked(message))
+            case SlotWanted():
+                self._apply(core.slot_wanted(message))
             case RunFinished():
                 live = self.live.get(message.run_id)
                 if live is not None and (not message.attempt or live.attempt == message.attempt):

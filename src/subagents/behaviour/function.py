@@ -60,7 +60,8 @@ from subagents.messages import (
 
 
 class SpawnRefused(Exception):
-    """The supervisor refused a spawn (unknown agent, depth, children or queue limit)."""
+    """The supervisor refused a spawn: unknown agent, a spawn rule, the depth limit or the
+    queue bound; the message names which (concurrency limits never refuse: they queue)."""
 
 
 class MailError(Exception):
@@ -183,9 +184,9 @@ class FunctionAgent:
         cls, name: str, fn: Callable[..., Any], description: str = "", **fields: Any
     ) -> FunctionAgent:
         doc = description or inspect.getdoc(fn) or f"Python function {fn.__name__}"
-        spec = AgentSpec(
-            name=name, description=doc, model="none", metadata={"function": True}, **fields
-        )
+        # metadata={"allowSelfSpawn": True} (say) is kept beside the runtime's own key
+        metadata = {**dict(fields.pop("metadata", None) or {}), "function": True}
+        spec = AgentSpec(name=name, description=doc, model="none", metadata=metadata, **fields)
         return cls(spec=spec, fn=fn)
 
 

@@ -60,10 +60,6 @@ from subagents.supervision.handdown import first_message_text
 from subagents.tools import journal
 from subagents.tools.builtin import BUILTIN_NAMES
 
-# Claude Code's name for its subagent tool; a definition listing it may spawn.
-_SPAWN_ALIASES = ("Task", "Agent")
-
-
 __all__ = ["LLMBehaviour", "ToolCrash"]
 
 
@@ -120,27 +116,18 @@ class LLMBehaviour:
     # ---- what the agent is offered -----------------------------------------------------------
 
     def _allows(self, name: str) -> bool:
-        spec = self.port.spec
-        if (
-            name == SPAWN
-            and spec.tools is not None
-            and any(a in spec.tools for a in _SPAWN_ALIASES)
-        ):
-            return SPAWN not in spec.disallowed_tools
-        return spec.allows_tool(name)
+        return self.port.spec.allows_tool(name)
 
     def _offered_tools(self) -> tuple[ToolSchema, ...]:
         spec, record = self.port.spec, self.port.record
         schemas: list[ToolSchema] = []
-        max_depth = self.env.max_depth
-        if spec.max_depth is not None:
-            max_depth = min(max_depth, record.depth + spec.max_depth)
-        if self._allows(SPAWN) and record.depth < max_depth:
-            others = [s for s in self.env.agents() if s.name != spec.name]
-            if others:
-                schemas.append(spawn_schema(others))
-                if FAN_OUT not in spec.disallowed_tools:
-                    schemas.append(fan_out_schema(others))
+        # Which agents the spawn tools may name: the spawn rules decide, the same ones that
+        # admission applies (a model ignoring the enum is refused there, naming the rule).
+        offer = self.env.spawn_rules.offer(spec, record.depth, self.env.agents())
+        if offer.agents:
+            schemas.append(spawn_schema(offer.agents))
+            if offer.fan_out:
+                schemas.append(fan_out_schema(list(offer.agents)))
         for name, schema in RUNTIME_SCHEMAS.items():
             if name == LOAD_SKILL and self.env.skills is None:
                 continue

@@ -29,6 +29,7 @@ from subagents.messages import (
     ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
+from subagents.supervision.spawn_rules import SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
@@ -129,7 +130,9 @@ class AgentEnv:
     tools: Mapping[str, Any] = field(default_factory=dict)
     skills: SkillSource | None = None
     system_prompt: Callable[[AgentSpec], str] = lambda spec: spec.prompt
-    max_depth: int = 3
+    spawn_rules: SpawnRules = field(default_factory=SpawnRules)
+    """Which agents a run may spawn (and so which its spawn tools offer): the same rules
+    admission applies."""
     max_turns: int = 50
     max_tokens: int = 4096
     workspace: Workspace | None = None

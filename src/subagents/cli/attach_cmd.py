@@ -130,6 +130,7 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
                 if status != "orphaned" and r.outcome is not None and not r.outcome.ok:
                     line += f": {r.outcome.error}"
                 out.print(printable(line), markup=False, highlight=False)
+        out.file.flush()  # a pipe is block-buffered: `attach RUN | tee log` sees each change now
         current = runs[0]
         orphaned = alive.orphaned(current)
         if current.status.terminal or orphaned:

@@ -63,6 +63,14 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
     parser.add_argument(
+        "--queue-bound",
+        type=int,
+        default=None,
+        metavar="N",
+        help="runs that may wait in the admission queue (default 20000); past it, spawns are"
+        " refused",
+    )
+    parser.add_argument(
         "--per-agent",
         type=int,
         default=None,
@@ -156,6 +164,8 @@ def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Li
     if args.max_concurrency is not None:
         values["max_concurrency"] = args.max_concurrency
         values["per_agent"] = args.max_concurrency  # asked for N at once: N of one agent too
+    if getattr(args, "queue_bound", None) is not None:
+        values["queue_bound"] = args.queue_bound
     if args.per_agent is not None:
         values["per_agent"] = args.per_agent
     if args.max_children is not None:  # given here, it is the ceiling for definitions too

@@ -23,12 +23,11 @@ import structlog
 
 from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
+from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import validate
 
 log = structlog.get_logger("subagents.registry")
-
-SPAWN_TOOL = "spawn_subagent"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,14 +203,6 @@ def priority_rank(priority: int | str | None) -> int:
     if text.lstrip("-").isdigit():
         return int(text)
     return _PRIORITY_WORDS.get(text, 0)
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    """A list or comma string of names, normalised to lower case (for allowedChildTypes)."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return tuple(str(item).strip().lower() for item in items if str(item).strip())
 
 
 def _in_category(spec: AgentSpec, category: str) -> bool:
@@ -434,35 +425,19 @@ class Catalog:
     def check_type_restriction(self, parent: str, child: str) -> str | None:
         """None if ``parent`` may spawn ``child``, else the reason it may not.
 
-        In order: both must exist; an agent may not spawn itself (the spawn tool never offers
-        the caller); the parent's ``tools`` must allow ``spawn_subagent`` (absent ``tools`` =
-        every tool; ``disallowedTools`` wins); and when the parent's definition says
-        ``allowedChildTypes`` (a list or comma string; ``*`` = any), the child's ``type``
-        must be one of them.
+        Both must exist; then the spawn rules of ``definitions.spawning`` (the same ones the
+        runtime applies at admission and when it offers the spawn tool): the spawn tool in
+        ``tools`` / ``disallowedTools`` (``Agent(name)`` included), no self-spawn without
+        ``allowSelfSpawn``, ``allowedChildTypes``. Depth needs a run, so it is not checked here.
         """
         for name in (parent, child):
             if name not in self._specs:
                 return str(UnknownAgentError(name, self._specs))
-        p, c = self._specs[parent], self._specs[child]
-        if parent == child:
-            return f"agent {parent!r} may not spawn itself"
-        if not p.allows_tool(SPAWN_TOOL):
-            why = "disallowedTools" if SPAWN_TOOL in p.disallowed_tools else "tools"
-            return f"agent {parent!r} may not spawn subagents: its {why} exclude {SPAWN_TOOL}"
-        allowed = _names(p.metadata.get("allowedChildTypes", p.metadata.get("allowed_child_types")))
-        if allowed and "*" not in allowed:
-            child_type = (c.type or "").strip().lower()
-            if not child_type:
-                return (
-                    f"agent {parent!r} may only spawn types {', '.join(allowed)}; "
-                    f"{child!r} has no type"
-                )
-            if child_type not in allowed:
-                return (
-                    f"agent {parent!r} may only spawn types {', '.join(allowed)}; "
-                    f"{child!r} is of type {c.type!r}"
-                )
-        return None
+        try:
+            grant = SpawnGrant.of(self._specs[parent])
+        except SpawnSettingError as exc:
+            return f"spawn rule: {parent}: {exc}"
+        return grant.refusal(self._specs[child])
 
     # -- changes -------------------------------------------------------------------------------
 

@@ -131,18 +131,21 @@ def _is_readme(name: str) -> bool:
     return name.lower().split(".", 1)[0] == "readme"
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: str) -> Iterator[str]:
     """Definition files under ``root``, recursively, skipping READMEs and hidden entries.
 
-    Symlinked folders are followed once each: a link back up the tree cannot loop.
+    Symlinked folders are followed once each: a link back up the tree cannot loop. Paths are
+    plain strings (``os.scandir``'s): a hot-reload poll walks every folder each second, and
+    building a ``Path`` per entry was most of an unchanged poll's time.
     """
     stack = [root]
     visited: set[tuple[int, int]] = set()
     while stack:
         folder = stack.pop()
         try:
-            info = folder.stat()
-            entries = list(os.scandir(folder))
+            info = os.stat(folder)
+            with os.scandir(folder) as listing:
+                entries = list(listing)
         except OSError:
             continue
         if (info.st_dev, info.st_ino) in visited:
@@ -153,13 +156,33 @@ def _walk(root: Path) -> Iterator[Path]:
                 continue
             try:
                 if entry.is_dir():
-                    stack.append(Path(entry.path))
+                    stack.append(entry.path)
                 elif entry.name.lower().endswith(DEFINITION_SUFFIXES) and not _is_readme(
                     entry.name
                 ):
-                    yield Path(entry.path)
+                    yield entry.path
             except OSError:
                 continue
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    """(mtime in ns, size): a file whose stamp is unchanged is not read again."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return _NO_STAMP
+    return (info.st_mtime_ns, info.st_size)
+
+
+_NO_STAMP = (-1, -1)
+
+
+class _Listing(msgspec.Struct, frozen=True):
+    """What a scan found before reading anything: per source, whether it is a folder, and
+    its files in order with their stamps. Equal listings mean an unchanged set of files."""
+
+    sources: tuple[tuple[bool, bool], ...]  # (exists, is a folder) per source
+    files: tuple[tuple[int, str, tuple[int, int]], ...]  # (source index, path, stamp)
 
 
 class _Cached(msgspec.Struct):
@@ -191,6 +214,7 @@ class DefinitionLoader:
         self._registered_issues: dict[str, list[LoadIssue]] = {}
         self._cache: dict[tuple[int, str], _Cached] = {}
         self._last: LoadResult | None = None
+        self._last_listing: _Listing | None = None  # None: the next scan reads everything
         self._logged_shadowed: set[Shadowed] = set()
         for spec in registered:
             self.register(spec)
@@ -216,10 +240,12 @@ class DefinitionLoader:
                 raise issue.as_error()
         self._registered[spec.name] = spec
         self._registered_issues[spec.name] = issues
+        self._last_listing = None
 
     def unregister(self, name: str) -> bool:
         """Forget a definition registered in code; False if there was none by that name."""
         self._registered_issues.pop(name, None)
+        self._last_listing = None
         return self._registered.pop(name, None) is not None
 
     # -- loading ---------------------------------------------------------------------------
@@ -236,43 +262,67 @@ class DefinitionLoader:
     def load(self) -> LoadResult:
         """A full scan: every file parsed again."""
         self._cache.clear()
-        result = self._scan()
+        result = self._scan(self._list())
         self._last = result
         return result
 
     def reload(self) -> tuple[LoadResult, Changes]:
-        """Re-parse only new or changed files (mtime or size); report what changed by name."""
+        """Re-parse only new or changed files (mtime or size); report what changed by name.
+
+        When no file appeared, disappeared or changed stamp (and nothing was registered or
+        unregistered in code), the previous result is returned as it is: an unchanged poll
+        costs the folder listings and a ``stat`` per file, nothing else.
+        """
+        listing = self._list()
+        if self._last is not None and listing == self._last_listing:
+            return self._last, Changes()
         previous = self._last.specs if self._last is not None else {}
-        result = self._scan()
+        result = self._scan(listing)
         self._last = result
         return result, _diff(previous, result.specs)
 
-    def _scan(self) -> LoadResult:
+    def _list(self) -> _Listing:
+        sources: list[tuple[bool, bool]] = []
+        files: list[tuple[int, str, tuple[int, int]]] = []
+        for index, source in enumerate(self._sources):
+            is_dir = os.path.isdir(source.path)
+            sources.append((is_dir or os.path.exists(source.path), is_dir))
+            if is_dir:
+                files.extend((index, path, _stamp(path)) for path in sorted(_walk(source.path)))
+        return _Listing(tuple(sources), tuple(files))
+
+    def _scan(self, listing: _Listing) -> LoadResult:
         issues: list[LoadIssue] = []
         candidates: list[tuple[Level, str, AgentSpec]] = [
             (Level.CODE, CODE_SOURCE, spec) for spec in self._registered.values()
         ]
         for name in self._registered:
             issues.extend(self._registered_issues.get(name, ()))
+        files = iter(listing.files)
+        pending = next(files, None)
         seen: set[tuple[int, str]] = set()
         files_scanned = files_loaded = 0
         for index, source in enumerate(self._sources):
-            root = Path(source.path)
-            if not root.is_dir():
-                reason = "directory not found" if not root.exists() else "not a directory"
+            exists, is_dir = listing.sources[index]
+            if not is_dir:
+                reason = "not a directory" if exists else "directory not found"
                 issues.append(
                     LoadIssue(reason=f"{reason}; no definitions loaded from it", file=source.path)
                 )
                 continue
-            for path in sorted(_walk(root), key=lambda p: p.as_posix()):
-                key = (index, str(path))
+            root = Path(source.path)
+            while pending is not None and pending[0] == index:
+                _, path, stamp = pending
+                pending = next(files, None)
+                key = (index, path)
                 seen.add(key)
                 files_scanned += 1
-                cached = self._read(key, path, root, source.level)
+                cached = self._read(key, stamp, root, source.level)
                 issues.extend(cached.issues)
                 if cached.specs:
                     files_loaded += 1
-                candidates.extend((source.level, str(path), spec) for spec in cached.specs)
+                candidates.extend((source.level, path, spec) for spec in cached.specs)
+        self._last_listing = listing
         for key in set(self._cache) - seen:
             del self._cache[key]
         winners, shadowed, duplicate_issues = _pick_winners(candidates)
@@ -301,17 +351,14 @@ class DefinitionLoader:
             files_loaded=files_loaded,
         )
 
-    def _read(self, key: tuple[int, str], path: Path, root: Path, level: Level) -> _Cached:
-        try:
-            stat = path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            stamp = (-1, -1)
+    def _read(
+        self, key: tuple[int, str], stamp: tuple[int, int], root: Path, level: Level
+    ) -> _Cached:
         cached = self._cache.get(key)
-        if cached is not None and cached.stamp == stamp and stamp != (-1, -1):
+        if cached is not None and cached.stamp == stamp and stamp != _NO_STAMP:
             return cached
         specs, issues = read_file(
-            path,
+            Path(key[1]),
             root=root,
             level=level,
             known_tools=self._known_tools,

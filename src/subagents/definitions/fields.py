@@ -82,11 +82,28 @@ def _names(key: str, value: Any) -> tuple[str, ...] | None:
     for item in items:
         if not isinstance(item, str) or isinstance(item, bool):
             raise FieldError(key, f"{key} entries must be names (text), got {_show(item)}")
-        for part in item.split(","):
+        for part in _split_names(item):
             part = part.strip()
             if part and part not in names:
                 names.append(part)
     return tuple(names)
+
+
+def _split_names(text: str) -> list[str]:
+    """Split on commas outside parentheses: ``Agent(a, b), Read`` is two entries (Claude
+    Code's ``Agent(type)`` / ``Bash(git diff:*)`` forms may hold commas)."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif char == "," and not depth:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
 
 
 def _int(key: str, value: Any) -> int | None:

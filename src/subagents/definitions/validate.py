@@ -20,6 +20,7 @@ from collections.abc import Iterable
 import msgspec
 
 from subagents.definitions.errors import LoadIssue
+from subagents.definitions.spawning import spawn_setting_problems
 from subagents.definitions.spec import AgentSpec
 
 MAX_NAME_LENGTH = 128
@@ -280,6 +281,8 @@ def check(
         )
     if spec.extends is not None and spec.extends == spec.name:
         add("extends", f"extends names the definition itself ({spec.name!r})")
+    for key, reason in spawn_setting_problems(spec):
+        add(key, reason)
     allowed = known_tools | frozenset(extra_tools)
     severity = "error" if strict else "warning"
     tool_lists = (

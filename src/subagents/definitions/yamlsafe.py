@@ -5,6 +5,12 @@ aliases expand into billions of nodes ("billion laughs"), and deep nesting recur
 composer. Agent frontmatter never needs either, so this loader refuses every anchor and alias
 outright, caps nesting depth and node count while composing (before anything is expanded), and
 reports problems with their line so the caller can say where the file is wrong.
+
+Each document is parsed once. A short document with no ``&``, ``*`` or ``<<`` cannot hold a
+bomb, so libyaml's C loader reads it whole and the result's depth and size are checked
+afterwards (the normal case: agent frontmatter). Anything else, and anything that fails that
+way, is read by a loader whose composer checks every node as it is built, on libyaml's parser
+(or PyYAML's pure-Python one where libyaml is missing).
 """
 
 from __future__ import annotations
@@ -12,7 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.nodes import Node
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 MAX_DEPTH = 20
 MAX_NODES = 20_000
@@ -32,16 +44,19 @@ def _line(mark: Any) -> int | None:
     return None if mark is None else mark.line + 1
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader whose composer counts depth and nodes and rejects anchors and aliases."""
+class _BoundedComposer(Composer):
+    """PyYAML's composer, counting depth and nodes and rejecting anchors and aliases.
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
+    It checks each event as it composes it, so the document is parsed once: the checks and
+    the composition read the same event stream, and a bomb is refused as soon as its first
+    anchor (or its 21st nested level, or its 20,001st node) is read, before anything is built.
+    """
+
+    _depth = 0
+    _nodes = 0
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
+        event = self.peek_event()  # type: ignore[attr-defined]  # the parser's, mixed in below
         if isinstance(event, yaml.AliasEvent):
             raise YamlProblem(
                 f"alias '*{event.anchor}' refused: anchors and aliases are not allowed",
@@ -71,51 +86,104 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-_CLoader: Any = getattr(yaml, "CSafeLoader", None)
+class _BoundedLoader(Reader, Scanner, Parser, _BoundedComposer, SafeConstructor, Resolver):
+    """``yaml.SafeLoader`` with the bounded composer: pure Python (where libyaml is missing)."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _BoundedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
 
 
-def _check_events(text: str) -> None:
-    """Refuse anchors, aliases, deep nesting and huge documents from libyaml's event stream.
-
-    Events are produced lazily, so a bomb is refused as soon as its first anchor (or the 21st
-    nested level) is parsed, before anything is expanded.
-    """
-    depth = nodes = 0
-    for event in yaml.parse(text, Loader=_CLoader):
-        if isinstance(event, yaml.AliasEvent):
-            raise YamlProblem(
-                f"alias '*{event.anchor}' refused: anchors and aliases are not allowed",
-                _line(event.start_mark),
-                refused=True,
-            )
-        if isinstance(event, yaml.NodeEvent):
-            if event.anchor is not None:
-                raise YamlProblem(
-                    f"anchor '&{event.anchor}' refused: anchors and aliases are not allowed",
-                    _line(event.start_mark),
-                    refused=True,
-                )
-            nodes += 1
-            if nodes > MAX_NODES:
-                raise YamlProblem(
-                    f"more than {MAX_NODES} YAML nodes", _line(event.start_mark), refused=True
-                )
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YamlProblem(
-                    f"nesting deeper than {MAX_DEPTH} levels", _line(event.start_mark), refused=True
-                )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+def _libyaml_parser() -> Any:
+    """libyaml's scanner and parser (C), or None when PyYAML was built without libyaml."""
+    try:
+        from yaml import cyaml
+    except ImportError:
+        return None
+    return getattr(cyaml, "CParser", None)
 
 
-def _load(text: str, use_libyaml: bool) -> Any:
-    if use_libyaml and _CLoader is not None:
-        # libyaml (C) when available: the same checks and results, about ten times faster
-        _check_events(text)
-        return yaml.load(text, Loader=_CLoader)  # safe_load semantics: CSafeLoader, in C
-    loader = _BoundedLoader(text)
+_CParser: Any = _libyaml_parser()
+
+_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None) if _CParser is not None else None
+
+if _CParser is not None:
+
+    class _CBoundedLoader(_BoundedComposer, _CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml (C) scans and parses; the bounded composer above builds the nodes.
+
+        ``yaml.CSafeLoader`` composes in C, where no check can be hooked in (and where deep
+        nesting recurses on the C stack: 100,000 ``[`` crash the process), so a document that
+        could hold a bomb is loaded by this class, one parse with the checks on every node.
+        """
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            _BoundedComposer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+
+# The fast path: a document of at most this many characters with no anchor, alias or merge key
+# cannot be a bomb: no alias means no expansion, every node takes at least one character, and
+# 8,192 levels of nesting are well within the C stack (measured: 100,000 crash CSafeLoader,
+# 8,000 do not, on a thread's default stack). Agent frontmatter is a few hundred characters.
+FAST_MAX_CHARS = 8192
+_FAST_REFUSED = ("&", "*", "<<")
+
+
+def _shape(value: Any, depth: int = 1) -> tuple[int, int]:
+    """(deepest level, node count) of a loaded value, counted as the composer counts nodes;
+    it stops going down past ``MAX_DEPTH`` (that is already too deep)."""
+    if depth > MAX_DEPTH:
+        return depth, 1
+    if isinstance(value, dict):
+        parts: Any = (part for pair in value.items() for part in pair)
+    elif isinstance(value, list | tuple | set | frozenset):
+        parts = value
+    else:
+        return depth, 1
+    deepest, nodes = depth, 1
+    for part in parts:
+        d, n = _shape(part, depth + 1)
+        deepest, nodes = max(deepest, d), nodes + n
+    return deepest, nodes
+
+
+def _fast(text: str) -> tuple[bool, Any]:
+    """(True, value) when libyaml's own loader read ``text`` within the limits; else
+    (False, None): the checking loader must read it (and will say what is wrong)."""
+    if _CSafeLoader is None or len(text) > FAST_MAX_CHARS:
+        return False, None
+    if any(mark in text for mark in _FAST_REFUSED):
+        return False, None
+    try:
+        value = yaml.load(text, Loader=_CSafeLoader)  # safe_load semantics, all in C
+    except (yaml.YAMLError, RecursionError):
+        return False, None  # the checking loader reports it, with the checks' precedence
+    deepest, nodes = _shape(value)
+    if deepest > MAX_DEPTH or nodes > MAX_NODES:
+        return False, None
+    return True, value
+
+
+def _loader(text: str, use_libyaml: bool) -> Any:
+    """The checking loader for ``text``: on libyaml's parser when asked and available."""
+    if use_libyaml and _CParser is not None:
+        return _CBoundedLoader(text)
+    return _BoundedLoader(text)
+
+
+def _load(text: str, use_libyaml: bool, fast: bool) -> Any:
+    if fast:
+        done, value = _fast(text)
+        if done:
+            return value
+    loader = _loader(text, use_libyaml)
     try:
         return loader.get_single_data()
     finally:
@@ -127,8 +195,12 @@ def load_yaml(text: str, *, use_libyaml: bool = True) -> Any:
 
     ``use_libyaml=False`` forces the pure-Python path (the one used where libyaml is missing).
     """
+    return _read(text, use_libyaml, fast=use_libyaml)
+
+
+def _read(text: str, use_libyaml: bool, *, fast: bool) -> Any:
     try:
-        return _load(text, use_libyaml)
+        return _load(text, use_libyaml, fast)
     except YamlProblem:
         raise
     except yaml.MarkedYAMLError as exc:

@@ -39,10 +39,13 @@ from subagents.messages import (
     MailRead,
     MailState,
     Outcome,
+    Park,
+    Parked,
     RunFinished,
     RunRecord,
     RunStatus,
     SendMail,
+    SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -51,6 +54,7 @@ from subagents.messages import (
     ToolAnswered,
     ToolCalled,
     ToolStarting,
+    Unpark,
     Usage,
     WaitingChanged,
     new_id,
@@ -62,6 +66,7 @@ from subagents.supervision.policing import PolicyHooks, PolicyRefused, ScheduleR
 from subagents.supervision.recovery import recovered_messages
 from subagents.supervision.requests import mail_problem, request_problem, text_problem
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.spawn_rules import SpawnRules
 from subagents.supervision.tree import RunTree
 
 log = structlog.get_logger("subagents.supervisor")
@@ -140,7 +145,6 @@ class RunState:
     record: RunRecord
     spec: AgentSpec
     request_id: str | None
-    live_children: int = 0
     deadline: float = 0.0
     unread_mail: set[str] = field(default_factory=set)
     checkpoint: Checkpoint | None = None
@@ -153,6 +157,9 @@ class RunState:
     started_at_admission: bool = False
     """Admitted in this process and started at once: no mail can wait for it in the store
     (nobody could address it before), so its start and end skip looking (~5 us a run)."""
+    park: str | None = None
+    """Parking (supervision/slots.py): None, "asked" (told to park, not yet confirmed),
+    "parked" (gave its slot back) or "wanting" (parked and queued for a slot again)."""
 
 
 @dataclass
@@ -200,6 +207,7 @@ class SupervisorCore(PolicyHooks):
         self.clock = clock
         self.runs: dict[str, RunState] = {}
         self.tree = RunTree()
+        self.rules = SpawnRules(self.limits)
         self.slots = SlotPool(
             global_limit=self.limits.max_concurrency,
             per_tier=self.limits.per_tier,
@@ -221,6 +229,10 @@ class SupervisorCore(PolicyHooks):
         self._effects = []
         with self.store.batch():
             yield self._effects
+            if self.slots.queue_length():
+                # Whatever this message changed (a run queued, waiting, ended, parked...), a
+                # queued run whose slots only waiting runs hold gets them now: no deadlock.
+                self._make_room()
         self._prune()
 
     def _prune(self) -> None:
@@ -293,28 +305,20 @@ class SupervisorCore(PolicyHooks):
             known = ", ".join(sorted(self.names())) or "none"
             raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
         parent: RunState | None = None
-        depth = 0
         if req.parent_run_id is not None:
             parent = self.reporting(req.parent_run_id, req.attempt)
             if parent is None:
                 raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
-            depth = parent.record.depth + 1
-            max_depth = self.limits.max_depth
-            if parent.spec.max_depth is not None:
-                max_depth = min(max_depth, parent.record.depth + parent.spec.max_depth)
-            if depth > max_depth:
-                raise AdmissionError(
-                    f"depth limit: a child of {parent.record.agent} would be at depth {depth},"
-                    f" the limit is {max_depth}"
-                )
-            # ops (issue 15): a definition's maxChildren is honoured up to the runtime's cap
-            max_children = self.limits.children_for(parent.spec.max_children)
-            if parent.live_children >= max_children:
-                raise AdmissionError(
-                    f"children limit: {parent.record.agent} already has {parent.live_children}"
-                    f" live children (maxChildren {max_children})"
-                )
-        key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+        # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
+        decision = self.rules.check(
+            spec,
+            parent.spec if parent is not None else None,
+            parent.record.depth if parent is not None else 0,
+        )
+        if not decision.allowed:
+            raise AdmissionError(decision.reason)
+        depth = decision.depth
+        key = self._slot_key(spec, parent)
         run_id = req.run_id or new_id("r")
         if run_id in self.runs:
             raise AdmissionError(f"run id {run_id} is already in use")
@@ -360,8 +364,6 @@ class SupervisorCore(PolicyHooks):
         self.runs[run_id] = state
         self.tree.add(run_id, req.parent_run_id)
         self._routes.clear()
-        if parent is not None:
-            parent.live_children += 1
         self.store.save_run(record)
         self._emit(EventKind.SPAWNED, state, task=req.task[:200], background=req.background)
         if starts_now:
@@ -369,12 +371,113 @@ class SupervisorCore(PolicyHooks):
             self._start(state)
         else:
             self._emit(EventKind.QUEUED, state, position=position)
-            self._unblock_waiters()
         return run_id
+
+    def _slot_key(self, spec: AgentSpec, parent: RunState | None) -> SlotKey:
+        """The scopes a run of ``spec`` counts in: global, its agent, its tier, its parent's
+        children (the parent's ``maxChildren`` up to the cap, else ``max_children``)."""
+        if parent is None:
+            return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+        # ops (issue 15): a definition's maxChildren is honoured up to the runtime's cap
+        children = self.limits.children_for(parent.spec.max_children)
+        return SlotKey(
+            agent=spec.name,
+            tier=spec.tier,
+            agent_limit=self.limits.per_agent,
+            parent=parent.record.run_id,
+            children_limit=children,
+        )
+
+    def _key_of(self, state: RunState) -> SlotKey:
+        parent_id = state.record.parent_run_id
+        return self._slot_key(state.spec, self.runs.get(parent_id) if parent_id else None)
+
+    # ---- parking: waiting runs lend their slots to queued ones (supervision/slots.py) --------
+
+    def _idle(self, run_id: str) -> bool:
+        """A slot holder the supervisor may ask to park: waiting, with an actor to ask."""
+        state = self.runs.get(run_id)
+        return (
+            state is not None
+            and state.record.status is RunStatus.WAITING
+            and state.park is None
+            and not self._restarting(run_id)
+        )
+
+    def _make_room(self) -> None:
+        """Ask the waiting runs whose slots queued runs need to park (FIFO order). Called at
+        the end of every handled message while runs are queued; looks only when something
+        changed that could let it find more (``SlotPool.needs_look``)."""
+        if not self.slots.needs_look():
+            return
+        for run_id in self.slots.park_candidates(self._idle):
+            self.slots.parking(run_id)
+            self.runs[run_id].park = "asked"
+            self._effects.append(Tell(run_id, Park()))
+
+    def _grant(self, state: RunState) -> None:
+        """``state`` got a slot from the queue: a parked run goes on, any other starts."""
+        if state.park == "wanting":
+            state.park = None
+            # still waiting as far as the supervisor knows (a function agent says so once):
+            # it may be asked to park again, and answers once it is done with what woke it
+            self.slots.set_idle(state.record.run_id, state.record.status is RunStatus.WAITING)
+            self._emit(EventKind.UNPARKED, state)
+            self._effects.append(Tell(state.record.run_id, Unpark()))
+        else:
+            self._start(state)
+
+    def _start_queued(self) -> None:
+        for run_id in self.slots.start_queued():
+            self._grant(self.runs[run_id])
+
+    def _restart_when_slotted(self, state: RunState) -> None:
+        """Start a restarting run again: at once if it still holds its slot, else (it had
+        parked, and failed because a ``fail_parent`` child did) when it gets one back."""
+        run_id = state.record.run_id
+        state.park = None
+        self.slots.not_parking(run_id)
+        if self.slots.holds(run_id) or self.slots.want_back(run_id, self._key_of(state)):
+            self._start(state)
+
+    def parked(self, msg: Parked) -> list[Effect]:
+        """A run gave its slot back: queued runs take it."""
+        with self._handling():
+            state = self.reporting(msg.run_id, msg.attempt)
+            if state is None or state.park != "asked":
+                return self._effects
+            state.park = "parked"
+            self.slots.release(msg.run_id)
+            self._emit(EventKind.PARKED, state)
+            log.info(  # expected under a tight limit (the demo shows it), not a warning
+                "a waiting run lent its slot to a queued run",
+                run_id=msg.run_id,
+                agent=state.record.agent,
+                queued=self.slots.queue_length(),
+                limit=self.limits.max_concurrency,
+            )
+            self._start_queued()
+            return self._effects
+
+    def slot_wanted(self, msg: SlotWanted) -> list[Effect]:
+        """A parked run received something: it gets a slot again, ahead of new admissions."""
+        with self._handling():
+            state = self.reporting(msg.run_id, msg.attempt)
+            if state is None or state.park != "parked":
+                return self._effects
+            state.park = "wanting"
+            if self.slots.want_back(msg.run_id, self._key_of(state)):
+                self._grant(state)
+            return self._effects
 
     def _start(self, state: RunState) -> None:
         """Start (or resume, when it has taken steps before) the run of ``state``."""
         run_id = state.record.run_id
+        if state.park is not None:  # a restart: the new actor starts with the slot
+            state.park = None
+            self.slots.not_parking(run_id)
+        if self.slots.has_idle(run_id):
+            self.slots.set_idle(run_id, False)  # it works until it says it waits
         state.resumes = state.record.started_at is not None and not state.from_scratch
         state.from_scratch = False
         state.attempt += 1
@@ -492,50 +595,12 @@ class SupervisorCore(PolicyHooks):
             if state is None:
                 return self._effects
             status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
+            self.slots.set_idle(msg.run_id, msg.waiting)
             if state.record.status is not status:
                 self._update(state, status=status)
                 if msg.waiting:
                     self._emit(EventKind.WAITING, state)
-                    self._unblock_waiters()
             return self._effects
-
-    def _unblock_waiters(self) -> None:
-        """Break the one deadlock a concurrency limit can cause.
-
-        A run holds its slot while it waits (for its children, for mail). When every slot is
-        held by a waiting run and the children they wait for are queued, nothing can ever
-        move. A waiting run does no work, so the first such child starts over the limit
-        (logged): the number of runs *working* stays within it.
-
-        Nothing queued, nothing to unblock: checked first, since looking at every holder on
-        every "waiting" made starting n waiting runs O(n^2) (10,000: minutes).
-        """
-        while self.slots.queue_length():
-            holders = self.slots.holders()
-            if not holders or any(
-                self.runs[h].record.status is not RunStatus.WAITING
-                for h in holders
-                if h in self.runs
-            ):
-                return
-            held = set(holders)
-            child = next(
-                (q for q in self.slots.queued() if self.runs[q].record.parent_run_id in held),
-                None,
-            )
-            if child is None:
-                return  # the holders wait for mail or timers, which will come
-            self.slots.start_over_limit(child)
-            run_id = child
-            state = self.runs[run_id]
-            log.info(  # ops (issue 15): expected (the demo shows it), not a warning
-                "every slot is held by a waiting run: starting a queued run over the limit",
-                run_id=run_id,
-                agent=state.record.agent,
-                in_flight=self.slots.in_flight,
-                limit=self.limits.max_concurrency,
-            )
-            self._start(state)
 
     def finished(self, msg: RunFinished) -> list[Effect]:
         """An agent ended by itself. A late report for a finished run is discarded."""
@@ -940,8 +1005,8 @@ class SupervisorCore(PolicyHooks):
         self._emit(_STATUS_EVENT[status], state, error_kind=error_kind, error=error)
         self._deliver(state, outcome)
         self._dead_letters(state, ())
-        for run_id in self.slots.start_queued():
-            self._start(self.runs[run_id])
+        state.park = None
+        self._start_queued()
 
     def _deliver(self, state: RunState, outcome: Outcome) -> None:
         """Hand ``outcome`` to the requester: the caller, the parent's tool call, or mail."""
@@ -952,8 +1017,6 @@ class SupervisorCore(PolicyHooks):
             self._ended_roots.append(record.run_id)
         else:
             parent = self.runs.get(parent_id)
-            if parent is not None:
-                parent.live_children = max(0, parent.live_children - 1)
             if self._fail_parent(state, outcome):
                 pass  # the parent failed with this child's reason instead
             elif parent is not None and not parent.record.status.terminal:
@@ -1135,10 +1198,9 @@ class SupervisorCore(PolicyHooks):
                     record = msgspec.structs.replace(record, owner=self.owner)
                     self.store.save_run(record)
                 self._restore_one(record, report)
-            # Running runs took their slots back first (whatever the limits); queued runs
-            # start now only as far as the limits allow.
-            for run_id in self.slots.start_queued():
-                self._start(self.runs[run_id])
+            # Runs that were running want their slots back first (ahead of the queued runs);
+            # all start only as far as the limits allow (waiting ones park when needed).
+            self._start_queued()
             for outcome in self.store.undelivered_outcomes():
                 ended = self.store.get_run(outcome.run_id)
                 if ended is not None:
@@ -1163,8 +1225,6 @@ class SupervisorCore(PolicyHooks):
         self.runs[record.run_id] = state
         self.tree.add(record.run_id, record.parent_run_id)
         self._routes.clear()
-        if parent is not None:
-            parent.live_children += 1
         if record.parent_run_id is None:
             report.orphans.append(record.run_id)
         if spec is None:
@@ -1185,7 +1245,7 @@ class SupervisorCore(PolicyHooks):
             )
             report.cancelled.append(record.run_id)
             return
-        key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=self.limits.per_agent)
+        key = self._slot_key(spec, parent)
         if record.status is RunStatus.QUEUED:
             # Queued again, started once every running run has its slot back (restore()).
             try:
@@ -1196,8 +1256,10 @@ class SupervisorCore(PolicyHooks):
                 return
             report.requeued.append(record.run_id)
         else:
-            self.slots.force_take(record.run_id, key)
-            self._start(state)
+            # It resumes when it has a slot, ahead of the queued runs: more runs may have been
+            # live than the limits allow (parked ones), and all would work at once on resume.
+            if self.slots.want_back(record.run_id, key):
+                self._start(state)
             report.resumed.append(record.run_id)
 
     def sweep(self, archive_after_minutes: float, retention_days: float | None) -> Any:

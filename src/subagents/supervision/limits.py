@@ -17,13 +17,16 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """Runtime-wide limits. Definitions may tighten them; two are defaults a definition may
     raise up to a ceiling (as a run's timeout may exceed ``timeout_s`` up to ``max_timeout_s``).
 
-    ``max_depth``: a root run has depth 0; a child has its parent's depth + 1.
-    ``max_concurrency`` / ``per_agent`` / ``per_tier``: live runs (running or waiting) at once;
-    runs over them wait in a FIFO queue of at most ``queue_bound`` entries.
-    ``max_children``: live children of one parent at once, for a parent whose definition sets
-    no ``maxChildren``; a definition's ``maxChildren`` is honoured up to ``max_children_cap``
-    (a team written for six parallel children gets six, not a default of five it never asked
-    for).
+    ``max_depth``: a root run has depth 0; a child has its parent's depth + 1. Deeper
+    spawns are refused.
+    ``max_concurrency`` / ``per_agent`` / ``per_tier`` / ``max_children`` (per parent): runs
+    working at once, in all, of one agent, of one tier, among one parent's children. Runs over
+    any of them wait in a FIFO queue (never refused); a waiting run lends its slot to a queued
+    run that needs it (``supervision/slots.py``). ``queue_bound``: at most that many runs
+    queued (a bound on memory: a few KiB a queued run); past it, spawns are refused.
+    ``max_children`` applies to a parent whose definition sets no ``maxChildren``; a
+    definition's ``maxChildren`` is honoured up to ``max_children_cap`` (a team written for
+    six parallel children gets six, not a default of five it never asked for).
     ``timeout_s``: a run's timeout when nobody asks for one; ``max_timeout_s``: the most
     anyone may ask (asking for more is an error; a definition's longer timeout is capped).
     ``max_text_chars``: the largest task, mail and result (characters).
@@ -36,7 +39,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_children: int = 5
     max_children_cap: int | None = None
     """None: ``CHILDREN_CAP`` (or ``max_children`` when that is higher)."""
-    queue_bound: int = 1000
+    queue_bound: int = 20_000
     timeout_s: float = 300.0
     max_timeout_s: float = MAX_TIMEOUT_S
     token_budget: int | None = None

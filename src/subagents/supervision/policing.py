@@ -100,6 +100,7 @@ class PolicyHooks:
         def _update(self, state: RunState, **changes: Any) -> None: ...
         def _emit(self, kind: EventKind, state: RunState, **data: Any) -> None: ...
         def _start(self, state: RunState) -> None: ...
+        def _restart_when_slotted(self, state: RunState) -> None: ...
         def _cancel_subtree(self, state: RunState, reason: str) -> list[str]: ...
         def _finish(
             self,
@@ -300,8 +301,13 @@ class PolicyHooks:
                 return self._effects
             entry.restarting = False
             state.checkpoint = entry.seed if state.record.steps == 0 else None
-            self._start(state)
+            self._restart_when_slotted(state)
             return self._effects
+
+    def _restarting(self, run_id: str) -> bool:
+        """Between a failure and its restart (no actor: nothing to ask of it meanwhile)."""
+        entry = self._policy.get(run_id)
+        return entry is not None and entry.restarting
 
     # ---- failure handling --------------------------------------------------------------------
 

@@ -1,0 +1,136 @@
+"""SpawnRules: the one rule book for "may this run spawn that agent?".
+
+Definitions and limits in, a decision and its reason out. Every place that needs the answer
+asks this class, so they cannot disagree:
+
+- the LLM loop, to decide whether ``spawn_subagent`` / ``fan_out`` are offered and which agent
+  names their enum lists (``SpawnRules.offer``);
+- admission (``SupervisorCore._admit``), for every requester: an LLM's tool call, a function
+  agent's ``ctx.spawn``, ``fan_out`` children, the Python API and the CLI
+  (``SpawnRules.check``);
+- the catalog's ``check_type_restriction`` uses the definition half
+  (``definitions.spawning.SpawnGrant``), which is what this class adds depth to.
+
+A refusal's text starts with the rule that refused (``spawn rule: ...``, ``depth limit: ...``):
+an LLM gets it as an ``is_error`` tool result, a function agent as ``SpawnRefused``.
+Rules refuse; concurrency limits never do (they queue, see ``slots``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
+from subagents.definitions.spec import AgentSpec
+from subagents.supervision.limits import Limits
+
+
+class SpawnDecision(NamedTuple):
+    """Whether a spawn may go ahead; ``reason`` names the rule when it may not. (A tuple: one
+    is made per spawn, and a frozen dataclass costs ~1 us more to build.)"""
+
+    allowed: bool
+    depth: int
+    """The depth the child would have (a root: 0)."""
+    reason: str | None = None
+
+
+_ROOT = SpawnDecision(allowed=True, depth=0)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What an agent is offered: the agents its spawn tools may name (empty: no spawn tool)."""
+
+    agents: tuple[AgentSpec, ...]
+    fan_out: bool
+    reason: str | None = None
+    """Why nothing is offered, when nothing is."""
+
+
+class SpawnRules:
+    """The spawn rules of one runtime (its limits). Plain and single-threaded-safe: the only
+    state is a cache of grants by definition object (definitions are immutable)."""
+
+    _CACHE_MAX = 1024
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._grants: dict[int, tuple[AgentSpec, SpawnGrant]] = {}
+
+    def grant(self, spec: AgentSpec) -> SpawnGrant:
+        """``spec``'s grant, read once per definition object. A setting that cannot be read
+        turns spawning off for that agent, the reason naming the key."""
+        cached = self._grants.get(id(spec))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        try:
+            grant = SpawnGrant.of(spec)
+        except SpawnSettingError as exc:
+            grant = SpawnGrant(
+                agent=spec.name,
+                disabled=f"{spec.name} may not spawn subagents: {exc}",
+                names=None,
+                denied=frozenset(),
+                types=None,
+                self_spawn=False,
+                fan_out=False,
+            )
+        if len(self._grants) >= self._CACHE_MAX:  # definitions reloaded many times: stay bounded
+            self._grants.clear()
+        self._grants[id(spec)] = (spec, grant)  # the spec is kept, so its id is not reused
+        return grant
+
+    def depth_limit(self, parent: AgentSpec, parent_depth: int) -> int:
+        """The deepest a child of ``parent`` (at ``parent_depth``) may be: the runtime's
+        ``max_depth``, tightened by the parent's ``maxDepth`` (levels below it)."""
+        limit = self.limits.max_depth
+        if parent.max_depth is not None:
+            limit = min(limit, parent_depth + parent.max_depth)
+        return limit
+
+    def check(
+        self, child: AgentSpec, parent: AgentSpec | None = None, parent_depth: int = 0
+    ) -> SpawnDecision:
+        """May ``parent`` (at ``parent_depth``; None: a root run from the API or the CLI)
+        spawn ``child``? Roots always may (depth 0); a child must pass the parent's grant,
+        then the depth limit."""
+        if parent is None:
+            return _ROOT
+        depth = parent_depth + 1
+        refusal = self.grant(parent).refusal(child)
+        if refusal is not None:
+            return SpawnDecision(allowed=False, depth=depth, reason=refusal)
+        limit = self.depth_limit(parent, parent_depth)
+        if depth > limit:
+            return SpawnDecision(
+                allowed=False,
+                depth=depth,
+                reason=(
+                    f"depth limit: a child of {parent.name} would be at depth {depth},"
+                    f" the limit is {limit}"
+                ),
+            )
+        return SpawnDecision(allowed=True, depth=depth)
+
+    def offer(self, parent: AgentSpec, depth: int, agents: Iterable[AgentSpec]) -> Offer:
+        """The agents ``parent`` at ``depth`` may spawn, among ``agents``: what its spawn
+        tools list (none: the tools are not offered)."""
+        grant = self.grant(parent)
+        if grant.disabled is not None:
+            return Offer(agents=(), fan_out=False, reason=f"spawn rule: {grant.disabled}")
+        limit = self.depth_limit(parent, depth)
+        if depth + 1 > limit:
+            return Offer(
+                agents=(),
+                fan_out=False,
+                reason=f"depth limit: {parent.name} is at depth {depth}, the limit is {limit}",
+            )
+        allowed = tuple(a for a in agents if grant.refusal(a) is None)
+        if not allowed:
+            return Offer(
+                agents=(), fan_out=False, reason=f"no agent {parent.name} may spawn is defined"
+            )
+        return Offer(agents=allowed, fan_out=grant.fan_out)

@@ -1,0 +1,71 @@
+"""SpawnRules without threads: one decision for the offer and for admission, with its reason."""
+
+from __future__ import annotations
+
+from subagents.definitions.spec import AgentSpec
+from subagents.supervision.limits import Limits
+from subagents.supervision.spawn_rules import SpawnRules
+
+
+def spec(name: str, **fields: object) -> AgentSpec:
+    return AgentSpec(name=name, description=name, **fields)  # type: ignore[arg-type]
+
+
+AGENTS = [
+    spec("lead", tools=("Read", "Agent(reviewer, tester)"), max_depth=1),
+    spec("reviewer", type="reviewer"),
+    spec("tester", type="tester"),
+    spec("writer"),
+]
+
+
+def test_a_root_is_always_allowed_at_depth_zero() -> None:
+    decision = SpawnRules(Limits(max_depth=0)).check(spec("writer"))
+    assert decision.allowed and decision.depth == 0 and decision.reason is None
+
+
+def test_offer_and_check_agree_for_every_pair() -> None:
+    rules = SpawnRules(Limits(max_depth=3))
+    for parent in AGENTS:
+        offered = {a.name for a in rules.offer(parent, 0, AGENTS).agents}
+        for child_spec in AGENTS:
+            decision = rules.check(child_spec, parent, 0)
+            assert decision.allowed == (child_spec.name in offered), (parent.name, child_spec.name)
+            assert decision.allowed or (decision.reason or "").startswith("spawn rule: ")
+
+
+def test_depth_and_max_depth_computed_once_for_offer_and_check() -> None:
+    rules = SpawnRules(Limits(max_depth=3))
+    lead = AGENTS[0]  # maxDepth 1: children, no grandchildren, wherever it runs
+    assert rules.depth_limit(lead, 2) == 3  # min(3, 2 + 1)
+    assert rules.check(AGENTS[1], lead, 2).allowed
+    decision = rules.check(AGENTS[1], lead, 3)
+    assert not decision.allowed and decision.depth == 4
+    assert decision.reason == "depth limit: a child of lead would be at depth 4, the limit is 3"
+    offer = rules.offer(lead, 3, AGENTS)
+    assert offer.agents == () and offer.reason == "depth limit: lead is at depth 3, the limit is 3"
+
+
+def test_a_bad_setting_turns_spawning_off_naming_the_key() -> None:
+    rules = SpawnRules()
+    bad = spec("bad", metadata={"allowedChildTypes": 7})
+    offer = rules.offer(bad, 0, AGENTS)
+    assert offer.agents == ()
+    assert offer.reason == (
+        "spawn rule: bad may not spawn subagents: allowedChildTypes must be a list of types or a"
+        " comma-separated string, got 7"
+    )
+    assert rules.check(AGENTS[3], bad).reason == offer.reason
+
+
+def test_fan_out_comes_with_spawning_unless_disallowed() -> None:
+    rules = SpawnRules()
+    assert rules.offer(spec("a"), 0, AGENTS).fan_out
+    assert not rules.offer(spec("b", disallowed_tools=("fan_out",)), 0, AGENTS).fan_out
+
+
+def test_grants_are_read_once_per_definition_object() -> None:
+    rules = SpawnRules()
+    lead = AGENTS[0]
+    assert rules.grant(lead) is rules.grant(lead)
+    assert rules.grant(spec("lead")) is not rules.grant(lead)  # a reloaded definition: read anew
