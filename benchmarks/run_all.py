@@ -37,6 +37,7 @@ NAMES = (
     "tools",
     "mcp_hub",
     "cli_startup",
+    "refusals",
 )
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
@@ -449,6 +450,21 @@ def _more_cli_startup(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _more_refusals(r: dict[str, Any]) -> list[Row]:
+    figures = r["figures"]
+    worst_name = max(figures, key=lambda k: figures[k]["max_s"])
+    return [
+        (
+            f"refusing {len(figures)} kinds of definition bombs",
+            f"worst {figures[worst_name]['max_s']} s ({worst_name})",
+            f"an ordinary definition {r['baseline']['ordinary_definition_s']} s",
+            f"{r['ratio']}x of target",
+            f"target: {r['target']}",
+            _met(r["pass"]),
+        )
+    ]
+
+
 MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _more_mail,
     "spawn": _more_spawn,
@@ -459,6 +475,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "tools": _more_tools,
     "mcp_hub": _more_mcp_hub,
     "cli_startup": _more_cli_startup,
+    "refusals": _more_refusals,
 }
 
 

@@ -1,86 +1,188 @@
 """subagents: an actor-model runtime for LLM subagents with mailboxes.
 
-The names a program needs are importable from here; each is loaded on first use so that
-``import subagents`` stays cheap (``subagents --version`` imports nothing else).
+Every name a program needs is importable from here: the runtime, and every type a public call
+takes or returns. Each is loaded on first use, so that ``import subagents`` stays cheap
+(``subagents --version`` imports nothing else).
 
-Logging is quiet by default: an embedding program that configured structlog keeps its
-configuration; otherwise log lines go to stderr at WARNING (SUBAGENTS_LOG_LEVEL /
-SUBAGENTS_LOG_JSON). Each sub-package that logs installs that default when it is first
-imported (``subagents.logs.ensure_configured``), so that importing structlog is paid only by
-what uses it.
+Importing configures no logging. The command line configures structlog; so does a
+``Runtime``, and the first log line of any part of the package, unless the application
+configured structlog first: then log lines go to stderr at WARNING (``SUBAGENTS_LOG_LEVEL``,
+``SUBAGENTS_LOG_JSON``), see ``subagents.logs``.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    # the runtime
     "Runtime": "subagents.runtime",
     "RunHandle": "subagents.runtime",
-    "RunResult": "subagents.runtime",
     "RuntimeClosed": "subagents.runtime",
-    "AdmissionError": "subagents.supervision.core",
+    "AdmissionError": "subagents.supervision.admission",
     "Limits": "subagents.supervision.limits",
+    # agents
     "AgentSpec": "subagents.definitions.spec",
     "FunctionAgent": "subagents.behaviour.function",
     "AgentContext": "subagents.behaviour.function",
-    "Tool": "subagents.behaviour.tools",
-    "ToolError": "subagents.behaviour.tools",
-    "ScriptedModel": "subagents.models.scripted",
+    "SpawnRefused": "subagents.behaviour.function",
+    "MailError": "subagents.behaviour.function",
+    "StopError": "subagents.behaviour.function",
+    "Tool": "subagents.tools.base",
+    "ToolError": "subagents.tools.base",
+    "ToolResult": "subagents.tools.base",
+    "ToolContext": "subagents.tools.context",
+    "Workspace": "subagents.tools.workspace",
+    "Permissions": "subagents.tools.permissions",
+    "ApprovalRequest": "subagents.tools.approval",
+    "Approval": "subagents.tools.approval",
+    "SkillIndex": "subagents.definitions.skills",
+    # models
+    "Model": "subagents.models.base",
     "ModelError": "subagents.models.base",
+    "ModelRequest": "subagents.messages",
+    "ModelResponse": "subagents.messages",
+    "ScriptedModel": "subagents.models.scripted",
+    "AnthropicModel": "subagents.models.anthropic",
+    "RetryPolicy": "subagents.models.retry",
+    # runs, events, mail, views
     "Outcome": "subagents.messages",
     "RunStatus": "subagents.messages",
     "RunRecord": "subagents.messages",
     "Event": "subagents.messages",
     "EventKind": "subagents.messages",
     "Usage": "subagents.messages",
+    "Mail": "subagents.messages",
+    "MailState": "subagents.messages",
+    "TreeNode": "subagents.messages",
+    "RestoreReport": "subagents.messages",
+    "SupervisorStats": "subagents.messages",
+    "Totals": "subagents.supervision.totals",
+    "Synthesis": "subagents.supervision.synthesis",
+    "SynthesisError": "subagents.supervision.synthesis",
+    # stores
+    "RunStore": "subagents.store.base",
+    "StoreError": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
+    "SweepReport": "subagents.store.sweep",
 }
+
+_DEPRECATED = {"RunResult": "Outcome"}
+"""Old names kept working for a while, with a DeprecationWarning naming the new one."""
 
 __all__ = [
     "AdmissionError",
     "AgentContext",
     "AgentSpec",
+    "AnthropicModel",
+    "Approval",
+    "ApprovalRequest",
     "Event",
     "EventKind",
     "FunctionAgent",
     "Limits",
+    "Mail",
+    "MailError",
+    "MailState",
     "MemoryStore",
+    "Model",
     "ModelError",
+    "ModelRequest",
+    "ModelResponse",
     "Outcome",
+    "Permissions",
+    "RestoreReport",
+    "RetryPolicy",
     "RunHandle",
     "RunRecord",
-    "RunResult",
     "RunStatus",
+    "RunStore",
     "Runtime",
     "RuntimeClosed",
     "SQLiteStore",
     "ScriptedModel",
+    "SkillIndex",
+    "SpawnRefused",
+    "StopError",
+    "StoreError",
+    "SupervisorStats",
+    "SweepReport",
+    "Synthesis",
+    "SynthesisError",
     "Tool",
+    "ToolContext",
     "ToolError",
+    "ToolResult",
+    "Totals",
+    "TreeNode",
     "Usage",
+    "Workspace",
 ]
 
 if TYPE_CHECKING:
-    from subagents.behaviour.function import AgentContext, FunctionAgent
-    from subagents.behaviour.tools import Tool, ToolError
+    from subagents.behaviour.function import (
+        AgentContext,
+        FunctionAgent,
+        MailError,
+        SpawnRefused,
+        StopError,
+    )
+    from subagents.definitions.skills import SkillIndex
     from subagents.definitions.spec import AgentSpec
-    from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus, Usage
-    from subagents.models.base import ModelError
+    from subagents.messages import (
+        Event,
+        EventKind,
+        Mail,
+        MailState,
+        ModelRequest,
+        ModelResponse,
+        Outcome,
+        RestoreReport,
+        RunRecord,
+        RunStatus,
+        SupervisorStats,
+        TreeNode,
+        Usage,
+    )
+    from subagents.models.anthropic import AnthropicModel
+    from subagents.models.base import Model, ModelError
+    from subagents.models.retry import RetryPolicy
     from subagents.models.scripted import ScriptedModel
-    from subagents.runtime import RunHandle, RunResult, Runtime, RuntimeClosed
+    from subagents.runtime import RunHandle, Runtime, RuntimeClosed
+    from subagents.store.base import RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
-    from subagents.supervision.core import AdmissionError
+    from subagents.store.sweep import SweepReport
+    from subagents.supervision.admission import AdmissionError
     from subagents.supervision.limits import Limits
+    from subagents.supervision.synthesis import Synthesis, SynthesisError
+    from subagents.supervision.totals import Totals
+    from subagents.tools.approval import Approval, ApprovalRequest
+    from subagents.tools.base import Tool, ToolError, ToolResult
+    from subagents.tools.context import ToolContext
+    from subagents.tools.permissions import Permissions
+    from subagents.tools.workspace import Workspace
 
 
 def __getattr__(name: str) -> Any:
+    new = _DEPRECATED.get(name)
+    if new is not None:
+        warnings.warn(
+            f"subagents.{name} is deprecated: it is {new}; use subagents.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        name = new
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'subagents' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]

@@ -15,12 +15,11 @@ import threading
 import time
 from collections.abc import Callable
 
-import structlog
-
+from subagents.logs import get_logger
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_for
 
-log = structlog.get_logger("subagents.leases")
+log = get_logger("subagents.leases")
 
 
 class LeaseKeeper:

@@ -107,9 +107,37 @@ def configure(
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # one write per line (a print is two: the text, then the newline), so a line of the
+        # command's own on stderr never lands between a log line and its newline
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+
+
+class _Logger:
+    """A module's logger: structlog's, with the quiet default installed at its first use
+    (``ensure_configured``), not when the module is imported."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if not structlog.is_configured():
+            ensure_configured()
+        return getattr(structlog.get_logger(self._name), attr)
+
+
+def get_logger(name: str) -> Any:
+    """The logger every module of the package uses (``log = get_logger(__name__)``).
+
+    Why not ``structlog.get_logger``: importing the package must configure no logging (an
+    application may configure structlog after importing it), yet a line the package logs
+    before anyone configured structlog must not reach stdout at every level (structlog's
+    own default). So the first line logged installs the quiet default, unless the
+    application (or the command line, or a Runtime) configured structlog first."""
+    return _Logger(name)
 
 
 def ensure_configured() -> None:
@@ -132,10 +160,11 @@ def debug_enabled() -> bool:
 
     Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
     logger (and its output logger) on every call, even when the level filters the line out;
-    on hot paths (an event per run transition, a scripted model turn) that was ~15% of a
-    trivial run's CPU. Hot paths ask this first. The answer is remembered per wrapper class,
-    which structlog replaces whenever it is reconfigured; a wrapper that cannot tell its level
-    (e.g. one over stdlib logging, whose level can change at any time) counts as enabled.
+    on hot paths (an event per run transition, a scripted model turn) that is a large share of
+    a trivial run's CPU (benchmarks/README.md). Hot paths ask this first. The answer is
+    remembered per wrapper class, which structlog replaces whenever it is reconfigured; a
+    wrapper that cannot tell its level (e.g. one over stdlib logging, whose level can change
+    at any time) counts as enabled.
     """
     wrapper = structlog.get_config()["wrapper_class"]
     known = _DEBUG_ON.get(wrapper)

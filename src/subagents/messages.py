@@ -248,7 +248,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     owner: str | None = None
     """The process hosting this run (``host:pid``); another runtime on the same store
     leaves it alone while that process lives."""
-    # supervision policies (issue 4)
+    # supervision policies (docs/supervision.md)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
     on_failure: Literal["report", "retry", "fail_parent"] = "report"
@@ -275,11 +275,9 @@ EXTERNAL_SENDER = "external"
 class Mail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One message from one run (or the outside) to another run.
 
-    ``gc=False`` (also on Event and DeliverMail): the cyclic garbage collector does not
-    track them. They cannot be part of a reference cycle (frozen, made of strings, numbers,
-    enums and, for events, a dict of plain data made before the event), and a mail stream
-    makes several per mail, most of them kept by the store: tracked, they made the
-    collector's passes ~20% of a stream's time in memory.
+    ``gc=False`` (also on Event and DeliverMail): not tracked by the cyclic garbage
+    collector. They cannot be part of a reference cycle (frozen, plain data) and a mail
+    stream makes several per mail (benchmarks/README.md, "Findings").
     """
 
     mail_id: str
@@ -316,7 +314,7 @@ class EventKind(enum.StrEnum):
     RESTARTED = "restarted"
     DEAD_LETTER = "dead_letter"
     PARKED = "parked"
-    """A waiting run gave its concurrency slot to a queued run (supervision/slots.py)."""
+    """A waiting run gave its concurrency slot to a queued run (supervision/parking.py)."""
     UNPARKED = "unparked"
     """A parked run took a slot again, to go on with what woke it."""
 
@@ -334,16 +332,15 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-def new_id(prefix: str = "") -> str:
+def new_id(prefix: str = "", now: float | None = None) -> str:
     """A short, sortable, unique id: time in ms (hex) plus 40 random bits.
 
-    The bits come from ``random`` (seeded from the OS at start and again in a forked
-    child), not ``secrets``: ids need to be unique, not unguessable, and ``secrets`` asks
-    the OS on every call, a system call that lets go of the GIL. On the supervisor's thread,
-    which makes an id per mail, getting the GIL back behind a busy agent thread cost ~10% of
-    a mail stream.
+    ``now``: the wall-clock time to stamp (the supervisor passes its injected clock's). The
+    bits come from ``random``, not ``secrets``: ids need to be unique, not unguessable, and
+    ``secrets`` makes a system call per id (see benchmarks/README.md, "Findings").
     """
-    return f"{prefix}{int(time.time() * 1000):011x}{random.getrandbits(40):010x}"
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"{prefix}{ms:011x}{random.getrandbits(40):010x}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,7 +401,7 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
 # ---------------------------------------------------------------------------------------------
 
 
-class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
+class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run (or the outside, ``parent_run_id=None``) asks for a new run."""
 
     request_id: str
@@ -418,7 +415,7 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     token_budget: int | None = None
     background: bool = False
     run_id: str | None = None
-    # supervision policies (issue 4); None = the definition's setting
+    # supervision policies (docs/supervision.md); None = the definition's setting
     cost_budget_usd: float | None = None
     on_failure: Literal["report", "retry", "fail_parent"] | None = None
     max_retries: int | None = None
@@ -435,7 +432,7 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
+class SpawnReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The supervisor's answer to a spawn: admitted (with its run id) or refused (why)."""
 
     request_id: str
@@ -444,14 +441,14 @@ class SpawnReply(msgspec.Struct, frozen=True, kw_only=True):
     queued: bool = False
 
 
-class ChildDone(msgspec.Struct, frozen=True, kw_only=True):
+class ChildDone(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The outcome of a foreground child, delivered to its requester exactly once."""
 
     request_id: str
     outcome: Outcome
 
 
-class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
+class StepTaken(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent finished one model call: its usage and the conversation checkpoint."""
 
     run_id: str
@@ -464,7 +461,7 @@ class StepTaken(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     tool: str
     input: dict[str, Any]
@@ -472,7 +469,7 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class ToolStarting(msgspec.Struct, frozen=True, kw_only=True):
+class ToolStarting(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A side-effecting tool call is about to run: asked, so that it is in the run's
     checkpoint (``Checkpoint.started``) before the call can do anything. Read-only and
     idempotent calls are not recorded first: running them again after a crash is harmless,
@@ -489,7 +486,7 @@ class ToolStarting(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class SendMail(msgspec.Struct, frozen=True, kw_only=True):
+class SendMail(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run (or the outside, ``sender=EXTERNAL_SENDER``) sends mail to a run id or name."""
 
     request_id: str
@@ -501,7 +498,7 @@ class SendMail(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class MailAck(msgspec.Struct, frozen=True, kw_only=True):
+class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Mail accepted (``mail_id``) or refused (``error``), after it was recorded."""
 
     request_id: str
@@ -511,19 +508,14 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True):
     dead_letter: bool = False
 
 
-class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    mail: Mail
-
-
-class DeliverMails(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Several mails for one run, in the order sent: what one supervisor message (a burst
-    of sends) delivers to one recipient, so the receiver handles one message, not one per
-    mail. A single mail still goes as ``DeliverMail``."""
+class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """Mail for one run, in the order sent: every mail the supervisor hands a recipient in
+    one go (one, or a step's several). The one delivery form: a batch of one is a batch."""
 
     mails: tuple[Mail, ...]
 
 
-class MailRead(msgspec.Struct, frozen=True, kw_only=True):
+class MailRead(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     mail_ids: tuple[str, ...]
     attempt: int = 0
@@ -554,7 +546,7 @@ class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     error: str | None = None
 
 
-class Journal(msgspec.Struct, frozen=True, kw_only=True):
+class Journal(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A function agent's journal entries of one handling, and the mail they read (marked
     read in the same transaction as the entries that say who read it)."""
 
@@ -565,7 +557,7 @@ class Journal(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class Replay(msgspec.Struct, frozen=True, kw_only=True):
+class Replay(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """What a resumed function agent replays before it goes on: its journal, and the mail
     it had read (a replayed ``receive`` hands the same mail again)."""
 
@@ -576,7 +568,7 @@ class Replay(msgspec.Struct, frozen=True, kw_only=True):
     """The agent of each run of its tree, by run id (a send may name its recipient so)."""
 
 
-class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
+class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Stop a run and its subtree. ``requester`` None = the outside (always allowed)."""
 
     request_id: str
@@ -591,13 +583,13 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True):
     of stopping a run that has already ended."""
 
 
-class StopReply(msgspec.Struct, frozen=True, kw_only=True):
+class StopReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     request_id: str
     stopped: tuple[str, ...] = ()
     error: str | None = None
 
 
-class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
+class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent went back to its mailbox with calls pending (``waiting``) or resumed."""
 
     run_id: str
@@ -606,35 +598,35 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-# ---- parking: a waiting run lends its concurrency slot (supervision/slots.py) ----------------
+# ---- parking: a waiting run lends its concurrency slot (supervision/parking.py) --------------
 
 
-class Park(msgspec.Struct, frozen=True, kw_only=True):
+class Park(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Supervisor -> agent: a queued run needs your slot; give it back if you are waiting.
 
     The agent handles it between two messages, so it is never working then: it answers
     ``Parked`` and from then on holds back whatever it receives until ``Unpark``."""
 
 
-class Parked(msgspec.Struct, frozen=True, kw_only=True):
+class Parked(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Agent -> supervisor: this run gave its slot back (it does nothing until ``Unpark``)."""
 
     run_id: str
     attempt: int = 0
 
 
-class SlotWanted(msgspec.Struct, frozen=True, kw_only=True):
+class SlotWanted(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Agent -> supervisor: a parked run received something; it wants its slot back."""
 
     run_id: str
     attempt: int = 0
 
 
-class Unpark(msgspec.Struct, frozen=True, kw_only=True):
+class Unpark(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Supervisor -> agent: your slot is back; handle what you held back, in order."""
 
 
-class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """An agent ended on its own: a result, or an error of some kind."""
 
     run_id: str
@@ -648,7 +640,7 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
+class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A tool call of the current step got its result: added to the run's checkpoint, so a
     resumed run does not run it again."""
 
@@ -661,36 +653,157 @@ class ToolAnswered(msgspec.Struct, frozen=True, kw_only=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
-class Batch(msgspec.Struct, frozen=True):
+class Batch(msgspec.Struct, frozen=True, tag=True):
     """Several messages for one actor, handled in order as if they had been sent one by one.
 
     Why: every actor message costs a queue hand-off, a wake-up and a GIL switch, far more
     than handling a small report. An agent's mail reports made in one handling (a burst of
     sends, its read receipts) and the supervisor's replies to one run after a group commit
-    (deliveries, acknowledgements) travel as one Batch instead of one message each.
+    (deliveries, acknowledgements) travel as one Batch instead of one message each. A Batch
+    never holds a Batch.
     """
 
-    messages: tuple[Any, ...]
+    messages: tuple[ActorMessage, ...]
 
 
-class PollCommands(msgspec.Struct, frozen=True):
+class PollCommands(msgspec.Struct, frozen=True, tag=True):
     """Time to take the stop/send commands other processes posted through the store."""
 
 
-class Continue(msgspec.Struct, frozen=True):
+class Continue(msgspec.Struct, frozen=True, tag=True):
     """An agent tells itself to take its next step (so mail and stops interleave)."""
 
 
-class Wake(msgspec.Struct, frozen=True, kw_only=True):
+class Wake(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A timer woke an agent (``wait_for_message`` ran out)."""
 
     key: str
 
 
-class Timeout(msgspec.Struct, frozen=True, kw_only=True):
+class Timeout(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A run's deadline passed (from the timer service to the supervisor)."""
 
     run_id: str
+
+
+class RestartDue(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The backoff of a restarting run is over (timer service -> supervisor)."""
+
+    run_id: str
+
+
+class Restore(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Take up the store's orphaned runs (answered with a ``RestoreReport``): those whose
+    host's lease lapsed (``store.leases``); ``roots``: only these trees."""
+
+    roots: frozenset[str] | None = None
+
+
+class LeaseLost(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """This runtime's lease lapsed and another process took its runs over: the supervisor
+    must stop hosting them at once, writing nothing more (told by the lease keeper)."""
+
+    reason: str
+
+
+class Sweep(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Archive finished runs (and delete old ones) if the store keeps them for long."""
+
+    archive_after_minutes: float = 60.0
+    retention_days: float | None = None
+
+
+class StopAll(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Cancel every run (the runtime closes); answered with the ids cancelled."""
+
+    reason: str = "runtime closed"
+
+
+class Inspect(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Ask the supervisor for a ``SupervisorStats`` (for tests, tools and dashboards);
+    ``run_id``: also what that run's subtree has spent, as its budget ledger counts it."""
+
+    run_id: str | None = None
+
+
+ActorMessage = (
+    SpawnRequest
+    | SpawnReply
+    | ChildDone
+    | StepTaken
+    | ToolCalled
+    | ToolAnswered
+    | ToolStarting
+    | SendMail
+    | MailAck
+    | DeliverMail
+    | MailRead
+    | Journal
+    | StopRequest
+    | StopReply
+    | WaitingChanged
+    | RunFinished
+    | Park
+    | Parked
+    | SlotWanted
+    | Unpark
+    | PollCommands
+    | Continue
+    | Wake
+    | Timeout
+    | RestartDue
+    | Restore
+    | LeaseLost
+    | Sweep
+    | StopAll
+    | Inspect
+)
+"""Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
+
+
+class Ask(msgspec.Struct, frozen=True, tag=True):
+    """The envelope of a message whose sender waits for the answer.
+
+    Why an envelope: whether a failure goes back to the sender or is logged and survived
+    must not be guessed from a message's content. An ``Ask`` gets its answer, or the error
+    raised while handling it; anything else is a tell: a failure handling it is logged, the
+    run that sent it (if any) is told, and the receiver goes on serving.
+    """
+
+    message: ActorMessage
+
+
+# ---- answers the supervisor gives to asks ---------------------------------------------------
+
+
+class RestoreReport(msgspec.Struct, kw_only=True):
+    """What a restore found: runs resumed, queued again, failed, cancelled; orphaned roots."""
+
+    resumed: list[str] = msgspec.field(default_factory=list)
+    requeued: list[str] = msgspec.field(default_factory=list)
+    failed: list[str] = msgspec.field(default_factory=list)
+    cancelled: list[str] = msgspec.field(default_factory=list)
+    orphans: list[str] = msgspec.field(default_factory=list)
+    elsewhere: list[str] = msgspec.field(default_factory=list)
+    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them."""
+    taken_from: list[str] = msgspec.field(default_factory=list)
+    """The owners whose orphaned runs this restore took over (their leases lapsed)."""
+
+
+class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The supervisor's counters at one moment (the answer to ``Inspect``)."""
+
+    in_flight: int
+    """Runs holding a concurrency slot (running or waiting)."""
+    peak: int
+    """The most runs that ever held a slot at once."""
+    queued: int
+    """Runs waiting for a slot."""
+    hosted: int
+    """Live runs this supervisor hosts."""
+    spent: Usage | None = None
+    """What ``Inspect.run_id``'s subtree has spent, as its budget ledger counts it (None
+    when no run was named; nothing for a run the ledger does not hold)."""
 
 
 class TreeNode(msgspec.Struct, frozen=True, kw_only=True):

@@ -38,8 +38,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
+from subagents.logs import get_logger
 from subagents.messages import Event, EventKind, ModelRequest, ModelResponse, RunRecord
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ if TYPE_CHECKING:
 
     from subagents.store.base import RunStore
 
-log = structlog.get_logger("subagents.telemetry")
+log = get_logger("subagents.telemetry")
 
 SCOPE = "subagents"
 MAX_ATTRIBUTE = 1000

@@ -60,6 +60,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "tools": ["tools.py", "--quick"],
         "cli_startup": ["cli_startup.py", "--quick"],
         "mcp_hub": ["mcp_hub.py", "--quick"],
+        "refusals": ["refusals.py", "--quick"],
     }
 
 
@@ -76,6 +77,7 @@ NAMES = (
     "tools",
     "mcp_hub",
     "cli_startup",
+    "refusals",
 )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -59,11 +58,10 @@ def block_deep(levels: int) -> str:
         ("---\nname: a\ndescription: d\nx: [" + "1," * 30_000 + "1]\n---\n", "YAML nodes", 4),
     ],
 )
-def test_yaml_built_to_explode_is_refused_quickly(text: str, fragment: str, line: int | None):
-    started = time.perf_counter()
+def test_yaml_built_to_explode_is_refused(text: str, fragment: str, line: int | None):
+    # how quickly: benchmarks/refusals.py (no wall-clock assertions in the suite)
     with pytest.raises(DefinitionError) as caught:
         parse_markdown(text, source="bomb.md")
-    assert time.perf_counter() - started < 2.0
     assert fragment in caught.value.reason and caught.value.file == "bomb.md"
     if line is not None:
         assert caught.value.line == line
@@ -119,11 +117,9 @@ def test_every_kind_of_bad_file_is_one_clear_issue_and_the_rest_loads(tmp_path: 
     (root / "dangling.md").symlink_to(tmp_path / "nowhere.md")
     bad["dangling.md"] = ("file not found", None)
 
-    started = time.perf_counter()
-    result = DefinitionLoader(
+    result = DefinitionLoader(  # a FIFO read naively would block here for ever
         [Source(str(root), Level.DIRS), Source(str(tmp_path / "absent"), Level.DIRS)]
     ).load()
-    assert time.perf_counter() - started < 2.0
     assert sorted(result.specs) == ["good0", "good1", "good2"]
     assert result.files_scanned == 3 + len(bad) and result.files_loaded == 3
     by_file: dict[str, list[str]] = {}

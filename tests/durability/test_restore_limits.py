@@ -26,10 +26,10 @@ def test_restore_does_not_start_more_runs_than_the_limit(tmp_path: Path) -> None
         report = rt.restore_report
         assert sorted(rt.get(r).agent for r in report.resumed) == ["lead", "worker"]  # type: ignore[union-attr]
         assert [rt.get(r).agent for r in report.requeued] == ["other"]  # type: ignore[union-attr]
-        assert rt.inspect(lambda core: core.slots.in_flight) <= 2
+        assert rt.stats().in_flight <= 2
         roots = {r.agent: r.run_id for r in rt.runs() if r.parent_run_id is None}
         lead = rt.attach(roots["lead"]).result(timeout=20)
         other = rt.attach(roots["other"]).result(timeout=20)
         assert lead.result == "lead done: worker done"
         assert other.status is RunStatus.COMPLETED
-        assert rt.inspect(lambda core: core.slots.peak) <= 2
+        assert rt.stats().peak <= 2

@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
-from subagents.actors.supervisor import Query
 from subagents.behaviour.function import AgentContext
-from subagents.messages import RunStatus
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AdmissionError
-from subagents.supervision.core import SupervisorCore
 
 WAIT = 10.0
 
@@ -33,20 +31,27 @@ def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> No
     def small(ctx: AgentContext) -> str:
         return "ok"
 
-    def hold(core: SupervisorCore) -> None:  # keeps the supervisor busy meanwhile
-        entered.set()
-        assert release.wait(WAIT)
+    def hold(event: Event) -> None:  # a subscriber: keeps the supervisor's thread busy
+        if event.kind is EventKind.SPAWNED and event.agent == "hold":
+            entered.set()
+            assert release.wait(WAIT)
 
     store = SQLiteStore(tmp_path / "runs.db", max_bytes=256 * 1024)
-    agents = [FunctionAgent.create("big", big), FunctionAgent.create("small", small)]
+    agents = [
+        FunctionAgent.create("big", big),
+        FunctionAgent.create("small", small),
+        FunctionAgent.create("hold", small),
+    ]
     with Runtime(agents, model=ScriptedModel(), store=store) as rt:
         handle = rt.spawn("big", "go")
         assert started.wait(WAIT)
         supervisor: Any = rt._supervisor
-        supervisor.tell(Query(hold))
+        rt.subscribe(hold)
+        holder = threading.Thread(target=lambda: rt.spawn("hold", "busy"))
+        holder.start()
         assert entered.wait(WAIT)
         go.set()  # its RunFinished (grouped: its commit waits for the queue) is queued next
-        assert rt._pool.wait_until(lambda counts: counts.parked >= 1, WAIT)
+        assert rt._hosting.pool.wait_until(lambda counts: counts.parked >= 1, WAIT)
         errors: list[BaseException] = []
 
         def run_small() -> None:
@@ -63,6 +68,7 @@ def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> No
             threading.Event().wait(0.001)
         assert inbox.qsize() >= 2
         release.set()
+        holder.join(WAIT + 5)
         caller.join(WAIT + 5)
         assert not caller.is_alive()
         assert len(errors) == 1

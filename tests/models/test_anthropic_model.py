@@ -18,6 +18,7 @@ from fake_messages_api import (
     text_message,
     tool_use_message,
 )
+from recorded_waits import RecordedWaits
 from subagents.messages import (
     ChatMessage,
     ModelRequest,
@@ -193,11 +194,11 @@ def test_429_honours_retry_after(api: FakeMessagesAPI, model: AnthropicModel) ->
         error_reply(429, "rate_limit_error", "slow down", headers={"retry-after": "1"}),
         text_message("ok"),
     )
-    assert model.complete(request(user("t")), deadline=time.monotonic() + 10).text == "ok"
-    first, second = api.requests
-    gap = second.received_at - first.received_at
-    assert gap >= 0.95  # our own backoff in this test is at most 0.05 s
-    assert gap < 3.0
+    waits = RecordedWaits()
+    answer = model.complete(request(user("t")), deadline=time.monotonic() + 10, cancel=waits)
+    assert answer.text == "ok"
+    assert len(api.requests) == 2
+    assert waits.waits == [1.0]  # the server's wait, not our own backoff (at most 0.05 s)
 
 
 def test_429_honours_retry_after_ms(api: FakeMessagesAPI, model: AnthropicModel) -> None:
@@ -207,24 +208,26 @@ def test_429_honours_retry_after_ms(api: FakeMessagesAPI, model: AnthropicModel)
         ),
         text_message("ok"),
     )
-    assert model.complete(request(user("t")), deadline=time.monotonic() + 10).text == "ok"
-    first, second = api.requests
-    assert 0.28 <= second.received_at - first.received_at < 2.0
+    waits = RecordedWaits()
+    answer = model.complete(request(user("t")), deadline=time.monotonic() + 10, cancel=waits)
+    assert answer.text == "ok"
+    assert len(api.requests) == 2
+    assert waits.waits == [0.3]  # retry-after-ms is the finer of the two
 
 
 def test_retry_after_beyond_deadline_fails_at_once(
     api: FakeMessagesAPI, model: AnthropicModel
 ) -> None:
     api.add(error_reply(429, "rate_limit_error", "quota", headers={"retry-after": "30"}))
-    start = time.monotonic()
+    waits = RecordedWaits()
     with pytest.raises(ModelError) as info:
-        model.complete(request(user("t")), deadline=start + 2)
+        model.complete(request(user("t")), deadline=time.monotonic() + 2, cancel=waits)
     assert info.value.kind == "rate_limited"
     assert info.value.transient is True
     assert "deadline" in info.value.message
     assert "quota" in info.value.message
     assert len(api.requests) == 1
-    assert time.monotonic() - start < 1.5
+    assert waits.waits == []  # a wait that would end past the deadline is not started
 
 
 def test_529_then_success(api: FakeMessagesAPI, model: AnthropicModel) -> None:
@@ -273,14 +276,22 @@ def test_response_slower_than_deadline_times_out(
     api: FakeMessagesAPI, model: AnthropicModel
 ) -> None:
     api.add(*[Reply(body=text_message("late"), delay=30) for _ in range(5)])
-    start = time.monotonic()
-    deadline = start + 0.5
-    with pytest.raises(ModelError) as info:
-        model.complete(request(user("t")), deadline=deadline)
-    elapsed = time.monotonic() - start
-    assert info.value.kind == "timeout"
-    assert info.value.transient is True
-    assert elapsed < 0.5 + 0.75  # by the deadline, give or take scheduling
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            model.complete(request(user("t")), deadline=time.monotonic() + 0.5)
+        except BaseException as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    caller.join(20.0)  # each reply takes 30 s: only a call cut at its deadline returns
+    assert not caller.is_alive()
+    (error,) = errors
+    assert isinstance(error, ModelError)
+    assert error.kind == "timeout"
+    assert error.transient is True
     assert 1 <= len(api.requests) <= FAST.max_attempts
 
 

@@ -8,7 +8,6 @@ backend). Asserts on what the server received as well as on the outcome.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -159,7 +158,6 @@ def test_fan_out_through_the_whole_runtime(api: FakeMessagesAPI) -> None:
 def test_runtime_run_fails_cleanly_on_401(api: FakeMessagesAPI) -> None:
     api.handler = lambda req: error_reply(401, "authentication_error", "invalid key")
     model = AnthropicModel(api_key="bad", base_url=api.url)
-    start = time.monotonic()
     with Runtime(AGENTS, model=model, tools=[lookup]) as rt:
         outcome = rt.run("worker", "alpha", wait=30)
     model.close()
@@ -167,5 +165,4 @@ def test_runtime_run_fails_cleanly_on_401(api: FakeMessagesAPI) -> None:
     assert outcome.error_kind in ("auth", "model_auth")  # the runtime may prefix the layer
     assert outcome.error is not None
     assert "ANTHROPIC_API_KEY" in outcome.error
-    assert len(api.requests) == 1
-    assert time.monotonic() - start < 10
+    assert len(api.requests) == 1  # not retried: an auth error is final

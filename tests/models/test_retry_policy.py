@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from recorded_waits import RecordedWaits
 from subagents.models import ModelError
 from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
 
@@ -69,22 +70,25 @@ def test_timeout_is_time_left_to_deadline() -> None:
 
 def test_retry_after_is_honoured_and_capped() -> None:
     flaky = Flaky(1, TransientError("rate_limited", "x", retry_after=0.2))
-    call_with_retries(flaky, policy=FAST)
-    assert flaky.times[1] - flaky.times[0] >= 0.19
+    waits = RecordedWaits()
+    call_with_retries(flaky, policy=FAST, cancel=waits)
+    assert waits.waits == [0.2]  # the server's wait, not our backoff (at most 0.002 s)
 
     capped = RetryPolicy(max_attempts=2, base_wait=0.001, max_wait=0.001, max_retry_after=0.01)
     flaky = Flaky(1, TransientError("rate_limited", "x", retry_after=60))
-    call_with_retries(flaky, policy=capped, deadline=time.monotonic() + 5)
-    assert flaky.times[1] - flaky.times[0] < 1.0
+    waits = RecordedWaits()
+    call_with_retries(flaky, policy=capped, deadline=time.monotonic() + 5, cancel=waits)
+    assert waits.waits == [0.01]
+    assert len(flaky.timeouts) == 2
 
 
 def test_wait_past_deadline_is_not_started() -> None:
     flaky = Flaky(10, TransientError("rate_limited", "quota", retry_after=10))
-    start = time.monotonic()
+    waits = RecordedWaits()
     with pytest.raises(ModelError) as info:
-        call_with_retries(flaky, policy=FAST, deadline=start + 1)
+        call_with_retries(flaky, policy=FAST, deadline=time.monotonic() + 1, cancel=waits)
     assert len(flaky.timeouts) == 1
-    assert time.monotonic() - start < 0.9
+    assert waits.waits == []  # a wait that would end past the deadline is not started
     assert info.value.kind == "rate_limited"
     assert "deadline" in info.value.message
 

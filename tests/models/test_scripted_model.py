@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
+from recorded_waits import RecordedWaits
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChatMessage,
@@ -240,9 +241,9 @@ def test_fail_times_without_text_then_default_reply() -> None:
 
 def test_delay_completes_when_not_cancelled() -> None:
     model = ScriptedModel({"a": [{"text": "slow", "delay": 0.05}]})
-    start = time.monotonic()
-    assert model.complete(request("a", user("t")), cancel=threading.Event()).text == "slow"
-    assert time.monotonic() - start >= 0.05
+    waits = RecordedWaits()
+    assert model.complete(request("a", user("t")), cancel=waits).text == "slow"
+    assert waits.waits == [0.05]
 
 
 def test_delay_cancelled_from_another_thread() -> None:
@@ -280,12 +281,13 @@ def test_cancel_already_set_fails_at_once() -> None:
 
 def test_deadline_before_delay_ends_is_transient_timeout() -> None:
     model = ScriptedModel({"a": [{"text": "never", "delay": 30}]})
-    start = time.monotonic()
+    waits = RecordedWaits()
     with pytest.raises(ModelError) as info:
-        model.complete(request("a", user("t")), deadline=start + 0.05)
+        model.complete(request("a", user("t")), deadline=time.monotonic() + 0.05, cancel=waits)
     assert info.value.kind == "timeout"
     assert info.value.transient is True
-    assert time.monotonic() - start < 5
+    (waited,) = waits.waits  # only up to the deadline, not the 30 s delay
+    assert waited is not None and waited <= 0.05
 
 
 def test_deadline_already_passed() -> None:

@@ -193,12 +193,14 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
     handle = rt.spawn("lead", "go", token_budget=1_000_000)
     assert all_in.wait(10)
     # While the lead's last (slow) call is in flight: the ledger holds every child's calls.
-    spent = rt.inspect(lambda core: core.budgets.spent(handle.run_id))
+    spent = rt.stats(handle.run_id).spent
+    assert spent is not None
     assert spent.total_tokens == 120 + n * (10 + 13)
     assert spent.model_calls == 1 + 2 * n
     assert round(spent.cost_usd, 6) == round(0.01 + n * 0.001, 6)
     for worker in [r for r in rt.runs(root_run_id=handle.run_id) if r.agent == "worker"]:
-        assert rt.inspect(lambda core, w=worker: core.budgets.spent(w.run_id).total_tokens) == 23
+        worker_spent = rt.stats(worker.run_id).spent
+        assert worker_spent is not None and worker_spent.total_tokens == 23
     outcome = handle.result(10)
     totals = rt.totals(outcome.run_id)
     assert totals.tokens == 120 + n * 23 + 10

@@ -200,4 +200,4 @@ def test_a_function_used_as_a_plain_concurrency_runtime() -> None:
         assert outcome.status is RunStatus.COMPLETED
         assert msgspec.json.decode(outcome.result or "") == [i * i for i in range(40)]
         assert peak <= 4
-        assert rt.inspect(lambda core: core.slots.peak) <= 5
+        assert rt.stats().peak <= 5

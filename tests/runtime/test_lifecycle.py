@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -49,9 +48,7 @@ def test_no_thread_is_left_after_closing_with_runs_in_flight() -> None:
     events.wait_count(EventKind.STARTED, "sleeper", 2)
     events.wait_count(EventKind.WAITING, "waiter", 1)
     assert queued.status is RunStatus.QUEUED
-    started = time.monotonic()
-    rt.close()
-    assert time.monotonic() - started < 5.0  # the long model calls were cut short
+    rt.close()  # within its 10 s: the 60 s model calls are cut short, or their threads stay
     left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert left == [], [t.name for t in left]
     for handle in (boss, sleeper, waiter_run, queued):

@@ -84,8 +84,8 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
         assert sorted(o.result or "" for o in outcomes) == sorted(
             f"{n}-{i}" for n in range(8) for i in range(25)
         )
-        assert rt.inspect(lambda core: core.slots.peak) <= 4
-        assert rt.inspect(lambda core: core.slots.in_flight) == 0
+        assert rt.stats().peak <= 4
+        assert rt.stats().in_flight == 0
 
     assert in_flight.peak["global"] <= 4
     for name in TIERS:

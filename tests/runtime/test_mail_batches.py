@@ -239,7 +239,9 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
             Batch(messages=tuple(MailAck(request_id=m.request_id, mail_id="x") for m in mails))
         )
         delivered = tuple(
-            DeliverMail(mail=Mail(mail_id=f"m{i}", sender="r0", recipient="r1", content=f"c{i}"))
+            DeliverMail(
+                mails=(Mail(mail_id=f"m{i}", sender="r0", recipient="r1", content=f"c{i}"),)
+            )
             for i in range(3)
         )
         agent.tell(Batch(messages=delivered))

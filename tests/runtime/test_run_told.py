@@ -24,7 +24,7 @@ def test_a_timeout_that_is_not_a_number_is_refused_without_wait(timeout: Any) ->
     with Runtime([spec("a")], model=ScriptedModel({})) as rt:
         with pytest.raises(AdmissionError, match="timeout must be a number"):
             rt.run("a", "x", timeout=timeout)
-        assert rt._waiters == {}
+        assert rt._roots.waiting() == []
         assert rt.run("a", "x", wait=WAIT).status is RunStatus.COMPLETED
 
 
@@ -46,4 +46,4 @@ def test_run_and_spawn_from_a_subscriber_leave_no_waiter() -> None:
         assert rt.run("a", "x", wait=WAIT).status is RunStatus.COMPLETED
         assert done.wait(WAIT)
         assert [("event subscriber" in str(e)) for e in errors] == [True, True]
-        assert rt._waiters == {}  # the refused calls registered nothing that stays
+        assert rt._roots.waiting() == []  # the refused calls registered nothing that stays

@@ -113,7 +113,7 @@ def test_run_hears_a_refusal_without_asking_and_forgets_the_run() -> None:
             rt.run("a", "x", wait=WAIT, parent_run_id="r-other")
         with pytest.raises(TypeError, match="task must be a string, got int"):
             rt.run("a", 42, wait=WAIT)  # type: ignore[arg-type]
-        assert rt._waiters == {}  # nothing left waiting for the refused runs
+        assert rt._roots.waiting() == []  # nothing left waiting for the refused runs
         assert rt.runs() == []
         outcome = rt.run("a", "x", wait=WAIT, label="fine", shared={"k": 1})
         assert outcome.status is RunStatus.COMPLETED

@@ -192,7 +192,7 @@ def test_wal_mode_and_synchronous_normal(sqlite_store: SQLiteStore, db_path: Pat
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     raw.close()
     # synchronous is per connection: ask the store's own
-    assert sqlite_store._conn.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
+    assert sqlite_store._tx.connection().execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
 
 
 def test_default_path_is_in_the_state_directory(

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Batch, Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.messages import Batch, ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
 from subagents.supervision.coalesce import coalesce
-from subagents.supervision.core import (
+from subagents.supervision.effects import (
     ArmDeadline,
-    DeliverRoot,
     DisarmDeadline,
     Publish,
     StartRun,
     StopAgent,
     Tell,
+    TellOutside,
 )
 
 
@@ -45,9 +45,10 @@ def test_events_and_deadline_timers_pass_through_without_splitting_a_batch() -> 
 
 def test_other_effects_are_barriers_that_nothing_crosses() -> None:
     record = RunRecord(run_id="a", agent="a", task="t", root_run_id="a")
-    start = StartRun(record, AgentSpec(name="a", description="d"), 9.0)
+    start = StartRun(record=record, spec=AgentSpec(name="a", description="d"), deadline=9.0)
     stop = StopAgent("a")
-    root = DeliverRoot(Outcome(run_id="r", status=RunStatus.COMPLETED))
+    outcome = Outcome(run_id="r", status=RunStatus.COMPLETED)
+    root = TellOutside(ChildDone(request_id="r", outcome=outcome))
     effects = [Tell("a", 1), Tell("a", 2), stop, Tell("a", 3), start, Tell("a", 4), root]
     assert coalesce(effects) == [
         Tell("a", Batch(messages=(1, 2))),

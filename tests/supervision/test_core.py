@@ -1,11 +1,13 @@
 """SupervisorCore without threads: admission, queueing, delivery, mail, stops, timeouts.
 
-The core is fed messages directly, as the supervisor actor would, against a real MemoryStore;
-the effects it returns are what the actor would carry out.
+The core is fed messages directly, as the supervisor actor would; the writes of each decision
+are carried out on a real MemoryStore (as the actor does), and the effects it returns are
+what the actor would carry out after that.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -16,13 +18,13 @@ from subagents.messages import (
     Batch,
     ChildDone,
     DeliverMail,
-    DeliverMails,
     EventKind,
     MailAck,
     MailRead,
     MailState,
     Park,
     Parked,
+    RestoreReport,
     RunFinished,
     RunStatus,
     SendMail,
@@ -36,16 +38,18 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.memory import MemoryStore
-from subagents.supervision.core import (
+from subagents.store.snapshot import read_snapshot
+from subagents.store.writes import apply_writes
+from subagents.supervision.core import Decision, SupervisorCore
+from subagents.supervision.effects import (
     ArmDeadline,
-    DeliverRoot,
     DisarmDeadline,
     Effect,
     Publish,
     StartRun,
     StopAgent,
-    SupervisorCore,
     Tell,
+    TellOutside,
 )
 from subagents.supervision.limits import Limits
 
@@ -70,6 +74,64 @@ class Clock:
         return self.now
 
 
+class Driven:
+    """The core as the supervisor actor drives it: each decision's writes carried out on the
+    store, its reply and effects returned."""
+
+    def __init__(self, core: SupervisorCore, store: MemoryStore) -> None:
+        self.core = core
+        self.store = store
+        self.slots = core.slots
+        self.runs = core.runs
+
+    def _do(self, decision: Decision) -> Decision:
+        with self.store.batch():
+            apply_writes(self.store, decision.writes)
+        return decision
+
+    def spawn(self, req: SpawnRequest) -> tuple[SpawnReply, list[Effect]]:
+        d = self._do(self.core.spawn(req))
+        return d.reply, d.effects
+
+    def stop(self, req: StopRequest) -> tuple[StopReply, list[Effect]]:
+        d = self._do(self.core.stop(req))
+        return d.reply, d.effects
+
+    def send_mail(self, msg: SendMail) -> tuple[MailAck, list[Effect]]:
+        d = self._do(self.core.send_mails((msg,)))
+        return d.reply[0], d.effects
+
+    def send_mails(self, msgs: Sequence[SendMail]) -> tuple[list[MailAck], list[Effect]]:
+        d = self._do(self.core.send_mails(msgs))
+        return d.reply, d.effects
+
+    def mail_reads(self, msgs: Sequence[MailRead]) -> list[Effect]:
+        return self._do(self.core.mail_reads(msgs)).effects
+
+    def finished(self, msg: RunFinished) -> list[Effect]:
+        return self._do(self.core.finished(msg)).effects
+
+    def timeout(self, run_id: str) -> list[Effect]:
+        return self._do(self.core.timeout(run_id)).effects
+
+    def stop_all(self, reason: str) -> list[Effect]:
+        return self._do(self.core.stop_all(reason)).effects
+
+    def waiting_changed(self, msg: WaitingChanged) -> list[Effect]:
+        return self._do(self.core.waiting_changed(msg)).effects
+
+    def parked(self, msg: Parked) -> list[Effect]:
+        return self._do(self.core.parked(msg)).effects
+
+    def slot_wanted(self, msg: SlotWanted) -> list[Effect]:
+        return self._do(self.core.slot_wanted(msg)).effects
+
+    def restore(self) -> tuple[RestoreReport, list[Effect]]:
+        """A restore as the actor does it: the store read (nobody else alive), handed over."""
+        d = self._do(self.core.restore(read_snapshot(self.store, frozenset())))
+        return d.reply, d.effects
+
+
 class Harness:
     def __init__(self, limits: Limits | None = None, *specs: AgentSpec) -> None:
         if not specs:
@@ -79,13 +141,14 @@ class Harness:
         self.specs = {s.name: s for s in specs}
         self.store = MemoryStore()
         self.clock = Clock()
-        self.core = SupervisorCore(
+        core = SupervisorCore(
             lookup=self.specs.get,
             names=lambda: list(self.specs),
-            store=self.store,
+            read_run=self.store.get_run,
             limits=limits or Limits(),
             clock=self.clock,
         )
+        self.core = Driven(core, self.store)
 
     def spawn(self, agent: str, parent: str | None = None, **kw: Any) -> SpawnReply:
         reply, _ = self.spawn_effects(agent, parent, **kw)
@@ -119,6 +182,11 @@ class Harness:
         record = self.store.get_run(run_id)
         assert record is not None
         return record.status
+
+    def unread(self, run_id: str) -> list[str]:
+        state = self.core.runs.get(run_id)
+        assert state is not None
+        return list(state.inbox)
 
     def terminal_events(self, run_id: str) -> list[EventKind]:
         return [e.kind for e in self.store.events(run_id) if e.kind in TERMINAL_EVENTS]
@@ -229,14 +297,16 @@ def test_a_root_outcome_is_delivered_once_and_late_reports_are_discarded() -> No
     h = Harness()
     root = h.run("lead")
     effects = h.core.finished(RunFinished(run_id=root, result="done"))
-    (deliver,) = of(effects, DeliverRoot)
-    assert deliver.outcome.status is RunStatus.COMPLETED and deliver.outcome.result == "done"
+    (deliver,) = of(effects, TellOutside)
+    assert isinstance(deliver.message, ChildDone)
+    outcome = deliver.message.outcome
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "done"
     assert of(effects, DisarmDeadline) == [DisarmDeadline(root)]
     assert h.core.finished(RunFinished(run_id=root, error_kind="crash", error="late")) == []
     assert h.core.timeout(root) == []
     reply, effects = h.core.stop(StopRequest(request_id="s", run_id=root))
     assert reply.error is not None and "already ended" in reply.error
-    assert of(effects, DeliverRoot) == []
+    assert of(effects, TellOutside) == []
     assert h.status(root) is RunStatus.COMPLETED
     assert h.terminal_events(root) == [EventKind.COMPLETED]
     assert h.store.undelivered_outcomes() == []
@@ -252,7 +322,7 @@ def test_a_foreground_child_outcome_goes_to_its_parent_once() -> None:
     (done,) = told(effects, root, ChildDone)
     assert done.request_id == "call-1"
     assert done.outcome.status is RunStatus.FAILED and done.outcome.error == "bad"
-    assert of(effects, DeliverRoot) == []
+    assert of(effects, TellOutside) == []
     assert h.core.finished(RunFinished(run_id=reply.run_id, result="again")) == []
     assert h.terminal_events(reply.run_id) == [EventKind.FAILED]
 
@@ -264,9 +334,10 @@ def test_a_background_child_outcome_arrives_as_mail() -> None:
     effects = h.core.finished(RunFinished(run_id=child, result="bg done"))
     assert told(effects, root, ChildDone) == []
     (delivered,) = told(effects, root, DeliverMail)
-    assert delivered.mail.sender == child
-    assert delivered.mail.content.startswith("[background result]")
-    assert '"result":"bg done"' in delivered.mail.content
+    (mail,) = delivered.mails
+    assert mail.sender == child
+    assert mail.content.startswith("[background result]")
+    assert '"result":"bg done"' in mail.content
 
 
 def test_a_parent_that_ends_cancels_what_it_left_running() -> None:
@@ -279,7 +350,7 @@ def test_a_parent_that_ends_cancels_what_it_left_running() -> None:
     assert h.status(child) is RunStatus.CANCELLED
     assert h.status(grandchild) is RunStatus.CANCELLED
     assert [s.run_id for s in of(effects, StopAgent)] == [grandchild, child]
-    assert len(of(effects, DeliverRoot)) == 1
+    assert len(of(effects, TellOutside)) == 1
 
 
 # ---- mail --------------------------------------------------------------------------------------
@@ -294,9 +365,10 @@ def test_mail_by_id_is_recorded_and_delivered() -> None:
     )
     assert ack.error is None and ack.recipient == root and ack.mail_id is not None
     (delivered,) = told(effects, root, DeliverMail)
-    assert delivered.mail.content == "hello"
-    assert delivered.mail.sender_agent == "worker"
-    assert delivered.mail.reply_to == "x"
+    (mail,) = delivered.mails
+    assert mail.content == "hello"
+    assert mail.sender_agent == "worker"
+    assert mail.reply_to == "x"
     assert told(effects, child, MailAck) == [ack]  # the sender hears back
     (stored,) = [m for m in h.store.mail_for(root) if m.mail_id == ack.mail_id]
     assert stored.state is MailState.DELIVERED
@@ -422,8 +494,8 @@ def test_send_mails_answers_each_mail_and_delivers_once_per_recipient() -> None:
     (answers,) = told(effects, root, Batch)
     assert list(answers.messages) == acks
     # one delivery per live recipient, its mails in order; none to the queued run
-    (to_worker,) = told(effects, worker, DeliverMails)
-    (to_critic,) = told(effects, critic, DeliverMails)
+    (to_worker,) = told(effects, worker, DeliverMail)
+    (to_critic,) = told(effects, critic, DeliverMail)
     assert [m.content for m in to_worker.mails] == ["a", "c"]
     assert [m.content for m in to_critic.mails] == ["b", "d"]
     assert {m.state for m in (*to_worker.mails, *to_critic.mails)} == {MailState.DELIVERED}
@@ -490,7 +562,7 @@ def test_send_mails_fails_a_mail_with_a_wrong_field_type_alone() -> None:
     assert acks[0].error == "to and content must be strings, got str and int"
     assert acks[1].error is None
     (delivered,) = told(effects, worker, DeliverMail)
-    assert delivered.mail.content == "fine"
+    assert [m.content for m in delivered.mails] == ["fine"]
 
 
 def test_mail_reads_mark_every_mail_read_in_one_call() -> None:
@@ -501,14 +573,14 @@ def test_mail_reads_mark_every_mail_read_in_one_call() -> None:
         [SendMail(request_id=f"q{i}", sender=root, to=worker, content=str(i)) for i in range(3)]
     )
     ids = tuple(str(a.mail_id) for a in acks)
-    assert h.core.runs[worker].unread_mail == set(ids)
+    assert set(h.unread(worker)) == set(ids)
     h.core.mail_reads(
         [
             MailRead(run_id=worker, mail_ids=ids[:2]),
             MailRead(run_id=worker, mail_ids=ids[2:]),
         ]
     )
-    assert h.core.runs[worker].unread_mail == set()
+    assert h.unread(worker) == []
     assert {m.state for m in h.store.mail_for(worker)} == {MailState.READ}
 
 
@@ -520,8 +592,9 @@ def test_unread_mail_at_the_end_becomes_a_dead_letter_notice_to_its_sender() -> 
     ack = h.mail(worker, critic, "please read")
     effects = h.core.finished(RunFinished(run_id=critic, result="ignored it"))
     (notice,) = told(effects, worker, DeliverMail)
-    assert notice.mail.content.startswith("[dead letter]")
-    assert str(ack.mail_id) in notice.mail.content
+    (mail,) = notice.mails
+    assert mail.content.startswith("[dead letter]")
+    assert str(ack.mail_id) in mail.content
     (mail,) = [m for m in h.store.mail_for(critic) if m.mail_id == ack.mail_id]
     assert mail.state is MailState.DEAD
 
@@ -632,7 +705,8 @@ def test_stop_all_cancels_every_live_run_once(reason: str) -> None:
     for run in (root, child, queued):
         assert h.status(run) is RunStatus.CANCELLED
         assert h.terminal_events(run) == [EventKind.CANCELLED]
-    assert {d.outcome.run_id for d in of(effects, DeliverRoot)} == {root, queued}
+    done = [d.message for d in of(effects, TellOutside)]
+    assert {d.outcome.run_id for d in done if isinstance(d, ChildDone)} == {root, queued}
     assert of(effects, StartRun) == []  # nothing queued starts while everything stops
 
 
@@ -767,12 +841,15 @@ def test_restore_starts_the_running_runs_only_as_far_as_the_limits_allow() -> No
     waiting(h, root)
     # the same store taken up again (same owner: as after a crash) with a tighter limit:
     # 4 runs were live, 2 may work
-    again = SupervisorCore(
-        lookup=h.specs.get,
-        names=lambda: list(h.specs),
-        store=h.store,
-        limits=Limits(max_concurrency=2),
-        owner=h.core.owner,
+    again = Driven(
+        SupervisorCore(
+            lookup=h.specs.get,
+            names=lambda: list(h.specs),
+            read_run=h.store.get_run,
+            limits=Limits(max_concurrency=2),
+            owner=h.core.core.owner,
+        ),
+        h.store,
     )
     report, effects = again.restore()
     assert sorted(report.resumed) == sorted([root, *children])

@@ -1,12 +1,12 @@
 """No deadlock, ever, and never more runs working than the limits: a property test.
 
-The real ``SupervisorCore`` (with a real MemoryStore) is driven without threads by a small
-simulation of the agents: random trees of runs (gathers of foreground children, background
-children collected as mail, naps on a timer that wake a run on their own), random limits on
-every scope (global, per agent, per tier, per parent), and a random interleaving of every
-message between the agents and the supervisor (each sender's messages in order, as actor
-mailboxes keep them). A simulated agent handles one message at a time and, while it works,
-nothing else, like an actor; it parks as ``actors/agent.py`` does.
+The real ``SupervisorCore`` (its writes carried out on a real MemoryStore) is driven without
+threads by a small simulation of the agents: random trees of runs (gathers of foreground
+children, background children collected as mail, naps on a timer that wake a run on their own),
+random limits on every scope (global, per agent, per tier, per parent), and a random
+interleaving of every message between the agents and the supervisor (each sender's messages in
+order, as actor mailboxes keep them). A simulated agent handles one message at a time and,
+while it works, nothing else, like an actor; it parks as ``actors/agent.py`` does.
 
 After every step: the runs working in each scope are within its limit, and each holds a slot.
 At the end (no step left to take): every root completed. A deadlock is a state with runs left
@@ -27,7 +27,6 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
     DeliverMail,
-    DeliverMails,
     MailRead,
     Outcome,
     Park,
@@ -41,14 +40,9 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.memory import MemoryStore
-from subagents.supervision.core import (
-    DeliverRoot,
-    Effect,
-    StartRun,
-    StopAgent,
-    SupervisorCore,
-    Tell,
-)
+from subagents.store.writes import apply_writes
+from subagents.supervision.core import Decision, SupervisorCore
+from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell, TellOutside
 from subagents.supervision.limits import Limits
 
 AGENTS = ("a", "b", "c", "d")
@@ -158,10 +152,11 @@ class World:
         self.rng = random.Random(seed)
         self.limits = limits
         self.specs = {s.name: s for s in specs}
+        self.store = MemoryStore()
         self.core = SupervisorCore(
             lookup=self.specs.get,
             names=lambda: list(self.specs),
-            store=MemoryStore(),
+            read_run=self.store.get_run,
             limits=limits,
         )
         self.nodes: dict[str, Node] = {}
@@ -206,31 +201,35 @@ class World:
                         agent.inbox.append(message)
                 case StopAgent(run_id=run_id):
                     self.agents.pop(run_id, None)
-                case DeliverRoot(outcome=outcome):
+                case TellOutside(message=ChildDone(outcome=outcome)):
                     self.outcomes[outcome.run_id] = outcome
 
     def tell_supervisor(self, sender: str, message: Any) -> None:
         self.outbox.setdefault(sender, deque()).append(message)
 
     def supervisor_handles(self, message: Any) -> None:
+        """What the supervisor actor does: decide, carry out the writes, then the effects."""
         core = self.core
+        decision: Decision
         match message:
             case SpawnRequest():
-                reply, effects = core.spawn(message)
-                assert reply.error is None, f"refused: {reply.error}"
+                decision = core.spawn(message)
+                assert decision.reply.error is None, f"refused: {decision.reply.error}"
             case WaitingChanged():
-                effects = core.waiting_changed(message)
+                decision = core.waiting_changed(message)
             case RunFinished():
-                effects = core.finished(message)
+                decision = core.finished(message)
             case Parked():
-                effects = core.parked(message)
+                decision = core.parked(message)
             case SlotWanted():
-                effects = core.slot_wanted(message)
+                decision = core.slot_wanted(message)
             case MailRead():
-                effects = core.mail_read(message)
+                decision = core.mail_reads((message,))
             case _:
                 raise AssertionError(f"unexpected {message!r}")
-        self.apply(effects)
+        with self.store.batch():
+            apply_writes(self.store, decision.writes)
+        self.apply(decision.effects)
 
     # -- an agent's steps ----------------------------------------------------------------------
 
@@ -314,8 +313,7 @@ class World:
                 agent.pending.discard(rid)
                 if not agent.pending and agent.waiting_on == "gather":
                     self.resume(agent)
-            case DeliverMail() | DeliverMails():
-                mails = [message.mail] if isinstance(message, DeliverMail) else message.mails
+            case DeliverMail(mails=mails):
                 agent.mail_results += len(mails)
                 self.tell_supervisor(
                     agent.run_id,
@@ -364,7 +362,8 @@ class World:
         counts: Counter[tuple[str, Any]] = Counter()
         for agent in working:
             assert self.core.slots.holds(agent.run_id), f"{agent.run_id} works without a slot"
-            state = self.core.runs[agent.run_id]
+            state = self.core.runs.get(agent.run_id)
+            assert state is not None
             spec = self.specs[state.record.agent]
             counts[("global", None)] += 1
             counts[("agent", spec.name)] += 1
@@ -380,7 +379,8 @@ class World:
             elif kind == "tier":
                 limit = self.limits.per_tier[name]
             else:
-                parent = self.core.runs[name]
+                parent = self.core.runs.get(name)
+                assert parent is not None
                 limit = self.limits.children_for(parent.spec.max_children)
             assert n <= limit, f"{n} runs working in {kind} {name}, limit {limit}"
 
@@ -395,7 +395,8 @@ class World:
 
     def describe(self) -> str:
         lines = [f"limits {self.limits}"]
-        for run_id, state in self.core.runs.items():
+        for state in self.core.runs:
+            run_id = state.run_id
             if not state.record.status.terminal:
                 agent = self.agents.get(run_id)
                 lines.append(

@@ -20,14 +20,15 @@ from typing import Any, Protocol
 
 import msgspec
 import pykka
-import structlog
 
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 from subagents.messages import (
+    Ask,
     Batch,
     Checkpoint,
     Continue,
@@ -52,7 +53,7 @@ from subagents.messages import (
     Wake,
 )
 
-log = structlog.get_logger("subagents.agent")
+log = get_logger("subagents.agent")
 
 
 class Behaviour(Protocol):
@@ -150,7 +151,7 @@ class AgentActor(FastInboxActor):
     @property
     def log(self) -> Any:
         """This run's logger, its ids bound. Bound on first use, not in the constructor:
-        most runs never log, and binding costs ~5 us per run on the spawn path."""
+        most runs never log, and binding is on every run's spawn path."""
         if self._log is None:
             r = self.record
             self._log = log.bind(
@@ -167,7 +168,7 @@ class AgentActor(FastInboxActor):
     def _start_actor_loop(self) -> None:
         """On a pooled thread when there is a pool (pykka's hook for actor types that run
         their loop elsewhere): the supervisor, which starts every run, then does not wait
-        ~90 us for a new thread to come up."""
+        for a new thread to come up."""
         if self._pool is None:
             super()._start_actor_loop()
         else:
@@ -194,7 +195,7 @@ class AgentActor(FastInboxActor):
         self._settle()
 
     def _one(self, message: Any) -> None:
-        """Hand ``message`` to the behaviour, unless this run is parked (supervision/slots.py):
+        """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
         if self._parked is None:
@@ -299,7 +300,7 @@ class AgentActor(FastInboxActor):
         if self._held:
             self.flush_reports()
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self.supervisor.ask(step, timeout=30.0)
+            self.supervisor.ask(Ask(step), timeout=30.0)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
@@ -310,7 +311,7 @@ class AgentActor(FastInboxActor):
             self.flush_reports()
         try:
             reply = self.supervisor.ask(
-                msgspec.structs.replace(starting, attempt=self.attempt), timeout=30.0
+                Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=30.0
             )
         except (pykka.ActorDeadError, pykka.Timeout):
             return False

@@ -1,11 +1,10 @@
 """FastInboxActor: a pykka ThreadingActor whose inbox is a ``queue.SimpleQueue``.
 
 pykka's ThreadingActor takes a ``queue.Queue`` for its inbox: a pure-Python queue with a lock
-and three conditions, which costs a few microseconds and several lock operations per message
-on each side. pykka asks no more of an inbox than ``put``, a blocking ``get`` and ``empty``
-(its ``ActorInbox`` protocol, the hook for new actor types), which the C ``SimpleQueue`` has:
-measured on the reference machine, a stream of tells runs ~7x faster (220k -> 1.6M messages/s
-between two bare actors). Every actor of the runtime uses it; nothing else changes: one inbox
+and three conditions, several lock operations per message on each side. pykka asks no more of
+an inbox than ``put``, a blocking ``get`` and ``empty`` (its ``ActorInbox`` protocol, the hook
+for new actor types), which the C ``SimpleQueue`` has, for far less per message
+(benchmarks/README.md). Every actor of the runtime uses it; nothing else changes: one inbox
 per actor, messages handled one at a time, in the order they were put.
 """
 

@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import msgspec
 import pykka
-import structlog
 
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.timer import TimerService
@@ -38,8 +37,9 @@ from subagents.definitions.catalog import (
 )
 from subagents.definitions.errors import LoadIssue
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.registry")
+log = get_logger("subagents.registry")
 
 DEFAULT_ASK_TIMEOUT: Final = 10.0
 

@@ -1,23 +1,29 @@
 """SupervisorActor: the one actor that owns run state; thin over SupervisorCore.
 
-It receives every request and report, asks the core what to do, and carries out the effects:
-starting agent actors, telling them things, arming deadlines on the timer service, handing
-root outcomes to the Runtime, and publishing events to the log and to subscribers.
+It receives every request and report, asks the core to decide, and carries out the decision:
+first the store writes (inside one store batch), then, once they are committed, the effects
+(``actors.effector``: starting agent actors, telling them things, arming deadlines on the
+timer service, handing root outcomes to the Runtime, publishing events). It is also where
+the store is read for the core (a restore's snapshot with the leases, the commands other
+processes posted, the mail a restarted run sent): the core does no I/O.
+
+Asks and tells: a sender that waits for the answer wraps its message in ``Ask``; the answer,
+or the error raised while handling it, goes back to it. Anything else is a tell: a failure
+handling it is logged, a run that sent it hears of it (so it does not wait on a tool call
+until its deadline), and the supervisor goes on serving. Nothing is guessed from content.
 
 Group commit: reports that nobody waits on (mail between agents, read receipts, waiting
 changes, finished runs...) that arrive while more messages are already queued are handled in
-one store transaction, up to ``GROUP_MAX`` of them, and their effects (acknowledgements,
-deliveries, starts) are carried out only once it is committed. With SQLite a commit costs far
-more than the writes in it, so a burst of mail costs one commit, not one per mail. Anything
-asked (a reply is awaited) or not in the list commits the open group first.
+one store transaction, up to ``GROUP_MAX`` of them, and their effects are carried out only
+once it is committed. With SQLite a commit costs far more than the writes in it, so a burst
+of mail costs one commit, not one per mail. An ask, or a message not in the list, commits the
+open group first.
 
 Batches: an agent sends the mail reports of one handling as one ``Batch``; its messages are
-handled in order as if they had arrived alone (the group stays open until the last), except
-that a run of consecutive sends (or read receipts) goes to the core in one call
-(``SupervisorCore.send_mails``): one delivery per recipient, one acknowledgement message per
-sender and events per step, not per mail, all in one transaction. After a
-commit, the held Tells to each run go as one ``Batch`` per run (``supervision.coalesce``), so
-a burst of mail costs a few actor messages, not four per mail.
+handled in order as if they had arrived alone, except that a run of consecutive sends (or
+read receipts) goes to the core in one call (one delivery per recipient, one acknowledgement
+message per sender, events per step). After a commit, the held Tells to each run go as one
+``Batch`` per run (``supervision.coalesce``).
 """
 
 from __future__ import annotations
@@ -27,144 +33,81 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pykka
-import structlog
 
-from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.agent import BehaviourFactory
+from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 from subagents.messages import (
-    EXTERNAL_SENDER,
+    Ask,
     Batch,
+    ChildDone,
     Event,
+    Inspect,
     Journal,
+    LeaseLost,
     MailAck,
     MailRead,
     Outcome,
     Parked,
     PollCommands,
+    RestartDue,
+    Restore,
     RunFinished,
-    RunRecord,
     RunStatus,
     SendMail,
     SlotWanted,
     SpawnReply,
     SpawnRequest,
     StepTaken,
+    StopAll,
     StopReply,
     StopRequest,
+    Sweep,
     Timeout,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
     WaitingChanged,
 )
-from subagents.store.base import StoreError
+from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
+from subagents.store.snapshot import read_snapshot
+from subagents.store.writes import apply_writes
 from subagents.supervision.coalesce import coalesce
-from subagents.supervision.core import (
-    ArmDeadline,
-    DeliverRoot,
-    DisarmDeadline,
+from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import (
+    Decision,
     Effect,
-    Publish,
-    StartRun,
-    StopAgent,
-    SupervisorCore,
-    Tell,
+    TellOutside,
 )
-from subagents.supervision.policing import RestartDue, ScheduleRestart
 
-log = structlog.get_logger("subagents.supervisor")
-
-
-@dataclass(frozen=True)
-class Query:
-    """Read supervisor state on its own thread: ``fn(core)`` is the answer."""
-
-    fn: Callable[[SupervisorCore], Any]
-
-
-@dataclass(frozen=True)
-class SpawnAndTell:
-    """Admit a root run without an ask: ``refused(reason)`` is called (on the supervisor's
-    thread) if it is refused; its outcome reaches the Runtime as any root's does. What
-    ``Runtime.run`` sends: it waits for the outcome anyway, so waiting for the admission too
-    would cost a future and a thread hand-off per run for nothing."""
-
-    request: SpawnRequest
-    refused: Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Restore:
-    """Take up the store's orphaned runs (answered with a RestoreReport): those whose host's
-    lease lapsed (``store.leases``); ``roots``: only these trees."""
-
-    roots: frozenset[str] | None = None
-
-
-@dataclass(frozen=True)
-class LeaseLost:
-    """This runtime's lease lapsed and another process took its runs over: it must stop
-    hosting them at once, writing nothing more (told by the Runtime's lease keeper)."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """Archive finished runs (and delete old ones) if the store keeps them for long."""
-
-    archive_after_minutes: float = 60.0
-    retention_days: float | None = None
-
+log = get_logger("subagents.supervisor")
 
 GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
 
-_GROUPED = (
-    SendMail,
-    MailRead,
-    Journal,
-    WaitingChanged,
-    RunFinished,
-    ToolCalled,
-    ToolAnswered,
-    Timeout,
-    Parked,
-    SlotWanted,
+_GROUPED = frozenset(
+    {
+        SendMail,
+        MailRead,
+        Journal,
+        WaitingChanged,
+        RunFinished,
+        ToolCalled,
+        ToolAnswered,
+        Timeout,
+        Parked,
+        SlotWanted,
+    }
 )
-
-
-def _is_ask(message: Any) -> bool:
-    """Messages only the outside sends, always with ``ask``: their errors go to the caller."""
-    if isinstance(message, Query | Restore | StopAll | Sweep):
-        return True
-    if isinstance(message, SpawnRequest):
-        return message.parent_run_id is None
-    if isinstance(message, StopRequest):
-        return message.requester is None
-    if isinstance(message, SendMail):
-        return message.sender == EXTERNAL_SENDER
-    return False
-
-
-@dataclass(frozen=True)
-class StopAll:
-    reason: str = "runtime closed"
-
-
-@dataclass
-class _Live:
-    ref: pykka.ActorRef[Any]
-    cancel: threading.Event
-    attempt: int = 1
+"""Told reports whose handling may share the open group's transaction."""
 
 
 class SupervisorActor(FastInboxActor):
@@ -174,37 +117,67 @@ class SupervisorActor(FastInboxActor):
         self,
         *,
         core: SupervisorCore,
+        store: RunStore,
         timer: TimerService,
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
-        on_root_outcome: Callable[[Outcome], None],
+        on_outside: Callable[[ChildDone | SpawnReply], None],
         on_event: Callable[[Event], None],
         on_thread: Callable[[threading.Thread], None] | None = None,
         pool: ThreadPool | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
-        self.pool = pool
         self.core = core
-        self.timer = timer
-        self.behaviour_for = behaviour_for
-        self.on_root_outcome = on_root_outcome
-        self.on_event = on_event
+        self.store = store
+        self.on_outside = on_outside
         self.on_thread = on_thread
-        self.live: dict[str, _Live] = {}
+        self.now = now
+        self.effector = Effector(
+            supervisor=self.actor_ref,
+            timer=timer,
+            behaviour_for=behaviour_for,
+            on_outside=on_outside,
+            on_event=on_event,
+            pool=pool,
+        )
         self.store_failure: str | None = None
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
 
+    def on_start(self) -> None:
+        if self.on_thread is not None:  # so that the runtime can join the thread on close
+            self.on_thread(threading.current_thread())
+
+    def on_stop(self) -> None:
+        self._commit_group()
+
+    # ---- receiving -------------------------------------------------------------------------
+
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
-        a failed ask is raised to its caller; a failed tell is logged, never fatal."""
-        if isinstance(message, Batch):  # an agent's reports of one handling: always told
+        a failed ask is raised to its sender; a failed tell is logged, never fatal."""
+        kind = type(message)
+        if kind is Ask:
+            return self._answer(message.message)
+        if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
-            return None
-        if isinstance(message, LeaseLost):  # ops (issue 15): nothing more may be written
+        elif kind is LeaseLost:  # nothing more may be written
             self._lease_lost(message.reason)
-            return None
-        return self._receive(message, more=False)
+        else:
+            self._receive(message, more=False)
+        return None
+
+    def _answer(self, message: Any) -> Any:
+        """An ask: the open group is committed first; errors go to the sender."""
+        self._commit_group()
+        if self.store_failure is not None:
+            return self._refuse_ask(message)
+        try:
+            return self._handle(message, asked=True)
+        except StoreError as exc:
+            self._halt(exc)
+            raise
 
     def _receive_batch(self, messages: tuple[Any, ...]) -> None:
         """The messages of a Batch in order: each run of consecutive SendMails (or
@@ -218,36 +191,60 @@ class SupervisorActor(FastInboxActor):
                 while j < n and type(messages[j]) is kind:
                     j += 1
             if j - i > 1 and self.store_failure is None:
-                self._in_group_run(messages[i:j], more=j < n)
+                self._in_group(messages[i:j], more=j < n)
             else:
                 for k in range(i, j):
                     self._receive(messages[k], more=k < n - 1)
             i = j
 
-    def _receive(self, message: Any, *, more: bool) -> Any:
-        """One message, as if it had arrived alone; ``more``: the rest of its Batch follows,
-        so the open group is not committed yet for want of queued messages."""
+    def _receive(self, message: Any, *, more: bool) -> None:
+        """One told message, as if it had arrived alone; ``more``: the rest of its Batch
+        follows, so the open group is not committed yet for want of queued messages."""
         if self.store_failure is not None:
-            return self._refuse(message)
-        if isinstance(message, _GROUPED) and not _is_ask(message):
-            self._in_group(message, more=more)
-            return None
+            self._refuse_tell(message)
+            return
+        if type(message) in _GROUPED:
+            self._in_group((message,), more=more)
+            return
         self._commit_group()
         if self.store_failure is not None:  # that commit failed: nothing more is taken on
-            return self._refuse(message)
+            self._refuse_tell(message)
+            return
         try:
-            return self._handle(message)
+            self._handle(message, asked=False)
         except StoreError as exc:
             self._halt(exc)
-            if _is_ask(message):
-                raise
-            return None
         except Exception as exc:
-            if _is_ask(message):
-                raise
-            log.exception("supervisor failed to handle a message", message=type(message).__name__)
+            self._told_failed((message,), exc)
+
+    def _told_failed(self, messages: Sequence[Any], exc: Exception) -> None:
+        """Handling a tell failed (a bug): logged, and whoever waits on it is answered."""
+        log.exception("supervisor failed to handle a message", message=type(messages[0]).__name__)
+        for message in messages:
             self._answer_failure(message, exc)
-            return None
+
+    def _answer_failure(self, message: Any, exc: Exception) -> None:
+        """A run (or the outside) that asked for something by a tell must hear back even
+        when handling it failed: otherwise it waits on its tool call until its deadline."""
+        reason = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
+        self._answer_told(message, reason)
+
+    def _answer_told(self, message: Any, reason: str) -> None:
+        match message:
+            case SpawnRequest(parent_run_id=None, request_id=rid):
+                self.on_outside(SpawnReply(request_id=rid, error=reason))
+                return
+            case SpawnRequest(parent_run_id=str(run_id), request_id=rid):
+                reply: Any = SpawnReply(request_id=rid, error=reason)
+            case SendMail(sender=run_id, request_id=rid):
+                reply = MailAck(request_id=rid, error=reason)
+            case StopRequest(requester=str(run_id), request_id=rid):
+                reply = StopReply(request_id=rid, error=reason)
+            case _:
+                return
+        self.effector.tell(run_id, reply)
+
+    # ---- the store failed ------------------------------------------------------------------
 
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
@@ -264,23 +261,22 @@ class SupervisorActor(FastInboxActor):
             return
         self.store_failure = f"{what}: {exc}"
         log.error(f"{what}: every run is stopped", error=str(exc))
-        ended = [e.outcome.run_id for e in [*lost, *self._held] if isinstance(e, DeliverRoot)]
+        ended = [
+            e.message.outcome.run_id
+            for e in [*lost, *self._held]
+            if isinstance(e, TellOutside) and isinstance(e.message, ChildDone)
+        ]
         self._group, self._held, self._grouped = None, [], 0
-        for live in self.live.values():
-            live.cancel.set()
-            with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.stop(block=False)
-        self.live.clear()
-        roots = [s.record.run_id for s in self.core.runs.values() if s.record.parent_run_id is None]
+        self.effector.stop_all()
+        roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         for run_id in dict.fromkeys([*ended, *roots]):
-            self.on_root_outcome(
-                Outcome(
-                    run_id=run_id,
-                    status=RunStatus.FAILED,
-                    error_kind="store",
-                    error=self.store_failure,
-                )
+            outcome = Outcome(
+                run_id=run_id,
+                status=RunStatus.FAILED,
+                error_kind="store",
+                error=self.store_failure,
             )
+            self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
 
     def _lease_lost(self, reason: str) -> None:
         """Another process took this runtime's runs over (its lease had lapsed): the open
@@ -291,87 +287,50 @@ class SupervisorActor(FastInboxActor):
                 group.__exit__(RuntimeError, RuntimeError(reason), None)
         self._halt(RuntimeError(reason), what="this runtime lost its lease")
 
-    def _refuse(self, message: Any) -> Any:
-        """After a store failure: asks get the store's error, everything else is dropped."""
-        if _is_ask(message) and not isinstance(message, StopAll | Query):
-            raise StoreError(self.store_failure or "the run store failed")
+    def _refuse_ask(self, message: Any) -> Any:
+        """After a store failure: asks get the store's error, but closing and inspecting
+        still work."""
         if isinstance(message, StopAll):
-            return []
-        if isinstance(message, SpawnAndTell):
-            message.refused(self.store_failure or "the run store failed")
-        if isinstance(message, Query):
-            return message.fn(self.core)
-        return None
+            return ()
+        if isinstance(message, Inspect):
+            return self.core.stats(message.run_id)
+        raise StoreError(self.store_failure or "the run store failed")
 
-    def on_start(self) -> None:
-        if self.on_thread is not None:  # so that the runtime can join the thread on close
-            self.on_thread(threading.current_thread())
+    def _refuse_tell(self, message: Any) -> None:
+        """After a store failure: whoever waits on a tell is told the store's error."""
+        self._answer_told(message, self.store_failure or "the run store failed")
 
-    def _answer_failure(self, message: Any, exc: Exception) -> None:
-        """A run that asked for something must hear back even when handling it failed:
-        otherwise it waits on its tool call until its deadline."""
-        reason = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
-        match message:
-            case SpawnRequest(parent_run_id=str(run_id), request_id=rid):
-                reply: Any = SpawnReply(request_id=rid, error=reason)
-            case SendMail(sender=run_id, request_id=rid):
-                reply = MailAck(request_id=rid, error=reason)
-            case StopRequest(requester=str(run_id), request_id=rid):
-                reply = StopReply(request_id=rid, error=reason)
-            case _:
-                return
-        live = self.live.get(run_id)
-        if live is not None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.tell(reply)
-
-    def on_stop(self) -> None:
-        self._commit_group()
+    # ---- group commit ----------------------------------------------------------------------
 
     def _open_group(self) -> None:
         if self._group is None:
-            group = self.core.store.batch()
+            group = self.store.batch()
             group.__enter__()
             self._group = group
 
-    def _in_group_run(self, run: tuple[Any, ...], *, more: bool) -> None:
-        """Consecutive SendMails (or MailReads) of one Batch, told (never asked): one core
-        call inside the open group, counted as ``len(run)`` messages; ``more``: the Batch goes
-        on after them. The run is not split, so that its events say what the step did (one
-        per recipient, see ``supervision.mailing``): a step's sends are one transaction."""
+    def _in_group(self, run: tuple[Any, ...], *, more: bool) -> None:
+        """Told reports (one, or a run of consecutive SendMails or MailReads of one Batch,
+        decided in one core call) inside the open group, counted as ``len(run)`` messages;
+        ``more``: the Batch goes on after them. A run is not split, so that its events say
+        what the step did: a step's sends are one transaction."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
             self._commit_group()  # what is open goes first, as if the group were full
             if self.store_failure is not None:  # that commit failed: these are dropped
                 return
         self._open_group()
         try:
-            if type(run[0]) is SendMail:
-                self._apply(self.core.send_mails(run)[1])
+            if len(run) == 1:
+                self._handle(run[0], asked=False)
+            elif type(run[0]) is SendMail:
+                self._carry_out(self.core.send_mails(run))
             else:
-                self._apply(self.core.mail_reads(run))
+                self._carry_out(self.core.mail_reads(run))
         except StoreError as exc:
             self._halt(exc)
             return
         except Exception as exc:  # a bug: as for one message, each sender hears of it
-            log.exception("supervisor failed to handle a message", message=type(run[0]).__name__)
-            for message in run:
-                self._answer_failure(message, exc)
+            self._told_failed(run, exc)
         self._grouped += len(run)
-        if self._grouped >= GROUP_MAX or (not more and self.actor_inbox.empty()):
-            self._commit_group()
-
-    def _in_group(self, message: Any, *, more: bool = False) -> None:
-        """Handle a report inside the open group; commit when nothing else is queued."""
-        self._open_group()
-        try:
-            self._handle(message)
-        except StoreError as exc:
-            self._halt(exc)
-            return
-        except Exception as exc:
-            log.exception("supervisor failed to handle a message", message=type(message).__name__)
-            self._answer_failure(message, exc)
-        self._grouped += 1
         if self._grouped >= GROUP_MAX or (not more and self.actor_inbox.empty()):
             self._commit_group()
 
@@ -388,154 +347,124 @@ class SupervisorActor(FastInboxActor):
             return
         self._apply(coalesce(held))  # one Batch per run, not one message per Tell
 
-    def _handle(self, message: Any) -> Any:
+    # ---- deciding --------------------------------------------------------------------------
+
+    def _handle(self, message: Any, *, asked: bool) -> Any:
+        """Have ``message`` decided and carry the decision out; the answer for its sender."""
         core = self.core
         match message:
             case SendMail():  # the two most frequent first: a match tries cases in order
-                ack, effects = core.send_mail(message)
-                self._apply(effects)
-                return ack
+                decision = core.send_mails((message,))
+                self._carry_out(decision)
+                return decision.reply[0]
             case MailRead():
-                self._apply(core.mail_read(message))
+                decision = core.mail_reads((message,))
             case Journal():
-                self._apply(core.journal(message))
+                decision = core.journal(message)
             case SpawnRequest():
-                reply, effects = core.spawn(message)
-                self._apply(effects)
-                return reply
-            case SpawnAndTell(request=request, refused=refused):
-                try:
-                    reply, effects = core.spawn(request)
-                except Exception as exc:  # the caller must hear, whatever went wrong
-                    refused(f"the supervisor could not admit the run: {exc}")
-                    raise
-                self._apply(effects)
-                if reply.error is not None:
-                    refused(reply.error)
+                decision = core.spawn(message)
             case StepTaken():
-                self._apply(core.step_taken(message))
+                decision = core.step_taken(message)
             case ToolCalled():
-                self._apply(core.tool_called(message))
+                decision = core.tool_called(message)
             case ToolAnswered():
-                self._apply(core.tool_answered(message))
+                decision = core.tool_answered(message)
             case ToolStarting():  # asked (not grouped): durable before the tool runs
-                self._apply(core.tool_starting(message))
-                return True  # (an ``ended`` one is told; the answer goes nowhere)
-            case PollCommands():
-                self._apply(core.take_commands())
-            case Sweep():
-                return core.sweep(message.archive_after_minutes, message.retention_days)
-            case Restore(roots=roots):
-                # ops (issue 15): liveness is read here, in the same transaction as the
-                # takeover, and handed to the core as data; the leases of the owners taken
-                # over are released, so that a stalled host learns it lost them
-                with core.store.batch():
-                    alive = live_owners(core.store.leases(), time.time())
-                    report, effects = core.restore(alive, roots)
-                    for owner in report.taken_from:
-                        core.store.release_lease(owner)
-                self._apply(effects)
-                return report
+                self._carry_out(core.tool_starting(message))
+                return True  # (an ``ended`` one is told: the answer goes nowhere)
             case WaitingChanged():
-                self._apply(core.waiting_changed(message))
+                decision = core.waiting_changed(message)
             case Parked():
-                self._apply(core.parked(message))
+                decision = core.parked(message)
             case SlotWanted():
-                self._apply(core.slot_wanted(message))
+                decision = core.slot_wanted(message)
             case RunFinished():
-                live = self.live.get(message.run_id)
-                if live is not None and (not message.attempt or live.attempt == message.attempt):
-                    del self.live[message.run_id]  # not a report from an earlier start
-                self._apply(core.finished(message))
+                self.effector.ended(message.run_id, message.attempt)
+                decision = core.finished(message)
             case StopRequest():
-                stop_reply, effects = core.stop(message)
-                self._apply(effects)
-                return stop_reply
-            case RestartDue(run_id=run_id):
-                self._apply(core.restart_due(run_id))
+                decision = core.stop(message)
             case Timeout(run_id=run_id):
-                self._apply(core.timeout(run_id))
-            case Query(fn=fn):
-                return fn(core)
+                decision = core.timeout(run_id)
+            case RestartDue(run_id=run_id):  # what its earlier start did, read for it
+                mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
+                decision = core.restart_due(run_id, mails, journal)
+            case PollCommands():
+                return self._take_commands()
+            case Restore(roots=roots):
+                return self._restore(roots)
             case StopAll(reason=reason):
-                refs = [live.ref for live in self.live.values()]
-                self._apply(core.stop_all(reason))
-                return refs
+                decision = core.stop_all(reason)
+            case Inspect(run_id=run_id):
+                return core.stats(run_id)
+            case Sweep():
+                return self._sweep(message, asked=asked)
             case _:
                 log.warning("unexpected message", message=type(message).__name__)
-        return None
+                return None
+        self._carry_out(decision)
+        return decision.reply
+
+    def _take_commands(self) -> None:
+        """Act on the commands other processes posted for the runs hosted here. The claim
+        commits with the writes that act on it: a crash between them loses no command."""
+        hosted = self.core.hosted()
+        if not hosted:
+            return
+        with self.store.batch():
+            decision = self.core.commands(self.store.take_commands(hosted))
+            self._write(decision)
+        self._apply(decision.effects)
+
+    def _restore(self, roots: frozenset[str] | None) -> Any:
+        """Take up the orphaned runs. Liveness (the leases) is read in the transaction of the
+        takeover and handed to the core with the rest of the snapshot; the effects (starts)
+        follow the commit."""
+        with self.store.batch():
+            alive = live_owners(self.store.leases(), self.now())
+            decision = self.core.restore(read_snapshot(self.store, alive), roots)
+            self._write(decision)
+        self._apply(decision.effects)
+        return decision.reply
+
+    def _sweep(self, message: Sweep, *, asked: bool) -> Any:
+        """Run the store's sweeper, if it has one (SQLite does; memory does not need one).
+        It is housekeeping in a transaction of its own: if it fails, no run's state is lost,
+        so the failure goes to an asker, or is logged; it never stops the runs."""
+        sweep = getattr(self.store, "sweep", None)
+        if sweep is None:
+            return None
+        try:
+            return sweep(
+                now=self.now(),
+                archive_after_minutes=message.archive_after_minutes,
+                retention_days=message.retention_days,
+            )
+        except Exception:
+            if asked:
+                raise
+            log.exception("the sweeper failed; it runs again at its next turn")
+            return None
+
+    # ---- carrying out ----------------------------------------------------------------------
+
+    def _carry_out(self, decision: Decision) -> None:
+        """The writes now (inside the store batch of this message: a savepoint within an
+        open group, else a transaction of its own), the effects once they are committed."""
+        self._write(decision)
+        self._apply(decision.effects)
+
+    def _write(self, decision: Decision) -> None:
+        writes = decision.writes
+        if writes:
+            store = self.store
+            with store.batch():
+                apply_writes(store, writes)
 
     def _apply(self, effects: list[Effect]) -> None:
         if self._group is not None:  # not committed yet: held back until it is
             self._held.extend(effects)
             return
-        for effect in effects:
-            try:
-                self._apply_one(effect)
-            except Exception:
-                log.exception("effect failed", effect=type(effect).__name__)
-
-    def _apply_one(self, effect: Effect) -> None:
-        match effect:
-            case Publish(event=event):
-                self.on_event(event)
-            case Tell(run_id=run_id, message=msg):
-                live = self.live.get(run_id)
-                if live is not None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        live.ref.tell(msg)
-            case StartRun():
-                self._start(effect)
-            case StopAgent(run_id=run_id):
-                live = self.live.pop(run_id, None)
-                if live is not None:
-                    live.cancel.set()
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        live.ref.stop(block=False)
-            case ArmDeadline(run_id=run_id, deadline=deadline):
-                me = self.actor_ref
-
-                def fire(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(Timeout(run_id=rid))
-
-                self.timer.schedule(("deadline", run_id), deadline, fire)
-            case ScheduleRestart(run_id=run_id, delay_s=delay_s):
-                me = self.actor_ref
-
-                def due(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(RestartDue(run_id=rid))
-
-                self.timer.schedule_in(("restart", run_id), delay_s, due)
-            case DisarmDeadline(run_id=run_id):
-                self.timer.cancel(("deadline", run_id))
-            case DeliverRoot(outcome=outcome):
-                self.on_root_outcome(outcome)
-
-    def _start(self, effect: StartRun) -> None:
-        record: RunRecord = effect.record
-        earlier = self.live.pop(record.run_id, None)
-        if earlier is not None:  # a restart: the earlier start must not go on working
-            earlier.cancel.set()
-            with contextlib.suppress(pykka.ActorDeadError):
-                earlier.ref.stop(block=False)
-        cancel = threading.Event()
-        ref = AgentActor.start(
-            record=record,
-            spec=effect.spec,
-            deadline=effect.deadline,
-            cancel=cancel,
-            supervisor=self.actor_ref,
-            timer=self.timer,
-            behaviour=self.behaviour_for(effect.spec),
-            checkpoint=effect.checkpoint,
-            pending_mail=effect.pending_mail,
-            recovered=effect.recovered,
-            attempt=effect.attempt,
-            pool=self.pool,
-        )
-        self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+        self.effector.apply(effects)
 
 
 class ActorGone(RuntimeError):
@@ -546,7 +475,7 @@ class SupervisorClient:
     """The supervisor actor behind plain methods and the project's own errors.
 
     What the Runtime holds instead of a pykka reference, so that nothing above ``actors/``
-    depends on pykka types (DESIGN.md): another actor backend would provide the same client.
+    depends on pykka types: another actor backend would provide the same client.
     """
 
     def __init__(self, ref: pykka.ActorRef[Any]) -> None:
@@ -558,9 +487,10 @@ class SupervisorClient:
         return cls(SupervisorActor.start(**kwargs))
 
     def ask(self, message: Any, timeout: float = 30.0) -> Any:
-        """Send ``message`` and wait for the answer (``ActorGone``, ``TimeoutError``)."""
+        """Send ``message`` in an ``Ask`` and wait for the answer (``ActorGone``,
+        ``TimeoutError``, or the error raised handling it)."""
         try:
-            return self._ref.ask(message, timeout=timeout)
+            return self._ref.ask(Ask(message), timeout=timeout)
         except pykka.ActorDeadError:
             raise ActorGone("the supervisor has stopped") from None
         except pykka.Timeout:
@@ -575,13 +505,12 @@ class SupervisorClient:
         return True
 
     def close(self, timeout: float) -> None:
-        """Cancel every run, stop every agent actor, then the supervisor, within ``timeout``."""
+        """Cancel every run (their agents are told to stop), then stop the supervisor, within
+        ``timeout``. The agents' threads are the pool's to join."""
         deadline = time.monotonic() + timeout
-        refs: list[pykka.ActorRef[Any]] = []
         try:
-            refs = list(cast(list[Any], self._ref.ask(StopAll(), timeout=timeout)))
+            self.ask(StopAll(), timeout=timeout)
         except Exception:
             log.exception("stopping runs failed")
-        for ref in [*refs, self._ref]:
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+            self._ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))

@@ -2,8 +2,8 @@
 
 pykka starts a new thread for every ``ThreadingActor``. For a runtime that starts thousands of
 short runs, that is most of the cost of a run: ``Thread.start()`` blocks its caller (the
-supervisor, which admits every run) until the new thread has signalled that it runs, about
-90 us on the reference machine, and every run's thread is torn down again at its end. A
+supervisor, which admits every run) until the new thread has signalled that it runs, and
+every run's thread is torn down again at its end (figures: benchmarks/README.md). A
 pooled actor keeps everything else an actor is (its own inbox, its own loop, one message at a
 time); only the thread under the loop is reused. Handing a loop to a parked thread is one
 ``SimpleQueue.put``, and the caller does not wait for it.
@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.threads")
+log = get_logger("subagents.threads")
 
 Job = Callable[[], None]
 

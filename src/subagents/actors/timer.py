@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
-import structlog
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.timer")
+log = get_logger("subagents.timer")
 
 
 class TimerService:

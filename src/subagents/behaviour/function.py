@@ -45,7 +45,6 @@ from subagents.messages import (
     ChildDone,
     Continue,
     DeliverMail,
-    DeliverMails,
     JournalEntry,
     Mail,
     MailAck,
@@ -156,7 +155,7 @@ class PendingAll(Pending):
 
     def refresh(self) -> None:
         """Called whenever a part may have resolved. Parts never unresolve, so a cursor over
-        them makes a gather of n parts O(n) in all (rescanning them all made it O(n^2))."""
+        them makes a gather of n parts O(n) in all, not O(n^2)."""
         if self.resolved:
             return
         parts, i = self.parts, self._first_open
@@ -642,10 +641,7 @@ class FunctionBehaviour:
         if self.ended:
             return
         match message:
-            case DeliverMail(mail=mail):  # the most frequent first: cases are tried in order
-                self.inbox.append(mail)
-                self.hand_out()
-            case DeliverMails(mails=mails):
+            case DeliverMail(mails=mails):  # the most frequent first: cases are tried in order
                 self.inbox.extend(mails)
                 self.hand_out()
             case MailAck(request_id=rid, mail_id=mail_id, error=error):

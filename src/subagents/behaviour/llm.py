@@ -39,7 +39,6 @@ from subagents.messages import (
     ChildDone,
     Continue,
     DeliverMail,
-    DeliverMails,
     Mail,
     MailAck,
     SendMail,
@@ -228,9 +227,7 @@ class LLMBehaviour:
                     self._answer(rid, error, is_error=True)
                 else:
                     self._answer(rid, _json({"stopped": list(stopped)}))
-            case DeliverMail(mail=mail):
-                self._take_mail((mail,))
-            case DeliverMails(mails=mails):
+            case DeliverMail(mails=mails):
                 self._take_mail(mails)
             case Wake(key=key):
                 if key == self.waiting_mail:

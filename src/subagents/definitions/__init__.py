@@ -20,9 +20,6 @@ from subagents.definitions.parse import load_file, parse_json, parse_mapping, pa
 from subagents.definitions.skills import SkillIndex, SkillInfo, default_skill_dirs, preload_skills
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import KNOWN_TOOLS, validate
-from subagents.logs import ensure_configured as _ensure_logging
-
-_ensure_logging()  # quiet by default (see subagents/__init__.py)
 
 __all__ = [
     "KNOWN_TOOLS",

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
-import structlog
 
 from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import validate
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.registry")
+log = get_logger("subagents.registry")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,15 +18,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
-import structlog
 
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.extends import resolve_extends
 from subagents.definitions.parse import read_file
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import KNOWN_TOOLS, validate
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.definitions")
+log = get_logger("subagents.definitions")
 
 CODE_SOURCE = "<code>"
 DEFINITION_SUFFIXES = (".md",)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import structlog
 
 from subagents.definitions import frontmatter
 from subagents.definitions.errors import DefinitionError, LoadIssue
@@ -23,8 +22,9 @@ from subagents.definitions.fields import FieldError, camel, spec_kwargs
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import KNOWN_TOOLS, check
 from subagents.definitions.yamlsafe import MAX_DEPTH, MAX_NODES
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.definitions")
+log = get_logger("subagents.definitions")
 
 MAX_FILE_BYTES = 1024 * 1024
 _JSON_BYTE = re.compile(r"\(byte (\d+)\)")

@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
-import structlog
 
 from subagents.definitions import frontmatter
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.parse import read_file_text
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import strict_name_problem
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.skills")
+log = get_logger("subagents.skills")
 
 SKILL_FILE = "SKILL.md"
 HEAD_BYTES = 16 * 1024  # enough for any frontmatter; the rest of a skill is read on demand

@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.git import GitError, git
+from subagents.logs import get_logger
 
-log = structlog.get_logger("subagents.isolation")
+log = get_logger("subagents.isolation")
 
 WORKTREES_DIR = Path(".claude") / "worktrees"
 BRANCH_PREFIX = "subagents/"

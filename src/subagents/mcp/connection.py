@@ -27,12 +27,12 @@ from typing import IO, Any
 
 import anyio
 import anyio.abc
-import structlog
 
+from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
 
-log = structlog.get_logger("subagents.mcp")
+log = get_logger("subagents.mcp")
 
 STDERR_TAIL = 1_500
 """How much of a dead server's stderr an error quotes (characters)."""

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-import structlog
 from anyio.from_thread import BlockingPortal
 
 from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
 from subagents.mcp.config import (
     McpConfigError,
     NamedServer,
@@ -46,7 +46,7 @@ from subagents.mcp.results import cap, render_content
 from subagents.mcp.selection import PREFIX, McpTool, normalize, offered, servers_for, wanted
 from subagents.models.base import CancelSignal
 
-log = structlog.get_logger("subagents.mcp")
+log = get_logger("subagents.mcp")
 T = TypeVar("T")
 
 START_TIMEOUT = 30.0

@@ -10,17 +10,13 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from subagents.definitions.spec import AgentSpec
-from subagents.logs import ensure_configured as _ensure_logging
+from subagents.logs import get_logger
 from subagents.models.base import CancelSignal, Model, ModelError
 from subagents.models.names import Price, estimate_cost, model_id, resolve_model
 from subagents.models.retry import RetryPolicy
 from subagents.models.script import ScriptError, Turn
 from subagents.models.scripted import ScriptedModel
-
-_ensure_logging()  # quiet by default (see subagents/__init__.py)
 
 if TYPE_CHECKING:
     from subagents.models.anthropic import AnthropicModel
@@ -54,7 +50,7 @@ __all__ = [
     "resolve_model",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def default_model(specs: Iterable[AgentSpec] = ()) -> Model:

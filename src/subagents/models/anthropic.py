@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
-import structlog
 
+from subagents.logs import get_logger
 from subagents.messages import ContentBlock, ModelRequest, ModelResponse, TextBlock, Usage
 from subagents.models.anthropic_wire import (
     ParsedResponse,
@@ -39,7 +39,7 @@ from subagents.models.names import (
 )
 from subagents.models.retry import RetryPolicy, TransientError, call_with_retries
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"

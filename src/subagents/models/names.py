@@ -13,11 +13,11 @@ import threading
 from collections.abc import Mapping
 
 import msgspec
-import structlog
 
+from subagents.logs import get_logger
 from subagents.messages import Usage
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 INHERIT = "inherit"
 DEFAULT_MODEL_ALIAS = "sonnet"

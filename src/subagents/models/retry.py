@@ -16,14 +16,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
-import structlog
 import tenacity
 
+from subagents.logs import get_logger
 from subagents.models.base import CancelSignal, ModelError
 
 T = TypeVar("T")
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):

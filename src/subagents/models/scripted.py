@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import structlog
 
 from subagents.definitions.spec import AgentSpec
-from subagents.logs import debug_enabled
+from subagents.logs import debug_enabled, get_logger
 from subagents.messages import (
     ChatMessage,
     ContentBlock,
@@ -56,7 +55,7 @@ SCRIPTED_MODEL_ID = "scripted"
 _RECENT_REQUESTS = 10_000
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ScriptInput = Mapping[str, Sequence[Turn | Mapping[str, Any] | str]]
 
@@ -176,7 +175,7 @@ class ScriptedModel:
         else:
             stop_reason = "tool_use" if has_tools else "end_turn"
         usage = _usage(request, content, turn.usage if turn is not None else None)
-        if debug_enabled():  # a filtered-out debug call still costs ~5 us per model call
+        if debug_enabled():  # a filtered-out debug call still costs (logs.py)
             log.debug(
                 "scripted_model.turn",
                 agent=request.agent,

@@ -108,7 +108,7 @@ def _first_user_message(messages: tuple[ChatMessage, ...]) -> ChatMessage | None
 
 class LazyValues(Mapping[str, str]):
     """``template_values`` worked out on first use only: reading a conversation's results
-    and mail tags costs ~20 us per model call, for turns that mostly have no placeholder."""
+    and mail tags is work on every model call, for turns that mostly have no placeholder."""
 
     def __init__(self, make: Callable[[], dict[str, str]]) -> None:
         self._make: Callable[[], dict[str, str]] | None = make

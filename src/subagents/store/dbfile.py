@@ -14,11 +14,10 @@ import errno
 import os
 from pathlib import Path
 
-import structlog
-
+from subagents.logs import get_logger
 from subagents.store.base import StoreError
 
-log = structlog.get_logger("subagents.store")
+log = get_logger("subagents.store")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_SIZE = 100

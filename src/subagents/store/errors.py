@@ -53,7 +53,3 @@ def translate(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
     elif detail:
         reason = f"{reason} (sqlite: {detail})"
     return StoreError(f"{path}: {doing}: {reason}")
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error) and primary_code(exc) == SQLITE_FULL

@@ -15,8 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
-
+from subagents.logs import get_logger
 from subagents.store.base import StoreError
 from subagents.store.schema import (
     APPLICATION,
@@ -26,7 +25,7 @@ from subagents.store.schema import (
     user_tables,
 )
 
-log = structlog.get_logger("subagents.store")
+log = get_logger("subagents.store")
 
 Migration = Callable[[sqlite3.Connection], None]
 

@@ -11,39 +11,23 @@ at the price of an fsync per commit, which would make group commit the bottlenec
 step. WAL also lets other processes (``subagents ps``) read while the runtime writes, and lets
 them post commands, waiting at most the busy timeout for the writer's lock.
 
-Thread model: one connection, guarded by one reentrant lock (hence
-``check_same_thread=False``). The supervisor thread is the one writer; other threads read.
-A batch holds the lock from its first statement to its commit, so another thread's reads wait
-for it (for the time of a few inserts) and never see half a batch, exactly as with the
-in-memory store; reads from the writer's own thread inside a batch see its uncommitted
-writes. Other processes open their own ``SQLiteStore`` on the same path; SQLite's locks
-serialise them with this one.
-
-Atomicity: a batch is one transaction (``BEGIN IMMEDIATE``, so the write lock is taken up
-front and a commit never fails for a lock a reader upgraded). A nested batch is a savepoint
-inside it: it commits with the outer batch, and an exception leaving it undoes only its own
-writes. Any exception leaving the outer batch rolls back everything in it. If a write fails
-inside a batch (a full disk, say) and the caller catches the error, the batch is aborted:
-later writes in it raise, and its exit rolls back and raises, so no partial batch is ever
-committed.
+Thread model and atomicity (one connection under one lock, batches as transactions, nested
+batches as savepoints, held writes): ``store.sqlite_tx``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sqlite3
-import threading
-import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
-import structlog
 import tenacity
 
+from subagents.logs import get_logger
 from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
@@ -59,34 +43,30 @@ from subagents.messages import (
 )
 from subagents.store.base import StoreError
 from subagents.store.dbfile import check_header, prepare_file
-from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
+from subagents.store.sqlite_processes import ProcessRows
+from subagents.store.sqlite_sweep import sweep_runs
+from subagents.store.sqlite_tx import Transactions, encode_row
 from subagents.store.sweep import (
     Cleanup,
-    SweepCandidate,
     SweepReport,
-    plan_sweep,
-    sweep_bounds,
 )
 
-log = structlog.get_logger("subagents.store")
+log = get_logger("subagents.store")
 
 T = TypeVar("T")
 
-COMMAND_KINDS = ("stop", "send")
 _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 
-_encoder = msgspec.json.Encoder()
 _run_decoder = msgspec.json.Decoder(RunRecord)
 _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
 _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
-_lease_decoder = msgspec.json.Decoder(Lease)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -133,25 +113,6 @@ def _has_json1(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def _encode(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
-    """``obj`` as JSON text, checked to read back.
-
-    JSON has no NaN or infinity: msgspec writes them as ``null``, which a float field then
-    refuses to read. A record that would be written fine and never read again is refused
-    here instead, with its name, before anything is written.
-    """
-    try:
-        raw = _encoder.encode(obj)
-        decoder.decode(raw)
-    except (TypeError, msgspec.EncodeError, msgspec.ValidationError) as exc:
-        raise ValueError(
-            f"cannot store {what}: {exc} (NaN and infinite numbers cannot be stored)"
-            if isinstance(exc, msgspec.ValidationError)
-            else f"cannot store {what}: {exc}"
-        ) from exc
-    return raw.decode("utf-8")
-
-
 def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and primary_code(exc) in (
         SQLITE_BUSY,
@@ -192,26 +153,8 @@ def _mail_row(mail: Mail) -> tuple[Any, ...]:
         mail.recipient,
         mail.state.value,
         mail.sent_at,
-        _encode(mail, _mail_decoder, f"mail {mail.mail_id}"),
+        encode_row(mail, _mail_decoder, f"mail {mail.mail_id}"),
     )
-
-
-class _Batch:
-    """``SQLiteStore.batch()``: enter and exit call the store; ``mark`` is set when nested."""
-
-    __slots__ = ("mark", "name", "store")
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.store = store
-        self.mark: tuple[int, int] | None = None
-        self.name = ""
-
-    def __enter__(self) -> None:
-        self.store._enter_batch(self)
-
-    def __exit__(self, kind: object, exc: object, tb: object) -> Literal[False]:
-        self.store._exit_batch(self, kind is not None)
-        return False
 
 
 class SQLiteStore:
@@ -234,13 +177,6 @@ class SQLiteStore:
         if not busy_timeout >= 0:
             raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._failed: StoreError | None = None
-        self._doomed = False
-        """A held write failed: the whole batch is lost, not just a nested one."""
-        self._held = DeferredWrites()
-        self._closed = False
         prepare_file(self.path)
         check_header(self.path)
         try:
@@ -257,7 +193,8 @@ class SQLiteStore:
         except BaseException:
             conn.close()
             raise
-        self._conn = conn
+        self._tx = Transactions(self.path, conn)
+        self._processes = ProcessRows(self._tx)
         self._json1 = _has_json1(conn)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
@@ -291,212 +228,17 @@ class SQLiteStore:
             log.info("store.upgraded", path=str(self.path), from_version=found, to_version=version)
         return found, version
 
-    # -----------------------------------------------------------------------------------------
-    # transactions
-    # -----------------------------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"{self.path}: the store is closed")
-        return self._conn
-
     def batch(self) -> AbstractContextManager[None]:
-        """Group the writes made inside into one transaction, committed at exit.
-
-        A class rather than a generator context manager: the supervisor opens one (nested in
-        its group commit) per message it handles, so its cost counts per mail."""
-        return _Batch(self)
-
-    def _enter_batch(self, batch: _Batch) -> None:
-        self._lock.acquire()
-        try:
-            conn = self._connection()
-            if self._depth > 0:
-                self._enter_savepoint(batch)
-                return
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path, "starting a batch") from exc
-            self._failed = None
-            self._doomed = False
-            self._held.clear()
-            self._depth = 1
-        except BaseException:
-            self._lock.release()
-            raise
-
-    def _exit_batch(self, batch: _Batch, failed: bool) -> None:
-        try:
-            if batch.mark is not None:
-                self._exit_savepoint(batch, failed)
-            else:
-                self._end(self._conn, commit=not failed)
-        finally:
-            self._lock.release()
-
-    def _end(self, conn: sqlite3.Connection, *, commit: bool) -> None:
-        if commit and self._held and self._failed is None:
-            with contextlib.suppress(StoreError):  # it is in self._failed: reported below
-                self._send_held(conn)
-        self._held.clear()
-        self._depth = 0
-        failed, self._failed = self._failed, None
-        if commit and failed is not None:
-            self._rollback(conn)
-            raise StoreError(
-                f"{self.path}: batch rolled back: a write in it failed ({failed})"
-            ) from failed
-        if commit:
-            try:
-                conn.execute("COMMIT")
-                return
-            except sqlite3.Error as exc:
-                self._rollback(conn)
-                raise translate(exc, self.path, "committing a batch") from exc
-        self._rollback(conn)
-
-    def _rollback(self, conn: sqlite3.Connection) -> None:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:  # the connection is unusable; say so, keep going
-                log.error("store.rollback_failed", path=str(self.path), error=str(exc))
-
-    def _enter_savepoint(self, batch: _Batch) -> None:
-        """A nested batch. Its SAVEPOINT is held like a write: if nothing was sent to SQLite
-        while it was open (the common case: the supervisor nests one per message), ending
-        it costs no statement at all, and failing it just forgets its held writes."""
-        if self._failed is not None:
-            raise self._aborted("starting a nested batch")
-        batch.name = f"batch_{self._depth}"
-        batch.mark = self._held.mark(f"SAVEPOINT {batch.name}", "starting a nested batch")
-        self._depth += 1
-
-    def _exit_savepoint(self, batch: _Batch, failed: bool) -> None:
-        assert batch.mark is not None
-        self._depth -= 1
-        sent = self._held.sent_since(batch.mark)
-        if not failed:
-            if sent:
-                self._held.mark(f"RELEASE {batch.name}", "ending a nested batch")
-            else:
-                self._held.void(batch.mark)
-            return
-        if not sent:  # nothing of it reached SQLite (so no write of it failed there)
-            self._held.drop(batch.mark)
-            return
-        self._held.clear()  # everything still held was written inside this savepoint
-        conn = self._conn
-        if conn.in_transaction:
-            try:
-                conn.execute(f"ROLLBACK TO {batch.name}")
-                conn.execute(f"RELEASE {batch.name}")
-                if not self._doomed:
-                    self._failed = None  # its failed writes are undone
-            except sqlite3.Error as exc:
-                self._failed = translate(exc, self.path, "undoing a nested batch")
-
-    def _aborted(self, doing: str) -> StoreError:
-        return StoreError(
-            f"{self.path}: {doing}: the batch was aborted by an earlier failed write "
-            f"({self._failed or 'the transaction was rolled back'})"
-        )
-
-    def _send_held(self, conn: sqlite3.Connection) -> None:
-        """Send the held writes of the open batch (before a read, a direct write, a commit).
-        A failure aborts the whole batch, whichever nested batch made the write."""
-        if self._failed is not None or not conn.in_transaction:
-            first = next((e for e in self._held.items if e is not None), None)
-            self._held.clear()
-            raise self._aborted(first[3] if first is not None else "sending held writes")
-        try:
-            self._held.flush(conn)
-        except FailedWrite as exc:
-            error = translate(exc.error, self.path, exc.doing)
-            self._failed, self._doomed = error, True
-            raise error from exc.error
-
-    def _defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
-        """A write whose result nobody needs: held until the open batch sends it (see
-        ``store.deferred``); outside a batch, written and committed at once."""
-        with self._lock:
-            if self._depth == 0:
-                with self._writing() as conn:
-                    self._write_sql(conn, sql, params, doing)
-                return
-            if self._failed is not None:
-                raise self._aborted(doing)
-            self._held.add(table, sql, params, doing)
-
-    def _defer_rows(self, table: str, sql: str, rows: list[tuple[Any, ...]], doing: str) -> None:
-        """``_defer`` of several rows of one statement, held as one entry; ``doing`` names
-        the first row (the error of a failed ``executemany`` names the first and the count)."""
-        if not rows:
-            return
-        with self._lock:
-            if self._depth == 0:
-                with self._writing() as conn:  # one transaction for all of them
-                    if self._held:
-                        self._send_held(conn)
-                    try:
-                        conn.executemany(sql, rows)
-                    except sqlite3.Error as exc:
-                        error = translate(exc, self.path, f"{doing} ({len(rows)} rows)")
-                        self._failed = error
-                        raise error from exc
-                return
-            if self._failed is not None:
-                raise self._aborted(doing)
-            self._held.add_rows(table, sql, rows, doing)
-
-    @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A transaction for one write method: the open batch, or a batch of its own."""
-        with self._lock:
-            if self._depth > 0:
-                yield self._connection()
-            else:
-                with self.batch():
-                    yield self._connection()
-
-    def _write_sql(
-        self, conn: sqlite3.Connection, sql: str, params: Iterable[Any], doing: str
-    ) -> sqlite3.Cursor:
-        if self._held:
-            self._send_held(conn)
-        if self._failed is not None or (self._depth > 0 and not conn.in_transaction):
-            raise self._aborted(doing)
-        try:
-            return conn.execute(sql, tuple(params))
-        except sqlite3.Error as exc:
-            error = translate(exc, self.path, doing)
-            if self._depth > 0:
-                self._failed = error
-            raise error from exc
-
-    def _read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
-        with self._lock:
-            conn = self._connection()
-            if self._held:  # only the batch's own thread gets here while it is open
-                self._send_held(conn)
-            try:
-                return conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path, doing) from exc
-
-    def _decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T:
-        try:
-            return decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise StoreError(f"{self.path}: cannot read {table} row {key!r}: {exc}") from exc
+        """Group the writes made inside into one transaction, committed at exit (a nested
+        batch is a savepoint)."""
+        return self._tx.batch()
 
     # -----------------------------------------------------------------------------------------
     # runs and transitions
     # -----------------------------------------------------------------------------------------
 
     def save_run(self, record: RunRecord) -> None:
-        self._defer(
+        self._tx.defer(
             "runs",
             _SAVE_RUN,
             (
@@ -509,17 +251,17 @@ class SQLiteStore:
                 record.created_at,
                 record.ended_at,
                 record.cleanup,
-                _encode(record, _run_decoder, f"run {record.run_id}"),
+                encode_row(record, _run_decoder, f"run {record.run_id}"),
                 *_TERMINAL,
             ),
             f"saving run {record.run_id}",
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._read(
+        rows = self._tx.read(
             "SELECT record FROM runs WHERE run_id = ?", (run_id,), f"reading run {run_id}"
         )
-        return self._decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
+        return self._tx.decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
 
     def list_runs(
         self,
@@ -554,39 +296,39 @@ class SQLiteStore:
         if limit is not None and limit >= 0:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = self._read(sql, params, "listing runs")
-        records = [self._decode(_run_decoder, raw, "runs", key) for key, raw in rows]
+        rows = self._tx.read(sql, params, "listing runs")
+        records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
         return records[:limit] if limit is not None and limit < 0 else records
 
     def append_event(self, event: Event) -> None:
         kind = event.kind.value
-        self._defer(
+        self._tx.defer(
             "events",
             "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
             (
                 event.run_id,
                 kind,
                 event.ts,
-                _encode(event, _event_decoder, f"an event of run {event.run_id}"),
+                encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
             ),
             f"appending a {kind} event of run {event.run_id}",
         )
 
     def events(self, run_id: str) -> list[Event]:
-        rows = self._read(
+        rows = self._tx.read(
             "SELECT seq, event FROM events WHERE run_id = ? ORDER BY seq",
             (run_id,),
             f"reading the events of run {run_id}",
         )
-        return [self._decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+        return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
 
     # -----------------------------------------------------------------------------------------
     # conversation checkpoints
     # -----------------------------------------------------------------------------------------
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        with self._writing() as conn:
-            self._write_sql(
+        with self._tx.writing() as conn:
+            self._tx.write_sql(
                 conn,
                 """INSERT INTO checkpoints (run_id, step, ts, checkpoint) VALUES (?, ?, ?, ?)
                    ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, ts = excluded.ts,
@@ -595,7 +337,7 @@ class SQLiteStore:
                     checkpoint.run_id,
                     checkpoint.step,
                     checkpoint.ts,
-                    _encode(
+                    encode_row(
                         checkpoint,
                         _checkpoint_decoder,
                         f"the checkpoint of run {checkpoint.run_id}",
@@ -605,13 +347,15 @@ class SQLiteStore:
             )
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        rows = self._read(
+        rows = self._tx.read(
             "SELECT checkpoint FROM checkpoints WHERE run_id = ?",
             (run_id,),
             f"reading the checkpoint of run {run_id}",
         )
         return (
-            self._decode(_checkpoint_decoder, rows[0][0], "checkpoints", run_id) if rows else None
+            self._tx.decode(_checkpoint_decoder, rows[0][0], "checkpoints", run_id)
+            if rows
+            else None
         )
 
     # -----------------------------------------------------------------------------------------
@@ -619,14 +363,14 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_mail(self, mail: Mail) -> None:
-        self._defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
+        self._tx.defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         if not mails:
             return
         # every row encoded before any is held: a mail that cannot be stored holds none
         rows = [_mail_row(mail) for mail in mails]
-        self._defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
+        self._tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
@@ -634,13 +378,12 @@ class SQLiteStore:
             for mail_id in mail_ids:
                 self.set_mail_state(mail_id, state)
             return
-        # one UPDATE per chunk of ids (``mail_id IN (...)``), not one row each: a statement
-        # per chunk costs SQLite ~20% less than executemany's step per id, and Python no
-        # params tuple per id
+        # one UPDATE per chunk of ids (``mail_id IN (...)``), not one row each: cheaper for
+        # SQLite than executemany's step per id, and no params tuple per id
         value = state.value
         for start in range(0, len(mail_ids), _STATE_CHUNK):
             chunk = mail_ids[start : start + _STATE_CHUNK]
-            self._defer(
+            self._tx.defer(
                 "mail",
                 _set_mails_state_sql(len(chunk)),
                 (value, value, *chunk),
@@ -651,27 +394,27 @@ class SQLiteStore:
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
         if self._json1:  # one statement; the column and the document stay in step
-            self._defer(
+            self._tx.defer(
                 "mail",
                 _SET_MAIL_STATE,
                 (state.value, state.value, mail_id),
                 f"setting mail {mail_id} to {state.value}",
             )
             return
-        with self._writing() as conn:
+        with self._tx.writing() as conn:
             doing = f"setting mail {mail_id} to {state.value}"
-            row = self._write_sql(
+            row = self._tx.write_sql(
                 conn, "SELECT mail FROM mail WHERE mail_id = ?", (mail_id,), doing
             ).fetchone()
             if row is None:
                 return
             mail = msgspec.structs.replace(
-                self._decode(_mail_decoder, row[0], "mail", mail_id), state=state
+                self._tx.decode(_mail_decoder, row[0], "mail", mail_id), state=state
             )
-            self._write_sql(
+            self._tx.write_sql(
                 conn,
                 "UPDATE mail SET state = ?, mail = ? WHERE mail_id = ?",
-                (state.value, _encode(mail, _mail_decoder, f"mail {mail_id}"), mail_id),
+                (state.value, encode_row(mail, _mail_decoder, f"mail {mail_id}"), mail_id),
                 doing,
             )
 
@@ -684,8 +427,8 @@ class SQLiteStore:
                 return []
             sql += f" AND state IN ({_marks(len(wanted))})"
             params.extend(wanted)
-        rows = self._read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
-        return [self._decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+        rows = self._tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
+        return [self._tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
 
     # -----------------------------------------------------------------------------------------
     # function agents' journals
@@ -694,23 +437,23 @@ class SQLiteStore:
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         if not entries:
             return
-        self._defer(
+        self._tx.defer(
             "journal",
             "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
             # made by the runtime (ids, digests, finite numbers): no read-back check needed
-            (run_id, _encoder.encode(list(entries)).decode("utf-8")),
+            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
             f"appending to the journal of run {run_id}",
         )
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
-        rows = self._read(
+        rows = self._tx.read(
             "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
             (run_id,),
             f"reading the journal of run {run_id}",
         )
         entries: list[JournalEntry] = []
         for seq, raw in rows:
-            decoded: list[JournalEntry] = self._decode(_journal_decoder, raw, "journal", seq)
+            decoded: list[JournalEntry] = self._tx.decode(_journal_decoder, raw, "journal", seq)
             entries.extend(decoded)
         return entries
 
@@ -719,7 +462,7 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def save_outcome(self, outcome: Outcome) -> None:
-        self._defer(
+        self._tx.defer(
             "outcomes",
             """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
                ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
@@ -727,13 +470,13 @@ class SQLiteStore:
             (
                 outcome.run_id,
                 outcome.status.value,
-                _encode(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
+                encode_row(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
             ),
             f"saving the outcome of run {outcome.run_id}",
         )
 
     def mark_outcome_delivered(self, run_id: str) -> None:
-        self._defer(
+        self._tx.defer(
             "outcomes",
             "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",
             (run_id,),
@@ -741,119 +484,37 @@ class SQLiteStore:
         )
 
     def undelivered_outcomes(self) -> list[Outcome]:
-        rows = self._read(
+        rows = self._tx.read(
             "SELECT run_id, outcome FROM outcomes WHERE delivered = 0 ORDER BY seq",
             (),
             "reading undelivered outcomes",
         )
-        return [self._decode(_outcome_decoder, raw, "outcomes", key) for key, raw in rows]
+        return [self._tx.decode(_outcome_decoder, raw, "outcomes", key) for key, raw in rows]
 
     # -----------------------------------------------------------------------------------------
-    # commands from other processes
+    # commands and leases (store.sqlite_processes)
     # -----------------------------------------------------------------------------------------
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         """Queue a command for the runtime that owns ``run_id``; safe from any process."""
-        if kind not in COMMAND_KINDS:
-            raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
-        with self._writing() as conn:
-            cursor = self._write_sql(
-                conn,
-                "INSERT INTO commands (kind, run_id, content, ts) VALUES (?, ?, ?, ?)",
-                (kind, run_id, content, time.time()),
-                f"posting a {kind} command for run {run_id}",
-            )
-            command_id = cursor.lastrowid
-        assert command_id is not None
-        return command_id
+        return self._processes.post_command(kind, run_id, content)
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
-        """Claim pending commands, oldest first; each is returned to exactly one taker.
-
-        With ``run_ids``, only commands for those runs are claimed: a runtime takes the
-        commands of the runs it hosts and leaves the others to their own process.
-
-        Called inside a batch, the claim commits (or rolls back) with the writes that act
-        on the commands, so a crash between taking and acting loses no command. Outside a
-        batch, polling an empty queue only reads: it never waits for another process's
-        write lock.
-        """
-        doing = "taking commands"
-        with self._lock:
-            if self._depth == 0 and not self._read(
-                "SELECT 1 FROM commands WHERE taken_at IS NULL LIMIT 1", (), doing
-            ):
-                return []  # the common case, without taking the write lock
-        with self._writing() as conn:
-            rows = self._write_sql(
-                conn,
-                "SELECT command_id, kind, run_id, content, ts FROM commands "
-                "WHERE taken_at IS NULL ORDER BY command_id",
-                (),
-                doing,
-            ).fetchall()
-            if run_ids is not None:
-                rows = [row for row in rows if row[2] in run_ids]
-            if rows:
-                self._write_sql(
-                    conn,
-                    f"UPDATE commands SET taken_at = ? WHERE command_id IN ({_marks(len(rows))})",
-                    (time.time(), *(row[0] for row in rows)),
-                    doing,
-                )
-        return [
-            Command(command_id=cid, kind=kind, run_id=run_id, content=content, ts=ts)
-            for cid, kind, run_id, content, ts in rows
-        ]
-
-    # -----------------------------------------------------------------------------------------
-    # leases: which runtimes are alive
-    # -----------------------------------------------------------------------------------------
-
-    def _lease_row(self, lease: Lease) -> tuple[Any, ...]:
-        return (
-            lease.owner,
-            lease.host,
-            lease.pid,
-            lease.renewed_at,
-            lease.expires_at,
-            _encode(lease, _lease_decoder, f"the lease of {lease.owner}"),
-        )
+        """Claim pending commands, oldest first; each is returned to exactly one taker
+        (only those for ``run_ids`` when given; inside a batch, the claim commits with it)."""
+        return self._processes.take_commands(run_ids)
 
     def acquire_lease(self, lease: Lease) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn,
-                """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
-                   VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-                       renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
-                       lease = excluded.lease""",
-                self._lease_row(lease),
-                f"writing the lease of {lease.owner}",
-            )
+        self._processes.acquire_lease(lease)
 
     def renew_lease(self, lease: Lease) -> bool:
-        row = self._lease_row(lease)
-        with self._writing() as conn:
-            cursor = self._write_sql(
-                conn,
-                """UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
-                   WHERE owner = ?""",
-                (*row[1:], lease.owner),
-                f"renewing the lease of {lease.owner}",
-            )
-            return cursor.rowcount > 0
+        return self._processes.renew_lease(lease)
 
     def release_lease(self, owner: str) -> None:
-        with self._writing() as conn:
-            self._write_sql(
-                conn, "DELETE FROM leases WHERE owner = ?", (owner,), f"releasing lease {owner}"
-            )
+        self._processes.release_lease(owner)
 
     def leases(self) -> list[Lease]:
-        rows = self._read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
-        return [self._decode(_lease_decoder, raw, "leases", key) for key, raw in rows]
+        return self._processes.leases()
 
     # -----------------------------------------------------------------------------------------
     # the sweeper
@@ -867,91 +528,16 @@ class SQLiteStore:
         cleanup_default: Cleanup = "keep",
         retention_days: float | None = None,
     ) -> SweepReport:
-        """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch.
-
-        Also purges commands taken before the archive bound.
-        """
-        bounds = sweep_bounds(
-            now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
+        """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch
+        (``store.sqlite_sweep``). Also purges commands taken before the archive bound."""
+        return sweep_runs(
+            self._tx,
+            self.path,
+            now=now,
+            archive_after_minutes=archive_after_minutes,
+            cleanup_default=cleanup_default,
+            retention_days=retention_days,
         )
-        terminal = _marks(len(_TERMINAL))
-        with self._writing() as conn:
-            doing = "sweeping"
-            rows = self._write_sql(
-                conn,
-                f"""SELECT r.run_id, r.status, r.created_at, r.ended_at, r.archived_at,
-                        r.cleanup, COALESCE(o.delivered = 0, 0)
-                    FROM runs r LEFT JOIN outcomes o ON o.run_id = r.run_id
-                    WHERE r.status IN ({terminal}) AND (
-                        (r.archived_at IS NULL AND COALESCE(r.ended_at, r.created_at) <= ?)
-                        OR (r.archived_at IS NOT NULL AND r.archived_at <= ?))
-                    ORDER BY r.created_at, r.run_id""",
-                (
-                    *_TERMINAL,
-                    bounds.archive_before,
-                    bounds.delete_before if bounds.delete_before is not None else float("-inf"),
-                ),
-                doing,
-            ).fetchall()
-            candidates = [
-                SweepCandidate(
-                    run_id=run_id,
-                    status=RunStatus(status),
-                    created_at=created_at,
-                    ended_at=ended_at,
-                    archived_at=archived_at,
-                    cleanup=cleanup,
-                    outcome_undelivered=bool(undelivered),
-                )
-                for run_id, status, created_at, ended_at, archived_at, cleanup, undelivered in rows
-            ]
-            plan = plan_sweep(
-                candidates,
-                now=now,
-                archive_after_minutes=archive_after_minutes,
-                cleanup_default=cleanup_default,
-                retention_days=retention_days,
-            )
-            for run_id in plan.archive:
-                self._write_sql(
-                    conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
-                )
-            for run_id in plan.clean:
-                for table in ("events", "checkpoints", "journal"):
-                    self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
-            for run_id in plan.delete:
-                for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
-                    self._write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
-                self._write_sql(
-                    conn,
-                    "DELETE FROM mail WHERE sender = ? OR recipient = ?",
-                    (run_id, run_id),
-                    doing,
-                )
-            purged = self._write_sql(
-                conn,
-                "DELETE FROM commands WHERE taken_at IS NOT NULL AND taken_at <= ?",
-                (bounds.archive_before,),
-                doing,
-            ).rowcount
-        report = SweepReport(
-            archived=plan.archive,
-            cleaned=plan.clean,
-            deleted=plan.delete,
-            held=plan.held,
-            commands_purged=max(0, purged),
-        )
-        if plan.archive or plan.delete or plan.held or purged:
-            log.info(
-                "store.swept",
-                path=str(self.path),
-                archived=len(plan.archive),
-                cleaned=len(plan.clean),
-                deleted=len(plan.delete),
-                held=len(plan.held),
-                commands_purged=report.commands_purged,
-            )
-        return report
 
     # -----------------------------------------------------------------------------------------
     # housekeeping
@@ -963,7 +549,7 @@ class SQLiteStore:
         Opening the store checks only the header and the schema, so that opening stays cheap
         for a large store; call this when a full check is worth its time.
         """
-        rows = self._read("PRAGMA quick_check", (), "checking the database")
+        rows = self._tx.read("PRAGMA quick_check", (), "checking the database")
         problems = [str(r[0]) for r in rows]
         if problems != ["ok"]:
             shown = "; ".join(problems[:5])
@@ -971,8 +557,8 @@ class SQLiteStore:
 
     def meta(self) -> dict[str, str]:
         """The store's meta table (application, schema_version)."""
-        with self._lock:
-            conn = self._connection()
+        with self._tx.lock:
+            conn = self._tx.connection()
             try:
                 return read_meta(conn)
             except sqlite3.Error as exc:
@@ -980,13 +566,7 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._held.clear()
-            self._rollback(self._conn)
-            self._conn.close()
+        self._tx.close()
 
     def __enter__(self) -> SQLiteStore:
         return self

@@ -1,5 +1,6 @@
-"""Supervision decisions as plain classes: limits, admission, concurrency slots, the run tree.
+"""Supervision decisions as plain classes: admission, lifecycle, mail, policies, recovery.
 
-Nothing here uses threads or pykka: the supervisor actor calls these from its one thread, and
-the tests call them directly.
+Nothing here uses threads, pykka, the store, the clock or the OS: the supervisor actor feeds
+``core.SupervisorCore`` one message at a time and carries out the ``Decision`` it returns;
+the tests call the parts directly. docs/architecture.md maps the modules.
 """

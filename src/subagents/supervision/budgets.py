@@ -34,10 +34,6 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int | None = None
     cost_usd: float | None = None
 
-    @property
-    def unlimited(self) -> bool:
-        return self.tokens is None and self.cost_usd is None
-
 
 def tightest_tokens(*given: int | None) -> int | None:
     """The smallest positive budget given, or None when none was."""

@@ -1,18 +1,18 @@
 """Coalescing: the effects held back for a group commit, with the Tells to each run merged.
 
 Why: after a group commit the supervisor carries out everything the group decided; in a mail
-burst that is thousands of Tells (a DeliverMail to the receiver, a MailAck to the sender, per
-mail). Each actor message costs a queue hand-off and a wake-up of the receiving thread; one
-``Batch`` per run costs that once. A Tell that already carries a Batch (a run's
-acknowledgements of one ``send_mails``) is merged flat: a Batch never holds a Batch.
+burst that is many Tells (deliveries to receivers, acknowledgements to senders). Each actor
+message costs a queue hand-off and a wake-up of the receiving thread; one ``Batch`` per run
+costs that once. A Tell that already carries a Batch (a run's acknowledgements of one step's
+sends) is merged flat: a Batch never holds a Batch.
 
 Order: messages to one run keep their order (they end up in one Batch, in order). Tells to
 different runs were never ordered relative to each other (separate mailboxes). Publish and
 the deadline timers are not ordered relative to Tells either (events and timers are seen by
 other threads at any time), so they pass through where they stand. Any other effect (a start,
-a stop, a root outcome, a restart) first lets every pending batch go, so nothing is moved
-across it: a Tell decided before a run's StopAgent still reaches that run first, and one
-decided after a restart's StartRun reaches the new start.
+a stop, a message to the outside, a restart) first lets every pending batch go, so nothing is
+moved across it: a Tell decided before a run's StopAgent still reaches that run first, and
+one decided after a restart's StartRun reaches the new start.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagents.messages import Batch
-from subagents.supervision.core import ArmDeadline, DisarmDeadline, Effect, Publish, Tell
+from subagents.supervision.effects import ArmDeadline, DisarmDeadline, Effect, Publish, Tell
 
 _PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
 

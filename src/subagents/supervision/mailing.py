@@ -1,19 +1,18 @@
 """MailPost: the mails one supervisor message sends, gathered so that they are recorded,
 delivered and announced together.
 
-Why: a burst of n sends (one agent step's ``ctx.send`` calls, which reach the supervisor as
-one Batch) used to cost per mail two events (each an ``Event``, a store write and a
-``Publish`` carried out on the supervisor's thread), a store call, a ``DeliverMail`` and its
-Tell, and a Tell of its acknowledgement: most of the supervisor's time in a mail stream.
+Why: one agent step's sends reach the supervisor as one Batch. Recorded, announced and
+delivered one by one, each mail would cost two events, a store call, a delivery and an
+acknowledgement, each a message of its own; gathered, a step costs one store call, one
+delivery per recipient, one acknowledgement message per sender, and events per step.
 
 Events describe what a step did: the mails one sender sent to one recipient in one go are
 one ``mail_sent`` event on the sender and one ``mail_delivered`` on the recipient, whose data
-list the mails (``mail_event_data``). A single mail keeps the shape it always had. The
-recipient gets its mails in one ``DeliverMails``; the records go to the store in one call.
-Dead letters are not gathered: each is an error its sender must hear of, one event each.
+list the mails (``mail_event_data``). A single mail keeps the shape it always had. Dead
+letters are not gathered: each is an error its sender must hear of, one event each.
 
-Plain data, no threads: ``SupervisorCore`` decides what becomes of each mail and fills a
-post; it then turns the post into store writes, events and Tells.
+Plain data, no threads: the mail room decides what becomes of each mail and fills a post,
+then turns it into writes, events and deliveries.
 """
 
 from __future__ import annotations
@@ -22,16 +21,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from subagents.messages import (
-    EXTERNAL_SENDER,
-    Batch,
-    DeliverMail,
-    DeliverMails,
-    Mail,
-    MailAck,
-    MailState,
-    SendMail,
-)
+from subagents.messages import EXTERNAL_SENDER, Batch, Mail, MailAck, MailState, SendMail
 
 
 def mail_event_data(mail_ids: Sequence[str], who: str, run_id: str) -> dict[str, Any]:
@@ -55,16 +45,12 @@ def event_mail_ids(data: dict[str, Any]) -> list[str]:
     return [] if mail_id is None else [str(mail_id)]
 
 
-def delivery(mails: Sequence[Mail]) -> DeliverMail | DeliverMails:
-    """What a recipient is told to hand it ``mails`` (in order)."""
-    if len(mails) == 1:
-        return DeliverMail(mail=mails[0])
-    return DeliverMails(mails=tuple(mails))
-
-
 def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, Any]]:
     """(sender, message) for each run that sent some of ``msgs``: its acknowledgements, in
     order, as one message (a ``Batch`` when there are several). The outside is not told."""
+    if len(msgs) == 1:  # one send: nothing to group
+        sender = msgs[0].sender
+        return [] if sender == EXTERNAL_SENDER else [(sender, acks[0])]
     by_sender: dict[str, list[MailAck]] = {}
     for msg, ack in zip(msgs, acks, strict=True):
         if msg.sender != EXTERNAL_SENDER:
@@ -96,8 +82,7 @@ class Pair:
 class MailPost:
     """The mails of one supervisor message, in order; what they come to (the deliveries per
     recipient, the ids the events of each (sender, recipient) are about) is worked out once
-    they are all in, and not at all for a single mail (``single``): the common case of one
-    send per step pays for no grouping."""
+    they are all in."""
 
     __slots__ = ("_id_prefix", "now", "records")
 
@@ -121,6 +106,13 @@ class MailPost:
     def pairs(self) -> list[Pair]:
         """Per (sender, recipient), in the order of their first mail, the ids of the mails
         that were not dead letters."""
+        if len(self.records) == 1:  # one mail: nothing to group
+            mail = self.records[0]
+            if mail.state is MailState.DEAD:
+                return []
+            pair = Pair(mail.sender, mail.recipient, mail.state is MailState.DELIVERED)
+            pair.mail_ids.append(mail.mail_id)
+            return [pair]
         pairs: dict[tuple[str, str], Pair] = {}
         last: Pair | None = None
         for mail in self.records:

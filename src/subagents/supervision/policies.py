@@ -80,9 +80,9 @@ _known: dict[int, tuple[AgentSpec, Policy]] = {}
 def policy_of(spec: AgentSpec) -> Policy:
     """The policy a definition asks for; ``PolicyError`` naming the key for a bad value.
 
-    Remembered per definition object: every admission asks, and reading it anew cost ~5 us
-    (a tenth of a trivial run's supervisor work). Definitions are immutable; the object is
-    kept with its policy, so a new definition at a reused id is never mistaken for it."""
+    Remembered per definition object: every admission asks, and reading it anew is a
+    noticeable part of a trivial run's supervisor work. Definitions are immutable; the object
+    is kept with its policy, so a new definition at a reused id is never mistaken for it."""
     known = _known.get(id(spec))
     if known is not None and known[0] is spec:
         return known[1]

@@ -1,11 +1,10 @@
-"""The supervision policies as SupervisorCore sees them: budgets, restarts, retries,
+"""PolicyBook: the supervision policies of each run: budgets, restarts, retries,
 ``fail_parent``, context handed down.
 
-Why a mixin in its own module: SupervisorCore owns admission, delivery and stops; these
-policies hook into five of its moments (admitting a run, a step's usage, a run ending in
-error, an outcome being delivered, a tree being forgotten). Keeping the policy decisions
-here keeps core.py's edits to one call per moment, and the decisions themselves live in
-plain classes (``BudgetBook``, ``RestartIntensity``, ``policy_of``, ``handdown``).
+Why apart from the lifecycle: these are decisions (may this run spawn with that budget? does
+this failure restart it, retry it, or end it? which runs are over budget now?), answered
+from plain ledgers (``BudgetBook``, ``RestartIntensity``, ``policy_of``, ``handdown``). The
+lifecycle asks and acts: it ends, restarts or cancels runs; this book never does.
 """
 
 from __future__ import annotations
@@ -13,21 +12,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import (
-    Checkpoint,
-    EventKind,
-    Outcome,
-    RunFinished,
-    RunStatus,
-    SpawnRequest,
-    StepTaken,
-    Usage,
-)
+from subagents.messages import Checkpoint, RunFinished, RunStatus, SpawnRequest, StepTaken, Usage
 from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
 from subagents.supervision.handdown import (
     HandDownError,
@@ -35,6 +25,7 @@ from subagents.supervision.handdown import (
     inherited_conversation,
     shared_for_child,
 )
+from subagents.supervision.limits import Limits
 from subagents.supervision.policies import (
     Policy,
     PolicyError,
@@ -43,39 +34,31 @@ from subagents.supervision.policies import (
     shared_keys_value,
 )
 from subagents.supervision.restarts import RestartIntensity, abnormal
-
-if TYPE_CHECKING:
-    from subagents.store.base import RunStore
-    from subagents.supervision.core import Effect, RunState
-    from subagents.supervision.limits import Limits
-    from subagents.supervision.tree import RunTree
+from subagents.supervision.runs import RunState, RunTable
 
 
 class PolicyRefused(Exception):
     """A spawn refused by a policy (budget, bad setting, missing shared key)."""
 
 
-@dataclass(frozen=True)
-class ScheduleRestart:
-    """Effect: tell the supervisor ``RestartDue(run_id)`` after ``delay_s`` (one timer)."""
-
-    run_id: str
-    delay_s: float
-
-
-@dataclass(frozen=True)
-class RestartDue:
-    """The backoff of a restarting run is over (timer service -> supervisor)."""
-
-    run_id: str
-
-
 @dataclass
-class _RunPolicy:
+class RunPolicy:
     policy: Policy
     max_retries: int
     seed: Checkpoint | None
     restarting: bool = False
+    """A restart or retry is scheduled: its ``RestartDue`` will start the run again."""
+
+
+@dataclass(frozen=True)
+class Again:
+    """A run that ended in error goes again after ``delay_s``: retried from scratch
+    (``retry``, its children cancelled) or restarted from its checkpoint (its children keep
+    running and report to it)."""
+
+    retry: bool
+    attempt: int
+    delay_s: float
 
 
 FAILURES_THAT_FAIL_PARENT = frozenset(
@@ -85,50 +68,33 @@ FAILURES_THAT_FAIL_PARENT = frozenset(
 parent, or someone above, stopped it)."""
 
 
-class PolicyHooks:
-    """Mixed into SupervisorCore: the policy side of its decisions."""
+class PolicyBook:
+    """The policy entry and the budget of every run the supervisor holds."""
 
-    if TYPE_CHECKING:
-        runs: dict[str, RunState]
-        tree: RunTree
-        store: RunStore
-        limits: Limits
-        clock: Callable[[], float]
-        _effects: list[Effect]
-
-        def live(self, run_id: str) -> RunState | None: ...
-        def _update(self, state: RunState, **changes: Any) -> None: ...
-        def _emit(self, kind: EventKind, state: RunState, **data: Any) -> None: ...
-        def _start(self, state: RunState) -> None: ...
-        def _restart_when_slotted(self, state: RunState) -> None: ...
-        def _cancel_subtree(self, state: RunState, reason: str) -> list[str]: ...
-        def _finish(
-            self,
-            state: RunState,
-            status: RunStatus,
-            *,
-            result: str | None = None,
-            error_kind: str | None = None,
-            error: str | None = None,
-        ) -> None: ...
-        def _handling(self) -> Any: ...
-
-    def _init_policies(self, clock: Callable[[], float], rng: random.Random | None) -> None:
+    def __init__(
+        self,
+        runs: RunTable,
+        limits: Limits,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.runs = runs
+        self.limits = limits
         self.budgets = BudgetBook()
         self.restarts = RestartIntensity(clock=clock, rng=rng)
-        self._policy: dict[str, _RunPolicy] = {}
+        self._policy: dict[str, RunPolicy] = {}
 
-    # ---- admission ---------------------------------------------------------------------------
+    # ---- admission -------------------------------------------------------------------------
 
-    def _admit_policies(
+    def admit(
         self, req: SpawnRequest, spec: AgentSpec, parent: RunState | None, run_id: str
     ) -> dict[str, Any]:
         """Check and register a new run's policies; the RunRecord fields they set.
 
         Raises ``PolicyRefused`` (a bad setting, a missing shared key, no budget left). Call
-        after every other admission check; ``_forget_policies`` undoes it.
+        after every other admission check; ``forget`` undoes it.
         """
-        label = f"{parent.record.agent} ({parent.record.run_id})" if parent is not None else ""
+        label = f"{parent.record.agent} ({parent.run_id})" if parent is not None else ""
         try:
             policy = policy_of(spec)
             if req.max_retries is not None and (
@@ -163,12 +129,12 @@ class PolicyHooks:
         seed = None
         if inherit and parent is not None:
             seed = inherited_conversation(
-                self.store.load_checkpoint(parent.record.run_id),
+                parent.saved,
                 run_id=run_id,
                 first_text=first_message_text(req.task, req.context, shared),
             )
         max_retries = policy.max_retries if req.max_retries is None else req.max_retries
-        self._policy[run_id] = _RunPolicy(policy=policy, max_retries=max_retries, seed=seed)
+        self._policy[run_id] = RunPolicy(policy=policy, max_retries=max_retries, seed=seed)
         return {
             "token_budget": budget.tokens,
             "cost_budget_usd": budget.cost_usd,
@@ -176,40 +142,50 @@ class PolicyHooks:
             "shared": shared,
         }
 
-    def _seed(self, run_id: str) -> Checkpoint | None:
+    def seed(self, run_id: str) -> Checkpoint | None:
         """The conversation a fresh run starts with (inherited messages), if any."""
         entry = self._policy.get(run_id)
         return entry.seed if entry is not None else None
 
-    # ---- budgets -----------------------------------------------------------------------------
-
-    def _entry(self, state: RunState) -> _RunPolicy | None:
+    def entry(self, state: RunState) -> RunPolicy | None:
         """The policy entry of a run; built from its record and definition for a run this
-        core did not admit (restored from the store after a restart of the process)."""
-        run_id = state.record.run_id
-        entry = self._policy.get(run_id)
+        book did not admit (restored from the store after a restart of the process)."""
+        entry = self._policy.get(state.run_id)
         if entry is not None:
             return entry
         try:
             policy = policy_of(state.spec)
         except PolicyError:
             return None
-        entry = _RunPolicy(policy=policy, max_retries=policy.max_retries, seed=None)
-        self._policy[run_id] = entry
+        entry = RunPolicy(policy=policy, max_retries=policy.max_retries, seed=None)
+        self._policy[state.run_id] = entry
         return entry
+
+    # ---- budgets ---------------------------------------------------------------------------
+
+    def charge(self, msg: StepTaken) -> list[str]:
+        """Roll a step's usage up the tree; the runs now over their budget."""
+        if self.budgets.known(msg.run_id):
+            return self.budgets.charge(msg.run_id, msg.usage)
+        # restored: its records' usage (this step included) is what it has spent
+        self._register_restored(msg.run_id)
+        chain = [msg.run_id, *self.runs.tree.ancestors(msg.run_id)]
+        return [r for r in chain if self.budgets.over(r)]
+
+    def why_over(self, state: RunState) -> str:
+        return f"{state.record.agent} {self.budgets.describe_over(state.run_id)}"
 
     def _register_restored(self, run_id: str) -> None:
         """Put a restored run (and its ancestors) in the budget ledger, from their records."""
         chain: list[RunState] = []
         current = self.runs.get(run_id)
-        while current is not None and not self.budgets.known(current.record.run_id):
+        while current is not None and not self.budgets.known(current.run_id):
             chain.append(current)
-            parent_id = current.record.parent_run_id
-            current = self.runs.get(parent_id) if parent_id is not None else None
+            current = self.runs.get(current.record.parent_run_id)
         for state in reversed(chain):
             record = state.record
             spent = Usage()
-            for r in self.tree.subtree(record.run_id):
+            for r in self.runs.tree.subtree(record.run_id):
                 other = self.runs.get(r)
                 if other is not None:
                     spent = spent + other.record.usage
@@ -220,119 +196,45 @@ class PolicyHooks:
                 spent,
             )
 
-    def _charge(self, msg: StepTaken) -> None:
-        """Roll a step's usage up the tree; stop every run now over its budget."""
-        if self.budgets.known(msg.run_id):
-            over = self.budgets.charge(msg.run_id, msg.usage)
-        else:  # restored: its records' usage (this step included) is what it has spent
-            self._register_restored(msg.run_id)
-            chain = [msg.run_id, *self.tree.ancestors(msg.run_id)]
-            over = [r for r in chain if self.budgets.over(r)]
-        for run_id in over:
-            state = self.live(run_id)
-            if state is not None:
-                self._over_budget(state)
+    # ---- restarts and retries --------------------------------------------------------------
 
-    def _over_budget(self, state: RunState) -> None:
-        from subagents.supervision.core import StopAgent
-
+    def again(self, state: RunState, report: RunFinished) -> Again | RunFinished:
+        """A run ended in error: restart it (``transient``), retry it (``on_failure:
+        retry``), or let it fail with ``report`` (its error says why it was not restarted)."""
         record = state.record
-        why = f"{record.agent} {self.budgets.describe_over(record.run_id)}"
-        for child_id in reversed(self.tree.children(record.run_id)):
-            child = self.live(child_id)
-            if child is not None:
-                self._cancel_subtree(child, f"its ancestor {why}")
-        self._finish(state, RunStatus.BUDGET_EXCEEDED, error_kind="budget", error=why)
-        self._effects.append(StopAgent(record.run_id))
-
-    # ---- restarts and retries ----------------------------------------------------------------
-
-    def _try_again(self, state: RunState, msg: RunFinished) -> RunFinished | None:
-        """A run ended in error: restart it (``transient``), retry it (``on_failure: retry``),
-        or let it fail. None when it goes again; else the report to finish it with."""
-        record = state.record
-        entry = self._entry(state)
+        entry = self.entry(state)
         if entry is None:
-            return msg
-        decision = self.restarts.decide(record.run_id, entry.policy, msg.error_kind)
-        retry = False
-        if not decision.restart:
-            retry = record.on_failure == "retry" and record.retries < entry.max_retries
-            if not retry:
-                if entry.policy.restart == "transient" and abnormal(msg.error_kind):
-                    return msgspec.structs.replace(
-                        msg, error=f"{msg.error} (not restarted: {decision.reason})"
-                    )
-                return msg
-        state.unread_mail.update(msg.unread_mail)
-        entry.restarting = True
-        if retry:
-            # A retry starts from scratch: the old attempt's children go with it.
-            for child_id in reversed(self.tree.children(record.run_id)):
-                child = self.live(child_id)
-                if child is not None:
-                    self._cancel_subtree(child, f"its parent {record.agent} is retrying")
+            return report
+        decision = self.restarts.decide(record.run_id, entry.policy, report.error_kind)
+        if decision.restart:
+            entry.restarting = True
+            return Again(retry=False, attempt=decision.attempt, delay_s=decision.delay_s)
+        if record.on_failure == "retry" and record.retries < entry.max_retries:
+            entry.restarting = True
             attempt = record.retries + 1
-            delay = self.restarts.backoff(entry.policy, attempt)
-            self._update(state, retries=attempt, steps=0)
-            state.from_scratch = True
-        else:
-            # A restart resumes from the checkpoint: children keep running and report to it.
-            attempt, delay = decision.attempt, decision.delay_s
-            self._update(state, restarts=record.restarts + 1)
-        self._emit(
-            EventKind.RESTARTED,
-            state,
-            attempt=attempt,
-            mode="retry" if retry else "restart",
-            delay_s=round(delay, 4),
-            error_kind=msg.error_kind,
-            error=msg.error,
-        )
-        self._effects.append(ScheduleRestart(record.run_id, delay))
-        return None
+            return Again(
+                retry=True, attempt=attempt, delay_s=self.restarts.backoff(entry.policy, attempt)
+            )
+        if entry.policy.restart == "transient" and abnormal(report.error_kind):
+            return msgspec.structs.replace(
+                report, error=f"{report.error} (not restarted: {decision.reason})"
+            )
+        return report
 
-    def restart_due(self, run_id: str) -> list[Effect]:
-        """The backoff is over: start the run again (from its checkpoint when it has steps)."""
-        with self._handling():
-            state = self.live(run_id)
-            entry = self._policy.get(run_id)
-            if state is None or entry is None or not entry.restarting:
-                return self._effects
-            entry.restarting = False
-            state.checkpoint = entry.seed if state.record.steps == 0 else None
-            self._restart_when_slotted(state)
-            return self._effects
+    def restart_due(self, run_id: str) -> RunPolicy | None:
+        """The entry of ``run_id`` if a restart of it is scheduled (and no longer is)."""
+        entry = self._policy.get(run_id)
+        if entry is None or not entry.restarting:
+            return None
+        entry.restarting = False
+        return entry
 
-    def _restarting(self, run_id: str) -> bool:
+    def restarting(self, run_id: str) -> bool:
         """Between a failure and its restart (no actor: nothing to ask of it meanwhile)."""
         entry = self._policy.get(run_id)
         return entry is not None and entry.restarting
 
-    # ---- failure handling --------------------------------------------------------------------
-
-    def _fail_parent(self, state: RunState, outcome: Outcome) -> bool:
-        """A ``fail_parent`` child failed: its parent fails with the child's reason. True
-        when the parent was failed (the child's outcome then goes nowhere else)."""
-        record = state.record
-        if record.on_failure != "fail_parent" or outcome.status not in FAILURES_THAT_FAIL_PARENT:
-            return False
-        parent = self.live(record.parent_run_id or "")
-        if parent is None:
-            return False
-        from subagents.supervision.core import StopAgent
-
-        reason = f"child {record.agent} ({record.run_id}) {outcome.status}"
-        if outcome.error:
-            reason += f": {outcome.error}"
-        report = RunFinished(run_id=parent.record.run_id, error_kind="child_failed", error=reason)
-        again = self._try_again(parent, report)
-        if again is not None:
-            self._finish(parent, RunStatus.FAILED, error_kind="child_failed", error=again.error)
-        self._effects.append(StopAgent(parent.record.run_id))
-        return True
-
-    def _forget_policies(self, run_ids: Iterable[str]) -> None:
+    def forget(self, run_ids: Iterable[str]) -> None:
         ids = list(run_ids)
         self.budgets.forget(ids)
         for run_id in ids:

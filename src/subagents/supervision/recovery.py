@@ -1,71 +1,139 @@
-"""Recovery: what a resumed run must be told instead of redoing work.
+"""Recovery: taking up the runs a crashed (or closed) runtime left unfinished.
 
-A run resumes from its last checkpoint: the conversation up to its last model call, plus the
-tool results it already had (``Checkpoint.answered``). Its other pending tool calls may have
-had durable effects before the crash: a child spawned (a run whose ``request_id`` is the
-tool_use id) or a mail sent (a mail whose ``request_id`` is it). Those are not done again:
-the resumed agent is handed the messages it would have received (a ChildDone for a child that
-ended, a SpawnReply for one still running, a MailAck for mail sent).
+Queued runs queue again; running and waiting runs want their slots back (ahead of the queued
+runs, within the limits: a waiting one lends its slot when needed, ``parking``) and resume from
+their last checkpoint (``resumption``); runs whose agent is gone fail, runs whose parent ended are
+cancelled, ended runs whose outcome never reached a live requester are marked delivered.
 
-A function agent runs again from the top instead; its journal (``Replay``) says what each of
-its calls was and what it was handed, so that it replays every awaited effect in order
-(``behaviour/function.py``).
+The store is read by the actor (``store.snapshot``); the decisions here only use what it read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection
 
-from subagents.messages import (
-    ChildDone,
-    JournalEntry,
-    Mail,
-    MailAck,
-    Outcome,
-    Replay,
-    RunRecord,
-    SpawnReply,
-)
+import msgspec
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RestoreReport, RunStatus
+from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
+from subagents.store.writes import OutcomeDelivered, ReleaseLease
+from subagents.supervision.effects import Effects
+from subagents.supervision.lifecycle import End, Lifecycle
+from subagents.supervision.runs import ResumeReads, RunState, RunTable
+from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 
 
-def recovered_messages(
-    run_id: str,
-    children: Iterable[RunRecord],
-    mails: Iterable[Mail],
-    journal: Sequence[JournalEntry] = (),
-) -> tuple[Any, ...]:
-    """The answers a resumed ``run_id`` gets for calls whose effects already happened.
+class Recovery:
+    """Takes up a store's unfinished runs: queues the queued, resumes the running."""
 
-    ``mails``: the run's mail (sent and received). A function agent's ``journal``, if it
-    has one, comes first, as a ``Replay`` with the mail its results name."""
-    messages: list[Any] = []
-    mails = list(mails)
-    if journal:
-        # the mail its results name, and the mail it sent (for a diverged replay's error)
-        named = {
-            mail_id
-            for entry in journal
-            if entry.observed and entry.kind in ("receive", "mailbox")
-            for mail_id in (entry.result if isinstance(entry.result, list) else [entry.result])
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        lifecycle: Lifecycle,
+        slots: SlotPool,
+        lookup: Callable[[str], AgentSpec | None],
+        slot_key: Callable[[AgentSpec, RunState | None], SlotKey],
+        owner: str,
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.lifecycle = lifecycle
+        self.slots = slots
+        self.lookup = lookup
+        self.slot_key = slot_key
+        self.owner = owner
+
+    def restore(
+        self, snapshot: RestoreSnapshot, roots: Collection[str] | None = None
+    ) -> RestoreReport:
+        """Take up the orphaned runs of the snapshot (``roots``: only these trees).
+
+        The trees a live runtime hosts (its lease is alive) are left to it. Parents come
+        before children (by depth). A run whose agent is no longer defined fails; a child
+        whose parent has ended is cancelled (runs do not outlive parents). Root runs come
+        back without a caller: they are reported as orphans until someone attaches to them.
+        The leases of the owners taken over are released, so that a host that was only
+        stalled learns at its next renewal that it lost its runs."""
+        report = RestoreReport()
+        live, me = snapshot.live_owners, self.owner
+        elsewhere = {
+            u.record.root_run_id
+            for u in snapshot.unfinished
+            if u.record.owner in live and u.record.owner != me
         }
-        kept = tuple(m for m in mails if m.mail_id in named or m.sender == run_id)
-        children = list(children)
-        agents = {r.run_id: r.agent for r in children}
-        messages.append(Replay(entries=tuple(journal), mails=kept, agents=agents))
-    sent = [m for m in mails if m.sender == run_id]
-    for child in children:
-        if child.parent_run_id != run_id or child.request_id is None:
-            continue
-        messages.append(SpawnReply(request_id=child.request_id, run_id=child.run_id, queued=False))
-        if child.status.terminal and not child.background:
-            outcome = child.outcome or Outcome(
-                run_id=child.run_id, status=child.status, error="ended before the restart"
-            )
-            messages.append(ChildDone(request_id=child.request_id, outcome=outcome))
-    for mail in sent:
-        if mail.request_id is not None:
-            messages.append(
-                MailAck(request_id=mail.request_id, mail_id=mail.mail_id, recipient=mail.recipient)
-            )
-    return tuple(messages)
+        for unfinished in snapshot.unfinished:
+            record = unfinished.record
+            if record.run_id in self.runs:
+                continue
+            if roots is not None and record.root_run_id not in roots:
+                continue
+            if record.root_run_id in elsewhere:
+                report.elsewhere.append(record.run_id)
+                continue
+            if record.owner and record.owner != me and record.owner not in report.taken_from:
+                report.taken_from.append(record.owner)
+            self._restore_one(unfinished, report)
+        # Runs that were running want their slots back first (ahead of the queued runs);
+        # all start only as far as the limits allow (waiting ones park when needed).
+        self.lifecycle.start_queued()
+        for ended in snapshot.undelivered:
+            live_host = ended.owner in live and ended.owner != me
+            if live_host or (roots is not None and ended.root_run_id not in roots):
+                continue  # its live host delivers it; or a tree not asked for
+            if ended.parent_run_id is None:
+                report.orphans.append(ended.run_id)
+            elif self.runs.live(ended.parent_run_id) is None:
+                self.effects.writes.append(OutcomeDelivered(ended.run_id))
+            # a live parent gets it through recovered messages when it resumes
+        self.effects.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
+        return report
+
+    def _restore_one(self, unfinished: UnfinishedRun, report: RestoreReport) -> None:
+        record = unfinished.record
+        spec = self.lookup(record.agent)
+        parent = self.runs.get(record.parent_run_id)
+        if record.owner != self.owner:
+            record = msgspec.structs.replace(record, owner=self.owner)
+        state = RunState(
+            record=record,
+            spec=spec or AgentSpec(name=record.agent, description="(missing)"),
+            request_id=record.request_id,
+            inbox={m.mail_id: m for m in unfinished.inbox},
+            saved=unfinished.checkpoint,
+        )
+        self.runs.add(state)
+        if record.owner != unfinished.record.owner:
+            self.runs.keep(state)
+        if record.parent_run_id is None:
+            report.orphans.append(record.run_id)
+        if spec is None:
+            error = f"agent {record.agent!r} is no longer defined"
+            self.lifecycle.finish(state, End(RunStatus.FAILED, "unknown_agent", error))
+            report.failed.append(record.run_id)
+            return
+        if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
+            error = "its parent ended before the restart"
+            self.lifecycle.finish(state, End(RunStatus.CANCELLED, "cancelled", error))
+            report.cancelled.append(record.run_id)
+            return
+        key = self.slot_key(spec, parent)
+        if record.status is RunStatus.QUEUED:
+            # Queued again, started once every running run has its slot back (restore()).
+            try:
+                self.slots.enqueue(record.run_id, key)
+            except QueueFull as exc:
+                self.lifecycle.finish(state, End(RunStatus.FAILED, "queue_full", str(exc)))
+                report.failed.append(record.run_id)
+                return
+            report.requeued.append(record.run_id)
+        else:
+            # It resumes when it has a slot, ahead of the queued runs: more runs may have been
+            # live than the limits allow (parked ones), and all would work at once on resume.
+            reads = ResumeReads(unfinished.mails, unfinished.journal, unfinished.tree)
+            if self.slots.want_back(record.run_id, key):
+                self.lifecycle.start(state, reads.mails, reads.journal, reads.tree)
+            else:
+                state.reads = reads
+            report.resumed.append(record.run_id)

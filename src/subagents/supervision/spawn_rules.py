@@ -5,8 +5,8 @@ asks this class, so they cannot disagree:
 
 - the LLM loop, to decide whether ``spawn_subagent`` / ``fan_out`` are offered and which agent
   names their enum lists (``SpawnRules.offer``);
-- admission (``SupervisorCore._admit``), for every requester: an LLM's tool call, a function
-  agent's ``ctx.spawn``, ``fan_out`` children, the Python API and the CLI
+- admission (``Admission.admit`` in ``admission``), for every requester: an LLM's tool call,
+  a function agent's ``ctx.spawn``, ``fan_out`` children, the Python API and the CLI
   (``SpawnRules.check``);
 - the catalog's ``check_type_restriction`` uses the definition half
   (``definitions.spawning.SpawnGrant``), which is what this class adds depth to.

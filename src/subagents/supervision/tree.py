@@ -37,6 +37,9 @@ class RunTree:
     def children(self, run_id: str) -> list[str]:
         return list(self._children.get(run_id, ()))
 
+    def has_children(self, run_id: str) -> bool:
+        return bool(self._children.get(run_id))
+
     def root(self, run_id: str) -> str:
         return self._root.get(run_id, run_id)
 

@@ -1,0 +1,156 @@
+"""Effector: the supervisor's hands. It holds the agent actor of every live run and carries
+out the effects of a decision: start, tell, stop, arm and disarm timers, publish events,
+tell the outside.
+
+Why apart from the supervisor actor: deciding and grouping commits is one concern, reaching
+into other actors and threads is another. The supervisor actor hands the Effector the
+effects of a decision once the decision's writes are committed; the Effector never sees the
+store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.threads import ThreadPool
+from subagents.actors.timer import TimerService
+from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
+from subagents.messages import ChildDone, Event, RestartDue, SpawnReply, Timeout
+from subagents.supervision.effects import (
+    ArmDeadline,
+    DisarmDeadline,
+    Effect,
+    Publish,
+    ScheduleRestart,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
+
+log = get_logger("subagents.supervisor")
+
+
+@dataclass
+class _Live:
+    ref: pykka.ActorRef[Any]
+    cancel: threading.Event
+    attempt: int = 1
+
+
+class Effector:
+    """The live runs' agent actors, and the effects carried out on them and the world."""
+
+    def __init__(
+        self,
+        *,
+        supervisor: pykka.ActorRef[Any],
+        timer: TimerService,
+        behaviour_for: Callable[[AgentSpec], BehaviourFactory],
+        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_event: Callable[[Event], None],
+        pool: ThreadPool | None,
+    ) -> None:
+        self.supervisor = supervisor
+        self.timer = timer
+        self.behaviour_for = behaviour_for
+        self.on_outside = on_outside
+        """Where root outcomes go, and refusals of root runs told (not asked) to start."""
+        self.on_event = on_event
+        self.pool = pool
+        self.live: dict[str, _Live] = {}
+
+    def apply(self, effects: Iterable[Effect]) -> None:
+        """Carry ``effects`` out in order; one that fails is logged, the rest go on."""
+        for effect in effects:
+            try:
+                self._apply_one(effect)
+            except Exception:
+                log.exception("effect failed", effect=type(effect).__name__)
+
+    def _apply_one(self, effect: Effect) -> None:
+        match effect:
+            case Publish(event=event):
+                self.on_event(event)
+            case Tell(run_id=run_id, message=msg):
+                self.tell(run_id, msg)
+            case StartRun():
+                self._start(effect)
+            case StopAgent(run_id=run_id):
+                self._stop(self.live.pop(run_id, None))
+            case ArmDeadline(run_id=run_id, deadline=deadline):
+                me = self.supervisor
+
+                def fire(rid: str = run_id) -> None:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        me.tell(Timeout(run_id=rid))
+
+                self.timer.schedule(("deadline", run_id), deadline, fire)
+            case ScheduleRestart(run_id=run_id, delay_s=delay_s):
+                me = self.supervisor
+
+                def due(rid: str = run_id) -> None:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        me.tell(RestartDue(run_id=rid))
+
+                self.timer.schedule_in(("restart", run_id), delay_s, due)
+            case DisarmDeadline(run_id=run_id):
+                self.timer.cancel(("deadline", run_id))
+            case TellOutside(message=msg):
+                self.on_outside(msg)
+
+    def tell(self, run_id: str, message: Any) -> None:
+        """Tell the live run ``run_id``'s agent ``message`` (nothing if it is gone)."""
+        live = self.live.get(run_id)
+        if live is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                live.ref.tell(message)
+
+    def ended(self, run_id: str, attempt: int) -> None:
+        """The agent of ``run_id`` reported its end and stops by itself: forgotten here,
+        unless the report comes from an earlier start of a restarted run."""
+        live = self.live.get(run_id)
+        if live is not None and (not attempt or live.attempt == attempt):
+            del self.live[run_id]
+
+    def stop_all(self) -> None:
+        """Stop every agent at once (the store failed, the lease was lost)."""
+        for live in self.live.values():
+            self._stop(live)
+        self.live.clear()
+
+    @staticmethod
+    def _stop(live: _Live | None) -> None:
+        if live is not None:
+            live.cancel.set()
+            with contextlib.suppress(pykka.ActorDeadError):
+                live.ref.stop(block=False)
+
+    def _start(self, effect: StartRun) -> None:
+        record = effect.record
+        # a restart: the earlier start must not go on working
+        self._stop(self.live.pop(record.run_id, None))
+        cancel = threading.Event()
+        ref = AgentActor.start(
+            record=record,
+            spec=effect.spec,
+            deadline=effect.deadline,
+            cancel=cancel,
+            supervisor=self.supervisor,
+            timer=self.timer,
+            behaviour=self.behaviour_for(effect.spec),
+            checkpoint=effect.checkpoint,
+            pending_mail=effect.pending_mail,
+            recovered=effect.recovered,
+            attempt=effect.attempt,
+            pool=self.pool,
+        )
+        self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)

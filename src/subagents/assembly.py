@@ -1,0 +1,336 @@
+"""How a Runtime is assembled from its arguments: the agents given in code, the catalog of
+definitions, the model, the limits, the skills, telemetry; each argument checked, and refused
+naming what is wrong, before anything starts.
+
+Why apart from ``runtime.py``: these are checks and choices made once, at construction; the
+Runtime itself is what runs (its threads, its calls, its views).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from subagents.actors.agent import BehaviourFactory
+from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
+from subagents.behaviour.llm import LLMBehaviour
+from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.definitions.catalog import Catalog
+from subagents.definitions.errors import DefinitionError, LoadIssue
+from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
+from subagents.definitions.spec import AgentSpec
+from subagents.definitions.validate import check, known_tools, name_problem
+from subagents.isolation.worktrees import Worktrees
+from subagents.logs import get_logger
+from subagents.mcp.hub import McpHub
+from subagents.models import default_model
+from subagents.models.base import Model
+from subagents.store.base import RunStore
+from subagents.supervision.limits import LimitError, Limits
+from subagents.supervision.spawn_rules import SpawnRules
+from subagents.telemetry import Telemetry, provider_from_env
+from subagents.tools.approval import ApprovalHandler
+from subagents.tools.hooks import HookConfigError, Hooks
+from subagents.tools.permissions import Permissions
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.workspace import Workspace
+
+log = get_logger("subagents.runtime")
+
+AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
+"""What ``Runtime(agents=...)`` takes: definitions, function agents, or plain callables."""
+
+
+def collect_agents(
+    agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None,
+    tool_names: Collection[str],
+    strict: bool,
+) -> tuple[list[AgentSpec], dict[str, Callable[..., Any]]]:
+    """The definitions of the agents given in code, and the functions of the function agents
+    among them by name; an agent given twice, a bad name or (``strict``) a definition error
+    is refused naming it."""
+    functions: dict[str, Callable[..., Any]] = {}
+    items: list[tuple[str | None, AgentLike]]
+    if agents is None:
+        items = []
+    elif isinstance(agents, Mapping):
+        items = list(agents.items())
+    else:
+        items = [(None, a) for a in agents]
+    specs: list[AgentSpec] = []
+    for name, item in items:
+        if isinstance(item, AgentSpec):
+            specs.append(item)
+        elif isinstance(item, FunctionAgent):
+            specs.append(item.spec)
+            functions[item.spec.name] = item.fn
+        elif callable(item):
+            agent = FunctionAgent.create(name or item.__name__, item)
+            specs.append(agent.spec)
+            functions[agent.spec.name] = agent.fn
+        else:
+            raise TypeError(
+                f"agent {name or item!r}: expected an AgentSpec, a FunctionAgent or a"
+                f" callable, got {type(item).__name__}"
+            )
+    seen: dict[str, AgentLike] = {}
+    for (_, item), spec in zip(items, specs, strict=True):
+        # the same rules as for definition files
+        problem = name_problem(spec.name) if isinstance(spec.name, str) else "not text"
+        if problem is not None:
+            raise ValueError(f"agent name {spec.name!r} cannot be used: {problem}")
+        if spec.name in seen:
+            raise ValueError(
+                f"two agents are named {spec.name!r}: {described(seen[spec.name])} and"
+                f" {described(item)}; give each its own name"
+            )
+        seen[spec.name] = item
+        known = known_tools(tool_names)
+        for finding in check(spec, known_tools=known, strict=strict):
+            if finding.issue.severity == "error":
+                raise DefinitionError(f"agent {spec.name!r}: {finding.issue.reason}")
+            if finding.field is not None:  # not "no prompt": a function agent needs none
+                log.warning("agent definition", agent=spec.name, problem=finding.issue.reason)
+    return specs, functions
+
+
+def catalog_for(
+    specs: list[AgentSpec],
+    agent_dirs: Sequence[str | Path],
+    discover: bool,
+    tool_names: Collection[str],
+    strict: bool,
+) -> Catalog:
+    """The catalog of the agents given in code and, when asked, of definition files."""
+    if not agent_dirs and not discover:
+        return Catalog.from_specs(specs)
+    from subagents.definitions.discovery import DefinitionLoader, Source, default_sources
+    from subagents.definitions.spec import Level
+
+    if discover:
+        sources = default_sources(dirs=[Path(d) for d in agent_dirs])
+    else:
+        sources = [Source(path=str(Path(d)), level=Level.DIRS) for d in agent_dirs]
+    loader = DefinitionLoader(sources, known_tools=known_tools(tool_names), strict=strict)
+    return Catalog(loader, specs=specs)
+
+
+def report_issues(issues: Sequence[LoadIssue], strict: bool) -> None:
+    """Say what is wrong with the definition files (a file with an error is not loaded);
+    in strict mode, refuse to start on any error."""
+    errors = [i for i in issues if i.severity == "error"]
+    for issue in issues:
+        say = log.warning if issue.severity == "error" else log.info
+        say("agent definition problem", problem=str(issue))
+    if strict and errors:
+        listing = "; ".join(str(i) for i in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise DefinitionError(
+            f"{len(errors)} error(s) in the agent definitions (strict): {listing}{more}"
+        )
+
+
+def warn_about_hooks(specs: Iterable[AgentSpec], allow_hooks: bool) -> None:
+    """Hooks are shell commands from files: without ``allow_hooks=True`` they do not run,
+    and the runtime says so once, naming the definitions that have some."""
+    with_hooks = sorted(s.name for s in specs if s.hooks)
+    if not with_hooks:
+        return
+    if not allow_hooks:
+        log.warning(
+            "hooks ignored: create the Runtime with allow_hooks=True to run them",
+            agents=with_hooks,
+        )
+        return
+    for spec in specs:
+        if spec.hooks:
+            try:
+                ignored = Hooks.parse(spec.hooks, f"agent {spec.name!r}").ignored
+            except HookConfigError as exc:
+                log.warning("hooks not usable: the agent's runs will fail", reason=str(exc))
+                continue
+            if ignored:
+                log.warning(
+                    "hook events not supported here are ignored",
+                    agent=spec.name,
+                    events=list(ignored),
+                )
+
+
+class SystemPrompts:
+    """Each definition's prompt with its ``skills`` preloaded (unknown ones logged once),
+    made once per definition."""
+
+    def __init__(self, skills: SkillIndex | None) -> None:
+        self.skills = skills
+        self._made: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+    def __call__(self, spec: AgentSpec) -> str:
+        if self.skills is None or not spec.skills:
+            return spec.prompt
+        key = (spec.name, spec.prompt, spec.skills)
+        made = self._made.get(key)
+        if made is None:
+            made, issues = preload_skills(spec, self.skills)
+            for issue in issues:
+                log.warning("skill not preloaded", agent=spec.name, reason=issue.reason)
+            self._made[key] = made
+        return made
+
+
+def agent_env(
+    *,
+    model: Model,
+    agents: Callable[[], list[AgentSpec]],
+    tools: Mapping[str, Any],
+    skills: SkillIndex | None,
+    limits: Limits,
+    workspace: Workspace,
+    permissions: Permissions,
+    approve: ApprovalHandler | None,
+    ask_parent: bool,
+    approval_wait_s: float,
+    processes: ProcessGroups,
+    allow_hooks: bool,
+    tracer: Telemetry | None,
+    mcp: McpHub | None,
+    worktrees: Worktrees | None,
+) -> AgentEnv:
+    """The services a run's behaviour uses, from the runtime's arguments (checked)."""
+    if approve is not None and not callable(approve):
+        raise TypeError(f"approve must be a callable, got {approve!r}")
+    return AgentEnv(
+        model=model,
+        agents=agents,
+        tools=tools,
+        skills=skills,
+        system_prompt=SystemPrompts(skills),
+        spawn_rules=SpawnRules(limits),
+        max_turns=limits.max_turns,
+        workspace=workspace,
+        permissions=permissions,
+        approve=approve,
+        ask_parent=bool(ask_parent),
+        approval_wait_s=positive_seconds(approval_wait_s, "approval_wait_s"),
+        processes=processes,
+        allow_hooks=allow_hooks,
+        tracer=tracer,
+        mcp=mcp,
+        worktrees=worktrees,
+    )
+
+
+def behaviours(
+    functions: Mapping[str, Callable[..., Any]], env: AgentEnv
+) -> Callable[[AgentSpec], BehaviourFactory]:
+    """What runs an agent's runs: its function for a function agent, else the LLM loop."""
+
+    def behaviour_for(spec: AgentSpec) -> BehaviourFactory:
+        fn = functions.get(spec.name)
+        if fn is not None:
+
+            def function_factory(port: AgentPort) -> FunctionBehaviour:
+                return FunctionBehaviour(fn, port)
+
+            return function_factory
+
+        def llm_factory(port: AgentPort) -> LLMBehaviour:
+            return LLMBehaviour(env, port)
+
+        return llm_factory
+
+    return behaviour_for
+
+
+def limits_of(limits: Limits | Mapping[str, Any] | None) -> Limits:
+    """``limits`` as a ``Limits``: given one, a mapping of its fields, or None (defaults).
+    ``LimitError`` names an unknown field (and lists the known ones) or a bad value."""
+    if limits is None:
+        return Limits()
+    if isinstance(limits, Limits):
+        return limits
+    if isinstance(limits, Mapping):
+        known = sorted(f.name for f in msgspec.structs.fields(Limits))
+        unknown = sorted(str(k) for k in limits if k not in known)
+        if unknown:
+            raise LimitError(f"unknown limit(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return Limits(**limits)
+    raise TypeError(
+        f"limits must be a Limits or a mapping of its fields, got {type(limits).__name__}"
+    )
+
+
+def check_seconds(**values: float | None) -> None:
+    """The runtime's periods: numbers >= 0 (NaN would switch a timer off silently)."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def described(item: object) -> str:
+    """An agent given in code, as an error naming two of them shows it."""
+    if isinstance(item, FunctionAgent):
+        return f"the function {getattr(item.fn, '__qualname__', item.fn)!r}"
+    if isinstance(item, AgentSpec):
+        return f"an AgentSpec ({item.source or 'in code'})"
+    return f"the function {getattr(item, '__qualname__', item)!r}"
+
+
+def positive_seconds(value: float, name: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not value > 0
+    ):
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def model_for(
+    model: Model | Callable[[list[AgentSpec]], Model] | None, specs: list[AgentSpec]
+) -> Model:
+    """The model to use. ``None``: Claude when ``ANTHROPIC_API_KEY`` is set, else the offline
+    model playing the definitions' ``script:``. A callable is given the loaded definitions
+    (``model=ScriptedModel.from_specs`` plays their scripts whatever the environment)."""
+    if model is None:
+        return default_model(specs)
+    if isinstance(model, Model):
+        return model
+    return model(specs)
+
+
+def telemetry_for(tracer_provider: Any, store: RunStore) -> Telemetry | None:
+    """Traces when asked for: ``tracer_provider`` given, or the OTEL_* environment opts in
+    (``subagents.telemetry``); None (and OpenTelemetry never imported) otherwise."""
+    if tracer_provider is not None:
+        return Telemetry(tracer_provider, store)
+    found = provider_from_env()
+    if found is None:
+        return None
+    provider, owned = found
+    return Telemetry(provider, store, owned=owned)
+
+
+def skill_index(
+    skills: SkillIndex | Sequence[str | Path] | None, discover: bool
+) -> SkillIndex | None:
+    """Skills from an index, from folders, or (with ``discover``) the usual places."""
+    if isinstance(skills, SkillIndex):
+        return skills
+    if skills is not None:
+        return SkillIndex([Path(d) for d in skills])
+    if discover:
+        return SkillIndex(default_skill_dirs())
+    return None

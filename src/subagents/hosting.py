@@ -1,0 +1,229 @@
+"""Hosting: the threads and services a Runtime starts, and their orderly end; and the
+subscribers its events go to.
+
+Why apart from the Runtime: what runs under a runtime (the timer, the pool of agent threads,
+the registry and supervisor actors, the lease keeper, the tools' processes, telemetry) must
+all end when it closes, or when its construction fails half way, in one order that nothing
+can skip. The Runtime holds one ``Hosting`` and says what to start; this knows how to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from subagents.actors.agent import BehaviourFactory
+from subagents.actors.registry import RegistryActor, RegistryClient
+from subagents.actors.supervisor import SupervisorClient
+from subagents.actors.threads import ThreadPool
+from subagents.actors.timer import TimerService
+from subagents.definitions.catalog import Catalog
+from subagents.definitions.spec import AgentSpec
+from subagents.isolation.worktrees import Worktrees
+from subagents.lease_keeper import LeaseKeeper
+from subagents.logs import debug_enabled, get_logger
+from subagents.mcp.hub import McpHub, mcp_start_timeout
+from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
+from subagents.store.base import RunStore
+from subagents.supervision.core import SupervisorCore
+from subagents.telemetry import Telemetry
+from subagents.tools.processes import ProcessGroups
+
+log = get_logger("subagents.runtime")
+
+
+class Subscribers:
+    """The callbacks every event goes to (on the supervisor's thread), and the debug log."""
+
+    def __init__(self) -> None:
+        self._callbacks: tuple[Callable[[Event], None], ...] = ()
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event; returns a function that unsubscribes."""
+        self._callbacks = (*self._callbacks, callback)
+
+        def unsubscribe() -> None:
+            self._callbacks = tuple(c for c in self._callbacks if c is not callback)
+
+        return unsubscribe
+
+    def publish(self, event: Event) -> None:
+        """Log ``event`` (at debug) and hand it to every callback; one that raises is logged
+        and skipped."""
+        if debug_enabled():  # checked first: a filtered-out debug call still costs (logs.py)
+            log.debug(
+                str(event.kind),
+                run_id=event.run_id,
+                parent_run_id=event.parent_run_id,
+                root_run_id=event.root_run_id,
+                agent=event.agent,
+                depth=event.depth,
+                **{k: v for k, v in event.data.items() if k not in ("input",)},
+            )
+        for callback in self._callbacks:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event subscriber failed", subscriber=repr(callback))
+
+
+class Definitions:
+    """The agent definitions a runtime's runs are admitted against: the registry's, read
+    again only after it reported a change (hot reload, a definition registered)."""
+
+    def __init__(self, registry: RegistryClient) -> None:
+        self.registry = registry
+        self._specs: dict[str, AgentSpec] = {s.name: s for s in registry.list()}
+        self._stale = False
+        registry.subscribe(self._changed)
+
+    def _changed(self, _changes: Any) -> None:
+        self._stale = True
+
+    def current(self) -> dict[str, AgentSpec]:
+        if self._stale:
+            self._stale = False
+            self._specs = {s.name: s for s in self.registry.list()}
+        return self._specs
+
+
+class Hosting:
+    """What a Runtime started; ``close`` ends it all, in order, within a timeout."""
+
+    def __init__(self) -> None:
+        self.timer = TimerService()
+        self.pool = ThreadPool()
+        """Agent actors run their loops on pooled threads (``actors/threads.py``)."""
+        self.registry: RegistryClient | None = None
+        self.supervisor: SupervisorClient | None = None
+        self.lease: LeaseKeeper | None = None
+        self.processes: ProcessGroups | None = None
+        self.mcp: McpHub | None = None
+        self.worktrees: Worktrees | None = None
+        self.telemetry: Telemetry | None = None
+        # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
+        # out by itself, so tracking stays O(1) per run.
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        self._threads_lock = threading.Lock()
+        self.supervisor_thread: threading.Thread | None = None
+
+    def track_thread(self, thread: threading.Thread) -> None:
+        with self._threads_lock:
+            self._threads.add(thread)
+
+    def track_supervisor_thread(self, thread: threading.Thread) -> None:
+        self.supervisor_thread = thread
+        self.track_thread(thread)
+
+    def start_tool_services(
+        self, root: Path, mcp_servers: Mapping[str, Any] | None, discover: bool
+    ) -> tuple[ProcessGroups, McpHub, Worktrees]:
+        """What runs' tools start and the runtime ends: process groups; MCP servers (started
+        when a run first needs them); worktrees (when a run with ``isolation: worktree``
+        starts; docs/tools.md)."""
+        self.processes = ProcessGroups()
+        self.mcp = McpHub.from_config(
+            mcp_servers, discover=discover, cwd=root, start_timeout=mcp_start_timeout()
+        )
+        self.worktrees = Worktrees(root)
+        return self.processes, self.mcp, self.worktrees
+
+    def start_registry(self, catalog: Catalog, hot_reload_s: float | None) -> RegistryClient:
+        """The registry actor over ``catalog`` (reloading it every ``hot_reload_s``)."""
+        self.registry = RegistryClient(
+            RegistryActor.start(catalog, timer=self.timer, on_thread=self.track_thread)
+        )
+        if hot_reload_s:
+            self.registry.start_hot_reload(hot_reload_s)
+        return self.registry
+
+    def start_supervisor(
+        self,
+        core: SupervisorCore,
+        store: RunStore,
+        behaviour_for: Callable[[AgentSpec], BehaviourFactory],
+        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_event: Callable[[Event], None],
+    ) -> SupervisorClient:
+        """The supervisor actor over ``core``, its agents' loops on the pool."""
+        self.supervisor = SupervisorClient.start(
+            core=core,
+            store=store,
+            timer=self.timer,
+            behaviour_for=behaviour_for,
+            on_outside=on_outside,
+            on_event=on_event,
+            on_thread=self.track_supervisor_thread,
+            pool=self.pool,
+        )
+        return self.supervisor
+
+    def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
+        """Write this runtime's lease and keep it alive; if another process takes its runs
+        over (the lease lapsed), the supervisor is told to stop at once."""
+        supervisor = self.supervisor
+        assert supervisor is not None
+        self.lease = LeaseKeeper(
+            store,
+            owner,
+            lease_s,
+            on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
+        )
+
+    def every(self, key: Hashable, seconds: float, message: Any) -> None:
+        """Tell the supervisor ``message`` every ``seconds`` (the next tell is armed once the
+        last one was taken in), until it stops."""
+        supervisor, timer = self.supervisor, self.timer
+        assert supervisor is not None
+
+        def tick() -> None:
+            if supervisor.tell(message):
+                timer.schedule_in(key, seconds, tick)
+
+        timer.schedule_in(key, seconds, tick)
+
+    def stop_threads(self, timeout: float) -> float:
+        """Cancel every run, then end the supervisor, the registry, the timer, the pool, the
+        tools' processes and every tracked thread; the time left of ``timeout``."""
+        deadline = time.monotonic() + timeout
+        if self.supervisor is not None:
+            self.supervisor.close(timeout)
+        if self.registry is not None:
+            with contextlib.suppress(Exception):
+                self.registry.stop()
+        self.timer.stop()
+        self.pool.close(max(0.0, deadline - time.monotonic()))
+        if self.processes is not None:
+            self.processes.kill_all()  # whatever a run's tools left running ends with it
+        self._close_tools(max(0.5, deadline - time.monotonic()))
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return max(0.0, deadline - time.monotonic())
+
+    def _close_tools(self, timeout: float) -> None:
+        """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
+        then every MCP server process and the MCP event loop thread."""
+        if self.worktrees is not None:
+            for report in self.worktrees.close():
+                if report.kept:
+                    log.warning("worktree kept at close", **report.as_dict())
+        if self.mcp is not None:
+            self.mcp.close(timeout)
+
+    def release(self, timeout: float) -> None:
+        """Once every run has ended: the lease goes (nothing left to host), the traces are
+        flushed (every run span has ended)."""
+        if self.lease is not None:
+            self.lease.close(timeout)
+        if self.telemetry is not None:
+            try:
+                self.telemetry.close()
+            except Exception:
+                log.exception("closing the tracer provider failed")

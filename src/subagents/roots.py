@@ -1,0 +1,95 @@
+"""RootWaiters: where the outcomes of root runs land, one waiter per root run awaited.
+
+Why apart from the Runtime: the runtime is the requester of every root run. The supervisor
+tells it (on the supervisor's thread) a root's outcome, or why a root run it was told to
+start was refused; a caller's thread waits for one of those. This is that hand-over, and
+nothing else: each waiter is set exactly once, and none stays behind a refused or
+abandoned call.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
+
+
+class Waiter:
+    """One root run's outcome, landed exactly once (or why it was not admitted)."""
+
+    __slots__ = ("event", "outcome", "refused")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.outcome: Outcome | None = None
+        self.refused: str | None = None
+        """Why the run was not admitted (``run`` hears it here instead of from an ask)."""
+
+    def refuse(self, reason: str) -> None:
+        self.refused = reason
+        self.event.set()
+
+    def land(self, outcome: Outcome) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+            self.event.set()
+
+
+class RootWaiters:
+    """The waiters of the root runs somebody waits for, by run id."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, Waiter] = {}
+        self._lock = threading.Lock()
+
+    def expect(self, run_id: str) -> Waiter:
+        """A new waiter for a root run about to be asked for."""
+        waiter = Waiter()
+        with self._lock:
+            self._waiters[run_id] = waiter
+        return waiter
+
+    def attach(self, run_id: str) -> Waiter:
+        """The waiter of ``run_id``, made if nobody waits for it yet."""
+        with self._lock:
+            waiter = self._waiters.get(run_id)
+            if waiter is None:
+                waiter = self._waiters[run_id] = Waiter()
+            return waiter
+
+    def forget(self, run_id: str) -> None:
+        """Nobody waits any more (the call was refused or gave up)."""
+        with self._lock:
+            self._waiters.pop(run_id, None)
+
+    def told(self, message: ChildDone | SpawnReply) -> None:
+        """What the supervisor tells the requester of root runs: an outcome, or a refusal."""
+        if isinstance(message, SpawnReply):
+            with self._lock:
+                refused = self._waiters.get(message.request_id)
+            if refused is not None and message.error is not None:
+                refused.refuse(message.error)
+            return
+        self.landed(message.outcome)
+
+    def landed(self, outcome: Outcome) -> None:
+        with self._lock:
+            waiter = self._waiters.pop(outcome.run_id, None)
+        if waiter is not None:
+            waiter.land(outcome)
+
+    def waiting(self) -> list[str]:
+        """The root runs waited for now."""
+        with self._lock:
+            return list(self._waiters)
+
+    def cancel_all(self, reason: str) -> None:
+        """The runtime closed: every waiter gets a cancelled outcome."""
+        with self._lock:
+            waiters, self._waiters = self._waiters, {}
+        for run_id, waiter in waiters.items():
+            waiter.land(
+                Outcome(
+                    run_id=run_id, status=RunStatus.CANCELLED, error_kind="cancelled", error=reason
+                )
+            )

@@ -1,0 +1,86 @@
+"""The restore snapshot: what the store holds of the runs a crashed (or closed) runtime left
+unfinished, read in one go for the supervisor to take them up.
+
+Why a snapshot: the supervisor's decisions do no I/O (``supervision/``). The actor reads this
+before asking the core to restore, and hands it over whole.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from subagents.messages import Checkpoint, JournalEntry, Mail, MailState, RunRecord, RunStatus
+from subagents.store.base import RunStore
+
+UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+class UnfinishedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One unfinished run as the store keeps it."""
+
+    record: RunRecord
+    checkpoint: Checkpoint | None = None
+    """Its last checkpoint (a run with steps resumes from it)."""
+    inbox: tuple[Mail, ...] = ()
+    """Mail to it not read yet (accepted while queued, or delivered), in the order sent."""
+    tree: tuple[RunRecord, ...] = ()
+    """The runs of its root's tree, ended or not (a resumed run is told what became of its
+    children; a function agent's replay names runs by agent)."""
+    mails: tuple[Mail, ...] = ()
+    """Its mail, sent and received (a resumed run does not send again what it sent; a
+    function agent's replay hands again what it had read)."""
+    journal: tuple[JournalEntry, ...] = ()
+    """A function agent's journal (what its replay follows)."""
+
+
+class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    unfinished: tuple[UnfinishedRun, ...] = ()
+    """Parents before children (by depth, then age)."""
+    live_owners: frozenset[str] = frozenset()
+    """The runtimes whose leases are alive (``store.leases``): the trees they host are left
+    to them."""
+    undelivered: tuple[RunRecord, ...] = ()
+    """Runs that ended but whose outcome never reached their requester."""
+
+
+def read_snapshot(store: RunStore, live_owners: frozenset[str]) -> RestoreSnapshot:
+    """Read the store's unfinished runs, given the owners alive (read by the caller from the
+    store's leases, in the same transaction)."""
+    records = store.list_runs(statuses=UNFINISHED)
+    records.sort(key=lambda r: (r.depth, r.created_at))
+    trees: dict[str, list[RunRecord]] = {}
+    unfinished: list[UnfinishedRun] = []
+    for record in records:
+        run_id = record.run_id
+        inbox = tuple(
+            m
+            for m in store.mail_for(run_id, (MailState.ACCEPTED, MailState.DELIVERED))
+            if m.recipient == run_id
+        )
+        tree: tuple[RunRecord, ...] = ()
+        mails: tuple[Mail, ...] = ()
+        journal: tuple[JournalEntry, ...] = ()
+        if record.started_at is not None:  # it resumes: what its earlier start did
+            known = trees.get(record.root_run_id)
+            if known is None:
+                known = trees[record.root_run_id] = store.list_runs(root_run_id=record.root_run_id)
+            tree = tuple(known)
+            mails = tuple(store.mail_for(run_id))
+            journal = tuple(store.journal_of(run_id))
+        checkpoint = store.load_checkpoint(run_id) if record.steps > 0 else None
+        unfinished.append(
+            UnfinishedRun(
+                record=record,
+                checkpoint=checkpoint,
+                inbox=inbox,
+                tree=tree,
+                mails=mails,
+                journal=journal,
+            )
+        )
+    ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())
+    return RestoreSnapshot(
+        unfinished=tuple(unfinished),
+        live_owners=live_owners,
+        undelivered=tuple(r for r in ended if r is not None),
+    )

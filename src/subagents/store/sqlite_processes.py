@@ -1,0 +1,134 @@
+"""What processes sharing a SQLite store exchange through it: commands and leases.
+
+Commands: another process (``subagents stop``/``send``, another runtime) posts one for a run;
+the runtime hosting the run claims it. Leases: each runtime says it is alive
+(``store.leases``). Rows written by several processes, unlike the rest of the store, whose one
+writer is a runtime's supervisor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+import msgspec
+
+from subagents.messages import Command, Lease
+from subagents.store.sqlite_tx import Transactions, encode_row
+
+COMMAND_KINDS = ("stop", "send")
+
+_lease_decoder = msgspec.json.Decoder(Lease)
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+class ProcessRows:
+    """The commands and leases of one SQLite store."""
+
+    def __init__(self, tx: Transactions) -> None:
+        self.tx = tx
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        """Queue a command for the runtime that owns ``run_id``; safe from any process."""
+        if kind not in COMMAND_KINDS:
+            raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+        with self.tx.writing() as conn:
+            cursor = self.tx.write_sql(
+                conn,
+                "INSERT INTO commands (kind, run_id, content, ts) VALUES (?, ?, ?, ?)",
+                (kind, run_id, content, time.time()),
+                f"posting a {kind} command for run {run_id}",
+            )
+            command_id = cursor.lastrowid
+        assert command_id is not None
+        return command_id
+
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        """Claim pending commands, oldest first; each is returned to exactly one taker.
+
+        With ``run_ids``, only commands for those runs are claimed: a runtime takes the
+        commands of the runs it hosts and leaves the others to their own process.
+
+        Called inside a batch, the claim commits (or rolls back) with the writes that act
+        on the commands, so a crash between taking and acting loses no command. Outside a
+        batch, polling an empty queue only reads: it never waits for another process's
+        write lock.
+        """
+        doing = "taking commands"
+        with self.tx.lock:
+            if not self.tx.in_batch and not self.tx.read(
+                "SELECT 1 FROM commands WHERE taken_at IS NULL LIMIT 1", (), doing
+            ):
+                return []  # the common case, without taking the write lock
+        with self.tx.writing() as conn:
+            rows = self.tx.write_sql(
+                conn,
+                "SELECT command_id, kind, run_id, content, ts FROM commands "
+                "WHERE taken_at IS NULL ORDER BY command_id",
+                (),
+                doing,
+            ).fetchall()
+            if run_ids is not None:
+                rows = [row for row in rows if row[2] in run_ids]
+            if rows:
+                self.tx.write_sql(
+                    conn,
+                    f"UPDATE commands SET taken_at = ? WHERE command_id IN ({_marks(len(rows))})",
+                    (time.time(), *(row[0] for row in rows)),
+                    doing,
+                )
+        return [
+            Command(command_id=cid, kind=kind, run_id=run_id, content=content, ts=ts)
+            for cid, kind, run_id, content, ts in rows
+        ]
+
+    # ---- leases: which runtimes are alive (store.leases) ------------------------------------
+
+    def _lease_row(self, lease: Lease) -> tuple[Any, ...]:
+        return (
+            lease.owner,
+            lease.host,
+            lease.pid,
+            lease.renewed_at,
+            lease.expires_at,
+            encode_row(lease, _lease_decoder, f"the lease of {lease.owner}"),
+        )
+
+    def acquire_lease(self, lease: Lease) -> None:
+        with self.tx.writing() as conn:
+            self.tx.write_sql(
+                conn,
+                """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                       renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                       lease = excluded.lease""",
+                self._lease_row(lease),
+                f"writing the lease of {lease.owner}",
+            )
+
+    def renew_lease(self, lease: Lease) -> bool:
+        row = self._lease_row(lease)
+        with self.tx.writing() as conn:
+            cursor = self.tx.write_sql(
+                conn,
+                """UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
+                   WHERE owner = ?""",
+                (*row[1:], lease.owner),
+                f"renewing the lease of {lease.owner}",
+            )
+            return cursor.rowcount > 0
+
+    def release_lease(self, owner: str) -> None:
+        with self.tx.writing() as conn:
+            self.tx.write_sql(
+                conn, "DELETE FROM leases WHERE owner = ?", (owner,), f"releasing lease {owner}"
+            )
+
+    def leases(self) -> list[Lease]:
+        rows = self.tx.read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
+        return [self.tx.decode(_lease_decoder, raw, "leases", key) for key, raw in rows]

@@ -1,0 +1,124 @@
+"""The sweep of a SQLite store: archive, clean and delete finished runs in one transaction.
+
+The rules are ``store.sweep`` (pure, tested without a database); this applies their plan to
+the store's tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from subagents.logs import get_logger
+from subagents.messages import TERMINAL_STATUSES, RunStatus
+from subagents.store.sqlite_tx import Transactions
+from subagents.store.sweep import (
+    Cleanup,
+    SweepCandidate,
+    SweepReport,
+    plan_sweep,
+    sweep_bounds,
+)
+
+log = get_logger("subagents.store")
+
+_TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def sweep_runs(
+    tx: Transactions,
+    path: Path,
+    *,
+    now: float,
+    archive_after_minutes: float = 60,
+    cleanup_default: Cleanup = "keep",
+    retention_days: float | None = None,
+) -> SweepReport:
+    """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch.
+
+    Also purges commands taken before the archive bound.
+    """
+    bounds = sweep_bounds(
+        now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
+    )
+    terminal = _marks(len(_TERMINAL))
+    with tx.writing() as conn:
+        doing = "sweeping"
+        rows = tx.write_sql(
+            conn,
+            f"""SELECT r.run_id, r.status, r.created_at, r.ended_at, r.archived_at,
+                    r.cleanup, COALESCE(o.delivered = 0, 0)
+                FROM runs r LEFT JOIN outcomes o ON o.run_id = r.run_id
+                WHERE r.status IN ({terminal}) AND (
+                    (r.archived_at IS NULL AND COALESCE(r.ended_at, r.created_at) <= ?)
+                    OR (r.archived_at IS NOT NULL AND r.archived_at <= ?))
+                ORDER BY r.created_at, r.run_id""",
+            (
+                *_TERMINAL,
+                bounds.archive_before,
+                bounds.delete_before if bounds.delete_before is not None else float("-inf"),
+            ),
+            doing,
+        ).fetchall()
+        candidates = [
+            SweepCandidate(
+                run_id=run_id,
+                status=RunStatus(status),
+                created_at=created_at,
+                ended_at=ended_at,
+                archived_at=archived_at,
+                cleanup=cleanup,
+                outcome_undelivered=bool(undelivered),
+            )
+            for run_id, status, created_at, ended_at, archived_at, cleanup, undelivered in rows
+        ]
+        plan = plan_sweep(
+            candidates,
+            now=now,
+            archive_after_minutes=archive_after_minutes,
+            cleanup_default=cleanup_default,
+            retention_days=retention_days,
+        )
+        for run_id in plan.archive:
+            tx.write_sql(
+                conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
+            )
+        for run_id in plan.clean:
+            for table in ("events", "checkpoints", "journal"):
+                tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
+        for run_id in plan.delete:
+            for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
+                tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
+            tx.write_sql(
+                conn,
+                "DELETE FROM mail WHERE sender = ? OR recipient = ?",
+                (run_id, run_id),
+                doing,
+            )
+        purged = tx.write_sql(
+            conn,
+            "DELETE FROM commands WHERE taken_at IS NOT NULL AND taken_at <= ?",
+            (bounds.archive_before,),
+            doing,
+        ).rowcount
+    report = SweepReport(
+        archived=plan.archive,
+        cleaned=plan.clean,
+        deleted=plan.delete,
+        held=plan.held,
+        commands_purged=max(0, purged),
+    )
+    if plan.archive or plan.delete or plan.held or purged:
+        log.info(
+            "store.swept",
+            path=str(path),
+            archived=len(plan.archive),
+            cleaned=len(plan.clean),
+            deleted=len(plan.delete),
+            held=len(plan.held),
+            commands_purged=report.commands_purged,
+        )
+    return report

@@ -1,0 +1,160 @@
+"""Store writes as plain data: what the supervisor's decisions ask the store to keep.
+
+Why data: the decisions (``supervision/``) do no I/O. They return the writes a message causes,
+in order, and the supervisor actor carries them out inside one ``store.batch()`` before it
+acts on anything that acknowledges them (group commit). As data, a write can be checked in a
+test, logged, or shipped to another process that owns the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from subagents.messages import (
+    Checkpoint,
+    Event,
+    JournalEntry,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+)
+from subagents.store.base import RunStore
+
+
+class SaveRun(msgspec.Struct, frozen=True, gc=False, tag=True):
+    record: RunRecord
+
+
+class AppendEvent(msgspec.Struct, frozen=True, gc=False, tag=True):
+    event: Event
+
+
+class SaveCheckpoint(msgspec.Struct, frozen=True, gc=False, tag=True):
+    checkpoint: Checkpoint
+
+
+class SaveMails(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Several mails (or one), in the order sent."""
+
+    mails: tuple[Mail, ...]
+
+
+class SetMailsState(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Several mails (or one) moved to ``state``: delivered, read, dead."""
+
+    mail_ids: tuple[str, ...]
+    state: MailState
+
+
+class SaveOutcome(msgspec.Struct, frozen=True, gc=False, tag=True):
+    outcome: Outcome
+
+
+class OutcomeDelivered(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The outcome of ``run_id`` reached its requester (a restore need not hand it again)."""
+
+    run_id: str
+
+
+class PostCommand(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A command for the runtime (another process) that hosts ``run_id``."""
+
+    kind: Literal["stop", "send"]
+    run_id: str
+    content: str | None = None
+
+
+class SaveJournal(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Entries appended to a function agent's journal (what its replay after a crash
+    follows)."""
+
+    run_id: str
+    entries: tuple[JournalEntry, ...]
+
+
+class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The lease of ``owner``, whose orphaned runs were just taken over, is deleted: a host
+    that was only stalled learns at its next renewal that it lost them."""
+
+    owner: str
+
+
+Write = (
+    SaveRun
+    | AppendEvent
+    | SaveCheckpoint
+    | SaveMails
+    | SetMailsState
+    | SaveOutcome
+    | OutcomeDelivered
+    | PostCommand
+    | SaveJournal
+    | ReleaseLease
+)
+
+
+def _save_run(store: RunStore, write: SaveRun) -> None:
+    store.save_run(write.record)
+
+
+def _append_event(store: RunStore, write: AppendEvent) -> None:
+    store.append_event(write.event)
+
+
+def _save_checkpoint(store: RunStore, write: SaveCheckpoint) -> None:
+    store.save_checkpoint(write.checkpoint)
+
+
+def _save_mails(store: RunStore, write: SaveMails) -> None:
+    store.save_mails(write.mails)
+
+
+def _set_mails_state(store: RunStore, write: SetMailsState) -> None:
+    store.set_mails_state(write.mail_ids, write.state)
+
+
+def _save_outcome(store: RunStore, write: SaveOutcome) -> None:
+    store.save_outcome(write.outcome)
+
+
+def _outcome_delivered(store: RunStore, write: OutcomeDelivered) -> None:
+    store.mark_outcome_delivered(write.run_id)
+
+
+def _post_command(store: RunStore, write: PostCommand) -> None:
+    store.post_command(write.kind, write.run_id, write.content)
+
+
+def _save_journal(store: RunStore, write: SaveJournal) -> None:
+    store.save_journal(write.run_id, write.entries)
+
+
+def _release_lease(store: RunStore, write: ReleaseLease) -> None:
+    store.release_lease(write.owner)
+
+
+_APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
+    SaveRun: _save_run,
+    AppendEvent: _append_event,
+    SaveCheckpoint: _save_checkpoint,
+    SaveMails: _save_mails,
+    SetMailsState: _set_mails_state,
+    SaveOutcome: _save_outcome,
+    OutcomeDelivered: _outcome_delivered,
+    PostCommand: _post_command,
+    SaveJournal: _save_journal,
+    ReleaseLease: _release_lease,
+}
+"""The store call of each kind of write (a lookup by type: every write of a mail stream
+passes here)."""
+
+
+def apply_writes(store: RunStore, writes: Iterable[Write]) -> None:
+    """Carry out ``writes`` in order (the caller holds the batch they belong to)."""
+    apply = _APPLY
+    for write in writes:
+        apply[type(write)](store, write)

@@ -1,0 +1,172 @@
+"""Admission: whether a spawn becomes a run, and whether it starts now or waits in the queue.
+
+Checks, in order (DESIGN.md): the request itself (``requests``: types, sizes, the timeout),
+the agent, the parent (live), the spawn rules (``spawn_rules``: which agents a parent may
+spawn, and depth), the run id, the policies and budget (``policing``); then a concurrency
+slot (``slots``, every scope including the parent's children): the run starts at once, or
+waits in the FIFO queue (a waiting run lends it a slot: ``parking``), or is refused only when
+the queue is at its bound. Rules refuse; concurrency limits queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
+from subagents.messages import (
+    EventKind,
+    RunRecord,
+    RunStatus,
+    SpawnReply,
+    SpawnRequest,
+    new_id,
+)
+from subagents.supervision.effects import Effects, Tell, TellOutside
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.limits import Limits
+from subagents.supervision.parking import Parking
+from subagents.supervision.policing import PolicyBook, PolicyRefused
+from subagents.supervision.requests import request_problem
+from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.slots import QueueFull, SlotPool
+from subagents.supervision.spawn_rules import SpawnRules
+
+log = get_logger("subagents.supervisor")
+
+
+class AdmissionError(Exception):
+    """A spawn was refused; the message says why."""
+
+
+class Admission:
+    """Admits, queues or refuses spawns; holds the concurrency slots and the queue."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        lifecycle: Lifecycle,
+        policies: PolicyBook,
+        slots: SlotPool,
+        parking: Parking,
+        *,
+        limits: Limits,
+        lookup: Callable[[str], AgentSpec | None],
+        names: Callable[[], list[str]],
+        default_model: str,
+        owner: str,
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.lifecycle = lifecycle
+        self.policies = policies
+        self.slots = slots
+        self.parking = parking
+        self.rules = SpawnRules(limits)
+        self.limits = limits
+        self.lookup = lookup
+        self.names = names
+        self.default_model = default_model
+        self.owner = owner
+
+    def spawn(self, req: SpawnRequest) -> SpawnReply:
+        """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
+        and a refusal to the outside (a root run told, not asked, hears of it so)."""
+        try:
+            run_id = self.admit(req)
+            state = self.runs.get(run_id)
+            assert state is not None
+            reply = SpawnReply(
+                request_id=req.request_id,
+                run_id=run_id,
+                queued=state.record.status is RunStatus.QUEUED,
+            )
+        except AdmissionError as exc:
+            reply = SpawnReply(request_id=req.request_id, error=str(exc))
+            log.info(
+                "spawn refused",
+                agent=req.agent,
+                parent_run_id=req.parent_run_id,
+                reason=str(exc),
+            )
+            if req.parent_run_id is None:
+                self.effects.effects.append(TellOutside(reply))
+        if req.parent_run_id is not None:
+            self.effects.effects.append(Tell(req.parent_run_id, reply))
+        return reply
+
+    def admit(self, req: SpawnRequest) -> str:
+        problem = request_problem(req, self.limits)  # the same rules for every entry point
+        if problem is not None:
+            raise AdmissionError(problem)
+        spec = self.lookup(req.agent)
+        if spec is None:
+            known = ", ".join(sorted(self.names())) or "none"
+            raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
+        parent: RunState | None = None
+        if req.parent_run_id is not None:
+            parent = self.runs.reporting(req.parent_run_id, req.attempt)
+            if parent is None:
+                raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
+        # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
+        decision = self.rules.check(
+            spec,
+            parent.spec if parent is not None else None,
+            parent.record.depth if parent is not None else 0,
+        )
+        if not decision.allowed:
+            raise AdmissionError(decision.reason or "spawn refused")
+        depth = decision.depth
+        key = self.parking.slot_key(spec, parent)
+        now = self.effects.now()
+        run_id = req.run_id or new_id("r", now)
+        if run_id in self.runs:
+            raise AdmissionError(f"run id {run_id} is already in use")
+        try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
+            policy_fields = self.policies.admit(req, spec, parent, run_id)
+        except PolicyRefused as exc:
+            raise AdmissionError(str(exc)) from None
+        starts_now = self.slots.try_take(run_id, key)
+        if not starts_now:
+            try:
+                position = self.slots.enqueue(run_id, key)
+            except QueueFull as exc:
+                self.policies.forget([run_id])
+                raise AdmissionError(str(exc)) from None
+        model = req.model or spec.model
+        if model in (None, "inherit"):
+            model = parent.record.model if parent is not None else None
+        record = RunRecord(
+            run_id=run_id,
+            agent=spec.name,
+            task=req.task,
+            root_run_id=parent.record.root_run_id if parent is not None else run_id,
+            parent_run_id=req.parent_run_id,
+            depth=depth,
+            context=req.context,
+            label=req.label,
+            model=model or self.default_model,
+            background=req.background,
+            created_at=now,
+            deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
+            **policy_fields,
+            request_id=req.request_id,
+            owner=self.owner,
+            # the request's choice, else the definition's, else the parent's (a tree is
+            # kept or cleaned as a whole unless a definition says otherwise), else keep
+            cleanup=req.cleanup
+            or spec.cleanup
+            or (parent.record.cleanup if parent is not None else None)
+            or "keep",
+        )
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self.policies.seed(run_id)
+        self.runs.add(state)
+        self.runs.keep(state)
+        self.runs.emit(state, EventKind.SPAWNED, task=req.task[:200], background=req.background)
+        if starts_now:
+            self.lifecycle.start(state)
+        else:
+            self.runs.emit(state, EventKind.QUEUED, position=position)
+        return run_id

@@ -1,0 +1,148 @@
+"""Effects: what a supervisor decision asks the actor to do, and the collector that gathers
+them while one message is decided.
+
+A decision produces two lists, in order:
+- ``writes`` (``store.writes``): what the store must keep. The actor carries them out at
+  once, inside the store batch of the message (or of its group commit);
+- ``effects`` (below): what happens to the world: an agent started, told or stopped, a timer
+  armed, an event published, an outcome handed to the outside. The actor carries them out
+  only once the writes are committed, so nothing is acknowledged before it is durable.
+
+Every part of the core (admission, lifecycle, mail room, recovery) adds to the one
+``Effects`` collector the core hands them; none of them does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    ActorMessage,
+    Checkpoint,
+    ChildDone,
+    Event,
+    EventKind,
+    Mail,
+    MailAck,
+    Replay,
+    RunRecord,
+    SpawnReply,
+)
+from subagents.store.writes import AppendEvent, Write
+
+
+class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Start an agent actor for ``record`` (its ``attempt``-th start in this process)."""
+
+    record: RunRecord
+    spec: AgentSpec
+    deadline: float
+    pending_mail: tuple[Mail, ...] = ()
+    recovered: tuple[Replay | SpawnReply | ChildDone | MailAck, ...] = ()
+    checkpoint: Checkpoint | None = None
+    attempt: int = 1
+
+
+class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Tell the live run ``run_id`` a message."""
+
+    run_id: str
+    message: ActorMessage
+
+
+class TellOutside(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Tell the outside (the Runtime), the requester of every root run: a root's outcome
+    (``ChildDone``, its ``request_id`` the root's), or why a root run it told the supervisor
+    to start was refused (``SpawnReply``)."""
+
+    message: ChildDone | SpawnReply
+
+
+class StopAgent(msgspec.Struct, frozen=True, gc=False, tag=True):
+    run_id: str
+
+
+class ArmDeadline(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Tell the supervisor ``Timeout(run_id)`` at ``deadline`` (on the monotonic clock)."""
+
+    run_id: str
+    deadline: float
+
+
+class DisarmDeadline(msgspec.Struct, frozen=True, gc=False, tag=True):
+    run_id: str
+
+
+class ScheduleRestart(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Tell the supervisor ``RestartDue(run_id)`` after ``delay_s`` (one timer)."""
+
+    run_id: str
+    delay_s: float
+
+
+class Publish(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Hand ``event`` to the log and the subscribers (it is already in the writes)."""
+
+    event: Event
+
+
+Effect = (
+    StartRun
+    | Tell
+    | TellOutside
+    | StopAgent
+    | ArmDeadline
+    | DisarmDeadline
+    | ScheduleRestart
+    | Publish
+)
+
+
+class Decision(msgspec.Struct, gc=False):
+    """What one message (or one run of a Batch) came to: the answer for its sender, the
+    writes to carry out at once, the effects to carry out once they are committed."""
+
+    reply: Any
+    writes: list[Write]
+    effects: list[Effect]
+
+
+class Effects:
+    """The writes and effects of the message being decided, in the order they were made.
+
+    One collector is shared by every part of the core; ``begin`` starts a message and
+    ``decision`` ends it. ``now`` is the injected wall clock, read once per event.
+    """
+
+    __slots__ = ("effects", "now", "writes")
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.writes: list[Write] = []
+        self.effects: list[Effect] = []
+
+    def begin(self) -> None:
+        self.writes = []
+        self.effects = []
+
+    def decision(self, reply: Any = None) -> Decision:
+        return Decision(reply, self.writes, self.effects)
+
+    def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
+        """An event about ``record``'s run: kept by the store, then published."""
+        event = Event(
+            kind=kind,
+            run_id=record.run_id,
+            agent=record.agent,
+            root_run_id=record.root_run_id,
+            parent_run_id=record.parent_run_id,
+            depth=record.depth,
+            ts=self.now(),
+            data=data,
+        )
+        self.writes.append(AppendEvent(event))
+        self.effects.append(Publish(event))

@@ -1,0 +1,350 @@
+"""MailRoom: where mail between runs is addressed, recorded, delivered, read and returned.
+
+What it decides:
+- routing: an address (a run id, or an agent name within the sender's tree) resolves to one
+  run; an unknown name fails that mail only, with the candidates named;
+- what becomes of a mail: delivered to a live run, kept for a queued one (handed over when it
+  starts), kept as a dead letter for an ended one (its sender is told), or passed on as a
+  command to the runtime that hosts the run (mail from the outside only);
+- receipts: read mail leaves the run's inbox; whatever a run had not read when it ended is a
+  dead letter, and each live sender hears of it once.
+
+Every mail is written (``SaveMails``) before anything acknowledges it; the deliveries, events
+and acknowledgements of one message are grouped per recipient, per (sender, recipient) and
+per sender (``supervision.mailing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    DeliverMail,
+    EventKind,
+    Mail,
+    MailAck,
+    MailState,
+    RunRecord,
+    RunStatus,
+    SendMail,
+    new_id,
+)
+from subagents.store.writes import PostCommand, SaveMails, SetMailsState
+from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.limits import Limits
+from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
+from subagents.supervision.requests import mail_problem
+from subagents.supervision.runs import RunState, RunTable
+
+Destination = tuple[MailState | None, RunRecord | None, RunState | None]
+"""What a mail to one run becomes now (``delivered``, ``accepted`` for a queued run,
+``dead``, or None: another runtime hosts it), the run's record, and its state if held."""
+
+_ROUTES_MAX = 4096
+
+
+class MailRoom:
+    """Routing, recording, delivery, receipts and dead letters of mail between runs."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        read_run: Callable[[str], RunRecord | None],
+        limits: Limits,
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.limits = limits
+        self.read_run = read_run
+        """The record of a run this core does not hold (ended and forgotten, or hosted by
+        another runtime on the store): the one read the mail room is given."""
+        self._routes: dict[tuple[str, str], str] = {}
+        self._routes_generation = -1
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    def send(self, msgs: Sequence[SendMail]) -> list[MailAck]:
+        """Route, record and deliver ``msgs`` (one, or a step's several) in order; each
+        sending run is told its acknowledgements as one message.
+
+        Each mail is answered on its own: a bad address fails that mail only, and order per
+        sender is kept. A sender is checked once per run of its mails."""
+        post = MailPost(self.effects.now())
+        acks: list[MailAck] = []
+        dests: dict[str, Destination] = {}
+        checked: tuple[str, int] | None = None
+        sender_state: RunState | None = None
+        for msg in msgs:
+            sender = msg.sender
+            if sender == EXTERNAL_SENDER:
+                sender_state, checked = None, None
+            else:
+                if checked is None or checked[0] != sender or checked[1] != msg.attempt:
+                    checked = (sender, msg.attempt)
+                    sender_state = self.runs.reporting(sender, msg.attempt)
+                if sender_state is None:
+                    acks.append(
+                        MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
+                    )
+                    continue
+            problem = mail_problem(msg, self.limits)  # its types and its size
+            if problem is not None:
+                acks.append(MailAck(request_id=msg.request_id, error=problem))
+                continue
+            try:
+                recipient = self._resolve(msg)
+            except ValueError as exc:
+                acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
+                continue
+            dest = dests.get(recipient)
+            if dest is None:  # what becomes of mail to it cannot change within one message
+                dest = dests[recipient] = self._destination(recipient)
+            mail_state, record, target = dest
+            if mail_state is None:
+                acks.append(self._elsewhere(sender, recipient, msg.content, msg.request_id, record))
+                continue
+            mail = Mail(
+                mail_id=post.new_id(),
+                sender=sender,
+                recipient=recipient,
+                content=msg.content,
+                sender_agent=sender_state.record.agent if sender_state is not None else None,
+                reply_to=msg.reply_to,
+                sent_at=post.now,
+                state=mail_state,
+                request_id=msg.request_id,
+            )
+            acks.append(self._add(post, mail, msg.request_id, sender_state, record, target))
+        self._record(post)
+        self.effects.effects.extend(
+            Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks)
+        )
+        return acks
+
+    def notify(self, sender: RunState, recipient: str, content: str) -> None:
+        """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
+        dead letter returned): recorded and delivered as any mail, acknowledged to nobody."""
+        now = self.effects.now()
+        mail = Mail(
+            mail_id=new_id("m", now),
+            sender=sender.run_id,
+            recipient=recipient,
+            sender_agent=sender.record.agent,
+            content=content,
+            sent_at=now,
+        )
+        post = MailPost(now)
+        mail_state, record, target = self._destination(recipient)
+        if mail_state is not None:
+            mail = msgspec.structs.replace(mail, state=mail_state)
+            self._add(post, mail, "", sender, record, target)
+        self._record(post)
+
+    def _add(
+        self,
+        post: MailPost,
+        mail: Mail,
+        request_id: str,
+        sender: RunState | None,
+        record: RunRecord | None,
+        target: RunState | None,
+    ) -> MailAck:
+        """Add ``mail`` (its state already says what becomes of it) to ``post``."""
+        post.add(mail)
+        if mail.state is not MailState.DEAD:
+            assert target is not None
+            target.inbox[mail.mail_id] = mail
+            return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+        if sender is not None:  # each dead letter is an error its sender hears of
+            self.runs.emit(
+                sender, EventKind.DEAD_LETTER, mail_id=mail.mail_id, recipient=mail.recipient
+            )
+        status = record.status if record is not None else "unknown"
+        return MailAck(
+            request_id=request_id,
+            mail_id=mail.mail_id,
+            recipient=mail.recipient,
+            dead_letter=True,
+            error=f"run {mail.recipient} has already ended ({status}); the mail was kept as"
+            " a dead letter and will not be read",
+        )
+
+    def _elsewhere(
+        self,
+        sender: str,
+        recipient: str,
+        content: str,
+        request_id: str,
+        record: RunRecord | None,
+    ) -> MailAck:
+        """Mail to a live run that another runtime on this store hosts: a run's is refused,
+        the outside's becomes a command for that runtime."""
+        if sender != EXTERNAL_SENDER:
+            owner = record.owner if record is not None else "?"
+            return MailAck(
+                request_id=request_id,
+                error=f"run {recipient} is hosted by another runtime ({owner})",
+            )
+        self.effects.writes.append(PostCommand("send", recipient, content))
+        command = new_id("command-", self.effects.now())
+        return MailAck(request_id=request_id, mail_id=command, recipient=recipient)
+
+    def _record(self, post: MailPost) -> None:
+        """Write the post's mails, then their events and their deliveries (one per
+        recipient)."""
+        records = post.records
+        if not records:
+            return
+        self.effects.writes.append(SaveMails(tuple(records)))
+        for pair in post.pairs():
+            self._announce(pair.sender, pair.recipient, pair.delivered, pair.mail_ids)
+        tells = self.effects.effects
+        for recipient, mails in post.deliveries().items():
+            tells.append(Tell(recipient, DeliverMail(mails=tuple(mails))))
+
+    def _announce(
+        self, sender: str, recipient: str, delivered: bool, mail_ids: Sequence[str]
+    ) -> None:
+        """The events of the mails ``sender`` sent ``recipient``: ``mail_sent`` on a sending
+        run, ``mail_delivered`` on the recipient if they reached it now."""
+        sender_state = self.runs.get(sender)
+        if sender_state is not None:
+            data = mail_event_data(mail_ids, "recipient", recipient)
+            self.effects.event(EventKind.MAIL_SENT, sender_state.record, data)
+        if delivered:
+            target = self.runs.get(recipient)
+            assert target is not None
+            data = mail_event_data(mail_ids, "sender", sender)
+            self.effects.event(EventKind.MAIL_DELIVERED, target.record, data)
+
+    # ---- addressing ------------------------------------------------------------------------
+
+    def _destination(self, run_id: str) -> Destination:
+        target = self.runs.get(run_id)
+        record = target.record if target is not None else self.read_run(run_id)
+        if record is None or record.status.terminal:
+            return MailState.DEAD, record, None
+        if target is None:
+            return None, record, None
+        if record.status is RunStatus.QUEUED:
+            return MailState.ACCEPTED, record, target
+        return MailState.DELIVERED, record, target
+
+    def _resolve(self, msg: SendMail) -> str:
+        """A run id, or an agent name within the sender's root tree. Raises ValueError.
+
+        Resolutions are remembered per (sender, address as written) until a run is added,
+        ends or is forgotten: a mail stream resolves a name once, not once per mail."""
+        if self._routes_generation != self.runs.generation or len(self._routes) >= _ROUTES_MAX:
+            self._routes.clear()
+            self._routes_generation = self.runs.generation
+        key = (msg.sender, msg.to)
+        recipient = self._routes.get(key)
+        if recipient is None:
+            recipient = self._routes[key] = self._resolve_anew(msg)
+        return recipient
+
+    def _resolve_anew(self, msg: SendMail) -> str:
+        sender = self.runs.get(msg.sender)
+        target = msg.to.strip()
+        if not target:
+            raise ValueError("no recipient given")
+        held = self.runs.get(target)
+        record = held.record if held is not None else self.read_run(target)
+        if record is not None:
+            if sender is not None and record.root_run_id != sender.record.root_run_id:
+                raise ValueError(
+                    f"run {target} belongs to another tree; a run can only write to runs of"
+                    " its own tree"
+                )
+            if target == msg.sender:
+                raise ValueError("a run cannot send mail to itself")
+            return target
+        if sender is None:
+            raise ValueError(f"no run with id {target!r}")
+        tree = [
+            s
+            for r in self.runs.tree.in_root(sender.record.root_run_id)
+            if (s := self.runs.get(r)) is not None
+        ]
+        named = [s for s in tree if s.record.agent == target and s.run_id != msg.sender]
+        live = [s for s in named if not s.record.status.terminal]
+        if len(live) == 1:
+            return live[0].run_id
+        if len(live) > 1:
+            candidates = ", ".join(f"{s.run_id} ({s.record.status})" for s in live)
+            raise ValueError(f"{target!r} is ambiguous: several live runs: {candidates}")
+        if len(named) == 1:
+            return named[0].run_id  # finished: becomes a dead letter, sender is told
+        if named:
+            ended = ", ".join(f"{s.run_id} ({s.record.status})" for s in named)
+            raise ValueError(
+                f"{target!r} is ambiguous: no live run, several that ended: {ended}; use a run id"
+            )
+        others = sorted({f"{s.record.agent} ({s.run_id})" for s in tree if s.run_id != msg.sender})
+        listing = ", ".join(others) if others else "none"
+        raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
+
+    # ---- receipts, hand-over, dead letters -------------------------------------------------
+
+    def read(self, run_id: str, mail_ids: Sequence[str]) -> None:
+        """``run_id`` has read ``mail_ids`` (the one receipt: a ``MailRead``, or the mail a
+        step or a tool result showed the model): out of its inbox, read in the store.
+        Consecutive receipts of one message are one write."""
+        if not mail_ids:
+            return
+        state = self.runs.get(run_id)
+        if state is not None:
+            inbox = state.inbox
+            for mail_id in mail_ids:
+                inbox.pop(mail_id, None)
+        writes = self.effects.writes
+        last = writes[-1] if writes else None
+        if type(last) is SetMailsState and last.state is MailState.READ:
+            writes[-1] = SetMailsState((*last.mail_ids, *mail_ids), MailState.READ)
+        else:
+            writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+
+    def hand_over(self, state: RunState) -> tuple[Mail, ...]:
+        """The unread mail a starting run is handed: what waited for it while it was queued
+        (delivered now) and, on a restart, what its earlier start had not read."""
+        if not state.inbox:
+            return ()
+        mails: list[Mail] = []
+        accepted: list[str] = []
+        for mail in state.inbox.values():
+            if mail.state is MailState.ACCEPTED:  # sent while queued: delivered only now
+                accepted.append(mail.mail_id)
+                mail = msgspec.structs.replace(mail, state=MailState.DELIVERED)
+                self.runs.emit(
+                    state, EventKind.MAIL_DELIVERED, mail_id=mail.mail_id, sender=mail.sender
+                )
+            mails.append(mail)
+        if accepted:
+            self.effects.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
+            state.inbox = {m.mail_id: m for m in mails}
+        return tuple(mails)
+
+    def dead_letters(self, state: RunState, unread: Sequence[str]) -> None:
+        """``state`` ended: the mail that reached it (or waited for it while queued) and was
+        never read is a dead letter, and each live sender hears of it, once."""
+        inbox, state.inbox = state.inbox, {}
+        leftover = [m for m in sorted({*unread, *inbox}) if m in inbox]
+        if not leftover:
+            return
+        self.effects.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
+        record = state.record
+        for mail_id in leftover:
+            mail = inbox[mail_id]
+            self.runs.emit(state, EventKind.DEAD_LETTER, mail_id=mail_id, sender=mail.sender)
+            if self.runs.live(mail.sender) is not None:
+                self.notify(
+                    state,
+                    mail.sender,
+                    f"[dead letter] your mail {mail_id} to {record.agent} ({record.run_id})"
+                    f" was not read before it ended ({record.status})",
+                )

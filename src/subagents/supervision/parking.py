@@ -1,0 +1,154 @@
+"""Parking: a waiting run lends its concurrency slot to a queued run, and gets one back.
+
+Why: the limits bound the runs *working*, and a run keeps its slot while it waits (for its
+children, for mail) so that resuming costs nothing. When a queued run needs a slot only
+waiting runs hold, nothing would ever move; so the supervisor asks such a holder to *park*
+(``Park``): its agent, between two messages and so never mid-work, gives the slot back
+(``Parked``) and holds back what it receives meanwhile, asking for a slot again
+(``SlotWanted``) as soon as something arrives; it is let go on (``Unpark``) when it has one,
+ahead of new admissions. ``slots.SlotPool`` holds the counts and picks whom to park; this
+part keeps each run's parking state and turns the pool's answers into effects.
+
+A run's ``park`` state: None (it holds its slot, or is queued), "asked" (told to park, not yet
+confirmed: its slot is spoken for), "parked" (gave its slot back) or "wanting" (parked, and
+waiting for a slot again). A new start of the run (a restart, a resume) clears it: the new
+actor starts with a slot.
+"""
+
+from __future__ import annotations
+
+from subagents.definitions.spec import AgentSpec
+from subagents.logs import get_logger
+from subagents.messages import EventKind, Park, RunStatus, Unpark
+from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.limits import Limits
+from subagents.supervision.policing import PolicyBook
+from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.slots import SlotKey, SlotPool
+
+log = get_logger("subagents.supervisor")
+
+
+class Parking:
+    """Asks waiting runs to park when queued runs need their slots; lets them go on."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        slots: SlotPool,
+        policies: PolicyBook,
+        limits: Limits,
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.slots = slots
+        self.policies = policies
+        self.limits = limits
+
+    def slot_key(self, spec: AgentSpec, parent: RunState | None) -> SlotKey:
+        """The scopes a run of ``spec`` counts in: global, its agent, its tier, and its
+        parent's children (the parent's ``maxChildren`` up to the cap, else
+        ``max_children``)."""
+        limits = self.limits
+        if parent is None:
+            return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=limits.per_agent)
+        return SlotKey(
+            agent=spec.name,
+            tier=spec.tier,
+            agent_limit=limits.per_agent,
+            parent=parent.run_id,
+            children_limit=limits.children_for(parent.spec.max_children),
+        )
+
+    def key_of(self, state: RunState) -> SlotKey:
+        return self.slot_key(state.spec, self.runs.get(state.record.parent_run_id))
+
+    def _idle(self, run_id: str) -> bool:
+        """A slot holder that may be asked to park: waiting, with an actor to ask (not between
+        a failure and its restart)."""
+        state = self.runs.get(run_id)
+        return (
+            state is not None
+            and state.record.status is RunStatus.WAITING
+            and state.park is None
+            and not self.policies.restarting(run_id)
+        )
+
+    def make_room(self) -> None:
+        """Ask the waiting runs whose slots queued runs need to park (FIFO order). Called at
+        the end of every decision while runs are queued; looks only when something changed
+        that could let it find more (``SlotPool.needs_look``)."""
+        if not self.slots.needs_look():
+            return
+        for run_id in self.slots.park_candidates(self._idle):
+            self.slots.parking(run_id)
+            state = self.runs.get(run_id)
+            assert state is not None
+            state.park = "asked"
+            self.effects.effects.append(Tell(run_id, Park()))
+
+    def waiting(self, state: RunState, waiting: bool) -> None:
+        """The run said it waits (it may be parked) or works (it may not)."""
+        self.slots.set_idle(state.run_id, waiting)
+
+    def parked(self, state: RunState) -> bool:
+        """``state``'s agent gave its slot back; True if it was asked to (queued runs may
+        take the slot now)."""
+        if state.park != "asked":
+            return False
+        state.park = "parked"
+        self.slots.release(state.run_id)
+        self.runs.emit(state, EventKind.PARKED)
+        log.info(  # expected under a tight limit (the demo shows it), not a warning
+            "a waiting run lent its slot to a queued run",
+            run_id=state.run_id,
+            agent=state.record.agent,
+            queued=self.slots.queue_length(),
+            limit=self.limits.max_concurrency,
+        )
+        return True
+
+    def slot_wanted(self, state: RunState) -> None:
+        """A parked run received something: it gets a slot again, ahead of new admissions
+        (at once if one is free, else when one frees: ``granted``)."""
+        if state.park != "parked":
+            return
+        state.park = "wanting"
+        if self.slots.want_back(state.run_id, self.key_of(state)):
+            self.granted(state)
+
+    def granted(self, state: RunState) -> bool:
+        """``state`` got a slot from the queue: a parked run is let go on (False); any other
+        run is to be started (True)."""
+        if state.park != "wanting":
+            return True
+        state.park = None
+        # still waiting as far as the supervisor knows (a function agent says so once): it
+        # may be asked to park again, and answers once it is done with what woke it
+        self.slots.set_idle(state.run_id, state.record.status is RunStatus.WAITING)
+        self.runs.emit(state, EventKind.UNPARKED)
+        self.effects.effects.append(Tell(state.run_id, Unpark()))
+        return False
+
+    def starting(self, state: RunState) -> None:
+        """A new actor starts for ``state`` (with the slot): no park is pending any more,
+        and it works until it says it waits."""
+        run_id = state.run_id
+        if state.park is not None:
+            state.park = None
+            self.slots.not_parking(run_id)
+        if self.slots.has_idle(run_id):
+            self.slots.set_idle(run_id, False)
+
+    def restarting(self, state: RunState) -> bool:
+        """A failed run goes again: True if it may start now (it still holds its slot, or
+        gets one), else it starts when one frees. (It had parked, and failed because a
+        ``fail_parent`` child did.)"""
+        run_id = state.run_id
+        state.park = None
+        self.slots.not_parking(run_id)
+        return self.slots.holds(run_id) or self.slots.want_back(run_id, self.key_of(state))
+
+    def ended(self, state: RunState) -> None:
+        state.park = None

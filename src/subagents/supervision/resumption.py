@@ -1,0 +1,72 @@
+"""Resumption: what a resumed run must be told instead of redoing work.
+
+A run resumes from its last checkpoint: the conversation up to its last model call, plus the
+tool results it already had (``Checkpoint.answered``). Its other pending tool calls may have
+had durable effects before the crash or the restart: a child spawned (a run whose
+``request_id`` is the tool_use id) or a mail sent (a mail whose ``request_id`` is it). Those
+are not done again: the resumed agent is handed the messages it would have received (a
+ChildDone for a child that ended, a SpawnReply for one still running, a MailAck for mail sent).
+
+A function agent runs again from the top instead; its journal (``Replay``) says what each of
+its calls was and what it was handed, so that it replays every awaited effect in order
+(``behaviour/function.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from subagents.messages import (
+    ChildDone,
+    JournalEntry,
+    Mail,
+    MailAck,
+    Outcome,
+    Replay,
+    RunRecord,
+    SpawnReply,
+)
+
+Recovered = Replay | SpawnReply | ChildDone | MailAck
+
+
+def recovered_messages(
+    run_id: str,
+    tree: Iterable[RunRecord],
+    mails: Iterable[Mail],
+    journal: Sequence[JournalEntry] = (),
+) -> tuple[Recovered, ...]:
+    """The answers a resumed ``run_id`` gets for calls whose effects already happened.
+
+    ``tree``: the records of its root's tree (its children among them); ``mails``: the run's
+    mail (sent and received). A function agent's ``journal``, if it has one, comes first, as
+    a ``Replay`` with the mail its results name."""
+    messages: list[Recovered] = []
+    mails = list(mails)
+    tree = list(tree)
+    if journal:
+        # the mail its results name, and the mail it sent (for a diverged replay's error)
+        named = {
+            mail_id
+            for entry in journal
+            if entry.observed and entry.kind in ("receive", "mailbox")
+            for mail_id in (entry.result if isinstance(entry.result, list) else [entry.result])
+        }
+        kept = tuple(m for m in mails if m.mail_id in named or m.sender == run_id)
+        agents = {r.run_id: r.agent for r in tree}
+        messages.append(Replay(entries=tuple(journal), mails=kept, agents=agents))
+    for child in tree:
+        if child.parent_run_id != run_id or child.request_id is None:
+            continue
+        messages.append(SpawnReply(request_id=child.request_id, run_id=child.run_id, queued=False))
+        if child.status.terminal and not child.background:
+            outcome = child.outcome or Outcome(
+                run_id=child.run_id, status=child.status, error="ended before the restart"
+            )
+            messages.append(ChildDone(request_id=child.request_id, outcome=outcome))
+    for mail in mails:
+        if mail.sender == run_id and mail.request_id is not None:
+            messages.append(
+                MailAck(request_id=mail.request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+            )
+    return tuple(messages)

@@ -1,0 +1,161 @@
+"""The runs the supervisor holds in memory: their state, their tree, their status changes.
+
+Why in memory: every decision reads what it needs from here, never from the store. The store
+is written (``store.writes``) but only read by the actor, which hands the core what it could
+not know (a restore's snapshot, the mail a restarted run already sent, the record of a run it
+does not hold). A finished tree is forgotten once nothing in it is live (``prune``), so
+memory follows the live runs, not the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRecord
+from subagents.store.writes import SaveRun
+from subagents.supervision.effects import Effects
+from subagents.supervision.transitions import check_transition
+from subagents.supervision.tree import RunTree
+
+
+@dataclass(frozen=True)
+class ResumeReads:
+    """What a resumed run's earlier starts did, read from the store for its start: its mail
+    so far, a function agent's journal, and (from a restore) its root's tree."""
+
+    mails: Sequence[Mail] = ()
+    journal: Sequence[JournalEntry] = ()
+    tree: Sequence[RunRecord] | None = None
+
+
+@dataclass(eq=False)
+class RunState:
+    """What the supervisor knows of a live (or just finished) run."""
+
+    record: RunRecord
+    spec: AgentSpec
+    request_id: str | None
+    deadline: float = 0.0
+    """When it times out, on the monotonic clock (set at each start)."""
+    inbox: dict[str, Mail] = field(default_factory=dict)
+    """Its unread mail by id, in arrival order: delivered to its agent (``delivered``), or
+    kept for it while it is queued (``accepted``, handed over when it starts)."""
+    checkpoint: Checkpoint | None = None
+    """The conversation its next start begins with (inherited messages, or ``saved``)."""
+    saved: Checkpoint | None = None
+    """The last checkpoint the store keeps for it (what a resume starts from)."""
+    attempt: int = 0
+    """How many times this run was started in this process (restarts included)."""
+    resumes: bool = False
+    """This start continues an earlier one (after a crash or a restart)."""
+    from_scratch: bool = False
+    """The next start begins anew (a retry), ignoring what earlier starts did."""
+    park: str | None = None
+    """Parking (``parking``): None, "asked", "parked" or "wanting"."""
+    reads: ResumeReads | None = None
+    """What a resume that waits for a slot will be handed when it starts: read by the
+    actor when it was due (a restore's snapshot, a restart's mail and journal)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+
+class RunTable:
+    """The runs in memory by id, their tree, and the one way to change a run's record."""
+
+    def __init__(self, effects: Effects) -> None:
+        self.effects = effects
+        self._runs: dict[str, RunState] = {}
+        self.tree = RunTree()
+        self.generation = 0
+        """Bumped whenever a run is added, ends or is forgotten: what a mail address
+        resolves to can change only then (the mail room caches resolutions per
+        generation)."""
+        self.ended_roots: list[str] = []
+        """Roots that ended since the last ``prune``."""
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._runs
+
+    def __iter__(self) -> Iterator[RunState]:
+        return iter(list(self._runs.values()))
+
+    def get(self, run_id: str | None) -> RunState | None:
+        return self._runs.get(run_id) if run_id is not None else None
+
+    def live(self, run_id: str | None) -> RunState | None:
+        """The run if it is held and has not ended."""
+        state = self._runs.get(run_id) if run_id is not None else None
+        if state is None or state.record.status.terminal:
+            return None
+        return state
+
+    def reporting(self, run_id: str, attempt: int) -> RunState | None:
+        """The live run a report is from, or None when the run ended or the report comes
+        from an earlier start of it (a restarted run's old actor may still be working)."""
+        state = self.live(run_id)
+        if state is None or (attempt and attempt != state.attempt):
+            return None
+        return state
+
+    def hosted(self) -> list[str]:
+        """The ids of the live runs held here."""
+        return [r for r, state in self._runs.items() if not state.record.status.terminal]
+
+    def tree_records(self, root_run_id: str) -> list[RunRecord]:
+        """The records of the runs of ``root_run_id``'s tree held here."""
+        return [s.record for r in self.tree.in_root(root_run_id) if (s := self._runs.get(r))]
+
+    # ---- changing ------------------------------------------------------------------------
+
+    def add(self, state: RunState) -> None:
+        self._runs[state.run_id] = state
+        self.tree.add(state.run_id, state.record.parent_run_id)
+        self.generation += 1
+
+    def update(self, state: RunState, **changes: Any) -> None:
+        """Change ``state``'s record (the status only as the lifecycle table allows) and
+        have the store keep it."""
+        status = changes.get("status")
+        if status is not None:
+            check_transition(state.run_id, state.record.status, status)
+        state.record = msgspec.structs.replace(state.record, **changes)
+        self.effects.writes.append(SaveRun(state.record))
+
+    def keep(self, state: RunState) -> None:
+        """Have the store keep ``state``'s record as it is (a new or adopted run)."""
+        self.effects.writes.append(SaveRun(state.record))
+
+    def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:
+        self.effects.event(kind, state.record, data)
+
+    def ended(self, state: RunState) -> None:
+        """``state`` has just ended: addresses may resolve differently; a root's tree can
+        be forgotten once nothing in it is live."""
+        self.generation += 1
+        if state.record.parent_run_id is None:
+            self.ended_roots.append(state.run_id)
+
+    def prune(self) -> list[str]:
+        """Forget the trees of ended roots in which nothing is live; the ids forgotten.
+        Their records live on in the store."""
+        forgotten: list[str] = []
+        while self.ended_roots:
+            ids = self.tree.subtree(self.ended_roots.pop())
+            if any(self.live(r) is not None for r in ids):
+                continue
+            self.tree.forget(ids)
+            for r in ids:
+                self._runs.pop(r, None)
+            forgotten.extend(ids)
+        if forgotten:
+            self.generation += 1
+        return forgotten

@@ -1,0 +1,345 @@
+"""Every message the actors exchange is plain data: it round-trips through msgspec (JSON and
+MessagePack) to an equal value, with no hooks. So nothing of the protocol carries a callable
+or an actor reference, and any of it can cross a process or machine boundary.
+
+The samples are checked against the ``ActorMessage`` union, and the union against the
+module: every tagged Struct ``messages.py`` defines, and every message type the actors match
+on, must be in it. So a new message type without a sample here fails a test, instead of going
+unchecked.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any, get_args
+
+import msgspec
+import pytest
+
+from subagents import messages
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    ActorMessage,
+    Ask,
+    Batch,
+    ChatMessage,
+    Checkpoint,
+    ChildDone,
+    Continue,
+    DeliverMail,
+    Event,
+    EventKind,
+    Inspect,
+    Journal,
+    JournalEntry,
+    LeaseLost,
+    Mail,
+    MailAck,
+    MailRead,
+    MailState,
+    Outcome,
+    Park,
+    Parked,
+    PollCommands,
+    Replay,
+    RestartDue,
+    Restore,
+    RestoreReport,
+    RunFinished,
+    RunRecord,
+    RunStatus,
+    SendMail,
+    SlotWanted,
+    SpawnReply,
+    SpawnRequest,
+    StepTaken,
+    StopAll,
+    StopReply,
+    StopRequest,
+    SupervisorStats,
+    Sweep,
+    TextBlock,
+    Timeout,
+    ToolAnswered,
+    ToolCalled,
+    ToolResultBlock,
+    ToolStarting,
+    ToolUseBlock,
+    Unpark,
+    Usage,
+    WaitingChanged,
+    Wake,
+)
+from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
+from subagents.store.writes import (
+    AppendEvent,
+    OutcomeDelivered,
+    PostCommand,
+    ReleaseLease,
+    SaveCheckpoint,
+    SaveJournal,
+    SaveMails,
+    SaveOutcome,
+    SaveRun,
+    SetMailsState,
+    Write,
+)
+from subagents.supervision.effects import (
+    ArmDeadline,
+    DisarmDeadline,
+    Effect,
+    Publish,
+    ScheduleRestart,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
+
+USAGE = Usage(input_tokens=3, output_tokens=4, cost_usd=0.25, model_calls=1)
+OUTCOME = Outcome(
+    run_id="r1", status=RunStatus.FAILED, error_kind="crash", error="boom", usage=USAGE, steps=2
+)
+MAIL = Mail(
+    mail_id="m1",
+    sender="r1",
+    recipient="r2",
+    content="hello",
+    sender_agent="lead",
+    reply_to="m0",
+    sent_at=12.5,
+    state=MailState.DELIVERED,
+    request_id="toolu_1",
+)
+CHECKPOINT = Checkpoint(
+    run_id="r1",
+    step=2,
+    messages=(
+        ChatMessage(role="user", content=(TextBlock("the task"),)),
+        ChatMessage(
+            role="assistant",
+            content=(TextBlock("on it"), ToolUseBlock(id="toolu_1", name="t", input={"a": [1]})),
+        ),
+    ),
+    answered=(ToolResultBlock(tool_use_id="toolu_1", content="ok"),),
+    usage=USAGE,
+    ts=99.0,
+)
+RECORD = RunRecord(
+    run_id="r2",
+    agent="worker",
+    task="part A",
+    root_run_id="r1",
+    parent_run_id="r1",
+    depth=1,
+    status=RunStatus.RUNNING,
+    started_at=3.0,
+    outcome=None,
+    usage=USAGE,
+    shared={"k": {"nested": [1, 2]}},
+)
+EVENT = Event(kind=EventKind.STEP, run_id="r1", agent="lead", root_run_id="r1", ts=5.0, data={})
+ACTORS = Path(messages.__file__).parent / "actors"
+
+MESSAGES: dict[type[Any], Any] = {
+    SpawnRequest: SpawnRequest(
+        request_id="toolu_2",
+        agent="worker",
+        task="part A",
+        parent_run_id="r1",
+        timeout=30.0,
+        token_budget=1000,
+        shared={"k": 1},
+        share=("k",),
+        attempt=1,
+    ),
+    SpawnReply: SpawnReply(request_id="toolu_2", run_id="r2", queued=True),
+    ChildDone: ChildDone(request_id="toolu_2", outcome=OUTCOME),
+    StepTaken: StepTaken(
+        run_id="r1", step=2, usage=USAGE, checkpoint=CHECKPOINT, read_mail=("m1",), attempt=1
+    ),
+    ToolCalled: ToolCalled(run_id="r1", tool="t", input={"a": 1}, attempt=1),
+    ToolAnswered: ToolAnswered(
+        run_id="r1", step=2, result=ToolResultBlock(tool_use_id="toolu_1", content="x")
+    ),
+    SendMail: SendMail(request_id="toolu_3", sender="r1", to="worker", content="hi"),
+    MailAck: MailAck(request_id="toolu_3", mail_id="m1", recipient="r2"),
+    DeliverMail: DeliverMail(mails=(MAIL, MAIL)),
+    MailRead: MailRead(run_id="r2", mail_ids=("m1",), attempt=2),
+    Journal: Journal(
+        run_id="r1",
+        entries=(
+            JournalEntry(request_id="r1:0:1", kind="send", call="send(...)", digest=7),
+            JournalEntry(request_id="r1:0:2", observed=True, result=["m1", "m2"]),
+        ),
+        read_mail=("m1", "m2"),
+        attempt=1,
+    ),
+    StopRequest: StopRequest(request_id="x1", run_id="r2", requester="r1", reason="enough"),
+    StopReply: StopReply(request_id="x1", stopped=("r2",)),
+    WaitingChanged: WaitingChanged(run_id="r1", waiting=True, attempt=1),
+    RunFinished: RunFinished(run_id="r2", error_kind="crash", error="e", unread_mail=("m1",)),
+    Park: Park(),
+    Parked: Parked(run_id="r1", attempt=2),
+    SlotWanted: SlotWanted(run_id="r1", attempt=2),
+    Unpark: Unpark(),
+    PollCommands: PollCommands(),
+    Continue: Continue(),
+    Wake: Wake(key="wait-1"),
+    Timeout: Timeout(run_id="r2"),
+    RestartDue: RestartDue(run_id="r2"),
+    ToolStarting: ToolStarting(run_id="r1", step=2, tool_use_id="toolu_9", tool="Bash"),
+    Restore: Restore(roots=frozenset({"r1", "r7"})),
+    LeaseLost: LeaseLost(reason="the lease of h:1:ab lapsed"),
+    Sweep: Sweep(archive_after_minutes=5.0, retention_days=2.0),
+    StopAll: StopAll(reason="closing"),
+    Inspect: Inspect(run_id="r1"),
+}
+
+OTHERS: list[Any] = [
+    Batch(messages=(MESSAGES[SendMail], MESSAGES[MailRead], MESSAGES[DeliverMail])),
+    Ask(MESSAGES[StepTaken]),
+    Ask(MESSAGES[Inspect]),
+    RestoreReport(resumed=["r1"], orphans=["r1"], elsewhere=["r9"], taken_from=["h:1:ab"]),
+    SupervisorStats(in_flight=2, peak=3, queued=1, hosted=2, spent=USAGE),
+]
+"""The envelopes and the answers the supervisor gives to asks."""
+
+EFFECTS: list[Effect] = [
+    StartRun(
+        record=RECORD,
+        spec=AgentSpec(name="worker", description="works", tools=("Read",), max_turns=3),
+        deadline=7.5,
+        pending_mail=(MAIL,),
+        recovered=(
+            Replay(entries=MESSAGES[Journal].entries, mails=(MAIL,), agents={"r2": "worker"}),
+            MESSAGES[SpawnReply],
+            MESSAGES[ChildDone],
+            MESSAGES[MailAck],
+        ),
+        checkpoint=CHECKPOINT,
+        attempt=2,
+    ),
+    Tell("r1", MESSAGES[ChildDone]),
+    TellOutside(MESSAGES[ChildDone]),
+    TellOutside(MESSAGES[SpawnReply]),
+    StopAgent("r2"),
+    ArmDeadline("r2", 10.0),
+    DisarmDeadline("r2"),
+    ScheduleRestart("r2", 0.05),
+    Publish(EVENT),
+]
+WRITES: list[Write] = [
+    SaveRun(RECORD),
+    AppendEvent(EVENT),
+    SaveCheckpoint(CHECKPOINT),
+    SaveMails((MAIL,)),
+    SetMailsState(("m1", "m2"), MailState.READ),
+    SaveOutcome(OUTCOME),
+    OutcomeDelivered("r1"),
+    PostCommand("send", "r2", "hi"),
+    SaveJournal("r1", MESSAGES[Journal].entries),
+    ReleaseLease("h:1:ab"),
+]
+SNAPSHOT = RestoreSnapshot(
+    unfinished=(
+        UnfinishedRun(
+            record=RECORD,
+            checkpoint=CHECKPOINT,
+            inbox=(MAIL,),
+            tree=(RECORD,),
+            mails=(MAIL,),
+            journal=MESSAGES[Journal].entries,
+        ),
+    ),
+    live_owners=frozenset({"host:1:ab"}),
+    undelivered=(RECORD,),
+)
+
+
+def test_every_actor_message_type_has_a_sample() -> None:
+    assert set(get_args(ActorMessage)) == set(MESSAGES)
+    for kind, sample in MESSAGES.items():
+        assert type(sample) is kind
+
+
+def test_every_tagged_struct_of_the_messages_module_is_an_actor_message() -> None:
+    """Enumerated from the module, not listed: a message type added to ``messages.py`` (they
+    are tagged, so a union can tell them apart) but left out of ``ActorMessage`` fails here."""
+    tagged = {
+        value
+        for value in vars(messages).values()
+        if isinstance(value, type)
+        and issubclass(value, msgspec.Struct)
+        and value.__module__ == messages.__name__
+        and value.__struct_config__.tag is not None
+    }
+    # the tagged Structs that are not messages on their own, each round-tripped elsewhere here
+    not_told = {
+        Ask,  # the envelope of an ask (OTHERS)
+        Batch,  # holds actor messages in order (OTHERS)
+        Replay,  # handed to a behaviour at its start, inside StartRun (EFFECTS)
+        TextBlock,  # content blocks of a conversation (CHECKPOINT, inside StepTaken)
+        ToolUseBlock,
+        ToolResultBlock,
+    }
+    assert tagged - not_told == set(get_args(ActorMessage))
+
+
+def test_every_message_type_an_actor_matches_on_is_an_actor_message() -> None:
+    """The actors' ``case X():`` patterns name the messages they receive: each is in
+    ``ActorMessage`` (and so has a sample above), or is the ``Ask`` envelope."""
+    union = {kind.__name__ for kind in get_args(ActorMessage)} | {"Ask"}
+    defined = {name for name, value in vars(messages).items() if isinstance(value, type)}
+    matched: dict[str, set[str]] = {}
+    for path in sorted(ACTORS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.MatchClass)
+                and isinstance(node.cls, ast.Name)
+                and node.cls.id in defined
+            ):
+                matched.setdefault(node.cls.id, set()).add(path.name)
+    assert "SpawnRequest" in matched and "Parked" in matched  # the walk finds the patterns
+    missing = {name: files for name, files in matched.items() if name not in union}
+    assert missing == {}, f"matched by actors but not in ActorMessage: {missing}"
+
+
+def _roundtrips(value: Any, as_type: Any) -> None:
+    for encode, decode in (
+        (msgspec.json.encode, msgspec.json.decode),
+        (msgspec.msgpack.encode, msgspec.msgpack.decode),
+    ):
+        assert decode(encode(value), type=as_type) == value
+
+
+@pytest.mark.parametrize("message", list(MESSAGES.values()), ids=lambda m: type(m).__name__)
+def test_every_actor_message_round_trips_alone_and_as_any_actor_message(message: Any) -> None:
+    _roundtrips(message, type(message))
+    _roundtrips(message, ActorMessage)  # tagged: the union tells them apart
+
+
+@pytest.mark.parametrize("value", OTHERS, ids=lambda m: type(m).__name__)
+def test_envelopes_and_answers_round_trip(value: Any) -> None:
+    _roundtrips(value, type(value))
+
+
+@pytest.mark.parametrize("effect", EFFECTS, ids=lambda e: type(e).__name__)
+def test_every_effect_of_a_decision_is_plain_data(effect: Any) -> None:
+    _roundtrips(effect, Effect)
+
+
+@pytest.mark.parametrize("write", WRITES, ids=lambda w: type(w).__name__)
+def test_every_store_write_of_a_decision_is_plain_data(write: Any) -> None:
+    _roundtrips(write, Write)
+
+
+def test_the_restore_snapshot_handed_to_the_core_is_plain_data() -> None:
+    _roundtrips(SNAPSHOT, RestoreSnapshot)
+
+
+def test_a_batch_never_needs_a_hook_for_what_it_holds() -> None:
+    batch = OTHERS[0]
+    decoded = msgspec.json.decode(msgspec.json.encode(batch), type=Batch)
+    assert [type(m) for m in decoded.messages] == [SendMail, MailRead, DeliverMail]
