@@ -106,6 +106,8 @@ class Hosting:
         self.mcp: McpHub | None = None
         self.worktrees: Worktrees | None = None
         self.telemetry: Telemetry | None = None
+        self.cluster: Any = None
+        """The node hosts of a runtime on a Ray cluster (``cluster.hosting.ClusterHosting``)."""
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -150,7 +152,11 @@ class Hosting:
         on_outside: Callable[[ChildDone | SpawnReply], None],
         on_event: Callable[[Event], None],
     ) -> SupervisorClient:
-        """The supervisor actor over ``core``, its agents' loops on the pool."""
+        """The supervisor actor over ``core``, its agents' loops on the pool (or, on a
+        cluster, in the node hosts: ``start_cluster`` first)."""
+        extra: dict[str, Any] = {}
+        if self.cluster is not None:
+            extra["effector"] = self.cluster.effector
         self.supervisor = SupervisorClient.start(
             core=core,
             store=store,
@@ -160,8 +166,19 @@ class Hosting:
             on_event=on_event,
             on_thread=self.track_supervisor_thread,
             pool=self.pool,
+            **extra,
         )
+        if self.cluster is not None:
+            self.cluster.connect()
         return self.supervisor
+
+    def start_cluster(self, owner: str, kit: Any) -> Any:
+        """One node host per node of the Ray cluster this process joined, each set up with
+        ``kit`` (``cluster.kit.NodeKit``): the runs will live there."""
+        from subagents.cluster.hosting import ClusterHosting
+
+        self.cluster = ClusterHosting(owner, kit)
+        return self.cluster
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; if another process takes its runs
@@ -193,6 +210,8 @@ class Hosting:
         deadline = time.monotonic() + timeout
         if self.supervisor is not None:
             self.supervisor.close(timeout)
+        if self.cluster is not None:  # every run was cancelled: the node hosts go
+            self.cluster.close(max(1.0, deadline - time.monotonic()))
         if self.registry is not None:
             with contextlib.suppress(Exception):
                 self.registry.stop()

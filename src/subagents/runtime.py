@@ -153,10 +153,17 @@ class Runtime:
         tracer_provider: Any = None,
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
+        cluster: str | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
-        runtime does not start) rather than a warning."""
+        runtime does not start) rather than a warning.
+
+        ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
+        ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs
+        their agents, this runtime's supervisor decides for all of them, and the store is the
+        cluster's (served on the head node) unless ``store`` is given (docs/cluster.md)."""
         ensure_configured()
+        address = cluster_address(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner()
         """The id stamped on the runs this runtime hosts; its lease in the store says it is
@@ -171,6 +178,8 @@ class Runtime:
         )
         self._closed = False
         self._owns_store = store is None
+        if store is None and address is not None:
+            store = cluster_store(address)
         self.store: RunStore = store if store is not None else MemoryStore()
         self.strict = strict
         # Claude Code's built-in tools, then the user's (a user tool of the same name
@@ -227,6 +236,8 @@ class Runtime:
                 owner=self.owner,
             )
             behaviour_for = behaviours(self._functions, self.env)
+            if address is not None:  # the runs' agents live in the cluster's node hosts
+                hosting.start_cluster(self.owner, node_kit(self._functions, self.env, specs))
             self._supervisor = hosting.start_supervisor(
                 self.core, self.store, behaviour_for, self._roots.told, self._events.publish
             )
@@ -516,6 +527,13 @@ class Runtime:
         if self._closed:
             raise RuntimeClosed("the runtime is closed")
 
+    def placements(self) -> dict[str, list[str]]:
+        """On a cluster: run id -> the Ray node ids its starts were placed on, in order
+        (more than one: it was started again after its node's host was lost). Empty when
+        the runs are hosted in this process."""
+        cluster = self._hosting.cluster
+        return cluster.placements() if cluster is not None else {}
+
     def close(self, timeout: float = 10.0) -> None:
         """Stop every run (cancelled) and every thread this runtime started."""
         if self._closed:
@@ -532,6 +550,36 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cluster_address(cluster: str | None) -> str | None:
+    """The Ray cluster to host runs on (joined here), or None. Ray is imported only when one
+    is asked for (``cluster=`` or ``$SUBAGENTS_RAY_ADDRESS``)."""
+    import os as _os
+
+    from subagents.cluster.connect import RAY_ADDRESS_ENV, resolve_address
+
+    if cluster is None and not _os.environ.get(RAY_ADDRESS_ENV):
+        return None
+    address = resolve_address(cluster)
+    if address is not None:
+        from subagents.cluster.connect import connect
+
+        connect(address)
+    return address
+
+
+def cluster_store(address: str) -> RunStore:
+    """The cluster's store (started on its head if it is not running yet)."""
+    from subagents.cluster.remote_store import ClusterStore
+
+    return ClusterStore.connect(address, create=True)
+
+
+def node_kit(functions: Mapping[str, Any], env: Any, specs: Sequence[AgentSpec]) -> Any:
+    from subagents.cluster.kit import NodeKit
+
+    return NodeKit(functions, env, list(env.agents()))
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:

@@ -68,16 +68,26 @@ def test_a_batch_that_raises_sends_nothing_and_a_nested_one_drops_only_its_own(
     assert store.events("n2") == [event("n2")]
 
 
-def test_writes_that_answer_are_refused_inside_a_batch(store: ClusterStore) -> None:
+def test_writes_that_answer_are_refused_inside_a_batch_but_a_claim_commits_with_it(
+    store: ClusterStore,
+) -> None:
     with store.batch():
         store.save_run(run("c1"))
-        with pytest.raises(StoreError, match="take_commands inside a batch"):
-            store.take_commands()
         with pytest.raises(StoreError, match="post_command inside a batch"):
             store.post_command("stop", "c1")
-    assert store.get_run("c1") == run("c1")
     command = store.post_command("stop", "c1")
-    assert [c.command_id for c in store.take_commands(["c1"])] == [command]
+    with store.batch():  # the supervisor's way: claim, then act, in one batch
+        store.save_run(run("c2"))
+        claimed = store.take_commands(["c1"])
+        assert store.get_run("c2") == run("c2")  # committed with the claim
+        store.append_event(event("c2"))
+        with pytest.raises(RuntimeError), store.batch():
+            store.save_run(run("c3"))
+            raise RuntimeError("boom")
+    assert [c.command_id for c in claimed] == [command]
+    assert store.take_commands(["c1"]) == []
+    assert store.events("c2") == [event("c2")]
+    assert store.get_run("c3") is None
 
 
 def test_a_closed_client_refuses_and_the_store_keeps_serving(store: ClusterStore, served: Any):

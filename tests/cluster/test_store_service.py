@@ -67,6 +67,18 @@ def test_read_within_sees_the_held_writes_and_commits_none(service: StoreService
         service.read_within(held, StoreCall("take_commands"))
 
 
+def test_a_claim_of_commands_commits_with_the_writes_held_before_it(
+    service: StoreService,
+) -> None:
+    posted = service.call(StoreCall("post_command", ("stop", "r1")))
+    held = [StoreCall("save_run", (run("r1"),))]
+    claimed = service.write_then(held, StoreCall("take_commands", (None,)))
+    assert [c.command_id for c in claimed] == [posted]
+    assert service.call(StoreCall("get_run", ("r1",))) == run("r1")
+    with pytest.raises(StoreError, match="'get_run'"):  # only an answering write
+        service.write_then(held, StoreCall("get_run", ("r1",)))
+
+
 def test_answering_writes_are_calls(service: StoreService) -> None:
     first = service.call(StoreCall("post_command", ("stop", "r1")))
     commands = service.call(StoreCall("take_commands", (None,)))

@@ -76,6 +76,9 @@ class Head:
     def call(self, call: StoreCall) -> Any:
         return self.service.call(call)
 
+    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        return self.service.write_then(held, call)
+
     def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
         return self.service.read_within(held, call)
 

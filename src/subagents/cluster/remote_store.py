@@ -11,8 +11,12 @@ transaction (all or nothing, one commit). A nested batch that raises drops only 
 writes (as a savepoint would). A read made inside a batch that holds writes is answered as
 if they were committed (``StoreService.read_within``) without committing them.
 
-The writes that answer (``post_command``, ``take_commands``, ``renew_lease``) cannot be held:
-inside a batch they are refused (only the head's own writer claims commands with its writes).
+The writes that answer (``post_command``, ``renew_lease``) cannot be held: inside a batch
+they are refused. ``take_commands`` inside a batch (the supervisor claims commands and acts
+on them in one batch) commits what the batch holds so far together with the claim, in one
+transaction; the batch's later writes are a transaction of their own, so a failure between
+the two loses the claimed commands' effects (not the store's consistency), a narrower promise
+than a local file's.
 
 Every failure is a ``StoreError``: the store's own (re-raised as it was on the head: a
 ``ValueError`` for a bad argument stays one), or the store being unreachable.
@@ -55,6 +59,8 @@ class ClusterStore:
         self._actor = actor
         self.name = name
         self._held: list[StoreCall] = []
+        self._base = 0
+        """How many of the open batch's writes were sent already (with a claim of commands)."""
         self._depth = 0
         self._closed = False
         info: StoreInfo = self._get(actor.info.remote(), "info")
@@ -124,6 +130,11 @@ class ClusterStore:
 
     def _answering(self, method: str, *args: Any) -> Any:
         self._check_open()
+        if self._depth > 0 and method == "take_commands":
+            held, self._held = self._held, []
+            self._base += len(held)
+            call = StoreCall(method, args)
+            return self._get(self._actor.write_then.remote(held, call), method)
         if self._depth > 0:
             raise StoreError(
                 f"{method} inside a batch of a cluster's store: its answer cannot wait for the"
@@ -139,15 +150,19 @@ class ClusterStore:
     @contextlib.contextmanager
     def _batch(self) -> Iterator[None]:
         self._check_open()
-        mark = len(self._held)
+        mark = self._base + len(self._held)  # counted over what this batch sent already
         self._depth += 1
         try:
             yield
         except BaseException:
-            del self._held[mark:]  # a savepoint's writes, or the whole batch's: undone
+            # a savepoint's writes, or the whole batch's, undone (but for those a claim of
+            # commands committed meanwhile: ``take_commands``)
+            del self._held[max(0, mark - self._base) :]
             raise
         finally:
             self._depth -= 1
+            if self._depth == 0:
+                self._base = 0
         if self._depth == 0 and self._held:
             calls, self._held = self._held, []
             self._get(self._actor.write.remote(calls), "a batch")

@@ -111,6 +111,16 @@ class StoreService:
         """One read, or one answering write, in a transaction of its own."""
         return self._method(call, READS | ANSWERING_WRITES)(*call.args, **call.kwargs)
 
+    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        """``held`` (writes) and then ``call`` (an answering write: a claim of commands) in
+        one transaction; ``call``'s answer."""
+        answering = self._method(call, ANSWERING_WRITES)
+        methods = [self._method(c, WRITES) for c in held]
+        with self.store.batch():
+            for method, c in zip(methods, held, strict=True):
+                method(*c.args, **c.kwargs)
+            return answering(*call.args, **call.kwargs)
+
     def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
         """``call`` (a read) as it would answer after ``held`` (writes), which are then undone."""
         read = self._method(call, READS)
