@@ -1,10 +1,17 @@
 """NodeHost: one Ray actor per node, the home of the runs placed on that node.
 
-Phase A (this module now): it registers with the head, beats, and answers the head's
-``watch`` call only when it leaves on purpose, which is how the head learns of its death at
-once (``liveness``). Phase B: it hosts a pykka runtime, started through the actor-starting
-interface of ``actors/`` (never pykka internals), to which the head's effects are delivered
-in batches.
+It hosts the agent actors of the runs placed on its node (``actors.remote.NodeRuns``, a
+pykka runtime of its own): a runtime hands it, once, what runs need (``setup``: the
+definitions, the model, the tools, the function agents), then delivers the supervisor's
+effects for its runs in batches (``deliver``) and collects what its agents tell and ask the
+supervisor (``collect``, a long poll: one call brings back everything queued meanwhile, in
+order), answering asks with ``answer``.
+
+A host of the cluster (``start_node_hosts``) also registers with the head and beats; the
+head keeps a ``watch`` call pending on it, answered only when it leaves on purpose, which is
+how the head learns of its death at once (``liveness``). A runtime's own hosts
+(``start_runtime_hosts``) do not: their runtime learns of a death from its ``collect`` call
+failing.
 
 Why one Ray actor per node and not one per run: a Ray actor is a process (~42 MB, ~1 s to
 start here); a run is a pykka actor (~22 KB, microseconds). See docs/cluster.md.
@@ -52,13 +59,14 @@ def custom_resources(resources: dict[str, float]) -> dict[str, float]:
 class NodeHost:
     """The actor's class (see the module's docstring)."""
 
-    def __init__(self, head: str = HEAD_ACTOR, slots: int = 100, beat_s: float = BEAT_S) -> None:
+    def __init__(
+        self, head: str | None = HEAD_ACTOR, slots: int = 100, beat_s: float = BEAT_S
+    ) -> None:
         ray = import_ray()
         self._ray = ray
         context = ray.get_runtime_context()
         self.node: str = context.get_node_id()
         self._me = context.current_actor
-        self._head = ray.get_actor(head, namespace=NAMESPACE)
         resources: dict[str, float] = {}
         for node in ray.nodes():
             if node.get("NodeID") == self.node:
@@ -66,12 +74,72 @@ class NodeHost:
         self.info = NodeInfo(
             node=self.node, host=socket.gethostname(), slots=slots, resources=resources
         )
-        self.incarnation: int = ray.get(self._head.register.remote(self.info, self._me))
-        self._beat_s = beat_s
+        self._runs: Any = None
+        self._in_order = InOrder()
+        self._epoch = 0
         self._left: asyncio.Event | None = None
         self._stopped = threading.Event()
+        self.incarnation = 0
+        if head is None:  # a runtime's own host: its runtime watches it
+            return
+        self._head = ray.get_actor(head, namespace=NAMESPACE)
+        self.incarnation = ray.get(self._head.register.remote(self.info, self._me))
+        self._beat_s = beat_s
         self._beats = threading.Thread(target=self._beat, name="subagents-beat", daemon=True)
         self._beats.start()
+
+    # ---- hosting runs --------------------------------------------------------------------
+
+    async def setup(self, kit: Any, epoch: int = 1) -> dict[str, Any]:
+        """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
+        agent. Again after a restart (the process is new: it hosts nothing from before)."""
+        from subagents.actors.remote import NodeRuns
+
+        if self._runs is not None:
+            self._runs.close()
+        self._runs = NodeRuns(kit.behaviour_for())
+        self._in_order = InOrder()
+        self._epoch = epoch
+        return {"node": self.node, "pid": os.getpid(), "info": self.info}
+
+    async def deliver(self, epoch: int, seq: int, effects: list[Any]) -> None:
+        """The supervisor's ``seq``-th batch of effects for the runs on this node (counted
+        from 1 after the ``epoch``-th ``setup``), carried out in the order they were sent:
+        Ray does not keep an async actor's calls in order, so a batch that overtook an
+        earlier one waits. A batch meant for another set-up (this process's predecessor,
+        which died) is dropped: its runs were started again elsewhere."""
+        runs = self._runs
+        if runs is None:
+            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
+        if epoch != self._epoch:
+            return
+        for batch in self._in_order.arrived(seq, effects):
+            runs.deliver(batch)
+
+    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> list[Any]:
+        """What this node's agents told and asked the supervisor, in order (waits up to
+        ``wait_s`` for the first item)."""
+        runs = self._runs
+        if runs is None:
+            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
+        items: list[Any] = await asyncio.to_thread(runs.outbox.take, most, wait_s)
+        return items
+
+    async def answer(self, answers: list[Any]) -> None:
+        if self._runs is not None:
+            self._runs.supervisor.answer(answers)
+
+    async def live(self) -> list[str]:
+        """The runs whose agents live here now."""
+        return self._runs.live() if self._runs is not None else []
+
+    async def close(self) -> None:
+        """Stop every agent hosted here (the runtime is closing)."""
+        runs, self._runs = self._runs, None
+        if runs is not None:
+            await asyncio.to_thread(runs.close)
+
+    # ---- membership ----------------------------------------------------------------------
 
     def _beat(self) -> None:
         ray = self._ray
@@ -98,10 +166,30 @@ class NodeHost:
     async def leave(self) -> None:
         """Leave the cluster's runtime (nothing hosted any more)."""
         self._stopped.set()
-        await self._head.leave.remote(self.node, self.incarnation)
+        if self.incarnation:
+            await self._head.leave.remote(self.node, self.incarnation)
         if self._left is None:
             self._left = asyncio.Event()
         self._left.set()
+
+
+class InOrder:
+    """Numbered batches, released in their order whatever order they arrive in."""
+
+    def __init__(self) -> None:
+        self._next = 1
+        self._early: dict[int, list[Any]] = {}
+
+    def arrived(self, seq: int, batch: list[Any]) -> list[list[Any]]:
+        """The batches that may go now (none while one before ``seq`` is missing)."""
+        if seq < self._next or seq in self._early:
+            raise ValueError(f"batch {seq} arrived twice")
+        self._early[seq] = batch
+        ready: list[list[Any]] = []
+        while self._next in self._early:
+            ready.append(self._early.pop(self._next))
+            self._next += 1
+        return ready
 
 
 def host_name(head: str, node: str) -> str:
@@ -132,5 +220,39 @@ def start_node_hosts(*, head: str = HEAD_ACTOR, slots: int = 100) -> dict[str, A
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             )
             .remote(head, slots)
+        )
+    return hosts
+
+
+def runtime_host_name(owner: str, node: str) -> str:
+    return f"subagents-{owner}-node-{node[:16]}"
+
+
+def start_runtime_hosts(owner: str, *, slots: int = 100) -> dict[str, Any]:
+    """One host on every live node for the runtime ``owner``: node id -> handle.
+
+    Not detached: they belong to the driver that runs the runtime and end with it (its
+    supervisor is there). Restarted by Ray when their process dies (``max_restarts=-1``), as
+    new processes hosting nothing: the runtime sets them up again. A call in flight when a
+    host died is not re-sent (``max_task_retries=0``): the runtime decides what to redo."""
+    ray = import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    hosts: dict[str, Any] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        node_id: str = node["NodeID"]
+        hosts[node_id] = (
+            ray.remote(NodeHost)
+            .options(
+                name=runtime_host_name(owner, node_id),
+                namespace=NAMESPACE,
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
+            .remote(None, slots)
         )
     return hosts
