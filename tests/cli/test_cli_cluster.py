@@ -98,6 +98,26 @@ def test_stop_and_send_post_through_the_clusters_store(
     ]
 
 
+def test_run_on_the_cluster_hosts_the_tree_on_its_nodes_and_records_it_in_its_store(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`subagents run --ray`: an LLM agent (the offline scripted model) spawning two children,
+    its runs in the cluster's node hosts, recorded in the store the cluster serves (here the
+    module's file: ``ps --state`` on it shows the tree)."""
+    address = ray_cluster.address
+    done = cli("run", "pair", "delta", "--agents", str(cli.agents), "--ray", address, "--json")
+    assert done.returncode == 0, done.stderr
+    runs = [r for r in cli.json("ps", "--all") if "delta" in r["task"]]
+    assert sorted((r["agent"], r["status"]) for r in runs) == [
+        ("pair", "completed"),
+        ("quick", "completed"),
+        ("quick", "completed"),
+    ]
+    both = cli("run", "pair", "x", "--state", str(cli.state), "--ray", address)
+    assert both.returncode == 2
+    assert "--state and --ray name two stores: give one" in both.stderr
+
+
 def test_a_bad_address_and_two_stores_at_once_are_usage_errors(cli: Cli) -> None:
     env = {**cli.env, "SUBAGENTS_RAY_ADDRESS": "not an address"}
     bad = cli("ps", env=env)
