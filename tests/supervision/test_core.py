@@ -126,6 +126,11 @@ class Driven:
     def slot_wanted(self, msg: SlotWanted) -> list[Effect]:
         return self._do(self.core.slot_wanted(msg)).effects
 
+    def host_lost(self, run_ids: Sequence[str], reason: str) -> list[Effect]:
+        """As the actor does it: each run's mail and journal read for it."""
+        reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
+        return self._do(self.core.host_lost(run_ids, reason, reads)).effects
+
     def restore(self) -> tuple[RestoreReport, list[Effect]]:
         """A restore as the actor does it: the store read (nobody else alive), handed over."""
         d = self._do(self.core.restore(read_snapshot(self.store, frozenset())))
@@ -857,3 +862,30 @@ def test_restore_starts_the_running_runs_only_as_far_as_the_limits_allow() -> No
     assert started == [root, children[0]]  # parents first, then within the limit
     assert again.slots.queued() == children[1:]
     assert again.slots.in_flight == 2
+
+
+# ---- a host lost (a cluster node's) ------------------------------------------------------------
+
+
+def test_runs_whose_host_was_lost_start_again_as_a_new_attempt_and_end_once() -> None:
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=child, result="done", attempt=1))  # ended before the loss
+    other = h.run("worker", root)
+    effects = h.core.host_lost((root, other, child, "no-such-run"), "its host died")
+    starts = of(effects, StartRun)
+    assert [(s.record.run_id, s.attempt) for s in starts] == [(root, 2), (other, 2)]
+    assert all(s.record.status is RunStatus.RUNNING for s in starts)
+    moved = [e for e in h.store.events(other) if e.kind is EventKind.RESTARTED]
+    assert [e.data["mode"] for e in moved] == ["moved"]
+    record = h.store.get_run(other)
+    assert record is not None and record.restarts == 0  # not the run's doing: no restart counted
+    # the lost start's late report is discarded; the new start's is taken, once
+    assert h.core.finished(RunFinished(run_id=other, result="from the lost host", attempt=1)) == []
+    effects = h.core.finished(RunFinished(run_id=other, result="again", attempt=2))
+    (done,) = told(effects, root, ChildDone)
+    assert done.outcome.result == "again"
+    assert h.core.finished(RunFinished(run_id=other, result="again", attempt=2)) == []
+    assert h.terminal_events(other) == [EventKind.COMPLETED]
+    assert h.terminal_events(child) == [EventKind.COMPLETED]
