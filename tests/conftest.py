@@ -3,6 +3,9 @@ conftest, prepend import mode), so tests import the helpers here (``corpora``) b
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from raycluster import ray_cluster  # noqa: F401  (the session's Ray cluster, a fixture)
@@ -12,7 +15,40 @@ RAY_TEST_TIMEOUT_S = 300
 a loaded machine): its timeout covers that, not only its own work."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--on-cluster",
+        action="store_true",
+        help="host every Runtime of the selected tests on the session's 2-node Ray cluster"
+        " ($SUBAGENTS_RAY_ADDRESS): the same tests, on two nodes (docs/cluster.md)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    on_cluster = config.getoption("--on-cluster")
     for item in items:
-        if item.get_closest_marker("ray") and not item.get_closest_marker("timeout"):
+        if (on_cluster or item.get_closest_marker("ray")) and not item.get_closest_marker(
+            "timeout"
+        ):
             item.add_marker(pytest.mark.timeout(RAY_TEST_TIMEOUT_S))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def on_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """With ``--on-cluster``: every ``Runtime`` joins the session's cluster (its default
+    store is the cluster's, whose file is in a temporary state directory)."""
+    if not request.config.getoption("--on-cluster"):
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("SUBAGENTS_RAY_ADDRESS", "SUBAGENTS_STATE_DIR")}
+    os.environ["SUBAGENTS_STATE_DIR"] = str(tmp_path_factory.mktemp("cluster-state"))
+    cluster = request.getfixturevalue("ray_cluster")  # started with that state directory
+    os.environ["SUBAGENTS_RAY_ADDRESS"] = cluster.address
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

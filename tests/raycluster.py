@@ -32,6 +32,7 @@ UNITS = 1000.0
 RAY_ENV = {
     "RAY_AUTH_MODE": "disabled",  # no ~/.ray/auth_token for a throwaway local cluster
     "RAY_USAGE_STATS_ENABLED": "0",  # nothing leaves the machine, no prompt
+    "RAY_worker_niceness": "0",  # Ray nices its workers (15): on a shared machine they starve
 }
 
 
