@@ -10,6 +10,7 @@ can skip. The Runtime holds one ``Hosting`` and says what to start; this knows h
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import weakref
@@ -22,6 +23,7 @@ from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
+from subagents.behaviour.port import AgentEnv
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import Worktrees
@@ -172,12 +174,16 @@ class Hosting:
             self.cluster.connect()
         return self.supervisor
 
-    def start_cluster(self, owner: str, kit: Any) -> Any:
+    def start_cluster(
+        self, owner: str, functions: Mapping[str, Callable[..., Any]], env: AgentEnv
+    ) -> Any:
         """One node host per node of the Ray cluster this process joined, each set up with
-        ``kit`` (``cluster.kit.NodeKit``): the runs will live there."""
+        what runs need (``cluster.kit.NodeKit``: the function agents, the agent environment,
+        the definitions as they are now): the runs will live there."""
         from subagents.cluster.hosting import ClusterHosting
+        from subagents.cluster.kit import NodeKit
 
-        self.cluster = ClusterHosting(owner, kit)
+        self.cluster = ClusterHosting(owner, NodeKit(functions, env, env.agents()))
         return self.cluster
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
@@ -246,3 +252,25 @@ class Hosting:
                 self.telemetry.close()
             except Exception:
                 log.exception("closing the tracer provider failed")
+
+
+def join_cluster(cluster: str | None) -> str | None:
+    """The Ray cluster a runtime hosts its runs on (``cluster``, else
+    ``$SUBAGENTS_RAY_ADDRESS``), joined by this process as a driver; None: none, the runs stay
+    in this process. Ray is imported only when a cluster is asked for."""
+    from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
+
+    if cluster is None and not os.environ.get(RAY_ADDRESS_ENV):
+        return None
+    address = resolve_address(cluster)
+    if address is not None:
+        connect(address)
+    return address
+
+
+def cluster_store(address: str) -> RunStore:
+    """The store of the cluster at ``address``, served on its head (started there if no
+    runtime did yet)."""
+    from subagents.cluster.remote_store import ClusterStore
+
+    return ClusterStore.connect(address, create=True)

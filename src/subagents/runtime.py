@@ -37,7 +37,7 @@ from subagents.assembly import (
 from subagents.behaviour.tools import Tool, as_tools, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
 from subagents.definitions.spec import AgentSpec
-from subagents.hosting import Definitions, Hosting, Subscribers
+from subagents.hosting import Definitions, Hosting, Subscribers, cluster_store, join_cluster
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -163,7 +163,7 @@ class Runtime:
         their agents, this runtime's supervisor decides for all of them, and the store is the
         cluster's (served on the head node) unless ``store`` is given (docs/cluster.md)."""
         ensure_configured()
-        address = cluster_address(cluster)
+        address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner()
         """The id stamped on the runs this runtime hosts; its lease in the store says it is
@@ -179,7 +179,7 @@ class Runtime:
         self._closed = False
         self._owns_store = store is None
         if store is None and address is not None:
-            store = cluster_store(address)
+            store = cluster_store(address)  # the one every node and the CLI reach
         self.store: RunStore = store if store is not None else MemoryStore()
         self.strict = strict
         # Claude Code's built-in tools, then the user's (a user tool of the same name
@@ -237,7 +237,7 @@ class Runtime:
             )
             behaviour_for = behaviours(self._functions, self.env)
             if address is not None:  # the runs' agents live in the cluster's node hosts
-                hosting.start_cluster(self.owner, node_kit(self._functions, self.env, specs))
+                hosting.start_cluster(self.owner, self._functions, self.env)
             self._supervisor = hosting.start_supervisor(
                 self.core, self.store, behaviour_for, self._roots.told, self._events.publish
             )
@@ -550,36 +550,6 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def cluster_address(cluster: str | None) -> str | None:
-    """The Ray cluster to host runs on (joined here), or None. Ray is imported only when one
-    is asked for (``cluster=`` or ``$SUBAGENTS_RAY_ADDRESS``)."""
-    import os as _os
-
-    from subagents.cluster.connect import RAY_ADDRESS_ENV, resolve_address
-
-    if cluster is None and not _os.environ.get(RAY_ADDRESS_ENV):
-        return None
-    address = resolve_address(cluster)
-    if address is not None:
-        from subagents.cluster.connect import connect
-
-        connect(address)
-    return address
-
-
-def cluster_store(address: str) -> RunStore:
-    """The cluster's store (started on its head if it is not running yet)."""
-    from subagents.cluster.remote_store import ClusterStore
-
-    return ClusterStore.connect(address, create=True)
-
-
-def node_kit(functions: Mapping[str, Any], env: Any, specs: Sequence[AgentSpec]) -> Any:
-    from subagents.cluster.kit import NodeKit
-
-    return NodeKit(functions, env, list(env.agents()))
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:

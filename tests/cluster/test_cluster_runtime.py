@@ -249,3 +249,18 @@ def test_a_killed_node_host_ends_every_run_once_and_reports_each_result_once(
     for run_id in workers:
         assert store.get_run(run_id).status == RunStatus.COMPLETED
         assert len(moved[run_id]) == 2  # started on the worker node, then again after the loss
+
+
+def test_what_cannot_be_sent_to_the_nodes_is_refused_at_start_naming_it(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    from subagents.cluster.connect import ClusterError
+
+    lock = threading.Lock()
+
+    def holds_a_lock(ctx: AgentContext) -> str:
+        with lock:
+            return "never"
+
+    with pytest.raises(ClusterError, match="the function agents cannot be sent to the cluster"):
+        runtime(ray_cluster, store, [FunctionAgent.create("locked", holds_a_lock)])

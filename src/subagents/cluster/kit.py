@@ -21,6 +21,7 @@ from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.behaviour.port import AgentEnv
+from subagents.cluster.connect import ClusterError
 from subagents.definitions.spec import AgentSpec
 from subagents.tools.processes import ProcessGroups
 
@@ -28,7 +29,7 @@ _NODE_PROCESSES: Any = None
 """Stands for the process groups a node makes for itself (they hold locks: not sent)."""
 
 
-class KitError(Exception):
+class KitError(ClusterError):
     """Something a node needs cannot be sent to it; the message says what."""
 
 
