@@ -264,3 +264,53 @@ def test_what_cannot_be_sent_to_the_nodes_is_refused_at_start_naming_it(
 
     with pytest.raises(ClusterError, match="the function agents cannot be sent to the cluster"):
         runtime(ray_cluster, store, [FunctionAgent.create("locked", holds_a_lock)])
+
+
+async def spreader(ctx: AgentContext) -> str:
+    """Two waiting children on each node, then waits for them (until stopped)."""
+    pending = [ctx.spawn("gated", "w") for _ in range(2)] + [
+        ctx.spawn("gated_far", "f") for _ in range(2)
+    ]
+    outcomes = await ctx.gather(*pending)
+    return ",".join(o.status for o in outcomes)
+
+
+def test_a_stop_cancels_the_subtree_on_both_nodes_once_and_their_agents_go(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    agents = [
+        FunctionAgent.create("spreader", spreader, metadata=ON_HEAD),
+        FunctionAgent.create("gated", gate, metadata=ON_HEAD),
+        FunctionAgent.create("gated_far", gate, metadata=ON_WORKER),
+    ]
+    events: list[Event] = []
+    seen = threading.Condition()
+
+    def watch(event: Event) -> None:
+        with seen:
+            events.append(event)
+            seen.notify_all()
+
+    def waiting(n: int) -> bool:
+        return sum(1 for e in events if e.kind == EventKind.WAITING and e.agent != "spreader") >= n
+
+    with runtime(ray_cluster, store, agents) as rt:
+        rt.subscribe(watch)
+        handle = rt.spawn("spreader", "go")
+        with seen:
+            assert seen.wait_for(lambda: waiting(4), WAIT_S), "four children did not wait"
+        stopped = rt.stop(handle.run_id)
+        outcome = handle.result(WAIT_S)
+        cluster = rt._hosting.cluster
+        assert cluster is not None
+        left = cluster.hosted()  # once the stops sent are applied
+        nodes = {n for ns in rt.placements().values() for n in ns}
+    assert outcome.status == RunStatus.CANCELLED
+    assert len(stopped) == 5
+    terminal: dict[str, list[str]] = {}
+    for e in events:
+        if e.kind.value in TERMINAL:
+            terminal.setdefault(e.run_id, []).append(e.kind.value)
+    assert terminal == {run_id: ["cancelled"] for run_id in stopped}
+    assert left == {ray_cluster.head_node_id: [], ray_cluster.worker_node_id: []}
+    assert nodes == {ray_cluster.head_node_id, ray_cluster.worker_node_id}

@@ -26,6 +26,7 @@ def test_batches_are_released_in_their_order_whatever_order_they_arrive_in() -> 
     assert order.arrived(3, ["c"]) == []
     assert order.arrived(1, ["a"]) == [["a"], ["b"], ["c"]]
     assert order.arrived(4, ["d"]) == [["d"]]
+    assert order.applied == 4
     with pytest.raises(ValueError, match="batch 3 arrived twice"):
         order.arrived(3, ["again"])
 

@@ -211,6 +211,15 @@ class ClusterHosting:
         with self._lock:
             self.placement.remove(node)
 
+    def hosted(self) -> dict[str, list[str]]:
+        """node -> the runs whose agents live there, once everything sent so far is applied."""
+        ray = self._ray
+        with self._lock:
+            asked = {
+                node: host.live.remote(self._seq.get(node, 0)) for node, host in self.hosts.items()
+            }
+        return {node: sorted(ray.get(ref, timeout=SETUP_TIMEOUT_S)) for node, ref in asked.items()}
+
     def placements(self) -> dict[str, list[str]]:
         """run id -> the nodes its starts were placed on, in order."""
         with self._lock:

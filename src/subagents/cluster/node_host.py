@@ -77,6 +77,7 @@ class NodeHost:
         self._runs: Any = None
         self._in_order = InOrder()
         self._epoch = 0
+        self._applied: asyncio.Condition | None = None
         self._left: asyncio.Event | None = None
         self._stopped = threading.Event()
         self.incarnation = 0
@@ -115,6 +116,9 @@ class NodeHost:
             return
         for batch in self._in_order.arrived(seq, effects):
             runs.deliver(batch)
+        if self._applied is not None:
+            async with self._applied:
+                self._applied.notify_all()
 
     async def collect(self, most: int = 1000, wait_s: float = 1.0) -> list[Any]:
         """What this node's agents told and asked the supervisor, in order (waits up to
@@ -131,8 +135,15 @@ class NodeHost:
         if self._runs is not None:
             self._runs.supervisor.answer(answers)
 
-    async def live(self) -> list[str]:
-        """The runs whose agents live here now."""
+    async def live(self, after: int = 0, wait_s: float = 60.0) -> list[str]:
+        """The runs whose agents live here once the first ``after`` batches were applied
+        (Ray may run this call before earlier ``deliver`` calls: it waits for them)."""
+        if self._applied is None:
+            self._applied = asyncio.Condition()
+        async with self._applied:
+            await asyncio.wait_for(
+                self._applied.wait_for(lambda: self._in_order.applied >= after), wait_s
+            )
         return self._runs.live() if self._runs is not None else []
 
     async def close(self) -> None:
@@ -192,6 +203,11 @@ class InOrder:
             ready.append(self._early.pop(self._next))
             self._next += 1
         return ready
+
+    @property
+    def applied(self) -> int:
+        """How many batches were released so far."""
+        return self._next - 1
 
 
 def host_name(head: str, node: str) -> str:
