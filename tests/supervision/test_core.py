@@ -46,6 +46,7 @@ from subagents.supervision.effects import (
     DisarmDeadline,
     Effect,
     Publish,
+    ScheduleRestart,
     StartRun,
     StopAgent,
     Tell,
@@ -130,6 +131,9 @@ class Driven:
         """As the actor does it: each run's mail and journal read for it."""
         reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
         return self._do(self.core.host_lost(run_ids, reason, reads)).effects
+
+    def restart_due(self, run_id: str) -> list[Effect]:
+        return self._do(self.core.restart_due(run_id)).effects
 
     def restore(self) -> tuple[RestoreReport, list[Effect]]:
         """A restore as the actor does it: the store read (nobody else alive), handed over."""
@@ -862,6 +866,31 @@ def test_restore_starts_the_running_runs_only_as_far_as_the_limits_allow() -> No
     assert started == [root, children[0]]  # parents first, then within the limit
     assert again.slots.queued() == children[1:]
     assert again.slots.in_flight == 2
+
+
+def test_a_parked_run_restarted_while_queued_for_its_slot_is_queued_once() -> None:
+    lead = AgentSpec(name="lead", description="d", restart="transient")
+    worker = AgentSpec(name="worker", description="d")
+    critic = AgentSpec(name="critic", description="d")
+    h = Harness(Limits(max_concurrency=2, per_agent=1), lead, worker, critic)
+    root = h.run("lead")
+    child = h.run("worker", root, on_failure="fail_parent")
+    other = h.spawn("lead")  # a second lead: blocked by lead's agent limit, and the global one
+    assert other.queued and other.run_id is not None
+    waiting(h, root)  # the root is asked to park for it
+    h.core.parked(Parked(run_id=root))
+    assert h.status(other.run_id) is RunStatus.RUNNING
+    h.core.slot_wanted(SlotWanted(run_id=root))  # queued for a slot back (lead is full)
+    # the child fails: its fail_parent restarts the root, which is still queued for its slot
+    effects = h.core.finished(RunFinished(run_id=child, error_kind="crash", error="x"))
+    assert of(effects, ScheduleRestart) != []
+    assert of(h.core.restart_due(root), StartRun) == []  # no slot yet: it waits for one
+    effects = h.core.finished(RunFinished(run_id=other.run_id, result="ok"))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [root]  # started once
+    h.core.finished(RunFinished(run_id=root, result="done"))
+    assert h.core.slots.in_flight == 0 and h.core.slots.queued() == []
+    # nothing of the root is left in the queue: a new run starts at once
+    assert not h.spawn("critic").queued
 
 
 # ---- a host lost (a cluster node's) ------------------------------------------------------------

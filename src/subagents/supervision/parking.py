@@ -146,9 +146,14 @@ class Parking:
         gets one), else it starts when one frees. (It had parked, and failed because a
         ``fail_parent`` child did.)"""
         run_id = state.run_id
+        queued = state.park == "wanting"  # already queued for a slot back
         state.park = None
         self.slots.not_parking(run_id)
-        return self.slots.holds(run_id) or self.slots.want_back(run_id, self.key_of(state))
+        if self.slots.holds(run_id):
+            return True
+        # Queued once: asking again would count it twice in the pool (a slot taken twice,
+        # or a queued key that never empties). It starts when the queue grants it.
+        return not queued and self.slots.want_back(run_id, self.key_of(state))
 
     def ended(self, state: RunState) -> None:
         state.park = None
