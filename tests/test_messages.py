@@ -50,6 +50,7 @@ from subagents.messages import (
     RunFinished,
     RunRecord,
     RunStatus,
+    RunUsage,
     SendMail,
     SlotWanted,
     SpawnReply,
@@ -58,6 +59,7 @@ from subagents.messages import (
     StopAll,
     StopReply,
     StopRequest,
+    StopRequested,
     SupervisorStats,
     Sweep,
     TextBlock,
@@ -67,6 +69,8 @@ from subagents.messages import (
     ToolResultBlock,
     ToolStarting,
     ToolUseBlock,
+    TreeRecords,
+    TreeUsage,
     Unpark,
     Usage,
     WaitingChanged,
@@ -135,6 +139,7 @@ RECORD = RunRecord(
     parent_run_id="r1",
     depth=1,
     status=RunStatus.RUNNING,
+    tool_calls=4,
     started_at=3.0,
     outcome=None,
     usage=USAGE,
@@ -197,6 +202,10 @@ MESSAGES: dict[type[Any], Any] = {
     Sweep: Sweep(archive_after_minutes=5.0, retention_days=2.0),
     StopAll: StopAll(reason="closing"),
     Inspect: Inspect(run_id="r1"),
+    StopRequested: StopRequested(
+        request_id="x2", requested_by="r1", requester="r1", reason="enough", journal=True
+    ),
+    TreeRecords: TreeRecords(run_id="r1"),
 }
 
 OTHERS: list[Any] = [
@@ -205,6 +214,18 @@ OTHERS: list[Any] = [
     Ask(MESSAGES[Inspect]),
     RestoreReport(resumed=["r1"], orphans=["r1"], elsewhere=["r9"], taken_from=["h:1:ab"]),
     SupervisorStats(in_flight=2, peak=3, queued=1, hosted=2, spent=USAGE),
+    TreeUsage(
+        run_id="r1",
+        status=RunStatus.RUNNING,
+        runs=1,
+        live=1,
+        steps=2,
+        tool_calls=3,
+        usage=USAGE,
+        per_run=(
+            RunUsage(run_id="r1", agent="worker", status=RunStatus.RUNNING, steps=2, usage=USAGE),
+        ),
+    ),
 ]
 """The envelopes and the answers the supervisor gives to asks."""
 
@@ -325,6 +346,10 @@ def test_every_actor_message_round_trips_alone_and_as_any_actor_message(message:
 @pytest.mark.parametrize("value", OTHERS, ids=lambda m: type(m).__name__)
 def test_envelopes_and_answers_round_trip(value: Any) -> None:
     _roundtrips(value, type(value))
+
+
+def test_the_answer_to_tree_records_is_plain_data() -> None:
+    _roundtrips((RECORD, RECORD), tuple[RunRecord, ...])
 
 
 @pytest.mark.parametrize("effect", EFFECTS, ids=lambda e: type(e).__name__)

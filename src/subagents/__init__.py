@@ -59,6 +59,9 @@ _EXPORTS = {
     "Mail": "subagents.messages",
     "MailState": "subagents.messages",
     "TreeNode": "subagents.messages",
+    "TreeUsage": "subagents.messages",
+    "RunUsage": "subagents.messages",
+    "EXTERNAL_SENDER": "subagents.messages",
     "RestoreReport": "subagents.messages",
     "SupervisorStats": "subagents.messages",
     "Totals": "subagents.supervision.totals",
@@ -76,6 +79,7 @@ _DEPRECATED = {"RunResult": "Outcome"}
 """Old names kept working for a while, with a DeprecationWarning naming the new one."""
 
 __all__ = [
+    "EXTERNAL_SENDER",
     "AdmissionError",
     "AgentContext",
     "AgentSpec",
@@ -102,6 +106,7 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "RunStore",
+    "RunUsage",
     "Runtime",
     "RuntimeClosed",
     "SQLiteStore",
@@ -120,6 +125,7 @@ __all__ = [
     "ToolResult",
     "Totals",
     "TreeNode",
+    "TreeUsage",
     "Usage",
     "Workspace",
 ]
@@ -135,6 +141,7 @@ if TYPE_CHECKING:
     from subagents.definitions.skills import SkillIndex
     from subagents.definitions.spec import AgentSpec
     from subagents.messages import (
+        EXTERNAL_SENDER,
         Event,
         EventKind,
         Mail,
@@ -145,8 +152,10 @@ if TYPE_CHECKING:
         RestoreReport,
         RunRecord,
         RunStatus,
+        RunUsage,
         SupervisorStats,
         TreeNode,
+        TreeUsage,
         Usage,
     )
     from subagents.models.anthropic import AnthropicModel

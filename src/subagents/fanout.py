@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from subagents.messages import Outcome
+from subagents.messages import Outcome, RunRecord
 from subagents.supervision.synthesis import (
-    STRATEGIES,
     Item,
     Synthesis,
-    SynthesisError,
+    check_strategy,
     outcome_value,
     synthesize,
 )
@@ -55,12 +54,7 @@ def fan_out(
     that is refused, fails or times out is reported in ``Synthesis.failed``, never dropped
     silently; ``chain`` stops at the first link that does not complete.
     """
-    if strategy not in STRATEGIES:
-        raise SynthesisError(
-            f"unknown synthesis strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
-        )
-    if strategy == "best_pick" and scorer is None:
-        raise SynthesisError("best_pick needs a scorer: a function from a value to a number")
+    check_strategy(strategy, scorer)
     for i, job in enumerate(jobs):
         if not (
             isinstance(job, tuple | list) and len(job) == 2 and all(isinstance(x, str) for x in job)
@@ -91,6 +85,56 @@ def fan_out(
                 items.append(_refused(agent, handle, weight_of))
             else:
                 items.append(_item(agent, handle.result(timeout=budget), weight_of))
+    return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
+
+
+def synthesize_runs(
+    rt: Runtime,
+    run_ids: Sequence[str],
+    strategy: str,
+    *,
+    threshold: float = 0.5,
+    scorer: Callable[[Any], float] | None = None,
+    weights: Mapping[str, float] | None = None,
+    wait: float | None = None,
+) -> Synthesis:
+    """``Runtime.synthesize``: wait up to ``wait`` seconds for ``run_ids`` to end, then
+    combine their outcomes (in the order given) by ``strategy``; see ``synthesis_of``."""
+    check_strategy(strategy, scorer)
+    budget = wait if wait is not None else rt.limits.max_timeout_s + 30.0
+    ended = rt.wait_ended(run_ids, budget)
+    runs = [(r, rt.store.get_run(r), ended.get(r)) for r in run_ids]
+    return synthesis_of(strategy, runs, threshold=threshold, scorer=scorer, weights=weights)
+
+
+def synthesis_of(
+    strategy: str,
+    runs: Sequence[tuple[str, RunRecord | None, Outcome | None]],
+    *,
+    threshold: float = 0.5,
+    scorer: Callable[[Any], float] | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> Synthesis:
+    """The synthesis of runs that already exist: ``runs`` are (run id, its record, its
+    outcome or None when it had not ended), in the order given; each is one input, as a
+    fan-out job's run would be."""
+    weight_of = dict(weights or {})
+    items: list[Item] = []
+    for run_id, record, outcome in runs:
+        agent = record.agent if record is not None else ""
+        if outcome is None:
+            status = record.status if record is not None else "gone"
+            items.append(
+                Item(
+                    source=run_id,
+                    agent=agent,
+                    weight=float(weight_of.get(agent, 1.0)),
+                    ok=False,
+                    error=f"not ended ({status}) when the synthesis was made",
+                )
+            )
+        else:
+            items.append(_item(agent, outcome, weight_of))
     return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
 
 

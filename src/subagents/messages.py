@@ -240,6 +240,8 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     outcome: Outcome | None = None
     usage: Usage = Usage()
     steps: int = 0
+    tool_calls: int = 0
+    """Tool calls its model made (spawns and mail included), as reported by its agent."""
     restarts: int = 0
     cleanup: Literal["keep", "delete"] = "keep"
     request_id: str | None = None
@@ -583,6 +585,23 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     of stopping a run that has already ended."""
 
 
+class StopRequested(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Stop every live run that ``requested_by`` requested, each with its subtree, with one
+    ``reason`` (answered with a ``StopReply``). ``requested_by`` is a run id (its children)
+    or ``EXTERNAL_SENDER`` (the root runs this runtime hosts). ``requester`` None = the
+    outside (always allowed); a run may only stop what it, or a descendant of it, requested.
+    """
+
+    request_id: str
+    requested_by: str
+    requester: str | None = None
+    reason: str = "stopped"
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
+    journal: bool = False
+    """Keep the reply in the requester's journal with the stop (as ``StopRequest.journal``)."""
+
+
 class StopReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     request_id: str
     stopped: tuple[str, ...] = ()
@@ -736,6 +755,15 @@ class Inspect(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str | None = None
 
 
+class TreeRecords(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Ask the supervisor for the records of ``run_id``'s tree that it holds in memory (a
+    tuple of ``RunRecord``, empty when it holds none): the freshest there are, ahead of
+    anything a group commit has not written yet. A view over a live tree (``Runtime.usage``)
+    lays them over the store's records of the same tree."""
+
+    run_id: str
+
+
 ActorMessage = (
     SpawnRequest
     | SpawnReply
@@ -750,6 +778,7 @@ ActorMessage = (
     | MailRead
     | Journal
     | StopRequest
+    | StopRequested
     | StopReply
     | WaitingChanged
     | RunFinished
@@ -768,6 +797,7 @@ ActorMessage = (
     | Sweep
     | StopAll
     | Inspect
+    | TreeRecords
 )
 """Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
 
@@ -815,6 +845,47 @@ class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
     spent: Usage | None = None
     """What ``Inspect.run_id``'s subtree has spent, as its budget ledger counts it (None
     when no run was named; nothing for a run the ledger does not hold)."""
+
+
+class RunUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """What one run has used so far (one line of a ``TreeUsage``)."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    parent_run_id: str | None = None
+    depth: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = Usage()
+
+
+class TreeUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run and every run under it have used so far, live or ended: the subtree's
+    totals and one ``RunUsage`` per run (the run first, then its descendants, parents
+    before children). ``live``: how many of them have not ended yet."""
+
+    run_id: str
+    status: RunStatus
+    runs: int = 0
+    live: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = Usage()
+    per_run: tuple[RunUsage, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        """Every token billed: input (with cache reads and writes) plus output."""
+        return self.usage.total_tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.usage.cost_usd
+
+    @property
+    def model_calls(self) -> int:
+        return self.usage.model_calls
 
 
 class TreeNode(msgspec.Struct, frozen=True, kw_only=True):

@@ -37,6 +37,7 @@ from subagents.assembly import (
 from subagents.behaviour.tools import Tool, as_tools, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
 from subagents.definitions.spec import AgentSpec
+from subagents.endings import Endings
 from subagents.hosting import Definitions, Hosting, Subscribers, cluster_store, join_cluster
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
@@ -55,9 +56,12 @@ from subagents.messages import (
     SpawnRequest,
     StopReply,
     StopRequest,
+    StopRequested,
     SupervisorStats,
     Sweep,
     TreeNode,
+    TreeRecords,
+    TreeUsage,
     new_id,
 )
 from subagents.models.base import Model
@@ -68,9 +72,10 @@ from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError, SupervisorCore
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import request_problem
-from subagents.supervision.synthesis import Synthesis
+from subagents.supervision.synthesis import Synthesis, check_strategy
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
+from subagents.supervision.usage import tree_usage
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.permissions import Permissions
@@ -116,6 +121,10 @@ class RunHandle:
     def send(self, text: str) -> str:
         """Mail this run from the outside; the mail id."""
         return self._rt.send(self.run_id, text)
+
+    def usage(self) -> TreeUsage:
+        """What this run and its subtree have used so far (``Runtime.usage``)."""
+        return self._rt.usage(self.run_id)
 
     def __repr__(self) -> str:
         return f"RunHandle({self.run_id!r}, status={self.status!s})"
@@ -193,6 +202,8 @@ class Runtime:
         self.timer = hosting.timer
         self._roots = RootWaiters()
         self._events = Subscribers()
+        self._endings = Endings()
+        self._events.subscribe(self._endings.on_event)
         try:
             catalog = catalog_for(specs, agent_dirs, discover, self.tool_names, strict)
             report_issues(catalog.issues(), strict)
@@ -422,6 +433,69 @@ class Runtime:
             raise LookupError(reply.error)
         return reply.stopped
 
+    def stop_all(self, *, requester: str, reason: str = "stopped") -> tuple[str, ...]:
+        """Stop every live run ``requester`` requested (a run id: its children; the
+        ``EXTERNAL_SENDER`` "external": the root runs this runtime hosts), each with its
+        subtree, all with ``reason``, in one decision: none of them starts or reports
+        between two of the stops. The ids stopped (none when nothing it requested is live);
+        ``LookupError`` for an unknown run, or one another runtime hosts."""
+        self._check_open()
+        if not isinstance(requester, str) or not requester:
+            raise TypeError(f"requester must be a run id or {EXTERNAL_SENDER!r}, got {requester!r}")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a string, got {type(reason).__name__}")
+        request = StopRequested(request_id=new_id("x"), requested_by=requester, reason=reason)
+        reply: StopReply = self._ask(request)
+        if reply.error is not None:
+            raise LookupError(reply.error)
+        return reply.stopped
+
+    def wait_any(
+        self, run_ids: Iterable[str | RunHandle], *, timeout: float | None = None
+    ) -> Outcome:
+        """The outcome of the first of ``run_ids`` to end: root runs and children alike, of
+        this runtime or another one on the same store. A run that has already ended is
+        returned at once (the first of them in the order given). ``TimeoutError`` when none
+        ends within ``timeout`` seconds; ``LookupError`` for an unknown run."""
+        ids = self._run_ids(run_ids, "wait_any")
+        ended = self._endings.wait(ids, _timeout(timeout), self.store.get_run, every=False)
+        if not ended:
+            raise TimeoutError(f"none of {', '.join(ids)} ended within {timeout} s")
+        return next(iter(ended.values()))
+
+    def wait_all(
+        self, run_ids: Iterable[str | RunHandle], *, timeout: float | None = None
+    ) -> list[Outcome]:
+        """The outcomes of ``run_ids``, in the order given, once every one has ended
+        (children and roots alike). ``TimeoutError`` naming those still running after
+        ``timeout`` seconds; ``LookupError`` for an unknown run."""
+        ids = self._run_ids(run_ids, "wait_all")
+        ended = self.wait_ended(ids, _timeout(timeout))
+        missing = [r for r in ids if r not in ended]
+        if missing:
+            raise TimeoutError(f"{', '.join(missing)} did not end within {timeout} s")
+        return [ended[r] for r in ids]
+
+    def wait_ended(self, run_ids: Sequence[str], timeout: float | None) -> dict[str, Outcome]:
+        """The outcomes of those of ``run_ids`` that ended within ``timeout`` seconds (all of
+        them, as soon as they have), in the order they were found ended."""
+        return self._endings.wait(run_ids, timeout, self.store.get_run, every=True)
+
+    def _run_ids(self, run_ids: Iterable[str | RunHandle], call: str) -> list[str]:
+        """The run ids a wait is given (ids or handles), checked, without duplicates, in
+        order."""
+        self._check_open()
+        self._check_caller()
+        if isinstance(run_ids, str | RunHandle):
+            run_ids = [run_ids]
+        ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in run_ids))
+        if not ids:
+            raise ValueError(f"{call}() needs at least one run id")
+        for run_id in ids:
+            if not isinstance(run_id, str):
+                raise TypeError(f"{call}(): run ids are strings, got {run_id!r}")
+        return ids
+
     def send(self, run_id: str, text: str, *, reply_to: str | None = None) -> str:
         """Mail a run from the outside; the mail id. ``LookupError`` for a dead or unknown run."""
         self._check_open()
@@ -447,9 +521,25 @@ class Runtime:
         status: RunStatus | Iterable[RunStatus] | None = None,
         root_run_id: str | None = None,
         agent: str | None = None,
+        requester: str | None = None,
     ) -> list[RunRecord]:
+        """Runs in creation order, filtered by status(es), tree, agent and ``requester``:
+        a run id (the runs it spawned, its children) or ``EXTERNAL_SENDER`` "external" (the
+        root runs). ``LookupError`` for a requester that is not a known run."""
         statuses = [status] if isinstance(status, RunStatus) else status
-        return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+        if requester is None:
+            return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+        if requester == EXTERNAL_SENDER:
+            parent = None
+        else:
+            asking = self.store.get_run(requester)
+            if asking is None:
+                raise LookupError(f"no run with id {requester!r}")
+            if root_run_id is not None and root_run_id != asking.root_run_id:
+                return []
+            root_run_id, parent = asking.root_run_id, requester
+        found = self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+        return [r for r in found if r.parent_run_id == parent]
 
     def get(self, run_id: str) -> RunRecord | None:
         return self.store.get_run(run_id)
@@ -467,6 +557,49 @@ class Runtime:
         if record is None:
             raise LookupError(f"no run with id {run_id!r}")
         return subtree_totals(run_id, self.store.list_runs(root_run_id=record.root_run_id))
+
+    def usage(self, run_id: str) -> TreeUsage:
+        """What ``run_id`` and every run under it have used so far, live or ended: tokens,
+        cost, model calls, steps and tool calls, for the subtree and per run (``per_run``),
+        and how many of its runs are still live. The supervisor's records (the freshest)
+        are laid over the store's, so a live tree is seen as it is now."""
+        self._check_open()
+        held: tuple[RunRecord, ...] = self._ask(TreeRecords(run_id=run_id))
+        record = self.store.get_run(run_id)
+        if record is None and not held:
+            raise LookupError(f"no run with id {run_id!r}")
+        root = record.root_run_id if record is not None else held[0].root_run_id
+        records = {r.run_id: r for r in self.store.list_runs(root_run_id=root)}
+        records.update((r.run_id, r) for r in held)
+        return tree_usage(run_id, records.values())
+
+    def synthesize(
+        self,
+        run_ids: Iterable[str | RunHandle],
+        strategy: str = "vote",
+        *,
+        threshold: float = 0.5,
+        scorer: Callable[[Any], float] | None = None,
+        weights: Mapping[str, float] | None = None,
+        wait: float | None = None,
+    ) -> Synthesis:
+        """Combine the results of runs that already exist (started with ``spawn``, children
+        of a run, runs of an earlier process) by ``strategy``, as ``fan_out`` does, once they
+        have ended (up to ``wait`` seconds; default: the longest timeout a run may have). A
+        run that did not complete, or had not ended, is in ``Synthesis.failed``.
+        ``LookupError`` for an unknown run (docs/runtime.md)."""
+        from subagents.fanout import synthesize_runs
+
+        check_strategy(strategy, scorer)
+        return synthesize_runs(
+            self,
+            self._run_ids(run_ids, "synthesize"),
+            strategy,
+            threshold=threshold,
+            scorer=scorer,
+            weights=weights,
+            wait=_timeout(wait),
+        )
 
     def fan_out(
         self,
@@ -550,6 +683,15 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _timeout(timeout: float | None) -> float | None:
+    """A wait's timeout, checked: None (no limit) or a number of seconds, not NaN."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
+        raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    return max(0.0, float(timeout))
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:

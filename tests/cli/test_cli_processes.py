@@ -105,7 +105,23 @@ def test_stop_all_posts_a_stop_for_every_live_root(cli: Cli) -> None:
     nothing = cli("stop", "--all")
     assert nothing.returncode == 0 and "no live runs to stop" in nothing.stdout
     usage = cli("stop")
-    assert usage.returncode == 2 and "give either RUN or --all" in usage.stderr
+    assert usage.returncode == 2 and "give either RUN, --all or --requester RUN" in usage.stderr
+
+
+def test_stop_requester_stops_the_runs_a_run_requested_not_the_run(cli: Cli) -> None:
+    proc = cli.run_team("lead", "delegated")
+    worker = cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
+    lead = worker["parent_run_id"]
+    posted = cli.json("stop", "--requester", lead, "--wait", "20")
+    assert [(p["agent"], p["run_id"]) for p in posted] == [("worker", worker["run_id"])]
+    _code, out, err = finish(proc)
+    runs = {r["agent"]: r for r in msgspec.json.decode(out)["runs"]}
+    assert runs["worker"]["status"] == "cancelled"
+    assert runs["lead"]["status"] != "cancelled", err  # it heard, and went on
+    nothing = cli("stop", "--requester", lead)
+    assert nothing.returncode == 0 and "no live runs to stop" in nothing.stdout
+    both = cli("stop", lead, "--requester", lead)
+    assert both.returncode == 2 and "give either RUN, --all or --requester RUN" in both.stderr
 
 
 def test_log_follow_prints_until_the_run_ends(cli: Cli) -> None:

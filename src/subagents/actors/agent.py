@@ -45,6 +45,7 @@ from subagents.messages import (
     SpawnRequest,
     StepTaken,
     StopRequest,
+    StopRequested,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
@@ -284,7 +285,7 @@ class AgentActor(FastInboxActor):
         self._reading = None
         self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
 
-    def request_stop(self, req: StopRequest) -> None:
+    def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:

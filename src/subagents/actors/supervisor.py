@@ -70,11 +70,13 @@ from subagents.messages import (
     StopAll,
     StopReply,
     StopRequest,
+    StopRequested,
     Sweep,
     Timeout,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
+    TreeRecords,
     WaitingChanged,
 )
 from subagents.store.base import RunStore, StoreError
@@ -244,6 +246,8 @@ class SupervisorActor(FastInboxActor):
                 reply = MailAck(request_id=rid, error=reason)
             case StopRequest(requester=str(run_id), request_id=rid):
                 reply = StopReply(request_id=rid, error=reason)
+            case StopRequested(requester=str(run_id), request_id=rid):
+                reply = StopReply(request_id=rid, error=reason)
             case _:
                 return
         self.effector.tell(run_id, reply)
@@ -298,6 +302,8 @@ class SupervisorActor(FastInboxActor):
             return ()
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)
+        if isinstance(message, TreeRecords):  # a view of memory: nothing is written
+            return self.core.tree_records(message.run_id)
         raise StoreError(self.store_failure or "the run store failed")
 
     def _refuse_tell(self, message: Any) -> None:
@@ -387,6 +393,8 @@ class SupervisorActor(FastInboxActor):
                 decision = core.finished(message)
             case StopRequest():
                 decision = core.stop(message)
+            case StopRequested():
+                decision = core.stop_requested(message)
             case Timeout(run_id=run_id):
                 decision = core.timeout(run_id)
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it
@@ -403,6 +411,8 @@ class SupervisorActor(FastInboxActor):
                 decision = core.stop_all(reason)
             case Inspect(run_id=run_id):
                 return core.stats(run_id)
+            case TreeRecords(run_id=run_id):
+                return core.tree_records(run_id)
             case Sweep():
                 return self._sweep(message, asked=asked)
             case _:

@@ -2,7 +2,8 @@
 
 ``def fn(ctx) -> result`` runs to completion on the agent's thread. ``async def fn(ctx)`` can
 also wait: it awaits ``ctx.spawn(...)``, ``ctx.receive()``, ``ctx.send(...)``,
-``ctx.stop(...)``, ``ctx.sleep(...)``, ``ctx.gather(...)``. The coroutine is driven by the
+``ctx.stop(...)``, ``ctx.stop_children()``, ``ctx.sleep(...)``, ``ctx.gather(...)``,
+``ctx.wait_any(...)``. The coroutine is driven by the
 agent's actor without asyncio: each ``await`` on a context operation hands the actor a
 ``Pending``; the actor goes back to its mailbox and resumes the coroutine when the answer
 arrives, so waiting on a child never blocks a thread.
@@ -33,7 +34,7 @@ import math
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,14 +49,17 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     MailAck,
+    Outcome,
     Replay,
     SendMail,
     SpawnReply,
     SpawnRequest,
     StopReply,
     StopRequest,
+    StopRequested,
     Wake,
 )
+from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
 class SpawnRefused(Exception):
@@ -121,6 +125,8 @@ _CONSTANT_CALLS = {
     "mailbox": "mailbox()",
     "sleep": "sleep(...)",
     "gather": "gather(...)",
+    "wait_any": "wait_any(...)",
+    "stop_children": "stop_children()",
 }
 
 
@@ -169,6 +175,43 @@ class PendingAll(Pending):
                 self.resolve(error=part.error)
                 return
         self.resolve([p.value for p in self.parts])
+
+
+class PendingAny(Pending):
+    """Resolved when one part is: ``(position, value)`` of the first answered (its error
+    raised). ``first``: the position a replayed journal says won, waited for whatever
+    resolves before it; otherwise the winner is journaled before the function sees it."""
+
+    def __init__(
+        self, key: str, parts: tuple[Pending, ...], first: int | None, b: FunctionBehaviour
+    ) -> None:
+        super().__init__(key)
+        self.parts = parts
+        self.first = first
+        self._b = b
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.resolved:
+            return
+        if self.first is not None:
+            if not 0 <= self.first < len(self.parts):
+                self.resolve(error=IndexError(f"wait_any(): no call at {self.first}"))
+                return
+            candidates: list[tuple[int, Pending]] = [(self.first, self.parts[self.first])]
+        else:
+            candidates = list(enumerate(self.parts))
+        for index, part in candidates:
+            if part.resolved:
+                if self.first is None:
+                    self._b.port.journal(
+                        JournalEntry(request_id=self.key, observed=True, result=index)
+                    )
+                if part.error is not None:
+                    self.resolve(error=part.error)
+                else:
+                    self.resolve((index, part.value))
+                return
 
 
 @dataclass(frozen=True)
@@ -388,6 +431,76 @@ class AgentContext:
         )
         return pending
 
+    def stop_children(self, reason: str | None = None) -> Pending:
+        """Stop every live run this run requested (its children, each with its subtree),
+        with one reason, in one decision. Awaiting gives the ids stopped (none when no child
+        is live). Journaled like ``stop``: a replay gets the same answer."""
+        b = self._b
+        key, replayed = b.call("stop_children", 0)
+        pending = b.pending(key)
+        seen = _seen(replayed)  # written by the supervisor with the stop itself
+        if seen is not None:
+            if seen.error is not None:
+                b.resolve(key, error=StopError(seen.error))
+            else:
+                stopped = seen.result if isinstance(seen.result, list) else []
+                b.resolve(key, [str(r) for r in stopped])
+            return pending
+        if replayed is None:
+            b.port.journal(JournalEntry(request_id=key, kind="stop_children"))
+        b.port.request_stop(
+            StopRequested(
+                request_id=key,
+                requested_by=self.run_id,
+                requester=self.run_id,
+                reason=reason or f"stopped by {self.agent} ({self.run_id})",
+                journal=True,
+            )
+        )
+        return pending
+
+    def wait_any(self, *pendings: Pending) -> Pending:
+        """Await the first of several operations to be answered (the first child to end,
+        the first mail...): its position among ``pendings`` and its value, ``(i, value)``
+        (its error raised). Journaled: a replay is handed the same one, whatever order the
+        answers come back in then. The others go on; await them later, or stop them."""
+        for part in pendings:
+            if not isinstance(part, Pending):
+                raise TypeError(
+                    f"wait_any() takes ctx operations (spawn, send, receive...), not {part!r}"
+                )
+        if not pendings:
+            raise ValueError("wait_any() needs at least one ctx operation")
+        b = self._b
+        digest = _digest(*(p.key for p in pendings))
+        key, replayed = b.call("wait_any", digest, f"{len(pendings)} calls")
+        first: int | None = None
+        seen = _seen(replayed)
+        if seen is not None and isinstance(seen.result, int):
+            first = seen.result
+        elif replayed is None:
+            b.port.journal(JournalEntry(request_id=key, kind="wait_any", digest=digest))
+        group = PendingAny(key, tuple(pendings), first, b)
+        if not group.resolved:
+            b.groups.append(group)
+        return group
+
+    def synthesize(
+        self,
+        outcomes: Sequence[Outcome],
+        strategy: str = "vote",
+        *,
+        threshold: float = 0.5,
+        scorer: Callable[[Any], float] | None = None,
+        weights: Mapping[str, float] | None = None,
+    ) -> Synthesis:
+        """Combine the outcomes of children this run already has (from ``spawn`` or
+        ``gather``) by ``strategy``, as ``Runtime.synthesize`` does for runs: merge, vote,
+        consensus, best_pick, weighted_average (``weights`` by agent), chain, collect. Pure:
+        nothing is journaled, the same outcomes give the same synthesis."""
+        items = [_outcome_item(o, dict(weights or {})) for o in outcomes]
+        return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
+
     def sleep(self, seconds: float) -> Pending:
         """Awaiting returns after ``seconds`` (without holding a thread). After a crash, a
         sleep that had ended is not slept again; one that had not sleeps what is left."""
@@ -425,6 +538,18 @@ class AgentContext:
         return group
 
 
+def _outcome_item(outcome: Outcome, weights: Mapping[str, float]) -> Item:
+    """A child's outcome as a synthesis input (its agent is not in an Outcome: weights by
+    agent apply to what ``Outcome`` cannot name, so they are keyed by run id here too)."""
+    return Item(
+        source=outcome.run_id,
+        weight=float(weights.get(outcome.run_id, 1.0)),
+        value=outcome_value(outcome.result, outcome.typed) if outcome.ok else None,
+        ok=outcome.ok,
+        error=None if outcome.ok else f"{outcome.status}: {outcome.error}",
+    )
+
+
 def _seconds(call: str, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise TypeError(f"{call}(): {name} must be a number of seconds, got {value!r}")
@@ -453,7 +578,7 @@ class FunctionBehaviour:
         against, and what a diverged replay's error shows)."""
         self.agents: dict[str, str] = {}
         """The agent of each run of the tree, by run id (a send may name its recipient so)."""
-        self.groups: list[PendingAll] = []
+        self.groups: list[PendingAll | PendingAny] = []
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
         self.sleepers: dict[str, Pending] = {}

@@ -25,6 +25,7 @@ from subagents.messages import (
     SpawnRequest,
     StepTaken,
     StopRequest,
+    StopRequested,
     ToolAnswered,
     ToolStarting,
 )
@@ -67,7 +68,7 @@ class AgentPort(Protocol):
         """Send the held mail reports now."""
         ...
 
-    def request_stop(self, req: StopRequest) -> None: ...
+    def request_stop(self, req: StopRequest | StopRequested) -> None: ...
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         """Record a step. ``wait``: return only once it is recorded (and a budget stop it
         caused is known, through ``cancel``), as before any further model call; a step after

@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "stop": (
         "subagents.cli.stop_cmd",
-        "Stop a run and its subtree, or every live run (`subagents stop RUN|--all`).",
+        "Stop a run with its subtree, every live run, or a run's children (`subagents stop`).",
     ),
     "send": (
         "subagents.cli.send_cmd",

@@ -1,7 +1,11 @@
-"""Stop a run and its subtree, or every live run (`subagents stop RUN|--all`).
+"""Stop a run with its subtree, every live run, or a run's children (`subagents stop`).
+
+`subagents stop RUN|--all|--requester RUN`.
 
 The stop is posted as a command through the store; the process hosting that run's tree takes
-it within a second and cancels the run and its descendants (deepest first). A run whose host
+it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
+posts one stop for each live child of RUN (each goes with its subtree; RUN goes on): one
+command per child, so, unlike `Runtime.stop_all`, they are not one decision. A run whose host
 is gone (orphaned) keeps the stop until `subagents resume` takes it up. With --wait the
 command waits until the stopped runs have ended in the store (exit 1 if they have not).
 """
@@ -40,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", nargs="?", metavar="RUN", help="run id, unique prefix, or #N")
     parser.add_argument("--all", action="store_true", help="stop every live root run")
     parser.add_argument(
+        "--requester",
+        metavar="RUN",
+        default=None,
+        help="stop every live run that RUN requested (its children, with their subtrees)",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         nargs="?",
@@ -60,13 +70,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    if args.all == (args.run_ref is not None):
-        raise CliError("give either RUN or --all", EXIT_USAGE)
+    if (args.run_ref is not None) + args.all + (args.requester is not None) != 1:
+        raise CliError("give either RUN, --all or --requester RUN", EXIT_USAGE)
     if args.wait is not None and args.wait < 0:
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
     with open_inspected_store(args) as store:
         if args.all:
             targets = _live_roots(store)
+        elif args.requester is not None:
+            targets = _live_children(store, resolve(store, args.requester))
         else:
             record = resolve(store, args.run_ref)
             if record.status.terminal:
@@ -123,6 +135,15 @@ def _live_roots(store: InspectedStore) -> list[RunRecord]:
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     return [r for r in live if r.parent_run_id is None]
+
+
+def _live_children(store: InspectedStore, requester: RunRecord) -> list[RunRecord]:
+    """The live runs ``requester`` requested (its children)."""
+    try:
+        live = store.list_runs(statuses=live_statuses(), root_run_id=requester.root_run_id)
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    return [r for r in live if r.parent_run_id == requester.run_id]
 
 
 def _wait_ended(store: InspectedStore, run_ids: list[str], wait: float) -> list[str]:

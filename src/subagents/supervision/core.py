@@ -52,6 +52,7 @@ from subagents.messages import (
     StepTaken,
     StopReply,
     StopRequest,
+    StopRequested,
     SupervisorStats,
     ToolAnswered,
     ToolCalled,
@@ -69,6 +70,7 @@ from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.recovery import Recovery
+from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable
 from subagents.supervision.slots import SlotPool
 
@@ -135,6 +137,7 @@ class SupervisorCore:
             default_model=default_model,
             owner=owner,
         )
+        self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.recovery = Recovery(
             self.runs,
             self.effects,
@@ -168,19 +171,33 @@ class SupervisorCore:
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
         reply = self._stop(req)
-        if req.requester is not None:
-            if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
-                # A function agent's ctx.stop: its answer is journaled with the stop, so a
-                # replay after a crash gets it instead of stopping an ended run.
-                entry = JournalEntry(
-                    request_id=req.request_id,
-                    observed=True,
-                    result=list(reply.stopped),
-                    error=reply.error,
-                )
-                self.effects.writes.append(SaveJournal(req.requester, (entry,)))
-            self.effects.effects.append(Tell(req.requester, reply))
+        self._answer_stop(req, reply)
         return self._decided(reply)
+
+    def stop_requested(self, req: StopRequested) -> Decision:
+        """Stop every live run ``req.requested_by`` requested (its children, or the roots
+        for the outside), each with its subtree, with one reason, in one decision. The reply
+        is a ``StopReply`` (also told to a requesting run)."""
+        self.effects.begin()
+        reply = self.requesters.stop(req)
+        self._answer_stop(req, reply)
+        return self._decided(reply)
+
+    def _answer_stop(self, req: StopRequest | StopRequested, reply: StopReply) -> None:
+        """Tell a requesting run its stop's reply (journaled first, if it asked)."""
+        if req.requester is None:
+            return
+        if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
+            # A function agent's ctx.stop: its answer is journaled with the stop, so a
+            # replay after a crash gets it instead of stopping an ended run.
+            entry = JournalEntry(
+                request_id=req.request_id,
+                observed=True,
+                result=list(reply.stopped),
+                error=reply.error,
+            )
+            self.effects.writes.append(SaveJournal(req.requester, (entry,)))
+        self.effects.effects.append(Tell(req.requester, reply))
 
     def _stop(self, req: StopRequest) -> StopReply:
         target = self.runs.get(req.run_id)
@@ -316,6 +333,7 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
+            self.runs.update(state, tool_calls=state.record.tool_calls + 1)
             self.runs.emit(state, EventKind.TOOL_CALL, tool=msg.tool, input=msg.input)
         return self._decided()
 
@@ -420,6 +438,11 @@ class SupervisorCore:
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------
+
+    def tree_records(self, run_id: str) -> tuple[RunRecord, ...]:
+        """The records of ``run_id``'s tree held in memory, the freshest there are (none
+        for a tree not held here): what views of a live tree lay over the store's."""
+        return self.requesters.tree_records(run_id)
 
     def stats(self, run_id: str | None = None) -> SupervisorStats:
         """Counters for tests, tools and dashboards; with ``run_id``, what its subtree has

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -29,6 +30,7 @@ from subagents.messages import (
     RunFinished,
     RunRecord,
     RunStatus,
+    Usage,
 )
 from subagents.store.writes import OutcomeDelivered, SaveOutcome
 from subagents.supervision.effects import (
@@ -57,6 +59,19 @@ _STATUS_EVENT = {
     RunStatus.TIMED_OUT: EventKind.TIMED_OUT,
     RunStatus.BUDGET_EXCEEDED: EventKind.BUDGET_EXCEEDED,
 }
+
+
+def usage_data(usage: Usage) -> dict[str, Any]:
+    """A run's usage as an end event carries it: plain JSON data (the event is kept by the
+    store and read back as JSON), every counter of ``Usage`` by name."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cost_usd": usage.cost_usd,
+        "model_calls": usage.model_calls,
+    }
 
 
 @dataclass(frozen=True)
@@ -212,7 +227,15 @@ class Lifecycle:
         self.effects.writes.append(SaveOutcome(outcome))
         self.slots.release(record.run_id)
         self.effects.effects.append(DisarmDeadline(record.run_id))
-        self.runs.emit(state, _STATUS_EVENT[end.status], error_kind=end.error_kind, error=end.error)
+        self.runs.emit(
+            state,
+            _STATUS_EVENT[end.status],
+            error_kind=end.error_kind,
+            error=end.error,
+            steps=record.steps,
+            tool_calls=record.tool_calls,
+            usage=usage_data(record.usage),
+        )
         self._deliver(state, outcome)
         self.mail.dead_letters(state, end.unread)
         self.parking.ended(state)

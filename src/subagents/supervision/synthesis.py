@@ -96,6 +96,17 @@ def canonical(value: Any) -> str:
         return repr(value)
 
 
+def check_strategy(strategy: str, scorer: Callable[[Any], float] | None) -> None:
+    """``SynthesisError`` for a strategy that cannot run as asked: checked before any run is
+    started or waited for, not after."""
+    if strategy not in STRATEGIES:
+        raise SynthesisError(
+            f"unknown synthesis strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
+        )
+    if strategy == "best_pick" and scorer is None:
+        raise SynthesisError("best_pick needs a scorer: a function from a value to a number")
+
+
 def synthesize(
     strategy: str,
     items: Iterable[Item],

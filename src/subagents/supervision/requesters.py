@@ -1,0 +1,94 @@
+"""Requesters: the runs a requester asked for, stopped together, and the live records of a
+tree, read for views.
+
+Every run has one requester: its parent run, or the outside (``EXTERNAL_SENDER``) for a
+root. An embedder (or a function agent) that started many runs wants to end them together,
+with one reason, in one decision: no run of the set may start, or report, between two of
+their stops. This part finds them in the run table and cancels them through the one cancel
+walk (``Lifecycle.cancel``), queued runs first, so that a slot freed by a stop is not handed
+to a run about to be stopped too. Pure, like the rest of the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    RunRecord,
+    RunStatus,
+    StopReply,
+    StopRequested,
+)
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.runs import RunState, RunTable
+
+QUEUED = RunStatus.QUEUED
+
+
+class Requesters:
+    """Runs by requester: found, stopped together; a tree's live records, for views."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        lifecycle: Lifecycle,
+        read_run: Callable[[str], RunRecord | None],
+    ) -> None:
+        self.runs = runs
+        self.lifecycle = lifecycle
+        self.read_run = read_run
+        """The record of a run not held in memory (an ended, forgotten tree)."""
+
+    def requested_by(self, requester: str) -> list[RunState]:
+        """The live runs ``requester`` (a run id, or ``EXTERNAL_SENDER`` for the roots) has
+        requested, queued ones first, each group in the order they were admitted."""
+        if requester == EXTERNAL_SENDER:
+            found = [s for s in self.runs if s.record.parent_run_id is None]
+        else:
+            found = [s for r in self.runs.tree.children(requester) if (s := self.runs.get(r))]
+        live = [s for s in found if not s.record.status.terminal]
+        return sorted(live, key=lambda s: s.record.status is not RunStatus.QUEUED)
+
+    def stop(self, msg: StopRequested) -> StopReply:
+        """Cancel every live run ``msg.requested_by`` requested, with its subtree (deepest
+        first), all with ``msg.reason``. A run asking may only stop what it, or one of its
+        descendants, requested; the outside may stop anything."""
+        reply_id = msg.request_id
+        by = msg.requested_by
+        if msg.requester is not None:
+            if self.runs.reporting(msg.requester, msg.attempt) is None:
+                return StopReply(request_id=reply_id, error=f"run {msg.requester} is not running")
+            if by != msg.requester and not self.runs.tree.is_descendant(by, msg.requester):
+                return StopReply(
+                    request_id=reply_id,
+                    error=f"runs requested by {by} are not descendants of {msg.requester}; a"
+                    " run may only stop its own descendants",
+                )
+        elif by != EXTERNAL_SENDER and by not in self.runs:
+            record = self.read_run(by)
+            if record is None:
+                return StopReply(request_id=reply_id, error=f"no run with id {by!r}")
+            if not record.status.terminal:
+                return StopReply(
+                    request_id=reply_id,
+                    error=f"run {by} is hosted by another runtime: stop the runs it requested"
+                    " one by one (each stop is passed on to their host)",
+                )
+            return StopReply(request_id=reply_id)  # ended: so has everything it requested
+        tops = self.requested_by(by)
+        # The queued runs of every subtree first: a slot freed by a stop would otherwise go
+        # to a queued run below another of them, started only to be cancelled.
+        inside = [r for top in tops for r in self.runs.tree.subtree(top.run_id)]
+        queued = [s for r in inside if (s := self.runs.live(r)) and s.record.status is QUEUED]
+        stopped: list[str] = []
+        for state in [*queued, *tops]:
+            if self.runs.live(state.run_id) is not None:  # not ended by an earlier stop
+                stopped += self.lifecycle.cancel(state, msg.reason)
+        return StopReply(request_id=reply_id, stopped=tuple(stopped))
+
+    def tree_records(self, run_id: str) -> tuple[RunRecord, ...]:
+        """The records of ``run_id``'s tree held in memory (none when it is not held)."""
+        if run_id not in self.runs:
+            return ()
+        return tuple(self.runs.tree_records(self.runs.tree.root(run_id)))
