@@ -88,15 +88,18 @@ def steady_lateness(n: int, first: float, spread: float) -> tuple[list[float], b
     return late, False, first / 2
 
 
-AGENT_THREAD_PREFIXES = ("subagents-agent-", "AgentActor")  # pooled, or pykka's own
+AGENT_THREAD_PREFIXES = ("subagents-dispatch-", "subagents-agent-", "AgentActor")
 
 
 def _agent_threads() -> int:
     return sum(1 for t in threading.enumerate() if t.name.startswith(AGENT_THREAD_PREFIXES))
 
 
-def _live_actors() -> int:
-    return len(pykka.ActorRegistry.get_all())
+def _live_actors(rt: Runtime) -> int:
+    """pykka's registered actors, and the runtime's agent actors on its dispatcher (which
+    pykka's ``ActorRegistry`` does not hold)."""
+    dispatcher = rt._hosting.dispatcher
+    return len(pykka.ActorRegistry.get_all()) + (dispatcher.live if dispatcher else 0)
 
 
 def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
@@ -126,23 +129,23 @@ def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
 
     limits = Limits(max_concurrency=size, per_agent=size, max_children=size, queue_bound=size)
     with Runtime({"root": root, "mid": mid, "leaf": leaf}, limits=limits) as rt:
-        actors_before = _live_actors()  # the runtime's own (supervisor, registry)
+        actors_before = _live_actors(rt)  # the runtime's own (supervisor, registry)
         rt.subscribe(on_event)
         handle = rt.spawn("root", "tree")
         if not all_waiting.wait(30):
             raise RuntimeError(f"only {len(waiting)} of {size} runs waiting after 30 s")
-        actors_live = _live_actors() - actors_before
+        actors_live = _live_actors(rt) - actors_before
         threads_live = _agent_threads()
         start = time.perf_counter()
         stopped = rt.stop(handle.run_id)
         answered = time.perf_counter() - start
         outcome = handle.result(timeout=30)
         delivered = time.perf_counter() - start
-        while _live_actors() > actors_before and time.perf_counter() - start < 30:
+        while _live_actors(rt) > actors_before and time.perf_counter() - start < 30:
             time.sleep(0.0005)  # a benchmark may poll; nothing tells us when an actor stopped
         actors_stopped = time.perf_counter() - start
         threads_after = _agent_threads()
-        actors_left = _live_actors() - actors_before
+        actors_left = _live_actors(rt) - actors_before
     if len(stopped) != size or outcome.status != RunStatus.CANCELLED or actors_left:
         raise RuntimeError(
             f"stopped {len(stopped)} of {size}; root ended {outcome.status};"

@@ -138,8 +138,8 @@ def _area(module: str, name: str) -> str:
 def _role(names: set[str], thread_name: str) -> str:
     if any(n.startswith("SupervisorActor.") for n in names):
         return "supervisor"
-    if any(n.startswith("AgentActor.") for n in names):
-        return "agents"
+    if any(n.startswith(("AgentActor.", "Dispatcher.")) for n in names):
+        return "agents"  # an agent's own thread, or a dispatcher thread (pooled agents)
     if thread_name == "_MainThread" or thread_name == "MainThread":
         return "caller (main thread)"
     if any(n.startswith("TimerService.") for n in names):
@@ -172,6 +172,8 @@ def profile(shape: str, count: int | None = None) -> dict[str, Any]:
     calls: collections.Counter[str] = collections.Counter()
     for thread in yappi.get_thread_stats():
         stats = list(yappi.get_func_stats(filter={"ctx_id": thread.id}))
+        for s in stats:  # a pooled agent's methods count as the agent's
+            s.name = s.name.removeprefix("Pooled")
         names = {s.name for s in stats}
         role = _role(names, thread.name)
         role_cpu[role] += thread.ttot

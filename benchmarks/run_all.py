@@ -451,6 +451,14 @@ def _more_tools(r: dict[str, Any]) -> list[Row]:
             "-",
             "-",
         ),
+        (
+            f"journaled call with a 1 KB answer, turn of {journal['long_turn_calls']:,} calls",
+            f"{journal['long_turn_1kb_us_per_call']} us",
+            f"turn of 20 calls {journal['short_turn_1kb_us_per_call']} us",
+            f"{journal['long_turn_growth']}x",
+            "~1x: a call's journal writes cost its own size, not the turn's",
+            "-",
+        ),
     ]
     return rows
 

@@ -15,16 +15,17 @@ script): measured in one process, the side measured second reuses the memory the
 - close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined); raw: a
   stop told to every actor, then each stop waited for.
 
-Today each waiting run holds an OS thread, so n is bounded by the machine (``pid_max``,
-``threads-max``, ``ulimit -u``, ``vm.max_map_count``; threads of other processes count
-too). The runtime side first starts ``min(n, 500)`` runs, measures the threads they hold, and
-when n of them would not fit in what the machine has left it does not try (a machine out of
-threads fails other people's processes too): ``tried: false`` and the reason are the result.
-``--force`` tries anyway, and a run or thread that cannot start is reported as the result, not
-a crash. When n was not tried, the runtime side is measured again at 10,000 (``measured_at``)
-so the run still gives figures. The raw side is measured at ``--raw-n`` (default
-min(n, 10,000)): memory per actor does not depend on n, and raw pykka needs a thread per actor
-too. The default n is the goal's, 100,000.
+A waiting run holds no OS thread (its actor's mailbox is drained by the runtime's few dispatcher
+threads: ``actors/pooled.py``); with ``Runtime(agent_threads="own")`` it held one, and n was
+bounded by the machine (``pid_max``, ``threads-max``, ``ulimit -u``, ``vm.max_map_count``;
+threads of other processes count too). The runtime side first starts ``min(n, 500)`` runs,
+measures the threads they hold, and when n of them would not fit in what the machine has left it
+does not try (a machine out of threads fails other people's processes too): ``tried: false`` and
+the reason are the result. ``--force`` tries anyway, and a run or thread that cannot start is
+reported as the result, not a crash. When n was not tried, the runtime side is measured again at
+10,000 (``measured_at``) so the run still gives figures. The raw side is measured at ``--raw-n``
+(default min(n, 10,000)): memory per actor does not depend on n, and raw pykka needs a thread
+per actor too. The default n is the goal's, 100,000.
 
 Goals (issue 17): 100,000 live waiting subagents at <= 1.5x the memory of a raw pykka actor
 each, started in under 10 s and closed in under 5 s.

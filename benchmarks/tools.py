@@ -181,34 +181,54 @@ def overhead_figures(root: Path, calls: int) -> dict[str, Any]:
     }
 
 
-def journal_figures(root: Path, calls: int) -> dict[str, Any]:
+def padded(a: int, b: int) -> str:
+    """A tool whose answer is 1 KB: what a turn's answers add to its checkpoint."""
+    return f"{a + b}".ljust(1024, ".")
+
+
+def per_call_in_a_turn(root: Path, tool: Tool, calls: int, rounds: int) -> float:
+    """Seconds per call in a real run on SQLite whose one turn makes ``calls`` calls of
+    ``tool`` (the median of ``rounds`` runs, after a warm-up run)."""
+    batch = [{"name": tool.name, "input": {"a": i, "b": 1}} for i in range(calls)]
+    model = ScriptedModel({"bench": [{"tool_calls": batch}, "done"]})
+    spec = AgentSpec(name="bench", description="d", prompt="p")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(Path(tmp) / "runs.db")
+        with Runtime(
+            [spec], model=model, store=store, tools=[tool], workspace=root,
+            command_poll_s=0, sweep_every_s=0,
+        ) as rt:  # fmt: skip
+            rt.run("bench", "warm up")
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                rt.run("bench", "go")
+                times.append(time.perf_counter() - start)
+        store.close()
+    settle()
+    return median(times) / calls
+
+
+def journal_figures(root: Path, calls: int, long_calls: int) -> dict[str, Any]:
     """Per call in a real run on SQLite: an idempotent tool vs a side-effecting one (``calls``
-    calls in one turn; the median of several runs)."""
+    calls in one turn), and a side-effecting tool with 1 KB answers in a turn of ``calls``
+    vs ``long_calls`` calls: each call's journal writes (started, answered) must cost the
+    size of that call, not of the turn so far (``long_turn_growth`` near 1, not growing with
+    the turn as it did when each call re-saved the whole checkpoint)."""
     out: dict[str, Any] = {}
     for label, idempotent in (("idempotent", True), ("side_effecting", False)):
         tool = Tool.from_function(add, idempotent=idempotent)
-        batch = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(calls)]
-        model = ScriptedModel({"bench": [{"tool_calls": batch}, "done"]})
-        spec = AgentSpec(name="bench", description="d", prompt="p")
-        with tempfile.TemporaryDirectory() as tmp:
-            store = SQLiteStore(Path(tmp) / "runs.db")
-            with Runtime(
-                [spec], model=model, store=store, tools=[tool], workspace=root,
-                command_poll_s=0, sweep_every_s=0,
-            ) as rt:  # fmt: skip
-                rt.run("bench", "warm up")
-                times = []
-                for _ in range(5):
-                    start = time.perf_counter()
-                    rt.run("bench", "go")
-                    times.append(time.perf_counter() - start)
-                elapsed = median(times)
-            store.close()
-        out[f"{label}_us_per_call"] = rounded(elapsed / calls * 1e6, 1)
-        settle()
+        out[f"{label}_us_per_call"] = rounded(per_call_in_a_turn(root, tool, calls, 5) * 1e6, 1)
     out["journal_round_trip_us"] = rounded(
         out["side_effecting_us_per_call"] - out["idempotent_us_per_call"], 1
     )
+    tool = Tool.from_function(padded)
+    short = per_call_in_a_turn(root, tool, calls, 3)
+    long = per_call_in_a_turn(root, tool, long_calls, 3)
+    out["long_turn_calls"] = long_calls
+    out["short_turn_1kb_us_per_call"] = rounded(short * 1e6, 1)
+    out["long_turn_1kb_us_per_call"] = rounded(long * 1e6, 1)
+    out["long_turn_growth"] = ratio(long, short)
     return out
 
 
@@ -231,7 +251,7 @@ def main() -> None:
             read = read_figures(root, ctx, rounds)
             settle()
             overhead = overhead_figures(root, calls)
-            journal = journal_figures(root, 20)
+            journal = journal_figures(root, 20, 100 if args.quick else 1000)
     finally:
         processes.kill_all()
     worst = max(g["ratio"] for g in grep.values())

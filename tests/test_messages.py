@@ -25,6 +25,7 @@ from subagents.messages import (
     Batch,
     ChatMessage,
     Checkpoint,
+    CheckpointDelta,
     ChildDone,
     Continue,
     DeliverMail,
@@ -78,6 +79,7 @@ from subagents.messages import (
 )
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
+    AddToCheckpoint,
     AppendEvent,
     OutcomeDelivered,
     PostCommand,
@@ -257,6 +259,10 @@ WRITES: list[Write] = [
     SaveRun(RECORD),
     AppendEvent(EVENT),
     SaveCheckpoint(CHECKPOINT),
+    AddToCheckpoint(CheckpointDelta(run_id="r1", step=3, started="toolu_9")),
+    AddToCheckpoint(
+        CheckpointDelta(run_id="r1", step=3, answered=ToolResultBlock("toolu_9", "ok", False))
+    ),
     SaveMails((MAIL,)),
     SetMailsState(("m1", "m2"), MailState.READ),
     SaveOutcome(OUTCOME),
@@ -360,6 +366,10 @@ def test_every_effect_of_a_decision_is_plain_data(effect: Any) -> None:
 @pytest.mark.parametrize("write", WRITES, ids=lambda w: type(w).__name__)
 def test_every_store_write_of_a_decision_is_plain_data(write: Any) -> None:
     _roundtrips(write, Write)
+
+
+def test_every_kind_of_store_write_has_a_sample() -> None:
+    assert {type(w) for w in WRITES} == set(get_args(Write))
 
 
 def test_the_restore_snapshot_handed_to_the_core_is_plain_data() -> None:

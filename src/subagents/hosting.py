@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
 from subagents.actors.threads import ThreadPool
@@ -94,13 +95,27 @@ class Definitions:
         return self._specs
 
 
+AGENT_THREADS = ("shared", "own")
+"""How live runs' agent actors get threads: ``shared`` (a few dispatcher threads drain the
+mailboxes that have messages; a waiting run holds none) or ``own`` (each live run's actor loop
+holds a pooled thread until the run ends: the earlier design, kept as an option)."""
+
+
 class Hosting:
     """What a Runtime started; ``close`` ends it all, in order, within a timeout."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent_threads: str = "shared") -> None:
+        if agent_threads not in AGENT_THREADS:
+            raise ValueError(
+                f"agent_threads must be one of {', '.join(AGENT_THREADS)}, not {agent_threads!r}"
+            )
         self.timer = TimerService()
         self.pool = ThreadPool()
-        """Agent actors run their loops on pooled threads (``actors/threads.py``)."""
+        """With ``agent_threads="own"``, agent actors run their loops on pooled threads
+        (``actors/threads.py``), one held by each live run."""
+        self.dispatcher = Dispatcher() if agent_threads == "shared" else None
+        """With ``agent_threads="shared"``: agents hold no thread; their mailboxes are drained
+        by its few threads when they have messages (``actors/pooled.py``)."""
         self.registry: RegistryClient | None = None
         self.supervisor: SupervisorClient | None = None
         self.lease: LeaseKeeper | None = None
@@ -116,6 +131,14 @@ class Hosting:
         self._threads_lock = threading.Lock()
         self.supervisor_thread: threading.Thread | None = None
 
+    def agents_idle(self, timeout: float) -> bool:
+        """Wait until no agent actor is handling a message (or running its loop, with
+        ``agent_threads="own"``); False if ``timeout`` passed first. For tests that must know
+        an agent's last report is on its way."""
+        if self.dispatcher is not None:
+            return self.dispatcher.wait_idle(timeout)
+        return self.pool.wait_until(lambda c: c.threads == c.parked, timeout)
+
     def track_thread(self, thread: threading.Thread) -> None:
         with self._threads_lock:
             self._threads.add(thread)
@@ -125,14 +148,22 @@ class Hosting:
         self.track_thread(thread)
 
     def start_tool_services(
-        self, root: Path, mcp_servers: Mapping[str, Any] | None, discover: bool
+        self,
+        root: Path,
+        mcp_servers: Mapping[str, Any] | None,
+        discover: bool,
+        allow_mcp_commands: bool = False,
     ) -> tuple[ProcessGroups, McpHub, Worktrees]:
         """What runs' tools start and the runtime ends: process groups; MCP servers (started
         when a run first needs them); worktrees (when a run with ``isolation: worktree``
         starts; docs/tools.md)."""
         self.processes = ProcessGroups()
         self.mcp = McpHub.from_config(
-            mcp_servers, discover=discover, cwd=root, start_timeout=mcp_start_timeout()
+            mcp_servers,
+            discover=discover,
+            cwd=root,
+            start_timeout=mcp_start_timeout(),
+            allow_commands=allow_mcp_commands,
         )
         self.worktrees = Worktrees(root)
         return self.processes, self.mcp, self.worktrees
@@ -168,6 +199,7 @@ class Hosting:
             on_event=on_event,
             on_thread=self.track_supervisor_thread,
             pool=self.pool,
+            dispatcher=self.dispatcher,
             **extra,
         )
         if self.cluster is not None:
@@ -222,6 +254,8 @@ class Hosting:
             with contextlib.suppress(Exception):
                 self.registry.stop()
         self.timer.stop()
+        if self.dispatcher is not None:
+            self.dispatcher.close(max(0.0, deadline - time.monotonic()))
         self.pool.close(max(0.0, deadline - time.monotonic()))
         if self.processes is not None:
             self.processes.kill_all()  # whatever a run's tools left running ends with it

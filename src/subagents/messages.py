@@ -368,6 +368,39 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage = Usage()
     ts: float = msgspec.field(default_factory=time.time)
 
+    def with_delta(self, delta: CheckpointDelta) -> Checkpoint:
+        """This checkpoint with ``delta`` applied; unchanged if the delta is of another step
+        (a step's checkpoint supersedes every delta of the steps before it)."""
+        if delta.step != self.step:
+            return self
+        answered, started = self.answered, self.started
+        if delta.answered is not None:
+            answered = (*answered, delta.answered)
+        if delta.started is not None and delta.started not in started:
+            started = (*started, delta.started)
+        if delta.ended is not None and delta.ended in started:
+            started = tuple(i for i in started if i != delta.ended)
+        if answered is self.answered and started is self.started:
+            return self
+        return msgspec.structs.replace(self, answered=answered, started=started)
+
+
+class CheckpointDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool call's change to its run's checkpoint, within the checkpoint's step: the
+    call began (``started``, the tool journal), ended by raising (``ended``), or was
+    answered (``answered``).
+
+    Why a delta and not the checkpoint again: a turn of N tool calls would re-save the whole
+    conversation 2N times (quadratic in a long turn). A store keeps each delta as a small row
+    beside the checkpoint, applies them when it loads it (``Checkpoint.with_delta``), and
+    drops them when the next step's checkpoint is saved."""
+
+    run_id: str
+    step: int
+    started: str | None = None
+    ended: str | None = None
+    answered: ToolResultBlock | None = None
+
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):
     """A runtime's claim that it is alive and hosting its runs (``RunRecord.owner``).

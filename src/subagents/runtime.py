@@ -162,10 +162,14 @@ class Runtime:
         tracer_provider: Any = None,
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
+        agent_threads: str = "shared",
+        allow_mcp_commands: bool = False,
         cluster: str | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
-        runtime does not start) rather than a warning.
+        runtime does not start) rather than a warning. ``agent_threads``: ``"shared"`` (a waiting
+        run holds no thread: a few dispatcher threads handle the messages of every run) or
+        ``"own"`` (each live run holds a thread; docs/architecture.md).
 
         ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
         ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs
@@ -198,7 +202,7 @@ class Runtime:
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs, self._functions = collect_agents(agents, self.tool_names, strict)
-        self._hosting = hosting = Hosting()
+        self._hosting = hosting = Hosting(agent_threads)
         self.timer = hosting.timer
         self._roots = RootWaiters()
         self._events = Subscribers()
@@ -213,7 +217,7 @@ class Runtime:
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
             self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
-                self.workspace.root, mcp_servers, discover
+                self.workspace.root, mcp_servers, discover, bool(allow_mcp_commands)
             )
             self.allow_hooks = bool(allow_hooks)
             warn_about_hooks(self._agents().values(), self.allow_hooks)

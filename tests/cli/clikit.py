@@ -64,10 +64,10 @@ You answer.
 """,
     "slow.md": """---
 name: slow
-description: Takes its time (30 s) before answering.
+description: Takes its time (an hour) before answering.
 script:
   - text: "slow answer"
-    delay: 30
+    delay: 3600
 ---
 You are slow.
 """,

@@ -51,7 +51,7 @@ def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> No
         holder.start()
         assert entered.wait(WAIT)
         go.set()  # its RunFinished (grouped: its commit waits for the queue) is queued next
-        assert rt._hosting.pool.wait_until(lambda counts: counts.parked >= 1, WAIT)
+        assert rt._hosting.agents_idle(WAIT)
         errors: list[BaseException] = []
 
         def run_small() -> None:

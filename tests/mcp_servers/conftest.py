@@ -13,7 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SERVER_APP = Path(__file__).with_name("mcp_server_app.py")
+
+START_WAIT_S = 300.0
+"""How long a test server may take to start (an interpreter importing the mcp SDK): on two
+loaded shared cores that took over the default 30 s. Only a start that never ends should
+fail a test; how fast servers start is measured in benchmarks/mcp_hub.py."""
+
+
+@pytest.fixture(autouse=True)
+def _patient_server_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runtimes made in these tests (and the jobs they start, which inherit the environment)
+    give a server ``START_WAIT_S`` to start (``MCP_TIMEOUT``, in milliseconds)."""
+    monkeypatch.setenv("MCP_TIMEOUT", str(int(START_WAIT_S * 1000)))
 
 
 def server_config(name: str = "testsrv", log: Path | None = None) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def main(db: str, workdir: str, tool: str, out: str) -> int:
         roots = [r for r in store.list_runs() if r.parent_run_id is None]
         handle = rt.spawn("worker", "act") if not roots else rt.attach(roots[0].run_id)
         print("ready", flush=True)
-        outcome = handle.result(timeout=90)
+        outcome = handle.result(timeout=300)
         checkpoint = store.load_checkpoint(outcome.run_id)
     store.close()
     assert checkpoint is not None

@@ -142,12 +142,18 @@ RUNTIME = parse_servers({"github": {"command": "gh-srv"}, "jira": {"command": "j
 
 
 def test_definition_servers_in_every_shape() -> None:
-    listed = servers_for(spec(mcp_servers=["github", {"local": {"command": "local-srv"}}]), RUNTIME)
+    listed = servers_for(
+        spec(mcp_servers=["github", {"local": {"command": "local-srv"}}]),
+        RUNTIME,
+        allow_commands=True,
+    )
     assert set(listed.servers) == {"github", "jira", "local"}
     assert listed.granted == {"github", "local"} and listed.broken == {}
     assert listed.servers["local"].origin.startswith("agent 'a' mcpServers")
-    mapping = servers_for(spec(mcp_servers={"github": None, "x": {"command": "x"}}), RUNTIME)
-    assert mapping.granted == {"github", "x"}
+    mapping = servers_for(
+        spec(mcp_servers={"github": None, "x": {"command": "x"}}), RUNTIME, allow_commands=True
+    )
+    assert mapping.granted == {"github", "x"} and mapping.broken == {}
     text = servers_for(spec(mcp_servers="github, jira"), RUNTIME)
     assert text.granted == {"github", "jira"}
     specialized = servers_for(spec(metadata={"specializedMCPs": ["jira"]}), RUNTIME)
@@ -155,8 +161,31 @@ def test_definition_servers_in_every_shape() -> None:
 
 
 def test_an_inline_server_replaces_a_runtime_one_of_the_same_name() -> None:
-    run = servers_for(spec(mcp_servers=[{"github": {"command": "my-gh"}}]), RUNTIME)
+    run = servers_for(
+        spec(mcp_servers=[{"github": {"command": "my-gh"}}]), RUNTIME, allow_commands=True
+    )
     assert run.servers["github"].config == StdioServer(command="my-gh")
+
+
+def test_a_definitions_own_command_needs_the_runtimes_allowance() -> None:
+    own = spec(mcp_servers=["github", {"local": {"command": "local-srv", "args": ["--x"]}}])
+    run = servers_for(own, RUNTIME)
+    assert "local" not in run.servers and "github" in run.servers
+    assert "local" in run.granted  # a call of its tools answers with why
+    reason = run.broken["local"]
+    assert reason.startswith("agent 'a' declares MCP server 'local' in mcpServers")
+    assert "would run the command 'local-srv --x'" in reason
+    assert "Runtime(allow_mcp_commands=True)" in reason and "--allow-mcp-commands" in reason
+    # replacing a runtime server with another command is refused too (not silently the
+    # runtime's own instead)
+    swapped = servers_for(spec(mcp_servers=[{"github": {"command": "my-gh"}}]), RUNTIME)
+    assert "github" not in swapped.servers and "'my-gh'" in swapped.broken["github"]
+    # the runtime's own server, written again inline, is the owner's: trusted
+    same = servers_for(spec(mcp_servers=[{"github": {"command": "gh-srv"}}]), RUNTIME)
+    assert same.broken == {} and same.servers["github"].config == StdioServer(command="gh-srv")
+    # a remote server starts no command: no allowance needed
+    remote = servers_for(spec(mcp_servers=[{"r": {"type": "http", "url": "http://h/"}}]), RUNTIME)
+    assert remote.broken == {} and "r" in remote.servers
 
 
 def test_unknown_names_and_bad_entries_are_broken_not_fatal() -> None:

@@ -15,7 +15,15 @@ import pytest
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpCallError, McpHub, McpServerError, parse_servers
 
-from .conftest import alive, dying_server, free_port, http_server, server_config, silent_server
+from .conftest import (
+    START_WAIT_S,
+    alive,
+    dying_server,
+    free_port,
+    http_server,
+    server_config,
+    silent_server,
+)
 
 WAIT = 30.0
 
@@ -25,7 +33,7 @@ def spec(name: str = "worker", **fields: object) -> AgentSpec:
 
 
 def hub_with(tmp_path: Path, **servers: object) -> McpHub:
-    return McpHub(parse_servers(servers), cwd=tmp_path, start_timeout=WAIT)
+    return McpHub(parse_servers(servers), cwd=tmp_path, start_timeout=START_WAIT_S)
 
 
 def test_no_thread_and_no_process_until_a_run_needs_a_server(tmp_path: Path) -> None:
@@ -48,7 +56,9 @@ def notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def shared(notes: Path) -> Iterator[McpHub]:
     """One hub and one server process for the tests that do not stop or break it."""
-    with McpHub(parse_servers({"calc": server_config(log=notes)}), start_timeout=WAIT) as hub:
+    servers = parse_servers({"calc": server_config(log=notes)})
+    # allow_commands: a test below gives definitions servers of their own (inline)
+    with McpHub(servers, start_timeout=START_WAIT_S, allow_commands=True) as hub:
         yield hub
 
 
@@ -241,7 +251,7 @@ def test_remote_servers_over_http_and_sse_with_headers(transport: str) -> None:
             "url": f"http://127.0.0.1:{port}{path}",
             "headers": {"X-Api-Key": "s3cret"},
         }
-        with McpHub(parse_servers({"remote": config}), start_timeout=WAIT) as hub:
+        with McpHub(parse_servers({"remote": config}), start_timeout=START_WAIT_S) as hub:
             run = hub.tools_for(spec())
             assert run.failures == {}
             assert hub.call(run, "mcp__remote__add", {"a": 2, "b": 40}).text == "42"

@@ -18,10 +18,14 @@ import pytest
 
 JOB = Path(__file__).with_name("mcp_crash_job.py")
 
+# four interpreters start one after the other (two jobs, two servers): on loaded shared cores
+# that alone can pass the suite's 120 s hang guard
+pytestmark = pytest.mark.timeout(900)
+
 
 def _start(tmp: Path, tool: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
+    env["SUBAGENTS_LOG_LEVEL"] = "warning"  # a server that cannot start says why
     return subprocess.Popen(
         [sys.executable, str(JOB), str(tmp / "runs.db"), str(tmp), tool, str(tmp / "out.json")],
         env=env,
@@ -34,11 +38,14 @@ def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
     marker = tmp / "marker"
     proc = _start(tmp, tool)
     try:
-        until = time.monotonic() + 90
+        until = time.monotonic() + 600  # a generous wait for the side effect
         while not (marker.exists() and marker.read_text().strip()):  # the side effect is done
             if proc.poll() is not None:
-                pytest.fail(f"the job ended early: {proc.communicate()[1].decode()[-2000:]}")
-            assert time.monotonic() < until, "the MCP tool did not run within 90 s"
+                out = tmp / "out.json"
+                result = out.read_text() if out.exists() else "(no result written)"
+                err = proc.communicate()[1].decode()[-2000:]
+                pytest.fail(f"the job ended before the tool's side effect: {result} {err}")
+            assert time.monotonic() < until, "the MCP tool did not run within 600 s"
             time.sleep(0.01)
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -48,7 +55,7 @@ def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
         os.kill(int(marker.read_text()), signal.SIGKILL)
     marker.unlink()
     again = _start(tmp, tool)
-    _, err = again.communicate(timeout=120)
+    _, err = again.communicate(timeout=360)
     assert again.returncode == 0, err.decode()[-3000:]
     result: dict[str, object] = msgspec.json.decode((tmp / "out.json").read_bytes())
     return result

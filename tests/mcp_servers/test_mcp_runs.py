@@ -172,6 +172,7 @@ def test_which_runs_get_which_servers(tmp_path: Path) -> None:
         model=model,
         workspace=tmp_path,
         mcp_servers={"calc": server_config("calc")},
+        allow_mcp_commands=True,  # the inline server's command, from the file
     ) as rt:
         for name in ("plain", "lost"):
             assert rt.run(name, "go", wait=WAIT).status is RunStatus.COMPLETED
@@ -189,6 +190,31 @@ def test_which_runs_get_which_servers(tmp_path: Path) -> None:
     assert tools_of["plain"] == {"Read", "Grep"}
     assert "mcp__own__add" in tools_of["inline"] and "mcp__calc__add" not in tools_of["inline"]
     assert "mcp__calc__add" in tools_of["special"]
+
+
+def test_a_definitions_own_command_does_not_run_unless_allowed(tmp_path: Path) -> None:
+    team = tmp_path / "agents"
+    team.mkdir()
+    started = tmp_path / "started"
+    source = team / "inline.md"
+    source.write_text(
+        "---\nname: inline\ndescription: Has its own server.\ntools: Read\nmcpServers:\n"
+        f"  - own:\n      command: touch\n      args: [{json.dumps(str(started))}]\n"
+        "---\nYou act.\n",
+        encoding="utf-8",
+    )
+    model = ScriptedModel({"inline": [{"tool_calls": [use("mcp__own__add", a=1, b=1)]}, "ok"]})
+    with Runtime(agent_dirs=[team], model=model, workspace=tmp_path) as rt:
+        assert rt.run("inline", "go", wait=WAIT).status is RunStatus.COMPLETED
+        assert rt.mcp.status() == {}
+    assert not started.exists()  # the command never ran
+    ((refused,),) = answers(model, "inline")
+    assert refused.is_error
+    assert f"agent 'inline' declares MCP server 'own' in mcpServers in {source}" in (
+        refused.content
+    )
+    assert "Runtime(allow_mcp_commands=True)" in refused.content
+    assert {t.name for t in model.requests[0].tools} == {"Read"}
 
 
 def test_a_server_that_crashes_or_cannot_start_is_an_error_the_model_reads(

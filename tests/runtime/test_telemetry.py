@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
-from subagents.messages import RunStatus
+from subagents.messages import EventKind, RunStatus
 from subagents.telemetry import env_opted_in, span_id_for, trace_id_for
 
 LEAD = AgentSpec(name="lead", description="fans out", tools=("spawn_subagent",))
@@ -119,6 +120,45 @@ def test_the_spans_form_the_run_tree(exporter: InMemorySpanExporter) -> None:
     assert any(e.name == "mail_sent" for e in worker.events)
     assert any(e.name == "mail_delivered" for e in lead.events)
     assert {"started", "waiting"} <= {e.name for e in lead.events}
+
+
+def test_a_stopped_runs_unanswered_tool_calls_are_exported(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The lead is stopped while its spawn call waits for a child: the call's span ends (as
+    cancelled) with the run, instead of never being exported."""
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        {"name": "spawn_subagent", "input": {"agent": "sleeper", "task": "z"}}
+                    ]
+                },
+                "never",
+            ],
+            "sleeper": [{"text": "late", "delay": 3600}],
+        }
+    )
+    sleeper = AgentSpec(name="sleeper", description="sleeps")
+    with Runtime([LEAD, sleeper], model=model, tracer_provider=_provider(exporter)) as rt:
+        child_started = threading.Event()
+        rt.subscribe(
+            lambda e: (
+                child_started.set()
+                if e.kind is EventKind.STARTED and e.agent == "sleeper"
+                else None
+            )
+        )
+        handle = rt.spawn("lead", "go")
+        assert child_started.wait(60), "the child did not start"
+        handle.stop()
+        assert handle.result(60).status is RunStatus.CANCELLED
+    [call] = _by_name(exporter.get_finished_spans(), "execute_tool spawn_subagent")
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.attributes["error.type"] == "cancelled"
+    [lead] = _by_name(exporter.get_finished_spans(), "invoke_agent lead")
+    assert call.parent is not None and call.parent.span_id == lead.context.span_id
 
 
 def test_nothing_is_traced_without_a_provider_or_the_environment(

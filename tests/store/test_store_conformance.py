@@ -10,7 +10,16 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import EventKind, JournalEntry, Lease, MailState, Outcome, RunStatus
+from subagents.messages import (
+    CheckpointDelta,
+    EventKind,
+    JournalEntry,
+    Lease,
+    MailState,
+    Outcome,
+    RunStatus,
+    ToolResultBlock,
+)
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 
@@ -88,6 +97,33 @@ def test_checkpoint_keeps_the_latest_per_run(store: RunStore) -> None:
     store.save_checkpoint(checkpoint("r2", 7))
     assert store.load_checkpoint("r1") == second
     assert store.load_checkpoint("r2") == checkpoint("r2", 7)
+
+
+def test_checkpoint_deltas_apply_in_order_until_the_next_checkpoint(store: RunStore) -> None:
+    base = checkpoint("r1", 3)
+    store.add_to_checkpoint(CheckpointDelta(run_id="r1", step=3, started="lost"))
+    assert store.load_checkpoint("r1") is None  # a delta without its checkpoint is nothing
+    store.save_checkpoint(base)
+    answer = ToolResultBlock(tool_use_id="tu2", content="ok é ✓", is_error=True)
+    for delta in (
+        CheckpointDelta(run_id="r1", step=3, started="tu2"),
+        CheckpointDelta(run_id="r1", step=3, started="tu3"),
+        CheckpointDelta(run_id="r1", step=3, answered=answer),
+        CheckpointDelta(run_id="r1", step=3, ended="tu3"),  # raised: no longer "started"
+        CheckpointDelta(run_id="r1", step=2, started="stale"),  # of an older step: ignored
+        CheckpointDelta(run_id="r2", step=3, started="other"),  # of another run
+    ):
+        store.add_to_checkpoint(delta)
+    loaded = store.load_checkpoint("r1")
+    assert loaded == msgspec.structs.replace(
+        base, answered=(*base.answered, answer), started=("tu2",)
+    )
+    # the next step's checkpoint holds what it needs: the deltas before it are gone
+    following = checkpoint("r1", 4)
+    store.save_checkpoint(following)
+    assert store.load_checkpoint("r1") == following
+    store.add_to_checkpoint(CheckpointDelta(run_id="r1", step=4, started="tu9"))
+    assert store.load_checkpoint("r1") == msgspec.structs.replace(following, started=("tu9",))
 
 
 def test_mail_for_sender_and_recipient_in_order_and_by_state(store: RunStore) -> None:

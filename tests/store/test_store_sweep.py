@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
+import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import JournalEntry, RunStatus
+from subagents.messages import CheckpointDelta, JournalEntry, RunStatus
+from subagents.store.paths import host_log
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.sweep import SweepCandidate, SweepPlan, plan_sweep
 
@@ -124,6 +127,7 @@ def populate(store: SQLiteStore) -> None:
             )
             store.append_event(event(run_id))
             store.save_checkpoint(checkpoint(run_id, 3))
+            store.add_to_checkpoint(CheckpointDelta(run_id=run_id, step=3, started="tu9"))
             store.save_journal(run_id, [JOURNALED])
             store.save_outcome(outcome(run_id))
             store.mark_outcome_delivered(run_id)
@@ -131,6 +135,19 @@ def populate(store: SQLiteStore) -> None:
         store.save_checkpoint(checkpoint("live", 1))
         store.save_run(run("young", created_at=2.0, status=RunStatus.FAILED, ended_at=NOW - 60.0))
         store.save_mail(mail("m1", "keep", "live"))
+    for run_id in ("keep", "del", "live"):  # as `subagents run --detach` leaves them
+        log = host_log(store.path, run_id)
+        log.parent.mkdir(exist_ok=True)
+        log.write_text(f"the host of {run_id}\n")
+
+
+def delta_rows(store: SQLiteStore, run_id: str) -> int:
+    conn = sqlite3.connect(store.path)
+    try:
+        query = "SELECT COUNT(*) FROM checkpoint_deltas WHERE run_id = ?"
+        return int(conn.execute(query, (run_id,)).fetchone()[0])
+    finally:
+        conn.close()
 
 
 def test_sweep_archives_and_cleans(sqlite_store: SQLiteStore) -> None:
@@ -150,13 +167,19 @@ def test_sweep_archives_and_cleans(sqlite_store: SQLiteStore) -> None:
     assert [r.run_id for r in sqlite_store.list_runs(statuses=[RunStatus.COMPLETED])] == []
     assert sqlite_store.get_run("del") is not None
     # keep preserves the transcript, delete removes it; live runs are untouched
-    assert sqlite_store.load_checkpoint("keep") == checkpoint("keep", 3)
+    kept = msgspec.structs.replace(checkpoint("keep", 3), started=("tu9",))
+    assert sqlite_store.load_checkpoint("keep") == kept
     assert sqlite_store.events("keep") == [event("keep")]
     assert sqlite_store.journal_of("keep") == [JOURNALED]
     assert sqlite_store.load_checkpoint("del") is None
+    assert delta_rows(sqlite_store, "del") == 0 and delta_rows(sqlite_store, "keep") == 1
     assert sqlite_store.events("del") == []
     assert sqlite_store.journal_of("del") == []
     assert sqlite_store.load_checkpoint("live") == checkpoint("live", 1)
+    # the host log goes with the transcript (a kept run's and a live run's stay)
+    assert not host_log(sqlite_store.path, "del").exists()
+    assert host_log(sqlite_store.path, "keep").read_text() == "the host of keep\n"
+    assert host_log(sqlite_store.path, "live").exists()
     # a second sweep at the same instant has nothing to do
     assert sqlite_store.sweep(now=NOW).archived == ()
 
@@ -174,6 +197,9 @@ def test_sweep_deletes_runs_past_retention_whole(sqlite_store: SQLiteStore) -> N
         assert sqlite_store.events(run_id) == []
         assert sqlite_store.load_checkpoint(run_id) is None
         assert sqlite_store.journal_of(run_id) == []
+        assert delta_rows(sqlite_store, run_id) == 0
+        assert not host_log(sqlite_store.path, run_id).exists()
+    assert host_log(sqlite_store.path, "live").exists()
     assert sqlite_store.mail_for("live") == []
     assert sqlite_store.get_run("young") is not None
     assert [o.run_id for o in sqlite_store.undelivered_outcomes()] == ["young"]
@@ -210,4 +236,6 @@ def test_sweep_settings_are_checked_before_anything_changes(sqlite_store: SQLite
     with pytest.raises(ValueError, match="cleanup_default"):
         sqlite_store.sweep(now=NOW, cleanup_default="shred")  # type: ignore[arg-type]
     assert len(sqlite_store.list_runs()) == 4
-    assert sqlite_store.load_checkpoint("del") == checkpoint("del", 3)
+    untouched = msgspec.structs.replace(checkpoint("del", 3), started=("tu9",))
+    assert sqlite_store.load_checkpoint("del") == untouched
+    assert host_log(sqlite_store.path, "del").exists()

@@ -14,7 +14,7 @@ from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
 from subagents.tools.processes import ProcessGroups
 
-from .conftest import group_members, make_context, wait_until
+from .conftest import WAIT, group_members, make_context, wait_until
 
 TOOLS = builtin_tools()
 
@@ -23,6 +23,10 @@ def bash(ctx: ToolContext, **arguments: object) -> ToolResult:
     out = TOOLS["Bash"].run(arguments, ctx)
     assert isinstance(out, ToolResult)
     return out
+
+
+def _written(pidfile: Path) -> bool:
+    return pidfile.exists() and pidfile.read_text().strip() != ""
 
 
 def spawner(pidfile: Path) -> str:
@@ -58,10 +62,25 @@ def test_output_is_capped_with_a_note(context: ToolContext) -> None:
 
 def test_a_timeout_kills_the_whole_process_group(context: ToolContext, repo: Path) -> None:
     pidfile = repo / "pid"
-    out = bash(context, command=spawner(pidfile), timeout=1500)
+    result: list[ToolResult] = []
+    worker = threading.Thread(
+        target=lambda: result.append(bash(context, command=spawner(pidfile), timeout=3000))
+    )
+    worker.start()
+    # the group is up (or, on a machine too loaded to start it in 3 s, the call is over)
+    wait_until(lambda: _written(pidfile) or not worker.is_alive(), what="started")
+    if _written(pidfile):
+        leader = int(pidfile.read_text())
+        wait_until(lambda: len(group_members(leader)) == 3 or not worker.is_alive(), what="up")
+    worker.join(WAIT)
+    assert not worker.is_alive()
+    (out,) = result
     assert out.is_error
-    assert "Command timed out after 1.5 s" in out.content
-    assert group_members(int(pidfile.read_text())) == []
+    assert "Command timed out after 3 s" in out.content
+    # whatever of the group had started is killed (SIGKILL lands after killpg returns)
+    if _written(pidfile):
+        pgid = int(pidfile.read_text())
+        wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
 
 def test_a_stop_kills_the_whole_process_group(repo: Path, processes: ProcessGroups) -> None:
@@ -78,7 +97,7 @@ def test_a_stop_kills_the_whole_process_group(repo: Path, processes: ProcessGrou
     worker.join(20)
     assert not worker.is_alive()
     assert result[0].is_error and "the run was stopped" in result[0].content
-    assert group_members(pgid) == []
+    wait_until(lambda: group_members(pgid) == [], what="the group killed")
 
 
 def test_background_shell_output_and_kill(context: ToolContext, repo: Path) -> None:
@@ -95,7 +114,7 @@ def test_background_shell_output_and_kill(context: ToolContext, repo: Path) -> N
     assert "<stdout>\n\n</stdout>" in again  # only what is new
     killed = TOOLS["KillShell"].call({"shell_id": shell_id}, context)
     assert killed == f"Successfully killed shell: {shell_id} (echo first; {spawner(pidfile)})"
-    assert group_members(pgid) == []
+    wait_until(lambda: group_members(pgid) == [], what="the group killed")
     with pytest.raises(ToolError, match=f"No shell found with ID: {shell_id}"):
         TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
 
@@ -117,5 +136,5 @@ def test_the_end_of_a_run_kills_its_background_shells(context: ToolContext, repo
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
     pgid = int(pidfile.read_text())
     assert context.processes.kill_run(context.run_id) == 1
-    assert group_members(pgid) == []
+    wait_until(lambda: group_members(pgid) == [], what="the group killed")
     assert context.processes.live_count() == 0

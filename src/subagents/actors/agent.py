@@ -22,6 +22,7 @@ import msgspec
 import pykka
 
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
@@ -412,3 +413,9 @@ class AgentActor(FastInboxActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 self.supervisor.tell(report)
         self.stop()
+
+
+class PooledAgentActor(PooledActor, AgentActor):
+    """An ``AgentActor`` that holds no thread of its own: its messages are handled on a
+    shared ``Dispatcher``'s threads (``actors/pooled.py``), so a waiting run costs only its
+    objects. Started with ``dispatcher=`` instead of ``pool=``."""

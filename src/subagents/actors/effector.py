@@ -18,7 +18,9 @@ from typing import Any
 
 import pykka
 
-from subagents.actors.agent import AgentActor, BehaviourFactory
+from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
+from subagents.actors.inbox import stop_message
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -58,6 +60,7 @@ class Effector:
         on_outside: Callable[[ChildDone | SpawnReply], None],
         on_event: Callable[[Event], None],
         pool: ThreadPool | None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.timer = timer
@@ -66,6 +69,8 @@ class Effector:
         """Where root outcomes go, and refusals of root runs told (not asked) to start."""
         self.on_event = on_event
         self.pool = pool
+        self.dispatcher = dispatcher
+        """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
 
     def apply(self, effects: Iterable[Effect]) -> None:
@@ -129,17 +134,24 @@ class Effector:
 
     @staticmethod
     def _stop(live: _Live | None) -> None:
+        """Cancel the run's work and tell its actor to stop, without waiting: many runs stop
+        at once (a tree, ``StopAll`` at close), each on its own actor's time. A stop message
+        told, not ``ref.stop(block=False)``: no two futures per run that nobody reads."""
         if live is not None:
             live.cancel.set()
             with contextlib.suppress(pykka.ActorDeadError):
-                live.ref.stop(block=False)
+                live.ref.tell(stop_message())
 
     def _start(self, effect: StartRun) -> None:
         record = effect.record
         # a restart: the earlier start must not go on working
         self._stop(self.live.pop(record.run_id, None))
         cancel = threading.Event()
-        ref = AgentActor.start(
+        where: dict[str, Any] = (
+            {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
+        )
+        actor = PooledAgentActor if self.dispatcher is not None else AgentActor
+        ref = actor.start(
             record=record,
             spec=effect.spec,
             deadline=effect.deadline,
@@ -151,6 +163,6 @@ class Effector:
             pending_mail=effect.pending_mail,
             recovered=effect.recovered,
             attempt=effect.attempt,
-            pool=self.pool,
+            **where,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)

@@ -40,6 +40,7 @@ import pykka
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -127,6 +128,7 @@ class SupervisorActor(FastInboxActor):
         on_event: Callable[[Event], None],
         on_thread: Callable[[threading.Thread], None] | None = None,
         pool: ThreadPool | None = None,
+        dispatcher: Dispatcher | None = None,
         now: Callable[[], float] = time.time,
         effector: Callable[..., Effector] = Effector,
     ) -> None:
@@ -145,6 +147,7 @@ class SupervisorActor(FastInboxActor):
             on_outside=on_outside,
             on_event=on_event,
             pool=pool,
+            dispatcher=dispatcher,
         )
         self.store_failure: str | None = None
         self._group: AbstractContextManager[None] | None = None

@@ -604,11 +604,17 @@ class LLMBehaviour:
         return f"{text}\n\n{note}" if note else text
 
     def close(self) -> None:
-        """The run's actor stopped: end what its tools started, and its worktree (a stopped
-        or timed out run's changes are kept and logged)."""
+        """The run's actor stopped: end what its tools started, its worktree (a stopped or
+        timed out run's changes are kept and logged), and the spans of calls never answered
+        (a span not ended is never exported: a stopped run's calls would vanish from its
+        trace)."""
         if self.calls is not None:
             self.calls.close()
         self.env.end_workspace(self.port.record)
+        spans, self.tool_spans = self.tool_spans, {}
+        why = "cancelled" if self.port.cancel.is_set() else "unanswered"
+        for span in spans.values():
+            span.end(error=f"{why}: the run ended before the call answered")
 
 
 def _json(value: Any) -> str:

@@ -24,8 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from subagents.cli.state import EXIT_FAILED, CliError
-
-HOSTS_DIR = "hosts"
+from subagents.store.paths import HOSTS_DIR
 
 
 class Detached:

@@ -125,6 +125,12 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the hooks of agent definitions (shell commands from the files)",
     )
     parser.add_argument(
+        "--allow-mcp-commands",
+        action="store_true",
+        help="start the stdio MCP servers agent definitions declare themselves (commands"
+        " from the files); servers in .mcp.json are started without it",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse to start when an agent definition has a problem (a tool this runtime"
@@ -248,6 +254,7 @@ def start_runtime(
             permissions=permissions,
             approve=approvals,
             allow_hooks=args.allow_hooks,
+            allow_mcp_commands=args.allow_mcp_commands,
             model=model,
             limits=limits,
             store=store,

@@ -35,6 +35,7 @@ from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_
 from subagents.cluster.store_service import StoreCall, StoreInfo
 from subagents.messages import (
     Checkpoint,
+    CheckpointDelta,
     Command,
     Event,
     JournalEntry,
@@ -207,6 +208,9 @@ class ClusterStore:
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._write("save_checkpoint", checkpoint)
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self._write("add_to_checkpoint", delta)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         result: Checkpoint | None = self._read("load_checkpoint", run_id)

@@ -58,6 +58,7 @@ WRITES = frozenset(
         "set_mail_state",
         "set_mails_state",
         "save_journal",
+        "add_to_checkpoint",
         "save_outcome",
         "mark_outcome_delivered",
         "acquire_lease",

@@ -43,7 +43,15 @@ from subagents.mcp.config import (
 )
 from subagents.mcp.connection import McpServerError, ServerConnection
 from subagents.mcp.results import cap, render_content
-from subagents.mcp.selection import PREFIX, McpTool, normalize, offered, servers_for, wanted
+from subagents.mcp.selection import (
+    PREFIX,
+    McpTool,
+    RunServers,
+    normalize,
+    offered,
+    servers_for,
+    wanted,
+)
 from subagents.models.base import CancelSignal
 
 log = get_logger("subagents.mcp")
@@ -158,8 +166,11 @@ class McpHub:
         cwd: str | Path | None = None,
         start_timeout: float = START_TIMEOUT,
         environ: Mapping[str, str] | None = None,
+        allow_commands: bool = False,
     ) -> None:
         self.servers: dict[str, NamedServer] = dict(servers or {})
+        self.allow_commands = allow_commands
+        """Whether a definition's own stdio servers may start (``selection.servers_for``)."""
         self.cwd = None if cwd is None else str(cwd)
         self.start_timeout = start_timeout
         self.environ = environ
@@ -177,6 +188,7 @@ class McpHub:
         discover: bool = False,
         cwd: str | Path | None = None,
         start_timeout: float = START_TIMEOUT,
+        allow_commands: bool = False,
     ) -> McpHub:
         """Runtime-level servers from ``Runtime(mcp_servers=...)`` (``McpConfigError`` when
         one is wrong) and, with ``discover``, the nearest ``.mcp.json`` up from ``cwd`` (a bad
@@ -197,9 +209,14 @@ class McpHub:
         for name in set(given) & set(servers):
             log.info("mcp server in code replaces the one in .mcp.json", server=name)
         servers.update(given)
-        return cls(servers, cwd=cwd, start_timeout=start_timeout)
+        return cls(servers, cwd=cwd, start_timeout=start_timeout, allow_commands=allow_commands)
 
     # ---- what a run is offered ----------------------------------------------------------------
+
+    def _servers_for(self, spec: AgentSpec) -> RunServers:
+        return servers_for(
+            spec, self.servers, environ=self.environ, allow_commands=self.allow_commands
+        )
 
     def uses_servers(self, spec: AgentSpec) -> bool:
         """Whether ``spec``'s runs could use any server (cheap: nothing is started)."""
@@ -210,7 +227,7 @@ class McpHub:
         ):
             return False
         try:
-            run_servers = servers_for(spec, self.servers, environ=self.environ)
+            run_servers = self._servers_for(spec)
         except McpConfigError:
             return True
         return bool(wanted(spec, run_servers) or run_servers.broken)
@@ -224,7 +241,7 @@ class McpHub:
     ) -> RunMcp:
         """The MCP tools ``spec``'s run is offered, starting the servers it needs (in parallel,
         each at most once per runtime); a server that cannot start is in ``failures``."""
-        run_servers = servers_for(spec, self.servers, environ=self.environ)
+        run_servers = self._servers_for(spec)
         failures = dict(run_servers.broken)
         for reason in run_servers.broken.values():
             if (spec.name, reason) not in self._warned:  # once, not at every run

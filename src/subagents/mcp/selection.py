@@ -12,6 +12,12 @@ offered as every other tool is: when ``tools`` is absent (all tools), or when ``
 them (``mcp__github__create_issue``, ``mcp__github``, ``mcp__github__*``). ``disallowedTools``
 takes away from both, with the same three forms. Only servers that could offer a tool are
 started, so an agent with ``tools: Read, Grep`` starts none.
+
+A stdio server written inline in a definition is a command from a file, like a hook: it is
+refused (the definition loses that server, with an error naming the agent, the server and
+how to allow it) unless the runtime allows definitions' commands (``allow_commands``,
+``Runtime(allow_mcp_commands=True)``). Servers given to the runtime by its owner are trusted,
+and so is an inline one identical to the runtime's server of that name.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from subagents.definitions.spec import AgentSpec
-from subagents.mcp.config import McpConfigError, NamedServer, parse_server
+from subagents.mcp.config import McpConfigError, NamedServer, StdioServer, parse_server
 
 PREFIX = "mcp__"
 MAX_NAME = 64
@@ -101,13 +107,28 @@ def _entries(value: Any, key: str) -> list[tuple[str, Any | None]]:
     )
 
 
+def refused_command(spec: AgentSpec, key: str, server: NamedServer) -> str:
+    """Why a definition's own stdio server does not start (no ``allow_mcp_commands``)."""
+    source = f" in {spec.source}" if spec.source else ""
+    assert isinstance(server.config, StdioServer)
+    return (
+        f"agent {spec.name!r} declares MCP server {server.name!r} in {key}{source}, which"
+        f" would run the command {server.config.describe()!r}: commands from definition"
+        f" files do not run unless allowed (Runtime(allow_mcp_commands=True),"
+        f" `subagents run --allow-mcp-commands`), or give the server to the runtime"
+        f" (Runtime(mcp_servers=...), .mcp.json) and name it in {key}"
+    )
+
+
 def servers_for(
     spec: AgentSpec,
     runtime: Mapping[str, NamedServer],
     *,
     environ: Mapping[str, str] | None = None,
+    allow_commands: bool = False,
 ) -> RunServers:
-    """The servers ``spec``'s runs use: the runtime's, plus (and over) the ones it names."""
+    """The servers ``spec``'s runs use: the runtime's, plus (and over) the ones it names
+    (its own stdio servers only with ``allow_commands``, see the module's docstring)."""
     servers = dict(runtime)
     granted: set[str] = set()
     broken: dict[str, str] = {}
@@ -132,7 +153,7 @@ def servers_for(
                     )
                 continue
             try:
-                servers[name] = parse_server(
+                server = parse_server(
                     name,
                     config,
                     origin=f"{where} {key}" + (f" in {spec.source}" if spec.source else ""),
@@ -141,6 +162,12 @@ def servers_for(
                 )
             except McpConfigError as exc:
                 broken[name] = str(exc)
+                continue
+            trusted = name in runtime and runtime[name].config == server.config
+            if isinstance(server.config, StdioServer) and not allow_commands and not trusted:
+                broken[name] = refused_command(spec, key, server)
+                continue
+            servers[name] = server
     for name in broken:
         servers.pop(name, None)
     return RunServers(servers=servers, granted=frozenset(granted), broken=broken)

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from subagents.messages import (
     Checkpoint,
+    CheckpointDelta,
     Command,
     Event,
     JournalEntry,
@@ -50,8 +51,19 @@ class RunStore(Protocol):
     def events(self, run_id: str) -> list[Event]: ...
 
     # conversation checkpoints
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
-    def load_checkpoint(self, run_id: str) -> Checkpoint | None: ...
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep ``checkpoint`` as the run's; the deltas added before it are dropped (it
+        holds them already)."""
+        ...
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        """Keep one tool call's change to the run's checkpoint, at a cost of the delta's
+        size, not the checkpoint's (``CheckpointDelta``)."""
+        ...
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        """The run's last checkpoint with the deltas of its step applied."""
+        ...
 
     # mail
     def save_mail(self, mail: Mail) -> None: ...

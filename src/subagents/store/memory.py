@@ -16,6 +16,7 @@ import msgspec
 
 from subagents.messages import (
     Checkpoint,
+    CheckpointDelta,
     Command,
     Event,
     JournalEntry,
@@ -90,6 +91,13 @@ class MemoryStore:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
             self._checkpoints[checkpoint.run_id] = checkpoint
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        # a frozen struct replaced, not a file rewritten: cheap enough to apply at once
+        with self._lock:
+            checkpoint = self._checkpoints.get(delta.run_id)
+            if checkpoint is not None:
+                self._checkpoints[delta.run_id] = checkpoint.with_delta(delta)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         with self._lock:

@@ -76,7 +76,22 @@ def v3_to_v4(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX journal_run ON journal (run_id, seq)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4)
+def v4_to_v5(conn: sqlite3.Connection) -> None:
+    """v5: checkpoint deltas. One small row per tool call's change to its run's checkpoint
+    (started, ended, answered: ``CheckpointDelta``), applied when the checkpoint is loaded
+    and deleted when the next one is saved, so that a turn of N tool calls writes N small
+    rows instead of the whole conversation 2N times."""
+    conn.execute(
+        """CREATE TABLE checkpoint_deltas (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            delta TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX checkpoint_deltas_run ON checkpoint_deltas (run_id, seq)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

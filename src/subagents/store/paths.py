@@ -36,6 +36,17 @@ def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / ".local" / "state" / "subagents"
 
 
+HOSTS_DIR = "hosts"
+"""Beside the store: ``hosts/RUN.log``, the output of the background process hosting the
+tree whose root is RUN (``subagents run --detach``). The sweeper deletes a run's log when it
+cleans or deletes the run (``host_log``)."""
+
+
+def host_log(store_path: Path, run_id: str) -> Path:
+    """Where the host of the tree rooted at ``run_id`` writes its output."""
+    return store_path.parent / HOSTS_DIR / f"{run_id}.log"
+
+
 def default_store_path(env: Mapping[str, str] | None = None) -> Path:
     """The store file used when ``SQLiteStore`` is given no path."""
     return default_state_dir(env) / STORE_FILENAME

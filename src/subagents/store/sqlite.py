@@ -31,6 +31,7 @@ from subagents.logs import get_logger
 from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
+    CheckpointDelta,
     Command,
     Event,
     JournalEntry,
@@ -64,6 +65,7 @@ _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 _run_decoder = msgspec.json.Decoder(RunRecord)
 _event_decoder = msgspec.json.Decoder(Event)
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_delta_decoder = msgspec.json.Decoder(CheckpointDelta)
 _mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
 _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
@@ -345,6 +347,24 @@ class SQLiteStore:
                 ),
                 f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
             )
+            # the checkpoint holds every change made before it (the supervisor's copy)
+            self._tx.write_sql(
+                conn,
+                "DELETE FROM checkpoint_deltas WHERE run_id = ?",
+                (checkpoint.run_id,),
+                f"dropping the checkpoint deltas of run {checkpoint.run_id}",
+            )
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self._tx.defer(
+            "checkpoint_deltas",
+            "INSERT INTO checkpoint_deltas (run_id, delta) VALUES (?, ?)",
+            (
+                delta.run_id,
+                encode_row(delta, _delta_decoder, f"a checkpoint delta of run {delta.run_id}"),
+            ),
+            f"adding to the step {delta.step} checkpoint of run {delta.run_id}",
+        )
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         rows = self._tx.read(
@@ -352,11 +372,20 @@ class SQLiteStore:
             (run_id,),
             f"reading the checkpoint of run {run_id}",
         )
-        return (
-            self._tx.decode(_checkpoint_decoder, rows[0][0], "checkpoints", run_id)
-            if rows
-            else None
+        if not rows:
+            return None
+        checkpoint: Checkpoint = self._tx.decode(
+            _checkpoint_decoder, rows[0][0], "checkpoints", run_id
         )
+        deltas = self._tx.read(
+            "SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the checkpoint deltas of run {run_id}",
+        )
+        for seq, raw in deltas:
+            delta: CheckpointDelta = self._tx.decode(_delta_decoder, raw, "checkpoint_deltas", seq)
+            checkpoint = checkpoint.with_delta(delta)
+        return checkpoint
 
     # -----------------------------------------------------------------------------------------
     # mail

@@ -6,10 +6,12 @@ the store's tables.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from subagents.logs import get_logger
 from subagents.messages import TERMINAL_STATUSES, RunStatus
+from subagents.store.paths import host_log
 from subagents.store.sqlite_tx import Transactions
 from subagents.store.sweep import (
     Cleanup,
@@ -87,10 +89,13 @@ def sweep_runs(
                 conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
             )
         for run_id in plan.clean:
-            for table in ("events", "checkpoints", "journal"):
+            for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
                 tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
         for run_id in plan.delete:
-            for table in ("events", "checkpoints", "journal", "outcomes", "commands", "runs"):
+            for table in (
+                "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
+                "commands", "runs",
+            ):  # fmt: skip
                 tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
             tx.write_sql(
                 conn,
@@ -104,6 +109,11 @@ def sweep_runs(
             (bounds.archive_before,),
             doing,
         ).rowcount
+    # a detached tree's host log goes with the transcript it printed (after the commit:
+    # a rolled back sweep deletes nothing)
+    for run_id in dict.fromkeys((*plan.clean, *plan.delete)):
+        with contextlib.suppress(OSError):
+            host_log(path, run_id).unlink()
     report = SweepReport(
         archived=plan.archive,
         cleaned=plan.clean,

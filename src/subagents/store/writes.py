@@ -15,6 +15,7 @@ import msgspec
 
 from subagents.messages import (
     Checkpoint,
+    CheckpointDelta,
     Event,
     JournalEntry,
     Mail,
@@ -35,6 +36,13 @@ class AppendEvent(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 class SaveCheckpoint(msgspec.Struct, frozen=True, gc=False, tag=True):
     checkpoint: Checkpoint
+
+
+class AddToCheckpoint(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """One tool call's change to its run's checkpoint (``CheckpointDelta``): a small row,
+    not the whole checkpoint again."""
+
+    delta: CheckpointDelta
 
 
 class SaveMails(msgspec.Struct, frozen=True, gc=False, tag=True):
@@ -87,6 +95,7 @@ Write = (
     SaveRun
     | AppendEvent
     | SaveCheckpoint
+    | AddToCheckpoint
     | SaveMails
     | SetMailsState
     | SaveOutcome
@@ -107,6 +116,10 @@ def _append_event(store: RunStore, write: AppendEvent) -> None:
 
 def _save_checkpoint(store: RunStore, write: SaveCheckpoint) -> None:
     store.save_checkpoint(write.checkpoint)
+
+
+def _add_to_checkpoint(store: RunStore, write: AddToCheckpoint) -> None:
+    store.add_to_checkpoint(write.delta)
 
 
 def _save_mails(store: RunStore, write: SaveMails) -> None:
@@ -141,6 +154,7 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
     SaveCheckpoint: _save_checkpoint,
+    AddToCheckpoint: _add_to_checkpoint,
     SaveMails: _save_mails,
     SetMailsState: _set_mails_state,
     SaveOutcome: _save_outcome,

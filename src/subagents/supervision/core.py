@@ -31,11 +31,10 @@ import random
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-import msgspec
-
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    CheckpointDelta,
     Command,
     EventKind,
     Journal,
@@ -61,7 +60,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import PostCommand, SaveCheckpoint, SaveJournal
+from subagents.store.writes import AddToCheckpoint, PostCommand, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.effects import Decision, Effects, Tell
 from subagents.supervision.lifecycle import Lifecycle
@@ -71,7 +70,7 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
-from subagents.supervision.runs import RunTable
+from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotPool
 
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
@@ -302,11 +301,8 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            cp = state.checkpoint
-            if cp is not None and cp.step == msg.step:
-                cp = msgspec.structs.replace(cp, answered=(*cp.answered, msg.result))
-                state.checkpoint = state.saved = cp
-                self.effects.writes.append(SaveCheckpoint(cp))
+            delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
+            self._add_to_checkpoint(state, delta)
             self.mail.read(msg.run_id, msg.read_mail)
         return self._decided()
 
@@ -316,18 +312,28 @@ class SupervisorCore:
         it again (``tools.journal`` decides what the model is told)."""
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
-        cp = state.checkpoint if state is not None else None
-        if state is not None and cp is not None:
-            started = cp.started
-            if msg.ended:  # it raised: known to be over, not "interrupted"
-                started = tuple(i for i in started if i != msg.tool_use_id)
-            elif msg.tool_use_id not in started:
-                started = (*started, msg.tool_use_id)
-            if cp.step == msg.step and started != cp.started:
-                cp = msgspec.structs.replace(cp, started=started)
-                state.checkpoint = state.saved = cp
-                self.effects.writes.append(SaveCheckpoint(cp))
+        if state is not None:
+            use_id = msg.tool_use_id
+            delta = CheckpointDelta(
+                run_id=msg.run_id,
+                step=msg.step,
+                # it raised: known to be over, not "interrupted"
+                ended=use_id if msg.ended else None,
+                started=None if msg.ended else use_id,
+            )
+            self._add_to_checkpoint(state, delta)
         return self._decided()
+
+    def _add_to_checkpoint(self, state: RunState, delta: CheckpointDelta) -> None:
+        """One tool call's change to the run's checkpoint: applied here, and written as a
+        small row (not the whole checkpoint again: a long turn would cost quadratic writes)."""
+        cp = state.checkpoint
+        if cp is None:
+            return
+        changed = cp.with_delta(delta)
+        if changed is not cp:
+            state.checkpoint = state.saved = changed
+            self.effects.writes.append(AddToCheckpoint(delta))
 
     def tool_called(self, msg: ToolCalled) -> Decision:
         self.effects.begin()

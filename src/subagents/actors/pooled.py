@@ -1,0 +1,432 @@
+"""PooledActor and Dispatcher: actors that hold a thread only while they have messages.
+
+A pykka ``ThreadingActor`` is a thread blocked on its inbox. For a runtime whose runs spend
+most of their lives waiting (on a child, on mail), that makes every waiting run cost an OS
+thread: its stack, a kernel task, a pid. A machine runs out of those long before it runs out
+of memory (``pid_max`` is 32,768 by default), and stopping n threads costs n joins.
+
+A ``PooledActor`` is a pykka actor built on pykka's own extension points for actor types
+(``_create_actor_inbox``, ``_create_future``, ``_start_actor_loop``): its inbox, a
+``Mailbox``, is a deque that asks a ``Dispatcher`` to run the actor when a message arrives
+and nobody runs it yet; one of the dispatcher's threads then hands the actor's messages to
+pykka's handling (``_handle_receive``: proxies, ``_ActorStop``, ``on_receive``; replies to
+asks; ``on_failure``) until the mailbox is empty, and goes on to the next actor. An actor
+with an empty mailbox is only its Python objects.
+
+Guarantees kept from pykka: messages are handled in the order they were put, one at a time
+(a mailbox is *scheduled* from the put that found it idle until the drain that found it
+empty; only the thread that took it from the ready queue drains it); ``on_start`` runs
+before the first message, ``on_stop`` after the last; asks put after the stop get
+``ActorDeadError``. Differences, named: the actor is not put in pykka's ``ActorRegistry``
+(a list, whose ``unregister`` is O(n): 100,000 actors would take minutes to stop), so
+``ActorRegistry.stop_all`` does not see it (its owner stops it); a ``BaseException`` in a
+handling stops that actor only, not every actor of the process.
+
+Blocking user code (a model call, a plain ``def`` tool, a sync function agent) runs in a
+handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
+thread looks at the dispatcher's threads every ``stall_s`` and replaces each one that has
+been in the same drain for longer than that (its actor is still drained by it, so ordering
+holds; it leaves the pool when that drain ends). So at least ``size`` threads always take
+new work within about ``2 * stall_s``, however many handlings block, and the threads that
+exist are those ``size`` plus one per handling blocked right now: never one per waiting
+actor. (Go's scheduler does the same for goroutines blocked in system calls.)
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pykka
+
+from subagents.actors.inbox import PYKKA_MESSAGES
+from subagents.actors.threads import ThreadPool
+from subagents.logs import get_logger
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from pykka._actor import ActorInbox
+    from pykka._envelope import Envelope
+
+log = get_logger("subagents.dispatch")
+
+THROUGHPUT = 64
+"""Messages one drain hands an actor before it goes to the back of the ready queue: an actor
+flooded with mail does not keep a thread from every other actor."""
+
+
+def default_size() -> int:
+    """Threads that drain mailboxes: two per core, at least 4 (a handling may wait briefly on
+    the supervisor, so a few more threads than cores keep the cores busy)."""
+    return max(4, 2 * (os.cpu_count() or 1))
+
+
+class _Worker:
+    """What the watch thread sees of one dispatcher thread."""
+
+    __slots__ = ("busy_since", "replaced")
+
+    def __init__(self) -> None:
+        self.busy_since = 0.0
+        """When its current drain started (monotonic); 0.0 while it waits for work."""
+        self.replaced = False
+        """The watch thread counted it as blocked and started another thread in its place."""
+
+
+@dataclass(frozen=True)
+class DispatcherCounts:
+    """The dispatcher's threads: those counted as taking work, and those replaced because
+    their handling blocked (they leave when it ends)."""
+
+    working: int
+    replaced: int
+
+
+class Dispatcher:
+    """A few threads that run ``PooledActor`` mailboxes which have messages."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        stall_s: float = 0.05,
+        name: str = "subagents-dispatch",
+    ) -> None:
+        size = default_size() if size is None else size
+        if size < 1:
+            raise ValueError("a dispatcher needs at least one thread")
+        if stall_s <= 0:
+            raise ValueError("stall_s must be positive")
+        self.size = size
+        self.stall_s = stall_s
+        self.name = name
+        # Threads come from a pool of their own: a thread replaced while blocked parks there
+        # when its handling ends, for the next replacement.
+        self._pool = ThreadPool(name=name, max_idle=size)
+        self._ready: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers: set[_Worker] = set()
+        self._working = 0  # workers not replaced
+        self._closed = threading.Event()
+        self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
+        self._idle_waiters = 0
+        self._live = 0  # actors started and not stopped
+        self._started = False
+        self._watch: threading.Thread | None = None
+
+    # ---- running -----------------------------------------------------------------------------
+
+    def submit(self, actor: PooledActor) -> None:
+        """Put ``actor`` (scheduled: its mailbox has messages) in line for a thread. After
+        ``close`` nothing takes it: the runtime stopped its actors before closing."""
+        if not self._started:
+            self._start()
+        self._ready.put(actor)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started or self._closed.is_set():
+                return
+            self._started = True
+            for _ in range(self.size):
+                self._add_worker()
+        self._watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
+        self._watch.daemon = True
+        self._watch.start()
+
+    def _add_worker(self) -> None:
+        """One more thread taking work (``_lock`` held)."""
+        worker = _Worker()
+        self._workers.add(worker)
+        self._working += 1
+        try:
+            self._pool.run(lambda: self._work(worker))
+        except BaseException:
+            self._workers.discard(worker)
+            self._working -= 1
+            raise
+
+    def _work(self, worker: _Worker) -> None:
+        ready, clock = self._ready, time.monotonic
+        try:
+            while True:
+                actor = ready.get()
+                if actor is None:  # closing
+                    return
+                worker.busy_since = clock()
+                try:
+                    actor._drain()  # the dispatcher is the actor's loop
+                except BaseException:
+                    log.exception("draining an actor failed", actor=str(actor))
+                worker.busy_since = 0.0
+                if self._idle_waiters:
+                    with self._lock:
+                        self._drained.notify_all()
+                if worker.replaced and not self._rejoin(worker):
+                    return
+        finally:
+            with self._lock:
+                self._workers.discard(worker)
+                if not worker.replaced:
+                    self._working -= 1
+
+    def _rejoin(self, worker: _Worker) -> bool:
+        """A replaced worker whose blocked drain ended: back to work if fewer than ``size``
+        threads take work now (the closing left none), else it leaves."""
+        with self._lock:
+            if self._working < self.size and not self._closed.is_set():
+                worker.replaced = False
+                self._working += 1
+                return True
+            return False
+
+    def _watching(self) -> None:
+        """Every ``stall_s``: each thread that has been in one drain longer than that is
+        counted as blocked, and another thread is started to take work in its place."""
+        while not self._closed.wait(self.stall_s):
+            now = time.monotonic()
+            with self._lock:
+                for worker in list(self._workers):
+                    since = worker.busy_since
+                    if not worker.replaced and since and now - since > self.stall_s:
+                        worker.replaced = True
+                        self._working -= 1
+                        try:
+                            self._add_worker()
+                        except Exception:  # no thread to be had: the blocked ones will end
+                            log.exception("no thread to replace a blocked dispatcher thread")
+                            break
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> int:
+        """Actors started on this dispatcher and not stopped yet (pykka's ``ActorRegistry``
+        does not hold them: see the module doc)."""
+        return self._live
+
+    def _actor_started(self) -> None:
+        with self._lock:
+            self._live += 1
+
+    def _actor_stopped(self) -> None:
+        with self._lock:
+            self._live -= 1
+
+    def counts(self) -> DispatcherCounts:
+        with self._lock:
+            working = self._working
+            return DispatcherCounts(working=working, replaced=len(self._workers) - working)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no actor is in line and no thread is draining one (checked whenever a
+        drain ends); False if ``timeout`` passed first."""
+
+        def idle() -> bool:
+            return self._ready.empty() and not any(w.busy_since for w in self._workers)
+
+        with self._lock:
+            self._idle_waiters += 1
+            try:
+                return self._drained.wait_for(idle, timeout)
+            finally:
+                self._idle_waiters -= 1
+
+    def threads(self) -> list[threading.Thread]:
+        """Every thread the dispatcher runs on now (its pool's and the watch thread)."""
+        names = (self._pool.name + "-", f"{self.name}-watch")
+        return [t for t in threading.enumerate() if t.name.startswith(names)]
+
+    def close(self, timeout: float = 10.0) -> list[threading.Thread]:
+        """Take no more work; end the threads once the work in line is done (up to
+        ``timeout``). Returns the threads still alive then (blocked in a handling)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._closed.is_set():
+                return []
+            self._closed.set()
+            workers = len(self._workers)
+        for _ in range(workers):
+            self._ready.put(None)
+        if self._watch is not None:
+            self._watch.join(max(0.0, deadline - time.monotonic()))
+        return self._pool.close(max(0.0, deadline - time.monotonic()))
+
+
+class Mailbox:
+    """A pooled actor's inbox: a deque that has its actor run when a message arrives.
+
+    ``put`` appends, then, if the actor is not scheduled yet, schedules it (under the
+    mailbox's lock, against the drain that finds the deque empty and unschedules: a message is
+    never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
+    after ``empty()`` said no."""
+
+    __slots__ = ("_actor", "_lock", "_queue", "_scheduled", "_submit")
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[Envelope[Any]] = collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._actor: PooledActor | None = None
+        self._submit: Callable[[PooledActor], None] | None = None
+
+    def bind(self, actor: PooledActor, submit: Callable[[PooledActor], None]) -> None:
+        self._actor = actor
+        self._submit = submit
+
+    def put(self, envelope: Envelope[Any], /) -> None:
+        self._queue.append(envelope)
+        with self._lock:
+            if self._scheduled or self._actor is None:
+                return
+            self._scheduled = True
+        assert self._submit is not None
+        self._submit(self._actor)
+
+    def get(self) -> Envelope[Any]:
+        return self._queue.popleft()
+
+    def empty(self) -> bool:
+        return not self._queue
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def schedule(self) -> bool:
+        """Schedule the actor (its start); False if it already is."""
+        with self._lock:
+            if self._scheduled:
+                return False
+            self._scheduled = True
+        return True
+
+    def unschedule_if_empty(self) -> bool:
+        """The drain found no message: unschedule, unless one arrived just now."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._scheduled = False
+            return True
+
+
+class PooledActor(pykka.Actor):
+    """A pykka actor whose messages are handled on a ``Dispatcher``'s threads.
+
+    Start it as any pykka actor, with a ``dispatcher=`` keyword (taken by ``start``, not passed
+    to ``__init__``): ``MyActor.start(..., dispatcher=d)``."""
+
+    throughput: ClassVar[int] = THROUGHPUT
+
+    actor_inbox: Mailbox
+
+    _dispatcher: Dispatcher
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop_started = False
+        self._counted = False
+
+    @classmethod
+    def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
+        """As ``pykka.Actor.start``, on ``dispatcher`` (a keyword it takes), without the
+        ``ActorRegistry`` (see the module doc)."""
+        dispatcher = kwargs.pop("dispatcher", None)
+        if not isinstance(dispatcher, Dispatcher):
+            raise TypeError(f"{cls.__name__}.start needs dispatcher=<a Dispatcher>")
+        obj = cls(*args, **kwargs)
+        obj._dispatcher = dispatcher
+        obj.actor_inbox.bind(obj, dispatcher.submit)
+        obj._counted = True
+        dispatcher._actor_started()
+        obj._start_actor_loop()
+        return obj.actor_ref
+
+    # ---- pykka's extension points ------------------------------------------------------------
+
+    @staticmethod
+    def _create_actor_inbox() -> ActorInbox:
+        return Mailbox()
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        return pykka.ThreadingFuture()
+
+    def _start_actor_loop(self) -> None:
+        """No thread: the actor is put in line once, for ``on_start`` (and the messages sent
+        meanwhile); after that, whenever a message finds its mailbox idle."""
+        if self.actor_inbox.schedule():
+            self._dispatcher.submit(self)
+
+    # ---- the loop, one drain at a time -------------------------------------------------------
+
+    def _handle_receive(self, message: Any) -> Any:
+        """As ``FastInboxActor._handle_receive``: pykka's messages told apart by one lookup."""
+        if type(message) in PYKKA_MESSAGES:
+            return super()._handle_receive(message)
+        return self.on_receive(message)
+
+    def _stop(self) -> None:
+        self._uncount()
+        super()._stop()
+
+    def _handle_failure(self, *exc_info: Any) -> None:
+        self._uncount()
+        super()._handle_failure(*exc_info)
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self._dispatcher._actor_stopped()
+
+    def _drain(self) -> None:
+        """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
+        is empty) or go to the back of the line. Runs on a dispatcher thread, never on two at
+        once for one actor."""
+        inbox = self.actor_inbox
+        if not self._loop_started:
+            self._loop_started = True
+            self._actor_loop_setup()  # on_start
+        stopped = self.actor_stopped
+        for _ in range(self.throughput):
+            if stopped.is_set():
+                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
+                if inbox.unschedule_if_empty():
+                    return
+                continue
+            try:
+                envelope = inbox.get()
+            except IndexError:
+                if inbox.unschedule_if_empty():
+                    return
+                continue
+            self._handle_envelope(envelope)
+        self._dispatcher.submit(self)
+
+    def _handle_envelope(self, envelope: Envelope[Any]) -> None:
+        """pykka's loop body (``Actor._actor_loop_running``) for one message."""
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            log.exception("stopping an actor after a BaseException", actor=str(self))
+            with contextlib.suppress(Exception):
+                self._stop()

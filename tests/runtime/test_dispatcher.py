@@ -1,0 +1,306 @@
+"""PooledActor on a Dispatcher: pykka's guarantees without a thread per actor.
+
+Real actors, real threads; every wait is on an event or a future, with a timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Event, EventKind
+from subagents.runtime import Runtime
+from subagents.supervision.limits import Limits
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def dispatcher() -> Iterator[Dispatcher]:
+    d = Dispatcher(size=2, stall_s=0.02, name="t-dispatch")
+    yield d
+    assert d.close(WAIT) == []
+
+
+class Recorder(PooledActor):
+    """Records what it is told, and whether two handlings ever overlapped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Any] = []
+        self.inside = False
+        self.overlaps = 0
+        self.started = False
+        self.early = 0
+
+    def on_start(self) -> None:
+        self.started = True
+
+    def on_receive(self, message: Any) -> Any:
+        if self.inside:
+            self.overlaps += 1
+        if not self.started:
+            self.early += 1
+        self.inside = True
+        try:
+            if message == "report":
+                return (list(self.seen), self.overlaps, self.early)
+            self.seen.append(message)
+            return None
+        finally:
+            self.inside = False
+
+
+def test_each_actor_sees_each_senders_messages_in_order_one_at_a_time(
+    dispatcher: Dispatcher,
+) -> None:
+    actors = [Recorder.start(dispatcher=dispatcher) for _ in range(50)]
+    senders, per_sender = 4, 200
+    go = threading.Event()
+
+    def send(sender: int) -> None:
+        assert go.wait(WAIT)
+        for seq in range(per_sender):
+            for ref in actors:
+                ref.tell((sender, seq))
+
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+    for ref in actors:
+        seen, overlaps, early = ref.ask("report", timeout=WAIT)
+        assert overlaps == 0
+        assert early == 0  # on_start ran before the first message
+        assert len(seen) == senders * per_sender
+        for sender in range(senders):
+            assert [seq for s, seq in seen if s == sender] == list(range(per_sender))
+    for ref in actors:
+        ref.stop(block=True, timeout=WAIT)
+
+
+def test_a_flooded_actor_does_not_keep_the_only_thread() -> None:
+    d = Dispatcher(size=1, stall_s=60.0, name="t-flood")  # no replacement: fairness alone
+    try:
+        gate = threading.Event()
+
+        class Blocker(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                assert gate.wait(WAIT)
+
+        handled = [0]
+
+        class Counter(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                handled[0] += 1
+
+        blocker = Blocker.start(dispatcher=d)
+        flooded = Counter.start(dispatcher=d)
+        blocker.tell("hold")  # the only thread is held while the flood is queued
+        flood = 5_000
+        for _ in range(flood):
+            flooded.tell("one")
+        seen_at: list[int] = []
+        done = threading.Event()
+
+        class Probe(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                seen_at.append(handled[0])
+                done.set()
+
+        probe = Probe.start(dispatcher=d)
+        probe.tell("now")
+        gate.set()
+        assert done.wait(WAIT)
+        # the probe, in line behind the flood, ran while the flood was still being handled
+        assert 0 < seen_at[0] < flood
+        flooded.ask("last", timeout=WAIT)
+        assert handled[0] == flood + 1
+        for ref in (blocker, flooded, probe):
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        assert d.close(WAIT) == []
+
+
+def test_a_blocked_handling_does_not_starve_the_other_actors() -> None:
+    d = Dispatcher(size=1, stall_s=0.02, name="t-block")
+    try:
+        entered, release = threading.Event(), threading.Event()
+
+        class Blocking(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                entered.set()
+                assert release.wait(WAIT)  # a plain def tool, a sync function agent...
+                return "released"
+
+        class Echo(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                return message
+
+        blocking = Blocking.start(dispatcher=d)
+        later = blocking.ask("block", block=False)
+        assert entered.wait(WAIT)
+        echoes = [Echo.start(dispatcher=d) for _ in range(20)]
+        # the only working thread is blocked: the watch thread puts another in its place
+        assert [e.ask(i, timeout=WAIT) for i, e in enumerate(echoes)] == list(range(20))
+        assert d.counts().replaced >= 1  # the blocked one (a slow drain under load may be too)
+        release.set()
+        assert later.get(timeout=WAIT) == "released"
+        for ref in [blocking, *echoes]:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        assert d.close(WAIT) == []
+
+
+def test_stop_answers_the_asks_left_and_refuses_later_ones(dispatcher: Dispatcher) -> None:
+    gate, stopped = threading.Event(), threading.Event()
+
+    class Slow(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            assert gate.wait(WAIT)
+            return message
+
+        def on_stop(self) -> None:
+            stopped.set()
+
+    ref = Slow.start(dispatcher=dispatcher)
+    first = ref.ask("first", block=False)
+    stopping = ref.stop(block=False)
+    behind = ref.ask("behind the stop", block=False)
+    gate.set()
+    assert first.get(timeout=WAIT) == "first"
+    assert stopping.get(timeout=WAIT) is True
+    assert stopped.wait(WAIT)
+    with pytest.raises(pykka.ActorDeadError):
+        behind.get(timeout=WAIT)
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("after", timeout=WAIT)
+    assert not ref.is_alive()
+
+
+def test_a_failing_tell_stops_the_actor_and_a_failing_ask_answers_the_error(
+    dispatcher: Dispatcher,
+) -> None:
+    failed = threading.Event()
+
+    class Fragile(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            raise ValueError(f"bad {message}")
+
+        def on_failure(self, *exc_info: Any) -> None:
+            failed.set()
+
+    ref = Fragile.start(dispatcher=dispatcher)
+    with pytest.raises(ValueError, match="bad asked"):
+        ref.ask("asked", timeout=WAIT)
+    assert ref.is_alive()
+    ref.tell("told")
+    assert failed.wait(WAIT)
+    assert not ref.is_alive()
+
+
+def test_start_needs_a_dispatcher() -> None:
+    with pytest.raises(TypeError, match="dispatcher"):
+        Recorder.start()
+
+
+def test_idle_actors_hold_no_thread_and_closing_joins_every_thread() -> None:
+    before = set(threading.enumerate())
+    d = Dispatcher(size=3, stall_s=0.02, name="t-idle")
+    refs = [Recorder.start(dispatcher=d) for _ in range(3_000)]
+    for ref in refs:
+        ref.tell("hello")
+    assert all(ref.ask("report", timeout=WAIT)[0] == ["hello"] for ref in refs)
+    assert d.wait_idle(WAIT)
+    extra = [t for t in threading.enumerate() if t not in before]
+    # however many actors there are: the dispatcher's working threads, at most as many
+    # parked (threads replaced while a drain was slow, kept for the next replacement) and
+    # its watch thread
+    assert len(extra) <= 2 * d.size + 1, [t.name for t in extra]
+    for ref in refs:
+        ref.stop(block=False)
+    assert d.close(WAIT) == []
+    assert not [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+def _threads_in_process() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads: line in /proc/self/status")
+
+
+def test_two_thousand_waiting_runs_hold_no_threads() -> None:
+    """The runtime's claim: a waiting run costs its objects, not a thread."""
+    n = 2_000
+
+    async def idle(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=600)
+        return "mail" if mail is not None else "none"
+
+    waiting = threading.Event()
+    count = [0]
+    lock = threading.Lock()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.WAITING:
+            with lock:
+                count[0] += 1
+                if count[0] == n:
+                    waiting.set()
+
+    limits = Limits(
+        max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=900.0, max_timeout_s=900.0
+    )
+    before_os = _threads_in_process()
+    with Runtime([idle], limits=limits) as rt:
+        rt.subscribe(on_event)
+        handles = [rt.spawn("idle", str(i)) for i in range(n)]
+        assert waiting.wait(120), f"{count[0]} of {n} runs waiting"
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        assert dispatcher.wait_idle(WAIT)
+        held = _threads_in_process() - before_os
+        # the runtime's own threads (supervisor, registry, timer, lease, dispatcher) and
+        # the dispatcher's: a few dozen at most, never one per run
+        assert held <= 40 + dispatcher.counts().replaced, held
+        assert len(threading.enumerate()) < n // 10
+        # and they still answer: mail one of them, it ends
+        rt.send(handles[0].run_id, "wake up")
+        assert handles[0].result(timeout=WAIT).result == "mail"
+
+
+def test_own_threads_is_still_an_option_and_a_bad_value_is_named() -> None:
+    async def idle(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=600)
+        return mail.content if mail is not None else "none"
+
+    waiting = threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.WAITING:
+            waiting.set()
+
+    with Runtime([idle], agent_threads="own") as rt:
+        assert rt._hosting.dispatcher is None
+        rt.subscribe(on_event)
+        before = {t.name for t in threading.enumerate()}
+        handle = rt.spawn("idle", "wait")
+        assert waiting.wait(WAIT)
+        # the waiting run's loop holds a pooled thread of its own
+        assert rt._hosting.pool.threads == 1
+        assert {t.name for t in threading.enumerate()} - before
+        rt.send(handle.run_id, "hello")
+        assert handle.result(timeout=WAIT).result == "hello"
+    with pytest.raises(ValueError, match="agent_threads must be one of shared, own, not 'many'"):
+        Runtime([idle], agent_threads="many")
