@@ -38,6 +38,8 @@ NAMES = (
     "mcp_hub",
     "cli_startup",
     "refusals",
+    "cluster",
+    "ray_costs",
 )
 START_MARK = "<!-- results:start -->"
 END_MARK = "<!-- results:end -->"
@@ -221,12 +223,45 @@ def _goal_load(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _goal_cluster(r: dict[str, Any]) -> list[Row]:
+    """Issue 16's goals: the runtime on a local 2-node Ray cluster."""
+    f, b, q, met, sizes = r["figures"], r["baseline"], r["ratio"], r["met"], r["sizes"]
+    shape = f"{sizes['children']:,} x {sizes['delay_s'] * 1e3:g} ms, {sizes['limit']} at once"
+    return [
+        (
+            f"cluster (2 nodes): fan-out {shape}",
+            f"makespan {f['fanout_s']} s",
+            f"ideal {f['fanout_ideal_s']} s; one process {b['fanout_single_node_s']} s",
+            f"{q['fanout_vs_ideal']}x ideal ({q['fanout_vs_single_node']}x one process)",
+            "<= 1.2x ideal",
+            _met(met["fanout"]),
+        ),
+        (
+            "cluster: cross-node mail, batched",
+            f"{_n(f['cross_node_mail_per_s'])} msg/s",
+            f"one process {_n(b['single_node_mail_per_s'])} msg/s",
+            f"{q['mail_vs_single_node']}x",
+            ">= 10,000 msg/s",
+            _met(met["mail"]),
+        ),
+        (
+            "cluster: spawn -> result of a child on the other node, p50",
+            f"{f['spawn_p50_ms']} ms (p99 {f['spawn_p99_ms']} ms)",
+            f"one process {b['single_node_spawn_p50_ms']} ms",
+            f"{q['spawn_p50_vs_single_node']}x",
+            "<= 3 ms",
+            _met(met["spawn"]),
+        ),
+    ]
+
+
 GOALS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _goal_mail,
     "fanout": _goal_fanout,
     "scale": _goal_scale,
     "spawn": _goal_spawn,
     "load_definitions": _goal_load,
+    "cluster": _goal_cluster,
 }
 
 # ---- every other figure ----------------------------------------------------------------------
@@ -473,6 +508,54 @@ def _more_refusals(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _more_ray_costs(r: dict[str, Any]) -> list[Row]:
+    """What Ray costs here (no targets: the figures the cluster design rests on)."""
+    f, b = r["figures"], r["baseline"]
+    calls, mail = f["call_p50_ms"], f["mail_per_s"]
+    return [
+        (
+            "import ray",
+            f"{f['import_ray_s']} s",
+            f"python start {b['python_start_s']} s",
+            "-",
+            "-",
+            "-",
+        ),
+        (
+            "local 2-node Ray cluster started",
+            f"{f['cluster_start_s']} s",
+            f"{f['cluster_rss_mb']} MB resident",
+            "-",
+            "-",
+            "-",
+        ),
+        (
+            "a Ray actor started (a process)",
+            f"{f['actor_start_s']} s",
+            f"{f['actor_rss_mb']} MB each",
+            "-",
+            "-",
+            "-",
+        ),
+        (
+            "Ray call p50, cross node",
+            f"{calls['actor_to_actor_cross_node']} ms",
+            f"same node {calls['driver_to_actor_same_node']} ms",
+            "-",
+            "-",
+            "-",
+        ),
+        (
+            "items across nodes, batches of 100",
+            f"{_n(mail['cross_node_batches_of_100'])}/s",
+            f"one per call {_n(mail['cross_node_one_per_call'])}/s",
+            "-",
+            "-",
+            "-",
+        ),
+    ]
+
+
 MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mail": _more_mail,
     "spawn": _more_spawn,
@@ -484,6 +567,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_hub": _more_mcp_hub,
     "cli_startup": _more_cli_startup,
     "refusals": _more_refusals,
+    "ray_costs": _more_ray_costs,
 }
 
 

@@ -1,7 +1,59 @@
 """Shared by every test folder: this file's folder is put on ``sys.path`` by pytest (rootdir
 conftest, prepend import mode), so tests import the helpers here (``corpora``) by name."""
 
+from __future__ import annotations
+
+import os
 import signal
+from collections.abc import Iterator
+
+import pytest
+
+from raycluster import ray_cluster  # noqa: F401  (the session's Ray cluster, a fixture)
+
+RAY_TEST_TIMEOUT_S = 300
+"""A ``ray`` test may be the one that starts the session's cluster (~20 s idle, far more on
+a loaded machine): its timeout covers that, not only its own work."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--on-cluster",
+        action="store_true",
+        help="host every Runtime of the selected tests on the session's 2-node Ray cluster"
+        " ($SUBAGENTS_RAY_ADDRESS): the same tests, on two nodes (docs/cluster.md)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    on_cluster = config.getoption("--on-cluster")
+    for item in items:
+        if (on_cluster or item.get_closest_marker("ray")) and not item.get_closest_marker(
+            "timeout"
+        ):
+            item.add_marker(pytest.mark.timeout(RAY_TEST_TIMEOUT_S))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def on_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """With ``--on-cluster``: every ``Runtime`` joins the session's cluster (its default
+    store is the cluster's, whose file is in a temporary state directory)."""
+    if not request.config.getoption("--on-cluster"):
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("SUBAGENTS_RAY_ADDRESS", "SUBAGENTS_STATE_DIR")}
+    os.environ["SUBAGENTS_STATE_DIR"] = str(tmp_path_factory.mktemp("cluster-state"))
+    cluster = request.getfixturevalue("ray_cluster")  # started with that state directory
+    os.environ["SUBAGENTS_RAY_ADDRESS"] = cluster.address
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     # Started from a shell's background job (`pytest ... &`, a CI step run that way), this

@@ -10,6 +10,7 @@ can skip. The Runtime holds one ``Hosting`` and says what to start; this knows h
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import weakref
@@ -23,6 +24,7 @@ from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
+from subagents.behaviour.port import AgentEnv
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import Worktrees
@@ -121,6 +123,8 @@ class Hosting:
         self.mcp: McpHub | None = None
         self.worktrees: Worktrees | None = None
         self.telemetry: Telemetry | None = None
+        self.cluster: Any = None
+        """The node hosts of a runtime on a Ray cluster (``cluster.hosting.ClusterHosting``)."""
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -181,7 +185,11 @@ class Hosting:
         on_outside: Callable[[ChildDone | SpawnReply], None],
         on_event: Callable[[Event], None],
     ) -> SupervisorClient:
-        """The supervisor actor over ``core``, its agents' loops on the pool."""
+        """The supervisor actor over ``core``, its agents' loops on the pool (or, on a
+        cluster, in the node hosts: ``start_cluster`` first)."""
+        extra: dict[str, Any] = {}
+        if self.cluster is not None:
+            extra["effector"] = self.cluster.effector
         self.supervisor = SupervisorClient.start(
             core=core,
             store=store,
@@ -192,8 +200,23 @@ class Hosting:
             on_thread=self.track_supervisor_thread,
             pool=self.pool,
             dispatcher=self.dispatcher,
+            **extra,
         )
+        if self.cluster is not None:
+            self.cluster.connect()
         return self.supervisor
+
+    def start_cluster(
+        self, owner: str, functions: Mapping[str, Callable[..., Any]], env: AgentEnv
+    ) -> Any:
+        """One node host per node of the Ray cluster this process joined, each set up with
+        what runs need (``cluster.kit.NodeKit``: the function agents, the agent environment,
+        the definitions as they are now): the runs will live there."""
+        from subagents.cluster.hosting import ClusterHosting
+        from subagents.cluster.kit import NodeKit
+
+        self.cluster = ClusterHosting(owner, NodeKit(functions, env, env.agents()))
+        return self.cluster
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; if another process takes its runs
@@ -225,6 +248,8 @@ class Hosting:
         deadline = time.monotonic() + timeout
         if self.supervisor is not None:
             self.supervisor.close(timeout)
+        if self.cluster is not None:  # every run was cancelled: the node hosts go
+            self.cluster.close(max(1.0, deadline - time.monotonic()))
         if self.registry is not None:
             with contextlib.suppress(Exception):
                 self.registry.stop()
@@ -261,3 +286,25 @@ class Hosting:
                 self.telemetry.close()
             except Exception:
                 log.exception("closing the tracer provider failed")
+
+
+def join_cluster(cluster: str | None) -> str | None:
+    """The Ray cluster a runtime hosts its runs on (``cluster``, else
+    ``$SUBAGENTS_RAY_ADDRESS``), joined by this process as a driver; None: none, the runs stay
+    in this process. Ray is imported only when a cluster is asked for."""
+    from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
+
+    if cluster is None and not os.environ.get(RAY_ADDRESS_ENV):
+        return None
+    address = resolve_address(cluster)
+    if address is not None:
+        connect(address)
+    return address
+
+
+def cluster_store(address: str) -> RunStore:
+    """The store of the cluster at ``address``, served on its head (started there if no
+    runtime did yet)."""
+    from subagents.cluster.remote_store import ClusterStore
+
+    return ClusterStore.connect(address, create=True)

@@ -744,6 +744,16 @@ class RestartDue(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
 
 
+class HostLost(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The process that hosted these runs' agents is gone (a cluster node's host died, its
+    node left): each is started again elsewhere from what the store keeps, as a new attempt
+    (cluster -> supervisor). Not the runs' doing: no restart is counted against them."""
+
+    run_ids: tuple[str, ...]
+    node: str = ""
+    reason: str = ""
+
+
 class Restore(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Take up the store's orphaned runs (answered with a ``RestoreReport``): those whose
     host's lease lapsed (``store.leases``); ``roots``: only these trees."""
@@ -814,6 +824,7 @@ ActorMessage = (
     | Wake
     | Timeout
     | RestartDue
+    | HostLost
     | Restore
     | LeaseLost
     | Sweep

@@ -35,7 +35,7 @@ from subagents.definitions.skills import SkillIndex
 from subagents.definitions.spec import AgentSpec
 from subagents.endings import Endings
 from subagents.handles import RunHandle
-from subagents.hosting import Definitions, Hosting, Subscribers
+from subagents.hosting import Definitions, Hosting, Subscribers, cluster_store, join_cluster
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
     Event,
@@ -105,12 +105,19 @@ class Runtime:
         mcp_servers: Mapping[str, Any] | None = None,
         agent_threads: str = "shared",
         allow_mcp_commands: bool = False,
+        cluster: str | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning. ``agent_threads``: ``"shared"`` (a waiting
         run holds no thread: a few dispatcher threads handle the messages of every run) or
-        ``"own"`` (each live run holds a thread; docs/architecture.md)."""
+        ``"own"`` (each live run holds a thread; docs/architecture.md).
+
+        ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
+        ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs
+        their agents, this runtime's supervisor decides for all of them, and the store is the
+        cluster's (served on the head node) unless ``store`` is given (docs/cluster.md)."""
         ensure_configured()
+        address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner()
         """The id stamped on the runs this runtime hosts; its lease in the store says it is
@@ -124,6 +131,8 @@ class Runtime:
             sweep_every_s=sweep_every_s,
         )
         self._owns_store = store is None
+        if store is None and address is not None:
+            store = cluster_store(address)  # the one every node and the CLI reach
         self.store: RunStore = store if store is not None else MemoryStore()
         self.strict = strict
         # Claude Code's built-in tools, then the user's (a user tool of the same name
@@ -188,6 +197,8 @@ class Runtime:
                 owner=self.owner,
             )
             behaviour_for = behaviours(self._functions, self.env)
+            if address is not None:  # the runs' agents live in the cluster's node hosts
+                hosting.start_cluster(self.owner, self._functions, self.env)
             self._supervisor = hosting.start_supervisor(
                 self.core, self.store, behaviour_for, self._roots.told, self._events.publish
             )
@@ -428,6 +439,13 @@ class Runtime:
         return self._requests.stats(run_id)
 
     # ---- lifecycle ---------------------------------------------------------------------------
+
+    def placements(self) -> dict[str, list[str]]:
+        """On a cluster: run id -> the Ray node ids its starts were placed on, in order
+        (more than one: it was started again after its node's host was lost). Empty when
+        the runs are hosted in this process."""
+        cluster = self._hosting.cluster
+        return cluster.placements() if cluster is not None else {}
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop every run (cancelled) and every thread this runtime started."""

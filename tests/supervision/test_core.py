@@ -127,6 +127,11 @@ class Driven:
     def slot_wanted(self, msg: SlotWanted) -> list[Effect]:
         return self._do(self.core.slot_wanted(msg)).effects
 
+    def host_lost(self, run_ids: Sequence[str], reason: str) -> list[Effect]:
+        """As the actor does it: each run's mail and journal read for it."""
+        reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
+        return self._do(self.core.host_lost(run_ids, reason, reads)).effects
+
     def restart_due(self, run_id: str) -> list[Effect]:
         return self._do(self.core.restart_due(run_id)).effects
 
@@ -886,3 +891,30 @@ def test_a_parked_run_restarted_while_queued_for_its_slot_is_queued_once() -> No
     assert h.core.slots.in_flight == 0 and h.core.slots.queued() == []
     # nothing of the root is left in the queue: a new run starts at once
     assert not h.spawn("critic").queued
+
+
+# ---- a host lost (a cluster node's) ------------------------------------------------------------
+
+
+def test_runs_whose_host_was_lost_start_again_as_a_new_attempt_and_end_once() -> None:
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=child, result="done", attempt=1))  # ended before the loss
+    other = h.run("worker", root)
+    effects = h.core.host_lost((root, other, child, "no-such-run"), "its host died")
+    starts = of(effects, StartRun)
+    assert [(s.record.run_id, s.attempt) for s in starts] == [(root, 2), (other, 2)]
+    assert all(s.record.status is RunStatus.RUNNING for s in starts)
+    moved = [e for e in h.store.events(other) if e.kind is EventKind.RESTARTED]
+    assert [e.data["mode"] for e in moved] == ["moved"]
+    record = h.store.get_run(other)
+    assert record is not None and record.restarts == 0  # not the run's doing: no restart counted
+    # the lost start's late report is discarded; the new start's is taken, once
+    assert h.core.finished(RunFinished(run_id=other, result="from the lost host", attempt=1)) == []
+    effects = h.core.finished(RunFinished(run_id=other, result="again", attempt=2))
+    (done,) = told(effects, root, ChildDone)
+    assert done.outcome.result == "again"
+    assert h.core.finished(RunFinished(run_id=other, result="again", attempt=2)) == []
+    assert h.terminal_events(other) == [EventKind.COMPLETED]
+    assert h.terminal_events(child) == [EventKind.COMPLETED]

@@ -50,6 +50,7 @@ from subagents.messages import (
     Batch,
     ChildDone,
     Event,
+    HostLost,
     Inspect,
     Journal,
     LeaseLost,
@@ -129,14 +130,17 @@ class SupervisorActor(FastInboxActor):
         pool: ThreadPool | None = None,
         dispatcher: Dispatcher | None = None,
         now: Callable[[], float] = time.time,
+        effector: Callable[..., Effector] = Effector,
     ) -> None:
+        """``effector``: what carries decisions out (an ``Effector``'s arguments): the
+        runtime's own, or one that hosts the runs elsewhere (``actors.remote``)."""
         super().__init__()
         self.core = core
         self.store = store
         self.on_outside = on_outside
         self.on_thread = on_thread
         self.now = now
-        self.effector = Effector(
+        self.effector = effector(
             supervisor=self.actor_ref,
             timer=timer,
             behaviour_for=behaviour_for,
@@ -399,6 +403,9 @@ class SupervisorActor(FastInboxActor):
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it
                 mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
                 decision = core.restart_due(run_id, mails, journal)
+            case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
+                reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
+                decision = core.host_lost(run_ids, reason, reads)
             case PollCommands():
                 return self._take_commands()
             case Restore(roots=roots):

@@ -21,16 +21,16 @@ from subagents.cli.state import (
     EXIT_OK,
     EXIT_ORPHANED,
     CliError,
-    add_state_argument,
+    add_store_arguments,
     fail,
 )
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from subagents.cli.state import InspectedStore
     from subagents.messages import RunRecord
     from subagents.store.leases import Liveness
-    from subagents.store.sqlite import SQLiteStore
 
 NAME = "attach"
 POLL_S = 0.25
@@ -38,7 +38,7 @@ POLL_S = 0.25
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _attach(args: argparse.Namespace) -> int:
     from subagents.cli.output import console
-    from subagents.cli.state import open_store, resolve
+    from subagents.cli.state import open_inspected_store, resolve
 
     out = console()
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         if out.is_terminal:
             record, orphaned = _live_view(store, record, out)
@@ -68,7 +68,7 @@ def _attach(args: argparse.Namespace) -> int:
         return _end(store, record, orphaned, out)
 
 
-def _subtree(store: SQLiteStore, record: RunRecord) -> tuple[list[RunRecord], Liveness]:
+def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord], Liveness]:
     """The runs under ``record`` (itself first, parents before children) and the leases."""
     from subagents.cli.state import liveness
     from subagents.store.base import StoreError
@@ -90,7 +90,7 @@ def _subtree(store: SQLiteStore, record: RunRecord) -> tuple[list[RunRecord], Li
     return ordered, liveness(store)
 
 
-def _live_view(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
     """Redraw the tree in place until RUN ends or is orphaned."""
     from rich.live import Live
 
@@ -112,7 +112,7 @@ def _live_view(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[Run
     return current, orphaned
 
 
-def _journal(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
+def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
     """On a pipe: one line per change of status, until RUN ends or is orphaned."""
     from subagents.cli.output import printable
     from subagents.cli.state import shown_status
@@ -138,7 +138,7 @@ def _journal(store: SQLiteStore, record: RunRecord, out: Console) -> tuple[RunRe
         time.sleep(POLL_S)
 
 
-def _end(store: SQLiteStore, record: RunRecord, orphaned: bool, out: Console) -> int:
+def _end(store: InspectedStore, record: RunRecord, orphaned: bool, out: Console) -> int:
     from subagents.cli.state import liveness
     from subagents.cli.summary import print_outcome
     from subagents.messages import Outcome

@@ -19,10 +19,10 @@ from subagents.cli.output import printable
 from subagents.cli.state import (
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     fail,
     liveness,
-    open_store,
+    open_inspected_store,
     resolve,
 )
 from subagents.cli.views import duration, stamp
@@ -53,7 +53,7 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def gather(args: argparse.Namespace) -> Info:
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         try:
             tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)

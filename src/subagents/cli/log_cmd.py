@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 from rich.console import Console
@@ -24,16 +25,18 @@ from subagents.cli.state import (
     EXIT_ORPHANED,
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     fail,
     liveness,
-    open_store,
+    open_inspected_store,
     resolve,
 )
 from subagents.cli.transcript import Entry, transcript
 from subagents.messages import RunRecord
 from subagents.store.base import StoreError
-from subagents.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from subagents.cli.state import InspectedStore
 
 NAME = "log"
 FOLLOW_POLL_S = 0.25
@@ -69,12 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-f", "--follow", action="store_true", help="keep printing until the run ends"
     )
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with open_store(args.state) as store:
+        with open_inspected_store(args) as store:
             record = resolve(store, args.run_ref)
             if args.follow:
                 return follow(store, record.run_id, as_json=args.json)
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read(store: SQLiteStore, run_id: str, *, final: bool) -> tuple[RunRecord, list[Entry]]:
+def read(store: InspectedStore, run_id: str, *, final: bool) -> tuple[RunRecord, list[Entry]]:
     """The record and transcript of ``run_id`` as the store has them now."""
     try:
         record = store.get_run(run_id)
@@ -110,7 +113,7 @@ def read(store: SQLiteStore, run_id: str, *, final: bool) -> tuple[RunRecord, li
     return record, entries
 
 
-def follow(store: SQLiteStore, run_id: str, *, as_json: bool) -> int:
+def follow(store: InspectedStore, run_id: str, *, as_json: bool) -> int:
     """Print entries as they are written, until the run has ended (0) or its host is gone
     (``EXIT_ORPHANED``: nothing more will be written until a resume)."""
     out = output.console()

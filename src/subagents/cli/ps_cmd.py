@@ -22,12 +22,12 @@ from subagents.cli.state import (
     ORPHANED,
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     all_run_ids,
     fail,
     live_statuses,
     liveness,
-    open_store,
+    open_inspected_store,
     remember_listing,
     resolve,
     short_ids,
@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-n", "--limit", type=int, default=None, metavar="N", help="only the N most recent"
     )
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def parse_statuses(values: list[str]) -> tuple[list[RunStatus] | None, bool]:
@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
         statuses = [*(statuses or ()), *live_statuses()]
     if statuses is None and not args.all:
         statuses = list(live_statuses())
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         root = resolve(store, args.root).root_run_id if args.root else None
         alive = liveness(store)
         try:

@@ -66,6 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (then `subagents attach RUN`, `wait RUN`)",
     )
     add_runtime_arguments(parser)
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the tree on the Ray cluster at ADDRESS (`auto`: the cluster `ray start` runs"
+        " on this machine), its runs in the cluster's nodes, recorded in the cluster's store;"
+        " default: $SUBAGENTS_RAY_ADDRESS when set and --state is not given",
+    )
 
 
 def _check(args: argparse.Namespace) -> str:

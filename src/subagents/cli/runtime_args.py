@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands t
     from collections.abc import Callable
 
     from subagents.cli.approvals import TerminalApprovals
+    from subagents.cluster.remote_store import ClusterStore
     from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
@@ -144,7 +145,7 @@ class Hosted:
     """A started Runtime and the store it writes (closed by ``close``, runtime first)."""
 
     runtime: Runtime
-    store: SQLiteStore
+    store: SQLiteStore | ClusterStore
     offline: bool
     approvals: TerminalApprovals | None = None
     """Asks the person at the terminal (None on a pipe or in CI: every ask is denied)."""
@@ -230,6 +231,7 @@ def start_runtime(
 ) -> Hosted:
     """A Runtime over the store of ``--state`` (or the default), as the options describe."""
     from subagents.cli.state import open_store
+    from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
     from subagents.store.leases import lease_seconds
@@ -243,9 +245,11 @@ def start_runtime(
     workspace = workspace_from(args)
     approvals = terminal_approvals(args)
     model = choose_model(args)
-    store = open_store(args.state)
+    address = cluster_from(args)
+    store = open_cluster_store_for_run(address) if address else open_store(args.state)
     try:
         runtime = Runtime(
+            cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
             workspace=workspace,
             permissions=permissions,
             approve=approvals,
@@ -263,10 +267,42 @@ def start_runtime(
     except DefinitionError as exc:
         store.close()
         raise CliError(str(exc), EXIT_USAGE) from exc
+    except ClusterError as exc:
+        store.close()
+        raise CliError(str(exc)) from exc
     except BaseException:
         store.close()
         raise
     return Hosted(runtime=runtime, store=store, offline=is_offline(args), approvals=approvals)
+
+
+def cluster_from(args: argparse.Namespace) -> str | None:
+    """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state``)
+    ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state`` and ``--ray`` together are a
+    usage error (two stores)."""
+    from subagents.cluster.connect import ClusterError, resolve_address
+
+    ray: str | None = getattr(args, "ray", None)
+    if ray is not None and args.state is not None:
+        raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
+    if args.state is not None:
+        return None
+    try:
+        return resolve_address(ray)
+    except ClusterError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+
+
+def open_cluster_store_for_run(address: str) -> ClusterStore:
+    """The store of the cluster at ``address`` (started on its head if none runs there)."""
+    from subagents.cluster.connect import ClusterError
+    from subagents.cluster.remote_store import ClusterStore
+    from subagents.store.base import StoreError
+
+    try:
+        return ClusterStore.connect(address, create=True)
+    except (ClusterError, StoreError) as exc:
+        raise CliError(str(exc)) from exc
 
 
 def permissions_from(args: argparse.Namespace) -> Permissions:

@@ -19,10 +19,10 @@ from subagents.cli.state import (
     EXIT_USAGE,
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     fail,
     liveness,
-    open_store,
+    open_inspected_store,
     resolve,
 )
 from subagents.store.base import StoreError
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
     parser.add_argument("text", metavar="TEXT", help="the mail's text (- reads stdin)")
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +83,7 @@ def _send(args: argparse.Namespace) -> Posted:
     text: str = _one_newline_less(sys.stdin.read()) if args.text == "-" else args.text
     if not text.strip():
         raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         if record.status.terminal:
             raise CliError(

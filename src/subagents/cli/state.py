@@ -17,6 +17,7 @@ An ambiguous reference is an error that lists the matches; nothing is guessed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
@@ -25,9 +26,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for them
+    from collections.abc import Iterable
+    from typing import Protocol, Self
+
     from subagents.messages import RunRecord, RunStatus
+    from subagents.store.base import RunStore
     from subagents.store.leases import Liveness
     from subagents.store.sqlite import SQLiteStore
+
+    class InspectedStore(RunStore, Protocol):
+        """What the inspecting commands use of a store: a local ``SQLiteStore`` or a
+        cluster's ``ClusterStore`` (``subagents.cluster``), which offers the same."""
+
+        @property
+        def path(self) -> Path: ...
+
+        def list_runs(
+            self,
+            *,
+            statuses: Iterable[RunStatus] | None = None,
+            root_run_id: str | None = None,
+            agent: str | None = None,
+            limit: int | None = None,
+            include_archived: bool = False,
+        ) -> list[RunRecord]: ...
+
+        def __enter__(self) -> Self: ...
+
+        def __exit__(self, *exc: object) -> None: ...
+
 
 LAST_LISTING = "last-ps.json"
 MIN_SUFFIX = 6
@@ -96,11 +123,24 @@ def add_state_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--state PATH``, and ``--ray ADDRESS``: the inspecting commands read either a local
+    file or the store of a Ray cluster (docs/cluster.md)."""
+    add_state_argument(parser)
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="the store of the Ray cluster at ADDRESS (`auto`: the cluster `ray start` runs"
+        " on this machine); default: $SUBAGENTS_RAY_ADDRESS when set and --state is not given",
+    )
+
+
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def open_store(path: Path | None) -> SQLiteStore:
+def open_store(path: Path | None) -> SQLiteStore:  # the local file (running, resuming)
     """The store at ``path`` (or the default one); ``CliError`` naming the file otherwise."""
     from subagents.store.base import StoreError
     from subagents.store.sqlite import SQLiteStore
@@ -115,13 +155,41 @@ def open_store(path: Path | None) -> SQLiteStore:
         raise CliError(f"cannot open the run store {path or ''}: {exc}".rstrip()) from exc
 
 
+def open_inspected_store(args: argparse.Namespace) -> InspectedStore:
+    """The store an inspecting command reads: ``--ray ADDRESS`` (or, without ``--state``,
+    ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local file (``open_store``)."""
+    ray: str | None = getattr(args, "ray", None)
+    if ray is not None and args.state is not None:
+        raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
+    if args.state is None:
+        from subagents.cluster.connect import ClusterError, resolve_address
+
+        try:
+            address = resolve_address(ray)
+        except ClusterError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from exc
+        if address is not None:
+            return _cluster_store(address)
+    return open_store(args.state)
+
+
+def _cluster_store(address: str) -> InspectedStore:
+    from subagents.cluster.connect import ClusterError
+    from subagents.cluster.remote_store import open_cluster_store
+
+    try:
+        return open_cluster_store(address)
+    except ClusterError as exc:
+        raise CliError(str(exc)) from exc
+
+
 def fail(command: str, exc: CliError) -> int:
     """Print ``exc`` on stderr the way argparse prints usage errors; its exit code."""
     sys.stderr.write(f"subagents {command}: error: {exc}\n")
     return exc.code
 
 
-def liveness(store: SQLiteStore) -> Liveness:
+def liveness(store: InspectedStore) -> Liveness:
     """Which hosts of the store's runs are alive now (their leases), read once."""
     from subagents.store.base import StoreError
     from subagents.store.leases import Liveness
@@ -140,15 +208,24 @@ def shown_status(record: RunRecord, alive: Liveness) -> str:
 # ---- the last listing ------------------------------------------------------------------------
 
 
-def listing_path(store: SQLiteStore) -> Path:
+def listing_path(store: InspectedStore) -> Path:
+    """Beside the store's file; for a cluster's store (whose file is on the head node), in
+    this machine's state directory, one folder per cluster store."""
+    key = getattr(store, "key", None)
+    if isinstance(key, str):
+        from subagents.store.paths import default_state_dir
+
+        return default_state_dir() / "clusters" / key / LAST_LISTING
     return store.path.parent / LAST_LISTING
 
 
-def remember_listing(store: SQLiteStore, run_ids: Sequence[str]) -> None:
+def remember_listing(store: InspectedStore, run_ids: Sequence[str]) -> None:
     """Keep the rows of a ``ps`` for ``#N`` (best effort: a read-only dir only loses ``#N``)."""
     import msgspec
 
     path = listing_path(store)
+    with contextlib.suppress(OSError):  # private like the store's own folder
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = msgspec.json.encode(_listing_type()(store=str(store.path), run_ids=tuple(run_ids)))
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:  # private like the store (0600): run ids and their order are the user's business
@@ -161,7 +238,7 @@ def remember_listing(store: SQLiteStore, run_ids: Sequence[str]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def last_listing(store: SQLiteStore) -> tuple[str, ...]:
+def last_listing(store: InspectedStore) -> tuple[str, ...]:
     import msgspec
 
     path = listing_path(store)
@@ -180,7 +257,7 @@ def last_listing(store: SQLiteStore) -> tuple[str, ...]:
 # ---- run references --------------------------------------------------------------------------
 
 
-def resolve(store: SQLiteStore, ref: str) -> RunRecord:
+def resolve(store: InspectedStore, ref: str) -> RunRecord:
     """The run ``ref`` names (id, unique prefix or suffix, ``#N``); ``CliError`` otherwise."""
     ref = ref.strip()
     if not ref:
@@ -207,7 +284,7 @@ def resolve(store: SQLiteStore, ref: str) -> RunRecord:
     return found
 
 
-def _by_row(store: SQLiteStore, ref: str) -> RunRecord:
+def _by_row(store: InspectedStore, ref: str) -> RunRecord:
     text = ref[1:]
     if not text.isdigit() or int(text) < 1:
         raise CliError(f"{ref!r}: expected #N with N a row number of the last `subagents ps`")
@@ -223,7 +300,7 @@ def _by_row(store: SQLiteStore, ref: str) -> RunRecord:
     return record
 
 
-def _get(store: SQLiteStore, run_id: str) -> RunRecord | None:
+def _get(store: InspectedStore, run_id: str) -> RunRecord | None:
     from subagents.store.base import StoreError
 
     try:
@@ -232,7 +309,7 @@ def _get(store: SQLiteStore, run_id: str) -> RunRecord | None:
         raise CliError(str(exc)) from exc
 
 
-def all_run_ids(store: SQLiteStore) -> list[str]:
+def all_run_ids(store: InspectedStore) -> list[str]:
     from subagents.store.base import StoreError
 
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from subagents.cli import output
 from subagents.cli.output import printable
@@ -22,16 +23,18 @@ from subagents.cli.state import (
     EXIT_USAGE,
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     fail,
     live_statuses,
     liveness,
-    open_store,
+    open_inspected_store,
     resolve,
 )
 from subagents.messages import RunRecord
 from subagents.store.base import StoreError
-from subagents.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from subagents.cli.state import InspectedStore
 
 NAME = "stop"
 POLL_S = 0.1
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wait up to S seconds (default 10) until the runs have ended",
     )
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +74,7 @@ def _stop(args: argparse.Namespace) -> int:
         raise CliError("give either RUN, --all or --requester RUN", EXIT_USAGE)
     if args.wait is not None and args.wait < 0:
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         if args.all:
             targets = _live_roots(store)
         elif args.requester is not None:
@@ -126,7 +129,7 @@ def _stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live_roots(store: SQLiteStore) -> list[RunRecord]:
+def _live_roots(store: InspectedStore) -> list[RunRecord]:
     try:
         live = store.list_runs(statuses=live_statuses())
     except StoreError as exc:
@@ -134,7 +137,7 @@ def _live_roots(store: SQLiteStore) -> list[RunRecord]:
     return [r for r in live if r.parent_run_id is None]
 
 
-def _live_children(store: SQLiteStore, requester: RunRecord) -> list[RunRecord]:
+def _live_children(store: InspectedStore, requester: RunRecord) -> list[RunRecord]:
     """The live runs ``requester`` requested (its children)."""
     try:
         live = store.list_runs(statuses=live_statuses(), root_run_id=requester.root_run_id)
@@ -143,7 +146,7 @@ def _live_children(store: SQLiteStore, requester: RunRecord) -> list[RunRecord]:
     return [r for r in live if r.parent_run_id == requester.run_id]
 
 
-def _wait_ended(store: SQLiteStore, run_ids: list[str], wait: float) -> list[str]:
+def _wait_ended(store: InspectedStore, run_ids: list[str], wait: float) -> list[str]:
     """The runs still live after waiting up to ``wait`` seconds for them to end."""
     deadline = time.monotonic() + wait
     while True:

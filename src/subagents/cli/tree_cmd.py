@@ -13,11 +13,11 @@ from subagents.cli import output
 from subagents.cli.state import (
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     all_run_ids,
     fail,
     liveness,
-    open_store,
+    open_inspected_store,
     resolve,
     short_ids,
 )
@@ -31,11 +31,11 @@ NAME = "tree"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def load_tree(args: argparse.Namespace) -> tuple[TreeNode, list[str]]:
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         try:
             records = store.list_runs(root_run_id=record.root_run_id, include_archived=True)

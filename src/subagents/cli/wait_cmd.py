@@ -19,7 +19,7 @@ from subagents.cli.state import (
     EXIT_USAGE,
     CliError,
     add_json_argument,
-    add_state_argument,
+    add_store_arguments,
     fail,
 )
 
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give up after S seconds (exit 124); default: wait as long as it runs",
     )
     add_json_argument(parser)
-    add_state_argument(parser)
+    add_store_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,13 +51,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _wait(args: argparse.Namespace) -> int:
     from subagents.cli import output
-    from subagents.cli.state import liveness, open_store, resolve
+    from subagents.cli.state import liveness, open_inspected_store, resolve
     from subagents.store.base import StoreError
 
     if args.timeout is not None and not args.timeout >= 0:
         raise CliError(f"--timeout must be >= 0 seconds, got {args.timeout:g}", EXIT_USAGE)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    with open_store(args.state) as store:
+    with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         while True:
             try:

@@ -85,6 +85,19 @@ class AnthropicModel:
         """Close the HTTP connection pool."""
         self._client.close()
 
+    # A copy sent to another process (a Ray cluster's node hosts, docs/cluster.md) opens a
+    # client (a connection pool) of its own, with the same key and address.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        client = state.pop("_client")
+        state["_api_key"] = client.api_key
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        key = state.pop("_api_key")
+        self.__dict__.update(state)
+        self._client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0)
+
     def __enter__(self) -> AnthropicModel:
         return self
 

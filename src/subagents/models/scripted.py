@@ -77,6 +77,17 @@ class ScriptedModel:
         self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
         self._broken: dict[str, ScriptError] = {}
 
+    # A copy sent to another process (a Ray cluster's node hosts, docs/cluster.md) plays the
+    # same scripts from where this one is, with a lock of its own.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     # -- constructors -----------------------------------------------------------------------
 
     @classmethod

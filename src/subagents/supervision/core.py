@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
@@ -350,6 +350,22 @@ class SupervisorCore:
         is handed what its earlier start already did, and does not do it again."""
         self.effects.begin()
         self.lifecycle.restart_due(run_id, mails, journal)
+        return self._decided()
+
+    def host_lost(
+        self,
+        run_ids: Sequence[str],
+        reason: str,
+        reads: Mapping[str, tuple[Sequence[Mail], Sequence[JournalEntry]]],
+    ) -> Decision:
+        """The agents of ``run_ids`` were lost with the process that hosted them (a cluster
+        node): each live one is started again, resumed from its checkpoint with the answers
+        its calls already got. ``reads``: each run's mail so far and journal, read from the
+        store by the actor (as for ``restart_due``)."""
+        self.effects.begin()
+        for run_id in run_ids:
+            mails, journal = reads.get(run_id, ((), ()))
+            self.lifecycle.moved(run_id, mails, journal, reason)
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------

@@ -190,6 +190,20 @@ class Lifecycle:
         else:  # it had parked: it starts when it gets a slot back
             state.reads = ResumeReads(mails, journal)
 
+    def moved(
+        self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry], reason: str
+    ) -> None:
+        """The agent of ``run_id`` was lost with its host (not the run's doing, so no restart
+        is counted): started again as a new attempt, resumed from what the store keeps;
+        whatever the lost attempt still reports is discarded (``RunTable.reporting``)."""
+        state = self.runs.live(run_id)
+        if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+            return
+        self.runs.emit(
+            state, EventKind.RESTARTED, attempt=state.attempt + 1, mode="moved", reason=reason
+        )
+        self.start(state, mails, journal)
+
     # ---- ending ----------------------------------------------------------------------------
 
     def finish(self, state: RunState, end: End) -> None:

@@ -1,0 +1,240 @@
+"""cluster: the runtime on a local 2-node Ray cluster against the same runtime in one process.
+
+Each figure is measured on the cluster (``Runtime(cluster=address)``: the supervisor in this
+process, the runs' agents in one node host per node, the store in-process here so that both
+sides pay the same store) and, in the same run, on the single-node runtime, so the ratio says
+what hosting the runs on nodes costs:
+
+- ``fanout``: a parent spawns 1,000 ``worker`` children at once, each one 50 ms model call
+  (the offline scripted model's ``delay``), 100 at a time (``per_agent=100``). Ideal makespan
+  1,000 / 100 x 50 ms = 0.5 s. Children go on the parent's node while it has slots (100 a
+  node) and spill over to the other one, so both nodes work. Goal (issue 16): <= 1.2x ideal.
+- ``cross_node_mail``: a sender pinned to the head node makes n ``ctx.send`` calls in one step
+  to a receiver pinned to the worker node, which ``receive``s all n; mails per second from
+  the first send to the last receive. Every mail crosses twice (node -> supervisor -> node),
+  in batches. Goal: >= 10,000 mails/s.
+- ``spawn_to_result``: a parent pinned to the head node spawns a trivial child pinned to the
+  worker node and awaits its outcome, one at a time; the p50 of spawn -> result. Goal: <= 3 ms.
+
+The cluster (``ray.cluster_utils.Cluster``, a head and a worker, custom resources
+``bench-head`` / ``bench-worker``) is started here and stopped at the end; ``--quick``
+shrinks the counts (the cluster still starts: ~20 s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import emit, median, parse_args, percentile, quiet_logs, ratio, rounded
+from subagents.behaviour.function import AgentContext, FunctionAgent
+from subagents.definitions.spec import AgentSpec
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+from subagents.store.memory import MemoryStore
+from subagents.supervision.limits import Limits
+
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
+"""``RAY_worker_niceness``: Ray runs its workers (our node hosts) at nice 15 by default; on a
+machine shared with other work they are starved (the fan-out was 2.5x slower here)."""
+HEAD, WORKER = "bench-head", "bench-worker"
+TARGETS = {"fanout_ideal_ratio": 1.2, "cross_node_mail_per_s": 10_000, "spawn_p50_ms": 3.0}
+WAIT_S = 600.0
+
+# ---- the agents (module level: a node imports them by value) ---------------------------------
+
+
+async def fan_parent(ctx: AgentContext) -> str:
+    n = int(ctx.task)
+    outcomes = await ctx.gather(*[ctx.spawn("worker", f"part {i}") for i in range(n)])
+    return str(sum(1 for o in outcomes if o.status == "completed"))
+
+
+async def mail_sender(ctx: AgentContext) -> str:
+    n = int(ctx.task)
+    receiver: str = await ctx.spawn("mail_receiver", str(n), background=True)
+    started = time.perf_counter()
+    sends = [ctx.send(receiver, f"mail {i}") for i in range(n)]
+    await ctx.gather(*sends)
+    mail = await ctx.receive(timeout=WAIT_S)  # the receiver's "got them all"
+    assert mail is not None
+    return str(time.perf_counter() - started)
+
+
+async def mail_receiver(ctx: AgentContext) -> str:
+    n = int(ctx.task)
+    sender = ""
+    for _ in range(n):
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+        sender = mail.sender
+    await ctx.send(sender, "all")
+    return "done"
+
+
+async def spawner(ctx: AgentContext) -> str:
+    times = []
+    for i in range(int(ctx.task)):
+        t0 = time.perf_counter()
+        outcome = await ctx.spawn("child", str(i))
+        times.append(time.perf_counter() - t0)
+        assert outcome.result == str(i), outcome
+    return ",".join(f"{t:.6f}" for t in times)
+
+
+def child(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+def pinned(name: str, fn: Callable[..., Any], resource: str | None) -> FunctionAgent:
+    metadata = {"resources": {resource: 1}} if resource else {}
+    return FunctionAgent.create(name, fn, metadata=metadata)
+
+
+# ---- the measures ------------------------------------------------------------------------------
+
+
+def fanout(cluster: str | None, children: int, limit: int, delay: float) -> float:
+    worker = AgentSpec(name="worker", description="One model call.", tools=())
+    model = ScriptedModel({"worker": [{"text": "done", "delay": delay}]})
+    limits = Limits(
+        max_concurrency=limit + 1,
+        per_agent=limit,
+        max_children=children,
+        queue_bound=children + 10,
+        timeout_s=WAIT_S,
+    )
+    agents = [pinned("parent", fan_parent, HEAD if cluster else None), worker]
+    with Runtime(agents, model=model, limits=limits, store=MemoryStore(), cluster=cluster) as rt:
+        started = time.perf_counter()
+        outcome = rt.run("parent", str(children), wait=WAIT_S)
+        elapsed = time.perf_counter() - started
+    if outcome.result != str(children):
+        raise RuntimeError(f"fanout: expected {children} completed children, got {outcome!r}")
+    return elapsed
+
+
+def cross_node_mail(cluster: str | None, n: int) -> float:
+    agents = [
+        pinned("mail_sender", mail_sender, HEAD if cluster else None),
+        pinned("mail_receiver", mail_receiver, WORKER if cluster else None),
+    ]
+    limits = Limits(queue_bound=n + 10, timeout_s=WAIT_S)
+    with Runtime(agents, limits=limits, store=MemoryStore(), cluster=cluster) as rt:
+        outcome = rt.run("mail_sender", str(n), wait=WAIT_S)
+    if outcome.status != "completed":
+        raise RuntimeError(f"mail: {outcome!r}")
+    return n / float(outcome.result or "inf")
+
+
+def spawn_to_result(cluster: str | None, n: int) -> list[float]:
+    agents = [
+        pinned("spawner", spawner, HEAD if cluster else None),
+        pinned("child", child, WORKER if cluster else None),
+    ]
+    limits = Limits(max_children=n + 1, timeout_s=WAIT_S)
+    with Runtime(agents, limits=limits, store=MemoryStore(), cluster=cluster) as rt:
+        outcome = rt.run("spawner", str(n), wait=WAIT_S)
+    if outcome.status != "completed":
+        raise RuntimeError(f"spawn: {outcome!r}")
+    return [float(t) * 1000 for t in (outcome.result or "").split(",")]
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    quiet_logs()
+    quick = args.quick
+    children, limit, delay = (200, 20, 0.01) if quick else (1000, 100, 0.05)
+    mails = 2_000 if quick else 20_000
+    spawns = 50 if quick else 300
+    ideal = children / limit * delay
+
+    root = tempfile.mkdtemp(prefix="sa-cb-", dir="/tmp")
+    os.environ.update({**RAY_ENV, "RAY_TMPDIR": root})
+    import ray
+    from ray.cluster_utils import Cluster
+
+    figures: dict[str, Any] = {}
+    baseline: dict[str, Any] = {}
+    cluster = None
+    try:
+        started = time.perf_counter()
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "resources": {HEAD: 1000},
+                "temp_dir": f"{root}/ray",
+                "include_dashboard": False,
+            },
+        )
+        cluster.add_node(num_cpus=1, resources={WORKER: 1000}, temp_dir=f"{root}/ray")
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, namespace="subagents", log_to_driver=False)
+        figures["cluster_start_s"] = rounded(time.perf_counter() - started)
+        address = cluster.address
+
+        figures["fanout_s"] = rounded(fanout(address, children, limit, delay))
+        baseline["fanout_single_node_s"] = rounded(fanout(None, children, limit, delay))
+        figures["fanout_ideal_s"] = rounded(ideal)
+
+        figures["cross_node_mail_per_s"] = round(cross_node_mail(address, mails))
+        baseline["single_node_mail_per_s"] = round(cross_node_mail(None, mails))
+
+        remote = spawn_to_result(address, spawns)
+        local = spawn_to_result(None, spawns)
+        figures["spawn_p50_ms"] = rounded(median(remote), 3)
+        figures["spawn_p99_ms"] = rounded(percentile(remote, 99), 3)
+        baseline["single_node_spawn_p50_ms"] = rounded(median(local), 3)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+    ratios = {
+        "fanout_vs_ideal": ratio(figures["fanout_s"], ideal),
+        "fanout_vs_single_node": ratio(figures["fanout_s"], baseline["fanout_single_node_s"]),
+        "mail_vs_single_node": ratio(
+            figures["cross_node_mail_per_s"], baseline["single_node_mail_per_s"]
+        ),
+        "spawn_p50_vs_single_node": ratio(
+            figures["spawn_p50_ms"], baseline["single_node_spawn_p50_ms"]
+        ),
+    }
+    met = {
+        "fanout": ratios["fanout_vs_ideal"] <= TARGETS["fanout_ideal_ratio"],
+        "mail": figures["cross_node_mail_per_s"] >= TARGETS["cross_node_mail_per_s"],
+        "spawn": figures["spawn_p50_ms"] <= TARGETS["spawn_p50_ms"],
+    }
+    emit(
+        "cluster",
+        {
+            "figures": figures,
+            "baseline": baseline,
+            "target": "fanout <= 1.2x ideal; cross-node mail >= 10,000/s; spawn p50 <= 3 ms",
+            "ratio": ratios,
+            "pass": all(met.values()),
+            "met": met,
+            "ray": ray.__version__,
+            "sizes": {
+                "children": children,
+                "limit": limit,
+                "delay_s": delay,
+                "mails": mails,
+                "spawns": spawns,
+            },
+            "seconds": rounded(time.perf_counter() - START, 2),
+        },
+    )
+
+
+START = time.perf_counter()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The head: one Ray actor per cluster, named, detached, on the head node. It serves the
+cluster's store (``store_service``) and keeps the membership of the node hosts (``liveness``);
+the supervisor's decisions will run in it too, so the store's one writer stays the supervisor
+and group commit is kept (docs/cluster.md).
+
+Why these options (Ray's own state actors use the same ones):
+
+- ``lifetime="detached"`` and a name in the ``subagents`` namespace: the store outlives the
+  driver that created it, and any process joined to the cluster (a node, the CLI) finds it
+  with ``ray.get_actor``;
+- ``resources={"node:__internal_head__": 0.001}``: always on the head node, where the file
+  is (a restart brings it back there, on the same file);
+- ``max_restarts=-1``: if its worker process dies, Ray starts it again (the constructor
+  reopens the file: SQLite lost nothing committed; the node hosts register again when their
+  heartbeat is refused);
+- ``max_task_retries=0``: a write whose worker died mid-call is not re-sent behind the
+  caller's back (it may have been committed: appending an event twice is a wrong record);
+  the caller gets a ``StoreError`` saying so;
+- ``num_cpus=0``: it holds no CPU slot the runs' hosts need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, import_ray
+from subagents.cluster.liveness import Liveness
+from subagents.cluster.membership import Lost, Member, NodeInfo
+from subagents.cluster.store_service import StoreCall, StoreInfo, StoreService
+
+HEAD_RESOURCE = "node:__internal_head__"
+"""The resource only the head node has (Ray's convention for head-pinned actors)."""
+
+
+class Head:
+    """The actor's class: a ``StoreService`` over the head's ``SQLiteStore``, and the node
+    hosts' membership."""
+
+    def __init__(self, path: str | None, heartbeat_timeout_s: float = 15.0) -> None:
+        from subagents.store.sqlite import SQLiteStore
+
+        self.service = StoreService(SQLiteStore(Path(path) if path else None))
+        self.lost: list[Lost] = []
+        """Every loss reported, in order (phase B: the supervisor takes up their runs)."""
+        self.liveness = Liveness(
+            import_ray(), on_lost=self.lost.append, timeout_s=heartbeat_timeout_s
+        )
+
+    # ---- node hosts ------------------------------------------------------------------------
+
+    def register(self, info: NodeInfo, host: Any) -> int:
+        return self.liveness.register(info, host)
+
+    def beat(self, node: str, incarnation: int) -> bool:
+        return self.liveness.beat(node, incarnation)
+
+    def leave(self, node: str, incarnation: int) -> bool:
+        return self.liveness.leave(node, incarnation)
+
+    def members(self) -> list[Member]:
+        return self.liveness.members()
+
+    def losses(self) -> list[Lost]:
+        return list(self.lost)
+
+    # ---- the store -------------------------------------------------------------------------
+
+    def info(self) -> StoreInfo:
+        return self.service.info()
+
+    def write(self, calls: Sequence[StoreCall]) -> None:
+        self.service.write(calls)
+
+    def call(self, call: StoreCall) -> Any:
+        return self.service.call(call)
+
+    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        return self.service.write_then(held, call)
+
+    def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        return self.service.read_within(held, call)
+
+
+def head_actor(
+    *,
+    name: str = HEAD_ACTOR,
+    path: str | None = None,
+    create: bool = True,
+    heartbeat_timeout_s: float = 15.0,
+) -> Any:
+    """The handle of the head actor ``name``: the running one, or (``create``) a new one
+    serving ``path`` (None: the default state file of the head's user, ``store.paths``).
+
+    A running store keeps the file it was started with: asking for another ``path`` is an
+    error naming both, never a silent switch to another file."""
+    ray = import_ray()
+    if not create:
+        try:
+            return ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError as exc:
+            raise ClusterError(
+                f"no subagents store {name!r} on this Ray cluster (namespace {NAMESPACE!r}):"
+                " start a runtime on it first (Runtime(cluster=...), subagents run --ray)"
+            ) from exc
+    actor = (
+        ray.remote(Head)
+        .options(
+            name=name,
+            namespace=NAMESPACE,
+            get_if_exists=True,
+            lifetime="detached",
+            num_cpus=0,
+            resources={HEAD_RESOURCE: 0.001},
+            max_restarts=-1,
+            max_task_retries=0,
+        )
+        .remote(path, heartbeat_timeout_s)
+    )
+    if path is not None:
+        info: StoreInfo = ray.get(actor.info.remote())
+        if Path(info.path) != Path(path):
+            raise ClusterError(
+                f"the cluster's store {name!r} serves {info.path}, not {path}: give that path,"
+                " or another store name"
+            )
+    return actor

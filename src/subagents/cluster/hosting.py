@@ -1,0 +1,246 @@
+"""ClusterHosting: a runtime's runs hosted on the nodes of a Ray cluster, seen from the driver.
+
+The runtime keeps its supervisor (one ``SupervisorActor`` over the one ``SupervisorCore``)
+in the driver's process: every decision (admission, the limits, budgets, mail routing, the
+end of a run) is made there, once, for the whole cluster, exactly as on one machine. What
+moves is where the runs' agent actors live: one ``NodeHost`` per node, each a pykka runtime
+of its own (``actors.remote.NodeRuns``). This class is the driver's side of the link:
+
+- ``send(node, effects)``: the supervisor's effects for the runs on ``node`` (starts, tells,
+  stops), numbered and sent as one Ray call per batch (``RoutingEffector`` gathers them);
+- one thread per node collects what the node's agents told and asked the supervisor (a long
+  poll: one call brings back everything queued meanwhile) and hands it to the supervisor in
+  order; asks are answered from a small pool of threads so that a slow answer does not
+  hold the node's other reports back;
+- ``place``: where a run goes (``placement.Placement``: its parent's node while it has room,
+  else the least loaded; a definition's ``resources:`` select the nodes);
+- a node host lost (its ``collect`` call fails: its process died, its node went): the runs
+  whose start was there are handed to the supervisor (``HostLost``), which starts each again
+  elsewhere from what the store holds (its checkpoint, the answers its calls already got),
+  as a new attempt: whatever the lost start still sends is discarded, so each run ends once
+  and each result is reported once. Ray restarts the host's process; the host is set up
+  again and placement uses its node again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
+from subagents.cluster.connect import ClusterError, import_ray
+from subagents.cluster.kit import NodeKit
+from subagents.cluster.placement import Placement, PlacementError, resource_needs
+from subagents.logs import get_logger
+from subagents.messages import HostLost
+from subagents.supervision.effects import Effect, StartRun
+
+log = get_logger("subagents.cluster")
+
+COLLECT_MOST = 2000
+"""Most items one collect call brings back."""
+COLLECT_WAIT_S = 1.0
+"""How long a collect call waits for the first item (then the loop checks it should go on)."""
+SETUP_TIMEOUT_S = 120.0
+
+
+class ClusterHosting:
+    """The node hosts of one runtime, and the link between them and its supervisor."""
+
+    def __init__(self, owner: str, kit: NodeKit, *, slots: int = 100) -> None:
+        from subagents.cluster.node_host import start_runtime_hosts
+
+        self._ray = import_ray()
+        self.owner = owner
+        self.kit = kit.checked()
+        self.slots = slots
+        self.placement = Placement()
+        self._lock = threading.Lock()
+        self._seq: dict[str, int] = {}
+        self._offered: dict[str, dict[str, float]] = {}
+        """node -> the resources it offers (kept when it is lost: it may come back)."""
+        self.placed: dict[str, list[str]] = {}
+        """run id -> the nodes its starts were placed on, in order (what was observed)."""
+        self._placeable: Callable[[], None] | None = None
+        self._epochs: dict[str, int] = {}
+        """node -> how many times its host was set up: a batch sent to an earlier set-up
+        (a host that died meanwhile) is never applied by a later one."""
+        self._supervisor: Any = None
+        self.router: RoutingEffector | None = None
+        self._closed = threading.Event()
+        self._answers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subagents-asks")
+        self._threads: list[threading.Thread] = []
+        self.hosts = start_runtime_hosts(owner, slots=slots)
+        if not self.hosts:
+            raise ClusterError("the Ray cluster has no live node to host runs on")
+        for node, host in self.hosts.items():
+            self._set_up(node, host)
+
+    # ---- starting --------------------------------------------------------------------------
+
+    def _set_up(self, node: str, host: Any) -> None:
+        """Hand ``host`` the kit (again, after a restart) and let placement use its node."""
+        ray = self._ray
+        with self._lock:
+            self._epochs[node] = epoch = self._epochs.get(node, 0) + 1
+        try:
+            answer = ray.get(host.setup.remote(self.kit, epoch), timeout=SETUP_TIMEOUT_S)
+        except ray.exceptions.RayError as exc:
+            raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
+        info = answer["info"]
+        with self._lock:
+            self._seq[node] = 0
+            self.placement.add(node, info.slots, info.resources)
+            self._offered[node] = dict(info.resources)
+        if self._placeable is not None:
+            self._placeable()
+
+    def effector(self, **kwargs: Any) -> RoutingEffector:
+        """The supervisor's effector (``SupervisorActor(effector=...)``): its runs' agents
+        on this runtime's nodes."""
+        self.router = RoutingEffector(
+            place=self.place, send=self.send, on_ended=self.ended, **kwargs
+        )
+        return self.router
+
+    def connect(self) -> None:
+        """Start collecting what the nodes' agents send, for the supervisor of the effector
+        made by ``effector`` (its pykka reference)."""
+        router = self.router
+        assert router is not None, "effector() first"
+        self._supervisor = router.supervisor
+        self._placeable = router.placeable
+        for node, host in self.hosts.items():
+            thread = threading.Thread(
+                target=self._collect, args=(node, host), name=f"subagents-collect-{node[:8]}"
+            )
+            thread.daemon = True
+            thread.start()
+            self._threads.append(thread)
+
+    # ---- the supervisor's side of the link ---------------------------------------------------
+
+    def place(self, start: StartRun, parent_node: str | None) -> str | None:
+        """The node for ``start``; None while only a lost node (whose host is coming back)
+        offers what it needs; a ``PlacementError`` when no node of this runtime ever did."""
+        needs = resource_needs(start.spec.metadata.get("resources"), agent=start.spec.name)
+        with self._lock:
+            try:
+                node = self.placement.place(parent_node, needs)
+            except PlacementError:
+                if any(_offers(offered, needs) for offered in self._offered.values()):
+                    return None
+                raise
+            self.placement.started(node)
+            self.placed.setdefault(start.record.run_id, []).append(node)
+        return node
+
+    def ended(self, node: str) -> None:
+        with self._lock:
+            self.placement.ended(node)
+
+    def send(self, node: str, effects: list[Effect]) -> None:
+        host = self.hosts.get(node)
+        if host is None:
+            raise PlacementError(f"no host on node {node[:12]}")
+        with self._lock:  # numbered and submitted together: the node applies them in order
+            self._seq[node] = seq = self._seq.get(node, 0) + 1
+            host.deliver.remote(self._epochs[node], seq, effects)
+
+    # ---- the nodes' side -------------------------------------------------------------------
+
+    def _collect(self, node: str, host: Any) -> None:
+        ray = self._ray
+        while not self._closed.is_set():
+            try:
+                items = ray.get(host.collect.remote(COLLECT_MOST, COLLECT_WAIT_S))
+            except ray.exceptions.RayActorError as exc:
+                if self._closed.is_set():
+                    return
+                self._lost(node, host, f"its host died: {str(exc).splitlines()[0][:200]}")
+                continue
+            except ray.exceptions.RayError as exc:  # not set up (restarted meanwhile)
+                if self._closed.is_set():
+                    return
+                self._lost(node, host, f"its host failed: {str(exc).splitlines()[0][:200]}")
+                continue
+            self._hand_over(host, items)
+
+    def _hand_over(self, host: Any, items: list[Any]) -> None:
+        supervisor = self._supervisor
+        for item in items:
+            if type(item) is Told:
+                with contextlib.suppress(Exception):  # the supervisor stopped: closing
+                    supervisor.tell(item.message)
+            elif type(item) is Asked:
+                self._answers.submit(self._answer, host, item)
+
+    def _answer(self, host: Any, asked: Asked) -> None:
+        try:
+            value = self._supervisor.ask(asked.message, timeout=60.0)
+            answer = Answer(asked.key, value=value)
+        except Exception as exc:
+            answer = Answer(asked.key, error=f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(Exception):
+            host.answer.remote([answer])
+
+    def _lost(self, node: str, host: Any, reason: str) -> None:
+        """``node``'s host is gone: its runs go elsewhere; its restarted host is set up again
+        (until that succeeds, or the runtime closes)."""
+        router = self.router
+        assert router is not None
+        log.warning("node host lost", node=node, reason=reason)
+        runs = router.lost(node, lambda: self.forget_node(node))
+        if runs:
+            with contextlib.suppress(Exception):  # the supervisor stopped: closing
+                self._supervisor.tell(HostLost(run_ids=tuple(runs), node=node, reason=reason))
+        while not self._closed.is_set():
+            try:
+                self._set_up(node, host)
+                log.info("node host set up again", node=node)
+                return
+            except ClusterError as exc:
+                log.warning("node host not back yet", node=node, error=str(exc)[:200])
+                self._closed.wait(1.0)
+
+    def forget_node(self, node: str) -> None:
+        """Take ``node`` out of placement (called under the router's lock)."""
+        with self._lock:
+            self.placement.remove(node)
+
+    def hosted(self) -> dict[str, list[str]]:
+        """node -> the runs whose agents live there, once everything sent so far is applied."""
+        ray = self._ray
+        with self._lock:
+            asked = {
+                node: host.live.remote(self._seq.get(node, 0)) for node, host in self.hosts.items()
+            }
+        return {node: sorted(ray.get(ref, timeout=SETUP_TIMEOUT_S)) for node, ref in asked.items()}
+
+    def placements(self) -> dict[str, list[str]]:
+        """run id -> the nodes its starts were placed on, in order."""
+        with self._lock:
+            return {run_id: list(nodes) for run_id, nodes in self.placed.items()}
+
+    # ---- closing -------------------------------------------------------------------------------
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop every agent on every node, then the hosts themselves."""
+        ray = self._ray
+        self._closed.set()
+        closing = [host.close.remote() for host in self.hosts.values()]
+        with contextlib.suppress(Exception):
+            ray.wait(closing, num_returns=len(closing), timeout=timeout)
+        for thread in self._threads:
+            thread.join(timeout=COLLECT_WAIT_S + 5.0)
+        self._answers.shutdown(wait=False, cancel_futures=True)
+        for host in self.hosts.values():
+            with contextlib.suppress(Exception):
+                ray.kill(host)
+
+
+def _offers(offered: dict[str, float], needs: dict[str, float]) -> bool:
+    return all(offered.get(name, 0.0) >= amount for name, amount in needs.items())

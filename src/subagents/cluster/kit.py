@@ -1,0 +1,94 @@
+"""NodeKit: what a node needs to run agents, sent to each node host once.
+
+Why a kit and not the runtime: a node runs the agents' behaviours (the LLM loop, function
+agents) but decides nothing, so it needs the runtime's definitions, model, tools and
+function agents, and none of its threads. What is tied to the driver's process is replaced
+by the node's own (its process groups) or left out, and said so in docs/cluster.md: the
+MCP hub (its sessions live on the driver's event loop), worktrees, tracing.
+
+Definitions are a snapshot taken when the kit is made (a reload on the driver is not pushed
+to the nodes yet). Functions of modules that a node cannot import (a script's, a test's)
+travel by value: Ray's cloudpickle is told so for each function agent's module that is not
+part of this package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from subagents.actors.agent import BehaviourFactory
+from subagents.behaviour.port import AgentEnv
+from subagents.cluster.connect import ClusterError
+from subagents.definitions.spec import AgentSpec
+from subagents.tools.processes import ProcessGroups
+
+_NODE_PROCESSES: Any = None
+"""Stands for the process groups a node makes for itself (they hold locks: not sent)."""
+
+
+class KitError(ClusterError):
+    """Something a node needs cannot be sent to it; the message says what."""
+
+
+class NodeKit:
+    """The function agents and the agent environment a node runs its agents with."""
+
+    def __init__(
+        self, functions: Mapping[str, Callable[..., Any]], env: AgentEnv, agents: list[AgentSpec]
+    ) -> None:
+        self.functions = dict(functions)
+        self.agents = list(agents)
+        self.env = dataclasses.replace(
+            env,
+            agents=self.snapshot,
+            processes=_NODE_PROCESSES,  # the node's own, made there (``behaviour_for``)
+            tracer=None,
+            mcp=None,
+            worktrees=None,
+        )
+
+    def snapshot(self) -> list[AgentSpec]:
+        return self.agents
+
+    def behaviour_for(self) -> Callable[[AgentSpec], BehaviourFactory]:
+        from subagents.assembly import behaviours
+
+        if self.env.processes is _NODE_PROCESSES:
+            self.env = dataclasses.replace(self.env, processes=ProcessGroups())
+        return behaviours(self.functions, self.env)
+
+    def checked(self) -> NodeKit:
+        """This kit, once it is known to travel (pickled by Ray's cloudpickle); else a
+        ``KitError`` naming what would not."""
+        from ray import cloudpickle  # untyped: reached through Any
+
+        pickler: Any = cloudpickle
+
+        for fn in self.functions.values():
+            module = getattr(fn, "__module__", None)
+            if module and module != "__main__" and not module.startswith("subagents."):
+                found = sys.modules.get(module)
+                if found is not None:
+                    pickler.register_pickle_by_value(found)
+        named: dict[str, Any] = {"the function agents": self.functions}
+        named.update(
+            {
+                f"the agent environment's {f.name}": getattr(self.env, f.name)
+                for f in dataclasses.fields(self.env)
+                if f.name != "agents"
+            }
+        )
+        named["the agents' definitions"] = self.agents
+        for what, value in named.items():
+            try:
+                pickler.dumps(value)
+            except Exception as exc:
+                raise KitError(
+                    f"{what} cannot be sent to the cluster's nodes ({type(exc).__name__}:"
+                    f" {exc}); on a cluster what runs use must be picklable (a model, tools,"
+                    " functions defined at module level)"
+                ) from exc
+        return self

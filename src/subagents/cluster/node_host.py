@@ -1,0 +1,276 @@
+"""NodeHost: one Ray actor per node, the home of the runs placed on that node.
+
+It hosts the agent actors of the runs placed on its node (``actors.remote.NodeRuns``, a
+pykka runtime of its own): a runtime hands it, once, what runs need (``setup``: the
+definitions, the model, the tools, the function agents), then delivers the supervisor's
+effects for its runs in batches (``deliver``) and collects what its agents tell and ask the
+supervisor (``collect``, a long poll: one call brings back everything queued meanwhile, in
+order), answering asks with ``answer``.
+
+A host of the cluster (``start_node_hosts``) also registers with the head and beats; the
+head keeps a ``watch`` call pending on it, answered only when it leaves on purpose, which is
+how the head learns of its death at once (``liveness``). A runtime's own hosts
+(``start_runtime_hosts``) do not: their runtime learns of a death from its ``collect`` call
+failing.
+
+Why one Ray actor per node and not one per run: a Ray actor is a process (~42 MB, ~1 s to
+start here); a run is a pykka actor (~22 KB, microseconds). See docs/cluster.md.
+
+Options: pinned to its node (``NodeAffinitySchedulingStrategy(soft=False)``: a host belongs to
+its node; when the node goes its runs move, not the host); ``max_restarts=-1`` (its process
+killed: Ray starts it again on the same node, it registers as a new incarnation and hosts
+nothing from before); ``num_cpus=0`` (it takes no CPU slot from other Ray work); an async
+actor, so ``watch`` waits without holding a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+from typing import Any
+
+import structlog
+
+from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
+from subagents.cluster.membership import NodeInfo
+
+log = structlog.get_logger("subagents.cluster")
+
+BEAT_S = 1.0
+"""How often a host tells the head it is alive."""
+
+STANDARD_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def custom_resources(resources: dict[str, float]) -> dict[str, float]:
+    """A node's custom resources (what ``ray start --resources`` gave it): what definitions
+    may require. Ray's own (CPU, memory, ``node:<ip>``, accelerator types) are left out."""
+    return {
+        name: amount
+        for name, amount in resources.items()
+        if name not in STANDARD_RESOURCES
+        and not name.startswith("node:")
+        and not name.startswith("accelerator_type:")
+    }
+
+
+class NodeHost:
+    """The actor's class (see the module's docstring)."""
+
+    def __init__(
+        self, head: str | None = HEAD_ACTOR, slots: int = 100, beat_s: float = BEAT_S
+    ) -> None:
+        ray = import_ray()
+        self._ray = ray
+        context = ray.get_runtime_context()
+        self.node: str = context.get_node_id()
+        self._me = context.current_actor
+        resources: dict[str, float] = {}
+        for node in ray.nodes():
+            if node.get("NodeID") == self.node:
+                resources = custom_resources(dict(node.get("Resources", {})))
+        self.info = NodeInfo(
+            node=self.node, host=socket.gethostname(), slots=slots, resources=resources
+        )
+        self._runs: Any = None
+        self._in_order = InOrder()
+        self._epoch = 0
+        self._applied: asyncio.Condition | None = None
+        self._left: asyncio.Event | None = None
+        self._stopped = threading.Event()
+        self.incarnation = 0
+        if head is None:  # a runtime's own host: its runtime watches it
+            return
+        self._head = ray.get_actor(head, namespace=NAMESPACE)
+        self.incarnation = ray.get(self._head.register.remote(self.info, self._me))
+        self._beat_s = beat_s
+        self._beats = threading.Thread(target=self._beat, name="subagents-beat", daemon=True)
+        self._beats.start()
+
+    # ---- hosting runs --------------------------------------------------------------------
+
+    async def setup(self, kit: Any, epoch: int = 1) -> dict[str, Any]:
+        """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
+        agent. Again after a restart (the process is new: it hosts nothing from before)."""
+        from subagents.actors.remote import NodeRuns
+
+        if self._runs is not None:
+            self._runs.close()
+        self._runs = NodeRuns(kit.behaviour_for())
+        self._in_order = InOrder()
+        self._epoch = epoch
+        return {"node": self.node, "pid": os.getpid(), "info": self.info}
+
+    async def deliver(self, epoch: int, seq: int, effects: list[Any]) -> None:
+        """The supervisor's ``seq``-th batch of effects for the runs on this node (counted
+        from 1 after the ``epoch``-th ``setup``), carried out in the order they were sent:
+        Ray does not keep an async actor's calls in order, so a batch that overtook an
+        earlier one waits. A batch meant for another set-up (this process's predecessor,
+        which died) is dropped: its runs were started again elsewhere."""
+        runs = self._runs
+        if runs is None:
+            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
+        if epoch != self._epoch:
+            return
+        for batch in self._in_order.arrived(seq, effects):
+            runs.deliver(batch)
+        if self._applied is not None:
+            async with self._applied:
+                self._applied.notify_all()
+
+    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> list[Any]:
+        """What this node's agents told and asked the supervisor, in order (waits up to
+        ``wait_s`` for the first item)."""
+        runs = self._runs
+        if runs is None:
+            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
+        items: list[Any] = runs.outbox.take(most, 0.0)  # what is queued: no thread hop
+        if not items:
+            items = await asyncio.to_thread(runs.outbox.take, most, wait_s)
+        return items
+
+    async def answer(self, answers: list[Any]) -> None:
+        if self._runs is not None:
+            self._runs.supervisor.answer(answers)
+
+    async def live(self, after: int = 0, wait_s: float = 60.0) -> list[str]:
+        """The runs whose agents live here once the first ``after`` batches were applied
+        (Ray may run this call before earlier ``deliver`` calls: it waits for them)."""
+        if self._applied is None:
+            self._applied = asyncio.Condition()
+        async with self._applied:
+            await asyncio.wait_for(
+                self._applied.wait_for(lambda: self._in_order.applied >= after), wait_s
+            )
+        return self._runs.live() if self._runs is not None else []
+
+    async def close(self) -> None:
+        """Stop every agent hosted here (the runtime is closing)."""
+        runs, self._runs = self._runs, None
+        if runs is not None:
+            await asyncio.to_thread(runs.close)
+
+    # ---- membership ----------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        ray = self._ray
+        while not self._stopped.wait(self._beat_s):
+            try:
+                known = ray.get(self._head.beat.remote(self.node, self.incarnation), timeout=30)
+            except ray.exceptions.RayError as exc:  # the head restarting: try again next time
+                log.warning("heartbeat failed", node=self.node, error=str(exc)[:200])
+                continue
+            if not known:  # declared lost (or the head restarted): join again, from nothing
+                self.incarnation = ray.get(self._head.register.remote(self.info, self._me))
+                log.warning("node host joined again", node=self.node, incarnation=self.incarnation)
+
+    async def watch(self) -> None:
+        """Answered only when this host leaves on purpose; its failure tells the head of the
+        host's death."""
+        if self._left is None:
+            self._left = asyncio.Event()
+        await self._left.wait()
+
+    async def describe(self) -> dict[str, Any]:
+        return {"node": self.node, "incarnation": self.incarnation, "pid": os.getpid()}
+
+    async def leave(self) -> None:
+        """Leave the cluster's runtime (nothing hosted any more)."""
+        self._stopped.set()
+        if self.incarnation:
+            await self._head.leave.remote(self.node, self.incarnation)
+        if self._left is None:
+            self._left = asyncio.Event()
+        self._left.set()
+
+
+class InOrder:
+    """Numbered batches, released in their order whatever order they arrive in."""
+
+    def __init__(self) -> None:
+        self._next = 1
+        self._early: dict[int, list[Any]] = {}
+
+    def arrived(self, seq: int, batch: list[Any]) -> list[list[Any]]:
+        """The batches that may go now (none while one before ``seq`` is missing)."""
+        if seq < self._next or seq in self._early:
+            raise ValueError(f"batch {seq} arrived twice")
+        self._early[seq] = batch
+        ready: list[list[Any]] = []
+        while self._next in self._early:
+            ready.append(self._early.pop(self._next))
+            self._next += 1
+        return ready
+
+    @property
+    def applied(self) -> int:
+        """How many batches were released so far."""
+        return self._next - 1
+
+
+def host_name(head: str, node: str) -> str:
+    return f"{head}-node-{node[:16]}"
+
+
+def start_node_hosts(*, head: str = HEAD_ACTOR, slots: int = 100) -> dict[str, Any]:
+    """One host on every live node (the running one if there is one already): node id ->
+    handle. A node that joins later gets its host when the runtime next starts hosts."""
+    ray = import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    hosts: dict[str, Any] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        node_id: str = node["NodeID"]
+        hosts[node_id] = (
+            ray.remote(NodeHost)
+            .options(
+                name=host_name(head, node_id),
+                namespace=NAMESPACE,
+                get_if_exists=True,
+                lifetime="detached",
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
+            .remote(head, slots)
+        )
+    return hosts
+
+
+def runtime_host_name(owner: str, node: str) -> str:
+    return f"subagents-{owner}-node-{node[:16]}"
+
+
+def start_runtime_hosts(owner: str, *, slots: int = 100) -> dict[str, Any]:
+    """One host on every live node for the runtime ``owner``: node id -> handle.
+
+    Not detached: they belong to the driver that runs the runtime and end with it (its
+    supervisor is there). Restarted by Ray when their process dies (``max_restarts=-1``), as
+    new processes hosting nothing: the runtime sets them up again. A call in flight when a
+    host died is not re-sent (``max_task_retries=0``): the runtime decides what to redo."""
+    ray = import_ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    hosts: dict[str, Any] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        node_id: str = node["NodeID"]
+        hosts[node_id] = (
+            ray.remote(NodeHost)
+            .options(
+                name=runtime_host_name(owner, node_id),
+                namespace=NAMESPACE,
+                num_cpus=0,
+                max_restarts=-1,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            )
+            .remote(None, slots)
+        )
+    return hosts

@@ -1,0 +1,306 @@
+"""ClusterStore: the ``RunStore`` of a cluster, for every process but the head's.
+
+Why: nodes, the CLI (from any machine joined to the cluster) and the driver must read and
+write the one store of the cluster without opening its file (it is on the head; see
+``store_service``). ``ClusterStore`` keeps the protocol, so the code written against
+``RunStore`` (the CLI's commands, the runtime's handles) takes it unchanged.
+
+Batches keep their promise across the wire: the writes made inside ``batch()`` are held
+here and sent as one call when the outermost batch ends, applied on the head in one
+transaction (all or nothing, one commit). A nested batch that raises drops only its own
+writes (as a savepoint would). A read made inside a batch that holds writes is answered as
+if they were committed (``StoreService.read_within``) without committing them.
+
+The writes that answer (``post_command``, ``renew_lease``) cannot be held: inside a batch
+they are refused. ``take_commands`` inside a batch (the supervisor claims commands and acts
+on them in one batch) commits what the batch holds so far together with the claim, in one
+transaction; the batch's later writes are a transaction of their own, so a failure between
+the two loses the claimed commands' effects (not the store's consistency), a narrower promise
+than a local file's.
+
+Every failure is a ``StoreError``: the store's own (re-raised as it was on the head: a
+``ValueError`` for a bad argument stays one), or the store being unreachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
+from subagents.cluster.store_service import StoreCall, StoreInfo
+from subagents.messages import (
+    Checkpoint,
+    CheckpointDelta,
+    Command,
+    Event,
+    JournalEntry,
+    Lease,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+from subagents.store.base import StoreError
+
+CALL_TIMEOUT_S = 60.0
+"""Longest wait for one answer of the store: past it the head is taken as unreachable."""
+
+
+class ClusterStore:
+    """A ``RunStore`` served by the cluster's store actor (``head``)."""
+
+    def __init__(self, actor: Any, *, name: str = HEAD_ACTOR, address: str = "") -> None:
+        self._ray = import_ray()
+        self._actor = actor
+        self.name = name
+        self._held: list[StoreCall] = []
+        self._base = 0
+        """How many of the open batch's writes were sent already (with a claim of commands)."""
+        self._depth = 0
+        self._closed = False
+        info: StoreInfo = self._get(actor.info.remote(), "info")
+        self.path = Path(info.path)
+        """The store's file, on the head node (``host``): for messages; never opened here."""
+        self.host = info.host
+        key = hashlib.sha256(f"{address}\0{name}\0{info.host}\0{info.path}".encode()).hexdigest()
+        self.key = key[:16]
+        """Names this store among others (the CLI keeps its last listing per store)."""
+
+    @classmethod
+    def connect(
+        cls,
+        address: str,
+        *,
+        name: str = HEAD_ACTOR,
+        path: str | None = None,
+        create: bool = False,
+    ) -> ClusterStore:
+        """Join the cluster at ``address`` and reach its store ``name`` (``create``: start it
+        on the head, serving ``path``, if it is not running)."""
+        from subagents.cluster.head import head_actor
+
+        connect(address)
+        return cls(head_actor(name=name, path=path, create=create), name=name, address=address)
+
+    # ---- transport -------------------------------------------------------------------------
+
+    def _get(self, ref: Any, doing: str) -> Any:
+        ray = self._ray
+        try:
+            return ray.get(ref, timeout=CALL_TIMEOUT_S)
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause  # the store's own error, as raised on the head
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise StoreError(f"the cluster's store failed {doing}: {exc}") from exc
+        except ray.exceptions.GetTimeoutError as exc:
+            raise StoreError(
+                f"the cluster's store {self.name!r} did not answer {doing} within"
+                f" {CALL_TIMEOUT_S:g} s"
+            ) from exc
+        except ray.exceptions.RayActorError as exc:
+            raise StoreError(
+                f"the cluster's store {self.name!r} was lost during {doing} (a write may or may"
+                f" not have been committed): {exc}"
+            ) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the cluster's store {self.name!r}: this client was closed")
+
+    def _write(self, method: str, *args: Any) -> None:
+        self._check_open()
+        call = StoreCall(method, args)
+        if self._depth > 0:
+            self._held.append(call)
+            return
+        self._get(self._actor.write.remote([call]), method)
+
+    def _read(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        self._check_open()
+        call = StoreCall(method, args, kwargs)
+        if self._held:
+            return self._get(self._actor.read_within.remote(list(self._held), call), method)
+        return self._get(self._actor.call.remote(call), method)
+
+    def _answering(self, method: str, *args: Any) -> Any:
+        self._check_open()
+        if self._depth > 0 and method == "take_commands":
+            held, self._held = self._held, []
+            self._base += len(held)
+            call = StoreCall(method, args)
+            return self._get(self._actor.write_then.remote(held, call), method)
+        if self._depth > 0:
+            raise StoreError(
+                f"{method} inside a batch of a cluster's store: its answer cannot wait for the"
+                " batch to commit; call it outside the batch"
+            )
+        return self._get(self._actor.call.remote(StoreCall(method, args)), method)
+
+    # ---- batches ---------------------------------------------------------------------------
+
+    def batch(self) -> AbstractContextManager[None]:
+        return self._batch()
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        self._check_open()
+        mark = self._base + len(self._held)  # counted over what this batch sent already
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            # a savepoint's writes, or the whole batch's, undone (but for those a claim of
+            # commands committed meanwhile: ``take_commands``)
+            del self._held[max(0, mark - self._base) :]
+            raise
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._base = 0
+        if self._depth == 0 and self._held:
+            calls, self._held = self._held, []
+            self._get(self._actor.write.remote(calls), "a batch")
+
+    # ---- runs and transitions --------------------------------------------------------------
+
+    def save_run(self, record: RunRecord) -> None:
+        self._write("save_run", record)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        result: RunRecord | None = self._read("get_run", run_id)
+        return result
+
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        include_archived: bool = False,
+    ) -> list[RunRecord]:
+        kwargs: dict[str, Any] = {
+            "statuses": None if statuses is None else list(statuses),
+            "root_run_id": root_run_id,
+            "agent": agent,
+            "limit": limit,
+        }
+        if include_archived:  # a keyword only SQLiteStore has
+            kwargs["include_archived"] = True
+        result: list[RunRecord] = self._read("list_runs", **kwargs)
+        return result
+
+    def append_event(self, event: Event) -> None:
+        self._write("append_event", event)
+
+    def events(self, run_id: str) -> list[Event]:
+        result: list[Event] = self._read("events", run_id)
+        return result
+
+    # ---- checkpoints -----------------------------------------------------------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._write("save_checkpoint", checkpoint)
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self._write("add_to_checkpoint", delta)
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        result: Checkpoint | None = self._read("load_checkpoint", run_id)
+        return result
+
+    # ---- mail ------------------------------------------------------------------------------
+
+    def save_mail(self, mail: Mail) -> None:
+        self._write("save_mail", mail)
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        self._write("save_mails", list(mails))
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        self._write("set_mail_state", mail_id, state)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        self._write("set_mails_state", list(mail_ids), state)
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        result: list[Mail] = self._read(
+            "mail_for", run_id, None if states is None else list(states)
+        )
+        return result
+
+    # ---- journals --------------------------------------------------------------------------
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._write("save_journal", run_id, list(entries))
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        result: list[JournalEntry] = self._read("journal_of", run_id)
+        return result
+
+    # ---- outcomes --------------------------------------------------------------------------
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        self._write("save_outcome", outcome)
+
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        self._write("mark_outcome_delivered", run_id)
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        result: list[Outcome] = self._read("undelivered_outcomes")
+        return result
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        result: int = self._answering("post_command", kind, run_id, content)
+        return result
+
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        result: list[Command] = self._answering(
+            "take_commands", None if run_ids is None else list(run_ids)
+        )
+        return result
+
+    # ---- leases ----------------------------------------------------------------------------
+
+    def acquire_lease(self, lease: Lease) -> None:
+        self._write("acquire_lease", lease)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        result: bool = self._answering("renew_lease", lease)
+        return result
+
+    def release_lease(self, owner: str) -> None:
+        self._write("release_lease", owner)
+
+    def leases(self) -> list[Lease]:
+        result: list[Lease] = self._read("leases")
+        return result
+
+    def __enter__(self) -> ClusterStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """This client is done (the store itself keeps serving the cluster)."""
+        self._closed = True
+        self._held.clear()
+
+
+def open_cluster_store(address: str, *, name: str = HEAD_ACTOR) -> ClusterStore:
+    """The running store of the cluster at ``address``: a ``ClusterError`` (saying what to do)
+    if Ray is missing, the cluster unreachable, or no runtime ever started a store there."""
+    try:
+        return ClusterStore.connect(address, name=name, create=False)
+    except StoreError as exc:
+        raise ClusterError(str(exc)) from exc

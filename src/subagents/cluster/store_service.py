@@ -1,0 +1,144 @@
+"""StoreService: a ``RunStore`` served to other processes, one request at a time.
+
+Why: on a cluster the SQLite file lives on the head node and only the head's process opens
+it (SQLite over a network file system loses its locking guarantees, and one writer keeps
+group commit). Every other process (a node, the CLI on any machine, the driver) reaches it
+through ``remote_store.ClusterStore``, which sends ``StoreCall``s here. This class is the
+part that does not depend on Ray (``head`` wraps it in a Ray actor), so it is tested
+with plain calls.
+
+What a request may do is named by the protocol method it calls, checked against the lists
+below: nothing else of the store (its ``sweep``, its connection) is reachable from outside.
+
+- ``write(calls)``: writes, all in one transaction (one client ``batch()`` is one call, so
+  the batch is atomic and costs one commit on the head);
+- ``call(call)``: one read, or one write that answers (``post_command``, ``take_commands``,
+  ``renew_lease``), in a transaction of its own;
+- ``read_within(held, call)``: a read made inside a client's batch must see the batch's own
+  writes, which are not committed yet: they are applied in a transaction, the read is made,
+  and the transaction is rolled back. The batch is sent for real when it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from subagents.store.base import RunStore, StoreError
+
+
+class StoreCall(msgspec.Struct, frozen=True, array_like=True):
+    """One protocol method call: its name and its arguments."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class StoreInfo(msgspec.Struct, frozen=True):
+    """Which store a ``StoreService`` serves, and where."""
+
+    path: str
+    """The SQLite file, a path on the serving host (``""`` for an in-memory store)."""
+    host: str
+    pid: int
+
+
+WRITES = frozenset(
+    {
+        "save_run",
+        "append_event",
+        "save_checkpoint",
+        "save_mail",
+        "save_mails",
+        "set_mail_state",
+        "set_mails_state",
+        "save_journal",
+        "add_to_checkpoint",
+        "save_outcome",
+        "mark_outcome_delivered",
+        "acquire_lease",
+        "release_lease",
+    }
+)
+"""Writes that answer nothing: a client holds them inside its batch and sends them at once."""
+
+ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease"})
+"""Writes whose answer the caller needs at once: never held in a batch."""
+
+READS = frozenset(
+    {
+        "get_run",
+        "list_runs",
+        "events",
+        "load_checkpoint",
+        "mail_for",
+        "journal_of",
+        "undelivered_outcomes",
+        "leases",
+    }
+)
+
+
+class _Undo(Exception):
+    """Raised inside a batch to roll it back once the read it was opened for is made."""
+
+
+class StoreService:
+    """Serves one ``RunStore`` (on a cluster: the head's ``SQLiteStore``)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        path = getattr(store, "path", None)
+        self._info = StoreInfo(
+            path=str(path) if path is not None else "", host=socket.gethostname(), pid=os.getpid()
+        )
+
+    def info(self) -> StoreInfo:
+        return self._info
+
+    def write(self, calls: Sequence[StoreCall]) -> None:
+        """Apply ``calls`` (writes only) in one transaction: all of them or none."""
+        methods = [self._method(c, WRITES) for c in calls]  # every name checked before any write
+        with self.store.batch():
+            for method, c in zip(methods, calls, strict=True):
+                method(*c.args, **c.kwargs)
+
+    def call(self, call: StoreCall) -> Any:
+        """One read, or one answering write, in a transaction of its own."""
+        return self._method(call, READS | ANSWERING_WRITES)(*call.args, **call.kwargs)
+
+    def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        """``held`` (writes) and then ``call`` (an answering write: a claim of commands) in
+        one transaction; ``call``'s answer."""
+        answering = self._method(call, ANSWERING_WRITES)
+        methods = [self._method(c, WRITES) for c in held]
+        with self.store.batch():
+            for method, c in zip(methods, held, strict=True):
+                method(*c.args, **c.kwargs)
+            return answering(*call.args, **call.kwargs)
+
+    def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
+        """``call`` (a read) as it would answer after ``held`` (writes), which are then undone."""
+        read = self._method(call, READS)
+        methods = [self._method(c, WRITES) for c in held]
+        result: Any = None
+        try:
+            with self.store.batch():
+                for method, c in zip(methods, held, strict=True):
+                    method(*c.args, **c.kwargs)
+                result = read(*call.args, **call.kwargs)
+                raise _Undo
+        except _Undo:
+            pass
+        return result
+
+    def _method(self, call: StoreCall, allowed: frozenset[str]) -> Callable[..., Any]:
+        if call.method not in allowed:
+            raise StoreError(f"store call {call.method!r}: not something a client may call here")
+        method: Callable[..., Any] = getattr(self.store, call.method)
+        return method

@@ -1,0 +1,128 @@
+"""The inspecting commands against a Ray cluster's store (``--ray ADDRESS``,
+``SUBAGENTS_RAY_ADDRESS``): each shows what the same command shows on the local file, and
+`stop` / `send` post their commands through the cluster's store actor."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from clikit import Cli
+
+from raycluster import LocalCluster
+from subagents.messages import Lease, RunRecord, RunStatus
+
+pytestmark = pytest.mark.ray
+
+LIVE = RunRecord(
+    run_id="r-live-on-a-node",
+    agent="worker",
+    task="keep going",
+    root_run_id="r-live-on-a-node",
+    status=RunStatus.RUNNING,
+    created_at=time.time(),
+    owner="node-b:4242:abc",
+)
+"""A run hosted elsewhere in the cluster, under a live lease."""
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory, ray_cluster: LocalCluster) -> Cli:
+    """Finished trees written by a local `subagents run` into a file the cluster will serve
+    (the cluster first: the commands inherit its environment, RAY_AUTH_MODE...)."""
+    cli = Cli(tmp_path_factory.mktemp("cluster-cli"))
+    for agent, task in (("pair", "alpha"), ("failer", "gamma")):
+        proc = cli("run", agent, task, "--agents", str(cli.agents), "--json")
+        assert proc.returncode in (0, 1), proc.stderr
+    return cli
+
+
+@pytest.fixture(scope="module")
+def served(cli: Cli, ray_cluster: LocalCluster) -> Iterator[Any]:
+    """The cluster's default store actor serving that file, with one live run added."""
+    import ray
+
+    from subagents.cluster.head import head_actor
+    from subagents.cluster.remote_store import ClusterStore
+
+    actor = head_actor(path=str(cli.state))
+    store = ClusterStore(actor)
+    far = time.time() + 3600
+    store.acquire_lease(
+        Lease(owner=LIVE.owner or "", host="node-b", pid=4242, renewed_at=far, expires_at=far)
+    )
+    store.save_run(LIVE)
+    yield store
+    ray.kill(actor)
+
+
+def test_ps_tree_info_and_log_show_the_same_as_on_the_local_file(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    local = cli.json("ps", "--all")
+    remote = cli.json("ps", "--all", "--ray", ray_cluster.address)
+    assert [r["run_id"] for r in remote] == [r["run_id"] for r in local]
+    assert remote == local
+    assert LIVE.run_id in [r["run_id"] for r in remote]
+    root = next(r["run_id"] for r in local if r["agent"] == "pair")
+    for command in (("tree", root), ("info", root), ("log", root)):
+        assert cli.json(*command, "--ray", ray_cluster.address) == cli.json(*command)
+
+
+def test_the_address_may_come_from_the_environment_and_rows_resolve(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    env = {**cli.env, "SUBAGENTS_RAY_ADDRESS": ray_cluster.address}
+    listed = cli("ps", "--all", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "worker" in listed.stdout
+    first = cli("info", "#1", "--json", env=env)  # the listing kept for this cluster store
+    assert first.returncode == 0, first.stderr
+
+
+def test_stop_and_send_post_through_the_clusters_store(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    address = ray_cluster.address
+    sent = cli("send", LIVE.run_id, "hello from the CLI", "--ray", address)
+    assert sent.returncode == 0, sent.stderr
+    assert "the process hosting it delivers it" in sent.stdout  # its lease is live: not orphaned
+    stopped = cli("stop", LIVE.run_id, "--ray", address, "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    taken = served.take_commands([LIVE.run_id])
+    assert [(c.kind, c.content) for c in taken] == [
+        ("send", "hello from the CLI"),
+        ("stop", None),
+    ]
+
+
+def test_run_on_the_cluster_hosts_the_tree_on_its_nodes_and_records_it_in_its_store(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`subagents run --ray`: an LLM agent (the offline scripted model) spawning two children,
+    its runs in the cluster's node hosts, recorded in the store the cluster serves (here the
+    module's file: ``ps --state`` on it shows the tree)."""
+    address = ray_cluster.address
+    done = cli("run", "pair", "delta", "--agents", str(cli.agents), "--ray", address, "--json")
+    assert done.returncode == 0, done.stderr
+    runs = [r for r in cli.json("ps", "--all") if "delta" in r["task"]]
+    assert sorted((r["agent"], r["status"]) for r in runs) == [
+        ("pair", "completed"),
+        ("quick", "completed"),
+        ("quick", "completed"),
+    ]
+    both = cli("run", "pair", "x", "--state", str(cli.state), "--ray", address)
+    assert both.returncode == 2
+    assert "--state and --ray name two stores: give one" in both.stderr
+
+
+def test_a_bad_address_and_two_stores_at_once_are_usage_errors(cli: Cli) -> None:
+    env = {**cli.env, "SUBAGENTS_RAY_ADDRESS": "not an address"}
+    bad = cli("ps", env=env)
+    assert bad.returncode == 2
+    assert "Ray address 'not an address': contains whitespace" in bad.stderr
+    both = cli("ps", "--state", str(cli.state), "--ray", "auto")
+    assert both.returncode == 2
+    assert "--state and --ray name two stores: give one" in both.stderr

@@ -1,0 +1,316 @@
+"""A runtime on the session's 2-node cluster: its runs are pykka actors inside one node host
+per node, its supervisor decides for the whole cluster, its store is the cluster's.
+
+Function agents pin themselves to a node with ``resources:`` (the test cluster's nodes carry
+``sa-test-head`` and ``sa-test-worker``), so where each run goes is known and observed
+(``Runtime.placements``). Nothing here waits on a sleep: agents wait for mail or children,
+the test for outcomes and events (with timeouts)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raycluster import HEAD, WORKER, LocalCluster
+from subagents.behaviour.function import AgentContext, FunctionAgent
+from subagents.messages import Event, EventKind, RunStatus
+from subagents.runtime import Runtime
+from subagents.supervision.limits import Limits
+
+pytestmark = pytest.mark.ray
+
+WAIT_S = 120.0
+ON_HEAD = {"resources": {HEAD: 1}}
+ON_WORKER = {"resources": {WORKER: 1}}
+TERMINAL = {"completed", "failed", "cancelled", "timed_out", "budget_exceeded"}
+
+
+async def lead(ctx: AgentContext) -> str:
+    """Spawns one child per node and mails each; gathers their answers."""
+    here = await ctx.spawn("near", "one", background=False)
+    there = await ctx.spawn("far", "two", background=False)
+    return f"{here.result}+{there.result}"
+
+
+def double(ctx: AgentContext) -> str:
+    return str(2 * int(ctx.task))
+
+
+async def near(ctx: AgentContext) -> str:
+    return f"near:{ctx.task}"
+
+
+async def far(ctx: AgentContext) -> str:
+    return f"far:{ctx.task}"
+
+
+async def pinger(ctx: AgentContext) -> str:
+    """Starts a background child on the other node and exchanges mail with it."""
+    child: str = await ctx.spawn("echo", "wait for mail", background=True)
+    replies = []
+    for i in range(3):
+        await ctx.send(child, f"ping {i}")
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+        replies.append(mail.content)
+    return ",".join(replies)
+
+
+async def echo(ctx: AgentContext) -> str:
+    for _ in range(3):
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+        await ctx.send(mail.sender, f"echo {mail.content}", reply_to=mail.mail_id)
+    return "echoed"
+
+
+@pytest.fixture
+def store(ray_cluster: LocalCluster, tmp_path: Path) -> Iterator[Any]:
+    import ray
+
+    from subagents.cluster.head import head_actor
+    from subagents.cluster.remote_store import ClusterStore
+
+    name = f"test-rt-{tmp_path.name}"[:60]
+    actor = head_actor(name=name, path=str(tmp_path / "runs.sqlite3"))
+    client = ClusterStore(actor, name=name)
+    yield client
+    client.close()
+    ray.kill(actor)
+
+
+def runtime(ray_cluster: LocalCluster, store: Any, agents: list[Any], **kw: Any) -> Runtime:
+    return Runtime(agents, store=store, cluster=ray_cluster.address, restore=False, **kw)
+
+
+def test_a_tree_spans_both_nodes_and_each_run_goes_where_its_definition_says(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    agents = [
+        FunctionAgent.create("lead", lead, metadata=ON_WORKER),
+        FunctionAgent.create("near", near, metadata=ON_WORKER),
+        FunctionAgent.create("far", far, metadata=ON_HEAD),
+    ]
+    with runtime(ray_cluster, store, agents) as rt:
+        outcome = rt.run("lead", "go", timeout=WAIT_S)
+        assert outcome.status == RunStatus.COMPLETED, outcome.error
+        assert outcome.result == "near:one+far:two"
+        placed = {store.get_run(r).agent: nodes for r, nodes in rt.placements().items()}
+    assert placed == {
+        "lead": [ray_cluster.worker_node_id],
+        "near": [ray_cluster.worker_node_id],
+        "far": [ray_cluster.head_node_id],
+    }
+    assert store.get_run(outcome.run_id).status == RunStatus.COMPLETED
+
+
+def test_mail_crosses_nodes_in_order_and_a_child_without_resources_stays_with_its_parent(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    agents = [
+        FunctionAgent.create("pinger", pinger, metadata=ON_HEAD),
+        FunctionAgent.create("echo", echo, metadata=ON_WORKER),
+        FunctionAgent.create("double", double),
+    ]
+    with runtime(ray_cluster, store, agents) as rt:
+        outcome = rt.run("pinger", "go", timeout=WAIT_S)
+        assert outcome.status == RunStatus.COMPLETED, outcome.error
+        assert outcome.result == "echo ping 0,echo ping 1,echo ping 2"
+        plain = rt.run("double", "21", timeout=WAIT_S)
+        assert plain.result == "42"
+
+
+async def fan(ctx: AgentContext) -> str:
+    outcomes = await ctx.gather(*(ctx.spawn("worker", str(i)) for i in range(int(ctx.task))))
+    return ",".join(str(o.result) for o in outcomes)
+
+
+async def gate(ctx: AgentContext) -> str:
+    """Holds its slot until the test mails it."""
+    mail = await ctx.receive(timeout=WAIT_S)
+    assert mail is not None
+    return f"{ctx.task}:{mail.content}"
+
+
+def test_the_concurrency_limit_holds_across_nodes(ray_cluster: LocalCluster, store: Any) -> None:
+    """Two workers at a time (``per_agent``), decided once for the cluster: of six spawned at
+    once, two start and four queue, as on one machine; a worker holds its slot until it goes
+    back to its mailbox (waiting), and no third one runs meanwhile."""
+    agents = [
+        FunctionAgent.create("fan", fan, metadata=ON_HEAD),
+        FunctionAgent.create("worker", gate),
+    ]
+    running: set[str] = set()
+    waiting: set[str] = set()
+    queued: list[str] = []
+    most = [0]
+    changed = threading.Condition()
+
+    def watch(event: Event) -> None:
+        if event.agent != "worker":
+            return
+        with changed:
+            if event.kind == EventKind.QUEUED:
+                queued.append(event.run_id)
+            elif event.kind == EventKind.STARTED:
+                running.add(event.run_id)
+            elif event.kind == EventKind.WAITING:
+                running.discard(event.run_id)
+                waiting.add(event.run_id)
+            elif event.kind.value in TERMINAL:
+                running.discard(event.run_id)
+            most[0] = max(most[0], len(running))
+            changed.notify_all()
+
+    limits = Limits(per_agent=2, max_children=10)
+    with runtime(ray_cluster, store, agents, limits=limits) as rt:
+        rt.subscribe(watch)
+        handle = rt.spawn("fan", "6")
+        released: set[str] = set()
+        while len(released) < 6:
+            with changed:
+                assert changed.wait_for(lambda: waiting - released, WAIT_S), "none waits"
+                ready = sorted(waiting - released)
+            for run_id in ready:
+                rt.send(run_id, "go")
+                released.add(run_id)
+        outcome = handle.result(WAIT_S)
+        assert outcome.status == RunStatus.COMPLETED, outcome.error
+        assert outcome.result == ",".join(f"{i}:go" for i in range(6))
+        nodes = {n for r, ns in rt.placements().items() for n in ns}
+    assert len(queued) == 4
+    assert most[0] <= 2
+    assert nodes == {ray_cluster.head_node_id}  # workers follow their parent while it has room
+
+
+async def holder(ctx: AgentContext) -> str:
+    """Spawns three gated workers pinned to the worker node, returns their answers."""
+    outcomes = await ctx.gather(*(ctx.spawn("gated", str(i)) for i in range(3)))
+    return ",".join(f"{o.status}:{o.result}" for o in outcomes)
+
+
+def test_a_killed_node_host_ends_every_run_once_and_reports_each_result_once(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """The worker node's host is SIGKILLed while three workers wait there for mail: they are
+    started again (on a live host), get their mail, and the tree completes; each run has one
+    terminal event and the root's outcome comes once."""
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.node_host import runtime_host_name
+
+    agents = [
+        FunctionAgent.create("holder", holder, metadata=ON_HEAD),
+        FunctionAgent.create("gated", gate, metadata=ON_WORKER),
+    ]
+    events: list[Event] = []
+    seen = threading.Condition()
+
+    def watch(event: Event) -> None:
+        with seen:
+            events.append(event)
+            seen.notify_all()
+
+    def started(n: int) -> bool:
+        return sum(1 for e in events if e.kind == EventKind.STARTED and e.agent == "gated") >= n
+
+    with runtime(ray_cluster, store, agents) as rt:
+        rt.subscribe(watch)
+        handle = rt.spawn("holder", "go")
+        with seen:
+            assert seen.wait_for(lambda: started(3), WAIT_S), "three workers did not start"
+        host = ray.get_actor(
+            runtime_host_name(rt.owner, ray_cluster.worker_node_id), namespace=NAMESPACE
+        )
+        pid = ray.get(host.describe.remote())["pid"]
+        os.kill(pid, signal.SIGKILL)
+        with seen:
+            assert seen.wait_for(lambda: started(6), WAIT_S), "the workers were not started again"
+        workers = sorted({e.run_id for e in events if e.agent == "gated"})
+        assert len(workers) == 3
+        for run_id in workers:
+            rt.send(run_id, "go")
+        outcome = handle.result(WAIT_S)
+        assert outcome.status == RunStatus.COMPLETED, outcome.error
+        moved = rt.placements()
+    assert outcome.result == ",".join(f"completed:{i}:go" for i in range(3))
+    terminal = [e for e in events if e.kind.value in TERMINAL]
+    by_run: dict[str, int] = {}
+    for e in terminal:
+        by_run[e.run_id] = by_run.get(e.run_id, 0) + 1
+    assert by_run == {run_id: 1 for run_id in [*workers, outcome.run_id]}
+    for run_id in workers:
+        assert store.get_run(run_id).status == RunStatus.COMPLETED
+        assert len(moved[run_id]) == 2  # started on the worker node, then again after the loss
+
+
+def test_what_cannot_be_sent_to_the_nodes_is_refused_at_start_naming_it(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    from subagents.cluster.connect import ClusterError
+
+    lock = threading.Lock()
+
+    def holds_a_lock(ctx: AgentContext) -> str:
+        with lock:
+            return "never"
+
+    with pytest.raises(ClusterError, match="the function agents cannot be sent to the cluster"):
+        runtime(ray_cluster, store, [FunctionAgent.create("locked", holds_a_lock)])
+
+
+async def spreader(ctx: AgentContext) -> str:
+    """Two waiting children on each node, then waits for them (until stopped)."""
+    pending = [ctx.spawn("gated", "w") for _ in range(2)] + [
+        ctx.spawn("gated_far", "f") for _ in range(2)
+    ]
+    outcomes = await ctx.gather(*pending)
+    return ",".join(o.status for o in outcomes)
+
+
+def test_a_stop_cancels_the_subtree_on_both_nodes_once_and_their_agents_go(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    agents = [
+        FunctionAgent.create("spreader", spreader, metadata=ON_HEAD),
+        FunctionAgent.create("gated", gate, metadata=ON_HEAD),
+        FunctionAgent.create("gated_far", gate, metadata=ON_WORKER),
+    ]
+    events: list[Event] = []
+    seen = threading.Condition()
+
+    def watch(event: Event) -> None:
+        with seen:
+            events.append(event)
+            seen.notify_all()
+
+    def waiting(n: int) -> bool:
+        return sum(1 for e in events if e.kind == EventKind.WAITING and e.agent != "spreader") >= n
+
+    with runtime(ray_cluster, store, agents) as rt:
+        rt.subscribe(watch)
+        handle = rt.spawn("spreader", "go")
+        with seen:
+            assert seen.wait_for(lambda: waiting(4), WAIT_S), "four children did not wait"
+        stopped = rt.stop(handle.run_id)
+        outcome = handle.result(WAIT_S)
+        cluster = rt._hosting.cluster
+        assert cluster is not None
+        left = cluster.hosted()  # once the stops sent are applied
+        nodes = {n for ns in rt.placements().values() for n in ns}
+    assert outcome.status == RunStatus.CANCELLED
+    assert len(stopped) == 5
+    terminal: dict[str, list[str]] = {}
+    for e in events:
+        if e.kind.value in TERMINAL:
+            terminal.setdefault(e.run_id, []).append(e.kind.value)
+    assert terminal == {run_id: ["cancelled"] for run_id in stopped}
+    assert left == {ray_cluster.head_node_id: [], ray_cluster.worker_node_id: []}
+    assert nodes == {ray_cluster.head_node_id, ray_cluster.worker_node_id}

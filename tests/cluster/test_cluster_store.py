@@ -1,0 +1,126 @@
+"""ClusterStore on the session's cluster: batches sent whole, reads inside them, the store's
+actor restarted by Ray on the same file, wrong names and paths refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raycluster import LocalCluster
+from subagents.cluster.connect import ClusterError
+from subagents.cluster.head import head_actor
+from subagents.cluster.remote_store import ClusterStore, open_cluster_store
+from subagents.store.base import StoreError
+
+from .records import event, run
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def served(ray_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One store actor for this module (each test uses run ids of its own)."""
+    import ray
+
+    path = tmp_path_factory.mktemp("cluster-store") / "runs.sqlite3"
+    actor = head_actor(name="test-cluster-store", path=str(path))
+    yield actor
+    ray.kill(actor)
+
+
+@pytest.fixture
+def store(served: Any) -> ClusterStore:
+    return ClusterStore(served, name="test-cluster-store")
+
+
+def test_a_batch_is_sent_whole_when_it_ends(store: ClusterStore, served: Any) -> None:
+    other = ClusterStore(served, name="test-cluster-store")  # another process's view
+    with store.batch():
+        store.save_run(run("b1"))
+        store.append_event(event("b1"))
+        assert other.get_run("b1") is None  # held here: nothing sent yet
+        assert store.get_run("b1") == run("b1")  # but this batch reads its own writes
+    assert other.get_run("b1") == run("b1")
+    assert other.events("b1") == [event("b1")]
+
+
+def test_a_batch_that_raises_sends_nothing_and_a_nested_one_drops_only_its_own(
+    store: ClusterStore,
+) -> None:
+    with pytest.raises(RuntimeError), store.batch():
+        store.save_run(run("n1"))
+        raise RuntimeError("boom")
+    assert store.get_run("n1") is None
+    with store.batch():
+        store.save_run(run("n2"))
+        with pytest.raises(RuntimeError), store.batch():
+            store.save_run(run("n3"))
+            raise RuntimeError("boom")
+        store.append_event(event("n2"))
+    assert store.get_run("n2") == run("n2")
+    assert store.get_run("n3") is None
+    assert store.events("n2") == [event("n2")]
+
+
+def test_writes_that_answer_are_refused_inside_a_batch_but_a_claim_commits_with_it(
+    store: ClusterStore,
+) -> None:
+    with store.batch():
+        store.save_run(run("c1"))
+        with pytest.raises(StoreError, match="post_command inside a batch"):
+            store.post_command("stop", "c1")
+    command = store.post_command("stop", "c1")
+    with store.batch():  # the supervisor's way: claim, then act, in one batch
+        store.save_run(run("c2"))
+        claimed = store.take_commands(["c1"])
+        assert store.get_run("c2") == run("c2")  # committed with the claim
+        store.append_event(event("c2"))
+        with pytest.raises(RuntimeError), store.batch():
+            store.save_run(run("c3"))
+            raise RuntimeError("boom")
+    assert [c.command_id for c in claimed] == [command]
+    assert store.take_commands(["c1"]) == []
+    assert store.events("c2") == [event("c2")]
+    assert store.get_run("c3") is None
+
+
+def test_a_closed_client_refuses_and_the_store_keeps_serving(store: ClusterStore, served: Any):
+    store.close()
+    with pytest.raises(StoreError, match="this client was closed"):
+        store.get_run("x")
+    assert ClusterStore(served, name="test-cluster-store").get_run("x") is None
+
+
+def test_the_store_actor_comes_back_on_the_same_file_after_its_process_is_killed(
+    store: ClusterStore, served: Any
+) -> None:
+    import ray
+
+    store.save_run(run("k1"))
+    before = ray.get(served.info.remote())
+    os.kill(before.pid, signal.SIGKILL)  # the head is this machine: its worker is a process here
+    deadline = time.monotonic() + 120
+    after = None
+    while after is None:  # Ray restarts it (max_restarts=-1); calls fail until it is back
+        try:
+            after = ray.get(served.info.remote(), timeout=10)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            assert time.monotonic() < deadline, "the store actor did not come back"
+    assert after.pid != before.pid and after.path == before.path
+    assert ClusterStore(served, name="test-cluster-store").get_run("k1") == run("k1")
+
+
+def test_a_running_store_is_not_switched_to_another_file(served: Any, tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match=r"serves .*runs\.sqlite3, not .*other\.sqlite3"):
+        head_actor(name="test-cluster-store", path=str(tmp_path / "other.sqlite3"))
+
+
+def test_a_missing_store_is_an_error_that_says_what_to_do(ray_cluster: LocalCluster) -> None:
+    with pytest.raises(ClusterError, match="no subagents store 'nobody' on this Ray cluster"):
+        open_cluster_store(ray_cluster.address, name="nobody")

@@ -1,0 +1,189 @@
+"""The two ends of the link between a supervisor and a node's agents, in one process: the
+order of batches, the router's bookkeeping of which node hosts which run, and asks answered
+through the outbox. No Ray: what carries the items is a plain function here."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from subagents.actors.remote import Answer, Asked, Outbox, RemoteSupervisor, RoutingEffector, Told
+from subagents.actors.timer import TimerService
+from subagents.cluster.node_host import InOrder
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunRecord
+from subagents.supervision.effects import Effect, Publish, StartRun, StopAgent, Tell
+
+WAIT_S = 30.0
+
+
+def test_batches_are_released_in_their_order_whatever_order_they_arrive_in() -> None:
+    order = InOrder()
+    assert order.arrived(2, ["b"]) == []
+    assert order.arrived(3, ["c"]) == []
+    assert order.arrived(1, ["a"]) == [["a"], ["b"], ["c"]]
+    assert order.arrived(4, ["d"]) == [["d"]]
+    assert order.applied == 4
+    with pytest.raises(ValueError, match="batch 3 arrived twice"):
+        order.arrived(3, ["again"])
+
+
+def _start(run_id: str, parent: str | None = None, attempt: int = 1) -> StartRun:
+    record = RunRecord(
+        run_id=run_id,
+        agent="worker",
+        task="t",
+        parent_run_id=parent,
+        root_run_id=parent or run_id,
+        depth=1 if parent else 0,
+    )
+    spec = AgentSpec(name="worker", description="d")
+    return StartRun(record=record, spec=spec, deadline=0.0, attempt=attempt)
+
+
+class Wire:
+    """Records what the router sends, and places runs by a fixed rule."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, list[Effect]]] = []
+        self.ended: list[str] = []
+        self.placed: list[tuple[str, str | None]] = []
+
+    def place(self, start: StartRun, parent_node: str | None) -> str:
+        node = parent_node or ("n1" if start.record.run_id.endswith("1") else "n2")
+        self.placed.append((start.record.run_id, parent_node))
+        return node
+
+    def send(self, node: str, effects: list[Effect]) -> None:
+        self.sent.append((node, list(effects)))
+
+
+@pytest.fixture
+def router() -> Any:
+    timer = TimerService()
+    wire = Wire()
+    published: list[Any] = []
+    effector = RoutingEffector(
+        place=wire.place,
+        send=wire.send,
+        on_ended=wire.ended.append,
+        supervisor=None,
+        timer=timer,
+        behaviour_for=lambda spec: None,
+        on_outside=lambda m: None,
+        on_event=published.append,
+        pool=None,
+    )
+    yield effector, wire, published
+    timer.stop()
+
+
+def test_a_child_follows_its_parent_and_tells_follow_their_run(router: Any) -> None:
+    effector, wire, _ = router
+    effector.apply([_start("r1"), _start("r2")])
+    effector.apply([_start("c1", parent="r2"), Tell("c1", "hello"), Tell("r1", "hi")])
+    assert wire.placed == [("r1", None), ("r2", None), ("c1", "n2")]
+    assert [(node, [type(e).__name__ for e in effects]) for node, effects in wire.sent] == [
+        ("n1", ["StartRun"]),
+        ("n2", ["StartRun"]),
+        ("n2", ["StartRun", "Tell"]),
+        ("n1", ["Tell"]),
+    ]
+    assert effector.node_of("c1") == "n2"
+
+
+def test_effects_for_no_node_stay_here_and_tells_to_unknown_runs_are_dropped(router: Any) -> None:
+    effector, wire, published = router
+    event: Any = object()
+    effector.apply([Publish(event), Tell("nobody", "x"), StopAgent("nobody")])
+    assert published == [event]
+    assert wire.sent == []
+
+
+def test_a_stop_or_an_end_frees_the_node_once_and_a_late_end_of_an_old_start_does_not(
+    router: Any,
+) -> None:
+    effector, wire, _ = router
+    effector.apply([_start("r1"), _start("r2")])
+    effector.apply([StopAgent("r1")])
+    assert wire.sent[-1] == ("n1", [StopAgent("r1")])
+    assert wire.ended == ["n1"]
+    effector.apply([_start("r2", attempt=2)])  # a restart: the earlier start is stopped
+    assert wire.ended == ["n1", "n2"]
+    assert ("n2", [StopAgent("r2")]) in wire.sent
+    effector.ended("r2", 1)  # the first start's late report: not this start
+    assert effector.node_of("r2") == "n2"
+    effector.ended("r2", 2)
+    assert effector.node_of("r2") is None
+    assert wire.ended == ["n1", "n2", "n2"]
+
+
+def test_a_lost_node_lists_the_runs_started_there_once(router: Any) -> None:
+    effector, wire, _ = router
+    effector.apply([_start("r1"), _start("r2"), _start("c1", parent="r1")])
+    forgotten: list[str] = []
+    assert sorted(effector.lost("n1", lambda: forgotten.append("n1"))) == ["c1", "r1"]
+    assert forgotten == ["n1"]
+    assert effector.lost("n1") == []
+    assert effector.node_of("r2") == "n2"
+    effector.apply([Tell("r1", "to a run of the lost node")])
+    assert all(
+        node != "n1" or effects != [Tell("r1", "to a run of the lost node")]
+        for node, effects in wire.sent
+    )
+
+
+def test_an_ask_through_the_outbox_gets_its_answer_or_its_error() -> None:
+    outbox = Outbox()
+    told: list[Any] = []
+    supervisor = RemoteSupervisor(outbox, on_told=told.append)
+    supervisor.tell("report")
+    answers: list[Any] = []
+
+    def ask(message: str) -> None:
+        try:
+            answers.append(supervisor.ask(message, timeout=WAIT_S))
+        except pykka.ActorDeadError as exc:
+            answers.append(f"error: {exc}")
+
+    asker = threading.Thread(target=ask, args=("step",))
+    asker.start()
+    first = outbox.take(10, WAIT_S)
+    items = first if len(first) == 2 else first + outbox.take(10, WAIT_S)
+    assert items[0] == Told("report") and told == ["report"]
+    assert isinstance(items[1], Asked) and items[1].message == "step"
+    supervisor.answer([Answer(items[1].key, value=True)])
+    asker.join(WAIT_S)
+    assert answers == [True]
+
+    failing = threading.Thread(target=ask, args=("tool",))
+    failing.start()
+    asked = outbox.take(10, WAIT_S)[0]
+    assert isinstance(asked, Asked)
+    supervisor.answer([Answer(asked.key, error="StoreError: disk full")])
+    failing.join(WAIT_S)
+    assert answers[-1] == "error: StoreError: disk full"
+
+
+def test_an_ask_left_waiting_when_the_link_closes_is_answered_with_an_error() -> None:
+    outbox = Outbox()
+    supervisor = RemoteSupervisor(outbox)
+    answers: list[str] = []
+
+    def ask() -> None:
+        try:
+            supervisor.ask("step", timeout=WAIT_S)
+        except pykka.ActorDeadError as exc:
+            answers.append(str(exc))
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    assert isinstance(outbox.take(1, WAIT_S)[0], Asked)
+    supervisor.close()
+    asker.join(WAIT_S)
+    assert answers == ["the node's link to the supervisor closed"]
+    with pytest.raises(pykka.ActorDeadError):
+        supervisor.ask("after", timeout=WAIT_S)

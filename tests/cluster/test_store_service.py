@@ -1,0 +1,85 @@
+"""StoreService, without Ray: what a remote client may call, batches all or nothing, reads
+over a batch's uncommitted writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from subagents.cluster.store_service import StoreCall, StoreService
+from subagents.store.base import StoreError
+from subagents.store.sqlite import SQLiteStore
+
+from .records import event, run
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[StoreService]:
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    yield StoreService(store)
+    store.close()
+
+
+def test_info_names_the_file_and_the_process(service: StoreService, tmp_path: Path) -> None:
+    info = service.info()
+    assert Path(info.path) == service.store.path  # type: ignore[attr-defined]
+    assert info.pid > 0 and info.host
+
+
+def test_writes_of_one_call_commit_together(service: StoreService) -> None:
+    service.write([StoreCall("save_run", (run("r1"),)), StoreCall("append_event", (event("r1"),))])
+    assert service.call(StoreCall("get_run", ("r1",))) == run("r1")
+    assert service.call(StoreCall("events", ("r1",))) == [event("r1")]
+
+
+def test_a_failing_write_rolls_back_the_whole_call(service: StoreService) -> None:
+    with pytest.raises(AttributeError):  # the store's own error, as it raised it
+        service.write(
+            [
+                StoreCall("save_run", (run("r1"),)),
+                StoreCall("append_event", ("not an event",)),
+            ]
+        )
+    assert service.call(StoreCall("get_run", ("r1",))) is None
+
+
+def test_only_protocol_methods_of_the_right_kind_are_callable(service: StoreService) -> None:
+    for name in ("sweep", "close", "_connection", "batch"):
+        with pytest.raises(StoreError, match=f"store call '{name}': not something a client"):
+            service.call(StoreCall(name))
+    # a read is not a write, and an unknown name in a batch refuses the whole batch
+    with pytest.raises(StoreError, match="'get_run'"):
+        service.write([StoreCall("save_run", (run("r1"),)), StoreCall("get_run", ("r1",))])
+    assert service.call(StoreCall("get_run", ("r1",))) is None
+    with pytest.raises(StoreError, match="'save_run'"):
+        service.call(StoreCall("save_run", (run("r1"),)))
+
+
+def test_read_within_sees_the_held_writes_and_commits_none(service: StoreService) -> None:
+    held = [StoreCall("save_run", (run("r1"),)), StoreCall("append_event", (event("r1"),))]
+    assert service.read_within(held, StoreCall("get_run", ("r1",))) == run("r1")
+    assert service.read_within(held, StoreCall("events", ("r1",))) == [event("r1")]
+    assert service.call(StoreCall("get_run", ("r1",))) is None
+    assert service.call(StoreCall("events", ("r1",))) == []
+    with pytest.raises(StoreError, match="'take_commands'"):  # it writes: not a read
+        service.read_within(held, StoreCall("take_commands"))
+
+
+def test_a_claim_of_commands_commits_with_the_writes_held_before_it(
+    service: StoreService,
+) -> None:
+    posted = service.call(StoreCall("post_command", ("stop", "r1")))
+    held = [StoreCall("save_run", (run("r1"),))]
+    claimed = service.write_then(held, StoreCall("take_commands", (None,)))
+    assert [c.command_id for c in claimed] == [posted]
+    assert service.call(StoreCall("get_run", ("r1",))) == run("r1")
+    with pytest.raises(StoreError, match="'get_run'"):  # only an answering write
+        service.write_then(held, StoreCall("get_run", ("r1",)))
+
+
+def test_answering_writes_are_calls(service: StoreService) -> None:
+    first = service.call(StoreCall("post_command", ("stop", "r1")))
+    commands = service.call(StoreCall("take_commands", (None,)))
+    assert [c.command_id for c in commands] == [first]
