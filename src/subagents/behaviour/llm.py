@@ -8,29 +8,34 @@ all tool_results in one user message (then any unread mail), as the Messages API
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import msgspec
-
 from subagents.behaviour import parent_approvals
-from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError, fan_out_schema
-from subagents.behaviour.parent_approvals import ParentApprovals
+from subagents.behaviour.approval_flow import ParentApprovalFlow
+from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError
+from subagents.behaviour.offer import complete, offered_tools
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
-from subagents.behaviour.spawn_policy import spawn_policy_fields
+from subagents.behaviour.runtime_requests import (
+    reply_answer,
+    required_str,
+    send_request,
+    spawn_request,
+    stop_request,
+    to_json,
+    wait_timeout,
+)
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
-    RUNTIME_SCHEMAS,
     SEND,
     SPAWN,
     STOP,
     WAIT,
     Tool,
     ToolError,
-    spawn_schema,
 )
+from subagents.behaviour.unread import UnreadMail
 from subagents.isolation.worktrees import WorktreeError
 from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
@@ -41,16 +46,12 @@ from subagents.messages import (
     DeliverMail,
     Mail,
     MailAck,
-    SendMail,
     SpawnReply,
-    SpawnRequest,
     StepTaken,
     StopReply,
-    StopRequest,
     TextBlock,
     ToolAnswered,
     ToolResultBlock,
-    ToolSchema,
     ToolUseBlock,
     Wake,
 )
@@ -70,12 +71,10 @@ class LLMBehaviour:
         self.port = port
         self.messages: list[ChatMessage] = []
         self.turns = 0
-        self.inbox: list[Mail] = []
-        self.read_in_message: list[str] = []
+        self.inbox = UnreadMail()
         self.order: list[str] = []
         self.results: dict[str, ToolResultBlock | None] = {}
         self.background: dict[str, bool] = {}
-        self.waiting_mail: str | None = None
         self.waiting = False
         self.ended = False
         self.fan_outs = FanOutCalls()
@@ -89,7 +88,7 @@ class LLMBehaviour:
             found = {n: t for n, t in mcp_tools(env.mcp, self.mcp).items() if n not in self.tools}
             self.tools.update(found)
             self.mcp_names = tuple(found)
-        self.schemas = self._offered_tools()
+        self.schemas = offered_tools(env, port, self.tools, self.mcp_names)
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
         self.calls: ToolCalls | None = None
@@ -97,9 +96,6 @@ class LLMBehaviour:
         """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
         self.setup_kind = "bad_definition"
         self.stop_hook_active = False
-        self.approvals = ParentApprovals(port.record.parent_run_id)
-        self.sent_approvals: set[str] = set()
-        """Approval requests an earlier start already mailed (recovered): not sent again."""
         self.environment = ""
         """Appended to the system prompt when the agent has file or shell tools."""
         try:
@@ -111,33 +107,9 @@ class LLMBehaviour:
         else:
             if any(s.name in BUILTIN_NAMES for s in self.schemas):
                 self.environment = self.calls.environment()
+        self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
 
     # ---- what the agent is offered -----------------------------------------------------------
-
-    def _allows(self, name: str) -> bool:
-        return self.port.spec.allows_tool(name)
-
-    def _offered_tools(self) -> tuple[ToolSchema, ...]:
-        spec, record = self.port.spec, self.port.record
-        schemas: list[ToolSchema] = []
-        # Which agents the spawn tools may name: the spawn rules decide, the same ones that
-        # admission applies (a model ignoring the enum is refused there, naming the rule).
-        offer = self.env.spawn_rules.offer(spec, record.depth, self.env.agents())
-        if offer.agents:
-            schemas.append(spawn_schema(offer.agents))
-            if offer.fan_out:
-                schemas.append(fan_out_schema(list(offer.agents)))
-        for name, schema in RUNTIME_SCHEMAS.items():
-            if name == LOAD_SKILL and self.env.skills is None:
-                continue
-            if self._allows(name):
-                schemas.append(schema)
-        for name, tool in self.env.tools.items():
-            if self._allows(name):
-                schemas.append(tool.schema)
-        # MCP tools were chosen for this definition by the hub (mcp/selection.py)
-        schemas.extend(self.tools[name].schema for name in self.mcp_names)
-        return tuple(schemas)
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -152,7 +124,7 @@ class LLMBehaviour:
         On resume, tool calls already answered are not run again, and calls whose effects
         already happened (a child spawned, a mail sent) get the ``recovered`` answers instead.
         """
-        self.inbox.extend(pending_mail)
+        self.inbox.add(pending_mail)
         if self.setup_error is not None:
             self._fail(self.setup_kind, self.setup_error)
             return
@@ -169,21 +141,20 @@ class LLMBehaviour:
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
                 done = {getattr(m, "request_id", None) for m in recovered}
                 self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
-                self.sent_approvals = {r for r in done if r and parent_approvals.use_id_of(r)}
+                self.approvals.sent = {r for r in done if r and parent_approvals.use_id_of(r)}
                 self._dispatch_all(
                     uses, answered=answered, skip=done, started=set(checkpoint.started)
                 )
                 for message in recovered:
                     self.on_message(message)
                 if self.approvals.waiting and self.inbox:  # an answer came before the crash
-                    inbox, self.inbox = self.inbox, []
-                    self._take_mail(tuple(inbox))
+                    self._take_mail(tuple(self.inbox.take_all()))
                 return
         else:
             record = self.port.record
             text = first_message_text(record.task, record.context, record.shared)
             blocks: list[Any] = [TextBlock(text)]
-            blocks.extend(TextBlock(render_mail(m)) for m in self._take_inbox())
+            blocks.extend(TextBlock(render_mail(m)) for m in self.inbox.take_for_message())
             self.messages = [ChatMessage("user", tuple(blocks))]
         self._step()
 
@@ -196,42 +167,20 @@ class LLMBehaviour:
             case SpawnReply() | ChildDone() if FanOutCalls.owns(message.request_id):
                 self._fan_out_answer(message)
             case MailAck(request_id=rid) if parent_approvals.use_id_of(rid) is not None:
-                self._approval_mailed(message)
+                self.approvals.mailed(message)
             case Wake(key=key) if parent_approvals.use_id_of(key) is not None:
-                self._approval_timed_out(key)
+                self.approvals.timed_out(key)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
                 if error is not None:
                     self._answer(rid, error, is_error=True)
                 elif self.background.get(rid):
-                    self._answer(rid, _json({"run_id": run_id, "queued": queued}))
-            case ChildDone(request_id=rid, outcome=outcome):
-                body: dict[str, Any] = {
-                    "result": outcome.result,
-                    "run_id": outcome.run_id,
-                    "status": str(outcome.status),
-                    "usage": {
-                        "input_tokens": outcome.usage.total_input_tokens,
-                        "output_tokens": outcome.usage.output_tokens,
-                    },
-                }
-                if outcome.error is not None:
-                    body["error"] = outcome.error
-                self._answer(rid, _json(body), is_error=not outcome.ok)
-            case MailAck(request_id=rid, mail_id=mail_id, recipient=to, error=error):
-                if error is not None:
-                    self._answer(rid, error, is_error=True)
-                else:
-                    self._answer(rid, _json({"mail_id": mail_id, "to": to}))
-            case StopReply(request_id=rid, stopped=stopped, error=error):
-                if error is not None:
-                    self._answer(rid, error, is_error=True)
-                else:
-                    self._answer(rid, _json({"stopped": list(stopped)}))
+                    self._answer(rid, to_json({"run_id": run_id, "queued": queued}))
+            case ChildDone() | MailAck() | StopReply():
+                self._answer(message.request_id, *reply_answer(message))
             case DeliverMail(mails=mails):
                 self._take_mail(mails)
             case Wake(key=key):
-                if key == self.waiting_mail:
-                    self.waiting_mail = None
+                if self.inbox.stop_waiting(key) is not None:
                     self._answer(key, "no mail arrived before the timeout")
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
@@ -241,87 +190,24 @@ class LLMBehaviour:
         shown as mail); the rest goes to the inbox."""
         kept: list[Mail] = []
         for mail in mails:
-            waiting = self.approvals.answer_to(mail) if self.approvals.waiting else None
-            if waiting is None:
+            if not self.approvals.answered_by(mail):
                 kept.append(mail)
-                continue
-            self.port.mail_read((mail.mail_id,))
-            self.port.cancel_wake(parent_approvals.key(waiting.use.id))
-            if parent_approvals.allows(mail.content):
-                self._run_approved(waiting)
-            else:
-                reason = f"the parent ({mail.sender_agent or mail.sender}) said: {mail.content}"
-                assert self.calls is not None
-                self._answer(waiting.use.id, *self.calls.denied(waiting.tool, reason))
-            if self.ended:
+            elif self.ended:
                 return
         if kept:
-            self.inbox.extend(kept)
+            self.inbox.add(kept)
             self._mail_arrived()
-
-    def _run_approved(self, waiting: parent_approvals.Waiting) -> None:
-        assert self.calls is not None
-        try:
-            content, is_error = self.calls.run_allowed(waiting.use, waiting.tool, waiting.step)
-        except ToolCrash as exc:
-            self._fail("tool_crashed", str(exc))
-            return
-        self._answer(waiting.use.id, content, is_error)
-
-    def _approval_mailed(self, ack: MailAck) -> None:
-        use_id = parent_approvals.use_id_of(ack.request_id)
-        assert use_id is not None
-        if ack.error is not None or ack.mail_id is None:
-            waiting = self.approvals.drop(use_id)
-            if waiting is not None:
-                assert self.calls is not None
-                reason = f"the request could not reach the parent: {ack.error}"
-                self._answer(use_id, *self.calls.denied(waiting.tool, reason))
-            return
-        self.approvals.acknowledged(use_id, ack.mail_id)
-
-    def _approval_timed_out(self, key: str) -> None:
-        use_id = parent_approvals.use_id_of(key)
-        assert use_id is not None
-        waiting = self.approvals.drop(use_id)
-        if waiting is not None:
-            assert self.calls is not None
-            reason = (
-                f"the parent did not answer the request within"
-                f" {self.env.approval_wait_s:g} s (a parent waiting for this run's"
-                f" result reads no mail until it ends)"
-            )
-            self._answer(use_id, *self.calls.denied(waiting.tool, reason))
-
-    def _ask_parent(self, use: ToolUseBlock, tool: Tool, reason: str) -> None:
-        """Mail the parent an approval request; the call waits for its answer."""
-        assert self.calls is not None
-        port = self.port
-        self.approvals.add(use, tool, self.turns)
-        key = parent_approvals.key(use.id)
-        if key not in self.sent_approvals:
-            request = self.calls.request(use, tool, reason)
-            port.send_mail(
-                SendMail(
-                    request_id=key,
-                    sender=port.record.run_id,
-                    to=port.record.parent_run_id or "",
-                    content=parent_approvals.request_text(request),
-                )
-            )
-        wait = min(self.env.approval_wait_s, max(0.0, port.deadline - time.monotonic()))
-        port.wake_after(key, wait)
 
     def _mail_arrived(self) -> None:
         """Answer a ``wait_for_message`` call waiting for mail, with everything unread."""
-        if self.waiting_mail is not None:
-            key, self.waiting_mail = self.waiting_mail, None
+        key = self.inbox.stop_waiting()
+        if key is not None:
             self.port.cancel_wake(key)
-            text, is_error, read = self._render_inbox()
+            text, is_error, read = self.inbox.render()
             self._answer(key, text, is_error, read)
 
     def unread_mail(self) -> tuple[str, ...]:
-        return tuple(m.mail_id for m in self.inbox)
+        return self.inbox.ids()
 
     # ---- steps -------------------------------------------------------------------------------
 
@@ -346,21 +232,12 @@ class LLMBehaviour:
             agent=port.record.agent,
             run_id=port.record.run_id,
         )
-        traced = self.env.tracer.model_call(port.record, request) if self.env.tracer else None
         try:
-            response = self.env.model.complete(request, deadline=port.deadline, cancel=port.cancel)
+            response = complete(self.env, port, request)
         except ModelError as exc:
-            if traced is not None:
-                traced.end(error=f"{exc.kind}: {exc.message}")
             if not port.cancel.is_set():
                 self._fail(f"model_{exc.kind}", exc.message)
             return
-        except BaseException as exc:
-            if traced is not None:
-                traced.end(error=f"{type(exc).__name__}: {exc}")
-            raise
-        if traced is not None:
-            traced.end(response=response)
         if port.cancel.is_set():
             return
         self.turns += 1
@@ -375,11 +252,10 @@ class LLMBehaviour:
                 step=self.turns,
                 usage=response.usage,
                 checkpoint=checkpoint,
-                read_mail=tuple(self.read_in_message),
+                read_mail=self.inbox.recorded(),
             ),
             wait=bool(uses),  # no tool call: the run ends here, nothing to hold back
         )
-        self.read_in_message = []
         if port.cancel.is_set():
             return  # stopped while the step was recorded (over budget): no tool runs
         if uses:
@@ -447,21 +323,9 @@ class LLMBehaviour:
             return
         try:
             if use.name == SPAWN:
-                self.background[use.id] = bool(args.get("background", False))
-                port.request_spawn(
-                    SpawnRequest(
-                        request_id=use.id,
-                        agent=_required_str(args, "agent"),
-                        task=_required_str(args, "task"),
-                        parent_run_id=record.run_id,
-                        context=_optional_str(args, "context"),
-                        label=_optional_str(args, "label"),
-                        model=_optional_str(args, "model"),
-                        timeout=_optional_float(args, "timeout"),
-                        background=self.background[use.id],
-                        **spawn_policy_fields(args),
-                    )
-                )
+                request = spawn_request(use.id, args, record.run_id)
+                self.background[use.id] = request.background
+                port.request_spawn(request)
             elif use.name == FAN_OUT:
                 try:
                     requests = self.fan_outs.start(use.id, args, record.run_id)
@@ -471,41 +335,23 @@ class LLMBehaviour:
                     if request.request_id not in self.already_spawned:  # else: recovered
                         port.request_spawn(request)
             elif use.name == SEND:
-                port.send_mail(
-                    SendMail(
-                        request_id=use.id,
-                        sender=record.run_id,
-                        to=_required_str(args, "to"),
-                        content=_required_str(args, "content"),
-                        reply_to=_optional_str(args, "reply_to"),
-                    )
-                )
+                port.send_mail(send_request(use.id, args, record.run_id))
             elif use.name == STOP:
-                port.request_stop(
-                    StopRequest(
-                        request_id=use.id,
-                        run_id=_required_str(args, "run_id"),
-                        requester=record.run_id,
-                        reason=f"stopped by {record.agent} ({record.run_id})",
-                    )
-                )
+                port.request_stop(stop_request(use.id, args, record))
             elif use.name == CHECK:
-                self._set(use.id, *self._render_inbox())
+                self._set(use.id, *self.inbox.render())
             elif use.name == WAIT:
-                given = _optional_float(args, "timeout")
-                timeout = 30.0 if given is None else given  # 0 means: do not wait
-                if timeout < 0:
-                    raise ToolError(f"argument 'timeout' must be >= 0 seconds, got {timeout:g}")
+                timeout = wait_timeout(args)
                 if self.inbox:
-                    self._set(use.id, *self._render_inbox())
-                elif self.waiting_mail is not None:
+                    self._set(use.id, *self.inbox.render())
+                elif self.inbox.waiter is not None:
                     # one waiter per turn: a second would overwrite the first, never answered
                     raise ToolError("already waiting for mail in this turn; wait once per turn")
                 else:
-                    self.waiting_mail = use.id
+                    self.inbox.waiter = use.id
                     port.wake_after(use.id, timeout)
             elif use.name == LOAD_SKILL:
-                name = _required_str(args, "name")
+                name = required_str(args, "name")
                 assert self.env.skills is not None
                 try:
                     self._set(use.id, self.env.skills.render(name), False)
@@ -517,7 +363,7 @@ class LLMBehaviour:
                 assert self.calls is not None
                 decision = self.calls.decide(use, tool, parent_may_answer=True)
                 if decision.behavior == "ask":  # a child whose asks go to its parent
-                    self._ask_parent(use, tool, decision.reason)
+                    self.approvals.ask(use, tool, decision.reason, self.turns)
                 elif not decision.allowed:
                     self._set(use.id, *self.calls.denied(tool, decision.reason))
                 else:
@@ -571,26 +417,12 @@ class LLMBehaviour:
         if not self.order or any(self.results[u] is None for u in self.order):
             return
         blocks: list[Any] = [self.results[u] for u in self.order]
-        blocks.extend(TextBlock(render_mail(m)) for m in self._take_inbox())
+        blocks.extend(TextBlock(render_mail(m)) for m in self.inbox.take_for_message())
         self.messages.append(ChatMessage("user", tuple(blocks)))
         self.order, self.results = [], {}
         self._step()
 
     # ---- mail --------------------------------------------------------------------------------
-
-    def _take_inbox(self) -> list[Mail]:
-        """Unread mail for the next user message; it counts as read once that message is
-        checkpointed (the ids ride on the next StepTaken), so a crash before cannot lose it."""
-        taken, self.inbox = self.inbox, []
-        self.read_in_message.extend(m.mail_id for m in taken)
-        return taken
-
-    def _render_inbox(self) -> tuple[str, bool, tuple[str, ...]]:
-        """Unread mail as a tool result: (text, is_error, ids read with it)."""
-        mails, self.inbox = self.inbox, []
-        if not mails:
-            return "no new mail", False, ()
-        return "\n".join(render_mail(m) for m in mails), False, tuple(m.mail_id for m in mails)
 
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True
@@ -615,32 +447,3 @@ class LLMBehaviour:
         why = "cancelled" if self.port.cancel.is_set() else "unanswered"
         for span in spans.values():
             span.end(error=f"{why}: the run ended before the call answered")
-
-
-def _json(value: Any) -> str:
-    return msgspec.json.encode(value).decode()
-
-
-def _required_str(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ToolError(f"missing or empty required argument {key!r}")
-    return value
-
-
-def _optional_str(args: dict[str, Any], key: str) -> str | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ToolError(f"argument {key!r} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _optional_float(args: dict[str, Any], key: str) -> float | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ToolError(f"argument {key!r} must be a number, got {value!r}")
-    return float(value)

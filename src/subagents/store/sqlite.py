@@ -17,7 +17,6 @@ batches as savepoints, held writes): ``store.sqlite_tx``.
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -48,7 +47,9 @@ from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, tra
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
+from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_processes import ProcessRows
+from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_tx import Transactions, encode_row
 from subagents.store.sweep import (
@@ -64,11 +65,7 @@ _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 
 _run_decoder = msgspec.json.Decoder(RunRecord)
 _event_decoder = msgspec.json.Decoder(Event)
-_checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
-_delta_decoder = msgspec.json.Decoder(CheckpointDelta)
-_mail_decoder = msgspec.json.Decoder(Mail)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
-_journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -82,37 +79,6 @@ _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run
         archived_at = CASE WHEN excluded.status IN ({", ".join("?" * len(_TERMINAL))})
                       THEN archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
-
-_SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
-    VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
-        recipient = excluded.recipient, state = excluded.state,
-        sent_at = excluded.sent_at, mail = excluded.mail"""
-
-_SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
-"""A mail's new state in its column and its document, without reading it (JSON1)."""
-
-
-_STATE_CHUNK = 500
-"""Ids per ``set_mails_state`` statement (SQLite before 3.32 allows 999 parameters)."""
-
-
-@functools.cache
-def _set_mails_state_sql(n: int) -> str:
-    """``_SET_MAIL_STATE`` for ``n`` mails at once."""
-    return (
-        "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?)"
-        f" WHERE mail_id IN ({_marks(n)})"
-    )
-
-
-def _has_json1(conn: sqlite3.Connection) -> bool:
-    """Whether this SQLite has the JSON functions (built in since 3.38, optional before)."""
-    try:
-        conn.execute("SELECT json_set('{}', '$.a', 1)").fetchone()
-    except sqlite3.OperationalError:
-        return False
-    return True
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -145,18 +111,6 @@ def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
 
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
-
-
-def _mail_row(mail: Mail) -> tuple[Any, ...]:
-    """The parameters of ``_SAVE_MAIL`` for ``mail``."""
-    return (
-        mail.mail_id,
-        mail.sender,
-        mail.recipient,
-        mail.state.value,
-        mail.sent_at,
-        encode_row(mail, _mail_decoder, f"mail {mail.mail_id}"),
-    )
 
 
 class SQLiteStore:
@@ -197,7 +151,8 @@ class SQLiteStore:
             raise
         self._tx = Transactions(self.path, conn)
         self._processes = ProcessRows(self._tx)
-        self._json1 = _has_json1(conn)
+        self._mail = MailRows(self._tx, conn)
+        self._resume = ResumeRows(self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def _open(
@@ -325,166 +280,47 @@ class SQLiteStore:
         return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
 
     # -----------------------------------------------------------------------------------------
-    # conversation checkpoints
+    # conversation checkpoints (store.sqlite_resume)
     # -----------------------------------------------------------------------------------------
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        with self._tx.writing() as conn:
-            self._tx.write_sql(
-                conn,
-                """INSERT INTO checkpoints (run_id, step, ts, checkpoint) VALUES (?, ?, ?, ?)
-                   ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, ts = excluded.ts,
-                       checkpoint = excluded.checkpoint""",
-                (
-                    checkpoint.run_id,
-                    checkpoint.step,
-                    checkpoint.ts,
-                    encode_row(
-                        checkpoint,
-                        _checkpoint_decoder,
-                        f"the checkpoint of run {checkpoint.run_id}",
-                    ),
-                ),
-                f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
-            )
-            # the checkpoint holds every change made before it (the supervisor's copy)
-            self._tx.write_sql(
-                conn,
-                "DELETE FROM checkpoint_deltas WHERE run_id = ?",
-                (checkpoint.run_id,),
-                f"dropping the checkpoint deltas of run {checkpoint.run_id}",
-            )
+        self._resume.save_checkpoint(checkpoint)
 
     def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
-        self._tx.defer(
-            "checkpoint_deltas",
-            "INSERT INTO checkpoint_deltas (run_id, delta) VALUES (?, ?)",
-            (
-                delta.run_id,
-                encode_row(delta, _delta_decoder, f"a checkpoint delta of run {delta.run_id}"),
-            ),
-            f"adding to the step {delta.step} checkpoint of run {delta.run_id}",
-        )
+        self._resume.add_to_checkpoint(delta)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        rows = self._tx.read(
-            "SELECT checkpoint FROM checkpoints WHERE run_id = ?",
-            (run_id,),
-            f"reading the checkpoint of run {run_id}",
-        )
-        if not rows:
-            return None
-        checkpoint: Checkpoint = self._tx.decode(
-            _checkpoint_decoder, rows[0][0], "checkpoints", run_id
-        )
-        deltas = self._tx.read(
-            "SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the checkpoint deltas of run {run_id}",
-        )
-        for seq, raw in deltas:
-            delta: CheckpointDelta = self._tx.decode(_delta_decoder, raw, "checkpoint_deltas", seq)
-            checkpoint = checkpoint.with_delta(delta)
-        return checkpoint
+        """The last checkpoint of ``run_id`` with the deltas added since applied."""
+        return self._resume.load_checkpoint(run_id)
 
     # -----------------------------------------------------------------------------------------
-    # mail
+    # mail (store.sqlite_mail)
     # -----------------------------------------------------------------------------------------
 
     def save_mail(self, mail: Mail) -> None:
-        self._tx.defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
+        self._mail.save_mail(mail)
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
-        if not mails:
-            return
-        # every row encoded before any is held: a mail that cannot be stored holds none
-        rows = [_mail_row(mail) for mail in mails]
-        self._tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
+        self._mail.save_mails(mails)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
-        state = MailState(state)
-        if not self._json1:
-            for mail_id in mail_ids:
-                self.set_mail_state(mail_id, state)
-            return
-        # one UPDATE per chunk of ids (``mail_id IN (...)``), not one row each: cheaper for
-        # SQLite than executemany's step per id, and no params tuple per id
-        value = state.value
-        for start in range(0, len(mail_ids), _STATE_CHUNK):
-            chunk = mail_ids[start : start + _STATE_CHUNK]
-            self._tx.defer(
-                "mail",
-                _set_mails_state_sql(len(chunk)),
-                (value, value, *chunk),
-                f"setting mail {chunk[0]} to {value}"
-                + (f" (and {len(chunk) - 1} more)" if len(chunk) > 1 else ""),
-            )
+        self._mail.set_mails_state(mail_ids, state)
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
-        state = MailState(state)
-        if self._json1:  # one statement; the column and the document stay in step
-            self._tx.defer(
-                "mail",
-                _SET_MAIL_STATE,
-                (state.value, state.value, mail_id),
-                f"setting mail {mail_id} to {state.value}",
-            )
-            return
-        with self._tx.writing() as conn:
-            doing = f"setting mail {mail_id} to {state.value}"
-            row = self._tx.write_sql(
-                conn, "SELECT mail FROM mail WHERE mail_id = ?", (mail_id,), doing
-            ).fetchone()
-            if row is None:
-                return
-            mail = msgspec.structs.replace(
-                self._tx.decode(_mail_decoder, row[0], "mail", mail_id), state=state
-            )
-            self._tx.write_sql(
-                conn,
-                "UPDATE mail SET state = ?, mail = ? WHERE mail_id = ?",
-                (state.value, encode_row(mail, _mail_decoder, f"mail {mail_id}"), mail_id),
-                doing,
-            )
+        self._mail.set_mail_state(mail_id, state)
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
-        sql = "SELECT mail_id, mail FROM mail WHERE (recipient = ? OR sender = ?)"
-        params: list[Any] = [run_id, run_id]
-        if states is not None:
-            wanted = sorted({MailState(s).value for s in states})
-            if not wanted:
-                return []
-            sql += f" AND state IN ({_marks(len(wanted))})"
-            params.extend(wanted)
-        rows = self._tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
-        return [self._tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+        return self._mail.mail_for(run_id, states)
 
     # -----------------------------------------------------------------------------------------
-    # function agents' journals
+    # function agents' journals (store.sqlite_resume)
     # -----------------------------------------------------------------------------------------
 
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
-        if not entries:
-            return
-        self._tx.defer(
-            "journal",
-            "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
-            # made by the runtime (ids, digests, finite numbers): no read-back check needed
-            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
-            f"appending to the journal of run {run_id}",
-        )
+        self._resume.save_journal(run_id, entries)
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
-        rows = self._tx.read(
-            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the journal of run {run_id}",
-        )
-        entries: list[JournalEntry] = []
-        for seq, raw in rows:
-            decoded: list[JournalEntry] = self._tx.decode(_journal_decoder, raw, "journal", seq)
-            entries.extend(decoded)
-        return entries
+        return self._resume.journal_of(run_id)
 
     # -----------------------------------------------------------------------------------------
     # outcomes and their delivery to the requester

@@ -16,7 +16,8 @@ It is composed of parts, one concept each, sharing one ``Effects`` collector:
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policing``): budgets, restarts, retries, ``fail_parent``;
-- ``recovery`` (``recovery``): taking up what a crashed runtime left.
+- ``recovery`` (``recovery``): taking up what a crashed runtime left;
+- ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run.
 
 Invariants kept here:
 - a run reaches exactly one terminal status; its outcome is delivered to its requester once
@@ -49,7 +50,6 @@ from subagents.messages import (
     SlotWanted,
     SpawnRequest,
     StepTaken,
-    StopReply,
     StopRequest,
     StopRequested,
     SupervisorStats,
@@ -60,9 +60,9 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import AddToCheckpoint, PostCommand, SaveCheckpoint, SaveJournal
+from subagents.store.writes import AddToCheckpoint, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
-from subagents.supervision.effects import Decision, Effects, Tell
+from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
@@ -72,6 +72,7 @@ from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotPool
+from subagents.supervision.stops import Stops
 
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
@@ -137,6 +138,7 @@ class SupervisorCore:
             owner=owner,
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
+        self.stops = Stops(self.runs, self.effects, self.lifecycle, read_run)
         self.recovery = Recovery(
             self.runs,
             self.effects,
@@ -169,8 +171,8 @@ class SupervisorCore:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply = self._stop(req)
-        self._answer_stop(req, reply)
+        reply = self.stops.one(req)
+        self.stops.answer(req, reply)
         return self._decided(reply)
 
     def stop_requested(self, req: StopRequested) -> Decision:
@@ -179,55 +181,8 @@ class SupervisorCore:
         is a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
         reply = self.requesters.stop(req)
-        self._answer_stop(req, reply)
+        self.stops.answer(req, reply)
         return self._decided(reply)
-
-    def _answer_stop(self, req: StopRequest | StopRequested, reply: StopReply) -> None:
-        """Tell a requesting run its stop's reply (journaled first, if it asked)."""
-        if req.requester is None:
-            return
-        if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
-            # A function agent's ctx.stop: its answer is journaled with the stop, so a
-            # replay after a crash gets it instead of stopping an ended run.
-            entry = JournalEntry(
-                request_id=req.request_id,
-                observed=True,
-                result=list(reply.stopped),
-                error=reply.error,
-            )
-            self.effects.writes.append(SaveJournal(req.requester, (entry,)))
-        self.effects.effects.append(Tell(req.requester, reply))
-
-    def _stop(self, req: StopRequest) -> StopReply:
-        target = self.runs.get(req.run_id)
-        if target is None:
-            ended = self.read_run(req.run_id)  # a finished tree is forgotten in memory
-            if ended is not None and req.requester is None and not ended.status.terminal:
-                # alive, but another runtime on this store hosts it: pass the stop on
-                self.effects.writes.append(PostCommand("stop", req.run_id))
-                return StopReply(request_id=req.request_id, stopped=(req.run_id,))
-            if ended is not None and req.requester is None:
-                return StopReply(
-                    request_id=req.request_id,
-                    error=f"run {req.run_id} has already ended ({ended.status})",
-                )
-            return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
-        requester = req.requester
-        if requester is not None and self.runs.reporting(requester, req.attempt) is None:
-            return StopReply(request_id=req.request_id, error=f"run {requester} is not running")
-        if requester is not None and not self.runs.tree.is_descendant(req.run_id, requester):
-            return StopReply(
-                request_id=req.request_id,
-                error=f"run {req.run_id} is not a descendant of {requester}; a run may only"
-                " stop its own descendants",
-            )
-        if target.record.status.terminal:
-            return StopReply(
-                request_id=req.request_id,
-                error=f"run {req.run_id} has already ended ({target.record.status})",
-            )
-        stopped = self.lifecycle.cancel(target, req.reason)
-        return StopReply(request_id=req.request_id, stopped=tuple(stopped))
 
     def send_mails(self, msgs: Sequence[SendMail]) -> Decision:
         """Mail: one send, or a run of consecutive ones (mostly one sender's step). The

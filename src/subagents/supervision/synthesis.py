@@ -6,12 +6,8 @@ source run, its value, its weight) and returns a ``Synthesis``: the combined ``v
 ``conflicts`` found on the way (never silently resolved), the ``sources`` used and the items
 that ``failed`` (a run that did not complete contributes nothing, and is named).
 
-Values are compared by their canonical JSON (sorted keys), so ``{"a": 1, "b": 2}`` and
-``{"b": 2, "a": 1}`` agree, while ``1`` and ``"1"`` or ``1`` and ``true`` do not.
-Run results are text; ``parse_value`` reads a result that is JSON as JSON, so agents that
-answer with JSON objects or numbers can be merged and averaged; a function agent's typed
-value is used as it returned it (``outcome_value``). ``collect`` combines nothing: it lists
-the values in order.
+The data types and the value comparison rules live in ``synthesis_values`` (re-exported here,
+so callers import from one place). ``collect`` combines nothing: it lists the values in order.
 """
 
 from __future__ import annotations
@@ -21,79 +17,43 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
+from subagents.supervision.synthesis_values import (
+    Conflict,
+    Item,
+    Synthesis,
+    SynthesisError,
+    canonical,
+    empty,
+    kind,
+    outcome_value,
+    parse_value,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "Conflict",
+    "Item",
+    "Strategy",
+    "Synthesis",
+    "SynthesisError",
+    "best_pick",
+    "canonical",
+    "chain",
+    "check_strategy",
+    "collect",
+    "consensus",
+    "merge",
+    "outcome_value",
+    "parse_value",
+    "synthesize",
+    "vote",
+    "weighted_average",
+]
+
 Strategy = Literal[
     "merge", "vote", "consensus", "best_pick", "weighted_average", "chain", "collect"
 ]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
-
-
-class SynthesisError(ValueError):
-    """A synthesis that cannot run as asked (unknown strategy, missing scorer, bad threshold)."""
-
-
-class Item(msgspec.Struct, frozen=True, kw_only=True):
-    """One input: the value a source produced. ``ok=False`` items are reported, not used."""
-
-    source: str
-    value: Any = None
-    agent: str = ""
-    weight: float = 1.0
-    ok: bool = True
-    error: str | None = None
-
-
-class Conflict(msgspec.Struct, frozen=True, kw_only=True):
-    """A disagreement: at ``path`` (``$`` is the whole value) the sources gave these values."""
-
-    path: str
-    reason: str
-    values: tuple[Any, ...] = ()
-    sources: tuple[str, ...] = ()
-
-
-class Synthesis(msgspec.Struct, frozen=True, kw_only=True):
-    """The combined value, the conflicts found, the sources used, the inputs that failed."""
-
-    strategy: str
-    value: Any = None
-    conflicts: tuple[Conflict, ...] = ()
-    sources: tuple[str, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when a value was produced with no conflict and no failed input."""
-        return self.error is None and not self.conflicts and not self.failed
-
-
-def outcome_value(result: str | None, typed: bool) -> Any:
-    """The value of a run's result: a function agent's typed value as it returned it (see
-    ``Outcome.value``), else the text read as JSON when it is JSON (``parse_value``)."""
-    if typed:
-        return msgspec.json.decode(result) if result else None
-    return parse_value(result)
-
-
-def parse_value(text: str | None) -> Any:
-    """A run's result text as JSON when it is JSON, else the text itself (stripped)."""
-    if text is None:
-        return None
-    stripped = text.strip()
-    if not stripped:
-        return ""
-    try:
-        return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
-        return stripped
-
-
-def canonical(value: Any) -> str:
-    """The comparison key of a value: JSON with sorted keys (non-JSON values by repr)."""
-    try:
-        return msgspec.json.encode(value, order="sorted").decode()
-    except (TypeError, msgspec.EncodeError):
-        return repr(value)
 
 
 def check_strategy(strategy: str, scorer: Callable[[Any], float] | None) -> None:
@@ -142,10 +102,6 @@ def synthesize(
     return msgspec.structs.replace(result, failed=failed)
 
 
-def _empty(strategy: str) -> Synthesis:
-    return Synthesis(strategy=strategy, error="no successful inputs to synthesize")
-
-
 # ---- merge ------------------------------------------------------------------------------------
 
 
@@ -155,7 +111,7 @@ def merge(items: Sequence[Item]) -> Synthesis:
     At a conflicting path the first source's value is kept and every value is reported.
     """
     if not items:
-        return _empty("merge")
+        return empty("merge")
     conflicts: list[Conflict] = []
     value = items[0].value
     for item in items[1:]:
@@ -185,27 +141,11 @@ def _merge_two(
         return left
     reason = (
         "different values"
-        if _kind(left) == _kind(right)
-        else f"cannot merge {_kind(left)} with {_kind(right)}"
+        if kind(left) == kind(right)
+        else f"cannot merge {kind(left)} with {kind(right)}"
     )
     conflicts.append(Conflict(path=path, reason=reason, values=(left, right), sources=(lsrc, rsrc)))
     return left
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 # ---- vote -------------------------------------------------------------------------------------
@@ -227,7 +167,7 @@ def vote(items: Sequence[Item]) -> Synthesis:
     """The most common value. A tie for first place is a conflict (the first seen of the tied
     values is returned); the outvoted answers are reported as a conflict too."""
     if not items:
-        return _empty("vote")
+        return empty("vote")
     ranked = _tally(items)
     _, value, sources = ranked[0]
     tied = [r for r in ranked if len(r[2]) == len(sources)]
@@ -267,7 +207,7 @@ def consensus(items: Sequence[Item], *, threshold: float = 0.5) -> Synthesis:
     if not 0.0 <= threshold < 1.0:
         raise SynthesisError(f"consensus threshold must be in [0, 1), got {threshold!r}")
     if not items:
-        return _empty("consensus")
+        return empty("consensus")
     n = len(items)
     conflicts: list[Conflict] = []
     if all(isinstance(i.value, dict) for i in items):
@@ -335,7 +275,7 @@ def _agree(
 def best_pick(items: Sequence[Item], scorer: Callable[[Any], float]) -> Synthesis:
     """The value with the highest ``scorer(value)``. A tie or a scorer error is a conflict."""
     if not items:
-        return _empty("best_pick")
+        return empty("best_pick")
     conflicts: list[Conflict] = []
     scored: list[tuple[float, Item]] = []
     for item in items:
@@ -386,7 +326,7 @@ def weighted_average(
     """The average of numeric values, each weighted by ``weights[agent]`` (else its item's
     ``weight``). Values that are not numbers are left out and reported as conflicts."""
     if not items:
-        return _empty("weighted_average")
+        return empty("weighted_average")
     conflicts: list[Conflict] = []
     total = 0.0
     weight_sum = 0.0
@@ -397,7 +337,7 @@ def weighted_average(
             conflicts.append(
                 Conflict(
                     path="$",
-                    reason=f"not a number ({_kind(value)}): left out of the average",
+                    reason=f"not a number ({kind(value)}): left out of the average",
                     values=(value,),
                     sources=(item.source,),
                 )
@@ -437,7 +377,7 @@ def chain(items: Sequence[Item]) -> Synthesis:
     """The last link's value (each run's output was the next one's input). A failed link ends
     the chain: the links after it never ran, and the error names it."""
     if not items:
-        return _empty("chain")
+        return empty("chain")
     for index, item in enumerate(items):
         if not item.ok:
             return Synthesis(
@@ -460,7 +400,7 @@ def collect(items: Sequence[Item]) -> Synthesis:
     ``i``'s value, None for an input that failed (each failure is listed in ``failed``, so a
     None value and a failed input are never confused)."""
     if not items:
-        return _empty("collect")
+        return empty("collect")
     return Synthesis(
         strategy="collect",
         value=[item.value if item.ok else None for item in items],

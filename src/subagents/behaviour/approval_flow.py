@@ -1,0 +1,118 @@
+"""ParentApprovalFlow: one run's tool calls waiting for its parent's answer, asked to answered.
+
+Why apart from ``LLMBehaviour``: an approval asked of the parent (``parent_approvals``) has
+its own life beside the turn: the request is mailed (once, even across a restart), the
+mail's acknowledgement names the mail the parent must reply to, and the call is answered by
+the parent's reply (run or refused), a failed delivery, or the wait running out. The
+behaviour hands each of those events here and hears back only through ``answer`` (a call's
+result) and ``fail`` (the run ends); the conversation and the turn stay the behaviour's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from subagents.behaviour import parent_approvals
+from subagents.behaviour.parent_approvals import ParentApprovals
+from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
+from subagents.behaviour.tools import Tool
+from subagents.messages import Mail, MailAck, SendMail, ToolUseBlock
+
+Answer = Callable[[str, str, bool], None]
+"""Answer a tool call: (tool_use id, content, is_error)."""
+
+
+class ParentApprovalFlow:
+    """The approvals of one run asked of its parent; ``calls`` runs or refuses the calls."""
+
+    def __init__(
+        self,
+        env: AgentEnv,
+        port: AgentPort,
+        calls: ToolCalls | None,
+        answer: Answer,
+        fail: Callable[[str, str], None],
+    ) -> None:
+        self.env = env
+        self.port = port
+        self.calls = calls
+        self.answer = answer
+        self.fail = fail
+        self.pending = ParentApprovals(port.record.parent_run_id)
+        self.sent: set[str] = set()
+        """Approval requests an earlier start already mailed (recovered): not sent again."""
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a call waits for the parent's answer."""
+        return bool(self.pending.waiting)
+
+    def ask(self, use: ToolUseBlock, tool: Tool, reason: str, step: int) -> None:
+        """Mail the parent an approval request; the call waits for its answer."""
+        assert self.calls is not None
+        port = self.port
+        self.pending.add(use, tool, step)
+        key = parent_approvals.key(use.id)
+        if key not in self.sent:
+            request = self.calls.request(use, tool, reason)
+            port.send_mail(
+                SendMail(
+                    request_id=key,
+                    sender=port.record.run_id,
+                    to=port.record.parent_run_id or "",
+                    content=parent_approvals.request_text(request),
+                )
+            )
+        wait = min(self.env.approval_wait_s, max(0.0, port.deadline - time.monotonic()))
+        port.wake_after(key, wait)
+
+    def answered_by(self, mail: Mail) -> bool:
+        """Whether ``mail`` is the parent's answer to a waiting call; if so it is read (not
+        shown as mail) and the call is run or refused."""
+        waiting = self.pending.answer_to(mail) if self.pending.waiting else None
+        if waiting is None:
+            return False
+        self.port.mail_read((mail.mail_id,))
+        self.port.cancel_wake(parent_approvals.key(waiting.use.id))
+        assert self.calls is not None
+        if parent_approvals.allows(mail.content):
+            try:
+                content, is_error = self.calls.run_allowed(waiting.use, waiting.tool, waiting.step)
+            except ToolCrash as exc:
+                self.fail("tool_crashed", str(exc))
+                return True
+            self.answer(waiting.use.id, content, is_error)
+        else:
+            reason = f"the parent ({mail.sender_agent or mail.sender}) said: {mail.content}"
+            self.answer(waiting.use.id, *self.calls.denied(waiting.tool, reason))
+        return True
+
+    def mailed(self, ack: MailAck) -> None:
+        """The request's mail was delivered (its id is what the parent replies to), or not:
+        then the call is refused at once."""
+        use_id = parent_approvals.use_id_of(ack.request_id)
+        assert use_id is not None
+        if ack.error is not None or ack.mail_id is None:
+            waiting = self.pending.drop(use_id)
+            if waiting is not None:
+                assert self.calls is not None
+                reason = f"the request could not reach the parent: {ack.error}"
+                self.answer(use_id, *self.calls.denied(waiting.tool, reason))
+            return
+        self.pending.acknowledged(use_id, ack.mail_id)
+
+    def timed_out(self, key: str) -> None:
+        """The parent did not answer in time: the call is refused, saying so."""
+        use_id = parent_approvals.use_id_of(key)
+        assert use_id is not None
+        waiting = self.pending.drop(use_id)
+        if waiting is not None:
+            assert self.calls is not None
+            reason = (
+                f"the parent did not answer the request within"
+                f" {self.env.approval_wait_s:g} s (a parent waiting for this run's"
+                f" result reads no mail until it ends)"
+            )
+            self.answer(use_id, *self.calls.denied(waiting.tool, reason))

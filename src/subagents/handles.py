@@ -1,0 +1,59 @@
+"""RunHandle: what ``Runtime.spawn`` and ``Runtime.attach`` give back for one root run.
+
+Why apart from the Runtime: a handle is the caller's grip on one run (its status, its
+outcome, stop, mail, usage) and nothing else; the runtime's waits take handles and ids alike
+(``run_waits``), which needs the type without the whole runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from subagents.messages import Outcome, RunStatus, TreeUsage
+from subagents.roots import Waiter
+from subagents.supervision.core import AdmissionError
+
+if TYPE_CHECKING:
+    from subagents.runtime import Runtime
+
+
+class RunHandle:
+    """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail."""
+
+    def __init__(self, runtime: Runtime, run_id: str, waiter: Waiter) -> None:
+        self._rt = runtime
+        self.run_id = run_id
+        self._waiter = waiter
+
+    @property
+    def status(self) -> RunStatus:
+        record = self._rt.store.get_run(self.run_id)
+        return record.status if record is not None else RunStatus.QUEUED
+
+    @property
+    def done(self) -> bool:
+        return self._waiter.event.is_set()
+
+    def result(self, timeout: float | None = None) -> Outcome:
+        """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
+        if not self._waiter.event.wait(timeout):
+            raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
+        if self._waiter.refused is not None:
+            raise AdmissionError(self._waiter.refused)
+        assert self._waiter.outcome is not None
+        return self._waiter.outcome
+
+    def stop(self) -> tuple[str, ...]:
+        """Stop this run and its subtree; the ids stopped."""
+        return self._rt.stop(self.run_id)
+
+    def send(self, text: str) -> str:
+        """Mail this run from the outside; the mail id."""
+        return self._rt.send(self.run_id, text)
+
+    def usage(self) -> TreeUsage:
+        """What this run and its subtree have used so far (``Runtime.usage``)."""
+        return self._rt.usage(self.run_id)
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.run_id!r}, status={self.status!s})"

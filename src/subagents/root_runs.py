@@ -1,0 +1,108 @@
+"""RootRuns: how a Runtime starts a root run, or takes hold of one it did not start.
+
+Why apart from the Runtime: a root run's request is checked at once by the supervisor's own
+rules (``supervision.requests``), its waiter is registered before the supervisor hears of it
+(so no outcome can land unseen), and on every way out (refused, closed, timed out) the waiter
+is dropped again. Attaching registers the waiter before reading the store, for the same
+reason. That ordering is the whole point, and it is kept here in one place; the Runtime keeps
+the public ``spawn``, ``run`` and ``attach``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Outcome, SpawnReply, SpawnRequest, new_id
+from subagents.roots import RootWaiters, Waiter
+from subagents.store.base import RunStore
+from subagents.supervision.core import AdmissionError
+from subagents.supervision.limits import Limits
+from subagents.supervision.requests import request_problem
+from subagents.supervisor_requests import RuntimeClosed, SupervisorRequests
+
+
+class RootRuns:
+    """The root runs of one runtime: ``roots`` holds their waiters; ``lookup(agent)`` the
+    current definition of an agent (for the default wait of ``run``)."""
+
+    def __init__(
+        self,
+        roots: RootWaiters,
+        requests: SupervisorRequests,
+        limits: Limits,
+        store: RunStore,
+        lookup: Callable[[str], AgentSpec | None],
+    ) -> None:
+        self.roots = roots
+        self.requests = requests
+        self.limits = limits
+        self.store = store
+        self.lookup = lookup
+
+    def prepare(self, request: SpawnRequest) -> tuple[str, Waiter, SpawnRequest]:
+        """A root run's id, the waiter its outcome will land in, and its request."""
+        self.requests.check_open()
+        self.requests.check_caller()  # before the waiter is registered: none stays behind
+        if not isinstance(request.task, str):
+            raise TypeError(f"task must be a string, got {type(request.task).__name__}")
+        problem = request_problem(request, self.limits)  # the supervisor's rules, at once
+        if problem is not None:
+            raise AdmissionError(problem)
+        run_id = new_id("r")
+        waiter = self.roots.expect(run_id)
+        return run_id, waiter, msgspec.structs.replace(request, request_id=run_id, run_id=run_id)
+
+    def admit(self, request: SpawnRequest) -> tuple[str, Waiter]:
+        """``Runtime.spawn``: the request asked, its admission waited for."""
+        run_id, waiter, request = self.prepare(request)
+        try:
+            reply: SpawnReply = self.requests.ask(request)
+        except BaseException:  # closed, timed out, the store failed: nothing will land
+            self.roots.forget(run_id)
+            raise
+        if reply.error is not None:
+            self.roots.forget(run_id)
+            raise AdmissionError(reply.error)
+        return run_id, waiter
+
+    def tell(self, request: SpawnRequest, wait: float | None) -> tuple[str, Waiter, float]:
+        """``Runtime.run``: the request told, not asked (the admission is not waited for, the
+        outcome is anyway; a refusal reaches the waiter as the supervisor's message to the
+        outside). The run id, its waiter and how long to wait for it."""
+        run_id, waiter, request = self.prepare(request)  # refuses a bad request at once
+        budget = wait
+        if budget is None:
+            spec = self.lookup(request.agent)
+            budget = self.limits.timeout_for(request.timeout, spec.timeout if spec else None) + 30.0
+        supervisor = self.requests.hosting.supervisor
+        if supervisor is None or not supervisor.tell(request):
+            self.roots.forget(run_id)
+            raise RuntimeClosed("the runtime is closed")
+        return run_id, waiter, budget
+
+    def forget(self, run_id: str) -> None:
+        """Nobody waits for ``run_id`` any more."""
+        self.roots.forget(run_id)
+
+    def attach(self, run_id: str) -> Waiter:
+        """``Runtime.attach``: the waiter of a root run; ``LookupError`` for an unknown run
+        or one that is not a root."""
+        self.requests.check_open()
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise LookupError(f"no run with id {run_id!r}")
+        if record.parent_run_id is not None:
+            raise LookupError(
+                f"run {run_id} is a child of {record.parent_run_id}; its outcome goes to its"
+                f" parent: attach to its root {record.root_run_id} instead"
+            )
+        # The waiter is registered before the store is read: an outcome delivered after the
+        # registration lands in it; one delivered before is already committed, so read here.
+        waiter = self.roots.attach(run_id)
+        current = self.store.get_run(run_id)
+        if current is not None and current.status.terminal:
+            self.roots.landed(current.outcome or Outcome(run_id=run_id, status=current.status))
+        return waiter

@@ -1,0 +1,75 @@
+"""RunViews: the read-only views a Runtime gives of its runs (lists, trees, totals, usage).
+
+Why apart from the Runtime: these only read (the store, and for ``usage`` the supervisor's
+fresher records of a live tree) and compute with the pure views of ``supervision.tree``,
+``totals`` and ``usage``; none of them starts, stops or mails anything. The Runtime keeps the
+public methods (their signatures and documentation) and hands the work here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from subagents.messages import EXTERNAL_SENDER, RunRecord, RunStatus, TreeNode, TreeUsage
+from subagents.store.base import RunStore
+from subagents.supervision.totals import Totals, subtree_totals
+from subagents.supervision.tree import tree_view
+from subagents.supervision.usage import tree_usage
+
+
+class RunViews:
+    """Views of the runs of ``store``; ``held(run_id)``: the supervisor's records of the live
+    tree under ``run_id`` (laid over the store's, which may lag behind a group commit)."""
+
+    def __init__(self, store: RunStore, held: Callable[[str], tuple[RunRecord, ...]]) -> None:
+        self.store = store
+        self.held = held
+
+    def record(self, run_id: str) -> RunRecord:
+        """The run's record; ``LookupError`` for an unknown run."""
+        record = self.store.get_run(run_id)
+        if record is None:
+            raise LookupError(f"no run with id {run_id!r}")
+        return record
+
+    def runs(
+        self,
+        status: RunStatus | Iterable[RunStatus] | None,
+        root_run_id: str | None,
+        agent: str | None,
+        requester: str | None,
+    ) -> list[RunRecord]:
+        """``Runtime.runs``: the filtered runs, in creation order."""
+        statuses = [status] if isinstance(status, RunStatus) else status
+        if requester is None:
+            return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+        if requester == EXTERNAL_SENDER:
+            parent = None
+        else:
+            asking = self.record(requester)
+            if root_run_id is not None and root_run_id != asking.root_run_id:
+                return []
+            root_run_id, parent = asking.root_run_id, requester
+        found = self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
+        return [r for r in found if r.parent_run_id == parent]
+
+    def tree(self, run_id: str) -> TreeNode:
+        """``Runtime.tree``: the execution tree under ``run_id``."""
+        record = self.record(run_id)
+        return tree_view(record, self.store.list_runs(root_run_id=record.root_run_id))
+
+    def totals(self, run_id: str) -> Totals:
+        """``Runtime.totals``: what ``run_id``'s whole subtree counts up to."""
+        record = self.record(run_id)
+        return subtree_totals(run_id, self.store.list_runs(root_run_id=record.root_run_id))
+
+    def usage(self, run_id: str) -> TreeUsage:
+        """``Runtime.usage``: the supervisor's records laid over the store's."""
+        held = self.held(run_id)
+        record = self.store.get_run(run_id)
+        if record is None and not held:
+            raise LookupError(f"no run with id {run_id!r}")
+        root = record.root_run_id if record is not None else held[0].root_run_id
+        records = {r.run_id: r for r in self.store.list_runs(root_run_id=root)}
+        records.update((r.run_id, r) for r in held)
+        return tree_usage(run_id, records.values())

@@ -1,0 +1,74 @@
+"""RunWaits: waiting, from a caller's thread, for runs to end (``Runtime.wait_any/wait_all``).
+
+Why apart from the Runtime: a wait is given ids or handles, checks them, and then waits on
+``Endings`` (the events of runs ending, with the store read for those that ended before the
+wait began); it asks the supervisor nothing. The Runtime keeps the public methods and hands
+the work here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from subagents.endings import Endings
+from subagents.handles import RunHandle
+from subagents.messages import Outcome, RunRecord
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """A wait's timeout, checked: None (no limit) or a number of seconds, not NaN."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
+        raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    return max(0.0, float(timeout))
+
+
+class RunWaits:
+    """Waits on ``endings``; ``read_run`` reads a run from the store; ``check`` raises when
+    the caller may not wait (the runtime closed, or the supervisor's own thread)."""
+
+    def __init__(
+        self,
+        endings: Endings,
+        read_run: Callable[[str], RunRecord | None],
+        check: Callable[[], None],
+    ) -> None:
+        self.endings = endings
+        self.read_run = read_run
+        self.check = check
+
+    def run_ids(self, run_ids: Iterable[str | RunHandle], call: str) -> list[str]:
+        """The run ids a wait is given (ids or handles), checked, without duplicates, in
+        order."""
+        self.check()
+        if isinstance(run_ids, str | RunHandle):
+            run_ids = [run_ids]
+        ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in run_ids))
+        if not ids:
+            raise ValueError(f"{call}() needs at least one run id")
+        for run_id in ids:
+            if not isinstance(run_id, str):
+                raise TypeError(f"{call}(): run ids are strings, got {run_id!r}")
+        return ids
+
+    def wait_any(self, run_ids: Iterable[str | RunHandle], timeout: float | None) -> Outcome:
+        """``Runtime.wait_any``: the outcome of the first to end."""
+        ids = self.run_ids(run_ids, "wait_any")
+        ended = self.endings.wait(ids, check_timeout(timeout), self.read_run, every=False)
+        if not ended:
+            raise TimeoutError(f"none of {', '.join(ids)} ended within {timeout} s")
+        return next(iter(ended.values()))
+
+    def wait_all(self, run_ids: Iterable[str | RunHandle], timeout: float | None) -> list[Outcome]:
+        """``Runtime.wait_all``: every outcome, in the order given."""
+        ids = self.run_ids(run_ids, "wait_all")
+        ended = self.wait_ended(ids, check_timeout(timeout))
+        missing = [r for r in ids if r not in ended]
+        if missing:
+            raise TimeoutError(f"{', '.join(missing)} did not end within {timeout} s")
+        return [ended[r] for r in ids]
+
+    def wait_ended(self, run_ids: Sequence[str], timeout: float | None) -> dict[str, Outcome]:
+        """``Runtime.wait_ended``: the outcomes of those that ended within ``timeout``."""
+        return self.endings.wait(run_ids, timeout, self.read_run, every=True)

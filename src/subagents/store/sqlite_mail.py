@@ -1,0 +1,145 @@
+"""The mail of a SQLite store: every mail a run sent or received, and its delivery state.
+
+Why a module of its own: mail is the busiest table (every send, every read receipt) and has
+its own tricks: state changes written in place with SQLite's JSON functions when they exist
+(one statement, no read-back), in chunks of ids rather than a statement per mail, and a
+read-modify-write fallback for an SQLite without JSON1. ``SQLiteStore`` delegates to
+``MailRows``; the transactions stay ``store.sqlite_tx``'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from subagents.messages import Mail, MailState
+from subagents.store.sqlite_tx import Transactions, encode_row
+
+_mail_decoder = msgspec.json.Decoder(Mail)
+
+_SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
+    VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
+        recipient = excluded.recipient, state = excluded.state,
+        sent_at = excluded.sent_at, mail = excluded.mail"""
+
+_SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
+"""A mail's new state in its column and its document, without reading it (JSON1)."""
+
+
+_STATE_CHUNK = 500
+"""Ids per ``set_mails_state`` statement (SQLite before 3.32 allows 999 parameters)."""
+
+
+@functools.cache
+def _set_mails_state_sql(n: int) -> str:
+    """``_SET_MAIL_STATE`` for ``n`` mails at once."""
+    return (
+        "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?)"
+        f" WHERE mail_id IN ({_marks(n)})"
+    )
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def _has_json1(conn: sqlite3.Connection) -> bool:
+    """Whether this SQLite has the JSON functions (built in since 3.38, optional before)."""
+    try:
+        conn.execute("SELECT json_set('{}', '$.a', 1)").fetchone()
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+def _mail_row(mail: Mail) -> tuple[Any, ...]:
+    """The parameters of ``_SAVE_MAIL`` for ``mail``."""
+    return (
+        mail.mail_id,
+        mail.sender,
+        mail.recipient,
+        mail.state.value,
+        mail.sent_at,
+        encode_row(mail, _mail_decoder, f"mail {mail.mail_id}"),
+    )
+
+
+class MailRows:
+    """The mail table of one SQLite store."""
+
+    def __init__(self, tx: Transactions, conn: sqlite3.Connection) -> None:
+        self.tx = tx
+        self.json1 = _has_json1(conn)
+
+    def save_mail(self, mail: Mail) -> None:
+        self.tx.defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        if not mails:
+            return
+        # every row encoded before any is held: a mail that cannot be stored holds none
+        rows = [_mail_row(mail) for mail in mails]
+        self.tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        state = MailState(state)
+        if not self.json1:
+            for mail_id in mail_ids:
+                self.set_mail_state(mail_id, state)
+            return
+        # one UPDATE per chunk of ids (``mail_id IN (...)``), not one row each: cheaper for
+        # SQLite than executemany's step per id, and no params tuple per id
+        value = state.value
+        for start in range(0, len(mail_ids), _STATE_CHUNK):
+            chunk = mail_ids[start : start + _STATE_CHUNK]
+            self.tx.defer(
+                "mail",
+                _set_mails_state_sql(len(chunk)),
+                (value, value, *chunk),
+                f"setting mail {chunk[0]} to {value}"
+                + (f" (and {len(chunk) - 1} more)" if len(chunk) > 1 else ""),
+            )
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        state = MailState(state)
+        if self.json1:  # one statement; the column and the document stay in step
+            self.tx.defer(
+                "mail",
+                _SET_MAIL_STATE,
+                (state.value, state.value, mail_id),
+                f"setting mail {mail_id} to {state.value}",
+            )
+            return
+        with self.tx.writing() as conn:
+            doing = f"setting mail {mail_id} to {state.value}"
+            row = self.tx.write_sql(
+                conn, "SELECT mail FROM mail WHERE mail_id = ?", (mail_id,), doing
+            ).fetchone()
+            if row is None:
+                return
+            mail = msgspec.structs.replace(
+                self.tx.decode(_mail_decoder, row[0], "mail", mail_id), state=state
+            )
+            self.tx.write_sql(
+                conn,
+                "UPDATE mail SET state = ?, mail = ? WHERE mail_id = ?",
+                (state.value, encode_row(mail, _mail_decoder, f"mail {mail_id}"), mail_id),
+                doing,
+            )
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        sql = "SELECT mail_id, mail FROM mail WHERE (recipient = ? OR sender = ?)"
+        params: list[Any] = [run_id, run_id]
+        if states is not None:
+            wanted = sorted({MailState(s).value for s in states})
+            if not wanted:
+                return []
+            sql += f" AND state IN ({_marks(len(wanted))})"
+            params.extend(wanted)
+        rows = self.tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
+        return [self.tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]

@@ -1,0 +1,111 @@
+"""What a SQLite store keeps for resuming a run: its conversation checkpoint and its journal.
+
+Why a module of its own: both are read only when a run resumes (after a crash, a restart, a
+``resume``) and both are written on every step, so both are shaped for cheap appends. A
+checkpoint is one row per run, replaced at each step, plus ``checkpoint_deltas`` appended
+between steps (a tool call started or finished) so a step does not rewrite the whole
+conversation; loading applies the deltas in order. A function agent's journal is appended in
+chunks and read back whole. ``SQLiteStore`` delegates to ``ResumeRows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry
+from subagents.store.sqlite_tx import Transactions, encode_row
+
+_checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
+_delta_decoder = msgspec.json.Decoder(CheckpointDelta)
+_journal_decoder = msgspec.json.Decoder(list[JournalEntry])
+
+
+class ResumeRows:
+    """The checkpoints, checkpoint deltas and journals of one SQLite store."""
+
+    def __init__(self, tx: Transactions) -> None:
+        self.tx = tx
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self.tx.writing() as conn:
+            self.tx.write_sql(
+                conn,
+                """INSERT INTO checkpoints (run_id, step, ts, checkpoint) VALUES (?, ?, ?, ?)
+                   ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, ts = excluded.ts,
+                       checkpoint = excluded.checkpoint""",
+                (
+                    checkpoint.run_id,
+                    checkpoint.step,
+                    checkpoint.ts,
+                    encode_row(
+                        checkpoint,
+                        _checkpoint_decoder,
+                        f"the checkpoint of run {checkpoint.run_id}",
+                    ),
+                ),
+                f"saving the step {checkpoint.step} checkpoint of run {checkpoint.run_id}",
+            )
+            # the checkpoint holds every change made before it (the supervisor's copy)
+            self.tx.write_sql(
+                conn,
+                "DELETE FROM checkpoint_deltas WHERE run_id = ?",
+                (checkpoint.run_id,),
+                f"dropping the checkpoint deltas of run {checkpoint.run_id}",
+            )
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self.tx.defer(
+            "checkpoint_deltas",
+            "INSERT INTO checkpoint_deltas (run_id, delta) VALUES (?, ?)",
+            (
+                delta.run_id,
+                encode_row(delta, _delta_decoder, f"a checkpoint delta of run {delta.run_id}"),
+            ),
+            f"adding to the step {delta.step} checkpoint of run {delta.run_id}",
+        )
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        rows = self.tx.read(
+            "SELECT checkpoint FROM checkpoints WHERE run_id = ?",
+            (run_id,),
+            f"reading the checkpoint of run {run_id}",
+        )
+        if not rows:
+            return None
+        checkpoint: Checkpoint = self.tx.decode(
+            _checkpoint_decoder, rows[0][0], "checkpoints", run_id
+        )
+        deltas = self.tx.read(
+            "SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the checkpoint deltas of run {run_id}",
+        )
+        for seq, raw in deltas:
+            delta: CheckpointDelta = self.tx.decode(_delta_decoder, raw, "checkpoint_deltas", seq)
+            checkpoint = checkpoint.with_delta(delta)
+        return checkpoint
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        if not entries:
+            return
+        self.tx.defer(
+            "journal",
+            "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
+            # made by the runtime (ids, digests, finite numbers): no read-back check needed
+            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
+            f"appending to the journal of run {run_id}",
+        )
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        rows = self.tx.read(
+            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
+            (run_id,),
+            f"reading the journal of run {run_id}",
+        )
+        entries: list[JournalEntry] = []
+        for seq, raw in rows:
+            decoded: list[JournalEntry] = self.tx.decode(_journal_decoder, raw, "journal", seq)
+            entries.extend(decoded)
+        return entries

@@ -1,0 +1,88 @@
+"""Stops: a stop request decided, and its reply told to the run that asked.
+
+Why a part of its own: who may stop what is a rule worth reading in one place. The outside
+may stop any run: one held here is cancelled through the one cancel walk
+(``Lifecycle.cancel``), one alive but hosted by another runtime on the same store is passed
+on as a command (``PostCommand``), an ended one is an error. A run may stop only its own
+descendants, and only while it is itself running. A requesting run is told the reply; a
+function agent's stop is journaled with it first, so its replay after a crash gets the answer
+instead of stopping an ended run. ``StopRequested`` (all a requester requested) is
+``requesters.py``'s; its reply goes back the same way (``answer``). Pure, like the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from subagents.messages import JournalEntry, RunRecord, StopReply, StopRequest, StopRequested
+from subagents.store.writes import PostCommand, SaveJournal
+from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.runs import RunTable
+
+
+class Stops:
+    """The stop requests of runs and of the outside."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        effects: Effects,
+        lifecycle: Lifecycle,
+        read_run: Callable[[str], RunRecord | None],
+    ) -> None:
+        self.runs = runs
+        self.effects = effects
+        self.lifecycle = lifecycle
+        self.read_run = read_run
+        """The record of a run not held in memory (an ended, forgotten tree)."""
+
+    def answer(self, req: StopRequest | StopRequested, reply: StopReply) -> None:
+        """Tell a requesting run its stop's reply (journaled first, if it asked)."""
+        if req.requester is None:
+            return
+        if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
+            # A function agent's ctx.stop: its answer is journaled with the stop, so a
+            # replay after a crash gets it instead of stopping an ended run.
+            entry = JournalEntry(
+                request_id=req.request_id,
+                observed=True,
+                result=list(reply.stopped),
+                error=reply.error,
+            )
+            self.effects.writes.append(SaveJournal(req.requester, (entry,)))
+        self.effects.effects.append(Tell(req.requester, reply))
+
+    def one(self, req: StopRequest) -> StopReply:
+        """Stop ``req.run_id`` and its subtree (deepest first), if the requester may: the
+        outside may stop any run (one another runtime hosts: by a command through the store);
+        a run, only its own descendants. An ended run is an error, not a stop."""
+        target = self.runs.get(req.run_id)
+        if target is None:
+            ended = self.read_run(req.run_id)  # a finished tree is forgotten in memory
+            if ended is not None and req.requester is None and not ended.status.terminal:
+                # alive, but another runtime on this store hosts it: pass the stop on
+                self.effects.writes.append(PostCommand("stop", req.run_id))
+                return StopReply(request_id=req.request_id, stopped=(req.run_id,))
+            if ended is not None and req.requester is None:
+                return StopReply(
+                    request_id=req.request_id,
+                    error=f"run {req.run_id} has already ended ({ended.status})",
+                )
+            return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
+        requester = req.requester
+        if requester is not None and self.runs.reporting(requester, req.attempt) is None:
+            return StopReply(request_id=req.request_id, error=f"run {requester} is not running")
+        if requester is not None and not self.runs.tree.is_descendant(req.run_id, requester):
+            return StopReply(
+                request_id=req.request_id,
+                error=f"run {req.run_id} is not a descendant of {requester}; a run may only"
+                " stop its own descendants",
+            )
+        if target.record.status.terminal:
+            return StopReply(
+                request_id=req.request_id,
+                error=f"run {req.run_id} has already ended ({target.record.status})",
+            )
+        stopped = self.lifecycle.cancel(target, req.reason)
+        return StopReply(request_id=req.request_id, stopped=tuple(stopped))

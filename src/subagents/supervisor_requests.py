@@ -1,0 +1,137 @@
+"""SupervisorRequests: what a Runtime asks its supervisor, one plain-data message per call.
+
+Why apart from the Runtime: every call that changes or reads the supervisor's state goes the
+same way: two checks (the runtime is open; the caller is not the supervisor's own thread,
+which would wait on itself), one message asked with a timeout, and the reply's ``error``
+turned into the exception the caller sees (``LookupError``; ``RuntimeClosed`` once the actor
+is gone). Here that way is written once; the Runtime keeps the public methods.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from subagents.actors.supervisor import ActorGone
+from subagents.hosting import Hosting
+from subagents.logs import get_logger
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    Inspect,
+    MailAck,
+    Restore,
+    RestoreReport,
+    RunRecord,
+    SendMail,
+    StopReply,
+    StopRequest,
+    StopRequested,
+    SupervisorStats,
+    TreeRecords,
+    new_id,
+)
+
+log = get_logger("subagents.runtime")
+
+
+class RuntimeClosed(RuntimeError):
+    """The runtime was closed; it starts nothing more."""
+
+
+class SupervisorRequests:
+    """The asks of one runtime to the supervisor ``hosting`` started."""
+
+    def __init__(self, hosting: Hosting) -> None:
+        self.hosting = hosting
+        self.closed = False
+        """Set by ``Runtime.close``: from then on every call raises ``RuntimeClosed``."""
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeClosed("the runtime is closed")
+
+    def check_caller(self) -> None:
+        if threading.current_thread() is self.hosting.supervisor_thread:
+            raise RuntimeError(
+                "Runtime methods cannot be called from an event subscriber: subscribers run on"
+                " the supervisor's thread, which would wait on itself; hand the work to another"
+                " thread (a queue, an executor)"
+            )
+
+    def check(self) -> None:
+        """Both checks, as a wait makes them."""
+        self.check_open()
+        self.check_caller()
+
+    def ask(self, message: Any) -> Any:
+        """The supervisor's reply to ``message`` (30 s at most)."""
+        self.check_caller()
+        supervisor = self.hosting.supervisor
+        if supervisor is None:
+            raise RuntimeClosed("the runtime is closed")
+        try:
+            return supervisor.ask(message, timeout=30)
+        except ActorGone:
+            raise RuntimeClosed("the runtime is closed") from None
+
+    def restore(self, roots: str | Iterable[str] | None) -> RestoreReport:
+        """Take up the orphaned runs of the store (``roots``: these root trees; None: all)."""
+        wanted = None if roots is None else frozenset([roots] if isinstance(roots, str) else roots)
+        report: RestoreReport = self.ask(Restore(roots=wanted))
+        if report.orphans:
+            log.info(
+                "restored root runs have no caller; use Runtime.attach(run_id)",
+                orphans=report.orphans,
+            )
+        return report
+
+    def stop(self, run_id: str) -> tuple[str, ...]:
+        """``Runtime.stop``."""
+        self.check_open()
+        reply: StopReply = self.ask(StopRequest(request_id=new_id("x"), run_id=run_id))
+        if reply.error is not None:
+            raise LookupError(reply.error)
+        return reply.stopped
+
+    def stop_all(self, requester: str, reason: str) -> tuple[str, ...]:
+        """``Runtime.stop_all``: the arguments checked, one ``StopRequested``."""
+        self.check_open()
+        if not isinstance(requester, str) or not requester:
+            raise TypeError(f"requester must be a run id or {EXTERNAL_SENDER!r}, got {requester!r}")
+        if not isinstance(reason, str):
+            raise TypeError(f"reason must be a string, got {type(reason).__name__}")
+        request = StopRequested(request_id=new_id("x"), requested_by=requester, reason=reason)
+        reply: StopReply = self.ask(request)
+        if reply.error is not None:
+            raise LookupError(reply.error)
+        return reply.stopped
+
+    def send(self, run_id: str, text: str, reply_to: str | None) -> str:
+        """``Runtime.send``: the mail id."""
+        self.check_open()
+        ack: MailAck = self.ask(
+            SendMail(
+                request_id=new_id("q"),
+                sender=EXTERNAL_SENDER,
+                to=run_id,
+                content=text,
+                reply_to=reply_to,
+            )
+        )
+        if ack.error is not None:
+            raise LookupError(ack.error)
+        assert ack.mail_id is not None
+        return ack.mail_id
+
+    def held(self, run_id: str) -> tuple[RunRecord, ...]:
+        """The supervisor's records of the live tree under ``run_id`` (``Runtime.usage``)."""
+        self.check_open()
+        records: tuple[RunRecord, ...] = self.ask(TreeRecords(run_id=run_id))
+        return records
+
+    def stats(self, run_id: str | None) -> SupervisorStats:
+        """``Runtime.stats``."""
+        self.check_open()
+        stats: SupervisorStats = self.ask(Inspect(run_id=run_id))
+        return stats
