@@ -9,6 +9,7 @@ Ray is imported here, lazily (``import_ray``): the base install does not have it
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 from typing import Any
@@ -34,10 +35,9 @@ class ClusterError(Exception):
 def import_ray() -> ModuleType:
     """The ``ray`` module, or a ``ClusterError`` that says how to install it."""
     try:
-        import ray
+        return importlib.import_module("ray")  # typed as a module with or without Ray's stubs
     except ImportError as exc:  # the base install: no Ray
         raise ClusterError(f"Ray is not installed ({exc}); {INSTALL_HINT}") from exc
-    return ray
 
 
 def resolve_address(address: str | None) -> str | None:
