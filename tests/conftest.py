@@ -32,6 +32,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "timeout"
         ):
             item.add_marker(pytest.mark.timeout(RAY_TEST_TIMEOUT_S))
+        if item.get_closest_marker("ray"):
+            # under pytest-xdist (--dist loadgroup) every ray test goes to one worker, so the
+            # session's cluster is started once, not once per worker
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(scope="session", autouse=True)

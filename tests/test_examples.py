@@ -41,6 +41,6 @@ def test_readme_starts_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
     assert blocks[0].strip().endswith(".venv/bin/subagents demo")
-    assert blocks[1].strip().endswith(".venv/bin/python -m pytest -q")
+    assert blocks[1].strip().endswith(".venv/bin/python -m pytest -q -n 2 --dist loadgroup")
     ci = (ROOT / ".ci" / "run").read_text()
     assert blocks[1].strip() in ci

@@ -20,7 +20,8 @@ COMMON_KEYS = {"benchmark", "figures", "baseline", "target", "ratio", "pass", "m
 # The module's first test pays for the shared fixture: every benchmark at its tiny size, two at
 # a time, each bounded at 100 s; pytest's default 120 s per test would cut that short on a
 # loaded machine (seen at load 18), so the bound here is the sum of the batches' bounds.
-pytestmark = pytest.mark.timeout(800)
+# Under pytest-xdist (--dist loadgroup) the module stays on one worker, so the fixture runs once.
+pytestmark = [pytest.mark.timeout(800), pytest.mark.xdist_group("benchmark-smoke")]
 AGENT = "---\nname: {name}\ndescription: Agent {name}.\ntools: [Read]\n---\nPrompt.\n"
 
 
