@@ -239,6 +239,20 @@ def _seen(replayed: list[JournalEntry] | None) -> JournalEntry | None:
     return next((e for e in replayed if e.observed), None)
 
 
+def _answered_stop(b: FunctionBehaviour, key: str, replayed: list[JournalEntry] | None) -> bool:
+    """Resolve a replayed stop from the answer the supervisor journaled with the stop itself
+    (the ids stopped, or its error); False when the stop was never answered."""
+    seen = _seen(replayed)
+    if seen is None:
+        return False
+    if seen.error is not None:
+        b.resolve(key, error=StopError(seen.error))
+    else:
+        stopped = seen.result if isinstance(seen.result, list) else []
+        b.resolve(key, [str(r) for r in stopped])
+    return True
+
+
 class AgentContext:
     """What a function agent can do: spawn, mail, stop, sleep, and read about its run."""
 
@@ -403,13 +417,7 @@ class AgentContext:
         b = self._b
         key, replayed = b.call("stop", _digest(run_id), run_id)
         pending = b.pending(key)
-        seen = _seen(replayed)  # written by the supervisor with the stop itself
-        if seen is not None:
-            if seen.error is not None:
-                b.resolve(key, error=StopError(seen.error))
-            else:
-                stopped = seen.result if isinstance(seen.result, list) else []
-                b.resolve(key, [str(r) for r in stopped])
+        if _answered_stop(b, key, replayed):
             return pending
         if replayed is None:
             b.port.journal(
@@ -438,13 +446,7 @@ class AgentContext:
         b = self._b
         key, replayed = b.call("stop_children", 0)
         pending = b.pending(key)
-        seen = _seen(replayed)  # written by the supervisor with the stop itself
-        if seen is not None:
-            if seen.error is not None:
-                b.resolve(key, error=StopError(seen.error))
-            else:
-                stopped = seen.result if isinstance(seen.result, list) else []
-                b.resolve(key, [str(r) for r in stopped])
+        if _answered_stop(b, key, replayed):
             return pending
         if replayed is None:
             b.port.journal(JournalEntry(request_id=key, kind="stop_children"))
