@@ -198,7 +198,7 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
         max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
     )
     capacity = thread_capacity(cap)
-    rt = Runtime([idle], limits=limits)
+    rt = Runtime([idle], limits=limits, agent_threads="shared")
     out: dict[str, Any] = {"tried": True, "thread_limits": capacity}
     spawned = 0
     try:

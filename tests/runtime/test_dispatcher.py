@@ -263,7 +263,7 @@ def test_two_thousand_waiting_runs_hold_no_threads() -> None:
         max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=900.0, max_timeout_s=900.0
     )
     before_os = _threads_in_process()
-    with Runtime([idle], limits=limits) as rt:
+    with Runtime([idle], limits=limits, agent_threads="shared") as rt:
         rt.subscribe(on_event)
         handles = [rt.spawn("idle", str(i)) for i in range(n)]
         assert waiting.wait(120), f"{count[0]} of {n} runs waiting"
