@@ -16,7 +16,9 @@ from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.workspace import Workspace
 
-WAIT = 20.0
+# A hang guard, not a timing: a passing wait returns as soon as its condition holds, so the
+# bound only decides how long a broken test hangs, and 20 s was reachable on a loaded machine.
+WAIT = 120.0
 
 
 def git(repo: Path, *args: str) -> str:
