@@ -152,3 +152,8 @@ def test_a_tree_run_detached_on_the_cluster_outlives_its_command_and_is_stopped_
     waited = cli("wait", tree["run_id"], "--ray", address)
     assert waited.returncode == 4, waited.stderr  # cancelled
     assert served.get_run(tree["run_id"]).status == RunStatus.CANCELLED
+    refused = cli(
+        "run", "--detach", "nobody", "x", "--agents", str(cli.agents), "--ray", address,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "unknown agent 'nobody'" in refused.stderr  # before any host is started

@@ -12,6 +12,8 @@ With --detach the tree runs in a background host process (its own session: closi
 terminal does not end it; its output goes to a log beside the store) and the command prints
 the root's run id and returns at once: `subagents attach RUN` watches it live from any
 terminal, `subagents wait RUN` waits for its end and exits with its status code.
+On a Ray cluster (--ray, $SUBAGENTS_RAY_ADDRESS) the background host is a detached actor on
+the cluster's head node (``cluster.detached``): the tree goes on after this command exits.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
 2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled); with
@@ -171,7 +173,13 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
     from subagents.supervision.core import AdmissionError
 
     options = runtime_options(args)
-    options.update(agents=definitions_from(args), agent_dirs=[], discover=False)
+    agents = definitions_from(args)
+    names = sorted(spec.name for spec in agents)
+    if args.agent not in names:  # refused here: no host is started for nothing
+        raise CliError(
+            f"unknown agent {args.agent!r}; known agents: {', '.join(names)}", EXIT_USAGE
+        )
+    options.update(agents=agents, agent_dirs=[], discover=False)
     try:
         tree = start_detached(
             args.agent,
