@@ -16,6 +16,7 @@ from raycluster import WORKER, LocalCluster
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import RunStatus
 from subagents.runtime import Runtime
+from subagents.supervision.core import AdmissionError
 
 pytestmark = pytest.mark.ray
 
@@ -76,9 +77,12 @@ def test_a_detached_tree_is_seen_and_mailed_by_another_runtime_and_its_host_goes
         FunctionAgent.create("keeper", keeper),
         FunctionAgent.create("far_gate", gate, metadata={"resources": {WORKER: 1}}),
     ]
-    tree = start_detached(
-        "keeper", "two", cluster=ray_cluster.address, store_name=store_name, agents=agents
-    )
+    address = ray_cluster.address
+    with pytest.raises(AdmissionError, match="unknown agent 'nobody'"):  # before any host
+        start_detached("nobody", "x", cluster=address, store_name=store_name, agents=agents)
+    with pytest.raises(TypeError, match="store cannot be given"):
+        start_detached("keeper", "x", cluster=address, store=None, agents=agents)
+    tree = start_detached("keeper", "two", cluster=address, store_name=store_name, agents=agents)
     assert tree.host.startswith(TREE_HOST_PREFIX)
     assert tree.node == ray_cluster.head_node_id  # on the head, beside the store
     store = ClusterStore(head_actor(name=store_name, create=False), name=store_name)

@@ -89,7 +89,6 @@ class TreeHost:
             self.store.close()
             raise
         self.run_id = ""
-        self._ended = threading.Event()
 
     def start(self, agent: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
         """Admit the root run; its id, and where it is hosted. A refused root
@@ -97,7 +96,7 @@ class TreeHost:
         try:
             handle = self.runtime.spawn(agent, task, **options)
         except BaseException:
-            self._end()
+            self._close()  # the caller removes this actor once it has the error
             raise
         self.run_id = handle.run_id
         threading.Thread(
@@ -113,13 +112,18 @@ class TreeHost:
             log.exception("detached tree: waiting for its root failed", run_id=self.run_id)
         self._end()
 
-    def _end(self) -> None:
-        """Close the runtime (its node hosts go with it), then this actor."""
+    def _close(self) -> None:
+        """Close the runtime (its node hosts go with it) and the store client."""
         try:
             self.runtime.close()
         finally:
             self.store.close()
-            self._ended.set()
+
+    def _end(self) -> None:
+        """Close, then end this actor: nothing of the tree is left running."""
+        try:
+            self._close()
+        finally:
             with contextlib.suppress(Exception):
                 self._ray.kill(self._me, no_restart=True)
 
@@ -173,6 +177,7 @@ def start_detached(
     from subagents.cluster.head import head_actor
     from subagents.supervision.core import AdmissionError
 
+    _check_agent(agent, runtime)
     given = sorted(set(runtime) & set(NOT_THROUGH_HERE))
     if given:
         raise TypeError(
@@ -232,6 +237,20 @@ def start_detached(
         pid=found["pid"],
         node=found["node"],
     )
+
+
+def _check_agent(agent: str, runtime: Mapping[str, Any]) -> None:
+    """An agent that is not among ``runtime``'s is refused here, before any host starts,
+    when the agents are all given in code (no folders to read, nothing discovered)."""
+    from subagents.assembly import collect_agents
+    from subagents.supervision.core import AdmissionError
+
+    if runtime.get("agent_dirs") or runtime.get("discover"):
+        return  # the host reads the folders: it decides
+    specs, _functions = collect_agents(runtime.get("agents"), (), False)
+    known = sorted(spec.name for spec in specs)
+    if agent not in known:
+        raise AdmissionError(f"unknown agent {agent!r}; known agents: {', '.join(known)}")
 
 
 def _functions_in(agents: Any) -> list[Any]:
