@@ -35,6 +35,7 @@ import structlog
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
 from subagents.cluster.membership import NodeInfo
+from subagents.cluster.wire import pack, unpack
 
 log = structlog.get_logger("subagents.cluster")
 
@@ -103,7 +104,7 @@ class NodeHost:
         self._epoch = epoch
         return {"node": self.node, "pid": os.getpid(), "info": self.info}
 
-    async def deliver(self, epoch: int, seq: int, effects: list[Any]) -> None:
+    async def deliver(self, epoch: int, seq: int, effects: bytes) -> None:
         """The supervisor's ``seq``-th batch of effects for the runs on this node (counted
         from 1 after the ``epoch``-th ``setup``), carried out in the order they were sent:
         Ray does not keep an async actor's calls in order, so a batch that overtook an
@@ -114,22 +115,22 @@ class NodeHost:
             raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
         if epoch != self._epoch:
             return
-        for batch in self._in_order.arrived(seq, effects):
+        for batch in self._in_order.arrived(seq, unpack(effects)):
             runs.deliver(batch)
         if self._applied is not None:
             async with self._applied:
                 self._applied.notify_all()
 
-    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> list[Any]:
+    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> bytes:
         """What this node's agents told and asked the supervisor, in order (waits up to
-        ``wait_s`` for the first item)."""
+        ``wait_s`` for the first item), packed (``wire``)."""
         runs = self._runs
         if runs is None:
             raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
         items: list[Any] = runs.outbox.take(most, 0.0)  # what is queued: no thread hop
         if not items:
             items = await asyncio.to_thread(runs.outbox.take, most, wait_s)
-        return items
+        return pack(items)
 
     async def answer(self, answers: list[Any]) -> None:
         if self._runs is not None:
