@@ -76,6 +76,7 @@ class NodeHost:
             node=self.node, host=socket.gethostname(), slots=slots, resources=resources
         )
         self._runs: Any = None
+        self._closed = False
         self._in_order = InOrder()
         self._epoch = 0
         self._applied: asyncio.Condition | None = None
@@ -99,6 +100,7 @@ class NodeHost:
 
         if self._runs is not None:
             self._runs.close()
+        self._closed = False
         self._runs = NodeRuns(kit.behaviour_for())
         self._in_order = InOrder()
         self._epoch = epoch
@@ -112,6 +114,8 @@ class NodeHost:
         which died) is dropped: its runs were started again elsewhere."""
         runs = self._runs
         if runs is None:
+            if self._closed:  # the runtime is closing: what it still sends has no run here
+                return
             raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
         if epoch != self._epoch:
             return
@@ -150,6 +154,7 @@ class NodeHost:
     async def close(self) -> None:
         """Stop every agent hosted here (the runtime is closing)."""
         runs, self._runs = self._runs, None
+        self._closed = True
         if runs is not None:
             await asyncio.to_thread(runs.close)
 
