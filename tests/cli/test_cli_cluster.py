@@ -144,9 +144,8 @@ def test_a_tree_run_detached_on_the_cluster_outlives_its_command_and_is_stopped_
     tree = msgspec.json.decode(started.stdout)
     assert tree["host"].startswith("subagents-tree-")
     assert tree["node"] == ray_cluster.head_node_id
-    listed = {r["run_id"]: r for r in cli.json("ps", "--all", "--ray", address)}
-    assert listed[tree["run_id"]]["agent"] == "worker"
-    assert listed[tree["run_id"]]["status"] in ("running", "waiting")
+    live = served.get_run(tree["run_id"])  # (`ps --ray` itself: the tests above)
+    assert live.agent == "worker" and live.status in (RunStatus.RUNNING, RunStatus.WAITING)
     stopped = cli("stop", tree["run_id"], "--ray", address)
     assert stopped.returncode == 0, stopped.stderr
     waited = cli("wait", tree["run_id"], "--ray", address)

@@ -87,7 +87,9 @@ def test_a_detached_tree_is_seen_and_mailed_by_another_runtime_and_its_host_goes
     assert tree.node == ray_cluster.head_node_id  # on the head, beside the store
     store = ClusterStore(head_actor(name=store_name, create=False), name=store_name)
     try:
-        with Runtime([], store=store, cluster=ray_cluster.address, restore=False) as rt:
+        # a runtime on the cluster's store; no node hosts of its own (cluster=""): it hosts
+        # nothing, it only looks and commands
+        with Runtime([], store=store, cluster="", restore=False) as rt:
             root = rt.get(tree.run_id)
             assert root is not None and root.owner == tree.owner != rt.owner  # hosted there
             child = _child_of(rt, tree.run_id)
