@@ -136,21 +136,34 @@ FAST_MAX_CHARS = 8192
 _FAST_REFUSED = ("&", "*", "<<")
 
 
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
 def _shape(value: Any, depth: int = 1) -> tuple[int, int]:
-    """(deepest level, node count) of a loaded value, counted as the composer counts nodes;
-    it stops going down past ``MAX_DEPTH`` (that is already too deep)."""
+    """(deepest level, node count) of a loaded value, counted as the composer counts nodes
+    (a mapping is one node, each key and each value another); it stops going down past
+    ``MAX_DEPTH`` (that is already too deep). Scalars are counted in place, without a call
+    each: frontmatter is mostly scalars, and this runs on every file."""
     if depth > MAX_DEPTH:
         return depth, 1
+    groups: tuple[Any, ...]
     if isinstance(value, dict):
-        parts: Any = (part for pair in value.items() for part in pair)
-    elif isinstance(value, list | tuple | set | frozenset):
-        parts = value
+        groups = (value, value.values())  # the keys, then the values
+    elif isinstance(value, _CONTAINERS):
+        groups = (value,)
     else:
         return depth, 1
     deepest, nodes = depth, 1
-    for part in parts:
-        d, n = _shape(part, depth + 1)
-        deepest, nodes = max(deepest, d), nodes + n
+    below = depth + 1
+    for group in groups:
+        for part in group:
+            if isinstance(part, _CONTAINERS):
+                part_depth, part_nodes = _shape(part, below)
+                deepest = max(deepest, part_depth)
+                nodes += part_nodes
+            else:
+                nodes += 1
+                deepest = max(deepest, below)
     return deepest, nodes
 
 
