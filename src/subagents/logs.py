@@ -3,7 +3,12 @@
 A library must not flood its host's stdout, so when nobody has configured structlog the
 runtime installs a configuration that writes to stderr at WARNING (or ``SUBAGENTS_LOG_LEVEL``),
 readable on a terminal, JSON lines with ``SUBAGENTS_LOG_JSON=1``. A host that configures
-structlog itself keeps its own configuration. The command line calls ``configure`` explicitly.
+structlog itself keeps its own configuration. The command line gives its settings with
+``configure_on_first_use``.
+
+structlog itself is imported at the first line logged that its level lets through (or a
+configuration, or a Runtime starting), not with this module: it imports rich's tracebacks,
+its pretty-printer and asyncio, which most commands and many embedding programs never need.
 """
 
 from __future__ import annotations
