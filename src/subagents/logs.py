@@ -120,11 +120,11 @@ def configure_on_first_use(
 
     Why: the command line must refuse a bad ``--log-level`` at once, but most commands
     (``ps``, ``log``, ``info``) log nothing, and importing structlog imports rich's
-    tracebacks, its pretty-printer and asyncio. If structlog is already configured (a host,
-    or an earlier ``configure``), the settings apply at once, as ``configure`` would."""
+    tracebacks, its pretty-printer and asyncio. Where structlog is already imported there is
+    nothing to save: the settings apply at once, exactly as ``configure`` would."""
     global _pending
     lvl, as_json = _settings(level, json)
-    if "structlog" in sys.modules and _structlog().is_configured():
+    if "structlog" in sys.modules:
         configure(level=lvl, json=as_json, stream=stream)
         return
     _pending = (lvl, as_json, stream)
