@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HEAVY = ("structlog", "rich", "anyio", "mcp", "pathspec", "wcmatch", "asyncio", "pygments", "attr")
 
@@ -34,7 +35,7 @@ print(json.dumps(report))
 """
 
 
-def _probe(body: str, tmp_path: Path, **env: str) -> dict[str, list[str] | bool]:
+def _probe(body: str, tmp_path: Path, **env: str) -> dict[str, Any]:
     code = PROBE.format(heavy=HEAVY, body=body)
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -45,8 +46,8 @@ def _probe(body: str, tmp_path: Path, **env: str) -> dict[str, list[str] | bool]
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, list[str] | bool] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["stderr"] = done.stderr  # type: ignore[assignment]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
     return result
 
 
