@@ -54,6 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook is plain)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     on_cluster = config.getoption("--on-cluster")
     for item in items:
@@ -70,6 +71,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # benchmark's output) are then set up once, not again each time the worker comes
             # back to the module after tests of others
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup`` every test must carry its group (pytest-xdist appends it
+    to the node id): if a pytest release stops honouring that, fail at once rather than run
+    each module's fixtures and a Ray cluster in every worker (the CI time bound)."""
+    config = session.config
+    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+        return
+    ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(ungrouped)} tests (e.g. {ungrouped[0]}):"
+            " this pytest and pytest-xdist do not work together; see pyproject.toml"
+        )
 
 
 @pytest.fixture(autouse=True)
