@@ -67,22 +67,21 @@ class ResumeRows:
         )
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        # one statement, so one snapshot: the checkpoint and the deltas added since, never a
+        # checkpoint from before a save and the deltas from after it (which the save cleared)
         rows = self.tx.read(
-            "SELECT checkpoint FROM checkpoints WHERE run_id = ?",
+            "SELECT -1 AS seq, checkpoint FROM checkpoints WHERE run_id = ?1"
+            " UNION ALL SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ?1"
+            " ORDER BY seq",
             (run_id,),
             f"reading the checkpoint of run {run_id}",
         )
-        if not rows:
+        if not rows or rows[0][0] != -1:
             return None
         checkpoint: Checkpoint = self.tx.decode(
-            _checkpoint_decoder, rows[0][0], "checkpoints", run_id
+            _checkpoint_decoder, rows[0][1], "checkpoints", run_id
         )
-        deltas = self.tx.read(
-            "SELECT seq, delta FROM checkpoint_deltas WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the checkpoint deltas of run {run_id}",
-        )
-        for seq, raw in deltas:
+        for seq, raw in rows[1:]:
             delta: CheckpointDelta = self.tx.decode(_delta_decoder, raw, "checkpoint_deltas", seq)
             checkpoint = checkpoint.with_delta(delta)
         return checkpoint
