@@ -903,14 +903,17 @@ def test_a_parked_run_restarted_while_queued_for_its_slot_is_queued_once() -> No
 
 
 def test_runs_whose_host_was_lost_start_again_as_a_new_attempt_and_end_once() -> None:
-    h = Harness()
+    h = Harness(Limits(timeout_s=10.0))
     root = h.run("lead")
     child = h.run("worker", root)
     h.core.finished(RunFinished(run_id=child, result="done", attempt=1))  # ended before the loss
     other = h.run("worker", root)
+    h.clock.now += 4
     effects = h.core.host_lost((root, other, child, "no-such-run"), "its host died")
     starts = of(effects, StartRun)
     assert [(s.record.run_id, s.attempt) for s in starts] == [(root, 2), (other, 2)]
+    # the timeouts keep running from the first start: a move does not lengthen them
+    assert {a.run_id: a.deadline for a in of(effects, ArmDeadline)} == {root: 1010.0, other: 1010.0}
     assert all(s.record.status is RunStatus.RUNNING for s in starts)
     moved = [e for e in h.store.events(other) if e.kind is EventKind.RESTARTED]
     assert [e.data["mode"] for e in moved] == ["moved"]

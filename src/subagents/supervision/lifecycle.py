@@ -125,8 +125,10 @@ class Lifecycle:
         mails: Sequence[Mail] = (),
         journal: Sequence[JournalEntry] = (),
         tree: Sequence[RunRecord] | None = None,
+        deadline: float | None = None,
     ) -> None:
-        """Start (or resume, when it has taken steps before) the run of ``state``.
+        """Start (or resume, when it has taken steps before) the run of ``state``; its
+        timeout runs from now, unless ``deadline`` (the clock's) keeps an earlier one.
 
         For a resumed run: ``mails``, its mail so far (sent and received), ``journal``, a
         function agent's, and ``tree``, the records of its root's tree (default: those held
@@ -145,7 +147,7 @@ class Lifecycle:
         # the recorded start is read first: the deadline's clock is read after it, so a run
         # never times out before started_at + its timeout (the two clocks are read apart)
         self.runs.update(state, status=RunStatus.RUNNING, started_at=self.effects.now())
-        state.deadline = self.clock() + record.deadline_s
+        state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
         pending = self.mail.hand_over(state)
         if state.record.steps > 0:
             state.checkpoint = state.saved
@@ -200,15 +202,17 @@ class Lifecycle:
         self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry], reason: str
     ) -> None:
         """The agent of ``run_id`` was lost with its host (not the run's doing, so no restart
-        is counted): started again as a new attempt, resumed from what the store keeps;
-        whatever the lost attempt still reports is discarded (``RunTable.reporting``)."""
+        is counted): started again as a new attempt under its first deadline, resumed from
+        what the store keeps; whatever the lost attempt still reports is discarded
+        (``RunTable.reporting``)."""
         state = self.runs.live(run_id)
         if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             return
         self.runs.emit(
             state, EventKind.RESTARTED, attempt=state.attempt + 1, mode="moved", reason=reason
         )
-        self.start(state, mails, journal)
+        # its timeout keeps running: a move is not a new try, and must not lengthen it
+        self.start(state, mails, journal, deadline=state.deadline)
 
     # ---- ending ----------------------------------------------------------------------------
 
