@@ -20,6 +20,7 @@ import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
+from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -146,7 +147,7 @@ class Effector:
         record = effect.record
         # a restart: the earlier start must not go on working
         self._stop(self.live.pop(record.run_id, None))
-        cancel = threading.Event()
+        cancel = LazyEvent()  # waited on only by a model call's backoff or delay
         where: dict[str, Any] = (
             {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
         )
