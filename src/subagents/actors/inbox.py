@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from pykka import messages as pykka_messages
 
+from subagents.actors.latch_future import LatchFuture
 from subagents.actors.lazy_event import LazyEvent
 
 if TYPE_CHECKING:
@@ -78,3 +79,8 @@ class FastInboxActor(pykka.ThreadingActor):
     def _create_actor_inbox() -> ActorInbox:
         inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         return inbox
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        """An ask's future: one lock, not a condition (``actors/latch_future.py``)."""
+        return LatchFuture()
