@@ -8,6 +8,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+import structlog
 
 from raycluster import ray_cluster  # noqa: F401  (the session's Ray cluster, a fixture)
 
@@ -36,6 +37,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # under pytest-xdist (--dist loadgroup) every ray test goes to one worker, so the
             # session's cluster is started once, not once per worker
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif not item.get_closest_marker("xdist_group"):
+            # every other test goes with its module: a module's fixtures (a CLI team's runs, a
+            # benchmark's output) are then set up once, not again each time the worker comes
+            # back to the module after tests of others
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+@pytest.fixture(autouse=True)
+def structlog_as_it_was() -> Iterator[None]:
+    """A test that configures structlog (to read its lines) leaves it as it found it.
+
+    Restoring a saved configuration is not enough when structlog was not configured: that
+    marks it configured with structlog's own defaults (every level, on stdout), and every later
+    test in the process would then format and print each debug line of every run."""
+    configured = structlog.is_configured()
+    saved = structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session", autouse=True)

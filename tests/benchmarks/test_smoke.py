@@ -17,11 +17,11 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 COMMON_KEYS = {"benchmark", "figures", "baseline", "target", "ratio", "pass", "machine"}
-# The module's first test pays for the shared fixture: every benchmark at its tiny size, two at
-# a time, each bounded at 100 s; pytest's default 120 s per test would cut that short on a
-# loaded machine (seen at load 18), so the bound here is the sum of the batches' bounds.
-# Under pytest-xdist (--dist loadgroup) the module stays on one worker, so the fixture runs once.
-pytestmark = [pytest.mark.timeout(800), pytest.mark.xdist_group("benchmark-smoke")]
+# A test runs its benchmark (the tables test: every one not yet run in this process), each
+# bounded at BENCHMARK_TIMEOUT_S; pytest's default 120 s per test would cut a loaded machine's
+# run short (seen at load 18), hence the module's longer bound.
+BENCHMARK_TIMEOUT_S = 100
+pytestmark = pytest.mark.timeout(800)
 AGENT = "---\nname: {name}\ndescription: Agent {name}.\ntools: [Read]\n---\nPrompt.\n"
 
 
@@ -86,36 +86,41 @@ NAMES = (
 )
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
-    """Run all the tiny benchmarks (each in its own interpreter, two at a time), keep their
-    output."""
-    commands = _commands(tmp_path_factory.mktemp("bench"))
-    out: dict[str, tuple[int, str, str]] = {}
-    names = list(NAMES)
-    while names:
-        batch, names = names[:2], names[2:]
-        procs = {
-            name: subprocess.Popen(
-                [sys.executable, *[str(BENCHMARKS / commands[name][0]), *commands[name][1:]]],
+class BenchmarkRuns:
+    """Each tiny benchmark run at most once per test process, when a test first asks for it.
+
+    Lazily and per name, not all up front: under pytest-xdist the tests of this module may be
+    spread over workers, and each worker then runs only the scripts its tests read."""
+
+    def __init__(self, tmp: Path) -> None:
+        self._commands = _commands(tmp)
+        self._done: dict[str, tuple[int, str, str]] = {}
+
+    def __getitem__(self, name: str) -> tuple[int, str, str]:
+        if name not in self._done:
+            script, *args = self._commands[name]
+            proc = subprocess.Popen(
+                [sys.executable, str(BENCHMARKS / script), *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for name in batch
-        }
-        for name, proc in procs.items():
             try:
-                stdout, stderr = proc.communicate(timeout=100)
+                stdout, stderr = proc.communicate(timeout=BENCHMARK_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 stdout, stderr = proc.communicate()
-                stderr += "\n(killed after 100 s)"
-            out[name] = (proc.returncode, stdout, stderr)
-    return out
+                stderr += f"\n(killed after {BENCHMARK_TIMEOUT_S} s)"
+            self._done[name] = (proc.returncode, stdout, stderr)
+        return self._done[name]
 
 
-def _decoded(results: dict[str, tuple[int, str, str]], name: str) -> dict[str, Any]:
+@pytest.fixture(scope="session")
+def results(tmp_path_factory: pytest.TempPathFactory) -> BenchmarkRuns:
+    return BenchmarkRuns(tmp_path_factory.mktemp("bench"))
+
+
+def _decoded(results: BenchmarkRuns, name: str) -> dict[str, Any]:
     code, stdout, stderr = results[name]
     assert code == 0, f"{name} failed ({code}):\n{stderr[-2000:]}"
     decoded = msgspec.json.decode(stdout)
@@ -124,9 +129,7 @@ def _decoded(results: dict[str, tuple[int, str, str]], name: str) -> dict[str, A
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_prints_one_json_object_with_the_common_keys(
-    results: dict[str, tuple[int, str, str]], name: str
-) -> None:
+def test_prints_one_json_object_with_the_common_keys(results: BenchmarkRuns, name: str) -> None:
     result = _decoded(results, name)
     assert result["benchmark"] == name.removesuffix("_capped").removesuffix("_absent")
     assert result.keys() >= COMMON_KEYS, f"missing: {COMMON_KEYS - result.keys()}"
@@ -138,7 +141,7 @@ def test_prints_one_json_object_with_the_common_keys(
 
 
 def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "mail")
     figures = result["figures"]
@@ -167,7 +170,7 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
 
 
 def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     figures = _decoded(results, "spawn")["figures"]
     for kind in ("raw_pooled", "raw_thread_per_actor", "memory", "sqlite"):
@@ -183,7 +186,7 @@ def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
 
 
 def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "fanout")
     figures = result["figures"]
@@ -198,7 +201,7 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
 
 
 def test_scale_measures_each_side_in_its_own_process(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "scale")
     figures = result["figures"]
@@ -215,7 +218,7 @@ def test_scale_measures_each_side_in_its_own_process(
 
 
 def test_scale_reports_a_size_the_machine_cannot_hold_as_a_result(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "scale_capped")
     figures = result["figures"]
@@ -235,7 +238,7 @@ def test_scale_reports_a_size_the_machine_cannot_hold_as_a_result(
 
 
 def test_deadlines_are_steady_never_early_and_count_actors_and_threads(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "deadlines")
     figures = result["figures"]
@@ -250,7 +253,7 @@ def test_deadlines_are_steady_never_early_and_count_actors_and_threads(
 
 
 def test_load_definitions_reads_the_corpus_it_is_given(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "load_definitions")
     assert result["available"] is True and result["corpus_from"] == "--corpus"
@@ -263,7 +266,7 @@ def test_load_definitions_reads_the_corpus_it_is_given(
 
 
 def test_load_definitions_without_a_corpus_says_so(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     result = _decoded(results, "load_definitions_absent")
     assert result["available"] is False
@@ -271,7 +274,7 @@ def test_load_definitions_without_a_corpus_says_so(
 
 
 def test_store_write_compares_sqlite_with_memory(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     figures = _decoded(results, "store_write")["figures"]
     for key in ("sqlite_batched", "sqlite_unbatched", "memory_batched", "memory_unbatched"):
@@ -279,7 +282,7 @@ def test_store_write_compares_sqlite_with_memory(
 
 
 def test_tools_compares_grep_with_the_rg_command_line(
-    results: dict[str, tuple[int, str, str]],
+    results: BenchmarkRuns,
 ) -> None:
     r = _decoded(results, "tools")
     figures = r["figures"]
@@ -307,7 +310,7 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
         assert name in run_all.GOALS or name in run_all.MORE
 
 
-def test_run_all_tables_come_from_the_results(results: dict[str, tuple[int, str, str]]) -> None:
+def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import run_all

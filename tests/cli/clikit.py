@@ -1,8 +1,8 @@
 """Helpers for the `subagents` command tests: a team of scripted agents in a tmp dir, and the
 real command run in subprocesses against a store in a tmp dir.
 
-Every wait polls an observable condition (the store, through `subagents ps --json`) until a
-deadline; nothing sleeps a fixed time.
+Every wait polls an observable condition (the store, read as `subagents ps --json` reads it)
+until a deadline; nothing sleeps a fixed time.
 """
 
 from __future__ import annotations
@@ -20,9 +20,15 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from subagents.cli.ps_cmd import ps_row
+from subagents.store.leases import Liveness
+from subagents.store.sqlite import SQLiteStore
+
 T = TypeVar("T")
 
 DEADLINE_S = 45.0
+POLL_S = 0.05
+"""Between two reads of the store while waiting: leaves the CPU to the runs waited for."""
 
 TEAM: dict[str, str] = {
     # the lead dispatches one worker and reports what it said
@@ -188,7 +194,19 @@ class Cli:
         return self.start("run", agent, task, "--agents", str(self.agents), "--json", *extra)
 
     def runs(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self.json("ps", "--all")
+        """The rows `subagents ps --all --json` prints, read from the store in this process.
+
+        Waits poll this often; a command per poll (an interpreter start each) would take the
+        CPU the runs being waited for need. What `ps` itself prints is tested through
+        ``cli.json("ps", ...)``."""
+        if not self.state.exists():
+            return []
+        with SQLiteStore(self.state) as store:
+            alive = Liveness(store.leases())
+            records = store.list_runs(include_archived=True)
+        rows: list[dict[str, Any]] = msgspec.to_builtins(
+            [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
+        )
         return rows
 
     def wait_runs(
@@ -208,6 +226,7 @@ class Cli:
             found = predicate(rows)
             if found:
                 return found
+            time.sleep(POLL_S)  # the pace of the polling, not what is waited for
         raise AssertionError(f"timed out waiting for {what}; runs: {rows}")
 
 

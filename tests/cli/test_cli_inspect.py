@@ -25,7 +25,8 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Cli:
 
 @pytest.fixture(scope="module")
 def rows(cli: Cli) -> list[dict[str, Any]]:
-    return cli.runs()
+    listed: list[dict[str, Any]] = cli.json("ps", "--all")
+    return listed
 
 
 def test_ps_lists_live_runs_by_default_and_all_with_a_flag(

@@ -161,6 +161,30 @@ def test_a_stopped_runs_unanswered_tool_calls_are_exported(
     assert call.parent is not None and call.parent.span_id == lead.context.span_id
 
 
+def test_a_tool_call_answered_with_an_error_has_error_type_tool_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The error class is the attribute (low cardinality); the result's text is the status."""
+    model = ScriptedModel(
+        {
+            "worker": [
+                {
+                    "tool_calls": [
+                        {"name": "send_message", "input": {"to": "ghost", "content": "?"}}
+                    ]
+                },
+                "gave up",
+            ]
+        }
+    )
+    with Runtime([WORKER], model=model, tracer_provider=_provider(exporter)) as rt:
+        assert rt.run("worker", "go").result == "gave up"
+    [call] = _by_name(exporter.get_finished_spans(), "execute_tool send_message")
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.attributes["error.type"] == "tool_error"
+    assert "ghost" in (call.status.description or "")
+
+
 def test_nothing_is_traced_without_a_provider_or_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

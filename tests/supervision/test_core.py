@@ -360,6 +360,8 @@ def test_a_parent_that_ends_cancels_what_it_left_running() -> None:
     assert h.status(grandchild) is RunStatus.CANCELLED
     assert [s.run_id for s in of(effects, StopAgent)] == [grandchild, child]
     assert len(of(effects, TellOutside)) == 1
+    # the cancelled descendants' outcomes go to nobody: their requesters are ending too
+    assert told(effects, root, ChildDone) == [] and told(effects, child, ChildDone) == []
 
 
 # ---- mail --------------------------------------------------------------------------------------
@@ -647,8 +649,11 @@ def test_stop_cancels_the_subtree_deepest_first_each_reported_once() -> None:
     for run in (a, a1, a2, a1x):
         assert h.status(run) is RunStatus.CANCELLED
         assert h.terminal_events(run) == [EventKind.CANCELLED]
-    # a's outcome goes to the root (its requester); a1 and a2's to a
+    # a's outcome goes to the root (its requester); a1, a2 and a1x end with a and a1: their
+    # outcomes are not handed to agents that are stopping
     assert [d.outcome.run_id for d in told(effects, root, ChildDone)] == [a]
+    for ending in (a, a1, a2, a1x):
+        assert told(effects, ending, ChildDone) == []
     assert h.status(root) is RunStatus.RUNNING
     again, _ = _stop(h, a, None)
     assert again.error is not None and "already ended (cancelled)" in again.error
@@ -686,6 +691,7 @@ def test_a_timeout_times_out_the_run_and_cancels_its_subtree() -> None:
     assert h.status(sibling_tree) is RunStatus.RUNNING
     (done,) = told(effects, root, ChildDone)
     assert done.outcome.status is RunStatus.TIMED_OUT
+    assert told(effects, child, ChildDone) == []  # the grandchild's: child is ending
     assert done.outcome.error_kind == "timeout"
     assert [s.run_id for s in of(effects, StopAgent)] == [grandchild, child]
     assert h.terminal_events(child) == [EventKind.TIMED_OUT]

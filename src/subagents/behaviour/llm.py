@@ -383,7 +383,7 @@ class LLMBehaviour:
         if use_id in self.results and self.results[use_id] is None:
             traced = self.tool_spans.pop(use_id, None)
             if traced is not None:
-                traced.end(error=content if is_error else None)
+                traced.end(error=f"tool_error: {content}" if is_error else None)
             result = ToolResultBlock(use_id, content, is_error)
             self.results[use_id] = result
             self.port.report_answer(

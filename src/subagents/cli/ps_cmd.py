@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
         if not args.json:  # #N means what a person read, not what a script asked for
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-    rows = [_row(n, r, alive) for n, r in enumerate(records, 1)]
+    rows = [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
     if args.json:
         output.print_json(rows)
         return 0
@@ -204,7 +204,8 @@ TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def _row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
+def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
+    """Row ``n`` of a listing: the record as `ps --json` prints it."""
     return PsRow(
         row=n,
         run_id=r.run_id,

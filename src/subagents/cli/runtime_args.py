@@ -127,8 +127,8 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-mcp-commands",
         action="store_true",
-        help="start the stdio MCP servers agent definitions declare themselves (commands"
-        " from the files); servers in .mcp.json are started without it",
+        help="start the stdio MCP servers that files declare (commands from the agent"
+        " definitions and the project's .mcp.json); remote servers start without it",
     )
     parser.add_argument(
         "--strict",

@@ -37,6 +37,7 @@ from subagents.logs import get_logger
 from subagents.mcp.config import (
     McpConfigError,
     NamedServer,
+    StdioServer,
     find_mcp_json,
     parse_servers,
     read_mcp_json,
@@ -156,6 +157,30 @@ class _Loop:
             log.warning("mcp event loop thread did not end in time", timeout=timeout)
 
 
+def _trusted(
+    found: Mapping[str, NamedServer], path: Path, allow_commands: bool
+) -> dict[str, NamedServer]:
+    """The servers of a project's ``.mcp.json`` that may start: a stdio server runs a command
+    from a file of the project (a cloned repository's, perhaps), so, as Claude Code asks
+    before it starts a project's servers, it starts only with ``allow_commands``; remote
+    servers start no command."""
+    kept: dict[str, NamedServer] = {}
+    for name, server in found.items():
+        if isinstance(server.config, StdioServer) and not allow_commands:
+            log.warning(
+                "mcp server in .mcp.json not started",
+                server=name,
+                error=f"{path} declares MCP server {name!r}, which would run the command"
+                f" {server.config.describe()!r}: commands from a project's files do not run"
+                " unless allowed (Runtime(allow_mcp_commands=True),"
+                " `subagents run --allow-mcp-commands`) or given in code"
+                " (Runtime(mcp_servers=...))",
+            )
+            continue
+        kept[name] = server
+    return kept
+
+
 class McpHub:
     """The runtime-level servers, and every server process the runtime's runs started."""
 
@@ -200,7 +225,9 @@ class McpHub:
             if found is not None:
                 # a file is not the caller's code: a broken one is a warning, not a failure
                 try:
-                    servers.update(read_mcp_json(found, problems=problems))
+                    servers.update(
+                        _trusted(read_mcp_json(found, problems=problems), found, allow_commands)
+                    )
                 except McpConfigError as exc:
                     log.warning("mcp servers in .mcp.json not used", error=str(exc))
                 for problem in problems:

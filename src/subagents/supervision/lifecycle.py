@@ -112,6 +112,10 @@ class Lifecycle:
         self.policies = policies
         self.slots = slots
         self.clock = clock
+        self._ending: set[str] = set()
+        """Runs whose end is being decided now (a ``finish`` or a cancel walk in progress):
+        their descendants' outcomes are not handed to them (they would arrive at an agent
+        that is stopping, as a tool answer nobody reads)."""
 
     # ---- starting --------------------------------------------------------------------------
 
@@ -212,7 +216,11 @@ class Lifecycle:
         if record.status.terminal:
             return
         self.runs.ended(state)
-        self.cancel_below(state, end.below or f"its parent {record.agent} ended ({end.status})")
+        self._ending.add(record.run_id)
+        try:
+            self.cancel_below(state, end.below or f"its parent {record.agent} ended ({end.status})")
+        finally:
+            self._ending.discard(record.run_id)
         outcome = Outcome(
             run_id=record.run_id,
             status=end.status,
@@ -250,7 +258,9 @@ class Lifecycle:
             self.effects.effects.append(TellOutside(done))
         else:
             parent = self.runs.get(parent_id)
-            if self._fail_parent(state, outcome):
+            if parent_id in self._ending:
+                pass  # the parent is ending too: its agent stops without reading it
+            elif self._fail_parent(state, outcome):
                 pass  # the parent failed with this child's reason instead
             elif parent is not None and not parent.record.status.terminal:
                 if record.background:
@@ -281,13 +291,19 @@ class Lifecycle:
 
     def _cancel_walk(self, top: str, reason: str, *, include_top: bool) -> list[str]:
         cancelled: list[str] = []
-        for run_id in self.runs.tree.deepest_first(top):
-            target = self.runs.live(run_id)
-            if target is None or (run_id == top and not include_top):
-                continue
-            self.finish(target, End(RunStatus.CANCELLED, "cancelled", reason))
-            self.effects.effects.append(StopAgent(run_id))
-            cancelled.append(run_id)
+        walk = [r for r in self.runs.tree.deepest_first(top) if include_top or r != top]
+        ending = set(walk) - self._ending
+        self._ending |= ending
+        try:
+            for run_id in walk:
+                target = self.runs.live(run_id)
+                if target is None:
+                    continue
+                self.finish(target, End(RunStatus.CANCELLED, "cancelled", reason))
+                self.effects.effects.append(StopAgent(run_id))
+                cancelled.append(run_id)
+        finally:
+            self._ending -= ending
         return cancelled
 
     # ---- endings a report or a timer brings ------------------------------------------------
