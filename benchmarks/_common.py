@@ -89,10 +89,34 @@ def quiet_logs() -> None:
     configure(level="error", stream=sys.stderr)
 
 
+_JSON_OUT: int | None = None
+"""Where ``emit`` writes once ``stdout_to_stderr`` moved file descriptor 1 away."""
+
+
+def stdout_to_stderr() -> None:
+    """From now on, whatever this process or its children write to stdout goes to stderr,
+    and only ``emit`` writes to the real stdout.
+
+    Why at the file descriptor level: Ray (its ``Cluster``, ``ray.init``) and the processes it
+    starts print to file descriptor 1 directly, not through ``sys.stdout``; a benchmark's
+    stdout must hold its one JSON object and nothing else (``run_all`` parses it)."""
+    global _JSON_OUT
+    if _JSON_OUT is not None:
+        return
+    sys.stdout.flush()
+    _JSON_OUT = os.dup(1)
+    os.dup2(2, 1)  # fd 1 (inherited by every child process) is stderr now
+    sys.stdout = sys.stderr
+
+
 def emit(name: str, result: dict[str, Any]) -> None:
     """Print the one JSON object of this benchmark."""
     payload = {"benchmark": name, **result, "machine": machine()}
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(payload)).decode() + "\n")
+    text = msgspec.json.format(msgspec.json.encode(payload)).decode() + "\n"
+    if _JSON_OUT is not None:
+        os.write(_JSON_OUT, text.encode())
+        return
+    sys.stdout.write(text)
     sys.stdout.flush()
 
 

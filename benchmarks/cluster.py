@@ -30,7 +30,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import emit, median, parse_args, percentile, quiet_logs, ratio, rounded
+from _common import (
+    emit,
+    median,
+    parse_args,
+    percentile,
+    quiet_logs,
+    ratio,
+    rounded,
+    stdout_to_stderr,
+)
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.definitions.spec import AgentSpec
 from subagents.models.scripted import ScriptedModel
@@ -146,6 +155,7 @@ def spawn_to_result(cluster: str | None, n: int) -> list[float]:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
+    stdout_to_stderr()  # Ray prints to file descriptor 1: only the JSON may go there
     quiet_logs()
     quick = args.quick
     children, limit, delay = (200, 20, 0.01) if quick else (1000, 100, 0.05)

@@ -35,7 +35,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit, median, parse_args, percentile, quiet_logs, ratio, rounded
+from _common import (
+    emit,
+    median,
+    parse_args,
+    percentile,
+    quiet_logs,
+    ratio,
+    rounded,
+    stdout_to_stderr,
+)
 
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
 """``RAY_worker_niceness``: Ray runs its workers (our node hosts) at nice 15 by default; on a
@@ -115,6 +124,7 @@ class Pump:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
+    stdout_to_stderr()  # Ray prints to file descriptor 1: only the JSON may go there
     quiet_logs()
     quick = args.quick
     calls = 50 if quick else 500

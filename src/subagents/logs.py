@@ -3,7 +3,12 @@
 A library must not flood its host's stdout, so when nobody has configured structlog the
 runtime installs a configuration that writes to stderr at WARNING (or ``SUBAGENTS_LOG_LEVEL``),
 readable on a terminal, JSON lines with ``SUBAGENTS_LOG_JSON=1``. A host that configures
-structlog itself keeps its own configuration. The command line calls ``configure`` explicitly.
+structlog itself keeps its own configuration. The command line gives its settings with
+``configure_on_first_use``.
+
+structlog itself is imported at the first line logged that its level lets through (or a
+configuration, or a Runtime starting), not with this module: it imports rich's tracebacks,
+its pretty-printer and asyncio, which most commands and many embedding programs never need.
 """
 
 from __future__ import annotations
@@ -12,9 +17,18 @@ import logging
 import os
 import sys
 import threading
+from types import ModuleType
 from typing import Any, TextIO
 
-import structlog
+
+def _structlog() -> ModuleType:
+    """structlog, imported at the first line logged or configuration, not with the package:
+    importing it imports rich's tracebacks and pretty-printer and asyncio (about a fifth of
+    ``import subagents.runtime`` when it was imported here), and a process that logs nothing
+    (``subagents ps``, an embedding host at WARNING) should not pay for them."""
+    import structlog
+
+    return structlog
 
 
 class _StderrLines:
@@ -83,17 +97,48 @@ def level_from(value: str | None, default: int = logging.WARNING) -> int:
         raise ValueError(f"unknown log level {value!r}; use one of {', '.join(_LEVELS)}") from None
 
 
-def configure(
-    *, level: str | int | None = None, json: bool | None = None, stream: TextIO | None = None
-) -> None:
-    """Configure structlog for this process (stderr; level and format from args or env)."""
+def _settings(level: str | int | None, json: bool | None) -> tuple[int, bool]:
+    """(level, json) from the arguments, then the environment; ``ValueError`` for a bad level."""
     if level is None or isinstance(level, str):
         lvl = level_from(level if level is not None else os.environ.get("SUBAGENTS_LOG_LEVEL"))
     else:
         lvl = level
     if json is None:
         json = os.environ.get("SUBAGENTS_LOG_JSON", "") not in ("", "0", "false", "no")
+    return lvl, json
+
+
+_pending: tuple[int, bool, TextIO | None] | None = None
+"""Settings given to ``configure_on_first_use``, not yet applied."""
+
+
+def configure_on_first_use(
+    *, level: str | int | None = None, json: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """``configure``'s settings, checked now (``ValueError`` for a bad level) and applied at the
+    first line logged (or when a Runtime starts), in place of the quiet default.
+
+    Why: the command line must refuse a bad ``--log-level`` at once, but most commands
+    (``ps``, ``log``, ``info``) log nothing, and importing structlog imports rich's
+    tracebacks, its pretty-printer and asyncio. Where structlog is already imported there is
+    nothing to save: the settings apply at once, exactly as ``configure`` would."""
+    global _pending
+    lvl, as_json = _settings(level, json)
+    if "structlog" in sys.modules:
+        configure(level=lvl, json=as_json, stream=stream)
+        return
+    _pending = (lvl, as_json, stream)
+
+
+def configure(
+    *, level: str | int | None = None, json: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """Configure structlog for this process (stderr; level and format from args or env)."""
+    global _pending
+    _pending = None
+    lvl, json = _settings(level, json)
     out: Any = stream or STDERR
+    structlog = _structlog()
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -114,6 +159,32 @@ def configure(
     )
 
 
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+def _first_level() -> int:
+    """The level the first line logged will install (``ensure_configured``)."""
+    if _pending is not None:
+        return _pending[0]
+    try:
+        return level_from(os.environ.get("SUBAGENTS_LOG_LEVEL"))
+    except ValueError:
+        return logging.WARNING
+
+
+def _dropped(*args: Any, **kwargs: Any) -> None:
+    """A line below the level: not written, and structlog not imported for it."""
+
+
 class _Logger:
     """A module's logger: structlog's, with the quiet default installed at its first use
     (``ensure_configured``), not when the module is imported."""
@@ -124,6 +195,11 @@ class _Logger:
         self._name = name
 
     def __getattr__(self, attr: str) -> Any:
+        if "structlog" not in sys.modules:  # nobody configured structlog, nothing logged yet
+            level = _METHOD_LEVELS.get(attr)
+            if level is not None and level < _first_level():
+                return _dropped  # filtered out by the configuration its first line would install
+        structlog = _structlog()
         if not structlog.is_configured():
             ensure_configured()
         return getattr(structlog.get_logger(self._name), attr)
@@ -142,7 +218,12 @@ def get_logger(name: str) -> Any:
 
 def ensure_configured() -> None:
     """Install the quiet default unless the host (or the command) configured structlog."""
+    structlog = _structlog()
     if not structlog.is_configured():
+        if _pending is not None:  # the command line's settings (``configure_on_first_use``)
+            level, json, stream = _pending
+            configure(level=level, json=json, stream=stream)
+            return
         try:
             configure()
         except ValueError as exc:
@@ -166,6 +247,9 @@ def debug_enabled() -> bool:
     wrapper that cannot tell its level (e.g. one over stdlib logging, whose level can change
     at any time) counts as enabled.
     """
+    structlog = sys.modules.get("structlog")
+    if structlog is None:  # nothing logged or configured yet: the first line brings the default
+        return _first_level() <= logging.DEBUG
     wrapper = structlog.get_config()["wrapper_class"]
     known = _DEBUG_ON.get(wrapper)
     if known is None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from clikit import Cli
 
@@ -126,3 +127,32 @@ def test_a_bad_address_and_two_stores_at_once_are_usage_errors(cli: Cli) -> None
     both = cli("ps", "--state", str(cli.state), "--ray", "auto")
     assert both.returncode == 2
     assert "--state and --ray name two stores: give one" in both.stderr
+
+
+def test_a_tree_run_detached_on_the_cluster_outlives_its_command_and_is_stopped_from_another(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`subagents run --detach --ray`: the command returns once the root is admitted (its
+    process ends: the tree is hosted by a detached actor on the head); later commands see
+    the tree, stop it and wait for its end."""
+    address = ray_cluster.address
+    started = cli(
+        "run", "--detach", "worker", "keep waiting", "--agents", str(cli.agents), "--ray", address,
+        "--json",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    tree = msgspec.json.decode(started.stdout)
+    assert tree["host"].startswith("subagents-tree-")
+    assert tree["node"] == ray_cluster.head_node_id
+    live = served.get_run(tree["run_id"])  # (`ps --ray` itself: the tests above)
+    assert live.agent == "worker" and live.status in (RunStatus.RUNNING, RunStatus.WAITING)
+    stopped = cli("stop", tree["run_id"], "--ray", address)
+    assert stopped.returncode == 0, stopped.stderr
+    waited = cli("wait", tree["run_id"], "--ray", address)
+    assert waited.returncode == 4, waited.stderr  # cancelled
+    assert served.get_run(tree["run_id"]).status == RunStatus.CANCELLED
+    refused = cli(
+        "run", "--detach", "nobody", "x", "--agents", str(cli.agents), "--ray", address,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "unknown agent 'nobody'" in refused.stderr  # before any host is started

@@ -314,3 +314,114 @@ def test_a_stop_cancels_the_subtree_on_both_nodes_once_and_their_agents_go(
     assert terminal == {run_id: ["cancelled"] for run_id in stopped}
     assert left == {ray_cluster.head_node_id: [], ray_cluster.worker_node_id: []}
     assert nodes == {ray_cluster.head_node_id, ray_cluster.worker_node_id}
+
+
+async def mixed_fan(ctx: AgentContext) -> str:
+    """Spawns ``task`` children at once, alternating between the two nodes' workers."""
+    n = int(ctx.task)
+    names = ("near_worker", "far_worker")
+    outcomes = await ctx.gather(*(ctx.spawn(names[i % 2], str(i)) for i in range(n)))
+    return ",".join(str(o.result) for o in outcomes)
+
+
+async def two_fans(ctx: AgentContext) -> str:
+    """One fan on each node, each spawning three ``worker`` runs (which follow their parent:
+    the agent runs on both nodes)."""
+    outcomes = await ctx.gather(ctx.spawn("fan_here", "3"), ctx.spawn("fan_there", "3"))
+    return "+".join(str(o.result) for o in outcomes)
+
+
+async def fan_of_workers(ctx: AgentContext) -> str:
+    outcomes = await ctx.gather(*(ctx.spawn("worker", str(i)) for i in range(int(ctx.task))))
+    return ",".join(str(o.result) for o in outcomes)
+
+
+class SlotWatch:
+    """The runs holding a slot, from the events: started or unparked, until parked or ended
+    (a parked run lent its slot to a queued one); the most of them at once in each scope."""
+
+    def __init__(self) -> None:
+        self.holding: dict[str, Event] = {}
+        self.waiting: set[str] = set()
+        self.queued: list[Event] = []
+        self.peaks: dict[tuple[str, str], int] = {}
+        self.released: set[str] = set()
+        self.changed = threading.Condition()
+
+    def on_event(self, event: Event) -> None:
+        with self.changed:
+            kind = event.kind
+            if kind in (EventKind.STARTED, EventKind.UNPARKED):
+                self.holding[event.run_id] = event
+            elif kind == EventKind.PARKED or kind.value in TERMINAL:
+                self.holding.pop(event.run_id, None)
+            if kind == EventKind.QUEUED:
+                self.queued.append(event)
+            if kind == EventKind.WAITING and event.agent.endswith("worker"):
+                self.waiting.add(event.run_id)
+            for scope in self._scopes():
+                count = sum(1 for e in self.holding.values() if scope in self._of(e))
+                self.peaks[scope] = max(self.peaks.get(scope, 0), count)
+            self.changed.notify_all()
+
+    @staticmethod
+    def _of(event: Event) -> set[tuple[str, str]]:
+        return {("global", ""), ("agent", event.agent), ("parent", event.parent_run_id or "")}
+
+    def _scopes(self) -> set[tuple[str, str]]:
+        return {scope for e in self.holding.values() for scope in self._of(e)}
+
+    def release_all(self, rt: Runtime, n: int) -> None:
+        """Mails each waiting worker (as it waits), until ``n`` of them in all were."""
+        released = self.released
+        while len(released) < n:
+            with self.changed:
+                assert self.changed.wait_for(lambda: self.waiting - released, WAIT_S), "none waits"
+                ready = sorted(self.waiting - released)
+            for run_id in ready:
+                rt.send(run_id, "go")
+                released.add(run_id)
+
+
+def test_the_global_per_agent_and_per_parent_limits_hold_across_both_nodes(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """Runs spread over both nodes, spawned at once: the runs holding a slot never exceed
+    their parent's ``maxChildren`` (2 for ``narrow``, whose children alternate between the
+    nodes), the per-agent limit (3 ``worker`` runs, under a fan on each node) nor the global
+    one (5), counted across both nodes; and runs were queued in both trees (a limit was met),
+    so the checks had something to check."""
+    agents = [
+        FunctionAgent.create("narrow", mixed_fan, metadata=ON_HEAD, max_children=2),
+        FunctionAgent.create("near_worker", gate, metadata=ON_HEAD),
+        FunctionAgent.create("far_worker", gate, metadata=ON_WORKER),
+        FunctionAgent.create("top", two_fans, metadata=ON_HEAD),
+        FunctionAgent.create("fan_here", fan_of_workers, metadata=ON_HEAD),
+        FunctionAgent.create("fan_there", fan_of_workers, metadata=ON_WORKER),
+        FunctionAgent.create("worker", gate),
+    ]
+    watch = SlotWatch()
+    limits = Limits(max_concurrency=5, per_agent=3, max_children=10)
+    with runtime(ray_cluster, store, agents, limits=limits) as rt:
+        rt.subscribe(watch.on_event)
+        narrow = rt.spawn("narrow", "6")
+        watch.release_all(rt, 6)
+        first = narrow.result(WAIT_S)
+        assert first.status == RunStatus.COMPLETED, first.error
+        top = rt.spawn("top", "go")
+        watch.release_all(rt, 12)
+        second = top.result(WAIT_S)
+        assert second.status == RunStatus.COMPLETED, second.error
+        placed = [(store.get_run(r), ns) for r, ns in rt.placements().items()]
+    assert first.result == ",".join(f"{i}:go" for i in range(6))
+    assert second.result == "+".join([",".join(f"{i}:go" for i in range(3))] * 2)
+    nodes = {(r.agent, n) for r, ns in placed for n in ns}
+    head, worker = ray_cluster.head_node_id, ray_cluster.worker_node_id
+    assert {("near_worker", head), ("far_worker", worker)} <= nodes
+    assert {("worker", head), ("worker", worker)} <= nodes  # one agent on both nodes
+    peaks = watch.peaks
+    assert peaks[("parent", first.run_id)] == 2  # narrow's maxChildren: reached, not passed
+    assert peaks[("agent", "worker")] <= 3
+    assert peaks[("global", "")] <= 5
+    queued_in = {e.root_run_id for e in watch.queued}
+    assert queued_in == {first.run_id, second.run_id}  # both trees met a limit

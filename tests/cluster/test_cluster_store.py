@@ -68,13 +68,19 @@ def test_a_batch_that_raises_sends_nothing_and_a_nested_one_drops_only_its_own(
     assert store.events("n2") == [event("n2")]
 
 
-def test_writes_that_answer_are_refused_inside_a_batch_but_a_claim_commits_with_it(
+def test_a_command_posted_inside_a_batch_commits_with_it_and_a_claim_commits_with_it(
     store: ClusterStore,
 ) -> None:
+    with pytest.raises(RuntimeError), store.batch():  # held: a failed batch posts nothing
+        store.save_run(run("c0"))
+        assert store.post_command("stop", "c0") == 0
+        raise RuntimeError("the batch fails")
+    assert store.take_commands(["c0"]) == []
     with store.batch():
         store.save_run(run("c1"))
-        with pytest.raises(StoreError, match="post_command inside a batch"):
-            store.post_command("stop", "c1")
+        assert store.post_command("send", "c1", "held") == 0  # its id: known once committed
+    posted = store.take_commands(["c1"])
+    assert [(c.kind, c.content) for c in posted] == [("send", "held")]
     command = store.post_command("stop", "c1")
     with store.batch():  # the supervisor's way: claim, then act, in one batch
         store.save_run(run("c2"))

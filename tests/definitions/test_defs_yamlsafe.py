@@ -94,6 +94,22 @@ SAME_EITHER_WAY = [
     "",
     "just text\n",
     "- - - - x\n",
+    # the fast path builds str/map/seq itself: every other shape must come out as safe_load's
+    "=: equals\nx: 1\n",  # an '=' key (the value tag) becomes the string '='
+    "a: 1\na: 2\n",  # a duplicate key: the last wins
+    "~: null key\n1: int key\n2024-01-02: date key\ntrue: bool key\n1.5: float key\n",
+    "f: [.inf, -.Inf, .nan, 1e3, 0x1f, 0o17, +12, 1_000]\n",
+    "q: !!str 12\nr: !!int '3'\ns: !!float '2'\nn: !!null ''\n",
+    "m: !!map {a: b}\nl: !!seq [c, d]\n",
+    "t: 2001-12-14t21:59:43.10-05:00\n",
+    "p: !!pairs [{a: 1}, {a: 2}]\n",
+    "? [a, b]\n: unhashable key\n",
+    "? {a: 1}\n: unhashable key\n",
+    "x: !custom thing\n",
+    "x: !!python/object:os.system ls\n",
+    "o: !!omap [{k: 1}, {k: 2}]\n",
+    "d: " + "{a: " * (MAX_DEPTH - 1) + "1" + "}" * (MAX_DEPTH - 1) + "\n",
+    "d: " + "{a: " * MAX_DEPTH + "1" + "}" * MAX_DEPTH + "\n",
 ]
 
 
@@ -117,3 +133,55 @@ def test_the_fast_path_and_the_checking_loaders_agree(text: str):
         assert fast == pure
     else:
         assert pure[0] == "problem" and pure[2:] == fast[2:]
+
+
+@pytest.mark.parametrize("text", SAME_EITHER_WAY)
+def test_values_are_exactly_safe_loads(text: str):
+    """Every value the loaders give is ``yaml.safe_load``'s, type for type (the fast path
+    constructs plain strings, mappings and lists itself and must not drift from it)."""
+    answers: list[tuple[object, ...]] = []
+    for use_libyaml in (True, False):
+        try:
+            answers.append(("value", load_yaml(text, use_libyaml=use_libyaml)))
+        except YamlProblem as problem:
+            if not problem.refused:  # a refusal (too deep, too big) is ours, not safe_load's
+                answers.append(("error",))
+    if not answers:
+        return
+    safe_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # safe_load's, in C: fast
+    try:
+        expected: tuple[object, ...] = ("value", yaml.load(text, Loader=safe_loader))
+    except (yaml.YAMLError, RecursionError):
+        expected = ("error",)
+    for got in answers:
+        assert _typed(got) == _typed(expected)
+
+
+def _typed(value: object) -> object:
+    """``value`` with the type of every part beside it: ``1 == True == 1.0`` must not hide a
+    type that changed (NaN is compared as its text, it equals nothing)."""
+    if isinstance(value, dict):
+        return ("dict", sorted((repr(_typed(k)), _typed(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_typed(item) for item in value])
+    if isinstance(value, set):
+        return ("set", sorted(repr(_typed(item)) for item in value))
+    return (type(value).__name__, repr(value))
+
+
+def test_corpus_frontmatter_loads_as_safe_load_does():
+    """All 372 public frontmatters: the fast path's values equal ``yaml.safe_load``'s."""
+    from corpora import definition_files, require_public_corpus
+    from subagents.definitions.frontmatter import split
+
+    safe_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # safe_load's, in C: fast
+    compared = 0
+    for path in definition_files(require_public_corpus()):
+        header = "\n".join(split(path.read_text(encoding="utf-8"))[0]) + "\n"
+        try:
+            expected = yaml.load(header, Loader=safe_loader)
+        except yaml.YAMLError:
+            continue  # read leniently by frontmatter.parse, covered elsewhere
+        assert _typed(load_yaml(header)) == _typed(expected), path
+        compared += 1
+    assert compared > 300

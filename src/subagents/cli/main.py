@@ -9,7 +9,8 @@ nor structlog (``benchmarks/cli_startup.py`` measures them).
 
 Logging options (``-v``, ``--log-level``, ``--log-json``) are accepted before or after the
 sub-command name; their environment twins are ``SUBAGENTS_LOG_LEVEL`` and
-``SUBAGENTS_LOG_JSON``. One place configures structlog: ``subagents.logs.configure``.
+``SUBAGENTS_LOG_JSON``. One place configures structlog: ``subagents.logs.configure`` (at the
+first line logged: ``configure_on_first_use``).
 """
 
 from __future__ import annotations
@@ -167,8 +168,11 @@ def build_parser(
 
 
 def _configure_logging(args: argparse.Namespace) -> str | None:
-    """Configure structlog from the flags (then the environment); an error message or None."""
-    from subagents.logs import configure
+    """Configure structlog from the flags (then the environment); an error message or None.
+
+    Checked now, applied at the first line logged: most commands log nothing, and importing
+    structlog costs more than the rest of ``subagents ps`` (``logs.configure_on_first_use``)."""
+    from subagents.logs import configure_on_first_use as configure
 
     level: str | int | None = args.log_level
     if level is None and args.verbose:

@@ -12,6 +12,8 @@ With --detach the tree runs in a background host process (its own session: closi
 terminal does not end it; its output goes to a log beside the store) and the command prints
 the root's run id and returns at once: `subagents attach RUN` watches it live from any
 terminal, `subagents wait RUN` waits for its end and exits with its status code.
+On a Ray cluster (--ray, $SUBAGENTS_RAY_ADDRESS) the background host is a detached actor on
+the cluster's head node (``cluster.detached``): the tree goes on after this command exits.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
 2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled); with
@@ -122,10 +124,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _detach(args: argparse.Namespace, task: str) -> int:
-    """The tree in a background host (``cli.detach``); here, its run id once admitted."""
+    """The tree in a background host (``cli.detach``); here, its run id once admitted. On a
+    Ray cluster, the host is a detached actor on its head node (``cluster.detached``)."""
     from subagents.cli import output
     from subagents.cli.detach import detach
+    from subagents.cli.runtime_args import cluster_from
     from subagents.store.paths import default_store_path
+
+    address = cluster_from(args)
+    if address is not None:
+        return _detach_on_cluster(args, task, address)
 
     def host(report: Callable[[str], None]) -> int:
         try:
@@ -151,6 +159,54 @@ def _detach(args: argparse.Namespace, task: str) -> int:
             f"subagents run: {args.agent} is run {done.run_id}, hosted in the background by"
             f" pid {done.pid} (log {done.log}); `subagents attach {done.run_id}` to watch it,"
             f" `subagents wait {done.run_id}` for its end\n"
+        )
+    return 0
+
+
+def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int:
+    """The tree in a tree host on the cluster's head (``cluster.detached``): the definitions
+    are read here and travel with it; this command returns once the root is admitted."""
+    from subagents.cli import output
+    from subagents.cli.runtime_args import definitions_from, runtime_options
+    from subagents.cluster.connect import ClusterError
+    from subagents.cluster.detached import start_detached
+    from subagents.supervision.core import AdmissionError
+
+    options = runtime_options(args)
+    agents = definitions_from(args)
+    names = sorted(spec.name for spec in agents)
+    if args.agent not in names:  # refused here: no host is started for nothing
+        raise CliError(
+            f"unknown agent {args.agent!r}; known agents: {', '.join(names)}", EXIT_USAGE
+        )
+    options.update(agents=agents, agent_dirs=[], discover=False)
+    try:
+        tree = start_detached(
+            args.agent,
+            task,
+            cluster=address,
+            options={
+                "model": args.model,
+                "timeout": args.timeout,
+                "token_budget": args.budget,
+                "cleanup": args.cleanup,
+            },
+            **options,
+        )
+    except AdmissionError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except ClusterError as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        output.print_json(
+            {"run_id": tree.run_id, "host": tree.host, "pid": tree.pid, "node": tree.node}
+        )
+    else:
+        print(tree.run_id)
+        sys.stderr.write(
+            f"subagents run: {args.agent} is run {tree.run_id}, hosted on the cluster by"
+            f" {tree.host} (pid {tree.pid} on the head node); `subagents wait {tree.run_id}"
+            f" --ray {address}` for its end\n"
         )
     return 0
 

@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_state_argument
 
@@ -234,35 +234,18 @@ def start_runtime(
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
-    from subagents.store.leases import lease_seconds
 
-    try:
-        lease_seconds()  # SUBAGENTS_LEASE_S, checked before anything starts
-    except ValueError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
-    limits = limits_from(args, timeout=timeout)
-    permissions = permissions_from(args)
-    workspace = workspace_from(args)
+    options = runtime_options(args, timeout=timeout)
     approvals = terminal_approvals(args)
-    model = choose_model(args)
     address = cluster_from(args)
     store = open_cluster_store_for_run(address) if address else open_store(args.state)
     try:
         runtime = Runtime(
             cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
-            workspace=workspace,
-            permissions=permissions,
             approve=approvals,
-            allow_hooks=args.allow_hooks,
-            allow_mcp_commands=args.allow_mcp_commands,
-            model=model,
-            limits=limits,
             store=store,
-            agent_dirs=list(args.agent_dirs),
-            discover=True,
-            default_model=args.model,
             restore=restore,
-            strict=args.strict,
+            **options,
         )
     except DefinitionError as exc:
         store.close()
@@ -274,6 +257,50 @@ def start_runtime(
         store.close()
         raise
     return Hosted(runtime=runtime, store=store, offline=is_offline(args), approvals=approvals)
+
+
+def runtime_options(args: argparse.Namespace, *, timeout: float | None = None) -> dict[str, Any]:
+    """The Runtime's keyword arguments the options describe (all but its store, cluster,
+    restore and approval handler: the caller's), each checked: a bad one is a ``CliError``
+    before anything starts."""
+    from subagents.store.leases import lease_seconds
+
+    try:
+        lease_seconds()  # SUBAGENTS_LEASE_S, checked before anything starts
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    limits = limits_from(args, timeout=timeout)
+    permissions = permissions_from(args)
+    workspace = workspace_from(args)
+    return {
+        "workspace": workspace,
+        "permissions": permissions,
+        "allow_hooks": args.allow_hooks,
+        "allow_mcp_commands": args.allow_mcp_commands,
+        "model": choose_model(args),
+        "limits": limits,
+        "agent_dirs": list(args.agent_dirs),
+        "discover": True,
+        "default_model": args.model,
+        "strict": args.strict,
+    }
+
+
+def definitions_from(args: argparse.Namespace) -> list[AgentSpec]:
+    """The definitions the options find (``--agents`` folders, .claude/agents, the built-in
+    ones), read here: what a tree hosted elsewhere (on a cluster's head) takes with it."""
+    from subagents.assembly import catalog_for, report_issues
+    from subagents.behaviour.tools import runtime_tool_names
+    from subagents.definitions.errors import DefinitionError
+    from subagents.tools.builtin import builtin_tools
+
+    names = runtime_tool_names(builtin_tools())
+    try:
+        catalog = catalog_for([], list(args.agent_dirs), True, names, args.strict)
+        report_issues(catalog.issues(), args.strict)
+    except DefinitionError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    return list(catalog.list())
 
 
 def cluster_from(args: argparse.Namespace) -> str | None:

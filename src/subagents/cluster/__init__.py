@@ -15,4 +15,6 @@ What lives where (see docs/cluster.md):
 - ``membership``: which nodes host runs, and which of them are alive;
 - ``placement``: on which node a run goes (its parent's, else the least loaded; a
   definition may require a Ray custom resource).
+- ``detached``: trees that outlive the program that started them, each hosted by a named,
+  detached actor on the head node (``start_detached``, `subagents run --detach --ray`).
 """

@@ -1,7 +1,8 @@
 """The head: one Ray actor per cluster, named, detached, on the head node. It serves the
-cluster's store (``store_service``) and keeps the membership of the node hosts (``liveness``);
-the supervisor's decisions will run in it too, so the store's one writer stays the supervisor
-and group commit is kept (docs/cluster.md).
+cluster's store (``store_service``) and keeps the membership of the node hosts (``liveness``).
+The supervisors write through it (group commit kept: a batch is one call, one transaction);
+a tree that outlives its driver has its supervisor in a tree host beside it on the head
+node (``detached``; docs/cluster.md).
 
 Why these options (Ray's own state actors use the same ones):
 

@@ -34,6 +34,7 @@ from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
+from subagents.cluster.wire import pack, unpack
 from subagents.logs import get_logger
 from subagents.messages import HostLost
 from subagents.supervision.effects import Effect, StartRun
@@ -148,7 +149,7 @@ class ClusterHosting:
             raise PlacementError(f"no host on node {node[:12]}")
         with self._lock:  # numbered and submitted together: the node applies them in order
             self._seq[node] = seq = self._seq.get(node, 0) + 1
-            host.deliver.remote(self._epochs[node], seq, effects)
+            host.deliver.remote(self._epochs[node], seq, pack(effects))
 
     # ---- the nodes' side -------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class ClusterHosting:
         ray = self._ray
         while not self._closed.is_set():
             try:
-                items = ray.get(host.collect.remote(COLLECT_MOST, COLLECT_WAIT_S))
+                items = unpack(ray.get(host.collect.remote(COLLECT_MOST, COLLECT_WAIT_S)))
             except ray.exceptions.RayActorError as exc:
                 if self._closed.is_set():
                     return

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
@@ -63,16 +63,7 @@ class NodeKit:
     def checked(self) -> NodeKit:
         """This kit, once it is known to travel (pickled by Ray's cloudpickle); else a
         ``KitError`` naming what would not."""
-        from ray import cloudpickle  # untyped: reached through Any
-
-        pickler: Any = cloudpickle
-
-        for fn in self.functions.values():
-            module = getattr(fn, "__module__", None)
-            if module and module != "__main__" and not module.startswith("subagents."):
-                found = sys.modules.get(module)
-                if found is not None:
-                    pickler.register_pickle_by_value(found)
+        pickler = by_value(self.functions.values())
         named: dict[str, Any] = {"the function agents": self.functions}
         named.update(
             {
@@ -92,3 +83,18 @@ class NodeKit:
                     " functions defined at module level)"
                 ) from exc
         return self
+
+
+def by_value(functions: Iterable[Callable[..., Any]]) -> Any:
+    """Ray's cloudpickle, told to send the modules of ``functions`` that are not part of this
+    package by value (a script's, a test module's: a node or the head cannot import them)."""
+    from ray import cloudpickle  # untyped: reached through Any
+
+    pickler: Any = cloudpickle
+    for fn in functions:
+        module = getattr(fn, "__module__", None)
+        if module and module != "__main__" and not module.startswith("subagents."):
+            found = sys.modules.get(module)
+            if found is not None:
+                pickler.register_pickle_by_value(found)
+    return pickler

@@ -35,6 +35,7 @@ import structlog
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
 from subagents.cluster.membership import NodeInfo
+from subagents.cluster.wire import pack, unpack
 
 log = structlog.get_logger("subagents.cluster")
 
@@ -75,6 +76,7 @@ class NodeHost:
             node=self.node, host=socket.gethostname(), slots=slots, resources=resources
         )
         self._runs: Any = None
+        self._closed = False
         self._in_order = InOrder()
         self._epoch = 0
         self._applied: asyncio.Condition | None = None
@@ -98,12 +100,13 @@ class NodeHost:
 
         if self._runs is not None:
             self._runs.close()
+        self._closed = False
         self._runs = NodeRuns(kit.behaviour_for())
         self._in_order = InOrder()
         self._epoch = epoch
         return {"node": self.node, "pid": os.getpid(), "info": self.info}
 
-    async def deliver(self, epoch: int, seq: int, effects: list[Any]) -> None:
+    async def deliver(self, epoch: int, seq: int, effects: bytes) -> None:
         """The supervisor's ``seq``-th batch of effects for the runs on this node (counted
         from 1 after the ``epoch``-th ``setup``), carried out in the order they were sent:
         Ray does not keep an async actor's calls in order, so a batch that overtook an
@@ -111,25 +114,27 @@ class NodeHost:
         which died) is dropped: its runs were started again elsewhere."""
         runs = self._runs
         if runs is None:
+            if self._closed:  # the runtime is closing: what it still sends has no run here
+                return
             raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
         if epoch != self._epoch:
             return
-        for batch in self._in_order.arrived(seq, effects):
+        for batch in self._in_order.arrived(seq, unpack(effects)):
             runs.deliver(batch)
         if self._applied is not None:
             async with self._applied:
                 self._applied.notify_all()
 
-    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> list[Any]:
+    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> bytes:
         """What this node's agents told and asked the supervisor, in order (waits up to
-        ``wait_s`` for the first item)."""
+        ``wait_s`` for the first item), packed (``wire``)."""
         runs = self._runs
         if runs is None:
             raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
         items: list[Any] = runs.outbox.take(most, 0.0)  # what is queued: no thread hop
         if not items:
             items = await asyncio.to_thread(runs.outbox.take, most, wait_s)
-        return items
+        return pack(items)
 
     async def answer(self, answers: list[Any]) -> None:
         if self._runs is not None:
@@ -149,6 +154,7 @@ class NodeHost:
     async def close(self) -> None:
         """Stop every agent hosted here (the runtime is closing)."""
         runs, self._runs = self._runs, None
+        self._closed = True
         if runs is not None:
             await asyncio.to_thread(runs.close)
 

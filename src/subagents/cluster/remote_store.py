@@ -11,9 +11,13 @@ transaction (all or nothing, one commit). A nested batch that raises drops only 
 writes (as a savepoint would). A read made inside a batch that holds writes is answered as
 if they were committed (``StoreService.read_within``) without committing them.
 
-The writes that answer (``post_command``, ``renew_lease``) cannot be held: inside a batch
-they are refused. ``take_commands`` inside a batch (the supervisor claims commands and acts
-on them in one batch) commits what the batch holds so far together with the claim, in one
+``renew_lease`` answers, so it cannot be held: inside a batch it is refused. A
+``post_command`` inside a batch (the supervisor passing a stop or a mail on to the runtime
+that hosts the run, in its group commit) is held with the batch's writes and committed with
+them, as on a local file; its answer there is 0 (the command's id is known only once it is
+committed, and that caller does not read it).
+``take_commands`` inside a batch (the supervisor claims commands and acts on them in one
+batch) commits what the batch holds so far together with the claim, in one
 transaction; the batch's later writes are a transaction of their own, so a failure between
 the two loses the claimed commands' effects (not the store's consistency), a narrower promise
 than a local file's.
@@ -260,6 +264,11 @@ class ClusterStore:
     # ---- commands --------------------------------------------------------------------------
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        """The command's id; 0 inside a batch, where it is held and committed with the batch
+        (see the module)."""
+        if self._depth > 0:
+            self._write("post_command", kind, run_id, content)
+            return 0
         result: int = self._answering("post_command", kind, run_id, content)
         return result
 

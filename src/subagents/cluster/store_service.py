@@ -63,9 +63,11 @@ WRITES = frozenset(
         "mark_outcome_delivered",
         "acquire_lease",
         "release_lease",
+        "post_command",
     }
 )
-"""Writes that answer nothing: a client holds them inside its batch and sends them at once."""
+"""Writes a client may hold inside its batch and send at once: they answer nothing, or (a
+command posted inside the supervisor's group commit) nobody reads their answer."""
 
 ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease"})
 """Writes whose answer the caller needs at once: never held in a batch."""

@@ -310,7 +310,7 @@ class DefinitionLoader:
                     LoadIssue(reason=f"{reason}; no definitions loaded from it", file=source.path)
                 )
                 continue
-            root = Path(source.path)
+            root = source.path
             while pending is not None and pending[0] == index:
                 _, path, stamp = pending
                 pending = next(files, None)
@@ -352,13 +352,13 @@ class DefinitionLoader:
         )
 
     def _read(
-        self, key: tuple[int, str], stamp: tuple[int, int], root: Path, level: Level
+        self, key: tuple[int, str], stamp: tuple[int, int], root: str, level: Level
     ) -> _Cached:
         cached = self._cache.get(key)
         if cached is not None and cached.stamp == stamp and stamp != _NO_STAMP:
             return cached
         specs, issues = read_file(
-            Path(key[1]),
+            key[1],
             root=root,
             level=level,
             known_tools=self._known_tools,

@@ -87,13 +87,21 @@ def _as_path(extends: str) -> str:
     return text[: -len(".md")] if text.lower().endswith(".md") else text
 
 
-def _parents(specs: Mapping[str, AgentSpec]) -> dict[str, str | LoadIssue]:
-    """Each ``extends`` resolved to a parent's name (or the reason it cannot be)."""
+def _by_path(specs: Mapping[str, AgentSpec]) -> dict[str, list[AgentSpec]]:
     by_path: dict[str, list[AgentSpec]] = {}
     for spec in specs.values():
         key = _path_key(spec)
         if key is not None:
             by_path.setdefault(key, []).append(spec)
+    return by_path
+
+
+def _parents(specs: Mapping[str, AgentSpec]) -> dict[str, str | LoadIssue]:
+    """Each ``extends`` resolved to a parent's name (or the reason it cannot be).
+
+    The index by path is built only when some ``extends`` is not a name: most loads have no
+    ``extends`` at all, and a path per definition is most of this function's cost."""
+    by_path: dict[str, list[AgentSpec]] | None = None
     found: dict[str, str | LoadIssue] = {}
     for spec in specs.values():
         wanted = spec.extends
@@ -102,6 +110,8 @@ def _parents(specs: Mapping[str, AgentSpec]) -> dict[str, str | LoadIssue]:
         if wanted in specs:
             found[spec.name] = wanted
             continue
+        if by_path is None:
+            by_path = _by_path(specs)
         matches = by_path.get(_as_path(wanted), [])
         same_level = [m for m in matches if m.level == spec.level]
         matches = same_level or matches

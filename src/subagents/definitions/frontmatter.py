@@ -69,38 +69,54 @@ def split(text: str) -> tuple[list[str], int, str, int, list[Note]]:
 
     Raises ``DefinitionError`` when there is no header or it never closes.
     """
-    lines = normalise_text(text).split("\n")
+    text = normalise_text(text)
+    size = len(text)
     notes: list[Note] = []
-    start = 0
-    while start < len(lines) and not lines[start].strip():
-        start += 1
-    if start == len(lines):
-        raise DefinitionError("file is empty", line=1)
-    if lines[start].strip() != "---":
+    # Lines are cut one at a time up to the closing line: the body (most of a file) is
+    # sliced off whole, never split into lines and joined again.
+    pos = number = 0  # where the current line starts; its 0-based line number
+    while True:
+        end = text.find("\n", pos)
+        end = size if end < 0 else end
+        line = text[pos:end]
+        if line.strip():
+            break
+        if end >= size:
+            raise DefinitionError("file is empty", line=1)
+        pos, number = end + 1, number + 1
+    start = number
+    if line.strip() != "---":
         raise DefinitionError(
             "no frontmatter: a definition starts with a '---' line, then 'name:' and "
-            f"'description:', then '---'; found {_preview(lines[start])}",
+            f"'description:', then '---'; found {_preview(line)}",
             line=start + 1,
         )
-    indent = _indent(lines[start])
+    indent = _indent(line)
     if start:
         notes.append(Note(start + 1, f"frontmatter starts after {start} blank line(s)"))
     if indent:
         notes.append(Note(start + 1, f"frontmatter is indented by {indent} character(s)"))
-    end = None
-    for j in range(start + 1, len(lines)):
-        stripped = lines[j].strip()
-        if _CLOSING.match(stripped) and _indent(lines[j]) <= indent:
-            end = j
+    lines: list[str] = []
+    while True:
+        if end >= size:
+            raise DefinitionError(
+                "frontmatter is never closed: no '---' line after it", line=start + 1
+            )
+        pos, number = end + 1, number + 1
+        end = text.find("\n", pos)
+        end = size if end < 0 else end
+        line = text[pos:end]
+        stripped = line.strip()
+        if _CLOSING.match(stripped) and _indent(line) <= indent:
             break
-    if end is None:
-        raise DefinitionError("frontmatter is never closed: no '---' line after it", line=start + 1)
-    closing = lines[end].strip()
-    if closing not in ("---", "..."):
-        notes.append(Note(end + 1, f"frontmatter closed by {len(closing)} dashes instead of '---'"))
-    header = [_dedent(line, indent) for line in lines[start + 1 : end]]
-    body = "\n".join(lines[end + 1 :])
-    return header, start + 2, body, end + 2, notes
+        lines.append(line)
+    if stripped not in ("---", "..."):
+        notes.append(
+            Note(number + 1, f"frontmatter closed by {len(stripped)} dashes instead of '---'")
+        )
+    header = [_dedent(header_line, indent) for header_line in lines]
+    body = text[end + 1 :] if end < size else ""
+    return header, start + 2, body, number + 2, notes
 
 
 def _dedent(line: str, indent: int) -> str:

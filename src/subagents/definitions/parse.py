@@ -9,7 +9,9 @@ Every spec that leaves this module has passed ``validate``'s error checks.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -321,36 +323,56 @@ def parse_json(
     return specs
 
 
-def _category(path: Path, root: Path | None) -> str:
+def _category(source: str, root: str | None) -> str:
+    """The folder of ``source`` below ``root``, as a posix path ('' at the root or outside it).
+
+    Plain string work for the usual case (``source`` found by walking ``root``); anything
+    else goes through ``pathlib``, which normalises both sides.
+    """
     if root is None:
         return ""
+    folder = os.path.dirname(source)
+    if folder == root:
+        return ""
+    if os.sep == "/" and folder.startswith(root) and folder[len(root) : len(root) + 1] == "/":
+        rest = folder[len(root) + 1 :]
+        if rest and "//" not in rest and "/./" not in f"/{rest}/" and "/../" not in f"/{rest}/":
+            return rest
     try:
-        relative = path.parent.relative_to(root)
+        relative = Path(folder).relative_to(Path(root))
     except ValueError:
         return ""
     text = relative.as_posix()
     return "" if text == "." else text
 
 
-def read_file_text(path: Path, *, head: int | None = None) -> str:
+def read_file_text(path: str | os.PathLike[str], *, head: int | None = None) -> str:
     """A definition file's text; ``DefinitionError`` if missing, too big, binary or not UTF-8.
 
     The size is checked with ``stat`` first and the read is capped, so a huge file is refused
     without being read whole. ``head`` reads only about that many bytes (whole lines), for
-    callers that need just the frontmatter.
+    callers that need just the frontmatter. The read asks for the size ``stat`` gave (plus
+    one byte, to notice a file that grew): asking for the 1 MiB cap itself made every read
+    allocate and release a 1 MiB buffer, most of a cold load's reading time.
     """
-    source = str(path)
+    source = os.fspath(path)
     try:
-        size = path.stat().st_size
-        if not path.is_file():
+        info = os.stat(source)
+        if not stat.S_ISREG(info.st_mode):
             raise DefinitionError("not a regular file", file=source)
+        size = info.st_size
         if size > MAX_FILE_BYTES:
             raise DefinitionError(
                 f"file is {size} bytes, over the 1 MiB limit for definitions; not read",
                 file=source,
             )
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1 if head is None else head)
+        with open(source, "rb") as handle:
+            if head is not None:
+                raw = handle.read(head)
+            else:
+                raw = handle.read(size + 1)
+                if len(raw) > size:  # it grew since the stat: read on, up to the cap
+                    raw += handle.read(MAX_FILE_BYTES + 1 - len(raw))
     except FileNotFoundError:
         raise DefinitionError("file not found", file=source) from None
     except OSError as exc:
@@ -391,22 +413,23 @@ def load_file(
 
 
 def read_file(
-    path: Path,
+    path: str | os.PathLike[str],
     *,
-    root: Path | None = None,
+    root: str | os.PathLike[str] | None = None,
     level: Level = Level.DIRS,
     known_tools: frozenset[str] = KNOWN_TOOLS,
     extra_tools: Iterable[str] = (),
     strict: bool = False,
 ) -> tuple[list[AgentSpec], list[LoadIssue]]:
-    """``load_file`` with the validation settings of a loader."""
-    source = str(path)
+    """``load_file`` with the validation settings of a loader (paths as ``str`` or ``Path``:
+    the loader passes the strings its folder walk produced, without building a ``Path``)."""
+    source = os.fspath(path)
     try:
         text = read_file_text(path)
     except DefinitionError as exc:
         return [], [_issue(exc, source, None)]
     try:
-        if path.suffix.lower() == ".json":
+        if os.path.splitext(source)[1].lower() == ".json":
             return read_json(
                 text,
                 source=source,
@@ -418,7 +441,7 @@ def read_file(
         spec, issues = read_markdown(
             text,
             source=source,
-            category=_category(path, root),
+            category=_category(source, None if root is None else os.fspath(root)),
             level=level,
             known_tools=known_tools,
             extra_tools=extra_tools,

@@ -23,6 +23,7 @@ Names and types compare case-insensitively (Claude Code's types are ``Explore``,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,10 +136,18 @@ def _named(entry: str) -> tuple[str, ...] | None:
     return tuple(p.strip().lower() for p in match.group(2).split(",") if p.strip())
 
 
+@functools.cache
+def _spellings(key: str) -> tuple[str, str, str]:
+    """``key`` in camelCase (as given), snake_case and kebab-case."""
+    snake = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
+    return key, snake, snake.replace("_", "-")
+
+
 def _setting(metadata: Mapping[str, Any], key: str) -> tuple[str, Any] | None:
     """(key as written, value) of ``key`` in camelCase, snake_case or kebab-case."""
-    snake = re.sub(r"(?<!^)([A-Z])", r"_\1", key).lower()
-    for written in (key, snake, snake.replace("_", "-")):
+    if not metadata:
+        return None
+    for written in _spellings(key):
         if written in metadata:
             return written, metadata[written]
     return None

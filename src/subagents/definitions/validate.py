@@ -130,9 +130,10 @@ def name_problem(name: str) -> str | None:
     if not name.strip():
         return "name is empty"
     shown = _shown(name)
-    for char in name:
-        if _invisible(char):
-            return f"name {shown} contains a control or invisible character U+{ord(char):04X}"
+    if not (name.isascii() and name.isprintable()):  # printable ASCII has no invisible char
+        for char in name:
+            if _invisible(char):
+                return f"name {shown} contains a control or invisible character U+{ord(char):04X}"
     if name != name.strip():
         return f"name {shown} starts or ends with whitespace"
     if len(name) > MAX_NAME_LENGTH:

@@ -7,8 +7,9 @@ outright, caps nesting depth and node count while composing (before anything is 
 reports problems with their line so the caller can say where the file is wrong.
 
 Each document is parsed once. A short document with no ``&``, ``*`` or ``<<`` cannot hold a
-bomb, so libyaml's C loader reads it whole and the result's depth and size are checked
-afterwards (the normal case: agent frontmatter). Anything else, and anything that fails that
+bomb, so libyaml parses and composes it in C and its values are built with the depth and size
+checked as they are built (the normal case: agent frontmatter; the values are exactly
+``yaml.safe_load``'s). Anything else, and anything that fails that
 way, is read by a loader whose composer checks every node as it is built, on libyaml's parser
 (or PyYAML's pure-Python one where libyaml is missing).
 """
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.nodes import Node
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
 from yaml.resolver import Resolver
@@ -109,8 +110,6 @@ def _libyaml_parser() -> Any:
 
 _CParser: Any = _libyaml_parser()
 
-_CSafeLoader: Any = getattr(yaml, "CSafeLoader", None) if _CParser is not None else None
-
 if _CParser is not None:
 
     class _CBoundedLoader(_BoundedComposer, _CParser, SafeConstructor, Resolver):  # type: ignore[misc]
@@ -128,6 +127,82 @@ if _CParser is not None:
             Resolver.__init__(self)
 
 
+class _Exceeded(Exception):
+    """The fast path met a document beyond the limits: the checking loader must read it."""
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+
+if _CParser is not None:
+
+    class _CFastLoader(_CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """``yaml.CSafeLoader`` (libyaml parses and composes), constructing the plain shapes
+        directly and checking the limits as it goes.
+
+        PyYAML's constructor goes through a generator and a state machine per node, which
+        costs more than libyaml's whole parse of a frontmatter. Here a plain string, mapping
+        or list node is built in one call (the values ``SafeConstructor`` would build: its
+        str, map and seq constructors do nothing else once merge keys, ``=`` keys and
+        aliases are ruled out), and every other node -- ints, booleans, dates, ``!!set``, an
+        unknown tag -- goes to ``SafeConstructor`` itself, unchanged. Anything unusual (a
+        merge or ``=`` key, an unhashable key) rebuilds the whole document the standard way.
+        Only used on the fast path, whose text holds no anchor, alias or merge key.
+        """
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._nodes = 0
+
+        def construct_document(self, node: Node) -> Any:
+            try:
+                return self._build(node, 1)
+            except _Exceeded:
+                raise
+            except Exception:  # let SafeConstructor decide, or say what is wrong
+                self.constructed_objects = {}
+                self.recursive_objects = {}
+                self.state_generators = []
+                return SafeConstructor.construct_document(self, node)
+
+        def _count(self, depth: int, nodes: int = 1) -> None:
+            self._nodes += nodes
+            if depth > MAX_DEPTH or self._nodes > MAX_NODES:
+                raise _Exceeded
+
+        def _build(self, node: Node, depth: int) -> Any:
+            kind = type(node)
+            tag = node.tag
+            if kind is ScalarNode:
+                self._count(depth)
+                if tag == _STR_TAG:
+                    return node.value
+                return self.construct_object(node, deep=True)
+            if kind is MappingNode and tag == _MAP_TAG:
+                self._count(depth)
+                result: dict[Any, Any] = {}
+                for key_node, value_node in node.value:
+                    if key_node.tag in (_MERGE_TAG, _VALUE_TAG):
+                        raise ValueError("a merge or '=' key: the standard constructor")
+                    key = self._build(key_node, depth + 1)
+                    result[key] = self._build(value_node, depth + 1)  # TypeError: unhashable
+                return result
+            if kind is SequenceNode and tag == _SEQ_TAG:
+                self._count(depth)
+                return [self._build(item, depth + 1) for item in node.value]
+            value = self.construct_object(node, deep=True)
+            deepest, nodes = _shape(value, depth)
+            self._count(deepest, nodes)
+            return value
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+
+
 # The fast path: a document of at most this many characters with no anchor, alias or merge key
 # cannot be a bomb: no alias means no expansion, every node takes at least one character, and
 # 8,192 levels of nesting are well within the C stack (measured: 100,000 crash CSafeLoader,
@@ -136,39 +211,51 @@ FAST_MAX_CHARS = 8192
 _FAST_REFUSED = ("&", "*", "<<")
 
 
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
 def _shape(value: Any, depth: int = 1) -> tuple[int, int]:
-    """(deepest level, node count) of a loaded value, counted as the composer counts nodes;
-    it stops going down past ``MAX_DEPTH`` (that is already too deep)."""
+    """(deepest level, node count) of a loaded value, counted as the composer counts nodes
+    (a mapping is one node, each key and each value another); it stops going down past
+    ``MAX_DEPTH`` (that is already too deep). Scalars are counted in place, without a call
+    each: frontmatter is mostly scalars, and this runs on every file."""
     if depth > MAX_DEPTH:
         return depth, 1
+    groups: tuple[Any, ...]
     if isinstance(value, dict):
-        parts: Any = (part for pair in value.items() for part in pair)
-    elif isinstance(value, list | tuple | set | frozenset):
-        parts = value
+        groups = (value, value.values())  # the keys, then the values
+    elif isinstance(value, _CONTAINERS):
+        groups = (value,)
     else:
         return depth, 1
     deepest, nodes = depth, 1
-    for part in parts:
-        d, n = _shape(part, depth + 1)
-        deepest, nodes = max(deepest, d), nodes + n
+    below = depth + 1
+    for group in groups:
+        for part in group:
+            if isinstance(part, _CONTAINERS):
+                part_depth, part_nodes = _shape(part, below)
+                deepest = max(deepest, part_depth)
+                nodes += part_nodes
+            else:
+                nodes += 1
+                deepest = max(deepest, below)
     return deepest, nodes
 
 
 def _fast(text: str) -> tuple[bool, Any]:
     """(True, value) when libyaml's own loader read ``text`` within the limits; else
     (False, None): the checking loader must read it (and will say what is wrong)."""
-    if _CSafeLoader is None or len(text) > FAST_MAX_CHARS:
+    if _CParser is None or len(text) > FAST_MAX_CHARS:
         return False, None
     if any(mark in text for mark in _FAST_REFUSED):
         return False, None
+    loader = _CFastLoader(text)  # safe_load semantics, parsed and composed in C
     try:
-        value = yaml.load(text, Loader=_CSafeLoader)  # safe_load semantics, all in C
-    except (yaml.YAMLError, RecursionError):
+        return True, loader.get_single_data()
+    except (yaml.YAMLError, RecursionError, _Exceeded):
         return False, None  # the checking loader reports it, with the checks' precedence
-    deepest, nodes = _shape(value)
-    if deepest > MAX_DEPTH or nodes > MAX_NODES:
-        return False, None
-    return True, value
+    finally:
+        loader.dispose()
 
 
 def _loader(text: str, use_libyaml: bool) -> Any:

@@ -23,14 +23,14 @@ import os
 import sys
 import tempfile
 from contextlib import AsyncExitStack
-from typing import IO, Any
-
-import anyio
-import anyio.abc
+from typing import IO, TYPE_CHECKING, Any
 
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
+
+if TYPE_CHECKING:
+    import anyio
 
 log = get_logger("subagents.mcp")
 
@@ -97,6 +97,8 @@ class ServerConnection:
 
     async def serve(self) -> None:
         """Open, initialise, list the tools, then hold the session until stopped."""
+        import anyio  # here, on the hub's loop: importing the module costs no anyio
+
         scope = anyio.CancelScope(deadline=anyio.current_time() + self.start_timeout)
         self._scope = scope
         if self._stopping:
@@ -221,6 +223,7 @@ class ServerConnection:
         """``tools/call`` on the shared session; the SDK's ``CallToolResult``.
 
         ``McpServerError`` when the server is not running or its connection closes."""
+        import anyio
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -304,6 +307,8 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _is_connection_closed(exc: BaseException) -> bool:
+    import anyio
+
     if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
         return True
     if "mcp" in sys.modules:

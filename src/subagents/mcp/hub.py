@@ -27,10 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import anyio
-from anyio.from_thread import BlockingPortal
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -54,6 +51,9 @@ from subagents.mcp.selection import (
     wanted,
 )
 from subagents.models.base import CancelSignal
+
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
 
 log = get_logger("subagents.mcp")
 T = TypeVar("T")
@@ -136,6 +136,11 @@ class _Loop:
         self.portal = self._ready.result(timeout=30.0)
 
     def _main(self) -> None:
+        # anyio is imported here, when the first server starts: a runtime without MCP
+        # servers (most runs) never pays for it
+        import anyio
+        from anyio.from_thread import BlockingPortal
+
         async def run() -> None:
             async with BlockingPortal() as portal:
                 self._ready.set_result(portal)

@@ -142,8 +142,10 @@ class Lifecycle:
         state.resumes = record.started_at is not None and not state.from_scratch
         state.from_scratch = False
         state.attempt += 1
-        state.deadline = self.clock() + record.deadline_s
+        # the recorded start is read first: the deadline's clock is read after it, so a run
+        # never times out before started_at + its timeout (the two clocks are read apart)
         self.runs.update(state, status=RunStatus.RUNNING, started_at=self.effects.now())
+        state.deadline = self.clock() + record.deadline_s
         pending = self.mail.hand_over(state)
         if state.record.steps > 0:
             state.checkpoint = state.saved

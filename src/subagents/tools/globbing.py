@@ -10,16 +10,23 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any
 
 import msgspec
-from wcmatch import glob as wglob
 
 from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
 from subagents.tools.context import ToolContext
 
 RESULT_LIMIT = 100
-FLAGS = wglob.GLOBSTAR | wglob.BRACE | wglob.NODIR | wglob.SPLIT
+
+
+def _wcmatch() -> tuple[ModuleType, int]:
+    """wcmatch's glob module and our flags, imported at the first Glob call: most runs never
+    glob, and every ``import subagents.runtime`` would otherwise pay for it."""
+    from wcmatch import glob as wglob
+
+    return wglob, wglob.GLOBSTAR | wglob.BRACE | wglob.NODIR | wglob.SPLIT
 
 
 class GlobInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -60,8 +67,9 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         fixed, rest = _split_fixed(pattern)
         base = ctx.workspace.resolve(fixed, what="pattern")
         pattern = rest or "*"
+    wglob, flags = _wcmatch()
     try:
-        found = wglob.glob(pattern, root_dir=str(base), flags=FLAGS, limit=0)
+        found = wglob.glob(pattern, root_dir=str(base), flags=flags, limit=0)
     except (ValueError, OSError) as exc:
         raise ToolError(f"bad glob pattern {args.pattern!r}: {exc}") from None
     dated: list[tuple[float, str]] = []
@@ -84,10 +92,11 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
 
 def _split_fixed(pattern: str) -> tuple[str, str]:
     """``/a/b/**/*.py`` -> (``/a/b``, ``**/*.py``): the leading components with no magic."""
+    wglob, flags = _wcmatch()
     parts = Path(pattern).parts
     fixed: list[str] = []
     for i, part in enumerate(parts):
-        if wglob.is_magic(part, flags=FLAGS):
+        if wglob.is_magic(part, flags=flags):
             return str(Path(*fixed)), "/".join(parts[i:])
         fixed.append(part)
     return str(Path(*fixed[:-1])), fixed[-1]

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import msgspec
-from wcmatch import fnmatch
 
 from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
 from subagents.tools.context import ToolContext
@@ -52,6 +51,14 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     return text
 
 
+def _ignored(name: str, patterns: list[str]) -> bool:
+    """Whether ``name`` matches one of the ``ignore`` patterns (wcmatch, with braces; imported
+    here, at the first LS given patterns, not with the runtime)."""
+    from wcmatch import fnmatch
+
+    return bool(fnmatch.fnmatch(name, patterns, flags=fnmatch.BRACE))
+
+
 def _walk(folder: Path, depth: int, ignore: list[str], out: list[tuple[int, str]]) -> bool:
     """Add ``folder``'s entries (dirs with their contents) to ``out``; True if cut short."""
     try:
@@ -62,7 +69,7 @@ def _walk(folder: Path, depth: int, ignore: list[str], out: list[tuple[int, str]
     for entry in items:
         if entry.name.startswith(".") or entry.name in SKIPPED:
             continue
-        if ignore and fnmatch.fnmatch(entry.name, ignore, flags=fnmatch.BRACE):
+        if ignore and _ignored(entry.name, ignore):
             continue
         if len(out) >= ENTRY_LIMIT:
             return True

@@ -21,11 +21,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from subagents.tools.shellwords import command_words, split_line
+
+if TYPE_CHECKING:
+    import pathspec
 
 READ_FAMILY = frozenset({"Read", "Grep", "Glob", "LS", "NotebookRead"})
 EDIT_FAMILY = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
@@ -60,6 +61,8 @@ class Rule:
                 spec = None  # Tool() and Tool(*) mean the whole tool
         paths = None
         if spec is not None and tool in {"Read", "Edit"} | READ_FAMILY | EDIT_FAMILY:
+            import pathspec  # here: only a rule with a path pattern needs it
+
             try:
                 paths = pathspec.PathSpec.from_lines("gitignore", [_anchored(spec)])
             except Exception as exc:
