@@ -8,6 +8,7 @@ Runtime itself is what runs (its threads, its calls, its views).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -229,19 +230,21 @@ def behaviours(
 ) -> Callable[[AgentSpec], BehaviourFactory]:
     """What runs an agent's runs: its function for a function agent, else the LLM loop."""
 
+    def llm_factory(port: AgentPort) -> LLMBehaviour:
+        return LLMBehaviour(env, port)
+
+    made: dict[str, functools.partial[FunctionBehaviour]] = {}
+    """One factory per function agent, made again only if its function is replaced: a run's
+    actor holds its factory, and a closure per run was two objects more per live run."""
+
     def behaviour_for(spec: AgentSpec) -> BehaviourFactory:
         fn = functions.get(spec.name)
-        if fn is not None:
-
-            def function_factory(port: AgentPort) -> FunctionBehaviour:
-                return FunctionBehaviour(fn, port)
-
-            return function_factory
-
-        def llm_factory(port: AgentPort) -> LLMBehaviour:
-            return LLMBehaviour(env, port)
-
-        return llm_factory
+        if fn is None:
+            return llm_factory
+        factory = made.get(spec.name)
+        if factory is None or factory.args[0] is not fn:
+            factory = made[spec.name] = functools.partial(FunctionBehaviour, fn)
+        return factory
 
     return behaviour_for
 

@@ -23,7 +23,7 @@ import msgspec
 # ---------------------------------------------------------------------------------------------
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Tokens (and an estimated cost) consumed by one model call, one run or a subtree."""
 
     input_tokens: int = 0
@@ -173,7 +173,7 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+class Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """How a run ended: its one terminal status, its result or its error.
 
     ``result`` is text: what an LLM agent answered, what a function agent returned if it
@@ -219,8 +219,12 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
         return msgspec.json.decode(self.result or "null", type=type)
 
 
-class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """The durable record of one run: one execution of one agent on one task."""
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """The durable record of one run: one execution of one agent on one task.
+
+    ``gc=False`` (also on Outcome and Usage, as on Mail): every live run holds two (the
+    supervisor's and the store's), and each full pass of the cyclic GC walked them; they
+    hold strings, numbers, these structs and JSON-like ``shared`` data, never themselves."""
 
     run_id: str
     agent: str

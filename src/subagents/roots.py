@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 
+from subagents.actors.lazy_event import LazyEvent
 from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
 
 
@@ -20,7 +21,7 @@ class Waiter:
     __slots__ = ("event", "outcome", "refused")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event: threading.Event = LazyEvent()  # a condition only if a caller waits
         self.outcome: Outcome | None = None
         self.refused: str | None = None
         """Why the run was not admitted (``run`` hears it here instead of from an ask)."""

@@ -13,6 +13,7 @@ from typing import Any
 import pykka
 import pytest
 
+from subagents.actors.agent import AgentActor
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind
@@ -304,3 +305,45 @@ def test_own_threads_is_still_an_option_and_a_bad_value_is_named() -> None:
         assert handle.result(timeout=WAIT).result == "hello"
     with pytest.raises(ValueError, match="agent_threads must be one of shared, own, not 'many'"):
         Runtime([idle], agent_threads="many")
+
+
+@pytest.mark.parametrize("agent_threads", ["shared", "own"])
+def test_close_ends_every_waiting_run_and_stops_every_actor(agent_threads: str) -> None:
+    """Closing stops all the waiting runs at once (no stop waited for one by one): each is
+    cancelled exactly once, and no agent actor is left alive."""
+    n = 200
+
+    async def idle(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=600)
+        return "mail" if mail is not None else "none"
+
+    waiting = threading.Event()
+    ended: list[str] = []
+    count = [0]
+    lock = threading.Lock()
+
+    def on_event(event: Event) -> None:
+        with lock:
+            if event.kind is EventKind.WAITING:
+                count[0] += 1
+                if count[0] == n:
+                    waiting.set()
+            elif event.kind in (EventKind.CANCELLED, EventKind.COMPLETED, EventKind.FAILED):
+                ended.append(event.run_id)
+
+    limits = Limits(max_concurrency=n, per_agent=n, queue_bound=n)
+    rt = Runtime([idle], limits=limits, agent_threads=agent_threads)
+    rt.subscribe(on_event)
+    others = {ref.actor_urn for ref in pykka.ActorRegistry.get_by_class(AgentActor)}
+    handles = [rt.spawn("idle", str(i)) for i in range(n)]
+    assert waiting.wait(120), f"{count[0]} of {n} runs waiting"
+    dispatcher = rt._hosting.dispatcher
+    # this runtime's agent actors: a dispatcher counts its own (they are not in pykka's
+    # registry); an actor on its own thread is in the registry until it stops
+    ours = [r for r in pykka.ActorRegistry.get_by_class(AgentActor) if r.actor_urn not in others]
+    assert (dispatcher.live if dispatcher is not None else len(ours)) == n
+    rt.close(timeout=WAIT)
+    assert sorted(ended) == sorted(h.run_id for h in handles)  # each cancelled once
+    assert all(h.result(timeout=WAIT).status == "cancelled" for h in handles)
+    assert [ref for ref in ours if ref.is_alive()] == []
+    assert dispatcher is None or dispatcher.live == 0

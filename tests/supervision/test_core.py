@@ -927,3 +927,22 @@ def test_runs_whose_host_was_lost_start_again_as_a_new_attempt_and_end_once() ->
     assert h.core.finished(RunFinished(run_id=other, result="again", attempt=2)) == []
     assert h.terminal_events(other) == [EventKind.COMPLETED]
     assert h.terminal_events(child) == [EventKind.COMPLETED]
+
+
+def test_hosted_follows_every_status_change() -> None:
+    """The hosted runs (whose commands the actor claims) are kept as statuses change, not
+    rebuilt: queued, running, waiting and ended runs, a subtree cancelled, a tree forgotten."""
+    h = Harness(Limits(max_concurrency=2))
+    core = h.core.core
+    root = h.run("lead")
+    child = h.run("worker", root)
+    queued = h.run("critic")
+    assert set(core.hosted()) == {root, child, queued}
+    h.core.waiting_changed(WaitingChanged(run_id=child, waiting=True))
+    assert set(core.hosted()) == {root, child, queued}
+    h.core.stop(StopRequest(request_id=new_id("q"), run_id=root))
+    assert set(core.hosted()) == {queued}  # the queued run took the freed slot
+    assert h.status(queued) is RunStatus.RUNNING
+    h.core.finished(RunFinished(run_id=queued, result="ok"))
+    assert set(core.hosted()) == set()
+    assert core.stats().hosted == 0

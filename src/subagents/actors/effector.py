@@ -20,6 +20,7 @@ import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
+from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -72,45 +73,63 @@ class Effector:
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
+        self._by_type: dict[type, Callable[[Any], None]] = {
+            Publish: self._publish,
+            Tell: self._tell,
+            StartRun: self._start,
+            StopAgent: self._stop_agent,
+            ArmDeadline: self._arm_deadline,
+            ScheduleRestart: self._schedule_restart,
+            DisarmDeadline: self._disarm_deadline,
+            TellOutside: self._tell_outside,
+        }
 
     def apply(self, effects: Iterable[Effect]) -> None:
-        """Carry ``effects`` out in order; one that fails is logged, the rest go on."""
+        """Carry ``effects`` out in order; one that fails is logged, the rest go on. Each is
+        carried out by its type's handler, found by one dict lookup (a ``match`` over the
+        eight types tried them in turn: up to eight ``isinstance`` calls per effect)."""
+        handlers = self._by_type
         for effect in effects:
+            handler = handlers.get(type(effect))
+            if handler is None:
+                continue
             try:
-                self._apply_one(effect)
+                handler(effect)
             except Exception:
                 log.exception("effect failed", effect=type(effect).__name__)
 
-    def _apply_one(self, effect: Effect) -> None:
-        match effect:
-            case Publish(event=event):
-                self.on_event(event)
-            case Tell(run_id=run_id, message=msg):
-                self.tell(run_id, msg)
-            case StartRun():
-                self._start(effect)
-            case StopAgent(run_id=run_id):
-                self._stop(self.live.pop(run_id, None))
-            case ArmDeadline(run_id=run_id, deadline=deadline):
-                me = self.supervisor
+    def _publish(self, effect: Publish) -> None:
+        self.on_event(effect.event)
 
-                def fire(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(Timeout(run_id=rid))
+    def _tell(self, effect: Tell) -> None:
+        self.tell(effect.run_id, effect.message)
 
-                self.timer.schedule(("deadline", run_id), deadline, fire)
-            case ScheduleRestart(run_id=run_id, delay_s=delay_s):
-                me = self.supervisor
+    def _stop_agent(self, effect: StopAgent) -> None:
+        self._stop(self.live.pop(effect.run_id, None))
 
-                def due(rid: str = run_id) -> None:
-                    with contextlib.suppress(pykka.ActorDeadError):
-                        me.tell(RestartDue(run_id=rid))
+    def _arm_deadline(self, effect: ArmDeadline) -> None:
+        run_id = effect.run_id
 
-                self.timer.schedule_in(("restart", run_id), delay_s, due)
-            case DisarmDeadline(run_id=run_id):
-                self.timer.cancel(("deadline", run_id))
-            case TellOutside(message=msg):
-                self.on_outside(msg)
+        def fire(rid: str = run_id, me: pykka.ActorRef[Any] = self.supervisor) -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(Timeout(run_id=rid))
+
+        self.timer.schedule(("deadline", run_id), effect.deadline, fire)
+
+    def _schedule_restart(self, effect: ScheduleRestart) -> None:
+        run_id = effect.run_id
+
+        def due(rid: str = run_id, me: pykka.ActorRef[Any] = self.supervisor) -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                me.tell(RestartDue(run_id=rid))
+
+        self.timer.schedule_in(("restart", run_id), effect.delay_s, due)
+
+    def _disarm_deadline(self, effect: DisarmDeadline) -> None:
+        self.timer.cancel(("deadline", effect.run_id))
+
+    def _tell_outside(self, effect: TellOutside) -> None:
+        self.on_outside(effect.message)
 
     def tell(self, run_id: str, message: Any) -> None:
         """Tell the live run ``run_id``'s agent ``message`` (nothing if it is gone)."""
@@ -146,7 +165,7 @@ class Effector:
         record = effect.record
         # a restart: the earlier start must not go on working
         self._stop(self.live.pop(record.run_id, None))
-        cancel = threading.Event()
+        cancel = LazyEvent()  # waited on only by a model call's backoff or delay
         where: dict[str, Any] = (
             {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
         )

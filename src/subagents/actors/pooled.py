@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pykka
 
 from subagents.actors.inbox import PYKKA_MESSAGES
+from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
 from subagents.logs import get_logger
 
@@ -358,7 +359,7 @@ class PooledActor(pykka.Actor):
 
     @staticmethod
     def _create_future() -> pykka.Future[Any]:
-        return pykka.ThreadingFuture()
+        return LatchFuture()
 
     def _start_actor_loop(self) -> None:
         """No thread: the actor is put in line once, for ``on_start`` (and the messages sent

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence, Set
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
@@ -376,7 +376,7 @@ class SupervisorCore:
         self.effects.begin()
         return self._decided(self.recovery.restore(snapshot, roots))
 
-    def hosted(self) -> list[str]:
+    def hosted(self) -> Set[str]:
         """The live runs held here (whose commands the actor claims from the store)."""
         return self.runs.hosted()
 

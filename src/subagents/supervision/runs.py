@@ -9,7 +9,7 @@ memory follows the live runs, not the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,10 @@ class RunTable:
         generation)."""
         self.ended_roots: list[str] = []
         """Roots that ended since the last ``prune``."""
+        self._live: set[str] = set()
+        """The ids of the held runs that have not ended, kept as their statuses change: the
+        store's command poll asks for them every half second, and rebuilding the list
+        scanned every held run each time (100,000 waiting runs: ~10 ms a poll)."""
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -106,9 +110,10 @@ class RunTable:
             return None
         return state
 
-    def hosted(self) -> list[str]:
-        """The ids of the live runs held here."""
-        return [r for r, state in self._runs.items() if not state.record.status.terminal]
+    def hosted(self) -> Set[str]:
+        """The ids of the live runs held here: a read-only view, current until the next
+        change (copy it to keep it)."""
+        return self._live
 
     def tree_records(self, root_run_id: str) -> list[RunRecord]:
         """The records of the runs of ``root_run_id``'s tree held here."""
@@ -120,6 +125,10 @@ class RunTable:
         self._runs[state.run_id] = state
         self.tree.add(state.run_id, state.record.parent_run_id)
         self.generation += 1
+        if state.record.status.terminal:
+            self._live.discard(state.run_id)
+        else:
+            self._live.add(state.run_id)
 
     def update(self, state: RunState, **changes: Any) -> None:
         """Change ``state``'s record (the status only as the lifecycle table allows) and
@@ -129,6 +138,11 @@ class RunTable:
             check_transition(state.run_id, state.record.status, status)
         state.record = msgspec.structs.replace(state.record, **changes)
         self.effects.writes.append(SaveRun(state.record))
+        if status is not None:
+            if status.terminal:
+                self._live.discard(state.run_id)
+            else:
+                self._live.add(state.run_id)
 
     def keep(self, state: RunState) -> None:
         """Have the store keep ``state``'s record as it is (a new or adopted run)."""
@@ -155,6 +169,7 @@ class RunTable:
             self.tree.forget(ids)
             for r in ids:
                 self._runs.pop(r, None)
+                self._live.discard(r)
             forgotten.extend(ids)
         if forgotten:
             self.generation += 1
