@@ -6,7 +6,8 @@
 - ``finish(run, end)``: the one way a run ends. Its live descendants are cancelled first (a
   run does not outlive its parent), it takes its terminal status (``transitions``), its slot
   frees, its outcome goes to its requester once (the outside, the parent's tool call, or the
-  parent's mail for a background child), its unread mail becomes dead letters, and queued
+  parent's mail for a background child; not to a parent ending in the same decision), its
+  unread mail becomes dead letters, and queued
   runs take the freed slot.
 - ``cancel``: the one cancellation walk: a subtree, deepest first.
 - the endings a policy decides (``policing.PolicyBook``): over budget, a restart or a retry
