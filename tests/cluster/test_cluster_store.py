@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from polling import wait_until
 from raycluster import LocalCluster
 from subagents.cluster.connect import ClusterError
 from subagents.cluster.head import head_actor
@@ -111,13 +111,17 @@ def test_the_store_actor_comes_back_on_the_same_file_after_its_process_is_killed
     store.save_run(run("k1"))
     before = ray.get(served.info.remote())
     os.kill(before.pid, signal.SIGKILL)  # the head is this machine: its worker is a process here
-    deadline = time.monotonic() + 120
-    after = None
-    while after is None:  # Ray restarts it (max_restarts=-1); calls fail until it is back
+    answers: list[Any] = []
+
+    def back() -> bool:  # Ray restarts it (max_restarts=-1); calls fail until it is back
         try:
-            after = ray.get(served.info.remote(), timeout=10)
+            answers.append(ray.get(served.info.remote(), timeout=10))
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            assert time.monotonic() < deadline, "the store actor did not come back"
+            return False
+        return True
+
+    wait_until(back, "the store actor back", pace=0.0)
+    after = answers[0]
     assert after.pid != before.pid and after.path == before.path
     assert ClusterStore(served, name="test-cluster-store").get_run("k1") == run("k1")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
+from polling import wait_until
 from raycluster import HEAD, WORKER, LocalCluster
 from subagents.cluster.head import head_actor
 from subagents.cluster.node_host import custom_resources, start_node_hosts
@@ -24,13 +24,16 @@ DEADLINE_S = 120.0
 
 def eventually(probe: Callable[[], T | None], what: str) -> T:
     """Poll ``probe`` (a call to the cluster) until it gives something; fail past a deadline."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {DEADLINE_S:g} s: {what}"
-        time.sleep(0.1)
+    found: list[T] = []
+
+    def probed() -> bool:
+        value = probe()
+        if value:
+            found.append(value)
+        return bool(value)
+
+    wait_until(probed, what, DEADLINE_S, pace=0.1)
+    return found[0]
 
 
 @pytest.fixture(scope="module")

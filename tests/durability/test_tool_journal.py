@@ -9,11 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import msgspec
 import pytest
+
+from polling import wait_until
 
 JOB = Path(__file__).with_name("tool_crash_job.py")
 
@@ -35,13 +36,14 @@ def _start(tmp: Path, mode: str) -> subprocess.Popen[bytes]:
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     """Until ``path`` has content (written by the job's tool), or the job died."""
-    until = time.monotonic() + timeout
-    while not (path.exists() and path.read_text().strip()):
+
+    def written() -> bool:
         if proc.poll() is not None:
             _, err = proc.communicate()
             pytest.fail(f"the job ended early: {err.decode()[-2000:]}")
-        assert time.monotonic() < until, f"{path.name} not written within {timeout} s"
-        time.sleep(0.01)
+        return path.exists() and path.read_text().strip() != ""
+
+    wait_until(written, f"{path.name} written", timeout)
 
 
 def _crash_then_resume(tmp: Path, mode: str, mark: str) -> dict[str, object]:

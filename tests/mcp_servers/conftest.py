@@ -7,13 +7,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from polling import wait_until
 
 SERVER_APP = Path(__file__).with_name("mcp_server_app.py")
 
@@ -85,15 +85,16 @@ def http_server(transport: str) -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:  # until it accepts connections (or has died)
+
+        def listening() -> bool:  # it accepts connections (or has died)
             assert process.poll() is None, "the HTTP test server exited"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
             except OSError:
-                assert time.monotonic() < deadline, "the HTTP test server did not listen"
-                threading.Event().wait(0.05)
+                return False
+            return True
+
+        wait_until(listening, "the HTTP test server listening", timeout=60, pace=0.05)
         yield port
     finally:
         process.terminate()

@@ -10,11 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import msgspec
 import pytest
+
+from polling import wait_until
 
 JOB = Path(__file__).with_name("mcp_crash_job.py")
 
@@ -38,15 +39,16 @@ def _crash_then_resume(tmp: Path, tool: str) -> dict[str, object]:
     marker = tmp / "marker"
     proc = _start(tmp, tool)
     try:
-        until = time.monotonic() + 600  # a generous wait for the side effect
-        while not (marker.exists() and marker.read_text().strip()):  # the side effect is done
+
+        def side_effect_done() -> bool:
             if proc.poll() is not None:
                 out = tmp / "out.json"
                 result = out.read_text() if out.exists() else "(no result written)"
                 err = proc.communicate()[1].decode()[-2000:]
                 pytest.fail(f"the job ended before the tool's side effect: {result} {err}")
-            assert time.monotonic() < until, "the MCP tool did not run within 600 s"
-            time.sleep(0.01)
+            return marker.exists() and marker.read_text().strip() != ""
+
+        wait_until(side_effect_done, "the MCP tool's side effect", timeout=600)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()

@@ -8,11 +8,11 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 from storekit import SRC, event, run
 
+from polling import wait_until
 from subagents.store.migrations import SCHEMA_VERSION
 from subagents.store.sqlite import SQLiteStore
 
@@ -112,9 +112,15 @@ def test_each_command_is_taken_by_exactly_one_of_several_processes(db_path: Path
     for r in range(60):  # in rounds, so the takers race for each round's commands
         with store.batch():
             posted.extend(store.post_command("send", f"r{r}", str(i)) for i in range(5))
-        deadline = time.monotonic() + 30
-        while pending.execute("SELECT count(*) FROM commands WHERE taken_at IS NULL").fetchone()[0]:
-            assert time.monotonic() < deadline, "the takers stopped taking"
+        wait_until(
+            lambda: (
+                not pending.execute(
+                    "SELECT count(*) FROM commands WHERE taken_at IS NULL"
+                ).fetchone()[0]
+            ),
+            "the takers taking every command",
+            pace=0.001,
+        )
     store.save_run(run("end"))
     results: list[int] = []
     for child in takers:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+import polling
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.workspace import Workspace
@@ -107,7 +108,4 @@ def group_members(pgid: int) -> list[int]:
 
 def wait_until(predicate: Callable[[], bool], timeout: float = WAIT, what: str = "") -> None:
     """Poll ``predicate`` until true (a condition outside our threads: a file, /proc)."""
-    until = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < until, f"not within {timeout} s: {what}"
-        time.sleep(0.01)
+    polling.wait_until(predicate, what, timeout)
