@@ -29,6 +29,7 @@ import asyncio
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -223,29 +224,12 @@ def host_name(head: str, node: str) -> str:
 def start_node_hosts(*, head: str = HEAD_ACTOR, slots: int = 100) -> dict[str, Any]:
     """One host on every live node (the running one if there is one already): node id ->
     handle. A node that joins later gets its host when the runtime next starts hosts."""
-    ray = import_ray()
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    hosts: dict[str, Any] = {}
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        node_id: str = node["NodeID"]
-        hosts[node_id] = (
-            ray.remote(NodeHost)
-            .options(
-                name=host_name(head, node_id),
-                namespace=NAMESPACE,
-                get_if_exists=True,
-                lifetime="detached",
-                num_cpus=0,
-                max_restarts=-1,
-                max_task_retries=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            )
-            .remote(head, slots)
-        )
-    return hosts
+    return _host_per_node(
+        lambda node: host_name(head, node),
+        (head, slots),
+        get_if_exists=True,
+        lifetime="detached",
+    )
 
 
 def runtime_host_name(owner: str, node: str) -> str:
@@ -259,6 +243,14 @@ def start_runtime_hosts(owner: str, *, slots: int = 100) -> dict[str, Any]:
     supervisor is there). Restarted by Ray when their process dies (``max_restarts=-1``), as
     new processes hosting nothing: the runtime sets them up again. A call in flight when a
     host died is not re-sent (``max_task_retries=0``): the runtime decides what to redo."""
+    return _host_per_node(lambda node: runtime_host_name(owner, node), (None, slots))
+
+
+def _host_per_node(
+    name: Callable[[str], str], args: tuple[Any, ...], **options: Any
+) -> dict[str, Any]:
+    """A ``NodeHost`` pinned to every live node, named ``name(node_id)``: node id -> handle.
+    Restarted by Ray when its process dies; a call in flight then is not re-sent."""
     ray = import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -270,13 +262,14 @@ def start_runtime_hosts(owner: str, *, slots: int = 100) -> dict[str, Any]:
         hosts[node_id] = (
             ray.remote(NodeHost)
             .options(
-                name=runtime_host_name(owner, node_id),
+                name=name(node_id),
                 namespace=NAMESPACE,
                 num_cpus=0,
                 max_restarts=-1,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                **options,
             )
-            .remote(None, slots)
+            .remote(*args)
         )
     return hosts
