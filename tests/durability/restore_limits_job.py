@@ -1,5 +1,11 @@
-"""Half a job for test_restore_limits: a lead waiting on a running worker and a queued root
-under a concurrency limit of 2, then the process dies (os._exit) without closing."""
+"""Half a job for test_restore_limits: under a concurrency limit of 2, a lead waiting on a
+running worker, a root 'other' running in the slot the lead lent it (parked), and a root 'late'
+queued behind them; then the process dies (os._exit) without closing.
+
+Each step waits for the event that says it happened (events follow the commit), so the store
+holds the same state on every run: 'other' queues while the lead waits, so the lead is asked to
+park and 'other' starts in its slot; only then does 'late' come, and finds both slots held by
+working runs, so it stays queued."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import threading
 
 from subagents import AgentSpec, Limits, Runtime, ScriptedModel, SQLiteStore
 
-SPECS = [AgentSpec(name=n, description="d", prompt="p") for n in ("lead", "worker", "other")]
+SPECS = [AgentSpec(name=n, description="d", prompt="p") for n in ("lead", "worker", "other", "late")]
 
 
 def model(delay: float) -> ScriptedModel:
@@ -25,22 +31,29 @@ def model(delay: float) -> ScriptedModel:
             ],
             "worker": [{"text": "worker done", "delay": delay}],
             "other": [{"text": "other done", "delay": delay}],
+            "late": [{"text": "late done", "delay": delay}],
         }
     )
 
 
 def main(db: str) -> None:
-    seen: dict[tuple[str, str], threading.Event] = {
-        ("started", "worker"): threading.Event(),
-        ("queued", "other"): threading.Event(),
-    }
+    wanted = [
+        ("started", "worker"),
+        ("parked", "lead"),
+        ("started", "other"),
+        ("queued", "late"),
+    ]
+    seen = {key: threading.Event() for key in wanted}
     rt = Runtime(SPECS, model=model(60), store=SQLiteStore(db), limits=Limits(max_concurrency=2))
     rt.subscribe(lambda e: seen[(e.kind, e.agent)].set() if (e.kind, e.agent) in seen else None)
     rt.spawn("lead", "go")
-    assert seen[("started", "worker")].wait(10)
+    assert seen[("started", "worker")].wait(30), "the worker never started"
     rt.spawn("other", "go")
-    assert seen[("queued", "other")].wait(10)
-    os._exit(0)  # die with the worker running and 'other' queued
+    assert seen[("parked", "lead")].wait(30), "the waiting lead never lent its slot"
+    assert seen[("started", "other")].wait(30), "'other' never started in the lent slot"
+    rt.spawn("late", "go")
+    assert seen[("queued", "late")].wait(30), "'late' was not queued"
+    os._exit(0)  # die with the worker and 'other' running, the lead parked, 'late' queued
 
 
 if __name__ == "__main__":
