@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shown import ShownModel
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Event, EventKind
 from subagents.models.scripted import ScriptedModel
@@ -49,7 +50,7 @@ def make_runtime() -> Iterator[Callable[..., tuple[Runtime, ScriptedModel, Event
     def make(
         agents: list[Any], scripts: dict[str, Any], limits: Limits | None = None, **kw: Any
     ) -> tuple[Runtime, ScriptedModel, Events]:
-        model = ScriptedModel(scripts)
+        model = ShownModel(scripts)
         rt = Runtime(agents, model=model, limits=limits, **kw)
         events = Events()
         rt.subscribe(events)

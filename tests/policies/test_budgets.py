@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from shown import ShownModel
 from subagents.messages import EventKind, RunStatus, ToolResultBlock, Usage
 from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
 from subagents.supervision.limits import Limits
@@ -259,7 +260,6 @@ def test_a_restored_run_keeps_its_budget(tmp_path: Any) -> None:
         ToolResultBlock,
         ToolUseBlock,
     )
-    from subagents.models.scripted import ScriptedModel
     from subagents.runtime import Runtime
     from subagents.store.sqlite import SQLiteStore
 
@@ -291,7 +291,7 @@ def test_a_restored_run_keeps_its_budget(tmp_path: Any) -> None:
             )
         )
     store.close()
-    model = ScriptedModel({"lead": ["unused", {"text": "more", "usage": usage(20, 10)}, "never"]})
+    model = ShownModel({"lead": ["unused", {"text": "more", "usage": usage(20, 10)}, "never"]})
     reopened = SQLiteStore(path)
     with Runtime([spec("lead")], model=model, store=reopened) as rt:
         outcome = rt.attach("r1").result(10)

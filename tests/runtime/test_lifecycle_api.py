@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gates import Gate
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EXTERNAL_SENDER, EventKind, RunStatus
@@ -49,7 +50,7 @@ def boss_of(n: int, agent: str = "idle") -> Callable[[AgentContext], Any]:
     return boss
 
 
-def gated(gates: dict[str, threading.Event]) -> Callable[[AgentContext], Any]:
+def gated(gates: dict[str, Gate]) -> Callable[[AgentContext], Any]:
     """A function agent that ends when the test opens its task's gate; returns its task."""
 
     def run(ctx: AgentContext) -> str:
@@ -116,7 +117,7 @@ def test_stop_all_stops_every_run_a_run_requested_with_their_subtrees(store: Run
 def test_stop_all_of_the_outside_stops_every_root_and_queued_runs_never_start(
     store: RunStore,
 ) -> None:
-    gates = {f"t{i}": threading.Event() for i in range(4)}
+    gates = {f"t{i}": Gate() for i in range(4)}
     events = Events()
     agents: list[AgentLike] = [FunctionAgent.create("gated", gated(gates))]
     with Runtime(agents, store=store, limits=Limits(max_concurrency=2)) as rt:
@@ -152,7 +153,7 @@ def test_stop_all_refuses_an_unknown_requester_and_a_bad_one() -> None:
 def test_wait_any_returns_the_first_root_to_end_and_an_ended_one_at_once(
     store: RunStore,
 ) -> None:
-    gates = {name: threading.Event() for name in ("a", "b", "c")}
+    gates = {name: Gate() for name in ("a", "b", "c")}
     agents: list[AgentLike] = [FunctionAgent.create("gated", gated(gates))]
     with Runtime(agents, store=store) as rt:
         a, b, c = (rt.spawn("gated", name) for name in ("a", "b", "c"))
@@ -177,7 +178,7 @@ def test_wait_any_returns_the_first_root_to_end_and_an_ended_one_at_once(
 
 
 def test_wait_any_and_wait_all_work_on_children(store: RunStore) -> None:
-    gates = {name: threading.Event() for name in ("x", "y")}
+    gates = {name: Gate() for name in ("x", "y")}
 
     async def parent(ctx: AgentContext) -> str:
         await ctx.spawn("gated", "x", background=True)
@@ -329,7 +330,7 @@ def test_synthesize_combines_runs_that_already_exist(store: RunStore) -> None:
 
 
 def test_synthesize_waits_for_live_runs_and_names_those_that_did_not_end() -> None:
-    gates = {name: threading.Event() for name in ("a", "b")}
+    gates = {name: Gate() for name in ("a", "b")}
     agents: list[AgentLike] = [FunctionAgent.create("gated", gated(gates))]
     with Runtime(agents) as rt:
         a, b = rt.spawn("gated", "a"), rt.spawn("gated", "b")
@@ -355,7 +356,7 @@ def test_synthesize_waits_for_live_runs_and_names_those_that_did_not_end() -> No
 def test_a_function_agent_waits_for_its_first_child_stops_the_rest_and_synthesizes(
     store: RunStore,
 ) -> None:
-    gates = {name: threading.Event() for name in ("slow", "fast", "other")}
+    gates = {name: Gate() for name in ("slow", "fast", "other")}
 
     async def racer(ctx: AgentContext) -> Any:
         slow = ctx.spawn("gated", "slow")
@@ -400,15 +401,15 @@ def test_a_function_agent_waits_for_its_first_child_stops_the_rest_and_synthesiz
 def test_a_restarted_function_agent_is_handed_the_same_first_child(store: RunStore) -> None:
     """The winner of ``wait_any`` is journaled: a replay is handed the same one even when,
     replayed in order, another child's outcome comes back first."""
-    gates = {name: threading.Event() for name in ("a", "b")}
-    starts: list[int] = []
+    gates = {name: Gate() for name in ("a", "b")}
+    crashed = Gate()  # the first attempt's mark, seen by the next wherever it runs
 
     async def racer(ctx: AgentContext) -> Any:
-        starts.append(1)
         a = ctx.spawn("gated", "a")
         b = ctx.spawn("gated", "b")
         index, first = await ctx.wait_any(a, b)
-        if len(starts) == 1:
+        if not crashed.is_set():
+            crashed.set()
             gates["a"].set()  # a ends too, before the restart: replayed first
             await a
             raise RuntimeError("crash after the race")
@@ -427,5 +428,5 @@ def test_a_restarted_function_agent_is_handed_the_same_first_child(store: RunSto
         outcome = handle.result(WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert outcome.value == [1, "b"]
-        assert len(starts) == 2 and events.of(EventKind.RESTARTED, "racer")
+        assert crashed.is_set() and len(events.of(EventKind.RESTARTED, "racer")) == 1
         assert len(rt.runs(agent="gated")) == 2  # spawned once each

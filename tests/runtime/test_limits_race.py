@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from gates import Gate, Tally
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import EventKind, RunStatus
 from subagents.runtime import AdmissionError, RunHandle, Runtime
@@ -30,21 +30,12 @@ def make_agents(hold: Callable[[AgentContext], Any]) -> list[FunctionAgent]:
 
 
 def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> None:
-    lock = threading.Lock()
-    running: Counter[str] = Counter()
-    peak: Counter[str] = Counter()
+    tally = Tally()  # counts the runs working at once, wherever they run
 
     def working(ctx: AgentContext) -> None:
         """A stretch of work between two awaits: counted while it runs."""
-        with lock:
-            running[ctx.agent] += 1
-            running["global"] += 1
-            for k in (ctx.agent, "global"):
-                peak[k] = max(peak[k], running[k])
-        sum(range(2000))  # long enough for other agents' threads to run meanwhile
-        with lock:
-            running[ctx.agent] -= 1
-            running["global"] -= 1
+        with tally.counting(ctx.agent, "global"):
+            sum(range(2000))  # long enough for other agents' threads to run meanwhile
 
     async def work(ctx: AgentContext) -> str:
         working(ctx)
@@ -95,6 +86,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
         assert in_flight.peak[f"agent:{name}"] <= 2, in_flight.peak
     assert in_flight.peak["tier:1"] <= 3
     assert in_flight.peak["tier:2"] <= 1
+    peak = tally.peak()
     assert peak["global"] <= 4 and all(peak[n] <= 2 for n in TIERS)
     # the limits were reached, so the test could have seen them broken
     assert in_flight.peak["global"] == 4
@@ -109,7 +101,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
 
 
 def test_the_queue_bound_refuses_past_it_and_the_queue_is_fifo() -> None:
-    release = threading.Event()
+    release = Gate()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
@@ -141,7 +133,7 @@ def test_the_queue_bound_refuses_past_it_and_the_queue_is_fifo() -> None:
 
 
 def test_the_queue_bound_holds_under_racing_spawns() -> None:
-    release = threading.Event()
+    release = Gate()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import msgspec
 import pytest
 
+from gates import Gate
+from shown import ShownModel
 from subagents.behaviour.function import AgentContext, FunctionAgent, MailError
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, Mail, MailState, Outcome, RunStatus
@@ -101,7 +102,7 @@ def test_mail_to_a_finished_run_is_a_dead_letter_the_sender_hears_about(store: R
 
 
 def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender(store: RunStore) -> None:
-    release = threading.Event()
+    release = Gate()
 
     def busy(ctx: AgentContext) -> str:
         assert release.wait(WAIT)  # a sync function never reads its mailbox
@@ -133,7 +134,7 @@ def test_mail_left_unread_when_a_run_ends_comes_back_to_its_sender(store: RunSto
 
 
 def test_a_run_cannot_mail_another_root_tree() -> None:
-    release = threading.Event()
+    release = Gate()
 
     def idle(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
@@ -186,7 +187,7 @@ def test_mail_by_name_ambiguous_or_unknown_lists_the_candidates() -> None:
 
 
 def test_llm_siblings_mail_each_other_with_a_reply() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -263,13 +264,13 @@ def test_mail_from_outside_wakes_an_agent_waiting_for_it() -> None:
 
 
 def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
-    release = threading.Event()
+    release = Gate()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
         return "held"
 
-    model = ScriptedModel({"reader": ["read: {task}"]})
+    model = ShownModel({"reader": ["read: {task}"]})
     agents: list[AgentLike] = [FunctionAgent.create("hold", hold), spec("reader")]
     with Runtime(agents, model=model, limits=Limits(max_concurrency=1)) as rt:
         first = rt.spawn("hold", "x")
@@ -288,7 +289,7 @@ def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
 
 
 def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender(store: RunStore) -> None:
-    release = threading.Event()
+    release = Gate()
 
     def busy(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
@@ -316,7 +317,7 @@ def test_mail_unread_by_a_stopped_run_comes_back_to_its_sender(store: RunStore) 
 
 
 def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender(store: RunStore) -> None:
-    release = threading.Event()
+    release = Gate()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)
@@ -352,7 +353,7 @@ def test_mail_to_a_queued_run_that_never_starts_comes_back_to_its_sender(store: 
 
 
 def test_mail_sent_to_a_queued_run_keeps_its_order(store: RunStore) -> None:
-    release = threading.Event()
+    release = Gate()
 
     def hold(ctx: AgentContext) -> str:
         assert release.wait(WAIT)

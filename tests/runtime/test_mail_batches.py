@@ -16,6 +16,7 @@ import msgspec
 import pykka
 import pytest
 
+from gates import Gate
 from subagents.actors.agent import AgentActor
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import AgentContext, FunctionBehaviour, MailError, Pending
@@ -139,7 +140,7 @@ def test_a_dead_recipient_in_a_batch_fails_only_its_own_mail(store: RunStore) ->
 def test_mail_from_a_sync_function_is_delivered_while_the_function_still_runs(
     store: RunStore,
 ) -> None:
-    heard, release = threading.Event(), threading.Event()
+    heard, release = Gate(), Gate()
 
     def sender(ctx: AgentContext) -> str:
         ctx.send("receiver", "hello")

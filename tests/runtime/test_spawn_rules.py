@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from shown import ShownModel
 from subagents.behaviour.fanout import FAN_OUT
 from subagents.behaviour.function import AgentContext, FunctionAgent, SpawnRefused
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunStatus, ToolSchema
-from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AgentLike, Runtime
 from subagents.supervision.limits import Limits
 
@@ -44,9 +44,7 @@ def offered(tools: tuple[ToolSchema, ...]) -> dict[str, list[str] | None]:
 
 def test_a_model_that_spawns_itself_is_refused_naming_the_rule() -> None:
     # the enum does not list the lead itself; the model calls it anyway
-    model = ScriptedModel(
-        {"lead": [{"tool_calls": [spawn_call("lead", "again")]}, "after: {last}"]}
-    )
+    model = ShownModel({"lead": [{"tool_calls": [spawn_call("lead", "again")]}, "after: {last}"]})
     events = Events()
     with Runtime([spec("lead"), spec("worker")], model=model) as rt:
         rt.subscribe(events)
@@ -63,7 +61,7 @@ def test_a_model_that_spawns_itself_is_refused_naming_the_rule() -> None:
 
 
 def test_a_definition_that_opts_in_may_spawn_itself_down_to_the_depth_limit() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {"fractal": [{"tool_calls": [spawn_call("fractal", "deeper")]}, "{results}"]}
     )
     agents = [spec("fractal", metadata={"allowSelfSpawn": True})]
@@ -78,7 +76,7 @@ def test_a_definition_that_opts_in_may_spawn_itself_down_to_the_depth_limit() ->
 
 
 def test_allowed_child_types_is_enforced_for_a_model_and_a_function() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "boss": [
                 {"tool_calls": [spawn_call("developer", "x"), spawn_call("reviewer", "y")]},
@@ -118,7 +116,7 @@ def test_allowed_child_types_is_enforced_for_a_model_and_a_function() -> None:
 
 
 def test_claude_code_agent_form_enables_spawning_exactly_those_agents() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {"tool_calls": [spawn_call("reviewer", "r"), spawn_call("writer", "w")]},
@@ -166,7 +164,7 @@ def test_disallowed_tools_turn_spawning_off_for_the_offer_and_for_admission() ->
         FunctionAgent.create("quiet", quiet, disallowed_tools=("Agent",)),
         spec("worker"),
     ]
-    with Runtime(agents, model=ScriptedModel({"worker": ["w"]})) as rt:
+    with Runtime(agents, model=ShownModel({"worker": ["w"]})) as rt:
         outcome = rt.run("quiet", "job", wait=WAIT)
     assert outcome.result == (
         "spawn rule: quiet may not spawn subagents: its disallowedTools list Agent"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from shown import ShownModel
 from subagents.behaviour.function import AgentContext, FunctionAgent, SpawnRefused
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunRecord, RunStatus
@@ -34,7 +35,7 @@ def by_agent(runs: list[RunRecord]) -> dict[str, RunRecord]:
 
 
 def test_a_timeout_ends_the_subtree_once_and_the_others_finish(store: RunStore) -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -140,7 +141,8 @@ def test_an_agent_stops_its_own_background_child_with_stop_subagent() -> None:
     with Runtime([spec("boss"), spec("leaf")], model=model) as rt:
         outcome = rt.run("boss", "job", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED
-        (leaf,) = rt.runs(agent="leaf")
+        # this tree's (a cluster's default store is shared by every runtime on it)
+        (leaf,) = rt.runs(agent="leaf", root_run_id=outcome.run_id)
         assert leaf.status is RunStatus.CANCELLED
         assert outcome.result == f'{{"stopped":["{leaf.run_id}"]}}'
 
@@ -205,7 +207,7 @@ def test_a_stop_racing_a_fan_out_in_progress_ends_every_run_once(store: RunStore
 
 
 def test_stopping_one_child_from_outside_lets_its_parent_and_siblings_finish() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {"tool_calls": [spawn_call("leaf", "long"), spawn_call("quick", "short")]},
@@ -220,7 +222,7 @@ def test_stopping_one_child_from_outside_lets_its_parent_and_siblings_finish() -
         rt.subscribe(events)
         handle = rt.spawn("lead", "job")
         events.wait_count(EventKind.STARTED, "leaf", 1)
-        (leaf,) = rt.runs(agent="leaf")
+        (leaf,) = rt.runs(agent="leaf", root_run_id=handle.run_id)  # a cluster's store is shared
         assert rt.stop(leaf.run_id) == (leaf.run_id,)
         outcome = handle.result(WAIT)
         assert outcome.status is RunStatus.COMPLETED

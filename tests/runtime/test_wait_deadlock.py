@@ -11,11 +11,11 @@ ended with 5 of 8 roots timed out; ``max_concurrency=1`` with 2 mids of 1 leaf t
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
+from gates import Tally
 from subagents import FunctionAgent, Limits, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
 from subagents.behaviour.tools import SPAWN
@@ -74,18 +74,11 @@ def test_a_single_slot_runs_a_tree_of_mids_and_leaves_one_run_at_a_time() -> Non
 
 
 def test_a_recursive_agent_with_a_per_agent_limit_of_one() -> None:
-    working = 0
-    peak = 0
-    lock = threading.Lock()
+    tally = Tally()  # counts the runs working at once, wherever they run
 
     def stretch() -> None:
-        nonlocal working, peak
-        with lock:
-            working += 1
-            peak = max(peak, working)
-        sum(range(5000))
-        with lock:
-            working -= 1
+        with tally.counting("rec"):
+            sum(range(5000))
 
     async def rec(ctx: AgentContext) -> int:
         stretch()
@@ -96,15 +89,15 @@ def test_a_recursive_agent_with_a_per_agent_limit_of_one() -> None:
         stretch()
         return 1 + sum(int(o.result or 0) for o in outs)
 
-    tally = SlotTally()
+    slots = SlotTally()
     agent = FunctionAgent.create("rec", rec, metadata={"allowSelfSpawn": True})
     with Runtime([agent], limits=Limits(per_agent=1, max_depth=3)) as rt:
-        rt.subscribe(tally)
+        rt.subscribe(slots)
         outcome = rt.run("rec", "3", wait=WAIT, timeout=WAIT)
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result == "15"  # 1 + 2 + 4 + 8 runs
-    assert tally.peak["agent:rec"] == 1
-    assert peak == 1
+    assert slots.peak["agent:rec"] == 1
+    assert tally.peak() == {"rec": 1}
 
 
 def test_a_per_tier_limit_and_a_per_parent_limit_queue_a_nested_tree() -> None:

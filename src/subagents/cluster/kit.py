@@ -15,8 +15,11 @@ part of this package.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
@@ -86,15 +89,45 @@ class NodeKit:
 
 
 def by_value(functions: Iterable[Callable[..., Any]]) -> Any:
-    """Ray's cloudpickle, told to send the modules of ``functions`` that are not part of this
-    package by value (a script's, a test module's: a node or the head cannot import them)."""
+    """Ray's cloudpickle, told to send by value the modules a node or the head cannot import:
+    the modules of ``functions`` that are not part of this package (a script's, a test
+    module's), and every module this process loaded from outside the installed packages
+    (``user_modules``: what a function agent's or a tool's module imports from beside it, a
+    test's helpers, a script's sibling files). Pickled by reference, an object of such a
+    module fails on the node (``No module named ...``) when the kit is unpacked there."""
     from ray import cloudpickle  # untyped: reached through Any
 
     pickler: Any = cloudpickle
+    found = {module.__name__: module for module in user_modules()}
     for fn in functions:
-        module = getattr(fn, "__module__", None)
-        if module and module != "__main__" and not module.startswith("subagents."):
-            found = sys.modules.get(module)
-            if found is not None:
-                pickler.register_pickle_by_value(found)
+        name = getattr(fn, "__module__", None)
+        module = sys.modules.get(name) if name else None
+        if module is not None and name != "__main__" and not _ours(name or ""):
+            found[module.__name__] = module
+    for module in found.values():
+        pickler.register_pickle_by_value(module)
     return pickler
+
+
+def user_modules() -> list[ModuleType]:
+    """The modules loaded in this process from files outside Python's own library and its
+    installed packages (``sysconfig``'s paths), this package excepted: the program's own code,
+    which the other processes of a cluster cannot be assumed to import. Code installed on
+    every node (in site-packages) still goes by reference."""
+    installed = tuple(
+        os.path.realpath(path) + os.sep
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (path := sysconfig.get_paths().get(key))
+    )
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or name == "__main__" or _ours(name) or not path.endswith(".py"):
+            continue
+        if not os.path.realpath(path).startswith(installed):
+            found.append(module)
+    return found
+
+
+def _ours(name: str) -> bool:
+    return name == "subagents" or name.startswith("subagents.")
