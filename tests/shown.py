@@ -30,7 +30,7 @@ from subagents.models.base import CancelSignal
 from subagents.models.scripted import ScriptedModel
 
 _SHOWN, _READ = b"s", b"r"
-_SIZE = struct.Struct("!I")
+_SIZE = "!I"  # a plain string: the module travels by value to the nodes
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
@@ -63,7 +63,7 @@ class _Recorder:
             with conn, contextlib.suppress(OSError, ConnectionError):
                 command = _read_exactly(conn, 1)
                 if command == _SHOWN:
-                    (size,) = _SIZE.unpack(_read_exactly(conn, _SIZE.size))
+                    (size,) = struct.unpack(_SIZE, _read_exactly(conn, struct.calcsize(_SIZE)))
                     item = _read_exactly(conn, size)
                     with self.lock:
                         self.shown.append(item)
@@ -71,7 +71,7 @@ class _Recorder:
                 else:
                     with self.lock:
                         data = msgspec.msgpack.encode(list(self.shown))
-                    conn.sendall(_SIZE.pack(len(data)) + data)
+                    conn.sendall(struct.pack(_SIZE, len(data)) + data)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -96,7 +96,7 @@ class ShownModel(ScriptedModel):
             sock.sendall(payload)
             if payload[:1] == _SHOWN:
                 return _read_exactly(sock, 1)
-            (size,) = _SIZE.unpack(_read_exactly(sock, _SIZE.size))
+            (size,) = struct.unpack(_SIZE, _read_exactly(sock, struct.calcsize(_SIZE)))
             return _read_exactly(sock, size)
 
     def complete(
@@ -107,7 +107,7 @@ class ShownModel(ScriptedModel):
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         item = msgspec.msgpack.encode(request)
-        self._call(_SHOWN + _SIZE.pack(len(item)) + item)
+        self._call(_SHOWN + struct.pack(_SIZE, len(item)) + item)
         return super().complete(request, deadline=deadline, cancel=cancel)
 
     @property

@@ -39,7 +39,7 @@ def test_limits_hold_under_racing_spawns_from_many_threads(store: RunStore) -> N
 
     async def work(ctx: AgentContext) -> str:
         working(ctx)
-        await ctx.receive(timeout=0.002)  # wait a moment without a thread (it may park)
+        await ctx.receive(timeout=0.05)  # a wait long enough to park (on a cluster too)
         working(ctx)
         return ctx.task
 

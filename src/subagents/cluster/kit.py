@@ -7,9 +7,10 @@ by the node's own (its process groups) or left out, and said so in docs/cluster.
 MCP hub (its sessions live on the driver's event loop), worktrees, tracing.
 
 Definitions are a snapshot taken when the kit is made (a reload on the driver is not pushed
-to the nodes yet). Functions of modules that a node cannot import (a script's, a test's)
-travel by value: Ray's cloudpickle is told so for each function agent's module that is not
-part of this package.
+to the nodes yet). Code that a node cannot import travels by value (``by_value``): the
+modules of the function agents, and every module this process loaded from outside the
+installed packages (a script's own modules, a test's helpers, the module a tool is defined
+in); code installed on every node goes by reference.
 """
 
 from __future__ import annotations
