@@ -182,6 +182,10 @@ class Tally:
         finally:
             self._call(" ".join(["-", *keys]))
 
+    def add(self, *keys: str) -> None:
+        """One more of each key, never taken back: its peak is how many were added."""
+        self._call(" ".join(["+", *keys]))
+
     def peak(self) -> dict[str, int]:
         return self._call("?")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from gates import Tally
 from shown import ShownModel
 from subagents.messages import EventKind, RunStatus, ToolResultBlock, Usage
 from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
@@ -74,11 +75,11 @@ def test_ledger_rejects_nonsense_budgets() -> None:
 
 
 def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: Any) -> None:
-    tool_calls: list[str] = []
+    tool_calls = Tally()  # wherever the tool runs
 
     def count() -> str:
         """Count a call."""
-        tool_calls.append("x")
+        tool_calls.add("x")
         return "counted"
 
     turn = {"text": "again", "tool_calls": [{"name": "count", "input": {}}], "usage": usage(50, 10)}
@@ -89,7 +90,7 @@ def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: 
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used 120 tokens of its 100-token budget"
     assert [r.agent for r in model.requests] == ["lead", "lead"]  # one call past 100, no more
-    assert tool_calls == ["x"]  # the over-budget turn's tool call never ran
+    assert tool_calls.peak() == {"x": 1}  # the over-budget turn's tool call never ran
     assert rt.totals(outcome.run_id).tokens == 120
     assert events.of(EventKind.BUDGET_EXCEEDED, outcome.run_id)
 

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from shown import ShownModel
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN, Tool, ToolError
 from subagents.messages import EventKind, RunStatus, ToolResultBlock
@@ -41,7 +42,7 @@ def test_parallel_fan_out_returns_every_result_in_one_user_message() -> None:
         barrier.wait()  # passes only when the three children run at the same time
         return f"did {ctx.task}"
 
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -110,7 +111,7 @@ def test_grandchild_at_depth_two_and_the_tree_view() -> None:
 
 
 def test_spawn_is_not_offered_at_the_depth_limit_and_refused_if_called() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [{"tool_calls": [spawn_call("mid", "go")]}, "lead: {result0}"],
             "mid": [{"tool_calls": [spawn_call("lead", "deeper")]}, "mid saw: {result0}"],
@@ -130,7 +131,7 @@ def test_spawn_is_not_offered_at_the_depth_limit_and_refused_if_called() -> None
 
 
 def test_spawn_schema_lists_dispatchable_agents_except_the_caller() -> None:
-    model = ScriptedModel({})
+    model = ShownModel({})
     with Runtime([spec("lead"), spec("a"), spec("b")], model=model) as rt:
         rt.run("lead", "x", wait=WAIT)
         (request,) = requests_of(model, "lead")
@@ -146,7 +147,7 @@ def test_background_spawn_returns_the_run_id_at_once_and_the_outcome_arrives_as_
         assert release.wait(WAIT)
         return "background work done"
 
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {"tool_calls": [spawn_call("slow", "bg", background=True)]},
@@ -187,7 +188,7 @@ def test_max_children_queues_the_extra_spawn_and_every_result_comes_back() -> No
         assert release.wait(WAIT)
         return f"held {ctx.task}"
 
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {"tool_calls": [spawn_call("hold", f"h{i}") for i in range(3)]},
@@ -215,7 +216,7 @@ def test_max_children_queues_the_extra_spawn_and_every_result_comes_back() -> No
 
 
 def test_unknown_agent_is_an_error_result_not_an_exception() -> None:
-    model = ScriptedModel({"lead": [{"tool_calls": [spawn_call("ghost", "boo")]}, "after: {last}"]})
+    model = ShownModel({"lead": [{"tool_calls": [spawn_call("ghost", "boo")]}, "after: {last}"]})
     with Runtime([spec("lead"), spec("worker")], model=model) as rt:
         outcome = rt.run("lead", "job", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED
@@ -225,7 +226,7 @@ def test_unknown_agent_is_an_error_result_not_an_exception() -> None:
 
 
 def test_a_tool_not_offered_is_refused_at_execution() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -288,7 +289,7 @@ def test_a_user_tool_schema_comes_from_its_signature() -> None:
 
 
 def test_user_tools_answer_and_tool_errors_are_error_results() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -315,7 +316,7 @@ def test_user_tools_answer_and_tool_errors_are_error_results() -> None:
 
 
 def test_a_crashing_tool_fails_the_run_and_the_requester_hears_it() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [{"tool_calls": [spawn_call("worker", "w")]}, "lead saw: {result0}"],
             "worker": [{"tool_calls": [{"name": "explode", "input": {}}]}, "never"],
@@ -342,7 +343,7 @@ def test_a_crashing_tool_fails_the_run_and_the_requester_hears_it() -> None:
 
 
 def test_two_waits_for_mail_in_one_turn_do_not_hang_the_run() -> None:
-    model = ScriptedModel(
+    model = ShownModel(
         {
             "lead": [
                 {
@@ -388,7 +389,7 @@ def test_wait_for_message_with_a_zero_timeout_returns_at_once() -> None:
 
 
 def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> None:
-    model = ScriptedModel({})
+    model = ShownModel({})
     agents: list[AgentLike] = [spec("lead", model="haiku"), spec("other")]
     with Runtime(agents, model=model, default_model="fable") as rt:
         rt.run("lead", "the task", context="some background", wait=WAIT)
@@ -406,7 +407,7 @@ def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> 
 
 def test_max_turns_ends_the_run_as_failed() -> None:
     loop = {"tool_calls": [{"name": "check_mailbox", "input": {}}]}
-    model = ScriptedModel({"looper": [loop] * 10})
+    model = ShownModel({"looper": [loop] * 10})
     with Runtime([spec("looper", max_turns=3)], model=model) as rt:
         outcome = rt.run("looper", "x", wait=WAIT)
         assert outcome.status is RunStatus.FAILED
@@ -426,7 +427,7 @@ def test_a_model_failure_fails_the_run_with_its_kind() -> None:
 
 
 def test_claude_code_task_alias_offers_spawn_and_disallowed_tools_remove_it() -> None:
-    model = ScriptedModel({})
+    model = ShownModel({})
     agents: list[AgentLike] = [
         spec("cc", tools=("Task", "check_mailbox")),
         spec("denied", disallowed_tools=(SPAWN, "send_message")),
