@@ -58,11 +58,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     on_cluster = config.getoption("--on-cluster")
     for item in items:
-        one_process = item.get_closest_marker("one_process")
-        if on_cluster and one_process is not None:
-            # what the test observes exists in one process only (docs/cluster.md, "Tests")
-            reason = one_process.kwargs.get("reason") or one_process.args[0]
-            item.add_marker(pytest.mark.skip(reason=f"one process only: {reason}"))
         if (on_cluster or item.get_closest_marker("ray")) and not item.get_closest_marker(
             "timeout"
         ):
