@@ -127,7 +127,7 @@ def test_spawn_is_not_offered_at_the_depth_limit_and_refused_if_called() -> None
         (refusal,) = tool_results(mid_second.messages[-1])
         assert refusal.is_error
         assert refusal.content == "tool 'spawn_subagent' is not available to mid"
-        assert len(rt.runs()) == 2  # nothing was spawned at depth 2
+        assert len(rt.runs(root_run_id=outcome.run_id)) == 2  # nothing spawned at depth 2
 
 
 def test_spawn_schema_lists_dispatchable_agents_except_the_caller() -> None:
