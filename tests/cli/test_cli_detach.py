@@ -118,7 +118,7 @@ def test_ctrl_c_detaches_attach_and_the_run_goes_on(cli: Cli) -> None:
     code, _out, err = finish(attach)
     assert code == 0 and "detached from" in err
     assert by_agent(cli.runs(), "slow", "running")  # still working
-    assert cli("stop", run_id, "--wait", "20").returncode == 0
+    assert cli("stop", run_id, "--wait", "60").returncode == 0
     assert cli("wait", run_id).returncode == 4  # cancelled
     _wait_gone(pid)
 

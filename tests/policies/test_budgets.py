@@ -191,7 +191,7 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
 
     rt.subscribe(seen)
     handle = rt.spawn("lead", "go", token_budget=1_000_000)
-    assert all_in.wait(10)
+    assert all_in.wait(60)
     # While the lead's last (slow) call is in flight: the ledger holds every child's calls.
     spent = rt.stats(handle.run_id).spent
     assert spent is not None
@@ -201,7 +201,7 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
     for worker in [r for r in rt.runs(root_run_id=handle.run_id) if r.agent == "worker"]:
         worker_spent = rt.stats(worker.run_id).spent
         assert worker_spent is not None and worker_spent.total_tokens == 23
-    outcome = handle.result(10)
+    outcome = handle.result(60)
     totals = rt.totals(outcome.run_id)
     assert totals.tokens == 120 + n * 23 + 10
     assert totals.runs == n + 1
@@ -294,7 +294,7 @@ def test_a_restored_run_keeps_its_budget(tmp_path: Any) -> None:
     model = ScriptedModel({"lead": ["unused", {"text": "more", "usage": usage(20, 10)}, "never"]})
     reopened = SQLiteStore(path)
     with Runtime([spec("lead")], model=model, store=reopened) as rt:
-        outcome = rt.attach("r1").result(10)
+        outcome = rt.attach("r1").result(60)
     reopened.close()
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used 120 tokens of its 100-token budget"

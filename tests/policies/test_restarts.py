@@ -242,7 +242,7 @@ def test_a_run_stopped_during_its_backoff_is_not_started_again(make_runtime: Any
     events.wait_for(lambda e: e.kind is EventKind.RESTARTED and e.run_id == handle.run_id)
     assert handle.status is RunStatus.RUNNING  # waiting out its backoff, slot kept
     assert rt.stop(handle.run_id) == (handle.run_id,)
-    outcome = handle.result(5)
+    outcome = handle.result(60)
     assert outcome.status is RunStatus.CANCELLED
     assert len(model.requests) == 1
     # a late timer: the supervisor is told the backoff is over; the ask after it is answered
