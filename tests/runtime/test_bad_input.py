@@ -22,7 +22,7 @@ def test_a_spawn_with_a_mistyped_argument_is_refused_at_once() -> None:
 
     worker = AgentSpec(name="worker", description="w")
     with Runtime([worker, FunctionAgent.create("parent", parent)], model=ScriptedModel()) as rt:
-        outcome = rt.run("parent", "go", wait=10, timeout=60)
+        outcome = rt.run("parent", "go", wait=60, timeout=60)
         assert outcome.result == "refused: timeout must be a number of seconds, got '5'"
         with pytest.raises(AdmissionError, match="context must be a string"):
             rt.spawn("worker", "t", context=123)  # type: ignore[arg-type]
