@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from polling import wait_until
 from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
 from subagents.messages import Lease, RunRecord, RunStatus
 from subagents.store.leases import (
@@ -97,9 +98,7 @@ def test_a_runtime_holds_a_lease_while_open_and_releases_it_on_close(tmp_path: P
         [lease] = store.leases()
         assert lease.owner == rt.owner and lease.pid == os.getpid()
         first = lease.renewed_at
-        deadline = time.monotonic() + 10
-        while store.leases()[0].renewed_at == first and time.monotonic() < deadline:
-            time.sleep(0.02)  # polling the store for the keeper's next renewal
+        wait_until(lambda: store.leases()[0].renewed_at != first, "the keeper's next renewal")
         assert store.leases()[0].renewed_at > first  # renewed by its keeper
     assert store.leases() == []
     store.close()
