@@ -14,9 +14,12 @@ import pykka
 import pytest
 
 from subagents.actors.agent import AgentActor
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Event, EventKind
+from subagents.blocking import about_to_block
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Event, EventKind, RunStatus
+from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.supervision.limits import Limits
 
@@ -161,6 +164,86 @@ def test_a_blocked_handling_does_not_starve_the_other_actors() -> None:
             ref.stop(block=True, timeout=WAIT)
     finally:
         assert d.close(WAIT) == []
+
+
+NEVER = 3600.0
+"""A ``stall_s`` the watch thread never reaches in a test: only ``about_to_block`` replaces."""
+
+
+def test_a_handling_that_says_it_blocks_is_replaced_at_once() -> None:
+    """The only thread's handling says it blocks: another thread takes work at once (the
+    watch thread, which would notice only after ``stall_s``, never looks here)."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-managed")
+    try:
+        entered, release = threading.Event(), threading.Event()
+
+        class Blocking(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                about_to_block()
+                entered.set()
+                assert release.wait(WAIT)
+                return "released"
+
+        class Echo(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                return message
+
+        blocking = Blocking.start(dispatcher=d)
+        later = blocking.ask("block", block=False)
+        assert entered.wait(WAIT)
+        echo = Echo.start(dispatcher=d)
+        assert echo.ask("still served", timeout=WAIT) == "still served"
+        assert d.counts() == DispatcherCounts(working=1, replaced=1)
+        release.set()
+        assert later.get(timeout=WAIT) == "released"
+        for ref in (blocking, echo):
+            ref.stop(block=True, timeout=WAIT)
+        assert d.wait_idle(WAIT)
+        assert d.counts() == DispatcherCounts(working=1, replaced=0)  # one left, not two
+    finally:
+        assert d.close(WAIT) == []
+    about_to_block()  # on a thread no pool hooked: nothing happens
+
+
+def _without_the_watch(rt: Runtime) -> None:
+    """Only ``about_to_block`` can replace the runtime's dispatcher threads from now on (the
+    dispatcher starts its watch thread at its first actor, with this ``stall_s``)."""
+    dispatcher = rt._hosting.dispatcher
+    assert dispatcher is not None and not dispatcher.threads()
+    dispatcher.stall_s = NEVER
+
+
+@pytest.mark.parametrize("kind", ["function", "tool"])
+def test_sync_function_agents_and_tools_block_without_starving_the_dispatcher(kind: str) -> None:
+    """More runs than dispatcher threads, each blocked until all of them are: they all get
+    there only because a sync function agent, and a tool call, say that they block."""
+    n = 12  # dispatcher threads: default_size() = max(4, 2 per core)
+    barrier = threading.Barrier(n)
+
+    def gather() -> str:
+        barrier.wait(WAIT)
+        return "all here"
+
+    def together(ctx: AgentContext) -> str:  # a sync function agent
+        return gather()
+
+    def meet() -> str:
+        """Wait until every run is in this tool."""
+        return gather()
+
+    lead = AgentSpec(name="lead", description="calls meet", tools=("meet",))
+    model = ScriptedModel(
+        {"lead": [{"tool_calls": [{"name": "meet", "input": {}}]}, {"text": "{result0}"}]}
+    )
+    agents: list[Any] = [together] if kind == "function" else [lead]
+    limits = Limits(max_concurrency=n, per_agent=n)
+    with Runtime(agents, model=model, tools=[meet], limits=limits) as rt:
+        _without_the_watch(rt)
+        name = "together" if kind == "function" else "lead"
+        handles = [rt.spawn(name, str(i)) for i in range(n)]
+        outcomes = [h.result(timeout=WAIT * 2) for h in handles]
+    assert [o.status for o in outcomes] == [RunStatus.COMPLETED] * n, outcomes[0]
+    assert {o.result for o in outcomes} == {"all here"}
 
 
 def test_stop_answers_the_asks_left_and_refuses_later_ones(dispatcher: Dispatcher) -> None:

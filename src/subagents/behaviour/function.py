@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from subagents.behaviour.port import AgentPort
+from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -563,6 +564,7 @@ class FunctionBehaviour:
 
     def __init__(self, fn: Callable[..., Any], port: AgentPort) -> None:
         self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
         self.port = port
         record = port.record
         self.prefix = (
@@ -688,6 +690,8 @@ class FunctionBehaviour:
         if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
             self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
         self.inbox.extend(unread)
+        if not self.is_async:
+            about_to_block()  # a sync function runs to its end here, waiting as it goes
         try:
             value = self.fn(AgentContext(self))
         except ReplayDiverged:
