@@ -212,7 +212,9 @@ def test_inspecting_commands_do_not_load_the_runtime(cli: Cli) -> None:
     code = (
         "import sys\n"
         "from subagents.cli.main import main\n"
-        "for args in (['ps', '--all', '--json'], ['tree', '#1', '--json'], ['log', '#1']):\n"
+        # the plain ps first: it is the listing #1 refers to (a --json one leaves it alone)
+        "for args in (['ps', '--all'], ['ps', '--all', '--json'], ['tree', '#1', '--json'],"
+        " ['log', '#1']):\n"
         "    assert main(args) == 0, args\n"
         "heavy = [m for m in ('anthropic', 'pykka', 'subagents.runtime') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
