@@ -331,6 +331,7 @@ class AgentContext:
             )
         if not b.replay(key):  # else: spawned by the earlier start, its answers replayed
             b.port.request_spawn(request)
+            b.unheld()
         return pending
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
@@ -362,11 +363,7 @@ class AgentContext:
                 reply_to=reply_to,
             )
         )
-        if b.coro is None:
-            # A plain function does not hand control back to its actor until it returns (it
-            # may block): its mail must not wait for that. A coroutine's mail goes when it
-            # next awaits something it has to wait for, together with the rest of the step.
-            port.flush_reports()
+        b.unheld()
         return pending
 
     def receive(self, timeout: float = 30.0) -> Pending:
@@ -438,6 +435,7 @@ class AgentContext:
                 journal=True,
             )
         )
+        b.unheld()
         return pending
 
     def stop_children(self, reason: str | None = None) -> Pending:
@@ -460,6 +458,7 @@ class AgentContext:
                 journal=True,
             )
         )
+        b.unheld()
         return pending
 
     def wait_any(self, *pendings: Pending) -> Pending:
@@ -600,6 +599,14 @@ class FunctionBehaviour:
         self._positions = itertools.count()
 
     # ---- calls and their journal -------------------------------------------------------------
+
+    def unheld(self) -> None:
+        """A plain function does not hand control back to its actor until it returns (it may
+        block): what it reports (mail, spawns, stops) must not wait for that. A coroutine's
+        reports go when it next awaits something it has to wait for, together with the rest
+        of the step (one Batch: its spawns all admitted before any child acts)."""
+        if self.coro is None:
+            self.port.flush_reports()
 
     def call(self, kind: str, digest: int, *shown: Any) -> tuple[str, list[JournalEntry] | None]:
         """The next call (``digest``: of its arguments; ``shown``: the ones an error shows):

@@ -141,6 +141,7 @@ class ToolCalls:
         journaled = journal.record_before_run(tool)
         if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
             return "not run: the run is stopping", True
+        port.flush_reports()  # what this turn reported so far goes now, not after the tool
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         try:
             out = tool.run(args, self.context(use.id))
