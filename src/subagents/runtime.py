@@ -281,6 +281,37 @@ class Runtime:
         )
         return RunHandle(self, *self._starts.admit(request))
 
+    def spawn_many(
+        self,
+        jobs: Iterable[tuple[str, str] | tuple[str, str, Mapping[str, Any]]],
+        **options: Any,
+    ) -> list[RunHandle | AdmissionError]:
+        """Start many root runs at once: ``jobs`` are ``(agent, task)`` or ``(agent, task,
+        {keyword: value})`` (``spawn``'s keywords for that job); ``options`` are ``spawn``'s
+        keywords for every job (a job's own override them).
+
+        One result per job, in order: its ``RunHandle``, or the ``AdmissionError`` that
+        refused it, naming the job (``job 3 ('explore'): unknown agent ...``). A refused job
+        refuses nothing else; limits queue as for ``spawn`` (the jobs are admitted in
+        order, each counting against the next). All are admitted in one supervisor
+        decision and kept by one store commit: far less work per run than as many
+        ``spawn`` calls (docs/runtime.md). ``TypeError`` for an unknown keyword in
+        ``options``; ``RuntimeClosed`` and a failing store raise for the whole call (then
+        none of its runs was admitted)."""
+        unknown = sorted(set(options) - _ROOT_FIELDS)
+        if unknown:
+            raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
+        requests: list[SpawnRequest | AdmissionError] = []
+        for i, job in enumerate(jobs):
+            try:
+                requests.append(_job_request(job, options))
+            except (TypeError, ValueError) as exc:
+                requests.append(AdmissionError(f"job {i}: {exc}"))
+        return [
+            item if isinstance(item, AdmissionError) else RunHandle(self, *item)
+            for item in self._starts.admit_many(requests)
+        ]
+
     def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
 
@@ -470,6 +501,25 @@ def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     if fields.get("shared") is not None:
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
+
+
+def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
+    """The request of one ``spawn_many`` job: ``(agent, task)`` or ``(agent, task,
+    keywords)``; ``TypeError``/``ValueError`` naming what is wrong with it."""
+    if not isinstance(job, tuple | list) or len(job) not in (2, 3):
+        raise TypeError(
+            f"a job is (agent, task) or (agent, task, {{keyword: value}}), got {job!r:.200}"
+        )
+    fields = dict(options)
+    if len(job) == 3:
+        own = job[2]
+        if not isinstance(own, Mapping):
+            raise TypeError(f"a job's keywords must be a mapping, got {type(own).__name__}")
+        unknown = sorted(set(own) - _ROOT_FIELDS)
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments: {', '.join(map(str, unknown))}")
+        fields.update(own)
+    return _root_request(job[0], job[1], **fields)
 
 
 _ROOT_FIELDS = frozenset(
