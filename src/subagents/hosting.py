@@ -104,7 +104,7 @@ holds a pooled thread until the run ends: the earlier design, kept as an option)
 class Hosting:
     """What a Runtime started; ``close`` ends it all, in order, within a timeout."""
 
-    def __init__(self, agent_threads: str = "own") -> None:
+    def __init__(self, agent_threads: str = "shared") -> None:
         if agent_threads not in AGENT_THREADS:
             raise ValueError(
                 f"agent_threads must be one of {', '.join(AGENT_THREADS)}, not {agent_threads!r}"

@@ -103,14 +103,15 @@ class Runtime:
         tracer_provider: Any = None,
         strict: bool = False,
         mcp_servers: Mapping[str, Any] | None = None,
-        agent_threads: str = "own",
+        agent_threads: str = "shared",
         allow_mcp_commands: bool = False,
         cluster: str | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
-        runtime does not start) rather than a warning. ``agent_threads``: ``"shared"`` (a waiting
-        run holds no thread: a few dispatcher threads handle the messages of every run) or
-        ``"own"``, the default (each live run holds a thread; docs/architecture.md).
+        runtime does not start) rather than a warning. ``agent_threads``: ``"shared"``, the
+        default (a waiting run holds no thread: a few dispatcher threads handle the messages of
+        every run, and work that blocks is handed another thread at once) or ``"own"`` (each
+        live run holds a thread; docs/architecture.md).
 
         ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
         ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs

@@ -15,7 +15,9 @@ import threading
 
 from subagents import AgentSpec, Limits, Runtime, ScriptedModel, SQLiteStore
 
-SPECS = [AgentSpec(name=n, description="d", prompt="p") for n in ("lead", "worker", "other", "late")]
+SPECS = [
+    AgentSpec(name=n, description="d", prompt="p") for n in ("lead", "worker", "other", "late")
+]
 
 
 def model(delay: float) -> ScriptedModel:

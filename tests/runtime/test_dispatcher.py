@@ -14,9 +14,12 @@ import pykka
 import pytest
 
 from subagents.actors.agent import AgentActor
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Event, EventKind
+from subagents.blocking import about_to_block
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import Event, EventKind, RunStatus
+from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.supervision.limits import Limits
 
@@ -133,13 +136,24 @@ def test_a_flooded_actor_does_not_keep_the_only_thread() -> None:
         assert d.close(WAIT) == []
 
 
-def test_a_blocked_handling_does_not_starve_the_other_actors() -> None:
-    d = Dispatcher(size=1, stall_s=0.02, name="t-block")
+NEVER = 3600.0
+"""A ``stall_s`` the watch thread never reaches in a test: only ``about_to_block`` replaces."""
+
+
+@pytest.mark.parametrize("found_by", ["the watch thread", "about_to_block"])
+def test_a_blocked_handling_does_not_starve_the_other_actors(found_by: str) -> None:
+    """The only thread's handling blocks: another thread takes work in its place, found by
+    the watch thread after ``stall_s``, or at once when the handling says it blocks (then
+    the watch thread never looks)."""
+    says = found_by == "about_to_block"
+    d = Dispatcher(size=1, stall_s=NEVER if says else 0.02, name="t-block")
     try:
         entered, release = threading.Event(), threading.Event()
 
         class Blocking(PooledActor):
             def on_receive(self, message: Any) -> Any:
+                if says:
+                    about_to_block()
                 entered.set()
                 assert release.wait(WAIT)  # a plain def tool, a sync function agent...
                 return "released"
@@ -152,15 +166,62 @@ def test_a_blocked_handling_does_not_starve_the_other_actors() -> None:
         later = blocking.ask("block", block=False)
         assert entered.wait(WAIT)
         echoes = [Echo.start(dispatcher=d) for _ in range(20)]
-        # the only working thread is blocked: the watch thread puts another in its place
         assert [e.ask(i, timeout=WAIT) for i, e in enumerate(echoes)] == list(range(20))
-        assert d.counts().replaced >= 1  # the blocked one (a slow drain under load may be too)
+        if says:
+            assert d.counts() == DispatcherCounts(working=1, replaced=1)
+        else:
+            assert d.counts().replaced >= 1  # the blocked one (a slow drain under load too)
         release.set()
         assert later.get(timeout=WAIT) == "released"
         for ref in [blocking, *echoes]:
             ref.stop(block=True, timeout=WAIT)
+        if says:
+            assert d.wait_idle(WAIT)
+            assert d.counts() == DispatcherCounts(working=1, replaced=0)  # one left, not two
     finally:
         assert d.close(WAIT) == []
+    about_to_block()  # on a thread no pool hooked: nothing happens
+
+
+def _without_the_watch(rt: Runtime) -> None:
+    """Only ``about_to_block`` can replace the runtime's dispatcher threads from now on (the
+    dispatcher starts its watch thread at its first actor, with this ``stall_s``)."""
+    dispatcher = rt._hosting.dispatcher
+    assert dispatcher is not None and not dispatcher.threads()
+    dispatcher.stall_s = NEVER
+
+
+@pytest.mark.parametrize("kind", ["function", "tool"])
+def test_sync_function_agents_and_tools_block_without_starving_the_dispatcher(kind: str) -> None:
+    """More runs than dispatcher threads, each blocked until all of them are: they all get
+    there only because a sync function agent, and a tool call, say that they block."""
+    n = 12  # dispatcher threads: default_size() = max(4, 2 per core)
+    barrier = threading.Barrier(n)
+
+    def gather() -> str:
+        barrier.wait(WAIT)
+        return "all here"
+
+    def together(ctx: AgentContext) -> str:  # a sync function agent
+        return gather()
+
+    def meet() -> str:
+        """Wait until every run is in this tool."""
+        return gather()
+
+    lead = AgentSpec(name="lead", description="calls meet", tools=("meet",))
+    model = ScriptedModel(
+        {"lead": [{"tool_calls": [{"name": "meet", "input": {}}]}, {"text": "{result0}"}]}
+    )
+    agents: list[Any] = [together] if kind == "function" else [lead]
+    limits = Limits(max_concurrency=n, per_agent=n)
+    with Runtime(agents, model=model, tools=[meet], limits=limits) as rt:
+        _without_the_watch(rt)
+        name = "together" if kind == "function" else "lead"
+        handles = [rt.spawn(name, str(i)) for i in range(n)]
+        outcomes = [h.result(timeout=WAIT * 2) for h in handles]
+    assert [o.status for o in outcomes] == [RunStatus.COMPLETED] * n, outcomes[0]
+    assert {o.result for o in outcomes} == {"all here"}
 
 
 def test_stop_answers_the_asks_left_and_refuses_later_ones(dispatcher: Dispatcher) -> None:

@@ -164,6 +164,43 @@ def test_mail_from_a_sync_function_is_delivered_while_the_function_still_runs(
         assert handle.result(timeout=WAIT).result == "hello"
 
 
+def test_the_children_of_one_step_are_all_admitted_before_any_of_them_acts() -> None:
+    """A step's spawns reach the supervisor together: a child that mails a sibling by name at
+    once finds it, even when the parent is held up between its two spawns. (Told one by one,
+    the first child started and mailed before the second was admitted: "no run named
+    'critic'"; reproduced here by the lead waiting, inside its step, for the researcher's
+    mail to be answered.)"""
+    answered = threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        first = ctx.spawn("researcher", "go")
+        # Inside the step: the researcher cannot have been told to start yet, so this wait
+        # runs out (hold-up between the spawns); told at once, it would have mailed by now.
+        answered.wait(2.0)
+        second = ctx.spawn("critic", "go")
+        outcomes = await ctx.gather(first, second)
+        return " / ".join(str(o.result) for o in outcomes)
+
+    async def researcher(ctx: AgentContext) -> str:
+        try:
+            await ctx.send("critic", "hello critic")
+            return "sent"
+        except MailError as exc:
+            return f"refused: {exc}"
+        finally:
+            answered.set()
+
+    async def critic(ctx: AgentContext) -> str:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        return mail.content if mail is not None else "no mail"
+
+    agents = {"lead": lead, "researcher": researcher, "critic": critic}
+    with Runtime(agents) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT * 3)
+    assert outcome.result == "sent / hello critic", outcome
+    assert answered.is_set()
+
+
 # ---- the agent actor's side, with a real actor standing in for the supervisor ----------------
 
 
@@ -227,9 +264,11 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
         behaviour=behaviour,
     )
     try:
-        sends, waiting = seen.wait(2)
-        assert isinstance(sends, Batch) and isinstance(waiting, WaitingChanged)
-        journal, *rest = sends.messages
+        (sends,) = seen.wait(1)
+        assert isinstance(sends, Batch)
+        # the calls' journal entries, the mail, then "waiting": the step's reports in order
+        journal, *rest, waiting = sends.messages
+        assert isinstance(waiting, WaitingChanged) and waiting.waiting
         # the calls' journal entries go first, as one report, then the mail
         assert isinstance(journal, Journal)
         assert [e.kind for e in journal.entries] == ["send", "send", "send", "gather"]
@@ -245,7 +284,7 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
             for i in range(3)
         )
         agent.tell(Batch(messages=delivered))
-        _, _, waited, read, finished = seen.wait(5)
+        _, waited, read, finished = seen.wait(4)
         assert isinstance(waited, Journal) and [e.kind for e in waited.entries] == ["receive"]
         # the three receives' results and read receipts: one report
         assert isinstance(read, Journal)

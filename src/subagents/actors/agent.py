@@ -254,16 +254,18 @@ class AgentActor(FastInboxActor):
     # Every report carries this start's ``attempt``: the supervisor ignores reports from an
     # earlier start of a restarted run, whose actor may still be finishing a call.
     #
-    # Mail reports (sends, read receipts) are held until the handling of the current message
-    # ends and then go as one message (a ``Batch``), consecutive read receipts merged into
-    # one: a burst of sends costs one hand-off to the supervisor, not one per mail. Every
-    # other report first sends what is held, so the supervisor sees all of them in the order
-    # they were made.
+    # Told reports (sends, read receipts, spawns, stops, tool calls, answers...) are held
+    # until the handling of the current message ends and then go as one message (a
+    # ``Batch``), in the order they were made, consecutive read receipts merged into one: a
+    # burst of sends costs one hand-off to the supervisor, not one per mail, and the children
+    # one turn spawns are all admitted before any of them can act (a child that mails a
+    # sibling by name at once finds it; told one by one, the first child could start and
+    # mail before the supervisor had the second's request). Whatever is asked (a step, a
+    # journaled tool's start) first sends what is held; so does a tool about to run.
 
     def _tell(self, message: Any) -> None:
-        if self._held:
-            self.flush_reports()
-        self.supervisor.tell(message)
+        self._reading = None  # a read receipt after this one is a new one, in order
+        self._held.append(message)
 
     def flush_reports(self) -> None:
         held, self._held, self._reading, self._journal = self._held, [], None, None

@@ -30,6 +30,14 @@ holds; it leaves the pool when that drain ends). So at least ``size`` threads al
 new work within about ``2 * stall_s``, however many handlings block, and the threads that
 exist are those ``size`` plus one per handling blocked right now: never one per waiting
 actor. (Go's scheduler does the same for goroutines blocked in system calls.)
+
+Detection alone is slow for work that is known to block: a fan-out of 1,000 children whose
+handlings each block 50 ms started about ``size`` of them per ``stall_s``. So code that knows
+it is about to block says so (``subagents.blocking.about_to_block()``: a model call, a tool,
+a sync function agent), and its thread is replaced at once, as Java's
+``ForkJoinPool.managedBlock`` and Scala's ``blocking { }`` do; the watch thread stays for
+what nobody marked. Replaced threads park in the pool (up to ``spare``) for the next
+replacement, so a steady stream of blocking calls does not start a thread per call.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ import pykka
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
+from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
 if TYPE_CHECKING:
@@ -101,6 +110,7 @@ class Dispatcher:
         *,
         stall_s: float = 0.05,
         name: str = "subagents-dispatch",
+        spare: int = 128,
     ) -> None:
         size = default_size() if size is None else size
         if size < 1:
@@ -112,7 +122,7 @@ class Dispatcher:
         self.name = name
         # Threads come from a pool of their own: a thread replaced while blocked parks there
         # when its handling ends, for the next replacement.
-        self._pool = ThreadPool(name=name, max_idle=size)
+        self._pool = ThreadPool(name=name, max_idle=max(size, spare))
         self._ready: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: set[_Worker] = set()
@@ -158,6 +168,7 @@ class Dispatcher:
 
     def _work(self, worker: _Worker) -> None:
         ready, clock = self._ready, time.monotonic
+        set_hook(lambda: self.blocking(worker))
         try:
             while True:
                 actor = ready.get()
@@ -175,10 +186,20 @@ class Dispatcher:
                 if worker.replaced and not self._rejoin(worker):
                     return
         finally:
+            set_hook(None)
             with self._lock:
                 self._workers.discard(worker)
                 if not worker.replaced:
                     self._working -= 1
+
+    def _replace(self, worker: _Worker) -> None:
+        """Count ``worker`` as blocked and start another thread in its place (``_lock``
+        held). It drains on (its actor's order holds) and rejoins or leaves when that ends."""
+        if worker.replaced or self._closed.is_set():
+            return
+        worker.replaced = True
+        self._working -= 1
+        self._add_worker()
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A replaced worker whose blocked drain ended: back to work if fewer than ``size``
@@ -199,13 +220,21 @@ class Dispatcher:
                 for worker in list(self._workers):
                     since = worker.busy_since
                     if not worker.replaced and since and now - since > self.stall_s:
-                        worker.replaced = True
-                        self._working -= 1
                         try:
-                            self._add_worker()
+                            self._replace(worker)
                         except Exception:  # no thread to be had: the blocked ones will end
                             log.exception("no thread to replace a blocked dispatcher thread")
                             break
+
+    def blocking(self, worker: _Worker) -> None:
+        """``worker``'s handling is about to block: another thread takes work at once."""
+        if worker.replaced:
+            return
+        with self._lock:
+            try:
+                self._replace(worker)
+            except Exception:  # no thread to be had: the watch thread tries again later
+                log.exception("no thread to replace a blocking dispatcher thread")
 
     # ---- state -------------------------------------------------------------------------------
 

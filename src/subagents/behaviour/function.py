@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from subagents.behaviour.port import AgentPort
+from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -330,6 +331,7 @@ class AgentContext:
             )
         if not b.replay(key):  # else: spawned by the earlier start, its answers replayed
             b.port.request_spawn(request)
+            b.unheld()
         return pending
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
@@ -361,11 +363,7 @@ class AgentContext:
                 reply_to=reply_to,
             )
         )
-        if b.coro is None:
-            # A plain function does not hand control back to its actor until it returns (it
-            # may block): its mail must not wait for that. A coroutine's mail goes when it
-            # next awaits something it has to wait for, together with the rest of the step.
-            port.flush_reports()
+        b.unheld()
         return pending
 
     def receive(self, timeout: float = 30.0) -> Pending:
@@ -437,6 +435,7 @@ class AgentContext:
                 journal=True,
             )
         )
+        b.unheld()
         return pending
 
     def stop_children(self, reason: str | None = None) -> Pending:
@@ -459,6 +458,7 @@ class AgentContext:
                 journal=True,
             )
         )
+        b.unheld()
         return pending
 
     def wait_any(self, *pendings: Pending) -> Pending:
@@ -563,6 +563,7 @@ class FunctionBehaviour:
 
     def __init__(self, fn: Callable[..., Any], port: AgentPort) -> None:
         self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
         self.port = port
         record = port.record
         self.prefix = (
@@ -598,6 +599,14 @@ class FunctionBehaviour:
         self._positions = itertools.count()
 
     # ---- calls and their journal -------------------------------------------------------------
+
+    def unheld(self) -> None:
+        """A plain function does not hand control back to its actor until it returns (it may
+        block): what it reports (mail, spawns, stops) must not wait for that. A coroutine's
+        reports go when it next awaits something it has to wait for, together with the rest
+        of the step (one Batch: its spawns all admitted before any child acts)."""
+        if self.coro is None:
+            self.port.flush_reports()
 
     def call(self, kind: str, digest: int, *shown: Any) -> tuple[str, list[JournalEntry] | None]:
         """The next call (``digest``: of its arguments; ``shown``: the ones an error shows):
@@ -688,6 +697,8 @@ class FunctionBehaviour:
         if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
             self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
         self.inbox.extend(unread)
+        if not self.is_async:
+            about_to_block()  # a sync function runs to its end here, waiting as it goes
         try:
             value = self.fn(AgentContext(self))
         except ReplayDiverged:

@@ -57,10 +57,15 @@ class AgentPort(Protocol):
     @property
     def log(self) -> Any: ...
 
-    def request_spawn(self, req: SpawnRequest) -> None: ...
+    def request_spawn(self, req: SpawnRequest) -> None:
+        """Held like mail reports (below): the spawns of one handling reach the supervisor
+        together, so they are all admitted before any of the children can act."""
+        ...
+
     def send_mail(self, msg: SendMail) -> None:
-        """Held, with read receipts (``mail_read``), until the message being handled is done
-        (or another report is made): a burst of mail goes to the supervisor as one message.
+        """Held, with read receipts (``mail_read``) and every other told report, until the
+        message being handled is done (or something is asked, or a tool is about to run): a
+        burst of mail goes to the supervisor as one message.
         A behaviour that will not come back to its actor soon calls ``flush_reports``."""
         ...
 

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.blocking import about_to_block
 from subagents.messages import ToolStarting, ToolUseBlock
 from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -140,6 +141,8 @@ class ToolCalls:
         journaled = journal.record_before_run(tool)
         if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
             return "not run: the run is stopping", True
+        port.flush_reports()  # what this turn reported so far goes now, not after the tool
+        about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         try:
             out = tool.run(args, self.context(use.id))
         except ToolError as exc:

@@ -69,10 +69,14 @@ def _attach(args: argparse.Namespace) -> int:
 
 
 def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord], Liveness]:
-    """The runs under ``record`` (itself first, parents before children) and the leases."""
+    """The runs under ``record`` (itself first, parents before children) and the leases.
+
+    The leases are read first: a host ends its runs before it gives up its lease, so runs
+    read after the leases are never taken for orphans of a host that ended in between."""
     from subagents.cli.state import liveness
     from subagents.store.base import StoreError
 
+    alive = liveness(store)
     try:
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
     except StoreError as exc:
@@ -87,7 +91,7 @@ def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord],
         r = stack.pop()
         ordered.append(r)
         stack.extend(reversed(children.get(r.run_id, [])))
-    return ordered, liveness(store)
+    return ordered, alive
 
 
 def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:

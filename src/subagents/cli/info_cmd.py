@@ -70,13 +70,13 @@ def run(args: argparse.Namespace) -> int:
 
 def gather(args: argparse.Namespace) -> Info:
     with open_inspected_store(args) as store:
+        alive = liveness(store)  # before the runs (state.liveness says why)
         record = resolve(store, args.run_ref)
         try:
             tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
             mail = store.mail_for(record.run_id)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
-        alive = liveness(store)
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree

@@ -120,6 +120,7 @@ def follow(store: InspectedStore, run_id: str, *, as_json: bool) -> int:
     printed = 0
     header = not as_json
     while True:
+        alive = liveness(store)  # before the run (state.liveness says why)
         record, entries = read(store, run_id, final=False)
         new = entries[printed:]
         printed = len(entries)
@@ -132,7 +133,6 @@ def follow(store: InspectedStore, run_id: str, *, as_json: bool) -> int:
             header = False
         if record.status.terminal:
             return 0
-        alive = liveness(store)
         if alive.orphaned(record):
             sys.stderr.write(
                 f"subagents log: run {record.run_id} is orphaned: its host"

@@ -89,11 +89,11 @@ def survey(
     keep, and the roots asked for (None: every orphan). ``CliError`` for a RUN given that is
     hosted by a live process or has ended."""
     with open_store(args.state) as store:
+        alive = liveness(store)  # before the runs (state.liveness says why)
         try:
             unfinished = store.list_runs(statuses=live_statuses())
         except StoreError as exc:
             raise CliError(str(exc)) from exc
-        alive = liveness(store)
         roots: frozenset[str] | None = None
         if args.runs:
             roots = frozenset(

@@ -84,6 +84,7 @@ def _send(args: argparse.Namespace) -> Posted:
     if not text.strip():
         raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
     with open_inspected_store(args) as store:
+        alive = liveness(store)  # before the run (state.liveness says why)
         record = resolve(store, args.run_ref)
         if record.status.terminal:
             raise CliError(
@@ -94,7 +95,7 @@ def _send(args: argparse.Namespace) -> Posted:
             command_id = store.post_command("send", record.run_id, text)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
-        orphaned = liveness(store).orphaned(record)
+        orphaned = alive.orphaned(record)
     return Posted(
         command_id=command_id,
         kind="send",

@@ -190,7 +190,13 @@ def fail(command: str, exc: CliError) -> int:
 
 
 def liveness(store: InspectedStore) -> Liveness:
-    """Which hosts of the store's runs are alive now (their leases), read once."""
+    """Which hosts of the store's runs are alive now (their leases), read once.
+
+    Read it *before* the runs it judges: a runtime ends its runs before it gives up its
+    lease, so a run read after the leases is either ended or hosted by a host that was alive
+    a moment ago. Read after, a tree that ended in between looks orphaned (its host's lease
+    gone, its runs read while they were still running): `attach`, `wait` and `log -f` then
+    stopped with "orphaned" on a tree that had just completed."""
     from subagents.store.base import StoreError
     from subagents.store.leases import Liveness
 

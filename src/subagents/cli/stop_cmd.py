@@ -75,6 +75,7 @@ def _stop(args: argparse.Namespace) -> int:
     if args.wait is not None and args.wait < 0:
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
     with open_inspected_store(args) as store:
+        alive = liveness(store)  # before the runs (state.liveness says why)
         if args.all:
             targets = _live_roots(store)
         elif args.requester is not None:
@@ -87,7 +88,6 @@ def _stop(args: argparse.Namespace) -> int:
                 )
             targets = [record]
         posted = []
-        alive = liveness(store)
         try:
             for record in targets:
                 command_id = store.post_command("stop", record.run_id)

@@ -36,13 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_tree(args: argparse.Namespace) -> tuple[TreeNode, list[str]]:
     with open_inspected_store(args) as store:
+        alive = liveness(store)  # before the runs (state.liveness says why)
         record = resolve(store, args.run_ref)
         try:
             records = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
         except StoreError as exc:
             raise CliError(str(exc)) from exc
         universe = all_run_ids(store)
-        alive = liveness(store)
     return build_tree(record, records, alive), universe
 
 

@@ -60,6 +60,7 @@ def _wait(args: argparse.Namespace) -> int:
     with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         while True:
+            alive = liveness(store)  # before the run (state.liveness says why)
             try:
                 current = store.get_run(record.run_id)
             except StoreError as exc:
@@ -69,7 +70,6 @@ def _wait(args: argparse.Namespace) -> int:
             record = current
             if record.status.terminal:
                 break
-            alive = liveness(store)
             if alive.orphaned(record):
                 sys.stderr.write(
                     f"subagents wait: run {record.run_id} is orphaned: its host"

@@ -18,6 +18,7 @@ from typing import Any
 
 import anthropic
 
+from subagents.blocking import about_to_block
 from subagents.logs import get_logger
 from subagents.messages import ContentBlock, ModelRequest, ModelResponse, TextBlock, Usage
 from subagents.models.anthropic_wire import (
@@ -192,6 +193,7 @@ class AnthropicModel:
     def _attempt(self, params: dict[str, Any], timeout: float | None) -> ParsedResponse:
         """One request; errors mapped to ``TransientError`` (retry) or ``ModelError`` (fail)."""
         seconds = timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
+        about_to_block()
         try:
             raw = self._client.messages.with_raw_response.create(**params, timeout=seconds)
             body = raw.read()

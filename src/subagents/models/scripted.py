@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import debug_enabled, get_logger
 from subagents.messages import (
@@ -237,6 +238,7 @@ def _check_signals(deadline: float | None, cancel: CancelSignal | None) -> None:
 
 def _simulate_latency(delay: float, deadline: float | None, cancel: CancelSignal | None) -> None:
     """Wait ``delay`` seconds, returning early (with an error) on cancel or at the deadline."""
+    about_to_block()  # a real model call waits on the network here
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
     wait_for = delay if remaining is None else min(delay, remaining)
     signal: CancelSignal = cancel if cancel is not None else threading.Event()

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.blocking import about_to_block
 from subagents.tools.permissions import Decision
 
 
@@ -62,6 +63,7 @@ def ask(handler: ApprovalHandler | None, request: ApprovalRequest) -> Decision:
             f"{request.reason}; no one can approve it in this runtime (no approval handler),"
             f" so it was denied. Do the task without it, or say what you would need.",
         )
+    about_to_block()  # a person at a terminal, a web hook: the handler may take minutes
     try:
         answer = handler(request)
     except Exception as exc:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
 from subagents.tools.processes import POLL_S, shell
 
@@ -193,6 +194,7 @@ def _decision(stdout: str) -> str | None:
 
 
 def _run(hook: HookCommand, body: str, cwd: Path, cancel: CancelSignal) -> tuple[int, str, str]:
+    about_to_block()
     env = dict(os.environ)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
     proc = subprocess.Popen(
