@@ -70,6 +70,9 @@ from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
 
+Job = tuple[str, str] | tuple[str, str, Mapping[str, Any]]
+"""A job of ``Runtime.spawn_many``: ``(agent, task)`` or ``(agent, task, {keyword: value})``."""
+
 
 class Runtime:
     """Agents, a model, limits and a store, run under one supervisor."""
@@ -282,36 +285,12 @@ class Runtime:
         )
         return RunHandle(self, *self._starts.admit(request))
 
-    def spawn_many(
-        self,
-        jobs: Iterable[tuple[str, str] | tuple[str, str, Mapping[str, Any]]],
-        **options: Any,
-    ) -> list[RunHandle | AdmissionError]:
-        """Start many root runs at once: ``jobs`` are ``(agent, task)`` or ``(agent, task,
-        {keyword: value})`` (``spawn``'s keywords for that job); ``options`` are ``spawn``'s
-        keywords for every job (a job's own override them).
-
-        One result per job, in order: its ``RunHandle``, or the ``AdmissionError`` that
-        refused it, naming the job (``job 3 ('explore'): unknown agent ...``). A refused job
-        refuses nothing else; limits queue as for ``spawn`` (the jobs are admitted in
-        order, each counting against the next). All are admitted in one supervisor
-        decision and kept by one store commit: far less work per run than as many
-        ``spawn`` calls (docs/runtime.md). ``TypeError`` for an unknown keyword in
-        ``options``; ``RuntimeClosed`` and a failing store raise for the whole call (then
-        none of its runs was admitted)."""
-        unknown = sorted(set(options) - _ROOT_FIELDS)
-        if unknown:
-            raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
-        requests: list[SpawnRequest | AdmissionError] = []
-        for i, job in enumerate(jobs):
-            try:
-                requests.append(_job_request(job, options))
-            except (TypeError, ValueError) as exc:
-                requests.append(AdmissionError(f"job {i}: {exc}"))
-        return [
-            item if isinstance(item, AdmissionError) else RunHandle(self, *item)
-            for item in self._starts.admit_many(requests)
-        ]
+    def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
+        """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
+        supervisor decision and store commit. Per job, in order: its handle, or the
+        ``AdmissionError`` naming it (nothing else refused; docs/runtime.md)."""
+        admitted = self._starts.admit_many(_job_requests(jobs, options))
+        return [i if isinstance(i, AdmissionError) else RunHandle(self, *i) for i in admitted]
 
     def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
@@ -502,6 +481,22 @@ def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     if fields.get("shared") is not None:
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
+
+
+def _job_requests(
+    jobs: Iterable[Any], options: Mapping[str, Any]
+) -> list[SpawnRequest | AdmissionError]:
+    """``spawn_many``'s jobs as requests; a job that is not one is its ``AdmissionError``."""
+    unknown = sorted(set(options) - _ROOT_FIELDS)
+    if unknown:
+        raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
+    requests: list[SpawnRequest | AdmissionError] = []
+    for i, job in enumerate(jobs):
+        try:
+            requests.append(_job_request(job, options))
+        except (TypeError, ValueError) as exc:
+            requests.append(AdmissionError(f"job {i}: {exc}"))
+    return requests
 
 
 def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:

@@ -62,6 +62,7 @@ from subagents.messages import (
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import AddToCheckpoint, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
+from subagents.supervision.closing import close_all
 from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -218,10 +219,10 @@ class SupervisorCore:
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
-        """Cancel every run (the runtime closes), in one pass (``Lifecycle.close_all``);
+        """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
         the reply is the ids cancelled."""
         self.effects.begin()
-        return self._decided(tuple(self.lifecycle.close_all(reason)))
+        return self._decided(tuple(close_all(self.lifecycle, reason)))
 
     # ---- reports from agents ---------------------------------------------------------------
 
