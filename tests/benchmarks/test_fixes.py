@@ -13,7 +13,7 @@ from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.mailing import event_mail_ids
 
-WAIT = 10.0
+WAIT = 60.0
 
 
 def _parts(n: int) -> tuple[Pending, ...]:

@@ -26,7 +26,9 @@ from subagents.store.sqlite import SQLiteStore
 
 T = TypeVar("T")
 
-DEADLINE_S = 45.0
+DEADLINE_S = 90.0
+"""A hang guard for each wait and command (a passing one returns at once; on a loaded machine
+a command is an interpreter start and a store open, a run several of those)."""
 POLL_S = 0.05
 """Between two reads of the store while waiting: leaves the CPU to the runs waited for."""
 

@@ -187,7 +187,9 @@ def test_state_errors(cli: Cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["ps --all", "tree #1", "log #1", "info #1"])
 def test_terminal_output_is_coloured_unless_no_color(cli: Cli, command: str) -> None:
-    cli.json("ps", "--all")
+    # a plain listing says what #1 is (a --json one leaves it alone): without it, #1 was
+    # whatever listing an earlier test left, or none when this test ran first
+    assert cli("ps", "--all").returncode == 0
     args = command.split()
     code, coloured = on_terminal(cli, *args)
     assert code == 0
@@ -210,7 +212,9 @@ def test_inspecting_commands_do_not_load_the_runtime(cli: Cli) -> None:
     code = (
         "import sys\n"
         "from subagents.cli.main import main\n"
-        "for args in (['ps', '--all', '--json'], ['tree', '#1', '--json'], ['log', '#1']):\n"
+        # the plain ps first: it is the listing #1 refers to (a --json one leaves it alone)
+        "for args in (['ps', '--all'], ['ps', '--all', '--json'], ['tree', '#1', '--json'],"
+        " ['log', '#1']):\n"
         "    assert main(args) == 0, args\n"
         "heavy = [m for m in ('anthropic', 'pykka', 'subagents.runtime') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"

@@ -75,7 +75,7 @@ def test_stopped_from_another_process_by_row_number(cli: Cli) -> None:
     assert cli("ps").returncode == 0  # a plain listing remembers the rows for #N
     lead_row = next(r for r in rows if r["agent"] == "lead")
 
-    stopped = cli("stop", f"#{lead_row['row']}", "--wait", "20")
+    stopped = cli("stop", f"#{lead_row['row']}", "--wait", "60")
     assert stopped.returncode == 0, stopped.stderr
     assert f"posted stop for lead {lead_row['run_id']}" in stopped.stdout
 
@@ -112,7 +112,7 @@ def test_stop_requester_stops_the_runs_a_run_requested_not_the_run(cli: Cli) -> 
     proc = cli.run_team("lead", "delegated")
     worker = cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
     lead = worker["parent_run_id"]
-    posted = cli.json("stop", "--requester", lead, "--wait", "20")
+    posted = cli.json("stop", "--requester", lead, "--wait", "60")
     assert [(p["agent"], p["run_id"]) for p in posted] == [("worker", worker["run_id"])]
     _code, out, err = finish(proc)
     runs = {r["agent"]: r for r in msgspec.json.decode(out)["runs"]}

@@ -35,7 +35,7 @@ def main(db: str) -> None:
         lambda e: started.release() if (e.kind, e.agent) == ("started", "worker") else None
     )
     rt.spawn("lead", "go")
-    assert started.acquire(timeout=10) and started.acquire(timeout=10)
+    assert started.acquire(timeout=60) and started.acquire(timeout=60)
     os._exit(0)
 
 

@@ -44,7 +44,7 @@ def main(db: str) -> None:
         lambda e: worker_started.set() if (e.kind, e.agent) == ("started", "worker") else None
     )
     rt.spawn("boss", "go")
-    assert worker_started.wait(10)
+    assert worker_started.wait(60), "the worker never started"
     os._exit(0)  # die while the worker works and the helper waits
 
 

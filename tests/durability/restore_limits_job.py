@@ -49,12 +49,12 @@ def main(db: str) -> None:
     rt = Runtime(SPECS, model=model(60), store=SQLiteStore(db), limits=Limits(max_concurrency=2))
     rt.subscribe(lambda e: seen[(e.kind, e.agent)].set() if (e.kind, e.agent) in seen else None)
     rt.spawn("lead", "go")
-    assert seen[("started", "worker")].wait(30), "the worker never started"
+    assert seen[("started", "worker")].wait(60), "the worker never started"
     rt.spawn("other", "go")
-    assert seen[("parked", "lead")].wait(30), "the waiting lead never lent its slot"
-    assert seen[("started", "other")].wait(30), "'other' never started in the lent slot"
+    assert seen[("parked", "lead")].wait(60), "the waiting lead never lent its slot"
+    assert seen[("started", "other")].wait(60), "'other' never started in the lent slot"
     rt.spawn("late", "go")
-    assert seen[("queued", "late")].wait(30), "'late' was not queued"
+    assert seen[("queued", "late")].wait(60), "'late' was not queued"
     os._exit(0)  # die with the worker and 'other' running, the lead parked, 'late' queued
 
 

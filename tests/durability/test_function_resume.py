@@ -18,13 +18,13 @@ JOB = Path(__file__).with_name("fn_resume_job.py")
 
 def test_a_resumed_function_agent_does_not_redo_its_children_or_mail(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    proc = subprocess.run([sys.executable, str(JOB), str(db)], capture_output=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(JOB), str(db)], capture_output=True, timeout=100)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     specs, model = agents(0.05)
     store = SQLiteStore(db)
     with Runtime(specs, model=model, store=store) as rt:  # type: ignore[arg-type]
         [boss] = [r for r in rt.runs() if r.agent == "boss"]
-        outcome = rt.attach(boss.run_id).result(timeout=20)
+        outcome = rt.attach(boss.run_id).result(timeout=60)
         assert outcome.result == "boss got: done expensive job"
         assert len(rt.runs(agent="worker")) == 1
         [helper] = rt.runs(agent="helper")

@@ -19,7 +19,7 @@ JOB = Path(__file__).with_name("restore_limits_job.py")
 
 def test_restore_does_not_start_more_runs_than_the_limit(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    proc = subprocess.run([sys.executable, str(JOB), str(db)], capture_output=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(JOB), str(db)], capture_output=True, timeout=100)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     with Runtime(
         SPECS, model=model(0.05), store=SQLiteStore(db), limits=Limits(max_concurrency=2)
@@ -29,9 +29,9 @@ def test_restore_does_not_start_more_runs_than_the_limit(tmp_path: Path) -> None
         assert [rt.get(r).agent for r in report.requeued] == ["late"]  # type: ignore[union-attr]
         assert rt.stats().in_flight <= 2
         roots = {r.agent: r.run_id for r in rt.runs() if r.parent_run_id is None}
-        lead = rt.attach(roots["lead"]).result(timeout=20)
-        other = rt.attach(roots["other"]).result(timeout=20)
-        late = rt.attach(roots["late"]).result(timeout=20)
+        lead = rt.attach(roots["lead"]).result(timeout=60)
+        other = rt.attach(roots["other"]).result(timeout=60)
+        late = rt.attach(roots["late"]).result(timeout=60)
         assert lead.result == "lead done: worker done"
         assert other.status is RunStatus.COMPLETED
         assert late.result == "late done"

@@ -16,7 +16,7 @@ from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AdmissionError
 
-WAIT = 10.0
+WAIT = 60.0
 
 
 def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> None:

@@ -446,9 +446,9 @@ def test_cancel_during_backoff_returns_promptly(
 
     thread = threading.Thread(target=call)
     thread.start()
-    assert arrived.wait(5)
+    assert arrived.wait(60)
     cancel.set()
-    thread.join(timeout=5)
+    thread.join(timeout=20)  # a cut call returns at once; uncut, it would wait 30 s
     assert not thread.is_alive()
     assert len(outcome) == 1
     error = outcome[0]
@@ -480,7 +480,7 @@ def test_concurrent_calls_share_one_model(api: FakeMessagesAPI, model: Anthropic
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=10)
+        t.join(timeout=60)
     assert results == {i: f"task {i}" for i in range(12)}
 
 

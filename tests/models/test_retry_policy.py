@@ -60,12 +60,14 @@ def test_final_errors_are_not_retried() -> None:
 
 def test_timeout_is_time_left_to_deadline() -> None:
     flaky = Flaky(1, TransientError("server", "x"))
-    start = time.monotonic()
-    call_with_retries(flaky, policy=FAST, deadline=start + 5)
+    deadline = time.monotonic() + 5
+    call_with_retries(flaky, policy=FAST, deadline=deadline)
     first, second = flaky.timeouts
     assert first is not None and second is not None
-    assert 4.0 < first <= 5
-    assert second <= first
+    # each attempt gets what was left when it was made (taken before the attempt saw the
+    # clock): bounded by the clock, not by how fast a loaded machine got there
+    assert deadline - flaky.times[0] <= first <= 5
+    assert deadline - flaky.times[1] <= second <= first
 
 
 def test_retry_after_is_honoured_and_capped() -> None:
@@ -132,9 +134,9 @@ def test_cancel_during_wait() -> None:
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert failed_once.wait(5)
+    assert failed_once.wait(60)
     cancel.set()
-    thread.join(timeout=5)
+    thread.join(timeout=20)  # a cut wait returns at once; uncut, it would wait 30 s
     assert not thread.is_alive()
     assert isinstance(outcome[0], ModelError)
     assert outcome[0].kind == "cancelled"

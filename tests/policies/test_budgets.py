@@ -84,7 +84,7 @@ def test_a_run_over_budget_stops_after_the_call_that_took_it_over(make_runtime: 
     rt, model, events = make_runtime(
         [spec("lead")], {"lead": [turn, turn, turn, turn]}, tools=[count]
     )
-    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    outcome = rt.run("lead", "go", token_budget=100, wait=60)
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used 120 tokens of its 100-token budget"
     assert [r.agent for r in model.requests] == ["lead", "lead"]  # one call past 100, no more
@@ -101,13 +101,13 @@ def test_a_last_step_over_budget_ends_the_run_over_budget_not_completed(
     rt, model, events = make_runtime(
         [spec("lead")], {"lead": [{"text": "the answer", "usage": usage(90, 30)}]}
     )
-    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    outcome = rt.run("lead", "go", token_budget=100, wait=60)
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used 120 tokens of its 100-token budget"
     assert rt.totals(outcome.run_id).tokens == 120
     assert len(events.of(EventKind.BUDGET_EXCEEDED, outcome.run_id)) == 1
     assert not events.of(EventKind.COMPLETED, outcome.run_id)
-    within = rt.run("lead", "go", token_budget=120, wait=10)  # exactly at budget: completed
+    within = rt.run("lead", "go", token_budget=120, wait=60)  # exactly at budget: completed
     assert within.status is RunStatus.COMPLETED and within.result == "the answer"
     assert len(model.requests) == 2
 
@@ -128,7 +128,7 @@ def test_child_budget_is_capped_by_what_the_parent_has_left(make_runtime: Any) -
             "worker": [{"text": "ok", "usage": usage(10, 10)}],
         },
     )
-    outcome = rt.run("lead", "go", token_budget=500, wait=10)
+    outcome = rt.run("lead", "go", token_budget=500, wait=60)
     assert outcome.status is RunStatus.COMPLETED
     child = next(r for r in rt.runs(root_run_id=outcome.run_id) if r.agent == "worker")
     assert child.token_budget == 400
@@ -150,7 +150,7 @@ def test_spawn_refused_when_the_parent_has_nothing_left(make_runtime: Any) -> No
             ]
         },
     )
-    outcome = rt.run("lead", "go", token_budget=100, wait=10)
+    outcome = rt.run("lead", "go", token_budget=100, wait=60)
     second = [r for r in model.requests if r.agent == "lead"][1]
     result = second.messages[-1].content[0]
     assert isinstance(result, ToolResultBlock) and result.is_error
@@ -191,7 +191,7 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
 
     rt.subscribe(seen)
     handle = rt.spawn("lead", "go", token_budget=1_000_000)
-    assert all_in.wait(10)
+    assert all_in.wait(60)
     # While the lead's last (slow) call is in flight: the ledger holds every child's calls.
     spent = rt.stats(handle.run_id).spent
     assert spent is not None
@@ -201,7 +201,7 @@ def test_usage_of_concurrent_children_rolls_up_exactly(make_runtime: Any) -> Non
     for worker in [r for r in rt.runs(root_run_id=handle.run_id) if r.agent == "worker"]:
         worker_spent = rt.stats(worker.run_id).spent
         assert worker_spent is not None and worker_spent.total_tokens == 23
-    outcome = handle.result(10)
+    outcome = handle.result(60)
     totals = rt.totals(outcome.run_id)
     assert totals.tokens == 120 + n * 23 + 10
     assert totals.runs == n + 1
@@ -225,7 +225,7 @@ def test_children_taking_the_parent_over_budget_stop_its_subtree(make_runtime: A
         },
         tools=[ping],
     )
-    outcome = rt.run("lead", "go", token_budget=350, wait=10)
+    outcome = rt.run("lead", "go", token_budget=350, wait=60)
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error is not None and outcome.error.startswith("lead used ")
     workers = [r for r in rt.runs(root_run_id=outcome.run_id) if r.agent == "worker"]
@@ -244,7 +244,7 @@ def test_cost_budget_from_the_definition(make_runtime: Any) -> None:
     rt, _model, _events = make_runtime(
         [spec("lead", metadata={"costBudget": 0.05})], {"lead": [turn] * 5}, tools=[ping]
     )
-    outcome = rt.run("lead", "go", wait=10)
+    outcome = rt.run("lead", "go", wait=60)
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used $0.0600 of its $0.0500 cost budget"
     assert rt.get(outcome.run_id).cost_budget_usd == 0.05
@@ -294,7 +294,7 @@ def test_a_restored_run_keeps_its_budget(tmp_path: Any) -> None:
     model = ScriptedModel({"lead": ["unused", {"text": "more", "usage": usage(20, 10)}, "never"]})
     reopened = SQLiteStore(path)
     with Runtime([spec("lead")], model=model, store=reopened) as rt:
-        outcome = rt.attach("r1").result(10)
+        outcome = rt.attach("r1").result(60)
     reopened.close()
     assert outcome.status is RunStatus.BUDGET_EXCEEDED
     assert outcome.error == "lead used 120 tokens of its 100-token budget"

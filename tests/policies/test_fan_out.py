@@ -129,7 +129,7 @@ def test_llm_fan_out_tool_votes_and_reports_conflicts(make_runtime: Any) -> None
             "judge_c": ["safe"],
         },
     )
-    outcome = rt.run("lead", "review", wait=10)
+    outcome = rt.run("lead", "review", wait=60)
     body = tool_result(model, "lead")
     assert body["strategy"] == "vote" and body["value"] == "safe"
     assert body["conflicts"][0]["values"] == ["unsafe"]
@@ -157,7 +157,7 @@ def test_llm_fan_out_chain_and_bad_input(make_runtime: Any) -> None:
             "editor": ["edited: {task}"],
         },
     )
-    rt.run("lead", "go", wait=10)
+    rt.run("lead", "go", wait=60)
     lead_calls = [r for r in model.requests if r.agent == "lead"]
     first = lead_calls[1].messages[-1].content[0]
     assert isinstance(first, ToolResultBlock) and not first.is_error

@@ -21,10 +21,10 @@ def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> 
         # the same call in every start (a restart replays it: no second child)
         ctx.spawn("child", "x", background=True, on_failure="fail_parent")
         if next(starts) == 1:
-            assert restarted.wait(10)  # still busy when the supervisor restarts the run
+            assert restarted.wait(60)  # still busy when the supervisor restarts the run
             return "stale result of the first start"
         second_started.set()
-        assert release.wait(10)
+        assert release.wait(60)
         return "result of the second start"
 
     def on_event(event: Any) -> None:
@@ -38,10 +38,10 @@ def test_a_stale_ending_of_an_earlier_start_does_not_end_the_restarted_run() -> 
     with Runtime(agents, model=ScriptedModel()) as rt:
         rt.subscribe(on_event)
         handle = rt.spawn("parent", "go")
-        assert second_started.wait(10)
+        assert second_started.wait(60)
         assert not handle.done  # the first start's ending was not taken for this one
         release.set()
-        outcome = handle.result(timeout=10)
+        outcome = handle.result(timeout=60)
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.result == "result of the second start"
     assert len(rt.runs(agent="child")) == 1

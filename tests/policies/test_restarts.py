@@ -130,7 +130,7 @@ def test_a_transient_run_resumes_from_its_checkpoint_after_a_crash(make_runtime:
         },
         tools=[fetch],
     )
-    outcome = rt.run("lead", "go", wait=10)
+    outcome = rt.run("lead", "go", wait=60)
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result is not None
     assert outcome.result.startswith("summary of fetched data\n")
@@ -165,7 +165,7 @@ def test_restart_intensity_reached_fails_the_run_for_good(make_runtime: Any) -> 
         ],
         {"flaky": [{"error": {"kind": "overloaded", "message": "try later"}}]},
     )
-    outcome = rt.run("flaky", "go", wait=10)
+    outcome = rt.run("flaky", "go", wait=60)
     assert outcome.status is RunStatus.FAILED
     assert outcome.error_kind == "model_overloaded"
     assert outcome.error == (
@@ -191,9 +191,9 @@ def test_temporary_runs_and_normal_exits_are_not_restarted(make_runtime: Any) ->
             "slow": [{"text": "never", "delay": 5}],
         },
     )
-    temp = rt.run("temp", "go", wait=10)
-    capped = rt.run("capped", "go", wait=10)
-    slow = rt.run("slow", "go", wait=10)
+    temp = rt.run("temp", "go", wait=60)
+    capped = rt.run("capped", "go", wait=60)
+    slow = rt.run("slow", "go", wait=60)
     assert (temp.status, temp.error) == (RunStatus.FAILED, "boom")
     assert (capped.status, capped.error_kind) == (RunStatus.FAILED, "max_turns")
     assert slow.status is RunStatus.TIMED_OUT
@@ -225,7 +225,7 @@ def test_a_crash_in_a_tool_restarts_without_rerunning_finished_calls(make_runtim
         },
         tools=[step],
     )
-    outcome = rt.run("lead", "go", wait=10)
+    outcome = rt.run("lead", "go", wait=60)
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.result == "a ok\nb ok"
     assert calls == ["a", "b", "b"]  # 'a' had its result: only 'b' ran again
@@ -242,7 +242,7 @@ def test_a_run_stopped_during_its_backoff_is_not_started_again(make_runtime: Any
     events.wait_for(lambda e: e.kind is EventKind.RESTARTED and e.run_id == handle.run_id)
     assert handle.status is RunStatus.RUNNING  # waiting out its backoff, slot kept
     assert rt.stop(handle.run_id) == (handle.run_id,)
-    outcome = handle.result(5)
+    outcome = handle.result(60)
     assert outcome.status is RunStatus.CANCELLED
     assert len(model.requests) == 1
     # a late timer: the supervisor is told the backoff is over; the ask after it is answered

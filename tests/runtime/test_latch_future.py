@@ -12,7 +12,7 @@ import pytest
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.latch_future import LatchFuture
 
-WAIT = 10.0
+WAIT = 60.0
 
 
 def test_a_result_set_later_reaches_a_waiting_get_and_every_later_get() -> None:

@@ -13,7 +13,7 @@ import pytest
 from subagents.actors.inbox import FastInboxActor, actor_urn
 from subagents.actors.lazy_event import LazyEvent
 
-WAIT = 10.0
+WAIT = 60.0
 
 
 def test_set_before_wait_returns_at_once() -> None:

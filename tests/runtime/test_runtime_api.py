@@ -99,7 +99,7 @@ def test_a_model_factory_is_given_the_loaded_definitions(
     )
     with Runtime(agent_dirs=[tmp_path], model=ScriptedModel.from_specs) as rt:
         assert isinstance(rt.model, ScriptedModel)
-        assert rt.run("scripted", "the task", wait=10).result == "scripted answer to the task"
+        assert rt.run("scripted", "the task", wait=60).result == "scripted answer to the task"
 
 
 def test_run_hears_a_refusal_without_asking_and_forgets_the_run() -> None:

@@ -33,7 +33,7 @@ def test_definition_skills_are_preloaded_and_load_skill_reads_a_body(tmp_path: P
     )
     agent = AgentSpec(name="a", description="d", prompt="You are A.", skills=("tidy",))
     with Runtime([agent], model=model, skills=[_skills(tmp_path)]) as rt:
-        outcome = rt.run("a", "t", wait=10)
+        outcome = rt.run("a", "t", wait=60)
     first = model.requests[0]
     assert first.system.startswith("You are A.")
     assert '<skill name="tidy">\nAlways put things back.\n</skill>' in first.system
@@ -47,5 +47,5 @@ def test_definition_skills_are_preloaded_and_load_skill_reads_a_body(tmp_path: P
 def test_load_skill_is_not_offered_without_skills() -> None:
     model = ScriptedModel({"a": [{"text": "ok"}]})
     with Runtime([AgentSpec(name="a", description="d")], model=model) as rt:
-        rt.run("a", "t", wait=10)
+        rt.run("a", "t", wait=60)
     assert "load_skill" not in {t.name for t in model.requests[0].tools}

@@ -25,7 +25,7 @@ from subagents.messages import Mail, RunStatus, Sweep
 from subagents.store.base import RunStore, StoreError
 from subagents.store.sqlite import SQLiteStore
 
-WAIT = 10.0
+WAIT = 60.0
 
 
 def quick(ctx: AgentContext) -> str:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from polling import wait_until
 from subagents import AgentSpec, Runtime, ScriptedModel, SQLiteStore
 from subagents.messages import EventKind, RunStatus
 from subagents.telemetry import env_opted_in, span_id_for, trace_id_for
@@ -245,13 +245,23 @@ def _spans_in(text: str) -> list[dict[str, Any]]:
 def test_a_run_resumed_in_another_process_keeps_its_span_and_its_childrens_parent(
     tmp_path: Path, exporter: InMemorySpanExporter
 ) -> None:
-    db = tmp_path / "runs.db"
+    db, there = tmp_path / "runs.db", tmp_path / "there"
     script = tmp_path / "job.py"
+    # the job says it got there once it has seen both events, after the exporter printed
+    # quick's span (subscribers are called in turn, telemetry's first): the store shows quick
+    # completed as soon as that is committed, before its span is printed
     script.write_text(
         JOB
         + textwrap.dedent(
             f"""
+            import pathlib
+            wanted = {{("completed", "quick"), ("waiting", "waiter")}}
+            def note(event):
+                wanted.discard((str(event.kind), event.agent))
+                if not wanted:
+                    pathlib.Path({str(there)!r}).touch()
             with Runtime(AGENTS, model=model, store=SQLiteStore({str(db)!r})) as rt:
+                rt.subscribe(note)
                 rt.spawn("lead", "the job")
                 rt.runs()  # admitted
                 import time; time.sleep(600)
@@ -265,24 +275,20 @@ def test_a_run_resumed_in_another_process_keeps_its_span_and_its_childrens_paren
     proc = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
+
+    def got_there() -> bool:
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        return there.exists()
+
     try:
-        store = SQLiteStore(db)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            runs = {r.agent: r for r in store.list_runs()}
-            if (
-                runs.get("waiter")
-                and runs["waiter"].status is RunStatus.WAITING
-                and (runs.get("quick") and runs["quick"].status is RunStatus.COMPLETED)
-            ):
-                break
-            assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-            time.sleep(0.05)  # polling the store the job writes
-        else:
-            raise AssertionError(f"the job did not get there: {store.list_runs()}")
+        wait_until(got_there, "the job's quick run completed and its waiter waiting")
     finally:
         proc.send_signal(signal.SIGKILL)
-        out, _err = proc.communicate(timeout=30)
+        out, _err = proc.communicate(timeout=120)
+    store = SQLiteStore(db)
+    runs = {r.agent: r for r in store.list_runs()}
+    assert runs["quick"].status is RunStatus.COMPLETED
+    assert runs["waiter"].status is RunStatus.WAITING
     first = _spans_in(out.decode())
     [quick] = [s for s in first if s["name"] == "invoke_agent quick"]
     lead_id, waiter_id = runs["lead"].run_id, runs["waiter"].run_id
@@ -298,7 +304,7 @@ def test_a_run_resumed_in_another_process_keeps_its_span_and_its_childrens_paren
     ) as rt:  # fmt: skip
         assert set(rt.restore_report.resumed) >= {lead_id, waiter_id}
         rt.send(waiter_id, "go on")
-        outcome = rt.attach(lead_id).result(timeout=30)
+        outcome = rt.attach(lead_id).result(timeout=120)
     store.close()
     assert outcome.result == "lead: quick done + waiter heard go on"
     spans = exporter.get_finished_spans()

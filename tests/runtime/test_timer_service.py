@@ -7,19 +7,26 @@ import time
 
 from subagents.actors.timer import TimerService
 
+WAIT = 60.0
+"""A hang guard: a passing wait returns at once."""
+
 
 def test_callbacks_fire_in_deadline_order_and_cancelled_ones_never() -> None:
     timer = TimerService()
     fired: list[str] = []
-    done = threading.Event()
+    done, hold = threading.Event(), threading.Event()
     now = time.monotonic()
+    # the first due callback holds the timer's one thread until every timer is set up and
+    # "x" cancelled: otherwise a test thread held up 15 ms (a loaded machine) sees "x" fire
+    timer.schedule("hold", now, lambda: hold.wait(WAIT))
     timer.schedule("b", now + 0.02, lambda: fired.append("b"))
     timer.schedule("a", now + 0.01, lambda: fired.append("a"))
     timer.schedule("x", now + 0.015, lambda: fired.append("x"))
     timer.schedule("c", now + 0.03, done.set)
     assert timer.cancel("x")
     assert not timer.cancel("x")
-    assert done.wait(5)
+    hold.set()
+    assert done.wait(WAIT)
     assert fired == ["a", "b"]
     timer.stop()
     assert not timer.alive

@@ -34,7 +34,7 @@ path, expected = sys.argv[1], int(sys.argv[2])
 store = SQLiteStore(path)
 print("ready", flush=True)
 counts, posted = [], []
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 100  # a hang guard: it ends when the parent is done
 while time.monotonic() < deadline:
     n = len(store.list_runs())
     counts.append(n)
@@ -53,7 +53,7 @@ from subagents.store.sqlite import SQLiteStore
 store = SQLiteStore(sys.argv[1])
 print("ready", flush=True)
 taken = []
-deadline = time.monotonic() + 30
+deadline = time.monotonic() + 100  # a hang guard: it ends when the parent is done
 while time.monotonic() < deadline:
     finished = store.get_run("end") is not None  # saved after the last command was posted
     taken.extend(c.command_id for c in store.take_commands())
@@ -92,7 +92,7 @@ def test_another_process_reads_whole_batches_and_posts_commands(db_path: Path) -
                 store.save_run(run(f"b{b:03d}-{i}", created_at=float(b)))
                 store.append_event(event(f"b{b:03d}-{i}"))
             taken.extend(c.command_id for c in store.take_commands())
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=110)
     assert child.returncode == 0, err
     report = json.loads(out.strip().splitlines()[-1])
     counts, posted = report["counts"], report["posted"]
@@ -124,7 +124,7 @@ def test_each_command_is_taken_by_exactly_one_of_several_processes(db_path: Path
     store.save_run(run("end"))
     results: list[int] = []
     for child in takers:
-        out, err = child.communicate(timeout=60)
+        out, err = child.communicate(timeout=110)
         assert child.returncode == 0, err
         results.extend(json.loads(out.strip().splitlines()[-1]))
     results.extend(c.command_id for c in store.take_commands())  # any a taker left behind
@@ -176,7 +176,7 @@ def test_several_processes_creating_one_new_store_create_it_once(db_path: Path) 
         child.stdin.flush()
     outs = []
     for child in openers:
-        out, err = child.communicate(timeout=60)
+        out, err = child.communicate(timeout=110)
         assert child.returncode == 0, err
         outs.append(out.strip().splitlines()[-1])
     assert outs.count("None") == 1  # exactly one of them found an empty file and created it

@@ -94,7 +94,7 @@ def test_a_stop_kills_the_whole_process_group(repo: Path, processes: ProcessGrou
     pgid = int(pidfile.read_text())
     wait_until(lambda: len(group_members(pgid)) == 3, what="the group's three processes")
     cancel.set()
-    worker.join(20)
+    worker.join(60)
     assert not worker.is_alive()
     assert result[0].is_error and "the run was stopped" in result[0].content
     wait_until(lambda: group_members(pgid) == [], what="the group killed")
@@ -124,7 +124,7 @@ def test_a_finished_background_shell_reports_its_exit_code(context: ToolContext)
     shell_id = started.content.rsplit(" ", 1)[1]
     process = context.processes.get(context.run_id, shell_id)
     assert process is not None
-    process.popen.wait(20)
+    process.popen.wait(60)
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id, "filter": "^do"}, context)
     assert "<status>completed</status>" in seen and "<exit_code>4</exit_code>" in seen
     assert "<stdout>\ndone\n</stdout>" in seen

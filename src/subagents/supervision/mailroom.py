@@ -333,7 +333,7 @@ class MailRoom:
         """``state`` ended: the mail that reached it (or waited for it while queued) and was
         never read is a dead letter, and each live sender hears of it, once."""
         inbox, state.inbox = state.inbox, {}
-        leftover = [m for m in sorted({*unread, *inbox}) if m in inbox]
+        leftover = list(inbox)  # in the order it was delivered (ids order only to the ms)
         if not leftover:
             return
         self.effects.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
