@@ -11,9 +11,15 @@ script): measured in one process, the side measured second reuses the memory the
 - memory per subagent: (VmRSS with all n waiting - VmRSS before the first) / n, from
   /proc/self/status (the runtime's own fixed cost is in "before": it is built first);
 - start: seconds from the first spawn until all n are waiting (the runtime's ``waiting``
-  events; raw: the last actor answered an ``ask``);
-- close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined); raw: a
-  stop told to every actor, then each stop waited for.
+  events; raw: the last actor answered an ``ask``). The runtime's runs are started with
+  ``Runtime.spawn_many`` in batches of ``--batch`` (default 1,000: one supervisor decision
+  and one store commit per batch), or with one ``Runtime.spawn`` each (``--spawn one``: the
+  per-run path, reported by ``run_all.py`` beside it); CPU seconds of the process and the
+  cyclic GC's full (gen-2) passes during the start are reported with it. ``--gc-freeze``
+  calls ``gc.freeze()`` after each batch (what an embedding program holding many live runs
+  may choose to do: docs/runtime.md; the runtime never changes the GC by itself);
+- close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), and its
+  CPU seconds; raw: a stop told to every actor, then each stop waited for.
 
 A waiting run holds no OS thread (its actor's mailbox is drained by the runtime's few dispatcher
 threads: ``actors/pooled.py``); with ``Runtime(agent_threads="own")`` it held one, and n was
@@ -34,6 +40,7 @@ each, started in under 10 s and closed in under 5 s.
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import threading
 import time
@@ -144,7 +151,37 @@ def raw_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
 # ---- the runtime (the other side) ------------------------------------------------------------
 
 
-def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
+class _GcPasses:
+    """The cyclic GC's full (generation 2) passes and their seconds, while counting."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.seconds = 0.0
+        self._at = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._at = time.perf_counter()
+        else:
+            self.passes += 1
+            self.seconds += time.perf_counter() - self._at
+
+    def close(self) -> dict[str, Any]:
+        gc.callbacks.remove(self._callback)
+        return {"passes": self.passes, "seconds": rounded(self.seconds, 3)}
+
+
+def runtime_side(
+    n: int,
+    force: bool,
+    cap: int | None,
+    spawn: str = "many",
+    batch: int = 1000,
+    gc_freeze: bool = False,
+) -> dict[str, Any]:
     from subagents.behaviour.function import AgentContext
     from subagents.messages import Event, EventKind
     from subagents.runtime import Runtime
@@ -199,19 +236,44 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
     )
     capacity = thread_capacity(cap)
     rt = Runtime([idle], limits=limits, agent_threads="shared")
-    out: dict[str, Any] = {"tried": True, "thread_limits": capacity}
+    out: dict[str, Any] = {
+        "tried": True,
+        "thread_limits": capacity,
+        "spawn": spawn,
+        "gc_freeze": gc_freeze,
+    }
+    if spawn == "many":
+        out["batch"] = batch
     spawned = 0
+
+    def start(first: int, end: int) -> int:
+        """Start runs ``first`` to ``end`` (the number started): ``spawn_many`` in batches,
+        or one ``spawn`` each; a refused run is raised, as ``spawn`` raises it."""
+        if spawn == "one":
+            rt.spawn("idle", str(first))
+            if gc_freeze and first % batch == 0:
+                gc.freeze()
+            return 1
+        jobs = [("idle", str(i)) for i in range(first, min(end, first + batch))]
+        for item in rt.spawn_many(jobs):
+            if isinstance(item, Exception):
+                raise item
+        if gc_freeze:  # what is alive now is not scanned again by the full passes
+            gc.freeze()
+        return len(jobs)
+
     try:
         rt.subscribe(on_event)
         settle()
         before = vm_rss_kib()
         threads_before = threading.active_count()
         pilot = min(n, PILOT, capacity["usable"] or PILOT)
+        gc_passes = _GcPasses()
+        cpu_started = time.process_time()
         started = time.perf_counter()
         try:
-            for i in range(pilot):
-                rt.spawn("idle", str(i))
-                spawned += 1
+            while spawned < pilot:
+                spawned += start(spawned, pilot)
                 if stalled(spawned):
                     raise RuntimeError(f"{spawned} spawned, {waiting[0]} waiting: stalled")
             if not wait_for(pilot, 300):
@@ -235,9 +297,8 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
         resumed = time.perf_counter()
         error = None
         try:
-            for i in range(pilot, n):
-                rt.spawn("idle", str(i))
-                spawned += 1
+            while spawned < n:
+                spawned += start(spawned, n)
                 if stalled(spawned):
                     raise RuntimeError(
                         f"{spawned:,} spawned, {waiting[0]:,} waiting, none more for"
@@ -253,6 +314,8 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
         if error is None and failed:
             error = f"{len(failed)} runs ended instead of waiting; first: {failed[0]}"
         start_s = pilot_s + time.perf_counter() - resumed
+        out["start_cpu_s"] = rounded(time.process_time() - cpu_started, 3)
+        out["start_gc_full"] = gc_passes.close()
         out["threads_at_peak"] = threading.active_count()
         settle()
         after = vm_rss_kib()
@@ -265,9 +328,10 @@ def runtime_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
         if error is not None:
             out["failed"] = f"after {spawned:,} of {n:,} spawns: {error}"
     finally:
-        closing = time.perf_counter()
+        closing, cpu_closing = time.perf_counter(), time.process_time()
         rt.close(timeout=900)
         out["close_s"] = rounded(time.perf_counter() - closing, 3)
+        out["close_cpu_s"] = rounded(time.process_time() - cpu_closing, 3)
         out["threads_after_close"] = threading.active_count()
     return out
 
@@ -285,6 +349,25 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fallback-n", type=int, default=FALLBACK_N, help="measured when n cannot be tried"
     )
+    parser.add_argument(
+        "--spawn",
+        choices=("many", "one"),
+        default="many",
+        help="start the runs with spawn_many in batches (default) or one spawn each",
+    )
+    parser.add_argument(
+        "--batch", type=int, default=1000, help="runs per spawn_many call (default 1,000)"
+    )
+    parser.add_argument(
+        "--no-per-run",
+        action="store_true",
+        help="do not also measure the runtime with one spawn per run",
+    )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() after each batch (an embedding program's choice, docs/runtime.md)",
+    )
     parser.add_argument("--side", choices=("raw", "runtime"), default=None, help=argparse.SUPPRESS)
 
 
@@ -296,10 +379,18 @@ def main() -> None:
         emit("scale-side", raw_side(n, args.force, args.max_threads))
         return
     if args.side == "runtime":
-        emit("scale-side", runtime_side(n, args.force, args.max_threads))
+        emit(
+            "scale-side",
+            runtime_side(
+                n, args.force, args.max_threads, args.spawn, max(1, args.batch), args.gc_freeze
+            ),
+        )
         return
     raw_n = args.raw_n or min(n, 10_000)
     force = ["--force"] if args.force else []
+    force += ["--spawn", args.spawn, "--batch", str(args.batch)]
+    if args.gc_freeze:
+        force.append("--gc-freeze")
     if args.max_threads is not None:
         force += ["--max-threads", str(args.max_threads)]
     raw = run_side("scale.py", "--side", "raw", "--n", str(raw_n), *force)
@@ -307,13 +398,23 @@ def main() -> None:
     ours = attempt
     if (not attempt["tried"] or "failed" in attempt) and n > args.fallback_n:
         ours = run_side("scale.py", "--side", "runtime", "--n", str(args.fallback_n), *force)
-    for side in (raw, attempt, ours):
+    per_run = None
+    if args.spawn == "many" and not args.no_per_run and ours["tried"] and "failed" not in ours:
+        # the same size started with one Runtime.spawn each: the path most callers take
+        per_run = run_side(
+            "scale.py", "--side", "runtime", "--n", str(ours["n"]), *force, "--spawn", "one"
+        )
+    for side in (raw, attempt, ours, per_run or {}):
         side.pop("benchmark", None)
         side.pop("machine", None)
+    if per_run is not None:
+        per_run.pop("thread_limits", None)
     measured = ours["tried"] and raw["tried"] and "failed" not in ours
     figures: dict[str, Any] = {"runtime": ours, "raw": raw, "measured_at": ours.get("n")}
     if ours is not attempt:
         figures["attempt"] = attempt
+    if per_run is not None:
+        figures["per_run_spawn"] = per_run
     goals: dict[str, Any] = {}
     if measured:
         r = ratio(ours["kib_each"], raw["kib_each"])

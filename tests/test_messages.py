@@ -54,6 +54,7 @@ from subagents.messages import (
     RunUsage,
     SendMail,
     SlotWanted,
+    SpawnMany,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -161,6 +162,9 @@ MESSAGES: dict[type[Any], Any] = {
         shared={"k": 1},
         share=("k",),
         attempt=1,
+    ),
+    SpawnMany: SpawnMany(
+        requests=(SpawnRequest(request_id="r7", agent="worker", task="part B", run_id="r7"),)
     ),
     SpawnReply: SpawnReply(request_id="toolu_2", run_id="r2", queued=True),
     ChildDone: ChildDone(request_id="toolu_2", outcome=OUTCOME),

@@ -471,6 +471,14 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
+class SpawnMany(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The outside asks for many root runs at once (``Runtime.spawn_many``): admitted in
+    one decision and one store commit, each by the rules of a lone ``SpawnRequest``; the
+    answer is a ``SpawnReply`` per request, in order (a refusal refuses that one only)."""
+
+    requests: tuple[SpawnRequest, ...]
+
+
 class SpawnReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The supervisor's answer to a spawn: admitted (with its run id) or refused (why)."""
 
@@ -833,6 +841,7 @@ ActorMessage = (
     | LeaseLost
     | Sweep
     | StopAll
+    | SpawnMany
     | Inspect
     | TreeRecords
 )

@@ -10,12 +10,12 @@ the public ``spawn``, ``run`` and ``attach``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Outcome, SpawnReply, SpawnRequest, new_id
+from subagents.messages import Outcome, SpawnMany, SpawnReply, SpawnRequest, new_id
 from subagents.roots import RootWaiters, Waiter
 from subagents.store.base import RunStore
 from subagents.supervision.core import AdmissionError
@@ -67,6 +67,49 @@ class RootRuns:
             self.roots.forget(run_id)
             raise AdmissionError(reply.error)
         return run_id, waiter
+
+    def admit_many(
+        self, requests: Sequence[SpawnRequest | AdmissionError]
+    ) -> list[tuple[str, Waiter] | AdmissionError]:
+        """``Runtime.spawn_many``: every request checked here (a bad one is refused alone,
+        its place in the result naming why), the rest asked as ONE ``SpawnMany`` (one
+        decision, one store commit); a run id and waiter per admitted request, in order.
+        An error of the whole call (closed, timed out, the store failed) forgets every
+        waiter and is raised: nothing is half-started from the caller's point of view."""
+        self.requests.check_open()
+        self.requests.check_caller()
+        out: list[tuple[str, Waiter] | AdmissionError] = []
+        asked: list[SpawnRequest] = []
+        places: list[int] = []
+        for i, request in enumerate(requests):
+            if isinstance(request, AdmissionError):
+                out.append(request)
+                continue
+            problem = request_problem(request, self.limits)
+            if problem is not None:
+                out.append(AdmissionError(f"job {i} ({request.agent!r}): {problem}"))
+                continue
+            run_id = new_id("r")
+            out.append((run_id, self.roots.expect(run_id)))
+            asked.append(msgspec.structs.replace(request, request_id=run_id, run_id=run_id))
+            places.append(i)
+        if not asked:
+            return out
+        try:
+            # one decision for them all: give it time in proportion (the default 30 s is
+            # for one message's work)
+            replies: tuple[SpawnReply, ...] = self.requests.ask(
+                SpawnMany(requests=tuple(asked)), timeout=30.0 + 0.002 * len(asked)
+            )
+        except BaseException:  # closed, timed out, the store failed: nothing will land
+            for request in asked:
+                self.roots.forget(request.request_id)
+            raise
+        for i, request, reply in zip(places, asked, replies, strict=True):
+            if reply.error is not None:
+                self.roots.forget(request.request_id)
+                out[i] = AdmissionError(f"job {i} ({request.agent!r}): {reply.error}")
+        return out
 
     def tell(self, request: SpawnRequest, wait: float | None) -> tuple[str, Waiter, float]:
         """``Runtime.run``: the request told, not asked (the admission is not waited for, the

@@ -70,6 +70,9 @@ from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
 
+Job = tuple[str, str] | tuple[str, str, Mapping[str, Any]]
+"""A job of ``Runtime.spawn_many``: ``(agent, task)`` or ``(agent, task, {keyword: value})``."""
+
 
 class Runtime:
     """Agents, a model, limits and a store, run under one supervisor."""
@@ -282,6 +285,13 @@ class Runtime:
         )
         return RunHandle(self, *self._starts.admit(request))
 
+    def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
+        """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
+        supervisor decision and store commit. Per job, in order: its handle, or the
+        ``AdmissionError`` naming it (nothing else refused; docs/runtime.md)."""
+        admitted = self._starts.admit_many(_job_requests(jobs, options))
+        return [i if isinstance(i, AdmissionError) else RunHandle(self, *i) for i in admitted]
+
     def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
 
@@ -471,6 +481,41 @@ def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     if fields.get("shared") is not None:
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
+
+
+def _job_requests(
+    jobs: Iterable[Any], options: Mapping[str, Any]
+) -> list[SpawnRequest | AdmissionError]:
+    """``spawn_many``'s jobs as requests; a job that is not one is its ``AdmissionError``."""
+    unknown = sorted(set(options) - _ROOT_FIELDS)
+    if unknown:
+        raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
+    requests: list[SpawnRequest | AdmissionError] = []
+    for i, job in enumerate(jobs):
+        try:
+            requests.append(_job_request(job, options))
+        except (TypeError, ValueError) as exc:
+            requests.append(AdmissionError(f"job {i}: {exc}"))
+    return requests
+
+
+def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
+    """The request of one ``spawn_many`` job: ``(agent, task)`` or ``(agent, task,
+    keywords)``; ``TypeError``/``ValueError`` naming what is wrong with it."""
+    if not isinstance(job, tuple | list) or len(job) not in (2, 3):
+        raise TypeError(
+            f"a job is (agent, task) or (agent, task, {{keyword: value}}), got {job!r:.200}"
+        )
+    fields = dict(options)
+    if len(job) == 3:
+        own = job[2]
+        if not isinstance(own, Mapping):
+            raise TypeError(f"a job's keywords must be a mapping, got {type(own).__name__}")
+        unknown = sorted(set(own) - _ROOT_FIELDS)
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments: {', '.join(map(str, unknown))}")
+        fields.update(own)
+    return _root_request(job[0], job[1], **fields)
 
 
 _ROOT_FIELDS = frozenset(

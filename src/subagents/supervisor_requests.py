@@ -64,14 +64,14 @@ class SupervisorRequests:
         self.check_open()
         self.check_caller()
 
-    def ask(self, message: Any) -> Any:
-        """The supervisor's reply to ``message`` (30 s at most)."""
+    def ask(self, message: Any, timeout: float = 30.0) -> Any:
+        """The supervisor's reply to ``message`` (``timeout`` seconds at most)."""
         self.check_caller()
         supervisor = self.hosting.supervisor
         if supervisor is None:
             raise RuntimeClosed("the runtime is closed")
         try:
-            return supervisor.ask(message, timeout=30)
+            return supervisor.ask(message, timeout=timeout)
         except ActorGone:
             raise RuntimeClosed("the runtime is closed") from None
 

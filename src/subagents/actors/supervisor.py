@@ -65,6 +65,7 @@ from subagents.messages import (
     RunStatus,
     SendMail,
     SlotWanted,
+    SpawnMany,
     SpawnReply,
     SpawnRequest,
     StepTaken,
@@ -376,6 +377,8 @@ class SupervisorActor(FastInboxActor):
                 decision = core.journal(message)
             case SpawnRequest():
                 decision = core.spawn(message)
+            case SpawnMany(requests=requests):
+                decision = core.spawn_many(requests)
             case StepTaken():
                 decision = core.step_taken(message)
             case ToolCalled():

@@ -62,6 +62,7 @@ from subagents.messages import (
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import AddToCheckpoint, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
+from subagents.supervision.closing import close_all
 from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -167,6 +168,16 @@ class SupervisorCore:
         self.effects.begin()
         return self._decided(self.admission.spawn(req))
 
+    def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
+        """Admit (start or queue) or refuse many runs in one decision, in order, each by
+        the rules of ``spawn`` (one refused does not refuse the others; a run admitted
+        earlier in the batch counts against the limits of the later ones). The reply is
+        their ``SpawnReply``s in order. Why one decision: the actor writes it in one
+        store transaction and its caller waits once, not once per run."""
+        self.effects.begin()
+        spawn = self.admission.spawn
+        return self._decided(tuple([spawn(req) for req in reqs]))
+
     def stop(self, req: StopRequest) -> Decision:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
@@ -208,23 +219,10 @@ class SupervisorCore:
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
-        """Cancel every run (the runtime closes); the reply is the ids cancelled."""
+        """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
+        the reply is the ids cancelled."""
         self.effects.begin()
-        cancelled: list[str] = []
-        # Queued runs first: cancelling a running one frees a slot, and a queued run would
-        # otherwise be started (an actor spawned during shutdown) only to be cancelled.
-        for run_id in self.slots.queued():
-            state = self.runs.live(run_id)
-            if state is not None:
-                cancelled += self.lifecycle.cancel(state, reason)
-        for roots_only in (True, False):  # then roots; then orphans of an unknown parent
-            for state in self.runs:
-                if self.runs.live(state.run_id) is None:
-                    continue
-                if roots_only and state.record.parent_run_id is not None:
-                    continue
-                cancelled += self.lifecycle.cancel(state, reason)
-        return self._decided(tuple(cancelled))
+        return self._decided(tuple(close_all(self.lifecycle, reason)))
 
     # ---- reports from agents ---------------------------------------------------------------
 

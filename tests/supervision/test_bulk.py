@@ -1,0 +1,89 @@
+"""The core's bulk decisions, without threads: ``spawn_many`` (many admissions, one
+decision) and ``stop_all`` at close (every live run ended in one pass, ``close_all``)."""
+
+from __future__ import annotations
+
+from subagents.messages import (
+    ChildDone,
+    EventKind,
+    MailState,
+    RunStatus,
+    SpawnReply,
+    SpawnRequest,
+    new_id,
+)
+from subagents.supervision.effects import DisarmDeadline, StartRun, StopAgent, Tell, TellOutside
+from subagents.supervision.limits import Limits
+
+from .test_core import Harness, of
+
+
+def request(agent: str, task: str = "t") -> SpawnRequest:
+    return SpawnRequest(request_id=new_id("q"), agent=agent, task=task)
+
+
+def test_spawn_many_admits_queues_and_refuses_each_alone_in_one_decision() -> None:
+    h = Harness(Limits(max_concurrency=2, queue_bound=1))
+    reqs = [
+        request("lead"),
+        request("ghost"),
+        request("worker"),
+        request("critic"),
+        request("lead"),
+    ]
+    decision = h.core._do(h.core.core.spawn_many(reqs))
+    replies: tuple[SpawnReply, ...] = decision.reply
+    assert [r.request_id for r in replies] == [r.request_id for r in reqs]
+    assert [(r.run_id is not None, r.queued) for r in replies] == [
+        (True, False),
+        (False, False),
+        (True, False),
+        (True, True),
+        (False, False),
+    ]
+    assert replies[1].error is not None and replies[1].error.startswith("unknown agent 'ghost'")
+    assert replies[4].error is not None and replies[4].error.startswith("queue bound")
+    admitted = [r.run_id for r in replies if r.run_id is not None]
+    assert len(of(decision.effects, StartRun)) == 2  # the two that fit start; one queued
+    assert [h.status(r) for r in admitted] == [
+        RunStatus.RUNNING,
+        RunStatus.RUNNING,
+        RunStatus.QUEUED,
+    ]
+    # the refusals are told to the outside, as for one spawn told, not asked
+    told = [e.message for e in of(decision.effects, TellOutside)]
+    assert [m.request_id for m in told if isinstance(m, SpawnReply)] == [
+        reqs[1].request_id,
+        reqs[4].request_id,
+    ]
+    assert h.store.list_runs() and {r.run_id for r in h.store.list_runs()} == set(admitted)
+
+
+def test_close_ends_every_live_run_once_queued_first_then_deepest_first() -> None:
+    h = Harness(Limits(max_concurrency=3))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    grandchild = h.run("critic", child)
+    queued = h.run("worker")
+    assert h.status(queued) is RunStatus.QUEUED
+    mail = h.mail(root, child, "unread")  # it will die unread
+    assert mail.mail_id is not None
+    decision = h.core._do(h.core.core.stop_all("runtime closed"))
+    assert decision.reply == (queued, grandchild, child, root)
+    for run in (root, child, grandchild, queued):
+        assert h.status(run) is RunStatus.CANCELLED
+        assert h.terminal_events(run) == [EventKind.CANCELLED]
+        record = h.store.get_run(run)
+        assert record is not None and record.outcome is not None
+        assert record.outcome.error == "runtime closed"
+    effects = decision.effects
+    assert [s.run_id for s in of(effects, StopAgent)] == [queued, grandchild, child, root]
+    done = [m.outcome for e in of(effects, TellOutside) if isinstance(m := e.message, ChildDone)]
+    assert sorted(o.run_id for o in done) == sorted([root, queued])  # each root's, once
+    # no outcome handed to a parent that ends with it (the root is told of its dead letter)
+    assert [t for t in of(effects, Tell) if isinstance(t.message, ChildDone)] == []
+    assert of(effects, StartRun) == []  # nothing queued starts while everything stops
+    assert of(effects, DisarmDeadline) == []  # the timer service stops with the runtime
+    assert h.store.mail_for(child)[0].state is MailState.DEAD
+    assert h.core.slots.in_flight == 0 and h.core.slots.queue_length() == 0
+    assert h.core.core.stop_all("again").reply == ()  # nothing is ended twice
