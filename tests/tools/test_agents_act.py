@@ -181,6 +181,40 @@ def test_asks_go_to_the_approval_handler_or_are_denied(repo: Path) -> None:
     assert first.is_error and "no approval handler" in first.content
 
 
+def test_what_a_turn_reported_goes_before_its_approval_waits(repo: Path) -> None:
+    """A turn spawns a worker, then calls Bash, which asks a person: the worker starts while
+    the person thinks (the turn's earlier reports are not held back by the approval)."""
+    started = threading.Event()
+
+    def approve(request: ApprovalRequest) -> bool:
+        # a person takes their time; the worker spawned earlier in this turn runs meanwhile
+        return started.wait(WAIT)
+
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        use("spawn_subagent", agent="worker", task="t", background=True),
+                        use("Bash", command="touch ok.txt"),
+                    ]
+                },
+                "done",
+            ],
+            "worker": ["w done"],
+        }
+    )
+    with Runtime(
+        [agent("lead"), agent("worker")], model=model, workspace=repo, approve=approve
+    ) as rt:
+        rt.subscribe(lambda e: started.set() if (e.kind, e.agent) == ("started", "worker") else 0)
+        outcome = rt.run("lead", "go", wait=WAIT * 2)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    ((_spawned, bash),) = results(model, "lead")
+    assert not bash.is_error, bash.content  # approved: the worker had started meanwhile
+    assert (repo / "ok.txt").exists()
+
+
 def _written(pidfile: Path) -> bool:
     return pidfile.exists() and pidfile.read_text().strip() != ""
 

@@ -96,6 +96,22 @@ def test_post_tool_use_feedback_and_a_stop_hook_that_asks_for_more(repo: Path) -
     assert last.content == (TextBlock("Stop hook feedback: not done yet"),)
 
 
+def test_a_stop_hook_never_buys_a_run_over_its_budget_another_model_call(repo: Path) -> None:
+    """The last step is recorded (its budget known) before a Stop hook can keep the run going:
+    over budget, the run ends there, with one model call, as after a tool call's step."""
+    flag = repo / "stopped-once"
+    hooks = {
+        "Stop": [{"hooks": [{"type": "command", "command":
+            f"if [ -e {flag} ]; then exit 0; fi; touch {flag}; echo 'not done yet' >&2; exit 2"}]}],
+    }  # fmt: skip
+    usage = {"input_tokens": 90, "output_tokens": 30}
+    model = ScriptedModel({"hooked": [{"text": "one", "usage": usage}, "two"]})
+    with Runtime([hooked(hooks)], model=model, workspace=repo, allow_hooks=True) as rt:
+        outcome = rt.run("hooked", "go", token_budget=100, wait=WAIT)
+    assert outcome.status is RunStatus.BUDGET_EXCEEDED, outcome
+    assert len(model.requests) == 1
+
+
 def test_a_json_decision_blocks_too(repo: Path) -> None:
     answer = (
         '{"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "nope"}}'

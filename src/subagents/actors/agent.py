@@ -229,8 +229,8 @@ class AgentActor(FastInboxActor):
             if not self._ended:
                 for key, deadline in unarmed.items():
                     self._arm(key, deadline)
-        if self._held:
-            self.flush_reports()
+        if self._held:  # a failure to send (no supervisor) fails the run, as any report's
+            self._guard(self.flush_reports)
 
     def on_stop(self) -> None:
         for key in self._wakes:

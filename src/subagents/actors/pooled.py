@@ -197,9 +197,9 @@ class Dispatcher:
         held). It drains on (its actor's order holds) and rejoins or leaves when that ends."""
         if worker.replaced or self._closed.is_set():
             return
+        self._add_worker()  # first: if no thread is to be had, ``worker`` stays counted
         worker.replaced = True
         self._working -= 1
-        self._add_worker()
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A replaced worker whose blocked drain ended: back to work if fewer than ``size``
@@ -234,7 +234,7 @@ class Dispatcher:
             try:
                 self._replace(worker)
             except Exception:  # no thread to be had: the watch thread tries again later
-                log.exception("no thread to replace a blocking dispatcher thread")
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
 
     # ---- state -------------------------------------------------------------------------------
 

@@ -246,6 +246,9 @@ class LLMBehaviour:
             run_id=port.record.run_id, step=self.turns, messages=tuple(self.messages)
         )
         uses = list(response.tool_uses)
+        # A step after which the run may go on is asked, not told: its budget is known
+        # before the next model call (a tool call's answer, or a Stop hook that blocks the end)
+        may_go_on = bool(uses) or (self.calls is not None and self.calls.has_stop_hooks)
         port.report_step(
             StepTaken(
                 run_id=port.record.run_id,
@@ -254,7 +257,7 @@ class LLMBehaviour:
                 checkpoint=checkpoint,
                 read_mail=self.inbox.recorded(),
             ),
-            wait=bool(uses),  # no tool call: the run ends here, nothing to hold back
+            wait=may_go_on,  # else the run ends here: nothing to hold back
         )
         if port.cancel.is_set():
             return  # stopped while the step was recorded (over budget): no tool runs
@@ -361,6 +364,9 @@ class LLMBehaviour:
             else:  # a Tool (user, built-in, MCP): the one path of tool_calls.ToolCalls
                 tool: Tool = self.tools[use.name]
                 assert self.calls is not None
+                # what this turn reported so far goes now: an approval handler, a hook or
+                # the tool itself may take long, and may wait for what was reported
+                port.flush_reports()
                 decision = self.calls.decide(use, tool, parent_may_answer=True)
                 if decision.behavior == "ask":  # a child whose asks go to its parent
                     self.approvals.ask(use, tool, decision.reason, self.turns)

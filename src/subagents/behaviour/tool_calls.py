@@ -173,9 +173,14 @@ class ToolCalls:
                 content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
         return content, is_error
 
+    @property
+    def has_stop_hooks(self) -> bool:
+        """Whether a Stop hook may keep the run going after a step with no tool call."""
+        return self.hooks is not None and bool(self.hooks.commands("Stop"))
+
     def stop_hook(self, active: bool) -> str | None:
         """Run the Stop hooks as the agent is about to end; the reason to go on, or None."""
-        if self.hooks is None or not self.hooks.commands("Stop"):
+        if self.hooks is None or not self.has_stop_hooks:
             return None
         outcome = run_hooks(
             self.hooks,

@@ -190,18 +190,34 @@ def fail(command: str, exc: CliError) -> int:
 
 
 def liveness(store: InspectedStore) -> Liveness:
-    """Which hosts of the store's runs are alive now (their leases), read once.
+    """Which hosts of the store's runs are alive now (their leases).
 
     Read it *before* the runs it judges: a runtime ends its runs before it gives up its
     lease, so a run read after the leases is either ended or hosted by a host that was alive
     a moment ago. Read after, a tree that ended in between looks orphaned (its host's lease
     gone, its runs read while they were still running): `attach`, `wait` and `log -f` then
-    stopped with "orphaned" on a tree that had just completed."""
+    stopped with "orphaned" on a tree that had just completed. The other way round, a host
+    that took runs up after the leases were read (a `resume`) is not in them yet: so a run
+    that looks orphaned is looked up once more in leases read again, after the runs."""
     from subagents.store.base import StoreError
     from subagents.store.leases import Liveness
 
+    class Rechecked(Liveness):
+        again = False
+
+        def orphaned(self, record: RunRecord) -> bool:
+            if super().orphaned(record) and not self.again:
+                self.again = True
+                try:
+                    later = Liveness(store.leases())
+                except StoreError as exc:
+                    raise CliError(str(exc)) from exc
+                self.by_owner.update(later.by_owner)
+                self.live = self.live | later.live
+            return super().orphaned(record)
+
     try:
-        return Liveness(store.leases())
+        return Rechecked(store.leases())
     except StoreError as exc:
         raise CliError(str(exc)) from exc
 
