@@ -198,7 +198,9 @@ def liveness(store: InspectedStore) -> Liveness:
     gone, its runs read while they were still running): `attach`, `wait` and `log -f` then
     stopped with "orphaned" on a tree that had just completed. The other way round, a host
     that took runs up after the leases were read (a `resume`) is not in them yet: so a run
-    that looks orphaned is looked up once more in leases read again, after the runs."""
+    that looks orphaned is looked up once more in leases read again, after the runs, while
+    the store is still open (the watching commands, `attach`, `wait`, `log -f`, ask inside
+    it; a listing judged after the store closed keeps the first reading)."""
     from subagents.store.base import StoreError
     from subagents.store.leases import Liveness
 
@@ -210,8 +212,8 @@ def liveness(store: InspectedStore) -> Liveness:
                 self.again = True
                 try:
                     later = Liveness(store.leases())
-                except StoreError as exc:
-                    raise CliError(str(exc)) from exc
+                except StoreError:  # closed already: the first reading stands
+                    return super().orphaned(record)
                 self.by_owner.update(later.by_owner)
                 self.live = self.live | later.live
             return super().orphaned(record)
