@@ -30,28 +30,57 @@ GATE_THREAD = "test-gate"
 """The name of the thread serving a gate (tests that look for threads left behind skip it)."""
 
 
-class _Server:
-    """The state of one gate, in the process that made it: open or not, who waits."""
+class SocketServer:
+    """A unix socket served by a daemon thread of the process that made it, in a folder of its
+    own under /tmp (a socket's path must be short), closed and removed when ``owner`` is
+    collected. Subclasses answer each connection (``handle``); the Gate, the Tally and
+    ``shown.ShownModel`` each serve one."""
 
-    def __init__(self, path: str) -> None:
-        self.opened = False
-        self.waiting: list[socket.socket] = []
+    def __init__(self, owner: object, prefix: str) -> None:
+        folder = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+        self.path = os.path.join(folder, "socket")
         self.lock = threading.Lock()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
+        self.sock.bind(self.path)
         self.sock.listen(128)
-        threading.Thread(target=self.serve, name=GATE_THREAD, daemon=True).start()
+        threading.Thread(target=self._serve, name=GATE_THREAD, daemon=True).start()
+        weakref.finalize(owner, _remove, self, folder)
 
-    def serve(self) -> None:
+    def _serve(self) -> None:
         while True:
             try:
                 conn, _ = self.sock.accept()
-            except OSError:  # closed: the gate was collected
+            except OSError:  # closed: its owner was collected
                 return
-            with contextlib.suppress(OSError):
-                self.handle(conn, conn.recv(1))
+            self.handle(conn)
 
-    def handle(self, conn: socket.socket, command: bytes) -> None:
+    def handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def _remove(server: SocketServer, folder: str) -> None:
+    server.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class _GateServer(SocketServer):
+    """The state of one gate, in the process that made it: open or not, who waits."""
+
+    def __init__(self, owner: object) -> None:
+        self.opened = False
+        self.waiting: list[socket.socket] = []
+        super().__init__(owner, "sa-gate-")
+
+    def handle(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            self._command(conn, conn.recv(1))
+
+    def _command(self, conn: socket.socket, command: bytes) -> None:
         with self.lock:
             if command == _OPEN:
                 self.opened = True
@@ -67,9 +96,7 @@ class _Server:
                 conn.close()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+        super().close()
         for conn in self.waiting:
             conn.close()
 
@@ -79,10 +106,7 @@ class Gate:
     timeout; usable from any process of this machine that holds a (pickled) copy."""
 
     def __init__(self) -> None:
-        folder = tempfile.mkdtemp(prefix="sa-gate-", dir="/tmp")  # short: a socket's path
-        self.path = os.path.join(folder, "gate")
-        server = _Server(self.path)
-        weakref.finalize(self, _remove, server, folder)
+        self.path = _GateServer(self).path
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path}  # a copy talks to the maker's server; it owns nothing
@@ -110,38 +134,24 @@ class Gate:
         return self._call(_ASK, None)
 
 
-class _TallyServer:
+class _TallyServer(SocketServer):
     """The counts of one tally, in the process that made it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, owner: object) -> None:
         self.running: Counter[str] = Counter()
         self.peak: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(128)
-        threading.Thread(target=self.serve, name=GATE_THREAD, daemon=True).start()
+        super().__init__(owner, "sa-tally-")
 
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed: the tally was collected
-                return
-            with conn, contextlib.suppress(OSError, ValueError):
-                command, *keys = conn.makefile("r").readline().split()
-                with self.lock:
-                    step = {"+": 1, "-": -1}.get(command, 0)
-                    for key in keys:
-                        self.running[key] += step
-                        self.peak[key] = max(self.peak[key], self.running[key])
-                    peak = dict(self.peak)
-                conn.sendall(json.dumps(peak).encode())
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+    def handle(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError, ValueError):
+            command, *keys = conn.makefile("r").readline().split()
+            with self.lock:
+                step = {"+": 1, "-": -1}.get(command, 0)
+                for key in keys:
+                    self.running[key] += step
+                    self.peak[key] = max(self.peak[key], self.running[key])
+                peak = dict(self.peak)
+            conn.sendall(json.dumps(peak).encode())
 
 
 class Tally:
@@ -151,10 +161,7 @@ class Tally:
     entry and exit is recorded before the call returns, so an overlap it reports happened."""
 
     def __init__(self) -> None:
-        folder = tempfile.mkdtemp(prefix="sa-tally-", dir="/tmp")  # short: a socket's path
-        self.path = os.path.join(folder, "tally")
-        server = _TallyServer(self.path)
-        weakref.finalize(self, _remove, server, folder)
+        self.path = _TallyServer(self).path
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path}
@@ -188,8 +195,3 @@ class Tally:
 
     def peak(self) -> dict[str, int]:
         return self._call("?")
-
-
-def _remove(server: _Server | _TallyServer, folder: str) -> None:
-    server.close()
-    shutil.rmtree(folder, ignore_errors=True)

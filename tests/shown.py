@@ -13,18 +13,13 @@ cluster (whose local test nodes are on this machine).
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import socket
 import struct
-import tempfile
-import threading
-import weakref
 from typing import Any
 
 import msgspec
 
-from gates import GATE_THREAD
+from gates import SocketServer
 from subagents.messages import ModelRequest, ModelResponse
 from subagents.models.base import CancelSignal
 from subagents.models.scripted import ScriptedModel
@@ -43,40 +38,26 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-class _Recorder:
+class _Recorder(SocketServer):
     """The requests shown to every copy of one model, in the process that made it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, owner: object) -> None:
         self.shown: list[bytes] = []
-        self.lock = threading.Lock()
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(128)
-        threading.Thread(target=self.serve, name=GATE_THREAD, daemon=True).start()
+        super().__init__(owner, "sa-shown-")
 
-    def serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:  # closed: the model was collected
-                return
-            with conn, contextlib.suppress(OSError, ConnectionError):
-                command = _read_exactly(conn, 1)
-                if command == _SHOWN:
-                    (size,) = struct.unpack(_SIZE, _read_exactly(conn, struct.calcsize(_SIZE)))
-                    item = _read_exactly(conn, size)
-                    with self.lock:
-                        self.shown.append(item)
-                    conn.sendall(b"1")  # recorded before the model answers the run
-                else:
-                    with self.lock:
-                        data = msgspec.msgpack.encode(list(self.shown))
-                    conn.sendall(struct.pack(_SIZE, len(data)) + data)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+    def handle(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError, ConnectionError):
+            command = _read_exactly(conn, 1)
+            if command == _SHOWN:
+                (size,) = struct.unpack(_SIZE, _read_exactly(conn, struct.calcsize(_SIZE)))
+                item = _read_exactly(conn, size)
+                with self.lock:
+                    self.shown.append(item)
+                conn.sendall(b"1")  # recorded before the model answers the run
+            else:
+                with self.lock:
+                    data = msgspec.msgpack.encode(list(self.shown))
+                conn.sendall(struct.pack(_SIZE, len(data)) + data)
 
 
 class ShownModel(ScriptedModel):
@@ -84,10 +65,7 @@ class ShownModel(ScriptedModel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        folder = tempfile.mkdtemp(prefix="sa-shown-", dir="/tmp")  # short: a socket's path
-        self.recorder_path = os.path.join(folder, "shown")
-        recorder = _Recorder(self.recorder_path)
-        weakref.finalize(self, _remove, recorder, folder)
+        self.recorder_path = _Recorder(self).path
 
     def _call(self, payload: bytes) -> bytes:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -114,8 +92,3 @@ class ShownModel(ScriptedModel):
     def requests(self) -> tuple[ModelRequest, ...]:
         items = msgspec.msgpack.decode(self._call(_READ), type=list[bytes])
         return tuple(msgspec.msgpack.decode(item, type=ModelRequest) for item in items)
-
-
-def _remove(recorder: _Recorder, folder: str) -> None:
-    recorder.close()
-    shutil.rmtree(folder, ignore_errors=True)
