@@ -21,6 +21,11 @@ from typing import Any
 
 import msgspec
 
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
+"""The environment of the Ray benchmarks (cluster.py, ray_costs.py): no token auth, no usage
+stats. ``RAY_worker_niceness``: Ray runs its workers (our node hosts) at nice 15 by default; on a
+machine shared with other work they are starved (the fan-out was 2.5x slower here)."""
+
 
 def parse_args(
     description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None

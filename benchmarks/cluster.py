@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from _common import (
+    RAY_ENV,
     emit,
     median,
     parse_args,
@@ -47,9 +48,6 @@ from subagents.runtime import Runtime
 from subagents.store.memory import MemoryStore
 from subagents.supervision.limits import Limits
 
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
-"""``RAY_worker_niceness``: Ray runs its workers (our node hosts) at nice 15 by default; on a
-machine shared with other work they are starved (the fan-out was 2.5x slower here)."""
 HEAD, WORKER = "bench-head", "bench-worker"
 TARGETS = {"fanout_ideal_ratio": 1.2, "cross_node_mail_per_s": 10_000, "spawn_p50_ms": 3.0}
 WAIT_S = 600.0

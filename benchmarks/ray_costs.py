@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (
+    RAY_ENV,
     emit,
     median,
     parse_args,
@@ -45,10 +46,6 @@ from _common import (
     rounded,
     stdout_to_stderr,
 )
-
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
-"""``RAY_worker_niceness``: Ray runs its workers (our node hosts) at nice 15 by default; on a
-machine shared with other work they are starved (the fan-out was 2.5x slower here)."""
 
 
 def _fresh(code: str, env: dict[str, str]) -> float:
