@@ -112,8 +112,19 @@ def test_typed_values_round_trip_through_sqlite_across_a_restart(tmp_path: Path)
     store.close()
 
 
+def made(make: Any) -> Any:
+    """An agent returning what ``make()`` makes when it runs (a lock does not travel to a
+    cluster's node; a function making one does)."""
+
+    def agent(ctx: AgentContext) -> Any:
+        return make()
+
+    return agent
+
+
 def test_a_value_that_cannot_be_encoded_fails_the_run_naming_its_type() -> None:
-    with Runtime({"locked": answer(threading.Lock()), "mixed": answer([1, object()])}) as rt:
+    agents = {"locked": made(threading.Lock), "mixed": made(lambda: [1, object()])}
+    with Runtime(agents) as rt:
         locked = rt.run("locked", "go", wait=WAIT)
         mixed = rt.run("mixed", "go", wait=WAIT)
     assert locked.status is RunStatus.FAILED and locked.error_kind == "bad_result"

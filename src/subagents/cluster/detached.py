@@ -53,6 +53,7 @@ from typing import Any
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, connect, import_ray
 from subagents.cluster.head import HEAD_RESOURCE
 from subagents.cluster.kit import KitError, by_value
+from subagents.cluster.travel import Travelling, dumps
 from subagents.logs import get_logger
 
 log = get_logger("subagents.cluster")
@@ -192,9 +193,9 @@ def start_detached(
         )
     ray = connect(address)
     head_actor(name=store_name, create=True)  # the store the tree is recorded in
-    pickler = by_value(_functions_in(runtime.get("agents")))
+    by_value(_functions_in(runtime.get("agents")))
     try:
-        pickler.dumps(runtime)
+        dumps(runtime)
     except Exception as exc:
         raise KitError(
             f"the detached tree's runtime arguments cannot be sent to the cluster"
@@ -213,7 +214,7 @@ def start_detached(
             max_restarts=0,
             max_concurrency=4,
         )
-        .remote(dict(runtime), store_name, address)
+        .remote(Travelling(dict(runtime)), store_name, address)
     )
     try:
         found = ray.get(

@@ -34,6 +34,7 @@ from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
+from subagents.cluster.travel import Travelling
 from subagents.cluster.wire import pack, unpack
 from subagents.logs import get_logger
 from subagents.messages import HostLost
@@ -88,7 +89,9 @@ class ClusterHosting:
         with self._lock:
             self._epochs[node] = epoch = self._epochs.get(node, 0) + 1
         try:
-            answer = ray.get(host.setup.remote(self.kit, epoch), timeout=SETUP_TIMEOUT_S)
+            answer = ray.get(
+                host.setup.remote(Travelling(self.kit), epoch), timeout=SETUP_TIMEOUT_S
+            )
         except ray.exceptions.RayError as exc:
             raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
         info = answer["info"]

@@ -65,9 +65,12 @@ class NodeKit:
         return behaviours(self.functions, self.env)
 
     def checked(self) -> NodeKit:
-        """This kit, once it is known to travel (pickled by Ray's cloudpickle); else a
+        """This kit, once it is known to travel (``travel.dumps``: Ray's cloudpickle, and
+        msgspec Structs of by-value modules rebuilt whole); else a
         ``KitError`` naming what would not."""
-        pickler = by_value(self.functions.values())
+        from subagents.cluster.travel import dumps
+
+        by_value(self.functions.values())
         named: dict[str, Any] = {"the function agents": self.functions}
         named.update(
             {
@@ -79,7 +82,7 @@ class NodeKit:
         named["the agents' definitions"] = self.agents
         for what, value in named.items():
             try:
-                pickler.dumps(value)
+                dumps(value)
             except Exception as exc:
                 raise KitError(
                     f"{what} cannot be sent to the cluster's nodes ({type(exc).__name__}:"

@@ -7,8 +7,8 @@ C ``pickle`` handles ~2.7x faster (measured here: a batch of mails, 22 us agains
 mail, dumps and loads), and a ``bytes`` argument costs Ray nearly nothing to carry. On the
 mail path every mail crosses the link twice and its receipt and acknowledgement once each,
 so this is a good share of a node's work per mail. An item the C pickle refuses (a value
-that is a local function, say, in an answer) is pickled with cloudpickle instead, whose
-output the C ``pickle.loads`` reads as well.
+that is a local function, say, in an answer) is pickled with cloudpickle instead
+(``travel.dumps``), whose output the C ``pickle.loads`` reads as well.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ def pack(items: Any) -> bytes:
     try:
         return pickle.dumps(items, protocol=PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError):
-        from ray import cloudpickle  # untyped: reached through Any
+        from subagents.cluster.travel import dumps
 
-        pickler: Any = cloudpickle
-        packed: bytes = pickler.dumps(items, protocol=PROTOCOL)
-        return packed
+        return dumps(items)
 
 
 def unpack(data: bytes) -> Any:
