@@ -24,7 +24,7 @@ pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'
 from subagents.cluster.kit import by_value
 from subagents.cluster.travel import Travelling, dumps
 
-MODULE = '''
+MODULE = """
 from __future__ import annotations
 import dataclasses
 import msgspec
@@ -57,7 +57,7 @@ class Box:
 
 def agent(task: str) -> Box:
     return Box(task, [Point(1, 2.5)])
-'''
+"""
 
 READ = """
 import json, pickle, sys
