@@ -7,14 +7,15 @@ moves is where the runs' agent actors live: one ``NodeHost`` per node, each a py
 of its own (``actors.remote.NodeRuns``). This class is the driver's side of the link:
 
 - ``send(node, effects)``: the supervisor's effects for the runs on ``node`` (starts, tells,
-  stops), numbered and sent as one Ray call per batch (``RoutingEffector`` gathers them);
-- one thread per node collects what the node's agents told and asked the supervisor (a long
-  poll: one call brings back everything queued meanwhile) and hands it to the supervisor in
-  order; asks are answered from a small pool of threads so that a slow answer does not
-  hold the node's other reports back;
+  stops), numbered and sent as one frame per batch over the node's link (``cluster.link``,
+  a socket per set-up; ``RoutingEffector`` gathers them);
+- one thread per node reads what the node's agents told and asked the supervisor (sent as it
+  is queued) and hands it to the supervisor in order; asks are answered from a small pool of
+  threads so that a slow answer does not hold the node's other reports back;
 - ``place``: where a run goes (``placement.Placement``: its parent's node while it has room,
   else the least loaded; a definition's ``resources:`` select the nodes);
-- a node host lost (its ``collect`` call fails: its process died, its node went): the runs
+- a node host lost (its link closes: its process died, its node went; or the link broke
+  while the process lives on, which is then killed, since frames may have been lost): the runs
   whose start was there are handed to the supervisor (``HostLost``), which starts each again
   elsewhere from what the store holds (its checkpoint, the answers its calls already got),
   as a new attempt: whatever the lost start still sends is discarded, so each run ends once
@@ -25,6 +26,7 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,20 +35,18 @@ from typing import Any
 from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
+from subagents.cluster.link import ANSWERS, EFFECTS, LinkEnd, LinkError, connect
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.travel import Travelling
-from subagents.cluster.wire import pack, unpack
 from subagents.logs import get_logger
 from subagents.messages import HostLost
 from subagents.supervision.effects import Effect, StartRun
 
 log = get_logger("subagents.cluster")
 
-COLLECT_MOST = 2000
-"""Most items one collect call brings back."""
-COLLECT_WAIT_S = 1.0
-"""How long a collect call waits for the first item (then the loop checks it should go on)."""
 SETUP_TIMEOUT_S = 120.0
+FENCE_TIMEOUT_S = 10.0
+"""How long a host whose link broke has to say which process it is before it is killed."""
 
 
 class ClusterHosting:
@@ -62,6 +62,10 @@ class ClusterHosting:
         self.placement = Placement()
         self._lock = threading.Lock()
         self._seq: dict[str, int] = {}
+        self._links: dict[str, LinkEnd] = {}
+        self._pids: dict[str, int] = {}
+        self._sending: dict[str, threading.Lock] = {}
+        """node -> held while a batch is numbered and sent (numbers go out in order)."""
         self._offered: dict[str, dict[str, float]] = {}
         """node -> the resources it offers (kept when it is lost: it may come back)."""
         self.placed: dict[str, list[str]] = {}
@@ -84,21 +88,30 @@ class ClusterHosting:
     # ---- starting --------------------------------------------------------------------------
 
     def _set_up(self, node: str, host: Any) -> None:
-        """Hand ``host`` the kit (again, after a restart) and let placement use its node."""
+        """Hand ``host`` the kit (again, after a restart), connect its link, and let
+        placement use its node."""
         ray = self._ray
         with self._lock:
             self._epochs[node] = epoch = self._epochs.get(node, 0) + 1
+            sending = self._sending.setdefault(node, threading.Lock())
+        authkey = secrets.token_bytes(32)
         try:
             answer = ray.get(
-                host.setup.remote(Travelling(self.kit), epoch), timeout=SETUP_TIMEOUT_S
+                host.setup.remote(Travelling(self.kit), epoch, authkey), timeout=SETUP_TIMEOUT_S
             )
-        except ray.exceptions.RayError as exc:
+            link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
+        except (ray.exceptions.RayError, LinkError) as exc:
             raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
         info = answer["info"]
-        with self._lock:
+        with sending, self._lock:
+            old = self._links.get(node)
+            self._links[node] = link
+            self._pids[node] = answer["pid"]
             self._seq[node] = 0
             self.placement.add(node, info.slots, info.resources)
             self._offered[node] = dict(info.resources)
+        if old is not None:
+            old.close()
         if self._placeable is not None:
             self._placeable()
 
@@ -147,49 +160,64 @@ class ClusterHosting:
             self.placement.ended(node)
 
     def send(self, node: str, effects: list[Effect]) -> None:
-        host = self.hosts.get(node)
-        if host is None:
+        link = self._links.get(node)
+        if link is None:
             raise PlacementError(f"no host on node {node[:12]}")
-        with self._lock:  # numbered and submitted together: the node applies them in order
+        with self._sending[node]:  # numbered and sent together: the node applies them in order
+            link = self._links[node]
             self._seq[node] = seq = self._seq.get(node, 0) + 1
-            host.deliver.remote(self._epochs[node], seq, pack(effects))
+            link.send((EFFECTS, seq, effects))
 
     # ---- the nodes' side -------------------------------------------------------------------
 
     def _collect(self, node: str, host: Any) -> None:
-        ray = self._ray
         while not self._closed.is_set():
+            link = self._links[node]
             try:
-                items = unpack(ray.get(host.collect.remote(COLLECT_MOST, COLLECT_WAIT_S)))
-            except ray.exceptions.RayActorError as exc:
+                items = link.receive()
+            except LinkError as exc:
                 if self._closed.is_set():
                     return
-                self._lost(node, host, f"its host died: {str(exc).splitlines()[0][:200]}")
+                self._fence(node, host)
+                self._lost(node, host, str(exc))
                 continue
-            except ray.exceptions.RayError as exc:  # not set up (restarted meanwhile)
-                if self._closed.is_set():
-                    return
-                self._lost(node, host, f"its host failed: {str(exc).splitlines()[0][:200]}")
-                continue
-            self._hand_over(host, items)
+            self._hand_over(link, items)
 
-    def _hand_over(self, host: Any, items: list[Any]) -> None:
+    def _hand_over(self, link: LinkEnd, items: list[Any]) -> None:
         supervisor = self._supervisor
         for item in items:
             if type(item) is Told:
                 with contextlib.suppress(Exception):  # the supervisor stopped: closing
                     supervisor.tell(item.message)
             elif type(item) is Asked:
-                self._answers.submit(self._answer, host, item)
+                self._answers.submit(self._answer, link, item)
 
-    def _answer(self, host: Any, asked: Asked) -> None:
+    def _answer(self, link: LinkEnd, asked: Asked) -> None:
+        """Answer ``asked`` on the link it came by (a later set-up of the host numbers its
+        asks from 1 again: an answer must not reach it)."""
         try:
             value = self._supervisor.ask(asked.message, timeout=60.0)
             answer = Answer(asked.key, value=value)
         except Exception as exc:
             answer = Answer(asked.key, error=f"{type(exc).__name__}: {exc}")
-        with contextlib.suppress(Exception):
-            host.answer.remote([answer])
+        with contextlib.suppress(LinkError):
+            link.send((ANSWERS, 0, [answer]))
+
+    def _fence(self, node: str, host: Any) -> None:
+        """``node``'s link closed. If the process it was set up in still runs (the link
+        broke, not the process), frames may have been lost either way: kill it, so that its
+        runs are only ever the ones started again elsewhere (Ray starts a new process)."""
+        ray = self._ray
+        try:
+            pid = ray.get(host.describe.remote(), timeout=FENCE_TIMEOUT_S)["pid"]
+        except ray.exceptions.GetTimeoutError:
+            pid = self._pids.get(node)  # alive but not answering: fenced all the same
+        except ray.exceptions.RayError:
+            return  # dead: Ray starts it again
+        if pid == self._pids.get(node):
+            log.warning("node host's link broke while it ran: killing it", node=node, pid=pid)
+            with contextlib.suppress(Exception):
+                ray.kill(host, no_restart=False)
 
     def _lost(self, node: str, host: Any, reason: str) -> None:
         """``node``'s host is gone: its runs go elsewhere; its restarted host is set up again
@@ -238,8 +266,10 @@ class ClusterHosting:
         closing = [host.close.remote() for host in self.hosts.values()]
         with contextlib.suppress(Exception):
             ray.wait(closing, num_returns=len(closing), timeout=timeout)
+        for link in list(self._links.values()):
+            link.close()
         for thread in self._threads:
-            thread.join(timeout=COLLECT_WAIT_S + 5.0)
+            thread.join(timeout=5.0)
         self._answers.shutdown(wait=False, cancel_futures=True)
         for host in self.hosts.values():
             with contextlib.suppress(Exception):

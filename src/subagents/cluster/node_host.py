@@ -2,16 +2,14 @@
 
 It hosts the agent actors of the runs placed on its node (``actors.remote.NodeRuns``, a
 pykka runtime of its own): a runtime hands it, once, what runs need (``setup``: the
-definitions, the model, the tools, the function agents), then delivers the supervisor's
-effects for its runs in batches (``deliver``) and collects what its agents tell and ask the
-supervisor (``collect``, a long poll: one call brings back everything queued meanwhile, in
-order), answering asks with ``answer``.
+definitions, the model, the tools, the function agents) and connects to it (``cluster.link``:
+one socket per set-up, over which the supervisor's effects for its runs arrive in order and
+what its agents tell and ask the supervisor goes back as it is queued).
 
 A host of the cluster (``start_node_hosts``) also registers with the head and beats; the
 head keeps a ``watch`` call pending on it, answered only when it leaves on purpose, which is
 how the head learns of its death at once (``liveness``). A runtime's own hosts
-(``start_runtime_hosts``) do not: their runtime learns of a death from its ``collect`` call
-failing.
+(``start_runtime_hosts``) do not: their runtime learns of a death from its link closing.
 
 Why one Ray actor per node and not one per run: a Ray actor is a process (~42 MB, ~1 s to
 start here); a run is a pykka actor (~22 KB, microseconds). See docs/cluster.md.
@@ -36,7 +34,6 @@ import structlog
 
 from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, import_ray
 from subagents.cluster.membership import NodeInfo
-from subagents.cluster.wire import pack, unpack
 
 log = structlog.get_logger("subagents.cluster")
 
@@ -77,10 +74,11 @@ class NodeHost:
             node=self.node, host=socket.gethostname(), slots=slots, resources=resources
         )
         self._runs: Any = None
+        self._link: Any = None
         self._closed = False
         self._in_order = InOrder()
         self._epoch = 0
-        self._applied: asyncio.Condition | None = None
+        self._applied = threading.Condition()
         self._left: asyncio.Event | None = None
         self._stopped = threading.Event()
         self.incarnation = 0
@@ -94,70 +92,69 @@ class NodeHost:
 
     # ---- hosting runs --------------------------------------------------------------------
 
-    async def setup(self, kit: Any, epoch: int = 1) -> dict[str, Any]:
+    async def setup(self, kit: Any, epoch: int = 1, authkey: bytes = b"") -> dict[str, Any]:
         """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
-        agent. Again after a restart (the process is new: it hosts nothing from before)."""
+        agent; the answer says where the runtime's link connects (``cluster.link``, one
+        connection, ``authkey``). Again after a restart (the process is new: it hosts
+        nothing from before)."""
         from subagents.actors.remote import NodeRuns
+        from subagents.cluster.link import NodeLink
 
-        if self._runs is not None:
-            self._runs.close()
+        self._close_runs()
         self._closed = False
-        self._runs = NodeRuns(kit.behaviour_for())
+        runs = NodeRuns(kit.behaviour_for())
         self._in_order = InOrder()
         self._epoch = epoch
-        return {"node": self.node, "pid": os.getpid(), "info": self.info}
+        self._runs = runs
+        self._link = NodeLink(
+            self._ray.util.get_node_ip_address(),
+            authkey,
+            deliver=self._delivered,
+            answer=runs.supervisor.answer,
+            take=runs.outbox.take,
+        )
+        return {
+            "node": self.node,
+            "pid": os.getpid(),
+            "info": self.info,
+            "link": self._link.address,
+        }
 
-    async def deliver(self, epoch: int, seq: int, effects: bytes) -> None:
-        """The supervisor's ``seq``-th batch of effects for the runs on this node (counted
-        from 1 after the ``epoch``-th ``setup``), carried out in the order they were sent:
-        Ray does not keep an async actor's calls in order, so a batch that overtook an
-        earlier one waits. A batch meant for another set-up (this process's predecessor,
-        which died) is dropped: its runs were started again elsewhere."""
+    def _delivered(self, seq: int, effects: list[Any]) -> None:
+        """The supervisor's ``seq``-th batch of effects for the runs here (counted from 1
+        after each ``setup``), from the link's reader: carried out in order."""
         runs = self._runs
-        if runs is None:
-            if self._closed:  # the runtime is closing: what it still sends has no run here
-                return
-            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
-        if epoch != self._epoch:
+        if runs is None:  # closing: what still comes has no run here
             return
-        for batch in self._in_order.arrived(seq, unpack(effects)):
+        for batch in self._in_order.arrived(seq, effects):
             runs.deliver(batch)
-        if self._applied is not None:
-            async with self._applied:
-                self._applied.notify_all()
-
-    async def collect(self, most: int = 1000, wait_s: float = 1.0) -> bytes:
-        """What this node's agents told and asked the supervisor, in order (waits up to
-        ``wait_s`` for the first item), packed (``wire``)."""
-        runs = self._runs
-        if runs is None:
-            raise RuntimeError(f"node host {self.node[:12]}: not set up (restarted?)")
-        items: list[Any] = runs.outbox.take(most, 0.0)  # what is queued: no thread hop
-        if not items:
-            items = await asyncio.to_thread(runs.outbox.take, most, wait_s)
-        return pack(items)
-
-    async def answer(self, answers: list[Any]) -> None:
-        if self._runs is not None:
-            self._runs.supervisor.answer(answers)
+        with self._applied:
+            self._applied.notify_all()
 
     async def live(self, after: int = 0, wait_s: float = 60.0) -> list[str]:
         """The runs whose agents live here once the first ``after`` batches were applied
-        (Ray may run this call before earlier ``deliver`` calls: it waits for them)."""
-        if self._applied is None:
-            self._applied = asyncio.Condition()
-        async with self._applied:
-            await asyncio.wait_for(
-                self._applied.wait_for(lambda: self._in_order.applied >= after), wait_s
-            )
+        (this call may overtake what the link still carries: it waits for them)."""
+
+        def applied() -> bool:
+            with self._applied:
+                return self._applied.wait_for(lambda: self._in_order.applied >= after, wait_s)
+
+        if not await asyncio.to_thread(applied):
+            raise TimeoutError(f"node host {self.node[:12]}: batch {after} not applied")
         return self._runs.live() if self._runs is not None else []
 
     async def close(self) -> None:
         """Stop every agent hosted here (the runtime is closing)."""
-        runs, self._runs = self._runs, None
         self._closed = True
+        await asyncio.to_thread(self._close_runs)
+
+    def _close_runs(self) -> None:
+        link, self._link = self._link, None
+        runs, self._runs = self._runs, None
+        if link is not None:
+            link.close()
         if runs is not None:
-            await asyncio.to_thread(runs.close)
+            runs.close()
 
     # ---- membership ----------------------------------------------------------------------
 
