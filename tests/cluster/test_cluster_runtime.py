@@ -195,12 +195,15 @@ async def holder(ctx: AgentContext) -> str:
     return ",".join(f"{o.status}:{o.result}" for o in outcomes)
 
 
-def test_a_killed_node_host_ends_every_run_once_and_reports_each_result_once(
-    ray_cluster: LocalCluster, store: Any
+@pytest.mark.parametrize("loss", ["host killed", "link broken"])
+def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
+    ray_cluster: LocalCluster, store: Any, loss: str
 ) -> None:
-    """The worker node's host is SIGKILLed while three workers wait there for mail: they are
+    """The worker node's host is lost while three workers wait there for mail: they are
     started again (on a live host), get their mail, and the tree completes; each run has one
-    terminal event and the root's outcome comes once."""
+    terminal event and the root's outcome comes once. Lost either way: its process
+    SIGKILLed, or its link broken while the process lives on (frames may have been lost in
+    flight: the driver kills that process, so its runs only go on where they start again)."""
     import ray
 
     from subagents.cluster.connect import NAMESPACE
@@ -230,7 +233,12 @@ def test_a_killed_node_host_ends_every_run_once_and_reports_each_result_once(
             runtime_host_name(rt.owner, ray_cluster.worker_node_id), namespace=NAMESPACE
         )
         pid = ray.get(host.describe.remote())["pid"]
-        os.kill(pid, signal.SIGKILL)
+        if loss == "host killed":
+            os.kill(pid, signal.SIGKILL)
+        else:  # the network between the driver and the node, as the driver sees it
+            hosting = rt._hosting.cluster
+            assert hosting is not None
+            hosting._links[ray_cluster.worker_node_id].close()
         with seen:
             assert seen.wait_for(lambda: started(6), WAIT_S), "the workers were not started again"
         workers = sorted({e.run_id for e in events if e.agent == "gated"})
@@ -240,6 +248,7 @@ def test_a_killed_node_host_ends_every_run_once_and_reports_each_result_once(
         outcome = handle.result(WAIT_S)
         assert outcome.status == RunStatus.COMPLETED, outcome.error
         moved = rt.placements()
+        assert ray.get(host.describe.remote(), timeout=WAIT_S)["pid"] != pid  # a new process
     assert outcome.result == ",".join(f"completed:{i}:go" for i in range(3))
     terminal = [e for e in events if e.kind.value in TERMINAL]
     by_run: dict[str, int] = {}

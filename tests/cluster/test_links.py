@@ -187,3 +187,102 @@ def test_an_ask_left_waiting_when_the_link_closes_is_answered_with_an_error() ->
     assert answers == ["the node's link to the supervisor closed"]
     with pytest.raises(pykka.ActorDeadError):
         supervisor.ask("after", timeout=WAIT_S)
+
+
+# ---- the socket between the two ends (cluster.link), in one process --------------------------
+
+
+class NodeSide:
+    """What a node host gives its end of the link: where effects and answers go, and an
+    outbox to send from."""
+
+    def __init__(self) -> None:
+        self.outbox = Outbox()
+        self.delivered: list[tuple[int, list[Any]]] = []
+        self.answers: list[Any] = []
+        self.changed = threading.Condition()
+
+    def deliver(self, seq: int, effects: list[Any]) -> None:
+        with self.changed:
+            self.delivered.append((seq, effects))
+            self.changed.notify_all()
+
+    def answer(self, answers: list[Any]) -> None:
+        with self.changed:
+            self.answers.extend(answers)
+            self.changed.notify_all()
+
+
+def test_the_link_carries_effects_in_order_answers_back_and_the_outbox_as_it_fills() -> None:
+    from subagents.cluster.link import ANSWERS, EFFECTS, NodeLink, connect
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    driver = connect(node.address, b"k" * 32, "node host n1")
+    try:
+        for seq in range(1, 51):
+            driver.send((EFFECTS, seq, [Tell("r1", f"m{seq}")]))
+        driver.send((ANSWERS, 0, [Answer(7, value="yes")]))
+        with side.changed:
+            assert side.changed.wait_for(lambda: side.answers, WAIT_S)
+        assert [seq for seq, _ in side.delivered] == list(range(1, 51))
+        assert side.delivered[-1][1] == [Tell("r1", "m50")]
+        assert side.answers == [Answer(7, value="yes")]
+        side.outbox.put(Told("first"))
+        side.outbox.put(Asked(1, "second"))
+        received: list[Any] = []
+        while len(received) < 2:
+            received.extend(driver.receive())
+        assert received == [Told("first"), Asked(1, "second")]
+    finally:
+        driver.close()
+        node.close()
+        side.outbox.close()
+
+
+def test_a_wrong_key_or_no_listener_is_a_link_error_naming_the_address() -> None:
+    from subagents.cluster.link import LinkError, NodeLink, connect
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"right" * 8, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    host, port = node.address
+    try:
+        with pytest.raises(LinkError, match=rf"node host n1 at {host}:{port} refused the link"):
+            connect(node.address, b"wrong" * 8, "node host n1")
+    finally:
+        node.close()
+        side.outbox.close()
+    with pytest.raises(LinkError, match=rf"cannot reach node host n2 at {host}:{port} "):
+        connect((host, port), b"right" * 8, "node host n2")  # nobody listens there now
+
+
+def test_closing_an_end_wakes_its_reader_with_a_link_error() -> None:
+    from subagents.cluster.link import LinkError, NodeLink, connect
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    driver = connect(node.address, b"k" * 32, "node host n1")
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            driver.receive()
+        except LinkError as exc:
+            failed.append(exc)
+        done.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    driver.close()
+    assert done.wait(WAIT_S), "a reader blocked in receive was not woken by close"
+    reader.join(WAIT_S)
+    assert len(failed) == 1 and "the link to node host n1 closed" in str(failed[0])
+    node.close()
+    side.outbox.close()
