@@ -195,6 +195,42 @@ async def holder(ctx: AgentContext) -> str:
     return ",".join(f"{o.status}:{o.result}" for o in outcomes)
 
 
+def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, store: Any) -> None:
+    """On a node as in one process, a few dispatcher threads drain the agents that have
+    messages: 300 runs waiting for mail on the worker node do not hold 300 threads there."""
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.node_host import runtime_host_name
+
+    n = 300
+    events: list[Event] = []
+    seen = threading.Condition()
+
+    def watch(event: Event) -> None:
+        with seen:
+            events.append(event)
+            seen.notify_all()
+
+    def waiting() -> int:
+        return sum(1 for e in events if e.kind == EventKind.WAITING and e.agent == "gated")
+
+    limits = Limits(max_concurrency=n, per_agent=n)
+    agents = [FunctionAgent.create("gated", gate, metadata=ON_WORKER)]
+    with runtime(ray_cluster, store, agents, limits=limits) as rt:
+        host = ray.get_actor(
+            runtime_host_name(rt.owner, ray_cluster.worker_node_id), namespace=NAMESPACE
+        )
+        before = ray.get(host.describe.remote(), timeout=WAIT_S)
+        rt.subscribe(watch)
+        rt.spawn_many([("gated", str(i)) for i in range(n)])
+        with seen:
+            assert seen.wait_for(lambda: waiting() >= n, WAIT_S), f"{waiting()} of {n} waiting"
+        after = ray.get(host.describe.remote(), timeout=WAIT_S)
+    assert after["runs"] == n and after["pid"] == before["pid"]
+    assert after["threads"] - before["threads"] < n // 2, (before, after)
+
+
 @pytest.mark.parametrize("loss", ["host killed", "link broken"])
 def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
     ray_cluster: LocalCluster, store: Any, loss: str

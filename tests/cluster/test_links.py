@@ -4,6 +4,7 @@ through the outbox. No Ray: what carries the items is a plain function here."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any
 
@@ -256,8 +257,11 @@ def test_a_wrong_key_or_no_listener_is_a_link_error_naming_the_address() -> None
     finally:
         node.close()
         side.outbox.close()
-    with pytest.raises(LinkError, match=rf"cannot reach node host n2 at {host}:{port} "):
-        connect((host, port), b"right" * 8, "node host n2")  # nobody listens there now
+    with socket.socket() as unused:  # a port bound, never listened on: nobody answers there
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+        with pytest.raises(LinkError, match=rf"cannot reach node host n2 at 127.0.0.1:{port} "):
+            connect(("127.0.0.1", port), b"right" * 8, "node host n2")
 
 
 def test_closing_an_end_wakes_its_reader_with_a_link_error() -> None:

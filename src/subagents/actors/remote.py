@@ -37,8 +37,9 @@ import pykka
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
-from subagents.actors.threads import ThreadPool
+from subagents.actors.pooled import Dispatcher
 from subagents.actors.timer import TimerService
+from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import ChildDone, Event, RunFinished, SpawnReply
@@ -133,6 +134,7 @@ class RemoteSupervisor:
             key = next(self._keys)
             self._pending[key] = pending
         self._outbox.put(Asked(key, message))
+        about_to_block()  # the answer crosses to the driver and back: another thread works
         try:
             if not pending.done.wait(timeout):
                 raise pykka.Timeout(f"no answer from the supervisor within {timeout} s")
@@ -170,14 +172,17 @@ class NodeRuns:
         self.outbox = Outbox()
         self.supervisor = RemoteSupervisor(self.outbox, on_told=self._told)
         self.timer = TimerService(name="subagents-node-timer")
-        self.pool = ThreadPool(name="subagents-node-agent")
+        # as in one process: a few threads drain the agents that have messages, so a run
+        # waiting for mail, children or its next step holds no thread (actors/pooled.py)
+        self.dispatcher = Dispatcher(name="subagents-node-dispatch")
         self.effector = Effector(
             supervisor=cast(pykka.ActorRef[Any], self.supervisor),
             timer=self.timer,
             behaviour_for=behaviour_for,
             on_outside=_nowhere,
             on_event=_nowhere,
-            pool=self.pool,
+            pool=None,
+            dispatcher=self.dispatcher,
         )
         self._lock = threading.Lock()
 
@@ -201,7 +206,7 @@ class NodeRuns:
         self.supervisor.close()
         self.outbox.close()
         self.timer.stop()
-        self.pool.close(timeout=5.0)
+        self.dispatcher.close(timeout=5.0)
 
 
 def _nowhere(_message: ChildDone | SpawnReply | Event) -> None:

@@ -178,7 +178,14 @@ class NodeHost:
         await self._left.wait()
 
     async def describe(self) -> dict[str, Any]:
-        return {"node": self.node, "incarnation": self.incarnation, "pid": os.getpid()}
+        """Which process this is, and how many threads it runs (a waiting run holds none)."""
+        return {
+            "node": self.node,
+            "incarnation": self.incarnation,
+            "pid": os.getpid(),
+            "threads": threading.active_count(),
+            "runs": len(self._runs.live()) if self._runs is not None else 0,
+        }
 
     async def leave(self) -> None:
         """Leave the cluster's runtime (nothing hosted any more)."""
