@@ -117,6 +117,8 @@ class Hosting:
         """With ``agent_threads="shared"``: agents hold no thread; their mailboxes are drained
         by its few threads when they have messages (``actors/pooled.py``)."""
         self.registry: RegistryClient | None = None
+        self.catalog: Catalog | None = None
+        """The registry's catalog: read only on the registry's thread (its subscribers)."""
         self.supervisor: SupervisorClient | None = None
         self.lease: LeaseKeeper | None = None
         self.processes: ProcessGroups | None = None
@@ -170,6 +172,7 @@ class Hosting:
 
     def start_registry(self, catalog: Catalog, hot_reload_s: float | None) -> RegistryClient:
         """The registry actor over ``catalog`` (reloading it every ``hot_reload_s``)."""
+        self.catalog = catalog
         self.registry = RegistryClient(
             RegistryActor.start(catalog, timer=self.timer, on_thread=self.track_thread)
         )
@@ -211,11 +214,18 @@ class Hosting:
     ) -> Any:
         """One node host per node of the Ray cluster this process joined, each set up with
         what runs need (``cluster.kit.NodeKit``: the function agents, the agent environment,
-        the definitions as they are now): the runs will live there."""
+        the definitions as they are now, then as each reload of the registry makes them):
+        the runs will live there."""
         from subagents.cluster.hosting import ClusterHosting
         from subagents.cluster.kit import NodeKit
 
-        self.cluster = ClusterHosting(owner, NodeKit(functions, env, env.agents()))
+        catalog = self.catalog
+        self.cluster = ClusterHosting(
+            owner,
+            NodeKit(functions, env, env.agents()),
+            registry=self.registry,
+            definitions=catalog.list if catalog is not None else None,
+        )
         return self.cluster
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:

@@ -195,6 +195,34 @@ async def holder(ctx: AgentContext) -> str:
     return ",".join(f"{o.status}:{o.result}" for o in outcomes)
 
 
+def test_definitions_changed_on_the_driver_reach_the_runs_on_the_nodes(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """A definition registered after start (a hot reload goes the same way) is pushed to
+    every node before ``register`` returns: the next run on the worker node is offered it by
+    its spawn tool; the run before it was not."""
+    from shown import ShownModel
+    from subagents.definitions.spec import AgentSpec
+
+    lead = AgentSpec(name="lead", description="Leads.", metadata=ON_WORKER)
+    helper = AgentSpec(name="helper", description="Helps.")
+    model = ShownModel({"lead": ["done"]})
+    with runtime(ray_cluster, store, [lead, helper], model=model) as rt:
+        first = rt.run("lead", "before", wait=WAIT_S)
+        rt.registry.register(AgentSpec(name="newcomer", description="Registered after start."))
+        second = rt.run("lead", "after", wait=WAIT_S)
+        placed = rt.placements()
+    assert first.status == second.status == RunStatus.COMPLETED, (first, second)
+    assert placed[first.run_id] == placed[second.run_id] == [ray_cluster.worker_node_id]
+    offered = {}
+    for request in model.requests:
+        task = request.messages[0].text
+        spawn = next(t for t in request.tools if t.name == "spawn_subagent")
+        offered[task] = spawn.input_schema["properties"]["agent"]["enum"]
+    assert "newcomer" not in offered["before"] and "helper" in offered["before"]
+    assert "newcomer" in offered["after"] and "helper" in offered["after"]
+
+
 def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, store: Any) -> None:
     """On a node as in one process, a few dispatcher threads drain the agents that have
     messages: 300 runs waiting for mail on the worker node do not hold 300 threads there."""

@@ -28,16 +28,17 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
-from subagents.cluster.link import ANSWERS, EFFECTS, LinkEnd, LinkError, connect
+from subagents.cluster.link import ANSWERS, DEFINITIONS, EFFECTS, LinkEnd, LinkError, connect
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.travel import Travelling
+from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import HostLost
 from subagents.supervision.effects import Effect, StartRun
@@ -52,7 +53,18 @@ FENCE_TIMEOUT_S = 10.0
 class ClusterHosting:
     """The node hosts of one runtime, and the link between them and its supervisor."""
 
-    def __init__(self, owner: str, kit: NodeKit, *, slots: int = 100) -> None:
+    def __init__(
+        self,
+        owner: str,
+        kit: NodeKit,
+        *,
+        slots: int = 100,
+        registry: Any = None,
+        definitions: Callable[[], Sequence[AgentSpec]] | None = None,
+    ) -> None:
+        """``registry`` (a ``RegistryClient``) and ``definitions`` (its catalog's, read on
+        the registry's thread): each change of the definitions is pushed to the nodes
+        before the change returns (``push_definitions``); None: the kit's, for good."""
         from subagents.cluster.node_host import start_runtime_hosts
 
         self._ray = import_ray()
@@ -79,11 +91,19 @@ class ClusterHosting:
         self._closed = threading.Event()
         self._answers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subagents-asks")
         self._threads: list[threading.Thread] = []
+        self._pushing = threading.Lock()
+        self._unsubscribe: Callable[[], None] | None = None
         self.hosts = start_runtime_hosts(owner, slots=slots)
         if not self.hosts:
             raise ClusterError("the Ray cluster has no live node to host runs on")
         for node, host in self.hosts.items():
             self._set_up(node, host)
+        if registry is not None and definitions is not None:
+            # on the registry's thread, inside the change: pushed before the change returns,
+            # so every start decided after it finds the new definitions on its node
+            self._unsubscribe = registry.subscribe(
+                lambda _changes: self.push_definitions(list(definitions()))
+            )
 
     # ---- starting --------------------------------------------------------------------------
 
@@ -112,8 +132,31 @@ class ClusterHosting:
             self._offered[node] = dict(info.resources)
         if old is not None:
             old.close()
+        if self.kit.version:  # reloaded since the kit was made: in case the push missed it
+            self._send_definitions(node)
         if self._placeable is not None:
             self._placeable()
+
+    def push_definitions(self, specs: list[AgentSpec]) -> None:
+        """The runtime's definitions changed (a reload, a definition registered) to
+        ``specs``: when they differ from what the nodes have, every node gets them, as the
+        next version, over its link (in order with the starts that follow)."""
+        if self._closed.is_set():
+            return
+        with self._pushing:
+            if specs == self.kit.agents:
+                return
+            self.kit.definitions(self.kit.version + 1, specs)
+            log.info("definitions pushed to the nodes", version=self.kit.version)
+            for node in list(self._links):
+                self._send_definitions(node)
+
+    def _send_definitions(self, node: str) -> None:
+        with self._sending[node]:
+            link = self._links.get(node)
+            if link is not None:
+                with contextlib.suppress(LinkError):  # its loss is the reader's to handle
+                    link.send((DEFINITIONS, self.kit.version, self.kit.agents))
 
     def effector(self, **kwargs: Any) -> RoutingEffector:
         """The supervisor's effector (``SupervisorActor(effector=...)``): its runs' agents
@@ -263,6 +306,8 @@ class ClusterHosting:
         """Stop every agent on every node, then the hosts themselves."""
         ray = self._ray
         self._closed.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         closing = [host.close.remote() for host in self.hosts.values()]
         with contextlib.suppress(Exception):
             ray.wait(closing, num_returns=len(closing), timeout=timeout)

@@ -6,11 +6,13 @@ function agents, and none of its threads. What is tied to the driver's process i
 by the node's own (its process groups) or left out, and said so in docs/cluster.md: the
 MCP hub (its sessions live on the driver's event loop), worktrees, tracing.
 
-Definitions are a snapshot taken when the kit is made (a reload on the driver is not pushed
-to the nodes yet). Code that a node cannot import travels by value (``by_value``): the
-modules of the function agents, and every module this process loaded from outside the
-installed packages (a script's own modules, a test's helpers, the module a tool is defined
-in); code installed on every node goes by reference.
+Definitions are the runtime's as of a version: those at start, then each set after a reload
+on the driver, pushed to every node over its link (``ClusterHosting.push_definitions``) and
+taken by the node's kit (``definitions``) in order with the starts. Code that a node cannot
+import travels by value (``by_value``): the modules of the function agents, and every
+module this process loaded from outside the installed packages (a script's own modules, a
+test's helpers, the module a tool is defined in); code installed on every node goes by
+reference.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class NodeKit:
     ) -> None:
         self.functions = dict(functions)
         self.agents = list(agents)
+        self.version = 0
+        """Which of the runtime's definitions ``agents`` are: 0 at start, one more after
+        each reload that changed them (``definitions``)."""
         self.env = dataclasses.replace(
             env,
             agents=self.snapshot,
@@ -56,6 +61,15 @@ class NodeKit:
 
     def snapshot(self) -> list[AgentSpec]:
         return self.agents
+
+    def definitions(self, version: int, agents: list[AgentSpec]) -> bool:
+        """Take the runtime's definitions as of ``version`` (pushed after a reload); an
+        older or repeated version is ignored (it may come after a newer one). Whether it
+        was taken."""
+        if version <= self.version:
+            return False
+        self.agents, self.version = list(agents), version
+        return True
 
     def behaviour_for(self) -> Callable[[AgentSpec], BehaviourFactory]:
         from subagents.assembly import behaviours

@@ -15,7 +15,9 @@ library's ``multiprocessing.connection`` (length-prefixed frames, an HMAC handsh
 random key per set-up).
 
 Frames, each one ``wire.pack``:
-- driver -> node: ``(EFFECTS, seq, [Effect, ...])`` and ``(ANSWERS, 0, [Answer, ...])``;
+- driver -> node: ``(EFFECTS, seq, [Effect, ...])``, ``(ANSWERS, 0, [Answer, ...])`` and
+  ``(DEFINITIONS, version, [AgentSpec, ...])`` (the runtime's definitions after a reload:
+  in order with the effects, so every start decided after a reload finds them there);
 - node -> driver: ``[Told | Asked, ...]``, everything queued meanwhile in one frame.
 
 A connection belongs to one set-up of one host process: a frame can never reach a later
@@ -44,6 +46,7 @@ from subagents.cluster.wire import pack, unpack
 
 EFFECTS = "effects"
 ANSWERS = "answers"
+DEFINITIONS = "definitions"
 OUTBOX_MOST = 2000
 """Most items the node sends in one frame."""
 CONNECT_TIMEOUT_S = 20.0
@@ -120,8 +123,9 @@ def connect(address: tuple[str, int], authkey: bytes, peer: str) -> LinkEnd:
 
 class NodeLink:
     """A node host's end: listens for its driver's one connection, then applies the effects
-    it sends (``deliver(seq, effects)``) and its answers (``answer(answers)``) in order, and
-    sends what ``take(most, timeout)`` gives (the node's outbox) as it is queued."""
+    it sends (``deliver(seq, effects)``), its answers (``answer(answers)``) and definitions
+    (``definitions(version, specs)``) in order, and sends what ``take(most, timeout)`` gives
+    (the node's outbox) as it is queued."""
 
     def __init__(
         self,
@@ -131,12 +135,14 @@ class NodeLink:
         deliver: Callable[[int, list[Any]], None],
         answer: Callable[[list[Any]], None],
         take: Callable[[int, float], list[Any]],
+        definitions: Callable[[int, list[Any]], None] = lambda _version, _specs: None,
     ) -> None:
         self._listener = Listener((host, 0), authkey=authkey)
         self.address: tuple[str, int] = self._listener.address
         self._deliver = deliver
         self._answer = answer
         self._take = take
+        self._definitions = definitions
         self._end: LinkEnd | None = None
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="subagents-link", daemon=True)
@@ -170,6 +176,8 @@ class NodeLink:
                 self._deliver(seq, items)
             elif kind == ANSWERS:
                 self._answer(items)
+            elif kind == DEFINITIONS:
+                self._definitions(seq, items)
 
     def _write(self, end: LinkEnd) -> None:
         while not self._closed.is_set():

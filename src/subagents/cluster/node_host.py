@@ -75,6 +75,7 @@ class NodeHost:
         )
         self._runs: Any = None
         self._link: Any = None
+        self._kit: Any = None
         self._closed = False
         self._in_order = InOrder()
         self._epoch = 0
@@ -112,7 +113,9 @@ class NodeHost:
             deliver=self._delivered,
             answer=runs.supervisor.answer,
             take=runs.outbox.take,
+            definitions=kit.definitions,
         )
+        self._kit = kit
         return {
             "node": self.node,
             "pid": os.getpid(),
@@ -184,6 +187,7 @@ class NodeHost:
             "incarnation": self.incarnation,
             "pid": os.getpid(),
             "threads": threading.active_count(),
+            "definitions": self._kit.version if self._kit is not None else None,
             "runs": len(self._runs.live()) if self._runs is not None else 0,
         }
 
