@@ -109,6 +109,7 @@ class Runtime:
         agent_threads: str = "shared",
         allow_mcp_commands: bool = False,
         cluster: str | None = None,
+        owner: str | None = None,
     ) -> None:
         """``strict``: a definition naming a tool this runtime does not have is an error (the
         runtime does not start) rather than a warning. ``agent_threads``: ``"shared"``, the
@@ -119,11 +120,16 @@ class Runtime:
         ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
         ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs
         their agents, this runtime's supervisor decides for all of them, and the store is the
-        cluster's (served on the head node) unless ``store`` is given (docs/cluster.md)."""
+        cluster's (served on the head node) unless ``store`` is given (docs/cluster.md).
+
+        ``owner``: the id stamped on the runs this runtime hosts and on its lease (default: a
+        new ``host:pid:nonce``). A program that starts a runtime again after its process died
+        may give one of its own making to find its earlier runs by it (a detached tree's host
+        does: ``host:pid:nonce:<its name>``); two live runtimes must never share one."""
         ensure_configured()
         address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
-        self.owner = new_owner()
+        self.owner = new_owner() if owner is None else _checked_owner(owner)
         """The id stamped on the runs this runtime hosts; its lease in the store says it is
         alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
         self.limits = limits_of(limits)
@@ -535,3 +541,12 @@ __all__ = [
     "limits_of",
     "runtime_tool_names",
 ]
+
+
+def _checked_owner(owner: object) -> str:
+    """``owner`` if it can stand for a runtime in the store (a short, printable id)."""
+    if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
+        raise ValueError(f"owner must be a printable string of 1-200 characters, got {owner!r}")
+    if any(c.isspace() for c in owner):
+        raise ValueError(f"owner must not contain spaces, got {owner!r}")
+    return owner

@@ -116,3 +116,45 @@ def _child_of(rt: Runtime, run_id: str) -> str:
             return children[0].run_id
         pause.wait(0.05)
     raise AssertionError(f"{run_id} spawned no child waiting within {WAIT_S} s")
+
+
+def test_a_tree_host_killed_mid_tree_is_started_again_and_ends_the_tree_once(
+    ray_cluster: LocalCluster, store_name: str
+) -> None:
+    """The tree host's process is SIGKILLed while its child waits on the worker node: Ray
+    starts the host again, which takes the tree up from the store (the same run ids); the
+    child, mailed afterwards, answers; root and child each end once; then the host goes."""
+    import os
+    import signal
+
+    from subagents.cluster.detached import start_detached
+    from subagents.cluster.head import head_actor
+    from subagents.cluster.remote_store import ClusterStore
+    from subagents.messages import EventKind
+
+    agents = [
+        FunctionAgent.create("keeper", keeper),
+        FunctionAgent.create("far_gate", gate, metadata={"resources": {WORKER: 1}}),
+    ]
+    tree = start_detached(
+        "keeper", "two", cluster=ray_cluster.address, store_name=store_name, agents=agents
+    )
+    store = ClusterStore(head_actor(name=store_name, create=False), name=store_name)
+    try:
+        with Runtime([], store=store, cluster="", restore=False) as rt:
+            child = _child_of(rt, tree.run_id)
+            os.kill(tree.pid, signal.SIGKILL)
+            rt.send(child, "hello")  # kept in the store until the new host takes it
+            ended = rt.wait_all([tree.run_id, child], timeout=WAIT_S)
+            root = rt.get(tree.run_id)
+        assert [o.status for o in ended] == [RunStatus.COMPLETED, RunStatus.COMPLETED]
+        assert [o.result for o in ended] == ["child:hello", "child:hello"]
+        assert root is not None and root.owner != tree.owner  # taken up by a new process
+        assert root.owner is not None and root.owner.endswith(f":{tree.host}")
+        for run_id in (tree.run_id, child):
+            kinds = [e.kind for e in store.events(run_id)]
+            assert kinds.count(EventKind.COMPLETED) == 1, (run_id, kinds)
+            assert not {EventKind.FAILED, EventKind.CANCELLED} & set(kinds), (run_id, kinds)
+        _gone(tree.host)
+    finally:
+        store.close()

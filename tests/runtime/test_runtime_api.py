@@ -119,3 +119,17 @@ def test_run_hears_a_refusal_without_asking_and_forgets_the_run() -> None:
         assert outcome.status is RunStatus.COMPLETED
         assert rt.runs()[0].label == "fine"
         assert rt.runs()[0].shared == {"k": 1}
+
+
+def test_an_owner_given_is_stamped_on_the_runs_and_a_bad_one_is_refused() -> None:
+    def hello(ctx: AgentContext) -> str:
+        return "hi"
+
+    with Runtime({"hello": hello}, owner="box:1:abcd:tree-x") as rt:
+        outcome = rt.run("hello", "go", wait=60)
+        record = rt.get(outcome.run_id)
+    assert rt.owner == "box:1:abcd:tree-x"
+    assert record is not None and record.owner == "box:1:abcd:tree-x"
+    for bad in ("", "has space", 7, "x" * 201):
+        with pytest.raises(ValueError, match="owner must"):
+            Runtime({"hello": hello}, owner=bad)  # type: ignore[arg-type]

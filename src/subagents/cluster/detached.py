@@ -29,10 +29,16 @@ detached actor with the driver's ``Runtime`` as its client (the issue's first de
   start trees of different agent sets), and the host's end is simply the root's end.
 
 What it costs: a Ray actor (a process, ~40 MB, ~1 s to start here) per detached tree, plus
-its node hosts (one process per node), for as long as the tree runs. What it does not do
-yet: a host whose process dies is not started again (``max_restarts=0``); its runs are left
-``running`` under its lease, which lapses, and a later runtime on the cluster's store takes
-them up as after any crash (``restore``).
+its node hosts (one process per node), for as long as the tree runs.
+
+A host whose process dies (killed, out of memory) is started again by Ray
+(``max_restarts=-1``) with the arguments it was created with. Its runtime's ``owner`` ends
+with the host's name, so the new process finds the tree its predecessor owned in the store
+and takes it up at once, as a runtime takes up a crashed one's runs (``restore``: the
+predecessor's lease is dead as soon as its process is, on the same machine): its runs go on
+from what the store holds, each ends once, and the host ends with its root as before. A
+host that ends on purpose (its root ended, its root refused) is killed with
+``no_restart=True``: it is not started again.
 
 What travels to the host (pickled once, like a node's kit): the Runtime's keyword
 arguments, definitions included. Definitions are read where the tree is started (the CLI
@@ -73,23 +79,59 @@ cluster the host is on, and no restore (the tree is new)."""
 class TreeHost:
     """The actor's class (see the module): one Runtime, one root run, then gone."""
 
-    def __init__(self, runtime: dict[str, Any], store_name: str, address: str) -> None:
+    def __init__(
+        self, runtime: dict[str, Any], store_name: str, address: str, name: str = ""
+    ) -> None:
+        """Build the tree's runtime. Ray calls this again, with the same arguments, in a new
+        process when this host's process died (``max_restarts=-1``): that runtime then takes
+        up the tree its predecessor hosted, as after any crash (``restore``), and hosts it on
+        to its end (see ``_predecessors``)."""
         from subagents.cluster.head import head_actor
         from subagents.cluster.remote_store import ClusterStore
         from subagents.runtime import Runtime
+        from subagents.store.leases import new_owner
 
         ray = import_ray()
         self._ray = ray
-        self._me = ray.get_runtime_context().current_actor
+        context = ray.get_runtime_context()
+        self._me = context.current_actor
+        self.name = name
         self.store = ClusterStore(head_actor(name=store_name, create=False), name=store_name)
+        roots = self._predecessors() if context.was_current_actor_reconstructed else None
         try:
             self.runtime = Runtime(
-                **runtime, store=self.store, cluster=address or "auto", restore=False
+                **runtime,
+                store=self.store,
+                cluster=address or "auto",
+                restore=roots or False,
+                owner=f"{new_owner()}:{name}" if name else None,
             )
         except BaseException:
             self.store.close()
             raise
         self.run_id = ""
+        if roots is None:
+            return  # a new host: ``start`` admits the root
+        log.warning("tree host started again", host=name, roots=roots)
+        if roots:
+            self.run_id = roots[0]
+            self._host_in_background(self.runtime.attach(self.run_id))
+        else:  # its root ended (or was never admitted): nothing left to host
+            threading.Thread(target=self._end, name="subagents-tree-end", daemon=True).start()
+
+    def _predecessors(self) -> list[str]:
+        """The unfinished root runs that an earlier process of this host owned (their
+        owner ends with this host's name; that process is dead: Ray started this one)."""
+        from subagents.messages import RunStatus
+
+        if not self.name:
+            return []
+        live = [status for status in RunStatus if not status.terminal]
+        return [
+            record.run_id
+            for record in self.store.list_runs(statuses=live)
+            if record.depth == 0 and (record.owner or "").endswith(f":{self.name}")
+        ]
 
     def start(self, agent: str, task: str, options: dict[str, Any]) -> dict[str, Any]:
         """Admit the root run; its id, and where it is hosted. A refused root
@@ -100,10 +142,13 @@ class TreeHost:
             self._close()  # the caller removes this actor once it has the error
             raise
         self.run_id = handle.run_id
+        self._host_in_background(handle)
+        return self.describe()
+
+    def _host_in_background(self, handle: Any) -> None:
         threading.Thread(
             target=self._host, args=(handle,), name="subagents-tree-host", daemon=True
         ).start()
-        return self.describe()
 
     def _host(self, handle: Any) -> None:
         try:
@@ -211,10 +256,10 @@ def start_detached(
             lifetime="detached",
             num_cpus=0,
             resources={HEAD_RESOURCE: 0.001},
-            max_restarts=0,
+            max_restarts=-1,  # its process killed: Ray starts it again, and it takes up the tree
             max_concurrency=4,
         )
-        .remote(Travelling(dict(runtime)), store_name, address)
+        .remote(Travelling(dict(runtime)), store_name, address, name)
     )
     try:
         found = ray.get(
