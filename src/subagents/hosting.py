@@ -24,7 +24,7 @@ from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
-from subagents.behaviour.port import AgentEnv
+from subagents.behaviour.port import AgentEnv, close_tool_services
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import Worktrees
@@ -225,6 +225,7 @@ class Hosting:
             NodeKit(functions, env, env.agents()),
             registry=self.registry,
             definitions=catalog.list if catalog is not None else None,
+            on_call=self.telemetry.record_call if self.telemetry is not None else None,
         )
         return self.cluster
 
@@ -279,12 +280,7 @@ class Hosting:
     def _close_tools(self, timeout: float) -> None:
         """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
         then every MCP server process and the MCP event loop thread."""
-        if self.worktrees is not None:
-            for report in self.worktrees.close():
-                if report.kept:
-                    log.warning("worktree kept at close", **report.as_dict())
-        if self.mcp is not None:
-            self.mcp.close(timeout)
+        close_tool_services(self.worktrees, self.mcp, timeout)
 
     def release(self, timeout: float) -> None:
         """Once every run has ended: the lease goes (nothing left to host), the traces are

@@ -38,6 +38,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from subagents.logs import get_logger
 from subagents.messages import Event, EventKind, ModelRequest, ModelResponse, RunRecord
 
@@ -191,6 +193,60 @@ def _attributes(data: Mapping[str, Any], prefix: str = "subagents.") -> dict[str
     return out
 
 
+def model_call_span(record: RunRecord, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+    """A model call's span name and attributes, as it starts."""
+    return f"chat {request.model}", {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": request.model,
+        "gen_ai.request.max_tokens": request.max_tokens,
+        "gen_ai.agent.name": record.agent,
+        "gen_ai.agent.id": record.run_id,
+    }
+
+
+def tool_call_span(record: RunRecord, call_id: str, name: str) -> tuple[str, dict[str, Any]]:
+    """A tool call's span name and attributes, as it starts."""
+    return f"execute_tool {name}", {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
+        "gen_ai.agent.id": record.run_id,
+    }
+
+
+def call_end_attributes(error: str | None, response: ModelResponse | None) -> dict[str, Any]:
+    """What a call's span gets when it ends: the response's model and usage, the error's
+    type (its status, ERROR, is set from ``error`` itself)."""
+    attributes: dict[str, Any] = {}
+    if response is not None:
+        usage = response.usage
+        attributes["gen_ai.response.model"] = response.model or ""
+        attributes["gen_ai.usage.input_tokens"] = usage.total_input_tokens
+        attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
+        attributes["gen_ai.response.finish_reasons"] = [response.stop_reason]
+        attributes["subagents.cost_usd"] = usage.cost_usd
+    if error is not None:
+        attributes["error.type"] = _text(error.split(":", 1)[0])
+    return attributes
+
+
+class FinishedCall(msgspec.Struct, frozen=True, tag=True):
+    """A model or tool call's span made in another process (a cluster's node), as data: the
+    driver's ``Telemetry.record_call`` makes the span, under its run's, with these times."""
+
+    name: str
+    client: bool
+    """A model call (``SpanKind.CLIENT``); else a tool call (``INTERNAL``)."""
+    run_id: str
+    root_run_id: str
+    attributes: dict[str, Any]
+    start_ns: int
+    end_ns: int
+    error: str | None = None
+
+
 class _CallSpan:
     """A model or tool call's span, ended once."""
 
@@ -200,15 +256,8 @@ class _CallSpan:
     def end(self, *, error: str | None = None, response: ModelResponse | None = None) -> None:
         from opentelemetry.trace import Status, StatusCode
 
-        if response is not None:
-            usage = response.usage
-            self.span.set_attribute("gen_ai.response.model", response.model or "")
-            self.span.set_attribute("gen_ai.usage.input_tokens", usage.total_input_tokens)
-            self.span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-            self.span.set_attribute("gen_ai.response.finish_reasons", [response.stop_reason])
-            self.span.set_attribute("subagents.cost_usd", usage.cost_usd)
+        self.span.set_attributes(call_end_attributes(error, response))
         if error is not None:
-            self.span.set_attribute("error.type", _text(error.split(":", 1)[0]))
             self.span.set_status(Status(StatusCode.ERROR, _text(error)))
         self.span.end()
 
@@ -343,18 +392,12 @@ class Telemetry:
     def model_call(self, record: RunRecord, request: ModelRequest) -> _CallSpan:
         from opentelemetry.trace import SpanKind
 
+        name, attributes = model_call_span(record, request)
         span = self.tracer.start_span(
-            f"chat {request.model}",
+            name,
             context=self._under(record),
             kind=SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": "anthropic",
-                "gen_ai.request.model": request.model,
-                "gen_ai.request.max_tokens": request.max_tokens,
-                "gen_ai.agent.name": record.agent,
-                "gen_ai.agent.id": record.run_id,
-            },
+            attributes=attributes,
             start_time=time.time_ns(),
         )
         return _CallSpan(span)
@@ -362,19 +405,34 @@ class Telemetry:
     def tool_call(
         self, record: RunRecord, call_id: str, name: str, arguments: Mapping[str, Any]
     ) -> _CallSpan:
+        span_name, attributes = tool_call_span(record, call_id, name)
         span = self.tracer.start_span(
-            f"execute_tool {name}",
+            span_name,
             context=self._under(record),
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": call_id,
-                "gen_ai.tool.type": "function",
-                "gen_ai.agent.id": record.run_id,
-            },
+            attributes=attributes,
             start_time=time.time_ns(),
         )
         return _CallSpan(span)
+
+    def record_call(self, call: FinishedCall) -> None:
+        """A call span made on a cluster's node (``FinishedCall``): made here, under its
+        run's span, with the node's times."""
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        parent = trace.set_span_in_context(
+            trace.NonRecordingSpan(self.context_of(call.run_id, call.root_run_id))
+        )
+        span = self.tracer.start_span(
+            call.name,
+            context=parent,
+            kind=SpanKind.CLIENT if call.client else SpanKind.INTERNAL,
+            attributes=call.attributes,
+            start_time=call.start_ns,
+        )
+        if call.error is not None:
+            span.set_status(Status(StatusCode.ERROR, _text(call.error)))
+        span.end(end_time=call.end_ns)
 
     # ---- lifecycle --------------------------------------------------------------------------
 

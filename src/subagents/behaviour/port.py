@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_of
+from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
     JournalEntry,
@@ -35,6 +36,8 @@ from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.workspace import Workspace
+
+log = get_logger("subagents.runtime")
 
 
 class SkillSource(Protocol):
@@ -183,6 +186,18 @@ class AgentEnv:
         if self.mcp is None or not self.mcp.uses_servers(spec):
             return None
         return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel)
+
+
+def close_tool_services(worktrees: Worktrees | None, mcp: McpHub | None, timeout: float) -> None:
+    """A runtime (or a cluster's node) is closing: worktrees of runs that did not end are
+    removed if unchanged, else kept and logged; then every MCP server process and the MCP
+    event loop thread go."""
+    if worktrees is not None:
+        for report in worktrees.close():
+            if report.kept:
+                log.warning("worktree kept at close", **report.as_dict())
+    if mcp is not None:
+        mcp.close(timeout)
 
 
 def render_mail(mail: Mail) -> str:

@@ -42,6 +42,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import HostLost
 from subagents.supervision.effects import Effect, StartRun
+from subagents.telemetry import FinishedCall
 
 log = get_logger("subagents.cluster")
 
@@ -61,10 +62,13 @@ class ClusterHosting:
         slots: int = 100,
         registry: Any = None,
         definitions: Callable[[], Sequence[AgentSpec]] | None = None,
+        on_call: Callable[[FinishedCall], None] | None = None,
     ) -> None:
         """``registry`` (a ``RegistryClient``) and ``definitions`` (its catalog's, read on
         the registry's thread): each change of the definitions is pushed to the nodes
-        before the change returns (``push_definitions``); None: the kit's, for good."""
+        before the change returns (``push_definitions``); None: the kit's, for good.
+        ``on_call``: where the spans of model and tool calls made on the nodes go (the
+        runtime's ``Telemetry.record_call``; None: not traced)."""
         from subagents.cluster.node_host import start_runtime_hosts
 
         self._ray = import_ray()
@@ -92,6 +96,7 @@ class ClusterHosting:
         self._answers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subagents-asks")
         self._threads: list[threading.Thread] = []
         self._pushing = threading.Lock()
+        self._on_call = on_call
         self._unsubscribe: Callable[[], None] | None = None
         self.hosts = start_runtime_hosts(owner, slots=slots)
         if not self.hosts:
@@ -230,10 +235,21 @@ class ClusterHosting:
         supervisor = self._supervisor
         for item in items:
             if type(item) is Told:
+                if type(item.message) is FinishedCall:
+                    self._record_call(item.message)
+                    continue
                 with contextlib.suppress(Exception):  # the supervisor stopped: closing
                     supervisor.tell(item.message)
             elif type(item) is Asked:
                 self._answers.submit(self._answer, link, item)
+
+    def _record_call(self, call: FinishedCall) -> None:
+        if self._on_call is None:
+            return
+        try:
+            self._on_call(call)
+        except Exception:  # a tracing failure never holds a node's reports back
+            log.exception("recording a node's call span failed", run_id=call.run_id)
 
     def _answer(self, link: LinkEnd, asked: Asked) -> None:
         """Answer ``asked`` on the link it came by (a later set-up of the host numbers its

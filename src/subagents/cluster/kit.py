@@ -2,9 +2,12 @@
 
 Why a kit and not the runtime: a node runs the agents' behaviours (the LLM loop, function
 agents) but decides nothing, so it needs the runtime's definitions, model, tools and
-function agents, and none of its threads. What is tied to the driver's process is replaced
-by the node's own (its process groups) or left out, and said so in docs/cluster.md: the
-MCP hub (its sessions live on the driver's event loop), worktrees, tracing.
+function agents, and none of its threads. What is tied to the driver's process is made
+again on the node from plain data (``services``): its process groups, its own MCP hub
+(the same servers and trust settings: a stdio server runs on the node that runs the agent,
+an HTTP one is reached from there), its worktrees (of the same workspace path, on the
+node's machine), and, when the runtime traces, a call tracer that sends each model and tool
+call's span back to the driver as data (``cluster.node_tracing``).
 
 Definitions are the runtime's as of a version: those at start, then each set after a reload
 on the driver, pushed to every node over its link (``ClusterHosting.push_definitions``) and
@@ -47,6 +50,13 @@ class NodeKit:
     ) -> None:
         self.functions = dict(functions)
         self.agents = list(agents)
+        self.mcp = env.mcp.blueprint() if env.mcp is not None else None
+        """The driver's MCP hub as plain data: the node makes its own from it."""
+        self.worktrees = str(env.worktrees.workspace) if env.worktrees is not None else None
+        """The workspace whose repository the node's ``isolation: worktree`` runs use."""
+        self.traced = env.tracer is not None
+        """Whether the node reports its runs' model and tool calls for tracing."""
+        self.tracer: Any = None
         self.version = 0
         """Which of the runtime's definitions ``agents`` are: 0 at start, one more after
         each reload that changed them (``definitions``)."""
@@ -72,11 +82,35 @@ class NodeKit:
         return True
 
     def behaviour_for(self) -> Callable[[AgentSpec], BehaviourFactory]:
+        """On the node: how to run each agent, with the node's own services (made here,
+        once): process groups, an MCP hub, worktrees, a call tracer."""
         from subagents.assembly import behaviours
 
         if self.env.processes is _NODE_PROCESSES:
-            self.env = dataclasses.replace(self.env, processes=ProcessGroups())
+            from subagents.cluster.node_tracing import NodeCallTracer
+            from subagents.isolation.worktrees import Worktrees
+            from subagents.mcp.hub import McpHub
+
+            self.tracer = NodeCallTracer() if self.traced else None
+            self.env = dataclasses.replace(
+                self.env,
+                processes=ProcessGroups(),
+                mcp=McpHub(**self.mcp) if self.mcp is not None else None,
+                worktrees=Worktrees(self.worktrees) if self.worktrees is not None else None,
+                tracer=self.tracer,
+            )
         return behaviours(self.functions, self.env)
+
+    def close_services(self, timeout: float = 10.0) -> None:
+        """On the node, when its host closes: what the node's runs started goes (the tools'
+        processes, MCP servers); worktrees still open are removed if unchanged, else kept and
+        logged, as on one machine."""
+        from subagents.behaviour.port import close_tool_services
+
+        env = self.env
+        if env.processes is not _NODE_PROCESSES:
+            env.processes.kill_all()
+        close_tool_services(env.worktrees, env.mcp, timeout)
 
     def checked(self) -> NodeKit:
         """This kit, once it is known to travel (``travel.dumps``: Ray's cloudpickle, and

@@ -98,12 +98,14 @@ class NodeHost:
         agent; the answer says where the runtime's link connects (``cluster.link``, one
         connection, ``authkey``). Again after a restart (the process is new: it hosts
         nothing from before)."""
-        from subagents.actors.remote import NodeRuns
+        from subagents.actors.remote import NodeRuns, Told
         from subagents.cluster.link import NodeLink
 
         self._close_runs()
         self._closed = False
         runs = NodeRuns(kit.behaviour_for())
+        if kit.tracer is not None:  # finished calls' spans go to the driver with the reports
+            kit.tracer.sink = lambda call: runs.outbox.put(Told(call))
         self._in_order = InOrder()
         self._epoch = epoch
         self._runs = runs
@@ -158,6 +160,8 @@ class NodeHost:
             link.close()
         if runs is not None:
             runs.close()
+        if self._kit is not None:  # the node's tools' processes, MCP servers, worktrees
+            self._kit.close_services()
 
     # ---- membership ----------------------------------------------------------------------
 

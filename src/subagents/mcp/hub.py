@@ -210,6 +210,17 @@ class McpHub:
         self._closed = False
         self._warned: set[tuple[str, str]] = set()
 
+    def blueprint(self) -> dict[str, Any]:
+        """What makes an equal hub in another process (a cluster's node): its servers and
+        settings, plain data; ``McpHub(**blueprint)`` there starts its own processes."""
+        return {
+            "servers": dict(self.servers),
+            "cwd": self.cwd,
+            "start_timeout": self.start_timeout,
+            "environ": None if self.environ is None else dict(self.environ),
+            "allow_commands": self.allow_commands,
+        }
+
     @classmethod
     def from_config(
         cls,

@@ -1,0 +1,106 @@
+"""Runs on a cluster's node act as on one machine: a real MCP server (the mcp SDK, over
+stdio) started on the node that runs the agent, ``isolation: worktree`` on that node's
+machine, and the model and tool calls traced into the driver's tracer provider, under their
+run's span. Every run here is pinned to the worker node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from isolation.test_worktrees import make_repo, worktree_paths
+from mcp_servers.conftest import START_WAIT_S, server_config
+from raycluster import WORKER, LocalCluster
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+
+pytestmark = pytest.mark.ray
+
+WAIT_S = 120.0
+ON_WORKER = {"resources": {WORKER: 1}}
+
+
+def use(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "input": arguments}
+
+
+def test_mcp_worktrees_and_tracing_work_for_a_run_on_the_other_node(
+    ray_cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    monkeypatch.setenv("MCP_TIMEOUT", str(int(START_WAIT_S * 1000)))  # a loaded machine
+    repo = make_repo(tmp_path / "repo")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel(
+        {
+            "adder": [
+                {"tool_calls": [use("mcp__calc__add", a=20, b=22), use("mcp__calc__pid")]},
+                {"text": "sum {result0} by {result1}"},
+            ],
+            "writer": [
+                {"tool_calls": [use("Write", file_path="NEW.md", content="from the node\n")]},
+                {"text": "written"},
+            ],
+        }
+    )
+    agents = [
+        AgentSpec(name="adder", description="Adds.", prompt="Add.", metadata=ON_WORKER),
+        AgentSpec(
+            name="writer",
+            description="Writes.",
+            prompt="Write.",
+            metadata={**ON_WORKER, "isolation": "worktree"},
+        ),
+    ]
+    with Runtime(
+        agents,
+        model=model,
+        workspace=repo,
+        permissions="acceptEdits",
+        mcp_servers={"calc": server_config()},
+        tracer_provider=provider,
+        cluster=ray_cluster.address,
+        restore=False,
+    ) as rt:
+        added = rt.run("adder", "add them", wait=WAIT_S)
+        written = rt.run("writer", "write it", wait=WAIT_S)
+        placed = rt.placements()
+        driver_mcp = rt.mcp.status()
+    assert placed[added.run_id] == placed[written.run_id] == [ray_cluster.worker_node_id]
+
+    # MCP: the server ran on the node that ran the agent, not in the driver
+    assert added.status is RunStatus.COMPLETED, added
+    assert added.result is not None and added.result.startswith("sum 42 by ")
+    assert driver_mcp == {}  # the driver's hub started nothing
+    assert int(added.result.split(" by ")[1]) > 0  # the node's server's pid
+
+    # worktree: made from the workspace's repository on the node's machine, kept (changed)
+    assert written.status is RunStatus.COMPLETED, written
+    assert written.result is not None and "[worktree kept: " in written.result
+    kept = [Path(p) for p in worktree_paths(repo) if Path(p) != repo]
+    assert len(kept) == 1 and (kept[0] / "NEW.md").read_text() == "from the node\n"
+    assert not (repo / "NEW.md").exists()  # the main tree never saw it
+
+    # tracing: the node's model and tool calls are spans of the driver's provider, under
+    # their run's span
+    spans = exporter.get_finished_spans()
+    runs = {s.attributes["gen_ai.agent.id"]: s for s in spans if s.name.startswith("invoke_agent")}
+    calls = [s for s in spans if s.name.startswith(("chat ", "execute_tool "))]
+    names = sorted(s.name for s in calls)
+    assert names.count("execute_tool mcp__calc__add") == 1, names
+    assert names.count("execute_tool Write") == 1, names
+    assert sum(1 for n in names if n.startswith("chat ")) == 4, names  # two steps per run
+    for call in calls:
+        run = runs[call.attributes["gen_ai.agent.id"]]
+        assert call.parent is not None and call.parent.span_id == run.context.span_id
+        assert call.context.trace_id == run.context.trace_id
+        assert run.start_time <= call.start_time <= call.end_time <= run.end_time
