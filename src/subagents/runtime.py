@@ -115,23 +115,17 @@ class Runtime:
         runtime does not start) rather than a warning. ``agent_threads``: ``"shared"``, the
         default (a waiting run holds no thread: a few dispatcher threads handle the messages of
         every run, and work that blocks is handed another thread at once) or ``"own"`` (each
-        live run holds a thread; docs/architecture.md).
-
-        ``cluster``: host the runs on a Ray cluster (``"auto"``, an address; default
-        ``$SUBAGENTS_RAY_ADDRESS``, else none: this process): one node host per node runs
-        their agents, this runtime's supervisor decides for all of them, and the store is the
-        cluster's (served on the head node) unless ``store`` is given (docs/cluster.md).
-
-        ``owner``: the id stamped on the runs this runtime hosts and on its lease (default: a
-        new ``host:pid:nonce``). A program that starts a runtime again after its process died
-        may give one of its own making to find its earlier runs by it (a detached tree's host
-        does: ``host:pid:nonce:<its name>``); two live runtimes must never share one."""
+        live run holds a thread; docs/architecture.md). ``cluster``: host the runs on a Ray
+        cluster (``"auto"``, an address; default ``$SUBAGENTS_RAY_ADDRESS``, else none: this
+        process): one node host per node runs their agents, this runtime's supervisor decides
+        for all of them, and the store is the cluster's (served on the head node) unless
+        ``store`` is given (docs/cluster.md). ``owner``: the id on its runs and lease (default
+        ``host:pid:nonce``; docs/store.md)."""
         ensure_configured()
         address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner() if owner is None else _checked_owner(owner)
-        """The id stamped on the runs this runtime hosts; its lease in the store says it is
-        alive (``store.leases``), renewed every ``lease_s / 3`` seconds."""
+        """The id on the runs it hosts; its lease (``store.leases``) says it is alive."""
         self.limits = limits_of(limits)
         check_seconds(
             hot_reload_s=hot_reload_s,
