@@ -171,7 +171,7 @@ def test_the_children_of_one_step_are_all_admitted_before_any_of_them_acts() -> 
     the first child started and mailed before the second was admitted: "no run named
     'critic'"; reproduced here by the lead waiting, inside its step, for the researcher's
     mail to be answered.)"""
-    answered = threading.Event()
+    answered = Gate()  # a threading.Event on one process; reached from a node's copy too
 
     async def lead(ctx: AgentContext) -> str:
         first = ctx.spawn("researcher", "go")
