@@ -70,6 +70,42 @@ async def echo(ctx: AgentContext) -> str:
     return "echoed"
 
 
+class Observed:
+    """The events a runtime published, and a wait for a count of them (no sleeps)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._seen = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        with self._seen:
+            self.events.append(event)
+            self._seen.notify_all()
+
+    def count(self, kind: EventKind, agent: str | None = None, *, but: str = "") -> int:
+        return sum(
+            1
+            for e in self.events
+            if e.kind == kind and (agent is None or e.agent == agent) and e.agent != but
+        )
+
+    def wait_for(self, kind: EventKind, n: int, agent: str | None = None, *, but: str = "") -> None:
+        with self._seen:
+            done = self._seen.wait_for(lambda: self.count(kind, agent, but=but) >= n, WAIT_S)
+        assert done, f"{self.count(kind, agent, but=but)} of {n} {kind} events"
+
+
+def worker_host(rt: Runtime, ray_cluster: LocalCluster) -> Any:
+    """The node host of ``rt`` on the worker node (a Ray actor handle)."""
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.node_host import runtime_host_name
+
+    name = runtime_host_name(rt.owner, ray_cluster.worker_node_id)
+    return ray.get_actor(name, namespace=NAMESPACE)
+
+
 @pytest.fixture
 def store(ray_cluster: LocalCluster, tmp_path: Path) -> Iterator[Any]:
     import ray
@@ -228,32 +264,16 @@ def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, 
     messages: 300 runs waiting for mail on the worker node do not hold 300 threads there."""
     import ray
 
-    from subagents.cluster.connect import NAMESPACE
-    from subagents.cluster.node_host import runtime_host_name
-
     n = 300
-    events: list[Event] = []
-    seen = threading.Condition()
-
-    def watch(event: Event) -> None:
-        with seen:
-            events.append(event)
-            seen.notify_all()
-
-    def waiting() -> int:
-        return sum(1 for e in events if e.kind == EventKind.WAITING and e.agent == "gated")
-
+    observed = Observed()
     limits = Limits(max_concurrency=n, per_agent=n)
     agents = [FunctionAgent.create("gated", gate, metadata=ON_WORKER)]
     with runtime(ray_cluster, store, agents, limits=limits) as rt:
-        host = ray.get_actor(
-            runtime_host_name(rt.owner, ray_cluster.worker_node_id), namespace=NAMESPACE
-        )
+        host = worker_host(rt, ray_cluster)
         before = ray.get(host.describe.remote(), timeout=WAIT_S)
-        rt.subscribe(watch)
+        rt.subscribe(observed)
         rt.spawn_many([("gated", str(i)) for i in range(n)])
-        with seen:
-            assert seen.wait_for(lambda: waiting() >= n, WAIT_S), f"{waiting()} of {n} waiting"
+        observed.wait_for(EventKind.WAITING, n, "gated")
         after = ray.get(host.describe.remote(), timeout=WAIT_S)
     assert after["runs"] == n and after["pid"] == before["pid"]
     assert after["threads"] - before["threads"] < n // 2, (before, after)
@@ -270,32 +290,17 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
     flight: the driver kills that process, so its runs only go on where they start again)."""
     import ray
 
-    from subagents.cluster.connect import NAMESPACE
-    from subagents.cluster.node_host import runtime_host_name
-
     agents = [
         FunctionAgent.create("holder", holder, metadata=ON_HEAD),
         FunctionAgent.create("gated", gate, metadata=ON_WORKER),
     ]
-    events: list[Event] = []
-    seen = threading.Condition()
-
-    def watch(event: Event) -> None:
-        with seen:
-            events.append(event)
-            seen.notify_all()
-
-    def started(n: int) -> bool:
-        return sum(1 for e in events if e.kind == EventKind.STARTED and e.agent == "gated") >= n
-
+    observed = Observed()
+    events = observed.events
     with runtime(ray_cluster, store, agents) as rt:
-        rt.subscribe(watch)
+        rt.subscribe(observed)
         handle = rt.spawn("holder", "go")
-        with seen:
-            assert seen.wait_for(lambda: started(3), WAIT_S), "three workers did not start"
-        host = ray.get_actor(
-            runtime_host_name(rt.owner, ray_cluster.worker_node_id), namespace=NAMESPACE
-        )
+        observed.wait_for(EventKind.STARTED, 3, "gated")  # three workers started
+        host = worker_host(rt, ray_cluster)
         pid = ray.get(host.describe.remote())["pid"]
         if loss == "host killed":
             os.kill(pid, signal.SIGKILL)
@@ -303,8 +308,7 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
             hosting = rt._hosting.cluster
             assert hosting is not None
             hosting._links[ray_cluster.worker_node_id].close()
-        with seen:
-            assert seen.wait_for(lambda: started(6), WAIT_S), "the workers were not started again"
+        observed.wait_for(EventKind.STARTED, 6, "gated")  # the workers started again
         workers = sorted({e.run_id for e in events if e.agent == "gated"})
         assert len(workers) == 3
         for run_id in workers:
@@ -356,22 +360,12 @@ def test_a_stop_cancels_the_subtree_on_both_nodes_once_and_their_agents_go(
         FunctionAgent.create("gated", gate, metadata=ON_HEAD),
         FunctionAgent.create("gated_far", gate, metadata=ON_WORKER),
     ]
-    events: list[Event] = []
-    seen = threading.Condition()
-
-    def watch(event: Event) -> None:
-        with seen:
-            events.append(event)
-            seen.notify_all()
-
-    def waiting(n: int) -> bool:
-        return sum(1 for e in events if e.kind == EventKind.WAITING and e.agent != "spreader") >= n
-
+    observed = Observed()
+    events = observed.events
     with runtime(ray_cluster, store, agents) as rt:
-        rt.subscribe(watch)
+        rt.subscribe(observed)
         handle = rt.spawn("spreader", "go")
-        with seen:
-            assert seen.wait_for(lambda: waiting(4), WAIT_S), "four children did not wait"
+        observed.wait_for(EventKind.WAITING, 4, but="spreader")  # four children wait
         stopped = rt.stop(handle.run_id)
         outcome = handle.result(WAIT_S)
         cluster = rt._hosting.cluster

@@ -87,9 +87,6 @@ class ClusterHosting:
         self.placed: dict[str, list[str]] = {}
         """run id -> the nodes its starts were placed on, in order (what was observed)."""
         self._placeable: Callable[[], None] | None = None
-        self._epochs: dict[str, int] = {}
-        """node -> how many times its host was set up: a batch sent to an earlier set-up
-        (a host that died meanwhile) is never applied by a later one."""
         self._supervisor: Any = None
         self.router: RoutingEffector | None = None
         self._closed = threading.Event()
@@ -117,12 +114,11 @@ class ClusterHosting:
         placement use its node."""
         ray = self._ray
         with self._lock:
-            self._epochs[node] = epoch = self._epochs.get(node, 0) + 1
             sending = self._sending.setdefault(node, threading.Lock())
         authkey = secrets.token_bytes(32)
         try:
             answer = ray.get(
-                host.setup.remote(Travelling(self.kit), epoch, authkey), timeout=SETUP_TIMEOUT_S
+                host.setup.remote(Travelling(self.kit), authkey), timeout=SETUP_TIMEOUT_S
             )
             link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
         except (ray.exceptions.RayError, LinkError) as exc:

@@ -78,7 +78,6 @@ class NodeHost:
         self._kit: Any = None
         self._closed = False
         self._in_order = InOrder()
-        self._epoch = 0
         self._applied = threading.Condition()
         self._left: asyncio.Event | None = None
         self._stopped = threading.Event()
@@ -93,7 +92,7 @@ class NodeHost:
 
     # ---- hosting runs --------------------------------------------------------------------
 
-    async def setup(self, kit: Any, epoch: int = 1, authkey: bytes = b"") -> dict[str, Any]:
+    async def setup(self, kit: Any, authkey: bytes) -> dict[str, Any]:
         """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
         agent; the answer says where the runtime's link connects (``cluster.link``, one
         connection, ``authkey``). Again after a restart (the process is new: it hosts
@@ -107,7 +106,6 @@ class NodeHost:
         if kit.tracer is not None:  # finished calls' spans go to the driver with the reports
             kit.tracer.sink = lambda call: runs.outbox.put(Told(call))
         self._in_order = InOrder()
-        self._epoch = epoch
         self._runs = runs
         self._link = NodeLink(
             self._ray.util.get_node_ip_address(),
@@ -160,8 +158,9 @@ class NodeHost:
             link.close()
         if runs is not None:
             runs.close()
-        if self._kit is not None:  # the node's tools' processes, MCP servers, worktrees
-            self._kit.close_services()
+        kit, self._kit = self._kit, None
+        if kit is not None:  # the node's tools' processes, MCP servers, worktrees
+            kit.close_services()
 
     # ---- membership ----------------------------------------------------------------------
 
