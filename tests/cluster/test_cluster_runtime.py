@@ -259,6 +259,32 @@ def test_definitions_changed_on_the_driver_reach_the_runs_on_the_nodes(
     assert "newcomer" in offered["after"] and "helper" in offered["after"]
 
 
+def test_node_hosts_listen_on_the_link_ports_given_to_the_driver(
+    ray_cluster: LocalCluster, store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SUBAGENTS_LINK_PORTS`` where the runtime starts (a firewall's open range) is where
+    every node host listens; a run on the other node still completes over it."""
+    import ray
+
+    from .test_links import free_port_pair
+
+    low = free_port_pair()
+    monkeypatch.setenv("SUBAGENTS_LINK_PORTS", f"{low}-{low + 1}")
+    agents = [FunctionAgent.create("double", double, metadata=ON_WORKER)]
+    with runtime(ray_cluster, store, agents) as rt:
+        outcome = rt.run("double", "21", wait=WAIT_S)
+        cluster = rt._hosting.cluster
+        assert cluster is not None
+        ports = sorted(ray.get(h.describe.remote())["link"][1] for h in cluster.hosts.values())
+    assert outcome.result == "42"
+    # each node host listened on a port of the range (it listens only until its driver has
+    # connected, so the two hosts of this one machine may have used the same one in turn)
+    assert len(ports) == 2 and set(ports) <= {low, low + 1}, ports
+    monkeypatch.setenv("SUBAGENTS_LINK_PORTS", "9-1")
+    with pytest.raises(ValueError, match="SUBAGENTS_LINK_PORTS must be a port or a range"):
+        runtime(ray_cluster, store, agents)
+
+
 def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, store: Any) -> None:
     """On a node as in one process, a few dispatcher threads drain the agents that have
     messages: 400 runs waiting for mail on the worker node do not hold 400 threads there (at

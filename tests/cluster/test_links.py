@@ -290,3 +290,60 @@ def test_closing_an_end_wakes_its_reader_with_a_link_error() -> None:
     assert len(failed) == 1 and "the link to node host n1 closed" in str(failed[0])
     node.close()
     side.outbox.close()
+
+
+def test_link_ports_are_read_from_the_environment_and_a_bad_value_is_named() -> None:
+    from subagents.cluster.link import link_ports
+
+    assert link_ports(None) is None and link_ports("  ") is None
+    assert link_ports("20000-20010") == (20000, 20010)
+    assert link_ports(" 20005 ") == (20005, 20005)
+    for bad in ("abc", "10-5", "0-3", "70000", "1-x"):
+        with pytest.raises(ValueError, match=r"SUBAGENTS_LINK_PORTS must be a port or a range"):
+            link_ports(bad)
+
+
+def free_port_pair() -> int:
+    """A port P such that P and P + 1 are both free here now."""
+    for base in range(42000, 60000, 37):
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + 1))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no two free ports in a row")
+
+
+def test_a_node_listens_on_the_first_free_port_of_its_range_or_says_none_is_free() -> None:
+    from subagents.cluster.link import LinkError, NodeLink, connect
+
+    side = NodeSide()
+    first = free_port_pair()
+    with socket.socket() as taken:  # another program holds the first port of the range
+        taken.bind(("127.0.0.1", first))
+        taken.listen()
+        with pytest.raises(LinkError, match=rf"no free port .* SUBAGENTS_LINK_PORTS={first}-"):
+            NodeLink(
+                "127.0.0.1",
+                b"k" * 32,
+                deliver=side.deliver,
+                answer=side.answer,
+                take=side.outbox.take,
+                ports=(first, first),
+            )
+        node = NodeLink(
+            "127.0.0.1",
+            b"k" * 32,
+            deliver=side.deliver,
+            answer=side.answer,
+            take=side.outbox.take,
+            ports=(first, first + 1),
+        )
+    try:
+        assert node.address == ("127.0.0.1", first + 1)
+        connect(node.address, b"k" * 32, "node host n1").close()  # it is that node's link
+    finally:
+        node.close()
+        side.outbox.close()

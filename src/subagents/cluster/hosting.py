@@ -26,6 +26,7 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import threading
 from collections.abc import Callable, Sequence
@@ -35,7 +36,16 @@ from typing import Any
 from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
-from subagents.cluster.link import ANSWERS, DEFINITIONS, EFFECTS, LinkEnd, LinkError, connect
+from subagents.cluster.link import (
+    ANSWERS,
+    DEFINITIONS,
+    EFFECTS,
+    LINK_PORTS_ENV,
+    LinkEnd,
+    LinkError,
+    connect,
+    link_ports,
+)
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
@@ -72,6 +82,7 @@ class ClusterHosting:
         from subagents.cluster.node_host import start_runtime_hosts
 
         self._ray = import_ray()
+        self.ports = link_ports(os.environ.get(LINK_PORTS_ENV))  # before any host starts
         self.owner = owner
         self.kit = kit.checked()
         self.slots = slots
@@ -118,7 +129,8 @@ class ClusterHosting:
         authkey = secrets.token_bytes(32)
         try:
             answer = ray.get(
-                host.setup.remote(Travelling(self.kit), authkey), timeout=SETUP_TIMEOUT_S
+                host.setup.remote(Travelling(self.kit), authkey, self.ports),
+                timeout=SETUP_TIMEOUT_S,
             )
             link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
         except (ray.exceptions.RayError, LinkError) as exc:

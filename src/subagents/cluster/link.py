@@ -47,6 +47,10 @@ from subagents.cluster.wire import pack, unpack
 EFFECTS = "effects"
 ANSWERS = "answers"
 DEFINITIONS = "definitions"
+LINK_PORTS_ENV = "SUBAGENTS_LINK_PORTS"
+"""Where node hosts listen for their link: ``LOW-HIGH`` (or one port), read where the
+runtime starts and handed to every node host; unset: any free (ephemeral) port."""
+
 OUTBOX_MOST = 2000
 """Most items the node sends in one frame."""
 CONNECT_TIMEOUT_S = 20.0
@@ -54,6 +58,40 @@ CONNECT_TIMEOUT_S = 20.0
 
 class LinkError(ConnectionError):
     """The link could not be made, or broke; the message says where and why."""
+
+
+def link_ports(raw: str | None) -> tuple[int, int] | None:
+    """The ports a node host may listen on, from ``$SUBAGENTS_LINK_PORTS`` (``raw``):
+    ``(low, high)``, both included; None when unset. A ``ValueError`` naming the variable
+    for anything but ``PORT`` or ``LOW-HIGH`` within 1-65535."""
+    if raw is None or not raw.strip():
+        return None
+    low, _, high = raw.strip().partition("-")
+    try:
+        ports = (int(low), int(high or low))
+    except ValueError:
+        ports = (0, 0)
+    if not 1 <= ports[0] <= ports[1] <= 65535:
+        raise ValueError(
+            f"{LINK_PORTS_ENV} must be a port or a range LOW-HIGH within 1-65535, got {raw!r}"
+        )
+    return ports
+
+
+def _listen(host: str, authkey: bytes, ports: tuple[int, int] | None) -> Listener:
+    """A listener on ``host``: on a free port of ``ports`` (the first free one), else on any
+    free port; a ``LinkError`` naming the range when every port of it is taken."""
+    if ports is None:
+        return Listener((host, 0), authkey=authkey)
+    for port in range(ports[0], ports[1] + 1):
+        try:
+            return Listener((host, port), authkey=authkey)
+        except OSError:  # taken (another runtime's node host, another program)
+            continue
+    raise LinkError(
+        f"no free port for the link on {host} in {LINK_PORTS_ENV}={ports[0]}-{ports[1]}:"
+        " widen it (a node host holds a port of it only until its driver has connected)"
+    )
 
 
 class LinkEnd:
@@ -106,8 +144,8 @@ def connect(address: tuple[str, int], authkey: bytes, peer: str) -> LinkEnd:
     except OSError as exc:
         raise LinkError(
             f"cannot reach {peer} at {address[0]}:{address[1]} ({exc}); the runtime's driver"
-            " must reach every node of the cluster on its ephemeral TCP ports, as Ray's own"
-            " workers do (docs/cluster.md)"
+            " must reach every node of the cluster on the link's TCP ports: ephemeral ones, as"
+            f" Ray's own workers use, or the range in ${LINK_PORTS_ENV} (docs/cluster.md)"
         ) from exc
     sock.settimeout(None)
     conn = Connection(sock.detach())
@@ -136,8 +174,9 @@ class NodeLink:
         answer: Callable[[list[Any]], None],
         take: Callable[[int, float], list[Any]],
         definitions: Callable[[int, list[Any]], None] = lambda _version, _specs: None,
+        ports: tuple[int, int] | None = None,
     ) -> None:
-        self._listener = Listener((host, 0), authkey=authkey)
+        self._listener = _listen(host, authkey, ports)
         self.address: tuple[str, int] = self._listener.address
         self._deliver = deliver
         self._answer = answer

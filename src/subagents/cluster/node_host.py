@@ -92,11 +92,13 @@ class NodeHost:
 
     # ---- hosting runs --------------------------------------------------------------------
 
-    async def setup(self, kit: Any, authkey: bytes) -> dict[str, Any]:
+    async def setup(
+        self, kit: Any, authkey: bytes, ports: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
         """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
         agent; the answer says where the runtime's link connects (``cluster.link``, one
-        connection, ``authkey``). Again after a restart (the process is new: it hosts
-        nothing from before)."""
+        connection, ``authkey``; on a port of ``ports`` when given). Again after a restart
+        (the process is new: it hosts nothing from before)."""
         from subagents.actors.remote import NodeRuns, Told
         from subagents.cluster.link import NodeLink
 
@@ -114,6 +116,7 @@ class NodeHost:
             answer=runs.supervisor.answer,
             take=runs.outbox.take,
             definitions=kit.definitions,
+            ports=ports,
         )
         self._kit = kit
         return {
@@ -184,7 +187,8 @@ class NodeHost:
         await self._left.wait()
 
     async def describe(self) -> dict[str, Any]:
-        """Which process this is, and how many threads it runs (a waiting run holds none)."""
+        """Which process this is, where its link listens, and how many threads it runs (a
+        waiting run holds none)."""
         return {
             "node": self.node,
             "incarnation": self.incarnation,
@@ -192,6 +196,7 @@ class NodeHost:
             "threads": threading.active_count(),
             "definitions": self._kit.version if self._kit is not None else None,
             "runs": len(self._runs.live()) if self._runs is not None else 0,
+            "link": self._link.address if self._link is not None else None,
         }
 
     async def leave(self) -> None:
