@@ -306,15 +306,17 @@ def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, 
     assert after["threads"] - before["threads"] < n // 2, (before, after)
 
 
-@pytest.mark.parametrize("loss", ["host killed", "link broken"])
+@pytest.mark.parametrize("loss", ["host killed", "link broken", "host frozen"])
 def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
-    ray_cluster: LocalCluster, store: Any, loss: str
+    ray_cluster: LocalCluster, store: Any, loss: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The worker node's host is lost while three workers wait there for mail: they are
     started again (on a live host), get their mail, and the tree completes; each run has one
     terminal event and the root's outcome comes once. Lost either way: its process
-    SIGKILLed, or its link broken while the process lives on (frames may have been lost in
-    flight: the driver kills that process, so its runs only go on where they start again)."""
+    SIGKILLed, its link broken while the process lives on (frames may have been lost in
+    flight: the driver kills that process, so its runs only go on where they start again), or
+    its process frozen (SIGSTOP: its link falls silent, as for a machine cut off; the silence
+    allowed is cut to 5 s here, from 30)."""
     import ray
 
     agents = [
@@ -323,6 +325,8 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
     ]
     observed = Observed()
     events = observed.events
+    if loss == "host frozen":  # read by each link's reader as it waits
+        monkeypatch.setattr("subagents.cluster.hosting.SILENT_S", 5.0)
     with runtime(ray_cluster, store, agents) as rt:
         rt.subscribe(observed)
         handle = rt.spawn("holder", "go")
@@ -331,6 +335,8 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
         pid = ray.get(host.describe.remote())["pid"]
         if loss == "host killed":
             os.kill(pid, signal.SIGKILL)
+        elif loss == "host frozen":
+            os.kill(pid, signal.SIGSTOP)
         else:  # the network between the driver and the node, as the driver sees it
             hosting = rt._hosting.cluster
             assert hosting is not None

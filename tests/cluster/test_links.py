@@ -277,7 +277,8 @@ def test_closing_an_end_wakes_its_reader_with_a_link_error() -> None:
 
     def read() -> None:
         try:
-            driver.receive()
+            while True:  # the node's beats (empty frames) until the close
+                driver.receive()
         except LinkError as exc:
             failed.append(exc)
         done.set()
@@ -345,5 +346,49 @@ def test_a_node_listens_on_the_first_free_port_of_its_range_or_says_none_is_free
         assert node.address == ("127.0.0.1", first + 1)
         connect(node.address, b"k" * 32, "node host n1").close()  # it is that node's link
     finally:
+        node.close()
+        side.outbox.close()
+
+
+def test_a_node_that_stops_reading_never_holds_up_the_drivers_sends() -> None:
+    """The driver's end queues: with the node's reader stuck (a frozen node), 20 MB of frames,
+    far past what the sockets buffer, are all handed over at once; they arrive once the node
+    reads again, in order."""
+    from subagents.cluster.link import EFFECTS, NodeLink, connect
+
+    side = NodeSide()
+    stuck = threading.Event()
+    arrived: list[int] = []
+
+    def deliver(seq: int, effects: list[Any]) -> None:
+        stuck.wait(WAIT_S)  # the first frame holds the node's reader until the test lets go
+        with side.changed:
+            arrived.append(seq)
+            side.changed.notify_all()
+
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=deliver, answer=side.answer, take=side.outbox.take
+    )
+    driver = connect(node.address, b"k" * 32, "node host n1")
+    payload = "x" * 100_000
+    sent = threading.Event()
+
+    def send_all() -> None:
+        for seq in range(1, 201):
+            driver.send((EFFECTS, seq, [payload]))
+        sent.set()
+
+    sender = threading.Thread(target=send_all)
+    try:
+        sender.start()
+        assert sent.wait(WAIT_S), "the driver's sends waited on a node that does not read"
+        stuck.set()
+        with side.changed:
+            assert side.changed.wait_for(lambda: len(arrived) == 200, WAIT_S), len(arrived)
+        assert arrived == list(range(1, 201))
+    finally:
+        stuck.set()
+        sender.join(WAIT_S)
+        driver.close()
         node.close()
         side.outbox.close()

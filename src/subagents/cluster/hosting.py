@@ -41,6 +41,7 @@ from subagents.cluster.link import (
     DEFINITIONS,
     EFFECTS,
     LINK_PORTS_ENV,
+    SILENT_S,
     LinkEnd,
     LinkError,
     connect,
@@ -230,14 +231,19 @@ class ClusterHosting:
         while not self._closed.is_set():
             link = self._links[node]
             try:
-                items = link.receive()
+                items = link.receive(timeout=SILENT_S)
             except LinkError as exc:
-                if self._closed.is_set():
-                    return
-                self._fence(node, host)
-                self._lost(node, host, str(exc))
-                continue
-            self._hand_over(link, items)
+                reason = str(exc)
+            else:
+                if items is not None:
+                    self._hand_over(link, items)
+                    continue
+                # a live node beats every second: this one is frozen or cut off
+                reason = f"the link to node host {node[:12]} was silent for {SILENT_S:.0f} s"
+            if self._closed.is_set():
+                return
+            self._fence(node, host)
+            self._lost(node, host, reason)
 
     def _hand_over(self, link: LinkEnd, items: list[Any]) -> None:
         supervisor = self._supervisor

@@ -31,6 +31,7 @@ any host's death: nothing is applied twice or half.
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import threading
 from collections.abc import Callable
@@ -50,6 +51,12 @@ DEFINITIONS = "definitions"
 LINK_PORTS_ENV = "SUBAGENTS_LINK_PORTS"
 """Where node hosts listen for their link: ``LOW-HIGH`` (or one port), read where the
 runtime starts and handed to every node host; unset: any free (ephemeral) port."""
+
+BEAT_S = 1.0
+"""A node sends at least one frame this often (an empty one when it has nothing to say)."""
+SILENT_S = 30.0
+"""A link silent this long (no frame, not even a beat) is taken as lost: its host is fenced
+and its runs start again elsewhere (about when Ray itself declares a silent node dead)."""
 
 OUTBOX_MOST = 2000
 """Most items the node sends in one frame."""
@@ -95,24 +102,57 @@ def _listen(host: str, authkey: bytes, ports: tuple[int, int] | None) -> Listene
 
 
 class LinkEnd:
-    """One end of a connected link: frames sent whole (one writer at a time) and received."""
+    """One end of a connected link: frames sent whole, in order, and received.
 
-    def __init__(self, conn: Connection, peer: str) -> None:
+    ``queued=True`` (the driver's end): ``send`` only queues the frame, and a thread of the
+    link writes the queue to the socket. The driver's senders (the supervisor's thread, the
+    registry's) then never wait on a node: a node that stops reading (frozen, cut off by the
+    network, its socket's buffer full) holds up only its own link, never the supervisor. A
+    write that fails closes the link, so its reader hears of it."""
+
+    def __init__(self, conn: Connection, peer: str, *, queued: bool = False) -> None:
         self.conn = conn
         self.peer = peer
         self._sending = threading.Lock()
         self._closed = False
+        self._queue: queue.SimpleQueue[bytes | None] | None = None
+        if queued:
+            self._queue = queue.SimpleQueue()
+            threading.Thread(target=self._write, name="subagents-link-out", daemon=True).start()
 
     def send(self, frame: Any) -> None:
         data = pack(frame)
+        if self._queue is not None:
+            if self._closed:
+                raise LinkError(f"the link to {self.peer} is closed")
+            self._queue.put(data)
+            return
+        self._send_bytes(data)
+
+    def _send_bytes(self, data: bytes) -> None:
         with self._sending:
             try:
                 self.conn.send_bytes(data)
             except (OSError, ValueError) as exc:
                 raise LinkError(f"the link to {self.peer} broke: {exc}") from exc
 
-    def receive(self) -> Any:
+    def _write(self) -> None:
+        assert self._queue is not None
+        while True:
+            data = self._queue.get()
+            if data is None:  # closed
+                return
+            try:
+                self._send_bytes(data)
+            except LinkError:
+                self.close()  # its reader hears of it: the link's loss is handled there
+                return
+
+    def receive(self, timeout: float | None = None) -> Any:
+        """The next frame; None when ``timeout`` (seconds) passed without one."""
         try:
+            if timeout is not None and not self.conn.poll(timeout):
+                return None
             return unpack(self.conn.recv_bytes())
         except (EOFError, OSError, ValueError) as exc:
             raise LinkError(f"the link to {self.peer} closed: {exc or 'end of stream'}") from exc
@@ -127,6 +167,8 @@ class LinkEnd:
         if self._closed:
             return
         self._closed = True
+        if self._queue is not None:
+            self._queue.put(None)  # the writer ends
         with contextlib.suppress(OSError, ValueError):
             shut = socket.fromfd(self.conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
             with contextlib.suppress(OSError):
@@ -156,7 +198,8 @@ def connect(address: tuple[str, int], authkey: bytes, peer: str) -> LinkEnd:
     except Exception as exc:
         conn.close()
         raise LinkError(f"{peer} at {address[0]}:{address[1]} refused the link: {exc}") from exc
-    return LinkEnd(conn, peer)
+    _keep_alive(conn)
+    return LinkEnd(conn, peer, queued=True)
 
 
 class NodeLink:
@@ -220,9 +263,9 @@ class NodeLink:
 
     def _write(self, end: LinkEnd) -> None:
         while not self._closed.is_set():
-            items = self._take(OUTBOX_MOST, 1.0)
-            if not items:
-                continue
+            # an empty frame when there was nothing for a while: the driver's reader hears
+            # from a live node at least every BEAT_S, and asks Ray about a silent one
+            items = self._take(OUTBOX_MOST, BEAT_S)
             try:
                 end.send(items)
             except LinkError:
@@ -237,6 +280,16 @@ class NodeLink:
         # ``accept``, which a plain close of the listening socket would not
         with contextlib.suppress(OSError):
             socket.create_connection(self.address, timeout=1.0).close()
+
+
+def _keep_alive(conn: Connection) -> None:
+    """The kernel probes an idle connection, so a peer that vanished without a word (a
+    machine cut off) ends it eventually even if nothing is sent on it."""
+    with contextlib.suppress(OSError):
+        sock = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.close()
 
 
 def _no_delay(conn: Connection) -> None:
