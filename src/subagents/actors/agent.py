@@ -25,6 +25,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
+from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -243,11 +244,18 @@ class AgentActor(FastInboxActor):
                 self.log.exception("closing the behaviour failed")
 
     def _guard(self, work: Callable[..., None], *args: Any) -> None:
+        """Run a piece of the behaviour; whatever it raises fails the run at once. A
+        ``BaseException`` too (``SystemExit`` from a model, ...): left to the actor's loop it
+        would stop this actor without a word (or, on pykka's own threads, every actor), and
+        the requester would hear ``timed_out`` only at the deadline."""
         try:
             work(*args)
         except Exception as exc:
             self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
             self.fail("crash", f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:  # an agent thread: never the main one
+            self.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
+            self.fail(BASE_EXCEPTION, raised(f"a handling of {self.record.agent}", exc))
 
     # ---- AgentPort ---------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentPort
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
@@ -703,6 +704,11 @@ class FunctionBehaviour:
             value = self.fn(AgentContext(self))
         except ReplayDiverged:
             return
+        except Exception:
+            raise  # a crash: the actor fails the run (error kind ``crash``)
+        except BaseException as exc:  # SystemExit...: the run fails at once
+            self._raised(exc)
+            return
         if inspect.iscoroutine(value):
             self.coro = value
             self._advance(None, None)
@@ -747,6 +753,13 @@ class FunctionBehaviour:
             return
         self.port.finish(text, typed=True)
 
+    def _raised(self, exc: BaseException) -> None:
+        """The function raised ``SystemExit`` (or another ``BaseException`` that is not an
+        ``Exception``): its run fails now, naming it (behaviour/failures.py)."""
+        self.ended = True
+        self.port.log.error("function raised", error=repr(exc))
+        self.port.fail(BASE_EXCEPTION, raised(f"function agent {self.port.record.agent}", exc))
+
     def _advance(self, value: Any, error: BaseException | None) -> None:
         assert self.coro is not None
         while True:
@@ -757,6 +770,11 @@ class FunctionBehaviour:
                 return
             except ReplayDiverged:
                 return  # the run has failed already
+            except Exception:
+                raise  # a crash: the actor fails the run (error kind ``crash``)
+            except BaseException as exc:  # SystemExit...: fails at once
+                self._raised(exc)
+                return
             if self.ended:  # a diverged replay caught by the function: it has failed
                 self.coro.close()
                 return

@@ -12,6 +12,7 @@ from typing import Any
 
 from subagents.behaviour import parent_approvals
 from subagents.behaviour.approval_flow import ParentApprovalFlow
+from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError
 from subagents.behaviour.offer import complete, offered_tools
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
@@ -238,6 +239,11 @@ class LLMBehaviour:
             if not port.cancel.is_set():
                 self._fail(f"model_{exc.kind}", exc.message)
             return
+        except Exception:
+            raise  # a crash: the actor fails the run (error kind ``crash``)
+        except BaseException as exc:  # SystemExit...: the run fails at once
+            self._fail(BASE_EXCEPTION, raised(f"the model of {port.record.agent}", exc))
+            return
         if port.cancel.is_set():
             return
         self.turns += 1
@@ -307,7 +313,7 @@ class LLMBehaviour:
             try:
                 self._dispatch(use)
             except ToolCrash as exc:
-                self._fail("tool_crashed", str(exc))
+                self._fail(exc.kind, str(exc))
                 return
             if self.ended:
                 return

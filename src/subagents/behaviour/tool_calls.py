@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.blocking import about_to_block
 from subagents.messages import ToolStarting, ToolUseBlock
@@ -27,7 +28,13 @@ from subagents.tools.permissions import Decision, PermissionPolicy
 
 
 class ToolCrash(Exception):
-    """A tool raised something other than ToolError: the run fails, naming the tool."""
+    """A tool raised something other than ToolError: the run fails, naming the tool.
+    ``kind``: the run's error kind (``tool_crashed``; ``base_exception`` for ``SystemExit``
+    and the other ``BaseException``s that are not ``Exception``s)."""
+
+    def __init__(self, message: str, kind: str = "tool_crashed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ToolCalls:
@@ -151,6 +158,10 @@ class ToolCalls:
             if journaled:  # it ended (by raising): a restart may run it again
                 port.journal_end(starting)
             raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:  # SystemExit...: the run fails at once
+            if journaled:
+                port.journal_end(starting)
+            raise ToolCrash(raised(f"tool {tool.name}", exc), BASE_EXCEPTION) from exc
         else:
             if isinstance(out, ToolResult):
                 content, is_error = out.content, out.is_error
