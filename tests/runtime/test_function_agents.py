@@ -157,18 +157,28 @@ def test_a_crashing_function_fails_its_run_and_its_parent_hears_it() -> None:
         assert direct.error_kind == "crash"
 
 
-def test_awaiting_something_else_than_a_ctx_operation_is_a_clear_error() -> None:
+@pytest.mark.parametrize("seconds", [0, 0.01])
+def test_awaiting_asyncio_is_a_clear_error_naming_ctx_sleep(
+    seconds: float, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``asyncio.sleep(0)`` yields None to the driver; ``asyncio.sleep(0.01)`` raises
+    "no running event loop" inside asyncio before yielding anything: both say what to do."""
     import asyncio
 
     async def sleeper(ctx: AgentContext) -> str:
-        await asyncio.sleep(0)
+        await asyncio.sleep(seconds)
         return "slept"
 
     with Runtime({"sleeper": sleeper}) as rt:
         outcome = rt.run("sleeper", "x", wait=WAIT)
         assert outcome.status is RunStatus.FAILED
+        assert outcome.error_kind == "crash"
         assert outcome.error is not None
-        assert "may only await ctx operations" in outcome.error
+        assert outcome.error.startswith("function agent sleeper: it awaited ")
+        assert "may await only its ctx operations: ctx.sleep(seconds), not asyncio.sleep" in (
+            outcome.error
+        )
+    assert "Traceback" not in capfd.readouterr().err  # a misuse named, not a crash dump
 
 
 def test_a_function_used_as_a_plain_concurrency_runtime() -> None:

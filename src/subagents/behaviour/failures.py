@@ -25,3 +25,28 @@ def named(exc: BaseException) -> str:
 def raised(what: str, exc: BaseException) -> str:
     """The error of such a run: ``the function sweep raised SystemExit: 3``."""
     return f"{what} raised {named(exc)}"
+
+
+NO_EVENT_LOOP = (
+    "a function agent runs without an asyncio event loop, so it may await only its ctx"
+    " operations: ctx.sleep(seconds), not asyncio.sleep; ctx.gather and ctx.wait_any, not"
+    " asyncio.gather and asyncio.wait"
+)
+
+
+class BadAwait(TypeError):
+    """Thrown into an ``async`` function agent at an ``await`` of something that is not one
+    of its context's operations (``asyncio.sleep(0)`` yields ``None``, an asyncio future
+    yields itself): it may catch it; if it does not, its run fails saying so."""
+
+
+def bad_await(exc: Exception) -> str | None:
+    """Why a function agent's coroutine failed, when it was by awaiting something of asyncio
+    (what docs/function-agents.md promises a clear error for), else None (a crash). An
+    ``await asyncio.sleep(1)`` raises inside asyncio before yielding anything, asking for
+    the running loop, hence the second case."""
+    if isinstance(exc, BadAwait):
+        return str(exc)
+    if isinstance(exc, RuntimeError) and "no running event loop" in str(exc):
+        return f"it awaited something of asyncio ({exc}); {NO_EVENT_LOOP}"
+    return None

@@ -40,7 +40,13 @@ from typing import Any
 
 import msgspec
 
-from subagents.behaviour.failures import BASE_EXCEPTION, raised
+from subagents.behaviour.failures import (
+    BASE_EXCEPTION,
+    NO_EVENT_LOOP,
+    BadAwait,
+    bad_await,
+    raised,
+)
 from subagents.behaviour.port import AgentPort
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
@@ -770,8 +776,14 @@ class FunctionBehaviour:
                 return
             except ReplayDiverged:
                 return  # the run has failed already
-            except Exception:
-                raise  # a crash: the actor fails the run (error kind ``crash``)
+            except Exception as exc:
+                why = bad_await(exc)
+                if why is None:
+                    raise  # a crash: the actor fails the run (error kind ``crash``)
+                self.ended = True  # a misuse, named: no traceback to read
+                self.port.log.warning("function awaited what it may not", error=repr(exc))
+                self.port.fail("crash", f"function agent {self.port.record.agent}: {why}")
+                return
             except BaseException as exc:  # SystemExit...: fails at once
                 self._raised(exc)
                 return
@@ -779,9 +791,7 @@ class FunctionBehaviour:
                 self.coro.close()
                 return
             if not isinstance(yielded, Pending):
-                error = TypeError(
-                    f"a function agent may only await ctx operations, not {yielded!r}"
-                )
+                error = BadAwait(f"it awaited {yielded!r}; {NO_EVENT_LOOP}")
                 value = None
                 continue
             if yielded.resolved:
