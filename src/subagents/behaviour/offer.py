@@ -13,10 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from subagents.behaviour.fanout import fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tools import LOAD_SKILL, RUNTIME_SCHEMAS, Tool, spawn_schema
-from subagents.messages import ModelRequest, ModelResponse, ToolSchema
+from subagents.messages import (
+    ContentBlock,
+    ModelRequest,
+    ModelResponse,
+    ToolSchema,
+    ToolUseBlock,
+)
 from subagents.models.base import ModelError
 
 
@@ -58,4 +66,34 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
         raise
     if traced is not None:
         traced.end(response=response)
-    return response
+    return distinct_ids(response, port)
+
+
+def distinct_ids(response: ModelResponse, port: AgentPort) -> ModelResponse:
+    """``response`` with every tool call's id made unique within the turn.
+
+    Why: a turn's calls are answered by id. Two calls sharing one (a model backend's bug,
+    not something a real API sends) left the second never run and handed the first's
+    answer. A later one is renamed ``ID_2`` (``ID_3``...: never an id the turn already
+    has) before anything is recorded or run, so each call runs and is answered under its
+    own id, and the conversation the model sees next (the checkpoint, a replay) holds the
+    renamed ids with their own answers."""
+    uses = response.tool_uses
+    seen = {u.id for u in uses}
+    if len(seen) == len(uses):  # the common case: nothing to do
+        return response
+    taken: set[str] = set()
+    content: list[ContentBlock] = []
+    for block in response.content:
+        if isinstance(block, ToolUseBlock):
+            if block.id in taken:
+                n = 2
+                while f"{block.id}_{n}" in seen:
+                    n += 1
+                renamed = f"{block.id}_{n}"
+                port.log.warning("tool call id repeated in one turn", id=block.id, now=renamed)
+                seen.add(renamed)
+                block = msgspec.structs.replace(block, id=renamed)
+            taken.add(block.id)
+        content.append(block)
+    return msgspec.structs.replace(response, content=tuple(content))
