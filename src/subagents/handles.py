@@ -7,6 +7,7 @@ outcome, stop, mail, usage) and nothing else; the runtime's waits take handles a
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from subagents.messages import Outcome, RunStatus, TreeUsage
@@ -15,6 +16,21 @@ from subagents.supervision.core import AdmissionError
 
 if TYPE_CHECKING:
     from subagents.runtime import Runtime
+
+
+def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
+    """A wait's timeout, checked, the same for every wait (``RunHandle.result``,
+    ``Runtime.wait_any``/``wait_all``/``wait_ended``, ``run(wait=)``): None waits without
+    limit; a number of seconds (a negative one is 0: look, do not wait); NaN is a
+    ``ValueError`` naming the argument (it is neither a time nor "no limit": one wait read it
+    as "time out at once", another as a type error); anything else a ``TypeError``."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"{name} must be a number of seconds or None, got {timeout!r}")
+    if math.isnan(timeout):
+        raise ValueError(f"{name} must be a number of seconds or None, got nan")
+    return max(0.0, float(timeout))
 
 
 class RunHandle:
@@ -36,7 +52,7 @@ class RunHandle:
 
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
-        if not self._waiter.event.wait(timeout):
+        if not self._waiter.event.wait(check_timeout(timeout)):
             raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
         if self._waiter.refused is not None:
             raise AdmissionError(self._waiter.refused)

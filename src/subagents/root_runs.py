@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
+from subagents.handles import check_timeout
 from subagents.messages import Outcome, SpawnMany, SpawnReply, SpawnRequest, new_id
 from subagents.roots import RootWaiters, Waiter
 from subagents.store.base import RunStore
@@ -115,6 +116,7 @@ class RootRuns:
         """``Runtime.run``: the request told, not asked (the admission is not waited for, the
         outcome is anyway; a refusal reaches the waiter as the supervisor's message to the
         outside). The run id, its waiter and how long to wait for it."""
+        wait = check_timeout(wait, "wait")  # before the run starts: a bad wait starts none
         run_id, waiter, request = self.prepare(request)  # refuses a bad request at once
         budget = wait
         if budget is None:

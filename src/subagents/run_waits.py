@@ -11,17 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from subagents.endings import Endings
-from subagents.handles import RunHandle
+from subagents.handles import RunHandle, check_timeout
 from subagents.messages import Outcome, RunRecord
 
-
-def check_timeout(timeout: float | None) -> float | None:
-    """A wait's timeout, checked: None (no limit) or a number of seconds, not NaN."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
-        raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
-    return max(0.0, float(timeout))
+__all__ = ["RunWaits", "check_timeout"]
 
 
 class RunWaits:
@@ -71,4 +64,4 @@ class RunWaits:
 
     def wait_ended(self, run_ids: Sequence[str], timeout: float | None) -> dict[str, Outcome]:
         """``Runtime.wait_ended``: the outcomes of those that ended within ``timeout``."""
-        return self.endings.wait(run_ids, timeout, self.read_run, every=True)
+        return self.endings.wait(run_ids, check_timeout(timeout), self.read_run, every=True)

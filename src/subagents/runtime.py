@@ -410,7 +410,7 @@ class Runtime:
             threshold=threshold,
             scorer=scorer,
             weights=weights,
-            wait=check_timeout(wait),
+            wait=check_timeout(wait, "wait"),
         )
 
     def fan_out(

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 from subagents import AdmissionError, AgentSpec, FunctionAgent, Runtime, ScriptedModel
-from subagents.behaviour.function import AgentContext, SpawnRefused
+from subagents.behaviour.function import AgentContext, MailError, SpawnRefused
+from subagents.messages import RunStatus
+from subagents.store.base import RunStore
+
+from .conftest import WAIT
 
 
 def test_a_spawn_with_a_mistyped_argument_is_refused_at_once() -> None:
@@ -52,3 +56,135 @@ def test_a_subscriber_calling_the_runtime_gets_a_clear_error_not_a_30_s_hang() -
         rt.run("worker", "t", wait=60)
         assert seen.wait(60)
     assert len(errors) == 1 and "event subscriber" in str(errors[0])
+
+
+def nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_a_deeply_nested_value_is_refused_naming_it_never_a_recursion_error(
+    store: RunStore,
+) -> None:
+    """1,000 levels made msgspec raise RecursionError inside the supervisor (a shared value)
+    or the run crash with it (a result); 101 levels is past the cap of 100, 100 within it."""
+
+    def deep(ctx: AgentContext) -> Any:
+        return nested(int(ctx.task))
+
+    async def parent(ctx: AgentContext) -> str:
+        outcome = await ctx.spawn("deep", "1000")
+        return f"{outcome.error_kind}: {outcome.error}"
+
+    agents = [
+        AgentSpec(name="worker", description="w"),
+        FunctionAgent.create("deep", deep),
+        FunctionAgent.create("parent", parent),
+    ]
+    with Runtime(agents, model=ScriptedModel(), store=store) as rt:
+        for start in (rt.run, rt.spawn):
+            for levels in (1000, 101):
+                with pytest.raises(
+                    AdmissionError, match=r"shared\['k'\] is nested more than 100 levels deep"
+                ):
+                    start("worker", "t", shared={"k": nested(levels)})
+        assert rt.runs() == []  # nothing refused was recorded
+        shared = {"k": nested(100)}
+        assert rt.run("worker", "t", shared=shared, wait=WAIT).status is RunStatus.COMPLETED
+        for levels in ("1000", "101"):
+            outcome = rt.run("deep", levels, wait=WAIT)
+            assert outcome.status is RunStatus.FAILED
+            assert outcome.error_kind == "bad_result"
+            assert outcome.error == (
+                "the function returned a builtins.list, which cannot be kept: it is nested"
+                " more than 100 levels deep (or contains itself); flatten it, or hand it over"
+                " as a file"
+            )
+        assert rt.run("deep", "100", wait=WAIT).value == nested(100)
+        told = rt.run("parent", "go", wait=WAIT).result
+        assert told is not None and told.startswith("bad_result: the function returned a")
+
+
+def test_a_lone_surrogate_is_refused_naming_the_field(store: RunStore) -> None:
+    """UTF-8 cannot encode a lone surrogate: a task holding one was admitted and then failed
+    where it was stored (UnicodeEncodeError inside the supervisor, on SQLite)."""
+
+    async def mailer(ctx: AgentContext) -> str:
+        try:
+            await ctx.send("worker", "bad \ud800 mail")
+        except MailError as exc:
+            return f"refused: {exc}"
+        return "sent"
+
+    def says(ctx: AgentContext) -> str:
+        return "bad \udfff result"
+
+    agents = [
+        AgentSpec(name="worker", description="w"),
+        FunctionAgent.create("mailer", mailer),
+        FunctionAgent.create("says", says),
+    ]
+    with Runtime(agents, model=ScriptedModel(), store=store) as rt:
+        surrogate = "a\ud800b"
+        refusals = {
+            "the task": {"task": surrogate},
+            "the context": {"context": surrogate},
+            "the label": {"label": surrogate},
+            r"a text in shared\['k'\]": {"shared": {"k": [surrogate]}},
+        }
+        for field, asked in refusals.items():
+            fields = {"task": "t", **asked}
+            with pytest.raises(
+                AdmissionError,
+                match=rf"^{field} holds a lone surrogate \('\\ud800' at position 1\), which"
+                " UTF-8 cannot encode$",
+            ):
+                rt.spawn("worker", **fields)
+        assert rt.runs() == []
+        assert rt.run("mailer", "go", wait=WAIT).result == (
+            "refused: the mail holds a lone surrogate ('\\ud800' at position 4), which UTF-8"
+            " cannot encode"
+        )
+        outcome = rt.run("says", "go", wait=WAIT)
+        assert outcome.error_kind == "bad_result"
+        assert outcome.error == (
+            "the function returned a builtins.str, which cannot be kept: its text holds a lone"
+            " surrogate ('\\udfff' at position 4), which UTF-8 cannot encode"
+        )
+        assert rt.run("worker", "still serving", wait=WAIT).status is RunStatus.COMPLETED
+
+
+def test_a_label_is_capped_like_every_text() -> None:
+    with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
+        for start in (rt.run, rt.spawn):
+            with pytest.raises(
+                AdmissionError, match="the label is 201 characters, over the cap of 200"
+            ):
+                start("worker", "t", label="x" * 201)
+        assert rt.runs() == []
+        assert rt.run("worker", "t", label="x" * 200, wait=WAIT).status is RunStatus.COMPLETED
+
+
+def test_a_nan_timeout_is_the_same_value_error_for_every_wait() -> None:
+    nan = float("nan")
+    with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
+        handle = rt.spawn("worker", "t")
+        waits = {
+            "timeout": (
+                lambda: handle.result(timeout=nan),
+                lambda: rt.wait_any([handle], timeout=nan),
+                lambda: rt.wait_all([handle], timeout=nan),
+                lambda: rt.wait_ended([handle.run_id], timeout=nan),
+            ),
+            "wait": (lambda: rt.run("worker", "t", wait=nan),),
+        }
+        for name, calls in waits.items():
+            for call in calls:
+                with pytest.raises(
+                    ValueError, match=f"^{name} must be a number of seconds or None, got nan$"
+                ):
+                    call()
+        assert [r.run_id for r in rt.runs()] == [handle.run_id]  # run(wait=nan) started none
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED

@@ -67,6 +67,7 @@ from subagents.messages import (
     StopRequested,
     Wake,
 )
+from subagents.supervision.requests import encoding_problem, value_problem
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -559,6 +560,11 @@ def _outcome_item(outcome: Outcome, weights: Mapping[str, float]) -> Item:
     )
 
 
+def _returned(value: Any) -> str:
+    """``the function returned a builtins.list``: the start of a ``bad_result`` error."""
+    return f"the function returned a {type(value).__module__}.{type(value).__qualname__}"
+
+
 def _seconds(call: str, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise TypeError(f"{call}(): {name} must be a number of seconds, got {value!r}")
@@ -745,16 +751,23 @@ class FunctionBehaviour:
             self.port.finish("", typed=True)
             return
         if isinstance(value, str):
-            self.port.finish(value)
+            problem = encoding_problem("its text", value)
+            if problem is None:
+                self.port.finish(value)
+            else:
+                self.port.fail(BAD_RESULT, f"{_returned(value)}, which cannot be kept: {problem}")
+            return
+        problem = value_problem("it", value)  # before msgspec: deep nesting, surrogates
+        if problem is not None:
+            self.port.fail(BAD_RESULT, f"{_returned(value)}, which cannot be kept: {problem}")
             return
         try:
             text = _encoder.encode(value).decode()
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
             self.port.fail(
                 BAD_RESULT,
-                f"the function returned a {type(value).__module__}.{type(value).__qualname__},"
-                f" which cannot be encoded ({exc}); return text, a number, a bool, None, a"
-                " list, a dict, a msgspec Struct or a dataclass",
+                f"{_returned(value)}, which cannot be encoded ({exc}); return text, a number,"
+                " a bool, None, a list, a dict, a msgspec Struct or a dataclass",
             )
             return
         self.port.finish(text, typed=True)

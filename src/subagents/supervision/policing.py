@@ -248,6 +248,8 @@ def _json_dict(shared: Any) -> dict[str, Any]:
         raise PolicyError(f"shared context must be a mapping of names to values, got {shared!r}")
     try:
         decoded: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(shared))
-    except (TypeError, msgspec.EncodeError) as exc:
+    except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
+        # checked before (requests.value_problem); a value it lets pass still fails here,
+        # named, never out of the supervisor's handling
         raise PolicyError(f"shared context must be JSON data: {exc}") from None
     return decoded

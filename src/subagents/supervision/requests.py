@@ -14,21 +14,87 @@ accepted and stored (three times over) before.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
+
+import msgspec
 
 from subagents.messages import SendMail, SpawnRequest
 from subagents.supervision.limits import Limits
 
+LABEL_CHARS = 200
+"""The longest label a run may be given: a short name for views, not a text."""
+
+MAX_NESTING = 100
+"""How deep a JSON-like value (shared context, a function agent's result) may nest: far past
+any real data, far below where msgspec's encoder and decoder reach Python's recursion limit
+(about 1,000 levels, fewer on a deep stack), which made such a value fail inside the
+supervisor or in a later reader."""
+
 
 def text_problem(what: str, text: str, cap: int) -> str | None:
-    """Why ``text`` (a task, a mail, a result) is too large, naming its size and the cap."""
-    if len(text) <= cap:
+    """Why ``text`` (a task, a mail, a result) is too large, naming its size and the cap, or
+    cannot be kept (UTF-8 cannot encode it)."""
+    if len(text) > cap:
+        return (
+            f"{what} is {len(text):,} characters, over the cap of {cap:,}"
+            " (Limits.max_text_chars; raise it, or hand the text over as a file)"
+        )
+    return encoding_problem(what, text)
+
+
+def encoding_problem(what: str, text: str) -> str | None:
+    """Why UTF-8 cannot encode ``text`` (a lone surrogate, as from a bad decode), or None.
+    Such a text was accepted and then failed where it was stored, inside the supervisor."""
+    if text.isascii():  # O(1): the common case costs nothing
         return None
-    return (
-        f"{what} is {len(text):,} characters, over the cap of {cap:,}"
-        " (Limits.max_text_chars; raise it, or hand the text over as a file)"
-    )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"{what} holds a lone surrogate ({text[exc.start]!r} at position {exc.start}),"
+            " which UTF-8 cannot encode"
+        )
+    return None
+
+
+def value_problem(what: str, value: Any) -> str | None:
+    """Why ``value`` cannot be kept as JSON data: nested more than ``MAX_NESTING`` levels
+    (or containing itself), or holding a text UTF-8 cannot encode; None when it can (other
+    types are left to the encoder, whose error names them). Iterative, so that a deep value
+    cannot make the check itself recurse."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            problem = encoding_problem(f"a text in {what}", item)
+            if problem is not None:
+                return problem
+            continue
+        children = _children(item)
+        if children is None:
+            continue
+        if depth >= MAX_NESTING:
+            return (
+                f"{what} is nested more than {MAX_NESTING} levels deep (or contains itself);"
+                " flatten it, or hand it over as a file"
+            )
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _children(item: Any) -> list[Any] | None:
+    """What a container holds (a dict: its keys and values), None for anything else."""
+    if isinstance(item, dict):
+        return [*item.keys(), *item.values()]
+    if isinstance(item, list | tuple | set | frozenset):
+        return list(item)
+    if isinstance(item, msgspec.Struct):
+        return [getattr(item, name) for name in item.__struct_fields__]
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return [getattr(item, f.name) for f in dataclasses.fields(item)]
+    return None
 
 
 def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
@@ -50,10 +116,7 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
             return f"{name} must be a string, got {value!r}"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
-    cap = limits.max_text_chars
-    problem = text_problem("the task", req.task, cap)
-    if problem is None and req.context is not None:
-        problem = text_problem("the context", req.context, cap)
+    problem = _texts_problem(req, limits.max_text_chars)
     if problem is not None:
         return problem
     if req.token_budget is not None and (
@@ -61,6 +124,31 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
     ):
         return f"token_budget must be a number, got {req.token_budget!r}"
     return timeout_problem(req.timeout, limits)
+
+
+def _texts_problem(req: SpawnRequest, cap: int) -> str | None:
+    """Why a request's texts or shared context cannot be kept: too large, a lone surrogate,
+    a shared value nested too deep."""
+    problem = text_problem("the task", req.task, cap)
+    if problem is None and req.context is not None:
+        problem = text_problem("the context", req.context, cap)
+    if problem is None and req.label is not None:
+        if len(req.label) > LABEL_CHARS:
+            return (
+                f"the label is {len(req.label):,} characters, over the cap of {LABEL_CHARS}"
+                " (a label is a short name for views; put the text in the task or context)"
+            )
+        problem = encoding_problem("the label", req.label)
+    if problem is None and req.model is not None:
+        problem = encoding_problem("the model", req.model)
+    if problem is None and isinstance(req.shared, dict):
+        for key, value in req.shared.items():  # the key named: what to look at
+            problem = value_problem("the keys of shared", key) or value_problem(
+                f"shared[{key!r}]", value
+            )
+            if problem is not None:
+                return problem
+    return problem
 
 
 def timeout_problem(timeout: Any, limits: Limits) -> str | None:
@@ -91,4 +179,7 @@ def mail_problem(msg: SendMail, limits: Limits) -> str | None:
         )
     if msg.reply_to is not None and not isinstance(msg.reply_to, str):
         return f"reply_to must be a string, got {msg.reply_to!r}"
-    return text_problem("the mail", msg.content, limits.max_text_chars)
+    problem = encoding_problem("the recipient", msg.to)
+    if problem is None and msg.reply_to is not None:
+        problem = encoding_problem("reply_to", msg.reply_to)
+    return problem or text_problem("the mail", msg.content, limits.max_text_chars)
