@@ -57,7 +57,8 @@ class Subscribers:
 
     def publish(self, event: Event) -> None:
         """Log ``event`` (at debug) and hand it to every callback; one that raises is logged
-        and skipped."""
+        and skipped, a ``SystemExit`` too: it runs on the supervisor's thread, where pykka
+        stops every actor of the process on a ``BaseException``."""
         if debug_enabled():  # checked first: a filtered-out debug call still costs (logs.py)
             log.debug(
                 str(event.kind),
@@ -71,7 +72,7 @@ class Subscribers:
         for callback in self._callbacks:
             try:
                 callback(event)
-            except Exception:
+            except BaseException:  # never the main thread: the runtime goes on serving
                 log.exception("event subscriber failed", subscriber=repr(callback))
 
 

@@ -90,3 +90,21 @@ def test_a_base_exception_fails_its_run_at_once_naming_it(threads: str) -> None:
         # the runtime keeps serving, on every kind of agent
         assert rt.run("fine", "still here", wait=WAIT).status is RunStatus.COMPLETED
         assert rt.run("tooler", "again", wait=WAIT).error_kind == "base_exception"
+
+
+def test_a_subscriber_raising_system_exit_leaves_the_runtime_serving() -> None:
+    """Subscribers run on the supervisor's thread: a BaseException there made pykka stop
+    every actor, and the runtime answered nothing more."""
+    raised: list[str] = []
+
+    def exits_once(event: Any) -> None:
+        if event.kind == "started" and not raised:
+            raised.append(event.run_id)
+            raise SystemExit("a subscriber quits")
+
+    with Runtime(AGENTS, model=InterruptedModel(), tools=[quit_now]) as rt:
+        rt.subscribe(exits_once)
+        first = rt.run("fine", "one", wait=WAIT)
+        assert raised == [first.run_id]
+        assert first.status is RunStatus.COMPLETED
+        assert rt.run("fine", "two", wait=WAIT).status is RunStatus.COMPLETED
