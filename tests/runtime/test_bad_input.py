@@ -188,3 +188,36 @@ def test_a_nan_timeout_is_the_same_value_error_for_every_wait() -> None:
                     call()
         assert [r.run_id for r in rt.runs()] == [handle.run_id]  # run(wait=nan) started none
         assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+
+
+def test_a_model_answer_that_cannot_be_kept_fails_as_malformed_naming_why(
+    store: RunStore,
+) -> None:
+    """A model's text with a lone surrogate, or a tool call's input nested past the cap, was
+    taken as it was and failed where the supervisor stored the step (UnicodeEncodeError,
+    RecursionError); now the run fails as a malformed response naming it."""
+
+    def echo(x: Any) -> str:
+        """Echo."""
+        return "ok"
+
+    model = ScriptedModel(
+        {
+            "says": ["bad \ud800 text"],
+            "calls": [{"tool_calls": [{"name": "echo", "input": {"x": nested(150)}}]}, "done"],
+        }
+    )
+    agents = [AgentSpec(name="says", description="s"), AgentSpec(name="calls", description="c")]
+    with Runtime(agents, model=model, store=store, tools=[echo]) as rt:
+        says = rt.run("says", "go", wait=WAIT)
+        assert (says.error_kind, says.error) == (
+            "model_malformed_response",
+            "the model's answer cannot be kept: its text holds a lone surrogate ('\\ud800' at"
+            " position 4), which UTF-8 cannot encode",
+        )
+        calls = rt.run("calls", "go", wait=WAIT)
+        assert calls.error_kind == "model_malformed_response"
+        assert calls.error == (
+            "the model's answer cannot be kept: the input of its echo call is nested more than"
+            " 100 levels deep (or contains itself); flatten it, or hand it over as a file"
+        )

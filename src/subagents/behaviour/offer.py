@@ -22,10 +22,12 @@ from subagents.messages import (
     ContentBlock,
     ModelRequest,
     ModelResponse,
+    TextBlock,
     ToolSchema,
     ToolUseBlock,
 )
 from subagents.models.base import ModelError
+from subagents.supervision.requests import encoding_problem, value_problem
 
 
 def offered_tools(
@@ -56,6 +58,9 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
     traced = env.tracer.model_call(port.record, request) if env.tracer else None
     try:
         response = env.model.complete(request, deadline=port.deadline, cancel=port.cancel)
+        unkept = unkept_problem(response)
+        if unkept is not None:
+            raise ModelError("malformed_response", f"the model's answer cannot be kept: {unkept}")
     except ModelError as exc:
         if traced is not None:
             traced.end(error=f"{exc.kind}: {exc.message}")
@@ -67,6 +72,23 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
     if traced is not None:
         traced.end(response=response)
     return distinct_ids(response, port)
+
+
+def unkept_problem(response: ModelResponse) -> str | None:
+    """Why a model's answer cannot be kept (a text with a lone surrogate, a tool call's input
+    nested past ``MAX_NESTING``), or None: the run fails as a malformed response, naming
+    it, instead of the answer failing where the supervisor stores the step."""
+    for block in response.content:
+        if isinstance(block, TextBlock):
+            problem = encoding_problem("its text", block.text)
+        elif isinstance(block, ToolUseBlock):
+            problem = encoding_problem("a tool call's id or name", block.id + block.name)
+            problem = problem or value_problem(f"the input of its {block.name} call", block.input)
+        else:
+            continue
+        if problem is not None:
+            return problem
+    return None
 
 
 def distinct_ids(response: ModelResponse, port: AgentPort) -> ModelResponse:
