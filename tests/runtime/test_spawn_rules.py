@@ -169,3 +169,30 @@ def test_disallowed_tools_turn_spawning_off_for_the_offer_and_for_admission() ->
     assert outcome.result == (
         "spawn rule: quiet may not spawn subagents: its disallowedTools list Agent"
     )
+
+
+def test_an_ancestors_max_depth_bounds_its_grandchildren_in_a_real_run() -> None:
+    """b (maxDepth 1) -> c -> d: c's spawn of d is refused, naming b's maxDepth; b's own
+    children still run."""
+    model = ShownModel(
+        {
+            "b": [{"tool_calls": [spawn_call("c", "go on")]}, "b: {results}"],
+            "c": [{"tool_calls": [spawn_call("d", "deeper")]}, "c: {last}"],
+            "d": ["d ran"],
+        }
+    )
+    events = Events()
+    agents = [spec("b", max_depth=1), spec("c"), spec("d")]
+    with Runtime(agents, model=model, limits=Limits(max_depth=5)) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("b", "job", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED
+    _, second = requests_of(model, "c")
+    (result,) = tool_results(second.messages[-1])
+    assert result.is_error
+    assert result.content == (
+        "depth limit: a child of c would be at depth 2, the limit is 1"
+        " (maxDepth 1 of b, at depth 0)"
+    )
+    assert len(events.of(EventKind.SPAWNED, "c")) == 1
+    assert not events.of(EventKind.SPAWNED, "d")
