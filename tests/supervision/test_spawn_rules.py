@@ -76,7 +76,7 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
     would be b's grandchild, which b's maxDepth forbids."""
     rules = SpawnRules(Limits(max_depth=5))
     b, c, d = spec("b", max_depth=1), spec("c"), spec("d")
-    above_c = [Placed(b, 0)]
+    above_c = [Placed.of(b, 0)]
     assert rules.check(c, b, 0).allowed
     decision = rules.check(d, c, 1, above_c)
     assert not decision.allowed and decision.depth == 2
@@ -93,10 +93,10 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
     # the tightest bound wins, wherever in the chain it is; a looser one below changes nothing
     a = spec("a", max_depth=3)
     loose = spec("loose", max_depth=4)
-    chain = [Placed(a, 0), Placed(loose, 1)]
+    chain = [Placed.of(a, 0), Placed.of(loose, 1)]
     assert rules.depth_limit(c, 2, chain) == 3
     assert rules.check(d, c, 2, chain).allowed
-    assert rules.check(d, c, 3, [*chain, Placed(c, 2)]).reason == (
+    assert rules.check(d, c, 3, [*chain, Placed.of(c, 2)]).reason == (
         "depth limit: a child of c would be at depth 4, the limit is 3"
         " (maxDepth 3 of a, at depth 0)"
     )

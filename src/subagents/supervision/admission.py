@@ -30,7 +30,7 @@ from subagents.supervision.policing import PolicyBook, PolicyRefused
 from subagents.supervision.requests import request_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
-from subagents.supervision.spawn_rules import Placed, SpawnRules
+from subagents.supervision.spawn_rules import SpawnRules
 
 log = get_logger("subagents.supervisor")
 
@@ -96,18 +96,6 @@ class Admission:
             self.effects.effects.append(Tell(req.parent_run_id, reply))
         return reply
 
-    def _ancestors(self, parent: RunState) -> list[Placed]:
-        """``parent``'s ancestors, root first: every one's ``maxDepth`` bounds the levels
-        below it. A live run's ancestors are all in the table (a tree is forgotten only once
-        nothing in it is live)."""
-        chain: list[Placed] = []
-        state = self.runs.get(parent.record.parent_run_id)
-        while state is not None:
-            chain.append(Placed(state.spec, state.record.depth))
-            state = self.runs.get(state.record.parent_run_id)
-        chain.reverse()
-        return chain
-
     def admit(self, req: SpawnRequest) -> str:
         problem = request_problem(req, self.limits)  # the same rules for every entry point
         if problem is not None:
@@ -123,7 +111,7 @@ class Admission:
                 raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
         # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
         decision = (
-            self.rules.check(spec, parent.spec, parent.record.depth, self._ancestors(parent))
+            self.rules.check(spec, parent.spec, parent.record.depth, self.runs.ancestors(parent))
             if parent is not None
             else self.rules.check(spec)
         )

@@ -41,17 +41,24 @@ _ROOT = SpawnDecision(allowed=True, depth=0)
 
 
 class Placed(NamedTuple):
-    """A run's definition and its depth in the tree: a parent's ancestors, root first."""
+    """A run in a parent's line of ancestors (root first): its agent, that definition's
+    ``maxDepth``, its depth. Small and plain: the agent side is handed its run's ancestors
+    (``StartRun.ancestors``) so that its offer applies the same bound as admission."""
 
-    spec: AgentSpec
+    agent: str
+    max_depth: int | None
     depth: int
+
+    @classmethod
+    def of(cls, spec: AgentSpec, depth: int) -> Placed:
+        return cls(spec.name, spec.max_depth, depth)
 
 
 def _set_by(by: Placed | None) -> str:
     """Whose ``maxDepth`` set a depth limit, for its refusal (nothing: the runtime's)."""
     if by is None:
         return ""
-    return f" (maxDepth {by.spec.max_depth} of {by.spec.name}, at depth {by.depth})"
+    return f" (maxDepth {by.max_depth} of {by.agent}, at depth {by.depth})"
 
 
 @dataclass(frozen=True)
@@ -110,8 +117,8 @@ class SpawnRules:
     ) -> tuple[int, Placed | None]:
         """The depth limit, and the run whose ``maxDepth`` set it (None: the runtime's)."""
         limit, by = self.limits.max_depth, None
-        for placed in (*ancestors, Placed(parent, parent_depth)):
-            own = placed.spec.max_depth
+        for placed in (*ancestors, Placed.of(parent, parent_depth)):
+            own = placed.max_depth
             if own is not None and placed.depth + own < limit:
                 limit, by = placed.depth + own, placed
         return limit, by
