@@ -146,3 +146,31 @@ def test_the_scan_counts_flow_collections_exactly():
     text = "a: {b: [1, [2, {c: d}]], e: [f, g]}\nh: [i]\n"
     depth, nodes = _composed(text)
     assert measure(text) == (depth, nodes)
+
+
+def test_real_frontmatter_is_never_counted_over():
+    """Every header of the synthetic messy corpus, and of the public one where it is here:
+    the scan counts no more than the composer (invalid ones: nothing near the limits)."""
+    from pathlib import Path
+
+    from corpora import definition_files, public_corpus
+    from subagents.definitions.frontmatter import split
+
+    messy = Path(__file__).resolve().parents[1] / "corpus" / "messy"
+    public = public_corpus()
+    files = [*messy.rglob("*.md"), *(definition_files(public) if public else [])]
+    compared = 0
+    for path in files:
+        try:
+            header = "\n".join(split(path.read_text(encoding="utf-8"))[0]) + "\n"
+        except (DefinitionError, UnicodeDecodeError):
+            continue
+        shape = measure(header)
+        try:
+            depth, nodes = _composed(header)
+        except yaml.YAMLError:
+            assert shape.depth <= 3, path  # read leniently, never refused
+            continue
+        assert shape.depth <= depth and shape.nodes <= nodes, path
+        compared += 1
+    assert compared >= 10
