@@ -174,3 +174,16 @@ def test_real_frontmatter_is_never_counted_over():
         assert shape.depth <= depth and shape.nodes <= nodes, path
         compared += 1
     assert compared >= 10
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet="ab:- \t\n[]{},#'\"|>!&*?%.\\\r\ufeff", max_size=80))
+def test_any_text_is_scanned_without_an_error_of_its_own(text: str):
+    """Whatever the text, the scan counts it or refuses it; it never fails otherwise (it
+    runs before the parser, on every header)."""
+    shape = measure(text)
+    assert shape.depth <= len(text) and shape.nodes <= len(text)
+    try:
+        check_shape(text)
+    except ShapeRefused:
+        assert shape.depth > MAX_DEPTH
