@@ -59,9 +59,10 @@ def test_nesting_at_the_limit_is_fine(use_libyaml: bool):
 def test_invalid_yaml_is_not_a_refusal(use_libyaml: bool):
     with pytest.raises(YamlProblem) as caught:
         load_yaml("description: a: b\n", use_libyaml=use_libyaml)
+    # ours: "invalid YAML: ", the line, not a refusal; the rest is the parser's own wording,
+    # which differs between parsers and releases, so it is not asserted on
     assert not caught.value.refused and caught.value.line == 1
-    assert caught.value.reason.startswith("invalid YAML: mapping values are not allowed")
-    assert caught.value.reason.endswith("(column 15)")
+    assert caught.value.reason.startswith("invalid YAML: ")
 
 
 @pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML here was built without libyaml")

@@ -169,3 +169,45 @@ def test_disallowed_tools_turn_spawning_off_for_the_offer_and_for_admission() ->
     assert outcome.result == (
         "spawn rule: quiet may not spawn subagents: its disallowedTools list Agent"
     )
+
+
+def test_an_ancestors_max_depth_bounds_its_grandchildren_in_a_real_run() -> None:
+    """b (maxDepth 1) -> c -> d: c (a model) is offered no spawn tool, and fc (a function)
+    is refused d naming b's maxDepth; b's own children run."""
+    model = ShownModel(
+        {
+            "b": [{"tool_calls": [spawn_call("c", "x"), spawn_call("fc", "y")]}, "{results}"],
+            "c": ["c done"],
+            "d": ["d ran"],
+        }
+    )
+
+    async def fc(ctx: AgentContext) -> str:
+        try:
+            await ctx.spawn("d", "deeper")
+        except SpawnRefused as exc:
+            return str(exc)
+        return "spawned"
+
+    events = Events()
+    agents: list[AgentLike] = [
+        spec("b", max_depth=1),
+        spec("c"),
+        spec("d"),
+        FunctionAgent.create("fc", fc),
+    ]
+    with Runtime(agents, model=model, limits=Limits(max_depth=5)) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("b", "job", wait=WAIT)
+        (refused,) = rt.runs(agent="fc")
+    assert outcome.status is RunStatus.COMPLETED
+    assert SPAWN in offered(requests_of(model, "b")[0].tools)
+    (c_request,) = requests_of(model, "c")
+    assert SPAWN not in offered(c_request.tools)
+    assert refused.outcome is not None
+    assert refused.outcome.result == (
+        "depth limit: a child of fc would be at depth 2, the limit is 1"
+        " (maxDepth 1 of b, at depth 0)"
+    )
+    assert len(events.of(EventKind.SPAWNED, "c")) == 1
+    assert not events.of(EventKind.SPAWNED, "d")

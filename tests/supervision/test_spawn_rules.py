@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from subagents.definitions.spec import AgentSpec
 from subagents.supervision.limits import Limits
-from subagents.supervision.spawn_rules import SpawnRules
+from subagents.supervision.spawn_rules import Placed, SpawnRules
 
 
 def spec(name: str, **fields: object) -> AgentSpec:
@@ -69,3 +69,34 @@ def test_grants_are_read_once_per_definition_object() -> None:
     lead = AGENTS[0]
     assert rules.grant(lead) is rules.grant(lead)
     assert rules.grant(spec("lead")) is not rules.grant(lead)  # a reloaded definition: read anew
+
+
+def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
+    """``b`` (maxDepth 1) -> ``c`` -> ``d``: ``c`` has no maxDepth of its own, but ``d``
+    would be b's grandchild, which b's maxDepth forbids."""
+    rules = SpawnRules(Limits(max_depth=5))
+    b, c, d = spec("b", max_depth=1), spec("c"), spec("d")
+    above_c = [Placed.of(b, 0)]
+    assert rules.check(c, b, 0).allowed
+    decision = rules.check(d, c, 1, above_c)
+    assert not decision.allowed and decision.depth == 2
+    assert decision.reason == (
+        "depth limit: a child of c would be at depth 2, the limit is 1"
+        " (maxDepth 1 of b, at depth 0)"
+    )
+    assert rules.check(d, c, 1).allowed  # what was checked before: only the parent's own
+    # the offer agrees when it is told the ancestors
+    offer = rules.offer(c, 1, [d], above_c)
+    assert offer.agents == () and offer.reason == (
+        "depth limit: c is at depth 1, the limit is 1 (maxDepth 1 of b, at depth 0)"
+    )
+    # the tightest bound wins, wherever in the chain it is; a looser one below changes nothing
+    a = spec("a", max_depth=3)
+    loose = spec("loose", max_depth=4)
+    chain = [Placed.of(a, 0), Placed.of(loose, 1)]
+    assert rules.depth_limit(c, 2, chain) == 3
+    assert rules.check(d, c, 2, chain).allowed
+    assert rules.check(d, c, 3, [*chain, Placed.of(c, 2)]).reason == (
+        "depth limit: a child of c would be at depth 4, the limit is 3"
+        " (maxDepth 3 of a, at depth 0)"
+    )

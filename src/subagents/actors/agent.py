@@ -55,6 +55,7 @@ from subagents.messages import (
     WaitingChanged,
     Wake,
 )
+from subagents.supervision.spawn_rules import Placed
 
 log = get_logger("subagents.agent")
 
@@ -121,12 +122,14 @@ class AgentActor(FastInboxActor):
         recovered: tuple[Any, ...] = (),
         attempt: int = 1,
         pool: ThreadPool | None = None,
+        ancestors: tuple[Placed, ...] = (),
     ) -> None:
         super().__init__()
         self._pool = pool
         self.attempt = attempt
         self.record = record
         self.spec = spec
+        self.ancestors = ancestors
         self.deadline = deadline
         self.cancel = cancel
         self.supervisor = supervisor

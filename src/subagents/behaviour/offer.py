@@ -37,7 +37,7 @@ def offered_tools(
     run's MCP tools, ``mcp_names``, among them)."""
     spec, record = port.spec, port.record
     schemas: list[ToolSchema] = []
-    offer = env.spawn_rules.offer(spec, record.depth, env.agents())
+    offer = env.spawn_rules.offer(spec, record.depth, env.agents(), port.ancestors)
     if offer.agents:
         schemas.append(spawn_schema(offer.agents))
         if offer.fan_out:

@@ -31,7 +31,7 @@ from subagents.messages import (
     ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
-from subagents.supervision.spawn_rules import SpawnRules
+from subagents.supervision.spawn_rules import Placed, SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
@@ -53,6 +53,11 @@ class AgentPort(Protocol):
     def record(self) -> RunRecord: ...
     @property
     def spec(self) -> AgentSpec: ...
+    @property
+    def ancestors(self) -> tuple[Placed, ...]:
+        """The run's ancestors that set ``maxDepth`` (what its spawn offer must respect)."""
+        ...
+
     @property
     def cancel(self) -> CancelSignal: ...
     @property

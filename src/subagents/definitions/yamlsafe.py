@@ -3,8 +3,14 @@
 ``yaml.safe_load`` is safe from code execution but not from work: a few lines of anchors and
 aliases expand into billions of nodes ("billion laughs"), and deep nesting recurses through the
 composer. Agent frontmatter never needs either, so this loader refuses every anchor and alias
-outright, caps nesting depth and node count while composing (before anything is expanded), and
-reports problems with their line so the caller can say where the file is wrong.
+outright, caps nesting depth and node count, and reports problems with their line so the caller
+can say where the file is wrong.
+
+Depth and size are checked twice. First on the raw text, by ``yamlshape.check_shape``, before
+any parser runs: PyYAML's parsers have limits of their own that differ by release (6.0.4's
+libyaml stops at 1,000 levels with its own error, read ahead of our composer; 6.0.1 to 6.0.3
+have none), so the verdict and its message must not come from them. Then while composing
+(before anything is expanded), for whatever that scan could not tell.
 
 Each document is parsed once. A short document with no ``&``, ``*`` or ``<<`` cannot hold a
 bomb, so libyaml parses and composes it in C and its values are built with the depth and size
@@ -27,8 +33,16 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
-MAX_DEPTH = 20
-MAX_NODES = 20_000
+from subagents.definitions.yamlshape import (
+    MAX_DEPTH,
+    MAX_NODES,
+    ShapeRefused,
+    check_shape,
+    too_big,
+    too_deep,
+)
+
+__all__ = ["MAX_DEPTH", "MAX_NODES", "YamlProblem", "load_yaml"]
 
 
 class YamlProblem(Exception):
@@ -73,15 +87,11 @@ class _BoundedComposer(Composer):
             )
         self._nodes += 1
         if self._nodes > MAX_NODES:
-            raise YamlProblem(
-                f"more than {MAX_NODES} YAML nodes", _line(event.start_mark), refused=True
-            )
+            raise YamlProblem(too_big(), _line(event.start_mark), refused=True)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise YamlProblem(
-                    f"nesting deeper than {MAX_DEPTH} levels", _line(event.start_mark), refused=True
-                )
+                raise YamlProblem(too_deep(), _line(event.start_mark), refused=True)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -287,16 +297,25 @@ def load_yaml(text: str, *, use_libyaml: bool = True) -> Any:
 
 def _read(text: str, use_libyaml: bool, *, fast: bool) -> Any:
     try:
+        check_shape(text)  # ours, on the raw text: the same verdict whatever the parser
+    except ShapeRefused as refused:
+        raise YamlProblem(refused.reason, refused.line, refused=True) from None
+    try:
         return _load(text, use_libyaml, fast)
     except YamlProblem:
         raise
-    except yaml.MarkedYAMLError as exc:
+    except yaml.YAMLError as exc:
+        raise _invalid(exc) from None
+    except RecursionError:
+        raise YamlProblem(too_deep(), refused=True) from None
+
+
+def _invalid(exc: yaml.YAMLError) -> YamlProblem:
+    """``exc`` as our problem: "invalid YAML: " and the parser's reason, with its line."""
+    if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         reason = exc.problem or exc.context or "invalid YAML"
         if mark is not None:
             reason = f"{reason} (column {mark.column + 1})"
-        raise YamlProblem(f"invalid YAML: {reason}", _line(mark)) from None
-    except yaml.YAMLError as exc:
-        raise YamlProblem(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise YamlProblem(f"nesting deeper than {MAX_DEPTH} levels", refused=True) from None
+        return YamlProblem(f"invalid YAML: {reason}", _line(mark))
+    return YamlProblem(f"invalid YAML: {exc}")

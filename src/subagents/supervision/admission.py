@@ -110,10 +110,10 @@ class Admission:
             if parent is None:
                 raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
         # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
-        decision = self.rules.check(
-            spec,
-            parent.spec if parent is not None else None,
-            parent.record.depth if parent is not None else 0,
+        decision = (
+            self.rules.check(spec, parent.spec, parent.record.depth, self.runs.ancestors(parent))
+            if parent is not None
+            else self.rules.check(spec)
         )
         if not decision.allowed:
             raise AdmissionError(decision.reason or "spawn refused")

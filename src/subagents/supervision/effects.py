@@ -33,6 +33,7 @@ from subagents.messages import (
     SpawnReply,
 )
 from subagents.store.writes import AppendEvent, Write
+from subagents.supervision.spawn_rules import Placed
 
 
 class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -45,6 +46,9 @@ class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     recovered: tuple[Replay | SpawnReply | ChildDone | MailAck, ...] = ()
     checkpoint: Checkpoint | None = None
     attempt: int = 1
+    ancestors: tuple[Placed, ...] = ()
+    """The run's ancestors that set ``maxDepth`` (``RunTable.ancestors``): its offer of the
+    spawn tools applies their bound, as admission does."""
 
 
 class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):

@@ -167,6 +167,7 @@ class Lifecycle:
                 recovered=recovered,
                 checkpoint=state.checkpoint,
                 attempt=state.attempt,
+                ancestors=self.runs.ancestors(state),
             )
         )
         self.runs.emit(

@@ -19,6 +19,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRecord
 from subagents.store.writes import SaveRun
 from subagents.supervision.effects import Effects
+from subagents.supervision.spawn_rules import Placed
 from subagents.supervision.transitions import check_transition
 from subagents.supervision.tree import RunTree
 
@@ -114,6 +115,20 @@ class RunTable:
         """The ids of the live runs held here: a read-only view, current until the next
         change (copy it to keep it)."""
         return self._live
+
+    def ancestors(self, state: RunState) -> tuple[Placed, ...]:
+        """``state``'s ancestors whose definitions set ``maxDepth``, root first: each bounds
+        the levels below it (``SpawnRules``). A live run's ancestors are all here (a tree is
+        forgotten only once nothing in it is live; a restart cancels a run whose parent
+        ended)."""
+        chain: list[Placed] = []
+        above = self._runs.get(state.record.parent_run_id or "")
+        while above is not None:
+            if above.spec.max_depth is not None:
+                chain.append(Placed.of(above.spec, above.record.depth))
+            above = self._runs.get(above.record.parent_run_id or "")
+        chain.reverse()
+        return tuple(chain)
 
     def tree_records(self, root_run_id: str) -> list[RunRecord]:
         """The records of the runs of ``root_run_id``'s tree held here."""

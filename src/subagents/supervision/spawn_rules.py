@@ -18,7 +18,7 @@ Rules refuse; concurrency limits never do (they queue, see ``slots``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -38,6 +38,27 @@ class SpawnDecision(NamedTuple):
 
 
 _ROOT = SpawnDecision(allowed=True, depth=0)
+
+
+class Placed(NamedTuple):
+    """A run in a parent's line of ancestors (root first): its agent, that definition's
+    ``maxDepth``, its depth. Small and plain: the agent side is handed its run's ancestors
+    (``StartRun.ancestors``) so that its offer applies the same bound as admission."""
+
+    agent: str
+    max_depth: int | None
+    depth: int
+
+    @classmethod
+    def of(cls, spec: AgentSpec, depth: int) -> Placed:
+        return cls(spec.name, spec.max_depth, depth)
+
+
+def _set_by(by: Placed | None) -> str:
+    """Whose ``maxDepth`` set a depth limit, for its refusal (nothing: the runtime's)."""
+    if by is None:
+        return ""
+    return f" (maxDepth {by.max_depth} of {by.agent}, at depth {by.depth})"
 
 
 @dataclass(frozen=True)
@@ -83,50 +104,76 @@ class SpawnRules:
         self._grants[id(spec)] = (spec, grant)  # the spec is kept, so its id is not reused
         return grant
 
-    def depth_limit(self, parent: AgentSpec, parent_depth: int) -> int:
+    def depth_limit(
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed] = ()
+    ) -> int:
         """The deepest a child of ``parent`` (at ``parent_depth``) may be: the runtime's
-        ``max_depth``, tightened by the parent's ``maxDepth`` (levels below it)."""
-        limit = self.limits.max_depth
-        if parent.max_depth is not None:
-            limit = min(limit, parent_depth + parent.max_depth)
-        return limit
+        ``max_depth``, tightened by the ``maxDepth`` (levels below it) of the parent and of
+        each of its ``ancestors``."""
+        return self._bound(parent, parent_depth, ancestors)[0]
+
+    def _bound(
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed]
+    ) -> tuple[int, Placed | None]:
+        """The depth limit, and the run whose ``maxDepth`` set it (None: the runtime's)."""
+        limit, by = self.limits.max_depth, None
+        for placed in (*ancestors, Placed.of(parent, parent_depth)):
+            own = placed.max_depth
+            if own is not None and placed.depth + own < limit:
+                limit, by = placed.depth + own, placed
+        return limit, by
 
     def check(
-        self, child: AgentSpec, parent: AgentSpec | None = None, parent_depth: int = 0
+        self,
+        child: AgentSpec,
+        parent: AgentSpec | None = None,
+        parent_depth: int = 0,
+        ancestors: Sequence[Placed] = (),
     ) -> SpawnDecision:
-        """May ``parent`` (at ``parent_depth``; None: a root run from the API or the CLI)
-        spawn ``child``? Roots always may (depth 0); a child must pass the parent's grant,
-        then the depth limit."""
+        """May ``parent`` (at ``parent_depth``, below ``ancestors``; None: a root run from
+        the API or the CLI) spawn ``child``? Roots always may (depth 0); a child must pass
+        the parent's grant, then the depth limit, which every ancestor's ``maxDepth`` bounds
+        too (``b`` with ``maxDepth: 1`` may have children, and they no children, whatever
+        their own definitions say)."""
         if parent is None:
             return _ROOT
         depth = parent_depth + 1
         refusal = self.grant(parent).refusal(child)
         if refusal is not None:
             return SpawnDecision(allowed=False, depth=depth, reason=refusal)
-        limit = self.depth_limit(parent, parent_depth)
+        limit, by = self._bound(parent, parent_depth, ancestors)
         if depth > limit:
             return SpawnDecision(
                 allowed=False,
                 depth=depth,
                 reason=(
                     f"depth limit: a child of {parent.name} would be at depth {depth},"
-                    f" the limit is {limit}"
+                    f" the limit is {limit}{_set_by(by)}"
                 ),
             )
         return SpawnDecision(allowed=True, depth=depth)
 
-    def offer(self, parent: AgentSpec, depth: int, agents: Iterable[AgentSpec]) -> Offer:
-        """The agents ``parent`` at ``depth`` may spawn, among ``agents``: what its spawn
-        tools list (none: the tools are not offered)."""
+    def offer(
+        self,
+        parent: AgentSpec,
+        depth: int,
+        agents: Iterable[AgentSpec],
+        ancestors: Sequence[Placed] = (),
+    ) -> Offer:
+        """The agents ``parent`` at ``depth`` (below ``ancestors``, where known) may spawn,
+        among ``agents``: what its spawn tools list (none: the tools are not offered)."""
         grant = self.grant(parent)
         if grant.disabled is not None:
             return Offer(agents=(), fan_out=False, reason=f"spawn rule: {grant.disabled}")
-        limit = self.depth_limit(parent, depth)
+        limit, by = self._bound(parent, depth, ancestors)
         if depth + 1 > limit:
             return Offer(
                 agents=(),
                 fan_out=False,
-                reason=f"depth limit: {parent.name} is at depth {depth}, the limit is {limit}",
+                reason=(
+                    f"depth limit: {parent.name} is at depth {depth}, the limit is {limit}"
+                    f"{_set_by(by)}"
+                ),
             )
         allowed = tuple(a for a in agents if grant.refusal(a) is None)
         if not allowed:
