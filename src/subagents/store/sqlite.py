@@ -42,7 +42,7 @@ from subagents.messages import (
     RunStatus,
 )
 from subagents.store.base import StoreError
-from subagents.store.dbfile import check_header, prepare_file
+from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
@@ -133,23 +133,26 @@ class SQLiteStore:
         if not busy_timeout >= 0:
             raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
-        prepare_file(self.path)
-        check_header(self.path)
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path, "opening the store") from exc
+        path = self.path
+
+        def connect() -> sqlite3.Connection:
+            try:
+                return sqlite3.connect(
+                    path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise translate(exc, path, "opening the store") from exc
+
+        # the file is opened with plain descriptors only while no store of this process has
+        # it open: closing one would drop this process's SQLite locks (``dbfile.OpenFiles``)
+        conn, key = OPEN_FILES.open(path, connect)
         try:
             self.found_version, self.schema_version = self._open(conn, busy_timeout, max_bytes)
         except BaseException:
-            conn.close()
+            with OPEN_FILES.closing(key):
+                conn.close()
             raise
-        self._tx = Transactions(self.path, conn)
+        self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
         self._processes = ProcessRows(self._tx)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
