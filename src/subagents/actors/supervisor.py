@@ -81,7 +81,7 @@ from subagents.messages import (
     TreeRecords,
     WaitingChanged,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import Fenced, RunStore, StoreError
 from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import apply_writes
@@ -94,6 +94,9 @@ from subagents.supervision.effects import (
 )
 
 log = get_logger("subagents.supervisor")
+
+LOST_LEASE = "this runtime lost its lease"
+"""What a host whose runs were taken over says (its one log line, its callers' error)."""
 
 GROUP_MAX = 100
 """Most messages handled in one store transaction (bounds how long readers wait on it)."""
@@ -271,8 +274,13 @@ class SupervisorActor(FastInboxActor):
         is told of the store's failure too, not left waiting."""
         if self.store_failure is not None:
             return
+        if isinstance(exc, Fenced):  # a write found the lease taken (``store.fencing``)
+            what = LOST_LEASE
         self.store_failure = f"{what}: {exc}"
-        log.error(f"{what}: every run is stopped", error=str(exc))
+        if what == LOST_LEASE:  # the one line a fenced host logs
+            log.error(f"{what}: every run is stopped, nothing more is written", error=str(exc))
+        else:
+            log.error(f"{what}: every run is stopped", error=str(exc))
         ended = [
             e.message.outcome.run_id
             for e in [*lost, *self._held]
@@ -297,7 +305,7 @@ class SupervisorActor(FastInboxActor):
         if group is not None:
             with contextlib.suppress(Exception):
                 group.__exit__(RuntimeError, RuntimeError(reason), None)
-        self._halt(RuntimeError(reason), what="this runtime lost its lease")
+        self._halt(RuntimeError(reason), what=LOST_LEASE)
 
     def _refuse_ask(self, message: Any) -> Any:
         """After a store failure: asks get the store's error, but closing and inspecting
@@ -331,8 +339,8 @@ class SupervisorActor(FastInboxActor):
             self._commit_group()  # what is open goes first, as if the group were full
             if self.store_failure is not None:  # that commit failed: these are dropped
                 return
-        self._open_group()
         try:
+            self._open_group()  # may be refused: a full disk, a lease taken (``Fenced``)
             if len(run) == 1:
                 self._handle(run[0], asked=False)
             elif type(run[0]) is SendMail:

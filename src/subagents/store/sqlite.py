@@ -372,14 +372,19 @@ class SQLiteStore:
         (only those for ``run_ids`` when given; inside a batch, the claim commits with it)."""
         return self._processes.take_commands(run_ids)
 
-    def acquire_lease(self, lease: Lease) -> None:
-        self._processes.acquire_lease(lease)
+    def acquire_lease(self, lease: Lease) -> int:
+        return self._processes.acquire_lease(lease)
 
     def renew_lease(self, lease: Lease) -> bool:
         return self._processes.renew_lease(lease)
 
-    def release_lease(self, owner: str) -> None:
-        self._processes.release_lease(owner)
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        self._processes.release_lease(owner, epoch)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """``Fenced`` unless the lease of ``owner`` at ``epoch`` is held (call it first in the
+        batch it guards: ``store.fencing``)."""
+        self._processes.check_fence(owner, epoch)
 
     def leases(self) -> list[Lease]:
         return self._processes.leases()
