@@ -109,6 +109,18 @@ def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
     return str(mode).lower()
 
 
+_NO_CAP = 0xFFFFFFFE
+"""SQLite's own largest page count: no cap but SQLite's (and the disk's)."""
+
+
+def _cap(conn: sqlite3.Connection, max_bytes: int | None) -> None:
+    if max_bytes is None:
+        conn.execute(f"PRAGMA max_page_count = {_NO_CAP}")
+        return
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -179,9 +191,7 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys = ON")
             doing = "creating or upgrading the schema"
             found, version = upgrade(conn, self.path)
-            if max_bytes is not None:
-                (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-                conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
+            _cap(conn, max_bytes)
         except sqlite3.Error as exc:
             raise translate(exc, self.path, doing) from exc
         if found is not None and found != version:
@@ -427,6 +437,19 @@ class SQLiteStore:
         if problems != ["ok"]:
             shown = "; ".join(problems[:5])
             raise StoreError(f"{self.path}: corrupt database: {shown}")
+
+    def set_max_bytes(self, max_bytes: int | None) -> None:
+        """Change the cap on the file's size (None: none but SQLite's and the disk's). To a
+        capped store, raising the cap is what freeing space is to a full disk; the tests use
+        it so. A cap below the file's size holds it where it is."""
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+        with self._tx.lock:
+            conn = self._tx.connection()
+            try:
+                _cap(conn, max_bytes)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, "setting the size cap") from exc
 
     def meta(self) -> dict[str, str]:
         """The store's meta table (application, schema_version)."""
