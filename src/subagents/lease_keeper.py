@@ -6,7 +6,7 @@ write every ``lease_s / 3`` seconds. A renewal that fails (the store is busy or 
 logged and tried again at the next tick: the lease lasts three ticks. A renewal that finds
 the lease gone means another process took this runtime's runs over after the lease lapsed
 (the process was stalled), or took it again under the same owner; ``on_lost`` is called once
-and the keeper ends (the supervisor says so in its one log line: ``actors.supervisor``).
+and the keeper ends (the supervisor says so in its one log line: ``actors.outage``).
 
 The lease's epoch (a number the store gives each taking of a lease) is the runtime's
 ``fence``: every write transaction of its supervisor checks it first (``store.fencing``), so a
