@@ -33,6 +33,7 @@ from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
 from subagents.store.base import RunStore
+from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
@@ -122,6 +123,8 @@ class Hosting:
         """The registry's catalog: read only on the registry's thread (its subscribers)."""
         self.supervisor: SupervisorClient | None = None
         self.lease: LeaseKeeper | None = None
+        self.fenced: FencedStore | None = None
+        """The store as the supervisor writes it: every transaction checks the lease."""
         self.processes: ProcessGroups | None = None
         self.mcp: McpHub | None = None
         self.worktrees: Worktrees | None = None
@@ -190,13 +193,15 @@ class Hosting:
         on_event: Callable[[Event], None],
     ) -> SupervisorClient:
         """The supervisor actor over ``core``, its agents' loops on the pool (or, on a
-        cluster, in the node hosts: ``start_cluster`` first)."""
+        cluster, in the node hosts: ``start_cluster`` first). It writes through a fence
+        (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
         extra: dict[str, Any] = {}
         if self.cluster is not None:
             extra["effector"] = self.cluster.effector
+        self.fenced = FencedStore(store)
         self.supervisor = SupervisorClient.start(
             core=core,
-            store=store,
+            store=self.fenced,
             timer=self.timer,
             behaviour_for=behaviour_for,
             on_outside=on_outside,
@@ -231,8 +236,10 @@ class Hosting:
         return self.cluster
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
-        """Write this runtime's lease and keep it alive; if another process takes its runs
-        over (the lease lapsed), the supervisor is told to stop at once."""
+        """Write this runtime's lease and keep it alive; from now on the supervisor's writes
+        (through ``self.fenced``) are refused once the lease is not held (``store.fencing``); if
+        another process takes its runs over (the lease lapsed), the supervisor is also told
+        to stop at its next renewal."""
         supervisor = self.supervisor
         assert supervisor is not None
         self.lease = LeaseKeeper(
@@ -241,6 +248,8 @@ class Hosting:
             lease_s,
             on_lost=lambda reason: supervisor.tell(LeaseLost(reason=reason)),
         )
+        assert self.fenced is not None
+        self.fenced.fence = self.lease.fence
 
     def every(self, key: Hashable, seconds: float, message: Any) -> None:
         """Tell the supervisor ``message`` every ``seconds`` (the next tell is armed once the

@@ -5,7 +5,13 @@ supervisor's work (a long burst of mail) or the timer's callbacks; a renewal is 
 write every ``lease_s / 3`` seconds. A renewal that fails (the store is busy or broken) is
 logged and tried again at the next tick: the lease lasts three ticks. A renewal that finds
 the lease gone means another process took this runtime's runs over after the lease lapsed
-(the process was stalled); ``on_lost`` is called once and the keeper ends.
+(the process was stalled), or took it again under the same owner; ``on_lost`` is called once
+and the keeper ends (the supervisor says so in its one log line: ``actors.outage``).
+
+The lease's epoch (a number the store gives each taking of a lease) is the runtime's
+``fence``: every write transaction of its supervisor checks it first (``store.fencing``), so a
+host that wakes after its runs were taken over writes nothing, whichever of its threads
+notices first.
 """
 
 from __future__ import annotations
@@ -15,8 +21,11 @@ import threading
 import time
 from collections.abc import Callable
 
+import msgspec
+
 from subagents.logs import get_logger
 from subagents.store.base import RunStore
+from subagents.store.fencing import Fence
 from subagents.store.leases import lease_for
 
 log = get_logger("subagents.leases")
@@ -39,22 +48,29 @@ class LeaseKeeper:
         self.started_at = time.time()
         self._on_lost = on_lost
         self._stop = threading.Event()
-        store.acquire_lease(lease_for(owner, lease_s, started_at=self.started_at))
+        epoch = store.acquire_lease(lease_for(owner, lease_s, started_at=self.started_at))
+        self.fence = Fence(owner, epoch)
+        """What this runtime's writes are fenced with."""
         self.thread = threading.Thread(target=self._loop, name="subagents-lease", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
         every = self.lease_s / 3
         while not self._stop.wait(every):
-            lease = lease_for(self.owner, self.lease_s, started_at=self.started_at)
+            lease = msgspec.structs.replace(
+                lease_for(self.owner, self.lease_s, started_at=self.started_at),
+                epoch=self.fence.epoch,
+            )
             try:
                 held = self.store.renew_lease(lease)
             except Exception as exc:
                 log.warning("lease not renewed; trying again", owner=self.owner, error=str(exc))
                 continue
             if not held and not self._stop.is_set():
-                reason = f"the lease of {self.owner} lapsed and another process took its runs over"
-                log.error("lease lost", owner=self.owner)
+                reason = (
+                    f"the lease of {self.owner} (epoch {self.fence.epoch}) lapsed and another"
+                    " process took its runs over"
+                )
                 self._on_lost(reason)
                 return
 
@@ -64,4 +80,4 @@ class LeaseKeeper:
         if self.thread is not threading.current_thread():
             self.thread.join(timeout)
         with contextlib.suppress(Exception):  # a closed or broken store: the lease lapses
-            self.store.release_lease(self.owner)
+            self.store.release_lease(self.owner, self.fence.epoch)  # not a later taking's

@@ -422,6 +422,11 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     renewed_at: float = 0.0
     expires_at: float = 0.0
+    epoch: int = 0
+    """Which taking of the lease this is: the store gives each ``acquire_lease`` a number
+    never given before (in that store). A write fenced with ``(owner, epoch)`` is refused once
+    that lease is released (its runs taken over) or taken again, even under the same owner
+    (``store.fencing``)."""
 
 
 class Command(msgspec.Struct, frozen=True, kw_only=True):

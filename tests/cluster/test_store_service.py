@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from subagents.cluster.store_service import StoreCall, StoreService
-from subagents.store.base import StoreError
+from subagents.messages import Lease
+from subagents.store.base import Fenced, StoreError
 from subagents.store.sqlite import SQLiteStore
 
 from .records import event, run
@@ -83,3 +84,19 @@ def test_answering_writes_are_calls(service: StoreService) -> None:
     first = service.call(StoreCall("post_command", ("stop", "r1")))
     commands = service.call(StoreCall("take_commands", (None,)))
     assert [c.command_id for c in commands] == [first]
+
+
+def test_a_batch_fenced_by_a_lease_taken_over_is_refused_whole_on_the_head(
+    service: StoreService,
+) -> None:
+    """What a runtime's batch is on the wire: its fence first, checked on the head inside
+    the transaction that applies the writes (``store.fencing``)."""
+    lease = Lease(owner="driver:1:a", host="driver", pid=1, expires_at=1e12)
+    epoch = service.call(StoreCall("acquire_lease", (lease,)))
+    fence = StoreCall("check_fence", ("driver:1:a", epoch))
+    service.write([fence, StoreCall("save_run", (run("r1"),))])
+    service.write([StoreCall("release_lease", ("driver:1:a",))])  # a resume took its runs
+    with pytest.raises(Fenced, match="the lease of driver:1:a"):
+        service.write([fence, StoreCall("save_run", (run("r2"),))])
+    assert service.call(StoreCall("get_run", ("r2",))) is None
+    assert service.call(StoreCall("get_run", ("r1",))) == run("r1")

@@ -1,6 +1,7 @@
 """When the store fails mid-job (here: the disk is full), no caller hangs and nothing is
 acknowledged that was not kept: every run is stopped, every caller gets the store's error,
-and the store keeps its last committed state for a later runtime to resume."""
+and the store keeps its last committed state. Once it takes writes again (space freed), the
+same runtime records those runs as their callers were told and goes on taking work."""
 
 from __future__ import annotations
 
@@ -32,10 +33,41 @@ def test_a_full_disk_stops_the_runs_and_tells_every_caller(tmp_path: Path) -> No
         assert outcome.status is RunStatus.FAILED
         assert outcome.error_kind == "store"
         assert "full" in (outcome.error or "")
-        with pytest.raises(StoreError, match="the run store failed"):
-            rt.spawn("leaf", "more")
-    # what was committed is still there, and says the job was not finished
+        with pytest.raises(StoreError, match="full"):  # far more than the disk holds
+            rt.spawn("leaf", "y" * 1_000_000)
+    # what was committed is still there, and says the job was not finished (still running,
+    # or failed with the store's error if a later request found room to record that)
     reopened = SQLiteStore(tmp_path / "runs.db")
     [root] = [r for r in reopened.list_runs() if r.agent == "busy"]
-    assert not root.status.terminal
+    assert not root.status.terminal or (
+        root.outcome is not None and root.outcome.error_kind == "store"
+    )
+    reopened.close()
+
+
+def test_once_space_is_freed_the_same_runtime_goes_on(tmp_path: Path) -> None:
+    """A full disk is simulated with SQLite's own page cap (``max_bytes``: ``PRAGMA
+    max_page_count``): SQLite fails the write exactly as on a full disk (SQLITE_FULL), the
+    file and its log stay where the test's tmp dir is, and freeing space is raising the cap,
+    with no root, mount or filler file whose size depends on the file system."""
+    store = SQLiteStore(tmp_path / "runs.db", max_bytes=256 * 1024)
+    agents = [FunctionAgent.create("busy", busy), FunctionAgent.create("leaf", leaf)]
+    with Runtime(agents, model=ScriptedModel(), store=store) as rt:
+        failed = rt.spawn("busy", "fill the disk")
+        outcome = failed.result(timeout=60)
+        assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
+        with pytest.raises(StoreError, match="full"):  # far more than the disk holds
+            rt.spawn("leaf", "y" * 1_000_000)
+        store.set_max_bytes(None)  # space is freed
+        assert rt.spawn("leaf", "more").result(timeout=60).result == "ok more"
+        again = rt.spawn("busy", "x").run_id  # and the runtime takes work as before
+        rt.stop(again)
+    # every run it held when the disk filled is recorded as its caller was told
+    reopened = SQLiteStore(tmp_path / "runs.db")
+    unfinished = [r for r in reopened.list_runs() if not r.status.terminal]
+    assert unfinished == []
+    root = reopened.get_run(failed.run_id)
+    assert root is not None and root.status is RunStatus.FAILED
+    assert root.outcome is not None and root.outcome.error_kind == "store"
+    assert "full" in (root.outcome.error or "")
     reopened.close()

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
@@ -77,5 +75,9 @@ def test_a_run_told_after_a_failed_group_commit_is_refused(tmp_path: Path) -> No
         # the finished run's completion was not committed: its caller hears of the store
         outcome = handle.result(timeout=WAIT)
         assert outcome.status is RunStatus.FAILED and outcome.error_kind == "store"
-        with pytest.raises(Exception, match="the run store failed"):
-            rt.spawn("small", "more")
+        # the store takes writes again (what did not fit was rolled back): the runtime goes
+        # on, and records the run whose end was lost as its caller was told
+        assert rt.spawn("small", "more").result(timeout=WAIT).result == "ok"
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        assert record.outcome is not None and record.outcome.error_kind == "store"

@@ -20,7 +20,8 @@ from subagents.messages import (
     RunStatus,
     ToolResultBlock,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import Fenced, RunStore
+from subagents.store.fencing import Fence, FencedStore
 from subagents.store.memory import MemoryStore
 
 
@@ -301,8 +302,9 @@ def test_leases_are_written_renewed_listed_and_released(store: RunStore) -> None
     first = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
     other = Lease(owner="h:2:b", host="h", pid=2, machine="m", renewed_at=2.0, expires_at=17.0)
     assert store.leases() == []
-    store.acquire_lease(first)
-    store.acquire_lease(other)
+    first = msgspec.structs.replace(first, epoch=store.acquire_lease(first))
+    other = msgspec.structs.replace(other, epoch=store.acquire_lease(other))
+    assert first.epoch != other.epoch
     assert sorted(store.leases(), key=lambda x: x.owner) == [first, other]
     renewed = msgspec.structs.replace(first, renewed_at=6.0, expires_at=21.0)
     assert store.renew_lease(renewed) is True
@@ -311,5 +313,50 @@ def test_leases_are_written_renewed_listed_and_released(store: RunStore) -> None
     # a lease released by someone else cannot be renewed: its holder learns it lost it
     assert store.renew_lease(other) is False
     assert store.leases() == [renewed]
-    store.acquire_lease(other)  # taken again explicitly
+    again = store.acquire_lease(other)  # taken again explicitly: a new epoch
+    assert again not in (first.epoch, other.epoch)
     assert len(store.leases()) == 2
+    assert store.renew_lease(other) is False  # the old taking's renewal is refused
+    store.release_lease(other.owner, other.epoch)  # nor does it release the new one
+    assert len(store.leases()) == 2
+
+
+def test_a_fence_holds_while_its_lease_is_held_at_its_epoch(store: RunStore) -> None:
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    epoch = store.acquire_lease(lease)
+    with store.batch():
+        store.check_fence("h:1:a", epoch)
+    with (
+        pytest.raises(Fenced, match=r"the lease of h:1:a \(epoch 0\) is no longer held"),
+        store.batch(),
+    ):
+        store.check_fence("h:1:a", 0)
+    store.release_lease("h:1:a")  # its runs taken over
+    with pytest.raises(Fenced, match="it is gone"), store.batch():
+        store.check_fence("h:1:a", epoch)
+    later = store.acquire_lease(lease)  # the same owner again (a restarted detached host)
+    assert later > epoch  # an epoch is never given twice
+    with pytest.raises(Fenced, match=f"taken again, epoch {later}"), store.batch():
+        store.check_fence("h:1:a", epoch)
+
+
+def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) -> None:
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    with fenced.batch():
+        fenced.save_run(run("kept"))
+        with fenced.batch():  # nested: checked once, with the outer batch
+            fenced.append_event(event("kept"))
+    fenced.save_outcome(outcome("kept"))  # outside a batch: a fenced batch of its own
+    store.release_lease("h:1:a")  # a resume took its runs over
+    with pytest.raises(Fenced), fenced.batch():
+        fenced.save_run(run("kept", status=RunStatus.RUNNING, task="again"))
+        fenced.save_run(run("lost"))
+    with pytest.raises(Fenced):
+        fenced.save_outcome(outcome("kept", status=RunStatus.FAILED))
+    with pytest.raises(Fenced):
+        fenced.take_commands()
+    assert [r.run_id for r in store.list_runs()] == ["kept"]
+    assert store.get_run("kept") == run("kept")
+    assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]
+    assert len(store.events("kept")) == 1

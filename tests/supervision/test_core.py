@@ -26,6 +26,7 @@ from subagents.messages import (
     Parked,
     RestoreReport,
     RunFinished,
+    RunRecord,
     RunStatus,
     SendMail,
     SlotWanted,
@@ -723,6 +724,32 @@ def test_stop_all_cancels_every_live_run_once(reason: str) -> None:
     done = [d.message for d in of(effects, TellOutside)]
     assert {d.outcome.run_id for d in done if isinstance(d, ChildDone)} == {root, queued}
     assert of(effects, StartRun) == []  # nothing queued starts while everything stops
+
+
+def test_once_the_store_works_again_each_run_held_ends_failed_as_told() -> None:
+    h = Harness(Limits(max_concurrency=2))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    queued = h.run("critic")
+    # a run the store still has unfinished under this runtime, whose end (in the transaction
+    # that failed) the core forgot
+    unheld = RunRecord(
+        run_id="r-unheld", agent="worker", task="t", root_run_id="r-unheld",
+        status=RunStatus.RUNNING, owner="me",
+    )  # fmt: skip
+    reason = "the run store failed: disk full"
+    decision = h.core.core.store_recovered(reason, [unheld])
+    h.core._do(decision)
+    assert decision.reply == (queued, child, root, "r-unheld")
+    for run in (root, child, queued, "r-unheld"):
+        assert h.status(run) is RunStatus.FAILED
+        assert h.terminal_events(run) == [EventKind.FAILED]
+        record = h.store.get_run(run)
+        assert record is not None and record.outcome is not None
+        assert (record.outcome.error_kind, record.outcome.error) == ("store", reason)
+    assert of(decision.effects, StartRun) == []
+    assert h.core.core.hosted() == set()  # nothing held: new work is admitted
+    assert h.run("lead") is not None
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])

@@ -40,6 +40,7 @@ import pykka
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -56,13 +57,11 @@ from subagents.messages import (
     LeaseLost,
     MailAck,
     MailRead,
-    Outcome,
     Parked,
     PollCommands,
     RestartDue,
     Restore,
     RunFinished,
-    RunStatus,
     SendMail,
     SlotWanted,
     SpawnMany,
@@ -150,7 +149,7 @@ class SupervisorActor(FastInboxActor):
             pool=pool,
             dispatcher=dispatcher,
         )
-        self.store_failure: str | None = None
+        self.outage = Outage(core, store, on_outside)
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
@@ -181,7 +180,7 @@ class SupervisorActor(FastInboxActor):
     def _answer(self, message: Any) -> Any:
         """An ask: the open group is committed first; errors go to the sender."""
         self._commit_group()
-        if self.store_failure is not None:
+        if self.store_failure is not None and not self._recover():
             return self._refuse_ask(message)
         try:
             return self._handle(message, asked=True)
@@ -210,7 +209,9 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
-        if self.store_failure is not None:
+        if self.store_failure is not None and not (
+            type(message) is PollCommands and self._recover()
+        ):
             self._refuse_tell(message)
             return
         if type(message) in _GROUPED:
@@ -258,46 +259,45 @@ class SupervisorActor(FastInboxActor):
 
     # ---- the store failed ------------------------------------------------------------------
 
+    @property
+    def store_failure(self) -> str | None:
+        """Why nothing is taken on now: the store failed, or the lease is lost (``Outage``)."""
+        return self.outage.failure
+
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
     ) -> None:
-        """The store failed (disk full, file gone, read-only...): what is in memory can no
-        longer be made durable, so no run may go on as if it were. Every live run's agent is
-        stopped and every waiting caller is told, with the store's error; the store keeps the
-        last committed state, from which a runtime started later resumes.
-
-        ``lost``: effects held for a group whose commit failed. A root that ended in that
-        group is no longer among the core's runs, and its end was not committed: its caller
-        is told of the store's failure too, not left waiting."""
-        if self.store_failure is not None:
-            return
-        self.store_failure = f"{what}: {exc}"
-        log.error(f"{what}: every run is stopped", error=str(exc))
+        """The store failed (or the lease is lost): the open group is dropped, every run
+        stopped, every caller told (``actors.outage``). ``lost``: effects held for a group
+        whose commit failed: a root that ended in it is no longer among the core's runs, and
+        its end was not committed; its caller is told of the failure too."""
         ended = [
             e.message.outcome.run_id
             for e in [*lost, *self._held]
             if isinstance(e, TellOutside) and isinstance(e.message, ChildDone)
         ]
-        self._group, self._held, self._grouped = None, [], 0
-        self.effector.stop_all()
-        roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
-        for run_id in dict.fromkeys([*ended, *roots]):
-            outcome = Outcome(
-                run_id=run_id,
-                status=RunStatus.FAILED,
-                error_kind="store",
-                error=self.store_failure,
-            )
-            self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
+        if self.outage.failure is None:
+            self._group, self._held, self._grouped = None, [], 0
+        self.outage.begin(exc, what, self.effector.stop_all, ended)
+
+    def _recover(self) -> bool:
+        """Whether the supervisor takes work on (again: the store works after failing)."""
+        if self.outage.failure is None:
+            return True
+        decision = self.outage.recover(self._write)
+        if decision is None:
+            return False
+        self._apply(decision.effects)
+        return True
 
     def _lease_lost(self, reason: str) -> None:
         """Another process took this runtime's runs over (its lease had lapsed): the open
-        group is rolled back, not committed, and everything stops as for a store failure."""
+        group is rolled back, not committed, and everything stops, for good."""
         group, self._group = self._group, None
         if group is not None:
             with contextlib.suppress(Exception):
                 group.__exit__(RuntimeError, RuntimeError(reason), None)
-        self._halt(RuntimeError(reason), what="this runtime lost its lease")
+        self._halt(RuntimeError(reason), what=LOST_LEASE)
 
     def _refuse_ask(self, message: Any) -> Any:
         """After a store failure: asks get the store's error, but closing and inspecting
@@ -331,8 +331,8 @@ class SupervisorActor(FastInboxActor):
             self._commit_group()  # what is open goes first, as if the group were full
             if self.store_failure is not None:  # that commit failed: these are dropped
                 return
-        self._open_group()
         try:
+            self._open_group()  # may be refused: a full disk, a lease taken (``Fenced``)
             if len(run) == 1:
                 self._handle(run[0], asked=False)
             elif type(run[0]) is SendMail:

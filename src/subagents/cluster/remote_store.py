@@ -11,7 +11,10 @@ transaction (all or nothing, one commit). A nested batch that raises drops only 
 writes (as a savepoint would). A read made inside a batch that holds writes is answered as
 if they were committed (``StoreService.read_within``) without committing them.
 
-``renew_lease`` answers, so it cannot be held: inside a batch it is refused. A
+``renew_lease`` and ``acquire_lease`` answer, so they cannot be held: inside a batch they are
+refused. ``check_fence`` (``store.fencing``) is held like a write, first in the batch: the
+head checks the writer's lease (owner and epoch) inside the transaction that applies the
+batch, and a fenced batch is refused whole. A
 ``post_command`` inside a batch (the supervisor passing a stop or a mail on to the runtime
 that hosts the run, in its group commit) is held with the batch's writes and committed with
 them, as on a local file; its answer there is 0 (the command's id is known only once it is
@@ -280,15 +283,21 @@ class ClusterStore:
 
     # ---- leases ----------------------------------------------------------------------------
 
-    def acquire_lease(self, lease: Lease) -> None:
-        self._write("acquire_lease", lease)
+    def acquire_lease(self, lease: Lease) -> int:
+        result: int = self._answering("acquire_lease", lease)
+        return result
 
     def renew_lease(self, lease: Lease) -> bool:
         result: bool = self._answering("renew_lease", lease)
         return result
 
-    def release_lease(self, owner: str) -> None:
-        self._write("release_lease", owner)
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        self._write("release_lease", owner, epoch)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """Held with the batch's writes (first, by ``store.fencing``) and run on the head
+        inside the transaction that applies them: a fenced batch is refused whole there."""
+        self._write("check_fence", owner, epoch)
 
     def leases(self) -> list[Lease]:
         result: list[Lease] = self._read("leases")

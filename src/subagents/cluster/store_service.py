@@ -11,9 +11,11 @@ What a request may do is named by the protocol method it calls, checked against 
 below: nothing else of the store (its ``sweep``, its connection) is reachable from outside.
 
 - ``write(calls)``: writes, all in one transaction (one client ``batch()`` is one call, so
-  the batch is atomic and costs one commit on the head);
+  the batch is atomic and costs one commit on the head); a runtime's batch starts with
+  ``check_fence(owner, epoch)`` (``store.fencing``), run here inside that transaction, so a
+  writer whose lease was taken over has its whole batch refused (``Fenced``);
 - ``call(call)``: one read, or one write that answers (``post_command``, ``take_commands``,
-  ``renew_lease``), in a transaction of its own;
+  ``acquire_lease``, ``renew_lease``), in a transaction of its own;
 - ``read_within(held, call)``: a read made inside a client's batch must see the batch's own
   writes, which are not committed yet: they are applied in a transaction, the read is made,
   and the transaction is rolled back. The batch is sent for real when it ends.
@@ -61,15 +63,15 @@ WRITES = frozenset(
         "add_to_checkpoint",
         "save_outcome",
         "mark_outcome_delivered",
-        "acquire_lease",
         "release_lease",
         "post_command",
+        "check_fence",
     }
 )
 """Writes a client may hold inside its batch and send at once: they answer nothing, or (a
 command posted inside the supervisor's group commit) nobody reads their answer."""
 
-ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease"})
+ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease", "acquire_lease"})
 """Writes whose answer the caller needs at once: never held in a batch."""
 
 READS = frozenset(

@@ -31,6 +31,21 @@ class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
 
+class Fenced(StoreError):
+    """A write of a runtime whose lease is no longer held (``check_fence``): another process
+    took its runs over. Nothing of the transaction is kept."""
+
+
+def fenced_message(owner: str, epoch: int, held: int | None) -> str:
+    """Why a write of ``owner`` at ``epoch`` is refused (``held``: the epoch of its lease now,
+    if it has one)."""
+    now = "it is gone" if held is None else f"it was taken again, epoch {held}"
+    return (
+        f"fenced: the lease of {owner} (epoch {epoch}) is no longer held ({now}): another"
+        " process took its runs over; nothing of this write is kept"
+    )
+
+
 class RunStore(Protocol):
     def batch(self) -> AbstractContextManager[None]:
         """Group the writes made inside into one committed transaction."""
@@ -99,16 +114,27 @@ class RunStore(Protocol):
         ...
 
     # leases: which runtimes are alive (store.leases)
-    def acquire_lease(self, lease: Lease) -> None:
-        """Write ``lease`` (a runtime starting, or taking its lease back)."""
+    def acquire_lease(self, lease: Lease) -> int:
+        """Write ``lease`` (a runtime starting, or taking its lease back) with a new epoch,
+        one this store never gave before; that epoch."""
         ...
 
     def renew_lease(self, lease: Lease) -> bool:
-        """Renew a held lease; False when its row is gone (released by someone else: another
-        process took over this runtime's runs after the lease lapsed)."""
+        """Renew a held lease (``lease.owner`` at ``lease.epoch``); False when it is gone
+        (released by someone else: another process took over this runtime's runs after the
+        lease lapsed; or taken again under the same owner)."""
         ...
 
-    def release_lease(self, owner: str) -> None: ...
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        """Delete the lease of ``owner`` (only at ``epoch``, when given)."""
+        ...
+
     def leases(self) -> list[Lease]: ...
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """Raise ``Fenced`` unless the lease of ``owner`` at ``epoch`` is held. Called first
+        in a write transaction (``store.fencing``): the check and the writes commit together,
+        so no takeover can come between them."""
+        ...
 
     def close(self) -> None: ...

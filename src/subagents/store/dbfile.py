@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
 
 log = get_logger("subagents.store")
+
+T = TypeVar("T")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_SIZE = 100
@@ -128,3 +134,65 @@ def check_header(path: Path) -> None:
             f"{path}: truncated database: the header says {page_count} pages of {page_size} "
             f"bytes ({page_count * page_size} bytes) but the file has {size} bytes"
         )
+
+
+FileKey = tuple[int, int]
+"""A file as the kernel knows it (device, inode): two paths to one file are one key."""
+
+
+class OpenFiles:
+    """The database files this process has a SQLite connection to, counted.
+
+    Why: POSIX record locks belong to the process, not to a descriptor, and closing *any*
+    descriptor of a file drops *all* of the process's locks on it, SQLite's included. Then
+    another process closing its store (``subagents ps``) finds itself the file's last user,
+    checkpoints and deletes ``-wal`` and ``-shm`` under this one, whose later commits go to a
+    deleted log and are lost with it. So the file is opened with plain descriptors
+    (``prepare_file``, ``check_header``) only while this process has no connection to it:
+    a file it has open is already prepared and checked. One registry per process
+    (``OPEN_FILES``); opening a store and its registration happen under its lock, so no
+    thread prepares a file while another has just connected to it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count: dict[FileKey, int] = {}
+
+    def open(self, path: Path, connect: Callable[[], T]) -> tuple[T, FileKey]:
+        """``connect()`` to ``path``, first preparing and checking the file unless this
+        process has it open already; the connection and the file's key (for ``closed``)."""
+        with self._lock:
+            if _key(path) not in self._count:
+                prepare_file(path)
+                check_header(path)
+            conn = connect()
+            key = _key(path)
+            assert key is not None  # connected: the file exists
+            self._count[key] = self._count.get(key, 0) + 1
+            return conn, key
+
+    @contextmanager
+    def closing(self, key: FileKey) -> Iterator[None]:
+        """Close a connection inside (the registry's lock held, so no thread opens plain
+        descriptors on the file until it is closed), then forget it."""
+        with self._lock:
+            try:
+                yield
+            finally:
+                left = self._count.get(key, 0) - 1
+                if left > 0:
+                    self._count[key] = left
+                else:
+                    self._count.pop(key, None)
+
+
+def _key(path: Path) -> FileKey | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+OPEN_FILES = OpenFiles()
+"""This process's registry of open store files."""

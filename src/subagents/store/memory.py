@@ -27,6 +27,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
+from subagents.store.base import Fenced, fenced_message
 
 
 class MemoryStore:
@@ -46,6 +47,7 @@ class MemoryStore:
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
+        self._epochs = itertools.count(1)
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -182,20 +184,32 @@ class MemoryStore:
                 self._commands = [c for c in self._commands if c.run_id not in run_ids]
             return taken
 
-    def acquire_lease(self, lease: Lease) -> None:
+    def acquire_lease(self, lease: Lease) -> int:
         with self._lock:
-            self._leases[lease.owner] = lease
+            epoch = next(self._epochs)
+            self._leases[lease.owner] = msgspec.structs.replace(lease, epoch=epoch)
+            return epoch
 
     def renew_lease(self, lease: Lease) -> bool:
         with self._lock:
-            if lease.owner not in self._leases:
+            held = self._leases.get(lease.owner)
+            if held is None or held.epoch != lease.epoch:
                 return False
             self._leases[lease.owner] = lease
             return True
 
-    def release_lease(self, owner: str) -> None:
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
         with self._lock:
-            self._leases.pop(owner, None)
+            held = self._leases.get(owner)
+            if held is not None and (epoch is None or held.epoch == epoch):
+                del self._leases[owner]
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """The batch holds the store's lock: no takeover comes between this and its writes."""
+        with self._lock:
+            held = self._leases.get(owner)
+            if held is None or held.epoch != epoch:
+                raise Fenced(fenced_message(owner, epoch, held.epoch if held else None))
 
     def leases(self) -> list[Lease]:
         with self._lock:

@@ -42,7 +42,7 @@ from subagents.messages import (
     RunStatus,
 )
 from subagents.store.base import StoreError
-from subagents.store.dbfile import check_header, prepare_file
+from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
@@ -109,6 +109,18 @@ def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> str:
     return str(mode).lower()
 
 
+_NO_CAP = 0xFFFFFFFE
+"""SQLite's own largest page count: no cap but SQLite's (and the disk's)."""
+
+
+def _cap(conn: sqlite3.Connection, max_bytes: int | None) -> None:
+    if max_bytes is None:
+        conn.execute(f"PRAGMA max_page_count = {_NO_CAP}")
+        return
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
+
+
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
@@ -133,23 +145,26 @@ class SQLiteStore:
         if not busy_timeout >= 0:
             raise ValueError(f"busy_timeout must be a number of seconds >= 0, got {busy_timeout!r}")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
-        prepare_file(self.path)
-        check_header(self.path)
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path, "opening the store") from exc
+        path = self.path
+
+        def connect() -> sqlite3.Connection:
+            try:
+                return sqlite3.connect(
+                    path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise translate(exc, path, "opening the store") from exc
+
+        # the file is opened with plain descriptors only while no store of this process has
+        # it open: closing one would drop this process's SQLite locks (``dbfile.OpenFiles``)
+        conn, key = OPEN_FILES.open(path, connect)
         try:
             self.found_version, self.schema_version = self._open(conn, busy_timeout, max_bytes)
         except BaseException:
-            conn.close()
+            with OPEN_FILES.closing(key):
+                conn.close()
             raise
-        self._tx = Transactions(self.path, conn)
+        self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
         self._processes = ProcessRows(self._tx)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
@@ -176,9 +191,7 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys = ON")
             doing = "creating or upgrading the schema"
             found, version = upgrade(conn, self.path)
-            if max_bytes is not None:
-                (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-                conn.execute(f"PRAGMA max_page_count = {max(1, max_bytes // int(page_size))}")
+            _cap(conn, max_bytes)
         except sqlite3.Error as exc:
             raise translate(exc, self.path, doing) from exc
         if found is not None and found != version:
@@ -369,14 +382,19 @@ class SQLiteStore:
         (only those for ``run_ids`` when given; inside a batch, the claim commits with it)."""
         return self._processes.take_commands(run_ids)
 
-    def acquire_lease(self, lease: Lease) -> None:
-        self._processes.acquire_lease(lease)
+    def acquire_lease(self, lease: Lease) -> int:
+        return self._processes.acquire_lease(lease)
 
     def renew_lease(self, lease: Lease) -> bool:
         return self._processes.renew_lease(lease)
 
-    def release_lease(self, owner: str) -> None:
-        self._processes.release_lease(owner)
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        self._processes.release_lease(owner, epoch)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """``Fenced`` unless the lease of ``owner`` at ``epoch`` is held (call it first in the
+        batch it guards: ``store.fencing``)."""
+        self._processes.check_fence(owner, epoch)
 
     def leases(self) -> list[Lease]:
         return self._processes.leases()
@@ -419,6 +437,19 @@ class SQLiteStore:
         if problems != ["ok"]:
             shown = "; ".join(problems[:5])
             raise StoreError(f"{self.path}: corrupt database: {shown}")
+
+    def set_max_bytes(self, max_bytes: int | None) -> None:
+        """Change the cap on the file's size (None: none but SQLite's and the disk's). To a
+        capped store, raising the cap is what freeing space is to a full disk; the tests use
+        it so. A cap below the file's size holds it where it is."""
+        if max_bytes is not None and max_bytes <= 0:
+            raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
+        with self._tx.lock:
+            conn = self._tx.connection()
+            try:
+                _cap(conn, max_bytes)
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, "setting the size cap") from exc
 
     def meta(self) -> dict[str, str]:
         """The store's meta table (application, schema_version)."""

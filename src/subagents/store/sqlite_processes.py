@@ -15,11 +15,15 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Command, Lease
+from subagents.store.base import Fenced, fenced_message
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 COMMAND_KINDS = ("stop", "send")
 
 _lease_decoder = msgspec.json.Decoder(Lease)
+
+_EPOCH = "json_extract(lease, '$.epoch')"
+"""A lease's epoch, read from its document (no column of its own: no schema change)."""
 
 
 def _marks(n: int) -> str:
@@ -98,8 +102,22 @@ class ProcessRows:
             encode_row(lease, _lease_decoder, f"the lease of {lease.owner}"),
         )
 
-    def acquire_lease(self, lease: Lease) -> None:
+    def acquire_lease(self, lease: Lease) -> int:
+        """Write ``lease`` with the next epoch of the store (a counter in ``meta`` that only
+        grows, so an epoch is never given twice, even to one owner); that epoch."""
+        doing = f"writing the lease of {lease.owner}"
         with self.tx.writing() as conn:
+            self.tx.write_sql(
+                conn,
+                """INSERT INTO meta (key, value) VALUES ('lease_epoch', '1')
+                   ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1""",
+                (),
+                doing,
+            )
+            (raw,) = self.tx.write_sql(
+                conn, "SELECT value FROM meta WHERE key = 'lease_epoch'", (), doing
+            ).fetchone()
+            epoch = int(raw)
             self.tx.write_sql(
                 conn,
                 """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
@@ -107,27 +125,40 @@ class ProcessRows:
                    ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
                        renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
                        lease = excluded.lease""",
-                self._lease_row(lease),
-                f"writing the lease of {lease.owner}",
+                self._lease_row(msgspec.structs.replace(lease, epoch=epoch)),
+                doing,
             )
+        return epoch
 
     def renew_lease(self, lease: Lease) -> bool:
         row = self._lease_row(lease)
         with self.tx.writing() as conn:
             cursor = self.tx.write_sql(
                 conn,
-                """UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
-                   WHERE owner = ?""",
-                (*row[1:], lease.owner),
+                f"""UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
+                   WHERE owner = ? AND {_EPOCH} = ?""",
+                (*row[1:], lease.owner, lease.epoch),
                 f"renewing the lease of {lease.owner}",
             )
             return cursor.rowcount > 0
 
-    def release_lease(self, owner: str) -> None:
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        doing = f"releasing lease {owner}"
         with self.tx.writing() as conn:
-            self.tx.write_sql(
-                conn, "DELETE FROM leases WHERE owner = ?", (owner,), f"releasing lease {owner}"
-            )
+            if epoch is None:
+                self.tx.write_sql(conn, "DELETE FROM leases WHERE owner = ?", (owner,), doing)
+            else:
+                sql = f"DELETE FROM leases WHERE owner = ? AND {_EPOCH} = ?"
+                self.tx.write_sql(conn, sql, (owner, epoch), doing)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        """Inside a batch (``BEGIN IMMEDIATE``: the write lock is held until its commit), so no
+        takeover can commit between this check and the batch's writes."""
+        doing = f"checking the lease of {owner}"
+        rows = self.tx.read(f"SELECT {_EPOCH} FROM leases WHERE owner = ?", (owner,), doing)
+        held = int(rows[0][0]) if rows and rows[0][0] is not None else None
+        if held != epoch:
+            raise Fenced(f"{self.tx.path}: {fenced_message(owner, epoch, held)}")
 
     def leases(self) -> list[Lease]:
         rows = self.tx.read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")

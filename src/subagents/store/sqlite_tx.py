@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -86,8 +86,16 @@ class _Batch:
 class Transactions:
     """The store's connection and the transactions on it (see the module docstring)."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        *,
+        on_close: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    ) -> None:
+        """``on_close``: the context the connection is closed in (``dbfile.OpenFiles``)."""
         self.path = path
+        self._on_close = on_close
         self.lock = threading.RLock()
         self._conn = conn
         self._depth = 0
@@ -306,4 +314,5 @@ class Transactions:
             self._closed = True
             self._held.clear()
             self._rollback(self._conn)
-            self._conn.close()
+            with self._on_close():
+                self._conn.close()

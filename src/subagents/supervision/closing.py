@@ -9,15 +9,23 @@ CPU per run (benchmarks/README.md).
 
 from __future__ import annotations
 
-from subagents.messages import EventKind, Outcome, RunStatus
-from subagents.store.writes import SaveOutcome
+import msgspec
+
+from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write
 from subagents.supervision.effects import StopAgent
 from subagents.supervision.lifecycle import Lifecycle, usage_data
 
 
-def close_all(life: Lifecycle, reason: str) -> list[str]:
-    """Every live run of ``life`` ends cancelled with ``reason``; the ids, in the order they
-    ended.
+def close_all(
+    life: Lifecycle,
+    reason: str,
+    *,
+    status: RunStatus = RunStatus.CANCELLED,
+    error_kind: str = "cancelled",
+) -> list[str]:
+    """Every live run of ``life`` ends cancelled with ``reason`` (or ``status``, e.g. failed
+    with the store's error once the store works again); the ids, in the order they ended.
 
     The same ending as a cancel gives each run: its record, outcome and ``cancelled`` event
     written, its slot released, its unread mail dead, a root's outcome handed to the outside
@@ -37,25 +45,26 @@ def close_all(life: Lifecycle, reason: str) -> list[str]:
     ending = set(ids) - life._ending
     life._ending |= ending  # no outcome is handed to a parent ending in this pass
     now = effects.now
+    kind = EventKind(status.value)
     try:
         for state in order:
             record = state.record
             runs.ended(state)
             outcome = Outcome(
                 run_id=record.run_id,
-                status=RunStatus.CANCELLED,
-                error_kind="cancelled",
+                status=status,
+                error_kind=error_kind,
                 error=reason,
                 usage=record.usage,
                 steps=record.steps,
             )
-            runs.update(state, status=RunStatus.CANCELLED, ended_at=now(), outcome=outcome)
+            runs.update(state, status=status, ended_at=now(), outcome=outcome)
             effects.writes.append(SaveOutcome(outcome))
             slots.release(record.run_id)
             runs.emit(
                 state,
-                EventKind.CANCELLED,
-                error_kind="cancelled",
+                kind,
+                error_kind=error_kind,
                 error=reason,
                 steps=record.steps,
                 tool_calls=record.tool_calls,
@@ -69,3 +78,29 @@ def close_all(life: Lifecycle, reason: str) -> list[str]:
     finally:
         life._ending -= ending
     return ids
+
+
+def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:
+    """The writes that end ``record``, which the store has unfinished but no runtime holds
+    in memory (its end was in a transaction that failed), as failed with the store's error
+    ``reason``: its record, its outcome, its ``failed`` event."""
+    outcome = Outcome(
+        run_id=record.run_id,
+        status=RunStatus.FAILED,
+        error_kind="store",
+        error=reason,
+        usage=record.usage,
+        steps=record.steps,
+    )
+    ended = msgspec.structs.replace(record, status=RunStatus.FAILED, ended_at=ts, outcome=outcome)
+    event = Event(
+        kind=EventKind.FAILED,
+        run_id=record.run_id,
+        agent=record.agent,
+        root_run_id=record.root_run_id,
+        parent_run_id=record.parent_run_id,
+        depth=record.depth,
+        ts=ts,
+        data={"error_kind": "store", "error": reason, "steps": record.steps},
+    )
+    return [SaveRun(ended), SaveOutcome(outcome), AppendEvent(event)]

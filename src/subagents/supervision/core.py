@@ -62,7 +62,7 @@ from subagents.messages import (
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import AddToCheckpoint, SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
-from subagents.supervision.closing import close_all
+from subagents.supervision.closing import close_all, failed_unheld
 from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -223,6 +223,22 @@ class SupervisorCore:
         the reply is the ids cancelled."""
         self.effects.begin()
         return self._decided(tuple(close_all(self.lifecycle, reason)))
+
+    def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
+        """The store takes writes again after failing with ``reason`` (a full disk freed):
+        every run held here (stopped when it failed) ends failed with the store's error, as
+        its caller was told, and so does each of ``unheld``, a run the store still has
+        unfinished under this runtime that is no longer held (its end was in the transaction
+        that failed). The reply is the ids ended; then the runtime goes on."""
+        self.effects.begin()
+        ended = close_all(self.lifecycle, reason, status=RunStatus.FAILED, error_kind="store")
+        ts = self.effects.now()
+        done = set(ended)
+        for record in unheld:
+            if record.run_id not in done and self.runs.live(record.run_id) is None:
+                self.effects.writes.extend(failed_unheld(record, reason, ts))
+                ended.append(record.run_id)
+        return self._decided(tuple(ended))
 
     # ---- reports from agents ---------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""The supervisor's outage: why it takes no work on now, and the way back.
+
+Why apart from ``SupervisorActor``: what the supervisor does when the store fails (or its
+lease is lost) is one concern with state of its own (the failure, whether it is for good);
+handling messages is another. The actor composes an ``Outage`` and asks it.
+
+- The store failed (a full disk, a file gone, read-only...): what is in memory can no
+  longer be made durable, so no run may go on as if it were. Every live run's agent is
+  stopped and every waiting caller is told, with the store's error; the store keeps the last
+  committed state. Not for good: once the store takes writes again (space freed), ``recover``
+  records every run this runtime held as its caller was told (failed, with the store's
+  error) and the runtime goes on taking work.
+- The lease is lost (another process took the runs over, ``store.fencing``): the same stop,
+  logged in one line, and for good: nothing more is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from subagents.logs import get_logger
+from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
+from subagents.store.base import Fenced, RunStore, StoreError
+from subagents.store.snapshot import UNFINISHED
+from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import Decision
+
+log = get_logger("subagents.supervisor")
+
+LOST_LEASE = "this runtime lost its lease"
+"""What a host whose runs were taken over says (its one log line, its callers' error)."""
+
+
+class Outage:
+    """The supervisor's failure, if any (``failure``), and whether it is for good."""
+
+    def __init__(
+        self,
+        core: SupervisorCore,
+        store: RunStore,
+        on_outside: Callable[[ChildDone | SpawnReply], None],
+    ) -> None:
+        self.core = core
+        self.store = store
+        self.on_outside = on_outside
+        self.failure: str | None = None
+        """Why nothing is taken on now (None: all is well)."""
+        self.for_good = False
+        """The failure is a lost lease: no store coming back undoes it."""
+
+    def begin(
+        self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
+    ) -> bool:
+        """The store failed with ``exc`` (or the lease is lost: ``what``): every agent is
+        stopped (``stop_all``) and every root's caller told, those of ``ended`` (roots whose
+        end was not committed) too. False if it had failed already (nothing more to do)."""
+        if isinstance(exc, Fenced):  # a write found the lease taken (``store.fencing``)
+            what = LOST_LEASE
+        self.for_good = self.for_good or what == LOST_LEASE
+        if self.failure is not None:
+            return False
+        self.failure = f"{what}: {exc}"
+        if what == LOST_LEASE:  # the one line a fenced host logs
+            log.error(f"{what}: every run is stopped, nothing more is written", error=str(exc))
+        else:
+            log.error(f"{what}: every run is stopped", error=str(exc))
+        stop_all()
+        roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
+        for run_id in dict.fromkeys([*ended, *roots]):
+            outcome = Outcome(
+                run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=self.failure
+            )
+            self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
+        return True
+
+    def recover(self, write: Callable[[Decision], None]) -> Decision | None:
+        """Whether the store takes writes again (not after a lost lease: that is for good):
+        if it does, every run this runtime held, and every run the store still has
+        unfinished under it, is recorded as failed with the store's error in one
+        transaction (``write``: the decision's writes, inside it), and the decision (its
+        effects to carry out) is returned; None while the store still fails."""
+        failure = self.failure
+        if failure is None or self.for_good:
+            return None
+        owner = self.core.owner
+        store = self.store
+        try:
+            unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
+            with store.batch():
+                decision = self.core.store_recovered(failure, unheld)
+                write(decision)
+        except StoreError as exc:
+            log.debug("the run store still fails", error=str(exc))
+            return None
+        self.failure = None
+        log.warning("the run store takes writes again: going on", ended=len(decision.reply))
+        return decision

@@ -1,0 +1,217 @@
+"""Fencing: a runtime writes only while it holds its lease, checked in every write transaction.
+
+Why: a host stalled past its lease (SIGSTOP, swapping, a frozen VM) has its runs taken over
+by another runtime (``store.leases``; the taker releases the lapsed lease in the transaction
+that takes the runs). When the stalled host wakes, its threads carry on from where they were:
+an agent's step ends, the supervisor records it. Telling it "you lost your lease" at its next
+renewal comes too late for writes already on their way; so instead every write transaction
+of a runtime begins by checking, inside the transaction, that the lease it took (its owner
+and the epoch the store gave that taking, ``Lease.epoch``) is still the store's. The takeover
+and the check are serialised by the store's write lock: either the write commits before the
+takeover (which then sees it), or the check finds the lease gone and the whole transaction is
+refused (``Fenced``), nothing of it written.
+
+``FencedStore`` is the store as the supervisor sees it: every ``batch()`` (the outermost one
+of its thread) runs ``check_fence`` first, and every write made outside a batch gets a batch
+of its own. Reads pass through. On a cluster the check is one more call in the batch sent to
+the head, run there inside the transaction that applies it (``cluster.store_service``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+import msgspec
+
+from subagents.messages import (
+    Checkpoint,
+    CheckpointDelta,
+    Command,
+    Event,
+    JournalEntry,
+    Lease,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+from subagents.store.base import RunStore
+
+
+class Fence(msgspec.Struct, frozen=True):
+    """The lease a runtime writes under: its owner and the epoch the store gave it."""
+
+    owner: str
+    epoch: int
+
+
+class _FencedBatch:
+    """The inner store's batch; the outermost one of a thread checks the fence first. A
+    class, not a generator: the supervisor opens one per message it handles."""
+
+    __slots__ = ("_fenced", "_inner", "_outer")
+
+    def __init__(self, fenced: FencedStore) -> None:
+        self._fenced = fenced
+        self._inner = fenced.store.batch()
+        self._outer = False
+
+    def __enter__(self) -> None:
+        fenced = self._fenced
+        local = fenced._local
+        self._inner.__enter__()
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        fence = fenced.fence
+        if depth == 0 and fence is not None:
+            try:
+                fenced.store.check_fence(fence.owner, fence.epoch)
+            except BaseException as exc:
+                local.depth = depth
+                self._inner.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._fenced._local.depth -= 1
+        return self._inner.__exit__(kind, exc, tb)
+
+
+class FencedStore:
+    """``store`` with every write transaction fenced by ``fence`` (None: not yet; the lease
+    keeper sets it when it has taken the lease, before the runtime writes anything)."""
+
+    def __init__(self, store: RunStore, fence: Fence | None = None) -> None:
+        self.store = store
+        self.fence = fence
+        self._local = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        """What else the store offers (its ``path``, ...), as it is."""
+        return getattr(self.store, name)
+
+    def batch(self) -> AbstractContextManager[None]:
+        return _FencedBatch(self)
+
+    def sweep(self, **kwargs: Any) -> Any:
+        """The store's sweeper (if it has one: ``SQLiteStore``), fenced like any write."""
+        sweep = getattr(self.store, "sweep", None)
+        if sweep is None:
+            return None
+        with self.batch():
+            return sweep(**kwargs)
+
+    # ---- writes: inside a fenced batch --------------------------------------------------
+
+    def save_run(self, record: RunRecord) -> None:
+        with self.batch():
+            self.store.save_run(record)
+
+    def append_event(self, event: Event) -> None:
+        with self.batch():
+            self.store.append_event(event)
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self.batch():
+            self.store.save_checkpoint(checkpoint)
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        with self.batch():
+            self.store.add_to_checkpoint(delta)
+
+    def save_mail(self, mail: Mail) -> None:
+        with self.batch():
+            self.store.save_mail(mail)
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        with self.batch():
+            self.store.save_mails(mails)
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        with self.batch():
+            self.store.set_mail_state(mail_id, state)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        with self.batch():
+            self.store.set_mails_state(mail_ids, state)
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        with self.batch():
+            self.store.save_journal(run_id, entries)
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        with self.batch():
+            self.store.save_outcome(outcome)
+
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        with self.batch():
+            self.store.mark_outcome_delivered(run_id)
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        with self.batch():
+            return self.store.post_command(kind, run_id, content)
+
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        with self.batch():
+            return self.store.take_commands(run_ids)
+
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        """Another owner's lapsed lease, released by the takeover of its runs."""
+        with self.batch():
+            self.store.release_lease(owner, epoch)
+
+    # ---- this runtime's own lease, and reads: as they are --------------------------------
+
+    def acquire_lease(self, lease: Lease) -> int:
+        return self.store.acquire_lease(lease)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        return self.store.renew_lease(lease)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        self.store.check_fence(owner, epoch)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self.store.get_run(run_id)
+
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        return self.store.list_runs(
+            statuses=statuses, root_run_id=root_run_id, agent=agent, limit=limit
+        )
+
+    def events(self, run_id: str) -> list[Event]:
+        return self.store.events(run_id)
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        return self.store.load_checkpoint(run_id)
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        return self.store.mail_for(run_id, states)
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        return self.store.journal_of(run_id)
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        return self.store.undelivered_outcomes()
+
+    def leases(self) -> list[Lease]:
+        return self.store.leases()
+
+    def close(self) -> None:
+        """The store is its owner's to close, not the fence's."""

@@ -1,0 +1,66 @@
+"""A host for test_fencing: runs of a function agent that wait for a gate file, on a SQLite
+store with a short lease. The test stops this process (SIGSTOP) past its lease, has another
+runtime take the runs over and finish them, then lets it go on (SIGCONT).
+
+Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N. Prints
+"ready" once its N runs have started, then each run's outcome (status, error) as one JSON
+line once they have all ended here.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+
+from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
+from subagents.behaviour.function import AgentContext
+from subagents.logs import configure
+
+HANG_GUARD_S = 120.0
+
+
+def gated_agent(gate: Path) -> FunctionAgent:
+    def gated(ctx: AgentContext) -> str:
+        until = time.monotonic() + HANG_GUARD_S
+        while not gate.exists():
+            if time.monotonic() > until:
+                raise TimeoutError(f"{gate} never appeared")
+            time.sleep(0.005)
+        Path(f"{gate}.{os.getpid()}.{ctx.task}").touch()  # says which process got past it
+        return f"done {ctx.task}"
+
+    return FunctionAgent.create("gated", gated)
+
+
+def main(db: str, gate: str, n: int) -> None:
+    configure(level="warning", stream=sys.stderr)
+    faulthandler.register(signal.SIGUSR1)  # a hang shows its threads
+    started: set[str] = set()
+    all_started = threading.Event()
+
+    def on_event(event: object) -> None:
+        if getattr(event, "kind", None) == "started":
+            started.add(getattr(event, "run_id", ""))
+            if len(started) >= n:
+                all_started.set()
+
+    store = SQLiteStore(db, busy_timeout=HANG_GUARD_S)  # the test may hold the write lock
+    rt = Runtime([gated_agent(Path(gate))], model=ScriptedModel(), store=store, lease_s=1.0)
+    rt.subscribe(on_event)
+    handles = [rt.spawn("gated", f"t{i}") for i in range(n)]
+    assert all_started.wait(HANG_GUARD_S), "the runs never started"
+    print("ready", flush=True)
+    outcomes = [h.result(timeout=HANG_GUARD_S) for h in handles]
+    rt.close()
+    print(msgspec.json.encode([(str(o.status), o.error) for o in outcomes]).decode(), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,138 @@
+"""Fencing: a host stalled past its lease writes nothing once its runs were taken over.
+
+The real thing first: a runtime process is stopped (SIGSTOP) longer than its lease, a second
+runtime takes its runs up and finishes them, then the first is let go on (SIGCONT). Its
+agents finish their work and report, its lease keeper renews: every write it tries is
+refused inside the write's transaction (the lease, owner and epoch, is checked there), so
+each run ends exactly once, under its new owner, and no record goes back to running. Then
+the same without a race: a runtime whose lease is released under it (what a takeover does)
+while its keeper is far from its next renewal still records nothing of its run's end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import msgspec
+from fence_job import gated_agent
+
+from polling import wait_until
+from subagents import Runtime, ScriptedModel, SQLiteStore
+from subagents.messages import EventKind, RunStatus
+from subagents.store.leases import Liveness
+
+JOB = Path(__file__).with_name("fence_job.py")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+RUNS = 4
+ENDS = {
+    EventKind.COMPLETED,
+    EventKind.FAILED,
+    EventKind.CANCELLED,
+    EventKind.TIMED_OUT,
+    EventKind.BUDGET_EXCEEDED,
+}
+
+
+def _start_host(db: Path, gate: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    host = subprocess.Popen(
+        [sys.executable, str(JOB), str(db), str(gate), str(RUNS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert host.stdout is not None
+    line = host.stdout.readline()
+    if line.strip() != "ready":
+        host.kill()
+        raise AssertionError(f"the host did not start: {line!r} {host.communicate()[1]}")
+    return host
+
+
+def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(tmp_path: Path) -> None:
+    db, gate = tmp_path / "runs.db", tmp_path / "gate"
+    host = _start_host(db, gate)
+    store = SQLiteStore(db)
+    try:
+        runs = store.list_runs()
+        assert len(runs) == RUNS and {r.status for r in runs} == {RunStatus.RUNNING}
+        first_owner = runs[0].owner
+        os.kill(host.pid, signal.SIGSTOP)  # alive, but renewing nothing
+        wait_until(
+            lambda: all(Liveness(store.leases()).orphaned(r) for r in store.list_runs()),
+            "the stopped host's lease lapsing",
+        )
+        gate.touch()  # the work may end now: the taker's, and the stopped host's once woken
+        with Runtime(
+            [gated_agent(gate)], model=ScriptedModel(), store=SQLiteStore(db), lease_s=30
+        ) as taker:
+            assert sorted(taker.restore_report.resumed) == sorted(r.run_id for r in runs)
+            for r in runs:
+                assert taker.attach(r.run_id).result(timeout=120).status is RunStatus.COMPLETED
+            second_owner = taker.owner
+            # The first host wakes while the taker lives. The store's write lock is held until
+            # its runs have got past the gate, so that their ends reach its supervisor before
+            # its lease keeper can renew (and learn of the takeover): what the fence must stop
+            # is the supervisor's own write of those ends.
+            lock = sqlite3.connect(db, isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")
+            os.kill(host.pid, signal.SIGCONT)
+            wait_until(
+                lambda: len(list(tmp_path.glob(f"gate.{host.pid}.*"))) == RUNS,
+                "the woken host's runs getting past the gate",
+            )
+            lock.execute("ROLLBACK")
+            lock.close()
+            out, err = host.communicate(timeout=120)
+        assert host.returncode == 0, err
+    finally:
+        if host.poll() is None:
+            os.kill(host.pid, signal.SIGCONT)
+            host.kill()
+            host.wait()
+    for r in runs:
+        record = store.get_run(r.run_id)
+        assert record is not None
+        assert (record.status, record.owner) == (RunStatus.COMPLETED, second_owner)
+        assert record.outcome is not None and record.outcome.result == f"done {r.task}"
+        ends = [e for e in store.events(r.run_id) if e.kind in ENDS]
+        assert len(ends) == 1, [e.kind for e in store.events(r.run_id)]  # it ended once
+    assert second_owner != first_owner
+    told = msgspec.json.decode(out.strip().splitlines()[-1])
+    assert [status for status, _error in told] == ["failed"] * RUNS
+    assert all("lost its lease" in error for _status, error in told)
+    said = [line for line in err.splitlines() if "lost its lease" in line]
+    assert len(said) == 1, err  # the fenced host says so in one log line
+    store.close()
+
+
+def test_a_runtime_whose_lease_was_taken_records_nothing_of_its_runs_end(
+    tmp_path: Path,
+) -> None:
+    """No race with the lease keeper: its next renewal is 200 s away, so only the fence in
+    the write's transaction can keep the run's end from being recorded."""
+    db, gate = tmp_path / "runs.db", tmp_path / "gate"
+    store = SQLiteStore(db)
+    started = threading.Event()
+    with Runtime([gated_agent(gate)], model=ScriptedModel(), store=store, lease_s=600) as rt:
+        rt.subscribe(lambda e: started.set() if e.kind == "started" else None)
+        handle = rt.spawn("gated", "t")
+        assert started.wait(60)
+        taker = SQLiteStore(db)
+        taker.release_lease(rt.owner)  # what a resume that took its runs over does
+        taker.close()
+        gate.touch()  # the run ends now; its report reaches the supervisor
+        outcome = handle.result(timeout=60)
+        assert outcome.status is RunStatus.FAILED
+        assert outcome.error is not None and "lost its lease" in outcome.error
+    record = store.get_run(handle.run_id)
+    assert record is not None and record.status is RunStatus.RUNNING  # left to its taker
+    assert [e.kind for e in store.events(handle.run_id) if e.kind in ENDS] == []
+    store.close()
