@@ -29,7 +29,7 @@ from subagents.definitions.validate import tool_base
 from subagents.tools.base import Tool
 from subagents.tools.modes import Mode, parse_mode, stricter
 from subagents.tools.rules import Rule, call_target, parse_rules
-from subagents.tools.shellwords import has_substitution, is_read_only, split_line
+from subagents.tools.shellwords import is_read_only, parse, reads_only
 
 Behavior = Literal["allow", "deny", "ask"]
 
@@ -132,8 +132,9 @@ class PermissionPolicy:
         name = tool.name
         target = call_target(name, arguments, self.root)
         for rule in self.deny:
-            if _denies(rule, name, arguments, target, self.root):
-                return Decision("deny", f"{name} is denied by the rule {rule.text}")
+            why = _denial(rule, name, arguments, target, self.root)
+            if why is not None:
+                return Decision("deny", why)
         restricted = self._restriction(name)
         if restricted is not None and not any(
             r.matches(name, arguments, target, self.root) for r in restricted
@@ -172,14 +173,13 @@ class PermissionPolicy:
         command = arguments.get("command")
         if not isinstance(command, str) or arguments.get("run_in_background"):
             return False
-        if has_substitution(command):
-            return False
-        parts = split_line(command)
-        if not parts:
+        script = parse(command)
+        if not script.plain:
             return False
         rules = [r for r in self.allow if r.names("Bash")]
         return all(
-            is_read_only(part) or any(r.matches_command(part) for r in rules) for part in parts
+            reads_only(part) or any(r.matches_command(part) for r in rules)
+            for part in script.commands
         )
 
     def _ask(self, reason: str) -> Decision:
@@ -194,17 +194,19 @@ class PermissionPolicy:
         return tuple(found) if found else None
 
 
-def _denies(
+def _denial(
     rule: Rule, name: str, arguments: Mapping[str, Any], target: Path | None, root: Path
-) -> bool:
-    """A deny rule hits a Bash line when ANY of its commands matches (allow needs all)."""
+) -> str | None:
+    """Why a deny rule refuses this call, or None. A Bash line is refused when ANY command
+    it runs matches, however its program is named (allow needs all, as written)."""
     if name == "Bash" and rule.specifier is not None and rule.names(name):
         command = arguments.get("command")
-        parts = split_line(command) if isinstance(command, str) else None
-        if parts is None:
-            return False
-        return any(rule.matches_command(p) for p in parts)
-    return rule.matches(name, arguments, target, root)
+        if not isinstance(command, str):
+            return f"Bash without a command is denied by the rule {rule.text}"
+        return rule.denial(command)
+    if rule.matches(name, arguments, target, root):
+        return f"{name} is denied by the rule {rule.text}"
+    return None
 
 
 def _read_only_command(arguments: Mapping[str, Any]) -> bool:
