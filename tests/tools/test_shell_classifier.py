@@ -250,7 +250,6 @@ def test_allow_rules_match_the_command_as_written() -> None:
         "PATH=./bin:$PATH git diff",  # an assignment is part of what is written
         "./bin/git diff",
         "GIT_EXTERNAL_DIFF=x git diff",
-        "git diff > /tmp/out",  # writes a file
         "git diff $(rm x)",
         "python -m pytest; rm x",
     ):
@@ -276,3 +275,49 @@ def test_the_reader_finds_nested_commands_and_names() -> None:
     assert parse("echo 'a; b' && ls").constructs == {"and"}
     assert parse("echo 'open").error is not None
     assert commands_run('echo "open') is None
+
+
+def test_the_explore_agent_does_not_run_a_repositorys_own_git(tmp_path: Path) -> None:
+    """Real runtime, real Bash: the trial's ``PATH=./bin:$PATH git diff`` through the built-in
+    explore agent (``Bash(git diff:*)``, plan mode) ran the repository's ./bin/git, in a
+    runtime in bypassPermissions. Each trick is refused; a plain ``git diff`` runs."""
+    import os
+    import subprocess
+
+    from subagents.messages import RunStatus
+    from subagents.models.scripted import ScriptedModel
+    from subagents.runtime import Runtime
+
+    repo = tmp_path / "repo"
+    (repo / "bin").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    pwned = tmp_path / "pwned"
+    for name in ("git", "cat"):
+        fake = repo / "bin" / name
+        fake.write_text(f"#!/bin/sh\necho {name} >> {pwned}\n")
+        fake.chmod(0o755)
+    (repo / "a").write_text("a\n")
+    (repo / "b").write_text("b\n")
+    tricks = [
+        "PATH=./bin:$PATH git diff",
+        "./bin/git diff",
+        f"GIT_EXTERNAL_DIFF={repo / 'bin' / 'git'} git diff --no-index a b",
+        f"git -c diff.external={repo / 'bin' / 'git'} diff --no-index --ext-diff a b",
+        f"git diff --no-index --ext-diff a b; {repo / 'bin' / 'cat'} a",
+    ]
+    calls = [{"name": "Bash", "input": {"command": line}} for line in tricks]
+    calls.append({"name": "Bash", "input": {"command": "git diff --no-index --stat a b"}})
+    shown = " || ".join(f"{{result{i}}}" for i in range(len(calls)))
+    model = ScriptedModel({"explore": [{"tool_calls": calls}, {"text": shown}]})
+    env_path = os.environ.get("PATH", "")
+    assert "./bin" not in env_path
+    with Runtime(discover=True, model=model, workspace=repo, permissions="bypassPermissions") as rt:
+        outcome = rt.run("explore", "look", wait=120.0)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert not pwned.exists()
+    assert outcome.result is not None
+    answers = outcome.result.split(" || ")
+    assert all(a.startswith("Permission to use Bash was denied") for a in answers[:-1]), answers
+    assert "1 insertion(+), 1 deletion(-)" in answers[-1] or "2 files changed" in answers[-1], (
+        answers
+    )

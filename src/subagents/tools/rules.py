@@ -5,7 +5,7 @@
   An allow (or ask, or a definition's ``tools``) rule matches a line when the line is plain
   (no substitution, subshell...) and every command of it matches as written, its leading
   ``NAME=value`` assignments and its program's path included (``PATH=x git diff`` and
-  ``./git diff`` are not ``git diff``), with no output redirection to a file. A deny rule
+  ``./git diff`` are not ``git diff``); its redirections are not part of it. A deny rule
   matches a line when ANY command it runs matches, the program named however it is written
   (``/bin/rm``, ``command rm``, ``\\rm``, ``'rm'``, inside ``$(...)`` or ``sh -c``, and
   ``find -delete`` as ``rm``); a command whose program cannot be named (``$X``) or a line
@@ -110,7 +110,7 @@ class Rule:
 
     def matches_command(self, command: Command) -> bool:
         """One simple command, as written, against a Bash specifier (allow-type matching)."""
-        if command.writes or not command.words or not command.words[0].literal:
+        if not command.words or not command.words[0].literal:
             return False
         return self.matches_text(" ".join(w.text for w in command.words))
 
