@@ -89,6 +89,7 @@ TRICKS = [
     "echo x >&out",
     "cat < /dev/tcp/example.com/80",
     "cat <<EOF\nx\nEOF",
+    "cat <<'EOF'\nx\nEOF",
     "echo $((x=1))",
     "cat f; rm g",
     "ls && rm -rf x",
@@ -199,6 +200,9 @@ DENY_RM = [
     "{r,}m x",
     "r?m x",
     "echo 'unclosed; rm x",
+    "cat <<EOF\n$(rm x)\nEOF",
+    "cat <<-EOF\n\t`rm x`\n\tEOF",
+    "cat > f <<'EOF'\nhello\nEOF\nrm x",
 ]
 
 
@@ -216,8 +220,15 @@ def test_a_deny_rule_holds_however_the_program_is_named(line: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["ls -la", "echo rm", "grep rm f", "git rm x", "cat 'rm'", "firm x", "rmdir x"]
-)
+    "line",
+    [
+        "ls -la", "echo rm", "grep rm f", "git rm x", "cat 'rm'", "firm x", "rmdir x",
+        # a here-document's body is text: writing a script that mentions rm runs no rm
+        "cat > clean.sh <<'EOF'\nrm -rf build\nEOF",
+        "cat > clean.sh <<EOF\nrm -rf $HOME/build\nEOF\nchmod +x clean.sh",
+        "cat > x <<-EOF\n\trm -rf build\n\tEOF",
+    ],
+)  # fmt: skip
 def test_a_deny_rule_lets_other_programs_run(line: str) -> None:
     p, _ = PermissionPolicy.for_agent(
         Permissions(mode="bypassPermissions", deny=("Bash(rm:*)",)),

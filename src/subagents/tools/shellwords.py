@@ -151,6 +151,8 @@ class _Reader:
         self.script = script
         self.depth = depth
         self.nested = nested
+        self.heredocs: list[tuple[str, bool, bool]] = []
+        """Here-documents whose bodies start at the next newline: (delimiter, quoted, <<-)."""
         if depth > _MAX_NESTING:
             raise _Unclosed("nested too deeply")
 
@@ -171,6 +173,8 @@ class _Reader:
             text = "".join(word)
             if redirect is not None:
                 self._redirected(cmd, redirect, text, literal)
+                if redirect in ("<<", "<<-"):
+                    self.heredocs.append((text, not plain, redirect == "<<-"))
                 redirect = None
             else:
                 cmd.words.append(Word(text, literal, plain))
@@ -196,6 +200,8 @@ class _Reader:
             elif c in ";\n":
                 end_command("sequence")
                 self.i += 1
+                if c == "\n" and self.heredocs:
+                    self._heredoc_bodies()
             elif c == "&":
                 if s.startswith("&&", self.i):
                     end_command("and")
@@ -248,6 +254,36 @@ class _Reader:
         if stop is not None:
             raise _Unclosed(f"a {stop!r} is missing")
         end_command(None)
+
+    def _heredoc_bodies(self) -> None:
+        """Skip the bodies of the pending here-documents (text, not commands), reading the
+        substitutions of those whose delimiter is unquoted (``$(...)`` there runs)."""
+        s, n = self.s, len(self.s)
+        for delimiter, quoted, strip in self.heredocs:
+            while self.i < n:
+                end = s.find("\n", self.i)
+                end = n if end < 0 else end
+                line = s[self.i : end]
+                self.i = min(end + 1, n)
+                if (line.lstrip("\t") if strip else line) == delimiter:
+                    break
+                if not quoted:
+                    self._expansions(line)
+        self.heredocs = []
+
+    def _expansions(self, text: str) -> None:
+        """The commands inside ``$(...)`` and backticks of ``text`` (a here-document line)."""
+        reader = _Reader(text, self.script, self.depth + 1, nested=True)
+        while reader.i < len(text):
+            c = text[reader.i]
+            if c == "\\":
+                reader.i += 2
+            elif c == "$":
+                reader._dollar()
+            elif c == "`":
+                reader._backticks()
+            else:
+                reader.i += 1
 
     def _operator(self) -> str:
         for op in ("<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">|", ">&", ">"):
