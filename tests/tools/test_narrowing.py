@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Event, RunRecord, RunStatus
@@ -162,3 +163,23 @@ def test_the_narrowing_is_an_intersection() -> None:
     )
     assert free.mode == "bypassPermissions"
     assert free.decide(tools["Write"], {"file_path": "/work/project/a"}).behavior == "allow"
+
+
+def test_info_shows_what_the_requesters_hold_a_run_to(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`subagents info` on the narrowed child: a `permissions` line; none on the root."""
+    from subagents.cli import info_cmd
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    run_tree(repo, "child", store)
+    records = {r.agent: r for r in store.list_runs()}
+    store.close()
+    shown = {}
+    for agent in ("child", "lead"):
+        info_cmd.show(info_cmd.Info(run=records[agent], children=(), mail=()))
+        shown[agent] = capsys.readouterr().out
+    child_out, lead_out = shown["child"], shown["lead"]
+    line = next(x for x in child_out.splitlines() if x.startswith("permissions"))
+    assert "mode at most plan (lead r" in line and "not Bash, Edit(secrets/**) (lead)" in line
+    assert "permissions" not in lead_out
