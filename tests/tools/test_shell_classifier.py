@@ -199,6 +199,8 @@ DENY_RM = [
     '"$(which rm)" x',
     "{r,}m x",
     "r?m x",
+    "r[m] x",
+    "/bin/r* x",
     "echo 'unclosed; rm x",
     "cat <<EOF\n$(rm x)\nEOF",
     "cat <<-EOF\n\t`rm x`\n\tEOF",
@@ -223,6 +225,7 @@ def test_a_deny_rule_holds_however_the_program_is_named(line: str) -> None:
     "line",
     [
         "ls -la", "echo rm", "grep rm f", "git rm x", "cat 'rm'", "firm x", "rmdir x",
+        "[ -f x ] && echo yes", "if [ -d build ]; then ls build; fi", "find . -exec ls {} +",
         # a here-document's body is text: writing a script that mentions rm runs no rm
         "cat > clean.sh <<'EOF'\nrm -rf build\nEOF",
         "cat > clean.sh <<EOF\nrm -rf $HOME/build\nEOF\nchmod +x clean.sh",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
-_GLOB_CHARS = frozenset("*?[{}")
+_WORD_END = re.compile(r"[\s;&|()<>]|$")
 _MAX_NESTING = 16
 
 PLAIN_JOINS = frozenset({"sequence", "and", "or", "pipe"})
@@ -333,7 +333,23 @@ class _Reader:
         if c == "$":
             return self._dollar()
         self.i += 1
-        return c, c not in _GLOB_CHARS, c not in _GLOB_CHARS
+        fixed = not self._expands(c)
+        return c, fixed, fixed
+
+    def _expands(self, c: str) -> bool:
+        """Whether an unquoted ``c`` (just read) makes its word expand: ``*``, ``?``, a ``[``
+        closed later in the word (``r[m]``), a ``{`` of a brace list (``{r,}m``, ``{1..3}``).
+        A lone ``[`` (the test command) or ``{`` (a group) does not."""
+        if c in "*?":
+            return True
+        if c not in "[{":
+            return False
+        found = _WORD_END.search(self.s, self.i)
+        rest = self.s[self.i : found.start() if found else len(self.s)]
+        if c == "[":
+            return "]" in rest
+        close = rest.find("}")
+        return close > 0 and ("," in rest[:close] or ".." in rest[:close])
 
     def _double_quoted(self, end: str) -> tuple[str, bool]:
         """Read up to ``end`` (``"``, or ``}`` of ``${...}``): (text, literal)."""
