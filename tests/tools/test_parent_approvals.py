@@ -162,3 +162,30 @@ def test_a_plan_mode_parent_cannot_approve_a_childs_bash(repo: Path) -> None:
         result = child_result(rt)
     assert not (repo / "out.txt").exists()
     assert result.startswith("child: Permission to use Bash was denied: plan mode is read-only")
+
+
+def test_a_parent_cannot_approve_a_tool_it_is_not_offered(repo: Path) -> None:
+    """The lead holds bypassPermissions but its tools are only the runtime's: it could not
+    call Bash itself, so it may not approve the child's; the handler is asked, told why."""
+    model = ScriptedModel({"lead": lead_answering("allow"), "child": CHILD})
+    asked: list[ApprovalRequest] = []
+
+    def handler(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
+    lead = AgentSpec(
+        name="lead", description="Delegates.", prompt="You delegate.",
+        tools=("spawn_subagent", "send_message", "wait_for_message"),
+    )  # fmt: skip
+    with Runtime(
+        [lead, agent("child", "default")], model=model, workspace=repo, ask_parent=True,
+        approve=handler, permissions=BYPASS,
+    ) as rt:  # fmt: skip
+        assert rt.run("lead", "go", wait=WAIT).status is RunStatus.COMPLETED
+        assert child_result(rt) == "child: Permission to use Bash was denied: Bash was not approved"
+    assert not (repo / "out.txt").exists()
+    (request,) = asked
+    assert "since it may not call Bash itself (its tools: spawn_subagent, send_message," in (
+        request.reason
+    )

@@ -23,7 +23,7 @@ from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
-from subagents.tools.permissions import Decision, PermissionPolicy
+from subagents.tools.permissions import Decision, PermissionPolicy, lists
 
 
 class ToolCrash(Exception):
@@ -129,6 +129,12 @@ class ToolCalls:
         grant = self.port.record.ceiling[-1] if self.port.record.ceiling else None
         if self.requester is None or grant is None:
             return None
+        if not lists(grant, tool.name):
+            shown = ", ".join(grant.tools or ()) or "none"
+            return (
+                f"the parent ({grant.agent} {grant.run_id}) may not approve it, since it may not"
+                f" call {tool.name} itself (its tools: {shown})"
+            )
         theirs = self.requester.decide(tool, _arguments(use))
         if theirs.allowed:
             return None

@@ -294,6 +294,12 @@ class PermissionPolicy:
         return Decision("ask", reason)
 
 
+def lists(grant: PermissionGrant, tool: str) -> bool:
+    """Whether the requester of ``grant`` was offered ``tool`` by its own ``tools`` list (no
+    list: every tool): what it could call itself, for approving a child's call."""
+    return grant.tools is None or any(_covers(entry, tool) for entry in grant.tools)
+
+
 def ceiling_allows(ceiling: tuple[PermissionGrant, ...], tool: str) -> bool:
     """Whether no requester in ``ceiling`` disallows ``tool`` (what a run is offered)."""
     return not any(
