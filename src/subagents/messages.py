@@ -219,6 +219,23 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return msgspec.json.decode(self.result or "null", type=type)
 
 
+class PermissionGrant(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """What one requester of a run was allowed, as its definition said when it spawned the
+    run. A run's effective permissions are its own (the runtime's, tightened by its
+    definition) intersected with every grant of its ``ceiling``: permissions only narrow down
+    the tree (``supervision.ceilings``, applied by ``tools.permissions``). Kept in the run's
+    record, so a run restored after a crash, or hosted on another node, keeps them without
+    its parent."""
+
+    agent: str
+    run_id: str
+    mode: str | None = None
+    """The requester's ``permissionMode`` (None: its definition set none)."""
+    tools: tuple[str, ...] | None = None
+    """Its ``tools`` (None: every tool)."""
+    disallowed_tools: tuple[str, ...] = ()
+
+
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The durable record of one run: one execution of one agent on one task.
 
@@ -260,6 +277,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     on_failure: Literal["report", "retry", "fail_parent"] = "report"
     retries: int = 0
     shared: dict[str, Any] = msgspec.field(default_factory=dict)
+    ceiling: tuple[PermissionGrant, ...] = ()
+    """What its requesters were allowed, root first: it may never do more (set at admission
+    from its parent's record and definition, never recomputed)."""
 
 
 # ---------------------------------------------------------------------------------------------

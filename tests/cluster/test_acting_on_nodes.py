@@ -104,3 +104,47 @@ def test_mcp_worktrees_and_tracing_work_for_a_run_on_the_other_node(
         assert call.parent is not None and call.parent.span_id == run.context.span_id
         assert call.context.trace_id == run.context.trace_id
         assert run.start_time <= call.start_time <= call.end_time <= run.end_time
+
+
+def test_a_child_on_the_other_node_is_held_to_its_plan_mode_lead(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Permissions narrow down the tree on a cluster too: the lead (plan mode, Bash
+    disallowed) and its child run on the worker node's host, from records the driver made;
+    the child, in a bypassPermissions runtime, writes nothing and is not offered Bash."""
+    work = tmp_path / "work"
+    work.mkdir()
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [use("spawn_subagent", agent="child", task="act")]},
+                {"text": "lead: {result0_result}"},
+            ],
+            "child": [
+                {"tool_calls": [
+                    use("Write", file_path="written.txt", content="x"),
+                    use("Bash", command="echo ran > bash.txt"),
+                ]},
+                {"text": "write: {result0} | bash: {result1}"},
+            ],
+        }
+    )  # fmt: skip
+    agents = [
+        AgentSpec(
+            name="lead", description="Plans.", prompt="Plan.", metadata=ON_WORKER,
+            permission_mode="plan", disallowed_tools=("Bash",),
+        ),
+        AgentSpec(name="child", description="Acts.", prompt="Act.", metadata=ON_WORKER),
+    ]  # fmt: skip
+    with Runtime(
+        agents, model=model, workspace=work, permissions="bypassPermissions",
+        cluster=ray_cluster.address, restore=False,
+    ) as rt:  # fmt: skip
+        outcome = rt.run("lead", "go", wait=WAIT_S)
+        placed = rt.placements()
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert set(map(tuple, placed.values())) == {(ray_cluster.worker_node_id,)}
+    assert not (work / "written.txt").exists() and not (work / "bash.txt").exists()
+    assert outcome.result is not None
+    assert "write: Permission to use Write was denied: plan mode is read-only" in outcome.result
+    assert "bash: tool 'Bash' is not available to child" in outcome.result

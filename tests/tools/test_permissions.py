@@ -12,7 +12,7 @@ from subagents.tools.builtin import builtin_tools
 from subagents.tools.modes import MODES
 from subagents.tools.permissions import PermissionPolicy, Permissions
 from subagents.tools.rules import Rule, RuleError
-from subagents.tools.shellwords import is_read_only, split_line
+from subagents.tools.shellwords import is_read_only, parse
 
 TOOLS = builtin_tools()
 ROOT = Path("/work/project")
@@ -145,8 +145,14 @@ def test_bad_configuration_is_refused_by_name() -> None:
 
 
 def test_command_lines_are_cut_outside_quotes() -> None:
-    assert split_line('echo "a && b" && ls; pwd | wc') == ['echo "a && b"', "ls", "pwd", "wc"]
-    assert split_line("echo 'unclosed") is None
+    commands = parse('echo "a && b" && ls; pwd | wc').commands
+    assert [[w.text for w in c.words] for c in commands] == [
+        ["echo", "a && b"],
+        ["ls"],
+        ["pwd"],
+        ["wc"],
+    ]
+    assert parse("echo 'unclosed").error is not None
     assert is_read_only("git log --oneline | head -5 2>/dev/null")
     assert not is_read_only("find . -name '*.pyc' -delete")
     assert not is_read_only("git commit -m x")

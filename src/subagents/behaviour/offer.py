@@ -28,6 +28,7 @@ from subagents.messages import (
 )
 from subagents.models.base import ModelError
 from subagents.supervision.requests import encoding_problem, value_problem
+from subagents.tools.permissions import ceiling_allows
 
 
 def offered_tools(
@@ -47,9 +48,16 @@ def offered_tools(
             continue
         if spec.allows_tool(name):
             schemas.append(schema)
-    schemas.extend(tool.schema for name, tool in env.tools.items() if spec.allows_tool(name))
+    # a tool a requester may not use is not offered either (permissions narrow down the tree;
+    # the permission policy refuses it anyway)
+    ceiling = record.ceiling
+    schemas.extend(
+        tool.schema
+        for name, tool in env.tools.items()
+        if spec.allows_tool(name) and ceiling_allows(ceiling, name)
+    )
     # MCP tools were chosen for this definition by the hub (mcp/selection.py)
-    schemas.extend(tools[name].schema for name in mcp_names)
+    schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
     return tuple(schemas)
 
 

@@ -24,7 +24,7 @@ from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
-from subagents.tools.permissions import Decision, PermissionPolicy
+from subagents.tools.permissions import Decision, PermissionPolicy, lists
 
 
 class ToolCrash(Exception):
@@ -44,11 +44,18 @@ class ToolCalls:
         self.env = env
         self.port = port
         self.workspace = env.workspace_for(port.record, port.spec)
+        ceiling = port.record.ceiling
         self.policy, warnings = PermissionPolicy.for_agent(
-            env.permissions, port.spec, self.workspace.root
+            env.permissions, port.spec, self.workspace.root, ceiling
         )
         for warning in warnings:
             port.log.warning("permission mode tightened", reason=warning)
+        self.requester = (
+            PermissionPolicy.of_requester(env.permissions, ceiling, self.workspace.root)
+            if ceiling
+            else None
+        )
+        """What this run's parent may do itself: all it may approve (``ask_parent``)."""
         self.hooks: Hooks | None = None
         if env.allow_hooks and port.spec.hooks:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
@@ -113,9 +120,35 @@ class ToolCalls:
         decision = self.policy.decide(tool, _arguments(use))
         if decision.behavior != "ask":
             return decision
-        if parent_may_answer and self.asks_parent:
-            return decision
-        return approval.ask(self.env.approve, self.request(use, tool, decision.reason))
+        reason = decision.reason
+        if self.asks_parent:
+            beyond = self.beyond_parent(use, tool)
+            if beyond is None:
+                if parent_may_answer:
+                    return decision
+            else:  # the parent may not approve it: the runtime's handler decides, or no one
+                reason = f"{reason}; {beyond}"
+        return approval.ask(self.env.approve, self.request(use, tool, reason))
+
+    def beyond_parent(self, use: ToolUseBlock, tool: Tool) -> str | None:
+        """Why the parent may not approve this call (it could not make it itself), or None
+        when it may: a parent approves only what its own permissions allow."""
+        grant = self.port.record.ceiling[-1] if self.port.record.ceiling else None
+        if self.requester is None or grant is None:
+            return None
+        if not lists(grant, tool.name):
+            shown = ", ".join(grant.tools or ()) or "none"
+            return (
+                f"the parent ({grant.agent} {grant.run_id}) may not approve it, since it may not"
+                f" call {tool.name} itself (its tools: {shown})"
+            )
+        theirs = self.requester.decide(tool, _arguments(use))
+        if theirs.allowed:
+            return None
+        return (
+            f"the parent ({grant.agent} {grant.run_id}) may not approve it, since it could"
+            f" not make this call itself ({theirs.reason})"
+        )
 
     @property
     def asks_parent(self) -> bool:

@@ -28,6 +28,7 @@ from subagents.cli.state import (
 from subagents.cli.views import duration, stamp
 from subagents.messages import Mail, RunRecord
 from subagents.store.base import StoreError
+from subagents.supervision.ceilings import describe as describe_ceiling
 
 NAME = "info"
 
@@ -128,6 +129,9 @@ def show(info: Info) -> None:
         ),
         ("cost", f"${u.cost_usd:.4f} ({u.model_calls} model calls)"),
     ]
+    held = describe_ceiling(r.ceiling)
+    if held is not None:  # what its requesters hold it to (permissions narrow down the tree)
+        fields.append(("permissions", held))
     if r.outcome is not None:
         if r.outcome.ok:
             fields.append(("result", r.outcome.result or ""))

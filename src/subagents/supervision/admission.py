@@ -22,6 +22,7 @@ from subagents.messages import (
     SpawnRequest,
     new_id,
 )
+from subagents.supervision.ceilings import child_ceiling, narrowed
 from subagents.supervision.effects import Effects, Tell, TellOutside
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -159,12 +160,17 @@ class Admission:
             or spec.cleanup
             or (parent.record.cleanup if parent is not None else None)
             or "keep",
+            ceiling=child_ceiling(parent.record, parent.spec) if parent is not None else (),
         )
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)
         self.runs.add(state)
         self.runs.keep(state)
-        self.runs.emit(state, EventKind.SPAWNED, task=req.task[:200], background=req.background)
+        narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
+        extra = {"permissions": narrowing} if narrowing is not None else {}
+        self.runs.emit(
+            state, EventKind.SPAWNED, task=req.task[:200], background=req.background, **extra
+        )
         if starts_now:
             self.lifecycle.start(state)
         else:

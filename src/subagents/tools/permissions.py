@@ -6,19 +6,24 @@ allow / ask / deny rules). ``PermissionPolicy.for_agent`` tightens it with what 
 says: its ``permissionMode`` (never looser than the runtime's), its ``disallowedTools``
 patterns (deny rules) and its ``tools`` patterns (a tool listed only as ``Bash(git diff:*)``
 may run only such commands). A definition never loosens anything: agent files may come from
-anywhere, the runtime's owner decides what runs unasked.
+anywhere, the runtime's owner decides what runs unasked. Then the run's **ceiling** (its
+requesters' grants, kept in its record: ``supervision.ceilings``) tightens it again: the
+strictest of their modes, their deny rules, their tool limits. Permissions only narrow down
+the tree.
 
 ``decide`` answers in this order, the first that applies winning:
-1. a deny rule matches -> deny;  2. the definition restricts the tool and no pattern
-matches -> deny;  3. ``bypassPermissions`` -> allow;  4. ``plan``: read-only calls allowed,
-anything else denied;  5. an ask rule matches -> ask;  6. an allow rule matches -> allow;
-7. a read-only tool, or a Bash line whose every command only reads -> allow;  8. a tool that
-does not need approval (user tools, KillShell) -> allow;  9. ``acceptEdits`` and a file edit
--> allow;  10. ``dontAsk`` -> deny;  11. ask.
+1. a deny rule matches -> deny;  2. a requester may not use the tool, or the definition or
+a requester restricts it to patterns and none matches -> deny;  3. ``bypassPermissions``
+-> allow;  4. ``plan``: read-only calls allowed, anything else denied;  5. an ask rule
+matches -> ask;  6. an allow rule matches -> allow;  7. a read-only tool, or a Bash line
+that provably only reads -> allow;  8. a tool that does not need approval (user tools,
+KillShell) -> allow;  9. ``acceptEdits`` and a file edit -> allow;  10. ``dontAsk`` ->
+deny;  11. ask.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +31,11 @@ from typing import Any, Literal
 
 from subagents.definitions.spec import AgentSpec
 from subagents.definitions.validate import tool_base
+from subagents.messages import PermissionGrant
 from subagents.tools.base import Tool
 from subagents.tools.modes import Mode, parse_mode, stricter
 from subagents.tools.rules import Rule, call_target, parse_rules
-from subagents.tools.shellwords import has_substitution, is_read_only, split_line
+from subagents.tools.shellwords import is_read_only, parse, reads_only
 
 Behavior = Literal["allow", "deny", "ask"]
 
@@ -83,22 +89,93 @@ class Permissions:
 
 
 @dataclass(frozen=True)
+class ToolLimit:
+    """One definition's limit on tools: its bare ``disallowedTools`` (checked for a
+    requester's limit; a run's own are applied by what it is offered), and the tools it
+    lists only with patterns (``Bash(git diff:*)``: only such calls)."""
+
+    agent: str
+    disallowed: tuple[str, ...] = ()
+    only: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+    by: str | None = None
+    """``lead (r1)`` for a requester's limit (inherited), None for the run's own."""
+
+    @classmethod
+    def of(
+        cls,
+        agent: str,
+        tools: tuple[str, ...] | None,
+        disallowed: tuple[str, ...],
+        by: str | None = None,
+    ) -> ToolLimit:
+        where = f"agent {agent!r}" + (f" (a requester, {by})" if by else "")
+        only: dict[str, list[Rule]] = {}
+        bare = {t.strip() for t in tools or () if "(" not in t}
+        for text in tools or ():
+            if "(" in text and tool_base(text) not in bare:
+                rule = parse_rules((text,), f"{where}: tools")[0]
+                only.setdefault(rule.tool, []).append(rule)
+        return cls(
+            agent=agent,
+            disallowed=tuple(t.strip() for t in disallowed if "(" not in t),
+            only={k: tuple(v) for k, v in only.items()},
+            by=by,
+        )
+
+    def forbids(self, tool: str) -> bool:
+        """Whether its bare ``disallowedTools`` name ``tool``: what a requester's limit keeps
+        from its subtree. (What its ``tools`` list leaves out is not taken from its
+        children: that list says what the agent is offered, and a lead that only delegates,
+        ``tools: spawn_subagent``, still has children that edit.)"""
+        return any(_covers(entry, tool) for entry in self.disallowed)
+
+    def restriction(self, tool: str) -> tuple[Rule, ...] | None:
+        found: list[Rule] = []
+        for rules in self.only.values():
+            found.extend(r for r in rules if r.names(tool))
+        return tuple(found) if found else None
+
+
+def _covers(entry: str, tool: str) -> bool:
+    """Whether a ``tools`` / ``disallowedTools`` entry names ``tool`` (``Bash``,
+    ``Bash(git diff:*)``, ``mcp__server``, ``mcp__server__*``, a glob of MCP tools)."""
+    entry = entry.strip()
+    if entry == tool or tool_base(entry) == tool:
+        return True
+    if entry.startswith("mcp__") and tool.startswith("mcp__"):
+        server = entry.removesuffix("__*")
+        if server.count("__") == 1 and tool.startswith(server + "__"):
+            return True
+        return "*" in entry and fnmatch.fnmatchcase(tool, entry)
+    return False
+
+
+_REQUESTERS = AgentSpec(name="(the requesters)", description="what the requesters may do")
+
+
+@dataclass(frozen=True)
 class PermissionPolicy:
-    """The effective permissions of one agent: the runtime's, tightened by its definition."""
+    """The effective permissions of one agent: the runtime's, tightened by its definition and
+    by every requester above it (its record's ceiling: permissions only narrow down the tree)."""
 
     mode: Mode
     root: Path
     allow: tuple[Rule, ...] = ()
     ask: tuple[Rule, ...] = ()
     deny: tuple[Rule, ...] = ()
-    only: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
-    """Tools the definition lists only with patterns -> those patterns."""
+    limits: tuple[ToolLimit, ...] = ()
+    """The run's own tool limit, then each requester's."""
 
     @classmethod
     def for_agent(
-        cls, permissions: Permissions, spec: AgentSpec, root: Path
+        cls,
+        permissions: Permissions,
+        spec: AgentSpec,
+        root: Path,
+        ceiling: tuple[PermissionGrant, ...] = (),
     ) -> tuple[PermissionPolicy, list[str]]:
-        """The policy for ``spec``'s runs, and warnings (a mode it may not loosen to)."""
+        """The policy for ``spec``'s runs under ``ceiling`` (its requesters' grants), and
+        warnings (a mode it may not loosen to, a mode a requester narrowed)."""
         warnings: list[str] = []
         mode = permissions.mode
         if spec.permission_mode is not None:
@@ -112,34 +189,64 @@ class PermissionPolicy:
         where = f"agent {spec.name!r}"
         denied = tuple(t for t in spec.disallowed_tools if "(" in t)
         deny = permissions._rules[2] + parse_rules(denied, f"{where}: disallowedTools")
-        only: dict[str, list[Rule]] = {}
-        bare = {t.strip() for t in spec.tools or () if "(" not in t}
-        for text in spec.tools or ():
-            if "(" in text and tool_base(text) not in bare:
-                rule = parse_rules((text,), f"{where}: tools")[0]
-                only.setdefault(rule.tool, []).append(rule)
+        limits = [ToolLimit.of(spec.name, spec.tools, spec.disallowed_tools)]
+        for grant in ceiling:
+            by = f"{grant.agent} ({grant.run_id})"
+            if grant.mode is not None:
+                theirs = parse_mode(grant.mode, f"requester {by}: permissionMode")
+                if stricter(mode, theirs) != mode:
+                    warnings.append(
+                        f"agent {spec.name!r} runs in {theirs!r} mode, not {mode!r}: its"
+                        f" requester {by} may do no more"
+                    )
+                    mode = theirs
+            patterns = tuple(t for t in grant.disallowed_tools if "(" in t)
+            deny += parse_rules(patterns, f"requester {by}: disallowedTools")
+            limits.append(ToolLimit.of(grant.agent, grant.tools, grant.disallowed_tools, by))
         policy = cls(
             mode=mode,
             root=root,
             allow=permissions._rules[0],
             ask=permissions._rules[1],
             deny=deny,
-            only={k: tuple(v) for k, v in only.items()},
+            limits=tuple(limits),
         )
         return policy, warnings
+
+    @classmethod
+    def of_requester(
+        cls, permissions: Permissions, ceiling: tuple[PermissionGrant, ...], root: Path
+    ) -> PermissionPolicy:
+        """What the requester of a run with ``ceiling`` may do itself (its own effective
+        permissions: the runtime's under every grant, its own the last)."""
+        return cls.for_agent(permissions, _REQUESTERS, root, ceiling)[0]
 
     def decide(self, tool: Tool, arguments: Mapping[str, Any]) -> Decision:
         name = tool.name
         target = call_target(name, arguments, self.root)
         for rule in self.deny:
-            if _denies(rule, name, arguments, target, self.root):
-                return Decision("deny", f"{name} is denied by the rule {rule.text}")
-        restricted = self._restriction(name)
-        if restricted is not None and not any(
-            r.matches(name, arguments, target, self.root) for r in restricted
-        ):
-            shown = ", ".join(r.text for r in restricted)
-            return Decision("deny", f"this agent may use {name} only as: {shown}")
+            why = _denial(rule, name, arguments, target, self.root)
+            if why is not None:
+                return Decision("deny", why)
+        for limit in self.limits:
+            if limit.by is not None and limit.forbids(name):
+                return Decision(
+                    "deny",
+                    f"{name} is not allowed: the requesting run {limit.by} may not use it"
+                    f" (disallowedTools), and a run may do no more than the runs that requested it",
+                )
+            restricted = limit.restriction(name)
+            if restricted is not None and not any(
+                r.matches(name, arguments, target, self.root) for r in restricted
+            ):
+                shown = ", ".join(r.text for r in restricted)
+                if limit.by is None:
+                    return Decision("deny", f"this agent may use {name} only as: {shown}")
+                return Decision(
+                    "deny",
+                    f"the requesting run {limit.by} may use {name} only as: {shown}, and so"
+                    f" may the runs it requested",
+                )
         if self.mode == "bypassPermissions":
             return Decision("allow", "bypassPermissions")
         reads_only = tool.read_only or (name == "Bash" and _read_only_command(arguments))
@@ -172,14 +279,13 @@ class PermissionPolicy:
         command = arguments.get("command")
         if not isinstance(command, str) or arguments.get("run_in_background"):
             return False
-        if has_substitution(command):
-            return False
-        parts = split_line(command)
-        if not parts:
+        script = parse(command)
+        if not script.plain:
             return False
         rules = [r for r in self.allow if r.names("Bash")]
         return all(
-            is_read_only(part) or any(r.matches_command(part) for r in rules) for part in parts
+            reads_only(part) or any(r.matches_command(part) for r in rules)
+            for part in script.commands
         )
 
     def _ask(self, reason: str) -> Decision:
@@ -187,24 +293,36 @@ class PermissionPolicy:
             return Decision("deny", f"{reason}, and dontAsk mode denies what is not pre-approved")
         return Decision("ask", reason)
 
-    def _restriction(self, name: str) -> tuple[Rule, ...] | None:
-        found: list[Rule] = []
-        for rules in self.only.values():
-            found.extend(r for r in rules if r.names(name))
-        return tuple(found) if found else None
+
+def lists(grant: PermissionGrant, tool: str) -> bool:
+    """Whether the requester of ``grant`` was offered ``tool`` by its own ``tools`` list (no
+    list: every tool): what it could call itself, for approving a child's call."""
+    return grant.tools is None or any(_covers(entry, tool) for entry in grant.tools)
 
 
-def _denies(
+def ceiling_allows(ceiling: tuple[PermissionGrant, ...], tool: str) -> bool:
+    """Whether no requester in ``ceiling`` disallows ``tool`` (what a run is offered)."""
+    return not any(
+        ToolLimit(
+            agent=g.agent, disallowed=tuple(t.strip() for t in g.disallowed_tools if "(" not in t)
+        ).forbids(tool)
+        for g in ceiling
+    )
+
+
+def _denial(
     rule: Rule, name: str, arguments: Mapping[str, Any], target: Path | None, root: Path
-) -> bool:
-    """A deny rule hits a Bash line when ANY of its commands matches (allow needs all)."""
+) -> str | None:
+    """Why a deny rule refuses this call, or None. A Bash line is refused when ANY command
+    it runs matches, however its program is named (allow needs all, as written)."""
     if name == "Bash" and rule.specifier is not None and rule.names(name):
         command = arguments.get("command")
-        parts = split_line(command) if isinstance(command, str) else None
-        if parts is None:
-            return False
-        return any(rule.matches_command(p) for p in parts)
-    return rule.matches(name, arguments, target, root)
+        if not isinstance(command, str):
+            return f"Bash without a command is denied by the rule {rule.text}"
+        return rule.denial(command)
+    if rule.matches(name, arguments, target, root):
+        return f"{name} is denied by the rule {rule.text}"
+    return None
 
 
 def _read_only_command(arguments: Mapping[str, Any]) -> bool:

@@ -2,8 +2,14 @@
 
 - ``Bash(git diff:*)``: commands starting with ``git diff`` (a word boundary after it);
   ``Bash(npm test)``: exactly that command; ``Bash(git * main)``: ``*`` matches anything.
-  A line of several commands (``a && b``) is allowed only if every command matches an allow
-  rule, and denied if any command matches a deny rule.
+  An allow (or ask, or a definition's ``tools``) rule matches a line when the line is plain
+  (no substitution, subshell...) and every command of it matches as written, its leading
+  ``NAME=value`` assignments and its program's path included (``PATH=x git diff`` and
+  ``./git diff`` are not ``git diff``); its redirections are not part of it. A deny rule
+  matches a line when ANY command it runs matches, the program named however it is written
+  (``/bin/rm``, ``command rm``, ``\\rm``, ``'rm'``, inside ``$(...)`` or ``sh -c``, and
+  ``find -delete`` as ``rm``); a command whose program cannot be named (``$X``) or a line
+  that cannot be read is denied by any Bash deny rule with a specifier.
 - ``Read(./src/**)``, ``Edit(docs/**)``: gitignore-style path patterns (pathspec). ``//x``
   is the absolute path ``/x``; ``~/x`` is under the home directory; ``/x``, ``./x`` and
   ``x`` are relative to the workspace root. ``Read`` rules cover the tools that read files
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from subagents.tools.shellwords import command_words, split_line
+from subagents.tools.shellwords import Command, commands_run, parse
 
 if TYPE_CHECKING:
     import pathspec
@@ -96,18 +102,40 @@ class Rule:
             command = arguments.get("command")
             if not isinstance(command, str):
                 return False
-            parts = split_line(command)
-            return parts is not None and bool(parts) and all(map(self.matches_command, parts))
+            script = parse(command)
+            return script.plain and all(map(self.matches_command, script.commands))
         if self._paths is not None:
             return target is not None and self.matches_path(target, root)
         return False
 
-    def matches_command(self, command: str) -> bool:
-        """One simple command against a Bash specifier."""
+    def matches_command(self, command: Command) -> bool:
+        """One simple command, as written, against a Bash specifier (allow-type matching)."""
+        if not command.words or not command.words[0].literal:
+            return False
+        return self.matches_text(" ".join(w.text for w in command.words))
+
+    def denial(self, line: str) -> str | None:
+        """Why this Bash deny rule refuses ``line`` (any command it runs, however named),
+        or None."""
+        ran = commands_run(line)
+        if ran is None:
+            return f"the command line cannot be read, so the rule {self.text} cannot be checked"
+        for command in ran:
+            if not command.known:
+                return (
+                    f"the command line runs a program named by an expansion"
+                    f" ({command.words[0]}), so the rule {self.text} cannot be checked"
+                )
+            if self.matches_text(command.text):
+                return f"Bash is denied by the rule {self.text} ({command.text!r})"
+        return None
+
+    def matches_text(self, text: str) -> bool:
+        """A command's words joined by spaces against a Bash specifier."""
         spec = self.specifier
         if spec is None:
             return True
-        text = " ".join(command_words(command.split()))
+        text = " ".join(text.split())
         if spec.endswith(":*"):
             prefix = " ".join(spec[:-2].split())
             return text == prefix or text.startswith(prefix + " ")
