@@ -1,8 +1,10 @@
 """subagents: an actor-model runtime for LLM subagents with mailboxes.
 
 Every name a program needs is importable from here: the runtime, and every type a public call
-takes or returns. Each is loaded on first use, so that ``import subagents`` stays cheap
-(``subagents --version`` imports nothing else).
+takes, returns or raises (tests/runtime/test_public_api.py walks the API for the next one
+forgotten; an exception class that never leaves the package is listed there, with why).
+Each is loaded on first use, so that ``import subagents`` stays cheap (``subagents
+--version`` imports nothing else).
 
 Importing configures no logging. The command line configures structlog; so does a
 ``Runtime``, and the first log line of any part of the package, unless the application
@@ -25,10 +27,15 @@ _EXPORTS = {
     "RuntimeClosed": "subagents.runtime",
     "AdmissionError": "subagents.supervision.admission",
     "Limits": "subagents.supervision.limits",
+    "LimitError": "subagents.supervision.limits",
+    "ClusterError": "subagents.cluster.connect",
     # agents
     "AgentSpec": "subagents.definitions.spec",
     "FunctionAgent": "subagents.behaviour.function",
     "AgentContext": "subagents.behaviour.function",
+    "Pending": "subagents.behaviour.function",
+    "ReplayDiverged": "subagents.behaviour.function",
+    "DefinitionError": "subagents.definitions.errors",
     "SpawnRefused": "subagents.behaviour.function",
     "MailError": "subagents.behaviour.function",
     "StopError": "subagents.behaviour.function",
@@ -38,15 +45,26 @@ _EXPORTS = {
     "ToolContext": "subagents.tools.context",
     "Workspace": "subagents.tools.workspace",
     "Permissions": "subagents.tools.permissions",
+    "Rule": "subagents.tools.rules",
+    "RuleError": "subagents.tools.rules",
+    "McpConfigError": "subagents.mcp.config",
     "ApprovalRequest": "subagents.tools.approval",
     "Approval": "subagents.tools.approval",
     "SkillIndex": "subagents.definitions.skills",
+    "SkillInfo": "subagents.definitions.skills",
     # models
     "Model": "subagents.models.base",
     "ModelError": "subagents.models.base",
+    "CancelSignal": "subagents.models.base",
+    "TransientError": "subagents.models.retry",
+    "Price": "subagents.models.names",
+    "ToolSchema": "subagents.messages",
+    "ToolUseBlock": "subagents.messages",
     "ModelRequest": "subagents.messages",
     "ModelResponse": "subagents.messages",
     "ScriptedModel": "subagents.models.scripted",
+    "Turn": "subagents.models.script",
+    "ScriptError": "subagents.models.script",
     "AnthropicModel": "subagents.models.anthropic",
     "RetryPolicy": "subagents.models.retry",
     # runs, events, mail, views
@@ -72,6 +90,11 @@ _EXPORTS = {
     "StoreError": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
+    "Lease": "subagents.messages",
+    "Command": "subagents.messages",
+    "Checkpoint": "subagents.messages",
+    "CheckpointDelta": "subagents.messages",
+    "JournalEntry": "subagents.messages",
     "SweepReport": "subagents.store.sweep",
 }
 
@@ -86,22 +109,37 @@ __all__ = [
     "AnthropicModel",
     "Approval",
     "ApprovalRequest",
+    "CancelSignal",
+    "Checkpoint",
+    "CheckpointDelta",
+    "ClusterError",
+    "Command",
+    "DefinitionError",
     "Event",
     "EventKind",
     "FunctionAgent",
+    "JournalEntry",
+    "Lease",
+    "LimitError",
     "Limits",
     "Mail",
     "MailError",
     "MailState",
+    "McpConfigError",
     "MemoryStore",
     "Model",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
     "Outcome",
+    "Pending",
     "Permissions",
+    "Price",
+    "ReplayDiverged",
     "RestoreReport",
     "RetryPolicy",
+    "Rule",
+    "RuleError",
     "RunHandle",
     "RunRecord",
     "RunStatus",
@@ -110,8 +148,10 @@ __all__ = [
     "Runtime",
     "RuntimeClosed",
     "SQLiteStore",
+    "ScriptError",
     "ScriptedModel",
     "SkillIndex",
+    "SkillInfo",
     "SpawnRefused",
     "StopError",
     "StoreError",
@@ -123,9 +163,13 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "ToolSchema",
+    "ToolUseBlock",
     "Totals",
+    "TransientError",
     "TreeNode",
     "TreeUsage",
+    "Turn",
     "Usage",
     "Workspace",
 ]
@@ -135,15 +179,25 @@ if TYPE_CHECKING:
         AgentContext,
         FunctionAgent,
         MailError,
+        Pending,
+        ReplayDiverged,
         SpawnRefused,
         StopError,
     )
-    from subagents.definitions.skills import SkillIndex
+    from subagents.cluster.connect import ClusterError
+    from subagents.definitions.errors import DefinitionError
+    from subagents.definitions.skills import SkillIndex, SkillInfo
     from subagents.definitions.spec import AgentSpec
+    from subagents.mcp.config import McpConfigError
     from subagents.messages import (
         EXTERNAL_SENDER,
+        Checkpoint,
+        CheckpointDelta,
+        Command,
         Event,
         EventKind,
+        JournalEntry,
+        Lease,
         Mail,
         MailState,
         ModelRequest,
@@ -154,13 +208,17 @@ if TYPE_CHECKING:
         RunStatus,
         RunUsage,
         SupervisorStats,
+        ToolSchema,
+        ToolUseBlock,
         TreeNode,
         TreeUsage,
         Usage,
     )
     from subagents.models.anthropic import AnthropicModel
-    from subagents.models.base import Model, ModelError
-    from subagents.models.retry import RetryPolicy
+    from subagents.models.base import CancelSignal, Model, ModelError
+    from subagents.models.names import Price
+    from subagents.models.retry import RetryPolicy, TransientError
+    from subagents.models.script import ScriptError, Turn
     from subagents.models.scripted import ScriptedModel
     from subagents.runtime import RunHandle, Runtime, RuntimeClosed
     from subagents.store.base import RunStore, StoreError
@@ -168,13 +226,14 @@ if TYPE_CHECKING:
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport
     from subagents.supervision.admission import AdmissionError
-    from subagents.supervision.limits import Limits
+    from subagents.supervision.limits import LimitError, Limits
     from subagents.supervision.synthesis import Synthesis, SynthesisError
     from subagents.supervision.totals import Totals
     from subagents.tools.approval import Approval, ApprovalRequest
     from subagents.tools.base import Tool, ToolError, ToolResult
     from subagents.tools.context import ToolContext
     from subagents.tools.permissions import Permissions
+    from subagents.tools.rules import Rule, RuleError
     from subagents.tools.workspace import Workspace
 
 

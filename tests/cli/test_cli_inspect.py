@@ -12,6 +12,8 @@ import msgspec
 import pytest
 from clikit import SGR, Cli, on_terminal
 
+from subagents.store.sqlite import SQLiteStore
+
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory: pytest.TempPathFactory) -> Cli:
@@ -105,6 +107,8 @@ def test_row_numbers_pick_from_the_last_listing(cli: Cli, rows: list[dict[str, A
 
 def test_row_numbers_need_a_listing_first(tmp_path: Path) -> None:
     fresh = Cli(tmp_path)
+    fresh.state.parent.mkdir(parents=True)
+    SQLiteStore(fresh.state).close()  # a store with no listing yet (a missing one: an error)
     proc = fresh("log", "#1")
     assert proc.returncode == 1
     assert "no listing to pick from; run `subagents ps` first" in proc.stderr

@@ -105,7 +105,8 @@ def test_higher_level_wins_and_the_shadowed_file_is_reported_and_logged(tmp_path
             "agent": "reviewer",
             "winner": str(winner),
             "loser": str(loser),
-            "log_level": "info",
+            "rule": "project definitions win over user ones",
+            "log_level": "warning",  # two files a person wrote: said without -v
         }
     ]
     assert result.issues == []
@@ -125,6 +126,34 @@ def test_duplicate_within_one_level_is_a_warning_naming_both_files(tmp_path: Pat
     [issue] = result.issues
     assert issue.severity == "warning" and issue.file == str(second)
     assert str(first) in issue.reason and str(second) in issue.reason
+
+
+@pytest.mark.usefixtures("all_log_levels")
+def test_a_duplicate_is_logged_once_at_warning_and_a_builtin_override_at_info(tmp_path: Path):
+    root = tmp_path / "a"
+    first = write(root / "a.md", "same", "first")
+    second = write(root / "sub" / "b.md", "same", "second")
+    mine = write(tmp_path / "user" / "explore.md", "explore", "my explore")
+    builtin = write(tmp_path / "builtin" / "explore.md", "explore", "the built-in")
+    loader = DefinitionLoader(
+        [
+            Source(str(root), Level.DIRS),
+            Source(str(tmp_path / "user"), Level.USER),
+            Source(str(tmp_path / "builtin"), Level.BUILTIN),
+        ]
+    )
+    with structlog.testing.capture_logs() as logs:
+        result = loader.load()
+    assert result.duplicates == [Shadowed("same", str(first), str(second))]
+    said = {e["event"]: (e["log_level"], e["winner"], e["loser"]) for e in logs if "winner" in e}
+    assert said["agent defined twice"] == ("warning", str(first), str(second))
+    assert said["definition shadowed"] == ("info", str(mine), str(builtin))
+    with structlog.testing.capture_logs() as logs:
+        again, _ = loader.reload()
+        write(root / "c.md", "other", "a change, so the reload scans again")
+        changed, _ = loader.reload()
+    assert again.duplicates == changed.duplicates == result.duplicates
+    assert [e for e in logs if e["event"] in said] == []  # hot reload polls: said once
 
 
 def test_code_registration_wins_over_files_and_can_be_removed(tmp_path: Path):

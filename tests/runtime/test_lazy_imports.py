@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from subagents.store.sqlite import SQLiteStore
+
 HEAVY = ("structlog", "rich", "anyio", "mcp", "pathspec", "wcmatch", "asyncio", "pygments", "attr")
 
 PROBE = """
@@ -114,6 +116,8 @@ def test_the_command_lines_settings_wait_for_the_first_line(tmp_path: Path) -> N
 
 
 def test_ps_on_an_empty_store_imports_no_structlog(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    SQLiteStore(tmp_path / "state" / "runs.sqlite3").close()  # `ps` creates none
     report = _probe(
         "from subagents.cli.main import main\n"
         "report['status'] = main(['ps'])\n"

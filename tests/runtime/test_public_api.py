@@ -1,11 +1,21 @@
-"""The public API: every type a public call takes or returns is importable from ``subagents``
-under one name, and importing the package leaves the application's logging alone."""
+"""The public API: every type a public call takes, returns or raises is importable from
+``subagents`` under one name, and importing the package leaves the application's logging alone.
+
+The walks below find the next type forgotten: the annotations of every public method and
+property of every class ``subagents`` exports, the errors their docstrings name or their
+bodies raise, and every exception class the package defines (each exported, or named in
+``INTERNAL_ERRORS`` with the reason no caller ever sees it)."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
+import pkgutil
+import re
 import subprocess
 import sys
+import textwrap
 import typing
 import warnings
 from typing import Any
@@ -13,7 +23,6 @@ from typing import Any
 import pytest
 
 import subagents
-from subagents.runtime import RunHandle, Runtime
 
 
 def _classes(annotation: Any) -> set[type]:
@@ -37,17 +46,89 @@ def _classes(annotation: Any) -> set[type]:
     return found
 
 
+BUILT_BY_THE_RUNTIME = {
+    "AgentContext": "handed to a function agent, built by its behaviour",
+    "RunHandle": "returned by Runtime.spawn and attach",
+    "ToolContext": "handed to a tool, built by the tool call",
+}
+"""Exported classes a program is handed, never builds: their constructors' types (the
+runtime's plumbing) are not the public API."""
+
+INTERNAL_ERRORS = {
+    "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
+    "BudgetRefused": "a spawn over budget: the admission refuses it with AdmissionError",
+    "CliError": "the command line's: printed as `subagents CMD: error: ...`",
+    "FailedWrite": "a held store write that failed: raised as StoreError",
+    "FanOutError": "the fan_out tool's arguments: the model is told, as a tool error",
+    "FieldError": "a frontmatter field (a DefinitionError): a LoadIssue of its file",
+    "GitError": "a run's worktree: the run is told, as a tool error",
+    "HandDownError": "a spawn's hand-down options: refused with AdmissionError",
+    "HookConfigError": "a definition's hooks: a LoadIssue of its file",
+    "IllegalTransition": "a bug in the transition table, never a caller's mistake",
+    "KitError": "a ClusterError (exported): what a node needs would not pickle",
+    "LinkError": "a node's link: its host is lost and its runs started elsewhere",
+    "McpCallError": "an MCP tool call: the model is told, as a tool error",
+    "McpServerError": "an MCP server that died: the model is told, as a tool error",
+    "PlacementError": "no node for a run: the run fails, naming it",
+    "PolicyError": "a spawn's policy options: refused with AdmissionError",
+    "PolicyRefused": "a spawn's policies: refused with AdmissionError",
+    "PoolClosed": "the own-thread pool after close: the runtime raises RuntimeClosed first",
+    "QueueFull": "the queue bound: the admission refuses with AdmissionError",
+    "RegistryUnavailableError": "the registry after close: the runtime raises RuntimeClosed",
+    "SpawnSettingError": "a definition's spawn settings: a LoadIssue, or AdmissionError",
+    "ToolCrash": "a tool that raised: the model is told, as a tool error",
+    "UnknownAgentError": "the catalog's: a spawn of an unknown agent is an AdmissionError",
+    "UnknownGroupError": "the catalog's (an UnknownAgentError): an AdmissionError",
+    "WorktreeError": "a run's worktree: the run is told, as a tool error",
+    "YamlProblem": "a definition's frontmatter: a LoadIssue of its file",
+}
+"""Exception classes of the package that never leave a public call, and why."""
+
+
+def _exported_classes() -> list[type]:
+    return [v for n in subagents.__all__ if isinstance(v := getattr(subagents, n), type)]
+
+
 def _public_calls() -> list[tuple[str, Any]]:
-    calls: list[tuple[str, Any]] = [("Runtime", Runtime.__init__)]
-    for owner in (Runtime, RunHandle):
+    """``(Class.member, function)`` for every public method and property of every exported
+    class, and its constructor unless the runtime builds it (``BUILT_BY_THE_RUNTIME``)."""
+    calls: list[tuple[str, Any]] = []
+    for owner in _exported_classes():
+        init = owner.__dict__.get("__init__")
+        if inspect.isfunction(init) and owner.__name__ not in BUILT_BY_THE_RUNTIME:
+            calls.append((f"{owner.__name__}.__init__", init))
         for name, member in inspect.getmembers(owner):
             if name.startswith("_"):
                 continue
             if isinstance(member, property) and member.fget is not None:
                 calls.append((f"{owner.__name__}.{name}", member.fget))
-            elif inspect.isfunction(member):
+            elif inspect.isfunction(member) or inspect.ismethod(member):
                 calls.append((f"{owner.__name__}.{name}", member))
     return calls
+
+
+def _package_modules() -> list[str]:
+    """Every module of the package, imported (the cluster's need ray: installed for tests)."""
+    names = [m.name for m in pkgutil.walk_packages(subagents.__path__, "subagents.")]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def _package_errors() -> dict[str, type[BaseException]]:
+    """Every public exception class the package defines, by name (one name each)."""
+    found: dict[str, type[BaseException]] = {}
+    for module in _package_modules():
+        for name, value in vars(sys.modules[module]).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == module
+                and not name.startswith("_")
+            ):
+                assert found.get(name, value) is value, f"two exception classes named {name}"
+                found[name] = value
+    return found
 
 
 @pytest.mark.parametrize(
@@ -59,7 +140,14 @@ def test_every_type_a_public_call_takes_or_returns_is_exported(name: str, call: 
     for module_name, loaded in list(sys.modules.items()):
         if module_name.startswith("subagents.") and loaded is not None:
             names.update(vars(loaded))
-    hints = typing.get_type_hints(call, {**names, **vars(module)})
+    namespace = {**names, **vars(module)}
+    while True:
+        try:
+            hints = typing.get_type_hints(call, namespace)
+            break
+        except NameError as exc:  # a library imported for type checking only (pathspec)
+            assert exc.name is not None and exc.name not in namespace, exc
+            namespace[exc.name] = importlib.import_module(exc.name)
     missing = {
         cls.__name__
         for hint in hints.values()
@@ -67,6 +155,44 @@ def test_every_type_a_public_call_takes_or_returns_is_exported(name: str, call: 
         if getattr(subagents, cls.__name__, None) is not cls
     }
     assert not missing, f"{name} uses types subagents does not export: {sorted(missing)}"
+
+
+def test_every_exception_the_package_defines_is_exported_or_never_leaves_it() -> None:
+    errors = _package_errors()
+    exported = {name for name, cls in errors.items() if getattr(subagents, name, None) is cls}
+    unclassified = sorted(set(errors) - exported - set(INTERNAL_ERRORS))
+    assert not unclassified, (
+        f"exception classes neither exported from subagents nor in INTERNAL_ERRORS (with the"
+        f" reason no caller sees them): {unclassified}"
+    )
+    assert not set(INTERNAL_ERRORS) & exported, "exported and called internal"
+    assert set(INTERNAL_ERRORS) <= set(errors), "INTERNAL_ERRORS names a class that is gone"
+
+
+def _raised_names(call: Any) -> set[str]:
+    """The names a public call's body raises (``raise Name(...)``, ``raise Name``)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(call))
+    except (OSError, TypeError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(target, ast.Name):
+                names.add(target.id)
+    return names
+
+
+def test_every_error_a_public_call_names_or_raises_is_exported() -> None:
+    errors = _package_errors()
+    missing: dict[str, set[str]] = {}
+    for name, call in _public_calls():
+        named = set(re.findall(r"``(\w+)``", inspect.getdoc(call) or "")) | _raised_names(call)
+        for error in named & set(errors):
+            if getattr(subagents, error, None) is not errors[error]:
+                missing.setdefault(error, set()).add(name)
+    assert not missing, f"errors public calls raise that subagents does not export: {missing}"
 
 
 def test_every_exported_name_resolves_to_one_object() -> None:

@@ -87,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if args.validate:
         return _report_problems(issues, specs, as_json=args.json, strict=args.strict)
 
+    # a name defined twice is said by the loader's warning already (the files, which wins)
+    said = {(d.name, d.loser) for d in catalog.duplicates()}
     for issue in issues:
-        output.warn(output.printable(str(issue)))
+        if (issue.name, issue.file) not in said:
+            output.warn(output.printable(str(issue)))
     if args.json:
         output.print_json([_row(s) for s in specs])
     else:

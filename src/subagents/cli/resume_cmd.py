@@ -32,7 +32,7 @@ from subagents.cli.state import (
     fail,
     live_statuses,
     liveness,
-    open_store,
+    open_existing_store,
     resolve,
 )
 from subagents.messages import Outcome, RunRecord
@@ -88,7 +88,7 @@ def survey(
     """The orphaned runs to take (of the trees asked for), the unfinished runs live hosts
     keep, and the roots asked for (None: every orphan). ``CliError`` for a RUN given that is
     hosted by a live process or has ended."""
-    with open_store(args.state) as store:
+    with open_existing_store(args.state) as store:
         alive = liveness(store)  # before the runs (state.liveness says why)
         try:
             unfinished = store.list_runs(statuses=live_statuses())

@@ -93,7 +93,9 @@ def _check(args: argparse.Namespace) -> str:
         raise CliError(
             f"--budget must be a positive number of tokens, got {args.budget}", EXIT_USAGE
         )
-    task: str = sys.stdin.read() if args.task == "-" else args.task
+    from subagents.cli.text_input import text_argument
+
+    task = text_argument(args.task, "TASK")
     if not task.strip():
         raise CliError("TASK is empty", EXIT_USAGE)
     problem = request_problem(

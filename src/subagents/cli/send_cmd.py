@@ -9,7 +9,6 @@ reads the text from stdin (one trailing newline dropped, as a shell's `echo` add
 from __future__ import annotations
 
 import argparse
-import sys
 
 import msgspec
 
@@ -25,6 +24,7 @@ from subagents.cli.state import (
     open_inspected_store,
     resolve,
 )
+from subagents.cli.text_input import STDIN, text_argument
 from subagents.store.base import StoreError
 
 NAME = "send"
@@ -80,7 +80,9 @@ def _one_newline_less(text: str) -> str:
 
 
 def _send(args: argparse.Namespace) -> Posted:
-    text: str = _one_newline_less(sys.stdin.read()) if args.text == "-" else args.text
+    text = text_argument(args.text, "TEXT")
+    if args.text == STDIN:
+        text = _one_newline_less(text)
     if not text.strip():
         raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
     with open_inspected_store(args) as store:

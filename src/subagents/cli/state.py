@@ -155,9 +155,34 @@ def open_store(path: Path | None) -> SQLiteStore:  # the local file (running, re
         raise CliError(f"cannot open the run store {path or ''}: {exc}".rstrip()) from exc
 
 
+def open_existing_store(path: Path | None) -> SQLiteStore:
+    """The store at ``path`` (or the default one) for a command that only reads runs, or
+    posts to runs, already recorded (`ps`, `info`, `log`, `tree`, `wait`, `attach`, `stop`,
+    `send`, `resume`): a file that is not there is a ``CliError`` naming it, and nothing is
+    created. Opening would make the folder and an empty database, and a mistyped ``--state``
+    would then print "no runs" instead of saying that the path is wrong. Decided here, before
+    any store is opened: only `run` and `demo` create a store."""
+    from subagents.store.paths import STATE_DIR_ENV, default_store_path
+
+    target = path.expanduser() if path is not None else default_store_path()
+    if not target.exists():
+        if path is not None:
+            raise CliError(
+                f"--state {path}: no run store there (check the path; only `run`"
+                " and `demo` create one)"
+            )
+        source = f" (${STATE_DIR_ENV})" if os.environ.get(STATE_DIR_ENV) else ""
+        raise CliError(
+            f"no run store at {target}{source} yet: nothing has run with it (`subagents run`"
+            " and `subagents demo` create it; --state PATH names another)"
+        )
+    return open_store(path)
+
+
 def open_inspected_store(args: argparse.Namespace) -> InspectedStore:
     """The store an inspecting command reads: ``--ray ADDRESS`` (or, without ``--state``,
-    ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local file (``open_store``)."""
+    ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local file, which must exist
+    (``open_existing_store``)."""
     ray: str | None = getattr(args, "ray", None)
     if ray is not None and args.state is not None:
         raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
@@ -170,7 +195,7 @@ def open_inspected_store(args: argparse.Namespace) -> InspectedStore:
             raise CliError(str(exc), EXIT_USAGE) from exc
         if address is not None:
             return _cluster_store(address)
-    return open_store(args.state)
+    return open_existing_store(args.state)
 
 
 def _cluster_store(address: str) -> InspectedStore:

@@ -242,6 +242,7 @@ class Catalog:
         self._specs: dict[str, AgentSpec] = {}
         self._issues: tuple[LoadIssue, ...] = ()
         self._shadowed: tuple[Any, ...] = ()
+        self._duplicates: tuple[Any, ...] = ()
         self._seen_shadowed: set[tuple[str, str, str]] = set()
         self._files_scanned = 0
         self._files_loaded = 0
@@ -310,6 +311,11 @@ class Catalog:
     def shadowed(self) -> tuple[Any, ...]:
         """The loader's ``Shadowed(name, winner, loser)`` records from the last load."""
         return self._shadowed
+
+    def duplicates(self) -> tuple[Any, ...]:
+        """Names defined twice at one level in the last load (``Shadowed`` records: the
+        file used and the one ignored; each is also one of ``issues``)."""
+        return self._duplicates
 
     # -- matching ------------------------------------------------------------------------------
 
@@ -548,6 +554,7 @@ class Catalog:
         self._set_specs(dict(result.specs))
         self._issues = tuple(result.issues)
         self._shadowed = tuple(result.shadowed)
+        self._duplicates = tuple(getattr(result, "duplicates", ()))
         self._files_scanned = result.files_scanned
         self._files_loaded = result.files_loaded
 

@@ -3,8 +3,12 @@
 Sources are scanned in priority order (code, project, named dirs, user, built-in). A name
 defined at two levels goes to the higher one, and the loser is reported (``Shadowed`` and a log
 line), because silently using a different agent than the file one is editing is the classic
-surprise. Within one level the first file in sorted path order wins and the duplicate is a
-warning naming both files.
+surprise. Within one level the first file found wins (folders in the order given, files in
+sorted path order) and the duplicate is a warning naming both files (``LoadResult.duplicates``
+and an issue). Two files of one name are said at WARNING level, once, naming both and which
+one is used, so a person sees it without ``-v``: `subagents run lead --agents ./agents` used to
+run one of two leads without a word. A file overriding a built-in definition, or code
+overriding a file, is what they are for: that is said at INFO.
 
 ``DefinitionLoader`` keeps a per-file cache keyed on (mtime, size): ``reload`` lists the
 directories again, re-parses only new or changed files and forgets deleted ones; shadowing and
@@ -49,13 +53,16 @@ class Shadowed(msgspec.Struct, frozen=True):
 
 
 class LoadResult(msgspec.Struct, frozen=True):
-    """Everything one load produced: the winning specs by name and what went wrong."""
+    """Everything one load produced: the winning specs by name and what went wrong.
+    ``shadowed``: names defined at two levels; ``duplicates``: twice at one level (each also
+    an issue)."""
 
     specs: dict[str, AgentSpec]
     issues: list[LoadIssue]
     shadowed: list[Shadowed]
     files_scanned: int
     files_loaded: int
+    duplicates: list[Shadowed] = msgspec.field(default_factory=list)
 
     @property
     def errors(self) -> list[LoadIssue]:
@@ -215,7 +222,7 @@ class DefinitionLoader:
         self._cache: dict[tuple[int, str], _Cached] = {}
         self._last: LoadResult | None = None
         self._last_listing: _Listing | None = None  # None: the next scan reads everything
-        self._logged_shadowed: set[Shadowed] = set()
+        self._logged_conflicts: set[Shadowed] = set()
         for spec in registered:
             self.register(spec)
 
@@ -325,17 +332,11 @@ class DefinitionLoader:
         self._last_listing = listing
         for key in set(self._cache) - seen:
             del self._cache[key]
-        winners, shadowed, duplicate_issues = _pick_winners(candidates)
-        issues.extend(duplicate_issues)
-        resolved, extends_issues = resolve_extends(winners)
+        picked = _pick_winners(candidates)
+        issues.extend(picked.issues)
+        resolved, extends_issues = resolve_extends(picked.winners)
         issues.extend(extends_issues)
-        for record in shadowed:
-            if record in self._logged_shadowed:
-                continue  # said once: hot reload polls every second
-            log.info(
-                "definition shadowed", agent=record.name, winner=record.winner, loser=record.loser
-            )
-        self._logged_shadowed = set(shadowed)
+        self._log_conflicts(picked)
         log.debug(
             "definitions loaded",
             definitions=len(resolved),
@@ -346,10 +347,38 @@ class DefinitionLoader:
         return LoadResult(
             specs=resolved,
             issues=issues,
-            shadowed=shadowed,
+            shadowed=picked.shadowed,
             files_scanned=files_scanned,
             files_loaded=files_loaded,
+            duplicates=picked.duplicates,
         )
+
+    def _log_conflicts(self, picked: _Picked) -> None:
+        """Each name defined twice, said once (hot reload polls every second): at WARNING
+        when both are files a person wrote, at INFO when a file overrides a built-in or code
+        a file (what overriding is for)."""
+        said = self._logged_conflicts
+        for record in picked.duplicates:
+            if record not in said:
+                log.warning(
+                    "agent defined twice",
+                    agent=record.name,
+                    winner=record.winner,
+                    loser=record.loser,
+                    rule="at one level the first found wins: folders in the order given,"
+                    " files in path order",
+                )
+        for record in picked.shadowed:
+            if record not in said:
+                say = log.info if record in picked.deliberate else log.warning
+                say(
+                    "definition shadowed",
+                    agent=record.name,
+                    winner=record.winner,
+                    loser=record.loser,
+                    rule=picked.rules[record],
+                )
+        self._logged_conflicts = {*picked.duplicates, *picked.shadowed}
 
     def _read(
         self, key: tuple[int, str], stamp: tuple[int, int], root: str, level: Level
@@ -386,19 +415,32 @@ def _dedupe(sources: Sequence[Source]) -> list[Source]:
     return kept
 
 
-def _pick_winners(
-    candidates: list[tuple[Level, str, AgentSpec]],
-) -> tuple[dict[str, AgentSpec], list[Shadowed], list[LoadIssue]]:
+class _Picked(msgspec.Struct):
+    """The winner of each name, and the definitions that lost: ``shadowed`` at a lower
+    level (``deliberate``: a built-in overridden, or a file by code; ``rules``: why each
+    lost), ``duplicates`` at the same level (each also in ``issues``)."""
+
+    winners: dict[str, AgentSpec]
+    shadowed: list[Shadowed]
+    duplicates: list[Shadowed]
+    issues: list[LoadIssue]
+    deliberate: set[Shadowed]
+    rules: dict[Shadowed, str]
+
+
+def _pick_winners(candidates: list[tuple[Level, str, AgentSpec]]) -> _Picked:
     """First candidate per name wins (candidates come in priority order)."""
     winners: dict[str, tuple[Level, str, AgentSpec]] = {}
-    shadowed: list[Shadowed] = []
-    issues: list[LoadIssue] = []
+    picked = _Picked({}, [], [], [], set(), {})
     for level, origin, spec in candidates:
         current = winners.get(spec.name)
         if current is None:
             winners[spec.name] = (level, origin, spec)
-        elif current[0] == level:
-            issues.append(
+            continue
+        record = Shadowed(name=spec.name, winner=current[1], loser=origin)
+        if current[0] == level:
+            picked.duplicates.append(record)
+            picked.issues.append(
                 LoadIssue(
                     reason=f"duplicate name {spec.name!r}: defined in {current[1]} and in "
                     f"{origin}; using {current[1]}",
@@ -406,9 +448,13 @@ def _pick_winners(
                     name=spec.name,
                 )
             )
-        else:
-            shadowed.append(Shadowed(name=spec.name, winner=current[1], loser=origin))
-    return {name: entry[2] for name, entry in winners.items()}, shadowed, issues
+            continue
+        picked.shadowed.append(record)
+        picked.rules[record] = f"{current[0].label} definitions win over {level.label} ones"
+        if current[0] == Level.CODE or level == Level.BUILTIN:
+            picked.deliberate.add(record)
+    picked.winners = {name: entry[2] for name, entry in winners.items()}
+    return picked
 
 
 def _diff(before: dict[str, AgentSpec], after: dict[str, AgentSpec]) -> Changes:

@@ -145,9 +145,12 @@ class Lifecycle:
         state.resumes = record.started_at is not None and not state.from_scratch
         state.from_scratch = False
         state.attempt += 1
-        # the recorded start is read first: the deadline's clock is read after it, so a run
-        # never times out before started_at + its timeout (the two clocks are read apart)
-        self.runs.update(state, status=RunStatus.RUNNING, started_at=self.effects.now())
+        # a run's start is its first one: a restart, a retry or a resume after its host was
+        # lost keeps it, so its elapsed time counts its whole life (`subagents info`). The
+        # recorded start is read before the deadline's clock, so a run never times out
+        # before started_at + its timeout (the two clocks are read apart)
+        first = record.started_at if record.started_at is not None else self.effects.now()
+        self.runs.update(state, status=RunStatus.RUNNING, started_at=first)
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
         pending = self.mail.hand_over(state)
         if state.record.steps > 0:
