@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gates import Gate, Tally
 from raycluster import HEAD, WORKER, LocalCluster
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, EventKind, RunStatus
@@ -359,6 +360,75 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
     for run_id in workers:
         assert store.get_run(run_id).status == RunStatus.COMPLETED
         assert len(moved[run_id]) == 2  # started on the worker node, then again after the loss
+
+
+async def lead_of_lenders(ctx: AgentContext) -> str:
+    outcomes = await ctx.gather(*(ctx.spawn("lender", str(i)) for i in range(int(ctx.task))))
+    return ",".join(str(o.result) for o in outcomes)
+
+
+def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """Under ``max_concurrency`` 2, eight workers on the worker node wait for mail: six have
+    lent their slots (parked), two hold theirs. Their host is SIGKILLed: all eight are moved,
+    and only the two that held slots start again at once; the others wait for a slot, as a
+    restart does. Measured by the agents themselves (a ``Tally`` of what works at once,
+    across processes): each worker counts itself working from its start until it waits,
+    and a start after the loss holds there until the test has seen every start the
+    supervisor made after the loss arrive. So all the runs started again at once are
+    working at once when the peak is read (eight before the fix, over the limit)."""
+    import ray
+
+    tally = Tally()
+    after_loss = Gate()
+    arrived = {str(i): Gate() for i in range(8)}
+
+    async def lender(ctx: AgentContext) -> str:
+        with tally.counting("working"):
+            key = f"start:{ctx.run_id}"
+            tally.add(key)
+            if tally.peak()[key] > 1:  # started again after the loss
+                arrived[ctx.task].set()
+                after_loss.wait(WAIT_S)
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+        with tally.counting("working"):
+            return f"{ctx.task}:{mail.content}"
+
+    agents = [
+        FunctionAgent.create("lead", lead_of_lenders, metadata=ON_HEAD),
+        FunctionAgent.create("lender", lender, metadata=ON_WORKER),
+    ]
+    observed = Observed()
+    events = observed.events
+    with runtime(ray_cluster, store, agents, limits=Limits(max_concurrency=2)) as rt:
+        rt.subscribe(observed)
+        handle = rt.spawn("lead", "8")
+        observed.wait_for(EventKind.WAITING, 8, "lender")
+        observed.wait_for(EventKind.PARKED, 6, "lender")  # the two last started hold slots
+        assert tally.peak()["working"] <= 2
+        host = worker_host(rt, ray_cluster)
+        before = len(events)
+        os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
+        observed.wait_for(EventKind.RESTARTED, 8, "lender")  # all eight moved
+        rt.stats()  # the loss's whole decision is published (events are, on its thread)
+        again = [e.run_id for e in events[before:] if e.kind == EventKind.STARTED]
+        for run_id in again:
+            assert arrived[store.get_run(run_id).task].wait(WAIT_S), run_id
+        at_once = tally.peak()["working"]  # every run started again is in there now
+        after_loss.set()
+        workers = sorted({e.run_id for e in events if e.agent == "lender"})
+        for run_id in workers:
+            rt.send(run_id, "go")
+        outcome = handle.result(WAIT_S)
+        peak = rt.stats().peak
+    assert outcome.status == RunStatus.COMPLETED, outcome.error
+    assert outcome.result == ",".join(f"{i}:go" for i in range(8))
+    assert at_once == 2 and len(again) == 2
+    assert tally.peak()["working"] == 2 and peak <= 2
+    terminal = [e.run_id for e in events if e.kind.value in TERMINAL]
+    assert sorted(terminal) == sorted([*workers, outcome.run_id])  # each ended once
 
 
 def test_what_cannot_be_sent_to_the_nodes_is_refused_at_start_naming_it(
