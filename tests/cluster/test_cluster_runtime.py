@@ -8,6 +8,8 @@ the test for outcomes and events (with timeouts)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import threading
@@ -377,6 +379,69 @@ def test_a_lost_node_host_ends_every_run_once_and_reports_each_result_once(
     (lost,) = [line for line in logs if line["event"].startswith("node host lost")]
     assert lost["log_level"] == "warning" and lost["node"] == ray_cluster.worker_node_id
     assert sorted(lost["run_ids"]) == workers
+
+
+class LogWatch:
+    """Every structlog line (debug included) while installed, and a wait for one (no
+    polling: each line wakes the waiters)."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self._seen = threading.Condition()
+
+    def __call__(self, _logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        import structlog
+
+        with self._seen:
+            self.lines.append({**event, "log_level": method})
+            self._seen.notify_all()
+        raise structlog.DropEvent
+
+    def wait_for(self, start: str, n: int) -> None:
+        """Until ``n`` lines (at any level) begin with ``start``."""
+
+        def seen() -> bool:
+            return sum(1 for line in self.lines if line["event"].startswith(start)) >= n
+
+        with self._seen:
+            assert self._seen.wait_for(seen, WAIT_S), f"fewer than {n} {start!r} lines"
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[LogWatch]:
+        import structlog
+
+        saved = structlog.get_config()
+        structlog.configure(
+            processors=[self], wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG)
+        )
+        try:
+            yield self
+        finally:
+            structlog.configure(**saved)
+
+
+def test_a_node_host_gone_for_good_is_logged_once_not_at_every_try(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """The worker node's host is killed for good (Ray does not start it again): the driver
+    tries to set it up again every second, and says so once, at warning; the tries after
+    the first are debug lines (they were a warning every second, for as long as the
+    runtime ran)."""
+    import ray
+
+    with runtime(ray_cluster, store, [FunctionAgent.create("double", double)]) as rt:
+        host = worker_host(rt, ray_cluster)
+        with LogWatch().installed() as watch:
+            ray.kill(host, no_restart=True)
+            watch.wait_for("node host not back yet", 3)  # three tries failed
+            assert rt.run("double", "21", timeout=WAIT_S).result == "42"  # the head runs it
+    node = ray_cluster.worker_node_id
+    warnings = [line["event"] for line in watch.lines if line["log_level"] == "warning"]
+    assert warnings == [
+        "node host lost; its runs start again elsewhere",
+        "node host not back yet; set up again every second until it is (logged once)",
+    ]
+    assert all(line.get("node") == node for line in watch.lines if line["log_level"] == "warning")
 
 
 async def lead_of_lenders(ctx: AgentContext) -> str:

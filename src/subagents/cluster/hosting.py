@@ -348,6 +348,8 @@ class ClusterHosting:
                         node=node,
                         error=str(exc)[:200],
                     )
+                else:
+                    log.debug("node host not back yet", node=node, tries=tries)
                 self._closed.wait(1.0)
                 continue
             log.info("node host set up again", node=node, tries=tries)
