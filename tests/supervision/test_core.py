@@ -977,6 +977,19 @@ def test_runs_that_had_lent_their_slot_when_their_host_was_lost_wait_for_one() -
     assert h.core.core.stats().peak == 2
 
 
+def test_a_run_that_failed_just_before_its_host_was_lost_is_started_once_by_its_restart() -> None:
+    """The host's last frames reach the supervisor before its loss does, but the list of
+    its runs is made before they are handled: a run whose failure was in them is between
+    its failure and its restart when it is moved. Its restart starts it, once."""
+    lead = AgentSpec(name="lead", description="d", restart="transient")
+    h = Harness(Limits(), lead)
+    root = h.run("lead")
+    effects = h.core.finished(RunFinished(run_id=root, error_kind="crash", error="x", attempt=1))
+    assert of(effects, ScheduleRestart) != []
+    assert of(h.core.host_lost((root,), "its host died"), StartRun) == []
+    assert [s.attempt for s in of(h.core.restart_due(root), StartRun)] == [2]
+
+
 def test_hosted_follows_every_status_change() -> None:
     """The hosted runs (whose commands the actor claims) are kept as statuses change, not
     rebuilt: queued, running, waiting and ended runs, a subtree cancelled, a tree forgotten."""

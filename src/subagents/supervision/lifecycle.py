@@ -216,6 +216,8 @@ class Lifecycle:
         state = self.runs.live(run_id)
         if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             return
+        if self.policies.restarting(run_id):
+            return  # it failed before the loss was heard of: its restart starts it, once
         self.runs.emit(
             state, EventKind.RESTARTED, attempt=state.attempt + 1, mode="moved", reason=reason
         )
