@@ -977,6 +977,26 @@ def test_runs_that_had_lent_their_slot_when_their_host_was_lost_wait_for_one() -
     assert h.core.core.stats().peak == 2
 
 
+def test_a_run_lost_while_asked_to_park_starts_again_in_the_slot_it_still_held() -> None:
+    """Asked to park, its agent lost before it answered: the slot was still its own, so it
+    starts again in it at once; the queued run keeps waiting (nothing was lent), and the run
+    may be asked to park again once its new agent waits."""
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    child = h.spawn("worker", root).run_id
+    assert child is not None
+    assert told(waiting(h, root), root, Park) == [Park()]
+    effects = h.core.host_lost((root,), "its host died")
+    assert [(s.record.run_id, s.attempt) for s in of(effects, StartRun)] == [(root, 2)]
+    assert h.core.slots.holders() == [root] and h.core.slots.queued() == [child]
+    assert h.core.parked(Parked(run_id=root, attempt=1)) == []  # the lost agent's answer
+    effects = h.core.waiting_changed(WaitingChanged(run_id=root, waiting=True, attempt=2))
+    assert told(effects, root, Park) == [Park()]
+    effects = h.core.parked(Parked(run_id=root, attempt=2))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [child]
+    assert h.core.core.stats().peak == 1
+
+
 def test_a_run_that_failed_just_before_its_host_was_lost_is_started_once_by_its_restart() -> None:
     """The host's last frames reach the supervisor before its loss does, but the list of
     its runs is made before they are handled: a run whose failure was in them is between
