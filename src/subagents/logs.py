@@ -148,7 +148,14 @@ def configure(
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
         colors = out.isatty() and "NO_COLOR" not in os.environ
-        processors.append(structlog.dev.ConsoleRenderer(colors=colors))
+        # a traceback without the frames' local variables: they hold tasks, prompts, mail
+        # and results, which have no place in a log (structlog's default shows them)
+        tracebacks = structlog.dev.RichTracebackFormatter(
+            color_system="truecolor" if colors else None, show_locals=False
+        )
+        processors.append(
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=tracebacks)
+        )
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -956,6 +956,87 @@ def test_runs_whose_host_was_lost_start_again_as_a_new_attempt_and_end_once() ->
     assert h.terminal_events(child) == [EventKind.COMPLETED]
 
 
+def test_runs_that_had_lent_their_slot_when_their_host_was_lost_wait_for_one() -> None:
+    """Moved runs go through admission as restarts do: of four workers under a limit of two,
+    the two that held slots when their host was lost start again at once; the two that had
+    parked (lent their slots) wait for one, ahead of new admissions, and start as slots
+    free. The limit holds throughout and ``stats().peak`` counts every start. (Started at
+    once, the parked ones worked beside the others: four at once under a limit of two.)"""
+    h = Harness(Limits(max_concurrency=2, timeout_s=50.0))
+    root = h.run("lead")  # on another host: not lost
+    workers = [h.run("worker", root) for _ in range(4)]  # one starts, three queue
+    waiting(h, root)
+    h.core.parked(Parked(run_id=root))  # the root lends its slot: the second worker starts
+    for run_id in workers[:2]:  # each waits and lends its slot to the next one queued
+        waiting(h, run_id)
+        h.core.parked(Parked(run_id=run_id))
+    for run_id in workers[2:]:
+        waiting(h, run_id)  # nobody is queued: they keep their slots
+    assert h.core.slots.holders() == workers[2:] and h.core.slots.queued() == []
+    h.clock.now += 4
+    effects = h.core.host_lost(workers, "its host died")
+    assert [(s.record.run_id, s.attempt) for s in of(effects, StartRun)] == [
+        (workers[2], 2),
+        (workers[3], 2),
+    ]
+    stats = h.core.core.stats()
+    assert (stats.in_flight, stats.peak, stats.queued) == (2, 2, 2)
+    assert h.core.slots.queued() == workers[:2]
+    moved = [e for w in workers for e in h.store.events(w) if e.kind is EventKind.RESTARTED]
+    assert [e.data["mode"] for e in moved] == ["moved"] * 4
+    # what the lost start of a waiting one still reports is discarded: it has no agent yet
+    assert h.core.finished(RunFinished(run_id=workers[0], result="lost", attempt=1)) == []
+    assert h.mail(root, workers[0], "meanwhile").error is None  # kept for its start
+    late = h.run("critic")  # a new admission: behind the moved runs
+    # a slot frees: the first moved run waiting takes it, under its first deadline
+    effects = h.core.finished(RunFinished(run_id=workers[2], result="ok", attempt=2))
+    (start,) = of(effects, StartRun)
+    assert (start.record.run_id, start.attempt) == (workers[0], 2)
+    assert [m.content for m in start.pending_mail] == ["meanwhile"]
+    assert [a.deadline for a in of(effects, ArmDeadline)] == [1050.0]
+    effects = h.core.finished(RunFinished(run_id=workers[3], result="ok", attempt=2))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [workers[1]]
+    assert h.status(late) is RunStatus.QUEUED
+    assert h.core.core.stats().peak == 2
+    for run_id in workers[:2]:
+        h.core.finished(RunFinished(run_id=run_id, result="ok", attempt=2))
+        assert h.terminal_events(run_id) == [EventKind.COMPLETED]
+    assert h.core.core.stats().peak == 2
+
+
+def test_a_run_lost_while_asked_to_park_starts_again_in_the_slot_it_still_held() -> None:
+    """Asked to park, its agent lost before it answered: the slot was still its own, so it
+    starts again in it at once; the queued run keeps waiting (nothing was lent), and the run
+    may be asked to park again once its new agent waits."""
+    h = Harness(Limits(max_concurrency=1))
+    root = h.run("lead")
+    child = h.spawn("worker", root).run_id
+    assert child is not None
+    assert told(waiting(h, root), root, Park) == [Park()]
+    effects = h.core.host_lost((root,), "its host died")
+    assert [(s.record.run_id, s.attempt) for s in of(effects, StartRun)] == [(root, 2)]
+    assert h.core.slots.holders() == [root] and h.core.slots.queued() == [child]
+    assert h.core.parked(Parked(run_id=root, attempt=1)) == []  # the lost agent's answer
+    effects = h.core.waiting_changed(WaitingChanged(run_id=root, waiting=True, attempt=2))
+    assert told(effects, root, Park) == [Park()]
+    effects = h.core.parked(Parked(run_id=root, attempt=2))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [child]
+    assert h.core.core.stats().peak == 1
+
+
+def test_a_run_that_failed_just_before_its_host_was_lost_is_started_once_by_its_restart() -> None:
+    """The host's last frames reach the supervisor before its loss does, but the list of
+    its runs is made before they are handled: a run whose failure was in them is between
+    its failure and its restart when it is moved. Its restart starts it, once."""
+    lead = AgentSpec(name="lead", description="d", restart="transient")
+    h = Harness(Limits(), lead)
+    root = h.run("lead")
+    effects = h.core.finished(RunFinished(run_id=root, error_kind="crash", error="x", attempt=1))
+    assert of(effects, ScheduleRestart) != []
+    assert of(h.core.host_lost((root,), "its host died"), StartRun) == []
+    assert [s.attempt for s in of(h.core.restart_due(root), StartRun)] == [2]
+
+
 def test_hosted_follows_every_status_change() -> None:
     """The hosted runs (whose commands the actor claims) are kept as statuses change, not
     rebuilt: queued, running, waiting and ended runs, a subtree cancelled, a tree forgotten."""

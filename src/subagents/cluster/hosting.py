@@ -92,6 +92,8 @@ class ClusterHosting:
         self._seq: dict[str, int] = {}
         self._links: dict[str, LinkEnd] = {}
         self._pids: dict[str, int] = {}
+        self._killed: dict[str, int] = {}
+        """node -> the pid of its host's process last killed by the driver (``_fence``)."""
         self._sending: dict[str, threading.Lock] = {}
         """node -> held while a batch is numbered and sent (numbers go out in order)."""
         self._offered: dict[str, dict[str, float]] = {}
@@ -136,6 +138,11 @@ class ClusterHosting:
             link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
         except (ray.exceptions.RayError, LinkError) as exc:
             raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
+        if answer["pid"] == self._killed.get(node):
+            # ray.kill is asynchronous: the call reached the process being killed, whose
+            # link would close under the runs started again there (a second loss)
+            link.close()
+            raise _NotYet(f"node host {node[:12]}: the set-up reached the process being killed")
         info = answer["info"]
         with sending, self._lock:
             old = self._links.get(node)
@@ -217,19 +224,26 @@ class ClusterHosting:
             self.placement.ended(node)
 
     def send(self, node: str, effects: list[Effect]) -> None:
+        """Send ``effects`` to ``node``'s host. A link that is down drops them: its reader
+        declares the host lost (logged once there) and the runs they were for start again
+        from the store, which has everything they would have carried."""
         link = self._links.get(node)
         if link is None:
             raise PlacementError(f"no host on node {node[:12]}")
         with self._sending[node]:  # numbered and sent together: the node applies them in order
             link = self._links[node]
             self._seq[node] = seq = self._seq.get(node, 0) + 1
-            link.send((EFFECTS, seq, effects))
+            try:
+                link.send((EFFECTS, seq, effects))
+            except LinkError:  # expected while a loss is being handled: not an error
+                log.debug("effects for a lost node host dropped", node=node, effects=len(effects))
 
     # ---- the nodes' side -------------------------------------------------------------------
 
     def _collect(self, node: str, host: Any) -> None:
         while not self._closed.is_set():
             link = self._links[node]
+            silent = False
             try:
                 items = link.receive(timeout=SILENT_S)
             except LinkError as exc:
@@ -239,11 +253,14 @@ class ClusterHosting:
                     self._hand_over(link, items)
                     continue
                 # a live node beats every second: this one is frozen or cut off
+                silent = True
                 reason = f"the link to node host {node[:12]} was silent for {SILENT_S:.0f} s"
             if self._closed.is_set():
                 return
-            self._fence(node, host)
-            self._lost(node, host, reason)
+            # a silent host is not asked who it is: it has not answered for SILENT_S, and
+            # waiting FENCE_TIMEOUT_S more for it made the loss 40 s, not the 30 documented
+            fenced = self._fence(node, host, ask=not silent)
+            self._lost(node, host, reason, fenced)
 
     def _hand_over(self, link: LinkEnd, items: list[Any]) -> None:
         supervisor = self._supervisor
@@ -276,40 +293,67 @@ class ClusterHosting:
         with contextlib.suppress(LinkError):
             link.send((ANSWERS, 0, [answer]))
 
-    def _fence(self, node: str, host: Any) -> None:
-        """``node``'s link closed. If the process it was set up in still runs (the link
-        broke, not the process), frames may have been lost either way: kill it, so that its
-        runs are only ever the ones started again elsewhere (Ray starts a new process)."""
+    def _fence(self, node: str, host: Any, *, ask: bool = True) -> str:
+        """``node``'s link closed (or fell silent). If the process it was set up in still
+        runs (the link broke, not the process), frames may have been lost either way: kill
+        it, so that its runs are only ever the ones started again elsewhere (Ray starts a
+        new process). ``ask=False`` (a silent link): killed without asking which process
+        runs, as one that does not answer is. What was done, for the loss's log line."""
         ray = self._ray
-        try:
-            pid = ray.get(host.describe.remote(), timeout=FENCE_TIMEOUT_S)["pid"]
-        except ray.exceptions.GetTimeoutError:
-            pid = self._pids.get(node)  # alive but not answering: fenced all the same
-        except ray.exceptions.RayError:
-            return  # dead: Ray starts it again
-        if pid == self._pids.get(node):
-            log.warning("node host's link broke while it ran: killing it", node=node, pid=pid)
-            with contextlib.suppress(Exception):
-                ray.kill(host, no_restart=False)
+        pid = self._pids.get(node)
+        if ask:
+            try:
+                pid = ray.get(host.describe.remote(), timeout=FENCE_TIMEOUT_S)["pid"]
+            except ray.exceptions.GetTimeoutError:
+                pass  # alive but not answering: fenced all the same
+            except ray.exceptions.RayError:
+                return "its process had ended"  # Ray starts it again
+            if pid != self._pids.get(node):
+                return "its process had been started again"
+        if pid is not None:
+            self._killed[node] = pid
+        with contextlib.suppress(Exception):
+            ray.kill(host, no_restart=False)
+        return f"its process {pid} killed"
 
-    def _lost(self, node: str, host: Any, reason: str) -> None:
-        """``node``'s host is gone: its runs go elsewhere; its restarted host is set up again
-        (until that succeeds, or the runtime closes)."""
+    def _lost(self, node: str, host: Any, reason: str, fenced: str) -> None:
+        """``node``'s host is gone: its runs go elsewhere (one warning line says so); its
+        restarted host is set up again (until that succeeds, or the runtime closes: a host
+        that does not come back is logged once, not at every try)."""
         router = self.router
         assert router is not None
-        log.warning("node host lost", node=node, reason=reason)
         runs = router.lost(node, lambda: self.forget_node(node))
+        log.warning(
+            "node host lost; its runs start again elsewhere",
+            node=node,
+            reason=reason,
+            fenced=fenced,
+            moved=len(runs),
+            run_ids=runs,
+        )
         if runs:
             with contextlib.suppress(Exception):  # the supervisor stopped: closing
                 self._supervisor.tell(HostLost(run_ids=tuple(runs), node=node, reason=reason))
+        tries, warned = 0, False
         while not self._closed.is_set():
+            tries += 1
             try:
                 self._set_up(node, host)
-                log.info("node host set up again", node=node)
-                return
             except ClusterError as exc:
-                log.warning("node host not back yet", node=node, error=str(exc)[:200])
+                if not warned and not isinstance(exc, _NotYet):
+                    warned = True
+                    log.warning(
+                        "node host not back yet; set up again every second until it is"
+                        " (logged once)",
+                        node=node,
+                        error=str(exc)[:200],
+                    )
+                else:
+                    log.debug("node host not back yet", node=node, tries=tries)
                 self._closed.wait(1.0)
+                continue
+            log.info("node host set up again", node=node, tries=tries)
+            return
 
     def forget_node(self, node: str) -> None:
         """Take ``node`` out of placement (called under the router's lock)."""
@@ -349,6 +393,10 @@ class ClusterHosting:
         for host in self.hosts.values():
             with contextlib.suppress(Exception):
                 ray.kill(host)
+
+
+class _NotYet(ClusterError):
+    """A lost host's set-up reached its old process, still being killed: tried again."""
 
 
 def _offers(offered: dict[str, float], needs: dict[str, float]) -> bool:

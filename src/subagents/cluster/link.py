@@ -155,7 +155,8 @@ class LinkEnd:
                 return None
             return unpack(self.conn.recv_bytes())
         except (EOFError, OSError, ValueError) as exc:
-            raise LinkError(f"the link to {self.peer} closed: {exc or 'end of stream'}") from exc
+            why = str(exc) or "end of stream"
+            raise LinkError(f"the link to {self.peer} closed: {why}") from exc
 
     @property
     def closed(self) -> bool:

@@ -139,6 +139,8 @@ class Lifecycle:
         if state.reads is not None:
             if not (mails or journal or tree is not None):
                 mails, journal, tree = state.reads.mails, state.reads.journal, state.reads.tree
+            if deadline is None:
+                deadline = state.reads.deadline
             state.reads = None
         self.parking.starting(state)
         record = state.record
@@ -209,15 +211,25 @@ class Lifecycle:
         """The agent of ``run_id`` was lost with its host (not the run's doing, so no restart
         is counted): started again as a new attempt under its first deadline, resumed from
         what the store keeps; whatever the lost attempt still reports is discarded
-        (``RunTable.reporting``)."""
+        (``RunTable.reporting``).
+
+        It goes through admission as a restart does (``Parking.restarting``): a run that
+        held its slot starts at once; one that had lent it (parked) waits for a slot, ahead
+        of new admissions, like any parked run wanting its slot back. Started at once
+        instead, the runs parked under a tight limit would all work together, over it."""
         state = self.runs.live(run_id)
         if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
             return
+        if self.policies.restarting(run_id):
+            return  # it failed before the loss was heard of: its restart starts it, once
         self.runs.emit(
             state, EventKind.RESTARTED, attempt=state.attempt + 1, mode="moved", reason=reason
         )
         # its timeout keeps running: a move is not a new try, and must not lengthen it
-        self.start(state, mails, journal, deadline=state.deadline)
+        if self.parking.restarting(state):
+            self.start(state, mails, journal, deadline=state.deadline)
+        else:  # it had parked: it starts when it gets a slot back
+            state.reads = ResumeReads(mails, journal, deadline=state.deadline)
 
     # ---- ending ----------------------------------------------------------------------------
 

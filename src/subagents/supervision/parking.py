@@ -142,9 +142,10 @@ class Parking:
             self.slots.set_idle(run_id, False)
 
     def restarting(self, state: RunState) -> bool:
-        """A failed run goes again: True if it may start now (it still holds its slot, or
-        gets one), else it starts when one frees. (It had parked, and failed because a
-        ``fail_parent`` child did.)"""
+        """A run goes again (a restart or retry after a failure, or moved off a lost
+        host): True if it may start now (it still holds its slot, or gets one), else it
+        starts when one frees (it had parked: a ``fail_parent`` child failed it, or its
+        host was lost while it had lent its slot)."""
         run_id = state.run_id
         queued = state.park == "wanting"  # already queued for a slot back
         state.park = None

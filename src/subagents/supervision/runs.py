@@ -32,6 +32,9 @@ class ResumeReads:
     mails: Sequence[Mail] = ()
     journal: Sequence[JournalEntry] = ()
     tree: Sequence[RunRecord] | None = None
+    deadline: float | None = None
+    """The deadline its start keeps (a run moved off a lost host: a move does not lengthen
+    its timeout); None: its timeout runs from the start."""
 
 
 @dataclass(eq=False)
@@ -60,7 +63,8 @@ class RunState:
     """Parking (``parking``): None, "asked", "parked" or "wanting"."""
     reads: ResumeReads | None = None
     """What a resume that waits for a slot will be handed when it starts: read by the
-    actor when it was due (a restore's snapshot, a restart's mail and journal)."""
+    actor when it was due (a restore's snapshot, a restart's or a move's mail and journal).
+    Set only while the run has no agent (its start is still to come)."""
 
     @property
     def run_id(self) -> str:
@@ -105,9 +109,11 @@ class RunTable:
 
     def reporting(self, run_id: str, attempt: int) -> RunState | None:
         """The live run a report is from, or None when the run ended or the report comes
-        from an earlier start of it (a restarted run's old actor may still be working)."""
+        from an earlier start of it (a restarted run's old actor may still be working; a
+        run waiting for a slot to start again, ``reads``, has no agent of its own yet, so
+        whatever is reported in its name comes from a start that is over)."""
         state = self.live(run_id)
-        if state is None or (attempt and attempt != state.attempt):
+        if state is None or state.reads is not None or (attempt and attempt != state.attempt):
             return None
         return state
 
