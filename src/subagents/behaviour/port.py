@@ -35,6 +35,7 @@ from subagents.supervision.spawn_rules import SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.sandbox import Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -154,6 +155,9 @@ class AgentEnv:
     """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    """How tools' processes start: Landlock, the network per mode, the variables passed on
+    (``tools.sandbox``)."""
     tracer: CallTracer | None = None
     """Where model and tool calls are reported for tracing (None: nothing traced)."""
     mcp: McpHub | None = None

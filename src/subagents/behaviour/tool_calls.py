@@ -47,6 +47,14 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
+        mode = self.policy.mode
+        sandbox = env.sandbox.resolve()
+        self.sandbox = sandbox.for_run(
+            workspace=self.workspace.root,
+            read_only=mode == "plan",  # the run's mode, not a reading of its commands
+            network=sandbox.network_for(mode, port.spec.network),
+            why=f"agent {port.spec.name!r} in plan mode",
+        )
 
     def environment(self) -> str:
         """What Claude Code tells a model about where it works (its ``<env>`` block): the
@@ -74,6 +82,7 @@ class ToolCalls:
             processes=self.env.processes,
             session=self.session,
             tool_use_id=use_id,
+            sandbox=self.sandbox,
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:

@@ -112,10 +112,9 @@ def _wrapped(command: str, cwd_file: Path) -> str:
 
 
 def _environment(ctx: ToolContext) -> dict[str, str]:
-    env = dict(os.environ)
-    env["CLAUDE_PROJECT_DIR"] = str(ctx.workspace.root)
-    env.pop("PWD", None)
-    return env
+    """The scrubbed environment (``tools.sandbox.ENV_ALLOWLIST`` and the owner's
+    ``tool_env``), with ``TMPDIR`` the run's own directory."""
+    return ctx.run_sandbox().environment(ctx.processes.run_dir(ctx.run_id))
 
 
 def _start_dir(ctx: ToolContext) -> Path:
@@ -134,14 +133,24 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
     if timeout_ms > MAX_TIMEOUT_MS:
         raise ToolError(f"timeout must be at most {MAX_TIMEOUT_MS} ms, got {timeout_ms:g}")
     cwd = _start_dir(ctx)
+    sandbox = ctx.run_sandbox()
     if args.run_in_background:
         process = ctx.processes.start(
-            args.command, cwd=cwd, run_id=ctx.run_id, env=_environment(ctx), prefix="bash"
+            args.command,
+            cwd=cwd,
+            run_id=ctx.run_id,
+            env=_environment(ctx),
+            prefix="bash",
+            sandbox=sandbox,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
-    cwd_file = _cwd_file(ctx, ctx.processes.scratch())
+    cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
     process = ctx.processes.start(
-        _wrapped(args.command, cwd_file), cwd=cwd, run_id=ctx.run_id, env=_environment(ctx)
+        _wrapped(args.command, cwd_file),
+        cwd=cwd,
+        run_id=ctx.run_id,
+        env=_environment(ctx),
+        sandbox=sandbox,
     )
     waited = ctx.processes.wait(
         process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from subagents.models.base import CancelSignal
+from subagents.tools.sandbox import RunSandbox
 
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
@@ -89,6 +90,14 @@ class ProcessGroups:
             self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
         return self._dir
 
+    def run_dir(self, run_id: str) -> Path:
+        """The run's own temporary directory (its processes' ``TMPDIR``, writable in its
+        sandbox; their output files too, so ``> /dev/stderr`` works): made on first use,
+        removed when the run ends (``kill_run``)."""
+        path = self.scratch() / f"run-{_safe(run_id)}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
     def start(
         self,
         command: str,
@@ -97,17 +106,23 @@ class ProcessGroups:
         run_id: str,
         env: Mapping[str, str] | None = None,
         prefix: str = "bash",
+        sandbox: RunSandbox | None = None,
     ) -> Process:
-        """Start ``command`` in a shell, in a new process group; its output to a file."""
+        """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
+        ``tools.sandbox``); its output to a file. ``SandboxRefused`` when it may not start."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
-            output = self.scratch() / f"{proc_id}.out"
+            run_dir = self.run_dir(run_id)
+        argv = [shell(), "-c", command]
+        if sandbox is not None:
+            argv = sandbox.argv(argv, run_dir)
+        output = run_dir / f"{proc_id}.out"
         with open(output, "wb") as sink:
             popen = subprocess.Popen(
-                [shell(), "-c", command],
+                argv,
                 cwd=cwd,
                 env=dict(env) if env is not None else None,
                 stdin=subprocess.DEVNULL,
@@ -205,6 +220,8 @@ class ProcessGroups:
                 running += 1
             self.kill(process, reason)
             self.release(process)
+        if self._dir is not None:
+            shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
 
     def kill_all(self, reason: str = "runtime closed") -> None:
@@ -221,6 +238,10 @@ class ProcessGroups:
     def live_count(self) -> int:
         with self._lock:
             return sum(1 for p in self._live.values() if p.popen.poll() is None)
+
+
+def _safe(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

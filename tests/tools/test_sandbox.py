@@ -1,0 +1,223 @@
+"""The sandbox of tools' processes, on the real kernel (Landlock) with real processes: what a
+command may write, the network, the environment, and a kernel without Landlock.
+
+Each test starts real shells through the launcher; nothing is mocked. The kernel these run
+on offers Landlock (docs: /work/shared/notes); on one without it the Landlock tests skip and
+the no-Landlock tests (``SUBAGENTS_LANDLOCK_ABI=0``) still run.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from subagents.tools.base import ToolError
+from subagents.tools.bash import run_bash
+from subagents.tools.context import ToolContext
+from subagents.tools.processes import ProcessGroups
+from subagents.tools.sandbox import Sandbox, tool_env_of, tool_environment
+from subagents.tools.sandbox_exec import FAILED_EXIT, kernel_abi, landlock_abi
+
+from .conftest import make_context, wait_until
+
+landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
+
+
+def sandboxed(
+    root: Path, processes: ProcessGroups, *, read_only: bool, network: bool = True, **settings
+) -> ToolContext:
+    """A context whose processes run in the sandbox a run with these settings gets."""
+    sandbox = Sandbox.coerce(Sandbox(**settings))
+    run = sandbox.for_run(workspace=root, read_only=read_only, network=network)
+    base = make_context(root, processes)
+    return ToolContext(**{**base.__dict__, "sandbox": run})
+
+
+def bash(ctx: ToolContext, command: str) -> tuple[str, bool]:
+    result = run_bash({"command": command}, ctx)
+    return result.content, result.is_error
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "victim").write_text("keep me")
+    return out
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and its content: what must not change."""
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@landlock
+def test_a_write_inside_the_workspace_works_and_one_outside_fails(
+    repo: Path, processes: ProcessGroups, outside: Path
+) -> None:
+    ctx = sandboxed(repo, processes, read_only=False)
+    text, error = bash(ctx, "echo made > inside.txt && cat inside.txt")
+    assert (error, text) == (False, "made")
+    assert (repo / "inside.txt").read_text() == "made\n"
+    text, error = bash(ctx, f"echo x > {outside}/new")
+    assert error and "Permission denied" in text
+    assert not (outside / "new").exists()
+    text, error = bash(ctx, f"rm -f {outside}/victim; mv {outside}/victim {repo}/stolen")
+    assert error and (outside / "victim").read_text() == "keep me"
+    text, error = bash(ctx, 'echo tmp > "$TMPDIR/t" && cat "$TMPDIR/t" && echo e >> /dev/stderr')
+    assert (error, text) == (False, "tmp\ne")
+
+
+@landlock
+def test_read_only_tricks_change_nothing_outside_the_run_temp_dir(
+    repo: Path, processes: ProcessGroups, outside: Path, tmp_path: Path
+) -> None:
+    """The tricks of the trial: programs the command line does not show, run by commands a
+    reading of it would call read-only; a read-only run's sandbox holds them all."""
+    (repo / "bin").mkdir()
+    for name in ("cat", "ext"):
+        script = repo / "bin" / name
+        script.write_text(f"#!/bin/sh\necho pwned > {outside}/{name}\necho ran-{name}\n")
+        script.chmod(0o755)
+    (repo / "a").write_text("a\n")
+    (repo / "b").write_text("b\n")
+    before = tree(tmp_path)
+    ctx = sandboxed(repo, processes, read_only=True)
+    tricks = [
+        "GIT_EXTERNAL_DIFF=./bin/ext git diff --no-index a b",
+        "PATH=./bin:$PATH cat a",
+        "./bin/cat a",
+        f"setsid -w sh -c 'echo x > {outside}/setsid'",
+        f"find {outside} -name victim -delete",
+        f"echo x > {repo}/written; touch {outside}/touched; rm -f {repo}/a",
+        f"python3 -c \"open('{outside}/py', 'w')\"",
+    ]
+    outputs = [bash(ctx, command)[0] for command in tricks]
+    assert "ran-ext" in outputs[0] and "ran-cat" in outputs[1] and "ran-cat" in outputs[2]
+    assert all("Permission denied" in out for out in outputs), outputs
+    assert tree(tmp_path) == before  # nothing under the test's tree changed, workspace included
+    text, error = bash(ctx, 'echo ok > "$TMPDIR/scratch" && cat "$TMPDIR/scratch"')
+    assert (error, text) == (False, "ok")
+
+
+@landlock
+def test_a_setsid_background_process_cannot_write_outside(
+    repo: Path, processes: ProcessGroups, outside: Path
+) -> None:
+    ctx = sandboxed(repo, processes, read_only=False)
+    result = run_bash(
+        {
+            "command": f"setsid sh -c 'sleep 0.2; echo x > {outside}/late;"
+            ' echo $? > "$TMPDIR/done"\'',
+            "run_in_background": True,
+        },
+        ctx,
+    )
+    assert "background" in result.content
+    done = processes.run_dir(ctx.run_id) / "done"
+    wait_until(lambda: done.exists() and done.read_text().strip() != "", what="the setsid child")
+    assert done.read_text().strip() != "0"  # its write failed
+    assert not (outside / "late").exists()
+
+
+def _listener() -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    return server, server.getsockname()[1]
+
+
+@landlock
+@pytest.mark.parametrize("network", [False, True])
+def test_network_off_refuses_a_tcp_connect_and_on_allows_it(
+    repo: Path, processes: ProcessGroups, network: bool
+) -> None:
+    server, port = _listener()  # the kernel completes a connect into its backlog
+    try:
+        ctx = sandboxed(repo, processes, read_only=False, network=network)
+        connect = (
+            f"import socket; socket.create_connection(('127.0.0.1', {port})); print('connected')"
+        )
+        text, error = bash(ctx, f'python3 -c "{connect}"')
+        server.setblocking(False)
+        try:
+            server.accept()[0].close()
+            arrived = True
+        except BlockingIOError:
+            arrived = False
+    finally:
+        server.close()
+    if network:
+        assert (error, text, arrived) == (False, "connected", True)
+    else:
+        assert error and "PermissionError" in text and not arrived
+
+
+def test_the_api_key_is_not_passed_on_unless_named(
+    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("SUBAGENTS_MODEL", "opus")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    show = 'echo "key=${ANTHROPIC_API_KEY:-none} model=${SUBAGENTS_MODEL:-none} lc=$LC_ALL"'
+    plain = sandboxed(repo, processes, read_only=False, enabled=False)
+    assert bash(plain, show)[0] == "key=none model=none lc=C.UTF-8"
+    named = sandboxed(
+        repo, processes, read_only=False, enabled=False, tool_env=tool_env_of(["ANTHROPIC_API_KEY"])
+    )
+    assert bash(named, show)[0] == "key=sk-secret model=none lc=C.UTF-8"
+    given = sandboxed(
+        repo, processes, read_only=False, enabled=False, tool_env=tool_env_of({"X_TOKEN": "t"})
+    )
+    assert bash(given, 'echo "$X_TOKEN"')[0] == "t"
+
+
+def test_the_environment_is_the_allowlist_plus_what_is_named(tmp_path: Path) -> None:
+    base = {"PATH": "/bin", "HOME": "/h", "ANTHROPIC_API_KEY": "k", "LC_CTYPE": "C", "OTHER": "o"}
+    env = tool_environment(
+        base, tool_env_of(["OTHER", "MISSING"]), workspace=tmp_path, temp_dir=None
+    )
+    assert env == {
+        "PATH": "/bin",
+        "HOME": "/h",
+        "LC_CTYPE": "C",
+        "OTHER": "o",
+        "CLAUDE_PROJECT_DIR": str(tmp_path),
+    }
+    with pytest.raises(ValueError, match="'1BAD' is not an environment variable name"):
+        tool_env_of(["1BAD"])
+
+
+def test_without_landlock_a_read_only_run_refuses_bash_and_another_runs_with_a_warning(
+    repo: Path, processes: ProcessGroups, monkeypatch: pytest.MonkeyPatch, outside: Path
+) -> None:
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "0")
+    assert landlock_abi() == 0
+    read_only = sandboxed(repo, processes, read_only=True)
+    with pytest.raises(ToolError, match=r"this run is read-only .* no Landlock"):
+        bash(read_only, f"echo x > {outside}/x")
+    assert not (outside / "x").exists()
+    writer = sandboxed(repo, processes, read_only=False)
+    assert bash(writer, "echo ran") == ("ran", False)  # unsandboxed, after the warning
+
+
+def test_a_bad_abi_override_is_an_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "many")
+    with pytest.raises(ValueError, match="SUBAGENTS_LANDLOCK_ABI='many'"):
+        landlock_abi()
+
+
+@landlock
+def test_the_launcher_refuses_to_run_what_it_cannot_restrict(
+    repo: Path, processes: ProcessGroups, tmp_path: Path
+) -> None:
+    """A writable directory that is not there: the launcher fails, the command never runs."""
+    ctx = sandboxed(repo, processes, read_only=False)
+    assert ctx.sandbox is not None
+    argv = ctx.sandbox.argv(["sh", "-c", f"touch {tmp_path}/ran"], tmp_path / "missing")
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == FAILED_EXIT and "could not restrict" in done.stderr
+    assert not (tmp_path / "ran").exists()
