@@ -35,7 +35,7 @@ from subagents.supervision.spawn_rules import SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
-from subagents.tools.sandbox import Sandbox
+from subagents.tools.sandbox import RunSandbox, Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -184,12 +184,18 @@ class AgentEnv:
         return self.worktrees.finish(record.run_id)
 
     def mcp_for(
-        self, spec: AgentSpec, *, deadline: float | None, cancel: CancelSignal | None
+        self,
+        spec: AgentSpec,
+        *,
+        deadline: float | None,
+        cancel: CancelSignal | None,
+        sandbox: RunSandbox | None = None,
     ) -> RunMcp | None:
-        """The MCP tools of one run (starting the servers it needs), or None without any."""
+        """The MCP tools of one run (starting the servers it needs, in the run's
+        ``sandbox``), or None without any."""
         if self.mcp is None or not self.mcp.uses_servers(spec):
             return None
-        return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel)
+        return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel, sandbox=sandbox)
 
 
 def close_tool_services(worktrees: Worktrees | None, mcp: McpHub | None, timeout: float) -> None:

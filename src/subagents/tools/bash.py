@@ -62,6 +62,13 @@ class BashInput(msgspec.Struct, forbid_unknown_fields=True):
             " read the output later."
         ),
     ] = False
+    dangerously_disable_sandbox: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Set this to true to ask for approval to run this command outside"
+            " the sandbox (it could then write anywhere and use the network)."
+        ),
+    ] = msgspec.field(default=False, name="dangerouslyDisableSandbox")
 
 
 class BashOutputInput(msgspec.Struct, forbid_unknown_fields=True):

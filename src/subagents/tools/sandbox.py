@@ -20,6 +20,7 @@ a silent downgrade.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -223,6 +224,11 @@ class RunSandbox:
         if not self.network and self.abi >= 4:
             head.append("--no-network")
         return [*head, "--", *argv]
+
+    def unconfined(self) -> RunSandbox:
+        """The same without Landlock (a call approved to run outside the sandbox); the
+        environment stays scrubbed."""
+        return dataclasses.replace(self, landlock=False, refusal=None)
 
     def environment(
         self, temp_dir: Path | None, base: Mapping[str, str] | None = None
