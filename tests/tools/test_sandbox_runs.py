@@ -274,3 +274,23 @@ def test_dangerously_disable_sandbox_asks_and_runs_outside_once_approved(
     ) as rt:  # fmt: skip
         rt.run("worker", "go", wait=WAIT)
     assert "read-only" in results(plan, "worker")[0].content and len(asked) == 1
+
+
+@landlock
+def test_a_worktree_run_can_commit_but_not_touch_the_repository_hooks(repo: Path) -> None:
+    """An ``isolation: worktree`` run writes its worktree and what ``git commit`` there needs
+    (its git directory, the shared objects and refs), not the main tree nor ``.git/hooks``."""
+    commit = (
+        "echo new > new.txt && git add new.txt"
+        " && git -c user.name=t -c user.email=t@t commit -qm new && echo committed"
+    )
+    plant = f"echo 'echo pwned' > {repo}/.git/hooks/post-checkout"
+    model = bash_run([commit, plant, f"echo x > {repo}/main.txt"])
+    spec = agent("worker", metadata={"isolation": "worktree"})
+    with Runtime([spec], model=model, workspace=repo, permissions="bypassPermissions") as rt:
+        assert rt.run("worker", "commit", wait=WAIT).status is RunStatus.COMPLETED
+    committed, planted, main = results(model, "worker")
+    assert committed.content == "committed", committed
+    assert planted.is_error and "Permission denied" in planted.content
+    assert main.is_error and not (repo / "main.txt").exists()
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists()
