@@ -221,3 +221,49 @@ def test_the_launcher_refuses_to_run_what_it_cannot_restrict(
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == FAILED_EXIT and "could not restrict" in done.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_bad_sandbox_settings_are_errors_naming_them() -> None:
+    with pytest.raises(ValueError, match="'plann' is not one of"):
+        Sandbox.coerce(Sandbox(network={"plann": "off"}))
+    with pytest.raises(ValueError, match="network must be 'on' or 'off', got 'maybe'"):
+        Sandbox.coerce(Sandbox(network={"plan": "maybe"}))
+    with pytest.raises(TypeError, match="sandbox must be True, False or a Sandbox"):
+        Sandbox.coerce("yes")  # type: ignore[arg-type]
+    opened = Sandbox.coerce(Sandbox(network={"plan": "on", "default": False}))
+    assert opened.network_for("plan", None) and not opened.network_for("default", None)
+    assert not opened.network_for("plan", "off")  # a definition can turn it off
+    assert not Sandbox.coerce(True).network_for("plan", "on")  # never on where the owner said off
+
+
+def test_a_definitions_network_field_reads_yaml_on_and_off() -> None:
+    from subagents.definitions import DefinitionError, parse_markdown
+
+    def network(value: str) -> str | None:
+        text = f"---\nname: a\ndescription: d\nnetwork: {value}\n---\nPrompt.\n"
+        return parse_markdown(text).network
+
+    assert (network("off"), network("on"), network('"off"'), network("ON")) == (
+        "off",
+        "on",
+        "off",
+        "on",
+    )
+    with pytest.raises(DefinitionError, match="network must be on or off, got 'sometimes'"):
+        network("sometimes")
+
+
+def test_the_command_line_options(tmp_path: Path) -> None:
+    import argparse
+
+    from subagents.cli.runtime_args import add_runtime_arguments, runtime_options
+    from subagents.cli.state import CliError
+
+    parser = argparse.ArgumentParser()
+    add_runtime_arguments(parser)
+    args = parser.parse_args(["--no-sandbox", "--tool-env", "GITHUB_TOKEN", "--tool-env", "X=1"])
+    options = runtime_options(args)
+    assert (options["sandbox"], options["tool_env"]) == (False, ["GITHUB_TOKEN", "X=1"])
+    assert runtime_options(parser.parse_args([]))["sandbox"] is True
+    with pytest.raises(CliError, match="--tool-env: tool_env: '1X' is not an environment"):
+        runtime_options(parser.parse_args(["--tool-env", "1X"]))

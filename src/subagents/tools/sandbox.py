@@ -33,6 +33,7 @@ from subagents.definitions.validate import NETWORK_SETTINGS
 from subagents.logs import get_logger
 from subagents.tools import sandbox_exec
 from subagents.tools.base import ToolError
+from subagents.tools.modes import parse_mode
 
 log = get_logger("subagents.sandbox")
 
@@ -140,8 +141,10 @@ class Sandbox:
             made = value
         else:
             raise TypeError(f"sandbox must be True, False or a Sandbox, got {value!r}")
-        network = {
-            str(mode): parse_network(setting, f"sandbox network for {mode!r}")
+        network: dict[str, Network] = {
+            parse_mode(mode, "Sandbox(network=...)"): parse_network(
+                setting, f"Sandbox(network=...) for {mode!r}"
+            )
             for mode, setting in made.network.items()
         }
         pairs = made.tool_env + tool_env_of(tool_env)
