@@ -294,3 +294,37 @@ def test_a_worktree_run_can_commit_but_not_touch_the_repository_hooks(repo: Path
     assert planted.is_error and "Permission denied" in planted.content
     assert main.is_error and not (repo / "main.txt").exists()
     assert not (repo / ".git" / "hooks" / "post-checkout").exists()
+
+
+def test_without_landlock_a_plan_runs_hooks_and_mcp_servers_do_not_start(
+    repo: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "0")
+    hook = f"echo hooked > {outside}/hook"
+    spec = agent(
+        "worker",
+        hooks={"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": hook}]}]},
+    )
+    config = {"command": sys.executable, "args": [str(SERVER_APP)]}
+    (repo / "a").write_text("a\n")
+    calls = [use("mcp__calc__add", a=1, b=2), use("Read", file_path=str(repo / "a"))]
+    model = ScriptedModel({"worker": [{"tool_calls": calls}, "done"]})
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime(
+            [spec],
+            model=model,
+            workspace=repo,
+            permissions="plan",
+            mcp_servers={"calc": config},
+            allow_hooks=True,
+        ) as rt,
+    ):
+        assert rt.run("worker", "add", wait=WAIT).status is RunStatus.COMPLETED
+        assert rt.mcp.status() == {"calc": "failed"}
+    added, read = results(model, "worker")
+    assert added.is_error and "the kernel offers no Landlock" in added.content, added
+    assert not read.is_error  # Read needs no process: it works
+    hooks = [e for e in logs if e["event"] == "hook failed"]
+    assert hooks and "not run: this run is read-only" in hooks[0]["stderr"]
+    assert not (outside / "hook").exists()
