@@ -267,3 +267,19 @@ def test_the_command_line_options(tmp_path: Path) -> None:
     assert runtime_options(parser.parse_args([]))["sandbox"] is True
     with pytest.raises(CliError, match="--tool-env: tool_env: '1X' is not an environment"):
         runtime_options(parser.parse_args(["--tool-env", "1X"]))
+
+
+@landlock
+def test_an_older_landlock_still_bounds_writes_and_says_the_network_stays_on(
+    repo: Path, processes: ProcessGroups, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import structlog
+
+    monkeypatch.setenv("SUBAGENTS_LANDLOCK_ABI", "3")  # before TCP rules (ABI 4)
+    with structlog.testing.capture_logs() as logs:
+        ctx = sandboxed(repo, processes, read_only=True, network=False)
+    assert any("cannot turn the network off" in e["event"] for e in logs)
+    assert ctx.sandbox is not None and ctx.sandbox.abi == 3
+    assert "--no-network" not in ctx.sandbox.argv(["true"], repo)
+    text, error = bash(ctx, f"echo x > {outside}/x")
+    assert error and "Permission denied" in text and not (outside / "x").exists()
