@@ -38,6 +38,7 @@ _EXPORTS = {
     "ToolContext": "subagents.tools.context",
     "Workspace": "subagents.tools.workspace",
     "Permissions": "subagents.tools.permissions",
+    "Sandbox": "subagents.tools.sandbox",
     "ApprovalRequest": "subagents.tools.approval",
     "Approval": "subagents.tools.approval",
     "SkillIndex": "subagents.definitions.skills",
@@ -110,6 +111,7 @@ __all__ = [
     "Runtime",
     "RuntimeClosed",
     "SQLiteStore",
+    "Sandbox",
     "ScriptedModel",
     "SkillIndex",
     "SpawnRefused",
@@ -175,6 +177,7 @@ if TYPE_CHECKING:
     from subagents.tools.base import Tool, ToolError, ToolResult
     from subagents.tools.context import ToolContext
     from subagents.tools.permissions import Permissions
+    from subagents.tools.sandbox import Sandbox
     from subagents.tools.workspace import Workspace
 
 
