@@ -283,3 +283,18 @@ def test_an_older_landlock_still_bounds_writes_and_says_the_network_stays_on(
     assert "--no-network" not in ctx.sandbox.argv(["true"], repo)
     text, error = bash(ctx, f"echo x > {outside}/x")
     assert error and "Permission denied" in text and not (outside / "x").exists()
+
+
+@landlock
+def test_a_link_planted_in_the_run_dir_does_not_redirect_the_next_output(
+    repo: Path, processes: ProcessGroups, outside: Path
+) -> None:
+    """A command may write in its run's directory; the runtime (unsandboxed) creates each
+    output file there afresh, so a planted link cannot make it write elsewhere."""
+    target = outside / "victim"
+    ctx = sandboxed(repo, processes, read_only=True)
+    plant = f'for i in $(seq 1 50); do ln -sf {target} "$TMPDIR/bash_$i.out"; done; echo planted'
+    assert bash(ctx, plant) == ("planted", False)
+    assert bash(ctx, "echo leaked") == ("leaked", False)
+    run_bash({"command": "echo leaked", "run_in_background": True}, ctx)
+    assert target.read_text() == "keep me"

@@ -119,8 +119,12 @@ class ProcessGroups:
         argv = [shell(), "-c", command]
         if sandbox is not None:
             argv = sandbox.argv(argv, run_dir)
-        output = run_dir / f"{proc_id}.out"
-        with open(output, "wb") as sink:
+        # a fresh file of an unpredictable name (O_EXCL, never through a symlink): the run's
+        # own commands may write in its directory, and must not plant a link this process
+        # (unsandboxed) would then write a command's output through
+        fd, name = tempfile.mkstemp(prefix=f"{proc_id}-", suffix=".out", dir=run_dir)
+        output = Path(name)
+        with open(fd, "wb") as sink:
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
