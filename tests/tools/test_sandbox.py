@@ -8,6 +8,7 @@ the no-Landlock tests (``SUBAGENTS_LANDLOCK_ABI=0``) still run.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -298,3 +299,28 @@ def test_a_link_planted_in_the_run_dir_does_not_redirect_the_next_output(
     assert bash(ctx, "echo leaked") == ("leaked", False)
     run_bash({"command": "echo leaked", "run_in_background": True}, ctx)
     assert target.read_text() == "keep me"
+
+
+@landlock
+def test_no_device_node_can_be_made_even_where_writes_are_allowed(
+    repo: Path, processes: ProcessGroups
+) -> None:
+    """As root, a device node of the disk would write around every rule."""
+    ctx = sandboxed(repo, processes, read_only=False)
+    text, error = bash(ctx, 'mknod "$TMPDIR/null" c 1 3 || mknod ./null c 1 3')
+    assert error and not (repo / "null").exists()
+    assert "Permission denied" in text or os.geteuid() != 0  # not root: EPERM anyway
+
+
+@landlock
+@pytest.mark.parametrize("plant", ["mkfifo {f}", "ln -s /dev/zero {f}"])
+def test_what_a_command_leaves_at_its_cwd_file_is_read_safely(
+    repo: Path, processes: ProcessGroups, plant: str
+) -> None:
+    """A fifo or a link to /dev/zero where the runtime reads the directory a command ended
+    in: it is not read (the call returns, its output intact)."""
+    ctx = sandboxed(repo, processes, read_only=True)
+    cwd_file = f'"$TMPDIR/cwd-{ctx.run_id}-{ctx.tool_use_id}"'
+    command = f"trap - EXIT; {plant.format(f=cwd_file)}; echo planted"
+    assert bash(ctx, command) == ("planted", False)
+    assert ctx.session.cwd == repo

@@ -9,6 +9,7 @@ stderr interleaved, as a terminal shows them) is capped at 30,000 characters wit
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -28,7 +29,7 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import Process, read_output
+from subagents.tools.processes import Process, open_regular, read_output
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -195,10 +196,13 @@ def _join(*parts: str) -> str:
 def _follow_cwd(ctx: ToolContext, cwd_file: Path) -> str:
     """Move the run's shell directory to where the command ended; a note if it left."""
     try:
-        ended = Path(cwd_file.read_text().strip())
-        cwd_file.unlink()
+        with open_regular(cwd_file) as f:  # written by the command: perhaps not a file
+            ended = Path(f.read(4096).decode("utf-8", "replace").strip())
     except OSError:
         return ""
+    finally:
+        with contextlib.suppress(OSError):
+            cwd_file.unlink()
     real = Path(os.path.realpath(ended))
     if ctx.workspace.contains(real):
         ctx.session.cwd = real

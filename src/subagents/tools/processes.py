@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -25,6 +26,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
 from subagents.tools.sandbox import RunSandbox
@@ -253,19 +255,30 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file: not through a symlink, never
+    blocking on a fifo (``OSError`` otherwise). The run's directory is written by its own
+    commands, which could put a link to ``/dev/zero`` or a fifo where the runtime reads."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return open(fd, "rb")
+
+
 def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, int, int]:
     """Output from byte ``offset``: (text cut to ``limit_chars``, bytes left out, the byte
     offset reached: the end of what is written now). At most ~4 bytes per character are
     read, so a command that printed gigabytes costs no more than one that printed the cap.
     Invalid UTF-8 is replaced, never an error."""
+    budget = limit_chars * 4
     try:
-        size = path.stat().st_size
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(offset)
+            data = f.read(min(max(0, size - offset), budget))
     except OSError:
         return "", 0, offset
-    budget = limit_chars * 4
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(min(max(0, size - offset), budget))
     text = data.decode("utf-8", errors="replace")
     shown = text[:limit_chars]
     omitted = size - offset - len(shown.encode("utf-8", errors="replace"))

@@ -12,8 +12,9 @@ package import): it must import nothing but the standard library, so starting it
 bare interpreter (``benchmarks/sandbox.py`` measures it).
 
 What is restricted: every *write* right of the file system (writing, truncating, creating,
-removing, renaming, linking, making devices, sockets, fifos and symlinks) is denied outside
-the ``--write`` directories (and a few device files everyone writes, such as ``/dev/null``).
+removing, renaming, linking, making sockets, fifos and symlinks) is denied outside the
+``--write`` directories (and a few device files everyone writes, such as ``/dev/null``);
+making a device node is denied everywhere (as root it would reach the disk under the rules).
 Reading and executing are not restricted. ``--no-network`` denies outgoing TCP connections
 (Landlock ABI 4+) and connections to abstract unix sockets outside (ABI 6+). From ABI 6 the
 command may not signal processes outside its sandbox (the runtime, other runs).
@@ -178,8 +179,10 @@ def restrict(writable: list[str], *, network: bool, abi: int) -> None:
     if ruleset < 0:
         raise _error("landlock_create_ruleset")
     try:
+        # never devices: root could make a node of the disk and write around every rule
+        granted = handled & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK)
         for path in writable:
-            _allow(libc, int(ruleset), path, handled, required=True)
+            _allow(libc, int(ruleset), path, granted, required=True)
         file_rights = handled & (FS_WRITE_FILE | FS_TRUNCATE)
         for path in DEVICE_FILES:
             _allow(libc, int(ruleset), path, file_rights, required=False)
