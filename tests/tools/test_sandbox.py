@@ -324,3 +324,18 @@ def test_what_a_command_leaves_at_its_cwd_file_is_read_safely(
     command = f"trap - EXIT; {plant.format(f=cwd_file)}; echo planted"
     assert bash(ctx, command) == ("planted", False)
     assert ctx.session.cwd == repo
+
+
+@landlock
+def test_the_owner_can_add_a_writable_directory_for_runs_that_write(
+    repo: Path, processes: ProcessGroups, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    writer = sandboxed(repo, processes, read_only=False, writable=(str(cache),))
+    assert bash(writer, f"echo c > {cache}/c && cat {cache}/c") == ("c", False)
+    reader = sandboxed(repo, processes, read_only=True, writable=(str(cache),))
+    text, error = bash(reader, f"echo c > {cache}/d")
+    assert error and "Permission denied" in text and not (cache / "d").exists()
+    with pytest.raises(ValueError, match="is not a directory"):
+        Sandbox.coerce(Sandbox(writable=(str(tmp_path / "nowhere"),)))

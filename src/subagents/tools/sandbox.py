@@ -107,6 +107,16 @@ def tool_environment(
     return env
 
 
+def _directory(path: object) -> str:
+    """An owner's extra writable directory: an existing one, absolute (``~`` expanded)."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"Sandbox(writable=...): a directory path, got {path!r}")
+    real = os.path.realpath(os.path.expanduser(os.fspath(path)))
+    if not os.path.isdir(real):
+        raise ValueError(f"Sandbox(writable=...): {os.fspath(path)!r} is not a directory")
+    return real
+
+
 def parse_network(value: object, where: str) -> Network:
     """``on``/``off`` (YAML's ``true``/``false``, which ``on``/``off`` read as, too)."""
     if value is True or value is False:
@@ -127,6 +137,9 @@ class Sandbox:
     tool_env: tuple[tuple[str, str | None], ...] = ()
     abi: int | None = None
     """The Landlock ABI (``resolve`` asks the kernel, or ``$SUBAGENTS_LANDLOCK_ABI``)."""
+    writable: tuple[str, ...] = ()
+    """More directories the processes of runs that may write can write (a cache under the
+    home directory, say): the owner's choice; never in a read-only run."""
 
     @classmethod
     def coerce(
@@ -148,7 +161,8 @@ class Sandbox:
             for mode, setting in made.network.items()
         }
         pairs = made.tool_env + tool_env_of(tool_env)
-        return cls(made.enabled, network, pairs, made.abi).resolve()
+        extra = tuple(_directory(p) for p in made.writable)
+        return cls(made.enabled, network, pairs, made.abi, extra).resolve()
 
     def resolve(self) -> Sandbox:
         """This, with the ABI asked of the kernel; a warning when it is on and there is none."""
@@ -163,7 +177,7 @@ class Sandbox:
             )
         elif self.enabled and abi < 4:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
-        return Sandbox(self.enabled, self.network, self.tool_env, abi)
+        return dataclasses.replace(self, abi=abi)
 
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
@@ -176,7 +190,10 @@ class Sandbox:
         self, *, workspace: Path, read_only: bool, network: bool, why: str = ""
     ) -> RunSandbox:
         """How one run's processes start: what they may write, the network, the environment."""
-        writable = () if read_only else (workspace, *git_dirs_of_worktree(workspace))
+        writable: tuple[Path, ...] = ()
+        if not read_only:
+            extra = (Path(p) for p in self.writable)
+            writable = (workspace, *git_dirs_of_worktree(workspace), *extra)
         return RunSandbox(
             landlock=self.enabled and bool(self.abi),
             abi=self.abi or 0,
