@@ -339,3 +339,20 @@ def test_the_owner_can_add_a_writable_directory_for_runs_that_write(
     assert error and "Permission denied" in text and not (cache / "d").exists()
     with pytest.raises(ValueError, match="is not a directory"):
         Sandbox.coerce(Sandbox(writable=(str(tmp_path / "nowhere"),)))
+
+
+@landlock
+@pytest.mark.parametrize("read_only", [False, True])
+def test_reads_can_be_limited_to_the_system_the_workspace_and_what_the_owner_lists(
+    repo: Path, processes: ProcessGroups, outside: Path, tmp_path: Path, read_only: bool
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "doc").write_text("shared doc")
+    ctx = sandboxed(repo, processes, read_only=read_only, readable=(str(shared),))
+    text, error = bash(ctx, f"cat {outside}/victim")
+    assert error and "Permission denied" in text
+    commands = f"/bin/cat src/calc.py | head -1; cat {shared}/doc; echo; git log --oneline | wc -l"
+    assert bash(ctx, commands) == ("def add(a, b):\nshared doc\n1", False)
+    unlimited = sandboxed(repo, processes, read_only=read_only)
+    assert bash(unlimited, f"cat {outside}/victim") == ("keep me", False)

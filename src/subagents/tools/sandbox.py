@@ -8,6 +8,7 @@ started through the launcher (``sandbox_exec``), which puts it under Linux Landl
 it runs: it may write only under the run's workspace (its worktree when isolated) and a
 private temporary directory of the run, or, when the run is read-only (``plan`` mode), only
 under that temporary directory; and, with the network off, it may open no TCP connection.
+Reads are not restricted unless the owner lists what may be read (``Sandbox(readable=...)``).
 The kernel holds the line for the process and everything it starts.
 
 And a process gets a scrubbed environment (``tool_environment``): a documented allowlist of
@@ -140,6 +141,10 @@ class Sandbox:
     writable: tuple[str, ...] = ()
     """More directories the processes of runs that may write can write (a cache under the
     home directory, say): the owner's choice; never in a read-only run."""
+    readable: tuple[str, ...] | None = None
+    """None: reads are not restricted. Else processes may read (and run) only under these
+    paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
+    the owner hides the rest (``~/.ssh``...)."""
 
     @classmethod
     def coerce(
@@ -162,7 +167,12 @@ class Sandbox:
         }
         pairs = made.tool_env + tool_env_of(tool_env)
         extra = tuple(_directory(p) for p in made.writable)
-        return cls(made.enabled, network, pairs, made.abi, extra).resolve()
+        readable = made.readable
+        if readable is not None:
+            if isinstance(readable, str):
+                raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
+            readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
+        return cls(made.enabled, network, pairs, made.abi, extra, readable).resolve()
 
     def resolve(self) -> Sandbox:
         """This, with the ABI asked of the kernel; a warning when it is on and there is none."""
@@ -190,10 +200,15 @@ class Sandbox:
         self, *, workspace: Path, read_only: bool, network: bool, why: str = ""
     ) -> RunSandbox:
         """How one run's processes start: what they may write, the network, the environment."""
+        git = git_dirs_of_worktree(workspace)
         writable: tuple[Path, ...] = ()
         if not read_only:
-            extra = (Path(p) for p in self.writable)
-            writable = (workspace, *git_dirs_of_worktree(workspace), *extra)
+            writable = (workspace, *git, *(Path(p) for p in self.writable))
+        readable = None
+        if self.readable is not None:
+            shared = {d.parent for d in git[1:]}  # the repository's git dir: config, HEAD
+            given = (Path(p) for p in (*SYSTEM_READABLE, *self.readable))
+            readable = (*given, workspace, *git, *sorted(shared))
         return RunSandbox(
             landlock=self.enabled and bool(self.abi),
             abi=self.abi or 0,
@@ -203,6 +218,7 @@ class Sandbox:
             workspace=workspace,
             tool_env=self.tool_env,
             refusal=self._refusal(read_only, why),
+            readable=readable,
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -230,6 +246,8 @@ class RunSandbox:
     tool_env: tuple[tuple[str, str | None], ...] = ()
     refusal: str | None = None
     """Why no process may start (a read-only run without Landlock), or None."""
+    readable: tuple[Path, ...] | None = None
+    """Where its processes may read and run (None: anywhere)."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -243,6 +261,8 @@ class RunSandbox:
             head += ["--write", str(path)]
         if not self.network and self.abi >= 4:
             head.append("--no-network")
+        for path in self.readable or ():
+            head += ["--read", str(path)]
         return [*head, "--", *argv]
 
     def unconfined(self) -> RunSandbox:
@@ -253,17 +273,42 @@ class RunSandbox:
     def environment(
         self, temp_dir: Path | None, base: Mapping[str, str] | None = None
     ) -> dict[str, str]:
-        return tool_environment(
+        env = tool_environment(
             os.environ if base is None else base,
             self.tool_env,
             workspace=self.workspace,
             temp_dir=temp_dir,
         )
+        if self.landlock and self.readable is not None and "GIT_CONFIG_GLOBAL" not in env:
+            config = Path(env.get("HOME", "~")).expanduser() / ".gitconfig"
+            if not any(config.is_relative_to(p) for p in self.readable):
+                env["GIT_CONFIG_GLOBAL"] = "/dev/null"  # git stops at a config it cannot read
+        return env
 
 
 class SandboxRefused(ToolError):
     """A process that may not start (a read-only run on a kernel without Landlock)."""
 
+
+SYSTEM_READABLE = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/opt",
+    sys.prefix,
+    sys.base_prefix,
+)
+"""What a process may always read and run when reads are restricted: the system's programs,
+libraries and configuration, and this Python's (paths that do not exist are skipped)."""
 
 LAUNCHER = sandbox_exec.__file__
 """The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""

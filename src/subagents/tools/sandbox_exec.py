@@ -1,6 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
-    python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--no-network] -- CMD ARGS...
+    python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
+        -- CMD ARGS...
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
 ``preexec_fn`` is not safe there (a fork of a threaded process may deadlock in the child).
@@ -15,7 +16,8 @@ What is restricted: every *write* right of the file system (writing, truncating,
 removing, renaming, linking, making sockets, fifos and symlinks) is denied outside the
 ``--write`` directories (and a few device files everyone writes, such as ``/dev/null``);
 making a device node is denied everywhere (as root it would reach the disk under the rules).
-Reading and executing are not restricted. ``--no-network`` denies outgoing TCP connections
+Reading and executing are not restricted, unless ``--read`` paths are given: then only under
+those and the ``--write`` directories. ``--no-network`` denies outgoing TCP connections
 (Landlock ABI 4+) and connections to abstract unix sockets outside (ABI 6+). From ABI 6 the
 command may not signal processes outside its sandbox (the runtime, other runs).
 
@@ -79,6 +81,8 @@ WRITE_RIGHTS_V1 = (
     | FS_MAKE_BLOCK
     | FS_MAKE_SYM
 )
+READ_RIGHTS = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
+"""What ``--read`` grants (and, given any, what is denied elsewhere)."""
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 """Written by everyday commands (``> /dev/null``); a rule on a file may carry file rights only."""
 FAILED_EXIT = 125
@@ -153,15 +157,20 @@ def write_rights(abi: int) -> int:
     return rights
 
 
-def restrict(writable: list[str], *, network: bool, abi: int) -> None:
+def restrict(
+    writable: list[str], *, network: bool, abi: int, readable: list[str] | None = None
+) -> None:
     """Restrict this process (and all it will start) to writing under ``writable``; without
-    ``network``, no outgoing TCP connection. ``LandlockError`` when any step fails."""
+    ``network``, no outgoing TCP connection; given ``readable``, to reading and executing
+    only under those and ``writable``. ``LandlockError`` when any step fails."""
     if abi < 1:
         raise LandlockError("the kernel offers no Landlock")
     if not network and abi < 4:
         raise LandlockError(f"turning the network off needs Landlock ABI 4, the kernel has {abi}")
     libc = _libc()
     handled = write_rights(abi)
+    if readable is not None:
+        handled |= READ_RIGHTS
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
     if not network:
@@ -183,9 +192,12 @@ def restrict(writable: list[str], *, network: bool, abi: int) -> None:
         granted = handled & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK)
         for path in writable:
             _allow(libc, int(ruleset), path, granted, required=True)
-        file_rights = handled & (FS_WRITE_FILE | FS_TRUNCATE)
+        file_rights = handled & (FS_WRITE_FILE | FS_TRUNCATE | FS_READ_FILE)
         for path in DEVICE_FILES:
             _allow(libc, int(ruleset), path, file_rights, required=False)
+        for path in readable or ():
+            rights = READ_RIGHTS if os.path.isdir(path) else FS_READ_FILE | FS_EXECUTE
+            _allow(libc, int(ruleset), path, rights, required=False)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _error("prctl(PR_SET_NO_NEW_PRIVS)")
         done = libc.syscall(
@@ -224,9 +236,21 @@ def _error(step: str) -> LandlockError:
     return LandlockError(errno, f"{step} failed: {os.strerror(errno)}")
 
 
+def _find(name: str) -> str | None:
+    """``name`` as ``execvp`` would find it on ``PATH`` (a path with a ``/`` as it is)."""
+    if "/" in name:
+        return name
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring), restrict, exec; the exit code on failure."""
     writable: list[str] = []
+    readable: list[str] | None = None
     network = True
     abi = KNOWN_ABI
     i = 0
@@ -235,9 +259,11 @@ def main(argv: list[str]) -> int:
         if flag == "--no-network":
             network = False
             i += 1
-        elif flag in ("--write", "--abi") and i + 1 < len(argv):
+        elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
             if flag == "--write":
                 writable.append(argv[i + 1])
+            elif flag == "--read":
+                readable = [*(readable or []), argv[i + 1]]
             else:
                 abi = int(argv[i + 1])
             i += 2
@@ -248,13 +274,18 @@ def main(argv: list[str]) -> int:
     if not command:
         print("subagents sandbox: no command after --", file=sys.stderr)
         return FAILED_EXIT
+    program = _find(command[0])  # before: after it, PATH may hold unreadable places
+    if program is None:
+        print(f"subagents sandbox: command not found: {command[0]!r}", file=sys.stderr)
+        return 127
     try:
-        restrict(writable, network=network, abi=min(abi, KNOWN_ABI, kernel_abi()))
+        abi = min(abi, KNOWN_ABI, kernel_abi())
+        restrict(writable, network=network, abi=abi, readable=readable)
     except (LandlockError, OSError) as exc:
         print(f"subagents sandbox: could not restrict the command: {exc}", file=sys.stderr)
         return FAILED_EXIT
     try:
-        os.execvp(command[0], command)
+        os.execv(program, command)
     except OSError as exc:
         print(f"subagents sandbox: cannot run {command[0]!r}: {exc}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126
