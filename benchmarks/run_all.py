@@ -35,6 +35,7 @@ NAMES = (
     "load_definitions",
     "store_write",
     "tools",
+    "sandbox",
     "mcp_hub",
     "cli_startup",
     "refusals",
@@ -491,6 +492,24 @@ def _more_mcp_hub(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _more_sandbox(r: dict[str, Any]) -> list[Row]:
+    f = r["figures"]
+    if "bash_call" not in f:
+        return [("Bash call in the sandbox", "no Landlock here", "-", "-", r["note"], "-")]
+    call, start = f["bash_call"], f["process_start"]
+    return [
+        (
+            "Bash call (`true`) in the Landlock sandbox",
+            f"{call['sandboxed_ms']} ms",
+            f"unsandboxed {call['plain_ms']} ms",
+            f"{call['ratio']}x",
+            f"+{call['added_ms']} ms: the launcher (process start +{start['added_ms']} ms,"
+            f" its interpreter {f['launcher_interpreter_ms']} ms)",
+            "-",
+        )
+    ]
+
+
 def _more_cli_startup(r: dict[str, Any]) -> list[Row]:
     f = r["figures"]
     return [
@@ -577,6 +596,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "load_definitions": _more_load,
     "store_write": _more_store,
     "tools": _more_tools,
+    "sandbox": _more_sandbox,
     "mcp_hub": _more_mcp_hub,
     "cli_startup": _more_cli_startup,
     "refusals": _more_refusals,

@@ -48,6 +48,7 @@ _EXPORTS = {
     "Rule": "subagents.tools.rules",
     "RuleError": "subagents.tools.rules",
     "McpConfigError": "subagents.mcp.config",
+    "Sandbox": "subagents.tools.sandbox",
     "ApprovalRequest": "subagents.tools.approval",
     "Approval": "subagents.tools.approval",
     "SkillIndex": "subagents.definitions.skills",
@@ -148,6 +149,7 @@ __all__ = [
     "Runtime",
     "RuntimeClosed",
     "SQLiteStore",
+    "Sandbox",
     "ScriptError",
     "ScriptedModel",
     "SkillIndex",
@@ -234,6 +236,7 @@ if TYPE_CHECKING:
     from subagents.tools.context import ToolContext
     from subagents.tools.permissions import Permissions
     from subagents.tools.rules import Rule, RuleError
+    from subagents.tools.sandbox import Sandbox
     from subagents.tools.workspace import Workspace
 
 

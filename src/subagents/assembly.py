@@ -38,6 +38,7 @@ from subagents.tools.approval import ApprovalHandler
 from subagents.tools.hooks import HookConfigError, Hooks
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.sandbox import Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -197,6 +198,7 @@ def agent_env(
     approval_wait_s: float,
     processes: ProcessGroups,
     allow_hooks: bool,
+    sandbox: Sandbox,
     tracer: Telemetry | None,
     mcp: McpHub | None,
     worktrees: Worktrees | None,
@@ -219,6 +221,7 @@ def agent_env(
         approval_wait_s=positive_seconds(approval_wait_s, "approval_wait_s"),
         processes=processes,
         allow_hooks=allow_hooks,
+        sandbox=sandbox,
         tracer=tracer,
         mcp=mcp,
         worktrees=worktrees,

@@ -66,6 +66,7 @@ from subagents.supervisor_requests import RuntimeClosed, SupervisorRequests
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.permissions import Permissions
+from subagents.tools.sandbox import Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -108,6 +109,8 @@ class Runtime:
         mcp_servers: Mapping[str, Any] | None = None,
         agent_threads: str = "shared",
         allow_mcp_commands: bool = False,
+        sandbox: bool | Sandbox = True,
+        tool_env: Iterable[str] | Mapping[str, str] | None = None,
         cluster: str | None = None,
         owner: str | None = None,
     ) -> None:
@@ -120,7 +123,9 @@ class Runtime:
         process): one node host per node runs their agents, this runtime's supervisor decides
         for all of them, and the store is the cluster's (served on the head node) unless
         ``store`` is given (docs/cluster.md). ``owner``: the id on its runs and lease (default
-        ``host:pid:nonce``; docs/store.md)."""
+        ``host:pid:nonce``; docs/store.md). ``sandbox``: tools' processes under Landlock
+        (``False``: not; ``tools.sandbox.Sandbox``: the network per mode); ``tool_env``:
+        variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md)."""
         ensure_configured()
         address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
@@ -188,6 +193,7 @@ class Runtime:
                 approval_wait_s=approval_wait_s,
                 processes=self.processes,
                 allow_hooks=self.allow_hooks,
+                sandbox=Sandbox.coerce(sandbox, tool_env),
                 tracer=hosting.telemetry,
                 mcp=self.mcp,
                 worktrees=self.worktrees,
@@ -269,21 +275,8 @@ class Runtime:
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
         children follow it unless their definition says otherwise; docs/store.md).
         """
-        request = _root_request(
-            agent,
-            task,
-            context=context,
-            model=model,
-            timeout=timeout,
-            token_budget=token_budget,
-            label=label,
-            cost_budget_usd=cost_budget_usd,
-            on_failure=on_failure,
-            max_retries=max_retries,
-            shared=shared,
-            cleanup=cleanup,
-        )
-        return RunHandle(self, *self._starts.admit(request))
+        given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
+        return RunHandle(self, *self._starts.admit(_root_request(agent, task, **given)))
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE

@@ -63,6 +63,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         ],
         "store_write": ["store_write.py", "--quick"],
         "tools": ["tools.py", "--quick"],
+        "sandbox": ["sandbox.py", "--quick"],
         "cli_startup": ["cli_startup.py", "--quick"],
         "mcp_hub": ["mcp_hub.py", "--quick"],
         "refusals": ["refusals.py", "--quick"],
@@ -80,6 +81,7 @@ NAMES = (
     "load_definitions_absent",
     "store_write",
     "tools",
+    "sandbox",
     "mcp_hub",
     "cli_startup",
     "refusals",
@@ -279,6 +281,15 @@ def test_store_write_compares_sqlite_with_memory(
     figures = _decoded(results, "store_write")["figures"]
     for key in ("sqlite_batched", "sqlite_unbatched", "memory_batched", "memory_unbatched"):
         assert figures[f"{key}_records_per_s"] > 0
+
+
+def test_sandbox_compares_a_sandboxed_bash_call_with_a_plain_one(results: BenchmarkRuns) -> None:
+    figures = _decoded(results, "sandbox")["figures"]
+    assert figures["launcher_interpreter_ms"] > 0
+    if figures["landlock_abi"]:
+        call = figures["bash_call"]
+        assert call["plain_ms"] > 0 and call["sandboxed_ms"] > 0
+        assert call["ratio"] == pytest.approx(call["sandboxed_ms"] / call["plain_ms"], rel=0.01)
 
 
 def test_tools_compares_grep_with_the_rg_command_line(

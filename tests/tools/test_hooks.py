@@ -42,8 +42,8 @@ def script() -> ScriptedModel:
     return ScriptedModel({"hooked": [{"tool_calls": calls}, "ok"]})
 
 
-def test_a_pre_tool_use_hook_blocks_only_with_allow_hooks(repo: Path, tmp_path: Path) -> None:
-    seen = tmp_path / "seen.json"
+def test_a_pre_tool_use_hook_blocks_only_with_allow_hooks(repo: Path) -> None:
+    seen = repo / "seen.json"  # in the workspace: a hook, sandboxed, writes only there
     spec = hooked(block_touch(seen))
     model = script()
     with Runtime(

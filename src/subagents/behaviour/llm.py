@@ -81,8 +81,24 @@ class LLMBehaviour:
         self.fan_outs = FanOutCalls()
         # fan_out children an earlier start already spawned (their answers are recovered)
         self.already_spawned: set[str] = set()
-        # the run's MCP tools (its servers started now, on this run's thread) join the others
-        self.mcp = env.mcp_for(port.spec, deadline=port.deadline, cancel=port.cancel)
+        self.calls: ToolCalls | None = None
+        self.setup_error: str | None = None
+        """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
+        self.setup_kind = "bad_definition"
+        try:
+            self.calls = ToolCalls(env, port)
+        except ValueError as exc:
+            self.setup_error = str(exc)
+        except WorktreeError as exc:  # isolation: worktree outside a git repository...
+            self.setup_kind, self.setup_error = "worktree", str(exc)
+        # the run's MCP tools (its servers started now, on this run's thread, in its
+        # sandbox) join the others; a run whose tools could not be set up starts none
+        self.mcp = None
+        if self.calls is not None:
+            sandbox = self.calls.sandbox
+            self.mcp = env.mcp_for(
+                port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=sandbox
+            )
         self.tools: dict[str, Tool] = dict(env.tools)
         self.mcp_names: tuple[str, ...] = ()
         if self.mcp is not None and env.mcp is not None:
@@ -92,22 +108,11 @@ class LLMBehaviour:
         self.schemas = offered_tools(env, port, self.tools, self.mcp_names)
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
-        self.calls: ToolCalls | None = None
-        self.setup_error: str | None = None
-        """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
-        self.setup_kind = "bad_definition"
         self.stop_hook_active = False
         self.environment = ""
         """Appended to the system prompt when the agent has file or shell tools."""
-        try:
-            self.calls = ToolCalls(env, port)
-        except ValueError as exc:
-            self.setup_error = str(exc)
-        except WorktreeError as exc:  # isolation: worktree outside a git repository...
-            self.setup_kind, self.setup_error = "worktree", str(exc)
-        else:
-            if any(s.name in BUILTIN_NAMES for s in self.schemas):
-                self.environment = self.calls.environment()
+        if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
+            self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
 
     # ---- what the agent is offered -----------------------------------------------------------

@@ -35,6 +35,7 @@ from subagents.supervision.spawn_rules import Placed, SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.sandbox import RunSandbox, Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -159,6 +160,9 @@ class AgentEnv:
     """How long a child waits for its parent's answer before the call is refused."""
     processes: ProcessGroups = field(default_factory=ProcessGroups)
     allow_hooks: bool = False
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    """How tools' processes start: Landlock, the network per mode, the variables passed on
+    (``tools.sandbox``)."""
     tracer: CallTracer | None = None
     """Where model and tool calls are reported for tracing (None: nothing traced)."""
     mcp: McpHub | None = None
@@ -185,12 +189,18 @@ class AgentEnv:
         return self.worktrees.finish(record.run_id)
 
     def mcp_for(
-        self, spec: AgentSpec, *, deadline: float | None, cancel: CancelSignal | None
+        self,
+        spec: AgentSpec,
+        *,
+        deadline: float | None,
+        cancel: CancelSignal | None,
+        sandbox: RunSandbox | None = None,
     ) -> RunMcp | None:
-        """The MCP tools of one run (starting the servers it needs), or None without any."""
+        """The MCP tools of one run (starting the servers it needs, in the run's
+        ``sandbox``), or None without any."""
         if self.mcp is None or not self.mcp.uses_servers(spec):
             return None
-        return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel)
+        return self.mcp.tools_for(spec, deadline=deadline, cancel=cancel, sandbox=sandbox)
 
 
 def close_tool_services(worktrees: Worktrees | None, mcp: McpHub | None, timeout: float) -> None:

@@ -13,7 +13,9 @@ The decisions are plain classes in ``subagents.tools`` (``PermissionPolicy``, ``
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from pathlib import Path
 from typing import Any
 
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
@@ -61,6 +63,14 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
+        mode = self.policy.mode
+        sandbox = env.sandbox.resolve()
+        self.sandbox = sandbox.for_run(
+            workspace=self.workspace.root,
+            read_only=mode == "plan",  # the run's mode, not a reading of its commands
+            network=sandbox.network_for(mode, port.spec.network),
+            why=f"agent {port.spec.name!r} in plan mode",
+        )
 
     def environment(self) -> str:
         """What Claude Code tells a model about where it works (its ``<env>`` block): the
@@ -88,6 +98,7 @@ class ToolCalls:
             processes=self.env.processes,
             session=self.session,
             tool_use_id=use_id,
+            sandbox=self.sandbox,
         )
 
     def execute(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
@@ -117,7 +128,10 @@ class ToolCalls:
     def decide(self, use: ToolUseBlock, tool: Tool, *, parent_may_answer: bool) -> Decision:
         """The permission decision; an "ask" answered by the approval handler, unless the
         runtime routes a child's asks to its parent (then "ask" is returned as it is)."""
-        decision = self.policy.decide(tool, _arguments(use))
+        arguments = _arguments(use)
+        decision = self.policy.decide(tool, arguments)
+        if _outside_sandbox(tool, arguments) and decision.behavior != "deny":
+            decision = self._unsandboxed(decision)
         if decision.behavior != "ask":
             return decision
         reason = decision.reason
@@ -150,6 +164,23 @@ class ToolCalls:
             f" not make this call itself ({theirs.reason})"
         )
 
+    def _unsandboxed(self, decision: Decision) -> Decision:
+        """A Bash call asking to run outside the sandbox (Claude Code's
+        ``dangerouslyDisableSandbox``): asked for, unless nothing is asked in this mode;
+        never in a read-only run."""
+        if self.sandbox.read_only:
+            return Decision(
+                "deny",
+                "this run is read-only (plan mode): a command may not run outside the sandbox",
+            )
+        if self.policy.mode == "bypassPermissions" or not self.sandbox.landlock:
+            return decision
+        return Decision(
+            "ask",
+            "Bash asks to run outside the sandbox (dangerouslyDisableSandbox): it could write"
+            " anywhere and reach the network",
+        )
+
     @property
     def asks_parent(self) -> bool:
         """Whether this run's asks go up to its parent (as mail) rather than the handler."""
@@ -172,6 +203,8 @@ class ToolCalls:
                 cwd=self.workspace.root,
                 cancel=port.cancel,
                 log=port.log,
+                sandbox=self.sandbox,
+                temp_dir=self.temp_dir(),
             )
             if pre.blocked:
                 return f"PreToolUse hook blocked this call: {pre.reason}", True
@@ -184,7 +217,10 @@ class ToolCalls:
         port.flush_reports()  # what this turn reported so far goes now, not after the tool
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         try:
-            out = tool.run(args, self.context(use.id))
+            ctx = self.context(use.id)
+            if _outside_sandbox(tool, args):  # allowed: decided (asked) above
+                ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
+            out = tool.run(args, ctx)
         except ToolError as exc:
             content, is_error = str(exc), True
         except Exception as exc:
@@ -212,6 +248,8 @@ class ToolCalls:
                 cwd=self.workspace.root,
                 cancel=port.cancel,
                 log=port.log,
+                sandbox=self.sandbox,
+                temp_dir=self.temp_dir(),
             )
             if post.blocked:
                 content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
@@ -234,8 +272,14 @@ class ToolCalls:
             cwd=self.workspace.root,
             cancel=self.port.cancel,
             log=self.port.log,
+            sandbox=self.sandbox,
+            temp_dir=self.temp_dir(),
         )
         return outcome.reason if outcome.blocked else None
+
+    def temp_dir(self) -> Path:
+        """The run's own temporary directory (its processes' TMPDIR, writable in its sandbox)."""
+        return self.env.processes.run_dir(self.port.record.run_id)
 
     def _payload(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -250,6 +294,10 @@ class ToolCalls:
         killed = self.env.processes.kill_run(self.port.record.run_id)
         if killed:
             self.port.log.info("killed the run's processes", count=killed)
+
+
+def _outside_sandbox(tool: Tool, arguments: dict[str, Any]) -> bool:
+    return tool.name == "Bash" and arguments.get("dangerouslyDisableSandbox") is True
 
 
 def _arguments(use: ToolUseBlock) -> dict[str, Any]:

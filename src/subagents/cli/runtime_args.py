@@ -131,6 +131,20 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         " definitions and the project's .mcp.json); remote servers start without it",
     )
     parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run tools' processes (Bash, hooks, stdio MCP servers) without the Landlock"
+        " sandbox that bounds what they may write and reach (docs/tools.md)",
+    )
+    parser.add_argument(
+        "--tool-env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="an environment variable tools' processes get beyond the allowlist (its value"
+        " from this environment, or VALUE; repeatable): API keys stay out unless named",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse to start when an agent definition has a problem (a tool this runtime"
@@ -272,11 +286,19 @@ def runtime_options(args: argparse.Namespace, *, timeout: float | None = None) -
     limits = limits_from(args, timeout=timeout)
     permissions = permissions_from(args)
     workspace = workspace_from(args)
+    from subagents.tools.sandbox import tool_env_of
+
+    try:
+        tool_env_of(args.tool_env)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"--tool-env: {exc}", EXIT_USAGE) from exc
     return {
         "workspace": workspace,
         "permissions": permissions,
         "allow_hooks": args.allow_hooks,
         "allow_mcp_commands": args.allow_mcp_commands,
+        "sandbox": not args.no_sandbox,
+        "tool_env": list(args.tool_env),
         "model": choose_model(args),
         "limits": limits,
         "agent_dirs": list(args.agent_dirs),

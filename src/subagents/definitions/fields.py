@@ -145,6 +145,17 @@ def _bool(key: str, value: Any) -> bool:
     raise FieldError(key, f"{key} must be true or false, got {_show(value)}")
 
 
+def _network(key: str, value: Any) -> str | None:
+    """``on``/``off``; YAML reads a bare ``on``/``off`` as true/false, taken back here."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+        return value.strip().lower()
+    raise FieldError(key, f"{key} must be on or off, got {_show(value)}")
+
+
 def _priority(key: str, value: Any) -> int | str | None:
     if value is None or isinstance(value, str):
         return value
@@ -235,6 +246,7 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "hooks": _any,
     "memory": _any,
     "background": _bool,
+    "network": _network,
     "effort": _text,
     "initial_prompt": _text,
     "type": _text,

@@ -55,6 +55,9 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     hooks: Any = None
     memory: Any = None
     background: bool = False
+    network: str | None = None
+    """``on`` or ``off``: whether its runs' processes may open TCP connections (docs/tools.md,
+    the sandbox); a definition can turn the network off, never on where the runtime's is off."""
     effort: str | None = None
     initial_prompt: str | None = None
     # Taxonomy of larger catalogues

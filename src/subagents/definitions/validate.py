@@ -31,6 +31,7 @@ MAX_TIMEOUT = 3600.0
 RESTART_POLICIES = ("temporary", "transient")
 ON_FAILURE = ("report", "retry", "fail_parent")
 CLEANUPS = ("keep", "delete")
+NETWORK_SETTINGS = ("on", "off")
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 """Claude Code's permission modes (``subagents.tools.modes`` orders them)."""
 
@@ -266,6 +267,7 @@ def check(
     choices: tuple[tuple[str, object, tuple[str, ...]], ...] = (
         ("onFailure", spec.on_failure, ON_FAILURE),
         ("cleanup", spec.cleanup, CLEANUPS),
+        ("network", spec.network, NETWORK_SETTINGS),
     )
     for field, choice, options in choices:
         if choice is not None and choice not in options:

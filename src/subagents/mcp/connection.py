@@ -20,14 +20,17 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
+import shutil
 import sys
 import tempfile
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from subagents.logs import get_logger
 from subagents.mcp.config import NamedServer, RemoteServer, StdioServer
 from subagents.mcp.selection import McpTool, exposed_name
+from subagents.tools.sandbox import RunSandbox, SandboxRefused
 
 if TYPE_CHECKING:
     import anyio
@@ -59,8 +62,13 @@ class ServerConnection:
         start_timeout: float,
         cwd: str | None = None,
         client_name: str = "subagents",
+        sandbox: RunSandbox | None = None,
     ) -> None:
         self.server = server
+        self.sandbox = sandbox
+        """The sandbox of the run that started it (``tools.sandbox``): a stdio server's
+        process starts in it, with a temporary directory of its own; None: unsandboxed."""
+        self._temp: str | None = None
         self.start_timeout = start_timeout
         self.cwd = cwd
         self.client_name = client_name
@@ -145,6 +153,8 @@ class ServerConnection:
             if self._stderr is not None:
                 self._stderr.close()
                 self._stderr = None
+            if self._temp is not None:
+                shutil.rmtree(self._temp, ignore_errors=True)
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.server.config
@@ -155,11 +165,15 @@ class ServerConnection:
             self._stderr = tempfile.TemporaryFile(  # noqa: SIM115
                 "w+", encoding="utf-8", errors="replace"
             )
+            argv, env = [config.command, *config.args], dict(config.env) or None
+            if self.sandbox is not None:
+                if shutil.which(config.command) is None:  # said plainly, not by the launcher
+                    raise FileNotFoundError(2, "not found", config.command)
+                self._temp = tempfile.mkdtemp(prefix="subagents-mcp-")
+                argv = self.sandbox.argv(argv, Path(self._temp))  # SandboxRefused: not started
+                env = {"TMPDIR": self._temp, **(env or {})}
             params = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
-                env=dict(config.env) or None,
-                cwd=config.cwd or self.cwd,
+                command=argv[0], args=argv[1:], env=env, cwd=config.cwd or self.cwd
             )
             read, write = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
             return read, write
@@ -270,6 +284,8 @@ class ServerConnection:
             )
         elif isinstance(leaf, ImportError) and (leaf.name or "").split(".")[0] in _SDK:
             reason = "the mcp SDK is not installed (pip install 'subagents[mcp]')"
+        elif isinstance(leaf, SandboxRefused):
+            reason = str(leaf)
         elif isinstance(leaf, FileNotFoundError):
             reason = f"its command was not found: {leaf.filename or self.server.config.describe()}"
         elif isinstance(leaf, PermissionError):

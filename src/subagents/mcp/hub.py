@@ -51,6 +51,7 @@ from subagents.mcp.selection import (
     wanted,
 )
 from subagents.models.base import CancelSignal
+from subagents.tools.sandbox import RunSandbox
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
@@ -107,6 +108,8 @@ class RunMcp:
     servers: dict[str, NamedServer] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     """Server name -> why its tools are missing (could not start, bad configuration)."""
+    sandbox: RunSandbox | None = None
+    """The run's sandbox, which its servers' processes were started in."""
 
     def tool(self, name: str) -> McpTool | None:
         for tool in self.tools:
@@ -281,9 +284,12 @@ class McpHub:
         *,
         deadline: float | None = None,
         cancel: CancelSignal | None = None,
+        sandbox: RunSandbox | None = None,
     ) -> RunMcp:
         """The MCP tools ``spec``'s run is offered, starting the servers it needs (in parallel,
-        each at most once per runtime); a server that cannot start is in ``failures``."""
+        each at most once per runtime and sandbox: runs whose sandboxes differ, a read-only
+        run and a writing one, do not share a server process); a server that cannot start is
+        in ``failures``."""
         run_servers = self._servers_for(spec)
         failures = dict(run_servers.broken)
         for reason in run_servers.broken.values():
@@ -292,8 +298,8 @@ class McpHub:
                 log.warning("mcp server not usable", agent=spec.name, error=reason)
         targets = wanted(spec, run_servers)
         if not targets:
-            return RunMcp(servers=run_servers.servers, failures=failures)
-        connections = [self._connection(server, fresh=True) for server in targets]
+            return RunMcp(servers=run_servers.servers, failures=failures, sandbox=sandbox)
+        connections = [self._connection(server, fresh=True, sandbox=sandbox) for server in targets]
         tools: list[McpTool] = []
         seen: dict[str, str] = {}
         for connection in connections:
@@ -322,7 +328,9 @@ class McpHub:
                     continue
                 seen[tool.name] = tool.server
                 tools.append(tool)
-        return RunMcp(tools=tuple(tools), servers=run_servers.servers, failures=failures)
+        return RunMcp(
+            tools=tuple(tools), servers=run_servers.servers, failures=failures, sandbox=sandbox
+        )
 
     # ---- calls --------------------------------------------------------------------------------
 
@@ -347,7 +355,7 @@ class McpHub:
                 raise McpServerError(name.split("__")[1] if "__" in name else name, reason)
             raise LookupError(f"{name} is not an MCP tool of this run")
         server = run.servers[tool.server]
-        connection = self._connection(server, fresh=False)
+        connection = self._connection(server, fresh=False, sandbox=run.sandbox)
         assert self._loop is not None
         try:
             future = self._loop.portal.start_task_soon(
@@ -378,23 +386,31 @@ class McpHub:
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
-    def _connection(self, server: NamedServer, *, fresh: bool) -> ServerConnection:
-        """The connection for ``server``, started if new (or, with ``fresh``, if it died)."""
+    def _connection(
+        self, server: NamedServer, *, fresh: bool, sandbox: RunSandbox | None = None
+    ) -> ServerConnection:
+        """The connection for ``server`` in ``sandbox``, started if new (or, with ``fresh``,
+        if it died). A remote server starts no process: one connection for every sandbox."""
+        if not isinstance(server.config, StdioServer):
+            sandbox = None
         with self._lock:
             if self._closed:
                 raise McpServerError(
                     server.name, f"MCP server {server.name!r}: the runtime is closed"
                 )
-            connection = self._connections.get(server.key)
+            key = (server.key, sandbox)
+            connection = self._connections.get(key)
             if connection is not None and not (fresh and connection.state == "dead"):
                 return connection
             if self._loop is None:
                 self._loop = _Loop("subagents-mcp")
-            connection = ServerConnection(server, start_timeout=self.start_timeout, cwd=self.cwd)
+            connection = ServerConnection(
+                server, start_timeout=self.start_timeout, cwd=self.cwd, sandbox=sandbox
+            )
             connection.serving = self._loop.portal.start_task_soon(
                 connection.serve, name=f"mcp:{server.name}"
             )
-            self._connections[server.key] = connection
+            self._connections[key] = connection
             log.info("mcp server starting", server=server.name, origin=server.origin)
             return connection
 

@@ -9,6 +9,7 @@ stderr interleaved, as a terminal shows them) is capped at 30,000 characters wit
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -28,7 +29,7 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import Process, read_output
+from subagents.tools.processes import Process, open_regular, read_output
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -62,6 +63,13 @@ class BashInput(msgspec.Struct, forbid_unknown_fields=True):
             " read the output later."
         ),
     ] = False
+    dangerously_disable_sandbox: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Set this to true to ask for approval to run this command outside"
+            " the sandbox (it could then write anywhere and use the network)."
+        ),
+    ] = msgspec.field(default=False, name="dangerouslyDisableSandbox")
 
 
 class BashOutputInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -112,10 +120,9 @@ def _wrapped(command: str, cwd_file: Path) -> str:
 
 
 def _environment(ctx: ToolContext) -> dict[str, str]:
-    env = dict(os.environ)
-    env["CLAUDE_PROJECT_DIR"] = str(ctx.workspace.root)
-    env.pop("PWD", None)
-    return env
+    """The scrubbed environment (``tools.sandbox.ENV_ALLOWLIST`` and the owner's
+    ``tool_env``), with ``TMPDIR`` the run's own directory."""
+    return ctx.run_sandbox().environment(ctx.processes.run_dir(ctx.run_id))
 
 
 def _start_dir(ctx: ToolContext) -> Path:
@@ -134,14 +141,24 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
     if timeout_ms > MAX_TIMEOUT_MS:
         raise ToolError(f"timeout must be at most {MAX_TIMEOUT_MS} ms, got {timeout_ms:g}")
     cwd = _start_dir(ctx)
+    sandbox = ctx.run_sandbox()
     if args.run_in_background:
         process = ctx.processes.start(
-            args.command, cwd=cwd, run_id=ctx.run_id, env=_environment(ctx), prefix="bash"
+            args.command,
+            cwd=cwd,
+            run_id=ctx.run_id,
+            env=_environment(ctx),
+            prefix="bash",
+            sandbox=sandbox,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
-    cwd_file = _cwd_file(ctx, ctx.processes.scratch())
+    cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
     process = ctx.processes.start(
-        _wrapped(args.command, cwd_file), cwd=cwd, run_id=ctx.run_id, env=_environment(ctx)
+        _wrapped(args.command, cwd_file),
+        cwd=cwd,
+        run_id=ctx.run_id,
+        env=_environment(ctx),
+        sandbox=sandbox,
     )
     waited = ctx.processes.wait(
         process, timeout=timeout_ms / 1000, cancel=ctx.cancel, deadline=ctx.deadline
@@ -179,10 +196,13 @@ def _join(*parts: str) -> str:
 def _follow_cwd(ctx: ToolContext, cwd_file: Path) -> str:
     """Move the run's shell directory to where the command ended; a note if it left."""
     try:
-        ended = Path(cwd_file.read_text().strip())
-        cwd_file.unlink()
+        with open_regular(cwd_file) as f:  # written by the command: perhaps not a file
+            ended = Path(f.read(4096).decode("utf-8", "replace").strip())
     except OSError:
         return ""
+    finally:
+        with contextlib.suppress(OSError):
+            cwd_file.unlink()
     real = Path(os.path.realpath(ended))
     if ctx.workspace.contains(real):
         ctx.session.cwd = real

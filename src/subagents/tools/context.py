@@ -4,7 +4,8 @@ Built by the LLM loop for each call. ``cancel`` is set when the run is stopped (
 runtime closes) and ``deadline`` is the run's deadline (``time.monotonic()`` seconds): a
 tool that blocks (Bash, up to 600 s) must return soon after either. ``session`` is the run's
 own state that outlives one call (files read, Bash's working directory); ``processes`` is
-the runtime's registry of child process groups, which kills a run's leftovers when it ends.
+the runtime's registry of child process groups, which kills a run's leftovers when it ends;
+``sandbox`` says how the run's processes start (Landlock, the scrubbed environment).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from subagents.models.base import CancelSignal
 from subagents.tools.processes import ProcessGroups
+from subagents.tools.sandbox import UNSANDBOXED, RunSandbox
 from subagents.tools.workspace import Workspace
 
 
@@ -48,6 +50,14 @@ class ToolContext:
     processes: ProcessGroups
     session: RunSession
     tool_use_id: str = ""
+    sandbox: RunSandbox | None = None
+    """How this run's processes start (``tools.sandbox``); None: without Landlock, with the
+    scrubbed environment (a context made by hand)."""
+
+    def run_sandbox(self) -> RunSandbox:
+        if self.sandbox is not None:
+            return self.sandbox
+        return UNSANDBOXED.for_run(workspace=self.workspace.root, read_only=False, network=True)
 
     def remaining(self) -> float:
         """Seconds until the run's deadline (never below 0)."""

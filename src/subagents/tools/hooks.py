@@ -40,6 +40,7 @@ from typing import Any, Literal
 from subagents.blocking import about_to_block
 from subagents.models.base import CancelSignal
 from subagents.tools.processes import POLL_S, shell
+from subagents.tools.sandbox import UNSANDBOXED, RunSandbox, SandboxRefused
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop")
 Event = Literal["PreToolUse", "PostToolUse", "Stop"]
@@ -152,12 +153,19 @@ def run_hooks(
     cwd: Path,
     cancel: CancelSignal,
     log: Any,
+    sandbox: RunSandbox | None = None,
+    temp_dir: Path | None = None,
 ) -> HookOutcome:
-    """Run the hooks of ``event`` that match ``tool`` in order; the first block wins."""
+    """Run the hooks of ``event`` that match ``tool`` in order; the first block wins. Each
+    runs in the run's ``sandbox`` (``tools.sandbox``: Landlock, the scrubbed environment),
+    with ``temp_dir`` (the run's own) writable; a sandbox that refuses to start a process
+    (a read-only run on a kernel without Landlock) makes the hook fail, logged."""
     commands = hooks.commands(event, tool)
     body = json.dumps({**payload, "hook_event_name": event, "cwd": str(cwd)})
+    if sandbox is None:
+        sandbox = UNSANDBOXED.for_run(workspace=cwd, read_only=False, network=True)
     for i, hook in enumerate(commands):
-        code, out, err = _run(hook, body, cwd, cancel)
+        code, out, err = _run(hook, body, cwd, cancel, sandbox, temp_dir or cwd)
         if code == BLOCK_EXIT:
             reason = err.strip() or out.strip() or f"blocked by the {event} hook {hook.command!r}"
             return HookOutcome(True, reason, i + 1)
@@ -193,12 +201,23 @@ def _decision(stdout: str) -> str | None:
     return None
 
 
-def _run(hook: HookCommand, body: str, cwd: Path, cancel: CancelSignal) -> tuple[int, str, str]:
+def _run(
+    hook: HookCommand,
+    body: str,
+    cwd: Path,
+    cancel: CancelSignal,
+    sandbox: RunSandbox,
+    temp_dir: Path,
+) -> tuple[int, str, str]:
     about_to_block()
-    env = dict(os.environ)
+    try:
+        argv = sandbox.argv([shell(), "-c", hook.command], temp_dir)
+    except SandboxRefused as exc:
+        return -1, "", f"not run: {exc}"
+    env = sandbox.environment(temp_dir)
     env["CLAUDE_PROJECT_DIR"] = str(cwd)
     proc = subprocess.Popen(
-        [shell(), "-c", hook.command],
+        argv,
         cwd=cwd,
         env=env,
         stdin=subprocess.PIPE,

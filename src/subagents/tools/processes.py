@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -25,8 +26,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
+from subagents.tools.sandbox import RunSandbox
 
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
@@ -89,6 +92,14 @@ class ProcessGroups:
             self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
         return self._dir
 
+    def run_dir(self, run_id: str) -> Path:
+        """The run's own temporary directory (its processes' ``TMPDIR``, writable in its
+        sandbox; their output files too, so ``> /dev/stderr`` works): made on first use,
+        removed when the run ends (``kill_run``)."""
+        path = self.scratch() / f"run-{_safe(run_id)}"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
     def start(
         self,
         command: str,
@@ -97,17 +108,27 @@ class ProcessGroups:
         run_id: str,
         env: Mapping[str, str] | None = None,
         prefix: str = "bash",
+        sandbox: RunSandbox | None = None,
     ) -> Process:
-        """Start ``command`` in a shell, in a new process group; its output to a file."""
+        """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
+        ``tools.sandbox``); its output to a file. ``SandboxRefused`` when it may not start."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
-            output = self.scratch() / f"{proc_id}.out"
-        with open(output, "wb") as sink:
+            run_dir = self.run_dir(run_id)
+        argv = [shell(), "-c", command]
+        if sandbox is not None:
+            argv = sandbox.argv(argv, run_dir)
+        # a fresh file of an unpredictable name (O_EXCL, never through a symlink): the run's
+        # own commands may write in its directory, and must not plant a link this process
+        # (unsandboxed) would then write a command's output through
+        fd, name = tempfile.mkstemp(prefix=f"{proc_id}-", suffix=".out", dir=run_dir)
+        output = Path(name)
+        with open(fd, "wb") as sink:
             popen = subprocess.Popen(
-                [shell(), "-c", command],
+                argv,
                 cwd=cwd,
                 env=dict(env) if env is not None else None,
                 stdin=subprocess.DEVNULL,
@@ -205,6 +226,8 @@ class ProcessGroups:
                 running += 1
             self.kill(process, reason)
             self.release(process)
+        if self._dir is not None:
+            shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
 
     def kill_all(self, reason: str = "runtime closed") -> None:
@@ -223,9 +246,24 @@ class ProcessGroups:
             return sum(1 for p in self._live.values() if p.popen.poll() is None)
 
 
+def _safe(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file: not through a symlink, never
+    blocking on a fifo (``OSError`` otherwise). The run's directory is written by its own
+    commands, which could put a link to ``/dev/zero`` or a fifo where the runtime reads."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return open(fd, "rb")
 
 
 def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, int, int]:
@@ -233,14 +271,14 @@ def read_output(path: Path, *, offset: int = 0, limit_chars: int) -> tuple[str, 
     offset reached: the end of what is written now). At most ~4 bytes per character are
     read, so a command that printed gigabytes costs no more than one that printed the cap.
     Invalid UTF-8 is replaced, never an error."""
+    budget = limit_chars * 4
     try:
-        size = path.stat().st_size
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(offset)
+            data = f.read(min(max(0, size - offset), budget))
     except OSError:
         return "", 0, offset
-    budget = limit_chars * 4
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(min(max(0, size - offset), budget))
     text = data.decode("utf-8", errors="replace")
     shown = text[:limit_chars]
     omitted = size - offset - len(shown.encode("utf-8", errors="replace"))

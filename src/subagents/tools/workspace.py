@@ -6,7 +6,8 @@ an absolute path elsewhere, nor a symlink pointing out of the tree reaches outsi
 refusal is an ``is_error`` result naming the path and the workspace, so the model knows why.
 
 (A symlink created between the check and the open could still redirect one call; the
-workspace bounds what a cooperative model reaches, it is not an OS sandbox.)
+workspace bounds what a cooperative model reaches with the file tools. The processes tools
+start are bounded by the kernel instead: ``tools.sandbox``.)
 """
 
 from __future__ import annotations

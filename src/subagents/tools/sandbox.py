@@ -1,0 +1,345 @@
+"""The sandbox of the processes tools start, and the environment they get.
+
+Why: the permission decisions read a command line, and a command line can lie
+(``GIT_EXTERNAL_DIFF=x git diff``, ``PATH=./bin:$PATH cat f``, ``./bin/cat``): what a
+command judged read-only runs is decided by files and variables the decision never sees. So
+every process a tool starts for a run (Bash, background shells, hooks, stdio MCP servers) is
+started through the launcher (``sandbox_exec``), which puts it under Linux Landlock before
+it runs: it may write only under the run's workspace (its worktree when isolated) and a
+private temporary directory of the run, or, when the run is read-only (``plan`` mode), only
+under that temporary directory; and, with the network off, it may open no TCP connection.
+Reads are not restricted unless the owner lists what may be read (``Sandbox(readable=...)``).
+The kernel holds the line for the process and everything it starts.
+
+And a process gets a scrubbed environment (``tool_environment``): a documented allowlist of
+variables, plus what the owner names (``Runtime(tool_env=...)``); never the runtime's API keys.
+
+Where the kernel has no Landlock, a read-only run's processes are refused (``RunSandbox.
+refusal``), and elsewhere they run unsandboxed after a warning (``Sandbox.resolve``): never
+a silent downgrade.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from subagents.definitions.validate import NETWORK_SETTINGS
+from subagents.logs import get_logger
+from subagents.tools import sandbox_exec
+from subagents.tools.base import ToolError
+from subagents.tools.modes import parse_mode
+
+log = get_logger("subagents.sandbox")
+
+Network = Literal["on", "off"]
+assert set(NETWORK_SETTINGS) == {"on", "off"}, "the definitions checker knows the same values"
+DEFAULT_NETWORK: Mapping[str, Network] = {"plan": "off"}
+"""The network per permission mode when the owner says nothing: off in ``plan`` mode, on
+in every other."""
+ENV_ALLOWLIST = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+)
+"""The variables of the runtime's environment its tools' processes get (with every ``LC_*``);
+``CLAUDE_PROJECT_DIR`` (the workspace) and ``TMPDIR`` (the run's own temporary directory)
+are set; anything else only when the owner names it (``tool_env``)."""
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def tool_env_of(
+    value: Iterable[str] | Mapping[str, str] | None,
+) -> tuple[tuple[str, str | None], ...]:
+    """``Runtime(tool_env=...)`` read: names (their value taken from the runtime's
+    environment when a process starts) or ``{name: value}``; ``NAME=value`` text works too.
+    ``ValueError`` names a bad entry."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        raise TypeError(f"tool_env must be a list of variable names or a mapping, got {value!r}")
+    pairs: list[tuple[str, str | None]] = []
+    items = value.items() if isinstance(value, Mapping) else ((v, None) for v in value)
+    for name, given in items:
+        if not isinstance(name, str):
+            raise TypeError(f"tool_env: a variable name must be text, got {name!r}")
+        if given is None and "=" in name:
+            name, given = name.split("=", 1)
+        if not _NAME.match(name):
+            raise ValueError(f"tool_env: {name!r} is not an environment variable name")
+        if given is not None and not isinstance(given, str):
+            raise TypeError(f"tool_env: the value of {name} must be text, got {given!r}")
+        pairs.append((name, given))
+    return tuple(pairs)
+
+
+def tool_environment(
+    base: Mapping[str, str],
+    tool_env: Iterable[tuple[str, str | None]],
+    *,
+    workspace: Path,
+    temp_dir: Path | None,
+) -> dict[str, str]:
+    """The environment of a tool's process: the allowlist of ``base``, the owner's
+    ``tool_env``, the workspace and the run's temporary directory."""
+    env = {k: v for k, v in base.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    for name, given in tool_env:
+        if given is not None:
+            env[name] = given
+        elif name in base:
+            env[name] = base[name]
+    env["CLAUDE_PROJECT_DIR"] = str(workspace)
+    if temp_dir is not None:
+        env["TMPDIR"] = str(temp_dir)
+    return env
+
+
+def _directory(path: object) -> str:
+    """An owner's extra writable directory: an existing one, absolute (``~`` expanded)."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"Sandbox(writable=...): a directory path, got {path!r}")
+    real = os.path.realpath(os.path.expanduser(os.fspath(path)))
+    if not os.path.isdir(real):
+        raise ValueError(f"Sandbox(writable=...): {os.fspath(path)!r} is not a directory")
+    return real
+
+
+def parse_network(value: object, where: str) -> Network:
+    """``on``/``off`` (YAML's ``true``/``false``, which ``on``/``off`` read as, too)."""
+    if value is True or value is False:
+        return "on" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in NETWORK_SETTINGS:
+        return "on" if value.strip().lower() == "on" else "off"
+    raise ValueError(f"{where}: network must be 'on' or 'off', got {value!r}")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The owner's sandbox settings (``Runtime(sandbox=..., tool_env=...)``), resolved once:
+    whether it is on, the network per mode, the variables passed on, the Landlock ABI."""
+
+    enabled: bool = True
+    network: Mapping[str, Network] = field(default_factory=lambda: dict(DEFAULT_NETWORK))
+    """Permission mode -> ``on``/``off``; a mode not named is ``on``."""
+    tool_env: tuple[tuple[str, str | None], ...] = ()
+    abi: int | None = None
+    """The Landlock ABI (``resolve`` asks the kernel, or ``$SUBAGENTS_LANDLOCK_ABI``)."""
+    writable: tuple[str, ...] = ()
+    """More directories the processes of runs that may write can write (a cache under the
+    home directory, say): the owner's choice; never in a read-only run."""
+    readable: tuple[str, ...] | None = None
+    """None: reads are not restricted. Else processes may read (and run) only under these
+    paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
+    the owner hides the rest (``~/.ssh``...)."""
+
+    @classmethod
+    def coerce(
+        cls,
+        value: bool | Sandbox | None,
+        tool_env: Iterable[str] | Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """``Runtime(sandbox=True|False|Sandbox(...), tool_env=...)`` as a resolved Sandbox."""
+        if value is None or isinstance(value, bool):
+            made = cls(enabled=value is not False)
+        elif isinstance(value, Sandbox):
+            made = value
+        else:
+            raise TypeError(f"sandbox must be True, False or a Sandbox, got {value!r}")
+        network: dict[str, Network] = {
+            parse_mode(mode, "Sandbox(network=...)"): parse_network(
+                setting, f"Sandbox(network=...) for {mode!r}"
+            )
+            for mode, setting in made.network.items()
+        }
+        pairs = made.tool_env + tool_env_of(tool_env)
+        extra = tuple(_directory(p) for p in made.writable)
+        readable = made.readable
+        if readable is not None:
+            if isinstance(readable, str):
+                raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
+            readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
+        return cls(made.enabled, network, pairs, made.abi, extra, readable).resolve()
+
+    def resolve(self) -> Sandbox:
+        """This, with the ABI asked of the kernel; a warning when it is on and there is none."""
+        if self.abi is not None:
+            return self
+        abi = sandbox_exec.landlock_abi() if self.enabled else 0
+        if self.enabled and abi == 0:
+            log.warning(
+                "the kernel offers no Landlock: tools' processes run without the sandbox, and"
+                " Bash, hooks and MCP servers of read-only (plan mode) runs are refused",
+                platform=sys.platform,
+            )
+        elif self.enabled and abi < 4:
+            log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
+        return dataclasses.replace(self, abi=abi)
+
+    def network_for(self, mode: str, wanted: str | None) -> bool:
+        """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
+        definition can turn it off, never on where the owner's setting for the mode is off."""
+        if wanted is not None and parse_network(wanted, "network") == "off":
+            return False
+        return self.network.get(mode, "on") == "on"
+
+    def for_run(
+        self, *, workspace: Path, read_only: bool, network: bool, why: str = ""
+    ) -> RunSandbox:
+        """How one run's processes start: what they may write, the network, the environment."""
+        git = git_dirs_of_worktree(workspace)
+        writable: tuple[Path, ...] = ()
+        if not read_only:
+            writable = (workspace, *git, *(Path(p) for p in self.writable))
+        readable = None
+        if self.readable is not None:
+            shared = {d.parent for d in git[1:]}  # the repository's git dir: config, HEAD
+            given = (Path(p) for p in (*SYSTEM_READABLE, *self.readable))
+            readable = (*given, workspace, *git, *sorted(shared))
+        return RunSandbox(
+            landlock=self.enabled and bool(self.abi),
+            abi=self.abi or 0,
+            writable=writable,
+            network=network,
+            read_only=read_only,
+            workspace=workspace,
+            tool_env=self.tool_env,
+            refusal=self._refusal(read_only, why),
+            readable=readable,
+        )
+
+    def _refusal(self, read_only: bool, why: str) -> str | None:
+        if self.enabled and not self.abi and read_only:
+            return (
+                f"this run is read-only ({why or 'plan mode'}), and the kernel offers no"
+                " Landlock to hold a command to that, so no process is started (a command"
+                " line cannot be trusted to only read). Run on Linux 5.13+ with Landlock"
+                " enabled, or the owner can switch the sandbox off (Runtime(sandbox=False),"
+                " --no-sandbox)"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class RunSandbox:
+    """One run's way of starting processes: ``argv`` wraps a command in the launcher."""
+
+    landlock: bool
+    abi: int
+    writable: tuple[Path, ...]
+    network: bool
+    read_only: bool
+    workspace: Path
+    tool_env: tuple[tuple[str, str | None], ...] = ()
+    refusal: str | None = None
+    """Why no process may start (a read-only run without Landlock), or None."""
+    readable: tuple[Path, ...] | None = None
+    """Where its processes may read and run (None: anywhere)."""
+
+    def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
+        """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
+        ``SandboxRefused`` when no process may start."""
+        if self.refusal is not None:
+            raise SandboxRefused(self.refusal)
+        if not self.landlock:
+            return argv
+        head = [sys.executable, "-I", "-S", LAUNCHER, "--abi", str(self.abi)]
+        for path in (*self.writable, temp_dir):
+            head += ["--write", str(path)]
+        if not self.network and self.abi >= 4:
+            head.append("--no-network")
+        for path in self.readable or ():
+            head += ["--read", str(path)]
+        return [*head, "--", *argv]
+
+    def unconfined(self) -> RunSandbox:
+        """The same without Landlock (a call approved to run outside the sandbox); the
+        environment stays scrubbed."""
+        return dataclasses.replace(self, landlock=False, refusal=None)
+
+    def environment(
+        self, temp_dir: Path | None, base: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        env = tool_environment(
+            os.environ if base is None else base,
+            self.tool_env,
+            workspace=self.workspace,
+            temp_dir=temp_dir,
+        )
+        if self.landlock and self.readable is not None and "GIT_CONFIG_GLOBAL" not in env:
+            config = Path(env.get("HOME", "~")).expanduser() / ".gitconfig"
+            if not any(config.is_relative_to(p) for p in self.readable):
+                env["GIT_CONFIG_GLOBAL"] = "/dev/null"  # git stops at a config it cannot read
+        return env
+
+
+class SandboxRefused(ToolError):
+    """A process that may not start (a read-only run on a kernel without Landlock)."""
+
+
+SYSTEM_READABLE = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/opt",
+    sys.prefix,
+    sys.base_prefix,
+)
+"""What a process may always read and run when reads are restricted: the system's programs,
+libraries and configuration, and this Python's (paths that do not exist are skipped)."""
+
+LAUNCHER = sandbox_exec.__file__
+"""The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
+
+UNSANDBOXED = Sandbox(enabled=False, abi=0)
+"""No Landlock (a ToolContext made by hand, ``Runtime(sandbox=False)``): the environment is
+still scrubbed."""
+
+
+def git_dirs_of_worktree(workspace: Path) -> tuple[Path, ...]:
+    """For a workspace inside a git worktree (``.git`` is a file naming its git directory):
+    that directory and the shared objects, refs and logs, which ``git commit`` there writes.
+    The repository's hooks and config stay out of reach. () for anything else."""
+    for top in (workspace, *workspace.parents):
+        marker = top / ".git"
+        if marker.is_dir():
+            return ()
+        if marker.is_file():
+            break
+    else:
+        return ()
+    try:
+        text = marker.read_text().strip()
+    except OSError:
+        return ()
+    if not text.startswith("gitdir:"):
+        return ()
+    gitdir = (top / text.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+    except OSError:
+        return (gitdir,) if gitdir.is_dir() else ()
+    shared = [common / name for name in ("objects", "refs", "logs")]
+    return tuple(p for p in (gitdir, *shared) if p.is_dir())

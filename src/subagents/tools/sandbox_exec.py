@@ -1,0 +1,296 @@
+"""The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
+
+    python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
+        -- CMD ARGS...
+
+Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
+``preexec_fn`` is not safe there (a fork of a threaded process may deadlock in the child).
+This small program restricts itself (``prctl(PR_SET_NO_NEW_PRIVS)``, then Landlock's three
+syscalls through ``ctypes``) and ``exec``s the command: the restriction binds the command and
+every process it ever starts (``setsid``, double forks, git's external programs), and cannot
+be lifted. It is run by path with ``-I -S`` (no ``site``, no ``PYTHON*`` variables, no
+package import): it must import nothing but the standard library, so starting it costs one
+bare interpreter (``benchmarks/sandbox.py`` measures it).
+
+What is restricted: every *write* right of the file system (writing, truncating, creating,
+removing, renaming, linking, making sockets, fifos and symlinks) is denied outside the
+``--write`` directories (and a few device files everyone writes, such as ``/dev/null``);
+making a device node is denied everywhere (as root it would reach the disk under the rules).
+Reading and executing are not restricted, unless ``--read`` paths are given: then only under
+those and the ``--write`` directories. ``--no-network`` denies outgoing TCP connections
+(Landlock ABI 4+) and connections to abstract unix sockets outside (ABI 6+). From ABI 6 the
+command may not signal processes outside its sandbox (the runtime, other runs).
+
+Why ``ctypes`` over the three syscalls rather than the ``landlock`` package on PyPI: that
+package is a pre-release (1.0.0.dev5) and importing a third-party package here would need
+``site`` and the environment's paths in a process that must start fast and depend on nothing
+the sandboxed command's environment could change; the three syscalls and two structs are
+small, stable kernel ABI (``include/uapi/linux/landlock.h``).
+
+If Landlock cannot be applied, the launcher prints why and exits with ``FAILED_EXIT``: it
+never runs the command unrestricted. Deciding what to do on a kernel without Landlock (refuse,
+or warn and run unsandboxed) is the runtime's (``subagents.tools.sandbox``), which asks
+``landlock_abi()`` first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+SYS_CREATE_RULESET = 444
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+"""The same numbers on every architecture (the syscalls came after the tables were unified)."""
+CREATE_RULESET_VERSION = 1
+PR_SET_NO_NEW_PRIVS = 38
+RULE_PATH_BENEATH = 1
+RULE_NET_PORT = 2
+
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+KNOWN_ABI = 7
+"""The newest ABI this module knows; a newer kernel is used at this level."""
+
+WRITE_RIGHTS_V1 = (
+    FS_WRITE_FILE
+    | FS_REMOVE_DIR
+    | FS_REMOVE_FILE
+    | FS_MAKE_CHAR
+    | FS_MAKE_DIR
+    | FS_MAKE_REG
+    | FS_MAKE_SOCK
+    | FS_MAKE_FIFO
+    | FS_MAKE_BLOCK
+    | FS_MAKE_SYM
+)
+READ_RIGHTS = FS_READ_FILE | FS_READ_DIR | FS_EXECUTE
+"""What ``--read`` grants (and, given any, what is denied elsewhere)."""
+DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+"""Written by everyday commands (``> /dev/null``); a rule on a file may carry file rights only."""
+FAILED_EXIT = 125
+"""The launcher's exit code when it could not restrict itself (the command did not run)."""
+ABI_VARIABLE = "SUBAGENTS_LANDLOCK_ABI"
+"""Set to a number (``0``: no Landlock) to make ``landlock_abi`` report it instead of asking
+the kernel: how tests see what happens on a kernel without Landlock (or an older one)."""
+
+
+class LandlockError(OSError):
+    """Landlock could not be applied; says which step and why."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # __attribute__((packed)) in the kernel's header: 12 bytes
+    _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def kernel_abi() -> int:
+    """The Landlock ABI the kernel offers (0: none: not built in, not enabled, not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        libc = _libc()
+    except OSError:
+        return 0
+    version = libc.syscall(
+        ctypes.c_long(SYS_CREATE_RULESET),
+        ctypes.c_void_p(None),
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(CREATE_RULESET_VERSION),
+    )
+    return max(0, int(version))
+
+
+def landlock_abi(environ: dict[str, str] | None = None) -> int:
+    """The ABI to use: ``$SUBAGENTS_LANDLOCK_ABI`` when set (ValueError naming it when it is
+    not a number >= 0), else what the kernel offers."""
+    env = os.environ if environ is None else environ
+    forced = env.get(ABI_VARIABLE)
+    if forced is not None and forced.strip():
+        try:
+            value = int(forced)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise ValueError(f"{ABI_VARIABLE}={forced!r} is not a Landlock ABI number (0, 1...)")
+        return min(value, kernel_abi())
+    return kernel_abi()
+
+
+def write_rights(abi: int) -> int:
+    rights = WRITE_RIGHTS_V1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    return rights
+
+
+def restrict(
+    writable: list[str], *, network: bool, abi: int, readable: list[str] | None = None
+) -> None:
+    """Restrict this process (and all it will start) to writing under ``writable``; without
+    ``network``, no outgoing TCP connection; given ``readable``, to reading and executing
+    only under those and ``writable``. ``LandlockError`` when any step fails."""
+    if abi < 1:
+        raise LandlockError("the kernel offers no Landlock")
+    if not network and abi < 4:
+        raise LandlockError(f"turning the network off needs Landlock ABI 4, the kernel has {abi}")
+    libc = _libc()
+    handled = write_rights(abi)
+    if readable is not None:
+        handled |= READ_RIGHTS
+    attr = _RulesetAttr(handled_access_fs=handled)
+    size = 8
+    if not network:
+        attr.handled_access_net = NET_CONNECT_TCP
+        size = 16
+    if abi >= 6:
+        attr.scoped = SCOPE_SIGNAL | (0 if network else SCOPE_ABSTRACT_UNIX_SOCKET)
+        size = 24
+    ruleset = libc.syscall(
+        ctypes.c_long(SYS_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_size_t(size),
+        ctypes.c_uint32(0),
+    )
+    if ruleset < 0:
+        raise _error("landlock_create_ruleset")
+    try:
+        # never devices: root could make a node of the disk and write around every rule
+        granted = handled & ~(FS_MAKE_CHAR | FS_MAKE_BLOCK)
+        for path in writable:
+            _allow(libc, int(ruleset), path, granted, required=True)
+        file_rights = handled & (FS_WRITE_FILE | FS_TRUNCATE | FS_READ_FILE)
+        for path in DEVICE_FILES:
+            _allow(libc, int(ruleset), path, file_rights, required=False)
+        for path in readable or ():
+            rights = READ_RIGHTS if os.path.isdir(path) else FS_READ_FILE | FS_EXECUTE
+            _allow(libc, int(ruleset), path, rights, required=False)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise _error("prctl(PR_SET_NO_NEW_PRIVS)")
+        done = libc.syscall(
+            ctypes.c_long(SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)
+        )
+        if done != 0:
+            raise _error("landlock_restrict_self")
+    finally:
+        os.close(int(ruleset))
+
+
+def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int, *, required: bool) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        if required:
+            raise LandlockError(f"cannot open the writable directory {path}: {exc}") from None
+        return
+    try:
+        rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
+        added = libc.syscall(
+            ctypes.c_long(SYS_ADD_RULE),
+            ctypes.c_int(ruleset),
+            ctypes.c_int(RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
+        if added != 0:
+            raise _error(f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+
+
+def _error(step: str) -> LandlockError:
+    errno = ctypes.get_errno()
+    return LandlockError(errno, f"{step} failed: {os.strerror(errno)}")
+
+
+def _find(name: str) -> str | None:
+    """``name`` as ``execvp`` would find it on ``PATH`` (a path with a ``/`` as it is)."""
+    if "/" in name:
+        return name
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def main(argv: list[str]) -> int:
+    """Parse ``argv`` (see the module's docstring), restrict, exec; the exit code on failure."""
+    writable: list[str] = []
+    readable: list[str] | None = None
+    network = True
+    abi = KNOWN_ABI
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        flag = argv[i]
+        if flag == "--no-network":
+            network = False
+            i += 1
+        elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
+            if flag == "--write":
+                writable.append(argv[i + 1])
+            elif flag == "--read":
+                readable = [*(readable or []), argv[i + 1]]
+            else:
+                abi = int(argv[i + 1])
+            i += 2
+        else:
+            print(f"subagents sandbox: unknown argument {flag!r}", file=sys.stderr)
+            return FAILED_EXIT
+    command = argv[i + 1 :]
+    if not command:
+        print("subagents sandbox: no command after --", file=sys.stderr)
+        return FAILED_EXIT
+    program = _find(command[0])  # before: after it, PATH may hold unreadable places
+    if program is None:
+        print(f"subagents sandbox: command not found: {command[0]!r}", file=sys.stderr)
+        return 127
+    try:
+        abi = min(abi, KNOWN_ABI, kernel_abi())
+        restrict(writable, network=network, abi=abi, readable=readable)
+    except (LandlockError, OSError) as exc:
+        print(f"subagents sandbox: could not restrict the command: {exc}", file=sys.stderr)
+        return FAILED_EXIT
+    try:
+        os.execv(program, command)
+    except OSError as exc:
+        print(f"subagents sandbox: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    return FAILED_EXIT  # not reached: exec replaced this process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
