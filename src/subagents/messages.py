@@ -234,6 +234,8 @@ class PermissionGrant(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     tools: tuple[str, ...] | None = None
     """Its ``tools`` (None: every tool)."""
     disallowed_tools: tuple[str, ...] = ()
+    network: str | None = None
+    """Its definition's ``network`` ("off" turns it off for every run below it too)."""
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -174,6 +174,45 @@ def test_a_definition_with_network_off_cannot_connect(repo: Path) -> None:
 
 
 @landlock
+def test_a_requester_with_network_off_turns_it_off_for_the_runs_below(repo: Path) -> None:
+    """A child whose own definition says nothing may not reach the network when its parent's
+    definition turned it off: the sandbox is no wider than any requester's."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port})); print('connected')"
+    spawn = use("spawn_subagent", agent="worker", task="connect")
+    try:
+        outputs = {}
+        for network in ("off", "on"):
+            model = ScriptedModel(
+                {
+                    "lead": [{"tool_calls": [spawn]}, "done"],
+                    "worker": [
+                        {"tool_calls": [use("Bash", command=f'{sys.executable} -c "{connect}"')]},
+                        "done",
+                    ],
+                }
+            )
+            lead = agent("lead", network=network)
+            with Runtime(
+                [lead, agent("worker")],
+                model=model,
+                workspace=repo,
+                permissions="bypassPermissions",
+            ) as rt:
+                rt.run("lead", "go", wait=WAIT)
+            outputs[network] = results(model, "worker")[0]
+    finally:
+        server.close()
+    assert outputs["off"].is_error and "PermissionError" in outputs["off"].content
+    assert outputs["on"].content == "connected"
+
+
+@landlock
 def test_hook_commands_run_in_the_sandbox(repo: Path, outside: Path) -> None:
     hook = f"echo hooked > {outside}/hook; echo hooked > {repo}/hook"
     spec = agent(

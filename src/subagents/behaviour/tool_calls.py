@@ -22,6 +22,7 @@ from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.blocking import about_to_block
 from subagents.messages import ToolStarting, ToolUseBlock
+from subagents.supervision.ceilings import network_wanted
 from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
@@ -68,7 +69,7 @@ class ToolCalls:
         self.sandbox = sandbox.for_run(
             workspace=self.workspace.root,
             read_only=mode == "plan",  # the run's mode, not a reading of its commands
-            network=sandbox.network_for(mode, port.spec.network),
+            network=sandbox.network_for(mode, network_wanted(port.spec.network, ceiling)),
             why=f"agent {port.spec.name!r} in plan mode",
         )
 

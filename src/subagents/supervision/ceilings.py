@@ -34,7 +34,17 @@ def grant_of(spec: AgentSpec, run_id: str) -> PermissionGrant:
         mode=spec.permission_mode,
         tools=spec.tools,
         disallowed_tools=spec.disallowed_tools,
+        network=spec.network,
     )
+
+
+def network_wanted(own: str | None, ceiling: Iterable[PermissionGrant]) -> str | None:
+    """The network a run's definition asks for, narrowed by its requesters': "off" when it or
+    any requester's definition says off (a sandbox no wider than any requester's), else its
+    own."""
+    if any(grant.network == "off" for grant in ceiling):
+        return "off"
+    return own
 
 
 def child_ceiling(parent: RunRecord, parent_spec: AgentSpec) -> tuple[PermissionGrant, ...]:
