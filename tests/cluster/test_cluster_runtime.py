@@ -285,6 +285,33 @@ def test_node_hosts_listen_on_the_link_ports_given_to_the_driver(
         runtime(ray_cluster, store, agents)
 
 
+def test_a_runtime_given_tls_files_links_its_node_hosts_over_tls(
+    ray_cluster: LocalCluster, store: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``SUBAGENTS_LINK_TLS_*`` where the runtime starts: every node host is handed the
+    files' paths and listens with TLS (its driver connects with it), and a run on the other
+    node completes over it; a key that is not the certificate's is named at start."""
+    import ray
+
+    from .test_links import _self_signed
+
+    cert, key = _self_signed(tmp_path, "cluster")
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_CERT", cert)
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_KEY", key)
+    agents = [FunctionAgent.create("double", double, metadata=ON_WORKER)]
+    with runtime(ray_cluster, store, agents) as rt:
+        outcome = rt.run("double", "21", wait=WAIT_S)
+        cluster = rt._hosting.cluster
+        assert cluster is not None
+        tls = [ray.get(h.describe.remote())["tls"] for h in cluster.hosts.values()]
+    assert outcome.result == "42"
+    assert tls == [True, True]
+    _other, other_key = _self_signed(tmp_path, "other")
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_KEY", other_key)
+    with pytest.raises(ValueError, match=r"the link's TLS certificate .* cannot be loaded"):
+        runtime(ray_cluster, store, agents)
+
+
 def test_runs_waiting_on_a_node_hold_no_thread_there(ray_cluster: LocalCluster, store: Any) -> None:
     """On a node as in one process, a few dispatcher threads drain the agents that have
     messages: 400 runs waiting for mail on the worker node do not hold 400 threads there (at

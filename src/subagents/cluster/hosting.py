@@ -47,6 +47,7 @@ from subagents.cluster.link import (
     connect,
     link_ports,
 )
+from subagents.cluster.link_tls import link_tls
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
@@ -84,6 +85,7 @@ class ClusterHosting:
 
         self._ray = import_ray()
         self.ports = link_ports(os.environ.get(LINK_PORTS_ENV))  # before any host starts
+        self.tls = link_tls()  # its files loaded here: a bad one is named before any host
         self.owner = owner
         self.kit = kit.checked()
         self.slots = slots
@@ -130,10 +132,10 @@ class ClusterHosting:
         authkey = secrets.token_bytes(32)
         try:
             answer = ray.get(
-                host.setup.remote(Travelling(self.kit), authkey, self.ports),
+                host.setup.remote(Travelling(self.kit), authkey, self.ports, self.tls),
                 timeout=SETUP_TIMEOUT_S,
             )
-            link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
+            link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}", self.tls)
         except (ray.exceptions.RayError, LinkError) as exc:
             raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
         info = answer["info"]
