@@ -138,12 +138,22 @@ def test_a_tree_spans_both_nodes_and_each_run_goes_where_its_definition_says(
         assert outcome.status == RunStatus.COMPLETED, outcome.error
         assert outcome.result == "near:one+far:two"
         placed = {store.get_run(r).agent: nodes for r, nodes in rt.placements().items()}
+        run_ids = list(rt.placements())
     assert placed == {
         "lead": [ray_cluster.worker_node_id],
         "near": [ray_cluster.worker_node_id],
         "far": [ray_cluster.head_node_id],
     }
     assert store.get_run(outcome.run_id).status == RunStatus.COMPLETED
+    # and the store says it too: each record's node, a `placed` event after `started`
+    for run_id in run_ids:
+        record = store.get_run(run_id)
+        assert [record.node] == placed[record.agent]
+        kinds = [e.kind for e in store.events(run_id)]
+        assert kinds.index(EventKind.STARTED) < kinds.index(EventKind.PLACED)
+        (event,) = [e for e in store.events(run_id) if e.kind == EventKind.PLACED]
+        assert event.data["node"] == record.node and event.data["attempt"] == 1
+        assert event.data["address"]  # the node's IP
 
 
 def test_mail_crosses_nodes_in_order_and_a_child_without_resources_stays_with_its_parent(

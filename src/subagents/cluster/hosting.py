@@ -96,6 +96,8 @@ class ClusterHosting:
         self._pids: dict[str, int] = {}
         self._sending: dict[str, threading.Lock] = {}
         """node -> held while a batch is numbered and sent (numbers go out in order)."""
+        self.addresses: dict[str, str] = {}
+        """node -> its IP address (where its host's link listens): told with placements."""
         self._offered: dict[str, dict[str, float]] = {}
         """node -> the resources it offers (kept when it is lost: it may come back)."""
         self.placed: dict[str, list[str]] = {}
@@ -143,6 +145,7 @@ class ClusterHosting:
             old = self._links.get(node)
             self._links[node] = link
             self._pids[node] = answer["pid"]
+            self.addresses[node] = str(answer["link"][0])
             self._seq[node] = 0
             self.placement.add(node, info.slots, info.resources)
             self._offered[node] = dict(info.resources)
@@ -178,7 +181,11 @@ class ClusterHosting:
         """The supervisor's effector (``SupervisorActor(effector=...)``): its runs' agents
         on this runtime's nodes."""
         self.router = RoutingEffector(
-            place=self.place, send=self.send, on_ended=self.ended, **kwargs
+            place=self.place,
+            send=self.send,
+            on_ended=self.ended,
+            address_of=lambda node: self.addresses.get(node, ""),
+            **kwargs,
         )
         return self.router
 
