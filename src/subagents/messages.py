@@ -273,6 +273,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     owner: str | None = None
     """The process hosting this run (``host:pid``); another runtime on the same store
     leaves it alone while that process lives."""
+    node: str | None = None
+    """On a Ray cluster: the node (Ray's node id) its latest start was placed on; None on one
+    machine (docs/cluster.md)."""
     # supervision policies (docs/supervision.md)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
@@ -345,6 +348,9 @@ class EventKind(enum.StrEnum):
     """A waiting run gave its concurrency slot to a queued run (supervision/parking.py)."""
     UNPARKED = "unparked"
     """A parked run took a slot again, to go on with what woke it."""
+    PLACED = "placed"
+    """On a Ray cluster, a start of the run was placed on a node (data: ``node``, Ray's node
+    id; ``address``, the node's IP; ``attempt``), right after its ``started``."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -793,6 +799,17 @@ class HostLost(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     reason: str = ""
 
 
+class Placed(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A cluster's effector placed the start ``attempt`` of ``run_id`` on ``node`` (Ray's
+    node id; ``address``: its IP): kept on the run's record and told as an event (cluster ->
+    supervisor). Placement is not the supervisor's decision; it only records it."""
+
+    run_id: str
+    attempt: int
+    node: str
+    address: str = ""
+
+
 class Restore(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Take up the store's orphaned runs (answered with a ``RestoreReport``): those whose
     host's lease lapsed (``store.leases``); ``roots``: only these trees."""
@@ -864,6 +881,7 @@ ActorMessage = (
     | Timeout
     | RestartDue
     | HostLost
+    | Placed
     | Restore
     | LeaseLost
     | Sweep

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from clikit import Cli
+from clikit import DEADLINE_S, Cli
 
 from raycluster import LocalCluster
 from subagents.messages import Lease, RunRecord, RunStatus
@@ -114,6 +114,25 @@ def test_run_on_the_cluster_hosts_the_tree_on_its_nodes_and_records_it_in_its_st
         ("quick", "completed"),
         ("quick", "completed"),
     ]
+    # which node each run was on: its record (`ps --json`, `info`) and its events (`log`)
+    nodes = {ray_cluster.head_node_id, ray_cluster.worker_node_id}
+    remote = [r for r in cli.json("ps", "--all", "--ray", address) if "delta" in r["task"]]
+    assert all(r["node"] in nodes for r in remote), remote
+    root = next(r for r in remote if r["agent"] == "pair")
+    listed = cli("ps", "--all", "--ray", address)
+    assert listed.returncode == 0, listed.stderr
+    assert "NODE" in listed.stdout.splitlines()[0]
+    assert root["node"][:12] in listed.stdout
+    info = cli("info", root["run_id"], "--ray", address)
+    assert info.returncode == 0, info.stderr
+    assert ["node", root["node"]] in [line.split() for line in info.stdout.splitlines()]
+    placed = [
+        e for e in cli.json("log", root["run_id"], "--ray", address)["entries"]
+        if e["kind"] == "placed"
+    ]  # fmt: skip
+    assert [(e["data"]["node"], e["data"]["attempt"]) for e in placed] == [(root["node"], 1)]
+    local = cli("ps", "--all", "--agent", "failer").stdout  # runs of one machine only
+    assert "NODE" not in local.splitlines()[0]
     both = cli("run", "pair", "x", "--state", str(cli.state), "--ray", address)
     assert both.returncode == 2
     assert "--state and --ray name two stores: give one" in both.stderr
@@ -156,3 +175,95 @@ def test_a_tree_run_detached_on_the_cluster_outlives_its_command_and_is_stopped_
     )  # fmt: skip
     assert refused.returncode == 2
     assert "unknown agent 'nobody'" in refused.stderr  # before any host is started
+
+
+def test_a_run_whose_host_ray_is_restarting_shows_restarting_and_is_waited_for(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """A run whose detached tree host's process died (its lease dead) while Ray still lists
+    the host (it is starting it again) is `restarting`, not orphaned: `ps`, `info` say so and
+    `wait` keeps waiting (here until its --timeout: 124, not 6); once Ray no longer lists the
+    host, the run is orphaned (6)."""
+    import secrets
+
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.detached import TREE_HOST_PREFIX
+
+    class Parked:  # defined here: it travels to Ray's worker by value
+        """Stands for a tree host that Ray lists (alive, or being started again)."""
+
+        def ping(self) -> bool:
+            return True
+
+    address = ray_cluster.address
+    name = f"{TREE_HOST_PREFIX}test{secrets.token_hex(4)}"
+    host = ray.remote(Parked).options(name=name, namespace=NAMESPACE).remote()
+    assert ray.get(host.ping.remote(), timeout=60)
+    owner = f"head-host:999999:abcd:{name}"
+    past = time.time() - 60
+    served.acquire_lease(
+        Lease(owner=owner, host="head-host", pid=999999, renewed_at=past - 15, expires_at=past)
+    )
+    run = msgspec.structs.replace(
+        LIVE, run_id="r-restarting-host", root_run_id="r-restarting-host", owner=owner
+    )
+    served.save_run(run)
+    try:
+        row = next(r for r in cli.json("ps", "--ray", address) if r["run_id"] == run.run_id)
+        assert (row["restarting"], row["orphaned"]) == (True, False)
+        listed = cli("ps", "--ray", address)
+        line = next(line for line in listed.stdout.splitlines() if "r-restar" in line)
+        assert "restarting" in line.split() and "orphaned" not in line.split(), line
+        assert "restarting: the run's host process died and Ray is starting it" in listed.stderr
+        info = cli("info", run.run_id, "--ray", address)
+        assert "restarting (running; Ray is starting its host again)" in info.stdout
+        assert f"head-host pid 999999 ({name}), gone; its host is being started" in info.stdout
+        waited = cli("wait", run.run_id, "--ray", address, "--timeout", "2")
+        assert waited.returncode == 124, waited.stderr  # still waiting: not orphaned (6)
+        assert "is being started again by Ray" in waited.stderr
+        ray.kill(host)  # Ray gave up on it: nothing will take the run up
+        gone = cli("wait", run.run_id, "--ray", address, "--timeout", "60")
+        assert gone.returncode == 6, gone.stderr
+        row = next(r for r in cli.json("ps", "--ray", address) if r["run_id"] == run.run_id)
+        assert (row["restarting"], row["orphaned"]) == (False, True)
+    finally:
+        ray.kill(host)
+        ended = msgspec.structs.replace(run, status=RunStatus.CANCELLED, ended_at=time.time())
+        served.save_run(ended)
+        served.release_lease(owner)
+
+
+def test_wait_on_a_detached_tree_whose_host_was_killed_waits_for_its_restart(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`subagents wait --ray` started right after a tree host's process is SIGKILLed: Ray
+    starts the host again and its new process takes the tree up; `wait` waits for that (it
+    exited 6, "orphaned", before) and exits with the tree's own status."""
+    import os
+    import signal
+
+    from polling import wait_until
+
+    address = ray_cluster.address
+    started = cli(
+        "run", "--detach", "worker", "wait for mail", "--agents", str(cli.agents), "--ray",
+        address, "--json",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    tree = msgspec.json.decode(started.stdout)
+    run_id = tree["run_id"]
+    wait_until(
+        lambda: served.get_run(run_id).status == RunStatus.WAITING, "the worker waits for mail"
+    )
+    first_owner = served.get_run(run_id).owner
+    os.kill(tree["pid"], signal.SIGKILL)
+    waiting = cli.start("wait", run_id, "--ray", address)
+    sent = cli("send", run_id, "hello after the restart", "--ray", address)
+    assert sent.returncode == 0, sent.stderr
+    out, err = waiting.communicate(timeout=DEADLINE_S)
+    assert waiting.returncode == 0, err
+    assert out.strip() == f"{run_id} completed: worker heard: hello after the restart"
+    record = served.get_run(run_id)  # taken up by the host's new process
+    assert record.owner != first_owner and record.owner.endswith(f":{tree['host']}")

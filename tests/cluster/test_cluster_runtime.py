@@ -141,12 +141,22 @@ def test_a_tree_spans_both_nodes_and_each_run_goes_where_its_definition_says(
         assert outcome.status == RunStatus.COMPLETED, outcome.error
         assert outcome.result == "near:one+far:two"
         placed = {store.get_run(r).agent: nodes for r, nodes in rt.placements().items()}
+        run_ids = list(rt.placements())
     assert placed == {
         "lead": [ray_cluster.worker_node_id],
         "near": [ray_cluster.worker_node_id],
         "far": [ray_cluster.head_node_id],
     }
     assert store.get_run(outcome.run_id).status == RunStatus.COMPLETED
+    # and the store says it too: each record's node, a `placed` event after `started`
+    for run_id in run_ids:
+        record = store.get_run(run_id)
+        assert [record.node] == placed[record.agent]
+        kinds = [e.kind for e in store.events(run_id)]
+        assert kinds.index(EventKind.STARTED) < kinds.index(EventKind.PLACED)
+        (event,) = [e for e in store.events(run_id) if e.kind == EventKind.PLACED]
+        assert event.data["node"] == record.node and event.data["attempt"] == 1
+        assert event.data["address"]  # the node's IP
 
 
 def test_mail_crosses_nodes_in_order_and_a_child_without_resources_stays_with_its_parent(
@@ -285,6 +295,33 @@ def test_node_hosts_listen_on_the_link_ports_given_to_the_driver(
     assert len(ports) == 2 and set(ports) <= {low, low + 1}, ports
     monkeypatch.setenv("SUBAGENTS_LINK_PORTS", "9-1")
     with pytest.raises(ValueError, match="SUBAGENTS_LINK_PORTS must be a port or a range"):
+        runtime(ray_cluster, store, agents)
+
+
+def test_a_runtime_given_tls_files_links_its_node_hosts_over_tls(
+    ray_cluster: LocalCluster, store: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``SUBAGENTS_LINK_TLS_*`` where the runtime starts: every node host is handed the
+    files' paths and listens with TLS (its driver connects with it), and a run on the other
+    node completes over it; a key that is not the certificate's is named at start."""
+    import ray
+
+    from .test_links import _self_signed
+
+    cert, key = _self_signed(tmp_path, "cluster")
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_CERT", cert)
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_KEY", key)
+    agents = [FunctionAgent.create("double", double, metadata=ON_WORKER)]
+    with runtime(ray_cluster, store, agents) as rt:
+        outcome = rt.run("double", "21", wait=WAIT_S)
+        cluster = rt._hosting.cluster
+        assert cluster is not None
+        tls = [ray.get(h.describe.remote())["tls"] for h in cluster.hosts.values()]
+    assert outcome.result == "42"
+    assert tls == [True, True]
+    _other, other_key = _self_signed(tmp_path, "other")
+    monkeypatch.setenv("SUBAGENTS_LINK_TLS_KEY", other_key)
+    with pytest.raises(ValueError, match=r"the link's TLS certificate .* cannot be loaded"):
         runtime(ray_cluster, store, agents)
 
 

@@ -392,3 +392,261 @@ def test_a_node_that_stops_reading_never_holds_up_the_drivers_sends() -> None:
         driver.close()
         node.close()
         side.outbox.close()
+
+
+# ---- strangers at the node's door, and TLS (cluster.link_gate, cluster.link_tls) ------------
+
+
+def within(fn: Any, seconds: float = WAIT_S) -> Any:
+    """``fn()``'s result or exception, or an AssertionError if it had not returned within
+    ``seconds`` (a daemon thread: a hung handshake does not hang the test session)."""
+    done = threading.Event()
+    box: list[Any] = []
+
+    def call() -> None:
+        try:
+            box.append(("ok", fn()))
+        except BaseException as exc:
+            box.append(("error", exc))
+        done.set()
+
+    threading.Thread(target=call, daemon=True).start()
+    assert done.wait(seconds), f"{fn} did not return within {seconds} s"
+    kind, value = box[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+def drained(sock: socket.socket) -> bytes:
+    """What ``sock`` receives until its peer closes it."""
+    sock.settimeout(WAIT_S)
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    return data
+
+
+def test_strangers_before_the_driver_do_not_keep_it_out_and_are_logged() -> None:
+    """An idle TCP connection (a port scanner, a health probe) and a peer with a wrong key
+    reach the node first; the driver still gets in, and frames flow."""
+    from structlog.testing import capture_logs
+
+    from subagents.cluster.link import EFFECTS, LinkError, NodeLink, connect
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    idle = socket.create_connection(node.address, timeout=WAIT_S)
+    driver = None
+    try:
+        with capture_logs() as logs:
+            with pytest.raises(LinkError, match=r"refused the link: wrong key"):
+                within(lambda: connect(node.address, b"wrong" * 8, "node host n1"))
+            driver = within(lambda: connect(node.address, b"k" * 32, "node host n1"))
+        driver.send((EFFECTS, 1, [Tell("r1", "through")]))
+        with side.changed:
+            assert side.changed.wait_for(lambda: side.delivered, WAIT_S)
+        assert side.delivered == [(1, [Tell("r1", "through")])]
+        dropped = [e for e in logs if e["event"].startswith("a connection to the node host")]
+        assert [(e["log_level"], e["reason"].split(" (")[0]) for e in dropped] == [
+            ("warning", "wrong key")
+        ]
+        assert dropped[0]["peer"].startswith("127.0.0.1:")
+    finally:
+        idle.close()
+        if driver is not None:
+            driver.close()
+        node.close()
+        side.outbox.close()
+
+
+def test_a_connection_silent_past_the_handshake_deadline_is_dropped_and_logged() -> None:
+    from structlog.testing import capture_logs
+
+    from subagents.cluster.link import NodeLink, connect
+
+    side = NodeSide()
+    with capture_logs() as logs:
+        node = NodeLink(
+            "127.0.0.1",
+            b"k" * 32,
+            deliver=side.deliver,
+            answer=side.answer,
+            take=side.outbox.take,
+            handshake_s=0.5,
+        )
+        idle = socket.create_connection(node.address, timeout=WAIT_S)
+        try:
+            drained(idle)  # the node's challenge, then its close: it gave up on this one
+            where = "{}:{}".format(*idle.getsockname())
+        finally:
+            idle.close()
+        connect(node.address, b"k" * 32, "node host n1").close()  # the driver still gets in
+    dropped = [e for e in logs if e["event"].startswith("a connection to the node host")]
+    assert [(e["peer"], e["reason"]) for e in dropped] == [
+        (where, "no answer to the handshake in time")
+    ]
+    node.close()
+    side.outbox.close()
+
+
+def _self_signed(folder: Any, name: str) -> tuple[str, str]:
+    """A self-signed certificate (its own CA) and its key, as PEM files in ``folder``."""
+    import datetime
+
+    crypto = pytest.importorskip("cryptography")
+    del crypto
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{name}.crt", folder / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+@pytest.fixture
+def tls_files(tmp_path: Any) -> dict[str, str]:
+    cert, key = _self_signed(tmp_path, "cluster")
+    other_cert, other_key = _self_signed(tmp_path, "intruder")
+    return {"cert": cert, "key": key, "other_cert": other_cert, "other_key": other_key}
+
+
+def test_a_tls_link_carries_frames_both_ways(tls_files: dict[str, str]) -> None:
+    from subagents.cluster.link import EFFECTS, NodeLink, connect
+    from subagents.cluster.link_tls import link_tls
+
+    tls = link_tls(
+        {"SUBAGENTS_LINK_TLS_CERT": tls_files["cert"], "SUBAGENTS_LINK_TLS_KEY": tls_files["key"]}
+    )
+    assert tls is not None and tls.ca == tls_files["cert"]
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1",
+        b"k" * 32,
+        deliver=side.deliver,
+        answer=side.answer,
+        take=side.outbox.take,
+        tls=tls,
+    )
+    driver = within(lambda: connect(node.address, b"k" * 32, "node host n1", tls))
+    try:
+        for seq in range(1, 201):  # some past a TLS record's 16 KB
+            driver.send((EFFECTS, seq, ["x" * (seq * 300)]))
+        with side.changed:
+            assert side.changed.wait_for(lambda: len(side.delivered) == 200, WAIT_S)
+        assert [seq for seq, _ in side.delivered] == list(range(1, 201))
+        assert side.delivered[-1][1] == ["x" * 60_000]
+        for n in range(50):
+            side.outbox.put(Told(f"m{n}"))
+        received: list[Any] = []
+        while len(received) < 50:
+            received.extend(driver.receive())
+        assert received == [Told(f"m{n}") for n in range(50)]
+    finally:
+        driver.close()
+        node.close()
+        side.outbox.close()
+
+
+def test_a_plain_peer_or_a_foreign_certificate_is_refused_by_a_tls_link(
+    tls_files: dict[str, str],
+) -> None:
+    from subagents.cluster.link import LinkError, NodeLink, connect
+    from subagents.cluster.link_tls import LinkTls
+
+    tls = LinkTls(tls_files["cert"], tls_files["key"], tls_files["cert"], "test")
+    foreign = LinkTls(tls_files["other_cert"], tls_files["other_key"], tls_files["cert"], "test")
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1",
+        b"k" * 32,
+        deliver=side.deliver,
+        answer=side.answer,
+        take=side.outbox.take,
+        tls=tls,
+        handshake_s=0.5,
+    )
+    try:
+        with pytest.raises(
+            LinkError, match=r"refused the link: closed during the handshake; so ends a link with"
+        ):
+            within(lambda: connect(node.address, b"k" * 32, "node host n1"))
+        with pytest.raises(LinkError, match=r"refused the link: TLS refused"):
+            within(lambda: connect(node.address, b"k" * 32, "node host n1", foreign))
+        within(lambda: connect(node.address, b"k" * 32, "node host n1", tls)).close()
+    finally:
+        node.close()
+    plain = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    try:  # and a TLS driver at a plain node
+        with pytest.raises(LinkError, match=r"refused the link: TLS refused"):
+            within(lambda: connect(plain.address, b"k" * 32, "node host n1", tls))
+    finally:
+        plain.close()
+        side.outbox.close()
+
+
+def test_the_links_tls_settings_are_read_checked_and_named(tls_files: dict[str, str]) -> None:
+    from subagents.cluster.link_tls import link_tls
+
+    cert, key = tls_files["cert"], tls_files["key"]
+    assert link_tls({}) is None
+    assert link_tls({"RAY_USE_TLS": "0", "RAY_TLS_SERVER_CERT": cert}) is None
+    with pytest.raises(ValueError, match=r"SUBAGENTS_LINK_TLS_KEY is not set"):
+        link_tls({"SUBAGENTS_LINK_TLS_CERT": cert})
+    with pytest.raises(ValueError, match=r"SUBAGENTS_LINK_TLS_CERT is not set"):
+        link_tls({"SUBAGENTS_LINK_TLS_KEY": key, "SUBAGENTS_LINK_TLS_CA": cert})
+    with pytest.raises(ValueError, match=r"certificate /nowhere.crt and key .* cannot be loaded"):
+        link_tls({"SUBAGENTS_LINK_TLS_CERT": "/nowhere.crt", "SUBAGENTS_LINK_TLS_KEY": key})
+    with pytest.raises(ValueError, match=r"and key .* cannot be loaded"):  # not this cert's key
+        link_tls(
+            {"SUBAGENTS_LINK_TLS_CERT": cert, "SUBAGENTS_LINK_TLS_KEY": tls_files["other_key"]}
+        )
+    with pytest.raises(ValueError, match=r"the link's TLS CA /nowhere.pem .* cannot be loaded"):
+        link_tls(
+            {
+                "SUBAGENTS_LINK_TLS_CERT": cert,
+                "SUBAGENTS_LINK_TLS_KEY": key,
+                "SUBAGENTS_LINK_TLS_CA": "/nowhere.pem",
+            }
+        )
+    ray = {
+        "RAY_USE_TLS": "1",
+        "RAY_TLS_SERVER_CERT": cert,
+        "RAY_TLS_SERVER_KEY": key,
+        "RAY_TLS_CA_CERT": tls_files["other_cert"],
+    }
+    reused = link_tls(ray)
+    assert reused is not None and (reused.cert, reused.key, reused.ca) == (
+        cert,
+        key,
+        tls_files["other_cert"],
+    )
+    with pytest.raises(ValueError, match=r"RAY_USE_TLS is on but RAY_TLS_CA_CERT not set"):
+        link_tls({**ray, "RAY_TLS_CA_CERT": ""})

@@ -25,6 +25,7 @@ from subagents.store.leases import (
     lease_seconds,
     live_owners,
     machine_id,
+    restartable_host,
 )
 
 SLOW = ScriptedModel({"slow": [{"text": "done {task}", "delay": 30}]})
@@ -77,6 +78,43 @@ def test_liveness_says_which_unfinished_runs_are_orphaned_and_who_hosted_them() 
     assert view.describe(record("b:2:y")) == "b pid 2, whose lease lapsed 25s ago"
     assert view.describe(record("c:3:z")) == "c pid 3, no lease (its runtime has ended)"
     assert describe_owner(None) == "no host"
+
+
+def test_a_restartable_host_still_listed_is_restarting_not_orphaned() -> None:
+    """A detached tree's host (an owner ``host:pid:nonce:NAME``) whose process died while
+    its cluster still lists NAME is being started again: ``restarting``; once it is no
+    longer listed, or for a plain process's run, orphaned as before. Each name asked once."""
+    now = 1000.0
+    dead = Lease(owner="h:7:n:subagents-tree-ab", host="h", pid=7, machine="m2", expires_at=now - 5)
+    asked: list[str] = []
+
+    def listed(name: str) -> bool:
+        asked.append(name)
+        return name == "subagents-tree-ab"
+
+    view = Liveness([dead], now, listed=listed)
+
+    def record(owner: str, status: RunStatus = RunStatus.RUNNING) -> RunRecord:
+        return RunRecord(
+            run_id="r", agent="a", task="t", root_run_id="r", owner=owner, status=status
+        )
+
+    restarting = record("h:7:n:subagents-tree-ab")
+    assert view.restarting(restarting) and not view.orphaned(restarting)
+    assert view.describe(restarting) == (
+        "h pid 7 (subagents-tree-ab), gone; its host is being started again"
+    )
+    gone = record("h:8:n:subagents-tree-cd")  # its host no longer listed: Ray gave up
+    assert view.orphaned(gone) and not view.restarting(gone)
+    plain = record("h:9:n")  # a plain process: nothing restarts it
+    assert view.orphaned(plain) and not view.restarting(plain)
+    assert not view.restarting(record("h:7:n:subagents-tree-ab", RunStatus.COMPLETED))
+    assert view.restarting(restarting)
+    assert asked == ["subagents-tree-ab", "subagents-tree-cd"]
+    local = Liveness([dead], now)  # a store nobody can ask about its hosts: as before
+    assert local.orphaned(restarting) and not local.restarting(restarting)
+    assert restartable_host("h:7:n:subagents-tree-ab") == "subagents-tree-ab"
+    assert restartable_host("h:7:n") is None and restartable_host(None) is None
 
 
 def test_the_lease_setting_is_checked_by_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from subagents.messages import (
     MailState,
     Park,
     Parked,
+    Placed,
     RestoreReport,
     RunFinished,
     RunRecord,
@@ -132,6 +133,9 @@ class Driven:
         """As the actor does it: each run's mail and journal read for it."""
         reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
         return self._do(self.core.host_lost(run_ids, reason, reads)).effects
+
+    def placed(self, msg: Placed) -> list[Effect]:
+        return self._do(self.core.placed(msg)).effects
 
     def restart_due(self, run_id: str) -> list[Effect]:
         return self._do(self.core.restart_due(run_id)).effects
@@ -1035,6 +1039,31 @@ def test_a_run_that_failed_just_before_its_host_was_lost_is_started_once_by_its_
     assert of(effects, ScheduleRestart) != []
     assert of(h.core.host_lost((root,), "its host died"), StartRun) == []
     assert [s.attempt for s in of(h.core.restart_due(root), StartRun)] == [2]
+
+
+def test_where_a_start_was_placed_is_kept_on_its_record_and_told_as_an_event() -> None:
+    """A cluster's effector tells where it placed each start (``Placed``): the record says
+    the node of the latest start, an event each placement; word about an earlier start or
+    an ended run changes nothing."""
+    h = Harness()
+    root = h.run("lead")
+    effects = h.core.placed(Placed(run_id=root, attempt=1, node="n1", address="10.0.0.5"))
+    record = h.store.get_run(root)
+    assert record is not None and record.node == "n1"
+    (event,) = [p.event for p in of(effects, Publish)]
+    assert (event.kind, event.data) == (
+        EventKind.PLACED,
+        {"node": "n1", "address": "10.0.0.5", "attempt": 1},
+    )
+    h.core.host_lost((root,), "its host died")  # started again: attempt 2
+    assert h.core.placed(Placed(run_id=root, attempt=1, node="n1")) == []  # the lost start's
+    h.core.placed(Placed(run_id=root, attempt=2, node="n2", address="10.0.0.6"))
+    record = h.store.get_run(root)
+    assert record is not None and record.node == "n2"
+    placed = [e.data["node"] for e in h.store.events(root) if e.kind is EventKind.PLACED]
+    assert placed == ["n1", "n2"]
+    h.core.finished(RunFinished(run_id=root, result="done", attempt=2))
+    assert h.core.placed(Placed(run_id=root, attempt=2, node="n3")) == []
 
 
 def test_hosted_follows_every_status_change() -> None:

@@ -42,7 +42,7 @@ from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import ChildDone, Event, RunFinished, SpawnReply
+from subagents.messages import ChildDone, Event, Placed, RunFinished, SpawnReply
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 
 log = get_logger("subagents.cluster")
@@ -225,16 +225,20 @@ class RoutingEffector(Effector):
         place: Callable[[StartRun, str | None], str | None],
         send: Callable[[str, list[Effect]], None],
         on_ended: Callable[[str], None],
+        address_of: Callable[[str], str] = lambda _node: "",
         **kwargs: Any,
     ) -> None:
         """``place(start, parent_node)``: the node for a start, or None when no live node
         can take it now but one that could is expected back (the start waits for
         ``placeable``); a start no node will ever take is ``place``'s to refuse (raising:
-        the run fails with the reason)."""
+        the run fails with the reason). Each start placed is told to the supervisor
+        (``Placed``, with the node's address, ``address_of(node)``): the run's record and
+        events say which node it is on."""
         super().__init__(**kwargs)
         self._place = place
         self._send = send
         self._on_ended = on_ended
+        self._address_of = address_of
         self.where: dict[str, tuple[str, int]] = {}
         """run id -> (its node, its start's attempt)."""
         self.waiting: dict[str, StartRun] = {}
@@ -290,6 +294,8 @@ class RoutingEffector(Effector):
                         self._send(before[0], [StopAgent(record.run_id)])
                 if refused is not None:
                     self._refuse(effect, refused)
+                elif node:
+                    self._placed(record.run_id, attempt, node)
                 return node or ""
             case Tell(run_id=run_id):
                 with self._lock:
@@ -307,6 +313,14 @@ class RoutingEffector(Effector):
                 self._on_ended(found[0])
                 return found[0]
         return None
+
+    def _placed(self, run_id: str, attempt: int, node: str) -> None:
+        """Tell the supervisor (into its inbox, ahead of anything the start can report)."""
+        if self.supervisor is None:
+            return
+        placed = Placed(run_id=run_id, attempt=attempt, node=node, address=self._address_of(node))
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.supervisor.tell(placed)
 
     def _refuse(self, start: StartRun, exc: Exception) -> None:
         """No node will take ``start``: its run fails with the reason, reported as its

@@ -58,6 +58,7 @@ from subagents.messages import (
     MailAck,
     MailRead,
     Parked,
+    Placed,
     PollCommands,
     RestartDue,
     Restore,
@@ -109,6 +110,7 @@ _GROUPED = frozenset(
         Timeout,
         Parked,
         SlotWanted,
+        Placed,
     }
 )
 """Told reports whose handling may share the open group's transaction."""
@@ -406,6 +408,8 @@ class SupervisorActor(FastInboxActor):
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it
                 mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
                 decision = core.restart_due(run_id, mails, journal)
+            case Placed():
+                decision = core.placed(message)
             case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
                 reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
                 decision = core.host_lost(run_ids, reason, reads)

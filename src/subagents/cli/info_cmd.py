@@ -49,6 +49,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     mail: tuple[Mail, ...]
     orphaned: bool = False
     host: str = ""
+    restarting: bool = False
+    """Its host's process died and Ray is starting it again (a detached tree's)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +91,7 @@ def gather(args: argparse.Namespace) -> Info:
         mail=tuple(mail),
         orphaned=alive.orphaned(record),
         host=alive.describe(record),
+        restarting=alive.restarting(record),
     )
 
 
@@ -99,7 +102,9 @@ def show(info: Info) -> None:
     title.append(f"{printable(r.agent)} ", style="bold")
     title.append(r.run_id)
     title.append("  ")
-    if info.orphaned:
+    if info.restarting:
+        title.append(f"restarting ({r.status}; Ray is starting its host again)", style="yellow")
+    elif info.orphaned:
         title.append(f"orphaned ({r.status} when its host was lost)", style="bold red")
     else:
         title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
@@ -114,6 +119,7 @@ def show(info: Info) -> None:
         ("parent", r.parent_run_id or "- (root)"),
         ("root", r.root_run_id),
         ("host", info.host + ("; `subagents resume` continues it" if info.orphaned else "")),
+        *([("node", r.node)] if r.node else []),
         ("created", stamp(r.created_at)),
         ("started", stamp(r.started_at)),
         ("ended", stamp(r.ended_at)),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -20,6 +22,7 @@ from subagents.cli import output
 from subagents.cli.state import (
     EXIT_USAGE,
     ORPHANED,
+    RESTARTING,
     CliError,
     add_json_argument,
     add_store_arguments,
@@ -62,6 +65,11 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     """Unfinished, and its host is gone (its lease lapsed): `subagents resume` continues it."""
     host: str
     """The process hosting (or that hosted) the run: ``host pid N``."""
+    restarting: bool = False
+    """Unfinished, its host's process gone, and Ray starting that host again (a detached
+    tree's on a cluster): it takes the run up."""
+    node: str | None = None
+    """On a Ray cluster: the node (Ray's node id) its latest start was placed on."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,7 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     parents = [r.parent_run_id for r in records if r.parent_run_id is not None]
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
-    output.print_table(
+    print_table = with_nodes(output.print_table, [r.node for r in rows])
+    print_table(
         (
             "#",
             "RUN",
@@ -172,7 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                 str(row.row),
                 shorts[row.run_id],
                 row.agent,
-                ORPHANED if row.orphaned else str(row.status),
+                RESTARTING if row.restarting else ORPHANED if row.orphaned else str(row.status),
                 str(row.depth),
                 _parent(row.parent_run_id, shorts),
                 age(row.created_at, now),
@@ -186,12 +195,35 @@ def _run(args: argparse.Namespace) -> int:
         ],
         wide=("TASK",),
     )
+    if any(row.restarting for row in rows):
+        sys.stderr.write(
+            "restarting: the run's host process died and Ray is starting it again;"
+            " it takes the run up (`subagents wait` waits for it)\n"
+        )
     if any(row.orphaned for row in rows):
         sys.stderr.write(
             "orphaned: the process hosting the run is gone (its lease lapsed);"
             " `subagents resume` continues it\n"
         )
     return 0
+
+
+def with_nodes(print_table: Any, nodes: list[str | None]) -> Any:
+    """``print_table`` with a NODE column after STATUS when any run is on a cluster's node
+    (the first 12 characters of Ray's node id, as `ray list nodes` shows it)."""
+    if not any(nodes):
+        return print_table
+
+    def printed(headers: Sequence[str], rows: Sequence[Sequence[str]], **kw: Any) -> None:
+        at = list(headers).index("STATUS") + 1
+        cells = [(node or "-")[:12] for node in nodes]
+        print_table(
+            [*headers[:at], "NODE", *headers[at:]],
+            [[*row[:at], cell, *row[at:]] for row, cell in zip(rows, cells, strict=True)],
+            **kw,
+        )
+
+    return printed
 
 
 def _parent(parent: str | None, shorts: dict[str, str]) -> str:
@@ -224,4 +256,6 @@ def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
         label=r.label,
         orphaned=alive.orphaned(r),
         host=alive.host(r),
+        restarting=alive.restarting(r),
+        node=r.node,
     )

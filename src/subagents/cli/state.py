@@ -90,6 +90,9 @@ def live_statuses() -> tuple[RunStatus, ...]:
 
 ORPHANED = "orphaned"
 """What people see instead of an unfinished run's status once its host is gone."""
+RESTARTING = "restarting"
+"""What people see instead of an unfinished run's status while Ray starts its host again
+(a detached tree's host whose process died: ``store.leases.Liveness.restarting``)."""
 
 
 class CliError(Exception):
@@ -243,14 +246,17 @@ def liveness(store: InspectedStore) -> Liveness:
                 self.live = self.live | later.live
             return super().orphaned(record)
 
-    try:
-        return Rechecked(store.leases())
+    try:  # a cluster's store can tell a detached tree's host being restarted by Ray
+        return Rechecked(store.leases(), listed=getattr(store, "host_listed", None))
     except StoreError as exc:
         raise CliError(str(exc)) from exc
 
 
 def shown_status(record: RunRecord, alive: Liveness) -> str:
-    """The status people see: ``orphaned`` for an unfinished run whose host is gone."""
+    """The status people see: ``orphaned`` for an unfinished run whose host is gone,
+    ``restarting`` for one whose host Ray is starting again (a detached tree's)."""
+    if alive.restarting(record):
+        return RESTARTING
     return ORPHANED if alive.orphaned(record) else str(record.status)
 
 

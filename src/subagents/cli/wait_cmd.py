@@ -5,6 +5,10 @@ Works from any terminal for any run in the store (a `run --detach` tree, a child
 (0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded); 6 when its host process
 is gone (the run is orphaned: `subagents resume` continues it); 124 when --timeout passed
 first. RUN is an id, a unique prefix of one, or #N from `ps`.
+
+A detached tree on a Ray cluster whose host Ray is starting again (its process died: the
+run shows `restarting`) is waited for: its new process takes the tree up. Only when it has
+been restarting for ``RESTART_WAIT_S`` does `wait` give up with 6 (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from subagents.cli.state import (
     EXIT_FOR_STATUS,
@@ -23,10 +28,17 @@ from subagents.cli.state import (
     fail,
 )
 
+if TYPE_CHECKING:
+    from subagents.messages import RunRecord
+    from subagents.store.leases import Liveness
+
 NAME = "wait"
 POLL_S = 0.2
 EXIT_WAIT_TIMEOUT = 124
 """As `timeout(1)`: the run had not ended when --timeout passed."""
+RESTART_WAIT_S = 300.0
+"""How long a run whose host Ray is starting again is waited for before `wait` calls it
+orphaned (a tree host's restart took 14-18 s on a loaded machine here)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +61,19 @@ def run(args: argparse.Namespace) -> int:
         return fail(NAME, exc)
 
 
+def _restarting(record: RunRecord, alive: Liveness, since: float | None) -> float | None:
+    """Since when ``record``'s host has been restarting (said once on stderr), or None."""
+    if not alive.restarting(record):
+        return None
+    if since is None:
+        sys.stderr.write(
+            f"subagents wait: run {record.run_id}'s host is being started again by Ray"
+            f" ({alive.describe(record)}); waiting for it to take the run up\n"
+        )
+        return time.monotonic()
+    return since
+
+
 def _wait(args: argparse.Namespace) -> int:
     from subagents.cli import output
     from subagents.cli.state import liveness, open_inspected_store, resolve
@@ -57,6 +82,7 @@ def _wait(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout >= 0:
         raise CliError(f"--timeout must be >= 0 seconds, got {args.timeout:g}", EXIT_USAGE)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    restarting: float | None = None  # since when its host is being restarted
     with open_inspected_store(args) as store:
         record = resolve(store, args.run_ref)
         while True:
@@ -70,10 +96,17 @@ def _wait(args: argparse.Namespace) -> int:
             record = current
             if record.status.terminal:
                 break
+            restarting = _restarting(record, alive, restarting)
             if alive.orphaned(record):
                 sys.stderr.write(
                     f"subagents wait: run {record.run_id} is orphaned: its host"
                     f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                )
+                return EXIT_ORPHANED
+            if restarting is not None and time.monotonic() - restarting >= RESTART_WAIT_S:
+                sys.stderr.write(
+                    f"subagents wait: run {record.run_id}'s host has been restarting for"
+                    f" {RESTART_WAIT_S:g}s without taking it up; taken as orphaned\n"
                 )
                 return EXIT_ORPHANED
             if deadline is not None and time.monotonic() >= deadline:

@@ -285,6 +285,20 @@ def start_detached(
     )
 
 
+def tree_host_listed(name: str) -> bool:
+    """Whether the tree host ``name`` still exists in Ray: alive, or being started again
+    after its process died (Ray keeps a detached actor's name until it is dead for good:
+    ended on purpose, or its restarts given up). A name not of a tree host: False."""
+    if not name.startswith(TREE_HOST_PREFIX):
+        return False
+    ray = import_ray()
+    try:
+        ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:  # no such actor (any more)
+        return False
+    return True
+
+
 def _check_agent(agent: str, runtime: Mapping[str, Any]) -> None:
     """An agent that is not among ``runtime``'s is refused here, before any host starts,
     when the agents are all given in code (no folders to read, nothing discovered)."""

@@ -47,6 +47,7 @@ from subagents.cluster.link import (
     connect,
     link_ports,
 )
+from subagents.cluster.link_tls import link_tls
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
@@ -84,6 +85,7 @@ class ClusterHosting:
 
         self._ray = import_ray()
         self.ports = link_ports(os.environ.get(LINK_PORTS_ENV))  # before any host starts
+        self.tls = link_tls()  # its files loaded here: a bad one is named before any host
         self.owner = owner
         self.kit = kit.checked()
         self.slots = slots
@@ -96,6 +98,8 @@ class ClusterHosting:
         """node -> the pid of its host's process last killed by the driver (``_fence``)."""
         self._sending: dict[str, threading.Lock] = {}
         """node -> held while a batch is numbered and sent (numbers go out in order)."""
+        self.addresses: dict[str, str] = {}
+        """node -> its IP address (where its host's link listens): told with placements."""
         self._offered: dict[str, dict[str, float]] = {}
         """node -> the resources it offers (kept when it is lost: it may come back)."""
         self.placed: dict[str, list[str]] = {}
@@ -132,10 +136,10 @@ class ClusterHosting:
         authkey = secrets.token_bytes(32)
         try:
             answer = ray.get(
-                host.setup.remote(Travelling(self.kit), authkey, self.ports),
+                host.setup.remote(Travelling(self.kit), authkey, self.ports, self.tls),
                 timeout=SETUP_TIMEOUT_S,
             )
-            link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}")
+            link = connect(tuple(answer["link"]), authkey, f"node host {node[:12]}", self.tls)
         except (ray.exceptions.RayError, LinkError) as exc:
             raise ClusterError(f"node host {node[:12]} could not be set up: {exc}") from exc
         if answer["pid"] == self._killed.get(node):
@@ -148,6 +152,7 @@ class ClusterHosting:
             old = self._links.get(node)
             self._links[node] = link
             self._pids[node] = answer["pid"]
+            self.addresses[node] = str(answer["link"][0])
             self._seq[node] = 0
             self.placement.add(node, info.slots, info.resources)
             self._offered[node] = dict(info.resources)
@@ -183,7 +188,11 @@ class ClusterHosting:
         """The supervisor's effector (``SupervisorActor(effector=...)``): its runs' agents
         on this runtime's nodes."""
         self.router = RoutingEffector(
-            place=self.place, send=self.send, on_ended=self.ended, **kwargs
+            place=self.place,
+            send=self.send,
+            on_ended=self.ended,
+            address_of=lambda node: self.addresses.get(node, ""),
+            **kwargs,
         )
         return self.router
 

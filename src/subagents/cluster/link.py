@@ -12,7 +12,9 @@ them, sets them up (the kit, and the address and key of this link, through its o
 authenticated calls), reports their deaths, and serves the store. This module only carries
 the runtime's own message stream between two processes Ray placed, with the standard
 library's ``multiprocessing.connection`` (length-prefixed frames, an HMAC handshake on a
-random key per set-up).
+random key per set-up), over TLS when the user gives certificates (``cluster.link_tls``). A
+node host lets in only the connection that passes that handshake, whatever else connects
+first (``cluster.link_gate``).
 
 Frames, each one ``wire.pack``:
 - driver -> node: ``(EFFECTS, seq, [Effect, ...])``, ``(ANSWERS, 0, [Answer, ...])`` and
@@ -35,14 +37,11 @@ import queue
 import socket
 import threading
 from collections.abc import Callable
-from multiprocessing.connection import (
-    Connection,
-    Listener,
-    answer_challenge,
-    deliver_challenge,
-)
+from multiprocessing.connection import Connection
 from typing import Any
 
+from subagents.cluster.link_gate import HANDSHAKE_S, Gate, HandshakeError, dial
+from subagents.cluster.link_tls import LinkTls
 from subagents.cluster.wire import pack, unpack
 
 EFFECTS = "effects"
@@ -85,14 +84,14 @@ def link_ports(raw: str | None) -> tuple[int, int] | None:
     return ports
 
 
-def _listen(host: str, authkey: bytes, ports: tuple[int, int] | None) -> Listener:
-    """A listener on ``host``: on a free port of ``ports`` (the first free one), else on any
-    free port; a ``LinkError`` naming the range when every port of it is taken."""
+def _listen(host: str, ports: tuple[int, int] | None) -> socket.socket:
+    """A listening socket on ``host``: on a free port of ``ports`` (the first free one), else
+    on any free port; a ``LinkError`` naming the range when every port of it is taken."""
     if ports is None:
-        return Listener((host, 0), authkey=authkey)
+        return socket.create_server((host, 0))
     for port in range(ports[0], ports[1] + 1):
         try:
-            return Listener((host, port), authkey=authkey)
+            return socket.create_server((host, port))
         except OSError:  # taken (another runtime's node host, another program)
             continue
     raise LinkError(
@@ -179,33 +178,36 @@ class LinkEnd:
             self.conn.close()
 
 
-def connect(address: tuple[str, int], authkey: bytes, peer: str) -> LinkEnd:
-    """The driver's end of the link to the node host listening on ``address``; a
-    ``LinkError`` naming the address when it cannot be reached or refuses the key."""
+def connect(
+    address: tuple[str, int],
+    authkey: bytes,
+    peer: str,
+    tls: LinkTls | None = None,
+    *,
+    handshake_s: float = HANDSHAKE_S,
+) -> LinkEnd:
+    """The driver's end of the link to the node host listening on ``address`` (over TLS
+    when ``tls``: ``cluster.link_tls``); a ``LinkError`` naming the address when it cannot
+    be reached, or refuses the key or the TLS (``cluster.link_gate``)."""
     try:
-        sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT_S)
+        conn = dial(address, authkey, tls, connect_s=CONNECT_TIMEOUT_S, s=handshake_s)
+    except HandshakeError as exc:
+        raise LinkError(f"{peer} at {address[0]}:{address[1]} refused the link: {exc}") from exc
     except OSError as exc:
         raise LinkError(
             f"cannot reach {peer} at {address[0]}:{address[1]} ({exc}); the runtime's driver"
             " must reach every node of the cluster on the link's TCP ports: ephemeral ones, as"
             f" Ray's own workers use, or the range in ${LINK_PORTS_ENV} (docs/cluster.md)"
         ) from exc
-    sock.settimeout(None)
-    conn = Connection(sock.detach())
     _no_delay(conn)
-    try:
-        answer_challenge(conn, authkey)
-        deliver_challenge(conn, authkey)
-    except Exception as exc:
-        conn.close()
-        raise LinkError(f"{peer} at {address[0]}:{address[1]} refused the link: {exc}") from exc
     _keep_alive(conn)
     return LinkEnd(conn, peer, queued=True)
 
 
 class NodeLink:
-    """A node host's end: listens for its driver's one connection, then applies the effects
-    it sends (``deliver(seq, effects)``), its answers (``answer(answers)``) and definitions
+    """A node host's end: listens until its driver got in (``cluster.link_gate``: strangers
+    are dropped and logged; TLS when ``tls``), then applies the effects it sends
+    (``deliver(seq, effects)``), its answers (``answer(answers)``) and definitions
     (``definitions(version, specs)``) in order, and sends what ``take(most, timeout)`` gives
     (the node's outbox) as it is queued."""
 
@@ -219,9 +221,17 @@ class NodeLink:
         take: Callable[[int, float], list[Any]],
         definitions: Callable[[int, list[Any]], None] = lambda _version, _specs: None,
         ports: tuple[int, int] | None = None,
+        tls: LinkTls | None = None,
+        handshake_s: float = HANDSHAKE_S,
     ) -> None:
-        self._listener = _listen(host, authkey, ports)
-        self.address: tuple[str, int] = self._listener.address
+        listener = _listen(host, ports)
+        try:
+            self._gate = Gate(listener, authkey, tls, handshake_s=handshake_s)
+        except BaseException:
+            listener.close()
+            raise
+        self.address: tuple[str, int] = self._gate.address
+        self.tls = tls is not None
         self._deliver = deliver
         self._answer = answer
         self._take = take
@@ -232,13 +242,9 @@ class NodeLink:
         self._thread.start()
 
     def _serve(self) -> None:
-        try:
-            conn = self._listener.accept()
-        except Exception:  # closed before the driver came, or a wrong key: nothing to serve
+        conn = self._gate.wait()  # closes the listening socket: one connection per set-up
+        if conn is None:  # closed before the driver came: nothing to serve
             return
-        finally:
-            with contextlib.suppress(OSError):
-                self._listener.close()  # one connection per set-up
         _no_delay(conn)
         self._end = end = LinkEnd(conn, "the driver")
         if self._closed.is_set():
@@ -277,10 +283,7 @@ class NodeLink:
         if self._end is not None:
             self._end.close()
             return
-        # still waiting for the driver: a connection of our own (refused: no key) wakes
-        # ``accept``, which a plain close of the listening socket would not
-        with contextlib.suppress(OSError):
-            socket.create_connection(self.address, timeout=1.0).close()
+        self._gate.close()  # still waiting for the driver: it stops
 
 
 def _keep_alive(conn: Connection) -> None:

@@ -93,12 +93,13 @@ class NodeHost:
     # ---- hosting runs --------------------------------------------------------------------
 
     async def setup(
-        self, kit: Any, authkey: bytes, ports: tuple[int, int] | None = None
+        self, kit: Any, authkey: bytes, ports: tuple[int, int] | None = None, tls: Any = None
     ) -> dict[str, Any]:
         """Get ready to host runs: ``kit`` (``cluster.kit.NodeKit``) says how to run each
         agent; the answer says where the runtime's link connects (``cluster.link``, one
-        connection, ``authkey``; on a port of ``ports`` when given). Again after a restart
-        (the process is new: it hosts nothing from before)."""
+        connection, ``authkey``; on a port of ``ports`` when given; over TLS with the files
+        ``tls`` names, a ``cluster.link_tls.LinkTls``, read on this machine). Again after a
+        restart (the process is new: it hosts nothing from before)."""
         from subagents.actors.remote import NodeRuns, Told
         from subagents.cluster.link import NodeLink
 
@@ -117,6 +118,7 @@ class NodeHost:
             take=runs.outbox.take,
             definitions=kit.definitions,
             ports=ports,
+            tls=tls,
         )
         self._kit = kit
         return {
@@ -124,6 +126,7 @@ class NodeHost:
             "pid": os.getpid(),
             "info": self.info,
             "link": self._link.address,
+            "tls": tls is not None,
         }
 
     def _delivered(self, seq: int, effects: list[Any]) -> None:
@@ -197,6 +200,7 @@ class NodeHost:
             "definitions": self._kit.version if self._kit is not None else None,
             "runs": len(self._runs.live()) if self._runs is not None else 0,
             "link": self._link.address if self._link is not None else None,
+            "tls": self._link is not None and self._link.tls,
         }
 
     async def leave(self) -> None:

@@ -303,6 +303,14 @@ class ClusterStore:
         result: list[Lease] = self._read("leases")
         return result
 
+    def host_listed(self, name: str) -> bool:
+        """Whether Ray still lists the detached tree host ``name`` (alive, or being started
+        again after its process died): what ``store.leases.Liveness`` asks of a run whose
+        lease is gone, to tell a tree being restarted from an orphaned one."""
+        from subagents.cluster.detached import tree_host_listed
+
+        return tree_host_listed(name)
+
     def __enter__(self) -> ClusterStore:
         return self
 

@@ -25,7 +25,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from subagents.messages import Lease, RunRecord
 
@@ -119,17 +119,55 @@ def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[
     return frozenset(lease.owner for lease in leases if alive(lease, now))
 
 
-class Liveness:
-    """The leases of a store read once, to say of many runs whether their host is alive."""
+def restartable_host(owner: str | None) -> str | None:
+    """The name of the host that an owner id ``host:pid:nonce:NAME`` names after its
+    process: a host started again in a new process when its process dies (a detached tree's
+    Ray actor, ``cluster.detached``), whose new process takes its runs up. None for the
+    owner id of a plain process (``host:pid:nonce``)."""
+    parts = (owner or "").split(":", 3)
+    return parts[3] if len(parts) == 4 and parts[3] else None
 
-    def __init__(self, leases: Iterable[Lease], now: float | None = None) -> None:
+
+class Liveness:
+    """The leases of a store read once, to say of many runs whether their host is alive.
+
+    ``listed(name)``: whether a restartable host of that name (``restartable_host``) still
+    exists where it runs (a cluster asked: Ray lists the actor, alive or being restarted);
+    None when nobody can tell (a local store). A run whose lease is gone but whose host is
+    listed is ``restarting``, not orphaned: its host's new process takes it up."""
+
+    def __init__(
+        self,
+        leases: Iterable[Lease],
+        now: float | None = None,
+        *,
+        listed: Callable[[str], bool] | None = None,
+    ) -> None:
         self.now = time.time() if now is None else now
         self.by_owner = {lease.owner: lease for lease in leases}
         self.live = live_owners(self.by_owner.values(), self.now)
+        self._listed = listed
+        self._asked: dict[str, bool] = {}
+
+    def restarting(self, record: RunRecord) -> bool:
+        """An unfinished run whose host holds no live lease, but is a restartable host still
+        listed: being started again (asked once per host name)."""
+        if record.status.terminal or record.owner in self.live or self._listed is None:
+            return False
+        name = restartable_host(record.owner)
+        if name is None:
+            return False
+        if name not in self._asked:
+            self._asked[name] = self._listed(name)
+        return self._asked[name]
 
     def orphaned(self, record: RunRecord) -> bool:
-        """An unfinished run whose host holds no live lease."""
-        return not record.status.terminal and record.owner not in self.live
+        """An unfinished run whose host holds no live lease (and is not being restarted)."""
+        return (
+            not record.status.terminal
+            and record.owner not in self.live
+            and not self.restarting(record)
+        )
 
     def host(self, record: RunRecord) -> str:
         """Who hosts (or hosted) ``record``, for people: ``host pid N``."""
@@ -141,6 +179,8 @@ class Liveness:
     def describe(self, record: RunRecord) -> str:
         """The host and its lease, for people: alive (renewed when) or gone (since when)."""
         lease = self.by_owner.get(record.owner or "")
+        if self.restarting(record):
+            return f"{describe_owner(record.owner)}, gone; its host is being started again"
         if lease is None:
             return f"{describe_owner(record.owner)}, no lease (its runtime has ended)"
         if lease.owner in self.live:
@@ -158,9 +198,9 @@ def describe_owner(owner: str | None) -> str:
     """An owner id (``host:pid:nonce``) as ``host pid N``."""
     if not owner:
         return "no host"
-    parts = owner.split(":")
-    if len(parts) == 3 and parts[1].isdigit():
-        return f"{parts[0]} pid {parts[1]}"
+    parts = owner.split(":", 3)
+    if len(parts) >= 3 and parts[1].isdigit():
+        return f"{parts[0]} pid {parts[1]}" + (f" ({parts[3]})" if len(parts) == 4 else "")
     return owner
 
 

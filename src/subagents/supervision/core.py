@@ -43,6 +43,7 @@ from subagents.messages import (
     Mail,
     MailRead,
     Parked,
+    Placed,
     RunFinished,
     RunRecord,
     RunStatus,
@@ -380,6 +381,12 @@ class SupervisorCore:
         for run_id in run_ids:
             mails, journal = reads.get(run_id, ((), ()))
             self.lifecycle.moved(run_id, mails, journal, reason)
+        return self._decided()
+
+    def placed(self, message: Placed) -> Decision:
+        """A cluster placed a run's start on a node (``Placed``): recorded, not decided."""
+        self.effects.begin()
+        self.runs.placed(message.run_id, message.attempt, message.node, message.address)
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------

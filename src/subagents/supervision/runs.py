@@ -169,6 +169,16 @@ class RunTable:
         """Have the store keep ``state``'s record as it is (a new or adopted run)."""
         self.effects.writes.append(SaveRun(state.record))
 
+    def placed(self, run_id: str, attempt: int, node: str, address: str) -> None:
+        """The start ``attempt`` of ``run_id`` was placed on the cluster node ``node``: on its
+        record, and an event. Word about an earlier start, or an ended run, is dropped."""
+        state = self.reporting(run_id, attempt)
+        if state is None:
+            return
+        if state.record.node != node:
+            self.update(state, node=node)
+        self.emit(state, EventKind.PLACED, node=node, address=address, attempt=attempt)
+
     def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:
         self.effects.event(kind, state.record, data)
 
