@@ -1,11 +1,13 @@
 """Read: a file's lines, numbered like ``cat -n`` (Claude Code's Read).
 
 Lines are read as bytes and decoded one by one, so a huge file costs only the lines shown
-(plus a count of the rest for the note); a line longer than 2,000 characters is cut.
+(plus a count of the rest for the note, when the rest is under 4 MiB; past that the note gives
+the file's size instead); a line longer than 2,000 characters is cut.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import IO, Annotated, Any
 
@@ -17,6 +19,8 @@ from subagents.tools.text import cut_line, numbered
 
 DEFAULT_LIMIT = 2_000
 BINARY_SNIFF = 8_192
+COUNT_BYTES = 4 << 20
+"""Bytes past the lines shown that Read still counts lines in, for the note's total."""
 
 
 class ReadInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -76,8 +80,9 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
                     f"{args.file_path} is a binary file ({size} bytes); Read shows text files"
                 )
             f.seek(0)
+            size = os.fstat(f.fileno()).st_size
             lines: list[str] = []
-            total = 0
+            total, counted = 0, True
             for raw in f:
                 total += 1
                 if total < start:
@@ -85,7 +90,13 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
                 if len(lines) < limit:
                     lines.append(cut_line(raw.decode("utf-8", errors="replace").rstrip("\r\n")))
                 else:
-                    total += _count_lines(f)  # the rest is only counted
+                    rest = size - f.tell() + len(raw)
+                    # The rest is only counted, and only when that is cheap: the model
+                    # needs the lines shown, not a full scan of a huge log to number it.
+                    if rest <= COUNT_BYTES:
+                        total += _count_lines(f)
+                    else:
+                        counted = False
                     break
     except OSError as exc:
         raise ToolError(f"cannot read {args.file_path}: {exc.strerror or exc}") from None
@@ -102,7 +113,12 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         )
     text = numbered(lines, start)
     last = start + len(lines) - 1
-    if last < total or start > 1:
+    if not counted:
+        text += (
+            f"\n\n(Showing lines {start}-{last} of a {size:,}-byte file; more lines follow."
+            f" Use offset and limit to read other parts.)"
+        )
+    elif last < total or start > 1:
         text += (
             f"\n\n(Showing lines {start}-{last} of {total}. Use offset and limit to read"
             f" other parts.)"
