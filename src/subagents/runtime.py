@@ -108,6 +108,7 @@ class Runtime:
         mcp_servers: Mapping[str, Any] | None = None,
         agent_threads: str = "shared",
         allow_mcp_commands: bool = False,
+        mcp_tool_timeout: float | None = None,
         cluster: str | None = None,
         owner: str | None = None,
     ) -> None:
@@ -120,7 +121,7 @@ class Runtime:
         process): one node host per node runs their agents, this runtime's supervisor decides
         for all of them, and the store is the cluster's (served on the head node) unless
         ``store`` is given (docs/cluster.md). ``owner``: the id on its runs and lease (default
-        ``host:pid:nonce``; docs/store.md)."""
+        ``host:pid:nonce``; docs/store.md). ``mcp_tool_timeout``: per call, docs/tools.md."""
         ensure_configured()
         address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
@@ -167,7 +168,7 @@ class Runtime:
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
             self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
-                self.workspace.root, mcp_servers, discover, bool(allow_mcp_commands)
+                self.workspace.root, mcp_servers, discover, allow_mcp_commands, mcp_tool_timeout
             )
             self.allow_hooks = bool(allow_hooks)
             warn_about_hooks(self._agents().values(), self.allow_hooks)
@@ -236,10 +237,8 @@ class Runtime:
     # ---- events ------------------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick).
-
-        Returns a function that unsubscribes. A callback that raises is logged and skipped.
-        """
+        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick);
+        returns a function that unsubscribes. A callback that raises is logged and skipped."""
         return self._events.subscribe(callback)
 
     # ---- running -----------------------------------------------------------------------------
