@@ -396,7 +396,8 @@ class LLMBehaviour:
             traced = self.tool_spans.pop(use_id, None)
             if traced is not None:
                 traced.end(error=f"tool_error: {content}" if is_error else None)
-            result = ToolResultBlock(use_id, content, is_error)
+            shown = self.calls.take_attachments(use_id) if self.calls is not None else ()
+            result = ToolResultBlock(use_id, content, is_error, shown)
             self.results[use_id] = result
             self.port.report_answer(
                 ToolAnswered(

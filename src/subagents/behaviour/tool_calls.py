@@ -19,7 +19,7 @@ from typing import Any
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.blocking import about_to_block
-from subagents.messages import ToolStarting, ToolUseBlock
+from subagents.messages import Attachment, ToolStarting, ToolUseBlock
 from subagents.tools import approval, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
@@ -54,6 +54,9 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
+        self.attachments: dict[str, tuple[Attachment, ...]] = {}
+        """Tool use id -> the images a call's result shows besides its text, until the LLM
+        loop puts them in the call's ToolResultBlock (``take_attachments``)."""
 
     def environment(self) -> str:
         """What Claude Code tells a model about where it works (its ``<env>`` block): the
@@ -165,6 +168,8 @@ class ToolCalls:
         else:
             if isinstance(out, ToolResult):
                 content, is_error = out.content, out.is_error
+                if out.attachments:
+                    self.attachments[use.id] = out.attachments
             else:
                 content, is_error = out, False
         if self.hooks is not None:
@@ -183,6 +188,9 @@ class ToolCalls:
             if post.blocked:
                 content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
         return content, is_error
+
+    def take_attachments(self, use_id: str) -> tuple[Attachment, ...]:
+        return self.attachments.pop(use_id, ())
 
     @property
     def has_stop_hooks(self) -> bool:

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Annotated, Any
 
 import msgspec
 
-from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
+from subagents.tools import read_media
+from subagents.tools.base import (
+    Tool,
+    ToolError,
+    ToolOutput,
+    decode_input,
+    need_context,
+    struct_schema,
+)
 from subagents.tools.context import ToolContext
 from subagents.tools.text import cut_line, numbered
 
@@ -47,6 +56,16 @@ class ReadInput(msgspec.Struct, forbid_unknown_fields=True):
         ]
         | None
     ) = None
+    pages: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description='Page range for PDF files (e.g., "1-5", "3", "10-20"). Only'
+                " applicable to PDF files."
+            ),
+        ]
+        | None
+    ) = None
 
 
 DESCRIPTION = """Reads a file from the local filesystem (inside the workspace).
@@ -58,10 +77,13 @@ Usage:
 - Any lines longer than 2000 characters will be truncated
 - Results are returned using cat -n format, with line numbers starting at 1
 - You can call multiple tools in a single response; read several files at once when useful
+- This tool can read images (PNG, JPG, GIF, WebP): their contents are presented visually
+- This tool can read PDF files (.pdf); pages names the pages to look at
+- This tool can read Jupyter notebooks (.ipynb files) and returns all cells with their outputs
 - If you read a file that exists but has empty contents you will receive a warning"""
 
 
-def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
+def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolOutput:
     ctx = need_context("Read", ctx)
     args = decode_input("Read", ReadInput, arguments)
     path = ctx.workspace.resolve(args.file_path, what="file_path")
@@ -69,6 +91,21 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         raise ToolError(f"{args.file_path} is a directory, not a file: use LS to list it")
     if not path.exists():
         raise ToolError(f"File does not exist: {args.file_path}")
+    kind = read_media.kind_of(path)
+    if args.pages is not None and kind != "pdf":
+        raise ToolError(f"pages applies to PDF files only, and {args.file_path} is not one")
+    if kind == "image":
+        return read_media.read_image(path, args.file_path)
+    if kind == "pdf":
+        return read_media.read_pdf(path, args.file_path, args.pages)
+    if kind == "notebook":
+        shown = read_media.read_notebook(path, args.file_path)
+        ctx.session.saw(path)  # NotebookEdit may now change it
+        return shown
+    return _read_text(path, args, ctx)
+
+
+def _read_text(path: Path, args: ReadInput, ctx: ToolContext) -> str:
     start = args.offset or 1
     limit = args.limit or DEFAULT_LIMIT
     try:
