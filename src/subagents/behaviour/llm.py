@@ -22,6 +22,7 @@ from subagents.behaviour.runtime_requests import (
     send_request,
     spawn_request,
     stop_request,
+    task_arguments,
     to_json,
     wait_timeout,
 )
@@ -32,6 +33,7 @@ from subagents.behaviour.tools import (
     SEND,
     SPAWN,
     STOP,
+    TASK,
     WAIT,
     Tool,
     ToolError,
@@ -298,9 +300,9 @@ class LLMBehaviour:
         self.order = [u.id for u in uses]
         self.results = {u.id: answered.get(u.id) for u in uses}
         self.background = {
-            u.id: bool(u.input.get("background", False))
+            u.id: bool(u.input.get("background" if u.name == SPAWN else "run_in_background"))
             for u in uses
-            if u.name == SPAWN and isinstance(u.input, dict)
+            if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
         }
         for use in uses:
             if self.results[use.id] is not None or (skip and use.id in skip):
@@ -331,7 +333,9 @@ class LLMBehaviour:
             self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
             return
         try:
-            if use.name == SPAWN:
+            if use.name in (SPAWN, TASK):
+                if use.name == TASK:
+                    args = task_arguments(args, self.schemas)
                 request = spawn_request(use.id, args, record.run_id)
                 self.background[use.id] = request.background
                 port.request_spawn(request)
