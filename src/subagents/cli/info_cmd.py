@@ -1,7 +1,8 @@
 """Everything the store knows about one run (`subagents info RUN`).
 
 Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
-children, and its mail counts. RUN is an id, a unique prefix of one, or #N from `ps`.
+children, its todo list (TodoWrite) and its mail counts. RUN is an id, a unique prefix of
+one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from subagents.cli.state import (
 from subagents.cli.views import duration, stamp
 from subagents.messages import Mail, RunRecord
 from subagents.store.base import StoreError
+from subagents.tools.todo import TodoItem, checklist, todos_in
 
 NAME = "info"
 
@@ -48,6 +50,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     mail: tuple[Mail, ...]
     orphaned: bool = False
     host: str = ""
+    todos: tuple[TodoItem, ...] | None = None
+    """Its todo list (its last TodoWrite call), None if it never wrote one."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +79,7 @@ def gather(args: argparse.Namespace) -> Info:
         try:
             tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
             mail = store.mail_for(record.run_id)
+            todos = todos_in(store.events(record.run_id))
         except StoreError as exc:
             raise CliError(str(exc)) from exc
     children = tuple(
@@ -88,6 +93,7 @@ def gather(args: argparse.Namespace) -> Info:
         mail=tuple(mail),
         orphaned=alive.orphaned(record),
         host=alive.describe(record),
+        todos=todos,
     )
 
 
@@ -143,6 +149,8 @@ def show(info: Info) -> None:
                 ),
             )
         )
+    if info.todos is not None:
+        fields.append(("todos", checklist(info.todos) or "(empty)"))
     if info.mail:
         sent = sum(1 for m in info.mail if m.sender == r.run_id)
         states = Counter(str(m.state) for m in info.mail if m.recipient == r.run_id)

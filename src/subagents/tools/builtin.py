@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, write
+from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, todo, write
 from subagents.tools.base import Tool
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """Claude Code's file and shell tools, in the order a model is shown them."""
+    """Claude Code's file and shell tools and its todo list, in the order a model is shown
+    them."""
     tools = (
         read.TOOL,
         write.TOOL,
@@ -20,6 +21,7 @@ def builtin_tools() -> dict[str, Tool]:
         bash.BASH_OUTPUT,
         bash.KILL_SHELL,
         notebook.TOOL,
+        todo.TOOL,
     )
     return {tool.name: tool for tool in tools}
 
