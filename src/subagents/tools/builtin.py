@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, todo, write
+from subagents.tools import (
+    bash,
+    edit,
+    globbing,
+    grep,
+    ls,
+    notebook,
+    plan_mode,
+    read,
+    todo,
+    write,
+)
 from subagents.tools.base import Tool
 
 
@@ -22,6 +33,7 @@ def builtin_tools() -> dict[str, Tool]:
         bash.KILL_SHELL,
         notebook.TOOL,
         todo.TOOL,
+        plan_mode.TOOL,
     )
     return {tool.name: tool for tool in tools}
 
