@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -97,6 +97,9 @@ def _milliseconds(variable: str, default: float) -> float:
     return value
 
 
+RESOURCE_TOOLS = ("ListMcpResourcesTool", "ReadMcpResourceTool")
+"""Claude Code's tools for servers' resources (mcp/resources.py)."""
+
 POLL_S = 0.05
 """How often a waiting caller looks at its run's cancel signal."""
 
@@ -126,6 +129,10 @@ class RunMcp:
     servers: dict[str, NamedServer] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     """Server name -> why its tools are missing (could not start, bad configuration)."""
+    started: tuple[str, ...] = ()
+    """The servers started for this run: whose resources it may list and read."""
+    resource_tools: tuple[str, ...] = ()
+    """Which of Claude Code's resource tools its definition allows (mcp/resources.py)."""
 
     def tool(self, name: str) -> McpTool | None:
         for tool in self.tools:
@@ -352,7 +359,14 @@ class McpHub:
                     continue
                 seen[tool.name] = tool.server
                 tools.append(tool)
-        return RunMcp(tools=tuple(tools), servers=run_servers.servers, failures=failures)
+        started = tuple(c.name for c in connections if c.name not in failures)
+        return RunMcp(
+            tools=tuple(tools),
+            servers=run_servers.servers,
+            failures=failures,
+            started=started,
+            resource_tools=tuple(n for n in RESOURCE_TOOLS if spec.allows_tool(n)),
+        )
 
     # ---- calls --------------------------------------------------------------------------------
 
@@ -409,6 +423,33 @@ class McpHub:
             render_content(list(result.content or ()), result.structured_content),
             is_error=bool(result.is_error),
         )
+
+    def ask_server(
+        self,
+        run: RunMcp,
+        server: str,
+        request: Callable[[ServerConnection], Coroutine[Any, Any, T]],
+        *,
+        what: str,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> T:
+        """``request(connection)`` on one of the servers started for ``run`` (its resources:
+        mcp/resources.py), bounded like a call. ``LookupError`` for another server."""
+        if server not in run.started:
+            known = ", ".join(run.started) or "none"
+            raise LookupError(f"no MCP server {server!r} for this run (its servers: {known})")
+        connection = self._connection(run.servers[server], fresh=False)
+        _wait(connection.started, deadline=deadline, cancel=cancel, server=server,
+              what="starting", cancel_future=False)  # fmt: skip
+        assert self._loop is not None
+        try:
+            future = self._loop.portal.start_task_soon(request, connection)
+        except RuntimeError:  # the loop has stopped: the runtime is closing
+            raise McpServerError(server, f"{what}: the runtime is closing") from None
+        answer: T = _wait(future, deadline=deadline, cancel=cancel, server=server, what=what,
+                          cancel_future=True, call_timeout=self.call_timeout)  # fmt: skip
+        return answer
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
