@@ -12,6 +12,7 @@ from subagents.tools import (
     plan_mode,
     read,
     todo,
+    web_fetch,
     write,
 )
 from subagents.tools.base import Tool
@@ -34,6 +35,7 @@ def builtin_tools() -> dict[str, Tool]:
         notebook.TOOL,
         todo.TOOL,
         plan_mode.TOOL,
+        web_fetch.TOOL,
     )
     return {tool.name: tool for tool in tools}
 

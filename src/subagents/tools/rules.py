@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from subagents.tools.shellwords import command_words, split_line
+from subagents.tools.web_fetch import domain_matches
 
 if TYPE_CHECKING:
     import pathspec
@@ -100,6 +101,8 @@ class Rule:
             return parts is not None and bool(parts) and all(map(self.matches_command, parts))
         if self._paths is not None:
             return target is not None and self.matches_path(target, root)
+        if tool == "WebFetch":  # WebFetch(domain:example.com)
+            return domain_matches(self.specifier, arguments.get("url"))
         return False
 
     def matches_command(self, command: str) -> bool:
