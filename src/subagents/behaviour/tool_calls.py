@@ -20,7 +20,7 @@ from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.blocking import about_to_block
 from subagents.messages import Attachment, ToolStarting, ToolUseBlock
-from subagents.tools import approval, journal
+from subagents.tools import approval, ask_user, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
@@ -114,11 +114,16 @@ class ToolCalls:
         """The permission decision; an "ask" answered by the approval handler, unless the
         runtime routes a child's asks to its parent (then "ask" is returned as it is)."""
         decision = self.policy.decide(tool, _arguments(use))
+        if tool.name == ask_user.NAME and decision.behavior != "deny":
+            decision = Decision("ask", ask_user.REASON)  # a question is always asked
         if decision.behavior != "ask":
             return decision
         if parent_may_answer and self.asks_parent:
             return decision
-        return approval.ask(self.env.approve, self.request(use, tool, decision.reason))
+        answered = approval.ask(self.env.approve, self.request(use, tool, decision.reason))
+        if tool.name == ask_user.NAME and answered.allowed:
+            self.session.answers[use.id] = answered.reason  # the handler's answer
+        return answered
 
     @property
     def asks_parent(self) -> bool:

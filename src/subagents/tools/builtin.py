@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from subagents.tools import (
+    ask_user,
     bash,
     edit,
     globbing,
@@ -36,6 +37,7 @@ def builtin_tools() -> dict[str, Tool]:
         todo.TOOL,
         plan_mode.TOOL,
         web_fetch.TOOL,
+        ask_user.TOOL,
     )
     return {tool.name: tool for tool in tools}
 
