@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from subagents.definitions.spec import AgentSpec
@@ -121,3 +122,35 @@ def test_a_task_call_missing_its_prompt_is_an_error_the_model_reads() -> None:
         assert children(rt, outcome.run_id) == []
     (answer,) = answers(model, "lead")
     assert answer.is_error and answer.content == "missing or empty required argument 'prompt'"
+
+
+def test_a_pre_tool_use_hook_matching_task_sees_and_may_block_it(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.json"
+    script = f"cat > {seen}; echo 'no delegating today' >&2; exit 2"
+    hooks = {"PreToolUse": [{"matcher": "Task", "hooks": [{"type": "command", "command": script}]}]}
+    model = ScriptedModel(
+        {
+            "lead": [
+                {
+                    "tool_calls": [
+                        task("worker", "w", "blocked job"),
+                        {"name": "spawn_subagent", "input": {"agent": "worker", "task": "w2"}},
+                    ]
+                },
+                "lead: done",
+            ],
+            "worker": ["worked"],
+        }
+    )
+    with Runtime([agent("lead", hooks=hooks), agent("worker")], model=model,
+                 workspace=tmp_path, allow_hooks=True) as rt:  # fmt: skip
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        (child,) = children(rt, outcome.run_id)  # only spawn_subagent's: the matcher is Task
+        assert child.task == "w2"
+    blocked, spawned = answers(model, "lead")
+    assert blocked.is_error
+    assert blocked.content == "PreToolUse hook blocked this call: no delegating today"
+    assert not spawned.is_error
+    shown = json.loads(seen.read_text())
+    assert shown["tool_name"] == "Task" and shown["tool_input"]["subagent_type"] == "worker"

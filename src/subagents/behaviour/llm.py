@@ -22,7 +22,6 @@ from subagents.behaviour.runtime_requests import (
     send_request,
     spawn_request,
     stop_request,
-    task_arguments,
     to_json,
     wait_timeout,
 )
@@ -334,8 +333,8 @@ class LLMBehaviour:
             return
         try:
             if use.name in (SPAWN, TASK):
-                if use.name == TASK:
-                    args = task_arguments(args, self.schemas)
+                assert self.calls is not None  # (None only when the run failed to set up)
+                args = self.calls.spawn_arguments(use, args, self.schemas)
                 request = spawn_request(use.id, args, record.run_id)
                 self.background[use.id] = request.background
                 port.request_spawn(request)

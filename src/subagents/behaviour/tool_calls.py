@@ -14,12 +14,15 @@ The decisions are plain classes in ``subagents.tools`` (``PermissionPolicy``, ``
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.runtime_requests import task_arguments
+from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
-from subagents.messages import Attachment, ToolStarting, ToolUseBlock
+from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock
 from subagents.tools import approval, ask_user, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
@@ -193,6 +196,33 @@ class ToolCalls:
             if post.blocked:
                 content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
         return content, is_error
+
+    def spawn_arguments(
+        self, use: ToolUseBlock, args: dict[str, Any], offered: Iterable[ToolSchema]
+    ) -> dict[str, Any]:
+        """A ``spawn_subagent`` or ``Task`` call's arguments as ``spawn_subagent``'s, once the
+        PreToolUse hooks let it through: spawning passes no permission (the spawn rules decide),
+        but a hook matcher written for Claude Code's ``Task`` sees its calls. ``ToolError``
+        when a hook blocks it."""
+        if self.hooks is not None:
+            payload = {
+                "session_id": self.port.record.run_id,
+                "transcript_path": "",
+                "tool_name": use.name,
+                "tool_input": args,
+            }
+            pre = run_hooks(
+                self.hooks,
+                "PreToolUse",
+                payload,
+                tool=use.name,
+                cwd=self.workspace.root,
+                cancel=self.port.cancel,
+                log=self.port.log,
+            )
+            if pre.blocked:
+                raise ToolError(f"PreToolUse hook blocked this call: {pre.reason}")
+        return task_arguments(args, offered) if use.name == TASK else args
 
     def take_attachments(self, use_id: str) -> tuple[Attachment, ...]:
         return self.attachments.pop(use_id, ())
