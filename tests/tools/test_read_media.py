@@ -4,6 +4,7 @@ the image reaching Claude's API (the real anthropic SDK against the local fake M
 from __future__ import annotations
 
 import base64
+import io
 import json
 import struct
 import zlib
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pypdf import PdfReader, PdfWriter
 
 from fake_messages_api import FakeMessagesAPI, Recorded, text_message, tool_use_message
 from subagents.definitions.spec import AgentSpec
@@ -85,15 +87,32 @@ def test_an_image_that_is_not_one_or_too_big_is_an_error_naming_it(
     assert "too large to show as an image" in refused(context, file_path=str(repo / "huge.png"))
 
 
-def test_read_attaches_a_pdf_and_accepts_pages(context: ToolContext, repo: Path) -> None:
-    body = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+def pdf(pages: int) -> bytes:
+    """A real PDF of ``pages`` blank pages of different widths (to tell them apart)."""
+    writer = PdfWriter()
+    for n in range(pages):
+        writer.add_blank_page(width=100 + n, height=200)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_read_attaches_a_pdf_or_the_pages_asked_for(context: ToolContext, repo: Path) -> None:
+    body = pdf(5)
     (repo / "paper.pdf").write_bytes(body)
     whole = read(context, file_path=str(repo / "paper.pdf"))
     (document,) = whole.attachments
     assert (document.kind, document.media_type) == ("document", "application/pdf")
     assert base64.b64decode(document.data) == body
     paged = read(context, file_path=str(repo / "paper.pdf"), pages="2-3")
-    assert "Pages 2-3 were asked for" in paged.content and paged.attachments
+    assert paged.content == f"PDF {repo / 'paper.pdf'}: pages 2-3 of 5 are attached."
+    (cut,) = paged.attachments
+    pages = PdfReader(io.BytesIO(base64.b64decode(cut.data))).pages
+    assert [float(p.mediabox.width) for p in pages] == [101.0, 102.0]
+    tail = read(context, file_path=str(repo / "paper.pdf"), pages="5-9")
+    assert "pages 5-5 of 5" in tail.content
+    assert "has 5 pages" in refused(context, file_path=str(repo / "paper.pdf"), pages="6")
+    assert "more than 20 pages" in refused(context, file_path=str(repo / "paper.pdf"), pages="1-21")
     assert "pages must be a page or a range" in refused(
         context, file_path=str(repo / "paper.pdf"), pages="two"
     )
@@ -102,6 +121,8 @@ def test_read_attaches_a_pdf_and_accepts_pages(context: ToolContext, repo: Path)
     )
     calc = str(repo / "src" / "calc.py")
     assert "pages applies to PDF files only" in refused(context, file_path=calc, pages="1")
+    (repo / "fake.pdf").write_text("not a pdf")
+    assert "is not a PDF" in refused(context, file_path=str(repo / "fake.pdf"))
 
 
 def notebook_cells(image: bytes) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What Read shows for files that are not plain text, as Claude Code's Read does: an image
-(PNG, JPEG, GIF, WebP) as an image the model sees, a PDF as a document, and a Jupyter
-notebook as its cells with their outputs (a plot in an output as an image).
+(PNG, JPEG, GIF, WebP) as an image the model sees, a PDF as a document (only the pages asked
+for, with pypdf), and a Jupyter notebook as its cells with their outputs (a plot in an output
+as an image).
 
 The files travel as the Messages API's base64 ``image``/``document`` content of the tool
 result (``messages.Attachment``), so a model that reads images sees the picture; the text
@@ -35,6 +36,8 @@ MAX_IMAGE_BYTES = 3_750_000
 """The Messages API takes images of at most 5 MB base64: 3.75 MB of bytes."""
 MAX_PDF_BYTES = 20_000_000
 """A PDF sent whole (the API's own limit is 32 MB a request)."""
+MAX_PAGES = 20
+"""Pages one Read may cut out of a PDF (Claude Code's limit)."""
 OUTPUT_CHARS = 10_000
 """Characters of one cell output shown; the rest is cut with a note."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -67,20 +70,54 @@ def read_image(path: Path, shown: str) -> ToolResult:
 
 
 def read_pdf(path: Path, shown: str, pages: str | None) -> ToolResult:
-    """The whole PDF as a document the model reads (text and page images). ``pages`` is
-    checked and said, but not cut out: no PDF library is a dependency of this runtime."""
-    if pages is not None:
-        first, last = page_range(pages)
+    """The PDF as a document the model reads (its text and page images): with ``pages``,
+    only those (at most ``MAX_PAGES``), cut out with ``pypdf`` (the ``pdf`` extra); without
+    pypdf the whole document, saying which pages were asked for."""
+    span = page_range(pages) if pages is not None else None
     data = _bytes(path, shown, MAX_PDF_BYTES, "a PDF")
     if not data.startswith(b"%PDF-"):
         raise ToolError(f"{shown} is not a PDF (it does not start with %PDF-)")
-    text = f"PDF {shown} ({len(data):,} bytes) is attached."
-    if pages is not None:
-        text += (
-            f" Pages {first}-{last} were asked for; the whole document is attached (this"
-            " runtime does not cut PDFs): look at those pages."
+    if span is None:
+        text = f"PDF {shown} ({len(data):,} bytes) is attached."
+        return ToolResult(text, attachments=(_attachment("document", "application/pdf", data),))
+    first, last = span
+    if last - first + 1 > MAX_PAGES:
+        raise ToolError(f"pages {pages!r} is more than {MAX_PAGES} pages: ask for fewer at a time")
+    try:
+        cut, count = _cut_pages(data, first, last)
+    except ImportError:
+        text = (
+            f"PDF {shown} ({len(data):,} bytes) is attached. Pages {first}-{last} were asked"
+            " for; the whole document is attached (pypdf is not installed: pip install"
+            " 'subagents[pdf]'): look at those pages."
         )
-    return ToolResult(text, attachments=(_attachment("document", "application/pdf", data),))
+        return ToolResult(text, attachments=(_attachment("document", "application/pdf", data),))
+    if first > count:
+        raise ToolError(f"{shown} has {count} pages: pages {pages!r} are past its end")
+    last = min(last, count)
+    text = f"PDF {shown}: pages {first}-{last} of {count} are attached."
+    return ToolResult(text, attachments=(_attachment("document", "application/pdf", cut),))
+
+
+def _cut_pages(data: bytes, first: int, last: int) -> tuple[bytes, int]:
+    """Pages ``first``-``last`` (1-based, clipped to the end) as a PDF of their own, and how
+    many pages the document has."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        count = len(reader.pages)
+        writer = PdfWriter()
+        for index in range(first - 1, min(last, count)):
+            writer.add_page(reader.pages[index])
+        out = io.BytesIO()
+        writer.write(out)
+    except PdfReadError as exc:
+        raise ToolError(f"the PDF cannot be read to cut pages out of it: {exc}") from None
+    return out.getvalue(), count
 
 
 def page_range(pages: str) -> tuple[int, int]:
