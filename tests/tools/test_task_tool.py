@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from subagents.cli.live import LiveTree, tool_summary
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunRecord, RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
@@ -63,6 +64,13 @@ def test_a_task_call_spawns_the_subagent_and_answers_with_its_result() -> None:
             "find where add is defined",
             "find add",
         )
+        events = rt.store.events(outcome.run_id)
+    # the live tree: a Task call is a spawn (its note names the agent), not a hand action
+    tree = LiveTree()
+    for event in events:
+        tree.on_event(event)
+    assert not [line for line in tree.drain() if "Task" in line]
+    assert tool_summary({"tool": "Task", "input": {"subagent_type": "explore"}}) == "Task explore"
     (answer,) = answers(model, "lead")
     assert not answer.is_error
     assert json.loads(answer.content)["result"] == "add is in calc.py"

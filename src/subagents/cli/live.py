@@ -61,6 +61,7 @@ _TERMINAL_KINDS = frozenset(
 _RUNTIME_TOOLS = frozenset(
     {
         "spawn_subagent",
+        "Task",
         "send_message",
         "check_mailbox",
         "wait_for_message",
@@ -89,6 +90,8 @@ def tool_summary(data: Mapping[str, Any], width: int = 60) -> str:
                 detail = path.rstrip("/").rsplit("/", 1)[-1] or path
             elif tool == "spawn_subagent":
                 detail = str(args.get("agent", ""))
+            elif tool == "Task":
+                detail = str(args.get("subagent_type", ""))
     text = f"{tool} {detail}".strip()
     return text if len(text) <= width else text[: width - 1] + "…"
 
