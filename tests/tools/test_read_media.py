@@ -16,9 +16,10 @@ from pypdf import PdfReader, PdfWriter
 
 from fake_messages_api import FakeMessagesAPI, Recorded, text_message, tool_use_message
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RunStatus
+from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models import AnthropicModel
 from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
 from subagents.tools.base import ToolError, ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
@@ -199,7 +200,8 @@ def test_read_shows_a_notebook_as_cells_with_outputs(context: ToolContext, repo:
     assert "is not a Jupyter notebook" in refused(context, file_path=str(path))
 
 
-def test_claude_sees_the_image_read_returns(repo: Path) -> None:
+def test_claude_sees_the_image_read_returns(repo: Path, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
     (repo / "dot.png").write_bytes(png())
     seen: list[Any] = []
 
@@ -215,11 +217,25 @@ def test_claude_sees_the_image_read_returns(repo: Path) -> None:
     with FakeMessagesAPI(handler=serve) as api:
         model = AnthropicModel(api_key="test-key", base_url=api.url)
         try:
-            with Runtime([looker], model=model, workspace=repo) as rt:
+            with Runtime([looker], model=model, workspace=repo, store=SQLiteStore(db)) as rt:
                 outcome = rt.run("looker", "what is in dot.png?", wait=WAIT)
         finally:
             model.close()
     assert outcome.status is RunStatus.COMPLETED, outcome
+    # kept with the run: the checkpoint in the SQLite file holds the image
+    store = SQLiteStore(db)
+    try:
+        checkpoint = store.load_checkpoint(outcome.run_id)
+    finally:
+        store.close()
+    assert checkpoint is not None
+    kept = [
+        b
+        for m in checkpoint.messages
+        for b in m.content
+        if isinstance(b, ToolResultBlock) and b.attachments
+    ]
+    assert [base64.b64decode(b.attachments[0].data) for b in kept] == [png()]
     ((text, image),) = seen
     assert text["type"] == "text" and "dot.png" in text["text"]
     assert image == {
