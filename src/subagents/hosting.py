@@ -31,6 +31,7 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
+from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
 from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
 from subagents.store.base import RunStore
 from subagents.store.fencing import FencedStore
@@ -159,17 +160,21 @@ class Hosting:
         mcp_servers: Mapping[str, Any] | None,
         discover: bool,
         allow_mcp_commands: bool = False,
+        mcp_tool_timeout: float | None = None,
     ) -> tuple[ProcessGroups, McpHub, Worktrees]:
         """What runs' tools start and the runtime ends: process groups; MCP servers (started
-        when a run first needs them); worktrees (when a run with ``isolation: worktree``
-        starts; docs/tools.md)."""
+        when a run first needs them; ``mcp_tool_timeout``: seconds per call, else
+        ``$MCP_TOOL_TIMEOUT``); worktrees (when a run with ``isolation: worktree`` starts;
+        docs/tools.md)."""
+        call_timeout = mcp_tool_timeout_of(mcp_tool_timeout)  # a bad value starts nothing
         self.processes = ProcessGroups()
         self.mcp = McpHub.from_config(
             mcp_servers,
             discover=discover,
             cwd=root,
             start_timeout=mcp_start_timeout(),
-            allow_commands=allow_mcp_commands,
+            allow_commands=bool(allow_mcp_commands),
+            call_timeout=call_timeout,
         )
         self.worktrees = Worktrees(root)
         return self.processes, self.mcp, self.worktrees

@@ -69,10 +69,25 @@ class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"
     input: dict[str, Any]
 
 
-class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+class Attachment(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An image or a PDF a tool shows the model beside its text (Read of a PNG, a notebook's
+    plots): the Messages API's ``image``/``document`` content of a tool result, base64."""
+
+    kind: Literal["image", "document"]
+    media_type: str
+    """``image/png``, ``image/jpeg``, ``image/gif``, ``image/webp`` or ``application/pdf``."""
+    data: str
+    """The bytes, base64-encoded."""
+
+
+class ToolResultBlock(
+    msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
+):
     tool_use_id: str
     content: str
     is_error: bool = False
+    attachments: tuple[Attachment, ...] = ()
+    """Images or documents shown after ``content`` (models that cannot see them get the text)."""
 
 
 ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock

@@ -111,6 +111,7 @@ class Runtime:
         allow_mcp_commands: bool = False,
         sandbox: bool | Sandbox = True,
         tool_env: Iterable[str] | Mapping[str, str] | None = None,
+        mcp_tool_timeout: float | None = None,
         cluster: str | None = None,
         owner: str | None = None,
     ) -> None:
@@ -125,7 +126,8 @@ class Runtime:
         ``store`` is given (docs/cluster.md). ``owner``: the id on its runs and lease (default
         ``host:pid:nonce``; docs/store.md). ``sandbox``: tools' processes under Landlock
         (``False``: not; ``tools.sandbox.Sandbox``: the network per mode); ``tool_env``:
-        variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md)."""
+        variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md).
+        ``mcp_tool_timeout``: per call, docs/tools.md."""
         ensure_configured()
         address = join_cluster(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
@@ -172,7 +174,7 @@ class Runtime:
             self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
             self.permissions = Permissions.coerce(permissions)
             self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
-                self.workspace.root, mcp_servers, discover, bool(allow_mcp_commands)
+                self.workspace.root, mcp_servers, discover, allow_mcp_commands, mcp_tool_timeout
             )
             self.allow_hooks = bool(allow_hooks)
             warn_about_hooks(self._agents().values(), self.allow_hooks)
@@ -242,10 +244,8 @@ class Runtime:
     # ---- events ------------------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick).
-
-        Returns a function that unsubscribes. A callback that raises is logged and skipped.
-        """
+        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick);
+        returns a function that unsubscribes. A callback that raises is logged and skipped."""
         return self._events.subscribe(callback)
 
     # ---- running -----------------------------------------------------------------------------

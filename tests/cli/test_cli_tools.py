@@ -120,3 +120,62 @@ def test_at_a_terminal_the_person_is_asked(cli: Cli, work: Path) -> None:
     assert (work / "notes.txt").read_text() == "a final\n"
     assert not (work / "ran.txt").exists()
     assert "the person at the terminal said no" in text
+
+
+ASKER = """---
+name: asker
+description: Asks which store to use.
+script:
+  - tool_calls:
+      - name: AskUserQuestion
+        input:
+          questions:
+            - question: "Which store should the cache use?"
+              header: Store
+              options:
+                - {label: SQLite, description: a file}
+                - {label: Memory, description: lost on exit}
+  - text: "asker: {result0}"
+---
+You ask.
+"""
+
+
+def test_at_a_terminal_the_person_answers_a_models_questions(cli: Cli, work: Path) -> None:
+    (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
+    args = ("run", "asker", "go", "--agents", str(cli.agents), "--workspace", str(work))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave,
+        env={**cli.env, "TERM": "xterm-256color"}, cwd=cli.root,
+    )  # fmt: skip
+    os.close(slave)
+    seen = b""
+    answered = False
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                seen += data
+            if not answered and b"Your answer" in seen:
+                os.write(master, b"SQLite please\n")
+                answered = True
+            if proc.poll() is not None and not ready:
+                break
+        code = proc.wait(timeout=10)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = seen.decode("utf-8", "replace")
+    assert code == 0, text[-3000:]
+    assert "Which store should the cache use?" in text and "- SQLite: a file" in text
+    assert '"Which store should the cache use?"="SQLite please"' in " ".join(text.split())

@@ -5,7 +5,8 @@
 Tools: ``add`` (read-only), ``pid``, ``note`` (appends to ``--log``: a side effect a test can
 count), ``peek`` (read-only, logs too), ``slow`` (sleeps; for stops and deadlines), ``fail``
 (the tool reports an error), ``crash`` (the process dies in the middle of the call, after
-writing to stderr), ``header`` (a request header, over HTTP).
+writing to stderr), ``header`` (a request header, over HTTP). Resources: ``notes://readme``
+(text) and ``images://dot`` (a PNG).
 """
 
 from __future__ import annotations
@@ -80,7 +81,19 @@ def build(name: str, log: str | None, hold: float = 0.0) -> MCPServer:
         headers = ctx.headers or {}
         return str(headers.get(name.lower(), "(none)"))
 
+    @app.resource("notes://readme", name="readme", description="The notes.", mime_type="text/plain")
+    def readme() -> str:
+        return f"notes of {name}"
+
+    @app.resource("images://dot", name="dot", mime_type="image/png")
+    def dot() -> bytes:
+        return DOT_PNG
+
     return app
+
+
+DOT_PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+"""The bytes a PNG starts with: enough for a test of how an image resource comes back."""
 
 
 if __name__ == "__main__":

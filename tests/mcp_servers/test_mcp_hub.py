@@ -3,6 +3,7 @@ SDK) and against servers that misbehave: lazy start, sharing, calls, crashes, ha
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ import pytest
 
 from subagents.definitions.spec import AgentSpec
 from subagents.mcp import McpCallError, McpHub, McpServerError, parse_servers
+from subagents.mcp.hub import CALL_TIMEOUT, mcp_tool_timeout
 
 from .conftest import (
     START_WAIT_S,
@@ -212,6 +214,30 @@ def test_a_call_past_the_runs_deadline_is_an_error_naming_the_server(shared: Mcp
         hub.call(run, "mcp__calc__slow", {"seconds": 600}, deadline=time.monotonic() + 0.5)
     with pytest.raises(McpCallError, match="deadline"):
         hub.call(run, "mcp__calc__add", {"a": 1, "b": 1}, deadline=time.monotonic() - 1)
+
+
+def test_a_call_past_its_timeout_fails_alone_and_the_server_lives_on(shared: McpHub) -> None:
+    hub = shared
+    run = hub.tools_for(spec())
+    with pytest.raises(McpCallError, match=r"'calc'.*timed out after 0.5 s.*MCP_TOOL_TIMEOUT"):
+        hub.call(run, "mcp__calc__slow", {"seconds": 600}, timeout=0.5)
+    assert hub.call(run, "mcp__calc__add", {"a": 2, "b": 3}).text == "5"
+    assert hub.status()["calc"] == "ready"
+
+
+def test_the_call_timeout_is_the_runtimes_setting_else_mcp_tool_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MCP_TOOL_TIMEOUT", raising=False)
+    assert mcp_tool_timeout() == CALL_TIMEOUT
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "2500")  # milliseconds, as Claude Code reads it
+    assert mcp_tool_timeout() == 2.5
+    assert mcp_tool_timeout(7.0) == 7.0
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "soon")
+    assert mcp_tool_timeout() == CALL_TIMEOUT
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="mcp_tool_timeout must be a positive number"):
+            mcp_tool_timeout(bad)
 
 
 def test_close_stops_every_server_process_and_the_loop_thread(tmp_path: Path) -> None:

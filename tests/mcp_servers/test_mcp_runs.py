@@ -247,6 +247,33 @@ def test_a_server_that_crashes_or_cannot_start_is_an_error_the_model_reads(
     assert "no-such-server-xyz" in ghost.content and "could not start" in ghost.content
 
 
+def test_a_hung_call_fails_at_mcp_tool_timeout_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "1000")  # Claude Code's variable, milliseconds
+    model = ScriptedModel(
+        {"worker": [{"tool_calls": [use("mcp__calc__slow", seconds=3600)]}, {"text": "went on"}]}
+    )
+    with Runtime(
+        [agent("worker")], model=model, workspace=tmp_path, mcp_servers={"calc": server_config()}
+    ) as rt:
+        outcome = rt.run("worker", "go", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "went on"
+    ((hung,),) = answers(model, "worker")
+    assert hung.is_error and "MCP server 'calc'" in hung.content
+    assert "timed out after 1 s" in hung.content
+
+
+def test_the_runtime_setting_wins_and_a_bad_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_TOOL_TIMEOUT", "1000")
+    with Runtime([agent("worker")], model=ScriptedModel({}), mcp_tool_timeout=42.0) as rt:
+        assert rt.mcp.call_timeout == 42.0 and rt.mcp.blueprint()["call_timeout"] == 42.0
+    with pytest.raises(ValueError, match="mcp_tool_timeout must be a positive number"):
+        Runtime([agent("worker")], model=ScriptedModel({}), mcp_tool_timeout=0)
+
+
 def test_mcp_tool_flags_follow_the_servers_hints(tmp_path: Path) -> None:
     model = ScriptedModel({"worker": ["ok"]})
     with Runtime(

@@ -45,6 +45,28 @@ def test_read_offset_and_limit_say_what_is_shown(context: ToolContext, repo: Pat
     assert "(Showing lines 1-2000 of 5000." in default
 
 
+def _bytes_read_by_this_thread() -> int:
+    for line in Path("/proc/thread-self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/thread-self/io")
+
+
+def test_read_of_the_head_of_a_huge_file_does_not_read_the_rest(
+    context: ToolContext, repo: Path
+) -> None:
+    huge = repo / "huge.log"
+    with open(huge, "wb") as f:
+        f.write(b"".join(b"line %d\n" % i for i in range(1, 3001)))
+        f.truncate(64 << 20)  # a 64 MiB file: the rest is a sparse run of zero bytes
+    before = _bytes_read_by_this_thread()
+    text = call(context, "Read", file_path=str(huge))
+    read = _bytes_read_by_this_thread() - before
+    assert text.splitlines()[1999] == "  2000\tline 2000"
+    assert "(Showing lines 1-2000 of a 67,108,864-byte file; more lines follow." in text
+    assert read < 1 << 20, f"Read read {read:,} bytes to show 2,000 short lines"
+
+
 def test_read_cuts_long_lines_and_warns_on_empty_and_short(
     context: ToolContext, repo: Path
 ) -> None:
@@ -89,6 +111,27 @@ def test_write_creates_and_refuses_an_unread_existing_file(
     call(context, "Read", file_path=str(target))
     assert "has been updated" in call(context, "Write", file_path=str(target), content="y = 2\n")
     assert target.read_text() == "y = 2\n"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_new_files_get_the_mode_the_umask_gives_and_old_ones_keep_theirs(
+    context: ToolContext, repo: Path, umask: int
+) -> None:
+    old_umask = os.umask(umask)
+    try:
+        call(context, "Write", file_path=str(repo / "written.py"), content="x = 1\n")
+        call(context, "Edit", file_path=str(repo / "edited.py"), old_string="", new_string="y\n")
+        script = repo / "run.sh"
+        script.write_text("echo hi\n")
+        script.chmod(0o750)
+        call(context, "Read", file_path=str(script))
+        call(context, "Write", file_path=str(script), content="echo bye\n")
+    finally:
+        os.umask(old_umask)
+    assert (repo / "written.py").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (repo / "edited.py").stat().st_mode & 0o777 == 0o666 & ~umask
+    assert script.stat().st_mode & 0o777 == 0o750
+    assert not [p.name for p in repo.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_edit_replaces_one_exact_match_and_shows_a_snippet(
@@ -203,6 +246,18 @@ def test_grep_modes_follow_gitignore(context: ToolContext, repo: Path) -> None:
     )
     assert "Grep failed" in error(context, "Grep", pattern="(unclosed")
     assert call(context, "Grep", pattern="-b", output_mode="content") == "No matches found"
+
+
+def test_grep_count_keeps_its_summary_when_the_output_is_capped(
+    context: ToolContext, repo: Path
+) -> None:
+    many = repo / "many"
+    many.mkdir()
+    for i in range(1500):  # ~1,500 lines of 'path:1', over the 30,000-character cap
+        (many / f"file_with_a_longish_name_{i:04}.txt").write_text("needle\n")
+    counted = call(context, "Grep", pattern="needle", output_mode="count")
+    assert "[output truncated:" in counted
+    assert counted.endswith("Found 1500 total occurrences across 1500 files.")
 
 
 def test_grep_multiline(context: ToolContext, repo: Path) -> None:

@@ -19,6 +19,7 @@ from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import Tool
 from subagents.messages import Mail, MailAck, SendMail, ToolUseBlock
+from subagents.tools import ask_user
 
 Answer = Callable[[str, str, bool], None]
 """Answer a tool call: (tool_use id, content, is_error)."""
@@ -62,7 +63,11 @@ class ParentApprovalFlow:
                     request_id=key,
                     sender=port.record.run_id,
                     to=port.record.parent_run_id or "",
-                    content=parent_approvals.request_text(request),
+                    content=(
+                        ask_user.question_mail(request.input, request.agent, request.run_id)
+                        if tool.name == ask_user.NAME
+                        else parent_approvals.request_text(request)
+                    ),
                 )
             )
         wait = min(self.env.approval_wait_s, max(0.0, port.deadline - time.monotonic()))
@@ -77,7 +82,9 @@ class ParentApprovalFlow:
         self.port.mail_read((mail.mail_id,))
         self.port.cancel_wake(parent_approvals.key(waiting.use.id))
         assert self.calls is not None
-        if parent_approvals.allows(mail.content):
+        if waiting.tool.name == ask_user.NAME:  # any reply is the answer
+            self.calls.session.answers[waiting.use.id] = mail.content
+        if waiting.tool.name == ask_user.NAME or parent_approvals.allows(mail.content):
             try:
                 content, is_error = self.calls.run_allowed(waiting.use, waiting.tool, waiting.step)
             except ToolCrash as exc:

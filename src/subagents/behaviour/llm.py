@@ -8,6 +8,7 @@ all tool_results in one user message (then any unread mail), as the Messages API
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from subagents.behaviour import parent_approvals
@@ -32,6 +33,7 @@ from subagents.behaviour.tools import (
     SEND,
     SPAWN,
     STOP,
+    TASK,
     WAIT,
     Tool,
     ToolError,
@@ -302,11 +304,7 @@ class LLMBehaviour:
     ) -> None:
         self.order = [u.id for u in uses]
         self.results = {u.id: answered.get(u.id) for u in uses}
-        self.background = {
-            u.id: bool(u.input.get("background", False))
-            for u in uses
-            if u.name == SPAWN and isinstance(u.input, dict)
-        }
+        self.background = spawned_in_background(uses)
         for use in uses:
             if self.results[use.id] is not None or (skip and use.id in skip):
                 continue  # answered, or its effect happened, before a restart: not run again
@@ -336,7 +334,9 @@ class LLMBehaviour:
             self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
             return
         try:
-            if use.name == SPAWN:
+            if use.name in (SPAWN, TASK):
+                assert self.calls is not None  # (None only when the run failed to set up)
+                args = self.calls.spawn_arguments(use, args, self.schemas)
                 request = spawn_request(use.id, args, record.run_id)
                 self.background[use.id] = request.background
                 port.request_spawn(request)
@@ -401,7 +401,8 @@ class LLMBehaviour:
             traced = self.tool_spans.pop(use_id, None)
             if traced is not None:
                 traced.end(error=f"tool_error: {content}" if is_error else None)
-            result = ToolResultBlock(use_id, content, is_error)
+            shown = self.calls.take_attachments(use_id) if self.calls is not None else ()
+            result = ToolResultBlock(use_id, content, is_error, shown)
             self.results[use_id] = result
             self.port.report_answer(
                 ToolAnswered(
@@ -464,3 +465,13 @@ class LLMBehaviour:
         why = "cancelled" if self.port.cancel.is_set() else "unanswered"
         for span in spans.values():
             span.end(error=f"{why}: the run ended before the call answered")
+
+
+def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
+    """Tool use id -> whether that spawn of the turn runs in the background
+    (``spawn_subagent``'s ``background``, ``Task``'s ``run_in_background``)."""
+    return {
+        u.id: bool(u.input.get("background" if u.name == SPAWN else "run_in_background"))
+        for u in uses
+        if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
+    }

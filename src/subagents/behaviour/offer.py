@@ -17,7 +17,14 @@ import msgspec
 
 from subagents.behaviour.fanout import fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
-from subagents.behaviour.tools import LOAD_SKILL, RUNTIME_SCHEMAS, Tool, spawn_schema
+from subagents.behaviour.tools import (
+    LOAD_SKILL,
+    RUNTIME_SCHEMAS,
+    TASK,
+    Tool,
+    spawn_schema,
+    task_schema,
+)
 from subagents.messages import (
     ContentBlock,
     ModelRequest,
@@ -41,6 +48,8 @@ def offered_tools(
     offer = env.spawn_rules.offer(spec, record.depth, env.agents(), port.ancestors)
     if offer.agents:
         schemas.append(spawn_schema(offer.agents))
+        if spec.allows_tool(TASK):  # Claude Code's name for the same spawn
+            schemas.append(task_schema(offer.agents))
         if offer.fan_out:
             schemas.append(fan_out_schema(list(offer.agents)))
     for name, schema in RUNTIME_SCHEMAS.items():

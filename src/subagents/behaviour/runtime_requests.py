@@ -10,12 +10,13 @@ results (``reply_answer``). ``LLMBehaviour`` decides when to send them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
 from subagents.behaviour.spawn_policy import spawn_policy_fields
-from subagents.behaviour.tools import ToolError
+from subagents.behaviour.tools import TASK, ToolError
 from subagents.messages import (
     ChildDone,
     MailAck,
@@ -24,6 +25,7 @@ from subagents.messages import (
     SpawnRequest,
     StopReply,
     StopRequest,
+    ToolSchema,
 )
 
 WAIT_S = 30.0
@@ -44,6 +46,30 @@ def spawn_request(use_id: str, args: dict[str, Any], parent: str) -> SpawnReques
         background=bool(args.get("background", False)),
         **spawn_policy_fields(args),
     )
+
+
+def task_arguments(args: dict[str, Any], offered: Iterable[ToolSchema]) -> dict[str, Any]:
+    """A ``Task`` call's arguments as ``spawn_subagent``'s: ``subagent_type`` is the agent
+    (matched without case among those the offered ``Task`` names, as Claude Code's
+    ``Explore`` is our ``explore``), ``prompt`` the task, ``description`` the label,
+    ``run_in_background`` the background flag."""
+    agent = required_str(args, "subagent_type")
+    agents = [
+        name
+        for schema in offered
+        if schema.name == TASK
+        for name in schema.input_schema["properties"]["subagent_type"]["enum"]
+    ]
+    exact = {name.lower(): name for name in agents}
+    spawned: dict[str, Any] = {
+        "agent": exact.get(agent.lower(), agent),
+        "task": required_str(args, "prompt"),
+        "label": optional_str(args, "description"),
+        "background": bool(args.get("run_in_background", False)),
+    }
+    if args.get("model") is not None:
+        spawned["model"] = args["model"]
+    return spawned
 
 
 def send_request(use_id: str, args: dict[str, Any], sender: str) -> SendMail:

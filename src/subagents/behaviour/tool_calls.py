@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.runtime_requests import task_arguments
+from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
-from subagents.messages import ToolStarting, ToolUseBlock
+from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock
 from subagents.supervision.ceilings import network_wanted
-from subagents.tools import approval, journal
+from subagents.tools import approval, ask_user, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Hooks, run_hooks
@@ -72,6 +75,9 @@ class ToolCalls:
             network=sandbox.network_for(mode, network_wanted(port.spec.network, ceiling)),
             why=f"agent {port.spec.name!r} in plan mode",
         )
+        self.attachments: dict[str, tuple[Attachment, ...]] = {}
+        """Tool use id -> the images a call's result shows besides its text, until the LLM
+        loop puts them in the call's ToolResultBlock (``take_attachments``)."""
 
     def environment(self) -> str:
         """What Claude Code tells a model about where it works (its ``<env>`` block): the
@@ -133,17 +139,22 @@ class ToolCalls:
         decision = self.policy.decide(tool, arguments)
         if _outside_sandbox(tool, arguments) and decision.behavior != "deny":
             decision = self._unsandboxed(decision)
+        if tool.name == ask_user.NAME and decision.behavior != "deny":
+            decision = Decision("ask", ask_user.REASON)  # a question is always asked
         if decision.behavior != "ask":
             return decision
         reason = decision.reason
-        if self.asks_parent:
-            beyond = self.beyond_parent(use, tool)
+        if self.asks_parent:  # a question goes to the parent whatever it may call itself
+            beyond = None if tool.name == ask_user.NAME else self.beyond_parent(use, tool)
             if beyond is None:
                 if parent_may_answer:
                     return decision
             else:  # the parent may not approve it: the runtime's handler decides, or no one
                 reason = f"{reason}; {beyond}"
-        return approval.ask(self.env.approve, self.request(use, tool, reason))
+        answered = approval.ask(self.env.approve, self.request(use, tool, reason))
+        if tool.name == ask_user.NAME and answered.allowed:
+            self.session.answers[use.id] = answered.reason  # the handler's answer
+        return answered
 
     def beyond_parent(self, use: ToolUseBlock, tool: Tool) -> str | None:
         """Why the parent may not approve this call (it could not make it itself), or None
@@ -235,6 +246,8 @@ class ToolCalls:
         else:
             if isinstance(out, ToolResult):
                 content, is_error = out.content, out.is_error
+                if out.attachments:
+                    self.attachments[use.id] = out.attachments
             else:
                 content, is_error = out, False
         if self.hooks is not None:
@@ -255,6 +268,36 @@ class ToolCalls:
             if post.blocked:
                 content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
         return content, is_error
+
+    def spawn_arguments(
+        self, use: ToolUseBlock, args: dict[str, Any], offered: Iterable[ToolSchema]
+    ) -> dict[str, Any]:
+        """A ``spawn_subagent`` or ``Task`` call's arguments as ``spawn_subagent``'s, once the
+        PreToolUse hooks let it through: spawning passes no permission (the spawn rules decide),
+        but a hook matcher written for Claude Code's ``Task`` sees its calls. ``ToolError``
+        when a hook blocks it."""
+        if self.hooks is not None:
+            payload = {
+                "session_id": self.port.record.run_id,
+                "transcript_path": "",
+                "tool_name": use.name,
+                "tool_input": args,
+            }
+            pre = run_hooks(
+                self.hooks,
+                "PreToolUse",
+                payload,
+                tool=use.name,
+                cwd=self.workspace.root,
+                cancel=self.port.cancel,
+                log=self.port.log,
+            )
+            if pre.blocked:
+                raise ToolError(f"PreToolUse hook blocked this call: {pre.reason}")
+        return task_arguments(args, offered) if use.name == TASK else args
+
+    def take_attachments(self, use_id: str) -> tuple[Attachment, ...]:
+        return self.attachments.pop(use_id, ())
 
     @property
     def has_stop_hooks(self) -> bool:

@@ -15,12 +15,15 @@ from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
 
 SPAWN = "spawn_subagent"
+TASK = "Task"
+"""Claude Code's name and schema for spawning (``description``, ``prompt``,
+``subagent_type``): the same spawn as ``spawn_subagent``, for prompts written for Claude Code."""
 SEND = "send_message"
 CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
 """The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
@@ -41,6 +44,7 @@ __all__ = [
     "as_tools",
     "runtime_tool_names",
     "spawn_schema",
+    "task_schema",
 ]
 
 
@@ -80,6 +84,46 @@ def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 **POLICY_PROPERTIES,
             },
             "required": ["agent", "task"],
+        },
+    )
+
+
+def task_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
+    """Claude Code's ``Task`` tool: its three fields (and its optional ``model`` and
+    ``run_in_background``), on the runtime's spawn path."""
+    listing = "\n".join(f"- {s.name}: {_one_line(s.description)}" for s in dispatchable)
+    return ToolSchema(
+        name=TASK,
+        description=(
+            "Launch a new agent to handle complex, multi-step tasks autonomously.\n\n"
+            f"Available agent types and the tools they have access to:\n{listing}\n\n"
+            "When using the Task tool, you must specify a subagent_type parameter to select"
+            " which agent type to use. Launch multiple agents concurrently whenever possible"
+            " (several tool uses in one message). When the agent is done, it returns a single"
+            " message back to you. Each agent invocation is stateless: your prompt should"
+            " contain a highly detailed task description and say exactly what information"
+            " the agent should return."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "description": {
+                    "type": "string",
+                    "description": "A short (3-5 word) description of the task",
+                },
+                "prompt": {"type": "string", "description": "The task for the agent to perform"},
+                "subagent_type": {
+                    "type": "string",
+                    "enum": [s.name for s in dispatchable],
+                    "description": "The type of specialized agent to use for this task",
+                },
+                "model": {"type": "string", "description": "Model override (alias or id)."},
+                "run_in_background": {
+                    "type": "boolean",
+                    "description": "Start it and return at once; its outcome arrives as mail.",
+                },
+            },
+            "required": ["description", "prompt", "subagent_type"],
         },
     )
 

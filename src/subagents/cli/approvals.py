@@ -17,6 +17,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from subagents.cli.output import printable
+from subagents.tools import ask_user
 from subagents.tools.approval import Approval, ApprovalRequest
 
 ANSWER_WAIT_S = 600.0
@@ -57,6 +58,10 @@ class TerminalApprovals:
                 question = self._questions.get_nowait()
             except queue.Empty:
                 return
+            if question.request.tool == ask_user.NAME:  # questions: the reply is the answer
+                question.answer = _answer(console, question.request)
+                question.done.set()
+                continue
             # a model's tool input: shown as text (no markup), control characters escaped
             shown = Text(printable(question.request.describe()))
             console.print(Panel(shown, title="approval needed"))
@@ -80,3 +85,18 @@ class TerminalApprovals:
                 return
             question.answer = Approval(False, "the command is ending")
             question.done.set()
+
+
+def _answer(console: Console, request: ApprovalRequest) -> Approval:
+    """AskUserQuestion at the terminal: the questions, and what the person types."""
+    asked = printable(
+        f"{request.agent} ({request.run_id}) asks:\n{ask_user.describe(request.input)}"
+    )
+    console.print(Panel(Text(asked), title="question"))
+    try:
+        reply = console.input("Your answer (empty to decline): ")
+    except (EOFError, KeyboardInterrupt):
+        reply = ""
+    if not reply.strip():
+        return Approval(False, "the person at the terminal did not answer")
+    return Approval(True, reply.strip())

@@ -1,7 +1,8 @@
 """Everything the store knows about one run (`subagents info RUN`).
 
 Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
-children, and its mail counts. RUN is an id, a unique prefix of one, or #N from `ps`.
+children, its todo list (TodoWrite) and its mail counts. RUN is an id, a unique prefix of
+one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from subagents.cli.views import duration, stamp
 from subagents.messages import Mail, RunRecord
 from subagents.store.base import StoreError
 from subagents.supervision.ceilings import describe as describe_ceiling
+from subagents.tools.todo import TodoItem, checklist, todos_in
 
 NAME = "info"
 
@@ -51,6 +53,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     host: str = ""
     restarting: bool = False
     """Its host's process died and Ray is starting it again (a detached tree's)."""
+    todos: tuple[TodoItem, ...] | None = None
+    """Its todo list (its last TodoWrite call), None if it never wrote one."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +82,7 @@ def gather(args: argparse.Namespace) -> Info:
         try:
             tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
             mail = store.mail_for(record.run_id)
+            todos = todos_in(store.events(record.run_id))
         except StoreError as exc:
             raise CliError(str(exc)) from exc
     children = tuple(
@@ -92,6 +97,7 @@ def gather(args: argparse.Namespace) -> Info:
         orphaned=alive.orphaned(record),
         host=alive.describe(record),
         restarting=alive.restarting(record),
+        todos=todos,
     )
 
 
@@ -153,6 +159,8 @@ def show(info: Info) -> None:
                 ),
             )
         )
+    if info.todos is not None:
+        fields.append(("todos", checklist(info.todos) or "(empty)"))
     if info.mail:
         sent = sum(1 for m in info.mail if m.sender == r.run_id)
         states = Counter(str(m.state) for m in info.mail if m.recipient == r.run_id)

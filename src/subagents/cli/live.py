@@ -20,6 +20,7 @@ from rich.tree import Tree
 
 from subagents.cli.output import printable
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
+from subagents.tools.todo import progress, todos_of_call
 
 if TYPE_CHECKING:
     from subagents.cli.approvals import TerminalApprovals
@@ -60,6 +61,7 @@ _TERMINAL_KINDS = frozenset(
 _RUNTIME_TOOLS = frozenset(
     {
         "spawn_subagent",
+        "Task",
         "send_message",
         "check_mailbox",
         "wait_for_message",
@@ -88,6 +90,8 @@ def tool_summary(data: Mapping[str, Any], width: int = 60) -> str:
                 detail = path.rstrip("/").rsplit("/", 1)[-1] or path
             elif tool == "spawn_subagent":
                 detail = str(args.get("agent", ""))
+            elif tool == "Task":
+                detail = str(args.get("subagent_type", ""))
     text = f"{tool} {detail}".strip()
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -105,6 +109,8 @@ class Row:
     ended: float | None = None
     note: str = ""
     mail: int = 0
+    todos: str = ""
+    """The run's todo list in one line (``todos 2/5: Running tests``), from TodoWrite."""
     children: list[str] = field(default_factory=list)
 
 
@@ -168,6 +174,9 @@ class LiveTree:
                 row.note = f"queued #{event.data.get('position', '?')}"
             elif event.kind is EventKind.TOOL_CALL and not row.status.terminal:
                 row.note = tool_summary(event.data)
+                listed = todos_of_call(event)
+                if listed is not None:
+                    row.todos = progress(listed)
             if status is not None and not row.status.terminal:
                 row.status = status
                 if status is RunStatus.RUNNING:
@@ -238,6 +247,8 @@ class LiveTree:
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:
             text.append(f"  mail {row.mail}")
+        if row.todos:
+            text.append(f"  {printable(row.todos)[:60]}", style="italic")
         if row.note:
             note = " ".join(printable(row.note).split())
             text.append(f"  {note[:70]}", style="dim")

@@ -253,6 +253,54 @@ class ServerConnection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             raise self._died(f"the connection broke during {shown_as}") from None
 
+    async def resources(self, shown_as: str) -> list[Any]:
+        """``resources/list``, every page (a server without resources: none); the SDK's
+        ``Resource``s. Errors as for ``call``."""
+        from mcp.types import PaginatedRequestParams
+
+        found: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGES):
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self._on_session(
+                lambda s, p=params: s.list_resources(params=p), shown_as, none_if_unsupported=True
+            )
+            if page is None:
+                break
+            found.extend(page.resources)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return found
+
+    async def read_resource(self, uri: str, shown_as: str) -> Any:
+        """``resources/read`` of ``uri``; the SDK's ``ReadResourceResult``."""
+        return await self._on_session(lambda s: s.read_resource(uri), shown_as)
+
+    async def _on_session(
+        self, request: Any, shown_as: str, *, none_if_unsupported: bool = False
+    ) -> Any:
+        """``request(session)`` with ``call``'s errors: ``McpServerError`` when the server is
+        not running or its connection closes; an ``MCPError`` of the server as it is (None
+        for "method not found" with ``none_if_unsupported``)."""
+        import anyio
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED, METHOD_NOT_FOUND
+
+        session = self._session
+        if session is None:
+            raise McpServerError(self.name, f"{self._label()} is not running: {self._why_not()}")
+        try:
+            return await request(session)
+        except MCPError as exc:
+            if none_if_unsupported and exc.code == METHOD_NOT_FOUND:
+                return None
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            raise self._died(f"the connection closed during {shown_as}") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            raise self._died(f"the connection broke during {shown_as}") from None
+
     def _died(self, what: str) -> McpServerError:
         self._capture_stderr()
         if self._dead is None:

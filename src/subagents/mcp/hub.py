@@ -24,7 +24,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -61,23 +61,45 @@ T = TypeVar("T")
 
 START_TIMEOUT = 30.0
 """Seconds a server has to start, answer ``initialize`` and list its tools."""
+CALL_TIMEOUT = 600.0
+"""Seconds one tool call may take before it fails (and is cancelled): a hung server fails
+that call, which the model sees, rather than the whole run at its deadline."""
 
 
 def mcp_start_timeout() -> float:
     """``MCP_TIMEOUT`` (milliseconds, as Claude Code reads it) or ``START_TIMEOUT``."""
-    raw = os.environ.get("MCP_TIMEOUT", "").strip()
+    return _milliseconds("MCP_TIMEOUT", START_TIMEOUT)
+
+
+def mcp_tool_timeout(given: float | None = None) -> float:
+    """A call's timeout in seconds: ``given`` (the runtime's setting), else
+    ``MCP_TOOL_TIMEOUT`` (milliseconds, as Claude Code reads it), else ``CALL_TIMEOUT``."""
+    if given is not None:
+        if not (math.isfinite(given) and given > 0):
+            raise ValueError(
+                f"mcp_tool_timeout must be a positive number of seconds, not {given!r}"
+            )
+        return float(given)
+    return _milliseconds("MCP_TOOL_TIMEOUT", CALL_TIMEOUT)
+
+
+def _milliseconds(variable: str, default: float) -> float:
+    raw = os.environ.get(variable, "").strip()
     if not raw:
-        return START_TIMEOUT
+        return default
     try:
         value = float(raw) / 1000.0
     except ValueError:
-        log.warning("MCP_TIMEOUT is not a number of milliseconds; using the default", value=raw)
-        return START_TIMEOUT
+        log.warning(f"{variable} is not a number of milliseconds; using the default", value=raw)
+        return default
     if not math.isfinite(value) or value <= 0:
-        log.warning("MCP_TIMEOUT must be a positive number of milliseconds", value=raw)
-        return START_TIMEOUT
+        log.warning(f"{variable} must be a positive number of milliseconds", value=raw)
+        return default
     return value
 
+
+RESOURCE_TOOLS = ("ListMcpResourcesTool", "ReadMcpResourceTool")
+"""Claude Code's tools for servers' resources (mcp/resources.py)."""
 
 POLL_S = 0.05
 """How often a waiting caller looks at its run's cancel signal."""
@@ -110,6 +132,10 @@ class RunMcp:
     """Server name -> why its tools are missing (could not start, bad configuration)."""
     sandbox: RunSandbox | None = None
     """The run's sandbox, which its servers' processes were started in."""
+    started: tuple[str, ...] = ()
+    """The servers started for this run: whose resources it may list and read."""
+    resource_tools: tuple[str, ...] = ()
+    """Which of Claude Code's resource tools its definition allows (mcp/resources.py)."""
 
     def tool(self, name: str) -> McpTool | None:
         for tool in self.tools:
@@ -200,12 +226,15 @@ class McpHub:
         start_timeout: float = START_TIMEOUT,
         environ: Mapping[str, str] | None = None,
         allow_commands: bool = False,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> None:
         self.servers: dict[str, NamedServer] = dict(servers or {})
         self.allow_commands = allow_commands
         """Whether a definition's own stdio servers may start (``selection.servers_for``)."""
         self.cwd = None if cwd is None else str(cwd)
         self.start_timeout = start_timeout
+        self.call_timeout = call_timeout
+        """Seconds one tool call may take (``mcp_tool_timeout``)."""
         self.environ = environ
         self._lock = threading.Lock()
         self._loop: _Loop | None = None
@@ -220,6 +249,7 @@ class McpHub:
             "servers": dict(self.servers),
             "cwd": self.cwd,
             "start_timeout": self.start_timeout,
+            "call_timeout": self.call_timeout,
             "environ": None if self.environ is None else dict(self.environ),
             "allow_commands": self.allow_commands,
         }
@@ -233,6 +263,7 @@ class McpHub:
         cwd: str | Path | None = None,
         start_timeout: float = START_TIMEOUT,
         allow_commands: bool = False,
+        call_timeout: float = CALL_TIMEOUT,
     ) -> McpHub:
         """Runtime-level servers from ``Runtime(mcp_servers=...)`` (``McpConfigError`` when
         one is wrong) and, with ``discover``, the nearest ``.mcp.json`` up from ``cwd`` (a bad
@@ -255,7 +286,13 @@ class McpHub:
         for name in set(given) & set(servers):
             log.info("mcp server in code replaces the one in .mcp.json", server=name)
         servers.update(given)
-        return cls(servers, cwd=cwd, start_timeout=start_timeout, allow_commands=allow_commands)
+        return cls(
+            servers,
+            cwd=cwd,
+            start_timeout=start_timeout,
+            allow_commands=allow_commands,
+            call_timeout=call_timeout,
+        )
 
     # ---- what a run is offered ----------------------------------------------------------------
 
@@ -328,8 +365,14 @@ class McpHub:
                     continue
                 seen[tool.name] = tool.server
                 tools.append(tool)
+        started = tuple(c.name for c in connections if c.name not in failures)
         return RunMcp(
-            tools=tuple(tools), servers=run_servers.servers, failures=failures, sandbox=sandbox
+            tools=tuple(tools),
+            servers=run_servers.servers,
+            failures=failures,
+            started=started,
+            resource_tools=tuple(n for n in RESOURCE_TOOLS if spec.allows_tool(n)),
+            sandbox=sandbox,
         )
 
     # ---- calls --------------------------------------------------------------------------------
@@ -342,12 +385,15 @@ class McpHub:
         *,
         deadline: float | None = None,
         cancel: CancelSignal | None = None,
+        timeout: float | None = None,
     ) -> McpCallResult:
         """Call ``name`` (``mcp__<server>__<tool>``) for a run; the server's answer as text.
 
         Raises ``McpServerError`` (the server is not running or died), ``McpCallError`` (the
-        run was stopped or its deadline passed) or ``LookupError`` (not one of the run's
-        tools); a protocol error from the server comes back as an ``is_error`` result."""
+        run was stopped, its deadline passed, or the call took longer than ``timeout``, by
+        default the hub's ``call_timeout``: the call is cancelled, the server lives on) or
+        ``LookupError`` (not one of the run's tools); a protocol error from the server comes
+        back as an ``is_error`` result."""
         tool = run.tool(name)
         if tool is None:
             reason = run.failure_for(name)
@@ -373,6 +419,7 @@ class McpHub:
                 server=tool.server,
                 what=f"calling {name}",
                 cancel_future=True,
+                call_timeout=self.call_timeout if timeout is None else timeout,
             )
         except MCPError as exc:
             return McpCallResult(
@@ -383,6 +430,33 @@ class McpHub:
             render_content(list(result.content or ()), result.structured_content),
             is_error=bool(result.is_error),
         )
+
+    def ask_server(
+        self,
+        run: RunMcp,
+        server: str,
+        request: Callable[[ServerConnection], Coroutine[Any, Any, T]],
+        *,
+        what: str,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> T:
+        """``request(connection)`` on one of the servers started for ``run`` (its resources:
+        mcp/resources.py), bounded like a call. ``LookupError`` for another server."""
+        if server not in run.started:
+            known = ", ".join(run.started) or "none"
+            raise LookupError(f"no MCP server {server!r} for this run (its servers: {known})")
+        connection = self._connection(run.servers[server], fresh=False, sandbox=run.sandbox)
+        _wait(connection.started, deadline=deadline, cancel=cancel, server=server,
+              what="starting", cancel_future=False)  # fmt: skip
+        assert self._loop is not None
+        try:
+            future = self._loop.portal.start_task_soon(request, connection)
+        except RuntimeError:  # the loop has stopped: the runtime is closing
+            raise McpServerError(server, f"{what}: the runtime is closing") from None
+        answer: T = _wait(future, deadline=deadline, cancel=cancel, server=server, what=what,
+                          cancel_future=True, call_timeout=self.call_timeout)  # fmt: skip
+        return answer
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -460,18 +534,28 @@ def _wait(
     server: str,
     what: str,
     cancel_future: bool,
+    call_timeout: float | None = None,
 ) -> T:
-    """``future``'s result, unless the run is stopped or its deadline passes first."""
+    """``future``'s result, unless the run is stopped, its deadline passes or the call takes
+    longer than ``call_timeout`` seconds first."""
+    limit = None if call_timeout is None else time.monotonic() + call_timeout
     while True:
         timeout: float | None = POLL_S if cancel is not None else None
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        for until, by_limit in ((deadline, False), (limit, True)):
+            if until is None:
+                continue
+            remaining = until - now
             if remaining <= 0:
                 if cancel_future:
                     future.cancel()
-                raise McpCallError(
-                    server, f"MCP server {server!r}: the run's deadline passed while {what}"
+                why = (
+                    f"{what} timed out after {call_timeout:g} s (the per-call limit:"
+                    " Runtime(mcp_tool_timeout=...) or MCP_TOOL_TIMEOUT); it was cancelled"
+                    if by_limit
+                    else f"the run's deadline passed while {what}"
                 )
+                raise McpCallError(server, f"MCP server {server!r}: {why}")
             timeout = remaining if timeout is None else min(timeout, remaining)
         done, _ = concurrent.futures.wait([future], timeout=timeout)
         if done:

@@ -56,5 +56,10 @@ def as_tool(hub: McpHub, run: RunMcp, mcp_tool: McpTool) -> Tool:
 
 
 def as_tools(hub: McpHub, run: RunMcp) -> dict[str, Tool]:
-    """Every MCP tool of a run, by name."""
-    return {tool.name: as_tool(hub, run, tool) for tool in run.tools}
+    """Every MCP tool of a run, by name, and the resource tools of its servers."""
+    from subagents.mcp.resources import resource_tools
+
+    return {
+        **{tool.name: as_tool(hub, run, tool) for tool in run.tools},
+        **resource_tools(hub, run),
+    }

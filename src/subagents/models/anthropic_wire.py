@@ -50,10 +50,20 @@ def block_param(block: ContentBlock) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    content: str | list[dict[str, Any]] = block.content
+    if block.attachments:  # text, then each image/document: the API's content blocks
+        content = [{"type": "text", "text": block.content or "(attached)"}]
+        content += [
+            {
+                "type": a.kind,
+                "source": {"type": "base64", "media_type": a.media_type, "data": a.data},
+            }
+            for a in block.attachments
+        ]
     return {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
-        "content": block.content,
+        "content": content,
         "is_error": block.is_error,
     }
 

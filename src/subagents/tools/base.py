@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 import msgspec
 
-from subagents.messages import ToolSchema
+from subagents.messages import Attachment, ToolSchema
 
 if TYPE_CHECKING:
     from subagents.tools.context import ToolContext
@@ -38,11 +38,14 @@ class ToolError(Exception):
 
 
 class ToolResult(msgspec.Struct, frozen=True):
-    """What a tool gives back when plain text is not enough: the text and whether it is an
-    error the model should see as one (Bash's non-zero exit, for instance)."""
+    """What a tool gives back when plain text is not enough: the text, whether it is an
+    error the model should see as one (Bash's non-zero exit, for instance), and what it
+    shows besides the text (images)."""
 
     content: str
     is_error: bool = False
+    attachments: tuple[Attachment, ...] = ()
+    """Images or PDFs for the model to see after ``content`` (Read of a PNG, a notebook)."""
 
 
 ToolOutput = str | ToolResult

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from subagents.tools import bash, edit, globbing, grep, ls, notebook, read, write
+from subagents.tools import (
+    ask_user,
+    bash,
+    edit,
+    globbing,
+    grep,
+    ls,
+    notebook,
+    plan_mode,
+    read,
+    todo,
+    web_fetch,
+    write,
+)
 from subagents.tools.base import Tool
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """Claude Code's file and shell tools, in the order a model is shown them."""
+    """Claude Code's file and shell tools and its todo list, in the order a model is shown
+    them."""
     tools = (
         read.TOOL,
         write.TOOL,
@@ -20,6 +34,10 @@ def builtin_tools() -> dict[str, Tool]:
         bash.BASH_OUTPUT,
         bash.KILL_SHELL,
         notebook.TOOL,
+        todo.TOOL,
+        plan_mode.TOOL,
+        web_fetch.TOOL,
+        ask_user.TOOL,
     )
     return {tool.name: tool for tool in tools}
 

@@ -30,6 +30,9 @@ class RunSession:
     """Files the model has read (or written) in this run -> their mtime then; Edit and
     Write refuse a file that was not read, or that changed since (as Claude Code does)."""
 
+    answers: dict[str, str] = field(default_factory=dict)
+    """AskUserQuestion calls (tool_use id) -> the answer they got (tools/ask_user.py)."""
+
     def saw(self, path: Path) -> None:
         try:
             self.files_read[path] = path.stat().st_mtime

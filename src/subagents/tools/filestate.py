@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from subagents.tools.base import ToolError
@@ -42,11 +42,13 @@ def read_text(path: Path, shown: str) -> str:
 
 
 def write_text(path: Path, text: str, shown: str) -> None:
-    """Write atomically (a temporary file renamed over the target), keeping its mode."""
+    """Write atomically (a temporary file renamed over the target), keeping an existing
+    file's mode; a new file gets the mode the process umask gives (0644 under umask 022),
+    as ``open()`` would: ``mkstemp`` alone would leave it 0600."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode if path.exists() else None
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _temporary(path)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
                 f.write(text)
@@ -59,3 +61,15 @@ def write_text(path: Path, text: str, shown: str) -> None:
             raise
     except OSError as exc:
         raise ToolError(f"cannot write {shown}: {exc.strerror or exc}") from None
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new file beside ``path``, created with mode 0666 so the kernel applies the umask
+    (reading the umask would mean setting it, which races with other threads)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")

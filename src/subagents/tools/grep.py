@@ -25,7 +25,7 @@ import msgspec
 from subagents.tools.base import Tool, ToolError, decode_input, need_context, struct_schema
 from subagents.tools.context import ToolContext
 from subagents.tools.processes import POLL_S
-from subagents.tools.text import capped
+from subagents.tools.text import OUTPUT_LIMIT, capped
 
 MAX_COLUMNS = 500
 SEARCH_TIMEOUT_S = 120.0
@@ -164,11 +164,12 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         lines = _window(lines, args)
         total = sum(int(line.rsplit(":", 1)[1]) for line in lines if ":" in line)
         files = len(lines)
-        return capped(
-            "\n".join(lines)
-            + f"\n\nFound {total} total occurrence{'s' if total != 1 else ''} across"
+        summary = (
+            f"Found {total} total occurrence{'s' if total != 1 else ''} across"
             f" {files} file{'s' if files != 1 else ''}."
         )
+        # The summary is the answer; the per-file lines are what the cap may cut.
+        return capped("\n".join(lines), limit=OUTPUT_LIMIT - len(summary) - 2) + "\n\n" + summary
     if not lines:
         return "No matches found"
     return capped("\n".join(_window(lines, args)))

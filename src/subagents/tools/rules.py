@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from subagents.tools.shellwords import Command, commands_run, parse
+from subagents.tools.web_fetch import domain_matches
 
 if TYPE_CHECKING:
     import pathspec
@@ -106,6 +107,8 @@ class Rule:
             return script.plain and all(map(self.matches_command, script.commands))
         if self._paths is not None:
             return target is not None and self.matches_path(target, root)
+        if tool == "WebFetch":  # WebFetch(domain:example.com)
+            return domain_matches(self.specifier, arguments.get("url"))
         return False
 
     def matches_command(self, command: Command) -> bool:
