@@ -57,6 +57,13 @@ def main() -> None:
         env = {**os.environ, "HOME": home, "SUBAGENTS_STATE_DIR": home}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = pycache
+        # `ps` reads a store that exists (a read-only command creates none): an empty one
+        subprocess.run(
+            [sys.executable, "-c", "from subagents.store.paths import default_store_path;"
+             " from subagents.store.sqlite import SQLiteStore;"
+             " SQLiteStore(default_store_path()).close()"],
+            check=True, env=env,
+        )  # fmt: skip
         for argv in runs.values():  # the warm-up: writes the bytecode cache, not timed
             _time(argv, env)
         baseline: list[float] = []

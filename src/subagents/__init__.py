@@ -35,6 +35,7 @@ _EXPORTS = {
     "AgentContext": "subagents.behaviour.function",
     "Pending": "subagents.behaviour.function",
     "ReplayDiverged": "subagents.behaviour.function",
+    "BadAwait": "subagents.behaviour.failures",
     "DefinitionError": "subagents.definitions.errors",
     "SpawnRefused": "subagents.behaviour.function",
     "MailError": "subagents.behaviour.function",
@@ -49,6 +50,8 @@ _EXPORTS = {
     "RuleError": "subagents.tools.rules",
     "McpConfigError": "subagents.mcp.config",
     "Sandbox": "subagents.tools.sandbox",
+    "RunSandbox": "subagents.tools.sandbox",
+    "SandboxRefused": "subagents.tools.sandbox",
     "ApprovalRequest": "subagents.tools.approval",
     "Approval": "subagents.tools.approval",
     "SkillIndex": "subagents.definitions.skills",
@@ -89,6 +92,7 @@ _EXPORTS = {
     # stores
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
+    "Fenced": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
     "Lease": "subagents.messages",
@@ -110,6 +114,7 @@ __all__ = [
     "AnthropicModel",
     "Approval",
     "ApprovalRequest",
+    "BadAwait",
     "CancelSignal",
     "Checkpoint",
     "CheckpointDelta",
@@ -118,6 +123,7 @@ __all__ = [
     "DefinitionError",
     "Event",
     "EventKind",
+    "Fenced",
     "FunctionAgent",
     "JournalEntry",
     "Lease",
@@ -143,6 +149,7 @@ __all__ = [
     "RuleError",
     "RunHandle",
     "RunRecord",
+    "RunSandbox",
     "RunStatus",
     "RunStore",
     "RunUsage",
@@ -150,6 +157,7 @@ __all__ = [
     "RuntimeClosed",
     "SQLiteStore",
     "Sandbox",
+    "SandboxRefused",
     "ScriptError",
     "ScriptedModel",
     "SkillIndex",
@@ -177,6 +185,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from subagents.behaviour.failures import BadAwait
     from subagents.behaviour.function import (
         AgentContext,
         FunctionAgent,
@@ -223,7 +232,7 @@ if TYPE_CHECKING:
     from subagents.models.script import ScriptError, Turn
     from subagents.models.scripted import ScriptedModel
     from subagents.runtime import RunHandle, Runtime, RuntimeClosed
-    from subagents.store.base import RunStore, StoreError
+    from subagents.store.base import Fenced, RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport
@@ -236,7 +245,7 @@ if TYPE_CHECKING:
     from subagents.tools.context import ToolContext
     from subagents.tools.permissions import Permissions
     from subagents.tools.rules import Rule, RuleError
-    from subagents.tools.sandbox import Sandbox
+    from subagents.tools.sandbox import RunSandbox, Sandbox, SandboxRefused
     from subagents.tools.workspace import Workspace
 
 

@@ -62,10 +62,14 @@ INTERNAL_ERRORS = {
     "FanOutError": "the fan_out tool's arguments: the model is told, as a tool error",
     "FieldError": "a frontmatter field (a DefinitionError): a LoadIssue of its file",
     "GitError": "a run's worktree: the run is told, as a tool error",
+    "HandshakeError": "a stranger at a node host's link: dropped and logged, never raised to"
+    " a caller",
     "HandDownError": "a spawn's hand-down options: refused with AdmissionError",
     "HookConfigError": "a definition's hooks: a LoadIssue of its file",
     "IllegalTransition": "a bug in the transition table, never a caller's mistake",
     "KitError": "a ClusterError (exported): what a node needs would not pickle",
+    "LandlockError": "the sandbox launcher's, in the tool's process: it exits 125 and the"
+    " command never runs (the model is told)",
     "LinkError": "a node's link: its host is lost and its runs started elsewhere",
     "McpCallError": "an MCP tool call: the model is told, as a tool error",
     "McpServerError": "an MCP server that died: the model is told, as a tool error",
@@ -74,6 +78,7 @@ INTERNAL_ERRORS = {
     "PolicyRefused": "a spawn's policies: refused with AdmissionError",
     "PoolClosed": "the own-thread pool after close: the runtime raises RuntimeClosed first",
     "QueueFull": "the queue bound: the admission refuses with AdmissionError",
+    "ShapeRefused": "a definition's YAML nested too deep or too big: a LoadIssue of its file",
     "RegistryUnavailableError": "the registry after close: the runtime raises RuntimeClosed",
     "SpawnSettingError": "a definition's spawn settings: a LoadIssue, or AdmissionError",
     "ToolCrash": "a tool that raised: the model is told, as a tool error",

@@ -34,7 +34,7 @@ from subagents.definitions.validate import tool_base
 from subagents.messages import PermissionGrant
 from subagents.tools.base import Tool
 from subagents.tools.modes import Mode, parse_mode, stricter
-from subagents.tools.rules import Rule, call_target, parse_rules
+from subagents.tools.rules import Rule, call_target, command_matches, parse_rules
 from subagents.tools.shellwords import is_read_only, parse, reads_only
 
 Behavior = Literal["allow", "deny", "ask"]
@@ -284,7 +284,7 @@ class PermissionPolicy:
             return False
         rules = [r for r in self.allow if r.names("Bash")]
         return all(
-            reads_only(part) or any(r.matches_command(part) for r in rules)
+            reads_only(part) or any(command_matches(r, part) for r in rules)
             for part in script.commands
         )
 

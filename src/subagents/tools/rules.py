@@ -45,6 +45,12 @@ class RuleError(ValueError):
     """A rule that cannot be understood; names the rule and what is wrong."""
 
 
+def command_matches(rule: Rule, command: Command) -> bool:
+    """One simple command, as written, against a Bash ``rule`` (allow-type matching): its
+    program named plainly, its words joined by spaces against the specifier."""
+    return rule._matches_simple_command(command)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One parsed rule."""
@@ -94,7 +100,7 @@ class Rule:
         self, tool: str, arguments: Mapping[str, Any], target: Path | None, root: Path
     ) -> bool:
         """Whether a call of ``tool`` with ``arguments`` falls under this rule. For Bash, a
-        line matches when each of its commands does (``matches_command`` per command)."""
+        line matches when each of its commands does (``_matches_simple_command`` per command)."""
         if not self.names(tool):
             return False
         if self.specifier is None:
@@ -104,14 +110,14 @@ class Rule:
             if not isinstance(command, str):
                 return False
             script = parse(command)
-            return script.plain and all(map(self.matches_command, script.commands))
+            return script.plain and all(map(self._matches_simple_command, script.commands))
         if self._paths is not None:
             return target is not None and self.matches_path(target, root)
         if tool == "WebFetch":  # WebFetch(domain:example.com)
             return domain_matches(self.specifier, arguments.get("url"))
         return False
 
-    def matches_command(self, command: Command) -> bool:
+    def _matches_simple_command(self, command: Command) -> bool:
         """One simple command, as written, against a Bash specifier (allow-type matching)."""
         if not command.words or not command.words[0].literal:
             return False
