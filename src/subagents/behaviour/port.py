@@ -148,8 +148,8 @@ class AgentEnv:
     skills: SkillSource | None = None
     system_prompt: Callable[[AgentSpec], str] = lambda spec: spec.prompt
     spawn_rules: SpawnRules = field(default_factory=SpawnRules)
-    """Which agents a run may spawn (and so which its spawn tools offer): the same rules
-    admission applies."""
+    """The spawn rules and limits the offer's checks read (``admission_checks.offer``, over
+    the run's ``standing``): the runtime's, as admission's."""
     max_turns: int = 50
     max_tokens: int = 4096
     workspace: Workspace | None = None

@@ -42,7 +42,7 @@ _ROOT = SpawnDecision(allowed=True, depth=0)
 class Placed(NamedTuple):
     """A run in a parent's line of ancestors (root first): its agent, that definition's
     ``maxDepth``, its depth. Small and plain: the agent side is handed its run's ancestors
-    (``StartRun.ancestors``) so that its offer applies the same bound as admission."""
+    (``Standing.ancestors``) so that its offer applies the same bound as admission."""
 
     agent: str
     max_depth: int | None
