@@ -19,7 +19,8 @@ they run, and both callers run that same tuple:
   filled is refused at admission, naming the limit, as any model ignoring its list is.
 
 A new limit is one function here and one entry in ``CHECKS`` (reading what it needs through
-``Ledger``; a new kind of state: one method there, on ``TableLedger`` and on ``Standing``).
+``Ledger``; a new kind of state: one method there, on ``TableLedger`` and on ``RunLedger``,
+which reads it from a field added to ``Standing``).
 
 What is not a check, and why: the policies and budget (``PolicyBook.admit``) run after the
 pipeline because they refuse *and* register (a budget is granted as it is checked); a
