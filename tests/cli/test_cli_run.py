@@ -50,6 +50,7 @@ def test_exit_codes_tell_the_outcome(cli: Cli, tmp_path: Path) -> None:
         (("quick", "x", "--max-depth", "-1"), "--max-depth must be >= 0"),
         (("quick", "x", "--max-concurrency", "0"), "--max-concurrency must be a positive"),
         (("quick", "x", "--queue-bound", "0"), "--queue-bound must be a positive"),
+        (("quick", "x", "--max-runs-per-tree", "0"), "--max-runs-per-tree must be a positive"),
         (("quick", "   "), "TASK is empty"),
         (("quick", "x", "--timeout", "soon"), "invalid float value: 'soon'"),
     ],

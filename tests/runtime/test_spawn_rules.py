@@ -211,3 +211,55 @@ def test_an_ancestors_max_depth_bounds_its_grandchildren_in_a_real_run() -> None
     )
     assert len(events.of(EventKind.SPAWNED, "c")) == 1
     assert not events.of(EventKind.SPAWNED, "d")
+
+
+def test_max_runs_per_tree_refuses_a_spawn_and_empties_the_offer_in_a_real_run() -> None:
+    """A tree of at most 3 runs: the lead's first two children are admitted, its third is
+    refused naming the limit; the child started when the tree was full is offered no spawn
+    tool, the one started before is; a function agent is refused with ``SpawnRefused``."""
+    model = ShownModel(
+        {
+            "lead": [
+                {"tool_calls": [spawn_call("a", "1"), spawn_call("b", "2"), spawn_call("c", "3")]},
+                "{results}",
+            ],
+            "a": ["a done"],
+            "b": ["b done"],
+            "c": ["c ran"],
+        }
+    )
+
+    async def many(ctx: AgentContext) -> str:
+        admitted = 0
+        try:
+            for n in range(5):
+                await ctx.spawn("a", f"job {n}")
+                admitted += 1
+        except SpawnRefused as exc:
+            return f"{admitted}: {exc}"
+        return f"{admitted}: all admitted"
+
+    agents: list[AgentLike] = [
+        spec("lead"),
+        spec("a"),
+        spec("b"),
+        spec("c"),
+        FunctionAgent.create("many", many),
+    ]
+    with Runtime(agents, model=model, limits=Limits(max_runs_per_tree=3)) as rt:
+        outcome = rt.run("lead", "job", wait=WAIT)
+        function = rt.run("many", "job", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED
+    _, second = requests_of(model, "lead")
+    a, b, c = tool_results(second.messages[-1])
+    assert not a.is_error and not b.is_error
+    assert c.is_error and c.content == (
+        f"max_runs_per_tree: the tree of {outcome.run_id} has admitted 3 runs, the limit is 3"
+        " (Limits.max_runs_per_tree; --max-runs-per-tree)"
+    )
+    assert not requests_of(model, "c")
+    assert SPAWN in offered(requests_of(model, "a")[0].tools)  # started at 2 runs of 3
+    assert SPAWN not in offered(requests_of(model, "b")[0].tools)  # started with the tree full
+    assert (function.result or "").startswith(
+        f"2: max_runs_per_tree: the tree of {function.run_id} has admitted 3 runs"
+    )

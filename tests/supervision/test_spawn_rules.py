@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunRecord
+from subagents.supervision.admission_checks import Offer, Standing
+from subagents.supervision.admission_checks import offer as spawn_offer
 from subagents.supervision.limits import Limits
 from subagents.supervision.spawn_rules import Placed, SpawnRules
 
 
 def spec(name: str, **fields: object) -> AgentSpec:
     return AgentSpec(name=name, description=name, **fields)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Asking:
+    """A run asking, as the checks see it: its record and definition."""
+
+    record: RunRecord
+    spec: AgentSpec
+
+
+def offered(
+    rules: SpawnRules,
+    parent: AgentSpec,
+    depth: int,
+    agents: Sequence[AgentSpec],
+    ancestors: Sequence[Placed] = (),
+) -> Offer:
+    """What a run of ``parent`` at ``depth`` (below ``ancestors``) is offered."""
+    record = RunRecord(run_id="r1", agent=parent.name, task="t", root_run_id="r0", depth=depth)
+    return spawn_offer(Asking(record, parent), Standing(ancestors=tuple(ancestors)), rules, agents)
 
 
 AGENTS = [
@@ -27,10 +53,10 @@ def test_a_root_is_always_allowed_at_depth_zero() -> None:
 def test_offer_and_check_agree_for_every_pair() -> None:
     rules = SpawnRules(Limits(max_depth=3))
     for parent in AGENTS:
-        offered = {a.name for a in rules.offer(parent, 0, AGENTS).agents}
+        names = {a.name for a in offered(rules, parent, 0, AGENTS).agents}
         for child_spec in AGENTS:
             decision = rules.check(child_spec, parent, 0)
-            assert decision.allowed == (child_spec.name in offered), (parent.name, child_spec.name)
+            assert decision.allowed == (child_spec.name in names), (parent.name, child_spec.name)
             assert decision.allowed or (decision.reason or "").startswith("spawn rule: ")
 
 
@@ -42,14 +68,14 @@ def test_depth_and_max_depth_computed_once_for_offer_and_check() -> None:
     decision = rules.check(AGENTS[1], lead, 3)
     assert not decision.allowed and decision.depth == 4
     assert decision.reason == "depth limit: a child of lead would be at depth 4, the limit is 3"
-    offer = rules.offer(lead, 3, AGENTS)
-    assert offer.agents == () and offer.reason == "depth limit: lead is at depth 3, the limit is 3"
+    offer = offered(rules, lead, 3, AGENTS)
+    assert offer.agents == () and offer.reason == decision.reason  # the same text: one check
 
 
 def test_a_bad_setting_turns_spawning_off_naming_the_key() -> None:
     rules = SpawnRules()
     bad = spec("bad", metadata={"allowedChildTypes": 7})
-    offer = rules.offer(bad, 0, AGENTS)
+    offer = offered(rules, bad, 0, AGENTS)
     assert offer.agents == ()
     assert offer.reason == (
         "spawn rule: bad may not spawn subagents: allowedChildTypes must be a list of types or a"
@@ -60,8 +86,8 @@ def test_a_bad_setting_turns_spawning_off_naming_the_key() -> None:
 
 def test_fan_out_comes_with_spawning_unless_disallowed() -> None:
     rules = SpawnRules()
-    assert rules.offer(spec("a"), 0, AGENTS).fan_out
-    assert not rules.offer(spec("b", disallowed_tools=("fan_out",)), 0, AGENTS).fan_out
+    assert offered(rules, spec("a"), 0, AGENTS).fan_out
+    assert not offered(rules, spec("b", disallowed_tools=("fan_out",)), 0, AGENTS).fan_out
 
 
 def test_grants_are_read_once_per_definition_object() -> None:
@@ -86,10 +112,8 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
     )
     assert rules.check(d, c, 1).allowed  # what was checked before: only the parent's own
     # the offer agrees when it is told the ancestors
-    offer = rules.offer(c, 1, [d], above_c)
-    assert offer.agents == () and offer.reason == (
-        "depth limit: c is at depth 1, the limit is 1 (maxDepth 1 of b, at depth 0)"
-    )
+    offer = offered(rules, c, 1, [d], above_c)
+    assert offer.agents == () and offer.reason == decision.reason
     # the tightest bound wins, wherever in the chain it is; a looser one below changes nothing
     a = spec("a", max_depth=3)
     loose = spec("loose", max_depth=4)

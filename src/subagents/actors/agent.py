@@ -55,7 +55,7 @@ from subagents.messages import (
     WaitingChanged,
     Wake,
 )
-from subagents.supervision.spawn_rules import Placed
+from subagents.supervision.admission_checks import Standing
 
 log = get_logger("subagents.agent")
 
@@ -122,14 +122,14 @@ class AgentActor(FastInboxActor):
         recovered: tuple[Any, ...] = (),
         attempt: int = 1,
         pool: ThreadPool | None = None,
-        ancestors: tuple[Placed, ...] = (),
+        standing: Standing | None = None,
     ) -> None:
         super().__init__()
         self._pool = pool
         self.attempt = attempt
         self.record = record
         self.spec = spec
-        self.ancestors = ancestors
+        self.standing = standing or Standing()
         self.deadline = deadline
         self.cancel = cancel
         self.supervisor = supervisor

@@ -182,7 +182,7 @@ class Effector:
             pending_mail=effect.pending_mail,
             recovered=effect.recovered,
             attempt=effect.attempt,
-            ancestors=effect.ancestors,
+            standing=effect.standing,
             **where,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)

@@ -448,7 +448,9 @@ class SupervisorActor(FastInboxActor):
         follow the commit."""
         with self.store.batch():
             alive = live_owners(self.store.leases(), self.now())
-            decision = self.core.restore(read_snapshot(self.store, alive), roots)
+            counted = self.core.limits.max_runs_per_tree is not None  # a tree's size matters
+            snapshot = read_snapshot(self.store, alive, count_trees=counted)
+            decision = self.core.restore(snapshot, roots)
             self._write(decision)
         self._apply(decision.effects)
         return decision.reply

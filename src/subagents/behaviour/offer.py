@@ -1,12 +1,13 @@
 """What an LLM run is offered: the tool schemas its model sees, and its model calls traced.
 
 Why apart from ``LLMBehaviour``: both are fixed by the run's setting, not by its
-conversation. The offer is decided once per run: the spawn tools name only the agents the
-spawn rules let this run start (the same rules admission applies, so a model ignoring the
-list is refused there, naming the rule), then the runtime's tools, the user's and built-in
-tools, and the MCP tools the hub chose for the definition, each only if the definition allows
-it. A model call is the same every step: a span around it when the runtime traces
-(``env.tracer``), ended however the call ends.
+conversation. The offer is decided once per run start: the spawn tools name only the agents
+the admission checks let this run spawn (``admission_checks.offer``: the very checks admission
+runs, over the standing the supervisor handed the run at its start; a model ignoring the list,
+or a list gone stale as its tree grew, is refused at admission, naming the rule), then the
+runtime's tools, the user's and built-in tools, and the MCP tools the hub chose for the
+definition, each only if the definition allows it. A model call is the same every step: a
+span around it when the runtime traces (``env.tracer``), ended however the call ends.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from subagents.messages import (
     ToolUseBlock,
 )
 from subagents.models.base import ModelError
+from subagents.supervision.admission_checks import offer as spawn_offer
 from subagents.supervision.requests import encoding_problem, value_problem
 from subagents.tools.permissions import ceiling_allows
 
@@ -45,7 +47,7 @@ def offered_tools(
     run's MCP tools, ``mcp_names``, among them)."""
     spec, record = port.spec, port.record
     schemas: list[ToolSchema] = []
-    offer = env.spawn_rules.offer(spec, record.depth, env.agents(), port.ancestors)
+    offer = spawn_offer(port, port.standing, env.spawn_rules, env.agents())
     if offer.agents:
         schemas.append(spawn_schema(offer.agents))
         if spec.allows_tool(TASK):  # Claude Code's name for the same spawn

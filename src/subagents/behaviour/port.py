@@ -31,7 +31,8 @@ from subagents.messages import (
     ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
-from subagents.supervision.spawn_rules import Placed, SpawnRules
+from subagents.supervision.admission_checks import Standing
+from subagents.supervision.spawn_rules import SpawnRules
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
@@ -55,8 +56,9 @@ class AgentPort(Protocol):
     @property
     def spec(self) -> AgentSpec: ...
     @property
-    def ancestors(self) -> tuple[Placed, ...]:
-        """The run's ancestors that set ``maxDepth`` (what its spawn offer must respect)."""
+    def standing(self) -> Standing:
+        """What the supervisor read of its ledger for this run when it started it (its
+        ancestors' ``maxDepth``, its tree's runs): what its spawn offer is decided over."""
         ...
 
     @property
@@ -146,8 +148,8 @@ class AgentEnv:
     skills: SkillSource | None = None
     system_prompt: Callable[[AgentSpec], str] = lambda spec: spec.prompt
     spawn_rules: SpawnRules = field(default_factory=SpawnRules)
-    """Which agents a run may spawn (and so which its spawn tools offer): the same rules
-    admission applies."""
+    """The spawn rules and limits the offer's checks read (``admission_checks.offer``, over
+    the run's ``standing``): the runtime's, as admission's."""
     max_turns: int = 50
     max_tokens: int = 4096
     workspace: Workspace | None = None

@@ -64,6 +64,13 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="live runs at once, in all and of one agent (default 10, and 5 of one agent)",
     )
     parser.add_argument(
+        "--max-runs-per-tree",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the most runs one root's tree may admit, finished ones included (default: no bound)",
+    )
+    parser.add_argument(
         "--queue-bound",
         type=int,
         default=None,
@@ -185,6 +192,8 @@ def limits_from(args: argparse.Namespace, *, timeout: float | None = None) -> Li
     if args.max_concurrency is not None:
         values["max_concurrency"] = args.max_concurrency
         values["per_agent"] = args.max_concurrency  # asked for N at once: N of one agent too
+    if getattr(args, "max_runs_per_tree", None) is not None:
+        values["max_runs_per_tree"] = args.max_runs_per_tree
     if getattr(args, "queue_bound", None) is not None:
         values["queue_bound"] = args.queue_bound
     if args.per_agent is not None:

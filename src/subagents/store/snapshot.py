@@ -41,11 +41,17 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     to them."""
     undelivered: tuple[RunRecord, ...] = ()
     """Runs that ended but whose outcome never reached their requester."""
+    tree_runs: dict[str, int] = msgspec.field(default_factory=dict)
+    """How many runs the store holds of each unfinished run's tree, by root (read only when
+    asked, ``count_trees``: ``Limits.max_runs_per_tree`` counts a tree's runs across a
+    restore)."""
 
 
-def read_snapshot(store: RunStore, live_owners: frozenset[str]) -> RestoreSnapshot:
+def read_snapshot(
+    store: RunStore, live_owners: frozenset[str], *, count_trees: bool = False
+) -> RestoreSnapshot:
     """Read the store's unfinished runs, given the owners alive (read by the caller from the
-    store's leases, in the same transaction)."""
+    store's leases, in the same transaction); ``count_trees``: their trees' sizes too."""
     records = store.list_runs(statuses=UNFINISHED)
     records.sort(key=lambda r: (r.depth, r.created_at))
     trees: dict[str, list[RunRecord]] = {}
@@ -79,8 +85,14 @@ def read_snapshot(store: RunStore, live_owners: frozenset[str]) -> RestoreSnapsh
             )
         )
     ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())
+    sizes: dict[str, int] = {}
+    if count_trees:
+        for root in {r.root_run_id for r in records}:
+            known = trees.get(root)
+            sizes[root] = len(known if known is not None else store.list_runs(root_run_id=root))
     return RestoreSnapshot(
         unfinished=tuple(unfinished),
         live_owners=live_owners,
         undelivered=tuple(r for r in ended if r is not None),
+        tree_runs=sizes,
     )

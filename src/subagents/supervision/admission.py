@@ -1,16 +1,18 @@
 """Admission: whether a spawn becomes a run, and whether it starts now or waits in the queue.
 
-Checks, in order (DESIGN.md): the request itself (``requests``: types, sizes, the timeout),
-the agent, the parent (live), the spawn rules (``spawn_rules``: which agents a parent may
-spawn, and depth), the run id, the policies and budget (``policing``); then a concurrency
-slot (``slots``, every scope including the parent's children): the run starts at once, or
-waits in the FIFO queue (a waiting run lends it a slot: ``parking``), or is refused only when
-the queue is at its bound. Rules refuse; concurrency limits queue.
+In order: the checks (``admission_checks.CHECKS``: the request itself, the agent, the
+requester (live), the spawn rule, depth, ``max_runs_per_tree``, the run id), read over the
+supervisor's tables (``ledger.TableLedger``); then the policies and budget (``policing``:
+they refuse and register at once, so they come after every check); then a concurrency slot
+(``slots``, every scope including the parent's children): the run starts at once, or waits in
+the FIFO queue (a waiting run lends it a slot: ``parking``), or is refused only when the
+queue is at its bound. Rules refuse; concurrency limits queue.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -22,13 +24,14 @@ from subagents.messages import (
     SpawnRequest,
     new_id,
 )
+from subagents.supervision.admission_checks import Proposal, refusal_of
 from subagents.supervision.ceilings import child_ceiling, narrowed
 from subagents.supervision.effects import Effects, Tell, TellOutside
+from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook, PolicyRefused
-from subagents.supervision.requests import request_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
@@ -65,6 +68,7 @@ class Admission:
         self.slots = slots
         self.parking = parking
         self.rules = SpawnRules(limits)
+        self.ledger = TableLedger(runs, self.rules, names)
         self.limits = limits
         self.lookup = lookup
         self.names = names
@@ -98,32 +102,11 @@ class Admission:
         return reply
 
     def admit(self, req: SpawnRequest) -> str:
-        problem = request_problem(req, self.limits)  # the same rules for every entry point
-        if problem is not None:
-            raise AdmissionError(problem)
-        spec = self.lookup(req.agent)
-        if spec is None:
-            known = ", ".join(sorted(self.names())) or "none"
-            raise AdmissionError(f"unknown agent {req.agent!r}; known agents: {known}")
-        parent: RunState | None = None
-        if req.parent_run_id is not None:
-            parent = self.runs.reporting(req.parent_run_id, req.attempt)
-            if parent is None:
-                raise AdmissionError(f"requesting run {req.parent_run_id} is not running")
-        # The spawn rules (definitions + depth) refuse; the concurrency limits below queue.
-        decision = (
-            self.rules.check(spec, parent.spec, parent.record.depth, self.runs.ancestors(parent))
-            if parent is not None
-            else self.rules.check(spec)
-        )
-        if not decision.allowed:
-            raise AdmissionError(decision.reason or "spawn refused")
-        depth = decision.depth
+        """Admit ``req`` (the run id), or raise ``AdmissionError`` naming the refusal."""
+        spec, parent = self._proposed(req)
         key = self.parking.slot_key(spec, parent)
         now = self.effects.now()
         run_id = req.run_id or new_id("r", now)
-        if run_id in self.runs:
-            raise AdmissionError(f"run id {run_id} is already in use")
         try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
             policy_fields = self.policies.admit(req, spec, parent, run_id)
         except PolicyRefused as exc:
@@ -135,16 +118,55 @@ class Admission:
             except QueueFull as exc:
                 self.policies.forget([run_id])
                 raise AdmissionError(str(exc)) from None
+        record = self._record(req, spec, parent, run_id, now, policy_fields)
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self.policies.seed(run_id)
+        self.runs.add(state)
+        self.runs.admitted(state)
+        self.runs.keep(state)
+        narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
+        extra = {"permissions": narrowing} if narrowing is not None else {}
+        self.runs.emit(
+            state, EventKind.SPAWNED, task=req.task[:200], background=req.background, **extra
+        )
+        if starts_now:
+            self.lifecycle.start(state)
+        else:
+            self.runs.emit(state, EventKind.QUEUED, position=position)
+        return run_id
+
+    def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
+        """The definition and the live requester ``req`` names, once every check passed."""
+        spec = self.lookup(req.agent) if isinstance(req.agent, str) else None
+        parent: RunState | None = None
+        if isinstance(req.parent_run_id, str):
+            parent = self.runs.reporting(req.parent_run_id, req.attempt)
+        refusal = refusal_of(Proposal(req, spec, parent), self.ledger)
+        if refusal is not None:
+            raise AdmissionError(refusal.reason)
+        assert spec is not None  # known_agent passed
+        return spec, parent
+
+    def _record(
+        self,
+        req: SpawnRequest,
+        spec: AgentSpec,
+        parent: RunState | None,
+        run_id: str,
+        now: float,
+        policy_fields: dict[str, Any],
+    ) -> RunRecord:
+        """The record of a run just admitted."""
         model = req.model or spec.model
         if model in (None, "inherit"):
             model = parent.record.model if parent is not None else None
-        record = RunRecord(
+        return RunRecord(
             run_id=run_id,
             agent=spec.name,
             task=req.task,
             root_run_id=parent.record.root_run_id if parent is not None else run_id,
             parent_run_id=req.parent_run_id,
-            depth=depth,
+            depth=parent.record.depth + 1 if parent is not None else 0,
             context=req.context,
             label=req.label,
             model=model or self.default_model,
@@ -162,17 +184,3 @@ class Admission:
             or "keep",
             ceiling=child_ceiling(parent.record, parent.spec) if parent is not None else (),
         )
-        state = RunState(record=record, spec=spec, request_id=req.request_id)
-        state.checkpoint = self.policies.seed(run_id)
-        self.runs.add(state)
-        self.runs.keep(state)
-        narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
-        extra = {"permissions": narrowing} if narrowing is not None else {}
-        self.runs.emit(
-            state, EventKind.SPAWNED, task=req.task[:200], background=req.background, **extra
-        )
-        if starts_now:
-            self.lifecycle.start(state)
-        else:
-            self.runs.emit(state, EventKind.QUEUED, position=position)
-        return run_id

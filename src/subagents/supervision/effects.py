@@ -33,7 +33,7 @@ from subagents.messages import (
     SpawnReply,
 )
 from subagents.store.writes import AppendEvent, Write
-from subagents.supervision.spawn_rules import Placed
+from subagents.supervision.admission_checks import Standing
 
 
 class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -46,9 +46,10 @@ class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     recovered: tuple[Replay | SpawnReply | ChildDone | MailAck, ...] = ()
     checkpoint: Checkpoint | None = None
     attempt: int = 1
-    ancestors: tuple[Placed, ...] = ()
-    """The run's ancestors that set ``maxDepth`` (``RunTable.ancestors``): its offer of the
-    spawn tools applies their bound, as admission does."""
+    standing: Standing = Standing()
+    """What the run's offer of the spawn tools reads of the supervisor's state
+    (``RunTable.standing``: its ancestors' ``maxDepth``, its tree's runs), copied now: the
+    offer runs the admission checks over it (``admission_checks.offer``)."""
 
 
 class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):

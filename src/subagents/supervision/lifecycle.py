@@ -172,7 +172,7 @@ class Lifecycle:
                 recovered=recovered,
                 checkpoint=state.checkpoint,
                 attempt=state.attempt,
-                ancestors=self.runs.ancestors(state),
+                standing=self.runs.standing(state),
             )
         )
         self.runs.emit(

@@ -30,6 +30,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     ``timeout_s``: a run's timeout when nobody asks for one; ``max_timeout_s``: the most
     anyone may ask (asking for more is an error; a definition's longer timeout is capped).
     ``max_text_chars``: the largest task, mail and result (characters).
+    ``max_runs_per_tree``: the most runs one root's tree may ever admit (the root included,
+    finished runs included, a restart not counted again); past it a spawn in the tree is
+    refused naming the limit (None: no bound). Kept across a restore (recounted from the
+    store) and on a cluster (the supervisor admits for every node).
     """
 
     max_depth: int = 3
@@ -47,6 +51,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_text_chars: int = 1_000_000
     """The largest task (or context), mail and result, in characters: past it the spawn, the
     mail or the run is refused with an error naming the size and the cap."""
+    max_runs_per_tree: int | None = None
 
     def __post_init__(self) -> None:
         for field in (
@@ -91,6 +96,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
             raise LimitError(
                 f"limit token_budget must be a positive integer, got {self.token_budget!r}"
             )
+
+        runs = self.max_runs_per_tree
+        if runs is not None and (not _is_int(runs) or runs < 1):
+            raise LimitError(f"limit max_runs_per_tree must be a positive integer, got {runs!r}")
 
     def children_for(self, requested: int | None) -> int:
         """Live children a parent may have: its definition's ``maxChildren`` up to the cap,

@@ -3,7 +3,8 @@
 Queued runs queue again; running and waiting runs want their slots back (ahead of the queued
 runs, within the limits: a waiting one lends its slot when needed, ``parking``) and resume from
 their last checkpoint (``resumption``); runs whose agent is gone fail, runs whose parent ended are
-cancelled, ended runs whose outcome never reached a live requester are marked delivered.
+cancelled, ended runs whose outcome never reached a live requester are marked delivered. A
+tree's count of admitted runs (``max_runs_per_tree``) is its records in the store.
 
 The store is read by the actor (``store.snapshot``); the decisions here only use what it read.
 """
@@ -74,6 +75,9 @@ class Recovery:
                 continue
             if record.owner and record.owner != me and record.owner not in report.taken_from:
                 report.taken_from.append(record.owner)
+            # the tree's runs so far, ended ones included: its count of admitted runs (set
+            # before any of them starts: a start hands the run its tree's count)
+            self.runs.recount(record.root_run_id, snapshot.tree_runs.get(record.root_run_id, 0))
             self._restore_one(unfinished, report)
         # Runs that were running want their slots back first (ahead of the queued runs);
         # all start only as far as the limits allow (waiting ones park when needed).

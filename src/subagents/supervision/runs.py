@@ -18,6 +18,7 @@ import msgspec
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRecord
 from subagents.store.writes import SaveRun
+from subagents.supervision.admission_checks import Standing
 from subagents.supervision.effects import Effects
 from subagents.supervision.spawn_rules import Placed
 from subagents.supervision.transitions import check_transition
@@ -88,6 +89,10 @@ class RunTable:
         """The ids of the held runs that have not ended, kept as their statuses change: the
         store's command poll asks for them every half second, and rebuilding the list
         scanned every held run each time (100,000 waiting runs: ~10 ms a poll)."""
+        self._admitted: dict[str, int] = {}
+        """How many runs each held root's tree has admitted, ended ones included
+        (``max_runs_per_tree``): counted at admission, recounted from the store on a
+        restore, dropped with the tree."""
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -136,6 +141,16 @@ class RunTable:
         chain.reverse()
         return tuple(chain)
 
+    def tree_runs(self, root_run_id: str) -> int:
+        """How many runs the tree of ``root_run_id`` has admitted (restarts count once)."""
+        return self._admitted.get(root_run_id, 0)
+
+    def standing(self, state: RunState) -> Standing:
+        """What ``state``'s offer reads of this table, copied for its start (``StartRun``)."""
+        return Standing(
+            ancestors=self.ancestors(state), tree_runs=self.tree_runs(state.record.root_run_id)
+        )
+
     def tree_records(self, root_run_id: str) -> list[RunRecord]:
         """The records of the runs of ``root_run_id``'s tree held here."""
         return [s.record for r in self.tree.in_root(root_run_id) if (s := self._runs.get(r))]
@@ -150,6 +165,16 @@ class RunTable:
             self._live.discard(state.run_id)
         else:
             self._live.add(state.run_id)
+
+    def admitted(self, state: RunState) -> None:
+        """``state`` was just admitted: one run more in its tree."""
+        root = state.record.root_run_id
+        self._admitted[root] = self._admitted.get(root, 0) + 1
+
+    def recount(self, root_run_id: str, runs: int) -> None:
+        """A restored tree has admitted ``runs`` runs (the store's records of it); a count
+        already held is kept if higher."""
+        self._admitted[root_run_id] = max(runs, self._admitted.get(root_run_id, 0))
 
     def update(self, state: RunState, **changes: Any) -> None:
         """Change ``state``'s record (the status only as the lifecycle table allows) and
@@ -194,9 +219,11 @@ class RunTable:
         Their records live on in the store."""
         forgotten: list[str] = []
         while self.ended_roots:
-            ids = self.tree.subtree(self.ended_roots.pop())
+            root = self.ended_roots.pop()
+            ids = self.tree.subtree(root)
             if any(self.live(r) is not None for r in ids):
                 continue
+            self._admitted.pop(root, None)
             self.tree.forget(ids)
             for r in ids:
                 self._runs.pop(r, None)

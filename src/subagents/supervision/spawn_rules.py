@@ -3,11 +3,11 @@
 Definitions and limits in, a decision and its reason out. Every place that needs the answer
 asks this class, so they cannot disagree:
 
-- the LLM loop, to decide whether ``spawn_subagent`` / ``fan_out`` are offered and which agent
-  names their enum lists (``SpawnRules.offer``);
-- admission (``Admission.admit`` in ``admission``), for every requester: an LLM's tool call,
-  a function agent's ``ctx.spawn``, ``fan_out`` children, the Python API and the CLI
-  (``SpawnRules.check``);
+- the admission checks (``admission_checks``: ``spawn_rule`` and ``depth_limit``), which
+  decide both what admission lets through, for every requester (an LLM's tool call, a
+  function agent's ``ctx.spawn``, ``fan_out`` children, the Python API and the CLI), and
+  which agent names an LLM's spawn tools list (``admission_checks.offer``);
+- ``SpawnRules.check``: the two rules at once, for a caller holding definitions only;
 - the catalog's ``check_type_restriction`` uses the definition half
   (``definitions.spawning.SpawnGrant``), which is what this class adds depth to.
 
@@ -18,8 +18,7 @@ Rules refuse; concurrency limits never do (they queue, see ``slots``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
@@ -43,7 +42,7 @@ _ROOT = SpawnDecision(allowed=True, depth=0)
 class Placed(NamedTuple):
     """A run in a parent's line of ancestors (root first): its agent, that definition's
     ``maxDepth``, its depth. Small and plain: the agent side is handed its run's ancestors
-    (``StartRun.ancestors``) so that its offer applies the same bound as admission."""
+    (``Standing.ancestors``) so that its offer applies the same bound as admission."""
 
     agent: str
     max_depth: int | None
@@ -59,16 +58,6 @@ def _set_by(by: Placed | None) -> str:
     if by is None:
         return ""
     return f" (maxDepth {by.max_depth} of {by.agent}, at depth {by.depth})"
-
-
-@dataclass(frozen=True)
-class Offer:
-    """What an agent is offered: the agents its spawn tools may name (empty: no spawn tool)."""
-
-    agents: tuple[AgentSpec, ...]
-    fan_out: bool
-    reason: str | None = None
-    """Why nothing is offered, when nothing is."""
 
 
 class SpawnRules:
@@ -138,46 +127,23 @@ class SpawnRules:
         if parent is None:
             return _ROOT
         depth = parent_depth + 1
-        refusal = self.grant(parent).refusal(child)
+        refusal = self.grant(parent).refusal(child) or self.depth_refusal(
+            parent, parent_depth, ancestors
+        )
         if refusal is not None:
             return SpawnDecision(allowed=False, depth=depth, reason=refusal)
-        limit, by = self._bound(parent, parent_depth, ancestors)
-        if depth > limit:
-            return SpawnDecision(
-                allowed=False,
-                depth=depth,
-                reason=(
-                    f"depth limit: a child of {parent.name} would be at depth {depth},"
-                    f" the limit is {limit}{_set_by(by)}"
-                ),
-            )
         return SpawnDecision(allowed=True, depth=depth)
 
-    def offer(
-        self,
-        parent: AgentSpec,
-        depth: int,
-        agents: Iterable[AgentSpec],
-        ancestors: Sequence[Placed] = (),
-    ) -> Offer:
-        """The agents ``parent`` at ``depth`` (below ``ancestors``, where known) may spawn,
-        among ``agents``: what its spawn tools list (none: the tools are not offered)."""
-        grant = self.grant(parent)
-        if grant.disabled is not None:
-            return Offer(agents=(), fan_out=False, reason=f"spawn rule: {grant.disabled}")
-        limit, by = self._bound(parent, depth, ancestors)
-        if depth + 1 > limit:
-            return Offer(
-                agents=(),
-                fan_out=False,
-                reason=(
-                    f"depth limit: {parent.name} is at depth {depth}, the limit is {limit}"
-                    f"{_set_by(by)}"
-                ),
-            )
-        allowed = tuple(a for a in agents if grant.refusal(a) is None)
-        if not allowed:
-            return Offer(
-                agents=(), fan_out=False, reason=f"no agent {parent.name} may spawn is defined"
-            )
-        return Offer(agents=allowed, fan_out=grant.fan_out)
+    def depth_refusal(
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed] = ()
+    ) -> str | None:
+        """Why a child of ``parent`` (at ``parent_depth``, below ``ancestors``) would be too
+        deep, naming the limit and whose ``maxDepth`` set it; None: it would not."""
+        depth = parent_depth + 1
+        limit, by = self._bound(parent, parent_depth, ancestors)
+        if depth <= limit:
+            return None
+        return (
+            f"depth limit: a child of {parent.name} would be at depth {depth},"
+            f" the limit is {limit}{_set_by(by)}"
+        )

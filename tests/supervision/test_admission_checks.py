@@ -1,0 +1,139 @@
+"""The admission checks without threads: one ordered pipeline decides admission and the offer,
+and ``max_runs_per_tree`` is one of its checks (counted per tree, kept across a restore)."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunFinished, RunStatus, SpawnRequest, new_id
+from subagents.store.snapshot import read_snapshot
+from subagents.supervision.admission_checks import (
+    CHECKS,
+    Standing,
+    depth_limit,
+    offer,
+    runs_per_tree,
+    spawn_rule,
+)
+from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import StartRun
+from subagents.supervision.limits import LimitError, Limits
+
+from .test_core import Driven, Harness, of
+
+LIMIT = "max_runs_per_tree: the tree of"
+
+
+def test_the_checks_run_in_one_order_each_named_for_its_rule() -> None:
+    names = [c.__name__ for c in CHECKS]
+    assert names == [
+        "request_fields",
+        "known_agent",
+        "live_requester",
+        "spawn_rule",
+        "depth_limit",
+        "runs_per_tree",
+        "free_run_id",
+    ]
+    # the rules come before the tree limit: a spawn the rules refuse names the rule
+    assert names.index(spawn_rule.__name__) < names.index(runs_per_tree.__name__)
+    assert names.index(depth_limit.__name__) < names.index(runs_per_tree.__name__)
+
+
+def test_a_tree_admits_at_most_max_runs_per_tree_runs_finished_ones_included() -> None:
+    h = Harness(Limits(max_runs_per_tree=3))
+    root = h.run("lead")
+    first = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=first, result="done", attempt=1))
+    assert h.status(first) is RunStatus.COMPLETED
+    second = h.run("worker", root)  # the third run of the tree
+    refused = h.spawn("critic", second)  # a fourth, a grandchild: refused, naming the limit
+    assert refused.run_id is None and refused.error == (
+        f"max_runs_per_tree: the tree of {root} has admitted 3 runs, the limit is 3"
+        " (Limits.max_runs_per_tree; --max-runs-per-tree)"
+    )
+    assert h.spawn("critic", root).error is not None  # the finished child still counts
+    other = h.run("lead")  # another root: a tree of its own
+    assert h.run("worker", other)
+    assert h.core.runs.tree_runs(root) == 3 and h.core.runs.tree_runs(other) == 2
+
+
+def test_a_rule_refusal_is_named_before_the_tree_limit() -> None:
+    lead = AgentSpec(name="lead", description="d", max_depth=1)
+    worker = AgentSpec(name="worker", description="d")
+    critic = AgentSpec(name="critic", description="d")
+    h = Harness(Limits(max_runs_per_tree=2), lead, worker, critic)
+    root = h.run("lead")
+    child = h.run("worker", root)
+    error = h.spawn("critic", child).error or ""
+    assert error.startswith("depth limit: ")  # both refuse it; the earlier check answers
+
+
+def test_a_moved_run_is_not_counted_again() -> None:
+    h = Harness(Limits(max_runs_per_tree=2))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    starts = of(h.core.host_lost((root, child), "its host died"), StartRun)
+    assert [s.record.run_id for s in starts] == [root, child]  # started again, as attempt 2
+    assert h.core.runs.tree_runs(root) == 2
+    assert [s.standing.tree_runs for s in starts] == [2, 2]
+
+
+def test_the_offer_runs_the_same_checks_over_the_standing_a_run_starts_with() -> None:
+    h = Harness(Limits(max_runs_per_tree=3))
+    _, effects = h.spawn_effects("lead")
+    (root_start,) = of(effects, StartRun)
+    assert root_start.standing == Standing(tree_runs=1)
+    agents = [h.specs["worker"], h.specs["critic"]]  # (an agent may not spawn itself)
+    asking = h.core.runs.get(root_start.record.run_id)
+    assert asking is not None
+    rules = h.core.core.admission.rules
+    assert offer(asking, root_start.standing, rules, agents).agents == tuple(agents)
+    _, effects = h.spawn_effects("worker", asking.run_id)
+    _, effects = h.spawn_effects("worker", asking.run_id)
+    (last_start,) = of(effects, StartRun)
+    assert last_start.standing.tree_runs == 3  # the tree is full when this run starts
+    child = h.core.runs.get(last_start.record.run_id)
+    assert child is not None
+    full = offer(child, last_start.standing, rules, [h.specs["lead"], h.specs["critic"]])
+    assert full.agents == () and not full.fan_out
+    assert (full.reason or "").startswith(LIMIT)
+    refused = h.spawn("critic", child.run_id)  # admission agrees, with the same text
+    assert refused.error == full.reason
+    # the root's standing is as old as its start: it still offers (too much, never too
+    # little); admission refuses what it offers, naming the limit
+    assert offer(asking, root_start.standing, rules, agents).agents == tuple(agents)
+    assert (h.spawn("critic", asking.run_id).error or "").startswith(LIMIT)
+
+
+def test_a_restored_tree_is_counted_from_the_store() -> None:
+    h = Harness(Limits(max_runs_per_tree=3))
+    root = h.run("lead")
+    done = h.run("worker", root)
+    h.core.finished(RunFinished(run_id=done, result="done", attempt=1))
+    h.run("worker", root)
+    again = SupervisorCore(
+        lookup=h.specs.get,
+        names=lambda: list(h.specs),
+        read_run=h.store.get_run,
+        limits=Limits(max_runs_per_tree=3),
+        owner=h.core.core.owner,
+    )
+    driven = Driven(again, h.store)
+    snapshot = read_snapshot(h.store, frozenset(), count_trees=True)
+    assert snapshot.tree_runs == {root: 3}  # the finished child is in the store's count
+    decision = driven._do(again.restore(snapshot))
+    assert len(decision.reply.resumed) == 2  # the root and the unfinished child
+    assert again.runs.tree_runs(root) == 3
+    assert [s.standing.tree_runs for s in of(decision.effects, StartRun)] == [3, 3]
+    reply, _ = driven.spawn(
+        SpawnRequest(request_id=new_id("q"), agent="worker", task="t", parent_run_id=root)
+    )
+    assert (reply.error or "").startswith(LIMIT)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True])
+def test_max_runs_per_tree_must_be_a_positive_integer(value: object) -> None:
+    with pytest.raises(LimitError, match="max_runs_per_tree must be a positive integer"):
+        Limits(max_runs_per_tree=value)  # type: ignore[arg-type]
