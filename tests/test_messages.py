@@ -106,7 +106,7 @@ from subagents.supervision.effects import (
     Tell,
     TellOutside,
 )
-from subagents.supervision.spawn_rules import Placed
+from subagents.supervision.spawn_rules import DepthBound
 
 USAGE = Usage(input_tokens=3, output_tokens=4, cost_usd=0.25, model_calls=1)
 OUTCOME = Outcome(
@@ -253,7 +253,7 @@ EFFECTS: list[Effect] = [
         ),
         checkpoint=CHECKPOINT,
         attempt=2,
-        standing=Standing(ancestors=(Placed("lead", 1, 0),), tree_runs=3),
+        standing=Standing(ancestors=(DepthBound("lead", 1, 0),), tree_runs=3),
     ),
     Tell("r1", MESSAGES[ChildDone]),
     TellOutside(MESSAGES[ChildDone]),

@@ -10,7 +10,7 @@ from subagents.messages import RunRecord
 from subagents.supervision.admission_checks import Offer, Standing
 from subagents.supervision.admission_checks import offer as spawn_offer
 from subagents.supervision.limits import Limits
-from subagents.supervision.spawn_rules import Placed, SpawnRules
+from subagents.supervision.spawn_rules import DepthBound, SpawnRules
 
 
 def spec(name: str, **fields: object) -> AgentSpec:
@@ -30,7 +30,7 @@ def offered(
     parent: AgentSpec,
     depth: int,
     agents: Sequence[AgentSpec],
-    ancestors: Sequence[Placed] = (),
+    ancestors: Sequence[DepthBound] = (),
 ) -> Offer:
     """What a run of ``parent`` at ``depth`` (below ``ancestors``) is offered."""
     record = RunRecord(run_id="r1", agent=parent.name, task="t", root_run_id="r0", depth=depth)
@@ -102,7 +102,7 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
     would be b's grandchild, which b's maxDepth forbids."""
     rules = SpawnRules(Limits(max_depth=5))
     b, c, d = spec("b", max_depth=1), spec("c"), spec("d")
-    above_c = [Placed.of(b, 0)]
+    above_c = [DepthBound.of(b, 0)]
     assert rules.check(c, b, 0).allowed
     decision = rules.check(d, c, 1, above_c)
     assert not decision.allowed and decision.depth == 2
@@ -117,10 +117,10 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
     # the tightest bound wins, wherever in the chain it is; a looser one below changes nothing
     a = spec("a", max_depth=3)
     loose = spec("loose", max_depth=4)
-    chain = [Placed.of(a, 0), Placed.of(loose, 1)]
+    chain = [DepthBound.of(a, 0), DepthBound.of(loose, 1)]
     assert rules.depth_limit(c, 2, chain) == 3
     assert rules.check(d, c, 2, chain).allowed
-    assert rules.check(d, c, 3, [*chain, Placed.of(c, 2)]).reason == (
+    assert rules.check(d, c, 3, [*chain, DepthBound.of(c, 2)]).reason == (
         "depth limit: a child of c would be at depth 4, the limit is 3"
         " (maxDepth 3 of a, at depth 0)"
     )

@@ -39,7 +39,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunRecord, SpawnRequest
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import request_problem
-from subagents.supervision.spawn_rules import Placed, SpawnRules
+from subagents.supervision.spawn_rules import DepthBound, SpawnRules
 
 
 class Refusal(NamedTuple):
@@ -76,7 +76,7 @@ class Ledger(Protocol):
     @property
     def rules(self) -> SpawnRules: ...
     def agent_names(self) -> list[str]: ...
-    def ancestors(self, run: Requester) -> Sequence[Placed]:
+    def ancestors(self, run: Requester) -> Sequence[DepthBound]:
         """``run``'s ancestors that set ``maxDepth``, root first."""
         ...
 
@@ -184,7 +184,7 @@ class Standing(msgspec.Struct, frozen=True, kw_only=True):
     all the checks need of the state around it to decide its offer. Plain data, copied: the
     agent's thread (or node) reads it, never the supervisor's tables."""
 
-    ancestors: tuple[Placed, ...] = ()
+    ancestors: tuple[DepthBound, ...] = ()
     """Its ancestors whose definitions set ``maxDepth``, root first."""
     tree_runs: int = 0
     """The runs its tree had admitted (itself included) when it started."""
@@ -207,7 +207,7 @@ class RunLedger:
     def agent_names(self) -> list[str]:
         return [a.name for a in self.agents]
 
-    def ancestors(self, run: Requester) -> Sequence[Placed]:
+    def ancestors(self, run: Requester) -> Sequence[DepthBound]:
         return self.standing.ancestors if run is self.run else ()
 
     def tree_runs(self, root_run_id: str) -> int:

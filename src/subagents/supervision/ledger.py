@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from subagents.supervision.admission_checks import Requester
 from subagents.supervision.limits import Limits
 from subagents.supervision.runs import RunTable
-from subagents.supervision.spawn_rules import Placed, SpawnRules
+from subagents.supervision.spawn_rules import DepthBound, SpawnRules
 
 
 class TableLedger:
@@ -31,7 +31,7 @@ class TableLedger:
     def agent_names(self) -> list[str]:
         return self._names()
 
-    def ancestors(self, run: Requester) -> Sequence[Placed]:
+    def ancestors(self, run: Requester) -> Sequence[DepthBound]:
         state = self.runs.get(run.record.run_id)
         return self.runs.ancestors(state) if state is not None else ()
 

@@ -20,7 +20,7 @@ from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRec
 from subagents.store.writes import SaveRun
 from subagents.supervision.admission_checks import Standing
 from subagents.supervision.effects import Effects
-from subagents.supervision.spawn_rules import Placed
+from subagents.supervision.spawn_rules import DepthBound
 from subagents.supervision.transitions import check_transition
 from subagents.supervision.tree import RunTree
 
@@ -127,16 +127,16 @@ class RunTable:
         change (copy it to keep it)."""
         return self._live
 
-    def ancestors(self, state: RunState) -> tuple[Placed, ...]:
+    def ancestors(self, state: RunState) -> tuple[DepthBound, ...]:
         """``state``'s ancestors whose definitions set ``maxDepth``, root first: each bounds
         the levels below it (``SpawnRules``). A live run's ancestors are all here (a tree is
         forgotten only once nothing in it is live; a restart cancels a run whose parent
         ended)."""
-        chain: list[Placed] = []
+        chain: list[DepthBound] = []
         above = self._runs.get(state.record.parent_run_id or "")
         while above is not None:
             if above.spec.max_depth is not None:
-                chain.append(Placed.of(above.spec, above.record.depth))
+                chain.append(DepthBound.of(above.spec, above.record.depth))
             above = self._runs.get(above.record.parent_run_id or "")
         chain.reverse()
         return tuple(chain)

@@ -39,7 +39,7 @@ class SpawnDecision(NamedTuple):
 _ROOT = SpawnDecision(allowed=True, depth=0)
 
 
-class Placed(NamedTuple):
+class DepthBound(NamedTuple):
     """A run in a parent's line of ancestors (root first): its agent, that definition's
     ``maxDepth``, its depth. Small and plain: the agent side is handed its run's ancestors
     (``Standing.ancestors``) so that its offer applies the same bound as admission."""
@@ -49,11 +49,11 @@ class Placed(NamedTuple):
     depth: int
 
     @classmethod
-    def of(cls, spec: AgentSpec, depth: int) -> Placed:
+    def of(cls, spec: AgentSpec, depth: int) -> DepthBound:
         return cls(spec.name, spec.max_depth, depth)
 
 
-def _set_by(by: Placed | None) -> str:
+def _set_by(by: DepthBound | None) -> str:
     """Whose ``maxDepth`` set a depth limit, for its refusal (nothing: the runtime's)."""
     if by is None:
         return ""
@@ -94,7 +94,7 @@ class SpawnRules:
         return grant
 
     def depth_limit(
-        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed] = ()
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[DepthBound] = ()
     ) -> int:
         """The deepest a child of ``parent`` (at ``parent_depth``) may be: the runtime's
         ``max_depth``, tightened by the ``maxDepth`` (levels below it) of the parent and of
@@ -102,11 +102,11 @@ class SpawnRules:
         return self._bound(parent, parent_depth, ancestors)[0]
 
     def _bound(
-        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed]
-    ) -> tuple[int, Placed | None]:
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[DepthBound]
+    ) -> tuple[int, DepthBound | None]:
         """The depth limit, and the run whose ``maxDepth`` set it (None: the runtime's)."""
         limit, by = self.limits.max_depth, None
-        for placed in (*ancestors, Placed.of(parent, parent_depth)):
+        for placed in (*ancestors, DepthBound.of(parent, parent_depth)):
             own = placed.max_depth
             if own is not None and placed.depth + own < limit:
                 limit, by = placed.depth + own, placed
@@ -117,7 +117,7 @@ class SpawnRules:
         child: AgentSpec,
         parent: AgentSpec | None = None,
         parent_depth: int = 0,
-        ancestors: Sequence[Placed] = (),
+        ancestors: Sequence[DepthBound] = (),
     ) -> SpawnDecision:
         """May ``parent`` (at ``parent_depth``, below ``ancestors``; None: a root run from
         the API or the CLI) spawn ``child``? Roots always may (depth 0); a child must pass
@@ -135,7 +135,7 @@ class SpawnRules:
         return SpawnDecision(allowed=True, depth=depth)
 
     def depth_refusal(
-        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[Placed] = ()
+        self, parent: AgentSpec, parent_depth: int, ancestors: Sequence[DepthBound] = ()
     ) -> str | None:
         """Why a child of ``parent`` (at ``parent_depth``, below ``ancestors``) would be too
         deep, naming the limit and whose ``maxDepth`` set it; None: it would not."""
