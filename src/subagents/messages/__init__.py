@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from subagents.messages.actor_protocol import (
     ActorMessage,
+    AgentTask,
     Ask,
     Batch,
     ChildDone,
@@ -33,6 +34,7 @@ from subagents.messages.actor_protocol import (
     DeliverMail,
     HostLost,
     Inspect,
+    Job,
     Journal,
     LeaseLost,
     MailAck,
@@ -83,9 +85,11 @@ from subagents.messages.conversation import (
     ToolUseBlock,
 )
 from subagents.messages.durability import (
+    COMMAND_KINDS,
     Checkpoint,
     CheckpointDelta,
     Command,
+    CommandKind,
     JournalEntry,
     Lease,
 )
@@ -99,7 +103,11 @@ from subagents.messages.mail import (
     MailState,
 )
 from subagents.messages.records import (
+    CLEANUPS,
+    ON_FAILURE,
     TERMINAL_STATUSES,
+    Cleanup,
+    OnFailure,
     Outcome,
     PermissionGrant,
     RunRecord,
@@ -109,16 +117,22 @@ from subagents.messages.records import (
 )
 
 __all__ = [
+    "CLEANUPS",
+    "COMMAND_KINDS",
     "EXTERNAL_SENDER",
+    "ON_FAILURE",
     "TERMINAL_STATUSES",
     "ActorMessage",
+    "AgentTask",
     "Ask",
     "Batch",
     "ChatMessage",
     "Checkpoint",
     "CheckpointDelta",
     "ChildDone",
+    "Cleanup",
     "Command",
+    "CommandKind",
     "ContentBlock",
     "Continue",
     "DeliverMail",
@@ -126,6 +140,7 @@ __all__ = [
     "EventKind",
     "HostLost",
     "Inspect",
+    "Job",
     "Journal",
     "JournalEntry",
     "Lease",
@@ -136,6 +151,7 @@ __all__ = [
     "MailState",
     "ModelRequest",
     "ModelResponse",
+    "OnFailure",
     "Outcome",
     "Park",
     "Parked",

@@ -8,14 +8,15 @@ one whose sender waits for the answer.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from subagents.messages.conversation import ToolResultBlock
 from subagents.messages.durability import Checkpoint, JournalEntry
 from subagents.messages.mail import Mail
-from subagents.messages.records import Outcome, Usage
+from subagents.messages.records import Cleanup, OnFailure, Outcome, Usage
 
 
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -34,7 +35,7 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str | None = None
     # supervision policies (docs/supervision.md); None = the definition's setting
     cost_budget_usd: float | None = None
-    on_failure: Literal["report", "retry", "fail_parent"] | None = None
+    on_failure: OnFailure | None = None
     max_retries: int | None = None
     shared: dict[str, Any] | None = None
     """Shared-context values for a root run (a child's come from its parent: ``share``)."""
@@ -42,11 +43,19 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Names of the parent's shared-context keys copied to the child."""
     inherit_messages: bool | None = None
     """Start the child with its parent's conversation so far."""
-    cleanup: Literal["keep", "delete"] | None = None
+    cleanup: Cleanup | None = None
     """What the sweeper does with this run once archived: keep its transcript or delete it
     (None: the definition's ``cleanup``, else its parent's, else keep)."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
+AgentTask = tuple[str, str]
+"""``(agent, task)``: a job of ``fan_out`` and ``chain``."""
+
+Job = AgentTask | tuple[str, str, Mapping[str, Any]]
+"""A root run asked for in short (``Runtime.spawn_many``): ``(agent, task)`` or
+``(agent, task, {spawn keyword: value})``, each made a ``SpawnRequest``."""
 
 
 class SpawnMany(msgspec.Struct, frozen=True, kw_only=True, tag=True):

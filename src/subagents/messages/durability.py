@@ -6,12 +6,16 @@ other processes post to a running runtime.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 from subagents.messages.conversation import ChatMessage, ToolResultBlock
 from subagents.messages.records import Usage
+
+CommandKind = Literal["stop", "send"]
+"""What another process may ask of a running runtime through the store (``Command``)."""
+COMMAND_KINDS: tuple[CommandKind, ...] = get_args(CommandKind)
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,7 +97,7 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
     """A request from another process (the command line) to a running runtime."""
 
     command_id: int
-    kind: Literal["stop", "send"]
+    kind: CommandKind
     run_id: str
     content: str | None = None
     ts: float = msgspec.field(default_factory=time.time)

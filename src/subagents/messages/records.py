@@ -10,9 +10,19 @@ from __future__ import annotations
 import enum
 import random
 import time
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
+
+OnFailure = Literal["report", "retry", "fail_parent"]
+"""What a run's failure does: its requester is told (``report``), the run is tried again
+(``retry``), or its requester fails too (``fail_parent``) (docs/supervision.md). Named once:
+definitions, spawn requests, records and the runtime's ``spawn`` share it."""
+ON_FAILURE: tuple[OnFailure, ...] = get_args(OnFailure)
+
+Cleanup = Literal["keep", "delete"]
+"""What the sweeper does with a run once archived: keep its transcript or delete it."""
+CLEANUPS: tuple[Cleanup, ...] = get_args(Cleanup)
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -165,7 +175,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tool_calls: int = 0
     """Tool calls its model made (spawns and mail included), as reported by its agent."""
     restarts: int = 0
-    cleanup: Literal["keep", "delete"] = "keep"
+    cleanup: Cleanup = "keep"
     request_id: str | None = None
     """The requester's handle for this run (the parent's tool_use id); recovery after a
     crash matches children to the parent's pending tool calls by it."""
@@ -175,7 +185,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # supervision policies (docs/supervision.md)
     token_budget: int | None = None
     cost_budget_usd: float | None = None
-    on_failure: Literal["report", "retry", "fail_parent"] = "report"
+    on_failure: OnFailure = "report"
     retries: int = 0
     shared: dict[str, Any] = msgspec.field(default_factory=dict)
     ceiling: tuple[PermissionGrant, ...] = ()

@@ -31,6 +31,7 @@ from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
     CheckpointDelta,
+    Cleanup,
     Command,
     Event,
     JournalEntry,
@@ -52,10 +53,7 @@ from subagents.store.sqlite_processes import ProcessRows
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_tx import Transactions, encode_row
-from subagents.store.sweep import (
-    Cleanup,
-    SweepReport,
-)
+from subagents.store.sweep import SweepReport
 
 log = get_logger("subagents.store")
 
