@@ -28,11 +28,11 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import Fenced, fenced_message
+from subagents.store.base import Fenced, RunStore, fenced_message
 
 
-class MemoryStore:
-    """Everything in memory; lost when the process ends."""
+class MemoryStore(RunStore):
+    """Everything in memory; lost when the process ends (the promises: ``RunStore``)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
