@@ -13,15 +13,13 @@ import argparse
 import sys
 import time
 
-from subagents.cli.state import (
-    EXIT_FOR_STATUS,
-    EXIT_ORPHANED,
-    EXIT_USAGE,
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    inspecting,
+    reports_errors,
 )
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_ORPHANED, EXIT_USAGE, CliError
 
 NAME = "wait"
 POLL_S = 0.2
@@ -30,7 +28,7 @@ EXIT_WAIT_TIMEOUT = 124
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_run_argument(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -38,33 +36,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="give up after S seconds (exit 124); default: wait as long as it runs",
     )
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _wait(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-
-
-def _wait(args: argparse.Namespace) -> int:
     from subagents.cli import output
-    from subagents.cli.state import liveness, open_inspected_store, resolve
-    from subagents.store.base import StoreError
+    from subagents.cli.state import liveness
 
     if args.timeout is not None and not args.timeout >= 0:
         raise CliError(f"--timeout must be >= 0 seconds, got {args.timeout:g}", EXIT_USAGE)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    with open_inspected_store(args) as store:
-        record = resolve(store, args.run_ref)
+    with inspecting(args) as (store, _alive, record):
         while True:
             alive = liveness(store)  # before the run (state.liveness says why)
-            try:
-                current = store.get_run(record.run_id)
-            except StoreError as exc:
-                raise CliError(str(exc)) from exc
+            current = store.get_run(record.run_id)
             if current is None:
                 raise CliError(f"run {record.run_id} is no longer in the store")
             record = current
