@@ -3,20 +3,23 @@ MessagePack) to an equal value, with no hooks. So nothing of the protocol carrie
 or an actor reference, and any of it can cross a process or machine boundary.
 
 The samples are checked against the ``ActorMessage`` union, and the union against the
-module: every tagged Struct ``messages.py`` defines, and every message type the actors match
-on, must be in it. So a new message type without a sample here fails a test, instead of going
-unchecked.
+package: every tagged Struct a module of ``subagents/messages/`` defines, and every message
+type the actors match on, must be in it. So a new message type without a sample here fails a
+test, instead of going unchecked.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 from pathlib import Path
 from typing import Any, get_args
 
 import msgspec
 import pytest
 
+import subagents
 from subagents import messages
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
@@ -152,7 +155,7 @@ RECORD = RunRecord(
     shared={"k": {"nested": [1, 2]}},
 )
 EVENT = Event(kind=EventKind.STEP, run_id="r1", agent="lead", root_run_id="r1", ts=5.0, data={})
-ACTORS = Path(messages.__file__).parent / "actors"
+ACTORS = Path(subagents.__file__).parent / "actors"
 
 MESSAGES: dict[type[Any], Any] = {
     SpawnRequest: SpawnRequest(
@@ -296,6 +299,55 @@ SNAPSHOT = RestoreSnapshot(
 )
 
 
+def _messages_modules() -> list[Any]:
+    """Every module of the ``subagents.messages`` package (one per protocol)."""
+    return [
+        importlib.import_module(f"{messages.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(messages.__path__)
+    ]
+
+
+def _defined_in_messages() -> dict[str, type]:
+    """Every class a module of the package defines, by name (re-exported or not)."""
+    return {
+        name: value
+        for module in _messages_modules()
+        for name, value in vars(module).items()
+        if isinstance(value, type) and value.__module__ == module.__name__
+    }
+
+
+def test_the_package_re_exports_every_name_of_its_modules() -> None:
+    """``from subagents.messages import X`` works for every public name of every protocol
+    module, and names the same object: code never needs to know which module holds X."""
+    modules = _messages_modules()
+    assert len(modules) >= 7  # the walk finds the protocol modules
+    defined = {
+        (module, name) for module in modules for name in _top_level_names(module) if name[0] != "_"
+    }
+    assert len(defined) > 60
+    missing = {
+        f"{module.__name__}.{name}"
+        for module, name in defined
+        if getattr(messages, name, None) is not getattr(module, name)
+    }
+    assert missing == set()
+    assert sorted(messages.__all__) == sorted(name for _, name in defined)
+
+
+def _top_level_names(module: Any) -> set[str]:
+    """The names ``module``'s source binds at its top level (not those it imports)."""
+    names: set[str] = set()
+    for node in ast.parse(Path(module.__file__).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
 def test_every_actor_message_type_has_a_sample() -> None:
     assert set(get_args(ActorMessage)) == set(MESSAGES)
     for kind, sample in MESSAGES.items():
@@ -303,15 +355,13 @@ def test_every_actor_message_type_has_a_sample() -> None:
 
 
 def test_every_tagged_struct_of_the_messages_module_is_an_actor_message() -> None:
-    """Enumerated from the module, not listed: a message type added to ``messages.py`` (they
-    are tagged, so a union can tell them apart) but left out of ``ActorMessage`` fails here."""
+    """Enumerated from the package, not listed: a message type added to a module of
+    ``subagents/messages/`` (they are tagged, so a union can tell them apart) but left out of
+    ``ActorMessage`` fails here."""
     tagged = {
         value
-        for value in vars(messages).values()
-        if isinstance(value, type)
-        and issubclass(value, msgspec.Struct)
-        and value.__module__ == messages.__name__
-        and value.__struct_config__.tag is not None
+        for value in _defined_in_messages().values()
+        if issubclass(value, msgspec.Struct) and value.__struct_config__.tag is not None
     }
     # the tagged Structs that are not messages on their own, each round-tripped elsewhere here
     not_told = {
@@ -329,7 +379,7 @@ def test_every_message_type_an_actor_matches_on_is_an_actor_message() -> None:
     """The actors' ``case X():`` patterns name the messages they receive: each is in
     ``ActorMessage`` (and so has a sample above), or is the ``Ask`` envelope."""
     union = {kind.__name__ for kind in get_args(ActorMessage)} | {"Ask"}
-    defined = {name for name, value in vars(messages).items() if isinstance(value, type)}
+    defined = set(_defined_in_messages())
     matched: dict[str, set[str]] = {}
     for path in sorted(ACTORS.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from subagents.messages import Outcome, RunRecord
+from subagents.messages import AgentTask, Outcome, RunRecord
 from subagents.supervision.synthesis import (
     Item,
     Synthesis,
@@ -22,9 +22,6 @@ from subagents.supervision.synthesis import (
 
 if TYPE_CHECKING:
     from subagents.runtime import Runtime
-
-Job = tuple[str, str]
-"""(agent name, task)."""
 
 
 def chain_task(task: str, previous: str | None) -> str:
@@ -39,7 +36,7 @@ def chain_task(task: str, previous: str | None) -> str:
 
 def fan_out(
     rt: Runtime,
-    jobs: Sequence[Job],
+    jobs: Sequence[AgentTask],
     *,
     strategy: str = "vote",
     threshold: float = 0.5,

@@ -14,7 +14,7 @@ import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from subagents.assembly import (
     AgentLike,
@@ -38,7 +38,11 @@ from subagents.handles import RunHandle
 from subagents.hosting import Definitions, Hosting, Subscribers, cluster_store, join_cluster
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
+    AgentTask,
+    Cleanup,
     Event,
+    Job,
+    OnFailure,
     Outcome,
     PollCommands,
     RestoreReport,
@@ -70,9 +74,6 @@ from subagents.tools.sandbox import Sandbox
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
-
-Job = tuple[str, str] | tuple[str, str, Mapping[str, Any]]
-"""A job of ``Runtime.spawn_many``: ``(agent, task)`` or ``(agent, task, {keyword: value})``."""
 
 
 class Runtime:
@@ -261,10 +262,10 @@ class Runtime:
         token_budget: int | None = None,
         label: str | None = None,
         cost_budget_usd: float | None = None,
-        on_failure: Literal["report", "retry", "fail_parent"] | None = None,
+        on_failure: OnFailure | None = None,
         max_retries: int | None = None,
         shared: Mapping[str, Any] | None = None,
-        cleanup: Literal["keep", "delete"] | None = None,
+        cleanup: Cleanup | None = None,
     ) -> RunHandle:
         """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full, a bad
         request: the rules of ``supervision.requests``).
@@ -408,7 +409,7 @@ class Runtime:
 
     def fan_out(
         self,
-        jobs: Sequence[tuple[str, str]],
+        jobs: Sequence[AgentTask],
         *,
         strategy: str = "vote",
         threshold: float = 0.5,

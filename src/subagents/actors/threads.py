@@ -33,7 +33,7 @@ from subagents.logs import get_logger
 
 log = get_logger("subagents.threads")
 
-Job = Callable[[], None]
+Work = Callable[[], None]
 
 _STOP = None
 
@@ -48,7 +48,7 @@ class _Worker:
     __slots__ = ("jobs",)
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ThreadPool:
 
     # ---- running -----------------------------------------------------------------------------
 
-    def run(self, job: Job) -> None:
+    def run(self, job: Work) -> None:
         """Run ``job`` on a parked thread, or on a new one if none is parked. Never waits."""
         with self._lock:
             if self._closed:
@@ -103,7 +103,7 @@ class ThreadPool:
                 self._threads.discard(thread)
             raise
 
-    def _work(self, worker: _Worker, job: Job | None) -> None:
+    def _work(self, worker: _Worker, job: Work | None) -> None:
         try:
             while job is not None:
                 try:
@@ -116,7 +116,7 @@ class ThreadPool:
                 self._threads.discard(threading.current_thread())
                 self._changed.notify_all()
 
-    def _park(self, worker: _Worker) -> Job | None:
+    def _park(self, worker: _Worker) -> Work | None:
         """Wait for the next job; None when this thread should end."""
         with self._lock:
             if self._closed or len(self._idle) >= self.max_idle:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from subagents.behaviour.tools import ToolError
-
-ON_FAILURE = ("report", "retry", "fail_parent")
+from subagents.messages import CLEANUPS, ON_FAILURE
 
 POLICY_PROPERTIES: dict[str, Any] = {
     "token_budget": {
@@ -38,7 +37,7 @@ POLICY_PROPERTIES: dict[str, Any] = {
     },
     "cleanup": {
         "type": "string",
-        "enum": ["keep", "delete"],
+        "enum": list(CLEANUPS),
         "description": "Keep the child's transcript once it is archived (default), or delete it.",
     },
 }
@@ -81,7 +80,7 @@ def spawn_policy_fields(args: dict[str, Any]) -> dict[str, Any]:
         out["inherit_messages"] = inherit
     cleanup = args.get("cleanup")
     if cleanup is not None:
-        if cleanup not in ("keep", "delete"):
+        if cleanup not in CLEANUPS:
             raise ToolError(f"argument 'cleanup' must be 'keep' or 'delete', got {cleanup!r}")
         out["cleanup"] = cleanup
     return out

@@ -16,14 +16,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from subagents.cli.state import (
-    EXIT_FOR_STATUS,
-    EXIT_OK,
-    EXIT_ORPHANED,
-    CliError,
-    add_store_arguments,
-    fail,
-)
+from subagents.cli.command import add_inspect_arguments, reports_errors, store_errors
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -37,15 +31,12 @@ POLL_S = 0.25
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, json=False)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return _attach(args)
-    except CliError as exc:
-        return fail(NAME, exc)
     except KeyboardInterrupt:
         sys.stderr.write(
             f"subagents attach: detached from {args.run_ref}; it goes on (`subagents attach"
@@ -54,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+@reports_errors(NAME)
 def _attach(args: argparse.Namespace) -> int:
     from subagents.cli.output import console
     from subagents.cli.state import open_inspected_store, resolve
@@ -74,13 +66,10 @@ def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord],
     The leases are read first: a host ends its runs before it gives up its lease, so runs
     read after the leases are never taken for orphans of a host that ended in between."""
     from subagents.cli.state import liveness
-    from subagents.store.base import StoreError
 
     alive = liveness(store)
-    try:
+    with store_errors():
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
     children: dict[str | None, list[RunRecord]] = {}
     for r in tree:
         children.setdefault(r.parent_run_id, []).append(r)

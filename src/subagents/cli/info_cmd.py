@@ -15,20 +15,11 @@ import msgspec
 from rich.text import Text
 
 from subagents.cli import output
+from subagents.cli.command import add_inspect_arguments, emit, inspecting, reports_errors
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
-from subagents.cli.state import (
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
-    liveness,
-    open_inspected_store,
-    resolve,
-)
 from subagents.cli.views import duration, stamp
 from subagents.messages import Mail, RunRecord
-from subagents.store.base import StoreError
 from subagents.supervision.ceilings import describe as describe_ceiling
 from subagents.tools.todo import TodoItem, checklist, todos_in
 
@@ -58,33 +49,20 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        info = gather(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-    if args.json:
-        output.print_json(info)
-    else:
-        show(info)
-    return 0
+    info = gather(args)
+    return emit(args, info, lambda: show(info))
 
 
 def gather(args: argparse.Namespace) -> Info:
-    with open_inspected_store(args) as store:
-        alive = liveness(store)  # before the runs (state.liveness says why)
-        record = resolve(store, args.run_ref)
-        try:
-            tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
-            mail = store.mail_for(record.run_id)
-            todos = todos_in(store.events(record.run_id))
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+    with inspecting(args) as (store, alive, record):
+        tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+        mail = store.mail_for(record.run_id)
+        todos = todos_in(store.events(record.run_id))
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree

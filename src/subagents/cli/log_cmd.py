@@ -20,20 +20,18 @@ from rich.console import Console
 from rich.text import Text
 
 from subagents.cli import output
-from subagents.cli.output import printable
-from subagents.cli.state import (
-    EXIT_ORPHANED,
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
-    liveness,
-    open_inspected_store,
-    resolve,
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    emit,
+    inspecting,
+    reports_errors,
+    store_errors,
 )
+from subagents.cli.output import printable
+from subagents.cli.state import EXIT_ORPHANED, CliError, liveness
 from subagents.cli.transcript import Entry, transcript
 from subagents.messages import RunRecord
-from subagents.store.base import StoreError
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
@@ -67,34 +65,29 @@ class Log(msgspec.Struct, frozen=True):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_run_argument(parser)
     parser.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the run ends"
     )
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        with open_inspected_store(args) as store:
-            record = resolve(store, args.run_ref)
-            if args.follow:
-                return follow(store, record.run_id, as_json=args.json)
-            else:
-                record, entries = read(store, record.run_id, final=True)
-                if args.json:
-                    output.print_json(Log(run=record, entries=tuple(entries)))
-                else:
-                    show(output.console(), record, entries, header=True)
-    except CliError as exc:
-        return fail(NAME, exc)
-    return 0
+    with inspecting(args) as (store, _alive, record):
+        if args.follow:
+            return follow(store, record.run_id, as_json=args.json)
+        record, entries = read(store, record.run_id, final=True)
+    return emit(
+        args,
+        Log(run=record, entries=tuple(entries)),
+        lambda: show(output.console(), record, entries, header=True),
+    )
 
 
 def read(store: InspectedStore, run_id: str, *, final: bool) -> tuple[RunRecord, list[Entry]]:
     """The record and transcript of ``run_id`` as the store has them now."""
-    try:
+    with store_errors():
         record = store.get_run(run_id)
         if record is None:
             raise CliError(f"run {run_id} is no longer in the store")
@@ -105,8 +98,6 @@ def read(store: InspectedStore, run_id: str, *, final: bool) -> tuple[RunRecord,
             r.run_id: r.agent
             for r in store.list_runs(root_run_id=record.root_run_id, include_archived=True)
         }
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
     entries = transcript(
         record, events, checkpoint, mail, names=names, final=final or record.status.terminal
     )

@@ -2,7 +2,8 @@
 
 Why a table of modules: each sub-command lives in its own module with two functions,
 ``add_arguments(parser)`` and ``run(args) -> int``, and is added here with one line (its
-module and the first line of its docstring, which a test keeps equal). Only the module of the
+module and the first line of its docstring, which a test keeps equal); the shape the commands
+that inspect the store share is written once in ``cli.command``. Only the module of the
 command being run is imported (``subagents ps`` must not pay for the runtime and the anthropic
 SDK that ``subagents run`` needs); ``subagents --help`` and ``--version`` import none of them,
 nor structlog (``benchmarks/cli_startup.py`` measures them).

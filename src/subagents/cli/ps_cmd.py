@@ -19,15 +19,13 @@ from typing import Any
 import msgspec
 
 from subagents.cli import output
+from subagents.cli.command import add_inspect_arguments, emit, reports_errors, store_errors
 from subagents.cli.state import (
     EXIT_USAGE,
     ORPHANED,
     RESTARTING,
     CliError,
-    add_json_argument,
-    add_store_arguments,
     all_run_ids,
-    fail,
     live_statuses,
     liveness,
     open_inspected_store,
@@ -37,7 +35,6 @@ from subagents.cli.state import (
 )
 from subagents.cli.views import age, duration, one_line
 from subagents.messages import RunRecord, RunStatus
-from subagents.store.base import StoreError
 from subagents.store.leases import Liveness
 
 NAME = "ps"
@@ -87,8 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n", "--limit", type=int, default=None, metavar="N", help="only the N most recent"
     )
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
 def parse_statuses(values: list[str]) -> tuple[list[RunStatus] | None, bool]:
@@ -114,14 +110,8 @@ def parse_statuses(values: list[str]) -> tuple[list[RunStatus] | None, bool]:
     return wanted, orphaned
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-
-
-def _run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
     statuses, orphaned = parse_statuses(args.status)
@@ -129,18 +119,12 @@ def _run(args: argparse.Namespace) -> int:
         statuses = [*(statuses or ()), *live_statuses()]
     if statuses is None and not args.all:
         statuses = list(live_statuses())
-    with open_inspected_store(args) as store:
+    with open_inspected_store(args) as store, store_errors():
         root = resolve(store, args.root).root_run_id if args.root else None
         alive = liveness(store)
-        try:
-            records = store.list_runs(
-                statuses=statuses,
-                root_run_id=root,
-                agent=args.agent,
-                include_archived=args.all,
-            )
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+        records = store.list_runs(
+            statuses=statuses, root_run_id=root, agent=args.agent, include_archived=args.all
+        )
         if orphaned:
             asked = set(parse_statuses(args.status)[0] or ())
             records = [r for r in records if alive.orphaned(r) or r.status in asked]
@@ -150,13 +134,16 @@ def _run(args: argparse.Namespace) -> int:
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
     rows = [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
-    if args.json:
-        output.print_json(rows)
-        return 0
+    return emit(args, rows, lambda: _show(args, rows, records, universe))
+
+
+def _show(
+    args: argparse.Namespace, rows: list[PsRow], records: list[RunRecord], universe: list[str]
+) -> None:
     if not rows:
         hint = "" if args.all or args.status else "; `subagents ps --all` lists finished runs too"
         sys.stderr.write(f"no runs{hint}\n")
-        return 0
+        return
     parents = [r.parent_run_id for r in records if r.parent_run_id is not None]
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
@@ -205,7 +192,6 @@ def _run(args: argparse.Namespace) -> int:
             "orphaned: the process hosting the run is gone (its lease lapsed);"
             " `subagents resume` continues it\n"
         )
-    return 0
 
 
 def with_nodes(print_table: Any, nodes: list[str | None]) -> Any:

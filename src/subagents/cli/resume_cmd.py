@@ -25,18 +25,17 @@ from collections import Counter
 import msgspec
 
 from subagents.cli import output
+from subagents.cli.command import reports_errors, store_errors
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import (
     EXIT_FOR_STATUS,
     CliError,
-    fail,
     live_statuses,
     liveness,
     open_existing_store,
     resolve,
 )
 from subagents.messages import Outcome, RunRecord
-from subagents.store.base import StoreError
 from subagents.store.leases import Liveness
 
 NAME = "resume"
@@ -65,19 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        orphans, hosted, roots = survey(args)
-        if args.list or not orphans:
-            _print_pending(orphans, hosted, as_json=args.json)
-            return 0
-        hosted_runtime = start_runtime(args, restore=roots if roots is not None else True)
-    except CliError as exc:
-        return fail(NAME, exc)
+    orphans, hosted, roots = survey(args)
+    if args.list or not orphans:
+        _print_pending(orphans, hosted, as_json=args.json)
+        return 0
+    hosted_runtime = start_runtime(args, restore=roots if roots is not None else True)
     try:
         return _resume(args, hosted_runtime)
-    except CliError as exc:
-        return fail(NAME, exc)
     finally:
         hosted_runtime.close()
 
@@ -88,12 +83,9 @@ def survey(
     """The orphaned runs to take (of the trees asked for), the unfinished runs live hosts
     keep, and the roots asked for (None: every orphan). ``CliError`` for a RUN given that is
     hosted by a live process or has ended."""
-    with open_existing_store(args.state) as store:
+    with open_existing_store(args.state) as store, store_errors():
         alive = liveness(store)  # before the runs (state.liveness says why)
-        try:
-            unfinished = store.list_runs(statuses=live_statuses())
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+        unfinished = store.list_runs(statuses=live_statuses())
         roots: frozenset[str] | None = None
         if args.runs:
             roots = frozenset(

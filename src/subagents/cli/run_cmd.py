@@ -35,6 +35,9 @@ MAX_TIMEOUT_S = 3600.0
 `subagents run --help` imports nothing heavy."""
 
 NAME = "run"
+CLEANUP_CHOICES = ("keep", "delete")
+"""``messages.CLEANUPS`` written out: `subagents run --help` imports no msgspec (its test in
+tests/cli/test_cli_main.py); tests/test_type_aliases.py keeps the two equal."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cleanup",
-        choices=("keep", "delete"),
+        choices=CLEANUP_CHOICES,
         default=None,
         help="once archived, keep the tree's transcripts or delete them (default: each"
         " definition's cleanup, else keep)",

@@ -12,20 +12,16 @@ import argparse
 
 import msgspec
 
-from subagents.cli import output
-from subagents.cli.output import printable
-from subagents.cli.state import (
-    EXIT_USAGE,
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
-    liveness,
-    open_inspected_store,
-    resolve,
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    emit,
+    inspecting,
+    reports_errors,
 )
+from subagents.cli.output import printable
+from subagents.cli.state import EXIT_USAGE, CliError
 from subagents.cli.text_input import STDIN, text_argument
-from subagents.store.base import StoreError
 
 NAME = "send"
 
@@ -44,20 +40,19 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_run_argument(parser)
     parser.add_argument("text", metavar="TEXT", help="the mail's text (- reads stdin)")
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        posted = _send(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-    if args.json:
-        output.print_json(posted)
-    elif posted.orphaned:
+    posted = _send(args)
+    return emit(args, posted, lambda: _say(posted))
+
+
+def _say(posted: Posted) -> None:
+    if posted.orphaned:
         print(
             f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
             f" {posted.command_id}); its host is gone (orphaned): the mail waits until"
@@ -68,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
             f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
             f" {posted.command_id}); the process hosting it delivers it within a second"
         )
-    return 0
 
 
 def _one_newline_less(text: str) -> str:
@@ -85,18 +79,13 @@ def _send(args: argparse.Namespace) -> Posted:
         text = _one_newline_less(text)
     if not text.strip():
         raise CliError("TEXT is empty; nothing to send", EXIT_USAGE)
-    with open_inspected_store(args) as store:
-        alive = liveness(store)  # before the run (state.liveness says why)
-        record = resolve(store, args.run_ref)
+    with inspecting(args) as (store, alive, record):
         if record.status.terminal:
             raise CliError(
                 f"run {record.run_id} ({record.agent}) has already ended ({record.status});"
                 " mail to it would never be read"
             )
-        try:
-            command_id = store.post_command("send", record.run_id, text)
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+        command_id = store.post_command("send", record.run_id, text)
         orphaned = alive.orphaned(record)
     return Posted(
         command_id=command_id,

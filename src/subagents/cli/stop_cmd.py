@@ -17,21 +17,23 @@ import time
 from typing import TYPE_CHECKING
 
 from subagents.cli import output
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    reports_errors,
+    store_errors,
+)
 from subagents.cli.output import printable
 from subagents.cli.send_cmd import Posted
 from subagents.cli.state import (
     EXIT_USAGE,
     CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
     live_statuses,
     liveness,
     open_inspected_store,
     resolve,
 )
 from subagents.messages import RunRecord
-from subagents.store.base import StoreError
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
@@ -41,7 +43,7 @@ POLL_S = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", nargs="?", metavar="RUN", help="run id, unique prefix, or #N")
+    add_run_argument(parser, optional=True)
     parser.add_argument("--all", action="store_true", help="stop every live root run")
     parser.add_argument(
         "--requester",
@@ -58,23 +60,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="wait up to S seconds (default 10) until the runs have ended",
     )
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _stop(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-
-
-def _stop(args: argparse.Namespace) -> int:
     if (args.run_ref is not None) + args.all + (args.requester is not None) != 1:
         raise CliError("give either RUN, --all or --requester RUN", EXIT_USAGE)
     if args.wait is not None and args.wait < 0:
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
-    with open_inspected_store(args) as store:
+    with open_inspected_store(args) as store, store_errors():
         alive = liveness(store)  # before the runs (state.liveness says why)
         if args.all:
             targets = _live_roots(store)
@@ -88,21 +83,18 @@ def _stop(args: argparse.Namespace) -> int:
                 )
             targets = [record]
         posted = []
-        try:
-            for record in targets:
-                command_id = store.post_command("stop", record.run_id)
-                posted.append(
-                    Posted(
-                        command_id=command_id,
-                        kind="stop",
-                        run_id=record.run_id,
-                        agent=record.agent,
-                        status=str(record.status),
-                        orphaned=alive.orphaned(record),
-                    )
+        for record in targets:
+            command_id = store.post_command("stop", record.run_id)
+            posted.append(
+                Posted(
+                    command_id=command_id,
+                    kind="stop",
+                    run_id=record.run_id,
+                    agent=record.agent,
+                    status=str(record.status),
+                    orphaned=alive.orphaned(record),
                 )
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+            )
         if args.json:
             output.print_json(posted)
         elif not posted:
@@ -130,19 +122,13 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _live_roots(store: InspectedStore) -> list[RunRecord]:
-    try:
-        live = store.list_runs(statuses=live_statuses())
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    live = store.list_runs(statuses=live_statuses())
     return [r for r in live if r.parent_run_id is None]
 
 
 def _live_children(store: InspectedStore, requester: RunRecord) -> list[RunRecord]:
     """The live runs ``requester`` requested (its children)."""
-    try:
-        live = store.list_runs(statuses=live_statuses(), root_run_id=requester.root_run_id)
-    except StoreError as exc:
-        raise CliError(str(exc)) from exc
+    live = store.list_runs(statuses=live_statuses(), root_run_id=requester.root_run_id)
     return [r for r in live if r.parent_run_id == requester.run_id]
 
 
@@ -150,12 +136,7 @@ def _wait_ended(store: InspectedStore, run_ids: list[str], wait: float) -> list[
     """The runs still live after waiting up to ``wait`` seconds for them to end."""
     deadline = time.monotonic() + wait
     while True:
-        try:
-            left = [
-                i for i in run_ids if (r := store.get_run(i)) is not None and not r.status.terminal
-            ]
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+        left = [i for i in run_ids if (r := store.get_run(i)) is not None and not r.status.terminal]
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(POLL_S)

@@ -10,50 +10,31 @@ from __future__ import annotations
 import argparse
 
 from subagents.cli import output
-from subagents.cli.state import (
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    all_run_ids,
-    fail,
-    liveness,
-    open_inspected_store,
-    resolve,
-    short_ids,
-)
+from subagents.cli.command import add_inspect_arguments, emit, inspecting, reports_errors
+from subagents.cli.state import all_run_ids, short_ids
 from subagents.cli.views import build_tree, render_tree, walk
 from subagents.messages import TreeNode
-from subagents.store.base import StoreError
 
 NAME = "tree"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser)
 
 
 def load_tree(args: argparse.Namespace) -> tuple[TreeNode, list[str]]:
-    with open_inspected_store(args) as store:
-        alive = liveness(store)  # before the runs (state.liveness says why)
-        record = resolve(store, args.run_ref)
-        try:
-            records = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
-        except StoreError as exc:
-            raise CliError(str(exc)) from exc
+    with inspecting(args) as (store, alive, record):
+        records = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
         universe = all_run_ids(store)
     return build_tree(record, records, alive), universe
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        tree, universe = load_tree(args)
-    except CliError as exc:
-        return fail(NAME, exc)
-    if args.json:
-        output.print_json(tree)
-        return 0
+    tree, universe = load_tree(args)
+    return emit(args, tree, lambda: _show(tree, universe))
+
+
+def _show(tree: TreeNode, universe: list[str]) -> None:
     shorts = short_ids([n.run_id for n in walk(tree)], universe)
     output.console().print(render_tree(tree, shorts))
-    return 0

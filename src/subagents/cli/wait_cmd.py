@@ -18,15 +18,13 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from subagents.cli.state import (
-    EXIT_FOR_STATUS,
-    EXIT_ORPHANED,
-    EXIT_USAGE,
-    CliError,
-    add_json_argument,
-    add_store_arguments,
-    fail,
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    inspecting,
+    reports_errors,
 )
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_ORPHANED, EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     from subagents.messages import RunRecord
@@ -42,7 +40,7 @@ orphaned (a tree host's restart took 14-18 s on a loaded machine here)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_ref", metavar="RUN", help="run id, unique prefix, or #N")
+    add_run_argument(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -50,15 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="give up after S seconds (exit 124); default: wait as long as it runs",
     )
-    add_json_argument(parser)
-    add_store_arguments(parser)
+    add_inspect_arguments(parser, run=False)
 
 
+@reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _wait(args)
-    except CliError as exc:
-        return fail(NAME, exc)
+    return _wait(args)
 
 
 def _restarting(record: RunRecord, alive: Liveness, since: float | None) -> float | None:
@@ -76,21 +71,16 @@ def _restarting(record: RunRecord, alive: Liveness, since: float | None) -> floa
 
 def _wait(args: argparse.Namespace) -> int:
     from subagents.cli import output
-    from subagents.cli.state import liveness, open_inspected_store, resolve
-    from subagents.store.base import StoreError
+    from subagents.cli.state import liveness
 
     if args.timeout is not None and not args.timeout >= 0:
         raise CliError(f"--timeout must be >= 0 seconds, got {args.timeout:g}", EXIT_USAGE)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     restarting: float | None = None  # since when its host is being restarted
-    with open_inspected_store(args) as store:
-        record = resolve(store, args.run_ref)
+    with inspecting(args) as (store, _alive, record):
         while True:
             alive = liveness(store)  # before the run (state.liveness says why)
-            try:
-                current = store.get_run(record.run_id)
-            except StoreError as exc:
-                raise CliError(str(exc)) from exc
+            current = store.get_run(record.run_id)
             if current is None:
                 raise CliError(f"run {record.run_id} is no longer in the store")
             record = current

@@ -53,14 +53,15 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import StoreError
+from subagents.store.base import RunStore, StoreError
 
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
 
 
-class ClusterStore:
-    """A ``RunStore`` served by the cluster's store actor (``head``)."""
+class ClusterStore(RunStore):
+    """A ``RunStore`` served by the cluster's store actor (``head``); where it keeps a
+    narrower promise than a local file, its method says so (and the module)."""
 
     def __init__(self, actor: Any, *, name: str = HEAD_ACTOR, address: str = "") -> None:
         self._ray = import_ray()

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from subagents.definitions.errors import DefinitionError
-from subagents.definitions.spec import AgentSpec
-from subagents.definitions.validate import CLEANUPS, ON_FAILURE, RESTART_POLICIES
+from subagents.definitions.spec import RESTART_POLICIES, AgentSpec
+from subagents.messages.records import CLEANUPS, ON_FAILURE
 
 _PROVENANCE = {"source", "category", "level", "metadata", "prompt", "additions"}
 _CAMEL_TO_FIELD: dict[str, str] = {

@@ -8,9 +8,11 @@ snake_case keys too and normalise them before building the spec.
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
+
+from subagents.messages.records import Cleanup, OnFailure
 
 
 class Level(enum.IntEnum):
@@ -28,8 +30,8 @@ class Level(enum.IntEnum):
 
 
 RestartPolicy = Literal["temporary", "transient"]
-OnFailure = Literal["report", "retry", "fail_parent"]
-Cleanup = Literal["keep", "delete"]
+"""A restart after ``temporary``: never; ``transient``: after an abnormal end only."""
+RESTART_POLICIES: tuple[RestartPolicy, ...] = get_args(RestartPolicy)
 
 
 class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):

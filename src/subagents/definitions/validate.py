@@ -21,16 +21,14 @@ import msgspec
 
 from subagents.definitions.errors import LoadIssue
 from subagents.definitions.spawning import spawn_setting_problems
-from subagents.definitions.spec import AgentSpec
+from subagents.definitions.spec import RESTART_POLICIES, AgentSpec
+from subagents.messages.records import CLEANUPS, ON_FAILURE
 
 MAX_NAME_LENGTH = 128
 # The names that need no comment: kebab-case or an identifier (``code-reviewer``, ``sqs_v2``).
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
 MAX_TIMEOUT = 3600.0
-RESTART_POLICIES = ("temporary", "transient")
-ON_FAILURE = ("report", "retry", "fail_parent")
-CLEANUPS = ("keep", "delete")
 NETWORK_SETTINGS = ("on", "off")
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 """Claude Code's permission modes (``subagents.tools.modes`` orders them)."""

@@ -53,15 +53,19 @@ class StdioServer(msgspec.Struct, frozen=True, kw_only=True):
         return " ".join((self.command, *self.args))
 
 
+Transport = Literal["http", "sse"]
+"""How a remote server is reached: streamable HTTP or server-sent events."""
+
+
 class RemoteServer(msgspec.Struct, frozen=True, kw_only=True):
     """A server reached over the network: streamable HTTP (``http``) or SSE (``sse``)."""
 
-    transport: Literal["http", "sse"]
+    transport: Transport
     url: str
     headers: tuple[tuple[str, str], ...] = ()
 
     @property
-    def kind(self) -> Literal["http", "sse"]:
+    def kind(self) -> Transport:
         return self.transport
 
     def describe(self) -> str:
@@ -185,7 +189,7 @@ def parse_server(
         url = text(url, "url")
         if not re.match(r"^https?://", url):
             raise McpConfigError(f"{where}: url must start with http:// or https://, got {url!r}")
-        transport: Literal["http", "sse"] = "http" if kind == "http" else "sse"
+        transport: Transport = "http" if kind == "http" else "sse"
         return NamedServer(
             name,
             RemoteServer(

@@ -47,13 +47,37 @@ def fenced_message(owner: str, epoch: int, held: int | None) -> str:
 
 
 class RunStore(Protocol):
+    """The store's protocol, stated here once: what every store promises (``MemoryStore``,
+    ``SQLiteStore``, the cluster's ``ClusterStore``).
+
+    Each implementation subclasses it: mypy then checks each method's signature against the
+    one here, ``help()`` and ``inspect.getdoc`` show the docstring here on the
+    implementation's method, and an implementation's own docstring says only what it adds
+    (its cost, what it holds, a narrower promise). tests/store/test_store_protocol.py checks
+    that every implementation offers every method with a compatible signature, and that the
+    cluster serves every one of them.
+
+    Reads return records as they were committed (or as written inside the open batch);
+    a run, mail or journal that is not there reads as None or empty, never as an error. Every
+    failure of the store itself is a ``StoreError``; a bad argument is a ``ValueError``.
+    """
+
     def batch(self) -> AbstractContextManager[None]:
-        """Group the writes made inside into one committed transaction."""
+        """Group the writes made inside into one committed transaction (a nested batch is a
+        savepoint: it raising undoes its own writes only). Nothing is acknowledged to anyone
+        before the outermost batch has returned."""
         ...
 
-    # runs and transitions
-    def save_run(self, record: RunRecord) -> None: ...
-    def get_run(self, run_id: str) -> RunRecord | None: ...
+    # ---- runs and transitions ------------------------------------------------------------
+
+    def save_run(self, record: RunRecord) -> None:
+        """Keep ``record`` as its run's (inserted, or replacing the one kept)."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The record of ``run_id``; None if the store has none."""
+        ...
+
     def list_runs(
         self,
         *,
@@ -61,11 +85,22 @@ class RunStore(Protocol):
         root_run_id: str | None = None,
         agent: str | None = None,
         limit: int | None = None,
-    ) -> list[RunRecord]: ...
-    def append_event(self, event: Event) -> None: ...
-    def events(self, run_id: str) -> list[Event]: ...
+    ) -> list[RunRecord]:
+        """Runs in creation order, those with one of ``statuses``, of the tree
+        ``root_run_id``, of ``agent`` (None: any); at most ``limit`` of them. A store that
+        archives finished runs lists them only when asked (``include_archived``)."""
+        ...
 
-    # conversation checkpoints
+    def append_event(self, event: Event) -> None:
+        """Add ``event`` to its run's events."""
+        ...
+
+    def events(self, run_id: str) -> list[Event]:
+        """The events of ``run_id``, in the order appended."""
+        ...
+
+    # ---- conversation checkpoints --------------------------------------------------------
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Keep ``checkpoint`` as the run's; the deltas added before it are dropped (it
         holds them already)."""
@@ -77,23 +112,34 @@ class RunStore(Protocol):
         ...
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        """The run's last checkpoint with the deltas of its step applied."""
+        """The run's last checkpoint with the deltas of its step applied; None if none."""
         ...
 
-    # mail
-    def save_mail(self, mail: Mail) -> None: ...
+    # ---- mail ----------------------------------------------------------------------------
+
+    def save_mail(self, mail: Mail) -> None:
+        """Keep ``mail`` (inserted, or replacing the one kept under its ``mail_id``)."""
+        ...
+
     def save_mails(self, mails: Sequence[Mail]) -> None:
         """``save_mail`` of each, in order (a burst of sends is one call)."""
         ...
 
-    def set_mail_state(self, mail_id: str, state: MailState) -> None: ...
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        """Move a kept mail to ``state``; nothing for a mail the store does not have."""
+        ...
+
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         """``set_mail_state`` of each (a run's read receipts are one call)."""
         ...
 
-    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]: ...
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        """The mail ``run_id`` sent or received, in the order kept; only in ``states`` when
+        given."""
+        ...
 
-    # function agents' journals (what a resumed function agent replays)
+    # ---- function agents' journals (what a resumed function agent replays) ---------------
+
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         """Append ``entries`` (one handling's calls and results) to ``run_id``'s journal."""
         ...
@@ -102,18 +148,35 @@ class RunStore(Protocol):
         """``run_id``'s journal, every entry in the order written."""
         ...
 
-    # outcomes and their delivery to the requester
-    def save_outcome(self, outcome: Outcome) -> None: ...
-    def mark_outcome_delivered(self, run_id: str) -> None: ...
-    def undelivered_outcomes(self) -> list[Outcome]: ...
+    # ---- outcomes and their delivery to the requester ------------------------------------
 
-    # commands from other processes
-    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int: ...
-    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
-        """Claim pending commands (only those for ``run_ids`` when given)."""
+    def save_outcome(self, outcome: Outcome) -> None:
+        """Keep how a run ended, not yet delivered to its requester."""
         ...
 
-    # leases: which runtimes are alive (store.leases)
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        """The outcome of ``run_id`` reached its requester (a restore need not hand it
+        again)."""
+        ...
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        """The outcomes kept but not yet delivered (a restore hands them again)."""
+        ...
+
+    # ---- commands from other processes ---------------------------------------------------
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        """Queue a command (``COMMAND_KINDS``: stop or send) for the runtime that hosts
+        ``run_id``; safe from any process. Its id; ``ValueError`` for an unknown kind."""
+        ...
+
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        """Claim pending commands, oldest first (only those for ``run_ids`` when given):
+        each is returned to exactly one taker; inside a batch the claim commits with it."""
+        ...
+
+    # ---- leases: which runtimes are alive (store.leases) ---------------------------------
+
     def acquire_lease(self, lease: Lease) -> int:
         """Write ``lease`` (a runtime starting, or taking its lease back) with a new epoch,
         one this store never gave before; that epoch."""
@@ -129,7 +192,9 @@ class RunStore(Protocol):
         """Delete the lease of ``owner`` (only at ``epoch``, when given)."""
         ...
 
-    def leases(self) -> list[Lease]: ...
+    def leases(self) -> list[Lease]:
+        """Every lease kept, alive or lapsed (``store.leases.Liveness`` tells which)."""
+        ...
 
     def check_fence(self, owner: str, epoch: int) -> None:
         """Raise ``Fenced`` unless the lease of ``owner`` at ``epoch`` is held. Called first
@@ -137,4 +202,6 @@ class RunStore(Protocol):
         so no takeover can come between them."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Done with the store. Idempotent."""
+        ...

@@ -15,6 +15,7 @@ from typing import cast
 import msgspec
 
 from subagents.messages import (
+    COMMAND_KINDS,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -27,11 +28,11 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import Fenced, fenced_message
+from subagents.store.base import Fenced, RunStore, fenced_message
 
 
-class MemoryStore:
-    """Everything in memory; lost when the process ends."""
+class MemoryStore(RunStore):
+    """Everything in memory; lost when the process ends (the promises: ``RunStore``)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -168,10 +169,10 @@ class MemoryStore:
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         with self._lock:
             command_id = next(self._command_ids)
-            if kind not in ("stop", "send"):
+            if kind not in COMMAND_KINDS:
                 raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
             self._commands.append(
-                Command(command_id=command_id, kind=kind, run_id=run_id, content=content)  # type: ignore[arg-type]
+                Command(command_id=command_id, kind=kind, run_id=run_id, content=content)
             )
             return command_id
 

@@ -31,6 +31,7 @@ from subagents.messages import (
     TERMINAL_STATUSES,
     Checkpoint,
     CheckpointDelta,
+    Cleanup,
     Command,
     Event,
     JournalEntry,
@@ -41,7 +42,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import StoreError
+from subagents.store.base import RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
@@ -52,10 +53,7 @@ from subagents.store.sqlite_processes import ProcessRows
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_tx import Transactions, encode_row
-from subagents.store.sweep import (
-    Cleanup,
-    SweepReport,
-)
+from subagents.store.sweep import SweepReport
 
 log = get_logger("subagents.store")
 
@@ -125,7 +123,7 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
-class SQLiteStore:
+class SQLiteStore(RunStore):
     """The RunStore protocol in a SQLite file (see the module docstring for the promises).
 
     ``path``: the file; None means the user's state directory (``store.paths``).
@@ -199,8 +197,6 @@ class SQLiteStore:
         return found, version
 
     def batch(self) -> AbstractContextManager[None]:
-        """Group the writes made inside into one transaction, committed at exit (a nested
-        batch is a savepoint)."""
         return self._tx.batch()
 
     # -----------------------------------------------------------------------------------------
@@ -242,7 +238,7 @@ class SQLiteStore:
         limit: int | None = None,
         include_archived: bool = False,
     ) -> list[RunRecord]:
-        """Runs in creation order, filtered; archived runs only with ``include_archived``."""
+        """``include_archived``: the runs the sweeper archived too (``sweep``)."""
         where: list[str] = []
         params: list[Any] = []
         if statuses is not None:
@@ -303,7 +299,6 @@ class SQLiteStore:
         self._resume.add_to_checkpoint(delta)
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        """The last checkpoint of ``run_id`` with the deltas added since applied."""
         return self._resume.load_checkpoint(run_id)
 
     # -----------------------------------------------------------------------------------------
@@ -374,12 +369,9 @@ class SQLiteStore:
     # -----------------------------------------------------------------------------------------
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
-        """Queue a command for the runtime that owns ``run_id``; safe from any process."""
         return self._processes.post_command(kind, run_id, content)
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
-        """Claim pending commands, oldest first; each is returned to exactly one taker
-        (only those for ``run_ids`` when given; inside a batch, the claim commits with it)."""
         return self._processes.take_commands(run_ids)
 
     def acquire_lease(self, lease: Lease) -> int:
@@ -392,8 +384,6 @@ class SQLiteStore:
         self._processes.release_lease(owner, epoch)
 
     def check_fence(self, owner: str, epoch: int) -> None:
-        """``Fenced`` unless the lease of ``owner`` at ``epoch`` is held (call it first in the
-        batch it guards: ``store.fencing``)."""
         self._processes.check_fence(owner, epoch)
 
     def leases(self) -> list[Lease]:

@@ -14,11 +14,9 @@ from typing import Any
 
 import msgspec
 
-from subagents.messages import Command, Lease
+from subagents.messages import COMMAND_KINDS, Command, Lease
 from subagents.store.base import Fenced, fenced_message
 from subagents.store.sqlite_tx import Transactions, encode_row
-
-COMMAND_KINDS = ("stop", "send")
 
 _lease_decoder = msgspec.json.Decoder(Lease)
 

@@ -10,11 +10,10 @@ import contextlib
 from pathlib import Path
 
 from subagents.logs import get_logger
-from subagents.messages import TERMINAL_STATUSES, RunStatus
+from subagents.messages import TERMINAL_STATUSES, Cleanup, RunStatus
 from subagents.store.paths import host_log
 from subagents.store.sqlite_tx import Transactions
 from subagents.store.sweep import (
-    Cleanup,
     SweepCandidate,
     SweepReport,
     plan_sweep,

@@ -19,13 +19,10 @@ touched):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 
 import msgspec
 
-from subagents.messages import RunStatus
-
-Cleanup = Literal["keep", "delete"]
+from subagents.messages import CLEANUPS, Cleanup, RunStatus
 
 SECONDS_PER_MINUTE = 60.0
 SECONDS_PER_DAY = 86400.0
@@ -99,7 +96,7 @@ def plan_sweep(
     retention_days: float | None = None,
 ) -> SweepPlan:
     """Decide what a sweep at ``now`` does to ``candidates`` (see the module docstring)."""
-    if cleanup_default not in ("keep", "delete"):
+    if cleanup_default not in CLEANUPS:
         raise ValueError(f"cleanup_default must be 'keep' or 'delete', got {cleanup_default!r}")
     bounds = sweep_bounds(
         now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days

@@ -9,13 +9,14 @@ test, logged, or shipped to another process that owns the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from subagents.messages import (
     Checkpoint,
     CheckpointDelta,
+    CommandKind,
     Event,
     JournalEntry,
     Mail,
@@ -71,7 +72,7 @@ class OutcomeDelivered(msgspec.Struct, frozen=True, gc=False, tag=True):
 class PostCommand(msgspec.Struct, frozen=True, gc=False, tag=True):
     """A command for the runtime (another process) that hosts ``run_id``."""
 
-    kind: Literal["stop", "send"]
+    kind: CommandKind
     run_id: str
     content: str | None = None
 

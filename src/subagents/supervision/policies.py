@@ -13,15 +13,13 @@ Definition keys (camelCase or snake_case): ``maxRestarts``, ``restartPeriod``,
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal, get_args
+from typing import Any
 
 import msgspec
 
-from subagents.definitions.spec import AgentSpec
+from subagents.definitions.spec import AgentSpec, RestartPolicy
 from subagents.definitions.validate import number_problem
-
-OnFailure = Literal["report", "retry", "fail_parent"]
-ON_FAILURE: tuple[str, ...] = get_args(OnFailure)
+from subagents.messages.records import ON_FAILURE, OnFailure
 
 
 class PolicyError(ValueError):
@@ -31,7 +29,7 @@ class PolicyError(ValueError):
 class Policy(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the supervisor needs to know about how to treat one run's failures."""
 
-    restart: Literal["temporary", "transient"] = "temporary"
+    restart: RestartPolicy = "temporary"
     max_restarts: int = 3
     restart_period_s: float = 60.0
     backoff_s: float = 0.05

@@ -30,7 +30,7 @@ from subagents.tools.text import OUTPUT_LIMIT, capped
 MAX_COLUMNS = 500
 SEARCH_TIMEOUT_S = 120.0
 
-Mode = Literal["content", "files_with_matches", "count"]
+OutputMode = Literal["content", "files_with_matches", "count"]
 
 
 def _d(text: str) -> msgspec.Meta:
@@ -47,7 +47,7 @@ class GrepInput(msgspec.Struct, forbid_unknown_fields=True):
     )
     type: Annotated[str, _d("File type to search (rg --type), e.g. js, py, rust")] | None = None
     output_mode: Annotated[
-        Mode,
+        OutputMode,
         _d(
             'Output mode: "content" shows matching lines, "files_with_matches" shows file'
             ' paths (default), "count" shows match counts'

@@ -14,9 +14,9 @@ import base64
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from subagents.messages import Attachment
+from subagents.messages.conversation import Attachment, AttachmentKind
 from subagents.tools.base import ToolError, ToolResult
 
 IMAGE_TYPES = {
@@ -217,5 +217,5 @@ def _bytes(path: Path, shown: str, limit: int, what: str) -> bytes:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
 
 
-def _attachment(kind: Literal["image", "document"], media_type: str, data: bytes) -> Attachment:
+def _attachment(kind: AttachmentKind, media_type: str, data: bytes) -> Attachment:
     return Attachment(kind, media_type, base64.b64encode(data).decode("ascii"))

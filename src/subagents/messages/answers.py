@@ -1,0 +1,100 @@
+"""Answers: what the supervisor answers to asks (``RestoreReport``, ``SupervisorStats``) and
+the read-only views of a tree the runtime builds (``TreeUsage``, ``TreeNode``).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from subagents.messages.records import RunStatus, Usage
+
+
+class RestoreReport(msgspec.Struct, kw_only=True):
+    """What a restore found: runs resumed, queued again, failed, cancelled; orphaned roots."""
+
+    resumed: list[str] = msgspec.field(default_factory=list)
+    requeued: list[str] = msgspec.field(default_factory=list)
+    failed: list[str] = msgspec.field(default_factory=list)
+    cancelled: list[str] = msgspec.field(default_factory=list)
+    orphans: list[str] = msgspec.field(default_factory=list)
+    elsewhere: list[str] = msgspec.field(default_factory=list)
+    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them."""
+    taken_from: list[str] = msgspec.field(default_factory=list)
+    """The owners whose orphaned runs this restore took over (their leases lapsed)."""
+
+
+class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The supervisor's counters at one moment (the answer to ``Inspect``)."""
+
+    in_flight: int
+    """Runs holding a concurrency slot (running or waiting)."""
+    peak: int
+    """The most runs that ever held a slot at once."""
+    queued: int
+    """Runs waiting for a slot."""
+    hosted: int
+    """Live runs this supervisor hosts."""
+    spent: Usage | None = None
+    """What ``Inspect.run_id``'s subtree has spent, as its budget ledger counts it (None
+    when no run was named; nothing for a run the ledger does not hold)."""
+
+
+class RunUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """What one run has used so far (one line of a ``TreeUsage``)."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    parent_run_id: str | None = None
+    depth: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = Usage()
+
+
+class TreeUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run and every run under it have used so far, live or ended: the subtree's
+    totals and one ``RunUsage`` per run (the run first, then its descendants, parents
+    before children). ``live``: how many of them have not ended yet."""
+
+    run_id: str
+    status: RunStatus
+    runs: int = 0
+    live: int = 0
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = Usage()
+    per_run: tuple[RunUsage, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        """Every token billed: input (with cache reads and writes) plus output."""
+        return self.usage.total_tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.usage.cost_usd
+
+    @property
+    def model_calls(self) -> int:
+        return self.usage.model_calls
+
+
+class TreeNode(msgspec.Struct, frozen=True, kw_only=True):
+    """One run in an execution tree view, with its subtree's totals."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    depth: int
+    steps: int
+    usage: Usage
+    subtree_usage: Usage
+    task: str = ""
+    result: str | None = None
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    children: tuple[TreeNode, ...] = ()
+    orphaned: bool = False
+    """Unfinished and its host is gone (set by views that read the store's leases)."""

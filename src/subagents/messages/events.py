@@ -1,0 +1,47 @@
+"""Events: what happened to a run, as subscribers, logs and the store see it."""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Any
+
+import msgspec
+
+
+class EventKind(enum.StrEnum):
+    SPAWNED = "spawned"
+    QUEUED = "queued"
+    STARTED = "started"
+    STEP = "step"
+    TOOL_CALL = "tool_call"
+    MAIL_SENT = "mail_sent"
+    MAIL_DELIVERED = "mail_delivered"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    RESTARTED = "restarted"
+    DEAD_LETTER = "dead_letter"
+    PARKED = "parked"
+    """A waiting run gave its concurrency slot to a queued run (supervision/parking.py)."""
+    UNPARKED = "unparked"
+    """A parked run took a slot again, to go on with what woke it."""
+    PLACED = "placed"
+    """On a Ray cluster, a start of the run was placed on a node (data: ``node``, Ray's node
+    id; ``address``, the node's IP; ``attempt``), right after its ``started``."""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Something that happened to a run; what subscribers, logs and the store see."""
+
+    kind: EventKind
+    run_id: str
+    agent: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    depth: int = 0
+    ts: float = msgspec.field(default_factory=time.time)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -1,0 +1,38 @@
+"""Mail: one message from one run (or the outside) to another, and the states it goes through."""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+
+class MailState(enum.StrEnum):
+    ACCEPTED = "accepted"
+    DELIVERED = "delivered"
+    READ = "read"
+    DEAD = "dead"
+
+
+EXTERNAL_SENDER = "external"
+"""The sender id of mail sent from outside any run (the Runtime caller, the command)."""
+
+
+class Mail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One message from one run (or the outside) to another run.
+
+    ``gc=False`` (also on Event and DeliverMail): not tracked by the cyclic garbage
+    collector. They cannot be part of a reference cycle (frozen, plain data) and a mail
+    stream makes several per mail (benchmarks/README.md, "Findings").
+    """
+
+    mail_id: str
+    sender: str
+    recipient: str
+    content: str
+    sender_agent: str | None = None
+    reply_to: str | None = None
+    sent_at: float = 0.0
+    state: MailState = MailState.ACCEPTED
+    request_id: str | None = None
+    """The sender's tool_use id, so a resumed sender does not send the same mail twice."""
