@@ -51,10 +51,7 @@ LONG_FUNCTIONS_TO_SPLIT: dict[str, str] = {
     "mcp/config.py::parse_server": "e-checks",
     "cli/code_demo.py::_demo": "e-checks",
     "cli/transcript.py::transcript": "e-checks",
-    "behaviour/llm.py::LLMBehaviour._step": "e-checks",
     "cluster/detached.py::start_detached": "e-checks",
-    "behaviour/tool_calls.py::ToolCalls.run_allowed": "e-checks",
-    "behaviour/llm.py::LLMBehaviour._dispatch": "e-checks",
     "actors/supervisor.py::SupervisorActor._handle": "e-checks",
 }
 
