@@ -52,7 +52,6 @@ LONG_FUNCTIONS_TO_SPLIT: dict[str, str] = {
     "cli/code_demo.py::_demo": "e-checks",
     "cli/transcript.py::transcript": "e-checks",
     "cluster/detached.py::start_detached": "e-checks",
-    "actors/supervisor.py::SupervisorActor._handle": "e-checks",
 }
 
 # Modules over MAX_MODULE_LINES today.
