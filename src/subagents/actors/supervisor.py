@@ -367,69 +367,83 @@ class SupervisorActor(FastInboxActor):
 
     def _handle(self, message: Any, *, asked: bool) -> Any:
         """Have ``message`` decided and carry the decision out; the answer for its sender."""
-        core = self.core
         match message:
-            case SendMail():  # the two most frequent first: a match tries cases in order
-                decision = core.send_mails((message,))
+            case SendMail():  # the most frequent first: a match tries cases in order
+                decision = self.core.send_mails((message,))
                 self._carry_out(decision)
                 return decision.reply[0]
-            case MailRead():
-                decision = core.mail_reads((message,))
-            case Journal():
-                decision = core.journal(message)
-            case SpawnRequest():
-                decision = core.spawn(message)
-            case SpawnMany(requests=requests):
-                decision = core.spawn_many(requests)
-            case StepTaken():
-                decision = core.step_taken(message)
-            case ToolCalled():
-                decision = core.tool_called(message)
-            case ToolAnswered():
-                decision = core.tool_answered(message)
             case ToolStarting():  # asked (not grouped): durable before the tool runs
-                self._carry_out(core.tool_starting(message))
+                self._carry_out(self.core.tool_starting(message))
                 return True  # (an ``ended`` one is told: the answer goes nowhere)
+        decided = self._decide(message)
+        if decided is None:
+            return self._question(message, asked=asked)
+        self._carry_out(decided)
+        return decided.reply
+
+    def _decide(self, message: Any) -> Decision | None:
+        """The core's decision on a message it decides (None: not one of them), with what it
+        must be given read from the store first (a restarted run's earlier mail and journal)."""
+        core = self.core
+        match message:
+            case MailRead():
+                return core.mail_reads((message,))
+            case Journal():
+                return core.journal(message)
+            case SpawnRequest():
+                return core.spawn(message)
+            case SpawnMany(requests=requests):
+                return core.spawn_many(requests)
+            case StepTaken():
+                return core.step_taken(message)
+            case ToolCalled():
+                return core.tool_called(message)
+            case ToolAnswered():
+                return core.tool_answered(message)
             case WaitingChanged():
-                decision = core.waiting_changed(message)
+                return core.waiting_changed(message)
             case Parked():
-                decision = core.parked(message)
+                return core.parked(message)
             case SlotWanted():
-                decision = core.slot_wanted(message)
+                return core.slot_wanted(message)
             case RunFinished():
                 self.effector.ended(message.run_id, message.attempt)
-                decision = core.finished(message)
+                return core.finished(message)
             case StopRequest():
-                decision = core.stop(message)
+                return core.stop(message)
             case StopRequested():
-                decision = core.stop_requested(message)
+                return core.stop_requested(message)
             case Timeout(run_id=run_id):
-                decision = core.timeout(run_id)
+                return core.timeout(run_id)
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it
                 mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
-                decision = core.restart_due(run_id, mails, journal)
+                return core.restart_due(run_id, mails, journal)
             case Placed():
-                decision = core.placed(message)
+                return core.placed(message)
             case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
                 reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
-                decision = core.host_lost(run_ids, reason, reads)
+                return core.host_lost(run_ids, reason, reads)
+            case StopAll(reason=reason):
+                return core.stop_all(reason)
+        return None
+
+    def _question(self, message: Any, *, asked: bool) -> Any:
+        """A message the actor answers itself, reading or sweeping the store or asking the
+        core a question (no decision to carry out); anything else is logged and dropped."""
+        match message:
             case PollCommands():
                 return self._take_commands()
             case Restore(roots=roots):
                 return self._restore(roots)
-            case StopAll(reason=reason):
-                decision = core.stop_all(reason)
             case Inspect(run_id=run_id):
-                return core.stats(run_id)
+                return self.core.stats(run_id)
             case TreeRecords(run_id=run_id):
-                return core.tree_records(run_id)
+                return self.core.tree_records(run_id)
             case Sweep():
                 return self._sweep(message, asked=asked)
             case _:
                 log.warning("unexpected message", message=type(message).__name__)
                 return None
-        self._carry_out(decision)
-        return decision.reply
 
     def _take_commands(self) -> None:
         """Act on the commands other processes posted for the runs hosted here. The claim

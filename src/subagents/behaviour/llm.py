@@ -40,6 +40,7 @@ from subagents.behaviour.tools import (
 )
 from subagents.behaviour.unread import UnreadMail
 from subagents.isolation.worktrees import WorktreeError
+from subagents.mcp.hub import RunMcp
 from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
     ChatMessage,
@@ -49,12 +50,15 @@ from subagents.messages import (
     DeliverMail,
     Mail,
     MailAck,
+    ModelRequest,
+    ModelResponse,
     SpawnReply,
     StepTaken,
     StopReply,
     TextBlock,
     ToolAnswered,
     ToolResultBlock,
+    ToolSchema,
     ToolUseBlock,
     Wake,
 )
@@ -93,20 +97,7 @@ class LLMBehaviour:
             self.setup_error = str(exc)
         except WorktreeError as exc:  # isolation: worktree outside a git repository...
             self.setup_kind, self.setup_error = "worktree", str(exc)
-        # the run's MCP tools (its servers started now, on this run's thread, in its
-        # sandbox) join the others; a run whose tools could not be set up starts none
-        self.mcp = None
-        if self.calls is not None:
-            sandbox = self.calls.sandbox
-            self.mcp = env.mcp_for(
-                port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=sandbox
-            )
-        self.tools: dict[str, Tool] = dict(env.tools)
-        self.mcp_names: tuple[str, ...] = ()
-        if self.mcp is not None and env.mcp is not None:
-            found = {n: t for n, t in mcp_tools(env.mcp, self.mcp).items() if n not in self.tools}
-            self.tools.update(found)
-            self.mcp_names = tuple(found)
+        self.mcp, self.tools, self.mcp_names = _run_tools(env, port, self.calls)
         self.schemas = offered_tools(env, port, self.tools, self.mcp_names)
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
@@ -116,8 +107,6 @@ class LLMBehaviour:
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
-
-    # ---- what the agent is offered -----------------------------------------------------------
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -229,29 +218,8 @@ class LLMBehaviour:
         if self.turns >= max_turns:
             self._fail("max_turns", f"{port.record.agent} reached its limit of {max_turns} turns")
             return
-        from subagents.messages import ModelRequest
-
-        request = ModelRequest(
-            model=port.record.model or "",
-            system=self.env.system_prompt(port.spec) + self.environment,
-            messages=tuple(self.messages),
-            tools=self.schemas,
-            max_tokens=self.env.max_tokens,
-            agent=port.record.agent,
-            run_id=port.record.run_id,
-        )
-        try:
-            response = complete(self.env, port, request)
-        except ModelError as exc:
-            if not port.cancel.is_set():
-                self._fail(f"model_{exc.kind}", exc.message)
-            return
-        except Exception:
-            raise  # a crash: the actor fails the run (error kind ``crash``)
-        except BaseException as exc:  # SystemExit...: the run fails at once
-            self._fail(BASE_EXCEPTION, raised(f"the model of {port.record.agent}", exc))
-            return
-        if port.cancel.is_set():
+        response = self._call_model()
+        if response is None or port.cancel.is_set():
             return
         self.turns += 1
         self.messages.append(ChatMessage("assistant", response.content))
@@ -276,7 +244,29 @@ class LLMBehaviour:
             return  # stopped while the step was recorded (over budget): no tool runs
         if uses:
             self._dispatch_all(uses, answered={})
-            return
+        else:
+            self._end_turn(response)
+
+    def _call_model(self) -> ModelResponse | None:
+        """The model's answer to the conversation so far; None when the call failed (the run
+        failed with it) or was cancelled."""
+        port = self.port
+        request = _model_request(self.env, port, self.messages, self.schemas, self.environment)
+        try:
+            return complete(self.env, port, request)
+        except ModelError as exc:
+            if not port.cancel.is_set():
+                self._fail(f"model_{exc.kind}", exc.message)
+            return None
+        except Exception:
+            raise  # a crash: the actor fails the run (error kind ``crash``)
+        except BaseException as exc:  # SystemExit...: the run fails at once
+            self._fail(BASE_EXCEPTION, raised(f"the model of {port.record.agent}", exc))
+            return None
+
+    def _end_turn(self, response: ModelResponse) -> None:
+        """A turn without tool calls: the run ends with its text, unless a Stop hook blocks."""
+        port = self.port
         if response.stop_reason == "refusal":
             self._fail("model_refusal", response.text or "the model refused")
             return
@@ -334,59 +324,65 @@ class LLMBehaviour:
             self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
             return
         try:
-            if use.name in (SPAWN, TASK):
-                assert self.calls is not None  # (None only when the run failed to set up)
-                args = self.calls.spawn_arguments(use, args, self.schemas)
-                request = spawn_request(use.id, args, record.run_id)
-                self.background[use.id] = request.background
-                port.request_spawn(request)
-            elif use.name == FAN_OUT:
-                try:
-                    requests = self.fan_outs.start(use.id, args, record.run_id)
-                except FanOutError as exc:
-                    raise ToolError(str(exc)) from None
-                for request in requests:
-                    if request.request_id not in self.already_spawned:  # else: recovered
-                        port.request_spawn(request)
-            elif use.name == SEND:
-                port.send_mail(send_request(use.id, args, record.run_id))
-            elif use.name == STOP:
-                port.request_stop(stop_request(use.id, args, record))
-            elif use.name == CHECK:
-                self._set(use.id, *self.inbox.render())
-            elif use.name == WAIT:
-                timeout = wait_timeout(args)
-                if self.inbox:
-                    self._set(use.id, *self.inbox.render())
-                elif self.inbox.waiter is not None:
-                    # one waiter per turn: a second would overwrite the first, never answered
-                    raise ToolError("already waiting for mail in this turn; wait once per turn")
-                else:
-                    self.inbox.waiter = use.id
-                    port.wake_after(use.id, timeout)
-            elif use.name == LOAD_SKILL:
-                name = required_str(args, "name")
-                assert self.env.skills is not None
-                try:
-                    self._set(use.id, self.env.skills.render(name), False)
-                except KeyError:
-                    known = ", ".join(self.env.skills.names()) or "none"
-                    raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
-            else:  # a Tool (user, built-in, MCP): the one path of tool_calls.ToolCalls
-                tool: Tool = self.tools[use.name]
-                assert self.calls is not None
-                # what this turn reported so far goes now: an approval handler, a hook or
-                # the tool itself may take long, and may wait for what was reported
-                port.flush_reports()
-                decision = self.calls.decide(use, tool, parent_may_answer=True)
-                if decision.behavior == "ask":  # a child whose asks go to its parent
-                    self.approvals.ask(use, tool, decision.reason, self.turns)
-                elif not decision.allowed:
-                    self._set(use.id, *self.calls.denied(tool, decision.reason))
-                else:
-                    self._set(use.id, *self.calls.run_allowed(use, tool, self.turns))
+            if not self._runtime_tool(use, args):
+                self._user_tool(use)
         except ToolError as exc:
             self._set(use.id, str(exc), True)
+
+    def _runtime_tool(self, use: ToolUseBlock, args: dict[str, Any]) -> bool:
+        """A call of one of the runtime's own tools (spawn, fan out, mail, stop, skills),
+        handed to the supervisor or answered here; False for any other tool."""
+        port, record = self.port, self.port.record
+        if use.name in (SPAWN, TASK):
+            assert self.calls is not None  # (None only when the run failed to set up)
+            args = self.calls.spawn_arguments(use, args, self.schemas)
+            request = spawn_request(use.id, args, record.run_id)
+            self.background[use.id] = request.background
+            port.request_spawn(request)
+        elif use.name == FAN_OUT:
+            try:
+                requests = self.fan_outs.start(use.id, args, record.run_id)
+            except FanOutError as exc:
+                raise ToolError(str(exc)) from None
+            for request in requests:
+                if request.request_id not in self.already_spawned:  # else: recovered
+                    port.request_spawn(request)
+        elif use.name == SEND:
+            port.send_mail(send_request(use.id, args, record.run_id))
+        elif use.name == STOP:
+            port.request_stop(stop_request(use.id, args, record))
+        elif use.name == CHECK:
+            self._set(use.id, *self.inbox.render())
+        elif use.name == WAIT:
+            timeout = wait_timeout(args)
+            if self.inbox:
+                self._set(use.id, *self.inbox.render())
+            elif self.inbox.waiter is not None:
+                # one waiter per turn: a second would overwrite the first, never answered
+                raise ToolError("already waiting for mail in this turn; wait once per turn")
+            else:
+                self.inbox.waiter = use.id
+                port.wake_after(use.id, timeout)
+        elif use.name == LOAD_SKILL:
+            self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
+        else:
+            return False
+        return True
+
+    def _user_tool(self, use: ToolUseBlock) -> None:
+        """A Tool (user, built-in, MCP): the one path of ``tool_calls.ToolCalls``."""
+        tool: Tool = self.tools[use.name]
+        assert self.calls is not None
+        # what this turn reported so far goes now: an approval handler, a hook or the tool
+        # itself may take long, and may wait for what was reported
+        self.port.flush_reports()
+        decision = self.calls.decide(use, tool, parent_may_answer=True)
+        if decision.behavior == "ask":  # a child whose asks go to its parent
+            self.approvals.ask(use, tool, decision.reason, self.turns)
+        elif not decision.allowed:
+            self._set(use.id, *self.calls.denied(tool, decision.reason))
+        else:
+            self._set(use.id, *self.calls.run_allowed(use, tool, self.turns))
 
     def _fan_out_answer(self, message: SpawnReply | ChildDone) -> None:
         """A child of a ``fan_out`` call answered: start the next link, or answer the call."""
@@ -475,3 +471,53 @@ def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
         for u in uses
         if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
     }
+
+
+def _model_request(
+    env: AgentEnv,
+    port: AgentPort,
+    messages: list[ChatMessage],
+    schemas: tuple[ToolSchema, ...],
+    environment: str,
+) -> ModelRequest:
+    """The model call of a step: the conversation so far, the tools offered, the system
+    prompt (with the environment note of an agent that has file or shell tools)."""
+    return ModelRequest(
+        model=port.record.model or "",
+        system=env.system_prompt(port.spec) + environment,
+        messages=tuple(messages),
+        tools=schemas,
+        max_tokens=env.max_tokens,
+        agent=port.record.agent,
+        run_id=port.record.run_id,
+    )
+
+
+def _skill_text(env: AgentEnv, name: str) -> str:
+    """What ``load_skill`` answers: the skill's text, or an error naming the known skills."""
+    assert env.skills is not None
+    try:
+        return env.skills.render(name)
+    except KeyError:
+        known = ", ".join(env.skills.names()) or "none"
+        raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
+
+
+def _run_tools(
+    env: AgentEnv, port: AgentPort, calls: ToolCalls | None
+) -> tuple[RunMcp | None, dict[str, Tool], tuple[str, ...]]:
+    """The run's tools: the runtime's, and its MCP servers' (started now, on this run's
+    thread, in its sandbox), whose names are returned too; a run whose tools could not be
+    set up (``calls`` None) starts no server."""
+    mcp = None
+    if calls is not None:
+        mcp = env.mcp_for(
+            port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
+        )
+    tools: dict[str, Tool] = dict(env.tools)
+    mcp_names: tuple[str, ...] = ()
+    if mcp is not None and env.mcp is not None:
+        found = {n: t for n, t in mcp_tools(env.mcp, mcp).items() if n not in tools}
+        tools.update(found)
+        mcp_names = tuple(found)
+    return mcp, tools, mcp_names

@@ -29,7 +29,7 @@ from subagents.supervision.ceilings import network_wanted
 from subagents.tools import approval, ask_user, journal
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
-from subagents.tools.hooks import Hooks, run_hooks
+from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.permissions import Decision, PermissionPolicy, lists
 
 
@@ -207,17 +207,7 @@ class ToolCalls:
         port = self.port
         args = _arguments(use)
         if self.hooks is not None:
-            pre = run_hooks(
-                self.hooks,
-                "PreToolUse",
-                self._payload(tool, args),
-                tool=tool.name,
-                cwd=self.workspace.root,
-                cancel=port.cancel,
-                log=port.log,
-                sandbox=self.sandbox,
-                temp_dir=self.temp_dir(),
-            )
+            pre = self._hooks(self.hooks, "PreToolUse", self._payload(tool, args), tool.name)
             if pre.blocked:
                 return f"PreToolUse hook blocked this call: {pre.reason}", True
         starting = ToolStarting(
@@ -228,46 +218,57 @@ class ToolCalls:
             return "not run: the run is stopping", True
         port.flush_reports()  # what this turn reported so far goes now, not after the tool
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
+        content, is_error = self._run(use, tool, args, starting if journaled else None)
+        if self.hooks is not None:
+            response = {"content": content, "is_error": is_error}
+            payload = {**self._payload(tool, args), "tool_response": response}
+            post = self._hooks(self.hooks, "PostToolUse", payload, tool.name)
+            if post.blocked:
+                content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
+        return content, is_error
+
+    def _run(
+        self, use: ToolUseBlock, tool: Tool, args: dict[str, Any], journaled: ToolStarting | None
+    ) -> tuple[str, bool]:
+        """The tool itself: its answer, or its ``ToolError`` as an error answer; anything else
+        it raises fails the run (``ToolCrash``), its journal entry ended first (``journaled``:
+        the entry made before it ran, if any), since a restart may run it again."""
         try:
             ctx = self.context(use.id)
             if _outside_sandbox(tool, args):  # allowed: decided (asked) above
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
             out = tool.run(args, ctx)
         except ToolError as exc:
-            content, is_error = str(exc), True
+            return str(exc), True
         except Exception as exc:
-            if journaled:  # it ended (by raising): a restart may run it again
-                port.journal_end(starting)
+            if journaled is not None:  # it ended (by raising): a restart may run it again
+                self.port.journal_end(journaled)
             raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
         except BaseException as exc:  # SystemExit...: the run fails at once
-            if journaled:
-                port.journal_end(starting)
+            if journaled is not None:
+                self.port.journal_end(journaled)
             raise ToolCrash(raised(f"tool {tool.name}", exc), BASE_EXCEPTION) from exc
-        else:
-            if isinstance(out, ToolResult):
-                content, is_error = out.content, out.is_error
-                if out.attachments:
-                    self.attachments[use.id] = out.attachments
-            else:
-                content, is_error = out, False
-        if self.hooks is not None:
-            post = run_hooks(
-                self.hooks,
-                "PostToolUse",
-                {
-                    **self._payload(tool, args),
-                    "tool_response": {"content": content, "is_error": is_error},
-                },
-                tool=tool.name,
-                cwd=self.workspace.root,
-                cancel=port.cancel,
-                log=port.log,
-                sandbox=self.sandbox,
-                temp_dir=self.temp_dir(),
-            )
-            if post.blocked:
-                content = f"{content}\n\nPostToolUse hook feedback: {post.reason}"
-        return content, is_error
+        if isinstance(out, ToolResult):
+            if out.attachments:
+                self.attachments[use.id] = out.attachments
+            return out.content, out.is_error
+        return out, False
+
+    def _hooks(
+        self, hooks: Hooks, event: Event, payload: dict[str, Any], tool: str | None
+    ) -> HookOutcome:
+        """The run's hooks of ``event``, run in its workspace and sandbox."""
+        return run_hooks(
+            hooks,
+            event,
+            payload,
+            tool=tool,
+            cwd=self.workspace.root,
+            cancel=self.port.cancel,
+            log=self.port.log,
+            sandbox=self.sandbox,
+            temp_dir=self.temp_dir(),
+        )
 
     def spawn_arguments(
         self, use: ToolUseBlock, args: dict[str, Any], offered: Iterable[ToolSchema]
@@ -308,17 +309,8 @@ class ToolCalls:
         """Run the Stop hooks as the agent is about to end; the reason to go on, or None."""
         if self.hooks is None or not self.has_stop_hooks:
             return None
-        outcome = run_hooks(
-            self.hooks,
-            "Stop",
-            {"session_id": self.port.record.run_id, "stop_hook_active": active},
-            tool=None,
-            cwd=self.workspace.root,
-            cancel=self.port.cancel,
-            log=self.port.log,
-            sandbox=self.sandbox,
-            temp_dir=self.temp_dir(),
-        )
+        payload = {"session_id": self.port.record.run_id, "stop_hook_active": active}
+        outcome = self._hooks(self.hooks, "Stop", payload, None)
         return outcome.reason if outcome.blocked else None
 
     def temp_dir(self) -> Path:

@@ -21,6 +21,13 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from subagents.messages import Event, Outcome, RunRecord
+    from subagents.store.sqlite import SQLiteStore
 
 TEAM = "code_team"
 TASK = "Review this repository: find why the tests fail, fix it, and have the fix reviewed."
@@ -124,64 +131,15 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     import msgspec
 
     from subagents.cli.demo_cmd import _print_next_steps
-    from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
     from subagents.cli.state import open_store
     from subagents.cli.summary import print_outcome
-    from subagents.definitions.discovery import BUILTIN_DIR
-    from subagents.models.scripted import ScriptedModel
-    from subagents.runtime import Runtime
-    from subagents.supervision.limits import Limits
-    from subagents.tools.permissions import Permissions
 
     as_json = bool(getattr(args, "json", False))
     out = console()
-    tree = LiveTree()
-    done = threading.Event()
-    permissions = Permissions(mode="acceptEdits", allow=("Bash(sh test.sh:*)",))
-    events: list[dict[str, str]] = []
     store = open_store(getattr(args, "state", None))
     try:
-        # restore off: the demo takes up no other process's runs
-        with Runtime(
-            agent_dirs=[folder, BUILTIN_DIR],  # the team extends the built-in explore/plan/code
-            model=ScriptedModel.from_specs,  # offline whatever the environment
-            limits=Limits(max_concurrency=4, per_agent=4, timeout_s=60.0),
-            store=store,
-            workspace=repo,
-            permissions=permissions,
-            restore=False,
-        ) as rt:
-            rt.subscribe(tree.on_event)
-            rt.subscribe(
-                lambda e: events.append(
-                    {
-                        "kind": str(e.kind),
-                        "agent": e.agent,
-                        "run_id": e.run_id,
-                        "tool": str(e.data.get("tool", "")),
-                    }
-                )
-            )
-            if not as_json:
-                out.print(
-                    f"[bold]subagents demo --team code[/bold]: team from {folder}, offline"
-                    f" model, working in {repo} (permissions: acceptEdits, allow sh test.sh)",
-                    soft_wrap=True,
-                )
-            handle = rt.spawn("lead", getattr(args, "task", None) or TASK)
-
-            def wait_for_lead() -> None:
-                handle.result(120)
-                done.set()
-
-            threading.Thread(target=wait_for_lead, daemon=True).start()
-            if as_json:
-                done.wait(125)
-            else:
-                watch(tree, done, out)
-            outcome = handle.result(timeout=5)
-            records = rt.runs(root_run_id=handle.run_id)
+        run_id, outcome, records, events = _run_team(args, folder, repo, store, out)
     finally:
         store.close()
     diff = subprocess.run(
@@ -210,5 +168,65 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
         out.print(f"The tests now {verdict} (sh test.sh).", markup=False)
         where = f"kept at {repo}" if kept else f"in {repo}, removed (--keep keeps it)"
         out.print(f"The repository was {where}.", markup=False, soft_wrap=True)
-        _print_next_steps(out, store.path, handle.run_id, records, child_agent="fixer")
+        _print_next_steps(out, store.path, run_id, records, child_agent="fixer")
     return 0 if outcome.ok and tests.returncode == 0 else 1
+
+
+def _run_team(
+    args: argparse.Namespace, folder: Path, repo: Path, store: SQLiteStore, out: Console
+) -> tuple[str, Outcome, list[RunRecord], list[dict[str, str]]]:
+    """The team's run on the offline model, in ``repo``, watched live (or quietly with
+    ``--json``): the lead's run id, its outcome, the tree's records, and its events."""
+    from subagents.cli.live import LiveTree, watch
+    from subagents.definitions.discovery import BUILTIN_DIR
+    from subagents.models.scripted import ScriptedModel
+    from subagents.runtime import Runtime
+    from subagents.supervision.limits import Limits
+    from subagents.tools.permissions import Permissions
+
+    as_json = bool(getattr(args, "json", False))
+    tree = LiveTree()
+    done = threading.Event()
+    permissions = Permissions(mode="acceptEdits", allow=("Bash(sh test.sh:*)",))
+    events: list[dict[str, str]] = []
+    # restore off: the demo takes up no other process's runs
+    with Runtime(
+        agent_dirs=[folder, BUILTIN_DIR],  # the team extends the built-in explore/plan/code
+        model=ScriptedModel.from_specs,  # offline whatever the environment
+        limits=Limits(max_concurrency=4, per_agent=4, timeout_s=60.0),
+        store=store,
+        workspace=repo,
+        permissions=permissions,
+        restore=False,
+    ) as rt:
+        rt.subscribe(tree.on_event)
+        rt.subscribe(lambda e: events.append(_event_row(e)))
+        if not as_json:
+            out.print(
+                f"[bold]subagents demo --team code[/bold]: team from {folder}, offline"
+                f" model, working in {repo} (permissions: acceptEdits, allow sh test.sh)",
+                soft_wrap=True,
+            )
+        handle = rt.spawn("lead", getattr(args, "task", None) or TASK)
+
+        def wait_for_lead() -> None:
+            handle.result(120)
+            done.set()
+
+        threading.Thread(target=wait_for_lead, daemon=True).start()
+        if as_json:
+            done.wait(125)
+        else:
+            watch(tree, done, out)
+        outcome = handle.result(timeout=5)
+        return handle.run_id, outcome, rt.runs(root_run_id=handle.run_id), events
+
+
+def _event_row(event: Event) -> dict[str, str]:
+    """An event as ``--json`` lists it."""
+    return {
+        "kind": str(event.kind),
+        "agent": event.agent,
+        "run_id": event.run_id,
+        "tool": str(event.data.get("tool", "")),
+    }

@@ -33,6 +33,21 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_model_arguments(parser)
+    _add_limit_arguments(parser)
+    _add_tool_arguments(parser)
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse to start when an agent definition has a problem (a tool this runtime"
+        " does not have included), instead of warning",
+    )
+    add_json_argument(parser)
+    add_state_argument(parser)
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where definitions come from, and the model runs use."""
     parser.add_argument(
         "--agents",
         dest="agent_dirs",
@@ -55,6 +70,10 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use the offline scripted model even when ANTHROPIC_API_KEY is set",
     )
+
+
+def _add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The runtime's limits: depth, concurrency, the queue, children, turns."""
     parser.add_argument("--max-depth", type=int, default=None, metavar="N", help="default 3")
     parser.add_argument(
         "--max-concurrency",
@@ -96,6 +115,11 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-turns", type=int, default=None, metavar="N", help="model turns of one run (50)"
     )
+
+
+def _add_tool_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where tools work and what they may do: permissions, hooks, MCP commands, the sandbox
+    and the environment of their processes."""
     parser.add_argument(
         "--workspace",
         type=Path,
@@ -151,14 +175,6 @@ def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
         help="an environment variable tools' processes get beyond the allowlist (its value"
         " from this environment, or VALUE; repeatable): API keys stay out unless named",
     )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse to start when an agent definition has a problem (a tool this runtime"
-        " does not have included), instead of warning",
-    )
-    add_json_argument(parser)
-    add_state_argument(parser)
 
 
 @dataclass

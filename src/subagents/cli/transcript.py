@@ -139,29 +139,10 @@ def transcript(
                 out.extend(_message_entries(reply, ts, run_id))
                 last_tools = {b.name for b in reply.content if isinstance(b, ToolUseBlock)}
                 shown += 1
-            out.append(
-                Entry(
-                    ts=ts,
-                    kind="step",
-                    run_id=run_id,
-                    text=f"step {step}: {data.get('input_tokens', 0)} tokens in,"
-                    f" {data.get('output_tokens', 0)} out",
-                    data=dict(data),
-                )
-            )
+            out.append(_step_entry(event, step, run_id))
         elif kind is EventKind.TOOL_CALL:
-            tool = str(data.get("tool", "?"))
-            if tool in last_tools:
-                continue  # already shown as the assistant's tool_use
-            out.append(
-                Entry(
-                    ts=ts,
-                    kind="tool_call",
-                    run_id=run_id,
-                    text=f"{tool} {_compact(data.get('input', {}))}",
-                    data=dict(data),
-                )
-            )
+            if str(data.get("tool", "?")) not in last_tools:  # else shown as the tool_use
+                out.append(_tool_call_entry(event, run_id))
         elif kind in (EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED, EventKind.DEAD_LETTER):
             # an event about several mails (one step's) is shown as one entry per mail:
             # a transcript is read for what was said
@@ -173,19 +154,46 @@ def transcript(
         else:
             out.append(_event_entry(event))
     if final:
-        for m in mail:
-            if m.mail_id not in placed_mail and m.recipient == run_id:
-                out.append(
-                    Entry(
-                        ts=m.sent_at,
-                        kind="mail_pending",
-                        run_id=run_id,
-                        text=f"from {_who(m.sender, m.sender_agent, names)} ({m.state}):"
-                        f" {m.content}",
-                        data={"mail_id": m.mail_id, "sender": m.sender, "state": str(m.state)},
-                    )
-                )
+        out.extend(
+            _pending_mail_entry(m, names, run_id)
+            for m in mail
+            if m.mail_id not in placed_mail and m.recipient == run_id
+        )
     return out
+
+
+def _step_entry(event: Event, step: int, run_id: str) -> Entry:
+    data = event.data
+    return Entry(
+        ts=event.ts,
+        kind="step",
+        run_id=run_id,
+        text=f"step {step}: {data.get('input_tokens', 0)} tokens in,"
+        f" {data.get('output_tokens', 0)} out",
+        data=dict(data),
+    )
+
+
+def _tool_call_entry(event: Event, run_id: str) -> Entry:
+    data = event.data
+    return Entry(
+        ts=event.ts,
+        kind="tool_call",
+        run_id=run_id,
+        text=f"{data.get('tool', '?')} {_compact(data.get('input', {}))}",
+        data=dict(data),
+    )
+
+
+def _pending_mail_entry(m: Mail, names: dict[str, str], run_id: str) -> Entry:
+    """Mail for the run that no event placed yet: still waiting to be delivered."""
+    return Entry(
+        ts=m.sent_at,
+        kind="mail_pending",
+        run_id=run_id,
+        text=f"from {_who(m.sender, m.sender_agent, names)} ({m.state}): {m.content}",
+        data={"mail_id": m.mail_id, "sender": m.sender, "state": str(m.state)},
+    )
 
 
 def _mail_entry(

@@ -224,13 +224,7 @@ def start_detached(
     from subagents.supervision.core import AdmissionError
 
     _check_agent(agent, runtime)
-    given = sorted(set(runtime) & set(NOT_THROUGH_HERE))
-    if given:
-        raise TypeError(
-            f"start_detached: {', '.join(given)} cannot be given: a detached tree uses the"
-            " cluster's store (store_name=) on the cluster it is started on, and restores"
-            " nothing"
-        )
+    _check_runtime_arguments(runtime)
     address = resolve_address(cluster)
     if address is None:
         raise ClusterError(
@@ -238,15 +232,7 @@ def start_detached(
         )
     ray = connect(address)
     head_actor(name=store_name, create=True)  # the store the tree is recorded in
-    by_value(_functions_in(runtime.get("agents")))
-    try:
-        dumps(runtime)
-    except Exception as exc:
-        raise KitError(
-            f"the detached tree's runtime arguments cannot be sent to the cluster"
-            f" ({type(exc).__name__}: {exc}); what runs use must be picklable (a model,"
-            " tools, functions defined at module level)"
-        ) from exc
+    _check_travels(runtime)
     name = f"{TREE_HOST_PREFIX}{secrets.token_hex(6)}"
     host = (
         ray.remote(TreeHost)
@@ -297,6 +283,31 @@ def tree_host_listed(name: str) -> bool:
     except ValueError:  # no such actor (any more)
         return False
     return True
+
+
+def _check_runtime_arguments(runtime: Mapping[str, Any]) -> None:
+    """``TypeError`` for the ``Runtime`` arguments a detached tree decides itself."""
+    given = sorted(set(runtime) & set(NOT_THROUGH_HERE))
+    if given:
+        raise TypeError(
+            f"start_detached: {', '.join(given)} cannot be given: a detached tree uses the"
+            " cluster's store (store_name=) on the cluster it is started on, and restores"
+            " nothing"
+        )
+
+
+def _check_travels(runtime: Mapping[str, Any]) -> None:
+    """The runtime arguments pickle (a script's function agents by value), or ``KitError``
+    saying what must be picklable: found here, not in the host's first start."""
+    by_value(_functions_in(runtime.get("agents")))
+    try:
+        dumps(runtime)
+    except Exception as exc:
+        raise KitError(
+            f"the detached tree's runtime arguments cannot be sent to the cluster"
+            f" ({type(exc).__name__}: {exc}); what runs use must be picklable (a model,"
+            " tools, functions defined at module level)"
+        ) from exc
 
 
 def _check_agent(agent: str, runtime: Mapping[str, Any]) -> None:

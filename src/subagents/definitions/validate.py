@@ -15,7 +15,7 @@ import difflib
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
@@ -210,28 +210,48 @@ def check(
     strict: bool = False,
 ) -> list[Finding]:
     """Every problem of ``spec``, each with the field it concerns."""
-    found: list[Finding] = []
-
-    def add(field: str | None, reason: str, severity: str = "error") -> None:
-        issue = LoadIssue(
-            reason=reason,
-            file=spec.source,
-            name=spec.name or None,
-            severity="error" if severity == "error" else "warning",
+    allowed = known_tools | frozenset(extra_tools)
+    problems = [
+        *_identity_problems(spec),
+        *_number_problems(spec),
+        *_choice_problems(spec),
+        *_tool_problems(spec, allowed, "error" if strict else "warning"),
+    ]
+    return [
+        Finding(
+            field,
+            LoadIssue(
+                reason=reason,
+                file=spec.source,
+                name=spec.name or None,
+                severity="error" if severity == "error" else "warning",
+            ),
         )
-        found.append(Finding(field, issue))
+        for field, reason, severity in problems
+    ]
 
+
+# One problem of a definition: the field it concerns (None: the body), why, "error" or "warning".
+Problem = tuple[str | None, str, str]
+
+
+def _identity_problems(spec: AgentSpec) -> Iterator[Problem]:
+    """The name, the description and the system prompt."""
     problem = name_problem(spec.name)
     if problem:
-        add("name", problem)
+        yield ("name", problem, "error")
     else:
         warning = name_warning(spec.name)
         if warning:
-            add("name", warning, "warning")
+            yield ("name", warning, "warning")
     if not spec.description.strip():
-        add("description", "missing required field 'description'")
+        yield ("description", "missing required field 'description'", "error")
     if not spec.prompt.strip():
-        add(None, "the system prompt (the markdown body) is empty", "warning")
+        yield (None, "the system prompt (the markdown body) is empty", "warning")
+
+
+def _number_problems(spec: AgentSpec) -> Iterator[Problem]:
+    """The limits, the timeout and the budgets: numbers in their ranges."""
     for field, value in (
         ("maxTurns", spec.max_turns),
         ("maxDepth", spec.max_depth),
@@ -241,7 +261,7 @@ def check(
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value <= 0
         ):
-            add(field, f"{field} must be a positive whole number, got {value}")
+            yield (field, f"{field} must be a positive whole number, got {value}", "error")
     timeout = spec.timeout
     if timeout is not None and (
         isinstance(timeout, bool)
@@ -249,7 +269,8 @@ def check(
         or not 0 < timeout <= MAX_TIMEOUT
     ):
         shown = f"{timeout:g}" if isinstance(timeout, int | float) else repr(timeout)
-        add("timeout", f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} s, got {shown}")
+        reason = f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} s, got {shown}"
+        yield ("timeout", reason, "error")
     limits: tuple[tuple[str, object, bool, float, bool], ...] = (
         ("maxRestarts", spec.max_restarts, True, 0, True),
         ("maxRetries", spec.max_retries, True, 0, True),
@@ -261,7 +282,11 @@ def check(
     for field, number, integer, low, low_ok in limits:
         problem = number_problem(number, integer=integer, low=low, low_ok=low_ok)
         if problem is not None:
-            add(field, f"{field} {problem}")
+            yield (field, f"{field} {problem}", "error")
+
+
+def _choice_problems(spec: AgentSpec) -> Iterator[Problem]:
+    """The fields that take one of a few values, ``extends``, and the spawn settings."""
     choices: tuple[tuple[str, object, tuple[str, ...]], ...] = (
         ("onFailure", spec.on_failure, ON_FAILURE),
         ("cleanup", spec.cleanup, CLEANUPS),
@@ -269,23 +294,27 @@ def check(
     )
     for field, choice, options in choices:
         if choice is not None and choice not in options:
-            add(field, f"{field} must be one of {', '.join(options)}, got {choice!r}")
+            yield (field, f"{field} must be one of {', '.join(options)}, got {choice!r}", "error")
     if spec.tier is not None and not 0 <= spec.tier <= 3:
-        add("tier", f"tier must be 0, 1, 2 or 3, got {spec.tier}")
+        yield ("tier", f"tier must be 0, 1, 2 or 3, got {spec.tier}", "error")
     if spec.restart not in RESTART_POLICIES:
-        add("restart", f"restart must be 'temporary' or 'transient', got {spec.restart!r}")
+        reason = f"restart must be 'temporary' or 'transient', got {spec.restart!r}"
+        yield ("restart", reason, "error")
     if spec.permission_mode is not None and spec.permission_mode not in PERMISSION_MODES:
-        add(
-            "permissionMode",
+        reason = (
             f"permissionMode must be one of {', '.join(PERMISSION_MODES)},"
-            f" got {spec.permission_mode!r}",
+            f" got {spec.permission_mode!r}"
         )
+        yield ("permissionMode", reason, "error")
     if spec.extends is not None and spec.extends == spec.name:
-        add("extends", f"extends names the definition itself ({spec.name!r})")
+        yield ("extends", f"extends names the definition itself ({spec.name!r})", "error")
     for key, reason in spawn_setting_problems(spec):
-        add(key, reason)
-    allowed = known_tools | frozenset(extra_tools)
-    severity = "error" if strict else "warning"
+        yield (key, reason, "error")
+
+
+def _tool_problems(spec: AgentSpec, allowed: frozenset[str], severity: str) -> Iterator[Problem]:
+    """Tool names no tool answers to (an MCP tool is the server's to know), with the closest
+    known name as a hint."""
     tool_lists = (
         ("tools", spec.tools or ()),
         ("disallowedTools", spec.disallowed_tools),
@@ -299,8 +328,7 @@ def check(
                 continue
             close = difflib.get_close_matches(base, sorted(allowed), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            add(field, f"{field}: unknown tool {tool!r}{hint}", severity)
-    return found
+            yield (field, f"{field}: unknown tool {tool!r}{hint}", severity)
 
 
 def validate(

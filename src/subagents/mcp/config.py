@@ -125,30 +125,54 @@ def parse_server(
             f" got {type(raw).__name__}"
         )
 
-    def text(value: Any, key: str) -> str:
+    read = _ServerReader(where, expand, environ)
+    kind = read.kind(raw)
+    if kind == "stdio":
+        return NamedServer(name, read.stdio(raw), origin)
+    if kind in ("http", "sse"):
+        return NamedServer(name, read.remote(raw, kind), origin)
+    raise McpConfigError(f"{where}: unknown type {kind!r}; use stdio, http or sse")
+
+
+class _ServerReader:
+    """Reads one server's mapping, each error naming the server (``where``) and the key;
+    with ``expand``, text values have their ``${VAR}`` expanded from ``environ``."""
+
+    def __init__(self, where: str, expand: bool, environ: Mapping[str, str] | None) -> None:
+        self.where, self.expand, self.environ = where, expand, environ
+
+    def text(self, value: Any, key: str) -> str:
+        where = self.where
         if not isinstance(value, str):
             raise McpConfigError(f"{where}: {key} must be text, got {value!r}")
-        return expand_vars(value, where=f"{where} {key}", environ=environ) if expand else value
+        if not self.expand:
+            return value
+        return expand_vars(value, where=f"{where} {key}", environ=self.environ)
 
-    def pairs(value: Any, key: str) -> tuple[tuple[str, str], ...]:
+    def pairs(self, value: Any, key: str) -> tuple[tuple[str, str], ...]:
         if value is None:
             return ()
         if not isinstance(value, Mapping):
-            raise McpConfigError(f"{where}: {key} must be a mapping of names to text")
+            raise McpConfigError(f"{self.where}: {key} must be a mapping of names to text")
         out = []
         for k, v in value.items():
             if isinstance(v, bool) or not isinstance(v, str | int | float):
-                raise McpConfigError(f"{where}: {key}.{k} must be text, got {v!r}")
-            out.append((str(k), text(str(v), f"{key}.{k}")))
+                raise McpConfigError(f"{self.where}: {key}.{k} must be text, got {v!r}")
+            out.append((str(k), self.text(str(v), f"{key}.{k}")))
         return tuple(sorted(out))
 
-    kind = raw.get("type")
-    if kind is not None and not isinstance(kind, str):
-        raise McpConfigError(f"{where}: type must be text, got {kind!r}")
-    kind = (kind or "").strip().lower() or ("stdio" if "command" in raw else "http")
-    if kind == "streamable-http" or kind == "streamable_http":
-        kind = "http"
-    if kind == "stdio":
+    def kind(self, raw: Mapping[str, Any]) -> str:
+        """The transport: ``type``, else stdio for a server with a command, else http."""
+        kind = raw.get("type")
+        if kind is not None and not isinstance(kind, str):
+            raise McpConfigError(f"{self.where}: type must be text, got {kind!r}")
+        kind = (kind or "").strip().lower() or ("stdio" if "command" in raw else "http")
+        if kind == "streamable-http" or kind == "streamable_http":
+            kind = "http"
+        return kind
+
+    def stdio(self, raw: Mapping[str, Any]) -> StdioServer:
+        where = self.where
         unknown = sorted(set(map(str, raw)) - _STDIO_KEYS)
         if unknown:
             raise McpConfigError(
@@ -158,25 +182,25 @@ def parse_server(
         command = raw.get("command")
         if command is None:
             raise McpConfigError(f"{where}: a stdio server needs a command")
-        command = text(command, "command")
+        command = self.text(command, "command")
         if not command.strip():
             raise McpConfigError(f"{where}: command is empty")
         args_raw = raw.get("args") or []
         if isinstance(args_raw, str) or not isinstance(args_raw, list | tuple):
             raise McpConfigError(f"{where}: args must be a list of text, got {args_raw!r}")
-        args = tuple(text(str(a) if isinstance(a, int | float) else a, "args") for a in args_raw)
-        cwd = raw.get("cwd")
-        return NamedServer(
-            name,
-            StdioServer(
-                command=command,
-                args=args,
-                env=pairs(raw.get("env"), "env"),
-                cwd=None if cwd is None else text(cwd, "cwd"),
-            ),
-            origin,
+        args = tuple(
+            self.text(str(a) if isinstance(a, int | float) else a, "args") for a in args_raw
         )
-    if kind in ("http", "sse"):
+        cwd = raw.get("cwd")
+        return StdioServer(
+            command=command,
+            args=args,
+            env=self.pairs(raw.get("env"), "env"),
+            cwd=None if cwd is None else self.text(cwd, "cwd"),
+        )
+
+    def remote(self, raw: Mapping[str, Any], kind: str) -> RemoteServer:
+        where = self.where
         unknown = sorted(set(map(str, raw)) - _REMOTE_KEYS)
         if unknown:
             raise McpConfigError(
@@ -186,18 +210,13 @@ def parse_server(
         url = raw.get("url")
         if url is None:
             raise McpConfigError(f"{where}: an {kind} server needs a url")
-        url = text(url, "url")
+        url = self.text(url, "url")
         if not re.match(r"^https?://", url):
             raise McpConfigError(f"{where}: url must start with http:// or https://, got {url!r}")
         transport: Transport = "http" if kind == "http" else "sse"
-        return NamedServer(
-            name,
-            RemoteServer(
-                transport=transport, url=url, headers=pairs(raw.get("headers"), "headers")
-            ),
-            origin,
+        return RemoteServer(
+            transport=transport, url=url, headers=self.pairs(raw.get("headers"), "headers")
         )
-    raise McpConfigError(f"{where}: unknown type {kind!r}; use stdio, http or sse")
 
 
 def parse_servers(

@@ -12,6 +12,7 @@ described). Both only read: allowed in plan mode, never asked; bounded like a to
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -45,48 +46,6 @@ def resource_tools(hub: McpHub, run: RunMcp) -> dict[str, Tool]:
     started for it."""
     if not run.started or not run.resource_tools:
         return {}
-
-    def bounded(ctx: ToolContext | None) -> dict[str, Any]:
-        return {
-            "deadline": ctx.deadline if ctx is not None else None,
-            "cancel": ctx.cancel if ctx is not None else None,
-        }
-
-    def list_resources(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
-        args = decode_input(LIST, ListInput, arguments)
-        servers = run.started if args.server is None else (args.server,)
-        found: list[dict[str, Any]] = []
-        for server in servers:
-            try:
-                listed = hub.ask_server(
-                    run, server, lambda c: c.resources(LIST), what=f"listing {server}'s"
-                    " resources", **bounded(ctx)
-                )  # fmt: skip
-            except (McpServerError, McpCallError, LookupError) as exc:
-                raise ToolError(str(exc)) from None
-            found.extend(_described(server, r) for r in listed)
-        if not found:
-            return (
-                "No resources found. MCP servers may still provide tools even if they have no"
-                " resources."
-            )
-        return cap(msgspec.json.encode(found).decode())
-
-    def read_resource(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResult:
-        args = decode_input(READ, ReadInput, arguments)
-        try:
-            result = hub.ask_server(
-                run, args.server, lambda c: c.read_resource(args.uri, f"reading {args.uri}"),
-                what=f"reading {args.uri}", **bounded(ctx)
-            )  # fmt: skip
-        except (McpServerError, McpCallError, LookupError) as exc:
-            raise ToolError(str(exc)) from None
-        except Exception as exc:  # the server refused (an MCPError: unknown resource...)
-            raise ToolError(
-                f"MCP server {args.server!r} could not read {args.uri}: {exc}"
-            ) from None
-        return _contents(list(result.contents or ()))
-
     servers = ", ".join(run.started)
     tools = {
         LIST: Tool(
@@ -94,7 +53,7 @@ def resource_tools(hub: McpHub, run: RunMcp) -> dict[str, Tool]:
             description="List the resources (files, documents, records) of the MCP servers"
             f" ({servers}); each with its server and URI, for ReadMcpResourceTool.",
             input_schema=struct_schema(ListInput),
-            run=list_resources,
+            run=functools.partial(_list_resources, hub, run),
             read_only=True,
             idempotent=True,
             params=ListInput,
@@ -103,13 +62,62 @@ def resource_tools(hub: McpHub, run: RunMcp) -> dict[str, Tool]:
             name=READ,
             description=f"Read one resource of an MCP server ({servers}) by its server and URI.",
             input_schema=struct_schema(ReadInput),
-            run=read_resource,
+            run=functools.partial(_read_resource, hub, run),
             read_only=True,
             idempotent=True,
             params=ReadInput,
         ),
     }
     return {name: tool for name, tool in tools.items() if name in run.resource_tools}
+
+
+def _bounded(ctx: ToolContext | None) -> dict[str, Any]:
+    """A call's deadline and cancel signal, for the hub's ask of a server."""
+    return {
+        "deadline": ctx.deadline if ctx is not None else None,
+        "cancel": ctx.cancel if ctx is not None else None,
+    }
+
+
+def _list_resources(
+    hub: McpHub, run: RunMcp, arguments: Mapping[str, Any], ctx: ToolContext | None
+) -> str:
+    """ListMcpResourcesTool: every resource of the run's servers (or of the one named)."""
+    args = decode_input(LIST, ListInput, arguments)
+    servers = run.started if args.server is None else (args.server,)
+    found: list[dict[str, Any]] = []
+    for server in servers:
+        try:
+            listed = hub.ask_server(
+                run, server, lambda c: c.resources(LIST), what=f"listing {server}'s"
+                " resources", **_bounded(ctx)
+            )  # fmt: skip
+        except (McpServerError, McpCallError, LookupError) as exc:
+            raise ToolError(str(exc)) from None
+        found.extend(_described(server, r) for r in listed)
+    if not found:
+        return (
+            "No resources found. MCP servers may still provide tools even if they have no"
+            " resources."
+        )
+    return cap(msgspec.json.encode(found).decode())
+
+
+def _read_resource(
+    hub: McpHub, run: RunMcp, arguments: Mapping[str, Any], ctx: ToolContext | None
+) -> ToolResult:
+    """ReadMcpResourceTool: one resource of one of the run's servers, by its URI."""
+    args = decode_input(READ, ReadInput, arguments)
+    try:
+        result = hub.ask_server(
+            run, args.server, lambda c: c.read_resource(args.uri, f"reading {args.uri}"),
+            what=f"reading {args.uri}", **_bounded(ctx)
+        )  # fmt: skip
+    except (McpServerError, McpCallError, LookupError) as exc:
+        raise ToolError(str(exc)) from None
+    except Exception as exc:  # the server refused (an MCPError: unknown resource...)
+        raise ToolError(f"MCP server {args.server!r} could not read {args.uri}: {exc}") from None
+    return _contents(list(result.contents or ()))
 
 
 def _described(server: str, resource: Any) -> dict[str, Any]:

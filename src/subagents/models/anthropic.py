@@ -118,18 +118,7 @@ class AnthropicModel:
         # An empty or ``inherit`` model here means the runtime left it open: use our default.
         model = resolve_model(request.model, default=self.default_model, aliases=self._aliases)
         bound = log.bind(run_id=request.run_id, agent=request.agent, model=model)
-        params: dict[str, Any] = {
-            "model": model,
-            "max_tokens": request.max_tokens,
-            "messages": messages_param(request.messages),
-        }
-        system = system_param(request.system)
-        if system is not None:
-            params["system"] = system
-        tools = tools_param(request)
-        if tools is not None:
-            params["tools"] = tools
-
+        params = _request_params(request, model)
         blocks: list[ContentBlock] = []
         paused_content: list[dict[str, Any]] = []
         usage = Usage()
@@ -167,20 +156,9 @@ class AnthropicModel:
                 continuations += 1
                 paused_content.extend(parsed.raw_content)
                 continue
-            if stop == "refusal":
-                detail = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
-                raise ModelError(
-                    "refusal", f"{model} declined to answer" + (f": {detail}" if detail else "")
-                )
-            if stop == "model_context_window_exceeded":
-                raise ModelError(
-                    "context_window",
-                    f"the conversation no longer fits {model}'s context window",
-                )
+            _check_stop_reason(stop, model, blocks)
             if stop == "pause_turn":
                 bound.warning("model.pause_limit", continuations=continuations)
-            elif stop not in RETURNED_STOP_REASONS:
-                raise ModelError("malformed_response", f"unknown stop_reason {stop!r}")
             return ModelResponse(
                 content=tuple(blocks),
                 stop_reason=stop,
@@ -277,3 +255,37 @@ def _body_text(exc: anthropic.APIStatusError) -> str:
         text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
         return text[:200] or exc.message
     return exc.message
+
+
+def _request_params(request: ModelRequest, model: str) -> dict[str, Any]:
+    """The Messages API parameters of a request: the system prompt and tools only when set."""
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": messages_param(request.messages),
+    }
+    system = system_param(request.system)
+    if system is not None:
+        params["system"] = system
+    tools = tools_param(request)
+    if tools is not None:
+        params["tools"] = tools
+    return params
+
+
+def _check_stop_reason(stop: str, model: str, blocks: list[ContentBlock]) -> None:
+    """Raise the ``ModelError`` a turn's last stop reason means, if it is not an answer: a
+    refusal (with what the model said), a full context window, or a reason we do not know
+    (``pause_turn`` past the continuation limit is returned, with what came so far)."""
+    if stop == "refusal":
+        detail = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+        raise ModelError(
+            "refusal", f"{model} declined to answer" + (f": {detail}" if detail else "")
+        )
+    if stop == "model_context_window_exceeded":
+        raise ModelError(
+            "context_window",
+            f"the conversation no longer fits {model}'s context window",
+        )
+    if stop != "pause_turn" and stop not in RETURNED_STOP_REASONS:
+        raise ModelError("malformed_response", f"unknown stop_reason {stop!r}")

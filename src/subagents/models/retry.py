@@ -90,47 +90,22 @@ def call_with_retries(
         attempts += 1
         return attempt(timeout)
 
-    def wait(state: tenacity.RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(error, TransientError) and error.retry_after is not None:
-            return max(0.0, min(float(error.retry_after), policy.max_retry_after))
-        backoff = min(policy.max_wait, policy.base_wait * 2.0 ** (state.attempt_number - 1))
-        return backoff * random.uniform(0.5, 1.0)
-
     def stop(state: tenacity.RetryCallState) -> bool:
-        if state.attempt_number >= policy.max_attempts:
-            gave_up_reason.append(f"gave up after {attempts} attempt(s)")
-            return True
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if state.upcoming_sleep >= left:
-                when = (
-                    "the run's deadline has passed"
-                    if left <= 0
-                    else f"the next try would wait {state.upcoming_sleep:.2f} s, "
-                    f"past the run's deadline in {left:.2f} s"
-                )
-                gave_up_reason.append(f"gave up after {attempts} attempt(s): {when}")
-                return True
-        return False
+        reason = _why_give_up(state, policy, deadline)
+        if reason is not None:
+            gave_up_reason.append(f"gave up after {attempts} attempt(s){reason}")
+        return reason is not None
 
     def sleep(seconds: float) -> None:
         if signal.wait(seconds):
             raise ModelError("cancelled", f"the run was stopped while waiting to retry the {what}")
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        bound.info(
-            "model.retry",
-            what=what,
-            attempt=state.attempt_number,
-            wait_s=round(state.upcoming_sleep, 3),
-            error=str(error),
-        )
+        _log_retry(bound, what, state)
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception_type(TransientError),
-        wait=wait,
+        wait=lambda state: _wait_before_retry(state, policy),
         stop=stop,
         sleep=sleep,
         before_sleep=before_sleep,
@@ -141,3 +116,42 @@ def call_with_retries(
     except TransientError as exc:
         reason = gave_up_reason[-1] if gave_up_reason else f"gave up after {attempts} attempt(s)"
         raise ModelError(exc.kind, f"{exc.message} ({reason})", transient=True) from exc
+
+
+def _wait_before_retry(state: tenacity.RetryCallState, policy: RetryPolicy) -> float:
+    """The server's ``retry-after`` (capped), else the policy's jittered exponential backoff."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(error, TransientError) and error.retry_after is not None:
+        return max(0.0, min(float(error.retry_after), policy.max_retry_after))
+    backoff = min(policy.max_wait, policy.base_wait * 2.0 ** (state.attempt_number - 1))
+    return backoff * random.uniform(0.5, 1.0)
+
+
+def _why_give_up(
+    state: tenacity.RetryCallState, policy: RetryPolicy, deadline: float | None
+) -> str | None:
+    """None to try again; else the end of the "gave up after N attempt(s)" reason: "" when the
+    attempts are used up, ": <why>" when the wait would end past the deadline."""
+    if state.attempt_number >= policy.max_attempts:
+        return ""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if state.upcoming_sleep >= left:
+            if left <= 0:
+                return ": the run's deadline has passed"
+            return (
+                f": the next try would wait {state.upcoming_sleep:.2f} s, "
+                f"past the run's deadline in {left:.2f} s"
+            )
+    return None
+
+
+def _log_retry(bound: Any, what: str, state: tenacity.RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    bound.info(
+        "model.retry",
+        what=what,
+        attempt=state.attempt_number,
+        wait_s=round(state.upcoming_sleep, 3),
+        error=str(error),
+    )

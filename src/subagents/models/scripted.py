@@ -145,13 +145,7 @@ class ScriptedModel:
         turn_index = sum(1 for message in request.messages if message.role == "assistant")
         script = self._scripts.get(request.agent, ())
         turn = script[turn_index] if turn_index < len(script) else None
-        call_number = 1
-        with self._lock:
-            self._requests.append(request)
-            if turn is not None and turn.fail_times is not None:  # count only where it matters
-                key = (request.agent, request.run_id, turn_index)
-                call_number = self._calls_per_turn.get(key, 0) + 1
-                self._calls_per_turn[key] = call_number
+        call_number = self._record(request, turn, turn_index)
 
         _check_signals(deadline, cancel)
         broken = self._broken.get(request.agent)
@@ -159,21 +153,8 @@ class ScriptedModel:
             raise ModelError("script", str(broken))
         if turn is not None and turn.delay > 0:
             _simulate_latency(turn.delay, deadline, cancel)
-
-        if turn is not None and turn.error is not None:
-            failing = turn.fail_times is None or call_number <= turn.fail_times
-            if failing:
-                log.debug(
-                    "scripted_model.error",
-                    agent=request.agent,
-                    run_id=request.run_id,
-                    turn=turn_index,
-                    kind=turn.error.kind,
-                    call=call_number,
-                )
-                raise ModelError(
-                    turn.error.kind, turn.error.message, transient=turn.error.transient
-                )
+        if turn is not None:
+            _fail_as_scripted(request, turn, turn_index, call_number)
 
         values = LazyValues(
             lambda: template_values(
@@ -202,6 +183,18 @@ class ScriptedModel:
             usage=usage,
             model=request.model or SCRIPTED_MODEL_ID,
         )
+
+    def _record(self, request: ModelRequest, turn: Turn | None, turn_index: int) -> int:
+        """Keep the request; the how-manieth call of this run's turn this is (counted only for
+        a turn that fails a number of times, the one place it matters; else 1)."""
+        call_number = 1
+        with self._lock:
+            self._requests.append(request)
+            if turn is not None and turn.fail_times is not None:
+                key = (request.agent, request.run_id, turn_index)
+                call_number = self._calls_per_turn.get(key, 0) + 1
+                self._calls_per_turn[key] = call_number
+        return call_number
 
     def _content(
         self, turn: Turn | None, values: Mapping[str, str], *, agent: str, turn_index: int
@@ -282,3 +275,18 @@ def _usage(
         cost_usd=scripted.cost_usd,
         model_calls=1,
     )
+
+
+def _fail_as_scripted(request: ModelRequest, turn: Turn, turn_index: int, call_number: int) -> None:
+    """Raise the turn's scripted error, on every call or on the first ``fail_times`` ones."""
+    if turn.error is None or (turn.fail_times is not None and call_number > turn.fail_times):
+        return
+    log.debug(
+        "scripted_model.error",
+        agent=request.agent,
+        run_id=request.run_id,
+        turn=turn_index,
+        kind=turn.error.kind,
+        call=call_number,
+    )
+    raise ModelError(turn.error.kind, turn.error.message, transient=turn.error.transient)

@@ -7,6 +7,7 @@ the store's tables.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from pathlib import Path
 
 from subagents.logs import get_logger
@@ -14,7 +15,9 @@ from subagents.messages import TERMINAL_STATUSES, Cleanup, RunStatus
 from subagents.store.paths import host_log
 from subagents.store.sqlite_tx import Transactions
 from subagents.store.sweep import (
+    SweepBounds,
     SweepCandidate,
+    SweepPlan,
     SweepReport,
     plan_sweep,
     sweep_bounds,
@@ -23,6 +26,7 @@ from subagents.store.sweep import (
 log = get_logger("subagents.store")
 
 _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
+_DOING = "sweeping"  # what a failed statement was part of, in its error
 
 
 def _marks(n: int) -> str:
@@ -45,37 +49,8 @@ def sweep_runs(
     bounds = sweep_bounds(
         now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
     )
-    terminal = _marks(len(_TERMINAL))
     with tx.writing() as conn:
-        doing = "sweeping"
-        rows = tx.write_sql(
-            conn,
-            f"""SELECT r.run_id, r.status, r.created_at, r.ended_at, r.archived_at,
-                    r.cleanup, COALESCE(o.delivered = 0, 0)
-                FROM runs r LEFT JOIN outcomes o ON o.run_id = r.run_id
-                WHERE r.status IN ({terminal}) AND (
-                    (r.archived_at IS NULL AND COALESCE(r.ended_at, r.created_at) <= ?)
-                    OR (r.archived_at IS NOT NULL AND r.archived_at <= ?))
-                ORDER BY r.created_at, r.run_id""",
-            (
-                *_TERMINAL,
-                bounds.archive_before,
-                bounds.delete_before if bounds.delete_before is not None else float("-inf"),
-            ),
-            doing,
-        ).fetchall()
-        candidates = [
-            SweepCandidate(
-                run_id=run_id,
-                status=RunStatus(status),
-                created_at=created_at,
-                ended_at=ended_at,
-                archived_at=archived_at,
-                cleanup=cleanup,
-                outcome_undelivered=bool(undelivered),
-            )
-            for run_id, status, created_at, ended_at, archived_at, cleanup, undelivered in rows
-        ]
+        candidates = _candidates(tx, conn, bounds)
         plan = plan_sweep(
             candidates,
             now=now,
@@ -83,30 +58,12 @@ def sweep_runs(
             cleanup_default=cleanup_default,
             retention_days=retention_days,
         )
-        for run_id in plan.archive:
-            tx.write_sql(
-                conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), doing
-            )
-        for run_id in plan.clean:
-            for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
-                tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
-        for run_id in plan.delete:
-            for table in (
-                "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
-                "commands", "runs",
-            ):  # fmt: skip
-                tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), doing)
-            tx.write_sql(
-                conn,
-                "DELETE FROM mail WHERE sender = ? OR recipient = ?",
-                (run_id, run_id),
-                doing,
-            )
+        _apply_plan(tx, conn, plan, now)
         purged = tx.write_sql(
             conn,
             "DELETE FROM commands WHERE taken_at IS NOT NULL AND taken_at <= ?",
             (bounds.archive_before,),
-            doing,
+            _DOING,
         ).rowcount
     # a detached tree's host log goes with the transcript it printed (after the commit:
     # a rolled back sweep deletes nothing)
@@ -131,3 +88,63 @@ def sweep_runs(
             commands_purged=report.commands_purged,
         )
     return report
+
+
+def _candidates(
+    tx: Transactions, conn: sqlite3.Connection, bounds: SweepBounds
+) -> list[SweepCandidate]:
+    """The finished runs due to be archived (ended before the archive bound) or deleted
+    (archived before the retention bound), oldest first, with what the rules weigh."""
+    terminal = _marks(len(_TERMINAL))
+    rows = tx.write_sql(
+        conn,
+        f"""SELECT r.run_id, r.status, r.created_at, r.ended_at, r.archived_at,
+                r.cleanup, COALESCE(o.delivered = 0, 0)
+            FROM runs r LEFT JOIN outcomes o ON o.run_id = r.run_id
+            WHERE r.status IN ({terminal}) AND (
+                (r.archived_at IS NULL AND COALESCE(r.ended_at, r.created_at) <= ?)
+                OR (r.archived_at IS NOT NULL AND r.archived_at <= ?))
+            ORDER BY r.created_at, r.run_id""",
+        (
+            *_TERMINAL,
+            bounds.archive_before,
+            bounds.delete_before if bounds.delete_before is not None else float("-inf"),
+        ),
+        _DOING,
+    ).fetchall()
+    return [
+        SweepCandidate(
+            run_id=run_id,
+            status=RunStatus(status),
+            created_at=created_at,
+            ended_at=ended_at,
+            archived_at=archived_at,
+            cleanup=cleanup,
+            outcome_undelivered=bool(undelivered),
+        )
+        for run_id, status, created_at, ended_at, archived_at, cleanup, undelivered in rows
+    ]
+
+
+def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now: float) -> None:
+    """The plan's rows written: archived runs stamped, cleaned runs' history dropped, deleted
+    runs gone with every row that names them (their mail both ways included)."""
+    for run_id in plan.archive:
+        tx.write_sql(
+            conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), _DOING
+        )
+    for run_id in plan.clean:
+        for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
+            tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
+    for run_id in plan.delete:
+        for table in (
+            "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
+            "commands", "runs",
+        ):  # fmt: skip
+            tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
+        tx.write_sql(
+            conn,
+            "DELETE FROM mail WHERE sender = ? OR recipient = ?",
+            (run_id, run_id),
+            _DOING,
+        )

@@ -142,6 +142,19 @@ class _Unclosed(Exception):
     pass
 
 
+@dataclass
+class _Pending:
+    """What ``_Reader.commands`` is in the middle of: the command, the word (its parts so
+    far, None between words) with its ``literal`` and ``plain`` flags, and the redirection
+    operator the word is the target of."""
+
+    cmd: Command
+    word: list[str] | None = None
+    literal: bool = True
+    plain: bool = True
+    redirect: str | None = None
+
+
 class _Reader:
     """A recursive reader of a bash line (a pragmatic subset of bash's grammar)."""
 
@@ -161,99 +174,104 @@ class _Reader:
     def commands(self, stop: str | None = None) -> None:
         """Read commands until ``stop`` (``)``) or the end; ``_Unclosed`` if ``stop`` is missing."""
         s, n = self.s, len(self.s)
-        cmd = Command(nested=self.nested)
-        word: list[str] | None = None
-        literal = plain = True
-        redirect: str | None = None
-
-        def end_word() -> None:
-            nonlocal word, literal, plain, redirect
-            if word is None:
-                return
-            text = "".join(word)
-            if redirect is not None:
-                self._redirected(cmd, redirect, text, literal)
-                if redirect in ("<<", "<<-"):
-                    self.heredocs.append((text, not plain, redirect == "<<-"))
-                redirect = None
-            else:
-                cmd.words.append(Word(text, literal, plain))
-            word, literal, plain = None, True, True
-
-        def end_command(join: str | None) -> None:
-            nonlocal cmd
-            end_word()
-            if cmd.words or cmd.writes:
-                self.script.commands.append(cmd)
-            if join is not None:
-                self.script.constructs.add(join)
-            cmd = Command(nested=self.nested)
-
+        p = _Pending(Command(nested=self.nested))
         while self.i < n:
             c = s[self.i]
             if c in " \t":
-                end_word()
+                self._end_word(p)
                 self.i += 1
-            elif c == "#" and word is None:
+            elif c == "#" and p.word is None:
                 while self.i < n and s[self.i] != "\n":
                     self.i += 1
             elif c in ";\n":
-                end_command("sequence")
+                self._end_command(p, "sequence")
                 self.i += 1
                 if c == "\n" and self.heredocs:
                     self._heredoc_bodies()
-            elif c == "&":
-                if s.startswith("&&", self.i):
-                    end_command("and")
-                    self.i += 2
-                elif s.startswith("&>", self.i):
-                    end_word()
-                    redirect = "&>>" if s.startswith("&>>", self.i) else "&>"
-                    self.i += len(redirect)
-                else:
-                    end_command("background")
-                    self.i += 1
-            elif c == "|":
-                if s.startswith("||", self.i):
-                    end_command("or")
-                    self.i += 2
-                else:
-                    end_command("pipe")
-                    self.i += 2 if s.startswith("|&", self.i) else 1
+            elif c in "&|":
+                self._control(p, c)
             elif c == "(":
-                end_command("subshell")
+                self._end_command(p, "subshell")
                 self.i += 1
                 self.commands(stop=")")
             elif c == ")":
                 if stop == ")":
-                    end_command(None)
+                    self._end_command(p, None)
                     self.i += 1
                     return
-                end_command("unbalanced")  # a case pattern, or a syntax error: not plain
+                self._end_command(p, "unbalanced")  # a case pattern, or a syntax error: not plain
                 self.i += 1
             elif c in "<>":
-                if s.startswith(("<(", ">("), self.i):  # process substitution
-                    self.script.constructs.add("process substitution")
-                    self.i += 2
-                    self._nested(stop=")")
-                    literal = False
-                    if word is None:
-                        word = []
-                    continue
-                if word is not None and not redirect and word and all(x.isdigit() for x in word):
-                    word = None  # the descriptor number of a redirection (2>...)
-                else:
-                    end_word()
-                redirect = self._operator()
+                self._angle(p)
             else:
-                if word is None:
-                    word = []
+                if p.word is None:
+                    p.word = []
                 part, lit, pl = self._word_part()
-                word.append(part)
-                literal, plain = literal and lit, plain and pl
+                p.word.append(part)
+                p.literal, p.plain = p.literal and lit, p.plain and pl
         if stop is not None:
             raise _Unclosed(f"a {stop!r} is missing")
-        end_command(None)
+        self._end_command(p, None)
+
+    def _end_word(self, p: _Pending) -> None:
+        """The word being read ends: a redirection's target, or the command's next word."""
+        if p.word is None:
+            return
+        text = "".join(p.word)
+        if p.redirect is not None:
+            self._redirected(p.cmd, p.redirect, text, p.literal)
+            if p.redirect in ("<<", "<<-"):
+                self.heredocs.append((text, not p.plain, p.redirect == "<<-"))
+            p.redirect = None
+        else:
+            p.cmd.words.append(Word(text, p.literal, p.plain))
+        p.word, p.literal, p.plain = None, True, True
+
+    def _end_command(self, p: _Pending, join: str | None) -> None:
+        """The command being read ends (joined to the next by ``join``, if any)."""
+        self._end_word(p)
+        if p.cmd.words or p.cmd.writes:
+            self.script.commands.append(p.cmd)
+        if join is not None:
+            self.script.constructs.add(join)
+        p.cmd = Command(nested=self.nested)
+
+    def _control(self, p: _Pending, c: str) -> None:
+        """At ``&`` or ``|``: ``&&``, ``||``, a pipe, a background ``&``, or ``&>``."""
+        s = self.s
+        if c == "&":
+            if s.startswith("&&", self.i):
+                self._end_command(p, "and")
+                self.i += 2
+            elif s.startswith("&>", self.i):
+                self._end_word(p)
+                p.redirect = "&>>" if s.startswith("&>>", self.i) else "&>"
+                self.i += len(p.redirect)
+            else:
+                self._end_command(p, "background")
+                self.i += 1
+        elif s.startswith("||", self.i):
+            self._end_command(p, "or")
+            self.i += 2
+        else:
+            self._end_command(p, "pipe")
+            self.i += 2 if s.startswith("|&", self.i) else 1
+
+    def _angle(self, p: _Pending) -> None:
+        """At ``<`` or ``>``: a process substitution (part of the word), or a redirection."""
+        if self.s.startswith(("<(", ">("), self.i):  # process substitution
+            self.script.constructs.add("process substitution")
+            self.i += 2
+            self._nested(stop=")")
+            p.literal = False
+            if p.word is None:
+                p.word = []
+            return
+        if p.word is not None and not p.redirect and p.word and all(x.isdigit() for x in p.word):
+            p.word = None  # the descriptor number of a redirection (2>...)
+        else:
+            self._end_word(p)
+        p.redirect = self._operator()
 
     def _heredoc_bodies(self) -> None:
         """Skip the bodies of the pending here-documents (text, not commands), reading the
