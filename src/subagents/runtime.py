@@ -397,7 +397,9 @@ class Runtime:
 
         check_strategy(strategy, scorer)
         return synthesize_runs(
-            self,
+            self.wait_ended,
+            self.store.get_run,
+            self.limits.max_timeout_s,
             self._waits.run_ids(run_ids, "synthesize"),
             strategy,
             threshold=threshold,
@@ -424,7 +426,8 @@ class Runtime:
         from subagents.fanout import fan_out
 
         return fan_out(
-            self,
+            self.spawn,
+            self.limits.max_timeout_s,
             jobs,
             strategy=strategy,
             threshold=threshold,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagents.behaviour.tools import ToolError
+from subagents.tools.errors import ToolError
 
 ON_FAILURE = ("report", "retry", "fail_parent")
 
