@@ -135,3 +135,24 @@ def test_the_graph_sees_imports_at_every_level() -> None:
 def test_no_import_cycles() -> None:
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+LOWER = ("actors", "behaviour", "cluster", "definitions", "isolation", "mcp", "models")
+LOWER += ("store", "supervision", "tools")
+UPPER = ("subagents.runtime", "subagents.cli")
+
+
+def test_the_layers_below_the_runtime_do_not_import_it() -> None:
+    """``cluster/`` and every layer below the runtime reach it only through what it hands
+    them (``runtime/_cluster_backend.py``: the backend protocol, the behaviours function),
+    never by importing it or the CLI; no module but the CLI imports the package's public
+    face (``subagents/__init__``), which names everything."""
+    graph = import_graph()
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.split(".")[1:2] and module.split(".")[1] in LOWER
+        for target in targets
+        if target.startswith(UPPER) or target == "subagents"
+    )
+    assert not upward, "imports from a layer above:\n" + "\n".join(upward)

@@ -171,7 +171,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
     from subagents.cli import output
     from subagents.cli.runtime_args import definitions_from, runtime_options
     from subagents.cluster.connect import ClusterError
-    from subagents.cluster.detached import start_detached
+    from subagents.runtime import start_detached
     from subagents.supervision.core import AdmissionError
 
     options = runtime_options(args)

@@ -44,6 +44,10 @@ What travels to the host (pickled once, like a node's kit): the Runtime's keywor
 arguments, definitions included. Definitions are read where the tree is started (the CLI
 loads them from the agent folders it was given) and travel as they are: the head needs no
 copy of the files. The workspace is a path on the machines the runs are on.
+
+Why in the runtime's package, not ``cluster/``: a tree host is a program built on the
+``Runtime`` (as the CLI is), using ``cluster/``'s parts below it; in ``cluster/`` it imported
+the runtime above it (an import cycle through ``Runtime(cluster=...)``).
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ class TreeHost:
         to its end (see ``_predecessors``)."""
         from subagents.cluster.head import head_actor
         from subagents.cluster.remote_store import ClusterStore
-        from subagents.runtime import Runtime
+        from subagents.runtime._runtime import Runtime
         from subagents.store.leases import new_owner
 
         ray = import_ray()
@@ -288,7 +292,7 @@ def start_detached(
 def _check_agent(agent: str, runtime: Mapping[str, Any]) -> None:
     """An agent that is not among ``runtime``'s is refused here, before any host starts,
     when the agents are all given in code (no folders to read, nothing discovered)."""
-    from subagents.assembly import collect_agents
+    from subagents.runtime._assembly import collect_agents
     from subagents.supervision.core import AdmissionError
 
     if runtime.get("agent_dirs") or runtime.get("discover"):

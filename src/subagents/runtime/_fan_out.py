@@ -1,6 +1,6 @@
 """``Runtime.fan_out``: several runs, one synthesized answer, for programs that embed the runtime.
 
-Why here, next to runtime.py: it only uses the Runtime's public entry points (``spawn``,
+Why here, next to _runtime.py: it only uses the Runtime's public entry points (``spawn``,
 ``RunHandle.result``, ``wait_ended``), handed in as functions (the Runtime type is not
 imported: that was an import cycle), and the pure strategies of ``supervision.synthesis``. Parallel
 strategies start every run at once (the runtime's concurrency limits and queue apply) and
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from subagents.handles import RunHandle
 from subagents.messages import Outcome, RunRecord
+from subagents.runtime._run_handle import RunHandle
 from subagents.supervision.synthesis import (
     Item,
     Synthesis,

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from subagents.actors.supervisor import ActorGone
-from subagents.hosting import Hosting
 from subagents.logs import get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -31,6 +30,7 @@ from subagents.messages import (
     TreeRecords,
     new_id,
 )
+from subagents.runtime._services import Hosting
 
 log = get_logger("subagents.runtime")
 

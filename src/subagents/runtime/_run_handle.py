@@ -2,7 +2,7 @@
 
 Why apart from the Runtime: a handle is the caller's grip on one run (its status, its
 outcome, stop, mail, usage) and nothing else; the runtime's waits take handles and ids alike
-(``run_waits``), which needs the type without the whole runtime.
+(``_run_waits``), which needs the type without the whole runtime.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from typing import Protocol
 
 from subagents.messages import Outcome, RunStatus, TreeUsage
-from subagents.roots import Waiter
+from subagents.runtime._root_waiters import Waiter
 from subagents.store.base import RunStore
 from subagents.supervision.core import AdmissionError
 
