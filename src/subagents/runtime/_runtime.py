@@ -55,7 +55,7 @@ from subagents.runtime._run_endings import Endings
 from subagents.runtime._run_handle import RunHandle
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits, check_timeout
-from subagents.runtime._services import Definitions, Hosting, Subscribers
+from subagents.runtime._services import Definitions, Services, Subscribers
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
@@ -153,7 +153,7 @@ class Runtime:
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs, self._functions = collect_agents(agents, self.tool_names, strict)
-        self._hosting = hosting = Hosting(agent_threads)
+        self._hosting = hosting = Services(agent_threads)
         self._requests = SupervisorRequests(hosting)
         self.timer = hosting.timer
         self._roots = RootWaiters()

@@ -1,10 +1,11 @@
-"""Hosting: the threads and services a Runtime starts, and their orderly end; and the
+"""Services: the threads and services a Runtime starts, and their orderly end; and the
 subscribers its events go to.
 
 Why apart from the Runtime: what runs under a runtime (the timer, the pool of agent threads,
 the registry and supervisor actors, the lease keeper, the tools' processes, telemetry) must
 all end when it closes, or when its construction fails half way, in one order that nothing
-can skip. The Runtime holds one ``Hosting`` and says what to start; this knows how to stop.
+can skip. The Runtime holds one ``Services`` (``Runtime._hosting``) and says what to
+start; this knows how to stop.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ mailboxes that have messages; a waiting run holds none) or ``own`` (each live ru
 holds a pooled thread until the run ends: the earlier design, kept as an option)."""
 
 
-class Hosting:
+class Services:
     """What a Runtime started; ``close`` ends it all, in order, within a timeout."""
 
     def __init__(self, agent_threads: str = "shared") -> None:
