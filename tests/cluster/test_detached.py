@@ -1,5 +1,5 @@
-"""A tree started detached on the session's cluster (``cluster.detached``): hosted by a named,
-detached actor on the head node, not by the process that started it; another runtime on the
+"""A tree started detached on the session's cluster (``runtime._detached_trees``): hosted by a
+named, detached actor on the head node, not by the process that started it; another runtime on the
 same cluster sees it in the store and mails it through the store's commands; when its root
 ends, its host goes (nothing left running). The CLI's `run --detach --ray` (a process that
 exits at once; the tree stopped and waited for by later commands) is tested in
