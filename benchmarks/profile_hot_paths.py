@@ -119,7 +119,7 @@ AREAS = (  # (where a function's own CPU is counted, a test on "module name")
     ("behaviour/", lambda m, n: "subagents/behaviour/" in m),
     ("store/", lambda m, n: "subagents/store/" in m),
     ("models/", lambda m, n: "subagents/models/" in m),
-    ("runtime.py (events out, outcomes)", lambda m, n: "subagents/runtime.py" in m),
+    ("runtime/ (events out, outcomes)", lambda m, n: "subagents/runtime/" in m),
     ("messages/", lambda m, n: "subagents/messages/" in m),
     ("pykka", lambda m, n: "/pykka/" in m),
     ("threading, queue, contextlib", lambda m, n: m.endswith(("threading.py", "queue.py"))),

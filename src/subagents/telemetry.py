@@ -32,6 +32,7 @@ another provider the ids are the provider's and the tree holds within one proces
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import threading
 import time
@@ -51,6 +52,19 @@ if TYPE_CHECKING:
 log = get_logger("subagents.telemetry")
 
 SCOPE = "subagents"
+
+
+def _version() -> str | None:
+    """The package's version, for the tracer's instrumentation scope, read from its installed
+    metadata (``subagents.__version__`` is the same: importing the package's public face
+    from here would make an import cycle, tests/test_import_graph.py); None if the package
+    runs from a source tree without being installed (the scope's version is optional)."""
+    try:
+        return importlib.metadata.version("subagents")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 MAX_ATTRIBUTE = 1000
 """Text attributes (a task, an error) are cut to this many characters."""
 
@@ -271,12 +285,10 @@ class Telemetry:
     before its event is published)."""
 
     def __init__(self, provider: Any, store: RunStore, *, owned: bool = False) -> None:
-        from subagents import __version__
-
         self.provider = provider
         self.owned = owned
         self.store = store
-        self.tracer: Tracer = provider.get_tracer(SCOPE, __version__)
+        self.tracer: Tracer = provider.get_tracer(SCOPE, _version())
         self._ids: _PresetIds | None = None
         inner = getattr(self.tracer, "id_generator", None)
         if inner is not None:  # the SDK's tracer: run spans get ids derived from run ids

@@ -189,7 +189,7 @@ def test_a_run_whose_host_ray_is_restarting_shows_restarting_and_is_waited_for(
     import ray
 
     from subagents.cluster.connect import NAMESPACE
-    from subagents.cluster.detached import TREE_HOST_PREFIX
+    from subagents.cluster.tree_hosts import TREE_HOST_PREFIX
 
     class Parked:  # defined here: it travels to Ray's worker by value
         """Stands for a tree host that Ray lists (alive, or being started again)."""

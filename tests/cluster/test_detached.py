@@ -1,5 +1,5 @@
-"""A tree started detached on the session's cluster (``cluster.detached``): hosted by a named,
-detached actor on the head node, not by the process that started it; another runtime on the
+"""A tree started detached on the session's cluster (``runtime._detached_trees``): hosted by a
+named, detached actor on the head node, not by the process that started it; another runtime on the
 same cluster sees it in the store and mails it through the store's commands; when its root
 ends, its host goes (nothing left running). The CLI's `run --detach --ray` (a process that
 exits at once; the tree stopped and waited for by later commands) is tested in
@@ -69,9 +69,10 @@ def test_a_detached_tree_is_seen_and_mailed_by_another_runtime_and_its_host_goes
     """The tree's host is on the head; its child waits on the worker node; a new runtime in
     this process (not the tree's) finds the child in the store and mails it (a command
     through the store, taken by the tree's host); the tree completes; its host goes."""
-    from subagents.cluster.detached import TREE_HOST_PREFIX, start_detached
     from subagents.cluster.head import head_actor
     from subagents.cluster.remote_store import ClusterStore
+    from subagents.runtime import start_detached
+    from subagents.runtime._detached_trees import TREE_HOST_PREFIX
 
     agents = [
         FunctionAgent.create("keeper", keeper),
@@ -127,10 +128,10 @@ def test_a_tree_host_killed_mid_tree_is_started_again_and_ends_the_tree_once(
     import os
     import signal
 
-    from subagents.cluster.detached import start_detached
     from subagents.cluster.head import head_actor
     from subagents.cluster.remote_store import ClusterStore
     from subagents.messages import EventKind
+    from subagents.runtime import start_detached
 
     agents = [
         FunctionAgent.create("keeper", keeper),

@@ -30,10 +30,11 @@ def test_a_kit_takes_newer_definitions_only() -> None:
     from subagents.cluster.kit import NodeKit
     from subagents.definitions.spec import AgentSpec
     from subagents.runtime import Runtime
+    from subagents.runtime._assembly import behaviours
 
     first = AgentSpec(name="first", description="at start")
     with Runtime([first]) as rt:
-        kit = NodeKit({}, rt.env, rt.env.agents())
+        kit = NodeKit({}, rt.env, rt.env.agents(), behaviours)
     second = [first, AgentSpec(name="second", description="after a reload")]
     third = [AgentSpec(name="third", description="after another")]
     assert kit.version == 0 and [s.name for s in kit.env.agents()] == ["first"]

@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from subagents.behaviour.function import AgentContext
-from subagents.fanout import chain_task
 from subagents.messages import ToolResultBlock
 from subagents.runtime import Runtime
+from subagents.runtime._fan_out import chain_task
 from subagents.supervision.synthesis import SynthesisError
 
 from .conftest import spec

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from subagents.messages import EventKind, RestartDue, RunStatus, TextBlock, ToolResultBlock
-from subagents.supervision.policies import Policy, PolicyError, policy_of
+from subagents.supervision.policy_settings import Policy, PolicyError, policy_of
 from subagents.supervision.restarts import RestartIntensity, abnormal
 
 from .conftest import spec

@@ -1,12 +1,12 @@
 """The runtime tools' arguments read into requests, and the replies read into results: the
-pure half of the LLM loop's tool calls (behaviour/runtime_requests.py)."""
+pure half of the LLM loop's tool calls (behaviour/runtime_tool_args.py)."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from subagents.behaviour.runtime_requests import (
+from subagents.behaviour.runtime_tool_args import (
     reply_answer,
     send_request,
     spawn_request,

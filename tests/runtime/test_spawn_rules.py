@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from shown import ShownModel
-from subagents.behaviour.fanout import FAN_OUT
+from subagents.behaviour.fan_out_tool import FAN_OUT
 from subagents.behaviour.function import AgentContext, FunctionAgent, SpawnRefused
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunStatus, ToolSchema

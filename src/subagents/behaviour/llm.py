@@ -14,10 +14,10 @@ from typing import Any
 from subagents.behaviour import parent_approvals
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
-from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError
+from subagents.behaviour.fan_out_tool import FAN_OUT, FanOutCalls, FanOutError
 from subagents.behaviour.offer import complete, offered_tools
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
-from subagents.behaviour.runtime_requests import (
+from subagents.behaviour.runtime_tool_args import (
     reply_answer,
     required_str,
     send_request,

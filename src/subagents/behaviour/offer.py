@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from subagents.behaviour.fanout import fan_out_schema
+from subagents.behaviour.fan_out_tool import fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tools import (
     LOAD_SKILL,

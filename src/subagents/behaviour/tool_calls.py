@@ -21,7 +21,7 @@ from typing import Any
 
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
-from subagents.behaviour.runtime_requests import task_arguments
+from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
 from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from subagents.behaviour.fanout import FAN_OUT
+from subagents.behaviour.fan_out_tool import FAN_OUT
+from subagents.behaviour.spawn_arguments import POLICY_PROPERTIES
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -60,8 +61,6 @@ def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> dict[str, Tool]:
 
 
 def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
-    from subagents.behaviour.spawn_policy import POLICY_PROPERTIES  # it imports ToolError
-
     listing = "\n".join(f"- {s.name}: {_one_line(s.description)}" for s in dispatchable)
     return ToolSchema(
         name=SPAWN,

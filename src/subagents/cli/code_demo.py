@@ -130,10 +130,9 @@ def run(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     import msgspec
 
-    from subagents.cli.demo_cmd import _print_next_steps
     from subagents.cli.output import console
     from subagents.cli.state import open_store
-    from subagents.cli.summary import print_outcome
+    from subagents.cli.summary import print_next_steps, print_outcome
 
     as_json = bool(getattr(args, "json", False))
     out = console()
@@ -168,7 +167,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
         out.print(f"The tests now {verdict} (sh test.sh).", markup=False)
         where = f"kept at {repo}" if kept else f"in {repo}, removed (--keep keeps it)"
         out.print(f"The repository was {where}.", markup=False, soft_wrap=True)
-        _print_next_steps(out, store.path, run_id, records, child_agent="fixer")
+        print_next_steps(out, store.path, run_id, records, child_agent="fixer")
     return 0 if outcome.ok and tests.returncode == 0 else 1
 
 

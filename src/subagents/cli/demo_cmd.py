@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from subagents.cli.state import CliError, add_state_argument, fail
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from subagents.messages import RunRecord
+    pass
 
 NAME = "demo"
 QUESTION = "how should a small team adopt an actor runtime for its agents?"
@@ -85,7 +82,7 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
     from subagents.cli.state import open_store
-    from subagents.cli.summary import print_outcome
+    from subagents.cli.summary import print_next_steps, print_outcome
     from subagents.models.scripted import ScriptedModel
     from subagents.runtime import Runtime
     from subagents.supervision.limits import Limits
@@ -140,38 +137,7 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
                 sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
             else:
                 print_outcome(out, outcome, records)
-                _print_next_steps(out, store.path, handle.run_id, records)
+                print_next_steps(out, store.path, handle.run_id, records)
     finally:
         store.close()
     return 0 if outcome.ok else 1
-
-
-def _print_next_steps(
-    out: Console,
-    store_path: Path,
-    root: str,
-    records: Sequence[RunRecord],
-    *,
-    child_agent: str = "researcher",
-) -> None:
-    """What to try next: the commands that show the runs just recorded."""
-    child = next((r.run_id for r in records if r.agent == child_agent), root)
-    state = "" if _is_default(store_path) else f" --state {store_path}"
-    out.print()
-    out.print(f"Recorded in {store_path}. Try:", soft_wrap=True, markup=False)
-    for line in (
-        f"subagents tree {root}{state}",
-        f"subagents log {child}{state}",
-        f"subagents info {root}{state}",
-        f"subagents ps --all{state}",
-    ):
-        out.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
-
-
-def _is_default(path: Path) -> bool:
-    from subagents.store.paths import default_store_path
-
-    try:
-        return path.resolve() == default_store_path().resolve()
-    except OSError:
-        return False

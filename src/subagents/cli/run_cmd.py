@@ -13,7 +13,7 @@ terminal does not end it; its output goes to a log beside the store) and the com
 the root's run id and returns at once: `subagents attach RUN` watches it live from any
 terminal, `subagents wait RUN` waits for its end and exits with its status code.
 On a Ray cluster (--ray, $SUBAGENTS_RAY_ADDRESS) the background host is a detached actor on
-the cluster's head node (``cluster.detached``): the tree goes on after this command exits.
+the cluster's head node (``runtime._detached_trees``): the tree goes on after this command exits.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
 2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled); with
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _detach(args: argparse.Namespace, task: str) -> int:
     """The tree in a background host (``cli.detach``); here, its run id once admitted. On a
-    Ray cluster, the host is a detached actor on its head node (``cluster.detached``)."""
+    Ray cluster, the host is a detached actor on its head node (``runtime._detached_trees``)."""
     from subagents.cli import output
     from subagents.cli.detach import detach
     from subagents.cli.runtime_args import cluster_from
@@ -169,12 +169,12 @@ def _detach(args: argparse.Namespace, task: str) -> int:
 
 
 def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int:
-    """The tree in a tree host on the cluster's head (``cluster.detached``): the definitions
+    """The tree in a tree host on the cluster's head (``runtime._detached_trees``): the definitions
     are read here and travel with it; this command returns once the root is admitted."""
     from subagents.cli import output
     from subagents.cli.runtime_args import definitions_from, runtime_options
     from subagents.cluster.connect import ClusterError
-    from subagents.cluster.detached import start_detached
+    from subagents.runtime import start_detached
     from subagents.supervision.core import AdmissionError
 
     options = runtime_options(args)

@@ -336,9 +336,9 @@ def runtime_options(args: argparse.Namespace, *, timeout: float | None = None) -
 def definitions_from(args: argparse.Namespace) -> list[AgentSpec]:
     """The definitions the options find (``--agents`` folders, .claude/agents, the built-in
     ones), read here: what a tree hosted elsewhere (on a cluster's head) takes with it."""
-    from subagents.assembly import catalog_for, report_issues
     from subagents.behaviour.tools import runtime_tool_names
     from subagents.definitions.errors import DefinitionError
+    from subagents.runtime._assembly import catalog_for, report_issues
     from subagents.tools.builtin import builtin_tools
 
     names = runtime_tool_names(builtin_tools())

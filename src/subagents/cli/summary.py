@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
@@ -10,6 +11,7 @@ from rich.text import Text
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.messages import Outcome, RunRecord
+from subagents.store.paths import default_store_path
 
 
 def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
@@ -57,3 +59,33 @@ def print_outcome(console: Console, outcome: Outcome, records: Sequence[RunRecor
     console.print(Text("Runs:", style="bold"))
     for line in summary_lines(records):
         console.print(line, soft_wrap=True)
+
+
+def print_next_steps(
+    out: Console,
+    store_path: Path,
+    root: str,
+    records: Sequence[RunRecord],
+    *,
+    child_agent: str = "researcher",
+) -> None:
+    """What to try next: the commands that show the runs just recorded."""
+    child = next((r.run_id for r in records if r.agent == child_agent), root)
+    state = "" if is_default_store(store_path) else f" --state {store_path}"
+    out.print()
+    out.print(f"Recorded in {store_path}. Try:", soft_wrap=True, markup=False)
+    for line in (
+        f"subagents tree {root}{state}",
+        f"subagents log {child}{state}",
+        f"subagents info {root}{state}",
+        f"subagents ps --all{state}",
+    ):
+        out.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
+
+
+def is_default_store(path: Path) -> bool:
+    """Whether ``path`` is the store the commands use without ``--state``."""
+    try:
+        return path.resolve() == default_store_path().resolve()
+    except OSError:
+        return False

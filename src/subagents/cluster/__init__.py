@@ -14,7 +14,9 @@ What lives where (see docs/cluster.md):
   every other process (a node, the CLI, the driver) reaches it through;
 - ``membership``: which nodes host runs, and which of them are alive;
 - ``placement``: on which node a run goes (its parent's, else the least loaded; a
-  definition may require a Ray custom resource).
-- ``detached``: trees that outlive the program that started them, each hosted by a named,
-  detached actor on the head node (``start_detached``, `subagents run --detach --ray`).
+  definition may require a Ray custom resource);
+- ``backend``: ``RayBackend``, all the runtime asks of this package (join, the store, the
+  node hosts), meeting ``runtime/_cluster_backend.py``'s protocol: nothing here imports the
+  runtime above it (``tests/test_import_graph.py``). Trees that outlive the program that
+  started them (``start_detached``) are built on the Runtime: ``runtime/_detached_trees.py``.
 """

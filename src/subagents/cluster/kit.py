@@ -46,9 +46,18 @@ class NodeKit:
     """The function agents and the agent environment a node runs its agents with."""
 
     def __init__(
-        self, functions: Mapping[str, Callable[..., Any]], env: AgentEnv, agents: list[AgentSpec]
+        self,
+        functions: Mapping[str, Callable[..., Any]],
+        env: AgentEnv,
+        agents: list[AgentSpec],
+        behaviours_for: Callable[
+            [Mapping[str, Callable[..., Any]], AgentEnv], Callable[[AgentSpec], BehaviourFactory]
+        ],
     ) -> None:
         self.functions = dict(functions)
+        self.behaviours_for = behaviours_for
+        """How to run each agent's runs on the node (the runtime's ``behaviours``, handed in:
+        ``cluster/`` does not import the runtime above it; it travels by reference)."""
         self.agents = list(agents)
         self.mcp = env.mcp.blueprint() if env.mcp is not None else None
         """The driver's MCP hub as plain data: the node makes its own from it."""
@@ -84,8 +93,6 @@ class NodeKit:
     def behaviour_for(self) -> Callable[[AgentSpec], BehaviourFactory]:
         """On the node: how to run each agent, with the node's own services (made here,
         once): process groups, an MCP hub, worktrees, a call tracer."""
-        from subagents.assembly import behaviours
-
         if self.env.processes is _NODE_PROCESSES:
             from subagents.cluster.node_tracing import NodeCallTracer
             from subagents.isolation.worktrees import Worktrees
@@ -99,7 +106,7 @@ class NodeKit:
                 worktrees=Worktrees(self.worktrees) if self.worktrees is not None else None,
                 tracer=self.tracer,
             )
-        return behaviours(self.functions, self.env)
+        return self.behaviours_for(self.functions, self.env)
 
     def close_services(self, timeout: float = 10.0) -> None:
         """On the node, when its host closes: what the node's runs started goes (the tools'

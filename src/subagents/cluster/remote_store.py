@@ -308,7 +308,7 @@ class ClusterStore(RunStore):
         """Whether Ray still lists the detached tree host ``name`` (alive, or being started
         again after its process died): what ``store.leases.Liveness`` asks of a run whose
         lease is gone, to tell a tree being restarted from an orphaned one."""
-        from subagents.cluster.detached import tree_host_listed
+        from subagents.cluster.tree_hosts import tree_host_listed
 
         return tree_host_listed(name)
 

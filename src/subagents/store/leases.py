@@ -122,7 +122,7 @@ def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[
 def restartable_host(owner: str | None) -> str | None:
     """The name of the host that an owner id ``host:pid:nonce:NAME`` names after its
     process: a host started again in a new process when its process dies (a detached tree's
-    Ray actor, ``cluster.detached``), whose new process takes its runs up. None for the
+    Ray actor, ``runtime._detached_trees``), whose new process takes its runs up. None for the
     owner id of a plain process (``host:pid:nonce``)."""
     parts = (owner or "").split(":", 3)
     return parts[3] if len(parts) == 4 and parts[3] else None

@@ -26,7 +26,7 @@ from subagents.supervision.handdown import (
     shared_for_child,
 )
 from subagents.supervision.limits import Limits
-from subagents.supervision.policies import (
+from subagents.supervision.policy_settings import (
     Policy,
     PolicyError,
     on_failure_value,

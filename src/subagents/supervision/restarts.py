@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from subagents.supervision.policies import Policy
+from subagents.supervision.policy_settings import Policy
 
 NORMAL_ERROR_KINDS = frozenset(
     {

@@ -23,18 +23,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 import msgspec
 
 from subagents.messages import Attachment, ToolSchema
-
-if TYPE_CHECKING:
-    from subagents.tools.context import ToolContext
-
-
-class ToolError(Exception):
-    """A tool failed in a way the model should be told about (``is_error`` result)."""
+from subagents.tools.context import ToolContext
+from subagents.tools.errors import ToolError as ToolError  # its home before tools/errors.py
 
 
 class ToolResult(msgspec.Struct, frozen=True):
@@ -84,8 +79,6 @@ class Tool:
 
         A parameter annotated ``ToolContext`` is not shown to the model: it receives the
         call's context (workspace, cancel signal, deadline, run id, logger)."""
-        from subagents.tools.context import ToolContext
-
         tool_name = name or fn.__name__
         hints = get_type_hints(fn)
         fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []

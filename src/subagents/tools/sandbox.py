@@ -33,7 +33,7 @@ from typing import Literal
 from subagents.definitions.validate import NETWORK_SETTINGS
 from subagents.logs import get_logger
 from subagents.tools import sandbox_exec
-from subagents.tools.base import ToolError
+from subagents.tools.errors import ToolError
 from subagents.tools.modes import parse_mode
 
 log = get_logger("subagents.sandbox")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from subagents.tools.base import ToolError
+from subagents.tools.errors import ToolError
 
 
 class Workspace:

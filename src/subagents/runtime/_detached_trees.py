@@ -44,6 +44,10 @@ What travels to the host (pickled once, like a node's kit): the Runtime's keywor
 arguments, definitions included. Definitions are read where the tree is started (the CLI
 loads them from the agent folders it was given) and travel as they are: the head needs no
 copy of the files. The workspace is a path on the machines the runs are on.
+
+Why in the runtime's package, not ``cluster/``: a tree host is a program built on the
+``Runtime`` (as the CLI is), using ``cluster/``'s parts below it; in ``cluster/`` it imported
+the runtime above it (an import cycle through ``Runtime(cluster=...)``).
 """
 
 from __future__ import annotations
@@ -60,12 +64,11 @@ from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE, ClusterError, conne
 from subagents.cluster.head import HEAD_RESOURCE
 from subagents.cluster.kit import KitError, by_value
 from subagents.cluster.travel import Travelling, dumps
+from subagents.cluster.tree_hosts import TREE_HOST_PREFIX
 from subagents.logs import get_logger
 
 log = get_logger("subagents.cluster")
 
-TREE_HOST_PREFIX = "subagents-tree-"
-"""The names of the tree hosts (``ray list actors`` shows them; one per detached tree)."""
 
 START_TIMEOUT_S = 300.0
 """How long starting a host and admitting its root may take (a process, its runtime, one
@@ -88,7 +91,7 @@ class TreeHost:
         to its end (see ``_predecessors``)."""
         from subagents.cluster.head import head_actor
         from subagents.cluster.remote_store import ClusterStore
-        from subagents.runtime import Runtime
+        from subagents.runtime._runtime import Runtime
         from subagents.store.leases import new_owner
 
         ray = import_ray()
@@ -271,20 +274,6 @@ def start_detached(
     )
 
 
-def tree_host_listed(name: str) -> bool:
-    """Whether the tree host ``name`` still exists in Ray: alive, or being started again
-    after its process died (Ray keeps a detached actor's name until it is dead for good:
-    ended on purpose, or its restarts given up). A name not of a tree host: False."""
-    if not name.startswith(TREE_HOST_PREFIX):
-        return False
-    ray = import_ray()
-    try:
-        ray.get_actor(name, namespace=NAMESPACE)
-    except ValueError:  # no such actor (any more)
-        return False
-    return True
-
-
 def _check_runtime_arguments(runtime: Mapping[str, Any]) -> None:
     """``TypeError`` for the ``Runtime`` arguments a detached tree decides itself."""
     given = sorted(set(runtime) & set(NOT_THROUGH_HERE))
@@ -313,7 +302,7 @@ def _check_travels(runtime: Mapping[str, Any]) -> None:
 def _check_agent(agent: str, runtime: Mapping[str, Any]) -> None:
     """An agent that is not among ``runtime``'s is refused here, before any host starts,
     when the agents are all given in code (no folders to read, nothing discovered)."""
-    from subagents.assembly import collect_agents
+    from subagents.runtime._assembly import collect_agents
     from subagents.supervision.core import AdmissionError
 
     if runtime.get("agent_dirs") or runtime.get("discover"):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from subagents.behaviour.tools import ToolError
 from subagents.messages import CLEANUPS, ON_FAILURE
+from subagents.tools.errors import ToolError
 
 POLICY_PROPERTIES: dict[str, Any] = {
     "token_budget": {

@@ -2,7 +2,7 @@
 definitions, the model, the limits, the skills, telemetry; each argument checked, and refused
 naming what is wrong, before anything starts.
 
-Why apart from ``runtime.py``: these are checks and choices made once, at construction; the
+Why apart from ``_runtime.py``: these are checks and choices made once, at construction; the
 Runtime itself is what runs (its threads, its calls, its views).
 """
 

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from subagents.actors.supervisor import ActorGone
-from subagents.hosting import Hosting
 from subagents.logs import get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -31,6 +30,7 @@ from subagents.messages import (
     TreeRecords,
     new_id,
 )
+from subagents.runtime._services import Services
 
 log = get_logger("subagents.runtime")
 
@@ -42,7 +42,7 @@ class RuntimeClosed(RuntimeError):
 class SupervisorRequests:
     """The asks of one runtime to the supervisor ``hosting`` started."""
 
-    def __init__(self, hosting: Hosting) -> None:
+    def __init__(self, hosting: Services) -> None:
         self.hosting = hosting
         self.closed = False
         """Set by ``Runtime.close``: from then on every call raises ``RuntimeClosed``."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from subagents.behaviour.spawn_policy import spawn_policy_fields
+from subagents.behaviour.spawn_arguments import spawn_policy_fields
 from subagents.behaviour.tools import TASK, ToolError
 from subagents.messages import (
     ChildDone,

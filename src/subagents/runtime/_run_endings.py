@@ -1,6 +1,6 @@
 """Endings: waiting for any run to end (or for all of some runs), child or root.
 
-Why beside ``roots.py`` and not in it: the outcome of a root run is told to the runtime (its
+Why beside ``_root_waiters.py`` and not in it: the outcome of a root run is told to the runtime (its
 requester), but a child's goes to its parent, never to the outside. What the outside can
 always see is the terminal event every run publishes once, after the transaction that keeps
 its outcome has committed. So a waiter registers the runs it waits on, reads the store for

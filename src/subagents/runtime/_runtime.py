@@ -16,26 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from subagents.assembly import (
-    AgentLike,
-    agent_env,
-    behaviours,
-    catalog_for,
-    check_seconds,
-    collect_agents,
-    limits_of,
-    model_for,
-    report_issues,
-    skill_index,
-    telemetry_for,
-    warn_about_hooks,
-)
 from subagents.behaviour.tools import Tool, as_tools, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
 from subagents.definitions.spec import AgentSpec
-from subagents.endings import Endings
-from subagents.handles import RunHandle
-from subagents.hosting import Definitions, Hosting, Subscribers, cluster_store, join_cluster
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
     AgentTask,
@@ -55,10 +38,29 @@ from subagents.messages import (
     TreeUsage,
 )
 from subagents.models.base import Model
-from subagents.root_runs import RootRuns
-from subagents.roots import RootWaiters
-from subagents.run_views import RunViews
-from subagents.run_waits import RunWaits, check_timeout
+from subagents.runtime._assembly import (
+    AgentLike,
+    agent_env,
+    behaviours,
+    catalog_for,
+    check_seconds,
+    collect_agents,
+    limits_of,
+    model_for,
+    report_issues,
+    skill_index,
+    telemetry_for,
+    warn_about_hooks,
+)
+from subagents.runtime._cluster_backend import ClusterBackend, ray_backend
+from subagents.runtime._root_runs import RootRuns
+from subagents.runtime._root_waiters import RootWaiters
+from subagents.runtime._run_endings import Endings
+from subagents.runtime._run_handle import RunHandle
+from subagents.runtime._run_views import RunViews
+from subagents.runtime._run_waits import RunWaits, check_timeout
+from subagents.runtime._services import Definitions, Services, Subscribers
+from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
 from subagents.store.memory import MemoryStore
@@ -66,7 +68,6 @@ from subagents.supervision.core import AdmissionError, SupervisorCore
 from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import Synthesis, check_strategy
 from subagents.supervision.totals import Totals
-from subagents.supervisor_requests import RuntimeClosed, SupervisorRequests
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.permissions import Permissions
@@ -130,7 +131,8 @@ class Runtime:
         variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md).
         ``mcp_tool_timeout``: per call, docs/tools.md."""
         ensure_configured()
-        address = join_cluster(cluster)
+        backend: ClusterBackend = ray_backend()  # the one way to cluster/ (its protocol)
+        address = backend.join(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
         self.owner = new_owner() if owner is None else _checked_owner(owner)
         """The id on the runs it hosts; its lease (``store.leases``) says it is alive."""
@@ -144,7 +146,7 @@ class Runtime:
         )
         self._owns_store = store is None
         if store is None and address is not None:
-            store = cluster_store(address)  # the one every node and the CLI reach
+            store = backend.store(address)  # the one every node and the CLI reach
         self.store: RunStore = store if store is not None else MemoryStore()
         self.strict = strict
         # Claude Code's built-in tools, then the user's (a user tool of the same name
@@ -154,7 +156,7 @@ class Runtime:
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs, self._functions = collect_agents(agents, self.tool_names, strict)
-        self._hosting = hosting = Hosting(agent_threads)
+        self._hosting = hosting = Services(agent_threads)
         self._requests = SupervisorRequests(hosting)
         self.timer = hosting.timer
         self._roots = RootWaiters()
@@ -211,7 +213,7 @@ class Runtime:
             )
             behaviour_for = behaviours(self._functions, self.env)
             if address is not None:  # the runs' agents live in the cluster's node hosts
-                hosting.start_cluster(self.owner, self._functions, self.env)
+                hosting.start_cluster(backend, self.owner, self._functions, self.env, behaviours)
             self._supervisor = hosting.start_supervisor(
                 self.core, self.store, behaviour_for, self._roots.told, self._events.publish
             )
@@ -394,11 +396,13 @@ class Runtime:
         have ended (up to ``wait`` seconds; default: the longest timeout a run may have). A
         run that did not complete, or had not ended, is in ``Synthesis.failed``.
         ``LookupError`` for an unknown run (docs/runtime.md)."""
-        from subagents.fanout import synthesize_runs
+        from subagents.runtime._fan_out import synthesize_runs
 
         check_strategy(strategy, scorer)
         return synthesize_runs(
-            self,
+            self.wait_ended,
+            self.store.get_run,
+            self.limits.max_timeout_s,
             self._waits.run_ids(run_ids, "synthesize"),
             strategy,
             threshold=threshold,
@@ -420,12 +424,13 @@ class Runtime:
     ) -> Synthesis:
         """Run ``(agent, task)`` jobs and combine their results by ``strategy`` (merge, vote,
         consensus, best_pick, weighted_average, chain, or collect: the values in job order);
-        conflicts and failures are reported in the Synthesis. See ``subagents.fanout`` and
+        conflicts and failures are reported in the Synthesis. See ``subagents.runtime._fan_out`` and
         docs/supervision.md."""
-        from subagents.fanout import fan_out
+        from subagents.runtime._fan_out import fan_out
 
         return fan_out(
-            self,
+            self.spawn,
+            self.limits.max_timeout_s,
             jobs,
             strategy=strategy,
             threshold=threshold,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from subagents.endings import Endings
-from subagents.handles import RunHandle, check_timeout
 from subagents.messages import Outcome, RunRecord
+from subagents.runtime._run_endings import Endings
+from subagents.runtime._run_handle import RunHandle, check_timeout
 
 __all__ = ["RunWaits", "check_timeout"]
 

@@ -1,7 +1,8 @@
 """``Runtime.fan_out``: several runs, one synthesized answer, for programs that embed the runtime.
 
-Why here, next to runtime.py: it only uses the Runtime's public entry points (``spawn``,
-``RunHandle.result``) and the pure strategies of ``supervision.synthesis``. Parallel
+Why here, next to _runtime.py: it only uses the Runtime's public entry points (``spawn``,
+``RunHandle.result``, ``wait_ended``), handed in as functions (the Runtime type is not
+imported: that was an import cycle), and the pure strategies of ``supervision.synthesis``. Parallel
 strategies start every run at once (the runtime's concurrency limits and queue apply) and
 wait for all; ``chain`` runs them one after another, each getting the previous output.
 """
@@ -9,9 +10,10 @@ wait for all; ``chain`` runs them one after another, each getting the previous o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from subagents.messages import AgentTask, Outcome, RunRecord
+from subagents.runtime._run_handle import RunHandle
 from subagents.supervision.synthesis import (
     Item,
     Synthesis,
@@ -19,9 +21,6 @@ from subagents.supervision.synthesis import (
     outcome_value,
     synthesize,
 )
-
-if TYPE_CHECKING:
-    from subagents.runtime import Runtime
 
 
 def chain_task(task: str, previous: str | None) -> str:
@@ -34,8 +33,13 @@ def chain_task(task: str, previous: str | None) -> str:
     return f"{task}\n\n<input>\n{previous}\n</input>"
 
 
+Spawn = Callable[..., RunHandle]
+"""``Runtime.spawn``: (agent, task, **spawn options) -> the run's handle."""
+
+
 def fan_out(
-    rt: Runtime,
+    spawn: Spawn,
+    max_timeout_s: float,
     jobs: Sequence[AgentTask],
     *,
     strategy: str = "vote",
@@ -47,7 +51,9 @@ def fan_out(
 ) -> Synthesis:
     """Run ``jobs`` and combine their results by ``strategy`` (see ``supervision.synthesis``).
 
-    ``spawn_options`` (context, timeout, token_budget, model...) apply to every run. A run
+    ``spawn_options`` (context, timeout, token_budget, model...) apply to every run; without
+    ``wait``, each run is waited for up to ``max_timeout_s`` (the longest timeout a run may
+    have) and 30 s more. A run
     that is refused, fails or times out is reported in ``Synthesis.failed``, never dropped
     silently; ``chain`` stops at the first link that does not complete.
     """
@@ -57,14 +63,14 @@ def fan_out(
             isinstance(job, tuple | list) and len(job) == 2 and all(isinstance(x, str) for x in job)
         ):
             raise TypeError(f"jobs[{i}] must be an (agent, task) pair of strings, got {job!r}")
-    budget = wait if wait is not None else rt.limits.max_timeout_s + 30.0
+    budget = wait if wait is not None else max_timeout_s + 30.0
     weight_of = dict(weights or {})
     items: list[Item] = []
     if strategy == "chain":
         previous: str | None = None
         for agent, task in jobs:
             item, outcome = _run_one(
-                rt, agent, chain_task(task, previous), budget, weight_of, spawn_options
+                spawn, agent, chain_task(task, previous), budget, weight_of, spawn_options
             )
             items.append(item)
             if outcome is None or not outcome.ok:
@@ -74,7 +80,7 @@ def fan_out(
         handles: list[tuple[str, Any]] = []
         for agent, task in jobs:
             try:
-                handles.append((agent, rt.spawn(agent, task, **spawn_options)))
+                handles.append((agent, spawn(agent, task, **spawn_options)))
             except Exception as exc:  # refused: reported, the others still run
                 handles.append((agent, exc))
         for agent, handle in handles:
@@ -86,7 +92,9 @@ def fan_out(
 
 
 def synthesize_runs(
-    rt: Runtime,
+    wait_ended: Callable[[Sequence[str], float | None], Mapping[str, Outcome]],
+    read_run: Callable[[str], RunRecord | None],
+    max_timeout_s: float,
     run_ids: Sequence[str],
     strategy: str,
     *,
@@ -98,9 +106,9 @@ def synthesize_runs(
     """``Runtime.synthesize``: wait up to ``wait`` seconds for ``run_ids`` to end, then
     combine their outcomes (in the order given) by ``strategy``; see ``synthesis_of``."""
     check_strategy(strategy, scorer)
-    budget = wait if wait is not None else rt.limits.max_timeout_s + 30.0
-    ended = rt.wait_ended(run_ids, budget)
-    runs = [(r, rt.store.get_run(r), ended.get(r)) for r in run_ids]
+    budget = wait if wait is not None else max_timeout_s + 30.0
+    ended = wait_ended(run_ids, budget)
+    runs = [(r, read_run(r), ended.get(r)) for r in run_ids]
     return synthesis_of(strategy, runs, threshold=threshold, scorer=scorer, weights=weights)
 
 
@@ -136,7 +144,7 @@ def synthesis_of(
 
 
 def _run_one(
-    rt: Runtime,
+    spawn: Spawn,
     agent: str,
     task: str,
     wait: float,
@@ -144,7 +152,7 @@ def _run_one(
     options: Mapping[str, Any],
 ) -> tuple[Item, Outcome | None]:
     try:
-        handle = rt.spawn(agent, task, **options)
+        handle = spawn(agent, task, **options)
     except Exception as exc:
         return _refused(agent, exc, weights), None
     outcome = handle.result(timeout=wait)

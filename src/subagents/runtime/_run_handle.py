@@ -2,20 +2,31 @@
 
 Why apart from the Runtime: a handle is the caller's grip on one run (its status, its
 outcome, stop, mail, usage) and nothing else; the runtime's waits take handles and ids alike
-(``run_waits``), which needs the type without the whole runtime.
+(``_run_waits``), which needs the type without the whole runtime.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from subagents.messages import Outcome, RunStatus, TreeUsage
-from subagents.roots import Waiter
+from subagents.runtime._root_waiters import Waiter
+from subagents.store.base import RunStore
 from subagents.supervision.core import AdmissionError
 
-if TYPE_CHECKING:
-    from subagents.runtime import Runtime
+
+class RunOwner(Protocol):
+    """What a handle asks of the runtime that started its run (``Runtime`` is one): named
+    here rather than importing the Runtime, which imports this module."""
+
+    store: RunStore
+
+    def stop(self, run_id: str) -> tuple[str, ...]: ...
+
+    def send(self, run_id: str, text: str) -> str: ...
+
+    def usage(self, run_id: str) -> TreeUsage: ...
 
 
 def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
@@ -36,7 +47,7 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
 class RunHandle:
     """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail."""
 
-    def __init__(self, runtime: Runtime, run_id: str, waiter: Waiter) -> None:
+    def __init__(self, runtime: RunOwner, run_id: str, waiter: Waiter) -> None:
         self._rt = runtime
         self.run_id = run_id
         self._waiter = waiter

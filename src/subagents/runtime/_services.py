@@ -1,16 +1,16 @@
-"""Hosting: the threads and services a Runtime starts, and their orderly end; and the
+"""Services: the threads and services a Runtime starts, and their orderly end; and the
 subscribers its events go to.
 
 Why apart from the Runtime: what runs under a runtime (the timer, the pool of agent threads,
 the registry and supervisor actors, the lease keeper, the tools' processes, telemetry) must
 all end when it closes, or when its construction fails half way, in one order that nothing
-can skip. The Runtime holds one ``Hosting`` and says what to start; this knows how to stop.
+can skip. The Runtime holds one ``Services`` (``Runtime._hosting``) and says what to
+start; this knows how to stop.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 import weakref
@@ -28,11 +28,12 @@ from subagents.behaviour.port import AgentEnv, close_tool_services
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.spec import AgentSpec
 from subagents.isolation.worktrees import Worktrees
-from subagents.lease_keeper import LeaseKeeper
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
 from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
+from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
+from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import RunStore
 from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
@@ -104,7 +105,7 @@ mailboxes that have messages; a waiting run holds none) or ``own`` (each live ru
 holds a pooled thread until the run ends: the earlier design, kept as an option)."""
 
 
-class Hosting:
+class Services:
     """What a Runtime started; ``close`` ends it all, in order, within a timeout."""
 
     def __init__(self, agent_threads: str = "shared") -> None:
@@ -130,8 +131,8 @@ class Hosting:
         self.mcp: McpHub | None = None
         self.worktrees: Worktrees | None = None
         self.telemetry: Telemetry | None = None
-        self.cluster: Any = None
-        """The node hosts of a runtime on a Ray cluster (``cluster.hosting.ClusterHosting``)."""
+        self.cluster: NodeHosts | None = None
+        """The node hosts of a runtime on a cluster (``start_cluster``)."""
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -221,19 +222,23 @@ class Hosting:
         return self.supervisor
 
     def start_cluster(
-        self, owner: str, functions: Mapping[str, Callable[..., Any]], env: AgentEnv
-    ) -> Any:
-        """One node host per node of the Ray cluster this process joined, each set up with
-        what runs need (``cluster.kit.NodeKit``: the function agents, the agent environment,
-        the definitions as they are now, then as each reload of the registry makes them):
-        the runs will live there."""
-        from subagents.cluster.hosting import ClusterHosting
-        from subagents.cluster.kit import NodeKit
-
+        self,
+        backend: ClusterBackend,
+        owner: str,
+        functions: Mapping[str, Callable[..., Any]],
+        env: AgentEnv,
+        behaviours_for: BehavioursFor,
+    ) -> NodeHosts:
+        """One node host per node of the cluster this process joined (``backend``), each
+        set up with what runs need (the function agents, the agent environment, the
+        definitions as they are now, then as each reload of the registry makes them, and
+        ``behaviours_for`` to run them with): the runs will live there."""
         catalog = self.catalog
-        self.cluster = ClusterHosting(
+        self.cluster = backend.node_hosts(
             owner,
-            NodeKit(functions, env, env.agents()),
+            functions,
+            env,
+            behaviours_for,
             registry=self.registry,
             definitions=catalog.list if catalog is not None else None,
             on_call=self.telemetry.record_call if self.telemetry is not None else None,
@@ -307,25 +312,3 @@ class Hosting:
                 self.telemetry.close()
             except Exception:
                 log.exception("closing the tracer provider failed")
-
-
-def join_cluster(cluster: str | None) -> str | None:
-    """The Ray cluster a runtime hosts its runs on (``cluster``, else
-    ``$SUBAGENTS_RAY_ADDRESS``), joined by this process as a driver; None: none, the runs stay
-    in this process. Ray is imported only when a cluster is asked for."""
-    from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
-
-    if cluster is None and not os.environ.get(RAY_ADDRESS_ENV):
-        return None
-    address = resolve_address(cluster)
-    if address is not None:
-        connect(address)
-    return address
-
-
-def cluster_store(address: str) -> RunStore:
-    """The store of the cluster at ``address``, served on its head (started there if no
-    runtime did yet)."""
-    from subagents.cluster.remote_store import ClusterStore
-
-    return ClusterStore.connect(address, create=True)

@@ -15,14 +15,14 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.handles import check_timeout
 from subagents.messages import Outcome, SpawnMany, SpawnReply, SpawnRequest, new_id
-from subagents.roots import RootWaiters, Waiter
+from subagents.runtime._root_waiters import RootWaiters, Waiter
+from subagents.runtime._run_handle import check_timeout
+from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import request_problem
-from subagents.supervisor_requests import RuntimeClosed, SupervisorRequests
 
 
 class RootRuns:
