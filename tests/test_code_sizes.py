@@ -32,7 +32,7 @@ MAX_FUNCTION_LINES = 60
 # rewriting that code; the lead removes an entry when that branch lands.
 LONG_FUNCTIONS_OWNED_ELSEWHERE: dict[str, str] = {
     # item 1 (e-house): runtime.py moves into the runtime/ package
-    "runtime/_runtime.py::Runtime.__init__": "unassigned: its arguments checked and turned into parts (assembly) apart from the start-up",
+    "runtime/_runtime.py::Runtime.__init__": "unassigned: split the argument checks",
     # item 3 (e-admit): admission as a pipeline of small checks
     # items 3 and 4 (e-admit, e-lifecycle): the core's parts change shape
     "supervision/core.py::SupervisorCore.__init__": "issue 27 items 3, 4 (e-admit, e-lifecycle)",

@@ -228,9 +228,9 @@ class Gate:
     def _handshake(self, sock: socket.socket, address: Any) -> None:
         try:
             conn = _open(sock, self._authkey, self._tls, server=True, s=self._handshake_s)
-        except BaseException as exc:
-            sock.close()
+        except BaseException as exc:  # said before the close: the stranger sees it after
             self._stranger(address, _why(exc, self._tls is not None))
+            sock.close()
             return
         finally:
             with self._lock:
