@@ -15,16 +15,17 @@ from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
 from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write
 from subagents.supervision.effects import StopAgent
 from subagents.supervision.lifecycle import Lifecycle, usage_data
+from subagents.supervision.transitions import Move, next_status
 
 
 def close_all(
     life: Lifecycle,
     reason: str,
     *,
-    status: RunStatus = RunStatus.CANCELLED,
+    move: Move = Move.CANCELLED,
     error_kind: str = "cancelled",
 ) -> list[str]:
-    """Every live run of ``life`` ends cancelled with ``reason`` (or ``status``, e.g. failed
+    """Every live run of ``life`` ends cancelled with ``reason`` (or by ``move``, e.g. failed
     with the store's error once the store works again); the ids, in the order they ended.
 
     The same ending as a cancel gives each run: its record, outcome and ``cancelled`` event
@@ -45,10 +46,10 @@ def close_all(
     ending = set(ids) - life._ending
     life._ending |= ending  # no outcome is handed to a parent ending in this pass
     now = effects.now
-    kind = EventKind(status.value)
     try:
         for state in order:
             record = state.record
+            status = next_status(record.run_id, record.status, move)
             runs.ended(state)
             outcome = Outcome(
                 run_id=record.run_id,
@@ -58,12 +59,12 @@ def close_all(
                 usage=record.usage,
                 steps=record.steps,
             )
-            runs.update(state, status=status, ended_at=now(), outcome=outcome)
+            runs.fire(state, move, ended_at=now(), outcome=outcome)
             effects.writes.append(SaveOutcome(outcome))
             slots.release(record.run_id)
             runs.emit(
                 state,
-                kind,
+                EventKind(status.value),
                 error_kind=error_kind,
                 error=reason,
                 steps=record.steps,

@@ -10,7 +10,7 @@ mail a restarted run sent, and ``read_run``: the record of a run it does not hol
 It is composed of parts, one concept each, sharing one ``Effects`` collector:
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
-  (checked against ``transitions``);
+  (each a move looked up in the lifecycle table, ``transitions``);
 - ``admission`` (``admission``): spawns admitted, queued or refused; the slots and the queue;
 - ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
@@ -74,6 +74,7 @@ from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.stops import Stops
+from subagents.supervision.transitions import Move
 
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
@@ -231,7 +232,7 @@ class SupervisorCore:
         unfinished under this runtime that is no longer held (its end was in the transaction
         that failed). The reply is the ids ended; then the runtime goes on."""
         self.effects.begin()
-        ended = close_all(self.lifecycle, reason, status=RunStatus.FAILED, error_kind="store")
+        ended = close_all(self.lifecycle, reason, move=Move.FAILED, error_kind="store")
         ts = self.effects.now()
         done = set(ended)
         for record in unheld:
@@ -319,7 +320,7 @@ class SupervisorCore:
         if state is not None:
             self.parking.waiting(state, msg.waiting)
             if state.record.status is not status:
-                self.runs.update(state, status=status)
+                self.runs.fire(state, Move.WAITS if msg.waiting else Move.WORKS)
                 if msg.waiting:
                     self.runs.emit(state, EventKind.WAITING)
         return self._decided()

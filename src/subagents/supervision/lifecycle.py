@@ -52,6 +52,7 @@ from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
+from subagents.supervision.transitions import Move, next_status
 
 _STATUS_EVENT = {
     RunStatus.COMPLETED: EventKind.COMPLETED,
@@ -77,11 +78,11 @@ def usage_data(usage: Usage) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class End:
-    """How a run ends: its terminal status and result or error; ``below``: why its live
-    descendants are cancelled (default: its parent ended); ``unread``: mail its agent says
-    it had not read."""
+    """How a run ends: the move that ends it (its terminal status is the lifecycle table's),
+    its result or error; ``below``: why its live descendants are cancelled (default: its
+    parent ended); ``unread``: mail its agent says it had not read."""
 
-    status: RunStatus
+    move: Move
     error_kind: str | None = None
     error: str | None = None
     result: str | None = None
@@ -152,7 +153,9 @@ class Lifecycle:
         # recorded start is read before the deadline's clock, so a run never times out
         # before started_at + its timeout (the two clocks are read apart)
         first = record.started_at if record.started_at is not None else self.effects.now()
-        self.runs.update(state, status=RunStatus.RUNNING, started_at=first)
+        # its first start is out of the queue; any other is a start again
+        move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
+        self.runs.fire(state, move, started_at=first)
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
         pending = self.mail.hand_over(state)
         if state.record.steps > 0:
@@ -238,15 +241,16 @@ class Lifecycle:
         record = state.record
         if record.status.terminal:
             return
+        status = next_status(record.run_id, record.status, end.move)  # before any change
         self.runs.ended(state)
         self._ending.add(record.run_id)
         try:
-            self.cancel_below(state, end.below or f"its parent {record.agent} ended ({end.status})")
+            self.cancel_below(state, end.below or f"its parent {record.agent} ended ({status})")
         finally:
             self._ending.discard(record.run_id)
         outcome = Outcome(
             run_id=record.run_id,
-            status=end.status,
+            status=status,
             result=end.result,
             error_kind=end.error_kind,
             error=end.error,
@@ -254,13 +258,13 @@ class Lifecycle:
             steps=record.steps,
             typed=end.typed,
         )
-        self.runs.update(state, status=end.status, ended_at=self.effects.now(), outcome=outcome)
+        self.runs.fire(state, end.move, ended_at=self.effects.now(), outcome=outcome)
         self.effects.writes.append(SaveOutcome(outcome))
         self.slots.release(record.run_id)
         self.effects.effects.append(DisarmDeadline(record.run_id))
         self.runs.emit(
             state,
-            _STATUS_EVENT[end.status],
+            _STATUS_EVENT[status],
             error_kind=end.error_kind,
             error=end.error,
             steps=record.steps,
@@ -322,7 +326,7 @@ class Lifecycle:
                 target = self.runs.live(run_id)
                 if target is None:
                     continue
-                self.finish(target, End(RunStatus.CANCELLED, "cancelled", reason))
+                self.finish(target, End(Move.CANCELLED, "cancelled", reason))
                 self.effects.effects.append(StopAgent(run_id))
                 cancelled.append(run_id)
         finally:
@@ -337,11 +341,9 @@ class Lifecycle:
         unread = report.unread_mail
         too_large = text_problem("the result", report.result or "", self.limits.max_text_chars)
         if report.error_kind is None and too_large is not None:
-            self.finish(state, End(RunStatus.FAILED, "bad_result", too_large, unread=unread))
+            self.finish(state, End(Move.FAILED, "bad_result", too_large, unread=unread))
         elif report.error_kind is None:
-            completed = End(
-                RunStatus.COMPLETED, result=report.result, unread=unread, typed=report.typed
-            )
+            completed = End(Move.COMPLETED, result=report.result, unread=unread, typed=report.typed)
             self.finish(state, completed)
         elif self.clock() >= state.deadline:
             # A call cut short by the deadline reports before the timer does: same cause.
@@ -351,9 +353,7 @@ class Lifecycle:
             if isinstance(again, Again):
                 self._go_again(state, again, report)
             else:
-                self.finish(
-                    state, End(RunStatus.FAILED, again.error_kind, again.error, unread=unread)
-                )
+                self.finish(state, End(Move.FAILED, again.error_kind, again.error, unread=unread))
 
     def timeout(self, run_id: str) -> None:
         """The deadline of ``run_id`` passed: it times out, its descendants are cancelled."""
@@ -370,7 +370,7 @@ class Lifecycle:
         self.finish(
             state,
             End(
-                RunStatus.TIMED_OUT,
+                Move.TIMED_OUT,
                 "timeout",
                 f"{agent} ran past its {state.record.deadline_s:g} s timeout",
                 below=f"its ancestor {agent} timed out",
@@ -381,9 +381,7 @@ class Lifecycle:
 
     def over_budget(self, state: RunState) -> None:
         why = self.policies.why_over(state)
-        self.finish(
-            state, End(RunStatus.BUDGET_EXCEEDED, "budget", why, below=f"its ancestor {why}")
-        )
+        self.finish(state, End(Move.OVER_BUDGET, "budget", why, below=f"its ancestor {why}"))
         self.effects.effects.append(StopAgent(state.run_id))
 
     def _go_again(self, state: RunState, again: Again, report: RunFinished) -> None:
@@ -426,6 +424,6 @@ class Lifecycle:
         if isinstance(again, Again):
             self._go_again(parent, again, report)
         else:
-            self.finish(parent, End(RunStatus.FAILED, "child_failed", again.error))
+            self.finish(parent, End(Move.FAILED, "child_failed", again.error))
         self.effects.effects.append(StopAgent(parent.run_id))
         return True

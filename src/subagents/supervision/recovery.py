@@ -22,6 +22,7 @@ from subagents.supervision.effects import Effects
 from subagents.supervision.lifecycle import End, Lifecycle
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.transitions import Move
 
 
 class Recovery:
@@ -110,12 +111,12 @@ class Recovery:
             report.orphans.append(record.run_id)
         if spec is None:
             error = f"agent {record.agent!r} is no longer defined"
-            self.lifecycle.finish(state, End(RunStatus.FAILED, "unknown_agent", error))
+            self.lifecycle.finish(state, End(Move.FAILED, "unknown_agent", error))
             report.failed.append(record.run_id)
             return
         if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
             error = "its parent ended before the restart"
-            self.lifecycle.finish(state, End(RunStatus.CANCELLED, "cancelled", error))
+            self.lifecycle.finish(state, End(Move.CANCELLED, "cancelled", error))
             report.cancelled.append(record.run_id)
             return
         key = self.slot_key(spec, parent)
@@ -124,7 +125,7 @@ class Recovery:
             try:
                 self.slots.enqueue(record.run_id, key)
             except QueueFull as exc:
-                self.lifecycle.finish(state, End(RunStatus.FAILED, "queue_full", str(exc)))
+                self.lifecycle.finish(state, End(Move.FAILED, "queue_full", str(exc)))
                 report.failed.append(record.run_id)
                 return
             report.requeued.append(record.run_id)

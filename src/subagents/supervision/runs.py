@@ -20,7 +20,7 @@ from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRec
 from subagents.store.writes import SaveRun
 from subagents.supervision.effects import Effects
 from subagents.supervision.spawn_rules import Placed
-from subagents.supervision.transitions import check_transition
+from subagents.supervision.transitions import Move, next_status
 from subagents.supervision.tree import RunTree
 
 
@@ -152,18 +152,28 @@ class RunTable:
             self._live.add(state.run_id)
 
     def update(self, state: RunState, **changes: Any) -> None:
-        """Change ``state``'s record (the status only as the lifecycle table allows) and
-        have the store keep it."""
-        status = changes.get("status")
-        if status is not None:
-            check_transition(state.run_id, state.record.status, status)
+        """Change ``state``'s record (anything but its status: ``fire``) and have the store
+        keep it."""
+        if "status" in changes:
+            raise ValueError(
+                f"run {state.run_id}: a status changes only by a move of the lifecycle table"
+                " (RunTable.fire)"
+            )
         state.record = msgspec.structs.replace(state.record, **changes)
         self.effects.writes.append(SaveRun(state.record))
-        if status is not None:
-            if status.terminal:
-                self._live.discard(state.run_id)
-            else:
-                self._live.add(state.run_id)
+
+    def fire(self, state: RunState, move: Move, **changes: Any) -> None:
+        """``move`` happened to ``state``'s run: it takes the status the lifecycle table
+        (``transitions.LIFECYCLE``) gives, with ``changes`` to the rest of its record, kept
+        by the store in one write. ``IllegalTransition``, with nothing changed, for a move
+        the table has no entry for from its status."""
+        status = next_status(state.run_id, state.record.status, move)
+        state.record = msgspec.structs.replace(state.record, status=status, **changes)
+        self.effects.writes.append(SaveRun(state.record))
+        if status.terminal:
+            self._live.discard(state.run_id)
+        else:
+            self._live.add(state.run_id)
 
     def keep(self, state: RunState) -> None:
         """Have the store keep ``state``'s record as it is (a new or adopted run)."""
