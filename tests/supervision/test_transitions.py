@@ -80,9 +80,10 @@ def test_fire_moves_as_the_table_says_or_raises_with_nothing_written(
         assert effects.writes == []
         assert (runs.live("r1") is None) is status.terminal
         return
-    runs.fire(state, move, steps=7)
+    write = runs.fire(state, move, steps=7)
     assert state.record.status is new and state.record.steps == 7
-    assert effects.writes == [SaveRun(state.record)]  # one write: status and changes
+    assert write == SaveRun(state.record)  # one write, status and changes, for the caller
+    assert effects.writes == []  # returned, not appended to the message's collector
     assert ("r1" in runs.hosted()) is not new.terminal
 
 

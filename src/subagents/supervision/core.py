@@ -7,7 +7,11 @@ to carry out once those writes are committed. The core does no I/O: no store, no
 OS. The clocks are injected; the reads it needs are given to it (a restore's snapshot, the
 mail a restarted run sent, and ``read_run``: the record of a run it does not hold).
 
-It is composed of parts, one concept each, sharing one ``Effects`` collector:
+It is composed of parts, one concept each. Each decision's writes and effects are gathered in
+one ``Effects`` collector: the lifecycle (and closing, and the pieces of the mail room, the
+run table and parking the lifecycle asks for) returns what it decided (``effects.Decided``),
+which the core takes in; admission, recovery, stops and the rest of the mail room and of
+parking still append to the collector (``effects`` says which):
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
   (each a move looked up in the lifecycle table, ``transitions``);
@@ -118,7 +122,7 @@ class SupervisorCore:
         self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
         self.lifecycle = Lifecycle(
             self.runs,
-            self.effects,
+            now,
             self.mail,
             self.policies,
             self.slots,
@@ -192,7 +196,8 @@ class SupervisorCore:
         for the outside), each with its subtree, with one reason, in one decision. The reply
         is a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply = self.requesters.stop(req)
+        reply, stopped = self.requesters.stop(req)
+        self.effects.take(stopped)
         self.stops.answer(req, reply)
         return self._decided(reply)
 
@@ -223,7 +228,9 @@ class SupervisorCore:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
         the reply is the ids cancelled."""
         self.effects.begin()
-        return self._decided(tuple(close_all(self.lifecycle, reason)))
+        ids, closed = close_all(self.lifecycle, reason)
+        self.effects.take(closed)
+        return self._decided(tuple(ids))
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
@@ -232,7 +239,8 @@ class SupervisorCore:
         unfinished under this runtime that is no longer held (its end was in the transaction
         that failed). The reply is the ids ended; then the runtime goes on."""
         self.effects.begin()
-        ended = close_all(self.lifecycle, reason, move=Move.FAILED, error_kind="store")
+        ended, closed = close_all(self.lifecycle, reason, move=Move.FAILED, error_kind="store")
+        self.effects.take(closed)
         ts = self.effects.now()
         done = set(ended)
         for record in unheld:
@@ -248,7 +256,8 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.runs.update(state, steps=msg.step, usage=state.record.usage + msg.usage)
+            usage = state.record.usage + msg.usage
+            self.effects.writes.append(self.runs.update(state, steps=msg.step, usage=usage))
             if msg.checkpoint is not None:
                 state.checkpoint = state.saved = msg.checkpoint
                 self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
@@ -263,7 +272,7 @@ class SupervisorCore:
             for run_id in self.policies.charge(msg):
                 over = self.runs.live(run_id)
                 if over is not None:
-                    self.lifecycle.over_budget(over)
+                    self.effects.take(self.lifecycle.over_budget(over))
         return self._decided()
 
     def tool_answered(self, msg: ToolAnswered) -> Decision:
@@ -309,7 +318,8 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.runs.update(state, tool_calls=state.record.tool_calls + 1)
+            calls = state.record.tool_calls + 1
+            self.effects.writes.append(self.runs.update(state, tool_calls=calls))
             self.runs.emit(state, EventKind.TOOL_CALL, tool=msg.tool, input=msg.input)
         return self._decided()
 
@@ -320,7 +330,8 @@ class SupervisorCore:
         if state is not None:
             self.parking.waiting(state, msg.waiting)
             if state.record.status is not status:
-                self.runs.fire(state, Move.WAITS if msg.waiting else Move.WORKS)
+                move = Move.WAITS if msg.waiting else Move.WORKS
+                self.effects.writes.append(self.runs.fire(state, move))
                 if msg.waiting:
                     self.runs.emit(state, EventKind.WAITING)
         return self._decided()
@@ -330,7 +341,7 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None and self.parking.parked(state):
-            self.lifecycle.start_queued()
+            self.effects.take(self.lifecycle.start_queued())
         return self._decided()
 
     def slot_wanted(self, msg: SlotWanted) -> Decision:
@@ -346,7 +357,7 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.lifecycle.finished(state, msg)
+            self.effects.take(self.lifecycle.finished(state, msg))
         return self._decided()
 
     # ---- timers ----------------------------------------------------------------------------
@@ -354,7 +365,7 @@ class SupervisorCore:
     def timeout(self, run_id: str) -> Decision:
         """The deadline of ``run_id`` passed: it times out, its descendants are cancelled."""
         self.effects.begin()
-        self.lifecycle.timeout(run_id)
+        self.effects.take(self.lifecycle.timeout(run_id))
         return self._decided()
 
     def restart_due(
@@ -364,7 +375,7 @@ class SupervisorCore:
         ``journal`` (a function agent's) are read from the store by the actor: a resumed run
         is handed what its earlier start already did, and does not do it again."""
         self.effects.begin()
-        self.lifecycle.restart_due(run_id, mails, journal)
+        self.effects.take(self.lifecycle.restart_due(run_id, mails, journal))
         return self._decided()
 
     def host_lost(
@@ -380,7 +391,7 @@ class SupervisorCore:
         self.effects.begin()
         for run_id in run_ids:
             mails, journal = reads.get(run_id, ((), ()))
-            self.lifecycle.moved(run_id, mails, journal, reason)
+            self.effects.take(self.lifecycle.moved(run_id, mails, journal, reason))
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------
@@ -402,7 +413,8 @@ class SupervisorCore:
             if command.kind == "stop":
                 target = self.runs.live(command.run_id)
                 if target is not None:
-                    self.lifecycle.cancel(target, "stopped from another process")
+                    _, cancelled = self.lifecycle.cancel(target, "stopped from another process")
+                    self.effects.take(cancelled)
             elif command.kind == "send" and command.content is not None:
                 mail = SendMail(
                     request_id=new_id("q", self.effects.now()),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import EventKind, Park, RunStatus, Unpark
-from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.effects import Decided, Effects, Tell
 from subagents.supervision.limits import Limits
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.runs import RunState, RunTable
@@ -116,20 +116,24 @@ class Parking:
             return
         state.park = "wanting"
         if self.slots.want_back(state.run_id, self.key_of(state)):
-            self.granted(state)
+            unparked = self.granted(state)
+            assert unparked is not None
+            self.effects.take(unparked)
 
-    def granted(self, state: RunState) -> bool:
-        """``state`` got a slot from the queue: a parked run is let go on (False); any other
-        run is to be started (True)."""
+    def granted(self, state: RunState) -> Decided | None:
+        """``state`` got a slot from the queue: a parked run is let go on (what that comes
+        to: its ``unparked`` event, ``Unpark`` told); None for any other run, which is to be
+        started."""
         if state.park != "wanting":
-            return True
+            return None
         state.park = None
         # still waiting as far as the supervisor knows (a function agent says so once): it
         # may be asked to park again, and answers once it is done with what woke it
         self.slots.set_idle(state.run_id, state.record.status is RunStatus.WAITING)
-        self.runs.emit(state, EventKind.UNPARKED)
-        self.effects.effects.append(Tell(state.run_id, Unpark()))
-        return False
+        unparked = Decided()
+        unparked.event(EventKind.UNPARKED, state.record, self.effects.now(), {})
+        unparked.effects.append(Tell(state.run_id, Unpark()))
+        return unparked
 
     def starting(self, state: RunState) -> None:
         """A new actor starts for ``state`` (with the slot): no park is pending any more,

@@ -19,7 +19,8 @@ from subagents.messages import RestoreReport, RunStatus
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import OutcomeDelivered, ReleaseLease
 from subagents.supervision.effects import Effects
-from subagents.supervision.lifecycle import End, Lifecycle
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.outcomes import End
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
 from subagents.supervision.transitions import Move
@@ -78,7 +79,7 @@ class Recovery:
             self._restore_one(unfinished, report)
         # Runs that were running want their slots back first (ahead of the queued runs);
         # all start only as far as the limits allow (waiting ones park when needed).
-        self.lifecycle.start_queued()
+        self.effects.take(self.lifecycle.start_queued())
         for ended in snapshot.undelivered:
             live_host = ended.owner in live and ended.owner != me
             if live_host or (roots is not None and ended.root_run_id not in roots):
@@ -111,12 +112,14 @@ class Recovery:
             report.orphans.append(record.run_id)
         if spec is None:
             error = f"agent {record.agent!r} is no longer defined"
-            self.lifecycle.finish(state, End(Move.FAILED, "unknown_agent", error))
+            self.effects.take(
+                self.lifecycle.finish(state, End(Move.FAILED, "unknown_agent", error))
+            )
             report.failed.append(record.run_id)
             return
         if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
             error = "its parent ended before the restart"
-            self.lifecycle.finish(state, End(Move.CANCELLED, "cancelled", error))
+            self.effects.take(self.lifecycle.finish(state, End(Move.CANCELLED, "cancelled", error)))
             report.cancelled.append(record.run_id)
             return
         key = self.slot_key(spec, parent)
@@ -125,7 +128,8 @@ class Recovery:
             try:
                 self.slots.enqueue(record.run_id, key)
             except QueueFull as exc:
-                self.lifecycle.finish(state, End(Move.FAILED, "queue_full", str(exc)))
+                failed = End(Move.FAILED, "queue_full", str(exc))
+                self.effects.take(self.lifecycle.finish(state, failed))
                 report.failed.append(record.run_id)
                 return
             report.requeued.append(record.run_id)
@@ -134,7 +138,8 @@ class Recovery:
             # live than the limits allow (parked ones), and all would work at once on resume.
             reads = ResumeReads(unfinished.mails, unfinished.journal, unfinished.tree)
             if self.slots.want_back(record.run_id, key):
-                self.lifecycle.start(state, reads.mails, reads.journal, reads.tree)
+                started = self.lifecycle.start(state, reads.mails, reads.journal, reads.tree)
+                self.effects.take(started)
             else:
                 state.reads = reads
             report.resumed.append(record.run_id)

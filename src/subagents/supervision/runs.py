@@ -151,32 +151,34 @@ class RunTable:
         else:
             self._live.add(state.run_id)
 
-    def update(self, state: RunState, **changes: Any) -> None:
-        """Change ``state``'s record (anything but its status: ``fire``) and have the store
-        keep it."""
+    def update(self, state: RunState, **changes: Any) -> SaveRun:
+        """Change ``state``'s record (anything but its status: ``fire``); the write that
+        has the store keep it, for the caller to add to its decision."""
         if "status" in changes:
             raise ValueError(
                 f"run {state.run_id}: a status changes only by a move of the lifecycle table"
                 " (RunTable.fire)"
             )
         state.record = msgspec.structs.replace(state.record, **changes)
-        self.effects.writes.append(SaveRun(state.record))
+        return SaveRun(state.record)
 
-    def fire(self, state: RunState, move: Move, **changes: Any) -> None:
+    def fire(self, state: RunState, move: Move, **changes: Any) -> SaveRun:
         """``move`` happened to ``state``'s run: it takes the status the lifecycle table
-        (``transitions.LIFECYCLE``) gives, with ``changes`` to the rest of its record, kept
-        by the store in one write. ``IllegalTransition``, with nothing changed, for a move
-        the table has no entry for from its status."""
+        (``transitions.LIFECYCLE``) gives, with ``changes`` to the rest of its record; the
+        one write that has the store keep it, for the caller to add to its decision.
+        ``IllegalTransition``, with nothing changed, for a move the table has no entry for
+        from its status."""
         status = next_status(state.run_id, state.record.status, move)
         state.record = msgspec.structs.replace(state.record, status=status, **changes)
-        self.effects.writes.append(SaveRun(state.record))
         if status.terminal:
             self._live.discard(state.run_id)
         else:
             self._live.add(state.run_id)
+        return SaveRun(state.record)
 
     def keep(self, state: RunState) -> None:
-        """Have the store keep ``state``'s record as it is (a new or adopted run)."""
+        """Have the store keep ``state``'s record as it is (a new or adopted run), in the
+        message's collector (as ``emit``: admission's and recovery's way)."""
         self.effects.writes.append(SaveRun(state.record))
 
     def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:

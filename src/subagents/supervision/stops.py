@@ -84,5 +84,6 @@ class Stops:
                 request_id=req.request_id,
                 error=f"run {req.run_id} has already ended ({target.record.status})",
             )
-        stopped = self.lifecycle.cancel(target, req.reason)
+        stopped, cancelled = self.lifecycle.cancel(target, req.reason)
+        self.effects.take(cancelled)
         return StopReply(request_id=req.request_id, stopped=tuple(stopped))
