@@ -5,8 +5,22 @@ and the core gathers it."""
 from __future__ import annotations
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import ChildDone, EventKind, RunStatus, SpawnRequest
-from subagents.store.writes import AppendEvent, OutcomeDelivered, SaveOutcome, SaveRun
+from subagents.messages import (
+    ChildDone,
+    EventKind,
+    RunRecord,
+    RunStatus,
+    SpawnRequest,
+    StopRequest,
+)
+from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
+from subagents.store.writes import (
+    AppendEvent,
+    OutcomeDelivered,
+    ReleaseLease,
+    SaveOutcome,
+    SaveRun,
+)
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import DisarmDeadline, Publish, StartRun, StopAgent, Tell
 from subagents.supervision.outcomes import End
@@ -66,3 +80,52 @@ def test_start_returns_the_start_and_the_core_gathers_it_in_order() -> None:
     starts = [e for e in decision.effects if isinstance(e, StartRun)]
     assert [s.record.run_id for s in starts] == [run_id]
     assert starts[0].record.status is RunStatus.RUNNING and starts[0].record.started_at == 5.0
+
+
+def test_a_stop_returns_what_it_decides_and_the_core_gathers_it() -> None:
+    core, root, child = _core()
+    core.effects.begin()
+    reply, decided = core.stops.one(StopRequest(request_id="s", run_id=root, reason="enough"))
+    assert reply.stopped == (child, root)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert [e.run_id for e in decided.effects if isinstance(e, StopAgent)] == [child, root]
+    refused, nothing = core.stops.one(StopRequest(request_id="t", run_id="nobody", reason="x"))
+    assert refused.error is not None and not nothing.writes and not nothing.effects
+
+
+def test_a_restore_returns_what_it_decides() -> None:
+    specs = {"lead": AgentSpec(name="lead", description="d")}
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), owner="me")
+    left = RunRecord(
+        run_id="r1",
+        agent="lead",
+        task="t",
+        root_run_id="r1",
+        status=RunStatus.RUNNING,
+        started_at=1.0,
+        owner="gone",
+    )
+    gone = RunRecord(
+        run_id="r2",
+        agent="missing",
+        task="t",
+        root_run_id="r2",
+        status=RunStatus.QUEUED,
+        owner="gone",
+    )
+    snapshot = RestoreSnapshot(unfinished=(UnfinishedRun(record=left), UnfinishedRun(record=gone)))
+    core.effects.begin()
+    report, decided = core.recovery.restore(snapshot)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert report.resumed == ["r1"] and report.failed == ["r2"]
+    saved = [(w.record.run_id, w.record.status) for w in decided.writes if isinstance(w, SaveRun)]
+    # in the snapshot's order: each adopted (kept as this runtime's), r1 started again (a
+    # slot is free), r2 failed (its agent is gone)
+    assert saved == [
+        ("r1", RunStatus.RUNNING),
+        ("r1", RunStatus.RUNNING),
+        ("r2", RunStatus.QUEUED),
+        ("r2", RunStatus.FAILED),
+    ]
+    assert [e.record.run_id for e in decided.effects if isinstance(e, StartRun)] == ["r1"]
+    assert ReleaseLease("gone") in decided.writes

@@ -7,11 +7,8 @@ to carry out once those writes are committed. The core does no I/O: no store, no
 OS. The clocks are injected; the reads it needs are given to it (a restore's snapshot, the
 mail a restarted run sent, and ``read_run``: the record of a run it does not hold).
 
-It is composed of parts, one concept each. Each decision's writes and effects are gathered in
-one ``Effects`` collector: the lifecycle (and closing, and the pieces of the mail room, the
-run table and parking the lifecycle asks for) returns what it decided (``effects.Decided``),
-which the core takes in; admission, recovery, stops and the rest of the mail room and of
-parking still append to the collector (``effects`` says which):
+It is composed of parts, one concept each; each returns what it decides (``Decided``), which
+the core gathers into the message's ``Effects`` (admission still appends: ``effects``):
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
   (each a move looked up in the lifecycle table, ``transitions``);
@@ -118,7 +115,7 @@ class SupervisorCore:
             queue_bound=self.limits.queue_bound,
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
-        self.parking = Parking(self.runs, self.effects, self.slots, self.policies, self.limits)
+        self.parking = Parking(self.runs, now, self.slots, self.policies, self.limits)
         self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
         self.lifecycle = Lifecycle(
             self.runs,
@@ -144,10 +141,9 @@ class SupervisorCore:
             owner=owner,
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
-        self.stops = Stops(self.runs, self.effects, self.lifecycle, read_run)
+        self.stops = Stops(self.runs, self.lifecycle, read_run)
         self.recovery = Recovery(
             self.runs,
-            self.effects,
             self.lifecycle,
             self.slots,
             lookup,
@@ -160,7 +156,7 @@ class SupervisorCore:
         waiting, ended, parked...), a queued run whose slots only waiting runs hold gets
         them now (``parking``: no deadlock); finished trees are forgotten."""
         if self.slots.queue_length():
-            self.parking.make_room()
+            self.effects.take(self.parking.make_room())
         forgotten = self.runs.prune()
         if forgotten:
             self.policies.forget(forgotten)
@@ -187,8 +183,9 @@ class SupervisorCore:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply = self.stops.one(req)
-        self.stops.answer(req, reply)
+        reply, stopped = self.stops.one(req)
+        self.effects.take(stopped)
+        self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
     def stop_requested(self, req: StopRequested) -> Decision:
@@ -198,14 +195,16 @@ class SupervisorCore:
         self.effects.begin()
         reply, stopped = self.requesters.stop(req)
         self.effects.take(stopped)
-        self.stops.answer(req, reply)
+        self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
     def send_mails(self, msgs: Sequence[SendMail]) -> Decision:
         """Mail: one send, or a run of consecutive ones (mostly one sender's step). The
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
-        return self._decided(self.mail.send(msgs))
+        acks, sent = self.mail.send(msgs)
+        self.effects.take(sent)
+        return self._decided(acks)
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
@@ -262,13 +261,12 @@ class SupervisorCore:
                 state.checkpoint = state.saved = msg.checkpoint
                 self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
             self.mail.read(msg.run_id, msg.read_mail)
-            self.runs.emit(
-                state,
-                EventKind.STEP,
-                step=msg.step,
-                input_tokens=msg.usage.total_input_tokens,
-                output_tokens=msg.usage.output_tokens,
-            )
+            data = {
+                "step": msg.step,
+                "input_tokens": msg.usage.total_input_tokens,
+                "output_tokens": msg.usage.output_tokens,
+            }
+            self.effects.event(EventKind.STEP, state.record, data)
             for run_id in self.policies.charge(msg):
                 over = self.runs.live(run_id)
                 if over is not None:
@@ -320,7 +318,8 @@ class SupervisorCore:
         if state is not None:
             calls = state.record.tool_calls + 1
             self.effects.writes.append(self.runs.update(state, tool_calls=calls))
-            self.runs.emit(state, EventKind.TOOL_CALL, tool=msg.tool, input=msg.input)
+            data = {"tool": msg.tool, "input": msg.input}
+            self.effects.event(EventKind.TOOL_CALL, state.record, data)
         return self._decided()
 
     def waiting_changed(self, msg: WaitingChanged) -> Decision:
@@ -333,14 +332,16 @@ class SupervisorCore:
                 move = Move.WAITS if msg.waiting else Move.WORKS
                 self.effects.writes.append(self.runs.fire(state, move))
                 if msg.waiting:
-                    self.runs.emit(state, EventKind.WAITING)
+                    self.effects.event(EventKind.WAITING, state.record, {})
         return self._decided()
 
     def parked(self, msg: Parked) -> Decision:
         """A run gave its slot back (``parking``): queued runs take it."""
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None and self.parking.parked(state):
+        parked = self.parking.parked(state) if state is not None else None
+        if parked is not None:
+            self.effects.take(parked)
             self.effects.take(self.lifecycle.start_queued())
         return self._decided()
 
@@ -348,8 +349,9 @@ class SupervisorCore:
         """A parked run received something: it gets a slot again, ahead of new admissions."""
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            self.parking.slot_wanted(state)
+        unparked = self.parking.slot_wanted(state) if state is not None else None
+        if unparked is not None:
+            self.effects.take(unparked)
         return self._decided()
 
     def finished(self, msg: RunFinished) -> Decision:
@@ -400,7 +402,9 @@ class SupervisorCore:
         """Take up the orphaned runs of the store (``roots``: only these trees); the reply
         is a ``RestoreReport``."""
         self.effects.begin()
-        return self._decided(self.recovery.restore(snapshot, roots))
+        report, restored = self.recovery.restore(snapshot, roots)
+        self.effects.take(restored)
+        return self._decided(report)
 
     def hosted(self) -> Set[str]:
         """The live runs held here (whose commands the actor claims from the store)."""
@@ -422,7 +426,7 @@ class SupervisorCore:
                     to=command.run_id,
                     content=command.content,
                 )
-                self.mail.send((mail,))
+                self.effects.take(self.mail.send((mail,))[1])
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------

@@ -9,14 +9,13 @@ A decision produces two lists, in order:
   only once the writes are committed, so nothing is acknowledged before it is durable.
 
 A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
-lifecycle does for everything, the mail room for what the lifecycle asks of it (a starting
-run's mail, a notice, dead letters), the run table for a record's change (the ``SaveRun``
-write), parking for an unpark, closing for the runtime's close. The caller composes the ones
-it asks for in the order it decides, and the core gathers them into the message's ``Effects``
-collector (``Effects.take``). What still appends into the collector directly: admission
-(``admission.py``), the mail room's ``send`` and ``read`` (``read`` merges consecutive
-receipts into the write before it), parking's ``make_room``/``parked``/``slot_wanted``,
-``Stops``, ``Recovery``, and the run table's ``keep``/``emit``. None of them does I/O.
+lifecycle, closing, recovery, stops, requesters, parking, the mail room's sending, hand-over,
+notices and dead letters, and the run table's changes (``fire``/``update``: the ``SaveRun``
+write). The caller composes the ones it asks for in the order it decides, and the core
+gathers them into the message's ``Effects`` collector (``Effects.take``). What still appends
+into the collector directly: admission (``admission.py``, with the run table's ``keep`` and
+``emit``), and the mail room's ``read`` (it merges consecutive receipts into the write before
+it). None of them does I/O.
 """
 
 from __future__ import annotations

@@ -67,9 +67,10 @@ class MailRoom:
 
     # ---- sending ---------------------------------------------------------------------------
 
-    def send(self, msgs: Sequence[SendMail]) -> list[MailAck]:
+    def send(self, msgs: Sequence[SendMail]) -> tuple[list[MailAck], Decided]:
         """Route, record and deliver ``msgs`` (one, or a step's several) in order; each
-        sending run is told its acknowledgements as one message.
+        sending run is told its acknowledgements as one message. The acknowledgements, and
+        what the sending comes to.
 
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
@@ -124,8 +125,7 @@ class MailRoom:
             acks.append(self._add(post, mail, msg.request_id, sender_state, record, target, out))
         self._record(post, out)
         out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
-        self.effects.take(out)
-        return acks
+        return acks, out
 
     def notify(self, sender: RunState, recipient: str, content: str) -> Decided:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
