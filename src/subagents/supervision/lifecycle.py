@@ -1,10 +1,12 @@
 """Lifecycle: how a run starts, goes again, and ends, exactly once.
 
-- ``start``: a run takes its slot's turn: it is marked running, handed the mail that waited
+- ``start``: a run takes its slot's turn: it starts (the move ``started``, or
+  ``started_again``: running by the table), is handed the mail that waited
   for it, given the checkpoint it resumes from and the answers its earlier start already had
   (``recovery``), and its deadline is armed.
 - ``finish(run, end)``: the one way a run ends. Its live descendants are cancelled first (a
-  run does not outlive its parent), it takes its terminal status (``transitions``), its slot
+  run does not outlive its parent), the move that ends it takes it to its terminal status
+  (``End.move``, looked up in the table: ``transitions``), its slot
   frees, its outcome goes to its requester once (the outside, the parent's tool call, or the
   parent's mail for a background child; not to a parent ending in the same decision), its
   unread mail becomes dead letters, and queued
@@ -127,8 +129,10 @@ class Lifecycle:
         decided = Decided()
         decided.writes.append(self.runs.fire(state, move, started_at=first))
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
-        pending, handed = self.mail.hand_over(state)
-        decided.add(handed)
+        pending: tuple[Mail, ...] = ()
+        if state.inbox:  # (checked here: most starts have none, and this path is hot)
+            pending, handed = self.mail.hand_over(state)
+            decided.add(handed)
         if state.record.steps > 0:
             state.checkpoint = state.saved
         recovered = self._recovered(state, mails, journal, tree)
@@ -233,8 +237,9 @@ class Lifecycle:
         self.runs.ended(state)
         self._ending.add(record.run_id)
         try:
-            below = end.below or f"its parent {record.agent} ended ({status})"
-            decided.add(self.cancel_below(state, below))
+            if self.runs.tree.has_children(record.run_id):
+                below = end.below or f"its parent {record.agent} ended ({status})"
+                decided.add(self.cancel_below(state, below))
         finally:
             self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
@@ -245,9 +250,12 @@ class Lifecycle:
         kind, data = end_event(record, status, end)
         decided.event(kind, state.record, self.now(), data)
         decided.add(self.deliver(state, outcome))
-        decided.add(self.mail.dead_letters(state, end.unread))
+        if state.inbox:  # the callees' own checks, made here: most runs end with none
+            decided.add(self.mail.dead_letters(state, end.unread))
         self.parking.ended(state)
-        return decided.add(self.start_queued())
+        if self.slots.queue_length():
+            decided.add(self.start_queued())
+        return decided
 
     def deliver(self, state: RunState, outcome: Outcome) -> Decided:
         """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
