@@ -1,62 +1,117 @@
-"""The run lifecycle table: exactly the transitions the supervisor makes, nothing else; and an
-illegal one is raised, not written."""
+"""The run lifecycle table: exactly the moves the supervisor makes, nothing else; every
+(status, move) pair fired through the run table either moves the run as the table says or is
+raised with nothing written; and docs/architecture.md shows the table the code has."""
 
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import TERMINAL_STATUSES, RunFinished, RunStatus, SpawnRequest
+from subagents.messages import TERMINAL_STATUSES, RunFinished, RunRecord, RunStatus, SpawnRequest
+from subagents.store.writes import SaveRun
 from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import Effects
+from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.transitions import (
-    TRANSITIONS,
+    LIFECYCLE,
     IllegalTransition,
+    Move,
     allowed,
-    check_transition,
+    lifecycle_markdown,
 )
 
 Q, R, W = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING
+C, F, X = RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED
+T, B = RunStatus.TIMED_OUT, RunStatus.BUDGET_EXCEEDED
 ENDS = sorted(TERMINAL_STATUSES)
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
-    (Q, R),  # a slot frees
-    (Q, RunStatus.CANCELLED),  # stopped while queued
-    (Q, RunStatus.FAILED),  # restored with its agent gone, or no room in the queue
-    (R, R),  # started again after a restart's backoff
-    (R, W),
-    (W, R),
-    *((R, end) for end in ENDS),
-    *((W, end) for end in ENDS),
+    (Q, Move.STARTED): R,  # a slot frees
+    (Q, Move.FAILED): F,  # restored with its agent gone, or no room in the queue
+    (Q, Move.CANCELLED): X,  # stopped while queued
+    (R, Move.STARTED_AGAIN): R,  # a restart's backoff is over, a restore, a move
+    (W, Move.STARTED_AGAIN): R,
+    (R, Move.WAITS): W,
+    (W, Move.WORKS): R,
+    **{(s, Move.COMPLETED): C for s in (R, W)},
+    **{(s, Move.FAILED): F for s in (R, W)},
+    **{(s, Move.CANCELLED): X for s in (R, W)},
+    **{(s, Move.TIMED_OUT): T for s in (R, W)},
+    **{(s, Move.OVER_BUDGET): B for s in (R, W)},
 }
 
 
-def test_the_table_holds_exactly_the_lifecycle_transitions() -> None:
+def test_the_table_holds_exactly_the_lifecycle_moves() -> None:
+    assert dict(LIFECYCLE) == EXPECTED
+
+
+def test_the_status_pairs_the_table_connects() -> None:
+    pairs = {(Q, R), (Q, X), (Q, F), (R, R), (R, W), (W, R)}
+    pairs |= {(s, end) for s in (R, W) for end in ENDS}
     every = set(itertools.product(RunStatus, RunStatus))
-    assert {pair for pair in every if allowed(*pair)} == EXPECTED
-    assert set(TRANSITIONS) == set(RunStatus)
+    assert {pair for pair in every if allowed(*pair)} == pairs
 
 
-@pytest.mark.parametrize("old", list(RunStatus), ids=str)
-@pytest.mark.parametrize("new", list(RunStatus), ids=str)
-def test_check_transition_raises_exactly_for_pairs_outside_the_table(
-    old: RunStatus, new: RunStatus
+def _table_with(status: RunStatus) -> tuple[RunTable, RunState, Effects]:
+    effects = Effects(lambda: 1.0)
+    runs = RunTable(effects)
+    record = RunRecord(run_id="r1", agent="a", task="t", root_run_id="r1", status=status)
+    state = RunState(record=record, spec=AgentSpec(name="a", description="d"), request_id=None)
+    runs.add(state)
+    return runs, state, effects
+
+
+@pytest.mark.parametrize("status", list(RunStatus), ids=str)
+@pytest.mark.parametrize("move", list(Move), ids=str)
+def test_fire_moves_as_the_table_says_or_raises_with_nothing_written(
+    status: RunStatus, move: Move
 ) -> None:
-    if (old, new) in EXPECTED:
-        check_transition("r1", old, new)
+    runs, state, effects = _table_with(status)
+    new = EXPECTED.get((status, move))
+    if new is None:
+        with pytest.raises(IllegalTransition, match=f"run r1: {move} from {status}"):
+            runs.fire(state, move, steps=7)
+        assert state.record.status is status and state.record.steps == 0
+        assert effects.writes == []
+        assert (runs.live("r1") is None) is status.terminal
         return
-    with pytest.raises(IllegalTransition, match=f"run r1: {old} -> {new}"):
-        check_transition("r1", old, new)
+    write = runs.fire(state, move, steps=7)
+    assert state.record.status is new and state.record.steps == 7
+    assert write == SaveRun(state.record)  # one write, status and changes, for the caller
+    assert effects.writes == []  # returned, not appended to the message's collector
+    assert ("r1" in runs.hosted()) is not new.terminal
 
 
-def test_a_terminal_status_is_final() -> None:
+def test_a_terminal_status_has_no_move() -> None:
     for end in ENDS:
-        assert TRANSITIONS[end] == frozenset()
+        assert not [move for (s, move) in LIFECYCLE if s is end]
         assert not any(allowed(end, other) for other in RunStatus)
 
 
-def test_the_core_refuses_an_illegal_change_before_anything_is_written() -> None:
+def test_every_move_is_made_by_the_supervisor() -> None:
+    # a move no part of the core fires is a dead row of the table (and of the docs)
+    source = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in (ROOT / "src" / "subagents" / "supervision").glob("*.py")
+        if p.name != "transitions.py"
+    )
+    made = set(re.findall(r"Move\.([A-Z_]+)", source))
+    assert made == {move.name for move in Move}
+
+
+def test_a_status_is_never_set_by_update() -> None:
+    runs, state, effects = _table_with(R)
+    with pytest.raises(ValueError, match="only by a move of the lifecycle table"):
+        runs.update(state, status=C)
+    assert state.record.status is R and effects.writes == []
+
+
+def test_the_core_refuses_an_illegal_move_before_anything_is_written() -> None:
     specs = {n: AgentSpec(name=n, description="d") for n in ("lead", "worker")}
     core = SupervisorCore(lookup=specs.get, names=lambda: list(specs))
     root = core.spawn(SpawnRequest(request_id="q1", agent="lead", task="t")).reply.run_id
@@ -66,8 +121,8 @@ def test_the_core_refuses_an_illegal_change_before_anything_is_written() -> None
     state = core.runs.get(child)  # held while its root lives
     assert state is not None and state.record.status is RunStatus.COMPLETED
     core.effects.begin()
-    with pytest.raises(IllegalTransition, match="completed -> running"):
-        core.runs.update(state, status=RunStatus.RUNNING)
+    with pytest.raises(IllegalTransition, match="started_again from completed"):
+        core.runs.fire(state, Move.STARTED_AGAIN)
     assert core.effects.writes == []  # the record was neither changed nor written
     assert state.record.status is RunStatus.COMPLETED
 
@@ -79,3 +134,14 @@ def test_a_late_report_after_the_end_is_discarded_not_an_illegal_transition() ->
     core.finished(RunFinished(run_id=run_id, result="done"))
     late = core.finished(RunFinished(run_id=run_id, error_kind="crash", error="late"))
     assert late.writes == [] and late.effects == []
+
+
+def test_the_architecture_doc_shows_the_code_table() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc.split("### The run lifecycle", 1)[1].split("\n#", 1)[0]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert table == lifecycle_markdown(), (
+        "docs/architecture.md's run lifecycle table differs from the code's; paste"
+        " `python -c 'from subagents.supervision.transitions import lifecycle_markdown as m;"
+        " print(m())'` into it"
+    )

@@ -130,7 +130,7 @@ class Admission:
             state, EventKind.SPAWNED, task=req.task[:200], background=req.background, **extra
         )
         if starts_now:
-            self.lifecycle.start(state)
+            self.effects.take(self.lifecycle.start(state))
         else:
             self.runs.emit(state, EventKind.QUEUED, position=position)
         return run_id

@@ -13,19 +13,22 @@ import msgspec
 
 from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
 from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write
-from subagents.supervision.effects import StopAgent
-from subagents.supervision.lifecycle import Lifecycle, usage_data
+from subagents.supervision.effects import Decided, StopAgent
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.outcomes import End, end_event, outcome_of
+from subagents.supervision.transitions import Move, next_status
 
 
 def close_all(
     life: Lifecycle,
     reason: str,
     *,
-    status: RunStatus = RunStatus.CANCELLED,
+    move: Move = Move.CANCELLED,
     error_kind: str = "cancelled",
-) -> list[str]:
-    """Every live run of ``life`` ends cancelled with ``reason`` (or ``status``, e.g. failed
-    with the store's error once the store works again); the ids, in the order they ended.
+) -> tuple[list[str], Decided]:
+    """Every live run of ``life`` ends cancelled with ``reason`` (or by ``move``, e.g. failed
+    with the store's error once the store works again): the ids, in the order they ended,
+    and what their ends come to.
 
     The same ending as a cancel gives each run: its record, outcome and ``cancelled`` event
     written, its slot released, its unread mail dead, a root's outcome handed to the outside
@@ -35,7 +38,7 @@ def close_all(
     without reading it, as in a cancel walk); a deadline disarmed one by one (the timer
     service stops with the runtime; a deadline firing before it does finds the run ended and
     does nothing)."""
-    runs, slots, effects = life.runs, life.slots, life.effects
+    runs, slots, now = life.runs, life.slots, life.now
     queued = [s for r in slots.queued() if (s := runs.live(r)) is not None]
     first = {s.run_id for s in queued}
     rest = [s for s in runs if not s.record.status.terminal and s.run_id not in first]
@@ -44,40 +47,27 @@ def close_all(
     ids = [s.run_id for s in order]
     ending = set(ids) - life._ending
     life._ending |= ending  # no outcome is handed to a parent ending in this pass
-    now = effects.now
-    kind = EventKind(status.value)
+    end = End(move, error_kind, reason)
+    decided = Decided()
     try:
         for state in order:
             record = state.record
+            status = next_status(record.run_id, record.status, move)
             runs.ended(state)
-            outcome = Outcome(
-                run_id=record.run_id,
-                status=status,
-                error_kind=error_kind,
-                error=reason,
-                usage=record.usage,
-                steps=record.steps,
-            )
-            runs.update(state, status=status, ended_at=now(), outcome=outcome)
-            effects.writes.append(SaveOutcome(outcome))
+            outcome = outcome_of(record, status, end)
+            decided.writes.append(runs.fire(state, move, ended_at=now(), outcome=outcome))
+            decided.writes.append(SaveOutcome(outcome))
             slots.release(record.run_id)
-            runs.emit(
-                state,
-                kind,
-                error_kind=error_kind,
-                error=reason,
-                steps=record.steps,
-                tool_calls=record.tool_calls,
-                usage=usage_data(record.usage),
-            )
-            life._deliver(state, outcome)
+            kind, data = end_event(record, status, end)
+            decided.event(kind, state.record, now(), data)
+            decided.add(life.deliver(state, outcome))
             if state.inbox:
-                life.mail.dead_letters(state, ())
+                decided.add(life.mail.dead_letters(state, ()))
             life.parking.ended(state)
-            effects.effects.append(StopAgent(record.run_id))
+            decided.effects.append(StopAgent(record.run_id))
     finally:
         life._ending -= ending
-    return ids
+    return ids, decided
 
 
 def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:

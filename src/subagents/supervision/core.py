@@ -7,10 +7,11 @@ to carry out once those writes are committed. The core does no I/O: no store, no
 OS. The clocks are injected; the reads it needs are given to it (a restore's snapshot, the
 mail a restarted run sent, and ``read_run``: the record of a run it does not hold).
 
-It is composed of parts, one concept each, sharing one ``Effects`` collector:
+It is composed of parts, one concept each; each returns what it decides (``Decided``), which
+the core gathers into the message's ``Effects`` (admission still appends: ``effects``):
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
-  (checked against ``transitions``);
+  (each a move looked up in the lifecycle table, ``transitions``);
 - ``admission`` (``admission``): spawns admitted, queued or refused; the slots and the queue;
 - ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
@@ -61,7 +62,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import AddToCheckpoint, SaveCheckpoint, SaveJournal
+from subagents.store.writes import SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
 from subagents.supervision.effects import Decision, Effects
@@ -72,9 +73,10 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
-from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.runs import RunTable
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.stops import Stops
+from subagents.supervision.transitions import Move
 
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
@@ -114,11 +116,11 @@ class SupervisorCore:
             queue_bound=self.limits.queue_bound,
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
-        self.parking = Parking(self.runs, self.effects, self.slots, self.policies, self.limits)
+        self.parking = Parking(self.runs, now, self.slots, self.policies, self.limits)
         self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
         self.lifecycle = Lifecycle(
             self.runs,
-            self.effects,
+            now,
             self.mail,
             self.policies,
             self.slots,
@@ -140,10 +142,9 @@ class SupervisorCore:
             owner=owner,
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
-        self.stops = Stops(self.runs, self.effects, self.lifecycle, read_run)
+        self.stops = Stops(self.runs, self.lifecycle, read_run)
         self.recovery = Recovery(
             self.runs,
-            self.effects,
             self.lifecycle,
             self.slots,
             lookup,
@@ -156,7 +157,7 @@ class SupervisorCore:
         waiting, ended, parked...), a queued run whose slots only waiting runs hold gets
         them now (``parking``: no deadlock); finished trees are forgotten."""
         if self.slots.queue_length():
-            self.parking.make_room()
+            self.effects.take(self.parking.make_room())
         forgotten = self.runs.prune()
         if forgotten:
             self.policies.forget(forgotten)
@@ -183,8 +184,9 @@ class SupervisorCore:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply = self.stops.one(req)
-        self.stops.answer(req, reply)
+        reply, stopped = self.stops.one(req)
+        self.effects.take(stopped)
+        self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
     def stop_requested(self, req: StopRequested) -> Decision:
@@ -192,15 +194,18 @@ class SupervisorCore:
         for the outside), each with its subtree, with one reason, in one decision. The reply
         is a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply = self.requesters.stop(req)
-        self.stops.answer(req, reply)
+        reply, stopped = self.requesters.stop(req)
+        self.effects.take(stopped)
+        self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
     def send_mails(self, msgs: Sequence[SendMail]) -> Decision:
         """Mail: one send, or a run of consecutive ones (mostly one sender's step). The
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
-        return self._decided(self.mail.send(msgs))
+        acks, sent = self.mail.send(msgs)
+        self.effects.take(sent)
+        return self._decided(acks)
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
@@ -223,7 +228,9 @@ class SupervisorCore:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
         the reply is the ids cancelled."""
         self.effects.begin()
-        return self._decided(tuple(close_all(self.lifecycle, reason)))
+        ids, closed = close_all(self.lifecycle, reason)
+        self.effects.take(closed)
+        return self._decided(tuple(ids))
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
@@ -232,7 +239,8 @@ class SupervisorCore:
         unfinished under this runtime that is no longer held (its end was in the transaction
         that failed). The reply is the ids ended; then the runtime goes on."""
         self.effects.begin()
-        ended = close_all(self.lifecycle, reason, status=RunStatus.FAILED, error_kind="store")
+        ended, closed = close_all(self.lifecycle, reason, move=Move.FAILED, error_kind="store")
+        self.effects.take(closed)
         ts = self.effects.now()
         done = set(ended)
         for record in unheld:
@@ -248,22 +256,22 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.runs.update(state, steps=msg.step, usage=state.record.usage + msg.usage)
+            usage = state.record.usage + msg.usage
+            self.effects.writes.append(self.runs.update(state, steps=msg.step, usage=usage))
             if msg.checkpoint is not None:
                 state.checkpoint = state.saved = msg.checkpoint
                 self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
             self.mail.read(msg.run_id, msg.read_mail)
-            self.runs.emit(
-                state,
-                EventKind.STEP,
-                step=msg.step,
-                input_tokens=msg.usage.total_input_tokens,
-                output_tokens=msg.usage.output_tokens,
-            )
+            data = {
+                "step": msg.step,
+                "input_tokens": msg.usage.total_input_tokens,
+                "output_tokens": msg.usage.output_tokens,
+            }
+            self.effects.event(EventKind.STEP, state.record, data)
             for run_id in self.policies.charge(msg):
                 over = self.runs.live(run_id)
                 if over is not None:
-                    self.lifecycle.over_budget(over)
+                    self.effects.take(self.lifecycle.over_budget(over))
         return self._decided()
 
     def tool_answered(self, msg: ToolAnswered) -> Decision:
@@ -272,7 +280,8 @@ class SupervisorCore:
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
             delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
-            self._add_to_checkpoint(state, delta)
+            if (write := state.add_to_checkpoint(delta)) is not None:
+                self.effects.writes.append(write)
             self.mail.read(msg.run_id, msg.read_mail)
         return self._decided()
 
@@ -291,26 +300,18 @@ class SupervisorCore:
                 ended=use_id if msg.ended else None,
                 started=None if msg.ended else use_id,
             )
-            self._add_to_checkpoint(state, delta)
+            if (write := state.add_to_checkpoint(delta)) is not None:
+                self.effects.writes.append(write)
         return self._decided()
-
-    def _add_to_checkpoint(self, state: RunState, delta: CheckpointDelta) -> None:
-        """One tool call's change to the run's checkpoint: applied here, and written as a
-        small row (not the whole checkpoint again: a long turn would cost quadratic writes)."""
-        cp = state.checkpoint
-        if cp is None:
-            return
-        changed = cp.with_delta(delta)
-        if changed is not cp:
-            state.checkpoint = state.saved = changed
-            self.effects.writes.append(AddToCheckpoint(delta))
 
     def tool_called(self, msg: ToolCalled) -> Decision:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.runs.update(state, tool_calls=state.record.tool_calls + 1)
-            self.runs.emit(state, EventKind.TOOL_CALL, tool=msg.tool, input=msg.input)
+            calls = state.record.tool_calls + 1
+            self.effects.writes.append(self.runs.update(state, tool_calls=calls))
+            data = {"tool": msg.tool, "input": msg.input}
+            self.effects.event(EventKind.TOOL_CALL, state.record, data)
         return self._decided()
 
     def waiting_changed(self, msg: WaitingChanged) -> Decision:
@@ -320,25 +321,29 @@ class SupervisorCore:
         if state is not None:
             self.parking.waiting(state, msg.waiting)
             if state.record.status is not status:
-                self.runs.update(state, status=status)
+                move = Move.WAITS if msg.waiting else Move.WORKS
+                self.effects.writes.append(self.runs.fire(state, move))
                 if msg.waiting:
-                    self.runs.emit(state, EventKind.WAITING)
+                    self.effects.event(EventKind.WAITING, state.record, {})
         return self._decided()
 
     def parked(self, msg: Parked) -> Decision:
         """A run gave its slot back (``parking``): queued runs take it."""
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None and self.parking.parked(state):
-            self.lifecycle.start_queued()
+        parked = self.parking.parked(state) if state is not None else None
+        if parked is not None:
+            self.effects.take(parked)
+            self.effects.take(self.lifecycle.start_queued())
         return self._decided()
 
     def slot_wanted(self, msg: SlotWanted) -> Decision:
         """A parked run received something: it gets a slot again, ahead of new admissions."""
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            self.parking.slot_wanted(state)
+        unparked = self.parking.slot_wanted(state) if state is not None else None
+        if unparked is not None:
+            self.effects.take(unparked)
         return self._decided()
 
     def finished(self, msg: RunFinished) -> Decision:
@@ -346,7 +351,7 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            self.lifecycle.finished(state, msg)
+            self.effects.take(self.lifecycle.finished(state, msg))
         return self._decided()
 
     # ---- timers ----------------------------------------------------------------------------
@@ -354,7 +359,7 @@ class SupervisorCore:
     def timeout(self, run_id: str) -> Decision:
         """The deadline of ``run_id`` passed: it times out, its descendants are cancelled."""
         self.effects.begin()
-        self.lifecycle.timeout(run_id)
+        self.effects.take(self.lifecycle.timeout(run_id))
         return self._decided()
 
     def restart_due(
@@ -364,7 +369,7 @@ class SupervisorCore:
         ``journal`` (a function agent's) are read from the store by the actor: a resumed run
         is handed what its earlier start already did, and does not do it again."""
         self.effects.begin()
-        self.lifecycle.restart_due(run_id, mails, journal)
+        self.effects.take(self.lifecycle.restart_due(run_id, mails, journal))
         return self._decided()
 
     def host_lost(
@@ -380,7 +385,7 @@ class SupervisorCore:
         self.effects.begin()
         for run_id in run_ids:
             mails, journal = reads.get(run_id, ((), ()))
-            self.lifecycle.moved(run_id, mails, journal, reason)
+            self.effects.take(self.lifecycle.moved(run_id, mails, journal, reason))
         return self._decided()
 
     def placed(self, message: Placed) -> Decision:
@@ -395,7 +400,9 @@ class SupervisorCore:
         """Take up the orphaned runs of the store (``roots``: only these trees); the reply
         is a ``RestoreReport``."""
         self.effects.begin()
-        return self._decided(self.recovery.restore(snapshot, roots))
+        report, restored = self.recovery.restore(snapshot, roots)
+        self.effects.take(restored)
+        return self._decided(report)
 
     def hosted(self) -> Set[str]:
         """The live runs held here (whose commands the actor claims from the store)."""
@@ -408,7 +415,8 @@ class SupervisorCore:
             if command.kind == "stop":
                 target = self.runs.live(command.run_id)
                 if target is not None:
-                    self.lifecycle.cancel(target, "stopped from another process")
+                    _, cancelled = self.lifecycle.cancel(target, "stopped from another process")
+                    self.effects.take(cancelled)
             elif command.kind == "send" and command.content is not None:
                 mail = SendMail(
                     request_id=new_id("q", self.effects.now()),
@@ -416,7 +424,7 @@ class SupervisorCore:
                     to=command.run_id,
                     content=command.content,
                 )
-                self.mail.send((mail,))
+                self.effects.take(self.mail.send((mail,))[1])
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------

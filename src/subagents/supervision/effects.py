@@ -8,8 +8,14 @@ A decision produces two lists, in order:
   armed, an event published, an outcome handed to the outside. The actor carries them out
   only once the writes are committed, so nothing is acknowledged before it is durable.
 
-Every part of the core (admission, lifecycle, mail room, recovery) adds to the one
-``Effects`` collector the core hands them; none of them does I/O.
+A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
+lifecycle, closing, recovery, stops, requesters, parking, the mail room's sending, hand-over,
+notices and dead letters, and the run table's changes (``fire``/``update``: the ``SaveRun``
+write). The caller composes the ones it asks for in the order it decides, and the core
+gathers them into the message's ``Effects`` collector (``Effects.take``). What still appends
+into the collector directly: admission (``admission.py``, with the run table's ``keep`` and
+``emit``), and the mail room's ``read`` (it merges consecutive receipts into the write before
+it). None of them does I/O.
 """
 
 from __future__ import annotations
@@ -116,11 +122,50 @@ class Decision(msgspec.Struct, gc=False):
     effects: list[Effect]
 
 
+def event_of(kind: EventKind, record: RunRecord, ts: float, data: dict[str, Any]) -> Event:
+    """An event about ``record``'s run at ``ts``."""
+    return Event(
+        kind=kind,
+        run_id=record.run_id,
+        agent=record.agent,
+        root_run_id=record.root_run_id,
+        parent_run_id=record.parent_run_id,
+        depth=record.depth,
+        ts=ts,
+        data=data,
+    )
+
+
+class Decided:
+    """What a part decided: the writes and the effects it comes to, in the order it made
+    them. Returned to its caller rather than appended to a collector it shares with the other
+    parts, so a part's result is a value its caller orders and its tests read."""
+
+    __slots__ = ("effects", "writes")
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+        self.effects: list[Effect] = []
+
+    def add(self, other: Decided) -> Decided:
+        """``other`` follows what is here; self, to chain."""
+        self.writes += other.writes
+        self.effects += other.effects
+        return self
+
+    def event(self, kind: EventKind, record: RunRecord, ts: float, data: dict[str, Any]) -> None:
+        """An event about ``record``'s run: kept by the store, then published."""
+        event = event_of(kind, record, ts, data)
+        self.writes.append(AppendEvent(event))
+        self.effects.append(Publish(event))
+
+
 class Effects:
     """The writes and effects of the message being decided, in the order they were made.
 
-    One collector is shared by every part of the core; ``begin`` starts a message and
-    ``decision`` ends it. ``now`` is the injected wall clock, read once per event.
+    The core's: ``begin`` starts a message, ``take`` gathers what its parts decided, and
+    ``decision`` ends it (the parts named in the module's docstring still append to it).
+    ``now`` is the injected wall clock, read once per event.
     """
 
     __slots__ = ("effects", "now", "writes")
@@ -137,17 +182,13 @@ class Effects:
     def decision(self, reply: Any = None) -> Decision:
         return Decision(reply, self.writes, self.effects)
 
+    def take(self, decided: Decided) -> None:
+        """Gather what a part decided, after what is here."""
+        self.writes += decided.writes
+        self.effects += decided.effects
+
     def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
         """An event about ``record``'s run: kept by the store, then published."""
-        event = Event(
-            kind=kind,
-            run_id=record.run_id,
-            agent=record.agent,
-            root_run_id=record.root_run_id,
-            parent_run_id=record.parent_run_id,
-            depth=record.depth,
-            ts=self.now(),
-            data=data,
-        )
+        event = event_of(kind, record, self.now(), data)
         self.writes.append(AppendEvent(event))
         self.effects.append(Publish(event))

@@ -1,10 +1,12 @@
 """Lifecycle: how a run starts, goes again, and ends, exactly once.
 
-- ``start``: a run takes its slot's turn: it is marked running, handed the mail that waited
+- ``start``: a run takes its slot's turn: it starts (the move ``started``, or
+  ``started_again``: running by the table), is handed the mail that waited
   for it, given the checkpoint it resumes from and the answers its earlier start already had
   (``recovery``), and its deadline is armed.
 - ``finish(run, end)``: the one way a run ends. Its live descendants are cancelled first (a
-  run does not outlive its parent), it takes its terminal status (``transitions``), its slot
+  run does not outlive its parent), the move that ends it takes it to its terminal status
+  (``End.move``, looked up in the table: ``transitions``), its slot
   frees, its outcome goes to its requester once (the outside, the parent's tool call, or the
   parent's mail for a background child; not to a parent ending in the same decision), its
   unread mail becomes dead letters, and queued
@@ -12,15 +14,17 @@
 - ``cancel``: the one cancellation walk: a subtree, deepest first.
 - the endings a policy decides (``policing.PolicyBook``): over budget, a restart or a retry
   after a failure, a ``fail_parent`` child failing its parent.
+
+It fires moves (``transitions``) and never chooses a status; and it appends to no shared
+collector: each method returns what it decided (``effects.Decided``: the writes and effects,
+in order, with those of the parts it asks: the run table's record writes, the mail room's
+hand-over, notices and dead letters, parking's unparks), which the caller gathers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 from subagents.messages import (
     ChildDone,
@@ -31,13 +35,12 @@ from subagents.messages import (
     RunFinished,
     RunRecord,
     RunStatus,
-    Usage,
 )
 from subagents.store.writes import OutcomeDelivered, SaveOutcome
 from subagents.supervision.effects import (
     ArmDeadline,
+    Decided,
     DisarmDeadline,
-    Effects,
     ScheduleRestart,
     StartRun,
     StopAgent,
@@ -46,58 +49,23 @@ from subagents.supervision.effects import (
 )
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
+from subagents.supervision.outcomes import End, background_report, end_event, outcome_of
 from subagents.supervision.parking import Parking
 from subagents.supervision.policing import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
-
-_STATUS_EVENT = {
-    RunStatus.COMPLETED: EventKind.COMPLETED,
-    RunStatus.FAILED: EventKind.FAILED,
-    RunStatus.CANCELLED: EventKind.CANCELLED,
-    RunStatus.TIMED_OUT: EventKind.TIMED_OUT,
-    RunStatus.BUDGET_EXCEEDED: EventKind.BUDGET_EXCEEDED,
-}
-
-
-def usage_data(usage: Usage) -> dict[str, Any]:
-    """A run's usage as an end event carries it: plain JSON data (the event is kept by the
-    store and read back as JSON), every counter of ``Usage`` by name."""
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-        "cost_usd": usage.cost_usd,
-        "model_calls": usage.model_calls,
-    }
-
-
-@dataclass(frozen=True)
-class End:
-    """How a run ends: its terminal status and result or error; ``below``: why its live
-    descendants are cancelled (default: its parent ended); ``unread``: mail its agent says
-    it had not read."""
-
-    status: RunStatus
-    error_kind: str | None = None
-    error: str | None = None
-    result: str | None = None
-    below: str | None = None
-    unread: Sequence[str] = ()
-    typed: bool = False
-    """``result`` is the JSON text of a function agent's value (``Outcome.value``)."""
+from subagents.supervision.transitions import Move, next_status
 
 
 class Lifecycle:
-    """Starts, restarts and ends runs."""
+    """Starts, restarts and ends runs; each call returns what it decided."""
 
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
+        now: Callable[[], float],
         mail: MailRoom,
         policies: PolicyBook,
         slots: SlotPool,
@@ -108,7 +76,8 @@ class Lifecycle:
         self.parking = parking
         self.limits = limits
         self.runs = runs
-        self.effects = effects
+        self.now = now
+        """Wall time: records and events."""
         self.mail = mail
         self.policies = policies
         self.slots = slots
@@ -117,6 +86,9 @@ class Lifecycle:
         """Runs whose end is being decided now (a ``finish`` or a cancel walk in progress):
         their descendants' outcomes are not handed to them (they would arrive at an agent
         that is stopping, as a tool answer nobody reads)."""
+
+    def _event(self, decided: Decided, state: RunState, kind: EventKind, **data: Any) -> None:
+        decided.event(kind, state.record, self.now(), data)
 
     # ---- starting --------------------------------------------------------------------------
 
@@ -127,7 +99,7 @@ class Lifecycle:
         journal: Sequence[JournalEntry] = (),
         tree: Sequence[RunRecord] | None = None,
         deadline: float | None = None,
-    ) -> None:
+    ) -> Decided:
         """Start (or resume, when it has taken steps before) the run of ``state``; its
         timeout runs from now, unless ``deadline`` (the clock's) keeps an earlier one.
 
@@ -151,19 +123,21 @@ class Lifecycle:
         # lost keeps it, so its elapsed time counts its whole life (`subagents info`). The
         # recorded start is read before the deadline's clock, so a run never times out
         # before started_at + its timeout (the two clocks are read apart)
-        first = record.started_at if record.started_at is not None else self.effects.now()
-        self.runs.update(state, status=RunStatus.RUNNING, started_at=first)
+        first = record.started_at if record.started_at is not None else self.now()
+        # its first start is out of the queue; any other is a start again
+        move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
+        decided = Decided()
+        decided.writes.append(self.runs.fire(state, move, started_at=first))
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
-        pending = self.mail.hand_over(state)
+        pending: tuple[Mail, ...] = ()
+        if state.inbox:  # (checked here: most starts have none, and this path is hot)
+            pending, handed = self.mail.hand_over(state)
+            decided.add(handed)
         if state.record.steps > 0:
             state.checkpoint = state.saved
-        recovered: tuple[Recovered, ...] = ()
-        if state.resumes:  # what the earlier start already did is not done again
-            if tree is None:
-                tree = self.runs.tree_records(state.record.root_run_id)
-            recovered = recovered_messages(state.run_id, tree, mails, journal)
-        self.effects.effects.append(ArmDeadline(state.run_id, state.deadline))
-        self.effects.effects.append(
+        recovered = self._recovered(state, mails, journal, tree)
+        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
+        decided.effects.append(
             StartRun(
                 record=state.record,
                 spec=state.spec,
@@ -175,39 +149,56 @@ class Lifecycle:
                 standing=self.runs.standing(state),
             )
         )
-        self.runs.emit(
-            state, EventKind.STARTED, model=state.record.model, resumed=state.record.steps > 0
-        )
+        resumed = state.record.steps > 0
+        self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
+        return decided
 
-    def start_queued(self) -> None:
+    def _recovered(
+        self,
+        state: RunState,
+        mails: Sequence[Mail],
+        journal: Sequence[JournalEntry],
+        tree: Sequence[RunRecord] | None,
+    ) -> tuple[Recovered, ...]:
+        """The answers a resumed start is handed: what its earlier start already did is not
+        done again (``resumption``); none for a first start or a retry."""
+        if not state.resumes:
+            return ()
+        if tree is None:
+            tree = self.runs.tree_records(state.record.root_run_id)
+        return recovered_messages(state.run_id, tree, mails, journal)
+
+    def start_queued(self) -> Decided:
         """Start the queued runs that fit now, in order (resumes first: a parked run given a
         slot back goes on instead)."""
+        decided = Decided()
         for run_id in self.slots.start_queued():
             state = self.runs.get(run_id)
             assert state is not None
-            if self.parking.granted(state):
-                self.start(state)
+            unparked = self.parking.granted(state)
+            decided.add(self.start(state) if unparked is None else unparked)
+        return decided
 
     def restart_due(
         self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry]
-    ) -> None:
+    ) -> Decided:
         """The backoff of a restart or retry is over: start the run again (from its
         checkpoint when it has steps, else from its seed)."""
         state = self.runs.live(run_id)
         if state is None:
-            return
+            return Decided()
         entry = self.policies.restart_due(run_id)
         if entry is None:
-            return
+            return Decided()
         state.checkpoint = entry.seed
         if self.parking.restarting(state):
-            self.start(state, mails, journal)
-        else:  # it had parked: it starts when it gets a slot back
-            state.reads = ResumeReads(mails, journal)
+            return self.start(state, mails, journal)
+        state.reads = ResumeReads(mails, journal)  # it had parked: it starts with a slot
+        return Decided()
 
     def moved(
         self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry], reason: str
-    ) -> None:
+    ) -> Decided:
         """The agent of ``run_id`` was lost with its host (not the run's doing, so no restart
         is counted): started again as a new attempt under its first deadline, resumed from
         what the store keeps; whatever the lost attempt still reports is discarded
@@ -217,102 +208,94 @@ class Lifecycle:
         held its slot starts at once; one that had lent it (parked) waits for a slot, ahead
         of new admissions, like any parked run wanting its slot back. Started at once
         instead, the runs parked under a tight limit would all work together, over it."""
+        decided = Decided()
         state = self.runs.live(run_id)
         if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
-            return
+            return decided
         if self.policies.restarting(run_id):
-            return  # it failed before the loss was heard of: its restart starts it, once
-        self.runs.emit(
-            state, EventKind.RESTARTED, attempt=state.attempt + 1, mode="moved", reason=reason
+            return decided  # it failed before the loss was heard of: its restart starts it
+        attempt = state.attempt + 1
+        self._event(
+            decided, state, EventKind.RESTARTED, attempt=attempt, mode="moved", reason=reason
         )
         # its timeout keeps running: a move is not a new try, and must not lengthen it
         if self.parking.restarting(state):
-            self.start(state, mails, journal, deadline=state.deadline)
-        else:  # it had parked: it starts when it gets a slot back
-            state.reads = ResumeReads(mails, journal, deadline=state.deadline)
+            return decided.add(self.start(state, mails, journal, deadline=state.deadline))
+        # it had parked: it starts when it gets a slot back
+        state.reads = ResumeReads(mails, journal, deadline=state.deadline)
+        return decided
 
     # ---- ending ----------------------------------------------------------------------------
 
-    def finish(self, state: RunState, end: End) -> None:
+    def finish(self, state: RunState, end: End) -> Decided:
         """Give ``state`` its one terminal status and deliver its outcome once."""
+        decided = Decided()
         record = state.record
         if record.status.terminal:
-            return
+            return decided
+        status = next_status(record.run_id, record.status, end.move)  # before any change
         self.runs.ended(state)
         self._ending.add(record.run_id)
         try:
-            self.cancel_below(state, end.below or f"its parent {record.agent} ended ({end.status})")
+            if self.runs.tree.has_children(record.run_id):
+                below = end.below or f"its parent {record.agent} ended ({status})"
+                decided.add(self.cancel_below(state, below))
         finally:
             self._ending.discard(record.run_id)
-        outcome = Outcome(
-            run_id=record.run_id,
-            status=end.status,
-            result=end.result,
-            error_kind=end.error_kind,
-            error=end.error,
-            usage=record.usage,
-            steps=record.steps,
-            typed=end.typed,
-        )
-        self.runs.update(state, status=end.status, ended_at=self.effects.now(), outcome=outcome)
-        self.effects.writes.append(SaveOutcome(outcome))
+        outcome = outcome_of(record, status, end)
+        decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
+        decided.writes.append(SaveOutcome(outcome))
         self.slots.release(record.run_id)
-        self.effects.effects.append(DisarmDeadline(record.run_id))
-        self.runs.emit(
-            state,
-            _STATUS_EVENT[end.status],
-            error_kind=end.error_kind,
-            error=end.error,
-            steps=record.steps,
-            tool_calls=record.tool_calls,
-            usage=usage_data(record.usage),
-        )
-        self._deliver(state, outcome)
-        self.mail.dead_letters(state, end.unread)
+        decided.effects.append(DisarmDeadline(record.run_id))
+        kind, data = end_event(record, status, end)
+        decided.event(kind, state.record, self.now(), data)
+        decided.add(self.deliver(state, outcome))
+        if state.inbox:  # the callees' own checks, made here: most runs end with none
+            decided.add(self.mail.dead_letters(state, end.unread))
         self.parking.ended(state)
-        self.start_queued()
+        if self.slots.queue_length():
+            decided.add(self.start_queued())
+        return decided
 
-    def _deliver(self, state: RunState, outcome: Outcome) -> None:
-        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail."""
+    def deliver(self, state: RunState, outcome: Outcome) -> Decided:
+        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
+        nobody when the parent ends in the same decision (``_ending``)."""
+        decided = Decided()
         record = state.record
         parent_id = record.parent_run_id
         if parent_id is None:
             done = ChildDone(request_id=state.request_id or record.run_id, outcome=outcome)
-            self.effects.effects.append(TellOutside(done))
-        else:
+            decided.effects.append(TellOutside(done))
+        elif parent_id not in self._ending:  # else its agent stops without reading it
             parent = self.runs.get(parent_id)
-            if parent_id in self._ending:
-                pass  # the parent is ending too: its agent stops without reading it
-            elif self._fail_parent(state, outcome):
-                pass  # the parent failed with this child's reason instead
+            failed = self._fail_parent(state, outcome)
+            if failed is not None:
+                decided.add(failed)  # the parent failed with this child's reason instead
             elif parent is not None and not parent.record.status.terminal:
                 if record.background:
-                    report = msgspec.json.encode(
-                        {
-                            "run_id": record.run_id,
-                            "agent": record.agent,
-                            "status": str(outcome.status),
-                            "result": outcome.result,
-                            "error": outcome.error,
-                        }
-                    ).decode()
-                    self.mail.notify(state, parent_id, f"[background result] {report}")
+                    report = background_report(record, outcome)
+                    decided.add(self.mail.notify(state, parent_id, report))
                 else:
                     assert state.request_id is not None
                     message = ChildDone(request_id=state.request_id, outcome=outcome)
-                    self.effects.effects.append(Tell(parent_id, message))
-        self.effects.writes.append(OutcomeDelivered(record.run_id))
+                    decided.effects.append(Tell(parent_id, message))
+        decided.writes.append(OutcomeDelivered(record.run_id))
+        return decided
 
-    def cancel(self, state: RunState, reason: str) -> list[str]:
+    def cancel(self, state: RunState, reason: str) -> tuple[list[str], Decided]:
         """Cancel ``state`` and its live descendants, deepest first; the ids cancelled."""
         return self._cancel_walk(state.run_id, reason, include_top=True)
 
-    def cancel_below(self, state: RunState, reason: str) -> None:
+    def cancel_below(self, state: RunState, reason: str) -> Decided:
         """Cancel the live descendants of ``state``, deepest first."""
-        if self.runs.tree.has_children(state.run_id):
-            self._cancel_walk(state.run_id, reason, include_top=False)
+        if not self.runs.tree.has_children(state.run_id):
+            return Decided()
+        return self._cancel_walk(state.run_id, reason, include_top=False)[1]
 
-    def _cancel_walk(self, top: str, reason: str, *, include_top: bool) -> list[str]:
+    def _cancel_walk(
+        self, top: str, reason: str, *, include_top: bool
+    ) -> tuple[list[str], Decided]:
+        decided = Decided()
         cancelled: list[str] = []
         walk = [r for r in self.runs.tree.deepest_first(top) if include_top or r != top]
         ending = set(walk) - self._ending
@@ -322,82 +305,80 @@ class Lifecycle:
                 target = self.runs.live(run_id)
                 if target is None:
                     continue
-                self.finish(target, End(RunStatus.CANCELLED, "cancelled", reason))
-                self.effects.effects.append(StopAgent(run_id))
+                decided.add(self.finish(target, End(Move.CANCELLED, "cancelled", reason)))
+                decided.effects.append(StopAgent(run_id))
                 cancelled.append(run_id)
         finally:
             self._ending -= ending
-        return cancelled
+        return cancelled, decided
 
     # ---- endings a report or a timer brings ------------------------------------------------
 
-    def finished(self, state: RunState, report: RunFinished) -> None:
+    def finished(self, state: RunState, report: RunFinished) -> Decided:
         """The run's agent ended by itself: completed, or failed (unless a policy restarts
         or retries it)."""
         unread = report.unread_mail
         too_large = text_problem("the result", report.result or "", self.limits.max_text_chars)
         if report.error_kind is None and too_large is not None:
-            self.finish(state, End(RunStatus.FAILED, "bad_result", too_large, unread=unread))
-        elif report.error_kind is None:
-            completed = End(
-                RunStatus.COMPLETED, result=report.result, unread=unread, typed=report.typed
-            )
-            self.finish(state, completed)
-        elif self.clock() >= state.deadline:
+            return self.finish(state, End(Move.FAILED, "bad_result", too_large, unread=unread))
+        if report.error_kind is None:
+            completed = End(Move.COMPLETED, result=report.result, unread=unread, typed=report.typed)
+            return self.finish(state, completed)
+        if self.clock() >= state.deadline:
             # A call cut short by the deadline reports before the timer does: same cause.
-            self.time_out(state, unread)
-        else:
-            again = self.policies.again(state, report)
-            if isinstance(again, Again):
-                self._go_again(state, again, report)
-            else:
-                self.finish(
-                    state, End(RunStatus.FAILED, again.error_kind, again.error, unread=unread)
-                )
+            return self.time_out(state, unread)
+        again = self.policies.again(state, report)
+        if isinstance(again, Again):
+            return self._go_again(state, again, report)
+        return self.finish(state, End(Move.FAILED, again.error_kind, again.error, unread=unread))
 
-    def timeout(self, run_id: str) -> None:
+    def timeout(self, run_id: str) -> Decided:
         """The deadline of ``run_id`` passed: it times out, its descendants are cancelled."""
         state = self.runs.live(run_id)
         if state is None:
-            return
+            return Decided()
         if self.clock() < state.deadline:  # re-armed meanwhile (restart)
-            self.effects.effects.append(ArmDeadline(run_id, state.deadline))
-            return
-        self.time_out(state)
+            rearmed = Decided()
+            rearmed.effects.append(ArmDeadline(run_id, state.deadline))
+            return rearmed
+        return self.time_out(state)
 
-    def time_out(self, state: RunState, unread: Sequence[str] = ()) -> None:
+    def time_out(self, state: RunState, unread: Sequence[str] = ()) -> Decided:
         agent = state.record.agent
-        self.finish(
+        decided = self.finish(
             state,
             End(
-                RunStatus.TIMED_OUT,
+                Move.TIMED_OUT,
                 "timeout",
                 f"{agent} ran past its {state.record.deadline_s:g} s timeout",
                 below=f"its ancestor {agent} timed out",
                 unread=unread,
             ),
         )
-        self.effects.effects.append(StopAgent(state.run_id))
+        decided.effects.append(StopAgent(state.run_id))
+        return decided
 
-    def over_budget(self, state: RunState) -> None:
+    def over_budget(self, state: RunState) -> Decided:
         why = self.policies.why_over(state)
-        self.finish(
-            state, End(RunStatus.BUDGET_EXCEEDED, "budget", why, below=f"its ancestor {why}")
-        )
-        self.effects.effects.append(StopAgent(state.run_id))
+        end = End(Move.OVER_BUDGET, "budget", why, below=f"its ancestor {why}")
+        decided = self.finish(state, end)
+        decided.effects.append(StopAgent(state.run_id))
+        return decided
 
-    def _go_again(self, state: RunState, again: Again, report: RunFinished) -> None:
+    def _go_again(self, state: RunState, again: Again, report: RunFinished) -> Decided:
         """Restart ``state`` (from its checkpoint; its children keep running and report to
         it) or retry it (from scratch; the old attempt's children go with it), after
         ``again.delay_s``."""
+        decided = Decided()
         record = state.record
         if again.retry:
-            self.cancel_below(state, f"its parent {record.agent} is retrying")
-            self.runs.update(state, retries=again.attempt, steps=0)
+            decided.add(self.cancel_below(state, f"its parent {record.agent} is retrying"))
+            decided.writes.append(self.runs.update(state, retries=again.attempt, steps=0))
             state.from_scratch = True
         else:
-            self.runs.update(state, restarts=record.restarts + 1)
-        self.runs.emit(
+            decided.writes.append(self.runs.update(state, restarts=record.restarts + 1))
+        self._event(
+            decided,
             state,
             EventKind.RESTARTED,
             attempt=again.attempt,
@@ -406,26 +387,27 @@ class Lifecycle:
             error_kind=report.error_kind,
             error=report.error,
         )
-        self.effects.effects.append(ScheduleRestart(record.run_id, again.delay_s))
+        decided.effects.append(ScheduleRestart(record.run_id, again.delay_s))
+        return decided
 
-    def _fail_parent(self, state: RunState, outcome: Outcome) -> bool:
+    def _fail_parent(self, state: RunState, outcome: Outcome) -> Decided | None:
         """A ``fail_parent`` child failed: its parent fails with the child's reason (or goes
-        again, if its own policy says so). True when the parent was failed (the child's
-        outcome then goes nowhere else)."""
+        again, if its own policy says so); what that comes to, or None when the parent was
+        not failed (the child's outcome then goes to it as usual)."""
         record = state.record
         if record.on_failure != "fail_parent" or outcome.status not in FAILURES_THAT_FAIL_PARENT:
-            return False
+            return None
         parent = self.runs.live(record.parent_run_id)
         if parent is None:
-            return False
+            return None
         reason = f"child {record.agent} ({record.run_id}) {outcome.status}"
         if outcome.error:
             reason += f": {outcome.error}"
         report = RunFinished(run_id=parent.run_id, error_kind="child_failed", error=reason)
         again = self.policies.again(parent, report)
         if isinstance(again, Again):
-            self._go_again(parent, again, report)
+            decided = self._go_again(parent, again, report)
         else:
-            self.finish(parent, End(RunStatus.FAILED, "child_failed", again.error))
-        self.effects.effects.append(StopAgent(parent.run_id))
-        return True
+            decided = self.finish(parent, End(Move.FAILED, "child_failed", again.error))
+        decided.effects.append(StopAgent(parent.run_id))
+        return decided

@@ -33,7 +33,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.writes import PostCommand, SaveMails, SetMailsState
-from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.effects import Decided, Effects, Tell
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
@@ -67,13 +67,15 @@ class MailRoom:
 
     # ---- sending ---------------------------------------------------------------------------
 
-    def send(self, msgs: Sequence[SendMail]) -> list[MailAck]:
+    def send(self, msgs: Sequence[SendMail]) -> tuple[list[MailAck], Decided]:
         """Route, record and deliver ``msgs`` (one, or a step's several) in order; each
-        sending run is told its acknowledgements as one message.
+        sending run is told its acknowledgements as one message. The acknowledgements, and
+        what the sending comes to.
 
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
         post = MailPost(self.effects.now())
+        out = Decided()
         acks: list[MailAck] = []
         dests: dict[str, Destination] = {}
         checked: tuple[str, int] | None = None
@@ -105,7 +107,9 @@ class MailRoom:
                 dest = dests[recipient] = self._destination(recipient)
             mail_state, record, target = dest
             if mail_state is None:
-                acks.append(self._elsewhere(sender, recipient, msg.content, msg.request_id, record))
+                acks.append(
+                    self._elsewhere(sender, recipient, msg.content, msg.request_id, record, out)
+                )
                 continue
             mail = Mail(
                 mail_id=post.new_id(),
@@ -118,16 +122,15 @@ class MailRoom:
                 state=mail_state,
                 request_id=msg.request_id,
             )
-            acks.append(self._add(post, mail, msg.request_id, sender_state, record, target))
-        self._record(post)
-        self.effects.effects.extend(
-            Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks)
-        )
-        return acks
+            acks.append(self._add(post, mail, msg.request_id, sender_state, record, target, out))
+        self._record(post, out)
+        out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
+        return acks, out
 
-    def notify(self, sender: RunState, recipient: str, content: str) -> None:
+    def notify(self, sender: RunState, recipient: str, content: str) -> Decided:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
         dead letter returned): recorded and delivered as any mail, acknowledged to nobody."""
+        decided = Decided()
         now = self.effects.now()
         mail = Mail(
             mail_id=new_id("m", now),
@@ -141,8 +144,9 @@ class MailRoom:
         mail_state, record, target = self._destination(recipient)
         if mail_state is not None:
             mail = msgspec.structs.replace(mail, state=mail_state)
-            self._add(post, mail, "", sender, record, target)
-        self._record(post)
+            self._add(post, mail, "", sender, record, target, decided)
+        self._record(post, decided)
+        return decided
 
     def _add(
         self,
@@ -152,6 +156,7 @@ class MailRoom:
         sender: RunState | None,
         record: RunRecord | None,
         target: RunState | None,
+        decided: Decided,
     ) -> MailAck:
         """Add ``mail`` (its state already says what becomes of it) to ``post``."""
         post.add(mail)
@@ -160,9 +165,8 @@ class MailRoom:
             target.inbox[mail.mail_id] = mail
             return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
         if sender is not None:  # each dead letter is an error its sender hears of
-            self.runs.emit(
-                sender, EventKind.DEAD_LETTER, mail_id=mail.mail_id, recipient=mail.recipient
-            )
+            data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
+            decided.event(EventKind.DEAD_LETTER, sender.record, self.effects.now(), data)
         status = record.status if record is not None else "unknown"
         return MailAck(
             request_id=request_id,
@@ -180,6 +184,7 @@ class MailRoom:
         content: str,
         request_id: str,
         record: RunRecord | None,
+        decided: Decided,
     ) -> MailAck:
         """Mail to a live run that another runtime on this store hosts: a run's is refused,
         the outside's becomes a command for that runtime."""
@@ -189,37 +194,42 @@ class MailRoom:
                 request_id=request_id,
                 error=f"run {recipient} is hosted by another runtime ({owner})",
             )
-        self.effects.writes.append(PostCommand("send", recipient, content))
+        decided.writes.append(PostCommand("send", recipient, content))
         command = new_id("command-", self.effects.now())
         return MailAck(request_id=request_id, mail_id=command, recipient=recipient)
 
-    def _record(self, post: MailPost) -> None:
+    def _record(self, post: MailPost, decided: Decided) -> None:
         """Write the post's mails, then their events and their deliveries (one per
         recipient)."""
         records = post.records
         if not records:
             return
-        self.effects.writes.append(SaveMails(tuple(records)))
+        decided.writes.append(SaveMails(tuple(records)))
         for pair in post.pairs():
-            self._announce(pair.sender, pair.recipient, pair.delivered, pair.mail_ids)
-        tells = self.effects.effects
+            self._announce(pair.sender, pair.recipient, pair.delivered, pair.mail_ids, decided)
+        tells = decided.effects
         for recipient, mails in post.deliveries().items():
             tells.append(Tell(recipient, DeliverMail(mails=tuple(mails))))
 
     def _announce(
-        self, sender: str, recipient: str, delivered: bool, mail_ids: Sequence[str]
+        self,
+        sender: str,
+        recipient: str,
+        delivered: bool,
+        mail_ids: Sequence[str],
+        decided: Decided,
     ) -> None:
         """The events of the mails ``sender`` sent ``recipient``: ``mail_sent`` on a sending
         run, ``mail_delivered`` on the recipient if they reached it now."""
         sender_state = self.runs.get(sender)
         if sender_state is not None:
             data = mail_event_data(mail_ids, "recipient", recipient)
-            self.effects.event(EventKind.MAIL_SENT, sender_state.record, data)
+            decided.event(EventKind.MAIL_SENT, sender_state.record, self.effects.now(), data)
         if delivered:
             target = self.runs.get(recipient)
             assert target is not None
             data = mail_event_data(mail_ids, "sender", sender)
-            self.effects.event(EventKind.MAIL_DELIVERED, target.record, data)
+            decided.event(EventKind.MAIL_DELIVERED, target.record, self.effects.now(), data)
 
     # ---- addressing ------------------------------------------------------------------------
 
@@ -309,42 +319,47 @@ class MailRoom:
         else:
             writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
 
-    def hand_over(self, state: RunState) -> tuple[Mail, ...]:
+    def hand_over(self, state: RunState) -> tuple[tuple[Mail, ...], Decided]:
         """The unread mail a starting run is handed: what waited for it while it was queued
-        (delivered now) and, on a restart, what its earlier start had not read."""
+        (delivered now) and, on a restart, what its earlier start had not read; and what
+        handing it over comes to (the queued mail's delivery, written and announced)."""
+        decided = Decided()
         if not state.inbox:
-            return ()
+            return (), decided
         mails: list[Mail] = []
         accepted: list[str] = []
         for mail in state.inbox.values():
             if mail.state is MailState.ACCEPTED:  # sent while queued: delivered only now
                 accepted.append(mail.mail_id)
                 mail = msgspec.structs.replace(mail, state=MailState.DELIVERED)
-                self.runs.emit(
-                    state, EventKind.MAIL_DELIVERED, mail_id=mail.mail_id, sender=mail.sender
-                )
+                data = {"mail_id": mail.mail_id, "sender": mail.sender}
+                decided.event(EventKind.MAIL_DELIVERED, state.record, self.effects.now(), data)
             mails.append(mail)
         if accepted:
-            self.effects.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
+            decided.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
             state.inbox = {m.mail_id: m for m in mails}
-        return tuple(mails)
+        return tuple(mails), decided
 
-    def dead_letters(self, state: RunState, unread: Sequence[str]) -> None:
+    def dead_letters(self, state: RunState, unread: Sequence[str]) -> Decided:
         """``state`` ended: the mail that reached it (or waited for it while queued) and was
         never read is a dead letter, and each live sender hears of it, once."""
+        decided = Decided()
         inbox, state.inbox = state.inbox, {}
         leftover = list(inbox)  # in the order it was delivered (ids order only to the ms)
         if not leftover:
-            return
-        self.effects.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
+            return decided
+        decided.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
         record = state.record
         for mail_id in leftover:
             mail = inbox[mail_id]
-            self.runs.emit(state, EventKind.DEAD_LETTER, mail_id=mail_id, sender=mail.sender)
+            data = {"mail_id": mail_id, "sender": mail.sender}
+            decided.event(EventKind.DEAD_LETTER, record, self.effects.now(), data)
             if self.runs.live(mail.sender) is not None:
-                self.notify(
+                notice = self.notify(
                     state,
                     mail.sender,
                     f"[dead letter] your mail {mail_id} to {record.agent} ({record.run_id})"
                     f" was not read before it ended ({record.status})",
                 )
+                decided.add(notice)
+        return decided

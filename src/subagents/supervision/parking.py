@@ -17,10 +17,12 @@ actor starts with a slot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import EventKind, Park, RunStatus, Unpark
-from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.limits import Limits
 from subagents.supervision.policing import PolicyBook
 from subagents.supervision.runs import RunState, RunTable
@@ -35,13 +37,14 @@ class Parking:
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
+        now: Callable[[], float],
         slots: SlotPool,
         policies: PolicyBook,
         limits: Limits,
     ) -> None:
         self.runs = runs
-        self.effects = effects
+        self.now = now
+        """Wall time: events."""
         self.slots = slots
         self.policies = policies
         self.limits = limits
@@ -75,31 +78,34 @@ class Parking:
             and not self.policies.restarting(run_id)
         )
 
-    def make_room(self) -> None:
+    def make_room(self) -> Decided:
         """Ask the waiting runs whose slots queued runs need to park (FIFO order). Called at
         the end of every decision while runs are queued; looks only when something changed
         that could let it find more (``SlotPool.needs_look``)."""
+        asked = Decided()
         if not self.slots.needs_look():
-            return
+            return asked
         for run_id in self.slots.park_candidates(self._idle):
             self.slots.parking(run_id)
             state = self.runs.get(run_id)
             assert state is not None
             state.park = "asked"
-            self.effects.effects.append(Tell(run_id, Park()))
+            asked.effects.append(Tell(run_id, Park()))
+        return asked
 
     def waiting(self, state: RunState, waiting: bool) -> None:
         """The run said it waits (it may be parked) or works (it may not)."""
         self.slots.set_idle(state.run_id, waiting)
 
-    def parked(self, state: RunState) -> bool:
-        """``state``'s agent gave its slot back; True if it was asked to (queued runs may
-        take the slot now)."""
+    def parked(self, state: RunState) -> Decided | None:
+        """``state``'s agent gave its slot back: its ``parked`` event, if it was asked to
+        (queued runs may take the slot now); else None."""
         if state.park != "asked":
-            return False
+            return None
         state.park = "parked"
         self.slots.release(state.run_id)
-        self.runs.emit(state, EventKind.PARKED)
+        parked = Decided()
+        parked.event(EventKind.PARKED, state.record, self.now(), {})
         log.info(  # expected under a tight limit (the demo shows it), not a warning
             "a waiting run lent its slot to a queued run",
             run_id=state.run_id,
@@ -107,29 +113,32 @@ class Parking:
             queued=self.slots.queue_length(),
             limit=self.limits.max_concurrency,
         )
-        return True
+        return parked
 
-    def slot_wanted(self, state: RunState) -> None:
+    def slot_wanted(self, state: RunState) -> Decided | None:
         """A parked run received something: it gets a slot again, ahead of new admissions
-        (at once if one is free, else when one frees: ``granted``)."""
+        (at once if one is free: its unpark; else when one frees: ``granted``)."""
         if state.park != "parked":
-            return
+            return None
         state.park = "wanting"
         if self.slots.want_back(state.run_id, self.key_of(state)):
-            self.granted(state)
+            return self.granted(state)
+        return None
 
-    def granted(self, state: RunState) -> bool:
-        """``state`` got a slot from the queue: a parked run is let go on (False); any other
-        run is to be started (True)."""
+    def granted(self, state: RunState) -> Decided | None:
+        """``state`` got a slot from the queue: a parked run is let go on (what that comes
+        to: its ``unparked`` event, ``Unpark`` told); None for any other run, which is to be
+        started."""
         if state.park != "wanting":
-            return True
+            return None
         state.park = None
         # still waiting as far as the supervisor knows (a function agent says so once): it
         # may be asked to park again, and answers once it is done with what woke it
         self.slots.set_idle(state.run_id, state.record.status is RunStatus.WAITING)
-        self.runs.emit(state, EventKind.UNPARKED)
-        self.effects.effects.append(Tell(state.run_id, Unpark()))
-        return False
+        unparked = Decided()
+        unparked.event(EventKind.UNPARKED, state.record, self.now(), {})
+        unparked.effects.append(Tell(state.run_id, Unpark()))
+        return unparked
 
     def starting(self, state: RunState) -> None:
         """A new actor starts for ``state`` (with the slot): no park is pending any more,

@@ -18,11 +18,13 @@ import msgspec
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RestoreReport, RunStatus
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
-from subagents.store.writes import OutcomeDelivered, ReleaseLease
-from subagents.supervision.effects import Effects
-from subagents.supervision.lifecycle import End, Lifecycle
+from subagents.store.writes import OutcomeDelivered, ReleaseLease, SaveRun
+from subagents.supervision.effects import Decided
+from subagents.supervision.lifecycle import Lifecycle
+from subagents.supervision.outcomes import End
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.transitions import Move
 
 
 class Recovery:
@@ -31,7 +33,6 @@ class Recovery:
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
         lifecycle: Lifecycle,
         slots: SlotPool,
         lookup: Callable[[str], AgentSpec | None],
@@ -39,7 +40,6 @@ class Recovery:
         owner: str,
     ) -> None:
         self.runs = runs
-        self.effects = effects
         self.lifecycle = lifecycle
         self.slots = slots
         self.lookup = lookup
@@ -48,7 +48,7 @@ class Recovery:
 
     def restore(
         self, snapshot: RestoreSnapshot, roots: Collection[str] | None = None
-    ) -> RestoreReport:
+    ) -> tuple[RestoreReport, Decided]:
         """Take up the orphaned runs of the snapshot (``roots``: only these trees).
 
         The trees a live runtime hosts (its lease is alive) are left to it. Parents come
@@ -56,8 +56,10 @@ class Recovery:
         whose parent has ended is cancelled (runs do not outlive parents). Root runs come
         back without a caller: they are reported as orphans until someone attaches to them.
         The leases of the owners taken over are released, so that a host that was only
-        stalled learns at its next renewal that it lost its runs."""
+        stalled learns at its next renewal that it lost its runs. The report, and what the
+        restore comes to."""
         report = RestoreReport()
+        decided = Decided()
         live, me = snapshot.live_owners, self.owner
         elsewhere = {
             u.record.root_run_id
@@ -78,10 +80,10 @@ class Recovery:
             # the tree's runs so far, ended ones included: its count of admitted runs (set
             # before any of them starts: a start hands the run its tree's count)
             self.runs.recount(record.root_run_id, snapshot.tree_runs.get(record.root_run_id, 0))
-            self._restore_one(unfinished, report)
+            decided.add(self._restore_one(unfinished, report))
         # Runs that were running want their slots back first (ahead of the queued runs);
         # all start only as far as the limits allow (waiting ones park when needed).
-        self.lifecycle.start_queued()
+        decided.add(self.lifecycle.start_queued())
         for ended in snapshot.undelivered:
             live_host = ended.owner in live and ended.owner != me
             if live_host or (roots is not None and ended.root_run_id not in roots):
@@ -89,12 +91,12 @@ class Recovery:
             if ended.parent_run_id is None:
                 report.orphans.append(ended.run_id)
             elif self.runs.live(ended.parent_run_id) is None:
-                self.effects.writes.append(OutcomeDelivered(ended.run_id))
+                decided.writes.append(OutcomeDelivered(ended.run_id))
             # a live parent gets it through recovered messages when it resumes
-        self.effects.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
-        return report
+        decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
+        return report, decided
 
-    def _restore_one(self, unfinished: UnfinishedRun, report: RestoreReport) -> None:
+    def _restore_one(self, unfinished: UnfinishedRun, report: RestoreReport) -> Decided:
         record = unfinished.record
         spec = self.lookup(record.agent)
         parent = self.runs.get(record.parent_run_id)
@@ -108,36 +110,40 @@ class Recovery:
             saved=unfinished.checkpoint,
         )
         self.runs.add(state)
-        if record.owner != unfinished.record.owner:
-            self.runs.keep(state)
+        decided = Decided()
+        if record.owner != unfinished.record.owner:  # adopted: kept as this runtime's
+            decided.writes.append(SaveRun(state.record))
         if record.parent_run_id is None:
             report.orphans.append(record.run_id)
         if spec is None:
-            error = f"agent {record.agent!r} is no longer defined"
-            self.lifecycle.finish(state, End(RunStatus.FAILED, "unknown_agent", error))
             report.failed.append(record.run_id)
-            return
+            error = f"agent {record.agent!r} is no longer defined"
+            return decided.add(
+                self.lifecycle.finish(state, End(Move.FAILED, "unknown_agent", error))
+            )
         if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
-            error = "its parent ended before the restart"
-            self.lifecycle.finish(state, End(RunStatus.CANCELLED, "cancelled", error))
             report.cancelled.append(record.run_id)
-            return
+            error = "its parent ended before the restart"
+            return decided.add(
+                self.lifecycle.finish(state, End(Move.CANCELLED, "cancelled", error))
+            )
         key = self.slot_key(spec, parent)
         if record.status is RunStatus.QUEUED:
             # Queued again, started once every running run has its slot back (restore()).
             try:
                 self.slots.enqueue(record.run_id, key)
             except QueueFull as exc:
-                self.lifecycle.finish(state, End(RunStatus.FAILED, "queue_full", str(exc)))
                 report.failed.append(record.run_id)
-                return
+                failed = End(Move.FAILED, "queue_full", str(exc))
+                return decided.add(self.lifecycle.finish(state, failed))
             report.requeued.append(record.run_id)
         else:
             # It resumes when it has a slot, ahead of the queued runs: more runs may have been
             # live than the limits allow (parked ones), and all would work at once on resume.
             reads = ResumeReads(unfinished.mails, unfinished.journal, unfinished.tree)
             if self.slots.want_back(record.run_id, key):
-                self.lifecycle.start(state, reads.mails, reads.journal, reads.tree)
+                decided.add(self.lifecycle.start(state, reads.mails, reads.journal, reads.tree))
             else:
                 state.reads = reads
             report.resumed.append(record.run_id)
+        return decided

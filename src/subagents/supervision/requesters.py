@@ -20,6 +20,7 @@ from subagents.messages import (
     StopReply,
     StopRequested,
 )
+from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.runs import RunState, RunTable
 
@@ -50,10 +51,32 @@ class Requesters:
         live = [s for s in found if not s.record.status.terminal]
         return sorted(live, key=lambda s: s.record.status is not RunStatus.QUEUED)
 
-    def stop(self, msg: StopRequested) -> StopReply:
+    def stop(self, msg: StopRequested) -> tuple[StopReply, Decided]:
         """Cancel every live run ``msg.requested_by`` requested, with its subtree (deepest
         first), all with ``msg.reason``. A run asking may only stop what it, or one of its
-        descendants, requested; the outside may stop anything."""
+        descendants, requested; the outside may stop anything. The reply, and what the
+        stops come to."""
+        decided = Decided()
+        early = self._answer_without_stops(msg)
+        if early is not None:
+            return early, decided
+        tops = self.requested_by(msg.requested_by)
+        # The queued runs of every subtree first: a slot freed by a stop would otherwise go
+        # to a queued run below another of them, started only to be cancelled.
+        inside = [r for top in tops for r in self.runs.tree.subtree(top.run_id)]
+        queued = [s for r in inside if (s := self.runs.live(r)) and s.record.status is QUEUED]
+        stopped: list[str] = []
+        for state in [*queued, *tops]:
+            if self.runs.live(state.run_id) is not None:  # not ended by an earlier stop
+                ids, cancelled = self.lifecycle.cancel(state, msg.reason)
+                stopped += ids
+                decided.add(cancelled)
+        return StopReply(request_id=msg.request_id, stopped=tuple(stopped)), decided
+
+    def _answer_without_stops(self, msg: StopRequested) -> StopReply | None:
+        """The reply to ``msg`` when it stops nothing: refused (a run asking for runs not
+        below it, or not running; a run unknown or hosted elsewhere), or the requester ended
+        (so has everything it requested); None when its runs are to be stopped."""
         reply_id = msg.request_id
         by = msg.requested_by
         if msg.requester is not None:
@@ -76,16 +99,7 @@ class Requesters:
                     " one by one (each stop is passed on to their host)",
                 )
             return StopReply(request_id=reply_id)  # ended: so has everything it requested
-        tops = self.requested_by(by)
-        # The queued runs of every subtree first: a slot freed by a stop would otherwise go
-        # to a queued run below another of them, started only to be cancelled.
-        inside = [r for top in tops for r in self.runs.tree.subtree(top.run_id)]
-        queued = [s for r in inside if (s := self.runs.live(r)) and s.record.status is QUEUED]
-        stopped: list[str] = []
-        for state in [*queued, *tops]:
-            if self.runs.live(state.run_id) is not None:  # not ended by an earlier stop
-                stopped += self.lifecycle.cancel(state, msg.reason)
-        return StopReply(request_id=reply_id, stopped=tuple(stopped))
+        return None
 
     def tree_records(self, run_id: str) -> tuple[RunRecord, ...]:
         """The records of ``run_id``'s tree held in memory (none when it is not held)."""

@@ -16,12 +16,19 @@ from typing import Any
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Checkpoint, EventKind, JournalEntry, Mail, RunRecord
-from subagents.store.writes import SaveRun
+from subagents.messages import (
+    Checkpoint,
+    CheckpointDelta,
+    EventKind,
+    JournalEntry,
+    Mail,
+    RunRecord,
+)
+from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
 from subagents.supervision.effects import Effects
 from subagents.supervision.spawn_rules import DepthBound
-from subagents.supervision.transitions import check_transition
+from subagents.supervision.transitions import Move, next_status
 from subagents.supervision.tree import RunTree
 
 
@@ -66,6 +73,19 @@ class RunState:
     """What a resume that waits for a slot will be handed when it starts: read by the
     actor when it was due (a restore's snapshot, a restart's or a move's mail and journal).
     Set only while the run has no agent (its start is still to come)."""
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> AddToCheckpoint | None:
+        """One tool call's change to the run's checkpoint: applied here; the write of it as
+        a small row (not the whole checkpoint again: a long turn would cost quadratic
+        writes), or None when it changed nothing (or the run keeps none)."""
+        cp = self.checkpoint
+        if cp is None:
+            return None
+        changed = cp.with_delta(delta)
+        if changed is cp:
+            return None
+        self.checkpoint = self.saved = changed
+        return AddToCheckpoint(delta)
 
     @property
     def run_id(self) -> str:
@@ -176,22 +196,34 @@ class RunTable:
         already held is kept if higher."""
         self._admitted[root_run_id] = max(runs, self._admitted.get(root_run_id, 0))
 
-    def update(self, state: RunState, **changes: Any) -> None:
-        """Change ``state``'s record (the status only as the lifecycle table allows) and
-        have the store keep it."""
-        status = changes.get("status")
-        if status is not None:
-            check_transition(state.run_id, state.record.status, status)
+    def update(self, state: RunState, **changes: Any) -> SaveRun:
+        """Change ``state``'s record (anything but its status: ``fire``); the write that
+        has the store keep it, for the caller to add to its decision."""
+        if "status" in changes:
+            raise ValueError(
+                f"run {state.run_id}: a status changes only by a move of the lifecycle table"
+                " (RunTable.fire)"
+            )
         state.record = msgspec.structs.replace(state.record, **changes)
-        self.effects.writes.append(SaveRun(state.record))
-        if status is not None:
-            if status.terminal:
-                self._live.discard(state.run_id)
-            else:
-                self._live.add(state.run_id)
+        return SaveRun(state.record)
+
+    def fire(self, state: RunState, move: Move, **changes: Any) -> SaveRun:
+        """``move`` happened to ``state``'s run: it takes the status the lifecycle table
+        (``transitions.LIFECYCLE``) gives, with ``changes`` to the rest of its record; the
+        one write that has the store keep it, for the caller to add to its decision.
+        ``IllegalTransition``, with nothing changed, for a move the table has no entry for
+        from its status."""
+        status = next_status(state.run_id, state.record.status, move)
+        state.record = msgspec.structs.replace(state.record, status=status, **changes)
+        if status.terminal:
+            self._live.discard(state.run_id)
+        else:
+            self._live.add(state.run_id)
+        return SaveRun(state.record)
 
     def keep(self, state: RunState) -> None:
-        """Have the store keep ``state``'s record as it is (a new or adopted run)."""
+        """Have the store keep ``state``'s record as it is (a new or adopted run), in the
+        message's collector (as ``emit``: admission's and recovery's way)."""
         self.effects.writes.append(SaveRun(state.record))
 
     def placed(self, run_id: str, attempt: int, node: str, address: str) -> None:
@@ -201,7 +233,7 @@ class RunTable:
         if state is None:
             return
         if state.record.node != node:
-            self.update(state, node=node)
+            self.effects.writes.append(self.update(state, node=node))
         self.emit(state, EventKind.PLACED, node=node, address=address, attempt=attempt)
 
     def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:

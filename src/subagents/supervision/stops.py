@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from subagents.messages import JournalEntry, RunRecord, StopReply, StopRequest, StopRequested
 from subagents.store.writes import PostCommand, SaveJournal
-from subagents.supervision.effects import Effects, Tell
+from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.runs import RunTable
 
@@ -27,20 +27,19 @@ class Stops:
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
         lifecycle: Lifecycle,
         read_run: Callable[[str], RunRecord | None],
     ) -> None:
         self.runs = runs
-        self.effects = effects
         self.lifecycle = lifecycle
         self.read_run = read_run
         """The record of a run not held in memory (an ended, forgotten tree)."""
 
-    def answer(self, req: StopRequest | StopRequested, reply: StopReply) -> None:
+    def answer(self, req: StopRequest | StopRequested, reply: StopReply) -> Decided:
         """Tell a requesting run its stop's reply (journaled first, if it asked)."""
+        told = Decided()
         if req.requester is None:
-            return
+            return told
         if req.journal and self.runs.reporting(req.requester, req.attempt) is not None:
             # A function agent's ctx.stop: its answer is journaled with the stop, so a
             # replay after a crash gets it instead of stopping an ended run.
@@ -50,39 +49,40 @@ class Stops:
                 result=list(reply.stopped),
                 error=reply.error,
             )
-            self.effects.writes.append(SaveJournal(req.requester, (entry,)))
-        self.effects.effects.append(Tell(req.requester, reply))
+            told.writes.append(SaveJournal(req.requester, (entry,)))
+        told.effects.append(Tell(req.requester, reply))
+        return told
 
-    def one(self, req: StopRequest) -> StopReply:
+    def one(self, req: StopRequest) -> tuple[StopReply, Decided]:
         """Stop ``req.run_id`` and its subtree (deepest first), if the requester may: the
         outside may stop any run (one another runtime hosts: by a command through the store);
-        a run, only its own descendants. An ended run is an error, not a stop."""
+        a run, only its own descendants. An ended run is an error, not a stop. The reply,
+        and what the stop comes to."""
+        decided = Decided()
         target = self.runs.get(req.run_id)
         if target is None:
             ended = self.read_run(req.run_id)  # a finished tree is forgotten in memory
             if ended is not None and req.requester is None and not ended.status.terminal:
                 # alive, but another runtime on this store hosts it: pass the stop on
-                self.effects.writes.append(PostCommand("stop", req.run_id))
-                return StopReply(request_id=req.request_id, stopped=(req.run_id,))
+                decided.writes.append(PostCommand("stop", req.run_id))
+                return StopReply(request_id=req.request_id, stopped=(req.run_id,)), decided
             if ended is not None and req.requester is None:
-                return StopReply(
-                    request_id=req.request_id,
-                    error=f"run {req.run_id} has already ended ({ended.status})",
-                )
-            return StopReply(request_id=req.request_id, error=f"no run with id {req.run_id!r}")
+                error = f"run {req.run_id} has already ended ({ended.status})"
+            else:
+                error = f"no run with id {req.run_id!r}"
+            return StopReply(request_id=req.request_id, error=error), decided
         requester = req.requester
+        refusal: str | None = None
         if requester is not None and self.runs.reporting(requester, req.attempt) is None:
-            return StopReply(request_id=req.request_id, error=f"run {requester} is not running")
-        if requester is not None and not self.runs.tree.is_descendant(req.run_id, requester):
-            return StopReply(
-                request_id=req.request_id,
-                error=f"run {req.run_id} is not a descendant of {requester}; a run may only"
-                " stop its own descendants",
+            refusal = f"run {requester} is not running"
+        elif requester is not None and not self.runs.tree.is_descendant(req.run_id, requester):
+            refusal = (
+                f"run {req.run_id} is not a descendant of {requester}; a run may only"
+                " stop its own descendants"
             )
-        if target.record.status.terminal:
-            return StopReply(
-                request_id=req.request_id,
-                error=f"run {req.run_id} has already ended ({target.record.status})",
-            )
-        stopped = self.lifecycle.cancel(target, req.reason)
-        return StopReply(request_id=req.request_id, stopped=tuple(stopped))
+        elif target.record.status.terminal:
+            refusal = f"run {req.run_id} has already ended ({target.record.status})"
+        if refusal is not None:
+            return StopReply(request_id=req.request_id, error=refusal), decided
+        stopped, cancelled = self.lifecycle.cancel(target, req.reason)
+        return StopReply(request_id=req.request_id, stopped=tuple(stopped)), cancelled

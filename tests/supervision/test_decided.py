@@ -1,0 +1,131 @@
+"""The lifecycle returns what it decides (``Decided``: writes and effects, in order) instead of
+appending to the message's shared collector: a part's decision is a value its caller orders,
+and the core gathers it."""
+
+from __future__ import annotations
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    ChildDone,
+    EventKind,
+    RunRecord,
+    RunStatus,
+    SpawnRequest,
+    StopRequest,
+)
+from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
+from subagents.store.writes import (
+    AppendEvent,
+    OutcomeDelivered,
+    ReleaseLease,
+    SaveOutcome,
+    SaveRun,
+)
+from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import DisarmDeadline, Publish, StartRun, StopAgent, Tell
+from subagents.supervision.outcomes import End
+from subagents.supervision.transitions import Move
+
+
+def _core() -> tuple[SupervisorCore, str, str]:
+    specs = {n: AgentSpec(name=n, description="d") for n in ("lead", "worker")}
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), now=lambda: 5.0)
+    root = core.spawn(SpawnRequest(request_id="q1", agent="lead", task="t")).reply.run_id
+    request = SpawnRequest(request_id="q2", agent="worker", task="t", parent_run_id=root)
+    child = core.spawn(request).reply.run_id
+    return core, root, child
+
+
+def test_finish_returns_its_writes_and_effects_and_appends_none() -> None:
+    core, root, child = _core()
+    state = core.runs.get(child)
+    assert state is not None
+    core.effects.begin()
+    decided = core.lifecycle.finish(state, End(Move.COMPLETED, result="r"))
+    assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
+    assert state.record.status is RunStatus.COMPLETED
+    kinds = [type(w) for w in decided.writes]
+    assert kinds == [SaveRun, SaveOutcome, AppendEvent, OutcomeDelivered]
+    (event,) = [w.event for w in decided.writes if isinstance(w, AppendEvent)]
+    assert event.kind is EventKind.COMPLETED and event.run_id == child
+    assert [type(e) for e in decided.effects] == [DisarmDeadline, Publish, Tell]
+    told = decided.effects[-1]
+    assert isinstance(told, Tell) and told.run_id == root
+    assert isinstance(told.message, ChildDone) and told.message.outcome.result == "r"
+
+
+def test_a_cancel_walk_returns_the_subtree_deepest_first() -> None:
+    core, root, child = _core()
+    top = core.runs.get(root)
+    assert top is not None
+    core.effects.begin()
+    ids, decided = core.lifecycle.cancel(top, "stop")
+    assert ids == [child, root]
+    assert core.effects.writes == [] and core.effects.effects == []
+    ended = [w.record.run_id for w in decided.writes if isinstance(w, SaveRun)]
+    assert ended == [child, root]
+    stopped = [e.run_id for e in decided.effects if isinstance(e, StopAgent)]
+    assert stopped == [child, root]
+    # the child's outcome goes nowhere: its parent is ending in the same walk
+    assert not [e for e in decided.effects if isinstance(e, Tell)]
+
+
+def test_start_returns_the_start_and_the_core_gathers_it_in_order() -> None:
+    specs = {"lead": AgentSpec(name="lead", description="d")}
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), now=lambda: 5.0)
+    decision = core.spawn(SpawnRequest(request_id="q", agent="lead", task="t"))
+    run_id = decision.reply.run_id
+    kinds = [w.event.kind for w in decision.writes if isinstance(w, AppendEvent)]
+    assert kinds == [EventKind.SPAWNED, EventKind.STARTED]  # admission's, then the start's
+    starts = [e for e in decision.effects if isinstance(e, StartRun)]
+    assert [s.record.run_id for s in starts] == [run_id]
+    assert starts[0].record.status is RunStatus.RUNNING and starts[0].record.started_at == 5.0
+
+
+def test_a_stop_returns_what_it_decides_and_the_core_gathers_it() -> None:
+    core, root, child = _core()
+    core.effects.begin()
+    reply, decided = core.stops.one(StopRequest(request_id="s", run_id=root, reason="enough"))
+    assert reply.stopped == (child, root)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert [e.run_id for e in decided.effects if isinstance(e, StopAgent)] == [child, root]
+    refused, nothing = core.stops.one(StopRequest(request_id="t", run_id="nobody", reason="x"))
+    assert refused.error is not None and not nothing.writes and not nothing.effects
+
+
+def test_a_restore_returns_what_it_decides() -> None:
+    specs = {"lead": AgentSpec(name="lead", description="d")}
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), owner="me")
+    left = RunRecord(
+        run_id="r1",
+        agent="lead",
+        task="t",
+        root_run_id="r1",
+        status=RunStatus.RUNNING,
+        started_at=1.0,
+        owner="gone",
+    )
+    gone = RunRecord(
+        run_id="r2",
+        agent="missing",
+        task="t",
+        root_run_id="r2",
+        status=RunStatus.QUEUED,
+        owner="gone",
+    )
+    snapshot = RestoreSnapshot(unfinished=(UnfinishedRun(record=left), UnfinishedRun(record=gone)))
+    core.effects.begin()
+    report, decided = core.recovery.restore(snapshot)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert report.resumed == ["r1"] and report.failed == ["r2"]
+    saved = [(w.record.run_id, w.record.status) for w in decided.writes if isinstance(w, SaveRun)]
+    # in the snapshot's order: each adopted (kept as this runtime's), r1 started again (a
+    # slot is free), r2 failed (its agent is gone)
+    assert saved == [
+        ("r1", RunStatus.RUNNING),
+        ("r1", RunStatus.RUNNING),
+        ("r2", RunStatus.QUEUED),
+        ("r2", RunStatus.FAILED),
+    ]
+    assert [e.record.run_id for e in decided.effects if isinstance(e, StartRun)] == ["r1"]
+    assert ReleaseLease("gone") in decided.writes
