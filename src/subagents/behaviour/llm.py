@@ -15,7 +15,7 @@ from subagents.behaviour import parent_approvals
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError
-from subagents.behaviour.offer import complete, offered_tools
+from subagents.behaviour.offer import complete, not_offered, offered_tools
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
 from subagents.behaviour.runtime_requests import (
     reply_answer,
@@ -331,7 +331,7 @@ class LLMBehaviour:
         offered = {s.name for s in self.schemas}
         if use.name not in offered:
             why = self.mcp.failure_for(use.name) if self.mcp is not None else None
-            self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
+            self._set(use.id, not_offered(self.env, port, use.name, why), True)
             return
         try:
             if use.name in (SPAWN, TASK):
