@@ -98,6 +98,7 @@ class SupervisorCore:
         now: Callable[[], float] = time.time,
         owner: str = "",
         rng: random.Random | None = None,
+        runtime_mode: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.clock = clock
@@ -138,6 +139,7 @@ class SupervisorCore:
             names=names,
             default_model=default_model,
             owner=owner,
+            runtime_mode=runtime_mode,
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.effects, self.lifecycle, read_run)
