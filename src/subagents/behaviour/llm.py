@@ -16,6 +16,7 @@ from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fanout import FAN_OUT, FanOutCalls, FanOutError
 from subagents.behaviour.offer import complete, not_offered, offered_tools
+from subagents.behaviour.plan_exit import approved_in
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
 from subagents.behaviour.runtime_requests import (
     reply_answer,
@@ -117,8 +118,6 @@ class LLMBehaviour:
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
 
-    # ---- what the agent is offered -----------------------------------------------------------
-
     # ---- entry points ------------------------------------------------------------------------
 
     def start(
@@ -139,6 +138,8 @@ class LLMBehaviour:
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
             self.turns = checkpoint.step
+            if self.calls is not None and approved_in(self.messages, checkpoint.answered):
+                self.calls.leave_plan_mode()  # its plan was approved before the restore
             last = self.messages[-1]
             if last.role == "assistant":
                 uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
@@ -439,8 +440,6 @@ class LLMBehaviour:
         self.messages.append(ChatMessage("user", tuple(blocks)))
         self.order, self.results = [], {}
         self._step()
-
-    # ---- mail --------------------------------------------------------------------------------
 
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True
