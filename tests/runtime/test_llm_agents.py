@@ -126,7 +126,10 @@ def test_spawn_is_not_offered_at_the_depth_limit_and_refused_if_called() -> None
         assert SPAWN not in {t.name for t in mid_first.tools}
         (refusal,) = tool_results(mid_second.messages[-1])
         assert refusal.is_error
-        assert refusal.content == "tool 'spawn_subagent' is not available to mid"
+        # the model hears why, in admission's words (not just that the tool is missing)
+        assert refusal.content.startswith(
+            "tool 'spawn_subagent' is not available to mid: depth limit:"
+        ), refusal.content
         assert len(rt.runs(root_run_id=outcome.run_id)) == 2  # nothing spawned at depth 2
 
 

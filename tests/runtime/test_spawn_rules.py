@@ -224,7 +224,7 @@ def test_max_runs_per_tree_refuses_a_spawn_and_empties_the_offer_in_a_real_run()
                 "{results}",
             ],
             "a": ["a done"],
-            "b": ["b done"],
+            "b": [{"tool_calls": [spawn_call("c", "4")]}, "b saw: {result0}"],
             "c": ["c ran"],
         }
     )
@@ -260,6 +260,13 @@ def test_max_runs_per_tree_refuses_a_spawn_and_empties_the_offer_in_a_real_run()
     assert not requests_of(model, "c")
     assert SPAWN in offered(requests_of(model, "a")[0].tools)  # started at 2 runs of 3
     assert SPAWN not in offered(requests_of(model, "b")[0].tools)  # started with the tree full
+    # b calls it anyway: it is told why, in admission's words
+    (told,) = tool_results(requests_of(model, "b")[1].messages[-1])
+    assert told.is_error and told.content == (
+        "tool 'spawn_subagent' is not available to b: max_runs_per_tree: the tree of"
+        f" {outcome.run_id} has admitted 3 runs, the limit is 3"
+        " (Limits.max_runs_per_tree; --max-runs-per-tree)"
+    )
     assert (function.result or "").startswith(
         f"2: max_runs_per_tree: the tree of {function.run_id} has admitted 3 runs"
     )

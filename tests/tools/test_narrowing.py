@@ -113,7 +113,8 @@ def test_a_child_asking_for_a_wider_mode_is_narrowed_and_it_shows(
     (kept,) = [r for r in store.list_runs() if r.agent == "greedy"]
     store.close()
     again = msgspec.json.decode(msgspec.json.encode(kept), type=RunRecord)
-    (grant,) = again.ceiling
+    runtime, grant = again.ceiling  # the mode of the runtime that spawned the tree, root first
+    assert (runtime.agent, runtime.mode) == ("runtime", "bypassPermissions")
     assert (grant.agent, grant.mode, grant.disallowed_tools) == (
         "lead", "plan", ("Bash", "Edit(secrets/**)")
     )  # fmt: skip

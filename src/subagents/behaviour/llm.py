@@ -15,7 +15,8 @@ from subagents.behaviour import parent_approvals
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fan_out_tool import FAN_OUT, FanOutCalls, FanOutError
-from subagents.behaviour.offer import complete, offered_tools
+from subagents.behaviour.offer import complete, not_offered, offered_tools
+from subagents.behaviour.plan_exit import approved_in
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
 from subagents.behaviour.runtime_tool_args import (
     reply_answer,
@@ -128,6 +129,8 @@ class LLMBehaviour:
         if checkpoint is not None and checkpoint.messages:
             self.messages = list(checkpoint.messages)
             self.turns = checkpoint.step
+            if self.calls is not None and approved_in(self.messages, checkpoint.answered):
+                self.calls.leave_plan_mode()  # its plan was approved before the restore
             last = self.messages[-1]
             if last.role == "assistant":
                 uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
@@ -321,7 +324,7 @@ class LLMBehaviour:
         offered = {s.name for s in self.schemas}
         if use.name not in offered:
             why = self.mcp.failure_for(use.name) if self.mcp is not None else None
-            self._set(use.id, why or f"tool {use.name!r} is not available to {record.agent}", True)
+            self._set(use.id, not_offered(self.env, port, use.name, why), True)
             return
         try:
             if not self._runtime_tool(use, args):
@@ -435,8 +438,6 @@ class LLMBehaviour:
         self.messages.append(ChatMessage("user", tuple(blocks)))
         self.order, self.results = [], {}
         self._step()
-
-    # ---- mail --------------------------------------------------------------------------------
 
     def _fail(self, kind: str, message: str) -> None:
         self.ended = True

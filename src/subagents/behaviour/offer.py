@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from subagents.behaviour.fan_out_tool import fan_out_schema
+from subagents.behaviour.fan_out_tool import FAN_OUT, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tools import (
     LOAD_SKILL,
     RUNTIME_SCHEMAS,
+    SPAWN,
     TASK,
     Tool,
     spawn_schema,
@@ -70,6 +71,18 @@ def offered_tools(
     # MCP tools were chosen for this definition by the hub (mcp/selection.py)
     schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
     return tuple(schemas)
+
+
+def not_offered(env: AgentEnv, port: AgentPort, name: str, mcp_failure: str | None) -> str:
+    """What a model calling ``name``, a tool it was not offered, is told: for a spawn tool
+    the reason admission would give (``admission_checks.offer``: the run limit of its tree, a
+    depth limit, a spawn rule), for an MCP tool why its server failed, else that it is not
+    available."""
+    if name in (SPAWN, TASK, FAN_OUT):
+        why = spawn_offer(port, port.standing, env.spawn_rules, env.agents()).reason
+        if why is not None:
+            return f"tool {name!r} is not available to {port.record.agent}: {why}"
+    return mcp_failure or f"tool {name!r} is not available to {port.record.agent}"
 
 
 def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResponse:

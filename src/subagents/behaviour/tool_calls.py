@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from subagents.behaviour import plan_exit
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.runtime_tool_args import task_arguments
@@ -26,11 +27,13 @@ from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
 from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock
 from subagents.supervision.ceilings import network_wanted
-from subagents.tools import approval, ask_user, journal
+from subagents.tools import approval, ask_user, journal, plan_mode
 from subagents.tools.base import Tool, ToolError, ToolResult
 from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
+from subagents.tools.modes import Mode
 from subagents.tools.permissions import Decision, PermissionPolicy, lists
+from subagents.tools.sandbox import RunSandbox
 
 
 class ToolCrash(Exception):
@@ -67,17 +70,51 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
-        mode = self.policy.mode
-        sandbox = env.sandbox.resolve()
-        self.sandbox = sandbox.for_run(
-            workspace=self.workspace.root,
-            read_only=mode == "plan",  # the run's mode, not a reading of its commands
-            network=sandbox.network_for(mode, network_wanted(port.spec.network, ceiling)),
-            why=f"agent {port.spec.name!r} in plan mode",
-        )
+        self.sandbox = self._sandbox_for(self.policy.mode)
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
+
+    def _sandbox_for(self, mode: Mode) -> RunSandbox:
+        """How the run's processes start in ``mode``: read-only in plan mode (the run's mode,
+        not a reading of its commands), the network as the owner set it for the mode."""
+        spec, sandbox = self.port.spec, self.env.sandbox.resolve()
+        wanted = network_wanted(spec.network, self.port.record.ceiling)
+        return sandbox.for_run(
+            workspace=self.workspace.root,
+            read_only=mode == "plan",
+            network=sandbox.network_for(mode, wanted),
+            why=f"agent {spec.name!r} in plan mode",
+        )
+
+    def _plan_exit(self) -> Decision:
+        """ExitPlanMode: asked of the run's approver when the run may leave plan mode; else
+        refused, saying why (not in plan mode; a requester holds it there)."""
+        if self.policy.mode != "plan":
+            return Decision(
+                "deny", f"this run is not in plan mode (it runs in {self.policy.mode} mode)"
+            )
+        mode, why = plan_exit.target_mode(
+            self.env.permissions.mode, self.port.spec, self.port.record.ceiling
+        )
+        if mode is None:
+            return Decision("deny", why)
+        return Decision(
+            "ask", f"the agent presents its plan and asks to leave plan mode for {mode} mode"
+        )
+
+    def leave_plan_mode(self) -> str:
+        """The plan was approved (or, on a restore, had been): the run's permissions and its
+        processes' sandbox are those of the mode it moves to from now on."""
+        mode, why = plan_exit.target_mode(
+            self.env.permissions.mode, self.port.spec, self.port.record.ceiling
+        )
+        if mode is None or self.policy.mode != "plan":  # (decided before it was asked)
+            return why or f"this run is not in plan mode (it runs in {self.policy.mode} mode)"
+        self.policy = dataclasses.replace(self.policy, mode=mode)
+        self.sandbox = self._sandbox_for(mode)
+        self.port.log.info("left plan mode", mode=mode)
+        return plan_exit.approved(mode)
 
     def environment(self) -> str:
         """What Claude Code tells a model about where it works (its ``<env>`` block): the
@@ -141,11 +178,14 @@ class ToolCalls:
             decision = self._unsandboxed(decision)
         if tool.name == ask_user.NAME and decision.behavior != "deny":
             decision = Decision("ask", ask_user.REASON)  # a question is always asked
+        if tool.name == plan_mode.NAME and decision.behavior != "deny":
+            decision = self._plan_exit()  # a plan is put to the approver
         if decision.behavior != "ask":
             return decision
         reason = decision.reason
-        if self.asks_parent:  # a question goes to the parent whatever it may call itself
-            beyond = None if tool.name == ask_user.NAME else self.beyond_parent(use, tool)
+        if self.asks_parent:  # a question or a plan goes to the parent, whatever it may call
+            asked = tool.name in (ask_user.NAME, plan_mode.NAME)
+            beyond = None if asked else self.beyond_parent(use, tool)
             if beyond is None:
                 if parent_may_answer:
                     return decision
@@ -203,7 +243,14 @@ class ToolCalls:
         return f"Permission to use {tool.name} was denied: {reason}", True
 
     def run_allowed(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
-        """The rest of the path for an allowed call: hooks, journal, run, hooks."""
+        """The rest of the path for an allowed call: hooks, journal, run, hooks (an approved
+        ExitPlanMode then leaves plan mode)."""
+        content, is_error = self._run_hooked(use, tool, step)
+        if tool.name == plan_mode.NAME and not is_error:
+            return self.leave_plan_mode(), False
+        return content, is_error
+
+    def _run_hooked(self, use: ToolUseBlock, tool: Tool, step: int) -> tuple[str, bool]:
         port = self.port
         args = _arguments(use)
         if self.hooks is not None:

@@ -210,6 +210,7 @@ class Runtime:
                 limits=self.limits,
                 default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
                 owner=self.owner,
+                runtime_mode=self.permissions.mode,  # kept in each root's ceiling
             )
             behaviour_for = behaviours(self._functions, self.env)
             if address is not None:  # the runs' agents live in the cluster's node hosts

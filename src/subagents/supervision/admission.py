@@ -25,7 +25,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.supervision.admission_checks import Proposal, refusal_of
-from subagents.supervision.ceilings import child_ceiling, narrowed
+from subagents.supervision.ceilings import child_ceiling, narrowed, root_ceiling
 from subagents.supervision.effects import Effects, Tell, TellOutside
 from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
@@ -60,6 +60,7 @@ class Admission:
         names: Callable[[], list[str]],
         default_model: str,
         owner: str,
+        runtime_mode: str | None = None,
     ) -> None:
         self.runs = runs
         self.effects = effects
@@ -74,6 +75,8 @@ class Admission:
         self.names = names
         self.default_model = default_model
         self.owner = owner
+        self.runtime_mode = runtime_mode
+        """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
 
     def spawn(self, req: SpawnRequest) -> SpawnReply:
         """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
@@ -182,5 +185,7 @@ class Admission:
             or spec.cleanup
             or (parent.record.cleanup if parent is not None else None)
             or "keep",
-            ceiling=child_ceiling(parent.record, parent.spec) if parent is not None else (),
+            ceiling=child_ceiling(parent.record, parent.spec)
+            if parent is not None
+            else root_ceiling(self.runtime_mode, self.owner),
         )

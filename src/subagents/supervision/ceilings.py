@@ -15,6 +15,8 @@ edit; its mode and its disallowed tools are what hold its subtree.
 The ceiling is decided here, at admission, from the parent's record (its own ceiling) and its
 definition, and kept in the child's record: a run restored after a crash or hosted on another
 node has it without asking its parent, and a definition changed later does not widen it.
+A root's ceiling holds the mode of the runtime that spawned it (``root_ceiling``), so a
+runtime restoring the tree later with a wider mode does not widen it either.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ def child_ceiling(parent: RunRecord, parent_spec: AgentSpec) -> tuple[Permission
     return (*parent.ceiling, grant_of(parent_spec, parent.run_id))
 
 
+RUNTIME = "runtime"
+"""The agent name of the grant that records the runtime's own mode in a root's ceiling."""
+
+
+def root_ceiling(mode: str | None, owner: str) -> tuple[PermissionGrant, ...]:
+    """The ceiling of a root run: the mode of the runtime that spawned it (``owner``), so a
+    runtime restoring it later with a wider mode (``subagents resume --permission-mode``)
+    does not widen it; its children inherit it with the rest of the ceiling."""
+    return (PermissionGrant(agent=RUNTIME, run_id=owner, mode=mode),) if mode else ()
+
+
 def strictest_mode(ceiling: Iterable[PermissionGrant]) -> PermissionGrant | None:
     """The grant with the strictest known mode, or None when none sets one."""
     best: PermissionGrant | None = None
@@ -67,6 +80,7 @@ def describe(ceiling: tuple[PermissionGrant, ...]) -> str | None:
     """What a run's requesters hold it to, in one line (events, ``subagents info``); None
     when they restrict nothing."""
     parts: list[str] = []
+    ceiling = requesters(ceiling)
     strict = strictest_mode(ceiling)
     if strict is not None:
         parts.append(f"mode at most {strict.mode} ({strict.agent} {strict.run_id})")
@@ -86,10 +100,16 @@ def narrowed(spec: AgentSpec, ceiling: tuple[PermissionGrant, ...]) -> str | Non
     text = describe(ceiling)
     if text is None:
         return None
-    strict = strictest_mode(ceiling)
+    strict = strictest_mode(requesters(ceiling))
     wanted = spec.permission_mode
     if strict is not None and (
         wanted not in _MODES or _MODES.index(wanted or "") > _MODES.index(strict.mode or "")
     ):
         return f"{spec.name} asks for {wanted or 'the runtime mode'}; narrowed: {text}"
     return f"narrowed: {text}"
+
+
+def requesters(ceiling: Iterable[PermissionGrant]) -> tuple[PermissionGrant, ...]:
+    """The grants of the runs that requested this one (the runtime's own left out: its mode
+    is the one every run starts from, not a narrowing worth reporting)."""
+    return tuple(grant for grant in ceiling if grant.agent != RUNTIME)

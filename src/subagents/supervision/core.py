@@ -100,6 +100,7 @@ class SupervisorCore:
         now: Callable[[], float] = time.time,
         owner: str = "",
         rng: random.Random | None = None,
+        runtime_mode: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.clock = clock
@@ -140,6 +141,7 @@ class SupervisorCore:
             names=names,
             default_model=default_model,
             owner=owner,
+            runtime_mode=runtime_mode,
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.lifecycle, read_run)

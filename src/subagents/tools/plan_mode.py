@@ -1,12 +1,12 @@
-"""ExitPlanMode: Claude Code's way for a model in plan mode to hand over its plan.
+"""ExitPlanMode: Claude Code's way for a model in plan mode to present its plan and leave.
 
-In Claude Code the person then approves the plan and the session leaves plan mode. Here a run's
-permission mode is its owner's decision (the runtime's configuration, which a definition may
-only tighten: docs/tools.md), so a model cannot loosen it: the call is accepted (read-only, so
-plan mode allows it), the plan is kept in the run's conversation and events like any call, and
-the answer tells the model to end its turn with the plan, which is what its requester (a
-parent agent, or the caller of ``rt.run``) receives and acts on, as with Claude Code's Plan
-subagent.
+As in Claude Code the plan is put to whoever approves the run's calls (here the run's
+approver: its parent with ``ask_parent``, else the runtime's approval handler), and an
+approved plan ends plan mode: the run goes on in the mode it would have outside plan mode,
+never wider than its requesters allow (``behaviour.plan_exit``, applied by
+``behaviour.tool_calls.ToolCalls``, which answers the call). Denied, or held in plan mode by a
+requester, the model is told so and stays in plan mode. This module is the tool itself: its
+input, and the check that there is a plan.
 """
 
 from __future__ import annotations
@@ -40,11 +40,7 @@ def run(arguments: Mapping[str, Any], ctx: object) -> str:
     args = decode_input(NAME, ExitPlanModeInput, arguments)
     if not args.plan.strip():
         raise ToolError("plan is empty: write the plan you want approved")
-    return (
-        "Your plan is recorded. This runtime does not leave plan mode on a model's request: the"
-        " permission mode is set by whoever runs you. End your turn now with the plan as your"
-        " final answer; your requester will approve it and have it carried out."
-    )
+    return "Your plan was approved."  # the run's ToolCalls answers, naming the new mode
 
 
 TOOL = Tool(
