@@ -49,6 +49,12 @@ def test_empty_prompt_is_a_warning():
     ]
 
 
+def test_an_empty_prompt_that_extends_a_parent_is_not_warned():
+    """A definition that ``extends`` another takes its parent's prompt when it has none
+    (agents/code's fixer, planner, scout): no warning about an empty body."""
+    assert validate(spec(prompt="", extends="explore")) == []
+
+
 @pytest.mark.parametrize(
     ("fields", "fragment"),
     [

@@ -246,7 +246,7 @@ def _identity_problems(spec: AgentSpec) -> Iterator[Problem]:
             yield ("name", warning, "warning")
     if not spec.description.strip():
         yield ("description", "missing required field 'description'", "error")
-    if not spec.prompt.strip():
+    if not spec.prompt.strip() and spec.extends is None:  # else: the parent's prompt
         yield (None, "the system prompt (the markdown body) is empty", "warning")
 
 
