@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -72,13 +75,14 @@ def print_next_steps(
     """What to try next: the commands that show the runs just recorded."""
     child = next((r.run_id for r in records if r.agent == child_agent), root)
     state = "" if is_default_store(store_path) else f" --state {store_path}"
+    me = command_name()
     out.print()
     out.print(f"Recorded in {store_path}. Try:", soft_wrap=True, markup=False)
     for line in (
-        f"subagents tree {root}{state}",
-        f"subagents log {child}{state}",
-        f"subagents info {root}{state}",
-        f"subagents ps --all{state}",
+        f"{me} tree {root}{state}",
+        f"{me} log {child}{state}",
+        f"{me} info {root}{state}",
+        f"{me} ps --all{state}",
     ):
         out.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
 
@@ -89,3 +93,16 @@ def is_default_store(path: Path) -> bool:
         return path.resolve() == default_store_path().resolve()
     except OSError:
         return False
+
+
+def command_name(argv0: str | None = None, path: str | None = None) -> str:
+    """How to type this command again: ``subagents`` when that is on ``PATH`` and is the
+    program that runs, else the path it was run by (``.venv/bin/subagents`` after the
+    README's install, which activates no venv); ``subagents`` when run as a module."""
+    program = argv0 if argv0 is not None else sys.argv[0]
+    if not program or os.path.basename(program) != "subagents":
+        return "subagents"  # python -m subagents.cli.main, or embedded
+    found = shutil.which("subagents", path=path)
+    if found is not None and os.path.realpath(found) == os.path.realpath(program):
+        return "subagents"
+    return os.path.relpath(program) if not os.path.isabs(program) else program
