@@ -1,6 +1,7 @@
-"""The lifecycle returns what it decides (``Decided``: writes and effects, in order) instead of
+"""The parts return what they decide (``Decided``: writes and effects, in order) instead of
 appending to the message's shared collector: a part's decision is a value its caller orders,
-and the core gathers it."""
+and the core gathers it. The lifecycle, stops, recovery, admission, the mail room's receipts
+and the run table's placements; consecutive read receipts still come to one write."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
     EventKind,
+    MailRead,
+    MailState,
     RunRecord,
     RunStatus,
+    SendMail,
     SpawnRequest,
     StopRequest,
 )
@@ -20,9 +24,17 @@ from subagents.store.writes import (
     ReleaseLease,
     SaveOutcome,
     SaveRun,
+    SetMailsState,
 )
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.effects import DisarmDeadline, Publish, StartRun, StopAgent, Tell
+from subagents.supervision.effects import (
+    Decided,
+    DisarmDeadline,
+    Publish,
+    StartRun,
+    StopAgent,
+    Tell,
+)
 from subagents.supervision.outcomes import End
 from subagents.supervision.transitions import Move
 
@@ -129,3 +141,39 @@ def test_a_restore_returns_what_it_decides() -> None:
     ]
     assert [e.record.run_id for e in decided.effects if isinstance(e, StartRun)] == ["r1"]
     assert ReleaseLease("gone") in decided.writes
+
+
+def test_a_read_receipt_returns_its_write_and_consecutive_ones_are_one() -> None:
+    core, root, child = _core()
+    sender = core.runs.get(root)
+    assert sender is not None
+    sent = [SendMail(request_id=q, sender=root, to=child, content=q) for q in ("a", "b", "c")]
+    acks = core.send_mails(sent).reply
+    a, b, c = (ack.mail_id for ack in acks)
+    core.effects.begin()
+    decided = core.mail.read(child, (a,))
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert decided.writes == [SetMailsState((a,), MailState.READ)] and decided.effects == []
+    state = core.runs.get(child)
+    assert state is not None and list(state.inbox) == [b, c]  # read: out of the inbox
+    assert not core.mail.read(child, ()).writes  # no receipt, no write
+    # two receipts of one message: one write, as they were before the parts returned them
+    receipts = (MailRead(run_id=child, mail_ids=(b,)), MailRead(run_id=child, mail_ids=(c,)))
+    assert core.mail_reads(receipts).writes == [SetMailsState((b, c), MailState.READ)]
+
+
+def test_receipts_join_only_a_receipt_before_them() -> None:
+    read_a, read_b = (SetMailsState((m,), MailState.READ) for m in ("a", "b"))
+    dead = SetMailsState(("d",), MailState.DEAD)
+    first, then = Decided(), Decided()
+    first.writes += [dead, read_a]
+    then.writes += [read_b, dead, read_a]
+    assert first.add(then).writes == [
+        dead,
+        SetMailsState(("a", "b"), MailState.READ),
+        dead,
+        read_a,
+    ]
+    after_dead = Decided()
+    after_dead.writes.append(dead)
+    assert after_dead.add(then).writes == [dead, read_b, dead, read_a]

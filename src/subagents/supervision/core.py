@@ -117,7 +117,7 @@ class SupervisorCore:
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
         self.parking = Parking(self.runs, now, self.slots, self.policies, self.limits)
-        self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
+        self.mail = MailRoom(self.runs, now, read_run, self.limits)
         self.lifecycle = Lifecycle(
             self.runs,
             now,
@@ -211,7 +211,7 @@ class SupervisorCore:
         """Read receipts (one, or a run of consecutive ones)."""
         self.effects.begin()
         for msg in msgs:
-            self.mail.read(msg.run_id, msg.mail_ids)
+            self.effects.take(self.mail.read(msg.run_id, msg.mail_ids))
         return self._decided()
 
     def journal(self, msg: Journal) -> Decision:
@@ -221,7 +221,7 @@ class SupervisorCore:
         self.effects.begin()
         if msg.entries and self.runs.reporting(msg.run_id, msg.attempt) is not None:
             self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
-        self.mail.read(msg.run_id, msg.read_mail)  # an earlier start's entries are void
+        self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
@@ -261,7 +261,7 @@ class SupervisorCore:
             if msg.checkpoint is not None:
                 state.checkpoint = state.saved = msg.checkpoint
                 self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
-            self.mail.read(msg.run_id, msg.read_mail)
+            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
             data = {
                 "step": msg.step,
                 "input_tokens": msg.usage.total_input_tokens,
@@ -282,7 +282,7 @@ class SupervisorCore:
             delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
             if (write := state.add_to_checkpoint(delta)) is not None:
                 self.effects.writes.append(write)
-            self.mail.read(msg.run_id, msg.read_mail)
+            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
         return self._decided()
 
     def tool_starting(self, msg: ToolStarting) -> Decision:

@@ -9,13 +9,13 @@ A decision produces two lists, in order:
   only once the writes are committed, so nothing is acknowledged before it is durable.
 
 A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
-lifecycle, closing, recovery, stops, requesters, parking, the mail room's sending, hand-over,
-notices and dead letters, and the run table's changes (``fire``/``update``: the ``SaveRun``
-write). The caller composes the ones it asks for in the order it decides, and the core
-gathers them into the message's ``Effects`` collector (``Effects.take``). What still appends
-into the collector directly: admission (``admission.py``, with the run table's ``keep`` and
-``emit``), and the mail room's ``read`` (it merges consecutive receipts into the write before
-it). None of them does I/O.
+lifecycle, closing, recovery, stops, requesters, parking, the mail room (its sending,
+receipts, hand-over, notices and dead letters), and the run table's changes
+(``fire``/``update``: the ``SaveRun`` write). The caller composes the ones it asks for in the
+order it decides, and the core gathers them into the message's ``Effects`` collector
+(``Effects.take``). Consecutive read receipts are one write wherever they meet (``join``).
+What still appends into the collector directly: admission (``admission.py``, with the run
+table's ``keep`` and ``emit``) and the run table's ``placed``. None of them does I/O.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from subagents.messages import (
     EventKind,
     Mail,
     MailAck,
+    MailState,
     Replay,
     RunRecord,
     SpawnReply,
 )
-from subagents.store.writes import AppendEvent, Write
+from subagents.store.writes import AppendEvent, SetMailsState, Write
 from subagents.supervision.admission_checks import Standing
 
 
@@ -122,6 +123,24 @@ class Decision(msgspec.Struct, gc=False):
     effects: list[Effect]
 
 
+def join(writes: list[Write], more: list[Write]) -> None:
+    """Add ``more`` after ``writes``. A read receipt (mail set read) right after a read
+    receipt joins it: the receipts of one message that meet (a run of ``MailRead``s) are one
+    write, however the parts that made them were composed."""
+    if more and writes:
+        last, head = writes[-1], more[0]
+        if (
+            isinstance(head, SetMailsState)
+            and head.state is MailState.READ
+            and isinstance(last, SetMailsState)
+            and last.state is MailState.READ
+        ):
+            writes[-1] = SetMailsState((*last.mail_ids, *head.mail_ids), MailState.READ)
+            writes += more[1:]
+            return
+    writes += more
+
+
 def event_of(kind: EventKind, record: RunRecord, ts: float, data: dict[str, Any]) -> Event:
     """An event about ``record``'s run at ``ts``."""
     return Event(
@@ -149,7 +168,7 @@ class Decided:
 
     def add(self, other: Decided) -> Decided:
         """``other`` follows what is here; self, to chain."""
-        self.writes += other.writes
+        join(self.writes, other.writes)
         self.effects += other.effects
         return self
 
@@ -184,7 +203,7 @@ class Effects:
 
     def take(self, decided: Decided) -> None:
         """Gather what a part decided, after what is here."""
-        self.writes += decided.writes
+        join(self.writes, decided.writes)
         self.effects += decided.effects
 
     def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
