@@ -11,6 +11,7 @@ from subagents.messages import (
     EventKind,
     MailRead,
     MailState,
+    Placed,
     RunRecord,
     RunStatus,
     SendMail,
@@ -177,3 +178,24 @@ def test_receipts_join_only_a_receipt_before_them() -> None:
     after_dead = Decided()
     after_dead.writes.append(dead)
     assert after_dead.add(then).writes == [dead, read_b, dead, read_a]
+
+
+def test_a_placement_returns_its_record_write_and_event() -> None:
+    core, _, child = _core()
+    state = core.runs.get(child)
+    assert state is not None
+    core.effects.begin()
+    here = Placed(run_id=child, attempt=state.attempt, node="n1", address="10.0.0.1")
+    decided = core.runs.placed(here, lambda: 7.0)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert state.record.node == "n1"
+    saved, appended = decided.writes
+    assert saved == SaveRun(state.record)
+    assert isinstance(appended, AppendEvent) and appended.event.kind is EventKind.PLACED
+    assert appended.event.ts == 7.0 and appended.event.data["address"] == "10.0.0.1"
+    assert decided.effects == [Publish(appended.event)]
+    again = core.runs.placed(here, lambda: 8.0)  # the same node: only the event
+    assert [type(w) for w in again.writes] == [AppendEvent] and len(again.effects) == 1
+    stale = Placed(run_id=child, attempt=state.attempt + 1, node="n2")
+    dropped = core.runs.placed(stale, lambda: 9.0)
+    assert dropped.writes == [] and dropped.effects == [] and state.record.node == "n1"

@@ -391,7 +391,7 @@ class SupervisorCore:
     def placed(self, message: Placed) -> Decision:
         """A cluster placed a run's start on a node (``Placed``): recorded, not decided."""
         self.effects.begin()
-        self.runs.placed(message.run_id, message.attempt, message.node, message.address)
+        self.effects.take(self.runs.placed(message, self.effects.now))
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------

@@ -11,11 +11,11 @@ A decision produces two lists, in order:
 A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
 lifecycle, closing, recovery, stops, requesters, parking, the mail room (its sending,
 receipts, hand-over, notices and dead letters), and the run table's changes
-(``fire``/``update``: the ``SaveRun`` write). The caller composes the ones it asks for in the
-order it decides, and the core gathers them into the message's ``Effects`` collector
-(``Effects.take``). Consecutive read receipts are one write wherever they meet (``join``).
-What still appends into the collector directly: admission (``admission.py``, with the run
-table's ``keep`` and ``emit``) and the run table's ``placed``. None of them does I/O.
+(``fire``/``update``: the ``SaveRun`` write; ``placed``). The caller composes the ones it
+asks for in the order it decides, and the core gathers them into the message's ``Effects``
+collector (``Effects.take``). Consecutive read receipts are one write wherever they meet
+(``join``). What still appends into the collector directly: admission (``admission.py``,
+with the run table's ``keep`` and ``emit``). None of them does I/O.
 """
 
 from __future__ import annotations
