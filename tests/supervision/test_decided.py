@@ -5,6 +5,9 @@ and the run table's placements; consecutive read receipts still come to one writ
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -15,6 +18,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     SendMail,
+    SpawnReply,
     SpawnRequest,
     StopRequest,
 )
@@ -35,7 +39,9 @@ from subagents.supervision.effects import (
     StartRun,
     StopAgent,
     Tell,
+    TellOutside,
 )
+from subagents.supervision.limits import Limits
 from subagents.supervision.outcomes import End
 from subagents.supervision.transitions import Move
 
@@ -144,6 +150,51 @@ def test_a_restore_returns_what_it_decides() -> None:
     assert ReleaseLease("gone") in decided.writes
 
 
+def _kinds(decided: Decided) -> tuple[list[object], list[str]]:
+    """The writes (an event as its kind) and the effects' types of ``decided``, in order."""
+    writes = [w.event.kind if isinstance(w, AppendEvent) else type(w) for w in decided.writes]
+    return writes, [type(e).__name__ for e in decided.effects]
+
+
+def test_admission_returns_the_record_events_start_and_reply_and_appends_none() -> None:
+    core, root, _ = _core()
+    core.effects.begin()
+    request = SpawnRequest(request_id="q3", agent="worker", task="t", parent_run_id=root)
+    reply, decided = core.admission.spawn(request)
+    assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
+    assert reply.error is None and not reply.queued
+    # the record kept, spawned; then the start's (lifecycle.start); the reply last
+    assert _kinds(decided) == (
+        [SaveRun, EventKind.SPAWNED, SaveRun, EventKind.STARTED],
+        ["Publish", "ArmDeadline", "StartRun", "Publish", "Tell"],
+    )
+    started = decided.effects[2]
+    assert isinstance(started, StartRun) and started.record.run_id == reply.run_id
+    assert decided.effects[-1] == Tell(root, reply)
+
+
+def test_a_queued_admission_and_refusals_return_what_they_decide() -> None:
+    specs = {"lead": AgentSpec(name="lead", description="d")}
+    limits = Limits(max_concurrency=1)
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), limits=limits)
+    core.effects.begin()
+    first, second, unknown = (
+        SpawnRequest(request_id=q, agent=agent, task="t")
+        for q, agent in (("q1", "lead"), ("q2", "lead"), ("q3", "nobody"))
+    )
+    replies, decided = core.admission.spawn_all([first, second, unknown])
+    assert core.effects.writes == [] and core.effects.effects == []
+    started_queued_refused = [(False, True), (True, True), (False, False)]
+    assert [(r.queued, r.error is None) for r in replies] == started_queued_refused
+    queued = [w.event for w in decided.writes if isinstance(w, AppendEvent)][-1]
+    assert queued.kind is EventKind.QUEUED and queued.data == {"position": 1}
+    # a root refused hears of it outside, and its refusal writes nothing
+    assert decided.effects[-1] == TellOutside(replies[2])
+    refused, told = core.admission.spawn(SpawnRequest(request_id="q4", agent="x", task="t"))
+    assert told.writes == [] and told.effects == [TellOutside(refused)]
+    assert isinstance(refused, SpawnReply) and refused.error is not None
+
+
 def test_a_read_receipt_returns_its_write_and_consecutive_ones_are_one() -> None:
     core, root, child = _core()
     sender = core.runs.get(root)
@@ -199,3 +250,14 @@ def test_a_placement_returns_its_record_write_and_event() -> None:
     stale = Placed(run_id=child, attempt=state.attempt + 1, node="n2")
     dropped = core.runs.placed(stale, lambda: 9.0)
     assert dropped.writes == [] and dropped.effects == [] and state.record.node == "n1"
+
+
+def test_only_the_core_holds_the_collector() -> None:
+    # a part given the message's Effects could append to it again: none is, none imports it
+    supervision = Path(__file__).resolve().parents[2] / "src" / "subagents" / "supervision"
+    holders = sorted(
+        p.name
+        for p in supervision.glob("*.py")
+        if re.search(r"\bEffects\b", p.read_text(encoding="utf-8"))
+    )
+    assert holders == ["core.py", "effects.py"]

@@ -8,7 +8,7 @@ OS. The clocks are injected; the reads it needs are given to it (a restore's sna
 mail a restarted run sent, and ``read_run``: the record of a run it does not hold).
 
 It is composed of parts, one concept each; each returns what it decides (``Decided``), which
-the core gathers into the message's ``Effects`` (admission still appends: ``effects``):
+the core alone gathers into the message's ``Effects``:
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
   (each a move looked up in the lifecycle table, ``transitions``);
@@ -109,7 +109,7 @@ class SupervisorCore:
         says whether it is alive. Given by the Runtime (``host:pid:nonce``)."""
         self.read_run = read_run
         self.effects = Effects(now)
-        self.runs = RunTable(self.effects)
+        self.runs = RunTable()
         self.slots = SlotPool(
             global_limit=self.limits.max_concurrency,
             per_tier=self.limits.per_tier,
@@ -130,7 +130,7 @@ class SupervisorCore:
         )
         self.admission = Admission(
             self.runs,
-            self.effects,
+            now,
             self.lifecycle,
             self.policies,
             self.slots,
@@ -168,7 +168,9 @@ class SupervisorCore:
     def spawn(self, req: SpawnRequest) -> Decision:
         """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``."""
         self.effects.begin()
-        return self._decided(self.admission.spawn(req))
+        reply, admitted = self.admission.spawn(req)
+        self.effects.take(admitted)
+        return self._decided(reply)
 
     def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
         """Admit (start or queue) or refuse many runs in one decision, in order, each by
@@ -177,8 +179,9 @@ class SupervisorCore:
         their ``SpawnReply``s in order. Why one decision: the actor writes it in one
         store transaction and its caller waits once, not once per run."""
         self.effects.begin()
-        spawn = self.admission.spawn
-        return self._decided(tuple([spawn(req) for req in reqs]))
+        replies, admitted = self.admission.spawn_all(reqs)
+        self.effects.take(admitted)
+        return self._decided(tuple(replies))
 
     def stop(self, req: StopRequest) -> Decision:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is

@@ -8,14 +8,13 @@ A decision produces two lists, in order:
   armed, an event published, an outcome handed to the outside. The actor carries them out
   only once the writes are committed, so nothing is acknowledged before it is durable.
 
-A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
-lifecycle, closing, recovery, stops, requesters, parking, the mail room (its sending,
-receipts, hand-over, notices and dead letters), and the run table's changes
+Every part returns what it decides as a ``Decided`` (its writes and effects, in order):
+admission, the lifecycle, closing, recovery, stops, requesters, parking, the mail room (its
+sending, receipts, hand-over, notices and dead letters), and the run table's changes
 (``fire``/``update``: the ``SaveRun`` write; ``placed``). The caller composes the ones it
-asks for in the order it decides, and the core gathers them into the message's ``Effects``
-collector (``Effects.take``). Consecutive read receipts are one write wherever they meet
-(``join``). What still appends into the collector directly: admission (``admission.py``,
-with the run table's ``keep`` and ``emit``). None of them does I/O.
+asks for in the order it decides, and only the core holds the message's ``Effects``
+collector, gathering them into it (``Effects.take``). Consecutive read receipts are one write
+wherever they meet (``join``). None of them does I/O.
 """
 
 from __future__ import annotations
@@ -182,9 +181,10 @@ class Decided:
 class Effects:
     """The writes and effects of the message being decided, in the order they were made.
 
-    The core's: ``begin`` starts a message, ``take`` gathers what its parts decided, and
-    ``decision`` ends it (the parts named in the module's docstring still append to it).
-    ``now`` is the injected wall clock, read once per event.
+    The core's alone (no part is given it): ``begin`` starts a message, ``take`` gathers
+    what its parts decided, and ``decision`` ends it; the core adds its own few writes and
+    events (a step's, a tool call's) between. ``now`` is the injected wall clock, read once
+    per event.
     """
 
     __slots__ = ("effects", "now", "writes")

@@ -27,7 +27,7 @@ from subagents.messages import (
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
-from subagents.supervision.effects import Decided, Effects
+from subagents.supervision.effects import Decided
 from subagents.supervision.spawn_rules import DepthBound
 from subagents.supervision.transitions import Move, next_status
 from subagents.supervision.tree import RunTree
@@ -96,8 +96,7 @@ class RunState:
 class RunTable:
     """The runs in memory by id, their tree, and the one way to change a run's record."""
 
-    def __init__(self, effects: Effects) -> None:
-        self.effects = effects
+    def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
         self.tree = RunTree()
         self.generation = 0
@@ -222,11 +221,6 @@ class RunTable:
             self._live.add(state.run_id)
         return SaveRun(state.record)
 
-    def keep(self, state: RunState) -> None:
-        """Have the store keep ``state``'s record as it is (a new or adopted run), in the
-        message's collector (as ``emit``: admission's and recovery's way)."""
-        self.effects.writes.append(SaveRun(state.record))
-
     def placed(self, message: Placed, now: Callable[[], float]) -> Decided:
         """A cluster placed the start ``message.attempt`` of its run on ``message.node``: on
         the run's record, and an event (at ``now()``). Word about an earlier start, or an
@@ -241,9 +235,6 @@ class RunTable:
         data = {"node": node, "address": address, "attempt": attempt}
         decided.event(EventKind.PLACED, state.record, now(), data)
         return decided
-
-    def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:
-        self.effects.event(kind, state.record, data)
 
     def ended(self, state: RunState) -> None:
         """``state`` has just ended: addresses may resolve differently; a root's tree can
