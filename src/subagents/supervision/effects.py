@@ -126,16 +126,15 @@ def join(writes: list[Write], more: list[Write]) -> None:
     """Add ``more`` after ``writes``. A read receipt (mail set read) right after a read
     receipt joins it: the receipts of one message that meet (a run of ``MailRead``s) are one
     write, however the parts that made them were composed."""
-    if more and writes:
-        last, head = writes[-1], more[0]
-        if (
-            isinstance(head, SetMailsState)
-            and head.state is MailState.READ
-            and isinstance(last, SetMailsState)
-            and last.state is MailState.READ
-        ):
+    if not more:
+        return
+    head = more[0]
+    if type(head) is SetMailsState and head.state is MailState.READ and writes:
+        last = writes[-1]
+        if type(last) is SetMailsState and last.state is MailState.READ:
             writes[-1] = SetMailsState((*last.mail_ids, *head.mail_ids), MailState.READ)
-            writes += more[1:]
+            if len(more) > 1:
+                writes += more[1:]
             return
     writes += more
 
@@ -204,7 +203,8 @@ class Effects:
     def take(self, decided: Decided) -> None:
         """Gather what a part decided, after what is here."""
         join(self.writes, decided.writes)
-        self.effects += decided.effects
+        if decided.effects:
+            self.effects += decided.effects
 
     def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
         """An event about ``record``'s run: kept by the store, then published."""
