@@ -168,9 +168,7 @@ class SupervisorCore:
     def spawn(self, req: SpawnRequest) -> Decision:
         """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``."""
         self.effects.begin()
-        reply, admitted = self.admission.spawn(req)
-        self.effects.take(admitted)
-        return self._decided(reply)
+        return self._decided(self.effects.gather(self.admission.spawn(req)))
 
     def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
         """Admit (start or queue) or refuse many runs in one decision, in order, each by
@@ -179,8 +177,7 @@ class SupervisorCore:
         their ``SpawnReply``s in order. Why one decision: the actor writes it in one
         store transaction and its caller waits once, not once per run."""
         self.effects.begin()
-        replies, admitted = self.admission.spawn_all(reqs)
-        self.effects.take(admitted)
+        replies = self.effects.gather(self.admission.spawn_all(reqs))
         return self._decided(tuple(replies))
 
     def stop(self, req: StopRequest) -> Decision:

@@ -20,7 +20,7 @@ wherever they meet (``join``). None of them does I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -122,6 +122,9 @@ class Decision(msgspec.Struct, gc=False):
     effects: list[Effect]
 
 
+Answer = TypeVar("Answer")
+
+
 def join(writes: list[Write], more: list[Write]) -> None:
     """Add ``more`` after ``writes``. A read receipt (mail set read) right after a read
     receipt joins it: the receipts of one message that meet (a run of ``MailRead``s) are one
@@ -205,6 +208,12 @@ class Effects:
         join(self.writes, decided.writes)
         if decided.effects:
             self.effects += decided.effects
+
+    def gather(self, answered: tuple[Answer, Decided]) -> Answer:
+        """Gather what a part decided along with its answer (a reply, ids...); the answer."""
+        answer, decided = answered
+        self.take(decided)
+        return answer
 
     def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
         """An event about ``record``'s run: kept by the store, then published."""
