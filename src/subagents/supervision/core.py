@@ -184,8 +184,7 @@ class SupervisorCore:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply, stopped = self.stops.one(req)
-        self.effects.take(stopped)
+        reply = self.effects.gather(self.stops.one(req))
         self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
@@ -194,8 +193,7 @@ class SupervisorCore:
         for the outside), each with its subtree, with one reason, in one decision. The reply
         is a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply, stopped = self.requesters.stop(req)
-        self.effects.take(stopped)
+        reply = self.effects.gather(self.requesters.stop(req))
         self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
@@ -203,9 +201,7 @@ class SupervisorCore:
         """Mail: one send, or a run of consecutive ones (mostly one sender's step). The
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
-        acks, sent = self.mail.send(msgs)
-        self.effects.take(sent)
-        return self._decided(acks)
+        return self._decided(self.effects.gather(self.mail.send(msgs)))
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
@@ -228,9 +224,7 @@ class SupervisorCore:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
         the reply is the ids cancelled."""
         self.effects.begin()
-        ids, closed = close_all(self.lifecycle, reason)
-        self.effects.take(closed)
-        return self._decided(tuple(ids))
+        return self._decided(tuple(self.effects.gather(close_all(self.lifecycle, reason))))
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
@@ -400,9 +394,7 @@ class SupervisorCore:
         """Take up the orphaned runs of the store (``roots``: only these trees); the reply
         is a ``RestoreReport``."""
         self.effects.begin()
-        report, restored = self.recovery.restore(snapshot, roots)
-        self.effects.take(restored)
-        return self._decided(report)
+        return self._decided(self.effects.gather(self.recovery.restore(snapshot, roots)))
 
     def hosted(self) -> Set[str]:
         """The live runs held here (whose commands the actor claims from the store)."""
@@ -424,7 +416,7 @@ class SupervisorCore:
                     to=command.run_id,
                     content=command.content,
                 )
-                self.effects.take(self.mail.send((mail,))[1])
+                self.effects.gather(self.mail.send((mail,)))
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------
