@@ -1,15 +1,24 @@
-"""The lifecycle returns what it decides (``Decided``: writes and effects, in order) instead of
+"""The parts return what they decide (``Decided``: writes and effects, in order) instead of
 appending to the message's shared collector: a part's decision is a value its caller orders,
-and the core gathers it."""
+and the core gathers it. The lifecycle, stops, recovery, admission, the mail room's receipts
+and the run table's placements; consecutive read receipts still come to one write."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
     EventKind,
+    MailRead,
+    MailState,
+    Placed,
     RunRecord,
     RunStatus,
+    SendMail,
+    SpawnReply,
     SpawnRequest,
     StopRequest,
 )
@@ -20,9 +29,19 @@ from subagents.store.writes import (
     ReleaseLease,
     SaveOutcome,
     SaveRun,
+    SetMailsState,
 )
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.effects import DisarmDeadline, Publish, StartRun, StopAgent, Tell
+from subagents.supervision.effects import (
+    Decided,
+    DisarmDeadline,
+    Publish,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
+from subagents.supervision.limits import Limits
 from subagents.supervision.outcomes import End
 from subagents.supervision.transitions import Move
 
@@ -129,3 +148,116 @@ def test_a_restore_returns_what_it_decides() -> None:
     ]
     assert [e.record.run_id for e in decided.effects if isinstance(e, StartRun)] == ["r1"]
     assert ReleaseLease("gone") in decided.writes
+
+
+def _kinds(decided: Decided) -> tuple[list[object], list[str]]:
+    """The writes (an event as its kind) and the effects' types of ``decided``, in order."""
+    writes = [w.event.kind if isinstance(w, AppendEvent) else type(w) for w in decided.writes]
+    return writes, [type(e).__name__ for e in decided.effects]
+
+
+def test_admission_returns_the_record_events_start_and_reply_and_appends_none() -> None:
+    core, root, _ = _core()
+    core.effects.begin()
+    request = SpawnRequest(request_id="q3", agent="worker", task="t", parent_run_id=root)
+    reply, decided = core.admission.spawn(request)
+    assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
+    assert reply.error is None and not reply.queued
+    # the record kept, spawned; then the start's (lifecycle.start); the reply last
+    assert _kinds(decided) == (
+        [SaveRun, EventKind.SPAWNED, SaveRun, EventKind.STARTED],
+        ["Publish", "ArmDeadline", "StartRun", "Publish", "Tell"],
+    )
+    started = decided.effects[2]
+    assert isinstance(started, StartRun) and started.record.run_id == reply.run_id
+    assert decided.effects[-1] == Tell(root, reply)
+
+
+def test_a_queued_admission_and_refusals_return_what_they_decide() -> None:
+    specs = {"lead": AgentSpec(name="lead", description="d")}
+    limits = Limits(max_concurrency=1)
+    core = SupervisorCore(lookup=specs.get, names=lambda: list(specs), limits=limits)
+    core.effects.begin()
+    first, second, unknown = (
+        SpawnRequest(request_id=q, agent=agent, task="t")
+        for q, agent in (("q1", "lead"), ("q2", "lead"), ("q3", "nobody"))
+    )
+    replies, decided = core.admission.spawn_all([first, second, unknown])
+    assert core.effects.writes == [] and core.effects.effects == []
+    started_queued_refused = [(False, True), (True, True), (False, False)]
+    assert [(r.queued, r.error is None) for r in replies] == started_queued_refused
+    queued = [w.event for w in decided.writes if isinstance(w, AppendEvent)][-1]
+    assert queued.kind is EventKind.QUEUED and queued.data == {"position": 1}
+    # a root refused hears of it outside, and its refusal writes nothing
+    assert decided.effects[-1] == TellOutside(replies[2])
+    refused, told = core.admission.spawn(SpawnRequest(request_id="q4", agent="x", task="t"))
+    assert told.writes == [] and told.effects == [TellOutside(refused)]
+    assert isinstance(refused, SpawnReply) and refused.error is not None
+
+
+def test_a_read_receipt_returns_its_write_and_consecutive_ones_are_one() -> None:
+    core, root, child = _core()
+    sender = core.runs.get(root)
+    assert sender is not None
+    sent = [SendMail(request_id=q, sender=root, to=child, content=q) for q in ("a", "b", "c")]
+    acks = core.send_mails(sent).reply
+    a, b, c = (ack.mail_id for ack in acks)
+    core.effects.begin()
+    decided = core.mail.read(child, (a,))
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert decided.writes == [SetMailsState((a,), MailState.READ)] and decided.effects == []
+    state = core.runs.get(child)
+    assert state is not None and list(state.inbox) == [b, c]  # read: out of the inbox
+    assert not core.mail.read(child, ()).writes  # no receipt, no write
+    # two receipts of one message: one write, as they were before the parts returned them
+    receipts = (MailRead(run_id=child, mail_ids=(b,)), MailRead(run_id=child, mail_ids=(c,)))
+    assert core.mail_reads(receipts).writes == [SetMailsState((b, c), MailState.READ)]
+
+
+def test_receipts_join_only_a_receipt_before_them() -> None:
+    read_a, read_b = (SetMailsState((m,), MailState.READ) for m in ("a", "b"))
+    dead = SetMailsState(("d",), MailState.DEAD)
+    first, then = Decided(), Decided()
+    first.writes += [dead, read_a]
+    then.writes += [read_b, dead, read_a]
+    assert first.add(then).writes == [
+        dead,
+        SetMailsState(("a", "b"), MailState.READ),
+        dead,
+        read_a,
+    ]
+    after_dead = Decided()
+    after_dead.writes.append(dead)
+    assert after_dead.add(then).writes == [dead, read_b, dead, read_a]
+
+
+def test_a_placement_returns_its_record_write_and_event() -> None:
+    core, _, child = _core()
+    state = core.runs.get(child)
+    assert state is not None
+    core.effects.begin()
+    here = Placed(run_id=child, attempt=state.attempt, node="n1", address="10.0.0.1")
+    decided = core.runs.placed(here, lambda: 7.0)
+    assert core.effects.writes == [] and core.effects.effects == []
+    assert state.record.node == "n1"
+    saved, appended = decided.writes
+    assert saved == SaveRun(state.record)
+    assert isinstance(appended, AppendEvent) and appended.event.kind is EventKind.PLACED
+    assert appended.event.ts == 7.0 and appended.event.data["address"] == "10.0.0.1"
+    assert decided.effects == [Publish(appended.event)]
+    again = core.runs.placed(here, lambda: 8.0)  # the same node: only the event
+    assert [type(w) for w in again.writes] == [AppendEvent] and len(again.effects) == 1
+    stale = Placed(run_id=child, attempt=state.attempt + 1, node="n2")
+    dropped = core.runs.placed(stale, lambda: 9.0)
+    assert dropped.writes == [] and dropped.effects == [] and state.record.node == "n1"
+
+
+def test_only_the_core_holds_the_collector() -> None:
+    # a part given the message's Effects could append to it again: none is, none imports it
+    supervision = Path(__file__).resolve().parents[2] / "src" / "subagents" / "supervision"
+    holders = sorted(
+        p.name
+        for p in supervision.glob("*.py")
+        if re.search(r"\bEffects\b", p.read_text(encoding="utf-8"))
+    )
+    assert holders == ["core.py", "effects.py"]

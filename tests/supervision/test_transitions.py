@@ -14,7 +14,6 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import TERMINAL_STATUSES, RunFinished, RunRecord, RunStatus, SpawnRequest
 from subagents.store.writes import SaveRun
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.effects import Effects
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.transitions import (
     LIFECYCLE,
@@ -57,13 +56,13 @@ def test_the_status_pairs_the_table_connects() -> None:
     assert {pair for pair in every if allowed(*pair)} == pairs
 
 
-def _table_with(status: RunStatus) -> tuple[RunTable, RunState, Effects]:
-    effects = Effects(lambda: 1.0)
-    runs = RunTable(effects)
+def _table_with(status: RunStatus) -> tuple[RunTable, RunState]:
+    """A run table (it holds no collector: a change's write is returned) with one run."""
+    runs = RunTable()
     record = RunRecord(run_id="r1", agent="a", task="t", root_run_id="r1", status=status)
     state = RunState(record=record, spec=AgentSpec(name="a", description="d"), request_id=None)
     runs.add(state)
-    return runs, state, effects
+    return runs, state
 
 
 @pytest.mark.parametrize("status", list(RunStatus), ids=str)
@@ -71,19 +70,17 @@ def _table_with(status: RunStatus) -> tuple[RunTable, RunState, Effects]:
 def test_fire_moves_as_the_table_says_or_raises_with_nothing_written(
     status: RunStatus, move: Move
 ) -> None:
-    runs, state, effects = _table_with(status)
+    runs, state = _table_with(status)
     new = EXPECTED.get((status, move))
     if new is None:
         with pytest.raises(IllegalTransition, match=f"run r1: {move} from {status}"):
             runs.fire(state, move, steps=7)
         assert state.record.status is status and state.record.steps == 0
-        assert effects.writes == []
         assert (runs.live("r1") is None) is status.terminal
         return
     write = runs.fire(state, move, steps=7)
     assert state.record.status is new and state.record.steps == 7
     assert write == SaveRun(state.record)  # one write, status and changes, for the caller
-    assert effects.writes == []  # returned, not appended to the message's collector
     assert ("r1" in runs.hosted()) is not new.terminal
 
 
@@ -105,10 +102,10 @@ def test_every_move_is_made_by_the_supervisor() -> None:
 
 
 def test_a_status_is_never_set_by_update() -> None:
-    runs, state, effects = _table_with(R)
+    runs, state = _table_with(R)
     with pytest.raises(ValueError, match="only by a move of the lifecycle table"):
         runs.update(state, status=C)
-    assert state.record.status is R and effects.writes == []
+    assert state.record.status is R
 
 
 def test_the_core_refuses_an_illegal_move_before_anything_is_written() -> None:

@@ -11,7 +11,7 @@ queue is at its bound. Rules refuse; concurrency limits queue.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from subagents.definitions.spec import AgentSpec
@@ -24,9 +24,10 @@ from subagents.messages import (
     SpawnRequest,
     new_id,
 )
+from subagents.store.writes import SaveRun
 from subagents.supervision.admission_checks import Proposal, refusal_of
 from subagents.supervision.ceilings import child_ceiling, narrowed, root_ceiling
-from subagents.supervision.effects import Effects, Tell, TellOutside
+from subagents.supervision.effects import Decided, Tell, TellOutside
 from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -49,7 +50,7 @@ class Admission:
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
+        now: Callable[[], float],
         lifecycle: Lifecycle,
         policies: PolicyBook,
         slots: SlotPool,
@@ -63,7 +64,7 @@ class Admission:
         runtime_mode: str | None = None,
     ) -> None:
         self.runs = runs
-        self.effects = effects
+        self.now = now
         self.lifecycle = lifecycle
         self.policies = policies
         self.slots = slots
@@ -78,11 +79,23 @@ class Admission:
         self.runtime_mode = runtime_mode
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
 
-    def spawn(self, req: SpawnRequest) -> SpawnReply:
-        """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
-        and a refusal to the outside (a root run told, not asked, hears of it so)."""
+    def spawn_all(self, reqs: Sequence[SpawnRequest]) -> tuple[list[SpawnReply], Decided]:
+        """``spawn`` each of ``reqs`` in order (a run admitted earlier counts against the
+        limits of the later ones): their replies, and what admitting them comes to."""
+        decided = Decided()
+        replies: list[SpawnReply] = []
+        for req in reqs:
+            reply, admitted = self.spawn(req)
+            replies.append(reply)
+            decided.add(admitted)
+        return replies, decided
+
+    def spawn(self, req: SpawnRequest) -> tuple[SpawnReply, Decided]:
+        """Admit (start or queue) or refuse a run: the reply, and what admitting it comes to.
+        The reply goes to a requesting run too, and a refusal to the outside (a root run
+        told, not asked, hears of it so)."""
         try:
-            run_id = self.admit(req)
+            run_id, decided = self.admit(req)
             state = self.runs.get(run_id)
             assert state is not None
             reply = SpawnReply(
@@ -91,6 +104,7 @@ class Admission:
                 queued=state.record.status is RunStatus.QUEUED,
             )
         except AdmissionError as exc:
+            decided = Decided()
             reply = SpawnReply(request_id=req.request_id, error=str(exc))
             log.info(
                 "spawn refused",
@@ -99,16 +113,18 @@ class Admission:
                 reason=str(exc),
             )
             if req.parent_run_id is None:
-                self.effects.effects.append(TellOutside(reply))
+                decided.effects.append(TellOutside(reply))
         if req.parent_run_id is not None:
-            self.effects.effects.append(Tell(req.parent_run_id, reply))
-        return reply
+            decided.effects.append(Tell(req.parent_run_id, reply))
+        return reply, decided
 
-    def admit(self, req: SpawnRequest) -> str:
-        """Admit ``req`` (the run id), or raise ``AdmissionError`` naming the refusal."""
+    def admit(self, req: SpawnRequest) -> tuple[str, Decided]:
+        """Admit ``req``: the run id and what admitting it comes to (its record kept, its
+        events, its start if a slot is free); or raise ``AdmissionError`` naming the
+        refusal, with nothing decided."""
         spec, parent = self._proposed(req)
         key = self.parking.slot_key(spec, parent)
-        now = self.effects.now()
+        now = self.now()
         run_id = req.run_id or new_id("r", now)
         try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
             policy_fields = self.policies.admit(req, spec, parent, run_id)
@@ -126,17 +142,18 @@ class Admission:
         state.checkpoint = self.policies.seed(run_id)
         self.runs.add(state)
         self.runs.admitted(state)
-        self.runs.keep(state)
+        decided = Decided()
+        decided.writes.append(SaveRun(record))
         narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
-        extra = {"permissions": narrowing} if narrowing is not None else {}
-        self.runs.emit(
-            state, EventKind.SPAWNED, task=req.task[:200], background=req.background, **extra
-        )
+        data: dict[str, Any] = {"task": req.task[:200], "background": req.background}
+        if narrowing is not None:
+            data["permissions"] = narrowing
+        decided.event(EventKind.SPAWNED, record, self.now(), data)
         if starts_now:
-            self.effects.take(self.lifecycle.start(state))
+            decided.add(self.lifecycle.start(state))
         else:
-            self.runs.emit(state, EventKind.QUEUED, position=position)
-        return run_id
+            decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
+        return run_id, decided
 
     def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
         """The definition and the live requester ``req`` names, once every check passed."""

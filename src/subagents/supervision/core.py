@@ -8,7 +8,7 @@ OS. The clocks are injected; the reads it needs are given to it (a restore's sna
 mail a restarted run sent, and ``read_run``: the record of a run it does not hold).
 
 It is composed of parts, one concept each; each returns what it decides (``Decided``), which
-the core gathers into the message's ``Effects`` (admission still appends: ``effects``):
+the core alone gathers into the message's ``Effects``:
 
 - ``runs`` (``runs.RunTable``): the runs in memory, their tree, their status changes
   (each a move looked up in the lifecycle table, ``transitions``);
@@ -110,7 +110,7 @@ class SupervisorCore:
         says whether it is alive. Given by the Runtime (``host:pid:nonce``)."""
         self.read_run = read_run
         self.effects = Effects(now)
-        self.runs = RunTable(self.effects)
+        self.runs = RunTable()
         self.slots = SlotPool(
             global_limit=self.limits.max_concurrency,
             per_tier=self.limits.per_tier,
@@ -118,7 +118,7 @@ class SupervisorCore:
         )
         self.policies = PolicyBook(self.runs, self.limits, clock, rng)
         self.parking = Parking(self.runs, now, self.slots, self.policies, self.limits)
-        self.mail = MailRoom(self.runs, self.effects, read_run, self.limits)
+        self.mail = MailRoom(self.runs, now, read_run, self.limits)
         self.lifecycle = Lifecycle(
             self.runs,
             now,
@@ -131,7 +131,7 @@ class SupervisorCore:
         )
         self.admission = Admission(
             self.runs,
-            self.effects,
+            now,
             self.lifecycle,
             self.policies,
             self.slots,
@@ -170,7 +170,7 @@ class SupervisorCore:
     def spawn(self, req: SpawnRequest) -> Decision:
         """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``."""
         self.effects.begin()
-        return self._decided(self.admission.spawn(req))
+        return self._decided(self.effects.gather(self.admission.spawn(req)))
 
     def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
         """Admit (start or queue) or refuse many runs in one decision, in order, each by
@@ -179,15 +179,14 @@ class SupervisorCore:
         their ``SpawnReply``s in order. Why one decision: the actor writes it in one
         store transaction and its caller waits once, not once per run."""
         self.effects.begin()
-        spawn = self.admission.spawn
-        return self._decided(tuple([spawn(req) for req in reqs]))
+        replies = self.effects.gather(self.admission.spawn_all(reqs))
+        return self._decided(tuple(replies))
 
     def stop(self, req: StopRequest) -> Decision:
         """Stop a run and its subtree; a run may only stop its own descendants. The reply is
         a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply, stopped = self.stops.one(req)
-        self.effects.take(stopped)
+        reply = self.effects.gather(self.stops.one(req))
         self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
@@ -196,8 +195,7 @@ class SupervisorCore:
         for the outside), each with its subtree, with one reason, in one decision. The reply
         is a ``StopReply`` (also told to a requesting run)."""
         self.effects.begin()
-        reply, stopped = self.requesters.stop(req)
-        self.effects.take(stopped)
+        reply = self.effects.gather(self.requesters.stop(req))
         self.effects.take(self.stops.answer(req, reply))
         return self._decided(reply)
 
@@ -205,15 +203,13 @@ class SupervisorCore:
         """Mail: one send, or a run of consecutive ones (mostly one sender's step). The
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
-        acks, sent = self.mail.send(msgs)
-        self.effects.take(sent)
-        return self._decided(acks)
+        return self._decided(self.effects.gather(self.mail.send(msgs)))
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
         self.effects.begin()
         for msg in msgs:
-            self.mail.read(msg.run_id, msg.mail_ids)
+            self.effects.take(self.mail.read(msg.run_id, msg.mail_ids))
         return self._decided()
 
     def journal(self, msg: Journal) -> Decision:
@@ -223,16 +219,14 @@ class SupervisorCore:
         self.effects.begin()
         if msg.entries and self.runs.reporting(msg.run_id, msg.attempt) is not None:
             self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
-        self.mail.read(msg.run_id, msg.read_mail)  # an earlier start's entries are void
+        self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
         the reply is the ids cancelled."""
         self.effects.begin()
-        ids, closed = close_all(self.lifecycle, reason)
-        self.effects.take(closed)
-        return self._decided(tuple(ids))
+        return self._decided(tuple(self.effects.gather(close_all(self.lifecycle, reason))))
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
@@ -263,7 +257,7 @@ class SupervisorCore:
             if msg.checkpoint is not None:
                 state.checkpoint = state.saved = msg.checkpoint
                 self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
-            self.mail.read(msg.run_id, msg.read_mail)
+            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
             data = {
                 "step": msg.step,
                 "input_tokens": msg.usage.total_input_tokens,
@@ -284,7 +278,7 @@ class SupervisorCore:
             delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
             if (write := state.add_to_checkpoint(delta)) is not None:
                 self.effects.writes.append(write)
-            self.mail.read(msg.run_id, msg.read_mail)
+            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
         return self._decided()
 
     def tool_starting(self, msg: ToolStarting) -> Decision:
@@ -393,7 +387,7 @@ class SupervisorCore:
     def placed(self, message: Placed) -> Decision:
         """A cluster placed a run's start on a node (``Placed``): recorded, not decided."""
         self.effects.begin()
-        self.runs.placed(message.run_id, message.attempt, message.node, message.address)
+        self.effects.take(self.runs.placed(message, self.effects.now))
         return self._decided()
 
     # ---- the store's side: restore and commands --------------------------------------------
@@ -402,9 +396,7 @@ class SupervisorCore:
         """Take up the orphaned runs of the store (``roots``: only these trees); the reply
         is a ``RestoreReport``."""
         self.effects.begin()
-        report, restored = self.recovery.restore(snapshot, roots)
-        self.effects.take(restored)
-        return self._decided(report)
+        return self._decided(self.effects.gather(self.recovery.restore(snapshot, roots)))
 
     def hosted(self) -> Set[str]:
         """The live runs held here (whose commands the actor claims from the store)."""
@@ -426,7 +418,7 @@ class SupervisorCore:
                     to=command.run_id,
                     content=command.content,
                 )
-                self.effects.take(self.mail.send((mail,))[1])
+                self.effects.gather(self.mail.send((mail,)))
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------

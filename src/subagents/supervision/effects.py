@@ -8,20 +8,19 @@ A decision produces two lists, in order:
   armed, an event published, an outcome handed to the outside. The actor carries them out
   only once the writes are committed, so nothing is acknowledged before it is durable.
 
-A part returns what it decides as a ``Decided`` (its writes and effects, in order): the
-lifecycle, closing, recovery, stops, requesters, parking, the mail room's sending, hand-over,
-notices and dead letters, and the run table's changes (``fire``/``update``: the ``SaveRun``
-write). The caller composes the ones it asks for in the order it decides, and the core
-gathers them into the message's ``Effects`` collector (``Effects.take``). What still appends
-into the collector directly: admission (``admission.py``, with the run table's ``keep`` and
-``emit``), and the mail room's ``read`` (it merges consecutive receipts into the write before
-it). None of them does I/O.
+Every part returns what it decides as a ``Decided`` (its writes and effects, in order):
+admission, the lifecycle, closing, recovery, stops, requesters, parking, the mail room (its
+sending, receipts, hand-over, notices and dead letters), and the run table's changes
+(``fire``/``update``: the ``SaveRun`` write; ``placed``). The caller composes the ones it
+asks for in the order it decides, and only the core holds the message's ``Effects``
+collector, gathering them into it (``Effects.take``). Consecutive read receipts are one write
+wherever they meet (``join``). None of them does I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -34,11 +33,12 @@ from subagents.messages import (
     EventKind,
     Mail,
     MailAck,
+    MailState,
     Replay,
     RunRecord,
     SpawnReply,
 )
-from subagents.store.writes import AppendEvent, Write
+from subagents.store.writes import AppendEvent, SetMailsState, Write
 from subagents.supervision.admission_checks import Standing
 
 
@@ -122,6 +122,26 @@ class Decision(msgspec.Struct, gc=False):
     effects: list[Effect]
 
 
+Answer = TypeVar("Answer")
+
+
+def join(writes: list[Write], more: list[Write]) -> None:
+    """Add ``more`` after ``writes``. A read receipt (mail set read) right after a read
+    receipt joins it: the receipts of one message that meet (a run of ``MailRead``s) are one
+    write, however the parts that made them were composed."""
+    if not more:
+        return
+    head = more[0]
+    if type(head) is SetMailsState and head.state is MailState.READ and writes:
+        last = writes[-1]
+        if type(last) is SetMailsState and last.state is MailState.READ:
+            writes[-1] = SetMailsState((*last.mail_ids, *head.mail_ids), MailState.READ)
+            if len(more) > 1:
+                writes += more[1:]
+            return
+    writes += more
+
+
 def event_of(kind: EventKind, record: RunRecord, ts: float, data: dict[str, Any]) -> Event:
     """An event about ``record``'s run at ``ts``."""
     return Event(
@@ -149,7 +169,7 @@ class Decided:
 
     def add(self, other: Decided) -> Decided:
         """``other`` follows what is here; self, to chain."""
-        self.writes += other.writes
+        join(self.writes, other.writes)
         self.effects += other.effects
         return self
 
@@ -163,9 +183,10 @@ class Decided:
 class Effects:
     """The writes and effects of the message being decided, in the order they were made.
 
-    The core's: ``begin`` starts a message, ``take`` gathers what its parts decided, and
-    ``decision`` ends it (the parts named in the module's docstring still append to it).
-    ``now`` is the injected wall clock, read once per event.
+    The core's alone (no part is given it): ``begin`` starts a message, ``take`` gathers
+    what its parts decided, and ``decision`` ends it; the core adds its own few writes and
+    events (a step's, a tool call's) between. ``now`` is the injected wall clock, read once
+    per event.
     """
 
     __slots__ = ("effects", "now", "writes")
@@ -184,8 +205,15 @@ class Effects:
 
     def take(self, decided: Decided) -> None:
         """Gather what a part decided, after what is here."""
-        self.writes += decided.writes
-        self.effects += decided.effects
+        join(self.writes, decided.writes)
+        if decided.effects:
+            self.effects += decided.effects
+
+    def gather(self, answered: tuple[Answer, Decided]) -> Answer:
+        """Gather what a part decided along with its answer (a reply, ids...); the answer."""
+        answer, decided = answered
+        self.take(decided)
+        return answer
 
     def event(self, kind: EventKind, record: RunRecord, data: dict[str, Any]) -> None:
         """An event about ``record``'s run: kept by the store, then published."""

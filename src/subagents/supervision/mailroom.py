@@ -33,7 +33,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.writes import PostCommand, SaveMails, SetMailsState
-from subagents.supervision.effects import Decided, Effects, Tell
+from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
@@ -52,12 +52,13 @@ class MailRoom:
     def __init__(
         self,
         runs: RunTable,
-        effects: Effects,
+        now: Callable[[], float],
         read_run: Callable[[str], RunRecord | None],
         limits: Limits,
     ) -> None:
         self.runs = runs
-        self.effects = effects
+        self.now = now
+        """The wall clock (mail ids, sent times, events)."""
         self.limits = limits
         self.read_run = read_run
         """The record of a run this core does not hold (ended and forgotten, or hosted by
@@ -74,7 +75,7 @@ class MailRoom:
 
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
-        post = MailPost(self.effects.now())
+        post = MailPost(self.now())
         out = Decided()
         acks: list[MailAck] = []
         dests: dict[str, Destination] = {}
@@ -131,7 +132,7 @@ class MailRoom:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
         dead letter returned): recorded and delivered as any mail, acknowledged to nobody."""
         decided = Decided()
-        now = self.effects.now()
+        now = self.now()
         mail = Mail(
             mail_id=new_id("m", now),
             sender=sender.run_id,
@@ -166,7 +167,7 @@ class MailRoom:
             return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
         if sender is not None:  # each dead letter is an error its sender hears of
             data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
-            decided.event(EventKind.DEAD_LETTER, sender.record, self.effects.now(), data)
+            decided.event(EventKind.DEAD_LETTER, sender.record, self.now(), data)
         status = record.status if record is not None else "unknown"
         return MailAck(
             request_id=request_id,
@@ -195,7 +196,7 @@ class MailRoom:
                 error=f"run {recipient} is hosted by another runtime ({owner})",
             )
         decided.writes.append(PostCommand("send", recipient, content))
-        command = new_id("command-", self.effects.now())
+        command = new_id("command-", self.now())
         return MailAck(request_id=request_id, mail_id=command, recipient=recipient)
 
     def _record(self, post: MailPost, decided: Decided) -> None:
@@ -224,12 +225,12 @@ class MailRoom:
         sender_state = self.runs.get(sender)
         if sender_state is not None:
             data = mail_event_data(mail_ids, "recipient", recipient)
-            decided.event(EventKind.MAIL_SENT, sender_state.record, self.effects.now(), data)
+            decided.event(EventKind.MAIL_SENT, sender_state.record, self.now(), data)
         if delivered:
             target = self.runs.get(recipient)
             assert target is not None
             data = mail_event_data(mail_ids, "sender", sender)
-            decided.event(EventKind.MAIL_DELIVERED, target.record, self.effects.now(), data)
+            decided.event(EventKind.MAIL_DELIVERED, target.record, self.now(), data)
 
     # ---- addressing ------------------------------------------------------------------------
 
@@ -301,23 +302,21 @@ class MailRoom:
 
     # ---- receipts, hand-over, dead letters -------------------------------------------------
 
-    def read(self, run_id: str, mail_ids: Sequence[str]) -> None:
+    def read(self, run_id: str, mail_ids: Sequence[str]) -> Decided:
         """``run_id`` has read ``mail_ids`` (the one receipt: a ``MailRead``, or the mail a
-        step or a tool result showed the model): out of its inbox, read in the store.
-        Consecutive receipts of one message are one write."""
+        step or a tool result showed the model): out of its inbox, and the write that marks
+        them read in the store. Consecutive receipts of one message are one write: the
+        caller's gathering joins them (``effects.join``)."""
+        decided = Decided()
         if not mail_ids:
-            return
+            return decided
         state = self.runs.get(run_id)
         if state is not None:
             inbox = state.inbox
             for mail_id in mail_ids:
                 inbox.pop(mail_id, None)
-        writes = self.effects.writes
-        last = writes[-1] if writes else None
-        if type(last) is SetMailsState and last.state is MailState.READ:
-            writes[-1] = SetMailsState((*last.mail_ids, *mail_ids), MailState.READ)
-        else:
-            writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        return decided
 
     def hand_over(self, state: RunState) -> tuple[tuple[Mail, ...], Decided]:
         """The unread mail a starting run is handed: what waited for it while it was queued
@@ -333,7 +332,7 @@ class MailRoom:
                 accepted.append(mail.mail_id)
                 mail = msgspec.structs.replace(mail, state=MailState.DELIVERED)
                 data = {"mail_id": mail.mail_id, "sender": mail.sender}
-                decided.event(EventKind.MAIL_DELIVERED, state.record, self.effects.now(), data)
+                decided.event(EventKind.MAIL_DELIVERED, state.record, self.now(), data)
             mails.append(mail)
         if accepted:
             decided.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
@@ -353,7 +352,7 @@ class MailRoom:
         for mail_id in leftover:
             mail = inbox[mail_id]
             data = {"mail_id": mail_id, "sender": mail.sender}
-            decided.event(EventKind.DEAD_LETTER, record, self.effects.now(), data)
+            decided.event(EventKind.DEAD_LETTER, record, self.now(), data)
             if self.runs.live(mail.sender) is not None:
                 notice = self.notify(
                     state,

@@ -9,7 +9,7 @@ memory follows the live runs, not the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +22,12 @@ from subagents.messages import (
     EventKind,
     JournalEntry,
     Mail,
+    Placed,
     RunRecord,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
-from subagents.supervision.effects import Effects
+from subagents.supervision.effects import Decided
 from subagents.supervision.spawn_rules import DepthBound
 from subagents.supervision.transitions import Move, next_status
 from subagents.supervision.tree import RunTree
@@ -95,8 +96,7 @@ class RunState:
 class RunTable:
     """The runs in memory by id, their tree, and the one way to change a run's record."""
 
-    def __init__(self, effects: Effects) -> None:
-        self.effects = effects
+    def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
         self.tree = RunTree()
         self.generation = 0
@@ -221,23 +221,20 @@ class RunTable:
             self._live.add(state.run_id)
         return SaveRun(state.record)
 
-    def keep(self, state: RunState) -> None:
-        """Have the store keep ``state``'s record as it is (a new or adopted run), in the
-        message's collector (as ``emit``: admission's and recovery's way)."""
-        self.effects.writes.append(SaveRun(state.record))
-
-    def placed(self, run_id: str, attempt: int, node: str, address: str) -> None:
-        """The start ``attempt`` of ``run_id`` was placed on the cluster node ``node``: on its
-        record, and an event. Word about an earlier start, or an ended run, is dropped."""
-        state = self.reporting(run_id, attempt)
+    def placed(self, message: Placed, now: Callable[[], float]) -> Decided:
+        """A cluster placed the start ``message.attempt`` of its run on ``message.node``: on
+        the run's record, and an event (at ``now()``). Word about an earlier start, or an
+        ended run, is dropped (nothing decided)."""
+        decided = Decided()
+        node, address, attempt = message.node, message.address, message.attempt
+        state = self.reporting(message.run_id, attempt)
         if state is None:
-            return
+            return decided
         if state.record.node != node:
-            self.effects.writes.append(self.update(state, node=node))
-        self.emit(state, EventKind.PLACED, node=node, address=address, attempt=attempt)
-
-    def emit(self, state: RunState, kind: EventKind, **data: Any) -> None:
-        self.effects.event(kind, state.record, data)
+            decided.writes.append(self.update(state, node=node))
+        data = {"node": node, "address": address, "attempt": attempt}
+        decided.event(EventKind.PLACED, state.record, now(), data)
+        return decided
 
     def ended(self, state: RunState) -> None:
         """``state`` has just ended: addresses may resolve differently; a root's tree can
