@@ -22,7 +22,7 @@ import msgspec
 
 from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
-from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
+from subagents.definitions.spawn_grant import SpawnGrant, SpawnSettingError
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import validate
 from subagents.logs import get_logger
@@ -431,7 +431,7 @@ class Catalog:
     def check_type_restriction(self, parent: str, child: str) -> str | None:
         """None if ``parent`` may spawn ``child``, else the reason it may not.
 
-        Both must exist; then the spawn rules of ``definitions.spawning`` (the same ones the
+        Both must exist; then the spawn rules of ``definitions.spawn_grant`` (the same ones the
         runtime applies at admission and when it offers the spawn tool): the spawn tool in
         ``tools`` / ``disallowedTools`` (``Agent(name)`` included), no self-spawn without
         ``allowSelfSpawn``, ``allowedChildTypes``. Depth needs a run, so it is not checked here.
