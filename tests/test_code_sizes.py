@@ -43,7 +43,6 @@ LONG_FUNCTIONS_OWNED_ELSEWHERE: dict[str, str] = {
 LONG_MODULES: dict[str, str] = {
     "behaviour/function.py": "unassigned: the function-agent context and its journal",
     "tools/shellwords.py": "unassigned: the shell-word reader and its command rules",
-    "definitions/catalog.py": "unassigned: the catalog and its reloads",
 }
 
 # The modules directly under src/subagents/: the public face and the few every layer uses
