@@ -40,9 +40,7 @@ LONG_FUNCTIONS_OWNED_ELSEWHERE: dict[str, str] = {
 }
 
 # Modules over MAX_MODULE_LINES today.
-LONG_MODULES: dict[str, str] = {
-    "behaviour/function.py": "unassigned: the function-agent context and its journal",
-}
+LONG_MODULES: dict[str, str] = {}
 
 # The modules directly under src/subagents/: the public face and the few every layer uses
 # (issue 27 item 1: the runtime's modules are in runtime/, the messages in messages/). A new
