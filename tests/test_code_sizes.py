@@ -31,8 +31,6 @@ MAX_FUNCTION_LINES = 60
 # Functions over MAX_FUNCTION_LINES today, each in the area of the engineer (issue 27) who is
 # rewriting that code; the lead removes an entry when that branch lands.
 LONG_FUNCTIONS_OWNED_ELSEWHERE: dict[str, str] = {
-    # item 1 (e-house): runtime.py moves into the runtime/ package
-    "runtime/_runtime.py::Runtime.__init__": "unassigned: split the argument checks",
     # item 3 (e-admit): admission as a pipeline of small checks
     # items 3 and 4 (e-admit, e-lifecycle): the core's parts change shape
     "supervision/core.py::SupervisorCore.__init__": "issue 27 items 3, 4 (e-admit, e-lifecycle)",
@@ -42,11 +40,7 @@ LONG_FUNCTIONS_OWNED_ELSEWHERE: dict[str, str] = {
 }
 
 # Modules over MAX_MODULE_LINES today.
-LONG_MODULES: dict[str, str] = {
-    "behaviour/function.py": "unassigned: the function-agent context and its journal",
-    "tools/shellwords.py": "unassigned: the shell-word reader and its command rules",
-    "definitions/catalog.py": "unassigned: the catalog and its reloads",
-}
+LONG_MODULES: dict[str, str] = {}
 
 # The modules directly under src/subagents/: the public face and the few every layer uses
 # (issue 27 item 1: the runtime's modules are in runtime/, the messages in messages/). A new

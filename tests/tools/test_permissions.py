@@ -11,8 +11,9 @@ from subagents.definitions.spec import AgentSpec
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.modes import MODES
 from subagents.tools.permissions import PermissionPolicy, Permissions
+from subagents.tools.read_only_commands import is_read_only
 from subagents.tools.rules import Rule, RuleError
-from subagents.tools.shellwords import is_read_only, parse
+from subagents.tools.shellwords import parse
 
 TOOLS = builtin_tools()
 ROOT = Path("/work/project")

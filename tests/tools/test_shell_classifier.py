@@ -11,7 +11,9 @@ import pytest
 from subagents.definitions.spec import AgentSpec
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.permissions import PermissionPolicy, Permissions
-from subagents.tools.shellwords import commands_run, is_read_only, parse
+from subagents.tools.programs_run import commands_run
+from subagents.tools.read_only_commands import is_read_only
+from subagents.tools.shellwords import parse
 
 BASH = builtin_tools()["Bash"]
 ROOT = Path("/work/project")

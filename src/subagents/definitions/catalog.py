@@ -1,7 +1,7 @@
 """Catalog: the registry's logic as a plain class (no threads), so it is unit tested directly.
 
 The registry actor (``subagents.actors.registry``) is a thin shell around one ``Catalog``: each
-message calls one method here. Keeping the decisions (lookup, matching, groups, teams, type
+message calls one method here. Keeping the decisions (lookup, groups, teams, type
 restrictions, reload bookkeeping) in a plain class is what lets them be tested without threads
 and hosted by another actor backend later.
 
@@ -13,16 +13,19 @@ frozen, and every collection handed out is a tuple or a freshly built dict.
 from __future__ import annotations
 
 import difflib
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
+from subagents.definitions.agent_matching import AgentRanking, in_category
+from subagents.definitions.agent_matching import Requirements as Requirements  # re-exported
+from subagents.definitions.agent_matching import Scored as Scored  # re-exported
+from subagents.definitions.agent_matching import priority_rank as priority_rank  # re-exported
 from subagents.definitions.discovery import Changes as Changes  # re-exported: what subscribers get
 from subagents.definitions.errors import DefinitionError, LoadIssue
-from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
+from subagents.definitions.spawn_grant import SpawnGrant, SpawnSettingError
 from subagents.definitions.spec import AgentSpec, Level
 from subagents.definitions.validate import validate
 from subagents.logs import get_logger
@@ -68,24 +71,6 @@ class UnknownGroupError(UnknownAgentError):
 # ---------------------------------------------------------------------------------------------
 # Values handed to callers
 # ---------------------------------------------------------------------------------------------
-
-
-class Requirements(msgspec.Struct, frozen=True, kw_only=True):
-    """What a caller wants from an agent; every field is optional (see ``Catalog.rank``)."""
-
-    type: str | None = None
-    tier: int | None = None
-    capabilities: tuple[str, ...] = ()
-    category: str | None = None
-    text: str | None = None
-
-
-class Scored(msgspec.Struct, frozen=True):
-    """One candidate of ``Catalog.rank``: the spec, its score, and why it scored that."""
-
-    spec: AgentSpec
-    score: float
-    reasons: tuple[str, ...] = ()
 
 
 class Group(msgspec.Struct, frozen=True):
@@ -149,69 +134,6 @@ Subscriber = Callable[[Changes], None]
 
 
 # ---------------------------------------------------------------------------------------------
-# Matching helpers
-# ---------------------------------------------------------------------------------------------
-
-_WORD = re.compile(r"[a-z0-9]+")
-# fmt: off
-_STOPWORDS = frozenset({
-    "the", "and", "for", "with", "that", "this", "from", "into", "when", "use", "you", "your",
-    "are", "can", "not", "any", "all", "who", "what", "will", "its", "has", "have", "our",
-    "should", "must", "may", "also", "then", "than", "them", "they", "agent", "agents", "task",
-    "tasks",
-})
-# fmt: on
-_PRIORITY_WORDS = {"critical": 4, "highest": 4, "high": 3, "medium": 2, "normal": 2, "low": 1}
-
-# Weights of ``Catalog.rank`` (documented there).
-W_TYPE = 8.0
-W_CAPABILITY = 3.0
-W_CATEGORY = 3.0
-W_TIER = 2.0
-W_NAME_WORD = 2.0
-W_DESCRIPTION_WORD = 1.0
-STEM = 4  # shortest shared prefix that counts as the same word
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOPWORDS}
-
-
-class _Vocabulary:
-    """A text's words plus their prefixes of 4+ letters, so a stem match is a set lookup."""
-
-    __slots__ = ("prefixes", "words")
-
-    def __init__(self, text: str) -> None:
-        self.words = _words(text)
-        self.prefixes = {w[:i] for w in self.words for i in range(STEM, len(w))}
-
-    def has(self, word: str) -> bool:
-        """Exact word, or a shared stem of 4+ letters ("review" ~ "reviewer", "tests" ~ "test")."""
-        if word in self.words or word in self.prefixes:
-            return True
-        return any(word[:i] in self.words for i in range(STEM, len(word)))
-
-
-def priority_rank(priority: int | str | None) -> int:
-    """Priority as a number, higher = preferred: ints as given, words critical>high>medium>low."""
-    if priority is None:
-        return 0
-    if isinstance(priority, int):
-        return priority
-    text = priority.strip().lower()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    return _PRIORITY_WORDS.get(text, 0)
-
-
-def _in_category(spec: AgentSpec, category: str) -> bool:
-    wanted = category.strip("/").lower()
-    have = spec.category.strip("/").lower()
-    return have == wanted or have.startswith(wanted + "/")
-
-
-# ---------------------------------------------------------------------------------------------
 # The catalog
 # ---------------------------------------------------------------------------------------------
 
@@ -249,7 +171,7 @@ class Catalog:
         self._groups: dict[str, tuple[str, ...]] = {}
         self._subscribers: dict[int, Subscriber] = {}
         self._next_token = 0
-        self._word_cache: dict[str, tuple[AgentSpec, _Vocabulary, _Vocabulary]] = {}
+        self._ranking = AgentRanking()
         if loader is not None:
             for spec in specs:
                 loader.register(spec)
@@ -302,7 +224,7 @@ class Catalog:
 
     def by_category(self, category: str) -> tuple[AgentSpec, ...]:
         """Definitions whose category is ``category`` or nested under it (``"a"`` has ``"a/b"``)."""
-        return tuple(s for s in self.list() if _in_category(s, category))
+        return tuple(s for s in self.list() if in_category(s, category))
 
     def issues(self) -> tuple[LoadIssue, ...]:
         """The loader's issues from the last load or reload."""
@@ -320,72 +242,14 @@ class Catalog:
     # -- matching ------------------------------------------------------------------------------
 
     def rank(self, requirements: Requirements, limit: int | None = None) -> tuple[Scored, ...]:
-        """Candidates with a positive score, best first. The score adds up:
-
-        - ``type`` equal (case-insensitive): +8. The strongest signal: a catalogue's type
-          says what an agent is for; a wrong type scores 0 here but is not excluded, so a
-          perfect match on everything else can still come up when no agent has the type.
-        - each wanted capability the spec has: +3 (capabilities as list or mapping keys).
-        - ``category`` equal to, or a parent folder of, the spec's category: +3.
-        - ``tier``: +2 minus the distance between tiers (same +2, one off +1, three off -1);
-          a spec without a tier gets 0.
-        - keywords of ``text`` (words of 3+ letters, minus stop words; stems of 4+ letters
-          match "review" to "reviewer"): +2 per keyword found in the name, else +1 if in the
-          description.
-
-        Ties go to the higher ``priority`` (ints as given, critical > high > medium > low),
-        then to the name in alphabetical order, so the result is deterministic.
-        """
-        keywords = sorted(_words(requirements.text)) if requirements.text else []
-        wanted_type = (requirements.type or "").strip().lower()
-        wanted_caps = [c.strip().lower() for c in requirements.capabilities if c.strip()]
-        scored: list[Scored] = []
-        for name in sorted(self._specs):
-            spec, name_words, desc_words = self._words_of(name)
-            score = 0.0
-            reasons: list[str] = []
-            if wanted_type and (spec.type or "").strip().lower() == wanted_type:
-                score += W_TYPE
-                reasons.append(f"type {spec.type}")
-            if wanted_caps:
-                have = {c.lower() for c in spec.capability_names}
-                hits = [c for c in wanted_caps if c in have]
-                if hits:
-                    score += W_CAPABILITY * len(hits)
-                    reasons.append("capabilities " + ", ".join(hits))
-            if requirements.category and _in_category(spec, requirements.category):
-                score += W_CATEGORY
-                reasons.append(f"category {spec.category}")
-            if requirements.tier is not None and spec.tier is not None:
-                distance = abs(spec.tier - requirements.tier)
-                score += W_TIER - distance
-                reasons.append(f"tier {spec.tier} (distance {distance})")
-            if keywords:
-                in_name = [k for k in keywords if name_words.has(k)]
-                in_desc = [k for k in keywords if k not in in_name and desc_words.has(k)]
-                if in_name:
-                    score += W_NAME_WORD * len(in_name)
-                    reasons.append("name matches " + ", ".join(in_name))
-                if in_desc:
-                    score += W_DESCRIPTION_WORD * len(in_desc)
-                    reasons.append("description matches " + ", ".join(in_desc))
-            if score > 0:
-                scored.append(Scored(spec, score, tuple(reasons)))
-        scored.sort(key=lambda s: (-s.score, -priority_rank(s.spec.priority), s.spec.name))
-        return tuple(scored if limit is None else scored[:limit])
+        """Candidates with a positive score, best first (``AgentRanking.rank`` says how a
+        definition scores: type, capabilities, category, tier, the words of ``text``)."""
+        return self._ranking.rank(self._specs, requirements, limit)
 
     def find_best_match(self, requirements: Requirements) -> AgentSpec | None:
         """The top of ``rank``, or None when nothing scores above zero."""
         best = self.rank(requirements, limit=1)
         return best[0].spec if best else None
-
-    def _words_of(self, name: str) -> tuple[AgentSpec, _Vocabulary, _Vocabulary]:
-        spec = self._specs[name]
-        cached = self._word_cache.get(name)
-        if cached is None or cached[0] is not spec:
-            cached = (spec, _Vocabulary(spec.name), _Vocabulary(spec.description))
-            self._word_cache[name] = cached
-        return cached
 
     # -- groups and teams ----------------------------------------------------------------------
 
@@ -431,7 +295,7 @@ class Catalog:
     def check_type_restriction(self, parent: str, child: str) -> str | None:
         """None if ``parent`` may spawn ``child``, else the reason it may not.
 
-        Both must exist; then the spawn rules of ``definitions.spawning`` (the same ones the
+        Both must exist; then the spawn rules of ``definitions.spawn_grant`` (the same ones the
         runtime applies at admission and when it offers the spawn tool): the spawn tool in
         ``tools`` / ``disallowedTools`` (``Agent(name)`` included), no self-spawn without
         ``allowSelfSpawn``, ``allowedChildTypes``. Depth needs a run, so it is not checked here.
@@ -560,8 +424,7 @@ class Catalog:
 
     def _set_specs(self, specs: dict[str, AgentSpec]) -> None:
         self._specs = specs
-        cache = self._word_cache
-        self._word_cache = {n: v for n, v in cache.items() if specs.get(n) is v[0]}
+        self._ranking.keep_only(specs)
 
     def _resolve_own(self) -> dict[str, AgentSpec]:
         """Specs given in code: per name the lowest level wins; at one level, the latest."""

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import msgspec
 
 from subagents.definitions.errors import LoadIssue
-from subagents.definitions.spawning import spawn_setting_problems
+from subagents.definitions.spawn_grant import spawn_setting_problems
 from subagents.definitions.spec import RESTART_POLICIES, AgentSpec
 from subagents.messages.records import CLEANUPS, ON_FAILURE
 

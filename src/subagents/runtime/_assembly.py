@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from subagents.actors.agent import BehaviourFactory
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
 from subagents.behaviour.llm import LLMBehaviour
 from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.errors import DefinitionError, LoadIssue
 from subagents.definitions.skills import SkillIndex, default_skill_dirs, preload_skills
@@ -30,11 +33,15 @@ from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub
 from subagents.models import default_model
 from subagents.models.base import Model
+from subagents.runtime._cluster_backend import ClusterBackend
 from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+from subagents.supervision.core import SupervisorCore
 from subagents.supervision.limits import LimitError, Limits
 from subagents.supervision.spawn_rules import SpawnRules
 from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
+from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.hooks import HookConfigError, Hooks
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
@@ -45,6 +52,111 @@ log = get_logger("subagents.runtime")
 
 AgentLike = AgentSpec | FunctionAgent | Callable[..., Any]
 """What ``Runtime(agents=...)`` takes: definitions, function agents, or plain callables."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeArguments:
+    """What ``Runtime(...)`` was given, as given (``Runtime.__init__`` documents each); its
+    periods checked on creation, so a bad one is refused before anything starts.
+
+    Why a record: the runtime's construction is split into steps (``Runtime._wire_parts``,
+    ``_start_services``, ``_start_supervisor``), and each reads the arguments it needs from
+    here instead of being handed a dozen of them one by one."""
+
+    agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None
+    model: Model | Callable[[list[AgentSpec]], Model] | None
+    limits: Limits | Mapping[str, Any] | None
+    store: RunStore | None
+    tools: Iterable[Tool | Callable[..., Any]]
+    agent_dirs: Sequence[str | Path]
+    discover: bool
+    skills: SkillIndex | Sequence[str | Path] | None
+    default_model: str | None
+    hot_reload_s: float | None
+    restore: bool | Iterable[str]
+    command_poll_s: float
+    archive_after_minutes: float
+    retention_days: float | None
+    sweep_every_s: float
+    workspace: str | os.PathLike[str] | None
+    permissions: Permissions | str | None
+    approve: ApprovalHandler | None
+    ask_parent: bool
+    approval_wait_s: float
+    allow_hooks: bool
+    builtin_tools: bool
+    lease_s: float | None
+    tracer_provider: Any
+    strict: bool
+    mcp_servers: Mapping[str, Any] | None
+    agent_threads: str
+    allow_mcp_commands: bool
+    sandbox: bool | Sandbox
+    tool_env: Iterable[str] | Mapping[str, str] | None
+    mcp_tool_timeout: float | None
+    cluster: str | None
+    owner: str | None
+
+    def __post_init__(self) -> None:
+        check_seconds(
+            hot_reload_s=self.hot_reload_s,
+            command_poll_s=self.command_poll_s,
+            archive_after_minutes=self.archive_after_minutes,
+            retention_days=self.retention_days,
+            sweep_every_s=self.sweep_every_s,
+        )
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> RuntimeArguments:
+        """From ``Runtime.__init__``'s ``locals()`` (its parameters and ``self``), so the
+        parameters are listed once, in its signature, with their defaults."""
+        return cls(**{name: value for name, value in given.items() if name != "self"})
+
+
+def checked_owner(owner: object) -> str:
+    """``owner`` if it can stand for a runtime in the store (a short, printable id)."""
+    if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
+        raise ValueError(f"owner must be a printable string of 1-200 characters, got {owner!r}")
+    if any(c.isspace() for c in owner):
+        raise ValueError(f"owner must not contain spaces, got {owner!r}")
+    return owner
+
+
+def tools_for(tools: Iterable[Tool | Callable[..., Any]], builtin_tools: bool) -> dict[str, Tool]:
+    """Claude Code's built-in tools (unless ``builtin_tools=False``), then the user's: a user
+    tool of the same name replaces the built-in one."""
+    return {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+
+
+def supervisor_core(
+    given: RuntimeArguments,
+    agents: Callable[[], Mapping[str, AgentSpec]],
+    store: RunStore,
+    limits: Limits,
+    owner: str,
+) -> SupervisorCore:
+    """The supervisor's decisions over the current definitions (``agents``, re-read on each
+    call: the registry may have reloaded them) and the runs in ``store``; the runtime's
+    permission mode is kept in each root's ceiling."""
+    return SupervisorCore(
+        lookup=lambda name: agents().get(name),
+        names=lambda: list(agents()),
+        read_run=store.get_run,
+        limits=limits,
+        default_model=given.default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
+        owner=owner,
+        runtime_mode=Permissions.coerce(given.permissions).mode,
+    )
+
+
+def store_for(store: RunStore | None, backend: ClusterBackend, address: str | None) -> RunStore:
+    """The store given; else on a cluster the cluster's (the one every node and the CLI
+    reach), else one in memory."""
+    if store is not None:
+        return store
+    if address is not None:
+        return backend.store(address)
+    return MemoryStore()
 
 
 def collect_agents(
@@ -185,6 +297,7 @@ class SystemPrompts:
 
 
 def agent_env(
+    given: RuntimeArguments,
     *,
     model: Model,
     agents: Callable[[], list[AgentSpec]],
@@ -193,19 +306,16 @@ def agent_env(
     limits: Limits,
     workspace: Workspace,
     permissions: Permissions,
-    approve: ApprovalHandler | None,
-    ask_parent: bool,
-    approval_wait_s: float,
     processes: ProcessGroups,
     allow_hooks: bool,
-    sandbox: Sandbox,
     tracer: Telemetry | None,
     mcp: McpHub | None,
     worktrees: Worktrees | None,
 ) -> AgentEnv:
-    """The services a run's behaviour uses, from the runtime's arguments (checked)."""
-    if approve is not None and not callable(approve):
-        raise TypeError(f"approve must be a callable, got {approve!r}")
+    """The services a run's behaviour uses: the parts the runtime made, and its arguments
+    about approvals and the sandbox (checked)."""
+    if given.approve is not None and not callable(given.approve):
+        raise TypeError(f"approve must be a callable, got {given.approve!r}")
     return AgentEnv(
         model=model,
         agents=agents,
@@ -216,12 +326,12 @@ def agent_env(
         max_turns=limits.max_turns,
         workspace=workspace,
         permissions=permissions,
-        approve=approve,
-        ask_parent=bool(ask_parent),
-        approval_wait_s=positive_seconds(approval_wait_s, "approval_wait_s"),
+        approve=given.approve,
+        ask_parent=bool(given.ask_parent),
+        approval_wait_s=positive_seconds(given.approval_wait_s, "approval_wait_s"),
         processes=processes,
         allow_hooks=allow_hooks,
-        sandbox=sandbox,
+        sandbox=Sandbox.coerce(given.sandbox, given.tool_env),
         tracer=tracer,
         mcp=mcp,
         worktrees=worktrees,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from subagents.behaviour.tools import Tool, as_tools, runtime_tool_names
+from subagents.behaviour.tools import Tool, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import ensure_configured, get_logger
@@ -40,16 +40,20 @@ from subagents.messages import (
 from subagents.models.base import Model
 from subagents.runtime._assembly import (
     AgentLike,
+    RuntimeArguments,
     agent_env,
     behaviours,
     catalog_for,
-    check_seconds,
+    checked_owner,
     collect_agents,
     limits_of,
     model_for,
     report_issues,
     skill_index,
+    store_for,
+    supervisor_core,
     telemetry_for,
+    tools_for,
     warn_about_hooks,
 )
 from subagents.runtime._cluster_backend import ClusterBackend, ray_backend
@@ -63,13 +67,11 @@ from subagents.runtime._services import Definitions, Services, Subscribers
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
-from subagents.store.memory import MemoryStore
-from subagents.supervision.core import AdmissionError, SupervisorCore
+from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import Synthesis, check_strategy
 from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
-from subagents.tools.builtin import builtin_tools as builtin_tools_by_name
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.workspace import Workspace
@@ -130,32 +132,32 @@ class Runtime:
         (``False``: not; ``tools.sandbox.Sandbox``: the network per mode); ``tool_env``:
         variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md).
         ``mcp_tool_timeout``: per call, docs/tools.md."""
+        given = RuntimeArguments.of(locals())  # first: its locals are its arguments
         ensure_configured()
         backend: ClusterBackend = ray_backend()  # the one way to cluster/ (its protocol)
         address = backend.join(cluster)
         self.lease_s = lease_seconds(lease_s)  # before anything starts: a bad value starts none
-        self.owner = new_owner() if owner is None else _checked_owner(owner)
+        self.owner = new_owner() if owner is None else checked_owner(owner)
         """The id on the runs it hosts; its lease (``store.leases``) says it is alive."""
         self.limits = limits_of(limits)
-        check_seconds(
-            hot_reload_s=hot_reload_s,
-            command_poll_s=command_poll_s,
-            archive_after_minutes=archive_after_minutes,
-            retention_days=retention_days,
-            sweep_every_s=sweep_every_s,
-        )
         self._owns_store = store is None
-        if store is None and address is not None:
-            store = backend.store(address)  # the one every node and the CLI reach
-        self.store: RunStore = store if store is not None else MemoryStore()
+        self.store = store_for(store, backend, address)
         self.strict = strict
-        # Claude Code's built-in tools, then the user's (a user tool of the same name
-        # replaces the built-in one); known before any definition is checked against them
-        self.tools = {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
+        self.tools = tools_for(tools, builtin_tools)  # before any definition is checked
         self.tool_names = runtime_tool_names(self.tools)
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
         specs, self._functions = collect_agents(agents, self.tool_names, strict)
+        self._wire_parts(agent_threads)
+        try:
+            self._start_services(given, specs)
+            self._start_supervisor(given, backend, address)
+        except BaseException:
+            self.close(5.0)  # a bad argument must not leave threads (nor the store) behind
+            raise
+
+    def _wire_parts(self, agent_threads: str) -> None:
+        """The runtime's own parts, no thread started yet: what ``close`` needs."""
         self._hosting = hosting = Services(agent_threads)
         self._requests = SupervisorRequests(hosting)
         self.timer = hosting.timer
@@ -168,72 +170,74 @@ class Runtime:
             self._roots, self._requests, self.limits, self.store, lambda a: self._agents().get(a)
         )
         self._waits = RunWaits(self._endings, self.store.get_run, self._requests.check)
-        try:
-            catalog = catalog_for(specs, agent_dirs, discover, self.tool_names, strict)
-            report_issues(catalog.issues(), strict)
-            self.registry = hosting.start_registry(catalog, hot_reload_s)
-            self._definitions = Definitions(self.registry)
-            self.model = model_for(model, list(self._agents().values()))
-            self.workspace = Workspace(workspace if workspace is not None else os.getcwd())
-            self.permissions = Permissions.coerce(permissions)
-            self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
-                self.workspace.root, mcp_servers, discover, allow_mcp_commands, mcp_tool_timeout
-            )
-            self.allow_hooks = bool(allow_hooks)
-            warn_about_hooks(self._agents().values(), self.allow_hooks)
-            self.skills = skill_index(skills, discover)
-            hosting.telemetry = telemetry_for(tracer_provider, self.store)
-            if hosting.telemetry is not None:
-                self._events.subscribe(hosting.telemetry.on_event)
-            self.env = agent_env(
-                model=self.model,
-                agents=lambda: list(self._agents().values()),
-                tools=self.tools,
-                skills=self.skills,
-                limits=self.limits,
-                workspace=self.workspace,
-                permissions=self.permissions,
-                approve=approve,
-                ask_parent=ask_parent,
-                approval_wait_s=approval_wait_s,
-                processes=self.processes,
-                allow_hooks=self.allow_hooks,
-                sandbox=Sandbox.coerce(sandbox, tool_env),
-                tracer=hosting.telemetry,
-                mcp=self.mcp,
-                worktrees=self.worktrees,
-            )
-            self.core = SupervisorCore(
-                lookup=lambda name: self._agents().get(name),
-                names=lambda: list(self._agents()),
-                read_run=self.store.get_run,
-                limits=self.limits,
-                default_model=default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
-                owner=self.owner,
-                runtime_mode=self.permissions.mode,  # kept in each root's ceiling
-            )
-            behaviour_for = behaviours(self._functions, self.env)
-            if address is not None:  # the runs' agents live in the cluster's node hosts
-                hosting.start_cluster(backend, self.owner, self._functions, self.env, behaviours)
-            self._supervisor = hosting.start_supervisor(
-                self.core, self.store, behaviour_for, self._roots.told, self._events.publish
-            )
-            # the lease is written before the restore: a process that takes runs over is
-            # seen alive by the next one that looks
-            hosting.keep_lease(self.store, self.owner, self.lease_s)
-            self.restore_report = RestoreReport()
-            if restore:
-                self.restore_report = self._requests.restore(None if restore is True else restore)
-            if command_poll_s > 0:  # other processes' stop/send commands, through the store
-                hosting.every(("commands", id(self)), command_poll_s, PollCommands())
-            self._sweep = Sweep(
-                archive_after_minutes=archive_after_minutes, retention_days=retention_days
-            )
-            if sweep_every_s > 0:  # archive finished runs (on the supervisor, the one writer)
-                hosting.every(("sweep", id(self)), sweep_every_s, self._sweep)
-        except BaseException:
-            self.close(5.0)  # a bad argument must not leave threads (nor the store) behind
-            raise
+
+    def _start_services(self, given: RuntimeArguments, specs: list[AgentSpec]) -> None:
+        """The definitions' registry, the model, the tools' services and telemetry: what a
+        run's behaviour is given (``self.env``)."""
+        hosting = self._hosting
+        catalog = catalog_for(specs, given.agent_dirs, given.discover, self.tool_names, self.strict)
+        report_issues(catalog.issues(), self.strict)
+        self.registry = hosting.start_registry(catalog, given.hot_reload_s)
+        self._definitions = Definitions(self.registry)
+        self.model = model_for(given.model, list(self._agents().values()))
+        self.workspace = Workspace(given.workspace if given.workspace is not None else os.getcwd())
+        self.permissions = Permissions.coerce(given.permissions)
+        self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
+            self.workspace.root,
+            given.mcp_servers,
+            given.discover,
+            given.allow_mcp_commands,
+            given.mcp_tool_timeout,
+        )
+        self.allow_hooks = bool(given.allow_hooks)
+        warn_about_hooks(self._agents().values(), self.allow_hooks)
+        self.skills = skill_index(given.skills, given.discover)
+        hosting.telemetry = telemetry_for(given.tracer_provider, self.store)
+        if hosting.telemetry is not None:
+            self._events.subscribe(hosting.telemetry.on_event)
+        self.env = agent_env(
+            given,
+            model=self.model,
+            agents=lambda: list(self._agents().values()),
+            tools=self.tools,
+            skills=self.skills,
+            limits=self.limits,
+            workspace=self.workspace,
+            permissions=self.permissions,
+            processes=self.processes,
+            allow_hooks=self.allow_hooks,
+            tracer=hosting.telemetry,
+            mcp=self.mcp,
+            worktrees=self.worktrees,
+        )
+
+    def _start_supervisor(
+        self, given: RuntimeArguments, backend: ClusterBackend, address: str | None
+    ) -> None:
+        """The supervisor (and on a cluster its node hosts), the lease, the restore of the
+        runs left by a process that ended, and the periodic polls and sweeps."""
+        hosting = self._hosting
+        self.core = supervisor_core(given, self._agents, self.store, self.limits, self.owner)
+        behaviour_for = behaviours(self._functions, self.env)
+        if address is not None:  # the runs' agents live in the cluster's node hosts
+            hosting.start_cluster(backend, self.owner, self._functions, self.env, behaviours)
+        self._supervisor = hosting.start_supervisor(
+            self.core, self.store, behaviour_for, self._roots.told, self._events.publish
+        )
+        # the lease is written before the restore: a process that takes runs over is
+        # seen alive by the next one that looks
+        hosting.keep_lease(self.store, self.owner, self.lease_s)
+        self.restore_report = RestoreReport()
+        if given.restore:
+            restore = given.restore
+            self.restore_report = self._requests.restore(None if restore is True else restore)
+        if given.command_poll_s > 0:  # other processes' stop/send commands, through the store
+            hosting.every(("commands", id(self)), given.command_poll_s, PollCommands())
+        self._sweep = Sweep(
+            archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
+        )
+        if given.sweep_every_s > 0:  # archive finished runs (on the supervisor, the one writer)
+            hosting.every(("sweep", id(self)), given.sweep_every_s, self._sweep)
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -535,12 +539,3 @@ __all__ = [
     "limits_of",
     "runtime_tool_names",
 ]
-
-
-def _checked_owner(owner: object) -> str:
-    """``owner`` if it can stand for a runtime in the store (a short, printable id)."""
-    if not isinstance(owner, str) or not owner or len(owner) > 200 or not owner.isprintable():
-        raise ValueError(f"owner must be a printable string of 1-200 characters, got {owner!r}")
-    if any(c.isspace() for c in owner):
-        raise ValueError(f"owner must not contain spaces, got {owner!r}")
-    return owner

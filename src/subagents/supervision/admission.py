@@ -2,7 +2,7 @@
 
 In order: the checks (``admission_checks.CHECKS``: the request itself, the agent, the
 requester (live), the spawn rule, depth, ``max_runs_per_tree``, the run id), read over the
-supervisor's tables (``ledger.TableLedger``); then the policies and budget (``policing``:
+supervisor's tables (``ledger.TableLedger``); then the policies and budget (``policy_book``:
 they refuse and register at once, so they come after every check); then a concurrency slot
 (``slots``, every scope including the parent's children): the run starts at once, or waits in
 the FIFO queue (a waiting run lends it a slot: ``parking``), or is refused only when the
@@ -32,7 +32,7 @@ from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.parking import Parking
-from subagents.supervision.policing import PolicyBook, PolicyRefused
+from subagents.supervision.policy_book import PolicyBook, PolicyRefused
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules

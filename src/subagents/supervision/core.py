@@ -16,7 +16,7 @@ the core alone gathers into the message's ``Effects``:
 - ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
-- ``policies`` (``policing``): budgets, restarts, retries, ``fail_parent``;
+- ``policies`` (``policy_book``): budgets, restarts, retries, ``fail_parent``;
 - ``recovery`` (``recovery``): taking up what a crashed runtime left;
 - ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run.
 
@@ -70,7 +70,7 @@ from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.parking import Parking
-from subagents.supervision.policing import PolicyBook
+from subagents.supervision.policy_book import PolicyBook
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable

@@ -12,7 +12,7 @@
   unread mail becomes dead letters, and queued
   runs take the freed slot.
 - ``cancel``: the one cancellation walk: a subtree, deepest first.
-- the endings a policy decides (``policing.PolicyBook``): over budget, a restart or a retry
+- the endings a policy decides (``policy_book.PolicyBook``): over budget, a restart or a retry
   after a failure, a ``fail_parent`` child failing its parent.
 
 It fires moves (``transitions``) and never chooses a status; and it appends to no shared
@@ -51,7 +51,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.outcomes import End, background_report, end_event, outcome_of
 from subagents.supervision.parking import Parking
-from subagents.supervision.policing import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
+from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import ResumeReads, RunState, RunTable

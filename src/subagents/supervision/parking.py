@@ -24,7 +24,7 @@ from subagents.logs import get_logger
 from subagents.messages import EventKind, Park, RunStatus, Unpark
 from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.limits import Limits
-from subagents.supervision.policing import PolicyBook
+from subagents.supervision.policy_book import PolicyBook
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotKey, SlotPool
 

@@ -9,7 +9,7 @@ asks this class, so they cannot disagree:
   which agent names an LLM's spawn tools list (``admission_checks.offer``);
 - ``SpawnRules.check``: the two rules at once, for a caller holding definitions only;
 - the catalog's ``check_type_restriction`` uses the definition half
-  (``definitions.spawning.SpawnGrant``), which is what this class adds depth to.
+  (``definitions.spawn_grant.SpawnGrant``), which is what this class adds depth to.
 
 A refusal's text starts with the rule that refused (``spawn rule: ...``, ``depth limit: ...``):
 an LLM gets it as an ``is_error`` tool result, a function agent as ``SpawnRefused``.
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from subagents.definitions.spawning import SpawnGrant, SpawnSettingError
+from subagents.definitions.spawn_grant import SpawnGrant, SpawnSettingError
 from subagents.definitions.spec import AgentSpec
 from subagents.supervision.limits import Limits
 

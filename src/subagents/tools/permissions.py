@@ -34,8 +34,9 @@ from subagents.definitions.validate import tool_base
 from subagents.messages import PermissionGrant
 from subagents.tools.base import Tool
 from subagents.tools.modes import Mode, parse_mode, stricter
+from subagents.tools.read_only_commands import is_read_only, reads_only
 from subagents.tools.rules import Rule, call_target, command_matches, parse_rules
-from subagents.tools.shellwords import is_read_only, parse, reads_only
+from subagents.tools.shellwords import parse
 
 Behavior = Literal["allow", "deny", "ask"]
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from subagents.tools.shellwords import Command, commands_run, parse
+from subagents.tools.programs_run import commands_run
+from subagents.tools.shellwords import Command, parse
 from subagents.tools.web_fetch import domain_matches
 
 if TYPE_CHECKING:

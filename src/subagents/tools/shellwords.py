@@ -1,106 +1,33 @@
-"""Shell command lines read well enough for two decisions, and no more.
+"""Shell command lines read into their simple commands and words, well enough for two
+decisions and no more (each in a module of its own):
 
-1. **Which commands a line runs**, for deny rules (``commands_run``): every simple command,
-   those inside ``$(...)``, backticks, subshells, ``sh -c '...'``, ``eval``, ``xargs`` and
-   ``find -exec`` included, each named by its program however it is written (``/bin/rm``,
-   ``command rm``, ``\\rm``, ``'rm'``, ``env rm``, ``timeout 5 rm``...). A program whose
-   name is computed (``$X``, a glob) cannot be named: the caller is told so.
-2. **Whether a line provably only reads** (``is_read_only``), an allowlist: a line is
-   read-only only when it is plain (commands joined by ``|``, ``&&``, ``||``, ``;``, no
-   substitution, subshell, group, control keyword, background ``&``, here-document, and no
-   redirection but input and ``2>&1`` / ``>/dev/null``) and every command is a known reader
-   named plainly (no leading ``NAME=value``, no path, no quotes), without an option that
-   runs a program or writes a file (``git -c``, ``--config-env``, ``grep -O``,
-   ``--ext-diff``, ``--output``, ``find -delete``/``-exec``, ``rg --pre``...). Anything this
-   module does not understand is not read-only.
+1. **Which commands a line runs**, for deny rules (``tools.programs_run.commands_run``).
+2. **Whether a line provably only reads** (``tools.read_only_commands.is_read_only``).
 
-Neither is a security boundary: a shell is too rich to be judged by reading its line. What
-these decide is what runs without asking; the kernel sandbox bounds what a command can do.
+This module is the reader both use: ``parse`` reads a line (a pragmatic subset of bash's
+grammar: quotes, escapes, ``$(...)``, backticks, subshells, groups, redirections,
+here-documents, control keywords) into a ``Script`` of ``Command``s of ``Word``s, each word
+knowing whether anything in it is expanded. Anything it cannot read is an ``error``, which
+both decisions treat as the cautious answer.
+
+Neither decision is a security boundary: a shell is too rich to be judged by reading its line.
+What they decide is what runs without asking; the kernel sandbox bounds what a command can do.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+"""A word that is a ``NAME=value`` assignment (``NAME[i]=``, ``NAME+=`` too), not a program."""
 _NAME_CHAR = re.compile(r"[A-Za-z0-9_]")
 _WORD_END = re.compile(r"[\s;&|()<>]|$")
-_MAX_NESTING = 16
+MAX_NESTING = 16
+"""How deep substitutions, subshells and wrapped commands are followed; deeper is unread."""
 
 PLAIN_JOINS = frozenset({"sequence", "and", "or", "pipe"})
 """What may join the commands of a line that is still plain."""
-
-READ_ONLY_COMMANDS = frozenset(
-    {
-        "basename", "cat", "cmp", "cut", "date", "df", "diff", "dirname", "du", "echo",
-        "false", "file", "grep", "egrep", "fgrep", "head", "ls", "nl", "pwd", "readlink",
-        "realpath", "rg", "stat", "tail", "tree", "true", "uname", "wc", "which", "whoami",
-    }
-)  # fmt: skip
-READ_ONLY_GIT = frozenset(
-    {
-        "blame", "describe", "diff", "grep", "log", "ls-files", "ls-tree", "rev-parse",
-        "shortlog", "show", "status",
-    }
-)  # fmt: skip
-_GIT_SAFE_GLOBALS = frozenset(
-    {"--no-pager", "-P", "--no-optional-locks", "--literal-pathspecs", "--no-replace-objects"}
-)
-_GIT_RUNS_OR_WRITES = ("--output", "--ext-diff", "--open-files-in-pager", "--exec")
-"""Long options (git takes any unambiguous prefix of them) that write or run a program."""
-_FIND_RUNS_OR_WRITES = frozenset(
-    {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
-)
-_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-_BLOCKED_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    # command: (long options that run a program or write, short letters that do)
-    "rg": (("--pre", "--hostname-bin"), ""),
-    "tree": (("--output",), "o"),
-    "date": (("--set",), "s"),
-    "file": (("--compile",), "C"),
-}
-_LITERAL_ARGS = frozenset({"git", "find", *_BLOCKED_OPTIONS})
-"""Commands whose arguments must be literal: a glob or ``$X`` could become an option."""
-
-_KEYWORDS = frozenset(
-    {
-        "if", "then", "elif", "else", "fi", "for", "while", "until", "do", "done", "case",
-        "esac", "select", "function", "!", "{", "}", "[[", "]]", "time", "coproc",
-    }
-)  # fmt: skip
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash", "fish"})
-
-# wrappers that run the command after their options: name -> (options taking an argument,
-# positional arguments before the command)
-_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "command": (frozenset(), 0),
-    "builtin": (frozenset(), 0),
-    "exec": (frozenset({"-a"}), 0),
-    "env": (frozenset({"-u", "-C", "--unset", "--chdir"}), 0),
-    "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "nohup": (frozenset(), 0),
-    "timeout": (frozenset({"-s", "-k", "--signal", "--kill-after"}), 1),
-    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
-    "doas": (frozenset({"-u", "-C"}), 0),
-    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
-    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
-    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u"}), 0),
-    "setsid": (frozenset(), 0),
-    "chrt": (frozenset(), 1),
-    "taskset": (frozenset(), 1),
-    "chroot": (frozenset({"--userspec", "--groups"}), 1),
-    "xargs": (
-        frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter",
-                   "--max-args", "--max-procs", "--max-chars", "--max-lines", "--replace",
-                   "--eof", "--process-slot-var"}),
-        0,
-    ),
-    "flock": (frozenset({"-w", "-E", "--timeout", "--conflict-exit-code"}), 1),
-    "watch": (frozenset({"-n", "--interval"}), 0),
-    "busybox": (frozenset(), 0),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -166,7 +93,7 @@ class _Reader:
         self.nested = nested
         self.heredocs: list[tuple[str, bool, bool]] = []
         """Here-documents whose bodies start at the next newline: (delimiter, quoted, <<-)."""
-        if depth > _MAX_NESTING:
+        if depth > MAX_NESTING:
             raise _Unclosed("nested too deeply")
 
     # -- commands ---------------------------------------------------------------------------
@@ -476,196 +403,3 @@ def parse(line: str) -> Script:
     except _Unclosed as exc:
         script.error = str(exc)
     return script
-
-
-# ---- read-only -------------------------------------------------------------------------------
-
-
-def is_read_only(line: str) -> bool:
-    """Whether ``line`` provably only reads (see the module's docstring)."""
-    script = parse(line)
-    return script.plain and all(reads_only(c) for c in script.commands)
-
-
-def reads_only(command: Command) -> bool:
-    """Whether one simple command is a known reader, named plainly, with safe options."""
-    if command.writes or command.nested or not command.words:
-        return False
-    program, args = command.words[0], command.words[1:]
-    if not program.plain or "/" in program.text or _ASSIGNMENT.match(program.text):
-        return False
-    name = program.text
-    if name in _LITERAL_ARGS and not all(a.literal for a in args):
-        return False
-    texts = [a.text for a in args]
-    if name == "git":
-        return _git_reads_only(texts)
-    if name == "find":
-        return not any(a in _FIND_RUNS_OR_WRITES for a in texts)
-    if name not in READ_ONLY_COMMANDS:
-        return False
-    long, short = _BLOCKED_OPTIONS.get(name, ((), ""))
-    return not any(_hits(a, long, short) for a in texts)
-
-
-def _hits(arg: str, long: tuple[str, ...], short: str) -> bool:
-    """Whether ``arg`` is one of the ``long`` options (or a prefix of one, as GNU and git
-    accept) or a short-option cluster with one of the ``short`` letters."""
-    if arg == "--" or not arg.startswith("-"):
-        return False
-    if arg.startswith("--"):
-        name = arg.split("=", 1)[0]
-        return len(name) > 3 and any(option.startswith(name) for option in long)
-    return any(letter in arg[1:] for letter in short)
-
-
-def _git_reads_only(args: list[str]) -> bool:
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        if args[i] == "-C" and i + 1 < len(args):
-            i += 2
-        elif args[i] in _GIT_SAFE_GLOBALS:
-            i += 1
-        else:  # -c, --config-env, --exec-path, -p, --git-dir...: not proven harmless
-            return False
-    if i >= len(args) or args[i] not in READ_ONLY_GIT:
-        return False
-    sub, rest = args[i], args[i + 1 :]
-    for arg in rest:
-        if arg == "--":
-            break
-        if _hits(arg, _GIT_RUNS_OR_WRITES, "O" if sub == "grep" else ""):
-            return False  # grep -O<pager>, --open-files-in-pager, --ext-diff, --output=...
-    return True
-
-
-# ---- the commands a line runs ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Ran:
-    """A command a line runs, as deny rules see it: its program's bare name and its
-    arguments (``("rm", "-rf", "x")``); ``known`` is False when the program's name is
-    computed (``$X``, a glob), so no rule can tell what it is."""
-
-    words: tuple[str, ...]
-    known: bool = True
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.words)
-
-
-def commands_run(line: str) -> list[Ran] | None:
-    """Every command ``line`` runs, however named (see the module's docstring); None when the
-    line cannot be read."""
-    script = parse(line)
-    if script.error is not None:
-        return None
-    out: list[Ran] = []
-    for command in script.commands:
-        out.extend(_runs(command.words, 0))
-    return out
-
-
-def _runs(words: list[Word], depth: int) -> Iterator[Ran]:
-    """The commands one simple command runs: itself, and what it wraps or hands a string."""
-    i = 0
-    while i < len(words) and (_ASSIGNMENT.match(words[i].text) or words[i].text in _KEYWORDS):
-        i += 1
-    if i >= len(words) or depth > _MAX_NESTING:
-        return
-    program, args = words[i], words[i + 1 :]
-    if not program.literal:
-        yield Ran((program.text,), known=False)
-        return
-    name = program.text.rsplit("/", 1)[-1]
-    texts = tuple(a.text for a in args)
-    if name == "git":
-        yield Ran(("git", *_git_without_globals(list(texts))))
-    else:
-        yield Ran((name, *texts))
-    if name == "watch":  # watch runs its arguments as one shell command
-        wrapped = _after_options(name, args)
-        ran = commands_run(" ".join(w.text for w in wrapped))
-        known = all(w.literal for w in wrapped) and ran is not None
-        yield from ran if ran is not None and known else (Ran((name,), known=False),)
-    elif name in _WRAPPERS:
-        yield from _runs(_after_options(name, args), depth + 1)
-    elif name in _SHELLS or name == "eval":
-        code = _shell_string(name, args)
-        if code is None:
-            return
-        if not code[1]:
-            yield Ran((name, "-c", code[0]), known=False)
-            return
-        ran = commands_run(code[0])
-        yield from ran if ran is not None else (Ran((name,), known=False),)
-    elif name == "find":
-        yield from _find_runs(args, depth)
-    if name == "env":  # env -S 'rm x' splits its string into a command
-        for j, arg in enumerate(args[:-1]):
-            if arg.text in ("-S", "--split-string"):
-                ran = commands_run(args[j + 1].text)
-                yield from ran if ran is not None else ()
-
-
-def _after_options(name: str, args: list[Word]) -> list[Word]:
-    """The words of the command a wrapper runs: its options, their arguments, assignments
-    (``env``) and positional arguments (``timeout``'s duration) skipped."""
-    with_arg, positional = _WRAPPERS[name]
-    i = 0
-    while i < len(args):
-        text = args[i].text
-        if text == "--":
-            i += 1
-            break
-        if name == "env" and _ASSIGNMENT.match(text):
-            i += 1
-        elif text.startswith("-") and len(text) > 1:
-            i += 2 if text in with_arg else 1
-        elif name == "nice" and text.startswith("+"):
-            i += 1
-        else:
-            break
-    return args[i + positional :]
-
-
-def _shell_string(name: str, args: list[Word]) -> tuple[str, bool] | None:
-    """The code ``sh -c CODE`` or ``eval ARGS`` runs, and whether it is literal."""
-    if name == "eval":
-        return " ".join(a.text for a in args), all(a.literal for a in args)
-    for j, arg in enumerate(args):
-        text = arg.text
-        if not text.startswith("-") or text == "-" or text == "--":
-            return None  # a script file, or stdin: nothing on the line to read
-        if "c" in text[1:] and not text.startswith("--") and j + 1 < len(args):
-            return args[j + 1].text, args[j + 1].literal
-    return None
-
-
-def _find_runs(args: list[Word], depth: int) -> Iterator[Ran]:
-    texts = [a.text for a in args]
-    for j, text in enumerate(texts):
-        if text in _FIND_RUNS:
-            end = j + 1
-            while end < len(texts) and texts[end] not in (";", "+"):
-                end += 1
-            yield from _runs(args[j + 1 : end], depth + 1)
-        elif text == "-delete":  # removes what it finds: what rules about rm are for
-            paths = []
-            for path in texts:
-                if path.startswith(("-", "(", "!")):
-                    break
-                paths.append(path)
-            yield Ran(("rm", *paths))
-
-
-def _git_without_globals(args: list[str]) -> list[str]:
-    """``git -C d -c k=v push`` -> ``push``: the subcommand first, for deny rules."""
-    with_arg = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
-                "--super-prefix", "--exec-path"}  # fmt: skip
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "--":
-        i += 2 if args[i] in with_arg else 1
-    return args[i:]
