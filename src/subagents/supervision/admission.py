@@ -24,6 +24,8 @@ from subagents.messages import (
     SpawnRequest,
     new_id,
 )
+from subagents.store.writes import SaveCheckpoint
+from subagents.supervision import continuation
 from subagents.supervision.admission_checks import Proposal, refusal_of
 from subagents.supervision.ceilings import child_ceiling, narrowed
 from subagents.supervision.effects import Effects, Tell, TellOutside
@@ -75,11 +77,14 @@ class Admission:
         self.default_model = default_model
         self.owner = owner
 
-    def spawn(self, req: SpawnRequest) -> SpawnReply:
+    def spawn(
+        self, req: SpawnRequest, continued: continuation.Continued | None = None
+    ) -> SpawnReply:
         """Admit (start or queue) or refuse a run. The reply goes to a requesting run too,
-        and a refusal to the outside (a root run told, not asked, hears of it so)."""
+        and a refusal to the outside (a root run told, not asked, hears of it so).
+        ``continued``: what the store keeps of the run ``req.continues`` names."""
         try:
-            run_id = self.admit(req)
+            run_id = self.admit(req, continued)
             state = self.runs.get(run_id)
             assert state is not None
             reply = SpawnReply(
@@ -101,9 +106,19 @@ class Admission:
             self.effects.effects.append(Tell(req.parent_run_id, reply))
         return reply
 
-    def admit(self, req: SpawnRequest) -> str:
+    def admit(self, req: SpawnRequest, continued: continuation.Continued | None = None) -> str:
         """Admit ``req`` (the run id), or raise ``AdmissionError`` naming the refusal."""
+        if req.continues is not None:
+            continued = self._continued(req.continues, continued)
+            req = continuation.with_agent(req, continued)
+            why = continuation.refusal(req, continued)
+            if why is not None:
+                raise AdmissionError(why)
         spec, parent = self._proposed(req)
+        if continued is not None and parent is not None:
+            why = continuation.outside_tree(continued, parent.record)
+            if why is not None:
+                raise AdmissionError(why)
         key = self.parking.slot_key(spec, parent)
         now = self.effects.now()
         run_id = req.run_id or new_id("r", now)
@@ -121,9 +136,15 @@ class Admission:
         record = self._record(req, spec, parent, run_id, now, policy_fields)
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)
+        seed = None
+        if req.continues is not None and continued is not None:
+            seed = continuation.conversation(continued, run_id=run_id, text=req.task)
+            state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
         self.runs.add(state)
         self.runs.admitted(state)
         self.runs.keep(state)
+        if seed is not None:  # durable with the record: a resume before a step has it
+            self.effects.writes.append(SaveCheckpoint(seed))
         narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
         extra = {"permissions": narrowing} if narrowing is not None else {}
         self.runs.emit(
@@ -134,6 +155,18 @@ class Admission:
         else:
             self.runs.emit(state, EventKind.QUEUED, position=position)
         return run_id
+
+    def _continued(
+        self, run_id: str, read: continuation.Continued | None
+    ) -> continuation.Continued:
+        """The run to continue: its record as this runtime holds it (fresher than the
+        store's), else as read from the store for this request."""
+        held = self.runs.get(run_id)
+        if read is None:
+            read = continuation.Continued(None)
+        if held is not None:
+            return continuation.Continued(held.record, held.saved or read.checkpoint)
+        return read
 
     def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
         """The definition and the live requester ``req`` names, once every check passed."""
@@ -183,4 +216,5 @@ class Admission:
             or (parent.record.cleanup if parent is not None else None)
             or "keep",
             ceiling=child_ceiling(parent.record, parent.spec) if parent is not None else (),
+            continues=req.continues,
         )

@@ -1,0 +1,178 @@
+"""``Runtime.continue_run``: a new run of the same agent going on with an ended run's
+conversation, whatever way that run ended; the earlier record left as it ended; refusals
+that name why; budgets applying as to any run. Real actors, a real SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from subagents.messages import (
+    ChatMessage,
+    Checkpoint,
+    RunRecord,
+    RunStatus,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import AdmissionError, Runtime
+from subagents.store.sqlite import SQLiteStore
+from subagents.supervision.continuation import NOT_RUN, Continued, conversation
+
+from .conftest import WAIT, requests_of, spec
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+def _texts(message: ChatMessage) -> list[str]:
+    return [b.text for b in message.content if isinstance(b, TextBlock)]
+
+
+def test_a_completed_run_is_continued_with_its_conversation_then_the_text(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel({"a": ["first answer", "second answer"]})
+    store = SQLiteStore(tmp_path / "runs.db")
+    with Runtime([spec("a")], model=model, store=store) as rt:
+        first = rt.spawn("a", "the question")
+        assert first.result(timeout=WAIT).result == "first answer"
+        before = rt.get(first.run_id)
+        again = rt.continue_run(first.run_id, "and then?")
+        outcome = again.result(timeout=WAIT)
+        assert outcome.status is RunStatus.COMPLETED and outcome.result == "second answer"
+        shown = requests_of(model, "a")[-1].messages
+        assert [m.role for m in shown] == ["user", "assistant", "user"]
+        assert "the question" in _texts(shown[0])[0]
+        assert _texts(shown[1]) == ["first answer"]
+        assert _texts(shown[2]) == ["and then?"]
+        assert rt.get(first.run_id) == before  # the earlier record stays as it ended
+        record = rt.get(again.run_id)
+        assert record is not None and record.continues == first.run_id
+        assert record.agent == "a" and record.task == "and then?"
+        assert record.parent_run_id is None and record.root_run_id == again.run_id
+    # the link is in the store, for another process to read
+    reopened = SQLiteStore(tmp_path / "runs.db")
+    try:
+        stored = reopened.get_run(again.run_id)
+        assert stored is not None and stored.continues == first.run_id
+    finally:
+        reopened.close()
+
+
+def test_a_continuation_can_be_continued_and_forked() -> None:
+    model = ScriptedModel({"a": ["one", "two", "three"]})
+    with Runtime([spec("a")], model=model) as rt:
+        first = rt.spawn("a", "start")
+        first.result(timeout=WAIT)
+        second = rt.continue_run(first.run_id, "more")
+        assert second.result(timeout=WAIT).result == "two"
+        third = rt.continue_run(second.run_id, "even more")
+        assert third.result(timeout=WAIT).result == "three"
+        assert len(requests_of(model, "a")[-1].messages) == 5
+        fork = rt.continue_run(first.run_id, "another way")  # a fork: from the earlier run
+        assert fork.result(timeout=WAIT).result == "two"
+        shown = requests_of(model, "a")[-1].messages
+        assert _texts(shown[-1]) == ["another way"] and len(shown) == 3
+
+
+def test_a_failed_run_is_continued() -> None:
+    model = ScriptedModel(
+        {"a": [{"error": {"kind": "overloaded", "message": "try later"}}, "recovered"]}
+    )
+    with Runtime([spec("a")], model=model) as rt:
+        first = rt.spawn("a", "the task")
+        assert first.result(timeout=WAIT).status is RunStatus.FAILED
+        again = rt.continue_run(first.run_id, "try again")
+        outcome = again.result(timeout=WAIT)
+        # no step was taken: the earlier run's task, then the text, in one user message
+        shown = requests_of(model, "a")[-1].messages
+        assert len(shown) == 1 and _texts(shown[0])[-1] == "try again"
+        assert "the task" in _texts(shown[0])[0]
+        # the script's first turn fails again (no assistant turn yet): failed, as scripted
+        assert outcome.status is RunStatus.FAILED
+
+
+def test_a_run_timed_out_mid_tool_call_is_continued_with_the_call_answered() -> None:
+    model = ScriptedModel(
+        {"a": [{"tool_calls": [{"name": "Bash", "input": {"command": "sleep 60"}}]}, "done now"]}
+    )
+    agent = spec("a", tools=("Bash",))
+    with Runtime([agent], model=model, permissions="bypassPermissions") as rt:
+        first = rt.spawn("a", "long job", timeout=2.0)
+        assert first.result(timeout=WAIT).status is RunStatus.TIMED_OUT
+        again = rt.continue_run(first.run_id, "never mind, finish", timeout=WAIT)
+        assert again.result(timeout=WAIT).result == "done now"
+        shown = requests_of(model, "a")[-1].messages
+        assert [m.role for m in shown] == ["user", "assistant", "user"]
+        use = next(b for b in shown[1].content if isinstance(b, ToolUseBlock))
+        answers = [b for b in shown[2].content if isinstance(b, ToolResultBlock)]
+        assert [(r.tool_use_id, r.is_error) for r in answers] == [(use.id, True)]
+        assert _texts(shown[2]) == ["never mind, finish"]
+
+
+def test_unanswered_calls_are_answered_not_run() -> None:
+    cp = Checkpoint(
+        run_id="r1",
+        step=1,
+        messages=(
+            ChatMessage("user", (TextBlock("task"),)),
+            ChatMessage(
+                "assistant", (ToolUseBlock("t1", "Bash", {}), ToolUseBlock("t2", "Read", {}))
+            ),
+        ),
+        answered=(ToolResultBlock("t2", "read it"),),
+    )
+    record = RunRecord(run_id="r1", agent="a", task="task", root_run_id="r1")
+    seeded = conversation(Continued(record, cp), run_id="r2", text="go on")
+    assert seeded.run_id == "r2" and seeded.step == 0
+    last = seeded.messages[-1]
+    assert last.role == "user" and _texts(last) == ["go on"]
+    answers = [b for b in last.content if isinstance(b, ToolResultBlock)]
+    assert [(a.tool_use_id, a.content, a.is_error) for a in answers] == [
+        ("t1", NOT_RUN, True),
+        ("t2", "read it", False),
+    ]
+
+
+def test_a_cancelled_run_is_continued() -> None:
+    model = ScriptedModel({"a": [{"text": "slow", "delay": 30.0}, "fast"]})
+    with Runtime([spec("a")], model=model) as rt:
+        first = rt.spawn("a", "wait for it")
+        rt.stop(first.run_id)
+        assert first.result(timeout=WAIT).status is RunStatus.CANCELLED
+        again = rt.continue_run(first.run_id, "go")
+        outcome = again.result(timeout=WAIT)
+        assert outcome.status is RunStatus.CANCELLED or outcome.result is not None
+        shown = requests_of(model, "a")[-1].messages
+        assert _texts(shown[-1])[-1] == "go"
+
+
+def test_a_running_run_is_refused_naming_why() -> None:
+    model = ScriptedModel({"a": [{"text": "slow", "delay": 30.0}]})
+    with Runtime([spec("a")], model=model) as rt:
+        first = rt.spawn("a", "busy")
+        with pytest.raises(AdmissionError, match=r"is (running|queued): only an ended run"):
+            rt.continue_run(first.run_id, "too soon")
+        rt.stop(first.run_id)
+        first.result(timeout=WAIT)
+
+
+def test_an_unknown_run_is_refused() -> None:
+    with Runtime([spec("a")], model=ScriptedModel({})) as rt:
+        with pytest.raises(AdmissionError, match="no run 'r-nope' to continue"):
+            rt.continue_run("r-nope", "hello")
+        with pytest.raises(TypeError, match="unexpected keyword arguments: agent"):
+            rt.continue_run("r-nope", "hello", agent="a")  # type: ignore[arg-type]
+
+
+def test_budgets_apply_to_a_continued_run() -> None:
+    model = ScriptedModel({"a": ["one", "two"]})
+    with Runtime([spec("a")], model=model) as rt:
+        first = rt.spawn("a", "start")
+        first.result(timeout=WAIT)
+        again = rt.continue_run(first.run_id, "more", token_budget=1)
+        outcome = again.result(timeout=WAIT)
+        assert outcome.status is RunStatus.BUDGET_EXCEEDED
