@@ -176,3 +176,49 @@ def test_budgets_apply_to_a_continued_run() -> None:
         again = rt.continue_run(first.run_id, "more", token_budget=1)
         outcome = again.result(timeout=WAIT)
         assert outcome.status is RunStatus.BUDGET_EXCEEDED
+
+
+def _spawn(**args: str) -> dict[str, object]:
+    return {"tool_calls": [{"name": "spawn_subagent", "input": {"agent": "worker", **args}}]}
+
+
+def test_a_lead_continues_its_earlier_child_with_the_spawn_tool() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                _spawn(task="first job"),
+                _spawn(task="second job", continue_run="{result0_run_id}"),
+                "lead: {result0_result}",
+            ],
+            "worker": ["worker one", "worker two"],
+        }
+    )
+    agents = [spec("lead", tools=("spawn_subagent",)), spec("worker")]
+    with Runtime(agents, model=model) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.result == "lead: worker two", outcome
+        first, second = sorted(
+            (r for r in rt.runs() if r.agent == "worker"), key=lambda r: r.created_at
+        )
+        assert second.continues == first.run_id and first.continues is None
+        assert second.parent_run_id == first.parent_run_id == outcome.run_id
+        shown = requests_of(model, "worker")[-1].messages
+        assert [m.role for m in shown] == ["user", "assistant", "user"]
+        assert "first job" in _texts(shown[0])[0] and _texts(shown[2]) == ["second job"]
+
+
+def test_a_run_may_not_continue_a_run_of_another_tree() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [_spawn(task="{task}", continue_run="{task}"), "lead: {result0}"],
+            "worker": ["worker one"],
+        }
+    )
+    agents = [spec("lead", tools=("spawn_subagent",)), spec("worker")]
+    with Runtime(agents, model=model) as rt:
+        other = rt.spawn("worker", "elsewhere")
+        other.result(timeout=WAIT)
+        outcome = rt.run("lead", other.run_id, wait=WAIT)
+        assert outcome.result is not None
+        assert f"run {other.run_id} is not in the tree of {outcome.run_id}" in outcome.result
+        assert [r.agent for r in rt.runs() if r.continues is not None] == []
