@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from subagents.behaviour.function import AgentContext, SpawnRefused
 from subagents.messages import (
     ChatMessage,
     Checkpoint,
+    Outcome,
     RunRecord,
     RunStatus,
     TextBlock,
@@ -222,3 +224,37 @@ def test_a_run_may_not_continue_a_run_of_another_tree() -> None:
         assert outcome.result is not None
         assert f"run {other.run_id} is not in the tree of {outcome.run_id}" in outcome.result
         assert [r.agent for r in rt.runs() if r.continues is not None] == []
+
+
+def test_a_function_agent_run_is_continued_with_its_task_and_result_in_ctx() -> None:
+    def counter(ctx: AgentContext) -> str:
+        said = [_texts(m) for m in ctx.history]
+        return f"{ctx.task} after {said} (continues {ctx.continues})"
+
+    with Runtime({"counter": counter}) as rt:
+        first = rt.spawn("counter", "one")
+        assert first.result(timeout=WAIT).result == "one after [] (continues None)"
+        again = rt.continue_run(first.run_id, "two")
+        expected = "two after [['one'], ['one after [] (continues None)'], ['two']]"
+        assert again.result(timeout=WAIT).result == f"{expected} (continues {first.run_id})"
+
+
+def test_a_function_agent_continues_its_earlier_child_and_llm_runs() -> None:
+    model = ScriptedModel({"worker": ["worker one", "worker two"]})
+
+    async def lead(ctx: AgentContext) -> str | None:
+        first: Outcome = await ctx.spawn("worker", "first job")
+        second: Outcome = await ctx.continue_run(first.run_id, "second job")
+        try:
+            await ctx.continue_run("r-nope", "third")
+        except SpawnRefused as exc:
+            return f"{second.result}; {exc}"
+        return None
+
+    with Runtime({"lead": lead, "worker": spec("worker")}, model=model) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.result == "worker two; no run 'r-nope' to continue", outcome
+        first, second = sorted(
+            (r for r in rt.runs() if r.agent == "worker"), key=lambda r: r.created_at
+        )
+        assert second.continues == first.run_id and second.parent_run_id == outcome.run_id

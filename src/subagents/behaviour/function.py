@@ -51,6 +51,7 @@ from subagents.behaviour.port import AgentPort
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
+    ChatMessage,
     ChildDone,
     Continue,
     DeliverMail,
@@ -108,6 +109,7 @@ _SPAWN_POLICIES = frozenset(
         "share",
         "inherit_messages",
         "cleanup",
+        "continues",
     }
 )
 
@@ -277,6 +279,11 @@ class AgentContext:
         self.root_run_id = record.root_run_id
         self.shared: dict[str, Any] = dict(record.shared)
         """Shared context handed down to this run (``share=`` keys of its spawn)."""
+        self.continues = record.continues
+        """The ended run this one continues (``continue_run``), else None."""
+        self.history: tuple[ChatMessage, ...] = ()
+        """The conversation this run starts with: a continued run's (the earlier task, its
+        result, then ``task``), or its parent's (``inherit_messages``); else empty."""
 
     @property
     def log(self) -> Any:
@@ -341,6 +348,12 @@ class AgentContext:
             b.port.request_spawn(request)
             b.unheld()
         return pending
+
+    def continue_run(self, run_id: str, text: str, **options: Any) -> Pending:
+        """A child going on with the ended run ``run_id`` of this tree: its conversation, then
+        ``text`` (docs/runtime.md "Continuing a run"); ``options``: ``spawn``'s. Awaiting
+        gives its Outcome (a refusal raises ``SpawnRefused``)."""
+        return self.spawn("", text, continues=run_id, **options)
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
@@ -694,7 +707,7 @@ class FunctionBehaviour:
         return tuple(m.mail_id for m in self.inbox)
 
     def start(
-        self, _checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
+        self, checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
     ) -> None:
         """Call the function. After a crash or a restart it runs again from the top, and its
         calls are matched, in order, to its journal and to what the earlier start already did
@@ -712,8 +725,11 @@ class FunctionBehaviour:
         self.inbox.extend(unread)
         if not self.is_async:
             about_to_block()  # a sync function runs to its end here, waiting as it goes
+        ctx = AgentContext(self)
+        if checkpoint is not None:  # what it goes on with (a continued run's conversation)
+            ctx.history = tuple(checkpoint.messages)
         try:
-            value = self.fn(AgentContext(self))
+            value = self.fn(ctx)
         except ReplayDiverged:
             return
         except Exception:

@@ -88,7 +88,8 @@ def conversation(continued: Continued, *, run_id: str, text: str) -> Checkpoint:
     """The step-0 checkpoint of a run continuing ``continued``: its conversation as it
     ended, then ``text`` as the next user message. A last turn's tool calls left without an
     answer (a run stopped or timed out mid-turn) are answered ``NOT_RUN``, so the
-    conversation is one a model accepts; a run that took no step contributes its task."""
+    conversation is one a model accepts; a run that took no step contributes its task (and
+    its result: a function agent keeps no conversation)."""
     record = continued.record
     assert record is not None  # refusal() passed
     cp = continued.checkpoint
@@ -97,6 +98,8 @@ def conversation(continued: Continued, *, run_id: str, text: str) -> Checkpoint:
     else:
         first = first_message_text(record.task, record.context, record.shared)
         messages = [ChatMessage("user", (TextBlock(first),))]
+        if record.outcome is not None and record.outcome.result:  # a function agent's
+            messages.append(ChatMessage("assistant", (TextBlock(record.outcome.result),)))
     last = messages[-1]
     if last.role == "user":
         messages[-1] = ChatMessage("user", (*last.content, TextBlock(text)))
