@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from polling import wait_until
+from subagents.messages import RunStatus
+from subagents.store.sqlite import SQLiteStore
 
 JOB = Path(__file__).with_name("continue_job.py")
 
@@ -69,3 +71,42 @@ def test_a_continued_run_killed_before_its_first_step_is_finished_once(tmp_path:
     assert [m["role"] for m in shown] == ["user", "assistant", "user"]
     assert shown[1]["content"][0]["text"] == "first answer"
     assert shown[2]["content"][-1]["text"] == "go on"
+
+
+AGENT_FILE = """---
+name: a
+description: Answers.
+script:
+  - text: "first answer"
+  - text: "second answer"
+---
+Answer.
+"""
+
+
+def test_subagents_resume_finishes_a_killed_continued_run_once(tmp_path: Path) -> None:
+    first = _first_run(tmp_path)
+    killed = _start(tmp_path, "second.txt", "continue", first)
+    try:
+        wait_until(lambda: (tmp_path / "second.txt").exists(), "the continued run admitted", 60.0)
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.communicate()
+    continued = (tmp_path / "second.txt").read_text()
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "a.md").write_text(AGENT_FILE)
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    resume = [sys.executable, "-m", "subagents.cli.main", "resume", continued]
+    options = ["--state", str(tmp_path / "runs.db"), "--agents", str(team), "--json"]
+    done = subprocess.run([*resume, *options], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    check = SQLiteStore(tmp_path / "runs.db")
+    try:
+        record = check.get_run(continued)
+        assert record is not None and record.outcome is not None
+        assert (record.status, record.outcome.result) == (RunStatus.COMPLETED, "second answer")
+        assert record.continues == first and record.steps == 1  # one step: finished once
+        assert [r.run_id for r in check.list_runs() if r.continues == first] == [continued]
+    finally:
+        check.close()
