@@ -12,6 +12,7 @@ from subagents.behaviour.function import AgentContext, SpawnRefused
 from subagents.messages import (
     ChatMessage,
     Checkpoint,
+    EventKind,
     Outcome,
     RunRecord,
     RunStatus,
@@ -24,7 +25,7 @@ from subagents.runtime import AdmissionError, Runtime
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.continuation import NOT_RUN, Continued, conversation
 
-from .conftest import WAIT, requests_of, spec
+from .conftest import WAIT, Events, requests_of, spec
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
@@ -139,17 +140,24 @@ def test_unanswered_calls_are_answered_not_run() -> None:
     ]
 
 
-def test_a_cancelled_run_is_continued() -> None:
-    model = ScriptedModel({"a": [{"text": "slow", "delay": 30.0}, "fast"]})
-    with Runtime([spec("a")], model=model) as rt:
+def test_a_run_cancelled_mid_tool_call_is_continued() -> None:
+    model = ScriptedModel(
+        {"a": [{"tool_calls": [{"name": "Bash", "input": {"command": "sleep 60"}}]}, "resumed"]}
+    )
+    events = Events()
+    with Runtime([spec("a", tools=("Bash",))], model=model, permissions="bypassPermissions") as rt:
+        rt.subscribe(events)
         first = rt.spawn("a", "wait for it")
+        events.wait_count(EventKind.STEP, "a", 1)  # its Bash call is under way
         rt.stop(first.run_id)
         assert first.result(timeout=WAIT).status is RunStatus.CANCELLED
         again = rt.continue_run(first.run_id, "go")
-        outcome = again.result(timeout=WAIT)
-        assert outcome.status is RunStatus.CANCELLED or outcome.result is not None
+        assert again.result(timeout=WAIT).result == "resumed"
         shown = requests_of(model, "a")[-1].messages
-        assert _texts(shown[-1])[-1] == "go"
+        assert [m.role for m in shown] == ["user", "assistant", "user"]
+        assert _texts(shown[-1]) == ["go"]
+        (answer,) = [b for b in shown[-1].content if isinstance(b, ToolResultBlock)]
+        assert answer.is_error
 
 
 def test_a_running_run_is_refused_naming_why() -> None:
