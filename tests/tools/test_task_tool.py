@@ -162,3 +162,23 @@ def test_a_pre_tool_use_hook_matching_task_sees_and_may_block_it(tmp_path: Path)
     assert not spawned.is_error
     shown = json.loads(seen.read_text())
     assert shown["tool_name"] == "Task" and shown["tool_input"]["subagent_type"] == "worker"
+
+
+def test_task_resume_continues_an_earlier_agent_with_its_conversation() -> None:
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [task("worker", "first job", "one")]},
+                {"tool_calls": [task("worker", "second job", "two", resume="{result0_run_id}")]},
+                "lead: {result0_result}",
+            ],
+            "worker": ["worker one", "worker two"],
+        }
+    )
+    with Runtime([agent("lead", tools=("Task",)), agent("worker")], model=model) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.result == "lead: worker two", outcome
+        first, second = sorted(children(rt, outcome.run_id), key=lambda r: r.created_at)
+        assert second.continues == first.run_id and second.task == "second job"
+    shown = [r for r in model.requests if r.agent == "worker"][-1].messages
+    assert [m.role for m in shown] == ["user", "assistant", "user"]

@@ -86,6 +86,7 @@ from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import apply_writes
 from subagents.supervision.coalesce import coalesce
+from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decision,
@@ -390,8 +391,11 @@ class SupervisorActor(FastInboxActor):
                 return core.mail_reads((message,))
             case Journal():
                 return core.journal(message)
-            case SpawnRequest():
+            case SpawnRequest(continues=None):
                 return core.spawn(message)
+            case SpawnRequest(continues=str(run_id)):  # the run it continues, read for it
+                read = Continued(self.store.get_run(run_id), self.store.load_checkpoint(run_id))
+                return core.spawn(message, read)
             case SpawnMany(requests=requests):
                 return core.spawn_many(requests)
             case StepTaken():

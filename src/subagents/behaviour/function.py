@@ -221,7 +221,7 @@ class FunctionBehaviour:
         return tuple(m.mail_id for m in self.inbox)
 
     def start(
-        self, _checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
+        self, checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
     ) -> None:
         """Call the function. After a crash or a restart it runs again from the top, and its
         calls are matched, in order, to its journal and to what the earlier start already did
@@ -239,8 +239,11 @@ class FunctionBehaviour:
         self.inbox.extend(unread)
         if not self.is_async:
             about_to_block()  # a sync function runs to its end here, waiting as it goes
+        ctx = AgentContext(self)
+        if checkpoint is not None:  # what it goes on with (a continued run's conversation)
+            ctx.history = tuple(checkpoint.messages)
         try:
-            value = self.fn(AgentContext(self))
+            value = self.fn(ctx)
         except ReplayDiverged:
             return
         except Exception:

@@ -18,6 +18,7 @@ from subagents.behaviour.awaitables import Pending, PendingAll, PendingAny
 from subagents.behaviour.function_replay import call_digest, seen_result, shown_call
 from subagents.behaviour.port import AgentPort
 from subagents.messages import (
+    ChatMessage,
     JournalEntry,
     Mail,
     Outcome,
@@ -51,6 +52,7 @@ _SPAWN_POLICIES = frozenset(
         "share",
         "inherit_messages",
         "cleanup",
+        "continues",
     }
 )
 
@@ -112,6 +114,11 @@ class AgentContext:
         self.root_run_id = record.root_run_id
         self.shared: dict[str, Any] = dict(record.shared)
         """Shared context handed down to this run (``share=`` keys of its spawn)."""
+        self.continues = record.continues
+        """The ended run this one continues (``continue_run``), else None."""
+        self.history: tuple[ChatMessage, ...] = ()
+        """The conversation this run starts with: a continued run's (the earlier task, its
+        result, then ``task``), or its parent's (``inherit_messages``); else empty."""
 
     @property
     def log(self) -> Any:
@@ -176,6 +183,12 @@ class AgentContext:
             b.port.request_spawn(request)
             b.unheld()
         return pending
+
+    def continue_run(self, run_id: str, text: str, **options: Any) -> Pending:
+        """A child going on with the ended run ``run_id`` of this tree: its conversation, then
+        ``text`` (docs/runtime.md "Continuing a run"); ``options``: ``spawn``'s. Awaiting
+        gives its Outcome (a refusal raises ``SpawnRefused``)."""
+        return self.spawn("", text, continues=run_id, **options)
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""

@@ -44,6 +44,7 @@ def spawn_request(use_id: str, args: dict[str, Any], parent: str) -> SpawnReques
         model=optional_str(args, "model"),
         timeout=optional_float(args, "timeout"),
         background=bool(args.get("background", False)),
+        continues=optional_str(args, "continue_run"),
         **spawn_policy_fields(args),
     )
 
@@ -52,7 +53,8 @@ def task_arguments(args: dict[str, Any], offered: Iterable[ToolSchema]) -> dict[
     """A ``Task`` call's arguments as ``spawn_subagent``'s: ``subagent_type`` is the agent
     (matched without case among those the offered ``Task`` names, as Claude Code's
     ``Explore`` is our ``explore``), ``prompt`` the task, ``description`` the label,
-    ``run_in_background`` the background flag."""
+    ``run_in_background`` the background flag, ``resume`` the run to continue
+    (``continue_run``)."""
     agent = required_str(args, "subagent_type")
     agents = [
         name
@@ -67,8 +69,9 @@ def task_arguments(args: dict[str, Any], offered: Iterable[ToolSchema]) -> dict[
         "label": optional_str(args, "description"),
         "background": bool(args.get("run_in_background", False)),
     }
-    if args.get("model") is not None:
-        spawned["model"] = args["model"]
+    for ours, theirs in (("model", "model"), ("continue_run", "resume")):
+        if args.get(theirs) is not None:
+            spawned[ours] = args[theirs]
     return spawned
 
 

@@ -80,6 +80,14 @@ def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 "model": {"type": "string", "description": "Model override (alias or id)."},
                 "timeout": {"type": "number", "description": "Seconds before it times out."},
                 "label": {"type": "string"},
+                "continue_run": {
+                    "type": "string",
+                    "description": (
+                        "The run_id of an ended run of your tree (one you spawned earlier) to"
+                        " go on with: the new run starts with that run's conversation, then"
+                        " `task` as its next message. `agent` must be that run's agent."
+                    ),
+                },
                 **POLICY_PROPERTIES,
             },
             "required": ["agent", "task"],
@@ -120,6 +128,13 @@ def task_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 "run_in_background": {
                     "type": "boolean",
                     "description": "Start it and return at once; its outcome arrives as mail.",
+                },
+                "resume": {
+                    "type": "string",
+                    "description": (
+                        "Optional run_id of an earlier agent (of this subagent_type) to resume:"
+                        " it continues with its full previous conversation, then `prompt`."
+                    ),
                 },
             },
             "required": ["description", "prompt", "subagent_type"],

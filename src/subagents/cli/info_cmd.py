@@ -102,6 +102,11 @@ def show(info: Info) -> None:
         ("depth", str(r.depth)),
         ("parent", r.parent_run_id or "- (root)"),
         ("root", r.root_run_id),
+        *(
+            [("continues", f"{r.continues} (its conversation, then the task)")]
+            if r.continues
+            else []
+        ),
         ("host", info.host + ("; `subagents resume` continues it" if info.orphaned else "")),
         *([("node", r.node)] if r.node else []),
         ("created", stamp(r.created_at)),

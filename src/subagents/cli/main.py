@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run an agent on a task, watch its tree work, print the result (`subagents run AGENT"
         " TASK`).",
     ),
+    "continue": (
+        "subagents.cli.continue_cmd",
+        "Continue an ended run with a new message (`subagents continue RUN TEXT`).",
+    ),
     "ps": (
         "subagents.cli.ps_cmd",
         "List runs from the store: live ones, or all with --all (`subagents ps`).",

@@ -67,6 +67,8 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     tree's on a cluster): it takes the run up."""
     node: str | None = None
     """On a Ray cluster: the node (Ray's node id) its latest start was placed on."""
+    continues: str | None = None
+    """The ended run whose conversation it went on with (`subagents continue`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +146,7 @@ def _show(
         hint = "" if args.all or args.status else "; `subagents ps --all` lists finished runs too"
         sys.stderr.write(f"no runs{hint}\n")
         return
-    parents = [r.parent_run_id for r in records if r.parent_run_id is not None]
+    parents = [p for r in records for p in (r.parent_run_id, r.continues) if p is not None]
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
     print_table = with_nodes(output.print_table, [r.node for r in rows])
@@ -170,7 +172,7 @@ def _show(
                 row.agent,
                 RESTARTING if row.restarting else ORPHANED if row.orphaned else str(row.status),
                 str(row.depth),
-                _parent(row.parent_run_id, shorts),
+                _parent(row.parent_run_id, shorts, row.continues),
                 age(row.created_at, now),
                 duration(record, now),
                 str(row.steps),
@@ -212,9 +214,10 @@ def with_nodes(print_table: Any, nodes: list[str | None]) -> Any:
     return printed
 
 
-def _parent(parent: str | None, shorts: dict[str, str]) -> str:
+def _parent(parent: str | None, shorts: dict[str, str], continues: str | None = None) -> str:
+    """The PARENT cell: its parent's short id; a root that continues a run: ``cont RUN``."""
     if parent is None:
-        return "-"
+        return "-" if continues is None else f"cont {shorts.get(continues, continues[:8])}"
     return shorts.get(parent, parent[:8])
 
 
@@ -244,4 +247,5 @@ def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
         host=alive.host(r),
         restarting=alive.restarting(r),
         node=r.node,
+        continues=r.continues,
     )

@@ -43,6 +43,19 @@ tests/cli/test_cli_main.py); tests/test_type_aliases.py keeps the two equal."""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", metavar="AGENT", help="the agent definition to run")
     parser.add_argument("task", metavar="TASK", help="what to do (- reads it from stdin)")
+    add_run_options(parser)
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the tree on the Ray cluster at ADDRESS (`auto`: the cluster `ray start` runs"
+        " on this machine), its runs in the cluster's nodes, recorded in the cluster's store;"
+        " default: $SUBAGENTS_RAY_ADDRESS when set and --state is not given",
+    )
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a root run and of the runtime hosting it (`run`, `continue`)."""
     parser.add_argument(
         "--timeout",
         type=float,
@@ -71,14 +84,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (then `subagents attach RUN`, `wait RUN`)",
     )
     add_runtime_arguments(parser)
-    parser.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="run the tree on the Ray cluster at ADDRESS (`auto`: the cluster `ray start` runs"
-        " on this machine), its runs in the cluster's nodes, recorded in the cluster's store;"
-        " default: $SUBAGENTS_RAY_ADDRESS when set and --state is not given",
-    )
 
 
 def _check(args: argparse.Namespace) -> str:
@@ -136,7 +141,7 @@ def _detach(args: argparse.Namespace, task: str) -> int:
     from subagents.cli.runtime_args import cluster_from
     from subagents.store.paths import default_store_path
 
-    address = cluster_from(args)
+    address = cluster_from(args) if getattr(args, "continues", None) is None else None
     if address is not None:
         return _detach_on_cluster(args, task, address)
 
@@ -233,15 +238,18 @@ def _run(
     rt = hosted.runtime
     tree = LiveTree()
     rt.subscribe(tree.on_event)
+    options = {
+        "model": args.model,
+        "timeout": args.timeout,
+        "token_budget": args.budget,
+        "cleanup": args.cleanup,
+    }
+    continues: str | None = getattr(args, "continues", None)  # `subagents continue`
     try:
-        handle = rt.spawn(
-            args.agent,
-            task,
-            model=args.model,
-            timeout=args.timeout,
-            token_budget=args.budget,
-            cleanup=args.cleanup,
-        )
+        if continues is not None:
+            handle = rt.continue_run(continues, task, **options)
+        else:
+            handle = rt.spawn(args.agent, task, **options)
     except AdmissionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     if on_admitted is not None:

@@ -48,6 +48,9 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     (None: the definition's ``cleanup``, else its parent's, else keep)."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    continues: str | None = None
+    """The id of an ended run whose conversation this run goes on with, ``task`` its next
+    user message (``Runtime.continue_run``; ``agent`` may be empty: the continued run's)."""
 
 
 AgentTask = tuple[str, str]

@@ -194,6 +194,9 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     ceiling: tuple[PermissionGrant, ...] = ()
     """What its requesters were allowed, root first: it may never do more (set at admission
     from its parent's record and definition, never recomputed)."""
+    continues: str | None = None
+    """The ended run whose conversation this one went on with (``Runtime.continue_run``);
+    that run's record is left as it ended."""
 
 
 def new_id(prefix: str = "", now: float | None = None) -> str:

@@ -315,6 +315,10 @@ class Runtime:
         """
         return RunHandle(self, run_id, self._starts.attach(run_id))
 
+    def continue_run(self, run_id: str, text: str, **overrides: Any) -> RunHandle:
+        """A new root run: the ended run's conversation, then ``text`` (docs/runtime.md)."""
+        return RunHandle(self, *self._starts.admit(_continue_request(run_id, text, overrides)))
+
     def stop(self, run_id: str) -> tuple[str, ...]:
         """Stop a run and its subtree (deepest first); the ids stopped."""
         return self._requests.stop(run_id)
@@ -404,17 +408,11 @@ class Runtime:
         from subagents.runtime._fan_out import synthesize_runs
 
         check_strategy(strategy, scorer)
+        ids = self._waits.run_ids(run_ids, "synthesize")
         return synthesize_runs(
-            self.wait_ended,
-            self.store.get_run,
-            self.limits.max_timeout_s,
-            self._waits.run_ids(run_ids, "synthesize"),
-            strategy,
-            threshold=threshold,
-            scorer=scorer,
-            weights=weights,
-            wait=check_timeout(wait, "wait"),
-        )
+            self.wait_ended, self.store.get_run, self.limits.max_timeout_s, ids, strategy,
+            threshold=threshold, scorer=scorer, weights=weights, wait=check_timeout(wait, "wait")
+        )  # fmt: skip
 
     def fan_out(
         self,
@@ -434,16 +432,9 @@ class Runtime:
         from subagents.runtime._fan_out import fan_out
 
         return fan_out(
-            self.spawn,
-            self.limits.max_timeout_s,
-            jobs,
-            strategy=strategy,
-            threshold=threshold,
-            scorer=scorer,
-            weights=weights,
-            wait=wait,
-            **spawn_options,
-        )
+            self.spawn, self.limits.max_timeout_s, jobs, strategy=strategy, threshold=threshold,
+            scorer=scorer, weights=weights, wait=wait, **spawn_options
+        )  # fmt: skip
 
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)
@@ -485,6 +476,16 @@ def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     if fields.get("shared") is not None:
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
+
+
+def _continue_request(run_id: str, text: str, overrides: Mapping[str, Any]) -> SpawnRequest:
+    """The request of ``continue_run``: no agent named (the continued run's is taken)."""
+    if not isinstance(run_id, str) or not run_id:
+        raise TypeError(f"run_id must be a run's id, got {run_id!r}")
+    unknown = sorted(set(overrides) - _ROOT_FIELDS)
+    if unknown:
+        raise TypeError(f"continue_run() got unexpected keyword arguments: {', '.join(unknown)}")
+    return _root_request("", text, continues=run_id, **overrides)
 
 
 def _job_requests(

@@ -73,7 +73,12 @@ def read_snapshot(
             tree = tuple(known)
             mails = tuple(store.mail_for(run_id))
             journal = tuple(store.journal_of(run_id))
-        checkpoint = store.load_checkpoint(run_id) if record.steps > 0 else None
+        # a continued run has one from its admission (its seed), steps or not
+        checkpoint = (
+            store.load_checkpoint(run_id)
+            if record.steps > 0 or record.continues is not None
+            else None
+        )
         unfinished.append(
             UnfinishedRun(
                 record=record,

@@ -24,7 +24,8 @@ from subagents.messages import (
     SpawnRequest,
     new_id,
 )
-from subagents.store.writes import SaveRun
+from subagents.store.writes import SaveCheckpoint, SaveRun
+from subagents.supervision import continuation
 from subagents.supervision.admission_checks import Proposal, refusal_of
 from subagents.supervision.ceilings import child_ceiling, narrowed, root_ceiling
 from subagents.supervision.effects import Decided, Tell, TellOutside
@@ -90,12 +91,15 @@ class Admission:
             decided.add(admitted)
         return replies, decided
 
-    def spawn(self, req: SpawnRequest) -> tuple[SpawnReply, Decided]:
+    def spawn(
+        self, req: SpawnRequest, continued: continuation.Continued | None = None
+    ) -> tuple[SpawnReply, Decided]:
         """Admit (start or queue) or refuse a run: the reply, and what admitting it comes to.
         The reply goes to a requesting run too, and a refusal to the outside (a root run
-        told, not asked, hears of it so)."""
+        told, not asked, hears of it so). ``continued``: what the store keeps of the run
+        ``req.continues`` names."""
         try:
-            run_id, decided = self.admit(req)
+            run_id, decided = self.admit(req, continued)
             state = self.runs.get(run_id)
             assert state is not None
             reply = SpawnReply(
@@ -118,11 +122,23 @@ class Admission:
             decided.effects.append(Tell(req.parent_run_id, reply))
         return reply, decided
 
-    def admit(self, req: SpawnRequest) -> tuple[str, Decided]:
+    def admit(
+        self, req: SpawnRequest, continued: continuation.Continued | None = None
+    ) -> tuple[str, Decided]:
         """Admit ``req``: the run id and what admitting it comes to (its record kept, its
         events, its start if a slot is free); or raise ``AdmissionError`` naming the
         refusal, with nothing decided."""
+        if req.continues is not None:
+            continued = self._continued(req.continues, continued)
+            req = continuation.with_agent(req, continued)
+            why = continuation.refusal(req, continued)
+            if why is not None:
+                raise AdmissionError(why)
         spec, parent = self._proposed(req)
+        if continued is not None and parent is not None:
+            why = continuation.outside_tree(continued, parent.record)
+            if why is not None:
+                raise AdmissionError(why)
         key = self.parking.slot_key(spec, parent)
         now = self.now()
         run_id = req.run_id or new_id("r", now)
@@ -140,10 +156,16 @@ class Admission:
         record = self._record(req, spec, parent, run_id, now, policy_fields)
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)
+        seed = None
+        if req.continues is not None and continued is not None:
+            seed = continuation.conversation(continued, run_id=run_id, text=req.task)
+            state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
         self.runs.add(state)
         self.runs.admitted(state)
         decided = Decided()
         decided.writes.append(SaveRun(record))
+        if seed is not None:  # durable with the record: a resume before a step has it
+            decided.writes.append(SaveCheckpoint(seed))
         narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
         data: dict[str, Any] = {"task": req.task[:200], "background": req.background}
         if narrowing is not None:
@@ -154,6 +176,18 @@ class Admission:
         else:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
         return run_id, decided
+
+    def _continued(
+        self, run_id: str, read: continuation.Continued | None
+    ) -> continuation.Continued:
+        """The run to continue: its record as this runtime holds it (fresher than the
+        store's), else as read from the store for this request."""
+        held = self.runs.get(run_id)
+        if read is None:
+            read = continuation.Continued(None)
+        if held is not None:
+            return continuation.Continued(held.record, held.saved or read.checkpoint)
+        return read
 
     def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
         """The definition and the live requester ``req`` names, once every check passed."""
@@ -205,4 +239,5 @@ class Admission:
             ceiling=child_ceiling(parent.record, parent.spec)
             if parent is not None
             else root_ceiling(self.runtime_mode, self.owner),
+            continues=req.continues,
         )

@@ -65,6 +65,7 @@ from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import SaveCheckpoint, SaveJournal
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
+from subagents.supervision.continuation import Continued
 from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
@@ -167,10 +168,11 @@ class SupervisorCore:
 
     # ---- requests --------------------------------------------------------------------------
 
-    def spawn(self, req: SpawnRequest) -> Decision:
-        """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``."""
+    def spawn(self, req: SpawnRequest, continued: Continued | None = None) -> Decision:
+        """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``.
+        ``continued``: the run ``req.continues`` names, as the store keeps it."""
         self.effects.begin()
-        return self._decided(self.effects.gather(self.admission.spawn(req)))
+        return self._decided(self.effects.gather(self.admission.spawn(req, continued)))
 
     def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
         """Admit (start or queue) or refuse many runs in one decision, in order, each by

@@ -147,6 +147,14 @@ class PolicyBook:
         entry = self._policy.get(run_id)
         return entry.seed if entry is not None else None
 
+    def reseed(self, run_id: str, seed: Checkpoint) -> Checkpoint:
+        """``seed`` as what the fresh run ``run_id`` (just admitted) starts with, a restart
+        before its first step included: a continued run's conversation."""
+        entry = self._policy.get(run_id)
+        if entry is not None:
+            entry.seed = seed
+        return seed
+
     def entry(self, state: RunState) -> RunPolicy | None:
         """The policy entry of a run; built from its record and definition for a run this
         book did not admit (restored from the store after a restart of the process)."""
@@ -157,7 +165,9 @@ class PolicyBook:
             policy = policy_of(state.spec)
         except PolicyError:
             return None
-        entry = RunPolicy(policy=policy, max_retries=policy.max_retries, seed=None)
+        # a continued run restored before its first step: its saved checkpoint is its seed
+        seed = state.saved if state.record.continues is not None else None
+        entry = RunPolicy(policy=policy, max_retries=policy.max_retries, seed=seed)
         self._policy[state.run_id] = entry
         return entry
 

@@ -108,6 +108,7 @@ class Recovery:
             request_id=record.request_id,
             inbox={m.mail_id: m for m in unfinished.inbox},
             saved=unfinished.checkpoint,
+            checkpoint=unfinished.checkpoint,  # (a continued run's seed before a step)
         )
         self.runs.add(state)
         decided = Decided()

@@ -106,7 +106,7 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
             f"agent and task must be strings, got {type(req.agent).__name__} and"
             f" {type(req.task).__name__}"
         )
-    if not req.agent.strip():
+    if not req.agent.strip() and req.continues is None:  # a continuation takes its run's
         return "no agent given (agent is empty)"
     if not req.task.strip():
         return f"the task for {req.agent!r} is empty: say what the agent should do"
