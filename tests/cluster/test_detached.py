@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from polling import wait_until
 from raycluster import WORKER, LocalCluster
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import RunStatus
 from subagents.runtime import Runtime
 from subagents.supervision.core import AdmissionError
+
+if TYPE_CHECKING:
+    from subagents.cluster.remote_store import ClusterStore
 
 pytestmark = pytest.mark.ray
 
@@ -103,6 +108,26 @@ def test_a_detached_tree_is_seen_and_mailed_by_another_runtime_and_its_host_goes
         store.close()
 
 
+def _restarting_or_taken_up(store: ClusterStore, run_id: str, owner: str) -> bool:
+    """Waits until the killed host's lease is dead while Ray lists the host (True: the
+    tree is restarting), or the host's new process has already taken the tree (False)."""
+    from subagents.store.leases import Liveness
+
+    seen: list[bool] = []
+
+    def settled() -> bool:
+        record = store.get_run(run_id)
+        assert record is not None
+        if record.owner != owner:
+            seen.append(False)
+        elif Liveness(store.leases(), listed=store.host_listed).restarting(record):
+            seen.append(True)
+        return bool(seen)
+
+    wait_until(settled, f"{run_id}'s host seen dead and restarting, or taken up")
+    return seen[0]
+
+
 def _child_of(rt: Runtime, run_id: str) -> str:
     """The child ``run_id`` spawned, once its host recorded it (its events do not reach
     this runtime: the store is polled until a deadline, as the CLI tests do)."""
@@ -146,6 +171,15 @@ def test_a_tree_host_killed_mid_tree_is_started_again_and_ends_the_tree_once(
             child = _child_of(rt, tree.run_id)
             os.kill(tree.pid, signal.SIGKILL)
             rt.send(child, "hello")  # kept in the store until the new host takes it
+            # a restore while Ray starts the host again leaves the tree to it (were it taken
+            # here, where its agents are not defined, its runs would fail)
+            restarting = _restarting_or_taken_up(store, tree.run_id, tree.owner)
+            with Runtime([], store=store, cluster="", restore=True) as resumer:
+                report = resumer.restore_report
+            assert {tree.run_id, child} <= set(report.elsewhere), report
+            assert not report.resumed and not report.orphans and not report.taken_from
+            if restarting:  # (else the new host had taken it up already: a live lease)
+                assert {tree.run_id, child} <= set(report.restarting), report
             ended = rt.wait_all([tree.run_id, child], timeout=WAIT_S)
             root = rt.get(tree.run_id)
         assert [o.status for o in ended] == [RunStatus.COMPLETED, RunStatus.COMPLETED]

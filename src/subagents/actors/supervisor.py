@@ -461,13 +461,15 @@ class SupervisorActor(FastInboxActor):
         self._apply(decision.effects)
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
-        """Take up the orphaned runs. Liveness (the leases) is read in the transaction of the
-        takeover and handed to the core with the rest of the snapshot; the effects (starts)
-        follow the commit."""
+        """Take up the orphaned runs. Liveness (the leases, and which dead owners Ray is
+        starting again) is read in the transaction of the takeover and handed to the core
+        with the rest of the snapshot; the effects (starts) follow the commit."""
         with self.store.batch():
             alive = live_owners(self.store.leases(), self.now())
             counted = self.core.limits.max_runs_per_tree is not None  # a tree's size matters
-            snapshot = read_snapshot(self.store, alive, count_trees=counted)
+            # a cluster's store tells which dead owners are tree hosts being restarted
+            listed = getattr(self.store, "host_listed", None)
+            snapshot = read_snapshot(self.store, alive, count_trees=counted, listed=listed)
             decision = self.core.restore(snapshot, roots)
             self._write(decision)
         self._apply(decision.effects)

@@ -18,7 +18,12 @@ class RestoreReport(msgspec.Struct, kw_only=True):
     cancelled: list[str] = msgspec.field(default_factory=list)
     orphans: list[str] = msgspec.field(default_factory=list)
     elsewhere: list[str] = msgspec.field(default_factory=list)
-    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them."""
+    """Unfinished runs left alone: a live runtime (its lease is alive) hosts them, or their
+    host is being started again (``restarting``)."""
+    restarting: list[str] = msgspec.field(default_factory=list)
+    """Of ``elsewhere``, the runs left because their host's lease is dead but the host is
+    being started again (a detached tree's host that Ray still lists): its new process takes
+    them up."""
     taken_from: list[str] = msgspec.field(default_factory=list)
     """The owners whose orphaned runs this restore took over (their leases lapsed)."""
 

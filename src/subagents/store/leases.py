@@ -128,6 +128,28 @@ def restartable_host(owner: str | None) -> str | None:
     return parts[3] if len(parts) == 4 and parts[3] else None
 
 
+def restarting_owners(
+    owners: Iterable[str | None], live: frozenset[str], listed: Callable[[str], bool] | None
+) -> frozenset[str]:
+    """Of ``owners``, those whose lease is not alive but whose restartable host
+    (``restartable_host``) is still ``listed`` where it runs: being started again, so its
+    runs are its new process's to take up. Empty when nobody can tell (``listed`` None);
+    each host name is asked once."""
+    if listed is None:
+        return frozenset()
+    asked: dict[str, bool] = {}
+    found: set[str] = set()
+    for owner in owners:
+        name = restartable_host(owner)
+        if owner is None or name is None or owner in live:
+            continue
+        if name not in asked:
+            asked[name] = listed(name)
+        if asked[name]:
+            found.add(owner)
+    return frozenset(found)
+
+
 class Liveness:
     """The leases of a store read once, to say of many runs whether their host is alive.
 

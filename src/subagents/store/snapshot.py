@@ -7,10 +7,13 @@ before asking the core to restore, and hands it over whole.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from subagents.messages import Checkpoint, JournalEntry, Mail, MailState, RunRecord, RunStatus
 from subagents.store.base import RunStore
+from subagents.store.leases import restarting_owners
 
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
@@ -39,6 +42,10 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     live_owners: frozenset[str] = frozenset()
     """The runtimes whose leases are alive (``store.leases``): the trees they host are left
     to them."""
+    restarting: frozenset[str] = frozenset()
+    """The owners whose leases are dead but whose host is being started again (a detached
+    tree's host that Ray still lists, ``store.leases.restarting_owners``): their trees are left
+    to its new process, as a live owner's are."""
     undelivered: tuple[RunRecord, ...] = ()
     """Runs that ended but whose outcome never reached their requester."""
     tree_runs: dict[str, int] = msgspec.field(default_factory=dict)
@@ -48,10 +55,16 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_snapshot(
-    store: RunStore, live_owners: frozenset[str], *, count_trees: bool = False
+    store: RunStore,
+    live_owners: frozenset[str],
+    *,
+    count_trees: bool = False,
+    listed: Callable[[str], bool] | None = None,
 ) -> RestoreSnapshot:
     """Read the store's unfinished runs, given the owners alive (read by the caller from the
-    store's leases, in the same transaction); ``count_trees``: their trees' sizes too."""
+    store's leases, in the same transaction); ``count_trees``: their trees' sizes too;
+    ``listed``: whether a restartable host is still listed where it runs (a cluster's store
+    can tell, ``host_listed``), to find the owners being restarted."""
     records = store.list_runs(statuses=UNFINISHED)
     records.sort(key=lambda r: (r.depth, r.created_at))
     trees: dict[str, list[RunRecord]] = {}
@@ -89,7 +102,7 @@ def read_snapshot(
                 journal=journal,
             )
         )
-    ended = (store.get_run(o.run_id) for o in store.undelivered_outcomes())
+    ended = [r for o in store.undelivered_outcomes() if (r := store.get_run(o.run_id))]
     sizes: dict[str, int] = {}
     if count_trees:
         for root in {r.root_run_id for r in records}:
@@ -98,6 +111,7 @@ def read_snapshot(
     return RestoreSnapshot(
         unfinished=tuple(unfinished),
         live_owners=live_owners,
-        undelivered=tuple(r for r in ended if r is not None),
+        restarting=restarting_owners([r.owner for r in (*records, *ended)], live_owners, listed),
+        undelivered=tuple(ended),
         tree_runs=sizes,
     )

@@ -17,6 +17,7 @@ import msgspec
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RestoreReport, RunStatus
+from subagents.store.leases import restartable_host
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import OutcomeDelivered, ReleaseLease, SaveRun
 from subagents.supervision.effects import Decided
@@ -51,20 +52,26 @@ class Recovery:
     ) -> tuple[RestoreReport, Decided]:
         """Take up the orphaned runs of the snapshot (``roots``: only these trees).
 
-        The trees a live runtime hosts (its lease is alive) are left to it. Parents come
-        before children (by depth). A run whose agent is no longer defined fails; a child
-        whose parent has ended is cancelled (runs do not outlive parents). Root runs come
-        back without a caller: they are reported as orphans until someone attaches to them.
-        The leases of the owners taken over are released, so that a host that was only
-        stalled learns at its next renewal that it lost its runs. The report, and what the
-        restore comes to."""
+        The trees a live runtime hosts (its lease is alive) are left to it, and so are those
+        of a host being started again (``snapshot.restarting``: its new process takes them).
+        Parents come before children (by depth). A run whose agent is no longer defined
+        fails; a child whose parent has ended is cancelled (runs do not outlive parents). Root
+        runs come back without a caller: they are reported as orphans until someone attaches
+        to them. The leases of the owners taken over are released, so that a host that was
+        only stalled learns at its next renewal that it lost its runs. The report, and what
+        the restore comes to."""
         report = RestoreReport()
         decided = Decided()
-        live, me = snapshot.live_owners, self.owner
+        me = self.owner
+        restarting = self._restarting(snapshot)
+        live = snapshot.live_owners | restarting
         elsewhere = {
             u.record.root_run_id
             for u in snapshot.unfinished
             if u.record.owner in live and u.record.owner != me
+        }
+        by_restart = {
+            u.record.root_run_id for u in snapshot.unfinished if u.record.owner in restarting
         }
         for unfinished in snapshot.unfinished:
             record = unfinished.record
@@ -74,6 +81,8 @@ class Recovery:
                 continue
             if record.root_run_id in elsewhere:
                 report.elsewhere.append(record.run_id)
+                if record.root_run_id in by_restart:
+                    report.restarting.append(record.run_id)
                 continue
             if record.owner and record.owner != me and record.owner not in report.taken_from:
                 report.taken_from.append(record.owner)
@@ -95,6 +104,15 @@ class Recovery:
             # a live parent gets it through recovered messages when it resumes
         decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
         return report, decided
+
+    def _restarting(self, snapshot: RestoreSnapshot) -> frozenset[str]:
+        """The owners being started again, treated as alive: their new process takes their
+        trees up. Except this runtime's own predecessors (a restarted host's runtime, whose
+        owner ends with the same host name): this is that new process."""
+        mine = restartable_host(self.owner)
+        return frozenset(
+            o for o in snapshot.restarting if mine is None or restartable_host(o) != mine
+        )
 
     def _restore_one(self, unfinished: UnfinishedRun, report: RestoreReport) -> Decided:
         record = unfinished.record
