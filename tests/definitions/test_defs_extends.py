@@ -153,3 +153,14 @@ def test_a_path_matching_two_files_is_an_error_naming_both():
     assert [i.reason for i in issues] == [
         "extends: path 'x/base' matches several: /a/x/base.md, /b/x/base.md"
     ]
+
+
+def test_a_base_is_a_parent_of_last_resort_and_is_not_returned():
+    base = a("explore", prompt="Built-in.", tools=("Read",))
+    kid = a("kid", extends="explore")
+    resolved, issues = resolve_extends(by_name(kid), {"explore": base})
+    assert issues == [] and sorted(resolved) == ["kid"]
+    assert resolved["kid"].tools == ("Read",) and resolved["kid"].prompt == "Built-in."
+    mine = a("explore", prompt="Mine.")  # a loaded definition of that name wins over the base
+    resolved, _ = resolve_extends(by_name(kid, mine), {"explore": base})
+    assert resolved["kid"].prompt == "Mine." and resolved["explore"] == mine

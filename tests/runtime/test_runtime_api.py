@@ -133,3 +133,20 @@ def test_an_owner_given_is_stamped_on_the_runs_and_a_bad_one_is_refused() -> Non
     for bad in ("", "has space", 7, "x" * 201):
         with pytest.raises(ValueError, match="owner must"):
             Runtime({"hello": hello}, owner=bad)  # type: ignore[arg-type]
+
+
+def test_a_team_folder_may_extend_a_built_in_agent_without_discover(tmp_path: Path) -> None:
+    # agents/code's scout, planner and fixer extend explore, plan and code: read from their
+    # folder alone (no discover), they were dropped with only a warning line.
+    (tmp_path / "scout.md").write_text(
+        "---\nname: scout\ndescription: looks around\nextends: explore\nscript:\n"
+        "  - text: 'scouted {task}'\n---\n"
+    )
+    with Runtime(agent_dirs=[tmp_path], model=ScriptedModel.from_specs) as rt:
+        agents = {agent.name: agent for agent in rt.agents()}
+        assert sorted(agents) == ["scout"]  # the built-ins are parents, not agents of their own
+        scout = agents["scout"]
+        assert scout.permission_mode == "plan" and scout.tools is not None
+        assert "Grep" in scout.tools and "investigator" in scout.prompt
+        assert rt.run("scout", "the repo", wait=WAIT).result == "scouted the repo"
+

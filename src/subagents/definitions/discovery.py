@@ -12,13 +12,17 @@ overriding a file, is what they are for: that is said at INFO.
 
 ``DefinitionLoader`` keeps a per-file cache keyed on (mtime, size): ``reload`` lists the
 directories again, re-parses only new or changed files and forgets deleted ones; shadowing and
-``extends`` are recomputed from the cache, which costs microseconds per definition.
+``extends`` are recomputed from the cache, which costs microseconds per definition. A
+definition may extend a built-in agent (``extends: explore``) whether or not the built-in
+folder is one of the sources: ``Runtime(agent_dirs=[...])`` without ``discover`` used to drop
+such a team's members with only a log line.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -334,7 +338,7 @@ class DefinitionLoader:
             del self._cache[key]
         picked = _pick_winners(candidates)
         issues.extend(picked.issues)
-        resolved, extends_issues = resolve_extends(picked.winners)
+        resolved, extends_issues = resolve_extends(picked.winners, builtin_bases())
         issues.extend(extends_issues)
         self._log_conflicts(picked)
         log.debug(
@@ -397,6 +401,17 @@ class DefinitionLoader:
         fresh = _Cached(stamp, specs, issues)
         self._cache[key] = fresh
         return fresh
+
+
+@functools.cache
+def builtin_bases() -> Mapping[str, AgentSpec]:
+    """The package's built-in agents by name, read once: the parents any definition may
+    extend (they ship with the package and are tested, so their issues are not repeated)."""
+    bases: dict[str, AgentSpec] = {}
+    for path in sorted(_walk(str(BUILTIN_DIR))):
+        specs, _ = read_file(path, root=BUILTIN_DIR, level=Level.BUILTIN)
+        bases.update((spec.name, spec) for spec in specs)
+    return bases
 
 
 def _dedupe(sources: Sequence[Source]) -> list[Source]:

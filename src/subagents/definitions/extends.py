@@ -11,7 +11,10 @@ The parent is named by its ``name``, or by its path relative to the agents folde
 found in (``extends: core/coder`` is ``<folder>/core/coder.md``; ``.md`` may be written). A
 parent that does not exist, a path that matches several files, or a chain that comes back on
 itself is an error for the definitions concerned only: they are dropped, everything else
-stays. Known limit: a boolean the parent sets to true cannot be reset to false by a child.
+stays. ``bases`` are parents that may be named without being loaded as agents (the built-in
+``explore``, ``code`` and ``plan``, for a team read from one folder): a name or path among the
+loaded definitions is looked up first, a base last. Known limit: a boolean the parent sets to
+true cannot be reset to false by a child.
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ def _by_path(specs: Mapping[str, AgentSpec]) -> dict[str, list[AgentSpec]]:
     return by_path
 
 
-def _parents(specs: Mapping[str, AgentSpec]) -> dict[str, str | LoadIssue]:
+def _parents(
+    specs: Mapping[str, AgentSpec], bases: Mapping[str, AgentSpec]
+) -> dict[str, str | LoadIssue]:
     """Each ``extends`` resolved to a parent's name (or the reason it cannot be).
 
     The index by path is built only when some ``extends`` is not a name: most loads have no
@@ -117,6 +122,8 @@ def _parents(specs: Mapping[str, AgentSpec]) -> dict[str, str | LoadIssue]:
         matches = same_level or matches
         if len(matches) == 1:
             found[spec.name] = matches[0].name
+        elif not matches and wanted in bases:
+            found[spec.name] = wanted
         elif matches:
             where = ", ".join(sorted(str(m.source) for m in matches))
             found[spec.name] = _issue(spec, f"extends: path {wanted!r} matches several: {where}")
@@ -135,12 +142,15 @@ def _issue(spec: AgentSpec, reason: str) -> LoadIssue:
 
 def resolve_extends(
     specs: Mapping[str, AgentSpec],
+    bases: Mapping[str, AgentSpec] | None = None,
 ) -> tuple[dict[str, AgentSpec], list[LoadIssue]]:
-    """Every spec with its ``extends`` chain applied; broken chains dropped with an error each."""
-    resolved: dict[str, AgentSpec] = {}
+    """Every spec with its ``extends`` chain applied; broken chains dropped with an error each.
+    ``bases`` (each complete, without ``extends``) may be parents but are not returned."""
+    bases = {name: base for name, base in (bases or {}).items() if name not in specs}
+    resolved: dict[str, AgentSpec] = {name: with_additions(base) for name, base in bases.items()}
     failed: dict[str, str] = {}
     issues: list[LoadIssue] = []
-    parents = _parents(specs)
+    parents = _parents(specs, bases)
 
     def fail(spec: AgentSpec, reason: str) -> None:
         failed[spec.name] = reason
