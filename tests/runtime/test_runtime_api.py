@@ -149,4 +149,3 @@ def test_a_team_folder_may_extend_a_built_in_agent_without_discover(tmp_path: Pa
         assert scout.permission_mode == "plan" and scout.tools is not None
         assert "Grep" in scout.tools and "investigator" in scout.prompt
         assert rt.run("scout", "the repo", wait=WAIT).result == "scouted the repo"
-
