@@ -93,7 +93,17 @@ def test_a_killed_host_is_reported_lost_once_and_joins_again(
         "the restarted host registered again",
     )
     assert len(again) == 1
-    after = ray.get(host.describe.remote())
+
+    def described() -> dict[str, Any] | None:
+        # the driver's handle may still see the actor as restarting for a moment after the
+        # new process registered with the head: Ray says so (ActorUnavailableError), ask again
+        try:
+            answer: dict[str, Any] = ray.get(host.describe.remote())
+        except ray.exceptions.ActorUnavailableError:
+            return None
+        return answer
+
+    after = eventually(described, "the restarted host answering")
     assert after["pid"] != before["pid"] and after["incarnation"] == again[0].incarnation
     # the rejoin found the old incarnation already lost: still one report
     assert len(ray.get(head.losses.remote())) == 1
@@ -115,10 +125,11 @@ def test_a_removed_node_is_reported_lost(head: Any, ray_cluster: LocalCluster) -
         "the removed node's loss",
     )
     assert len(losses) == 1
-    assert {m.info.node for m in members(head)} == {
-        ray_cluster.head_node_id,
-        ray_cluster.worker_node_id,
-    }
+    # the hosts of the nodes still there stay members (the worker's may be registering again
+    # after the test before killed it: membership is a state reached, polled for)
+    kept = {ray_cluster.head_node_id, ray_cluster.worker_node_id}
+    eventually(lambda: {m.info.node for m in members(head)} == kept, "the other hosts kept")
+    assert len([x for x in ray.get(head.losses.remote()) if x.node == gone_node]) == 1
 
 
 def test_custom_resources_leave_rays_own_out() -> None:
