@@ -462,6 +462,37 @@ def test_strangers_before_the_driver_do_not_keep_it_out_and_are_logged() -> None
         side.outbox.close()
 
 
+def test_a_flood_of_idle_connections_does_not_keep_the_driver_out() -> None:
+    """As many idle connections as the gate handshakes at once reach the node first (a
+    flood); the driver's connection makes room by ending the oldest, gets in, and frames
+    flow. (Dropping the newest instead kept the driver out for as long as the flood lasted.)"""
+    from subagents.cluster.link import EFFECTS, NodeLink, connect
+    from subagents.cluster.link_gate import MOST_HANDSHAKES
+
+    side = NodeSide()
+    node = NodeLink(
+        "127.0.0.1", b"k" * 32, deliver=side.deliver, answer=side.answer, take=side.outbox.take
+    )
+    flood = [socket.create_connection(node.address, timeout=WAIT_S) for _ in range(MOST_HANDSHAKES)]
+    driver = None
+    try:
+        for idle in flood:  # each read its challenge: all are handshakes under way now
+            assert idle.recv(1)
+        driver = within(lambda: connect(node.address, b"k" * 32, "node host n1"))
+        driver.send((EFFECTS, 1, [Tell("r1", "through")]))
+        with side.changed:
+            assert side.changed.wait_for(lambda: side.delivered, WAIT_S)
+        assert side.delivered == [(1, [Tell("r1", "through")])]
+        drained(flood[0])  # the oldest was ended to make room (else: a socket timeout)
+    finally:
+        for idle in flood:
+            idle.close()
+        if driver is not None:
+            driver.close()
+        node.close()
+        side.outbox.close()
+
+
 def test_a_connection_silent_past_the_handshake_deadline_is_dropped_and_logged() -> None:
     from structlog.testing import capture_logs
 

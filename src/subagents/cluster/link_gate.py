@@ -42,7 +42,9 @@ log = get_logger("subagents.cluster")
 HANDSHAKE_S = 10.0
 """How long a connection has to pass the handshake (TLS and the key) before it is dropped."""
 MOST_HANDSHAKES = 32
-"""Handshakes under way at once; a connection beyond them is dropped at once (a flood)."""
+"""Handshakes under way at once. A connection beyond them makes room by ending the oldest
+one still under way: a flood of idle connections cannot keep the driver out, since the
+driver's handshake takes one round trip and a flood's are the oldest ones waiting."""
 
 
 class Channel(Protocol):
@@ -190,7 +192,8 @@ class Gate:
         self._lock = threading.Lock()
         self._peer: SocketConnection | None = None
         self._closed = False
-        self._under_way = 0
+        self._under_way: dict[int, socket.socket] = {}
+        """The sockets whose handshake is under way, oldest first (by ``id``)."""
         self.strangers = 0
         self._wake_r, self._wake_w = socket.socketpair()
 
@@ -214,13 +217,13 @@ class Gate:
         except OSError:
             return
         with self._lock:
-            full = self._under_way >= MOST_HANDSHAKES
-            if not full:
-                self._under_way += 1
-        if full:
-            self._stranger(address, "too many handshakes under way")
-            sock.close()
-            return
+            oldest = next(iter(self._under_way.values())) if self._under_way else None
+            if len(self._under_way) < MOST_HANDSHAKES:
+                oldest = None
+            self._under_way[id(sock)] = sock
+        if oldest is not None:  # its handshake thread wakes, fails and says why
+            with contextlib.suppress(OSError):
+                oldest.shutdown(socket.SHUT_RDWR)
         threading.Thread(
             target=self._handshake, args=(sock, address), name="subagents-link-gate", daemon=True
         ).start()
@@ -234,7 +237,7 @@ class Gate:
             return
         finally:
             with self._lock:
-                self._under_way -= 1
+                self._under_way.pop(id(sock), None)
         with self._lock:
             taken = self._peer is not None or self._closed
             if not taken:
