@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from subagents.cli.summary import command_name
 
 
@@ -29,16 +31,10 @@ def test_the_program_on_path_is_named_subagents(tmp_path: Path) -> None:
     assert command_name(str(program), path=str(program.parent)) == "subagents"
 
 
-def test_a_relative_path_stays_relative(tmp_path: Path) -> None:
+def test_a_relative_path_stays_relative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _program(tmp_path / ".venv" / "bin")
-    here = Path.cwd()
-    os.chdir(tmp_path)  # (a test module of its own: no thread of it reads the cwd)
-    try:
-        assert command_name(".venv/bin/subagents", path="") == os.path.join(
-            ".venv", "bin", "subagents"
-        )
-    finally:
-        os.chdir(here)
+    monkeypatch.chdir(tmp_path)
+    assert command_name(".venv/bin/subagents", path="") == os.path.join(".venv", "bin", "subagents")
 
 
 def test_run_as_a_module_is_named_subagents() -> None:
