@@ -1,8 +1,9 @@
 """List runs from the store: live ones, or all with --all (`subagents ps`).
 
 Rows are numbered: `#N` names row N of the last plain `ps` (not `--json`) in the other
-commands (`subagents log '#2'`). Run ids are shown by their shortest unique prefix (at least
-8 characters); any unique prefix works wherever a run id is asked for. A run whose host
+commands (`subagents log '#2'`). Run ids are shown by their shortest unique suffix (at least
+8 characters), as every view shows them; any unique prefix or suffix works wherever a run id
+is asked for. A run whose host
 process is gone (its lease lapsed: killed, crashed) shows `orphaned`; `subagents resume`
 continues it. Filters: --status (repeatable or comma-separated; `orphaned` too), --root RUN
 (the tree of that run), --agent NAME.
