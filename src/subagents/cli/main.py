@@ -51,6 +51,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "A run's transcript in order: its conversation, tool calls, mail and events (`subagents"
         " log`).",
     ),
+    "events": (
+        "subagents.cli.events_cmd",
+        "Every run's events as they happen, one line each (`subagents events`), like `docker"
+        " events`.",
+    ),
     "tree": (
         "subagents.cli.tree_cmd",
         "The execution tree under a run: status, depth, time, steps, tokens (`subagents tree"

@@ -98,6 +98,7 @@ from subagents.messages.durability import (
 )
 from subagents.messages.events import (
     Event,
+    StoredEvent,
     EventKind,
 )
 from subagents.messages.mail import (
@@ -142,6 +143,7 @@ __all__ = [
     "Continue",
     "DeliverMail",
     "Event",
+    "StoredEvent",
     "EventKind",
     "HostLost",
     "Inspect",

@@ -41,6 +41,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
@@ -287,6 +288,21 @@ class SQLiteStore(RunStore):
             f"reading the events of run {run_id}",
         )
         return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        rows = self._tx.read(
+            "SELECT seq, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, max(0, limit)),
+            f"reading the events after number {seq}",
+        )
+        return [
+            StoredEvent(seq=n, event=self._tx.decode(_event_decoder, raw, "events", n))
+            for n, raw in rows
+        ]
+
+    def last_event_seq(self) -> int:
+        rows = self._tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
+        return int(rows[0][0] or 0)
 
     # -----------------------------------------------------------------------------------------
     # conversation checkpoints (store.sqlite_resume)
