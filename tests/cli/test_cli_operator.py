@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -17,6 +18,7 @@ import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from subagents.cli.since import SinceError, parse_time
+from subagents.store.sqlite import SQLiteStore
 
 
 class Lines:
@@ -222,3 +224,46 @@ def test_times_a_person_gives() -> None:
     for bad in ("", "soon", "10x", "-5m"):
         with pytest.raises(SinceError):
             parse_time(bad, now)
+
+
+def test_prune_archives_cleans_and_deletes_finished_runs(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    for task, cleanup in (("one", "delete"), ("two", "keep")):
+        done = cli("run", "quick", task, "--agents", str(cli.agents), "--cleanup", cleanup)
+        assert done.returncode == 0, done.stderr
+    ids = [r["run_id"] for r in cli.json("ps", "--all")]
+    with SQLiteStore(cli.state) as store:
+        assert {r.run_id for r in store.list_runs()} == set(ids)  # none archived yet
+    kept = cli.json("prune", "--archive-after", "60")  # they ended just now
+    assert kept["archived"] == [] and kept["deleted"] == []
+    plan = cli.json("prune", "--archive-after", "0", "--dry-run")
+    assert sorted(plan["archived"]) == sorted(ids) and plan["cleaned"] == [ids[0]]
+    with SQLiteStore(cli.state) as store:  # the dry run wrote nothing
+        assert {r.run_id for r in store.list_runs()} == set(ids)
+        assert all(store.events(i) for i in ids)
+    done = cli("prune", "--archive-after", "0")
+    assert done.returncode == 0, done.stderr
+    assert "archived 2 run(s) (1 with their transcripts and events deleted)" in done.stdout
+    with SQLiteStore(cli.state) as store:
+        assert store.list_runs() == [] and not store.events(ids[0]) and store.events(ids[1])
+        assert all(store.get_run(i) is not None for i in ids)  # archived, not gone
+    gone = cli.json("prune", "--archive-after", "0", "--retention-days", "0")
+    assert sorted(gone["deleted"]) == sorted(ids)
+    assert cli("info", ids[0]).returncode == 1
+    assert cli.json("ps", "--all") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--archive-after", "-1"), "--archive-after must be >= 0 minutes"),
+        (("--retention-days", "nan"), "--retention-days must be >= 0"),
+    ],
+)
+def test_prune_bad_options_are_usage_errors(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    cli = Cli(tmp_path)
+    assert cli("run", "quick", "x", "--agents", str(cli.agents)).returncode == 0
+    proc = cli("prune", *args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -69,6 +69,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.send_cmd",
         "Mail a run from outside: the process hosting it delivers it (`subagents send RUN TEXT`).",
     ),
+    "prune": (
+        "subagents.cli.prune_cmd",
+        "Archive, clean and delete finished runs now: the store's sweeper (`subagents prune`).",
+    ),
     "resume": (
         "subagents.cli.resume_cmd",
         "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",

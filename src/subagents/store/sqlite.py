@@ -416,9 +416,11 @@ class SQLiteStore(RunStore):
         archive_after_minutes: float = 60,
         cleanup_default: Cleanup = "keep",
         retention_days: float | None = None,
+        dry_run: bool = False,
     ) -> SweepReport:
         """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch
-        (``store.sqlite_sweep``). Also purges commands taken before the archive bound."""
+        (``store.sqlite_sweep``). Also purges commands taken before the archive bound.
+        ``dry_run``: what it would do, nothing written."""
         return sweep_runs(
             self._tx,
             self.path,
@@ -426,6 +428,7 @@ class SQLiteStore(RunStore):
             archive_after_minutes=archive_after_minutes,
             cleanup_default=cleanup_default,
             retention_days=retention_days,
+            dry_run=dry_run,
         )
 
     # -----------------------------------------------------------------------------------------
