@@ -6,10 +6,10 @@ The same rules as the sweeper a runtime runs (docs/store.md, "The sweeper"), onc
 store: finished runs that ended `--archive-after` minutes ago or more (default 60; 0: every
 finished run) are archived (hidden from `ps` without `--all`; `info` still finds them), and
 those whose cleanup is `delete` (their tree's choice: `run --cleanup`, a definition's
-`cleanup`) lose their transcripts and events; runs archived `--retention-days` ago or more are deleted whole (default: never). A run
-whose outcome its requester has not been told is never deleted (reported as held). Unfinished
-runs are never touched, so it is safe beside a runtime using the store. `--dry-run` says what
-it would do and writes nothing.
+`cleanup`) lose their transcripts and events; runs archived `--retention-days` ago or more
+are deleted whole (default: never). A run whose outcome its requester has not been told is
+never deleted (reported as held). Unfinished runs are never touched, so it is safe beside a
+runtime using the store. `--dry-run` says what it would do and writes nothing.
 """
 
 from __future__ import annotations

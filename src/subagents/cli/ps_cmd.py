@@ -218,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         from subagents.cli.ps_watch import watch
 
-        return watch(store, chosen, after=seq, shown=records, as_json=args.json)
+        json_row = (lambda r, a: ps_row(0, r, a)) if args.json else None
+        return watch(store, chosen, after=seq, shown=records, json_row=json_row)
 
 
 def _show(

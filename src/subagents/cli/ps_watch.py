@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -23,12 +23,18 @@ from subagents.cli.state import ORPHANED, RESTARTING, liveness, short_id
 from subagents.cli.views import age, duration, one_line
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-    from subagents.cli.ps_cmd import Selection
     from subagents.cli.state import InspectedStore
     from subagents.messages import RunRecord
     from subagents.store.leases import Liveness
+
+
+class Chooser(Protocol):
+    """The runs a watch is about (``ps_cmd.Selection``)."""
+
+    def matches(self, record: RunRecord, alive: Liveness) -> bool: ...
+
 
 POLL_S = 0.25
 PAGE = 1000
@@ -39,14 +45,15 @@ padded so that rows printed one by one line up; TASK, last, is not."""
 
 def watch(
     store: InspectedStore,
-    chosen: Selection,
+    chosen: Chooser,
     *,
     after: int,
     shown: Iterable[RunRecord],
-    as_json: bool,
+    json_row: Callable[[RunRecord, Liveness], Any] | None,
 ) -> int:
     """Print a row for each change of a run ``chosen`` asks for, from event number
-    ``after`` on, until interrupted (status 0)."""
+    ``after`` on, until interrupted (status 0); ``json_row``: each row as JSON, made by it
+    (``ps --json``'s rows), else plain columns."""
     followed = {r.run_id for r in shown}
     try:
         while True:
@@ -58,7 +65,7 @@ def watch(
                 for record in _records(store, changed):
                     if record.run_id in followed or chosen.matches(record, alive):
                         followed.add(record.run_id)
-                        _print(record, alive, as_json=as_json)
+                        _print(record, alive, json_row)
             if len(page) < PAGE:
                 time.sleep(POLL_S)
     except KeyboardInterrupt:
@@ -70,12 +77,11 @@ def _records(store: InspectedStore, run_ids: list[str]) -> list[RunRecord]:
     return [r for r in records if r is not None]
 
 
-def _print(record: RunRecord, alive: Liveness, *, as_json: bool) -> None:
-    from subagents.cli.ps_cmd import ps_row
-
-    if as_json:
-        row = ps_row(0, record, alive)
-        sys.stdout.write(msgspec.json.encode(row).decode() + "\n")
+def _print(
+    record: RunRecord, alive: Liveness, json_row: Callable[[RunRecord, Liveness], Any] | None
+) -> None:
+    if json_row is not None:
+        sys.stdout.write(msgspec.json.encode(json_row(record, alive)).decode() + "\n")
     else:
         sys.stdout.write(row_line(record, alive, time.time()) + "\n")
     sys.stdout.flush()

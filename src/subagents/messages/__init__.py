@@ -98,8 +98,8 @@ from subagents.messages.durability import (
 )
 from subagents.messages.events import (
     Event,
-    StoredEvent,
     EventKind,
+    StoredEvent,
 )
 from subagents.messages.mail import (
     EXTERNAL_SENDER,
@@ -143,7 +143,6 @@ __all__ = [
     "Continue",
     "DeliverMail",
     "Event",
-    "StoredEvent",
     "EventKind",
     "HostLost",
     "Inspect",
@@ -184,6 +183,7 @@ __all__ = [
     "StopReply",
     "StopRequest",
     "StopRequested",
+    "StoredEvent",
     "SupervisorStats",
     "Sweep",
     "TextBlock",
