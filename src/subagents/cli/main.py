@@ -89,6 +89,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.agents_cmd",
         "List every agent definition that would load, or validate them all (`subagents agents`).",
     ),
+    "completion": (
+        "subagents.cli.completion",
+        "Print the code that makes your shell complete `subagents` (`subagents completion bash`).",
+    ),
     "demo": (
         "subagents.cli.demo_cmd",
         "Run a demo team on the offline model and watch it work (no network, no API key).",
@@ -201,6 +205,10 @@ def _configure_logging(args: argparse.Namespace) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``subagents`` console script; returns the exit status."""
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cli.completion)
+        from subagents.cli.completion import complete
+
+        complete(build_parser(load_all=True))  # prints them and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if not hasattr(args, "_run"):  # the guess of the command was wrong: load them all
