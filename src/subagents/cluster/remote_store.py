@@ -52,6 +52,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 from subagents.store.base import RunStore, StoreError
 
@@ -210,6 +211,14 @@ class ClusterStore(RunStore):
 
     def events(self, run_id: str) -> list[Event]:
         result: list[Event] = self._read("events", run_id)
+        return result
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        result: list[StoredEvent] = self._read("events_after", seq, limit=limit)
+        return result
+
+    def last_event_seq(self) -> int:
+        result: int = self._read("last_event_seq")
         return result
 
     # ---- checkpoints -----------------------------------------------------------------------
