@@ -1,4 +1,4 @@
-"""Shell completion of the `subagents` command: `subagents completion bash|zsh|fish`.
+"""Print the code that makes your shell complete `subagents` (`subagents completion bash`).
 
 Why argcomplete: it completes from the command's own argparse parser (every sub-command,
 option and choice, kept true as they change, nothing hand-written per shell), bash, zsh and
