@@ -221,7 +221,20 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     contenders = {"runtime", "raw_pykka", "asyncio"} | (
         {"autogen"} if result["autogen_core"] is not None else set()
     )
-    assert set(figures["cpu_ms_per_child"]) == contenders == set(figures["ideal_ratio"])
+    assert set(figures["ideal_ratio"]) == contenders  # each at `limit` at a time
+    assert set(figures["cpu_ms_per_child"]) == contenders | {"runtime_async_workers"}
+    # real concurrency, counted where the calls happen: LLM workers hold their slots
+    limit, children = result["sizes"]["limit"], result["sizes"]["children"]
+    assert 1 <= figures["max_concurrent"]["runtime"] <= limit
+    # async workers are not "limit at a time": their ideal is the one at the concurrency seen
+    async_workers = figures["async_workers"]
+    most = async_workers["max_concurrent"]
+    assert most == figures["max_concurrent"]["runtime_async_workers"] >= 1
+    ideal_there = -(-children // most) * result["sizes"]["delay_s"]
+    assert async_workers["ideal_at_that_concurrency_s"] == pytest.approx(ideal_there, abs=1e-4)
+    assert async_workers["ratio_to_that_ideal"] == pytest.approx(
+        async_workers["makespan_s"] / ideal_there, rel=0.01
+    )
 
 
 def test_scale_measures_each_side_in_its_own_process(
@@ -281,7 +294,11 @@ def test_deadlines_are_steady_never_early_and_count_actors_and_threads(
     stop = figures["stop_tree_100"]
     assert 0 < stop["answered_ms"] <= stop["actors_stopped_ms"]
     assert stop["agent_actors_live"] == 100  # the tree's actors, all counted
-    assert stop["agent_threads_after"] <= stop["agent_threads_live"]  # none started by the stop
+    # threads running agents, by kind: a pool, not a thread per waiting run
+    assert stop["runner_threads_live"] == sum(stop["runner_threads_by_kind"].values())
+    assert stop["runner_threads_by_kind"]["pykka_default"] == 0
+    assert stop["runner_threads_live"] < stop["agent_actors_live"]
+    assert stop["runner_threads_after"] <= stop["runner_threads_live"]  # none started by the stop
 
 
 def test_load_definitions_reads_the_corpus_it_is_given(
@@ -335,9 +352,19 @@ def test_tools_compares_grep_with_the_rg_command_line(
 ) -> None:
     r = _decoded(results, "tools")
     figures = r["figures"]
-    assert set(figures["grep"]) == {"files_with_matches", "content"}
+    assert set(figures["grep"]) == {
+        "files_with_matches",
+        "content",
+        "files_with_matches_every_file",
+    }
     for grep in figures["grep"].values():
         assert grep["rg_cli_ms"] > 0 and grep["grep_tool_ms"] > 0
+        assert grep["ratio"] == pytest.approx(grep["grep_tool_ms"] / grep["rg_cli_ms"], rel=0.01)
+    # the case where every file matches: Grep's newest-first sort stats every one of them
+    every = figures["grep"]["files_with_matches_every_file"]
+    assert every["answer_head"] == f"Found {figures['files']} files"
+    assert every["rg_cli_sorted_newest_first_ms"] > 0
+    assert r["ratio"] == max(grep["ratio"] for grep in figures["grep"].values())
     assert figures["read"]["file_bytes"] >= 1_000_000
     assert figures["overhead"]["tool_path_us"] >= figures["overhead"]["direct_us"]
     assert "journal_round_trip_us" in figures["journal"]
