@@ -231,8 +231,10 @@ def main() -> None:
     if peer is not None:
         contenders["autogen"] = lambda: peer.fanout(children, limit, delay)
     trials: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
-    for _ in range(repeats):  # interleaved: a change in the machine's load hits all
-        for name, measure in contenders.items():
+    order = list(contenders.items())
+    for trial in range(repeats):  # interleaved: a change in the machine's load hits all
+        # and the order reversed every other trial: nobody always goes first (warm-up)
+        for name, measure in order if trial % 2 == 0 else order[::-1]:
             trials[name].append(measure())
             settle()
     makespans = {name: median([t[0] for t in ts]) for name, ts in trials.items()}

@@ -439,8 +439,10 @@ def main() -> None:
             )
             trials: dict[str, list[Rate]] = {name: [] for name in contenders}
             window = LoadWindow()
-            for _ in range(repeats):  # interleaved, so a change in the machine's load hits all
-                for name, measure in contenders.items():
+            order = list(contenders.items())
+            for trial in range(repeats):  # interleaved, so a change in the machine's load hits all
+                # and the order reversed every other trial: nobody always goes first (warm-up)
+                for name, measure in order if trial % 2 == 0 else order[::-1]:
                     trials[name].append(measure(store_for))
                     settle()
             rates = {name: median([t.per_s for t in ts]) for name, ts in trials.items()}

@@ -272,12 +272,13 @@ def _goal_load(r: dict[str, Any]) -> list[Row]:
     if not r.get("available"):
         return [("cold load of the corpus", "not measured", r.get("reason", ""), "-", "-", "-")]
     f = r["figures"]
+    # results of an older script (--retable) have no "what": their "cold" was a warm repeat
+    what = f["cold"].get("what", "a repeat in one process: an older script's, not cold")
     return [
         (
-            f"cold load of {f['files']} definition files (first in a fresh interpreter)",
+            f"cold load of {f['files']} definition files ({what})",
             f"{f['cold']['seconds']} s",
-            f"read + CSafeLoader alone, first in a fresh interpreter"
-            f" {f['cold']['raw_read_and_yaml_s']} s",
+            f"read + CSafeLoader alone, the same way {f['cold']['raw_read_and_yaml_s']} s",
             f"{f['cold']['ratio_to_raw']}x that",
             "< 0.1 s",
             _met(r["pass"]),
@@ -711,8 +712,12 @@ def tables(results: list[dict[str, Any]]) -> str:
         if "error" in result:
             goals.append((name, "failed", result["error"], "-", "-", "**missed**", "-"))
             continue
-        goals += _with_load(GOALS.get(name, lambda _r: [])(result), result)
-        more += _with_load(MORE.get(name, lambda _r: [])(result), result)
+        try:
+            goals += _with_load(GOALS.get(name, lambda _r: [])(result), result)
+            more += _with_load(MORE.get(name, lambda _r: [])(result), result)
+        except (KeyError, TypeError) as exc:  # e.g. --retable of results an older script made
+            missing = f"its JSON has another shape (no {exc}): re-run it"
+            goals.append((name, "unreadable", missing, "-", "-", "**missed**", "-"))
     cells = [row[6] for row in goals + more]
     loaded = sum(1 for cell in cells if "loaded" in cell)
     note = (
@@ -852,6 +857,12 @@ def main() -> None:
         f" cores, Python {machine.get('python', '?')}, pykka {machine.get('pykka', '?')};"
         f" load average {load_before} before, {_load()} after."
     )
+    if args.wait_quiet > 0:
+        loud = [r["benchmark"] for r in results if not r.get("quiet_wait", {}).get("quiet", True)]
+        header += (
+            f" Each benchmark waited up to {args.wait_quiet:g} s for load <= {LOADED_ABOVE};"
+            + (f" started loaded all the same: {', '.join(loud)}." if loud else " all got it.")
+        )
     if rounds > 1:
         kept = ", ".join(
             f"{r['benchmark']} {r['rounds']['kept']}" for r in results if "rounds" in r
