@@ -355,6 +355,7 @@ def _more_mail(r: dict[str, Any]) -> list[Row]:
                 f"{e[f'memory_ratio_to_{base}']}x / {e[f'sqlite_ratio_to_{base}']}x",
                 "CPU us/msg: " + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in cpu.items()),
                 "-",
+                _load_cell(e.get("load") or _load_of(r)),
             )
         )
     return rows
