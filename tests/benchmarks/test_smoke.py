@@ -473,3 +473,41 @@ def test_run_all_keeps_the_quietest_round_and_says_which() -> None:
     failed = {"benchmark": "spawn", "error": "boom", "load": taken(0.1)["load"]}
     assert run_all.quietest([failed, taken(4.0, n=5)])["n"] == 5
     assert run_all.quietest([failed])["rounds"]["kept"] == 1
+
+
+def test_run_all_waits_for_quiet_only_as_long_as_it_is_told() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    # no time to wait: the answer says whether the machine was quiet enough, as it was
+    assert run_all.wait_quiet(0, threshold=float("inf"))["quiet"] is True
+    loud = run_all.wait_quiet(0, threshold=-2.0)  # no load average is below -2
+    assert loud["quiet"] is False and loud["load_at_start"] > -2.0
+
+
+def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def verdict(ratio: float, load: float) -> str:
+        shape = {
+            "memory_msgs_per_s": 100,
+            "sqlite_msgs_per_s": 50,
+            "autogen_msgs_per_s": 100 / ratio,
+            "memory_ratio_to_autogen": ratio,
+            "load": {"start": load, "end": load, "max": load, "loaded": load > 1.5},
+        }
+        rows = run_all._goal_mail({"figures": {"n_to_one": shape}})
+        (row,) = rows
+        assert row[6] == (f"**{load:.2f} loaded**" if load > 1.5 else f"{load:.2f}")
+        return row[5]
+
+    assert verdict(1.2, 0.9) == "met"
+    assert verdict(1.2, 2.0) == "met in a loaded round only"
+    assert verdict(1.0, 0.9) == "**missed**"  # level is not ahead
+    assert verdict(0.8, 2.0) == "**missed**"
