@@ -511,3 +511,7 @@ def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
     assert verdict(1.2, 2.0) == "met in a loaded round only"
     assert verdict(1.0, 0.9) == "**missed**"  # level is not ahead
     assert verdict(0.8, 2.0) == "**missed**"
+    # without autogen-core the goal is still a row: not measured, not silently gone
+    shape = {"memory_msgs_per_s": 100, "sqlite_msgs_per_s": 50}
+    (row,) = run_all._goal_mail({"figures": {"n_to_one": shape}})
+    assert row[1] == "not measured" and row[5] == "**not measured**"
