@@ -25,6 +25,8 @@ from typing import Any
 
 import msgspec
 
+from _common import LOADED_ABOVE  # a figure taken above it is marked loaded
+
 HERE = Path(__file__).resolve().parent
 NAMES = (
     "mail",
@@ -48,8 +50,6 @@ END_MARK = "<!-- results:end -->"
 Row = tuple[str, ...]
 """A table row: what, figure, anchor (same run), ratio, target or notes, verdict; and the load
 it was taken at when a row maker knows it better than its script's (``_load_cell``)."""
-
-LOADED_ABOVE = 1.5  # as _common.LOADED_ABOVE: a figure taken above it is marked loaded
 
 
 def run(name: str, quick: bool, timeout: float = 1200.0) -> dict[str, Any]:
