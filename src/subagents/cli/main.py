@@ -64,6 +64,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.send_cmd",
         "Mail a run from outside: the process hosting it delivers it (`subagents send RUN TEXT`).",
     ),
+    "approvals": (
+        "subagents.cli.approvals_cmd",
+        "List the approvals waiting for an answer in the store (`subagents approvals`).",
+    ),
+    "approve": (
+        "subagents.cli.approve_cmd",
+        "Allow a pending approval: the waiting call runs (`subagents approve ID`).",
+    ),
+    "deny": (
+        "subagents.cli.deny_cmd",
+        "Deny a pending approval: the call is refused, the model told why (`subagents deny ID`).",
+    ),
     "resume": (
         "subagents.cli.resume_cmd",
         "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",
