@@ -18,6 +18,7 @@ from subagents.runtime import Runtime
 from subagents.store.approvals import ApprovalRefused
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
+from subagents.tools.permissions import Permissions
 
 from .conftest import WAIT
 from .test_ask_user import ASKER, QUESTIONS
@@ -187,4 +188,53 @@ def test_a_remembered_rule_answers_the_trees_later_asks_it_matches(tmp_path: Pat
         other_tree = rt.spawn("worker", "again")  # the rule is its tree's, not this one's
         rt.answer(asks.wait(3), False, "enough")
         rt.stop(other_tree.run_id)
+    assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_plan_approved_through_the_store_leaves_plan_mode(tmp_path: Path) -> None:
+    plan = {"name": "ExitPlanMode", "input": {"plan": "1. write out.txt"}}
+    model = ScriptedModel({"worker": [{"tool_calls": [plan]}, appender("one"), {"text": "ok"}]})
+    with runtime(tmp_path, model, permissions="plan") as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "plan, then write")
+        rt.answer(asks.wait(1), True)  # the plan
+        rt.answer(asks.wait(2), True)  # then, in default mode, the write is asked
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    exit_answer, write = results(model, "worker")
+    assert exit_answer.content.startswith("Your plan is approved: you have left plan mode")
+    assert not write.is_error and (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_a_remembered_rule_never_allows_what_the_permissions_deny(tmp_path: Path) -> None:
+    script = [appender("one"), appender("secret"), {"text": "done"}]
+    model = ScriptedModel({"worker": script})
+    denied = Permissions(deny=("Bash(echo secret:*)",))
+    with runtime(tmp_path, model, permissions=denied) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        rt.answer(asks.wait(1), True, remember="Bash(echo:*)")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+        assert len(asks.ids) == 1  # the second call was not asked: the deny rule decided
+    first, second = results(model, "worker")
+    assert not first.is_error
+    assert second.is_error and "Bash(echo secret:*)" in second.content
+    assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_a_rule_remembered_for_a_tree_answers_its_childrens_asks(tmp_path: Path) -> None:
+    spawn = {"name": "spawn_subagent", "input": {"agent": "other", "task": "count too"}}
+    model = ScriptedModel(
+        {
+            "worker": [appender("one"), {"tool_calls": [spawn]}, {"text": "{result0_result}"}],
+            "other": [appender("two"), {"text": "other counted"}],
+        }
+    )
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        rt.answer(asks.wait(1), True, remember="Bash(echo:*)")
+        outcome = handle.result(timeout=WAIT)
+        (child,) = rt.runs(requester=handle.run_id)
+    assert outcome.result == "other counted" and len(asks.ids) == 1
+    assert child.approvals_in_store  # the tree's route, kept in the child's record
     assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
