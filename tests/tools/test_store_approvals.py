@@ -238,3 +238,18 @@ def test_a_rule_remembered_for_a_tree_answers_its_childrens_asks(tmp_path: Path)
     assert outcome.result == "other counted" and len(asks.ids) == 1
     assert child.approvals_in_store  # the tree's route, kept in the child's record
     assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_retried_run_is_asked_again_not_answered_by_its_earlier_attempt(tmp_path: Path) -> None:
+    failing = {"error": {"kind": "boom", "message": "scripted failure"}}
+    model = ScriptedModel({"worker": [appender("one"), failing]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count", on_failure="retry", max_retries=1)
+        first = asks.wait(1)
+        rt.answer(first, True)
+        second = asks.wait(2)  # the retry starts from scratch: its call is a new one
+        assert second != first
+        rt.answer(second, False, "once is enough")
+        assert handle.result(timeout=WAIT).status is RunStatus.FAILED
+    assert (tmp_path / "count.txt").read_text() == "one\n"

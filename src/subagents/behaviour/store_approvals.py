@@ -44,7 +44,8 @@ class StoreApprovalFlow:
         """Report the ask (kept as a pending approval); the call waits for its answer."""
         assert self.calls is not None
         request = self.calls.request(use, tool, reason)
-        approval_id = approval_id_for(self.port.record.run_id, use.id)
+        record = self.port.record
+        approval_id = approval_id_for(record.run_id, use.id, record.retries)
         self.waiting[approval_id] = Waiting(use, tool, step)
         self.port.log.info("approval asked", approval_id=approval_id, tool=tool.name)
         self.port.ask_approval(

@@ -46,8 +46,10 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.status == "pending"
 
 
-def approval_id_for(run_id: str, tool_use_id: str) -> str:
+def approval_id_for(run_id: str, tool_use_id: str, retries: int = 0) -> str:
     """The id of the approval of one call: the same for the same call, so a run that asks
-    again after a restart finds its ask (and the answer it may have got meanwhile)."""
-    digest = hashlib.sha256(f"{run_id}\0{tool_use_id}".encode()).hexdigest()
+    again after a restart or a resume finds its ask (and the answer it may have got
+    meanwhile). ``retries``: the run's retry generation (a retry starts from scratch: its
+    calls are new ones, whatever ids a model gives them)."""
+    digest = hashlib.sha256(f"{run_id}\0{retries}\0{tool_use_id}".encode()).hexdigest()
     return "ap" + digest[:14]
