@@ -34,11 +34,30 @@ You write.
 """
 
 
+ASKER = """---
+name: asker
+description: Asks which store to use, then says what it was told.
+tools: AskUserQuestion
+script:
+  - tool_calls:
+      - name: AskUserQuestion
+        input:
+          questions:
+            - question: "Which store should the cache use?"
+              header: "Store"
+              options: [{label: SQLite}, {label: Memory}]
+  - text: "asker heard: {result0}"
+---
+You ask.
+"""
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
     """The command with the writer in its team; afterwards no host of this test is left."""
     cli = Cli(tmp_path)
     (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
+    (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
     hosts: list[int] = []
     cli.hosts = hosts  # type: ignore[attr-defined]
     yield cli
@@ -55,8 +74,8 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def _detach_writer(cli: Cli) -> tuple[str, int]:
-    proc = cli("run", "--detach", "writer", "write", "--agents", str(cli.agents), "--json")
+def _detach_writer(cli: Cli, agent: str = "writer") -> tuple[str, int]:
+    proc = cli("run", "--detach", agent, "go", "--agents", str(cli.agents), "--json")
     assert proc.returncode == 0, proc.stderr
     data = msgspec.json.decode(proc.stdout)
     cli.hosts.append(data["pid"])  # type: ignore[attr-defined]
@@ -173,3 +192,16 @@ def test_an_answer_to_an_ended_run_is_refused_naming_why(cli: Cli) -> None:
     assert refused.returncode == 1
     assert f"its run {run_id} (writer) has ended (cancelled)" in refused.stderr
     assert cli("approvals").stdout.strip() == "no approvals waiting"
+
+
+def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
+    run_id, _pid = _detach_writer(cli, "asker")
+    approval_id = _asked(cli, run_id)
+    shown = cli("approvals")
+    assert "1. Which store should the cache use?" in shown.stdout, shown.stdout
+    (row,) = _pending(cli)
+    assert row["tool"] == "AskUserQuestion" and row["input"]["questions"][0]["header"] == "Store"
+    assert cli("approve", approval_id, "--reason", "SQLite, in .cache/").returncode == 0
+    waited = cli("wait", run_id)
+    assert waited.returncode == 0, waited.stderr
+    assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout

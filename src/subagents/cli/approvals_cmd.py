@@ -92,7 +92,7 @@ def _show(rows: list[PendingRow]) -> None:
                 r.agent,
                 r.tool,
                 age(r.asked_at),
-                one_line(msgspec.json.encode(r.input).decode(), 60),
+                one_line(_shown_input(r), 60),
                 one_line(r.reason, 60),
             ]
             for r in rows
@@ -100,6 +100,15 @@ def _show(rows: list[PendingRow]) -> None:
         wide=("INPUT", "WHY"),
     )
     print("answer with `subagents approve ID` or `subagents deny ID` (--reason TEXT)")
+
+
+def _shown_input(row: PendingRow) -> str:
+    """The call's input for a person: a question's text, else its JSON."""
+    if row.tool == "AskUserQuestion":
+        from subagents.tools import ask_user
+
+        return ask_user.describe(row.input)
+    return msgspec.json.encode(row.input).decode()
 
 
 def resolve_approval(store: RunStore, ref: str) -> str:
