@@ -120,13 +120,22 @@ def test_a_detached_ask_is_listed_and_answered_from_another_process(cli: Cli) ->
     assert shown.returncode == 0 and approval_id in shown.stdout and "Bash" in shown.stdout
     assert not (cli.root / "out.txt").exists()  # nothing runs before an answer
 
-    approved = cli("approve", approval_id[:8], "--reason", "fine")  # a unique prefix works
-    assert approved.returncode == 0, approved.stderr
+    approved = cli("approve", approval_id[:8], "--reason", "fine", "--remember", "Bash(echo:*)")
+    assert approved.returncode == 0, approved.stderr  # (a unique prefix of the id works)
     assert f"allowed {approval_id}" in approved.stdout
+    assert "remembered Bash(echo:*) for its tree" in approved.stdout
     waited = cli("wait", run_id)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert (cli.root / "out.txt").read_text() == "line\n"
     assert _pending(cli) == []
+    (answered,) = cli.json("approvals", "--all")
+    assert (answered["id"], answered["status"], answered["answer"]) == (
+        approval_id,
+        "allowed",
+        "fine",
+    )
+    assert answered["remember"] == "Bash(echo:*)" and answered["answered_at"] > 0
+    assert "allowed" in cli("approvals", "--all").stdout
     again = cli("deny", approval_id)
     assert again.returncode == 1 and "already answered: allowed" in again.stderr
     unknown = cli("approve", "ap-no-such")
