@@ -183,6 +183,30 @@ def test_a_blocked_handling_does_not_starve_the_other_actors(found_by: str) -> N
     about_to_block()  # on a thread no pool hooked: nothing happens
 
 
+def test_work_that_says_it_blocks_and_does_not_costs_no_thread() -> None:
+    """``about_to_block`` counts the thread as blocked at once, but its replacement starts
+    only when work finds no thread to take it: a sync function agent that returns at once
+    (the trivial spawn, a fan-out child's bookkeeping) hands no work to another thread, and
+    its own thread takes its place back when the handling ends."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-noblock")
+    try:
+
+        class SaysItBlocks(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                about_to_block()  # ... and then does not
+                return message
+
+        refs = [SaysItBlocks.start(dispatcher=d) for _ in range(20)]
+        assert [ref.ask(i, timeout=WAIT) for i, ref in enumerate(refs)] == list(range(20))
+        assert d.wait_idle(WAIT)
+        # one dispatcher thread and the watch thread: no replacement was ever started
+        assert len(d.threads()) == 2, [t.name for t in d.threads()]
+        for ref in refs:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        assert d.close(WAIT) == []
+
+
 def _without_the_watch(rt: Runtime) -> None:
     """Only ``about_to_block`` can replace the runtime's dispatcher threads from now on (the
     dispatcher starts its watch thread at its first actor, with this ``stall_s``)."""

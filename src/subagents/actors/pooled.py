@@ -126,7 +126,13 @@ class Dispatcher:
         self._ready: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: set[_Worker] = set()
-        self._working = 0  # workers not replaced
+        self._working = 0  # workers not counted as blocked
+        self._owed = 0
+        """Threads that said they block (``about_to_block``) and whose replacement is not
+        started yet: it starts when work finds no idle thread (``submit``), and a blocked
+        thread that comes back first takes its place instead (``_rejoin``)."""
+        self._idle: collections.deque[None] = collections.deque()
+        """One entry per thread waiting for work (appends and pops are atomic: no lock)."""
         self._closed = threading.Event()
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
@@ -142,6 +148,8 @@ class Dispatcher:
         if not self._started:
             self._start()
         self._ready.put(actor)
+        if self._owed and not self._idle:  # a thread blocked, and no other waits for work
+            self._pay()
 
     def _start(self) -> None:
         with self._lock:
@@ -167,11 +175,13 @@ class Dispatcher:
             raise
 
     def _work(self, worker: _Worker) -> None:
-        ready, clock = self._ready, time.monotonic
+        ready, clock, idle = self._ready, time.monotonic, self._idle
         set_hook(lambda: self.blocking(worker))
         try:
             while True:
+                idle.append(None)
                 actor = ready.get()
+                idle.pop()
                 if actor is None:  # closing
                     return
                 worker.busy_since = clock()
@@ -201,10 +211,28 @@ class Dispatcher:
         worker.replaced = True
         self._working -= 1
 
-    def _rejoin(self, worker: _Worker) -> bool:
-        """A replaced worker whose blocked drain ended: back to work if fewer than ``size``
-        threads take work now (the closing left none), else it leaves."""
+    def _pay(self) -> None:
+        """Start one owed replacement, if one is still owed and no thread waits for work."""
         with self._lock:
+            if not self._owed or self._idle or self._closed.is_set():
+                return
+            try:
+                self._add_worker()
+            except Exception:  # no thread to be had: the watch thread tries again later
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return
+            self._owed -= 1
+
+    def _rejoin(self, worker: _Worker) -> bool:
+        """A worker counted as blocked whose drain ended: back to work in the place of a
+        replacement still owed (it was never started), or if fewer than ``size`` threads
+        take work now (the closing left none); else it leaves."""
+        with self._lock:
+            if self._owed and not self._closed.is_set():
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
+                return True
             if self._working < self.size and not self._closed.is_set():
                 worker.replaced = False
                 self._working += 1
@@ -213,8 +241,12 @@ class Dispatcher:
 
     def _watching(self) -> None:
         """Every ``stall_s``: each thread that has been in one drain longer than that is
-        counted as blocked, and another thread is started to take work in its place."""
+        counted as blocked, and another thread is started to take work in its place; a
+        replacement owed while work waits is started (``submit`` missed a thread that was
+        about to go idle and then did not)."""
         while not self._closed.wait(self.stall_s):
+            if self._owed and not self._ready.empty():
+                self._pay()
             now = time.monotonic()
             with self._lock:
                 for worker in list(self._workers):
@@ -227,14 +259,20 @@ class Dispatcher:
                             break
 
     def blocking(self, worker: _Worker) -> None:
-        """``worker``'s handling is about to block: another thread takes work at once."""
+        """``worker``'s handling is about to block: it is counted as blocked at once, and
+        its replacement is owed, started when work finds no idle thread to take it (now, if
+        work is waiting already). Work that does not block after all (a sync function agent
+        that returns at once) then costs no thread: the worker comes back to its place."""
         if worker.replaced:
             return
         with self._lock:
-            try:
-                self._replace(worker)
-            except Exception:  # no thread to be had: the watch thread tries again later
-                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+            if self._closed.is_set():
+                return
+            worker.replaced = True
+            self._working -= 1
+            self._owed += 1
+        if not self._idle and not self._ready.empty():
+            self._pay()
 
     # ---- state -------------------------------------------------------------------------------
 
