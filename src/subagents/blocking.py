@@ -16,8 +16,9 @@ with a thread of its own, a program's own thread), it does nothing.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 _here = threading.local()
 
@@ -30,7 +31,28 @@ def about_to_block() -> None:
         hook()
 
 
-def set_hook(hook: Callable[[], None] | None) -> None:
-    """What ``about_to_block()`` calls on the current thread (None: nothing). A pool sets it
-    on each of its threads while they work for it."""
+def done_blocking() -> None:
+    """What ``about_to_block`` announced is over: the pool may count this thread as taking
+    work again (if the replacement it owed was not started yet, none is)."""
+    done: Callable[[], None] | None = getattr(_here, "done", None)
+    if done is not None:
+        done()
+
+
+@contextlib.contextmanager
+def blocking() -> Iterator[None]:
+    """``about_to_block()`` before the block, ``done_blocking()`` after it: for code that
+    may or may not wait (a sync function agent), so that one that returns at once costs the
+    pool no thread."""
+    about_to_block()
+    try:
+        yield
+    finally:
+        done_blocking()
+
+
+def set_hook(hook: Callable[[], None] | None, done: Callable[[], None] | None = None) -> None:
+    """What ``about_to_block()`` (and ``done_blocking()``) call on the current thread (None:
+    nothing). A pool sets them on each of its threads while they work for it."""
     _here.hook = hook
+    _here.done = done

@@ -176,7 +176,7 @@ class Dispatcher:
 
     def _work(self, worker: _Worker) -> None:
         ready, clock, idle = self._ready, time.monotonic, self._idle
-        set_hook(lambda: self.blocking(worker))
+        set_hook(lambda: self.blocking(worker), lambda: self.unblocked(worker))
         try:
             while True:
                 idle.append(None)
@@ -273,6 +273,18 @@ class Dispatcher:
             self._owed += 1
         if not self._idle and not self._ready.empty():
             self._pay()
+
+    def unblocked(self, worker: _Worker) -> None:
+        """``worker``'s handling is done blocking (``done_blocking``): it takes work again
+        in the place of its replacement, if that is still owed; else it goes on as one
+        replaced, rejoining or leaving when its drain ends."""
+        if not worker.replaced or not self._owed:
+            return
+        with self._lock:
+            if self._owed:
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
 
     # ---- state -------------------------------------------------------------------------------
 
