@@ -49,7 +49,6 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -350,18 +349,20 @@ class Mailbox:
     never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
     after ``empty()`` said no."""
 
-    __slots__ = ("_actor", "_lock", "_queue", "_scheduled", "_submit")
+    __slots__ = ("_actor", "_dispatcher", "_lock", "_queue", "_scheduled")
 
     def __init__(self) -> None:
         self._queue: collections.deque[Envelope[Any]] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
         self._actor: PooledActor | None = None
-        self._submit: Callable[[PooledActor], None] | None = None
+        self._dispatcher: Dispatcher | None = None
 
-    def bind(self, actor: PooledActor, submit: Callable[[PooledActor], None]) -> None:
+    def bind(self, actor: PooledActor, dispatcher: Dispatcher) -> None:
+        """(The dispatcher, not its bound ``submit``: one object less per live actor for
+        the cyclic GC to walk.)"""
         self._actor = actor
-        self._submit = submit
+        self._dispatcher = dispatcher
 
     def put(self, envelope: Envelope[Any], /) -> None:
         self._queue.append(envelope)
@@ -369,8 +370,8 @@ class Mailbox:
             if self._scheduled or self._actor is None:
                 return
             self._scheduled = True
-        assert self._submit is not None
-        self._submit(self._actor)
+        assert self._dispatcher is not None
+        self._dispatcher.submit(self._actor)
 
     def get(self) -> Envelope[Any]:
         return self._queue.popleft()
@@ -424,7 +425,7 @@ class PooledActor(pykka.Actor):
             raise TypeError(f"{cls.__name__}.start needs dispatcher=<a Dispatcher>")
         obj = cls(*args, **kwargs)
         obj._dispatcher = dispatcher
-        obj.actor_inbox.bind(obj, dispatcher.submit)
+        obj.actor_inbox.bind(obj, dispatcher)
         obj._counted = True
         dispatcher._actor_started()
         obj._start_actor_loop()
