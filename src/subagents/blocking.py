@@ -9,6 +9,10 @@ looking every ``stall_s``, which is slow when many handlings block at once: a fa
 that *knows* it will wait calls ``about_to_block()`` first, and its thread is replaced right
 away (Java's ``ForkJoinPool.managedBlock`` and Scala's ``blocking { }`` do the same).
 
+The replacement is owed, not started, until work finds no idle thread to take it; code that
+may or may not wait (a sync function agent) runs inside ``blocking()``, which says when the
+wait is over (``done_blocking()``), so one that returns at once costs no thread at all.
+
 This module is at the bottom of the layers (no imports of the project): models, tools and
 behaviours call it without knowing about threads; on a thread no pool has hooked (an actor
 with a thread of its own, a program's own thread), it does nothing.
