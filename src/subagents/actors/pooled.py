@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
 
+from subagents.actors.gc_pacing import PACING
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
@@ -136,6 +137,7 @@ class Dispatcher:
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
         self._live = 0  # actors started and not stopped
+        self._stopped = 0
         self._started = False
         self._watch: threading.Thread | None = None
 
@@ -157,6 +159,7 @@ class Dispatcher:
             self._started = True
             for _ in range(self.size):
                 self._add_worker()
+        PACING.register(self)  # its live runs count towards the GC's pacing
         self._watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
         self._watch.daemon = True
         self._watch.start()
@@ -297,9 +300,15 @@ class Dispatcher:
         with self._lock:
             self._live += 1
 
+    @property
+    def stopped(self) -> int:
+        """Actors stopped on this dispatcher so far (for the GC pacing: ``gc_pacing.py``)."""
+        return self._stopped
+
     def _actor_stopped(self) -> None:
         with self._lock:
             self._live -= 1
+            self._stopped += 1
 
     def counts(self) -> DispatcherCounts:
         with self._lock:
@@ -334,6 +343,7 @@ class Dispatcher:
                 return []
             self._closed.set()
             workers = len(self._workers)
+        PACING.unregister(self)
         for _ in range(workers):
             self._ready.put(None)
         if self._watch is not None:
