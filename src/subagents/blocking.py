@@ -20,9 +20,9 @@ with a thread of its own, a program's own thread), it does nothing.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 _here = threading.local()
 
@@ -43,16 +43,27 @@ def done_blocking() -> None:
         done()
 
 
-@contextlib.contextmanager
-def blocking() -> Iterator[None]:
+class _Blocking:
+    """``blocking()``'s context manager: a class (a generator context manager costs a
+    generator and its frame per use, and a sync function agent's every start uses one)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        about_to_block()
+
+    def __exit__(self, *exc: object) -> None:
+        done_blocking()
+
+
+_BLOCKING = _Blocking()
+
+
+def blocking() -> AbstractContextManager[None]:
     """``about_to_block()`` before the block, ``done_blocking()`` after it: for code that
     may or may not wait (a sync function agent), so that one that returns at once costs the
     pool no thread."""
-    about_to_block()
-    try:
-        yield
-    finally:
-        done_blocking()
+    return _BLOCKING
 
 
 def set_hook(hook: Callable[[], None] | None, done: Callable[[], None] | None = None) -> None:
