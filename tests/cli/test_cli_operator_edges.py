@@ -1,0 +1,43 @@
+"""The operator's commands at their edges: a reader that leaves the pipe early, odd times,
+a damaged store; each through the real command in a subprocess, on a real store file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clikit import DEADLINE_S, Cli
+
+from subagents.messages import Event, EventKind
+from subagents.store.sqlite import SQLiteStore
+
+EVENTS = 3000
+"""Enough event lines (each well over 100 bytes) to fill any pipe's buffer: the command is
+still writing when the reader has gone."""
+
+
+@pytest.fixture
+def busy(tmp_path: Path) -> Cli:
+    """A store holding many events of one run, written by the store itself."""
+    cli = Cli(tmp_path)
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    with SQLiteStore(cli.state) as store, store.batch():
+        for n in range(EVENTS):
+            data = {"step": n, "note": "x" * 100}
+            store.append_event(
+                Event(kind=EventKind.STEP, run_id="r1", agent="a", root_run_id="r1", data=data)
+            )
+    return cli
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["lines", "json"])
+def test_events_into_a_pipe_its_reader_closed_exits_0_quietly(busy: Cli, as_json: bool) -> None:
+    """`subagents events | head -1`: the reader leaving is not the command failing."""
+    args = ["events", "--no-follow", "--since", "1d", *(["--json"] if as_json else [])]
+    proc = busy.start(*args)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # head -1
+    proc.stdout.close()
+    code = proc.wait(timeout=DEADLINE_S)
+    err = proc.stderr.read()
+    assert (code, err) == (0, ""), err
