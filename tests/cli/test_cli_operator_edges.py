@@ -3,6 +3,7 @@ a damaged store; each through the real command in a subprocess, on a real store 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,10 @@ def test_events_into_a_pipe_its_reader_closed_exits_0_quietly(busy: Cli, as_json
     code = proc.wait(timeout=DEADLINE_S)
     err = proc.stderr.read()
     assert (code, err) == (0, ""), err
+
+
+def test_a_time_out_of_range_is_a_usage_error(busy: Cli) -> None:
+    for args in (("events", "--no-follow", "--since"), ("log", "r1", "--since")):
+        proc: subprocess.CompletedProcess[str] = busy(*args, "0001-01-01")
+        assert proc.returncode == 2, proc.stderr
+        assert "'0001-01-01'" in proc.stderr and "Traceback" not in proc.stderr
