@@ -6,8 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
-from clikit import DEADLINE_S, Cli
+from clikit import DEADLINE_S, Cli, by_agent
+from test_cli_operator import Lines
 
 from subagents.messages import Event, EventKind
 from subagents.store.sqlite import SQLiteStore
@@ -49,3 +51,24 @@ def test_a_time_out_of_range_is_a_usage_error(busy: Cli) -> None:
         proc: subprocess.CompletedProcess[str] = busy(*args, "0001-01-01")
         assert proc.returncode == 2, proc.stderr
         assert "'0001-01-01'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_ps_watch_prints_the_rows_of_runs_whose_host_died(tmp_path: Path) -> None:
+    """A host that dies writes no event; the watch still shows its runs turn `orphaned`,
+    as `ps` would, once their lease has lapsed."""
+    cli = Cli(tmp_path)
+    proc = cli.run_team("boss", "abandoned")
+    slow = cli.wait_runs(lambda rows: by_agent(rows, "slow", "running"), "slow running", proc)
+    watcher = Lines(cli.start("ps", "--watch", "--json"))
+    watcher.until(lambda lines: "]" in lines, "the listing")
+    proc.kill()
+    proc.wait()
+
+    def orphaned(lines: list[str]) -> set[str]:
+        rows = [msgspec.json.decode(line) for line in lines if line.startswith("{")]
+        return {r["agent"] for r in rows if r["orphaned"]}
+
+    watcher.until(lambda lines: orphaned(lines) == {"boss", "slow"}, "boss and slow orphaned")
+    assert [r["orphaned"] for r in cli.json("ps") if r["run_id"] == slow["run_id"]] == [True]
+    code, err = watcher.interrupt()
+    assert code == 0 and "Traceback" not in err
