@@ -72,3 +72,20 @@ def test_ps_watch_prints_the_rows_of_runs_whose_host_died(tmp_path: Path) -> Non
     assert [r["orphaned"] for r in cli.json("ps") if r["run_id"] == slow["run_id"]] == [True]
     code, err = watcher.interrupt()
     assert code == 0 and "Traceback" not in err
+
+
+def test_ps_watch_rows_have_the_listings_columns_label_included(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    first = cli("run", "quick", "one", "--agents", str(cli.agents), "--label", "nightly")
+    assert first.returncode == 0, first.stderr
+    watcher = Lines(cli.start("ps", "--watch", "--all", "--label", "nightly"))
+    listed = watcher.until(lambda lines: len(lines) >= 2, "the listing: a header, one run")
+    assert listed[0].split()[-2:] == ["LABEL", "TASK"] and " nightly " in listed[1]
+    again = cli("run", "quick", "two", "--agents", str(cli.agents), "--label", "nightly")
+    assert again.returncode == 0, again.stderr
+    lines = watcher.until(
+        lambda lines: any("completed" in line for line in lines[2:]), "the new run completed"
+    )
+    rows = [line for line in lines[2:] if line.startswith("- ")]
+    assert rows and all(" nightly " in line and line.endswith(" two") for line in rows), rows
+    assert watcher.interrupt()[0] == 0

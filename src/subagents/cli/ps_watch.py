@@ -47,9 +47,10 @@ class Chooser(Protocol):
 
 POLL_S = 0.25
 PAGE = 1000
-WIDTHS = (10, 14, 16, 6, 10, 6, 8, 6, 8)
-"""Columns of a watched row (RUN, AGENT, STATUS, DEPTH, PARENT, AGE, TIME, STEPS, TOKENS),
-padded so that rows printed one by one line up; TASK, last, is not."""
+LABEL_WIDTH = 20
+WIDTHS = (10, 14, 16, 6, 10, 6, 8, 6, 8, LABEL_WIDTH)
+"""Columns of a watched row (RUN, AGENT, STATUS, DEPTH, PARENT, AGE, TIME, STEPS, TOKENS,
+LABEL), padded so that rows printed one by one line up; TASK, last, is not."""
 
 
 def watch(
@@ -143,6 +144,7 @@ def row_line(record: RunRecord, alive: Liveness, now: float) -> str:
         duration(record, now),
         str(record.steps),
         str(record.usage.total_tokens),
+        one_line(record.label, LABEL_WIDTH) or "-",
     )
     padded = [cell.ljust(width) for cell, width in zip(cells, WIDTHS, strict=True)]
     return "  ".join(["-", *padded, one_line(printable(record.task), 48)]).rstrip()
