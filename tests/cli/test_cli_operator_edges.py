@@ -89,3 +89,49 @@ def test_ps_watch_rows_have_the_listings_columns_label_included(tmp_path: Path) 
     rows = [line for line in lines[2:] if line.startswith("- ")]
     assert rows and all(" nightly " in line and line.endswith(" two") for line in rows), rows
     assert watcher.interrupt()[0] == 0
+
+
+def test_events_since_reads_from_then_not_every_event_the_store_holds(tmp_path: Path) -> None:
+    """`events --since 1h` finds where the hour starts by the events' numbers: an old
+    event damaged on disk, which it has no reason to read, does not stop it."""
+    import sqlite3
+    import time
+
+    cli = Cli(tmp_path)
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    day_ago, now = time.time() - 86400, time.time()
+    with SQLiteStore(cli.state) as store, store.batch():
+        for n in range(1000):
+            store.append_event(
+                Event(kind=EventKind.STEP, run_id="r1", agent="a", root_run_id="r1", ts=day_ago + n)
+            )
+        for n in range(3):
+            store.append_event(
+                Event(kind=EventKind.STEP, run_id="r2", agent="b", root_run_id="r2", ts=now + n)
+            )
+    with sqlite3.connect(cli.state) as db:
+        db.execute("UPDATE events SET event = 'not json' WHERE seq = 1")
+    proc = cli("events", "--no-follow", "--since", "1h", "--json")
+    assert proc.returncode == 0, proc.stderr
+    lines = [msgspec.json.decode(line) for line in proc.stdout.splitlines()]
+    assert [(e["seq"], e["event"]["run_id"]) for e in lines] == [
+        (1001, "r2"),
+        (1002, "r2"),
+        (1003, "r2"),
+    ]
+
+
+def test_first_since_finds_the_first_event_at_or_after_the_time_less_the_skew() -> None:
+    from subagents.cli.events_cmd import SKEW_S, first_since
+    from subagents.store.memory import MemoryStore
+
+    store = MemoryStore()
+    assert first_since(store, 0.0) == 0  # nothing yet
+    for n in range(100):  # event number n + 1 made at 1000 + 10 n
+        store.append_event(
+            Event(kind=EventKind.STEP, run_id="r", agent="a", root_run_id="r", ts=1000.0 + 10 * n)
+        )
+    assert first_since(store, 0.0) == 0  # all of them
+    assert first_since(store, 1500.0 + SKEW_S) == 50  # after 50: from the one made at 1500
+    assert first_since(store, 1505.0 + SKEW_S) == 51
+    assert first_since(store, 99_999.0) == 100  # none: only what comes next
