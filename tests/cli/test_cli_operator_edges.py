@@ -3,6 +3,7 @@ a damaged store; each through the real command in a subprocess, on a real store 
 
 from __future__ import annotations
 
+import array
 import subprocess
 from pathlib import Path
 
@@ -57,12 +58,16 @@ def test_ps_watch_prints_the_rows_of_runs_whose_host_died(tmp_path: Path) -> Non
     """A host that dies writes no event; the watch still shows its runs turn `orphaned`,
     as `ps` would, once their lease has lapsed."""
     cli = Cli(tmp_path)
-    proc = cli.run_team("boss", "abandoned")
+    proc = cli.run_team("boss", "x" * 40_000)  # the listing of boss and slow: over 80 kB
     slow = cli.wait_runs(lambda rows: by_agent(rows, "slow", "running"), "slow running", proc)
-    watcher = Lines(cli.start("ps", "--watch", "--json"))
-    watcher.until(lambda lines: "]" in lines, "the listing")
+    watching = cli.start("ps", "--watch", "--json")
+    # the host dies while the watch is still printing its listing (blocked on a full pipe):
+    # the watch must judge what changed against the hosts alive when it listed, not later
+    _wait_pipe_full(watching)
     proc.kill()
     proc.wait()
+    watcher = Lines(watching)
+    watcher.until(lambda lines: "]" in lines, "the listing")
 
     def orphaned(lines: list[str]) -> set[str]:
         rows = [msgspec.json.decode(line) for line in lines if line.startswith("{")]
@@ -135,3 +140,22 @@ def test_first_since_finds_the_first_event_at_or_after_the_time_less_the_skew() 
     assert first_since(store, 1500.0 + SKEW_S) == 50  # after 50: from the one made at 1500
     assert first_since(store, 1505.0 + SKEW_S) == 51
     assert first_since(store, 99_999.0) == 100  # none: only what comes next
+
+
+def _wait_pipe_full(proc: subprocess.Popen[str]) -> None:
+    """Until ``proc``'s stdout pipe is full, nobody reading it: it is blocked writing."""
+    import fcntl
+    import termios
+    import time
+
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    size = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        held = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, held)
+        if held[0] >= size:
+            return
+        assert proc.poll() is None and time.monotonic() < deadline, "the listing never filled"
+        time.sleep(0.05)  # the pace of the polling, not what is waited for

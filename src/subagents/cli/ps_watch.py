@@ -59,13 +59,15 @@ def watch(
     *,
     after: int,
     shown: Iterable[RunRecord],
+    alive: Liveness,
     json_row: Callable[[RunRecord, Liveness], Any] | None,
 ) -> int:
     """Print a row for each change of a run ``chosen`` asks for, from event number
-    ``after`` on, until interrupted (status 0); ``json_row``: each row as JSON, made by it
-    (``ps --json``'s rows), else plain columns."""
+    ``after`` on, until interrupted (status 0); ``alive``: the hosts alive as the listing
+    judged them (a host that died since, even before this begins, is then a change: read
+    here, it would be the watch's starting point and its runs' end never shown);
+    ``json_row``: each row as JSON, made by it (``ps --json``'s rows), else plain columns."""
     followed = {r.run_id for r in shown}
-    alive = liveness(store)
     hosted = Hosted(store.list_runs(statuses=live_statuses()), alive)
     try:
         while True:
