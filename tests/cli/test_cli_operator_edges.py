@@ -159,3 +159,50 @@ def _wait_pipe_full(proc: subprocess.Popen[str]) -> None:
             return
         assert proc.poll() is None and time.monotonic() < deadline, "the listing never filled"
         time.sleep(0.05)  # the pace of the polling, not what is waited for
+
+
+def test_stop_of_an_orphaned_run_with_a_child_hosted_elsewhere_says_it_waits(
+    tmp_path: Path,
+) -> None:
+    """An orphaned run whose tree has a run another live process hosts is not ended here
+    (that host's run is not this command's to end): the stop is posted, and the command
+    must say it waits for a `resume` (its host is gone), not that a host stops it now."""
+    import time
+
+    from subagents.messages import Lease, RunRecord, RunStatus
+
+    cli = Cli(tmp_path)
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    now, top, child = time.time(), "r1a2000000000toptoptop", "r1a2000000001childchil"
+    with SQLiteStore(cli.state) as store:
+        store.save_run(
+            RunRecord(
+                run_id=top, agent="boss", task="t", root_run_id=top,
+                status=RunStatus.WAITING, created_at=now, owner="gone:1:a",
+            )
+        )  # fmt: skip
+        store.save_run(
+            RunRecord(
+                run_id=child, agent="slow", task="t", root_run_id=top, parent_run_id=top,
+                depth=1, status=RunStatus.RUNNING, created_at=now, owner="elsewhere:2:b",
+            )
+        )  # fmt: skip
+        store.acquire_lease(
+            Lease(
+                owner="elsewhere:2:b",
+                host="elsewhere",
+                pid=2,
+                renewed_at=now,
+                expires_at=now + 3600,
+            )
+        )
+    posted = msgspec.json.decode(_stopped(cli, top, "--json").stdout)
+    assert posted[0]["command_id"] is not None and posted[0]["orphaned"] is True
+    said = _stopped(cli, top).stdout
+    assert "waits until `subagents resume`" in said and "within a second" not in said, said
+
+
+def _stopped(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]:
+    proc = cli("stop", *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc
