@@ -206,3 +206,33 @@ def _stopped(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]:
     proc = cli("stop", *args)
     assert proc.returncode == 0, proc.stderr
     return proc
+
+
+def test_ps_and_a_short_reference_read_ids_not_every_record(tmp_path: Path) -> None:
+    """Showing runs by their unique suffix, and finding the run a suffix names, need every
+    run's id, not every run's record: one old record damaged on disk leaves `ps` and
+    `log SUFFIX` of the other runs working (and a store of 100,000 runs fast)."""
+    import sqlite3
+    import time
+
+    from subagents.messages import RunRecord, RunStatus
+
+    cli = Cli(tmp_path)
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    now, old, live = time.time(), "r1a1000000000oldoldold0", "r1a2000000000livelivel1"
+    with SQLiteStore(cli.state) as store:
+        for run_id, status in ((old, RunStatus.COMPLETED), (live, RunStatus.RUNNING)):
+            store.save_run(
+                RunRecord(
+                    run_id=run_id, agent="quick", task="t", root_run_id=run_id,
+                    status=status, created_at=now, owner="gone:1:a",
+                )
+            )  # fmt: skip
+    with sqlite3.connect(cli.state) as db:
+        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (old,))
+    rows = cli.json("ps")
+    assert [r["run_id"] for r in rows] == [live]
+    listed = cli("ps")
+    assert listed.returncode == 0 and live[-8:] in listed.stdout, listed.stderr
+    shown = cli("log", live[-8:])
+    assert shown.returncode == 0 and live in shown.stdout, shown.stderr
