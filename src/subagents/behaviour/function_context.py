@@ -135,9 +135,12 @@ class AgentContext:
         timeout: float | None = None,
         model: str | None = None,
         label: str | None = None,
+        detach: bool = False,
         **policies: Any,
     ) -> Pending:
         """Start a child now. Awaiting gives its Outcome (background: its run id).
+        ``detach``: the child outlives this run (and is a background child: docs/runtime.md,
+        "Children that outlive their parent").
 
         ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
         ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md),
@@ -150,7 +153,9 @@ class AgentContext:
             share = policies["share"]
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)
         b = self._b
-        digest = call_digest(agent, task, context, background)
+        background = background or detach
+        # (a detached spawn's fingerprint differs; a plain one's is what it always was)
+        digest = call_digest(agent, task, context, background, *(("detach",) if detach else ()))
         key, replayed = b.call("spawn", digest, agent, task)
         pending = b.pending(key)
         b.background[key] = background
@@ -161,6 +166,7 @@ class AgentContext:
             parent_run_id=self.run_id,
             context=context,
             background=background,
+            detach=detach,
             timeout=timeout,
             model=model,
             label=label,

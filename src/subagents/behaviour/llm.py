@@ -466,9 +466,13 @@ class LLMBehaviour:
 
 def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
     """Tool use id -> whether that spawn of the turn runs in the background
-    (``spawn_subagent``'s ``background``, ``Task``'s ``run_in_background``)."""
+    (``spawn_subagent``'s ``background`` or ``detach``, ``Task``'s ``run_in_background``)."""
     return {
-        u.id: bool(u.input.get("background" if u.name == SPAWN else "run_in_background"))
+        u.id: bool(
+            u.input.get("background") or u.input.get("detach")
+            if u.name == SPAWN
+            else u.input.get("run_in_background")
+        )
         for u in uses
         if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
     }

@@ -43,7 +43,8 @@ def spawn_request(use_id: str, args: dict[str, Any], parent: str) -> SpawnReques
         label=optional_str(args, "label"),
         model=optional_str(args, "model"),
         timeout=optional_float(args, "timeout"),
-        background=bool(args.get("background", False)),
+        background=bool(args.get("background", False) or args.get("detach", False)),
+        detach=bool(args.get("detach", False)),
         continues=optional_str(args, "continue_run"),
         **spawn_policy_fields(args),
     )

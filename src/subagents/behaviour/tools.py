@@ -77,6 +77,15 @@ def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 "task": {"type": "string", "description": "What the subagent must do."},
                 "context": {"type": "string", "description": "Background it needs."},
                 "background": {"type": "boolean", "default": False},
+                "detach": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "Let it outlive you (implies background): it is not cancelled when"
+                        " you end; its outcome then goes, as mail, to whoever started you"
+                        " (if still running), and is kept in the store either way."
+                    ),
+                },
                 "model": {"type": "string", "description": "Model override (alias or id)."},
                 "timeout": {"type": "number", "description": "Seconds before it times out."},
                 "label": {"type": "string"},

@@ -1,9 +1,11 @@
 """Stop a run with its subtree, every live run, or a run's children (`subagents stop`).
 
-`subagents stop RUN|--all|--requester RUN`.
+`subagents stop RUN|--all|--requester RUN [--tree|--turn]`.
 
 The stop is posted as a command through the store; the process hosting that run's tree takes
-it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
+it within a second and cancels the run and its descendants (deepest first): all of them
+(`--tree`, the default), or, with `--turn`, all but its detached children (spawned with
+`detach`), which go on. `--requester RUN`
 posts one stop for each live child of RUN (each goes with its subtree; RUN goes on): one
 command per child, so, unlike `Runtime.stop_all`, they are not one decision. A run whose host
 is gone (orphaned) keeps the stop until `subagents resume` takes it up. With --wait the
@@ -51,6 +53,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop every live run that RUN requested (its children, with their subtrees)",
     )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--tree",
+        dest="scope",
+        action="store_const",
+        const="tree",
+        help="stop the run and its whole subtree, detached children included (the default)",
+    )
+    scope.add_argument(
+        "--turn",
+        dest="scope",
+        action="store_const",
+        const="turn",
+        help="stop the run (and the children that end with it); its detached children go on",
+    )
+    parser.set_defaults(scope="tree")
     parser.add_argument(
         "--wait",
         type=float,
@@ -84,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
             targets = [record]
         posted = []
         for record in targets:
-            command_id = store.post_command("stop", record.run_id)
+            scope = "turn" if args.scope == "turn" else None  # (a stop's content: its scope)
+            command_id = store.post_command("stop", record.run_id, scope)
             posted.append(
                 Posted(
                     command_id=command_id,
@@ -104,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
                 "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
                 if p.orphaned
                 else "the process hosting it stops it and its subtree within a second"
+                if args.scope == "tree"
+                else "the process hosting it stops it within a second; its detached children go on"
             )
             print(
                 f"posted stop for {printable(p.agent)} {p.run_id} (command {p.command_id}); {then}"

@@ -9,7 +9,7 @@ one whose sender waits for the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,6 +17,9 @@ from subagents.messages.conversation import ToolResultBlock
 from subagents.messages.durability import Checkpoint, JournalEntry
 from subagents.messages.mail import Mail
 from subagents.messages.records import Cleanup, OnFailure, Outcome, Usage
+
+StopScope = Literal["tree", "turn"]
+"""What a stop ends (``StopRequest.scope``): the run's whole ``tree``, or its ``turn``."""
 
 
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -51,6 +54,10 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     continues: str | None = None
     """The id of an ended run whose conversation this run goes on with, ``task`` its next
     user message (``Runtime.continue_run``; ``agent`` may be empty: the continued run's)."""
+    detach: bool = False
+    """The child outlives its parent: the parent's end (or a stop of its turn) does not
+    cancel it (docs/runtime.md, "Children that outlive their parent"). Implies
+    ``background``."""
 
 
 AgentTask = tuple[str, str]
@@ -188,6 +195,9 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     requester: str | None = None
     reason: str = "stopped"
+    scope: StopScope = "tree"
+    """``tree``: the run and every descendant, detached ones included; ``turn``: the run
+    (and the children that end with it), its detached children go on."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
     journal: bool = False

@@ -411,7 +411,8 @@ class SupervisorCore:
             if command.kind == "stop":
                 target = self.runs.live(command.run_id)
                 if target is not None:
-                    _, cancelled = self.lifecycle.cancel(target, "stopped from another process")
+                    why, tree = "stopped from another process", command.content != "turn"
+                    _, cancelled = self.lifecycle.cancel(target, why, tree=tree)
                     self.effects.take(cancelled)
             elif command.kind == "send" and command.content is not None:
                 mail = SendMail(
