@@ -4,6 +4,7 @@ until it ends (closing its runtime at the root's end would cancel it)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +65,23 @@ def test_stop_turn_leaves_the_detached_child_which_ps_shows_with_its_starter(cli
     assert runs["dlead"]["status"] == "cancelled"
     assert runs["worker"]["status"] == "completed"
     assert runs["worker"]["outcome"]["result"] == "worker heard: finish it"
+
+
+def test_a_detached_run_outliving_its_killed_host_is_resumed_and_ends_once(cli: Cli) -> None:
+    proc = cli.run_team("dlead", "the crash")
+    lead, worker = cli.wait_runs(_both_waiting, "the lead and its detached worker waiting", proc)
+    assert cli("stop", lead["run_id"], "--turn", "--wait", "60").returncode == 0
+    proc.send_signal(signal.SIGKILL)  # the host dies while the detached worker waits
+    proc.communicate()
+    (row,) = cli.json("ps")
+    assert (row["run_id"], row["orphaned"]) == (worker["run_id"], True)
+    assert cli("send", worker["run_id"], "resumed").returncode == 0  # waits for the resume
+    resumed = cli("resume", "--agents", str(cli.agents), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    runs = {r["agent"]: r for r in cli.runs()}
+    assert runs["dlead"]["status"] == "cancelled"
+    assert runs["worker"]["status"] == "completed"  # hosted by `resume` until it ended
+    info = cli.json("info", worker["run_id"])
+    assert info["run"]["outcome"]["result"] == "worker heard: resumed"
+    log = cli.json("log", worker["run_id"])
+    assert [e["kind"] for e in log["entries"]].count("completed") == 1
