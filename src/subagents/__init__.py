@@ -100,6 +100,7 @@ _EXPORTS = {
     "Checkpoint": "subagents.messages",
     "CheckpointDelta": "subagents.messages",
     "JournalEntry": "subagents.messages",
+    "Subscription": "subagents.messages",
     "SweepReport": "subagents.store.sweep",
 }
 
@@ -165,6 +166,7 @@ __all__ = [
     "SpawnRefused",
     "StopError",
     "StoreError",
+    "Subscription",
     "SupervisorStats",
     "SweepReport",
     "Synthesis",
@@ -218,6 +220,7 @@ if TYPE_CHECKING:
         RunRecord,
         RunStatus,
         RunUsage,
+        Subscription,
         SupervisorStats,
         ToolSchema,
         ToolUseBlock,

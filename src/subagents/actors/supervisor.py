@@ -73,6 +73,7 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     StopRequested,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -112,6 +113,7 @@ _GROUPED = frozenset(
         Parked,
         SlotWanted,
         Placed,
+        Subscribe,
     }
 )
 """Told reports whose handling may share the open group's transaction."""
@@ -417,6 +419,8 @@ class SupervisorActor(FastInboxActor):
                 return core.stop(message)
             case StopRequested():
                 return core.stop_requested(message)
+            case Subscribe():
+                return core.subscribe(message)
             case Timeout(run_id=run_id):
                 return core.timeout(run_id)
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it

@@ -26,8 +26,10 @@ from subagents.messages import (
     SpawnRequest,
     StopRequest,
     StopRequested,
+    Subscribe,
 )
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
+from subagents.supervision.topics import topic_problem
 
 
 class SpawnRefused(Exception):
@@ -197,7 +199,9 @@ class AgentContext:
         return self.spawn("", text, continues=run_id, **options)
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
-        """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
+        """Send mail to a run id or an agent name of this tree, or to ``topic:NAME`` (each
+        subscriber of this tree). Awaiting gives the mail id (a topic's: the first mail's,
+        None when nobody is subscribed)."""
         b = self._b
         key, replayed = b.call("send", 0, to, content)
         pending = b.pending(key)
@@ -256,6 +260,25 @@ class AgentContext:
         if b.inbox:  # a replayed receive that was waiting: mail may be here already
             b.hand_out()
         return pending
+
+    def subscribe(self, topic: str) -> None:
+        """Subscribe this run to ``topic`` of its tree: mail sent to ``topic:NAME`` from now
+        on reaches it, until it unsubscribes or ends (docs/function-agents.md, "Topics").
+        Not awaited; ``ValueError`` for a bad name. Saying it again changes nothing, so a
+        replay after a crash says it again, unjournaled."""
+        self._subscription(topic, subscribe=True)
+
+    def unsubscribe(self, topic: str) -> None:
+        """No more mail to ``topic:NAME`` for this run (nothing if it was not subscribed)."""
+        self._subscription(topic, subscribe=False)
+
+    def _subscription(self, topic: str, *, subscribe: bool) -> None:
+        problem = topic_problem(topic)
+        if problem is not None:
+            raise ValueError(problem)
+        b = self._b
+        b.port.subscribe(Subscribe(run_id=self.run_id, topic=topic, subscribe=subscribe))
+        b.unheld()
 
     def mailbox(self) -> list[Mail]:
         """Every unread mail, now, without waiting."""

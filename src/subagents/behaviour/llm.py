@@ -24,6 +24,7 @@ from subagents.behaviour.runtime_tool_args import (
     send_request,
     spawn_request,
     stop_request,
+    subscription,
     to_json,
     wait_timeout,
 )
@@ -34,7 +35,9 @@ from subagents.behaviour.tools import (
     SEND,
     SPAWN,
     STOP,
+    SUBSCRIBE,
     TASK,
+    UNSUBSCRIBE,
     WAIT,
     Tool,
     ToolError,
@@ -366,6 +369,8 @@ class LLMBehaviour:
             else:
                 self.inbox.waiter = use.id
                 port.wake_after(use.id, timeout)
+        elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
+            self._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
         elif use.name == LOAD_SKILL:
             self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
         else:

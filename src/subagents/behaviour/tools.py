@@ -24,7 +24,9 @@ CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+SUBSCRIBE = "subscribe"
+UNSUBSCRIBE = "unsubscribe"
+RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT, SUBSCRIBE, UNSUBSCRIBE)
 """The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
@@ -155,7 +157,8 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
     SEND: ToolSchema(
         name=SEND,
         description=(
-            "Send mail to another run of your tree: `to` is a run id or an agent name. The"
+            "Send mail to another run of your tree: `to` is a run id or an agent name, or"
+            " `topic:NAME` for every run of your tree subscribed to NAME (`subscribe`). The"
             " recipient sees it at its next step. Returns the mail id."
         ),
         input_schema={
@@ -188,6 +191,28 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
             "type": "object",
             "properties": {"run_id": {"type": "string"}},
             "required": ["run_id"],
+        },
+    ),
+    SUBSCRIBE: ToolSchema(
+        name=SUBSCRIBE,
+        description=(
+            "Subscribe to a topic of your tree: mail that runs of your tree send to"
+            " `topic:NAME` from now on reaches you (earlier mail does not), until you"
+            " unsubscribe or end."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"topic": {"type": "string", "description": "NAME, e.g. reviews"}},
+            "required": ["topic"],
+        },
+    ),
+    UNSUBSCRIBE: ToolSchema(
+        name=UNSUBSCRIBE,
+        description="Stop receiving the mail sent to `topic:NAME`.",
+        input_schema={
+            "type": "object",
+            "properties": {"topic": {"type": "string"}},
+            "required": ["topic"],
         },
     ),
     LOAD_SKILL: ToolSchema(

@@ -60,6 +60,8 @@ WRITES = frozenset(
         "set_mail_state",
         "set_mails_state",
         "save_journal",
+        "save_subscription",
+        "drop_subscriptions",
         "add_to_checkpoint",
         "save_outcome",
         "mark_outcome_delivered",
@@ -82,6 +84,7 @@ READS = frozenset(
         "load_checkpoint",
         "mail_for",
         "journal_of",
+        "subscriptions",
         "undelivered_outcomes",
         "leases",
     }

@@ -58,6 +58,7 @@ from subagents.messages.actor_protocol import (
     StopRequest,
     StopRequested,
     StopScope,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -105,6 +106,7 @@ from subagents.messages.mail import (
     EXTERNAL_SENDER,
     Mail,
     MailState,
+    Subscription,
 )
 from subagents.messages.records import (
     CLEANUPS,
@@ -184,6 +186,8 @@ __all__ = [
     "StopRequest",
     "StopRequested",
     "StopScope",
+    "Subscribe",
+    "Subscription",
     "SupervisorStats",
     "Sweep",
     "TextBlock",

@@ -150,6 +150,20 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     recipient: str | None = None
     error: str | None = None
     dead_letter: bool = False
+    recipients: tuple[str, ...] | None = None
+    """Mail to a topic (``recipient`` is then ``topic:NAME``): the runs it went to, one mail
+    each (``mail_id`` is the first's; none: nobody is subscribed, nothing was sent)."""
+
+
+class Subscribe(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run subscribes to a topic of its tree (``subscribe`` False: unsubscribes), told
+    with its other reports; mail to ``topic:NAME`` sent after it reaches the run."""
+
+    run_id: str
+    topic: str
+    subscribe: bool = True
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
@@ -412,6 +426,7 @@ ActorMessage = (
     | StopRequest
     | StopRequested
     | StopReply
+    | Subscribe
     | WaitingChanged
     | RunFinished
     | Park

@@ -36,3 +36,21 @@ class Mail(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     state: MailState = MailState.ACCEPTED
     request_id: str | None = None
     """The sender's tool_use id, so a resumed sender does not send the same mail twice."""
+    topic: str | None = None
+    """The topic it was sent to (``topic:NAME``: one mail to each subscriber, all with the
+    sender's one ``request_id``), else None."""
+
+    @property
+    def address(self) -> str:
+        """What the sender wrote: ``topic:NAME`` for a topic's mail, else the recipient."""
+        return self.recipient if self.topic is None else f"topic:{self.topic}"
+
+
+class Subscription(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A run subscribed to a topic of its tree (``supervision/topics.py``): mail to
+    ``topic:NAME`` from a run of the tree reaches it. Kept by the store until the run
+    unsubscribes or ends."""
+
+    run_id: str
+    root_run_id: str
+    topic: str

@@ -91,7 +91,22 @@ def v4_to_v5(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX checkpoint_deltas_run ON checkpoint_deltas (run_id, seq)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5)
+def v5_to_v6(conn: sqlite3.Connection) -> None:
+    """v6: topic subscriptions. One row per run and topic it is subscribed to, in the order
+    made (``seq``), so that a run taken up after a crash is still subscribed
+    (``supervision/topics.py``); dropped when the run unsubscribes or ends."""
+    conn.execute(
+        """CREATE TABLE subscriptions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            root_run_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            UNIQUE (run_id, topic)
+        )"""
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

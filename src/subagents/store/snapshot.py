@@ -11,7 +11,15 @@ from collections.abc import Callable
 
 import msgspec
 
-from subagents.messages import Checkpoint, JournalEntry, Mail, MailState, RunRecord, RunStatus
+from subagents.messages import (
+    Checkpoint,
+    JournalEntry,
+    Mail,
+    MailState,
+    RunRecord,
+    RunStatus,
+    Subscription,
+)
 from subagents.store.base import RunStore
 from subagents.store.leases import restarting_owners
 
@@ -52,6 +60,8 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """The ended ancestors of the unfinished detached runs (which outlived their parents),
     parents before children: held again so that the tree, its depth bounds and budgets
     stay whole above them."""
+    subscriptions: tuple[Subscription, ...] = ()
+    """The topic subscriptions of the unfinished runs, in the order made."""
     tree_runs: dict[str, int] = msgspec.field(default_factory=dict)
     """How many runs the store holds of each unfinished run's tree, by root (read only when
     asked, ``count_trees``: ``Limits.max_runs_per_tree`` counts a tree's runs across a
@@ -119,6 +129,7 @@ def read_snapshot(
         restarting=restarting_owners([r.owner for r in (*records, *ended)], live_owners, listed),
         undelivered=tuple(ended),
         ended_ancestors=ancestors,
+        subscriptions=tuple(store.subscriptions([r.run_id for r in records])) if records else (),
         tree_runs=sizes,
     )
 

@@ -23,6 +23,7 @@ from subagents.messages import (
     MailState,
     Outcome,
     RunRecord,
+    Subscription,
 )
 from subagents.store.base import RunStore
 
@@ -92,6 +93,19 @@ class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     owner: str
 
 
+class SaveSubscription(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run subscribed to a topic of its tree (``supervision/topics.py``)."""
+
+    subscription: Subscription
+
+
+class DropSubscriptions(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run unsubscribed from ``topics`` (None: it ended, from all of them)."""
+
+    run_id: str
+    topics: tuple[str, ...] | None = None
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -104,6 +118,8 @@ Write = (
     | PostCommand
     | SaveJournal
     | ReleaseLease
+    | SaveSubscription
+    | DropSubscriptions
 )
 
 
@@ -151,6 +167,14 @@ def _release_lease(store: RunStore, write: ReleaseLease) -> None:
     store.release_lease(write.owner)
 
 
+def _save_subscription(store: RunStore, write: SaveSubscription) -> None:
+    store.save_subscription(write.subscription)
+
+
+def _drop_subscriptions(store: RunStore, write: DropSubscriptions) -> None:
+    store.drop_subscriptions(write.run_id, write.topics)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -163,6 +187,8 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     PostCommand: _post_command,
     SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
+    SaveSubscription: _save_subscription,
+    DropSubscriptions: _drop_subscriptions,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

@@ -252,6 +252,8 @@ class Lifecycle:
         decided.add(self.deliver(state, outcome))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
             decided.add(self.mail.dead_letters(state, end.unread))
+        if state.run_id in self.mail.topics:
+            decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
         if self.slots.queue_length():
             decided.add(self.start_queued())

@@ -25,6 +25,7 @@ from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.topics import Topics
 from subagents.supervision.transitions import Move
 
 
@@ -39,7 +40,9 @@ class Recovery:
         lookup: Callable[[str], AgentSpec | None],
         slot_key: Callable[[AgentSpec, RunState | None], SlotKey],
         owner: str,
+        topics: Topics,
     ) -> None:
+        self.topics = topics
         self.runs = runs
         self.lifecycle = lifecycle
         self.slots = slots
@@ -92,6 +95,9 @@ class Recovery:
             # before any of them starts: a start hands the run its tree's count)
             self.runs.recount(record.root_run_id, snapshot.tree_runs.get(record.root_run_id, 0))
             decided.add(self._restore_one(unfinished, report))
+        # their topic subscriptions, before any of them starts (and publishes)
+        held = self.runs.hosted()
+        self.topics.restore(s for s in snapshot.subscriptions if s.run_id in held)
         # Runs that were running want their slots back first (ahead of the queued runs);
         # all start only as far as the limits allow (waiting ones park when needed).
         decided.add(self.lifecycle.start_queued())
