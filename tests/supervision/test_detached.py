@@ -10,7 +10,9 @@ from subagents.messages import (
     EventKind,
     RunFinished,
     RunStatus,
+    StepTaken,
     StopRequest,
+    Usage,
     new_id,
 )
 from subagents.supervision.core import SupervisorCore
@@ -92,6 +94,21 @@ def test_limits_still_bound_a_detached_child() -> None:
     h.core.finished(RunFinished(run_id=lead, result="done"))
     error = h.spawn("critic", detached).error or ""
     assert error.startswith("depth limit: a child of worker would be at depth 2"), error
+
+
+def test_a_detached_childs_budget_is_carved_from_its_parents_and_still_binds_it() -> None:
+    h = Harness()
+    lead = h.run("lead", token_budget=1000)
+    spent = Usage(input_tokens=900)
+    h.core._do(h.core.core.step_taken(StepTaken(run_id=lead, step=1, usage=spent)))
+    detached = h.run("worker", lead, detach=True)
+    record = h.store.get_run(detached)
+    assert record is not None and record.token_budget == 100  # what the lead had left
+    h.core.finished(RunFinished(run_id=lead, result="done"))
+    assert h.status(detached) is RunStatus.RUNNING
+    used = Usage(input_tokens=150, output_tokens=0)
+    h.core._do(h.core.core.step_taken(StepTaken(run_id=detached, step=1, usage=used)))
+    assert h.status(detached) is RunStatus.BUDGET_EXCEEDED
 
 
 def test_a_restore_takes_up_a_detached_child_whose_parent_ended() -> None:
