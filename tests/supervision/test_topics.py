@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
     DeliverMail,
@@ -16,10 +17,11 @@ from subagents.messages import (
     Subscribe,
     Subscription,
     new_id,
+    topic_problem,
 )
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.limits import Limits
-from subagents.supervision.topics import Topics, topic_of, topic_problem
+from subagents.supervision.topics import Topics, topic_of
 
 from .test_core import Driven, Harness, told
 
@@ -110,6 +112,24 @@ def test_bad_topic_and_the_outside_are_refused_naming_why() -> None:
         SendMail(request_id="q1", sender=EXTERNAL_SENDER, to="topic:news", content="x")
     )
     assert ack.error == "mail to topic:news must come from a run: a topic belongs to a run's tree"
+
+
+def test_a_definitions_topics_subscribe_its_runs_from_admission_queued_ones_too() -> None:
+    lead = AgentSpec(name="lead", description="d")
+    watcher = AgentSpec(name="watcher", description="d", topics=("alerts",))
+    h = Harness(Limits(max_concurrency=2), lead, watcher)
+    root = h.run("lead")
+    first = h.run("watcher", root)
+    queued = h.spawn("watcher", root)  # the limit: it waits in the queue, subscribed
+    assert queued.queued and queued.run_id is not None
+    assert [(s.run_id, s.topic) for s in h.store.subscriptions()] == [
+        (first, "alerts"),
+        (queued.run_id, "alerts"),
+    ]
+    ack, effects = publish(h, root, "alerts", "fire")
+    assert ack.recipients == (first, queued.run_id)
+    assert delivered(effects, first) == ["fire"]
+    assert h.unread(queued.run_id) != []  # kept for it until it starts
 
 
 def test_subscriptions_are_kept_end_with_their_run_and_survive_a_restore() -> None:

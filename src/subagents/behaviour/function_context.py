@@ -27,9 +27,9 @@ from subagents.messages import (
     StopRequest,
     StopRequested,
     Subscribe,
+    topic_problem,
 )
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
-from subagents.supervision.topics import topic_problem
 
 
 class SpawnRefused(Exception):

@@ -28,8 +28,8 @@ from subagents.messages import (
     StopRequest,
     Subscribe,
     ToolSchema,
+    topic_problem,
 )
-from subagents.supervision.topics import topic_problem
 
 WAIT_S = 30.0
 """How long ``wait_for_message`` waits when the model names no timeout."""

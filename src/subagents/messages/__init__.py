@@ -104,9 +104,11 @@ from subagents.messages.events import (
 )
 from subagents.messages.mail import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     Mail,
     MailState,
     Subscription,
+    topic_problem,
 )
 from subagents.messages.records import (
     CLEANUPS,
@@ -128,6 +130,7 @@ __all__ = [
     "EXTERNAL_SENDER",
     "ON_FAILURE",
     "TERMINAL_STATUSES",
+    "TOPIC_PREFIX",
     "ActorMessage",
     "AgentTask",
     "Ask",
@@ -206,4 +209,5 @@ __all__ = [
     "WaitingChanged",
     "Wake",
     "new_id",
+    "topic_problem",
 ]

@@ -164,6 +164,8 @@ class Admission:
         self.runs.admitted(state)
         decided = Decided()
         decided.writes.append(SaveRun(record))
+        if spec.topics:  # its definition's: from its admission (mail while it queues waits)
+            decided.add(self.lifecycle.mail.topics.join(run_id, record.root_run_id, spec.topics))
         if seed is not None:  # durable with the record: a resume before a step has it
             decided.writes.append(SaveCheckpoint(seed))
         narrowing = narrowed(spec, record.ceiling) if record.ceiling else None

@@ -24,6 +24,7 @@ import msgspec
 
 from subagents.messages import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     DeliverMail,
     EventKind,
     Mail,
@@ -40,7 +41,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
-from subagents.supervision.topics import TOPIC_PREFIX, Topics, topic_of
+from subagents.supervision.topics import Topics, topic_of
 
 Destination = tuple[MailState | None, RunRecord | None, RunState | None]
 """What a mail to one run becomes now (``delivered``, ``accepted`` for a queued run,

@@ -15,6 +15,9 @@ The decisions:
   (``recipients`` empty). Not an error: a publisher need not know who listens.
 - **the sender** does not get its own mail, subscribed or not (a run cannot mail itself).
 - **a late subscriber** gets what is sent from then on, not earlier mail.
+- **subscribing**: a run's ``Subscribe`` (``ctx.subscribe``, the ``subscribe`` tool), or its
+  definition's ``topics`` from its admission on (so mail sent while it is queued waits for
+  it).
 - **durable**: each subscription is a store row, written with the decision that makes it;
   a restore holds the subscriptions of the runs it takes up. A run's subscriptions end with
   it (dropped from the store in the transaction that ends it).
@@ -24,30 +27,12 @@ Plain data, no threads: the supervisor core holds one ``Topics`` (in its mail ro
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from subagents.messages import Subscribe, Subscription
+from subagents.messages import TOPIC_PREFIX, Subscribe, Subscription, topic_problem
 from subagents.store.writes import DropSubscriptions, SaveSubscription
 from subagents.supervision.effects import Decided
 from subagents.supervision.runs import RunState
-
-TOPIC_PREFIX = "topic:"
-"""What starts a topic address (``topic:reviews``)."""
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
-
-
-def topic_problem(name: object) -> str | None:
-    """Why ``name`` cannot be a topic, or None."""
-    if not isinstance(name, str):
-        return f"a topic must be a string, got {type(name).__name__}"
-    if _NAME.fullmatch(name) is None:
-        return (
-            f"bad topic name {name!r}: 1 to 100 letters, digits and . _ - /, starting with a"
-            " letter or a digit"
-        )
-    return None
 
 
 def topic_of(address: str) -> str | None:
@@ -131,11 +116,20 @@ class Topics:
         if state is None or topic_problem(msg.topic) is not None:
             return decided
         run_id, root = state.run_id, state.record.root_run_id
-        if msg.subscribe and self.subscribe(run_id, root, msg.topic):
-            sub = Subscription(run_id=run_id, root_run_id=root, topic=msg.topic)
-            decided.writes.append(SaveSubscription(sub))
-        elif not msg.subscribe and self.unsubscribe(run_id, msg.topic):
+        if msg.subscribe:
+            return self.join(run_id, root, (msg.topic,))
+        if self.unsubscribe(run_id, msg.topic):
             decided.writes.append(DropSubscriptions(run_id, (msg.topic,)))
+        return decided
+
+    def join(self, run_id: str, root_run_id: str, topics: Iterable[str]) -> Decided:
+        """Subscribe ``run_id`` to ``topics`` (names already checked: a ``Subscribe``, or
+        its definition's ``topics`` at its admission); the store's writes of the new ones."""
+        decided = Decided()
+        for topic in topics:
+            if self.subscribe(run_id, root_run_id, topic):
+                sub = Subscription(run_id=run_id, root_run_id=root_run_id, topic=topic)
+                decided.writes.append(SaveSubscription(sub))
         return decided
 
     def ended(self, run_id: str) -> Decided:
