@@ -69,6 +69,8 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     StopRequested,
+    Subscribe,
+    Subscription,
     SupervisorStats,
     Sweep,
     TextBlock,
@@ -89,6 +91,7 @@ from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
     AddToCheckpoint,
     AppendEvent,
+    DropSubscriptions,
     OutcomeDelivered,
     PostCommand,
     ReleaseLease,
@@ -98,6 +101,7 @@ from subagents.store.writes import (
     SaveMails,
     SaveOutcome,
     SaveRun,
+    SaveSubscription,
     SetMailsState,
     Write,
 )
@@ -200,6 +204,7 @@ MESSAGES: dict[type[Any], Any] = {
     ),
     StopRequest: StopRequest(request_id="x1", run_id="r2", requester="r1", reason="enough"),
     StopReply: StopReply(request_id="x1", stopped=("r2",)),
+    Subscribe: Subscribe(run_id="r1", topic="reviews", subscribe=False, attempt=2),
     WaitingChanged: WaitingChanged(run_id="r1", waiting=True, attempt=1),
     RunFinished: RunFinished(run_id="r2", error_kind="crash", error="e", unread_mail=("m1",)),
     Park: Park(),
@@ -310,6 +315,9 @@ WRITES: list[Write] = [
             asked_at=1.0,
         )
     ),
+    SaveSubscription(Subscription(run_id="r1", root_run_id="r0", topic="reviews")),
+    DropSubscriptions("r1", ("reviews",)),
+    DropSubscriptions("r1"),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

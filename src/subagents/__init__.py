@@ -101,6 +101,7 @@ _EXPORTS = {
     "Checkpoint": "subagents.messages",
     "CheckpointDelta": "subagents.messages",
     "JournalEntry": "subagents.messages",
+    "Subscription": "subagents.messages",
     "SweepReport": "subagents.store.sweep",
     # durable approvals: asks kept in the store, answered from any process
     "ApprovalRecord": "subagents.messages",
@@ -174,6 +175,7 @@ __all__ = [
     "StopError",
     "StoreError",
     "StoredEvent",
+    "Subscription",
     "SupervisorStats",
     "SweepReport",
     "Synthesis",
@@ -231,6 +233,7 @@ if TYPE_CHECKING:
         RunStatus,
         RunUsage,
         StoredEvent,
+        Subscription,
         SupervisorStats,
         ToolSchema,
         ToolUseBlock,

@@ -18,6 +18,7 @@ from subagents.messages import (
     MailState,
     Outcome,
     RunStatus,
+    Subscription,
     ToolResultBlock,
 )
 from subagents.store.base import Fenced, RunStore
@@ -376,3 +377,20 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]
     assert len(store.events("kept")) == 1
+
+
+def test_subscriptions_are_kept_in_order_once_and_dropped(store: RunStore) -> None:
+    def sub(run_id: str, topic: str) -> Subscription:
+        return Subscription(run_id=run_id, root_run_id="root", topic=topic)
+
+    for s in (sub("b", "news"), sub("a", "news"), sub("a", "alerts"), sub("b", "news")):
+        store.save_subscription(s)  # (the second of b's: already kept, nothing changes)
+    assert store.subscriptions() == [sub("b", "news"), sub("a", "news"), sub("a", "alerts")]
+    assert store.subscriptions(["a"]) == [sub("a", "news"), sub("a", "alerts")]
+    assert store.subscriptions([]) == []
+    store.drop_subscriptions("a", ["news"])
+    assert store.subscriptions() == [sub("b", "news"), sub("a", "alerts")]
+    with store.batch():  # written with the decision that makes them, in one transaction
+        store.save_subscription(sub("c", "news"))
+        store.drop_subscriptions("b")
+    assert store.subscriptions() == [sub("a", "alerts"), sub("c", "news")]

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import CheckpointDelta, RunStatus
+from subagents.messages import CheckpointDelta, RunStatus, Subscription
 from subagents.store.base import StoreError
 from subagents.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from subagents.store.schema import create_v1
@@ -128,6 +128,10 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         loaded = store.load_checkpoint("live")
         assert loaded is not None and loaded.started == ("tu2",)
         assert store.list_approvals() == []  # v6: approvals, none for runs of before
+        # v7: topic subscriptions, none for runs of before
+        assert store.subscriptions() == []
+        store.save_subscription(Subscription(run_id="live", root_run_id="live", topic="news"))
+        assert [s.topic for s in store.subscriptions(["live"])] == ["news"]
     with SQLiteStore(path) as store:  # opening an up-to-date store migrates nothing
         assert store.found_version == SCHEMA_VERSION
 

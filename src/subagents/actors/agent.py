@@ -49,6 +49,7 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     StopRequested,
+    Subscribe,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
@@ -302,6 +303,9 @@ class AgentActor(FastInboxActor):
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
+
+    def subscribe(self, msg: Subscribe) -> None:
+        self._tell(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         # Asked, not told: the step is recorded (and a budget stop, if it went over, has set

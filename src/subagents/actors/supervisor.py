@@ -74,6 +74,7 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     StopRequested,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -114,6 +115,7 @@ _GROUPED = frozenset(
         Parked,
         SlotWanted,
         Placed,
+        Subscribe,
     }
 )
 """Told reports whose handling may share the open group's transaction."""
@@ -421,6 +423,8 @@ class SupervisorActor(FastInboxActor):
                 return core.stop(message)
             case StopRequested():
                 return core.stop_requested(message)
+            case Subscribe():
+                return core.subscribe(message)
             case Timeout(run_id=run_id):
                 return core.timeout(run_id)
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it

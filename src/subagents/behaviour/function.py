@@ -175,11 +175,13 @@ class FunctionBehaviour:
 
     def same_mail(self, mail: Mail, to: str, content: str, reply_to: str | None) -> bool:
         """Whether a replayed send is the one that made ``mail`` (its recipient by run id or
-        by agent name, its content, its reply_to)."""
+        by agent name, or its topic, its content, its reply_to)."""
         return (
             mail.content == content
             and mail.reply_to == reply_to
-            and to in (mail.recipient, self.agents.get(mail.recipient))
+            and (
+                to == mail.address or (mail.topic is None and to == self.agents.get(mail.recipient))
+            )
         )
 
     def diverge(self, key: str, before: str, now: str) -> None:

@@ -26,6 +26,8 @@ from subagents.messages import (
     SpawnRequest,
     StopRequest,
     StopRequested,
+    Subscribe,
+    topic_problem,
 )
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
@@ -135,9 +137,12 @@ class AgentContext:
         timeout: float | None = None,
         model: str | None = None,
         label: str | None = None,
+        detach: bool = False,
         **policies: Any,
     ) -> Pending:
         """Start a child now. Awaiting gives its Outcome (background: its run id).
+        ``detach``: the child outlives this run (and is a background child: docs/runtime.md,
+        "Children that outlive their parent").
 
         ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
         ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md),
@@ -150,7 +155,9 @@ class AgentContext:
             share = policies["share"]
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)
         b = self._b
-        digest = call_digest(agent, task, context, background)
+        background = background or detach
+        # (a detached spawn's fingerprint differs; a plain one's is what it always was)
+        digest = call_digest(agent, task, context, background, *(("detach",) if detach else ()))
         key, replayed = b.call("spawn", digest, agent, task)
         pending = b.pending(key)
         b.background[key] = background
@@ -161,6 +168,7 @@ class AgentContext:
             parent_run_id=self.run_id,
             context=context,
             background=background,
+            detach=detach,
             timeout=timeout,
             model=model,
             label=label,
@@ -191,7 +199,9 @@ class AgentContext:
         return self.spawn("", text, continues=run_id, **options)
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
-        """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
+        """Send mail to a run id or an agent name of this tree, or to ``topic:NAME`` (each
+        subscriber of this tree). Awaiting gives the mail id (a topic's: the first mail's,
+        None when nobody is subscribed)."""
         b = self._b
         key, replayed = b.call("send", 0, to, content)
         pending = b.pending(key)
@@ -250,6 +260,25 @@ class AgentContext:
         if b.inbox:  # a replayed receive that was waiting: mail may be here already
             b.hand_out()
         return pending
+
+    def subscribe(self, topic: str) -> None:
+        """Subscribe this run to ``topic`` of its tree: mail sent to ``topic:NAME`` from now
+        on reaches it, until it unsubscribes or ends (docs/function-agents.md, "Topics").
+        Not awaited; ``ValueError`` for a bad name. Saying it again changes nothing, so a
+        replay after a crash says it again, unjournaled."""
+        self._subscription(topic, subscribe=True)
+
+    def unsubscribe(self, topic: str) -> None:
+        """No more mail to ``topic:NAME`` for this run (nothing if it was not subscribed)."""
+        self._subscription(topic, subscribe=False)
+
+    def _subscription(self, topic: str, *, subscribe: bool) -> None:
+        problem = topic_problem(topic)
+        if problem is not None:
+            raise ValueError(problem)
+        b = self._b
+        b.port.subscribe(Subscribe(run_id=self.run_id, topic=topic, subscribe=subscribe))
+        b.unheld()
 
     def mailbox(self) -> list[Mail]:
         """Every unread mail, now, without waiting."""

@@ -24,6 +24,7 @@ from subagents.behaviour.runtime_tool_args import (
     send_request,
     spawn_request,
     stop_request,
+    subscription,
     to_json,
     wait_timeout,
 )
@@ -35,7 +36,9 @@ from subagents.behaviour.tools import (
     SEND,
     SPAWN,
     STOP,
+    SUBSCRIBE,
     TASK,
+    UNSUBSCRIBE,
     WAIT,
     Tool,
     ToolError,
@@ -371,6 +374,8 @@ class LLMBehaviour:
             else:
                 self.inbox.waiter = use.id
                 port.wake_after(use.id, timeout)
+        elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
+            self._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
         elif use.name == LOAD_SKILL:
             self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
         else:
@@ -473,9 +478,13 @@ class LLMBehaviour:
 
 def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
     """Tool use id -> whether that spawn of the turn runs in the background
-    (``spawn_subagent``'s ``background``, ``Task``'s ``run_in_background``)."""
+    (``spawn_subagent``'s ``background`` or ``detach``, ``Task``'s ``run_in_background``)."""
     return {
-        u.id: bool(u.input.get("background" if u.name == SPAWN else "run_in_background"))
+        u.id: bool(
+            u.input.get("background") or u.input.get("detach")
+            if u.name == SPAWN
+            else u.input.get("run_in_background")
+        )
         for u in uses
         if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
     }

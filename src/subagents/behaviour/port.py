@@ -28,6 +28,7 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     StopRequested,
+    Subscribe,
     ToolAnswered,
     ToolStarting,
 )
@@ -86,6 +87,10 @@ class AgentPort(Protocol):
         ...
 
     def request_stop(self, req: StopRequest | StopRequested) -> None: ...
+    def subscribe(self, msg: Subscribe) -> None:
+        """Subscribe to a topic (or unsubscribe), told with the other held reports."""
+        ...
+
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         """Record a step. ``wait``: return only once it is recorded (and a budget stop it
         caused is known, through ``cancel``), as before any further model call; a step after
@@ -237,4 +242,6 @@ def render_mail(mail: Mail) -> str:
     attrs += f' agent="{escape(mail.sender_agent or mail.sender)}"'
     if mail.reply_to:
         attrs += f' reply_to="{escape(mail.reply_to)}"'
+    if mail.topic is not None:
+        attrs += f' topic="{escape(mail.topic)}"'
     return f"<mail {attrs}>{mail.content}</mail>"

@@ -69,6 +69,8 @@ _RUNTIME_TOOLS = frozenset(
         "stop_subagent",
         "load_skill",
         "fan_out",
+        "subscribe",
+        "unsubscribe",
     }
 )
 _PATH_KEYS = ("file_path", "notebook_path", "path")

@@ -31,9 +31,13 @@ def can_end_here(store: InspectedStore) -> bool:
     return isinstance(store, SQLiteStore)
 
 
-def end_orphaned(store: InspectedStore, run_id: str) -> list[RunRecord] | None:
-    """End ``run_id`` and its unfinished subtree if their host is still gone: the runs ended
-    (as recorded now), ``[]`` if it had ended already; None if a host holds it again."""
+def end_orphaned(
+    store: InspectedStore, run_id: str, *, turn: bool = False
+) -> list[RunRecord] | None:
+    """End ``run_id`` and its unfinished subtree if their host is still gone (``turn``: not
+    its detached children, nor what is under them: they go on at the next `resume`): the
+    runs ended (as recorded now), ``[]`` if it had ended already; None if a host holds it
+    again."""
     from subagents.store.leases import Liveness
     from subagents.store.writes import apply_writes
     from subagents.supervision.orphan_stops import end_orphans
@@ -44,7 +48,7 @@ def end_orphaned(store: InspectedStore, run_id: str) -> list[RunRecord] | None:
         record = store.get_run(run_id)
         if record is None or record.status.terminal:
             return []
-        subtree = _unfinished_subtree(store, record)
+        subtree = _unfinished_subtree(store, record, turn=turn)
         if not all(alive.orphaned(r) for r in subtree):
             return None
         unread = {
@@ -59,8 +63,11 @@ def end_orphaned(store: InspectedStore, run_id: str) -> list[RunRecord] | None:
     return [r for r in ended if r is not None]
 
 
-def _unfinished_subtree(store: InspectedStore, top: RunRecord) -> list[RunRecord]:
-    """``top`` and its unfinished descendants, parents before children."""
+def _unfinished_subtree(
+    store: InspectedStore, top: RunRecord, *, turn: bool = False
+) -> list[RunRecord]:
+    """``top`` and its unfinished descendants, parents before children (``turn``: without
+    its detached children and their subtrees)."""
     live = store.list_runs(statuses=live_statuses(), root_run_id=top.root_run_id)
     children: dict[str, list[RunRecord]] = {}
     for r in live:
@@ -68,7 +75,7 @@ def _unfinished_subtree(store: InspectedStore, top: RunRecord) -> list[RunRecord
             children.setdefault(r.parent_run_id, []).append(r)
     found, todo = [top], [top.run_id]
     while todo:
-        below = children.get(todo.pop(), [])
+        below = [r for r in children.get(todo.pop(), []) if not (turn and r.detached)]
         found += below
         todo += [r.run_id for r in below]
     return found

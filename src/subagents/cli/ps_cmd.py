@@ -75,6 +75,11 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     """On a Ray cluster: the node (Ray's node id) its latest start was placed on."""
     continues: str | None = None
     """The ended run whose conversation it went on with (`subagents continue`)."""
+    detached: bool = False
+    """Spawned with ``detach``: it outlives its parent (``parent_run_id``, who started it)."""
+    started_by: str | None = None
+    """A detached run's parent as people name it: ``AGENT RUN_ID`` (its parent may have
+    ended; it still started it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,7 +217,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:  # #N means what a person read, not what a script asked for
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-        rows = [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
+        starters = _starters(store, records)
+        rows = [ps_row(n, r, alive, starters.get(r.run_id)) for n, r in enumerate(records, 1)]
         emit(args, rows, lambda: _show(args, rows, records, universe))
         if not args.watch:
             return 0
@@ -255,7 +261,7 @@ def _show(
                 row.agent,
                 RESTARTING if row.restarting else ORPHANED if row.orphaned else str(row.status),
                 str(row.depth),
-                _parent(row.parent_run_id, shorts, row.continues),
+                _parent(row.parent_run_id, shorts, row.continues, row.detached),
                 age(row.created_at, now),
                 duration(record, now),
                 str(row.steps),
@@ -271,6 +277,11 @@ def _show(
         sys.stderr.write(
             "restarting: the run's host process died and Ray is starting it again;"
             " it takes the run up (`subagents wait` waits for it)\n"
+        )
+    if any(row.detached for row in rows):
+        sys.stderr.write(
+            "det PARENT: a detached run (spawned with detach): PARENT started it, and it goes"
+            " on after PARENT ends\n"
         )
     if any(row.orphaned for row in rows):
         sys.stderr.write(
@@ -297,18 +308,32 @@ def with_nodes(print_table: Any, nodes: list[str | None]) -> Any:
     return printed
 
 
-def _parent(parent: str | None, shorts: dict[str, str], continues: str | None = None) -> str:
-    """The PARENT cell: its parent's short id; a root that continues a run: ``cont RUN``."""
+def _parent(
+    parent: str | None, shorts: dict[str, str], continues: str | None = None, detached: bool = False
+) -> str:
+    """The PARENT cell: its parent's short id; a root that continues a run: ``cont RUN``; a
+    detached run: ``det PARENT``."""
     if parent is None:
         return "-" if continues is None else f"cont {shorts.get(continues, continues[:8])}"
-    return shorts.get(parent, parent[:8])
+    return f"det {shorts.get(parent, parent[:8])}" if detached else shorts.get(parent, parent[:8])
+
+
+def _starters(store: InspectedStore, records: list[RunRecord]) -> dict[str, str]:
+    """Who started each detached run listed (``AGENT RUN_ID`` of its parent), by run id."""
+    out: dict[str, str] = {}
+    for r in records:
+        if r.detached and r.parent_run_id is not None:
+            parent = store.get_run(r.parent_run_id)
+            agent = parent.agent if parent is not None else "?"
+            out[r.run_id] = f"{agent} {r.parent_run_id}"
+    return out
 
 
 TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
+def ps_row(n: int, r: RunRecord, alive: Liveness, started_by: str | None = None) -> PsRow:
     """Row ``n`` of a listing: the record as `ps --json` prints it."""
     return PsRow(
         row=n,
@@ -331,4 +356,6 @@ def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
         restarting=alive.restarting(r),
         node=r.node,
         continues=r.continues,
+        detached=r.detached,
+        started_by=started_by,
     )

@@ -26,9 +26,13 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
+
+if TYPE_CHECKING:
+    from subagents.runtime import Runtime
 
 MAX_TIMEOUT_S = 3600.0
 """``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
@@ -272,6 +276,7 @@ def _run(
 
     def wait_for_root() -> None:
         handle.result()
+        wait_for_outliving(rt, handle.run_id)
         done.set()
 
     threading.Thread(target=wait_for_root, name="run-waiter", daemon=True).start()
@@ -287,3 +292,17 @@ def _run(
     else:
         print_outcome(out, outcome, records)
     return EXIT_FOR_STATUS.get(outcome.status, 1)
+
+
+def wait_for_outliving(rt: Runtime, root_run_id: str) -> None:
+    """The root has ended: wait for the runs of its tree that outlive it (detached children
+    and theirs), which this process hosts, before it closes the runtime (which would cancel
+    them). Ctrl-C cancels them, as it does the tree."""
+    from subagents.messages import RunStatus
+
+    live = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+    while True:
+        left = [r.run_id for r in rt.runs(root_run_id=root_run_id, status=live)]
+        if not left:
+            return
+        rt.wait_all(left)

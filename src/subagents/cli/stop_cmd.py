@@ -1,9 +1,11 @@
 """Stop a run with its subtree, every live run, or a run's children (`subagents stop`).
 
-`subagents stop RUN|--all|--requester RUN`.
+`subagents stop RUN|--all|--requester RUN [--tree|--turn]`.
 
 The stop is posted as a command through the store; the process hosting that run's tree takes
-it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
+it within a second and cancels the run and its descendants (deepest first): all of them
+(`--tree`, the default), or, with `--turn`, all but its detached children (spawned with
+`detach`), which go on. `--requester RUN`
 posts one stop for each live child of RUN (each goes with its subtree; RUN goes on): one
 command per child, so, unlike `Runtime.stop_all`, they are not one decision. A run whose host
 is gone (orphaned) is stopped by this command itself, at once, without resuming anything: it
@@ -53,6 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop every live run that RUN requested (its children, with their subtrees)",
     )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--tree",
+        dest="scope",
+        action="store_const",
+        const="tree",
+        help="stop the run and its whole subtree, detached children included (the default)",
+    )
+    scope.add_argument(
+        "--turn",
+        dest="scope",
+        action="store_const",
+        const="turn",
+        help="stop the run (and the children that end with it); its detached children go on",
+    )
+    parser.set_defaults(scope="tree")
     parser.add_argument(
         "--wait",
         type=float,
@@ -84,13 +102,13 @@ def run(args: argparse.Namespace) -> int:
                     f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
                 )
             targets = [record]
-        posted = [_stop(store, record, alive.orphaned(record)) for record in targets]
+        posted = [_stop(store, r, alive.orphaned(r), args.scope) for r in targets]
         if args.json:
             output.print_json(posted)
         elif not posted:
             print("no live runs to stop")
         for p in posted if not args.json else ():
-            print(_said(p))
+            print(_said(p, args.scope))
         if args.wait is None or not posted:
             return 0
         left = _wait_ended(store, [p.run_id for p in posted], args.wait)
@@ -104,13 +122,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop(store: InspectedStore, record: RunRecord, orphaned: bool) -> Posted:
-    """Stop ``record``: at once, here, if its host is gone and the store is a local file
-    (``cli.orphan_stop``); else by a command for the process hosting it."""
+def _stop(store: InspectedStore, record: RunRecord, orphaned: bool, scope: str) -> Posted:
+    """Stop ``record`` (``scope``: its tree, or its turn: not its detached children): at
+    once, here, if its host is gone and the store is a local file (``cli.orphan_stop``);
+    else by a command for the process hosting it."""
     from subagents.cli.orphan_stop import can_end_here, end_orphaned
 
     if orphaned and can_end_here(store):
-        ended = end_orphaned(store, record.run_id)
+        ended = end_orphaned(store, record.run_id, turn=scope == "turn")
         if ended is not None:
             return Posted(
                 command_id=None,
@@ -125,8 +144,9 @@ def _stop(store: InspectedStore, record: RunRecord, orphaned: bool) -> Posted:
         # under it is hosted by a live process (not this command's to end): then it is still
         # orphaned, and the stop waits for a `resume`, as the command must say
         orphaned = _still_orphaned(store, record)
+    content = "turn" if scope == "turn" else None  # (a stop's content: its scope)
     return Posted(
-        command_id=store.post_command("stop", record.run_id),
+        command_id=store.post_command("stop", record.run_id, content),
         kind="stop",
         run_id=record.run_id,
         agent=record.agent,
@@ -141,7 +161,7 @@ def _still_orphaned(store: InspectedStore, record: RunRecord) -> bool:
     return now is not None and alive.orphaned(now)
 
 
-def _said(p: Posted) -> str:
+def _said(p: Posted, scope: str) -> str:
     """What the command says of one stop."""
     who = f"{printable(p.agent)} {p.run_id}"
     if p.command_id is None:
@@ -155,6 +175,8 @@ def _said(p: Posted) -> str:
         "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
         if p.orphaned
         else "the process hosting it stops it and its subtree within a second"
+        if scope == "tree"
+        else "the process hosting it stops it within a second; its detached children go on"
     )
     return f"posted stop for {who} (command {p.command_id}); {then}"
 

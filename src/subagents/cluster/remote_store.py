@@ -54,6 +54,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     StoredEvent,
+    Subscription,
 )
 from subagents.store.base import RunStore, StoreError
 
@@ -261,6 +262,20 @@ class ClusterStore(RunStore):
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         result: list[JournalEntry] = self._read("journal_of", run_id)
+        return result
+
+    # ---- topic subscriptions ---------------------------------------------------------------
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        self._write("save_subscription", subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        self._write("drop_subscriptions", run_id, None if topics is None else list(topics))
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        result: list[Subscription] = self._read(
+            "subscriptions", None if run_ids is None else list(run_ids)
+        )
         return result
 
     # ---- outcomes --------------------------------------------------------------------------

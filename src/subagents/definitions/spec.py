@@ -90,6 +90,8 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     cleanup: Cleanup | None = None
     """What the sweeper does with this agent's finished runs: keep their transcript
     (events, checkpoints, journal) or delete it once archived (docs/store.md)."""
+    topics: tuple[str, ...] = ()
+    """Topics its runs are subscribed to from their admission (docs/runtime.md, "Topics")."""
     # Additions to list fields (``+tools: Write``): appended to what the definition inherits
     # through ``extends`` (or sets itself); a list field written plainly replaces the parent's
     additions: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)

@@ -60,6 +60,8 @@ from subagents.messages.actor_protocol import (
     StopReply,
     StopRequest,
     StopRequested,
+    StopScope,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -111,8 +113,11 @@ from subagents.messages.events import (
 )
 from subagents.messages.mail import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     Mail,
     MailState,
+    Subscription,
+    topic_problem,
 )
 from subagents.messages.records import (
     CLEANUPS,
@@ -134,6 +139,7 @@ __all__ = [
     "EXTERNAL_SENDER",
     "ON_FAILURE",
     "TERMINAL_STATUSES",
+    "TOPIC_PREFIX",
     "ActorMessage",
     "AgentTask",
     "ApprovalAnswered",
@@ -195,7 +201,10 @@ __all__ = [
     "StopReply",
     "StopRequest",
     "StopRequested",
+    "StopScope",
     "StoredEvent",
+    "Subscribe",
+    "Subscription",
     "SupervisorStats",
     "Sweep",
     "TextBlock",
@@ -215,4 +224,5 @@ __all__ = [
     "Wake",
     "approval_id_for",
     "new_id",
+    "topic_problem",
 ]

@@ -9,7 +9,7 @@ one whose sender waits for the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,6 +17,9 @@ from subagents.messages.conversation import ToolResultBlock
 from subagents.messages.durability import Checkpoint, JournalEntry
 from subagents.messages.mail import Mail
 from subagents.messages.records import Cleanup, OnFailure, Outcome, Usage
+
+StopScope = Literal["tree", "turn"]
+"""What a stop ends (``StopRequest.scope``): the run's whole ``tree``, or its ``turn``."""
 
 
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -54,6 +57,10 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     approvals_in_store: bool = False
     """A root run whose asks (and its tree's) are kept in the store as pending approvals
     (``Runtime(approve="store")``); a child's follows its parent's."""
+    detach: bool = False
+    """The child outlives its parent: the parent's end (or a stop of its turn) does not
+    cancel it (docs/runtime.md, "Children that outlive their parent"). Implies
+    ``background``."""
 
 
 AgentTask = tuple[str, str]
@@ -146,6 +153,20 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     recipient: str | None = None
     error: str | None = None
     dead_letter: bool = False
+    recipients: tuple[str, ...] | None = None
+    """Mail to a topic (``recipient`` is then ``topic:NAME``): the runs it went to, one mail
+    each (``mail_id`` is the first's; none: nobody is subscribed, nothing was sent)."""
+
+
+class Subscribe(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run subscribes to a topic of its tree (``subscribe`` False: unsubscribes), told
+    with its other reports; mail to ``topic:NAME`` sent after it reaches the run."""
+
+    run_id: str
+    topic: str
+    subscribe: bool = True
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
@@ -191,6 +212,9 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     requester: str | None = None
     reason: str = "stopped"
+    scope: StopScope = "tree"
+    """``tree``: the run and every descendant, detached ones included; ``turn``: the run
+    (and the children that end with it), its detached children go on."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
     journal: bool = False
@@ -429,6 +453,7 @@ ActorMessage = (
     | StopRequest
     | StopRequested
     | StopReply
+    | Subscribe
     | WaitingChanged
     | RunFinished
     | Park

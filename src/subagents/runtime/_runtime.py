@@ -33,6 +33,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     SpawnRequest,
+    StopScope,
     SupervisorStats,
     Sweep,
     TreeNode,
@@ -331,9 +332,11 @@ class Runtime:
         self._hosting.poll(PollCommands())  # the run hears it now if hosted here
         return answered
 
-    def stop(self, run_id: str) -> tuple[str, ...]:
-        """Stop a run and its subtree (deepest first); the ids stopped."""
-        return self._requests.stop(run_id)
+    def stop(self, run_id: str, *, scope: StopScope = "tree") -> tuple[str, ...]:
+        """Stop a run and its subtree (deepest first); the ids stopped. ``scope="turn"``:
+        the run (and the children that end with it), not its detached children, which go
+        on (docs/runtime.md, "Children that outlive their parent")."""
+        return self._requests.stop(run_id, scope)
 
     def stop_all(self, *, requester: str, reason: str = "stopped") -> tuple[str, ...]:
         """Stop every live run ``requester`` requested (a run id: its children; the

@@ -26,6 +26,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     StoredEvent,
+    Subscription,
 )
 
 
@@ -159,6 +160,20 @@ class RunStore(Protocol):
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         """``run_id``'s journal, every entry in the order written."""
+        ...
+
+    # ---- topics: the runs subscribed to each (supervision/topics.py) ----------------------
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` (nothing when it is kept already)."""
+        ...
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        """Forget the subscriptions of ``run_id`` to ``topics`` (None: all of them)."""
+        ...
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        """The subscriptions kept (of ``run_ids``, when given), in the order they were made."""
         ...
 
     # ---- outcomes and their delivery to the requester ------------------------------------

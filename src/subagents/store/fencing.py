@@ -40,6 +40,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    Subscription,
 )
 from subagents.store.base import RunStore
 
@@ -151,6 +152,14 @@ class FencedStore:
         with self.batch():
             self.store.save_journal(run_id, entries)
 
+    def save_subscription(self, subscription: Subscription) -> None:
+        with self.batch():
+            self.store.save_subscription(subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        with self.batch():
+            self.store.drop_subscriptions(run_id, topics)
+
     def save_outcome(self, outcome: Outcome) -> None:
         with self.batch():
             self.store.save_outcome(outcome)
@@ -213,6 +222,9 @@ class FencedStore:
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         return self.store.journal_of(run_id)
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        return self.store.subscriptions(run_ids)
 
     def undelivered_outcomes(self) -> list[Outcome]:
         return self.store.undelivered_outcomes()

@@ -30,6 +30,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     StoredEvent,
+    Subscription,
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, RunStore, fenced_message
@@ -50,6 +51,8 @@ class MemoryStore(RunStore):
         self._mail_of_run: dict[str, list[str]] = {}
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}
         self._journals: dict[str, list[JournalEntry]] = {}
+        self._subscriptions: dict[tuple[str, str], Subscription] = {}
+        """(run, topic) -> its subscription, in the order made (a dict keeps it)."""
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
@@ -166,6 +169,22 @@ class MemoryStore(RunStore):
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         with self._lock:
             return list(self._journals.get(run_id, ()))
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._subscriptions.setdefault((subscription.run_id, subscription.topic), subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        with self._lock:
+            for key in [k for k in self._subscriptions if k[0] == run_id]:
+                if topics is None or key[1] in topics:
+                    del self._subscriptions[key]
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        wanted = None if run_ids is None else set(run_ids)
+        with self._lock:
+            subs = list(self._subscriptions.values())
+        return [s for s in subs if wanted is None or s.run_id in wanted]
 
     def save_outcome(self, outcome: Outcome) -> None:
         with self._lock:

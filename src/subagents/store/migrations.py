@@ -128,7 +128,29 @@ def v5_to_v6(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX commands_pending ON commands (command_id) WHERE taken_at IS NULL")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6)
+def v6_to_v7(conn: sqlite3.Connection) -> None:
+    """v7: topic subscriptions. One row per run and topic it is subscribed to, in the order
+    made (``seq``), so that a run taken up after a crash is still subscribed
+    (``supervision/topics.py``); dropped when the run unsubscribes or ends."""
+    conn.execute(
+        """CREATE TABLE subscriptions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            root_run_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            UNIQUE (run_id, topic)
+        )"""
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    v1_to_v2,
+    v2_to_v3,
+    v3_to_v4,
+    v4_to_v5,
+    v5_to_v6,
+    v6_to_v7,
+)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

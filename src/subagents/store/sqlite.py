@@ -43,6 +43,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
     StoredEvent,
+    Subscription,
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
@@ -55,6 +56,7 @@ from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_processes import ProcessRows
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
+from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
 from subagents.store.sweep import SweepReport
 
@@ -170,6 +172,7 @@ class SQLiteStore(RunStore):
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
         self._approvals = ApprovalRows(self._tx)
+        self._topics = TopicRows(self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def _open(
@@ -355,6 +358,19 @@ class SQLiteStore(RunStore):
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         return self._resume.journal_of(run_id)
+
+    # -----------------------------------------------------------------------------------------
+    # topic subscriptions (store.sqlite_topics)
+    # -----------------------------------------------------------------------------------------
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        self._topics.save_subscription(subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        self._topics.drop_subscriptions(run_id, topics)
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        return self._topics.subscriptions(run_ids)
 
     # -----------------------------------------------------------------------------------------
     # outcomes and their delivery to the requester

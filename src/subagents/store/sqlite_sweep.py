@@ -158,7 +158,7 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
     for run_id in plan.delete:
         for table in (
             "events", "checkpoints", "checkpoint_deltas", "journal", "approvals", "outcomes",
-            "commands", "runs",
+            "commands", "subscriptions", "runs",
         ):  # fmt: skip
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
         tx.write_sql(

@@ -24,6 +24,7 @@ from subagents.messages import (
     MailState,
     Outcome,
     RunRecord,
+    Subscription,
 )
 from subagents.store.base import RunStore
 
@@ -99,6 +100,19 @@ class SaveApproval(msgspec.Struct, frozen=True, gc=False, tag=True):
     approval: ApprovalRecord
 
 
+class SaveSubscription(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run subscribed to a topic of its tree (``supervision/topics.py``)."""
+
+    subscription: Subscription
+
+
+class DropSubscriptions(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run unsubscribed from ``topics`` (None: it ended, from all of them)."""
+
+    run_id: str
+    topics: tuple[str, ...] | None = None
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -112,6 +126,8 @@ Write = (
     | SaveJournal
     | ReleaseLease
     | SaveApproval
+    | SaveSubscription
+    | DropSubscriptions
 )
 
 
@@ -163,6 +179,14 @@ def _save_approval(store: RunStore, write: SaveApproval) -> None:
     store.save_approval(write.approval)
 
 
+def _save_subscription(store: RunStore, write: SaveSubscription) -> None:
+    store.save_subscription(write.subscription)
+
+
+def _drop_subscriptions(store: RunStore, write: DropSubscriptions) -> None:
+    store.drop_subscriptions(write.run_id, write.topics)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -176,6 +200,8 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
     SaveApproval: _save_approval,
+    SaveSubscription: _save_subscription,
+    DropSubscriptions: _drop_subscriptions,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

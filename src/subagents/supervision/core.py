@@ -56,6 +56,7 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     StopRequested,
+    Subscribe,
     SupervisorStats,
     ToolAnswered,
     ToolCalled,
@@ -145,13 +146,9 @@ class SupervisorCore:
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
+        topics, slot_key = self.mail.topics, self.parking.slot_key
         self.recovery = Recovery(
-            self.runs,
-            self.lifecycle,
-            self.slots,
-            lookup,
-            self.parking.slot_key,
-            owner,
+            self.runs, self.lifecycle, self.slots, lookup, slot_key, owner, topics
         )
 
     def _decided(self, reply: object = None) -> Decision:
@@ -205,6 +202,14 @@ class SupervisorCore:
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
         return self._decided(self.effects.gather(self.mail.send(msgs)))
+
+    def subscribe(self, msg: Subscribe) -> Decision:
+        """A run subscribes to a topic of its tree, or unsubscribes (``topics.py``)."""
+        self.effects.begin()
+        self.effects.take(
+            self.mail.topics.decide(msg, self.runs.reporting(msg.run_id, msg.attempt))
+        )
+        return self._decided()
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
@@ -416,7 +421,8 @@ class SupervisorCore:
             if command.kind == "stop":
                 target = self.runs.live(command.run_id)
                 if target is not None:
-                    _, cancelled = self.lifecycle.cancel(target, "stopped from another process")
+                    why, tree = "stopped from another process", command.content != "turn"
+                    _, cancelled = self.lifecycle.cancel(target, why, tree=tree)
                     self.effects.take(cancelled)
             elif command.kind == "send" and command.content is not None:
                 mail = SendMail(

@@ -2,7 +2,9 @@
 
 What it decides:
 - routing: an address (a run id, or an agent name within the sender's tree) resolves to one
-  run; an unknown name fails that mail only, with the candidates named;
+  run; an unknown name fails that mail only, with the candidates named; a topic address
+  (``topic:NAME``) resolves to the runs of the tree subscribed to it (``topics``), one
+  ordinary mail each;
 - what becomes of a mail: delivered to a live run, kept for a queued one (handed over when it
   starts), kept as a dead letter for an ended one (its sender is told), or passed on as a
   command to the runtime that hosts the run (mail from the outside only);
@@ -22,6 +24,7 @@ import msgspec
 
 from subagents.messages import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     DeliverMail,
     EventKind,
     Mail,
@@ -38,6 +41,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.topics import Topics, topic_of
 
 Destination = tuple[MailState | None, RunRecord | None, RunState | None]
 """What a mail to one run becomes now (``delivered``, ``accepted`` for a queued run,
@@ -65,6 +69,8 @@ class MailRoom:
         another runtime on the store): the one read the mail room is given."""
         self._routes: dict[tuple[str, str], str] = {}
         self._routes_generation = -1
+        self.topics = Topics()
+        """Who is subscribed to which topic of each tree (``topics``)."""
 
     # ---- sending ---------------------------------------------------------------------------
 
@@ -98,6 +104,9 @@ class MailRoom:
             if problem is not None:
                 acks.append(MailAck(request_id=msg.request_id, error=problem))
                 continue
+            if msg.to.startswith(TOPIC_PREFIX):  # one mail to each subscriber (``topics``)
+                acks.append(self._publish(post, msg, sender_state, out))
+                continue
             try:
                 recipient = self._resolve(msg)
             except ValueError as exc:
@@ -127,6 +136,44 @@ class MailRoom:
         self._record(post, out)
         out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
         return acks, out
+
+    def _publish(
+        self, post: MailPost, msg: SendMail, sender: RunState | None, decided: Decided
+    ) -> MailAck:
+        """Mail to ``topic:NAME``: an ordinary mail to each run of the sender's tree
+        subscribed to it now, in the order they subscribed; one acknowledgement naming
+        them (none subscribed: nothing sent)."""
+        try:
+            topic = topic_of(msg.to)
+        except ValueError as exc:
+            return MailAck(request_id=msg.request_id, error=str(exc))
+        if sender is None or topic is None:
+            error = f"mail to {msg.to} must come from a run: a topic belongs to a run's tree"
+            return MailAck(request_id=msg.request_id, error=error)
+        root, first, reached = sender.record.root_run_id, None, []
+        for recipient in self.topics.subscribers(root, topic, sender.run_id):
+            mail_state, record, target = self._destination(recipient)
+            if mail_state is None or mail_state is MailState.DEAD:
+                continue  # (a run's subscriptions end with it: not expected)
+            mail = Mail(
+                mail_id=post.new_id(),
+                sender=sender.run_id,
+                recipient=recipient,
+                content=msg.content,
+                sender_agent=sender.record.agent,
+                reply_to=msg.reply_to,
+                sent_at=post.now,
+                state=mail_state,
+                request_id=msg.request_id,
+                topic=topic,
+            )
+            self._add(post, mail, msg.request_id, sender, record, target, decided)
+            first = first or mail.mail_id
+            reached.append(recipient)
+        recipients = tuple(reached)
+        return MailAck(
+            request_id=msg.request_id, mail_id=first, recipient=msg.to, recipients=recipients
+        )
 
     def notify(self, sender: RunState, recipient: str, content: str) -> Decided:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a

@@ -129,6 +129,8 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
             return f"{name} must be a string, got {value!r}"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
+    if req.detach and req.parent_run_id is None:
+        return "detach is for a child: a root run has no parent to outlive"
     problem = _texts_problem(req, limits.max_text_chars)
     if problem is not None:
         return problem

@@ -242,6 +242,12 @@ class RunTable:
         self.generation += 1
         if state.record.parent_run_id is None:
             self.ended_roots.append(state.run_id)
+        else:
+            # a run that outlived its root (a detached one, or below one): its end may be
+            # what the root's tree waited for to be forgotten
+            root = self._runs.get(state.record.root_run_id)
+            if root is not None and root.record.status.terminal:
+                self.ended_roots.append(root.run_id)
 
     def prune(self) -> list[str]:
         """Forget the trees of ended roots in which nothing is live; the ids forgotten.
