@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 6
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 7
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -159,7 +159,8 @@ def test_a_newer_store_is_refused_naming_both_versions(tmp_path: Path) -> None:
     with SQLiteStore(path) as store:
         store.save_run(run("r1"))
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    newer = SCHEMA_VERSION + 1
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
     conn.commit()
     conn.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -167,7 +168,7 @@ def test_a_newer_store_is_refused_naming_both_versions(tmp_path: Path) -> None:
         SQLiteStore(path)
     message = str(err.value)
     assert str(path) in message
-    assert "schema version 7" in message and f"this code's {SCHEMA_VERSION}" in message
+    assert f"schema version {newer}" in message and f"this code's {SCHEMA_VERSION}" in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
