@@ -22,6 +22,7 @@ import msgspec
 import pykka
 
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -123,7 +124,10 @@ class AgentActor(FastInboxActor):
         attempt: int = 1,
         pool: ThreadPool | None = None,
         standing: Standing | None = None,
+        mail: MailDesk | None = None,
     ) -> None:
+        """``mail``: the runtime's desk for mail taken straight to its recipients (None:
+        every mail goes by the supervisor; ``actors/mail_desk.py``)."""
         super().__init__()
         self._pool = pool
         self.attempt = attempt
@@ -151,6 +155,9 @@ class AgentActor(FastInboxActor):
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
+        self._desk = mail
+        self._direct: DirectMail | None = None
+        """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
         self._log: Any = None
         self.behaviour: Behaviour | None = None
 
@@ -204,6 +211,8 @@ class AgentActor(FastInboxActor):
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
+        if self._direct is not None:  # an acknowledgement, a reply: where mail may go
+            self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:
                 # Between two messages the behaviour is never working: it can always park.
@@ -290,7 +299,15 @@ class AgentActor(FastInboxActor):
             else m
             for m in held
         )
+        deliver = None
+        if self._desk is not None:  # the mail that may go straight to its recipients
+            direct = self._direct
+            if direct is None:
+                direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
+            messages, deliver = direct.post(messages, self.actor_ref, self.cancel.is_set())
         self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
+        if deliver is not None:  # after the supervisor has them: it hears of mail first
+            deliver()
 
     def request_spawn(self, req: SpawnRequest) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))

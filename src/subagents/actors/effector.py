@@ -21,6 +21,7 @@ import pykka
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
+from subagents.actors.mail_desk import Listed, MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -62,7 +63,10 @@ class Effector:
         on_event: Callable[[Event], None],
         pool: ThreadPool | None,
         dispatcher: Dispatcher | None = None,
+        mail: MailDesk | None = None,
     ) -> None:
+        """``mail``: the desk through which its agents take mail straight to each other
+        (``actors/mail_desk.py``); its directory is kept here, as ``live`` is."""
         self.supervisor = supervisor
         self.timer = timer
         self.behaviour_for = behaviour_for
@@ -73,6 +77,8 @@ class Effector:
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
+        self.mail = mail
+        self._directory = mail.directory if mail is not None else None
         self._by_type: dict[type, Callable[[Any], None]] = {
             Publish: self._publish,
             Tell: self._tell,
@@ -105,6 +111,8 @@ class Effector:
         self.tell(effect.run_id, effect.message)
 
     def _stop_agent(self, effect: StopAgent) -> None:
+        if self._directory is not None:
+            self._directory.remove(effect.run_id)
         self._stop(self.live.pop(effect.run_id, None))
 
     def _arm_deadline(self, effect: ArmDeadline) -> None:
@@ -144,9 +152,13 @@ class Effector:
         live = self.live.get(run_id)
         if live is not None and (not attempt or live.attempt == attempt):
             del self.live[run_id]
+            if self._directory is not None:
+                self._directory.remove(run_id, live.attempt)
 
     def stop_all(self) -> None:
         """Stop every agent at once (the store failed, the lease was lost)."""
+        if self._directory is not None:
+            self._directory.clear()
         for live in self.live.values():
             self._stop(live)
         self.live.clear()
@@ -183,6 +195,9 @@ class Effector:
             recovered=effect.recovered,
             attempt=effect.attempt,
             standing=effect.standing,
+            mail=self.mail,
             **where,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+        if self._directory is not None:
+            self._directory.add(record.run_id, Listed(ref, effect.attempt, record.root_run_id))

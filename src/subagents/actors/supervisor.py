@@ -56,6 +56,7 @@ from subagents.messages import (
     Journal,
     LeaseLost,
     MailAck,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -102,6 +103,7 @@ GROUP_MAX = 100
 _GROUPED = frozenset(
     {
         SendMail,
+        MailPosted,
         MailRead,
         Journal,
         WaitingChanged,
@@ -387,6 +389,8 @@ class SupervisorActor(FastInboxActor):
         must be given read from the store first (a restarted run's earlier mail and journal)."""
         core = self.core
         match message:
+            case MailPosted():  # the most frequent first: a match tries cases in order
+                return core.mails_posted(message)
             case MailRead():
                 return core.mail_reads((message,))
             case Journal():

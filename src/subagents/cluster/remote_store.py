@@ -181,6 +181,10 @@ class ClusterStore(RunStore):
     def save_run(self, record: RunRecord) -> None:
         self._write("save_run", record)
 
+    def durable(self) -> bool:
+        """The head's store's answer."""
+        return bool(self._read("durable"))
+
     def get_run(self, run_id: str) -> RunRecord | None:
         result: RunRecord | None = self._read("get_run", run_id)
         return result

@@ -11,6 +11,7 @@ start; this knows how to stop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import weakref
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.effector import Effector
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
@@ -202,9 +205,17 @@ class Services:
         cluster, in the node hosts: ``start_cluster`` first). It writes through a fence
         (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
         extra: dict[str, Any] = {}
-        if self.cluster is not None:
+        self.fenced = fenced = FencedStore(store)
+        if self.cluster is not None:  # mail between runs goes by the supervisor there
             extra["effector"] = self.cluster.effector
-        self.fenced = FencedStore(store)
+        else:  # runs take their mail straight to each other (actors/mail_desk.py)
+            runs = core.runs
+            desk = MailDesk(
+                limits=core.limits,
+                generation=lambda: runs.generation,
+                record=fenced.save_mails if store.durable() else None,
+            )
+            extra["effector"] = functools.partial(Effector, mail=desk)
         self.supervisor = SupervisorClient.start(
             core=core,
             store=self.fenced,

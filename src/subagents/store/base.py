@@ -68,6 +68,14 @@ class RunStore(Protocol):
         before the outermost batch has returned."""
         ...
 
+    def durable(self) -> bool:
+        """Whether what a batch commits outlives this process (a file, a server). Then a run
+        records the mail it takes straight to its recipient itself, in a fenced batch of its
+        own, before the recipient can see it; a store that keeps nothing past the process
+        (memory) has the supervisor record that mail, after (docs/architecture.md, "The mail
+        path")."""
+        ...
+
     # ---- runs and transitions ------------------------------------------------------------
 
     def save_run(self, record: RunRecord) -> None:

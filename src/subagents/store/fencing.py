@@ -171,6 +171,9 @@ class FencedStore:
 
     # ---- this runtime's own lease, and reads: as they are --------------------------------
 
+    def durable(self) -> bool:
+        return self.store.durable()
+
     def acquire_lease(self, lease: Lease) -> int:
         return self.store.acquire_lease(lease)
 

@@ -55,6 +55,9 @@ class MemoryStore(RunStore):
         (a generator context manager cost more than the writes in a mail stream)."""
         return cast(AbstractContextManager[None], self._lock)
 
+    def durable(self) -> bool:
+        return False
+
     def save_run(self, record: RunRecord) -> None:
         with self._lock:
             self._runs[record.run_id] = record

@@ -305,6 +305,9 @@ class SQLiteStore(RunStore):
     # mail (store.sqlite_mail)
     # -----------------------------------------------------------------------------------------
 
+    def durable(self) -> bool:
+        return True
+
     def save_mail(self, mail: Mail) -> None:
         self._mail.save_mail(mail)
 

@@ -42,6 +42,7 @@ from subagents.messages import (
     Journal,
     JournalEntry,
     Mail,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -206,6 +207,12 @@ class SupervisorCore:
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
         return self._decided(self.effects.gather(self.mail.send(msgs)))
+
+    def mails_posted(self, msg: MailPosted) -> Decision:
+        """Mail a run took straight to its recipients, heard of after (``MailRoom.posted``)."""
+        self.effects.begin()
+        self.effects.take(self.mail.posted(msg))
+        return self._decided()
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
