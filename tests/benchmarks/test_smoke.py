@@ -158,6 +158,8 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         contenders = {base, "raw_tell", "sqlite", "memory"} | (
             {"autogen"} if with_autogen else set()
         )
+        if shape == "pingpong":  # the durable floor's commit (issue 26)
+            contenders.add("bare_commit")
         assert set(entry["cpu_us_per_msg"]) == contenders
         for kind in ("sqlite", "memory"):
             expected = round(entry[f"{kind}_msgs_per_s"] / entry[f"{base}_msgs_per_s"], 2)
@@ -168,6 +170,15 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         goal = goals[f"pingpong_{kind}"]
         assert goal["target"] == target
         assert goal["pass"] == (goal["ratio"] >= target)
+    ping = figures["pingpong"]
+    commits, asks = ping["bare_commit_msgs_per_s"], ping["raw_ask_msgs_per_s"]
+    assert ping["sqlite_floor_msgs_per_s"] == pytest.approx(
+        1 / (1 / commits + 1 / asks), rel=0.01, abs=1
+    )
+    floor = goals["pingpong_sqlite_floor"]
+    expected = ping["sqlite_msgs_per_s"] / ping["sqlite_floor_msgs_per_s"]
+    assert floor["ratio"] == pytest.approx(expected, rel=0.02)
+    assert floor["target"] == 0.7 and floor["pass"] == (floor["ratio"] >= 0.7)
     assert result["pass"] == all(g["pass"] for g in goals.values())
 
 
