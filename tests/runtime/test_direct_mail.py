@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gates import Gate
 from subagents.behaviour.function import AgentContext, MailError
 from subagents.messages import Event, EventKind, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
@@ -215,3 +216,33 @@ def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) ->
         (mail,) = [m for m in store.mail_for(sink_run.run_id) if m.content == "once"]
         assert mail.state is MailState.READ
     store.close()
+
+
+def test_mail_to_a_child_its_parent_heard_has_ended_is_refused(store: RunStore) -> None:
+    """A child that timed out: its parent hears of it (``ChildDone``) in the decision that
+    stops its agent; a mail the parent sends it then finds it ended, and is refused as a
+    dead letter, not taken straight to the stopping agent."""
+    release = Gate()
+
+    def slow(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)  # never reads its mail, never ends before its deadline
+        return "too late"
+
+    async def parent(ctx: AgentContext) -> str:
+        out = await ctx.spawn("slow", "x", timeout=0.5)
+        try:
+            await ctx.send(out.run_id, "are you there?")
+        except MailError as exc:
+            return f"{out.status}: {exc}"
+        return f"{out.status}: accepted"
+
+    with Runtime({"parent": parent, "slow": slow}, store=store) as rt:
+        try:
+            outcome = rt.run("parent", "go", wait=WAIT)
+        finally:
+            release.set()
+        (child,) = rt.runs(agent="slow")
+        assert outcome.result == (
+            f"timed_out: run {child.run_id} has already ended (timed_out); the mail was kept"
+            " as a dead letter and will not be read"
+        )

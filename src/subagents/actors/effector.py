@@ -95,6 +95,8 @@ class Effector:
         carried out by its type's handler, found by one dict lookup (a ``match`` over the
         eight types tried them in turn: up to eight ``isinstance`` calls per effect)."""
         handlers = self._by_type
+        if self._directory is not None:
+            effects = self._unlist_stopping(effects)
         for effect in effects:
             handler = handlers.get(type(effect))
             if handler is None:
@@ -103,6 +105,18 @@ class Effector:
                 handler(effect)
             except Exception:
                 log.exception("effect failed", effect=type(effect).__name__)
+
+    def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:
+        """``effects``, the runs they stop first taken out of the directory: a run told of a
+        stop before it is carried out (a parent's ``ChildDone`` comes before its child's
+        ``StopAgent``) must not find the stopped run listed, so its mail to it is refused as
+        to any ended run, not taken straight."""
+        effects = list(effects)
+        assert self._directory is not None
+        for effect in effects:
+            if type(effect) is StopAgent:
+                self._directory.remove(effect.run_id)
+        return effects
 
     def _publish(self, effect: Publish) -> None:
         self.on_event(effect.event)

@@ -6,9 +6,9 @@ mail path").
   dict, read-mostly: a get or a set is atomic under the GIL).
 - ``MailDesk``: what a runtime's agents share for it: the directory, the limits a mail is
   checked against, the run table's generation (``supervision.mail_routes``), and the store's
-  write when the store is durable: the sender records its mail (one fenced transaction of
-  its own, or shared with what it waits on) before any recipient can see it, so a recipient
-  only ever acts on recorded mail.
+  write when senders record their mail (``RunStore.mail_recording``): the sender records it,
+  one fenced transaction of its own, before any recipient can see it, so a recipient only
+  ever acts on recorded mail.
 - ``DirectMail``: one run's side of it, asked by its actor when it sends its held reports:
   the mails that may go straight (``MailRoutes``) are recorded, reported to the supervisor
   in their place (``MailPosted``, before any recipient has them: the supervisor hears of a
@@ -98,8 +98,8 @@ class MailDesk:
         record: Callable[[Sequence[Mail]], None] | None,
     ) -> None:
         """``generation``: the run table's (read from the agents' threads: one int);
-        ``record``: the durable store's write of mails (fenced), None when the store keeps
-        nothing past the process (the supervisor then records them, after)."""
+        ``record``: the store's write of mails (fenced) when senders record their mail, None
+        when the supervisor records it, after (``RunStore.mail_recording``)."""
         self.directory = RunDirectory()
         self.limits = limits
         self.generation = generation

@@ -76,7 +76,6 @@ ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease", "a
 
 READS = frozenset(
     {
-        "durable",
         "get_run",
         "list_runs",
         "events",

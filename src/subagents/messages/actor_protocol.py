@@ -159,7 +159,7 @@ class MailPosted(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
 
     ``delivered_to``: per mail, the start (``attempt``) of its recipient it was handed to (a
     restart since gets it again). ``recorded``: the sender has already written the mails to
-    a durable store (else the supervisor writes them)."""
+    the store (``RunStore.mail_recording``; else the supervisor writes them)."""
 
     run_id: str
     mails: tuple[Mail, ...]

@@ -37,7 +37,7 @@ from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
 from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
 from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
-from subagents.store.base import RunStore
+from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
@@ -208,12 +208,12 @@ class Services:
         self.fenced = fenced = FencedStore(store)
         if self.cluster is not None:  # mail between runs goes by the supervisor there
             extra["effector"] = self.cluster.effector
-        else:  # runs take their mail straight to each other (actors/mail_desk.py)
-            runs = core.runs
+        elif (recording := store.mail_recording()) is not MailRecording.NONE:
+            runs = core.runs  # runs take their mail straight to each other (actors/mail_desk.py)
             desk = MailDesk(
                 limits=core.limits,
                 generation=lambda: runs.generation,
-                record=fenced.save_mails if store.durable() else None,
+                record=fenced.save_mails if recording is MailRecording.SENDER else None,
             )
             extra["effector"] = functools.partial(Effector, mail=desk)
         self.supervisor = SupervisorClient.start(

@@ -43,7 +43,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import MailRecording, RunStore
 
 T = TypeVar("T")
 
@@ -171,8 +171,8 @@ class FencedStore:
 
     # ---- this runtime's own lease, and reads: as they are --------------------------------
 
-    def durable(self) -> bool:
-        return self.store.durable()
+    def mail_recording(self) -> MailRecording:
+        return self.store.mail_recording()
 
     def acquire_lease(self, lease: Lease) -> int:
         return self.store.acquire_lease(lease)

@@ -28,7 +28,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.store.base import Fenced, RunStore, fenced_message
+from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
 
 
 class MemoryStore(RunStore):
@@ -55,8 +55,10 @@ class MemoryStore(RunStore):
         (a generator context manager cost more than the writes in a mail stream)."""
         return cast(AbstractContextManager[None], self._lock)
 
-    def durable(self) -> bool:
-        return False
+    def mail_recording(self) -> MailRecording:
+        """The supervisor, after: nothing outlives the process anyway, and a sender's write
+        would wait on the supervisor's lock."""
+        return MailRecording.SUPERVISOR
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:
