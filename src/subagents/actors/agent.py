@@ -156,6 +156,9 @@ class AgentActor(FastInboxActor):
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
         self._desk = mail
+        self._acks: list[Any] | None = None
+        """While ``_settle`` sends the held reports: the acknowledgements of mail they took
+        straight to its recipients, for it to hand on."""
         self._direct: DirectMail | None = None
         """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
         self._log: Any = None
@@ -236,14 +239,28 @@ class AgentActor(FastInboxActor):
         """The handling of one message (or Batch) is over: arm the wakes still wanted and send
         the mail reports held meanwhile, as one message. A wake asked for and cancelled within
         one handling (a ``receive`` answered by the next mail of the same Batch) never
-        reaches the timer service."""
-        if self._unarmed:
-            unarmed, self._unarmed = self._unarmed, {}
-            if not self._ended:
-                for key, deadline in unarmed.items():
-                    self._arm(key, deadline)
-        if self._held:  # a failure to send (no supervisor) fails the run, as any report's
-            self._guard(self.flush_reports)
+        reaches the timer service. The acknowledgements of mail that went straight to its
+        recipients are handed to the behaviour at once, as a message that had just come
+        (no hand-off through this actor's own mailbox); what they lead to settles in turn."""
+        while True:
+            if self._unarmed:
+                unarmed, self._unarmed = self._unarmed, {}
+                if not self._ended:
+                    for key, deadline in unarmed.items():
+                        self._arm(key, deadline)
+            if not self._held:
+                return
+            self._acks = []
+            try:  # a failure to send (no supervisor) fails the run, as any report's
+                self._guard(self.flush_reports)
+            finally:
+                acks, self._acks = self._acks, None
+            if not acks:
+                return
+            for ack in acks:
+                if self._ended or self.cancel.is_set():
+                    return
+                self._one(ack)
 
     def on_stop(self) -> None:
         for key in self._wakes:
@@ -299,15 +316,20 @@ class AgentActor(FastInboxActor):
             else m
             for m in held
         )
-        deliver = None
+        sent = None
         if self._desk is not None:  # the mail that may go straight to its recipients
             direct = self._direct
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
-            messages, deliver = direct.post(messages, self.actor_ref, self.cancel.is_set())
+            messages, sent = direct.post(messages, self.cancel.is_set())
         self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
-        if deliver is not None:  # after the supervisor has them: it hears of mail first
-            deliver()
+        if sent is not None:  # after the supervisor has them: it hears of mail first
+            if self._acks is not None:  # the end of a handling: handed on by ``_settle``
+                self._acks.extend(sent.acks)
+            else:  # before any answer to them can come
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.actor_ref.tell(sent.acknowledgement())
+            sent.deliver()
 
     def request_spawn(self, req: SpawnRequest) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))

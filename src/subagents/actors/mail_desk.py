@@ -13,7 +13,8 @@ mail path").
   the mails that may go straight (``MailRoutes``) are recorded, reported to the supervisor
   in their place (``MailPosted``, before any recipient has them: the supervisor hears of a
   mail before it hears of anything a recipient did with it), acknowledged to the sender
-  itself, then delivered, one ``DeliverMail`` per recipient.
+  itself (handed to its behaviour at once), then delivered, one ``DeliverMail`` per
+  recipient.
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ class MailDesk:
         self.record = record
 
 
-class _Post:
-    """The mails of one flush taken straight to their recipients."""
+class Sent:
+    """The mails of one flush taken straight to their recipients: their acknowledgements,
+    and their delivery."""
 
     __slots__ = ("acks", "delivered_to", "mails", "to")
 
@@ -129,6 +131,18 @@ class _Post:
         else:
             its[1].append(mail)
 
+    def acknowledgement(self) -> Any:
+        """The acknowledgements as one message (a ``Batch`` when there are several)."""
+        acks = self.acks
+        return acks[0] if len(acks) == 1 else Batch(messages=tuple(acks))
+
+    def deliver(self) -> None:
+        """Each recipient's mail as one ``DeliverMail``. A recipient whose actor has stopped
+        since is the supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
+        for listed, mails in self.to.values():
+            with contextlib.suppress(pykka.ActorDeadError):
+                listed.ref.tell(DeliverMail(mails=tuple(mails)))
+
 
 class DirectMail:
     """One run's mail taken straight to its recipients (see the module)."""
@@ -146,12 +160,12 @@ class DirectMail:
         self.routes.answered(message)
 
     def post(
-        self, messages: tuple[Any, ...], me: pykka.ActorRef[Any], cancelled: bool
-    ) -> tuple[tuple[Any, ...], Callable[[], None] | None]:
+        self, messages: tuple[Any, ...], cancelled: bool
+    ) -> tuple[tuple[Any, ...], Sent | None]:
         """``messages`` (a flush's reports, in order) with the mails that may go straight
-        recorded and replaced by ``MailPosted`` reports; and what delivers them, to call once
-        the reports are told (None: nothing goes straight). ``cancelled``: this start is
-        being stopped; its mail goes by the supervisor, which refuses it."""
+        recorded and replaced by ``MailPosted`` reports; and those mails, to acknowledge and
+        deliver once the reports are told (None: nothing goes straight). ``cancelled``: this
+        start is being stopped; its mail goes by the supervisor, which refuses it."""
         desk = self.desk
         routes = self.routes
         mine = desk.directory.get(self.record.run_id)
@@ -160,7 +174,7 @@ class DirectMail:
             return messages, None
         generation = desk.generation()
         out: list[Any] = []
-        post = _Post()
+        post = Sent()
         group: list[tuple[Mail, int]] | None = None
         for message in messages:
             kind = type(message)
@@ -191,7 +205,7 @@ class DirectMail:
                 self._by_supervisor(messages, generation)
                 return messages, None
         reports = tuple(self._posted(m, recorded) if isinstance(m, list) else m for m in out)
-        return reports, lambda: _deliver(post, me)
+        return reports, post
 
     def _straight(self, msg: SendMail, generation: int) -> tuple[str, Listed] | None:
         """The recipient ``msg`` may be taken straight to, and its directory entry."""
@@ -233,15 +247,3 @@ class DirectMail:
                 routes.by_supervisor(message, generation)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
-
-
-def _deliver(post: _Post, me: pykka.ActorRef[Any]) -> None:
-    """The sender's acknowledgements to itself first (so they precede any answer), then each
-    recipient's mail as one ``DeliverMail``. A recipient whose actor has stopped since is
-    the supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
-    acks = post.acks
-    with contextlib.suppress(pykka.ActorDeadError):
-        me.tell(acks[0] if len(acks) == 1 else Batch(messages=tuple(acks)))
-    for listed, mails in post.to.values():
-        with contextlib.suppress(pykka.ActorDeadError):
-            listed.ref.tell(DeliverMail(mails=tuple(mails)))
