@@ -9,9 +9,12 @@ What it decides:
 - receipts: read mail leaves the run's inbox; whatever a run had not read when it ended is a
   dead letter, and each live sender hears of it once.
 
-Every mail is written (``SaveMails``) before anything acknowledges it; the deliveries, events
-and acknowledgements of one message are grouped per recipient, per (sender, recipient) and
-per sender (``supervision.mailing``).
+Every mail sent through it is written (``SaveMails``) before anything acknowledges it; the
+deliveries, events and acknowledgements of one message are grouped per recipient, per
+(sender, recipient) and per sender (``supervision.mailing``). Mail a run took straight to its
+recipient (``supervision.mail_routes``, ``actors/mail_desk.py``) it hears of after
+(``posted``): recorded by its sender already when the store has senders record it, else
+written here; then in the inboxes and the events as any mail.
 """
 
 from __future__ import annotations
