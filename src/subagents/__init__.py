@@ -93,6 +93,7 @@ _EXPORTS = {
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
     "Fenced": "subagents.store.base",
+    "MailRecording": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
     "Lease": "subagents.messages",
@@ -131,6 +132,7 @@ __all__ = [
     "Limits",
     "Mail",
     "MailError",
+    "MailRecording",
     "MailState",
     "McpConfigError",
     "MemoryStore",
@@ -232,7 +234,7 @@ if TYPE_CHECKING:
     from subagents.models.script import ScriptError, Turn
     from subagents.models.scripted import ScriptedModel
     from subagents.runtime import RunHandle, Runtime, RuntimeClosed
-    from subagents.store.base import Fenced, RunStore, StoreError
+    from subagents.store.base import Fenced, MailRecording, RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport
