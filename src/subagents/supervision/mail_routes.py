@@ -21,8 +21,11 @@ only when the mail room's answer is already known and cannot have changed since:
   the supervisor tells a recipient its mail before it tells the sender
   (``supervision.coalesce``).
 
-Anything else goes by the supervisor, exactly as before. Plain data, no threads: the sender's
-actor asks it about each report it sends, in order.
+Anything else goes by the supervisor, exactly as before. A name is learnt from an
+acknowledgement's ``recipient`` as the one run it resolves to: an address that resolves to
+several runs (a topic's subscribers) must not be acknowledged with one of them there.
+
+Plain data, no threads: the sender's actor asks it about each report it sends, in order.
 """
 
 from __future__ import annotations
