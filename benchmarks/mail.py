@@ -20,7 +20,10 @@ with the MemoryStore (in-memory), on raw pykka actors, and on autogen-core when 
   are local list pops, so this measures a batch of n, not n mails. Raw: n ``tell``s from one
   actor to another (n separate messages). autogen-core: n ``publish_message`` from one handler.
 
-Ratios are ours / theirs (above 1: faster).
+Through the runtime a mail between two started runs goes straight from the sender's actor to
+the recipient's mailbox (with SQLite recorded by the sender first), the supervisor told after
+for the record and the events; mail it must resolve or hold (a first mail by name, a queued
+recipient) goes sender -> supervisor -> receiver. Ratios are ours / theirs (above 1: faster).
 
 The durable ping-pong's floor (``floor_msgs_per_s``, measured in the same run, interleaved with
 the other contenders): what any durable mail must cost at least, namely one bare SQLite commit

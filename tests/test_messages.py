@@ -44,6 +44,7 @@ from subagents.messages import (
     LeaseLost,
     Mail,
     MailAck,
+    MailPosted,
     MailRead,
     MailState,
     Outcome,
@@ -192,6 +193,7 @@ MESSAGES: dict[type[Any], Any] = {
     SendMail: SendMail(request_id="toolu_3", sender="r1", to="worker", content="hi"),
     MailAck: MailAck(request_id="toolu_3", mail_id="m1", recipient="r2"),
     DeliverMail: DeliverMail(mails=(MAIL, MAIL)),
+    MailPosted: MailPosted(run_id="r1", mails=(MAIL,), delivered_to=(2,), recorded=True, attempt=1),
     MailRead: MailRead(run_id="r2", mail_ids=("m1",), attempt=2),
     Journal: Journal(
         run_id="r1",

@@ -94,6 +94,7 @@ _EXPORTS = {
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
     "Fenced": "subagents.store.base",
+    "MailRecording": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
     "Lease": "subagents.messages",
@@ -140,6 +141,7 @@ __all__ = [
     "Limits",
     "Mail",
     "MailError",
+    "MailRecording",
     "MailState",
     "McpConfigError",
     "MemoryStore",
@@ -255,7 +257,7 @@ if TYPE_CHECKING:
         pending_approvals,
     )
     from subagents.store.approvals import ApprovalRefused
-    from subagents.store.base import Fenced, RunStore, StoreError
+    from subagents.store.base import Fenced, MailRecording, RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport

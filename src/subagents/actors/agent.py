@@ -22,6 +22,7 @@ import msgspec
 import pykka
 
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -125,7 +126,10 @@ class AgentActor(FastInboxActor):
         attempt: int = 1,
         pool: ThreadPool | None = None,
         standing: Standing | None = None,
+        mail: MailDesk | None = None,
     ) -> None:
+        """``mail``: the runtime's desk for mail taken straight to its recipients (None:
+        every mail goes by the supervisor; ``actors/mail_desk.py``)."""
         super().__init__()
         self._pool = pool
         self.attempt = attempt
@@ -153,6 +157,12 @@ class AgentActor(FastInboxActor):
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
+        self._desk = mail
+        self._acks: list[Any] | None = None
+        """While ``_settle`` sends the held reports: the acknowledgements of mail they took
+        straight to its recipients, for it to hand on."""
+        self._direct: DirectMail | None = None
+        """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
         self._log: Any = None
         self.behaviour: Behaviour | None = None
 
@@ -206,6 +216,8 @@ class AgentActor(FastInboxActor):
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
+        if self._direct is not None:  # an acknowledgement, a reply: where mail may go
+            self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:
                 # Between two messages the behaviour is never working: it can always park.
@@ -229,14 +241,28 @@ class AgentActor(FastInboxActor):
         """The handling of one message (or Batch) is over: arm the wakes still wanted and send
         the mail reports held meanwhile, as one message. A wake asked for and cancelled within
         one handling (a ``receive`` answered by the next mail of the same Batch) never
-        reaches the timer service."""
-        if self._unarmed:
-            unarmed, self._unarmed = self._unarmed, {}
-            if not self._ended:
-                for key, deadline in unarmed.items():
-                    self._arm(key, deadline)
-        if self._held:  # a failure to send (no supervisor) fails the run, as any report's
-            self._guard(self.flush_reports)
+        reaches the timer service. The acknowledgements of mail that went straight to its
+        recipients are handed to the behaviour at once, as a message that had just come
+        (no hand-off through this actor's own mailbox); what they lead to settles in turn."""
+        while True:
+            if self._unarmed:
+                unarmed, self._unarmed = self._unarmed, {}
+                if not self._ended:
+                    for key, deadline in unarmed.items():
+                        self._arm(key, deadline)
+            if not self._held:
+                return
+            self._acks = []
+            try:  # a failure to send (no supervisor) fails the run, as any report's
+                self._guard(self.flush_reports)
+            finally:
+                acks, self._acks = self._acks, None
+            if not acks:
+                return
+            for ack in acks:
+                if self._ended or self.cancel.is_set():
+                    return
+                self._one(ack)
 
     def on_stop(self) -> None:
         for key in self._wakes:
@@ -292,7 +318,20 @@ class AgentActor(FastInboxActor):
             else m
             for m in held
         )
+        sent = None
+        if self._desk is not None:  # the mail that may go straight to its recipients
+            direct = self._direct
+            if direct is None:
+                direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
+            messages, sent = direct.post(messages, self.cancel.is_set())
         self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
+        if sent is not None:  # after the supervisor has them: it hears of mail first
+            if self._acks is not None:  # the end of a handling: handed on by ``_settle``
+                self._acks.extend(sent.acks)
+            else:  # before any answer to them can come
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.actor_ref.tell(sent.acknowledgement())
+            sent.deliver()
 
     def request_spawn(self, req: SpawnRequest) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))

@@ -57,6 +57,7 @@ from subagents.messages import (
     Journal,
     LeaseLost,
     MailAck,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -104,6 +105,7 @@ GROUP_MAX = 100
 _GROUPED = frozenset(
     {
         SendMail,
+        MailPosted,
         MailRead,
         Journal,
         WaitingChanged,
@@ -391,6 +393,8 @@ class SupervisorActor(FastInboxActor):
         must be given read from the store first (a restarted run's earlier mail and journal)."""
         core = self.core
         match message:
+            case MailPosted():  # the most frequent first: a match tries cases in order
+                return core.mails_posted(message)
             case MailRead():
                 return core.mail_reads((message,))
             case Journal():

@@ -56,7 +56,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import MailRecording, RunStore, StoreError
 
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
@@ -183,6 +183,11 @@ class ClusterStore(RunStore):
 
     def save_run(self, record: RunRecord) -> None:
         self._write("save_run", record)
+
+    def mail_recording(self) -> MailRecording:
+        """Nobody: this client's batch is one thread's (a second thread's writes would join
+        it, and be committed later), so mail goes through the supervisor."""
+        return MailRecording.NONE
 
     def get_run(self, run_id: str) -> RunRecord | None:
         result: RunRecord | None = self._read("get_run", run_id)

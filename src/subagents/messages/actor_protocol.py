@@ -176,6 +176,23 @@ class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True)
     mails: tuple[Mail, ...]
 
 
+class MailPosted(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """Mail a run took straight to its recipients' mailboxes (``actors/mail_desk.py``), told
+    to the supervisor before any recipient could see it, with the run's other reports, for
+    the record: the recipients' inboxes, the mail events, read receipts and dead letters.
+
+    ``delivered_to``: per mail, the start (``attempt``) of its recipient it was handed to (a
+    restart since gets it again). ``recorded``: the sender has already written the mails to
+    the store (``RunStore.mail_recording``; else the supervisor writes them)."""
+
+    run_id: str
+    mails: tuple[Mail, ...]
+    delivered_to: tuple[int, ...]
+    recorded: bool = False
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
+
+
 class MailRead(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     mail_ids: tuple[str, ...]
@@ -448,6 +465,7 @@ ActorMessage = (
     | SendMail
     | MailAck
     | DeliverMail
+    | MailPosted
     | MailRead
     | Journal
     | StopRequest

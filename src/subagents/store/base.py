@@ -1,13 +1,17 @@
 """The RunStore protocol: where runs, transitions, checkpoints, mail and outcomes live.
 
 The supervisor is the only writer of runs, mail and outcomes (leases are written by the
-runtime's lease keeper, commands by other processes). It wraps the writes that one message causes in
-``batch()``, so they share one transaction (group commit), and it acknowledges nothing (an
-outcome delivered, a mail accepted, a step taken) before ``batch()`` has returned.
+runtime's lease keeper, commands by other processes), but for mail a run takes straight to
+its recipient: a durable store has its sender record it, in a fenced batch of its own on its
+thread (``mail_recording``; docs/architecture.md, "The mail path"). It wraps the writes
+that one message causes in ``batch()``, so they share one transaction (group commit), and it
+acknowledges nothing (an outcome delivered, a mail accepted, a step taken) before
+``batch()`` has returned.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
@@ -28,6 +32,15 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
+
+
+class MailRecording(enum.StrEnum):
+    """Who records mail a run takes straight to its recipient (``RunStore.mail_recording``)."""
+
+    SENDER = "sender"
+    SUPERVISOR = "supervisor"
+    NONE = "none"
+    """No mail goes straight: the supervisor decides and records every one first."""
 
 
 class StoreError(Exception):
@@ -69,6 +82,14 @@ class RunStore(Protocol):
         """Group the writes made inside into one committed transaction (a nested batch is a
         savepoint: it raising undoes its own writes only). Nothing is acknowledged to anyone
         before the outermost batch has returned."""
+        ...
+
+    def mail_recording(self) -> MailRecording:
+        """Who records the mail a run takes straight to its recipient (docs/architecture.md,
+        "The mail path"): its sender, in a fenced batch of its own on its thread, before the
+        recipient can see it (a store that keeps what it commits past the process and takes
+        a batch from any thread); the supervisor, after (a store that keeps nothing past the
+        process); or nobody: mail then goes through the supervisor."""
         ...
 
     # ---- runs and transitions ------------------------------------------------------------

@@ -33,7 +33,7 @@ from subagents.messages import (
     Subscription,
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
-from subagents.store.base import Fenced, RunStore, fenced_message
+from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
 
 
 class MemoryStore(RunStore):
@@ -63,6 +63,11 @@ class MemoryStore(RunStore):
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
         return cast(AbstractContextManager[None], self._lock)
+
+    def mail_recording(self) -> MailRecording:
+        """The supervisor, after: nothing outlives the process anyway, and a sender's write
+        would wait on the supervisor's lock."""
+        return MailRecording.SUPERVISOR
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:

@@ -45,7 +45,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import MailRecording, RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
@@ -333,6 +333,10 @@ class SQLiteStore(RunStore):
     # -----------------------------------------------------------------------------------------
     # mail (store.sqlite_mail)
     # -----------------------------------------------------------------------------------------
+
+    def mail_recording(self) -> MailRecording:
+        """The sender: a batch of its own, serialised with the others by the lock."""
+        return MailRecording.SENDER
 
     def save_mail(self, mail: Mail) -> None:
         self._mail.save_mail(mail)

@@ -44,6 +44,7 @@ from subagents.messages import (
     Journal,
     JournalEntry,
     Mail,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -209,6 +210,12 @@ class SupervisorCore:
         self.effects.take(
             self.mail.topics.decide(msg, self.runs.reporting(msg.run_id, msg.attempt))
         )
+        return self._decided()
+
+    def mails_posted(self, msg: MailPosted) -> Decision:
+        """Mail a run took straight to its recipients, heard of after (``MailRoom.posted``)."""
+        self.effects.begin()
+        self.effects.take(self.mail.posted(msg))
         return self._decided()
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:

@@ -11,9 +11,12 @@ What it decides:
 - receipts: read mail leaves the run's inbox; whatever a run had not read when it ended is a
   dead letter, and each live sender hears of it once.
 
-Every mail is written (``SaveMails``) before anything acknowledges it; the deliveries, events
-and acknowledgements of one message are grouped per recipient, per (sender, recipient) and
-per sender (``supervision.mailing``).
+Every mail sent through it is written (``SaveMails``) before anything acknowledges it; the
+deliveries, events and acknowledgements of one message are grouped per recipient, per
+(sender, recipient) and per sender (``supervision.mailing``). Mail a run took straight to its
+recipient (``supervision.mail_routes``, ``actors/mail_desk.py``) it hears of after
+(``posted``): recorded by its sender already when the store has senders record it, else
+written here; then in the inboxes and the events as any mail.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from subagents.messages import (
     EventKind,
     Mail,
     MailAck,
+    MailPosted,
     MailState,
     RunRecord,
     RunStatus,
@@ -174,6 +178,35 @@ class MailRoom:
         return MailAck(
             request_id=msg.request_id, mail_id=first, recipient=msg.to, recipients=recipients
         )
+
+    def posted(self, msg: MailPosted) -> Decided:
+        """Mail a run took straight to its recipients (``actors/mail_desk.py``), heard of
+        after: kept (unless its sender recorded it already), in the recipients' inboxes (so
+        their read receipts and their ends find it), announced as any mail. A mail handed to
+        a start its recipient has since left (a restart) is delivered again, to the current
+        start (or handed over at the next); one whose recipient ended before this report
+        came was never read: a dead letter, its sender told, as for unread mail at an end."""
+        out = Decided()
+        if not msg.recorded:
+            out.writes.append(SaveMails(msg.mails))
+        post = MailPost(self.now())
+        again: dict[str, list[Mail]] = {}
+        for mail, attempt in zip(msg.mails, msg.delivered_to, strict=True):
+            target = self.runs.live(mail.recipient)
+            if target is None:
+                out.writes.append(SetMailsState((mail.mail_id,), MailState.DEAD))
+                ended = self.runs.get(mail.recipient)
+                if ended is not None:
+                    out.add(self._returned(ended, mail))
+                continue
+            target.inbox[mail.mail_id] = mail
+            post.add(mail)
+            if attempt != target.attempt and target.reads is None:
+                again.setdefault(mail.recipient, []).append(mail)
+        for pair in post.pairs():
+            self._announce(pair.sender, pair.recipient, True, pair.mail_ids, out)
+        out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())
+        return out
 
     def notify(self, sender: RunState, recipient: str, content: str) -> Decided:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
@@ -395,17 +428,24 @@ class MailRoom:
         if not leftover:
             return decided
         decided.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
-        record = state.record
         for mail_id in leftover:
-            mail = inbox[mail_id]
-            data = {"mail_id": mail_id, "sender": mail.sender}
-            decided.event(EventKind.DEAD_LETTER, record, self.now(), data)
-            if self.runs.live(mail.sender) is not None:
-                notice = self.notify(
-                    state,
-                    mail.sender,
-                    f"[dead letter] your mail {mail_id} to {record.agent} ({record.run_id})"
-                    f" was not read before it ended ({record.status})",
-                )
-                decided.add(notice)
+            decided.add(self._returned(state, inbox[mail_id]))
+        return decided
+
+    def _returned(self, state: RunState, mail: Mail) -> Decided:
+        """``mail`` to ``state``'s run was never read and it has ended: its ``dead_letter``
+        event, and a notice to its sender if that is live (the mail's state is the
+        caller's write)."""
+        decided = Decided()
+        record = state.record
+        data = {"mail_id": mail.mail_id, "sender": mail.sender}
+        decided.event(EventKind.DEAD_LETTER, record, self.now(), data)
+        if self.runs.live(mail.sender) is not None:
+            notice = self.notify(
+                state,
+                mail.sender,
+                f"[dead letter] your mail {mail.mail_id} to {record.agent} ({record.run_id})"
+                f" was not read before it ended ({record.status})",
+            )
+            decided.add(notice)
         return decided
