@@ -48,6 +48,7 @@ from subagents.messages import (
     Parked,
     Placed,
     PollCommands,
+    Preview,
     Replay,
     RestartDue,
     Restore,
@@ -61,11 +62,14 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    Streamed,
+    StreamedPart,
     SupervisorStats,
     Sweep,
     TextBlock,
@@ -86,6 +90,7 @@ from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
     AddToCheckpoint,
     AppendEvent,
+    DropPreview,
     OutcomeDelivered,
     PostCommand,
     ReleaseLease,
@@ -93,6 +98,7 @@ from subagents.store.writes import (
     SaveJournal,
     SaveMails,
     SaveOutcome,
+    SavePreview,
     SaveRun,
     SetMailsState,
     Write,
@@ -219,6 +225,15 @@ MESSAGES: dict[type[Any], Any] = {
         request_id="x2", requested_by="r1", requester="r1", reason="enough", journal=True
     ),
     TreeRecords: TreeRecords(run_id="r1"),
+    Streamed: Streamed(
+        run_id="r1",
+        turn=2,
+        seq=3,
+        parts=(StreamedPart(kind="tool_input", text='{"a', tool="Read"),),
+        skipped=4,
+        attempt=1,
+    ),
+    StatusOf: StatusOf(run_id="r2", asker="r1"),
 }
 
 OTHERS: list[Any] = [
@@ -282,6 +297,8 @@ WRITES: list[Write] = [
     PostCommand("send", "r2", "hi"),
     SaveJournal("r1", MESSAGES[Journal].entries),
     ReleaseLease("h:1:ab"),
+    SavePreview(Preview(run_id="r1", turn=2, text="so far [tool Read] {", chars=40, tool="Read")),
+    DropPreview("r1"),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

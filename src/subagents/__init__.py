@@ -60,6 +60,8 @@ _EXPORTS = {
     "Model": "subagents.models.base",
     "ModelError": "subagents.models.base",
     "CancelSignal": "subagents.models.base",
+    "StreamSink": "subagents.models.base",
+    "StreamingModel": "subagents.models.base",
     "TransientError": "subagents.models.retry",
     "Price": "subagents.models.names",
     "ToolSchema": "subagents.messages",
@@ -83,6 +85,8 @@ _EXPORTS = {
     "TreeNode": "subagents.messages",
     "TreeUsage": "subagents.messages",
     "RunUsage": "subagents.messages",
+    "RunProgress": "subagents.messages",
+    "Preview": "subagents.messages",
     "EXTERNAL_SENDER": "subagents.messages",
     "RestoreReport": "subagents.messages",
     "SupervisorStats": "subagents.messages",
@@ -141,6 +145,7 @@ __all__ = [
     "Outcome",
     "Pending",
     "Permissions",
+    "Preview",
     "Price",
     "ReplayDiverged",
     "RestoreReport",
@@ -148,6 +153,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RunHandle",
+    "RunProgress",
     "RunRecord",
     "RunSandbox",
     "RunStatus",
@@ -165,6 +171,8 @@ __all__ = [
     "SpawnRefused",
     "StopError",
     "StoreError",
+    "StreamSink",
+    "StreamingModel",
     "SupervisorStats",
     "SweepReport",
     "Synthesis",
@@ -214,7 +222,9 @@ if TYPE_CHECKING:
         ModelRequest,
         ModelResponse,
         Outcome,
+        Preview,
         RestoreReport,
+        RunProgress,
         RunRecord,
         RunStatus,
         RunUsage,
@@ -226,7 +236,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from subagents.models.anthropic import AnthropicModel
-    from subagents.models.base import CancelSignal, Model, ModelError
+    from subagents.models.base import CancelSignal, Model, ModelError, StreamingModel, StreamSink
     from subagents.models.names import Price
     from subagents.models.retry import RetryPolicy, TransientError
     from subagents.models.script import ScriptError, Turn

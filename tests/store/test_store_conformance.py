@@ -17,6 +17,7 @@ from subagents.messages import (
     Lease,
     MailState,
     Outcome,
+    Preview,
     RunStatus,
     ToolResultBlock,
 )
@@ -360,3 +361,19 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]
     assert len(store.events("kept")) == 1
+
+
+def test_previews_are_kept_one_per_run_replaced_and_dropped(store: RunStore) -> None:
+    first = Preview(run_id="r1", turn=1, text="Hello", chars=5, seq=1, ts=1.0)
+    later = Preview(run_id="r1", turn=1, text="Hello, world\n[tool Read] {", chars=25, seq=2,
+                    tool="Read", ts=2.0)  # fmt: skip
+    other = Preview(run_id="r2", turn=3, text="", chars=0, seq=4, voided=1, ts=3.0)
+    with store.batch():
+        store.save_preview(first)
+        store.save_preview(later)  # replaces the first, in one transaction
+    store.save_preview(other)
+    assert store.previews(["r1", "r2", "missing"]) == {"r1": later, "r2": other}
+    assert store.previews([]) == {}
+    store.drop_preview("r1")
+    store.drop_preview("missing")  # nothing to drop: no error
+    assert store.previews(["r1", "r2"]) == {"r2": other}

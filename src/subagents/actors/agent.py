@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 import pykka
@@ -41,13 +41,16 @@ from subagents.messages import (
     Park,
     Parked,
     RunFinished,
+    RunProgress,
     RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopRequest,
     StopRequested,
+    Streamed,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
@@ -344,6 +347,24 @@ class AgentActor(FastInboxActor):
                 attempt=self.attempt,
             )
         )
+
+    def ask_status(self, run_id: str) -> RunProgress:
+        # Asked: what is held goes first (as before any ask), so that the answer counts the
+        # mail this turn sent before it asked
+        if self._held:
+            self.flush_reports()
+        try:
+            answer = self.supervisor.ask(
+                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
+            )
+        except (pykka.ActorDeadError, pykka.Timeout):
+            raise ValueError("the runtime is closing: no status") from None
+        return cast(RunProgress, answer)
+
+    def report_streamed(self, streamed: Streamed) -> None:
+        # At once, not held: the model call it comes from goes on (and it is published only,
+        # so its order with the held reports does not matter; the step comes after it)
+        self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:

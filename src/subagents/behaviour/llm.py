@@ -27,6 +27,7 @@ from subagents.behaviour.runtime_tool_args import (
     to_json,
     wait_timeout,
 )
+from subagents.behaviour.status_tool import STATUS, status_answer
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
@@ -368,6 +369,8 @@ class LLMBehaviour:
                 port.wake_after(use.id, timeout)
         elif use.name == LOAD_SKILL:
             self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
+        elif use.name == STATUS:
+            self._set(use.id, *status_answer(port, args))
         else:
             return False
         return True

@@ -11,6 +11,7 @@ from typing import Any
 
 from subagents.behaviour.fan_out_tool import FAN_OUT
 from subagents.behaviour.spawn_arguments import POLICY_PROPERTIES
+from subagents.behaviour.status_tool import STATUS, STATUS_SCHEMA
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -24,7 +25,7 @@ CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT, STATUS)
 """The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
@@ -190,6 +191,7 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
             "required": ["name"],
         },
     ),
+    STATUS: STATUS_SCHEMA,
 }
 
 

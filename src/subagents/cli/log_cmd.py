@@ -2,9 +2,11 @@
 
 Each model turn shows the message it answered (the task, tool results, mail) and the reply
 (text and tool calls); mail shows its text; the end shows the result or the error. --follow
-keeps printing as the run goes on, until it ends (--json --follow prints one JSON object per
-line), or until its host process is gone (the run is orphaned: exit 6; `subagents resume`
-continues it). RUN is an id, a unique prefix of one, or #N from `ps`.
+keeps printing as the run goes on, with what its model is writing as it writes it (`writing`
+entries, from the store's preview of the step under way: cli/writing.py), until it ends
+(--json --follow prints one JSON object per line), or until its host process is gone (the
+run is orphaned: exit 6; `subagents resume` continues it). RUN is an id, a unique prefix of
+one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from subagents.cli.command import (
 from subagents.cli.output import printable
 from subagents.cli.state import EXIT_ORPHANED, CliError, liveness
 from subagents.cli.transcript import Entry, transcript
+from subagents.cli.writing import WritingFollower
 from subagents.messages import RunRecord
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ KIND_STYLE = {
     "timed_out": "bold red",
     "budget_exceeded": "bold red",
     "cancelled": "bold magenta",
+    "writing": "green dim",
 }
 
 
@@ -110,11 +114,14 @@ def follow(store: InspectedStore, run_id: str, *, as_json: bool) -> int:
     out = output.console()
     printed = 0
     header = not as_json
+    writing = WritingFollower()
     while True:
         alive = liveness(store)  # before the run (state.liveness says why)
         record, entries = read(store, run_id, final=False)
         new = entries[printed:]
         printed = len(entries)
+        with store_errors():
+            new = new + writing.poll(store, record)  # what its model is writing now
         if as_json:
             for entry in new:
                 sys.stdout.write(msgspec.json.encode(entry).decode() + "\n")

@@ -50,6 +50,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
 )
@@ -210,6 +211,18 @@ class ClusterStore(RunStore):
 
     def events(self, run_id: str) -> list[Event]:
         result: list[Event] = self._read("events", run_id)
+        return result
+
+    # ---- live previews ---------------------------------------------------------------------
+
+    def save_preview(self, preview: Preview) -> None:
+        self._write("save_preview", preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        self._write("drop_preview", run_id)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        result: dict[str, Preview] = self._read("previews", list(run_ids))
         return result
 
     # ---- checkpoints -----------------------------------------------------------------------

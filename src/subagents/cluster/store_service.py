@@ -66,6 +66,8 @@ WRITES = frozenset(
         "release_lease",
         "post_command",
         "check_fence",
+        "save_preview",
+        "drop_preview",
     }
 )
 """Writes a client may hold inside its batch and send at once: they answer nothing, or (a
@@ -84,6 +86,7 @@ READS = frozenset(
         "journal_of",
         "undelivered_outcomes",
         "leases",
+        "previews",
     }
 )
 

@@ -77,17 +77,20 @@ class ScriptedModel:
         self._calls_per_turn: dict[tuple[str, str, int], int] = {}
         self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
         self._broken: dict[str, ScriptError] = {}
+        self._streaming = threading.local()
+        """``sink``: the ``StreamSink`` of the ``stream`` call under way on this thread."""
 
     # A copy sent to another process (a Ray cluster's node hosts, docs/cluster.md) plays the
     # same scripts from where this one is, with a lock of its own.
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_lock"]
+        del state["_lock"], state["_streaming"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._streaming = threading.local()
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class ScriptedModel:
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         """Play the turn for this point of the conversation. Raise ``ModelError`` on failure."""
-        return self._play(request, None, deadline, cancel)
+        return self._play(request, getattr(self._streaming, "sink", None), deadline, cancel)
 
     def stream(
         self,
@@ -154,8 +157,13 @@ class ScriptedModel:
     ) -> ModelResponse:
         """``complete``, telling ``sink`` a turn's ``stream`` pieces over its ``delay`` (a
         turn without ``stream`` tells nothing: it comes whole, as from a backend that does
-        not stream)."""
-        return self._play(request, sink, deadline, cancel)
+        not stream). Through ``complete``, with ``sink`` set for this thread, so that a
+        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too."""
+        self._streaming.sink = sink
+        try:
+            return self.complete(request, deadline=deadline, cancel=cancel)
+        finally:
+            self._streaming.sink = None
 
     def _play(
         self,

@@ -25,6 +25,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
 )
@@ -49,6 +50,7 @@ class MemoryStore(RunStore):
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
         self._epochs = itertools.count(1)
+        self._previews: dict[str, Preview] = {}
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -90,6 +92,18 @@ class MemoryStore(RunStore):
     def events(self, run_id: str) -> list[Event]:
         with self._lock:
             return list(self._events.get(run_id, ()))
+
+    def save_preview(self, preview: Preview) -> None:
+        with self._lock:
+            self._previews[preview.run_id] = preview
+
+    def drop_preview(self, run_id: str) -> None:
+        with self._lock:
+            self._previews.pop(run_id, None)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        with self._lock:
+            return {r: p for r in run_ids if (p := self._previews.get(r)) is not None}
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:

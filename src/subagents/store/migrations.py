@@ -91,7 +91,16 @@ def v4_to_v5(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX checkpoint_deltas_run ON checkpoint_deltas (run_id, seq)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5)
+def v5_to_v6(conn: sqlite3.Connection) -> None:
+    """v6: live previews. One row per run whose model is streaming the step under way
+    (``Preview``: the end of what it has written so far), replaced a few times a second and
+    deleted once the step is recorded or the run ends, so that ``subagents log -f`` and
+    ``attach`` in another process show a model writing. Scratch, not history: nothing else
+    reads it, and a run that streamed keeps the same history as one that did not."""
+    conn.execute("CREATE TABLE previews (run_id TEXT PRIMARY KEY, preview TEXT NOT NULL)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5, v5_to_v6)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

@@ -22,6 +22,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
 )
 from subagents.store.base import RunStore
@@ -92,6 +93,19 @@ class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     owner: str
 
 
+class SavePreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run's ``Preview`` (what its model has streamed of the step under way), replacing
+    the one kept: scratch for viewers in other processes, not the run's history."""
+
+    preview: Preview
+
+
+class DropPreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The run's step was recorded (or it ended): its preview is gone."""
+
+    run_id: str
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -104,6 +118,8 @@ Write = (
     | PostCommand
     | SaveJournal
     | ReleaseLease
+    | SavePreview
+    | DropPreview
 )
 
 
@@ -151,6 +167,14 @@ def _release_lease(store: RunStore, write: ReleaseLease) -> None:
     store.release_lease(write.owner)
 
 
+def _save_preview(store: RunStore, write: SavePreview) -> None:
+    store.save_preview(write.preview)
+
+
+def _drop_preview(store: RunStore, write: DropPreview) -> None:
+    store.drop_preview(write.run_id)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -163,6 +187,8 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     PostCommand: _post_command,
     SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
+    SavePreview: _save_preview,
+    DropPreview: _drop_preview,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""
