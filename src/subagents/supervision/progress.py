@@ -45,11 +45,11 @@ class Progress:
 
     def streamed(self, msg: Streamed) -> Decision:
         """A run's model wrote something: its preview replaced, a ``text_delta`` published.
-        From a run that ended (or an earlier start of it), only its preview dropped."""
+        From a run that ended, only its preview dropped; from an earlier start, nothing."""
         state = self.runs.get(msg.run_id)
-        if state is None:
+        if state is None or msg.attempt not in (0, state.attempt):  # an earlier start's
             return Decision(None, [], [])
-        if state.record.status.terminal or msg.attempt not in (0, state.attempt):
+        if state.record.status.terminal:
             return Decision(None, self.stepped(state), [])
         preview = next_preview(state.preview, msg, self.now())
         state.preview = preview
