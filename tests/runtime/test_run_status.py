@@ -8,6 +8,7 @@ held where the test wants them by gates (events), never by sleeps.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,6 +20,7 @@ from subagents.behaviour.tools import SEND, SPAWN
 from subagents.messages import EventKind, RunProgress, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events, spec
 
@@ -156,17 +158,23 @@ def test_a_function_agent_asks_with_ctx_status() -> None:
     assert itself.agent == "lead" and itself.status in (RunStatus.RUNNING, RunStatus.WAITING)
 
 
-def test_the_outside_sees_what_a_model_is_writing() -> None:
+def test_the_outside_sees_what_a_model_is_writing(tmp_path: Path) -> None:
     model = ScriptedModel(
         {"writer": [{"text": "first half|second half", "stream": 2, "delay": WAIT}]}
     )
     events = Events()
-    with Runtime([spec("writer")], model=model) as rt:
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    with Runtime([spec("writer")], model=model, store=store) as rt:
         rt.subscribe(events)
         handle = rt.spawn("writer", "write")
         events.wait_for(lambda seen: any(e.kind is EventKind.TEXT_DELTA for e in seen))
         progress = rt.status(handle.run_id)
+        kept = store.previews([handle.run_id])  # committed before the event was published
         rt.stop(handle.run_id)
+        # stopped in the middle of its model call: its preview goes with its end
+        assert store.previews([handle.run_id]) == {}
+    store.close()
+    assert kept[handle.run_id].text == "first half|"
     assert progress.writing == "first half|"
     assert progress.status is RunStatus.RUNNING and progress.steps == 0
     delta = events.of(EventKind.TEXT_DELTA)[0]

@@ -69,10 +69,7 @@ class Progress:
     @staticmethod
     def stepped(state: RunState | None) -> list[Write]:
         """The run's step was recorded: its preview, if it has one, is dropped."""
-        if state is None or state.preview is None:
-            return []
-        state.preview = None
-        return [DropPreview(state.run_id)]
+        return drop_preview(state)
 
     def status(self, run_id: str, asker: str | None) -> RunProgress | None:
         """Where ``run_id`` is, from memory (None: not held here; ``ValueError``: ``asker``
@@ -96,6 +93,16 @@ class Progress:
             raise ValueError(
                 "no such run in this tree: a run can only ask about runs of its own tree"
             )
+
+
+def drop_preview(state: RunState | None) -> list[Write]:
+    """The write that forgets ``state``'s preview, if it has one: its step was recorded
+    (``Progress.stepped``), or it ended (``Lifecycle.finish``: a run stopped in the middle of
+    a model call leaves none behind)."""
+    if state is None or state.preview is None:
+        return []
+    state.preview = None
+    return [DropPreview(state.run_id)]
 
 
 def next_preview(before: Preview | None, msg: Streamed, ts: float) -> Preview:
