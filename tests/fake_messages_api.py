@@ -53,6 +53,7 @@ __all__ = [
     "Reply",
     "error_reply",
     "message",
+    "paused",
     "stream_events",
     "streamed",
     "text_message",
@@ -78,6 +79,9 @@ class Reply:
     """Server-Sent Events to answer with, ``(event name, data)``, instead of ``body``."""
     cut_after: int | None = None
     """Send only this many ``events``, then close the connection in the middle of the body."""
+    pause_after: int | None = None
+    """Send this many ``events``, then wait until ``resume`` is set (or the server stops)."""
+    resume: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,14 @@ def streamed(
     if end_after is not None:
         events = events[:end_after]
     return Reply(events=tuple(events), cut_after=cut_after)
+
+
+def paused(body: Mapping[str, Any], after: int, *, chunk: int = 8) -> tuple[Reply, threading.Event]:
+    """A streamed reply of ``body`` that stops after ``after`` events until the event
+    returned is set: a model that is half way through writing, for as long as a test needs."""
+    resume = threading.Event()
+    events = tuple(stream_events(body, chunk=chunk))
+    return Reply(events=events, pause_after=after, resume=resume), resume
 
 
 def error_reply(
@@ -366,7 +378,10 @@ class FakeMessagesAPI:
                     for name, value in headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    for name, data in events:
+                    for sent, (name, data) in enumerate(events):
+                        if sent == reply.pause_after and reply.resume is not None:
+                            while not (reply.resume.wait(0.05) or api._stopping.is_set()):
+                                pass
                         frame = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                         self.wfile.flush()
