@@ -357,14 +357,19 @@ class AgentActor(FastInboxActor):
             answer = self.supervisor.ask(
                 Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
             )
-        except (pykka.ActorDeadError, pykka.Timeout):
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            said = str(exc)  # on a cluster's node, the supervisor's refusal comes this way
+            if said.startswith("ValueError: "):
+                raise ValueError(said.removeprefix("ValueError: ")) from None
             raise ValueError("the runtime is closing: no status") from None
         return cast(RunProgress, answer)
 
     def report_streamed(self, streamed: Streamed) -> None:
         # At once, not held: the model call it comes from goes on (and it is published only,
-        # so its order with the held reports does not matter; the step comes after it)
-        self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
+        # so its order with the held reports does not matter; the step comes after it).
+        # Best effort: a runtime closing under a streaming call does not fail the call here
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:
