@@ -4,6 +4,8 @@ report (the end kept, the rest counted), and a failed attempt reported void once
 
 from __future__ import annotations
 
+from typing import Any
+
 from subagents.behaviour.streaming import Coalescer
 from subagents.messages import Streamed
 
@@ -103,3 +105,31 @@ def test_a_call_that_fails_voids_what_it_showed_and_nothing_else() -> None:
     sink.text("shown")
     sink.close(failed=True)
     assert [r.void for r in sent] == [False, True]
+
+
+def test_a_piece_that_waits_is_sent_when_the_interval_is_over() -> None:
+    """A model that stalls in mid-sentence: what came after the last report is sent by the
+    timer (``later``), once, at the end of the interval, not held until the next piece."""
+    clock = Clock()
+    timers: list[tuple[float, Any]] = []
+    sent: list[Streamed] = []
+    sink = Coalescer(sent.append, run_id="r1", turn=1, clock=clock, interval=0.25,
+                     later=lambda seconds, call: timers.append((seconds, call)))  # fmt: skip
+    sink.text("Looking")  # reported at once
+    clock.now = 0.0625
+    sink.text(" at the")
+    clock.now = 0.125
+    sink.text(" code")  # the timer is armed once for both
+    assert text_of(sent) == "Looking" and len(timers) == 1
+    seconds, due = timers[0]
+    assert seconds == 0.1875  # from t=0.0625 to the end of the interval begun at t=0
+    clock.now = 0.25
+    due()  # the timer fires (the stalled model sent nothing more)
+    assert text_of(sent) == "Looking at the code" and len(sent) == 2
+    due()  # nothing left: nothing sent
+    sink.text(" now")  # armed again, then the call ends first
+    assert len(timers) == 2
+    sink.close(failed=False)
+    assert text_of(sent) == "Looking at the code now" and len(sent) == 3
+    timers[1][1]()  # due after the end of the call: nothing more
+    assert len(sent) == 3

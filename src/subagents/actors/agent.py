@@ -12,6 +12,7 @@ wakes it asks for are armed then (a wake cancelled within the same handling neve
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 import traceback
@@ -103,6 +104,10 @@ class _JournalReport:
             read_mail=tuple(self.read_mail),
             attempt=attempt,
         )
+
+
+_LATER = itertools.count()
+"""Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
 
 class AgentActor(FastInboxActor):
@@ -363,6 +368,9 @@ class AgentActor(FastInboxActor):
                 raise ValueError(said.removeprefix("ValueError: ")) from None
             raise ValueError("the runtime is closing: no status") from None
         return cast(RunProgress, answer)
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        self.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
 
     def report_streamed(self, streamed: Streamed) -> None:
         # At once, not held: the model call it comes from goes on (and it is published only,

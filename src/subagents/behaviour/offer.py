@@ -127,6 +127,7 @@ def _coalescer(env: AgentEnv, port: AgentPort, request: ModelRequest) -> Coalesc
         run_id=port.record.run_id,
         turn=turn,
         interval=env.stream_interval_s,
+        later=port.later,
     )
 
 

@@ -99,6 +99,11 @@ class AgentPort(Protocol):
         naming why not (no such run, or one outside this run's tree)."""
         ...
 
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        """Call ``call`` once after ``seconds``, on the runtime's timer thread (not the
+        run's: a streaming model call holds that one)."""
+        ...
+
     def report_streamed(self, streamed: Streamed) -> None:
         """What the model wrote since the last report (``behaviour/streaming.py``): sent at
         once, not held (the model call it comes from is still under way)."""
