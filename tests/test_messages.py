@@ -52,6 +52,7 @@ from subagents.messages import (
     Parked,
     Placed,
     PollCommands,
+    Preview,
     Replay,
     RestartDue,
     Restore,
@@ -65,11 +66,14 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    Streamed,
+    StreamedPart,
     Subscribe,
     Subscription,
     SupervisorStats,
@@ -92,6 +96,7 @@ from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
     AddToCheckpoint,
     AppendEvent,
+    DropPreview,
     DropSubscriptions,
     OutcomeDelivered,
     PostCommand,
@@ -101,6 +106,7 @@ from subagents.store.writes import (
     SaveJournal,
     SaveMails,
     SaveOutcome,
+    SavePreview,
     SaveRun,
     SaveSubscription,
     SetMailsState,
@@ -240,6 +246,15 @@ MESSAGES: dict[type[Any], Any] = {
         attempt=1,
     ),
     ApprovalAnswered: ApprovalAnswered(approval_id="ap1", allow=True, answer="go"),
+    Streamed: Streamed(
+        run_id="r1",
+        turn=2,
+        seq=3,
+        parts=(StreamedPart(kind="tool_input", text='{"a', tool="Read"),),
+        skipped=4,
+        attempt=1,
+    ),
+    StatusOf: StatusOf(run_id="r2", asker="r1"),
 }
 
 OTHERS: list[Any] = [
@@ -320,6 +335,8 @@ WRITES: list[Write] = [
     SaveSubscription(Subscription(run_id="r1", root_run_id="r0", topic="reviews")),
     DropSubscriptions("r1", ("reviews",)),
     DropSubscriptions("r1"),
+    SavePreview(Preview(run_id="r1", turn=2, text="so far [tool Read] {", chars=40, tool="Read")),
+    DropPreview("r1"),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

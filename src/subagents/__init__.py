@@ -60,6 +60,8 @@ _EXPORTS = {
     "Model": "subagents.models.base",
     "ModelError": "subagents.models.base",
     "CancelSignal": "subagents.models.base",
+    "StreamSink": "subagents.models.base",
+    "StreamingModel": "subagents.models.base",
     "TransientError": "subagents.models.retry",
     "Price": "subagents.models.names",
     "ToolSchema": "subagents.messages",
@@ -84,6 +86,8 @@ _EXPORTS = {
     "TreeNode": "subagents.messages",
     "TreeUsage": "subagents.messages",
     "RunUsage": "subagents.messages",
+    "RunProgress": "subagents.messages",
+    "Preview": "subagents.messages",
     "EXTERNAL_SENDER": "subagents.messages",
     "RestoreReport": "subagents.messages",
     "SupervisorStats": "subagents.messages",
@@ -152,6 +156,7 @@ __all__ = [
     "Outcome",
     "Pending",
     "Permissions",
+    "Preview",
     "Price",
     "ReplayDiverged",
     "RestoreReport",
@@ -159,6 +164,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RunHandle",
+    "RunProgress",
     "RunRecord",
     "RunSandbox",
     "RunStatus",
@@ -177,6 +183,8 @@ __all__ = [
     "StopError",
     "StoreError",
     "StoredEvent",
+    "StreamSink",
+    "StreamingModel",
     "Subscription",
     "SupervisorStats",
     "SweepReport",
@@ -230,7 +238,9 @@ if TYPE_CHECKING:
         ModelRequest,
         ModelResponse,
         Outcome,
+        Preview,
         RestoreReport,
+        RunProgress,
         RunRecord,
         RunStatus,
         RunUsage,
@@ -244,7 +254,7 @@ if TYPE_CHECKING:
         Usage,
     )
     from subagents.models.anthropic import AnthropicModel
-    from subagents.models.base import CancelSignal, Model, ModelError
+    from subagents.models.base import CancelSignal, Model, ModelError, StreamingModel, StreamSink
     from subagents.models.names import Price
     from subagents.models.retry import RetryPolicy, TransientError
     from subagents.models.script import ScriptError, Turn

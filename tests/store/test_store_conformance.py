@@ -17,6 +17,7 @@ from subagents.messages import (
     Lease,
     MailState,
     Outcome,
+    Preview,
     RunStatus,
     Subscription,
     ToolResultBlock,
@@ -394,3 +395,19 @@ def test_subscriptions_are_kept_in_order_once_and_dropped(store: RunStore) -> No
         store.save_subscription(sub("c", "news"))
         store.drop_subscriptions("b")
     assert store.subscriptions() == [sub("a", "alerts"), sub("c", "news")]
+
+
+def test_previews_are_kept_one_per_run_replaced_and_dropped(store: RunStore) -> None:
+    first = Preview(run_id="r1", turn=1, text="Hello", chars=5, seq=1, ts=1.0)
+    later = Preview(run_id="r1", turn=1, text="Hello, world\n[tool Read] {", chars=25, seq=2,
+                    tool="Read", ts=2.0)  # fmt: skip
+    other = Preview(run_id="r2", turn=3, text="", chars=0, seq=4, voided=1, ts=3.0)
+    with store.batch():
+        store.save_preview(first)
+        store.save_preview(later)  # replaces the first, in one transaction
+    store.save_preview(other)
+    assert store.previews(["r1", "r2", "missing"]) == {"r1": later, "r2": other}
+    assert store.previews([]) == {}
+    store.drop_preview("r1")
+    store.drop_preview("missing")  # nothing to drop: no error
+    assert store.previews(["r1", "r2"]) == {"r2": other}

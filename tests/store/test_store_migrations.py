@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 7
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 8
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -93,6 +93,7 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         assert (store.found_version, store.schema_version) == (1, SCHEMA_VERSION)
         assert store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert store.leases() == []  # v3: the lease table, empty
+        assert store.previews(["live"]) == {}  # v8: the previews table, empty
         assert [r.run_id for r in store.list_runs()] == ["done", "live"]
         assert store.get_run("done") == run(
             "done", created_at=1.0, status=RunStatus.COMPLETED, ended_at=2.0, cleanup="delete"

@@ -12,11 +12,12 @@ wakes it asks for are armed then (a wake cancelled within the same handling neve
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 import pykka
@@ -43,13 +44,16 @@ from subagents.messages import (
     Park,
     Parked,
     RunFinished,
+    RunProgress,
     RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopRequest,
     StopRequested,
+    Streamed,
     Subscribe,
     ToolAnswered,
     ToolCalled,
@@ -103,6 +107,10 @@ class _JournalReport:
             read_mail=tuple(self.read_mail),
             attempt=attempt,
         )
+
+
+_LATER = itertools.count()
+"""Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
 
 class AgentActor(FastInboxActor):
@@ -391,6 +399,32 @@ class AgentActor(FastInboxActor):
                 attempt=self.attempt,
             )
         )
+
+    def ask_status(self, run_id: str) -> RunProgress:
+        # Asked: what is held goes first (as before any ask), so that the answer counts the
+        # mail this turn sent before it asked
+        if self._held:
+            self.flush_reports()
+        try:
+            answer = self.supervisor.ask(
+                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
+            )
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            said = str(exc)  # on a cluster's node, the supervisor's refusal comes this way
+            if said.startswith("ValueError: "):
+                raise ValueError(said.removeprefix("ValueError: ")) from None
+            raise ValueError("the runtime is closing: no status") from None
+        return cast(RunProgress, answer)
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        self.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
+
+    def report_streamed(self, streamed: Streamed) -> None:
+        # At once, not held: the model call it comes from goes on (and it is published only,
+        # so its order with the held reports does not matter; the step comes after it).
+        # Best effort: a runtime closing under a streaming call does not fail the call here
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:

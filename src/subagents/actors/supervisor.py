@@ -42,6 +42,7 @@ from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
+from subagents.actors.run_status import status_of
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -70,11 +71,13 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    Streamed,
     Subscribe,
     Sweep,
     Timeout,
@@ -118,6 +121,7 @@ _GROUPED = frozenset(
         SlotWanted,
         Placed,
         Subscribe,
+        Streamed,
     }
 )
 """Told reports whose handling may share the open group's transaction."""
@@ -436,6 +440,8 @@ class SupervisorActor(FastInboxActor):
                 return core.restart_due(run_id, mails, journal)
             case Placed():
                 return core.placed(message)
+            case Streamed():
+                return core.progress.streamed(message)
             case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
                 reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
                 return core.host_lost(run_ids, reason, reads)
@@ -455,6 +461,8 @@ class SupervisorActor(FastInboxActor):
                 return self.core.stats(run_id)
             case TreeRecords(run_id=run_id):
                 return self.core.tree_records(run_id)
+            case StatusOf():
+                return status_of(self.core, self.store, message)
             case Sweep():
                 return self._sweep(message, asked=asked)
             case _:
@@ -488,9 +496,8 @@ class SupervisorActor(FastInboxActor):
         return decision.reply
 
     def _sweep(self, message: Sweep, *, asked: bool) -> Any:
-        """Run the store's sweeper, if it has one (SQLite does; memory does not need one).
-        It is housekeeping in a transaction of its own: if it fails, no run's state is lost,
-        so the failure goes to an asker, or is logged; it never stops the runs."""
+        """Run the store's sweeper, if it has one (SQLite does): housekeeping in a transaction
+        of its own; a failure loses no run's state, goes to an asker or is logged."""
         sweep = getattr(self.store, "sweep", None)
         if sweep is None:
             return None

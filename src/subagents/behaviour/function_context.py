@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from subagents.behaviour.awaitables import Pending, PendingAll, PendingAny
 from subagents.behaviour.function_replay import call_digest, seen_result, shown_call
 from subagents.behaviour.port import AgentPort
@@ -22,6 +24,7 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     Outcome,
+    RunProgress,
     SendMail,
     SpawnRequest,
     StopRequest,
@@ -294,6 +297,33 @@ class AgentContext:
             JournalEntry(request_id=key, kind="mailbox", observed=True, result=ids), tuple(ids)
         )
         return taken
+
+    def status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` (a run of this tree) is now, without waiting for it: its status,
+        steps, last tool call, usage, unread mail, what its model is writing. ``ValueError``
+        when there is no such run in this tree. Journaled with what it saw: a replay after a
+        crash is handed the same answer."""
+        b = self._b
+        key, replayed = b.call("status", call_digest(run_id), run_id)
+        seen = seen_result(replayed)
+        if seen is not None:
+            if seen.error is not None:
+                raise ValueError(seen.error)
+            return msgspec.convert(seen.result, RunProgress)
+        made = JournalEntry(
+            request_id=key,
+            kind="status",
+            call=shown_call("status", (run_id,)),
+            digest=call_digest(run_id),
+            observed=True,
+        )
+        try:
+            progress = b.port.ask_status(run_id)
+        except ValueError as exc:
+            b.port.journal(msgspec.structs.replace(made, error=str(exc)))
+            raise
+        b.port.journal(msgspec.structs.replace(made, result=msgspec.to_builtins(progress)))
+        return progress
 
     def stop(self, run_id: str) -> Pending:
         """Stop one of this run's descendants. Awaiting gives the ids stopped."""

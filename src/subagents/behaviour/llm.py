@@ -28,6 +28,7 @@ from subagents.behaviour.runtime_tool_args import (
     to_json,
     wait_timeout,
 )
+from subagents.behaviour.status_tool import STATUS, status_answer
 from subagents.behaviour.store_approvals import StoreApprovalFlow
 from subagents.behaviour.tool_calls import StoreAsk, ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
@@ -378,6 +379,8 @@ class LLMBehaviour:
             self._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
         elif use.name == LOAD_SKILL:
             self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
+        elif use.name == STATUS:
+            self._set(use.id, *status_answer(port, args))
         else:
             return False
         return True

@@ -22,12 +22,14 @@ from subagents.messages import (
     Mail,
     ModelRequest,
     ModelResponse,
+    RunProgress,
     RunRecord,
     SendMail,
     SpawnRequest,
     StepTaken,
     StopRequest,
     StopRequested,
+    Streamed,
     Subscribe,
     ToolAnswered,
     ToolStarting,
@@ -98,6 +100,21 @@ class AgentPort(Protocol):
         ...
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def ask_status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` is, now (``StatusOf`` asked of the supervisor); ``ValueError``
+        naming why not (no such run, or one outside this run's tree)."""
+        ...
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        """Call ``call`` once after ``seconds``, on the runtime's timer thread (not the
+        run's: a streaming model call holds that one)."""
+        ...
+
+    def report_streamed(self, streamed: Streamed) -> None:
+        """What the model wrote since the last report (``behaviour/streaming.py``): sent at
+        once, not held (the model call it comes from is still under way)."""
+        ...
+
     def journal_start(self, starting: ToolStarting) -> bool:
         """Record that a side-effecting tool call is about to run; return once it is durable
         (True), or False when it could not be recorded (the run is ending): then the call
@@ -162,6 +179,9 @@ class AgentEnv:
     """The spawn rules and limits the offer's checks read (``admission_checks.offer``, over
     the run's ``standing``): the runtime's, as admission's."""
     max_turns: int = 50
+    stream_interval_s: float | None = 0.25
+    """A streaming model's pieces are reported at most once per this many seconds (a
+    ``text_delta`` event, the run's preview); None: not streamed to anyone."""
     max_tokens: int = 4096
     workspace: Workspace | None = None
     """Where file tools work and Bash starts (None: the working directory)."""

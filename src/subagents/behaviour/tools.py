@@ -11,6 +11,7 @@ from typing import Any
 
 from subagents.behaviour.fan_out_tool import FAN_OUT
 from subagents.behaviour.spawn_arguments import POLICY_PROPERTIES
+from subagents.behaviour.status_tool import STATUS, STATUS_SCHEMA
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -26,7 +27,19 @@ STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
 SUBSCRIBE = "subscribe"
 UNSUBSCRIBE = "unsubscribe"
-RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT, SUBSCRIBE, UNSUBSCRIBE)
+RUNTIME_TOOLS = (
+    SPAWN,
+    TASK,
+    SEND,
+    CHECK,
+    WAIT,
+    STOP,
+    LOAD_SKILL,
+    FAN_OUT,
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    STATUS,
+)
 """The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
@@ -224,6 +237,7 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
             "required": ["name"],
         },
     ),
+    STATUS: STATUS_SCHEMA,
 }
 
 

@@ -94,7 +94,10 @@ def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[
         runs, alive = _subtree(store, record)
         tree = build_tree(runs[0], runs, alive)
         shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
-        return render_tree(tree, shorts), runs[0], alive.orphaned(runs[0])
+        with store_errors():  # what their models are writing now (the store's previews)
+            live = [r.run_id for r in runs if not r.status.terminal]
+            writing = {r: p.text for r, p in store.previews(live).items()}
+        return render_tree(tree, shorts, writing=writing), runs[0], alive.orphaned(runs[0])
 
     view, current, orphaned = frame()
     with Live(view, console=out, refresh_per_second=4, transient=False) as live:

@@ -71,6 +71,7 @@ _RUNTIME_TOOLS = frozenset(
         "fan_out",
         "subscribe",
         "unsubscribe",
+        "subagent_status",
     }
 )
 _PATH_KEYS = ("file_path", "notebook_path", "path")
@@ -114,6 +115,8 @@ class Row:
     mail: int = 0
     todos: str = ""
     """The run's todo list in one line (``todos 2/5: Running tests``), from TodoWrite."""
+    writing: str = ""
+    """The end of what its model has streamed in the step under way (``text_delta``)."""
     children: list[str] = field(default_factory=list)
 
 
@@ -164,7 +167,11 @@ class LiveTree:
                     self.roots.append(event.run_id)
             self._journal(event)
             status = _KIND_STATUS.get(event.kind)
+            if event.kind is EventKind.TEXT_DELTA:
+                row.writing = writing_after(row.writing, event.data)
+                return
             if event.kind is EventKind.STEP:
+                row.writing = ""
                 row.steps = int(event.data.get("step", row.steps + 1))
                 row.tokens += int(event.data.get("input_tokens", 0)) + int(
                     event.data.get("output_tokens", 0)
@@ -255,7 +262,25 @@ class LiveTree:
         if row.note:
             note = " ".join(printable(row.note).split())
             text.append(f"  {note[:70]}", style="dim")
+        if row.writing and not row.status.terminal:
+            text.append(f"  ✎ {writing_tail(row.writing)}", style="green dim")
         return text
+
+
+def writing_after(before: str, data: Mapping[str, Any], keep: int = 200) -> str:
+    """What a run's model has written so far in its step, after one ``text_delta``: emptied
+    by a void (the attempt broke off and is tried again), else the new pieces added (the end
+    kept)."""
+    if data.get("void"):
+        return ""
+    added = "".join(str(p.get("text", "")) for p in data.get("parts") or ())
+    return (before + added)[-keep:]
+
+
+def writing_tail(text: str, width: int = 60) -> str:
+    """The end of ``text`` on one line, printable, at most ``width`` characters."""
+    line = " ".join(printable(text).split())
+    return line if len(line) <= width else "…" + line[-(width - 1) :]
 
 
 def watch(

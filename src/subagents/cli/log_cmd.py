@@ -2,11 +2,13 @@
 
 Each model turn shows the message it answered (the task, tool results, mail) and the reply
 (text and tool calls); mail shows its text; the end shows the result or the error. --follow
-keeps printing as the run goes on, until it ends (--json --follow prints one JSON object per
-line), or until its host process is gone (the run is orphaned: exit 6; `subagents resume`
-continues it). --tail N shows only the last N entries, --since T those since T (a duration
-ago, 10m, or an ISO time), as `docker logs` does; with --follow they pick what is shown first,
-and every later entry follows. RUN is an id, a unique prefix of one, or #N from `ps`.
+keeps printing as the run goes on, with what its model is writing as it writes it (`writing`
+entries, from the store's preview of the step under way: cli/writing.py), until it ends
+(--json --follow prints one JSON object per line), or until its host process is gone (the
+run is orphaned: exit 6; `subagents resume` continues it). --tail N shows only the last N
+entries, --since T those since T (a duration ago, 10m, or an ISO time), as `docker logs`
+does; with --follow they pick what is shown first, and every later entry follows. RUN is an
+id, a unique prefix of one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from subagents.cli.output import printable
 from subagents.cli.state import EXIT_ORPHANED, EXIT_USAGE, CliError, liveness
 from subagents.cli.transcript import Entry, transcript
 from subagents.cli.views import clock
+from subagents.cli.writing import WritingFollower
 from subagents.messages import RunRecord
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ KIND_STYLE = {
     "timed_out": "bold red",
     "budget_exceeded": "bold red",
     "cancelled": "bold magenta",
+    "writing": "green dim",
 }
 
 
@@ -157,12 +161,15 @@ def follow(
     printed = 0
     header = not as_json
     first = True
+    writing = WritingFollower()
     while True:
         alive = liveness(store)  # before the run (state.liveness says why)
         record, entries = read(store, run_id, final=False)
         new = shown.of(entries) if first and shown is not None else entries[printed:]
         first = False
         printed = len(entries)
+        with store_errors():
+            new = new + writing.poll(store, record)  # what its model is writing now
         if as_json:
             for entry in new:
                 sys.stdout.write(msgspec.json.encode(entry).decode() + "\n")

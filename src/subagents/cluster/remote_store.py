@@ -51,6 +51,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
     StoredEvent,
@@ -226,6 +227,18 @@ class ClusterStore(RunStore):
 
     def last_event_seq(self) -> int:
         result: int = self._read("last_event_seq")
+        return result
+
+    # ---- live previews ---------------------------------------------------------------------
+
+    def save_preview(self, preview: Preview) -> None:
+        self._write("save_preview", preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        self._write("drop_preview", run_id)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        result: dict[str, Preview] = self._read("previews", list(run_ids))
         return result
 
     # ---- checkpoints -----------------------------------------------------------------------

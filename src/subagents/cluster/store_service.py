@@ -69,6 +69,8 @@ WRITES = frozenset(
         "release_lease",
         "post_command",
         "check_fence",
+        "save_preview",
+        "drop_preview",
     }
 )
 """Writes a client may hold inside its batch and send at once: they answer nothing, or (a
@@ -100,6 +102,7 @@ READS = frozenset(
         "leases",
         "get_approval",
         "list_approvals",
+        "previews",
     }
 )
 

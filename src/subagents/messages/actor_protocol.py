@@ -116,6 +116,38 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
+class StreamedPart(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A piece of what a model wrote: ``text``, or the JSON ``tool_input`` of a ``tool``."""
+
+    kind: str
+    text: str
+    tool: str | None = None
+
+
+class Streamed(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """What a run's model wrote since its last ``Streamed``, coalesced on the run's thread
+    (``behaviour/streaming.py``): published as a ``text_delta`` event, kept only as the
+    run's ``Preview`` until its step is recorded. ``void``: the attempt under way failed (it
+    is tried again, or the step fails): what was streamed of it since the last void is void."""
+
+    run_id: str
+    turn: int
+    seq: int
+    parts: tuple[StreamedPart, ...] = ()
+    skipped: int = 0
+    """Characters streamed since the last one and left out (it keeps the end)."""
+    void: bool = False
+    attempt: int = 0
+
+
+class StatusOf(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Ask the supervisor where a run is (a ``RunProgress``, or a ``ValueError`` naming why
+    not): ``asker``, a run that may ask only about runs of its own tree; None, the outside."""
+
+    run_id: str
+    asker: str | None = None
+
+
 class ToolStarting(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A side-effecting tool call is about to run: asked, so that it is in the run's
     checkpoint (``Checkpoint.started``) before the call can do anything. Read-only and
@@ -494,6 +526,8 @@ ActorMessage = (
     | TreeRecords
     | ApprovalAsked
     | ApprovalAnswered
+    | Streamed
+    | StatusOf
 )
 """Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
 

@@ -30,6 +30,7 @@ from subagents.messages import (
     Outcome,
     PollCommands,
     RestoreReport,
+    RunProgress,
     RunRecord,
     RunStatus,
     SpawnRequest,
@@ -453,6 +454,12 @@ class Runtime:
 
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)
+
+    def status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` is now, without waiting for it (any run of the store): status,
+        steps, last tool call, usage, unread mail, what its model is writing (docs/runtime.md,
+        "Live progress"). ``LookupError`` when there is no such run."""
+        return self._requests.status(run_id)
 
     def stats(self, run_id: str | None = None) -> SupervisorStats:
         """The supervisor's counters (slots in use, their peak, the queue, live runs); with

@@ -21,8 +21,10 @@ from subagents.messages import (
     MailAck,
     Restore,
     RestoreReport,
+    RunProgress,
     RunRecord,
     SendMail,
+    StatusOf,
     StopReply,
     StopRequest,
     StopRequested,
@@ -133,6 +135,15 @@ class SupervisorRequests:
         self.check_open()
         records: tuple[RunRecord, ...] = self.ask(TreeRecords(run_id=run_id))
         return records
+
+    def status(self, run_id: str) -> RunProgress:
+        """``Runtime.status``: ``LookupError`` when the store has no such run."""
+        self.check_open()
+        try:
+            progress: RunProgress = self.ask(StatusOf(run_id=run_id))
+        except ValueError as exc:
+            raise LookupError(str(exc)) from None
+        return progress
 
     def stats(self, run_id: str | None) -> SupervisorStats:
         """``Runtime.stats``."""

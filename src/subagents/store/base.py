@@ -27,6 +27,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
     StoredEvent,
@@ -132,6 +133,20 @@ class RunStore(Protocol):
     def last_event_seq(self) -> int:
         """The number of the last event appended (0: none yet): where a reader that wants
         only what comes next starts."""
+        ...
+
+    # ---- live previews (what a streaming model has written of the step under way) ---------
+
+    def save_preview(self, preview: Preview) -> None:
+        """Keep ``preview`` as its run's, replacing the one kept (scratch: not history)."""
+        ...
+
+    def drop_preview(self, run_id: str) -> None:
+        """Forget the run's preview (its step was recorded, or it ended)."""
+        ...
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        """The previews kept for those of ``run_ids`` that have one."""
         ...
 
     # ---- conversation checkpoints --------------------------------------------------------

@@ -41,6 +41,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
     Subscription,
@@ -136,6 +137,14 @@ class FencedStore:
     def append_event(self, event: Event) -> None:
         self._write(self.store.append_event, event)
 
+    def save_preview(self, preview: Preview) -> None:
+        with self.batch():
+            self.store.save_preview(preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        with self.batch():
+            self.store.drop_preview(run_id)
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._write(self.store.save_checkpoint, checkpoint)
 
@@ -219,6 +228,9 @@ class FencedStore:
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         return self.store.load_checkpoint(run_id)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        return self.store.previews(run_ids)
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         return self.store.mail_for(run_id, states)

@@ -27,6 +27,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
     StoredEvent,
@@ -58,6 +59,7 @@ class MemoryStore(RunStore):
         self._leases: dict[str, Lease] = {}
         self._epochs = itertools.count(1)
         self._approvals: dict[str, ApprovalRecord] = {}
+        self._previews: dict[str, Preview] = {}
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -115,6 +117,18 @@ class MemoryStore(RunStore):
     def last_event_seq(self) -> int:
         with self._lock:
             return len(self._stream)
+
+    def save_preview(self, preview: Preview) -> None:
+        with self._lock:
+            self._previews[preview.run_id] = preview
+
+    def drop_preview(self, run_id: str) -> None:
+        with self._lock:
+            self._previews.pop(run_id, None)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        with self._lock:
+            return {r: p for r in run_ids if (p := self._previews.get(r)) is not None}
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:

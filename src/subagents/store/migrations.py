@@ -143,6 +143,15 @@ def v6_to_v7(conn: sqlite3.Connection) -> None:
     )
 
 
+def v7_to_v8(conn: sqlite3.Connection) -> None:
+    """v8: live previews. One row per run whose model is streaming the step under way
+    (``Preview``: the end of what it has written so far), replaced a few times a second and
+    deleted once the step is recorded or the run ends, so that ``subagents log -f`` and
+    ``attach`` in another process show a model writing. Scratch, not history: nothing else
+    reads it, and a run that streamed keeps the same history as one that did not."""
+    conn.execute("CREATE TABLE previews (run_id TEXT PRIMARY KEY, preview TEXT NOT NULL)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -150,6 +159,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v4_to_v5,
     v5_to_v6,
     v6_to_v7,
+    v7_to_v8,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -40,6 +40,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
     StoredEvent,
@@ -69,6 +70,7 @@ _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 _run_decoder = msgspec.json.Decoder(RunRecord)
 _event_decoder = msgspec.json.Decoder(Event)
 _outcome_decoder = msgspec.json.Decoder(Outcome)
+_preview_decoder = msgspec.json.Decoder(Preview)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -316,6 +318,37 @@ class SQLiteStore(RunStore):
     def last_event_seq(self) -> int:
         rows = self._tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
         return int(rows[0][0] or 0)
+
+    # -----------------------------------------------------------------------------------------
+    # live previews: scratch for viewers in other processes (one row per streaming run)
+    # -----------------------------------------------------------------------------------------
+
+    def save_preview(self, preview: Preview) -> None:
+        self._tx.defer(
+            "previews",
+            "INSERT OR REPLACE INTO previews (run_id, preview) VALUES (?, ?)",
+            (preview.run_id, encode_row(preview, _preview_decoder, "a preview")),
+            f"keeping the preview of run {preview.run_id}",
+        )
+
+    def drop_preview(self, run_id: str) -> None:
+        self._tx.defer(
+            "previews",
+            "DELETE FROM previews WHERE run_id = ?",
+            (run_id,),
+            f"dropping the preview of run {run_id}",
+        )
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        rows = self._tx.read(
+            f"SELECT run_id, preview FROM previews WHERE run_id IN ({_marks(len(ids))})",
+            tuple(ids),
+            "reading previews",
+        )
+        return {key: self._tx.decode(_preview_decoder, raw, "previews", key) for key, raw in rows}
 
     # -----------------------------------------------------------------------------------------
     # conversation checkpoints (store.sqlite_resume)

@@ -23,6 +23,7 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     Subscription,
 )
@@ -113,6 +114,19 @@ class DropSubscriptions(msgspec.Struct, frozen=True, gc=False, tag=True):
     topics: tuple[str, ...] | None = None
 
 
+class SavePreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run's ``Preview`` (what its model has streamed of the step under way), replacing
+    the one kept: scratch for viewers in other processes, not the run's history."""
+
+    preview: Preview
+
+
+class DropPreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The run's step was recorded (or it ended): its preview is gone."""
+
+    run_id: str
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -128,6 +142,8 @@ Write = (
     | SaveApproval
     | SaveSubscription
     | DropSubscriptions
+    | SavePreview
+    | DropPreview
 )
 
 
@@ -187,6 +203,14 @@ def _drop_subscriptions(store: RunStore, write: DropSubscriptions) -> None:
     store.drop_subscriptions(write.run_id, write.topics)
 
 
+def _save_preview(store: RunStore, write: SavePreview) -> None:
+    store.save_preview(write.preview)
+
+
+def _drop_preview(store: RunStore, write: DropPreview) -> None:
+    store.drop_preview(write.run_id)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -202,6 +226,8 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveApproval: _save_approval,
     SaveSubscription: _save_subscription,
     DropSubscriptions: _drop_subscriptions,
+    SavePreview: _save_preview,
+    DropPreview: _drop_preview,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

@@ -77,6 +77,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook
+from subagents.supervision.progress import Progress
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable
@@ -145,6 +146,7 @@ class SupervisorCore:
             owner=owner,
             runtime_mode=runtime_mode,
         )
+        self.progress = Progress(self.runs, now)
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
         topics, slot_key = self.mail.topics, self.parking.slot_key
@@ -277,6 +279,7 @@ class SupervisorCore:
                 "output_tokens": msg.usage.output_tokens,
             }
             self.effects.event(EventKind.STEP, state.record, data)
+            self.effects.writes += self.progress.stepped(state)
             for run_id in self.policies.charge(msg):
                 over = self.runs.live(run_id)
                 if over is not None:
@@ -322,7 +325,7 @@ class SupervisorCore:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            calls = state.record.tool_calls + 1
+            calls, state.last_tool = state.record.tool_calls + 1, (msg.tool, msg.input)
             self.effects.writes.append(self.runs.update(state, tool_calls=calls))
             data = {"tool": msg.tool, "input": msg.input}
             self.effects.event(EventKind.TOOL_CALL, state.record, data)

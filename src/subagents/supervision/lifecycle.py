@@ -52,6 +52,7 @@ from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.outcomes import End, background_report, end_event, outcome_of
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
+from subagents.supervision.progress import drop_preview
 from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
@@ -244,7 +245,7 @@ class Lifecycle:
             self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
         decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
-        decided.writes.append(SaveOutcome(outcome))
+        decided.writes += [SaveOutcome(outcome), *drop_preview(state)]
         self.slots.release(record.run_id)
         decided.effects.append(DisarmDeadline(record.run_id))
         kind, data = end_event(record, status, end)
