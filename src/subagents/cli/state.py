@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
     from collections.abc import Iterable
     from typing import Protocol, Self
 
-    from subagents.messages import RunRecord, RunStatus
+    from subagents.messages import Event, RunRecord, RunStatus
     from subagents.store.base import RunStore
     from subagents.store.leases import Liveness
     from subagents.store.sqlite import SQLiteStore
@@ -50,6 +50,10 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
             limit: int | None = None,
             include_archived: bool = False,
         ) -> list[RunRecord]: ...
+
+        def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]: ...
+
+        def last_event_seq(self) -> int: ...
 
         def __enter__(self) -> Self: ...
 

@@ -212,6 +212,15 @@ class ClusterStore(RunStore):
         result: list[Event] = self._read("events", run_id)
         return result
 
+    def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]:
+        """The head's ``SQLiteStore.events_since``: every run's events after ``after``."""
+        result: list[tuple[int, Event]] = self._read("events_since", after, limit)
+        return result
+
+    def last_event_seq(self) -> int:
+        result: int = self._read("last_event_seq")
+        return result
+
     # ---- checkpoints -----------------------------------------------------------------------
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:

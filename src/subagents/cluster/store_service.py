@@ -79,6 +79,8 @@ READS = frozenset(
         "get_run",
         "list_runs",
         "events",
+        "events_since",
+        "last_event_seq",
         "load_checkpoint",
         "mail_for",
         "journal_of",

@@ -288,6 +288,24 @@ class SQLiteStore(RunStore):
         )
         return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
 
+    def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]:
+        """Every run's events appended after the one numbered ``after`` (0: from the first),
+        oldest first, at most ``limit``, each with its number: a feed of what changed in the
+        store, for a reader in another process (the console) that polls it. The numbers only
+        grow (an autoincrement key), so a reader resumes from the last one it saw."""
+        rows = self._tx.read(
+            "SELECT seq, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after, max(0, limit)),
+            f"reading the events after {after}",
+        )
+        return [(seq, self._tx.decode(_event_decoder, raw, "events", seq)) for seq, raw in rows]
+
+    def last_event_seq(self) -> int:
+        """The number of the last event appended (0: none yet); ``events_since`` from it
+        gives only what comes after."""
+        rows = self._tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
+        return int(rows[0][0] or 0)
+
     # -----------------------------------------------------------------------------------------
     # conversation checkpoints (store.sqlite_resume)
     # -----------------------------------------------------------------------------------------
