@@ -76,7 +76,11 @@
         el("td", "num", tokens(row.tokens)), el("td", "num", cost(row.cost)), el("td", "task", row.task));
       body.append(tr);
     }
-    if (!page.children.length) body.append(el("tr", "dim")).lastChild.append(el("td", "dim", "none"));
+    if (!page.children.length) {
+      const none = el("tr");
+      none.append(el("td", "dim", "none"));
+      body.append(none);
+    }
   }
 
   function showEntries(page) {
