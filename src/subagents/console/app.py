@@ -216,10 +216,11 @@ class Console:
             return _error(str(exc), 400)
         watched = request.query_params.get("run") or None
         queue = self.hub.subscribe()
+        opened = msgspec.json.encode({"version": self.version}).decode()
 
         async def events() -> AsyncIterator[dict[str, str]]:
-            try:
-                yield {"event": "ready", "data": "{}"}
+            try:  # the changes published before this stream opened go up to ``version``
+                yield {"event": "ready", "data": opened}
                 while True:
                     batch = await queue.get()
                     if batch is None:

@@ -13,6 +13,8 @@
   let groups = new Map();    // root id -> <tbody>
   let cursor = null;         // the next page's cursor (null: everything loaded)
   let version = 0;           // changes up to this one are in what was loaded
+  let loadedVersion = null;  // the first page's version, once read
+  let streamVersion = null;  // the changes published before the stream opened
   let stream = null;
   let total = 0;
 
@@ -162,11 +164,22 @@
   async function reload() {
     rows = new Map(); trs = new Map(); groups = new Map(); cursor = null; version = 0;
     for (const body of [...table.tBodies]) body.remove();
+    loadedVersion = null;
     try {
       await loadPage(null);
+      loadedVersion = version;
       showError("");
+      caughtUp();
     } catch (error) {
       showError("cannot read the runs: " + error.message);
+    }
+  }
+
+  function caughtUp() {
+    // a page read before the stream was open may lack the changes published in between:
+    // read it again (after the stream opened, so nothing more can fall in between)
+    if (streamVersion !== null && loadedVersion !== null && loadedVersion < streamVersion) {
+      reload();
     }
   }
 
@@ -186,9 +199,20 @@
   }
 
   function listen() {
+    // the page is read at once, beside the stream (a change it missed while both were
+    // opening comes with a later number than the page's: ``changed``); again only when the
+    // stream opens again after a break, since changes may have been lost meanwhile
     if (stream) stream.close();
     stream = new EventSource("/api/stream?" + filterQuery().toString());
-    stream.addEventListener("ready", () => { connection("live"); reload(); });
+    let opened = false;
+    streamVersion = null;
+    stream.addEventListener("ready", (event) => {
+      connection("live");
+      streamVersion = JSON.parse(event.data).version;
+      if (opened) reload(); else caughtUp();
+      opened = true;
+    });
+    reload();
     stream.addEventListener("rows", changed);
     stream.addEventListener("reload", reload);
     stream.onerror = () => connection("reconnecting…");
