@@ -30,9 +30,16 @@ class StoreFeed:
     """Keeps ``index`` equal to ``store``: ``load`` once, then ``poll`` as often as the
     page should be fresh. One caller at a time (the app's poller)."""
 
-    def __init__(self, store: InspectedStore, index: RunIndex | None = None) -> None:
+    def __init__(
+        self,
+        store: InspectedStore,
+        index: RunIndex | None = None,
+        *,
+        leases_every_s: float = LEASES_EVERY_S,
+    ) -> None:
         self.store = store
         self.index = index if index is not None else RunIndex()
+        self.leases_every_s = leases_every_s
         self.seq = 0
         self._alive: Liveness | None = None
         self._leases_read = 0.0
@@ -69,7 +76,7 @@ class StoreFeed:
         """The rows that changed since the last poll (each once, as it is now)."""
         changed: dict[str, Row] = {}
         alive = self._alive
-        if alive is None or time.monotonic() - self._leases_read >= LEASES_EVERY_S:
+        if alive is None or time.monotonic() - self._leases_read >= self.leases_every_s:
             alive = self._liveness()
             for record in list(self._unfinished.values()):
                 row = self.index.rows.get(record.run_id)
