@@ -88,11 +88,13 @@ def serving(state: Path, *options: str) -> Iterator[Served]:
         assert parts.hostname is not None and parts.port is not None
         token = parts.query.removeprefix("token=")
         yield Served(line, parts.hostname, parts.port, token, stderr)
-    finally:
+        # Ctrl-C, with pages and their streams maybe still open: it ends, 0, saying nothing
         proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
+        assert proc.wait(DEADLINE_S) == 0, stderr.read_text(errors="replace")
+        said = stderr.read_text(errors="replace")
+        assert "Traceback" not in said and "Error" not in said, said
+    finally:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
 

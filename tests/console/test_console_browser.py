@@ -55,7 +55,13 @@ def team(state: Path) -> Iterator[Team]:
         outcome = await ctx.spawn("gate", "hold the door")
         return f"gate said {outcome.result}"
 
+    async def listener(ctx: AgentContext) -> str:
+        """Waits for one mail and says what it heard."""
+        mail = await ctx.receive(timeout=WAIT)
+        return f"heard {mail.content}" if mail is not None else "heard nothing"
+
     agents = [
+        FunctionAgent.create("listener", listener),
         FunctionAgent.create("boss", boss),
         FunctionAgent.create("gate", gate),
         AgentSpec(name="talker", description="Says something a page must not run."),
@@ -69,9 +75,24 @@ def team(state: Path) -> Iterator[Team]:
         released.set()
 
 
+TALKER = """---
+name: talker
+description: Says something a page must not run.
+script:
+  - text: "first words"
+  - text: "went on"
+---
+You talk.
+"""
+
+
 @pytest.fixture(scope="module")
 def served(state: Path, team: Team) -> Iterator[Served]:
-    with serving(state) as served:
+    """The console; a continuation it starts loads ``talker`` from a folder, offline."""
+    agents = state.parent / "agents"
+    agents.mkdir()
+    (agents / "talker.md").write_text(TALKER, encoding="utf-8")
+    with serving(state, "--agents", str(agents), "--offline") as served:
         yield served
 
 
@@ -135,3 +156,60 @@ def test_the_stop_button_stops_the_run(page: Any, served: Served, team: Team) ->
     page.locator("#title .status", has_text="cancelled").wait_for()
     assert handle.result(WAIT).status is RunStatus.CANCELLED
     assert page.locator("#stop").is_disabled()
+
+
+def test_mail_sent_from_the_page_reaches_the_run(page: Any, served: Served, team: Team) -> None:
+    handle = team.rt.spawn("listener", "wait for word")
+    _open(page, served.url)
+    _open(page, f"{served.base}/runs/{handle.run_id}")
+    page.locator("#send:not([disabled])").wait_for()
+    page.fill("#send-text", "hello <b>there</b>")
+    page.click("#send")
+    page.locator("#action-result", has_text="mail posted").wait_for()
+    assert handle.result(WAIT).result == "heard hello <b>there</b>"
+    page.locator("#title .status", has_text="completed").wait_for()
+    assert "hello <b>there</b>" in (page.locator("#mail-in").text_content() or "")
+
+
+def test_continue_from_the_page_starts_a_run_that_goes_on(
+    page: Any, served: Served, team: Team, state: Path
+) -> None:
+    outcome = team.rt.run("talker", "open", wait=WAIT)
+    _open(page, served.url)
+    _open(page, f"{served.base}/runs/{outcome.run_id}")
+    assert page.locator("#stop").is_disabled()  # it has ended: only continue is offered
+    page.locator("#continue:not([disabled])").wait_for()
+    page.fill("#continue-text", "and then?")
+    page.click("#continue")
+    link = page.locator("#action-result a", has_text="open the new run")
+    link.wait_for()
+    new_id = (link.get_attribute("href") or "").rsplit("/", 1)[-1]
+    link.click()
+    page.locator("#title .status", has_text="completed").wait_for()
+    with SQLiteStore(state) as store:
+        record = store.get_run(new_id)
+    assert record is not None and record.continues == outcome.run_id
+    assert record.task == "and then?"
+    # the script's second turn: the conversation it went on with had the first one's answer
+    assert record.outcome is not None and record.outcome.result == "went on"
+
+
+def test_the_filters_keep_the_runs_asked_for_and_go_in_the_address(
+    page: Any, served: Served, team: Team
+) -> None:
+    team.rt.run("talker", "one more", wait=WAIT)
+    _open(page, served.url)
+    page.wait_for_function(ROW_STATUS, arg=["talker", "completed"])
+    page.fill("#filters input[name=agent]", "talker")
+    page.select_option("#filters select[name=status]", "completed")
+    page.click("#filters button[type=submit]")
+    page.wait_for_url(f"{served.base}/?status=completed&agent=talker")
+    page.locator("#connection[data-state='live']").wait_for()
+    page.wait_for_function(
+        """() => { const agents = [...document.querySelectorAll('#tree tr[data-run] a.agent')];
+                   return agents.length > 0 && agents.every((a) => a.textContent === 'talker'); }"""
+    )
+    statuses = page.locator("#tree tr[data-run]").evaluate_all(
+        "(rows) => rows.map((tr) => tr.dataset.status)"
+    )
+    assert set(statuses) == {"completed"}

@@ -77,7 +77,8 @@ def serve(
     offline: bool,
     exposed: bool,
 ) -> int:
-    """Serve the console on ``sock`` until Ctrl-C (or SIGTERM); prints its URL on stdout."""
+    """Serve the console on ``sock`` until Ctrl-C (the way it is meant to end: 0) or
+    SIGTERM; prints its URL on stdout."""
     port = sock.getsockname()[1]
     on_cluster = isinstance(getattr(store, "key", None), str)
     continuation = None if on_cluster else ContinueCommand.of(store.path, agents, offline=offline)
@@ -94,7 +95,9 @@ def serve(
             " the token and the page travel unencrypted (plain HTTP)"
         )
     print(url_of(host, port, token), flush=True)
-    _server(app).run(sockets=[sock])
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
+        _server(app).run(sockets=[sock])
+    say("stopped serving")
     return 0
 
 
