@@ -214,7 +214,7 @@ def test_a_run_whose_host_ray_is_restarting_shows_restarting_and_is_waited_for(
         row = next(r for r in cli.json("ps", "--ray", address) if r["run_id"] == run.run_id)
         assert (row["restarting"], row["orphaned"]) == (True, False)
         listed = cli("ps", "--ray", address)
-        line = next(line for line in listed.stdout.splitlines() if "r-restar" in line)
+        line = next(line for line in listed.stdout.splitlines() if "ing-host" in line)
         assert "restarting" in line.split() and "orphaned" not in line.split(), line
         assert "restarting: the run's host process died and Ray is starting it" in listed.stderr
         info = cli("info", run.run_id, "--ray", address)

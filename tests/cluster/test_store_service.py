@@ -35,17 +35,6 @@ def test_writes_of_one_call_commit_together(service: StoreService) -> None:
     assert service.call(StoreCall("events", ("r1",))) == [event("r1")]
 
 
-def test_a_remote_reader_may_follow_the_feed_of_events(service: StoreService) -> None:
-    """The console over a cluster's store (``subagents serve --ray``) polls the head's
-    events by number, as it does a local file's."""
-    service.write([StoreCall("append_event", (event("r1"),))])
-    last = service.call(StoreCall("last_event_seq"))
-    assert [(seq, e.run_id) for seq, e in service.call(StoreCall("events_since", (0,)))] == [
-        (last, "r1")
-    ]
-    assert service.call(StoreCall("events_since", (last, 10))) == []
-
-
 def test_a_failing_write_rolls_back_the_whole_call(service: StoreService) -> None:
     with pytest.raises(AttributeError):  # the store's own error, as it raised it
         service.write(

@@ -88,6 +88,22 @@ def test_events_are_kept_in_append_order_per_run(store: RunStore) -> None:
     assert store.events("nothing") == []
 
 
+def test_every_runs_events_are_read_in_one_order_after_a_number(store: RunStore) -> None:
+    assert store.last_event_seq() == 0 and store.events_after(0) == []
+    appended = [event(f"r{i % 3}", EventKind.STEP, step=i) for i in range(7)]
+    for e in appended:
+        store.append_event(e)
+    everything = store.events_after(0)
+    assert [s.event for s in everything] == appended
+    seqs = [s.seq for s in everything]
+    assert seqs == sorted(set(seqs)) and store.last_event_seq() == seqs[-1]
+    assert [s.event for s in store.events_after(seqs[2], limit=3)] == appended[3:6]
+    assert store.events_after(seqs[-1]) == [] and store.events_after(0, limit=0) == []
+    later = event("r9", EventKind.COMPLETED)
+    store.append_event(later)
+    assert [s.event for s in store.events_after(seqs[-1])] == [later]
+
+
 def test_checkpoint_keeps_the_latest_per_run(store: RunStore) -> None:
     assert store.load_checkpoint("r1") is None
     first = checkpoint("r1", 1, "first")

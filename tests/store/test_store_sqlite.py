@@ -233,25 +233,3 @@ def test_bad_settings_are_refused_before_touching_the_disk(
     with pytest.raises(ValueError, match=named):
         SQLiteStore(db_path, **kwargs)  # type: ignore[arg-type]
     assert not db_path.parent.exists()
-
-
-def test_events_since_is_a_feed_of_every_runs_events_another_process_reads(
-    db_path: Path,
-) -> None:
-    """The console polls ``events_since`` from the last number it saw: what another process
-    appends afterwards comes, in order, numbered, and nothing before it comes again."""
-    with SQLiteStore(db_path) as writer, SQLiteStore(db_path) as reader:
-        assert reader.last_event_seq() == 0
-        with writer.batch():
-            writer.append_event(event("r1"))
-            writer.append_event(event("r2"))
-        first = reader.events_since(0)
-        assert [(e.run_id) for _, e in first] == ["r1", "r2"]
-        last = reader.last_event_seq()
-        assert last == first[-1][0]
-        writer.append_event(event("r3"))
-        later = reader.events_since(last)
-        assert [e.run_id for _, e in later] == ["r3"]
-        assert later[0][0] > last
-        assert reader.events_since(later[0][0]) == []
-        assert [e.run_id for _, e in reader.events_since(0, limit=1)] == ["r1"]

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from subagents.cli.command import add_inspect_arguments, reports_errors, store_errors
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED, short_id
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -119,7 +119,7 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
             if seen.get(r.run_id) != status:
                 seen[r.run_id] = status
                 indent = "  " * (r.depth - runs[0].depth)
-                line = f"{time.time() - t0:6.2f}s  {indent}{r.agent} {r.run_id[-8:]}  {status}"
+                line = f"{time.time() - t0:6.2f}s  {indent}{r.agent} {short_id(r.run_id)}  {status}"
                 if status != "orphaned" and r.outcome is not None and not r.outcome.ok:
                     line += f": {r.outcome.error}"
                 out.print(printable(line), markup=False, highlight=False)

@@ -19,6 +19,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from subagents.cli.output import printable
+from subagents.cli.state import short_id
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.tools.todo import progress, todos_of_call
 
@@ -190,14 +191,14 @@ class LiveTree:
         """A plain line for transitions worth reading in a log (pipes, CI)."""
         if self._t0 is None:
             self._t0 = event.ts
-        who = f"{'  ' * event.depth}{event.agent} {event.run_id[-8:]}"
+        who = f"{'  ' * event.depth}{event.agent} {short_id(event.run_id)}"
         kind, data = event.kind, event.data
         if kind is EventKind.QUEUED:
             what = f"queued (position {data.get('position', '?')}, concurrency limit reached)"
         elif kind is EventKind.MAIL_SENT:
             recipient = str(data.get("recipient", "?"))
             target = self.rows.get(recipient)
-            name = target.agent if target else recipient[-8:]
+            name = target.agent if target else short_id(recipient)
             count = int(data.get("count", 1))
             what = f"sent {count} mails to {name}" if count > 1 else f"mailed {name}"
         elif kind is EventKind.RESTARTED:
@@ -242,7 +243,7 @@ class LiveTree:
             elapsed = (row.ended or now) - row.started
         text = Text()
         text.append(printable(row.agent), style="bold")
-        text.append(f" {row.run_id[-8:]} ", style="dim")
+        text.append(f" {short_id(row.run_id)} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:

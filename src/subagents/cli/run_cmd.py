@@ -78,6 +78,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         " definition's cleanup, else keep)",
     )
     parser.add_argument(
+        "--label",
+        default=None,
+        metavar="TEXT",
+        help="a short name for the root run, shown by `ps` and the console, and matched by"
+        " `ps --label` (at most 200 characters)",
+    )
+    parser.add_argument(
         "--detach",
         action="store_true",
         help="run the tree in a background process; print the root's run id and return"
@@ -106,9 +113,10 @@ def _check(args: argparse.Namespace) -> str:
     task = text_argument(args.task, "TASK")
     if not task.strip():
         raise CliError("TASK is empty", EXIT_USAGE)
-    problem = request_problem(
-        SpawnRequest(request_id="", agent=args.agent, task=task, timeout=args.timeout), Limits()
+    request = SpawnRequest(
+        request_id="", agent=args.agent, task=task, timeout=args.timeout, label=args.label
     )
+    problem = request_problem(request, Limits())
     if problem is not None:  # what else the runtime would refuse (a task over the size cap)
         raise CliError(problem, EXIT_USAGE)
     return task
@@ -200,6 +208,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
                 "timeout": args.timeout,
                 "token_budget": args.budget,
                 "cleanup": args.cleanup,
+                "label": args.label,
             },
             **options,
         )
@@ -243,6 +252,7 @@ def _run(
         "timeout": args.timeout,
         "token_budget": args.budget,
         "cleanup": args.cleanup,
+        "label": args.label,
     }
     continues: str | None = getattr(args, "continues", None)  # `subagents continue`
     try:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
     from collections.abc import Iterable
     from typing import Protocol, Self
 
-    from subagents.messages import Event, RunRecord, RunStatus
+    from subagents.messages import RunRecord, RunStatus
     from subagents.store.base import RunStore
     from subagents.store.leases import Liveness
     from subagents.store.sqlite import SQLiteStore
@@ -50,10 +50,6 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
             limit: int | None = None,
             include_archived: bool = False,
         ) -> list[RunRecord]: ...
-
-        def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]: ...
-
-        def last_event_seq(self) -> int: ...
 
         def __enter__(self) -> Self: ...
 
@@ -378,6 +374,23 @@ def all_run_ids(store: InspectedStore) -> list[str]:
 
 
 def short_ids(ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8) -> dict[str, str]:
+    """For each of ``ids``, its shortest suffix (at least ``minimum`` characters) that is
+    unique among ``universe``: how every view shows a run (``ps``, ``tree``, ``attach``, the
+    live tree of ``run``), and a reference every command resolves.
+
+    Why the end, not the start: an id is its start time (hex milliseconds) then 40 random
+    bits, so runs started within a minute share their first 8 characters and a prefix would
+    have to run into the random part anyway; the last 8 characters are random, so they are
+    unique among the runs on screen but for a rare collision, which lengthens the suffix."""
+    reversed_ids = short_prefixes(
+        [i[::-1] for i in ids], [u[::-1] for u in universe], minimum=minimum
+    )
+    return {i: reversed_ids[i[::-1]][::-1] for i in ids}
+
+
+def short_prefixes(
+    ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8
+) -> dict[str, str]:
     """For each of ``ids``, its shortest prefix (at least ``minimum`` characters) that is
     unique among ``universe``, as git abbreviates commits."""
     ordered = sorted(set(universe) | set(ids))
@@ -391,6 +404,12 @@ def short_ids(ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8) 
                 longest = max(longest, _common(run_id, ordered[j]))
         result[run_id] = run_id[: max(minimum, longest + 1)]
     return result
+
+
+def short_id(run_id: str) -> str:
+    """A run's id as the live views show it when they do not know every id of the store:
+    its last 8 characters (``short_ids`` lengthens it where two runs share them)."""
+    return run_id[-8:]
 
 
 def _common(a: str, b: str) -> int:

@@ -6,8 +6,10 @@ The stop is posted as a command through the store; the process hosting that run'
 it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
 posts one stop for each live child of RUN (each goes with its subtree; RUN goes on): one
 command per child, so, unlike `Runtime.stop_all`, they are not one decision. A run whose host
-is gone (orphaned) keeps the stop until `subagents resume` takes it up. With --wait the
-command waits until the stopped runs have ended in the store (exit 1 if they have not).
+is gone (orphaned) is stopped by this command itself, at once, without resuming anything: it
+and its unfinished subtree are cancelled in the store (`cli.orphan_stop`); on a cluster's
+store the stop waits for `subagents resume` instead. With --wait the command waits until the
+stopped runs have ended in the store (exit 1 if they have not).
 """
 
 from __future__ import annotations
@@ -82,32 +84,13 @@ def run(args: argparse.Namespace) -> int:
                     f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
                 )
             targets = [record]
-        posted = []
-        for record in targets:
-            command_id = store.post_command("stop", record.run_id)
-            posted.append(
-                Posted(
-                    command_id=command_id,
-                    kind="stop",
-                    run_id=record.run_id,
-                    agent=record.agent,
-                    status=str(record.status),
-                    orphaned=alive.orphaned(record),
-                )
-            )
+        posted = [_stop(store, record, alive.orphaned(record)) for record in targets]
         if args.json:
             output.print_json(posted)
         elif not posted:
             print("no live runs to stop")
         for p in posted if not args.json else ():
-            then = (
-                "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
-                if p.orphaned
-                else "the process hosting it stops it and its subtree within a second"
-            )
-            print(
-                f"posted stop for {printable(p.agent)} {p.run_id} (command {p.command_id}); {then}"
-            )
+            print(_said(p))
         if args.wait is None or not posted:
             return 0
         left = _wait_ended(store, [p.run_id for p in posted], args.wait)
@@ -119,6 +102,51 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print("stopped")
     return 0
+
+
+def _stop(store: InspectedStore, record: RunRecord, orphaned: bool) -> Posted:
+    """Stop ``record``: at once, here, if its host is gone and the store is a local file
+    (``cli.orphan_stop``); else by a command for the process hosting it."""
+    from subagents.cli.orphan_stop import can_end_here, end_orphaned
+
+    if orphaned and can_end_here(store):
+        ended = end_orphaned(store, record.run_id)
+        if ended is not None:  # else a `resume` took it up meanwhile: its host stops it
+            return Posted(
+                command_id=None,
+                kind="stop",
+                run_id=record.run_id,
+                agent=record.agent,
+                status="cancelled",
+                orphaned=True,
+                ended=tuple(r.run_id for r in ended),
+            )
+    return Posted(
+        command_id=store.post_command("stop", record.run_id),
+        kind="stop",
+        run_id=record.run_id,
+        agent=record.agent,
+        status=str(record.status),
+        orphaned=orphaned and not can_end_here(store),
+    )
+
+
+def _said(p: Posted) -> str:
+    """What the command says of one stop."""
+    who = f"{printable(p.agent)} {p.run_id}"
+    if p.command_id is None:
+        return (
+            f"stopped {who} and {len(p.ended) - 1} run(s) under it: its host was gone"
+            " (orphaned), so they were cancelled in the store now, without resuming them"
+            if p.ended
+            else f"{who} had already ended"
+        )
+    then = (
+        "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
+        if p.orphaned
+        else "the process hosting it stops it and its subtree within a second"
+    )
+    return f"posted stop for {who} (command {p.command_id}); {then}"
 
 
 def _live_roots(store: InspectedStore) -> list[RunRecord]:

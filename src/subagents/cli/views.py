@@ -71,6 +71,11 @@ def _mark_orphans(node: TreeNode, by_id: dict[str, RunRecord], alive: Liveness) 
     )
 
 
+def clock(ts: float) -> str:
+    """``HH:MM:SS.mmm`` (UTC) of a Unix time: how `log` and `events` stamp their lines."""
+    return time.strftime("%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}"
+
+
 def one_line(text: str | None, width: int) -> str:
     """``text`` printable, on one line, cut to ``width`` with an ellipsis."""
     line = " ".join(printable(text or "").split())

@@ -52,6 +52,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 from subagents.store.base import RunStore, StoreError
 
@@ -212,9 +213,8 @@ class ClusterStore(RunStore):
         result: list[Event] = self._read("events", run_id)
         return result
 
-    def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]:
-        """The head's ``SQLiteStore.events_since``: every run's events after ``after``."""
-        result: list[tuple[int, Event]] = self._read("events_since", after, limit)
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        result: list[StoredEvent] = self._read("events_after", seq, limit=limit)
         return result
 
     def last_event_seq(self) -> int:

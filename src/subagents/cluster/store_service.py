@@ -79,7 +79,7 @@ READS = frozenset(
         "get_run",
         "list_runs",
         "events",
-        "events_since",
+        "events_after",
         "last_event_seq",
         "load_checkpoint",
         "mail_for",

@@ -2,7 +2,7 @@
 
 Why a feed of events: every change the tree shows (a run admitted, started, waiting, a
 step's tokens, its end, the node it was placed on) is written with an event, and the store
-numbers events in the order they are appended (``events_since``). So a poll asks for the
+numbers events in the order they are appended (``RunStore.events_after``). So a poll asks for the
 events after the last number it saw, and reads again only the runs they name: a run that
 starts and ends between two polls is not missed, and a store of 100,000 runs costs a poll
 no more than one of ten. What no event says, a host that died (its runs now ``orphaned``),
@@ -83,11 +83,11 @@ class StoreFeed:
                 if row is None or row.status != shown_status(record, alive):
                     changed[record.run_id] = self._put(record, alive)
         while True:
-            events = self.store.events_since(self.seq, EVENTS_PER_POLL)
+            events = self.store.events_after(self.seq, limit=EVENTS_PER_POLL)
             if not events:
                 break
-            self.seq = events[-1][0]
-            named = dict.fromkeys(event.run_id for _, event in events)
+            self.seq = events[-1].seq
+            named = dict.fromkeys(stored.event.run_id for stored in events)
             for run_id in named:
                 self._refresh(run_id, alive, changed)
             if len(events) < EVENTS_PER_POLL:

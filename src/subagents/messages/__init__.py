@@ -99,6 +99,7 @@ from subagents.messages.durability import (
 from subagents.messages.events import (
     Event,
     EventKind,
+    StoredEvent,
 )
 from subagents.messages.mail import (
     EXTERNAL_SENDER,
@@ -182,6 +183,7 @@ __all__ = [
     "StopReply",
     "StopRequest",
     "StopRequested",
+    "StoredEvent",
     "SupervisorStats",
     "Sweep",
     "TextBlock",

@@ -45,3 +45,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     depth: int = 0
     ts: float = msgspec.field(default_factory=time.time)
     data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class StoredEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An event as the store keeps it: with its place in the store's one order of every
+    run's events (``seq``, growing), so a reader that follows every run (`subagents events`,
+    `ps --watch`, the console) asks for what came after the last it saw."""
+
+    seq: int
+    event: Event

@@ -24,6 +24,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 
 
@@ -97,6 +98,17 @@ class RunStore(Protocol):
 
     def events(self, run_id: str) -> list[Event]:
         """The events of ``run_id``, in the order appended."""
+        ...
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        """Every run's events appended after the one numbered ``seq`` (0: from the first),
+        in the order appended, at most ``limit`` of them: how a reader follows the whole
+        store (`subagents events`, `ps --watch`, the console)."""
+        ...
+
+    def last_event_seq(self) -> int:
+        """The number of the last event appended (0: none yet): where a reader that wants
+        only what comes next starts."""
         ...
 
     # ---- conversation checkpoints --------------------------------------------------------

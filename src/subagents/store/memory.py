@@ -27,6 +27,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 from subagents.store.base import Fenced, RunStore, fenced_message
 
@@ -38,6 +39,7 @@ class MemoryStore(RunStore):
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._events: dict[str, list[Event]] = {}
+        self._stream: list[Event] = []  # every run's events in the order appended: seq - 1
         self._checkpoints: dict[str, Checkpoint] = {}
         self._mail: dict[str, Mail] = {}
         # mail ids by the runs they concern (sender and recipient), in the order sent: a
@@ -86,10 +88,21 @@ class MemoryStore(RunStore):
     def append_event(self, event: Event) -> None:
         with self._lock:
             self._events.setdefault(event.run_id, []).append(event)
+            self._stream.append(event)
 
     def events(self, run_id: str) -> list[Event]:
         with self._lock:
             return list(self._events.get(run_id, ()))
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        with self._lock:
+            start = max(0, seq)
+            chosen = self._stream[start : start + max(0, limit)]
+        return [StoredEvent(seq=start + i + 1, event=e) for i, e in enumerate(chosen)]
+
+    def last_event_seq(self) -> int:
+        with self._lock:
+            return len(self._stream)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:

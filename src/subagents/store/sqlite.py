@@ -41,6 +41,7 @@ from subagents.messages import (
     Outcome,
     RunRecord,
     RunStatus,
+    StoredEvent,
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
@@ -288,21 +289,18 @@ class SQLiteStore(RunStore):
         )
         return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
 
-    def events_since(self, after: int, limit: int = 1000) -> list[tuple[int, Event]]:
-        """Every run's events appended after the one numbered ``after`` (0: from the first),
-        oldest first, at most ``limit``, each with its number: a feed of what changed in the
-        store, for a reader in another process (the console) that polls it. The numbers only
-        grow (an autoincrement key), so a reader resumes from the last one it saw."""
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
         rows = self._tx.read(
             "SELECT seq, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after, max(0, limit)),
-            f"reading the events after {after}",
+            (seq, max(0, limit)),
+            f"reading the events after number {seq}",
         )
-        return [(seq, self._tx.decode(_event_decoder, raw, "events", seq)) for seq, raw in rows]
+        return [
+            StoredEvent(seq=n, event=self._tx.decode(_event_decoder, raw, "events", n))
+            for n, raw in rows
+        ]
 
     def last_event_seq(self) -> int:
-        """The number of the last event appended (0: none yet); ``events_since`` from it
-        gives only what comes after."""
         rows = self._tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
         return int(rows[0][0] or 0)
 
@@ -418,9 +416,11 @@ class SQLiteStore(RunStore):
         archive_after_minutes: float = 60,
         cleanup_default: Cleanup = "keep",
         retention_days: float | None = None,
+        dry_run: bool = False,
     ) -> SweepReport:
         """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch
-        (``store.sqlite_sweep``). Also purges commands taken before the archive bound."""
+        (``store.sqlite_sweep``). Also purges commands taken before the archive bound.
+        ``dry_run``: what it would do, nothing written."""
         return sweep_runs(
             self._tx,
             self.path,
@@ -428,6 +428,7 @@ class SQLiteStore(RunStore):
             archive_after_minutes=archive_after_minutes,
             cleanup_default=cleanup_default,
             retention_days=retention_days,
+            dry_run=dry_run,
         )
 
     # -----------------------------------------------------------------------------------------
