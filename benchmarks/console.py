@@ -142,14 +142,6 @@ class Console:
             self.proc.wait()
 
 
-def _loadavg() -> str:
-    """The machine's load when measured (figures on a loaded machine are rough)."""
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
-
-
 def _timed(call: Callable[[], object]) -> float:
     started = time.perf_counter()
     call()
@@ -307,7 +299,6 @@ def main() -> None:
             "browser_static_file_ms": None
             if browser_floor is None
             else rounded(median(browser_floor) * ms),
-            "loadavg": _loadavg(),
             "poll_interval_ms": POLL_S * ms,
         },
         "target": {"first_page_s": TARGET_FIRST_PAGE_S, "update_p95_s": TARGET_UPDATE_S},
