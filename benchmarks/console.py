@@ -9,7 +9,7 @@ subprocess, as a person would. Measured:
   its URL (it says so on stderr);
 - ``first_page_ms``: a fresh visit's requests, one after another, each a new connection:
   the page (``/``), ``/api/session``, and the first page of the tree (``/api/runs``: the
-  50 newest trees), median and worst of ``--repeats``; and, with Playwright and Chromium
+  25 newest trees), median and worst of ``--repeats``; and, with Playwright and Chromium
   at hand, ``browser_first_page_ms``: from ``goto`` of the URL to the first row drawn (a
   new browser context each time, after one visit that warms the browser up), which is then
   the figure held to the target; its floor, ``browser_static_file_ms``, the same visit

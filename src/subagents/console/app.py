@@ -157,9 +157,9 @@ class Console:
         while True:
             try:
                 rows, version = await self._locked(self._poll)
-            except StoreError as exc:
+            except Exception as exc:  # a poller that died would leave every page stale
                 if not failing:
-                    log.warning("the store cannot be read", error=str(exc))
+                    log.error("the store cannot be followed", error=str(exc), exc_info=True)
                 failing = True
                 await asyncio.sleep(1.0)
                 continue

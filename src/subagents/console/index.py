@@ -201,7 +201,7 @@ class RunIndex:
         keep: RunFilter,
         *,
         before: str | None = None,
-        trees: int = 50,
+        trees: int = 25,
         per_tree: int = 500,
     ) -> Page:
         """Up to ``trees`` trees with a run that ``keep`` matches, newest root first, older

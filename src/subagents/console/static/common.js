@@ -46,8 +46,10 @@ const Console = (() => {
     return Math.floor(seconds / 3600) + "h" + String(Math.floor((seconds % 3600) / 60)).padStart(2, "0") + "m";
   }
 
+  const numbers = new Intl.NumberFormat("en-US");  // one formatter: toLocaleString makes one a call
+
   function tokens(n) {
-    return Number(n || 0).toLocaleString("en-US");
+    return numbers.format(Number(n || 0));
   }
 
   function cost(usd) {
