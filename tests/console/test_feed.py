@@ -45,14 +45,22 @@ def test_a_poll_sees_each_changed_run_once_as_it_is_now(tmp_path: Path) -> None:
         feed = StoreFeed(reader)
         assert feed.load() == 1
         assert feed.index.rows["r1"].status == "running"
-        assert feed.poll() == []  # nothing since the load
+        assert feed.poll().rows == []  # nothing since the load
         # a child that starts and ends between two polls is not missed
         _write(writer, _run("r2", RunStatus.RUNNING, parent="r1"), EventKind.STARTED)
         _write(writer, _run("r2", RunStatus.COMPLETED, parent="r1"), EventKind.COMPLETED)
-        (row,) = feed.poll()
+        changes = feed.poll()
+        (row,) = changes.rows
         assert (row.id, row.status, row.parent) == ("r2", "completed", "r1")
+        assert changes.touched == {"r2"}
         assert [r.id for r in feed.index.children("r1")] == ["r2"]
-        assert feed.poll() == []
+        assert feed.poll().touched == set()
+        # mail delivered changes no row, but the run's page has more to show
+        writer.append_event(
+            Event(kind=EventKind.MAIL_DELIVERED, run_id="r1", agent="worker", root_run_id="r1")
+        )
+        changes = feed.poll()
+        assert (changes.rows, changes.touched) == ([], {"r1"})
 
 
 def test_a_run_whose_host_went_away_turns_orphaned_without_an_event(tmp_path: Path) -> None:
@@ -65,8 +73,8 @@ def test_a_run_whose_host_went_away_turns_orphaned_without_an_event(tmp_path: Pa
         _write(writer, _run("r1", RunStatus.RUNNING), EventKind.STARTED)
         feed = StoreFeed(reader, leases_every_s=0.0)
         feed.load()
-        assert feed.poll() == []
+        assert feed.poll().rows == []
         writer.release_lease(OWNER, epoch)  # its process ended without ending its run
-        (row,) = feed.poll()
+        (row,) = feed.poll().rows
         assert (row.id, row.status) == ("r1", "orphaned")
-        assert feed.poll() == []
+        assert feed.poll().rows == []

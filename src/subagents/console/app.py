@@ -61,9 +61,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):
-    """One poll's changed rows, numbered (``Console.version``)."""
+    """One poll's changes, numbered (``Console.version``)."""
 
     rows: list[Row]
+    touched: frozenset[str]
+    """The runs something was written about (``feed.Changes.touched``)."""
     version: int
     total: int
     """Runs in the store after it."""
@@ -145,18 +147,23 @@ class Console:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _poll(self) -> tuple[list[Row], int]:
-        """The changed rows and their batch's number (under the lock, with the index)."""
-        rows = self.feed.poll()
-        if rows:
+    def _poll(self) -> Batch:
+        """The changes and their batch's number (under the lock, with the index)."""
+        changes = self.feed.poll()
+        if changes.rows:
             self.version += 1
-        return rows, self.version
+        return Batch(
+            rows=changes.rows,
+            touched=changes.touched,
+            version=self.version,
+            total=len(self.index),
+        )
 
     async def _poll_forever(self) -> None:
         failing = False
         while True:
             try:
-                rows, version = await self._locked(self._poll)
+                batch = await self._locked(self._poll)
             except Exception as exc:  # a poller that died would leave every page stale
                 if not failing:
                     log.error("the store cannot be followed", error=str(exc), exc_info=True)
@@ -164,8 +171,8 @@ class Console:
                 await asyncio.sleep(1.0)
                 continue
             failing = False
-            if rows:
-                self.hub.publish(Batch(rows=rows, version=version, total=len(self.index)))
+            if batch.touched:
+                self.hub.publish(batch)
             await asyncio.sleep(POLL_S)
 
     # ---- pages --------------------------------------------------------------------------------
@@ -226,7 +233,7 @@ class Console:
                     if batch is None:
                         yield {"event": "reload", "data": "{}"}
                     elif watched is not None:
-                        if any(r.id == watched or r.parent == watched for r in batch.rows):
+                        if watched in batch.touched or any(r.parent == watched for r in batch.rows):
                             yield {"event": "run", "data": msgspec.json.encode(watched).decode()}
                     else:
                         shown, gone = self.index.changed(batch.rows, keep)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from subagents.cli.state import shown_status
 from subagents.console.index import Row, RunIndex
 from subagents.store.leases import Liveness
@@ -24,6 +26,15 @@ if TYPE_CHECKING:
 
 EVENTS_PER_POLL = 5000
 LEASES_EVERY_S = 1.0
+
+
+class Changes(msgspec.Struct, frozen=True, kw_only=True):
+    """What one poll found."""
+
+    rows: list[Row]
+    """The rows that changed, as they are now."""
+    touched: frozenset[str]
+    """Every run something was written about (the changed rows' runs included)."""
 
 
 class StoreFeed:
@@ -72,9 +83,12 @@ class StoreFeed:
             self._unfinished[record.run_id] = record
         return self.index.put(record, shown_status(record, alive))
 
-    def poll(self) -> list[Row]:
-        """The rows that changed since the last poll (each once, as it is now)."""
+    def poll(self) -> Changes:
+        """What changed since the last poll: the rows (each once, as it is now), and every
+        run an event was written for (mail delivered, a tool called: its page has more to
+        show even when its row shows the same)."""
         changed: dict[str, Row] = {}
+        touched: set[str] = set()
         alive = self._alive
         if alive is None or time.monotonic() - self._leases_read >= self.leases_every_s:
             alive = self._liveness()
@@ -88,11 +102,12 @@ class StoreFeed:
                 break
             self.seq = events[-1].seq
             named = dict.fromkeys(stored.event.run_id for stored in events)
+            touched.update(named)
             for run_id in named:
                 self._refresh(run_id, alive, changed)
             if len(events) < EVENTS_PER_POLL:
                 break
-        return list(changed.values())
+        return Changes(rows=list(changed.values()), touched=frozenset(touched | set(changed)))
 
     def _refresh(self, run_id: str, alive: Liveness, changed: dict[str, Row]) -> None:
         record: RunRecord | None = self.store.get_run(run_id)
