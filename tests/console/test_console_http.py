@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from consolekit import Served, serving
 
-from subagents.messages import RunRecord, RunStatus
+from subagents.messages import Lease, RunRecord, RunStatus
 from subagents.store.sqlite import SQLiteStore
 
+HOST = "elsewhere:1:x"
 PAGES = ["/", "/runs/r1", "/static/tree.js", "/api/session", "/api/runs", "/api/runs/r1"]
 
 
@@ -23,12 +24,15 @@ PAGES = ["/", "/runs/r1", "/static/tree.js", "/api/session", "/api/runs", "/api/
 def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("console") / "runs.sqlite3"
     with SQLiteStore(path) as store:
-        store.save_run(
-            RunRecord(
-                run_id="r1", agent="worker", task="<b>bold</b>", root_run_id="r1",
-                status=RunStatus.RUNNING, created_at=1.0, started_at=1.0, owner="elsewhere:1:x",
-            )
-        )  # fmt: skip
+        # r1's host is alive (a lease another machine keeps: not judged by its pid here)
+        store.acquire_lease(Lease(owner=HOST, host="elsewhere", pid=1, expires_at=1e12))
+        for run_id, owner in (("r1", HOST), ("gone1", "vanished:2:y")):
+            store.save_run(
+                RunRecord(
+                    run_id=run_id, agent="worker", task="<b>bold</b>", root_run_id=run_id,
+                    status=RunStatus.RUNNING, created_at=1.0, started_at=1.0, owner=owner,
+                )
+            )  # fmt: skip
     return path
 
 
@@ -49,7 +53,7 @@ def test_every_request_without_the_token_is_refused(served: Served) -> None:
         assert served.request("GET", path + "?token=nope")[0] == 401, path
     status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
     assert status == 200
-    assert [row["id"] for row in json.loads(body)["rows"]] == ["r1"]
+    assert {row["id"] for row in json.loads(body)["rows"]} == {"r1", "gone1"}
 
 
 def test_a_request_naming_another_host_is_refused_even_with_the_token(served: Served) -> None:
@@ -108,6 +112,23 @@ def test_a_write_needs_the_token_in_a_header_and_the_consoles_own_origin(
     with SQLiteStore(state) as store:
         (command,) = store.take_commands()
     assert (command.kind, command.run_id) == ("stop", "r1")
+
+
+def test_stopping_a_run_whose_host_is_gone_ends_it_now(served: Served, state: Path) -> None:
+    """As `subagents stop` does: no host will take a command, so the run is cancelled in
+    the store at once, and nothing is left waiting for a resume."""
+    headers = {
+        "Content-Type": "application/json",
+        "X-Console-Token": served.token,
+        "Origin": f"http://127.0.0.1:{served.port}",
+    }
+    status, _, body = served.request("POST", "/api/runs/gone1/stop", headers=headers, body=b"{}")
+    assert status == 200, body
+    assert "cancelled in the store now" in json.loads(body)["message"]
+    with SQLiteStore(state) as store:
+        record = store.get_run("gone1")
+        assert record is not None and record.status is RunStatus.CANCELLED
+        assert [c.run_id for c in store.take_commands()] == []
 
 
 def test_a_write_of_nothing_or_to_no_run_is_refused_saying_why(served: Served) -> None:

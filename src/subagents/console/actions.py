@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from subagents.cli.orphan_stop import can_end_here, end_orphaned
 from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
@@ -64,9 +65,22 @@ def _orphaned(store: InspectedStore, record: RunRecord) -> bool:
 
 
 def stop(store: InspectedStore, run_id: str) -> Posted:
-    """Post a stop for the run and its subtree (`subagents stop RUN`)."""
+    """Stop the run and its subtree as `subagents stop RUN` does: a stop posted for the
+    process hosting it; a run whose host is gone, ended in a local store at once, without
+    resuming it (``cli.orphan_stop``)."""
     record = _live_run(store, run_id, "stop")
     orphaned = _orphaned(store, record)
+    if orphaned and can_end_here(store):
+        ended = end_orphaned(store, run_id)
+        if ended is not None:  # else a `resume` took it up meanwhile: its host stops it
+            return Posted(
+                kind="stop",
+                run_id=run_id,
+                orphaned=True,
+                message=f"{record.agent}'s host was gone (orphaned): it and {len(ended) - 1}"
+                " run(s) under it were cancelled in the store now, without resuming them",
+            )
+    orphaned = orphaned and not can_end_here(store)
     command_id = store.post_command("stop", run_id)
     then = (
         "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
