@@ -9,6 +9,7 @@ on something the page shows, with a hang guard, never a sleep.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,3 +214,70 @@ def test_the_filters_keep_the_runs_asked_for_and_go_in_the_address(
         "(rows) => rows.map((tr) => tr.dataset.status)"
     )
     assert set(statuses) == {"completed"}
+
+
+def test_a_browser_without_the_token_gets_nothing(browser: Any, served: Served) -> None:
+    context = browser.new_context()  # no cookie: someone who has not been given the URL
+    try:
+        page = context.new_page()
+        for path in ("/", "/static/tree.js", "/api/runs"):
+            response = page.goto(served.base + path)
+            assert response is not None and response.status == 401, path
+            assert "no valid token" in (page.text_content("body") or "")
+    finally:
+        context.close()
+
+
+EVIL = "http://evil.example"
+
+
+def test_a_page_elsewhere_cannot_make_the_browser_stop_a_run(
+    page: Any, served: Served, team: Team, state: Path
+) -> None:
+    """The browser holds the console's cookie; a page of another site tries every way a page
+    has to post to it: a form, a no-cors fetch with the cookie, a JSON fetch (preflighted)."""
+    handle = team.rt.spawn("sleeper", "sleep through an attack")
+    _open(page, served.url)  # the cookie is set in this browser
+    page.route(f"{EVIL}/**", lambda r: r.fulfill(body="<p>hi</p>", content_type="text/html"))
+    page.goto(f"{EVIL}/")
+    target = f"{served.base}/api/runs/{handle.run_id}/stop"
+    answers = page.evaluate(
+        """async (target) => {
+            const said = [];
+            try {
+                await fetch(target, {method: "POST", mode: "no-cors", credentials: "include",
+                                     body: "{}"});
+                said.push("no-cors sent");
+            } catch (e) { said.push("no-cors failed"); }
+            try {
+                const r = await fetch(target, {method: "POST", credentials: "include",
+                    headers: {"Content-Type": "application/json"}, body: "{}"});
+                said.push("json " + r.status);
+            } catch (e) { said.push("json refused"); }
+            return said;
+        }""",
+        target,
+    )
+    # the JSON post needs a preflight, which is not answered; the no-cors one is sent or not
+    # as the browser decides (Chromium keeps public sites from loopback addresses)
+    assert answers[1] == "json refused"
+    with page.expect_navigation():
+        page.evaluate(
+            """(target) => { const f = document.createElement("form");
+                             f.method = "POST"; f.action = target; document.body.append(f);
+                             f.submit(); }""",
+            target,
+        )
+    assert "no valid token" in (page.text_content("body") or "")  # SameSite kept it back
+    # every request was answered before this: none of them posted a stop
+    assert ("stop", handle.run_id) not in _commands(state)
+    assert handle.run_id in team.rt.stop(handle.run_id)  # it was still running
+    assert handle.result(WAIT).status is RunStatus.CANCELLED
+
+
+def _commands(path: Path) -> list[tuple[str, str]]:
+    """Every command ever posted to the store (taken or not), read from the file itself."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return [(kind, run_id) for kind, run_id in db.execute("SELECT kind, run_id FROM commands")]
