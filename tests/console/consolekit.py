@@ -65,11 +65,13 @@ class Served(msgspec.Struct, frozen=True):
 
 
 @contextlib.contextmanager
-def serving(state: Path, *options: str) -> Iterator[Served]:
-    """`subagents serve --state STATE --port 0 OPTIONS` for the block; stopped with SIGINT
-    (Ctrl-C) after it, and killed if it does not end."""
+def serving(state: Path, *options: str, ray: str | None = None) -> Iterator[Served]:
+    """`subagents serve --state STATE --port 0 OPTIONS` (``ray``: ``--ray RAY`` instead of
+    ``--state``, its stderr beside STATE still) for the block; stopped with SIGINT (Ctrl-C)
+    after it, and killed if it does not end."""
     stderr = state.parent / f"serve-{os.getpid()}-{time.monotonic_ns()}.err"
-    command = [sys.executable, "-m", "subagents.cli.main", "serve", "--state", str(state)]
+    store = ["--ray", ray] if ray is not None else ["--state", str(state)]
+    command = [sys.executable, "-m", "subagents.cli.main", "serve", *store]
     with stderr.open("w") as err:
         proc = subprocess.Popen(
             [*command, "--port", "0", *options],
