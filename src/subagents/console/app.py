@@ -56,8 +56,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     store: str
     continuable: bool
     """Whether runs can be continued from here (not on a cluster's store)."""
-    approvals: bool = False
-    """Whether the pending approvals section is shown (not yet: see docs/console.md)."""
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True):

@@ -132,8 +132,8 @@
     const tr = el("tr", "cut");
     const td = el("td", "dim", `… and ${count} more runs of this tree: `);
     td.colSpan = 9;
-    const link = el("a", null, "see them under its root");
-    link.href = "/?requester=" + encodeURIComponent(root);
+    const link = el("a", null, "its root's page lists its children");
+    link.href = "/runs/" + encodeURIComponent(root);
     td.append(link);
     tr.append(td);
     body.appendChild(tr);
