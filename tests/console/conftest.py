@@ -21,7 +21,7 @@ CHROMIUM_ENV = "SUBAGENTS_CHROMIUM"
 def _chromium() -> str | None:
     given = os.environ.get(CHROMIUM_ENV)
     if given:
-        return given
+        return shutil.which(given)  # a path that is not an executable: as if none
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -43,7 +43,7 @@ def browser() -> Iterator[Any]:
         _missing("playwright is not installed")
     executable = _chromium()
     if executable is None:
-        _missing("no chromium on the PATH")
+        _missing(f"no chromium on the PATH (or ${CHROMIUM_ENV})")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=executable, args=["--no-sandbox"], headless=True
