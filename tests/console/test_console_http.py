@@ -169,3 +169,28 @@ def test_a_store_that_is_not_there_is_named_and_nothing_is_served(tmp_path: Path
     assert done.returncode == 1
     assert "nothing.sqlite3: no run store there" in done.stderr
     assert not (tmp_path / "nothing.sqlite3").exists()
+
+
+def test_without_the_console_extra_the_command_says_what_to_install(state: Path) -> None:
+    """Starlette made unimportable in the command's interpreter, as when the `console` extra
+    is not installed: one line naming the extra, exit 1, no traceback."""
+    blocker = (
+        "import sys, importlib.abc\n"
+        "class Blocked(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in ('starlette', 'uvicorn', 'sse_starlette'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Blocked())\n"
+        "from subagents.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocker, "serve", "--state", str(state), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "pip install 'subagents[console]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -114,8 +114,13 @@ def bind(host: str, port: int) -> socket.socket:
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    from subagents.console.serving import serve
-
+    try:
+        from subagents.console.serving import serve
+    except ImportError as exc:  # the `console` extra is not installed
+        raise CliError(
+            f"the console needs Starlette, uvicorn and sse-starlette ({exc.msg}): pip install"
+            " 'subagents[console]'"
+        ) from exc
     host = checked_host(args.host, args.expose)
     with open_inspected_store(args) as store, store_errors():
         sock = bind(host, args.port)
