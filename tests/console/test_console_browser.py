@@ -178,8 +178,8 @@ def test_continue_from_the_page_starts_a_run_that_goes_on(
     outcome = team.rt.run("talker", "open", wait=WAIT)
     _open(page, served.url)
     _open(page, f"{served.base}/runs/{outcome.run_id}")
+    page.locator("#continue:not([disabled])").wait_for()  # the page has read the run
     assert page.locator("#stop").is_disabled()  # it has ended: only continue is offered
-    page.locator("#continue:not([disabled])").wait_for()
     page.fill("#continue-text", "and then?")
     page.click("#continue")
     link = page.locator("#action-result a", has_text="open the new run")
