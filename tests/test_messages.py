@@ -24,6 +24,9 @@ from subagents import messages
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ActorMessage,
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalRecord,
     Ask,
     Batch,
     ChatMessage,
@@ -89,6 +92,7 @@ from subagents.store.writes import (
     OutcomeDelivered,
     PostCommand,
     ReleaseLease,
+    SaveApproval,
     SaveCheckpoint,
     SaveJournal,
     SaveMails,
@@ -219,6 +223,16 @@ MESSAGES: dict[type[Any], Any] = {
         request_id="x2", requested_by="r1", requester="r1", reason="enough", journal=True
     ),
     TreeRecords: TreeRecords(run_id="r1"),
+    ApprovalAsked: ApprovalAsked(
+        run_id="r1",
+        approval_id="ap1",
+        tool="Bash",
+        input={"command": "make"},
+        reason="Bash needs approval in default mode",
+        tool_use_id="tu1",
+        attempt=1,
+    ),
+    ApprovalAnswered: ApprovalAnswered(approval_id="ap1", allow=True, answer="go"),
 }
 
 OTHERS: list[Any] = [
@@ -282,6 +296,20 @@ WRITES: list[Write] = [
     PostCommand("send", "r2", "hi"),
     SaveJournal("r1", MESSAGES[Journal].entries),
     ReleaseLease("h:1:ab"),
+    SaveApproval(
+        ApprovalRecord(
+            approval_id="ap1",
+            run_id="r1",
+            root_run_id="r1",
+            agent="worker",
+            tool="Bash",
+            input={"command": "make"},
+            reason="asked",
+            requester="external",
+            tool_use_id="tu1",
+            asked_at=1.0,
+        )
+    ),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

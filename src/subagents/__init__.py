@@ -102,6 +102,11 @@ _EXPORTS = {
     "CheckpointDelta": "subagents.messages",
     "JournalEntry": "subagents.messages",
     "SweepReport": "subagents.store.sweep",
+    # durable approvals: asks kept in the store, answered from any process
+    "ApprovalRecord": "subagents.messages",
+    "ApprovalRefused": "subagents.store.approvals",
+    "pending_approvals": "subagents.runtime",
+    "answer_approval": "subagents.runtime",
 }
 
 _DEPRECATED = {"RunResult": "Outcome"}
@@ -114,6 +119,8 @@ __all__ = [
     "AgentSpec",
     "AnthropicModel",
     "Approval",
+    "ApprovalRecord",
+    "ApprovalRefused",
     "ApprovalRequest",
     "BadAwait",
     "CancelSignal",
@@ -184,6 +191,8 @@ __all__ = [
     "Turn",
     "Usage",
     "Workspace",
+    "answer_approval",
+    "pending_approvals",
 ]
 
 if TYPE_CHECKING:
@@ -204,6 +213,7 @@ if TYPE_CHECKING:
     from subagents.mcp.config import McpConfigError
     from subagents.messages import (
         EXTERNAL_SENDER,
+        ApprovalRecord,
         Checkpoint,
         CheckpointDelta,
         Command,
@@ -234,7 +244,14 @@ if TYPE_CHECKING:
     from subagents.models.retry import RetryPolicy, TransientError
     from subagents.models.script import ScriptError, Turn
     from subagents.models.scripted import ScriptedModel
-    from subagents.runtime import RunHandle, Runtime, RuntimeClosed
+    from subagents.runtime import (
+        RunHandle,
+        Runtime,
+        RuntimeClosed,
+        answer_approval,
+        pending_approvals,
+    )
+    from subagents.store.approvals import ApprovalRefused
     from subagents.store.base import Fenced, RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore

@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 5
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 6
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -127,6 +127,7 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         store.add_to_checkpoint(CheckpointDelta(run_id="live", step=4, started="tu2"))
         loaded = store.load_checkpoint("live")
         assert loaded is not None and loaded.started == ("tu2",)
+        assert store.list_approvals() == []  # v6: approvals, none for runs of before
     with SQLiteStore(path) as store:  # opening an up-to-date store migrates nothing
         assert store.found_version == SCHEMA_VERSION
 

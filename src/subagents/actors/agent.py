@@ -30,6 +30,7 @@ from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    ApprovalAsked,
     Ask,
     Batch,
     Checkpoint,
@@ -319,6 +320,9 @@ class AgentActor(FastInboxActor):
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
+
+    def ask_approval(self, asked: ApprovalAsked) -> None:
+        self._tell(msgspec.structs.replace(asked, attempt=self.attempt))
 
     def journal_start(self, starting: ToolStarting) -> bool:
         # Asked, like a step: the call is in the store before it may run (tools.journal).

@@ -47,6 +47,7 @@ from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    ApprovalAsked,
     Ask,
     Batch,
     ChildDone,
@@ -109,6 +110,7 @@ _GROUPED = frozenset(
         ToolCalled,
         ToolAnswered,
         Timeout,
+        ApprovalAsked,
         Parked,
         SlotWanted,
         Placed,
@@ -402,6 +404,8 @@ class SupervisorActor(FastInboxActor):
                 return core.step_taken(message)
             case ToolCalled():
                 return core.tool_called(message)
+            case ApprovalAsked():
+                return core.approval_asked(message)
             case ToolAnswered():
                 return core.tool_answered(message)
             case WaitingChanged():

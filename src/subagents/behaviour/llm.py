@@ -27,7 +27,8 @@ from subagents.behaviour.runtime_tool_args import (
     to_json,
     wait_timeout,
 )
-from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
+from subagents.behaviour.store_approvals import StoreApprovalFlow
+from subagents.behaviour.tool_calls import StoreAsk, ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
@@ -44,6 +45,7 @@ from subagents.isolation.worktrees import WorktreeError
 from subagents.mcp.hub import RunMcp
 from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
+    ApprovalAnswered,
     ChatMessage,
     Checkpoint,
     ChildDone,
@@ -108,6 +110,7 @@ class LLMBehaviour:
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
+        self.kept_asks = StoreApprovalFlow(port, self.calls, self._answer, self._fail)
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -170,6 +173,8 @@ class LLMBehaviour:
                 self.approvals.mailed(message)
             case Wake(key=key) if parent_approvals.use_id_of(key) is not None:
                 self.approvals.timed_out(key)
+            case ApprovalAnswered():
+                self.kept_asks.answered(message)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
                 if error is not None:
                     self._answer(rid, error, is_error=True)
@@ -380,7 +385,9 @@ class LLMBehaviour:
         # itself may take long, and may wait for what was reported
         self.port.flush_reports()
         decision = self.calls.decide(use, tool, parent_may_answer=True)
-        if decision.behavior == "ask":  # a child whose asks go to its parent
+        if isinstance(decision, StoreAsk):  # kept in the store for anyone to answer
+            self.kept_asks.ask(use, tool, decision.reason, self.turns)
+        elif decision.behavior == "ask":  # a child whose asks go to its parent
             self.approvals.ask(use, tool, decision.reason, self.turns)
         elif not decision.allowed:
             self._set(use.id, *self.calls.denied(tool, decision.reason))

@@ -17,6 +17,7 @@ from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_o
 from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
+    ApprovalAsked,
     JournalEntry,
     Mail,
     ModelRequest,
@@ -103,6 +104,11 @@ class AgentPort(Protocol):
         ...
 
     def report_answer(self, answer: ToolAnswered) -> None: ...
+    def ask_approval(self, asked: ApprovalAsked) -> None:
+        """Keep a call's ask in the store as a pending approval (durable approvals; told,
+        held like mail reports): its answer comes back as ``ApprovalAnswered``."""
+        ...
+
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def journal(self, entry: JournalEntry, read_mail: tuple[str, ...] = ()) -> None:
         """Append to the run's journal (and mark ``read_mail`` read with it). Held like mail
@@ -156,6 +162,12 @@ class AgentEnv:
     """Where file tools work and Bash starts (None: the working directory)."""
     permissions: Permissions = field(default_factory=Permissions)
     approve: ApprovalHandler | None = None
+    approvals_in_store: bool = False
+    """Every run's asks are kept in the store as pending approvals, answered from any process
+    (``Runtime(approve="store")``); a run whose record says so asks there whatever this is."""
+    remembered: Callable[[str], tuple[str, ...]] | None = None
+    """The allow rules remembered for a tree (by its root's id) with approvals answered
+    through the store; None: none (a cluster's node)."""
     ask_parent: bool = False
     """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
     approval_wait_s: float = 300.0

@@ -73,6 +73,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.prune_cmd",
         "Archive, clean and delete finished runs now: the store's sweeper (`subagents prune`).",
     ),
+    "approvals": (
+        "subagents.cli.approvals_cmd",
+        "List the approvals waiting for an answer in the store (`subagents approvals`).",
+    ),
+    "approve": (
+        "subagents.cli.approve_cmd",
+        "Allow a pending approval: the waiting call runs (`subagents approve ID`).",
+    ),
+    "deny": (
+        "subagents.cli.deny_cmd",
+        "Deny a pending approval: the call is refused, the model told why (`subagents deny ID`).",
+    ),
     "resume": (
         "subagents.cli.resume_cmd",
         "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",

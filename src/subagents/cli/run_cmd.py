@@ -154,8 +154,8 @@ def _detach(args: argparse.Namespace, task: str) -> int:
         return _detach_on_cluster(args, task, address)
 
     def host(report: Callable[[str], None]) -> int:
-        try:
-            hosted = start_runtime(args, restore=False)
+        try:  # no one is at its terminal: its asks wait in the store (`subagents approvals`)
+            hosted = start_runtime(args, restore=False, approvals_in_store=True)
         except CliError as exc:
             return fail(NAME, exc)
         try:
@@ -197,7 +197,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
         raise CliError(
             f"unknown agent {args.agent!r}; known agents: {', '.join(names)}", EXIT_USAGE
         )
-    options.update(agents=agents, agent_dirs=[], discover=False)
+    options.update(agents=agents, agent_dirs=[], discover=False, approve="store")
     try:
         tree = start_detached(
             args.agent,

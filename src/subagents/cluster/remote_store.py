@@ -41,6 +41,7 @@ from typing import Any
 from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
 from subagents.cluster.store_service import StoreCall, StoreInfo
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -288,6 +289,39 @@ class ClusterStore(RunStore):
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         result: list[Command] = self._answering(
             "take_commands", None if run_ids is None else list(run_ids)
+        )
+        return result
+
+    # ---- approvals -------------------------------------------------------------------------
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        self._write("save_approval", approval)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        result: ApprovalRecord | None = self._read("get_approval", approval_id)
+        return result
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        result: list[ApprovalRecord] = self._read(
+            "list_approvals", pending=pending, root_run_id=root_run_id, run_id=run_id
+        )
+        return result
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        result: ApprovalRecord = self._answering(
+            "answer_approval", approval_id, allow, answer, remember
         )
         return result
 

@@ -63,6 +63,7 @@ WRITES = frozenset(
         "add_to_checkpoint",
         "save_outcome",
         "mark_outcome_delivered",
+        "save_approval",
         "release_lease",
         "post_command",
         "check_fence",
@@ -71,7 +72,15 @@ WRITES = frozenset(
 """Writes a client may hold inside its batch and send at once: they answer nothing, or (a
 command posted inside the supervisor's group commit) nobody reads their answer."""
 
-ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease", "acquire_lease"})
+ANSWERING_WRITES = frozenset(
+    {
+        "post_command",
+        "take_commands",
+        "renew_lease",
+        "acquire_lease",
+        "answer_approval",
+    }
+)
 """Writes whose answer the caller needs at once: never held in a batch."""
 
 READS = frozenset(
@@ -86,6 +95,8 @@ READS = frozenset(
         "journal_of",
         "undelivered_outcomes",
         "leases",
+        "get_approval",
+        "list_approvals",
     }
 )
 

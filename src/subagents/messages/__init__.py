@@ -7,6 +7,7 @@ protocol:
 - ``events``: what happened to a run;
 - ``durability``: checkpoints and their deltas, journals, leases, commands from other processes;
 - ``actor_protocol``: what the actors tell each other (``ActorMessage``, ``Batch``, ``Ask``);
+- ``approvals``: asks kept in the store until someone answers them (durable approvals);
 - ``answers``: the supervisor's answers to asks and the runtime's views of a tree.
 
 Every name is re-exported here: import from ``subagents.messages``.
@@ -27,6 +28,8 @@ from __future__ import annotations
 from subagents.messages.actor_protocol import (
     ActorMessage,
     AgentTask,
+    ApprovalAnswered,
+    ApprovalAsked,
     Ask,
     Batch,
     ChildDone,
@@ -73,6 +76,11 @@ from subagents.messages.answers import (
     SupervisorStats,
     TreeNode,
     TreeUsage,
+)
+from subagents.messages.approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    approval_id_for,
 )
 from subagents.messages.conversation import (
     Attachment,
@@ -128,6 +136,10 @@ __all__ = [
     "TERMINAL_STATUSES",
     "ActorMessage",
     "AgentTask",
+    "ApprovalAnswered",
+    "ApprovalAsked",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "Ask",
     "Attachment",
     "AttachmentKind",
@@ -201,5 +213,6 @@ __all__ = [
     "Usage",
     "WaitingChanged",
     "Wake",
+    "approval_id_for",
     "new_id",
 ]

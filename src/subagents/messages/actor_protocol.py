@@ -51,6 +51,9 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     continues: str | None = None
     """The id of an ended run whose conversation this run goes on with, ``task`` its next
     user message (``Runtime.continue_run``; ``agent`` may be empty: the continued run's)."""
+    approvals_in_store: bool = False
+    """A root run whose asks (and its tree's) are kept in the store as pending approvals
+    (``Runtime(approve="store")``); a child's follows its parent's."""
 
 
 AgentTask = tuple[str, str]
@@ -300,6 +303,30 @@ class PollCommands(msgspec.Struct, frozen=True, tag=True):
     """Time to take the stop/send commands other processes posted through the store."""
 
 
+class ApprovalAsked(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run's tool call needs a person's answer and its approvals go to the store
+    (``Runtime(approve="store")``): the supervisor keeps it as a pending approval
+    (``ApprovalRecord``); the call waits for ``ApprovalAnswered``. Asked again with the same
+    ``approval_id`` after a restart, the kept one (and its answer, if any) stands."""
+
+    run_id: str
+    approval_id: str
+    tool: str
+    input: dict[str, Any]
+    reason: str
+    tool_use_id: str
+    attempt: int = 0
+
+
+class ApprovalAnswered(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Someone answered a run's pending approval (from any process, through the store)."""
+
+    approval_id: str
+    allow: bool
+    answer: str | None = None
+    """The reason given (for ``AskUserQuestion``, the answer text)."""
+
+
 class Continue(msgspec.Struct, frozen=True, tag=True):
     """An agent tells itself to take its next step (so mail and stops interleave)."""
 
@@ -422,6 +449,8 @@ ActorMessage = (
     | SpawnMany
     | Inspect
     | TreeRecords
+    | ApprovalAsked
+    | ApprovalAnswered
 )
 """Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
 

@@ -29,6 +29,11 @@ class EventKind(enum.StrEnum):
     """A waiting run gave its concurrency slot to a queued run (supervision/parking.py)."""
     UNPARKED = "unparked"
     """A parked run took a slot again, to go on with what woke it."""
+    APPROVAL_ASKED = "approval_asked"
+    """A tool call waits for a person's answer, kept in the store (data: ``approval_id``,
+    ``tool``, ``reason``): ``subagents approvals`` lists it."""
+    APPROVAL_ANSWERED = "approval_answered"
+    """Its answer reached the run (data: ``approval_id``, ``allow``, ``answer``)."""
     PLACED = "placed"
     """On a Ray cluster, a start of the run was placed on a node (data: ``node``, Ray's node
     id; ``address``, the node's IP; ``attempt``), right after its ``started``."""

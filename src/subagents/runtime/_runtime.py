@@ -14,7 +14,7 @@ import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from subagents.behaviour.tools import Tool, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
@@ -22,6 +22,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
     AgentTask,
+    ApprovalRecord,
     Cleanup,
     Event,
     Job,
@@ -38,6 +39,7 @@ from subagents.messages import (
     TreeUsage,
 )
 from subagents.models.base import Model
+from subagents.runtime._approvals import answer_approval, pending_approvals
 from subagents.runtime._assembly import (
     AgentLike,
     RuntimeArguments,
@@ -102,7 +104,7 @@ class Runtime:
         sweep_every_s: float = 60.0,
         workspace: str | os.PathLike[str] | None = None,
         permissions: Permissions | str | None = None,
-        approve: ApprovalHandler | None = None,
+        approve: ApprovalHandler | Literal["store"] | None = None,
         ask_parent: bool = False,
         approval_wait_s: float = 300.0,
         allow_hooks: bool = False,
@@ -209,7 +211,9 @@ class Runtime:
             tracer=hosting.telemetry,
             mcp=self.mcp,
             worktrees=self.worktrees,
+            store=self.store,
         )
+        self._starts.approvals_in_store = self.env.approvals_in_store
 
     def _start_supervisor(
         self, given: RuntimeArguments, backend: ClusterBackend, address: str | None
@@ -231,13 +235,10 @@ class Runtime:
         if given.restore:
             restore = given.restore
             self.restore_report = self._requests.restore(None if restore is True else restore)
-        if given.command_poll_s > 0:  # other processes' stop/send commands, through the store
-            hosting.every(("commands", id(self)), given.command_poll_s, PollCommands())
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
         )
-        if given.sweep_every_s > 0:  # archive finished runs (on the supervisor, the one writer)
-            hosting.every(("sweep", id(self)), given.sweep_every_s, self._sweep)
+        hosting.start_polls(id(self), given.command_poll_s, self._sweep, given.sweep_every_s)
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -318,6 +319,17 @@ class Runtime:
     def continue_run(self, run_id: str, text: str, **overrides: Any) -> RunHandle:
         """A new root run: the ended run's conversation, then ``text`` (docs/runtime.md)."""
         return RunHandle(self, *self._starts.admit(_continue_request(run_id, text, overrides)))
+
+    def approvals(self, run_id: str | None = None) -> list[ApprovalRecord]:
+        """The pending approvals in the store (of ``run_id``'s tree), in the order asked."""
+        return pending_approvals(self.store, run_id)
+
+    def answer(self, approval_id: str, allow: bool, reason: str | None = None, *,
+               remember: str | None = None) -> ApprovalRecord:  # fmt: skip
+        """Answer a pending approval (docs/runtime.md, "Durable approvals")."""
+        answered = answer_approval(self.store, approval_id, allow, reason, remember=remember)
+        self._hosting.poll(PollCommands())  # the run hears it now if hosted here
+        return answered
 
     def stop(self, run_id: str) -> tuple[str, ...]:
         """Stop a run and its subtree (deepest first); the ids stopped."""

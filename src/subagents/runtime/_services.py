@@ -31,7 +31,7 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
+from subagents.messages import ChildDone, Event, LeaseLost, PollCommands, SpawnReply, Sweep
 from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import RunStore
@@ -260,6 +260,22 @@ class Services:
         )
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence
+
+    def start_polls(
+        self, key: Hashable, command_poll_s: float, sweep: Sweep, sweep_s: float
+    ) -> None:
+        """The supervisor's periodic work: the commands other processes post through the
+        store (stop, send, an approval's answer), every ``command_poll_s``; the sweeper
+        (archiving finished runs, on the supervisor: the one writer), every ``sweep_s``."""
+        if command_poll_s > 0:
+            self.every(("commands", key), command_poll_s, PollCommands())
+        if sweep_s > 0:
+            self.every(("sweep", key), sweep_s, sweep)
+
+    def poll(self, message: Any) -> None:
+        """Tell the supervisor ``message`` now, if it is running (a poll made at once)."""
+        if self.supervisor is not None:
+            self.supervisor.tell(message)
 
     def every(self, key: Hashable, seconds: float, message: Any) -> None:
         """Tell the supervisor ``message`` every ``seconds`` (the next tell is armed once the

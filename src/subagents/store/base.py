@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -178,13 +179,50 @@ class RunStore(Protocol):
     # ---- commands from other processes ---------------------------------------------------
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
-        """Queue a command (``COMMAND_KINDS``: stop or send) for the runtime that hosts
+        """Queue a command (``COMMAND_KINDS``: stop, send, approval) for the runtime that hosts
         ``run_id``; safe from any process. Its id; ``ValueError`` for an unknown kind."""
         ...
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands, oldest first (only those for ``run_ids`` when given):
         each is returned to exactly one taker; inside a batch the claim commits with it."""
+        ...
+
+    # ---- durable approvals: asks waiting for a person (messages.approvals) ----------------
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        """Keep a pending approval. One already kept under its id stays as it is (a run asking
+        again after a restart): if it was answered, its answer is posted again for the run
+        (an ``approval`` command), in the same transaction."""
+        ...
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """The approval kept under ``approval_id``; None if none."""
+        ...
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        """Approvals in the order asked: with ``pending``, those still waiting for an answer
+        whose run has not ended; of the tree ``root_run_id``, of the run ``run_id``."""
+        ...
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        """Answer a pending approval, from any process: the answer kept and posted for the
+        runtime hosting the run (an ``approval`` command) in one transaction; the approval as
+        answered (``remember``, kept only with an allow). ``ApprovalRefused`` (a
+        ``ValueError``) naming why for an unknown id, one already answered, or one whose run
+        has ended."""
         ...
 
     # ---- leases: which runtimes are alive (store.leases) ---------------------------------

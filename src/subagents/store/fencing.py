@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -155,6 +156,10 @@ class FencedStore:
     def mark_outcome_delivered(self, run_id: str) -> None:
         with self.batch():
             self.store.mark_outcome_delivered(run_id)
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        with self.batch():
+            self.store.save_approval(approval)
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         with self.batch():

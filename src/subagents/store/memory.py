@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import cast
@@ -16,6 +17,7 @@ import msgspec
 
 from subagents.messages import (
     COMMAND_KINDS,
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -29,6 +31,7 @@ from subagents.messages import (
     RunStatus,
     StoredEvent,
 )
+from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, RunStore, fenced_message
 
 
@@ -51,6 +54,7 @@ class MemoryStore(RunStore):
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
         self._epochs = itertools.count(1)
+        self._approvals: dict[str, ApprovalRecord] = {}
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -183,7 +187,9 @@ class MemoryStore(RunStore):
         with self._lock:
             command_id = next(self._command_ids)
             if kind not in COMMAND_KINDS:
-                raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+                raise ValueError(
+                    f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
+                )
             self._commands.append(
                 Command(command_id=command_id, kind=kind, run_id=run_id, content=content)
             )
@@ -197,6 +203,55 @@ class MemoryStore(RunStore):
                 taken = [c for c in self._commands if c.run_id in run_ids]
                 self._commands = [c for c in self._commands if c.run_id not in run_ids]
             return taken
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        with self._lock:
+            kept = self._approvals.setdefault(approval.approval_id, approval)
+            if not kept.pending:  # asked again (a restart): its answer is posted again
+                self._post_answer(kept)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        with self._lock:
+            return self._approvals.get(approval_id)
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        with self._lock:
+            rows = [
+                a
+                for a in self._approvals.values()
+                if (root_run_id is None or a.root_run_id == root_run_id)
+                and (run_id is None or a.run_id == run_id)
+                and (not pending or refusal(a.approval_id, a, self._runs.get(a.run_id)) is None)
+            ]
+        return sorted(rows, key=lambda a: (a.asked_at, a.approval_id))
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        with self._lock:
+            approval = self.get_approval(approval_id)
+            run = self._runs.get(approval.run_id) if approval is not None else None
+            why = refusal(approval_id, approval, run)
+            if why is not None:
+                raise ApprovalRefused(why)
+            assert approval is not None
+            done = answered(approval, allow, answer, remember, time.time())
+            self._approvals[approval_id] = done
+            self._post_answer(done)
+            return done
+
+    def _post_answer(self, approval: ApprovalRecord) -> None:
+        self.post_command("approval", approval.run_id, answer_command(approval))
 
     def acquire_lease(self, lease: Lease) -> int:
         with self._lock:

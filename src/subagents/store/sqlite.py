@@ -29,6 +29,7 @@ import tenacity
 from subagents.logs import get_logger
 from subagents.messages import (
     TERMINAL_STATUSES,
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Cleanup,
@@ -49,6 +50,7 @@ from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, tra
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
+from subagents.store.sqlite_approvals import ApprovalRows
 from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_processes import ProcessRows
 from subagents.store.sqlite_resume import ResumeRows
@@ -167,6 +169,7 @@ class SQLiteStore(RunStore):
         self._processes = ProcessRows(self._tx)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)
+        self._approvals = ApprovalRows(self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def _open(
@@ -389,6 +392,32 @@ class SQLiteStore(RunStore):
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         return self._processes.take_commands(run_ids)
+
+    # approvals (store.sqlite_approvals)
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        self._approvals.save(approval)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id)
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        return self._approvals.listed(pending=pending, root_run_id=root_run_id, run_id=run_id)
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        return self._approvals.answer(approval_id, allow, answer, remember)
 
     def acquire_lease(self, lease: Lease) -> int:
         return self._processes.acquire_lease(lease)

@@ -153,11 +153,11 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
             conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), _DOING
         )
     for run_id in plan.clean:
-        for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
+        for table in ("events", "checkpoints", "checkpoint_deltas", "journal", "approvals"):
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
     for run_id in plan.delete:
         for table in (
-            "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
+            "events", "checkpoints", "checkpoint_deltas", "journal", "approvals", "outcomes",
             "commands", "runs",
         ):  # fmt: skip
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     CommandKind,
@@ -92,6 +93,12 @@ class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     owner: str
 
 
+class SaveApproval(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run's ask kept as a pending approval (one kept already stays: ``save_approval``)."""
+
+    approval: ApprovalRecord
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -104,6 +111,7 @@ Write = (
     | PostCommand
     | SaveJournal
     | ReleaseLease
+    | SaveApproval
 )
 
 
@@ -151,6 +159,10 @@ def _release_lease(store: RunStore, write: ReleaseLease) -> None:
     store.release_lease(write.owner)
 
 
+def _save_approval(store: RunStore, write: SaveApproval) -> None:
+    store.save_approval(write.approval)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -163,6 +175,7 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     PostCommand: _post_command,
     SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
+    SaveApproval: _save_approval,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

@@ -240,4 +240,7 @@ class Admission:
             if parent is not None
             else root_ceiling(self.runtime_mode, self.owner),
             continues=req.continues,
+            approvals_in_store=parent.record.approvals_in_store
+            if parent is not None
+            else req.approvals_in_store,
         )

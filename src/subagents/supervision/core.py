@@ -18,7 +18,8 @@ the core alone gathers into the message's ``Effects``:
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policy_book``): budgets, restarts, retries, ``fail_parent``;
 - ``recovery`` (``recovery``): taking up what a crashed runtime left;
-- ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run.
+- ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run;
+- ``approvals`` (functions): a run's ask kept as a pending approval, an answer told to it.
 
 Invariants kept here:
 - a run reaches exactly one terminal status; its outcome is delivered to its requester once
@@ -36,6 +37,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    ApprovalAsked,
     CheckpointDelta,
     Command,
     EventKind,
@@ -63,6 +65,7 @@ from subagents.messages import (
 )
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import SaveCheckpoint, SaveJournal
+from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
 from subagents.supervision.continuation import Continued
@@ -82,10 +85,6 @@ from subagents.supervision.transitions import Move
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
 
-def _nothing(_run_id: str) -> RunRecord | None:
-    return None
-
-
 class SupervisorCore:
     """Admission, queueing, delivery, mail routing, stops, deadlines, policies, restore."""
 
@@ -94,7 +93,7 @@ class SupervisorCore:
         *,
         lookup: Callable[[str], AgentSpec | None],
         names: Callable[[], list[str]],
-        read_run: Callable[[str], RunRecord | None] = _nothing,
+        read_run: Callable[[str], RunRecord | None] = lambda _run_id: None,
         limits: Limits | None = None,
         default_model: str = "sonnet",
         clock: Callable[[], float] = time.monotonic,
@@ -302,6 +301,11 @@ class SupervisorCore:
                 self.effects.writes.append(write)
         return self._decided()
 
+    def approval_asked(self, msg: ApprovalAsked) -> Decision:
+        self.effects.begin()
+        self.effects.take(approvals.asked(self.runs, msg, self.effects.now()))
+        return self._decided()
+
     def tool_called(self, msg: ToolCalled) -> Decision:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
@@ -405,7 +409,8 @@ class SupervisorCore:
         return self.runs.hosted()
 
     def commands(self, commands: Sequence[Command]) -> Decision:
-        """Act on stop/send commands other processes posted through the store."""
+        """Act on the stop, send and approval commands other processes posted through the
+        store (an approval's answer is told to its run: ``approvals.answered``)."""
         self.effects.begin()
         for command in commands:
             if command.kind == "stop":
@@ -421,6 +426,8 @@ class SupervisorCore:
                     content=command.content,
                 )
                 self.effects.gather(self.mail.send((mail,)))
+            elif command.kind == "approval" and command.content is not None:
+                self.effects.take(approvals.answered(self.runs, command, self.effects.now()))
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------
