@@ -7,6 +7,7 @@ its command by string only. Its modules: ``serve_cmd`` (the command), ``guard`` 
 ask: the token, the Host header, same-origin writes, the headers every answer carries),
 ``index`` (the runs in memory, their tree, filters and pages: pure), ``feed`` (the store
 read into the index and polled for what changed), ``run_page`` (one run's page as data),
-``actions`` (stop, send, continue), ``app`` (the Starlette application), ``static/`` (the
+``actions`` (stop, send, continue), ``approvals`` (the
+pending approvals, read and answered), ``app`` (the Starlette application), ``static/`` (the
 page: plain HTML, JS and CSS, shipped in the wheel, no build step).
 """

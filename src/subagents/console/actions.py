@@ -104,6 +104,19 @@ def checked_text(text: object) -> str:
     return text
 
 
+def checked_reason(reason: object) -> str | None:
+    """The reason given with an answer: text (``None`` or blank: none), under the cap."""
+    if reason is None or (isinstance(reason, str) and not reason.strip()):
+        return None
+    if not isinstance(reason, str):
+        raise ActionError("the reason must be text", 400)
+    if len(reason) > TEXT_CAP:
+        raise ActionError(
+            f"the reason has {len(reason)} characters, over the cap of {TEXT_CAP}", 400
+        )
+    return reason
+
+
 def send(store: InspectedStore, run_id: str, text: object) -> Posted:
     """Post mail from `external` for the run (`subagents send RUN TEXT`)."""
     content = checked_text(text)

@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from subagents.cli.state import CliError
 from subagents.console import actions
+from subagents.console.approvals import answer, pending
 from subagents.console.index import BadFilter, Page, Row, RunFilter
 from subagents.console.run_page import run_page
 from subagents.store.base import StoreError
@@ -64,6 +65,8 @@ class Batch(msgspec.Struct, frozen=True, kw_only=True):
     rows: list[Row]
     touched: frozenset[str]
     """The runs something was written about (``feed.Changes.touched``)."""
+    approvals: bool
+    """The pending approvals changed (``feed.Changes.approvals``)."""
     version: int
     total: int
     """Runs in the store after it."""
@@ -123,6 +126,8 @@ class Console:
                 Route("/api/runs/{run_id}", self.run),
                 Route("/api/stream", self.stream),
                 Route("/api/runs/{run_id}/{action}", self.act, methods=["POST"]),
+                Route("/api/approvals", self.approvals),
+                Route("/api/approvals/{approval_id}/{answer}", self.answer, methods=["POST"]),
                 Mount("/static", StaticFiles(directory=STATIC), name="static"),
             ],
             lifespan=self.lifespan,
@@ -153,6 +158,7 @@ class Console:
         return Batch(
             rows=changes.rows,
             touched=changes.touched,
+            approvals=changes.approvals,
             version=self.version,
             total=len(self.index),
         )
@@ -169,7 +175,7 @@ class Console:
                 await asyncio.sleep(1.0)
                 continue
             failing = False
-            if batch.touched:
+            if batch.touched or batch.approvals:
                 self.hub.publish(batch)
             await asyncio.sleep(POLL_S)
 
@@ -230,7 +236,10 @@ class Console:
                     batch = await queue.get()
                     if batch is None:
                         yield {"event": "reload", "data": "{}"}
-                    elif watched is not None:
+                        continue
+                    if batch.approvals:
+                        yield {"event": "approvals", "data": "{}"}
+                    if watched is not None:
                         if watched in batch.touched or any(r.parent == watched for r in batch.rows):
                             yield {"event": "run", "data": msgspec.json.encode(watched).decode()}
                     else:
@@ -248,13 +257,10 @@ class Console:
 
     async def act(self, request: Request) -> Response:
         run_id, action = request.path_params["run_id"], request.path_params["action"]
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return _error("send JSON (Content-Type: application/json)", 415)
-        try:
-            body = msgspec.json.decode(await request.body())
-        except msgspec.DecodeError as exc:
-            return _error(f"the body is not JSON: {exc}", 400)
-        text = body.get("text") if isinstance(body, dict) else None
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        text = body.get("text")
         store = self.store
         doing: dict[str, Callable[[], actions.Posted]] = {
             "stop": lambda: actions.stop(store, run_id),
@@ -274,6 +280,48 @@ class Console:
             return _error(str(exc), 503)
         log.info("console action", action=action, run_id=run_id, result=posted.run_id)
         return _json(posted)
+
+    # ---- approvals (console/approvals.py) -----------------------------------------------
+
+    async def approvals(self, request: Request) -> Response:
+        run_id = request.query_params.get("run") or None
+        try:
+            return _json(await anyio.to_thread.run_sync(pending, self.store, run_id))
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+
+    async def answer(self, request: Request) -> Response:
+        approval_id, verdict = request.path_params["approval_id"], request.path_params["answer"]
+        if verdict not in ("allow", "deny"):
+            return _error(f"no answer {verdict!r}: allow or deny", 404)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+
+        def give() -> Any:
+            return answer(self.store, approval_id, verdict == "allow", body.get("reason"))
+
+        try:
+            answered = await anyio.to_thread.run_sync(give)
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+        log.info("console answer", approval_id=approval_id, answer=answered.status)
+        return _json(answered)
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer with."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return _error("send JSON (Content-Type: application/json)", 415)
+    try:
+        body = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError as exc:
+        return _error(f"the body is not JSON: {exc}", 400)
+    return body if isinstance(body, dict) else {}
 
 
 def _json(value: Any, status: int = 200) -> Response:

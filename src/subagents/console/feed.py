@@ -18,6 +18,7 @@ import msgspec
 
 from subagents.cli.state import shown_status
 from subagents.console.index import Row, RunIndex
+from subagents.messages import EventKind
 from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from subagents.messages import RunRecord
 
 EVENTS_PER_POLL = 5000
+APPROVAL_KINDS = frozenset({EventKind.APPROVAL_ASKED, EventKind.APPROVAL_ANSWERED})
 LEASES_EVERY_S = 1.0
 
 
@@ -35,6 +37,8 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
     """The rows that changed, as they are now."""
     touched: frozenset[str]
     """Every run something was written about (the changed rows' runs included)."""
+    approvals: bool = False
+    """An approval was asked or answered (the pending approvals changed)."""
 
 
 class StoreFeed:
@@ -89,6 +93,7 @@ class StoreFeed:
         show even when its row shows the same)."""
         changed: dict[str, Row] = {}
         touched: set[str] = set()
+        approvals = False
         alive = self._alive
         if alive is None or time.monotonic() - self._leases_read >= self.leases_every_s:
             alive = self._liveness()
@@ -103,11 +108,16 @@ class StoreFeed:
             self.seq = events[-1].seq
             named = dict.fromkeys(stored.event.run_id for stored in events)
             touched.update(named)
+            approvals = approvals or any(s.event.kind in APPROVAL_KINDS for s in events)
             for run_id in named:
                 self._refresh(run_id, alive, changed)
             if len(events) < EVENTS_PER_POLL:
                 break
-        return Changes(rows=list(changed.values()), touched=frozenset(touched | set(changed)))
+        return Changes(
+            rows=list(changed.values()),
+            touched=frozenset(touched | set(changed)),
+            approvals=approvals,
+        )
 
     def _refresh(self, run_id: str, alive: Liveness, changed: dict[str, Row]) -> None:
         record: RunRecord | None = self.store.get_run(run_id)

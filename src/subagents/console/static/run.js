@@ -163,5 +163,6 @@
   stream.addEventListener("ready", () => { connection("live"); load(); });
   stream.addEventListener("run", load);
   stream.addEventListener("reload", load);
+  stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
   stream.onerror = () => connection("reconnecting…");
 })();

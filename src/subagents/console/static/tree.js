@@ -215,6 +215,7 @@
     reload();
     stream.addEventListener("rows", changed);
     stream.addEventListener("reload", reload);
+    stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
     stream.onerror = () => connection("reconnecting…");
   }
 
