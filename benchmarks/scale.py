@@ -16,8 +16,9 @@ script): measured in one process, the side measured second reuses the memory the
   and one store commit per batch), or with one ``Runtime.spawn`` each (``--spawn one``: the
   per-run path, reported by ``run_all.py`` beside it); CPU seconds of the process and the
   cyclic GC's full (gen-2) passes during the start are reported with it. ``--gc-freeze``
-  calls ``gc.freeze()`` after each batch (what an embedding program holding many live runs
-  may choose to do: docs/runtime.md; the runtime never changes the GC by itself);
+  calls ``gc.freeze()`` after each batch as well (from 10,000 live runs the runtime paces
+  the GC itself, freezing what survives each full pass: ``actors/gc_pacing.py``,
+  docs/runtime.md; the full passes counted then are mostly short ones over what is new);
 - close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), and its
   CPU seconds; raw: a stop told to every actor, then each stop waited for.
 

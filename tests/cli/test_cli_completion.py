@@ -78,3 +78,36 @@ def test_the_bash_code_registers_the_completion(cli: Cli) -> None:
         assert printed.returncode == 0 and "subagents" in printed.stdout
     unknown = cli("completion", env={"SHELL": "/bin/tcsh"})
     assert unknown.returncode == 2 and "name the shell" in unknown.stderr
+
+
+def test_a_run_completes_from_the_latest_runs_without_reading_the_whole_store(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A TAB reads the runs last active, not every run of the store (a store of 100,000
+    runs answered in seconds): a damaged record of an old run, which a TAB has no reason to
+    read, leaves the newest runs completing."""
+    import sqlite3
+
+    from subagents.cli.completion import RECENT_RUNS
+    from subagents.messages import Event, EventKind, RunRecord, RunStatus
+    from subagents.store.base import StoreError
+    from subagents.store.sqlite import SQLiteStore
+
+    cli.state.parent.mkdir(parents=True, exist_ok=True)
+    ids = [f"r{n:012x}{n:010x}" for n in range(1, RECENT_RUNS + 11)]
+    with SQLiteStore(cli.state) as store, store.batch():
+        for n, run_id in enumerate(ids):
+            run = RunRecord(
+                run_id=run_id, agent="quick", task="t", root_run_id=run_id,
+                status=RunStatus.COMPLETED, created_at=1000.0 + n, ended_at=1000.5 + n,
+            )  # fmt: skip
+            store.save_run(run)
+            store.append_event(
+                Event(kind=EventKind.COMPLETED, run_id=run_id, agent="quick", root_run_id=run_id)
+            )
+    with sqlite3.connect(cli.state) as db:  # the oldest run's record, damaged on disk
+        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (ids[0],))
+    with SQLiteStore(cli.state) as store, pytest.raises(StoreError):
+        store.list_runs(include_archived=True)  # reading every run fails on it
+    words = [w for w in _complete(cli, "subagents info ", tmp_path) if not w.startswith("-")]
+    assert words == sorted(i[-8:] for i in ids[-RECENT_RUNS:])  # the latest, all of them

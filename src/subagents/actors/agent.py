@@ -374,14 +374,10 @@ class AgentActor(FastInboxActor):
         self._unarmed[key] = time.monotonic() + seconds  # armed when this handling ends
 
     def _arm(self, key: str, deadline: float) -> None:
-        ref = self.actor_ref
         self._wakes.add(key)
-
-        def wake() -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Wake(key=key))
-
-        self.timer.schedule(("wake", self.record.run_id, key), deadline, wake)
+        self.timer.tell_at(
+            ("wake", self.record.run_id, key), deadline, self.actor_ref, Wake(key=key)
+        )
 
     def cancel_wake(self, key: str) -> None:
         if self._unarmed.pop(key, None) is not None:

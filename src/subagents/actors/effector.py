@@ -109,12 +109,9 @@ class Effector:
 
     def _arm_deadline(self, effect: ArmDeadline) -> None:
         run_id = effect.run_id
-
-        def fire(rid: str = run_id, me: pykka.ActorRef[Any] = self.supervisor) -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                me.tell(Timeout(run_id=rid))
-
-        self.timer.schedule(("deadline", run_id), effect.deadline, fire)
+        self.timer.tell_at(
+            ("deadline", run_id), effect.deadline, self.supervisor, Timeout(run_id=run_id)
+        )
 
     def _schedule_restart(self, effect: ScheduleRestart) -> None:
         run_id = effect.run_id

@@ -518,7 +518,7 @@ def _run_tools(
     thread, in its sandbox), whose names are returned too; a run whose tools could not be
     set up (``calls`` None) starts no server."""
     mcp = None
-    if calls is not None:
+    if calls is not None and env.mcp is not None and env.mcp.uses_servers(port.spec):
         mcp = env.mcp_for(
             port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
         )

@@ -78,21 +78,36 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
-        self.sandbox = self._sandbox_for(self.policy.mode)
+        self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
+        self._sandbox: RunSandbox | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
 
+    @property
+    def sandbox(self) -> RunSandbox:
+        """How the run's processes start: made when the first process is to start (a tool,
+        a hook, an MCP server), not at the run's start: finding the workspace's git
+        directories reads the file system, and most runs (a child without tools) start no
+        process."""
+        if self._sandbox is None:
+            self._sandbox = self._sandbox_for(self.policy.mode)
+        return self._sandbox
+
+    def _network_for(self, mode: Mode) -> bool:
+        """Whether the run's processes may use the network in ``mode``, as the owner set it
+        for the mode and the definition narrows it (``ValueError`` for a bad setting)."""
+        wanted = network_wanted(self.port.spec.network, self.port.record.ceiling)
+        return self.env.sandbox.resolve().network_for(mode, wanted)
+
     def _sandbox_for(self, mode: Mode) -> RunSandbox:
         """How the run's processes start in ``mode``: read-only in plan mode (the run's mode,
         not a reading of its commands), the network as the owner set it for the mode."""
-        spec, sandbox = self.port.spec, self.env.sandbox.resolve()
-        wanted = network_wanted(spec.network, self.port.record.ceiling)
-        return sandbox.for_run(
+        return self.env.sandbox.resolve().for_run(
             workspace=self.workspace.root,
             read_only=mode == "plan",
-            network=sandbox.network_for(mode, wanted),
-            why=f"agent {spec.name!r} in plan mode",
+            network=self._network_for(mode),
+            why=f"agent {self.port.spec.name!r} in plan mode",
         )
 
     def _plan_exit(self) -> Decision:
@@ -120,7 +135,7 @@ class ToolCalls:
         if mode is None or self.policy.mode != "plan":  # (decided before it was asked)
             return why or f"this run is not in plan mode (it runs in {self.policy.mode} mode)"
         self.policy = dataclasses.replace(self.policy, mode=mode)
-        self.sandbox = self._sandbox_for(mode)
+        self._sandbox = self._sandbox_for(mode)
         self.port.log.info("left plan mode", mode=mode)
         return plan_exit.approved(mode)
 

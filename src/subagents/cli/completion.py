@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from subagents.store.base import RunStore
 
 NAME = "completion"
 SHELLS = ("bash", "zsh", "fish")
 RECENT_RUNS = 50
-"""How many of the newest runs a RUN completes from."""
+"""How many runs, the latest active, a RUN completes from."""
+SCANNED_EVENTS = 20_000
+"""The most events a TAB reads back to find them (a chatty tree may fill many)."""
+PAGE = 2_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,20 +86,40 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def complete_runs(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
-    """The newest runs of the store the command line names (``--state``, else the user's
-    default), by the short ids the views show, and by full id once the word looks like one.
-    Nothing (rather than an error) when there is no store to read."""
+    """The runs of the store the command line names (``--state``, else the user's default)
+    last active, by the short ids the views show, and by full id once the word looks like
+    one. Nothing (rather than an error) when there is no store to read."""
     from subagents.cli.state import CliError, open_existing_store, short_id
     from subagents.store.base import StoreError
 
     try:
         with open_existing_store(getattr(parsed_args, "state", None)) as store:
-            runs = store.list_runs(include_archived=True)[-RECENT_RUNS:]
+            runs = [r for r in map(store.get_run, latest_runs(store)) if r is not None]
     except (CliError, StoreError, OSError):
         return []
     full = prefix.startswith("r") and len(prefix) > 8
-    words = [r.run_id if full else short_id(r.run_id) for r in reversed(runs)]
+    words = [r.run_id if full else short_id(r.run_id) for r in runs]
     return [w for w in words if w.startswith(prefix)]
+
+
+def latest_runs(store: RunStore) -> list[str]:
+    """The ``RECENT_RUNS`` runs whose events are the store's last (the latest first), read
+    back from its last event, at most ``SCANNED_EVENTS`` events.
+
+    Why from the events: the store numbers them in one order (``events_after``, by its
+    primary key), so a TAB reads what is recent, whatever the store's size; listing the
+    runs read every record (a second and more per TAB on a store of 100,000 runs, and
+    nothing at all if one old record was damaged)."""
+    found: dict[str, None] = {}
+    end = store.last_event_seq()
+    floor = max(0, end - SCANNED_EVENTS)
+    while end > floor and len(found) < RECENT_RUNS:
+        start = max(floor, end - PAGE)
+        page = store.events_after(start, limit=end - start)
+        for stored in reversed(page):
+            found.setdefault(stored.event.run_id)
+        end = start
+    return list(found)[:RECENT_RUNS]
 
 
 def complete_agents(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:

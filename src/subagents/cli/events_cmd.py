@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         root = resolve(store, args.root).root_run_id if args.root else None
         one = resolve(store, args.run).run_id if args.run else None
         wanted = Filter(root=root, run=one, agent=args.agent, kinds=kinds, since=since)
-        start = 0 if since is not None else store.last_event_seq()
+        start = store.last_event_seq() if since is None else first_since(store, since)
         try:
             for stored in follow(store, start, follow=args.follow, until=until):
                 if wanted.wants(stored.event):
@@ -128,6 +128,29 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
     return 0
+
+
+SKEW_S = 60.0
+"""How far out of order in time the store's events may be (each is stamped where it is
+made, then committed, maybe by another host): ``first_since`` starts this much earlier."""
+
+
+def first_since(store: InspectedStore, since: float) -> int:
+    """The event number to read after for the events since ``since``: found by halving the
+    numbers (a few reads by the primary key), not by reading every event the store holds
+    (`events --since 10m` on a store of millions). Events are numbered as committed and
+    stamped as made, nearly in the same order: it starts ``SKEW_S`` early, and the filter
+    keeps only those at or after ``since``."""
+    bound = since - SKEW_S
+    low, high = 0, store.last_event_seq()  # the answer is in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        page = store.events_after(middle, limit=1)
+        if page and page[0].event.ts < bound:
+            low = page[0].seq  # that one is before: read after it
+        else:
+            high = middle
+    return low
 
 
 def follow(

@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         from subagents.cli.ps_watch import watch
 
         json_row = (lambda r, a: ps_row(0, r, a)) if args.json else None
-        return watch(store, chosen, after=seq, shown=records, json_row=json_row)
+        return watch(store, chosen, after=seq, shown=records, alive=alive, json_row=json_row)
 
 
 def _show(

@@ -43,6 +43,9 @@ def parse_time(text: str, now: float) -> float:
         instant = dt.datetime.fromisoformat(text.strip())
     except ValueError:
         raise SinceError(f"{text!r} is not a time; give {FORMS}") from None
-    if instant.tzinfo is None:
-        instant = instant.astimezone()  # the local time, as a person at this machine means it
-    return instant.timestamp()
+    try:  # a date at the edge of the calendar (0001-01-01) has no local time or Unix time
+        if instant.tzinfo is None:
+            instant = instant.astimezone()  # the local time, as a person here means it
+        return instant.timestamp()
+    except (ValueError, OverflowError, OSError) as exc:
+        raise SinceError(f"{text!r} is out of range ({exc}); give {FORMS}") from None

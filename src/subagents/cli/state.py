@@ -365,9 +365,14 @@ def _get(store: InspectedStore, run_id: str) -> RunRecord | None:
 
 
 def all_run_ids(store: InspectedStore) -> list[str]:
+    """Every run's id: from the ids alone where the store can list them (``SQLiteStore``),
+    else from its records."""
     from subagents.store.base import StoreError
 
+    ids = getattr(store, "run_ids", None)
     try:
+        if callable(ids):
+            return list(ids())
         return [r.run_id for r in store.list_runs(include_archived=True)]
     except StoreError as exc:
         raise CliError(str(exc)) from exc
@@ -392,16 +397,20 @@ def short_prefixes(
     ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8
 ) -> dict[str, str]:
     """For each of ``ids``, its shortest prefix (at least ``minimum`` characters) that is
-    unique among ``universe``, as git abbreviates commits."""
-    ordered = sorted(set(universe) | set(ids))
-    position = {run_id: i for i, run_id in enumerate(ordered)}
+    unique among ``universe``, as git abbreviates commits.
+
+    Only the ids that share the first ``minimum`` characters of one of ``ids`` can lengthen
+    it, so only those are compared (no sort of the whole universe: a store of 100,000 runs)."""
+    heads = {run_id[:minimum] for run_id in ids}
+    sharing = sorted({i for i in (*universe, *ids) if i[:minimum] in heads})
+    position = {run_id: i for i, run_id in enumerate(sharing)}
     result: dict[str, str] = {}
     for run_id in ids:
         i = position[run_id]
         longest = 0
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(ordered):
-                longest = max(longest, _common(run_id, ordered[j]))
+        for j in (i - 1, i + 1):  # sorted: the longest common prefix is with a neighbour
+            if 0 <= j < len(sharing):
+                longest = max(longest, _common(run_id, sharing[j]))
         result[run_id] = run_id[: max(minimum, longest + 1)]
     return result
 

@@ -111,7 +111,7 @@ def _stop(store: InspectedStore, record: RunRecord, orphaned: bool) -> Posted:
 
     if orphaned and can_end_here(store):
         ended = end_orphaned(store, record.run_id)
-        if ended is not None:  # else a `resume` took it up meanwhile: its host stops it
+        if ended is not None:
             return Posted(
                 command_id=None,
                 kind="stop",
@@ -121,14 +121,24 @@ def _stop(store: InspectedStore, record: RunRecord, orphaned: bool) -> Posted:
                 orphaned=True,
                 ended=tuple(r.run_id for r in ended),
             )
+        # not ended here: a `resume` took it up meanwhile (its new host stops it), or a run
+        # under it is hosted by a live process (not this command's to end): then it is still
+        # orphaned, and the stop waits for a `resume`, as the command must say
+        orphaned = _still_orphaned(store, record)
     return Posted(
         command_id=store.post_command("stop", record.run_id),
         kind="stop",
         run_id=record.run_id,
         agent=record.agent,
         status=str(record.status),
-        orphaned=orphaned and not can_end_here(store),
+        orphaned=orphaned,
     )
+
+
+def _still_orphaned(store: InspectedStore, record: RunRecord) -> bool:
+    alive = liveness(store)  # before the run (state.liveness says why)
+    now = store.get_run(record.run_id)
+    return now is not None and alive.orphaned(now)
 
 
 def _said(p: Posted) -> str:

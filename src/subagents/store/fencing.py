@@ -101,6 +101,8 @@ class FencedStore:
         return getattr(self.store, name)
 
     def batch(self) -> AbstractContextManager[None]:
+        if getattr(self._local, "depth", 0):  # inside this thread's fenced batch: checked
+            return self.store.batch()  # (each write opens one: ~10 per spawn)
         return _FencedBatch(self)
 
     def sweep(self, **kwargs: Any) -> Any:

@@ -270,6 +270,13 @@ class SQLiteStore(RunStore):
         records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
         return records[:limit] if limit is not None and limit < 0 else records
 
+    def run_ids(self) -> list[str]:
+        """Every run's id, archived ones too, in no order: what the views need to show runs by
+        their unique suffixes, and to find the run a suffix names, read without decoding a
+        record (a store of 100,000 runs: a tenth of a second, not seconds)."""
+        rows = self._tx.read("SELECT run_id FROM runs", (), "listing the run ids")
+        return [str(run_id) for (run_id,) in rows]
+
     def append_event(self, event: Event) -> None:
         kind = event.kind.value
         self._tx.defer(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import unicodedata
 from typing import Any
 
 import msgspec
@@ -56,6 +57,18 @@ def encoding_problem(what: str, text: str) -> str | None:
             f"{what} holds a lone surrogate ({text[exc.start]!r} at position {exc.start}),"
             " which UTF-8 cannot encode"
         )
+    return None
+
+
+def _line_problem(label: str) -> str | None:
+    """Why ``label`` is not one line of printable text (a newline, a terminal escape: a
+    label is shown in every view's row, and the console's), or None."""
+    for i, char in enumerate(label):
+        if unicodedata.category(char) == "Cc":
+            return (
+                f"the label holds a control character (U+{ord(char):04X} at position {i});"
+                " a label is one line of text"
+            )
     return None
 
 
@@ -138,7 +151,7 @@ def _texts_problem(req: SpawnRequest, cap: int) -> str | None:
                 f"the label is {len(req.label):,} characters, over the cap of {LABEL_CHARS}"
                 " (a label is a short name for views; put the text in the task or context)"
             )
-        problem = encoding_problem("the label", req.label)
+        problem = encoding_problem("the label", req.label) or _line_problem(req.label)
     if problem is None and req.model is not None:
         problem = encoding_problem("the model", req.model)
     if problem is None and isinstance(req.shared, dict):
