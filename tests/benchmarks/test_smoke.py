@@ -67,6 +67,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "tools": ["tools.py", "--quick"],
         "sandbox": ["sandbox.py", "--quick"],
         "cli_startup": ["cli_startup.py", "--quick"],
+        "console": ["console.py", "--quick"],
         "mcp_hub": ["mcp_hub.py", "--quick"],
         "refusals": ["refusals.py", "--quick"],
     }
@@ -86,6 +87,7 @@ NAMES = (
     "sandbox",
     "mcp_hub",
     "cli_startup",
+    "console",
     "refusals",
 )
 

@@ -97,6 +97,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.wait_cmd",
         "Wait until a run ends and exit with its status code (`subagents wait RUN`).",
     ),
+    "serve": (
+        "subagents.console.serve_cmd",
+        "Serve the console: a web page over the store, live (`subagents serve`).",
+    ),
     "agents": (
         "subagents.cli.agents_cmd",
         "List every agent definition that would load, or validate them all (`subagents agents`).",
