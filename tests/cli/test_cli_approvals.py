@@ -214,3 +214,34 @@ def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
     waited = cli("wait", run_id)
     assert waited.returncode == 0, waited.stderr
     assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout
+
+
+def test_a_run_waiting_for_an_approval_says_so_in_ps_info_tree_and_attach(cli: Cli) -> None:
+    """`waiting` alone does not say a person is needed: every view names the approval."""
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    attach = cli.start("attach", run_id)  # on a pipe: one line per change of status
+
+    (row,) = [r for r in cli.json("ps") if r["run_id"] == run_id]
+    assert row["status"] == "waiting" and row["approvals"] == [approval_id]
+    listed = cli("ps")
+    assert "APPROVAL" in listed.stdout and approval_id in listed.stdout
+    assert "subagents approve ID" in listed.stderr
+
+    info = cli.json("info", run_id)
+    assert [a["approval_id"] for a in info["approvals"]] == [approval_id]
+    shown = cli("info", run_id).stdout
+    assert f"waiting (approval {approval_id})" in shown
+    assert f"subagents approve {approval_id}" in shown and f"subagents deny {approval_id}" in shown
+
+    assert cli.json("tree", run_id)["approvals"] == [approval_id]
+    assert f"waiting (approval {approval_id})" in cli("tree", run_id).stdout
+
+    assert attach.stdout is not None
+    first = attach.stdout.readline()  # its first frame, read while the ask is pending
+    assert f"waiting (approval {approval_id})" in first
+    assert cli("deny", approval_id, "--reason", "not now").returncode == 0
+    code, _out, err = finish(attach)
+    assert code == 0, err
+    assert cli.json("ps", "--all")[0]["approvals"] == []  # answered: no longer shown
+    assert "APPROVAL" not in cli("ps", "--all").stdout

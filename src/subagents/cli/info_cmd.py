@@ -1,8 +1,9 @@
 """Everything the store knows about one run (`subagents info RUN`).
 
 Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
-children, its todo list (TodoWrite) and its mail counts. RUN is an id, a unique prefix of
-one, or #N from `ps`.
+children, its todo list (TodoWrite), its mail counts, and the approvals kept in the store it
+waits for, with the commands that answer them. RUN is an id, a unique prefix of one, or #N
+from `ps`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from subagents.cli.command import add_inspect_arguments, emit, inspecting, repor
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.cli.views import duration, stamp
-from subagents.messages import Mail, RunRecord
+from subagents.cli.waiting_asks import WaitingAsks, marker
+from subagents.messages import ApprovalRecord, Mail, RunRecord
 from subagents.supervision.ceilings import describe as describe_ceiling
 from subagents.tools.todo import TodoItem, checklist, todos_in
 
@@ -46,6 +48,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     """Its host's process died and Ray is starting it again (a detached tree's)."""
     todos: tuple[TodoItem, ...] | None = None
     """Its todo list (its last TodoWrite call), None if it never wrote one."""
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """The approvals kept in the store that it waits for (`subagents approve ID`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +67,7 @@ def gather(args: argparse.Namespace) -> Info:
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
+        asks = WaitingAsks(store.list_approvals(run_id=record.run_id)).of(record.run_id)
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree
@@ -76,6 +81,7 @@ def gather(args: argparse.Namespace) -> Info:
         host=alive.describe(record),
         restarting=alive.restarting(record),
         todos=todos,
+        approvals=asks,
     )
 
 
@@ -92,6 +98,9 @@ def show(info: Info) -> None:
         title.append(f"orphaned ({r.status} when its host was lost)", style="bold red")
     else:
         title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
+        if info.approvals:
+            ids = [a.approval_id for a in info.approvals]
+            title.append(f" ({marker(ids)})", style="bold yellow")
     out.print(title)
     u = r.usage
     fields: list[tuple[str, str]] = [
@@ -142,6 +151,8 @@ def show(info: Info) -> None:
                 ),
             )
         )
+    if info.approvals:
+        fields.append(("approvals", _asks(info.approvals)))
     if info.todos is not None:
         fields.append(("todos", checklist(info.todos) or "(empty)"))
     if info.mail:
@@ -156,3 +167,15 @@ def show(info: Info) -> None:
         for line in lines[1:]:
             out.print(Text(" " * (width + 2) + line), soft_wrap=True)
     sys.stdout.flush()
+
+
+def _asks(approvals: tuple[ApprovalRecord, ...]) -> str:
+    """Each pending approval: its id, the call and why it is asked, and how to answer it."""
+    lines: list[str] = []
+    for a in approvals:
+        call = msgspec.json.encode(a.input).decode()
+        lines.append(f"{a.approval_id}  {a.tool} {call[:100]}  ({a.reason})")
+        lines.append(
+            f"  answer: subagents approve {a.approval_id}  |  subagents deny {a.approval_id}"
+        )
+    return "\n".join(lines)

@@ -37,6 +37,7 @@ from subagents.cli.state import (
     short_ids,
 )
 from subagents.cli.views import age, duration, one_line
+from subagents.cli.waiting_asks import HINT, WaitingAsks, with_approvals
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.leases import Liveness
 
@@ -75,6 +76,8 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     """On a Ray cluster: the node (Ray's node id) its latest start was placed on."""
     continues: str | None = None
     """The ended run whose conversation it went on with (`subagents continue`)."""
+    approvals: tuple[str, ...] = ()
+    """The ids of the approvals kept in the store it waits for (`subagents approve ID`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,13 +215,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:  # #N means what a person read, not what a script asked for
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-        rows = [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
+        asks = WaitingAsks.read(store) if records else WaitingAsks()  # one read, not per run
+        rows = [ps_row(n, r, alive, asks.ids(r.run_id)) for n, r in enumerate(records, 1)]
         emit(args, rows, lambda: _show(args, rows, records, universe))
         if not args.watch:
             return 0
         from subagents.cli.ps_watch import watch
 
-        json_row = (lambda r, a: ps_row(0, r, a)) if args.json else None
+        json_row = (lambda r, a: ps_row(0, r, a, _asks_of(store, r))) if args.json else None
         return watch(store, chosen, after=seq, shown=records, json_row=json_row)
 
 
@@ -233,6 +237,7 @@ def _show(
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
     print_table = with_nodes(output.print_table, [r.node for r in rows])
+    print_table = with_approvals(print_table, [r.approvals for r in rows])
     print_table(
         (
             "#",
@@ -272,6 +277,8 @@ def _show(
             "restarting: the run's host process died and Ray is starting it again;"
             " it takes the run up (`subagents wait` waits for it)\n"
         )
+    if any(row.approvals for row in rows):
+        sys.stderr.write(HINT + "\n")
     if any(row.orphaned for row in rows):
         sys.stderr.write(
             "orphaned: the process hosting the run is gone (its lease lapsed);"
@@ -308,7 +315,12 @@ TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
+def _asks_of(store: InspectedStore, record: RunRecord) -> tuple[str, ...]:
+    """A watched row's pending approvals (one read per changed row, as the row is)."""
+    return WaitingAsks(store.list_approvals(run_id=record.run_id)).ids(record.run_id)
+
+
+def ps_row(n: int, r: RunRecord, alive: Liveness, approvals: tuple[str, ...] = ()) -> PsRow:
     """Row ``n`` of a listing: the record as `ps --json` prints it."""
     return PsRow(
         row=n,
@@ -331,4 +343,5 @@ def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
         restarting=alive.restarting(r),
         node=r.node,
         continues=r.continues,
+        approvals=approvals,
     )
