@@ -245,3 +245,38 @@ def test_a_run_waiting_for_an_approval_says_so_in_ps_info_tree_and_attach(cli: C
     assert code == 0, err
     assert cli.json("ps", "--all")[0]["approvals"] == []  # answered: no longer shown
     assert "APPROVAL" not in cli("ps", "--all").stdout
+
+
+def test_a_foreground_run_on_a_pipe_keeps_its_asks_in_the_store_with_approvals_store(
+    cli: Cli,
+) -> None:
+    """No terminal to ask: `--approvals store` lets another terminal answer; the live tree
+    (a journal on a pipe) says what the run waits for."""
+    proc = cli.start("run", "writer", "go", "--agents", str(cli.agents), "--approvals", "store")
+    run_id = cli.wait_runs(lambda rows: rows[0]["run_id"] if rows else None, "the run", proc)
+    approval_id = _asked(cli, run_id)
+    assert not (cli.root / "out.txt").exists()
+    approved = cli("approve", approval_id, "--reason", "fine")
+    assert approved.returncode == 0, approved.stderr
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    assert (cli.root / "out.txt").read_text() == "line\n"
+    assert f"waits for approval {approval_id} (Bash)" in out
+    assert f"approval {approval_id} answered: allowed" in out
+    assert "calls that need approval wait in the store" in err
+
+
+def test_approvals_terminal_without_a_terminal_is_bad_usage_and_the_default_denies(
+    cli: Cli,
+) -> None:
+    asked = cli("run", "writer", "go", "--agents", str(cli.agents), "--approvals", "terminal")
+    assert asked.returncode == 2
+    assert "--approvals terminal: there is no terminal to ask" in asked.stderr
+    detached = cli(
+        "run", "--detach", "writer", "go", "--agents", str(cli.agents), "--approvals", "deny"
+    )
+    assert detached.returncode == 2 and "with --detach" in detached.stderr
+    assert not cli.state.exists() or cli.runs() == []  # refused before anything ran
+    denied = cli.json("run", "writer", "go", "--agents", str(cli.agents))
+    assert denied["outcome"]["status"] == "completed"
+    assert "denied" in denied["outcome"]["result"] and not (cli.root / "out.txt").exists()

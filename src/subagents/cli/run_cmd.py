@@ -27,7 +27,12 @@ import sys
 import threading
 from collections.abc import Callable
 
-from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
+from subagents.cli.runtime_args import (
+    Hosted,
+    add_runtime_arguments,
+    approval_route,
+    start_runtime,
+)
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
 
 MAX_TIMEOUT_S = 3600.0
@@ -35,6 +40,8 @@ MAX_TIMEOUT_S = 3600.0
 `subagents run --help` imports nothing heavy."""
 
 NAME = "run"
+APPROVAL_ROUTES = ("terminal", "store", "deny")
+"""Where `run --approvals` sends a tool call's ask (``runtime_args.approval_route``)."""
 CLEANUP_CHOICES = ("keep", "delete")
 """``messages.CLEANUPS`` written out: `subagents run --help` imports no msgspec (its test in
 tests/cli/test_cli_main.py); tests/test_type_aliases.py keeps the two equal."""
@@ -90,6 +97,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="run the tree in a background process; print the root's run id and return"
         " (then `subagents attach RUN`, `wait RUN`)",
     )
+    parser.add_argument(
+        "--approvals",
+        choices=APPROVAL_ROUTES,
+        default=None,
+        help="where a tool call that needs approval is asked: `terminal` (you are asked here),"
+        " `store` (it waits in the store for `subagents approve`/`deny` from any terminal),"
+        " `deny` (denied, the model is told why); default: terminal when stdin and stdout are"
+        " one (and no --json), else deny; --detach: store",
+    )
     add_runtime_arguments(parser)
 
 
@@ -125,9 +141,10 @@ def _check(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         task = _check(args)
+        route = approval_route(args)
         if args.detach:
             return _detach(args, task)
-        hosted = start_runtime(args, restore=False)
+        hosted = start_runtime(args, restore=False, approvals_in_store=route == "store")
     except CliError as exc:
         return fail(NAME, exc)
     try:
@@ -230,6 +247,15 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
     return 0
 
 
+def _say_where_asks_wait(hosted: Hosted) -> None:
+    """A foreground run's asks go to the store (`--approvals store`): where to answer them."""
+    sys.stderr.write(
+        f"subagents run: calls that need approval wait in the store {hosted.store.path}:"
+        " `subagents approvals` lists them, `subagents approve ID` or `deny ID` answers"
+        " them from any terminal\n"
+    )
+
+
 def _run(
     args: argparse.Namespace,
     hosted: Hosted,
@@ -268,6 +294,8 @@ def _run(
         f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
         " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
+    if getattr(args, "approvals", None) == "store" and on_admitted is None:
+        _say_where_asks_wait(hosted)
     done = threading.Event()
 
     def wait_for_root() -> None:
