@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from polling import wait_until
 from subagents.store.sqlite import SQLiteStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
+
+from fake_messages_api import FakeMessagesAPI, text_message
 
 WRITER = """---
 name: writer
@@ -280,3 +285,35 @@ def test_approvals_terminal_without_a_terminal_is_bad_usage_and_the_default_deni
     denied = cli.json("run", "writer", "go", "--agents", str(cli.agents))
     assert denied["outcome"]["status"] == "completed"
     assert "denied" in denied["outcome"]["result"] and not (cli.root / "out.txt").exists()
+
+
+def test_a_run_started_offline_and_resumed_with_a_key_asks_the_api_for_its_real_model(
+    cli: Cli,
+) -> None:
+    """The offline model is recorded as what answered (``answered_by``), never as the run's
+    model: a resume with a key asks Claude for the model the run asked for."""
+    run_id, pid = _detach_writer(cli)  # no key: the offline model answers its first turn
+    approval_id = _asked(cli, run_id)
+    with SQLiteStore(cli.state) as store:
+        before = store.get_run(run_id)
+    assert before is not None and (before.model, before.answered_by) == ("sonnet", "scripted")
+    assert "(answered offline by the scripted model)" in cli("info", run_id).stdout
+    _kill(pid)
+    with FakeMessagesAPI([text_message("claude took over")]) as api:
+        env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.url}
+        resumed = cli.start("resume", "--agents", str(cli.agents), "--json", env=env)
+        cli.wait_runs(
+            lambda rows: (r := by_agent(rows, "writer", "waiting")) and not r["orphaned"],
+            "the resumed writer waiting",
+            resumed,
+        )
+        assert cli("approve", approval_id).returncode == 0
+        code, _out, err = finish(resumed)
+        assert code == 0, err
+        (request,) = api.requests
+    assert request.body["model"] == "claude-sonnet-5-5"  # not 'scripted'
+    with SQLiteStore(cli.state) as store:
+        after = store.get_run(run_id)
+    assert after is not None and after.outcome is not None
+    assert after.outcome.result == "claude took over"
+    assert (after.model, after.answered_by) == ("sonnet", None)  # Claude answered the rest

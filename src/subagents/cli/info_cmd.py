@@ -107,7 +107,7 @@ def show(info: Info) -> None:
         ("task", r.task),
         ("context", r.context or "-"),
         ("label", r.label or "-"),
-        ("model", r.model or "-"),
+        ("model", _model(r)),
         ("depth", str(r.depth)),
         ("parent", r.parent_run_id or "- (root)"),
         ("root", r.root_run_id),
@@ -167,6 +167,14 @@ def show(info: Info) -> None:
         for line in lines[1:]:
             out.print(Text(" " * (width + 2) + line), soft_wrap=True)
     sys.stdout.flush()
+
+
+def _model(r: RunRecord) -> str:
+    """The model asked for, and what answered when it was not that one (the offline model)."""
+    asked = r.model or "-"
+    if r.answered_by is None:
+        return asked
+    return f"{asked} (answered offline by the {r.answered_by} model)"
 
 
 def _asks(approvals: tuple[ApprovalRecord, ...]) -> str:

@@ -78,6 +78,10 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     """The ended run whose conversation it went on with (`subagents continue`)."""
     approvals: tuple[str, ...] = ()
     """The ids of the approvals kept in the store it waits for (`subagents approve ID`)."""
+    model: str | None = None
+    """The model it asks for."""
+    answered_by: str | None = None
+    """What answered it when not that model: ``scripted``, the offline model."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -344,4 +348,6 @@ def ps_row(n: int, r: RunRecord, alive: Liveness, approvals: tuple[str, ...] = (
         node=r.node,
         continues=r.continues,
         approvals=approvals,
+        model=r.model,
+        answered_by=r.answered_by,
     )

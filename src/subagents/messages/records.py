@@ -201,6 +201,12 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Its asks are kept in the store as pending approvals, answered from any process
     (``Runtime(approve="store")``, ``subagents run --detach``): the route of its whole tree,
     kept so that a resumed run asks where it asked before."""
+    answered_by: str | None = None
+    """What answers its model calls when it is not the model it asks for (``model``): the
+    offline scripted model (``scripted``: no API key, ``--offline``, the demos); None when
+    the model asked for answers. Set at each start by the runtime starting it, so a run
+    started offline and resumed with a key says None, and ``model`` stays the one asked for
+    (a resume asks the API for it, never for ``scripted``)."""
 
 
 def new_id(prefix: str = "", now: float | None = None) -> str:
