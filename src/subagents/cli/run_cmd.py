@@ -51,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", metavar="AGENT", help="the agent definition to run")
     parser.add_argument("task", metavar="TASK", help="what to do (- reads it from stdin)")
     add_run_options(parser)
+    add_ray_option(parser)
+
+
+def add_ray_option(parser: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS``: the tree hosted on a Ray cluster (`run`, `continue`)."""
     parser.add_argument(
         "--ray",
         default=None,
