@@ -43,6 +43,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, ray_cluster: LocalCluster) -
 
     path = tmp_path_factory.mktemp("console-cluster") / "runs.sqlite3"
     SQLiteStore(path).close()
+    _free_the_head_name()  # an earlier test's runtime may have left the default store up
     actor = head_actor(path=str(path))
     cluster_store = ClusterStore(actor)
     far = time.time() + 3600
@@ -53,6 +54,28 @@ def store(tmp_path_factory: pytest.TempPathFactory, ray_cluster: LocalCluster) -
     cluster_store.save_run(_run("r-done", RunStatus.COMPLETED))
     yield cluster_store
     ray.kill(actor)
+
+
+def _free_the_head_name() -> None:
+    """Kill the cluster's store actor of the default name, if one is up (serving another
+    file), and wait until Ray has let its name go, so this module's store can take it."""
+    import ray
+
+    from subagents.cluster.connect import HEAD_ACTOR, NAMESPACE
+
+    try:
+        old = ray.get_actor(HEAD_ACTOR, namespace=NAMESPACE)
+    except ValueError:
+        return
+    ray.kill(old)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(HEAD_ACTOR, namespace=NAMESPACE)
+        except ValueError:
+            return
+        time.sleep(0.05)  # polling Ray's registry for the name: no event to wait on
+    raise AssertionError("the cluster's store actor of the default name did not go away")
 
 
 @pytest.fixture(scope="module")
