@@ -285,6 +285,11 @@ def _show(
         ],
         wide=("TASK",),
     )
+    _explain(rows)
+
+
+def _explain(rows: list[PsRow]) -> None:
+    """One line on stderr for each kind of mark the listing shows, saying what it means."""
     if any(row.restarting for row in rows):
         sys.stderr.write(
             "restarting: the run's host process died and Ray is starting it again;"
