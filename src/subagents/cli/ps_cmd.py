@@ -285,6 +285,12 @@ def _show(
         ],
         wide=("TASK",),
     )
+    _footnotes(rows)
+
+
+def _footnotes(rows: list[PsRow]) -> None:
+    """Under the table, on stderr: what each mark a listed row carries means (restarting,
+    a detached run's PARENT, waiting approvals, orphaned), once per listing."""
     if any(row.restarting for row in rows):
         sys.stderr.write(
             "restarting: the run's host process died and Ray is starting it again;"
