@@ -12,14 +12,26 @@ handling messages is another. The actor composes an ``Outage`` and asks it.
   error) and the runtime goes on taking work.
 - The lease is lost (another process took the runs over, ``store.fencing``): the same stop,
   logged in one line, and for good: nothing more is written.
+
+While it lasts, an ask is answered with the failure (``refuse_ask``), but closing and
+inspecting still work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from subagents.logs import get_logger
-from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
+from subagents.messages import (
+    ChildDone,
+    Inspect,
+    Outcome,
+    RunStatus,
+    SpawnReply,
+    StopAll,
+    TreeRecords,
+)
 from subagents.store.base import Fenced, RunStore, StoreError
 from subagents.store.snapshot import UNFINISHED
 from subagents.supervision.core import SupervisorCore
@@ -95,3 +107,14 @@ class Outage:
         self.failure = None
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision
+
+    def refuse_ask(self, message: Any) -> Any:
+        """The answer to an ask while the store fails (``failure``): the store's error, but
+        closing and inspecting still work."""
+        if isinstance(message, StopAll):
+            return ()
+        if isinstance(message, Inspect):
+            return self.core.stats(message.run_id)
+        if isinstance(message, TreeRecords):  # a view of memory: nothing is written
+            return self.core.tree_records(message.run_id)
+        raise StoreError(self.failure or "the run store failed")

@@ -194,7 +194,7 @@ class SupervisorActor(FastInboxActor):
         """An ask: the open group is committed first; errors go to the sender."""
         self._commit_group()
         if self.store_failure is not None and not self._recover():
-            return self._refuse_ask(message)
+            return self.outage.refuse_ask(message)
         try:
             return self._handle(message, asked=True)
         except StoreError as exc:
@@ -311,17 +311,6 @@ class SupervisorActor(FastInboxActor):
             with contextlib.suppress(Exception):
                 group.__exit__(RuntimeError, RuntimeError(reason), None)
         self._halt(RuntimeError(reason), what=LOST_LEASE)
-
-    def _refuse_ask(self, message: Any) -> Any:
-        """After a store failure: asks get the store's error, but closing and inspecting
-        still work."""
-        if isinstance(message, StopAll):
-            return ()
-        if isinstance(message, Inspect):
-            return self.core.stats(message.run_id)
-        if isinstance(message, TreeRecords):  # a view of memory: nothing is written
-            return self.core.tree_records(message.run_id)
-        raise StoreError(self.store_failure or "the run store failed")
 
     def _refuse_tell(self, message: Any) -> None:
         """After a store failure: whoever waits on a tell is told the store's error."""

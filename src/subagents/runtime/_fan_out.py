@@ -1,4 +1,5 @@
-"""``Runtime.fan_out``: several runs, one synthesized answer, for programs that embed the runtime.
+"""``Runtime.fan_out`` and ``Runtime.synthesize``: several runs, one synthesized answer, for
+programs that embed the runtime (the Runtime hands both to its part ``Syntheses``).
 
 Why here, next to _runtime.py: it only uses the Runtime's public entry points (``spawn``,
 ``RunHandle.result``, ``wait_ended``), handed in as functions (the Runtime type is not
@@ -9,11 +10,13 @@ wait for all; ``chain`` runs them one after another, each getting the previous o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from subagents.messages import AgentTask, Outcome, RunRecord
-from subagents.runtime._run_handle import RunHandle
+from subagents.runtime._run_handle import RunHandle, check_timeout
+from subagents.runtime._run_waits import RunWaits
+from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import (
     Item,
     Synthesis,
@@ -110,6 +113,58 @@ def synthesize_runs(
     ended = wait_ended(run_ids, budget)
     runs = [(r, read_run(r), ended.get(r)) for r in run_ids]
     return synthesis_of(strategy, runs, threshold=threshold, scorer=scorer, weights=weights)
+
+
+class Syntheses:
+    """``Runtime.fan_out`` and ``Runtime.synthesize``: the Runtime's part that combines the
+    results of several runs into one answer, given its entry points as functions (``spawn``;
+    ``waits``, for the ids a synthesis is given and the outcomes it waits for; ``read_run``)
+    and the runtime's ``limits`` (a wait defaults to the longest timeout a run may have)."""
+
+    def __init__(
+        self,
+        spawn: Spawn,
+        waits: RunWaits,
+        read_run: Callable[[str], RunRecord | None],
+        limits: Limits,
+    ) -> None:
+        self.spawn = spawn
+        self.waits = waits
+        self.read_run = read_run
+        self.limits = limits
+
+    def synthesize(
+        self,
+        run_ids: Iterable[str | RunHandle],
+        strategy: str,
+        threshold: float,
+        scorer: Callable[[Any], float] | None,
+        weights: Mapping[str, float] | None,
+        wait: float | None,
+    ) -> Synthesis:
+        """``Runtime.synthesize``: the runs checked, then ``synthesize_runs``."""
+        check_strategy(strategy, scorer)
+        ids = self.waits.run_ids(run_ids, "synthesize")
+        return synthesize_runs(
+            self.waits.wait_ended, self.read_run, self.limits.max_timeout_s, ids, strategy,
+            threshold=threshold, scorer=scorer, weights=weights, wait=check_timeout(wait, "wait")
+        )  # fmt: skip
+
+    def fan_out(
+        self,
+        jobs: Sequence[AgentTask],
+        strategy: str,
+        threshold: float,
+        scorer: Callable[[Any], float] | None,
+        weights: Mapping[str, float] | None,
+        wait: float | None,
+        spawn_options: Mapping[str, Any],
+    ) -> Synthesis:
+        """``Runtime.fan_out``: ``fan_out`` with the runtime's ``spawn``."""
+        return fan_out(
+            self.spawn, self.limits.max_timeout_s, jobs, strategy=strategy, threshold=threshold,
+            scorer=scorer, weights=weights, wait=wait, **spawn_options
+        )  # fmt: skip
 
 
 def synthesis_of(

@@ -61,19 +61,20 @@ from subagents.runtime._assembly import (
     warn_about_hooks,
 )
 from subagents.runtime._cluster_backend import ClusterBackend, ray_backend
+from subagents.runtime._fan_out import Syntheses
 from subagents.runtime._root_runs import RootRuns
 from subagents.runtime._root_waiters import RootWaiters
 from subagents.runtime._run_endings import Endings
 from subagents.runtime._run_handle import RunHandle
 from subagents.runtime._run_views import RunViews
-from subagents.runtime._run_waits import RunWaits, check_timeout
+from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
-from subagents.supervision.synthesis import Synthesis, check_strategy
+from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
@@ -174,6 +175,7 @@ class Runtime:
             self._roots, self._requests, self.limits, self.store, lambda a: self._agents().get(a)
         )
         self._waits = RunWaits(self._endings, self.store.get_run, self._requests.check)
+        self._syntheses = Syntheses(self.spawn, self._waits, self.store.get_run, self.limits)
 
     def _start_services(self, given: RuntimeArguments, specs: list[AgentSpec]) -> None:
         """The definitions' registry, the model, the tools' services and telemetry: what a
@@ -421,14 +423,7 @@ class Runtime:
         have ended (up to ``wait`` seconds; default: the longest timeout a run may have). A
         run that did not complete, or had not ended, is in ``Synthesis.failed``.
         ``LookupError`` for an unknown run (docs/runtime.md)."""
-        from subagents.runtime._fan_out import synthesize_runs
-
-        check_strategy(strategy, scorer)
-        ids = self._waits.run_ids(run_ids, "synthesize")
-        return synthesize_runs(
-            self.wait_ended, self.store.get_run, self.limits.max_timeout_s, ids, strategy,
-            threshold=threshold, scorer=scorer, weights=weights, wait=check_timeout(wait, "wait")
-        )  # fmt: skip
+        return self._syntheses.synthesize(run_ids, strategy, threshold, scorer, weights, wait)
 
     def fan_out(
         self,
@@ -445,12 +440,9 @@ class Runtime:
         consensus, best_pick, weighted_average, chain, or collect: the values in job order);
         conflicts and failures are reported in the Synthesis. See ``subagents.runtime._fan_out`` and
         docs/supervision.md."""
-        from subagents.runtime._fan_out import fan_out
-
-        return fan_out(
-            self.spawn, self.limits.max_timeout_s, jobs, strategy=strategy, threshold=threshold,
-            scorer=scorer, weights=weights, wait=wait, **spawn_options
-        )  # fmt: skip
+        return self._syntheses.fan_out(
+            jobs, strategy, threshold, scorer, weights, wait, spawn_options
+        )
 
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)

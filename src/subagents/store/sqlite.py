@@ -53,7 +53,10 @@ from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
 from subagents.store.paths import default_store_path
 from subagents.store.schema import read_meta
 from subagents.store.sqlite_approvals import ApprovalRows
+from subagents.store.sqlite_events import EventRows
 from subagents.store.sqlite_mail import MailRows
+from subagents.store.sqlite_outcomes import OutcomeRows
+from subagents.store.sqlite_previews import PreviewRows
 from subagents.store.sqlite_processes import ProcessRows
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
@@ -68,9 +71,6 @@ T = TypeVar("T")
 _TERMINAL = tuple(sorted(s.value for s in TERMINAL_STATUSES))
 
 _run_decoder = msgspec.json.Decoder(RunRecord)
-_event_decoder = msgspec.json.Decoder(Event)
-_outcome_decoder = msgspec.json.Decoder(Outcome)
-_preview_decoder = msgspec.json.Decoder(Preview)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
@@ -175,6 +175,9 @@ class SQLiteStore(RunStore):
         self._resume = ResumeRows(self._tx)
         self._approvals = ApprovalRows(self._tx)
         self._topics = TopicRows(self._tx)
+        self._events = EventRows(self._tx)
+        self._previews = PreviewRows(self._tx)
+        self._outcomes = OutcomeRows(self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def _open(
@@ -282,73 +285,32 @@ class SQLiteStore(RunStore):
         rows = self._tx.read("SELECT run_id FROM runs", (), "listing the run ids")
         return [str(run_id) for (run_id,) in rows]
 
+    # the event log and its stream (store.sqlite_events)
+
     def append_event(self, event: Event) -> None:
-        kind = event.kind.value
-        self._tx.defer(
-            "events",
-            "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
-            (
-                event.run_id,
-                kind,
-                event.ts,
-                encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
-            ),
-            f"appending a {kind} event of run {event.run_id}",
-        )
+        self._events.append_event(event)
 
     def events(self, run_id: str) -> list[Event]:
-        rows = self._tx.read(
-            "SELECT seq, event FROM events WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the events of run {run_id}",
-        )
-        return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+        return self._events.events(run_id)
 
     def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
-        rows = self._tx.read(
-            "SELECT seq, event FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (seq, max(0, limit)),
-            f"reading the events after number {seq}",
-        )
-        return [
-            StoredEvent(seq=n, event=self._tx.decode(_event_decoder, raw, "events", n))
-            for n, raw in rows
-        ]
+        return self._events.events_after(seq, limit=limit)
 
     def last_event_seq(self) -> int:
-        rows = self._tx.read("SELECT MAX(seq) FROM events", (), "reading the last event's number")
-        return int(rows[0][0] or 0)
+        return self._events.last_event_seq()
 
     # -----------------------------------------------------------------------------------------
-    # live previews: scratch for viewers in other processes (one row per streaming run)
+    # live previews: scratch for viewers in other processes (store.sqlite_previews)
     # -----------------------------------------------------------------------------------------
 
     def save_preview(self, preview: Preview) -> None:
-        self._tx.defer(
-            "previews",
-            "INSERT OR REPLACE INTO previews (run_id, preview) VALUES (?, ?)",
-            (preview.run_id, encode_row(preview, _preview_decoder, "a preview")),
-            f"keeping the preview of run {preview.run_id}",
-        )
+        self._previews.save_preview(preview)
 
     def drop_preview(self, run_id: str) -> None:
-        self._tx.defer(
-            "previews",
-            "DELETE FROM previews WHERE run_id = ?",
-            (run_id,),
-            f"dropping the preview of run {run_id}",
-        )
+        self._previews.drop_preview(run_id)
 
     def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
-        ids = list(run_ids)
-        if not ids:
-            return {}
-        rows = self._tx.read(
-            f"SELECT run_id, preview FROM previews WHERE run_id IN ({_marks(len(ids))})",
-            tuple(ids),
-            "reading previews",
-        )
-        return {key: self._tx.decode(_preview_decoder, raw, "previews", key) for key, raw in rows}
+        return self._previews.previews(run_ids)
 
     # -----------------------------------------------------------------------------------------
     # conversation checkpoints (store.sqlite_resume)
@@ -410,38 +372,17 @@ class SQLiteStore(RunStore):
         return self._topics.subscriptions(run_ids)
 
     # -----------------------------------------------------------------------------------------
-    # outcomes and their delivery to the requester
+    # outcomes and their delivery to the requester (store.sqlite_outcomes)
     # -----------------------------------------------------------------------------------------
 
     def save_outcome(self, outcome: Outcome) -> None:
-        self._tx.defer(
-            "outcomes",
-            """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
-               ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
-                   delivered = 0, outcome = excluded.outcome""",
-            (
-                outcome.run_id,
-                outcome.status.value,
-                encode_row(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
-            ),
-            f"saving the outcome of run {outcome.run_id}",
-        )
+        self._outcomes.save_outcome(outcome)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
-        self._tx.defer(
-            "outcomes",
-            "UPDATE outcomes SET delivered = 1 WHERE run_id = ?",
-            (run_id,),
-            f"marking the outcome of run {run_id} delivered",
-        )
+        self._outcomes.mark_outcome_delivered(run_id)
 
     def undelivered_outcomes(self) -> list[Outcome]:
-        rows = self._tx.read(
-            "SELECT run_id, outcome FROM outcomes WHERE delivered = 0 ORDER BY seq",
-            (),
-            "reading undelivered outcomes",
-        )
-        return [self._tx.decode(_outcome_decoder, raw, "outcomes", key) for key, raw in rows]
+        return self._outcomes.undelivered_outcomes()
 
     # -----------------------------------------------------------------------------------------
     # commands and leases (store.sqlite_processes)

@@ -14,6 +14,8 @@ the core alone gathers into the message's ``Effects``:
   (each a move looked up in the lifecycle table, ``transitions``);
 - ``admission`` (``admission``): spawns admitted, queued or refused; the slots and the queue;
 - ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
+- ``reports`` (``reports``): a live run's reports of its work (steps, tool calls, the tool
+  journal) kept;
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policy_book``): budgets, restarts, retries, ``fail_parent``;
@@ -38,7 +40,6 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
     ApprovalAsked,
-    CheckpointDelta,
     Command,
     EventKind,
     Journal,
@@ -66,7 +67,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import SaveCheckpoint, SaveJournal
+from subagents.store.writes import SaveJournal
 from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
@@ -79,6 +80,7 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook
 from subagents.supervision.progress import Progress
 from subagents.supervision.recovery import Recovery
+from subagents.supervision.reports import Reports
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable
 from subagents.supervision.slots import SlotPool
@@ -148,6 +150,9 @@ class SupervisorCore:
             runtime_mode=runtime_mode,
         )
         self.progress = Progress(self.runs, now)
+        self.reports = Reports(
+            self.runs, now, self.mail, self.progress, self.policies, self.lifecycle
+        )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
         topics, slot_key = self.mail.topics, self.parking.slot_key
@@ -264,57 +269,22 @@ class SupervisorCore:
     # ---- reports from agents ---------------------------------------------------------------
 
     def step_taken(self, msg: StepTaken) -> Decision:
-        """A model call: its usage, its checkpoint, the mail it showed; over budget, stop."""
+        """A model call: its usage, its checkpoint, the mail it showed; over budget, stop
+        (``Reports.step_taken``)."""
         self.effects.begin()
-        state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            usage = state.record.usage + msg.usage
-            self.effects.writes.append(self.runs.update(state, steps=msg.step, usage=usage))
-            if msg.checkpoint is not None:
-                state.checkpoint = state.saved = msg.checkpoint
-                self.effects.writes.append(SaveCheckpoint(msg.checkpoint))
-            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
-            data = {
-                "step": msg.step,
-                "input_tokens": msg.usage.total_input_tokens,
-                "output_tokens": msg.usage.output_tokens,
-            }
-            self.effects.event(EventKind.STEP, state.record, data)
-            self.effects.writes += self.progress.stepped(state)
-            for run_id in self.policies.charge(msg):
-                over = self.runs.live(run_id)
-                if over is not None:
-                    self.effects.take(self.lifecycle.over_budget(over))
+        self.effects.take(self.reports.step_taken(msg))
         return self._decided()
 
     def tool_answered(self, msg: ToolAnswered) -> Decision:
-        """Keep a tool result in the run's checkpoint so a resume does not redo the call."""
+        """A tool result kept in the run's checkpoint (``Reports.tool_answered``)."""
         self.effects.begin()
-        state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            delta = CheckpointDelta(run_id=msg.run_id, step=msg.step, answered=msg.result)
-            if (write := state.add_to_checkpoint(delta)) is not None:
-                self.effects.writes.append(write)
-            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))
+        self.effects.take(self.reports.tool_answered(msg))
         return self._decided()
 
     def tool_starting(self, msg: ToolStarting) -> Decision:
-        """The tool journal: a side-effecting call is about to run. Kept in the checkpoint
-        before the agent hears back, so a crash during the call cannot make a resumed run do
-        it again (``tools.journal`` decides what the model is told)."""
+        """The tool journal: a side-effecting call about to run (``Reports.tool_starting``)."""
         self.effects.begin()
-        state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            use_id = msg.tool_use_id
-            delta = CheckpointDelta(
-                run_id=msg.run_id,
-                step=msg.step,
-                # it raised: known to be over, not "interrupted"
-                ended=use_id if msg.ended else None,
-                started=None if msg.ended else use_id,
-            )
-            if (write := state.add_to_checkpoint(delta)) is not None:
-                self.effects.writes.append(write)
+        self.effects.take(self.reports.tool_starting(msg))
         return self._decided()
 
     def approval_asked(self, msg: ApprovalAsked) -> Decision:
@@ -323,13 +293,9 @@ class SupervisorCore:
         return self._decided()
 
     def tool_called(self, msg: ToolCalled) -> Decision:
+        """A tool call counted on the run's record (``Reports.tool_called``)."""
         self.effects.begin()
-        state = self.runs.reporting(msg.run_id, msg.attempt)
-        if state is not None:
-            calls, state.last_tool = state.record.tool_calls + 1, (msg.tool, msg.input)
-            self.effects.writes.append(self.runs.update(state, tool_calls=calls))
-            data = {"tool": msg.tool, "input": msg.input}
-            self.effects.event(EventKind.TOOL_CALL, state.record, data)
+        self.effects.take(self.reports.tool_called(msg))
         return self._decided()
 
     def waiting_changed(self, msg: WaitingChanged) -> Decision:

@@ -185,8 +185,8 @@ class Effects:
 
     The core's alone (no part is given it): ``begin`` starts a message, ``take`` gathers
     what its parts decided, and ``decision`` ends it; the core adds its own few writes and
-    events (a step's, a tool call's) between. ``now`` is the injected wall clock, read once
-    per event.
+    events (a journal's, a run's waiting) between. ``now`` is the injected wall clock, read
+    once per event.
     """
 
     __slots__ = ("effects", "now", "writes")

@@ -2,9 +2,9 @@
 
 What it decides:
 - routing: an address (a run id, or an agent name within the sender's tree) resolves to one
-  run; an unknown name fails that mail only, with the candidates named; a topic address
-  (``topic:NAME``) resolves to the runs of the tree subscribed to it (``topics``), one
-  ordinary mail each;
+  run (``addresses``); an unknown name fails that mail only, with the candidates named; a
+  topic address (``topic:NAME``) resolves to the runs of the tree subscribed to it
+  (``topics``), one ordinary mail each;
 - what becomes of a mail: delivered to a live run, kept for a queued one (handed over when it
   starts), kept as a dead letter for an ended one (its sender is told), or passed on as a
   command to the runtime that hosts the run (mail from the outside only);
@@ -35,23 +35,17 @@ from subagents.messages import (
     MailPosted,
     MailState,
     RunRecord,
-    RunStatus,
     SendMail,
     new_id,
 )
 from subagents.store.writes import PostCommand, SaveMails, SetMailsState
+from subagents.supervision.addresses import Addresses, Destination
 from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.topics import Topics, topic_of
-
-Destination = tuple[MailState | None, RunRecord | None, RunState | None]
-"""What a mail to one run becomes now (``delivered``, ``accepted`` for a queued run,
-``dead``, or None: another runtime hosts it), the run's record, and its state if held."""
-
-_ROUTES_MAX = 4096
 
 
 class MailRoom:
@@ -68,11 +62,10 @@ class MailRoom:
         self.now = now
         """The wall clock (mail ids, sent times, events)."""
         self.limits = limits
-        self.read_run = read_run
-        """The record of a run this core does not hold (ended and forgotten, or hosted by
-        another runtime on the store): the one read the mail room is given."""
-        self._routes: dict[tuple[str, str], str] = {}
-        self._routes_generation = -1
+        self.addresses = Addresses(runs, read_run)
+        """Where a mail goes (``addresses``), given ``read_run``: the record of a run this
+        core does not hold (ended and forgotten, or hosted by another runtime on the store),
+        the one read the mail room needs."""
         self.topics = Topics()
         """Who is subscribed to which topic of each tree (``topics``)."""
 
@@ -112,13 +105,13 @@ class MailRoom:
                 acks.append(self._publish(post, msg, sender_state, out))
                 continue
             try:
-                recipient = self._resolve(msg)
+                recipient = self.addresses.resolve(msg)
             except ValueError as exc:
                 acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
                 continue
             dest = dests.get(recipient)
             if dest is None:  # what becomes of mail to it cannot change within one message
-                dest = dests[recipient] = self._destination(recipient)
+                dest = dests[recipient] = self.addresses.destination(recipient)
             mail_state, record, target = dest
             if mail_state is None:
                 acks.append(
@@ -156,7 +149,7 @@ class MailRoom:
             return MailAck(request_id=msg.request_id, error=error)
         root, first, reached = sender.record.root_run_id, None, []
         for recipient in self.topics.subscribers(root, topic, sender.run_id):
-            mail_state, record, target = self._destination(recipient)
+            mail_state, record, target = self.addresses.destination(recipient)
             if mail_state is None or mail_state is MailState.DEAD:
                 continue  # (a run's subscriptions end with it: not expected)
             mail = Mail(
@@ -222,7 +215,7 @@ class MailRoom:
             sent_at=now,
         )
         post = MailPost(now)
-        mail_state, record, target = self._destination(recipient)
+        mail_state, record, target = self.addresses.destination(recipient)
         if mail_state is not None:
             mail = msgspec.structs.replace(mail, state=mail_state)
             self._add(post, mail, "", sender, record, target, decided)
@@ -311,74 +304,6 @@ class MailRoom:
             assert target is not None
             data = mail_event_data(mail_ids, "sender", sender)
             decided.event(EventKind.MAIL_DELIVERED, target.record, self.now(), data)
-
-    # ---- addressing ------------------------------------------------------------------------
-
-    def _destination(self, run_id: str) -> Destination:
-        target = self.runs.get(run_id)
-        record = target.record if target is not None else self.read_run(run_id)
-        if record is None or record.status.terminal:
-            return MailState.DEAD, record, None
-        if target is None:
-            return None, record, None
-        if record.status is RunStatus.QUEUED:
-            return MailState.ACCEPTED, record, target
-        return MailState.DELIVERED, record, target
-
-    def _resolve(self, msg: SendMail) -> str:
-        """A run id, or an agent name within the sender's root tree. Raises ValueError.
-
-        Resolutions are remembered per (sender, address as written) until a run is added,
-        ends or is forgotten: a mail stream resolves a name once, not once per mail."""
-        if self._routes_generation != self.runs.generation or len(self._routes) >= _ROUTES_MAX:
-            self._routes.clear()
-            self._routes_generation = self.runs.generation
-        key = (msg.sender, msg.to)
-        recipient = self._routes.get(key)
-        if recipient is None:
-            recipient = self._routes[key] = self._resolve_anew(msg)
-        return recipient
-
-    def _resolve_anew(self, msg: SendMail) -> str:
-        sender = self.runs.get(msg.sender)
-        target = msg.to.strip()
-        if not target:
-            raise ValueError("no recipient given")
-        held = self.runs.get(target)
-        record = held.record if held is not None else self.read_run(target)
-        if record is not None:
-            if sender is not None and record.root_run_id != sender.record.root_run_id:
-                raise ValueError(
-                    f"run {target} belongs to another tree; a run can only write to runs of"
-                    " its own tree"
-                )
-            if target == msg.sender:
-                raise ValueError("a run cannot send mail to itself")
-            return target
-        if sender is None:
-            raise ValueError(f"no run with id {target!r}")
-        tree = [
-            s
-            for r in self.runs.tree.in_root(sender.record.root_run_id)
-            if (s := self.runs.get(r)) is not None
-        ]
-        named = [s for s in tree if s.record.agent == target and s.run_id != msg.sender]
-        live = [s for s in named if not s.record.status.terminal]
-        if len(live) == 1:
-            return live[0].run_id
-        if len(live) > 1:
-            candidates = ", ".join(f"{s.run_id} ({s.record.status})" for s in live)
-            raise ValueError(f"{target!r} is ambiguous: several live runs: {candidates}")
-        if len(named) == 1:
-            return named[0].run_id  # finished: becomes a dead letter, sender is told
-        if named:
-            ended = ", ".join(f"{s.run_id} ({s.record.status})" for s in named)
-            raise ValueError(
-                f"{target!r} is ambiguous: no live run, several that ended: {ended}; use a run id"
-            )
-        others = sorted({f"{s.record.agent} ({s.run_id})" for s in tree if s.run_id != msg.sender})
-        listing = ", ".join(others) if others else "none"
-        raise ValueError(f"no run named {target!r} in this tree; candidates: {listing}")
 
     # ---- receipts, hand-over, dead letters -------------------------------------------------
 
