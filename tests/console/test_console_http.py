@@ -26,7 +26,13 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with SQLiteStore(path) as store:
         # r1's host is alive (a lease another machine keeps: not judged by its pid here)
         store.acquire_lease(Lease(owner=HOST, host="elsewhere", pid=1, expires_at=1e12))
-        for run_id, owner in (("r1", HOST), ("gone1", "vanished:2:y")):
+        runs = (
+            ("r1", HOST),
+            ("gone1", "vanished:2:y"),
+            ("r-short-one1", HOST),
+            ("r-short-two2", HOST),
+        )
+        for run_id, owner in runs:
             store.save_run(
                 RunRecord(
                     run_id=run_id, agent="worker", task="<b>bold</b>", root_run_id=run_id,
@@ -53,7 +59,12 @@ def test_every_request_without_the_token_is_refused(served: Served) -> None:
         assert served.request("GET", path + "?token=nope")[0] == 401, path
     status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
     assert status == 200
-    assert {row["id"] for row in json.loads(body)["rows"]} == {"r1", "gone1"}
+    assert {row["id"] for row in json.loads(body)["rows"]} == {
+        "r1",
+        "gone1",
+        "r-short-one1",
+        "r-short-two2",
+    }
 
 
 def test_a_request_naming_another_host_is_refused_even_with_the_token(served: Served) -> None:
@@ -129,6 +140,26 @@ def test_stopping_a_run_whose_host_is_gone_ends_it_now(served: Served, state: Pa
         record = store.get_run("gone1")
         assert record is not None and record.status is RunStatus.CANCELLED
         assert [c.run_id for c in store.take_commands()] == []
+
+
+def test_a_run_is_named_by_the_short_ids_the_command_line_shows(served: Served) -> None:
+    headers = served.authorized()
+    status, _, body = served.request("GET", "/api/runs/ort-one1", headers=headers)
+    assert status == 200 and json.loads(body)["run"]["run_id"] == "r-short-one1"
+    status, _, body = served.request("GET", "/api/runs/r-short", headers=headers)
+    assert status == 404 and "is ambiguous" in json.loads(body)["error"]
+    status, _, body = served.request("GET", "/api/runs/nosuch", headers=headers)
+    assert (status, json.loads(body)["error"]) == (404, "no run nosuch in the store")
+    writing = {
+        "Content-Type": "application/json",
+        "X-Console-Token": served.token,
+        "Origin": f"http://127.0.0.1:{served.port}",
+    }
+    body = json.dumps({"text": "hello"}).encode()
+    status, _, answer = served.request(
+        "POST", "/api/runs/ort-one1/send", headers=writing, body=body
+    )
+    assert status == 200 and json.loads(answer)["run_id"] == "r-short-one1"
 
 
 def test_a_write_of_nothing_or_to_no_run_is_refused_saying_why(served: Served) -> None:

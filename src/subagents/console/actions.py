@@ -49,10 +49,27 @@ class Posted(msgspec.Struct, frozen=True, kw_only=True):
     message: str
 
 
+def find_run(store: InspectedStore, ref: str) -> RunRecord:
+    """The run ``ref`` names: a full id, or a unique prefix or suffix of one, as the command
+    line takes them (the short ids every view shows); ``ActionError`` (404) otherwise, an
+    ambiguous reference's message naming the matches."""
+    from subagents.cli.state import CliError, resolve
+
+    record = store.get_run(ref)
+    if record is not None:
+        return record
+    if ref.startswith("#"):  # a row of the command line's last listing: not the page's
+        raise ActionError(f"no run {ref} in the store", 404)
+    try:
+        return resolve(store, ref)
+    except CliError as exc:
+        ambiguous = "ambiguous" in str(exc)  # then say which runs it could be
+        raise ActionError(str(exc) if ambiguous else f"no run {ref} in the store", 404) from None
+
+
 def _live_run(store: InspectedStore, run_id: str, doing: str) -> RunRecord:
-    record = store.get_run(run_id)
-    if record is None:
-        raise ActionError(f"no run {run_id} in the store", 404)
+    record = find_run(store, run_id)
+    run_id = record.run_id
     if record.status.terminal:
         raise ActionError(
             f"run {run_id} ({record.agent}) has already ended ({record.status}): nothing to {doing}"
@@ -69,6 +86,7 @@ def stop(store: InspectedStore, run_id: str) -> Posted:
     process hosting it; a run whose host is gone, ended in a local store at once, without
     resuming it (``cli.orphan_stop``)."""
     record = _live_run(store, run_id, "stop")
+    run_id = record.run_id
     orphaned = _orphaned(store, record)
     if orphaned and can_end_here(store):
         ended = end_orphaned(store, run_id)
@@ -121,6 +139,7 @@ def send(store: InspectedStore, run_id: str, text: object) -> Posted:
     """Post mail from `external` for the run (`subagents send RUN TEXT`)."""
     content = checked_text(text)
     record = _live_run(store, run_id, "mail")
+    run_id = record.run_id
     orphaned = _orphaned(store, record)
     command_id = store.post_command("send", run_id, content)
     then = (
@@ -144,9 +163,8 @@ def continue_run(
     (`subagents continue --detach RUN -`, the text on stdin, so no other user of the
     machine reads it in the process list); the new run's id."""
     content = checked_text(text)
-    record = store.get_run(run_id)
-    if record is None:
-        raise ActionError(f"no run {run_id} in the store", 404)
+    record = find_run(store, run_id)
+    run_id = record.run_id
     if not record.status.terminal:
         raise ActionError(f"run {run_id} is {record.status}: only an ended run can be continued")
     argv = command.argv(run_id)

@@ -209,12 +209,15 @@ class Console:
         run_id = request.path_params["run_id"]
 
         def read() -> Any:
+            found = actions.find_run(self.store, run_id).run_id  # a short id too
             return run_page(
-                self.store, run_id, self.index, continuable=self.continuation is not None
+                self.store, found, self.index, continuable=self.continuation is not None
             )
 
         try:
             return _json(await self._locked(read))
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
         except CliError as exc:
             return _error(str(exc), 404)
         except StoreError as exc:
