@@ -89,6 +89,8 @@ def test_wait_exits_with_the_runs_status_code(
     run_id, pid, _log = _detach(cli, agent, "x", *extra)
     waited = cli("wait", run_id)
     assert waited.returncode == code, waited.stdout + waited.stderr
+    status = waited.stdout.split()[1].rstrip(":")
+    assert f"{status}: {status}:" not in waited.stdout, waited.stdout  # the kind said once
     as_json = cli("wait", run_id, "--json")
     assert msgspec.json.decode(as_json.stdout)["status"] in ("failed", "timed_out", "completed")
     _wait_gone(pid)

@@ -5,6 +5,8 @@ hosting runtime as an ``approval`` command, refusals naming why, an answered ask
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 from storekit import run
@@ -59,8 +61,9 @@ def test_an_answer_is_given_once_and_posted_for_the_host(store: RunStore) -> Non
     assert posted.content is not None
     told = msgspec.json.decode(posted.content, type=ApprovalAnswered)
     assert told == ApprovalAnswered(approval_id="ap1", allow=True, answer="fine")
-    with pytest.raises(ApprovalRefused, match="approval ap1 was already answered: allowed"):
+    with pytest.raises(ApprovalRefused, match="approval ap1 was already answered: allowed") as why:
         store.answer_approval("ap1", False)
+    assert re.search(r"allowed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", str(why.value)), why.value
     with pytest.raises(ApprovalRefused, match="no approval 'ap9' in the store"):
         store.answer_approval("ap9", True)
     # asked again (the run restarted after a crash): the answer is posted again

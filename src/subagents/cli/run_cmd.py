@@ -13,7 +13,7 @@ terminal does not end it; its output goes to a log beside the store) and the com
 the root's run id and returns at once: `subagents attach RUN` watches it live from any
 terminal, `subagents wait RUN` waits for its end and exits with its status code.
 On a Ray cluster (--ray, $SUBAGENTS_RAY_ADDRESS) the background host is a detached actor on
-the cluster's head node (``runtime._detached_trees``): the tree goes on after this command exits.
+the cluster's head node: the tree goes on after this command exits.
 
 Exit status: 0 completed, 1 failed, 3 timed_out, 4 cancelled, 5 budget_exceeded,
 2 bad usage (unknown agent, bad option), 130 interrupted (the runs are cancelled); with

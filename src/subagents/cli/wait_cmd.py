@@ -114,8 +114,8 @@ def _wait(args: argparse.Namespace) -> int:
         outcome = record.outcome
         detail = ""
         if outcome is not None:
-            detail = (
-                outcome.result or "" if outcome.ok else f"{outcome.error_kind}: {outcome.error}"
-            )
+            kind = outcome.error_kind
+            said = f"{kind}: " if kind and kind != record.status.value else ""  # not twice
+            detail = outcome.result or "" if outcome.ok else f"{said}{outcome.error}"
         print(output.printable(f"{record.run_id} {record.status}: {detail}".rstrip(": ")))
     return EXIT_FOR_STATUS.get(record.status, 1)

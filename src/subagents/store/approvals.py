@@ -4,6 +4,8 @@ hosting the run. Pure; the stores keep the rows."""
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 
 from subagents.messages import ApprovalAnswered, ApprovalRecord, RunRecord
@@ -20,7 +22,12 @@ def refusal(approval_id: str, approval: ApprovalRecord | None, run: RunRecord | 
     if approval is None:
         return f"no approval {approval_id!r} in the store (subagents approvals lists them)"
     if not approval.pending:
-        when = f" at {approval.answered_at:.3f}" if approval.answered_at is not None else ""
+        answered = approval.answered_at
+        when = (
+            ""
+            if answered is None
+            else time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(answered))
+        )
         return f"approval {approval_id} was already answered: {approval.status}{when}"
     if run is not None and run.status.terminal:
         return (
