@@ -1,0 +1,332 @@
+"""PostgresStore: the RunStore protocol on a PostgreSQL server, for teams and clusters.
+
+The same promises as ``SQLiteStore`` (docs/store.md), kept by the server instead of a file:
+a write is durable once ``batch()`` (or a write outside a batch) has returned (the server's
+``COMMIT``: its write-ahead log flushed, under its ``synchronous_commit``); every write
+transaction of a runtime is fenced by its lease (``store.postgres_processes``); several
+runtimes, on several machines, share one database and each takes only what is its own or
+orphaned. What SQLite does with one file lock, this does with row locks, ``SKIP LOCKED`` and
+``NOTIFY`` (``store.postgres_processes``).
+
+Opened from a URL, ``postgresql://user:password@host:port/database`` (libpq's; ``postgres://``
+too). The tables live in the schema ``subagents`` of that database, created on first open
+(``store.postgres_schema``: versions and migrations). Needs the ``postgres`` extra (psycopg 3).
+
+Transactions, the connection and its loss: ``store.postgres_tx``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import msgspec
+
+from subagents.logs import get_logger
+from subagents.messages import (
+    TERMINAL_STATUSES,
+    Checkpoint,
+    CheckpointDelta,
+    Cleanup,
+    Command,
+    Event,
+    JournalEntry,
+    Lease,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
+from subagents.store.base import RunStore, StoreError
+from subagents.store.paths import default_state_dir
+from subagents.store.postgres_processes import PgProcessRows
+from subagents.store.postgres_rows import PgMailRows, PgResumeRows
+from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
+from subagents.store.postgres_sweep import sweep_runs
+from subagents.store.postgres_tx import PgTransactions
+from subagents.store.sqlite_tx import encode_row
+from subagents.store.sweep import SweepReport
+
+log = get_logger("subagents.store")
+
+_TERMINAL = sorted(s.value for s in TERMINAL_STATUSES)
+
+_run_decoder = msgspec.json.Decoder(RunRecord)
+_event_decoder = msgspec.json.Decoder(Event)
+_outcome_decoder = msgspec.json.Decoder(Outcome)
+
+_SAVE_RUN = """INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
+        created_at, ended_at, cleanup, record)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (run_id) DO UPDATE SET
+        agent = excluded.agent, status = excluded.status, root_run_id = excluded.root_run_id,
+        parent_run_id = excluded.parent_run_id, depth = excluded.depth,
+        created_at = excluded.created_at, ended_at = excluded.ended_at,
+        cleanup = excluded.cleanup, record = excluded.record,
+        archived_at = CASE WHEN excluded.status = ANY(%s) THEN runs.archived_at ELSE NULL END"""
+"""Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(location: object) -> bool:
+    """Whether ``location`` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+
+
+class PostgresStore(RunStore):
+    """The RunStore protocol on PostgreSQL (see the module docstring for the promises).
+
+    ``url``: the database, ``postgresql://user:password@host:port/database``.
+    """
+
+    def __init__(self, url: str) -> None:
+        if not is_postgres_url(url):
+            raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, got {url!r}")
+        self.url = url
+        self._tx = PgTransactions(url)
+        self.where = self._tx.where
+        with self._tx.lock:
+            conn = self._tx.connection()
+            try:
+                self.found_version, self.schema_version = upgrade(conn, self.where)
+            except StoreError:
+                self._tx.close()
+                raise
+            except Exception as exc:
+                self._tx.close()
+                raise StoreError(f"{self.where}: creating or upgrading the schema: {exc}") from exc
+        if self.found_version != self.schema_version:
+            log.info(
+                "store.upgraded" if self.found_version else "store.created",
+                url=self.where,
+                from_version=self.found_version,
+                to_version=self.schema_version,
+            )
+        digest = hashlib.sha256(self.where.encode()).hexdigest()[:16]
+        self.path = default_state_dir() / "databases" / digest / "store"
+        """No file: a name in this machine's state directory whose folder keeps what is kept
+        beside a SQLite file (the last ``ps`` listing, detached hosts' logs)."""
+        self._processes = PgProcessRows(self._tx)
+        self._mail = PgMailRows(self._tx)
+        self._resume = PgResumeRows(self._tx)
+
+    def batch(self) -> AbstractContextManager[None]:
+        return self._tx.batch()
+
+    # ---- runs and transitions -------------------------------------------------------------
+
+    def save_run(self, record: RunRecord) -> None:
+        self._tx.defer(
+            _SAVE_RUN,
+            (
+                record.run_id,
+                record.agent,
+                record.status.value,
+                record.root_run_id,
+                record.parent_run_id,
+                record.depth,
+                record.created_at,
+                record.ended_at,
+                record.cleanup,
+                encode_row(record, _run_decoder, f"run {record.run_id}"),
+                _TERMINAL,
+            ),
+            f"saving run {record.run_id}",
+        )
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._tx.read(
+            "SELECT record FROM runs WHERE run_id = %s", (run_id,), f"reading run {run_id}"
+        )
+        return self._tx.decode(_run_decoder, rows[0][0], "runs", run_id) if rows else None
+
+    def list_runs(
+        self,
+        *,
+        statuses: Iterable[RunStatus] | None = None,
+        root_run_id: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        include_archived: bool = False,
+    ) -> list[RunRecord]:
+        """``include_archived``: the runs the sweeper archived too (``sweep``)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if statuses is not None:
+            wanted = sorted({RunStatus(s).value for s in statuses})
+            if not wanted:
+                return []
+            where.append("status = ANY(%s)")
+            params.append(wanted)
+        if root_run_id is not None:
+            where.append("root_run_id = %s")
+            params.append(root_run_id)
+        if agent is not None:
+            where.append("agent = %s")
+            params.append(agent)
+        if not include_archived:
+            where.append("archived_at IS NULL")
+        sql = "SELECT run_id, record FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, run_id"
+        if limit is not None and limit >= 0:
+            sql += " LIMIT %s"
+            params.append(limit)
+        rows = self._tx.read(sql, params, "listing runs")
+        records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
+        return records[:limit] if limit is not None and limit < 0 else records
+
+    def append_event(self, event: Event) -> None:
+        kind = event.kind.value
+        self._tx.defer(
+            "INSERT INTO events (run_id, kind, ts, event) VALUES (%s, %s, %s, %s)",
+            (
+                event.run_id,
+                kind,
+                event.ts,
+                encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
+            ),
+            f"appending a {kind} event of run {event.run_id}",
+        )
+
+    def events(self, run_id: str) -> list[Event]:
+        rows = self._tx.read(
+            "SELECT seq, event FROM events WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+            f"reading the events of run {run_id}",
+        )
+        return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+
+    # ---- conversation checkpoints and journals (store.postgres_rows) ----------------------
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._resume.save_checkpoint(checkpoint)
+
+    def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
+        self._resume.add_to_checkpoint(delta)
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        return self._resume.load_checkpoint(run_id)
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._resume.save_journal(run_id, entries)
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        return self._resume.journal_of(run_id)
+
+    # ---- mail (store.postgres_rows) -------------------------------------------------------
+
+    def save_mail(self, mail: Mail) -> None:
+        self._mail.save_mail(mail)
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        self._mail.save_mails(mails)
+
+    def set_mail_state(self, mail_id: str, state: MailState) -> None:
+        self._mail.set_mail_state(mail_id, state)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        self._mail.set_mails_state(mail_ids, state)
+
+    def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
+        return self._mail.mail_for(run_id, states)
+
+    # ---- outcomes -------------------------------------------------------------------------
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        self._tx.defer(
+            """INSERT INTO outcomes (run_id, status, delivered, outcome)
+               VALUES (%s, %s, false, %s)
+               ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+                   delivered = false, outcome = excluded.outcome""",
+            (
+                outcome.run_id,
+                outcome.status.value,
+                encode_row(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
+            ),
+            f"saving the outcome of run {outcome.run_id}",
+        )
+
+    def mark_outcome_delivered(self, run_id: str) -> None:
+        self._tx.defer(
+            "UPDATE outcomes SET delivered = true WHERE run_id = %s",
+            (run_id,),
+            f"marking the outcome of run {run_id} delivered",
+        )
+
+    def undelivered_outcomes(self) -> list[Outcome]:
+        rows = self._tx.read(
+            "SELECT run_id, outcome FROM outcomes WHERE NOT delivered ORDER BY seq",
+            (),
+            "reading undelivered outcomes",
+        )
+        return [self._tx.decode(_outcome_decoder, raw, "outcomes", key) for key, raw in rows]
+
+    # ---- commands and leases (store.postgres_processes) -----------------------------------
+
+    def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
+        return self._processes.post_command(kind, run_id, content)
+
+    def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
+        return self._processes.take_commands(run_ids)
+
+    def acquire_lease(self, lease: Lease) -> int:
+        return self._processes.acquire_lease(lease)
+
+    def renew_lease(self, lease: Lease) -> bool:
+        return self._processes.renew_lease(lease)
+
+    def release_lease(self, owner: str, epoch: int | None = None) -> None:
+        self._processes.release_lease(owner, epoch)
+
+    def check_fence(self, owner: str, epoch: int) -> None:
+        self._processes.check_fence(owner, epoch)
+
+    def leases(self) -> list[Lease]:
+        """Inside a batch (a restore's takeover), the lapsed leases are locked first, and
+        one whose owner is writing right now reads as alive (``store.postgres_processes``)."""
+        return self._processes.leases()
+
+    # ---- the sweeper and housekeeping ----------------------------------------------------
+
+    def sweep(
+        self,
+        *,
+        now: float,
+        archive_after_minutes: float = 60,
+        cleanup_default: Cleanup = "keep",
+        retention_days: float | None = None,
+    ) -> SweepReport:
+        """Archive, clean and delete finished runs (rules in ``store.sweep``), in one
+        transaction, one sweeper at a time (``store.postgres_sweep``)."""
+        return sweep_runs(
+            self._tx,
+            self.path,
+            now=now,
+            archive_after_minutes=archive_after_minutes,
+            cleanup_default=cleanup_default,
+            retention_days=retention_days,
+        )
+
+    def meta(self) -> dict[str, str]:
+        """The store's meta table (application, schema_version)."""
+        rows = self._tx.read("SELECT key, value FROM meta", (), "reading the meta table")
+        return {str(k): str(v) for k, v in rows}
+
+    def close(self) -> None:
+        """Close the connection (rolling back an unfinished batch). Idempotent."""
+        self._tx.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.where!r}, schema_version={SCHEMA_VERSION})"
