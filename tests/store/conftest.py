@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import pytest
 
-from pgserver import pg_server, pg_url  # noqa: F401  (the session's PostgreSQL server)
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.store.paths import STATE_DIR_ENV

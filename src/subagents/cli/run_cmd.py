@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail, store_label
 
 MAX_TIMEOUT_S = 3600.0
 """``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
@@ -139,7 +139,7 @@ def _detach(args: argparse.Namespace, task: str) -> int:
     from subagents.cli import output
     from subagents.cli.detach import detach
     from subagents.cli.runtime_args import cluster_from
-    from subagents.store.paths import default_store_path
+    from subagents.store.locations import default_location, local_folder
 
     address = cluster_from(args) if getattr(args, "continues", None) is None else None
     if address is not None:
@@ -157,7 +157,7 @@ def _detach(args: argparse.Namespace, task: str) -> int:
         finally:
             hosted.close()
 
-    state_dir = (args.state or default_store_path()).expanduser().parent
+    state_dir = local_folder(args.state or default_location())
     done = detach(state_dir, host)
     if isinstance(done, int):
         return done
@@ -255,7 +255,7 @@ def _run(
     if on_admitted is not None:
         on_admitted(handle.run_id)
     note(
-        f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
+        f"subagents run: {args.agent} is run {handle.run_id} (store {store_label(hosted.store)});"
         " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
     done = threading.Event()

@@ -15,17 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_state_argument
+from subagents.cli.state import (
+    EXIT_USAGE,
+    STATE_ENV,
+    CliError,
+    add_json_argument,
+    add_state_argument,
+)
 
 if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
     from collections.abc import Callable
 
     from subagents.cli.approvals import TerminalApprovals
+    from subagents.cli.state import InspectedStore
     from subagents.cluster.remote_store import ClusterStore
     from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
-    from subagents.store.sqlite import SQLiteStore
     from subagents.supervision.limits import Limits
     from subagents.tools.permissions import Permissions
 
@@ -182,7 +188,7 @@ class Hosted:
     """A started Runtime and the store it writes (closed by ``close``, runtime first)."""
 
     runtime: Runtime
-    store: SQLiteStore | ClusterStore
+    store: InspectedStore
     offline: bool
     approvals: TerminalApprovals | None = None
     """Asks the person at the terminal (None on a pipe or in CI: every ask is denied)."""
@@ -351,16 +357,16 @@ def definitions_from(args: argparse.Namespace) -> list[AgentSpec]:
 
 
 def cluster_from(args: argparse.Namespace) -> str | None:
-    """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state``)
-    ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state`` and ``--ray`` together are a
-    usage error (two stores)."""
+    """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state`` and
+    ``$SUBAGENTS_STATE``) ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state`` and
+    ``--ray`` together are a usage error (two stores)."""
     from subagents.cluster.connect import ClusterError, resolve_address
 
     ray: str | None = getattr(args, "ray", None)
     if ray is not None and args.state is not None:
         raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
-    if args.state is not None:
-        return None
+    if args.state is not None or (ray is None and os.environ.get(STATE_ENV, "").strip()):
+        return None  # --state, or $SUBAGENTS_STATE, names the store: this process hosts
     try:
         return resolve_address(ray)
     except ClusterError as exc:

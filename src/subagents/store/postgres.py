@@ -17,7 +17,6 @@ Transactions, the connection and its loss: ``store.postgres_tx``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -41,7 +40,7 @@ from subagents.messages import (
     RunStatus,
 )
 from subagents.store.base import RunStore, StoreError
-from subagents.store.paths import default_state_dir
+from subagents.store.locations import is_database_url, local_folder, redacted
 from subagents.store.postgres_processes import PgProcessRows
 from subagents.store.postgres_rows import PgMailRows, PgResumeRows
 from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
@@ -69,30 +68,25 @@ _SAVE_RUN = """INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_
         archived_at = CASE WHEN excluded.status = ANY(%s) THEN runs.archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
 
-URL_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_postgres_url(location: object) -> bool:
-    """Whether ``location`` names a PostgreSQL database rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
-
 
 class PostgresStore(RunStore):
     """The RunStore protocol on PostgreSQL (see the module docstring for the promises).
 
     ``url``: the database, ``postgresql://user:password@host:port/database``.
+    ``create``: give a database without a store one (False: refuse it, ``StoreError``;
+    the inspecting commands, which must not make a store where a URL was mistyped).
     """
 
-    def __init__(self, url: str) -> None:
-        if not is_postgres_url(url):
-            raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, got {url!r}")
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        if not is_database_url(url):
+            raise ValueError(f"a PostgreSQL store needs a postgresql:// URL, got {redacted(url)!r}")
         self.url = url
         self._tx = PgTransactions(url)
         self.where = self._tx.where
         with self._tx.lock:
             conn = self._tx.connection()
             try:
-                self.found_version, self.schema_version = upgrade(conn, self.where)
+                self.found_version, self.schema_version = upgrade(conn, self.where, create)
             except StoreError:
                 self._tx.close()
                 raise
@@ -106,8 +100,7 @@ class PostgresStore(RunStore):
                 from_version=self.found_version,
                 to_version=self.schema_version,
             )
-        digest = hashlib.sha256(self.where.encode()).hexdigest()[:16]
-        self.path = default_state_dir() / "databases" / digest / "store"
+        self.path = local_folder(url) / "store"
         """No file: a name in this machine's state directory whose folder keeps what is kept
         beside a SQLite file (the last ``ps`` listing, detached hosts' logs)."""
         self._processes = PgProcessRows(self._tx)

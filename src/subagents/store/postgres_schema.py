@@ -173,13 +173,20 @@ def found_version(cursor: Any, where: str) -> int | None:
     return version
 
 
-def upgrade(conn: Any, where: str) -> tuple[int | None, int]:
+def upgrade(conn: Any, where: str, create: bool = True) -> tuple[int | None, int]:
     """Create or upgrade the store in one transaction; (found, now) versions. ``conn``: a
     psycopg connection in autocommit mode. The version is read again under the migration
-    lock, so several processes opening a new database create it once."""
+    lock, so several processes opening a new database create it once. ``create=False``: a
+    database without a store is refused, untouched."""
     with conn.cursor() as cur:
-        if found_version(cur, where) == SCHEMA_VERSION:
+        found = found_version(cur, where)
+        if found == SCHEMA_VERSION:
             return SCHEMA_VERSION, SCHEMA_VERSION
+        if found is None and not create:
+            raise StoreError(
+                f"{where}: no run store in this database yet (check the URL; only `run` and"
+                " `demo` create one)"
+            )
         with conn.transaction():
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             found = found_version(cur, where)

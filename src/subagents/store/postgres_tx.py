@@ -26,11 +26,11 @@ every other runtime up.
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import psycopg
@@ -38,6 +38,7 @@ from psycopg import errors as pg_errors
 
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
+from subagents.store.locations import redacted
 from subagents.store.postgres_schema import SCHEMA
 
 log = get_logger("subagents.store")
@@ -68,16 +69,6 @@ CONNECT: dict[str, Any] = {
 """libpq parameters beside the URL's: a lost server is noticed in about 25 s, not hours."""
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
-
-
 def translate(exc: psycopg.Error, where: str, doing: str) -> StoreError:
     """A StoreError for ``exc``, raised while ``doing`` something to the store ``where``."""
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -97,6 +88,18 @@ def translate(exc: psycopg.Error, where: str, doing: str) -> StoreError:
 
 _BEGIN: Held = ("BEGIN", (), "starting a batch")
 _CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")
+
+
+def _closed_by_server(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection was closed by the server (a restart, an administrator, the
+    idle timeout): its socket is readable while nothing is asked of it (the server's goodbye,
+    or the end of the stream). One ``select`` with no wait, so that the first batch after the
+    database came back does not fail on a connection that died while the runtime was idle."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 class FailedWrite(Exception):
@@ -165,7 +168,8 @@ class PgTransactions:
             raise StoreError(f"{self.where}: the store is closed")
         conn = self._conn
         if conn is not None and not conn.closed and not conn.broken:
-            return conn
+            if self._depth > 0 or not _closed_by_server(conn):
+                return conn
         if self._depth > 0:
             raise StoreError(f"{self.where}: the connection to the database was lost mid-batch")
         if conn is not None:
