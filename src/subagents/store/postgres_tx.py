@@ -167,9 +167,13 @@ class PgTransactions:
         if self._closed:
             raise StoreError(f"{self.where}: the store is closed")
         conn = self._conn
-        if conn is not None and not conn.closed and not conn.broken:
-            if self._depth > 0 or not _closed_by_server(conn):
-                return conn
+        if (
+            conn is not None
+            and not conn.closed
+            and not conn.broken
+            and (self._depth > 0 or not _closed_by_server(conn))
+        ):
+            return conn
         if self._depth > 0:
             raise StoreError(f"{self.where}: the connection to the database was lost mid-batch")
         if conn is not None:
