@@ -195,3 +195,18 @@ def test_runtimes_on_one_database_take_only_their_own_or_orphaned_runs(
 
 def _of(store: PostgresStore, ids: set[str]) -> list[Any]:
     return [r for r in store.list_runs() if r.run_id in ids]
+
+
+def test_a_database_restarted_while_the_runtime_idles_costs_it_nothing(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """The connection the server closed while nothing was asked of it is replaced before
+    the next batch: no run fails for it (the batch cannot be sent again blindly once sent:
+    a commit whose answer was lost may have been committed)."""
+    agents = [FunctionAgent.create("leaf", leaf)]
+    with Runtime(agents, model=ScriptedModel(), store=pg_url, command_poll_s=0) as rt:
+        assert rt.run("leaf", "before", wait=60).result == "ok before"
+        pg_server.stop("fast")
+        pg_server.start()
+        outcome = rt.run("leaf", "after", wait=60)
+        assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "ok after")
