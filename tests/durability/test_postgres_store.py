@@ -210,3 +210,23 @@ def test_a_database_restarted_while_the_runtime_idles_costs_it_nothing(
         pg_server.start()
         outcome = rt.run("leaf", "after", wait=60)
         assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "ok after")
+
+
+def test_a_command_is_taken_when_posted_not_at_the_next_poll(pg_url: str) -> None:
+    """The runtime LISTENs for commands: with a poll an hour apart, mail sent by another
+    process still reaches a waiting run (it would wait for the poll without the listener)."""
+
+    async def waiter(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=600)
+        return f"heard {mail.content if mail else None}"
+
+    agents = [FunctionAgent.create("waiter", waiter)]
+    with Runtime(agents, model=ScriptedModel(), store=pg_url, command_poll_s=3600) as rt:
+        waiting = threading.Event()
+        rt.subscribe(lambda e: waiting.set() if e.kind == "waiting" else None)
+        handle = rt.spawn("waiter", "listen")
+        assert waiting.wait(60)
+        other = PostgresStore(pg_url)  # another process's view of the store
+        other.post_command("send", handle.run_id, "hello")
+        other.close()
+        assert handle.result(timeout=60).result == "heard hello"

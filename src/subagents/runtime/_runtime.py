@@ -236,6 +236,7 @@ class Runtime:
             self.restore_report = self._requests.restore(None if restore is True else restore)
         if given.command_poll_s > 0:  # other processes' stop/send commands, through the store
             hosting.every(("commands", id(self)), given.command_poll_s, PollCommands())
+            hosting.listen_for_commands(self.store)  # and at once, where the store tells
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
         )

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.pooled import Dispatcher
@@ -31,7 +31,7 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import ChildDone, Event, LeaseLost, SpawnReply
+from subagents.messages import ChildDone, Event, LeaseLost, PollCommands, SpawnReply
 from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import RunStore
@@ -39,6 +39,11 @@ from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
+
+
+class _Closable(Protocol):
+    def close(self, timeout: float = ...) -> None: ...
+
 
 log = get_logger("subagents.runtime")
 
@@ -133,6 +138,8 @@ class Services:
         self.telemetry: Telemetry | None = None
         self.cluster: NodeHosts | None = None
         """The node hosts of a runtime on a cluster (``start_cluster``)."""
+        self.listener: _Closable | None = None
+        """What tells the supervisor of posted commands at once (``listen_for_commands``)."""
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -273,10 +280,22 @@ class Services:
 
         timer.schedule_in(key, seconds, tick)
 
+    def listen_for_commands(self, store: RunStore) -> None:
+        """Where the store can say when a command was posted (PostgreSQL's ``LISTEN``:
+        ``listen_commands``), the supervisor is told to take its commands at once, not only
+        at its next poll (which stays: a notice missed while the listener reconnected)."""
+        listen = getattr(store, "listen_commands", None)
+        supervisor = self.supervisor
+        if listen is None or supervisor is None:
+            return
+        self.listener = listen(lambda: supervisor.tell(PollCommands()))
+
     def stop_threads(self, timeout: float) -> float:
         """Cancel every run, then end the supervisor, the registry, the timer, the pool, the
         tools' processes and every tracked thread; the time left of ``timeout``."""
         deadline = time.monotonic() + timeout
+        if self.listener is not None:
+            self.listener.close(timeout)
         if self.supervisor is not None:
             self.supervisor.close(timeout)
         if self.cluster is not None:  # every run was cancelled: the node hosts go

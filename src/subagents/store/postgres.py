@@ -17,7 +17,7 @@ Transactions, the connection and its loss: ``store.postgres_tx``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -41,6 +41,7 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.locations import is_database_url, local_folder, redacted
+from subagents.store.postgres_listen import CommandListener
 from subagents.store.postgres_processes import PgProcessRows
 from subagents.store.postgres_rows import PgMailRows, PgResumeRows
 from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
@@ -284,6 +285,12 @@ class PostgresStore(RunStore):
         """Inside a batch (a restore's takeover), the lapsed leases are locked first, and
         one whose owner is writing right now reads as alive (``store.postgres_processes``)."""
         return self._processes.leases()
+
+    def listen_commands(self, on_command: Callable[[], object]) -> CommandListener:
+        """Call ``on_command()`` as soon as commands are posted (``LISTEN``, on a connection
+        and a thread of its own) until the listener is closed: the runtime takes its
+        commands at once instead of at its next poll (``store.postgres_listen``)."""
+        return CommandListener(self.url, self.where, on_command)
 
     # ---- the sweeper and housekeeping ----------------------------------------------------
 
