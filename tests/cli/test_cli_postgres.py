@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
 from clikit import Cli
 
+from subagents.cli.runtime_args import cluster_from
+from subagents.cli.state import CliError
 from subagents.store.postgres_schema import SCHEMA
-
-pytestmark = pytest.mark.usefixtures("pg_server")  # skipped saying why without one (CI: failed)
 
 
 @pytest.fixture
@@ -50,6 +51,7 @@ def test_run_records_in_the_database_and_every_command_reads_it(cli: Cli, pg_url
     assert not cli.state.exists()
 
 
+@pytest.mark.usefixtures("pg_server")  # psycopg, at least: skipped saying why without it
 def test_an_unreachable_database_is_a_clear_error_without_its_password(cli: Cli) -> None:
     url = "postgresql://someone:s3cret@127.0.0.1:9/nowhere"
     proc = cli("ps", "--state", url)
@@ -59,3 +61,30 @@ def test_an_unreachable_database_is_a_clear_error_without_its_password(cli: Cli)
     )
     assert "the database is unreachable" in proc.stderr
     assert "s3cret" not in proc.stderr
+
+
+def test_a_database_goes_with_ray_a_file_does_not() -> None:
+    """On a cluster the store may be a database (the driver writes it directly); a file
+    with --ray is two stores."""
+    ray = "10.0.0.5:6379"
+    assert cluster_from(Namespace(ray=ray, state="postgresql://u@db:5432/runs")) == ray
+    with pytest.raises(CliError, match="two stores"):
+        cluster_from(Namespace(ray=ray, state=Path("runs.sqlite3")))
+
+
+def test_detach_on_a_cluster_with_a_database_is_refused_by_name(cli: Cli) -> None:
+    url = "postgresql://u@127.0.0.1:9/runs"
+    proc = cli(
+        "run",
+        "quick",
+        "x",
+        "--agents",
+        str(cli.agents),
+        "--detach",
+        "--ray",
+        "10.0.0.5:6379",
+        "--state",
+        url,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--detach on a Ray cluster records in the cluster's store" in proc.stderr

@@ -139,9 +139,15 @@ def _detach(args: argparse.Namespace, task: str) -> int:
     from subagents.cli import output
     from subagents.cli.detach import detach
     from subagents.cli.runtime_args import cluster_from
-    from subagents.store.locations import default_location, local_folder
+    from subagents.store.locations import default_location, is_database_url, local_folder
 
     address = cluster_from(args) if getattr(args, "continues", None) is None else None
+    if address is not None and is_database_url(args.state):
+        raise CliError(
+            "--detach on a Ray cluster records in the cluster's store: a postgresql:// --state"
+            " goes with --ray for attached runs only (docs/cluster.md)",
+            EXIT_USAGE,
+        )
     if address is not None:
         return _detach_on_cluster(args, task, address)
 

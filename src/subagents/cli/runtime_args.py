@@ -279,11 +279,15 @@ def start_runtime(
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
+    from subagents.store.locations import is_database_url
 
     options = runtime_options(args, timeout=timeout)
     approvals = terminal_approvals(args)
     address = cluster_from(args)
-    store = open_cluster_store_for_run(address) if address else open_store(args.state)
+    database = is_database_url(args.state)  # on a cluster too: the driver writes it
+    store = (
+        open_cluster_store_for_run(address) if address and not database else open_store(args.state)
+    )
     try:
         runtime = Runtime(
             cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
@@ -358,14 +362,21 @@ def definitions_from(args: argparse.Namespace) -> list[AgentSpec]:
 
 def cluster_from(args: argparse.Namespace) -> str | None:
     """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state`` and
-    ``$SUBAGENTS_STATE``) ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state`` and
-    ``--ray`` together are a usage error (two stores)."""
+    ``$SUBAGENTS_STATE``) ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state PATH``
+    and ``--ray`` together are a usage error (two stores); ``--state postgresql://...``
+    goes with ``--ray``: the runs on the cluster, their store the database, which the
+    driver writes directly (docs/cluster.md)."""
     from subagents.cluster.connect import ClusterError, resolve_address
+    from subagents.store.locations import is_database_url
 
     ray: str | None = getattr(args, "ray", None)
-    if ray is not None and args.state is not None:
-        raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
-    if args.state is not None or (ray is None and os.environ.get(STATE_ENV, "").strip()):
+    if ray is not None and args.state is not None and not is_database_url(args.state):
+        raise CliError(
+            "--state and --ray name two stores: give one (a postgresql:// --state goes with"
+            " --ray: the runs on the cluster, the store the database)",
+            EXIT_USAGE,
+        )
+    if ray is None and (args.state is not None or os.environ.get(STATE_ENV, "").strip()):
         return None  # --state, or $SUBAGENTS_STATE, names the store: this process hosts
     try:
         return resolve_address(ray)

@@ -221,9 +221,12 @@ def open_existing_store(location: Path | str | None) -> InspectedStore:
 def open_inspected_store(args: argparse.Namespace) -> InspectedStore:
     """The store an inspecting command reads: ``--ray ADDRESS`` (or, without ``--state``
     and ``$SUBAGENTS_STATE``, ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local
-    file or the database, which must hold a store (``open_existing_store``)."""
+    file or the database, which must hold a store (``open_existing_store``). A database
+    named with ``--ray`` (a cluster whose runs it records) is read directly."""
+    from subagents.store.locations import is_database_url
+
     ray: str | None = getattr(args, "ray", None)
-    if ray is not None and args.state is not None:
+    if ray is not None and args.state is not None and not is_database_url(args.state):
         raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
     if args.state is None and (ray is not None or not os.environ.get(STATE_ENV, "").strip()):
         from subagents.cluster.connect import ClusterError, resolve_address
