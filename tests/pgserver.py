@@ -85,6 +85,9 @@ class PgServer:
     bindir: Path
     root: Path
     port: int
+    durable: bool = False
+    """The server's defaults (fsync on: a commit waits for the disk); else fsync off, as
+    throwaway servers for tests are (a crash of the machine loses the test anyway)."""
     _names: Iterator[int] = field(default_factory=itertools.count)
 
     @property
@@ -116,8 +119,8 @@ class PgServer:
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c max_connections=200"
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+            f" -c max_connections=200{'' if self.durable else ' -c fsync=off'}"
         )
         self._run(
             str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "-l",

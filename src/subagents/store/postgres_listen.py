@@ -22,7 +22,7 @@ from subagents.store.postgres_processes import COMMANDS_CHANNEL
 
 log = get_logger("subagents.store")
 
-WAIT_S = 0.5
+WAIT_S = 0.1
 """How long one wait for notifications lasts: how soon ``close`` is noticed."""
 RETRY_S = 2.0
 """Between two attempts to connect again after the connection was lost."""

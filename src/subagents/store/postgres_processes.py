@@ -162,21 +162,23 @@ class PgProcessRows:
     def check_fence(self, owner: str, epoch: int) -> None:
         """Inside a batch the lease row is locked ``FOR KEY SHARE`` until the commit: no
         takeover can delete it between this check and the batch's writes."""
-        lock = " FOR KEY SHARE" if self.tx.in_batch else ""
-        rows = self.tx.read(
-            f"SELECT epoch FROM leases WHERE owner = %s{lock}",
-            (owner,),
-            f"checking the lease of {owner}",
-        )
+        with self.tx.lock:  # in_batch is the batch of this thread only under the lock
+            lock = " FOR KEY SHARE" if self.tx.in_batch else ""
+            rows = self.tx.read(
+                f"SELECT epoch FROM leases WHERE owner = %s{lock}",
+                (owner,),
+                f"checking the lease of {owner}",
+            )
         held = int(rows[0][0]) if rows else None
         if held != epoch:
             raise Fenced(f"{self.tx.where}: {fenced_message(owner, epoch, held)}")
 
     def leases(self) -> list[Lease]:
         """Inside a batch, the takeover's locks first (module docstring)."""
-        if self.tx.in_batch:
-            return self._leases_to_take_over()
-        return self._read_leases()
+        with self.tx.lock:  # in_batch is the batch of this thread only under the lock
+            if self.tx.in_batch:
+                return self._leases_to_take_over()
+            return self._read_leases()
 
     def _read_leases(self) -> list[Lease]:
         rows = self.tx.read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")

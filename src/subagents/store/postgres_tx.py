@@ -397,10 +397,14 @@ class PgTransactions:
             raise error from exc
 
     def read(self, sql: str, params: Params, doing: str) -> list[Any]:
-        """Rows of a query: inside the open batch (after its held writes), or on its own."""
+        """Rows of a query: inside the open batch (after its held writes), or on its own.
+        A batch's first statement (the fence's read, as a rule) goes with its ``BEGIN`` in
+        one round trip."""
         with self.lock:
             conn = self.connection()
             if self._depth > 0:
+                if [h for h in self._held if h is not None] == [_BEGIN]:
+                    return self._begin_with(conn, sql, params, doing)
                 self._send_held()
                 if self._failed is not None:
                     raise self._aborted(doing)
@@ -411,6 +415,23 @@ class PgTransactions:
                 if self._depth > 0:
                     self._failed = error
                 raise error from exc
+
+    def _begin_with(
+        self, conn: psycopg.Connection[Any], sql: str, params: Params, doing: str
+    ) -> list[Any]:
+        """``BEGIN`` and the query in one pipeline; the query's rows."""
+        self._held = []
+        self._flushes += 1
+        try:
+            with conn.pipeline(), conn.cursor() as begin:
+                begin.execute("BEGIN")
+                query = conn.cursor()
+                query.execute(sql, params)
+            return query.fetchall()
+        except psycopg.Error as exc:
+            error = translate(exc, self.where, doing)
+            self._failed = error
+            raise error from exc
 
     def decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T:
         try:
