@@ -383,51 +383,40 @@ class PgTransactions:
         """One statement inside the open transaction (``writing``), now: its rows (if it
         returns any) and its row count. A failure dooms the batch."""
         assert self._depth > 0, "write() outside a transaction"
-        self._send_held()
-        if self._failed is not None:
-            raise self._aborted(doing)
-        conn = self.connection()
-        try:
-            cur = conn.execute(sql, params)
-            rows = cur.fetchall() if cur.description is not None else []
-            return rows, cur.rowcount
-        except psycopg.Error as exc:
-            error = translate(exc, self.where, doing)
-            self._failed = error
-            raise error from exc
+        return self._now(sql, params, doing)
 
     def read(self, sql: str, params: Params, doing: str) -> list[Any]:
-        """Rows of a query: inside the open batch (after its held writes), or on its own.
-        A batch's first statement (the fence's read, as a rule) goes with its ``BEGIN`` in
-        one round trip."""
+        """Rows of a query: inside the open batch (after its held writes), or on its own."""
         with self.lock:
-            conn = self.connection()
             if self._depth > 0:
-                if [h for h in self._held if h is not None] == [_BEGIN]:
-                    return self._begin_with(conn, sql, params, doing)
-                self._send_held()
-                if self._failed is not None:
-                    raise self._aborted(doing)
+                return self._now(sql, params, doing)[0]
+            conn = self.connection()
             try:
                 return conn.execute(sql, params).fetchall()
             except psycopg.Error as exc:
-                error = translate(exc, self.where, doing)
-                if self._depth > 0:
-                    self._failed = error
-                raise error from exc
+                raise translate(exc, self.where, doing) from exc
 
-    def _begin_with(
-        self, conn: psycopg.Connection[Any], sql: str, params: Params, doing: str
-    ) -> list[Any]:
-        """``BEGIN`` and the query in one pipeline; the query's rows."""
-        self._held = []
-        self._flushes += 1
+    def _now(self, sql: str, params: Params, doing: str) -> tuple[list[Any], int]:
+        """A statement of the open batch, after what it holds: a batch's first statement
+        (the fence's read, as a rule) goes with its ``BEGIN`` in one round trip."""
+        conn = self.connection()
+        begin = [h for h in self._held if h is not None] == [_BEGIN]
+        if not begin:
+            self._send_held()
+        if self._failed is not None:
+            raise self._aborted(doing)
         try:
-            with conn.pipeline(), conn.cursor() as begin:
-                begin.execute("BEGIN")
-                query = conn.cursor()
-                query.execute(sql, params)
-            return query.fetchall()
+            if begin:
+                self._held = []
+                self._flushes += 1
+                with conn.pipeline(), conn.cursor() as first:
+                    first.execute("BEGIN")
+                    cur = conn.cursor()
+                    cur.execute(sql, params)
+            else:
+                cur = conn.execute(sql, params)
+            rows = cur.fetchall() if cur.description is not None else []
+            return rows, cur.rowcount
         except psycopg.Error as exc:
             error = translate(exc, self.where, doing)
             self._failed = error
