@@ -102,7 +102,7 @@ def _closed_by_server(conn: psycopg.Connection[Any]) -> bool:
     return bool(readable)
 
 
-class FailedWrite(Exception):
+class PgFailedWrite(Exception):
     """Held writes failed when sent; ``doing`` names them, ``error`` is psycopg's."""
 
     def __init__(self, doing: str, error: psycopg.Error) -> None:
@@ -230,7 +230,7 @@ class PgTransactions:
             try:
                 self._flush()
                 return
-            except FailedWrite as exc:
+            except PgFailedWrite as exc:
                 self._rollback()
                 error = translate(exc.error, self.where, exc.doing)
                 if isinstance(exc.error, psycopg.OperationalError):
@@ -297,7 +297,7 @@ class PgTransactions:
 
     def _flush(self) -> None:
         """Send every held statement, in order, in one pipeline (one round trip); runs of
-        one statement go as one ``executemany``. FailedWrite if any failed."""
+        one statement go as one ``executemany``. PgFailedWrite if any failed."""
         items = [h for h in self._held if h is not None]
         self._held = []
         if not items:
@@ -329,7 +329,7 @@ class PgTransactions:
             doing = (
                 first if count <= 1 else f"{first} (or one of the {count - 1} writes sent with it)"
             )
-            raise FailedWrite(doing, exc) from exc
+            raise PgFailedWrite(doing, exc) from exc
 
     def _send_held(self) -> None:
         """Send the held writes before a direct statement; a failure dooms the batch."""
@@ -339,7 +339,7 @@ class PgTransactions:
             raise self._aborted("sending held writes")
         try:
             self._flush()
-        except FailedWrite as exc:
+        except PgFailedWrite as exc:
             error = translate(exc.error, self.where, exc.doing)
             self._failed, self._doomed = error, True
             raise error from exc.error
