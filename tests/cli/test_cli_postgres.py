@@ -6,9 +6,11 @@ from __future__ import annotations
 from argparse import Namespace
 from pathlib import Path
 
+import msgspec
 import pytest
 from clikit import Cli
 
+from polling import wait_until
 from subagents.cli.runtime_args import cluster_from
 from subagents.cli.state import CliError
 from subagents.store.postgres_schema import SCHEMA
@@ -88,3 +90,19 @@ def test_detach_on_a_cluster_with_a_database_is_refused_by_name(cli: Cli) -> Non
     )
     assert proc.returncode == 2, proc.stderr
     assert "--detach on a Ray cluster records in the cluster's store" in proc.stderr
+
+
+def test_a_detached_run_on_the_database_is_waited_for_from_another_process(
+    cli: Cli, pg_url: str
+) -> None:
+    env = {"SUBAGENTS_STATE": pg_url}
+    proc = cli("run", "--detach", "quick", "bg", "--agents", str(cli.agents), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    waited = cli("wait", data["run_id"], env=env)
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.startswith(f"{data['run_id']} completed: quick answer to bg")
+    # the host's log is kept on this machine, in the database's own folder
+    log = Path(data["log"])
+    assert log.parent.parent.parent == cli.state.parent / "databases"
+    wait_until(lambda: "quick answer to bg" in log.read_text(), "the host's log complete")
