@@ -114,9 +114,48 @@ def stdout_to_stderr() -> None:
     sys.stdout = sys.stderr
 
 
+LOADED_ABOVE = 1.5
+"""A figure taken while the 1-minute load average was above this is marked ``loaded``: on this
+2-vCPU machine a benchmark alone (one busy thread) reads ~1, so above 1.5 something else was
+running and competing for the second core. Figures of a loaded round are rough (issue 26)."""
+
+
+def load_average() -> float:
+    """The 1-minute load average (``/proc/loadavg``), or -1 where there is none."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as handle:
+            return float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def load_record(start: float, end: float) -> dict[str, Any]:
+    """The load a figure was taken at: the 1-minute average when it started and when it ended,
+    the higher of the two, and whether that was above ``LOADED_ABOVE``."""
+    top = max(start, end)
+    return {"start": start, "end": end, "max": top, "loaded": top > LOADED_ABOVE}
+
+
+class LoadWindow:
+    """The load average over one figure: ``window = LoadWindow()`` before it,
+    ``window.record()`` after (each figure says the load it was taken at)."""
+
+    def __init__(self) -> None:
+        self.start = load_average()
+
+    def record(self) -> dict[str, Any]:
+        return load_record(self.start, load_average())
+
+
+PROCESS_LOAD = LoadWindow()
+"""The load when this benchmark's process started; ``emit`` closes it as the script's load."""
+
+
 def emit(name: str, result: dict[str, Any]) -> None:
-    """Print the one JSON object of this benchmark."""
-    payload = {"benchmark": name, **result, "machine": machine()}
+    """Print the one JSON object of this benchmark, with the load average it was taken at
+    (``load``: at the start and at the end of the process; figures taken in parts may carry
+    their own ``load`` too)."""
+    payload = {"benchmark": name, **result, "load": PROCESS_LOAD.record(), "machine": machine()}
     text = msgspec.json.format(msgspec.json.encode(payload)).decode() + "\n"
     if _JSON_OUT is not None:
         os.write(_JSON_OUT, text.encode())

@@ -16,10 +16,15 @@ Stop: a tree of 100 runs (a root, 9 children, 90 grandchildren, all waiting) is 
 ``rt.stop(root)``. Reported: the time until the stop is answered (every run marked cancelled
 and recorded), until the root's outcome reaches its caller, and until every agent actor has
 stopped (gone from pykka's ``ActorRegistry``, its loop ended); against stopping 100 raw pykka
-actors (``stop(block=False)`` for each, then waiting for each: their loops have ended). The
-threads are counted too, by name: the runtime's agents run on pooled threads
-(``subagents-agent-N``) that park for reuse when an actor stops rather than end, so
-``agent_threads_after`` is how many stay parked, not a leak.
+actors (``stop(block=False)`` for each, then waiting for each: their loops have ended).
+
+Threads, counted by name, and what they are: NOT a thread per run. A waiting run holds no
+thread; the runtime runs its agents on a few dispatcher threads (``subagents-dispatch-N``,
+``actors/pooled.py``) and on pooled threads (``subagents-agent-N``: replacements for a
+dispatcher thread about to block, and ``agent_threads="own"``), which park for reuse rather
+than end. So ``runner_threads_live`` is the threads running agents while 100 runs wait
+(``runner_threads_by_kind`` splits them), and ``runner_threads_after`` how many are left
+once every actor stopped (parked or idle, not a leak); a thread per run would read 100+.
 """
 
 from __future__ import annotations
@@ -88,11 +93,20 @@ def steady_lateness(n: int, first: float, spread: float) -> tuple[list[float], b
     return late, False, first / 2
 
 
-AGENT_THREAD_PREFIXES = ("subagents-dispatch-", "subagents-agent-", "AgentActor")
+RUNNER_THREADS = {
+    "dispatcher": "subagents-dispatch-",  # the few threads draining waiting runs' mailboxes
+    "pooled": "subagents-agent-",  # replacements for a blocking dispatcher thread; "own" mode
+    "pykka_default": "AgentActor",  # an actor on pykka's own thread (none expected)
+}
 
 
-def _agent_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name.startswith(AGENT_THREAD_PREFIXES))
+def _runner_threads() -> dict[str, int]:
+    """Threads that run agents, by kind (their names)."""
+    names = [t.name for t in threading.enumerate()]
+    return {
+        kind: sum(1 for name in names if name.startswith(prefix))
+        for kind, prefix in RUNNER_THREADS.items()
+    }
 
 
 def _live_actors(rt: Runtime) -> int:
@@ -102,7 +116,7 @@ def _live_actors(rt: Runtime) -> int:
     return len(pykka.ActorRegistry.get_all()) + (dispatcher.live if dispatcher else 0)
 
 
-def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
+def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, Any]:
     """Seconds to stop a waiting tree of 1 + a + a*b runs."""
     a, b = fanout
     size = 1 + a + a * b
@@ -135,7 +149,7 @@ def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
         if not all_waiting.wait(30):
             raise RuntimeError(f"only {len(waiting)} of {size} runs waiting after 30 s")
         actors_live = _live_actors(rt) - actors_before
-        threads_live = _agent_threads()
+        threads_live = _runner_threads()
         start = time.perf_counter()
         stopped = rt.stop(handle.run_id)
         answered = time.perf_counter() - start
@@ -144,7 +158,7 @@ def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
         while _live_actors(rt) > actors_before and time.perf_counter() - start < 30:
             time.sleep(0.0005)  # a benchmark may poll; nothing tells us when an actor stopped
         actors_stopped = time.perf_counter() - start
-        threads_after = _agent_threads()
+        threads_after = sum(_runner_threads().values())
         actors_left = _live_actors(rt) - actors_before
     if len(stopped) != size or outcome.status != RunStatus.CANCELLED or actors_left:
         raise RuntimeError(
@@ -156,8 +170,9 @@ def stop_tree(fanout: tuple[int, int] = (9, 10)) -> dict[str, float]:
         "delivered": delivered,
         "actors_stopped": actors_stopped,
         "agent_actors_live": actors_live,
-        "agent_threads_live": threads_live,
-        "agent_threads_after": threads_after,
+        "runner_threads_live": sum(threads_live.values()),
+        "runner_threads_by_kind": threads_live,
+        "runner_threads_after": threads_after,
     }
 
 
@@ -201,8 +216,14 @@ def main() -> None:
     stop_figures: dict[str, Any] = {
         f"{key}_ms": rounded(median([s[key] for s in stops]) * 1e3) for key in times
     }
-    for key in ("agent_actors_live", "agent_threads_live", "agent_threads_after"):
+    for key in ("agent_actors_live", "runner_threads_live", "runner_threads_after"):
         stop_figures[key] = max(s[key] for s in stops)
+    most = max(stops, key=lambda s: s["runner_threads_live"])
+    stop_figures["runner_threads_by_kind"] = most["runner_threads_by_kind"]
+    stop_figures["threads_are"] = (
+        "threads running agents (dispatcher + pooled), not a thread per run: 100 runs wait on"
+        " them; after: those left parked or idle once every actor stopped"
+    )
     raw_ms = median(raws) * 1e3
     emit(
         "deadlines",

@@ -16,8 +16,9 @@ script): measured in one process, the side measured second reuses the memory the
   and one store commit per batch), or with one ``Runtime.spawn`` each (``--spawn one``: the
   per-run path, reported by ``run_all.py`` beside it); CPU seconds of the process and the
   cyclic GC's full (gen-2) passes during the start are reported with it. ``--gc-freeze``
-  calls ``gc.freeze()`` after each batch (what an embedding program holding many live runs
-  may choose to do: docs/runtime.md; the runtime never changes the GC by itself);
+  calls ``gc.freeze()`` after each batch as well (from 10,000 live runs the runtime paces
+  the GC itself, freezing what survives each full pass: ``actors/gc_pacing.py``,
+  docs/runtime.md; the full passes counted then are mostly short ones over what is new);
 - close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), and its
   CPU seconds; raw: a stop told to every actor, then each stop waited for.
 
@@ -33,8 +34,11 @@ reported as the result, not a crash. When n was not tried, the runtime side is m
 (default min(n, 10,000)): memory per actor does not depend on n, and raw pykka needs a thread
 per actor too. The default n is the goal's, 100,000.
 
-Goals (issue 17): 100,000 live waiting subagents at <= 1.5x the memory of a raw pykka actor
-each, started in under 10 s and closed in under 5 s.
+Goals: 100,000 live waiting subagents at <= 1.5x the memory of a raw pykka actor each (issue
+17); started with one ``spawn`` each in under 10 s (the headline: the path most callers take),
+with ``spawn_many`` in under 5 s, closed in under 3 s (issue 26). The anchor of each, measured
+in the same run, is the raw side (its start and close at ``--raw-n`` actors); each side records
+the load average it was taken at.
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ import pykka
 from _common import emit, parse_args, quiet_logs, ratio, rounded, run_side, settle, vm_rss_kib
 
 TARGET_MEMORY = 1.5
-TARGET_START_S = 10.0
-TARGET_CLOSE_S = 5.0
+TARGET_START_ONE_S = 10.0  # one Runtime.spawn per run (the headline)
+TARGET_START_S = 5.0  # spawn_many in batches
+TARGET_CLOSE_S = 3.0
 GOAL_N = 100_000
 PILOT = 500
 FALLBACK_N = 10_000  # measured instead when the requested n cannot be tried
@@ -375,7 +380,7 @@ def main() -> None:
     args = parse_args(__doc__ or "", _extra)
     quiet_logs()
     n = args.n or (200 if args.quick else GOAL_N)
-    if args.side == "raw":
+    if args.side == "raw":  # emit adds the side's load (its process's)
         emit("scale-side", raw_side(n, args.force, args.max_threads))
         return
     if args.side == "runtime":
@@ -419,19 +424,34 @@ def main() -> None:
     if measured:
         r = ratio(ours["kib_each"], raw["kib_each"])
         figures["memory_ratio"] = r
+        anchor = f"raw pykka, {raw['n']:,} actors, own process, same run"
         goals = {
-            "memory": {"ratio": r, "target": TARGET_MEMORY, "pass": r <= TARGET_MEMORY},
+            "memory": {
+                "ratio": r,
+                "anchor": f"{anchor}: {raw['kib_each']} KiB each",
+                "target": TARGET_MEMORY,
+                "pass": r <= TARGET_MEMORY,
+            },
             "start": {
                 "seconds": ours["start_s"],
+                "anchor": f"{anchor}: started in {raw['start_s']} s",
                 "target": TARGET_START_S,
                 "pass": ours["start_s"] < TARGET_START_S,
             },
             "close": {
                 "seconds": ours["close_s"],
+                "anchor": f"{anchor}: stopped in {raw['close_s']} s",
                 "target": TARGET_CLOSE_S,
                 "pass": ours["close_s"] < TARGET_CLOSE_S,
             },
         }
+        if per_run is not None and "start_s" in per_run and "failed" not in per_run:
+            goals["start_one_spawn"] = {
+                "seconds": per_run["start_s"],
+                "anchor": f"{anchor}: started in {raw['start_s']} s",
+                "target": TARGET_START_ONE_S,
+                "pass": per_run["start_s"] < TARGET_START_ONE_S,
+            }
     at_goal_size = n >= GOAL_N  # and when it was not tried, the goal is missed
     emit(
         "scale",
@@ -441,8 +461,9 @@ def main() -> None:
             "measured": measured,
             "baseline": "raw pykka: an idle ThreadingActor, in its own process",
             "target": (
-                f"{GOAL_N:,} waiting: memory <= {TARGET_MEMORY}x raw each, start < "
-                f"{TARGET_START_S:g} s, close < {TARGET_CLOSE_S:g} s"
+                f"{GOAL_N:,} waiting: memory <= {TARGET_MEMORY}x raw each, started with one"
+                f" spawn each < {TARGET_START_ONE_S:g} s, with spawn_many < {TARGET_START_S:g}"
+                f" s, closed < {TARGET_CLOSE_S:g} s"
             ),
             "ratio": figures.get("memory_ratio"),
             "pass": (measured and ours is attempt and all(g["pass"] for g in goals.values()))

@@ -20,6 +20,17 @@ headers (``retry-after``, ``retry-after-ms``...), a delay before answering, a ra
 body, or ``drop=True`` to close the connection without answering. When the queue is empty and
 there is no handler, the server answers 500 with an error body saying so. Queued replies are
 used before the handler.
+
+Streaming, as the real API does it: a request with ``"stream": true`` answered by a 200 message
+body gets that message as Server-Sent Events (``message_start``, a ``ping``, per block
+``content_block_start`` / ``content_block_delta`` (``text_delta`` pieces of ``chunk``
+characters, ``input_json_delta`` pieces of the input's JSON) / ``content_block_stop``,
+``message_delta``, ``message_stop``), in HTTP/1.1 chunked encoding. ``streamed(...)`` makes a
+reply that breaks half way: an ``error`` event after N events (``error_after``), or the
+connection cut after N events (``cut_after``: an incomplete chunked body, as a dropped
+connection leaves it), or simply ended early (``end_after``: a clean end without
+``message_stop``). An error status (4xx, 5xx) is answered as JSON, stream or not, as the API
+answers errors found before the stream starts.
 """
 
 from __future__ import annotations
@@ -42,6 +53,9 @@ __all__ = [
     "Reply",
     "error_reply",
     "message",
+    "paused",
+    "stream_events",
+    "streamed",
     "text_message",
     "tool_use_message",
 ]
@@ -61,6 +75,13 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drop: bool = False
+    events: tuple[tuple[str, Any], ...] | None = None
+    """Server-Sent Events to answer with, ``(event name, data)``, instead of ``body``."""
+    cut_after: int | None = None
+    """Send only this many ``events``, then close the connection in the middle of the body."""
+    pause_after: int | None = None
+    """Send this many ``events``, then wait until ``resume`` is set (or the server stops)."""
+    resume: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +144,77 @@ def tool_use_message(
     return message(content, **kwargs)
 
 
+def stream_events(body: Mapping[str, Any], *, chunk: int = 8) -> list[tuple[str, Any]]:
+    """A message body as the API streams it: the events, text and tool input in pieces of
+    ``chunk`` characters."""
+    usage = dict(body.get("usage") or {})
+    start = {**body, "content": [], "stop_reason": None, "stop_sequence": None}
+    start["usage"] = {**usage, "output_tokens": 1}
+    events: list[tuple[str, Any]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(body.get("content") or []):
+        if block.get("type") == "text":
+            opened: dict[str, Any] = {"type": "text", "text": ""}
+            delta_type, key, whole = "text_delta", "text", str(block["text"])
+        elif block.get("type") == "tool_use":
+            opened = {**block, "input": {}}
+            delta_type, key = "input_json_delta", "partial_json"
+            whole = json.dumps(block["input"])
+        else:
+            opened, delta_type, key, whole = dict(block), "", "", ""
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        for at in range(0, len(whole), max(1, chunk)):
+            delta = {"type": delta_type, key: whole[at : at + chunk]}
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    stop = {"stop_reason": body.get("stop_reason"), "stop_sequence": body.get("stop_sequence")}
+    ending = {"output_tokens": usage.get("output_tokens", 0)}
+    events.append(("message_delta", {"type": "message_delta", "delta": stop, "usage": ending}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def streamed(
+    body: Mapping[str, Any],
+    *,
+    chunk: int = 8,
+    error_after: int | None = None,
+    error_type: str = "overloaded_error",
+    cut_after: int | None = None,
+    end_after: int | None = None,
+) -> Reply:
+    """A streamed reply of ``body``, whole or broken after so many events: an ``error``
+    event (``error_after``), the connection cut (``cut_after``), or a clean end
+    (``end_after``)."""
+    events = stream_events(body, chunk=chunk)
+    if error_after is not None:
+        error = {"type": "error", "error": {"type": error_type, "message": "stream broke"}}
+        events = [*events[:error_after], ("error", error)]
+    if end_after is not None:
+        events = events[:end_after]
+    return Reply(events=tuple(events), cut_after=cut_after)
+
+
+def paused(body: Mapping[str, Any], after: int, *, chunk: int = 8) -> tuple[Reply, threading.Event]:
+    """A streamed reply of ``body`` that stops after ``after`` events until the event
+    returned is set: a model that is half way through writing, for as long as a test needs."""
+    resume = threading.Event()
+    events = tuple(stream_events(body, chunk=chunk))
+    return Reply(events=events, pause_after=after, resume=resume), resume
+
+
 def error_reply(
     status: int, error_type: str, text: str, *, headers: Mapping[str, str] | None = None
 ) -> Reply:
@@ -149,6 +241,8 @@ class FakeMessagesAPI:
         self._requests: list[Recorded] = []
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
+        self.chunk = 8
+        """The piece size of a message body streamed for a ``"stream": true`` request."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._request_handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -259,7 +353,43 @@ class FakeMessagesAPI:
                 if reply.drop:
                     self.close_connection = True
                     return
+                if reply.events is None and _streams(recorded, reply):
+                    reply = Reply(events=tuple(stream_events(reply.body, chunk=api.chunk)))
+                if reply.events is not None:
+                    self._send_events(reply)
+                    return
                 self._send(reply)
+
+            def _send_events(self, reply: Reply) -> None:
+                """The events as SSE in chunked encoding, one HTTP chunk per event; a cut
+                leaves the body without its last chunk, as a dropped connection does."""
+                assert reply.events is not None
+                events = reply.events
+                if reply.cut_after is not None:
+                    events = events[: reply.cut_after]
+                try:
+                    self.send_response(reply.status)
+                    headers = {
+                        "content-type": "text/event-stream",
+                        "transfer-encoding": "chunked",
+                        "request-id": f"req_fake_{next(_ids)}",
+                        **reply.headers,
+                    }
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    for sent, (name, data) in enumerate(events):
+                        if sent == reply.pause_after and reply.resume is not None:
+                            while not (reply.resume.wait(0.05) or api._stopping.is_set()):
+                                pass
+                        frame = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                        self.wfile.flush()
+                    if reply.cut_after is None:
+                        self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
 
             def _send(self, reply: Reply) -> None:
                 if isinstance(reply.body, bytes):
@@ -283,3 +413,10 @@ class FakeMessagesAPI:
                 pass  # quiet: tests assert on ``api.requests`` instead
 
         return _Handler
+
+
+def _streams(recorded: Recorded, reply: Reply) -> bool:
+    """A ``"stream": true`` request answered by a 200 message body: sent as events."""
+    body = recorded.body
+    wants = isinstance(body, dict) and body.get("stream") is True
+    return wants and reply.status == 200 and isinstance(reply.body, dict)

@@ -44,3 +44,20 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert blocks[1].strip().endswith(".venv/bin/python -m pytest -q -n 2 --dist loadgroup")
     ci = (ROOT / ".ci" / "run").read_text()
     assert blocks[1].strip() in ci
+
+
+def test_the_approvals_example_answers_through_the_store_and_continues_the_run() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "approvals.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "pending: builder wants Bash {'command': 'echo built | tee out.txt'}",
+        "completed - the shell said: built",
+        "continued: completed - it is in out.txt",
+    ]

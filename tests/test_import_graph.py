@@ -139,7 +139,7 @@ def test_no_import_cycles() -> None:
 
 LOWER = ("actors", "behaviour", "cluster", "definitions", "isolation", "mcp", "models")
 LOWER += ("store", "supervision", "tools")
-UPPER = ("subagents.runtime", "subagents.cli")
+UPPER = ("subagents.runtime", "subagents.cli", "subagents.console")
 
 
 def test_the_layers_below_the_runtime_do_not_import_it() -> None:
@@ -156,3 +156,20 @@ def test_the_layers_below_the_runtime_do_not_import_it() -> None:
         if target.startswith(UPPER) or target == "subagents"
     )
     assert not upward, "imports from a layer above:\n" + "\n".join(upward)
+
+
+def test_the_console_is_the_top_layer_nothing_imports() -> None:
+    """``console/`` (`subagents serve`) sits above ``cli/``: it opens stores, names runs and
+    reads transcripts as the inspecting commands do, by importing them; nothing imports it
+    (``cli/main.py`` names its command's module by string, loaded only for `serve`), so the
+    other commands never load Starlette or uvicorn."""
+    graph = import_graph()
+    assert "subagents.cli.state" in graph["subagents.console.feed"]  # the walk sees it
+    inward = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not module.startswith("subagents.console")
+        for target in targets
+        if target.startswith("subagents.console")
+    )
+    assert not inward, "imports of the console from below it:\n" + "\n".join(inward)

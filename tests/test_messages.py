@@ -24,6 +24,9 @@ from subagents import messages
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ActorMessage,
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalRecord,
     Ask,
     Batch,
     ChatMessage,
@@ -41,6 +44,7 @@ from subagents.messages import (
     LeaseLost,
     Mail,
     MailAck,
+    MailPosted,
     MailRead,
     MailState,
     Outcome,
@@ -48,6 +52,7 @@ from subagents.messages import (
     Parked,
     Placed,
     PollCommands,
+    Preview,
     Replay,
     RestartDue,
     Restore,
@@ -61,11 +66,16 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    Streamed,
+    StreamedPart,
+    Subscribe,
+    Subscription,
     SupervisorStats,
     Sweep,
     TextBlock,
@@ -86,14 +96,19 @@ from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
     AddToCheckpoint,
     AppendEvent,
+    DropPreview,
+    DropSubscriptions,
     OutcomeDelivered,
     PostCommand,
     ReleaseLease,
+    SaveApproval,
     SaveCheckpoint,
     SaveJournal,
     SaveMails,
     SaveOutcome,
+    SavePreview,
     SaveRun,
+    SaveSubscription,
     SetMailsState,
     Write,
 )
@@ -184,6 +199,7 @@ MESSAGES: dict[type[Any], Any] = {
     SendMail: SendMail(request_id="toolu_3", sender="r1", to="worker", content="hi"),
     MailAck: MailAck(request_id="toolu_3", mail_id="m1", recipient="r2"),
     DeliverMail: DeliverMail(mails=(MAIL, MAIL)),
+    MailPosted: MailPosted(run_id="r1", mails=(MAIL,), delivered_to=(2,), recorded=True, attempt=1),
     MailRead: MailRead(run_id="r2", mail_ids=("m1",), attempt=2),
     Journal: Journal(
         run_id="r1",
@@ -196,6 +212,7 @@ MESSAGES: dict[type[Any], Any] = {
     ),
     StopRequest: StopRequest(request_id="x1", run_id="r2", requester="r1", reason="enough"),
     StopReply: StopReply(request_id="x1", stopped=("r2",)),
+    Subscribe: Subscribe(run_id="r1", topic="reviews", subscribe=False, attempt=2),
     WaitingChanged: WaitingChanged(run_id="r1", waiting=True, attempt=1),
     RunFinished: RunFinished(run_id="r2", error_kind="crash", error="e", unread_mail=("m1",)),
     Park: Park(),
@@ -219,6 +236,25 @@ MESSAGES: dict[type[Any], Any] = {
         request_id="x2", requested_by="r1", requester="r1", reason="enough", journal=True
     ),
     TreeRecords: TreeRecords(run_id="r1"),
+    ApprovalAsked: ApprovalAsked(
+        run_id="r1",
+        approval_id="ap1",
+        tool="Bash",
+        input={"command": "make"},
+        reason="Bash needs approval in default mode",
+        tool_use_id="tu1",
+        attempt=1,
+    ),
+    ApprovalAnswered: ApprovalAnswered(approval_id="ap1", allow=True, answer="go"),
+    Streamed: Streamed(
+        run_id="r1",
+        turn=2,
+        seq=3,
+        parts=(StreamedPart(kind="tool_input", text='{"a', tool="Read"),),
+        skipped=4,
+        attempt=1,
+    ),
+    StatusOf: StatusOf(run_id="r2", asker="r1"),
 }
 
 OTHERS: list[Any] = [
@@ -282,6 +318,25 @@ WRITES: list[Write] = [
     PostCommand("send", "r2", "hi"),
     SaveJournal("r1", MESSAGES[Journal].entries),
     ReleaseLease("h:1:ab"),
+    SaveApproval(
+        ApprovalRecord(
+            approval_id="ap1",
+            run_id="r1",
+            root_run_id="r1",
+            agent="worker",
+            tool="Bash",
+            input={"command": "make"},
+            reason="asked",
+            requester="external",
+            tool_use_id="tu1",
+            asked_at=1.0,
+        )
+    ),
+    SaveSubscription(Subscription(run_id="r1", root_run_id="r0", topic="reviews")),
+    DropSubscriptions("r1", ("reviews",)),
+    DropSubscriptions("r1"),
+    SavePreview(Preview(run_id="r1", turn=2, text="so far [tool Read] {", chars=40, tool="Read")),
+    DropPreview("r1"),
 ]
 SNAPSHOT = RestoreSnapshot(
     unfinished=(

@@ -60,6 +60,8 @@ _EXPORTS = {
     "Model": "subagents.models.base",
     "ModelError": "subagents.models.base",
     "CancelSignal": "subagents.models.base",
+    "StreamSink": "subagents.models.base",
+    "StreamingModel": "subagents.models.base",
     "TransientError": "subagents.models.retry",
     "Price": "subagents.models.names",
     "ToolSchema": "subagents.messages",
@@ -77,12 +79,15 @@ _EXPORTS = {
     "RunRecord": "subagents.messages",
     "Event": "subagents.messages",
     "EventKind": "subagents.messages",
+    "StoredEvent": "subagents.messages",
     "Usage": "subagents.messages",
     "Mail": "subagents.messages",
     "MailState": "subagents.messages",
     "TreeNode": "subagents.messages",
     "TreeUsage": "subagents.messages",
     "RunUsage": "subagents.messages",
+    "RunProgress": "subagents.messages",
+    "Preview": "subagents.messages",
     "EXTERNAL_SENDER": "subagents.messages",
     "RestoreReport": "subagents.messages",
     "SupervisorStats": "subagents.messages",
@@ -93,6 +98,7 @@ _EXPORTS = {
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
     "Fenced": "subagents.store.base",
+    "MailRecording": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
     "Lease": "subagents.messages",
@@ -100,7 +106,13 @@ _EXPORTS = {
     "Checkpoint": "subagents.messages",
     "CheckpointDelta": "subagents.messages",
     "JournalEntry": "subagents.messages",
+    "Subscription": "subagents.messages",
     "SweepReport": "subagents.store.sweep",
+    # durable approvals: asks kept in the store, answered from any process
+    "ApprovalRecord": "subagents.messages",
+    "ApprovalRefused": "subagents.store.approvals",
+    "pending_approvals": "subagents.runtime",
+    "answer_approval": "subagents.runtime",
 }
 
 _DEPRECATED = {"RunResult": "Outcome"}
@@ -113,6 +125,8 @@ __all__ = [
     "AgentSpec",
     "AnthropicModel",
     "Approval",
+    "ApprovalRecord",
+    "ApprovalRefused",
     "ApprovalRequest",
     "BadAwait",
     "CancelSignal",
@@ -131,6 +145,7 @@ __all__ = [
     "Limits",
     "Mail",
     "MailError",
+    "MailRecording",
     "MailState",
     "McpConfigError",
     "MemoryStore",
@@ -141,6 +156,7 @@ __all__ = [
     "Outcome",
     "Pending",
     "Permissions",
+    "Preview",
     "Price",
     "ReplayDiverged",
     "RestoreReport",
@@ -148,6 +164,7 @@ __all__ = [
     "Rule",
     "RuleError",
     "RunHandle",
+    "RunProgress",
     "RunRecord",
     "RunSandbox",
     "RunStatus",
@@ -165,6 +182,10 @@ __all__ = [
     "SpawnRefused",
     "StopError",
     "StoreError",
+    "StoredEvent",
+    "StreamSink",
+    "StreamingModel",
+    "Subscription",
     "SupervisorStats",
     "SweepReport",
     "Synthesis",
@@ -182,6 +203,8 @@ __all__ = [
     "Turn",
     "Usage",
     "Workspace",
+    "answer_approval",
+    "pending_approvals",
 ]
 
 if TYPE_CHECKING:
@@ -202,6 +225,7 @@ if TYPE_CHECKING:
     from subagents.mcp.config import McpConfigError
     from subagents.messages import (
         EXTERNAL_SENDER,
+        ApprovalRecord,
         Checkpoint,
         CheckpointDelta,
         Command,
@@ -214,10 +238,14 @@ if TYPE_CHECKING:
         ModelRequest,
         ModelResponse,
         Outcome,
+        Preview,
         RestoreReport,
+        RunProgress,
         RunRecord,
         RunStatus,
         RunUsage,
+        StoredEvent,
+        Subscription,
         SupervisorStats,
         ToolSchema,
         ToolUseBlock,
@@ -226,13 +254,20 @@ if TYPE_CHECKING:
         Usage,
     )
     from subagents.models.anthropic import AnthropicModel
-    from subagents.models.base import CancelSignal, Model, ModelError
+    from subagents.models.base import CancelSignal, Model, ModelError, StreamingModel, StreamSink
     from subagents.models.names import Price
     from subagents.models.retry import RetryPolicy, TransientError
     from subagents.models.script import ScriptError, Turn
     from subagents.models.scripted import ScriptedModel
-    from subagents.runtime import RunHandle, Runtime, RuntimeClosed
-    from subagents.store.base import Fenced, RunStore, StoreError
+    from subagents.runtime import (
+        RunHandle,
+        Runtime,
+        RuntimeClosed,
+        answer_approval,
+        pending_approvals,
+    )
+    from subagents.store.approvals import ApprovalRefused
+    from subagents.store.base import Fenced, MailRecording, RunStore, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport

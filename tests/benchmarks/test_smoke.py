@@ -7,6 +7,7 @@ ratios are "ours / theirs" of the figures it prints, and that its verdicts follo
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,10 @@ def _corpus(folder: Path) -> Path:
 
 def _commands(tmp: Path) -> dict[str, list[str]]:
     return {
-        "mail": ["mail.py", "--quick", "--n", "40", "--senders", "2"],
+        # two trials: the second runs the contenders in the reverse order
+        "mail": ["mail.py", "--quick", "--n", "40", "--senders", "2", "--repeats", "2"],
         "spawn": ["spawn.py", "--quick", "--n", "20"],
-        "fanout": ["fanout.py", "--quick", "--children", "40"],
+        "fanout": ["fanout.py", "--quick", "--children", "40", "--repeats", "2"],
         "scale": ["scale.py", "--quick", "--n", "60", "--raw-n", "30"],
         # n too many for the (capped) machine: not tried, measured at the fallback size
         "scale_capped": [
@@ -65,6 +67,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "tools": ["tools.py", "--quick"],
         "sandbox": ["sandbox.py", "--quick"],
         "cli_startup": ["cli_startup.py", "--quick"],
+        "console": ["console.py", "--quick"],
         "mcp_hub": ["mcp_hub.py", "--quick"],
         "refusals": ["refusals.py", "--quick"],
     }
@@ -84,6 +87,7 @@ NAMES = (
     "sandbox",
     "mcp_hub",
     "cli_startup",
+    "console",
     "refusals",
 )
 
@@ -135,6 +139,9 @@ def test_prints_one_json_object_with_the_common_keys(results: BenchmarkRuns, nam
     result = _decoded(results, name)
     assert result["benchmark"] == name.removesuffix("_capped").removesuffix("_absent")
     assert result.keys() >= COMMON_KEYS, f"missing: {COMMON_KEYS - result.keys()}"
+    load = result["load"]  # the load average the benchmark was taken at
+    assert load["max"] == max(load["start"], load["end"])
+    assert load["loaded"] == (load["max"] > 1.5)
     machine = result["machine"]
     assert machine["cores"] >= 1
     assert machine["python"].count(".") == 2
@@ -158,16 +165,34 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         contenders = {base, "raw_tell", "sqlite", "memory"} | (
             {"autogen"} if with_autogen else set()
         )
+        if shape == "pingpong":  # the durable floor's bare commit, measured beside them
+            contenders.add("bare_commit")
         assert set(entry["cpu_us_per_msg"]) == contenders
+        assert entry["load"]["loaded"] == (entry["load"]["max"] > 1.5)
         for kind in ("sqlite", "memory"):
             expected = round(entry[f"{kind}_msgs_per_s"] / entry[f"{base}_msgs_per_s"], 2)
             assert round(entry[f"{kind}_ratio_to_{base}"], 2) == pytest.approx(expected, abs=0.02)
             assert (f"{kind}_ratio_to_autogen" in entry) == with_autogen
+    pingpong = figures["pingpong"]
+    # the durable floor: one bare commit of a mail + one raw hand-off, per mail
+    floor = 1 / (1 / pingpong["bare_commit_msgs_per_s"] + 1 / pingpong["raw_ask_msgs_per_s"])
+    assert pingpong["floor_msgs_per_s"] == pytest.approx(floor, rel=0.01)
+    assert pingpong["sqlite_ratio_to_floor"] == pytest.approx(
+        pingpong["sqlite_msgs_per_s"] / floor, rel=0.01
+    )
     goals = result["goals"]
-    for kind, target in (("sqlite", 0.25), ("memory", 0.5)):
+    for kind, key, target in (
+        ("sqlite", "sqlite_ratio_to_floor", 0.7),
+        ("memory", "memory_ratio_to_raw_ask", 0.5),
+    ):
         goal = goals[f"pingpong_{kind}"]
-        assert goal["target"] == target
+        assert goal["target"] == target and goal["ratio"] == pingpong[key]
         assert goal["pass"] == (goal["ratio"] >= target)
+        assert goal["anchor"]
+    for shape in ("pingpong", "n_to_one"):
+        if with_autogen:  # ahead means strictly above 1
+            goal = goals[f"{shape}_vs_autogen"]
+            assert goal["pass"] == (goal["ratio"] > 1.0)
     assert result["pass"] == all(g["pass"] for g in goals.values())
 
 
@@ -184,7 +209,7 @@ def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
         e = figures[kind]
         assert e["ratio_p50"] == pytest.approx(e["p50_ms"] / raw["p50_ms"], rel=0.01)
         assert e["ratio_runs_per_s"] == pytest.approx(e["runs_per_s"] / raw["runs_per_s"], rel=0.01)
-    assert figures["memory"]["pass"] == (figures["memory"]["ratio_p50"] <= 2.0)
+    assert figures["memory"]["pass"] == (figures["memory"]["ratio_p50"] <= 1.5)  # issue 26
 
 
 def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
@@ -199,7 +224,20 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     contenders = {"runtime", "raw_pykka", "asyncio"} | (
         {"autogen"} if result["autogen_core"] is not None else set()
     )
-    assert set(figures["cpu_ms_per_child"]) == contenders == set(figures["ideal_ratio"])
+    assert set(figures["ideal_ratio"]) == contenders  # each at `limit` at a time
+    assert set(figures["cpu_ms_per_child"]) == contenders | {"runtime_async_workers"}
+    # real concurrency, counted where the calls happen: LLM workers hold their slots
+    limit, children = result["sizes"]["limit"], result["sizes"]["children"]
+    assert 1 <= figures["max_concurrent"]["runtime"] <= limit
+    # async workers are not "limit at a time": their ideal is the one at the concurrency seen
+    async_workers = figures["async_workers"]
+    most = async_workers["max_concurrent"]
+    assert most == figures["max_concurrent"]["runtime_async_workers"] >= 1
+    ideal_there = -(-children // most) * result["sizes"]["delay_s"]
+    assert async_workers["ideal_at_that_concurrency_s"] == pytest.approx(ideal_there, abs=1e-4)
+    assert async_workers["ratio_to_that_ideal"] == pytest.approx(
+        async_workers["makespan_s"] / ideal_there, rel=0.01
+    )
 
 
 def test_scale_measures_each_side_in_its_own_process(
@@ -216,7 +254,15 @@ def test_scale_measures_each_side_in_its_own_process(
     assert ours["threads_per_waiting_run"] >= 0
     assert figures["memory_ratio"] == pytest.approx(ours["kib_each"] / raw["kib_each"], rel=0.01)
     assert result["pass"] is None  # 60 is not the goal's 100,000: informs, does not pass
-    assert set(result["goals"]) == {"memory", "start", "close"}
+    goals = result["goals"]
+    assert set(goals) == {"memory", "start", "close", "start_one_spawn"}
+    assert goals["start_one_spawn"]["seconds"] == figures["per_run_spawn"]["start_s"]
+    for name, target in (("start_one_spawn", 10.0), ("start", 5.0), ("close", 3.0)):
+        goal = goals[name]
+        assert goal["target"] == target and goal["pass"] == (goal["seconds"] < target)
+        assert f"{raw['n']:,} actors" in goal["anchor"]  # the raw side of the same run
+    for side in (ours, raw, figures["per_run_spawn"]):  # each side's own process, own load
+        assert side["load"]["max"] == max(side["load"]["start"], side["load"]["end"])
 
 
 def test_scale_reports_a_size_the_machine_cannot_hold_as_a_result(
@@ -251,7 +297,11 @@ def test_deadlines_are_steady_never_early_and_count_actors_and_threads(
     stop = figures["stop_tree_100"]
     assert 0 < stop["answered_ms"] <= stop["actors_stopped_ms"]
     assert stop["agent_actors_live"] == 100  # the tree's actors, all counted
-    assert stop["agent_threads_after"] <= stop["agent_threads_live"]  # none started by the stop
+    # threads running agents, by kind: a pool, not a thread per waiting run
+    assert stop["runner_threads_live"] == sum(stop["runner_threads_by_kind"].values())
+    assert stop["runner_threads_by_kind"]["pykka_default"] == 0
+    assert stop["runner_threads_live"] < stop["agent_actors_live"]
+    assert stop["runner_threads_after"] <= stop["runner_threads_live"]  # none started by the stop
 
 
 def test_load_definitions_reads_the_corpus_it_is_given(
@@ -261,7 +311,15 @@ def test_load_definitions_reads_the_corpus_it_is_given(
     assert result["available"] is True and result["corpus_from"] == "--corpus"
     figures = result["figures"]
     assert figures["files"] == 6 and figures["definitions"] == 6
-    assert figures["cold"]["seconds"] > 0 and figures["cold"]["raw_read_and_yaml_s"] > 0
+    cold, warm = figures["cold"], figures["warm"]
+    assert cold["seconds"] > 0 and cold["raw_read_and_yaml_s"] > 0
+    # the headline is the first load of fresh interpreters (the median of them), not a repeat
+    assert len(cold["trials_s"]) == len(cold["raw_trials_s"]) == result["sizes"]["fresh"]
+    assert cold["seconds"] == pytest.approx(statistics.median(cold["trials_s"]), abs=1e-5)
+    assert cold["ratio_to_raw"] == pytest.approx(
+        cold["seconds"] / cold["raw_read_and_yaml_s"], rel=0.01
+    )
+    assert warm["seconds"] > 0 and "not the headline" in warm["what"]
     assert figures["reload_one_edited"]["changed_definitions"] != []
     assert figures["reload_one_touched"]["changed_definitions"] == []
     assert result["pass"] == (figures["cold"]["seconds"] < 0.1)
@@ -297,9 +355,19 @@ def test_tools_compares_grep_with_the_rg_command_line(
 ) -> None:
     r = _decoded(results, "tools")
     figures = r["figures"]
-    assert set(figures["grep"]) == {"files_with_matches", "content"}
+    assert set(figures["grep"]) == {
+        "files_with_matches",
+        "content",
+        "files_with_matches_every_file",
+    }
     for grep in figures["grep"].values():
         assert grep["rg_cli_ms"] > 0 and grep["grep_tool_ms"] > 0
+        assert grep["ratio"] == pytest.approx(grep["grep_tool_ms"] / grep["rg_cli_ms"], rel=0.01)
+    # the case where every file matches: Grep's newest-first sort stats every one of them
+    every = figures["grep"]["files_with_matches_every_file"]
+    assert every["answer_head"] == f"Found {figures['files']} files"
+    assert every["rg_cli_sorted_newest_first_ms"] > 0
+    assert r["ratio"] == max(grep["ratio"] for grep in figures["grep"].values())
     assert figures["read"]["file_bytes"] >= 1_000_000
     assert figures["overhead"]["tool_path_us"] >= figures["overhead"]["direct_us"]
     assert "journal_round_trip_us" in figures["journal"]
@@ -339,10 +407,28 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
         "mcp_hub",
         "cli_startup",
     )
-    text = run_all.tables([_decoded(results, name) for name in names])
-    assert "per-mail ping-pong, in-memory" in text
+    decoded = [_decoded(results, name) for name in names]
+    text = run_all.tables(decoded)
+    assert "per-mail ping-pong, in memory" in text
+    assert "per-mail ping-pong, durable (SQLite) / its floor" in text
+    assert "started, one `spawn` each" in text and "started with `spawn_many`" in text
+    assert "(the first load in a fresh interpreter)" in text
+    assert "| load |" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert all(line.count("|") == 8 for line in rows), "every row has its load cell"
+    # a figure taken above load 1.5 is marked in its row; one at or below it is not
+    quiet_load = {"start": 0.5, "end": 1.2, "max": 1.2, "loaded": False}
+    loud_load = {"start": 0.5, "end": 2.5, "max": 2.5, "loaded": True}
+    spawn = next(r for r in decoded if r["benchmark"] == "spawn")
+    for load, cell in ((quiet_load, "| 1.20 |"), (loud_load, "| **2.50 loaded** |")):
+        goal_row = next(
+            line
+            for line in run_all.tables([{**spawn, "load": load}]).splitlines()
+            if line.startswith("| trivial spawn")
+        )
+        assert goal_row.endswith(cell)
     assert "batched stream" in text and "ONE step" in text
-    assert "100,000 live waiting subagents" in text
+    assert "100,000 waiting runs" in text
     assert "cold load of 6 definition files" in text
     assert "Grep files_with_matches" in text
     assert "subagents --version" in text
@@ -369,3 +455,65 @@ def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> No
     assert sum(report["percent_by_role"].values()) == pytest.approx(100, abs=1)
     assert report["supervisor_core_us_per_unit"]  # the core's operations, by name
     assert report["isinstance_calls_per_unit"] > 0
+
+
+def test_run_all_keeps_the_quietest_round_and_says_which() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def taken(load: float, **more: Any) -> dict[str, Any]:
+        record = {"start": load, "end": load, "max": load, "loaded": load > 1.5}
+        return {"benchmark": "spawn", "load": record, **more}
+
+    kept = run_all.quietest([taken(3.0, n=1), taken(0.9, n=2), taken(1.7, n=3)])
+    assert kept["n"] == 2
+    assert kept["rounds"] == {"kept": 2, "of": 3, "loads": [3.0, 0.9, 1.7]}
+    # a failed round is kept only when every round failed
+    failed = {"benchmark": "spawn", "error": "boom", "load": taken(0.1)["load"]}
+    assert run_all.quietest([failed, taken(4.0, n=5)])["n"] == 5
+    assert run_all.quietest([failed])["rounds"]["kept"] == 1
+
+
+def test_run_all_waits_for_quiet_only_as_long_as_it_is_told() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    # no time to wait: the answer says whether the machine was quiet enough, as it was
+    assert run_all.wait_quiet(0, threshold=float("inf"))["quiet"] is True
+    loud = run_all.wait_quiet(0, threshold=-2.0)  # no load average is below -2
+    assert loud["quiet"] is False and loud["load_at_start"] > -2.0
+
+
+def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def verdict(ratio: float, load: float) -> str:
+        shape = {
+            "memory_msgs_per_s": 100,
+            "sqlite_msgs_per_s": 50,
+            "autogen_msgs_per_s": 100 / ratio,
+            "memory_ratio_to_autogen": ratio,
+            "load": {"start": load, "end": load, "max": load, "loaded": load > 1.5},
+        }
+        rows = run_all._goal_mail({"figures": {"n_to_one": shape}})
+        (row,) = rows
+        assert row[6] == (f"**{load:.2f} loaded**" if load > 1.5 else f"{load:.2f}")
+        return row[5]
+
+    assert verdict(1.2, 0.9) == "met"
+    assert verdict(1.2, 2.0) == "met in a loaded round only"
+    assert verdict(1.0, 0.9) == "**missed**"  # level is not ahead
+    assert verdict(0.8, 2.0) == "**missed**"
+    # without autogen-core the goal is still a row: not measured, not silently gone
+    shape = {"memory_msgs_per_s": 100, "sqlite_msgs_per_s": 50}
+    (row,) = run_all._goal_mail({"figures": {"n_to_one": shape}})
+    assert row[1] == "not measured" and row[5] == "**not measured**"

@@ -214,7 +214,7 @@ def test_a_run_whose_host_ray_is_restarting_shows_restarting_and_is_waited_for(
         row = next(r for r in cli.json("ps", "--ray", address) if r["run_id"] == run.run_id)
         assert (row["restarting"], row["orphaned"]) == (True, False)
         listed = cli("ps", "--ray", address)
-        line = next(line for line in listed.stdout.splitlines() if "r-restar" in line)
+        line = next(line for line in listed.stdout.splitlines() if "ing-host" in line)
         assert "restarting" in line.split() and "orphaned" not in line.split(), line
         assert "restarting: the run's host process died and Ray is starting it" in listed.stderr
         info = cli("info", run.run_id, "--ray", address)
@@ -267,3 +267,39 @@ def test_wait_on_a_detached_tree_whose_host_was_killed_waits_for_its_restart(
     assert out.strip() == f"{run_id} completed: worker heard: hello after the restart"
     record = served.get_run(run_id)  # taken up by the host's new process
     assert record.owner != first_owner and record.owner.endswith(f":{tree['host']}")
+
+
+def test_a_tree_detached_on_the_cluster_asks_through_its_store(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`run --detach --ray`: no one is at the host's terminal, so a call that needs approval
+    waits in the cluster's store; `approvals --ray` lists it, `approve --ray` runs it."""
+    from polling import wait_until
+
+    address = ray_cluster.address
+    (cli.agents / "appender.md").write_text(
+        "---\nname: appender\ndescription: Appends a line.\ntools: Bash\nscript:\n"
+        "  - tool_calls:\n      - name: Bash\n        input: {command: 'echo on-ray >> ray.txt'}\n"
+        "  - text: 'appended: {result0}'\n---\nYou append.\n",
+        encoding="utf-8",
+    )
+    started = cli(
+        "run", "--detach", "appender", "go", "--agents", str(cli.agents), "--ray", address,
+        "--json",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = msgspec.json.decode(started.stdout)["run_id"]
+    wait_until(
+        lambda: any(a.run_id == run_id for a in served.list_approvals()),
+        "the appender's ask in the cluster's store",
+        DEADLINE_S,
+        pace=0.1,
+    )
+    listed = msgspec.json.decode(cli("approvals", "--ray", address, "--json").stdout)
+    (row,) = [r for r in listed if r["run_id"] == run_id]
+    assert row["tool"] == "Bash" and row["input"] == {"command": "echo on-ray >> ray.txt"}
+    approved = cli("approve", row["id"], "--ray", address)
+    assert approved.returncode == 0, approved.stderr
+    waited = cli("wait", run_id, "--ray", address)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (cli.root / "ray.txt").read_text() == "on-ray\n"

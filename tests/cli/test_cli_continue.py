@@ -43,7 +43,7 @@ def test_a_finished_run_is_continued_by_another_command(cli: Cli) -> None:
     rows = {r["run_id"]: r for r in cli.json("ps", "--all")}
     assert rows[record["run_id"]]["continues"] == first and rows[first]["continues"] is None
     table = cli("ps", "--all")
-    assert re.search(r"\bcont r[0-9a-f]+", table.stdout), table.stdout
+    assert re.search(rf"\bcont {first[-8:]}\b", table.stdout), table.stdout
     earlier = cli.json("info", first)
     assert earlier["run"]["status"] == "completed" and earlier["run"]["continues"] is None
 

@@ -84,7 +84,7 @@ def test_ps_table_shows_short_ids_that_resolve(cli: Cli, rows: list[dict[str, An
     for line, row in zip(lines[1:], rows, strict=True):
         number, short, agent, status = line.split()[:4]
         assert (number, agent, status) == (str(row["row"]), row["agent"], row["status"])
-        assert row["run_id"].startswith(short) and 8 <= len(short) < len(row["run_id"])
+        assert row["run_id"].endswith(short) and 8 <= len(short) < len(row["run_id"])
         assert cli.json("info", short)["run"]["run_id"] == row["run_id"]
 
 

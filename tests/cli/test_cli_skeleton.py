@@ -18,6 +18,8 @@ OWN_SHAPE = {
     "run": "starts a runtime and watches it: its errors come from three phases",
     "demo": "starts a runtime on the offline model",
     "agents": "reads definition files, not the store",
+    "completion": "prints a shell's code; at a TAB it reads the store only to offer run ids,"
+    " and a store it cannot read offers nothing rather than an error (a TAB must not fail)",
 }
 """The commands that do not inspect the store, and why they keep their own shape."""
 

@@ -15,6 +15,7 @@ from subagents.cli.state import (
     remember_listing,
     resolve,
     short_ids,
+    short_prefixes,
 )
 from subagents.cli.transcript import transcript
 from subagents.cli.views import age, build_tree
@@ -92,13 +93,20 @@ def test_row_numbers(store: SQLiteStore) -> None:
         resolve(store, "#1")
 
 
-def test_short_ids_are_the_shortest_unique_prefixes() -> None:
-    shorts = short_ids(IDS, IDS)
+def test_short_ids_are_the_shortest_unique_suffixes() -> None:
+    ids = (*IDS, "r1a2014cccc1234567890")  # shares its last 10 characters with IDS[2]
+    shorts = short_ids(ids, ids)
+    assert shorts[IDS[0]] == "00000001" and shorts[IDS[1]] == "00000002"
+    assert shorts[IDS[2]] == "b1234567890" and shorts[ids[3]] == "c1234567890"
+    assert short_ids(["abcdefghij"], ["abcdefghij"], minimum=4) == {"abcdefghij": "ghij"}
+    for run_id, short in shorts.items():
+        assert [i for i in ids if i.endswith(short)] == [run_id]
+
+
+def test_short_prefixes_are_the_shortest_unique_prefixes() -> None:
+    shorts = short_prefixes(IDS, IDS)
     assert shorts[IDS[0]] == IDS[0]  # differs from IDS[1] only in its last character
     assert shorts[IDS[2]] == "r1a2014b"
-    assert short_ids(["abcdefghij"], ["abcdefghij"], minimum=4) == {"abcdefghij": "abcd"}
-    for run_id, short in shorts.items():
-        assert [i for i in IDS if i.startswith(short)] == [run_id]
 
 
 def test_tree_from_records_adds_up_usage(store: SQLiteStore) -> None:

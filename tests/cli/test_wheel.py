@@ -56,6 +56,10 @@ def test_the_demo_runs_from_a_wheel_install(tmp_path: Path) -> None:
         "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel), cwd=tmp_path
     )
     assert (site / "subagents" / "demo_team" / "lead.md").is_file()
+    static = site / "subagents" / "console" / "static"  # `subagents serve`'s page
+    pages = ("index.html", "run.html", "console.css")
+    for name in (*pages, "common.js", "tree.js", "run.js", "approvals.js"):
+        assert (static / name).is_file(), name
 
     elsewhere = tmp_path / "elsewhere"  # no agents/ folder here or above
     home = elsewhere / "home"

@@ -515,10 +515,13 @@ def test_a_connection_silent_past_the_handshake_deadline_is_dropped_and_logged()
         finally:
             idle.close()
         connect(node.address, b"k" * 32, "node host n1").close()  # the driver still gets in
-    dropped = [  # this connection's (a late line of an earlier test's may be here too)
-        e
+    link = "{}:{}".format(*node.address)
+    dropped = [  # this link's, this connection's: a late line of an earlier test's may be here
+        e  # too, even from the same client port (the OS may give it again once it is closed)
         for e in logs
-        if e["event"].startswith("a connection to the node host") and e["peer"] == where
+        if e["event"].startswith("a connection to the node host")
+        and e["peer"] == where
+        and e["link"] == link
     ]
     assert [(e["peer"], e["reason"]) for e in dropped] == [
         (where, "no answer to the handshake in time")

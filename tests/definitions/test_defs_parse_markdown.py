@@ -143,6 +143,7 @@ def test_unknown_keys_are_kept_in_metadata_with_their_values():
         ("tools: {Read: true}", "tools", "{'Read': True}"),
         ("tools: [Read, 3]", "tools", "3"),
         ("description: [a, b]", "description", "['a', 'b']"),
+        ("topics: reviews, has space", "topics", "'has space'"),
     ],
 )
 def test_bad_values_name_the_field_the_value_and_the_line(line: str, field: str, value: str):
@@ -249,3 +250,9 @@ def test_horizontal_rules_in_the_body_stay_in_the_prompt():
 
 def test_empty_body_is_allowed_by_the_parser():
     assert parse_markdown(md("name: a\ndescription: d", "")).prompt == ""
+
+
+def test_topics_are_a_list_of_topic_names():
+    spec = parse_markdown(md("name: a\ndescription: d\ntopics: reviews, build/linux"))
+    assert spec.topics == ("reviews", "build/linux")
+    assert parse_markdown(md("name: a\ndescription: d")).topics == ()

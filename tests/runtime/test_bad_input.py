@@ -3,6 +3,7 @@ have, a subscriber calling back into the runtime."""
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -165,6 +166,18 @@ def test_a_label_is_capped_like_every_text() -> None:
                 start("worker", "t", label="x" * 201)
         assert rt.runs() == []
         assert rt.run("worker", "t", label="x" * 200, wait=WAIT).status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("label", "seen"), [("a\nb", "U+000A at position 1"), ("\x1b[2J", "U+001B")]
+)
+def test_a_label_is_one_line_of_printable_text(label: str, seen: str) -> None:
+    with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
+        message = re.escape(f"the label holds a control character ({seen}")
+        with pytest.raises(AdmissionError, match=message):
+            rt.spawn("worker", "t", label=label)
+        assert rt.runs() == []
+        assert rt.run("worker", "t", label="naïve ✓ label", wait=WAIT).status is RunStatus.COMPLETED
 
 
 def test_a_nan_timeout_is_the_same_value_error_for_every_wait() -> None:

@@ -16,7 +16,7 @@ import pytest
 from subagents.actors.agent import AgentActor
 from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.behaviour.function import AgentContext
-from subagents.blocking import about_to_block
+from subagents.blocking import about_to_block, blocking
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.models.scripted import ScriptedModel
@@ -181,6 +181,29 @@ def test_a_blocked_handling_does_not_starve_the_other_actors(found_by: str) -> N
     finally:
         assert d.close(WAIT) == []
     about_to_block()  # on a thread no pool hooked: nothing happens
+
+
+def test_work_that_says_it_blocks_and_does_not_costs_no_thread() -> None:
+    """``about_to_block`` counts the thread as blocked at once, but its replacement starts
+    only when work finds no thread to take it: a sync function agent that returns at once
+    (``blocking()`` around it, as ``FunctionBehaviour`` does) hands no work to another
+    thread, and its own thread takes its place back when the block is over."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-noblock")
+    try:
+
+        class SaysItBlocks(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                with blocking():  # ... and then does not block
+                    return message
+
+        ref = SaysItBlocks.start(dispatcher=d)  # (no other work waits for a thread)
+        assert [ref.ask(i, timeout=WAIT) for i in range(20)] == list(range(20))
+        assert d.wait_idle(WAIT)
+        # one dispatcher thread and the watch thread: no replacement was ever started
+        assert len(d.threads()) == 2, [t.name for t in d.threads()]
+        ref.stop(block=True, timeout=WAIT)
+    finally:
+        assert d.close(WAIT) == []
 
 
 def _without_the_watch(rt: Runtime) -> None:

@@ -201,3 +201,30 @@ def test_a_replayed_send_with_other_content_is_a_divergence(store: RunStore) -> 
             outcome.error
         )
         assert f"this start send('{child.run_id}', 'goodbye')" in outcome.error
+
+
+def test_a_restarted_function_is_handed_the_status_it_saw(store: RunStore) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def boss(ctx: AgentContext) -> str:
+        child = await ctx.spawn("idle", "wait", background=True)
+        status = ctx.status(child)  # before the stop: live; replayed as it was seen
+        try:
+            ctx.status("r-of-no-tree")
+        except ValueError as exc:
+            missing = str(exc)
+        await ctx.stop(child)
+        seen.append((str(status.status), missing))
+        if len(seen) == 1:
+            raise RuntimeError("crash after the stop")
+        return "done"
+
+    agents = [FunctionAgent.create("boss", boss, restart="transient"), idle]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.run("boss", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        (child,) = rt.runs(agent="idle")
+        assert child.status is RunStatus.CANCELLED  # what a live status would say now
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0][0] in ("queued", "running", "waiting")
+    assert "no such run in this tree" in seen[0][1]

@@ -15,6 +15,7 @@ One subprocess runs every probe of a case, to keep the suite's cost to a few int
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,11 @@ print(json.dumps(report))
 """
 
 
+def _pythonpath() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else {}
+
+
 def _probe(body: str, tmp_path: Path, **env: str) -> dict[str, Any]:
     code = PROBE.format(heavy=HEAVY, body=body)
     done = subprocess.run(
@@ -44,7 +50,8 @@ def _probe(body: str, tmp_path: Path, **env: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        # PYTHONPATH kept: the probe must import the code under test, not an installed copy
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **_pythonpath(), **env},
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr

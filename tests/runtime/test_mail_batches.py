@@ -242,6 +242,10 @@ class _CountingTimer(TimerService):
         self.armed += 1
         super().schedule(*args)
 
+    def tell_at(self, *args: Any) -> None:  # (a wake: a tell, no callback)
+        self.armed += 1
+        super().tell_at(*args)
+
 
 def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -> None:
     async def fn(ctx: AgentContext) -> str:

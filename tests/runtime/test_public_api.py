@@ -56,8 +56,11 @@ runtime's plumbing) are not the public API."""
 
 INTERNAL_ERRORS = {
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
+    "ActionError": "the console's stop/send/continue refused: answered as an HTTP error",
+    "BadFilter": "the console's filter from a URL: answered as an HTTP 400",
     "BudgetRefused": "a spawn over budget: the admission refuses it with AdmissionError",
     "CliError": "the command line's: printed as `subagents CMD: error: ...`",
+    "SinceError": "a time given on the command line (`--since`): raised as CliError, exit 2",
     "FailedWrite": "a held store write that failed: raised as StoreError",
     "FanOutError": "the fan_out tool's arguments: the model is told, as a tool error",
     "FieldError": "a frontmatter field (a DefinitionError): a LoadIssue of its file",

@@ -126,7 +126,9 @@ def test_a_store_write_that_raises_on_a_tell_is_answered_and_survived(
     async def lead(ctx: AgentContext) -> str:
         child: str = await ctx.spawn("sink", "wait", background=True)
         try:
-            await ctx.send(child, "first")  # told: its write raises
+            # by name: resolved by the supervisor's mail room, so it goes by the supervisor
+            # (whose write raises), not straight to the sink (actors/mail_desk.py)
+            await ctx.send("sink", "first")
             first = "accepted"
         except MailError as exc:
             first = f"refused: {exc}"

@@ -17,7 +17,9 @@ from subagents.messages import (
     Lease,
     MailState,
     Outcome,
+    Preview,
     RunStatus,
+    Subscription,
     ToolResultBlock,
 )
 from subagents.store.base import Fenced, RunStore
@@ -86,6 +88,22 @@ def test_events_are_kept_in_append_order_per_run(store: RunStore) -> None:
     assert store.events("r1") == [e1, e3, e4]
     assert store.events("r2") == [e2]
     assert store.events("nothing") == []
+
+
+def test_every_runs_events_are_read_in_one_order_after_a_number(store: RunStore) -> None:
+    assert store.last_event_seq() == 0 and store.events_after(0) == []
+    appended = [event(f"r{i % 3}", EventKind.STEP, step=i) for i in range(7)]
+    for e in appended:
+        store.append_event(e)
+    everything = store.events_after(0)
+    assert [s.event for s in everything] == appended
+    seqs = [s.seq for s in everything]
+    assert seqs == sorted(set(seqs)) and store.last_event_seq() == seqs[-1]
+    assert [s.event for s in store.events_after(seqs[2], limit=3)] == appended[3:6]
+    assert store.events_after(seqs[-1]) == [] and store.events_after(0, limit=0) == []
+    later = event("r9", EventKind.COMPLETED)
+    store.append_event(later)
+    assert [s.event for s in store.events_after(seqs[-1])] == [later]
 
 
 def test_checkpoint_keeps_the_latest_per_run(store: RunStore) -> None:
@@ -360,3 +378,36 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]
     assert len(store.events("kept")) == 1
+
+
+def test_subscriptions_are_kept_in_order_once_and_dropped(store: RunStore) -> None:
+    def sub(run_id: str, topic: str) -> Subscription:
+        return Subscription(run_id=run_id, root_run_id="root", topic=topic)
+
+    for s in (sub("b", "news"), sub("a", "news"), sub("a", "alerts"), sub("b", "news")):
+        store.save_subscription(s)  # (the second of b's: already kept, nothing changes)
+    assert store.subscriptions() == [sub("b", "news"), sub("a", "news"), sub("a", "alerts")]
+    assert store.subscriptions(["a"]) == [sub("a", "news"), sub("a", "alerts")]
+    assert store.subscriptions([]) == []
+    store.drop_subscriptions("a", ["news"])
+    assert store.subscriptions() == [sub("b", "news"), sub("a", "alerts")]
+    with store.batch():  # written with the decision that makes them, in one transaction
+        store.save_subscription(sub("c", "news"))
+        store.drop_subscriptions("b")
+    assert store.subscriptions() == [sub("a", "alerts"), sub("c", "news")]
+
+
+def test_previews_are_kept_one_per_run_replaced_and_dropped(store: RunStore) -> None:
+    first = Preview(run_id="r1", turn=1, text="Hello", chars=5, seq=1, ts=1.0)
+    later = Preview(run_id="r1", turn=1, text="Hello, world\n[tool Read] {", chars=25, seq=2,
+                    tool="Read", ts=2.0)  # fmt: skip
+    other = Preview(run_id="r2", turn=3, text="", chars=0, seq=4, voided=1, ts=3.0)
+    with store.batch():
+        store.save_preview(first)
+        store.save_preview(later)  # replaces the first, in one transaction
+    store.save_preview(other)
+    assert store.previews(["r1", "r2", "missing"]) == {"r1": later, "r2": other}
+    assert store.previews([]) == {}
+    store.drop_preview("r1")
+    store.drop_preview("missing")  # nothing to drop: no error
+    assert store.previews(["r1", "r2"]) == {"r2": other}

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import CheckpointDelta, RunStatus
+from subagents.messages import CheckpointDelta, RunStatus, Subscription
 from subagents.store.base import StoreError
 from subagents.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from subagents.store.schema import create_v1
@@ -82,7 +82,7 @@ def columns(path: Path, table: str) -> list[str]:
 
 
 def test_the_current_schema_is_v1_plus_every_migration() -> None:
-    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 5
+    assert SCHEMA_VERSION == 1 + len(MIGRATIONS) == 8
 
 
 def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
@@ -93,6 +93,7 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         assert (store.found_version, store.schema_version) == (1, SCHEMA_VERSION)
         assert store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert store.leases() == []  # v3: the lease table, empty
+        assert store.previews(["live"]) == {}  # v8: the previews table, empty
         assert [r.run_id for r in store.list_runs()] == ["done", "live"]
         assert store.get_run("done") == run(
             "done", created_at=1.0, status=RunStatus.COMPLETED, ended_at=2.0, cleanup="delete"
@@ -127,6 +128,11 @@ def test_a_v1_store_is_upgraded_with_its_data(tmp_path: Path) -> None:
         store.add_to_checkpoint(CheckpointDelta(run_id="live", step=4, started="tu2"))
         loaded = store.load_checkpoint("live")
         assert loaded is not None and loaded.started == ("tu2",)
+        assert store.list_approvals() == []  # v6: approvals, none for runs of before
+        # v7: topic subscriptions, none for runs of before
+        assert store.subscriptions() == []
+        store.save_subscription(Subscription(run_id="live", root_run_id="live", topic="news"))
+        assert [s.topic for s in store.subscriptions(["live"])] == ["news"]
     with SQLiteStore(path) as store:  # opening an up-to-date store migrates nothing
         assert store.found_version == SCHEMA_VERSION
 
@@ -154,7 +160,8 @@ def test_a_newer_store_is_refused_naming_both_versions(tmp_path: Path) -> None:
     with SQLiteStore(path) as store:
         store.save_run(run("r1"))
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    newer = SCHEMA_VERSION + 1
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
     conn.commit()
     conn.close()
     before = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -162,7 +169,7 @@ def test_a_newer_store_is_refused_naming_both_versions(tmp_path: Path) -> None:
         SQLiteStore(path)
     message = str(err.value)
     assert str(path) in message
-    assert "schema version 7" in message and f"this code's {SCHEMA_VERSION}" in message
+    assert f"schema version {newer}" in message and f"this code's {SCHEMA_VERSION}" in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 

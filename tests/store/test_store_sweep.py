@@ -10,7 +10,7 @@ import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
 from conftest import Durable
-from subagents.messages import CheckpointDelta, JournalEntry, RunStatus
+from subagents.messages import CheckpointDelta, JournalEntry, Preview, RunStatus
 from subagents.store.paths import host_log
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.sweep import SweepCandidate, SweepPlan, plan_sweep
@@ -132,7 +132,9 @@ def populate(store: Durable) -> None:
             store.save_journal(run_id, [JOURNALED])
             store.save_outcome(outcome(run_id))
             store.mark_outcome_delivered(run_id)
+            store.save_preview(preview(run_id))  # a host killed mid-stream leaves one
         store.save_run(run("live", created_at=1.0, status=RunStatus.RUNNING))
+        store.save_preview(preview("live"))
         store.save_checkpoint(checkpoint("live", 1))
         store.save_run(run("young", created_at=2.0, status=RunStatus.FAILED, ended_at=NOW - 60.0))
         store.save_mail(mail("m1", "keep", "live"))
@@ -140,6 +142,10 @@ def populate(store: Durable) -> None:
         log = host_log(store.path, run_id)
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"the host of {run_id}\n")
+
+
+def preview(run_id: str) -> Preview:
+    return Preview(run_id=run_id, turn=1, text="so far", chars=6, ts=1.0)
 
 
 def delta_rows(store: Durable, run_id: str) -> int:
@@ -180,6 +186,7 @@ def test_sweep_archives_and_cleans(durable_store: Durable) -> None:
     assert durable_store.events("del") == []
     assert durable_store.journal_of("del") == []
     assert durable_store.load_checkpoint("live") == checkpoint("live", 1)
+    assert set(durable_store.previews(["keep", "del", "live"])) == {"keep", "live"}
     # the host log goes with the transcript (a kept run's and a live run's stay)
     assert not host_log(durable_store.path, "del").exists()
     assert host_log(durable_store.path, "keep").read_text() == "the host of keep\n"
@@ -202,6 +209,7 @@ def test_sweep_deletes_runs_past_retention_whole(durable_store: Durable) -> None
         assert durable_store.load_checkpoint(run_id) is None
         assert durable_store.journal_of(run_id) == []
         assert delta_rows(durable_store, run_id) == 0
+        assert durable_store.previews([run_id]) == {}
         assert not host_log(durable_store.path, run_id).exists()
     assert host_log(durable_store.path, "live").exists()
     assert durable_store.mail_for("live") == []

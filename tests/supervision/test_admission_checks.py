@@ -137,3 +137,29 @@ def test_a_restored_tree_is_counted_from_the_store() -> None:
 def test_max_runs_per_tree_must_be_a_positive_integer(value: object) -> None:
     with pytest.raises(LimitError, match="max_runs_per_tree must be a positive integer"):
         Limits(max_runs_per_tree=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("tools", "disallowed"),
+    [((), ()), (("Read", "Bash(git diff:*)"), ()), (None, ("spawn_subagent",))],
+    ids=["no tools", "tools without a spawn tool", "spawn disallowed"],
+)
+def test_a_run_that_may_spawn_nothing_is_offered_nothing_with_admissions_reason(
+    tools: tuple[str, ...] | None, disallowed: tuple[str, ...]
+) -> None:
+    """The offer of a run whose definition spawns no agent (a child without tools) does not
+    ask every check about every agent defined; its reason is still the one admission gives,
+    whichever agent the run names."""
+    leaf = AgentSpec(name="leaf", description="d", tools=tools, disallowed_tools=disallowed)
+    others = [AgentSpec(name=f"agent{i}", description="d") for i in range(5)]
+    h = Harness(Limits(), AgentSpec(name="lead", description="d"), leaf, *others)
+    _, effects = h.spawn_effects("leaf")
+    (start,) = of(effects, StartRun)
+    run = h.core.runs.get(start.record.run_id)
+    assert run is not None
+    rules = h.core.core.admission.rules
+    got = offer(run, start.standing, rules, list(h.specs.values()))
+    assert got.agents == () and not got.fan_out
+    for name in ("lead", "agent3", "leaf"):
+        assert h.spawn(name, run.run_id).error == got.reason
+    assert (got.reason or "").startswith("spawn rule: leaf may not spawn subagents")

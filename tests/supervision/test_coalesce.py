@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Batch, ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.messages import (
+    Batch,
+    ChildDone,
+    DeliverMail,
+    Event,
+    EventKind,
+    MailAck,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.effects import (
     ArmDeadline,
@@ -57,4 +67,24 @@ def test_other_effects_are_barriers_that_nothing_crosses() -> None:
         start,
         Tell("a", 4),
         root,
+    ]
+
+
+def test_a_mail_acknowledgement_goes_after_every_delivery_decided_before_it() -> None:
+    """The sender that has it may take its next mail straight to the recipient
+    (supervision/mail_routes.py): the mail acknowledged must be in that mailbox first."""
+    ack = MailAck(request_id="q", mail_id="m1", recipient="r")
+    delivery = DeliverMail(mails=())
+    effects = [Tell("s", "earlier"), Tell("r", delivery), Tell("s", ack), Tell("r", "later")]
+    assert coalesce(effects) == [
+        Tell("s", "earlier"),
+        Tell("r", delivery),
+        Tell("s", ack),
+        Tell("r", "later"),
+    ]
+    acks = Batch(messages=(ack, ack))
+    assert coalesce([Tell("s", 1), Tell("r", 2), Tell("s", acks)]) == [
+        Tell("s", 1),
+        Tell("r", 2),
+        Tell("s", acks),
     ]

@@ -170,3 +170,31 @@ def test_an_unknown_permission_mode_is_an_error_of_the_definition() -> None:
         "permissionMode must be one of default, acceptEdits, plan, dontAsk, bypassPermissions,"
         " got 'ask'"
     )
+
+
+def test_one_definitions_policy_is_made_per_ceiling_and_kept_for_the_next_run(
+    tmp_path: Path,
+) -> None:
+    """The policy of a definition's runs is made once per (permissions, definition,
+    workspace, ceiling) and reused by its next runs (a fan-out's children); a run under
+    another requester's grant gets its own, narrowed by that grant."""
+    from subagents.messages import PermissionGrant
+
+    permissions = Permissions(mode="acceptEdits", deny=("Bash(rm:*)",))
+    spec = AgentSpec(name="worker", description="d", tools=("Read", "Edit", "Bash"))
+    plain, _ = PermissionPolicy.for_agent(permissions, spec, tmp_path)
+    again, _ = PermissionPolicy.for_agent(permissions, spec, tmp_path)
+    assert again is plain and plain.mode == "acceptEdits"
+    planning = (PermissionGrant(agent="lead", run_id="r1", mode="plan"),)
+    narrowed, warnings = PermissionPolicy.for_agent(permissions, spec, tmp_path, planning)
+    assert narrowed.mode == "plan" and warnings and "requester lead (r1)" in warnings[0]
+    denying = (PermissionGrant(agent="lead", run_id="r2", disallowed_tools=("Edit",)),)
+    limited, _ = PermissionPolicy.for_agent(permissions, spec, tmp_path, denying)
+    assert limited.mode == "acceptEdits" and any(lim.forbids("Edit") for lim in limited.limits)
+    assert not any(lim.forbids("Edit") for lim in plain.limits)
+    again_narrowed, again_warnings = PermissionPolicy.for_agent(
+        permissions, spec, tmp_path, planning
+    )
+    assert again_narrowed is narrowed and again_warnings == warnings
+    other = AgentSpec(name="worker", description="d", tools=("Read",), permission_mode="plan")
+    assert PermissionPolicy.for_agent(permissions, other, tmp_path)[0].mode == "plan"

@@ -12,16 +12,18 @@ wakes it asks for are armed then (a wake cancelled within the same handling neve
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 import pykka
 
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -30,6 +32,7 @@ from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    ApprovalAsked,
     Ask,
     Batch,
     Checkpoint,
@@ -41,13 +44,17 @@ from subagents.messages import (
     Park,
     Parked,
     RunFinished,
+    RunProgress,
     RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopRequest,
     StopRequested,
+    Streamed,
+    Subscribe,
     ToolAnswered,
     ToolCalled,
     ToolStarting,
@@ -102,6 +109,10 @@ class _JournalReport:
         )
 
 
+_LATER = itertools.count()
+"""Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
+
+
 class AgentActor(FastInboxActor):
     """Runs one run's behaviour; every message it gets goes to the behaviour."""
 
@@ -123,7 +134,10 @@ class AgentActor(FastInboxActor):
         attempt: int = 1,
         pool: ThreadPool | None = None,
         standing: Standing | None = None,
+        mail: MailDesk | None = None,
     ) -> None:
+        """``mail``: the runtime's desk for mail taken straight to its recipients (None:
+        every mail goes by the supervisor; ``actors/mail_desk.py``)."""
         super().__init__()
         self._pool = pool
         self.attempt = attempt
@@ -151,6 +165,12 @@ class AgentActor(FastInboxActor):
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
+        self._desk = mail
+        self._acks: list[Any] | None = None
+        """While ``_settle`` sends the held reports: the acknowledgements of mail they took
+        straight to its recipients, for it to hand on."""
+        self._direct: DirectMail | None = None
+        """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
         self._log: Any = None
         self.behaviour: Behaviour | None = None
 
@@ -204,6 +224,8 @@ class AgentActor(FastInboxActor):
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
+        if self._direct is not None:  # an acknowledgement, a reply: where mail may go
+            self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:
                 # Between two messages the behaviour is never working: it can always park.
@@ -227,14 +249,28 @@ class AgentActor(FastInboxActor):
         """The handling of one message (or Batch) is over: arm the wakes still wanted and send
         the mail reports held meanwhile, as one message. A wake asked for and cancelled within
         one handling (a ``receive`` answered by the next mail of the same Batch) never
-        reaches the timer service."""
-        if self._unarmed:
-            unarmed, self._unarmed = self._unarmed, {}
-            if not self._ended:
-                for key, deadline in unarmed.items():
-                    self._arm(key, deadline)
-        if self._held:  # a failure to send (no supervisor) fails the run, as any report's
-            self._guard(self.flush_reports)
+        reaches the timer service. The acknowledgements of mail that went straight to its
+        recipients are handed to the behaviour at once, as a message that had just come
+        (no hand-off through this actor's own mailbox); what they lead to settles in turn."""
+        while True:
+            if self._unarmed:
+                unarmed, self._unarmed = self._unarmed, {}
+                if not self._ended:
+                    for key, deadline in unarmed.items():
+                        self._arm(key, deadline)
+            if not self._held:
+                return
+            self._acks = []
+            try:  # a failure to send (no supervisor) fails the run, as any report's
+                self._guard(self.flush_reports)
+            finally:
+                acks, self._acks = self._acks, None
+            if not acks:
+                return
+            for ack in acks:
+                if self._ended or self.cancel.is_set():
+                    return
+                self._one(ack)
 
     def on_stop(self) -> None:
         for key in self._wakes:
@@ -290,7 +326,20 @@ class AgentActor(FastInboxActor):
             else m
             for m in held
         )
+        sent = None
+        if self._desk is not None:  # the mail that may go straight to its recipients
+            direct = self._direct
+            if direct is None:
+                direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
+            messages, sent = direct.post(messages, self.cancel.is_set())
         self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
+        if sent is not None:  # after the supervisor has them: it hears of mail first
+            if self._acks is not None:  # the end of a handling: handed on by ``_settle``
+                self._acks.extend(sent.acks)
+            else:  # before any answer to them can come
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.actor_ref.tell(sent.acknowledgement())
+            sent.deliver()
 
     def request_spawn(self, req: SpawnRequest) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
@@ -301,6 +350,9 @@ class AgentActor(FastInboxActor):
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
+
+    def subscribe(self, msg: Subscribe) -> None:
+        self._tell(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
@@ -319,6 +371,9 @@ class AgentActor(FastInboxActor):
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
+
+    def ask_approval(self, asked: ApprovalAsked) -> None:
+        self._tell(msgspec.structs.replace(asked, attempt=self.attempt))
 
     def journal_start(self, starting: ToolStarting) -> bool:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
@@ -345,6 +400,32 @@ class AgentActor(FastInboxActor):
             )
         )
 
+    def ask_status(self, run_id: str) -> RunProgress:
+        # Asked: what is held goes first (as before any ask), so that the answer counts the
+        # mail this turn sent before it asked
+        if self._held:
+            self.flush_reports()
+        try:
+            answer = self.supervisor.ask(
+                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
+            )
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            said = str(exc)  # on a cluster's node, the supervisor's refusal comes this way
+            if said.startswith("ValueError: "):
+                raise ValueError(said.removeprefix("ValueError: ")) from None
+            raise ValueError("the runtime is closing: no status") from None
+        return cast(RunProgress, answer)
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        self.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
+
+    def report_streamed(self, streamed: Streamed) -> None:
+        # At once, not held: the model call it comes from goes on (and it is published only,
+        # so its order with the held reports does not matter; the step comes after it).
+        # Best effort: a runtime closing under a streaming call does not fail the call here
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
+
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:
             self._reading = []
@@ -370,14 +451,10 @@ class AgentActor(FastInboxActor):
         self._unarmed[key] = time.monotonic() + seconds  # armed when this handling ends
 
     def _arm(self, key: str, deadline: float) -> None:
-        ref = self.actor_ref
         self._wakes.add(key)
-
-        def wake() -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(Wake(key=key))
-
-        self.timer.schedule(("wake", self.record.run_id, key), deadline, wake)
+        self.timer.tell_at(
+            ("wake", self.record.run_id, key), deadline, self.actor_ref, Wake(key=key)
+        )
 
     def cancel_wake(self, key: str) -> None:
         if self._unarmed.pop(key, None) is not None:

@@ -21,6 +21,7 @@ import pykka
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
+from subagents.actors.mail_desk import Listed, MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -62,7 +63,10 @@ class Effector:
         on_event: Callable[[Event], None],
         pool: ThreadPool | None,
         dispatcher: Dispatcher | None = None,
+        mail: MailDesk | None = None,
     ) -> None:
+        """``mail``: the desk through which its agents take mail straight to each other
+        (``actors/mail_desk.py``); its directory is kept here, as ``live`` is."""
         self.supervisor = supervisor
         self.timer = timer
         self.behaviour_for = behaviour_for
@@ -73,6 +77,8 @@ class Effector:
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
+        self.mail = mail
+        self._directory = mail.directory if mail is not None else None
         self._by_type: dict[type, Callable[[Any], None]] = {
             Publish: self._publish,
             Tell: self._tell,
@@ -89,6 +95,8 @@ class Effector:
         carried out by its type's handler, found by one dict lookup (a ``match`` over the
         eight types tried them in turn: up to eight ``isinstance`` calls per effect)."""
         handlers = self._by_type
+        if self._directory is not None:
+            effects = self._unlist_stopping(effects)
         for effect in effects:
             handler = handlers.get(type(effect))
             if handler is None:
@@ -98,6 +106,18 @@ class Effector:
             except Exception:
                 log.exception("effect failed", effect=type(effect).__name__)
 
+    def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:
+        """``effects``, the runs they stop first taken out of the directory: a run told of a
+        stop before it is carried out (a parent's ``ChildDone`` comes before its child's
+        ``StopAgent``) must not find the stopped run listed, so its mail to it is refused as
+        to any ended run, not taken straight."""
+        effects = list(effects)
+        assert self._directory is not None
+        for effect in effects:
+            if type(effect) is StopAgent:
+                self._directory.remove(effect.run_id)
+        return effects
+
     def _publish(self, effect: Publish) -> None:
         self.on_event(effect.event)
 
@@ -105,16 +125,15 @@ class Effector:
         self.tell(effect.run_id, effect.message)
 
     def _stop_agent(self, effect: StopAgent) -> None:
+        if self._directory is not None:
+            self._directory.remove(effect.run_id)
         self._stop(self.live.pop(effect.run_id, None))
 
     def _arm_deadline(self, effect: ArmDeadline) -> None:
         run_id = effect.run_id
-
-        def fire(rid: str = run_id, me: pykka.ActorRef[Any] = self.supervisor) -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                me.tell(Timeout(run_id=rid))
-
-        self.timer.schedule(("deadline", run_id), effect.deadline, fire)
+        self.timer.tell_at(
+            ("deadline", run_id), effect.deadline, self.supervisor, Timeout(run_id=run_id)
+        )
 
     def _schedule_restart(self, effect: ScheduleRestart) -> None:
         run_id = effect.run_id
@@ -144,9 +163,13 @@ class Effector:
         live = self.live.get(run_id)
         if live is not None and (not attempt or live.attempt == attempt):
             del self.live[run_id]
+            if self._directory is not None:
+                self._directory.remove(run_id, live.attempt)
 
     def stop_all(self) -> None:
         """Stop every agent at once (the store failed, the lease was lost)."""
+        if self._directory is not None:
+            self._directory.clear()
         for live in self.live.values():
             self._stop(live)
         self.live.clear()
@@ -183,6 +206,9 @@ class Effector:
             recovered=effect.recovered,
             attempt=effect.attempt,
             standing=effect.standing,
+            mail=self.mail,
             **where,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+        if self._directory is not None:
+            self._directory.add(record.run_id, Listed(ref, effect.attempt, record.root_run_id))

@@ -49,12 +49,12 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
 
+from subagents.actors.gc_pacing import PACING
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
@@ -126,11 +126,18 @@ class Dispatcher:
         self._ready: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: set[_Worker] = set()
-        self._working = 0  # workers not replaced
+        self._working = 0  # workers not counted as blocked
+        self._owed = 0
+        """Threads that said they block (``about_to_block``) and whose replacement is not
+        started yet: it starts when work finds no idle thread (``submit``), and a blocked
+        thread that comes back first takes its place instead (``_rejoin``)."""
+        self._idle: collections.deque[None] = collections.deque()
+        """One entry per thread waiting for work (appends and pops are atomic: no lock)."""
         self._closed = threading.Event()
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
         self._live = 0  # actors started and not stopped
+        self._stopped = 0
         self._started = False
         self._watch: threading.Thread | None = None
 
@@ -142,6 +149,8 @@ class Dispatcher:
         if not self._started:
             self._start()
         self._ready.put(actor)
+        if self._owed and not self._idle:  # a thread blocked, and no other waits for work
+            self._pay()
 
     def _start(self) -> None:
         with self._lock:
@@ -150,6 +159,7 @@ class Dispatcher:
             self._started = True
             for _ in range(self.size):
                 self._add_worker()
+        PACING.register(self)  # its live runs count towards the GC's pacing
         self._watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
         self._watch.daemon = True
         self._watch.start()
@@ -167,11 +177,13 @@ class Dispatcher:
             raise
 
     def _work(self, worker: _Worker) -> None:
-        ready, clock = self._ready, time.monotonic
-        set_hook(lambda: self.blocking(worker))
+        ready, clock, idle = self._ready, time.monotonic, self._idle
+        set_hook(lambda: self.blocking(worker), lambda: self.unblocked(worker))
         try:
             while True:
+                idle.append(None)
                 actor = ready.get()
+                idle.pop()
                 if actor is None:  # closing
                     return
                 worker.busy_since = clock()
@@ -201,10 +213,28 @@ class Dispatcher:
         worker.replaced = True
         self._working -= 1
 
-    def _rejoin(self, worker: _Worker) -> bool:
-        """A replaced worker whose blocked drain ended: back to work if fewer than ``size``
-        threads take work now (the closing left none), else it leaves."""
+    def _pay(self) -> None:
+        """Start one owed replacement, if one is still owed and no thread waits for work."""
         with self._lock:
+            if not self._owed or self._idle or self._closed.is_set():
+                return
+            try:
+                self._add_worker()
+            except Exception:  # no thread to be had: the watch thread tries again later
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return
+            self._owed -= 1
+
+    def _rejoin(self, worker: _Worker) -> bool:
+        """A worker counted as blocked whose drain ended: back to work in the place of a
+        replacement still owed (it was never started), or if fewer than ``size`` threads
+        take work now (the closing left none); else it leaves."""
+        with self._lock:
+            if self._owed and not self._closed.is_set():
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
+                return True
             if self._working < self.size and not self._closed.is_set():
                 worker.replaced = False
                 self._working += 1
@@ -213,8 +243,12 @@ class Dispatcher:
 
     def _watching(self) -> None:
         """Every ``stall_s``: each thread that has been in one drain longer than that is
-        counted as blocked, and another thread is started to take work in its place."""
+        counted as blocked, and another thread is started to take work in its place; a
+        replacement owed while work waits is started (``submit`` missed a thread that was
+        about to go idle and then did not)."""
         while not self._closed.wait(self.stall_s):
+            if self._owed and not self._ready.empty():
+                self._pay()
             now = time.monotonic()
             with self._lock:
                 for worker in list(self._workers):
@@ -227,14 +261,32 @@ class Dispatcher:
                             break
 
     def blocking(self, worker: _Worker) -> None:
-        """``worker``'s handling is about to block: another thread takes work at once."""
+        """``worker``'s handling is about to block: it is counted as blocked at once, and
+        its replacement is owed, started when work finds no idle thread to take it (now, if
+        work is waiting already). Work that does not block after all (a sync function agent
+        that returns at once) then costs no thread: the worker comes back to its place."""
         if worker.replaced:
             return
         with self._lock:
-            try:
-                self._replace(worker)
-            except Exception:  # no thread to be had: the watch thread tries again later
-                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+            if self._closed.is_set():
+                return
+            worker.replaced = True
+            self._working -= 1
+            self._owed += 1
+        if not self._idle and not self._ready.empty():
+            self._pay()
+
+    def unblocked(self, worker: _Worker) -> None:
+        """``worker``'s handling is done blocking (``done_blocking``): it takes work again
+        in the place of its replacement, if that is still owed; else it goes on as one
+        replaced, rejoining or leaving when its drain ends."""
+        if not worker.replaced or not self._owed:
+            return
+        with self._lock:
+            if self._owed:
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -248,9 +300,15 @@ class Dispatcher:
         with self._lock:
             self._live += 1
 
+    @property
+    def stopped(self) -> int:
+        """Actors stopped on this dispatcher so far (for the GC pacing: ``gc_pacing.py``)."""
+        return self._stopped
+
     def _actor_stopped(self) -> None:
         with self._lock:
             self._live -= 1
+            self._stopped += 1
 
     def counts(self) -> DispatcherCounts:
         with self._lock:
@@ -285,6 +343,7 @@ class Dispatcher:
                 return []
             self._closed.set()
             workers = len(self._workers)
+        PACING.unregister(self)
         for _ in range(workers):
             self._ready.put(None)
         if self._watch is not None:
@@ -300,18 +359,20 @@ class Mailbox:
     never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
     after ``empty()`` said no."""
 
-    __slots__ = ("_actor", "_lock", "_queue", "_scheduled", "_submit")
+    __slots__ = ("_actor", "_dispatcher", "_lock", "_queue", "_scheduled")
 
     def __init__(self) -> None:
         self._queue: collections.deque[Envelope[Any]] = collections.deque()
         self._lock = threading.Lock()
         self._scheduled = False
         self._actor: PooledActor | None = None
-        self._submit: Callable[[PooledActor], None] | None = None
+        self._dispatcher: Dispatcher | None = None
 
-    def bind(self, actor: PooledActor, submit: Callable[[PooledActor], None]) -> None:
+    def bind(self, actor: PooledActor, dispatcher: Dispatcher) -> None:
+        """(The dispatcher, not its bound ``submit``: one object less per live actor for
+        the cyclic GC to walk.)"""
         self._actor = actor
-        self._submit = submit
+        self._dispatcher = dispatcher
 
     def put(self, envelope: Envelope[Any], /) -> None:
         self._queue.append(envelope)
@@ -319,8 +380,8 @@ class Mailbox:
             if self._scheduled or self._actor is None:
                 return
             self._scheduled = True
-        assert self._submit is not None
-        self._submit(self._actor)
+        assert self._dispatcher is not None
+        self._dispatcher.submit(self._actor)
 
     def get(self) -> Envelope[Any]:
         return self._queue.popleft()
@@ -374,7 +435,7 @@ class PooledActor(pykka.Actor):
             raise TypeError(f"{cls.__name__}.start needs dispatcher=<a Dispatcher>")
         obj = cls(*args, **kwargs)
         obj._dispatcher = dispatcher
-        obj.actor_inbox.bind(obj, dispatcher.submit)
+        obj.actor_inbox.bind(obj, dispatcher)
         obj._counted = True
         dispatcher._actor_started()
         obj._start_actor_loop()

@@ -42,11 +42,13 @@ from subagents.actors.effector import Effector
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
+from subagents.actors.run_status import status_of
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    ApprovalAsked,
     Ask,
     Batch,
     ChildDone,
@@ -56,6 +58,7 @@ from subagents.messages import (
     Journal,
     LeaseLost,
     MailAck,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -68,11 +71,14 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    Streamed,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -102,6 +108,7 @@ GROUP_MAX = 100
 _GROUPED = frozenset(
     {
         SendMail,
+        MailPosted,
         MailRead,
         Journal,
         WaitingChanged,
@@ -109,9 +116,12 @@ _GROUPED = frozenset(
         ToolCalled,
         ToolAnswered,
         Timeout,
+        ApprovalAsked,
         Parked,
         SlotWanted,
         Placed,
+        Subscribe,
+        Streamed,
     }
 )
 """Told reports whose handling may share the open group's transaction."""
@@ -387,6 +397,8 @@ class SupervisorActor(FastInboxActor):
         must be given read from the store first (a restarted run's earlier mail and journal)."""
         core = self.core
         match message:
+            case MailPosted():  # the most frequent first: a match tries cases in order
+                return core.mails_posted(message)
             case MailRead():
                 return core.mail_reads((message,))
             case Journal():
@@ -402,6 +414,8 @@ class SupervisorActor(FastInboxActor):
                 return core.step_taken(message)
             case ToolCalled():
                 return core.tool_called(message)
+            case ApprovalAsked():
+                return core.approval_asked(message)
             case ToolAnswered():
                 return core.tool_answered(message)
             case WaitingChanged():
@@ -417,6 +431,8 @@ class SupervisorActor(FastInboxActor):
                 return core.stop(message)
             case StopRequested():
                 return core.stop_requested(message)
+            case Subscribe():
+                return core.subscribe(message)
             case Timeout(run_id=run_id):
                 return core.timeout(run_id)
             case RestartDue(run_id=run_id):  # what its earlier start did, read for it
@@ -424,6 +440,8 @@ class SupervisorActor(FastInboxActor):
                 return core.restart_due(run_id, mails, journal)
             case Placed():
                 return core.placed(message)
+            case Streamed():
+                return core.progress.streamed(message)
             case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
                 reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
                 return core.host_lost(run_ids, reason, reads)
@@ -443,6 +461,8 @@ class SupervisorActor(FastInboxActor):
                 return self.core.stats(run_id)
             case TreeRecords(run_id=run_id):
                 return self.core.tree_records(run_id)
+            case StatusOf():
+                return status_of(self.core, self.store, message)
             case Sweep():
                 return self._sweep(message, asked=asked)
             case _:
@@ -476,9 +496,8 @@ class SupervisorActor(FastInboxActor):
         return decision.reply
 
     def _sweep(self, message: Sweep, *, asked: bool) -> Any:
-        """Run the store's sweeper, if it has one (SQLite does; memory does not need one).
-        It is housekeeping in a transaction of its own: if it fails, no run's state is lost,
-        so the failure goes to an asker, or is logged; it never stops the runs."""
+        """Run the store's sweeper, if it has one (SQLite does): housekeeping in a transaction
+        of its own; a failure loses no run's state, goes to an asker or is logged."""
         sweep = getattr(self.store, "sweep", None)
         if sweep is None:
             return None

@@ -8,15 +8,28 @@ short: they are expected to ``tell`` an actor, never to do the work themselves.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import threading
 import time
 from collections.abc import Callable, Hashable
+from typing import Any
+
+import pykka
 
 from subagents.logs import get_logger
 
 log = get_logger("subagents.timer")
+
+_CALL = object()
+"""The message of an entry whose target is a callback, called with no argument."""
+
+_Entry = tuple[int, float, Any, Any]
+"""(seq, deadline, target, message): ``target.tell(message)`` when due, or ``target()`` when
+the message is ``_CALL``. A tell needs no closure: a waiting run's timers (its deadline, its
+``receive`` timeout) are one tuple each, not a function, its cells and their tuple, which
+the cyclic GC walks at every full pass while the run waits."""
 
 
 class TimerService:
@@ -28,7 +41,7 @@ class TimerService:
 
     def __init__(self, name: str = "subagents-timer") -> None:
         self._heap: list[tuple[float, int, Hashable]] = []
-        self._entries: dict[Hashable, tuple[int, float, Callable[[], None]]] = {}
+        self._entries: dict[Hashable, _Entry] = {}
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
@@ -37,11 +50,20 @@ class TimerService:
 
     def schedule(self, key: Hashable, deadline: float, callback: Callable[[], None]) -> None:
         """Call ``callback`` once at ``deadline`` (``time.monotonic()`` seconds)."""
+        self._put(key, deadline, callback, _CALL)
+
+    def tell_at(
+        self, key: Hashable, deadline: float, ref: pykka.ActorRef[Any], message: Any
+    ) -> None:
+        """Tell ``ref`` ``message`` once at ``deadline`` (an actor stopped by then: nothing)."""
+        self._put(key, deadline, ref, message)
+
+    def _put(self, key: Hashable, deadline: float, target: Any, message: Any) -> None:
         with self._cond:
             if self._stopped:
                 return
             seq = next(self._seq)
-            self._entries[key] = (seq, deadline, callback)
+            self._entries[key] = (seq, deadline, target, message)
             heapq.heappush(self._heap, (deadline, seq, key))
             if self._heap[0][1] == seq:
                 self._cond.notify()
@@ -58,7 +80,7 @@ class TimerService:
         with self._cond:
             found = self._entries.pop(key, None) is not None
             if len(self._heap) > 64 and len(self._heap) > 2 * len(self._entries):
-                self._heap = [(d, seq, k) for k, (seq, d, _) in self._entries.items()]
+                self._heap = [(e[1], e[0], k) for k, e in self._entries.items()]
                 heapq.heapify(self._heap)
             return found
 
@@ -85,7 +107,7 @@ class TimerService:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def _next_due(self) -> Callable[[], None] | None:
+    def _next_due(self) -> _Entry | None:
         """Wait for the earliest live timer to be due and pop it (None when stopped)."""
         with self._cond:
             while not self._stopped:
@@ -103,15 +125,20 @@ class TimerService:
                     continue
                 heapq.heappop(self._heap)
                 del self._entries[key]
-                return entry[2]
+                return entry
             return None
 
     def _loop(self) -> None:
         while True:
-            callback = self._next_due()
-            if callback is None:
+            entry = self._next_due()
+            if entry is None:
                 return
+            _, _, target, message = entry
             try:
-                callback()
+                if message is _CALL:
+                    target()
+                else:
+                    with contextlib.suppress(pykka.ActorDeadError):
+                        target.tell(message)
             except Exception:
                 log.exception("timer callback failed")

@@ -53,7 +53,7 @@ from subagents.behaviour.function_replay import (
     shown_call,
 )
 from subagents.behaviour.port import AgentPort
-from subagents.blocking import about_to_block
+from subagents.blocking import blocking
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -175,11 +175,13 @@ class FunctionBehaviour:
 
     def same_mail(self, mail: Mail, to: str, content: str, reply_to: str | None) -> bool:
         """Whether a replayed send is the one that made ``mail`` (its recipient by run id or
-        by agent name, its content, its reply_to)."""
+        by agent name, or its topic, its content, its reply_to)."""
         return (
             mail.content == content
             and mail.reply_to == reply_to
-            and to in (mail.recipient, self.agents.get(mail.recipient))
+            and (
+                to == mail.address or (mail.topic is None and to == self.agents.get(mail.recipient))
+            )
         )
 
     def diverge(self, key: str, before: str, now: str) -> None:
@@ -237,13 +239,15 @@ class FunctionBehaviour:
         if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
             self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
         self.inbox.extend(unread)
-        if not self.is_async:
-            about_to_block()  # a sync function runs to its end here, waiting as it goes
         ctx = AgentContext(self)
         if checkpoint is not None:  # what it goes on with (a continued run's conversation)
             ctx.history = tuple(checkpoint.messages)
         try:
-            value = self.fn(ctx)
+            if self.is_async:
+                value = self.fn(ctx)
+            else:  # a sync function runs to its end here, waiting as it goes (or not)
+                with blocking():
+                    value = self.fn(ctx)
         except ReplayDiverged:
             return
         except Exception:

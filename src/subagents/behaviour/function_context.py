@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from subagents.behaviour.awaitables import Pending, PendingAll, PendingAny
 from subagents.behaviour.function_replay import call_digest, seen_result, shown_call
 from subagents.behaviour.port import AgentPort
@@ -22,10 +24,13 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     Outcome,
+    RunProgress,
     SendMail,
     SpawnRequest,
     StopRequest,
     StopRequested,
+    Subscribe,
+    topic_problem,
 )
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
@@ -135,9 +140,12 @@ class AgentContext:
         timeout: float | None = None,
         model: str | None = None,
         label: str | None = None,
+        detach: bool = False,
         **policies: Any,
     ) -> Pending:
         """Start a child now. Awaiting gives its Outcome (background: its run id).
+        ``detach``: the child outlives this run (and is a background child: docs/runtime.md,
+        "Children that outlive their parent").
 
         ``policies``: ``token_budget``, ``cost_budget_usd``, ``on_failure``, ``max_retries``,
         ``share`` (shared-context keys to copy), ``inherit_messages`` (docs/supervision.md),
@@ -150,7 +158,9 @@ class AgentContext:
             share = policies["share"]
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)
         b = self._b
-        digest = call_digest(agent, task, context, background)
+        background = background or detach
+        # (a detached spawn's fingerprint differs; a plain one's is what it always was)
+        digest = call_digest(agent, task, context, background, *(("detach",) if detach else ()))
         key, replayed = b.call("spawn", digest, agent, task)
         pending = b.pending(key)
         b.background[key] = background
@@ -161,6 +171,7 @@ class AgentContext:
             parent_run_id=self.run_id,
             context=context,
             background=background,
+            detach=detach,
             timeout=timeout,
             model=model,
             label=label,
@@ -191,7 +202,9 @@ class AgentContext:
         return self.spawn("", text, continues=run_id, **options)
 
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
-        """Send mail to a run id or an agent name of this tree. Awaiting gives the mail id."""
+        """Send mail to a run id or an agent name of this tree, or to ``topic:NAME`` (each
+        subscriber of this tree). Awaiting gives the mail id (a topic's: the first mail's,
+        None when nobody is subscribed)."""
         b = self._b
         key, replayed = b.call("send", 0, to, content)
         pending = b.pending(key)
@@ -251,6 +264,25 @@ class AgentContext:
             b.hand_out()
         return pending
 
+    def subscribe(self, topic: str) -> None:
+        """Subscribe this run to ``topic`` of its tree: mail sent to ``topic:NAME`` from now
+        on reaches it, until it unsubscribes or ends (docs/function-agents.md, "Topics").
+        Not awaited; ``ValueError`` for a bad name. Saying it again changes nothing, so a
+        replay after a crash says it again, unjournaled."""
+        self._subscription(topic, subscribe=True)
+
+    def unsubscribe(self, topic: str) -> None:
+        """No more mail to ``topic:NAME`` for this run (nothing if it was not subscribed)."""
+        self._subscription(topic, subscribe=False)
+
+    def _subscription(self, topic: str, *, subscribe: bool) -> None:
+        problem = topic_problem(topic)
+        if problem is not None:
+            raise ValueError(problem)
+        b = self._b
+        b.port.subscribe(Subscribe(run_id=self.run_id, topic=topic, subscribe=subscribe))
+        b.unheld()
+
     def mailbox(self) -> list[Mail]:
         """Every unread mail, now, without waiting."""
         b = self._b
@@ -265,6 +297,33 @@ class AgentContext:
             JournalEntry(request_id=key, kind="mailbox", observed=True, result=ids), tuple(ids)
         )
         return taken
+
+    def status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` (a run of this tree) is now, without waiting for it: its status,
+        steps, last tool call, usage, unread mail, what its model is writing. ``ValueError``
+        when there is no such run in this tree. Journaled with what it saw: a replay after a
+        crash is handed the same answer."""
+        b = self._b
+        key, replayed = b.call("status", call_digest(run_id), run_id)
+        seen = seen_result(replayed)
+        if seen is not None:
+            if seen.error is not None:
+                raise ValueError(seen.error)
+            return msgspec.convert(seen.result, RunProgress)
+        made = JournalEntry(
+            request_id=key,
+            kind="status",
+            call=shown_call("status", (run_id,)),
+            digest=call_digest(run_id),
+            observed=True,
+        )
+        try:
+            progress = b.port.ask_status(run_id)
+        except ValueError as exc:
+            b.port.journal(msgspec.structs.replace(made, error=str(exc)))
+            raise
+        b.port.journal(msgspec.structs.replace(made, result=msgspec.to_builtins(progress)))
+        return progress
 
     def stop(self, run_id: str) -> Pending:
         """Stop one of this run's descendants. Awaiting gives the ids stopped."""

@@ -24,17 +24,22 @@ from subagents.behaviour.runtime_tool_args import (
     send_request,
     spawn_request,
     stop_request,
+    subscription,
     to_json,
     wait_timeout,
 )
-from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
+from subagents.behaviour.status_tool import STATUS, status_answer
+from subagents.behaviour.store_approvals import StoreApprovalFlow
+from subagents.behaviour.tool_calls import StoreAsk, ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
     SEND,
     SPAWN,
     STOP,
+    SUBSCRIBE,
     TASK,
+    UNSUBSCRIBE,
     WAIT,
     Tool,
     ToolError,
@@ -44,6 +49,7 @@ from subagents.isolation.worktrees import WorktreeError
 from subagents.mcp.hub import RunMcp
 from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
+    ApprovalAnswered,
     ChatMessage,
     Checkpoint,
     ChildDone,
@@ -108,6 +114,7 @@ class LLMBehaviour:
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
+        self.kept_asks = StoreApprovalFlow(port, self.calls, self._answer, self._fail)
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -170,6 +177,8 @@ class LLMBehaviour:
                 self.approvals.mailed(message)
             case Wake(key=key) if parent_approvals.use_id_of(key) is not None:
                 self.approvals.timed_out(key)
+            case ApprovalAnswered():
+                self.kept_asks.answered(message)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
                 if error is not None:
                     self._answer(rid, error, is_error=True)
@@ -366,8 +375,12 @@ class LLMBehaviour:
             else:
                 self.inbox.waiter = use.id
                 port.wake_after(use.id, timeout)
+        elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
+            self._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
         elif use.name == LOAD_SKILL:
             self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
+        elif use.name == STATUS:
+            self._set(use.id, *status_answer(port, args))
         else:
             return False
         return True
@@ -380,7 +393,9 @@ class LLMBehaviour:
         # itself may take long, and may wait for what was reported
         self.port.flush_reports()
         decision = self.calls.decide(use, tool, parent_may_answer=True)
-        if decision.behavior == "ask":  # a child whose asks go to its parent
+        if isinstance(decision, StoreAsk):  # kept in the store for anyone to answer
+            self.kept_asks.ask(use, tool, decision.reason, self.turns)
+        elif decision.behavior == "ask":  # a child whose asks go to its parent
             self.approvals.ask(use, tool, decision.reason, self.turns)
         elif not decision.allowed:
             self._set(use.id, *self.calls.denied(tool, decision.reason))
@@ -466,9 +481,13 @@ class LLMBehaviour:
 
 def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
     """Tool use id -> whether that spawn of the turn runs in the background
-    (``spawn_subagent``'s ``background``, ``Task``'s ``run_in_background``)."""
+    (``spawn_subagent``'s ``background`` or ``detach``, ``Task``'s ``run_in_background``)."""
     return {
-        u.id: bool(u.input.get("background" if u.name == SPAWN else "run_in_background"))
+        u.id: bool(
+            u.input.get("background") or u.input.get("detach")
+            if u.name == SPAWN
+            else u.input.get("run_in_background")
+        )
         for u in uses
         if u.name in (SPAWN, TASK) and isinstance(u.input, dict)
     }
@@ -511,7 +530,7 @@ def _run_tools(
     thread, in its sandbox), whose names are returned too; a run whose tools could not be
     set up (``calls`` None) starts no server."""
     mcp = None
-    if calls is not None:
+    if calls is not None and env.mcp is not None and env.mcp.uses_servers(port.spec):
         mcp = env.mcp_for(
             port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
         )

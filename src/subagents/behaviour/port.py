@@ -17,16 +17,20 @@ from subagents.isolation.worktrees import WorktreeReport, Worktrees, isolation_o
 from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub, RunMcp
 from subagents.messages import (
+    ApprovalAsked,
     JournalEntry,
     Mail,
     ModelRequest,
     ModelResponse,
+    RunProgress,
     RunRecord,
     SendMail,
     SpawnRequest,
     StepTaken,
     StopRequest,
     StopRequested,
+    Streamed,
+    Subscribe,
     ToolAnswered,
     ToolStarting,
 )
@@ -85,6 +89,10 @@ class AgentPort(Protocol):
         ...
 
     def request_stop(self, req: StopRequest | StopRequested) -> None: ...
+    def subscribe(self, msg: Subscribe) -> None:
+        """Subscribe to a topic (or unsubscribe), told with the other held reports."""
+        ...
+
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
         """Record a step. ``wait``: return only once it is recorded (and a budget stop it
         caused is known, through ``cancel``), as before any further model call; a step after
@@ -92,6 +100,21 @@ class AgentPort(Protocol):
         ...
 
     def report_tool_call(self, tool: str, arguments: Mapping[str, Any]) -> None: ...
+    def ask_status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` is, now (``StatusOf`` asked of the supervisor); ``ValueError``
+        naming why not (no such run, or one outside this run's tree)."""
+        ...
+
+    def later(self, seconds: float, call: Callable[[], None]) -> None:
+        """Call ``call`` once after ``seconds``, on the runtime's timer thread (not the
+        run's: a streaming model call holds that one)."""
+        ...
+
+    def report_streamed(self, streamed: Streamed) -> None:
+        """What the model wrote since the last report (``behaviour/streaming.py``): sent at
+        once, not held (the model call it comes from is still under way)."""
+        ...
+
     def journal_start(self, starting: ToolStarting) -> bool:
         """Record that a side-effecting tool call is about to run; return once it is durable
         (True), or False when it could not be recorded (the run is ending): then the call
@@ -103,6 +126,11 @@ class AgentPort(Protocol):
         ...
 
     def report_answer(self, answer: ToolAnswered) -> None: ...
+    def ask_approval(self, asked: ApprovalAsked) -> None:
+        """Keep a call's ask in the store as a pending approval (durable approvals; told,
+        held like mail reports): its answer comes back as ``ApprovalAnswered``."""
+        ...
+
     def mail_read(self, mail_ids: tuple[str, ...]) -> None: ...
     def journal(self, entry: JournalEntry, read_mail: tuple[str, ...] = ()) -> None:
         """Append to the run's journal (and mark ``read_mail`` read with it). Held like mail
@@ -151,11 +179,20 @@ class AgentEnv:
     """The spawn rules and limits the offer's checks read (``admission_checks.offer``, over
     the run's ``standing``): the runtime's, as admission's."""
     max_turns: int = 50
+    stream_interval_s: float | None = 0.25
+    """A streaming model's pieces are reported at most once per this many seconds (a
+    ``text_delta`` event, the run's preview); None: not streamed to anyone."""
     max_tokens: int = 4096
     workspace: Workspace | None = None
     """Where file tools work and Bash starts (None: the working directory)."""
     permissions: Permissions = field(default_factory=Permissions)
     approve: ApprovalHandler | None = None
+    approvals_in_store: bool = False
+    """Every run's asks are kept in the store as pending approvals, answered from any process
+    (``Runtime(approve="store")``); a run whose record says so asks there whatever this is."""
+    remembered: Callable[[str], tuple[str, ...]] | None = None
+    """The allow rules remembered for a tree (by its root's id) with approvals answered
+    through the store; None: none (a cluster's node)."""
     ask_parent: bool = False
     """A child run's asks go to its parent agent as mail (behaviour.parent_approvals)."""
     approval_wait_s: float = 300.0
@@ -225,4 +262,6 @@ def render_mail(mail: Mail) -> str:
     attrs += f' agent="{escape(mail.sender_agent or mail.sender)}"'
     if mail.reply_to:
         attrs += f' reply_to="{escape(mail.reply_to)}"'
+    if mail.topic is not None:
+        attrs += f' topic="{escape(mail.topic)}"'
     return f"<mail {attrs}>{mail.content}</mail>"

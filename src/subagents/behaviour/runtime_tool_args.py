@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.behaviour.port import AgentPort
 from subagents.behaviour.spawn_arguments import spawn_policy_fields
 from subagents.behaviour.tools import TASK, ToolError
 from subagents.messages import (
@@ -25,7 +26,9 @@ from subagents.messages import (
     SpawnRequest,
     StopReply,
     StopRequest,
+    Subscribe,
     ToolSchema,
+    topic_problem,
 )
 
 WAIT_S = 30.0
@@ -43,7 +46,8 @@ def spawn_request(use_id: str, args: dict[str, Any], parent: str) -> SpawnReques
         label=optional_str(args, "label"),
         model=optional_str(args, "model"),
         timeout=optional_float(args, "timeout"),
-        background=bool(args.get("background", False)),
+        background=bool(args.get("background", False) or args.get("detach", False)),
+        detach=bool(args.get("detach", False)),
         continues=optional_str(args, "continue_run"),
         **spawn_policy_fields(args),
     )
@@ -73,6 +77,22 @@ def task_arguments(args: dict[str, Any], offered: Iterable[ToolSchema]) -> dict[
         if args.get(theirs) is not None:
             spawned[ours] = args[theirs]
     return spawned
+
+
+def subscription(port: AgentPort, run_id: str, subscribe: bool, args: dict[str, Any]) -> str:
+    """A ``subscribe`` (or ``unsubscribe``) call: told to the supervisor with the turn's
+    other reports; its answer, at once (``ToolError`` for a bad topic name)."""
+    topic = required_str(args, "topic")
+    problem = topic_problem(topic)
+    if problem is not None:
+        raise ToolError(problem)
+    port.subscribe(Subscribe(run_id=run_id, topic=topic, subscribe=subscribe))
+    if subscribe:
+        return (
+            f"subscribed to topic:{topic}: mail runs of your tree send to it from now on"
+            " reaches you"
+        )
+    return f"unsubscribed from topic:{topic}"
 
 
 def send_request(use_id: str, args: dict[str, Any], sender: str) -> SendMail:
@@ -147,12 +167,14 @@ def reply_answer(message: ChildDone | MailAck | StopReply) -> tuple[str, bool]:
             if outcome.error is not None:
                 body["error"] = outcome.error
             return to_json(body), not outcome.ok
-        case MailAck(mail_id=mail_id, recipient=to, error=error):
-            return (
-                (error, True)
-                if error is not None
-                else (to_json({"mail_id": mail_id, "to": to}), False)
-            )
+        case MailAck(mail_id=mail_id, recipient=to, error=error, recipients=recipients):
+            if error is not None:
+                return error, True
+            if recipients is not None:  # a topic's: a mail to each subscriber
+                return to_json(
+                    {"to": to, "mail_id": mail_id, "recipients": list(recipients)}
+                ), False
+            return to_json({"mail_id": mail_id, "to": to}), False
         case StopReply(stopped=stopped, error=error):
             return (
                 (error, True) if error is not None else (to_json({"stopped": list(stopped)}), False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,14 @@ from subagents.tools.context import RunSession, ToolContext
 from subagents.tools.hooks import Event, HookOutcome, Hooks, run_hooks
 from subagents.tools.modes import Mode
 from subagents.tools.permissions import Decision, PermissionPolicy, lists
+from subagents.tools.rules import Rule, RuleError, call_target
 from subagents.tools.sandbox import RunSandbox
+
+
+@dataclass(frozen=True)
+class StoreAsk(Decision):
+    """An ask to keep in the store as a pending approval (``Runtime(approve="store")``):
+    the caller records it and the call waits for its answer."""
 
 
 class ToolCrash(Exception):
@@ -70,21 +78,36 @@ class ToolCalls:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
         self.session = RunSession(cwd=self.workspace.root)
-        self.sandbox = self._sandbox_for(self.policy.mode)
+        self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
+        self._sandbox: RunSandbox | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
 
+    @property
+    def sandbox(self) -> RunSandbox:
+        """How the run's processes start: made when the first process is to start (a tool,
+        a hook, an MCP server), not at the run's start: finding the workspace's git
+        directories reads the file system, and most runs (a child without tools) start no
+        process."""
+        if self._sandbox is None:
+            self._sandbox = self._sandbox_for(self.policy.mode)
+        return self._sandbox
+
+    def _network_for(self, mode: Mode) -> bool:
+        """Whether the run's processes may use the network in ``mode``, as the owner set it
+        for the mode and the definition narrows it (``ValueError`` for a bad setting)."""
+        wanted = network_wanted(self.port.spec.network, self.port.record.ceiling)
+        return self.env.sandbox.resolve().network_for(mode, wanted)
+
     def _sandbox_for(self, mode: Mode) -> RunSandbox:
         """How the run's processes start in ``mode``: read-only in plan mode (the run's mode,
         not a reading of its commands), the network as the owner set it for the mode."""
-        spec, sandbox = self.port.spec, self.env.sandbox.resolve()
-        wanted = network_wanted(spec.network, self.port.record.ceiling)
-        return sandbox.for_run(
+        return self.env.sandbox.resolve().for_run(
             workspace=self.workspace.root,
             read_only=mode == "plan",
-            network=sandbox.network_for(mode, wanted),
-            why=f"agent {spec.name!r} in plan mode",
+            network=self._network_for(mode),
+            why=f"agent {self.port.spec.name!r} in plan mode",
         )
 
     def _plan_exit(self) -> Decision:
@@ -112,7 +135,7 @@ class ToolCalls:
         if mode is None or self.policy.mode != "plan":  # (decided before it was asked)
             return why or f"this run is not in plan mode (it runs in {self.policy.mode} mode)"
         self.policy = dataclasses.replace(self.policy, mode=mode)
-        self.sandbox = self._sandbox_for(mode)
+        self._sandbox = self._sandbox_for(mode)
         self.port.log.info("left plan mode", mode=mode)
         return plan_exit.approved(mode)
 
@@ -182,6 +205,9 @@ class ToolCalls:
             decision = self._plan_exit()  # a plan is put to the approver
         if decision.behavior != "ask":
             return decision
+        remembered = self._remembered(use, tool)
+        if remembered is not None:
+            return remembered
         reason = decision.reason
         if self.asks_parent:  # a question or a plan goes to the parent, whatever it may call
             asked = tool.name in (ask_user.NAME, plan_mode.NAME)
@@ -191,6 +217,8 @@ class ToolCalls:
                     return decision
             else:  # the parent may not approve it: the runtime's handler decides, or no one
                 reason = f"{reason}; {beyond}"
+        if self.asks_store and parent_may_answer:  # kept in the store for anyone to answer
+            return StoreAsk("ask", reason)
         answered = approval.ask(self.env.approve, self.request(use, tool, reason))
         if tool.name == ask_user.NAME and answered.allowed:
             self.session.answers[use.id] = answered.reason  # the handler's answer
@@ -232,6 +260,33 @@ class ToolCalls:
             "Bash asks to run outside the sandbox (dangerouslyDisableSandbox): it could write"
             " anywhere and reach the network",
         )
+
+    def _remembered(self, use: ToolUseBlock, tool: Tool) -> Decision | None:
+        """An ask answered by an allow rule remembered for the run's tree with an approval
+        (``approve --remember``), or None. It answers only what a person would have been
+        asked (so it never widens the tree's ceiling: what is denied stays denied), and
+        never a question, a plan or a command leaving the sandbox."""
+        arguments = _arguments(use)
+        remembered = self.env.remembered
+        if remembered is None or tool.name in (ask_user.NAME, plan_mode.NAME):
+            return None
+        if _outside_sandbox(tool, arguments):
+            return None
+        root = self.workspace.root
+        for text in remembered(self.port.record.root_run_id):
+            try:
+                rule = Rule.parse(text)
+            except RuleError:
+                continue
+            if rule.matches(tool.name, arguments, call_target(tool.name, arguments, root), root):
+                return Decision("allow", f"rule {rule.text}, remembered for this tree")
+        return None
+
+    @property
+    def asks_store(self) -> bool:
+        """Whether this run's asks are kept in the store as pending approvals (its tree's
+        route, kept in its record, or this runtime's ``approve="store"``)."""
+        return self.env.approvals_in_store or self.port.record.approvals_in_store
 
     @property
     def asks_parent(self) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from subagents.behaviour.fan_out_tool import FAN_OUT
 from subagents.behaviour.spawn_arguments import POLICY_PROPERTIES
+from subagents.behaviour.status_tool import STATUS, STATUS_SCHEMA
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolSchema
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -24,7 +25,21 @@ CHECK = "check_mailbox"
 WAIT = "wait_for_message"
 STOP = "stop_subagent"
 LOAD_SKILL = "load_skill"
-RUNTIME_TOOLS = (SPAWN, TASK, SEND, CHECK, WAIT, STOP, LOAD_SKILL, FAN_OUT)
+SUBSCRIBE = "subscribe"
+UNSUBSCRIBE = "unsubscribe"
+RUNTIME_TOOLS = (
+    SPAWN,
+    TASK,
+    SEND,
+    CHECK,
+    WAIT,
+    STOP,
+    LOAD_SKILL,
+    FAN_OUT,
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    STATUS,
+)
 """The runtime's own tools (LLM agents are offered those their definition allows)."""
 
 
@@ -77,6 +92,15 @@ def spawn_schema(dispatchable: Sequence[AgentSpec]) -> ToolSchema:
                 "task": {"type": "string", "description": "What the subagent must do."},
                 "context": {"type": "string", "description": "Background it needs."},
                 "background": {"type": "boolean", "default": False},
+                "detach": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": (
+                        "Let it outlive you (implies background): it is not cancelled when"
+                        " you end; its outcome then goes, as mail, to whoever started you"
+                        " (if still running), and is kept in the store either way."
+                    ),
+                },
                 "model": {"type": "string", "description": "Model override (alias or id)."},
                 "timeout": {"type": "number", "description": "Seconds before it times out."},
                 "label": {"type": "string"},
@@ -146,7 +170,8 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
     SEND: ToolSchema(
         name=SEND,
         description=(
-            "Send mail to another run of your tree: `to` is a run id or an agent name. The"
+            "Send mail to another run of your tree: `to` is a run id or an agent name, or"
+            " `topic:NAME` for every run of your tree subscribed to NAME (`subscribe`). The"
             " recipient sees it at its next step. Returns the mail id."
         ),
         input_schema={
@@ -181,6 +206,28 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
             "required": ["run_id"],
         },
     ),
+    SUBSCRIBE: ToolSchema(
+        name=SUBSCRIBE,
+        description=(
+            "Subscribe to a topic of your tree: mail that runs of your tree send to"
+            " `topic:NAME` from now on reaches you (earlier mail does not), until you"
+            " unsubscribe or end."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"topic": {"type": "string", "description": "NAME, e.g. reviews"}},
+            "required": ["topic"],
+        },
+    ),
+    UNSUBSCRIBE: ToolSchema(
+        name=UNSUBSCRIBE,
+        description="Stop receiving the mail sent to `topic:NAME`.",
+        input_schema={
+            "type": "object",
+            "properties": {"topic": {"type": "string"}},
+            "required": ["topic"],
+        },
+    ),
     LOAD_SKILL: ToolSchema(
         name=LOAD_SKILL,
         description="Load the full text of a skill by name.",
@@ -190,6 +237,7 @@ RUNTIME_SCHEMAS: dict[str, ToolSchema] = {
             "required": ["name"],
         },
     ),
+    STATUS: STATUS_SCHEMA,
 }
 
 

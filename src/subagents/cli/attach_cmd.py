@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from subagents.cli.command import add_inspect_arguments, reports_errors, store_errors
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_OK, EXIT_ORPHANED, short_id
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -94,7 +94,10 @@ def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[
         runs, alive = _subtree(store, record)
         tree = build_tree(runs[0], runs, alive)
         shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
-        return render_tree(tree, shorts), runs[0], alive.orphaned(runs[0])
+        with store_errors():  # what their models are writing now (the store's previews)
+            live = [r.run_id for r in runs if not r.status.terminal]
+            writing = {r: p.text for r, p in store.previews(live).items()}
+        return render_tree(tree, shorts, writing=writing), runs[0], alive.orphaned(runs[0])
 
     view, current, orphaned = frame()
     with Live(view, console=out, refresh_per_second=4, transient=False) as live:
@@ -119,7 +122,7 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
             if seen.get(r.run_id) != status:
                 seen[r.run_id] = status
                 indent = "  " * (r.depth - runs[0].depth)
-                line = f"{time.time() - t0:6.2f}s  {indent}{r.agent} {r.run_id[-8:]}  {status}"
+                line = f"{time.time() - t0:6.2f}s  {indent}{r.agent} {short_id(r.run_id)}  {status}"
                 if status != "orphaned" and r.outcome is not None and not r.outcome.ok:
                     line += f": {r.outcome.error}"
                 out.print(printable(line), markup=False, highlight=False)

@@ -46,6 +46,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     """Its host's process died and Ray is starting it again (a detached tree's)."""
     todos: tuple[TodoItem, ...] | None = None
     """Its todo list (its last TodoWrite call), None if it never wrote one."""
+    topics: tuple[str, ...] = ()
+    """The topics it is subscribed to (mail to ``topic:NAME`` of its tree reaches it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +65,7 @@ def gather(args: argparse.Namespace) -> Info:
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
+        topics = tuple(s.topic for s in store.subscriptions([record.run_id]))
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree
@@ -76,6 +79,7 @@ def gather(args: argparse.Namespace) -> Info:
         host=alive.describe(record),
         restarting=alive.restarting(record),
         todos=todos,
+        topics=topics,
     )
 
 
@@ -100,7 +104,7 @@ def show(info: Info) -> None:
         ("label", r.label or "-"),
         ("model", r.model or "-"),
         ("depth", str(r.depth)),
-        ("parent", r.parent_run_id or "- (root)"),
+        ("parent", (r.parent_run_id or "- (root)") + (" (detached: outlives it)" * r.detached)),
         ("root", r.root_run_id),
         *(
             [("continues", f"{r.continues} (its conversation, then the task)")]
@@ -144,6 +148,8 @@ def show(info: Info) -> None:
         )
     if info.todos is not None:
         fields.append(("todos", checklist(info.todos) or "(empty)"))
+    if info.topics:
+        fields.append(("topics", ", ".join(f"topic:{t}" for t in info.topics)))
     if info.mail:
         sent = sum(1 for m in info.mail if m.sender == r.run_id)
         states = Counter(str(m.state) for m in info.mail if m.recipient == r.run_id)

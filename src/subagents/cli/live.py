@@ -19,6 +19,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from subagents.cli.output import printable
+from subagents.cli.state import short_id
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.tools.todo import progress, todos_of_call
 
@@ -68,6 +69,9 @@ _RUNTIME_TOOLS = frozenset(
         "stop_subagent",
         "load_skill",
         "fan_out",
+        "subscribe",
+        "unsubscribe",
+        "subagent_status",
     }
 )
 _PATH_KEYS = ("file_path", "notebook_path", "path")
@@ -111,6 +115,8 @@ class Row:
     mail: int = 0
     todos: str = ""
     """The run's todo list in one line (``todos 2/5: Running tests``), from TodoWrite."""
+    writing: str = ""
+    """The end of what its model has streamed in the step under way (``text_delta``)."""
     children: list[str] = field(default_factory=list)
 
 
@@ -161,7 +167,11 @@ class LiveTree:
                     self.roots.append(event.run_id)
             self._journal(event)
             status = _KIND_STATUS.get(event.kind)
+            if event.kind is EventKind.TEXT_DELTA:
+                row.writing = writing_after(row.writing, event.data)
+                return
             if event.kind is EventKind.STEP:
+                row.writing = ""
                 row.steps = int(event.data.get("step", row.steps + 1))
                 row.tokens += int(event.data.get("input_tokens", 0)) + int(
                     event.data.get("output_tokens", 0)
@@ -190,14 +200,14 @@ class LiveTree:
         """A plain line for transitions worth reading in a log (pipes, CI)."""
         if self._t0 is None:
             self._t0 = event.ts
-        who = f"{'  ' * event.depth}{event.agent} {event.run_id[-8:]}"
+        who = f"{'  ' * event.depth}{event.agent} {short_id(event.run_id)}"
         kind, data = event.kind, event.data
         if kind is EventKind.QUEUED:
             what = f"queued (position {data.get('position', '?')}, concurrency limit reached)"
         elif kind is EventKind.MAIL_SENT:
             recipient = str(data.get("recipient", "?"))
             target = self.rows.get(recipient)
-            name = target.agent if target else recipient[-8:]
+            name = target.agent if target else short_id(recipient)
             count = int(data.get("count", 1))
             what = f"sent {count} mails to {name}" if count > 1 else f"mailed {name}"
         elif kind is EventKind.RESTARTED:
@@ -242,7 +252,7 @@ class LiveTree:
             elapsed = (row.ended or now) - row.started
         text = Text()
         text.append(printable(row.agent), style="bold")
-        text.append(f" {row.run_id[-8:]} ", style="dim")
+        text.append(f" {short_id(row.run_id)} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:
@@ -252,7 +262,25 @@ class LiveTree:
         if row.note:
             note = " ".join(printable(row.note).split())
             text.append(f"  {note[:70]}", style="dim")
+        if row.writing and not row.status.terminal:
+            text.append(f"  ✎ {writing_tail(row.writing)}", style="green dim")
         return text
+
+
+def writing_after(before: str, data: Mapping[str, Any], keep: int = 200) -> str:
+    """What a run's model has written so far in its step, after one ``text_delta``: emptied
+    by a void (the attempt broke off and is tried again), else the new pieces added (the end
+    kept)."""
+    if data.get("void"):
+        return ""
+    added = "".join(str(p.get("text", "")) for p in data.get("parts") or ())
+    return (before + added)[-keep:]
+
+
+def writing_tail(text: str, width: int = 60) -> str:
+    """The end of ``text`` on one line, printable, at most ``width`` characters."""
+    line = " ".join(printable(text).split())
+    return line if len(line) <= width else "…" + line[-(width - 1) :]
 
 
 def watch(

@@ -2,9 +2,13 @@
 
 Each model turn shows the message it answered (the task, tool results, mail) and the reply
 (text and tool calls); mail shows its text; the end shows the result or the error. --follow
-keeps printing as the run goes on, until it ends (--json --follow prints one JSON object per
-line), or until its host process is gone (the run is orphaned: exit 6; `subagents resume`
-continues it). RUN is an id, a unique prefix of one, or #N from `ps`.
+keeps printing as the run goes on, with what its model is writing as it writes it (`writing`
+entries, from the store's preview of the step under way: cli/writing.py), until it ends
+(--json --follow prints one JSON object per line), or until its host process is gone (the
+run is orphaned: exit 6; `subagents resume` continues it). --tail N shows only the last N
+entries, --since T those since T (a duration ago, 10m, or an ISO time), as `docker logs`
+does; with --follow they pick what is shown first, and every later entry follows. RUN is an
+id, a unique prefix of one, or #N from `ps`.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from subagents.cli.command import (
     store_errors,
 )
 from subagents.cli.output import printable
-from subagents.cli.state import EXIT_ORPHANED, CliError, liveness
+from subagents.cli.state import EXIT_ORPHANED, EXIT_USAGE, CliError, liveness
 from subagents.cli.transcript import Entry, transcript
+from subagents.cli.views import clock
+from subagents.cli.writing import WritingFollower
 from subagents.messages import RunRecord
 
 if TYPE_CHECKING:
@@ -54,6 +60,7 @@ KIND_STYLE = {
     "timed_out": "bold red",
     "budget_exceeded": "bold red",
     "cancelled": "bold magenta",
+    "writing": "green dim",
 }
 
 
@@ -69,15 +76,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-f", "--follow", action="store_true", help="keep printing until the run ends"
     )
+    parser.add_argument(
+        "-n",
+        "--tail",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the last N entries (then, with -f, the new ones)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="T",
+        help="only the entries since T: a duration ago (90s, 10m, 2h) or an ISO time",
+    )
     add_inspect_arguments(parser, run=False)
+
+
+class Window(msgspec.Struct, frozen=True):
+    """Which entries a person asked for: the last ``tail`` (None: all), those at or after
+    ``since`` (a Unix time; None: all)."""
+
+    tail: int | None = None
+    since: float | None = None
+
+    def of(self, entries: Sequence[Entry]) -> list[Entry]:
+        chosen = [e for e in entries if self.since is None or e.ts >= self.since]
+        return chosen if self.tail is None else chosen[max(0, len(chosen) - self.tail) :]
+
+
+def window(args: argparse.Namespace) -> Window:
+    """``--tail`` and ``--since``, checked."""
+    from subagents.cli.since import SinceError, parse_time
+
+    if args.tail is not None and args.tail < 0:
+        raise CliError(f"--tail must be a number >= 0, got {args.tail}", EXIT_USAGE)
+    try:
+        since = None if args.since is None else parse_time(args.since, time.time())
+    except SinceError as exc:
+        raise CliError(f"--since: {exc}", EXIT_USAGE) from None
+    return Window(tail=args.tail, since=since)
 
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
+    shown = window(args)
     with inspecting(args) as (store, _alive, record):
         if args.follow:
-            return follow(store, record.run_id, as_json=args.json)
+            return follow(store, record.run_id, as_json=args.json, shown=shown)
         record, entries = read(store, record.run_id, final=True)
+    entries = shown.of(entries)
     return emit(
         args,
         Log(run=record, entries=tuple(entries)),
@@ -104,17 +151,25 @@ def read(store: InspectedStore, run_id: str, *, final: bool) -> tuple[RunRecord,
     return record, entries
 
 
-def follow(store: InspectedStore, run_id: str, *, as_json: bool) -> int:
+def follow(
+    store: InspectedStore, run_id: str, *, as_json: bool, shown: Window | None = None
+) -> int:
     """Print entries as they are written, until the run has ended (0) or its host is gone
-    (``EXIT_ORPHANED``: nothing more will be written until a resume)."""
+    (``EXIT_ORPHANED``: nothing more will be written until a resume). ``shown`` picks the
+    entries printed first; every later one is printed."""
     out = output.console()
     printed = 0
     header = not as_json
+    first = True
+    writing = WritingFollower()
     while True:
         alive = liveness(store)  # before the run (state.liveness says why)
         record, entries = read(store, run_id, final=False)
-        new = entries[printed:]
+        new = shown.of(entries) if first and shown is not None else entries[printed:]
+        first = False
         printed = len(entries)
+        with store_errors():
+            new = new + writing.poll(store, record)  # what its model is writing now
         if as_json:
             for entry in new:
                 sys.stdout.write(msgspec.json.encode(entry).decode() + "\n")
@@ -147,13 +202,13 @@ def show(out: Console, record: RunRecord, entries: Sequence[Entry], *, header: b
 
 def line(entry: Entry) -> Text:
     """``HH:MM:SS.mmm  kind  text``; further lines of the text indented under it."""
-    clock = time.strftime("%H:%M:%S", time.gmtime(entry.ts)) + f".{int(entry.ts * 1000) % 1000:03d}"
+    stamp = clock(entry.ts)
     style = KIND_STYLE.get(entry.kind, "")
     lines = printable(entry.text).split("\n") or [""]
-    text = Text(f"{clock}  ", style="dim")
+    text = Text(f"{stamp}  ", style="dim")
     text.append(f"{entry.kind:<12} " if lines[0] else entry.kind, style=style)
     text.append(lines[0].rstrip())
-    pad = " " * (len(clock) + 2 + 12 + 1)
+    pad = " " * (len(stamp) + 2 + 12 + 1)
     for more in lines[1:]:
         text.append(f"\n{pad}{more}".rstrip())
     return text

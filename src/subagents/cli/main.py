@@ -51,6 +51,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "A run's transcript in order: its conversation, tool calls, mail and events (`subagents"
         " log`).",
     ),
+    "events": (
+        "subagents.cli.events_cmd",
+        "Every run's events as they happen, one line each (`subagents events`), like `docker"
+        " events`.",
+    ),
     "tree": (
         "subagents.cli.tree_cmd",
         "The execution tree under a run: status, depth, time, steps, tokens (`subagents tree"
@@ -64,6 +69,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.send_cmd",
         "Mail a run from outside: the process hosting it delivers it (`subagents send RUN TEXT`).",
     ),
+    "prune": (
+        "subagents.cli.prune_cmd",
+        "Archive, clean and delete finished runs now: the store's sweeper (`subagents prune`).",
+    ),
+    "approvals": (
+        "subagents.cli.approvals_cmd",
+        "List the approvals waiting for an answer in the store (`subagents approvals`).",
+    ),
+    "approve": (
+        "subagents.cli.approve_cmd",
+        "Allow a pending approval: the waiting call runs (`subagents approve ID`).",
+    ),
+    "deny": (
+        "subagents.cli.deny_cmd",
+        "Deny a pending approval: the call is refused, the model told why (`subagents deny ID`).",
+    ),
     "resume": (
         "subagents.cli.resume_cmd",
         "Continue the runs whose host process is gone (`subagents resume [RUN ...]`).",
@@ -76,9 +97,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "subagents.cli.wait_cmd",
         "Wait until a run ends and exit with its status code (`subagents wait RUN`).",
     ),
+    "serve": (
+        "subagents.console.serve_cmd",
+        "Serve the console: a web page over the store, live (`subagents serve`).",
+    ),
     "agents": (
         "subagents.cli.agents_cmd",
         "List every agent definition that would load, or validate them all (`subagents agents`).",
+    ),
+    "completion": (
+        "subagents.cli.completion",
+        "Print the code that makes your shell complete `subagents` (`subagents completion bash`).",
     ),
     "demo": (
         "subagents.cli.demo_cmd",
@@ -192,6 +221,10 @@ def _configure_logging(args: argparse.Namespace) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``subagents`` console script; returns the exit status."""
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (cli.completion)
+        from subagents.cli.completion import complete
+
+        complete(build_parser(load_all=True))  # prints them and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     if not hasattr(args, "_run"):  # the guess of the command was wrong: load them all

@@ -58,6 +58,17 @@ PIPE_WIDTH = 10_000
 cut at column 80 cannot be read back); a terminal wraps at its own width."""
 
 
+class _Console(Console):
+    """A rich console that lets a closed pipe be what it is everywhere else in the CLI."""
+
+    def on_broken_pipe(self) -> None:
+        """Rich's own exits with status 1 (``SystemExit(1)``): `subagents events | head -1`
+        then looked failed. Raised as ``BrokenPipeError`` instead, it reaches ``cli.main``,
+        which ends the command with status 0 as for every other write (the reader left)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(stream: TextIO | None = None) -> Console:
     """A rich console for ``stream`` (stdout by default) following ``wants_color``; on a pipe
     or a file it never wraps a line."""
@@ -65,7 +76,7 @@ def console(stream: TextIO | None = None) -> Console:
     color = wants_color(stream)
     isatty = getattr(stream, "isatty", None)
     terminal = bool(isatty and isatty())
-    return Console(
+    return _Console(
         file=stream,
         no_color=not color,
         color_system="auto" if color else None,

@@ -1,11 +1,14 @@
 """List runs from the store: live ones, or all with --all (`subagents ps`).
 
 Rows are numbered: `#N` names row N of the last plain `ps` (not `--json`) in the other
-commands (`subagents log '#2'`). Run ids are shown by their shortest unique prefix (at least
-8 characters); any unique prefix works wherever a run id is asked for. A run whose host
+commands (`subagents log '#2'`). Run ids are shown by their shortest unique suffix (at least
+8 characters), as every view shows them; any unique prefix or suffix works wherever a run id
+is asked for. A run whose host
 process is gone (its lease lapsed: killed, crashed) shows `orphaned`; `subagents resume`
 continues it. Filters: --status (repeatable or comma-separated; `orphaned` too), --root RUN
-(the tree of that run), --agent NAME.
+(the tree of that run), --agent NAME, --label TEXT (`run --label`), --requester RUN (the
+children RUN started); --watch keeps the listing open and prints a row each time a run
+changes, as `kubectl get -w` does.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -36,6 +39,9 @@ from subagents.cli.state import (
 from subagents.cli.views import age, duration, one_line
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.leases import Liveness
+
+if TYPE_CHECKING:
+    from subagents.cli.state import InspectedStore
 
 NAME = "ps"
 
@@ -69,6 +75,11 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     """On a Ray cluster: the node (Ray's node id) its latest start was placed on."""
     continues: str | None = None
     """The ended run whose conversation it went on with (`subagents continue`)."""
+    detached: bool = False
+    """Spawned with ``detach``: it outlives its parent (``parent_run_id``, who started it)."""
+    started_by: str | None = None
+    """A detached run's parent as people name it: ``AGENT RUN_ID`` (its parent may have
+    ended; it still started it)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,9 +93,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--root", metavar="RUN", help="only the tree of RUN")
     parser.add_argument("--agent", metavar="NAME", help="only runs of this agent")
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="only runs with this label (`run --label`; repeatable: any of them)",
+    )
+    parser.add_argument(
+        "--requester",
+        metavar="RUN",
+        help="only the runs RUN requested (its children)",
+    )
     parser.add_argument("-a", "--all", action="store_true", help="finished (and archived) runs too")
     parser.add_argument(
         "-n", "--limit", type=int, default=None, metavar="N", help="only the N most recent"
+    )
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the listing, print a row each time a run listed or asked for changes"
+        " (as `kubectl get -w`), until interrupted",
     )
     add_inspect_arguments(parser, run=False)
 
@@ -112,31 +142,90 @@ def parse_statuses(values: list[str]) -> tuple[list[RunStatus] | None, bool]:
     return wanted, orphaned
 
 
-@reports_errors(NAME)
-def run(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 1:
-        raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
+class Selection(msgspec.Struct, frozen=True, kw_only=True):
+    """The runs a listing asks for, from its options: what the store filters (statuses,
+    tree, agent) and what is decided here per record (labels, requester, orphaned)."""
+
+    statuses: list[RunStatus] | None
+    asked: frozenset[RunStatus]
+    """The stored statuses named with --status (beside ``orphaned``)."""
+    orphaned: bool
+    root: str | None
+    requester: str | None
+    agent: str | None
+    labels: frozenset[str]
+    archived: bool
+
+    def listed(self, store: InspectedStore, alive: Liveness) -> list[RunRecord]:
+        records = store.list_runs(
+            statuses=self.statuses,
+            root_run_id=self.root,
+            agent=self.agent,
+            include_archived=self.archived,
+        )
+        return [r for r in records if self.matches(r, alive, status=False)]
+
+    def matches(self, record: RunRecord, alive: Liveness, *, status: bool = True) -> bool:
+        """Whether ``record`` is one of the runs asked for (``status``: its status checked
+        too, as the store does for ``list``)."""
+        if status and self.statuses is not None and record.status not in self.statuses:
+            return False
+        if self.orphaned and not (alive.orphaned(record) or record.status in self.asked):
+            return False
+        return (
+            (self.root is None or record.root_run_id == self.root)
+            and (self.requester is None or record.parent_run_id == self.requester)
+            and (self.agent is None or record.agent == self.agent)
+            and (not self.labels or record.label in self.labels)
+        )
+
+
+def selection(args: argparse.Namespace, store: InspectedStore) -> Selection:
+    """The options of ``ps`` read into a ``Selection`` (RUN references resolved)."""
     statuses, orphaned = parse_statuses(args.status)
+    asked = frozenset(statuses or ())
     if orphaned:  # orphans are unfinished runs; the stored statuses asked for are ORed in
         statuses = [*(statuses or ()), *live_statuses()]
     if statuses is None and not args.all:
         statuses = list(live_statuses())
+    root = resolve(store, args.root).root_run_id if args.root else None
+    requester = resolve(store, args.requester) if args.requester else None
+    return Selection(
+        statuses=statuses,
+        asked=asked,
+        orphaned=orphaned,
+        root=requester.root_run_id if requester is not None else root,
+        requester=requester.run_id if requester is not None else None,
+        agent=args.agent,
+        labels=frozenset(args.label),
+        archived=args.all,
+    )
+
+
+@reports_errors(NAME)
+def run(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
+    parse_statuses(args.status)  # a bad --status is a usage error before the store is opened
     with open_inspected_store(args) as store, store_errors():
-        root = resolve(store, args.root).root_run_id if args.root else None
+        chosen = selection(args, store)
+        seq = store.last_event_seq() if args.watch else 0  # what the watch follows from
         alive = liveness(store)
-        records = store.list_runs(
-            statuses=statuses, root_run_id=root, agent=args.agent, include_archived=args.all
-        )
-        if orphaned:
-            asked = set(parse_statuses(args.status)[0] or ())
-            records = [r for r in records if alive.orphaned(r) or r.status in asked]
+        records = chosen.listed(store, alive)
         if args.limit is not None:
             records = records[-args.limit :]
         if not args.json:  # #N means what a person read, not what a script asked for
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-    rows = [ps_row(n, r, alive) for n, r in enumerate(records, 1)]
-    return emit(args, rows, lambda: _show(args, rows, records, universe))
+        starters = _starters(store, records)
+        rows = [ps_row(n, r, alive, starters.get(r.run_id)) for n, r in enumerate(records, 1)]
+        emit(args, rows, lambda: _show(args, rows, records, universe))
+        if not args.watch:
+            return 0
+        from subagents.cli.ps_watch import watch
+
+        json_row = (lambda r, a: ps_row(0, r, a)) if args.json else None
+        return watch(store, chosen, after=seq, shown=records, alive=alive, json_row=json_row)
 
 
 def _show(
@@ -172,7 +261,7 @@ def _show(
                 row.agent,
                 RESTARTING if row.restarting else ORPHANED if row.orphaned else str(row.status),
                 str(row.depth),
-                _parent(row.parent_run_id, shorts, row.continues),
+                _parent(row.parent_run_id, shorts, row.continues, row.detached),
                 age(row.created_at, now),
                 duration(record, now),
                 str(row.steps),
@@ -188,6 +277,11 @@ def _show(
         sys.stderr.write(
             "restarting: the run's host process died and Ray is starting it again;"
             " it takes the run up (`subagents wait` waits for it)\n"
+        )
+    if any(row.detached for row in rows):
+        sys.stderr.write(
+            "det PARENT: a detached run (spawned with detach): PARENT started it, and it goes"
+            " on after PARENT ends\n"
         )
     if any(row.orphaned for row in rows):
         sys.stderr.write(
@@ -214,18 +308,32 @@ def with_nodes(print_table: Any, nodes: list[str | None]) -> Any:
     return printed
 
 
-def _parent(parent: str | None, shorts: dict[str, str], continues: str | None = None) -> str:
-    """The PARENT cell: its parent's short id; a root that continues a run: ``cont RUN``."""
+def _parent(
+    parent: str | None, shorts: dict[str, str], continues: str | None = None, detached: bool = False
+) -> str:
+    """The PARENT cell: its parent's short id; a root that continues a run: ``cont RUN``; a
+    detached run: ``det PARENT``."""
     if parent is None:
         return "-" if continues is None else f"cont {shorts.get(continues, continues[:8])}"
-    return shorts.get(parent, parent[:8])
+    return f"det {shorts.get(parent, parent[:8])}" if detached else shorts.get(parent, parent[:8])
+
+
+def _starters(store: InspectedStore, records: list[RunRecord]) -> dict[str, str]:
+    """Who started each detached run listed (``AGENT RUN_ID`` of its parent), by run id."""
+    out: dict[str, str] = {}
+    for r in records:
+        if r.detached and r.parent_run_id is not None:
+            parent = store.get_run(r.parent_run_id)
+            agent = parent.agent if parent is not None else "?"
+            out[r.run_id] = f"{agent} {r.parent_run_id}"
+    return out
 
 
 TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
+def ps_row(n: int, r: RunRecord, alive: Liveness, started_by: str | None = None) -> PsRow:
     """Row ``n`` of a listing: the record as `ps --json` prints it."""
     return PsRow(
         row=n,
@@ -248,4 +356,6 @@ def ps_row(n: int, r: RunRecord, alive: Liveness) -> PsRow:
         restarting=alive.restarting(r),
         node=r.node,
         continues=r.continues,
+        detached=r.detached,
+        started_by=started_by,
     )

@@ -21,6 +21,7 @@ import argparse
 import sys
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -35,8 +36,11 @@ from subagents.cli.state import (
     open_existing_store,
     resolve,
 )
-from subagents.messages import Outcome, RunRecord
+from subagents.messages import Outcome, RestoreReport, RunRecord
 from subagents.store.leases import Liveness
+
+if TYPE_CHECKING:
+    from subagents.runtime import RunHandle, Runtime
 
 NAME = "resume"
 
@@ -167,13 +171,8 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
         f" waiting for {len(handles)} root run(s)"
     )
     done = threading.Event()
-
-    def wait_all() -> None:
-        for handle in handles:
-            handle.result()
-        done.set()
-
-    threading.Thread(target=wait_all, name="resume-waiter", daemon=True).start()
+    waiting = (rt, handles, report, done)
+    threading.Thread(target=_wait_all, args=waiting, name="resume-waiter", daemon=True).start()
     out = output.console()
     if args.json:
         done.wait()
@@ -199,3 +198,19 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
         if not outcome.ok:
             return EXIT_FOR_STATUS.get(outcome.status, 1)
     return 0
+
+
+def _wait_all(
+    rt: Runtime, handles: list[RunHandle], report: RestoreReport, done: threading.Event
+) -> None:
+    """The resumed roots' ends, then those of the runs of every tree taken up that outlive
+    their root (a detached run whose root had ended is not a root waited for: closing the
+    runtime would cancel it); then ``done``."""
+    from subagents.cli.run_cmd import wait_for_outliving
+
+    taken = [rt.get(r) for r in (*report.resumed, *report.requeued)]
+    for handle in handles:
+        handle.result()
+    for root in dict.fromkeys(r.root_run_id for r in taken if r is not None):
+        wait_for_outliving(rt, root)
+    done.set()

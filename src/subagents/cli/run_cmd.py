@@ -26,9 +26,13 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail, store_label
+
+if TYPE_CHECKING:
+    from subagents.runtime import Runtime
 
 MAX_TIMEOUT_S = 3600.0
 """``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
@@ -78,6 +82,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         " definition's cleanup, else keep)",
     )
     parser.add_argument(
+        "--label",
+        default=None,
+        metavar="TEXT",
+        help="a short name for the root run, shown by `ps` and the console, and matched by"
+        " `ps --label` (at most 200 characters)",
+    )
+    parser.add_argument(
         "--detach",
         action="store_true",
         help="run the tree in a background process; print the root's run id and return"
@@ -106,9 +117,10 @@ def _check(args: argparse.Namespace) -> str:
     task = text_argument(args.task, "TASK")
     if not task.strip():
         raise CliError("TASK is empty", EXIT_USAGE)
-    problem = request_problem(
-        SpawnRequest(request_id="", agent=args.agent, task=task, timeout=args.timeout), Limits()
+    request = SpawnRequest(
+        request_id="", agent=args.agent, task=task, timeout=args.timeout, label=args.label
     )
+    problem = request_problem(request, Limits())
     if problem is not None:  # what else the runtime would refuse (a task over the size cap)
         raise CliError(problem, EXIT_USAGE)
     return task
@@ -152,8 +164,8 @@ def _detach(args: argparse.Namespace, task: str) -> int:
         return _detach_on_cluster(args, task, address)
 
     def host(report: Callable[[str], None]) -> int:
-        try:
-            hosted = start_runtime(args, restore=False)
+        try:  # no one is at its terminal: its asks wait in the store (`subagents approvals`)
+            hosted = start_runtime(args, restore=False, approvals_in_store=True)
         except CliError as exc:
             return fail(NAME, exc)
         try:
@@ -195,7 +207,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
         raise CliError(
             f"unknown agent {args.agent!r}; known agents: {', '.join(names)}", EXIT_USAGE
         )
-    options.update(agents=agents, agent_dirs=[], discover=False)
+    options.update(agents=agents, agent_dirs=[], discover=False, approve="store")
     try:
         tree = start_detached(
             args.agent,
@@ -206,6 +218,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
                 "timeout": args.timeout,
                 "token_budget": args.budget,
                 "cleanup": args.cleanup,
+                "label": args.label,
             },
             **options,
         )
@@ -249,6 +262,7 @@ def _run(
         "timeout": args.timeout,
         "token_budget": args.budget,
         "cleanup": args.cleanup,
+        "label": args.label,
     }
     continues: str | None = getattr(args, "continues", None)  # `subagents continue`
     try:
@@ -268,6 +282,7 @@ def _run(
 
     def wait_for_root() -> None:
         handle.result()
+        wait_for_outliving(rt, handle.run_id)
         done.set()
 
     threading.Thread(target=wait_for_root, name="run-waiter", daemon=True).start()
@@ -283,3 +298,17 @@ def _run(
     else:
         print_outcome(out, outcome, records)
     return EXIT_FOR_STATUS.get(outcome.status, 1)
+
+
+def wait_for_outliving(rt: Runtime, root_run_id: str) -> None:
+    """The root has ended: wait for the runs of its tree that outlive it (detached children
+    and theirs), which this process hosts, before it closes the runtime (which would cancel
+    them). Ctrl-C cancels them, as it does the tree."""
+    from subagents.messages import RunStatus
+
+    live = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
+    while True:
+        left = [r.run_id for r in rt.runs(root_run_id=root_run_id, status=live)]
+        if not left:
+            return
+        rt.wait_all(left)

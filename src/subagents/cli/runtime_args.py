@@ -272,9 +272,15 @@ def choose_model(args: argparse.Namespace) -> Model | Callable[[list[AgentSpec]]
 
 
 def start_runtime(
-    args: argparse.Namespace, *, restore: bool | frozenset[str], timeout: float | None = None
+    args: argparse.Namespace,
+    *,
+    restore: bool | frozenset[str],
+    timeout: float | None = None,
+    approvals_in_store: bool = False,
 ) -> Hosted:
-    """A Runtime over the store of ``--state`` (or the default), as the options describe."""
+    """A Runtime over the store of ``--state`` (or the default), as the options describe;
+    ``approvals_in_store``: its asks are kept in the store for anyone to answer (a detached
+    tree: no one is at its terminal), else put to the person at this terminal if any."""
     from subagents.cli.state import open_store
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
@@ -282,7 +288,7 @@ def start_runtime(
     from subagents.store.locations import is_database_url
 
     options = runtime_options(args, timeout=timeout)
-    approvals = terminal_approvals(args)
+    approvals = None if approvals_in_store else terminal_approvals(args)
     address = cluster_from(args)
     database = is_database_url(args.state)  # on a cluster too: the driver writes it
     store = (
@@ -291,7 +297,7 @@ def start_runtime(
     try:
         runtime = Runtime(
             cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
-            approve=approvals,
+            approve="store" if approvals_in_store else approvals,
             store=store,
             restore=restore,
             **options,

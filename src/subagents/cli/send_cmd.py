@@ -29,14 +29,19 @@ NAME = "send"
 class Posted(msgspec.Struct, frozen=True, kw_only=True):
     """A command posted for a running runtime (what `send` and `stop` print with --json)."""
 
-    command_id: int
+    command_id: int | None
+    """None: nothing was posted; the stop was carried out here (``ended``)."""
     kind: str
     run_id: str
     agent: str
     status: str
     content: str | None = None
     orphaned: bool = False
-    """The run's host is gone: the command waits for `subagents resume`."""
+    """The run's host is gone: the command waits for `subagents resume` (a stop of an
+    orphaned run on a local store is carried out at once instead: ``ended``)."""
+    ended: tuple[str, ...] = ()
+    """A stop of an orphaned run carried out by the command itself: the runs it ended (the
+    run and its unfinished subtree, cancelled in the store, nothing resumed)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

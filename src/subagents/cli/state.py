@@ -410,28 +410,60 @@ def _get(store: InspectedStore, run_id: str) -> RunRecord | None:
 
 
 def all_run_ids(store: InspectedStore) -> list[str]:
+    """Every run's id: from the ids alone where the store can list them (``SQLiteStore``),
+    else from its records."""
     from subagents.store.base import StoreError
 
+    ids = getattr(store, "run_ids", None)
     try:
+        if callable(ids):
+            return list(ids())
         return [r.run_id for r in store.list_runs(include_archived=True)]
     except StoreError as exc:
         raise CliError(str(exc)) from exc
 
 
 def short_ids(ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8) -> dict[str, str]:
+    """For each of ``ids``, its shortest suffix (at least ``minimum`` characters) that is
+    unique among ``universe``: how every view shows a run (``ps``, ``tree``, ``attach``, the
+    live tree of ``run``), and a reference every command resolves.
+
+    Why the end, not the start: an id is its start time (hex milliseconds) then 40 random
+    bits, so runs started within a minute share their first 8 characters and a prefix would
+    have to run into the random part anyway; the last 8 characters are random, so they are
+    unique among the runs on screen but for a rare collision, which lengthens the suffix."""
+    reversed_ids = short_prefixes(
+        [i[::-1] for i in ids], [u[::-1] for u in universe], minimum=minimum
+    )
+    return {i: reversed_ids[i[::-1]][::-1] for i in ids}
+
+
+def short_prefixes(
+    ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8
+) -> dict[str, str]:
     """For each of ``ids``, its shortest prefix (at least ``minimum`` characters) that is
-    unique among ``universe``, as git abbreviates commits."""
-    ordered = sorted(set(universe) | set(ids))
-    position = {run_id: i for i, run_id in enumerate(ordered)}
+    unique among ``universe``, as git abbreviates commits.
+
+    Only the ids that share the first ``minimum`` characters of one of ``ids`` can lengthen
+    it, so only those are compared (no sort of the whole universe: a store of 100,000 runs)."""
+    heads = {run_id[:minimum] for run_id in ids}
+    sharing = sorted({i for i in (*universe, *ids) if i[:minimum] in heads})
+    position = {run_id: i for i, run_id in enumerate(sharing)}
     result: dict[str, str] = {}
     for run_id in ids:
         i = position[run_id]
         longest = 0
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(ordered):
-                longest = max(longest, _common(run_id, ordered[j]))
+        for j in (i - 1, i + 1):  # sorted: the longest common prefix is with a neighbour
+            if 0 <= j < len(sharing):
+                longest = max(longest, _common(run_id, sharing[j]))
         result[run_id] = run_id[: max(minimum, longest + 1)]
     return result
+
+
+def short_id(run_id: str) -> str:
+    """A run's id as the live views show it when they do not know every id of the store:
+    its last 8 characters (``short_ids`` lengthens it where two runs share them)."""
+    return run_id[-8:]
 
 
 def _common(a: str, b: str) -> int:

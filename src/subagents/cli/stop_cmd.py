@@ -1,13 +1,17 @@
 """Stop a run with its subtree, every live run, or a run's children (`subagents stop`).
 
-`subagents stop RUN|--all|--requester RUN`.
+`subagents stop RUN|--all|--requester RUN [--tree|--turn]`.
 
 The stop is posted as a command through the store; the process hosting that run's tree takes
-it within a second and cancels the run and its descendants (deepest first). `--requester RUN`
+it within a second and cancels the run and its descendants (deepest first): all of them
+(`--tree`, the default), or, with `--turn`, all but its detached children (spawned with
+`detach`), which go on. `--requester RUN`
 posts one stop for each live child of RUN (each goes with its subtree; RUN goes on): one
 command per child, so, unlike `Runtime.stop_all`, they are not one decision. A run whose host
-is gone (orphaned) keeps the stop until `subagents resume` takes it up. With --wait the
-command waits until the stopped runs have ended in the store (exit 1 if they have not).
+is gone (orphaned) is stopped by this command itself, at once, without resuming anything: it
+and its unfinished subtree are cancelled in the store (`cli.orphan_stop`); on a cluster's
+store the stop waits for `subagents resume` instead. With --wait the command waits until the
+stopped runs have ended in the store (exit 1 if they have not).
 """
 
 from __future__ import annotations
@@ -51,6 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop every live run that RUN requested (its children, with their subtrees)",
     )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--tree",
+        dest="scope",
+        action="store_const",
+        const="tree",
+        help="stop the run and its whole subtree, detached children included (the default)",
+    )
+    scope.add_argument(
+        "--turn",
+        dest="scope",
+        action="store_const",
+        const="turn",
+        help="stop the run (and the children that end with it); its detached children go on",
+    )
+    parser.set_defaults(scope="tree")
     parser.add_argument(
         "--wait",
         type=float,
@@ -82,32 +102,13 @@ def run(args: argparse.Namespace) -> int:
                     f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
                 )
             targets = [record]
-        posted = []
-        for record in targets:
-            command_id = store.post_command("stop", record.run_id)
-            posted.append(
-                Posted(
-                    command_id=command_id,
-                    kind="stop",
-                    run_id=record.run_id,
-                    agent=record.agent,
-                    status=str(record.status),
-                    orphaned=alive.orphaned(record),
-                )
-            )
+        posted = [_stop(store, r, alive.orphaned(r), args.scope) for r in targets]
         if args.json:
             output.print_json(posted)
         elif not posted:
             print("no live runs to stop")
         for p in posted if not args.json else ():
-            then = (
-                "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
-                if p.orphaned
-                else "the process hosting it stops it and its subtree within a second"
-            )
-            print(
-                f"posted stop for {printable(p.agent)} {p.run_id} (command {p.command_id}); {then}"
-            )
+            print(_said(p, args.scope))
         if args.wait is None or not posted:
             return 0
         left = _wait_ended(store, [p.run_id for p in posted], args.wait)
@@ -119,6 +120,65 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print("stopped")
     return 0
+
+
+def _stop(store: InspectedStore, record: RunRecord, orphaned: bool, scope: str) -> Posted:
+    """Stop ``record`` (``scope``: its tree, or its turn: not its detached children): at
+    once, here, if its host is gone and the store is a local file (``cli.orphan_stop``);
+    else by a command for the process hosting it."""
+    from subagents.cli.orphan_stop import can_end_here, end_orphaned
+
+    if orphaned and can_end_here(store):
+        ended = end_orphaned(store, record.run_id, turn=scope == "turn")
+        if ended is not None:
+            return Posted(
+                command_id=None,
+                kind="stop",
+                run_id=record.run_id,
+                agent=record.agent,
+                status="cancelled",
+                orphaned=True,
+                ended=tuple(r.run_id for r in ended),
+            )
+        # not ended here: a `resume` took it up meanwhile (its new host stops it), or a run
+        # under it is hosted by a live process (not this command's to end): then it is still
+        # orphaned, and the stop waits for a `resume`, as the command must say
+        orphaned = _still_orphaned(store, record)
+    content = "turn" if scope == "turn" else None  # (a stop's content: its scope)
+    return Posted(
+        command_id=store.post_command("stop", record.run_id, content),
+        kind="stop",
+        run_id=record.run_id,
+        agent=record.agent,
+        status=str(record.status),
+        orphaned=orphaned,
+    )
+
+
+def _still_orphaned(store: InspectedStore, record: RunRecord) -> bool:
+    alive = liveness(store)  # before the run (state.liveness says why)
+    now = store.get_run(record.run_id)
+    return now is not None and alive.orphaned(now)
+
+
+def _said(p: Posted, scope: str) -> str:
+    """What the command says of one stop."""
+    who = f"{printable(p.agent)} {p.run_id}"
+    if p.command_id is None:
+        return (
+            f"stopped {who} and {len(p.ended) - 1} run(s) under it: its host was gone"
+            " (orphaned), so they were cancelled in the store now, without resuming them"
+            if p.ended
+            else f"{who} had already ended"
+        )
+    then = (
+        "its host is gone (orphaned): the stop waits until `subagents resume` takes it up"
+        if p.orphaned
+        else "the process hosting it stops it and its subtree within a second"
+        if scope == "tree"
+        else "the process hosting it stops it within a second; its detached children go on"
+    )
+    return f"posted stop for {who} (command {p.command_id}); {then}"
 
 
 def _live_roots(store: InspectedStore) -> list[RunRecord]:

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
+from subagents.cli.state import short_id
 from subagents.messages import Outcome, RunRecord
 from subagents.store.locations import default_location, redacted
 
@@ -42,7 +43,7 @@ def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
         detail = " ".join(printable(detail).split())
         line = Text("  " * r.depth)
         line.append(f"{printable(r.agent):<14}", style="bold")
-        line.append(f" {r.run_id[-8:]} ", style="dim")
+        line.append(f" {short_id(r.run_id)} ", style="dim")
         line.append(f"{r.status!s:<15}", style=STATUS_STYLE.get(r.status, ""))
         line.append(
             f" depth {r.depth}  steps {r.steps:>2}  tokens {r.usage.total_tokens:>6}"

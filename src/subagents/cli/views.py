@@ -8,7 +8,7 @@ tree view here is built from stored records, not from a live Runtime.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 from rich.text import Text
@@ -71,13 +71,21 @@ def _mark_orphans(node: TreeNode, by_id: dict[str, RunRecord], alive: Liveness) 
     )
 
 
+def clock(ts: float) -> str:
+    """``HH:MM:SS.mmm`` (UTC) of a Unix time: how `log` and `events` stamp their lines."""
+    return time.strftime("%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}"
+
+
 def one_line(text: str | None, width: int) -> str:
     """``text`` printable, on one line, cut to ``width`` with an ellipsis."""
     line = " ".join(printable(text or "").split())
     return line if len(line) <= width else line[: max(width - 1, 0)].rstrip() + "…"
 
 
-def node_label(node: TreeNode, short: str, now: float | None = None) -> Text:
+def node_label(
+    node: TreeNode, short: str, now: float | None = None, writing: str | None = None
+) -> Text:
+    """One run of a tree on one line; ``writing``: the end of what its model is writing."""
     text = Text()
     text.append(printable(node.agent), style="bold")
     text.append(f" {short} ", style="dim")
@@ -94,13 +102,24 @@ def node_label(node: TreeNode, short: str, now: float | None = None) -> Text:
     detail = node.error if node.error else node.result
     if detail:
         text.append(f"  {one_line(detail, 70)}", style="dim")
+    if writing and not node.status.terminal:
+        line = " ".join(printable(writing).split())
+        text.append(f"  ✎ {'…' + line[-59:] if len(line) > 60 else line}", style="green dim")
     return text
 
 
-def render_tree(node: TreeNode, shorts: dict[str, str], now: float | None = None) -> Tree:
-    tree = Tree(node_label(node, shorts.get(node.run_id, node.run_id), now), guide_style="dim")
+def render_tree(
+    node: TreeNode,
+    shorts: dict[str, str],
+    now: float | None = None,
+    writing: Mapping[str, str] | None = None,
+) -> Tree:
+    """``writing``: by run id, what each run's model is writing (its store preview)."""
+    said = (writing or {}).get(node.run_id)
+    label = node_label(node, shorts.get(node.run_id, node.run_id), now, said)
+    tree = Tree(label, guide_style="dim")
     for child in node.children:
-        tree.add(render_tree(child, shorts, now))
+        tree.add(render_tree(child, shorts, now, writing))
     return tree
 
 

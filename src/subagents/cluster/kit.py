@@ -76,6 +76,7 @@ class NodeKit:
             tracer=None,
             mcp=None,
             worktrees=None,
+            remembered=None,  # the store is the driver's: no rule remembered on a node
         )
 
     def snapshot(self) -> list[AgentSpec]:

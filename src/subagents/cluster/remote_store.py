@@ -41,6 +41,7 @@ from typing import Any
 from subagents.cluster.connect import HEAD_ACTOR, ClusterError, connect, import_ray
 from subagents.cluster.store_service import StoreCall, StoreInfo
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -50,10 +51,13 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
+    StoredEvent,
+    Subscription,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import MailRecording, RunStore, StoreError
 
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
@@ -181,6 +185,11 @@ class ClusterStore(RunStore):
     def save_run(self, record: RunRecord) -> None:
         self._write("save_run", record)
 
+    def mail_recording(self) -> MailRecording:
+        """Nobody: this client's batch is one thread's (a second thread's writes would join
+        it, and be committed later), so mail goes through the supervisor."""
+        return MailRecording.NONE
+
     def get_run(self, run_id: str) -> RunRecord | None:
         result: RunRecord | None = self._read("get_run", run_id)
         return result
@@ -210,6 +219,26 @@ class ClusterStore(RunStore):
 
     def events(self, run_id: str) -> list[Event]:
         result: list[Event] = self._read("events", run_id)
+        return result
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        result: list[StoredEvent] = self._read("events_after", seq, limit=limit)
+        return result
+
+    def last_event_seq(self) -> int:
+        result: int = self._read("last_event_seq")
+        return result
+
+    # ---- live previews ---------------------------------------------------------------------
+
+    def save_preview(self, preview: Preview) -> None:
+        self._write("save_preview", preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        self._write("drop_preview", run_id)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        result: dict[str, Preview] = self._read("previews", list(run_ids))
         return result
 
     # ---- checkpoints -----------------------------------------------------------------------
@@ -253,6 +282,20 @@ class ClusterStore(RunStore):
         result: list[JournalEntry] = self._read("journal_of", run_id)
         return result
 
+    # ---- topic subscriptions ---------------------------------------------------------------
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        self._write("save_subscription", subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        self._write("drop_subscriptions", run_id, None if topics is None else list(topics))
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        result: list[Subscription] = self._read(
+            "subscriptions", None if run_ids is None else list(run_ids)
+        )
+        return result
+
     # ---- outcomes --------------------------------------------------------------------------
 
     def save_outcome(self, outcome: Outcome) -> None:
@@ -279,6 +322,39 @@ class ClusterStore(RunStore):
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         result: list[Command] = self._answering(
             "take_commands", None if run_ids is None else list(run_ids)
+        )
+        return result
+
+    # ---- approvals -------------------------------------------------------------------------
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        self._write("save_approval", approval)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        result: ApprovalRecord | None = self._read("get_approval", approval_id)
+        return result
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        result: list[ApprovalRecord] = self._read(
+            "list_approvals", pending=pending, root_run_id=root_run_id, run_id=run_id
+        )
+        return result
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        result: ApprovalRecord = self._answering(
+            "answer_approval", approval_id, allow, answer, remember
         )
         return result
 

@@ -60,18 +60,31 @@ WRITES = frozenset(
         "set_mail_state",
         "set_mails_state",
         "save_journal",
+        "save_subscription",
+        "drop_subscriptions",
         "add_to_checkpoint",
         "save_outcome",
         "mark_outcome_delivered",
+        "save_approval",
         "release_lease",
         "post_command",
         "check_fence",
+        "save_preview",
+        "drop_preview",
     }
 )
 """Writes a client may hold inside its batch and send at once: they answer nothing, or (a
 command posted inside the supervisor's group commit) nobody reads their answer."""
 
-ANSWERING_WRITES = frozenset({"post_command", "take_commands", "renew_lease", "acquire_lease"})
+ANSWERING_WRITES = frozenset(
+    {
+        "post_command",
+        "take_commands",
+        "renew_lease",
+        "acquire_lease",
+        "answer_approval",
+    }
+)
 """Writes whose answer the caller needs at once: never held in a batch."""
 
 READS = frozenset(
@@ -79,11 +92,17 @@ READS = frozenset(
         "get_run",
         "list_runs",
         "events",
+        "events_after",
+        "last_event_seq",
         "load_checkpoint",
         "mail_for",
         "journal_of",
+        "subscriptions",
         "undelivered_outcomes",
         "leases",
+        "get_approval",
+        "list_approvals",
+        "previews",
     }
 )
 

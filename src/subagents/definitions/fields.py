@@ -18,6 +18,7 @@ import msgspec
 
 from subagents.definitions.errors import DefinitionError
 from subagents.definitions.spec import RESTART_POLICIES, AgentSpec
+from subagents.messages.mail import topic_problem
 from subagents.messages.records import CLEANUPS, ON_FAILURE
 
 _PROVENANCE = {"source", "category", "level", "metadata", "prompt", "additions"}
@@ -232,6 +233,15 @@ def _tuple(key: str, value: Any) -> tuple[str, ...]:
     return _names(key, value) or ()
 
 
+def _topics(key: str, value: Any) -> tuple[str, ...]:
+    names = _tuple(key, value)
+    for name in names:
+        problem = topic_problem(name)
+        if problem is not None:
+            raise FieldError(key, f"{key}: {problem}")
+    return names
+
+
 _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "name": _text,
     "description": _text,
@@ -271,10 +281,13 @@ _COERCE: dict[str, Callable[[str, Any], Any]] = {
     "shared_context": _names,
     "inherit_messages": _maybe_bool,
     "cleanup": _cleanup,
+    "topics": _topics,
 }
 assert set(_COERCE) == set(_CAMEL_TO_FIELD.values()), "every AgentSpec field needs a coercer"
 
-LIST_FIELDS = ("tools", "disallowed_tools", "skills", "key_sub_agents", "shared_context")
+LIST_FIELDS = (
+    "tools", "disallowed_tools", "skills", "key_sub_agents", "shared_context", "topics"
+)  # fmt: skip
 """The list fields: a child's replaces its parent's (``extends``); ``+field`` adds to it."""
 ADD_PREFIX = "+"
 _LIST_ENCODED.extend(f for f in msgspec.structs.fields(AgentSpec) if f.name in LIST_FIELDS)

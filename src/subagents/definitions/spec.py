@@ -8,6 +8,7 @@ snake_case keys too and normalise them before building the spec.
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any, Literal, get_args
 
 import msgspec
@@ -89,6 +90,8 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
     cleanup: Cleanup | None = None
     """What the sweeper does with this agent's finished runs: keep their transcript
     (events, checkpoints, journal) or delete it once archived (docs/store.md)."""
+    topics: tuple[str, ...] = ()
+    """Topics its runs are subscribed to from their admission (docs/runtime.md, "Topics")."""
     # Additions to list fields (``+tools: Write``): appended to what the definition inherits
     # through ``extends`` (or sets itself); a list field written plainly replaces the parent's
     additions: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
@@ -109,7 +112,10 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
             return False
         if self.tools is None:
             return True
-        return any(t == tool or t.split("(", 1)[0].strip() == tool for t in self.tools)
+        try:
+            return tool in _offered_names(self.tools)
+        except TypeError:  # a spec built by hand with a list: not hashable, scanned
+            return any(t == tool or t.split("(", 1)[0].strip() == tool for t in self.tools)
 
     @property
     def capability_names(self) -> tuple[str, ...]:
@@ -117,3 +123,11 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_
         if isinstance(self.capabilities, dict):
             return tuple(str(k) for k in self.capabilities)
         return self.capabilities
+
+
+@functools.lru_cache(maxsize=1024)
+def _offered_names(tools: tuple[str, ...]) -> frozenset[str]:
+    """The tool names a ``tools`` list offers: each entry, and each entry's tool without its
+    pattern (``Bash(git diff:*)`` offers ``Bash``). Read once per list, not per question: a
+    run's start asks ``allows_tool`` of every tool the runtime has (``behaviour/offer.py``)."""
+    return frozenset((*tools, *(t.split("(", 1)[0].strip() for t in tools)))

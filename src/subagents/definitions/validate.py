@@ -80,6 +80,8 @@ RUNTIME_TOOLS = frozenset(
         "stop_subagent",
         "load_skill",
         "fan_out",
+        "subscribe",
+        "unsubscribe",
     }
 )
 """The runtime's own tools: the default of a loader no runtime configured. A Runtime

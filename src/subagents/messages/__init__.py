@@ -7,6 +7,7 @@ protocol:
 - ``events``: what happened to a run;
 - ``durability``: checkpoints and their deltas, journals, leases, commands from other processes;
 - ``actor_protocol``: what the actors tell each other (``ActorMessage``, ``Batch``, ``Ask``);
+- ``approvals``: asks kept in the store until someone answers them (durable approvals);
 - ``answers``: the supervisor's answers to asks and the runtime's views of a tree.
 
 Every name is re-exported here: import from ``subagents.messages``.
@@ -27,6 +28,8 @@ from __future__ import annotations
 from subagents.messages.actor_protocol import (
     ActorMessage,
     AgentTask,
+    ApprovalAnswered,
+    ApprovalAsked,
     Ask,
     Batch,
     ChildDone,
@@ -38,6 +41,7 @@ from subagents.messages.actor_protocol import (
     Journal,
     LeaseLost,
     MailAck,
+    MailPosted,
     MailRead,
     Park,
     Parked,
@@ -52,11 +56,16 @@ from subagents.messages.actor_protocol import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    StatusOf,
     StepTaken,
     StopAll,
     StopReply,
     StopRequest,
     StopRequested,
+    StopScope,
+    Streamed,
+    StreamedPart,
+    Subscribe,
     Sweep,
     Timeout,
     ToolAnswered,
@@ -69,10 +78,16 @@ from subagents.messages.actor_protocol import (
 )
 from subagents.messages.answers import (
     RestoreReport,
+    RunProgress,
     RunUsage,
     SupervisorStats,
     TreeNode,
     TreeUsage,
+)
+from subagents.messages.approvals import (
+    ApprovalRecord,
+    ApprovalStatus,
+    approval_id_for,
 )
 from subagents.messages.conversation import (
     Attachment,
@@ -97,13 +112,19 @@ from subagents.messages.durability import (
     Lease,
 )
 from subagents.messages.events import (
+    PREVIEW_CHARS,
     Event,
     EventKind,
+    Preview,
+    StoredEvent,
 )
 from subagents.messages.mail import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     Mail,
     MailState,
+    Subscription,
+    topic_problem,
 )
 from subagents.messages.records import (
     CLEANUPS,
@@ -124,9 +145,15 @@ __all__ = [
     "COMMAND_KINDS",
     "EXTERNAL_SENDER",
     "ON_FAILURE",
+    "PREVIEW_CHARS",
     "TERMINAL_STATUSES",
+    "TOPIC_PREFIX",
     "ActorMessage",
     "AgentTask",
+    "ApprovalAnswered",
+    "ApprovalAsked",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "Ask",
     "Attachment",
     "AttachmentKind",
@@ -152,6 +179,7 @@ __all__ = [
     "LeaseLost",
     "Mail",
     "MailAck",
+    "MailPosted",
     "MailRead",
     "MailState",
     "ModelRequest",
@@ -163,11 +191,13 @@ __all__ = [
     "PermissionGrant",
     "Placed",
     "PollCommands",
+    "Preview",
     "Replay",
     "RestartDue",
     "Restore",
     "RestoreReport",
     "RunFinished",
+    "RunProgress",
     "RunRecord",
     "RunStatus",
     "RunUsage",
@@ -176,12 +206,19 @@ __all__ = [
     "SpawnMany",
     "SpawnReply",
     "SpawnRequest",
+    "StatusOf",
     "StepTaken",
     "StopAll",
     "StopReason",
     "StopReply",
     "StopRequest",
     "StopRequested",
+    "StopScope",
+    "StoredEvent",
+    "Streamed",
+    "StreamedPart",
+    "Subscribe",
+    "Subscription",
     "SupervisorStats",
     "Sweep",
     "TextBlock",
@@ -199,5 +236,7 @@ __all__ = [
     "Usage",
     "WaitingChanged",
     "Wake",
+    "approval_id_for",
     "new_id",
+    "topic_problem",
 ]

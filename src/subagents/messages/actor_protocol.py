@@ -9,7 +9,7 @@ one whose sender waits for the answer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,6 +17,9 @@ from subagents.messages.conversation import ToolResultBlock
 from subagents.messages.durability import Checkpoint, JournalEntry
 from subagents.messages.mail import Mail
 from subagents.messages.records import Cleanup, OnFailure, Outcome, Usage
+
+StopScope = Literal["tree", "turn"]
+"""What a stop ends (``StopRequest.scope``): the run's whole ``tree``, or its ``turn``."""
 
 
 class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -51,6 +54,13 @@ class SpawnRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     continues: str | None = None
     """The id of an ended run whose conversation this run goes on with, ``task`` its next
     user message (``Runtime.continue_run``; ``agent`` may be empty: the continued run's)."""
+    approvals_in_store: bool = False
+    """A root run whose asks (and its tree's) are kept in the store as pending approvals
+    (``Runtime(approve="store")``); a child's follows its parent's."""
+    detach: bool = False
+    """The child outlives its parent: the parent's end (or a stop of its turn) does not
+    cancel it (docs/runtime.md, "Children that outlive their parent"). Implies
+    ``background``."""
 
 
 AgentTask = tuple[str, str]
@@ -106,6 +116,38 @@ class ToolCalled(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
+class StreamedPart(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A piece of what a model wrote: ``text``, or the JSON ``tool_input`` of a ``tool``."""
+
+    kind: str
+    text: str
+    tool: str | None = None
+
+
+class Streamed(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """What a run's model wrote since its last ``Streamed``, coalesced on the run's thread
+    (``behaviour/streaming.py``): published as a ``text_delta`` event, kept only as the
+    run's ``Preview`` until its step is recorded. ``void``: the attempt under way failed (it
+    is tried again, or the step fails): what was streamed of it since the last void is void."""
+
+    run_id: str
+    turn: int
+    seq: int
+    parts: tuple[StreamedPart, ...] = ()
+    skipped: int = 0
+    """Characters streamed since the last one and left out (it keeps the end)."""
+    void: bool = False
+    attempt: int = 0
+
+
+class StatusOf(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Ask the supervisor where a run is (a ``RunProgress``, or a ``ValueError`` naming why
+    not): ``asker``, a run that may ask only about runs of its own tree; None, the outside."""
+
+    run_id: str
+    asker: str | None = None
+
+
 class ToolStarting(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """A side-effecting tool call is about to run: asked, so that it is in the run's
     checkpoint (``Checkpoint.started``) before the call can do anything. Read-only and
@@ -143,6 +185,20 @@ class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     recipient: str | None = None
     error: str | None = None
     dead_letter: bool = False
+    recipients: tuple[str, ...] | None = None
+    """Mail to a topic (``recipient`` is then ``topic:NAME``): the runs it went to, one mail
+    each (``mail_id`` is the first's; none: nobody is subscribed, nothing was sent)."""
+
+
+class Subscribe(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run subscribes to a topic of its tree (``subscribe`` False: unsubscribes), told
+    with its other reports; mail to ``topic:NAME`` sent after it reaches the run."""
+
+    run_id: str
+    topic: str
+    subscribe: bool = True
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
@@ -150,6 +206,23 @@ class DeliverMail(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True)
     one go (one, or a step's several). The one delivery form: a batch of one is a batch."""
 
     mails: tuple[Mail, ...]
+
+
+class MailPosted(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag=True):
+    """Mail a run took straight to its recipients' mailboxes (``actors/mail_desk.py``), told
+    to the supervisor before any recipient could see it, with the run's other reports, for
+    the record: the recipients' inboxes, the mail events, read receipts and dead letters.
+
+    ``delivered_to``: per mail, the start (``attempt``) of its recipient it was handed to (a
+    restart since gets it again). ``recorded``: the sender has already written the mails to
+    the store (``RunStore.mail_recording``; else the supervisor writes them)."""
+
+    run_id: str
+    mails: tuple[Mail, ...]
+    delivered_to: tuple[int, ...]
+    recorded: bool = False
+    attempt: int = 0
+    """Which start of the sending run this comes from (0: not from a run's actor)."""
 
 
 class MailRead(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -188,6 +261,9 @@ class StopRequest(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     run_id: str
     requester: str | None = None
     reason: str = "stopped"
+    scope: StopScope = "tree"
+    """``tree``: the run and every descendant, detached ones included; ``turn``: the run
+    (and the children that end with it), its detached children go on."""
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
     journal: bool = False
@@ -300,6 +376,30 @@ class PollCommands(msgspec.Struct, frozen=True, tag=True):
     """Time to take the stop/send commands other processes posted through the store."""
 
 
+class ApprovalAsked(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """A run's tool call needs a person's answer and its approvals go to the store
+    (``Runtime(approve="store")``): the supervisor keeps it as a pending approval
+    (``ApprovalRecord``); the call waits for ``ApprovalAnswered``. Asked again with the same
+    ``approval_id`` after a restart, the kept one (and its answer, if any) stands."""
+
+    run_id: str
+    approval_id: str
+    tool: str
+    input: dict[str, Any]
+    reason: str
+    tool_use_id: str
+    attempt: int = 0
+
+
+class ApprovalAnswered(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Someone answered a run's pending approval (from any process, through the store)."""
+
+    approval_id: str
+    allow: bool
+    answer: str | None = None
+    """The reason given (for ``AskUserQuestion``, the answer text)."""
+
+
 class Continue(msgspec.Struct, frozen=True, tag=True):
     """An agent tells itself to take its next step (so mail and stops interleave)."""
 
@@ -397,11 +497,13 @@ ActorMessage = (
     | SendMail
     | MailAck
     | DeliverMail
+    | MailPosted
     | MailRead
     | Journal
     | StopRequest
     | StopRequested
     | StopReply
+    | Subscribe
     | WaitingChanged
     | RunFinished
     | Park
@@ -422,6 +524,10 @@ ActorMessage = (
     | SpawnMany
     | Inspect
     | TreeRecords
+    | ApprovalAsked
+    | ApprovalAnswered
+    | Streamed
+    | StatusOf
 )
 """Every message an actor of the runtime receives (a ``Batch`` holds any of them)."""
 

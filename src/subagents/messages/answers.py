@@ -4,6 +4,8 @@ the read-only views of a tree the runtime builds (``TreeUsage``, ``TreeNode``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from subagents.messages.records import RunStatus, Usage
@@ -42,6 +44,34 @@ class SupervisorStats(msgspec.Struct, frozen=True, kw_only=True):
     spent: Usage | None = None
     """What ``Inspect.run_id``'s subtree has spent, as its budget ledger counts it (None
     when no run was named; nothing for a run the ledger does not hold)."""
+
+
+class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a run is, now (the answer to ``StatusOf``; ``subagent_status``, ``ctx.status``,
+    ``Runtime.status``): asked without waiting for the run."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    depth: int = 0
+    parent_run_id: str | None = None
+    steps: int = 0
+    """Model steps recorded; the one under way, if any, is ``steps + 1``."""
+    tool_calls: int = 0
+    last_tool: str | None = None
+    """The last tool its model (or function) called, None before the first."""
+    last_tool_input: dict[str, Any] = msgspec.field(default_factory=dict)
+    """That call's input, shortened (as its ``tool_call`` event keeps it)."""
+    usage: Usage = msgspec.field(default_factory=Usage)
+    """Tokens and cost so far (its own, not its children's)."""
+    unread_mail: int = 0
+    """Mail delivered to it (or kept for it while queued) that it has not read."""
+    writing: str | None = None
+    """The end of what its model has streamed in the step under way, if it is streaming."""
+    started_at: float | None = None
+    ended_at: float | None = None
+    result: str | None = None
+    error: str | None = None
 
 
 class RunUsage(msgspec.Struct, frozen=True, kw_only=True):

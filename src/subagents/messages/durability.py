@@ -13,7 +13,8 @@ import msgspec
 from subagents.messages.conversation import ChatMessage, ToolResultBlock
 from subagents.messages.records import Usage
 
-CommandKind = Literal["stop", "send"]
+CommandKind = Literal["stop", "send", "approval"]
+"""``approval``: an answer to a run's pending approval (its ``ApprovalAnswered`` as JSON)."""
 """What another process may ask of a running runtime through the store (``Command``)."""
 COMMAND_KINDS: tuple[CommandKind, ...] = get_args(CommandKind)
 

@@ -197,6 +197,13 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     continues: str | None = None
     """The ended run whose conversation this one went on with (``Runtime.continue_run``);
     that run's record is left as it ended."""
+    approvals_in_store: bool = False
+    """Its asks are kept in the store as pending approvals, answered from any process
+    (``Runtime(approve="store")``, ``subagents run --detach``): the route of its whole tree,
+    kept so that a resumed run asks where it asked before."""
+    detached: bool = False
+    """Spawned with ``detach``: its parent's end does not cancel it (it is a background
+    child; its outcome goes to its nearest live ancestor, and stays in the store)."""
 
 
 def new_id(prefix: str = "", now: float | None = None) -> str:

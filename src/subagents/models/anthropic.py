@@ -7,6 +7,12 @@ reason is handled here on purpose: ``end_turn``, ``tool_use``, ``stop_sequence``
 ``max_tokens`` are returned (the runtime decides what a cut-off turn means); ``pause_turn`` is
 continued by sending the paused content back, a bounded number of times; ``refusal`` and
 ``model_context_window_exceeded`` become ``ModelError`` so the run fails with a clear kind.
+
+Every call streams (``messages.stream``): ``stream`` hands the text and tool-input deltas to
+the run's sink as they come, ``complete`` is the same call with nobody listening. A stream
+that breaks half way (an ``error`` event, a dropped connection, no ``message_stop``) fails
+the attempt, and the retry asks for the whole turn again; the sink is told the failed
+attempt's pieces are void (``StreamSink.void``) before the next one begins.
 """
 
 from __future__ import annotations
@@ -17,19 +23,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import anthropic
+import httpx2
 
 from subagents.blocking import about_to_block
 from subagents.logs import get_logger
 from subagents.messages import ContentBlock, ModelRequest, ModelResponse, TextBlock, Usage
+from subagents.models.anthropic_stream import read_stream
 from subagents.models.anthropic_wire import (
     ParsedResponse,
     WireUsage,
     messages_param,
-    parse_response,
     system_param,
     tools_param,
 )
-from subagents.models.base import CancelSignal, ModelError
+from subagents.models.base import CancelSignal, ModelError, StreamSink
 from subagents.models.names import (
     DEFAULT_MODEL_ALIAS,
     Price,
@@ -47,12 +54,24 @@ BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 MODEL_ENV = "SUBAGENTS_MODEL"
 
 NO_DEADLINE_TIMEOUT_S = 600.0
-"""Per-attempt timeout for a call without a deadline (always given: without one, the SDK
-refuses large ``max_tokens`` on non-streaming calls)."""
+"""Per-attempt timeout for a call without a deadline."""
 
 RETURNED_STOP_REASONS = frozenset({"end_turn", "tool_use", "stop_sequence", "max_tokens"})
 
 _CONTEXT_WINDOW_HINTS = ("prompt is too long", "context window", "context_window")
+
+_STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+"""The status of each API error type, for an error that comes as a stream's ``error`` event
+(docs.anthropic.com, "Errors"); an unknown type is a server error (retried)."""
 
 
 class AnthropicModel:
@@ -115,6 +134,27 @@ class AnthropicModel:
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         """One model turn (continuing through ``pause_turn``), retried within the deadline."""
+        return self._turn(request, None, deadline, cancel)
+
+    def stream(
+        self,
+        request: ModelRequest,
+        sink: StreamSink,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        """``complete``, handing ``sink`` the text and tool-input deltas as they come (the
+        pieces of every ``pause_turn`` continuation, one after the other)."""
+        return self._turn(request, sink, deadline, cancel)
+
+    def _turn(
+        self,
+        request: ModelRequest,
+        sink: StreamSink | None,
+        deadline: float | None,
+        cancel: CancelSignal | None,
+    ) -> ModelResponse:
         # An empty or ``inherit`` model here means the runtime left it open: use our default.
         model = resolve_model(request.model, default=self.default_model, aliases=self._aliases)
         bound = log.bind(run_id=request.run_id, agent=request.agent, model=model)
@@ -134,12 +174,13 @@ class AnthropicModel:
                     ],
                 }
             parsed = call_with_retries(
-                functools.partial(self._attempt, call_params),
+                functools.partial(self._attempt, call_params, sink),
                 policy=self.retry,
                 deadline=deadline,
                 cancel=cancel,
                 what=f"call to {model}",
                 logger=bound,
+                on_retry=sink.void if sink is not None else None,
             )
             blocks.extend(parsed.blocks)
             # Price the model asked for; the API may answer with a dated id of it.
@@ -168,21 +209,27 @@ class AnthropicModel:
 
     # -- one HTTP attempt -------------------------------------------------------------------
 
-    def _attempt(self, params: dict[str, Any], timeout: float | None) -> ParsedResponse:
-        """One request; errors mapped to ``TransientError`` (retry) or ``ModelError`` (fail)."""
+    def _attempt(
+        self, params: dict[str, Any], sink: StreamSink | None, timeout: float | None
+    ) -> ParsedResponse:
+        """One streamed request read to its end; errors mapped to ``TransientError`` (retry)
+        or ``ModelError`` (fail), those met half way through the stream as those before it."""
         seconds = timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
         about_to_block()
         try:
-            raw = self._client.messages.with_raw_response.create(**params, timeout=seconds)
-            body = raw.read()
+            with self._client.messages.stream(**params, timeout=seconds) as stream:
+                return read_stream(stream, sink)
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, params["model"]) from exc
-        except anthropic.APITimeoutError as exc:
+        except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
             raise TransientError("timeout", f"no response within {seconds:.2f} s") from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise TransientError("connection", f"connection failed: {cause}") from exc
-        return parse_response(body)
+        except httpx2.TransportError as exc:  # while reading the stream: the SDK lets it by
+            raise TransientError("connection", f"the response stream broke: {exc}") from exc
+        except ValueError as exc:  # the SDK could not read a tool call's streamed input
+            raise ModelError("malformed_response", f"unreadable stream: {exc}") from exc
 
     def _usage(self, model: str, wire: WireUsage) -> Usage:
         usage = Usage(
@@ -204,11 +251,16 @@ class AnthropicModel:
 
 
 def _status_error(exc: anthropic.APIStatusError, model: str) -> ModelError:
-    """An HTTP error status as a retryable ``TransientError`` or a final ``ModelError``."""
+    """An HTTP error status as a retryable ``TransientError`` or a final ``ModelError``; an
+    ``error`` event in a stream (its status 200, the error in its body) as the status the
+    same error has as a response (``_STREAM_ERROR_STATUS``)."""
     status = exc.status_code
     detail = exc.api_message or _body_text(exc)
     request_id = f" (request-id {exc.request_id})" if exc.request_id else ""
     text = f"HTTP {status}: {detail}{request_id}"
+    if status < 400:
+        text = f"{exc.type or 'error'} event in the response stream: {detail}{request_id}"
+        status = _STREAM_ERROR_STATUS.get(exc.type or "", 500)
     should_retry = exc.response.headers.get("x-should-retry")
     if should_retry == "false" and (status == 429 or status >= 500):
         # The server says trying again will not help (e.g. a hard limit): fail now.

@@ -4,6 +4,11 @@ Backends (the anthropic SDK, the offline scripted model) implement it. The runti
 which backend it talks to. A call is given the run's deadline (``time.monotonic()`` seconds)
 and a cancel signal so that a stopped run's call returns soon: pykka cannot interrupt a
 thread, so the backend must cooperate.
+
+A backend that can say what the model writes while it writes it is a ``StreamingModel``: its
+``stream`` is ``complete`` with a ``StreamSink`` told each piece of text and of a tool call's
+input as it comes. The response it returns is the same as ``complete``'s, piece for piece:
+what a run records and replays never depends on whether it streamed (docs/anthropic.md).
 """
 
 from __future__ import annotations
@@ -40,6 +45,19 @@ class ModelError(Exception):
         return f"{self.kind}: {self.message}"
 
 
+class StreamSink(Protocol):
+    """Where a streaming backend hands what the model says, as it says it (on the calling
+    thread: the run's). Pieces of one call come in order; ``void`` says that the attempt that
+    streamed what came since the last ``void`` failed and will be tried again (a stream that
+    broke half way is retried whole), so a viewer must drop what it showed of it."""
+
+    def text(self, text: str) -> None: ...
+
+    def tool_input(self, tool: str, partial_json: str) -> None: ...
+
+    def void(self) -> None: ...
+
+
 @runtime_checkable
 class Model(Protocol):
     """A language model backend."""
@@ -52,4 +70,20 @@ class Model(Protocol):
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         """Take one turn. Raise ``ModelError`` on failure; return by ``deadline``."""
+        ...
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that can stream: ``complete``, telling ``sink`` the pieces as they come."""
+
+    def stream(
+        self,
+        request: ModelRequest,
+        sink: StreamSink,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        """Take one turn as ``complete`` does; the same response, streamed to ``sink``."""
         ...

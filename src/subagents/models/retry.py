@@ -62,6 +62,7 @@ def call_with_retries(
     cancel: CancelSignal | None = None,
     what: str = "model call",
     logger: Any = None,
+    on_retry: Callable[[], None] | None = None,
 ) -> T:
     """Run ``attempt(timeout)`` until it succeeds, fails for good, or time/attempts run out.
 
@@ -69,7 +70,8 @@ def call_with_retries(
     once. ``timeout`` is the time left to the deadline (None without a deadline). Raises
     ``ModelError``: the last transient error once retries are exhausted, ``cancelled`` when
     ``cancel`` is set, ``timeout`` when the deadline has passed. ``logger`` (a structlog
-    logger, bound to the run) gets one line per retry.
+    logger, bound to the run) gets one line per retry. ``on_retry`` is called when a failed
+    attempt is to be tried again, before the wait (a streamed attempt's pieces are void).
     """
     signal: CancelSignal = cancel if cancel is not None else threading.Event()
     bound = logger if logger is not None else log
@@ -102,6 +104,8 @@ def call_with_retries(
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         _log_retry(bound, what, state)
+        if on_retry is not None:
+            on_retry()
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception_type(TransientError),

@@ -72,7 +72,10 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     ``text`` and the string values of ``tool_calls[].input`` are templates. ``delay`` is
     simulated latency in seconds. ``error`` makes the turn fail, on every call or, with
     ``fail_times``, on the first N calls of this turn per run. ``stop_reason`` overrides the
-    computed one (``tool_use`` when there are tool calls, else ``end_turn``).
+    computed one (``tool_use`` when there are tool calls, else ``end_turn``). ``stream``: when
+    the runtime streams, the turn's text and each tool call's input are told in this many
+    pieces each, spread over ``delay``; a failing turn tells the first half of them, then
+    fails (a stream that breaks half way).
     """
 
     text: str | None = None
@@ -82,6 +85,7 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     error: ScriptedError | None = None
     fail_times: int | None = None
     stop_reason: str | None = None
+    stream: int | None = None
 
     def __post_init__(self) -> None:
         if self.text is None and not self.tool_calls and self.error is None:
@@ -93,6 +97,8 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
                 raise ValueError("`fail_times` needs an `error` to raise")
             if self.fail_times < 0:
                 raise ValueError(f"`fail_times` must be >= 0, got {self.fail_times}")
+        if self.stream is not None and self.stream < 1:
+            raise ValueError(f"`stream` must be >= 1 pieces, got {self.stream}")
         if self.stop_reason is not None and self.stop_reason not in _STOP_REASONS:
             known = ", ".join(sorted(_STOP_REASONS))
             raise ValueError(f"`stop_reason` {self.stop_reason!r} is not one of: {known}")
@@ -110,7 +116,7 @@ def parse_turn(raw: Turn | Mapping[str, Any] | str, *, agent: str, index: int, s
     if not isinstance(raw, Mapping):
         raise ScriptError(
             f"{source}: agent {agent!r}, turn {index}: expected a mapping of turn fields "
-            f"(text, tool_calls, delay, usage, error, fail_times, stop_reason), "
+            f"(text, tool_calls, delay, usage, error, fail_times, stop_reason, stream), "
             f"got {type(raw).__name__}: {raw!r}"
         )
     try:

@@ -36,7 +36,7 @@ from subagents.messages import (
     ToolUseBlock,
     Usage,
 )
-from subagents.models.base import CancelSignal, ModelError
+from subagents.models.base import CancelSignal, ModelError, StreamSink
 from subagents.models.script import (
     Script,
     ScriptedUsage,
@@ -77,17 +77,20 @@ class ScriptedModel:
         self._calls_per_turn: dict[tuple[str, str, int], int] = {}
         self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
         self._broken: dict[str, ScriptError] = {}
+        self._streaming = threading.local()
+        """``sink``: the ``StreamSink`` of the ``stream`` call under way on this thread."""
 
     # A copy sent to another process (a Ray cluster's node hosts, docs/cluster.md) plays the
     # same scripts from where this one is, with a lock of its own.
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_lock"]
+        del state["_lock"], state["_streaming"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._streaming = threading.local()
 
     # -- constructors -----------------------------------------------------------------------
 
@@ -142,6 +145,33 @@ class ScriptedModel:
         cancel: CancelSignal | None = None,
     ) -> ModelResponse:
         """Play the turn for this point of the conversation. Raise ``ModelError`` on failure."""
+        return self._play(request, getattr(self._streaming, "sink", None), deadline, cancel)
+
+    def stream(
+        self,
+        request: ModelRequest,
+        sink: StreamSink,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        """``complete``, telling ``sink`` a turn's ``stream`` pieces over its ``delay`` (a
+        turn without ``stream`` tells nothing: it comes whole, as from a backend that does
+        not stream). Through ``complete``, with ``sink`` set for this thread, so that a
+        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too."""
+        self._streaming.sink = sink
+        try:
+            return self.complete(request, deadline=deadline, cancel=cancel)
+        finally:
+            self._streaming.sink = None
+
+    def _play(
+        self,
+        request: ModelRequest,
+        sink: StreamSink | None,
+        deadline: float | None,
+        cancel: CancelSignal | None,
+    ) -> ModelResponse:
         turn_index = sum(1 for message in request.messages if message.role == "assistant")
         script = self._scripts.get(request.agent, ())
         turn = script[turn_index] if turn_index < len(script) else None
@@ -151,17 +181,21 @@ class ScriptedModel:
         broken = self._broken.get(request.agent)
         if broken is not None:
             raise ModelError("script", str(broken))
-        if turn is not None and turn.delay > 0:
-            _simulate_latency(turn.delay, deadline, cancel)
-        if turn is not None:
-            _fail_as_scripted(request, turn, turn_index, call_number)
-
         values = LazyValues(
             lambda: template_values(
                 request.messages, agent=request.agent, run_id=request.run_id, turn=turn_index
             )
         )
         content = self._content(turn, values, agent=request.agent, turn_index=turn_index)
+        if sink is not None and turn is not None and turn.stream is not None:
+            pieces = _pieces(content, turn.stream)
+            if _fails(turn, call_number):  # a stream that breaks half way
+                pieces = pieces[: len(pieces) // 2]
+            _tell_pieces(pieces, sink, turn.delay, deadline, cancel)
+        elif turn is not None and turn.delay > 0:
+            _simulate_latency(turn.delay, deadline, cancel)
+        if turn is not None:
+            _fail_as_scripted(request, turn, turn_index, call_number)
         has_tools = any(isinstance(block, ToolUseBlock) for block in content)
         if turn is not None and turn.stop_reason is not None:
             stop_reason = turn.stop_reason
@@ -277,9 +311,50 @@ def _usage(
     )
 
 
+def _pieces(content: tuple[ContentBlock, ...], each: int) -> list[tuple[str | None, str]]:
+    """The turn as a stream tells it: each text, and each tool call's input as JSON, in
+    ``each`` pieces; ``(tool name or None for text, piece)``."""
+    pieces: list[tuple[str | None, str]] = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            tool, whole = None, block.text
+        elif isinstance(block, ToolUseBlock):
+            tool, whole = block.name, msgspec.json.encode(block.input).decode()
+        else:
+            continue
+        size = max(1, -(-len(whole) // each))
+        pieces.extend((tool, whole[at : at + size]) for at in range(0, len(whole), size))
+    return pieces
+
+
+def _tell_pieces(
+    pieces: list[tuple[str | None, str]],
+    sink: StreamSink,
+    delay: float,
+    deadline: float | None,
+    cancel: CancelSignal | None,
+) -> None:
+    """Tell ``sink`` each piece, the first at once and the next ``delay / len(pieces)`` later
+    (so the turn still takes ``delay``), cut short by a stop or the deadline."""
+    for tool, piece in pieces:
+        if tool is None:
+            sink.text(piece)
+        else:
+            sink.tool_input(tool, piece)
+        if delay > 0:
+            _simulate_latency(delay / len(pieces), deadline, cancel)
+
+
+def _fails(turn: Turn, call_number: int) -> bool:
+    """Whether this call of ``turn`` raises its scripted error."""
+    if turn.error is None:
+        return False
+    return turn.fail_times is None or call_number <= turn.fail_times
+
+
 def _fail_as_scripted(request: ModelRequest, turn: Turn, turn_index: int, call_number: int) -> None:
     """Raise the turn's scripted error, on every call or on the first ``fail_times`` ones."""
-    if turn.error is None or (turn.fail_times is not None and call_number > turn.fail_times):
+    if turn.error is None or not _fails(turn, call_number):
         return
     log.debug(
         "scripted_model.error",

@@ -8,7 +8,9 @@ methods; ``_assembly.py``: its arguments checked and turned into agents, a catal
 ``_run_views.py``, ``_run_waits.py``, ``_run_endings.py``: handles, views, waits;
 ``_fan_out.py``: ``fan_out``/``synthesize``; ``_lease_keeper.py``: the lease kept alive;
 ``_cluster_backend.py``: what it asks of a cluster, the one way to ``cluster/``;
-``_detached_trees.py``: ``start_detached``, a tree hosted by a detached Ray actor), as
+``_detached_trees.py``: ``start_detached``, a tree hosted by a detached Ray actor;
+``_approvals.py``: ``pending_approvals``/``answer_approval``, durable approvals from any
+process that can open the store), as
 pykka keeps its own behind its ``__init__``: what a program may use is named here (and in
 ``subagents``), and the modules behind it may be split or renamed without breaking it.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from subagents.runtime._approvals import answer_approval, pending_approvals
 from subagents.runtime._assembly import AgentLike
 from subagents.runtime._run_handle import RunHandle
 from subagents.runtime._runtime import Runtime
@@ -33,6 +36,8 @@ __all__ = [
     "RunHandle",
     "Runtime",
     "RuntimeClosed",
+    "answer_approval",
+    "pending_approvals",
     "start_detached",
 ]
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -33,6 +33,7 @@ from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub
 from subagents.models import default_model
 from subagents.models.base import Model
+from subagents.runtime._approvals import remembered_rules
 from subagents.runtime._cluster_backend import ClusterBackend
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
@@ -80,7 +81,7 @@ class RuntimeArguments:
     sweep_every_s: float
     workspace: str | os.PathLike[str] | None
     permissions: Permissions | str | None
-    approve: ApprovalHandler | None
+    approve: ApprovalHandler | Literal["store"] | None
     ask_parent: bool
     approval_wait_s: float
     allow_hooks: bool
@@ -319,11 +320,14 @@ def agent_env(
     tracer: Telemetry | None,
     mcp: McpHub | None,
     worktrees: Worktrees | None,
+    store: RunStore,
 ) -> AgentEnv:
     """The services a run's behaviour uses: the parts the runtime made, and its arguments
-    about approvals and the sandbox (checked)."""
-    if given.approve is not None and not callable(given.approve):
-        raise TypeError(f"approve must be a callable, got {given.approve!r}")
+    about approvals and the sandbox (checked). ``approve="store"``: asks are kept in the
+    store as pending approvals (``runtime._approvals``), not put to a callable."""
+    in_store = given.approve == "store"
+    if given.approve is not None and not in_store and not callable(given.approve):
+        raise TypeError(f"approve must be a callable or 'store', got {given.approve!r}")
     return AgentEnv(
         model=model,
         agents=agents,
@@ -334,7 +338,9 @@ def agent_env(
         max_turns=limits.max_turns,
         workspace=workspace,
         permissions=permissions,
-        approve=given.approve,
+        approve=given.approve if callable(given.approve) else None,
+        approvals_in_store=in_store,
+        remembered=lambda root_run_id: remembered_rules(store, root_run_id),
         ask_parent=bool(given.ask_parent),
         approval_wait_s=positive_seconds(given.approval_wait_s, "approval_wait_s"),
         processes=processes,

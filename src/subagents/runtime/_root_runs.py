@@ -42,6 +42,9 @@ class RootRuns:
         self.limits = limits
         self.store = store
         self.lookup = lookup
+        self.approvals_in_store = False
+        """The runtime keeps its roots' asks in the store (``Runtime(approve="store")``): so
+        does every run of their trees, hosted here or, after a crash, by another runtime."""
 
     def prepare(self, request: SpawnRequest) -> tuple[str, Waiter, SpawnRequest]:
         """A root run's id, the waiter its outcome will land in, and its request."""
@@ -54,7 +57,14 @@ class RootRuns:
             raise AdmissionError(problem)
         run_id = new_id("r")
         waiter = self.roots.expect(run_id)
-        return run_id, waiter, msgspec.structs.replace(request, request_id=run_id, run_id=run_id)
+        return run_id, waiter, self._stamped(request, run_id)
+
+    def _stamped(self, request: SpawnRequest, run_id: str) -> SpawnRequest:
+        """The request with its ids, and the runtime's approval route."""
+        route = request.approvals_in_store or self.approvals_in_store
+        return msgspec.structs.replace(
+            request, request_id=run_id, run_id=run_id, approvals_in_store=route
+        )
 
     def admit(self, request: SpawnRequest) -> tuple[str, Waiter]:
         """``Runtime.spawn``: the request asked, its admission waited for."""
@@ -92,7 +102,7 @@ class RootRuns:
                 continue
             run_id = new_id("r")
             out.append((run_id, self.roots.expect(run_id)))
-            asked.append(msgspec.structs.replace(request, request_id=run_id, run_id=run_id))
+            asked.append(self._stamped(request, run_id))
             places.append(i)
         if not asked:
             return out

@@ -14,7 +14,7 @@ import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from subagents.behaviour.tools import Tool, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
@@ -22,6 +22,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.logs import ensure_configured, get_logger
 from subagents.messages import (
     AgentTask,
+    ApprovalRecord,
     Cleanup,
     Event,
     Job,
@@ -29,15 +30,18 @@ from subagents.messages import (
     Outcome,
     PollCommands,
     RestoreReport,
+    RunProgress,
     RunRecord,
     RunStatus,
     SpawnRequest,
+    StopScope,
     SupervisorStats,
     Sweep,
     TreeNode,
     TreeUsage,
 )
 from subagents.models.base import Model
+from subagents.runtime._approvals import answer_approval, pending_approvals
 from subagents.runtime._assembly import (
     AgentLike,
     RuntimeArguments,
@@ -102,7 +106,7 @@ class Runtime:
         sweep_every_s: float = 60.0,
         workspace: str | os.PathLike[str] | None = None,
         permissions: Permissions | str | None = None,
-        approve: ApprovalHandler | None = None,
+        approve: ApprovalHandler | Literal["store"] | None = None,
         ask_parent: bool = False,
         approval_wait_s: float = 300.0,
         allow_hooks: bool = False,
@@ -212,7 +216,9 @@ class Runtime:
             tracer=hosting.telemetry,
             mcp=self.mcp,
             worktrees=self.worktrees,
+            store=self.store,
         )
+        self._starts.approvals_in_store = self.env.approvals_in_store
 
     def _start_supervisor(
         self, given: RuntimeArguments, backend: ClusterBackend, address: str | None
@@ -234,14 +240,12 @@ class Runtime:
         if given.restore:
             restore = given.restore
             self.restore_report = self._requests.restore(None if restore is True else restore)
-        if given.command_poll_s > 0:  # other processes' stop/send commands, through the store
-            hosting.every(("commands", id(self)), given.command_poll_s, PollCommands())
-            hosting.listen_for_commands(self.store)  # and at once, where the store tells
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
         )
-        if given.sweep_every_s > 0:  # archive finished runs (on the supervisor, the one writer)
-            hosting.every(("sweep", id(self)), given.sweep_every_s, self._sweep)
+        hosting.start_polls(id(self), given.command_poll_s, self._sweep, given.sweep_every_s)
+        if given.command_poll_s > 0:  # commands at once too, where the store tells of them
+            hosting.listen_for_commands(self.store)
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -323,9 +327,22 @@ class Runtime:
         """A new root run: the ended run's conversation, then ``text`` (docs/runtime.md)."""
         return RunHandle(self, *self._starts.admit(_continue_request(run_id, text, overrides)))
 
-    def stop(self, run_id: str) -> tuple[str, ...]:
-        """Stop a run and its subtree (deepest first); the ids stopped."""
-        return self._requests.stop(run_id)
+    def approvals(self, run_id: str | None = None) -> list[ApprovalRecord]:
+        """The pending approvals in the store (of ``run_id``'s tree), in the order asked."""
+        return pending_approvals(self.store, run_id)
+
+    def answer(self, approval_id: str, allow: bool, reason: str | None = None, *,
+               remember: str | None = None) -> ApprovalRecord:  # fmt: skip
+        """Answer a pending approval (docs/runtime.md, "Durable approvals")."""
+        answered = answer_approval(self.store, approval_id, allow, reason, remember=remember)
+        self._hosting.poll(PollCommands())  # the run hears it now if hosted here
+        return answered
+
+    def stop(self, run_id: str, *, scope: StopScope = "tree") -> tuple[str, ...]:
+        """Stop a run and its subtree (deepest first); the ids stopped. ``scope="turn"``:
+        the run (and the children that end with it), not its detached children, which go
+        on (docs/runtime.md, "Children that outlive their parent")."""
+        return self._requests.stop(run_id, scope)
 
     def stop_all(self, *, requester: str, reason: str = "stopped") -> tuple[str, ...]:
         """Stop every live run ``requester`` requested (a run id: its children; the
@@ -442,6 +459,12 @@ class Runtime:
 
     def agents(self) -> list[AgentSpec]:
         return sorted(self._agents().values(), key=lambda s: s.name)
+
+    def status(self, run_id: str) -> RunProgress:
+        """Where ``run_id`` is now, without waiting for it (any run of the store): status,
+        steps, last tool call, usage, unread mail, what its model is writing (docs/runtime.md,
+        "Live progress"). ``LookupError`` when there is no such run."""
+        return self._requests.status(run_id)
 
     def stats(self, run_id: str | None = None) -> SupervisorStats:
         """The supervisor's counters (slots in use, their peak, the queue, live runs); with

@@ -11,6 +11,7 @@ start; this knows how to stop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import weakref
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.effector import Effector
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.supervisor import SupervisorClient
@@ -31,10 +34,10 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import ChildDone, Event, LeaseLost, PollCommands, SpawnReply
+from subagents.messages import ChildDone, Event, LeaseLost, PollCommands, SpawnReply, Sweep
 from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
-from subagents.store.base import RunStore
+from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
@@ -209,9 +212,17 @@ class Services:
         cluster, in the node hosts: ``start_cluster`` first). It writes through a fence
         (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
         extra: dict[str, Any] = {}
-        if self.cluster is not None:
+        self.fenced = fenced = FencedStore(store)
+        if self.cluster is not None:  # mail between runs goes by the supervisor there
             extra["effector"] = self.cluster.effector
-        self.fenced = FencedStore(store)
+        elif (recording := store.mail_recording()) is not MailRecording.NONE:
+            runs = core.runs  # runs take their mail straight to each other (actors/mail_desk.py)
+            desk = MailDesk(
+                limits=core.limits,
+                generation=lambda: runs.generation,
+                record=fenced.save_mails if recording is MailRecording.SENDER else None,
+            )
+            extra["effector"] = functools.partial(Effector, mail=desk)
         self.supervisor = SupervisorClient.start(
             core=core,
             store=self.fenced,
@@ -267,6 +278,22 @@ class Services:
         )
         assert self.fenced is not None
         self.fenced.fence = self.lease.fence
+
+    def start_polls(
+        self, key: Hashable, command_poll_s: float, sweep: Sweep, sweep_s: float
+    ) -> None:
+        """The supervisor's periodic work: the commands other processes post through the
+        store (stop, send, an approval's answer), every ``command_poll_s``; the sweeper
+        (archiving finished runs, on the supervisor: the one writer), every ``sweep_s``."""
+        if command_poll_s > 0:
+            self.every(("commands", key), command_poll_s, PollCommands())
+        if sweep_s > 0:
+            self.every(("sweep", key), sweep_s, sweep)
+
+    def poll(self, message: Any) -> None:
+        """Tell the supervisor ``message`` now, if it is running (a poll made at once)."""
+        if self.supervisor is not None:
+            self.supervisor.tell(message)
 
     def every(self, key: Hashable, seconds: float, message: Any) -> None:
         """Tell the supervisor ``message`` every ``seconds`` (the next tell is armed once the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args
 
 from subagents.actors.supervisor import ActorGone
 from subagents.logs import get_logger
@@ -21,11 +21,14 @@ from subagents.messages import (
     MailAck,
     Restore,
     RestoreReport,
+    RunProgress,
     RunRecord,
     SendMail,
+    StatusOf,
     StopReply,
     StopRequest,
     StopRequested,
+    StopScope,
     SupervisorStats,
     TreeRecords,
     new_id,
@@ -86,10 +89,13 @@ class SupervisorRequests:
             )
         return report
 
-    def stop(self, run_id: str) -> tuple[str, ...]:
+    def stop(self, run_id: str, scope: StopScope = "tree") -> tuple[str, ...]:
         """``Runtime.stop``."""
         self.check_open()
-        reply: StopReply = self.ask(StopRequest(request_id=new_id("x"), run_id=run_id))
+        if scope not in get_args(StopScope):
+            raise ValueError(f"scope must be 'tree' or 'turn', got {scope!r}")
+        request = StopRequest(request_id=new_id("x"), run_id=run_id, scope=scope)
+        reply: StopReply = self.ask(request)
         if reply.error is not None:
             raise LookupError(reply.error)
         return reply.stopped
@@ -129,6 +135,15 @@ class SupervisorRequests:
         self.check_open()
         records: tuple[RunRecord, ...] = self.ask(TreeRecords(run_id=run_id))
         return records
+
+    def status(self, run_id: str) -> RunProgress:
+        """``Runtime.status``: ``LookupError`` when the store has no such run."""
+        self.check_open()
+        try:
+            progress: RunProgress = self.ask(StatusOf(run_id=run_id))
+        except ValueError as exc:
+            raise LookupError(str(exc)) from None
+        return progress
 
     def stats(self, run_id: str | None) -> SupervisorStats:
         """``Runtime.stats``."""

@@ -1,18 +1,23 @@
 """The RunStore protocol: where runs, transitions, checkpoints, mail and outcomes live.
 
 The supervisor is the only writer of runs, mail and outcomes (leases are written by the
-runtime's lease keeper, commands by other processes). It wraps the writes that one message causes in
-``batch()``, so they share one transaction (group commit), and it acknowledges nothing (an
-outcome delivered, a mail accepted, a step taken) before ``batch()`` has returned.
+runtime's lease keeper, commands by other processes), but for mail a run takes straight to
+its recipient: a durable store has its sender record it, in a fenced batch of its own on its
+thread (``mail_recording``; docs/architecture.md, "The mail path"). It wraps the writes
+that one message causes in ``batch()``, so they share one transaction (group commit), and it
+acknowledges nothing (an outcome delivered, a mail accepted, a step taken) before
+``batch()`` has returned.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -22,9 +27,21 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
+    StoredEvent,
+    Subscription,
 )
+
+
+class MailRecording(enum.StrEnum):
+    """Who records mail a run takes straight to its recipient (``RunStore.mail_recording``)."""
+
+    SENDER = "sender"
+    SUPERVISOR = "supervisor"
+    NONE = "none"
+    """No mail goes straight: the supervisor decides and records every one first."""
 
 
 class StoreError(Exception):
@@ -68,6 +85,14 @@ class RunStore(Protocol):
         before the outermost batch has returned."""
         ...
 
+    def mail_recording(self) -> MailRecording:
+        """Who records the mail a run takes straight to its recipient (docs/architecture.md,
+        "The mail path"): its sender, in a fenced batch of its own on its thread, before the
+        recipient can see it (a store that keeps what it commits past the process and takes
+        a batch from any thread); the supervisor, after (a store that keeps nothing past the
+        process); or nobody: mail then goes through the supervisor."""
+        ...
+
     # ---- runs and transitions ------------------------------------------------------------
 
     def save_run(self, record: RunRecord) -> None:
@@ -97,6 +122,31 @@ class RunStore(Protocol):
 
     def events(self, run_id: str) -> list[Event]:
         """The events of ``run_id``, in the order appended."""
+        ...
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        """Every run's events appended after the one numbered ``seq`` (0: from the first),
+        in the order appended, at most ``limit`` of them: how a reader follows the whole
+        store (`subagents events`, `ps --watch`, the console)."""
+        ...
+
+    def last_event_seq(self) -> int:
+        """The number of the last event appended (0: none yet): where a reader that wants
+        only what comes next starts."""
+        ...
+
+    # ---- live previews (what a streaming model has written of the step under way) ---------
+
+    def save_preview(self, preview: Preview) -> None:
+        """Keep ``preview`` as its run's, replacing the one kept (scratch: not history)."""
+        ...
+
+    def drop_preview(self, run_id: str) -> None:
+        """Forget the run's preview (its step was recorded, or it ended)."""
+        ...
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        """The previews kept for those of ``run_ids`` that have one."""
         ...
 
     # ---- conversation checkpoints --------------------------------------------------------
@@ -148,6 +198,20 @@ class RunStore(Protocol):
         """``run_id``'s journal, every entry in the order written."""
         ...
 
+    # ---- topics: the runs subscribed to each (supervision/topics.py) ----------------------
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        """Keep ``subscription`` (nothing when it is kept already)."""
+        ...
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        """Forget the subscriptions of ``run_id`` to ``topics`` (None: all of them)."""
+        ...
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        """The subscriptions kept (of ``run_ids``, when given), in the order they were made."""
+        ...
+
     # ---- outcomes and their delivery to the requester ------------------------------------
 
     def save_outcome(self, outcome: Outcome) -> None:
@@ -166,13 +230,50 @@ class RunStore(Protocol):
     # ---- commands from other processes ---------------------------------------------------
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
-        """Queue a command (``COMMAND_KINDS``: stop or send) for the runtime that hosts
+        """Queue a command (``COMMAND_KINDS``: stop, send, approval) for the runtime that hosts
         ``run_id``; safe from any process. Its id; ``ValueError`` for an unknown kind."""
         ...
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands, oldest first (only those for ``run_ids`` when given):
         each is returned to exactly one taker; inside a batch the claim commits with it."""
+        ...
+
+    # ---- durable approvals: asks waiting for a person (messages.approvals) ----------------
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        """Keep a pending approval. One already kept under its id stays as it is (a run asking
+        again after a restart): if it was answered, its answer is posted again for the run
+        (an ``approval`` command), in the same transaction."""
+        ...
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        """The approval kept under ``approval_id``; None if none."""
+        ...
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        """Approvals in the order asked: with ``pending``, those still waiting for an answer
+        whose run has not ended; of the tree ``root_run_id``, of the run ``run_id``."""
+        ...
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        """Answer a pending approval, from any process: the answer kept and posted for the
+        runtime hosting the run (an ``approval`` command) in one transaction; the approval as
+        answered (``remember``, kept only with an allow). ``ApprovalRefused`` (a
+        ``ValueError``) naming why for an unknown id, one already answered, or one whose run
+        has ended."""
         ...
 
     # ---- leases: which runtimes are alive (store.leases) ---------------------------------

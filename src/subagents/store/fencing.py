@@ -13,21 +13,25 @@ refused (``Fenced``), nothing of it written.
 
 ``FencedStore`` is the store as the supervisor sees it: every ``batch()`` (the outermost one
 of its thread) runs ``check_fence`` first, and every write made outside a batch gets a batch
-of its own. Reads pass through. On a cluster the check is one more call in the batch sent to
+of its own (one made inside goes to the store as it is: its batch is fenced). Reads pass
+through. A thread other than the supervisor's writes through it too: a run recording the
+mail it takes straight to its recipient (``actors/mail_desk.py``), in a fenced batch of its
+own. On a cluster the check is one more call in the batch sent to
 the head, run there inside the transaction that applies it (``cluster.store_service``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -37,10 +41,14 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
+    Subscription,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import MailRecording, RunStore
+
+T = TypeVar("T")
 
 
 class Fence(msgspec.Struct, frozen=True):
@@ -100,6 +108,8 @@ class FencedStore:
         return getattr(self.store, name)
 
     def batch(self) -> AbstractContextManager[None]:
+        if getattr(self._local, "depth", 0):  # inside this thread's fenced batch: checked
+            return self.store.batch()  # (each write opens one: ~10 per spawn)
         return _FencedBatch(self)
 
     def sweep(self, **kwargs: Any) -> Any:
@@ -112,64 +122,82 @@ class FencedStore:
 
     # ---- writes: inside a fenced batch --------------------------------------------------
 
-    def save_run(self, record: RunRecord) -> None:
+    def _write(self, write: Callable[..., T], *args: Any) -> T:
+        """``write(*args)`` in a fenced batch: the one open on this thread (its outermost
+        checked the fence already: a batch of its own per write cost the supervisor several
+        savepoints per message), else one of its own."""
+        if getattr(self._local, "depth", 0):
+            return write(*args)
         with self.batch():
-            self.store.save_run(record)
+            return write(*args)
+
+    def save_run(self, record: RunRecord) -> None:
+        self._write(self.store.save_run, record)
 
     def append_event(self, event: Event) -> None:
+        self._write(self.store.append_event, event)
+
+    def save_preview(self, preview: Preview) -> None:
         with self.batch():
-            self.store.append_event(event)
+            self.store.save_preview(preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        with self.batch():
+            self.store.drop_preview(run_id)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        with self.batch():
-            self.store.save_checkpoint(checkpoint)
+        self._write(self.store.save_checkpoint, checkpoint)
 
     def add_to_checkpoint(self, delta: CheckpointDelta) -> None:
-        with self.batch():
-            self.store.add_to_checkpoint(delta)
+        self._write(self.store.add_to_checkpoint, delta)
 
     def save_mail(self, mail: Mail) -> None:
-        with self.batch():
-            self.store.save_mail(mail)
+        self._write(self.store.save_mail, mail)
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
-        with self.batch():
-            self.store.save_mails(mails)
+        self._write(self.store.save_mails, mails)
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
-        with self.batch():
-            self.store.set_mail_state(mail_id, state)
+        self._write(self.store.set_mail_state, mail_id, state)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
-        with self.batch():
-            self.store.set_mails_state(mail_ids, state)
+        self._write(self.store.set_mails_state, mail_ids, state)
 
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._write(self.store.save_journal, run_id, entries)
+
+    def save_subscription(self, subscription: Subscription) -> None:
         with self.batch():
-            self.store.save_journal(run_id, entries)
+            self.store.save_subscription(subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        with self.batch():
+            self.store.drop_subscriptions(run_id, topics)
 
     def save_outcome(self, outcome: Outcome) -> None:
-        with self.batch():
-            self.store.save_outcome(outcome)
+        self._write(self.store.save_outcome, outcome)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
+        self._write(self.store.mark_outcome_delivered, run_id)
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
         with self.batch():
-            self.store.mark_outcome_delivered(run_id)
+            self.store.save_approval(approval)
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
-        with self.batch():
-            return self.store.post_command(kind, run_id, content)
+        return self._write(self.store.post_command, kind, run_id, content)
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
-        with self.batch():
-            return self.store.take_commands(run_ids)
+        return self._write(self.store.take_commands, run_ids)
 
     def release_lease(self, owner: str, epoch: int | None = None) -> None:
         """Another owner's lapsed lease, released by the takeover of its runs."""
-        with self.batch():
-            self.store.release_lease(owner, epoch)
+        self._write(self.store.release_lease, owner, epoch)
 
     # ---- this runtime's own lease, and reads: as they are --------------------------------
+
+    def mail_recording(self) -> MailRecording:
+        return self.store.mail_recording()
 
     def acquire_lease(self, lease: Lease) -> int:
         return self.store.acquire_lease(lease)
@@ -201,11 +229,17 @@ class FencedStore:
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         return self.store.load_checkpoint(run_id)
 
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        return self.store.previews(run_ids)
+
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         return self.store.mail_for(run_id, states)
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         return self.store.journal_of(run_id)
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        return self.store.subscriptions(run_ids)
 
     def undelivered_outcomes(self) -> list[Outcome]:
         return self.store.undelivered_outcomes()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import cast
@@ -16,6 +17,7 @@ import msgspec
 
 from subagents.messages import (
     COMMAND_KINDS,
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Command,
@@ -25,10 +27,14 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
+    StoredEvent,
+    Subscription,
 )
-from subagents.store.base import Fenced, RunStore, fenced_message
+from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
+from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
 
 
 class MemoryStore(RunStore):
@@ -38,6 +44,7 @@ class MemoryStore(RunStore):
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._events: dict[str, list[Event]] = {}
+        self._stream: list[Event] = []  # every run's events in the order appended: seq - 1
         self._checkpoints: dict[str, Checkpoint] = {}
         self._mail: dict[str, Mail] = {}
         # mail ids by the runs they concern (sender and recipient), in the order sent: a
@@ -45,15 +52,24 @@ class MemoryStore(RunStore):
         self._mail_of_run: dict[str, list[str]] = {}
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}
         self._journals: dict[str, list[JournalEntry]] = {}
+        self._subscriptions: dict[tuple[str, str], Subscription] = {}
+        """(run, topic) -> its subscription, in the order made (a dict keeps it)."""
         self._commands: list[Command] = []
         self._command_ids = itertools.count(1)
         self._leases: dict[str, Lease] = {}
         self._epochs = itertools.count(1)
+        self._approvals: dict[str, ApprovalRecord] = {}
+        self._previews: dict[str, Preview] = {}
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
         return cast(AbstractContextManager[None], self._lock)
+
+    def mail_recording(self) -> MailRecording:
+        """The supervisor, after: nothing outlives the process anyway, and a sender's write
+        would wait on the supervisor's lock."""
+        return MailRecording.SUPERVISOR
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:
@@ -86,10 +102,33 @@ class MemoryStore(RunStore):
     def append_event(self, event: Event) -> None:
         with self._lock:
             self._events.setdefault(event.run_id, []).append(event)
+            self._stream.append(event)
 
     def events(self, run_id: str) -> list[Event]:
         with self._lock:
             return list(self._events.get(run_id, ()))
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        with self._lock:
+            start = max(0, seq)
+            chosen = self._stream[start : start + max(0, limit)]
+        return [StoredEvent(seq=start + i + 1, event=e) for i, e in enumerate(chosen)]
+
+    def last_event_seq(self) -> int:
+        with self._lock:
+            return len(self._stream)
+
+    def save_preview(self, preview: Preview) -> None:
+        with self._lock:
+            self._previews[preview.run_id] = preview
+
+    def drop_preview(self, run_id: str) -> None:
+        with self._lock:
+            self._previews.pop(run_id, None)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        with self._lock:
+            return {r: p for r in run_ids if (p := self._previews.get(r)) is not None}
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         with self._lock:
@@ -150,6 +189,22 @@ class MemoryStore(RunStore):
         with self._lock:
             return list(self._journals.get(run_id, ()))
 
+    def save_subscription(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._subscriptions.setdefault((subscription.run_id, subscription.topic), subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        with self._lock:
+            for key in [k for k in self._subscriptions if k[0] == run_id]:
+                if topics is None or key[1] in topics:
+                    del self._subscriptions[key]
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        wanted = None if run_ids is None else set(run_ids)
+        with self._lock:
+            subs = list(self._subscriptions.values())
+        return [s for s in subs if wanted is None or s.run_id in wanted]
+
     def save_outcome(self, outcome: Outcome) -> None:
         with self._lock:
             self._outcomes[outcome.run_id] = (outcome, False)
@@ -170,7 +225,9 @@ class MemoryStore(RunStore):
         with self._lock:
             command_id = next(self._command_ids)
             if kind not in COMMAND_KINDS:
-                raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+                raise ValueError(
+                    f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
+                )
             self._commands.append(
                 Command(command_id=command_id, kind=kind, run_id=run_id, content=content)
             )
@@ -184,6 +241,55 @@ class MemoryStore(RunStore):
                 taken = [c for c in self._commands if c.run_id in run_ids]
                 self._commands = [c for c in self._commands if c.run_id not in run_ids]
             return taken
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        with self._lock:
+            kept = self._approvals.setdefault(approval.approval_id, approval)
+            if not kept.pending:  # asked again (a restart): its answer is posted again
+                self._post_answer(kept)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        with self._lock:
+            return self._approvals.get(approval_id)
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        with self._lock:
+            rows = [
+                a
+                for a in self._approvals.values()
+                if (root_run_id is None or a.root_run_id == root_run_id)
+                and (run_id is None or a.run_id == run_id)
+                and (not pending or refusal(a.approval_id, a, self._runs.get(a.run_id)) is None)
+            ]
+        return sorted(rows, key=lambda a: (a.asked_at, a.approval_id))
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        with self._lock:
+            approval = self.get_approval(approval_id)
+            run = self._runs.get(approval.run_id) if approval is not None else None
+            why = refusal(approval_id, approval, run)
+            if why is not None:
+                raise ApprovalRefused(why)
+            assert approval is not None
+            done = answered(approval, allow, answer, remember, time.time())
+            self._approvals[approval_id] = done
+            self._post_answer(done)
+            return done
+
+    def _post_answer(self, approval: ApprovalRecord) -> None:
+        self.post_command("approval", approval.run_id, answer_command(approval))
 
     def acquire_lease(self, lease: Lease) -> int:
         with self._lock:

@@ -91,7 +91,76 @@ def v4_to_v5(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX checkpoint_deltas_run ON checkpoint_deltas (run_id, seq)")
 
 
-MIGRATIONS: tuple[Migration, ...] = (v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5)
+def v5_to_v6(conn: sqlite3.Connection) -> None:
+    """v6: durable approvals. One row per tool call waiting for a person's answer
+    (``ApprovalRecord``, the document), answered from any process; the answer reaches the
+    runtime hosting the run as a command of the new kind ``approval``. SQLite cannot change
+    a CHECK, so ``commands`` is made again with the wider one, its rows and ids kept."""
+    conn.execute(
+        """CREATE TABLE approvals (
+            approval_id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            root_run_id TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied')),
+            asked_at REAL NOT NULL,
+            approval TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX approvals_pending ON approvals (asked_at) WHERE status = 'pending'")
+    conn.execute("CREATE INDEX approvals_root ON approvals (root_run_id)")
+    conn.execute("CREATE INDEX approvals_run ON approvals (run_id)")
+    conn.execute(
+        """CREATE TABLE commands_v6 (
+            command_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL CHECK (kind IN ('stop', 'send', 'approval')),
+            run_id TEXT NOT NULL,
+            content TEXT,
+            ts REAL NOT NULL,
+            taken_at REAL
+        )"""
+    )
+    conn.execute(
+        "INSERT INTO commands_v6 (command_id, kind, run_id, content, ts, taken_at)"
+        " SELECT command_id, kind, run_id, content, ts, taken_at FROM commands"
+    )
+    conn.execute("DROP TABLE commands")  # (its index with it)
+    conn.execute("ALTER TABLE commands_v6 RENAME TO commands")
+    conn.execute("CREATE INDEX commands_pending ON commands (command_id) WHERE taken_at IS NULL")
+
+
+def v6_to_v7(conn: sqlite3.Connection) -> None:
+    """v7: topic subscriptions. One row per run and topic it is subscribed to, in the order
+    made (``seq``), so that a run taken up after a crash is still subscribed
+    (``supervision/topics.py``); dropped when the run unsubscribes or ends."""
+    conn.execute(
+        """CREATE TABLE subscriptions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            root_run_id TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            UNIQUE (run_id, topic)
+        )"""
+    )
+
+
+def v7_to_v8(conn: sqlite3.Connection) -> None:
+    """v8: live previews. One row per run whose model is streaming the step under way
+    (``Preview``: the end of what it has written so far), replaced a few times a second and
+    deleted once the step is recorded or the run ends, so that ``subagents log -f`` and
+    ``attach`` in another process show a model writing. Scratch, not history: nothing else
+    reads it, and a run that streamed keeps the same history as one that did not."""
+    conn.execute("CREATE TABLE previews (run_id TEXT PRIMARY KEY, preview TEXT NOT NULL)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    v1_to_v2,
+    v2_to_v3,
+    v3_to_v4,
+    v4_to_v5,
+    v5_to_v6,
+    v6_to_v7,
+    v7_to_v8,
+)
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 """The schema this code writes and reads."""

@@ -11,7 +11,15 @@ from collections.abc import Callable
 
 import msgspec
 
-from subagents.messages import Checkpoint, JournalEntry, Mail, MailState, RunRecord, RunStatus
+from subagents.messages import (
+    Checkpoint,
+    JournalEntry,
+    Mail,
+    MailState,
+    RunRecord,
+    RunStatus,
+    Subscription,
+)
 from subagents.store.base import RunStore
 from subagents.store.leases import restarting_owners
 
@@ -48,6 +56,12 @@ class RestoreSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     to its new process, as a live owner's are."""
     undelivered: tuple[RunRecord, ...] = ()
     """Runs that ended but whose outcome never reached their requester."""
+    ended_ancestors: tuple[RunRecord, ...] = ()
+    """The ended ancestors of the unfinished detached runs (which outlived their parents),
+    parents before children: held again so that the tree, its depth bounds and budgets
+    stay whole above them."""
+    subscriptions: tuple[Subscription, ...] = ()
+    """The topic subscriptions of the unfinished runs, in the order made."""
     tree_runs: dict[str, int] = msgspec.field(default_factory=dict)
     """How many runs the store holds of each unfinished run's tree, by root (read only when
     asked, ``count_trees``: ``Limits.max_runs_per_tree`` counts a tree's runs across a
@@ -103,6 +117,7 @@ def read_snapshot(
             )
         )
     ended = [r for o in store.undelivered_outcomes() if (r := store.get_run(o.run_id))]
+    ancestors = _ended_ancestors(store, records)
     sizes: dict[str, int] = {}
     if count_trees:
         for root in {r.root_run_id for r in records}:
@@ -113,5 +128,23 @@ def read_snapshot(
         live_owners=live_owners,
         restarting=restarting_owners([r.owner for r in (*records, *ended)], live_owners, listed),
         undelivered=tuple(ended),
+        ended_ancestors=ancestors,
+        subscriptions=tuple(store.subscriptions([r.run_id for r in records])) if records else (),
         tree_runs=sizes,
     )
+
+
+def _ended_ancestors(store: RunStore, records: list[RunRecord]) -> tuple[RunRecord, ...]:
+    """The ended runs above the unfinished detached runs whose parents ended, parents
+    first (none when no detached run outlived its parent: the usual case reads nothing)."""
+    unfinished = {r.run_id for r in records}
+    found: dict[str, RunRecord] = {}
+    for record in records:
+        above = record.parent_run_id if record.detached else None
+        while above is not None and above not in unfinished and above not in found:
+            ancestor = store.get_run(above)
+            if ancestor is None:
+                break
+            found[above] = ancestor
+            above = ancestor.parent_run_id
+    return tuple(sorted(found.values(), key=lambda r: (r.depth, r.created_at)))

@@ -37,7 +37,9 @@ class ProcessRows:
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         """Queue a command for the runtime that owns ``run_id``; safe from any process."""
         if kind not in COMMAND_KINDS:
-            raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+            raise ValueError(
+                f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
+            )
         with self.tx.writing() as conn:
             cursor = self.tx.write_sql(
                 conn,

@@ -41,10 +41,12 @@ def sweep_runs(
     archive_after_minutes: float = 60,
     cleanup_default: Cleanup = "keep",
     retention_days: float | None = None,
+    dry_run: bool = False,
 ) -> SweepReport:
     """Archive, clean and delete finished runs (rules in ``store.sweep``), in one batch.
 
-    Also purges commands taken before the archive bound.
+    Also purges commands taken before the archive bound. ``dry_run``: what the sweep would
+    do, decided in the same transaction, and nothing written (`subagents prune --dry-run`).
     """
     bounds = sweep_bounds(
         now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
@@ -58,6 +60,8 @@ def sweep_runs(
             cleanup_default=cleanup_default,
             retention_days=retention_days,
         )
+        if dry_run:
+            return _report(plan, _taken_commands(tx, conn, bounds))
         _apply_plan(tx, conn, plan, now)
         purged = tx.write_sql(
             conn,
@@ -70,13 +74,7 @@ def sweep_runs(
     for run_id in dict.fromkeys((*plan.clean, *plan.delete)):
         with contextlib.suppress(OSError):
             host_log(path, run_id).unlink()
-    report = SweepReport(
-        archived=plan.archive,
-        cleaned=plan.clean,
-        deleted=plan.delete,
-        held=plan.held,
-        commands_purged=max(0, purged),
-    )
+    report = _report(plan, purged)
     if plan.archive or plan.delete or plan.held or purged:
         log.info(
             "store.swept",
@@ -88,6 +86,27 @@ def sweep_runs(
             commands_purged=report.commands_purged,
         )
     return report
+
+
+def _report(plan: SweepPlan, purged: int) -> SweepReport:
+    return SweepReport(
+        archived=plan.archive,
+        cleaned=plan.clean,
+        deleted=plan.delete,
+        held=plan.held,
+        commands_purged=max(0, purged),
+    )
+
+
+def _taken_commands(tx: Transactions, conn: sqlite3.Connection, bounds: SweepBounds) -> int:
+    """How many taken commands a sweep with ``bounds`` would purge."""
+    row = tx.write_sql(
+        conn,
+        "SELECT COUNT(*) FROM commands WHERE taken_at IS NOT NULL AND taken_at <= ?",
+        (bounds.archive_before,),
+        _DOING,
+    ).fetchone()
+    return int(row[0])
 
 
 def _candidates(
@@ -134,12 +153,19 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
             conn, "UPDATE runs SET archived_at = ? WHERE run_id = ?", (now, run_id), _DOING
         )
     for run_id in plan.clean:
-        for table in ("events", "checkpoints", "checkpoint_deltas", "journal"):
+        for table in (
+            "events",
+            "checkpoints",
+            "checkpoint_deltas",
+            "journal",
+            "approvals",
+            "previews",
+        ):
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
     for run_id in plan.delete:
         for table in (
-            "events", "checkpoints", "checkpoint_deltas", "journal", "outcomes",
-            "commands", "runs",
+            "events", "checkpoints", "checkpoint_deltas", "journal", "approvals", "outcomes",
+            "commands", "subscriptions", "previews", "runs",
         ):  # fmt: skip
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
         tx.write_sql(

@@ -5,7 +5,9 @@ which rows the store keeps (runs, events, mail...) is another. ``SQLiteStore`` o
 ``Transactions`` and writes and reads through it.
 
 Thread model: one connection, guarded by one reentrant lock (hence
-``check_same_thread=False``). The supervisor thread is the one writer; other threads read.
+``check_same_thread=False``). The supervisor thread is the main writer; agents' threads
+write the mail they take straight to its recipients (a batch each, serialised with the
+supervisor's by the lock); other threads read.
 A batch holds the lock from its first statement to its commit, so another thread's reads wait
 for it (for the time of a few inserts) and never see half a batch, exactly as with the
 in-memory store; reads from the writer's own thread inside a batch see its uncommitted

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import (
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     CommandKind,
@@ -22,7 +23,9 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
+    Subscription,
 )
 from subagents.store.base import RunStore
 
@@ -92,6 +95,38 @@ class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     owner: str
 
 
+class SaveApproval(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run's ask kept as a pending approval (one kept already stays: ``save_approval``)."""
+
+    approval: ApprovalRecord
+
+
+class SaveSubscription(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run subscribed to a topic of its tree (``supervision/topics.py``)."""
+
+    subscription: Subscription
+
+
+class DropSubscriptions(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run unsubscribed from ``topics`` (None: it ended, from all of them)."""
+
+    run_id: str
+    topics: tuple[str, ...] | None = None
+
+
+class SavePreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """A run's ``Preview`` (what its model has streamed of the step under way), replacing
+    the one kept: scratch for viewers in other processes, not the run's history."""
+
+    preview: Preview
+
+
+class DropPreview(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """The run's step was recorded (or it ended): its preview is gone."""
+
+    run_id: str
+
+
 Write = (
     SaveRun
     | AppendEvent
@@ -104,6 +139,11 @@ Write = (
     | PostCommand
     | SaveJournal
     | ReleaseLease
+    | SaveApproval
+    | SaveSubscription
+    | DropSubscriptions
+    | SavePreview
+    | DropPreview
 )
 
 
@@ -151,6 +191,26 @@ def _release_lease(store: RunStore, write: ReleaseLease) -> None:
     store.release_lease(write.owner)
 
 
+def _save_approval(store: RunStore, write: SaveApproval) -> None:
+    store.save_approval(write.approval)
+
+
+def _save_subscription(store: RunStore, write: SaveSubscription) -> None:
+    store.save_subscription(write.subscription)
+
+
+def _drop_subscriptions(store: RunStore, write: DropSubscriptions) -> None:
+    store.drop_subscriptions(write.run_id, write.topics)
+
+
+def _save_preview(store: RunStore, write: SavePreview) -> None:
+    store.save_preview(write.preview)
+
+
+def _drop_preview(store: RunStore, write: DropPreview) -> None:
+    store.drop_preview(write.run_id)
+
+
 _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     SaveRun: _save_run,
     AppendEvent: _append_event,
@@ -163,6 +223,11 @@ _APPLY: dict[type[Any], Callable[[RunStore, Any], None]] = {
     PostCommand: _post_command,
     SaveJournal: _save_journal,
     ReleaseLease: _release_lease,
+    SaveApproval: _save_approval,
+    SaveSubscription: _save_subscription,
+    DropSubscriptions: _drop_subscriptions,
+    SavePreview: _save_preview,
+    DropPreview: _drop_preview,
 }
 """The store call of each kind of write (a lookup by type: every write of a mail stream
 passes here)."""

@@ -164,10 +164,14 @@ class Admission:
         self.runs.admitted(state)
         decided = Decided()
         decided.writes.append(SaveRun(record))
+        if spec.topics:  # its definition's: from its admission (mail while it queues waits)
+            decided.add(self.lifecycle.mail.topics.join(run_id, record.root_run_id, spec.topics))
         if seed is not None:  # durable with the record: a resume before a step has it
             decided.writes.append(SaveCheckpoint(seed))
         narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
-        data: dict[str, Any] = {"task": req.task[:200], "background": req.background}
+        data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
+        if record.detached:
+            data["detached"] = True
         if narrowing is not None:
             data["permissions"] = narrowing
         decided.event(EventKind.SPAWNED, record, self.now(), data)
@@ -224,7 +228,8 @@ class Admission:
             context=req.context,
             label=req.label,
             model=model or self.default_model,
-            background=req.background,
+            background=req.background or req.detach,
+            detached=req.detach,
             created_at=now,
             deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
             **policy_fields,
@@ -240,4 +245,7 @@ class Admission:
             if parent is not None
             else root_ceiling(self.runtime_mode, self.owner),
             continues=req.continues,
+            approvals_in_store=parent.record.approvals_in_store
+            if parent is not None
+            else req.approvals_in_store,
         )

@@ -238,6 +238,8 @@ def offer(
     """The agents ``run`` may spawn among ``agents``, by ``CHECKS`` run with a hypothetical
     request for each over its ``standing``: what its spawn tools list."""
     ledger = RunLedger(run, standing, rules, tuple(agents))
+    if rules.grant(run.spec).disabled is not None:  # e.g. a child without tools
+        return _nothing_offered(run, ledger)
     allowed: list[AgentSpec] = []
     furthest: tuple[int, str] | None = None
     for agent in ledger.agents:
@@ -252,4 +254,26 @@ def offer(
     if allowed:
         return Offer(agents=tuple(allowed), fan_out=rules.grant(run.spec).fan_out)
     reason = furthest[1] if furthest is not None else f"no agent {run.spec.name} may spawn"
+    return Offer(agents=(), fan_out=False, reason=reason)
+
+
+def _nothing_offered(run: Requester, ledger: RunLedger) -> Offer:
+    """The offer of a run whose definition may spawn no agent at all (its grant is
+    ``disabled``: e.g. a child without tools), without asking every check about every agent
+    defined: ``spawn_rule`` refuses them all with the same reason, and the checks before it
+    cannot refuse a hypothetical request (its child and parent are given) but for the
+    request's own fields, the first that passes them makes the spawn rule the furthest
+    refusal, as the full pipeline finds it."""
+    disabled = ledger.rules.grant(run.spec).refusal(run.spec)
+    furthest: str | None = None
+    for agent in ledger.agents:
+        req = SpawnRequest(
+            request_id="", agent=agent.name, task=OFFER_TASK, parent_run_id=run.record.run_id
+        )
+        refusal = request_fields(Proposal(req, agent, run), ledger)
+        if refusal is None:
+            furthest = disabled
+            break
+        furthest = furthest or refusal.reason
+    reason = furthest if furthest is not None else f"no agent {run.spec.name} may spawn"
     return Offer(agents=(), fan_out=False, reason=reason)

@@ -13,13 +13,19 @@ other threads at any time), so they pass through where they stand. Any other eff
 a stop, a message to the outside, a restart) first lets every pending batch go, so nothing is
 moved across it: a Tell decided before a run's StopAgent still reaches that run first, and
 one decided after a restart's StartRun reaches the new start.
+
+An acknowledgement of mail (a ``MailAck``, or a run's Batch of them) is a barrier too: it
+goes after everything decided before it, deliveries to other runs included. A sender that
+has it may take its next mail straight to the recipient's mailbox
+(``supervision.mail_routes``); the mail it acknowledges must be there first, or the next
+would overtake it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from subagents.messages import Batch
+from subagents.messages import Batch, MailAck
 from subagents.supervision.effects import ArmDeadline, DisarmDeadline, Effect, Publish, Tell
 
 _PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
@@ -48,7 +54,10 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
         pending.clear()
 
     for effect in effects:
-        if isinstance(effect, Tell):
+        if isinstance(effect, Tell) and _acknowledges(effect.message):
+            release()
+            out.append(effect)
+        elif isinstance(effect, Tell):
             messages = pending.get(effect.run_id)
             if messages is None:
                 pending[effect.run_id] = [effect.message]
@@ -61,3 +70,12 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
             out.append(effect)
     release()
     return out
+
+
+def _acknowledges(message: Any) -> bool:
+    """Whether ``message`` acknowledges mail (a sender's acknowledgements come alone, or
+    as a Batch of nothing else: ``mailing.acks_by_sender``)."""
+    if type(message) is Batch:
+        inner = message.messages
+        return bool(inner) and type(inner[0]) is MailAck
+    return type(message) is MailAck

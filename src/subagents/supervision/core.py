@@ -18,7 +18,8 @@ the core alone gathers into the message's ``Effects``:
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policy_book``): budgets, restarts, retries, ``fail_parent``;
 - ``recovery`` (``recovery``): taking up what a crashed runtime left;
-- ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run.
+- ``stops`` (``stops``): a stop request decided, and its reply told to a requesting run;
+- ``approvals`` (functions): a run's ask kept as a pending approval, an answer told to it.
 
 Invariants kept here:
 - a run reaches exactly one terminal status; its outcome is delivered to its requester once
@@ -36,12 +37,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     EXTERNAL_SENDER,
+    ApprovalAsked,
     CheckpointDelta,
     Command,
     EventKind,
     Journal,
     JournalEntry,
     Mail,
+    MailPosted,
     MailRead,
     Parked,
     Placed,
@@ -54,6 +57,7 @@ from subagents.messages import (
     StepTaken,
     StopRequest,
     StopRequested,
+    Subscribe,
     SupervisorStats,
     ToolAnswered,
     ToolCalled,
@@ -63,6 +67,7 @@ from subagents.messages import (
 )
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import SaveCheckpoint, SaveJournal
+from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
 from subagents.supervision.continuation import Continued
@@ -72,6 +77,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook
+from subagents.supervision.progress import Progress
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.requesters import Requesters
 from subagents.supervision.runs import RunTable
@@ -82,10 +88,6 @@ from subagents.supervision.transitions import Move
 __all__ = ["AdmissionError", "Decision", "SupervisorCore"]
 
 
-def _nothing(_run_id: str) -> RunRecord | None:
-    return None
-
-
 class SupervisorCore:
     """Admission, queueing, delivery, mail routing, stops, deadlines, policies, restore."""
 
@@ -94,7 +96,7 @@ class SupervisorCore:
         *,
         lookup: Callable[[str], AgentSpec | None],
         names: Callable[[], list[str]],
-        read_run: Callable[[str], RunRecord | None] = _nothing,
+        read_run: Callable[[str], RunRecord | None] = lambda _run_id: None,
         limits: Limits | None = None,
         default_model: str = "sonnet",
         clock: Callable[[], float] = time.monotonic,
@@ -144,15 +146,12 @@ class SupervisorCore:
             owner=owner,
             runtime_mode=runtime_mode,
         )
+        self.progress = Progress(self.runs, now)
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
+        topics, slot_key = self.mail.topics, self.parking.slot_key
         self.recovery = Recovery(
-            self.runs,
-            self.lifecycle,
-            self.slots,
-            lookup,
-            self.parking.slot_key,
-            owner,
+            self.runs, self.lifecycle, self.slots, lookup, slot_key, owner, topics
         )
 
     def _decided(self, reply: object = None) -> Decision:
@@ -206,6 +205,20 @@ class SupervisorCore:
         reply is their ``MailAck``s in order; each sending run is also told its own."""
         self.effects.begin()
         return self._decided(self.effects.gather(self.mail.send(msgs)))
+
+    def subscribe(self, msg: Subscribe) -> Decision:
+        """A run subscribes to a topic of its tree, or unsubscribes (``topics.py``)."""
+        self.effects.begin()
+        self.effects.take(
+            self.mail.topics.decide(msg, self.runs.reporting(msg.run_id, msg.attempt))
+        )
+        return self._decided()
+
+    def mails_posted(self, msg: MailPosted) -> Decision:
+        """Mail a run took straight to its recipients, heard of after (``MailRoom.posted``)."""
+        self.effects.begin()
+        self.effects.take(self.mail.posted(msg))
+        return self._decided()
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
@@ -266,6 +279,7 @@ class SupervisorCore:
                 "output_tokens": msg.usage.output_tokens,
             }
             self.effects.event(EventKind.STEP, state.record, data)
+            self.effects.writes += self.progress.stepped(state)
             for run_id in self.policies.charge(msg):
                 over = self.runs.live(run_id)
                 if over is not None:
@@ -302,11 +316,16 @@ class SupervisorCore:
                 self.effects.writes.append(write)
         return self._decided()
 
+    def approval_asked(self, msg: ApprovalAsked) -> Decision:
+        self.effects.begin()
+        self.effects.take(approvals.asked(self.runs, msg, self.effects.now()))
+        return self._decided()
+
     def tool_called(self, msg: ToolCalled) -> Decision:
         self.effects.begin()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
-            calls = state.record.tool_calls + 1
+            calls, state.last_tool = state.record.tool_calls + 1, (msg.tool, msg.input)
             self.effects.writes.append(self.runs.update(state, tool_calls=calls))
             data = {"tool": msg.tool, "input": msg.input}
             self.effects.event(EventKind.TOOL_CALL, state.record, data)
@@ -405,13 +424,15 @@ class SupervisorCore:
         return self.runs.hosted()
 
     def commands(self, commands: Sequence[Command]) -> Decision:
-        """Act on stop/send commands other processes posted through the store."""
+        """Act on the stop, send and approval commands other processes posted through the
+        store (an approval's answer is told to its run: ``approvals.answered``)."""
         self.effects.begin()
         for command in commands:
             if command.kind == "stop":
                 target = self.runs.live(command.run_id)
                 if target is not None:
-                    _, cancelled = self.lifecycle.cancel(target, "stopped from another process")
+                    why, tree = "stopped from another process", command.content != "turn"
+                    _, cancelled = self.lifecycle.cancel(target, why, tree=tree)
                     self.effects.take(cancelled)
             elif command.kind == "send" and command.content is not None:
                 mail = SendMail(
@@ -421,6 +442,8 @@ class SupervisorCore:
                     content=command.content,
                 )
                 self.effects.gather(self.mail.send((mail,)))
+            elif command.kind == "approval" and command.content is not None:
+                self.effects.take(approvals.answered(self.runs, command, self.effects.now()))
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------

@@ -5,12 +5,12 @@
   for it, given the checkpoint it resumes from and the answers its earlier start already had
   (``recovery``), and its deadline is armed.
 - ``finish(run, end)``: the one way a run ends. Its live descendants are cancelled first (a
-  run does not outlive its parent), the move that ends it takes it to its terminal status
-  (``End.move``, looked up in the table: ``transitions``), its slot
-  frees, its outcome goes to its requester once (the outside, the parent's tool call, or the
+  run does not outlive its parent, unless it was spawned ``detach``: then it goes on, and
+  its outcome goes to its nearest live ancestor), the move that ends it takes it to its
+  terminal status (``End.move``, looked up in the table: ``transitions``), its slot frees,
+  its outcome goes to its requester once (the outside, the parent's tool call, or the
   parent's mail for a background child; not to a parent ending in the same decision), its
-  unread mail becomes dead letters, and queued
-  runs take the freed slot.
+  unread mail becomes dead letters, and queued runs take the freed slot.
 - ``cancel``: the one cancellation walk: a subtree, deepest first.
 - the endings a policy decides (``policy_book.PolicyBook``): over budget, a restart or a retry
   after a failure, a ``fail_parent`` child failing its parent.
@@ -52,6 +52,7 @@ from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.outcomes import End, background_report, end_event, outcome_of
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
+from subagents.supervision.progress import drop_preview
 from subagents.supervision.requests import text_problem
 from subagents.supervision.resumption import Recovered, recovered_messages
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
@@ -244,7 +245,7 @@ class Lifecycle:
             self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
         decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
-        decided.writes.append(SaveOutcome(outcome))
+        decided.writes += [SaveOutcome(outcome), *drop_preview(state)]
         self.slots.release(record.run_id)
         decided.effects.append(DisarmDeadline(record.run_id))
         kind, data = end_event(record, status, end)
@@ -252,6 +253,8 @@ class Lifecycle:
         decided.add(self.deliver(state, outcome))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
             decided.add(self.mail.dead_letters(state, end.unread))
+        if state.run_id in self.mail.topics:
+            decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
         if self.slots.queue_length():
             decided.add(self.start_queued())
@@ -279,25 +282,48 @@ class Lifecycle:
                     assert state.request_id is not None
                     message = ChildDone(request_id=state.request_id, outcome=outcome)
                     decided.effects.append(Tell(parent_id, message))
+            elif record.detached:
+                decided.add(self._report_detached(state, outcome))
         decided.writes.append(OutcomeDelivered(record.run_id))
         return decided
 
-    def cancel(self, state: RunState, reason: str) -> tuple[list[str], Decided]:
-        """Cancel ``state`` and its live descendants, deepest first; the ids cancelled."""
-        return self._cancel_walk(state.run_id, reason, include_top=True)
+    def _report_detached(self, state: RunState, outcome: Outcome) -> Decided:
+        """A detached child ended after its parent: its outcome is mailed to its nearest
+        live ancestor (its parent's requester, or above), if any; the store keeps it
+        either way (the outside reads it there: ``wait_any``, ``subagents wait``)."""
+        for ancestor in self.runs.tree.ancestors(state.run_id):
+            if ancestor in self._ending:
+                return Decided()  # ending with this decision: nobody above would read it
+            if self.runs.live(ancestor) is not None:
+                report = background_report(state.record, outcome, "detached result")
+                return self.mail.notify(state, ancestor, report)
+        return Decided()
+
+    def cancel(
+        self, state: RunState, reason: str, *, tree: bool = True
+    ) -> tuple[list[str], Decided]:
+        """Cancel ``state`` and its live descendants, deepest first; the ids cancelled.
+        ``tree`` False (a stop of its turn): its detached children (and theirs) go on."""
+        prune = None if tree else self._detached
+        return self._cancel_walk(state.run_id, reason, include_top=True, prune=prune)
 
     def cancel_below(self, state: RunState, reason: str) -> Decided:
-        """Cancel the live descendants of ``state``, deepest first."""
+        """Cancel the live descendants of ``state``, deepest first, but its detached
+        children (and theirs): they outlive it."""
         if not self.runs.tree.has_children(state.run_id):
             return Decided()
-        return self._cancel_walk(state.run_id, reason, include_top=False)[1]
+        return self._cancel_walk(state.run_id, reason, include_top=False, prune=self._detached)[1]
+
+    def _detached(self, run_id: str) -> bool:
+        held = self.runs.get(run_id)
+        return held is not None and held.record.detached
 
     def _cancel_walk(
-        self, top: str, reason: str, *, include_top: bool
+        self, top: str, reason: str, *, include_top: bool, prune: Callable[[str], bool] | None
     ) -> tuple[list[str], Decided]:
         decided = Decided()
         cancelled: list[str] = []
-        walk = [r for r in self.runs.tree.deepest_first(top) if include_top or r != top]
+        walk = [r for r in self.runs.tree.deepest_first(top, prune) if include_top or r != top]
         ending = set(walk) - self._ending
         self._ending |= ending
         try:

@@ -2,16 +2,21 @@
 
 What it decides:
 - routing: an address (a run id, or an agent name within the sender's tree) resolves to one
-  run; an unknown name fails that mail only, with the candidates named;
+  run; an unknown name fails that mail only, with the candidates named; a topic address
+  (``topic:NAME``) resolves to the runs of the tree subscribed to it (``topics``), one
+  ordinary mail each;
 - what becomes of a mail: delivered to a live run, kept for a queued one (handed over when it
   starts), kept as a dead letter for an ended one (its sender is told), or passed on as a
   command to the runtime that hosts the run (mail from the outside only);
 - receipts: read mail leaves the run's inbox; whatever a run had not read when it ended is a
   dead letter, and each live sender hears of it once.
 
-Every mail is written (``SaveMails``) before anything acknowledges it; the deliveries, events
-and acknowledgements of one message are grouped per recipient, per (sender, recipient) and
-per sender (``supervision.mailing``).
+Every mail sent through it is written (``SaveMails``) before anything acknowledges it; the
+deliveries, events and acknowledgements of one message are grouped per recipient, per
+(sender, recipient) and per sender (``supervision.mailing``). Mail a run took straight to its
+recipient (``supervision.mail_routes``, ``actors/mail_desk.py``) it hears of after
+(``posted``): recorded by its sender already when the store has senders record it, else
+written here; then in the inboxes and the events as any mail.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ import msgspec
 
 from subagents.messages import (
     EXTERNAL_SENDER,
+    TOPIC_PREFIX,
     DeliverMail,
     EventKind,
     Mail,
     MailAck,
+    MailPosted,
     MailState,
     RunRecord,
     RunStatus,
@@ -38,6 +45,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
+from subagents.supervision.topics import Topics, topic_of
 
 Destination = tuple[MailState | None, RunRecord | None, RunState | None]
 """What a mail to one run becomes now (``delivered``, ``accepted`` for a queued run,
@@ -65,6 +73,8 @@ class MailRoom:
         another runtime on the store): the one read the mail room is given."""
         self._routes: dict[tuple[str, str], str] = {}
         self._routes_generation = -1
+        self.topics = Topics()
+        """Who is subscribed to which topic of each tree (``topics``)."""
 
     # ---- sending ---------------------------------------------------------------------------
 
@@ -98,6 +108,9 @@ class MailRoom:
             if problem is not None:
                 acks.append(MailAck(request_id=msg.request_id, error=problem))
                 continue
+            if msg.to.startswith(TOPIC_PREFIX):  # one mail to each subscriber (``topics``)
+                acks.append(self._publish(post, msg, sender_state, out))
+                continue
             try:
                 recipient = self._resolve(msg)
             except ValueError as exc:
@@ -127,6 +140,73 @@ class MailRoom:
         self._record(post, out)
         out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
         return acks, out
+
+    def _publish(
+        self, post: MailPost, msg: SendMail, sender: RunState | None, decided: Decided
+    ) -> MailAck:
+        """Mail to ``topic:NAME``: an ordinary mail to each run of the sender's tree
+        subscribed to it now, in the order they subscribed; one acknowledgement naming
+        them (none subscribed: nothing sent)."""
+        try:
+            topic = topic_of(msg.to)
+        except ValueError as exc:
+            return MailAck(request_id=msg.request_id, error=str(exc))
+        if sender is None or topic is None:
+            error = f"mail to {msg.to} must come from a run: a topic belongs to a run's tree"
+            return MailAck(request_id=msg.request_id, error=error)
+        root, first, reached = sender.record.root_run_id, None, []
+        for recipient in self.topics.subscribers(root, topic, sender.run_id):
+            mail_state, record, target = self._destination(recipient)
+            if mail_state is None or mail_state is MailState.DEAD:
+                continue  # (a run's subscriptions end with it: not expected)
+            mail = Mail(
+                mail_id=post.new_id(),
+                sender=sender.run_id,
+                recipient=recipient,
+                content=msg.content,
+                sender_agent=sender.record.agent,
+                reply_to=msg.reply_to,
+                sent_at=post.now,
+                state=mail_state,
+                request_id=msg.request_id,
+                topic=topic,
+            )
+            self._add(post, mail, msg.request_id, sender, record, target, decided)
+            first = first or mail.mail_id
+            reached.append(recipient)
+        recipients = tuple(reached)
+        return MailAck(
+            request_id=msg.request_id, mail_id=first, recipient=msg.to, recipients=recipients
+        )
+
+    def posted(self, msg: MailPosted) -> Decided:
+        """Mail a run took straight to its recipients (``actors/mail_desk.py``), heard of
+        after: kept (unless its sender recorded it already), in the recipients' inboxes (so
+        their read receipts and their ends find it), announced as any mail. A mail handed to
+        a start its recipient has since left (a restart) is delivered again, to the current
+        start (or handed over at the next); one whose recipient ended before this report
+        came was never read: a dead letter, its sender told, as for unread mail at an end."""
+        out = Decided()
+        if not msg.recorded:
+            out.writes.append(SaveMails(msg.mails))
+        post = MailPost(self.now())
+        again: dict[str, list[Mail]] = {}
+        for mail, attempt in zip(msg.mails, msg.delivered_to, strict=True):
+            target = self.runs.live(mail.recipient)
+            if target is None:
+                out.writes.append(SetMailsState((mail.mail_id,), MailState.DEAD))
+                ended = self.runs.get(mail.recipient)
+                if ended is not None:
+                    out.add(self._returned(ended, mail))
+                continue
+            target.inbox[mail.mail_id] = mail
+            post.add(mail)
+            if attempt != target.attempt and target.reads is None:
+                again.setdefault(mail.recipient, []).append(mail)
+        for pair in post.pairs():
+            self._announce(pair.sender, pair.recipient, True, pair.mail_ids, out)
+        out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())
+        return out
 
     def notify(self, sender: RunState, recipient: str, content: str) -> Decided:
         """Mail from the supervisor on ``sender``'s behalf (a background child's result, a
@@ -348,17 +428,24 @@ class MailRoom:
         if not leftover:
             return decided
         decided.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
-        record = state.record
         for mail_id in leftover:
-            mail = inbox[mail_id]
-            data = {"mail_id": mail_id, "sender": mail.sender}
-            decided.event(EventKind.DEAD_LETTER, record, self.now(), data)
-            if self.runs.live(mail.sender) is not None:
-                notice = self.notify(
-                    state,
-                    mail.sender,
-                    f"[dead letter] your mail {mail_id} to {record.agent} ({record.run_id})"
-                    f" was not read before it ended ({record.status})",
-                )
-                decided.add(notice)
+            decided.add(self._returned(state, inbox[mail_id]))
+        return decided
+
+    def _returned(self, state: RunState, mail: Mail) -> Decided:
+        """``mail`` to ``state``'s run was never read and it has ended: its ``dead_letter``
+        event, and a notice to its sender if that is live (the mail's state is the
+        caller's write)."""
+        decided = Decided()
+        record = state.record
+        data = {"mail_id": mail.mail_id, "sender": mail.sender}
+        decided.event(EventKind.DEAD_LETTER, record, self.now(), data)
+        if self.runs.live(mail.sender) is not None:
+            notice = self.notify(
+                state,
+                mail.sender,
+                f"[dead letter] your mail {mail.mail_id} to {record.agent} ({record.run_id})"
+                f" was not read before it ended ({record.status})",
+            )
+            decided.add(notice)
         return decided

@@ -73,15 +73,17 @@ def usage_data(usage: Usage) -> dict[str, Any]:
     }
 
 
-def background_report(record: RunRecord, outcome: Outcome) -> str:
-    """What a background child's parent is mailed when it ends."""
-    report = msgspec.json.encode(
-        {
-            "run_id": record.run_id,
-            "agent": record.agent,
-            "status": str(outcome.status),
-            "result": outcome.result,
-            "error": outcome.error,
-        }
-    ).decode()
-    return f"[background result] {report}"
+def background_report(record: RunRecord, outcome: Outcome, kind: str = "background result") -> str:
+    """What a background child's parent is mailed when it ends (``kind``: "detached
+    result" for a detached child that ended after its parent, mailed to an ancestor; it
+    names the parent that started it)."""
+    fields = {
+        "run_id": record.run_id,
+        "agent": record.agent,
+        "status": str(outcome.status),
+        "result": outcome.result,
+        "error": outcome.error,
+    }
+    if record.detached:
+        fields["parent_run_id"] = record.parent_run_id
+    return f"[{kind}] {msgspec.json.encode(fields).decode()}"

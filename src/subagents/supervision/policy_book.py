@@ -41,8 +41,11 @@ class PolicyRefused(Exception):
     """A spawn refused by a policy (budget, bad setting, missing shared key)."""
 
 
-@dataclass
-class RunPolicy:
+class RunPolicy(msgspec.Struct, kw_only=True, gc=False):
+    """A live run's policy entry, held while it lives: out of the cyclic GC (``gc=False``:
+    ``Policy`` and ``Checkpoint`` are frozen data, strings, numbers and tuples of other
+    frozen data, none of which can refer to a ``RunPolicy``: it is never in a cycle)."""
+
     policy: Policy
     max_retries: int
     seed: Checkpoint | None

@@ -25,6 +25,7 @@ from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotKey, SlotPool
+from subagents.supervision.topics import Topics
 from subagents.supervision.transitions import Move
 
 
@@ -39,7 +40,9 @@ class Recovery:
         lookup: Callable[[str], AgentSpec | None],
         slot_key: Callable[[AgentSpec, RunState | None], SlotKey],
         owner: str,
+        topics: Topics,
     ) -> None:
+        self.topics = topics
         self.runs = runs
         self.lifecycle = lifecycle
         self.slots = slots
@@ -55,7 +58,8 @@ class Recovery:
         The trees a live runtime hosts (its lease is alive) are left to it, and so are those
         of a host being started again (``snapshot.restarting``: its new process takes them).
         Parents come before children (by depth). A run whose agent is no longer defined
-        fails; a child whose parent has ended is cancelled (runs do not outlive parents). Root
+        fails; a child whose parent has ended is cancelled (runs do not outlive parents), but a
+        detached one (its ended ancestors are held again above it). Root
         runs come back without a caller: they are reported as orphans until someone attaches
         to them. The leases of the owners taken over are released, so that a host that was
         only stalled learns at its next renewal that it lost its runs. The report, and what
@@ -73,6 +77,7 @@ class Recovery:
         by_restart = {
             u.record.root_run_id for u in snapshot.unfinished if u.record.owner in restarting
         }
+        self._hold_ended_ancestors(snapshot, roots, elsewhere)
         for unfinished in snapshot.unfinished:
             record = unfinished.record
             if record.run_id in self.runs:
@@ -90,6 +95,9 @@ class Recovery:
             # before any of them starts: a start hands the run its tree's count)
             self.runs.recount(record.root_run_id, snapshot.tree_runs.get(record.root_run_id, 0))
             decided.add(self._restore_one(unfinished, report))
+        # their topic subscriptions, before any of them starts (and publishes)
+        held = self.runs.hosted()
+        self.topics.restore(s for s in snapshot.subscriptions if s.run_id in held)
         # Runs that were running want their slots back first (ahead of the queued runs);
         # all start only as far as the limits allow (waiting ones park when needed).
         decided.add(self.lifecycle.start_queued())
@@ -104,6 +112,23 @@ class Recovery:
             # a live parent gets it through recovered messages when it resumes
         decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
         return report, decided
+
+    def _hold_ended_ancestors(
+        self, snapshot: RestoreSnapshot, roots: Collection[str] | None, elsewhere: set[str]
+    ) -> None:
+        """Hold again, as ended, the ancestors of the detached runs that outlived them: the
+        tree above a detached run stays whole (its root, the ``maxDepth`` of its ancestors,
+        who gets its outcome), and is forgotten once nothing in it is live."""
+        for record in snapshot.ended_ancestors:
+            root = record.root_run_id
+            if record.run_id in self.runs or root in elsewhere:
+                continue
+            if roots is not None and root not in roots:
+                continue
+            spec = self.lookup(record.agent) or AgentSpec(name=record.agent, description="-")
+            self.runs.add(RunState(record=record, spec=spec, request_id=record.request_id))
+            if record.parent_run_id is None:
+                self.runs.ended_roots.append(record.run_id)
 
     def _restarting(self, snapshot: RestoreSnapshot) -> frozenset[str]:
         """The owners being started again, treated as alive: their new process takes their
@@ -140,7 +165,10 @@ class Recovery:
             return decided.add(
                 self.lifecycle.finish(state, End(Move.FAILED, "unknown_agent", error))
             )
-        if record.parent_run_id is not None and (parent is None or parent.record.status.terminal):
+        outlives = record.detached and parent is not None  # its parent ended: it goes on
+        if record.parent_run_id is not None and (
+            parent is None or (parent.record.status.terminal and not outlives)
+        ):
             report.cancelled.append(record.run_id)
             error = "its parent ended before the restart"
             return decided.add(

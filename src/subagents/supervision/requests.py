@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import unicodedata
 from typing import Any
 
 import msgspec
@@ -56,6 +57,18 @@ def encoding_problem(what: str, text: str) -> str | None:
             f"{what} holds a lone surrogate ({text[exc.start]!r} at position {exc.start}),"
             " which UTF-8 cannot encode"
         )
+    return None
+
+
+def _line_problem(label: str) -> str | None:
+    """Why ``label`` is not one line of printable text (a newline, a terminal escape: a
+    label is shown in every view's row, and the console's), or None."""
+    for i, char in enumerate(label):
+        if unicodedata.category(char) == "Cc":
+            return (
+                f"the label holds a control character (U+{ord(char):04X} at position {i});"
+                " a label is one line of text"
+            )
     return None
 
 
@@ -116,6 +129,8 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
             return f"{name} must be a string, got {value!r}"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
+    if req.detach and req.parent_run_id is None:
+        return "detach is for a child: a root run has no parent to outlive"
     problem = _texts_problem(req, limits.max_text_chars)
     if problem is not None:
         return problem
@@ -138,7 +153,7 @@ def _texts_problem(req: SpawnRequest, cap: int) -> str | None:
                 f"the label is {len(req.label):,} characters, over the cap of {LABEL_CHARS}"
                 " (a label is a short name for views; put the text in the task or context)"
             )
-        problem = encoding_problem("the label", req.label)
+        problem = encoding_problem("the label", req.label) or _line_problem(req.label)
     if problem is None and req.model is not None:
         problem = encoding_problem("the model", req.model)
     if problem is None and isinstance(req.shared, dict):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import msgspec
+
 from subagents.messages import (
     ChildDone,
     JournalEntry,
@@ -64,9 +66,24 @@ def recovered_messages(
                 run_id=child.run_id, status=child.status, error="ended before the restart"
             )
             messages.append(ChildDone(request_id=child.request_id, outcome=outcome))
+    acks: dict[str, MailAck] = {}  # one per send: a topic's send made a mail per subscriber
     for mail in mails:
-        if mail.sender == run_id and mail.request_id is not None:
-            messages.append(
-                MailAck(request_id=mail.request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+        rid = mail.request_id
+        if mail.sender != run_id or rid is None:
+            continue
+        ack = acks.get(rid)
+        if mail.topic is None:
+            acks[rid] = MailAck(request_id=rid, mail_id=mail.mail_id, recipient=mail.recipient)
+        elif ack is None:
+            acks[rid] = MailAck(
+                request_id=rid,
+                mail_id=mail.mail_id,
+                recipient=mail.address,
+                recipients=(mail.recipient,),
             )
+        else:
+            acks[rid] = msgspec.structs.replace(
+                ack, recipients=(*(ack.recipients or ()), mail.recipient)
+            )
+    messages.extend(acks.values())
     return tuple(messages)

@@ -23,6 +23,7 @@ from subagents.messages import (
     JournalEntry,
     Mail,
     Placed,
+    Preview,
     RunRecord,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
@@ -70,6 +71,11 @@ class RunState:
     """The next start begins anew (a retry), ignoring what earlier starts did."""
     park: str | None = None
     """Parking (``parking``): None, "asked", "parked" or "wanting"."""
+    preview: Preview | None = None
+    """What its model has streamed of the step under way, as the store keeps it
+    (``progress``); None when it is not streaming."""
+    last_tool: tuple[str, dict[str, Any]] | None = None
+    """The last tool it called and the input's summary (``ToolCalled``), for its status."""
     reads: ResumeReads | None = None
     """What a resume that waits for a slot will be handed when it starts: read by the
     actor when it was due (a restore's snapshot, a restart's or a move's mail and journal).
@@ -242,6 +248,12 @@ class RunTable:
         self.generation += 1
         if state.record.parent_run_id is None:
             self.ended_roots.append(state.run_id)
+        else:
+            # a run that outlived its root (a detached one, or below one): its end may be
+            # what the root's tree waited for to be forgotten
+            root = self._runs.get(state.record.root_run_id)
+            if root is not None and root.record.status.terminal:
+                self.ended_roots.append(root.run_id)
 
     def prune(self) -> list[str]:
         """Forget the trees of ended roots in which nothing is live; the ids forgotten.

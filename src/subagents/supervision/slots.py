@@ -35,7 +35,9 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 Scope = tuple[str, Any]
 """("global", None), ("agent", name), ("tier", tier) or ("parent", run id)."""
@@ -43,10 +45,12 @@ Scope = tuple[str, Any]
 GLOBAL: Scope = ("global", None)
 
 
-class SlotKey(NamedTuple):
+class SlotKey(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a run counts against: its agent, its tier (None = no tier), its parent (None: a
-    root) with that parent's children limit. A tuple: it is hashed at every queue operation,
-    and a tuple's hash is computed in C (a frozen dataclass's, field by field in Python)."""
+    root) with that parent's children limit. A frozen Struct: it is hashed at every queue
+    operation, in C (a frozen dataclass's hash is computed field by field in Python); and
+    held by every live run, so kept out of the cyclic GC (``gc=False``: its fields are
+    strings, integers and None, which cannot lead back to it, so it is never in a cycle)."""
 
     agent: str
     tier: int | None

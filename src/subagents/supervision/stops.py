@@ -2,7 +2,8 @@
 
 Why a part of its own: who may stop what is a rule worth reading in one place. The outside
 may stop any run: one held here is cancelled through the one cancel walk
-(``Lifecycle.cancel``), one alive but hosted by another runtime on the same store is passed
+(``Lifecycle.cancel``; with its whole tree, or, ``scope="turn"``, without its detached
+children), one alive but hosted by another runtime on the same store is passed
 on as a command (``PostCommand``), an ended one is an error. A run may stop only its own
 descendants, and only while it is itself running. A requesting run is told the reply; a
 function agent's stop is journaled with it first, so its replay after a crash gets the answer
@@ -64,7 +65,8 @@ class Stops:
             ended = self.read_run(req.run_id)  # a finished tree is forgotten in memory
             if ended is not None and req.requester is None and not ended.status.terminal:
                 # alive, but another runtime on this store hosts it: pass the stop on
-                decided.writes.append(PostCommand("stop", req.run_id))
+                scope = "turn" if req.scope == "turn" else None
+                decided.writes.append(PostCommand("stop", req.run_id, scope))
                 return StopReply(request_id=req.request_id, stopped=(req.run_id,)), decided
             if ended is not None and req.requester is None:
                 error = f"run {req.run_id} has already ended ({ended.status})"
@@ -84,5 +86,6 @@ class Stops:
             refusal = f"run {req.run_id} has already ended ({target.record.status})"
         if refusal is not None:
             return StopReply(request_id=req.request_id, error=refusal), decided
-        stopped, cancelled = self.lifecycle.cancel(target, req.reason)
+        tree = req.scope != "turn"
+        stopped, cancelled = self.lifecycle.cancel(target, req.reason, tree=tree)
         return StopReply(request_id=req.request_id, stopped=tuple(stopped)), cancelled

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from subagents.messages import RunRecord, TreeNode
 
@@ -55,18 +55,21 @@ class RunTree:
     def is_descendant(self, run_id: str, of: str) -> bool:
         return of in self.ancestors(run_id)
 
-    def subtree(self, run_id: str) -> list[str]:
-        """``run_id`` and every descendant, breadth first."""
+    def subtree(self, run_id: str, prune: Callable[[str], bool] | None = None) -> list[str]:
+        """``run_id`` and every descendant, breadth first; without the descendants for
+        which ``prune`` is true, nor theirs (a detached child's subtree, for a walk that
+        leaves it alone)."""
         out = [run_id]
         i = 0
         while i < len(out):
-            out.extend(self._children.get(out[i], ()))
+            below = self._children.get(out[i], ())
+            out.extend(below if prune is None else (c for c in below if not prune(c)))
             i += 1
         return out
 
-    def deepest_first(self, run_id: str) -> list[str]:
-        """The subtree ordered so that every run comes before its parent."""
-        return sorted(self.subtree(run_id), key=lambda r: -self._depth.get(r, 0))
+    def deepest_first(self, run_id: str, prune: Callable[[str], bool] | None = None) -> list[str]:
+        """The subtree (``subtree``) ordered so that every run comes before its parent."""
+        return sorted(self.subtree(run_id, prune), key=lambda r: -self._depth.get(r, 0))
 
     def in_root(self, root_run_id: str) -> Iterable[str]:
         return self.subtree(root_run_id)

@@ -153,6 +153,14 @@ def _covers(entry: str, tool: str) -> bool:
 
 _REQUESTERS = AgentSpec(name="(the requesters)", description="what the requesters may do")
 
+_POLICIES: dict[
+    tuple[int, int, Path, tuple[PermissionGrant, ...]],
+    tuple[Permissions, AgentSpec, PermissionPolicy, tuple[str, ...]],
+] = {}
+"""``PermissionPolicy.for_agent``'s answers (the permissions and the spec are kept with each,
+so the ids in its key are not reused while it is there)."""
+_POLICIES_MAX = 512
+
 
 @dataclass(frozen=True)
 class PermissionPolicy:
@@ -176,7 +184,30 @@ class PermissionPolicy:
         ceiling: tuple[PermissionGrant, ...] = (),
     ) -> tuple[PermissionPolicy, list[str]]:
         """The policy for ``spec``'s runs under ``ceiling`` (its requesters' grants), and
-        warnings (a mode it may not loosen to, a mode a requester narrowed)."""
+        warnings (a mode it may not loosen to, a mode a requester narrowed). Made once per
+        (permissions, definition, workspace, ceiling): every run of a fan-out asks with the
+        same four, and the rules of each are parsed again otherwise."""
+        key = (id(permissions), id(spec), root, ceiling)
+        try:
+            known = _POLICIES.get(key)
+        except TypeError:  # something unhashable in a hand-made grant: made every time
+            return cls._for_agent(permissions, spec, root, ceiling)
+        if known is not None and known[0] is permissions and known[1] is spec:
+            return known[2], list(known[3])
+        policy, warnings = cls._for_agent(permissions, spec, root, ceiling)
+        if len(_POLICIES) >= _POLICIES_MAX:  # definitions reloaded many times: stay bounded
+            _POLICIES.clear()
+        _POLICIES[key] = (permissions, spec, policy, tuple(warnings))  # kept: ids not reused
+        return policy, warnings
+
+    @classmethod
+    def _for_agent(
+        cls,
+        permissions: Permissions,
+        spec: AgentSpec,
+        root: Path,
+        ceiling: tuple[PermissionGrant, ...],
+    ) -> tuple[PermissionPolicy, list[str]]:
         warnings: list[str] = []
         mode = permissions.mode
         if spec.permission_mode is not None:

@@ -1,0 +1,134 @@
+"""GC pacing: while the process holds many live runs, the cyclic GC's full passes walk only
+what is new since the last one.
+
+Why: a full (generation 2) pass walks every object the collector tracks, and CPython makes
+one each time the tracked objects grew by a quarter since the last. A waiting run is ~30 of
+them (its actor, mailbox, lock, events, its coroutine and frame, its behaviour's queues), so
+100,000 waiting runs make ~15 passes of up to ~3 million objects while they start: about half
+of the CPU of starting them (``benchmarks/scale.py`` counts the passes), for objects that
+live as long as their runs and are never garbage while they do.
+
+How: after each full pass that finds the process holding at least ``threshold`` live runs
+(the pooled actors of every ``Dispatcher``), what survived the pass is frozen
+(``gc.freeze()``: moved to the permanent generation, which no pass walks; reference counting
+still frees whatever dies, only a cycle that dies frozen waits). The next passes walk only
+what was made since. What is frozen is given back to the collector (``gc.unfreeze()``, walked
+and its dead cycles freed by the next full pass) when:
+
+- the runs that ended since the freeze reach half of those live at it (their actors are
+  cycles: they wait at most that long),
+- ``REFRESH`` full passes were made since (the embedding program's own cycles that died
+  frozen wait at most that long),
+- the live runs fall below half the threshold, or a dispatcher closes and leaves fewer than
+  the threshold (the process goes back to CPython's own pacing).
+
+Below the threshold nothing changes, so a program with a few thousand runs never sees it; a
+program that manages the GC itself can set ``PACING.threshold`` to ``None`` (off).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from typing import Any, Protocol
+
+THRESHOLD = 10_000
+"""Live runs in the process from which the full passes' survivors are frozen."""
+
+REFRESH = 64
+"""Full passes after which what is frozen goes back to the collector anyway."""
+
+
+class LiveRuns(Protocol):
+    """What the pacing reads of a dispatcher: its live actors, and how many stopped so far."""
+
+    @property
+    def live(self) -> int: ...
+    @property
+    def stopped(self) -> int: ...
+
+
+class GcPacing:
+    """The process's pacing of full GC passes (one, ``PACING``: the GC is process-wide)."""
+
+    def __init__(self, threshold: int | None = THRESHOLD, refresh: int = REFRESH) -> None:
+        self.threshold = threshold
+        self.refresh = refresh
+        self._sources: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._frozen = False
+        self._frozen_live = 0
+        self._stopped_at_freeze = 0
+        self._passes = 0
+        self._hooked = False
+
+    @property
+    def frozen(self) -> bool:
+        """Whether it holds objects frozen now."""
+        return self._frozen
+
+    def register(self, source: LiveRuns) -> None:
+        """Count ``source``'s live runs (a dispatcher, when it starts)."""
+        with self._lock:
+            self._sources.add(source)
+            if not self._hooked:
+                gc.callbacks.append(self._after_pass)
+                self._hooked = True
+
+    def unregister(self, source: LiveRuns) -> None:
+        """``source`` closed: if fewer than the threshold are left, nothing stays frozen."""
+        with self._lock:
+            self._sources.discard(source)
+            if self._frozen and not self._many(self._live()):
+                self._thaw()
+
+    def _live(self) -> int:
+        return sum(s.live for s in list(self._sources))
+
+    def _stopped(self) -> int:
+        return sum(s.stopped for s in list(self._sources))
+
+    def _many(self, live: int) -> bool:
+        return self.threshold is not None and live >= self.threshold
+
+    def _after_pass(self, phase: str, info: dict[str, Any]) -> None:
+        """A ``gc.callbacks`` entry: at the end of each full pass, freeze or thaw."""
+        if phase != "stop" or info.get("generation") != 2:
+            return
+        if not self._lock.acquire(blocking=False):  # (a register or close under way)
+            return
+        try:
+            self._decide()
+        finally:
+            self._lock.release()
+
+    def _decide(self) -> None:
+        live = self._live()
+        if self._frozen:
+            self._passes += 1
+            ended = self._stopped() - self._stopped_at_freeze
+            if (
+                self.threshold is None
+                or live < self.threshold // 2
+                or ended >= max(1, self._frozen_live // 2)
+                or self._passes >= self.refresh
+            ):
+                self._thaw()  # the next full pass walks it all and frees its dead cycles
+                return
+            gc.freeze()  # this pass's survivors join what is frozen
+            return
+        if self._many(live):
+            gc.freeze()
+            self._frozen = True
+            self._frozen_live = live
+            self._stopped_at_freeze = self._stopped()
+            self._passes = 0
+
+    def _thaw(self) -> None:
+        gc.unfreeze()
+        self._frozen = False
+
+
+PACING = GcPacing()
+"""The process's one pacing, which every ``Dispatcher`` registers with."""

@@ -1,0 +1,249 @@
+"""Mail a run's actor takes straight to its recipient's mailbox (docs/architecture.md, "The
+mail path").
+
+- ``RunDirectory``: the started runs' agent actors by run id, with their start's attempt and
+  their tree. The ``Effector`` keeps it on the supervisor's thread; every agent reads it (one
+  dict, read-mostly: a get or a set is atomic under the GIL).
+- ``MailDesk``: what a runtime's agents share for it: the directory, the limits a mail is
+  checked against, the run table's generation (``supervision.mail_routes``), and the store's
+  write when senders record their mail (``RunStore.mail_recording``): the sender records it,
+  one fenced transaction of its own, before any recipient can see it, so a recipient only
+  ever acts on recorded mail.
+- ``DirectMail``: one run's side of it, asked by its actor when it sends its held reports:
+  the mails that may go straight (``MailRoutes``) are recorded, reported to the supervisor
+  in their place (``MailPosted``, before any recipient has them: the supervisor hears of a
+  mail before it hears of anything a recipient did with it), acknowledged to the sender
+  itself (handed to its behaviour at once), then delivered, one ``DeliverMail`` per
+  recipient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from subagents.logs import get_logger
+from subagents.messages import (
+    Batch,
+    DeliverMail,
+    Mail,
+    MailAck,
+    MailPosted,
+    MailState,
+    RunRecord,
+    SendMail,
+    SpawnRequest,
+    StopRequest,
+    StopRequested,
+    new_id,
+)
+from subagents.supervision.limits import Limits
+from subagents.supervision.mail_routes import MailRoutes
+from subagents.supervision.requests import mail_problem
+
+log = get_logger("subagents.agent")
+
+_ASKING = (SpawnRequest, StopRequest, StopRequested)
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A started run in the directory: its agent actor, which start, which tree."""
+
+    ref: pykka.ActorRef[Any]
+    attempt: int
+    root_run_id: str
+
+
+class RunDirectory:
+    """The started, live runs' agent actors by run id (see the module)."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: dict[str, Listed] = {}
+
+    def get(self, run_id: str) -> Listed | None:
+        return self._runs.get(run_id)
+
+    def root_of(self, run_id: str) -> str | None:
+        listed = self._runs.get(run_id)
+        return None if listed is None else listed.root_run_id
+
+    def add(self, run_id: str, listed: Listed) -> None:
+        self._runs[run_id] = listed
+
+    def remove(self, run_id: str, attempt: int = 0) -> None:
+        """Unlist ``run_id`` (only its start ``attempt``'s, when given)."""
+        listed = self._runs.get(run_id)
+        if listed is not None and (not attempt or listed.attempt == attempt):
+            del self._runs[run_id]
+
+    def clear(self) -> None:
+        self._runs.clear()
+
+
+class MailDesk:
+    """What a runtime's agents share to take mail straight to its recipients."""
+
+    def __init__(
+        self,
+        *,
+        limits: Limits,
+        generation: Callable[[], int],
+        record: Callable[[Sequence[Mail]], None] | None,
+    ) -> None:
+        """``generation``: the run table's (read from the agents' threads: one int);
+        ``record``: the store's write of mails (fenced) when senders record their mail, None
+        when the supervisor records it, after (``RunStore.mail_recording``)."""
+        self.directory = RunDirectory()
+        self.limits = limits
+        self.generation = generation
+        self.record = record
+
+
+class Sent:
+    """The mails of one flush taken straight to their recipients: their acknowledgements,
+    and their delivery."""
+
+    __slots__ = ("acks", "delivered_to", "mails", "to")
+
+    def __init__(self) -> None:
+        self.mails: list[Mail] = []
+        self.delivered_to: list[int] = []
+        self.acks: list[MailAck] = []
+        self.to: dict[str, tuple[Listed, list[Mail]]] = {}
+
+    def add(self, mail: Mail, listed: Listed, request_id: str) -> None:
+        self.mails.append(mail)
+        self.delivered_to.append(listed.attempt)
+        self.acks.append(
+            MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
+        )
+        its = self.to.get(mail.recipient)
+        if its is None:
+            self.to[mail.recipient] = (listed, [mail])
+        else:
+            its[1].append(mail)
+
+    def acknowledgement(self) -> Any:
+        """The acknowledgements as one message (a ``Batch`` when there are several)."""
+        acks = self.acks
+        return acks[0] if len(acks) == 1 else Batch(messages=tuple(acks))
+
+    def deliver(self) -> None:
+        """Each recipient's mail as one ``DeliverMail``. A recipient whose actor has stopped
+        since is the supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
+        for listed, mails in self.to.values():
+            with contextlib.suppress(pykka.ActorDeadError):
+                listed.ref.tell(DeliverMail(mails=tuple(mails)))
+
+
+class DirectMail:
+    """One run's mail taken straight to its recipients (see the module)."""
+
+    __slots__ = ("attempt", "desk", "record", "routes")
+
+    def __init__(self, desk: MailDesk, record: RunRecord, attempt: int) -> None:
+        self.desk = desk
+        self.record = record
+        self.attempt = attempt
+        self.routes = MailRoutes(record.run_id, record.root_run_id)
+
+    def saw(self, message: Any) -> None:
+        """What the run was told (an acknowledgement, a spawn's or a stop's reply)."""
+        self.routes.answered(message)
+
+    def post(
+        self, messages: tuple[Any, ...], cancelled: bool
+    ) -> tuple[tuple[Any, ...], Sent | None]:
+        """``messages`` (a flush's reports, in order) with the mails that may go straight
+        recorded and replaced by ``MailPosted`` reports; and those mails, to acknowledge and
+        deliver once the reports are told (None: nothing goes straight). ``cancelled``: this
+        start is being stopped; its mail goes by the supervisor, which refuses it."""
+        desk = self.desk
+        routes = self.routes
+        mine = desk.directory.get(self.record.run_id)
+        if cancelled or mine is None or mine.attempt != self.attempt:
+            self._by_supervisor(messages, desk.generation())
+            return messages, None
+        generation = desk.generation()
+        out: list[Any] = []
+        post = Sent()
+        group: list[tuple[Mail, int]] | None = None
+        for message in messages:
+            kind = type(message)
+            if kind is SendMail:
+                straight = self._straight(message, generation)
+                if straight is not None:
+                    recipient, listed = straight
+                    mail = self._mail(message, recipient)
+                    post.add(mail, listed, message.request_id)
+                    if group is None:
+                        group = []
+                        out.append(group)
+                    group.append((mail, listed.attempt))
+                    continue
+                routes.by_supervisor(message, generation)
+            elif kind in _ASKING:
+                routes.asked(message.request_id)
+            group = None
+            out.append(message)
+        if not post.mails:
+            return messages, None
+        recorded = desk.record is not None
+        if desk.record is not None:
+            try:
+                desk.record(post.mails)
+            except Exception as exc:  # nothing was delivered: the supervisor decides them
+                log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
+                self._by_supervisor(messages, generation)
+                return messages, None
+        reports = tuple(self._posted(m, recorded) if isinstance(m, list) else m for m in out)
+        return reports, post
+
+    def _straight(self, msg: SendMail, generation: int) -> tuple[str, Listed] | None:
+        """The recipient ``msg`` may be taken straight to, and its directory entry."""
+        if mail_problem(msg, self.desk.limits) is not None:  # the supervisor says why
+            return None
+        directory = self.desk.directory
+        recipient = self.routes.route(msg, directory.root_of, generation)
+        listed = None if recipient is None else directory.get(recipient)
+        return None if recipient is None or listed is None else (recipient, listed)
+
+    def _mail(self, msg: SendMail, recipient: str) -> Mail:
+        now = time.time()
+        return Mail(
+            mail_id=new_id("m", now),
+            sender=self.record.run_id,
+            recipient=recipient,
+            content=msg.content,
+            sender_agent=self.record.agent,
+            reply_to=msg.reply_to,
+            sent_at=now,
+            state=MailState.DELIVERED,
+            request_id=msg.request_id,
+        )
+
+    def _posted(self, group: list[tuple[Mail, int]], recorded: bool) -> MailPosted:
+        return MailPosted(
+            run_id=self.record.run_id,
+            mails=tuple(m for m, _ in group),
+            delivered_to=tuple(a for _, a in group),
+            recorded=recorded,
+            attempt=self.attempt,
+        )
+
+    def _by_supervisor(self, messages: tuple[Any, ...], generation: int) -> None:
+        routes = self.routes
+        for message in messages:
+            kind = type(message)
+            if kind is SendMail:
+                routes.by_supervisor(message, generation)
+            elif kind in _ASKING:
+                routes.asked(message.request_id)

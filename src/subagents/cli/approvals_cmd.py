@@ -1,0 +1,144 @@
+"""List the approvals waiting for an answer in the store (`subagents approvals`).
+
+A run of a tree whose asks go to the store (`subagents run --detach`, `Runtime(approve=
+"store")`) waits, holding no thread, until someone answers its call: `subagents approve ID`
+or `subagents deny ID`, from any terminal that can open the store. Each row: the approval's
+id (any unique prefix of it works), the run and agent asking, the tool and its input, why it
+is asked, and how long ago. A run whose host is gone shows `orphaned`: the answer is kept and
+acted on once `subagents resume` takes the run up. RUN limits the list to that run's tree;
+`--all` lists the answered ones too (allowed or denied, the answer, a remembered rule).
+`--json`: a list of the pending approvals, each with its `id`, `run_id`, `root_run_id`,
+`agent`, `tool`, `input`, `reason`, `requester`, `asked_at` and `orphaned` (and `status`,
+`answer`, `answered_at`, `remember`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import msgspec
+
+from subagents.cli import output
+from subagents.cli.command import (
+    add_inspect_arguments,
+    add_run_argument,
+    emit,
+    reports_errors,
+    store_errors,
+)
+from subagents.cli.state import CliError, liveness, open_inspected_store, resolve
+from subagents.cli.views import age, one_line
+from subagents.messages import ApprovalRecord, RunRecord
+from subagents.store.base import RunStore
+from subagents.store.leases import Liveness
+
+NAME = "approvals"
+
+
+class PendingRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One approval as `--json` prints it (with `--all`, answered ones too: their
+    `status`, `answer`, `answered_at` and `remember`)."""
+
+    id: str
+    run_id: str
+    root_run_id: str
+    agent: str
+    tool: str
+    input: dict[str, object]
+    reason: str
+    requester: str
+    asked_at: float
+    orphaned: bool
+    status: str = "pending"
+    answer: str | None = None
+    answered_at: float | None = None
+    remember: str | None = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_argument(parser, optional=True)
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="answered approvals too (allowed, denied: with the answer and a remembered rule),"
+        " and those of ended runs",
+    )
+    add_inspect_arguments(parser, run=False)
+
+
+@reports_errors(NAME)
+def run(args: argparse.Namespace) -> int:
+    with open_inspected_store(args) as store, store_errors():
+        alive = liveness(store)
+        root = resolve(store, args.run_ref).root_run_id if args.run_ref else None
+        listed = store.list_approvals(pending=not args.all, root_run_id=root)
+        rows = [_row(a, alive, store.get_run(a.run_id)) for a in listed]
+    return emit(args, rows, lambda: _show(rows, every=args.all))
+
+
+def _row(approval: ApprovalRecord, alive: Liveness, record: RunRecord | None) -> PendingRow:
+    orphaned = record is not None and alive.orphaned(record)
+    return PendingRow(
+        id=approval.approval_id,
+        run_id=approval.run_id,
+        root_run_id=approval.root_run_id,
+        agent=approval.agent,
+        tool=approval.tool,
+        input=approval.input,
+        reason=approval.reason,
+        requester=approval.requester,
+        asked_at=approval.asked_at,
+        orphaned=orphaned,
+        status=approval.status,
+        answer=approval.answer,
+        answered_at=approval.answered_at,
+        remember=approval.remember,
+    )
+
+
+def _show(rows: list[PendingRow], *, every: bool) -> None:
+    if not rows:
+        print("no approvals" if every else "no approvals waiting")
+        return
+    headers = ["ID", "RUN", "AGENT", "TOOL", "ASKED", "INPUT", "WHY"]
+    table = [
+        [
+            r.id,
+            r.run_id + (" (orphaned)" if r.orphaned else ""),
+            r.agent,
+            r.tool,
+            age(r.asked_at),
+            one_line(_shown_input(r), 60),
+            one_line(r.reason, 60),
+        ]
+        for r in rows
+    ]
+    if every:  # what each was answered, and a rule kept for its tree
+        headers += ["STATUS", "ANSWER"]
+        for line, r in zip(table, rows, strict=True):
+            kept = f" (remember {r.remember})" if r.remember else ""
+            line += [r.status, one_line((r.answer or "") + kept, 40) or "-"]
+    output.print_table(headers, table, wide=("INPUT", "WHY", "ANSWER"))
+    if any(r.status == "pending" for r in rows):
+        print("answer with `subagents approve ID` or `subagents deny ID` (--reason TEXT)")
+
+
+def _shown_input(row: PendingRow) -> str:
+    """The call's input for a person: a question's text, else its JSON."""
+    if row.tool == "AskUserQuestion":
+        from subagents.tools import ask_user
+
+        return ask_user.describe(row.input)
+    return msgspec.json.encode(row.input).decode()
+
+
+def resolve_approval(store: RunStore, ref: str) -> str:
+    """The approval id ``ref`` names: an id, or a unique prefix of one (a prefix shared by
+    several is an error listing them)."""
+    if store.get_approval(ref) is not None:
+        return ref
+    matches = [a.approval_id for a in store.list_approvals(pending=False)]
+    matches = [m for m in matches if m.startswith(ref)]
+    if len(matches) > 1:
+        raise CliError(f"{ref!r} names {len(matches)} approvals: {', '.join(matches[:10])}")
+    return matches[0] if matches else ref

@@ -1,0 +1,332 @@
+"""The console's web application: its pages, its JSON, its stream of changes, its actions.
+
+Why this shape: Starlette routes (no home-made HTTP server), the pages static files (plain
+HTML, JS and CSS, shipped in the wheel, no build step) that read JSON from ``/api/`` and
+draw every text with ``textContent``; changes come as server-sent events (sse-starlette)
+from one poller task that keeps the index equal to the store (``feed.StoreFeed``) and hands
+each batch of changed rows to every open stream, which sends what its filter keeps. Store
+reads run on worker threads (``anyio.to_thread``) under one lock with the poller, so the
+event loop never waits on SQLite and the index is never read while it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import msgspec
+import structlog
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from subagents.cli.state import CliError
+from subagents.console import actions
+from subagents.console.approvals import answer, pending
+from subagents.console.index import BadFilter, Page, Row, RunFilter
+from subagents.console.run_page import run_page
+from subagents.store.base import StoreError
+
+if TYPE_CHECKING:
+    from subagents.cli.state import InspectedStore
+    from subagents.console.feed import StoreFeed
+
+log = structlog.get_logger("subagents.console")
+
+STATIC = Path(__file__).resolve().parent / "static"
+POLL_S = 0.1
+"""How often the store is asked what changed: an update reaches the page within about this
+(benchmarks/console.py measures it)."""
+QUEUE_BOUND = 256
+"""Batches of changes a slow page may fall behind by; past it, it is told to reload its data."""
+T = TypeVar("T")
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """What the page is told about the console (``/api/session``)."""
+
+    token: str
+    store: str
+    continuable: bool
+    """Whether runs can be continued from here (not on a cluster's store)."""
+
+
+class Batch(msgspec.Struct, frozen=True, kw_only=True):
+    """One poll's changes, numbered (``Console.version``)."""
+
+    rows: list[Row]
+    touched: frozenset[str]
+    """The runs something was written about (``feed.Changes.touched``)."""
+    approvals: bool
+    """The pending approvals changed (``feed.Changes.approvals``)."""
+    version: int
+    total: int
+    """Runs in the store after it."""
+
+
+class Hub:
+    """The open streams' queues; each batch of changed rows goes to every one."""
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue[Batch | None]] = set()
+
+    def subscribe(self) -> asyncio.Queue[Batch | None]:
+        queue: asyncio.Queue[Batch | None] = asyncio.Queue(QUEUE_BOUND)
+        self.queues.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[Batch | None]) -> None:
+        self.queues.discard(queue)
+
+    def publish(self, batch: Batch) -> None:
+        for queue in list(self.queues):
+            try:
+                queue.put_nowait(batch)
+            except asyncio.QueueFull:  # too far behind: it reloads instead
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    while True:
+                        queue.get_nowait()
+                queue.put_nowait(None)
+
+
+class Console:
+    """The application over one store: ``app`` is the ASGI application (wrap it in
+    ``guard.Guard`` before serving it)."""
+
+    def __init__(
+        self,
+        feed: StoreFeed,
+        settings: Settings,
+        *,
+        continuation: actions.ContinueCommand | None,
+    ) -> None:
+        self.feed = feed
+        self.store: InspectedStore = feed.store
+        self.index = feed.index
+        self.settings = settings
+        self.continuation = continuation
+        self.lock = threading.Lock()
+        self.hub = Hub()
+        self.version = 0
+        """Batches of changes published so far (each page says which it holds)."""
+        self.app = Starlette(
+            routes=[
+                Route("/", self.page_tree),
+                Route("/runs/{run_id}", self.page_run),
+                Route("/api/session", self.session),
+                Route("/api/runs", self.runs),
+                Route("/api/runs/{run_id}", self.run),
+                Route("/api/stream", self.stream),
+                Route("/api/runs/{run_id}/{action}", self.act, methods=["POST"]),
+                Route("/api/approvals", self.approvals),
+                Route("/api/approvals/{approval_id}/{answer}", self.answer, methods=["POST"]),
+                Mount("/static", StaticFiles(directory=STATIC), name="static"),
+            ],
+            lifespan=self.lifespan,
+        )
+
+    async def _locked(self, call: Callable[[], T]) -> T:
+        def locked() -> T:
+            with self.lock:
+                return call()
+
+        return await anyio.to_thread.run_sync(locked)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.get_running_loop().create_task(self._poll_forever())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _poll(self) -> Batch:
+        """The changes and their batch's number (under the lock, with the index)."""
+        changes = self.feed.poll()
+        if changes.rows:
+            self.version += 1
+        return Batch(
+            rows=changes.rows,
+            touched=changes.touched,
+            approvals=changes.approvals,
+            version=self.version,
+            total=len(self.index),
+        )
+
+    async def _poll_forever(self) -> None:
+        failing = False
+        while True:
+            try:
+                batch = await self._locked(self._poll)
+            except Exception as exc:  # a poller that died would leave every page stale
+                if not failing:
+                    log.error("the store cannot be followed", error=str(exc), exc_info=True)
+                failing = True
+                await asyncio.sleep(1.0)
+                continue
+            failing = False
+            if batch.touched or batch.approvals:
+                self.hub.publish(batch)
+            await asyncio.sleep(POLL_S)
+
+    # ---- pages --------------------------------------------------------------------------------
+
+    async def page_tree(self, _request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def page_run(self, _request: Request) -> Response:
+        return FileResponse(STATIC / "run.html")
+
+    # ---- data ---------------------------------------------------------------------------------
+
+    async def session(self, _request: Request) -> Response:
+        return _json(self.settings)
+
+    async def runs(self, request: Request) -> Response:
+        try:
+            keep = RunFilter.parse(request.query_params)
+        except BadFilter as exc:
+            return _error(str(exc), 400)
+        before = request.query_params.get("before") or None
+
+        def read() -> Page:
+            page = self.index.page(keep, before=before)
+            return msgspec.structs.replace(page, version=self.version)
+
+        return _json(await self._locked(read))
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+
+        def read() -> Any:
+            return run_page(
+                self.store, run_id, self.index, continuable=self.continuation is not None
+            )
+
+        try:
+            return _json(await self._locked(read))
+        except CliError as exc:
+            return _error(str(exc), 404)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+
+    async def stream(self, request: Request) -> Response:
+        try:
+            keep = RunFilter.parse(request.query_params)
+        except BadFilter as exc:
+            return _error(str(exc), 400)
+        watched = request.query_params.get("run") or None
+        queue = self.hub.subscribe()
+        opened = msgspec.json.encode({"version": self.version}).decode()
+
+        async def events() -> AsyncIterator[dict[str, str]]:
+            try:  # the changes published before this stream opened go up to ``version``
+                yield {"event": "ready", "data": opened}
+                while True:
+                    batch = await queue.get()
+                    if batch is None:
+                        yield {"event": "reload", "data": "{}"}
+                        continue
+                    if batch.approvals:
+                        yield {"event": "approvals", "data": "{}"}
+                    if watched is not None:
+                        if watched in batch.touched or any(r.parent == watched for r in batch.rows):
+                            yield {"event": "run", "data": msgspec.json.encode(watched).decode()}
+                    else:
+                        shown, gone = self.index.changed(batch.rows, keep)
+                        if shown or gone:
+                            changed = {"rows": shown, "gone": gone, "version": batch.version}
+                            changed["total"] = batch.total
+                            yield {"event": "rows", "data": msgspec.json.encode(changed).decode()}
+            finally:
+                self.hub.unsubscribe(queue)
+
+        return EventSourceResponse(events(), ping=15)
+
+    # ---- actions ------------------------------------------------------------------------------
+
+    async def act(self, request: Request) -> Response:
+        run_id, action = request.path_params["run_id"], request.path_params["action"]
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        text = body.get("text")
+        store = self.store
+        doing: dict[str, Callable[[], actions.Posted]] = {
+            "stop": lambda: actions.stop(store, run_id),
+            "send": lambda: actions.send(store, run_id, text),
+        }
+        if self.continuation is not None:
+            command = self.continuation
+            doing["continue"] = lambda: actions.continue_run(store, run_id, text, command=command)
+        if action not in doing:
+            return _error(f"no action {action!r} here ({', '.join(sorted(doing))})", 404)
+        try:
+            # continuing starts a process and waits for it: not under the index's lock
+            posted = await anyio.to_thread.run_sync(doing[action])
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+        log.info("console action", action=action, run_id=run_id, result=posted.run_id)
+        return _json(posted)
+
+    # ---- approvals (console/approvals.py) -----------------------------------------------
+
+    async def approvals(self, request: Request) -> Response:
+        run_id = request.query_params.get("run") or None
+        try:
+            return _json(await anyio.to_thread.run_sync(pending, self.store, run_id))
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+
+    async def answer(self, request: Request) -> Response:
+        approval_id, verdict = request.path_params["approval_id"], request.path_params["answer"]
+        if verdict not in ("allow", "deny"):
+            return _error(f"no answer {verdict!r}: allow or deny", 404)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+
+        def give() -> Any:
+            return answer(self.store, approval_id, verdict == "allow", body.get("reason"))
+
+        try:
+            answered = await anyio.to_thread.run_sync(give)
+        except actions.ActionError as exc:
+            return _error(str(exc), exc.status)
+        except StoreError as exc:
+            return _error(str(exc), 503)
+        log.info("console answer", approval_id=approval_id, answer=answered.status)
+        return _json(answered)
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer with."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return _error("send JSON (Content-Type: application/json)", 415)
+    try:
+        body = msgspec.json.decode(await request.body())
+    except msgspec.DecodeError as exc:
+        return _error(f"the body is not JSON: {exc}", 400)
+    return body if isinstance(body, dict) else {}
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status, media_type="application/json")
+
+
+def _error(message: str, status: int) -> Response:
+    return JSONResponse({"error": message}, status)

@@ -1,0 +1,138 @@
+"""Serve the console: a web page over the store, live (`subagents serve`).
+
+`subagents serve [--state DB | --ray ADDRESS] [--port P] [--host 127.0.0.1] [--expose]`
+reads the store, listens on HOST:P (127.0.0.1 by default; --port 0 picks a free port) and
+prints the console's URL with a token, `http://127.0.0.1:P/?token=...`, as Jupyter does:
+open it in a browser. The page shows the tree of runs as it changes (status, agent, depth,
+elapsed time, tokens, cost), filtered by status, agent, label or requester; each run's page
+shows its conversation, tool calls, mail, events and usage, and can stop it, mail it or
+continue it. Without the token every request is refused; a request naming another host is
+refused (DNS rebinding); writes must come from the console's own page. An address that is not
+loopback needs --expose. --agents DIR and --offline are what a continuation is started with
+(as `subagents continue` takes them). Ctrl-C stops serving; the runs go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import secrets
+import socket
+from pathlib import Path
+
+from subagents.cli.command import reports_errors, store_errors
+from subagents.cli.state import EXIT_USAGE, CliError, add_store_arguments, open_inspected_store
+
+NAME = "serve"
+DEFAULT_PORT = 8765
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_store_arguments(parser)
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="P",
+        help=f"the port to listen on (default {DEFAULT_PORT}; 0: a free one)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
+    parser.add_argument(
+        "--expose",
+        action="store_true",
+        help="allow a --host that is not loopback: whoever reaches it with the token sees and"
+        " steers every run",
+    )
+    parser.add_argument(
+        "--agents",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="definitions' folder a continuation loads (repeatable; as `subagents continue`)",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="continuations run on the offline scripted model (as `subagents continue`)",
+    )
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def checked_host(host: str, expose: bool) -> str:
+    """The address to bind; ``CliError`` for a wildcard, or another than loopback without
+    ``expose``."""
+    host = host.strip().strip("[]")
+    if host in WILDCARDS:
+        raise CliError(
+            f"--host {host or '(empty)'}: give the one address people will open (the console"
+            " refuses requests naming any other host, so a wildcard would refuse them all)",
+            EXIT_USAGE,
+        )
+    if not loopback(host) and not expose:
+        raise CliError(
+            f"--host {host} is not loopback: anyone who can reach {host} and has the token"
+            " could read every run's conversation and stop, mail and continue runs, over plain"
+            " HTTP; give --expose to serve it there anyway",
+            EXIT_USAGE,
+        )
+    return "127.0.0.1" if host == "localhost" else host
+
+
+def bind(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise CliError(f"--port {port}: not a port (0 to 65535)", EXIT_USAGE)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CliError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            + ("; --port 0 picks a free port" if port else "")
+        ) from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+@reports_errors(NAME)
+def run(args: argparse.Namespace) -> int:
+    try:
+        from subagents.console.serving import serve
+    except ImportError as exc:  # the `console` extra is not installed
+        raise CliError(
+            f"the console needs Starlette, uvicorn and sse-starlette ({exc.msg}): pip install"
+            " 'subagents[console]'"
+        ) from exc
+    host = checked_host(args.host, args.expose)
+    with open_inspected_store(args) as store, store_errors():
+        sock = bind(host, args.port)
+        try:
+            return serve(
+                store,
+                sock,
+                host=host,
+                token=secrets.token_hex(24),
+                agents=args.agents,
+                offline=args.offline,
+                exposed=not loopback(host),
+            )
+        finally:
+            sock.close()

@@ -1,0 +1,119 @@
+"""The console put together and served by uvicorn on a socket already bound.
+
+Why bound first (``serve_cmd.bind``): with ``--port 0`` the port is known only once bound,
+and the guard must know it (the Host header it accepts, the cookie's name) before the first
+request; and the URL is printed once the console can answer it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from subagents.console.actions import ContinueCommand
+from subagents.console.app import Console, Settings
+from subagents.console.feed import StoreFeed
+from subagents.console.guard import Guard, served_hosts
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from subagents.cli.state import InspectedStore
+
+
+def say(text: str) -> None:
+    """A line for the person who started the console (stderr: stdout has the URL only)."""
+    sys.stderr.write(f"subagents serve: {text}\n")
+    sys.stderr.flush()
+
+
+def build(
+    store: InspectedStore,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    continuation: ContinueCommand | None,
+) -> tuple[Console, ASGIApp]:
+    """The console over ``store`` (read whole now) and the guarded application to serve."""
+    feed = StoreFeed(store)
+    feed.load()
+    settings = Settings(token=token, store=str(store.path), continuable=continuation is not None)
+    console = Console(feed, settings, continuation=continuation)
+    return console, Guard(console.app, token=token, hosts=served_hosts(host, port), port=port)
+
+
+def url_of(host: str, port: int, token: str) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def _server(app: ASGIApp) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(
+    store: InspectedStore,
+    sock: socket.socket,
+    *,
+    host: str,
+    token: str,
+    agents: Sequence[Path],
+    offline: bool,
+    exposed: bool,
+) -> int:
+    """Serve the console on ``sock`` until Ctrl-C (the way it is meant to end: 0) or
+    SIGTERM; prints its URL on stdout."""
+    port = sock.getsockname()[1]
+    on_cluster = isinstance(getattr(store, "key", None), str)
+    continuation = None if on_cluster else ContinueCommand.of(store.path, agents, offline=offline)
+    started = time.monotonic()
+    console, app = build(store, host=host, port=port, token=token, continuation=continuation)
+    say(
+        f"{store.path}: {len(console.index)} runs read in {time.monotonic() - started:.2f}s;"
+        " Ctrl-C stops serving (the runs go on)"
+    )
+    if exposed:
+        say(
+            f"serving on {host}, which is not loopback: anyone who reaches {host}:{port} with"
+            " the token reads every run's conversation and can stop, mail and continue runs;"
+            " the token and the page travel unencrypted (plain HTTP)"
+        )
+    print(url_of(host, port, token), flush=True)
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
+        _server(app).run(sockets=[sock])
+    say("stopped serving")
+    return 0
+
+
+@contextlib.contextmanager
+def serving_in_thread(app: ASGIApp, sock: socket.socket) -> Iterator[uvicorn.Server]:
+    """Serve ``app`` on ``sock`` from a thread of this process for the block (a program
+    embedding the console; benchmarks/console.py)."""
+    server = _server(app)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="console", daemon=True
+    )
+    thread.start()
+    try:
+        while not server.started and thread.is_alive():
+            time.sleep(0.01)
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -1,0 +1,63 @@
+// The pending approvals: each ask a run keeps in the store for a person (its tool, its input,
+// why it is asked), with allow and deny. Read again whenever the server says the approvals
+// changed ("console:approvals", dispatched by the page's stream). The run page shows those
+// of its run's tree.
+"use strict";
+
+(() => {
+  const { el, getJSON, post, time, showError } = Console;
+  const section = document.getElementById("approvals");
+  const body = section.querySelector("tbody");
+  const runPage = location.pathname.startsWith("/runs/");
+  const runId = runPage ? decodeURIComponent(location.pathname.split("/").pop()) : null;
+
+  function runLink(id, text) {
+    const link = el("a", null, text);
+    link.href = "/runs/" + encodeURIComponent(id);
+    return link;
+  }
+
+  function row(a) {
+    const tr = el("tr");
+    tr.dataset.approval = a.approval_id;
+    const who = el("td");
+    who.append(runLink(a.run_id, a.agent), el("span", "short", " " + a.run_id.slice(-8)));
+    const input = el("td");
+    input.append(el("pre", "text", JSON.stringify(a.input, null, 1)));
+    const reason = el("input", "reason");
+    reason.placeholder = "reason (the model reads it)";
+    const allow = el("button", "allow", "allow");
+    const deny = el("button", "deny", "deny");
+    const decide = async (verdict) => {
+      allow.disabled = deny.disabled = true;
+      try {
+        await post(`/api/approvals/${encodeURIComponent(a.approval_id)}/${verdict}`, { reason: reason.value });
+        showError("");
+        load();
+      } catch (error) {
+        showError(verdict + ": " + error.message);
+        allow.disabled = deny.disabled = false;
+      }
+    };
+    allow.addEventListener("click", () => decide("allow"));
+    deny.addEventListener("click", () => decide("deny"));
+    const answer = el("td", "answer");
+    answer.append(reason, allow, deny);
+    tr.append(el("td", "ts", time(a.asked_at)), who, el("td", "kind", a.tool), input,
+      el("td", null, a.reason), answer);
+    return tr;
+  }
+
+  async function load() {
+    try {
+      const pending = await getJSON("/api/approvals" + (runId ? "?run=" + encodeURIComponent(runId) : ""));
+      body.replaceChildren(...pending.map(row));
+      section.hidden = pending.length === 0;
+    } catch (error) {
+      showError("cannot read the approvals: " + error.message);
+    }
+  }
+
+  document.addEventListener("console:approvals", load);
+  load();
+})();

@@ -1,0 +1,83 @@
+// What both pages share. Every text that comes from the store (a model's words, an agent's
+// name, a task, a tool's output) is put in the page with textContent, never as HTML.
+"use strict";
+
+const Console = (() => {
+  let session = null;
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  async function getJSON(path) {
+    const response = await fetch(path, { credentials: "same-origin" });
+    const body = await response.json().catch(() => ({ error: response.statusText }));
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  }
+
+  async function sessionInfo() {
+    if (session === null) session = await getJSON("/api/session");
+    return session;
+  }
+
+  async function post(path, body) {
+    const { token } = await sessionInfo();
+    const response = await fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-Console-Token": token },
+      body: JSON.stringify(body || {}),
+    });
+    const answer = await response.json().catch(() => ({ error: response.statusText }));
+    if (!response.ok) throw new Error(answer.error || response.statusText);
+    return answer;
+  }
+
+  function elapsed(row, now) {
+    if (row.started === null || row.started === undefined) return "-";
+    const end = row.ended || now;
+    const seconds = Math.max(0, end - row.started);
+    if (seconds < 60) return seconds.toFixed(1) + "s";
+    if (seconds < 3600) return Math.floor(seconds / 60) + "m" + String(Math.floor(seconds % 60)).padStart(2, "0") + "s";
+    return Math.floor(seconds / 3600) + "h" + String(Math.floor((seconds % 3600) / 60)).padStart(2, "0") + "m";
+  }
+
+  const numbers = new Intl.NumberFormat("en-US");  // one formatter: toLocaleString makes one a call
+
+  function tokens(n) {
+    return numbers.format(Number(n || 0));
+  }
+
+  function cost(usd) {
+    const value = Number(usd || 0);
+    return value === 0 ? "-" : "$" + value.toFixed(value < 1 ? 4 : 2);
+  }
+
+  function time(ts) {
+    if (!ts) return "-";
+    return new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 23) + "Z";
+  }
+
+  function statusBadge(status) {
+    const safe = String(status).replace(/[^a-z_]/g, "");
+    return el("span", "status status-" + safe, status);
+  }
+
+  function showError(message) {
+    const box = document.getElementById("error");
+    box.textContent = message || "";
+    box.hidden = !message;
+  }
+
+  function connection(state) {
+    const box = document.getElementById("connection");
+    box.textContent = state;
+    box.dataset.state = state;
+  }
+
+  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, showError, connection };
+})();

@@ -1,0 +1,54 @@
+"""What every store decides alike about durable approvals (``messages.approvals``): whether
+an answer may be given, the record it makes, and the command that takes it to the runtime
+hosting the run. Pure; the stores keep the rows."""
+
+from __future__ import annotations
+
+import msgspec
+
+from subagents.messages import ApprovalAnswered, ApprovalRecord, RunRecord
+
+
+class ApprovalRefused(ValueError):
+    """An answer that cannot be given: an unknown approval, one already answered, one whose
+    run has ended. The message names which and why."""
+
+
+def refusal(approval_id: str, approval: ApprovalRecord | None, run: RunRecord | None) -> str | None:
+    """Why ``approval`` (kept under ``approval_id``, of ``run``) cannot be answered now, or
+    None when it can."""
+    if approval is None:
+        return f"no approval {approval_id!r} in the store (subagents approvals lists them)"
+    if not approval.pending:
+        when = f" at {approval.answered_at:.3f}" if approval.answered_at is not None else ""
+        return f"approval {approval_id} was already answered: {approval.status}{when}"
+    if run is not None and run.status.terminal:
+        return (
+            f"approval {approval_id} cannot be answered: its run {approval.run_id}"
+            f" ({approval.agent}) has ended ({run.status.value}), so nothing waits for it"
+        )
+    return None
+
+
+def answered(
+    approval: ApprovalRecord, allow: bool, answer: str | None, remember: str | None, now: float
+) -> ApprovalRecord:
+    """``approval`` as answered."""
+    return msgspec.structs.replace(
+        approval,
+        status="allowed" if allow else "denied",
+        answer=answer,
+        answered_at=now,
+        remember=remember if allow else None,
+    )
+
+
+def answer_command(approval: ApprovalRecord) -> str:
+    """The content of the ``approval`` command that takes an answer to the runtime hosting
+    the run: its ``ApprovalAnswered``, as JSON."""
+    told = ApprovalAnswered(
+        approval_id=approval.approval_id,
+        allow=approval.status == "allowed",
+        answer=approval.answer,
+    )
+    return msgspec.json.encode(told).decode()

@@ -1,0 +1,72 @@
+"""Durable approvals decided: a run's ask kept as a pending approval, and an answer (given
+by any process through the store) told to the run that waits for it.
+
+Pure, as every part of the core: the store's rows are written by the actor from the
+``SaveApproval`` returned here; an answer comes as an ``approval`` command, claimed from the
+store by the actor with the other commands other processes post, and handed in.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from subagents.logs import get_logger
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    ApprovalAnswered,
+    ApprovalAsked,
+    ApprovalRecord,
+    Command,
+    EventKind,
+)
+from subagents.store.writes import SaveApproval
+from subagents.supervision.effects import Decided, Tell
+from subagents.supervision.runs import RunTable
+
+log = get_logger("subagents.supervisor")
+_answer_decoder = msgspec.json.Decoder(ApprovalAnswered)
+
+
+def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
+    """The ask of a live run kept as a pending approval, and announced (``approval_asked``).
+    A report from a run that ended, or from an earlier start of it, is dropped."""
+    decided = Decided()
+    state = runs.reporting(msg.run_id, msg.attempt)
+    if state is None:
+        return decided
+    record = state.record
+    approval = ApprovalRecord(
+        approval_id=msg.approval_id,
+        run_id=record.run_id,
+        root_run_id=record.root_run_id,
+        agent=record.agent,
+        tool=msg.tool,
+        input=msg.input,
+        reason=msg.reason,
+        requester=record.parent_run_id or EXTERNAL_SENDER,
+        tool_use_id=msg.tool_use_id,
+        asked_at=now,
+    )
+    decided.writes.append(SaveApproval(approval))
+    data = {"approval_id": msg.approval_id, "tool": msg.tool, "reason": msg.reason}
+    decided.event(EventKind.APPROVAL_ASKED, record, now, data)
+    return decided
+
+
+def answered(runs: RunTable, command: Command, now: float) -> Decided:
+    """An answer (an ``approval`` command, posted by whoever answered through the store) told
+    to its run if it is live here (``approval_answered``). The run ignores one it no longer
+    waits for (told twice across a restart); an unreadable one is dropped, logged."""
+    decided = Decided()
+    state = runs.live(command.run_id)
+    if state is None or command.content is None:
+        return decided
+    try:
+        message = _answer_decoder.decode(command.content)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.warning("unreadable approval command", command_id=command.command_id, error=str(exc))
+        return decided
+    decided.effects.append(Tell(command.run_id, message))
+    data = {"approval_id": message.approval_id, "allow": message.allow, "answer": message.answer}
+    decided.event(EventKind.APPROVAL_ANSWERED, state.record, now, data)
+    return decided

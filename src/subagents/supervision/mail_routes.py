@@ -1,0 +1,106 @@
+"""MailRoutes: whether a run's mail may go straight to its recipient, decided by its sender.
+
+Why: mail told to the supervisor costs two hand-offs on its way (sender -> supervisor ->
+recipient) and a third for the acknowledgement; a run's actor that hands the mail to the
+recipient's mailbox itself costs one, as a raw actor's message does (docs/architecture.md,
+"The mail path"). The supervisor hears of it after, for the record.
+
+The supervisor's mail room stays the one place that resolves an address (``MailRoom``: a run
+id, or an agent name in the sender's tree). A sender takes a mail straight to its recipient
+only when the mail room's answer is already known and cannot have changed since:
+
+- the address is a run id the directory lists (a started, live run) in the sender's tree,
+  not the sender itself; or a name the mail room resolved for this sender (learnt from its
+  acknowledgement) while no run was added or ended since (the run table's ``generation``)
+  and whose run the directory lists;
+- nothing the sender told the supervisor could change the answer first: none of its spawn
+  or stop requests is waiting for its reply (a sibling of the same name being admitted, a
+  recipient being stopped);
+- none of its earlier mail is still on its way through the supervisor: a mail taken
+  straight would overtake it (order per sender). Its acknowledgement says it has arrived:
+  the supervisor tells a recipient its mail before it tells the sender
+  (``supervision.coalesce``).
+
+Anything else goes by the supervisor, exactly as before. A name is learnt from an
+acknowledgement's ``recipient`` as the one run it resolves to: an address that resolves to
+several runs (a topic's subscribers) must not be acknowledged with one of them there.
+
+Plain data, no threads: the sender's actor asks it about each report it sends, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from subagents.messages import MailAck, SendMail, SpawnReply, StopReply
+
+_NAMES_MAX = 64
+"""Most names remembered per sender (a run writes to a few peers)."""
+
+
+class MailRoutes:
+    """One sending run's knowledge of where its mail may go straight (see the module)."""
+
+    __slots__ = ("_asked", "_named", "_on_the_way", "root_run_id", "run_id")
+
+    def __init__(self, run_id: str, root_run_id: str) -> None:
+        self.run_id = run_id
+        self.root_run_id = root_run_id
+        self._named: dict[str, tuple[str, int]] | None = None
+        """Address as written -> (the run the mail room resolved it to, the generation then)."""
+        self._on_the_way: dict[str, tuple[str, int]] | None = None
+        """Mail sent by the supervisor, not yet acknowledged: request id -> (its address,
+        the generation when it was sent)."""
+        self._asked: set[str] | None = None
+        """Spawn and stop requests told, waiting for their reply (by request id)."""
+
+    def route(
+        self, msg: SendMail, root_of: Callable[[str], str | None], generation: int
+    ) -> str | None:
+        """The run ``msg`` may be taken straight to, or None: it goes by the supervisor.
+        ``root_of(run_id)``: the root of a run the directory lists, None if it lists none
+        (not started, ended, hosted elsewhere); ``generation``: the run table's now."""
+        if self._on_the_way or self._asked:
+            return None
+        to = msg.to
+        root = root_of(to)
+        if root is None:
+            named = self._named.get(to) if self._named is not None else None
+            if named is None or named[1] != generation:
+                return None
+            to = named[0]
+            root = root_of(to)
+        if root != self.root_run_id or to == self.run_id:
+            return None
+        return to
+
+    def by_supervisor(self, msg: SendMail, generation: int) -> None:
+        """``msg`` goes by the supervisor: until it is acknowledged, so does every later mail."""
+        if self._on_the_way is None:
+            self._on_the_way = {}
+        self._on_the_way[msg.request_id] = (msg.to, generation)
+
+    def asked(self, request_id: str) -> None:
+        """A spawn or stop request was told: mail goes by the supervisor until its reply."""
+        if self._asked is None:
+            self._asked = set()
+        self._asked.add(request_id)
+
+    def answered(self, message: Any) -> None:
+        """What the run was told: an acknowledgement of mail sent by the supervisor (and the
+        name it resolved), or the reply to a spawn or stop request."""
+        kind = type(message)
+        if kind is MailAck:
+            if self._on_the_way is None:
+                return
+            sent = self._on_the_way.pop(message.request_id, None)
+            if sent is None or message.error is not None or message.recipient is None:
+                return
+            address, generation = sent
+            if address != message.recipient:  # a name: remembered for this generation
+                if self._named is None or len(self._named) >= _NAMES_MAX:
+                    self._named = {}
+                self._named[address] = (message.recipient, generation)
+        elif (kind is SpawnReply or kind is StopReply) and self._asked:
+            self._asked.discard(message.request_id)

@@ -1,0 +1,216 @@
+"""Durable approvals across real processes: a `run --detach` tree's asks wait in the store,
+`subagents approvals` lists them and `approve`/`deny` answer them from another process; a
+SIGKILL of the host while an ask is pending loses nothing: after `subagents resume` the ask is
+still pending (or answered, if someone answered it meanwhile), and an approved call runs once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from clikit import DEADLINE_S, Cli, by_agent, finish
+
+from polling import wait_until
+from subagents.store.sqlite import SQLiteStore
+
+WRITER = """---
+name: writer
+description: Appends a line to out.txt with Bash, then says what it got.
+tools: Bash
+script:
+  - text: "writing"
+    tool_calls:
+      - name: Bash
+        input: {command: "echo line >> out.txt"}
+  - text: "writer got: {result0}"
+---
+You write.
+"""
+
+
+ASKER = """---
+name: asker
+description: Asks which store to use, then says what it was told.
+tools: AskUserQuestion
+script:
+  - tool_calls:
+      - name: AskUserQuestion
+        input:
+          questions:
+            - question: "Which store should the cache use?"
+              header: "Store"
+              options: [{label: SQLite}, {label: Memory}]
+  - text: "asker heard: {result0}"
+---
+You ask.
+"""
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    """The command with the writer in its team; afterwards no host of this test is left."""
+    cli = Cli(tmp_path)
+    (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
+    (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
+    hosts: list[int] = []
+    cli.hosts = hosts  # type: ignore[attr-defined]
+    yield cli
+    for pid in hosts:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _detach_writer(cli: Cli, agent: str = "writer") -> tuple[str, int]:
+    proc = cli("run", "--detach", agent, "go", "--agents", str(cli.agents), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    cli.hosts.append(data["pid"])  # type: ignore[attr-defined]
+    return data["run_id"], data["pid"]
+
+
+def _pending(cli: Cli) -> list[dict[str, Any]]:
+    """What `subagents approvals --json` prints."""
+    rows: list[dict[str, Any]] = cli.json("approvals")
+    return rows
+
+
+def _asked(cli: Cli, run_id: str) -> str:
+    """The id of the run's pending approval, once the store has it (read in this process:
+    a command per poll would take the CPU the host needs)."""
+    found: list[str] = []
+
+    def pending() -> bool:
+        with SQLiteStore(cli.state) as store:
+            found[:] = [a.approval_id for a in store.list_approvals() if a.run_id == run_id]
+        return bool(found)
+
+    wait_until(pending, f"an approval asked by {run_id}", DEADLINE_S, pace=0.05)
+    return found[0]
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: _gone(pid), f"the host {pid} gone", DEADLINE_S, pace=0.02)
+
+
+def test_a_detached_ask_is_listed_and_answered_from_another_process(cli: Cli) -> None:
+    run_id, pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    (row,) = _pending(cli)
+    assert row["id"] == approval_id and row["run_id"] == run_id
+    assert (row["agent"], row["tool"]) == ("writer", "Bash")
+    assert row["input"] == {"command": "echo line >> out.txt"}
+    assert "Bash needs approval" in row["reason"] and row["asked_at"] > 0
+    assert row["orphaned"] is False and row["requester"] == "external"
+    shown = cli("approvals")
+    assert shown.returncode == 0 and approval_id in shown.stdout and "Bash" in shown.stdout
+    assert not (cli.root / "out.txt").exists()  # nothing runs before an answer
+
+    approved = cli("approve", approval_id[:8], "--reason", "fine", "--remember", "Bash(echo:*)")
+    assert approved.returncode == 0, approved.stderr  # (a unique prefix of the id works)
+    assert f"allowed {approval_id}" in approved.stdout
+    assert "remembered Bash(echo:*) for its tree" in approved.stdout
+    waited = cli("wait", run_id)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (cli.root / "out.txt").read_text() == "line\n"
+    assert _pending(cli) == []
+    (answered,) = cli.json("approvals", "--all")
+    assert (answered["id"], answered["status"], answered["answer"]) == (
+        approval_id,
+        "allowed",
+        "fine",
+    )
+    assert answered["remember"] == "Bash(echo:*)" and answered["answered_at"] > 0
+    assert "allowed" in cli("approvals", "--all").stdout
+    again = cli("deny", approval_id)
+    assert again.returncode == 1 and "already answered: allowed" in again.stderr
+    unknown = cli("approve", "ap-no-such")
+    assert unknown.returncode == 1 and "no approval 'ap-no-such'" in unknown.stderr
+    wait_until(lambda: _gone(pid), "the host gone", DEADLINE_S, pace=0.05)
+
+
+def test_an_ask_answered_while_its_host_is_dead_is_acted_on_after_resume_once(cli: Cli) -> None:
+    run_id, pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    _kill(pid)
+    (row,) = _pending(cli)
+    assert row["id"] == approval_id and row["orphaned"] is True
+    approved = cli("approve", approval_id)
+    assert approved.returncode == 0, approved.stderr
+    assert "its host is gone" in approved.stdout and "subagents resume" in approved.stdout
+    assert not (cli.root / "out.txt").exists()
+
+    resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
+    code, out, err = finish(resumed)
+    assert code == 0, err
+    assert run_id in msgspec.json.decode(out)["resumed"]
+    record = next(r for r in cli.runs() if r["run_id"] == run_id)
+    assert record["status"] == "completed"
+    assert (cli.root / "out.txt").read_text() == "line\n"  # the approved call ran once
+    with SQLiteStore(cli.state) as store:
+        kinds = [e.kind for e in store.events(run_id)]
+    assert kinds.count("approval_asked") == 2  # asked again by the resumed run, same id
+    assert kinds.count("approval_answered") >= 1  # (told again after the re-ask: ignored)
+
+
+def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli) -> None:
+    run_id, pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    _kill(pid)
+    resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
+    # the resumed run asks again under the same id, and waits: the ask is still pending
+    cli.wait_runs(
+        lambda rows: (r := by_agent(rows, "writer", "waiting")) and not r["orphaned"],
+        "the resumed writer waiting",
+        resumed,
+    )
+    (row,) = _pending(cli)
+    assert row["id"] == approval_id and row["orphaned"] is False
+    denied = cli("deny", approval_id, "--reason", "not today")
+    assert denied.returncode == 0, denied.stderr
+    code, _out, err = finish(resumed)
+    assert code == 0, err
+    with SQLiteStore(cli.state) as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.outcome is not None
+    assert record.outcome.result == (
+        "writer got: Permission to use Bash was denied: not today (answered through the store)"
+    )
+    assert not (cli.root / "out.txt").exists()
+
+
+def test_an_answer_to_an_ended_run_is_refused_naming_why(cli: Cli) -> None:
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    assert cli("stop", run_id, "--wait", "60").returncode == 0
+    refused = cli("approve", approval_id)
+    assert refused.returncode == 1
+    assert f"its run {run_id} (writer) has ended (cancelled)" in refused.stderr
+    assert cli("approvals").stdout.strip() == "no approvals waiting"
+
+
+def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
+    run_id, _pid = _detach_writer(cli, "asker")
+    approval_id = _asked(cli, run_id)
+    shown = cli("approvals")
+    assert "1. Which store should the cache use?" in shown.stdout, shown.stdout
+    (row,) = _pending(cli)
+    assert row["tool"] == "AskUserQuestion" and row["input"]["questions"][0]["header"] == "Store"
+    assert cli("approve", approval_id, "--reason", "SQLite, in .cache/").returncode == 0
+    waited = cli("wait", run_id)
+    assert waited.returncode == 0, waited.stderr
+    assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout

@@ -1,0 +1,109 @@
+"""Helpers for the console's tests: the real `subagents serve` in a subprocess, its URL read
+from what it prints, and plain HTTP requests to it (``http.client``: any Host header, any
+method, nothing added)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+
+DEADLINE_S = 60.0
+"""A hang guard for each wait (a passing one returns at once)."""
+
+
+class Served(msgspec.Struct, frozen=True):
+    """A console being served: the URL it printed, and its parts."""
+
+    url: str
+    host: str
+    port: int
+    token: str
+    stderr: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request, exactly these headers (and Host, unless given): status, headers,
+        body."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=DEADLINE_S)
+        try:
+            given = dict(headers or {})
+            conn.putrequest(method, path, skip_host="Host" in given, skip_accept_encoding=True)
+            for name, value in given.items():
+                conn.putheader(name, value)
+            if body is not None:
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            response = conn.getresponse()
+            data = response.read()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, data
+        finally:
+            conn.close()
+
+    def authorized(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@contextlib.contextmanager
+def serving(state: Path, *options: str, ray: str | None = None) -> Iterator[Served]:
+    """`subagents serve --state STATE --port 0 OPTIONS` (``ray``: ``--ray RAY`` instead of
+    ``--state``, its stderr beside STATE still) for the block; stopped with SIGINT (Ctrl-C)
+    after it, and killed if it does not end."""
+    stderr = state.parent / f"serve-{os.getpid()}-{time.monotonic_ns()}.err"
+    store = ["--ray", ray] if ray is not None else ["--state", str(state)]
+    command = [sys.executable, "-m", "subagents.cli.main", "serve", *store]
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(
+            [*command, "--port", "0", *options],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+        line = proc.stdout.readline().strip() if ready else ""
+        assert line.startswith("http://"), (
+            f"serve printed {line!r}; stderr: {stderr.read_text(errors='replace')}"
+        )
+        parts = urlsplit(line)
+        assert parts.hostname is not None and parts.port is not None
+        token = parts.query.removeprefix("token=")
+        yield Served(line, parts.hostname, parts.port, token, stderr)
+        # Ctrl-C, with pages and their streams maybe still open: it ends, 0, saying nothing
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(DEADLINE_S) == 0, stderr.read_text(errors="replace")
+        said = stderr.read_text(errors="replace")
+        assert "Traceback" not in said and "Error" not in said, said
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def wait_for(condition: object, what: str) -> None:
+    """Poll ``condition()`` until true (a hang guard, not a timing assertion)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)

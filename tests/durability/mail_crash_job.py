@@ -1,0 +1,66 @@
+"""A ping-pong of function agents by run id on a SQLite store, for test_direct_mail_crash:
+every mail goes straight from run to run (actors/mail_desk.py), recorded by its sender.
+
+Usage: mail_crash_job.py DB OUT. Starts the job, or, when the store already holds it, takes
+it up (restore + attach) and waits for its outcome; writes {"status", "result"} to OUT.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Mail
+from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
+
+ROUNDS = 100
+
+
+async def ponger(ctx: AgentContext) -> str:
+    for _ in range(ROUNDS):
+        mail: Mail | None = await ctx.receive(timeout=60)
+        assert mail is not None
+        ctx.send(mail.sender, f"pong {mail.content}")
+    return "ponged"
+
+
+async def pinger(ctx: AgentContext) -> str:
+    got: list[str] = []
+    for i in range(ROUNDS):
+        ctx.send(ctx.task, f"ping {i}")
+        mail: Mail | None = await ctx.receive(timeout=60)
+        assert mail is not None
+        got.append(mail.content)
+        print(f"round {i}", flush=True)  # the crash test kills at a round it picks
+    return ",".join(got)
+
+
+async def root(ctx: AgentContext) -> str:
+    ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+    out = await ctx.spawn("pinger", ponger_id)
+    return str(out.result)
+
+
+AGENTS = {"root": root, "pinger": pinger, "ponger": ponger}
+
+
+def main(db: str, out: str) -> int:
+    store = SQLiteStore(db)
+    with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
+        roots = [r for r in store.list_runs() if r.parent_run_id is None]
+        handle = rt.spawn("root", "go") if not roots else rt.attach(roots[0].run_id)
+        print("ready", flush=True)  # the crash test times its kill from here
+        outcome = handle.result(timeout=60)
+    store.close()
+    Path(out).write_bytes(
+        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

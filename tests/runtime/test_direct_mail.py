@@ -1,0 +1,248 @@
+"""Mail taken straight to its recipient by its sender's actor (actors/mail_desk.py): it needs
+no supervisor on its way, and keeps what mail means: order per sender, the record (the
+store, the events, read receipts), dead letters."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from gates import Gate
+from subagents.behaviour.function import AgentContext, MailError
+from subagents.messages import Event, EventKind, Mail, MailState, RunStatus
+from subagents.runtime import Runtime
+from subagents.store.base import RunStore
+from subagents.store.sqlite import SQLiteStore
+
+from .conftest import WAIT, Events
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+ROUNDS = 20
+
+
+def test_mail_goes_from_run_to_run_while_the_supervisor_is_held(store: RunStore) -> None:
+    """A ping-pong by run ids completes while the supervisor's thread is held (an event
+    subscriber blocks it): the mails never pass through it. Once it goes on, it has the
+    whole record: every mail kept, read, and announced."""
+    done = threading.Event()
+    held, release = threading.Event(), threading.Event()
+
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, f"pong {mail.content}")
+        return "ponged"
+
+    async def pinger(ctx: AgentContext) -> str:
+        got: list[str] = []
+        for i in range(ROUNDS):
+            ctx.send(ctx.task, f"ping {i}")
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            got.append(mail.content)
+        done.set()
+        return ",".join(got)
+
+    async def root(ctx: AgentContext) -> str:
+        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+        out = await ctx.spawn("pinger", ponger_id)
+        return str(out.result)
+
+    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
+        if event.kind is EventKind.STARTED and event.agent == "pinger":
+            held.set()
+            release.wait(WAIT)
+
+    events = Events()
+    agents = {"root": root, "pinger": pinger, "ponger": ponger}
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(hold)
+        rt.subscribe(events)
+        handle = rt.spawn("root", "go")
+        assert held.wait(WAIT)
+        try:
+            assert done.wait(WAIT), "the ping-pong waited for the supervisor"
+        finally:
+            release.set()
+        outcome = handle.result(WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == ",".join(f"pong ping {i}" for i in range(ROUNDS))
+        (ping_run,) = rt.runs(agent="pinger")
+        (pong_run,) = rt.runs(agent="ponger")
+        mails = rt.store.mail_for(ping_run.run_id)
+        assert sorted(m.content for m in mails) == sorted(
+            [f"ping {i}" for i in range(ROUNDS)] + [f"pong ping {i}" for i in range(ROUNDS)]
+        )
+        assert {m.state for m in mails} == {MailState.READ}
+        pings = [m for m in mails if m.sender == ping_run.run_id]
+        assert {m.recipient for m in pings} == {pong_run.run_id}
+        assert all(m.sender_agent == "pinger" and m.request_id for m in pings)
+        events.wait_count(EventKind.COMPLETED, "root", 1)  # every earlier event is out
+        assert _mail_ids(events.of(EventKind.MAIL_SENT, "pinger")) == [m.mail_id for m in pings]
+        assert _mail_ids(events.of(EventKind.MAIL_DELIVERED, "ponger")) == [
+            m.mail_id for m in pings
+        ]
+
+
+def _mail_ids(events: Sequence[Event]) -> list[str]:
+    out: list[str] = []
+    for event in events:
+        ids = event.data.get("mail_ids")
+        out.extend(ids if isinstance(ids, list) else [event.data["mail_id"]])
+    return out
+
+
+def test_order_per_sender_holds_when_its_mail_goes_by_the_supervisor_then_straight(
+    store: RunStore,
+) -> None:
+    """The first mail, by name, is resolved by the supervisor; the next ones, by run id,
+    could go straight at once: they wait until the first is acknowledged (in the
+    recipient's mailbox by then), so none overtakes it."""
+    count = 60
+
+    async def receiver(ctx: AgentContext) -> str:
+        got: list[str] = []
+        for _ in range(count):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            got.append(mail.content)
+        return ",".join(got)
+
+    async def sender(ctx: AgentContext) -> str:
+        ctx.send("receiver", "0")  # by the supervisor: a name it resolves
+        ctx.send(ctx.task, "1")  # in the same step, by run id: after it
+        await ctx.sleep(0)  # (each sleep ends a step: its mail goes)
+        i = 2
+        while i < count:  # then steps of one mail, two, one, ...
+            step = 1 + i % 2
+            for j in range(i, min(i + step, count)):
+                ctx.send(ctx.task, str(j))
+            i += step
+            await ctx.sleep(0)
+        return "sent"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", "listen", background=True)
+        await ctx.spawn("sender", receiver_id)
+        report: Mail | None = await ctx.receive(timeout=WAIT)  # the receiver's result
+        assert report is not None
+        heard: str = json.loads(report.content.removeprefix("[background result] "))["result"]
+        return heard
+
+    agents = {"root": root, "receiver": receiver, "sender": sender}
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.run("root", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == ",".join(str(i) for i in range(count))
+
+
+def test_mail_to_runs_ending_as_it_is_sent_is_read_or_comes_back(store: RunStore) -> None:
+    """Runs that end at once, never reading, each sent a mail by run id as they end: a mail
+    refused (its run had ended) or taken straight to a run ending meanwhile is a dead
+    letter either way, and every one that was accepted comes back as a notice."""
+    runs = 12
+
+    async def quitter(ctx: AgentContext) -> str:
+        return "bye"
+
+    async def root(ctx: AgentContext) -> str:
+        accepted: list[str] = []
+        refused = 0
+        for k in range(runs):
+            child: str = await ctx.spawn("quitter", str(k), background=True)
+            try:
+                accepted.append(await ctx.send(child, f"to {k}"))
+            except MailError as exc:
+                assert "has already ended" in str(exc)
+                refused += 1
+        notices: list[str] = []
+        while len(notices) < len(accepted):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None, f"notices {notices} of {accepted}"
+            if mail.content.startswith("[dead letter]"):
+                notices.append(mail.content.split()[4])  # "your mail <id> to ..."
+        assert sorted(notices) == sorted(accepted)
+        return f"{len(accepted)} {refused}"
+
+    with Runtime({"root": root, "quitter": quitter}, store=store) as rt:
+        outcome = rt.run("root", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        (root_run,) = rt.runs(agent="root")
+        sent = [m for m in rt.store.mail_for(root_run.run_id) if m.sender == root_run.run_id]
+        assert len(sent) == runs
+        assert {m.state for m in sent} == {MailState.DEAD}
+
+
+class _FirstMailWriteFails(SQLiteStore):
+    """A real SQLite store whose first write of mail raises (a bug, not a full disk)."""
+
+    failed = False
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("the mail write broke")
+        super().save_mails(mails)
+
+
+def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:
+    """The sender's own write fails: nothing was delivered, so the mail goes by the
+    supervisor instead, which records and delivers it (or refuses it, as it decides)."""
+
+    async def sink(ctx: AgentContext) -> str:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        return mail.content
+
+    async def root(ctx: AgentContext) -> str:
+        child: str = await ctx.spawn("sink", "wait", background=True)
+        await ctx.send(child, "once")
+        report: Mail | None = await ctx.receive(timeout=WAIT)
+        assert report is not None
+        return report.content
+
+    store = _FirstMailWriteFails(tmp_path / "runs.db")
+    with Runtime({"root": root, "sink": sink}, store=store) as rt:
+        outcome = rt.run("root", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert store.failed
+        (sink_run,) = rt.runs(agent="sink")
+        (mail,) = [m for m in store.mail_for(sink_run.run_id) if m.content == "once"]
+        assert mail.state is MailState.READ
+    store.close()
+
+
+def test_mail_to_a_child_its_parent_heard_has_ended_is_refused(store: RunStore) -> None:
+    """A child that timed out: its parent hears of it (``ChildDone``) in the decision that
+    stops its agent; a mail the parent sends it then finds it ended, and is refused as a
+    dead letter, not taken straight to the stopping agent."""
+    release = Gate()
+
+    def slow(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)  # never reads its mail, never ends before its deadline
+        return "too late"
+
+    async def parent(ctx: AgentContext) -> str:
+        out = await ctx.spawn("slow", "x", timeout=0.5)
+        try:
+            await ctx.send(out.run_id, "are you there?")
+        except MailError as exc:
+            return f"{out.status}: {exc}"
+        return f"{out.status}: accepted"
+
+    with Runtime({"parent": parent, "slow": slow}, store=store) as rt:
+        try:
+            outcome = rt.run("parent", "go", wait=WAIT)
+        finally:
+            release.set()
+        (child,) = rt.runs(agent="slow")
+        assert outcome.result == (
+            f"timed_out: run {child.run_id} has already ended (timed_out); the mail was kept"
+            " as a dead letter and will not be read"
+        )

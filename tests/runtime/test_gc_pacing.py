@@ -1,0 +1,109 @@
+"""The GC pacing (``actors/gc_pacing.py``): while the process holds many live runs, what
+survives a full GC pass is frozen, and given back to the collector when the runs end or the
+runtime closes, so nothing that dies stays uncollected. Real runtimes and real collections;
+the threshold is lowered for the test (and restored)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from polling import wait_until
+from subagents.actors.gc_pacing import PACING, THRESHOLD
+from subagents.behaviour.function import AgentContext
+from subagents.messages import EXTERNAL_SENDER, EventKind, RunStatus
+from subagents.runtime import RunHandle, Runtime
+from subagents.supervision.limits import Limits
+
+from .conftest import WAIT, Events
+
+MANY = 60
+"""Live runs in these tests; the threshold is set below it."""
+
+
+class Marker:
+    """An object of a run's, in a cycle with itself: only the cyclic GC can free it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+MARKERS: list[weakref.ref[Marker]] = []
+
+
+async def idle(ctx: AgentContext) -> str:
+    marker = Marker()
+    MARKERS.append(weakref.ref(marker))
+    mail = await ctx.receive(timeout=WAIT * 6)
+    del marker  # dies in its cycle when the run ends
+    return "mail" if mail is not None else "none"
+
+
+@pytest.fixture
+def low_threshold() -> Iterator[None]:
+    MARKERS.clear()
+    PACING.threshold = MANY - 20
+    try:
+        yield
+    finally:
+        PACING.threshold = THRESHOLD
+        gc.unfreeze()
+        MARKERS.clear()
+
+
+def _start_waiting(rt: Runtime, n: int) -> list[RunHandle]:
+    events = Events()
+    rt.subscribe(events)
+    handles = [rt.spawn("idle", str(i)) for i in range(n)]
+    events.wait_count(EventKind.WAITING, "idle", n)
+    return handles
+
+
+def _limits() -> Limits:
+    return Limits(max_concurrency=MANY * 2, per_agent=MANY * 2, queue_bound=MANY * 2)
+
+
+def test_many_live_runs_are_frozen_and_given_back_when_they_end(low_threshold: None) -> None:
+    with Runtime([idle], limits=_limits()) as rt:
+        handles = _start_waiting(rt, MANY)
+        gc.collect()  # a full pass, with more live runs than the threshold
+        assert PACING.frozen and gc.get_freeze_count() > 0
+        assert len(MARKERS) == MANY and all(ref() is not None for ref in MARKERS)
+        assert len(rt.stop_all(requester=EXTERNAL_SENDER)) == MANY
+        for handle in handles:
+            assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        wait_until(lambda: dispatcher.live == 0, "every run's actor stopped")
+        gc.collect()  # the runs ended: what is frozen is given back ...
+        assert not PACING.frozen and gc.get_freeze_count() == 0
+        gc.collect()  # ... and the next pass frees the cycles that died frozen (but those
+        # of the last actor each dispatcher thread drained: it holds it until its next one)
+        assert sum(1 for ref in MARKERS if ref() is not None) <= dispatcher.size
+
+
+def test_closing_the_runtime_gives_everything_back(low_threshold: None) -> None:
+    rt = Runtime([idle], limits=_limits())
+    try:
+        _start_waiting(rt, MANY)
+        gc.collect()
+        assert PACING.frozen and gc.get_freeze_count() > 0
+    finally:
+        rt.close()
+    assert not PACING.frozen and gc.get_freeze_count() == 0
+    gc.collect()
+    assert [ref() for ref in MARKERS] == [None] * MANY
+
+
+def test_below_the_threshold_nothing_is_frozen() -> None:
+    MARKERS.clear()
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)  # far below the default threshold
+            gc.collect()
+            assert not PACING.frozen and gc.get_freeze_count() == 0
+    finally:
+        MARKERS.clear()

@@ -1,0 +1,106 @@
+"""Topics with real actors: function agents and models subscribe (``ctx.subscribe``, the
+``subscribe`` tool); mail to ``topic:NAME`` reaches every subscriber of the tree, each in
+the order its sender sent."""
+
+from __future__ import annotations
+
+import pytest
+
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Mail, RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+
+from .conftest import WAIT, Events, spec
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+async def listener(ctx: AgentContext) -> list[str]:
+    """Subscribes to the topic its task names, tells its parent it is ready, reads three."""
+    ctx.subscribe(ctx.task)
+    await ctx.send(ctx.parent_run_id or "", "ready")
+    heard: list[str] = []
+    while len(heard) < 3:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None, "no mail"
+        assert mail.topic == ctx.task
+        heard.append(mail.content)
+    return heard
+
+
+async def hub(ctx: AgentContext) -> dict[str, object]:
+    calls = [ctx.spawn("listener", "news") for _ in range(2)]
+    calls.append(ctx.spawn("listener", "other"))  # subscribed to another topic
+    for _ in range(3):
+        ready = await ctx.receive(timeout=WAIT)
+        assert ready is not None and ready.content == "ready"
+    first = await ctx.send("topic:news", "one")
+    for text in ("two", "three"):
+        await ctx.send("topic:news", text)
+    for text in ("x", "y", "z"):
+        await ctx.send("topic:other", text)
+    nobody = await ctx.send("topic:nobody-listens", "lost")
+    outcomes = await ctx.gather(*calls)
+    return {"first": first, "nobody": nobody, "heard": [o.value for o in outcomes]}
+
+
+def test_function_agents_publish_to_every_subscriber_in_order() -> None:
+    with Runtime([hub, listener]) as rt:
+        outcome = rt.run("hub", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome.error
+        value = outcome.value
+        assert value["heard"] == [["one", "two", "three"]] * 2 + [["x", "y", "z"]]
+        assert isinstance(value["first"], str) and value["nobody"] is None
+        listeners = rt.runs(agent="listener")
+        assert all(r.status is RunStatus.COMPLETED for r in listeners)
+
+
+def test_a_bad_topic_name_raises_at_once() -> None:
+    async def bad(ctx: AgentContext) -> str:
+        try:
+            ctx.subscribe("has space")
+        except ValueError as exc:
+            return str(exc)
+        return "accepted"
+
+    with Runtime([bad]) as rt:
+        outcome = rt.run("bad", "go", wait=WAIT)
+        assert (outcome.result or "").startswith("bad topic name 'has space'")
+
+
+def test_a_model_subscribes_with_its_tool_and_reads_the_topics_mail() -> None:
+    async def lead(ctx: AgentContext) -> str:
+        reader = await ctx.spawn("reader", "follow the reviews", background=True)
+        ready = await ctx.receive(timeout=WAIT)
+        assert ready is not None and ready.sender == reader
+        ack = await ctx.send("topic:reviews", "LGTM with nits")
+        assert ack is not None
+        done = await ctx.receive(timeout=WAIT)
+        return done.content if done is not None else "nothing"
+
+    model = ScriptedModel(
+        {
+            "reader": [
+                {"tool_calls": [{"name": "subscribe", "input": {"topic": "reviews"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "send_message", "input": {"to": "lead", "content": "on"}}
+                    ]
+                },
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 60}}]},
+                {"text": "reader heard: {mail_content}"},
+            ]
+        }
+    )
+    events = Events()
+    reader = spec("reader", tools=("subscribe", "send_message", "wait_for_message"))
+    with Runtime([lead, reader], model=model) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome.error
+        assert '"result":"reader heard: LGTM with nits"' in (outcome.result or "")
+        first = model.requests[1].messages[-1].content
+        assert "subscribed to topic:reviews" in str(first)
+        last = str(model.requests[-1].messages[-1].content)
+        assert 'topic="reviews"' in last  # the model is shown which topic the mail came by

@@ -1,0 +1,82 @@
+"""MailRoutes: when a sender may take its mail straight to the recipient, without threads."""
+
+from __future__ import annotations
+
+from subagents.messages import MailAck, SendMail, SpawnReply, StopReply
+from subagents.supervision.mail_routes import MailRoutes
+
+LISTED = {"s": "root", "r": "root", "other-tree": "root2"}
+"""The directory: run id -> its root (started, live runs only)."""
+
+
+def _root_of(run_id: str) -> str | None:
+    return LISTED.get(run_id)
+
+
+def _mail(to: str, request_id: str = "q1") -> SendMail:
+    return SendMail(request_id=request_id, sender="s", to=to, content="hi")
+
+
+def _routes() -> MailRoutes:
+    return MailRoutes("s", "root")
+
+
+def test_a_listed_run_of_the_senders_tree_is_reached_straight() -> None:
+    routes = _routes()
+    assert routes.route(_mail("r"), _root_of, 1) == "r"
+
+
+def test_a_run_not_listed_another_tree_or_the_sender_itself_go_by_the_supervisor() -> None:
+    routes = _routes()
+    assert routes.route(_mail("queued-or-ended"), _root_of, 1) is None
+    assert routes.route(_mail("other-tree"), _root_of, 1) is None
+    assert routes.route(_mail("s"), _root_of, 1) is None
+    assert routes.route(_mail("writer"), _root_of, 1) is None  # a name never resolved here
+
+
+def test_a_name_goes_straight_once_the_mail_room_resolved_it_in_the_same_generation() -> None:
+    routes = _routes()
+    first = _mail("writer", "q1")
+    assert routes.route(first, _root_of, 7) is None
+    routes.by_supervisor(first, 7)
+    routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="r"))
+    assert routes.route(_mail("writer", "q2"), _root_of, 7) == "r"
+    # a run added or ended since (the generation moved): the mail room resolves it again
+    assert routes.route(_mail("writer", "q3"), _root_of, 8) is None
+
+
+def test_a_name_resolved_to_a_run_no_longer_listed_goes_by_the_supervisor() -> None:
+    routes = _routes()
+    first = _mail("writer", "q1")
+    routes.by_supervisor(first, 7)
+    routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="gone"))
+    assert routes.route(_mail("writer", "q2"), _root_of, 7) is None
+
+
+def test_a_refused_mail_teaches_no_route() -> None:
+    routes = _routes()
+    routes.by_supervisor(_mail("writer", "q1"), 7)
+    routes.answered(MailAck(request_id="q1", error="ambiguous"))
+    assert routes.route(_mail("writer", "q2"), _root_of, 7) is None
+    assert routes.route(_mail("r", "q3"), _root_of, 7) == "r"  # nothing is on its way now
+
+
+def test_nothing_overtakes_mail_still_on_its_way_through_the_supervisor() -> None:
+    routes = _routes()
+    routes.by_supervisor(_mail("writer", "q1"), 7)
+    assert routes.route(_mail("r", "q2"), _root_of, 7) is None
+    routes.answered(MailAck(request_id="other", mail_id="m0", recipient="r"))  # not ours
+    assert routes.route(_mail("r", "q2"), _root_of, 7) is None
+    routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="r"))
+    assert routes.route(_mail("r", "q2"), _root_of, 7) == "r"
+
+
+def test_a_spawn_or_stop_waiting_for_its_reply_sends_mail_by_the_supervisor() -> None:
+    routes = _routes()
+    routes.asked("spawn-1")
+    routes.asked("stop-1")
+    assert routes.route(_mail("r"), _root_of, 7) is None
+    routes.answered(SpawnReply(request_id="spawn-1", run_id="c"))
+    assert routes.route(_mail("r"), _root_of, 7) is None
+    routes.answered(StopReply(request_id="stop-1", stopped=("c",)))
+    assert routes.route(_mail("r"), _root_of, 7) == "r"

@@ -1,0 +1,255 @@
+"""Durable approvals in one process: with ``Runtime(approve="store")`` a call that needs a
+person's answer is kept in the store as a pending approval, the run waits holding no thread
+(lending its slot), and ``rt.answer`` (or any process, through the store) runs or refuses
+the call, once. Real actors, a real SQLite file, real Bash under the sandbox."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import ApprovalRecord, Event, EventKind, RunStatus, ToolResultBlock
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+from subagents.store.approvals import ApprovalRefused
+from subagents.store.sqlite import SQLiteStore
+from subagents.supervision.limits import Limits
+from subagents.tools.permissions import Permissions
+
+from .conftest import WAIT
+from .test_ask_user import ASKER, QUESTIONS
+
+
+def agent(name: str) -> AgentSpec:
+    return AgentSpec(name=name, description=f"The {name} agent.", prompt="You act.")
+
+
+def appender(line: str) -> dict[str, Any]:
+    """A model step calling Bash to append ``line`` to count.txt (asked in default mode)."""
+    return {"tool_calls": [{"name": "Bash", "input": {"command": f"echo {line} >> count.txt"}}]}
+
+
+class Asks:
+    """The approval_asked events of a runtime, waited for without sleeping."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.ids: list[str] = []
+        self._changed = threading.Condition()
+        rt.subscribe(self.on_event)
+
+    def on_event(self, event: Event) -> None:
+        if event.kind is EventKind.APPROVAL_ASKED:
+            with self._changed:
+                self.ids.append(event.data["approval_id"])
+                self._changed.notify_all()
+
+    def wait(self, count: int) -> str:
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.ids) >= count, WAIT)
+            return self.ids[count - 1]
+
+
+def results(model: ScriptedModel, name: str) -> list[ToolResultBlock]:
+    return [
+        b
+        for r in model.requests
+        if r.agent == name and r.messages[-1].role == "user"
+        for b in r.messages[-1].content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+def runtime(tmp_path: Path, model: ScriptedModel, **options: Any) -> Runtime:
+    names = {r: agent(r) for r in ("worker", "other")}
+    return Runtime(
+        list(names.values()),
+        model=model,
+        workspace=tmp_path,
+        store=SQLiteStore(tmp_path / "runs.sqlite3"),
+        approve="store",
+        **options,
+    )
+
+
+def test_an_ask_waits_in_the_store_and_an_allow_runs_the_call_once(tmp_path: Path) -> None:
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done: {result0}"}]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        (pending,) = rt.approvals()
+        assert isinstance(pending, ApprovalRecord)
+        assert (pending.approval_id, pending.run_id, pending.agent, pending.tool) == (
+            approval_id,
+            handle.run_id,
+            "worker",
+            "Bash",
+        )
+        assert pending.input == {"command": "echo one >> count.txt"}
+        assert "Bash" in pending.reason and pending.requester == "external"
+        assert rt.get(handle.run_id).status is RunStatus.WAITING  # type: ignore[union-attr]
+        assert not (tmp_path / "count.txt").exists()  # nothing ran before the answer
+        answered = rt.answer(approval_id, True, "go ahead")
+        assert answered.status == "allowed" and answered.answer == "go ahead"
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+        assert rt.approvals() == []
+        with pytest.raises(ApprovalRefused, match="already answered: allowed"):
+            rt.answer(approval_id, False)
+        with pytest.raises(ApprovalRefused, match="no approval 'ap-nope' in the store"):
+            rt.answer("ap-nope", True)
+        kinds = [e.kind for e in rt.store.events(handle.run_id)]
+    assert (tmp_path / "count.txt").read_text() == "one\n"  # ran once
+    assert EventKind.APPROVAL_ASKED in kinds and EventKind.APPROVAL_ANSWERED in kinds
+    (result,) = results(model, "worker")
+    assert not result.is_error
+
+
+def test_a_deny_tells_the_model_why_and_runs_nothing(tmp_path: Path) -> None:
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done: {result0}"}]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        rt.answer(asks.wait(1), False, "not on a Friday")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    assert not (tmp_path / "count.txt").exists()
+    (result,) = results(model, "worker")
+    assert result.is_error
+    assert result.content == (
+        "Permission to use Bash was denied: not on a Friday (answered through the store)"
+    )
+
+
+def test_a_waiting_run_lends_its_slot_and_holds_no_thread(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        {"worker": [appender("one"), {"text": "worker done"}], "other": [{"text": "other done"}]}
+    )
+    with runtime(tmp_path, model, limits=Limits(max_concurrency=1)) as rt:
+        asks = Asks(rt)
+        waiting = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        # the one slot is the waiting run's: the other run can work only if it is lent
+        other = rt.spawn("other", "go")
+        assert other.result(timeout=WAIT).status is RunStatus.COMPLETED
+        rt.answer(approval_id, True)
+        assert waiting.result(timeout=WAIT).status is RunStatus.COMPLETED
+        kinds = [e.kind for e in rt.store.events(waiting.run_id)]
+    assert EventKind.PARKED in kinds
+
+
+def test_an_answer_to_a_run_that_ended_is_refused_naming_why(tmp_path: Path) -> None:
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done"}]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        rt.stop(handle.run_id)
+        assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+        assert rt.approvals() == []  # no longer listed: nothing waits for it
+        with pytest.raises(ApprovalRefused, match=r"its run r\w+ \(worker\) has ended \(cancel"):
+            rt.answer(approval_id, True)
+    assert not (tmp_path / "count.txt").exists()
+
+
+def test_questions_are_answered_through_the_store_with_the_answer_text(tmp_path: Path) -> None:
+    model = ScriptedModel({"asker": ASKER})
+    with Runtime([agent("asker")], model=model, workspace=tmp_path, approve="store",
+                 store=SQLiteStore(tmp_path / "runs.sqlite3")) as rt:  # fmt: skip
+        asks = Asks(rt)
+        handle = rt.spawn("asker", "go")
+        approval_id = asks.wait(1)
+        (pending,) = [a for a in rt.approvals() if a.approval_id == approval_id]
+        assert pending.tool == "AskUserQuestion" and pending.input == QUESTIONS
+        rt.answer(pending.approval_id, True, "SQLite, in .cache/")
+        outcome = handle.result(timeout=WAIT)
+    assert outcome.result is not None
+    assert '"Which store should the cache use?"="SQLite, in .cache/"' in outcome.result
+
+
+def test_a_remembered_rule_answers_the_trees_later_asks_it_matches(tmp_path: Path) -> None:
+    script = [appender("one"), appender("two"), appender("three; rm -f x"), {"text": "done"}]
+    model = ScriptedModel({"worker": script})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        with pytest.raises(ApprovalRefused, match="goes with an allow"):
+            rt.answer(asks.wait(1), False, remember="Bash(echo:*)")
+        with pytest.raises(ApprovalRefused, match="cannot remember it: permission rule"):
+            rt.answer(asks.wait(1), True, remember="Bash(echo")
+        rt.answer(asks.wait(1), True, remember="Bash(echo:*)")
+        # "two" is allowed by the rule, unasked; "three; rm -f x" runs rm too: asked again
+        rt.answer(asks.wait(2), False, "no rm")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+        assert len(asks.ids) == 2
+        assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+        other_tree = rt.spawn("worker", "again")  # the rule is its tree's, not this one's
+        rt.answer(asks.wait(3), False, "enough")
+        rt.stop(other_tree.run_id)
+    assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_plan_approved_through_the_store_leaves_plan_mode(tmp_path: Path) -> None:
+    plan = {"name": "ExitPlanMode", "input": {"plan": "1. write out.txt"}}
+    model = ScriptedModel({"worker": [{"tool_calls": [plan]}, appender("one"), {"text": "ok"}]})
+    with runtime(tmp_path, model, permissions="plan") as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "plan, then write")
+        rt.answer(asks.wait(1), True)  # the plan
+        rt.answer(asks.wait(2), True)  # then, in default mode, the write is asked
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    exit_answer, write = results(model, "worker")
+    assert exit_answer.content.startswith("Your plan is approved: you have left plan mode")
+    assert not write.is_error and (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_a_remembered_rule_never_allows_what_the_permissions_deny(tmp_path: Path) -> None:
+    script = [appender("one"), appender("secret"), {"text": "done"}]
+    model = ScriptedModel({"worker": script})
+    denied = Permissions(deny=("Bash(echo secret:*)",))
+    with runtime(tmp_path, model, permissions=denied) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        rt.answer(asks.wait(1), True, remember="Bash(echo:*)")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+        assert len(asks.ids) == 1  # the second call was not asked: the deny rule decided
+    first, second = results(model, "worker")
+    assert not first.is_error
+    assert second.is_error and "Bash(echo secret:*)" in second.content
+    assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_a_rule_remembered_for_a_tree_answers_its_childrens_asks(tmp_path: Path) -> None:
+    spawn = {"name": "spawn_subagent", "input": {"agent": "other", "task": "count too"}}
+    model = ScriptedModel(
+        {
+            "worker": [appender("one"), {"tool_calls": [spawn]}, {"text": "{result0_result}"}],
+            "other": [appender("two"), {"text": "other counted"}],
+        }
+    )
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        rt.answer(asks.wait(1), True, remember="Bash(echo:*)")
+        outcome = handle.result(timeout=WAIT)
+        (child,) = rt.runs(requester=handle.run_id)
+    assert outcome.result == "other counted" and len(asks.ids) == 1
+    assert child.approvals_in_store  # the tree's route, kept in the child's record
+    assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_retried_run_is_asked_again_not_answered_by_its_earlier_attempt(tmp_path: Path) -> None:
+    failing = {"error": {"kind": "boom", "message": "scripted failure"}}
+    model = ScriptedModel({"worker": [appender("one"), failing]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count", on_failure="retry", max_retries=1)
+        first = asks.wait(1)
+        rt.answer(first, True)
+        second = asks.wait(2)  # the retry starts from scratch: its call is a new one
+        assert second != first
+        rt.answer(second, False, "once is enough")
+        assert handle.result(timeout=WAIT).status is RunStatus.FAILED
+    assert (tmp_path / "count.txt").read_text() == "one\n"
