@@ -55,18 +55,53 @@ def test_an_added_step_upgrades_an_old_store_keeping_its_rows(
     """What a colleague's table, mirrored here, does: one step appended to MIGRATIONS."""
     from subagents.store.postgres import PostgresStore
 
+    current = postgres_schema.SCHEMA_VERSION
     old = PostgresStore(pg_url)
     old.save_run(run("r1", status=RunStatus.RUNNING))
     old.close()
-    step = ("approvals", ("CREATE TABLE approvals (run_id text PRIMARY KEY, request text)",))
+    step = ("labels", ("CREATE TABLE labels (run_id text PRIMARY KEY, label text)",))
     monkeypatch.setattr(postgres_schema, "MIGRATIONS", (*postgres_schema.MIGRATIONS, step))
-    monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", postgres_schema.SCHEMA_VERSION + 1)
+    monkeypatch.setattr(postgres_schema, "SCHEMA_VERSION", current + 1)
     new = PostgresStore(pg_url)
-    assert (new.found_version, new.schema_version) == (1, 2)
-    assert new.meta()["schema_version"] == "2"
+    assert (new.found_version, new.schema_version) == (current, current + 1)
+    assert new.meta()["schema_version"] == str(current + 1)
     assert new.get_run("r1") == run("r1", status=RunStatus.RUNNING)
     new.close()
-    assert "approvals" in _tables(pg_url)
+    assert "labels" in _tables(pg_url)
+
+
+def test_a_first_version_store_takes_the_approvals_topics_and_previews_steps(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store made by the first PostgreSQL release (v1: SQLite's v5) opened by this code:
+    its rows and pending commands kept, and what v2-v4 add works on it (an ``approval``
+    command, which v1's CHECK refused; subscriptions; previews)."""
+    from subagents.messages import Preview, Subscription
+    from subagents.store.postgres import PostgresStore
+
+    with monkeypatch.context() as m:
+        m.setattr(postgres_schema, "MIGRATIONS", postgres_schema.MIGRATIONS[:1])
+        m.setattr(postgres_schema, "SCHEMA_VERSION", 1)
+        v1 = PostgresStore(pg_url)
+        v1.save_run(run("r1", status=RunStatus.RUNNING))
+        stop = v1.post_command("stop", "r1")
+        with pytest.raises(StoreError, match="commands_kind_check"):
+            v1.post_command("approval", "r1", "{}")
+        v1.close()
+    store = PostgresStore(pg_url)
+    assert (store.found_version, store.schema_version) == (1, postgres_schema.SCHEMA_VERSION)
+    assert {"approvals", "subscriptions", "previews"} <= set(_tables(pg_url))
+    assert store.get_run("r1") == run("r1", status=RunStatus.RUNNING)
+    answer = store.post_command("approval", "r1", "{}")
+    assert [(c.command_id, c.kind) for c in store.take_commands()] == [
+        (stop, "stop"),
+        (answer, "approval"),
+    ]
+    store.save_subscription(Subscription(run_id="r1", root_run_id="r1", topic="news"))
+    assert [s.topic for s in store.subscriptions()] == ["news"]
+    store.save_preview(Preview(run_id="r1", turn=1, text="so far", chars=6, ts=1.0))
+    assert list(store.previews(["r1"])) == ["r1"]
+    store.close()
 
 
 def test_a_newer_or_foreign_schema_is_refused_untouched(pg_url: str) -> None:
@@ -75,7 +110,8 @@ def test_a_newer_or_foreign_schema_is_refused_untouched(pg_url: str) -> None:
     PostgresStore(pg_url).close()
     with _connect(pg_url) as conn:
         conn.execute("UPDATE subagents.meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match=r"schema version 99, newer than this code's 1"):
+    newer = rf"schema version 99, newer than this code's {postgres_schema.SCHEMA_VERSION}"
+    with pytest.raises(StoreError, match=newer):
         PostgresStore(pg_url)
     with _connect(pg_url) as conn:
         conn.execute("DROP SCHEMA subagents CASCADE")
@@ -138,3 +174,49 @@ def test_errors_name_the_database_without_its_password() -> None:
     message = str(caught.value)
     assert message.startswith("postgresql://me:***@127.0.0.1:9/db: connecting to the database")
     assert "hunter2" not in message
+
+
+def test_events_are_committed_in_the_order_of_their_numbers(pg_url: str) -> None:
+    """A reader following ``events_after`` never skips an event: a transaction that took an
+    event's number holds the others' events back until it commits (``EVENTS_LOCK``). Without
+    the lock, the second writer's event (numbered after the first's) commits first, and a
+    reader that read up to it would never see the first's."""
+    import threading
+
+    from storekit import event
+
+    from polling import wait_until
+    from subagents.store.postgres import PostgresStore
+
+    first, second, reader = (PostgresStore(pg_url) for _ in range(3))
+    try:
+        first.save_run(run("r1", status=RunStatus.RUNNING))
+        done = threading.Event()
+        with first.batch():
+            first.append_event(event("r1"))
+            first.get_run("r1")  # a read in the batch sends its writes: the number is taken
+
+            def append() -> None:
+                second.append_event(event("r2"))
+                done.set()
+
+            writer = threading.Thread(target=append)
+            writer.start()
+            wait_until(lambda: _waits_for_an_advisory_lock(pg_url), "the second writer waiting")
+            assert reader.events_after(0) == [] and not done.is_set()
+        writer.join(timeout=30)
+        assert done.is_set()
+        seen = reader.events_after(0)
+        assert [s.event.run_id for s in seen] == ["r1", "r2"]
+        assert seen[0].seq < seen[1].seq == reader.last_event_seq()
+    finally:
+        for store in (first, second, reader):
+            store.close()
+
+
+def _waits_for_an_advisory_lock(url: str) -> bool:
+    with _connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return bool(row and row[0])

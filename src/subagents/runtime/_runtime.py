@@ -136,8 +136,8 @@ class Runtime:
         file's path, opened here and closed with the runtime (docs/store.md). ``owner``: the
         id on its runs and lease (default ``host:pid:nonce``; docs/store.md). ``sandbox``:
         tools' processes under Landlock (``False``: not; ``tools.sandbox.Sandbox``: the
-        network per mode); ``tool_env``:
-        variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md).
+        network per mode); ``tool_env``: variables they get beyond the allowlist (names, or
+        ``{name: value}``; docs/tools.md).
         ``mcp_tool_timeout``: per call, docs/tools.md."""
         given = RuntimeArguments.of(locals())  # first: its locals are its arguments
         ensure_configured()
@@ -243,9 +243,9 @@ class Runtime:
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
         )
-        hosting.start_polls(id(self), given.command_poll_s, self._sweep, given.sweep_every_s)
-        if given.command_poll_s > 0:  # commands at once too, where the store tells of them
-            hosting.listen_for_commands(self.store)
+        hosting.start_polls(
+            id(self), given.command_poll_s, self._sweep, given.sweep_every_s, self.store
+        )
 
     # ---- setup -------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import msgspec
 from subagents.logs import get_logger
 from subagents.messages import (
     TERMINAL_STATUSES,
+    ApprovalRecord,
     Checkpoint,
     CheckpointDelta,
     Cleanup,
@@ -36,16 +37,21 @@ from subagents.messages import (
     Mail,
     MailState,
     Outcome,
+    Preview,
     RunRecord,
     RunStatus,
+    StoredEvent,
+    Subscription,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import MailRecording, RunStore, StoreError
 from subagents.store.locations import is_database_url, local_folder, redacted
+from subagents.store.postgres_approvals import PgApprovalRows
 from subagents.store.postgres_listen import CommandListener
 from subagents.store.postgres_processes import PgProcessRows
 from subagents.store.postgres_rows import PgMailRows, PgResumeRows
 from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
 from subagents.store.postgres_sweep import sweep_runs
+from subagents.store.postgres_topics import PgTopicRows
 from subagents.store.postgres_tx import PgTransactions
 from subagents.store.sqlite_tx import encode_row
 from subagents.store.sweep import SweepReport
@@ -68,6 +74,14 @@ _SAVE_RUN = """INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_
         cleanup = excluded.cleanup, record = excluded.record,
         archived_at = CASE WHEN excluded.status = ANY(%s) THEN runs.archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
+
+EVENTS_LOCK = 0x5A6E_7404
+"""The advisory lock a transaction appending events holds until its commit, so that events
+are committed in the order of their numbers (``events_after``): without it a transaction
+could commit event 10 after another committed event 11, and a reader that had read up to 11
+would never see 10. What it costs: transactions that append events commit one at a time,
+across every runtime sharing the database (SQLite's file lock does as much for all of its
+writes); the lock is taken with the writes, in the commit's round trip."""
 
 
 class PostgresStore(RunStore):
@@ -107,9 +121,19 @@ class PostgresStore(RunStore):
         self._processes = PgProcessRows(self._tx)
         self._mail = PgMailRows(self._tx)
         self._resume = PgResumeRows(self._tx)
+        self._approvals = PgApprovalRows(self._tx)
+        self._topics = PgTopicRows(self._tx)
 
     def batch(self) -> AbstractContextManager[None]:
         return self._tx.batch()
+
+    def mail_recording(self) -> MailRecording:
+        """The sender, as on SQLite: its own fenced batch on its thread, committed before
+        the recipient can see the mail (the supervisor after would lose mail a recipient
+        acted on in a crash; through the supervisor, every mail would take two more
+        hand-offs for the same one commit). Batches of the store's one connection are
+        serialised by its lock, the supervisor's with the senders'."""
+        return MailRecording.SENDER
 
     # ---- runs and transitions -------------------------------------------------------------
 
@@ -175,18 +199,26 @@ class PostgresStore(RunStore):
         records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
         return records[:limit] if limit is not None and limit < 0 else records
 
+    def run_ids(self) -> list[str]:
+        """Every run's id, archived ones too, in no order, read without decoding a record
+        (what the views need to show runs by their unique suffixes)."""
+        rows = self._tx.read("SELECT run_id FROM runs", (), "listing the run ids")
+        return [str(run_id) for (run_id,) in rows]
+
     def append_event(self, event: Event) -> None:
         kind = event.kind.value
-        self._tx.defer(
-            "INSERT INTO events (run_id, kind, ts, event) VALUES (%s, %s, %s, %s)",
-            (
-                event.run_id,
-                kind,
-                event.ts,
-                encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
-            ),
-            f"appending a {kind} event of run {event.run_id}",
+        doing = f"appending a {kind} event of run {event.run_id}"
+        row = (
+            event.run_id,
+            kind,
+            event.ts,
+            encode_row(event, _event_decoder, f"an event of run {event.run_id}"),
         )
+        with self._tx.writing():
+            self._tx.lock_once(EVENTS_LOCK, doing)
+            self._tx.defer(
+                "INSERT INTO events (run_id, kind, ts, event) VALUES (%s, %s, %s, %s)", row, doing
+            )
 
     def events(self, run_id: str) -> list[Event]:
         rows = self._tx.read(
@@ -195,6 +227,44 @@ class PostgresStore(RunStore):
             f"reading the events of run {run_id}",
         )
         return [self._tx.decode(_event_decoder, raw, "events", seq) for seq, raw in rows]
+
+    def events_after(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
+        """Committed in the order numbered (``EVENTS_LOCK``), so a reader never skips one."""
+        rows = self._tx.read(
+            "SELECT seq, event FROM events WHERE seq > %s ORDER BY seq LIMIT %s",
+            (seq, max(0, limit)),
+            f"reading the events after number {seq}",
+        )
+        return [
+            StoredEvent(seq=n, event=self._tx.decode(_event_decoder, raw, "events", n))
+            for n, raw in rows
+        ]
+
+    def last_event_seq(self) -> int:
+        rows = self._tx.read(
+            "SELECT COALESCE(MAX(seq), 0) FROM events", (), "reading the last event's number"
+        )
+        return int(rows[0][0])
+
+    # ---- live previews and topic subscriptions (store.postgres_topics) --------------------
+
+    def save_preview(self, preview: Preview) -> None:
+        self._topics.save_preview(preview)
+
+    def drop_preview(self, run_id: str) -> None:
+        self._topics.drop_preview(run_id)
+
+    def previews(self, run_ids: Collection[str]) -> dict[str, Preview]:
+        return self._topics.previews(run_ids)
+
+    def save_subscription(self, subscription: Subscription) -> None:
+        self._topics.save_subscription(subscription)
+
+    def drop_subscriptions(self, run_id: str, topics: Collection[str] | None = None) -> None:
+        self._topics.drop_subscriptions(run_id, topics)
+
+    def subscriptions(self, run_ids: Collection[str] | None = None) -> list[Subscription]:
+        return self._topics.subscriptions(run_ids)
 
     # ---- conversation checkpoints and journals (store.postgres_rows) ----------------------
 
@@ -269,6 +339,36 @@ class PostgresStore(RunStore):
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         return self._processes.take_commands(run_ids)
 
+    # ---- durable approvals (store.postgres_approvals) ------------------------------------
+
+    def save_approval(self, approval: ApprovalRecord) -> None:
+        self._approvals.save(approval)
+
+    def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        return self._approvals.get(approval_id)
+
+    def list_approvals(
+        self,
+        *,
+        pending: bool = True,
+        root_run_id: str | None = None,
+        run_id: str | None = None,
+    ) -> list[ApprovalRecord]:
+        return self._approvals.listed(
+            pending=pending, root_run_id=root_run_id, run_id=run_id, terminal=_TERMINAL
+        )
+
+    def answer_approval(
+        self,
+        approval_id: str,
+        allow: bool,
+        answer: str | None = None,
+        remember: str | None = None,
+    ) -> ApprovalRecord:
+        """Two answering at once: the approval's row lock makes the second wait for the
+        first's commit and be refused (``store.postgres_approvals``)."""
+        return self._approvals.answer(approval_id, allow, answer, remember)
+
     def acquire_lease(self, lease: Lease) -> int:
         return self._processes.acquire_lease(lease)
 
@@ -301,9 +401,11 @@ class PostgresStore(RunStore):
         archive_after_minutes: float = 60,
         cleanup_default: Cleanup = "keep",
         retention_days: float | None = None,
+        dry_run: bool = False,
     ) -> SweepReport:
         """Archive, clean and delete finished runs (rules in ``store.sweep``), in one
-        transaction, one sweeper at a time (``store.postgres_sweep``)."""
+        transaction, one sweeper at a time (``store.postgres_sweep``). ``dry_run``: what it
+        would do, nothing written."""
         return sweep_runs(
             self._tx,
             self.path,
@@ -311,6 +413,7 @@ class PostgresStore(RunStore):
             archive_after_minutes=archive_after_minutes,
             cleanup_default=cleanup_default,
             retention_days=retention_days,
+            dry_run=dry_run,
         )
 
     def meta(self) -> dict[str, str]:

@@ -58,6 +58,19 @@ TAKEOVER_LOCK = 0x5A6E_7402
 """The advisory lock key of a takeover (restorers one at a time)."""
 
 
+def post_in(tx: PgTransactions, kind: str, run_id: str, content: str | None, doing: str) -> int:
+    """Post a command inside the open transaction (``writing``), notifying its listeners at
+    the commit; its id. Also how an approval's answer is posted with the answer itself."""
+    rows, _ = tx.write(
+        "INSERT INTO commands (kind, run_id, content, ts) VALUES (%s, %s, %s, %s)"
+        " RETURNING command_id",
+        (kind, run_id, _encoded(content), time.time()),
+        doing,
+    )
+    tx.defer("SELECT pg_notify(%s, %s)", (COMMANDS_CHANNEL, run_id), doing)
+    return int(rows[0][0])
+
+
 class PgProcessRows:
     """The commands and leases of one PostgreSQL store."""
 
@@ -66,17 +79,12 @@ class PgProcessRows:
 
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         if kind not in COMMAND_KINDS:
-            raise ValueError(f"unknown command kind {kind!r}: expected 'stop' or 'send'")
+            raise ValueError(
+                f"unknown command kind {kind!r}: expected one of {', '.join(COMMAND_KINDS)}"
+            )
         doing = f"posting a {kind} command for run {run_id}"
         with self.tx.writing():
-            rows, _ = self.tx.write(
-                "INSERT INTO commands (kind, run_id, content, ts) VALUES (%s, %s, %s, %s)"
-                " RETURNING command_id",
-                (kind, run_id, _encoded(content), time.time()),
-                doing,
-            )
-            self.tx.defer("SELECT pg_notify(%s, %s)", (COMMANDS_CHANNEL, run_id), doing)
-        return int(rows[0][0])
+            return post_in(self.tx, kind, run_id, content, doing)
 
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands, oldest first, each for exactly one taker: the pending

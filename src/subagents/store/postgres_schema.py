@@ -128,15 +128,65 @@ JSON string (PostgreSQL's text cannot hold NUL, a mail's text may); ``leases.epo
 column (SQLite reads it from the document); epochs come from the sequence ``lease_epochs``,
 which never gives a number twice."""
 
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (("create the store", V1),)
+V2_APPROVALS: tuple[str, ...] = (
+    """CREATE TABLE approvals (
+        approval_id text PRIMARY KEY,
+        run_id text NOT NULL,
+        root_run_id text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'allowed', 'denied')),
+        asked_at double precision NOT NULL,
+        approval text NOT NULL
+    )""",
+    "CREATE INDEX approvals_pending ON approvals (asked_at) WHERE status = 'pending'",
+    "CREATE INDEX approvals_root ON approvals (root_run_id)",
+    "CREATE INDEX approvals_run ON approvals (run_id)",
+    "ALTER TABLE commands DROP CONSTRAINT commands_kind_check",
+    """ALTER TABLE commands ADD CONSTRAINT commands_kind_check
+        CHECK (kind IN ('stop', 'send', 'approval'))""",
+)
+"""v2 (SQLite's v6): durable approvals, one row per tool call waiting for a person's answer
+(``ApprovalRecord``, the document); the answer reaches the runtime hosting the run as a
+command of the new kind ``approval`` (PostgreSQL changes a CHECK in place: SQLite made the
+table again)."""
+
+V3_TOPICS: tuple[str, ...] = (
+    """CREATE TABLE subscriptions (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        run_id text NOT NULL,
+        root_run_id text NOT NULL,
+        topic text NOT NULL,
+        UNIQUE (run_id, topic)
+    )""",
+)
+"""v3 (SQLite's v7): topic subscriptions, one row per run and topic, in the order made."""
+
+V4_PREVIEWS: tuple[str, ...] = (
+    "CREATE TABLE previews (run_id text PRIMARY KEY, preview text NOT NULL)",
+)
+"""v4 (SQLite's v8): live previews, one row per run whose model is streaming the step under
+way; scratch for viewers in other processes, not history."""
+
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("create the store", V1),
+    ("durable approvals", V2_APPROVALS),
+    ("topic subscriptions", V3_TOPICS),
+    ("live previews", V4_PREVIEWS),
+)
 """(what it does, its statements), in order; step n brings a database to version n."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-HISTORY_TABLES: tuple[str, ...] = ("events", "checkpoints", "checkpoint_deltas", "journal")
+HISTORY_TABLES: tuple[str, ...] = (
+    "events",
+    "checkpoints",
+    "checkpoint_deltas",
+    "journal",
+    "approvals",
+    "previews",
+)
 """Tables of a run's history (``run_id`` column): emptied of a run the sweeper cleans."""
 
-RUN_TABLES: tuple[str, ...] = (*HISTORY_TABLES, "outcomes", "commands", "runs")
+RUN_TABLES: tuple[str, ...] = (*HISTORY_TABLES, "outcomes", "commands", "subscriptions", "runs")
 """Every table with a ``run_id`` column: emptied of a run the sweeper deletes (its mail,
 sent or received, goes too)."""
 

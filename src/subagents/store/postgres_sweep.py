@@ -42,11 +42,13 @@ def sweep_runs(
     archive_after_minutes: float = 60,
     cleanup_default: Cleanup = "keep",
     retention_days: float | None = None,
+    dry_run: bool = False,
 ) -> SweepReport:
     """Archive, clean and delete finished runs, in one transaction; purge the commands
     taken before the archive bound. ``path``: the store's name on this machine, beside
     which detached hosts' logs are (``store.paths.host_log``): a cleaned or deleted run's
-    goes with it, once committed."""
+    goes with it, once committed. ``dry_run``: what the sweep would do, decided in the same
+    transaction (under the same lock), and nothing written (`subagents prune --dry-run`)."""
     bounds = sweep_bounds(
         now=now, archive_after_minutes=archive_after_minutes, retention_days=retention_days
     )
@@ -59,6 +61,13 @@ def sweep_runs(
             cleanup_default=cleanup_default,
             retention_days=retention_days,
         )
+        if dry_run:
+            counted, _ = tx.write(
+                "SELECT count(*) FROM commands WHERE taken_at IS NOT NULL AND taken_at <= %s",
+                (bounds.archive_before,),
+                _DOING,
+            )
+            return _report(plan, int(counted[0][0]))
         _apply_plan(tx, plan, now)
         _, purged = tx.write(
             "DELETE FROM commands WHERE taken_at IS NOT NULL AND taken_at <= %s",
@@ -68,13 +77,7 @@ def sweep_runs(
     for run_id in dict.fromkeys((*plan.clean, *plan.delete)):
         with contextlib.suppress(OSError):
             host_log(path, run_id).unlink()
-    report = SweepReport(
-        archived=plan.archive,
-        cleaned=plan.clean,
-        deleted=plan.delete,
-        held=plan.held,
-        commands_purged=max(0, purged),
-    )
+    report = _report(plan, purged)
     if plan.archive or plan.delete or plan.held or purged:
         log.info(
             "store.swept",
@@ -86,6 +89,16 @@ def sweep_runs(
             commands_purged=report.commands_purged,
         )
     return report
+
+
+def _report(plan: SweepPlan, purged: int) -> SweepReport:
+    return SweepReport(
+        archived=plan.archive,
+        cleaned=plan.clean,
+        deleted=plan.delete,
+        held=plan.held,
+        commands_purged=max(0, purged),
+    )
 
 
 def _candidates(tx: PgTransactions, bounds: SweepBounds) -> list[SweepCandidate]:

@@ -143,6 +143,8 @@ class PgTransactions:
         self._failed: StoreError | None = None
         self._doomed = False
         self._closed = False
+        self._locked: set[int] = set()
+        """The advisory locks this transaction has asked for (``lock_once``)."""
 
     @property
     def in_batch(self) -> bool:
@@ -202,6 +204,7 @@ class PgTransactions:
             self.connection()
             self._failed = None
             self._doomed = False
+            self._locked = set()
             self._held = [_BEGIN]
             self._depth = 1
         except BaseException:
@@ -266,6 +269,8 @@ class PgTransactions:
         self._depth -= 1
         index, flushes = batch.mark
         sent = flushes != self._flushes
+        if failed:
+            self._locked = set()  # a lock asked for inside may be undone with it: ask again
         if not failed:
             if sent:
                 self._held.append((f"RELEASE SAVEPOINT {batch.name}", (), "ending a nested batch"))
@@ -368,6 +373,15 @@ class PgTransactions:
             if self._failed is not None:
                 raise self._aborted(doing)
             self._held.append((sql, list(rows), doing))
+
+    def lock_once(self, key: int, doing: str) -> None:
+        """Hold ``pg_advisory_xact_lock(key)`` in the open batch, once per transaction: the
+        lock is taken where it stands among the held writes and kept until the commit."""
+        assert self._depth > 0, "lock_once() outside a transaction"
+        if key in self._locked:
+            return
+        self.defer("SELECT pg_advisory_xact_lock(%s)", (key,), doing)
+        self._locked.add(key)
 
     @contextmanager
     def writing(self) -> Iterator[None]:
