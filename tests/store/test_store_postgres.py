@@ -220,3 +220,63 @@ def _waits_for_an_advisory_lock(url: str) -> bool:
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
         ).fetchone()
     return bool(row and row[0])
+
+
+def test_two_people_answering_at_once_one_wins_and_the_other_is_refused(pg_url: str) -> None:
+    """Where SQLite serialises answerers with its file lock, the approval's row lock does
+    here: the second waits for the first's commit, reads the approval answered and is
+    refused; one answer, one command. Without ``FOR UPDATE`` the second read it pending,
+    overwrote the allow with its deny and posted a second answer."""
+    import threading
+
+    from polling import wait_until
+    from subagents.messages import ApprovalRecord
+    from subagents.store.approvals import ApprovalRefused
+    from subagents.store.postgres import PostgresStore
+
+    ask = ApprovalRecord(
+        approval_id="ap1",
+        run_id="r1",
+        root_run_id="r1",
+        agent="worker",
+        tool="Bash",
+        input={"command": "make"},
+        reason="Bash needs approval",
+        requester="external",
+        tool_use_id="tu1",
+        asked_at=1.0,
+    )
+    alice, bob = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        alice.save_run(run("r1", status=RunStatus.WAITING))
+        alice.save_approval(ask)
+        refused: list[str] = []
+
+        def deny() -> None:
+            try:
+                bob.answer_approval("ap1", False)
+            except ApprovalRefused as exc:
+                refused.append(str(exc))
+
+        with alice.batch():
+            alice.answer_approval("ap1", True)
+            other = threading.Thread(target=deny)
+            other.start()
+            wait_until(lambda: _waits_for_a_row(pg_url), "the second answer waiting")
+        other.join(timeout=30)
+        assert refused and "was already answered: allowed" in refused[0]
+        kept = alice.get_approval("ap1")
+        assert kept is not None and kept.status == "allowed"
+        assert [c.kind for c in alice.take_commands()] == ["approval"]
+    finally:
+        alice.close()
+        bob.close()
+
+
+def _waits_for_a_row(url: str) -> bool:
+    with _connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ).fetchone()
+    return bool(row and row[0])
