@@ -131,14 +131,12 @@ class Runtime:
         cluster (``"auto"``, an address; default ``$SUBAGENTS_RAY_ADDRESS``, else none: this
         process): one node host per node runs their agents, this runtime's supervisor decides
         for all of them, and the store is the cluster's (served on the head node) unless
-        ``store`` is given (docs/cluster.md). ``store``: a ``RunStore``, or where one is: a
-        ``postgresql://`` URL (a PostgreSQL database, the ``postgres`` extra) or a SQLite
-        file's path, opened here and closed with the runtime (docs/store.md). ``owner``: the
-        id on its runs and lease (default ``host:pid:nonce``; docs/store.md). ``sandbox``:
-        tools' processes under Landlock (``False``: not; ``tools.sandbox.Sandbox``: the
-        network per mode); ``tool_env``: variables they get beyond the allowlist (names, or
-        ``{name: value}``; docs/tools.md).
-        ``mcp_tool_timeout``: per call, docs/tools.md."""
+        ``store`` is given (docs/cluster.md). ``store``: a ``RunStore``, a ``postgresql://``
+        URL or a SQLite file's path (opened here, closed with it; docs/store.md). ``owner``:
+        the id on its runs and lease (default ``host:pid:nonce``; docs/store.md).
+        ``sandbox``: tools' processes under Landlock (``False``: not; ``tools.sandbox.Sandbox``:
+        the network per mode); ``tool_env``: variables they get beyond the allowlist (names,
+        or ``{name: value}``; docs/tools.md). ``mcp_tool_timeout``: per call, docs/tools.md."""
         given = RuntimeArguments.of(locals())  # first: its locals are its arguments
         ensure_configured()
         backend: ClusterBackend = ray_backend()  # the one way to cluster/ (its protocol)
@@ -243,9 +241,7 @@ class Runtime:
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days
         )
-        hosting.start_polls(
-            id(self), given.command_poll_s, self._sweep, given.sweep_every_s, self.store
-        )
+        hosting.start_polls(id(self), given.command_poll_s, self._sweep, given.sweep_every_s)
 
     # ---- setup -------------------------------------------------------------------------------
 

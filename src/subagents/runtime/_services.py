@@ -280,15 +280,16 @@ class Services:
         self.fenced.fence = self.lease.fence
 
     def start_polls(
-        self, key: Hashable, command_poll_s: float, sweep: Sweep, sweep_s: float, store: RunStore
+        self, key: Hashable, command_poll_s: float, sweep: Sweep, sweep_s: float
     ) -> None:
         """The supervisor's periodic work: the commands other processes post through the
         store (stop, send, an approval's answer), every ``command_poll_s``, and at once
-        where ``store`` tells of them (``listen_for_commands``); the sweeper (archiving
+        where the store tells of them (``listen_for_commands``); the sweeper (archiving
         finished runs, on the supervisor: the one writer), every ``sweep_s``."""
         if command_poll_s > 0:
             self.every(("commands", key), command_poll_s, PollCommands())
-            self.listen_for_commands(store)
+            if self.fenced is not None:
+                self.listen_for_commands(self.fenced.store)
         if sweep_s > 0:
             self.every(("sweep", key), sweep_s, sweep)
 
