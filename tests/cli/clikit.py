@@ -161,6 +161,11 @@ class Cli:
             env["SUBAGENTS_STATE"] = database
         self.env = env
 
+    def store(self) -> Any:
+        """The store every command of this ``Cli`` uses, opened here (``with cli.store() as
+        store``): the SQLite file of its state directory, or its database."""
+        return open_location(self.state if self.database is None else self.database)
+
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "subagents.cli.main", *args]
 
