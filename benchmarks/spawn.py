@@ -11,6 +11,11 @@ Baselines, same run, blocks interleaved:
   ``_start_actor_loop`` hook handing the loop to a parked thread);
 - ``raw_thread_per_actor`` (reference): the same with pykka's default, a new thread per actor.
 
+- ``four_handoffs`` (the floor of this design): no actor, no work, only the four thread
+  hand-offs a trivial run takes (caller -> supervisor -> the agent's thread -> supervisor ->
+  caller), as ``SimpleQueue`` puts between waiting threads: its ``ratio_p50`` to
+  ``raw_pooled`` is the least the runtime's ratio can be while a run takes four.
+
 Every ratio is ours / raw: for latencies above 1 means slower, for runs/s below 1 does.
 Goal (issue 26): trivial spawn -> result p50 <= 1.5x raw (MemoryStore, against ``raw_pooled``,
 measured in the same run: ``anchor``); 2x was issue 17's.
@@ -84,6 +89,47 @@ class _PooledTrivial(_Trivial):
         PARKED.run(self._actor_loop)
 
 
+class _Relay:
+    """The floor of a design with four thread hand-offs per run and no work at all: the
+    caller -> "supervisor" -> "dispatcher" -> "supervisor" -> caller, each a ``SimpleQueue``
+    put that wakes a waiting thread (the runtime's are the same kind of queue). Raw pykka's
+    start + ask + stop costs two (the loop's thread, the reply)."""
+
+    def __init__(self) -> None:
+        self.supervisor: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.dispatcher: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for target in (self._supervise, self._dispatch):
+            threading.Thread(target=target, daemon=True).start()
+
+    def _supervise(self) -> None:
+        while (item := self.supervisor.get()) is not None:
+            reply, done = item
+            if done:
+                reply.put(True)
+            else:
+                self.dispatcher.put(reply)
+
+    def _dispatch(self) -> None:
+        while (reply := self.dispatcher.get()) is not None:
+            self.supervisor.put((reply, True))
+
+    def close(self) -> None:
+        self.supervisor.put(None)
+        self.dispatcher.put(None)
+
+
+def relay_block(relay: _Relay, n: int, sample: _Sample) -> None:
+    reply: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        t = time.perf_counter()
+        relay.supervisor.put((reply, False))
+        reply.get()
+        sample.latencies.append(time.perf_counter() - t)
+    sample.elapsed += time.perf_counter() - start
+    sample.cpu += time.process_time() - cpu
+
+
 def trivial(ctx: AgentContext) -> str:
     """Returns its task at once."""
     return ctx.task
@@ -143,7 +189,8 @@ def main() -> None:
     blocks = args.blocks or (1 if args.quick else 5)
     per_block = max(1, n // blocks)
     raws = {"raw_pooled": _PooledTrivial, "raw_thread_per_actor": _Trivial}
-    samples = {name: _Sample() for name in (*raws, "memory", "sqlite")}
+    samples = {name: _Sample() for name in (*raws, "four_handoffs", "memory", "sqlite")}
+    relay = _Relay()
     for actor in raws.values():
         raw_block(actor, min(n, 100), _Sample())  # warm-up
     with tempfile.TemporaryDirectory(prefix="subagents-bench-") as tmp:
@@ -160,6 +207,8 @@ def main() -> None:
                 for name, actor in raws.items():
                     raw_block(actor, per_block, samples[name])
                     settle()
+                relay_block(relay, per_block, samples["four_handoffs"])
+                settle()
                 for kind, rt in runtimes.items():
                     runtime_block(rt, per_block, samples[kind])
                     settle()
@@ -169,8 +218,13 @@ def main() -> None:
             for store in stores.values():
                 store.close()
             PARKED.close()
+            relay.close()
     figures: dict[str, Any] = {name: samples[name].summary() for name in raws}
     baseline = figures["raw_pooled"]
+    # the design's floor: four hand-offs and nothing else, against the same anchor
+    floor = samples["four_handoffs"].summary()
+    floor["ratio_p50"] = ratio(floor["p50_ms"], baseline["p50_ms"])
+    figures["four_handoffs"] = floor
     reference = figures["raw_thread_per_actor"]
     for kind in ("memory", "sqlite"):
         figure: dict[str, Any] = samples[kind].summary()

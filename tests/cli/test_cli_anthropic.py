@@ -29,6 +29,8 @@ def test_run_uses_claude_with_a_key_and_the_chosen_model(tmp_path: Path) -> None
     data = msgspec.json.decode(proc.stdout)
     assert data["outcome"]["result"] == "answer from claude"
     assert data["runs"][0]["usage"]["input_tokens"] == 12
+    assert (data["runs"][0]["model"], data["runs"][0]["answered_by"]) == ("haiku", None)
+    assert "answered offline" not in cli("info", data["runs"][0]["run_id"]).stdout
 
 
 def test_a_rejected_key_fails_the_run_naming_the_variable(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from polling import wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
+
+from fake_messages_api import FakeMessagesAPI, text_message
 
 WRITER = """---
 name: writer
@@ -216,3 +221,101 @@ def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
     waited = cli("wait", run_id)
     assert waited.returncode == 0, waited.stderr
     assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout
+
+
+def test_a_run_waiting_for_an_approval_says_so_in_ps_info_tree_and_attach(cli: Cli) -> None:
+    """`waiting` alone does not say a person is needed: every view names the approval."""
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    attach = cli.start("attach", run_id)  # on a pipe: one line per change of status
+
+    (row,) = [r for r in cli.json("ps") if r["run_id"] == run_id]
+    assert row["status"] == "waiting" and row["approvals"] == [approval_id]
+    listed = cli("ps")
+    assert "APPROVAL" in listed.stdout and approval_id in listed.stdout
+    assert "subagents approve ID" in listed.stderr
+
+    info = cli.json("info", run_id)
+    assert [a["approval_id"] for a in info["approvals"]] == [approval_id]
+    shown = cli("info", run_id).stdout
+    assert f"waiting (approval {approval_id})" in shown
+    assert f"subagents approve {approval_id}" in shown and f"subagents deny {approval_id}" in shown
+
+    assert cli.json("tree", run_id)["approvals"] == [approval_id]
+    assert f"waiting (approval {approval_id})" in cli("tree", run_id).stdout
+
+    assert attach.stdout is not None
+    first = attach.stdout.readline()  # its first frame, read while the ask is pending
+    assert f"waiting (approval {approval_id})" in first
+    assert cli("deny", approval_id, "--reason", "not now").returncode == 0
+    code, _out, err = finish(attach)
+    assert code == 0, err
+    assert cli.json("ps", "--all")[0]["approvals"] == []  # answered: no longer shown
+    assert "APPROVAL" not in cli("ps", "--all").stdout
+
+
+def test_a_foreground_run_on_a_pipe_keeps_its_asks_in_the_store_with_approvals_store(
+    cli: Cli,
+) -> None:
+    """No terminal to ask: `--approvals store` lets another terminal answer; the live tree
+    (a journal on a pipe) says what the run waits for."""
+    proc = cli.start("run", "writer", "go", "--agents", str(cli.agents), "--approvals", "store")
+    run_id = cli.wait_runs(lambda rows: rows[0]["run_id"] if rows else None, "the run", proc)
+    approval_id = _asked(cli, run_id)
+    assert not (cli.root / "out.txt").exists()
+    approved = cli("approve", approval_id, "--reason", "fine")
+    assert approved.returncode == 0, approved.stderr
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    assert (cli.root / "out.txt").read_text() == "line\n"
+    assert f"waits for approval {approval_id} (Bash)" in out
+    assert f"approval {approval_id} answered: allowed" in out
+    assert "calls that need approval wait in the store" in err
+
+
+def test_approvals_terminal_without_a_terminal_is_bad_usage_and_the_default_denies(
+    cli: Cli,
+) -> None:
+    asked = cli("run", "writer", "go", "--agents", str(cli.agents), "--approvals", "terminal")
+    assert asked.returncode == 2
+    assert "--approvals terminal: there is no terminal to ask" in asked.stderr
+    detached = cli(
+        "run", "--detach", "writer", "go", "--agents", str(cli.agents), "--approvals", "deny"
+    )
+    assert detached.returncode == 2 and "with --detach" in detached.stderr
+    assert not cli.state.exists() or cli.runs() == []  # refused before anything ran
+    denied = cli.json("run", "writer", "go", "--agents", str(cli.agents))
+    assert denied["outcome"]["status"] == "completed"
+    assert "denied" in denied["outcome"]["result"] and not (cli.root / "out.txt").exists()
+
+
+def test_a_run_started_offline_and_resumed_with_a_key_asks_the_api_for_its_real_model(
+    cli: Cli,
+) -> None:
+    """The offline model is recorded as what answered (``answered_by``), never as the run's
+    model: a resume with a key asks Claude for the model the run asked for."""
+    run_id, pid = _detach_writer(cli)  # no key: the offline model answers its first turn
+    approval_id = _asked(cli, run_id)
+    with cli.store() as store:
+        before = store.get_run(run_id)
+    assert before is not None and (before.model, before.answered_by) == ("sonnet", "scripted")
+    assert "(answered offline by the scripted model)" in cli("info", run_id).stdout
+    _kill(pid)
+    with FakeMessagesAPI([text_message("claude took over")]) as api:
+        env = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.url}
+        resumed = cli.start("resume", "--agents", str(cli.agents), "--json", env=env)
+        cli.wait_runs(
+            lambda rows: (r := by_agent(rows, "writer", "waiting")) and not r["orphaned"],
+            "the resumed writer waiting",
+            resumed,
+        )
+        assert cli("approve", approval_id).returncode == 0
+        code, _out, err = finish(resumed)
+        assert code == 0, err
+        (request,) = api.requests
+    assert request.body["model"] == "claude-sonnet-5-5"  # not 'scripted'
+    with cli.store() as store:
+        after = store.get_run(run_id)
+    assert after is not None and after.outcome is not None
+    assert after.outcome.result == "claude took over"
+    assert (after.model, after.answered_by) == ("sonnet", None)  # Claude answered the rest

@@ -303,3 +303,34 @@ def test_a_tree_detached_on_the_cluster_asks_through_its_store(
     waited = cli("wait", run_id, "--ray", address)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert (cli.root / "ray.txt").read_text() == "on-ray\n"
+
+
+def test_continue_on_the_cluster_hosts_the_continued_tree_on_its_nodes(
+    cli: Cli, served: Any, ray_cluster: LocalCluster
+) -> None:
+    """`subagents continue --ray`: the ended run is read from the cluster's store and the
+    continuation is hosted on the cluster's nodes, as `run --ray` hosts a tree; `--detach`
+    there is refused naming why (a detached tree host starts new runs only)."""
+    address = ray_cluster.address
+    first = cli("run", "quick", "epsilon", "--agents", str(cli.agents), "--ray", address, "--json")
+    assert first.returncode == 0, first.stderr
+    earlier = msgspec.json.decode(first.stdout)["outcome"]["run_id"]
+    more = cli(
+        "continue", earlier[-8:], "and zeta", "--agents", str(cli.agents), "--ray", address,
+        "--json",
+    )  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    (record,) = msgspec.json.decode(more.stdout)["runs"]
+    assert (record["agent"], record["status"], record["continues"]) == (
+        "quick",
+        "completed",
+        earlier,
+    )
+    assert record["node"] in {ray_cluster.head_node_id, ray_cluster.worker_node_id}
+    kept = served.get_run(record["run_id"])  # recorded in the cluster's store
+    assert kept is not None and kept.continues == earlier and kept.task == "and zeta"
+    detached = cli(
+        "continue", "--detach", earlier, "x", "--agents", str(cli.agents), "--ray", address,
+    )  # fmt: skip
+    assert detached.returncode == 2
+    assert "a continued tree cannot be hosted by a detached tree host yet" in detached.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -79,7 +80,12 @@ def test_json_result_model_and_offline_note(cli: Cli) -> None:
     assert data["outcome"]["result"] == "quick answer to the question"
     assert data["outcome"]["usage"]["input_tokens"] == 10
     (record,) = data["runs"]
-    assert record["model"] == "haiku"
+    assert record["model"] == "haiku"  # what it asked for, kept for a resume with a key
+    assert record["answered_by"] == "scripted"  # and what answered it
+    shown = cli("info", record["run_id"]).stdout
+    assert re.search(r"^model +haiku \(answered offline by the scripted model\)$", shown, re.M)
+    (row,) = cli.json("ps", "--all")
+    assert (row["model"], row["answered_by"]) == ("haiku", "scripted")
     assert record["task"] == "the question"
     assert "ANTHROPIC_API_KEY is not set: using the offline scripted model" in proc.stderr
     assert record["run_id"] in proc.stderr  # the run id is announced for other terminals

@@ -90,7 +90,7 @@ from subagents.messages import (
 from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
-from subagents.store.writes import apply_writes
+from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
@@ -524,9 +524,7 @@ class SupervisorActor(FastInboxActor):
     def _write(self, decision: Decision) -> None:
         writes = decision.writes
         if writes:
-            store = self.store
-            with store.batch():
-                apply_writes(store, writes)
+            write_all(self.store, writes)
 
     def _apply(self, effects: list[Effect]) -> None:
         if self._group is not None:  # not committed yet: held back until it is

@@ -3,10 +3,12 @@
 The tree under RUN (status, depth, time, steps, tokens, result or error) is read from the store
 a few times a second, so it works for any run: a `run --detach` tree, one running in another
 terminal, a child. On a terminal it redraws in place; on a pipe it prints one line per change
-of status, then the tree. When RUN ends it prints its result and one line per run, and exits
-with `subagents run`'s code for its status. Ctrl-C detaches (exit 0): the run goes on. When
-the run's host process is gone (orphaned) it says so and exits 6 (`subagents resume`
-continues it). RUN is an id, a unique prefix of one, or #N from `ps`.
+of status, then the tree. A run waiting for an approval kept in the store shows
+`waiting (approval ID)` (`subagents approve ID` answers it). When RUN ends it prints its
+result and one line per run, and exits with `subagents run`'s code for its status. Ctrl-C
+detaches (exit 0): the run goes on. When the run's host process is gone (orphaned) it says so
+and exits 6 (`subagents resume` continues it). RUN is an id, a unique prefix of one, or #N
+from `ps`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from subagents.cli.state import InspectedStore
+    from subagents.cli.waiting_asks import WaitingAsks
     from subagents.messages import RunRecord
     from subagents.store.leases import Liveness
 
@@ -60,16 +63,21 @@ def _attach(args: argparse.Namespace) -> int:
         return _end(store, record, orphaned, out)
 
 
-def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord], Liveness]:
-    """The runs under ``record`` (itself first, parents before children) and the leases.
+def _subtree(
+    store: InspectedStore, record: RunRecord
+) -> tuple[list[RunRecord], Liveness, WaitingAsks]:
+    """The runs under ``record`` (itself first, parents before children), the leases and
+    the tree's pending approvals (one read each per frame).
 
     The leases are read first: a host ends its runs before it gives up its lease, so runs
     read after the leases are never taken for orphans of a host that ended in between."""
     from subagents.cli.state import liveness
+    from subagents.cli.waiting_asks import WaitingAsks
 
     alive = liveness(store)
     with store_errors():
         tree = store.list_runs(root_run_id=record.root_run_id, include_archived=True)
+        asks = WaitingAsks.read(store, record.root_run_id)
     children: dict[str | None, list[RunRecord]] = {}
     for r in tree:
         children.setdefault(r.parent_run_id, []).append(r)
@@ -80,7 +88,7 @@ def _subtree(store: InspectedStore, record: RunRecord) -> tuple[list[RunRecord],
         r = stack.pop()
         ordered.append(r)
         stack.extend(reversed(children.get(r.run_id, [])))
-    return ordered, alive
+    return ordered, alive, asks
 
 
 def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[RunRecord, bool]:
@@ -91,8 +99,8 @@ def _live_view(store: InspectedStore, record: RunRecord, out: Console) -> tuple[
     from subagents.cli.views import build_tree, render_tree, walk
 
     def frame() -> tuple[RenderableType, RunRecord, bool]:
-        runs, alive = _subtree(store, record)
-        tree = build_tree(runs[0], runs, alive)
+        runs, alive, asks = _subtree(store, record)
+        tree = build_tree(runs[0], runs, alive, asks)
         shorts = short_ids([n.run_id for n in walk(tree)], all_run_ids(store))
         with store_errors():  # what their models are writing now (the store's previews)
             live = [r.run_id for r in runs if not r.status.terminal]
@@ -112,13 +120,16 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
     """On a pipe: one line per change of status, until RUN ends or is orphaned."""
     from subagents.cli.output import printable
     from subagents.cli.state import shown_status
+    from subagents.cli.waiting_asks import marker
 
     seen: dict[str, str] = {}
     t0 = time.time()
     while True:
-        runs, alive = _subtree(store, record)
+        runs, alive, asks = _subtree(store, record)
         for r in runs:
             status = shown_status(r, alive)
+            if asks.ids(r.run_id):
+                status += f" ({marker(asks.ids(r.run_id))})"
             if seen.get(r.run_id) != status:
                 seen[r.run_id] = status
                 indent = "  " * (r.depth - runs[0].depth)
@@ -145,7 +156,7 @@ def _end(store: InspectedStore, record: RunRecord, orphaned: bool, out: Console)
             f" ({liveness(store).describe(record)}) is gone; `subagents resume` continues it\n"
         )
         return EXIT_ORPHANED
-    runs, _alive = _subtree(store, record)
+    runs, _alive, _asks = _subtree(store, record)
     outcome = record.outcome or Outcome(run_id=record.run_id, status=record.status)
     print_outcome(out, outcome, runs)
     return EXIT_FOR_STATUS.get(record.status, 1)

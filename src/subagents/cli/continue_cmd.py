@@ -5,10 +5,11 @@ A new run of its agent going on with its conversation: a root run of the same ag
 it ended (completed, failed, timed out, cancelled, over budget), then TEXT. RUN's record is
 left as it ended; the new one names it (`subagents info` shows `continues`). Continuing the
 same run twice forks it. RUN is an id, a unique prefix of one, or #N from `ps`, in the store
---state names (a run another process finished included). Everything else is `subagents
-run`'s: the live tree, --json, --detach (then `subagents attach`/`wait` the printed id),
---timeout, --budget, the runtime's options, and its exit status (1 when RUN is not in the
-store, 2 when it has not ended).
+--state names, or a Ray cluster's (--ray ADDRESS, $SUBAGENTS_RAY_ADDRESS: the new tree is
+then hosted on the cluster's nodes, as `run --ray` hosts one). Everything else is `subagents
+run`'s: the live tree, --json, --detach (then `subagents attach`/`wait` the printed id; not
+on a cluster yet), --timeout, --budget, the runtime's options, and its exit status (1 when
+RUN is not in the store, 2 when it has not ended).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ref", metavar="RUN", help=f"the run to continue: {RUN_HELP}")
     parser.add_argument("task", metavar="TEXT", help="what to say next (- reads it from stdin)")
     run_cmd.add_run_options(parser)
-    parser.set_defaults(ray=None)  # a local store's run: no --ray here
+    run_cmd.add_ray_option(parser)
 
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
+    _check_cluster(args)
     record = _ended_run(args)
     args.agent, args.continues = record.agent, record.run_id
     return run_cmd.run(args)
@@ -42,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _ended_run(args: argparse.Namespace) -> RunRecord:
     """The run RUN names, which must have ended (else ``CliError``, exit 2)."""
-    from subagents.cli.state import open_store, resolve
+    from subagents.cli.state import open_inspected_store, resolve
 
-    store = open_store(args.state)
+    store = open_inspected_store(args)  # the file --state names, or the cluster's (--ray)
     try:
         with store_errors():
             record = resolve(store, args.run_ref)
@@ -57,3 +59,21 @@ def _ended_run(args: argparse.Namespace) -> RunRecord:
             EXIT_USAGE,
         )
     return record
+
+
+def _check_cluster(args: argparse.Namespace) -> None:
+    """On a cluster (``--ray``, ``$SUBAGENTS_RAY_ADDRESS``) a continued tree is hosted by this
+    command's runtime, as `run --ray` hosts one; ``--detach`` there is refused: a detached
+    tree on a cluster is a tree host actor on its head (``runtime.start_detached``), which
+    starts a new run from an agent and a task and cannot yet take a continuation."""
+    from subagents.cli.runtime_args import cluster_from
+
+    address = cluster_from(args)
+    if args.detach and address is not None:
+        raise CliError(
+            f"--detach on the Ray cluster {address}: a continued tree cannot be hosted by a"
+            " detached tree host yet (it starts new runs only); run `subagents continue"
+            " --ray` in the foreground (under nohup or tmux to outlive the terminal), or"
+            " `subagents run --detach --ray` for a new run",
+            EXIT_USAGE,
+        )

@@ -1,8 +1,9 @@
 """Everything the store knows about one run (`subagents info RUN`).
 
 Its record (agent, task, status, times, model, limits, usage, outcome), its parent and
-children, its todo list (TodoWrite) and its mail counts. RUN is an id, a unique prefix of
-one, or #N from `ps`.
+children, its todo list (TodoWrite), its mail counts, and the approvals kept in the store it
+waits for, with the commands that answer them. RUN is an id, a unique prefix of one, or #N
+from `ps`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from subagents.cli.command import add_inspect_arguments, emit, inspecting, repor
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.cli.views import duration, stamp
-from subagents.messages import Mail, RunRecord
+from subagents.cli.waiting_asks import WaitingAsks, marker
+from subagents.messages import ApprovalRecord, Mail, RunRecord
 from subagents.supervision.ceilings import describe as describe_ceiling
 from subagents.tools.todo import TodoItem, checklist, todos_in
 
@@ -48,6 +50,8 @@ class Info(msgspec.Struct, frozen=True, kw_only=True):
     """Its todo list (its last TodoWrite call), None if it never wrote one."""
     topics: tuple[str, ...] = ()
     """The topics it is subscribed to (mail to ``topic:NAME`` of its tree reaches it)."""
+    approvals: tuple[ApprovalRecord, ...] = ()
+    """The approvals kept in the store that it waits for (`subagents approve ID`)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +70,7 @@ def gather(args: argparse.Namespace) -> Info:
         mail = store.mail_for(record.run_id)
         todos = todos_in(store.events(record.run_id))
         topics = tuple(s.topic for s in store.subscriptions([record.run_id]))
+        asks = WaitingAsks(store.list_approvals(run_id=record.run_id)).of(record.run_id)
     children = tuple(
         ChildRef(r.run_id, r.agent, str(r.status), alive.orphaned(r))
         for r in tree
@@ -80,6 +85,7 @@ def gather(args: argparse.Namespace) -> Info:
         restarting=alive.restarting(record),
         todos=todos,
         topics=topics,
+        approvals=asks,
     )
 
 
@@ -96,13 +102,16 @@ def show(info: Info) -> None:
         title.append(f"orphaned ({r.status} when its host was lost)", style="bold red")
     else:
         title.append(str(r.status), style=STATUS_STYLE.get(r.status, ""))
+        if info.approvals:
+            ids = [a.approval_id for a in info.approvals]
+            title.append(f" ({marker(ids)})", style="bold yellow")
     out.print(title)
     u = r.usage
     fields: list[tuple[str, str]] = [
         ("task", r.task),
         ("context", r.context or "-"),
         ("label", r.label or "-"),
-        ("model", r.model or "-"),
+        ("model", _model(r)),
         ("depth", str(r.depth)),
         ("parent", (r.parent_run_id or "- (root)") + (" (detached: outlives it)" * r.detached)),
         ("root", r.root_run_id),
@@ -146,6 +155,8 @@ def show(info: Info) -> None:
                 ),
             )
         )
+    if info.approvals:
+        fields.append(("approvals", _asks(info.approvals)))
     if info.todos is not None:
         fields.append(("todos", checklist(info.todos) or "(empty)"))
     if info.topics:
@@ -162,3 +173,23 @@ def show(info: Info) -> None:
         for line in lines[1:]:
             out.print(Text(" " * (width + 2) + line), soft_wrap=True)
     sys.stdout.flush()
+
+
+def _model(r: RunRecord) -> str:
+    """The model asked for, and what answered when it was not that one (the offline model)."""
+    asked = r.model or "-"
+    if r.answered_by is None:
+        return asked
+    return f"{asked} (answered offline by the {r.answered_by} model)"
+
+
+def _asks(approvals: tuple[ApprovalRecord, ...]) -> str:
+    """Each pending approval: its id, the call and why it is asked, and how to answer it."""
+    lines: list[str] = []
+    for a in approvals:
+        call = msgspec.json.encode(a.input).decode()
+        lines.append(f"{a.approval_id}  {a.tool} {call[:100]}  ({a.reason})")
+        lines.append(
+            f"  answer: subagents approve {a.approval_id}  |  subagents deny {a.approval_id}"
+        )
+    return "\n".join(lines)

@@ -20,6 +20,7 @@ from rich.tree import Tree
 
 from subagents.cli.output import printable
 from subagents.cli.state import short_id
+from subagents.cli.waiting_asks import marker
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.tools.todo import progress, todos_of_call
 
@@ -118,6 +119,8 @@ class Row:
     writing: str = ""
     """The end of what its model has streamed in the step under way (``text_delta``)."""
     children: list[str] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+    """The approvals kept in the store it waits for (asked, not yet answered)."""
 
 
 class LiveTree:
@@ -182,6 +185,11 @@ class LiveTree:
                 row.mail += int(event.data.get("count", 1))  # one event per step and recipient
             elif event.kind is EventKind.QUEUED:
                 row.note = f"queued #{event.data.get('position', '?')}"
+            elif event.kind is EventKind.APPROVAL_ASKED:
+                row.approvals.append(str(event.data.get("approval_id", "?")))
+            elif event.kind is EventKind.APPROVAL_ANSWERED:
+                answered = str(event.data.get("approval_id", "?"))
+                row.approvals = [a for a in row.approvals if a != answered]
             elif event.kind is EventKind.TOOL_CALL and not row.status.terminal:
                 row.note = tool_summary(event.data)
                 listed = todos_of_call(event)
@@ -218,6 +226,13 @@ class LiveTree:
             )
         elif kind is EventKind.TOOL_CALL and str(data.get("tool", "")) not in _RUNTIME_TOOLS:
             what = tool_summary(data)  # what the agent does with its hands (Read, Bash...)
+        elif kind is EventKind.APPROVAL_ASKED:
+            ask = data.get("approval_id", "?")
+            what = f"waits for approval {ask} ({data.get('tool', '?')}): `subagents approve {ask}`"
+        elif kind is EventKind.APPROVAL_ANSWERED:
+            what = f"approval {data.get('approval_id', '?')} answered: " + (
+                "allowed" if data.get("allow") else "denied"
+            )
         elif kind is EventKind.STARTED and data.get("resumed"):
             what = "resumed from its checkpoint"
         elif kind is EventKind.STARTED or kind in _TERMINAL_KINDS:
@@ -254,6 +269,8 @@ class LiveTree:
         text.append(printable(row.agent), style="bold")
         text.append(f" {short_id(row.run_id)} ", style="dim")
         text.append(f"{row.status}", style=STATUS_STYLE.get(row.status, ""))
+        if row.approvals and not row.status.terminal:
+            text.append(f" ({marker(row.approvals)})", style="bold yellow")
         text.append(f"  depth {row.depth}  {elapsed:5.1f}s  steps {row.steps}  tok {row.tokens}")
         if row.mail:
             text.append(f"  mail {row.mail}")

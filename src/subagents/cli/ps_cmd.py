@@ -37,6 +37,7 @@ from subagents.cli.state import (
     short_ids,
 )
 from subagents.cli.views import age, duration, one_line
+from subagents.cli.waiting_asks import HINT, WaitingAsks, with_approvals
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.leases import Liveness
 
@@ -80,6 +81,12 @@ class PsRow(msgspec.Struct, frozen=True, kw_only=True):
     started_by: str | None = None
     """A detached run's parent as people name it: ``AGENT RUN_ID`` (its parent may have
     ended; it still started it)."""
+    approvals: tuple[str, ...] = ()
+    """The ids of the approvals kept in the store it waits for (`subagents approve ID`)."""
+    model: str | None = None
+    """The model it asks for."""
+    answered_by: str | None = None
+    """What answered it when not that model: ``scripted``, the offline model."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -218,13 +225,17 @@ def run(args: argparse.Namespace) -> int:
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
         starters = _starters(store, records)
-        rows = [ps_row(n, r, alive, starters.get(r.run_id)) for n, r in enumerate(records, 1)]
+        asks = WaitingAsks.read(store) if records else WaitingAsks()  # one read, not per run
+        rows = [
+            ps_row(n, r, alive, starters.get(r.run_id), asks.ids(r.run_id))
+            for n, r in enumerate(records, 1)
+        ]
         emit(args, rows, lambda: _show(args, rows, records, universe))
         if not args.watch:
             return 0
         from subagents.cli.ps_watch import watch
 
-        json_row = (lambda r, a: ps_row(0, r, a)) if args.json else None
+        json_row = (lambda r, a: ps_row(0, r, a, None, _asks_of(store, r))) if args.json else None
         return watch(store, chosen, after=seq, shown=records, alive=alive, json_row=json_row)
 
 
@@ -239,6 +250,7 @@ def _show(
     shorts = short_ids([r.run_id for r in records] + parents, universe)
     now = time.time()
     print_table = with_nodes(output.print_table, [r.node for r in rows])
+    print_table = with_approvals(print_table, [r.approvals for r in rows])
     print_table(
         (
             "#",
@@ -283,6 +295,8 @@ def _show(
             "det PARENT: a detached run (spawned with detach): PARENT started it, and it goes"
             " on after PARENT ends\n"
         )
+    if any(row.approvals for row in rows):
+        sys.stderr.write(HINT + "\n")
     if any(row.orphaned for row in rows):
         sys.stderr.write(
             "orphaned: the process hosting the run is gone (its lease lapsed);"
@@ -333,7 +347,18 @@ TASK_WIDTH = 48
 LABEL_WIDTH = 20
 
 
-def ps_row(n: int, r: RunRecord, alive: Liveness, started_by: str | None = None) -> PsRow:
+def _asks_of(store: InspectedStore, record: RunRecord) -> tuple[str, ...]:
+    """A watched row's pending approvals (one read per changed row, as the row is)."""
+    return WaitingAsks(store.list_approvals(run_id=record.run_id)).ids(record.run_id)
+
+
+def ps_row(
+    n: int,
+    r: RunRecord,
+    alive: Liveness,
+    started_by: str | None = None,
+    approvals: tuple[str, ...] = (),
+) -> PsRow:
     """Row ``n`` of a listing: the record as `ps --json` prints it."""
     return PsRow(
         row=n,
@@ -358,4 +383,7 @@ def ps_row(n: int, r: RunRecord, alive: Liveness, started_by: str | None = None)
         continues=r.continues,
         detached=r.detached,
         started_by=started_by,
+        approvals=approvals,
+        model=r.model,
+        answered_by=r.answered_by,
     )

@@ -28,7 +28,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from subagents.cli.runtime_args import Hosted, add_runtime_arguments, start_runtime
+from subagents.cli.runtime_args import (
+    Hosted,
+    add_runtime_arguments,
+    approval_route,
+    start_runtime,
+)
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail, store_label
 
 if TYPE_CHECKING:
@@ -39,6 +44,8 @@ MAX_TIMEOUT_S = 3600.0
 `subagents run --help` imports nothing heavy."""
 
 NAME = "run"
+APPROVAL_ROUTES = ("terminal", "store", "deny")
+"""Where `run --approvals` sends a tool call's ask (``runtime_args.approval_route``)."""
 CLEANUP_CHOICES = ("keep", "delete")
 """``messages.CLEANUPS`` written out: `subagents run --help` imports no msgspec (its test in
 tests/cli/test_cli_main.py); tests/test_type_aliases.py keeps the two equal."""
@@ -48,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("agent", metavar="AGENT", help="the agent definition to run")
     parser.add_argument("task", metavar="TASK", help="what to do (- reads it from stdin)")
     add_run_options(parser)
+    add_ray_option(parser)
+
+
+def add_ray_option(parser: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS``: the tree hosted on a Ray cluster (`run`, `continue`)."""
     parser.add_argument(
         "--ray",
         default=None,
@@ -94,6 +106,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="run the tree in a background process; print the root's run id and return"
         " (then `subagents attach RUN`, `wait RUN`)",
     )
+    parser.add_argument(
+        "--approvals",
+        choices=APPROVAL_ROUTES,
+        default=None,
+        help="where a tool call that needs approval is asked: `terminal` (you are asked here),"
+        " `store` (it waits in the store for `subagents approve`/`deny` from any terminal),"
+        " `deny` (denied, the model is told why); default: terminal when stdin and stdout are"
+        " one (and no --json), else deny; --detach: store",
+    )
     add_runtime_arguments(parser)
 
 
@@ -129,9 +150,10 @@ def _check(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         task = _check(args)
+        route = approval_route(args)
         if args.detach:
             return _detach(args, task)
-        hosted = start_runtime(args, restore=False)
+        hosted = start_runtime(args, restore=False, approvals_in_store=route == "store")
     except CliError as exc:
         return fail(NAME, exc)
     try:
@@ -240,6 +262,15 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
     return 0
 
 
+def _say_where_asks_wait(hosted: Hosted) -> None:
+    """A foreground run's asks go to the store (`--approvals store`): where to answer them."""
+    sys.stderr.write(
+        f"subagents run: calls that need approval wait in the store {store_label(hosted.store)}:"
+        " `subagents approvals` lists them, `subagents approve ID` or `deny ID` answers"
+        " them from any terminal\n"
+    )
+
+
 def _run(
     args: argparse.Namespace,
     hosted: Hosted,
@@ -278,6 +309,8 @@ def _run(
         f"subagents run: {args.agent} is run {handle.run_id} (store {store_label(hosted.store)});"
         " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
+    if getattr(args, "approvals", None) == "store" and on_admitted is None:
+        _say_where_asks_wait(hosted)
     done = threading.Event()
 
     def wait_for_root() -> None:

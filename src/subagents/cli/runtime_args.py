@@ -288,7 +288,9 @@ def start_runtime(
     from subagents.store.locations import is_database_url
 
     options = runtime_options(args, timeout=timeout)
-    approvals = None if approvals_in_store else terminal_approvals(args)
+    approvals = None
+    if not approvals_in_store and approval_route(args) == "terminal":
+        approvals = terminal_approvals(args)
     address = cluster_from(args)
     database = is_database_url(args.state)  # on a cluster too: the driver writes it
     store = (
@@ -418,6 +420,36 @@ def workspace_from(args: argparse.Namespace) -> Path:
     if not workspace.is_dir():
         raise CliError(f"--workspace {workspace}: not a directory", EXIT_USAGE)
     return workspace
+
+
+def approval_route(args: argparse.Namespace) -> str:
+    """Where a call that needs approval is asked (`run --approvals`): ``terminal``,
+    ``store`` or ``deny``. Default: the terminal when there is one (stdin and stdout, no
+    --json), else ``deny``, as before the option: a foreground run on a pipe (CI, a script)
+    that kept its asks in the store would wait, up to its timeout, for an answer no one was
+    told to give; keeping them is asked for with ``store``. ``--detach``: the store (no one
+    is at its terminal); asking a terminal there, or where there is none, is a usage error."""
+    route: str | None = getattr(args, "approvals", None)
+    detached = bool(getattr(args, "detach", False))
+    if detached:
+        if route not in (None, "store"):
+            raise CliError(
+                f"--approvals {route} with --detach: no one is at a detached tree's terminal;"
+                " its asks wait in the store (`subagents approvals`)",
+                EXIT_USAGE,
+            )
+        return "store"
+    at_terminal = not args.json and sys.stdin.isatty() and sys.stdout.isatty()
+    if route == "terminal" and not at_terminal:
+        why = "--json prints only JSON" if args.json else "stdin or stdout is not a terminal"
+        raise CliError(
+            f"--approvals terminal: there is no terminal to ask ({why}); use --approvals"
+            " store (answer with `subagents approve` from another terminal) or deny",
+            EXIT_USAGE,
+        )
+    if route is None:
+        return "terminal" if at_terminal else "deny"
+    return route
 
 
 def terminal_approvals(args: argparse.Namespace) -> TerminalApprovals | None:

@@ -16,6 +16,7 @@ from rich.tree import Tree
 
 from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
+from subagents.cli.waiting_asks import WaitingAsks, marker
 from subagents.messages import RunRecord, TreeNode
 from subagents.store.leases import Liveness
 from subagents.supervision.tree import tree_view
@@ -51,23 +52,30 @@ def stamp(ts: float | None) -> str:
 
 
 def build_tree(
-    root: RunRecord, records: Sequence[RunRecord], alive: Liveness | None = None
+    root: RunRecord,
+    records: Sequence[RunRecord],
+    alive: Liveness | None = None,
+    asks: WaitingAsks | None = None,
 ) -> TreeNode:
     """The execution tree under ``root`` from the records of its root tree, with totals
-    (and, given the store's leases, which unfinished nodes are orphaned)."""
+    (and, given the store's leases, which unfinished nodes are orphaned; given the pending
+    approvals, which approvals each node waits for)."""
     tree = tree_view(root, records)
     if alive is None:
         return tree
     by_id = {r.run_id: r for r in records}
-    return _mark_orphans(tree, by_id, alive)
+    return _mark(tree, by_id, alive, asks or WaitingAsks())
 
 
-def _mark_orphans(node: TreeNode, by_id: dict[str, RunRecord], alive: Liveness) -> TreeNode:
+def _mark(
+    node: TreeNode, by_id: dict[str, RunRecord], alive: Liveness, asks: WaitingAsks
+) -> TreeNode:
     record = by_id.get(node.run_id)
     return msgspec.structs.replace(
         node,
         orphaned=record is not None and alive.orphaned(record),
-        children=tuple(_mark_orphans(c, by_id, alive) for c in node.children),
+        approvals=asks.ids(node.run_id),
+        children=tuple(_mark(c, by_id, alive, asks) for c in node.children),
     )
 
 
@@ -93,6 +101,8 @@ def node_label(
         text.append("orphaned", style="bold red")
     else:
         text.append(str(node.status), style=STATUS_STYLE.get(node.status, ""))
+        if node.approvals:
+            text.append(f" ({marker(node.approvals)})", style="bold yellow")
     text.append(
         f"  depth {node.depth}  {duration(node, now)}  steps {node.steps}"
         f"  tok {node.usage.total_tokens}"

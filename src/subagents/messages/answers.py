@@ -133,3 +133,6 @@ class TreeNode(msgspec.Struct, frozen=True, kw_only=True):
     children: tuple[TreeNode, ...] = ()
     orphaned: bool = False
     """Unfinished and its host is gone (set by views that read the store's leases)."""
+    approvals: tuple[str, ...] = ()
+    """The ids of the approvals it waits for, kept in the store (set by views that read
+    them: `subagents tree`, `attach`)."""

@@ -204,6 +204,12 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     detached: bool = False
     """Spawned with ``detach``: its parent's end does not cancel it (it is a background
     child; its outcome goes to its nearest live ancestor, and stays in the store)."""
+    answered_by: str | None = None
+    """What answers its model calls when it is not the model it asks for (``model``): the
+    offline scripted model (``scripted``: no API key, ``--offline``, the demos); None when
+    the model asked for answers. Set at each start by the runtime starting it, so a run
+    started offline and resumed with a key says None, and ``model`` stays the one asked for
+    (a resume asks the API for it, never for ``scripted``)."""
 
 
 def new_id(prefix: str = "", now: float | None = None) -> str:

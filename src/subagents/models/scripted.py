@@ -64,6 +64,11 @@ ScriptInput = Mapping[str, Sequence[Turn | Mapping[str, Any] | str]]
 class ScriptedModel:
     """A ``Model`` that plays per-agent scripts. Thread-safe: many agents may call it at once."""
 
+    answers_as = SCRIPTED_MODEL_ID
+    """What the runs it answers record as having answered them (``RunRecord.answered_by``),
+    whatever model they ask for: it stands in for every model name (a ``Model`` answering
+    as the name asked for has no such attribute)."""
+
     def __init__(
         self,
         scripts: ScriptInput | None = None,

@@ -135,10 +135,13 @@ def supervisor_core(
     store: RunStore,
     limits: Limits,
     owner: str,
+    model: Model,
 ) -> SupervisorCore:
     """The supervisor's decisions over the current definitions (``agents``, re-read on each
     call: the registry may have reloaded them) and the runs in ``store``; the runtime's
-    permission mode is kept in each root's ceiling."""
+    permission mode is kept in each root's ceiling; a ``model`` that answers every run
+    whatever it asks for (the offline one: its ``answers_as``) is recorded as what answered
+    (``RunRecord.answered_by``), beside the model asked for."""
     return SupervisorCore(
         lookup=lambda name: agents().get(name),
         names=lambda: list(agents()),
@@ -147,6 +150,7 @@ def supervisor_core(
         default_model=given.default_model or os.environ.get("SUBAGENTS_MODEL", "sonnet"),
         owner=owner,
         runtime_mode=Permissions.coerce(given.permissions).mode,
+        answered_by=getattr(model, "answers_as", None),
     )
 
 

@@ -11,29 +11,62 @@ from __future__ import annotations
 
 import threading
 
-from subagents.actors.lazy_event import LazyEvent
 from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
+
+_LANDING = threading.Lock()
+"""Makes a waiter's check-and-open one step: a refusal, an outcome and the runtime's closing
+may race to land in it; one opens it, the others find it open."""
 
 
 class Waiter:
-    """One root run's outcome, landed exactly once (or why it was not admitted)."""
+    """One root run's outcome, landed exactly once (or why it was not admitted).
 
-    __slots__ = ("event", "outcome", "refused")
+    Its waiting is one lock, taken when it is made and released when something lands (as
+    ``actors.latch_future.LatchFuture``): a caller of ``Runtime.run`` waits on it at once,
+    and a ``threading.Event`` would make a condition, a lock per wait and two notifications
+    for that one wake-up, on the critical path of every run waited for (``benchmarks/
+    spawn.py``). A lock is not tracked by the cyclic GC: 100,000 waiting runs hold one
+    each."""
+
+    __slots__ = ("_latch", "_open", "outcome", "refused")
 
     def __init__(self) -> None:
-        self.event: threading.Event = LazyEvent()  # a condition only if a caller waits
+        self._latch = threading.Lock()
+        self._latch.acquire()
+        self._open = False
         self.outcome: Outcome | None = None
         self.refused: str | None = None
         """Why the run was not admitted (``run`` hears it here instead of from an ask)."""
 
+    def is_set(self) -> bool:
+        """Whether an outcome or a refusal has landed."""
+        return self._open
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until something lands (at most ``timeout`` seconds); whether it has."""
+        if self._open:
+            return True
+        latch = self._latch
+        if not (latch.acquire() if timeout is None else latch.acquire(timeout=timeout)):
+            return self._open
+        latch.release()  # open for every other wait
+        return True
+
     def refuse(self, reason: str) -> None:
-        self.refused = reason
-        self.event.set()
+        with _LANDING:
+            if self._open:
+                return
+            self.refused = reason
+            self._open = True
+        self._latch.release()
 
     def land(self, outcome: Outcome) -> None:
-        if self.outcome is None:
+        with _LANDING:
+            if self._open:
+                return
             self.outcome = outcome
-            self.event.set()
+            self._open = True
+        self._latch.release()
 
 
 class RootWaiters:

@@ -59,11 +59,11 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self._waiter.event.is_set()
+        return self._waiter.is_set()
 
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
-        if not self._waiter.event.wait(check_timeout(timeout)):
+        if not self._waiter.wait(check_timeout(timeout)):
             raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
         if self._waiter.refused is not None:
             raise AdmissionError(self._waiter.refused)

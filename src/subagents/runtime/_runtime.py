@@ -221,10 +221,11 @@ class Runtime:
     def _start_supervisor(
         self, given: RuntimeArguments, backend: ClusterBackend, address: str | None
     ) -> None:
-        """The supervisor (and on a cluster its node hosts), the lease, the restore of the
-        runs left by a process that ended, and the periodic polls and sweeps."""
+        """The supervisor (on a cluster, its node hosts), the lease, the restore, the polls."""
         hosting = self._hosting
-        self.core = supervisor_core(given, self._agents, self.store, self.limits, self.owner)
+        self.core = supervisor_core(
+            given, self._agents, self.store, self.limits, self.owner, self.model
+        )
         behaviour_for = behaviours(self._functions, self.env)
         if address is not None:  # the runs' agents live in the cluster's node hosts
             hosting.start_cluster(backend, self.owner, self._functions, self.env, behaviours)
@@ -235,8 +236,7 @@ class Runtime:
         # seen alive by the next one that looks
         hosting.keep_lease(self.store, self.owner, self.lease_s)
         self.restore_report = RestoreReport()
-        if given.restore:
-            restore = given.restore
+        if restore := given.restore:
             self.restore_report = self._requests.restore(None if restore is True else restore)
         self._sweep = Sweep(
             archive_after_minutes=given.archive_after_minutes, retention_days=given.retention_days

@@ -112,6 +112,14 @@ class FencedStore:
             return self.store.batch()  # (each write opens one: ~10 per spawn)
         return _FencedBatch(self)
 
+    @property
+    def writes_go_to(self) -> RunStore:
+        """Where the writes of an open batch of this thread may go straight: the inner
+        store. The fence was checked when the thread's outermost batch opened, which is all
+        a write through ``FencedStore`` adds (with a nested batch of the inner store per
+        write: ~10 per spawn, each a lock or a SAVEPOINT mark). ``store.writes.write_all``."""
+        return self.store
+
     def sweep(self, **kwargs: Any) -> Any:
         """The store's sweeper (if it has one: ``SQLiteStore``), fenced like any write."""
         sweep = getattr(self.store, "sweep", None)

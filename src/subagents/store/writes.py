@@ -8,7 +8,7 @@ test, logged, or shipped to another process that owns the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -238,3 +238,41 @@ def apply_writes(store: RunStore, writes: Iterable[Write]) -> None:
     apply = _APPLY
     for write in writes:
         apply[type(write)](store, write)
+
+
+def write_all(store: RunStore, writes: Sequence[Write]) -> None:
+    """``writes`` in one batch of ``store`` (nested in its open one, if any), in order.
+
+    Inside the batch they go where the store says its writes may go once a batch is open
+    (``writes_go_to``: a ``FencedStore``'s inner store, its fence checked as the batch
+    opened), not through a batch of their own each. A run saved more than once among them
+    is saved once, at the place of its last save (``superseded``): a decision that admits
+    and starts a run records the started record, as the two saves in a row left it."""
+    with store.batch():
+        target = getattr(store, "writes_go_to", store)
+        apply = _APPLY
+        skip = superseded(writes) if len(writes) > 1 else ()
+        for i, write in enumerate(writes):
+            if i not in skip:
+                apply[type(write)](target, write)
+
+
+def superseded(writes: Sequence[Write]) -> set[int]:
+    """The places of the ``SaveRun`` writes a later ``SaveRun`` of the same run replaces.
+    A save writes a run's whole record and no write reads it, so the last one of a run
+    decides what the batch leaves in the store; except that a save with a live status also
+    takes a run out of the archive (``SQLiteStore``), which a terminal save does not: a
+    live save followed by a terminal one is kept."""
+    last: dict[str, int] = {}
+    skip: set[int] = set()
+    for i, write in enumerate(writes):
+        if type(write) is SaveRun:
+            record = write.record
+            earlier = last.get(record.run_id)
+            if earlier is not None:
+                before = writes[earlier]
+                assert type(before) is SaveRun
+                if before.record.status.terminal or not record.status.terminal:
+                    skip.add(earlier)
+            last[record.run_id] = i
+    return skip

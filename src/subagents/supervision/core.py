@@ -104,10 +104,10 @@ class SupervisorCore:
         owner: str = "",
         rng: random.Random | None = None,
         runtime_mode: str | None = None,
+        answered_by: str | None = None,
     ) -> None:
         self.limits = limits or Limits()
-        self.clock = clock
-        """Monotonic time: deadlines and restart windows."""
+        self.clock = clock  # monotonic time: deadlines and restart windows
         self.owner = owner
         """The id this runtime stamps on the runs it hosts; its lease (``store.leases``)
         says whether it is alive. Given by the Runtime (``host:pid:nonce``)."""
@@ -131,6 +131,7 @@ class SupervisorCore:
             self.parking,
             clock,
             self.limits,
+            answered_by,  # the offline model standing in for every model (RunRecord.answered_by)
         )
         self.admission = Admission(
             self.runs,

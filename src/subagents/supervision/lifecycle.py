@@ -73,7 +73,11 @@ class Lifecycle:
         parking: Parking,
         clock: Callable[[], float],
         limits: Limits,
+        answered_by: str | None = None,
     ) -> None:
+        self.answered_by = answered_by
+        """The model answering every run whatever it asks for (the offline one), recorded
+        at each start as the record's ``answered_by``; None: the model asked for answers."""
         self.parking = parking
         self.limits = limits
         self.runs = runs
@@ -128,7 +132,8 @@ class Lifecycle:
         # its first start is out of the queue; any other is a start again
         move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
         decided = Decided()
-        decided.writes.append(self.runs.fire(state, move, started_at=first))
+        answered = self.answered_by
+        decided.writes.append(self.runs.fire(state, move, started_at=first, answered_by=answered))
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
         pending: tuple[Mail, ...] = ()
         if state.inbox:  # (checked here: most starts have none, and this path is hot)

@@ -1,0 +1,75 @@
+"""store.writes.write_all: a decision's writes in one batch, straight to the store a fenced
+batch wraps, a run saved twice saved once, and what the store holds afterwards unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from storekit import event, outcome, run
+
+from subagents.messages import Lease, RunStatus
+from subagents.store.base import Fenced, RunStore
+from subagents.store.fencing import Fence, FencedStore
+from subagents.store.sqlite import SQLiteStore
+from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, superseded, write_all
+
+
+def test_an_earlier_save_of_the_same_run_is_superseded_by_the_later() -> None:
+    admitted = SaveRun(run("a", status=RunStatus.QUEUED))
+    started = SaveRun(run("a", status=RunStatus.RUNNING))
+    writes = [admitted, AppendEvent(event("a")), SaveRun(run("b")), started]
+    assert superseded(writes) == {0}
+    assert superseded([admitted]) == set()
+    assert superseded([SaveRun(run("a")), SaveRun(run("b"))]) == set()
+
+
+def test_a_live_save_is_kept_before_a_terminal_one() -> None:
+    # a live save takes a run out of the archive, which the terminal save after it does not
+    restarted = SaveRun(run("a", status=RunStatus.RUNNING))
+    ended = SaveRun(run("a", status=RunStatus.FAILED))
+    assert superseded([restarted, ended]) == set()
+    assert superseded([ended, SaveRun(run("a", status=RunStatus.COMPLETED))]) == {0}
+    assert superseded([ended, restarted]) == {0}
+
+
+def test_write_all_leaves_what_each_write_in_turn_would(store: RunStore) -> None:
+    last = run("a", status=RunStatus.RUNNING, task="started")
+    writes = [
+        SaveRun(run("a", status=RunStatus.QUEUED)),
+        AppendEvent(event("a")),
+        SaveRun(last),
+        SaveRun(run("b")),
+        SaveOutcome(outcome("b")),
+    ]
+    write_all(store, writes)
+    assert store.get_run("a") == last
+    assert store.get_run("b") == run("b")
+    assert len(store.events("a")) == 1
+    assert [o.run_id for o in store.undelivered_outcomes()] == ["b"]
+
+
+def test_write_all_through_a_fenced_store_checks_the_fence(store: RunStore) -> None:
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    write_all(fenced, [SaveRun(run("kept")), AppendEvent(event("kept"))])
+    store.release_lease("h:1:a")  # a resume took its runs over
+    with pytest.raises(Fenced):
+        write_all(fenced, [SaveRun(run("lost")), AppendEvent(event("lost"))])
+    assert [r.run_id for r in store.list_runs()] == ["kept"]
+    assert len(store.events("kept")) == 1
+    assert store.events("lost") == []
+
+
+def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
+    db_path: Path,
+) -> None:
+    store = SQLiteStore(db_path)
+    store.save_run(run("a", status=RunStatus.COMPLETED, created_at=1.0, ended_at=2.0))
+    store.sweep(now=1e9, archive_after_minutes=1)
+    assert store.list_runs() == []  # archived
+    restarted = run("a", status=RunStatus.RUNNING, created_at=1.0)
+    ended = run("a", status=RunStatus.FAILED, created_at=1.0, ended_at=3.0)
+    write_all(store, [SaveRun(restarted), SaveRun(ended)])
+    assert store.list_runs() == [ended]
+    store.close()
