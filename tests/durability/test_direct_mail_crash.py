@@ -1,12 +1,13 @@
 """Mail taken straight from run to run survives SIGKILL exactly once.
 
 Each trial starts ``mail_crash_job.py`` (a ping-pong of function agents by run id, on a
-SQLite store or a PostgreSQL database: every mail recorded by its sender, then handed to its
-recipient, the supervisor told after), kills it with SIGKILL at a round picked by a seed (the
-pinger prints each; sometimes twice), then starts it again until it finishes. The store must
-then hold every ping and every pong exactly once, each read, and the result must be the
-whole exchange in order: a recipient acted only on recorded mail, and a resumed sender did
-not send again what it had recorded.
+SQLite store, every mail recorded by its sender, then handed to its recipient, the
+supervisor told after; or on a PostgreSQL database, where every mail goes through the
+supervisor, which records it first: ``PostgresStore.mail_recording``), kills it with SIGKILL
+at a round picked by a seed (the pinger prints each; sometimes twice), then starts it again
+until it finishes. The store must then hold every ping and every pong exactly once, each
+read, and the result must be the whole exchange in order: a recipient acted only on recorded
+mail, and a resumed sender did not send again what it had recorded.
 
 ``SUBAGENTS_CRASH_TRIALS`` sets the number of trials (default 10).
 """
