@@ -106,3 +106,21 @@ def test_a_detached_run_on_the_database_is_waited_for_from_another_process(
     log = Path(data["log"])
     assert log.parent.parent.parent == cli.state.parent / "databases"
     wait_until(lambda: "quick answer to bg" in log.read_text(), "the host's log complete")
+
+
+def test_events_reads_the_databases_feed_of_every_run(cli: Cli, pg_url: str) -> None:
+    """`subagents events` follows ``events_after`` (every run's events in one order) on a
+    database as on a file."""
+    env = {"SUBAGENTS_STATE": pg_url}
+    for task in ("one", "two"):
+        ran = cli("run", "quick", task, "--agents", str(cli.agents), env=env)
+        assert ran.returncode == 0, ran.stderr
+    proc = cli("events", "--since", "1h", "--no-follow", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    events = [msgspec.json.decode(line)["event"] for line in proc.stdout.splitlines()]
+    runs = list(dict.fromkeys(e["run_id"] for e in events))
+    assert len(runs) == 2
+    for run_id in runs:  # each run's events whole and in order, the first run's first
+        kinds = [e["kind"] for e in events if e["run_id"] == run_id]
+        assert kinds[-1] == "completed", kinds
+    assert events[-1]["run_id"] == runs[1]
