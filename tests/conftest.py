@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+from pgserver import pg_server, pg_url  # noqa: F401  (the session's PostgreSQL server)
 from raycluster import ray_cluster  # noqa: F401  (the session's Ray cluster, a fixture)
 
 RAY_TEST_TIMEOUT_S = 300

@@ -22,7 +22,7 @@ import msgspec
 
 from subagents.cli.ps_cmd import ps_row
 from subagents.store.leases import Liveness
-from subagents.store.sqlite import SQLiteStore
+from subagents.store.opening import open_location
 
 T = TypeVar("T")
 
@@ -141,10 +141,13 @@ def write_team(folder: Path) -> Path:
 class Cli:
     """The `subagents` command with a private home, state dir and team (no API key)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, database: str | None = None) -> None:
+        """``database``: a PostgreSQL store's URL, given to every command as
+        ``$SUBAGENTS_STATE`` (else the SQLite file of the state directory)."""
         self.root = root
         self.agents = write_team(root / "team")
         self.state = root / "state" / "runs.sqlite3"
+        self.database = database
         home = root / "home"
         home.mkdir(parents=True, exist_ok=True)
         env = {
@@ -154,7 +157,14 @@ class Cli:
             and not k.startswith("SUBAGENTS_")
         }
         env.update(HOME=str(home), SUBAGENTS_STATE_DIR=str(self.state.parent), COLUMNS="200")
+        if database is not None:
+            env["SUBAGENTS_STATE"] = database
         self.env = env
+
+    def store(self) -> Any:
+        """The store every command of this ``Cli`` uses, opened here (``with cli.store() as
+        store``): the SQLite file of its state directory, or its database."""
+        return open_location(self.state if self.database is None else self.database)
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "subagents.cli.main", *args]
@@ -201,9 +211,10 @@ class Cli:
         Waits poll this often; a command per poll (an interpreter start each) would take the
         CPU the runs being waited for need. What `ps` itself prints is tested through
         ``cli.json("ps", ...)``."""
-        if not self.state.exists():
+        if self.database is None and not self.state.exists():
             return []
-        with SQLiteStore(self.state) as store:
+        where: Path | str = self.state if self.database is None else self.database
+        with open_location(where) as store:  # type: ignore[attr-defined]
             alive = Liveness(store.leases())
             records = store.list_runs(include_archived=True)
         rows: list[dict[str, Any]] = msgspec.to_builtins(

@@ -2,6 +2,7 @@
 `subagents approvals` lists them and `approve`/`deny` answer them from another process; a
 SIGKILL of the host while an ask is pending loses nothing: after `subagents resume` the ask is
 still pending (or answered, if someone answered it meanwhile), and an approved call runs once.
+On a SQLite file and on a PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from polling import wait_until
-from subagents.store.sqlite import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
 
@@ -57,10 +57,12 @@ You ask.
 """
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    """The command with the writer in its team; afterwards no host of this test is left."""
-    cli = Cli(tmp_path)
+@pytest.fixture(params=["sqlite", "postgres"])
+def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
+    """The command with the writer in its team, on a SQLite file or a PostgreSQL database
+    (``$SUBAGENTS_STATE``); afterwards no host of this test is left."""
+    database = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    cli = Cli(tmp_path, database=database)
     (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
     (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
     hosts: list[int] = []
@@ -99,7 +101,7 @@ def _asked(cli: Cli, run_id: str) -> str:
     found: list[str] = []
 
     def pending() -> bool:
-        with SQLiteStore(cli.state) as store:
+        with cli.store() as store:
             found[:] = [a.approval_id for a in store.list_approvals() if a.run_id == run_id]
         return bool(found)
 
@@ -166,7 +168,7 @@ def test_an_ask_answered_while_its_host_is_dead_is_acted_on_after_resume_once(cl
     record = next(r for r in cli.runs() if r["run_id"] == run_id)
     assert record["status"] == "completed"
     assert (cli.root / "out.txt").read_text() == "line\n"  # the approved call ran once
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         kinds = [e.kind for e in store.events(run_id)]
     assert kinds.count("approval_asked") == 2  # asked again by the resumed run, same id
     assert kinds.count("approval_answered") >= 1  # (told again after the re-ask: ignored)
@@ -189,7 +191,7 @@ def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli)
     assert denied.returncode == 0, denied.stderr
     code, _out, err = finish(resumed)
     assert code == 0, err
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         record = store.get_run(run_id)
     assert record is not None and record.outcome is not None
     assert record.outcome.result == (
@@ -294,7 +296,7 @@ def test_a_run_started_offline_and_resumed_with_a_key_asks_the_api_for_its_real_
     model: a resume with a key asks Claude for the model the run asked for."""
     run_id, pid = _detach_writer(cli)  # no key: the offline model answers its first turn
     approval_id = _asked(cli, run_id)
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         before = store.get_run(run_id)
     assert before is not None and (before.model, before.answered_by) == ("sonnet", "scripted")
     assert "(answered offline by the scripted model)" in cli("info", run_id).stdout
@@ -312,7 +314,7 @@ def test_a_run_started_offline_and_resumed_with_a_key_asks_the_api_for_its_real_
         assert code == 0, err
         (request,) = api.requests
     assert request.body["model"] == "claude-sonnet-5-5"  # not 'scripted'
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         after = store.get_run(run_id)
     assert after is not None and after.outcome is not None
     assert after.outcome.result == "claude took over"

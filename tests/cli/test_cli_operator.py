@@ -18,7 +18,6 @@ import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
 from subagents.cli.since import SinceError, parse_time
-from subagents.store.sqlite import SQLiteStore
 
 
 class Lines:
@@ -226,25 +225,29 @@ def test_times_a_person_gives() -> None:
             parse_time(bad, now)
 
 
-def test_prune_archives_cleans_and_deletes_finished_runs(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_prune_archives_cleans_and_deletes_finished_runs(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    database = request.getfixturevalue("pg_url") if where == "postgres" else None
+    cli = Cli(tmp_path, database=database)
     for task, cleanup in (("one", "delete"), ("two", "keep")):
         done = cli("run", "quick", task, "--agents", str(cli.agents), "--cleanup", cleanup)
         assert done.returncode == 0, done.stderr
     ids = [r["run_id"] for r in cli.json("ps", "--all")]
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         assert {r.run_id for r in store.list_runs()} == set(ids)  # none archived yet
     kept = cli.json("prune", "--archive-after", "60")  # they ended just now
     assert kept["archived"] == [] and kept["deleted"] == []
     plan = cli.json("prune", "--archive-after", "0", "--dry-run")
     assert sorted(plan["archived"]) == sorted(ids) and plan["cleaned"] == [ids[0]]
-    with SQLiteStore(cli.state) as store:  # the dry run wrote nothing
+    with cli.store() as store:  # the dry run wrote nothing
         assert {r.run_id for r in store.list_runs()} == set(ids)
         assert all(store.events(i) for i in ids)
     done = cli("prune", "--archive-after", "0")
     assert done.returncode == 0, done.stderr
     assert "archived 2 run(s) (1 with their transcripts and events deleted)" in done.stdout
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         assert store.list_runs() == [] and not store.events(ids[0]) and store.events(ids[1])
         assert all(store.get_run(i) is not None for i in ids)  # archived, not gone
     gone = cli.json("prune", "--archive-after", "0", "--retention-days", "0")

@@ -1,6 +1,7 @@
 """`subagents stop` of an orphaned run: ended in the store at once, nothing resumed; the rest
 of its tree stays orphaned and a later `resume` goes on from there; a stalled host that wakes
-after such a stop writes nothing over it. Real processes, SIGKILL/SIGSTOP, a SQLite store."""
+after such a stop writes nothing over it. Real processes, SIGKILL/SIGSTOP, a SQLite store and
+a PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import pytest
 from clikit import Cli, by_agent, finish
 
 
-@pytest.fixture
-def cli(tmp_path: Any) -> Cli:
+@pytest.fixture(params=["sqlite", "postgres"])
+def cli(tmp_path: Any, request: pytest.FixtureRequest) -> Cli:
+    """The commands on a SQLite file, or on a PostgreSQL database (``$SUBAGENTS_STATE``)."""
+    if request.param == "postgres":
+        return Cli(tmp_path, database=request.getfixturevalue("pg_url"))
     return Cli(tmp_path)
 
 

@@ -1,7 +1,8 @@
 """A run started by one `subagents` process is listed, logged, mailed and stopped from others.
 
-The run's process and the inspecting processes share nothing but the store file; every wait
-polls `subagents ps --json` (or the process) against a deadline.
+The run's process and the inspecting processes share nothing but the store (a SQLite file,
+or a PostgreSQL database named by ``$SUBAGENTS_STATE``); every wait polls `subagents ps
+--json` (or the process) against a deadline.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import pytest
 from clikit import Cli, by_agent, finish
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
+@pytest.fixture(params=["sqlite", "postgres"])
+def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Cli:
+    """The commands on a SQLite file, or on a PostgreSQL database (``$SUBAGENTS_STATE``)."""
+    if request.param == "postgres":
+        return Cli(tmp_path, database=request.getfixturevalue("pg_url"))
     return Cli(tmp_path)
 
 

@@ -1,7 +1,9 @@
-"""A multi-agent job on the offline model with a SQLite store, for the crash tests.
+"""A multi-agent job on the offline model with a SQLite or PostgreSQL store, for the crash
+tests.
 
-Usage: crash_job.py DB OUT. Starts the job, or, when the store already holds it, takes it up
-(restore + attach) and waits for its outcome; writes {"status", "result"} to OUT as JSON.
+Usage: crash_job.py DB OUT (DB: a file's path, or a postgresql:// URL). Starts the job,
+or, when the store already holds it, takes it up (restore + attach) and waits for its
+outcome; writes {"status", "result"} to OUT as JSON.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from pathlib import Path
 import msgspec
 
 from subagents.runtime import Runtime
-from subagents.store.sqlite import SQLiteStore
+from subagents.store.locations import store_location
+from subagents.store.opening import open_location
 
 TEAM = Path(__file__).with_name("team")
 TASK = "the durability question"
 
 
 def main(db: str, out: str) -> int:
-    store = SQLiteStore(db)
+    store = open_location(store_location(db))
     with Runtime(agent_dirs=[TEAM], store=store, command_poll_s=0) as rt:
         roots = [r for r in store.list_runs() if r.parent_run_id is None]
         handle = rt.spawn("lead", TASK) if not roots else rt.attach(roots[0].run_id)

@@ -1,6 +1,7 @@
 """A host for test_fencing: runs of a function agent that wait for a gate file, on a SQLite
-store with a short lease. The test stops this process (SIGSTOP) past its lease, has another
-runtime take the runs over and finish them, then lets it go on (SIGCONT).
+store (or a PostgreSQL one: DB a postgresql:// URL) with a short lease. The test stops this
+process (SIGSTOP) past its lease, has another runtime take the runs over and finish them,
+then lets it go on (SIGCONT).
 
 Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N. Prints
 "ready" once its N runs have started, then each run's outcome (status, error) as one JSON
@@ -22,6 +23,8 @@ import msgspec
 from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.logs import configure
+from subagents.store.base import RunStore
+from subagents.store.opening import open_location
 
 HANG_GUARD_S = 120.0
 
@@ -51,7 +54,11 @@ def main(db: str, gate: str, n: int) -> None:
             if len(started) >= n:
                 all_started.set()
 
-    store = SQLiteStore(db, busy_timeout=HANG_GUARD_S)  # the test may hold the write lock
+    store: RunStore = (  # the test may hold the write lock
+        open_location(db)
+        if db.startswith("postgresql://")
+        else SQLiteStore(db, busy_timeout=HANG_GUARD_S)
+    )
     rt = Runtime([gated_agent(Path(gate))], model=ScriptedModel(), store=store, lease_s=1.0)
     rt.subscribe(on_event)
     handles = [rt.spawn("gated", f"t{i}") for i in range(n)]

@@ -15,7 +15,7 @@ import msgspec
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail
 from subagents.runtime import Runtime
-from subagents.store.sqlite import SQLiteStore
+from subagents.store.opening import open_location
 
 ROUNDS = 100
 
@@ -49,7 +49,7 @@ AGENTS = {"root": root, "pinger": pinger, "ponger": ponger}
 
 
 def main(db: str, out: str) -> int:
-    store = SQLiteStore(db)
+    store = open_location(db)  # a SQLite file's path, or a PostgreSQL database's URL
     with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
         roots = [r for r in store.list_runs() if r.parent_run_id is None]
         handle = rt.spawn("root", "go") if not roots else rt.attach(roots[0].run_id)

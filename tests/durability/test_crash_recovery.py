@@ -1,7 +1,8 @@
 """Crash tests: a job killed with SIGKILL at random points, then taken up again.
 
 Each trial starts ``crash_job.py`` (a five-agent job with a fan-out, a grandchild and a mail
-exchange, on the offline model, with a SQLite store), kills it with SIGKILL at a seeded
+exchange, on the offline model, with a SQLite store, or a PostgreSQL one: half as many
+trials, on the session's throwaway server), kills it with SIGKILL at a seeded
 random moment (sometimes twice), then starts it again until it finishes. Afterwards the
 store must show: every run with exactly one terminal status and one terminal event, no
 child spawned twice for one tool call, no mail sent twice or lost, no completed run started
@@ -24,7 +25,8 @@ import msgspec
 import pytest
 
 from subagents.messages import EventKind, MailState, RunStatus
-from subagents.store.sqlite import SQLiteStore
+from subagents.store.locations import store_location
+from subagents.store.opening import open_location
 
 JOB = Path(__file__).with_name("crash_job.py")
 TRIALS = int(os.environ.get("SUBAGENTS_CRASH_TRIALS", "10"))
@@ -43,16 +45,16 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _start(db: Path, out: Path) -> subprocess.Popen[bytes]:
+def _start(db: str, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out)],
+        [sys.executable, str(JOB), db, str(out)],
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
 
-def _finish(db: Path, out: Path) -> dict[str, str]:
+def _finish(db: str, out: Path) -> dict[str, str]:
     proc = _start(db, out)
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err.decode()[-3000:]
@@ -64,22 +66,22 @@ def _finish(db: Path, out: Path) -> dict[str, str]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The outcome of the job when nothing kills it."""
     folder = tmp_path_factory.mktemp("reference")
-    result = _finish(folder / "runs.db", folder / "out.json")
+    result = _finish(str(folder / "runs.db"), folder / "out.json")
     assert result["status"] == "completed"
     return result
 
 
-def _states(db: Path) -> str:
+def _states(db: str) -> str:
     """How far the job was when it was killed (for the failure message)."""
-    store = SQLiteStore(db)
+    store = open_location(store_location(db))
     try:
         return ",".join(f"{r.agent}:{r.status}" for r in store.list_runs())
     finally:
         store.close()
 
 
-def _check_store(db: Path) -> None:
-    store = SQLiteStore(db)
+def _check_store(db: str) -> None:
+    store = open_location(store_location(db))
     try:
         runs = store.list_runs()
         assert len(runs) == 5, [(r.agent, r.status) for r in runs]
@@ -110,12 +112,16 @@ def _check_store(db: Path) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("seed", range(TRIALS))
+@pytest.mark.parametrize(
+    ("kind", "seed"),
+    [*(("sqlite", n) for n in range(TRIALS)), *(("postgres", n) for n in range(TRIALS // 2))],
+)
 def test_killed_job_resumes_to_the_same_result(
-    seed: int, tmp_path: Path, reference: dict[str, str]
+    kind: str, seed: int, tmp_path: Path, reference: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
     rng = random.Random(seed)
-    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    out = tmp_path / "out.json"
+    db = request.getfixturevalue("pg_url") if kind == "postgres" else str(tmp_path / "runs.db")
     kills = 1 + (seed % 3 == 2)
     killed = 0
     states: list[str] = []

@@ -1,12 +1,13 @@
 """Mail taken straight from run to run survives SIGKILL exactly once.
 
 Each trial starts ``mail_crash_job.py`` (a ping-pong of function agents by run id, on a
-SQLite store: every mail recorded by its sender, then handed to its recipient, the supervisor
-told after), kills it with SIGKILL at a round picked by a seed (the pinger prints each;
-sometimes twice), then starts it again until it finishes. The store must then hold every
-ping and every pong exactly once, each read, and the result must be the whole exchange in
-order: a recipient acted only on recorded mail, and a resumed sender did not send again what
-it had recorded.
+SQLite store, every mail recorded by its sender, then handed to its recipient, the
+supervisor told after; or on a PostgreSQL database, where every mail goes through the
+supervisor, which records it first: ``PostgresStore.mail_recording``), kills it with SIGKILL
+at a round picked by a seed (the pinger prints each; sometimes twice), then starts it again
+until it finishes. The store must then hold every ping and every pong exactly once, each
+read, and the result must be the whole exchange in order: a recipient acted only on recorded
+mail, and a resumed sender did not send again what it had recorded.
 
 ``SUBAGENTS_CRASH_TRIALS`` sets the number of trials (default 10).
 """
@@ -25,7 +26,7 @@ import msgspec
 import pytest
 
 from subagents.messages import MailState, RunStatus
-from subagents.store.sqlite import SQLiteStore
+from subagents.store.opening import open_location
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mail_crash_job import ROUNDS
@@ -35,7 +36,7 @@ TRIALS = int(os.environ.get("SUBAGENTS_CRASH_TRIALS", "10"))
 EXPECTED = ",".join(f"pong ping {i}" for i in range(ROUNDS))
 
 
-def _start(db: Path, out: Path) -> subprocess.Popen[bytes]:
+def _start(db: Path | str, out: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["SUBAGENTS_LOG_LEVEL"] = "error"
     return subprocess.Popen(
@@ -46,8 +47,8 @@ def _start(db: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _check_store(db: Path) -> None:
-    store = SQLiteStore(db)
+def _check_store(db: Path | str) -> None:
+    store = open_location(db)
     try:
         runs = store.list_runs()
         assert sorted(r.agent for r in runs) == ["pinger", "ponger", "root"]
@@ -66,10 +67,16 @@ def _check_store(db: Path) -> None:
         store.close()
 
 
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
 @pytest.mark.parametrize("seed", range(TRIALS))
-def test_a_killed_ping_pong_resumes_with_every_mail_once(seed: int, tmp_path: Path) -> None:
+def test_a_killed_ping_pong_resumes_with_every_mail_once(
+    seed: int, where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     rng = random.Random(seed)
-    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    out = tmp_path / "out.json"
+    db: Path | str = (
+        request.getfixturevalue("pg_url") if where == "postgres" else tmp_path / "runs.db"
+    )
     killed = 0
     for _ in range(1 + (seed % 3 == 2)):
         proc = _start(db, out)

@@ -6,26 +6,33 @@ agents finish their work and report, its lease keeper renews: every write it tri
 refused inside the write's transaction (the lease, owner and epoch, is checked there), so
 each run ends exactly once, under its new owner, and no record goes back to running. Then
 the same without a race: a runtime whose lease is released under it (what a takeover does)
-while its keeper is far from its next renewal still records nothing of its run's end.
+while its keeper is far from its next renewal still records nothing of its run's end. Both
+on a SQLite file and on a PostgreSQL database (its fence: a row lock on the lease).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import pytest
 from fence_job import gated_agent
 
 from polling import wait_until
-from subagents import Runtime, ScriptedModel, SQLiteStore
+from subagents import Runtime, ScriptedModel
 from subagents.messages import EventKind, RunStatus
+from subagents.store.base import RunStore
 from subagents.store.leases import Liveness
+from subagents.store.locations import store_location
+from subagents.store.opening import open_location
 
 JOB = Path(__file__).with_name("fence_job.py")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -39,10 +46,42 @@ ENDS = {
 }
 
 
-def _start_host(db: Path, gate: Path) -> subprocess.Popen[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store of the test: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "runs.db")
+
+
+def _open(where: str) -> RunStore:
+    return open_location(store_location(where))
+
+
+@contextlib.contextmanager
+def _writes_held(where: str) -> Iterator[None]:
+    """Every write of the store waits while inside: SQLite's write lock; PostgreSQL's
+    leases table locked against the fence and the renewals (EXCLUSIVE)."""
+    if where.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(where) as conn, conn.transaction():
+            conn.execute("LOCK TABLE subagents.leases IN EXCLUSIVE MODE")
+            yield
+        return
+    lock = sqlite3.connect(where, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+
+
+def _start_host(db: str, gate: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     host = subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(gate), str(RUNS)],
+        [sys.executable, str(JOB), db, str(gate), str(RUNS)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -56,10 +95,12 @@ def _start_host(db: Path, gate: Path) -> subprocess.Popen[str]:
     return host
 
 
-def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(tmp_path: Path) -> None:
-    db, gate = tmp_path / "runs.db", tmp_path / "gate"
+def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
+    tmp_path: Path, where: str
+) -> None:
+    db, gate = where, tmp_path / "gate"
     host = _start_host(db, gate)
-    store = SQLiteStore(db)
+    store = _open(db)
     try:
         runs = store.list_runs()
         assert len(runs) == RUNS and {r.status for r in runs} == {RunStatus.RUNNING}
@@ -71,7 +112,7 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(tmp_path: P
         )
         gate.touch()  # the work may end now: the taker's, and the stopped host's once woken
         with Runtime(
-            [gated_agent(gate)], model=ScriptedModel(), store=SQLiteStore(db), lease_s=30
+            [gated_agent(gate)], model=ScriptedModel(), store=_open(db), lease_s=30
         ) as taker:
             assert sorted(taker.restore_report.resumed) == sorted(r.run_id for r in runs)
             for r in runs:
@@ -81,15 +122,12 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(tmp_path: P
             # its runs have got past the gate, so that their ends reach its supervisor before
             # its lease keeper can renew (and learn of the takeover): what the fence must stop
             # is the supervisor's own write of those ends.
-            lock = sqlite3.connect(db, isolation_level=None)
-            lock.execute("BEGIN IMMEDIATE")
-            os.kill(host.pid, signal.SIGCONT)
-            wait_until(
-                lambda: len(list(tmp_path.glob(f"gate.{host.pid}.*"))) == RUNS,
-                "the woken host's runs getting past the gate",
-            )
-            lock.execute("ROLLBACK")
-            lock.close()
+            with _writes_held(db):
+                os.kill(host.pid, signal.SIGCONT)
+                wait_until(
+                    lambda: len(list(tmp_path.glob(f"gate.{host.pid}.*"))) == RUNS,
+                    "the woken host's runs getting past the gate",
+                )
             out, err = host.communicate(timeout=120)
         assert host.returncode == 0, err
     finally:
@@ -114,18 +152,18 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(tmp_path: P
 
 
 def test_a_runtime_whose_lease_was_taken_records_nothing_of_its_runs_end(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
     """No race with the lease keeper: its next renewal is 200 s away, so only the fence in
     the write's transaction can keep the run's end from being recorded."""
-    db, gate = tmp_path / "runs.db", tmp_path / "gate"
-    store = SQLiteStore(db)
+    db, gate = where, tmp_path / "gate"
+    store = _open(db)
     started = threading.Event()
     with Runtime([gated_agent(gate)], model=ScriptedModel(), store=store, lease_s=600) as rt:
         rt.subscribe(lambda e: started.set() if e.kind == "started" else None)
         handle = rt.spawn("gated", "t")
         assert started.wait(60)
-        taker = SQLiteStore(db)
+        taker = _open(db)
         taker.release_lease(rt.owner)  # what a resume that took its runs over does
         taker.close()
         gate.touch()  # the run ends now; its report reaches the supervisor

@@ -76,6 +76,7 @@ INTERNAL_ERRORS = {
     "LinkError": "a node's link: its host is lost and its runs started elsewhere",
     "McpCallError": "an MCP tool call: the model is told, as a tool error",
     "McpServerError": "an MCP server that died: the model is told, as a tool error",
+    "PgFailedWrite": "a held PostgreSQL store write that failed: raised as StoreError",
     "PlacementError": "no node for a run: the run fails, naming it",
     "PolicyError": "a spawn's policy options: refused with AdmissionError",
     "PolicyRefused": "a spawn's policies: refused with AdmissionError",

@@ -1,16 +1,19 @@
-"""Fixtures of the store tests: every protocol test runs against both stores, and against a
-cluster's store (the head's SQLiteStore reached through Ray, ``subagents.cluster``) when the
-``ray`` tests run."""
+"""Fixtures of the store tests: every protocol test runs against the memory, SQLite and
+PostgreSQL stores (a real throwaway server, ``tests/pgserver.py``: skipped saying why where
+none can start, failed under CI), and against a cluster's store (the head's SQLiteStore
+reached through Ray, ``subagents.cluster``) when the ``ray`` tests run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import pytest
 
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
+from subagents.store.paths import STATE_DIR_ENV
 from subagents.store.sqlite import SQLiteStore
 
 
@@ -19,10 +22,19 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "runs.sqlite3"
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("cluster", marks=pytest.mark.ray)])
+@pytest.fixture(
+    params=["memory", "sqlite", "postgres", pytest.param("cluster", marks=pytest.mark.ray)]
+)
 def store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[RunStore]:
     if request.param == "cluster":
         yield from _cluster_store(request, db_path)
+        return
+    if request.param == "postgres":
+        from subagents.store.postgres import PostgresStore
+
+        pg = PostgresStore(request.getfixturevalue("pg_url"))
+        yield pg
+        pg.close()
         return
     s: RunStore = MemoryStore() if request.param == "memory" else SQLiteStore(db_path)
     yield s
@@ -52,3 +64,42 @@ def sqlite_store(db_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(db_path)
     yield s
     s.close()
+
+
+if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL test runs
+    from subagents.store.postgres import PostgresStore
+
+Durable: TypeAlias = "SQLiteStore | PostgresStore"
+"""A store that outlives its process: what the tests beyond the protocol run against."""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def reopen(
+    request: pytest.FixtureRequest,
+    db_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[[], Durable]]:
+    """Opens one durable store, SQLite's file or a PostgreSQL database of its own, again
+    at each call (another connection to the same store); all closed at the end. What the
+    store keeps beside itself on this machine goes to a temporary state directory."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    opened: list[Durable] = []
+
+    def open_again() -> Durable:
+        from subagents.store.postgres import PostgresStore
+
+        store: Durable = PostgresStore(url) if url is not None else SQLiteStore(db_path)
+        opened.append(store)
+        return store
+
+    yield open_again
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def durable_store(reopen: Callable[[], Durable]) -> Durable:
+    """A SQLite or a PostgreSQL store (the test runs with each)."""
+    return reopen()

@@ -1,4 +1,5 @@
-"""Other processes read and post commands while this one writes (the `subagents ps` case)."""
+"""Other processes read and post commands while this one writes (the `subagents ps` case);
+commands are taken exactly once by several processes, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from storekit import SRC, event, run
 
 from polling import wait_until
+from subagents.store.locations import store_location
 from subagents.store.migrations import SCHEMA_VERSION
+from subagents.store.opening import open_location
 from subagents.store.sqlite import SQLiteStore
 
 BATCHES = 30
@@ -49,8 +54,9 @@ TAKER = (
     QUIET
     + """
 import json, sys, time
-from subagents.store.sqlite import SQLiteStore
-store = SQLiteStore(sys.argv[1])
+from subagents.store.locations import store_location
+from subagents.store.opening import open_location
+store = open_location(store_location(sys.argv[1]))
 print("ready", flush=True)
 taken = []
 deadline = time.monotonic() + 100  # a hang guard: it ends when the parent is done
@@ -104,23 +110,39 @@ def test_another_process_reads_whole_batches_and_posts_commands(db_path: Path) -
     assert store.take_commands() == []
 
 
-def test_each_command_is_taken_by_exactly_one_of_several_processes(db_path: Path) -> None:
-    store = SQLiteStore(db_path)
-    takers = [spawn(TAKER, str(db_path)) for _ in range(3)]
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, db_path: Path) -> str:
+    """A SQLite file, or a PostgreSQL database of the test's own."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(db_path)
+
+
+def _pending(where: str) -> Callable[[], int]:
+    """Counts the commands not taken yet, on a connection of its own."""
+    if where.startswith("postgresql://"):
+        import psycopg
+
+        conn = psycopg.connect(where, autocommit=True)
+        query = "SELECT count(*) FROM subagents.commands WHERE taken_at IS NULL"
+        return lambda: int(conn.execute(query).fetchone()[0])  # type: ignore[index]
+    pending = sqlite3.connect(where)
+    return lambda: int(
+        pending.execute("SELECT count(*) FROM commands WHERE taken_at IS NULL").fetchone()[0]
+    )
+
+
+def test_each_command_is_taken_by_exactly_one_of_several_processes(where: str) -> None:
+    """On PostgreSQL the takers claim FOR UPDATE SKIP LOCKED: each a different command,
+    none waiting for another."""
+    store = open_location(store_location(where))
+    takers = [spawn(TAKER, where) for _ in range(3)]
     posted: list[int] = []
-    pending = sqlite3.connect(db_path)
+    pending = _pending(where)
     for r in range(60):  # in rounds, so the takers race for each round's commands
         with store.batch():
             posted.extend(store.post_command("send", f"r{r}", str(i)) for i in range(5))
-        wait_until(
-            lambda: (
-                not pending.execute(
-                    "SELECT count(*) FROM commands WHERE taken_at IS NULL"
-                ).fetchone()[0]
-            ),
-            "the takers taking every command",
-            pace=0.001,
-        )
+        wait_until(lambda: not pending(), "the takers taking every command", pace=0.001)
     store.save_run(run("end"))
     results: list[int] = []
     for child in takers:
@@ -130,6 +152,7 @@ def test_each_command_is_taken_by_exactly_one_of_several_processes(db_path: Path
     results.extend(c.command_id for c in store.take_commands())  # any a taker left behind
     assert sorted(results) == posted
     assert len(results) == len(set(results))
+    store.close()
 
 
 def test_another_process_sees_a_run_once_its_write_returns(db_path: Path) -> None:

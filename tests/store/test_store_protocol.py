@@ -14,13 +14,24 @@ from typing import Any
 
 import pytest
 
+from pgserver import require_postgres
 from subagents.cluster.remote_store import ClusterStore
 from subagents.cluster.store_service import ANSWERING_WRITES, READS, WRITES
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 
-STORES = [MemoryStore, SQLiteStore, ClusterStore]
+try:
+    from subagents.store.postgres import PostgresStore
+except ImportError:  # no psycopg: its tests say so (pgserver.require_postgres)
+    PostgresStore = None  # type: ignore[assignment,misc]
+
+STORES = [
+    MemoryStore,
+    SQLiteStore,
+    pytest.param(PostgresStore, id="PostgresStore"),
+    ClusterStore,
+]
 
 PROTOCOL = {
     name: member
@@ -65,8 +76,10 @@ def _incompatible(name: str, protocol: Any, implementation: Any) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("store", STORES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("store", STORES, ids=lambda s: getattr(s, "__name__", "PostgresStore"))
 def test_every_store_implements_every_method_of_the_protocol(store: type[Any]) -> None:
+    if store is None:
+        require_postgres()
     assert RunStore in store.__mro__  # it refers to the protocol (and mypy checks it)
     missing = [name for name in PROTOCOL if name not in vars(store)]
     assert missing == [], f"{store.__name__} inherits the protocol's empty {missing}"
@@ -78,10 +91,12 @@ def test_every_store_implements_every_method_of_the_protocol(store: type[Any]) -
     assert problems == []
 
 
-@pytest.mark.parametrize("store", STORES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("store", STORES, ids=lambda s: getattr(s, "__name__", "PostgresStore"))
 def test_no_store_restates_the_protocol_docstrings(store: type[Any]) -> None:
     """A store's method shows the protocol's docstring (``inspect.getdoc`` inherits it); its
     own docstring, if any, says what it adds, never the protocol's promise again."""
+    if store is None:
+        require_postgres()
     restated = []
     for name, method in PROTOCOL.items():
         own = vars(store)[name].__doc__

@@ -1,4 +1,4 @@
-"""The sweeper: the pure plan, then the SQLite store applying it."""
+"""The sweeper: the pure plan, then the SQLite and PostgreSQL stores applying it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
+from conftest import Durable
 from subagents.messages import CheckpointDelta, JournalEntry, Preview, RunStatus
 from subagents.store.paths import host_log
 from subagents.store.sqlite import SQLiteStore
@@ -106,14 +107,14 @@ def test_bad_settings_are_refused_by_name(kwargs: dict[str, Any], named: str) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# the SQLite store
+# the SQLite and PostgreSQL stores
 # ---------------------------------------------------------------------------------------------
 
 
 JOURNALED = JournalEntry(request_id="x:0", kind="receive", observed=True, result="m1")
 
 
-def populate(store: SQLiteStore) -> None:
+def populate(store: Durable) -> None:
     with store.batch():
         for run_id, cleanup in (("keep", "keep"), ("del", "delete")):
             store.save_run(
@@ -139,7 +140,7 @@ def populate(store: SQLiteStore) -> None:
         store.save_mail(mail("m1", "keep", "live"))
     for run_id in ("keep", "del", "live"):  # as `subagents run --detach` leaves them
         log = host_log(store.path, run_id)
-        log.parent.mkdir(exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"the host of {run_id}\n")
 
 
@@ -147,103 +148,106 @@ def preview(run_id: str) -> Preview:
     return Preview(run_id=run_id, turn=1, text="so far", chars=6, ts=1.0)
 
 
-def delta_rows(store: SQLiteStore, run_id: str) -> int:
-    conn = sqlite3.connect(store.path)
-    try:
-        query = "SELECT COUNT(*) FROM checkpoint_deltas WHERE run_id = ?"
-        return int(conn.execute(query, (run_id,)).fetchone()[0])
-    finally:
-        conn.close()
+def delta_rows(store: Durable, run_id: str) -> int:
+    """The checkpoint deltas the store keeps of ``run_id``, counted in its tables."""
+    query = "SELECT COUNT(*) FROM checkpoint_deltas WHERE run_id = ?"
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            return int(conn.execute(query, (run_id,)).fetchone()[0])
+        finally:
+            conn.close()
+    return int(store._tx.read(query.replace("?", "%s"), (run_id,), "counting")[0][0])
 
 
-def test_sweep_archives_and_cleans(sqlite_store: SQLiteStore) -> None:
-    populate(sqlite_store)
-    report = sqlite_store.sweep(now=NOW)
+def test_sweep_archives_and_cleans(durable_store: Durable) -> None:
+    populate(durable_store)
+    report = durable_store.sweep(now=NOW)
     assert report.archived == ("del", "keep")  # creation order, then id
     assert report.cleaned == ("del",)
     assert report.deleted == () and report.held == ()
     # archived runs leave the listings but stay readable
-    assert [r.run_id for r in sqlite_store.list_runs()] == ["live", "young"]
-    assert [r.run_id for r in sqlite_store.list_runs(include_archived=True)] == [
+    assert [r.run_id for r in durable_store.list_runs()] == ["live", "young"]
+    assert [r.run_id for r in durable_store.list_runs(include_archived=True)] == [
         "del",
         "keep",
         "live",
         "young",
     ]
-    assert [r.run_id for r in sqlite_store.list_runs(statuses=[RunStatus.COMPLETED])] == []
-    assert sqlite_store.get_run("del") is not None
+    assert [r.run_id for r in durable_store.list_runs(statuses=[RunStatus.COMPLETED])] == []
+    assert durable_store.get_run("del") is not None
     # keep preserves the transcript, delete removes it; live runs are untouched
     kept = msgspec.structs.replace(checkpoint("keep", 3), started=("tu9",))
-    assert sqlite_store.load_checkpoint("keep") == kept
-    assert sqlite_store.events("keep") == [event("keep")]
-    assert sqlite_store.journal_of("keep") == [JOURNALED]
-    assert sqlite_store.load_checkpoint("del") is None
-    assert delta_rows(sqlite_store, "del") == 0 and delta_rows(sqlite_store, "keep") == 1
-    assert sqlite_store.events("del") == []
-    assert sqlite_store.journal_of("del") == []
-    assert sqlite_store.load_checkpoint("live") == checkpoint("live", 1)
-    assert set(sqlite_store.previews(["keep", "del", "live"])) == {"keep", "live"}
+    assert durable_store.load_checkpoint("keep") == kept
+    assert durable_store.events("keep") == [event("keep")]
+    assert durable_store.journal_of("keep") == [JOURNALED]
+    assert durable_store.load_checkpoint("del") is None
+    assert delta_rows(durable_store, "del") == 0 and delta_rows(durable_store, "keep") == 1
+    assert durable_store.events("del") == []
+    assert durable_store.journal_of("del") == []
+    assert durable_store.load_checkpoint("live") == checkpoint("live", 1)
+    assert set(durable_store.previews(["keep", "del", "live"])) == {"keep", "live"}
     # the host log goes with the transcript (a kept run's and a live run's stay)
-    assert not host_log(sqlite_store.path, "del").exists()
-    assert host_log(sqlite_store.path, "keep").read_text() == "the host of keep\n"
-    assert host_log(sqlite_store.path, "live").exists()
+    assert not host_log(durable_store.path, "del").exists()
+    assert host_log(durable_store.path, "keep").read_text() == "the host of keep\n"
+    assert host_log(durable_store.path, "live").exists()
     # a second sweep at the same instant has nothing to do
-    assert sqlite_store.sweep(now=NOW).archived == ()
+    assert durable_store.sweep(now=NOW).archived == ()
 
 
-def test_sweep_deletes_runs_past_retention_whole(sqlite_store: SQLiteStore) -> None:
-    populate(sqlite_store)
-    sqlite_store.save_outcome(outcome("young"))  # undelivered
-    sqlite_store.sweep(now=NOW)
-    sqlite_store.sweep(now=NOW + HOUR)  # archives "young"
-    report = sqlite_store.sweep(now=NOW + 10 * DAY, retention_days=7)
+def test_sweep_deletes_runs_past_retention_whole(durable_store: Durable) -> None:
+    populate(durable_store)
+    durable_store.save_outcome(outcome("young"))  # undelivered
+    durable_store.sweep(now=NOW)
+    durable_store.sweep(now=NOW + HOUR)  # archives "young"
+    report = durable_store.sweep(now=NOW + 10 * DAY, retention_days=7)
     assert report.deleted == ("del", "keep")
     assert report.held == ("young",)
     for run_id in ("keep", "del"):
-        assert sqlite_store.get_run(run_id) is None
-        assert sqlite_store.events(run_id) == []
-        assert sqlite_store.load_checkpoint(run_id) is None
-        assert sqlite_store.journal_of(run_id) == []
-        assert delta_rows(sqlite_store, run_id) == 0
-        assert sqlite_store.previews([run_id]) == {}
-        assert not host_log(sqlite_store.path, run_id).exists()
-    assert host_log(sqlite_store.path, "live").exists()
-    assert sqlite_store.mail_for("live") == []
-    assert sqlite_store.get_run("young") is not None
-    assert [o.run_id for o in sqlite_store.undelivered_outcomes()] == ["young"]
-    assert [r.run_id for r in sqlite_store.list_runs(include_archived=True)] == ["live", "young"]
+        assert durable_store.get_run(run_id) is None
+        assert durable_store.events(run_id) == []
+        assert durable_store.load_checkpoint(run_id) is None
+        assert durable_store.journal_of(run_id) == []
+        assert delta_rows(durable_store, run_id) == 0
+        assert durable_store.previews([run_id]) == {}
+        assert not host_log(durable_store.path, run_id).exists()
+    assert host_log(durable_store.path, "live").exists()
+    assert durable_store.mail_for("live") == []
+    assert durable_store.get_run("young") is not None
+    assert [o.run_id for o in durable_store.undelivered_outcomes()] == ["young"]
+    assert [r.run_id for r in durable_store.list_runs(include_archived=True)] == ["live", "young"]
 
 
-def test_sweep_purges_taken_commands_and_keeps_pending_ones(sqlite_store: SQLiteStore) -> None:
-    taken = sqlite_store.post_command("stop", "a")
-    assert [c.command_id for c in sqlite_store.take_commands()] == [taken]
-    pending = sqlite_store.post_command("stop", "b")
+def test_sweep_purges_taken_commands_and_keeps_pending_ones(durable_store: Durable) -> None:
+    taken = durable_store.post_command("stop", "a")
+    assert [c.command_id for c in durable_store.take_commands()] == [taken]
+    pending = durable_store.post_command("stop", "b")
     import time
 
-    assert sqlite_store.sweep(now=time.time() + 2 * HOUR).commands_purged == 1
-    assert [c.command_id for c in sqlite_store.take_commands()] == [pending]
+    assert durable_store.sweep(now=time.time() + 2 * HOUR).commands_purged == 1
+    assert [c.command_id for c in durable_store.take_commands()] == [pending]
 
 
-def test_a_run_saved_again_as_live_is_no_longer_archived(sqlite_store: SQLiteStore) -> None:
-    populate(sqlite_store)
-    sqlite_store.sweep(now=NOW)
+def test_a_run_saved_again_as_live_is_no_longer_archived(durable_store: Durable) -> None:
+    populate(durable_store)
+    durable_store.sweep(now=NOW)
     restarted = run("keep", created_at=0.0, status=RunStatus.RUNNING, restarts=1)
-    sqlite_store.save_run(restarted)
-    assert [r.run_id for r in sqlite_store.list_runs()] == ["keep", "live", "young"]
+    durable_store.save_run(restarted)
+    assert [r.run_id for r in durable_store.list_runs()] == ["keep", "live", "young"]
     # while a finished run saved again stays archived
-    sqlite_store.save_run(
+    durable_store.save_run(
         run("del", created_at=0.0, status=RunStatus.COMPLETED, ended_at=1.0, label="relabelled")
     )
-    assert "del" not in [r.run_id for r in sqlite_store.list_runs()]
+    assert "del" not in [r.run_id for r in durable_store.list_runs()]
 
 
-def test_sweep_settings_are_checked_before_anything_changes(sqlite_store: SQLiteStore) -> None:
-    populate(sqlite_store)
+def test_sweep_settings_are_checked_before_anything_changes(durable_store: Durable) -> None:
+    populate(durable_store)
     with pytest.raises(ValueError, match="retention_days"):
-        sqlite_store.sweep(now=NOW, retention_days=-1)
+        durable_store.sweep(now=NOW, retention_days=-1)
     with pytest.raises(ValueError, match="cleanup_default"):
-        sqlite_store.sweep(now=NOW, cleanup_default="shred")  # type: ignore[arg-type]
-    assert len(sqlite_store.list_runs()) == 4
+        durable_store.sweep(now=NOW, cleanup_default="shred")  # type: ignore[arg-type]
+    assert len(durable_store.list_runs()) == 4
     untouched = msgspec.structs.replace(checkpoint("del", 3), started=("tu9",))
-    assert sqlite_store.load_checkpoint("del") == untouched
-    assert host_log(sqlite_store.path, "del").exists()
+    assert durable_store.load_checkpoint("del") == untouched
+    assert host_log(durable_store.path, "del").exists()

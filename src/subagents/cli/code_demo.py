@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from subagents.cli.state import InspectedStore
     from subagents.messages import Event, Outcome, RunRecord
-    from subagents.store.sqlite import SQLiteStore
 
 TEAM = "code_team"
 TASK = "Review this repository: find why the tests fail, fix it, and have the fix reviewed."
@@ -131,7 +131,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     import msgspec
 
     from subagents.cli.output import console
-    from subagents.cli.state import open_store
+    from subagents.cli.state import open_store, store_label
     from subagents.cli.summary import print_next_steps, print_outcome
 
     as_json = bool(getattr(args, "json", False))
@@ -151,7 +151,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
             "outcome": outcome,
             "runs": records,
             "events": events,
-            "store": str(store.path),
+            "store": store_label(store),
             "repository": str(repo),
             "kept": kept,
             "diff": diff,
@@ -167,12 +167,12 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
         out.print(f"The tests now {verdict} (sh test.sh).", markup=False)
         where = f"kept at {repo}" if kept else f"in {repo}, removed (--keep keeps it)"
         out.print(f"The repository was {where}.", markup=False, soft_wrap=True)
-        print_next_steps(out, store.path, run_id, records, child_agent="fixer")
+        print_next_steps(out, store_label(store), run_id, records, child_agent="fixer")
     return 0 if outcome.ok and tests.returncode == 0 else 1
 
 
 def _run_team(
-    args: argparse.Namespace, folder: Path, repo: Path, store: SQLiteStore, out: Console
+    args: argparse.Namespace, folder: Path, repo: Path, store: InspectedStore, out: Console
 ) -> tuple[str, Outcome, list[RunRecord], list[dict[str, str]]]:
     """The team's run on the offline model, in ``repo``, watched live (or quietly with
     ``--json``): the lead's run id, its outcome, the tree's records, and its events."""

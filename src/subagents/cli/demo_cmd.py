@@ -81,7 +81,7 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
 
     from subagents.cli.live import LiveTree, watch
     from subagents.cli.output import console
-    from subagents.cli.state import open_store
+    from subagents.cli.state import open_store, store_label
     from subagents.cli.summary import print_next_steps, print_outcome
     from subagents.models.scripted import ScriptedModel
     from subagents.runtime import Runtime
@@ -132,12 +132,12 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
                     "outcome": outcome,
                     "runs": records,
                     "events": events,
-                    "store": str(store.path),
+                    "store": store_label(store),
                 }
                 sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
             else:
                 print_outcome(out, outcome, records)
-                print_next_steps(out, store.path, handle.run_id, records)
+                print_next_steps(out, store_label(store), handle.run_id, records)
     finally:
         store.close()
     return 0 if outcome.ok else 1

@@ -1,17 +1,21 @@
 """`subagents stop` of an orphaned run: ended in the store now, without resuming its tree.
 
 Why here: no runtime holds an orphaned run, so the command that stops it carries the stop out
-itself, in one transaction of the local store: it reads the leases and the run again inside it
-(a `resume` that took the tree up meanwhile is seen: the run is hosted again, and the caller
-posts a stop command for its new host instead), ends the run and its unfinished subtree as
-``supervision.orphan_stops`` decides, and releases the lapsed lease of the host that held them,
-so that a host that was only stalled (SIGSTOP, a frozen VM) finds itself fenced when it wakes
-and writes nothing over the stop (``store.fencing``). A cluster's store does not hold a
-transaction across calls, so there the stop is posted for a `resume` as before.
+itself, in one transaction of the store (a local file, or a PostgreSQL database): it reads
+the leases and the run again inside it (a `resume` that took the tree up meanwhile is seen:
+the run is hosted again, and the caller posts a stop command for its new host instead), ends
+the run and its unfinished subtree as ``supervision.orphan_stops`` decides, and releases the
+lapsed lease of the host that held them, so that a host that was only stalled (SIGSTOP, a
+frozen VM) finds itself fenced when it wakes and writes nothing over the stop
+(``store.fencing``). On PostgreSQL the leases read inside the transaction are the lapsed
+ones locked (``FOR UPDATE``, as a restore's takeover locks them), so a resume taking the
+tree up at the same moment waits for the stop, or the stop for it. A cluster's store does
+not hold a transaction across calls, so there the stop is posted for a `resume` as before.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -25,10 +29,15 @@ REASON = "stopped by `subagents stop` while orphaned (its host {host} was gone):
 
 
 def can_end_here(store: InspectedStore) -> bool:
-    """Whether this store can end orphaned runs in one transaction here (a local file)."""
+    """Whether this store can end orphaned runs in one transaction here: a local file, or
+    a PostgreSQL database (where the leases read inside the batch are the lapsed ones
+    locked, as a restore's takeover locks them: ``store.postgres_processes``)."""
     from subagents.store.sqlite import SQLiteStore
 
-    return isinstance(store, SQLiteStore)
+    if isinstance(store, SQLiteStore):
+        return True
+    postgres = sys.modules.get("subagents.store.postgres")  # loaded if the store is one
+    return postgres is not None and isinstance(store, postgres.PostgresStore)
 
 
 def end_orphaned(

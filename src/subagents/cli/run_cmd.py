@@ -34,7 +34,7 @@ from subagents.cli.runtime_args import (
     approval_route,
     start_runtime,
 )
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail
+from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail, store_label
 
 if TYPE_CHECKING:
     from subagents.runtime import Runtime
@@ -173,9 +173,15 @@ def _detach(args: argparse.Namespace, task: str) -> int:
     from subagents.cli import output
     from subagents.cli.detach import detach
     from subagents.cli.runtime_args import cluster_from
-    from subagents.store.paths import default_store_path
+    from subagents.store.locations import default_location, is_database_url, local_folder
 
     address = cluster_from(args) if getattr(args, "continues", None) is None else None
+    if address is not None and is_database_url(args.state):
+        raise CliError(
+            "--detach on a Ray cluster records in the cluster's store: a postgresql:// --state"
+            " goes with --ray for attached runs only (docs/cluster.md)",
+            EXIT_USAGE,
+        )
     if address is not None:
         return _detach_on_cluster(args, task, address)
 
@@ -191,7 +197,7 @@ def _detach(args: argparse.Namespace, task: str) -> int:
         finally:
             hosted.close()
 
-    state_dir = (args.state or default_store_path()).expanduser().parent
+    state_dir = local_folder(args.state or default_location())
     done = detach(state_dir, host)
     if isinstance(done, int):
         return done
@@ -259,7 +265,7 @@ def _detach_on_cluster(args: argparse.Namespace, task: str, address: str) -> int
 def _say_where_asks_wait(hosted: Hosted) -> None:
     """A foreground run's asks go to the store (`--approvals store`): where to answer them."""
     sys.stderr.write(
-        f"subagents run: calls that need approval wait in the store {hosted.store.path}:"
+        f"subagents run: calls that need approval wait in the store {store_label(hosted.store)}:"
         " `subagents approvals` lists them, `subagents approve ID` or `deny ID` answers"
         " them from any terminal\n"
     )
@@ -300,7 +306,7 @@ def _run(
     if on_admitted is not None:
         on_admitted(handle.run_id)
     note(
-        f"subagents run: {args.agent} is run {handle.run_id} (store {hosted.store.path});"
+        f"subagents run: {args.agent} is run {handle.run_id} (store {store_label(hosted.store)});"
         " `subagents ps`, `log`, `stop`, `send` reach it from another terminal"
     )
     if getattr(args, "approvals", None) == "store" and on_admitted is None:

@@ -15,17 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from subagents.cli.state import EXIT_USAGE, CliError, add_json_argument, add_state_argument
+from subagents.cli.state import (
+    EXIT_USAGE,
+    STATE_ENV,
+    CliError,
+    add_json_argument,
+    add_state_argument,
+)
 
 if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands that run agents
     from collections.abc import Callable
 
     from subagents.cli.approvals import TerminalApprovals
+    from subagents.cli.state import InspectedStore
     from subagents.cluster.remote_store import ClusterStore
     from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
-    from subagents.store.sqlite import SQLiteStore
     from subagents.supervision.limits import Limits
     from subagents.tools.permissions import Permissions
 
@@ -182,7 +188,7 @@ class Hosted:
     """A started Runtime and the store it writes (closed by ``close``, runtime first)."""
 
     runtime: Runtime
-    store: SQLiteStore | ClusterStore
+    store: InspectedStore
     offline: bool
     approvals: TerminalApprovals | None = None
     """Asks the person at the terminal (None on a pipe or in CI: every ask is denied)."""
@@ -279,13 +285,17 @@ def start_runtime(
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
+    from subagents.store.locations import is_database_url
 
     options = runtime_options(args, timeout=timeout)
     approvals = None
     if not approvals_in_store and approval_route(args) == "terminal":
         approvals = terminal_approvals(args)
     address = cluster_from(args)
-    store = open_cluster_store_for_run(address) if address else open_store(args.state)
+    database = is_database_url(args.state)  # on a cluster too: the driver writes it
+    store = (
+        open_cluster_store_for_run(address) if address and not database else open_store(args.state)
+    )
     try:
         runtime = Runtime(
             cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
@@ -359,16 +369,23 @@ def definitions_from(args: argparse.Namespace) -> list[AgentSpec]:
 
 
 def cluster_from(args: argparse.Namespace) -> str | None:
-    """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state``)
-    ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state`` and ``--ray`` together are a
-    usage error (two stores)."""
+    """The Ray cluster to run on: ``--ray ADDRESS``, else (without ``--state`` and
+    ``$SUBAGENTS_STATE``) ``$SUBAGENTS_RAY_ADDRESS``; None: this process. ``--state PATH``
+    and ``--ray`` together are a usage error (two stores); ``--state postgresql://...``
+    goes with ``--ray``: the runs on the cluster, their store the database, which the
+    driver writes directly (docs/cluster.md)."""
     from subagents.cluster.connect import ClusterError, resolve_address
+    from subagents.store.locations import is_database_url
 
     ray: str | None = getattr(args, "ray", None)
-    if ray is not None and args.state is not None:
-        raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
-    if args.state is not None:
-        return None
+    if ray is not None and args.state is not None and not is_database_url(args.state):
+        raise CliError(
+            "--state and --ray name two stores: give one (a postgresql:// --state goes with"
+            " --ray: the runs on the cluster, the store the database)",
+            EXIT_USAGE,
+        )
+    if ray is None and (args.state is not None or os.environ.get(STATE_ENV, "").strip()):
+        return None  # --state, or $SUBAGENTS_STATE, names the store: this process hosts
     try:
         return resolve_address(ray)
     except ClusterError as exc:

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for them
     from collections.abc import Iterable
@@ -32,11 +32,11 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
     from subagents.messages import RunRecord, RunStatus
     from subagents.store.base import RunStore
     from subagents.store.leases import Liveness
-    from subagents.store.sqlite import SQLiteStore
 
     class InspectedStore(RunStore, Protocol):
-        """What the inspecting commands use of a store: a local ``SQLiteStore`` or a
-        cluster's ``ClusterStore`` (``subagents.cluster``), which offers the same."""
+        """What the inspecting commands use of a store: a local ``SQLiteStore``, a
+        ``PostgresStore``, or a cluster's ``ClusterStore`` (``subagents.cluster``), which
+        offer the same."""
 
         @property
         def path(self) -> Path: ...
@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
 
 
 LAST_LISTING = "last-ps.json"
+STATE_ENV = "SUBAGENTS_STATE"
+"""``--state``'s default (``store.locations.STATE_ENV``)."""
 MIN_SUFFIX = 6
 MAX_LISTED_MATCHES = 10
 
@@ -115,14 +117,25 @@ def _listing_type() -> Any:
     return Listing
 
 
+def _location(text: str) -> Path | str:
+    from subagents.store.locations import store_location
+
+    try:
+        return store_location(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_state_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
-        type=Path,
+        type=_location,
         default=None,
-        metavar="PATH",
-        help="the run store (SQLite file); default: $SUBAGENTS_STATE_DIR/runs.sqlite3, else"
-        " $XDG_STATE_HOME/subagents/runs.sqlite3, else ~/.local/state/subagents/runs.sqlite3",
+        metavar="PATH|URL",
+        help="the run store: a SQLite file, or a PostgreSQL database"
+        " (postgresql://user@host:port/db); default: $SUBAGENTS_STATE, else"
+        " $SUBAGENTS_STATE_DIR/runs.sqlite3, else $XDG_STATE_HOME/subagents/runs.sqlite3,"
+        " else ~/.local/state/subagents/runs.sqlite3",
     )
 
 
@@ -143,53 +156,79 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def open_store(path: Path | None) -> SQLiteStore:  # the local file (running, resuming)
-    """The store at ``path`` (or the default one); ``CliError`` naming the file otherwise."""
+def open_store(location: Path | str | None, *, create: bool = True) -> InspectedStore:
+    """The store at ``location`` (a file's path or a database's URL; None: ``--state``'s
+    default, ``store.locations.default_location``); ``CliError`` naming it otherwise."""
     from subagents.store.base import StoreError
-    from subagents.store.sqlite import SQLiteStore
+    from subagents.store.locations import default_location
+    from subagents.store.opening import open_location
 
-    if path is not None and path.is_dir():
-        raise CliError(f"--state {path}: is a directory; give the database file", EXIT_USAGE)
+    if location is None:
+        try:
+            location = default_location()
+        except ValueError as exc:
+            raise CliError(f"${STATE_ENV}: {exc}", EXIT_USAGE) from exc
+    if isinstance(location, Path) and location.is_dir():
+        raise CliError(f"--state {location}: is a directory; give the database file", EXIT_USAGE)
     try:
-        return SQLiteStore(path)
+        return cast("InspectedStore", open_location(location, create=create))
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     except OSError as exc:
-        raise CliError(f"cannot open the run store {path or ''}: {exc}".rstrip()) from exc
+        raise CliError(f"cannot open the run store {location}: {exc}") from exc
 
 
-def open_existing_store(path: Path | None) -> SQLiteStore:
-    """The store at ``path`` (or the default one) for a command that only reads runs, or
+def open_existing_store(location: Path | str | None) -> InspectedStore:
+    """The store at ``location`` (or the default one) for a command that only reads runs, or
     posts to runs, already recorded (`ps`, `info`, `log`, `tree`, `wait`, `attach`, `stop`,
-    `send`, `resume`): a file that is not there is a ``CliError`` naming it, and nothing is
-    created. Opening would make the folder and an empty database, and a mistyped ``--state``
-    would then print "no runs" instead of saying that the path is wrong. Decided here, before
-    any store is opened: only `run` and `demo` create a store."""
-    from subagents.store.paths import STATE_DIR_ENV, default_store_path
+    `send`, `resume`): a file that is not there, or a database without a store, is a
+    ``CliError`` naming it, and nothing is created. Opening would make the folder and an
+    empty database, and a mistyped ``--state`` would then print "no runs" instead of saying
+    that the path is wrong. Decided here, before any store is opened: only `run` and `demo`
+    create a store."""
+    from subagents.store.locations import default_location, is_database_url
+    from subagents.store.paths import STATE_DIR_ENV
 
-    target = path.expanduser() if path is not None else default_store_path()
+    given = location
+    if location is None:
+        try:
+            location = default_location()
+        except ValueError as exc:
+            raise CliError(f"${STATE_ENV}: {exc}", EXIT_USAGE) from exc
+    if is_database_url(location):
+        return open_store(location, create=False)
+    target = Path(location).expanduser()
     if not target.exists():
-        if path is not None:
+        if given is not None:
             raise CliError(
-                f"--state {path}: no run store there (check the path; only `run`"
+                f"--state {given}: no run store there (check the path; only `run`"
                 " and `demo` create one)"
             )
-        source = f" (${STATE_DIR_ENV})" if os.environ.get(STATE_DIR_ENV) else ""
+        source = (
+            f" (${STATE_ENV})"
+            if os.environ.get(STATE_ENV, "").strip()
+            else f" (${STATE_DIR_ENV})"
+            if os.environ.get(STATE_DIR_ENV)
+            else ""
+        )
         raise CliError(
             f"no run store at {target}{source} yet: nothing has run with it (`subagents run`"
             " and `subagents demo` create it; --state PATH names another)"
         )
-    return open_store(path)
+    return open_store(target)
 
 
 def open_inspected_store(args: argparse.Namespace) -> InspectedStore:
-    """The store an inspecting command reads: ``--ray ADDRESS`` (or, without ``--state``,
-    ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local file, which must exist
-    (``open_existing_store``)."""
+    """The store an inspecting command reads: ``--ray ADDRESS`` (or, without ``--state``
+    and ``$SUBAGENTS_STATE``, ``$SUBAGENTS_RAY_ADDRESS``) is a cluster's; else the local
+    file or the database, which must hold a store (``open_existing_store``). A database
+    named with ``--ray`` (a cluster whose runs it records) is read directly."""
+    from subagents.store.locations import is_database_url
+
     ray: str | None = getattr(args, "ray", None)
-    if ray is not None and args.state is not None:
+    if ray is not None and args.state is not None and not is_database_url(args.state):
         raise CliError("--state and --ray name two stores: give one", EXIT_USAGE)
-    if args.state is None:
+    if args.state is None and (ray is not None or not os.environ.get(STATE_ENV, "").strip()):
         from subagents.cluster.connect import ClusterError, resolve_address
 
         try:
@@ -209,6 +248,12 @@ def _cluster_store(address: str) -> InspectedStore:
         return open_cluster_store(address)
     except ClusterError as exc:
         raise CliError(str(exc)) from exc
+
+
+def store_label(store: InspectedStore) -> str:
+    """How people name ``store``: its file, or its database's URL (without a password)."""
+    where = getattr(store, "where", None)
+    return where if isinstance(where, str) else str(store.path)
 
 
 def fail(command: str, exc: CliError) -> int:
@@ -327,7 +372,7 @@ def resolve(store: InspectedStore, ref: str) -> RunRecord:
     if not matches and len(ref) >= MIN_SUFFIX:
         matches = [i for i in ids if i.endswith(ref)]
     if not matches:
-        raise CliError(f"no run matches {ref!r} in {store.path}")
+        raise CliError(f"no run matches {ref!r} in {store_label(store)}")
     if len(matches) > 1:
         shown = ", ".join(matches[:MAX_LISTED_MATCHES])
         more = len(matches) - MAX_LISTED_MATCHES
@@ -335,7 +380,7 @@ def resolve(store: InspectedStore, ref: str) -> RunRecord:
         raise CliError(f"{ref!r} is ambiguous: it matches {shown}{extra}; give more characters")
     found = _get(store, matches[0])
     if found is None:  # deleted between the two reads
-        raise CliError(f"no run matches {ref!r} in {store.path}")
+        raise CliError(f"no run matches {ref!r} in {store_label(store)}")
     return found
 
 

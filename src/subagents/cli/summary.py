@@ -15,7 +15,7 @@ from subagents.cli.live import STATUS_STYLE
 from subagents.cli.output import printable
 from subagents.cli.state import short_id
 from subagents.messages import Outcome, RunRecord
-from subagents.store.paths import default_store_path
+from subagents.store.locations import default_location, redacted
 
 
 def summary_lines(records: Sequence[RunRecord]) -> list[Text]:
@@ -67,7 +67,7 @@ def print_outcome(console: Console, outcome: Outcome, records: Sequence[RunRecor
 
 def print_next_steps(
     out: Console,
-    store_path: Path,
+    store_path: Path | str,
     root: str,
     records: Sequence[RunRecord],
     *,
@@ -88,10 +88,17 @@ def print_next_steps(
         out.print(f"  {line}", soft_wrap=True, markup=False, highlight=False)
 
 
-def is_default_store(path: Path) -> bool:
-    """Whether ``path`` is the store the commands use without ``--state``."""
+def is_default_store(path: Path | str) -> bool:
+    """Whether ``path`` (a file, or a database's URL) is the store the commands use
+    without ``--state``."""
     try:
-        return path.resolve() == default_store_path().resolve()
+        default = default_location()
+    except ValueError:
+        return False
+    if isinstance(path, str) or isinstance(default, str):
+        return isinstance(default, str) and redacted(default) == path
+    try:
+        return path.resolve() == default.resolve()
     except OSError:
         return False
 

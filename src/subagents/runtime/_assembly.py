@@ -67,7 +67,7 @@ class RuntimeArguments:
     agents: Iterable[AgentLike] | Mapping[str, AgentLike] | None
     model: Model | Callable[[list[AgentSpec]], Model] | None
     limits: Limits | Mapping[str, Any] | None
-    store: RunStore | None
+    store: RunStore | str | os.PathLike[str] | None
     tools: Iterable[Tool | Callable[..., Any]]
     agent_dirs: Sequence[str | Path]
     discover: bool
@@ -154,9 +154,17 @@ def supervisor_core(
     )
 
 
-def store_for(store: RunStore | None, backend: ClusterBackend, address: str | None) -> RunStore:
-    """The store given; else on a cluster the cluster's (the one every node and the CLI
+def store_for(
+    store: RunStore | str | os.PathLike[str] | None, backend: ClusterBackend, address: str | None
+) -> RunStore:
+    """The store given (a ``postgresql://`` URL or a SQLite file's path: opened here,
+    ``store.locations``); else on a cluster the cluster's (the one every node and the CLI
     reach), else one in memory."""
+    if isinstance(store, str | os.PathLike):
+        from subagents.store.locations import store_location
+        from subagents.store.opening import open_location
+
+        return open_location(store_location(os.fspath(store)))
     if store is not None:
         return store
     if address is not None:

@@ -93,7 +93,7 @@ class Runtime:
         *,
         model: Model | Callable[[list[AgentSpec]], Model] | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
-        store: RunStore | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         agent_dirs: Sequence[str | Path] = (),
         discover: bool = False,
@@ -132,11 +132,12 @@ class Runtime:
         cluster (``"auto"``, an address; default ``$SUBAGENTS_RAY_ADDRESS``, else none: this
         process): one node host per node runs their agents, this runtime's supervisor decides
         for all of them, and the store is the cluster's (served on the head node) unless
-        ``store`` is given (docs/cluster.md). ``owner``: the id on its runs and lease (default
-        ``host:pid:nonce``; docs/store.md). ``sandbox``: tools' processes under Landlock
-        (``False``: not; ``tools.sandbox.Sandbox``: the network per mode); ``tool_env``:
-        variables they get beyond the allowlist (names, or ``{name: value}``; docs/tools.md).
-        ``mcp_tool_timeout``: per call, docs/tools.md."""
+        ``store`` is given (docs/cluster.md). ``store``: a ``RunStore``, a ``postgresql://``
+        URL or a SQLite file's path (opened here, closed with it; docs/store.md). ``owner``:
+        the id on its runs and lease (default ``host:pid:nonce``; docs/store.md).
+        ``sandbox``: tools' processes under Landlock (``False``: not; ``tools.sandbox.Sandbox``:
+        the network per mode); ``tool_env``: variables they get beyond the allowlist (names,
+        or ``{name: value}``; docs/tools.md). ``mcp_tool_timeout``: per call, docs/tools.md."""
         given = RuntimeArguments.of(locals())  # first: its locals are its arguments
         ensure_configured()
         backend: ClusterBackend = ray_backend()  # the one way to cluster/ (its protocol)
@@ -145,7 +146,7 @@ class Runtime:
         self.owner = new_owner() if owner is None else checked_owner(owner)
         """The id on the runs it hosts; its lease (``store.leases``) says it is alive."""
         self.limits = limits_of(limits)
-        self._owns_store = store is None
+        self._owns_store = store is None or isinstance(store, str | os.PathLike)
         self.store = store_for(store, backend, address)
         self.strict = strict
         self.tools = tools_for(tools, builtin_tools)  # before any definition is checked

@@ -17,7 +17,7 @@ import time
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
@@ -42,6 +42,11 @@ from subagents.store.fencing import FencedStore
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
+
+
+class _Closable(Protocol):
+    def close(self, timeout: float = ...) -> None: ...
+
 
 log = get_logger("subagents.runtime")
 
@@ -136,6 +141,8 @@ class Services:
         self.telemetry: Telemetry | None = None
         self.cluster: NodeHosts | None = None
         """The node hosts of a runtime on a cluster (``start_cluster``)."""
+        self.listener: _Closable | None = None
+        """What tells the supervisor of posted commands at once (``listen_for_commands``)."""
         # Every other thread the runtime starts, joined on close. Weak: an ended thread drops
         # out by itself, so tracking stays O(1) per run.
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -276,10 +283,13 @@ class Services:
         self, key: Hashable, command_poll_s: float, sweep: Sweep, sweep_s: float
     ) -> None:
         """The supervisor's periodic work: the commands other processes post through the
-        store (stop, send, an approval's answer), every ``command_poll_s``; the sweeper
-        (archiving finished runs, on the supervisor: the one writer), every ``sweep_s``."""
+        store (stop, send, an approval's answer), every ``command_poll_s``, and at once
+        where the store tells of them (``listen_for_commands``); the sweeper (archiving
+        finished runs, on the supervisor: the one writer), every ``sweep_s``."""
         if command_poll_s > 0:
             self.every(("commands", key), command_poll_s, PollCommands())
+            if self.fenced is not None:
+                self.listen_for_commands(self.fenced.store)
         if sweep_s > 0:
             self.every(("sweep", key), sweep_s, sweep)
 
@@ -300,10 +310,22 @@ class Services:
 
         timer.schedule_in(key, seconds, tick)
 
+    def listen_for_commands(self, store: RunStore) -> None:
+        """Where the store can say when a command was posted (PostgreSQL's ``LISTEN``:
+        ``listen_commands``), the supervisor is told to take its commands at once, not only
+        at its next poll (which stays: a notice missed while the listener reconnected)."""
+        listen = getattr(store, "listen_commands", None)
+        supervisor = self.supervisor
+        if listen is None or supervisor is None:
+            return
+        self.listener = listen(lambda: supervisor.tell(PollCommands()))
+
     def stop_threads(self, timeout: float) -> float:
         """Cancel every run, then end the supervisor, the registry, the timer, the pool, the
         tools' processes and every tracked thread; the time left of ``timeout``."""
         deadline = time.monotonic() + timeout
+        if self.listener is not None:
+            self.listener.close(timeout)
         if self.supervisor is not None:
             self.supervisor.close(timeout)
         if self.cluster is not None:  # every run was cancelled: the node hosts go

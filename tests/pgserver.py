@@ -1,0 +1,171 @@
+"""A real, throwaway PostgreSQL server for the tests, started once per test session (per
+pytest-xdist worker) and only if a test asks for it (``pg_server``).
+
+Why a real server: the PostgreSQL store's promises (row locks, the fence, ``SKIP LOCKED``,
+``LISTEN/NOTIFY``, a database that goes away and comes back) are the server's; nothing short
+of one tests them. The server binaries (``initdb``, ``pg_ctl``) are PostgreSQL 15's on the
+CI image (``/usr/lib/postgresql/15/bin``); the server refuses to run as root, so as root it
+runs as the ``postgres`` user (``runuser``), in a temporary directory, on a free port of
+127.0.0.1, and is stopped (``-m immediate``) at the end of the session.
+
+No server binaries, or no psycopg: the tests that need them are skipped saying which is
+missing, never silently; under ``CI=true`` they fail instead (CI must run them).
+
+Each test gets a database of its own (``new_database``), so tests never see each other's
+rows; ``stop``/``start`` take the whole server away and back (the outage tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+BIN_DIRS = ("/usr/lib/postgresql/*/bin",)
+
+
+def _binaries() -> Path | None:
+    """The folder holding ``initdb`` and ``pg_ctl``: PostgreSQL's own (newest version
+    first), else ``PATH``'s."""
+    for pattern in BIN_DIRS:
+        for found in sorted(glob.glob(pattern), reverse=True):
+            if os.access(os.path.join(found, "pg_ctl"), os.X_OK):
+                return Path(found)
+    on_path = shutil.which("pg_ctl")
+    return Path(on_path).parent if on_path and shutil.which("initdb") else None
+
+
+def unavailable() -> str | None:
+    """Why the PostgreSQL tests cannot run here (None: they can)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    if _binaries() is None:
+        return (
+            "no PostgreSQL server binaries (initdb, pg_ctl) in /usr/lib/postgresql/*/bin or"
+            " on PATH: the PostgreSQL store tests need a server to start (apt-get install"
+            " postgresql)"
+        )
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        return "running as root without runuser: the server refuses to run as root"
+    return None
+
+
+def require_postgres() -> None:
+    """Skip (fail under CI=true) when no server can be started here, saying why."""
+    why = unavailable()
+    if why is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI must run the PostgreSQL store tests, but {why}", pytrace=False)
+    pytest.skip(f"PostgreSQL store tests skipped: {why}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PgServer:
+    """The session's server: ``url(db)``, a fresh database per test, and stop/start."""
+
+    bindir: Path
+    root: Path
+    port: int
+    durable: bool = False
+    """The server's defaults (fsync on: a commit waits for the disk); else fsync off, as
+    throwaway servers for tests are (a crash of the machine loses the test anyway)."""
+    _names: Iterator[int] = field(default_factory=itertools.count)
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def _as_postgres(self, *argv: str) -> list[str]:
+        if os.geteuid() == 0:
+            return ["runuser", "-u", "postgres", "--", *argv]
+        return list(argv)
+
+    def _run(self, *argv: str) -> None:
+        done = subprocess.run(
+            self._as_postgres(*argv), capture_output=True, text=True, timeout=120, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {done.stdout}{done.stderr}")
+
+    def init(self) -> None:
+        self.data.mkdir()
+        if os.geteuid() == 0:
+            shutil.chown(self.data, "postgres")
+        self._run(
+            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
+        )
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+            f" -c max_connections=200{'' if self.durable else ' -c fsync=off'}"
+        )
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "-l",
+            str(self.data / "log"), "-o", options, "start",
+        )  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        """``mode``: ``fast`` (clients disconnected, a clean shutdown) or ``immediate`` (as
+        a crash: recovery from the write-ahead log at the next start)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def new_database(self) -> str:
+        """The URL of a new, empty database on the server."""
+        import psycopg
+
+        name = f"t{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The session's PostgreSQL server (skipped, or failed under CI, where none can run)."""
+    require_postgres()
+    bindir = _binaries()
+    assert bindir is not None
+    root = Path(tempfile.mkdtemp(prefix="subagents-pg-"))
+    os.chmod(root, 0o755)  # the postgres user reaches its data directory through it
+    server = PgServer(bindir=bindir, root=root, port=_free_port())
+    try:
+        server.init()
+        server.start()
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(RuntimeError):  # already stopped by a test
+            server.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """A fresh database of the session's server, for this test alone."""
+    return pg_server.new_database()
