@@ -47,6 +47,10 @@ POLL_S = 0.1
 (benchmarks/console.py measures it)."""
 QUEUE_BOUND = 256
 """Batches of changes a slow page may fall behind by; past it, it is told to reload its data."""
+BODY_CAP = 6 * actions.TEXT_CAP + 64 * 1024
+"""The most bytes a write's body may have: a text at ``actions.TEXT_CAP`` escaped as JSON at
+worst (``\\uXXXX``, 6 bytes a character) and room to spare. A longer one is refused as it comes
+(413), not read whole into memory first."""
 T = TypeVar("T")
 
 
@@ -320,10 +324,23 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
     """The request's JSON object, or the error to answer with."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return _error("send JSON (Content-Type: application/json)", 415)
+    too_large = _error(f"the body is too large (over {BODY_CAP} bytes)", 413)
+    announced = request.headers.get("content-length", "")
+    if announced.isdigit() and int(announced) > BODY_CAP:
+        return too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > BODY_CAP:
+            return too_large
+        chunks.append(chunk)
     try:
-        body = msgspec.json.decode(await request.body())
+        body = msgspec.json.decode(b"".join(chunks))
     except msgspec.DecodeError as exc:
         return _error(f"the body is not JSON: {exc}", 400)
+    except RecursionError:
+        return _error("the body is JSON nested too deep", 400)
     return body if isinstance(body, dict) else {}
 
 

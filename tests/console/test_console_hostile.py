@@ -1,0 +1,118 @@
+"""`subagents serve` against requests its own page never sends: a stranger holding the URL,
+a script gone wrong. Each case through a real socket to the real command in a subprocess
+(``consolekit.serving``), whose stderr must stay free of tracebacks."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from consolekit import DEADLINE_S, Served, serving
+
+from subagents.console.actions import TEXT_CAP
+from subagents.console.app import BODY_CAP
+from subagents.messages import RunRecord, RunStatus
+from subagents.store.sqlite import SQLiteStore
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    path = tmp_path_factory.mktemp("hostile") / "runs.sqlite3"
+    with SQLiteStore(path) as store:
+        store.save_run(
+            RunRecord(
+                run_id="r1", agent="worker", task="t", root_run_id="r1",
+                status=RunStatus.RUNNING, created_at=1.0, started_at=1.0,
+            )
+        )  # fmt: skip
+    with serving(path) as served:
+        yield served
+
+
+def _status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+def test_the_redirect_dropping_the_token_stays_on_the_console(served: Served) -> None:
+    # the path is the request's, put back in the Location header: a path starting with //
+    # would send the browser to another site, and an encoded CR LF would add a header (or,
+    # refused by the HTTP library, drop the connection with a traceback)
+    cases = {
+        "//evil.example/x": "/evil.example/x",
+        "/%0d%0aSet-Cookie:%20x=y": "/%0d%0aSet-Cookie:%20x=y",
+        "/runs/a%2Fb": "/runs/a%2Fb",
+        "/runs/%C3%A9t%C3%A9": "/runs/%C3%A9t%C3%A9",
+    }
+    for path, location in cases.items():
+        status, headers, _ = served.request("GET", f"{path}?token={served.token}&x=1")
+        assert status == 303, path
+        assert headers["location"] == location + "?x=1", path
+        assert "x=y" not in headers["set-cookie"], path
+
+
+def _post_raw(served: Served, head: bytes, body_bytes: int) -> bytes:
+    """Send ``head`` then ``body_bytes`` bytes of body, stopping when the console answers
+    (or closes); its answer."""
+    with socket.create_connection((served.host, served.port), timeout=DEADLINE_S) as sock:
+        sock.sendall(head)
+        chunk = b"x" * (1 << 20)
+        sent = 0
+        try:
+            while sent < body_bytes:
+                sock.sendall(chunk[: body_bytes - sent])
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it answered and closed before the whole body came: as it should
+        answer = b""
+        while True:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not data:
+                break
+            answer += data
+    return answer
+
+
+def test_an_oversized_body_is_refused_without_being_kept(served: Served) -> None:
+    assert BODY_CAP >= 6 * TEXT_CAP  # a text at the cap fits, however it is escaped
+    size = BODY_CAP + (4 << 20)
+    common = (
+        f"POST /api/runs/r1/send HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+        f"X-Console-Token: {served.token}\r\nOrigin: http://127.0.0.1:{served.port}\r\n"
+        "Content-Type: application/json\r\nConnection: close\r\n"
+    )
+    said = _post_raw(served, f"{common}Content-Length: {size}\r\n\r\n".encode(), size)
+    assert _status_of(said) == 413, said[:300]
+    assert b"too large" in said
+    # the same without a length announced (chunked): counted as it comes
+    chunk = b"x" * (1 << 20)
+    framed = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+    with socket.create_connection((served.host, served.port), timeout=DEADLINE_S) as sock:
+        sock.sendall(f"{common}Transfer-Encoding: chunked\r\n\r\n".encode())
+        try:
+            for _ in range(size >> 20):
+                sock.sendall(framed)
+            sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        said = sock.recv(65536)
+    assert _status_of(said) == 413, said[:300]
+
+
+def test_a_body_nested_too_deep_is_a_bad_request_not_a_crash(served: Served) -> None:
+    headers = {
+        "X-Console-Token": served.token,
+        "Origin": f"http://127.0.0.1:{served.port}",
+        "Content-Type": "application/json",
+    }
+    deep = b"[" * 100_000 + b"]" * 100_000
+    status, _, body = served.request("POST", "/api/runs/r1/send", headers=headers, body=deep)
+    assert status == 400, body
+    assert b"nested" in body
+    status, _, body = served.request(
+        "POST", "/api/runs/r1/send", headers=headers, body=b"\xff\xfe{}"
+    )
+    assert status == 400 and b"not JSON" in body
