@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from consolekit import DEADLINE_S, Served, serving
@@ -28,6 +29,33 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         )  # fmt: skip
     with serving(path) as served:
         yield served
+
+
+def _open_stream(served: Served) -> socket.socket:
+    sock = socket.create_connection((served.host, served.port), timeout=DEADLINE_S)
+    sock.sendall(
+        f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+        f"Authorization: Bearer {served.token}\r\n\r\n".encode()
+    )
+    return sock
+
+
+def test_ctrl_c_ends_open_streams_as_complete_responses(tmp_path: Path) -> None:
+    # a page left open, one whose reader is stuck: Ctrl-C ends each stream (the chunked
+    # body's last chunk), and serve says nothing but its own lines (consolekit.serving)
+    path = tmp_path / "runs.sqlite3"
+    SQLiteStore(path).close()
+    with serving(path) as served:
+        reading, stuck = _open_stream(served), _open_stream(served)
+        seen = b""
+        while b"event: ready" not in seen:
+            seen += reading.recv(65536)
+    while not seen.endswith(b"0\r\n\r\n"):
+        data = reading.recv(65536)
+        assert data, f"the stream was cut off: {seen[-200:]!r}"
+        seen += data
+    reading.close()
+    stuck.close()
 
 
 def _status_of(answer: bytes) -> int:

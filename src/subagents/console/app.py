@@ -51,6 +51,17 @@ BODY_CAP = 6 * actions.TEXT_CAP + 64 * 1024
 """The most bytes a write's body may have: a text at ``actions.TEXT_CAP`` escaped as JSON at
 worst (``\\uXXXX``, 6 bytes a character) and room to spare. A longer one is refused as it comes
 (413), not read whole into memory first."""
+SHUTDOWN_GRACE_S = 1.0
+"""How long a stream has to end by itself once the server stops (Ctrl-C): under uvicorn's
+graceful shutdown (``serving``), so that no stream is cut off mid-response (uvicorn says
+"ASGI callable returned without completing response" for each one that is)."""
+
+
+class Stopping:
+    """What ``_next_batch`` gives once the server is stopping."""
+
+
+STOPPING = Stopping()
 T = TypeVar("T")
 
 
@@ -235,12 +246,15 @@ class Console:
         watched = request.query_params.get("run") or None
         queue = self.hub.subscribe()
         opened = msgspec.json.encode({"version": self.version}).decode()
+        shutdown = anyio.Event()  # set by sse-starlette when the server is stopping
 
         async def events() -> AsyncIterator[dict[str, str]]:
             try:  # the changes published before this stream opened go up to ``version``
                 yield {"event": "ready", "data": opened}
                 while True:
-                    batch = await queue.get()
+                    batch = await _next_batch(queue, shutdown)
+                    if isinstance(batch, Stopping):
+                        return  # the stream ends as a complete response, not cut off
                     if batch is None:
                         yield {"event": "reload", "data": "{}"}
                         continue
@@ -258,7 +272,9 @@ class Console:
             finally:
                 self.hub.unsubscribe(queue)
 
-        return EventSourceResponse(events(), ping=15)
+        return EventSourceResponse(
+            events(), ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_S
+        )
 
     # ---- actions ------------------------------------------------------------------------------
 
@@ -318,6 +334,24 @@ class Console:
             return _error(str(exc), 503)
         log.info("console answer", approval_id=approval_id, answer=answered.status)
         return _json(answered)
+
+
+async def _next_batch(
+    queue: asyncio.Queue[Batch | None], shutdown: anyio.Event
+) -> Batch | Stopping | None:
+    """The stream's next batch (``None``: it fell behind), or ``STOPPING`` once ``shutdown``
+    is set."""
+    if shutdown.is_set():
+        return STOPPING
+    getting = asyncio.ensure_future(queue.get())
+    stopping = asyncio.ensure_future(shutdown.wait())
+    try:
+        await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not getting.done():
+            getting.cancel()
+    return getting.result() if getting.done() and not getting.cancelled() else STOPPING
 
 
 async def _json_body(request: Request) -> dict[str, Any] | Response:
