@@ -13,6 +13,7 @@ from consolekit import DEADLINE_S, Served, serving
 
 from subagents.console.actions import TEXT_CAP
 from subagents.console.app import BODY_CAP
+from subagents.console.guard import served_hosts
 from subagents.messages import RunRecord, RunStatus
 from subagents.store.sqlite import SQLiteStore
 
@@ -144,3 +145,26 @@ def test_a_body_nested_too_deep_is_a_bad_request_not_a_crash(served: Served) -> 
         "POST", "/api/runs/r1/send", headers=headers, body=b"\xff\xfe{}"
     )
     assert status == 400 and b"not JSON" in body
+
+
+def test_a_host_spelled_another_way_is_served_as_a_browser_names_it(tmp_path: Path) -> None:
+    # the browser writes 0:0:0:0:0:0:0:1 as [::1] and 127.1 as 127.0.0.1 in the address and
+    # the Host header: a console that kept the spelling given refused every request
+    path = tmp_path / "runs.sqlite3"
+    SQLiteStore(path).close()
+    for given, shown in (("0:0:0:0:0:0:0:1", "::1"), ("127.1", "127.0.0.1")):
+        with serving(path, "--host", given) as served:
+            assert served.host == shown, served.url
+            status, _, body = served.request("GET", "/api/session", headers=served.authorized())
+            assert status == 200, body
+    with serving(path, "--host", "LOCALHOST") as served:  # loopback: no --expose needed
+        assert served.host == "127.0.0.1", served.url
+        assert served.request("GET", "/api/session", headers=served.authorized())[0] == 200
+
+
+def test_on_port_80_the_host_without_its_port_is_the_consoles() -> None:
+    # a browser leaves the default port out of Host and Origin: on port 80 (behind a proxy,
+    # or as root) every request would otherwise be refused as DNS rebinding
+    assert {"127.0.0.1", "localhost", "127.0.0.1:80"} <= served_hosts("127.0.0.1", 80)
+    assert {"10.1.2.3", "10.1.2.3:80"} <= served_hosts("10.1.2.3", 80)
+    assert served_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}

@@ -42,13 +42,17 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+DEFAULT_PORT = 80
+"""HTTP's: a browser names the host without it."""
 
 
 def served_hosts(host: str, port: int) -> frozenset[str]:
     """The ``Host`` values a browser sends for the address served: ``host:port``, and for a
-    loopback address the names of loopback too."""
+    loopback address the names of loopback too; on port 80 each name alone as well (a
+    browser leaves out the scheme's default port, in Host and in Origin)."""
     names = {host} | (LOOPBACK if host in LOOPBACK else set())
-    return frozenset(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names)
+    shown = {f"[{n}]" if ":" in n else n for n in names}
+    return frozenset({f"{n}:{port}" for n in shown} | (shown if port == DEFAULT_PORT else set()))
 
 
 class Guard:
