@@ -168,3 +168,13 @@ def test_on_port_80_the_host_without_its_port_is_the_consoles() -> None:
     assert {"127.0.0.1", "localhost", "127.0.0.1:80"} <= served_hosts("127.0.0.1", 80)
     assert {"10.1.2.3", "10.1.2.3:80"} <= served_hosts("10.1.2.3", 80)
     assert served_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
+
+
+def test_ctrl_c_as_soon_as_the_url_is_printed_stops_it_quietly(tmp_path: Path) -> None:
+    # the URL is printed once the server handles Ctrl-C itself: before, a Ctrl-C landing
+    # between the two left "coroutine 'Server.serve' was never awaited" on stderr
+    path = tmp_path / "runs.sqlite3"
+    SQLiteStore(path).close()
+    for _ in range(3):
+        with serving(path):
+            pass  # consolekit.serving: SIGINT at once, 0, nothing said but serve's own lines

@@ -132,6 +132,9 @@ class Console:
         self.hub = Hub()
         self.version = 0
         """Batches of changes published so far (each page says which it holds)."""
+        self.on_ready: Callable[[], None] | None = None
+        """Called once the server has started the console (``serving.serve`` prints the URL
+        then: a Ctrl-C from then on is the server's to handle, whenever it comes)."""
         self.app = Starlette(
             routes=[
                 Route("/", self.page_tree),
@@ -159,6 +162,8 @@ class Console:
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         task = asyncio.get_running_loop().create_task(self._poll_forever())
         try:
+            if self.on_ready is not None:
+                self.on_ready()
             yield
         finally:
             task.cancel()

@@ -94,7 +94,7 @@ def serve(
             " the token reads every run's conversation and can stop, mail and continue runs;"
             " the token and the page travel unencrypted (plain HTTP)"
         )
-    print(url_of(host, port, token), flush=True)
+    console.on_ready = lambda: print(url_of(host, port, token), flush=True)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
         _server(app).run(sockets=[sock])
     say("stopped serving")
