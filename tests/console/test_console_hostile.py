@@ -178,3 +178,45 @@ def test_ctrl_c_as_soon_as_the_url_is_printed_stops_it_quietly(tmp_path: Path) -
     for _ in range(3):
         with serving(path):
             pass  # consolekit.serving: SIGINT at once, 0, nothing said but serve's own lines
+
+
+def test_a_store_deleted_or_replaced_while_served_is_said_not_shown_stale(
+    tmp_path: Path,
+) -> None:
+    # SQLite reads the file it opened: without a check the console showed the deleted
+    # file's runs forever, and a run of the new store at the same path was "no run X"
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store:
+        store.save_run(
+            RunRecord(
+                run_id="old1", agent="worker", task="t", root_run_id="old1",
+                status=RunStatus.COMPLETED, created_at=1.0,
+            )
+        )  # fmt: skip
+    with serving(path) as served:
+        headers = served.authorized()
+        assert served.request("GET", "/api/runs/old1", headers=headers)[0] == 200
+        stream = _open_stream(served)
+        seen = b""
+        while b"event: ready" not in seen:
+            seen += stream.recv(65536)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        with SQLiteStore(path) as store:  # a new store where the old one was
+            store.save_run(
+                RunRecord(
+                    run_id="new1", agent="worker", task="t", root_run_id="new1",
+                    status=RunStatus.COMPLETED, created_at=2.0,
+                )
+            )  # fmt: skip
+        while b"event: reload" not in seen:  # the page is told to read again...
+            data = stream.recv(65536)
+            assert data, seen[-300:]
+            seen += data
+        stream.close()
+        for asked in ("/api/runs", "/api/runs/new1", "/api/approvals"):
+            status, _, body = served.request("GET", asked, headers=headers)
+            assert status == 503, (asked, body)  # ...and is told why it cannot
+            assert b"was replaced by another file" in body and b"subagents serve" in body
+        assert served.request("GET", "/", headers=headers)[0] == 200  # the page, to say so
+    assert "was replaced by another file" in served.stderr.read_text()

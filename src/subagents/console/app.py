@@ -36,8 +36,11 @@ from subagents.console.run_page import run_page
 from subagents.store.base import StoreError
 
 if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
     from subagents.cli.state import InspectedStore
     from subagents.console.feed import StoreFeed
+    from subagents.console.store_file import StoreFile
 
 log = structlog.get_logger("subagents.console")
 
@@ -101,15 +104,25 @@ class Hub:
     def unsubscribe(self, queue: asyncio.Queue[Batch | None]) -> None:
         self.queues.discard(queue)
 
+    def reload(self) -> None:
+        """Tell every open stream to read its data again (``None``)."""
+        for queue in list(self.queues):
+            _reset(queue)
+
     def publish(self, batch: Batch) -> None:
         for queue in list(self.queues):
             try:
                 queue.put_nowait(batch)
             except asyncio.QueueFull:  # too far behind: it reloads instead
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    while True:
-                        queue.get_nowait()
-                queue.put_nowait(None)
+                _reset(queue)
+
+
+def _reset(queue: asyncio.Queue[Batch | None]) -> None:
+    """Empty ``queue`` and leave it ``None`` (read everything again)."""
+    with contextlib.suppress(asyncio.QueueEmpty):
+        while True:
+            queue.get_nowait()
+    queue.put_nowait(None)
 
 
 class Console:
@@ -122,6 +135,7 @@ class Console:
         settings: Settings,
         *,
         continuation: actions.ContinueCommand | None,
+        store_file: StoreFile | None = None,
     ) -> None:
         self.feed = feed
         self.store: InspectedStore = feed.store
@@ -132,10 +146,15 @@ class Console:
         self.hub = Hub()
         self.version = 0
         """Batches of changes published so far (each page says which it holds)."""
+        self.store_file = store_file
+        self.gone: str | None = None
+        """Why the store is no longer the file at its path (``store_file.StoreFile``): then
+        every data request is answered 503 saying so, and nothing more is polled."""
+        self.on_gone: Callable[[str], None] = lambda why: log.error(why)
         self.on_ready: Callable[[], None] | None = None
         """Called once the server has started the console (``serving.serve`` prints the URL
         then: a Ctrl-C from then on is the server's to handle, whenever it comes)."""
-        self.app = Starlette(
+        self.routes = Starlette(
             routes=[
                 Route("/", self.page_tree),
                 Route("/runs/{run_id}", self.page_run),
@@ -150,6 +169,14 @@ class Console:
             ],
             lifespan=self.lifespan,
         )
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI application: the routes, or 503 for data once the store is gone."""
+        data = scope["type"] == "http" and scope["path"].startswith("/api/")
+        if self.gone is not None and data and scope["path"] != "/api/session":
+            await _error(self.gone, 503)(scope, receive, send)
+            return
+        await self.routes(scope, receive, send)
 
     async def _locked(self, call: Callable[[], T]) -> T:
         def locked() -> T:
@@ -186,6 +213,11 @@ class Console:
     async def _poll_forever(self) -> None:
         failing = False
         while True:
+            if self.store_file is not None and (why := self.store_file.gone()) is not None:
+                self.gone = why
+                self.on_gone(why)
+                self.hub.reload()  # each page reads again, and shows why it cannot
+                return
             try:
                 batch = await self._locked(self._poll)
             except Exception as exc:  # a poller that died would leave every page stale
