@@ -36,8 +36,11 @@ from subagents.console.run_page import run_page
 from subagents.store.base import StoreError
 
 if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
     from subagents.cli.state import InspectedStore
     from subagents.console.feed import StoreFeed
+    from subagents.console.store_file import StoreFile
 
 log = structlog.get_logger("subagents.console")
 
@@ -47,6 +50,21 @@ POLL_S = 0.1
 (benchmarks/console.py measures it)."""
 QUEUE_BOUND = 256
 """Batches of changes a slow page may fall behind by; past it, it is told to reload its data."""
+BODY_CAP = 6 * actions.TEXT_CAP + 64 * 1024
+"""The most bytes a write's body may have: a text at ``actions.TEXT_CAP`` escaped as JSON at
+worst (``\\uXXXX``, 6 bytes a character) and room to spare. A longer one is refused as it comes
+(413), not read whole into memory first."""
+SHUTDOWN_GRACE_S = 1.0
+"""How long a stream has to end by itself once the server stops (Ctrl-C): under uvicorn's
+graceful shutdown (``serving``), so that no stream is cut off mid-response (uvicorn says
+"ASGI callable returned without completing response" for each one that is)."""
+
+
+class Stopping:
+    """What ``_next_batch`` gives once the server is stopping."""
+
+
+STOPPING = Stopping()
 T = TypeVar("T")
 
 
@@ -86,15 +104,25 @@ class Hub:
     def unsubscribe(self, queue: asyncio.Queue[Batch | None]) -> None:
         self.queues.discard(queue)
 
+    def reload(self) -> None:
+        """Tell every open stream to read its data again (``None``)."""
+        for queue in list(self.queues):
+            _reset(queue)
+
     def publish(self, batch: Batch) -> None:
         for queue in list(self.queues):
             try:
                 queue.put_nowait(batch)
             except asyncio.QueueFull:  # too far behind: it reloads instead
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    while True:
-                        queue.get_nowait()
-                queue.put_nowait(None)
+                _reset(queue)
+
+
+def _reset(queue: asyncio.Queue[Batch | None]) -> None:
+    """Empty ``queue`` and leave it ``None`` (read everything again)."""
+    with contextlib.suppress(asyncio.QueueEmpty):
+        while True:
+            queue.get_nowait()
+    queue.put_nowait(None)
 
 
 class Console:
@@ -107,6 +135,7 @@ class Console:
         settings: Settings,
         *,
         continuation: actions.ContinueCommand | None,
+        store_file: StoreFile | None = None,
     ) -> None:
         self.feed = feed
         self.store: InspectedStore = feed.store
@@ -117,7 +146,15 @@ class Console:
         self.hub = Hub()
         self.version = 0
         """Batches of changes published so far (each page says which it holds)."""
-        self.app = Starlette(
+        self.store_file = store_file
+        self.gone: str | None = None
+        """Why the store is no longer the file at its path (``store_file.StoreFile``): then
+        every data request is answered 503 saying so, and nothing more is polled."""
+        self.on_gone: Callable[[str], None] = lambda why: log.error(why)
+        self.on_ready: Callable[[], None] | None = None
+        """Called once the server has started the console (``serving.serve`` prints the URL
+        then: a Ctrl-C from then on is the server's to handle, whenever it comes)."""
+        self.routes = Starlette(
             routes=[
                 Route("/", self.page_tree),
                 Route("/runs/{run_id}", self.page_run),
@@ -133,6 +170,14 @@ class Console:
             lifespan=self.lifespan,
         )
 
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI application: the routes, or 503 for data once the store is gone."""
+        data = scope["type"] == "http" and scope["path"].startswith("/api/")
+        if self.gone is not None and data and scope["path"] != "/api/session":
+            await _error(self.gone, 503)(scope, receive, send)
+            return
+        await self.routes(scope, receive, send)
+
     async def _locked(self, call: Callable[[], T]) -> T:
         def locked() -> T:
             with self.lock:
@@ -144,6 +189,8 @@ class Console:
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         task = asyncio.get_running_loop().create_task(self._poll_forever())
         try:
+            if self.on_ready is not None:
+                self.on_ready()
             yield
         finally:
             task.cancel()
@@ -166,6 +213,11 @@ class Console:
     async def _poll_forever(self) -> None:
         failing = False
         while True:
+            if self.store_file is not None and (why := self.store_file.gone()) is not None:
+                self.gone = why
+                self.on_gone(why)
+                self.hub.reload()  # each page reads again, and shows why it cannot
+                return
             try:
                 batch = await self._locked(self._poll)
             except Exception as exc:  # a poller that died would leave every page stale
@@ -231,12 +283,15 @@ class Console:
         watched = request.query_params.get("run") or None
         queue = self.hub.subscribe()
         opened = msgspec.json.encode({"version": self.version}).decode()
+        shutdown = anyio.Event()  # set by sse-starlette when the server is stopping
 
         async def events() -> AsyncIterator[dict[str, str]]:
             try:  # the changes published before this stream opened go up to ``version``
                 yield {"event": "ready", "data": opened}
                 while True:
-                    batch = await queue.get()
+                    batch = await _next_batch(queue, shutdown)
+                    if isinstance(batch, Stopping):
+                        return  # the stream ends as a complete response, not cut off
                     if batch is None:
                         yield {"event": "reload", "data": "{}"}
                         continue
@@ -254,7 +309,9 @@ class Console:
             finally:
                 self.hub.unsubscribe(queue)
 
-        return EventSourceResponse(events(), ping=15)
+        return EventSourceResponse(
+            events(), ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_S
+        )
 
     # ---- actions ------------------------------------------------------------------------------
 
@@ -316,14 +373,45 @@ class Console:
         return _json(answered)
 
 
+async def _next_batch(
+    queue: asyncio.Queue[Batch | None], shutdown: anyio.Event
+) -> Batch | Stopping | None:
+    """The stream's next batch (``None``: it fell behind), or ``STOPPING`` once ``shutdown``
+    is set."""
+    if shutdown.is_set():
+        return STOPPING
+    getting = asyncio.ensure_future(queue.get())
+    stopping = asyncio.ensure_future(shutdown.wait())
+    try:
+        await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not getting.done():
+            getting.cancel()
+    return getting.result() if getting.done() and not getting.cancelled() else STOPPING
+
+
 async def _json_body(request: Request) -> dict[str, Any] | Response:
     """The request's JSON object, or the error to answer with."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return _error("send JSON (Content-Type: application/json)", 415)
+    too_large = _error(f"the body is too large (over {BODY_CAP} bytes)", 413)
+    announced = request.headers.get("content-length", "")
+    if announced.isdigit() and int(announced) > BODY_CAP:
+        return too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > BODY_CAP:
+            return too_large
+        chunks.append(chunk)
     try:
-        body = msgspec.json.decode(await request.body())
+        body = msgspec.json.decode(b"".join(chunks))
     except msgspec.DecodeError as exc:
         return _error(f"the body is not JSON: {exc}", 400)
+    except RecursionError:
+        return _error("the body is JSON nested too deep", 400)
     return body if isinstance(body, dict) else {}
 
 

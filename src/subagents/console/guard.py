@@ -25,7 +25,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,13 +42,17 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+DEFAULT_PORT = 80
+"""HTTP's: a browser names the host without it."""
 
 
 def served_hosts(host: str, port: int) -> frozenset[str]:
     """The ``Host`` values a browser sends for the address served: ``host:port``, and for a
-    loopback address the names of loopback too."""
+    loopback address the names of loopback too; on port 80 each name alone as well (a
+    browser leaves out the scheme's default port, in Host and in Origin)."""
     names = {host} | (LOOPBACK if host in LOOPBACK else set())
-    return frozenset(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names)
+    shown = {f"[{n}]" if ":" in n else n for n in names}
+    return frozenset({f"{n}:{port}" for n in shown} | (shown if port == DEFAULT_PORT else set()))
 
 
 class Guard:
@@ -78,7 +82,7 @@ class Guard:
         if "token" in query and scope["method"] in SAFE_METHODS:
             path: str = scope["path"]
             if not path.startswith("/api/"):  # a page: keep the token, drop it from the URL
-                await self._redirect_with_cookie(send, path, query)
+                await self._redirect_with_cookie(send, scope, query)
                 return
         await self.app(scope, receive, _secured(send))
 
@@ -121,9 +125,9 @@ class Guard:
         morsel = cookies.get(self.cookie)
         return str(morsel.value) if morsel is not None else None
 
-    async def _redirect_with_cookie(self, send: Send, path: str, query: dict[str, str]) -> None:
+    async def _redirect_with_cookie(self, send: Send, scope: Scope, query: dict[str, str]) -> None:
         rest = {k: v for k, v in query.items() if k != "token"}
-        location = path + (f"?{urlencode(rest)}" if rest else "")
+        location = _same_site_path(scope) + (f"?{urlencode(rest)}" if rest else "")
         cookie = f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"
         await _secured(send)(
             {
@@ -133,6 +137,15 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def _same_site_path(scope: Scope) -> str:
+    """The request's path as a Location on this console: as the client encoded it (decoded,
+    an encoded CR LF would end the header, a ``%2F`` become a separator), anything else
+    encoded, and one leading slash (a browser follows ``//evil.example/`` to another site)."""
+    raw: bytes | None = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else scope["path"]
+    return "/" + quote(path, safe="/%!$&'()*+,;=:@-._~").lstrip("/")
 
 
 def _query(scope: Scope) -> dict[str, str]:

@@ -73,10 +73,25 @@ def loopback(host: str) -> bool:
         return False
 
 
+def canonical(host: str) -> str:
+    """``host`` as a browser writes it in the Host header: lower case, an IP address in its
+    short form (``0:0:0:0:0:0:0:1`` is ``::1``, ``127.1`` is ``127.0.0.1``), since the
+    console answers only the names it serves as."""
+    host = host.strip().strip("[]").lower()
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:  # the short IPv4 forms a browser accepts too (127.1): as inet_aton reads them
+        return socket.inet_ntoa(socket.inet_aton(host)) if host[:1].isdigit() else host
+    except OSError:
+        return host
+
+
 def checked_host(host: str, expose: bool) -> str:
     """The address to bind; ``CliError`` for a wildcard, or another than loopback without
     ``expose``."""
-    host = host.strip().strip("[]")
+    host = canonical(host)
     if host in WILDCARDS:
         raise CliError(
             f"--host {host or '(empty)'}: give the one address people will open (the console"

@@ -22,6 +22,7 @@ from subagents.console.actions import ContinueCommand
 from subagents.console.app import Console, Settings
 from subagents.console.feed import StoreFeed
 from subagents.console.guard import Guard, served_hosts
+from subagents.console.store_file import StoreFile
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -47,7 +48,9 @@ def build(
     feed = StoreFeed(store)
     feed.load()
     settings = Settings(token=token, store=str(store.path), continuable=continuation is not None)
-    console = Console(feed, settings, continuation=continuation)
+    local = not isinstance(getattr(store, "key", None), str)  # not a cluster's store
+    store_file = StoreFile(Path(store.path)) if local else None
+    console = Console(feed, settings, continuation=continuation, store_file=store_file)
     return console, Guard(console.app, token=token, hosts=served_hosts(host, port), port=port)
 
 
@@ -94,7 +97,8 @@ def serve(
             " the token reads every run's conversation and can stop, mail and continue runs;"
             " the token and the page travel unencrypted (plain HTTP)"
         )
-    print(url_of(host, port, token), flush=True)
+    console.on_ready = lambda: print(url_of(host, port, token), flush=True)
+    console.on_gone = say
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
         _server(app).run(sockets=[sock])
     say("stopped serving")
