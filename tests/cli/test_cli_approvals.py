@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,6 +220,26 @@ def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
     waited = cli("wait", run_id)
     assert waited.returncode == 0, waited.stderr
     assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout
+
+
+def test_a_reason_that_is_not_utf8_is_bad_usage_and_the_ask_stays_pending(cli: Cli) -> None:
+    """Bytes in another encoding (a Latin-1 terminal) reach Python as lone surrogates: the
+    answer's transaction failed with a UnicodeEncodeError traceback (exit 1, nothing said)."""
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    for option in ("--reason", "--remember"):
+        argv = [os.fsencode(a) for a in cli.argv("approve", approval_id)]
+        refused = subprocess.run(
+            [*argv, option.encode(), b"caf\xe9"], capture_output=True, env=cli.env, cwd=cli.root
+        )
+        stderr = refused.stderr.decode()
+        assert refused.returncode == 2, stderr
+        assert f"{option} is not UTF-8 text: byte 0xe9 at character 3" in stderr
+        assert "Traceback" not in stderr
+    (row,) = _pending(cli)  # nothing answered: it can still be
+    assert row["id"] == approval_id
+    assert cli("deny", approval_id, "--reason", "café").returncode == 0
+    assert cli("wait", run_id).returncode == 0
 
 
 def test_a_run_waiting_for_an_approval_says_so_in_ps_info_tree_and_attach(cli: Cli) -> None:
