@@ -271,3 +271,33 @@ def test_a_retried_run_is_asked_again_not_answered_by_its_earlier_attempt(tmp_pa
         rt.answer(second, False, "once is enough")
         assert handle.result(timeout=WAIT).status is RunStatus.FAILED
     assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_an_ask_of_a_retried_runs_earlier_attempt_is_neither_listed_nor_answerable(
+    tmp_path: Path,
+) -> None:
+    """A retry starts the run from scratch: the ask its earlier attempt left pending waits for
+    nothing. It was listed, and an answer to it was taken ("allowed") and reached no one."""
+    calls: list[str] = []
+
+    def flaky(name: str) -> str:
+        """Fails the first time it is called."""
+        calls.append(name)
+        if len(calls) == 1:
+            raise RuntimeError("disk full")
+        return f"{name} ok"
+
+    bash = appender("one")["tool_calls"][0]
+    turn = {"tool_calls": [bash, {"name": "flaky", "input": {"name": "b"}}]}
+    model = ScriptedModel({"worker": [turn, {"text": "done"}]})
+    with runtime(tmp_path, model, tools=[flaky]) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count", on_failure="retry", max_retries=1)
+        first = asks.wait(1)  # then the flaky call crashes the attempt
+        second = asks.wait(2)  # the retry asks for its own call
+        assert [a.approval_id for a in rt.approvals()] == [second]
+        with pytest.raises(ApprovalRefused, match=r"retried from scratch since it asked \(retry 1"):
+            rt.answer(first, True)
+        rt.answer(second, True)
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    assert (tmp_path / "count.txt").read_text() == "one\n"
