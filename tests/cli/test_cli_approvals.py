@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,6 +175,64 @@ def test_an_ask_answered_while_its_host_is_dead_is_acted_on_after_resume_once(cl
     assert kinds.count("approval_answered") >= 1  # (told again after the re-ask: ignored)
 
 
+def test_two_people_answering_at_once_from_two_processes_one_wins(cli: Cli) -> None:
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    answering = [cli.start(verb, approval_id) for verb in ("approve", "deny", "approve")]
+    results = [finish(p) for p in answering]
+    codes = sorted(code for code, _out, _err in results)
+    assert codes == [0, 1, 1], results
+    for code, _out, err in results:
+        assert code == 0 or "was already answered" in err, err
+    (answered,) = cli.json("approvals", "--all")
+    assert cli("wait", run_id).returncode == 0
+    ran = (cli.root / "out.txt").read_text() if (cli.root / "out.txt").exists() else ""
+    assert ran == ("line\n" if answered["status"] == "allowed" else "")  # once, or never
+
+
+def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_host(
+    cli: Cli,
+) -> None:
+    """The host is stopped (SIGSTOP) past its lease with an ask pending; the ask is answered;
+    `resume` takes the run up and the call runs there; the stalled host, let go on, finds
+    itself fenced and writes nothing: the call ran once and the run ended once."""
+    proc = cli(
+        "run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json",
+        env={"SUBAGENTS_LEASE_S": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    run_id, pid = data["run_id"], data["pid"]
+    cli.hosts.append(pid)  # type: ignore[attr-defined]
+    approval_id = _asked(cli, run_id)
+    os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses
+    try:
+        wait_until(
+            lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
+            "the stalled host's lease lapsing",
+            DEADLINE_S,
+            pace=0.2,
+        )
+        approved = cli("approve", approval_id)
+        assert approved.returncode == 0, approved.stderr
+        assert "its host is gone" in approved.stdout
+        resumed = cli.start("resume", "--agents", str(cli.agents), "--json")
+        code, out, err = finish(resumed)
+        assert code == 0, err
+        assert run_id in msgspec.json.decode(out)["resumed"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: _gone(pid), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
+    assert (cli.root / "out.txt").read_text() == "line\n"  # ran once, by the resuming host
+    with SQLiteStore(cli.state) as store:
+        record = store.get_run(run_id)
+        kinds = [e.kind for e in store.events(run_id)]
+    assert record is not None and record.status == "completed", record
+    assert record.outcome is not None and record.outcome.result == "writer got: (no output)"
+    assert kinds.count("completed") == 1
+    assert _pending(cli) == []
+
+
 def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli) -> None:
     run_id, pid = _detach_writer(cli)
     approval_id = _asked(cli, run_id)
@@ -221,6 +280,26 @@ def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
     waited = cli("wait", run_id)
     assert waited.returncode == 0, waited.stderr
     assert '"Which store should the cache use?"="SQLite, in .cache/"' in waited.stdout
+
+
+def test_a_reason_that_is_not_utf8_is_bad_usage_and_the_ask_stays_pending(cli: Cli) -> None:
+    """Bytes in another encoding (a Latin-1 terminal) reach Python as lone surrogates: the
+    answer's transaction failed with a UnicodeEncodeError traceback (exit 1, nothing said)."""
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    for option in ("--reason", "--remember"):
+        argv = [os.fsencode(a) for a in cli.argv("approve", approval_id)]
+        refused = subprocess.run(
+            [*argv, option.encode(), b"caf\xe9"], capture_output=True, env=cli.env, cwd=cli.root
+        )
+        stderr = refused.stderr.decode()
+        assert refused.returncode == 2, stderr
+        assert f"{option} is not UTF-8 text: byte 0xe9 at character 3" in stderr
+        assert "Traceback" not in stderr
+    (row,) = _pending(cli)  # nothing answered: it can still be
+    assert row["id"] == approval_id
+    assert cli("deny", approval_id, "--reason", "café").returncode == 0
+    assert cli("wait", run_id).returncode == 0
 
 
 def test_a_run_waiting_for_an_approval_says_so_in_ps_info_tree_and_attach(cli: Cli) -> None:

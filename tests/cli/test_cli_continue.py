@@ -79,3 +79,13 @@ def test_an_unknown_run_and_a_running_one_are_refused(cli: Cli) -> None:
         assert f"run {slow_id} is running: only an ended run can be continued" in busy.stderr
     finally:
         assert cli("stop", slow_id).returncode == 0
+
+
+def test_a_bad_text_is_bad_usage_said_by_continue_in_its_own_words(cli: Cli) -> None:
+    """`continue` runs through `run`'s code: its errors said `subagents run: error: TASK is
+    empty`, naming a command and an argument the person did not type."""
+    first = _quick(cli)
+    for text in ("", "   "):
+        proc = cli("continue", first, text, "--agents", str(cli.agents))
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "subagents continue: error: TEXT is empty", proc.stderr

@@ -178,6 +178,19 @@ def test_an_unknown_run_is_refused() -> None:
             rt.continue_run("r-nope", "hello", agent="a")  # type: ignore[arg-type]
 
 
+def test_an_empty_text_is_refused_naming_the_run_it_would_continue() -> None:
+    """The request is checked before the continued run's agent is read: the refusal said
+    "the task for '' is empty"."""
+    with Runtime([spec("a")], model=ScriptedModel({"a": ["one"]})) as rt:
+        first = rt.spawn("a", "start")
+        first.result(timeout=WAIT)
+        with pytest.raises(AdmissionError) as refused:
+            rt.continue_run(first.run_id, "  ")
+    assert str(refused.value) == (
+        f"the text to continue {first.run_id} with is empty: say what comes next"
+    )
+
+
 def test_budgets_apply_to_a_continued_run() -> None:
     model = ScriptedModel({"a": ["one", "two"]})
     with Runtime([spec("a")], model=model) as rt:

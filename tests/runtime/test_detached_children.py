@@ -129,3 +129,34 @@ def test_stop_chooses_its_scope_the_turn_or_the_tree() -> None:
         done = rt.wait_any([detached.run_id], timeout=WAIT)
         assert (done.status, done.result) == (RunStatus.COMPLETED, "waiter a done")
         assert rt.get(first.run_id).status is RunStatus.CANCELLED
+
+
+def test_detached_children_are_bound_by_their_ancestors_budget_after_it_ended() -> None:
+    """Each detached child is carved what its parent had left, and their steps are charged to
+    it: once the tree's spending passes the lead's budget, a detached child is stopped at
+    its next step, though the lead has ended (before the fix each spent its whole carve, so
+    two of them spent twice the tree's budget)."""
+    step = {
+        "tool_calls": [{"name": "check_mailbox", "input": {}}],
+        "usage": {"input_tokens": 100, "output_tokens": 0},
+    }
+    model = ScriptedModel({"spender": [step] * 20 + ["spent"]})
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("spender", "a", detach=True)
+        await ctx.spawn("spender", "b", detach=True)
+        return "lead done"
+
+    spender = spec("spender", tools=("check_mailbox",))
+    with Runtime([lead, spender], model=model) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT, token_budget=1000)
+        assert outcome.status is RunStatus.COMPLETED
+        children = rt.runs(agent="spender")
+        assert len(children) == 2
+        outcomes = [rt.wait_any([c.run_id], timeout=WAIT) for c in children]
+    spent = sum(o.usage.total_tokens for o in outcomes)
+    # over by at most the steps in flight when it went over: one per detached child
+    assert spent <= 1000 + 2 * 100, spent
+    errors = [o.error or "" for o in outcomes]
+    assert any(e.startswith("its ancestor lead used") for e in errors), errors
+    assert all(o.status is RunStatus.BUDGET_EXCEEDED for o in outcomes)

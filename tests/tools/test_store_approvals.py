@@ -154,6 +154,24 @@ def test_an_answer_to_a_run_that_ended_is_refused_naming_why(tmp_path: Path) -> 
     assert not (tmp_path / "count.txt").exists()
 
 
+def test_a_reason_that_cannot_be_kept_is_refused_and_the_ask_stays_pending(tmp_path: Path) -> None:
+    """A lone surrogate (bytes that were not UTF-8) failed inside the store's transaction with
+    a UnicodeEncodeError, not the ApprovalRefused that names what was wrong."""
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done"}]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        with pytest.raises(ApprovalRefused, match=r"the reason is not UTF-8 text \(character 3"):
+            rt.answer(approval_id, False, "caf\udce9")
+        with pytest.raises(ApprovalRefused, match="the rule to remember is not UTF-8 text"):
+            rt.answer(approval_id, True, remember="Bash(caf\udce9:*)")
+        assert [a.approval_id for a in rt.approvals()] == [approval_id]
+        rt.answer(approval_id, True, "café")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
 def test_questions_are_answered_through_the_store_with_the_answer_text(tmp_path: Path) -> None:
     model = ScriptedModel({"asker": ASKER})
     with Runtime([agent("asker")], model=model, workspace=tmp_path, approve="store",
@@ -252,4 +270,34 @@ def test_a_retried_run_is_asked_again_not_answered_by_its_earlier_attempt(tmp_pa
         assert second != first
         rt.answer(second, False, "once is enough")
         assert handle.result(timeout=WAIT).status is RunStatus.FAILED
+    assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_an_ask_of_a_retried_runs_earlier_attempt_is_neither_listed_nor_answerable(
+    tmp_path: Path,
+) -> None:
+    """A retry starts the run from scratch: the ask its earlier attempt left pending waits for
+    nothing. It was listed, and an answer to it was taken ("allowed") and reached no one."""
+    calls: list[str] = []
+
+    def flaky(name: str) -> str:
+        """Fails the first time it is called."""
+        calls.append(name)
+        if len(calls) == 1:
+            raise RuntimeError("disk full")
+        return f"{name} ok"
+
+    bash = appender("one")["tool_calls"][0]
+    turn = {"tool_calls": [bash, {"name": "flaky", "input": {"name": "b"}}]}
+    model = ScriptedModel({"worker": [turn, {"text": "done"}]})
+    with runtime(tmp_path, model, tools=[flaky]) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count", on_failure="retry", max_retries=1)
+        first = asks.wait(1)  # then the flaky call crashes the attempt
+        second = asks.wait(2)  # the retry asks for its own call
+        assert [a.approval_id for a in rt.approvals()] == [second]
+        with pytest.raises(ApprovalRefused, match=r"retried from scratch since it asked \(retry 1"):
+            rt.answer(first, True)
+        rt.answer(second, True)
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     assert (tmp_path / "count.txt").read_text() == "one\n"

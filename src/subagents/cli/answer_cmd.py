@@ -42,16 +42,18 @@ def add_answer_arguments(parser: argparse.ArgumentParser, *, allow: bool) -> Non
 
 def answer(args: argparse.Namespace, allow: bool) -> int:
     from subagents.cli.approvals_cmd import resolve_approval
+    from subagents.cli.text_input import utf8_text
     from subagents.runtime._approvals import answer_approval
     from subagents.store.approvals import ApprovalRefused
 
+    reason = None if args.reason is None else utf8_text(args.reason, "--reason")
+    remember = getattr(args, "remember", None)
+    remember = None if remember is None else utf8_text(remember, "--remember")
     with open_inspected_store(args) as store, store_errors():
         alive = liveness(store)
         approval_id = resolve_approval(store, args.approval_ref)
         try:
-            done = answer_approval(
-                store, approval_id, allow, args.reason, remember=getattr(args, "remember", None)
-            )
+            done = answer_approval(store, approval_id, allow, reason, remember=remember)
         except ApprovalRefused as exc:
             raise CliError(str(exc)) from exc
         record = store.get_run(done.run_id)

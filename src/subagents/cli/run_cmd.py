@@ -135,9 +135,10 @@ def _check(args: argparse.Namespace) -> str:
         )
     from subagents.cli.text_input import text_argument
 
-    task = text_argument(args.task, "TASK")
+    what = "TEXT" if _continuing(args) else "TASK"  # as each command's usage names it
+    task = text_argument(args.task, what)
     if not task.strip():
-        raise CliError("TASK is empty", EXIT_USAGE)
+        raise CliError(f"{what} is empty", EXIT_USAGE)
     request = SpawnRequest(
         request_id="", agent=args.agent, task=task, timeout=args.timeout, label=args.label
     )
@@ -145,6 +146,16 @@ def _check(args: argparse.Namespace) -> str:
     if problem is not None:  # what else the runtime would refuse (a task over the size cap)
         raise CliError(problem, EXIT_USAGE)
     return task
+
+
+def _continuing(args: argparse.Namespace) -> bool:
+    """Whether this is `subagents continue` (which runs through here)."""
+    return getattr(args, "continues", None) is not None
+
+
+def _name(args: argparse.Namespace) -> str:
+    """The command's name for its errors: `run`, or `continue`."""
+    return "continue" if _continuing(args) else NAME
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,11 +166,11 @@ def run(args: argparse.Namespace) -> int:
             return _detach(args, task)
         hosted = start_runtime(args, restore=False, approvals_in_store=route == "store")
     except CliError as exc:
-        return fail(NAME, exc)
+        return fail(_name(args), exc)
     try:
         return _run(args, hosted, task)
     except CliError as exc:
-        return fail(NAME, exc)
+        return fail(_name(args), exc)
     except KeyboardInterrupt:
         sys.stderr.write("subagents run: interrupted: cancelling the runs\n")
         raise
@@ -189,11 +200,11 @@ def _detach(args: argparse.Namespace, task: str) -> int:
         try:  # no one is at its terminal: its asks wait in the store (`subagents approvals`)
             hosted = start_runtime(args, restore=False, approvals_in_store=True)
         except CliError as exc:
-            return fail(NAME, exc)
+            return fail(_name(args), exc)
         try:
             return _run(args, hosted, task, on_admitted=report)
         except CliError as exc:
-            return fail(NAME, exc)
+            return fail(_name(args), exc)
         finally:
             hosted.close()
 

@@ -24,6 +24,12 @@ def text_argument(value: str, what: str) -> str:
     when it is not UTF-8."""
     if value == STDIN:
         return _stdin(what)
+    return utf8_text(value, what)
+
+
+def utf8_text(value: str, what: str) -> str:
+    """``value`` as given on the command line (``-`` is not stdin here: `approve --reason`);
+    ``CliError`` (usage) naming ``what`` and the first offending byte when it is not UTF-8."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:  # undecodable argv bytes: lone surrogates

@@ -40,6 +40,10 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     answer: str | None = None
     answered_at: float | None = None
     remember: str | None = None
+    retries: int | None = None
+    """The run's retry generation when it asked (``RunRecord.retries``): a retry starts the
+    run from scratch, so an ask of an earlier generation waits for nothing any more (None:
+    kept by a version that did not record it)."""
 
     @property
     def pending(self) -> bool:

@@ -71,6 +71,8 @@ def answer_approval(
         raise TypeError(f"allow must be True or False, got {allow!r}")
     if reason is not None and not isinstance(reason, str):
         raise TypeError(f"reason must be text or None, got {type(reason).__name__}")
+    _check_utf8(reason, "the reason")
+    _check_utf8(remember, "the rule to remember")
     if remember is not None:
         if not allow:
             raise ApprovalRefused("a rule to remember goes with an allow, not a deny")
@@ -80,6 +82,20 @@ def answer_approval(
             raise ApprovalRefused(f"cannot remember it: {exc}") from None
     with _opened(store) as opened:
         return opened.answer_approval(approval_id, allow, reason, remember)
+
+
+def _check_utf8(text: str | None, what: str) -> None:
+    """``ApprovalRefused`` unless ``text`` can be kept (the store keeps UTF-8): a lone
+    surrogate (bytes that were not UTF-8, decoded with ``surrogateescape``) failed deep in
+    the store's transaction with a ``UnicodeEncodeError``."""
+    if text is None:
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApprovalRefused(
+            f"{what} is not UTF-8 text (character {exc.start} is {text[exc.start]!r})"
+        ) from None
 
 
 def remembered_rules(store: RunStore, root_run_id: str) -> tuple[str, ...]:

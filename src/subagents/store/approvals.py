@@ -34,6 +34,12 @@ def refusal(approval_id: str, approval: ApprovalRecord | None, run: RunRecord | 
             f"approval {approval_id} cannot be answered: its run {approval.run_id}"
             f" ({approval.agent}) has ended ({run.status.value}), so nothing waits for it"
         )
+    if run is not None and approval.retries is not None and approval.retries != run.retries:
+        return (
+            f"approval {approval_id} cannot be answered: its run {approval.run_id}"
+            f" ({approval.agent}) was retried from scratch since it asked (retry"
+            f" {run.retries}), so nothing waits for it; a call the retry makes is asked anew"
+        )
     return None
 
 

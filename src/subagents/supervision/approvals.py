@@ -46,6 +46,7 @@ def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
         requester=record.parent_run_id or EXTERNAL_SENDER,
         tool_use_id=msg.tool_use_id,
         asked_at=now,
+        retries=record.retries,
     )
     decided.writes.append(SaveApproval(approval))
     data = {"approval_id": msg.approval_id, "tool": msg.tool, "reason": msg.reason}

@@ -389,9 +389,11 @@ class Lifecycle:
         decided.effects.append(StopAgent(state.run_id))
         return decided
 
-    def over_budget(self, state: RunState) -> Decided:
-        why = self.policies.why_over(state)
-        end = End(Move.OVER_BUDGET, "budget", why, below=f"its ancestor {why}")
+    def over_budget(self, state: RunState, ancestor: RunState | None = None) -> Decided:
+        """``state`` spent past its budget, or (a detached run) past its ``ancestor``'s."""
+        why = self.policies.why_over(ancestor or state)
+        error = why if ancestor is None else f"its ancestor {why}"
+        end = End(Move.OVER_BUDGET, "budget", error, below=f"its ancestor {why}")
         decided = self.finish(state, end)
         decided.effects.append(StopAgent(state.run_id))
         return decided

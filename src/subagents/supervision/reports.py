@@ -68,10 +68,18 @@ class Reports:
         }
         decided.event(EventKind.STEP, state.record, self.now(), data)
         decided.writes += self.progress.stepped(state)
-        for run_id in self.policies.charge(msg):
+        over_ids = self.policies.charge(msg)  # deepest first
+        for run_id in over_ids:
             over = self.runs.live(run_id)
             if over is not None:
                 decided.add(self.lifecycle.over_budget(over))
+        still = self.runs.live(msg.run_id) if over_ids else None
+        if still is not None:
+            # A detached run (its over-budget ancestor ended, or ends now without it): its
+            # steps are charged to its ancestors' budgets, so they bound it too; else each
+            # detached child could spend all its ancestors had left, after they ended.
+            ancestor = self.runs.get(over_ids[0])
+            decided.add(self.lifecycle.over_budget(still, ancestor))
         return decided
 
     def tool_answered(self, msg: ToolAnswered) -> Decided:

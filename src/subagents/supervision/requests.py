@@ -122,6 +122,8 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
     if not req.agent.strip() and req.continues is None:  # a continuation takes its run's
         return "no agent given (agent is empty)"
     if not req.task.strip():
+        if not req.agent.strip():  # a continuation's agent is its run's, not yet read
+            return f"the text to continue {req.continues} with is empty: say what comes next"
         return f"the task for {req.agent!r} is empty: say what the agent should do"
     for name in ("context", "label", "model"):
         value = getattr(req, name)
