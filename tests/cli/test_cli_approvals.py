@@ -224,7 +224,7 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
         os.kill(pid, signal.SIGCONT)
     wait_until(lambda: _gone(pid), "the stalled host fenced and gone", DEADLINE_S, pace=0.05)
     assert (cli.root / "out.txt").read_text() == "line\n"  # ran once, by the resuming host
-    with SQLiteStore(cli.state) as store:
+    with cli.store() as store:
         record = store.get_run(run_id)
         kinds = [e.kind for e in store.events(run_id)]
     assert record is not None and record.status == "completed", record

@@ -83,3 +83,16 @@ def test_a_deny_keeps_no_rule_and_an_ended_run_refuses_answers(store: RunStore) 
     with pytest.raises(ApprovalRefused, match=r"its run r1 \(worker\) has ended \(timed_out\)"):
         store.answer_approval("ap2", True)
     assert store.get_approval("ap2") == ask("ap2")  # refused: nothing written
+
+
+def test_an_ask_of_a_retried_runs_earlier_attempt_is_not_listed_on_any_store(
+    store: RunStore,
+) -> None:
+    store.save_run(run("r1", status=RunStatus.WAITING))
+    store.save_approval(msgspec.structs.replace(ask("ap1"), retries=0))
+    assert [a.approval_id for a in store.list_approvals()] == ["ap1"]
+    store.save_run(run("r1", status=RunStatus.RUNNING, retries=1))  # retried from scratch
+    assert store.list_approvals() == []
+    assert [a.approval_id for a in store.list_approvals(pending=False)] == ["ap1"]
+    with pytest.raises(ApprovalRefused, match="retried from scratch"):
+        store.answer_approval("ap1", True)

@@ -88,13 +88,25 @@ class PgApprovalRows:
         if run_id is not None:
             where.append("a.run_id = %s")
             params.append(run_id)
-        sql = "SELECT a.approval_id, a.approval FROM approvals a LEFT JOIN runs r USING (run_id)"
+        sql = (
+            "SELECT a.approval_id, a.approval, r.record FROM approvals a"
+            " LEFT JOIN runs r USING (run_id)"
+        )
         if where:
             sql += " WHERE " + " AND ".join(where)
         rows = self.tx.read(
             sql + " ORDER BY a.asked_at, a.approval_id", params, "listing approvals"
         )
-        return [self.tx.decode(_decoder, raw, "approvals", key) for key, raw in rows]
+        found = [
+            (key, self.tx.decode(_decoder, raw, "approvals", key), run) for key, raw, run in rows
+        ]
+        if pending:  # and still answerable: not of a retried run's earlier generation
+            found = [f for f in found if self._answerable(f[0], f[1], f[2])]
+        return [approval for _key, approval, _run in found]
+
+    def _answerable(self, key: str, approval: ApprovalRecord, run: str | None) -> bool:
+        record = self.tx.decode(_run_decoder, run, "runs", approval.run_id) if run else None
+        return refusal(key, approval, record) is None
 
     def answer(
         self, approval_id: str, allow: bool, answer: str | None, remember: str | None
