@@ -36,6 +36,7 @@ NAMES = (
     "deadlines",
     "load_definitions",
     "store_write",
+    "store_postgres",
     "tools",
     "sandbox",
     "mcp_hub",
@@ -656,6 +657,40 @@ def _more_console(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _more_store_postgres(r: dict[str, Any]) -> list[Row]:
+    """The PostgreSQL store beside SQLite, same run (issue 28): no goal, the choice's price."""
+    f = r["figures"]
+    ping, spawn, live, command = f["pingpong"], f["spawn"], f["live"], f["command"]
+    return [
+        (
+            "PostgreSQL store: per-mail ping-pong",
+            f"{_n(ping['postgres'])} mail/s (async commit {_n(ping['postgres_async'])})",
+            f"SQLite {_n(ping['sqlite'])} mail/s",
+            f"{r['ratio']['pingpong_postgres_vs_sqlite']}x",
+            r.get("postgres_server", "-"),
+            "-",
+        ),
+        (
+            "PostgreSQL store: spawn -> result, p50",
+            f"{spawn['postgres']['p50_ms']} ms"
+            f" (async commit {spawn['postgres_async']['p50_ms']} ms)",
+            f"SQLite {spawn['sqlite']['p50_ms']} ms",
+            "-",
+            f"{_n(live['postgres']['runs'])} live runs up in {live['postgres']['started_s']} s"
+            f" (SQLite {live['sqlite']['started_s']} s)",
+            "-",
+        ),
+        (
+            "PostgreSQL store: a command reaching its run, p50",
+            f"{command['postgres']['p50_ms']} ms ({command['postgres']['how']})",
+            f"SQLite {command['sqlite']['p50_ms']} ms ({command['sqlite']['how']})",
+            "-",
+            "-",
+            "-",
+        ),
+    ]
+
+
 def _more_refusals(r: dict[str, Any]) -> list[Row]:
     figures = r["figures"]
     worst_name = max(figures, key=lambda k: figures[k]["max_s"])
@@ -726,6 +761,7 @@ MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "deadlines": _more_deadlines,
     "load_definitions": _more_load,
     "store_write": _more_store,
+    "store_postgres": _more_store_postgres,
     "tools": _more_tools,
     "sandbox": _more_sandbox,
     "mcp_hub": _more_mcp_hub,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
 
 import pytest
+from storekit import Durable
 
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
@@ -64,13 +64,6 @@ def sqlite_store(db_path: Path) -> Iterator[SQLiteStore]:
     s = SQLiteStore(db_path)
     yield s
     s.close()
-
-
-if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL test runs
-    from subagents.store.postgres import PostgresStore
-
-Durable: TypeAlias = "SQLiteStore | PostgresStore"
-"""A store that outlives its process: what the tests beyond the protocol run against."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from subagents.messages import (
     ChatMessage,
@@ -108,3 +108,13 @@ def python(
 
 
 __all__ = ["MailState", "checkpoint", "event", "mail", "outcome", "python", "run"]
+
+
+if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL test runs
+    from subagents.store.postgres import PostgresStore
+    from subagents.store.sqlite import SQLiteStore
+
+Durable: TypeAlias = "SQLiteStore | PostgresStore"
+"""A store that outlives its process: what the tests beyond the protocol run against. Here,
+not in conftest.py: a test module importing ``conftest`` gets whichever conftest.py pytest
+loaded first under that name (tests/console's, when the lowest-bounds step collects both)."""

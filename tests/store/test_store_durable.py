@@ -9,9 +9,8 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from storekit import checkpoint, event, mail, outcome, run
+from storekit import Durable, checkpoint, event, mail, outcome, run
 
-from conftest import Durable
 from subagents.messages import MailState, RunStatus
 from subagents.store.base import StoreError
 

@@ -7,9 +7,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from storekit import checkpoint, event, mail, outcome, run
+from storekit import Durable, checkpoint, event, mail, outcome, run
 
-from conftest import Durable
 from subagents.messages import CheckpointDelta, JournalEntry, Preview, RunStatus
 from subagents.store.paths import host_log
 from subagents.store.sqlite import SQLiteStore

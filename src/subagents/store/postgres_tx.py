@@ -45,8 +45,8 @@ log = get_logger("subagents.store")
 
 T = TypeVar("T")
 
-Params = Sequence[Any] | Mapping[str, Any]
-Held = tuple[str, Params | list[Params], str]
+PgParams = Sequence[Any] | Mapping[str, Any]
+Held = tuple[str, PgParams | list[PgParams], str]
 """(sql; the params of one row, or a list of rows; what it does, for an error)."""
 
 SESSION = (
@@ -319,7 +319,7 @@ class PgTransactions:
                     if i < len(items) and items[i][0] == items[start][0]:
                         continue
                     run = items[start:i]
-                    rows: list[Params] = []
+                    rows: list[PgParams] = []
                     for _sql, params, _doing in run:
                         if isinstance(params, list):
                             rows.extend(params)
@@ -349,7 +349,7 @@ class PgTransactions:
             self._failed, self._doomed = error, True
             raise error from exc.error
 
-    def defer(self, sql: str, params: Params, doing: str) -> None:
+    def defer(self, sql: str, params: PgParams, doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it; outside a
         batch, written and committed at once."""
         with self.lock:
@@ -361,7 +361,7 @@ class PgTransactions:
                 raise self._aborted(doing)
             self._held.append((sql, params, doing))
 
-    def defer_rows(self, sql: str, rows: Sequence[Params], doing: str) -> None:
+    def defer_rows(self, sql: str, rows: Sequence[PgParams], doing: str) -> None:
         """``defer`` of several rows of one statement, held as one entry."""
         if not rows:
             return
@@ -393,13 +393,13 @@ class PgTransactions:
                 with self.batch():
                     yield
 
-    def write(self, sql: str, params: Params, doing: str) -> tuple[list[Any], int]:
+    def write(self, sql: str, params: PgParams, doing: str) -> tuple[list[Any], int]:
         """One statement inside the open transaction (``writing``), now: its rows (if it
         returns any) and its row count. A failure dooms the batch."""
         assert self._depth > 0, "write() outside a transaction"
         return self._now(sql, params, doing)
 
-    def read(self, sql: str, params: Params, doing: str) -> list[Any]:
+    def read(self, sql: str, params: PgParams, doing: str) -> list[Any]:
         """Rows of a query: inside the open batch (after its held writes), or on its own."""
         with self.lock:
             if self._depth > 0:
@@ -410,7 +410,7 @@ class PgTransactions:
             except psycopg.Error as exc:
                 raise translate(exc, self.where, doing) from exc
 
-    def _now(self, sql: str, params: Params, doing: str) -> tuple[list[Any], int]:
+    def _now(self, sql: str, params: PgParams, doing: str) -> tuple[list[Any], int]:
         """A statement of the open batch, after what it holds: a batch's first statement
         (the fence's read, as a rule) goes with its ``BEGIN`` in one round trip."""
         conn = self.connection()
