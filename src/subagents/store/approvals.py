@@ -5,6 +5,8 @@ hosting the run. Pure; the stores keep the rows."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -65,3 +67,35 @@ def answer_command(approval: ApprovalRecord) -> str:
         answer=approval.answer,
     )
     return msgspec.json.encode(told).decode()
+
+
+T = TypeVar("T")
+
+
+class Decoding(Protocol):
+    """What a store's transactions offer to read a row's JSON document, naming the row in
+    its error (``sqlite_tx.Transactions.decode``, ``postgres_tx.PgTransactions.decode``)."""
+
+    def decode(self, decoder: msgspec.json.Decoder[T], raw: str, table: str, key: object) -> T: ...
+
+
+_APPROVAL = msgspec.json.Decoder(ApprovalRecord)
+_RUN = msgspec.json.Decoder(RunRecord)
+
+
+def listing_of(
+    tx: Decoding, rows: Iterable[tuple[str, str, str | None]], *, pending: bool
+) -> list[ApprovalRecord]:
+    """The approvals of a listing's rows (approval id, its document, its run's record or
+    None), in their order; ``pending``: only those that can still be answered (``refusal``:
+    not of an ended run, nor of a retried run's earlier attempt). One rule for every store
+    that lists approvals with SQL (SQLite, PostgreSQL)."""
+    found: list[ApprovalRecord] = []
+    for key, raw, run_raw in rows:
+        approval = tx.decode(_APPROVAL, raw, "approvals", key)
+        if pending:
+            run = tx.decode(_RUN, run_raw, "runs", approval.run_id) if run_raw else None
+            if refusal(key, approval, run) is not None:
+                continue
+        found.append(approval)
+    return found

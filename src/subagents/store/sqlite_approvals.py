@@ -14,7 +14,13 @@ import time
 import msgspec
 
 from subagents.messages import TERMINAL_STATUSES, ApprovalRecord, RunRecord
-from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
+from subagents.store.approvals import (
+    ApprovalRefused,
+    answer_command,
+    answered,
+    listing_of,
+    refusal,
+)
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(ApprovalRecord)
@@ -97,16 +103,7 @@ class ApprovalRows:
         rows = self.tx.read(
             sql + " ORDER BY a.asked_at, a.approval_id", params, "listing approvals"
         )
-        found = [
-            (key, self.tx.decode(_decoder, raw, "approvals", key), run) for key, raw, run in rows
-        ]
-        if pending:  # and still answerable: not of a retried run's earlier generation
-            found = [f for f in found if self._answerable(f[0], f[1], f[2])]
-        return [approval for _key, approval, _run in found]
-
-    def _answerable(self, key: str, approval: ApprovalRecord, run: str | None) -> bool:
-        record = self.tx.decode(_run_decoder, run, "runs", approval.run_id) if run else None
-        return refusal(key, approval, record) is None
+        return listing_of(self.tx, rows, pending=pending)
 
     def answer(
         self, approval_id: str, allow: bool, answer: str | None, remember: str | None
