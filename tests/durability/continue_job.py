@@ -23,6 +23,14 @@ from subagents.store.sqlite import SQLiteStore
 AGENT = AgentSpec(name="a", description="Answers.", prompt="Answer.")
 
 
+def _written(path: str, text: str) -> None:
+    """``text`` in ``path`` at once (written aside, then renamed): a test waiting for the
+    file to exist reads it whole, never the empty file a plain write shows first."""
+    aside = Path(path + ".part")
+    aside.write_text(text)
+    aside.replace(path)
+
+
 def main(db: str, out: str, mode: str, run_id: str = "") -> int:
     second: object = "second answer"
     if mode == "continue":
@@ -33,12 +41,12 @@ def main(db: str, out: str, mode: str, run_id: str = "") -> int:
         if mode == "finish":
             handle = rt.spawn("a", "the question")
             handle.result(timeout=60)
-            Path(out).write_text(handle.run_id)
+            _written(out, handle.run_id)
         elif mode.startswith("continue"):
             handle = rt.continue_run(run_id, "go on")
-            Path(out).write_text(handle.run_id)
+            _written(out, handle.run_id)
             outcome = handle.result(timeout=600)
-            Path(out + ".outcome").write_text(outcome.result or "")
+            _written(out + ".outcome", outcome.result or "")
         else:
             outcome = rt.attach(run_id).result(timeout=60)
             shown = [r.messages for r in model.requests]
