@@ -8,6 +8,7 @@ import pty
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -84,37 +85,13 @@ def test_deny_rules_and_bad_rules(cli: Cli, work: Path) -> None:
 def test_at_a_terminal_the_person_is_asked(cli: Cli, work: Path) -> None:
     """Both ends on a pseudo-terminal: the edit is approved, the command refused."""
     args = ("run", "editor", "go", "--agents", str(cli.agents), "--workspace", str(work))
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        cli.argv(*args), stdin=slave, stdout=slave, stderr=slave,
-        env={**cli.env, "TERM": "xterm-256color"}, cwd=cli.root,
-    )  # fmt: skip
-    os.close(slave)
-    seen = b""
     answers = [b"y\n", b"n\n"]
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                seen += data
-            if answers and seen.count(b"Allow this call?") > 2 - len(answers):
-                os.write(master, answers.pop(0))
-            if proc.poll() is not None and not ready:
-                break
-        code = proc.wait(timeout=10)
-    finally:
-        os.close(master)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = seen.decode("utf-8", "replace")
+
+    def reply(seen: bytes) -> bytes | None:
+        due = answers and seen.count(b"Allow this call?") > 2 - len(answers)
+        return answers.pop(0) if due else None
+
+    code, text = _at_a_terminal(cli, args, reply)
     assert code == 0, text[-3000:]
     assert "approval needed" in text and "wants to call Edit" in text
     assert (work / "notes.txt").read_text() == "a final\n"
@@ -144,6 +121,26 @@ You ask.
 def test_at_a_terminal_the_person_answers_a_models_questions(cli: Cli, work: Path) -> None:
     (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
     args = ("run", "asker", "go", "--agents", str(cli.agents), "--workspace", str(work))
+    answered: list[bytes] = []
+
+    def reply(seen: bytes) -> bytes | None:
+        if answered or b"Your answer" not in seen:
+            return None
+        answered.append(b"SQLite please\n")
+        return answered[0]
+
+    code, text = _at_a_terminal(cli, args, reply)
+    assert code == 0, text[-3000:]
+    assert "Which store should the cache use?" in text and "- SQLite: a file" in text
+    assert '"Which store should the cache use?"="SQLite please"' in " ".join(text.split())
+
+
+def _at_a_terminal(
+    cli: Cli, args: tuple[str, ...], reply: Callable[[bytes], bytes | None]
+) -> tuple[int, str]:
+    """The command with both ends on a pseudo-terminal, as a person runs it: what it printed
+    is read as it comes, and ``reply(everything so far)`` may type an answer (bytes) each
+    time; its exit code and all it printed."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
         cli.argv(*args), stdin=slave, stdout=slave, stderr=slave,
@@ -151,7 +148,6 @@ def test_at_a_terminal_the_person_answers_a_models_questions(cli: Cli, work: Pat
     )  # fmt: skip
     os.close(slave)
     seen = b""
-    answered = False
     deadline = time.monotonic() + DEADLINE_S
     try:
         while time.monotonic() < deadline:
@@ -164,9 +160,9 @@ def test_at_a_terminal_the_person_answers_a_models_questions(cli: Cli, work: Pat
                 if not data:
                     break
                 seen += data
-            if not answered and b"Your answer" in seen:
-                os.write(master, b"SQLite please\n")
-                answered = True
+            typed = reply(seen)
+            if typed is not None:
+                os.write(master, typed)
             if proc.poll() is not None and not ready:
                 break
         code = proc.wait(timeout=10)
@@ -175,7 +171,4 @@ def test_at_a_terminal_the_person_answers_a_models_questions(cli: Cli, work: Pat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = seen.decode("utf-8", "replace")
-    assert code == 0, text[-3000:]
-    assert "Which store should the cache use?" in text and "- SQLite: a file" in text
-    assert '"Which store should the cache use?"="SQLite please"' in " ".join(text.split())
+    return code, seen.decode("utf-8", "replace")
