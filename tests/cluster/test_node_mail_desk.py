@@ -4,8 +4,10 @@ and answering its asks. Real agent actors and function agents on the node's disp
 
 What it pins down: where senders record their mail, the node hands a mail to its recipient
 only once the driver has answered that it is recorded (``RecordMails``), so a recipient acts
-only on recorded mail; in memory, the mail is handed over at once and the driver hears of it
-after (``MailPosted``); mail for a run the node does not host goes by the supervisor."""
+only on recorded mail; a record answered too late sends the mail by the supervisor under
+the record's mail id (kept once by the store); in memory, the mail is handed over at once
+and the driver hears of it after (``MailPosted``); mail for a run the node does not host
+goes by the supervisor."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from subagents.actors.remote import (
+    RECORD_TIMEOUT_S,
     Answer,
     Asked,
     NodeMail,
@@ -26,6 +32,7 @@ from subagents.actors.remote import (
 from subagents.behaviour.function import AgentContext, FunctionBehaviour
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Batch, Mail, MailPosted, RunRecord, SendMail
+from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.effects import StartRun
 from subagents.supervision.limits import Limits
 
@@ -35,11 +42,17 @@ WAIT_S = 30.0
 class Node:
     """A ``NodeRuns`` and the driver's side of its outbox, played by the test."""
 
-    def __init__(self, functions: dict[str, Callable[..., Any]], senders_record: bool) -> None:
+    def __init__(
+        self,
+        functions: dict[str, Callable[..., Any]],
+        senders_record: bool,
+        record_timeout_s: float = RECORD_TIMEOUT_S,
+    ) -> None:
         def behaviour_for(spec: AgentSpec) -> Any:
             return functools.partial(FunctionBehaviour, functions[spec.name])
 
-        self.runs = NodeRuns(behaviour_for, NodeMail(Limits(), senders_record))
+        mail = NodeMail(Limits(), senders_record, record_timeout_s)
+        self.runs = NodeRuns(behaviour_for, mail)
         self.told: list[Any] = []
 
     def start(self, run_id: str, agent: str, task: str, root: str | None = None) -> None:
@@ -130,6 +143,38 @@ def test_mail_the_driver_could_not_record_goes_by_the_supervisor() -> None:
         assert not heard.is_set()  # the supervisor decides it now; this driver never does
     finally:
         node.runs.close()
+
+
+def test_a_record_answered_late_sends_the_mail_by_the_supervisor_under_the_same_id(
+    tmp_path: Path,
+) -> None:
+    """The driver's answer to ``RecordMails`` comes after the sender stopped waiting (and then
+    a second time): the mail goes by the supervisor named by the record's mail id, the late
+    answers hand the recipient nothing, and the driver's store, given the record and the
+    supervisor's write of the same mail, keeps it once."""
+    got: list[str] = []
+    heard = threading.Event()
+    node = Node(agents(got, heard), senders_record=True, record_timeout_s=0.2)
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        node.start("r-1", "recipient", "listen")
+        node.start("s-1", "sender", "r-1", root="r-1")
+        asked = node.next_ask()
+        assert type(asked.message) is RecordMails
+        (recorded,) = asked.message.mails
+        told = node.told_until(lambda t: any(type(m) is SendMail for m in t))
+        (sent,) = [m for m in told if type(m) is SendMail]
+        assert sent.mail_id == recorded.mail_id and sent.to == "r-1"
+        assert not any(type(m) is MailPosted for m in told)
+        store.save_mails(asked.message.mails)  # the driver wrote it after all, late
+        node.runs.supervisor.answer([Answer(asked.key), Answer(asked.key)])
+        assert not heard.wait(1.0)  # the late answers deliver nothing: the supervisor will
+        by_supervisor = msgspec.structs.replace(recorded, sent_at=recorded.sent_at + 1)
+        store.save_mails([by_supervisor])  # the supervisor's record (``SendMail.mail_id``)
+        assert store.mail_for("r-1") == [recorded]
+    finally:
+        node.runs.close()
+        store.close()
 
 
 def test_in_memory_mail_is_handed_over_at_once_and_the_driver_hears_of_it_after() -> None:

@@ -101,7 +101,8 @@ class RememberedRules(msgspec.Struct, frozen=True, tag=True):
 
 RECORD_TIMEOUT_S = 60.0
 """How long a node's sender waits for the driver to record its mail (then it goes by the
-supervisor, which records it itself)."""
+supervisor, named by the same mail ids: the driver may have written it all the same, and a
+mail id is kept once, so it is recorded and delivered once)."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,12 @@ class NodeMail:
     """How a node's runs take mail to each other (see the module): ``limits``, what a mail
     is checked against; ``senders_record``: the sender's record crosses to the driver
     (``RecordMails``) before the mail is handed over (else the supervisor records it after,
-    from ``MailPosted``: a store that keeps nothing past the process)."""
+    from ``MailPosted``: a store that keeps nothing past the process), answered within
+    ``record_timeout_s``."""
 
     limits: Limits
     senders_record: bool
+    record_timeout_s: float = RECORD_TIMEOUT_S
 
 
 class Outbox:
@@ -218,6 +221,7 @@ class NodeRuns:
         """``mail``: mail between this node's runs goes straight (None: by the supervisor)."""
         self.outbox = Outbox()
         self.supervisor = RemoteSupervisor(self.outbox, on_told=self._told)
+        self._record_timeout_s = RECORD_TIMEOUT_S if mail is None else mail.record_timeout_s
         self.desk = (
             None
             if mail is None
@@ -248,7 +252,7 @@ class NodeRuns:
     def _record(self, mails: Sequence[Mail]) -> None:
         """A sender's mails written by the driver (``RecordMails``); raises if they were not
         (the sender then sends them by the supervisor)."""
-        self.supervisor.ask(RecordMails(tuple(mails)), timeout=RECORD_TIMEOUT_S)
+        self.supervisor.ask(RecordMails(tuple(mails)), timeout=self._record_timeout_s)
 
     def remembered(self, root_run_id: str) -> tuple[str, ...]:
         """The allow rules remembered for a tree, asked of the driver (``RememberedRules``).
