@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from _common import LOADED_ABOVE  # a figure taken above it is marked loaded
+from _common import LOADED_ABOVE, ratio  # a figure taken above LOADED_ABOVE is marked loaded
 
 HERE = Path(__file__).resolve().parent
 NAMES = (
@@ -332,6 +332,32 @@ def _goal_cluster(r: dict[str, Any]) -> list[Row]:
             "<= 3 ms",
             _met(met["spawn"]),
         ),
+        *_same_node_mail(f, b),
+    ]
+
+
+def _same_node_mail(f: dict[str, Any], b: dict[str, Any]) -> list[Row]:
+    """Issue 26: mail between two runs of one node, per store (none in older results)."""
+    if "same_node_pingpong_memory_per_s" not in f:
+        return []
+    per = "; ".join(
+        f"{name} {_n(f[f'same_node_pingpong_{key}_per_s'])}"
+        for key, name in (
+            ("memory", "in memory"),
+            ("sqlite", "SQLite"),
+            ("cluster_store", "the cluster's store"),
+        )
+    )
+    return [
+        (
+            "cluster: same-node mail ping-pong, round trips/s",
+            per,
+            f"one process (in memory) {_n(b['single_node_pingpong_per_s'])}/s",
+            f"{ratio(f['same_node_pingpong_memory_per_s'], b['single_node_pingpong_per_s'])}x"
+            " (in memory)",
+            "straight on the node (issue 26)",
+            "-",
+        )
     ]
 
 

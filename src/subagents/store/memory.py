@@ -146,22 +146,19 @@ class MemoryStore(RunStore):
             return self._checkpoints.get(run_id)
 
     def save_mail(self, mail: Mail) -> None:
-        with self._lock:
-            if mail.mail_id not in self._mail:
-                for run_id in {mail.sender, mail.recipient}:
-                    self._mail_of_run.setdefault(run_id, []).append(mail.mail_id)
-            self._mail[mail.mail_id] = mail
+        self.save_mails((mail,))
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         of_run, kept = self._mail_of_run, self._mail
         with self._lock:
             for mail in mails:
                 mail_id = mail.mail_id
-                if mail_id not in kept:
-                    sender, recipient = mail.sender, mail.recipient
-                    of_run.setdefault(sender, []).append(mail_id)
-                    if recipient != sender:
-                        of_run.setdefault(recipient, []).append(mail_id)
+                if mail_id in kept:  # kept once (``RunStore.save_mail``)
+                    continue
+                sender, recipient = mail.sender, mail.recipient
+                of_run.setdefault(sender, []).append(mail_id)
+                if recipient != sender:
+                    of_run.setdefault(recipient, []).append(mail_id)
                 kept[mail_id] = mail
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
