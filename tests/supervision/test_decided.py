@@ -67,8 +67,9 @@ def test_finish_returns_its_writes_and_effects_and_appends_none() -> None:
     assert kinds == [SaveRun, SaveOutcome, AppendEvent, OutcomeDelivered]
     (event,) = [w.event for w in decided.writes if isinstance(w, AppendEvent)]
     assert event.kind is EventKind.COMPLETED and event.run_id == child
-    assert [type(e) for e in decided.effects] == [DisarmDeadline, Publish, Tell]
-    told = decided.effects[-1]
+    # the outcome handed on before the timer is disarmed (the requester wakes first)
+    assert [type(e) for e in decided.effects] == [Publish, Tell, DisarmDeadline]
+    told = decided.effects[1]
     assert isinstance(told, Tell) and told.run_id == root
     assert isinstance(told.message, ChildDone) and told.message.outcome.result == "r"
 
@@ -166,9 +167,9 @@ def test_admission_returns_the_record_events_start_and_reply_and_appends_none() 
     # the record kept, spawned; then the start's (lifecycle.start); the reply last
     assert _kinds(decided) == (
         [SaveRun, EventKind.SPAWNED, SaveRun, EventKind.STARTED],
-        ["Publish", "ArmDeadline", "StartRun", "Publish", "Tell"],
+        ["Publish", "StartRun", "ArmDeadline", "Publish", "Tell"],  # armed after the start
     )
-    started = decided.effects[2]
+    started = decided.effects[1]
     assert isinstance(started, StartRun) and started.record.run_id == reply.run_id
     assert decided.effects[-1] == Tell(root, reply)
 

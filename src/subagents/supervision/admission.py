@@ -79,6 +79,8 @@ class Admission:
         self.owner = owner
         self.runtime_mode = runtime_mode
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
+        self._root_ceiling = root_ceiling(runtime_mode, owner)
+        """Every root's ceiling, the same for each (made once, not per spawn)."""
 
     def spawn_all(self, reqs: Sequence[SpawnRequest]) -> tuple[list[SpawnReply], Decided]:
         """``spawn`` each of ``reqs`` in order (a run admitted earlier counts against the
@@ -243,7 +245,7 @@ class Admission:
             or "keep",
             ceiling=child_ceiling(parent.record, parent.spec)
             if parent is not None
-            else root_ceiling(self.runtime_mode, self.owner),
+            else self._root_ceiling,
             continues=req.continues,
             approvals_in_store=parent.record.approvals_in_store
             if parent is not None

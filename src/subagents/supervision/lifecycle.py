@@ -142,7 +142,6 @@ class Lifecycle:
         if state.record.steps > 0:
             state.checkpoint = state.saved
         recovered = self._recovered(state, mails, journal, tree)
-        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
         decided.effects.append(
             StartRun(
                 record=state.record,
@@ -155,6 +154,9 @@ class Lifecycle:
                 standing=self.runs.standing(state),
             )
         )
+        # armed after the start (the agent's thread wakes meanwhile): the supervisor
+        # decides nothing in between, so no report of the run can come before it is armed
+        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
         resumed = state.record.steps > 0
         self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
         return decided
@@ -252,10 +254,12 @@ class Lifecycle:
         decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
         decided.writes += [SaveOutcome(outcome), *drop_preview(state)]
         self.slots.release(record.run_id)
-        decided.effects.append(DisarmDeadline(record.run_id))
         kind, data = end_event(record, status, end)
         decided.event(kind, state.record, self.now(), data)
         decided.add(self.deliver(state, outcome))
+        # disarmed after the outcome is handed on (its requester wakes meanwhile): a timeout
+        # told in between finds the run ended, and is dropped (``timeout``)
+        decided.effects.append(DisarmDeadline(record.run_id))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
             decided.add(self.mail.dead_letters(state, end.unread))
         if state.run_id in self.mail.topics:
