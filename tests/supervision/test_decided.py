@@ -164,9 +164,10 @@ def test_admission_returns_the_record_events_start_and_reply_and_appends_none() 
     reply, decided = core.admission.spawn(request)
     assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
     assert reply.error is None and not reply.queued
-    # the record kept, spawned; then the start's (lifecycle.start); the reply last
+    # spawned; then the start's (lifecycle.start), whose record write is the run's only
+    # one (a queued run's record is written at its admission); the reply last
     assert _kinds(decided) == (
-        [SaveRun, EventKind.SPAWNED, SaveRun, EventKind.STARTED],
+        [EventKind.SPAWNED, SaveRun, EventKind.STARTED],
         ["Publish", "StartRun", "ArmDeadline", "Publish", "Tell"],  # armed after the start
     )
     started = decided.effects[1]
@@ -187,6 +188,10 @@ def test_a_queued_admission_and_refusals_return_what_they_decide() -> None:
     assert core.effects.writes == [] and core.effects.effects == []
     started_queued_refused = [(False, True), (True, True), (False, False)]
     assert [(r.queued, r.error is None) for r in replies] == started_queued_refused
+    # each admitted run's record written once: the started one by its start, the queued one
+    # at its admission
+    saved = [(w.record.request_id, w.record.status) for w in decided.writes if type(w) is SaveRun]
+    assert saved == [("q1", RunStatus.RUNNING), ("q2", RunStatus.QUEUED)]
     queued = [w.event for w in decided.writes if isinstance(w, AppendEvent)][-1]
     assert queued.kind is EventKind.QUEUED and queued.data == {"position": 1}
     # a root refused hears of it outside, and its refusal writes nothing

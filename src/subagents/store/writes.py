@@ -246,8 +246,8 @@ def write_all(store: RunStore, writes: Sequence[Write]) -> None:
     Inside the batch they go where the store says its writes may go once a batch is open
     (``writes_go_to``: a ``FencedStore``'s inner store, its fence checked as the batch
     opened), not through a batch of their own each. A run saved more than once among them
-    is saved once, at the place of its last save (``superseded``): a decision that admits
-    and starts a run records the started record, as the two saves in a row left it."""
+    is saved once, at the place of its last save (``superseded``): a decision that changes a
+    run twice records it as the two saves in a row left it."""
     with store.batch():
         target = getattr(store, "writes_go_to", store)
         apply = _APPLY

@@ -165,7 +165,8 @@ class Admission:
         self.runs.add(state)
         self.runs.admitted(state)
         decided = Decided()
-        decided.writes.append(SaveRun(record))
+        if not starts_now:  # one started at once is saved by its start: the started record
+            decided.writes.append(SaveRun(record))
         if spec.topics:  # its definition's: from its admission (mail while it queues waits)
             decided.add(self.lifecycle.mail.topics.join(run_id, record.root_run_id, spec.topics))
         if seed is not None:  # durable with the record: a resume before a step has it
