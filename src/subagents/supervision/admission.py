@@ -171,7 +171,8 @@ class Admission:
             decided.add(self.lifecycle.mail.topics.join(run_id, record.root_run_id, spec.topics))
         if seed is not None:  # durable with the record: a resume before a step has it
             decided.writes.append(SaveCheckpoint(seed))
-        narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
+        # a root's ceiling is the runtime's own grant: it narrows nothing (``ceilings``)
+        narrowing = narrowed(spec, record.ceiling) if parent is not None else None
         data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
         if record.detached:
             data["detached"] = True
