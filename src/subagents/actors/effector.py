@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
@@ -43,8 +43,11 @@ from subagents.supervision.effects import (
 log = get_logger("subagents.supervisor")
 
 
-@dataclass
-class _Live:
+class _Live(msgspec.Struct, frozen=True, gc=False):
+    """A live run's agent: its ref, its cancel signal, which start it is. Out of the cyclic
+    GC (``gc=False``): nothing it refers to refers back to it, so it is never in a cycle,
+    and one is held per live run."""
+
     ref: pykka.ActorRef[Any]
     cancel: threading.Event
     attempt: int = 1
