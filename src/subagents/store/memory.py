@@ -42,6 +42,7 @@ class MemoryStore(RunStore):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._batch = cast(AbstractContextManager[None], self._lock)  # (typed once, not per batch)
         self._runs: dict[str, RunRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._stream: list[Event] = []  # every run's events in the order appended: seq - 1
@@ -64,7 +65,7 @@ class MemoryStore(RunStore):
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
-        return cast(AbstractContextManager[None], self._lock)
+        return self._batch
 
     def mail_recording(self) -> MailRecording:
         """The supervisor, after: nothing outlives the process anyway, and a sender's write
@@ -101,7 +102,11 @@ class MemoryStore(RunStore):
 
     def append_event(self, event: Event) -> None:
         with self._lock:
-            self._events.setdefault(event.run_id, []).append(event)
+            kept = self._events.get(event.run_id)
+            if kept is None:  # (setdefault would make a list for every event)
+                self._events[event.run_id] = [event]
+            else:
+                kept.append(event)
             self._stream.append(event)
 
     def events(self, run_id: str) -> list[Event]:

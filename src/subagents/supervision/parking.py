@@ -48,14 +48,21 @@ class Parking:
         self.slots = slots
         self.policies = policies
         self.limits = limits
+        self._root_keys: dict[str, tuple[AgentSpec, SlotKey]] = {}
+        """The slot key of each agent's root runs, with the definition it was made from."""
 
     def slot_key(self, spec: AgentSpec, parent: RunState | None) -> SlotKey:
         """The scopes a run of ``spec`` counts in: global, its agent, its tier, and its
         parent's children (the parent's ``maxChildren`` up to the cap, else
         ``max_children``)."""
         limits = self.limits
-        if parent is None:
-            return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=limits.per_agent)
+        if parent is None:  # the same for every root of ``spec``: made once (frozen)
+            known = self._root_keys.get(spec.name)
+            if known is not None and known[0] is spec:
+                return known[1]
+            key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=limits.per_agent)
+            self._root_keys[spec.name] = (spec, key)  # (by name: as many as agents defined)
+            return key
         return SlotKey(
             agent=spec.name,
             tier=spec.tier,
