@@ -437,11 +437,16 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     assert "boom" in failed and "**missed**" in failed
 
 
-def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> None:
+@pytest.mark.parametrize(
+    ("shape", "unit"), [("pingpong", "mail"), ("fanout", "child"), ("fanout_async", "child")]
+)
+def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance(
+    shape: str, unit: str
+) -> None:
     done = subprocess.run(
         [
             *(sys.executable, str(BENCHMARKS / "profile_hot_paths.py")),
-            *("--shape", "pingpong", "--units", "40", "--json"),
+            *("--shape", shape, "--units", "40", "--json"),
         ],
         capture_output=True,
         text=True,
@@ -449,8 +454,8 @@ def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    report = msgspec.json.decode(done.stdout)["pingpong"]
-    assert report["unit"] == "mail" and report["units"] == 40
+    report = msgspec.json.decode(done.stdout)[shape]
+    assert report["unit"] == unit and report["units"] == 40
     assert {"supervisor", "agents"} <= set(report["percent_by_role"])
     assert sum(report["percent_by_role"].values()) == pytest.approx(100, abs=1)
     assert report["supervisor_core_us_per_unit"]  # the core's operations, by name
