@@ -4,7 +4,9 @@ A function agent spawns 1,000 ``worker`` children at once and gathers their outc
 worker is an LLM agent on the offline scripted model whose one turn has ``delay: 0.05`` (a
 simulated 50 ms model call on the worker's thread). The workers' concurrency limit is 100
 (``per_agent=100``; the global limit is 101 so the parent does not take a worker's slot), so
-the 900 others wait in the FIFO queue. Ideal makespan: 1,000 / 100 x 50 ms = 0.5 s.
+the 900 others wait in the FIFO queue. Ideal makespan: 1,000 / 100 x 50 ms = 0.5 s. The
+runtime's store is the default one, in memory (``MemoryStore``: nothing durable; a SQLite
+store adds its commits), as the output's ``sizes.store`` says.
 
 Also measured in the same run, for reference (same shape: 1,000 children, 50 ms each, 100 at
 a time):
@@ -286,7 +288,13 @@ def main() -> None:
             "ratio": r,
             "pass": r <= TARGET,
             "autogen_core": autogen_version(),
-            "sizes": {"children": children, "limit": limit, "delay_s": delay, "repeats": repeats},
+            "sizes": {
+                "children": children,
+                "limit": limit,
+                "delay_s": delay,
+                "repeats": repeats,
+                "store": "memory",
+            },
             "seconds": rounded(time.perf_counter() - START, 2),
         },
     )
