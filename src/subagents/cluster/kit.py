@@ -77,6 +77,7 @@ class NodeKit:
             mcp=None,
             worktrees=None,
             remembered=None,  # the store is the driver's: no rule remembered on a node
+            offers={},  # the node makes its own (the driver's grows while runs start)
         )
 
     def snapshot(self) -> list[AgentSpec]:
