@@ -227,6 +227,24 @@ class FunctionBehaviour:
     def unread_mail(self) -> tuple[str, ...]:
         return tuple(m.mail_id for m in self.inbox)
 
+    def only_records(self, message: Any) -> bool:
+        """Whether ``message`` would only be recorded: a foreground spawn's reply, or the
+        outcome of a child the function awaits in a ``gather`` whose other parts some are
+        still unresolved (the function does not resume). Anything else may resume it."""
+        if self.ended:
+            return True
+        match message:
+            case SpawnReply(request_id=rid, error=None):
+                return not self.background.get(rid)
+            case ChildDone(request_id=rid):
+                awaiting, part = self.awaiting, self.pendings.get(rid)
+                return (
+                    isinstance(awaiting, PendingAll)
+                    and part is not None
+                    and awaiting.stays_open_without(part)
+                )
+        return False
+
     def start(
         self, checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
     ) -> None:

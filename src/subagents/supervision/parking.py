@@ -5,9 +5,11 @@ children, for mail) so that resuming costs nothing. When a queued run needs a sl
 waiting runs hold, nothing would ever move; so the supervisor asks such a holder to *park*
 (``Park``): its agent, between two messages and so never mid-work, gives the slot back
 (``Parked``) and holds back what it receives meanwhile, asking for a slot again
-(``SlotWanted``) as soon as something arrives; it is let go on (``Unpark``) when it has one,
-ahead of new admissions. ``slots.SlotPool`` holds the counts and picks whom to park; this
-part keeps each run's parking state and turns the pool's answers into effects.
+(``SlotWanted``) as soon as something arrives that would make it work (what it would only
+record, as one child's end of a gather still waiting, it takes without one); it is let go on
+(``Unpark``) when it has one, ahead of new admissions. ``slots.SlotPool`` holds the counts
+and picks whom to park; this part keeps each run's parking state and turns the pool's answers
+into effects.
 
 A run's ``park`` state: None (it holds its slot, or is queued), "asked" (told to park, not yet
 confirmed: its slot is spoken for), "parked" (gave its slot back) or "wanting" (parked, and
