@@ -169,6 +169,8 @@ def _goal_fanout(r: dict[str, Any]) -> list[Row]:
     f = r["figures"]
     sizes = r["sizes"]
     shape = f"{sizes['children']:,} x {sizes['delay_s'] * 1e3:g} ms, {sizes['limit']} at a time"
+    if "store" in sizes:  # (older results do not say)
+        shape += f", {sizes['store']} store"
     concurrency = f.get("max_concurrent", {}).get("runtime")
     seen = f", at most {concurrency} at once (measured)" if concurrency is not None else ""
     rows: list[Row] = [
@@ -453,15 +455,19 @@ def _more_fanout(r: dict[str, Any]) -> list[Row]:
     a = f.get("async_workers")
     if a is not None:
         limit = r["sizes"]["limit"]
+        wider = a["max_concurrent"] > limit
         rows.append(
             (
-                f"fan-out, async workers (`await ctx.sleep`): NOT {limit} at a time",
+                "fan-out, async workers (`await ctx.sleep`): "
+                + (f"NOT {limit} at a time" if wider else f"at most {limit} at a time"),
                 f"makespan {a['makespan_s']} s, at most {a['max_concurrent']} at once"
                 f" (parked per trial: {a['parked_per_trial']})",
                 f"ideal at {a['max_concurrent']} at once {a['ideal_at_that_concurrency_s']} s",
                 f"{a['ratio_to_that_ideal']}x that ideal",
-                "waiting runs lend their slots (parking), so the limit bounds working runs,"
-                " not sleeping ones",
+                "waiting runs lent their slots (parking): the limit bounds working runs,"
+                " not sleeping ones"
+                if wider
+                else "a brief sleep keeps its slot (parking.BRIEF_SLEEP_S): measured, not assumed",
                 "-",
             )
         )

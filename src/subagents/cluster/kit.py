@@ -88,6 +88,7 @@ class NodeKit:
             mcp=None,
             worktrees=None,
             remembered=None,  # the driver's store: asked over the link (``behaviour_for``)
+            offers={},  # the node makes its own (the driver's grows while runs start)
         )
 
     def snapshot(self) -> list[AgentSpec]:

@@ -316,7 +316,8 @@ class Park(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Supervisor -> agent: a queued run needs your slot; give it back if you are waiting.
 
     The agent handles it between two messages, so it is never working then: it answers
-    ``Parked`` and from then on holds back whatever it receives until ``Unpark``."""
+    ``Parked`` and from then on holds back what it receives until ``Unpark`` (but what its
+    behaviour would only record: ``only_records``)."""
 
 
 class Parked(msgspec.Struct, frozen=True, kw_only=True, tag=True):
