@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -268,6 +269,24 @@ def test_ctrl_c_with_a_client_reading_nothing_exits_quietly(tmp_path: Path) -> N
     reading.close()
 
 
+def test_ctrl_c_with_a_body_still_coming_exits_quietly(tmp_path: Path) -> None:
+    # the request waited for its body (up to the body deadline) past uvicorn's graceful
+    # timeout, which then cancelled it: "Cancel 1 running task(s)" on the terminal
+    path = _store(tmp_path / "runs.sqlite3")
+    with serving(path) as served:  # consolekit: SIGINT, exit 0, nothing said but serve's lines
+        sock = socket.create_connection((served.host, served.port), DEADLINE_S)
+        sock.sendall(
+            f"POST /api/runs/r1/send HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+            f"X-Console-Token: {served.token}\r\nOrigin: http://127.0.0.1:{served.port}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            '{"text": "'.encode()
+        )
+        assert served.request("GET", "/api/session", headers=served.authorized())[0] == 200
+        assert _tcp_state(sock) == TCP_ESTABLISHED  # still waiting for its body
+    assert _answer(sock) == b""  # dropped without an answer: the server is gone
+    sock.close()
+
+
 # ---- more than it serves ---------------------------------------------------------------------
 
 
@@ -275,6 +294,7 @@ def test_streams_past_max_streams_are_answered_503_naming_the_flag(tmp_path: Pat
     path = _store(tmp_path / "runs.sqlite3")
     with serving(path, "--max-streams", "2") as served:
         open_ = [_open_stream(served.port, served.token) for _ in range(2)]
+        assert _stream_status(served) == 503  # (without the bound: a third stream, open)
         status, headers, body = served.request("GET", "/api/stream", headers=served.authorized())
         assert status == 503, body
         assert b"--max-streams" in body and headers["content-type"] == "application/json"
@@ -343,3 +363,24 @@ def test_streams_end_once_the_store_is_no_longer_followed(tmp_path: Path) -> Non
         wait_for(lambda: not served.console.hub.inboxes, "the stream's inbox to go")
         assert served.get("/api/stream")[0] == 503  # a new one is told why not
         stream.close()
+
+
+def test_a_page_refused_a_stream_says_it_does_not_follow_changes(
+    tmp_path: Path, browser: Any
+) -> None:
+    # past --max-streams the stream is answered 503, and a browser does not try again: the
+    # page said "reconnecting…" for ever
+    path = _store(tmp_path / "runs.sqlite3")
+    with serving(path, "--max-streams", "1") as served:
+        pages = [browser.new_context().new_page() for _ in range(2)]
+        try:
+            pages[0].goto(served.url)
+            pages[0].locator("#connection[data-state='live']").wait_for(timeout=60_000)
+            pages[1].goto(served.url)
+            refused = pages[1].locator("#connection[data-state='stopped']")
+            refused.wait_for(timeout=60_000)
+            assert "reload" in refused.inner_text()
+            assert pages[1].locator("#tree tr[data-run]").count() == 1  # the data still came
+        finally:
+            for page in pages:
+                page.context.close()

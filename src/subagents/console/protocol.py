@@ -18,7 +18,9 @@ protocol with the deadlines it lacks:
   does not read them); the stream behind it sees the disconnect and ends;
 - past ``connections`` open connections, a request is answered 503 saying so and naming the
   flag that raises it, instead of being served;
-- at shutdown (Ctrl-C) a response that cannot write is aborted at once, not waited for.
+- at shutdown (Ctrl-C) a response that cannot write, or a request whose body is still
+  coming, is reset at once, not waited for (uvicorn would wait its graceful timeout, then
+  cancel it with an error on the terminal).
 
 A request head is at most ``HEAD_BYTES`` (h11's limit: past it, 400 and closed). The bounds
 on streams and request bodies are the application's (``app.Console``).
@@ -118,8 +120,10 @@ class ConsoleProtocol(H11Protocol):
         self.transport.abort()
 
     def shutdown(self) -> None:
-        if self.flow.write_paused:  # its client reads nothing: it would hold the exit
-            self._reset()
+        cycle = self.cycle
+        receiving = cycle is not None and cycle.more_body and not cycle.response_started
+        if self.flow.write_paused or receiving:  # a client reading nothing, or a body still
+            self._reset()  # coming (for up to body_timeout_s): either would hold the exit
             return
         super().shutdown()
 
