@@ -71,7 +71,8 @@ class ConsoleProtocol(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not None and not self.cycle.response_complete and self.head_deadline:
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if answering and self.head_deadline is not None:
             self.head_deadline.cancel()  # a request's head came whole: it is being answered
             self.head_deadline = None
 
