@@ -180,15 +180,16 @@ def test_mail_to_runs_ending_as_it_is_sent_is_read_or_comes_back(store: RunStore
 
 
 class _FirstMailWriteFails(SQLiteStore):
-    """A real SQLite store whose first write of mail raises (a bug, not a full disk)."""
+    """A real SQLite store whose first write of a sender's own mail (its fenced transaction:
+    ``save_mails_fenced``) raises (a bug, not a full disk)."""
 
     failed = False
 
-    def save_mails(self, mails: Sequence[Mail]) -> None:
+    def save_mails_fenced(self, mails: Sequence[Mail], owner: str, epoch: int) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails(mails)
+        super().save_mails_fenced(mails, owner, epoch)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:
