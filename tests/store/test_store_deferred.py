@@ -207,3 +207,33 @@ def test_a_batch_that_sends_nothing_commits_nothing(sqlite_store: SQLiteStore) -
     store.save_run(run("r1"))
     store._tx.connection().set_trace_callback(None)
     assert begun.count("BEGIN IMMEDIATE") == 1  # the save_run's own batch only
+
+
+def test_a_read_inside_a_batch_begins_it_so_a_read_modify_write_stays_atomic(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A batch that reads before it writes anything (a fence check, a restore reading the
+    leases it then takes over) begins its transaction at that read: another thread's
+    read-modify-write waits for its commit, so neither loses the other's update."""
+    store = sqlite_store
+    started, committed = threading.Event(), threading.Event()
+
+    def count_up() -> None:
+        with store.batch():
+            store.save_run(run(f"r{len(store.list_runs())}"))
+
+    def other() -> None:
+        started.set()
+        count_up()
+        committed.set()
+
+    thread = threading.Thread(target=other)
+    with store.batch():
+        n = len(store.list_runs())  # nothing held yet: this read begins the transaction
+        thread.start()
+        assert started.wait(timeout=30)
+        committed.wait(timeout=0.5)  # the other's chance to slip in (it must not)
+        store.save_run(run(f"r{n}"))
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert sorted(r.run_id for r in store.list_runs()) == ["r0", "r1"]

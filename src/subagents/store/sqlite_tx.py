@@ -14,11 +14,13 @@ thread, or its commit with something held. Only then does it take the lock and `
 IMMEDIATE`` (its ``on_begin`` check first in the transaction: the fence), and it keeps both
 until its end. So the supervisor's open group, held while it decides, makes a sender wait
 only for its commit, not for its decisions; a batch with nothing held at its end costs no
-statement at all. From its first statement to its commit a batch holds the lock, so another
-thread's reads wait for it (for the time of a few inserts) and never see half a batch,
-exactly as with the in-memory store; reads from the writer's own thread inside a batch see
-its uncommitted writes (held ones are sent first). Other processes open their own
-``SQLiteStore`` on the same path; SQLite's locks serialise them with this one.
+statement at all. A read inside a batch begins it, so a read-modify-write in one batch stays
+atomic, as when every batch began at once. From its first statement to its commit a batch
+holds the lock, so another thread's reads wait for it (for the time of a few inserts) and
+never see half a batch, exactly as with the in-memory store; reads from the writer's own
+thread inside a batch see its uncommitted writes (held ones are sent first). Other
+processes open their own ``SQLiteStore`` on the same path; SQLite's locks serialise them
+with this one.
 
 Atomicity: a batch is one transaction (``BEGIN IMMEDIATE``, so the write lock is taken up
 front and a commit never fails for a lock a reader upgraded). A nested batch is a savepoint
@@ -190,12 +192,15 @@ class Transactions:
             state.begun = True
             check, state.on_begin = state.on_begin, None
             if check is not None:
+                held, state.held.items = state.held.items, []  # checked before any write
                 try:
                     check()
                 except BaseException:
                     state.begun = False
                     self._rollback(conn)
                     raise
+                finally:
+                    state.held.items = held
         except BaseException as exc:
             self.lock.release()
             state.held.clear()
@@ -221,12 +226,12 @@ class Transactions:
                     self._send_held(state)
                 begun = state.begun
             failed = state.failed
-            if commit and state.refused is not None:  # as it was raised (``Fenced``...)
-                raise state.refused
             conn = self._conn
-            if commit and failed is not None:
+            if commit and (failed is not None or state.refused is not None):
                 if begun:
                     self._rollback(conn)
+                if state.refused is not None:  # as it was raised (``Fenced``...)
+                    raise state.refused
                 raise StoreError(
                     f"{self.path}: batch rolled back: a write in it failed ({failed})"
                 ) from failed
@@ -413,12 +418,15 @@ class Transactions:
             raise error from exc
 
     def read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
-        """Rows of ``sql``. Inside a batch with writes held, they are sent first (its
-        transaction begun) so the read sees them; a batch that has sent nothing reads
-        what is committed, without beginning its transaction."""
+        """Rows of ``sql``. Inside a batch, its transaction begins first (and its held
+        writes are sent, so the read sees them): what a batch reads stays true until it
+        commits (a fence check, a restore's read of the leases before it takes runs over)."""
         state = self._open()
-        if state.depth > 0 and state.held:
-            self._send_held(state)
+        if state.depth > 0:
+            if state.held:
+                self._send_held(state)
+            elif state.refused is None:  # (one that could not begin reads what is committed)
+                self._begin(state)
         with self.lock:
             conn = self.connection()
             try:
