@@ -8,7 +8,10 @@ a SQLite commit every step or two (a ping-pong is one message at a time); held o
 to ``LINGER_S`` it is one commit per dozens of mails. A group whose effects tell anyone
 anything (an acknowledgement, a start, an outcome: whatever is not a ``Publish``) commits
 at once, as before, and so does everything else that commits a group (an ask, a message
-outside the grouped kinds, ``GROUP_MAX`` messages, the supervisor stopping).
+outside the grouped kinds, ``GROUP_MAX`` messages, the supervisor stopping), and so does a
+group that already holds the store's write lock (with SQLite a group takes it only at its
+commit, unless something in it read or wrote directly: a checkpoint, say), so a lingering
+group never makes a sender wait.
 
 What a crash may lose is widened, not changed: the records of mail that went straight,
 between its sender's commit and the supervisor's (the mail itself is its sender's commit;
@@ -18,7 +21,7 @@ a resumed run finds it by its ``request_id``, and re-reads what its lost receipt
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pykka
@@ -43,7 +46,7 @@ COMMIT_DUE = CommitDue()
 class GroupLinger:
     """Whether the open group may wait, and the timer that ends its wait."""
 
-    __slots__ = ("_due", "_ref", "_timer", "delay")
+    __slots__ = ("_begun", "_due", "_ref", "_timer", "delay")
 
     def __init__(self, timer: TimerService, ref: pykka.ActorRef[Any], store: RunStore) -> None:
         """Groups linger only on a store whose senders record their own mail (SQLite:
@@ -53,11 +56,14 @@ class GroupLinger:
         self._ref = ref
         self.delay = LINGER_S if store.mail_recording() is MailRecording.SENDER else 0.0
         self._due = 0.0
+        self._begun: Callable[[], bool] | None = getattr(store, "batch_begun", None)
+        """Whether the open group holds the store's write lock already (SQLite: a read or a
+        direct write in it began its transaction): such a group commits at once."""
 
     def defer(self, held: Sequence[Effect]) -> bool:
         """True when the group holding ``held`` may commit later (a ``COMMIT_DUE`` is then
         on its way, within ``delay``); False: commit it now."""
-        if self.delay <= 0:
+        if self.delay <= 0 or (self._begun is not None and self._begun()):
             return False
         for effect in held:
             if type(effect) is not Publish:

@@ -211,6 +211,12 @@ class SQLiteStore(RunStore):
     def batch(self) -> AbstractContextManager[None]:
         return self._tx.batch()
 
+    def batch_begun(self) -> bool:
+        """Whether this thread's open batch has begun its transaction (a read, a direct write:
+        ``store.sqlite_tx``), holding the write lock until it ends: the supervisor then
+        commits its group at once rather than let it linger (``actors/group_linger.py``)."""
+        return self._tx.begun
+
     def fenced_batch(self, owner: str, epoch: int) -> AbstractContextManager[None]:
         """A batch whose transaction, when it begins, first checks that ``owner`` still
         holds its lease at ``epoch`` (``check_fence``; ``store.fencing``). Its transaction

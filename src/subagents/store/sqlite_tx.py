@@ -143,6 +143,12 @@ class Transactions:
         """A batch is open on this thread."""
         return self._open().depth > 0
 
+    @property
+    def begun(self) -> bool:
+        """This thread's open batch has begun its transaction: it holds the lock (and
+        SQLite's write lock) until it ends."""
+        return self._open().begun
+
     def connection(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
