@@ -1,8 +1,11 @@
 """A ping-pong of function agents by run id on a SQLite store, for test_direct_mail_crash:
 every mail goes straight from run to run (actors/mail_desk.py), recorded by its sender.
 
-Usage: mail_crash_job.py DB OUT. Starts the job, or, when the store already holds it, takes
-it up (restore + attach) and waits for its outcome; writes {"status", "result"} to OUT.
+Usage: mail_crash_job.py DB OUT [LINGER_S]. Starts the job, or, when the store already holds
+it, takes it up (restore + attach) and waits for its outcome; writes {"status", "result"} to
+OUT. LINGER_S: how long the supervisor's group nobody waits on may stay open
+(actors/group_linger.py; a long one keeps the record of every mail uncommitted until the
+kill).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail
 from subagents.runtime import Runtime
@@ -48,7 +52,9 @@ async def root(ctx: AgentContext) -> str:
 AGENTS = {"root": root, "pinger": pinger, "ponger": ponger}
 
 
-def main(db: str, out: str) -> int:
+def main(db: str, out: str, linger_s: str | None = None) -> int:
+    if linger_s is not None:
+        group_linger.LINGER_S = float(linger_s)
     store = open_location(db)  # a SQLite file's path, or a PostgreSQL database's URL
     with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
         roots = [r for r in store.list_runs() if r.parent_run_id is None]
@@ -63,4 +69,4 @@ def main(db: str, out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -36,11 +36,11 @@ TRIALS = int(os.environ.get("SUBAGENTS_CRASH_TRIALS", "10"))
 EXPECTED = ",".join(f"pong ping {i}" for i in range(ROUNDS))
 
 
-def _start(db: Path | str, out: Path) -> subprocess.Popen[bytes]:
+def _start(db: Path | str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["SUBAGENTS_LOG_LEVEL"] = "error"
     return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out)],
+        [sys.executable, str(JOB), str(db), str(out), *extra],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -93,4 +93,39 @@ def test_a_killed_ping_pong_resumes_with_every_mail_once(
     assert proc.returncode == 0, err.decode()[-3000:]
     result = msgspec.json.decode(out.read_bytes())
     assert result == {"status": "completed", "result": EXPECTED}, f"seed {seed}, killed {killed}"
+    _check_store(db)
+
+
+def test_a_kill_while_the_record_of_straight_mail_is_uncommitted_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL between the senders' commits and the supervisor's: its group, holding the
+    record of the mail that went straight (events, journal entries, read receipts), lingers
+    here for minutes (actors/group_linger.py), so the kill finds mail committed by its
+    senders whose record is not. The resumed job still ends with every mail once and read:
+    a resumed sender finds its mail by its request id, a resumed recipient reads again what
+    its lost receipts covered."""
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    proc = _start(db, out, "600")
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    while line and line != b"round 20\n":
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert line == b"round 20\n", "the job ended before the kill"
+    store = open_location(db)
+    try:
+        (ping,) = [r for r in store.list_runs() if r.agent == "pinger"]
+        kept = store.mail_for(ping.run_id)
+        unread = [m for m in kept if m.state is not MailState.READ]
+        assert len(kept) >= 42, len(kept)  # rounds 0-20: the senders' commits
+        assert unread, "every receipt was committed: the kill missed the window"
+    finally:
+        store.close()
+    proc = _start(db, out)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    result = msgspec.json.decode(out.read_bytes())
+    assert result == {"status": "completed", "result": EXPECTED}
     _check_store(db)

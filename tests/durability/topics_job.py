@@ -26,7 +26,9 @@ async def hub(ctx: AgentContext) -> str:
     await ctx.spawn("listener", "follow the news", background=True)
     on = await ctx.receive(timeout=120)
     assert on is not None and on.content == "on", on
-    Path(ctx.task).write_text(ctx.run_id)  # (again on the replay: the same id)
+    aside = Path(ctx.task + ".tmp")  # written aside and renamed: the test's kill may come
+    aside.write_text(ctx.run_id)  # between a file's creation and its write
+    aside.replace(ctx.task)  # (again on the replay: the same id)
     go = await ctx.receive(timeout=600)
     assert go is not None and go.content == "go", go
     await ctx.send("topic:news", "hello")

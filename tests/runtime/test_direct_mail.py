@@ -180,15 +180,16 @@ def test_mail_to_runs_ending_as_it_is_sent_is_read_or_comes_back(store: RunStore
 
 
 class _FirstMailWriteFails(SQLiteStore):
-    """A real SQLite store whose first write of mail raises (a bug, not a full disk)."""
+    """A real SQLite store whose first write of a sender's own mail (its fenced transaction:
+    ``save_mails_fenced``) raises (a bug, not a full disk)."""
 
     failed = False
 
-    def save_mails(self, mails: Sequence[Mail]) -> None:
+    def save_mails_fenced(self, mails: Sequence[Mail], owner: str, epoch: int) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails(mails)
+        super().save_mails_fenced(mails, owner, epoch)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:
@@ -246,3 +247,55 @@ def test_mail_to_a_child_its_parent_heard_has_ended_is_refused(store: RunStore) 
             f"timed_out: run {child.run_id} has already ended (timed_out); the mail was kept"
             " as a dead letter and will not be read"
         )
+
+
+def test_the_record_of_mail_that_went_straight_commits_with_no_further_message(
+    tmp_path: Path,
+) -> None:
+    """With SQLite the supervisor holds a group nobody waits on open for a moment, to share
+    its commit (actors/group_linger.py). Nothing more arrives here once the mail is read
+    (both runs then wait for mail that never comes): the group commits anyway, and only
+    then are its events published, so the events seen are in the file."""
+    read = threading.Event()
+
+    async def receiver(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        read.set()
+        await ctx.receive(timeout=10 * WAIT)  # nothing comes (the runtime's close ends it),
+        return "done"
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "hello")  # by run id: straight to it
+        await ctx.receive(timeout=10 * WAIT)  # and no timeout wakes anything before the wait
+        return "done"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", "r", background=True)
+        await ctx.spawn("sender", receiver_id)
+        return "done"
+
+    path = tmp_path / "runs.db"
+    events = Events()
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    # no command polls: a poll would commit the group too (it is not one of the grouped)
+    with Runtime(agents, store=SQLiteStore(path), command_poll_s=0) as rt:
+        rt.subscribe(events)
+        rt.spawn("root", "go")
+        assert read.wait(WAIT)
+        events.wait_for(  # well before any run's deadline, which would commit it too
+            lambda items: (
+                any(e.kind is EventKind.MAIL_DELIVERED for e in items)
+                and any(e.kind is EventKind.MAIL_SENT for e in items)
+            ),
+            timeout=WAIT / 4,
+        )
+        (sent,) = events.of(EventKind.MAIL_SENT)
+        other = SQLiteStore(path)  # another connection: sees only what is committed
+        try:
+            kept = [e.kind for e in other.events(sent.run_id)]
+            assert EventKind.MAIL_SENT in kept
+            (mail,) = other.mail_for(sent.run_id)
+            assert mail.content == "hello"
+        finally:
+            other.close()

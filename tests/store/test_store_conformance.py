@@ -381,6 +381,7 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
         with fenced.batch():  # nested: checked once, with the outer batch
             fenced.append_event(event("kept"))
     fenced.save_outcome(outcome("kept"))  # outside a batch: a fenced batch of its own
+    fenced.save_mails([mail("m1", "kept", "other")])  # a sender's own (SQLite: one commit)
     store.release_lease("h:1:a")  # a resume took its runs over
     with pytest.raises(Fenced), fenced.batch():
         fenced.save_run(run("kept", status=RunStatus.RUNNING, task="again"))
@@ -389,6 +390,9 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
         fenced.save_outcome(outcome("kept", status=RunStatus.FAILED))
     with pytest.raises(Fenced):
         fenced.take_commands()
+    with pytest.raises(Fenced):
+        fenced.save_mails([mail("m2", "kept", "other")])
+    assert [m.mail_id for m in store.mail_for("kept")] == ["m1"]
     assert [r.run_id for r in store.list_runs()] == ["kept"]
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]

@@ -4,6 +4,7 @@ whole batch and names the write that failed."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,109 @@ def test_a_held_write_that_fails_at_a_read_aborts_the_batch(db_path: Path) -> No
             store.save_run(run("after-error"))
     assert SQLiteStore(db_path).list_runs() == []
     assert SQLiteStore(db_path).mail_for("r2") == []
+
+
+def test_a_batch_holding_writes_does_not_hold_up_another_threads_batch(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """The supervisor's group holds its writes as data while it decides: a sender's own
+    batch (the mail it takes straight to its recipient) commits meanwhile, without waiting
+    for the group's end (``store.sqlite_tx``: batches begin lazily)."""
+    store = sqlite_store
+    committed = threading.Event()
+    errors: list[BaseException] = []
+
+    def sender() -> None:
+        try:
+            with store.batch():
+                store.save_mails([mail("straight", "r1", "r2")])
+            committed.set()
+        except BaseException as exc:
+            errors.append(exc)
+
+    other = threading.Thread(target=sender)
+    with store.batch():  # the group: open, writes held, not committed
+        store.save_run(run("r1"))
+        store.append_event(event("r1"))
+        other.start()
+        went = committed.wait(timeout=30)
+    other.join(timeout=30)
+    assert went, "the sender's batch waited for the other thread's open batch"
+    assert errors == []
+    fresh = SQLiteStore(store.path)
+    assert [m.mail_id for m in fresh.mail_for("r2")] == ["straight"]
+    assert fresh.get_run("r1") == run("r1")
+    assert len(fresh.events("r1")) == 1
+
+
+def test_a_batch_that_read_or_wrote_directly_holds_its_transaction_to_its_end(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """Once a batch has sent something to SQLite (a read of its held writes), it is a
+    transaction: another thread's batch waits for its commit, and never sees half of it."""
+    store = sqlite_store
+    started, committed = threading.Event(), threading.Event()
+    seen: list[list[str]] = []
+
+    def other() -> None:
+        started.set()
+        with store.batch():
+            seen.append([r.run_id for r in store.list_runs()])
+            store.save_run(run("r3"))
+        committed.set()
+
+    thread = threading.Thread(target=other)
+    with store.batch():
+        store.save_run(run("r1"))
+        assert [r.run_id for r in store.list_runs()] == ["r1"]  # sent: the transaction begun
+        thread.start()
+        assert started.wait(timeout=30)
+        assert not committed.wait(timeout=0.2)  # it waits for this batch (no timing claim:
+        store.save_run(run("r2"))  # a wrong early commit would be seen as r1 alone below)
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert seen == [["r1", "r2"]]
+    assert sorted(r.run_id for r in SQLiteStore(store.path).list_runs()) == ["r1", "r2", "r3"]
+
+
+def test_a_batch_that_sends_nothing_commits_nothing(sqlite_store: SQLiteStore) -> None:
+    """A batch with nothing held at its end never begins a transaction: no lock, no fence
+    check, no commit (an empty group of the supervisor costs nothing)."""
+    store = sqlite_store
+    begun: list[str] = []
+    store._tx.connection().set_trace_callback(begun.append)
+    with store.batch(), store.batch():
+        pass
+    store.save_run(run("r1"))
+    store._tx.connection().set_trace_callback(None)
+    assert begun.count("BEGIN IMMEDIATE") == 1  # the save_run's own batch only
+
+
+def test_a_read_inside_a_batch_begins_it_so_a_read_modify_write_stays_atomic(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A batch that reads before it writes anything (a fence check, a restore reading the
+    leases it then takes over) begins its transaction at that read: another thread's
+    read-modify-write waits for its commit, so neither loses the other's update."""
+    store = sqlite_store
+    started, committed = threading.Event(), threading.Event()
+
+    def count_up() -> None:
+        with store.batch():
+            store.save_run(run(f"r{len(store.list_runs())}"))
+
+    def other() -> None:
+        started.set()
+        count_up()
+        committed.set()
+
+    thread = threading.Thread(target=other)
+    with store.batch():
+        n = len(store.list_runs())  # nothing held yet: this read begins the transaction
+        thread.start()
+        assert started.wait(timeout=30)
+        committed.wait(timeout=0.5)  # the other's chance to slip in (it must not)
+        store.save_run(run(f"r{n}"))
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert sorted(r.run_id for r in store.list_runs()) == ["r0", "r1"]

@@ -39,6 +39,7 @@ import pykka
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
+from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
@@ -166,6 +167,7 @@ class SupervisorActor(FastInboxActor):
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
+        self.linger = GroupLinger(timer, self.actor_ref, store)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
@@ -184,6 +186,8 @@ class SupervisorActor(FastInboxActor):
             return self._answer(message.message)
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
+        elif message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
+            self._commit_group()
         elif kind is LeaseLost:  # nothing more may be written
             self._lease_lost(message.reason)
         else:
@@ -347,7 +351,9 @@ class SupervisorActor(FastInboxActor):
         except Exception as exc:  # a bug: as for one message, each sender hears of it
             self._told_failed(run, exc)
         self._grouped += len(run)
-        if self._grouped >= GROUP_MAX or (not more and self.actor_inbox.empty()):
+        if self._grouped >= GROUP_MAX or (
+            not more and self.actor_inbox.empty() and not self.linger.defer(self._held)
+        ):
             self._commit_group()
 
     def _commit_group(self) -> None:

@@ -61,8 +61,12 @@ class DeferredWrites:
         return mark[1] != self.flushes
 
     def void(self, mark: tuple[int, int]) -> None:
-        """The savepoint at ``mark`` ended well before it was sent: it need not exist."""
-        self.items[mark[0]] = None
+        """The savepoint at ``mark`` ended well before it was sent: it need not exist (and
+        when nothing was held after it, nothing is held for it: an empty batch sends none)."""
+        if mark[0] == len(self.items) - 1:
+            self.items.pop()
+        else:
+            self.items[mark[0]] = None
 
     def drop(self, mark: tuple[int, int]) -> None:
         """The savepoint at ``mark`` failed before it was sent: forget it and its writes."""

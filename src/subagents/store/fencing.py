@@ -12,12 +12,14 @@ takeover (which then sees it), or the check finds the lease gone and the whole t
 refused (``Fenced``), nothing of it written.
 
 ``FencedStore`` is the store as the supervisor sees it: every ``batch()`` (the outermost one
-of its thread) runs ``check_fence`` first, and every write made outside a batch gets a batch
+of its thread) runs ``check_fence`` first (with SQLite, first in its transaction when that
+begins: ``SQLiteStore.fenced_batch``), and every write made outside a batch gets a batch
 of its own (one made inside goes to the store as it is: its batch is fenced). Reads pass
 through. A thread other than the supervisor's writes through it too: a run recording the
-mail it takes straight to its recipient (``actors/mail_desk.py``), in a fenced batch of its
-own. On a cluster the check is one more call in the batch sent to
-the head, run there inside the transaction that applies it (``cluster.store_service``).
+mail it takes straight to its recipient (``actors/mail_desk.py``), in a fenced transaction
+of its own (``SQLiteStore.save_mails_fenced`` when the store has it). On a cluster the
+check is one more call in the batch sent to the head, run there inside the transaction that
+applies it (``cluster.store_service``).
 """
 
 from __future__ import annotations
@@ -59,15 +61,22 @@ class Fence(msgspec.Struct, frozen=True):
 
 
 class _FencedBatch:
-    """The inner store's batch; the outermost one of a thread checks the fence first. A
+    """The inner store's batch; the outermost one of a thread checks the fence first (when
+    its transaction begins, with a store whose batches begin lazily: ``fenced_batch``). A
     class, not a generator: the supervisor opens one per message it handles."""
 
-    __slots__ = ("_fenced", "_inner", "_outer")
+    __slots__ = ("_check", "_fenced", "_inner")
 
     def __init__(self, fenced: FencedStore) -> None:
         self._fenced = fenced
-        self._inner = fenced.store.batch()
-        self._outer = False
+        fence = fenced.fence
+        lazy = fenced.lazy_batch
+        if fence is not None and lazy is not None:
+            self._inner = lazy(fence.owner, fence.epoch)
+            self._check = False
+        else:
+            self._inner = fenced.store.batch()
+            self._check = fence is not None
 
     def __enter__(self) -> None:
         fenced = self._fenced
@@ -76,7 +85,7 @@ class _FencedBatch:
         depth = getattr(local, "depth", 0)
         local.depth = depth + 1
         fence = fenced.fence
-        if depth == 0 and fence is not None:
+        if self._check and fence is not None:
             try:
                 fenced.store.check_fence(fence.owner, fence.epoch)
             except BaseException as exc:
@@ -102,6 +111,15 @@ class FencedStore:
         self.store = store
         self.fence = fence
         self._local = threading.local()
+        self.lazy_batch: Callable[[str, int], AbstractContextManager[None]] | None = getattr(
+            store, "fenced_batch", None
+        )
+        """The store's batch that checks a fence when its transaction begins, if it has one
+        (``SQLiteStore.fenced_batch``): a batch that writes nothing checks nothing."""
+        self._fenced_mails: Callable[[Sequence[Mail], str, int], None] | None = getattr(
+            store, "save_mails_fenced", None
+        )
+        """The store's write of mails in a fenced transaction of their own, if it has one."""
 
     def __getattr__(self, name: str) -> Any:
         """What else the store offers (its ``path``, ...), as it is."""
@@ -163,7 +181,16 @@ class FencedStore:
         self._write(self.store.save_mail, mail)
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
+        fence = self.fence
+        if fence is not None and self._fenced_mails is not None and not self._depth():
+            # a sender's own write (actors/mail_desk.py): one transaction, the fence in it
+            self._fenced_mails(mails, fence.owner, fence.epoch)
+            return
         self._write(self.store.save_mails, mails)
+
+    def _depth(self) -> int:
+        depth: int = getattr(self._local, "depth", 0)
+        return depth
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         self._write(self.store.set_mail_state, mail_id, state)

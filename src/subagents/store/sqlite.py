@@ -211,6 +211,19 @@ class SQLiteStore(RunStore):
     def batch(self) -> AbstractContextManager[None]:
         return self._tx.batch()
 
+    def batch_begun(self) -> bool:
+        """Whether this thread's open batch has begun its transaction (a read, a direct write:
+        ``store.sqlite_tx``), holding the write lock until it ends: the supervisor then
+        commits its group at once rather than let it linger (``actors/group_linger.py``)."""
+        return self._tx.begun
+
+    def fenced_batch(self, owner: str, epoch: int) -> AbstractContextManager[None]:
+        """A batch whose transaction, when it begins, first checks that ``owner`` still
+        holds its lease at ``epoch`` (``check_fence``; ``store.fencing``). Its transaction
+        begins lazily (``store.sqlite_tx``): only then is the fence checked and the write
+        lock taken, so the supervisor's open group does not hold them while it decides."""
+        return self._tx.batch(on_begin=lambda: self._processes.check_fence(owner, epoch))
+
     # -----------------------------------------------------------------------------------------
     # runs and transitions
     # -----------------------------------------------------------------------------------------
@@ -338,6 +351,12 @@ class SQLiteStore(RunStore):
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         self._mail.save_mails(mails)
+
+    def save_mails_fenced(self, mails: Sequence[Mail], owner: str, epoch: int) -> None:
+        """``save_mails`` in a transaction of its own that first checks that ``owner``
+        still holds its lease at ``epoch`` (``store.fencing``): a sender's record of the
+        mail it takes straight to its recipient, at the least a commit costs."""
+        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch))
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -84,6 +84,12 @@ class MailRows:
         # every row encoded before any is held: a mail that cannot be stored holds none
         rows = [_mail_row(mail) for mail in mails]
         self.tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
+
+    def record(self, mails: Sequence[Mail], check: Callable[[], None]) -> None:
+        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it."""
+        if mails:
+            rows = [_mail_row(mail) for mail in mails]
+            self.tx.commit_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}", check)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)

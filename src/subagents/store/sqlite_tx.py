@@ -6,13 +6,21 @@ which rows the store keeps (runs, events, mail...) is another. ``SQLiteStore`` o
 
 Thread model: one connection, guarded by one reentrant lock (hence
 ``check_same_thread=False``). The supervisor thread is the main writer; agents' threads
-write the mail they take straight to its recipients (a batch each, serialised with the
-supervisor's by the lock); other threads read.
-A batch holds the lock from its first statement to its commit, so another thread's reads wait
-for it (for the time of a few inserts) and never see half a batch, exactly as with the
-in-memory store; reads from the writer's own thread inside a batch see its uncommitted
-writes. Other processes open their own ``SQLiteStore`` on the same path; SQLite's locks
-serialise them with this one.
+write the mail they take straight to its recipients (a transaction each, serialised with the
+supervisor's by the lock: ``commit_rows``); other threads read.
+Batches begin lazily: each thread has its own batch state (``_Open``), and a batch is Python
+data (held writes) until it first needs the connection: a read or a direct write from its
+thread, or its commit with something held. Only then does it take the lock and ``BEGIN
+IMMEDIATE`` (its ``on_begin`` check first in the transaction: the fence), and it keeps both
+until its end. So the supervisor's open group, held while it decides, makes a sender wait
+only for its commit, not for its decisions; a batch with nothing held at its end costs no
+statement at all. A read inside a batch begins it, so a read-modify-write in one batch stays
+atomic, as when every batch began at once. From its first statement to its commit a batch
+holds the lock, so another thread's reads wait for it (for the time of a few inserts) and
+never see half a batch, exactly as with the in-memory store; reads from the writer's own
+thread inside a batch see its uncommitted writes (held ones are sent first). Other
+processes open their own ``SQLiteStore`` on the same path; SQLite's locks serialise them
+with this one.
 
 Atomicity: a batch is one transaction (``BEGIN IMMEDIATE``, so the write lock is taken up
 front and a commit never fails for a lock a reader upgraded). A nested batch is a savepoint
@@ -70,10 +78,11 @@ class _Batch:
     """``Transactions.batch()``: enter and exit call the transactions; ``mark`` is set when
     nested."""
 
-    __slots__ = ("mark", "name", "tx")
+    __slots__ = ("mark", "name", "on_begin", "tx")
 
-    def __init__(self, tx: Transactions) -> None:
+    def __init__(self, tx: Transactions, on_begin: Callable[[], None] | None) -> None:
         self.tx = tx
+        self.on_begin = on_begin
         self.mark: tuple[int, int] | None = None
         self.name = ""
 
@@ -83,6 +92,24 @@ class _Batch:
     def __exit__(self, kind: object, exc: object, tb: object) -> Literal[False]:
         self.tx._exit_batch(self, kind is not None)
         return False
+
+
+class _Open:
+    """One thread's batch: how deep, what it holds, whether its transaction has begun (the
+    thread then holds the lock until the outermost batch ends), what failed in it."""
+
+    __slots__ = ("begun", "depth", "doomed", "failed", "held", "on_begin", "refused")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.begun = False
+        self.held = DeferredWrites()
+        self.failed: StoreError | None = None
+        self.doomed = False
+        """A held write failed: the whole batch is lost, not just a nested one."""
+        self.on_begin: Callable[[], None] | None = None
+        self.refused: BaseException | None = None
+        """Why the transaction could not begin (a lock, a lease lost): the batch's error."""
 
 
 class Transactions:
@@ -100,78 +127,140 @@ class Transactions:
         self._on_close = on_close
         self.lock = threading.RLock()
         self._conn = conn
-        self._depth = 0
-        self._failed: StoreError | None = None
-        self._doomed = False
-        """A held write failed: the whole batch is lost, not just a nested one."""
-        self._held = DeferredWrites()
+        self._local = threading.local()
         self._closed = False
+
+    def _open(self) -> _Open:
+        """This thread's batch state."""
+        try:
+            state: _Open = self._local.state
+        except AttributeError:
+            state = self._local.state = _Open()
+        return state
 
     @property
     def in_batch(self) -> bool:
-        """A batch is open (on the thread holding the lock)."""
-        return self._depth > 0
+        """A batch is open on this thread."""
+        return self._open().depth > 0
+
+    @property
+    def begun(self) -> bool:
+        """This thread's open batch has begun its transaction: it holds the lock (and
+        SQLite's write lock) until it ends."""
+        return self._open().begun
 
     def connection(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
         return self._conn
 
-    def batch(self) -> AbstractContextManager[None]:
+    def batch(self, on_begin: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """Group the writes made inside into one transaction, committed at exit.
+
+        Lazy: the transaction begins (the lock taken, ``BEGIN IMMEDIATE``) only when the
+        batch first needs the connection: a read or a direct write from its thread, or its
+        commit with writes held. Until then it is Python data on its thread, so another
+        thread's batch (a sender recording its mail) does not wait for the supervisor's
+        decisions, only for its commit. ``on_begin`` (outermost batch only) runs first in
+        the transaction once it has begun: the fence check, so it is inside the
+        transaction whose writes it guards (``store.fencing``).
 
         A class rather than a generator context manager: the supervisor opens one (nested in
         its group commit) per message it handles."""
-        return _Batch(self)
+        return _Batch(self, on_begin)
 
     def _enter_batch(self, batch: _Batch) -> None:
+        state = self._open()
+        if state.depth > 0:
+            self._enter_savepoint(state, batch)
+            return
+        self.connection()  # a closed store refuses at once
+        state.failed = None
+        state.refused = None
+        state.doomed = False
+        state.held.clear()
+        state.begun = False
+        state.on_begin = batch.on_begin
+        state.depth = 1
+
+    def _begin(self, state: _Open) -> sqlite3.Connection:
+        """This thread's open batch as a transaction: the lock taken and ``BEGIN IMMEDIATE``
+        (once), its ``on_begin`` check run in it."""
+        if state.begun:
+            return self._conn
         self.lock.acquire()
         try:
             conn = self.connection()
-            if self._depth > 0:
-                self._enter_savepoint(batch)
-                return
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "starting a batch") from exc
-            self._failed = None
-            self._doomed = False
-            self._held.clear()
-            self._depth = 1
-        except BaseException:
+            state.begun = True
+            check, state.on_begin = state.on_begin, None
+            if check is not None:
+                held, state.held.items = state.held.items, []  # checked before any write
+                try:
+                    check()
+                except BaseException:
+                    state.begun = False
+                    self._rollback(conn)
+                    raise
+                finally:
+                    state.held.items = held
+        except BaseException as exc:
             self.lock.release()
+            state.held.clear()
+            state.doomed = True
+            state.refused = exc
+            if isinstance(exc, StoreError):
+                state.failed = exc
             raise
+        return conn
 
     def _exit_batch(self, batch: _Batch, failed: bool) -> None:
-        try:
-            if batch.mark is not None:
-                self._exit_savepoint(batch, failed)
-            else:
-                self._end(self._conn, commit=not failed)
-        finally:
-            self.lock.release()
+        state = self._open()
+        if batch.mark is not None:
+            self._exit_savepoint(state, batch, failed)
+        else:
+            self._end(state, commit=not failed)
 
-    def _end(self, conn: sqlite3.Connection, *, commit: bool) -> None:
-        if commit and self._held and self._failed is None:
-            with contextlib.suppress(StoreError):  # it is in self._failed: reported below
-                self._send_held(conn)
-        self._held.clear()
-        self._depth = 0
-        failed, self._failed = self._failed, None
-        if commit and failed is not None:
-            self._rollback(conn)
-            raise StoreError(
-                f"{self.path}: batch rolled back: a write in it failed ({failed})"
-            ) from failed
-        if commit:
-            try:
-                conn.execute("COMMIT")
+    def _end(self, state: _Open, *, commit: bool) -> None:
+        begun = state.begun
+        try:
+            if commit and state.held and state.failed is None:
+                with contextlib.suppress(StoreError):  # it is in state.failed: reported below
+                    self._send_held(state)
+                begun = state.begun
+            failed = state.failed
+            conn = self._conn
+            if commit and (failed is not None or state.refused is not None):
+                if begun:
+                    self._rollback(conn)
+                if state.refused is not None:  # as it was raised (``Fenced``...)
+                    raise state.refused
+                raise StoreError(
+                    f"{self.path}: batch rolled back: a write in it failed ({failed})"
+                ) from failed
+            if not begun:  # nothing reached SQLite: nothing to commit or undo
                 return
-            except sqlite3.Error as exc:
-                self._rollback(conn)
-                raise translate(exc, self.path, "committing a batch") from exc
-        self._rollback(conn)
+            if commit:
+                try:
+                    conn.execute("COMMIT")
+                    return
+                except sqlite3.Error as exc:
+                    self._rollback(conn)
+                    raise translate(exc, self.path, "committing a batch") from exc
+            self._rollback(conn)
+        finally:
+            state.held.clear()
+            state.depth = 0
+            state.failed = None
+            state.refused = None
+            state.doomed = False
+            state.on_begin = None
+            if state.begun:
+                state.begun = False
+                self.lock.release()
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
@@ -180,123 +269,172 @@ class Transactions:
             except sqlite3.Error as exc:  # the connection is unusable; say so, keep going
                 log.error("store.rollback_failed", path=str(self.path), error=str(exc))
 
-    def _enter_savepoint(self, batch: _Batch) -> None:
+    def _enter_savepoint(self, state: _Open, batch: _Batch) -> None:
         """A nested batch. Its SAVEPOINT is held like a write: if nothing was sent to SQLite
         while it was open (the common case: the supervisor nests one per message), ending
         it costs no statement at all, and failing it just forgets its held writes."""
-        if self._failed is not None:
-            raise self._aborted("starting a nested batch")
-        batch.name = f"batch_{self._depth}"
-        batch.mark = self._held.mark(f"SAVEPOINT {batch.name}", "starting a nested batch")
-        self._depth += 1
+        if state.failed is not None:
+            raise self._aborted(state, "starting a nested batch")
+        batch.name = f"batch_{state.depth}"
+        batch.mark = state.held.mark(f"SAVEPOINT {batch.name}", "starting a nested batch")
+        state.depth += 1
 
-    def _exit_savepoint(self, batch: _Batch, failed: bool) -> None:
+    def _exit_savepoint(self, state: _Open, batch: _Batch, failed: bool) -> None:
         assert batch.mark is not None
-        self._depth -= 1
-        sent = self._held.sent_since(batch.mark)
+        state.depth -= 1
+        held = state.held
+        sent = held.sent_since(batch.mark)
         if not failed:
             if sent:
-                self._held.mark(f"RELEASE {batch.name}", "ending a nested batch")
+                held.mark(f"RELEASE {batch.name}", "ending a nested batch")
             else:
-                self._held.void(batch.mark)
+                held.void(batch.mark)
             return
         if not sent:  # nothing of it reached SQLite (so no write of it failed there)
-            self._held.drop(batch.mark)
+            held.drop(batch.mark)
             return
-        self._held.clear()  # everything still held was written inside this savepoint
+        held.clear()  # everything still held was written inside this savepoint
         conn = self._conn
-        if conn.in_transaction:
+        if state.begun and conn.in_transaction:
             try:
                 conn.execute(f"ROLLBACK TO {batch.name}")
                 conn.execute(f"RELEASE {batch.name}")
-                if not self._doomed:
-                    self._failed = None  # its failed writes are undone
+                if not state.doomed:
+                    state.failed = None  # its failed writes are undone
             except sqlite3.Error as exc:
-                self._failed = translate(exc, self.path, "undoing a nested batch")
+                state.failed = translate(exc, self.path, "undoing a nested batch")
 
-    def _aborted(self, doing: str) -> StoreError:
+    def _aborted(self, state: _Open, doing: str) -> StoreError:
         return StoreError(
             f"{self.path}: {doing}: the batch was aborted by an earlier failed write "
-            f"({self._failed or 'the transaction was rolled back'})"
+            f"({state.failed or 'the transaction was rolled back'})"
         )
 
-    def _send_held(self, conn: sqlite3.Connection) -> None:
-        """Send the held writes of the open batch (before a read, a direct write, a commit).
-        A failure aborts the whole batch, whichever nested batch made the write."""
-        if self._failed is not None or not conn.in_transaction:
-            first = next((e for e in self._held.items if e is not None), None)
-            self._held.clear()
-            raise self._aborted(first[3] if first is not None else "sending held writes")
+    def _send_held(self, state: _Open) -> None:
+        """Send the held writes of this thread's open batch (before a read, a direct write,
+        a commit), beginning its transaction if it has not yet. A failure aborts the whole
+        batch, whichever nested batch made the write."""
+        if state.failed is not None or (state.begun and not self._conn.in_transaction):
+            first = next((e for e in state.held.items if e is not None), None)
+            state.held.clear()
+            raise self._aborted(state, first[3] if first is not None else "sending held writes")
+        conn = self._begin(state)
         try:
-            self._held.flush(conn)
+            state.held.flush(conn)
         except FailedWrite as exc:
             error = translate(exc.error, self.path, exc.doing)
-            self._failed, self._doomed = error, True
+            state.failed, state.doomed = error, True
             raise error from exc.error
 
     def defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it (see
         ``store.deferred``); outside a batch, written and committed at once."""
-        with self.lock:
-            if self._depth == 0:
-                with self.writing() as conn:
-                    self.write_sql(conn, sql, params, doing)
-                return
-            if self._failed is not None:
-                raise self._aborted(doing)
-            self._held.add(table, sql, params, doing)
+        state = self._open()
+        if state.depth == 0:
+            with self.writing() as conn:
+                self.write_sql(conn, sql, params, doing)
+            return
+        if state.failed is not None:
+            raise self._aborted(state, doing)
+        state.held.add(table, sql, params, doing)
 
     def defer_rows(self, table: str, sql: str, rows: list[tuple[Any, ...]], doing: str) -> None:
         """``_defer`` of several rows of one statement, held as one entry; ``doing`` names
         the first row (the error of a failed ``executemany`` names the first and the count)."""
         if not rows:
             return
+        state = self._open()
+        if state.depth == 0:
+            with self.writing() as conn:  # one transaction for all of them
+                try:
+                    conn.executemany(sql, rows)
+                except sqlite3.Error as exc:
+                    error = translate(exc, self.path, f"{doing} ({len(rows)} rows)")
+                    state.failed = error
+                    raise error from exc
+            return
+        if state.failed is not None:
+            raise self._aborted(state, doing)
+        state.held.add_rows(table, sql, rows, doing)
+
+    def commit_rows(
+        self,
+        table: str,
+        sql: str,
+        rows: list[tuple[Any, ...]],
+        doing: str,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        """``rows`` of ``sql`` as one transaction of their own, ``check`` run first in it (a
+        fence): the least a write on its own costs (``BEGIN IMMEDIATE``, the check, one
+        ``executemany``, ``COMMIT``: the mail a sender takes straight to its recipient).
+        Inside a batch of this thread they are held with it instead (its own check ran)."""
+        state = self._open()
+        if state.depth > 0:
+            self.defer_rows(table, sql, rows, doing)
+            return
         with self.lock:
-            if self._depth == 0:
-                with self.writing() as conn:  # one transaction for all of them
-                    if self._held:
-                        self._send_held(conn)
-                    try:
-                        conn.executemany(sql, rows)
-                    except sqlite3.Error as exc:
-                        error = translate(exc, self.path, f"{doing} ({len(rows)} rows)")
-                        self._failed = error
-                        raise error from exc
-                return
-            if self._failed is not None:
-                raise self._aborted(doing)
-            self._held.add_rows(table, sql, rows, doing)
+            conn = self.connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, "starting a batch") from exc
+            try:
+                if check is not None:
+                    check()
+                if len(rows) == 1:
+                    conn.execute(sql, rows[0])
+                else:
+                    conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise translate(exc, self.path, doing) from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
-        """A transaction for one write method: the open batch, or a batch of its own."""
-        with self.lock:
-            if self._depth > 0:
-                yield self.connection()
-            else:
-                with self.batch():
-                    yield self.connection()
+        """A transaction for one write method: the open batch (begun now), or a batch of
+        its own."""
+        state = self._open()
+        if state.depth > 0:
+            if state.failed is not None:
+                raise self._aborted(state, "writing")
+            yield self._begin(state)
+        else:
+            with self.batch():
+                yield self._begin(state)
 
     def write_sql(
         self, conn: sqlite3.Connection, sql: str, params: Iterable[Any], doing: str
     ) -> sqlite3.Cursor:
-        if self._held:
-            self._send_held(conn)
-        if self._failed is not None or (self._depth > 0 and not conn.in_transaction):
-            raise self._aborted(doing)
+        state = self._open()
+        if state.held:
+            self._send_held(state)
+        if state.failed is not None or (state.depth > 0 and not conn.in_transaction):
+            raise self._aborted(state, doing)
         try:
             return conn.execute(sql, tuple(params))
         except sqlite3.Error as exc:
             error = translate(exc, self.path, doing)
-            if self._depth > 0:
-                self._failed = error
+            if state.depth > 0:
+                state.failed = error
             raise error from exc
 
     def read(self, sql: str, params: Iterable[Any], doing: str) -> list[Any]:
+        """Rows of ``sql``. Inside a batch, its transaction begins first (and its held
+        writes are sent, so the read sees them): what a batch reads stays true until it
+        commits (a fence check, a restore's read of the leases before it takes runs over)."""
+        state = self._open()
+        if state.depth > 0:
+            if state.held:
+                self._send_held(state)
+            elif state.refused is None:  # (one that could not begin reads what is committed)
+                self._begin(state)
         with self.lock:
             conn = self.connection()
-            if self._held:  # only the batch's own thread gets here while it is open
-                self._send_held(conn)
             try:
                 return conn.execute(sql, tuple(params)).fetchall()
             except sqlite3.Error as exc:
@@ -314,7 +452,7 @@ class Transactions:
             if self._closed:
                 return
             self._closed = True
-            self._held.clear()
+            self._open().held.clear()
             self._rollback(self._conn)
             with self._on_close():
                 self._conn.close()
