@@ -33,9 +33,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
-
-import pykka
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
@@ -43,6 +42,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
+from subagents.actors.spawn_group import FrontedInbox, answer_together, groupable
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -129,6 +129,7 @@ _GROUPED = frozenset(
 
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
+    actor_inbox: FrontedInbox
 
     def __init__(
         self,
@@ -167,6 +168,8 @@ class SupervisorActor(FastInboxActor):
         self._held: list[Effect] = []
         self._grouped = 0
 
+    _create_actor_inbox = staticmethod(FrontedInbox)  # its root spawn asks taken together
+
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
@@ -196,6 +199,8 @@ class SupervisorActor(FastInboxActor):
         if self.store_failure is not None and not self._recover():
             return self.outage.refuse_ask(message)
         try:
+            if groupable(message):  # with the root spawns queued behind it (``spawn_group``)
+                return answer_together(self.actor_inbox, message, partial(self._handle, asked=True))
             return self._handle(message, asked=True)
         except StoreError as exc:
             self._halt(exc)
@@ -520,76 +525,3 @@ class SupervisorActor(FastInboxActor):
             self._held.extend(effects)
             return
         self.effector.apply(effects)
-
-
-STOP_ALL_GRACE = 300.0
-"""How long a close waits for the runs' ends past its own timeout (``SupervisorClient.close``)."""
-
-
-class ActorGone(RuntimeError):
-    """The supervisor actor has stopped."""
-
-
-class SupervisorClient:
-    """The supervisor actor behind plain methods and the project's own errors.
-
-    What the Runtime holds instead of a pykka reference, so that nothing above ``actors/``
-    depends on pykka types: another actor backend would provide the same client.
-    """
-
-    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
-        self._ref = ref
-
-    @classmethod
-    def start(cls, **kwargs: Any) -> SupervisorClient:
-        """Start a SupervisorActor (``SupervisorActor.__init__``'s arguments)."""
-        return cls(SupervisorActor.start(**kwargs))
-
-    def ask(self, message: Any, timeout: float = 30.0) -> Any:
-        """Send ``message`` in an ``Ask`` and wait for the answer (``ActorGone``,
-        ``TimeoutError``, or the error raised handling it)."""
-        try:
-            return self._ref.ask(Ask(message), timeout=timeout)
-        except pykka.ActorDeadError:
-            raise ActorGone("the supervisor has stopped") from None
-        except pykka.Timeout:
-            raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
-
-    def tell(self, message: Any) -> bool:
-        """Send ``message`` without waiting; False when the supervisor has stopped."""
-        try:
-            self._ref.tell(message)
-        except pykka.ActorDeadError:
-            return False
-        return True
-
-    def close(self, timeout: float) -> None:
-        """Cancel every run (their agents are told to stop), then stop the supervisor, within
-        ``timeout``. The agents' threads are the pool's to join.
-
-        Ending the runs (``StopAll``) is waited for past ``timeout`` (up to
-        ``STOP_ALL_GRACE``), with a warning: the runtime closes its store next, and a store
-        closed under the supervisor's writes would keep the runs unfinished, to be taken up
-        as orphans and started again by the next runtime on it. It takes ~50-150 us of
-        the supervisor's time per live run, more behind a loaded machine or a full inbox:
-        10,000 runs in SQLite once overran the default 10 s."""
-        deadline = time.monotonic() + timeout
-        try:
-            future = self._ref.ask(Ask(StopAll()), block=False)
-        except pykka.ActorDeadError:
-            return
-        try:
-            try:
-                future.get(timeout=timeout)
-            except pykka.Timeout:
-                log.warning(
-                    "ending the runs takes longer than the close's timeout; waiting for it,"
-                    " so that the store records every run's end",
-                    timeout=timeout,
-                    grace=STOP_ALL_GRACE,
-                )
-                future.get(timeout=STOP_ALL_GRACE)
-        except Exception:
-            log.exception("stopping runs failed")
-        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self._ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))
