@@ -69,10 +69,11 @@ def groupable(message: Any) -> TypeGuard[SpawnRequest]:
 def answer_together(
     inbox: FrontedInbox,
     first: SpawnRequest,
-    decide: Callable[[SpawnMany], Any],
+    decide: Callable[[SpawnRequest | SpawnMany], Any],
 ) -> SpawnReply:
     """``first``'s answer, decided with the root spawn asks queued behind it (``decide``:
-    the supervisor's handling of a ``SpawnMany``); the others are answered here, in order.
+    the supervisor's handling of an asked message, here a ``SpawnMany``; of ``first`` alone
+    when nothing is queued behind it); the others are answered here, in order.
     An error of the whole decision (the store failed) is every one's."""
     requests = [first]
     futures: list[Any] = []
@@ -87,6 +88,9 @@ def answer_together(
             continue
         inbox.give_back(envelope)
         break
+    if not futures:  # alone: decided as one spawn
+        reply: SpawnReply = decide(first)
+        return reply
     try:
         replies: tuple[SpawnReply, ...] = decide(SpawnMany(requests=tuple(requests)))
     except BaseException:
