@@ -1,6 +1,6 @@
 """Root spawns asked by many callers at once are admitted together (``actors/spawn_group``):
 in the order they were asked, each answered alone (a refused one refuses only itself), and
-a message queued between them keeps its place."""
+a message queued between them keeps its place (it is handled right after them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 from polling import wait_until
-from subagents.actors.spawn_group import FrontedInbox
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, EventKind
 from subagents.runtime import AdmissionError, RunHandle, Runtime
@@ -41,12 +40,10 @@ class _Hold:
             assert self.gate.wait(WAIT)
 
 
-def _inbox(rt: Runtime) -> FrontedInbox:
+def _inbox(rt: Runtime) -> Any:
     supervisor = rt._hosting.supervisor
     assert supervisor is not None
-    inbox: Any = supervisor._ref.actor_inbox
-    assert isinstance(inbox, FrontedInbox)
-    return inbox
+    return supervisor._ref.actor_inbox
 
 
 def _in_thread(results: dict[str, Any], key: str, call: Any, *args: Any) -> threading.Thread:
@@ -73,7 +70,8 @@ def test_spawns_queued_together_are_admitted_in_order_each_answered_alone() -> N
         for i in range(1, 8):  # asked one after the other, from seven threads
             threads.append(_in_thread(results, f"t{i}", rt.spawn, "held", f"t{i}"))
             wait_until(lambda i=i: inbox.qsize() == i, f"spawn t{i} queued")
-        # a question between them: answered after t1..t7 were decided, before what follows
+        # a question between them: taken out of the inbox when the spawns before it were,
+        # answered after they were decided, before what follows it
         threads.append(_in_thread(results, "stats", rt.stats))
         wait_until(lambda: inbox.qsize() == 8, "the stats ask queued")
         threads.append(_in_thread(results, "t8", rt.spawn, "held", "t8"))
@@ -107,15 +105,3 @@ def test_spawns_queued_together_are_admitted_in_order_each_answered_alone() -> N
         release.set()
         for key in ("first", "t1", "t2", "t3", "t4"):
             assert handles[key].result(WAIT).result == key
-
-
-def test_the_inbox_gives_back_what_it_took_first() -> None:
-    inbox = FrontedInbox()
-    assert inbox.empty() and inbox.take() is None
-    inbox.put("a")
-    inbox.put("b")
-    taken = inbox.take()
-    assert taken == "a" and not inbox.empty()
-    inbox.give_back(taken)
-    assert [inbox.get(), inbox.get()] == ["a", "b"]
-    assert inbox.empty()

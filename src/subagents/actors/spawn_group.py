@@ -22,42 +22,12 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
+import pykka
+
 from subagents.messages import Ask, SpawnMany, SpawnReply, SpawnRequest
 
 GROUP_MOST = 1000
 """Most root spawns admitted in one decision (``spawn_many``'s batches are of this size)."""
-
-
-class FrontedInbox(queue.SimpleQueue[Any]):
-    """The supervisor's inbox: a C ``SimpleQueue`` (``actors.inbox``) with a front place,
-    where a message taken out to look at, and not grouped, goes back to be handled next.
-    Only the actor's own thread takes from it (``get``, ``take``, ``give_back``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._front: Any = None
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        front = self._front
-        if front is not None:
-            self._front = None
-            return front
-        return super().get(block, timeout)
-
-    def empty(self) -> bool:
-        return self._front is None and super().empty()
-
-    def take(self) -> Any:
-        """The next message if one is queued now, else None (never waits)."""
-        try:
-            return self.get(block=False)
-        except queue.Empty:
-            return None
-
-    def give_back(self, envelope: Any) -> None:
-        """``envelope`` is handled next (it was taken by ``take``)."""
-        assert self._front is None
-        self._front = envelope
 
 
 def groupable(message: Any) -> TypeGuard[SpawnRequest]:
@@ -67,7 +37,7 @@ def groupable(message: Any) -> TypeGuard[SpawnRequest]:
 
 
 def answer_together(
-    inbox: FrontedInbox,
+    actor: pykka.Actor,
     first: SpawnRequest,
     decide: Callable[[SpawnRequest | SpawnMany], Any],
 ) -> SpawnReply:
@@ -75,19 +45,35 @@ def answer_together(
     the supervisor's handling of an asked message, here a ``SpawnMany``; of ``first`` alone
     when nothing is queued behind it); the others are answered here, in order.
     An error of the whole decision (the store failed) is every one's."""
+    inbox: Any = actor.actor_inbox  # a ``SimpleQueue`` (``actors.inbox``)
     requests = [first]
     futures: list[Any] = []
+    after = None
     while len(requests) < GROUP_MOST:
-        envelope = inbox.take()
-        if envelope is None:
+        try:
+            envelope = inbox.get(block=False)
+        except queue.Empty:
             break
         message = envelope.message
         if type(message) is Ask and envelope.reply_to is not None and groupable(message.message):
             requests.append(message.message)
             futures.append(envelope.reply_to)
             continue
-        inbox.give_back(envelope)
+        after = envelope
         break
+    try:
+        return _decided_together(first, requests, futures, decide)
+    finally:
+        if after is not None:
+            handle_envelope(actor, after)
+
+
+def _decided_together(
+    first: SpawnRequest,
+    requests: list[SpawnRequest],
+    futures: list[Any],
+    decide: Callable[[SpawnRequest | SpawnMany], Any],
+) -> SpawnReply:
     if not futures:  # alone: decided as one spawn
         reply: SpawnReply = decide(first)
         return reply
@@ -101,3 +87,24 @@ def answer_together(
     for future, reply in zip(futures, replies[1:], strict=True):
         future.set(reply)
     return replies[0]
+
+
+def handle_envelope(actor: pykka.Actor, envelope: Any) -> None:
+    """Handle ``envelope`` as pykka's loop does (``ThreadingActor._actor_loop_running``):
+    its answer, or the error raised handling it, to an asker; a failed tell to the actor's
+    failure handling. A ``BaseException`` goes up to pykka's loop, as from any handling."""
+    reply_to = envelope.reply_to
+    try:
+        response = actor._handle_receive(envelope.message)
+    except Exception:
+        if reply_to is not None:
+            reply_to.set_exception()
+            return
+        actor._handle_failure(*sys.exc_info())
+        try:
+            actor.on_failure(*sys.exc_info())
+        except Exception:
+            actor._handle_failure(*sys.exc_info())
+        return
+    if reply_to is not None:
+        reply_to.set(response)

@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from functools import partial
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
@@ -42,7 +41,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
-from subagents.actors.spawn_group import FrontedInbox, answer_together, groupable
+from subagents.actors.spawn_group import answer_together, groupable
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -129,7 +128,6 @@ _GROUPED = frozenset(
 
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
-    actor_inbox: FrontedInbox
 
     def __init__(
         self,
@@ -168,8 +166,6 @@ class SupervisorActor(FastInboxActor):
         self._held: list[Effect] = []
         self._grouped = 0
 
-    _create_actor_inbox = staticmethod(FrontedInbox)  # its root spawn asks taken together
-
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
@@ -194,15 +190,19 @@ class SupervisorActor(FastInboxActor):
         return None
 
     def _answer(self, message: Any) -> Any:
-        """An ask: the open group is committed first; errors go to the sender."""
+        """An ask: the open group is committed first; errors go to the sender. A root
+        spawn's, with the root spawn asks queued behind it (``actors.spawn_group``)."""
         self._commit_group()
         if self.store_failure is not None and not self._recover():
             return self.outage.refuse_ask(message)
+        if groupable(message):
+            return answer_together(self, message, self._asked)
+        return self._asked(message)
+
+    def _asked(self, message: Any) -> Any:
         try:
-            if groupable(message):  # with the root spawns queued behind it (``spawn_group``)
-                return answer_together(self.actor_inbox, message, partial(self._handle, asked=True))
             return self._handle(message, asked=True)
-        except StoreError as exc:
+        except StoreError as exc:  # halted before anything else is handled
             self._halt(exc)
             raise
 
