@@ -15,6 +15,15 @@ what hosting the runs on nodes costs:
   in batches. Goal: >= 10,000 mails/s.
 - ``spawn_to_result``: a parent pinned to the head node spawns a trivial child pinned to the
   worker node and awaits its outcome, one at a time; the p50 of spawn -> result. Goal: <= 3 ms.
+- ``same_node_mail`` (issue 26: "mail between runs on the same node does not cross to the
+  driver"): a pinger and a ponger both pinned to the worker node exchange n mails by run id,
+  one at a time (round trips per second, each two mails), and a sender there makes n sends
+  in one step to a receiver there (mails per second), once per store: ``MemoryStore`` (the
+  supervisor records mail after: it goes straight on the node), a SQLite file the driver
+  writes (senders record: the record crosses to the driver and back before the mail is
+  handed over), and the cluster's own store (``ClusterStore``: mail goes by the supervisor,
+  node -> driver -> node). Against the same ping-pong in one process (``MemoryStore``).
+  ``--only same_node`` takes these figures alone.
 
 The cluster (``ray.cluster_utils.Cluster``, a head and a worker, custom resources
 ``bench-head`` / ``bench-worker``) is started here and stopped at the end; ``--quick``
@@ -97,6 +106,30 @@ def child(ctx: AgentContext) -> str:
     return ctx.task
 
 
+async def ping_root(ctx: AgentContext) -> str:
+    ponger: str = await ctx.spawn("pong", ctx.task, background=True)
+    out = await ctx.spawn("ping", f"{ctx.task} {ponger}")
+    return str(out.result)
+
+
+async def ping(ctx: AgentContext) -> str:
+    rounds, ponger = ctx.task.split()
+    started = time.perf_counter()
+    for i in range(int(rounds)):
+        ctx.send(ponger, str(i))
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+    return str(time.perf_counter() - started)
+
+
+async def pong(ctx: AgentContext) -> str:
+    for _ in range(int(ctx.task)):
+        mail = await ctx.receive(timeout=WAIT_S)
+        assert mail is not None
+        ctx.send(mail.sender, mail.content)
+    return "ponged"
+
+
 def pinned(name: str, fn: Callable[..., Any], resource: str | None) -> FunctionAgent:
     metadata = {"resources": {resource: 1}} if resource else {}
     return FunctionAgent.create(name, fn, metadata=metadata)
@@ -125,13 +158,14 @@ def fanout(cluster: str | None, children: int, limit: int, delay: float) -> floa
     return elapsed
 
 
-def cross_node_mail(cluster: str | None, n: int) -> float:
+def cross_node_mail(cluster: str | None, n: int, store: Any = None, sender_on: str = HEAD) -> float:
     agents = [
-        pinned("mail_sender", mail_sender, HEAD if cluster else None),
+        pinned("mail_sender", mail_sender, sender_on if cluster else None),
         pinned("mail_receiver", mail_receiver, WORKER if cluster else None),
     ]
     limits = Limits(queue_bound=n + 10, timeout_s=WAIT_S)
-    with Runtime(agents, limits=limits, store=MemoryStore(), cluster=cluster) as rt:
+    store = MemoryStore() if store is None else store
+    with Runtime(agents, limits=limits, store=store, cluster=cluster) as rt:
         outcome = rt.run("mail_sender", str(n), wait=WAIT_S)
     if outcome.status != "completed":
         raise RuntimeError(f"mail: {outcome!r}")
@@ -151,14 +185,59 @@ def spawn_to_result(cluster: str | None, n: int) -> list[float]:
     return [float(t) * 1000 for t in (outcome.result or "").split(",")]
 
 
+def ping_pong(cluster: str | None, rounds: int, store: Any) -> float:
+    """Round trips per second between two runs of the worker node (two mails each)."""
+    agents = [
+        pinned("ping_root", ping_root, WORKER if cluster else None),
+        pinned("ping", ping, WORKER if cluster else None),
+        pinned("pong", pong, WORKER if cluster else None),
+    ]
+    limits = Limits(timeout_s=WAIT_S)
+    kwargs = {} if store == "cluster" else {"store": store}  # the cluster's own store
+    with Runtime(agents, limits=limits, cluster=cluster, restore=False, **kwargs) as rt:
+        outcome = rt.run("ping_root", str(rounds), wait=WAIT_S)
+    if outcome.status != "completed":
+        raise RuntimeError(f"ping-pong: {outcome!r}")
+    return rounds / float(outcome.result or "inf")
+
+
+def same_node_mail(
+    address: str, rounds: int, mails: int, root: str, figures: dict[str, Any]
+) -> None:
+    """The ``same_node`` figures (see the module), one per store."""
+    from subagents.store.sqlite import SQLiteStore
+
+    stores: dict[str, Callable[[], Any]] = {
+        "memory": MemoryStore,
+        "sqlite": lambda: SQLiteStore(f"{root}/bench-{time.monotonic_ns()}.db"),
+        "cluster_store": lambda: "cluster",
+    }
+    for name, make in stores.items():
+        figures[f"same_node_pingpong_{name}_per_s"] = round(ping_pong(address, rounds, make()))
+        batch = make()
+        if batch == "cluster":
+            from subagents.cluster.remote_store import ClusterStore
+
+            batch = ClusterStore.connect(address, create=True)
+        figures[f"same_node_mail_{name}_per_s"] = round(
+            cross_node_mail(address, mails, batch, sender_on=WORKER)
+        )
+
+
 def main() -> None:
-    args = parse_args(__doc__ or "")
+    args = parse_args(
+        __doc__ or "",
+        lambda parser: parser.add_argument(
+            "--only", choices=["same_node"], help="only these figures (and their baseline)"
+        ),
+    )
     stdout_to_stderr()  # Ray prints to file descriptor 1: only the JSON may go there
     quiet_logs()
     quick = args.quick
     children, limit, delay = (200, 20, 0.01) if quick else (1000, 100, 0.05)
     mails = 2_000 if quick else 20_000
     spawns = 50 if quick else 300
+    rounds = 100 if quick else 1_000
     ideal = children / limit * delay
 
     root = tempfile.mkdtemp(prefix="sa-cb-", dir="/tmp")
@@ -185,6 +264,19 @@ def main() -> None:
         ray.init(address=cluster.address, namespace="subagents", log_to_driver=False)
         figures["cluster_start_s"] = rounded(time.perf_counter() - started)
         address = cluster.address
+
+        same_node_mail(address, rounds, mails, root, figures)
+        baseline["single_node_pingpong_per_s"] = round(ping_pong(None, rounds, MemoryStore()))
+        if args.only == "same_node":
+            emit(
+                "cluster",
+                {
+                    "figures": figures,
+                    "baseline": baseline,
+                    "sizes": {"rounds": rounds, "mails": mails},
+                },
+            )
+            return
 
         figures["fanout_s"] = rounded(fanout(address, children, limit, delay))
         baseline["fanout_single_node_s"] = rounded(fanout(None, children, limit, delay))

@@ -4,7 +4,9 @@ A function agent spawns 1,000 ``worker`` children at once and gathers their outc
 worker is an LLM agent on the offline scripted model whose one turn has ``delay: 0.05`` (a
 simulated 50 ms model call on the worker's thread). The workers' concurrency limit is 100
 (``per_agent=100``; the global limit is 101 so the parent does not take a worker's slot), so
-the 900 others wait in the FIFO queue. Ideal makespan: 1,000 / 100 x 50 ms = 0.5 s.
+the 900 others wait in the FIFO queue. Ideal makespan: 1,000 / 100 x 50 ms = 0.5 s. The
+runtime's store is the default one, in memory (``MemoryStore``: nothing durable; a SQLite
+store adds its commits), as the output's ``sizes.store`` says.
 
 Also measured in the same run, for reference (same shape: 1,000 children, 50 ms each, 100 at
 a time):
@@ -21,10 +23,12 @@ Real concurrency (``max_concurrent``): how many 50 ms calls were under way at on
 counted where they happen (the runtime's workers: around the model call; async workers: around
 the awaited sleep). An LLM worker blocks in its model call and holds its slot, so the runtime's
 figure is at most 100. The ``runtime_async_workers`` variant (same shape, each worker a function
-agent that ``await ctx.sleep(0.05)``) is NOT 100 at a time: a waiting run lends its slot to a
-queued one (docs/supervision.md, parking), so far more sleep at once; its makespan is reported
-with the concurrency it really had (``max_concurrent``, ``parked``) and against the ideal at
-that concurrency, never against the 100-at-a-time ideal it would flatter.
+agent that ``await ctx.sleep(0.05)``) is reported apart, with the concurrency it really had
+(``max_concurrent``, runs ``parked``) and against the ideal at that concurrency: a waiting run
+may lend its slot to a queued one (docs/supervision.md, parking), and then more sleep at once
+than the limit, which a 100-at-a-time ideal would flatter. A sleep this brief
+(``parking.BRIEF_SLEEP_S``) is not waiting: the workers keep their slots, so they are 100 at a
+time (before: ~900 parked per trial, up to ~400 asleep at once).
 
 Goal (issue 17, 26): makespan <= 1.1x ideal (the LLM workers, 100 at a time).
 """
@@ -269,8 +273,8 @@ def main() -> None:
                 "max_concurrent": {name: gauge.most for name, gauge in gauges.items()},
                 "async_workers": {
                     "what": (
-                        "function agents awaiting ctx.sleep: waiting runs lend their slots,"
-                        " so not 'limit at a time'"
+                        "function agents awaiting ctx.sleep: a waiting run may lend its slot"
+                        " (a brief sleep does not), so measured, not assumed 'limit at a time'"
                     ),
                     "makespan_s": rounded(makespans["runtime_async_workers"]),
                     "max_concurrent": async_most,
@@ -284,7 +288,13 @@ def main() -> None:
             "ratio": r,
             "pass": r <= TARGET,
             "autogen_core": autogen_version(),
-            "sizes": {"children": children, "limit": limit, "delay_s": delay, "repeats": repeats},
+            "sizes": {
+                "children": children,
+                "limit": limit,
+                "delay_s": delay,
+                "repeats": repeats,
+                "store": "memory",
+            },
             "seconds": rounded(time.perf_counter() - START, 2),
         },
     )

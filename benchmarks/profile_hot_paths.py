@@ -20,7 +20,9 @@ absolute times (the benchmarks give those: ``cpu_us_per_msg``, ``cpu_us_per_run`
 Workloads (MemoryStore):
 - ``spawn``: 3,000 trivial function-agent runs one after another (``rt.run``);
 - ``pingpong``: per-mail ping-pong, 3,000 mails;
-- ``fanout``: 1,000 children x 50 ms, 100 at a time (an LLM agent on the offline model).
+- ``fanout``: 1,000 children x 50 ms, 100 at a time (an LLM agent on the offline model);
+- ``fanout_async``: the same children as function agents awaiting ``ctx.sleep(0.05)`` (waiting
+  runs lend their slots: parking).
 
     .venv/bin/python benchmarks/profile_hot_paths.py --shape pingpong
     .venv/bin/python benchmarks/profile_hot_paths.py --shape all --json > profile.json
@@ -44,8 +46,13 @@ import msgspec
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SHAPES = ("spawn", "pingpong", "fanout")
-UNITS = {"spawn": ("run", 3000), "pingpong": ("mail", 3000), "fanout": ("child", 1000)}
+SHAPES = ("spawn", "pingpong", "fanout", "fanout_async")
+UNITS = {
+    "spawn": ("run", 3000),
+    "pingpong": ("mail", 3000),
+    "fanout": ("child", 1000),
+    "fanout_async": ("child", 1000),
+}
 
 # Inclusive CPU of these (when they run on the thread of that role), per unit.
 SUPERVISOR_OPS = (
@@ -103,9 +110,10 @@ def _workload(shape: str, count: int) -> tuple[Callable[[], None], Callable[[], 
             lambda: mail.runtime_rate("pingpong", MemoryStore(), min(200, count)),
             lambda: mail.runtime_rate("pingpong", MemoryStore(), count),
         )
+    async_workers = shape == "fanout_async"
     return (
-        lambda: fanout.runtime(min(100, count), 100, 0.01),
-        lambda: fanout.runtime(count, 100, 0.05),
+        lambda: fanout.runtime(min(100, count), 100, 0.01, fanout._Gauge(), async_workers),
+        lambda: fanout.runtime(count, 100, 0.05, fanout._Gauge(), async_workers),
     )
 
 

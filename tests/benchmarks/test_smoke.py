@@ -229,8 +229,11 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     # real concurrency, counted where the calls happen: LLM workers hold their slots
     limit, children = result["sizes"]["limit"], result["sizes"]["children"]
     assert 1 <= figures["max_concurrent"]["runtime"] <= limit
-    # async workers are not "limit at a time": their ideal is the one at the concurrency seen
+    # async workers may lend their slots (parking): their ideal is the one at the concurrency
+    # seen; a sleep this brief keeps its slot, so they are at most `limit` at a time too
+    assert 1 <= figures["max_concurrent"]["runtime_async_workers"] <= limit
     async_workers = figures["async_workers"]
+    assert async_workers["parked_per_trial"] == [0] * result["sizes"]["repeats"]
     most = async_workers["max_concurrent"]
     assert most == figures["max_concurrent"]["runtime_async_workers"] >= 1
     ideal_there = -(-children // most) * result["sizes"]["delay_s"]
@@ -437,11 +440,16 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     assert "boom" in failed and "**missed**" in failed
 
 
-def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> None:
+@pytest.mark.parametrize(
+    ("shape", "unit"), [("pingpong", "mail"), ("fanout", "child"), ("fanout_async", "child")]
+)
+def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance(
+    shape: str, unit: str
+) -> None:
     done = subprocess.run(
         [
             *(sys.executable, str(BENCHMARKS / "profile_hot_paths.py")),
-            *("--shape", "pingpong", "--units", "40", "--json"),
+            *("--shape", shape, "--units", "40", "--json"),
         ],
         capture_output=True,
         text=True,
@@ -449,8 +457,8 @@ def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance() -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    report = msgspec.json.decode(done.stdout)["pingpong"]
-    assert report["unit"] == "mail" and report["units"] == 40
+    report = msgspec.json.decode(done.stdout)[shape]
+    assert report["unit"] == unit and report["units"] == 40
     assert {"supervisor", "agents"} <= set(report["percent_by_role"])
     assert sum(report["percent_by_role"].values()) == pytest.approx(100, abs=1)
     assert report["supervisor_core_us_per_unit"]  # the core's operations, by name

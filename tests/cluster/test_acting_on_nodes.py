@@ -5,6 +5,8 @@ run's span. Every run here is pinned to the worker node."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,10 @@ from isolation.test_worktrees import make_repo, worktree_paths
 from mcp_servers.conftest import START_WAIT_S, server_config
 from raycluster import WORKER, LocalCluster
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RunStatus
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
+from subagents.tools.permissions import Permissions
 
 pytestmark = pytest.mark.ray
 
@@ -148,3 +151,67 @@ def test_a_child_on_the_other_node_is_held_to_its_plan_mode_lead(
     assert outcome.result is not None
     assert "write: Permission to use Write was denied: plan mode is read-only" in outcome.result
     assert "bash: tool 'Bash' is not available to child" in outcome.result
+
+
+def echo_into_count(line: str) -> dict[str, Any]:
+    """A model step calling Bash to append ``line`` to count.txt (asked in default mode)."""
+    return {"tool_calls": [use("Bash", command=f"echo {line} >> count.txt")]}
+
+
+class Asked:
+    """The approvals asked of a runtime, and the run's end, waited for without sleeping."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.ended = False
+        self._changed = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        with self._changed:
+            if event.kind is EventKind.APPROVAL_ASKED:
+                self.ids.append(event.data["approval_id"])
+            elif event.kind.value in ("completed", "failed", "cancelled", "timed_out"):
+                self.ended = True
+            self._changed.notify_all()
+
+    def wait(self, predicate: Callable[[], bool]) -> None:
+        with self._changed:
+            assert self._changed.wait_for(predicate, WAIT_S)
+
+
+def test_a_rule_remembered_on_the_driver_answers_a_run_on_the_other_node(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``approve --remember``'s rule, kept in the driver's store, answers the later asks it
+    matches of a run on the worker node, as on one machine (the node asks the driver for
+    its tree's rules); and never widens what the permissions deny there. Before, a node
+    read no rule: the second call was asked again."""
+    model = ScriptedModel(
+        {"worker": [
+            echo_into_count("one"), echo_into_count("two"), echo_into_count("secret"),
+            {"text": "secret: {result0}"},
+        ]}
+    )  # fmt: skip
+    agents = [AgentSpec(name="worker", description="Counts.", prompt="Count.", metadata=ON_WORKER)]
+    asked = Asked()
+    with Runtime(
+        agents, model=model, workspace=tmp_path, approve="store",
+        permissions=Permissions(deny=("Bash(echo secret:*)",)),
+        cluster=ray_cluster.address, restore=False,
+    ) as rt:  # fmt: skip
+        rt.subscribe(asked)
+        handle = rt.spawn("worker", "count")
+        asked.wait(lambda: len(asked.ids) >= 1)
+        rt.answer(asked.ids[0], True, remember="Bash(echo:*)")
+        asked.wait(lambda: asked.ended or len(asked.ids) >= 2)
+        if not asked.ended:  # asked again (the assertion below says so): let it end
+            rt.answer(asked.ids[1], False, "asked again")
+        outcome = handle.result(timeout=WAIT_S)
+        placed = rt.placements()
+    assert placed[handle.run_id] == [ray_cluster.worker_node_id]
+    assert len(asked.ids) == 1, "the remembered rule did not answer the run on the node"
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert (tmp_path / "count.txt").read_text() == "one\ntwo\n"
+    assert outcome.result is not None
+    assert outcome.result.startswith("secret: Permission to use Bash was denied")
+    assert "Bash(echo secret:*)" in outcome.result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from subagents.store.base import StoreError
 from .records import event, run
 
 pytestmark = pytest.mark.ray
+
+WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +137,36 @@ def test_a_running_store_is_not_switched_to_another_file(served: Any, tmp_path: 
 def test_a_missing_store_is_an_error_that_says_what_to_do(ray_cluster: LocalCluster) -> None:
     with pytest.raises(ClusterError, match="no subagents store 'nobody' on this Ray cluster"):
         open_cluster_store(ray_cluster.address, name="nobody")
+
+
+def test_a_batch_is_the_threads_that_opened_it(store: ClusterStore, served: Any) -> None:
+    """The supervisor's batch open on one thread: another thread of the same client (a rule
+    read, ``Runtime.approvals()``) neither reads its uncommitted writes nor has its own
+    writes held in it (they are committed at once); the batch is still sent whole."""
+    other = ClusterStore(served, name="test-cluster-store")  # another process's view
+    opened, finish = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def supervisor() -> None:
+        try:
+            with store.batch():
+                store.save_run(run("t1"))
+                opened.set()
+                assert finish.wait(WAIT_S)
+                assert store.get_run("t1") == run("t1")  # its own writes, still
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=supervisor, name="test-batch-owner")
+    thread.start()
+    try:
+        assert opened.wait(WAIT_S)
+        assert store.get_run("t1") is None  # not this thread's batch: uncommitted
+        store.save_run(run("t2"))  # not held in that batch: committed at once
+        assert other.get_run("t2") == run("t2")
+        assert other.get_run("t1") is None
+    finally:
+        finish.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive() and errors == []
+    assert other.get_run("t1") == run("t1")

@@ -394,6 +394,37 @@ def test_a_node_that_stops_reading_never_holds_up_the_drivers_sends() -> None:
         side.outbox.close()
 
 
+def test_a_closed_link_leaves_no_writer_thread_behind() -> None:
+    """The driver's end, closed while its writer is blocked on a node that does not read,
+    has ended that thread when ``close`` returns (a runtime's close left it alive: the
+    runtime tests on two nodes failed their teardown, 'threads left behind:
+    subagents-link-out')."""
+    from subagents.cluster.link import EFFECTS, NodeLink, connect
+
+    side = NodeSide()
+    stuck = threading.Event()
+    node = NodeLink(
+        "127.0.0.1",
+        b"k" * 32,
+        deliver=lambda _seq, _effects: stuck.wait(WAIT_S),
+        answer=side.answer,
+        take=side.outbox.take,
+    )
+    driver = connect(node.address, b"k" * 32, "node host n1")
+    writer = driver._writer
+    assert writer is not None and writer.is_alive()
+    try:
+        for seq in range(1, 201):  # far past what the sockets buffer: the writer blocks
+            driver.send((EFFECTS, seq, ["x" * 100_000]))
+        driver.close()
+        assert not writer.is_alive()
+    finally:
+        stuck.set()
+        driver.close()
+        node.close()
+        side.outbox.close()
+
+
 # ---- strangers at the node's door, and TLS (cluster.link_gate, cluster.link_tls) ------------
 
 

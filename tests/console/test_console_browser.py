@@ -20,7 +20,7 @@ from consolekit import Served, serving
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
-from subagents.messages import RunStatus
+from subagents.messages import RunRecord, RunStatus
 from subagents.store.sqlite import SQLiteStore
 
 WAIT = 60.0
@@ -281,3 +281,31 @@ def _commands(path: Path) -> list[tuple[str, str]]:
 
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         return [(kind, run_id) for kind, run_id in db.execute("SELECT kind, run_id FROM commands")]
+
+
+def test_a_page_refused_a_stream_says_it_does_not_follow_changes(
+    browser: Any, tmp_path: Path
+) -> None:
+    # past --max-streams the stream is answered 503, after which a browser does not try
+    # again: the page said "reconnecting…" for ever (tests/console/test_console_limits.py
+    # has the bound itself)
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store:
+        store.save_run(
+            RunRecord(
+                run_id="r1", agent="worker", task="t", root_run_id="r1",
+                status=RunStatus.COMPLETED, created_at=1.0,
+            )
+        )  # fmt: skip
+    with serving(path, "--max-streams", "1") as served:
+        pages = [browser.new_context().new_page() for _ in range(2)]
+        try:
+            _open(pages[0], served.url)
+            pages[1].goto(served.url)
+            refused = pages[1].locator("#connection[data-state='stopped']")
+            refused.wait_for(timeout=WAIT * 1000)
+            assert "reload" in refused.inner_text()
+            pages[1].locator("#tree tr[data-run='r1']").wait_for()  # the data still came
+        finally:
+            for page in pages:
+                page.context.close()

@@ -445,3 +445,28 @@ def test_claude_code_task_alias_offers_spawn_and_disallowed_tools_remove_it() ->
     offered = {t.name for t in denied.tools}
     assert SPAWN not in offered and "send_message" not in offered
     assert "check_mailbox" in offered
+
+
+def test_runs_of_one_definition_under_different_ceilings_are_offered_each_its_own_tools() -> None:
+    """The tools offered that depend only on a definition and its ceiling are made once for
+    all its runs (``offer.py``): a run under a requester that disallows a tool is still not
+    offered it after a run of the same definition without that requester was."""
+    model = ShownModel(
+        {
+            "lead": [
+                {"tool_calls": [{"name": SPAWN, "input": {"agent": "worker", "task": "t"}}]},
+                "lead done",
+            ]
+        }
+    )
+    agents: list[AgentLike] = [
+        spec("lead", disallowed_tools=("Grep",)),
+        spec("worker", tools=("Read", "Grep")),
+    ]
+    with Runtime(agents, model=model) as rt:
+        alone = rt.run("worker", "x", wait=WAIT)  # no requester: offered Read and Grep
+        led = rt.run("lead", "x", wait=WAIT)
+        again = rt.run("worker", "y", wait=WAIT)
+    assert alone.ok and led.ok and again.ok, (alone, led, again)
+    offered = [{t.name for t in r.tools} for r in model.requests if r.agent == "worker"]
+    assert offered == [{"Read", "Grep"}, {"Read"}, {"Read", "Grep"}]

@@ -11,6 +11,7 @@ ended with 5 of 8 roots timed out; ``max_concurrency=1`` with 2 mids of 1 leaf t
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -19,8 +20,9 @@ from gates import Tally
 from subagents import FunctionAgent, Limits, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
 from subagents.behaviour.tools import SPAWN
-from subagents.messages import RunStatus
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AgentLike
+from subagents.supervision.parking import BRIEF_SLEEP_S
 
 from .conftest import WAIT, SlotTally, spec
 
@@ -183,3 +185,119 @@ def test_a_ten_thousand_child_gather_completes_on_default_limits() -> None:
     assert tally.peak["global"] <= limits.max_concurrency
     assert tally.peak["agent:child"] <= limits.per_agent
     assert tally.max_of("parent:") == limits.max_children  # reached, never passed
+
+
+class _AtOnce:
+    """How many are inside ``with`` at once, at most (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+def test_children_sleeping_briefly_keep_their_slots_and_never_park() -> None:
+    """A brief sleep (``parking.BRIEF_SLEEP_S``) awaited alone is not waiting: the sleepers
+    hold their slots as a model call would, so the limit bounds them (before: each lent its
+    slot, parked, and asked for it back; more slept at once than the limit)."""
+    asleep = _AtOnce()
+    parked: list[str] = []
+
+    async def parent(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("napper", str(i)) for i in range(12)))
+        return str(sum(1 for o in outs if o.ok))
+
+    async def napper(ctx: AgentContext) -> str:
+        with asleep:
+            await ctx.sleep(0.01)
+        return "rested"
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.PARKED and event.agent == "napper":
+            parked.append(event.run_id)
+
+    agents = [FunctionAgent.create("parent", parent), FunctionAgent.create("napper", napper)]
+    with Runtime(agents, limits=Limits(per_agent=3)) as rt:
+        rt.subscribe(on_event)
+        outcome = rt.run("parent", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "12"
+    assert parked == []
+    assert 1 <= asleep.most <= 3
+
+
+def test_a_run_that_slept_briefly_lends_its_slot_when_it_then_waits_for_its_child() -> None:
+    """After a brief sleep (not waiting), awaiting a child that needs the run's one slot is
+    waiting: the run says so then, parks, and the child runs (no deadlock)."""
+
+    async def root(ctx: AgentContext) -> str:
+        await ctx.sleep(0.01)
+        out = await ctx.spawn("child", "c")
+        return f"child said {out.result}"
+
+    def child(ctx: AgentContext) -> str:
+        return ctx.task
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "child said c"
+    assert tally.parked == 1 and tally.peak["global"] == 1
+
+
+def test_a_long_sleep_is_waiting_and_lends_its_slot() -> None:
+    """A sleep longer than ``BRIEF_SLEEP_S`` is waiting as before: a queued run takes the
+    sleeper's slot while it sleeps."""
+    assert BRIEF_SLEEP_S < 600
+
+    async def sleeper(ctx: AgentContext) -> str:
+        await ctx.sleep(600)
+        return "woke"
+
+    def quick(ctx: AgentContext) -> str:
+        return "quick done"
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("sleeper", sleeper), FunctionAgent.create("quick", quick)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        asleep = rt.spawn("sleeper", "zz", timeout=WAIT * 2)
+        outcome = rt.run("quick", "go", wait=WAIT, timeout=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert rt.status(asleep.run_id).status is RunStatus.WAITING  # still asleep
+    assert tally.parked == 1
+
+
+def test_a_parked_parent_gathering_children_takes_their_ends_without_its_slot() -> None:
+    """A parent that lent its slot (parked) records each child's end of a gather that still
+    waits without asking for a slot; only the end that lets it resume does (before: a park
+    and an unpark round trip per child's end, ~250 for 1,000 children at
+    max_concurrency=5)."""
+
+    async def parent(ctx: AgentContext) -> str:
+        outs = await ctx.gather(*(ctx.spawn("child", str(i)) for i in range(30)))
+        return str(sum(int(o.result or 0) for o in outs))
+
+    def child(ctx: AgentContext) -> str:
+        return ctx.task
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("parent", parent), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=3)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("parent", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == str(sum(range(30)))
+    assert tally.parked == 1  # it lent its slot once, and took it back once, to return
+    assert tally.peak["global"] <= 3

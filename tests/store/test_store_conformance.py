@@ -181,9 +181,9 @@ def test_save_mails_and_set_mails_state_are_the_single_calls_in_order(store: Run
         ("m3", MailState.ACCEPTED),
     ]
     assert store.mail_for("c") == [msgspec.structs.replace(mails[4], state=MailState.DEAD)]
-    # saving again replaces in place
+    # saving again keeps the first (a mail id is kept once)
     store.save_mails([msgspec.structs.replace(mails[1], content="new")])
-    assert [m.content for m in store.mail_for("b")] == ["hi m0", "new", "hi m2", "hi m3"]
+    assert [m.content for m in store.mail_for("b")] == ["hi m0", "hi m1", "hi m2", "hi m3"]
 
 
 def test_set_mail_state_changes_state_and_keeps_order(store: RunStore) -> None:
@@ -196,12 +196,27 @@ def test_set_mail_state_changes_state_and_keeps_order(store: RunStore) -> None:
     assert [m.state for m in got] == [MailState.READ, MailState.ACCEPTED]
     assert got[0] == msgspec.structs.replace(mail("m1", "a", "b"), state=MailState.READ)
     assert store.mail_for("b", [MailState.ACCEPTED]) == [mail("m2", "a", "b")]
-    # saving the mail again replaces it in place
+    # saving the mail again leaves the one kept as it is (its state included)
     store.save_mail(mail("m1", "a", "b", state=MailState.DEAD))
     assert [(m.mail_id, m.state) for m in store.mail_for("b")] == [
-        ("m1", MailState.DEAD),
+        ("m1", MailState.READ),
         ("m2", MailState.ACCEPTED),
     ]
+
+
+def test_a_mail_recorded_twice_is_kept_once_as_first_recorded(store: RunStore) -> None:
+    """A node's sender's record whose answer was lost, then the supervisor's record of the
+    same mail (``SendMail.mail_id``), in either order and in or out of a batch: one mail,
+    and a state it reached meanwhile (read) is not undone by the late record."""
+    sent = mail("m1", "a", "b", state=MailState.DELIVERED)
+    store.save_mails([sent])
+    store.set_mails_state(["m1"], MailState.READ)  # the recipient read it
+    with store.batch():
+        store.save_mails([msgspec.structs.replace(sent, sent_at=9.0)])  # the late record
+    store.save_mail(sent)
+    assert store.mail_for("b") == [msgspec.structs.replace(sent, state=MailState.READ)]
+    assert store.mail_for("a") == store.mail_for("b")
+    assert store.mail_for("b", [MailState.DELIVERED]) == []  # never handed over again
 
 
 def test_journals_are_kept_per_run_in_the_order_written(store: RunStore) -> None:

@@ -10,6 +10,8 @@ from subagents.messages import RunFinished, RunStatus, SpawnRequest, new_id
 from subagents.store.snapshot import read_snapshot
 from subagents.supervision.admission_checks import (
     CHECKS,
+    ROOT_CHECKS,
+    Proposal,
     Standing,
     depth_limit,
     offer,
@@ -39,6 +41,26 @@ def test_the_checks_run_in_one_order_each_named_for_its_rule() -> None:
     # the rules come before the tree limit: a spawn the rules refuse names the rule
     assert names.index(spawn_rule.__name__) < names.index(runs_per_tree.__name__)
     assert names.index(depth_limit.__name__) < names.index(runs_per_tree.__name__)
+
+
+def test_root_checks_are_the_checks_that_can_refuse_a_root() -> None:
+    # a root's request skips the checks left out of ROOT_CHECKS: each must pass any root
+    # (under the tightest limits), and the rest keep CHECKS's order
+    assert [c for c in CHECKS if c in ROOT_CHECKS] == list(ROOT_CHECKS)
+    h = Harness(Limits(max_runs_per_tree=1, max_depth=1))
+    ledger = h.core.core.admission.ledger
+    taken = h.run("lead")
+    for agent in ("lead", "nobody", ""):
+        for run_id in (None, taken):
+            req = SpawnRequest(request_id="q", agent=agent, task="t", run_id=run_id)
+            proposal = Proposal(req, h.specs.get(agent), None)
+            for check in CHECKS:
+                if check not in ROOT_CHECKS:
+                    assert check(proposal, ledger) is None, check.__name__
+    # and the ones kept do refuse roots, in CHECKS's order (the first one answers)
+    assert h.spawn("nobody").error == "unknown agent 'nobody'; known agents: critic, lead, worker"
+    assert h.spawn("lead", run_id=taken).error == f"run id {taken} is already in use"
+    assert (h.spawn("nobody", run_id=taken).error or "").startswith("unknown agent")
 
 
 def test_a_tree_admits_at_most_max_runs_per_tree_runs_finished_ones_included() -> None:

@@ -67,8 +67,9 @@ def test_finish_returns_its_writes_and_effects_and_appends_none() -> None:
     assert kinds == [SaveRun, SaveOutcome, AppendEvent, OutcomeDelivered]
     (event,) = [w.event for w in decided.writes if isinstance(w, AppendEvent)]
     assert event.kind is EventKind.COMPLETED and event.run_id == child
-    assert [type(e) for e in decided.effects] == [DisarmDeadline, Publish, Tell]
-    told = decided.effects[-1]
+    # the outcome handed on before the timer is disarmed (the requester wakes first)
+    assert [type(e) for e in decided.effects] == [Publish, Tell, DisarmDeadline]
+    told = decided.effects[1]
     assert isinstance(told, Tell) and told.run_id == root
     assert isinstance(told.message, ChildDone) and told.message.outcome.result == "r"
 
@@ -163,12 +164,13 @@ def test_admission_returns_the_record_events_start_and_reply_and_appends_none() 
     reply, decided = core.admission.spawn(request)
     assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
     assert reply.error is None and not reply.queued
-    # the record kept, spawned; then the start's (lifecycle.start); the reply last
+    # spawned; then the start's (lifecycle.start), whose record write is the run's only
+    # one (a queued run's record is written at its admission); the reply last
     assert _kinds(decided) == (
-        [SaveRun, EventKind.SPAWNED, SaveRun, EventKind.STARTED],
-        ["Publish", "ArmDeadline", "StartRun", "Publish", "Tell"],
+        [EventKind.SPAWNED, SaveRun, EventKind.STARTED],
+        ["Publish", "StartRun", "ArmDeadline", "Publish", "Tell"],  # armed after the start
     )
-    started = decided.effects[2]
+    started = decided.effects[1]
     assert isinstance(started, StartRun) and started.record.run_id == reply.run_id
     assert decided.effects[-1] == Tell(root, reply)
 
@@ -186,6 +188,10 @@ def test_a_queued_admission_and_refusals_return_what_they_decide() -> None:
     assert core.effects.writes == [] and core.effects.effects == []
     started_queued_refused = [(False, True), (True, True), (False, False)]
     assert [(r.queued, r.error is None) for r in replies] == started_queued_refused
+    # each admitted run's record written once: the started one by its start, the queued one
+    # at its admission
+    saved = [(w.record.request_id, w.record.status) for w in decided.writes if type(w) is SaveRun]
+    assert saved == [("q1", RunStatus.RUNNING), ("q2", RunStatus.QUEUED)]
     queued = [w.event for w in decided.writes if isinstance(w, AppendEvent)][-1]
     assert queued.kind is EventKind.QUEUED and queued.data == {"position": 1}
     # a root refused hears of it outside, and its refusal writes nothing

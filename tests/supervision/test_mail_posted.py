@@ -1,6 +1,7 @@
 """Mail a run took straight to its recipients, heard of after (``MailRoom.posted``), without
 threads: recorded and announced as any mail, delivered again to a restarted recipient, a dead
-letter with its notice when the recipient ended first."""
+letter with its notice when the recipient ended first; and mail whose sender's record lost its
+answer, sent by the supervisor under the record's mail id: kept and delivered once."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from subagents.messages import (
     EventKind,
     Mail,
     MailPosted,
+    MailRead,
     MailState,
     RunFinished,
+    SendMail,
     new_id,
 )
 from subagents.supervision.effects import Effect
@@ -92,3 +95,58 @@ def test_mail_to_a_run_that_ended_before_the_report_is_a_dead_letter_its_sender_
         " (completed)"
     )
     assert h.unread(a) == [notice.mails[0].mail_id]
+
+
+def _named_send(sender: str, recipient: str, mail_id: str) -> SendMail:
+    """A mail its sender's record named (``SendMail.mail_id``): the record's answer was lost
+    (a node's, timed out), so it goes by the supervisor."""
+    return SendMail(
+        request_id=new_id("q"), sender=sender, to=recipient, content="hi", mail_id=mail_id
+    )
+
+
+def test_mail_named_by_a_record_whose_answer_was_lost_is_kept_and_delivered_once() -> None:
+    """The sender's record was written after all (before the supervisor's, or after it and
+    after the recipient read the mail): one mail, under the record's id, delivered once, and
+    a read mail stays read."""
+    h = Harness()
+    root = h.run("lead")
+    a, b = h.run("worker", root), h.run("critic", root)
+    for late in (False, True):
+        mail_id = new_id("m")
+        record = Mail(
+            mail_id=mail_id,
+            sender=a,
+            recipient=b,
+            content="hi",
+            sender_agent="worker",
+            state=MailState.DELIVERED,
+        )
+        if not late:  # the record landed before the supervisor had the mail
+            h.store.save_mails([record])
+        ack, effects = h.core.send_mail(_named_send(a, b, mail_id))
+        assert ack.error is None and ack.mail_id == mail_id
+        (delivered,) = told(effects, b, DeliverMail)
+        assert [m.mail_id for m in delivered.mails] == [mail_id]
+        h.core.mail_reads([MailRead(run_id=b, mail_ids=(mail_id,))])
+        if late:  # the record landed after the recipient had read the mail
+            h.store.save_mails([record])
+        kept = [m for m in h.store.mail_for(b) if m.mail_id == mail_id]
+        assert [m.state for m in kept] == [MailState.READ]
+        assert h.unread(b) == []
+
+
+def test_mail_named_by_a_record_to_a_run_that_ended_since_is_kept_as_a_dead_letter() -> None:
+    """The record (written after all) kept it as delivered; the recipient ended before the
+    supervisor had it: the supervisor's state, a dead letter, is what is kept."""
+    h = Harness()
+    root = h.run("lead")
+    a, b = h.run("worker", root), h.run("critic", root)
+    h.core.finished(RunFinished(run_id=b, result="done"))
+    mail_id = new_id("m")
+    record = Mail(mail_id=mail_id, sender=a, recipient=b, content="hi", state=MailState.DELIVERED)
+    h.store.save_mails([record])
+    ack, effects = h.core.send_mail(_named_send(a, b, mail_id))
+    assert ack.dead_letter and ack.mail_id == mail_id
+    assert told(effects, b, DeliverMail) == []
+    assert [(m.mail_id, m.state) for m in h.store.mail_for(b)] == [(mail_id, MailState.DEAD)]

@@ -78,6 +78,15 @@ class Behaviour(Protocol):
     def unread_mail(self) -> tuple[str, ...]: ...
 
 
+def _only_records(behaviour: Behaviour, message: Any) -> bool:
+    """Whether handling ``message`` now would only record it (no user code, no model call,
+    no tool), as the behaviour's ``only_records`` says (a function agent's): a parked run
+    takes such a message without asking for its slot. A behaviour without one (the LLM
+    loop: a mail taken parked could answer a parent's approval and run the tool) says no."""
+    only = getattr(behaviour, "only_records", None)
+    return only is not None and bool(only(message))
+
+
 BehaviourFactory = Callable[[AgentPort], Behaviour]
 
 
@@ -239,6 +248,10 @@ class AgentActor(FastInboxActor):
                 if self._ended or self.cancel.is_set():
                     break
                 self._one(inner)  # a Park among them parks it again
+        elif not self._parked and _only_records(self.behaviour, message):
+            # (nothing held before it: order kept) e.g. one child's end of a gather that
+            # still waits: recorded without a slot, not a park and unpark round trip
+            self._guard(self.behaviour.on_message, message)
         else:
             self._parked.append(message)
             if not self._wanting:

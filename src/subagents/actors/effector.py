@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
@@ -43,8 +43,11 @@ from subagents.supervision.effects import (
 log = get_logger("subagents.supervisor")
 
 
-@dataclass
-class _Live:
+class _Live(msgspec.Struct, frozen=True, gc=False):
+    """A live run's agent: its ref, its cancel signal, which start it is. Out of the cyclic
+    GC (``gc=False``): nothing it refers to refers back to it, so it is never in a cycle,
+    and one is held per live run."""
+
     ref: pykka.ActorRef[Any]
     cancel: threading.Event
     attempt: int = 1
@@ -77,6 +80,11 @@ class Effector:
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
+        self._start_on: dict[str, Any] = (
+            {"dispatcher": dispatcher} if dispatcher is not None else {"pool": pool}
+        )
+        """Where each agent's loop runs (the same for every start: made once)."""
+        self._actor = PooledAgentActor if dispatcher is not None else AgentActor
         self.mail = mail
         self._directory = mail.directory if mail is not None else None
         self._by_type: dict[type, Callable[[Any], None]] = {
@@ -111,12 +119,12 @@ class Effector:
         stop before it is carried out (a parent's ``ChildDone`` comes before its child's
         ``StopAgent``) must not find the stopped run listed, so its mail to it is refused as
         to any ended run, not taken straight."""
-        effects = list(effects)
+        listed = effects if isinstance(effects, list) else list(effects)  # (a decision's are)
         assert self._directory is not None
-        for effect in effects:
+        for effect in listed:
             if type(effect) is StopAgent:
                 self._directory.remove(effect.run_id)
-        return effects
+        return listed
 
     def _publish(self, effect: Publish) -> None:
         self.on_event(effect.event)
@@ -186,14 +194,11 @@ class Effector:
 
     def _start(self, effect: StartRun) -> None:
         record = effect.record
-        # a restart: the earlier start must not go on working
-        self._stop(self.live.pop(record.run_id, None))
+        earlier = self.live.pop(record.run_id, None)
+        if earlier is not None:  # a restart: the earlier start must not go on working
+            self._stop(earlier)
         cancel = LazyEvent()  # waited on only by a model call's backoff or delay
-        where: dict[str, Any] = (
-            {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
-        )
-        actor = PooledAgentActor if self.dispatcher is not None else AgentActor
-        ref = actor.start(
+        ref = self._actor.start(
             record=record,
             spec=effect.spec,
             deadline=effect.deadline,
@@ -207,7 +212,7 @@ class Effector:
             attempt=effect.attempt,
             standing=effect.standing,
             mail=self.mail,
-            **where,
+            **self._start_on,
         )
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
         if self._directory is not None:

@@ -14,7 +14,8 @@ mail path").
   in their place (``MailPosted``, before any recipient has them: the supervisor hears of a
   mail before it hears of anything a recipient did with it), acknowledged to the sender
   itself (handed to its behaviour at once), then delivered, one ``DeliverMail`` per
-  recipient.
+  recipient. A record that raised delivers nothing: the mails go by the supervisor, named by
+  the ids the record used (it may have been written although its answer was lost).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pykka
 
 from subagents.logs import get_logger
@@ -202,6 +204,7 @@ class DirectMail:
                 desk.record(post.mails)
             except Exception as exc:  # nothing was delivered: the supervisor decides them
                 log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
+                messages = _named(messages, post.mails)
                 self._by_supervisor(messages, generation)
                 return messages, None
         reports = tuple(self._posted(m, recorded) if isinstance(m, list) else m for m in out)
@@ -247,3 +250,17 @@ class DirectMail:
                 routes.by_supervisor(message, generation)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
+
+
+def _named(messages: tuple[Any, ...], mails: Sequence[Mail]) -> tuple[Any, ...]:
+    """``messages`` with each ``SendMail`` of ``mails`` named by its mail's id: a record whose
+    answer did not come (a node's, timed out or its link closed) may have been written all
+    the same; the supervisor then keeps the mail under that id, so it is kept, and handed to
+    its recipient, once (``SendMail.mail_id``)."""
+    ids = {mail.request_id: mail.mail_id for mail in mails}
+    return tuple(
+        msgspec.structs.replace(m, mail_id=ids[m.request_id])
+        if type(m) is SendMail and m.request_id in ids
+        else m
+        for m in messages
+    )

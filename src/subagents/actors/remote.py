@@ -16,6 +16,14 @@ and the bookkeeping are tested in one process, and Ray only moves plain data.
   (the same ``Effector``, fed by ``deliver``), and gives them, as their supervisor, a
   ``RemoteSupervisor``: its tells and asks are queued in an ``Outbox`` for the supervisor's
   side to collect; the answers to asks come back through ``answer``.
+- Mail between two runs of one node goes straight from the sender's actor to the recipient's
+  mailbox, as on one machine (``actors/mail_desk.py``), when the runtime's store lets it
+  (``NodeMail``): the node keeps a directory of its own started runs, and the supervisor hears
+  of the mail after (``MailPosted``, in the outbox, in order with the sender's other reports).
+  Where senders record their mail (``RunStore.mail_recording``: SENDER), the sender's record
+  crosses to the driver (``RecordMails``, asked: the driver writes it) and the mail is handed
+  to its recipient once that answer is back; where the store keeps mail only through the
+  supervisor (NONE), it goes by the supervisor, over the link both ways.
 
 Order: items go from the supervisor to a node in the order the supervisor decided them (one
 sender, one receiver, calls carried in order), and from a node's agents to the supervisor in
@@ -37,13 +45,15 @@ import pykka
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import ChildDone, Event, Placed, RunFinished, SpawnReply
+from subagents.messages import ChildDone, Event, Mail, Placed, RunFinished, SpawnReply
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
+from subagents.supervision.limits import Limits
 
 log = get_logger("subagents.cluster")
 
@@ -71,6 +81,41 @@ class Answer(msgspec.Struct, frozen=True, tag=True):
     key: int
     value: Any = None
     error: str | None = None
+
+
+class RecordMails(msgspec.Struct, frozen=True, tag=True):
+    """Asked of the driver by a node's sender, when senders record their mail: write these
+    mails to the store (fenced, as a sender on one machine does); answered once they are
+    committed, before any recipient is handed them."""
+
+    mails: tuple[Mail, ...]
+
+
+class RememberedRules(msgspec.Struct, frozen=True, tag=True):
+    """Asked of the driver by a node's run about to ask for a tool call: the allow rules
+    remembered for the tree of ``root_run_id`` (``approve --remember``), read from the
+    driver's store as a run on one machine reads them."""
+
+    root_run_id: str
+
+
+RECORD_TIMEOUT_S = 60.0
+"""How long a node's sender waits for the driver to record its mail (then it goes by the
+supervisor, named by the same mail ids: the driver may have written it all the same, and a
+mail id is kept once, so it is recorded and delivered once)."""
+
+
+@dataclass(frozen=True)
+class NodeMail:
+    """How a node's runs take mail to each other (see the module): ``limits``, what a mail
+    is checked against; ``senders_record``: the sender's record crosses to the driver
+    (``RecordMails``) before the mail is handed over (else the supervisor records it after,
+    from ``MailPosted``: a store that keeps nothing past the process), answered within
+    ``record_timeout_s``."""
+
+    limits: Limits
+    senders_record: bool
+    record_timeout_s: float = RECORD_TIMEOUT_S
 
 
 class Outbox:
@@ -168,9 +213,26 @@ class RemoteSupervisor:
 class NodeRuns:
     """The agent actors of the runs placed on one node, and their link to the supervisor."""
 
-    def __init__(self, behaviour_for: Callable[[AgentSpec], BehaviourFactory]) -> None:
+    def __init__(
+        self,
+        behaviour_for: Callable[[AgentSpec], BehaviourFactory],
+        mail: NodeMail | None = None,
+    ) -> None:
+        """``mail``: mail between this node's runs goes straight (None: by the supervisor)."""
         self.outbox = Outbox()
         self.supervisor = RemoteSupervisor(self.outbox, on_told=self._told)
+        self._record_timeout_s = RECORD_TIMEOUT_S if mail is None else mail.record_timeout_s
+        self.desk = (
+            None
+            if mail is None
+            else MailDesk(
+                limits=mail.limits,
+                # the run table's generation is the driver's: a name resolved there is never
+                # known here to be still right, so only mail to a run id goes straight
+                generation=itertools.count().__next__,
+                record=self._record if mail.senders_record else None,
+            )
+        )
         self.timer = TimerService(name="subagents-node-timer")
         # as in one process: a few threads drain the agents that have messages, so a run
         # waiting for mail, children or its next step holds no thread (actors/pooled.py)
@@ -183,8 +245,25 @@ class NodeRuns:
             on_event=_nowhere,
             pool=None,
             dispatcher=self.dispatcher,
+            mail=self.desk,
         )
         self._lock = threading.Lock()
+
+    def _record(self, mails: Sequence[Mail]) -> None:
+        """A sender's mails written by the driver (``RecordMails``); raises if they were not
+        (the sender then sends them by the supervisor)."""
+        self.supervisor.ask(RecordMails(tuple(mails)), timeout=self._record_timeout_s)
+
+    def remembered(self, root_run_id: str) -> tuple[str, ...]:
+        """The allow rules remembered for a tree, asked of the driver (``RememberedRules``).
+        None can be read (the link closed, the store failed): none, so the call is asked
+        as it would be without a rule: never more allowed than on one machine."""
+        try:
+            rules = self.supervisor.ask(RememberedRules(root_run_id), timeout=RECORD_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("remembered rules not read; the call is asked", error=repr(exc))
+            return ()
+        return tuple(str(rule) for rule in rules)
 
     def deliver(self, effects: Sequence[Effect]) -> None:
         """Carry out what the supervisor decided for runs on this node, in order."""

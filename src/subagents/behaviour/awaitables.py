@@ -65,6 +65,17 @@ class PendingAll(Pending):
                 return
         self.resolve([p.value for p in self.parts])
 
+    def stays_open_without(self, part: Pending) -> bool:
+        """Whether this stays unresolved whatever ``part`` comes to: another of its parts is
+        an open call (not a group ``part`` could close). Looks from the first open part on:
+        parts mostly end in order, so it is a step or two, not a scan."""
+        parts = self.parts
+        for i in range(self._first_open, len(parts)):
+            p = parts[i]
+            if p is not part and type(p) is Pending and not p.resolved:
+                return True
+        return False
+
 
 class PendingAny(Pending):
     """Resolved when one part is: ``(position, value)`` of the first answered (its error

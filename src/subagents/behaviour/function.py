@@ -125,6 +125,9 @@ class FunctionBehaviour:
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
         self.sleepers: dict[str, Pending] = {}
+        self.brief_sleeps: set[str] = set()
+        """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
+        waiting (below)."""
         self.inbox: deque[Mail] = deque()
         self.awaiting: Pending | None = None
         # The supervisor hears "waiting" once, at the first await, and not again. A message
@@ -132,7 +135,9 @@ class FunctionBehaviour:
         # actor reads its mailbox again; telling "running" then "waiting" around it cost two
         # supervisor messages and two store writes per mail received (half the supervisor's
         # work in a mail stream). The price: code that computes for long between two awaits
-        # shows as waiting meanwhile.
+        # shows as waiting meanwhile. Awaiting a brief sleep alone is not waiting: the run
+        # resumes on its own, so it keeps its slot as a blocking call would, and is never
+        # asked to park for it (supervision/parking.py ``BRIEF_SLEEP_S``).
         self.told_waiting = False
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.ended = False
@@ -221,6 +226,24 @@ class FunctionBehaviour:
 
     def unread_mail(self) -> tuple[str, ...]:
         return tuple(m.mail_id for m in self.inbox)
+
+    def only_records(self, message: Any) -> bool:
+        """Whether ``message`` would only be recorded: a foreground spawn's reply, or the
+        outcome of a child the function awaits in a ``gather`` whose other parts some are
+        still unresolved (the function does not resume). Anything else may resume it."""
+        if self.ended:
+            return True
+        match message:
+            case SpawnReply(request_id=rid, error=None):
+                return not self.background.get(rid)
+            case ChildDone(request_id=rid):
+                awaiting, part = self.awaiting, self.pendings.get(rid)
+                return (
+                    isinstance(awaiting, PendingAll)
+                    and part is not None
+                    and awaiting.stays_open_without(part)
+                )
+        return False
 
     def start(
         self, checkpoint: Any, pending_mail: tuple[Mail, ...], recovered: tuple[Any, ...] = ()
@@ -345,7 +368,7 @@ class FunctionBehaviour:
                 value, error = yielded.value, yielded.error
                 continue
             self.awaiting = yielded
-            if not self.told_waiting:
+            if not self.told_waiting and yielded.key not in self.brief_sleeps:
                 self.told_waiting = True
                 self.port.set_waiting(True)
             return
@@ -379,6 +402,7 @@ class FunctionBehaviour:
             case Wake(key=key):
                 sleeper = self.sleepers.pop(key, None)
                 if sleeper is not None:
+                    self.brief_sleeps.discard(key)
                     self._seen(key)
                     self.resolve(key, None)
                     return

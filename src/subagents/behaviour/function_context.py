@@ -32,6 +32,7 @@ from subagents.messages import (
     Subscribe,
     topic_problem,
 )
+from subagents.supervision.parking import BRIEF_SLEEP_S
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -75,6 +76,7 @@ class ContextHost(Protocol):
     recovered: dict[str, list[Any]]
     sent: dict[str, Mail]
     sleepers: dict[str, Pending]
+    brief_sleeps: set[str]
 
     def call(
         self, kind: str, digest: int, *shown: Any
@@ -420,7 +422,9 @@ class AgentContext:
 
     def sleep(self, seconds: float) -> Pending:
         """Awaiting returns after ``seconds`` (without holding a thread). After a crash, a
-        sleep that had ended is not slept again; one that had not sleeps what is left."""
+        sleep that had ended is not slept again; one that had not sleeps what is left. A
+        sleep of at most ``BRIEF_SLEEP_S`` awaited alone keeps the run's slot (it is not
+        waiting: docs/supervision.md, parking)."""
         seconds = max(0.0, _seconds("sleep", "seconds", seconds))
         b = self._b
         key, replayed = b.call("sleep", 0)
@@ -435,7 +439,10 @@ class AgentContext:
             made = replayed[0].result
             until = float(made) if isinstance(made, int | float) else time.time()
         b.sleepers[key] = pending
-        b.port.wake_after(key, max(0.0, until - time.time()))
+        left = max(0.0, until - time.time())
+        if left <= BRIEF_SLEEP_S:  # awaited alone, it keeps the run's slot (parking.py)
+            b.brief_sleeps.add(key)
+        b.port.wake_after(key, left)
         return pending
 
     def gather(self, *pendings: Pending) -> Pending:

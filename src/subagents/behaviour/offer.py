@@ -30,10 +30,12 @@ from subagents.behaviour.tools import (
     spawn_schema,
     task_schema,
 )
+from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ContentBlock,
     ModelRequest,
     ModelResponse,
+    PermissionGrant,
     TextBlock,
     ToolSchema,
     ToolUseBlock,
@@ -49,31 +51,71 @@ def offered_tools(
 ) -> tuple[ToolSchema, ...]:
     """The schemas of every tool the run of ``port`` may call (``tools``: by name, with the
     run's MCP tools, ``mcp_names``, among them)."""
-    spec, record = port.spec, port.record
+    spec, ceiling = port.spec, port.record.ceiling
     schemas: list[ToolSchema] = []
-    offer = spawn_offer(port, port.standing, env.spawn_rules, env.agents())
-    if offer.agents:
-        schemas.append(spawn_schema(offer.agents))
-        if spec.allows_tool(TASK):  # Claude Code's name for the same spawn
-            schemas.append(task_schema(offer.agents))
-        if offer.fan_out:
-            schemas.append(fan_out_schema(list(offer.agents)))
-    for name, schema in RUNTIME_SCHEMAS.items():
-        if name == LOAD_SKILL and env.skills is None:
-            continue
-        if spec.allows_tool(name):
-            schemas.append(schema)
-    # a tool a requester may not use is not offered either (permissions narrow down the tree;
-    # the permission policy refuses it anyway)
-    ceiling = record.ceiling
+    # A definition that may spawn nothing (a child without tools) is offered no spawn tool:
+    # every agent would be refused for that one reason, so no check is asked about any
+    # (``not_offered`` finds the reason if its model calls one anyway).
+    if env.spawn_rules.grant(spec).disabled is None:
+        offer = spawn_offer(port, port.standing, env.spawn_rules, env.agents())
+        if offer.agents:
+            schemas.append(spawn_schema(offer.agents))
+            if spec.allows_tool(TASK):  # Claude Code's name for the same spawn
+                schemas.append(task_schema(offer.agents))
+            if offer.fan_out:
+                schemas.append(fan_out_schema(list(offer.agents)))
+    schemas.extend(_settled(env, spec, ceiling))
+    # MCP tools were chosen for this definition by the hub (mcp/selection.py)
+    schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
+    return tuple(schemas)
+
+
+def _settled_schemas(
+    env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...]
+) -> tuple[ToolSchema, ...]:
+    """The runtime's tools (but spawning) and the user's and built-in tools ``spec`` allows,
+    less those a requester in ``ceiling`` may not use (permissions narrow down the tree; the
+    permission policy refuses them anyway)."""
+    schemas = [
+        schema
+        for name, schema in RUNTIME_SCHEMAS.items()
+        if (name != LOAD_SKILL or env.skills is not None) and spec.allows_tool(name)
+    ]
     schemas.extend(
         tool.schema
         for name, tool in env.tools.items()
         if spec.allows_tool(name) and ceiling_allows(ceiling, name)
     )
-    # MCP tools were chosen for this definition by the hub (mcp/selection.py)
-    schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
     return tuple(schemas)
+
+
+SETTLED_MAX = 256
+"""The most settled offers an ``AgentEnv`` keeps (``AgentEnv.offers``); cleared when full."""
+
+
+def _settled(
+    env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...]
+) -> tuple[ToolSchema, ...]:
+    """``_settled_schemas``, made once per definition, ceiling and runtime tools, not per run.
+
+    Why: they depend on nothing else, and a fan-out's children share all three; made per run
+    they were ~20 ``allows_tool`` and ``ceiling_allows`` calls per child. Kept in the
+    runtime's ``AgentEnv.offers``; an entry keeps the definition and the tools mapping it
+    was made for (compared by identity: a reloaded definition is never served a stale one).
+    Thread-safe: the worst a race does is make an entry twice."""
+    made_for = env.offers
+    try:
+        key = (id(spec), env.skills is None, ceiling)
+        made = made_for.get(key)
+    except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
+        return _settled_schemas(env, spec, ceiling)
+    if made is not None and made[0] is spec and made[1] is env.tools:
+        return made[2]
+    schemas = _settled_schemas(env, spec, ceiling)
+    if len(made_for) >= SETTLED_MAX:
+        made_for.clear()
+    made_for[key] = (spec, env.tools, schemas)
+    return schemas
 
 
 def not_offered(env: AgentEnv, port: AgentPort, name: str, mcp_failure: str | None) -> str:

@@ -32,6 +32,7 @@ from subagents.messages import (
     Streamed,
     Subscribe,
     ToolAnswered,
+    ToolSchema,
     ToolStarting,
 )
 from subagents.models.base import CancelSignal, Model
@@ -208,6 +209,11 @@ class AgentEnv:
     """The runtime's MCP servers (None: no MCP at all)."""
     worktrees: Worktrees | None = None
     """The worktrees of ``isolation: worktree`` runs (made from the workspace's repository)."""
+    offers: dict[tuple[Any, ...], tuple[AgentSpec, object, tuple[ToolSchema, ...]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """The tools offered that depend only on a definition and its ceiling, made once for all
+    its runs (``behaviour/offer.py``)."""
 
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
         """The workspace of one run: the runtime's, or for a definition with ``isolation:

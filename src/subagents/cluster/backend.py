@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
 from subagents.definitions.spec import AgentSpec
+from subagents.messages import Mail
 from subagents.store.base import RunStore
 from subagents.telemetry import FinishedCall
 
@@ -55,17 +57,24 @@ class RayBackend:
         registry: Any,
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
+        mail: NodeMail | None = None,
+        record_mail: Callable[[Sequence[Mail]], None] | None = None,
     ) -> ClusterHosting:
         """One node host per node of the cluster (``hosting.ClusterHosting``), each set up
         with what runs need (``kit.NodeKit``: the function agents, the agent environment,
-        the definitions as they are now, ``behaviours_for`` to run them with)."""
+        the definitions as they are now, ``behaviours_for`` to run them with, how mail
+        between a node's runs goes: ``mail``, its senders' records written by
+        ``record_mail``); the rules remembered for a tree are read from the driver's store
+        for the nodes (``env.remembered``)."""
         from subagents.cluster.hosting import ClusterHosting
         from subagents.cluster.kit import NodeKit
 
         return ClusterHosting(
             owner,
-            NodeKit(functions, env, env.agents(), behaviours_for),
+            NodeKit(functions, env, env.agents(), behaviours_for, mail),
             registry=registry,
             definitions=definitions,
             on_call=on_call,
+            record_mail=record_mail,
+            remembered=env.remembered,
         )

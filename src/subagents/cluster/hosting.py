@@ -11,7 +11,11 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
   a socket per set-up; ``RoutingEffector`` gathers them);
 - one thread per node reads what the node's agents told and asked the supervisor (sent as it
   is queued) and hands it to the supervisor in order; asks are answered from a small pool of
-  threads so that a slow answer does not hold the node's other reports back;
+  threads so that a slow answer does not hold the node's other reports back. Two asks are
+  the driver's store's, answered here without the supervisor, as a run on one machine reads
+  or writes the store from its own thread: ``RecordMails`` (a node's sender's mail, written
+  before its recipient on that node is handed it) and ``RememberedRules`` (the allow rules
+  remembered for a tree);
 - ``place``: where a run goes (``placement.Placement``: its parent's node while it has room,
   else the least loaded; a definition's ``resources:`` select the nodes);
 - a node host lost (its link closes: its process died, its node went; or the link broke
@@ -33,7 +37,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from subagents.actors.remote import Answer, Asked, RoutingEffector, Told
+from subagents.actors.remote import (
+    Answer,
+    Asked,
+    RecordMails,
+    RememberedRules,
+    RoutingEffector,
+    Told,
+)
 from subagents.cluster.connect import ClusterError, import_ray
 from subagents.cluster.kit import NodeKit
 from subagents.cluster.link import (
@@ -52,7 +63,7 @@ from subagents.cluster.placement import Placement, PlacementError, resource_need
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import HostLost
+from subagents.messages import HostLost, Mail
 from subagents.supervision.effects import Effect, StartRun
 from subagents.telemetry import FinishedCall
 
@@ -75,12 +86,17 @@ class ClusterHosting:
         registry: Any = None,
         definitions: Callable[[], Sequence[AgentSpec]] | None = None,
         on_call: Callable[[FinishedCall], None] | None = None,
+        record_mail: Callable[[Sequence[Mail]], None] | None = None,
+        remembered: Callable[[str], tuple[str, ...]] | None = None,
     ) -> None:
         """``registry`` (a ``RegistryClient``) and ``definitions`` (its catalog's, read on
         the registry's thread): each change of the definitions is pushed to the nodes
         before the change returns (``push_definitions``); None: the kit's, for good.
         ``on_call``: where the spans of model and tool calls made on the nodes go (the
-        runtime's ``Telemetry.record_call``; None: not traced)."""
+        runtime's ``Telemetry.record_call``; None: not traced). ``record_mail``: the
+        store's fenced write of mails, for the nodes' senders (when the kit's ``mail``
+        says senders record); ``remembered``: the rules remembered for a tree, read from
+        the store, for the nodes' runs."""
         from subagents.cluster.node_host import start_runtime_hosts
 
         self._ray = import_ray()
@@ -112,6 +128,8 @@ class ClusterHosting:
         self._threads: list[threading.Thread] = []
         self._pushing = threading.Lock()
         self._on_call = on_call
+        self._record_mail = record_mail
+        self._remembered = remembered
         self._unsubscribe: Callable[[], None] | None = None
         self.hosts = start_runtime_hosts(owner, slots=slots)
         if not self.hosts:
@@ -294,8 +312,18 @@ class ClusterHosting:
     def _answer(self, link: LinkEnd, asked: Asked) -> None:
         """Answer ``asked`` on the link it came by (a later set-up of the host numbers its
         asks from 1 again: an answer must not reach it)."""
+        message = asked.message
         try:
-            value = self._supervisor.ask(asked.message, timeout=60.0)
+            if type(message) is RecordMails:
+                if self._record_mail is None:
+                    raise RuntimeError("this runtime's senders do not record their mail")
+                self._record_mail(message.mails)
+                value = None
+            elif type(message) is RememberedRules:
+                remembered = self._remembered
+                value = remembered(message.root_run_id) if remembered is not None else ()
+            else:
+                value = self._supervisor.ask(message, timeout=60.0)
             answer = Answer(asked.key, value=value)
         except Exception as exc:
             answer = Answer(asked.key, error=f"{type(exc).__name__}: {exc}")

@@ -7,7 +7,10 @@ again on the node from plain data (``services``): its process groups, its own MC
 (the same servers and trust settings: a stdio server runs on the node that runs the agent,
 an HTTP one is reached from there), its worktrees (of the same workspace path, on the
 node's machine), and, when the runtime traces, a call tracer that sends each model and tool
-call's span back to the driver as data (``cluster.node_tracing``).
+call's span back to the driver as data (``cluster.node_tracing``). What a node's runs read
+of the driver's store goes through the driver: the allow rules remembered for a tree
+(``remembered``: asked over the link at each ask, as a run on one machine reads the store),
+and how mail between the node's runs is recorded (``mail``: ``actors.remote.NodeMail``).
 
 Definitions are the runtime's as of a version: those at start, then each set after a reload
 on the driver, pushed to every node over its link (``ClusterHosting.push_definitions``) and
@@ -29,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.cluster.connect import ClusterError
 from subagents.definitions.spec import AgentSpec
@@ -53,7 +57,10 @@ class NodeKit:
         behaviours_for: Callable[
             [Mapping[str, Callable[..., Any]], AgentEnv], Callable[[AgentSpec], BehaviourFactory]
         ],
+        mail: NodeMail | None = None,
     ) -> None:
+        """``mail``: mail between a node's runs goes straight there, recorded as it says
+        (None: every mail goes by the driver's supervisor)."""
         self.functions = dict(functions)
         self.behaviours_for = behaviours_for
         """How to run each agent's runs on the node (the runtime's ``behaviours``, handed in:
@@ -64,6 +71,10 @@ class NodeKit:
         self.worktrees = str(env.worktrees.workspace) if env.worktrees is not None else None
         """The workspace whose repository the node's ``isolation: worktree`` runs use."""
         self.traced = env.tracer is not None
+        self.remembers = env.remembered is not None
+        """Whether a node's runs ask the driver for the rules remembered for their tree (the
+        driver's store has them; the node reads none itself)."""
+        self.mail = mail
         """Whether the node reports its runs' model and tool calls for tracing."""
         self.tracer: Any = None
         self.version = 0
@@ -76,7 +87,8 @@ class NodeKit:
             tracer=None,
             mcp=None,
             worktrees=None,
-            remembered=None,  # the store is the driver's: no rule remembered on a node
+            remembered=None,  # the driver's store: asked over the link (``behaviour_for``)
+            offers={},  # the node makes its own (the driver's grows while runs start)
         )
 
     def snapshot(self) -> list[AgentSpec]:
@@ -91,9 +103,13 @@ class NodeKit:
         self.agents, self.version = list(agents), version
         return True
 
-    def behaviour_for(self) -> Callable[[AgentSpec], BehaviourFactory]:
+    def behaviour_for(
+        self, remembered: Callable[[str], tuple[str, ...]] | None = None
+    ) -> Callable[[AgentSpec], BehaviourFactory]:
         """On the node: how to run each agent, with the node's own services (made here,
-        once): process groups, an MCP hub, worktrees, a call tracer."""
+        once): process groups, an MCP hub, worktrees, a call tracer; and ``remembered``,
+        how the node reads the rules remembered for a tree (from the driver), when the
+        driver's runs read them."""
         if self.env.processes is _NODE_PROCESSES:
             from subagents.cluster.node_tracing import NodeCallTracer
             from subagents.isolation.worktrees import Worktrees
@@ -106,6 +122,7 @@ class NodeKit:
                 mcp=McpHub(**self.mcp) if self.mcp is not None else None,
                 worktrees=Worktrees(self.worktrees) if self.worktrees is not None else None,
                 tracer=self.tracer,
+                remembered=remembered if self.remembers else None,
             )
         return self.behaviours_for(self.functions, self.env)
 

@@ -115,9 +115,13 @@ class LinkEnd:
         self._sending = threading.Lock()
         self._closed = False
         self._queue: queue.SimpleQueue[bytes | None] | None = None
+        self._writer: threading.Thread | None = None
         if queued:
             self._queue = queue.SimpleQueue()
-            threading.Thread(target=self._write, name="subagents-link-out", daemon=True).start()
+            self._writer = threading.Thread(
+                target=self._write, name="subagents-link-out", daemon=True
+            )
+            self._writer.start()
 
     def send(self, frame: Any) -> None:
         data = pack(frame)
@@ -176,6 +180,11 @@ class LinkEnd:
             shut.close()
         with contextlib.suppress(OSError):
             self.conn.close()
+        writer = self._writer
+        if writer is not None and writer is not threading.current_thread():
+            # it ends at the None queued above (a write under way fails on the shut socket):
+            # a closed link leaves no thread behind (a runtime's close found it still alive)
+            writer.join(timeout=5.0)
 
 
 def connect(

@@ -105,7 +105,13 @@ class NodeHost:
 
         self._close_runs()
         self._closed = False
-        runs = NodeRuns(kit.behaviour_for())
+        made: list[NodeRuns] = []  # the rules are asked over the runs' link, made next
+
+        def remembered(root_run_id: str) -> tuple[str, ...]:
+            return made[0].remembered(root_run_id) if made else ()
+
+        runs = NodeRuns(kit.behaviour_for(remembered), kit.mail)
+        made.append(runs)
         if kit.tracer is not None:  # finished calls' spans go to the driver with the reports
             kit.tracer.sink = lambda call: runs.outbox.put(Told(call))
         self._in_order = InOrder()

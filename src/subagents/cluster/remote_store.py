@@ -9,7 +9,11 @@ Batches keep their promise across the wire: the writes made inside ``batch()`` a
 here and sent as one call when the outermost batch ends, applied on the head in one
 transaction (all or nothing, one commit). A nested batch that raises drops only its own
 writes (as a savepoint would). A read made inside a batch that holds writes is answered as
-if they were committed (``StoreService.read_within``) without committing them.
+if they were committed (``StoreService.read_within``) without committing them. A batch is
+the thread's that opened it, as a local file's transaction is its connection's: another
+thread of the process (a rule read, ``Runtime.approvals()``, a node's answer) neither sees
+its uncommitted writes nor has its own writes held in it; they go at once, or in a batch
+of that thread's own.
 
 ``renew_lease`` and ``acquire_lease`` answer, so they cannot be held: inside a batch they are
 refused. ``check_fence`` (``store.fencing``) is held like a write, first in the batch: the
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -63,6 +68,16 @@ CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
 
 
+class _OpenBatch(threading.local):
+    """One thread's open batch (each thread sees its own: see the module)."""
+
+    def __init__(self) -> None:
+        self.held: list[StoreCall] = []
+        self.base = 0
+        """How many of the open batch's writes were sent already (with a claim of commands)."""
+        self.depth = 0
+
+
 class ClusterStore(RunStore):
     """A ``RunStore`` served by the cluster's store actor (``head``); where it keeps a
     narrower promise than a local file, its method says so (and the module)."""
@@ -71,10 +86,7 @@ class ClusterStore(RunStore):
         self._ray = import_ray()
         self._actor = actor
         self.name = name
-        self._held: list[StoreCall] = []
-        self._base = 0
-        """How many of the open batch's writes were sent already (with a claim of commands)."""
-        self._depth = 0
+        self._batches = _OpenBatch()
         self._closed = False
         info: StoreInfo = self._get(actor.info.remote(), "info")
         self.path = Path(info.path)
@@ -129,26 +141,29 @@ class ClusterStore(RunStore):
     def _write(self, method: str, *args: Any) -> None:
         self._check_open()
         call = StoreCall(method, args)
-        if self._depth > 0:
-            self._held.append(call)
+        open_batch = self._batches
+        if open_batch.depth > 0:
+            open_batch.held.append(call)
             return
         self._get(self._actor.write.remote([call]), method)
 
     def _read(self, method: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open()
         call = StoreCall(method, args, kwargs)
-        if self._held:
-            return self._get(self._actor.read_within.remote(list(self._held), call), method)
+        held = self._batches.held
+        if held:
+            return self._get(self._actor.read_within.remote(list(held), call), method)
         return self._get(self._actor.call.remote(call), method)
 
     def _answering(self, method: str, *args: Any) -> Any:
         self._check_open()
-        if self._depth > 0 and method == "take_commands":
-            held, self._held = self._held, []
-            self._base += len(held)
+        open_batch = self._batches
+        if open_batch.depth > 0 and method == "take_commands":
+            held, open_batch.held = open_batch.held, []
+            open_batch.base += len(held)
             call = StoreCall(method, args)
             return self._get(self._actor.write_then.remote(held, call), method)
-        if self._depth > 0:
+        if open_batch.depth > 0:
             raise StoreError(
                 f"{method} inside a batch of a cluster's store: its answer cannot wait for the"
                 " batch to commit; call it outside the batch"
@@ -163,22 +178,24 @@ class ClusterStore(RunStore):
     @contextlib.contextmanager
     def _batch(self) -> Iterator[None]:
         self._check_open()
-        mark = self._base + len(self._held)  # counted over what this batch sent already
-        self._depth += 1
+        mine = self._batches  # this thread's (see the module)
+        mark = mine.base + len(mine.held)  # counted over what this batch sent already
+        mine.depth += 1
         try:
             yield
         except BaseException:
             # a savepoint's writes, or the whole batch's, undone (but for those a claim of
             # commands committed meanwhile: ``take_commands``)
-            del self._held[max(0, mark - self._base) :]
+            del mine.held[max(0, mark - mine.base) :]
             raise
         finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._base = 0
-        if self._depth == 0 and self._held:
-            calls, self._held = self._held, []
-            self._get(self._actor.write.remote(calls), "a batch")
+            mine.depth -= 1
+            if mine.depth == 0:
+                mine.base = 0
+        if mine.depth == 0 and mine.held:
+            calls, mine.held = mine.held, []
+            if not self._closed:  # (closed meanwhile by another thread: dropped, as before)
+                self._get(self._actor.write.remote(calls), "a batch")
 
     # ---- runs and transitions --------------------------------------------------------------
 
@@ -186,8 +203,9 @@ class ClusterStore(RunStore):
         self._write("save_run", record)
 
     def mail_recording(self) -> MailRecording:
-        """Nobody: this client's batch is one thread's (a second thread's writes would join
-        it, and be committed later), so mail goes through the supervisor."""
+        """Nobody: a sender's record would be a call to the head of its own (a millisecond)
+        for each flush of mail, where the supervisor's group commit carries it with the
+        rest, so mail goes through the supervisor."""
         return MailRecording.NONE
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -313,7 +331,7 @@ class ClusterStore(RunStore):
     def post_command(self, kind: str, run_id: str, content: str | None = None) -> int:
         """The command's id; 0 inside a batch, where it is held and committed with the batch
         (see the module)."""
-        if self._depth > 0:
+        if self._batches.depth > 0:
             self._write("post_command", kind, run_id, content)
             return 0
         result: int = self._answering("post_command", kind, run_id, content)
@@ -397,7 +415,7 @@ class ClusterStore(RunStore):
     def close(self) -> None:
         """This client is done (the store itself keeps serving the cluster)."""
         self._closed = True
-        self._held.clear()
+        self._batches.held.clear()  # (another thread's open batch is dropped at its end)
 
 
 def open_cluster_store(address: str, *, name: str = HEAD_ACTOR) -> ClusterStore:

@@ -8,6 +8,8 @@ ask: the token, the Host header, same-origin writes, the headers every answer ca
 ``index`` (the runs in memory, their tree, filters and pages: pure), ``feed`` (the store
 read into the index and polled for what changed), ``run_page`` (one run's page as data),
 ``actions`` (stop, send, continue), ``approvals`` (the
-pending approvals, read and answered), ``app`` (the Starlette application), ``static/`` (the
+pending approvals, read and answered), ``hub`` (each open stream's bounded inbox of changes),
+``app`` (the Starlette application), ``limits`` and ``protocol`` (what one client may hold,
+and uvicorn's HTTP/1.1 protocol with the deadlines that enforce it), ``static/`` (the
 page: plain HTML, JS and CSS, shipped in the wheel, no build step).
 """

@@ -23,7 +23,7 @@ import msgspec
 import structlog
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -31,7 +31,9 @@ from starlette.staticfiles import StaticFiles
 from subagents.cli.state import CliError
 from subagents.console import actions
 from subagents.console.approvals import answer, pending
-from subagents.console.index import BadFilter, Page, Row, RunFilter
+from subagents.console.hub import ENDED, Batch, Ended, Hub, Inbox
+from subagents.console.index import BadFilter, Page, RunFilter
+from subagents.console.limits import Limits
 from subagents.console.run_page import run_page
 from subagents.store.base import StoreError
 
@@ -48,8 +50,6 @@ STATIC = Path(__file__).resolve().parent / "static"
 POLL_S = 0.1
 """How often the store is asked what changed: an update reaches the page within about this
 (benchmarks/console.py measures it)."""
-QUEUE_BOUND = 256
-"""Batches of changes a slow page may fall behind by; past it, it is told to reload its data."""
 BODY_CAP = 6 * actions.TEXT_CAP + 64 * 1024
 """The most bytes a write's body may have: a text at ``actions.TEXT_CAP`` escaped as JSON at
 worst (``\\uXXXX``, 6 bytes a character) and room to spare. A longer one is refused as it comes
@@ -60,11 +60,6 @@ graceful shutdown (``serving``), so that no stream is cut off mid-response (uvic
 "ASGI callable returned without completing response" for each one that is)."""
 
 
-class Stopping:
-    """What ``_next_batch`` gives once the server is stopping."""
-
-
-STOPPING = Stopping()
 T = TypeVar("T")
 
 
@@ -75,54 +70,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     store: str
     continuable: bool
     """Whether runs can be continued from here (not on a cluster's store)."""
-
-
-class Batch(msgspec.Struct, frozen=True, kw_only=True):
-    """One poll's changes, numbered (``Console.version``)."""
-
-    rows: list[Row]
-    touched: frozenset[str]
-    """The runs something was written about (``feed.Changes.touched``)."""
-    approvals: bool
-    """The pending approvals changed (``feed.Changes.approvals``)."""
-    version: int
-    total: int
-    """Runs in the store after it."""
-
-
-class Hub:
-    """The open streams' queues; each batch of changed rows goes to every one."""
-
-    def __init__(self) -> None:
-        self.queues: set[asyncio.Queue[Batch | None]] = set()
-
-    def subscribe(self) -> asyncio.Queue[Batch | None]:
-        queue: asyncio.Queue[Batch | None] = asyncio.Queue(QUEUE_BOUND)
-        self.queues.add(queue)
-        return queue
-
-    def unsubscribe(self, queue: asyncio.Queue[Batch | None]) -> None:
-        self.queues.discard(queue)
-
-    def reload(self) -> None:
-        """Tell every open stream to read its data again (``None``)."""
-        for queue in list(self.queues):
-            _reset(queue)
-
-    def publish(self, batch: Batch) -> None:
-        for queue in list(self.queues):
-            try:
-                queue.put_nowait(batch)
-            except asyncio.QueueFull:  # too far behind: it reloads instead
-                _reset(queue)
-
-
-def _reset(queue: asyncio.Queue[Batch | None]) -> None:
-    """Empty ``queue`` and leave it ``None`` (read everything again)."""
-    with contextlib.suppress(asyncio.QueueEmpty):
-        while True:
-            queue.get_nowait()
-    queue.put_nowait(None)
 
 
 class Console:
@@ -136,6 +83,7 @@ class Console:
         *,
         continuation: actions.ContinueCommand | None,
         store_file: StoreFile | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.feed = feed
         self.store: InspectedStore = feed.store
@@ -144,6 +92,7 @@ class Console:
         self.continuation = continuation
         self.lock = threading.Lock()
         self.hub = Hub()
+        self.limits = limits or Limits()
         self.version = 0
         """Batches of changes published so far (each page says which it holds)."""
         self.store_file = store_file
@@ -216,7 +165,7 @@ class Console:
             if self.store_file is not None and (why := self.store_file.gone()) is not None:
                 self.gone = why
                 self.on_gone(why)
-                self.hub.reload()  # each page reads again, and shows why it cannot
+                self.hub.end()  # each page reads again, shows why it cannot; streams end
                 return
             try:
                 batch = await self._locked(self._poll)
@@ -281,7 +230,14 @@ class Console:
         except BadFilter as exc:
             return _error(str(exc), 400)
         watched = request.query_params.get("run") or None
-        queue = self.hub.subscribe()
+        if len(self.hub.inboxes) >= self.limits.streams:
+            return _error(
+                f"this console already has {self.limits.streams} open streams (a page follows"
+                " changes over one): close some pages, or start `subagents serve"
+                " --max-streams N` with a larger N",
+                503,
+            )
+        inbox = self.hub.subscribe()
         opened = msgspec.json.encode({"version": self.version}).decode()
         shutdown = anyio.Event()  # set by sse-starlette when the server is stopping
 
@@ -289,8 +245,8 @@ class Console:
             try:  # the changes published before this stream opened go up to ``version``
                 yield {"event": "ready", "data": opened}
                 while True:
-                    batch = await _next_batch(queue, shutdown)
-                    if isinstance(batch, Stopping):
+                    batch = await _next_batch(inbox, shutdown)
+                    if isinstance(batch, Ended):
                         return  # the stream ends as a complete response, not cut off
                     if batch is None:
                         yield {"event": "reload", "data": "{}"}
@@ -307,7 +263,7 @@ class Console:
                             changed["total"] = batch.total
                             yield {"event": "rows", "data": msgspec.json.encode(changed).decode()}
             finally:
-                self.hub.unsubscribe(queue)
+                self.hub.unsubscribe(inbox)
 
         return EventSourceResponse(
             events(), ping=15, shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_S
@@ -317,7 +273,7 @@ class Console:
 
     async def act(self, request: Request) -> Response:
         run_id, action = request.path_params["run_id"], request.path_params["action"]
-        body = await _json_body(request)
+        body = await _json_body(request, self.limits.body_timeout_s)
         if isinstance(body, Response):
             return body
         text = body.get("text")
@@ -356,7 +312,7 @@ class Console:
         approval_id, verdict = request.path_params["approval_id"], request.path_params["answer"]
         if verdict not in ("allow", "deny"):
             return _error(f"no answer {verdict!r}: allow or deny", 404)
-        body = await _json_body(request)
+        body = await _json_body(request, self.limits.body_timeout_s)
         if isinstance(body, Response):
             return body
 
@@ -373,14 +329,12 @@ class Console:
         return _json(answered)
 
 
-async def _next_batch(
-    queue: asyncio.Queue[Batch | None], shutdown: anyio.Event
-) -> Batch | Stopping | None:
-    """The stream's next batch (``None``: it fell behind), or ``STOPPING`` once ``shutdown``
-    is set."""
+async def _next_batch(inbox: Inbox, shutdown: anyio.Event) -> Batch | Ended | None:
+    """The stream's next batch (``None``: it fell behind), or ``ENDED`` once its inbox is
+    ended or ``shutdown`` is set."""
     if shutdown.is_set():
-        return STOPPING
-    getting = asyncio.ensure_future(queue.get())
+        return ENDED
+    getting = asyncio.ensure_future(inbox.get())
     stopping = asyncio.ensure_future(shutdown.wait())
     try:
         await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -388,11 +342,13 @@ async def _next_batch(
         stopping.cancel()
         if not getting.done():
             getting.cancel()
-    return getting.result() if getting.done() and not getting.cancelled() else STOPPING
+    return getting.result() if getting.done() and not getting.cancelled() else ENDED
 
 
-async def _json_body(request: Request) -> dict[str, Any] | Response:
-    """The request's JSON object, or the error to answer with."""
+async def _json_body(request: Request, timeout_s: float) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error to answer with: a body that does not come
+    whole within ``timeout_s`` is not waited for (a client dribbling it would hold the
+    request, and its connection, forever)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return _error("send JSON (Content-Type: application/json)", 415)
     too_large = _error(f"the body is too large (over {BODY_CAP} bytes)", 413)
@@ -401,11 +357,17 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
         return too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > BODY_CAP:
-            return too_large
-        chunks.append(chunk)
+    with anyio.move_on_after(timeout_s) as late:
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > BODY_CAP:
+                    return too_large
+                chunks.append(chunk)
+        except ClientDisconnect:  # gone before its body came: nobody reads the answer
+            return _error("the client went away before its body came", 400)
+    if late.cancelled_caught:
+        return _error(f"the body did not come whole within {timeout_s:g} s", 408)
     try:
         body = msgspec.json.decode(b"".join(chunks))
     except msgspec.DecodeError as exc:

@@ -16,6 +16,7 @@ and can stop, mail and continue runs, so it is a door into the user's agents.
 - Writes (anything but GET and HEAD): the token in a header (a cookie alone would be sent
   by a cross-site form), and an ``Origin`` (or, without one, ``Referer``) that is the
   console's own (403 otherwise): a page elsewhere cannot make the browser post for it.
+- A request head over ``limits.HEAD_BYTES`` is refused (431) before anything is looked at.
 - Every answer forbids inline script and any other origin (Content-Security-Policy), being
   framed, sniffing types, sending a referrer, and caching.
 """
@@ -29,6 +30,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from subagents.console.limits import HEAD_BYTES
 
 TOKEN_HEADER = "x-console-token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
@@ -73,7 +76,7 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008})
             return
         headers = Headers(scope=scope)
-        refusal = self._refusal(scope, headers)
+        refusal = _too_large(scope) or self._refusal(scope, headers)
         if refusal is not None:
             status, text = refusal
             await _plain(send, status, text)
@@ -137,6 +140,16 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def _too_large(scope: Scope) -> tuple[int, str] | None:
+    """431 for a request head over ``HEAD_BYTES``: h11 refuses one only while it is
+    incomplete, so a larger one that arrives in one read would be served."""
+    size = len(scope.get("raw_path") or b"") + len(scope.get("query_string", b""))
+    size += sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    if size <= HEAD_BYTES:
+        return None
+    return 431, f"the request's head is over {HEAD_BYTES} bytes"
 
 
 def _same_site_path(scope: Scope) -> str:

@@ -1,6 +1,7 @@
 """Serve the console: a web page over the store, live (`subagents serve`).
 
-`subagents serve [--state DB | --ray ADDRESS] [--port P] [--host 127.0.0.1] [--expose]`
+`subagents serve [--state DB | --ray ADDRESS] [--port P] [--host 127.0.0.1] [--expose]
+[--max-connections N] [--max-streams N]`
 reads the store, listens on HOST:P (127.0.0.1 by default; --port 0 picks a free port) and
 prints the console's URL with a token, `http://127.0.0.1:P/?token=...`, as Jupyter does:
 open it in a browser. The page shows the tree of runs as it changes (status, agent, depth,
@@ -9,7 +10,10 @@ shows its conversation, tool calls, mail, events and usage, and can stop it, mai
 continue it. Without the token every request is refused; a request naming another host is
 refused (DNS rebinding); writes must come from the console's own page. An address that is not
 loopback needs --expose. --agents DIR and --offline are what a continuation is started with
-(as `subagents continue` takes them). Ctrl-C stops serving; the runs go on.
+(as `subagents continue` takes them). Past --max-connections open connections or
+--max-streams pages following changes, a request is answered 503 saying which; a client
+that sends its request too slowly, or reads nothing of its answer, is cut off
+(console/limits.py). Ctrl-C stops serving; the runs go on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from subagents.cli.command import reports_errors, store_errors
 from subagents.cli.state import EXIT_USAGE, CliError, add_store_arguments, open_inspected_store
+from subagents.console.limits import DEFAULT_CONNECTIONS, DEFAULT_STREAMS, Limits
 
 NAME = "serve"
 DEFAULT_PORT = 8765
@@ -58,10 +63,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="definitions' folder a continuation loads (repeatable; as `subagents continue`)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=DEFAULT_CONNECTIONS,
+        metavar="N",
+        help=f"open connections answered; past them, 503 (default {DEFAULT_CONNECTIONS})",
+    )
+    parser.add_argument(
+        "--max-streams",
+        type=_positive,
+        default=DEFAULT_STREAMS,
+        metavar="N",
+        help=f"pages following changes at once; past them, 503 (default {DEFAULT_STREAMS})",
+    )
+    parser.add_argument(
         "--offline",
         action="store_true",
         help="continuations run on the offline scripted model (as `subagents continue`)",
     )
+
+
+def _positive(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return number
 
 
 def loopback(host: str) -> bool:
@@ -148,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 agents=args.agents,
                 offline=args.offline,
                 exposed=not loopback(host),
+                limits=Limits(connections=args.max_connections, streams=args.max_streams),
             )
         finally:
             sock.close()

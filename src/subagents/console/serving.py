@@ -22,6 +22,8 @@ from subagents.console.actions import ContinueCommand
 from subagents.console.app import Console, Settings
 from subagents.console.feed import StoreFeed
 from subagents.console.guard import Guard, served_hosts
+from subagents.console.limits import HEAD_BYTES, Limits
+from subagents.console.protocol import protocol_for
 from subagents.console.store_file import StoreFile
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ def build(
     port: int,
     token: str,
     continuation: ContinueCommand | None,
+    limits: Limits,
 ) -> tuple[Console, ASGIApp]:
     """The console over ``store`` (read whole now) and the guarded application to serve."""
     feed = StoreFeed(store)
@@ -50,7 +53,9 @@ def build(
     settings = Settings(token=token, store=str(store.path), continuable=continuation is not None)
     local = not isinstance(getattr(store, "key", None), str)  # not a cluster's store
     store_file = StoreFile(Path(store.path)) if local else None
-    console = Console(feed, settings, continuation=continuation, store_file=store_file)
+    console = Console(
+        feed, settings, continuation=continuation, store_file=store_file, limits=limits
+    )
     return console, Guard(console.app, token=token, hosts=served_hosts(host, port), port=port)
 
 
@@ -59,10 +64,13 @@ def url_of(host: str, port: int, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def _server(app: ASGIApp) -> uvicorn.Server:
+def _server(app: ASGIApp, limits: Limits) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
+        http=protocol_for(limits),  # h11's, with deadlines (console/limits.py)
+        h11_max_incomplete_event_size=HEAD_BYTES,
         log_config=None,
+        log_level="error",  # not a line on the terminal for each bad request a stranger sends
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=2,
@@ -79,6 +87,7 @@ def serve(
     agents: Sequence[Path],
     offline: bool,
     exposed: bool,
+    limits: Limits,
 ) -> int:
     """Serve the console on ``sock`` until Ctrl-C (the way it is meant to end: 0) or
     SIGTERM; prints its URL on stdout."""
@@ -86,7 +95,9 @@ def serve(
     on_cluster = isinstance(getattr(store, "key", None), str)
     continuation = None if on_cluster else ContinueCommand.of(store.path, agents, offline=offline)
     started = time.monotonic()
-    console, app = build(store, host=host, port=port, token=token, continuation=continuation)
+    console, app = build(
+        store, host=host, port=port, token=token, continuation=continuation, limits=limits
+    )
     say(
         f"{store.path}: {len(console.index)} runs read in {time.monotonic() - started:.2f}s;"
         " Ctrl-C stops serving (the runs go on)"
@@ -100,16 +111,18 @@ def serve(
     console.on_ready = lambda: print(url_of(host, port, token), flush=True)
     console.on_gone = say
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
-        _server(app).run(sockets=[sock])
+        _server(app, limits).run(sockets=[sock])
     say("stopped serving")
     return 0
 
 
 @contextlib.contextmanager
-def serving_in_thread(app: ASGIApp, sock: socket.socket) -> Iterator[uvicorn.Server]:
+def serving_in_thread(
+    app: ASGIApp, sock: socket.socket, limits: Limits | None = None
+) -> Iterator[uvicorn.Server]:
     """Serve ``app`` on ``sock`` from a thread of this process for the block (a program
     embedding the console; benchmarks/console.py)."""
-    server = _server(app)
+    server = _server(app, limits or Limits())
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="console", daemon=True
     )

@@ -175,6 +175,11 @@ class SendMail(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     reply_to: str | None = None
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    mail_id: str | None = None
+    """The id its sender's record of it used (``actors/mail_desk.py``: a record whose answer
+    was not seen, which may have been written all the same): the supervisor keeps the mail
+    under it, so a record made twice is kept once (``RunStore.save_mails``). None: the
+    supervisor names the mail."""
 
 
 class MailAck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -311,7 +316,8 @@ class Park(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """Supervisor -> agent: a queued run needs your slot; give it back if you are waiting.
 
     The agent handles it between two messages, so it is never working then: it answers
-    ``Parked`` and from then on holds back whatever it receives until ``Unpark``."""
+    ``Parked`` and from then on holds back what it receives until ``Unpark`` (but what its
+    behaviour would only record: ``only_records``)."""
 
 
 class Parked(msgspec.Struct, frozen=True, kw_only=True, tag=True):

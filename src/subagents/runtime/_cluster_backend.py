@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.definitions.spec import AgentSpec
+from subagents.messages import Mail
 from subagents.store.base import RunStore
 from subagents.telemetry import FinishedCall
 
@@ -68,10 +70,14 @@ class ClusterBackend(Protocol):
         registry: Any,
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
+        mail: NodeMail | None = None,
+        record_mail: Callable[[Sequence[Mail]], None] | None = None,
     ) -> NodeHosts:
         """One node host per node, set up with what runs need; ``registry`` and
         ``definitions``: reloaded definitions are pushed to the nodes; ``on_call``: where
-        the spans of the nodes' calls go."""
+        the spans of the nodes' calls go; ``mail``: mail between a node's runs goes straight
+        there (None: by the supervisor), its senders' records written by ``record_mail``
+        when they record it; ``env.remembered`` answers the nodes' runs too."""
         ...
 
 

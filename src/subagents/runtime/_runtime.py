@@ -230,7 +230,7 @@ class Runtime:
         )
         behaviour_for = behaviours(self._functions, self.env)
         if address is not None:  # the runs' agents live in the cluster's node hosts
-            hosting.start_cluster(backend, self.owner, self._functions, self.env, behaviours)
+            hosting.start_cluster(backend, self.owner, self._functions, self.env, self.store)
         self._supervisor = hosting.start_supervisor(
             self.core, self.store, behaviour_for, self._roots.told, self._events.publish
         )

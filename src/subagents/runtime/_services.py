@@ -15,7 +15,7 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ from subagents.actors.effector import Effector
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
+from subagents.actors.remote import NodeMail
 from subagents.actors.supervisor_client import SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -34,8 +35,8 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import ChildDone, Event, LeaseLost, PollCommands, SpawnReply, Sweep
-from subagents.runtime._cluster_backend import BehavioursFor, ClusterBackend, NodeHosts
+from subagents.messages import ChildDone, Event, LeaseLost, Mail, PollCommands, SpawnReply, Sweep
+from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
@@ -213,7 +214,7 @@ class Services:
         (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
         extra: dict[str, Any] = {}
         self.fenced = fenced = FencedStore(store)
-        if self.cluster is not None:  # mail between runs goes by the supervisor there
+        if self.cluster is not None:  # runs on nodes: their mail is the node hosts' concern
             extra["effector"] = self.cluster.effector
         elif (recording := store.mail_recording()) is not MailRecording.NONE:
             runs = core.runs  # runs take their mail straight to each other (actors/mail_desk.py)
@@ -245,23 +246,39 @@ class Services:
         owner: str,
         functions: Mapping[str, Callable[..., Any]],
         env: AgentEnv,
-        behaviours_for: BehavioursFor,
+        store: RunStore,
     ) -> NodeHosts:
         """One node host per node of the cluster this process joined (``backend``), each
         set up with what runs need (the function agents, the agent environment, the
         definitions as they are now, then as each reload of the registry makes them, and
-        ``behaviours_for`` to run them with): the runs will live there."""
+        the runtime's ``behaviours`` to run them with): the runs will live there. Mail
+        between two runs of one node goes straight there unless ``store`` keeps mail only
+        through the supervisor (``RunStore.mail_recording``: NONE); where senders record
+        it, the nodes' senders have the driver write it (the supervisor's fenced store)."""
+        from subagents.runtime._assembly import behaviours  # it does not import this one
+
         catalog = self.catalog
+        limits = env.spawn_rules.limits
+        recording = store.mail_recording()
+        senders = recording is MailRecording.SENDER
         self.cluster = backend.node_hosts(
             owner,
             functions,
             env,
-            behaviours_for,
+            behaviours,
             registry=self.registry,
             definitions=catalog.list if catalog is not None else None,
             on_call=self.telemetry.record_call if self.telemetry is not None else None,
+            mail=None if recording is MailRecording.NONE else NodeMail(limits, senders),
+            record_mail=self._record_mail if senders else None,
         )
         return self.cluster
+
+    def _record_mail(self, mails: Sequence[Mail]) -> None:
+        """A node's sender's mails, written through the fence (``start_supervisor`` made it:
+        no run sends before)."""
+        assert self.fenced is not None
+        self.fenced.save_mails(mails)
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes

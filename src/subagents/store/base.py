@@ -168,7 +168,9 @@ class RunStore(Protocol):
     # ---- mail ----------------------------------------------------------------------------
 
     def save_mail(self, mail: Mail) -> None:
-        """Keep ``mail`` (inserted, or replacing the one kept under its ``mail_id``)."""
+        """Keep ``mail``; a mail already kept under its ``mail_id`` is left as it is (its
+        state included): a record made twice is kept once (a node's sender's record whose
+        answer was lost, then the supervisor's of the same mail: ``SendMail.mail_id``)."""
         ...
 
     def save_mails(self, mails: Sequence[Mail]) -> None:

@@ -42,6 +42,7 @@ class MemoryStore(RunStore):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._batch = cast(AbstractContextManager[None], self._lock)  # (typed once, not per batch)
         self._runs: dict[str, RunRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._stream: list[Event] = []  # every run's events in the order appended: seq - 1
@@ -64,7 +65,7 @@ class MemoryStore(RunStore):
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
-        return cast(AbstractContextManager[None], self._lock)
+        return self._batch
 
     def mail_recording(self) -> MailRecording:
         """The supervisor, after: nothing outlives the process anyway, and a sender's write
@@ -101,7 +102,11 @@ class MemoryStore(RunStore):
 
     def append_event(self, event: Event) -> None:
         with self._lock:
-            self._events.setdefault(event.run_id, []).append(event)
+            kept = self._events.get(event.run_id)
+            if kept is None:  # (setdefault would make a list for every event)
+                self._events[event.run_id] = [event]
+            else:
+                kept.append(event)
             self._stream.append(event)
 
     def events(self, run_id: str) -> list[Event]:
@@ -146,22 +151,19 @@ class MemoryStore(RunStore):
             return self._checkpoints.get(run_id)
 
     def save_mail(self, mail: Mail) -> None:
-        with self._lock:
-            if mail.mail_id not in self._mail:
-                for run_id in {mail.sender, mail.recipient}:
-                    self._mail_of_run.setdefault(run_id, []).append(mail.mail_id)
-            self._mail[mail.mail_id] = mail
+        self.save_mails((mail,))
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         of_run, kept = self._mail_of_run, self._mail
         with self._lock:
             for mail in mails:
                 mail_id = mail.mail_id
-                if mail_id not in kept:
-                    sender, recipient = mail.sender, mail.recipient
-                    of_run.setdefault(sender, []).append(mail_id)
-                    if recipient != sender:
-                        of_run.setdefault(recipient, []).append(mail_id)
+                if mail_id in kept:  # kept once (``RunStore.save_mail``)
+                    continue
+                sender, recipient = mail.sender, mail.recipient
+                of_run.setdefault(sender, []).append(mail_id)
+                if recipient != sender:
+                    of_run.setdefault(recipient, []).append(mail_id)
                 kept[mail_id] = mail
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:

@@ -25,9 +25,8 @@ _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 
 _SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
     VALUES (%s, %s, %s, %s, %s, %s)
-    ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
-        recipient = excluded.recipient, state = excluded.state,
-        sent_at = excluded.sent_at, mail = excluded.mail"""
+    ON CONFLICT (mail_id) DO NOTHING"""
+"""A mail id is kept once: a second record of it is nothing (``RunStore.save_mail``)."""
 
 
 def _mail_row(mail: Mail) -> tuple[Any, ...]:

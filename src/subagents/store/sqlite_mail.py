@@ -23,9 +23,8 @@ _mail_decoder = msgspec.json.Decoder(Mail)
 
 _SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
     VALUES (?, ?, ?, ?, ?, ?)
-    ON CONFLICT (mail_id) DO UPDATE SET sender = excluded.sender,
-        recipient = excluded.recipient, state = excluded.state,
-        sent_at = excluded.sent_at, mail = excluded.mail"""
+    ON CONFLICT (mail_id) DO NOTHING"""
+"""A mail id is kept once: a second record of it is nothing (``RunStore.save_mail``)."""
 
 _SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
 """A mail's new state in its column and its document, without reading it (JSON1)."""

@@ -246,12 +246,16 @@ def write_all(store: RunStore, writes: Sequence[Write]) -> None:
     Inside the batch they go where the store says its writes may go once a batch is open
     (``writes_go_to``: a ``FencedStore``'s inner store, its fence checked as the batch
     opened), not through a batch of their own each. A run saved more than once among them
-    is saved once, at the place of its last save (``superseded``): a decision that admits
-    and starts a run records the started record, as the two saves in a row left it."""
+    is saved once, at the place of its last save (``superseded``): a decision that changes a
+    run twice records it as the two saves in a row left it."""
     with store.batch():
         target = getattr(store, "writes_go_to", store)
         apply = _APPLY
         skip = superseded(writes) if len(writes) > 1 else ()
+        if not skip:  # most batches (a run is saved once per decision)
+            for write in writes:
+                apply[type(write)](target, write)
+            return
         for i, write in enumerate(writes):
             if i not in skip:
                 apply[type(write)](target, write)
@@ -263,16 +267,14 @@ def superseded(writes: Sequence[Write]) -> set[int]:
     decides what the batch leaves in the store; except that a save with a live status also
     takes a run out of the archive (``SQLiteStore``), which a terminal save does not: a
     live save followed by a terminal one is kept."""
-    last: dict[str, int] = {}
+    saves = [(i, write.record) for i, write in enumerate(writes) if type(write) is SaveRun]
     skip: set[int] = set()
-    for i, write in enumerate(writes):
-        if type(write) is SaveRun:
-            record = write.record
-            earlier = last.get(record.run_id)
-            if earlier is not None:
-                before = writes[earlier]
-                assert type(before) is SaveRun
-                if before.record.status.terminal or not record.status.terminal:
-                    skip.add(earlier)
-            last[record.run_id] = i
+    if len(saves) < 2:  # most batches: a run saved once, nothing to look up
+        return skip
+    last: dict[str, tuple[int, RunRecord]] = {}
+    for i, record in saves:
+        earlier = last.get(record.run_id)
+        if earlier is not None and (earlier[1].status.terminal or not record.status.terminal):
+            skip.add(earlier[0])
+        last[record.run_id] = (i, record)
     return skip

@@ -79,6 +79,8 @@ class Admission:
         self.owner = owner
         self.runtime_mode = runtime_mode
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
+        self._root_ceiling = root_ceiling(runtime_mode, owner)
+        """Every root's ceiling, the same for each (made once, not per spawn)."""
 
     def spawn_all(self, reqs: Sequence[SpawnRequest]) -> tuple[list[SpawnReply], Decided]:
         """``spawn`` each of ``reqs`` in order (a run admitted earlier counts against the
@@ -163,12 +165,14 @@ class Admission:
         self.runs.add(state)
         self.runs.admitted(state)
         decided = Decided()
-        decided.writes.append(SaveRun(record))
+        if not starts_now:  # one started at once is saved by its start: the started record
+            decided.writes.append(SaveRun(record))
         if spec.topics:  # its definition's: from its admission (mail while it queues waits)
             decided.add(self.lifecycle.mail.topics.join(run_id, record.root_run_id, spec.topics))
         if seed is not None:  # durable with the record: a resume before a step has it
             decided.writes.append(SaveCheckpoint(seed))
-        narrowing = narrowed(spec, record.ceiling) if record.ceiling else None
+        # a root's ceiling is the runtime's own grant: it narrows nothing (``ceilings``)
+        narrowing = narrowed(spec, record.ceiling) if parent is not None else None
         data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
         if record.detached:
             data["detached"] = True
@@ -243,7 +247,7 @@ class Admission:
             or "keep",
             ceiling=child_ceiling(parent.record, parent.spec)
             if parent is not None
-            else root_ceiling(self.runtime_mode, self.owner),
+            else self._root_ceiling,
             continues=req.continues,
             approvals_in_store=parent.record.approvals_in_store
             if parent is not None

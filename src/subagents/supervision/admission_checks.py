@@ -160,9 +160,22 @@ CHECKS: tuple[Check, ...] = (
 )
 """Every check, in the order admission runs them: the first refusal is the answer."""
 
+ROOT_CHECKS: tuple[Check, ...] = (request_fields, known_agent, free_run_id)
+"""The checks that can refuse a root's request (no ``parent_run_id``), in ``CHECKS``'s order:
+the others read the requester (``live_requester``, ``spawn_rule``, ``depth_limit``,
+``runs_per_tree``) and pass a request without one. Most spawns are roots (``Runtime.run``,
+``spawn``): they skip four calls that cannot refuse them (``test_admission_checks``'s
+``test_root_checks_are_the_checks_that_can_refuse_a_root`` keeps the two lists agreeing)."""
+
 
 def refusal_of(p: Proposal, ledger: Ledger) -> Refusal | None:
     """The first check that refuses ``p``, or None: it may be admitted."""
+    if p.req.parent_run_id is None:
+        for check in ROOT_CHECKS:
+            refusal = check(p, ledger)
+            if refusal is not None:
+                return refusal
+        return None
     found = _first_refusal(p, ledger)
     return found[1] if found is not None else None
 

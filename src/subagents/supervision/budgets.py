@@ -28,11 +28,19 @@ class BudgetRefused(Exception):
     """A run has nothing left to hand down; the message says whose budget ran out."""
 
 
-class Budget(msgspec.Struct, frozen=True, kw_only=True):
-    """A limit in tokens and/or US dollars; ``None`` means unlimited."""
+class Budget(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A limit in tokens and/or US dollars; ``None`` means unlimited. Held for every live run:
+    out of the cyclic GC (``gc=False``: numbers only, never in a cycle)."""
 
     tokens: int | None = None
     cost_usd: float | None = None
+
+
+_UNLIMITED = Budget()
+"""The budget of most runs (none given, none above): one, shared (it is frozen)."""
+
+_NOTHING_SPENT = Usage()
+"""What a run just granted has spent: one, shared (``charge`` replaces it, never changes it)."""
 
 
 def tightest_tokens(*given: int | None) -> int | None:
@@ -108,9 +116,13 @@ class BudgetBook:
                 if left.cost_usd <= 0:
                     raise BudgetRefused(f"budget: {who} has no cost budget (USD) left to give")
                 want_cost = left.cost_usd if want_cost is None else min(want_cost, left.cost_usd)
-        budget = Budget(tokens=want_tokens, cost_usd=want_cost)
+        if want_tokens is None and want_cost is None:
+            budget = _UNLIMITED
+        else:
+            budget = Budget(tokens=want_tokens, cost_usd=want_cost)
         self._budget[run_id] = budget
-        self._spent.setdefault(run_id, Usage())
+        if run_id not in self._spent:
+            self._spent[run_id] = _NOTHING_SPENT
         self._parent[run_id] = parent_run_id
         return budget
 

@@ -81,6 +81,8 @@ def describe(ceiling: tuple[PermissionGrant, ...]) -> str | None:
     when they restrict nothing."""
     parts: list[str] = []
     ceiling = requesters(ceiling)
+    if not ceiling:  # a root's (the runtime's grant alone): nothing to read
+        return None
     strict = strictest_mode(ceiling)
     if strict is not None:
         parts.append(f"mode at most {strict.mode} ({strict.agent} {strict.run_id})")

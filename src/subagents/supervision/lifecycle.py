@@ -142,7 +142,6 @@ class Lifecycle:
         if state.record.steps > 0:
             state.checkpoint = state.saved
         recovered = self._recovered(state, mails, journal, tree)
-        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
         decided.effects.append(
             StartRun(
                 record=state.record,
@@ -155,6 +154,8 @@ class Lifecycle:
                 standing=self.runs.standing(state),
             )
         )
+        # armed after the start (its thread wakes meanwhile): nothing is decided in between
+        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
         resumed = state.record.steps > 0
         self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
         return decided
@@ -241,21 +242,24 @@ class Lifecycle:
             return decided
         status = next_status(record.run_id, record.status, end.move)  # before any change
         self.runs.ended(state)
-        self._ending.add(record.run_id)
-        try:
-            if self.runs.tree.has_children(record.run_id):
+        if self.runs.tree.has_children(record.run_id):
+            self._ending.add(record.run_id)
+            try:
                 below = end.below or f"its parent {record.agent} ended ({status})"
                 decided.add(self.cancel_below(state, below))
-        finally:
-            self._ending.discard(record.run_id)
+            finally:
+                self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
         decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
-        decided.writes += [SaveOutcome(outcome), *drop_preview(state)]
+        decided.writes.append(SaveOutcome(outcome))
+        if state.preview is not None:  # (most runs end between steps)
+            decided.writes += drop_preview(state)
         self.slots.release(record.run_id)
-        decided.effects.append(DisarmDeadline(record.run_id))
         kind, data = end_event(record, status, end)
         decided.event(kind, state.record, self.now(), data)
         decided.add(self.deliver(state, outcome))
+        # disarmed after (its requester wakes first): a Timeout meanwhile finds it ended
+        decided.effects.append(DisarmDeadline(record.run_id))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
             decided.add(self.mail.dead_letters(state, end.unread))
         if state.run_id in self.mail.topics:

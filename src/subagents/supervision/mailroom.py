@@ -11,7 +11,9 @@ What it decides:
 - receipts: read mail leaves the run's inbox; whatever a run had not read when it ended is a
   dead letter, and each live sender hears of it once.
 
-Every mail sent through it is written (``SaveMails``) before anything acknowledges it; the
+Every mail sent through it is written (``SaveMails``) before anything acknowledges it (a mail
+its sender's record may have written already, whose answer the sender did not see, comes
+named by that record: ``SendMail.mail_id``; the store keeps a mail id once); the
 deliveries, events and acknowledgements of one message are grouped per recipient, per
 (sender, recipient) and per sender (``supervision.mailing``). Mail a run took straight to its
 recipient (``supervision.mail_routes``, ``actors/mail_desk.py``) it hears of after
@@ -84,6 +86,7 @@ class MailRoom:
         dests: dict[str, Destination] = {}
         checked: tuple[str, int] | None = None
         sender_state: RunState | None = None
+        recorded_as: list[Mail] = []  # named by a sender's record (delivered), here not
         for msg in msgs:
             sender = msg.sender
             if sender == EXTERNAL_SENDER:
@@ -119,7 +122,7 @@ class MailRoom:
                 )
                 continue
             mail = Mail(
-                mail_id=post.new_id(),
+                mail_id=msg.mail_id or post.new_id(),
                 sender=sender,
                 recipient=recipient,
                 content=msg.content,
@@ -130,7 +133,10 @@ class MailRoom:
                 request_id=msg.request_id,
             )
             acks.append(self._add(post, mail, msg.request_id, sender_state, record, target, out))
+            if msg.mail_id is not None and mail_state is not MailState.DELIVERED:
+                recorded_as.append(mail)
         self._record(post, out)
+        out.writes.extend(SetMailsState((m.mail_id,), m.state) for m in recorded_as)
         out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
         return acks, out
 

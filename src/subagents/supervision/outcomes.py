@@ -57,7 +57,11 @@ def end_event(record: RunRecord, status: RunStatus, end: End) -> tuple[EventKind
         "tool_calls": record.tool_calls,
         "usage": usage_data(record.usage),
     }
-    return EventKind(status.value), data
+    return _END_KINDS[status], data
+
+
+_END_KINDS = {status: EventKind(status.value) for status in RunStatus if status.terminal}
+"""The end event of each terminal status (the status's name), looked up, not made per end."""
 
 
 def usage_data(usage: Usage) -> dict[str, Any]:

@@ -5,9 +5,11 @@ children, for mail) so that resuming costs nothing. When a queued run needs a sl
 waiting runs hold, nothing would ever move; so the supervisor asks such a holder to *park*
 (``Park``): its agent, between two messages and so never mid-work, gives the slot back
 (``Parked``) and holds back what it receives meanwhile, asking for a slot again
-(``SlotWanted``) as soon as something arrives; it is let go on (``Unpark``) when it has one,
-ahead of new admissions. ``slots.SlotPool`` holds the counts and picks whom to park; this
-part keeps each run's parking state and turns the pool's answers into effects.
+(``SlotWanted``) as soon as something arrives that would make it work (what it would only
+record, as one child's end of a gather still waiting, it takes without one); it is let go on
+(``Unpark``) when it has one, ahead of new admissions. ``slots.SlotPool`` holds the counts
+and picks whom to park; this part keeps each run's parking state and turns the pool's answers
+into effects.
 
 A run's ``park`` state: None (it holds its slot, or is queued), "asked" (told to park, not yet
 confirmed: its slot is spoken for), "parked" (gave its slot back) or "wanting" (parked, and
@@ -30,6 +32,16 @@ from subagents.supervision.slots import SlotKey, SlotPool
 
 log = get_logger("subagents.supervisor")
 
+BRIEF_SLEEP_S = 1.0
+"""A function agent awaiting a sleep of at most this long, and nothing else, is not waiting:
+it keeps its slot, as a run blocked in a model call does, and is never asked to park for it.
+Why: such a run resumes on its own within that time, so it can hold up no queued run for
+longer (no deadlock), while lending the slot would cost a park and an unpark round trip (four
+messages, two events) for a moment of someone else's work, and the runs working at once
+would exceed the limit as soon as the sleepers woke (a fan-out of 1,000 children sleeping
+50 ms each, 100 at a time: ~900 parks, up to ~400 at once, measured). A longer sleep, or a
+sleep awaited with anything else (``gather``, ``wait_any``), is waiting as before."""
+
 
 class Parking:
     """Asks waiting runs to park when queued runs need their slots; lets them go on."""
@@ -48,14 +60,21 @@ class Parking:
         self.slots = slots
         self.policies = policies
         self.limits = limits
+        self._root_keys: dict[str, tuple[AgentSpec, SlotKey]] = {}
+        """The slot key of each agent's root runs, with the definition it was made from."""
 
     def slot_key(self, spec: AgentSpec, parent: RunState | None) -> SlotKey:
         """The scopes a run of ``spec`` counts in: global, its agent, its tier, and its
         parent's children (the parent's ``maxChildren`` up to the cap, else
         ``max_children``)."""
         limits = self.limits
-        if parent is None:
-            return SlotKey(agent=spec.name, tier=spec.tier, agent_limit=limits.per_agent)
+        if parent is None:  # the same for every root of ``spec``: made once (frozen)
+            known = self._root_keys.get(spec.name)
+            if known is not None and known[0] is spec:
+                return known[1]
+            key = SlotKey(agent=spec.name, tier=spec.tier, agent_limit=limits.per_agent)
+            self._root_keys[spec.name] = (spec, key)  # (by name: as many as agents defined)
+            return key
         return SlotKey(
             agent=spec.name,
             tier=spec.tier,

@@ -109,13 +109,14 @@ class PolicyBook:
             on_failure = policy.on_failure
             if req.on_failure is not None:
                 on_failure = on_failure_value("on_failure", req.on_failure)
-            share = shared_keys_value("share", list(req.share))
+            # (most requests share nothing: the checks of what they would share are skipped)
+            share = shared_keys_value("share", list(req.share)) if req.share else ()
             if parent is not None:
                 shared = shared_for_child(
                     parent.record.shared, (*policy.shared_keys, *share), parent_label=label
                 )
             else:
-                shared = _json_dict(req.shared or {})
+                shared = _json_dict(req.shared) if req.shared else {}
         except (PolicyError, HandDownError) as exc:
             raise PolicyRefused(str(exc)) from None
         try:

@@ -47,9 +47,10 @@ class ResumeReads:
     its timeout); None: its timeout runs from the start."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RunState:
-    """What the supervisor knows of a live (or just finished) run."""
+    """What the supervisor knows of a live (or just finished) run. (Slotted: no ``__dict__``,
+    one object less per live run for the cyclic GC to walk.)"""
 
     record: RunRecord
     spec: AgentSpec
@@ -80,6 +81,12 @@ class RunState:
     """What a resume that waits for a slot will be handed when it starts: read by the
     actor when it was due (a restore's snapshot, a restart's or a move's mail and journal).
     Set only while the run has no agent (its start is still to come)."""
+    run_id: str = field(init=False)
+    """Its record's ``run_id``, which never changes: kept as a field (a property read it
+    through the record ~10 times per decision on the hottest paths)."""
+
+    def __post_init__(self) -> None:
+        self.run_id = self.record.run_id
 
     def add_to_checkpoint(self, delta: CheckpointDelta) -> AddToCheckpoint | None:
         """One tool call's change to the run's checkpoint: applied here; the write of it as
@@ -93,10 +100,6 @@ class RunState:
             return None
         self.checkpoint = self.saved = changed
         return AddToCheckpoint(delta)
-
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
 
 
 class RunTable:
@@ -261,9 +264,14 @@ class RunTable:
         forgotten: list[str] = []
         while self.ended_roots:
             root = self.ended_roots.pop()
-            ids = self.tree.subtree(root)
-            if any(self.live(r) is not None for r in ids):
-                continue
+            if not self.tree.has_children(root):  # most trees: one run
+                if root in self._live:
+                    continue
+                ids = [root]
+            else:
+                ids = self.tree.subtree(root)
+                if any(r in self._live for r in ids):
+                    continue
             self._admitted.pop(root, None)
             self.tree.forget(ids)
             for r in ids:

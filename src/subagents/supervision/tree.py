@@ -19,7 +19,7 @@ class RunTree:
 
     def add(self, run_id: str, parent_run_id: str | None) -> None:
         self._parent[run_id] = parent_run_id
-        self._children.setdefault(run_id, [])
+        # (a run's list of children is made with its first child: most runs have none)
         if parent_run_id is None:
             self._root[run_id] = run_id
             self._depth[run_id] = 0

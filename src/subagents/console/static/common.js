@@ -79,5 +79,18 @@ const Console = (() => {
     box.dataset.state = state;
   }
 
-  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, showError, connection };
+  // A stream's error: the browser tries again by itself, unless the server refused the
+  // stream (503: more pages open than `serve --max-streams`, or the store is gone), after
+  // which it never does: then say so, not "reconnecting…" for ever.
+  function streamError(stream) {
+    if (stream.readyState === EventSource.CLOSED) {
+      connection("stopped");
+      document.getElementById("connection").textContent =
+        "not following changes (the console refused: reload the page to try again)";
+    } else {
+      connection("reconnecting…");
+    }
+  }
+
+  return { el, getJSON, post, sessionInfo, elapsed, tokens, cost, time, statusBadge, showError, connection, streamError };
 })();

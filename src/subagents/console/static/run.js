@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, post, elapsed, tokens, cost, time, statusBadge, showError, connection } = Console;
+  const { el, getJSON, post, elapsed, tokens, cost, time, statusBadge, showError, connection, streamError } = Console;
   const runId = decodeURIComponent(location.pathname.split("/").pop());
   const notice = document.getElementById("action-result");
   let pending = false;
@@ -164,5 +164,5 @@
   stream.addEventListener("run", load);
   stream.addEventListener("reload", load);
   stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
-  stream.onerror = () => connection("reconnecting…");
+  stream.onerror = (event) => streamError(event.target);
 })();

@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { el, getJSON, elapsed, tokens, cost, statusBadge, showError, connection } = Console;
+  const { el, getJSON, elapsed, tokens, cost, statusBadge, showError, connection, streamError } = Console;
   const table = document.getElementById("tree");
   const form = document.getElementById("filters");
   const more = document.getElementById("more");
@@ -216,7 +216,7 @@
     stream.addEventListener("rows", changed);
     stream.addEventListener("reload", reload);
     stream.addEventListener("approvals", () => document.dispatchEvent(new Event("console:approvals")));
-    stream.onerror = () => connection("reconnecting…");
+    stream.onerror = (event) => streamError(event.target);
   }
 
   form.addEventListener("submit", (event) => {
