@@ -16,7 +16,7 @@ script): measured in one process, the side measured second reuses the memory the
   and one store commit per batch), or with one ``Runtime.spawn`` each (``--spawn one``: the
   per-run path, reported by ``run_all.py`` beside it); CPU seconds of the process and the
   cyclic GC's full (gen-2) passes during the start are reported with it. ``--gc-freeze``
-  calls ``gc.freeze()`` after each batch as well (from 10,000 live runs the runtime paces
+  calls ``gc.freeze()`` after each batch as well (from 1,000 live runs the runtime paces
   the GC itself, freezing what survives each full pass: ``actors/gc_pacing.py``,
   docs/runtime.md; the full passes counted then are mostly short ones over what is new);
 - close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), and its

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from subagents.behaviour.function import AgentContext, FunctionAgent
-from subagents.messages import EventKind, RunStatus
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AdmissionError, RunHandle, Runtime, RuntimeClosed
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
@@ -129,4 +129,47 @@ def test_closing_ends_every_live_run_once_cancelled(tmp_path: Path, store_kind: 
             assert record.outcome is not None and record.outcome.error == "runtime closed"
             ends = [e.kind for e in reopened.events(handle.run_id) if e.kind in TERMINAL]
             assert ends == [EventKind.CANCELLED]
+        reopened.close()
+
+
+def test_a_close_that_outlasts_its_timeout_still_records_every_run_cancelled(
+    tmp_path: Path,
+) -> None:
+    """The supervisor is held up (here: by a subscriber) past the close's timeout, as a
+    loaded machine or a long inbox holds it up (10,000 runs in SQLite once overran the
+    default 10 s): the close waits for the runs' ends instead of closing the store under
+    the supervisor's writes, so no run is left unfinished in the store (a later runtime
+    would take it up as an orphan and start it again)."""
+    n = 20
+    rt = Runtime(
+        [FunctionAgent.create("idle", idle)], store=tmp_path / "runs.db", limits=Limits(per_agent=n)
+    )
+    seen, blocked, gate = [0], threading.Event(), threading.Event()
+
+    def hold_the_last(event: Event) -> None:
+        if event.kind == EventKind.WAITING:
+            seen[0] += 1
+            if seen[0] == n:  # on the supervisor's thread: everything after it waits
+                blocked.set()
+                gate.wait(WAIT)
+
+    rt.subscribe(hold_the_last)
+    handles = rt.spawn_many([("idle", str(i)) for i in range(n)])
+    assert blocked.wait(WAIT)
+    closer = threading.Thread(target=rt.close, kwargs={"timeout": 0.05})
+    closer.start()
+    closer.join(3.0)  # without the wait for the runs' ends, the close is over by now
+    gate.set()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    reopened = SQLiteStore(tmp_path / "runs.db")
+    try:
+        statuses: Counter[RunStatus] = Counter()
+        for handle in handles:
+            assert isinstance(handle, RunHandle)
+            record = reopened.get_run(handle.run_id)
+            assert record is not None
+            statuses[record.status] += 1
+        assert statuses == Counter({RunStatus.CANCELLED: n})
+    finally:
         reopened.close()

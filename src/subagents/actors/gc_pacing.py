@@ -22,7 +22,7 @@ and its dead cycles freed by the next full pass) when:
 - the live runs fall below half the threshold, or a dispatcher closes and leaves fewer than
   the threshold (the process goes back to CPython's own pacing).
 
-Below the threshold nothing changes, so a program with a few thousand runs never sees it; a
+Below the threshold nothing changes, so a program with a few hundred runs never sees it; a
 program that manages the GC itself can set ``PACING.threshold`` to ``None`` (off).
 """
 
@@ -33,8 +33,11 @@ import threading
 import weakref
 from typing import Any, Protocol
 
-THRESHOLD = 10_000
-"""Live runs in the process from which the full passes' survivors are frozen."""
+THRESHOLD = 1_000
+"""Live runs in the process from which the full passes' survivors are frozen. From 10,000
+(what it was first) the full passes made on the way there walked the whole heap, each
+longer than the last: a quarter to a third of the CPU of starting 10,000 waiting runs
+(benchmarks/scale.py, ``start_gc_full``); from 1,000 they are a few short ones."""
 
 REFRESH = 64
 """Full passes after which what is frozen goes back to the collector anyway."""

@@ -35,8 +35,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-import pykka
-
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
@@ -44,6 +42,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
+from subagents.actors.spawn_group import answer_together, groupable
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
@@ -195,13 +194,19 @@ class SupervisorActor(FastInboxActor):
         return None
 
     def _answer(self, message: Any) -> Any:
-        """An ask: the open group is committed first; errors go to the sender."""
+        """An ask: the open group is committed first; errors go to the sender. A root
+        spawn's, with the root spawn asks queued behind it (``actors.spawn_group``)."""
         self._commit_group()
         if self.store_failure is not None and not self._recover():
             return self.outage.refuse_ask(message)
+        if groupable(message):
+            return answer_together(self, message, self._asked)
+        return self._asked(message)
+
+    def _asked(self, message: Any) -> Any:
         try:
             return self._handle(message, asked=True)
-        except StoreError as exc:
+        except StoreError as exc:  # halted before anything else is handled
             self._halt(exc)
             raise
 
@@ -526,52 +531,3 @@ class SupervisorActor(FastInboxActor):
             self._held.extend(effects)
             return
         self.effector.apply(effects)
-
-
-class ActorGone(RuntimeError):
-    """The supervisor actor has stopped."""
-
-
-class SupervisorClient:
-    """The supervisor actor behind plain methods and the project's own errors.
-
-    What the Runtime holds instead of a pykka reference, so that nothing above ``actors/``
-    depends on pykka types: another actor backend would provide the same client.
-    """
-
-    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
-        self._ref = ref
-
-    @classmethod
-    def start(cls, **kwargs: Any) -> SupervisorClient:
-        """Start a SupervisorActor (``SupervisorActor.__init__``'s arguments)."""
-        return cls(SupervisorActor.start(**kwargs))
-
-    def ask(self, message: Any, timeout: float = 30.0) -> Any:
-        """Send ``message`` in an ``Ask`` and wait for the answer (``ActorGone``,
-        ``TimeoutError``, or the error raised handling it)."""
-        try:
-            return self._ref.ask(Ask(message), timeout=timeout)
-        except pykka.ActorDeadError:
-            raise ActorGone("the supervisor has stopped") from None
-        except pykka.Timeout:
-            raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
-
-    def tell(self, message: Any) -> bool:
-        """Send ``message`` without waiting; False when the supervisor has stopped."""
-        try:
-            self._ref.tell(message)
-        except pykka.ActorDeadError:
-            return False
-        return True
-
-    def close(self, timeout: float) -> None:
-        """Cancel every run (their agents are told to stop), then stop the supervisor, within
-        ``timeout``. The agents' threads are the pool's to join."""
-        deadline = time.monotonic() + timeout
-        try:
-            self.ask(StopAll(), timeout=timeout)
-        except Exception:
-            log.exception("stopping runs failed")
-        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self._ref.stop(block=True, timeout=max(0.1, deadline - time.monotonic()))

@@ -25,7 +25,7 @@ from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
 from subagents.actors.remote import NodeMail
-from subagents.actors.supervisor import SupervisorClient
+from subagents.actors.supervisor_client import SupervisorClient
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentEnv, close_tool_services

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, get_args
 
-from subagents.actors.supervisor import ActorGone
+from subagents.actors.supervisor_client import ActorGone
 from subagents.logs import get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
