@@ -45,6 +45,7 @@ from subagents.actors.run_status import status_of
 from subagents.actors.spawn_group import answer_together, groupable
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
+from subagents.actors.told_answers import refusal_of
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -57,7 +58,6 @@ from subagents.messages import (
     Inspect,
     Journal,
     LeaseLost,
-    MailAck,
     MailPosted,
     MailRead,
     Parked,
@@ -74,7 +74,6 @@ from subagents.messages import (
     StatusOf,
     StepTaken,
     StopAll,
-    StopReply,
     StopRequest,
     StopRequested,
     Streamed,
@@ -263,21 +262,13 @@ class SupervisorActor(FastInboxActor):
         self._answer_told(message, reason)
 
     def _answer_told(self, message: Any, reason: str) -> None:
-        match message:
-            case SpawnRequest(parent_run_id=None, request_id=rid):
-                self.on_outside(SpawnReply(request_id=rid, error=reason))
-                return
-            case SpawnRequest(parent_run_id=str(run_id), request_id=rid):
-                reply: Any = SpawnReply(request_id=rid, error=reason)
-            case SendMail(sender=run_id, request_id=rid):
-                reply = MailAck(request_id=rid, error=reason)
-            case StopRequest(requester=str(run_id), request_id=rid):
-                reply = StopReply(request_id=rid, error=reason)
-            case StopRequested(requester=str(run_id), request_id=rid):
-                reply = StopReply(request_id=rid, error=reason)
-            case _:
-                return
-        self.effector.tell(run_id, reply)
+        refusal = refusal_of(message, reason)
+        if refusal is not None:
+            run_id, reply = refusal
+            if run_id is None:
+                self.on_outside(reply)
+            else:
+                self.effector.tell(run_id, reply)
 
     # ---- the store failed ------------------------------------------------------------------
 

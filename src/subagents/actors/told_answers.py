@@ -1,0 +1,35 @@
+"""The answer owed to whoever asked the supervisor for something by a tell, when it cannot
+act on it (its handling failed, or the store did): without one, a run would wait on its
+tool call until its deadline, and an outside caller on its spawn forever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagents.messages import (
+    MailAck,
+    SendMail,
+    SpawnReply,
+    SpawnRequest,
+    StopReply,
+    StopRequest,
+    StopRequested,
+)
+
+
+def refusal_of(message: Any, reason: str) -> tuple[str | None, Any] | None:
+    """``(run_id, reply)`` refusing ``message`` with ``reason``: ``run_id`` None for the
+    outside (a root's spawn); None when nobody waits on ``message``."""
+    match message:
+        case SpawnRequest(parent_run_id=None, request_id=rid):
+            return None, SpawnReply(request_id=rid, error=reason)
+        case SpawnRequest(parent_run_id=str(run_id), request_id=rid):
+            return run_id, SpawnReply(request_id=rid, error=reason)
+        case SendMail(sender=run_id, request_id=rid):
+            return run_id, MailAck(request_id=rid, error=reason)
+        case StopRequest(requester=str(run_id), request_id=rid):
+            return run_id, StopReply(request_id=rid, error=reason)
+        case StopRequested(requester=str(run_id), request_id=rid):
+            return run_id, StopReply(request_id=rid, error=reason)
+        case _:
+            return None
