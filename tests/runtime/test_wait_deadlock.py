@@ -301,3 +301,30 @@ def test_a_parked_parent_gathering_children_takes_their_ends_without_its_slot() 
     assert outcome.result == str(sum(range(30)))
     assert tally.parked == 1  # it lent its slot once, and took it back once, to return
     assert tally.peak["global"] <= 3
+
+
+def test_a_run_polling_with_brief_sleeps_for_its_queued_childs_mail_lends_its_slot() -> None:
+    """Brief sleeps in a loop are waiting once they add up to more than ``BRIEF_SLEEP_S``: a
+    root polling its mailbox every 50 ms for its background child's mail, on one slot, lets
+    the queued child run (before: each sleep was brief, the root never said it was waiting,
+    was never asked to park, and the child queued until the root timed out)."""
+
+    async def root(ctx: AgentContext) -> str:
+        ctx.spawn("child", "c", background=True)  # not awaited: the poll below is the wait
+        while not (got := ctx.mailbox()):
+            await ctx.sleep(0.05)
+        return got[0].content
+
+    async def child(ctx: AgentContext) -> str:
+        assert ctx.parent_run_id is not None
+        await ctx.send(ctx.parent_run_id, "ready")
+        return "sent"
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "go", wait=WAIT, timeout=20)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "ready"
+    assert tally.parked >= 1 and tally.peak["global"] == 1
