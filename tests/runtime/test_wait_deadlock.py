@@ -303,16 +303,20 @@ def test_a_parked_parent_gathering_children_takes_their_ends_without_its_slot() 
     assert tally.peak["global"] <= 3
 
 
-def test_a_run_polling_with_brief_sleeps_for_its_queued_childs_mail_lends_its_slot() -> None:
-    """Brief sleeps in a loop are waiting once they add up to more than ``BRIEF_SLEEP_S``: a
-    root polling its mailbox every 50 ms for its background child's mail, on one slot, lets
-    the queued child run (before: each sleep was brief, the root never said it was waiting,
-    was never asked to park, and the child queued until the root timed out)."""
+@pytest.mark.parametrize("every_s", [0.05, 0.0])
+def test_a_run_polling_with_brief_sleeps_for_its_queued_childs_mail_lends_its_slot(
+    every_s: float,
+) -> None:
+    """Brief sleeps in a loop are waiting once they add up to more than ``BRIEF_SLEEP_S``
+    (each counted at least ``BRIEF_SLEEP_FLOOR_S``): a root polling its mailbox every 50 ms,
+    or with ``sleep(0)``, for its background child's mail, on one slot, lets the queued
+    child run (before: each sleep was brief, the root never said it was waiting, was never
+    asked to park, and the child queued until the root timed out)."""
 
     async def root(ctx: AgentContext) -> str:
         ctx.spawn("child", "c", background=True)  # not awaited: the poll below is the wait
         while not (got := ctx.mailbox()):
-            await ctx.sleep(0.05)
+            await ctx.sleep(every_s)
         return got[0].content
 
     async def child(ctx: AgentContext) -> str:

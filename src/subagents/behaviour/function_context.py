@@ -32,6 +32,7 @@ from subagents.messages import (
     Subscribe,
     topic_problem,
 )
+from subagents.supervision.parking import BRIEF_SLEEP_FLOOR_S
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -442,8 +443,9 @@ class AgentContext:
         left = max(0.0, until - time.time())
         # awaited alone, it keeps the run's slot (parking.py), while the brief sleeps of the
         # run add up to no more than BRIEF_SLEEP_S: a loop of them (polling) is waiting
-        if left <= b.brief_sleep_left:
-            b.brief_sleep_left -= left
+        counted = max(left, BRIEF_SLEEP_FLOOR_S)
+        if counted <= b.brief_sleep_left:
+            b.brief_sleep_left -= counted
             b.brief_sleeps.add(key)
         b.port.wake_after(key, left)
         return pending

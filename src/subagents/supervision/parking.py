@@ -44,6 +44,10 @@ sleep awaited with anything else (``gather``, ``wait_any``), is waiting as befor
 a brief sleep once the run's brief sleeps add up to more than this (``ctx.sleep``): a loop
 of them, polling for a queued child's mail, would otherwise hold its slot for ever."""
 
+BRIEF_SLEEP_FLOOR_S = 0.01
+"""What each brief sleep counts against ``BRIEF_SLEEP_S`` at least: a loop of ``sleep(0)``
+(polling without pause) is waiting after 100 of them, as a loop of longer ones is after 1 s."""
+
 
 class Parking:
     """Asks waiting runs to park when queued runs need their slots; lets them go on."""
