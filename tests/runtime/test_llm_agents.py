@@ -470,3 +470,19 @@ def test_runs_of_one_definition_under_different_ceilings_are_offered_each_its_ow
     assert alone.ok and led.ok and again.ok, (alone, led, again)
     offered = [{t.name for t in r.tools} for r in model.requests if r.agent == "worker"]
     assert offered == [{"Read", "Grep"}, {"Read"}, {"Read", "Grep"}]
+
+
+def test_a_definition_replaced_under_its_name_is_offered_its_new_tools_at_once() -> None:
+    """The offers made once per definition (``offer.py``) are the definition object's: a
+    definition registered again under the same name (a hot reload's change) with other
+    ``tools`` is offered those from its next run, never the old ones kept for its name."""
+    model = ShownModel({})
+    with Runtime([spec("worker", tools=("Read", "Grep"))], model=model) as rt:
+        before = rt.run("worker", "x", wait=WAIT)
+        rt.registry.register(spec("worker", tools=("Read",), disallowed_tools=("Grep",)))
+        after = rt.run("worker", "y", wait=WAIT)
+        rt.registry.register(spec("worker", tools=("Read", "Grep")))  # and back, equal again
+        back = rt.run("worker", "z", wait=WAIT)
+    assert before.ok and after.ok and back.ok, (before, after, back)
+    offered = [{t.name for t in r.tools} for r in model.requests if r.agent == "worker"]
+    assert offered == [{"Read", "Grep"}, {"Read"}, {"Read", "Grep"}]

@@ -301,3 +301,78 @@ def test_a_parked_parent_gathering_children_takes_their_ends_without_its_slot() 
     assert outcome.result == str(sum(range(30)))
     assert tally.parked == 1  # it lent its slot once, and took it back once, to return
     assert tally.peak["global"] <= 3
+
+
+@pytest.mark.parametrize("every_s", [0.05, 0.0])
+def test_a_run_polling_with_brief_sleeps_for_its_queued_childs_mail_lends_its_slot(
+    every_s: float,
+) -> None:
+    """Brief sleeps in a loop are waiting once they add up to more than ``BRIEF_SLEEP_S``
+    (each counted at least ``BRIEF_SLEEP_FLOOR_S``): a root polling its mailbox every 50 ms,
+    or with ``sleep(0)``, for its background child's mail, on one slot, lets the queued
+    child run (before: each sleep was brief, the root never said it was waiting, was never
+    asked to park, and the child queued until the root timed out)."""
+
+    async def root(ctx: AgentContext) -> str:
+        ctx.spawn("child", "c", background=True)  # not awaited: the poll below is the wait
+        while not (got := ctx.mailbox()):
+            await ctx.sleep(every_s)
+        return got[0].content
+
+    async def child(ctx: AgentContext) -> str:
+        assert ctx.parent_run_id is not None
+        await ctx.send(ctx.parent_run_id, "ready")
+        return "sent"
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "go", wait=WAIT, timeout=20)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "ready"
+    assert tally.parked >= 1 and tally.peak["global"] == 1
+
+
+def test_a_run_timed_out_in_a_brief_sleep_gives_its_slot_to_the_queued_run() -> None:
+    """A run holding the one slot through a brief sleep (never parked for it) that times out
+    meanwhile ends timed out, and its slot goes to the run queued behind it."""
+
+    async def napper(ctx: AgentContext) -> str:
+        await ctx.sleep(BRIEF_SLEEP_S * 0.9)  # longer than its timeout, still brief
+        return "woke"
+
+    def quick(ctx: AgentContext) -> str:
+        return "quick done"
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("napper", napper), FunctionAgent.create("quick", quick)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        napping = rt.spawn("napper", "zz", timeout=BRIEF_SLEEP_S * 0.2)
+        queued = rt.spawn("quick", "go", timeout=WAIT)
+        assert napping.result(WAIT).status is RunStatus.TIMED_OUT
+        outcome = queued.result(WAIT)
+    assert outcome.status is RunStatus.COMPLETED and outcome.result == "quick done", outcome
+    assert tally.parked == 0 and tally.peak["global"] == 1
+
+
+def test_a_brief_sleep_gathered_with_a_child_is_waiting_and_lends_the_slot() -> None:
+    """A brief sleep awaited with a child (``gather``) is waiting: on one slot the parent
+    parks and its queued child runs."""
+
+    async def root(ctx: AgentContext) -> str:
+        out, _ = await ctx.gather(ctx.spawn("child", "c"), ctx.sleep(0.01))
+        return f"child said {out.result}"
+
+    def child(ctx: AgentContext) -> str:
+        return ctx.task
+
+    tally = SlotTally()
+    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "go", wait=WAIT, timeout=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert outcome.result == "child said c"
+    assert tally.parked == 1 and tally.peak["global"] == 1

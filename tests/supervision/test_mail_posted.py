@@ -150,3 +150,32 @@ def test_mail_named_by_a_record_to_a_run_that_ended_since_is_kept_as_a_dead_lett
     assert ack.dead_letter and ack.mail_id == mail_id
     assert told(effects, b, DeliverMail) == []
     assert [(m.mail_id, m.state) for m in h.store.mail_for(b)] == [(mail_id, MailState.DEAD)]
+
+
+def test_mail_named_by_a_record_from_a_sender_that_ended_since_is_never_left_delivered() -> None:
+    """The sender's record (its answer lost: a node's, timed out) may have been written; the
+    sender ended before the supervisor had the mail, so the supervisor refuses it and nobody
+    hands it to the recipient. Whichever came first, the record or the refusal, the store
+    keeps it as a dead letter, not as delivered and unread: a recipient restored from the
+    store would be handed a mail that was refused (and that the sender's next start sends
+    again). Before, the early record stayed DELIVERED, and a late one was kept as DELIVERED."""
+    h = Harness()
+    root = h.run("lead")
+    b = h.run("critic", root)
+    for late in (False, True):
+        a = h.run("worker", root)
+        mail_id = new_id("m")
+        record = Mail(
+            mail_id=mail_id, sender=a, recipient=b, content="hi", state=MailState.DELIVERED
+        )
+        if not late:
+            h.store.save_mails([record])
+        h.core.finished(RunFinished(run_id=a, result="done"))
+        ack, effects = h.core.send_mail(_named_send(a, b, mail_id))
+        assert ack.error is not None and "not running" in ack.error
+        assert told(effects, b, DeliverMail) == []
+        if late:
+            h.store.save_mails([record])
+        kept = [(m.mail_id, m.state) for m in h.store.mail_for(b) if m.mail_id == mail_id]
+        assert kept == [(mail_id, MailState.DEAD)], (late, kept)
+        assert mail_id not in h.unread(b)

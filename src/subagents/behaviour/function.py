@@ -67,6 +67,7 @@ from subagents.messages import (
     StopReply,
     Wake,
 )
+from subagents.supervision.parking import BRIEF_SLEEP_S
 from subagents.supervision.requests import encoding_problem, value_problem
 
 BAD_RESULT = "bad_result"
@@ -128,6 +129,10 @@ class FunctionBehaviour:
         self.brief_sleeps: set[str] = set()
         """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
         waiting (below)."""
+        self.brief_sleep_left = BRIEF_SLEEP_S
+        """How much more of this start's sleeping may be brief: the brief sleeps of a run
+        add up to at most ``BRIEF_SLEEP_S``, so a loop of short sleeps (polling for a queued
+        child's mail) is waiting, and lends its slot, once they have added up to more."""
         self.inbox: deque[Mail] = deque()
         self.awaiting: Pending | None = None
         # The supervisor hears "waiting" once, at the first await, and not again. A message

@@ -32,7 +32,7 @@ from subagents.messages import (
     Subscribe,
     topic_problem,
 )
-from subagents.supervision.parking import BRIEF_SLEEP_S
+from subagents.supervision.parking import BRIEF_SLEEP_FLOOR_S
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -77,6 +77,7 @@ class ContextHost(Protocol):
     sent: dict[str, Mail]
     sleepers: dict[str, Pending]
     brief_sleeps: set[str]
+    brief_sleep_left: float
 
     def call(
         self, kind: str, digest: int, *shown: Any
@@ -424,7 +425,7 @@ class AgentContext:
         """Awaiting returns after ``seconds`` (without holding a thread). After a crash, a
         sleep that had ended is not slept again; one that had not sleeps what is left. A
         sleep of at most ``BRIEF_SLEEP_S`` awaited alone keeps the run's slot (it is not
-        waiting: docs/supervision.md, parking)."""
+        waiting: docs/supervision.md, parking), until the run's brief sleeps add up to more."""
         seconds = max(0.0, _seconds("sleep", "seconds", seconds))
         b = self._b
         key, replayed = b.call("sleep", 0)
@@ -440,7 +441,11 @@ class AgentContext:
             until = float(made) if isinstance(made, int | float) else time.time()
         b.sleepers[key] = pending
         left = max(0.0, until - time.time())
-        if left <= BRIEF_SLEEP_S:  # awaited alone, it keeps the run's slot (parking.py)
+        # awaited alone, it keeps the run's slot (parking.py), while the brief sleeps of the
+        # run add up to no more than BRIEF_SLEEP_S: a loop of them (polling) is waiting
+        counted = max(left, BRIEF_SLEEP_FLOOR_S)
+        if counted <= b.brief_sleep_left:
+            b.brief_sleep_left -= counted
             b.brief_sleeps.add(key)
         b.port.wake_after(key, left)
         return pending

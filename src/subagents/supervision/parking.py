@@ -40,7 +40,13 @@ longer (no deadlock), while lending the slot would cost a park and an unpark rou
 messages, two events) for a moment of someone else's work, and the runs working at once
 would exceed the limit as soon as the sleepers woke (a fan-out of 1,000 children sleeping
 50 ms each, 100 at a time: ~900 parks, up to ~400 at once, measured). A longer sleep, or a
-sleep awaited with anything else (``gather``, ``wait_any``), is waiting as before."""
+sleep awaited with anything else (``gather``, ``wait_any``), is waiting as before; so is
+a brief sleep once the run's brief sleeps add up to more than this (``ctx.sleep``): a loop
+of them, polling for a queued child's mail, would otherwise hold its slot for ever."""
+
+BRIEF_SLEEP_FLOOR_S = 0.01
+"""What each brief sleep counts against ``BRIEF_SLEEP_S`` at least: a loop of ``sleep(0)``
+(polling without pause) is waiting after 100 of them, as a loop of longer ones is after 1 s."""
 
 
 class Parking:

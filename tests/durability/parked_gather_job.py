@@ -1,0 +1,64 @@
+"""A parent gathering children on one slot, killed (SIGKILL) and taken up again.
+
+On ``max_concurrency=1`` the parent lends its slot (parks) while its children run one at a
+time, and takes each child's end that leaves the gather waiting without its slot
+(``FunctionBehaviour.only_records``). Usage: parked_gather_job.py DB OUT. Starts the job, or
+takes it up when the store already holds it, prints ``ready`` and then one
+``<event> <agent>`` line per event, and writes the outcome to OUT as JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import msgspec
+
+from subagents import Limits, Runtime, SQLiteStore
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Event
+
+CHILDREN = 5
+
+
+async def parent(ctx: AgentContext) -> str:
+    outs = await ctx.gather(*(ctx.spawn("child", f"c{i}") for i in range(CHILDREN)))
+    return ",".join(str(o.result) for o in outs)
+
+
+def child(ctx: AgentContext) -> str:
+    return ctx.task.upper()
+
+
+_printing = threading.Lock()
+
+
+def say(line: str) -> None:
+    with _printing:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def main(db: str, out: str) -> int:
+    store = SQLiteStore(db)
+
+    def show(event: Event) -> None:
+        say(f"{event.kind} {event.agent}")
+
+    agents = {"parent": parent, "child": child}
+    with Runtime(agents, store=store, command_poll_s=0, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(show)
+        roots = [r for r in store.list_runs() if r.parent_run_id is None]
+        handle = rt.spawn("parent", "go") if not roots else rt.attach(roots[0].run_id)
+        say("ready")
+        outcome = handle.result(timeout=60)
+    store.close()
+    Path(out).write_bytes(
+        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
