@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import queue
 import sys
@@ -178,7 +179,9 @@ class Dispatcher:
 
     def _work(self, worker: _Worker) -> None:
         ready, clock, idle = self._ready, time.monotonic, self._idle
-        set_hook(lambda: self.blocking(worker), lambda: self.unblocked(worker))
+        set_hook(
+            functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
+        )
         try:
             while True:
                 idle.append(None)
@@ -466,8 +469,16 @@ class PooledActor(pykka.Actor):
         return self.on_receive(message)
 
     def _stop(self) -> None:
+        """pykka's ``Actor._stop`` without its ``ActorRegistry.unregister``: a pooled actor is
+        never registered (see the module doc), and the unregister searched the registry's
+        list under its lock, and it and ``_stop`` formatted a debug line each (logged or not) on
+        every stop."""
         self._uncount()
-        super()._stop()
+        self.actor_stopped.set()
+        try:
+            self.on_stop()
+        except Exception:
+            self._handle_failure(*sys.exc_info())
 
     def _handle_failure(self, *exc_info: Any) -> None:
         self._uncount()
