@@ -13,7 +13,9 @@ Real actors and threads; a real actor stands in for the supervisor; waits on eve
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -197,3 +199,30 @@ def test_a_run_ended_from_another_thread_still_stops_its_actor(host: _Host) -> N
     assert behaviour.ender is not None
     behaviour.ender.join(WAIT)
     assert sorted(host.order) == ["after finish", "close"]  # (two threads: either order)
+
+
+def test_an_ended_runs_actor_and_behaviour_are_freed_without_the_cyclic_gc(
+    host: _Host,
+) -> None:
+    """The actor and its mailbox, and the actor and its behaviour, held each other: every
+    ended run's objects waited for the cyclic GC. Now they go with their last reference."""
+    ref = host.start("start")
+    behaviour = host.go()
+    assert [f.result for f in host.run_finished()] == ["done"]
+    _stopped(host, ref)
+    # the thread that ran its last handling is done with it (waiting for other work)
+    if host.dispatcher is not None:
+        assert host.dispatcher.wait_idle(WAIT)
+    else:
+        assert host.pool.wait_until(lambda c: c.parked == c.threads, WAIT)
+    actor, made = weakref.ref(behaviour.port), weakref.ref(behaviour)
+    gc.disable()  # only reference counting frees them now
+    try:
+        host.behaviour = None
+        del behaviour
+        assert made() is None
+        assert actor() is None
+    finally:
+        gc.enable()
+    with pytest.raises(pykka.ActorDeadError):  # its ref (which never held it) says so
+        ref.tell("late")

@@ -161,8 +161,7 @@ class AgentActor(FastInboxActor):
         """This handling's journal report in ``_held`` (at the place of its first entry)."""
         self._ended = False
         self._handling = 0
-        """The thread handling a message for this actor now (0: none): a run that ends in a
-        handling stops when that handling ends (``_end``)."""
+        """The thread in a handling of this actor now (0: none): see ``_end``."""
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
@@ -294,6 +293,7 @@ class AgentActor(FastInboxActor):
                 close()
             except Exception:
                 self.log.exception("closing the behaviour failed")
+        self.behaviour = None  # it holds this actor (its port): no cycle left for the GC
 
     def _guard(self, work: Callable[..., None], *args: Any) -> None:
         """Run a piece of the behaviour; whatever it raises fails the run at once. A
