@@ -468,10 +468,10 @@ class PooledActor(pykka.Actor):
 
     _dispatcher: Dispatcher
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._loop_started = False
-        self._counted = False
+    # Class defaults, not set by an ``__init__`` of its own: one that forwarded
+    # ``*args, **kwargs`` re-packed every start's keywords (an agent actor takes 14).
+    _loop_started: bool = False
+    _counted: bool = False
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
