@@ -108,6 +108,15 @@ class _JournalReport:
         )
 
 
+def _tell_if_alive(ref: pykka.ActorRef[Any], message: Any) -> None:
+    """``ref.tell(message)``, nothing if its actor is gone (not ``contextlib.suppress``: its
+    object and two calls, on every run's end)."""
+    try:
+        ref.tell(message)
+    except pykka.ActorDeadError:
+        return
+
+
 _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
@@ -507,8 +516,7 @@ class AgentActor(FastInboxActor):
         if self._held:
             self.flush_reports()
         if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.supervisor.tell(report)
+            _tell_if_alive(self.supervisor, report)
         if self._handling != threading.get_ident():  # (else: stopped as ``_handle`` ends)
             self.stop()  # off its handlings (a function's own thread using its context)
 

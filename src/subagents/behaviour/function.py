@@ -55,7 +55,7 @@ from subagents.behaviour.function_replay import (
     shown_call,
 )
 from subagents.behaviour.port import AgentPort
-from subagents.blocking import blocking
+from subagents.blocking import about_to_block, done_blocking
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -249,8 +249,11 @@ class FunctionBehaviour:
             if self.is_async:
                 value = self.fn(ctx)
             else:  # a sync function runs to its end here, waiting as it goes (or not)
-                with blocking():
+                about_to_block()  # (``blocking()``'s two calls, without its two frames)
+                try:
                     value = self.fn(ctx)
+                finally:
+                    done_blocking()
         except ReplayDiverged:
             return
         except Exception:
