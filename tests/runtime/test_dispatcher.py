@@ -5,6 +5,7 @@ Real actors, real threads; every wait is on an event or a future, with a timeout
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +13,11 @@ from typing import Any
 
 import pykka
 import pytest
+from pykka._envelope import Envelope
 
 from subagents.actors.agent import AgentActor
+from subagents.actors.inbox import stop_message
+from subagents.actors.latch_future import LatchFuture
 from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block, blocking
@@ -271,6 +275,33 @@ def test_stop_answers_the_asks_left_and_refuses_later_ones(dispatcher: Dispatche
     with pytest.raises(pykka.ActorDeadError):
         ref.ask("after", timeout=WAIT)
     assert not ref.is_alive()
+
+
+def test_a_put_that_raced_the_stop_is_refused_after_the_mailbox_let_its_actor_go(
+    dispatcher: Dispatcher,
+) -> None:
+    """Once a stopped actor's last drain is over, its mailbox lets the actor go (no cycle
+    between them: the actor is freed without the cyclic GC). A message put after that, by
+    a sender that passed ``ActorRef``'s ``is_alive`` check before the stop, is answered as
+    pykka's teardown answers: an ask ``ActorDeadError``, a stop's ask None; a tell dropped."""
+    ref = Recorder.start(dispatcher=dispatcher)
+    actor = ref._actor_weakref  # (pykka's ref holds its actor weakly)
+    ref.stop(timeout=WAIT)
+    assert dispatcher.wait_idle(WAIT)
+    gc.disable()  # only reference counting frees it now
+    try:
+        assert actor() is None  # nothing holds it any more: no cycle with its mailbox
+    finally:
+        gc.enable()
+    asked: pykka.Future[Any] = LatchFuture()
+    stopping: pykka.Future[Any] = LatchFuture()
+    ref.actor_inbox.put(Envelope("told"))  # as a racing sender puts, past the check
+    ref.actor_inbox.put(Envelope("asked", reply_to=asked))
+    ref.actor_inbox.put(Envelope(stop_message(), reply_to=stopping))
+    with pytest.raises(pykka.ActorDeadError, match=r"Recorder .* stopped before handling"):
+        asked.get(timeout=WAIT)
+    assert stopping.get(timeout=WAIT) is None
+    assert ref.actor_inbox.empty()
 
 
 def test_a_failing_tell_stops_the_actor_and_a_failing_ask_answers_the_error(

@@ -3,6 +3,7 @@ them (with a LazyEvent as ``actor_stopped``)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import uuid
 from typing import Any
@@ -79,6 +80,25 @@ def test_actor_urn_is_a_uuid4_urn_and_unique() -> None:
         parsed = uuid.UUID(urn.removeprefix("urn:uuid:"))
         assert parsed.version == 4
         assert parsed.variant == uuid.RFC_4122
+
+
+def _urn_in_child(conn: Any) -> None:
+    conn.send(actor_urn())
+
+
+def test_a_forked_child_draws_its_own_actor_urns() -> None:
+    """Urns are a per-process random prefix and a count: a forked child (which copies both)
+    draws a new prefix, so its actors' urns are not its parent's next ones."""
+    context = multiprocessing.get_context("fork")
+    ours, theirs = context.Pipe()
+    mine = actor_urn()
+    child = context.Process(target=_urn_in_child, args=(theirs,))
+    child.start()
+    assert ours.poll(60)
+    forked = ours.recv()
+    child.join(60)
+    assert child.exitcode == 0
+    assert forked.rsplit("-", 1)[0] != mine.rsplit("-", 1)[0]
 
 
 class _Echo(FastInboxActor):

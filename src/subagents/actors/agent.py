@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
@@ -27,6 +26,7 @@ from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
+from subagents.actors.wakes import Wakes
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
@@ -60,7 +60,6 @@ from subagents.messages import (
     ToolStarting,
     Unpark,
     WaitingChanged,
-    Wake,
 )
 from subagents.supervision.admission_checks import Standing
 
@@ -118,6 +117,15 @@ class _JournalReport:
         )
 
 
+def _tell_if_alive(ref: pykka.ActorRef[Any], message: Any) -> None:
+    """``ref.tell(message)``, nothing if its actor is gone (not ``contextlib.suppress``: its
+    object and two calls, on every run's end)."""
+    try:
+        ref.tell(message)
+    except pykka.ActorDeadError:
+        return
+
+
 _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
@@ -161,9 +169,8 @@ class AgentActor(FastInboxActor):
         self._checkpoint = checkpoint
         self._pending_mail = pending_mail
         self._recovered = recovered
-        self._wakes: set[str] = set()
-        self._unarmed: dict[str, float] = {}
-        """Wakes asked for in this handling, armed when it ends (key -> monotonic deadline)."""
+        self._wakes: Wakes | None = None
+        """Made when the run first asks for a wake (``actors/wakes.py``)."""
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
         self._reading: list[str] | None = None
@@ -171,6 +178,8 @@ class AgentActor(FastInboxActor):
         self._journal: _JournalReport | None = None
         """This handling's journal report in ``_held`` (at the place of its first entry)."""
         self._ended = False
+        self._handling = 0
+        """The thread in a handling of this actor now (0: none): see ``_end``."""
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
@@ -210,8 +219,7 @@ class AgentActor(FastInboxActor):
             self._pool.run(self._actor_loop)
 
     def on_start(self) -> None:
-        self._guard(self._begin)
-        self._settle()
+        self._handle(self._guard, self._begin)  # (most short runs end in it)
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
@@ -220,6 +228,9 @@ class AgentActor(FastInboxActor):
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
+        self._handle(self._receive, message)
+
+    def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
             for inner in message.messages:
                 if self._ended or self.cancel.is_set():
@@ -227,7 +238,20 @@ class AgentActor(FastInboxActor):
                 self._one(inner)
         else:
             self._one(message)
-        self._settle()
+
+    def _handle(self, work: Callable[..., None], *args: Any) -> None:
+        """One handling: ``work``, then ``_settle``. A run that ended in it stops its actor
+        when it is over (pykka's ``_stop``, as its stop message would): what is in the
+        mailbox then would not reach the behaviour either way, so no stop message goes round
+        through the mailbox (``_end``)."""
+        self._handling = threading.get_ident()
+        try:
+            work(*args)
+            self._settle()
+        finally:
+            self._handling = 0
+        if self._ended:
+            self._stop()
 
     def _one(self, message: Any) -> None:
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
@@ -266,11 +290,8 @@ class AgentActor(FastInboxActor):
         recipients are handed to the behaviour at once, as a message that had just come
         (no hand-off through this actor's own mailbox); what they lead to settles in turn."""
         while True:
-            if self._unarmed:
-                unarmed, self._unarmed = self._unarmed, {}
-                if not self._ended:
-                    for key, deadline in unarmed.items():
-                        self._arm(key, deadline)
+            if self._wakes is not None and self._wakes.wanted:
+                self._wakes.arm(self.actor_ref, ended=self._ended)
             if not self._held:
                 return
             self._acks = []
@@ -286,14 +307,15 @@ class AgentActor(FastInboxActor):
                 self._one(ack)
 
     def on_stop(self) -> None:
-        for key in self._wakes:
-            self.timer.cancel(("wake", self.record.run_id, key))
+        if self._wakes is not None:
+            self._wakes.cancel_all()
         close = getattr(self.behaviour, "close", None)
         if close is not None:  # the run is over: what it started (processes) ends with it
             try:
                 close()
             except Exception:
                 self.log.exception("closing the behaviour failed")
+        self.behaviour = None  # it holds this actor (its port): no cycle left for the GC
 
     def _guard(self, work: Callable[..., None], *args: Any) -> None:
         """Run a piece of the behaviour; whatever it raises fails the run at once. A
@@ -461,19 +483,13 @@ class AgentActor(FastInboxActor):
         self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
     def wake_after(self, key: str, seconds: float) -> None:
-        self._unarmed[key] = time.monotonic() + seconds  # armed when this handling ends
-
-    def _arm(self, key: str, deadline: float) -> None:
-        self._wakes.add(key)
-        self.timer.tell_at(
-            ("wake", self.record.run_id, key), deadline, self.actor_ref, Wake(key=key)
-        )
+        if self._wakes is None:
+            self._wakes = Wakes(self.timer, self.record.run_id)
+        self._wakes.want(key, seconds)  # armed when this handling ends
 
     def cancel_wake(self, key: str) -> None:
-        if self._unarmed.pop(key, None) is not None:
-            return
-        self._wakes.discard(key)
-        self.timer.cancel(("wake", self.record.run_id, key))
+        if self._wakes is not None:
+            self._wakes.cancel(key)
 
     def continue_later(self) -> None:
         self.actor_ref.tell(Continue())
@@ -513,9 +529,9 @@ class AgentActor(FastInboxActor):
         if self._held:
             self.flush_reports()
         if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.supervisor.tell(report)
-        self.stop()
+            _tell_if_alive(self.supervisor, report)
+        if self._handling != threading.get_ident():  # (else: stopped as ``_handle`` ends)
+            self.stop()  # off its handlings (a function's own thread using its context)
 
 
 class PooledAgentActor(PooledActor, AgentActor):

@@ -10,6 +10,8 @@ per actor, messages handled one at a time, in the order they were put.
 
 from __future__ import annotations
 
+import itertools
+import os
 import queue
 import random
 from typing import TYPE_CHECKING, Any
@@ -43,15 +45,25 @@ def stop_message() -> Any:
 
 
 def actor_urn() -> str:
-    """A version-4 UUID URN as pykka's ``uuid.uuid4().urn``, from the ``random`` module: no
-    ``os.urandom`` call and no ``UUID`` object per actor. Unique within a process is what
-    pykka's registry asks of it."""
-    h = f"{random.getrandbits(128) & _UUID4_MASK | _UUID4_BITS:032x}"
-    return f"urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A URN shaped as pykka's ``uuid.uuid4().urn`` (a version-4 UUID's): its first 80 bits
+    random but for the version and variant, drawn once per process (again in a forked
+    child), its last 48 a count of the actors made. Unique within a process (by the count)
+    is what pykka's registry asks of it; a UUID drawn per actor cost a 128-bit draw and five
+    slices (~1.5 us, of ~11 us an agent actor's start and end cost altogether)."""
+    return f"{_urn_prefix}{next(_urn_count):012x}"
 
 
-_UUID4_MASK = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_UUID4_BITS = (0x4000 << 64) | (0x8000 << 48)
+def _draw_urn_prefix() -> None:
+    global _urn_prefix
+    h = f"{random.getrandbits(76):019x}"
+    variant = "89ab"[int(h[15], 16) & 3]
+    _urn_prefix = f"urn:uuid:{h[:8]}-{h[8:12]}-4{h[12:15]}-{variant}{h[16:19]}-"
+
+
+_urn_prefix = ""
+_urn_count = itertools.count()
+_draw_urn_prefix()
+os.register_at_fork(after_in_child=_draw_urn_prefix)
 
 
 class FastInboxActor(pykka.ThreadingActor):

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import queue
 import sys
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
+from pykka import messages as pykka_messages
 
 from subagents.actors.gc_pacing import PACING
 from subagents.actors.inbox import PYKKA_MESSAGES
@@ -178,7 +180,9 @@ class Dispatcher:
 
     def _work(self, worker: _Worker) -> None:
         ready, clock, idle = self._ready, time.monotonic, self._idle
-        set_hook(lambda: self.blocking(worker), lambda: self.unblocked(worker))
+        set_hook(
+            functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
+        )
         try:
             while True:
                 idle.append(None)
@@ -191,6 +195,7 @@ class Dispatcher:
                     actor._drain()  # the dispatcher is the actor's loop
                 except BaseException:
                     log.exception("draining an actor failed", actor=str(actor))
+                actor = None  # (an ended run's objects are not held while this thread waits)
                 worker.busy_since = 0.0
                 if self._idle_waiters:
                     with self._lock:
@@ -357,9 +362,15 @@ class Mailbox:
     ``put`` appends, then, if the actor is not scheduled yet, schedules it (under the
     mailbox's lock, against the drain that finds the deque empty and unschedules: a message is
     never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
-    after ``empty()`` said no."""
+    after ``empty()`` said no.
 
-    __slots__ = ("_actor", "_dispatcher", "_lock", "_queue", "_scheduled")
+    Once its actor has stopped and the drain that tore it down found it empty, the mailbox
+    forgets the actor (``close_if_empty``): the actor and the mailbox held each other, so
+    every ended run's objects were left for the cyclic GC to find; now they are freed as the
+    last reference goes. A message put after that (a put that raced the stop past
+    ``ActorRef``'s ``is_alive`` check) is refused at once, as pykka's teardown would."""
+
+    __slots__ = ("_actor", "_dispatcher", "_gone", "_lock", "_queue", "_scheduled")
 
     def __init__(self) -> None:
         self._queue: collections.deque[Envelope[Any]] = collections.deque()
@@ -367,6 +378,8 @@ class Mailbox:
         self._scheduled = False
         self._actor: PooledActor | None = None
         self._dispatcher: Dispatcher | None = None
+        self._gone: str | None = None
+        """Once closed: the stopped actor, named for the refusals."""
 
     def bind(self, actor: PooledActor, dispatcher: Dispatcher) -> None:
         """(The dispatcher, not its bound ``submit``: one object less per live actor for
@@ -377,11 +390,16 @@ class Mailbox:
     def put(self, envelope: Envelope[Any], /) -> None:
         self._queue.append(envelope)
         with self._lock:
-            if self._scheduled or self._actor is None:
+            if self._scheduled:
                 return
-            self._scheduled = True
-        assert self._dispatcher is not None
-        self._dispatcher.submit(self._actor)
+            actor = self._actor
+            if actor is not None:
+                self._scheduled = True
+        if actor is not None:
+            assert self._dispatcher is not None
+            self._dispatcher.submit(actor)
+        elif self._gone is not None:  # closed: nobody drains it any more
+            self._refuse_all(self._gone)
 
     def get(self) -> Envelope[Any]:
         return self._queue.popleft()
@@ -408,6 +426,35 @@ class Mailbox:
             self._scheduled = False
             return True
 
+    def close_if_empty(self, gone: str) -> bool:
+        """The actor has stopped and its teardown found no message: unschedule for good and
+        forget the actor (``gone`` names it), unless a message arrived just now."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._scheduled = False
+            self._gone = gone
+            self._actor = None
+            return True
+
+    def _refuse_all(self, gone: str) -> None:
+        """pykka's teardown, for what was put after the close: an ask is refused
+        ``ActorDeadError`` (a stop's ask is answered: its actor has stopped); a tell is
+        dropped."""
+        while self._queue:
+            try:
+                envelope = self._queue.popleft()
+            except IndexError:  # another putter refused it meanwhile
+                return
+            reply = envelope.reply_to
+            if reply is None:
+                continue
+            if type(envelope.message) is pykka_messages._ActorStop:
+                reply.set(None)
+            else:
+                dead = pykka.ActorDeadError(f"{gone} stopped before handling the message")
+                reply.set_exception(exc_info=(pykka.ActorDeadError, dead, None))
+
 
 class PooledActor(pykka.Actor):
     """A pykka actor whose messages are handled on a ``Dispatcher``'s threads.
@@ -421,10 +468,10 @@ class PooledActor(pykka.Actor):
 
     _dispatcher: Dispatcher
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._loop_started = False
-        self._counted = False
+    # Class defaults, not set by an ``__init__`` of its own: one that forwarded
+    # ``*args, **kwargs`` re-packed every start's keywords (an agent actor takes 14).
+    _loop_started: bool = False
+    _counted: bool = False
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Self]:
@@ -466,8 +513,16 @@ class PooledActor(pykka.Actor):
         return self.on_receive(message)
 
     def _stop(self) -> None:
+        """pykka's ``Actor._stop`` without its ``ActorRegistry.unregister``: a pooled actor is
+        never registered (see the module doc), and the unregister searched the registry's
+        list under its lock, and it and ``_stop`` formatted a debug line each (logged or not) on
+        every stop."""
         self._uncount()
-        super()._stop()
+        self.actor_stopped.set()
+        try:
+            self.on_stop()
+        except Exception:
+            self._handle_failure(*sys.exc_info())
 
     def _handle_failure(self, *exc_info: Any) -> None:
         self._uncount()
@@ -490,7 +545,7 @@ class PooledActor(pykka.Actor):
         for _ in range(self.throughput):
             if stopped.is_set():
                 self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
-                if inbox.unschedule_if_empty():
+                if inbox.close_if_empty(f"{type(self).__name__} ({self.actor_urn})"):
                     return
                 continue
             try:

@@ -89,9 +89,12 @@ class ThreadPool:
                 self._changed.notify_all()
                 return
             worker = _Worker()
+            # its first job through its slot, not the thread's args (which the thread holds
+            # until it ends: an ended actor's loop would stay alive as long)
+            worker.jobs.put(job)
             thread = threading.Thread(
                 target=self._work,
-                args=(worker, job),
+                args=(worker,),
                 name=f"{self.name}-{next(self._numbers)}",
                 daemon=True,  # a program that forgets Runtime.close() must still exit
             )
@@ -103,13 +106,15 @@ class ThreadPool:
                 self._threads.discard(thread)
             raise
 
-    def _work(self, worker: _Worker, job: Work | None) -> None:
+    def _work(self, worker: _Worker) -> None:
+        job = worker.jobs.get()
         try:
             while job is not None:
                 try:
                     contextvars.Context().run(job)
                 except BaseException:
                     log.exception("a pooled job failed", thread=threading.current_thread().name)
+                job = None  # (what it held, an ended actor's loop, is not kept while it parks)
                 job = self._park(worker)
         finally:
             with self._lock:

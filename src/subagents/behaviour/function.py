@@ -28,11 +28,13 @@ a result the crash lost was seen by nothing that survived it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 import msgspec
@@ -53,7 +55,7 @@ from subagents.behaviour.function_replay import (
     shown_call,
 )
 from subagents.behaviour.port import AgentPort
-from subagents.blocking import blocking
+from subagents.blocking import about_to_block, done_blocking
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChildDone,
@@ -102,9 +104,13 @@ def _returned(value: Any) -> str:
 class FunctionBehaviour:
     """Runs a callable; drives it as a coroutine when it is ``async``."""
 
-    def __init__(self, fn: Callable[..., Any], port: AgentPort) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], port: AgentPort, *, is_async: bool | None = None
+    ) -> None:
+        """``is_async``: whether ``fn`` is a coroutine function, when its factory knows
+        (``factory``); else found out here."""
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) if is_async is None else is_async
         self.port = port
         record = port.record
         self.prefix = (
@@ -147,6 +153,12 @@ class FunctionBehaviour:
         self.coro: Coroutine[Any, Any, Any] | None = None
         self.ended = False
         self._positions = itertools.count()
+
+    @classmethod
+    def factory(cls, fn: Callable[..., Any]) -> functools.partial[FunctionBehaviour]:
+        """What makes the behaviour of each run of ``fn`` (``factory(port)``), whether ``fn`` is
+        a coroutine function found out once, not at every run's start."""
+        return functools.partial(cls, fn, is_async=inspect.iscoroutinefunction(fn))
 
     # ---- calls and their journal -------------------------------------------------------------
 
@@ -230,7 +242,7 @@ class FunctionBehaviour:
         return pending
 
     def unread_mail(self) -> tuple[str, ...]:
-        return tuple(m.mail_id for m in self.inbox)
+        return tuple(m.mail_id for m in self.inbox) if self.inbox else ()
 
     def only_records(self, message: Any) -> bool:
         """Whether ``message`` would only be recorded: a foreground spawn's reply, or the
@@ -256,6 +268,36 @@ class FunctionBehaviour:
         """Call the function. After a crash or a restart it runs again from the top, and its
         calls are matched, in order, to its journal and to what the earlier start already did
         (``recovered``): nothing is done twice, and every call is handed what it was before."""
+        if recovered or pending_mail:  # (most runs start with neither)
+            self._recover(recovered, pending_mail)
+        ctx = AgentContext(self)
+        if checkpoint is not None:  # what it goes on with (a continued run's conversation)
+            ctx.history = tuple(checkpoint.messages)
+        try:
+            if self.is_async:
+                value = self.fn(ctx)
+            else:  # a sync function runs to its end here, waiting as it goes (or not)
+                about_to_block()  # (``blocking()``'s two calls, without its two frames)
+                try:
+                    value = self.fn(ctx)
+                finally:
+                    done_blocking()
+        except ReplayDiverged:
+            return
+        except Exception:
+            raise  # a crash: the actor fails the run (error kind ``crash``)
+        except BaseException as exc:  # SystemExit...: the run fails at once
+            self._raised(exc)
+            return
+        if isinstance(value, CoroutineType):
+            self.coro = value
+            self._advance(None, None)
+        else:
+            self._finish(value)
+
+    def _recover(self, recovered: tuple[Any, ...], pending_mail: tuple[Mail, ...]) -> None:
+        """What an earlier start did (its journal, the answers it got) and the mail waiting
+        for this start, the mail the journal says was taken already left out."""
         taken: set[str] = set()
         for message in recovered:
             if isinstance(message, Replay):
@@ -267,27 +309,6 @@ class FunctionBehaviour:
         if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
             self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
         self.inbox.extend(unread)
-        ctx = AgentContext(self)
-        if checkpoint is not None:  # what it goes on with (a continued run's conversation)
-            ctx.history = tuple(checkpoint.messages)
-        try:
-            if self.is_async:
-                value = self.fn(ctx)
-            else:  # a sync function runs to its end here, waiting as it goes (or not)
-                with blocking():
-                    value = self.fn(ctx)
-        except ReplayDiverged:
-            return
-        except Exception:
-            raise  # a crash: the actor fails the run (error kind ``crash``)
-        except BaseException as exc:  # SystemExit...: the run fails at once
-            self._raised(exc)
-            return
-        if inspect.iscoroutine(value):
-            self.coro = value
-            self._advance(None, None)
-        else:
-            self._finish(value)
 
     def _load_journal(self, replay: Replay) -> None:
         prefix = self.prefix

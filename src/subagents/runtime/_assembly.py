@@ -374,7 +374,7 @@ def behaviours(
             return llm_factory
         factory = made.get(spec.name)
         if factory is None or factory.args[0] is not fn:
-            factory = made[spec.name] = functools.partial(FunctionBehaviour, fn)
+            factory = made[spec.name] = FunctionBehaviour.factory(fn)
         return factory
 
     return behaviour_for
