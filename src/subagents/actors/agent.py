@@ -117,6 +117,28 @@ class _JournalReport:
         )
 
 
+def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
+    """The messages the reports held in one handling become: a growing read receipt (a list
+    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made."""
+    return tuple(
+        MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
+        if isinstance(m, list)
+        else m.report(run_id, attempt)
+        if isinstance(m, _JournalReport)
+        else m
+        for m in held
+    )
+
+
+def _status_refused(exc: Exception) -> ValueError:
+    """Why a status ask got no answer: on a cluster's node the supervisor's refusal comes as
+    the ask's error (``ValueError: ...``); otherwise the runtime is closing."""
+    said = str(exc)
+    if said.startswith("ValueError: "):
+        return ValueError(said.removeprefix("ValueError: "))
+    return ValueError("the runtime is closing: no status")
+
+
 def _tell_if_alive(ref: pykka.ActorRef[Any], message: Any) -> None:
     """``ref.tell(message)``, nothing if its actor is gone (not ``contextlib.suppress``: its
     object and two calls, on every run's end)."""
@@ -353,14 +375,7 @@ class AgentActor(FastInboxActor):
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
-        messages = tuple(
-            MailRead(run_id=self.record.run_id, mail_ids=tuple(m), attempt=self.attempt)
-            if isinstance(m, list)
-            else m.report(self.record.run_id, self.attempt)
-            if isinstance(m, _JournalReport)
-            else m
-            for m in held
-        )
+        messages = _reports_of(held, self.record.run_id, self.attempt)
         sent = None
         if self._desk is not None:  # the mail that may go straight to its recipients
             direct = self._direct
@@ -445,10 +460,7 @@ class AgentActor(FastInboxActor):
                 Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
             )
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
-            said = str(exc)  # on a cluster's node, the supervisor's refusal comes this way
-            if said.startswith("ValueError: "):
-                raise ValueError(said.removeprefix("ValueError: ")) from None
-            raise ValueError("the runtime is closing: no status") from None
+            raise _status_refused(exc) from None
         return cast(RunProgress, answer)
 
     def later(self, seconds: float, call: Callable[[], None]) -> None:
