@@ -1,7 +1,9 @@
 """Timeouts and stops: every descendant gets exactly one final status, reported once.
 
 Long model calls are the offline model's ``delay``, which a stop or a deadline cuts short, so
-nothing here sleeps and every test stays fast.
+nothing here sleeps. A timeout that must find a run's child already spawned is seconds, not a
+fraction of one: at load ~8 a parent's first step and spawn once took over 0.2 s, and the test
+that gave its root 0.2 s found no child to cancel.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ def test_a_timeout_ends_the_subtree_once_and_the_others_finish(store: RunStore) 
             "lead": [
                 {
                     "tool_calls": [
-                        spawn_call("slow", "waits on a long leaf", timeout=0.3),
-                        spawn_call("sleepy", "one long model call", timeout=0.2),
+                        spawn_call("slow", "waits on a long leaf", timeout=2.5),
+                        spawn_call("sleepy", "one long model call", timeout=2),
                         spawn_call("fast", "quick one"),
                     ]
                 },
@@ -73,7 +75,7 @@ def test_a_timeout_ends_the_subtree_once_and_the_others_finish(store: RunStore) 
             assert record.ended_at is not None
         slow_outcome = runs["slow"].outcome
         assert slow_outcome is not None and slow_outcome.error_kind == "timeout"
-        assert slow_outcome.error == "slow ran past its 0.3 s timeout"
+        assert slow_outcome.error == "slow ran past its 2.5 s timeout"
         leaf_outcome = runs["leaf"].outcome
         assert leaf_outcome is not None and "its ancestor slow timed out" in (
             leaf_outcome.error or ""
@@ -242,9 +244,9 @@ def test_a_root_timeout_reaches_the_caller_and_cancels_its_children(store: RunSt
     events = Events()
     with Runtime([spec("boss"), spec("leaf")], model=model, store=store) as rt:
         rt.subscribe(events)
-        outcome = rt.run("boss", "job", timeout=0.2, wait=WAIT)
+        outcome = rt.run("boss", "job", timeout=2, wait=WAIT)
         assert outcome.status is RunStatus.TIMED_OUT
-        assert outcome.error == "boss ran past its 0.2 s timeout"
+        assert outcome.error == "boss ran past its 2 s timeout"
         (leaf,) = rt.runs(agent="leaf")
         assert leaf.status is RunStatus.CANCELLED
         assert set(events.terminal_counts().values()) == {1}
