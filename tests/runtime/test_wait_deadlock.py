@@ -62,6 +62,21 @@ def test_concurrent_roots_gathering_mids_of_one_leaf_complete_on_default_limits(
     assert tally.parked > 0  # waiting runs lent their slots (else it would have deadlocked)
 
 
+def _echo_task(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+def _root_on_one_slot(root: Any, child: Any = _echo_task, timeout: float = WAIT) -> Any:
+    """``root`` run on one slot (``max_concurrency=1``) beside a ``child`` agent, every slot
+    event counted: (its outcome, the tally)."""
+    tally = SlotTally()
+    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
+    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
+        rt.subscribe(tally)
+        outcome = rt.run("root", "go", wait=WAIT, timeout=timeout)
+    return outcome, tally
+
+
 def test_a_single_slot_runs_a_tree_of_mids_and_leaves_one_run_at_a_time() -> None:
     tally = SlotTally()
     with Runtime(
@@ -243,14 +258,7 @@ def test_a_run_that_slept_briefly_lends_its_slot_when_it_then_waits_for_its_chil
         out = await ctx.spawn("child", "c")
         return f"child said {out.result}"
 
-    def child(ctx: AgentContext) -> str:
-        return ctx.task
-
-    tally = SlotTally()
-    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
-    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
-        rt.subscribe(tally)
-        outcome = rt.run("root", "go", wait=WAIT, timeout=WAIT)
+    outcome, tally = _root_on_one_slot(root)
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result == "child said c"
     assert tally.parked == 1 and tally.peak["global"] == 1
@@ -324,11 +332,7 @@ def test_a_run_polling_with_brief_sleeps_for_its_queued_childs_mail_lends_its_sl
         await ctx.send(ctx.parent_run_id, "ready")
         return "sent"
 
-    tally = SlotTally()
-    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
-    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
-        rt.subscribe(tally)
-        outcome = rt.run("root", "go", wait=WAIT, timeout=20)
+    outcome, tally = _root_on_one_slot(root, child, timeout=20)
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result == "ready"
     assert tally.parked >= 1 and tally.peak["global"] == 1
@@ -365,14 +369,7 @@ def test_a_brief_sleep_gathered_with_a_child_is_waiting_and_lends_the_slot() -> 
         out, _ = await ctx.gather(ctx.spawn("child", "c"), ctx.sleep(0.01))
         return f"child said {out.result}"
 
-    def child(ctx: AgentContext) -> str:
-        return ctx.task
-
-    tally = SlotTally()
-    agents = [FunctionAgent.create("root", root), FunctionAgent.create("child", child)]
-    with Runtime(agents, limits=Limits(max_concurrency=1)) as rt:
-        rt.subscribe(tally)
-        outcome = rt.run("root", "go", wait=WAIT, timeout=WAIT)
+    outcome, tally = _root_on_one_slot(root)
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert outcome.result == "child said c"
     assert tally.parked == 1 and tally.peak["global"] == 1
