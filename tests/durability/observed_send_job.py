@@ -1,13 +1,15 @@
 """A function agent that sends what it observed, for test_observed_send_crash.
 
-``looker`` looks at its mailbox (an observation: journaled with what it saw), then sends
+``looker`` looks at its mailbox, or receives with a timeout of 0 (an observation:
+journaled with what it saw), then sends
 what it saw straight to ``echo`` (recorded by its own thread, SQLite), which answers
 "hello" and prints ``replied``. The crash test kills the job there, with the supervisor's
 group lingering for minutes (actors/group_linger.py): the mail "saw 0" is committed, the
 journal entry of the look that decided it maybe not. A resumed ``looker`` must go on from
 what it saw, not look again (it would now see "hello" and send "saw 1" under the same key).
 
-Usage: observed_send_job.py DB OUT [LINGER_S]; writes {"status", "result"} to OUT.
+Usage: observed_send_job.py DB OUT LOOK [LINGER_S] (LOOK: ``mailbox`` or ``timeout``);
+writes {"status", "result"} to OUT.
 """
 
 from __future__ import annotations
@@ -33,7 +35,11 @@ async def echo(ctx: AgentContext) -> str:
 
 
 async def looker(ctx: AgentContext) -> str:
-    box = ctx.mailbox()
+    if LOOK == "timeout":  # a receive that timed out: nothing had come
+        first: Mail | None = await ctx.receive(timeout=0)
+        box = [] if first is None else [first]
+    else:
+        box = ctx.mailbox()
     await ctx.send(ctx.task, f"saw {len(box)}")
     got: Mail | None = await ctx.receive(timeout=60)
     return f"saw {len(box)}, got {got.content if got is not None else None}"
@@ -45,10 +51,15 @@ async def root(ctx: AgentContext) -> str:
     return str(out.result)
 
 
+LOOK = "mailbox"
+"""How ``looker`` looks: ``mailbox`` (``ctx.mailbox()``) or ``timeout`` (``receive(0)``)."""
+
 AGENTS = {"root": root, "looker": looker, "echo": echo}
 
 
-def main(db: str, out: str, linger_s: str | None = None) -> int:
+def main(db: str, out: str, look: str, linger_s: str | None = None) -> int:
+    global LOOK
+    LOOK = look
     if linger_s is not None:
         group_linger.LINGER_S = float(linger_s)
     store = open_location(db)
@@ -65,4 +76,4 @@ def main(db: str, out: str, linger_s: str | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

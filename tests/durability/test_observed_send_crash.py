@@ -1,6 +1,7 @@
 """A mail sent straight after an observation survives SIGKILL with what was observed.
 
-``observed_send_job.py``: ``looker`` looks at its mailbox (empty), sends "saw 0" straight to
+``observed_send_job.py``: ``looker`` looks at its mailbox (empty; or receives with a timeout
+of 0: nothing), sends "saw 0" straight to
 ``echo`` (the mail is its sender's own commit), and ``echo`` answers "hello". The job is
 killed with the supervisor's group lingering for minutes (actors/group_linger.py), so the
 journal entry of the look may be uncommitted while the mail it decided is committed. The
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from subagents.messages import MailState, RunStatus
 from subagents.store.opening import open_location
@@ -37,11 +39,12 @@ def _start(db: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.parametrize("look", ["mailbox", "timeout"])
 def test_a_send_decided_by_an_observation_resumes_from_what_was_observed(
-    tmp_path: Path,
+    look: str, tmp_path: Path
 ) -> None:
     db, out = tmp_path / "runs.db", tmp_path / "out.json"
-    proc = _start(db, out, "600")
+    proc = _start(db, out, look, "600")
     assert proc.stdout is not None
     line = proc.stdout.readline()
     while line and line != b"replied\n":
@@ -49,7 +52,7 @@ def test_a_send_decided_by_an_observation_resumes_from_what_was_observed(
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert line == b"replied\n", "the job ended before the kill"
-    proc = _start(db, out)
+    proc = _start(db, out, look)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-3000:]
     result = msgspec.json.decode(out.read_bytes())
