@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagents.messages import MailAck, SendMail, SpawnReply, StopReply
+from subagents.messages import JournalEntry, MailAck, SendMail, SpawnReply, StopReply
 from subagents.supervision.mail_routes import MailRoutes
 
 LISTED = {"s": "root", "r": "root", "other-tree": "root2"}
@@ -80,3 +80,38 @@ def test_a_spawn_or_stop_waiting_for_its_reply_sends_mail_by_the_supervisor() ->
     assert routes.route(_mail("r"), _root_of, 7) is None
     routes.answered(StopReply(request_id="stop-1", stopped=("c",)))
     assert routes.route(_mail("r"), _root_of, 7) == "r"
+
+
+def test_after_an_observation_mail_goes_by_the_supervisor_until_one_sent_after_it_is_acked() -> (
+    None
+):
+    """What a call saw (a mailbox read, a timeout...) is committed by the supervisor's group;
+    a mail taken straight would commit before it (tests/durability/test_observed_send_crash)."""
+    routes = _routes()
+    routes.observed((JournalEntry(request_id="s:0", kind="mailbox", observed=True, result=[]),))
+    first = _mail("r", "q1")
+    assert routes.route(first, _root_of, 1) is None
+    routes.by_supervisor(first, 1)
+    second = _mail("r", "q2")
+    routes.answered(MailAck(request_id="q1", error="too big"))  # refused: proves nothing
+    assert routes.route(second, _root_of, 1) is None
+    routes.by_supervisor(second, 1)
+    routes.observed((JournalEntry(request_id="s:3", observed=True, result=None),))  # a timeout
+    third = _mail("r", "q3")
+    routes.answered(MailAck(request_id="q2", mail_id="m2", recipient="r"))  # before s:3
+    assert routes.route(third, _root_of, 1) is None
+    routes.by_supervisor(third, 1)
+    routes.answered(MailAck(request_id="q3", mail_id="m3", recipient="r"))
+    assert routes.route(_mail("r", "q4"), _root_of, 1) == "r"
+
+
+def test_a_received_mail_or_a_call_entry_keeps_mail_straight() -> None:
+    """A receive's mail is marked read with its entry: a lost entry leaves it unread."""
+    routes = _routes()
+    routes.observed(
+        (
+            JournalEntry(request_id="s:0", kind="receive", observed=True, result="m1"),
+            JournalEntry(request_id="s:1", kind="send"),
+        )
+    )
+    assert routes.route(_mail("r"), _root_of, 1) == "r"

@@ -15,7 +15,9 @@ group never makes a sender wait.
 
 What a crash may lose is widened, not changed: the records of mail that went straight,
 between its sender's commit and the supervisor's (the mail itself is its sender's commit;
-a resumed run finds it by its ``request_id``, and re-reads what its lost receipts covered).
+a resumed run finds it by its ``request_id``, and re-reads what its lost receipts covered;
+a mail decided by what a call saw that the store cannot tell again goes by the supervisor,
+in or after the group holding that observation: ``MailRoutes.observed``).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from subagents.logs import get_logger
 from subagents.messages import (
     Batch,
     DeliverMail,
+    Journal,
     Mail,
     MailAck,
     MailPosted,
@@ -192,6 +193,8 @@ class DirectMail:
                     group.append((mail, listed.attempt))
                     continue
                 routes.by_supervisor(message, generation)
+            elif kind is Journal:
+                routes.observed(message.entries)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
             group = None
@@ -248,6 +251,8 @@ class DirectMail:
             kind = type(message)
             if kind is SendMail:
                 routes.by_supervisor(message, generation)
+            elif kind is Journal:
+                routes.observed(message.entries)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
 

@@ -19,7 +19,17 @@ only when the mail room's answer is already known and cannot have changed since:
 - none of its earlier mail is still on its way through the supervisor: a mail taken
   straight would overtake it (order per sender). Its acknowledgement says it has arrived:
   the supervisor tells a recipient its mail before it tells the sender
-  (``supervision.coalesce``).
+  (``supervision.coalesce``);
+- no journal entry it told since saw what the store cannot tell again (``observed``: a
+  mailbox read, a status, a timeout, which call of a ``wait_any`` came first, an error),
+  unless the supervisor has acknowledged a mail sent after it. A mail taken straight is its
+  sender's own commit, made before the supervisor's group holding that entry commits (it may
+  linger: ``actors/group_linger.py``): a crash between the two would keep the mail and lose
+  what decided it, and the resumed function would look again, see something else, and send
+  something else under the mail's key. Through the supervisor, the mail commits in that
+  group or after it; its acknowledgement comes after that commit, and groups commit in
+  order. A receive's entry needs none of this: its mail is marked read in the same
+  transaction, so a lost entry leaves the mail unread, to be received again.
 
 Anything else goes by the supervisor, exactly as before. A name is learnt from an
 acknowledgement's ``recipient`` as the one run it resolves to: an address that resolves to
@@ -33,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from subagents.messages import MailAck, SendMail, SpawnReply, StopReply
+from subagents.messages import JournalEntry, MailAck, SendMail, SpawnReply, StopReply
 
 _NAMES_MAX = 64
 """Most names remembered per sender (a run writes to a few peers)."""
@@ -42,7 +52,15 @@ _NAMES_MAX = 64
 class MailRoutes:
     """One sending run's knowledge of where its mail may go straight (see the module)."""
 
-    __slots__ = ("_asked", "_named", "_on_the_way", "root_run_id", "run_id")
+    __slots__ = (
+        "_asked",
+        "_named",
+        "_on_the_way",
+        "_settler",
+        "_unsettled",
+        "root_run_id",
+        "run_id",
+    )
 
     def __init__(self, run_id: str, root_run_id: str) -> None:
         self.run_id = run_id
@@ -54,6 +72,11 @@ class MailRoutes:
         the generation when it was sent)."""
         self._asked: set[str] | None = None
         """Spawn and stop requests told, waiting for their reply (by request id)."""
+        self._unsettled = False
+        """An observation was told that may not be committed yet (``observed``)."""
+        self._settler: str | None = None
+        """The first mail sent by the supervisor since that observation: its acknowledgement
+        says the observation is committed."""
 
     def route(
         self, msg: SendMail, root_of: Callable[[str], str | None], generation: int
@@ -61,7 +84,7 @@ class MailRoutes:
         """The run ``msg`` may be taken straight to, or None: it goes by the supervisor.
         ``root_of(run_id)``: the root of a run the directory lists, None if it lists none
         (not started, ended, hosted elsewhere); ``generation``: the run table's now."""
-        if self._on_the_way or self._asked:
+        if self._on_the_way or self._asked or self._unsettled:
             return None
         to = msg.to
         root = root_of(to)
@@ -80,6 +103,18 @@ class MailRoutes:
         if self._on_the_way is None:
             self._on_the_way = {}
         self._on_the_way[msg.request_id] = (msg.to, generation)
+        if self._unsettled and self._settler is None:
+            self._settler = msg.request_id
+
+    def observed(self, entries: tuple[JournalEntry, ...]) -> None:
+        """Journal entries were told: if one says what a call saw that the store cannot
+        tell again (anything observed but a receive's mail), mail goes by the supervisor
+        until it acknowledges one sent after this (see the module)."""
+        for entry in entries:
+            if entry.observed and (entry.kind != "receive" or entry.result is None):
+                self._unsettled = True
+                self._settler = None
+                return
 
     def asked(self, request_id: str) -> None:
         """A spawn or stop request was told: mail goes by the supervisor until its reply."""
@@ -95,6 +130,10 @@ class MailRoutes:
             if self._on_the_way is None:
                 return
             sent = self._on_the_way.pop(message.request_id, None)
+            if sent is not None and message.request_id == self._settler:
+                self._settler = None  # a refusal may come before the commit: the next one
+                if message.error is None:  # came after the group holding what was seen
+                    self._unsettled = False
             if sent is None or message.error is not None or message.recipient is None:
                 return
             address, generation = sent
