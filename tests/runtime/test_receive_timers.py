@@ -127,6 +127,10 @@ class _Owner(pykka.ThreadingActor):
         if action == "want":
             self.wakes.want(key, seconds)
             self.wakes.arm(self.actor_ref, ended=False)
+        elif action == "again_and_cancel":  # asked for again and cancelled in one handling
+            self.wakes.want(key, seconds)
+            self.wakes.cancel(key)
+            self.wakes.arm(self.actor_ref, ended=False)
         else:
             self.wakes.cancel(key)
         return self.wakes.timer.scheduled
@@ -143,6 +147,23 @@ def test_a_wake_behind_a_cancelled_earlier_one_fires_once_and_the_cancelled_neve
         # later than the timer already set (for "a"): nothing put in the timer service; the
         # timer goes off early, finds nothing due (or "b", on a slow machine) and is set again
         assert owner.ask(("want", "b", 0.05)) == first
+        assert done.wait(WAIT)
+        owner.ask(("cancel", "none", 0.0))  # the actor has handled every WAKES_DUE told so far
+        assert fired == ["b"]
+    finally:
+        owner.stop()
+        timer.stop()
+
+
+def test_a_wake_asked_for_again_and_cancelled_in_one_handling_never_fires() -> None:
+    timer = TimerService()
+    fired: list[str] = []
+    done = threading.Event()
+    owner = _Owner.start(timer, fired, done)
+    try:
+        owner.ask(("want", "a", 0.01))
+        owner.ask(("again_and_cancel", "a", 0.01))  # the armed one is cancelled with it
+        owner.ask(("want", "b", 0.05))
         assert done.wait(WAIT)
         owner.ask(("cancel", "none", 0.0))  # the actor has handled every WAKES_DUE told so far
         assert fired == ["b"]

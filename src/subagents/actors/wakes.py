@@ -64,9 +64,10 @@ class Wakes:
         self.wanted[key] = time.monotonic() + seconds
 
     def cancel(self, key: str) -> None:
-        """No ``Wake(key)``: forgotten here (the timer, if it goes off for it, finds nothing)."""
-        if self.wanted.pop(key, None) is None:
-            self.armed.pop(key, None)
+        """No ``Wake(key)``: forgotten here (the timer, if it goes off for it, finds nothing),
+        whether wanted in this handling, armed before, or both (asked for again)."""
+        self.wanted.pop(key, None)
+        self.armed.pop(key, None)
 
     def arm(self, ref: pykka.ActorRef[Any], *, ended: bool) -> None:
         """The handling is over: arm what it asked for (nothing, if the run has ended)."""
