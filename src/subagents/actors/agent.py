@@ -26,7 +26,7 @@ from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
-from subagents.actors.wakes import Wakes
+from subagents.actors.wakes import WAKES_DUE, Wakes
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
@@ -258,6 +258,11 @@ class AgentActor(FastInboxActor):
                 if self._ended or self.cancel.is_set():
                     break
                 self._one(inner)
+        elif message is WAKES_DUE and self._wakes is not None:  # its one timer went off
+            for wake in self._wakes.due(self.actor_ref):
+                if self._ended or self.cancel.is_set():
+                    break
+                self._one(wake)
         else:
             self._one(message)
 

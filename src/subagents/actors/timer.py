@@ -45,6 +45,9 @@ class TimerService:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
+        self.scheduled = 0
+        """Timers put in so far (``schedule``/``tell_at``, replacements included): what a
+        test counts to see that a path arms no timer, or one."""
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -63,6 +66,7 @@ class TimerService:
             if self._stopped:
                 return
             seq = next(self._seq)
+            self.scheduled += 1
             self._entries[key] = (seq, deadline, target, message)
             heapq.heappush(self._heap, (deadline, seq, key))
             if self._heap[0][1] == seq:

@@ -2,8 +2,17 @@
 
 A wake asked for during a handling is armed when that handling ends, not at once: one asked
 for and cancelled within the same handling (a ``receive`` answered by the next mail of the
-same ``Batch``) never reaches the timer service. When the run ends, the wakes still armed
-are cancelled with it.
+same ``Batch``) never reaches the timer service. When the run ends, its timer is cancelled.
+
+A run has ONE timer in the timer service, at (or before) its earliest armed wake, not one per
+wake: a ``receive`` that waits and is answered by mail before its timeout, over and over (a
+mail stream, a ping-pong), would otherwise put a timer in and take it out again for every
+mail (the timer service's lock twice, a heap entry, a ``Wake`` made, per mail). Cancelling a
+wake only forgets it here; arming one whose deadline is not before the timer's changes
+nothing there. So the timer may go off early, for a wake since cancelled: the actor is told
+``WAKES_DUE``, hands the behaviour a ``Wake`` for each wake due by then (none, when it went
+off early) and sets the timer again at the earliest of the rest. A run waiting for mail with
+a timeout of T so costs the timer service one timer per T at most, however much mail comes.
 
 Apart from the actor because it is its own small state machine, and made only when a run
 first asks for a wake: most short runs never do, and a waiting run costs its objects.
@@ -12,7 +21,7 @@ first asks for a wake: most short runs never do, and a waiting run costs its obj
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 import pykka
 
@@ -20,38 +29,72 @@ from subagents.actors.timer import TimerService
 from subagents.messages import Wake
 
 
-class Wakes:
-    """The wakes of one run: those wanted in the current handling, and those armed."""
+class _WakesDue:
+    """The message of a run's timer (never sent anywhere but to its own actor)."""
 
-    __slots__ = ("armed", "run_id", "timer", "wanted")
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAKES_DUE"
+
+
+WAKES_DUE: Final = _WakesDue()
+"""What a run's timer tells its actor: see which of its wakes are due (``Wakes.due``)."""
+
+
+class Wakes:
+    """The wakes of one run: those wanted in the current handling, those armed, its timer."""
+
+    __slots__ = ("armed", "key", "set_at", "timer", "wanted")
 
     def __init__(self, timer: TimerService, run_id: str) -> None:
         self.timer = timer
-        self.run_id = run_id
+        self.key = ("wakes", run_id)
+        """The run's one timer in the timer service."""
         self.wanted: dict[str, float] = {}
         """Asked for in this handling, armed when it ends (key -> monotonic deadline)."""
-        self.armed: set[str] = set()
+        self.armed: dict[str, float] = {}
+        """Armed and neither due nor cancelled yet (key -> monotonic deadline)."""
+        self.set_at: float | None = None
+        """When the timer goes off (at or before every armed deadline); None: not set, or
+        gone off and its ``WAKES_DUE`` not handled yet (which sets it again if need be)."""
 
     def want(self, key: str, seconds: float) -> None:
         """Wake the run with ``Wake(key)`` in ``seconds``, once this handling ends."""
         self.wanted[key] = time.monotonic() + seconds
 
     def cancel(self, key: str) -> None:
-        if self.wanted.pop(key, None) is not None:
-            return  # never armed
-        self.armed.discard(key)
-        self.timer.cancel(("wake", self.run_id, key))
+        """No ``Wake(key)``: forgotten here (the timer, if it goes off for it, finds nothing),
+        whether wanted in this handling, armed before, or both (asked for again)."""
+        self.wanted.pop(key, None)
+        self.armed.pop(key, None)
 
     def arm(self, ref: pykka.ActorRef[Any], *, ended: bool) -> None:
         """The handling is over: arm what it asked for (nothing, if the run has ended)."""
         wanted, self.wanted = self.wanted, {}
-        if ended:
+        if ended or not wanted:
             return
-        for key, deadline in wanted.items():
-            self.armed.add(key)
-            self.timer.tell_at(("wake", self.run_id, key), deadline, ref, Wake(key=key))
+        self.armed.update(wanted)
+        self._set(ref, min(wanted.values()))
+
+    def due(self, ref: pykka.ActorRef[Any]) -> list[Wake]:
+        """The timer went off (``WAKES_DUE``): the wakes due now, forgotten, and the timer
+        set again at the earliest of the rest."""
+        self.set_at = None
+        now = time.monotonic()
+        keys = [key for key, deadline in self.armed.items() if deadline <= now]
+        for key in keys:
+            del self.armed[key]
+        if self.armed:
+            self._set(ref, min(self.armed.values()))
+        return [Wake(key=key) for key in keys]
+
+    def _set(self, ref: pykka.ActorRef[Any], earliest: float) -> None:
+        if self.set_at is None or earliest < self.set_at:
+            self.set_at = earliest
+            self.timer.tell_at(self.key, earliest, ref, WAKES_DUE)
 
     def cancel_all(self) -> None:
-        """The run is over: no armed wake fires any more."""
-        for key in self.armed:
-            self.timer.cancel(("wake", self.run_id, key))
+        """The run is over: its timer does not go off any more."""
+        self.armed.clear()
+        self.timer.cancel(self.key)

@@ -1,0 +1,172 @@
+"""The timers of ``receive``: armed only when it waits, one per run (not one per mail), and
+still going off when no mail comes (actors/wakes.py)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from subagents.actors.timer import TimerService
+from subagents.actors.wakes import WAKES_DUE, Wakes
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Mail, RunStatus
+from subagents.runtime import Runtime
+from subagents.store.base import RunStore
+
+from .conftest import WAIT
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+ROUNDS = 100
+
+
+def test_a_ping_pong_of_waiting_receives_arms_a_timer_per_run_not_per_mail(
+    store: RunStore,
+) -> None:
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, "pong")
+        return "done"
+
+    async def pinger(ctx: AgentContext) -> str:
+        got = 0
+        for _ in range(ROUNDS):
+            ctx.send("ponger", "ping")
+            if await ctx.receive(timeout=WAIT) is not None:
+                got += 1
+        return str(got)
+
+    async def root(ctx: AgentContext) -> str:
+        _, pinged = await ctx.gather(ctx.spawn("ponger", "go"), ctx.spawn("pinger", "go"))
+        return str(pinged.result)
+
+    with Runtime({"root": root, "ponger": ponger, "pinger": pinger}, store=store) as rt:
+        before = rt.timer.scheduled
+        outcome = rt.run("root", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == str(ROUNDS)
+        # 2 x ROUNDS mails, most received by a receive that waited: per run a deadline and
+        # one wake timer (set again only when a wake's deadline comes before it), not one
+        # timer put in and taken out per mail
+        assert rt.timer.scheduled - before < 20
+
+
+def test_a_receive_that_finds_its_mail_arms_no_timer(store: RunStore) -> None:
+    counts: dict[str, int] = {}
+
+    async def child(ctx: AgentContext) -> str:
+        for i in range(30):
+            ctx.send(ctx.parent_run_id or "", str(i))  # one step: delivered together
+        return "sent"
+
+    async def parent(ctx: AgentContext) -> list[str]:
+        await ctx.spawn("child", "go")  # its mail is in this run's inbox by its end
+        timer: TimerService = timers[0]
+        counts["before"] = timer.scheduled
+        got = []
+        for _ in range(30):
+            mail = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            got.append(mail.content)
+        counts["after"] = timer.scheduled
+        return got
+
+    timers: list[TimerService] = []
+    with Runtime({"parent": parent, "child": child}, store=store) as rt:
+        timers.append(rt.timer)
+        outcome = rt.run("parent", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+    assert counts["after"] == counts["before"]
+
+
+def test_a_waiting_receive_still_times_out_after_one_answered_by_mail(store: RunStore) -> None:
+    async def echo(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        ctx.send(mail.sender, "echo")
+        return "done"
+
+    async def parent(ctx: AgentContext) -> list[Any]:
+        child = ctx.spawn("echo", "go")
+        ctx.send("echo", "hi")
+        first = await ctx.receive(timeout=WAIT)  # its timer set WAIT from now
+        await child
+        # no mail comes: this one's deadline is before the timer's, which is set again for it
+        second = await ctx.receive(timeout=0.05)
+        third = await ctx.receive(timeout=0.0)
+        return [first.content if first else None, second, third]
+
+    with Runtime({"parent": parent, "echo": echo}, store=store) as rt:
+        outcome = rt.run("parent", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == '["echo",null,null]'
+
+
+class _Owner(pykka.ThreadingActor):
+    """Owns a ``Wakes`` as an agent actor does: arms and cancels in its own thread, and on
+    ``WAKES_DUE`` records the wakes due."""
+
+    def __init__(self, timer: TimerService, fired: list[str], done: threading.Event) -> None:
+        super().__init__()
+        self.wakes = Wakes(timer, "run-1")
+        self.fired, self.done = fired, done
+
+    def on_receive(self, message: Any) -> Any:
+        if message is WAKES_DUE:
+            for wake in self.wakes.due(self.actor_ref):
+                self.fired.append(wake.key)
+                if wake.key == "b":
+                    self.done.set()
+            return None
+        action, key, seconds = message
+        if action == "want":
+            self.wakes.want(key, seconds)
+            self.wakes.arm(self.actor_ref, ended=False)
+        elif action == "again_and_cancel":  # asked for again and cancelled in one handling
+            self.wakes.want(key, seconds)
+            self.wakes.cancel(key)
+            self.wakes.arm(self.actor_ref, ended=False)
+        else:
+            self.wakes.cancel(key)
+        return self.wakes.timer.scheduled
+
+
+def test_a_wake_behind_a_cancelled_earlier_one_fires_once_and_the_cancelled_never() -> None:
+    timer = TimerService()
+    fired: list[str] = []
+    done = threading.Event()
+    owner = _Owner.start(timer, fired, done)
+    try:
+        first = owner.ask(("want", "a", 0.01))
+        owner.ask(("cancel", "a", 0.0))
+        # later than the timer already set (for "a"): nothing put in the timer service; the
+        # timer goes off early, finds nothing due (or "b", on a slow machine) and is set again
+        assert owner.ask(("want", "b", 0.05)) == first
+        assert done.wait(WAIT)
+        owner.ask(("cancel", "none", 0.0))  # the actor has handled every WAKES_DUE told so far
+        assert fired == ["b"]
+    finally:
+        owner.stop()
+        timer.stop()
+
+
+def test_a_wake_asked_for_again_and_cancelled_in_one_handling_never_fires() -> None:
+    timer = TimerService()
+    fired: list[str] = []
+    done = threading.Event()
+    owner = _Owner.start(timer, fired, done)
+    try:
+        owner.ask(("want", "a", 0.01))
+        owner.ask(("again_and_cancel", "a", 0.01))  # the armed one is cancelled with it
+        owner.ask(("want", "b", 0.05))
+        assert done.wait(WAIT)
+        owner.ask(("cancel", "none", 0.0))  # the actor has handled every WAKES_DUE told so far
+        assert fired == ["b"]
+    finally:
+        owner.stop()
+        timer.stop()
