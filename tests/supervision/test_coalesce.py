@@ -88,3 +88,18 @@ def test_a_mail_acknowledgement_goes_after_every_delivery_decided_before_it() ->
         Tell("r", 2),
         Tell("s", acks),
     ]
+
+
+def test_effects_without_tells_come_out_as_they_went_in() -> None:
+    """The common case (a run's end: its event, its answer to the caller, its deadline
+    disarmed) takes the path where nothing is pending: every effect, in order, barriers
+    (a stop, an answer outside) included."""
+    outcome = Outcome(run_id="a", status=RunStatus.COMPLETED)
+    effects = [
+        _event("a"),
+        TellOutside(ChildDone(request_id="q", outcome=outcome)),
+        DisarmDeadline("a"),
+        StopAgent("b"),
+        ArmDeadline("c", 5.0),
+    ]
+    assert coalesce(list(effects)) == effects

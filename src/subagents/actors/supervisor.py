@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
 from subagents.actors.inbox import FastInboxActor
@@ -54,7 +55,6 @@ from subagents.messages import (
     Batch,
     ChildDone,
     Event,
-    HostLost,
     Inspect,
     Journal,
     LeaseLost,
@@ -63,19 +63,12 @@ from subagents.messages import (
     Parked,
     Placed,
     PollCommands,
-    RestartDue,
     Restore,
     RunFinished,
     SendMail,
     SlotWanted,
-    SpawnMany,
     SpawnReply,
-    SpawnRequest,
     StatusOf,
-    StepTaken,
-    StopAll,
-    StopRequest,
-    StopRequested,
     Streamed,
     Subscribe,
     Sweep,
@@ -91,7 +84,6 @@ from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
-from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decision,
@@ -162,6 +154,7 @@ class SupervisorActor(FastInboxActor):
             dispatcher=dispatcher,
         )
         self.outage = Outage(core, store, on_outside)
+        self._deciders = deciders(core, store, self.effector.ended)
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
@@ -369,14 +362,14 @@ class SupervisorActor(FastInboxActor):
 
     def _handle(self, message: Any, *, asked: bool) -> Any:
         """Have ``message`` decided and carry the decision out; the answer for its sender."""
-        match message:
-            case SendMail():  # the most frequent first: a match tries cases in order
-                decision = self.core.send_mails((message,))
-                self._carry_out(decision)
-                return decision.reply[0]
-            case ToolStarting():  # asked (not grouped): durable before the tool runs
-                self._carry_out(self.core.tool_starting(message))
-                return True  # (an ``ended`` one is told: the answer goes nowhere)
+        kind = type(message)  # exact types: none of these is subclassed (test_deciders.py)
+        if kind is SendMail:
+            decision = self.core.send_mails((message,))
+            self._carry_out(decision)
+            return decision.reply[0]
+        if kind is ToolStarting:  # asked (not grouped): durable before the tool runs
+            self._carry_out(self.core.tool_starting(message))
+            return True  # (an ``ended`` one is told: the answer goes nowhere)
         decided = self._decide(message)
         if decided is None:
             return self._question(message, asked=asked)
@@ -384,61 +377,10 @@ class SupervisorActor(FastInboxActor):
         return decided.reply
 
     def _decide(self, message: Any) -> Decision | None:
-        """The core's decision on a message it decides (None: not one of them), with what it
-        must be given read from the store first (a restarted run's earlier mail and journal)."""
-        core = self.core
-        match message:
-            case MailPosted():  # the most frequent first: a match tries cases in order
-                return core.mails_posted(message)
-            case MailRead():
-                return core.mail_reads((message,))
-            case Journal():
-                return core.journal(message)
-            case SpawnRequest(continues=None):
-                return core.spawn(message)
-            case SpawnRequest(continues=str(run_id)):  # the run it continues, read for it
-                read = Continued(self.store.get_run(run_id), self.store.load_checkpoint(run_id))
-                return core.spawn(message, read)
-            case SpawnMany(requests=requests):
-                return core.spawn_many(requests)
-            case StepTaken():
-                return core.step_taken(message)
-            case ToolCalled():
-                return core.tool_called(message)
-            case ApprovalAsked():
-                return core.approval_asked(message)
-            case ToolAnswered():
-                return core.tool_answered(message)
-            case WaitingChanged():
-                return core.waiting_changed(message)
-            case Parked():
-                return core.parked(message)
-            case SlotWanted():
-                return core.slot_wanted(message)
-            case RunFinished():
-                self.effector.ended(message.run_id, message.attempt)
-                return core.finished(message)
-            case StopRequest():
-                return core.stop(message)
-            case StopRequested():
-                return core.stop_requested(message)
-            case Subscribe():
-                return core.subscribe(message)
-            case Timeout(run_id=run_id):
-                return core.timeout(run_id)
-            case RestartDue(run_id=run_id):  # what its earlier start did, read for it
-                mails, journal = self.store.mail_for(run_id), self.store.journal_of(run_id)
-                return core.restart_due(run_id, mails, journal)
-            case Placed():
-                return core.placed(message)
-            case Streamed():
-                return core.progress.streamed(message)
-            case HostLost(run_ids=run_ids, reason=reason):  # as RestartDue, for each run
-                reads = {r: (self.store.mail_for(r), self.store.journal_of(r)) for r in run_ids}
-                return core.host_lost(run_ids, reason, reads)
-            case StopAll(reason=reason):
-                return core.stop_all(reason)
-        return None
+        """The core's decision on a message it decides (None: not one of them), by the
+        message's type (``actors/deciders.py``)."""
+        decide = self._deciders.get(type(message))
+        return None if decide is None else decide(message)
 
     def _question(self, message: Any, *, asked: bool) -> Any:
         """A message the actor answers itself, reading or sweeping the store or asking the

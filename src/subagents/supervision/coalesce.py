@@ -53,22 +53,24 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
             out.append(Tell(run_id, message))
         pending.clear()
 
-    for effect in effects:
-        if isinstance(effect, Tell) and _acknowledges(effect.message):
-            release()
-            out.append(effect)
-        elif isinstance(effect, Tell):
+    for effect in effects:  # one isinstance per effect while nothing is pending (most)
+        if isinstance(effect, Tell):
+            if _acknowledges(effect.message):
+                release()
+                out.append(effect)
+                continue
             messages = pending.get(effect.run_id)
             if messages is None:
                 pending[effect.run_id] = [effect.message]
             else:
                 messages.append(effect.message)
-        elif isinstance(effect, _PASS_THROUGH):
-            out.append(effect)
-        else:
+        elif pending and not isinstance(effect, _PASS_THROUGH):
             release()
             out.append(effect)
-    release()
+        else:  # passes through, or a barrier with nothing pending to let go first
+            out.append(effect)
+    if pending:
+        release()
     return out
 
 
