@@ -438,15 +438,31 @@ def test_every_message_type_an_actor_matches_on_is_an_actor_message() -> None:
     matched: dict[str, set[str]] = {}
     for path in sorted(ACTORS.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.MatchClass)
-                and isinstance(node.cls, ast.Name)
-                and node.cls.id in defined
-            ):
-                matched.setdefault(node.cls.id, set()).add(path.name)
-    assert "SpawnRequest" in matched and "Parked" in matched  # the walk finds the patterns
+            for name in _message_types_told_apart(node):
+                if name in defined:
+                    matched.setdefault(name, set()).add(path.name)
+    # the walk finds each way: a case pattern, a dispatch table's key, a type(...) is check
+    assert "Parked" in matched and "RunFinished" in matched and "Unpark" in matched
     missing = {name: files for name, files in matched.items() if name not in union}
     assert missing == {}, f"matched by actors but not in ActorMessage: {missing}"
+
+
+def _message_types_told_apart(node: ast.AST) -> list[str]:
+    """The names an actor tells a message's type apart by at ``node``: ``case X():``, a
+    dispatch table's key (``{X: ...}``, ``actors/deciders.py``) or ``type(m) is X``."""
+    match node:
+        case ast.MatchClass(cls=ast.Name(id=name)):
+            return [name]
+        case ast.Dict(keys=keys):
+            return [k.id for k in keys if isinstance(k, ast.Name)]
+        case ast.Compare(
+            left=ast.Call(func=ast.Name(id="type")),
+            ops=[ast.Is() | ast.IsNot()],
+            comparators=[ast.Name(id=name)],
+        ):
+            return [name]
+        case _:
+            return []
 
 
 def _roundtrips(value: Any, as_type: Any) -> None:
