@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import msgspec
+from job_kit import spawn_or_attach, write_outcome
 
 from subagents.runtime import Runtime
 from subagents.store.locations import store_location
@@ -24,14 +24,11 @@ TASK = "the durability question"
 def main(db: str, out: str) -> int:
     store = open_location(store_location(db))
     with Runtime(agent_dirs=[TEAM], store=store, command_poll_s=0) as rt:
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("lead", TASK) if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "lead", TASK)
         print("ready", flush=True)  # the crash test times its kill from here
         outcome = handle.result(timeout=60)
     store.close()
-    Path(out).write_bytes(
-        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
-    )
+    write_outcome(out, outcome)
     return 0
 
 

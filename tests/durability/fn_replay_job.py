@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from job_kit import spawn_or_attach
 
 from subagents import Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -75,8 +76,7 @@ def main(db: str, out: str) -> int:
 
     with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
         rt.subscribe(show)
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("boss", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "boss", "go")
         say("ready")
         outcome = handle.result(timeout=60)
     store.close()

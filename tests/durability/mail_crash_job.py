@@ -11,9 +11,8 @@ kill).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import msgspec
+from job_kit import spawn_or_attach, write_outcome
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
@@ -57,14 +56,11 @@ def main(db: str, out: str, linger_s: str | None = None) -> int:
         group_linger.LINGER_S = float(linger_s)
     store = open_location(db)  # a SQLite file's path, or a PostgreSQL database's URL
     with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("root", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "root", "go")
         print("ready", flush=True)  # the crash test times its kill from here
         outcome = handle.result(timeout=60)
     store.close()
-    Path(out).write_bytes(
-        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
-    )
+    write_outcome(out, outcome)
     return 0
 
 

@@ -15,9 +15,8 @@ writes {"status", "result"} to OUT.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import msgspec
+from job_kit import spawn_or_attach, write_outcome
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
@@ -64,14 +63,11 @@ def main(db: str, out: str, look: str, linger_s: str | None = None) -> int:
         group_linger.LINGER_S = float(linger_s)
     store = open_location(db)
     with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("root", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "root", "go")
         print("ready", flush=True)
         outcome = handle.result(timeout=60)
     store.close()
-    Path(out).write_bytes(
-        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
-    )
+    write_outcome(out, outcome)
     return 0
 
 

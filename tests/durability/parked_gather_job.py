@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from pathlib import Path
 
-import msgspec
+from job_kit import spawn_or_attach, write_outcome
 
 from subagents import Limits, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -49,14 +48,11 @@ def main(db: str, out: str) -> int:
     agents = {"parent": parent, "child": child}
     with Runtime(agents, store=store, command_poll_s=0, limits=Limits(max_concurrency=1)) as rt:
         rt.subscribe(show)
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("parent", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "parent", "go")
         say("ready")
         outcome = handle.result(timeout=60)
     store.close()
-    Path(out).write_bytes(
-        msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
-    )
+    write_outcome(out, outcome)
     return 0
 
 

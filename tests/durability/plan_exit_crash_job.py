@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from job_kit import spawn_or_attach
+
 from subagents.definitions.spec import AgentSpec
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
@@ -59,8 +61,7 @@ def main(db: str, workdir: str, out: str) -> int:
         [planner], model=model, store=store, tools=[tool], workspace=work, approve=approve,
         permissions="acceptEdits", command_poll_s=0,
     ) as rt:  # fmt: skip
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("planner", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "planner", "go")
         outcome = handle.result(timeout=60)
     store.close()
     Path(out).write_text(outcome.result or f"failed: {outcome.error}")

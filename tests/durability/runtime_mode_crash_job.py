@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from job_kit import spawn_or_attach
+
 from subagents.definitions.spec import AgentSpec
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
@@ -57,8 +59,7 @@ def main(db: str, workdir: str, out: str) -> int:
         [lead, child], model=model, store=store, tools=[tool], workspace=work,
         permissions="plan" if first_start else "bypassPermissions", command_poll_s=0,
     ) as rt:  # fmt: skip
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("lead", "go") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "lead", "go")
         lead_result = handle.result(timeout=60).result or ""
         (record,) = [r for r in rt.runs() if r.agent == "child"]
     store.close()

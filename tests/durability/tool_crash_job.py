@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import msgspec
+from job_kit import spawn_or_attach
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolResultBlock
@@ -58,8 +59,7 @@ def main(db: str, workdir: str, mode: str, out: str) -> int:
         permissions="bypassPermissions",
         command_poll_s=0,
     ) as rt:
-        roots = [r for r in store.list_runs() if r.parent_run_id is None]
-        handle = rt.spawn("worker", "act") if not roots else rt.attach(roots[0].run_id)
+        handle = spawn_or_attach(rt, store, "worker", "act")
         print("ready", flush=True)
         outcome = handle.result(timeout=60)
         checkpoint = store.load_checkpoint(outcome.run_id)
