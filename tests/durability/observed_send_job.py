@@ -47,6 +47,9 @@ async def looker(ctx: AgentContext) -> str:
 async def root(ctx: AgentContext) -> str:
     echo_id: str = await ctx.spawn("echo", "echo", background=True)
     out = await ctx.spawn("looker", echo_id)
+    # ``echo``'s end (its ``[background result]`` mail) is awaited too: a root that ended first
+    # would cancel a resumed ``echo`` still replaying (a fresh-clone CI run saw it cancelled)
+    await ctx.receive(timeout=60)
     return str(out.result)
 
 
