@@ -45,6 +45,9 @@ async def pinger(ctx: AgentContext) -> str:
 async def root(ctx: AgentContext) -> str:
     ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
     out = await ctx.spawn("pinger", ponger_id)
+    # ``ponger``'s end (its ``[background result]`` mail) is awaited too: a root that ended
+    # first would cancel a resumed ``ponger`` still replaying its last round
+    await ctx.receive(timeout=60)
     return str(out.result)
 
 
