@@ -46,14 +46,21 @@ def test_a_ping_pong_of_waiting_receives_arms_a_timer_per_run_not_per_mail(
         return str(pinged.result)
 
     with Runtime({"root": root, "ponger": ponger, "pinger": pinger}, store=store) as rt:
-        before = rt.timer.scheduled
+        before = _not_lingering(rt.timer)
         outcome = rt.run("root", "go", wait=WAIT)
         assert outcome.status is RunStatus.COMPLETED, outcome
         assert outcome.result == str(ROUNDS)
         # 2 x ROUNDS mails, most received by a receive that waited: per run a deadline and
         # one wake timer (set again only when a wake's deadline comes before it), not one
-        # timer put in and taken out per mail
-        assert rt.timer.scheduled - before < 20
+        # timer put in and taken out per mail. The supervisor's group linger (SQLite,
+        # actors/group_linger.py) arms timers as the load has it: not counted
+        assert _not_lingering(rt.timer) - before < 20
+
+
+def _not_lingering(timer: TimerService) -> int:
+    """The timers put in so far but the supervisor's group linger's (SQLite: it arms as the
+    supervisor's groups come, meanwhile: actors/group_linger.py)."""
+    return timer.scheduled - timer.scheduled_kinds["group linger"]
 
 
 def test_a_receive_that_finds_its_mail_arms_no_timer(store: RunStore) -> None:
@@ -67,13 +74,13 @@ def test_a_receive_that_finds_its_mail_arms_no_timer(store: RunStore) -> None:
     async def parent(ctx: AgentContext) -> list[str]:
         await ctx.spawn("child", "go")  # its mail is in this run's inbox by its end
         timer: TimerService = timers[0]
-        counts["before"] = timer.scheduled
+        counts["before"] = _not_lingering(timer)
         got = []
         for _ in range(30):
             mail = await ctx.receive(timeout=WAIT)
             assert mail is not None
             got.append(mail.content)
-        counts["after"] = timer.scheduled
+        counts["after"] = _not_lingering(timer)
         return got
 
     timers: list[TimerService] = []

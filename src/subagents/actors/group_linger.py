@@ -48,7 +48,7 @@ COMMIT_DUE = CommitDue()
 class GroupLinger:
     """Whether the open group may wait, and the timer that ends its wait."""
 
-    __slots__ = ("_begun", "_due", "_ref", "_timer", "delay")
+    __slots__ = ("_begun", "_due", "_key", "_ref", "_timer", "delay")
 
     def __init__(self, timer: TimerService, ref: pykka.ActorRef[Any], store: RunStore) -> None:
         """Groups linger only on a store whose senders record their own mail (SQLite:
@@ -56,6 +56,9 @@ class GroupLinger:
         and an in-memory commit costs nothing to save."""
         self._timer = timer
         self._ref = ref
+        self._key = ("group linger", id(self))
+        """Its timer's key: a tuple, so the timer service counts these apart
+        (``TimerService.scheduled_kinds``)."""
         self.delay = LINGER_S if store.mail_recording() is MailRecording.SENDER else 0.0
         self._due = 0.0
         self._begun: Callable[[], bool] | None = getattr(store, "batch_begun", None)
@@ -73,5 +76,5 @@ class GroupLinger:
         now = time.monotonic()
         if self._due < now:  # none on its way (a due one already told commits this too)
             self._due = now + self.delay
-            self._timer.tell_at(self, self._due, self._ref, COMMIT_DUE)
+            self._timer.tell_at(self._key, self._due, self._ref, COMMIT_DUE)
         return True

@@ -13,6 +13,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -48,6 +49,9 @@ class TimerService:
         self.scheduled = 0
         """Timers put in so far (``schedule``/``tell_at``, replacements included): what a
         test counts to see that a path arms no timer, or one."""
+        self.scheduled_kinds: Counter[Hashable] = Counter()
+        """The same, by kind: the first item of a key that is a tuple (``("wakes", run_id)``,
+        ``("group linger", ...)``): what a test subtracts to count the others alone."""
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
@@ -67,6 +71,8 @@ class TimerService:
                 return
             seq = next(self._seq)
             self.scheduled += 1
+            if type(key) is tuple:
+                self.scheduled_kinds[key[0]] += 1
             self._entries[key] = (seq, deadline, target, message)
             heapq.heappush(self._heap, (deadline, seq, key))
             if self._heap[0][1] == seq:
