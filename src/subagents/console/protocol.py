@@ -34,12 +34,50 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import h11
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from subagents.console.limits import Limits
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+_EXTENDED = (
+    "connection_made",
+    "connection_lost",
+    "handle_events",
+    "on_response_complete",
+    "pause_writing",
+    "resume_writing",
+    "shutdown",
+)
+"""uvicorn's ``H11Protocol`` methods ``ConsoleProtocol`` extends."""
+
+_READ = {"cycle", "conn", "loop", "transport"}
+"""What ``ConsoleProtocol`` reads of the state ``H11Protocol.__init__`` sets."""
+
+
+def uvicorn_problem(
+    protocol: type = H11Protocol, connection: type = h11.Connection, flow: type = FlowControl
+) -> str | None:
+    """What the installed uvicorn (and its h11) lacks of what ``ConsoleProtocol`` builds on,
+    None when nothing: ``ConsoleProtocol`` extends uvicorn's internal HTTP/1.1 protocol (no
+    public API gives these deadlines), which a new 0.x release may change; ``serve`` then
+    refuses to start, naming what changed, rather than fail on each connection."""
+    missing = [
+        f"H11Protocol.{name}" for name in _EXTENDED if not callable(getattr(protocol, name, None))
+    ]
+    init = getattr(protocol, "__init__", None)
+    names = set(getattr(getattr(init, "__code__", None), "co_names", ()))
+    missing += [f"H11Protocol's {name}" for name in sorted(_READ - names)]
+    if not hasattr(connection, "trailing_data"):
+        missing.append("h11.Connection.trailing_data")
+    flow_init = getattr(flow, "__init__", None)
+    if "write_paused" not in getattr(getattr(flow_init, "__code__", None), "co_names", ()):
+        missing.append("FlowControl's write_paused")
+    return ", ".join(missing) or None
 
 
 def protocol_for(limits: Limits) -> type[ConsoleProtocol]:

@@ -19,6 +19,7 @@ that sends its request too slowly, or reads nothing of its answer, is cut off
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import ipaddress
 import secrets
 import socket
@@ -159,12 +160,20 @@ def bind(host: str, port: int) -> socket.socket:
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
     try:
+        from subagents.console.protocol import uvicorn_problem
         from subagents.console.serving import serve
     except ImportError as exc:  # the `console` extra is not installed
         raise CliError(
             f"the console needs Starlette, uvicorn and sse-starlette ({exc.msg}): pip install"
             " 'subagents[console]'"
         ) from exc
+    changed = uvicorn_problem()
+    if changed is not None:  # a uvicorn release changed what the console's deadlines extend
+        raise CliError(
+            f"the console extends uvicorn's HTTP/1.1 protocol, and the installed uvicorn"
+            f" {importlib.metadata.version('uvicorn')} lacks {changed}: install the one the"
+            " `console` extra was tested with (pip install 'uvicorn>=0.31.1,<0.55')"
+        )
     host = checked_host(args.host, args.expose)
     with open_inspected_store(args) as store, store_errors():
         sock = bind(host, args.port)
