@@ -230,3 +230,22 @@ def test_a_command_is_taken_when_posted_not_at_the_next_poll(pg_url: str) -> Non
         other.post_command("send", handle.run_id, "hello")
         other.close()
         assert handle.result(timeout=60).result == "heard hello"
+
+
+def test_a_command_posted_before_the_listener_listens_is_looked_at_once_it_does(
+    pg_url: str,
+) -> None:
+    """A command's NOTIFY sent while no listener was connected reaches nobody: the listener
+    looks once as soon as it listens (a fresh-clone CI run saw a runtime's mail wait for its
+    hour-long poll: the command was posted before its listener's LISTEN)."""
+    from subagents.store.postgres_listen import CommandListener
+
+    other = PostgresStore(pg_url)
+    other.post_command("send", "r-nobody", "hello")  # announced to nobody
+    other.close()
+    looked = threading.Event()
+    listener = CommandListener(pg_url, "test", looked.set)
+    try:
+        assert looked.wait(30)
+    finally:
+        listener.close()

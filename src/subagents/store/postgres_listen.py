@@ -56,6 +56,9 @@ class CommandListener:
     def _listen(self) -> None:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
             conn.execute(f"LISTEN {COMMANDS_CHANNEL}")
+            # what was posted before this connection listened (at start, or while it was
+            # down) was announced to nobody: looked at once, not at the next poll
+            self.on_command()
             while not self._stop.is_set():
                 if any(True for _ in conn.notifies(timeout=WAIT_S, stop_after=1)):
                     for _ in conn.notifies(timeout=0):  # the rest of a burst: one call
