@@ -7,12 +7,21 @@ from subagents.messages import (
     ChildDone,
     EventKind,
     MailState,
+    RunFinished,
     RunStatus,
     SpawnReply,
     SpawnRequest,
+    WaitingChanged,
     new_id,
 )
-from subagents.supervision.effects import DisarmDeadline, StartRun, StopAgent, Tell, TellOutside
+from subagents.supervision.effects import (
+    DisarmDeadline,
+    Publish,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
 from subagents.supervision.limits import Limits
 
 from .test_core import Harness, of
@@ -87,3 +96,56 @@ def test_close_ends_every_live_run_once_queued_first_then_deepest_first() -> Non
     assert h.store.mail_for(child)[0].state is MailState.DEAD
     assert h.core.slots.in_flight == 0 and h.core.slots.queue_length() == 0
     assert h.core.core.stop_all("again").reply == ()  # nothing is ended twice
+
+
+def test_close_gives_each_runs_effects_in_a_cancels_order_grouped_by_kind() -> None:
+    """Each run's end event is published before its outcome is told to the outside, and
+    that before its agent is stopped (as a cancel gives them); across runs the effects come
+    kind by kind, so an effector carries out one kind at a time."""
+    h = Harness(Limits(max_concurrency=4))
+    roots = [h.run("lead") for _ in range(3)]
+    child = h.run("worker", roots[0])
+    effects = h.core.stop_all("runtime closed")
+    kinds = [type(e) for e in effects]
+    assert kinds == sorted(kinds, key=[Publish, TellOutside, StopAgent].index)
+    for run in (*roots, child):
+        published = [
+            i for i, e in enumerate(effects) if isinstance(e, Publish) and e.event.run_id == run
+        ]
+        told = [
+            i
+            for i, e in enumerate(effects)
+            if isinstance(e, TellOutside)
+            and isinstance(e.message, ChildDone)
+            and e.message.outcome.run_id == run
+        ]
+        (stopped,) = [i for i, e in enumerate(effects) if e == StopAgent(run)]
+        assert len(published) == 1 and published[0] < stopped
+        assert told == ([] if run == child else [told[0]])
+        assert all(published[0] < i < stopped for i in told)
+
+
+def test_after_a_close_the_core_holds_nothing_and_admits_by_its_limits_again() -> None:
+    """What every end leaves in the core (slots, queues, idle holders, the run table and
+    its trees, policies) is dropped at once by a close; a runtime that goes on after one
+    (the store took writes again: ``store_recovered``) admits as a new one would."""
+    h = Harness(Limits(max_concurrency=3, per_agent=1))
+    root = h.run("lead")
+    child = h.run("worker", root)
+    queued = h.run("worker", root)  # one worker at a time
+    assert h.status(queued) is RunStatus.QUEUED
+    h.core.waiting_changed(WaitingChanged(run_id=root, waiting=True, attempt=1))
+    assert h.core.slots.has_idle(root)
+    ended = h.core._do(h.core.core.store_recovered("disk full", [])).reply
+    assert ended == (queued, child, root)
+    slots = h.core.slots
+    assert (slots.in_flight, slots.holders(), slots.queued()) == (0, [], [])
+    assert not slots.has_idle(root) and not any(slots.by_agent.values())
+    assert list(h.core.runs) == [] and root not in h.core.runs.tree
+    # the limits hold as for a new runtime: one worker at a time
+    first, second = h.run("lead"), h.run("worker")
+    assert h.status(first) is RunStatus.RUNNING and h.status(second) is RunStatus.RUNNING
+    third = h.run("worker")
+    assert h.status(third) is RunStatus.QUEUED
+    effects = h.core.finished(RunFinished(run_id=second, result="ok", attempt=1))
+    assert [s.record.run_id for s in of(effects, StartRun)] == [third]

@@ -4,16 +4,18 @@ Why apart from ``lifecycle``: a cancel walk per run (``Lifecycle.cancel`` -> ``f
 what a runtime that goes on needs: a tree walk, the queue scanned for a run to start into
 the freed slot, the deadline disarmed on the timer. When every run ends at once none of that
 matters, and closing 100,000 waiting runs as 100,000 walks cost ~100 us of the supervisor's
-CPU per run (benchmarks/README.md).
+CPU per run (benchmarks/README.md). What every run's end leaves behind in the core's state
+(its slot, its place in the run table and the tree, its policies) is dropped at once, not run
+by run: once every run has ended there is nothing left of any of it to keep.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from subagents.messages import Event, EventKind, Outcome, RunRecord, RunStatus
-from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write
-from subagents.supervision.effects import Decided, StopAgent
+from subagents.messages import ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
+from subagents.store.writes import AppendEvent, OutcomeDelivered, SaveOutcome, SaveRun, Write
+from subagents.supervision.effects import Decided, Publish, StopAgent, TellOutside, event_of
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End, end_event, outcome_of
 from subagents.supervision.transitions import Move, next_status
@@ -37,7 +39,12 @@ def close_all(
     freed slot; an outcome handed to a parent (it ends in the same pass: its agent stops
     without reading it, as in a cancel walk); a deadline disarmed one by one (the timer
     service stops with the runtime; a deadline firing before it does finds the run ended and
-    does nothing)."""
+    does nothing); a slot released, a run forgotten, its policies dropped one by one (all of
+    them at the end: ``SlotPool.release_all``, ``RunTable.forget_all``).
+
+    The effects come grouped by kind, each run's in the order a cancel gives them: every
+    end event published, then every root's outcome told to the outside, then every agent
+    stopped (so an effector carries out a run of one kind at a time)."""
     runs, slots, now = life.runs, life.slots, life.now
     queued = [s for r in slots.queued() if (s := runs.live(r)) is not None]
     first = {s.run_id for s in queued}
@@ -49,24 +56,37 @@ def close_all(
     life._ending |= ending  # no outcome is handed to a parent ending in this pass
     end = End(move, error_kind, reason)
     decided = Decided()
+    writes = decided.writes
+    published: list[Publish] = []
+    outside: list[TellOutside] = []
+    others = Decided()  # a child's delivery (to nobody but a detached child's), dead letters
     try:
         for state in order:
-            record = state.record
-            status = next_status(record.run_id, record.status, move)
-            runs.ended(state)
+            record, run_id = state.record, state.run_id
+            status = next_status(run_id, record.status, move)
             outcome = outcome_of(record, status, end)
-            decided.writes.append(runs.fire(state, move, ended_at=now(), outcome=outcome))
-            decided.writes.append(SaveOutcome(outcome))
-            slots.release(record.run_id)
+            writes.append(runs.fire(state, move, ended_at=now(), outcome=outcome))
+            writes.append(SaveOutcome(outcome))
             kind, data = end_event(record, status, end)
-            decided.event(kind, state.record, now(), data)
-            decided.add(life.deliver(state, outcome))
+            event = event_of(kind, state.record, now(), data)
+            writes.append(AppendEvent(event))
+            published.append(Publish(event))
+            if record.parent_run_id is None:  # a root: to the outside (``Lifecycle.deliver``)
+                done = ChildDone(request_id=state.request_id or run_id, outcome=outcome)
+                outside.append(TellOutside(done))
+                writes.append(OutcomeDelivered(run_id))
+            else:
+                others.add(life.deliver(state, outcome))
             if state.inbox:
-                decided.add(life.mail.dead_letters(state, ()))
+                others.add(life.mail.dead_letters(state, ()))
             life.parking.ended(state)
-            decided.effects.append(StopAgent(record.run_id))
     finally:
         life._ending -= ending
+    decided.add(others)
+    decided.effects[:0] = [*published, *outside]
+    decided.effects.extend(StopAgent(run_id) for run_id in ids)
+    slots.release_all()
+    life.policies.forget(runs.forget_all())
     return ids, decided
 
 

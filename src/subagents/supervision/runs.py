@@ -258,6 +258,20 @@ class RunTable:
             if root is not None and root.record.status.terminal:
                 self.ended_roots.append(root.run_id)
 
+    def forget_all(self) -> list[str]:
+        """Forget every held run, none of which is live any more (the runtime closed them
+        all, ``closing.close_all``): what ``prune`` would forget, tree by tree, once it had
+        been told of each end; the ids forgotten."""
+        if self._live:
+            raise ValueError(f"{len(self._live)} held runs are still live: nothing forgotten")
+        forgotten = list(self._runs)
+        self._runs.clear()
+        self.tree = RunTree()
+        self.ended_roots.clear()
+        self._admitted.clear()
+        self.generation += 1
+        return forgotten
+
     def prune(self) -> list[str]:
         """Forget the trees of ended roots in which nothing is live; the ids forgotten.
         Their records live on in the store."""

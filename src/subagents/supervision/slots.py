@@ -190,6 +190,19 @@ class SlotPool:
                 del self.by_parent[key.parent]  # parents come and go: stay bounded
         return True
 
+    def release_all(self) -> None:
+        """Every slot freed and both queues emptied at once, as a ``release`` of each run
+        would leave the pool (the runtime closes: every run ends, ``closing.close_all``)."""
+        self.in_flight = 0
+        for counts in (self.by_agent, self.by_tier, self.by_parent, self._idle_in):
+            counts.clear()
+        for held in (self._holders, self._idle, self._queue, self._resumes):
+            held.clear()
+        self._queued_keys.clear()
+        self._resume_keys.clear()
+        self._releasing.clear()
+        self._touched, self._demand, self._stuck = {}, False, set()
+
     # ---- queues ------------------------------------------------------------------------------
 
     def enqueue(self, run_id: str, key: SlotKey) -> int:
