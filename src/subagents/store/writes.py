@@ -271,6 +271,8 @@ def superseded(writes: Sequence[Write]) -> set[int]:
     skip: set[int] = set()
     if len(saves) < 2:  # most batches: a run saved once, nothing to look up
         return skip
+    if len({record.run_id for _, record in saves}) == len(saves):
+        return skip  # each saved once (a spawn_many, a close): counted in C, not walked
     last: dict[str, tuple[int, RunRecord]] = {}
     for i, record in saves:
         earlier = last.get(record.run_id)
