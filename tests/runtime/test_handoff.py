@@ -221,3 +221,34 @@ def test_each_dispatcher_thread_waits_on_a_queue_of_its_own() -> None:
         assert len({id(s.slot) for s in seats}) == 3
     finally:
         assert d.close(WAIT) == []
+
+
+def test_work_a_taker_gives_is_in_line_and_a_parked_thread_takes_it_if_the_giver_does_not() -> None:
+    """Work given from one of the taking threads (a handling mailing another actor) is left in
+    line for the giver to take after its turn (no thread switch in a ping-pong); a parked
+    thread is nudged all the same, so that it is taken while the giver's turn goes on."""
+    handoff: Handoff[str] = Handoff()
+    got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    threading.Thread(target=lambda: got.put(handoff.take(Seat())), daemon=True).start()
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.001)):
+        if handoff.waiting:
+            break
+        pause.wait(0.001)
+    handoff.taking(True)
+    try:
+        assert handoff.give("work") is True  # a parked thread was nudged
+        assert got.get(timeout=5.0) == "work"  # this thread's turn went on: the parked took it
+    finally:
+        handoff.taking(False)
+
+
+def test_work_a_taker_gives_while_none_is_parked_is_taken_by_it_next() -> None:
+    handoff: Handoff[str] = Handoff()
+    handoff.taking(True)
+    try:
+        assert handoff.give("next") is False  # nobody to nudge: the caller may start one
+        assert handoff.in_line
+        assert handoff.take(Seat()) == "next"
+    finally:
+        handoff.taking(False)

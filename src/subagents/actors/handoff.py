@@ -11,6 +11,12 @@ work pops a parked seat (the one parked last: its thread is the most likely stil
 CPU's caches) and puts the work there: one waiter, one wake-up, as a raw pykka actor's thread
 (and ``benchmarks/spawn.py``'s floor) has.
 
+Work given by one of the threads themselves (an actor's handling mailing another: a ping-pong)
+is not handed to a parked one: it goes in line, where the giving thread takes it itself as its
+turn ends, without a thread switch (as a thread of one shared queue took what it had just put
+there: a ping-pong then ran on one thread). A parked thread is nudged all the same, to take it
+if the giver's turn goes on (it blocks) and otherwise to find the line empty and park again.
+
 No work is lost between a thread deciding to park and parking: a thread parks, then looks at
 the line again (and takes itself back out if something came); the giver puts work in the
 line, then looks for a parked seat again (and nudges it). Whichever of the two came second
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import queue
+import threading
 import time
 from typing import Generic, TypeVar
 
@@ -29,6 +36,10 @@ T = TypeVar("T")
 
 _NUDGE = object()
 """Put in a parked seat: "look at the line again" (work came while no seat was parked)."""
+
+
+class _Taking(threading.local):
+    taker = False
 
 
 class Seat:
@@ -48,6 +59,8 @@ class Handoff(Generic[T]):
     """Work handed to the seat parked last, or left in line for the next thread free."""
 
     def __init__(self) -> None:
+        self._local = _Taking()
+        """Whether the current thread is one of the takers (``taking``)."""
         self._parked: list[Seat] = []  # a stack: the seat parked last is woken first
         self._line: collections.deque[T] = collections.deque()
         self._closed = False
@@ -56,6 +69,12 @@ class Handoff(Generic[T]):
         """Hand ``item`` to a parked thread; else leave it in line (False: no thread was
         waiting, the caller may want to start one)."""
         parked = self._parked
+        if self._local.taker:  # one of the takers: it takes it itself after its turn
+            self._line.append(item)
+            if parked:  # unless it blocks first: a parked one looks too (and may find none)
+                self._nudge()
+                return True
+            return False
         try:
             seat = parked.pop()
         except IndexError:
@@ -73,6 +92,10 @@ class Handoff(Generic[T]):
         except IndexError:  # it found the line itself
             return
         seat.slot.put(_NUDGE)
+
+    def taking(self, yes: bool) -> None:
+        """The current thread takes turns here (True), or no longer does (False)."""
+        self._local.taker = yes
 
     def take(self, seat: Seat) -> T | None:
         """The next work for ``seat``'s thread: from the line, else waiting parked until some

@@ -182,6 +182,7 @@ class Dispatcher:
         set_hook(
             functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
         )
+        self._handoff.taking(True)
         try:
             while True:
                 actor = take(worker)
@@ -201,6 +202,7 @@ class Dispatcher:
                     return
         finally:
             set_hook(None)
+            self._handoff.taking(False)
             with self._lock:
                 self._workers.discard(worker)
                 if not worker.replaced:
