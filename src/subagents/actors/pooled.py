@@ -15,7 +15,7 @@ with an empty mailbox is only its Python objects.
 
 Guarantees kept from pykka: messages are handled in the order they were put, one at a time
 (a mailbox is *scheduled* from the put that found it idle until the drain that found it
-empty; only the thread that took it from the ready queue drains it); ``on_start`` runs
+empty; only the thread it was handed to drains it); ``on_start`` runs
 before the first message, ``on_stop`` after the last; asks put after the stop get
 ``ActorDeadError``. Differences, named: the actor is not put in pykka's ``ActorRegistry``
 (a list, whose ``unregister`` is O(n): 100,000 actors would take minutes to stop), so
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 log = get_logger("subagents.dispatch")
 
 THROUGHPUT = 64
-"""Messages one drain hands an actor before it goes to the back of the ready queue: an actor
+"""Messages one drain hands an actor before it goes to the back of the line: an actor
 flooded with mail does not keep a thread from every other actor."""
 
 
