@@ -15,7 +15,7 @@ with an empty mailbox is only its Python objects.
 
 Guarantees kept from pykka: messages are handled in the order they were put, one at a time
 (a mailbox is *scheduled* from the put that found it idle until the drain that found it
-empty; only the thread that took it from the ready queue drains it); ``on_start`` runs
+empty; only the thread it was handed to drains it); ``on_start`` runs
 before the first message, ``on_stop`` after the last; asks put after the stop get
 ``ActorDeadError``. Differences, named: the actor is not put in pykka's ``ActorRegistry``
 (a list, whose ``unregister`` is O(n): 100,000 actors would take minutes to stop), so
@@ -46,7 +46,6 @@ import collections
 import contextlib
 import functools
 import os
-import queue
 import sys
 import threading
 import time
@@ -57,6 +56,7 @@ import pykka
 from pykka import messages as pykka_messages
 
 from subagents.actors.gc_pacing import PACING
+from subagents.actors.handoff import Handoff, Seat
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 log = get_logger("subagents.dispatch")
 
 THROUGHPUT = 64
-"""Messages one drain hands an actor before it goes to the back of the ready queue: an actor
+"""Messages one drain hands an actor before it goes to the back of the line: an actor
 flooded with mail does not keep a thread from every other actor."""
 
 
@@ -82,14 +82,14 @@ def default_size() -> int:
     return max(4, 2 * (os.cpu_count() or 1))
 
 
-class _Worker:
-    """What the watch thread sees of one dispatcher thread."""
+class _Worker(Seat):
+    """One dispatcher thread: where it parks for work, and what the watch thread sees of it
+    (``busy_since``: when its current drain started, 0.0 while it waits for work)."""
 
-    __slots__ = ("busy_since", "replaced")
+    __slots__ = ("replaced",)
 
     def __init__(self) -> None:
-        self.busy_since = 0.0
-        """When its current drain started (monotonic); 0.0 while it waits for work."""
+        super().__init__()
         self.replaced = False
         """The watch thread counted it as blocked and started another thread in its place."""
 
@@ -125,7 +125,9 @@ class Dispatcher:
         # Threads come from a pool of their own: a thread replaced while blocked parks there
         # when its handling ends, for the next replacement.
         self._pool = ThreadPool(name=name, max_idle=max(size, spare))
-        self._ready: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
+        self._handoff: Handoff[PooledActor] = Handoff()
+        """Actors with messages, each handed to one parked thread (a queue per thread: one
+        shared by every idle thread cost twice as much per hand-off; ``handoff.py``)."""
         self._lock = threading.Lock()
         self._workers: set[_Worker] = set()
         self._working = 0  # workers not counted as blocked
@@ -133,8 +135,6 @@ class Dispatcher:
         """Threads that said they block (``about_to_block``) and whose replacement is not
         started yet: it starts when work finds no idle thread (``submit``), and a blocked
         thread that comes back first takes its place instead (``_rejoin``)."""
-        self._idle: collections.deque[None] = collections.deque()
-        """One entry per thread waiting for work (appends and pops are atomic: no lock)."""
         self._closed = threading.Event()
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
@@ -150,8 +150,7 @@ class Dispatcher:
         ``close`` nothing takes it: the runtime stopped its actors before closing."""
         if not self._started:
             self._start()
-        self._ready.put(actor)
-        if self._owed and not self._idle:  # a thread blocked, and no other waits for work
+        if not self._handoff.give(actor) and self._owed:  # a thread blocked, none was idle
             self._pay()
 
     def _start(self) -> None:
@@ -179,15 +178,14 @@ class Dispatcher:
             raise
 
     def _work(self, worker: _Worker) -> None:
-        ready, clock, idle = self._ready, time.monotonic, self._idle
+        take, clock = self._handoff.take, time.monotonic
         set_hook(
             functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
         )
+        self._handoff.taking(True)
         try:
             while True:
-                idle.append(None)
-                actor = ready.get()
-                idle.pop()
+                actor = take(worker)
                 if actor is None:  # closing
                     return
                 worker.busy_since = clock()
@@ -204,6 +202,7 @@ class Dispatcher:
                     return
         finally:
             set_hook(None)
+            self._handoff.taking(False)
             with self._lock:
                 self._workers.discard(worker)
                 if not worker.replaced:
@@ -221,7 +220,7 @@ class Dispatcher:
     def _pay(self) -> None:
         """Start one owed replacement, if one is still owed and no thread waits for work."""
         with self._lock:
-            if not self._owed or self._idle or self._closed.is_set():
+            if not self._owed or self._handoff.waiting or self._closed.is_set():
                 return
             try:
                 self._add_worker()
@@ -252,7 +251,7 @@ class Dispatcher:
         replacement owed while work waits is started (``submit`` missed a thread that was
         about to go idle and then did not)."""
         while not self._closed.wait(self.stall_s):
-            if self._owed and not self._ready.empty():
+            if self._owed and self._handoff.in_line:
                 self._pay()
             now = time.monotonic()
             with self._lock:
@@ -278,7 +277,7 @@ class Dispatcher:
             worker.replaced = True
             self._working -= 1
             self._owed += 1
-        if not self._idle and not self._ready.empty():
+        if not self._handoff.waiting and self._handoff.in_line:
             self._pay()
 
     def unblocked(self, worker: _Worker) -> None:
@@ -325,7 +324,7 @@ class Dispatcher:
         drain ends); False if ``timeout`` passed first."""
 
         def idle() -> bool:
-            return self._ready.empty() and not any(w.busy_since for w in self._workers)
+            return not self._handoff.in_line and not any(w.busy_since for w in self._workers)
 
         with self._lock:
             self._idle_waiters += 1
@@ -347,10 +346,8 @@ class Dispatcher:
             if self._closed.is_set():
                 return []
             self._closed.set()
-            workers = len(self._workers)
         PACING.unregister(self)
-        for _ in range(workers):
-            self._ready.put(None)
+        self._handoff.close()
         if self._watch is not None:
             self._watch.join(max(0.0, deadline - time.monotonic()))
         return self._pool.close(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,143 @@
+"""Handoff: work handed to one parked thread through a queue of its own, or left in line.
+
+Why not one queue that every idle thread waits on (the ``Dispatcher``'s first design): a
+``SimpleQueue`` with several threads blocked in its ``get`` costs about twice as much per
+hand-off as one with a single waiter. Its one lock is handed from waiter to waiter and each
+wake-up contends for the GIL with the others (measured here: a put and its answer, 13 us with
+one waiting thread, 23-25 us with 2, 4 or 8; three more futex wake-ups per hand-off under
+strace). A trivial run takes one hand-off to a dispatcher thread, so it paid that on every
+spawn. Here each thread parks on its own ``SimpleQueue`` (its ``Seat``), and the one handing
+work pops a parked seat (the one parked last: its thread is the most likely still in the
+CPU's caches) and puts the work there: one waiter, one wake-up, as a raw pykka actor's thread
+(and ``benchmarks/spawn.py``'s floor) has.
+
+Work given by one of the threads themselves (an actor's handling mailing another: a ping-pong)
+is not handed to a parked one: it goes in line, where the giving thread takes it itself as its
+turn ends, without a thread switch (as a thread of one shared queue took what it had just put
+there: a ping-pong then ran on one thread). A parked thread is nudged all the same, to take it
+if the giver's turn goes on (it blocks) and otherwise to find the line empty and park again.
+
+No work is lost between a thread deciding to park and parking: a thread parks, then looks at
+the line again (and takes itself back out if something came); the giver puts work in the
+line, then looks for a parked seat again (and nudges it). Whichever of the two came second
+sees the other's step. Every step on the shared list and deque is one C call under the GIL
+(append, pop, remove of an object compared by identity), so no lock is taken on the path.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+_NUDGE = object()
+"""Put in a parked seat: "look at the line again" (work came while no seat was parked)."""
+
+
+class _Taking(threading.local):
+    taker = False
+
+
+class Seat:
+    """One thread's place to park: its own queue, and since when it has been busy."""
+
+    __slots__ = ("busy_since", "slot")
+
+    def __init__(self) -> None:
+        self.slot: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.busy_since = 0.0
+        """When it was handed its current work (monotonic); 0.0 while it waits for work. Set
+        by the giver before the work is put in its queue, so that a thread woken and not yet
+        running never looks idle (``Dispatcher.wait_idle``)."""
+
+
+class Handoff(Generic[T]):
+    """Work handed to the seat parked last, or left in line for the next thread free."""
+
+    def __init__(self) -> None:
+        self._local = _Taking()
+        """Whether the current thread is one of the takers (``taking``)."""
+        self._parked: list[Seat] = []  # a stack: the seat parked last is woken first
+        self._line: collections.deque[T] = collections.deque()
+        self._closed = False
+
+    def give(self, item: T) -> bool:
+        """Hand ``item`` to a parked thread; else leave it in line (False: no thread was
+        waiting, the caller may want to start one)."""
+        parked = self._parked
+        if self._local.taker:  # one of the takers: it takes it itself after its turn
+            self._line.append(item)
+            if parked:  # unless it blocks first: a parked one looks too (and may find none)
+                self._nudge()
+                return True
+            return False
+        try:
+            seat = parked.pop()
+        except IndexError:
+            self._line.append(item)
+            if parked:  # a thread parked after the pop and may have missed the line: nudged
+                self._nudge()
+            return False
+        seat.busy_since = time.monotonic()
+        seat.slot.put(item)
+        return True
+
+    def _nudge(self) -> None:
+        try:
+            seat = self._parked.pop()
+        except IndexError:  # it found the line itself
+            return
+        seat.slot.put(_NUDGE)
+
+    def taking(self, yes: bool) -> None:
+        """The current thread takes turns here (True), or no longer does (False)."""
+        self._local.taker = yes
+
+    def take(self, seat: Seat) -> T | None:
+        """The next work for ``seat``'s thread: from the line, else waiting parked until some
+        is handed to it. None once closed and the line is empty: the thread leaves."""
+        line, parked = self._line, self._parked
+        while True:
+            try:
+                return line.popleft()
+            except IndexError:
+                pass
+            if self._closed:
+                return None
+            seat.busy_since = 0.0
+            parked.append(seat)
+            if line or self._closed:  # came while it parked: taken back out, unless handed
+                try:
+                    parked.remove(seat)
+                except ValueError:  # a giver popped it: what it put is in its queue
+                    pass
+                else:
+                    continue
+            item = seat.slot.get()
+            if item is not _NUDGE:
+                return item  # type: ignore[return-value]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a thread is parked, waiting for work."""
+        return bool(self._parked)
+
+    @property
+    def in_line(self) -> bool:
+        """Whether work waits for a thread."""
+        return bool(self._line)
+
+    def close(self) -> None:
+        """Take no more turns: every parked thread is woken, and each thread leaves once the
+        line is empty (the work in it is done first)."""
+        self._closed = True
+        while True:
+            try:
+                seat = self._parked.pop()
+            except IndexError:
+                return
+            seat.slot.put(_NUDGE)

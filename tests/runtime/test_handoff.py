@@ -1,0 +1,254 @@
+"""Handoff: work handed to one parked thread through a queue of its own (actors/handoff.py).
+
+Real threads; the GIL's switch interval is made tiny so that threads interleave between almost
+any two bytecodes, where a lost wake-up would show (a giver and a thread about to park racing).
+Every wait has a timeout: lost work fails the test instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from subagents.actors.handoff import Handoff, Seat
+from subagents.actors.pooled import Dispatcher, PooledActor
+
+WAIT = 30.0
+
+
+@pytest.fixture
+def tiny_switch_interval() -> Iterator[None]:
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _takers(handoff: Handoff[int], n: int, done: queue.SimpleQueue[int]) -> list[threading.Thread]:
+    def take() -> None:
+        seat = Seat()
+        while (item := handoff.take(seat)) is not None:
+            done.put(item)
+
+    threads = [threading.Thread(target=take, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+@pytest.mark.parametrize("takers", [1, 3])
+def test_every_item_given_one_at_a_time_is_taken_once_none_lost(takers: int) -> None:
+    """Each item is given when the takers are finishing the last one and about to park: the
+    race of a giver finding no seat parked and a thread parking just then. An item left in
+    line with every thread parked never comes back (the get times out)."""
+    handoff: Handoff[int] = Handoff()
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+    threads = _takers(handoff, takers, done)
+    for i in range(5000):
+        handoff.give(i)
+        assert done.get(timeout=WAIT) == i
+    handoff.close()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+    assert done.empty()
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_items_given_from_many_threads_at_once_are_each_taken_exactly_once() -> None:
+    handoff: Handoff[int] = Handoff()
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+    threads = _takers(handoff, 3, done)
+    givers = [
+        threading.Thread(target=lambda k=k: [handoff.give(k * 10_000 + i) for i in range(2000)])
+        for k in range(4)
+    ]
+    for g in givers:
+        g.start()
+    for g in givers:
+        g.join(WAIT)
+    taken = sorted(done.get(timeout=WAIT) for _ in range(8000))
+    assert taken == sorted(k * 10_000 + i for k in range(4) for i in range(2000))
+    handoff.close()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+    assert done.empty()
+
+
+class _SlowToPark(Seat):
+    """A seat whose thread stops just before it parks (where it marks itself not busy), until
+    let go: the giver runs in that gap."""
+
+    def __init__(self) -> None:
+        self.parking = threading.Event()
+        self.go = threading.Event()
+        self.armed = False
+        self._busy = 0.0
+        super().__init__()
+        self.armed = True
+
+    @property  # type: ignore[override]
+    def busy_since(self) -> float:
+        return self._busy
+
+    @busy_since.setter
+    def busy_since(self, value: float) -> None:
+        self._busy = value
+        if value == 0.0 and self.armed:
+            self.armed = False
+            self.parking.set()
+            assert self.go.wait(WAIT)
+
+
+def test_work_given_just_before_a_thread_parks_is_seen_by_it() -> None:
+    """The giver finds no seat parked and leaves the work in line; the thread, about to park
+    then, looks at the line again once parked and takes it (without that look it would wait
+    on its own queue with the work in line)."""
+    handoff: Handoff[str] = Handoff()
+    seat = _SlowToPark()
+    got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    threading.Thread(target=lambda: got.put(handoff.take(seat)), daemon=True).start()
+    assert seat.parking.wait(WAIT)
+    assert handoff.give("work") is False  # nobody parked yet: left in line
+    seat.go.set()
+    assert got.get(timeout=5.0) == "work"
+
+
+class _PausingLine(collections.deque[Any]):
+    """A line whose ``append`` waits, once, until it is let go: the giver stopped between
+    finding no seat parked and putting its work in line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appending = threading.Event()
+        self.go = threading.Event()
+
+    def append(self, item: Any) -> None:
+        if not self.appending.is_set():
+            self.appending.set()
+            assert self.go.wait(WAIT)
+        super().append(item)
+
+
+def test_a_thread_that_parked_while_work_was_being_put_in_line_is_nudged() -> None:
+    """The giver found no seat parked; before its work is in line a thread parks (and finds
+    the line empty): the giver, seeing a seat parked now, nudges it to look again."""
+    handoff: Handoff[str] = Handoff()
+    line = handoff._line = _PausingLine()
+    giver = threading.Thread(target=handoff.give, args=("work",), daemon=True)
+    giver.start()
+    assert line.appending.wait(WAIT)
+    got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    threading.Thread(target=lambda: got.put(handoff.take(Seat())), daemon=True).start()
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.001)):
+        if handoff.waiting:
+            break
+        pause.wait(0.001)
+    assert handoff.waiting
+    line.go.set()
+    assert got.get(timeout=5.0) == "work"
+
+
+def test_a_thread_handed_work_is_busy_before_it_wakes() -> None:
+    """The giver marks the seat busy before putting the work in its queue: a thread woken and
+    not yet running is never counted idle (``Dispatcher.wait_idle``)."""
+    handoff: Handoff[str] = Handoff()
+    seat = Seat()
+    got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    taker = threading.Thread(target=lambda: got.put(handoff.take(seat)), daemon=True)
+    taker.start()
+    parked = threading.Event()
+    while not handoff.waiting:  # (the thread parks on its own queue: then it waits)
+        assert taker.is_alive()
+        parked.wait(0.001)
+    assert seat.busy_since == 0.0
+    assert handoff.give("work") is True
+    assert seat.busy_since > 0.0
+    assert got.get(timeout=WAIT) == "work"
+
+
+def test_work_given_while_no_thread_waits_is_left_in_line_and_taken_next() -> None:
+    handoff: Handoff[str] = Handoff()
+    assert handoff.give("first") is False  # nobody parked
+    assert handoff.in_line
+    assert handoff.take(Seat()) == "first"
+    handoff.close()
+    assert handoff.take(Seat()) is None
+
+
+def test_closing_lets_the_line_be_taken_first_then_every_thread_leaves() -> None:
+    handoff: Handoff[int] = Handoff()
+    handoff.give(1)
+    handoff.give(2)
+    handoff.close()
+    seat = Seat()
+    assert [handoff.take(seat), handoff.take(seat), handoff.take(seat)] == [1, 2, None]
+
+
+class _Echo(PooledActor):
+    def on_receive(self, message: object) -> object:
+        return message
+
+
+def test_each_dispatcher_thread_waits_on_a_queue_of_its_own() -> None:
+    """The mechanism, at the dispatcher: its idle threads are parked each on its own seat
+    (one waiter per queue), and actors are handed to them one by one."""
+    d = Dispatcher(size=3, name="t-handoff")
+    try:
+        refs = [_Echo.start(dispatcher=d) for _ in range(20)]
+        assert [r.ask(i, timeout=WAIT) for i, r in enumerate(refs)] == list(range(20))
+        for r in refs:
+            r.stop()
+        assert d.wait_idle(WAIT)
+        pause = threading.Event()
+        for _ in range(int(WAIT / 0.001)):  # (each thread parks once its drain is over)
+            if len(d._handoff._parked) == 3:
+                break
+            pause.wait(0.001)
+        seats = list(d._handoff._parked)
+        assert len(seats) == 3
+        assert len({id(s.slot) for s in seats}) == 3
+    finally:
+        assert d.close(WAIT) == []
+
+
+def test_work_a_taker_gives_is_in_line_and_a_parked_thread_takes_it_if_the_giver_does_not() -> None:
+    """Work given from one of the taking threads (a handling mailing another actor) is left in
+    line for the giver to take after its turn (no thread switch in a ping-pong); a parked
+    thread is nudged all the same, so that it is taken while the giver's turn goes on."""
+    handoff: Handoff[str] = Handoff()
+    got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    threading.Thread(target=lambda: got.put(handoff.take(Seat())), daemon=True).start()
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.001)):
+        if handoff.waiting:
+            break
+        pause.wait(0.001)
+    handoff.taking(True)
+    try:
+        assert handoff.give("work") is True  # a parked thread was nudged
+        assert got.get(timeout=5.0) == "work"  # this thread's turn went on: the parked took it
+    finally:
+        handoff.taking(False)
+
+
+def test_work_a_taker_gives_while_none_is_parked_is_taken_by_it_next() -> None:
+    handoff: Handoff[str] = Handoff()
+    handoff.taking(True)
+    try:
+        assert handoff.give("next") is False  # nobody to nudge: the caller may start one
+        assert handoff.in_line
+        assert handoff.take(Seat()) == "next"
+    finally:
+        handoff.taking(False)
