@@ -19,6 +19,16 @@ def _journal(*positions: int) -> Journal:
     return Journal(run_id="s", entries=tuple(_entry(p) for p in positions))
 
 
+def _received(position: int, mail_id: str = "m1") -> Journal:
+    """A receive handed ``mail_id`` (its entry comes with the mail it read)."""
+    entry = JournalEntry(request_id=f"s:{position}", kind="receive", observed=True, result=mail_id)
+    return Journal(run_id="s", entries=(entry,), read_mail=(mail_id,))
+
+
+def _carried(journal: Journal) -> SaveJournal:
+    return SaveJournal("s", journal.entries)
+
+
 def _mail(request_id: str) -> SendMail:
     return SendMail(request_id=request_id, sender="s", to="r", content="hi")
 
@@ -31,27 +41,35 @@ def test_the_reports_told_are_carried_in_order_as_one_write_until_cleared() -> N
     unsaved = UnsavedJournal()
     assert unsaved.carried() is None
     unsaved.add(_journal(0))
-    assert unsaved.carried() == SaveJournal("s", (_entry(0),))
-    unsaved.add(_journal(1, 2))
+    assert unsaved.carried() is None  # nothing at risk: a lost call is made again
+    unsaved.add(_received(1))
+    unsaved.add(_journal(2, 3))
     unsaved.add(Journal(run_id="s"))  # nothing in it: nothing to carry
-    assert unsaved.carried() == SaveJournal("s", (_entry(0), _entry(1), _entry(2)))
-    assert unsaved.told == 3
+    received = _received(1).entries
+    assert unsaved.carried() == SaveJournal("s", (_entry(0), *received, _entry(2), _entry(3)))
+    assert unsaved.told == 4
     unsaved.clear()  # carried by the run's own commit
     assert unsaved.carried() is None
+    unsaved.add(_journal(4))
+    assert unsaved.carried() is None  # the receive was carried: nothing at risk now
 
 
 def test_a_mail_acknowledged_by_the_supervisor_commits_the_reports_told_before_it() -> None:
     routes = MailRoutes("s", "root", UnsavedJournal())
     assert routes.unsaved is not None
-    routes.journal(_journal(0))
+    routes.journal(_received(0))
     routes.by_supervisor(_mail("q1"), 1)  # after report 1
-    routes.journal(_journal(2))
+    routes.journal(_received(2, "m2"))
     routes.answered(MailAck(request_id="q1", error="too big"))  # a refusal proves nothing
-    assert routes.unsaved.carried() == SaveJournal("s", (_entry(0), _entry(2)))
+    assert routes.unsaved.carried() == SaveJournal(
+        "s", (*_received(0).entries, *_received(2, "m2").entries)
+    )
     routes.by_supervisor(_mail("q2"), 1)  # after report 2
     routes.journal(_journal(3))
     routes.answered(MailAck(request_id="q2", mail_id="m2", recipient="r"))
-    assert routes.unsaved.carried() == SaveJournal("s", (_entry(3),))
+    assert routes.unsaved.carried() is None  # the receives are committed: nothing at risk
+    routes.journal(_received(4, "m4"))
+    assert routes.unsaved.carried() == SaveJournal("s", (_entry(3), *_received(4, "m4").entries))
 
 
 def test_a_receive_keeps_mail_straight_and_is_carried_with_it() -> None:
@@ -75,10 +93,10 @@ def test_too_many_unsaved_entries_are_forgotten_and_mail_waits_for_an_acknowledg
     first = _mail("q1")
     assert routes.route(first, _root_of, 1) is None  # what was forgotten may be uncommitted
     routes.by_supervisor(first, 1)
-    routes.journal(_journal(9999))
+    routes.journal(_received(9999))
     routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="r"))
     assert routes.route(_mail("q2"), _root_of, 1) == "r"
-    assert routes.unsaved.carried() == SaveJournal("s", (_entry(9999),))  # told after q1
+    assert routes.unsaved.carried() == _carried(_received(9999))  # told after q1
 
 
 def test_without_a_sender_record_nothing_is_held() -> None:

@@ -16,8 +16,14 @@ test_two_senders_crash.py). Now the sender's transaction appends the entries it 
 does not know committed before its mail (``SQLiteStore.save_mails_fenced``): no crash keeps
 the mail without them.
 
-The report told with the mail is marked ``Journal.recorded``: the supervisor does not write
-it again. One told earlier may be written twice (by the supervisor, and carried by a later
+Only a receive's mail is at risk so: every other result a call was handed
+sends the run's mail by the supervisor until it is committed (``MailRoutes.observed``), and
+the calls themselves, lost, are made again or found done (a mail by its ``request_id``, a
+child by its record). So the entries are carried while one of them says which mail a
+receive took, with all those told before it (a replay needs the journal's prefix), and
+otherwise left to the supervisor: a run that only sends pays nothing. The report told with
+the mail is marked ``Journal.recorded`` when carried: the supervisor does not write it
+again. One told earlier may be written twice (by the supervisor, and carried by a later
 straight mail before that commit was known); a replay reads each entry once
 (``resumption.recovered_messages``).
 
@@ -45,7 +51,7 @@ ENTRIES_MAX = 512
 class UnsavedJournal:
     """One run's journal reports told and not known committed (see the module)."""
 
-    __slots__ = ("_entries", "_held", "told")
+    __slots__ = ("_entries", "_held", "_received", "told")
 
     def __init__(self) -> None:
         self._held: list[tuple[int, Journal]] = []
@@ -54,6 +60,8 @@ class UnsavedJournal:
         """How many entries ``_held`` holds."""
         self.told = 0
         """How many reports the run has told: the mark of what a mail sent now comes after."""
+        self._received = 0
+        """The number of the last report that says which mail a receive took (0: none)."""
 
     def add(self, journal: Journal) -> None:
         """``journal`` was told to the supervisor."""
@@ -61,6 +69,8 @@ class UnsavedJournal:
         if journal.entries:
             self._held.append((self.told, journal))
             self._entries += len(journal.entries)
+            if journal.read_mail:  # (a receive's entry comes with the mail it read)
+                self._received = self.told
 
     def committed(self, mark: int) -> None:
         """The reports told up to ``mark`` (a ``told`` read earlier) are committed."""
@@ -82,9 +92,9 @@ class UnsavedJournal:
         self._entries = 0
 
     def carried(self) -> SaveJournal | None:
-        """The entries held, in the order told, as one write (None: none)."""
+        """The entries held, in the order told, as one write (None: none, or none at risk)."""
         held = self._held
-        if not held:
+        if not held or self._received < held[0][0]:
             return None
         first = held[0][1]
         if len(held) == 1:
