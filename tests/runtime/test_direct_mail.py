@@ -13,11 +13,10 @@ import pytest
 
 from gates import Gate
 from subagents.behaviour.function import AgentContext, MailError
-from subagents.messages import Event, EventKind, Mail, MailState, RunStatus
+from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.sqlite import SQLiteStore
-from subagents.store.writes import SaveJournal
 
 from .conftest import WAIT, Events
 
@@ -187,7 +186,7 @@ class _FirstMailWriteFails(SQLiteStore):
     failed = False
 
     def save_mails_fenced(
-        self, mails: Sequence[Mail], owner: str, epoch: int, journal: SaveJournal | None = None
+        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
     ) -> None:
         if not self.failed:
             self.failed = True

@@ -119,7 +119,7 @@ class FencedStore:
         """The store's batch that checks a fence when its transaction begins, if it has one
         (``SQLiteStore.fenced_batch``): a batch that writes nothing checks nothing."""
         self._fenced_mails: (
-            Callable[[Sequence[Mail], str, int, SaveJournal | None], None] | None
+            Callable[[Sequence[Mail], str, int, Sequence[JournalEntry]], None] | None
         ) = getattr(store, "save_mails_fenced", None)
         """The store's write of mails in a fenced transaction of their own, if it has one."""
 
@@ -192,7 +192,8 @@ class FencedStore:
         fence in it."""
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
-            self._fenced_mails(mails, fence.owner, fence.epoch, journal)
+            entries = journal.entries if journal is not None else ()
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries)
             return
         with self.batch():
             self.store.save_mails(mails)

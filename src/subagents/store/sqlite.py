@@ -63,7 +63,6 @@ from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
 from subagents.store.sweep import SweepReport
-from subagents.store.writes import SaveJournal
 
 log = get_logger("subagents.store")
 
@@ -360,13 +359,12 @@ class SQLiteStore(RunStore):
         self._mail.save_mails(mails)
 
     def save_mails_fenced(
-        self, mails: Sequence[Mail], owner: str, epoch: int, journal: SaveJournal | None = None
+        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
     ) -> None:
-        """``save_mails`` and ``journal`` (``supervision/unsaved_journal.py``) in a transaction
-        of its own that first checks that ``owner`` still holds its lease at ``epoch``
-        (``store.fencing``): a sender's record of the mail it takes straight to its
-        recipient, at the least a commit costs."""
-        rows = None if journal is None else self._resume.journal_rows(journal)
+        """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
+        transaction of its own that first checks that ``owner`` still holds its lease at
+        ``epoch`` (``store.fencing``): a sender's record of the mail it takes straight."""
+        rows = self._resume.journal_rows(mails[0].sender, journal) if journal and mails else None
         self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch), rows)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:

@@ -16,7 +16,6 @@ import msgspec
 
 from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry
 from subagents.store.sqlite_tx import Rows, Transactions, encode_row
-from subagents.store.writes import SaveJournal
 
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _delta_decoder = msgspec.json.Decoder(CheckpointDelta)
@@ -103,19 +102,11 @@ class ResumeRows:
             return
         self.tx.defer("journal", _SAVE_JOURNAL, _journal_row(run_id, entries), _appending(run_id))
 
-    def journal_rows(self, journal: SaveJournal) -> Rows | None:
-        """``journal``'s row, for a transaction of its own (``Transactions.commit_rows``: a
-        sender's straight mail and the entries it told before it,
-        ``SQLiteStore.save_mails_fenced``); None when it has no entries."""
-        if not journal.entries:
-            return None
-        run_id = journal.run_id
-        return (
-            "journal",
-            _SAVE_JOURNAL,
-            [_journal_row(run_id, journal.entries)],
-            _appending(run_id),
-        )
+    def journal_rows(self, run_id: str, entries: Sequence[JournalEntry]) -> Rows:
+        """``save_journal``'s row, for a transaction of its own (``Transactions.commit_rows``:
+        a sender's straight mail and the entries it told before it,
+        ``SQLiteStore.save_mails_fenced``)."""
+        return ("journal", _SAVE_JOURNAL, [_journal_row(run_id, entries)], _appending(run_id))
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         rows = self.tx.read(
