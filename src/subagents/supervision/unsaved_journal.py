@@ -16,10 +16,10 @@ test_two_senders_crash.py). Now the sender's transaction appends the entries it 
 does not know committed before its mail (``SQLiteStore.save_mails_fenced``): no crash keeps
 the mail without them.
 
-Only a receive's mail is at risk so: every other result a call was handed
-sends the run's mail by the supervisor until it is committed (``MailRoutes.observed``), and
-the calls themselves, lost, are made again or found done (a mail by its ``request_id``, a
-child by its record). So the entries are carried while one of them says which mail a
+Only a receive's mail is at risk so: every other result a call was handed sends the run's
+mail by the supervisor until it is committed (``MailRoutes.observed``), and the calls
+themselves, lost, are made again or found done (a mail by its ``request_id``, a child by its
+record). So the entries are carried while one of them says which mail a
 receive took, with all those told before it (a replay needs the journal's prefix), and
 otherwise left to the supervisor: a run that only sends pays nothing. The report told with
 the mail is marked ``Journal.recorded`` when carried: the supervisor does not write it
@@ -29,10 +29,11 @@ straight mail before that commit was known); a replay reads each entry once
 
 Known committed: once carried by the run's own straight commit, or once the supervisor
 acknowledges a mail the run sent through it after them (groups commit in order; the
-acknowledgement comes after the commit: ``committed``). A run that never hears either (it
-receives and never mails) holds at most ``ENTRIES_MAX`` entries: then they are forgotten,
-and its mail goes by the supervisor until one sent after is acknowledged (``MailRoutes``, as
-after an observation).
+acknowledgement comes after the commit: ``committed``). A run that hears neither for long
+(it never mails, or mails only straight and receives nothing) holds at most
+``ENTRIES_MAX`` entries: then they are forgotten, and its mail goes by the supervisor until
+one sent after is acknowledged (``MailRoutes``, as after an observation: one round trip per
+``ENTRIES_MAX`` entries).
 
 Plain data, no threads: the sending run's actor keeps one (``MailRoutes.unsaved``) where
 senders record their own mail; elsewhere the supervisor records the mail after, in order,
