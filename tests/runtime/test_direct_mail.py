@@ -13,7 +13,7 @@ import pytest
 
 from gates import Gate
 from subagents.behaviour.function import AgentContext, MailError
-from subagents.messages import Event, EventKind, Mail, MailState, RunStatus
+from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.sqlite import SQLiteStore
@@ -185,11 +185,13 @@ class _FirstMailWriteFails(SQLiteStore):
 
     failed = False
 
-    def save_mails_fenced(self, mails: Sequence[Mail], owner: str, epoch: int) -> None:
+    def save_mails_fenced(
+        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
+    ) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails_fenced(mails, owner, epoch)
+        super().save_mails_fenced(mails, owner, epoch, journal)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from subagents.messages import (
 from subagents.store.base import Fenced, RunStore
 from subagents.store.fencing import Fence, FencedStore
 from subagents.store.memory import MemoryStore
+from subagents.store.writes import SaveJournal
 
 
 def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
@@ -381,7 +382,9 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
         with fenced.batch():  # nested: checked once, with the outer batch
             fenced.append_event(event("kept"))
     fenced.save_outcome(outcome("kept"))  # outside a batch: a fenced batch of its own
-    fenced.save_mails([mail("m1", "kept", "other")])  # a sender's own (SQLite: one commit)
+    sent = JournalEntry(request_id="kept:0", kind="send")
+    # a sender's own, with its journal told before it (SQLite: one commit)
+    fenced.record_mails([mail("m1", "kept", "other")], SaveJournal("kept", (sent,)))
     store.release_lease("h:1:a")  # a resume took its runs over
     with pytest.raises(Fenced), fenced.batch():
         fenced.save_run(run("kept", status=RunStatus.RUNNING, task="again"))
@@ -392,7 +395,11 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
         fenced.take_commands()
     with pytest.raises(Fenced):
         fenced.save_mails([mail("m2", "kept", "other")])
+    later = JournalEntry(request_id="kept:1", kind="send")
+    with pytest.raises(Fenced):
+        fenced.record_mails([mail("m3", "kept", "other")], SaveJournal("kept", (later,)))
     assert [m.mail_id for m in store.mail_for("kept")] == ["m1"]
+    assert store.journal_of("kept") == [sent]
     assert [r.run_id for r in store.list_runs()] == ["kept"]
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]

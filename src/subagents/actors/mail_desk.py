@@ -8,7 +8,9 @@ mail path").
   checked against, the run table's generation (``supervision.mail_routes``), and the store's
   write when senders record their mail (``RunStore.mail_recording``): the sender records it,
   one fenced transaction of its own, before any recipient can see it, so a recipient only
-  ever acts on recorded mail.
+  ever acts on recorded mail; with it, the journal entries the sender told and does not
+  know committed (``supervision.unsaved_journal``), so a crash never keeps the mail without
+  them.
 - ``DirectMail``: one run's side of it, asked by its actor when it sends its held reports:
   the mails that may go straight (``MailRoutes``) are recorded, reported to the supervisor
   in their place (``MailPosted``, before any recipient has them: the supervisor hears of a
@@ -45,9 +47,11 @@ from subagents.messages import (
     StopRequested,
     new_id,
 )
+from subagents.store.writes import SaveJournal
 from subagents.supervision.limits import Limits
 from subagents.supervision.mail_routes import MailRoutes
 from subagents.supervision.requests import mail_problem
+from subagents.supervision.unsaved_journal import UnsavedJournal
 
 log = get_logger("subagents.agent")
 
@@ -99,11 +103,12 @@ class MailDesk:
         *,
         limits: Limits,
         generation: Callable[[], int],
-        record: Callable[[Sequence[Mail]], None] | None,
+        record: Callable[[Sequence[Mail], SaveJournal | None], None] | None,
     ) -> None:
         """``generation``: the run table's (read from the agents' threads: one int);
-        ``record``: the store's write of mails (fenced) when senders record their mail, None
-        when the supervisor records it, after (``RunStore.mail_recording``)."""
+        ``record``: the store's write of mails (fenced), with the sender's journal entries
+        not known committed, when senders record their mail (``FencedStore.record_mails``);
+        None when the supervisor records it, after (``RunStore.mail_recording``)."""
         self.directory = RunDirectory()
         self.limits = limits
         self.generation = generation
@@ -156,7 +161,8 @@ class DirectMail:
         self.desk = desk
         self.record = record
         self.attempt = attempt
-        self.routes = MailRoutes(record.run_id, record.root_run_id)
+        unsaved = UnsavedJournal() if desk.record is not None else None
+        self.routes = MailRoutes(record.run_id, record.root_run_id, unsaved)
 
     def saw(self, message: Any) -> None:
         """What the run was told (an acknowledgement, a spawn's or a stop's reply)."""
@@ -175,6 +181,7 @@ class DirectMail:
         if cancelled or mine is None or mine.attempt != self.attempt:
             self._by_supervisor(messages, desk.generation())
             return messages, None
+        routes.bounded()
         generation = desk.generation()
         out: list[Any] = []
         post = Sent()
@@ -194,7 +201,7 @@ class DirectMail:
                     continue
                 routes.by_supervisor(message, generation)
             elif kind is Journal:
-                routes.observed(message.entries)
+                routes.journal(message)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
             group = None
@@ -202,15 +209,28 @@ class DirectMail:
         if not post.mails:
             return messages, None
         recorded = desk.record is not None
+        carried = False
         if desk.record is not None:
+            unsaved = routes.unsaved
+            journal = unsaved.carried() if unsaved is not None else None
             try:
-                desk.record(post.mails)
+                desk.record(post.mails, journal)
             except Exception as exc:  # nothing was delivered: the supervisor decides them
                 log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
                 messages = _named(messages, post.mails)
-                self._by_supervisor(messages, generation)
+                self._by_supervisor(messages, generation, told=False)
                 return messages, None
-        reports = tuple(self._posted(m, recorded) if isinstance(m, list) else m for m in out)
+            if unsaved is not None and journal is not None:
+                unsaved.clear()  # committed now, with this flush's reports among them
+                carried = True
+        reports = tuple(
+            self._posted(m, recorded)
+            if isinstance(m, list)
+            else _recorded(m)
+            if carried and type(m) is Journal
+            else m
+            for m in out
+        )
         return reports, post
 
     def _straight(self, msg: SendMail, generation: int) -> tuple[str, Listed] | None:
@@ -245,16 +265,30 @@ class DirectMail:
             attempt=self.attempt,
         )
 
-    def _by_supervisor(self, messages: tuple[Any, ...], generation: int) -> None:
+    def _by_supervisor(
+        self, messages: tuple[Any, ...], generation: int, *, told: bool = True
+    ) -> None:
+        """``messages`` all go by the supervisor. ``told``: False when ``post`` went through
+        them already (a record that failed): their journal reports are held unsaved once,
+        and their mail's acknowledgements say nothing of them (an earlier mark than theirs
+        is not known)."""
         routes = self.routes
         for message in messages:
             kind = type(message)
             if kind is SendMail:
-                routes.by_supervisor(message, generation)
+                routes.by_supervisor(message, generation, None if told else 0)
             elif kind is Journal:
-                routes.observed(message.entries)
+                if told:
+                    routes.journal(message)
+                else:
+                    routes.observed(message.entries)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
+
+
+def _recorded(journal: Journal) -> Journal:
+    """``journal``, committed already with its sender's straight mail: not written again."""
+    return msgspec.structs.replace(journal, recorded=True)
 
 
 def _named(messages: tuple[Any, ...], mails: Sequence[Mail]) -> tuple[Any, ...]:

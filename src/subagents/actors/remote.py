@@ -52,6 +52,7 @@ from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import ChildDone, Event, Mail, Placed, RunFinished, SpawnReply
+from subagents.store.writes import SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
 
@@ -86,9 +87,11 @@ class Answer(msgspec.Struct, frozen=True, tag=True):
 class RecordMails(msgspec.Struct, frozen=True, tag=True):
     """Asked of the driver by a node's sender, when senders record their mail: write these
     mails to the store (fenced, as a sender on one machine does); answered once they are
-    committed, before any recipient is handed them."""
+    committed, before any recipient is handed them; with them, in the same transaction, the
+    journal entries the sender told and does not know committed (``UnsavedJournal``)."""
 
     mails: tuple[Mail, ...]
+    journal: SaveJournal | None = None
 
 
 class RememberedRules(msgspec.Struct, frozen=True, tag=True):
@@ -249,10 +252,10 @@ class NodeRuns:
         )
         self._lock = threading.Lock()
 
-    def _record(self, mails: Sequence[Mail]) -> None:
-        """A sender's mails written by the driver (``RecordMails``); raises if they were not
-        (the sender then sends them by the supervisor)."""
-        self.supervisor.ask(RecordMails(tuple(mails)), timeout=self._record_timeout_s)
+    def _record(self, mails: Sequence[Mail], journal: SaveJournal | None) -> None:
+        """A sender's mails (and ``journal``) written by the driver (``RecordMails``);
+        raises if they were not (the sender then sends them by the supervisor)."""
+        self.supervisor.ask(RecordMails(tuple(mails), journal), timeout=self._record_timeout_s)
 
     def remembered(self, root_run_id: str) -> tuple[str, ...]:
         """The allow rules remembered for a tree, asked of the driver (``RememberedRules``).

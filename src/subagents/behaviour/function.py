@@ -22,8 +22,9 @@ Why that is exact even if the process dies at any instant: journal entries reach
 supervisor ahead of every report the function made after them (``AgentPort.journal``), the
 supervisor writes them in that order, and nothing the function did after seeing a result is
 made durable, or visible to another run, before the transaction holding that result's entry
-is committed. So a crash keeps a prefix of what the function did, its journal included, and
-a result the crash lost was seen by nothing that survived it.
+is committed (a mail taken straight, its sender's own commit, carries the entries before it:
+``supervision/unsaved_journal.py``). So a crash keeps a prefix of what the function did, its
+journal included, and a result the crash lost was seen by nothing that survived it.
 """
 
 from __future__ import annotations

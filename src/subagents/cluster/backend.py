@@ -18,6 +18,7 @@ from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Mail
 from subagents.store.base import RunStore
+from subagents.store.writes import SaveJournal
 from subagents.telemetry import FinishedCall
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class RayBackend:
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
         mail: NodeMail | None = None,
-        record_mail: Callable[[Sequence[Mail]], None] | None = None,
+        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
     ) -> ClusterHosting:
         """One node host per node of the cluster (``hosting.ClusterHosting``), each set up
         with what runs need (``kit.NodeKit``: the function agents, the agent environment,

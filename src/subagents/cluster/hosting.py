@@ -64,6 +64,7 @@ from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import HostLost, Mail
+from subagents.store.writes import SaveJournal
 from subagents.supervision.effects import Effect, StartRun
 from subagents.telemetry import FinishedCall
 
@@ -86,7 +87,7 @@ class ClusterHosting:
         registry: Any = None,
         definitions: Callable[[], Sequence[AgentSpec]] | None = None,
         on_call: Callable[[FinishedCall], None] | None = None,
-        record_mail: Callable[[Sequence[Mail]], None] | None = None,
+        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
         remembered: Callable[[str], tuple[str, ...]] | None = None,
     ) -> None:
         """``registry`` (a ``RegistryClient``) and ``definitions`` (its catalog's, read on
@@ -317,7 +318,7 @@ class ClusterHosting:
             if type(message) is RecordMails:
                 if self._record_mail is None:
                     raise RuntimeError("this runtime's senders do not record their mail")
-                self._record_mail(message.mails)
+                self._record_mail(message.mails, message.journal)
                 value = None
             elif type(message) is RememberedRules:
                 remembered = self._remembered

@@ -246,6 +246,9 @@ class Journal(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     read_mail: tuple[str, ...] = ()
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    recorded: bool = False
+    """Its entries are committed already, by its sender with the mail it took straight in
+    the same report (``actors/mail_desk.py``): the supervisor does not write them again."""
 
 
 class Replay(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -19,6 +19,7 @@ from subagents.behaviour.port import AgentEnv
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Mail
 from subagents.store.base import RunStore
+from subagents.store.writes import SaveJournal
 from subagents.telemetry import FinishedCall
 
 BehavioursFor = Callable[
@@ -71,7 +72,7 @@ class ClusterBackend(Protocol):
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
         mail: NodeMail | None = None,
-        record_mail: Callable[[Sequence[Mail]], None] | None = None,
+        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
     ) -> NodeHosts:
         """One node host per node, set up with what runs need; ``registry`` and
         ``definitions``: reloaded definitions are pushed to the nodes; ``on_call``: where

@@ -40,6 +40,7 @@ from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
+from subagents.store.writes import SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
@@ -221,7 +222,7 @@ class Services:
             desk = MailDesk(
                 limits=core.limits,
                 generation=lambda: runs.generation,
-                record=fenced.save_mails if recording is MailRecording.SENDER else None,
+                record=fenced.record_mails if recording is MailRecording.SENDER else None,
             )
             extra["effector"] = functools.partial(Effector, mail=desk)
         self.supervisor = SupervisorClient.start(
@@ -274,11 +275,11 @@ class Services:
         )
         return self.cluster
 
-    def _record_mail(self, mails: Sequence[Mail]) -> None:
-        """A node's sender's mails, written through the fence (``start_supervisor`` made it:
-        no run sends before)."""
+    def _record_mail(self, mails: Sequence[Mail], journal: SaveJournal | None) -> None:
+        """A node's sender's mails, and the journal entries it carries with them, written
+        through the fence (``start_supervisor`` made it: no run sends before)."""
         assert self.fenced is not None
-        self.fenced.save_mails(mails)
+        self.fenced.record_mails(mails, journal)
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes

@@ -16,8 +16,9 @@ of its thread) runs ``check_fence`` first (with SQLite, first in its transaction
 begins: ``SQLiteStore.fenced_batch``), and every write made outside a batch gets a batch
 of its own (one made inside goes to the store as it is: its batch is fenced). Reads pass
 through. A thread other than the supervisor's writes through it too: a run recording the
-mail it takes straight to its recipient (``actors/mail_desk.py``), in a fenced transaction
-of its own (``SQLiteStore.save_mails_fenced`` when the store has it). On a cluster the
+mail it takes straight to its recipient (``actors/mail_desk.py``) and the journal entries it
+told before it, in a fenced transaction of its own (``record_mails``:
+``SQLiteStore.save_mails_fenced`` when the store has it). On a cluster the
 check is one more call in the batch sent to the head, run there inside the transaction that
 applies it (``cluster.store_service``).
 """
@@ -49,6 +50,7 @@ from subagents.messages import (
     Subscription,
 )
 from subagents.store.base import MailRecording, RunStore
+from subagents.store.writes import SaveJournal
 
 T = TypeVar("T")
 
@@ -116,9 +118,9 @@ class FencedStore:
         )
         """The store's batch that checks a fence when its transaction begins, if it has one
         (``SQLiteStore.fenced_batch``): a batch that writes nothing checks nothing."""
-        self._fenced_mails: Callable[[Sequence[Mail], str, int], None] | None = getattr(
-            store, "save_mails_fenced", None
-        )
+        self._fenced_mails: (
+            Callable[[Sequence[Mail], str, int, Sequence[JournalEntry]], None] | None
+        ) = getattr(store, "save_mails_fenced", None)
         """The store's write of mails in a fenced transaction of their own, if it has one."""
 
     def __getattr__(self, name: str) -> Any:
@@ -181,12 +183,22 @@ class FencedStore:
         self._write(self.store.save_mail, mail)
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
+        self._write(self.store.save_mails, mails)
+
+    def record_mails(self, mails: Sequence[Mail], journal: SaveJournal | None = None) -> None:
+        """A sender's record of the mail it takes straight to its recipients
+        (actors/mail_desk.py), with ``journal``, the entries it told before that must not be
+        lost while the mail is kept (supervision/unsaved_journal.py): one transaction, the
+        fence in it."""
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
-            # a sender's own write (actors/mail_desk.py): one transaction, the fence in it
-            self._fenced_mails(mails, fence.owner, fence.epoch)
+            entries = journal.entries if journal is not None else ()
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries)
             return
-        self._write(self.store.save_mails, mails)
+        with self.batch():
+            self.store.save_mails(mails)
+            if journal is not None:
+                self.store.save_journal(journal.run_id, journal.entries)
 
     def _depth(self) -> int:
         depth: int = getattr(self._local, "depth", 0)

@@ -326,7 +326,7 @@ class SQLiteStore(RunStore):
         return self._previews.previews(run_ids)
 
     # -----------------------------------------------------------------------------------------
-    # conversation checkpoints (store.sqlite_resume)
+    # conversation checkpoints, function agents' journals (store.sqlite_resume)
     # -----------------------------------------------------------------------------------------
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
@@ -337,6 +337,12 @@ class SQLiteStore(RunStore):
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         return self._resume.load_checkpoint(run_id)
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self._resume.save_journal(run_id, entries)
+
+    def journal_of(self, run_id: str) -> list[JournalEntry]:
+        return self._resume.journal_of(run_id)
 
     # -----------------------------------------------------------------------------------------
     # mail (store.sqlite_mail)
@@ -352,11 +358,14 @@ class SQLiteStore(RunStore):
     def save_mails(self, mails: Sequence[Mail]) -> None:
         self._mail.save_mails(mails)
 
-    def save_mails_fenced(self, mails: Sequence[Mail], owner: str, epoch: int) -> None:
-        """``save_mails`` in a transaction of its own that first checks that ``owner``
-        still holds its lease at ``epoch`` (``store.fencing``): a sender's record of the
-        mail it takes straight to its recipient, at the least a commit costs."""
-        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch))
+    def save_mails_fenced(
+        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
+    ) -> None:
+        """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
+        transaction of its own that first checks that ``owner`` still holds its lease at
+        ``epoch`` (``store.fencing``): a sender's record of the mail it takes straight."""
+        rows = self._resume.journal_rows(mails[0].sender, journal) if journal and mails else None
+        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch), rows)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)
@@ -366,16 +375,6 @@ class SQLiteStore(RunStore):
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         return self._mail.mail_for(run_id, states)
-
-    # -----------------------------------------------------------------------------------------
-    # function agents' journals (store.sqlite_resume)
-    # -----------------------------------------------------------------------------------------
-
-    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
-        self._resume.save_journal(run_id, entries)
-
-    def journal_of(self, run_id: str) -> list[JournalEntry]:
-        return self._resume.journal_of(run_id)
 
     # -----------------------------------------------------------------------------------------
     # topic subscriptions (store.sqlite_topics)

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Mail, MailState
-from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.sqlite_tx import Rows, Transactions, encode_row
 
 _mail_decoder = msgspec.json.Decoder(Mail)
 
@@ -85,11 +85,13 @@ class MailRows:
         rows = [_mail_row(mail) for mail in mails]
         self.tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
-    def record(self, mails: Sequence[Mail], check: Callable[[], None]) -> None:
-        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it."""
+    def record(self, mails: Sequence[Mail], check: Callable[[], None], then: Rows | None) -> None:
+        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it,
+        ``then`` (the sender's journal: ``SQLiteStore.save_mails_fenced``) last."""
         if mails:
             rows = [_mail_row(mail) for mail in mails]
-            self.tx.commit_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}", check)
+            writes = [("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")]
+            self.tx.commit_rows(writes if then is None else [*writes, then], check)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)

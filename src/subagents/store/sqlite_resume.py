@@ -15,11 +15,22 @@ from collections.abc import Sequence
 import msgspec
 
 from subagents.messages import Checkpoint, CheckpointDelta, JournalEntry
-from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.sqlite_tx import Rows, Transactions, encode_row
 
 _checkpoint_decoder = msgspec.json.Decoder(Checkpoint)
 _delta_decoder = msgspec.json.Decoder(CheckpointDelta)
 _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
+
+_SAVE_JOURNAL = "INSERT INTO journal (run_id, entries) VALUES (?, ?)"
+
+
+def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:
+    # made by the runtime (ids, digests, finite numbers): no read-back check needed
+    return (run_id, msgspec.json.encode(list(entries)).decode("utf-8"))
+
+
+def _appending(run_id: str) -> str:
+    return f"appending to the journal of run {run_id}"
 
 
 class ResumeRows:
@@ -89,13 +100,13 @@ class ResumeRows:
     def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
         if not entries:
             return
-        self.tx.defer(
-            "journal",
-            "INSERT INTO journal (run_id, entries) VALUES (?, ?)",
-            # made by the runtime (ids, digests, finite numbers): no read-back check needed
-            (run_id, msgspec.json.encode(list(entries)).decode("utf-8")),
-            f"appending to the journal of run {run_id}",
-        )
+        self.tx.defer("journal", _SAVE_JOURNAL, _journal_row(run_id, entries), _appending(run_id))
+
+    def journal_rows(self, run_id: str, entries: Sequence[JournalEntry]) -> Rows:
+        """``save_journal``'s row, for a transaction of its own (``Transactions.commit_rows``:
+        a sender's straight mail and the entries it told before it,
+        ``SQLiteStore.save_mails_fenced``)."""
+        return ("journal", _SAVE_JOURNAL, [_journal_row(run_id, entries)], _appending(run_id))
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
         rows = self.tx.read(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -53,6 +53,10 @@ log = get_logger("subagents.store")
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
+
+Rows = tuple[str, str, list[tuple[Any, ...]], str]
+"""Rows of one statement to write: its table, its SQL, the rows, what it does (for an
+error: the first row's)."""
 
 
 def encode_row(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
@@ -357,35 +361,33 @@ class Transactions:
             raise self._aborted(state, doing)
         state.held.add_rows(table, sql, rows, doing)
 
-    def commit_rows(
-        self,
-        table: str,
-        sql: str,
-        rows: list[tuple[Any, ...]],
-        doing: str,
-        check: Callable[[], None] | None = None,
-    ) -> None:
-        """``rows`` of ``sql`` as one transaction of their own, ``check`` run first in it (a
-        fence): the least a write on its own costs (``BEGIN IMMEDIATE``, the check, one
-        ``executemany``, ``COMMIT``: the mail a sender takes straight to its recipient).
-        Inside a batch of this thread they are held with it instead (its own check ran)."""
+    def commit_rows(self, writes: Sequence[Rows], check: Callable[[], None] | None = None) -> None:
+        """``writes`` (each a statement's rows) as one transaction of their own, ``check`` run
+        first in it (a fence): the least a write on its own costs (``BEGIN IMMEDIATE``, the
+        check, an ``executemany`` per statement, ``COMMIT``: the mail a sender takes straight
+        to its recipient, with the journal entries it told before it). Inside a batch of
+        this thread they are held with it instead (its own check ran)."""
         state = self._open()
         if state.depth > 0:
-            self.defer_rows(table, sql, rows, doing)
+            for table, sql, rows, doing in writes:
+                self.defer_rows(table, sql, rows, doing)
             return
         with self.lock:
             conn = self.connection()
+            doing = "starting a batch"
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise translate(exc, self.path, "starting a batch") from exc
+                raise translate(exc, self.path, doing) from exc
             try:
                 if check is not None:
                     check()
-                if len(rows) == 1:
-                    conn.execute(sql, rows[0])
-                else:
-                    conn.executemany(sql, rows)
+                for write in writes:
+                    _, sql, rows, doing = write  # (``doing``: what an error names)
+                    if len(rows) == 1:
+                        conn.execute(sql, rows[0])
+                    else:
+                        conn.executemany(sql, rows)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback(conn)

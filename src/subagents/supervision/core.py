@@ -236,9 +236,11 @@ class SupervisorCore:
     def journal(self, msg: Journal) -> Decision:
         """A function agent's journal entries of one handling, kept for its replay after a
         crash, and the mail they say it read, marked read in the same transaction (so the
-        store never says a mail was read without saying which call read it)."""
+        store never says a mail was read without saying which call read it); entries its
+        sender committed with its straight mail are not written again (``Journal.recorded``)."""
         self.effects.begin()
-        if msg.entries and self.runs.reporting(msg.run_id, msg.attempt) is not None:
+        kept = msg.entries and not msg.recorded
+        if kept and self.runs.reporting(msg.run_id, msg.attempt) is not None:
             self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
         self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
         return self._decided()

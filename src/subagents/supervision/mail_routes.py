@@ -28,8 +28,11 @@ only when the mail room's answer is already known and cannot have changed since:
   what decided it, and the resumed function would look again, see something else, and send
   something else under the mail's key. Through the supervisor, the mail commits in that
   group or after it; its acknowledgement comes after that commit, and groups commit in
-  order. A receive's entry needs none of this: its mail is marked read in the same
-  transaction, so a lost entry leaves the mail unread, to be received again.
+  order. A receive's entry needs none of this: where senders record their mail, the
+  sender's transaction carries the entries it told and does not know committed
+  (``unsaved``, ``supervision/unsaved_journal.py``), so a mail is never kept without the
+  receive that decided it (a receive cannot be looked at again: its mail, unread again,
+  might not be the first one then).
 
 Anything else goes by the supervisor, exactly as before. A name is learnt from an
 acknowledgement's ``recipient`` as the one run it resolves to: an address that resolves to
@@ -43,7 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from subagents.messages import JournalEntry, MailAck, SendMail, SpawnReply, StopReply
+from subagents.messages import Journal, JournalEntry, MailAck, SendMail, SpawnReply, StopReply
+from subagents.supervision.unsaved_journal import UnsavedJournal
 
 _NAMES_MAX = 64
 """Most names remembered per sender (a run writes to a few peers)."""
@@ -60,16 +64,22 @@ class MailRoutes:
         "_unsettled",
         "root_run_id",
         "run_id",
+        "unsaved",
     )
 
-    def __init__(self, run_id: str, root_run_id: str) -> None:
+    def __init__(
+        self, run_id: str, root_run_id: str, unsaved: UnsavedJournal | None = None
+    ) -> None:
+        """``unsaved``: where the sender records its mail, its journal told and not known
+        committed, for its straight mail to carry (None: the supervisor records the mail)."""
         self.run_id = run_id
         self.root_run_id = root_run_id
+        self.unsaved = unsaved
         self._named: dict[str, tuple[str, int]] | None = None
         """Address as written -> (the run the mail room resolved it to, the generation then)."""
-        self._on_the_way: dict[str, tuple[str, int]] | None = None
+        self._on_the_way: dict[str, tuple[str, int, int]] | None = None
         """Mail sent by the supervisor, not yet acknowledged: request id -> (its address,
-        the generation when it was sent)."""
+        the generation when it was sent, the journal reports told before it)."""
         self._asked: set[str] | None = None
         """Spawn and stop requests told, waiting for their reply (by request id)."""
         self._unsettled = False
@@ -98,13 +108,33 @@ class MailRoutes:
             return None
         return to
 
-    def by_supervisor(self, msg: SendMail, generation: int) -> None:
-        """``msg`` goes by the supervisor: until it is acknowledged, so does every later mail."""
+    def by_supervisor(self, msg: SendMail, generation: int, told: int | None = None) -> None:
+        """``msg`` goes by the supervisor: until it is acknowledged, so does every later mail.
+        ``told``: the journal reports told before it, committed once it is acknowledged
+        (None: every one told so far)."""
         if self._on_the_way is None:
             self._on_the_way = {}
-        self._on_the_way[msg.request_id] = (msg.to, generation)
+        if told is None:
+            told = self.unsaved.told if self.unsaved is not None else 0
+        self._on_the_way[msg.request_id] = (msg.to, generation, told)
         if self._unsettled and self._settler is None:
             self._settler = msg.request_id
+
+    def journal(self, journal: Journal) -> None:
+        """A journal report was told: what it observed (``observed``), and its entries held
+        unsaved until known committed."""
+        self.observed(journal.entries)
+        if self.unsaved is not None:
+            self.unsaved.add(journal)
+
+    def bounded(self) -> None:
+        """Before a report is sent: too many unsaved entries are forgotten, and mail goes by
+        the supervisor until it acknowledges one sent after (as after an observation)."""
+        unsaved = self.unsaved
+        if unsaved is not None and unsaved.overflowing():
+            unsaved.clear()
+            self._unsettled = True
+            self._settler = None
 
     def observed(self, entries: tuple[JournalEntry, ...]) -> None:
         """Journal entries were told: if one says what a call saw that the store cannot
@@ -134,9 +164,13 @@ class MailRoutes:
                 self._settler = None  # a refusal may come before the commit: the next one
                 if message.error is None:  # came after the group holding what was seen
                     self._unsettled = False
-            if sent is None or message.error is not None or message.recipient is None:
+            if sent is None or message.error is not None:
                 return
-            address, generation = sent
+            address, generation, told = sent
+            if self.unsaved is not None:  # what was told before it is committed
+                self.unsaved.committed(told)
+            if message.recipient is None:
+                return
             if address != message.recipient:  # a name: remembered for this generation
                 if self._named is None or len(self._named) >= _NAMES_MAX:
                     self._named = {}

@@ -56,7 +56,7 @@ def recovered_messages(
         }
         kept = tuple(m for m in mails if m.mail_id in named or m.sender == run_id)
         agents = {r.run_id: r.agent for r in tree}
-        messages.append(Replay(entries=tuple(journal), mails=kept, agents=agents))
+        messages.append(Replay(entries=_once(journal), mails=kept, agents=agents))
     for child in tree:
         if child.parent_run_id != run_id or child.request_id is None:
             continue
@@ -87,3 +87,18 @@ def recovered_messages(
             )
     messages.extend(acks.values())
     return tuple(messages)
+
+
+def _once(journal: Sequence[JournalEntry]) -> tuple[JournalEntry, ...]:
+    """``journal`` with each entry once: an entry a run told the supervisor may have been
+    written twice, by the supervisor and by a later mail of the run's taken straight before
+    it knew (``supervision/unsaved_journal.py``). Two equal entries of one call are one (a
+    call never makes the same entry twice)."""
+    seen: dict[str, list[JournalEntry]] = {}
+    out: list[JournalEntry] = []
+    for entry in journal:
+        same = seen.setdefault(entry.request_id, [])
+        if entry not in same:
+            same.append(entry)
+            out.append(entry)
+    return tuple(out) if len(out) < len(journal) else tuple(journal)

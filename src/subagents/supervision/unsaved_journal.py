@@ -1,0 +1,103 @@
+"""UnsavedJournal: the journal entries a run told the supervisor and does not know committed,
+which a mail it takes straight carries into its own transaction.
+
+Why: a function agent's replay after a crash follows its journal (``behaviour/function.py``),
+and the journal must keep a prefix of what the function did: nothing it did after seeing a
+result may be durable while that result's entry is not. The supervisor writes the entries,
+in its group commit, which may linger (``actors/group_linger.py``); a mail taken straight
+is its sender's own commit, made at once (docs/architecture.md, "The mail path"). So a crash
+between the two kept the mail and lost the entries before it. For a receive that was not
+harmless: its mail was unread again, and a resumed receive takes the first unread mail in
+the order the store committed them, which need not be the order they were handed over in
+(two senders commit A then B, and hand over B then A). The function had received B and
+answered it straight; replayed, it received A, found its answer to B under the answer's key
+as if it had answered A, and answered B again later (tests/durability/
+test_two_senders_crash.py). Now the sender's transaction appends the entries it told and
+does not know committed before its mail (``SQLiteStore.save_mails_fenced``): no crash keeps
+the mail without them.
+
+Only a receive's mail is at risk so: every other result a call was handed sends the run's
+mail by the supervisor until it is committed (``MailRoutes.observed``), and the calls
+themselves, lost, are made again or found done (a mail by its ``request_id``, a child by its
+record). So the entries are carried while one of them says which mail a
+receive took, with all those told before it (a replay needs the journal's prefix), and
+otherwise left to the supervisor: a run that only sends pays nothing. The report told with
+the mail is marked ``Journal.recorded`` when carried: the supervisor does not write it
+again. One told earlier may be written twice (by the supervisor, and carried by a later
+straight mail before that commit was known); a replay reads each entry once
+(``resumption.recovered_messages``).
+
+Known committed: once carried by the run's own straight commit, or once the supervisor
+acknowledges a mail the run sent through it after them (groups commit in order; the
+acknowledgement comes after the commit: ``committed``). A run that hears neither for long
+(it never mails, or mails only straight and receives nothing) holds at most
+``ENTRIES_MAX`` entries: then they are forgotten, and its mail goes by the supervisor until
+one sent after is acknowledged (``MailRoutes``, as after an observation: one round trip per
+``ENTRIES_MAX`` entries).
+
+Plain data, no threads: the sending run's actor keeps one (``MailRoutes.unsaved``) where
+senders record their own mail; elsewhere the supervisor records the mail after, in order,
+and nothing needs carrying.
+"""
+
+from __future__ import annotations
+
+from subagents.messages import Journal
+from subagents.store.writes import SaveJournal
+
+ENTRIES_MAX = 512
+"""Most entries held unsaved (then forgotten: mail goes by the supervisor for a while)."""
+
+
+class UnsavedJournal:
+    """One run's journal reports told and not known committed (see the module)."""
+
+    __slots__ = ("_entries", "_held", "_received", "told")
+
+    def __init__(self) -> None:
+        self._held: list[tuple[int, Journal]] = []
+        """(the report's number, the report), oldest first."""
+        self._entries = 0
+        """How many entries ``_held`` holds."""
+        self.told = 0
+        """How many reports the run has told: the mark of what a mail sent now comes after."""
+        self._received = 0
+        """The number of the last report that says which mail a receive took (0: none)."""
+
+    def add(self, journal: Journal) -> None:
+        """``journal`` was told to the supervisor."""
+        self.told += 1
+        if journal.entries:
+            self._held.append((self.told, journal))
+            self._entries += len(journal.entries)
+            if journal.read_mail:  # (a receive's entry comes with the mail it read)
+                self._received = self.told
+
+    def committed(self, mark: int) -> None:
+        """The reports told up to ``mark`` (a ``told`` read earlier) are committed."""
+        held = self._held
+        n = 0
+        while n < len(held) and held[n][0] <= mark:
+            self._entries -= len(held[n][1].entries)
+            n += 1
+        if n:
+            del held[:n]
+
+    def overflowing(self) -> bool:
+        """Whether more than ``ENTRIES_MAX`` entries are held."""
+        return self._entries > ENTRIES_MAX
+
+    def clear(self) -> None:
+        """Nothing held: carried by a commit of the run's own, or forgotten (``overflowing``)."""
+        self._held.clear()
+        self._entries = 0
+
+    def carried(self) -> SaveJournal | None:
+        """The entries held, in the order told, as one write (None: none, or none at risk)."""
+        held = self._held
+        if not held or self._received < held[0][0]:
+            return None
+        first = held[0][1]
+        if len(held) == 1:
+            return SaveJournal(first.run_id, first.entries)
+        return SaveJournal(first.run_id, tuple(e for _, j in held for e in j.entries))

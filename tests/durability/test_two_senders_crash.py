@@ -1,0 +1,93 @@
+"""Two senders racing to one function agent: a crash replay follows what it was handed.
+
+``two_senders_job.py`` forces, with real synchronization, mail committed in one order and
+handed over in the other: "A" (``first``'s) is committed, then "B" (``second``'s), and B is
+handed to ``replier`` first. ``replier`` receives B and answers it straight ("re B", its own
+commit), and the job is SIGKILLed there, the supervisor's group holding the receive's journal
+entry and B's read receipt lingering for minutes (actors/group_linger.py). The resumed
+``replier`` must replay receiving B, its answer already sent, then answer A: it returns
+"B,A", every mail once. (Before the fix the receive's entry was lost with the group while
+the answer it decided was kept: the replayed receive took A, the first unread in commit
+order, the replayed send found "re B" under its key, and B was answered twice, A never.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+
+from subagents.messages import EventKind, MailState, RunStatus
+from subagents.store.opening import open_location
+
+JOB = Path(__file__).with_name("two_senders_job.py")
+
+
+def _start(db: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["SUBAGENTS_LOG_LEVEL"] = "error"
+    return subprocess.Popen(
+        [sys.executable, str(JOB), str(db), str(out), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _killed_after_the_answer(db: Path, out: Path) -> None:
+    """The first run, killed once ``replier`` has answered B; checks the race happened."""
+    proc = _start(db, out, "600")
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    while line and line != b"replied\n":
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
+    assert line == b"replied\n", err.decode()[-3000:]
+    store = open_location(db)
+    try:
+        runs = {r.agent: r for r in store.list_runs()}
+        # committed A, then B, then the answer to B (``mail_for``: in commit order)
+        sent = [m.content for m in store.mail_for(runs["replier"].run_id)]
+        assert sent == ["A", "B", "re B"], sent
+        # the supervisor's record of that mail (its events) was not committed: the kill
+        # came in the window between the senders' commits and the supervisor's
+        kinds = {e.kind for e in store.events(runs["second"].run_id)}
+        assert EventKind.MAIL_SENT not in kinds, kinds
+    finally:
+        store.close()
+
+
+def test_a_replayed_receive_is_handed_the_mail_it_was_handed_not_the_first_committed(
+    tmp_path: Path,
+) -> None:
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    _killed_after_the_answer(db, out)
+    proc = _start(db, out)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    result = msgspec.json.decode(out.read_bytes())
+    store = open_location(db)
+    try:
+        runs = {r.agent: r for r in store.list_runs()}
+        replier = runs["replier"]
+        assert replier.outcome is not None
+        assert (replier.status, replier.outcome.result) == (RunStatus.COMPLETED, "B,A"), (
+            replier.outcome,
+            err.decode()[-3000:],
+        )
+        assert result == {"status": "completed", "result": "re A|re B"}
+        root = runs["root"].run_id  # (the replier's end is mailed to it: not counted)
+        mail = [m for m in store.mail_for(replier.run_id) if root not in (m.sender, m.recipient)]
+        assert Counter(m.content for m in mail) == Counter(["A", "B", "re B", "re A"])
+        assert {m.state for m in mail} == {MailState.READ}
+        to = {m.content: m.recipient for m in mail}
+        assert to["re A"] == runs["first"].run_id and to["re B"] == runs["second"].run_id
+        assert {r.status for r in runs.values()} == {RunStatus.COMPLETED}
+    finally:
+        store.close()
