@@ -43,7 +43,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
-from subagents.actors.spawn_group import answer_together, groupable
+from subagents.actors.spawn_group import answer_together, groupable, spawns_end
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.actors.told_answers import refusal_of
@@ -204,7 +204,8 @@ class SupervisorActor(FastInboxActor):
 
     def _receive_batch(self, messages: tuple[Any, ...]) -> None:
         """The messages of a Batch in order: each run of consecutive SendMails (or
-        MailReads) in one core call, anything else one by one."""
+        MailReads) in one core call, each run of a step's spawns in decisions of up to
+        ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one by one."""
         n = len(messages)
         i = 0
         while i < n:
@@ -213,6 +214,12 @@ class SupervisorActor(FastInboxActor):
             if kind is SendMail or kind is MailRead:
                 while j < n and type(messages[j]) is kind:
                     j += 1
+            elif groupable(messages[i]):
+                j = spawns_end(messages, i)
+                if j - i > 1 and self.store_failure is None:
+                    self._spawns(messages[i:j])
+                    i = j
+                    continue
             if j - i > 1 and self.store_failure is None:
                 self._in_group(messages[i:j], more=j < n)
             else:
@@ -241,6 +248,28 @@ class SupervisorActor(FastInboxActor):
             self._halt(exc)
         except Exception as exc:
             self._told_failed((message,), exc)
+
+    def _spawns(self, spawns: tuple[Any, ...]) -> None:
+        """Consecutive spawns of one run's step (told ``SpawnRequest``s) admitted as one
+        decision, as ``spawn_many`` admits roots: each in order, by ``spawn``'s rules, a
+        refused one refusing only itself. Its writes are one transaction and its replies
+        to the parent one ``Batch`` (``coalesce``), not one decision, commit and handling
+        each (``benchmarks/fanout.py``)."""
+        self._commit_group()
+        if self.store_failure is not None:  # that commit failed: nothing more is taken on
+            for message in spawns:
+                self._refuse_tell(message)
+            return
+        try:
+            decision = self.core.spawn_many(spawns)
+            self._write(decision)
+        except StoreError as exc:
+            self._halt(exc)
+            return
+        except Exception as exc:  # a bug: as for one spawn, each parent hears of it
+            self._told_failed(spawns, exc)
+            return
+        self._apply(coalesce(decision.effects))
 
     def _told_failed(self, messages: Sequence[Any], exc: Exception) -> None:
         """Handling a tell failed (a bug): logged, and whoever waits on it is answered."""
