@@ -13,11 +13,11 @@ handling it is logged, a run that sent it hears of it (so it does not wait on a 
 until its deadline), and the supervisor goes on serving. Nothing is guessed from content.
 
 Group commit: reports that nobody waits on (mail between agents, read receipts, waiting
-changes, finished runs...) that arrive while more messages are already queued are handled in
-one store transaction, up to ``GROUP_MAX`` of them, and their effects are carried out only
-once it is committed. With SQLite a commit costs far more than the writes in it, so a burst
-of mail costs one commit, not one per mail. An ask, or a message not in the list, commits the
-open group first.
+changes, finished runs, a run's last step told with its end...) that arrive while more
+messages are already queued are handled in one store transaction, up to ``GROUP_MAX`` of
+them, and their effects are carried out only once it is committed. With SQLite a commit
+costs far more than the writes in it, so a burst of mail costs one commit, not one per
+mail. An ask, or a message not in the list, commits the open group first.
 
 Batches: an agent sends the mail reports of one handling as one ``Batch``; its messages are
 handled in order as if they had arrived alone, except that a run of consecutive sends (or
@@ -69,6 +69,7 @@ from subagents.messages import (
     SlotWanted,
     SpawnReply,
     StatusOf,
+    StepTaken,
     Streamed,
     Subscribe,
     Sweep,
@@ -104,6 +105,7 @@ _GROUPED = frozenset(
         Journal,
         WaitingChanged,
         RunFinished,
+        StepTaken,  # told: a run's last step, with its end (asked, it is answered alone)
         ToolCalled,
         ToolAnswered,
         Timeout,
