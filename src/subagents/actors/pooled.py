@@ -37,7 +37,7 @@ it is about to block says so (``subagents.blocking.about_to_block()``: a model c
 a sync function agent), and its thread is replaced at once, as Java's
 ``ForkJoinPool.managedBlock`` and Scala's ``blocking { }`` do; the watch thread stays for
 what nobody marked. Replaced threads park in the pool (up to ``spare``) for the next
-replacement, so a steady stream of blocking calls does not start a thread per call.
+replacement (none parked: the watch thread starts it, and spares ahead, ``_add_spares``).
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ class Dispatcher:
         started yet: it starts when work finds no idle thread (``submit``), and a blocked
         thread that comes back first takes its place instead (``_rejoin``)."""
         self._closed = threading.Event()
+        self._poked = threading.Event()  # a replacement found no parked thread
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
         self._live = 0  # actors started and not stopped
@@ -165,17 +166,17 @@ class Dispatcher:
         self._watch.daemon = True
         self._watch.start()
 
-    def _add_worker(self) -> None:
-        """One more thread taking work (``_lock`` held)."""
+    def _add_worker(self, parked_only: bool = False) -> bool:
+        """One more thread taking work (``_lock`` held); ``parked_only``: or none (False)."""
         worker = _Worker()
+        job = functools.partial(self._work, worker)
+        if parked_only and not self._pool.try_run(job):
+            return False
+        if not parked_only:
+            self._pool.run(job)
         self._workers.add(worker)
         self._working += 1
-        try:
-            self._pool.run(lambda: self._work(worker))
-        except BaseException:
-            self._workers.discard(worker)
-            self._working -= 1
-            raise
+        return True
 
     def _work(self, worker: _Worker) -> None:
         take, clock = self._handoff.take, time.monotonic
@@ -217,17 +218,32 @@ class Dispatcher:
         worker.replaced = True
         self._working -= 1
 
-    def _pay(self) -> None:
-        """Start one owed replacement, if one is still owed and no thread waits for work."""
+    def _pay(self, start: bool = False) -> bool:
+        """Start one owed replacement (whether it did), if no thread waits for work: on a parked
+        thread, or a new one if ``start`` (the watch thread), else the watch thread is poked."""
         with self._lock:
             if not self._owed or self._handoff.waiting or self._closed.is_set():
-                return
+                return False
             try:
-                self._add_worker()
+                added = self._add_worker(parked_only=True) or (start and self._add_worker())
             except Exception:  # no thread to be had: the watch thread tries again later
                 log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
-                return
+                return False
+            if not added:
+                self._poked.set()
+                return False
             self._owed -= 1
+            return True
+
+    def _add_spares(self, spares: bool) -> None:
+        """Owed replacements while work waits; then (``spares``) one spare per blocked one."""
+        want = len(self._workers) - self._working if spares else 0  # blocked now
+        while not self._closed.is_set():
+            if self._owed and self._handoff.in_line:
+                if not self._pay(start=True):
+                    return
+            elif self._pool.spares >= want or not self._pool.add_spare():
+                return
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A worker counted as blocked whose drain ended: back to work in the place of a
@@ -246,13 +262,18 @@ class Dispatcher:
             return False
 
     def _watching(self) -> None:
-        """Every ``stall_s``: each thread that has been in one drain longer than that is
-        counted as blocked, and another thread is started to take work in its place; a
-        replacement owed while work waits is started (``submit`` missed a thread that was
-        about to go idle and then did not)."""
-        while not self._closed.wait(self.stall_s):
-            if self._owed and self._handoff.in_line:
-                self._pay()
+        """Every ``stall_s``, and when poked (``_pay`` found no parked thread): replacements
+        owed while work waits are started, spares too when poked; each thread that has been
+        in one drain longer than ``stall_s`` is counted as blocked, and replaced."""
+        while True:
+            poked = self._poked.wait(self.stall_s)
+            self._poked.clear()
+            if self._closed.is_set():
+                return
+            try:
+                self._add_spares(poked)
+            except Exception:  # no thread to be had: the blocked ones will end
+                log.warning("no spare thread for the dispatcher", exc_info=True)
             now = time.monotonic()
             with self._lock:
                 for worker in list(self._workers):
@@ -346,6 +367,7 @@ class Dispatcher:
             if self._closed.is_set():
                 return []
             self._closed.set()
+            self._poked.set()  # the watch thread ends now, not at its next look
         PACING.unregister(self)
         self._handoff.close()
         if self._watch is not None:

@@ -30,6 +30,22 @@ GROUP_MOST = 1000
 """Most root spawns admitted in one decision (``spawn_many``'s batches are of this size)."""
 
 
+STEP_SPAWNS_MOST = 100
+"""Most spawns of one run's step (a ``Batch``'s consecutive ``SpawnRequest``s) admitted in
+one decision: a step that spawns 1,000 has its first children started after 100 decisions,
+not after all of them."""
+
+
+def spawns_end(messages: tuple[Any, ...], i: int) -> int:
+    """Where the run of spawns that may be admitted together, from ``messages[i]`` (one),
+    ends: at the first other message, or after ``STEP_SPAWNS_MOST``."""
+    end = min(len(messages), i + STEP_SPAWNS_MOST)
+    j = i + 1
+    while j < end and groupable(messages[j]):
+        j += 1
+    return j
+
+
 def groupable(message: Any) -> TypeGuard[SpawnRequest]:
     """A root spawn's request asked (a run's own spawns are told; a continuation reads its
     run from the store first, so it is decided alone)."""

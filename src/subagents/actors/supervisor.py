@@ -13,11 +13,11 @@ handling it is logged, a run that sent it hears of it (so it does not wait on a 
 until its deadline), and the supervisor goes on serving. Nothing is guessed from content.
 
 Group commit: reports that nobody waits on (mail between agents, read receipts, waiting
-changes, finished runs...) that arrive while more messages are already queued are handled in
-one store transaction, up to ``GROUP_MAX`` of them, and their effects are carried out only
-once it is committed. With SQLite a commit costs far more than the writes in it, so a burst
-of mail costs one commit, not one per mail. An ask, or a message not in the list, commits the
-open group first.
+changes, finished runs, a run's last step told with its end...) that arrive while more
+messages are already queued are handled in one store transaction, up to ``GROUP_MAX`` of
+them, and their effects are carried out only once it is committed. With SQLite a commit
+costs far more than the writes in it, so a burst of mail costs one commit, not one per
+mail. An ask, or a message not in the list, commits the open group first.
 
 Batches: an agent sends the mail reports of one handling as one ``Batch``; its messages are
 handled in order as if they had arrived alone, except that a run of consecutive sends (or
@@ -43,7 +43,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
-from subagents.actors.spawn_group import answer_together, groupable
+from subagents.actors.spawn_group import answer_together, groupable, spawns_end
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.actors.told_answers import refusal_of
@@ -69,6 +69,7 @@ from subagents.messages import (
     SlotWanted,
     SpawnReply,
     StatusOf,
+    StepTaken,
     Streamed,
     Subscribe,
     Sweep,
@@ -104,6 +105,7 @@ _GROUPED = frozenset(
         Journal,
         WaitingChanged,
         RunFinished,
+        StepTaken,  # told: a run's last step, with its end (asked, it is answered alone)
         ToolCalled,
         ToolAnswered,
         Timeout,
@@ -204,7 +206,8 @@ class SupervisorActor(FastInboxActor):
 
     def _receive_batch(self, messages: tuple[Any, ...]) -> None:
         """The messages of a Batch in order: each run of consecutive SendMails (or
-        MailReads) in one core call, anything else one by one."""
+        MailReads) in one core call, each run of a step's spawns in decisions of up to
+        ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one by one."""
         n = len(messages)
         i = 0
         while i < n:
@@ -213,6 +216,12 @@ class SupervisorActor(FastInboxActor):
             if kind is SendMail or kind is MailRead:
                 while j < n and type(messages[j]) is kind:
                     j += 1
+            elif groupable(messages[i]):
+                j = spawns_end(messages, i)
+                if j - i > 1 and self.store_failure is None:
+                    self._spawns(messages[i:j])
+                    i = j
+                    continue
             if j - i > 1 and self.store_failure is None:
                 self._in_group(messages[i:j], more=j < n)
             else:
@@ -241,6 +250,28 @@ class SupervisorActor(FastInboxActor):
             self._halt(exc)
         except Exception as exc:
             self._told_failed((message,), exc)
+
+    def _spawns(self, spawns: tuple[Any, ...]) -> None:
+        """Consecutive spawns of one run's step (told ``SpawnRequest``s) admitted as one
+        decision, as ``spawn_many`` admits roots: each in order, by ``spawn``'s rules, a
+        refused one refusing only itself. Its writes are one transaction and its replies
+        to the parent one ``Batch`` (``coalesce``), not one decision, commit and handling
+        each (``benchmarks/fanout.py``)."""
+        self._commit_group()
+        if self.store_failure is not None:  # that commit failed: nothing more is taken on
+            for message in spawns:
+                self._refuse_tell(message)
+            return
+        try:
+            decision = self.core.spawn_many(spawns)
+            self._write(decision)
+        except StoreError as exc:
+            self._halt(exc)
+            return
+        except Exception as exc:  # a bug: as for one spawn, each parent hears of it
+            self._told_failed(spawns, exc)
+            return
+        self._apply(coalesce(decision.effects))
 
     def _told_failed(self, messages: Sequence[Any], exc: Exception) -> None:
         """Handling a tell failed (a bug): logged, and whoever waits on it is answered."""

@@ -12,7 +12,9 @@ Threads park for ``idle_s`` and then end, and at most ``max_idle`` stay parked, 
 that was busy once does not keep its peak of threads. A loop that never returns (a sync
 function agent blocked forever) holds its thread as it would hold a thread of its own; the pool
 starts another thread for the next loop. ``close`` ends parked threads and joins every thread
-the pool started.
+the pool started. ``add_spare`` starts a thread ahead that parks at once, and ``try_run``
+hands a job only to a parked thread: a caller that must not wait for a thread to start
+(``Thread.start`` waits until the new thread runs) uses them (``pooled.Dispatcher``).
 
 Each loop runs in a fresh ``contextvars.Context``, as it would on a new thread: context
 variables one run sets (structlog's bound context, for one) never leak into the next run.
@@ -76,6 +78,7 @@ class ThreadPool:
         self._threads: set[threading.Thread] = set()
         self._closed = False
         self._numbers = itertools.count(1)
+        self._coming = 0  # spare threads started and not parked yet (``add_spare``)
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -106,8 +109,52 @@ class ThreadPool:
                 self._threads.discard(thread)
             raise
 
-    def _work(self, worker: _Worker) -> None:
-        job = worker.jobs.get()
+    def try_run(self, job: Work) -> bool:
+        """Run ``job`` on a parked thread; False, running nothing, if none is parked (the
+        caller does not wait for a thread to start: ``add_spare`` starts them ahead)."""
+        with self._lock:
+            if self._closed:
+                raise PoolClosed(f"the {self.name} thread pool is closed")
+            if not self._idle:
+                return False
+            self._idle.pop().jobs.put(job)
+            self._changed.notify_all()
+            return True
+
+    def add_spare(self) -> bool:
+        """Start one thread that parks at once, for a later ``run``/``try_run`` to take
+        without waiting for a thread to start (``Thread.start`` waits until the new thread
+        runs: behind the GIL, milliseconds on a busy process). False, starting none, when
+        the pool is closed or its parked (and coming) threads are at ``max_idle``."""
+        with self._lock:
+            if self._closed or len(self._idle) + self._coming >= self.max_idle:
+                return False
+            self._coming += 1
+            worker = _Worker()
+            thread = threading.Thread(
+                target=self._work,
+                args=(worker, True),
+                name=f"{self.name}-{next(self._numbers)}",
+                daemon=True,
+            )
+            self._threads.add(thread)
+        try:
+            thread.start()
+        except BaseException:
+            with self._lock:
+                self._threads.discard(thread)
+                self._coming -= 1
+            raise
+        return True
+
+    @property
+    def spares(self) -> int:
+        """Threads parked, or started as spares and about to park."""
+        with self._lock:
+            return len(self._idle) + self._coming
+
+    def _work(self, worker: _Worker, spare: bool = False) -> None:
+        job = self._park(worker, arriving=True) if spare else worker.jobs.get()
         try:
             while job is not None:
                 try:
@@ -121,9 +168,12 @@ class ThreadPool:
                 self._threads.discard(threading.current_thread())
                 self._changed.notify_all()
 
-    def _park(self, worker: _Worker) -> Work | None:
-        """Wait for the next job; None when this thread should end."""
+    def _park(self, worker: _Worker, arriving: bool = False) -> Work | None:
+        """Wait for the next job; None when this thread should end. ``arriving``: a spare's
+        first park (``add_spare``)."""
         with self._lock:
+            if arriving:
+                self._coming -= 1
             if self._closed or len(self._idle) >= self.max_idle:
                 return _STOP
             self._idle.append(worker)

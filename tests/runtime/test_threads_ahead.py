@@ -1,0 +1,87 @@
+"""Threads started ahead (``ThreadPool.add_spare``, ``Dispatcher._add_spares``): a handling
+that says it blocks, and the supervisor handing out work, never wait for a new thread to
+start (``Thread.start`` waits until the new thread runs: behind a busy GIL, milliseconds,
+once per early model call of a fan-out). A replacement goes to a parked thread; with none
+parked, the dispatcher's watch thread starts it, and spares, parked, for the next ones.
+
+Real threads; every wait is on an event or a semaphore, with a timeout."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from polling import wait_until
+from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.threads import PoolClosed, ThreadPool
+from subagents.blocking import about_to_block
+
+from .conftest import WAIT
+
+NEVER = 3600.0
+"""A watch thread that never looks for stalled drains on its own: only pokes wake it."""
+
+
+def test_a_spare_thread_is_started_parked_and_taken_without_a_start() -> None:
+    pool = ThreadPool(name="t-spare", max_idle=2)
+    try:
+        ran = threading.Event()
+        assert not pool.try_run(ran.set)  # nothing parked: nothing run, no thread started
+        assert pool.threads == 0 and not ran.is_set()
+        assert pool.add_spare() and pool.add_spare()
+        assert not pool.add_spare()  # parked and coming at max_idle
+        assert pool.spares == 2
+        wait_until(lambda: pool.parked == 2, "two spares parked")
+        assert pool.try_run(ran.set)
+        assert ran.wait(WAIT)
+        assert pool.threads == 2  # the job went to a spare: no thread started for it
+    finally:
+        assert pool.close(WAIT) == []
+    assert not pool.add_spare()
+    with pytest.raises(PoolClosed):
+        pool.try_run(ran.set)
+
+
+def test_handlings_that_block_never_start_a_thread_themselves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """n handlings that say they block while work waits: each is replaced, every thread
+    is started by the watch thread: none by a blocked handling's thread, none by the
+    caller handing out work (after the dispatcher's own start)."""
+    starters: list[str] = []
+    start = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        starters.append(threading.current_thread().name)
+        start(thread)
+
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-ahead")
+    n = 8
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    class Blocking(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            about_to_block()  # a model call's wait, say
+            entered.release()
+            assert release.wait(WAIT)
+            return message
+
+    try:
+        first = Blocking.start(dispatcher=d)  # the dispatcher's own start: its size, watch
+        monkeypatch.setattr(threading.Thread, "start", recorded)
+        refs = [first, *(Blocking.start(dispatcher=d) for _ in range(n - 1))]
+        answers = [ref.ask(i, block=False) for i, ref in enumerate(refs)]
+        for _ in range(n):  # all blocked at once: each had a thread
+            assert entered.acquire(timeout=WAIT)
+        assert starters, "no thread was started for the replacements"
+        assert set(starters) == {"t-ahead-watch"}, starters
+        release.set()
+        assert [a.get(timeout=WAIT) for a in answers] == list(range(n))
+        for ref in refs:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
