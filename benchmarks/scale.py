@@ -19,8 +19,10 @@ script): measured in one process, the side measured second reuses the memory the
   calls ``gc.freeze()`` after each batch as well (from 1,000 live runs the runtime paces
   the GC itself, freezing what survives each full pass: ``actors/gc_pacing.py``,
   docs/runtime.md; the full passes counted then are mostly short ones over what is new);
-- close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), and its
-  CPU seconds; raw: a stop told to every actor, then each stop waited for.
+- close: seconds of ``Runtime.close()`` (every run cancelled, every thread joined), its
+  CPU seconds and the full GC passes made during it (``close_gc_full``: their count, seconds
+  and the longest; one over everything the pacing had frozen is a second or more); raw: a
+  stop told to every actor, then each stop waited for.
 
 A waiting run holds no OS thread (its actor's mailbox is drained by the runtime's few dispatcher
 threads: ``actors/pooled.py``); with ``Runtime(agent_threads="own")`` it held one, and n was
@@ -162,6 +164,7 @@ class _GcPasses:
     def __init__(self) -> None:
         self.passes = 0
         self.seconds = 0.0
+        self.longest = 0.0
         self._at = 0.0
         gc.callbacks.append(self._callback)
 
@@ -172,11 +175,14 @@ class _GcPasses:
             self._at = time.perf_counter()
         else:
             self.passes += 1
-            self.seconds += time.perf_counter() - self._at
+            took = time.perf_counter() - self._at
+            self.seconds += took
+            self.longest = max(self.longest, took)
 
     def close(self) -> dict[str, Any]:
         gc.callbacks.remove(self._callback)
-        return {"passes": self.passes, "seconds": rounded(self.seconds, 3)}
+        seconds, longest = rounded(self.seconds, 3), rounded(self.longest, 3)
+        return {"passes": self.passes, "seconds": seconds, "longest": longest}
 
 
 def runtime_side(
@@ -333,10 +339,12 @@ def runtime_side(
         if error is not None:
             out["failed"] = f"after {spawned:,} of {n:,} spawns: {error}"
     finally:
+        close_passes = _GcPasses()
         closing, cpu_closing = time.perf_counter(), time.process_time()
         rt.close(timeout=900)
         out["close_s"] = rounded(time.perf_counter() - closing, 3)
         out["close_cpu_s"] = rounded(time.process_time() - cpu_closing, 3)
+        out["close_gc_full"] = close_passes.close()
         out["threads_after_close"] = threading.active_count()
     return out
 

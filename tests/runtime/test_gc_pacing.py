@@ -14,7 +14,7 @@ import pytest
 from polling import wait_until
 from subagents.actors.gc_pacing import PACING, THRESHOLD
 from subagents.behaviour.function import AgentContext
-from subagents.messages import EXTERNAL_SENDER, EventKind, RunStatus
+from subagents.messages import EXTERNAL_SENDER, Event, EventKind, RunStatus
 from subagents.runtime import RunHandle, Runtime
 from subagents.supervision.limits import Limits
 
@@ -94,6 +94,45 @@ def test_closing_the_runtime_gives_everything_back(low_threshold: None) -> None:
     finally:
         rt.close()
     assert not PACING.frozen and gc.get_freeze_count() == 0
+    gc.collect()
+    assert [ref() for ref in MARKERS] == [None] * MANY
+
+
+def test_a_close_gives_nothing_back_until_its_dispatcher_has_closed(low_threshold: None) -> None:
+    """A full pass in the middle of a close, once nearly every run has ended (the rule that
+    gives back what is frozen once half the runs frozen ended is met), gives nothing back:
+    the pass after it would walk everything still frozen, inside the close. It is given back
+    once the dispatcher has closed, in one thaw."""
+    rt = Runtime([idle], limits=_limits())
+    seen: list[object] = []
+    try:
+        _start_waiting(rt, MANY)
+        gc.collect()
+        assert PACING.frozen
+        thaws, held = PACING.thaws, PACING.held_passes
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        stopped_before, cancelled = dispatcher.stopped, [0]
+
+        def mid_close(event: Event) -> None:
+            if event.kind is not EventKind.CANCELLED:
+                return
+            cancelled[0] += 1
+            if cancelled[0] < MANY:
+                return
+            try:  # the last run's end: every other run's agent was told to stop before it
+                stopped = lambda: dispatcher.stopped - stopped_before >= MANY - 1  # noqa: E731
+                wait_until(stopped, "every other run's agent stopped")
+                gc.collect()
+                seen.append((PACING.frozen, PACING.thaws - thaws, PACING.held_passes - held))
+            except Exception as exc:  # (a subscriber's exception is only logged)
+                seen.append(exc)
+
+        rt.subscribe(mid_close)
+    finally:
+        rt.close()
+    assert seen == [(True, 0, 1)]
+    assert not PACING.frozen and PACING.thaws == thaws + 1 and gc.get_freeze_count() == 0
     gc.collect()
     assert [ref() for ref in MARKERS] == [None] * MANY
 

@@ -4,12 +4,15 @@ the order its sender sent."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
+from subagents.store.base import RunStore
 
 from .conftest import WAIT, Events, spec
 
@@ -104,3 +107,31 @@ def test_a_model_subscribes_with_its_tool_and_reads_the_topics_mail() -> None:
         assert "subscribed to topic:reviews" in str(first)
         last = str(model.requests[-1].messages[-1].content)
         assert 'topic="reviews"' in last  # the model is shown which topic the mail came by
+
+
+@pytest.mark.parametrize("end", ["stopped", "runtime closed"])
+def test_a_runs_subscriptions_end_with_it_in_the_store_however_it_ends(
+    end: str, store: RunStore
+) -> None:
+    """As a stop does, a runtime's close (every run ended at once: ``closing.close_all``)
+    ends its runs' subscriptions in the store: ``subagents info`` of a closed run shows no
+    topic, and what the store keeps is only what live runs hear."""
+    subscribed = threading.Event()
+
+    async def watcher(ctx: AgentContext) -> str:
+        ctx.subscribe("alerts")
+        # a mail the supervisor answers after the subscription (one sender's are in order)
+        await ctx.send("topic:alerts", "anyone?")
+        subscribed.set()
+        await ctx.receive(timeout=WAIT)
+        return "not stopped"
+
+    with Runtime([watcher], store=store) as rt:
+        run_id = rt.spawn("watcher", "watch").run_id
+        assert subscribed.wait(WAIT)
+        assert [(s.run_id, s.topic) for s in store.subscriptions()] == [(run_id, "alerts")]
+        if end == "stopped":
+            assert rt.stop(run_id) == (run_id,)
+    record = store.get_run(run_id)
+    assert record is not None and record.status is RunStatus.CANCELLED
+    assert store.subscriptions() == []

@@ -25,6 +25,7 @@ from subagents.messages import (
     Park,
     Parked,
     Placed,
+    Preview,
     RestoreReport,
     RunFinished,
     RunRecord,
@@ -35,6 +36,8 @@ from subagents.messages import (
     SpawnRequest,
     StopReply,
     StopRequest,
+    Streamed,
+    StreamedPart,
     Unpark,
     WaitingChanged,
     new_id,
@@ -752,8 +755,37 @@ def test_once_the_store_works_again_each_run_held_ends_failed_as_told() -> None:
         assert record is not None and record.outcome is not None
         assert (record.outcome.error_kind, record.outcome.error) == ("store", reason)
     assert of(decision.effects, StartRun) == []
+    # the runtime goes on: no deadline stays armed to fire into nothing later
+    assert {e.run_id for e in of(decision.effects, DisarmDeadline)} == {root, child, queued}
     assert h.core.core.hosted() == set()  # nothing held: new work is admitted
     assert h.run("lead") is not None
+
+
+@pytest.mark.parametrize("how", ["the runtime closes", "the store works again"])
+def test_a_run_ended_in_the_middle_of_a_step_leaves_no_preview(how: str) -> None:
+    """As a cancel does (``Lifecycle.finish``), ending every run at once drops the preview
+    of a step under way (and an unheld run's, which the store may keep)."""
+    h = Harness()
+    root = h.run("lead")
+    child = h.run("worker", root)
+    part = StreamedPart(kind="text", text="half a sent")
+    for run in (root, child):
+        h.core._do(
+            h.core.core.progress.streamed(
+                Streamed(run_id=run, turn=1, seq=1, attempt=0, parts=(part,))
+            )
+        )
+    unheld = RunRecord(run_id="r-unheld", agent="worker", task="t", root_run_id="r-unheld",
+                       status=RunStatus.RUNNING, owner="me")  # fmt: skip
+    h.store.save_preview(Preview(run_id="r-unheld", turn=1, text="x", chars=1, seq=1, ts=1.0))
+    assert set(h.store.previews([root, child, "r-unheld"])) == {root, child, "r-unheld"}
+    if how == "the runtime closes":
+        effects = h.core.stop_all("runtime closed")
+        assert of(effects, DisarmDeadline) == []  # (the timer service stops with it)
+    else:
+        h.core._do(h.core.core.store_recovered("disk full", [unheld]))
+    kept = h.store.previews([root, child, "r-unheld"])
+    assert set(kept) == ({"r-unheld"} if how == "the runtime closes" else set())
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])

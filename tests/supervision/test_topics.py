@@ -163,3 +163,31 @@ def test_subscriptions_are_kept_end_with_their_run_and_survive_a_restore() -> No
     ack, effects = again.send_mail(msg)
     assert ack.recipients == (worker,)
     assert delivered(list(effects), worker) == ["after"]
+
+
+@pytest.mark.parametrize("how", ["the runtime closes", "the store works again"])
+def test_every_runs_subscriptions_end_when_all_runs_end_at_once(how: str) -> None:
+    """``close_all`` (a close, or the store working again and the runtime going on) ends
+    the subscriptions a ``finish`` would: none left in memory nor in the store."""
+    h = Harness()
+    lead = h.run("lead")
+    worker, other = h.run("worker", lead), h.run("lead")
+    subscribe(h, worker, "news")
+    subscribe(h, other, "alerts")
+    subscribe(h, other, "news")
+    assert len(h.store.subscriptions()) == 3
+    if how == "the runtime closes":
+        h.core.stop_all("runtime closed")
+    else:
+        h.core._do(h.core.core.store_recovered("disk full", []))
+    topics = h.core.core.mail.topics
+    assert worker not in topics and other not in topics
+    assert topics.subscribers(lead, "news", sender="x") == ()
+    assert topics.subscribers(other, "alerts", sender="x") == ()
+    assert h.store.subscriptions() == []
+    # the runtime goes on: new runs subscribe and hear as before
+    again = h.run("lead")
+    hearer = h.run("worker", again)
+    subscribe(h, hearer, "news")
+    ack, effects = publish(h, again, "news", "still here")
+    assert ack.recipients == (hearer,) and delivered(effects, hearer) == ["still here"]

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.effector import Effector
+from subagents.actors.gc_pacing import PACING
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.registry import RegistryActor, RegistryClient
@@ -342,18 +343,19 @@ class Services:
         """Cancel every run, then end the supervisor, the registry, the timer, the pool, the
         tools' processes and every tracked thread; the time left of ``timeout``."""
         deadline = time.monotonic() + timeout
-        if self.listener is not None:
-            self.listener.close(timeout)
-        if self.supervisor is not None:
-            self.supervisor.close(timeout)
-        if self.cluster is not None:  # every run was cancelled: the node hosts go
-            self.cluster.close(max(1.0, deadline - time.monotonic()))
-        if self.registry is not None:
-            with contextlib.suppress(Exception):
-                self.registry.stop()
-        self.timer.stop()
-        if self.dispatcher is not None:
-            self.dispatcher.close(max(0.0, deadline - time.monotonic()))
+        with PACING.holding():  # what the GC pacing froze stays frozen until every run ended
+            if self.listener is not None:
+                self.listener.close(timeout)
+            if self.supervisor is not None:
+                self.supervisor.close(timeout)
+            if self.cluster is not None:  # every run was cancelled: the node hosts go
+                self.cluster.close(max(1.0, deadline - time.monotonic()))
+            if self.registry is not None:
+                with contextlib.suppress(Exception):
+                    self.registry.stop()
+            self.timer.stop()
+            if self.dispatcher is not None:
+                self.dispatcher.close(max(0.0, deadline - time.monotonic()))
         self.pool.close(max(0.0, deadline - time.monotonic()))
         if self.processes is not None:
             self.processes.kill_all()  # whatever a run's tools left running ends with it

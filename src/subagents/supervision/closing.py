@@ -14,10 +14,26 @@ from __future__ import annotations
 import msgspec
 
 from subagents.messages import ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
-from subagents.store.writes import AppendEvent, OutcomeDelivered, SaveOutcome, SaveRun, Write
-from subagents.supervision.effects import Decided, Publish, StopAgent, TellOutside, event_of
+from subagents.store.writes import (
+    AppendEvent,
+    DropPreview,
+    DropSubscriptions,
+    OutcomeDelivered,
+    SaveOutcome,
+    SaveRun,
+    Write,
+)
+from subagents.supervision.effects import (
+    Decided,
+    DisarmDeadline,
+    Publish,
+    StopAgent,
+    TellOutside,
+    event_of,
+)
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End, end_event, outcome_of
+from subagents.supervision.progress import drop_preview
 from subagents.supervision.transitions import Move, next_status
 
 
@@ -27,6 +43,7 @@ def close_all(
     *,
     move: Move = Move.CANCELLED,
     error_kind: str = "cancelled",
+    goes_on: bool = False,
 ) -> tuple[list[str], Decided]:
     """Every live run of ``life`` ends cancelled with ``reason`` (or by ``move``, e.g. failed
     with the store's error once the store works again): the ids, in the order they ended,
@@ -34,13 +51,17 @@ def close_all(
 
     The same ending as a cancel gives each run: its record, outcome and ``cancelled`` event
     written, its slot released, its unread mail dead, a root's outcome handed to the outside
-    once, its agent told to stop. Without: a walk per run (every run ends, so the order is the
+    once, its agent told to stop, its preview (a step under way) dropped, its topic
+    subscriptions ended (all at once, in memory and in the store: ``Topics.ended_all``, at a
+    cost per subscribed run). Without: a walk per run (every run ends, so the order is the
     queued runs first, that none starts, then the deepest first); a queued run started into a
     freed slot; an outcome handed to a parent (it ends in the same pass: its agent stops
     without reading it, as in a cancel walk); a deadline disarmed one by one (the timer
     service stops with the runtime; a deadline firing before it does finds the run ended and
-    does nothing); a slot released, a run forgotten, its policies dropped one by one (all of
-    them at the end: ``SlotPool.release_all``, ``RunTable.forget_all``).
+    does nothing), unless the runtime ``goes_on`` (the store works again: its timers would
+    stay armed until each run's deadline, then fire into nothing); a slot released, a run
+    forgotten, its policies dropped one by one (all of them at the end:
+    ``SlotPool.release_all``, ``RunTable.forget_all``).
 
     Each run's effects come together, in a cancel's order (its end event, its outcome, its
     agent's stop), not kind by kind: grouped, every stop came after every other effect, so
@@ -78,10 +99,15 @@ def close_all(
                 decided.add(life.deliver(state, outcome))
             if state.inbox:
                 decided.add(life.mail.dead_letters(state, ()))
+            if state.preview is not None:  # (most runs end between steps)
+                writes += drop_preview(state)
+            if goes_on:
+                effects.append(DisarmDeadline(run_id))
             life.parking.ended(state)
             effects.append(StopAgent(run_id))
     finally:
         life._ending -= ending
+    decided.add(life.mail.topics.ended_all())
     slots.release_all()
     life.policies.forget(runs.forget_all())
     return ids, decided
@@ -90,7 +116,8 @@ def close_all(
 def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:
     """The writes that end ``record``, which the store has unfinished but no runtime holds
     in memory (its end was in a transaction that failed), as failed with the store's error
-    ``reason``: its record, its outcome, its ``failed`` event."""
+    ``reason``: its record, its outcome, its ``failed`` event; its topic subscriptions and
+    its preview, if the store has any, dropped (as ``Lifecycle.finish`` drops a held run's)."""
     outcome = Outcome(
         run_id=record.run_id,
         status=RunStatus.FAILED,
@@ -110,4 +137,11 @@ def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:
         ts=ts,
         data={"error_kind": "store", "error": reason, "steps": record.steps},
     )
-    return [SaveRun(ended), SaveOutcome(outcome), AppendEvent(event)]
+    run_id = record.run_id
+    return [
+        SaveRun(ended),
+        SaveOutcome(outcome),
+        AppendEvent(event),
+        DropSubscriptions(run_id),
+        DropPreview(run_id),
+    ]

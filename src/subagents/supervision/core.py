@@ -258,7 +258,9 @@ class SupervisorCore:
         unfinished under this runtime that is no longer held (its end was in the transaction
         that failed). The reply is the ids ended; then the runtime goes on."""
         self.effects.begin()
-        ended, closed = close_all(self.lifecycle, reason, move=Move.FAILED, error_kind="store")
+        ended, closed = close_all(
+            self.lifecycle, reason, move=Move.FAILED, error_kind="store", goes_on=True
+        )
         self.effects.take(closed)
         ts = self.effects.now()
         done = set(ended)

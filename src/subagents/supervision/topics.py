@@ -139,6 +139,15 @@ class Topics:
             decided.writes.append(DropSubscriptions(run_id))
         return decided
 
+    def ended_all(self) -> Decided:
+        """Every run holding subscriptions ended at once (``closing.close_all``): all of
+        them end, in the store too; the cost is per subscribed run, not per run ended."""
+        decided = Decided()
+        decided.writes.extend(DropSubscriptions(run_id) for run_id in self._topics)
+        self._topics.clear()
+        self._subscribers.clear()
+        return decided
+
     def restore(self, subscriptions: Iterable[Subscription]) -> None:
         """Hold again the subscriptions a store kept (in the order they were made)."""
         for sub in subscriptions:
