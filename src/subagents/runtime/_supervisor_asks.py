@@ -54,8 +54,12 @@ class SupervisorRequests:
         if self.closed:
             raise RuntimeClosed("the runtime is closed")
 
+    def on_supervisor(self) -> bool:
+        """Whether the caller is the supervisor's own thread (an event subscriber)."""
+        return threading.current_thread() is self.hosting.supervisor_thread
+
     def check_caller(self) -> None:
-        if threading.current_thread() is self.hosting.supervisor_thread:
+        if self.on_supervisor():
             raise RuntimeError(
                 "Runtime methods cannot be called from an event subscriber: subscribers run on"
                 " the supervisor's thread, which would wait on itself; hand the work to another"
