@@ -198,14 +198,16 @@ class SupervisorActor(FastInboxActor):
         """A root spawn told, with the root spawns told behind it, decided as one group
         (``actors.spawn_group``); a failure of the whole decision refuses each of them
         (``_told_spawns``), and the supervisor goes on."""
-        with contextlib.suppress(Exception):
+        try:
             decide_together(self, first, self._asked, self._told_spawns)
+        except Exception:  # each told one was refused (and a bug logged): nothing more to do
+            return
 
     def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:
         """The told root spawns of a group, decided: the outside hears it once for them all
         (their records are committed), or, when the decision failed, each its refusal."""
         if failed is None:
-            self.on_outside(SpawnsDecided(request_ids=tuple(r.request_id for r in told)))
+            self.on_outside(SpawnsDecided(request_ids=tuple([r.request_id for r in told])))
             return
         if self.store_failure is None:  # a bug, not the store: logged, as for any tell
             log.error("supervisor failed to decide root spawns", exc_info=failed)

@@ -92,8 +92,8 @@ class SpawnWindow:
             undecided = self._undecided
             before = len(undecided)
             undecided.difference_update(run_ids)
-            if len(undecided) != before:
-                self._changed.notify_all()
+            if (self.blocked or self.settling) and len(undecided) != before:
+                self._changed.notify_all()  # (nobody waits, the usual case: no notify)
 
     def settle(self, run_id: str | None = None) -> None:
         """Return once the spawn of ``run_id`` (None: every spawn undecided now) is decided:

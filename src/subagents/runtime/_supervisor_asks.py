@@ -59,7 +59,7 @@ class SupervisorRequests:
         return threading.current_thread() is self.hosting.supervisor_thread
 
     def check_caller(self) -> None:
-        if self.on_supervisor():
+        if threading.current_thread() is self.hosting.supervisor_thread:
             raise RuntimeError(
                 "Runtime methods cannot be called from an event subscriber: subscribers run on"
                 " the supervisor's thread, which would wait on itself; hand the work to another"
