@@ -66,6 +66,7 @@ from subagents.messages import (
     SpawnMany,
     SpawnReply,
     SpawnRequest,
+    SpawnsDecided,
     StatusOf,
     StepTaken,
     StopAll,
@@ -188,6 +189,7 @@ MESSAGES: dict[type[Any], Any] = {
         requests=(SpawnRequest(request_id="r7", agent="worker", task="part B", run_id="r7"),)
     ),
     SpawnReply: SpawnReply(request_id="toolu_2", run_id="r2", queued=True),
+    SpawnsDecided: SpawnsDecided(request_ids=("r7", "r8")),
     ChildDone: ChildDone(request_id="toolu_2", outcome=OUTCOME),
     StepTaken: StepTaken(
         run_id="r1", step=2, usage=USAGE, checkpoint=CHECKPOINT, read_mail=("m1",), attempt=1

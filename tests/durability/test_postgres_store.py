@@ -30,7 +30,7 @@ from fence_job import gated_agent
 
 from pgserver import PgServer
 from polling import wait_until
-from subagents import FunctionAgent, Runtime, ScriptedModel
+from subagents import AdmissionError, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.store.base import StoreError
@@ -79,8 +79,8 @@ def test_the_database_stopped_mid_run_fails_the_runs_loses_nothing_and_recovers(
             seen = list(acknowledged)
             assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
             assert "the database is unreachable" in (outcome.error or ""), outcome.error
-            with pytest.raises(StoreError, match="the database is unreachable"):
-                rt.spawn("leaf", "while it is down")
+            with pytest.raises(AdmissionError, match="the database is unreachable"):
+                rt.spawn("leaf", "while it is down").result(timeout=60)  # on its handle
         finally:
             pg_server.start()
         # back: the same runtime records what its callers were told, and takes work again
@@ -105,7 +105,7 @@ def test_the_database_stopped_mid_run_fails_the_runs_loses_nothing_and_recovers(
 def _takes_work(rt: Runtime) -> bool:
     try:
         rt.spawn("leaf", "probe").result(timeout=60)
-    except StoreError:
+    except (StoreError, AdmissionError):  # refused by the store's failure, on the handle
         return False
     return True
 

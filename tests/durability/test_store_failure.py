@@ -12,7 +12,7 @@ import pytest
 from subagents import FunctionAgent, Runtime, ScriptedModel, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.messages import RunStatus
-from subagents.store.base import StoreError
+from subagents.runtime import AdmissionError
 
 
 async def busy(ctx: AgentContext) -> str:
@@ -33,8 +33,8 @@ def test_a_full_disk_stops_the_runs_and_tells_every_caller(tmp_path: Path) -> No
         assert outcome.status is RunStatus.FAILED
         assert outcome.error_kind == "store"
         assert "full" in (outcome.error or "")
-        with pytest.raises(StoreError, match="full"):  # far more than the disk holds
-            rt.spawn("leaf", "y" * 1_000_000)
+        with pytest.raises(AdmissionError, match="full"):  # far more than the disk holds
+            rt.spawn("leaf", "y" * 1_000_000).result(timeout=60)  # refused on its handle
     # what was committed is still there, and says the job was not finished (still running,
     # or failed with the store's error if a later request found room to record that)
     reopened = SQLiteStore(tmp_path / "runs.db")
@@ -56,8 +56,8 @@ def test_once_space_is_freed_the_same_runtime_goes_on(tmp_path: Path) -> None:
         failed = rt.spawn("busy", "fill the disk")
         outcome = failed.result(timeout=60)
         assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
-        with pytest.raises(StoreError, match="full"):  # far more than the disk holds
-            rt.spawn("leaf", "y" * 1_000_000)
+        with pytest.raises(AdmissionError, match="full"):  # far more than the disk holds
+            rt.spawn("leaf", "y" * 1_000_000).result(timeout=60)  # refused on its handle
         store.set_max_bytes(None)  # space is freed
         assert rt.spawn("leaf", "more").result(timeout=60).result == "ok more"
         again = rt.spawn("busy", "x").run_id  # and the runtime takes work as before

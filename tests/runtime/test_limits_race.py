@@ -116,10 +116,11 @@ def test_the_queue_bound_refuses_past_it_and_the_queue_is_fifo() -> None:
         second = rt.spawn("hold", "2")
         third = rt.spawn("hold", "3")
         assert second.status is RunStatus.QUEUED and third.status is RunStatus.QUEUED
+        fourth = rt.spawn("hold", "4")  # told: the refusal reaches its handle
         with pytest.raises(
             AdmissionError, match=r"queue bound: the admission queue is full \(2 runs"
         ):
-            rt.spawn("hold", "4")
+            fourth.result(WAIT)
         release.set()
         for handle in (first, second, third):
             assert handle.result(WAIT).status is RunStatus.COMPLETED
@@ -151,6 +152,7 @@ def test_the_queue_bound_holds_under_racing_spawns() -> None:
             for _ in range(10):
                 try:
                     handle = rt.spawn("hold", "x")
+                    handle.wait_admitted()  # refused by the queue: on the handle
                 except AdmissionError as exc:
                     with lock:
                         refused.append(str(exc))

@@ -1,11 +1,14 @@
-"""Root spawns asked by many callers at once are admitted together (``actors/spawn_group``):
-in the order they were asked, each answered alone (a refused one refuses only itself), and
-a message queued between them keeps its place (it is handled right after them)."""
+"""Root spawns told by many callers at once are admitted together (``actors/spawn_group``):
+in the order they were told, each refused alone on its handle (a refused one refuses only
+itself), and a message queued between them keeps its place (it is handled right after
+them)."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+import pytest
 
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
@@ -80,12 +83,14 @@ def test_spawns_queued_together_are_admitted_in_order_each_answered_alone() -> N
         for thread in threads:
             thread.join(WAIT)
             assert not thread.is_alive()
-        # 3 slots (first, t1, t2), 2 queued (t3, t4), the rest refused, each alone
+        # every spawn returned its handle at once (told, not asked): 3 slots (first, t1,
+        # t2), 2 queued (t3, t4), the rest refused, each alone, on its handle
         handles = {k: v for k, v in results.items() if isinstance(v, RunHandle)}
-        assert sorted(handles) == ["first", "t1", "t2", "t3", "t4"]
+        assert sorted(handles) == ["first", *(f"t{i}" for i in range(1, 9))]
         for key in ("t5", "t6", "t7", "t8"):
-            assert isinstance(results[key], AdmissionError), results[key]
-            assert "queue" in str(results[key])
+            with pytest.raises(AdmissionError, match="queue"):
+                handles[key].result(WAIT)
+            assert "queue" in (handles[key].refused or "")
         stats = results["stats"]
         assert (stats.in_flight, stats.queued) == (3, 2)
         # their events in the order they were asked

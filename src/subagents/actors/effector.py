@@ -27,7 +27,7 @@ from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import ChildDone, Event, RestartDue, SpawnReply, Timeout
+from subagents.messages import Event, RestartDue, Timeout, ToOutside
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -62,7 +62,7 @@ class Effector:
         supervisor: pykka.ActorRef[Any],
         timer: TimerService,
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
-        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_outside: Callable[[ToOutside], None],
         on_event: Callable[[Event], None],
         pool: ThreadPool | None,
         dispatcher: Dispatcher | None = None,

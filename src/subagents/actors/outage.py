@@ -28,8 +28,8 @@ from subagents.messages import (
     Inspect,
     Outcome,
     RunStatus,
-    SpawnReply,
     StopAll,
+    ToOutside,
     TreeRecords,
 )
 from subagents.store.base import Fenced, RunStore, StoreError
@@ -50,7 +50,7 @@ class Outage:
         self,
         core: SupervisorCore,
         store: RunStore,
-        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_outside: Callable[[ToOutside], None],
     ) -> None:
         self.core = core
         self.store = store

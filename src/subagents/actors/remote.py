@@ -51,7 +51,7 @@ from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import ChildDone, Event, Mail, Placed, RunFinished, SpawnReply
+from subagents.messages import Event, Mail, Placed, RunFinished, ToOutside
 from subagents.store.writes import SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
@@ -291,7 +291,7 @@ class NodeRuns:
         self.dispatcher.close(timeout=5.0)
 
 
-def _nowhere(_message: ChildDone | SpawnReply | Event) -> None:
+def _nowhere(_message: ToOutside | Event) -> None:
     """Nothing on a node tells the outside or publishes: the supervisor's side does."""
 
 

@@ -1,30 +1,32 @@
-"""Root spawns asked by many callers at once, admitted by the supervisor as one decision.
+"""Root spawns told to the supervisor and queued together, admitted as one decision.
 
-Why: ``Runtime.spawn`` asks the supervisor for one run and waits for its admission; a
-program that spawns from many threads (a server taking requests) has many such asks queued
-in the supervisor's inbox at once. Decided one by one, each pays a decision, a store
-transaction and a round of effects of its own; ``Runtime.spawn_many`` pays them once for a
-whole batch (``benchmarks/scale.py``: less than half the supervisor's CPU per run). So when
-the supervisor takes a root spawn's ask from its inbox, it also takes the root spawn asks
+Why: a root spawn decided alone pays a decision, a store transaction and a round of effects
+of its own; ``Runtime.spawn_many`` pays them once for a whole batch (``benchmarks/
+scale.py``: less than half the supervisor's CPU per run). ``Runtime.spawn`` and ``run``
+TELL their request and return without waiting for the admission, so a caller spawning in a
+loop (or many threads spawning at once) queues many of them while the supervisor decides
+one. When the supervisor takes a root spawn from its inbox, it also takes the root spawns
 queued right behind it (never waiting for more) and admits them together, as
 ``spawn_many`` admits its jobs: each in order, each counted against the limits of the ones
-after it, each answered on its own, a refused one refusing only itself. The first message
-that is not such an ask goes back to the front of the inbox: the order of the inbox is kept.
+after it, a refused one refusing only itself (told to the outside on its own,
+``TellOutside``). The outside then hears once for the whole group that they are decided
+(``SpawnsDecided``, after their records are committed: it releases the caller's window,
+``runtime/_spawn_window``). The first message that is not a root spawn goes back to the
+front of the inbox: the order of the inbox is kept.
 
-A single caller that spawns in a loop has at most one ask queued (it waits for each
-answer): for it nothing changes.
+A run's own spawns come in its step's ``Batch``: consecutive ones there (``step_spawn``) are
+decided together too, up to ``STEP_SPAWNS_MOST`` at a time (``SupervisorActor._step_spawns``).
 """
 
 from __future__ import annotations
 
-import queue
 import sys
 from collections.abc import Callable
 from typing import Any, TypeGuard
 
 import pykka
 
-from subagents.messages import Ask, SpawnMany, SpawnReply, SpawnRequest
+from subagents.messages import SpawnMany, SpawnRequest
 
 GROUP_MOST = 1000
 """Most root spawns admitted in one decision (``spawn_many``'s batches are of this size)."""
@@ -41,68 +43,65 @@ def spawns_end(messages: tuple[Any, ...], i: int) -> int:
     ends: at the first other message, or after ``STEP_SPAWNS_MOST``."""
     end = min(len(messages), i + STEP_SPAWNS_MOST)
     j = i + 1
-    while j < end and groupable(messages[j]):
+    while j < end and step_spawn(messages[j]):
         j += 1
     return j
 
 
-def groupable(message: Any) -> TypeGuard[SpawnRequest]:
-    """A root spawn's request asked (a run's own spawns are told; a continuation reads its
-    run from the store first, so it is decided alone)."""
+def step_spawn(message: Any) -> TypeGuard[SpawnRequest]:
+    """A spawn a run's step may have decided with the spawns next to it in its ``Batch``
+    (a continuation reads its run from the store first, so it is decided alone)."""
     return type(message) is SpawnRequest and message.continues is None
 
 
-def answer_together(
+def groupable(message: Any) -> TypeGuard[SpawnRequest]:
+    """A root spawn's request (a run's own spawns go with its other reports; a continuation
+    reads its run from the store first, and is asked: it is decided alone)."""
+    return (
+        type(message) is SpawnRequest
+        and message.continues is None
+        and message.parent_run_id is None
+    )
+
+
+def take_queued(actor: pykka.Actor, requests: list[SpawnRequest]) -> Any:
+    """Add to ``requests`` the root spawns told and queued right behind them in ``actor``'s
+    inbox; the first envelope that is not one (None: the inbox ran empty, or the group is
+    full)."""
+    inbox: Any = actor.actor_inbox  # a ``SimpleQueue`` (``actors.inbox``)
+    while len(requests) < GROUP_MOST:
+        if inbox.empty():  # (only this thread takes from it) cheaper than queue.Empty
+            return None
+        envelope = inbox.get(block=False)
+        message = envelope.message
+        if envelope.reply_to is not None or not groupable(message):
+            return envelope
+        requests.append(message)
+    return None
+
+
+def decide_together(
     actor: pykka.Actor,
     first: SpawnRequest,
     decide: Callable[[SpawnRequest | SpawnMany], Any],
-) -> SpawnReply:
-    """``first``'s answer, decided with the root spawn asks queued behind it (``decide``:
-    the supervisor's handling of an asked message, here a ``SpawnMany``; of ``first`` alone
-    when nothing is queued behind it); the others are answered here, in order.
-    An error of the whole decision (the store failed) is every one's."""
-    inbox: Any = actor.actor_inbox  # a ``SimpleQueue`` (``actors.inbox``)
+    on_decided: Callable[[list[SpawnRequest], BaseException | None], None],
+) -> None:
+    """Decide ``first`` with the root spawns told behind it (``decide``: the supervisor's
+    handling of a ``SpawnMany``, or of ``first`` alone when nothing is queued behind it),
+    then hand them to ``on_decided``, with the error of the whole decision if it failed
+    (the store failed, a bug: then raised too)."""
     requests = [first]
-    futures: list[Any] = []
-    after = None
-    while len(requests) < GROUP_MOST:
-        try:
-            envelope = inbox.get(block=False)
-        except queue.Empty:
-            break
-        message = envelope.message
-        if type(message) is Ask and envelope.reply_to is not None and groupable(message.message):
-            requests.append(message.message)
-            futures.append(envelope.reply_to)
-            continue
-        after = envelope
-        break
+    after = take_queued(actor, requests)
     try:
-        return _decided_together(first, requests, futures, decide)
+        try:
+            decide(requests[0] if len(requests) == 1 else SpawnMany(requests=tuple(requests)))
+        except BaseException as exc:
+            on_decided(requests, exc)
+            raise
+        on_decided(requests, None)
     finally:
         if after is not None:
             handle_envelope(actor, after)
-
-
-def _decided_together(
-    first: SpawnRequest,
-    requests: list[SpawnRequest],
-    futures: list[Any],
-    decide: Callable[[SpawnRequest | SpawnMany], Any],
-) -> SpawnReply:
-    if not futures:  # alone: decided as one spawn
-        reply: SpawnReply = decide(first)
-        return reply
-    try:
-        replies: tuple[SpawnReply, ...] = decide(SpawnMany(requests=tuple(requests)))
-    except BaseException:
-        failure = sys.exc_info()
-        for future in futures:
-            future.set_exception(failure)
-        raise
-    for future, reply in zip(futures, replies[1:], strict=True):
-        future.set(reply)
-    return replies[0]
 
 
 def handle_envelope(actor: pykka.Actor, envelope: Any) -> None:

@@ -43,7 +43,7 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
-from subagents.actors.spawn_group import answer_together, groupable, spawns_end
+from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.actors.told_answers import refusal_of
@@ -67,7 +67,8 @@ from subagents.messages import (
     RunFinished,
     SendMail,
     SlotWanted,
-    SpawnReply,
+    SpawnRequest,
+    SpawnsDecided,
     StatusOf,
     StepTaken,
     Streamed,
@@ -77,6 +78,7 @@ from subagents.messages import (
     ToolAnswered,
     ToolCalled,
     ToolStarting,
+    ToOutside,
     TreeRecords,
     WaitingChanged,
 )
@@ -130,7 +132,7 @@ class SupervisorActor(FastInboxActor):
         store: RunStore,
         timer: TimerService,
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
-        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_outside: Callable[[ToOutside], None],
         on_event: Callable[[Event], None],
         on_thread: Callable[[threading.Thread], None] | None = None,
         pool: ThreadPool | None = None,
@@ -188,14 +190,32 @@ class SupervisorActor(FastInboxActor):
         return None
 
     def _answer(self, message: Any) -> Any:
-        """An ask: the open group is committed first; errors go to the sender. A root
-        spawn's, with the root spawn asks queued behind it (``actors.spawn_group``)."""
+        """An ask: the open group is committed first; errors go to the sender."""
         self._commit_group()
         if self.store_failure is not None and not self._recover():
             return self.outage.refuse_ask(message)
-        if groupable(message):
-            return answer_together(self, message, self._asked)
         return self._asked(message)
+
+    def _root_spawns(self, first: SpawnRequest) -> None:
+        """A root spawn told, with the root spawns told behind it, decided as one group
+        (``actors.spawn_group``); a failure of the whole decision refuses each of them
+        (``_told_spawns``), and the supervisor goes on."""
+        try:
+            decide_together(self, first, self._asked, self._told_spawns)
+        except Exception:  # each told one was refused (and a bug logged): nothing more to do
+            return
+
+    def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:
+        """The told root spawns of a group, decided: the outside hears it once for them all
+        (their records are committed), or, when the decision failed, each its refusal."""
+        if failed is None:
+            self.on_outside(SpawnsDecided(request_ids=tuple([r.request_id for r in told])))
+            return
+        if self.store_failure is None:  # a bug, not the store: logged, as for any tell
+            log.error("supervisor failed to decide root spawns", exc_info=failed)
+        why = f"the supervisor could not handle this request: {type(failed).__name__}: {failed}"
+        for message in told:
+            self._answer_told(message, self.store_failure or why)
 
     def _asked(self, message: Any) -> Any:
         try:
@@ -216,10 +236,10 @@ class SupervisorActor(FastInboxActor):
             if kind is SendMail or kind is MailRead:
                 while j < n and type(messages[j]) is kind:
                     j += 1
-            elif groupable(messages[i]):
+            elif step_spawn(messages[i]):
                 j = spawns_end(messages, i)
                 if j - i > 1 and self.store_failure is None:
-                    self._spawns(messages[i:j])
+                    self._step_spawns(messages[i:j])
                     i = j
                     continue
             if j - i > 1 and self.store_failure is None:
@@ -232,8 +252,8 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
-        if self.store_failure is not None and not (
-            type(message) is PollCommands and self._recover()
+        if self.store_failure is not None and not (  # a root spawn tries, as an ask does
+            (type(message) is PollCommands or groupable(message)) and self._recover()
         ):
             self._refuse_tell(message)
             return
@@ -244,6 +264,9 @@ class SupervisorActor(FastInboxActor):
         if self.store_failure is not None:  # that commit failed: nothing more is taken on
             self._refuse_tell(message)
             return
+        if groupable(message):  # a root spawn told (``Runtime.spawn``): with those behind it
+            self._root_spawns(message)
+            return
         try:
             self._handle(message, asked=False)
         except StoreError as exc:
@@ -251,7 +274,7 @@ class SupervisorActor(FastInboxActor):
         except Exception as exc:
             self._told_failed((message,), exc)
 
-    def _spawns(self, spawns: tuple[Any, ...]) -> None:
+    def _step_spawns(self, spawns: tuple[Any, ...]) -> None:
         """Consecutive spawns of one run's step (told ``SpawnRequest``s) admitted as one
         decision, as ``spawn_many`` admits roots: each in order, by ``spawn``'s rules, a
         refused one refusing only itself. Its writes are one transaction and its replies

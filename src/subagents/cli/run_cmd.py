@@ -26,7 +26,7 @@ import argparse
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from subagents.cli.runtime_args import (
     Hosted,
@@ -37,7 +37,7 @@ from subagents.cli.runtime_args import (
 from subagents.cli.state import EXIT_FOR_STATUS, EXIT_USAGE, CliError, fail, store_label
 
 if TYPE_CHECKING:
-    from subagents.runtime import Runtime
+    from subagents.runtime import RunHandle, Runtime
 
 MAX_TIMEOUT_S = 3600.0
 """``supervision.limits.MAX_TIMEOUT_S`` (a test keeps them equal), written here so that
@@ -282,6 +282,24 @@ def _say_where_asks_wait(hosted: Hosted) -> None:
     )
 
 
+def _started(
+    rt: Runtime, args: argparse.Namespace, task: str, options: dict[str, Any]
+) -> RunHandle:
+    """The root run started (``subagents continue``: the run continued), once admitted: a
+    refusal is a usage error (exit 2), whether said at once or by the runtime's state."""
+    from subagents.supervision.core import AdmissionError
+
+    continues: str | None = getattr(args, "continues", None)
+    try:
+        if continues is not None:
+            return rt.continue_run(continues, task, **options)
+        handle = rt.spawn(args.agent, task, **options)
+        handle.wait_admitted()
+        return handle
+    except AdmissionError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+
+
 def _run(
     args: argparse.Namespace,
     hosted: Hosted,
@@ -294,7 +312,6 @@ def _run(
     from subagents.cli.output import console
     from subagents.cli.summary import print_outcome
     from subagents.logs import note
-    from subagents.supervision.core import AdmissionError
 
     rt = hosted.runtime
     tree = LiveTree()
@@ -306,14 +323,7 @@ def _run(
         "cleanup": args.cleanup,
         "label": args.label,
     }
-    continues: str | None = getattr(args, "continues", None)  # `subagents continue`
-    try:
-        if continues is not None:
-            handle = rt.continue_run(continues, task, **options)
-        else:
-            handle = rt.spawn(args.agent, task, **options)
-    except AdmissionError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
+    handle = _started(rt, args, task, options)
     if on_admitted is not None:
         on_admitted(handle.run_id)
     note(

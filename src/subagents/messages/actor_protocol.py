@@ -88,11 +88,24 @@ class SpawnReply(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     queued: bool = False
 
 
+class SpawnsDecided(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """The supervisor decided these root spawns, told to it (``Runtime.spawn``, ``run``),
+    in one group: their records are committed (a refusal was told on its own, before).
+    One per group, not per run: it releases the caller's window (``runtime/_spawn_window``)."""
+
+    request_ids: tuple[str, ...]
+
+
 class ChildDone(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The outcome of a foreground child, delivered to its requester exactly once."""
 
     request_id: str
     outcome: Outcome
+
+
+ToOutside = ChildDone | SpawnReply | SpawnsDecided
+"""What the supervisor tells the requester of root runs, the Runtime (``RootWaiters.told``):
+a root's outcome, a root spawn refused, the root spawns told to it decided."""
 
 
 class StepTaken(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -498,6 +511,7 @@ class TreeRecords(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 ActorMessage = (
     SpawnRequest
     | SpawnReply
+    | SpawnsDecided
     | ChildDone
     | StepTaken
     | ToolCalled

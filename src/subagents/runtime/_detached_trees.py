@@ -141,6 +141,7 @@ class TreeHost:
         (``AdmissionError``) ends this host: it has nothing to host."""
         try:
             handle = self.runtime.spawn(agent, task, **options)
+            handle.wait_admitted()  # a refusal on the handle is the caller's error too
         except BaseException:
             self._close()  # the caller removes this actor once it has the error
             raise

@@ -16,6 +16,7 @@ from typing import Any
 from subagents.messages import AgentTask, Outcome, RunRecord
 from subagents.runtime._run_handle import RunHandle, check_timeout
 from subagents.runtime._run_waits import RunWaits
+from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import (
     Item,
@@ -89,8 +90,13 @@ def fan_out(
         for agent, handle in handles:
             if isinstance(handle, Exception):
                 items.append(_refused(agent, handle, weight_of))
-            else:
-                items.append(_item(agent, handle.result(timeout=budget), weight_of))
+                continue
+            try:
+                outcome = handle.result(timeout=budget)
+            except AdmissionError as exc:  # refused by the runtime's state, on the handle
+                items.append(_refused(agent, exc, weight_of))
+                continue
+            items.append(_item(agent, outcome, weight_of))
     return synthesize(strategy, items, threshold=threshold, scorer=scorer, weights=weights)
 
 
@@ -210,7 +216,10 @@ def _run_one(
         handle = spawn(agent, task, **options)
     except Exception as exc:
         return _refused(agent, exc, weights), None
-    outcome = handle.result(timeout=wait)
+    try:
+        outcome = handle.result(timeout=wait)
+    except AdmissionError as exc:  # refused by the runtime's state, on the handle
+        return _refused(agent, exc, weights), None
     return _item(agent, outcome, weights), outcome
 
 

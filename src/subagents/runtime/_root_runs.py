@@ -1,16 +1,20 @@
 """RootRuns: how a Runtime starts a root run, or takes hold of one it did not start.
 
 Why apart from the Runtime: a root run's request is checked at once by the supervisor's own
-rules (``supervision.requests``), its waiter is registered before the supervisor hears of it
-(so no outcome can land unseen), and on every way out (refused, closed, timed out) the waiter
-is dropped again. Attaching registers the waiter before reading the store, for the same
-reason. That ordering is the whole point, and it is kept here in one place; the Runtime keeps
-the public ``spawn``, ``run`` and ``attach``.
+rules (``supervision.requests``, the agent among the current definitions), its waiter is
+registered before the supervisor hears of it (so no outcome can land unseen), and on every
+way out (refused, closed, timed out) the waiter is dropped again. ``spawn`` and ``run``
+TELL the request and do not wait for its admission: the spawn enters the window of spawns
+not decided yet first (``_spawn_window``: bounded; what reads the store waits there for the
+decision), and a refusal that depends on the runtime's state (a full queue, a policy, the
+store) reaches the waiter. Attaching registers the waiter before reading the store, for the
+same reason. That ordering is the whole point, and it is kept here in one place; the
+Runtime keeps the public ``spawn``, ``run`` and ``attach``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -20,14 +24,15 @@ from subagents.runtime._root_waiters import RootWaiters, Waiter
 from subagents.runtime._run_handle import check_timeout
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
+from subagents.supervision.admission_checks import unknown_agent
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import request_problem
 
 
 class RootRuns:
-    """The root runs of one runtime: ``roots`` holds their waiters; ``lookup(agent)`` the
-    current definition of an agent (for the default wait of ``run``)."""
+    """The root runs of one runtime: ``roots`` holds their waiters (and the window of spawns
+    told); ``agents()`` the current definitions by name."""
 
     def __init__(
         self,
@@ -35,19 +40,20 @@ class RootRuns:
         requests: SupervisorRequests,
         limits: Limits,
         store: RunStore,
-        lookup: Callable[[str], AgentSpec | None],
+        agents: Callable[[], Mapping[str, AgentSpec]],
     ) -> None:
         self.roots = roots
         self.requests = requests
         self.limits = limits
         self.store = store
-        self.lookup = lookup
+        self.agents = agents
         self.approvals_in_store = False
         """The runtime keeps its roots' asks in the store (``Runtime(approve="store")``): so
         does every run of their trees, hosted here or, after a crash, by another runtime."""
 
-    def prepare(self, request: SpawnRequest) -> tuple[str, Waiter, SpawnRequest]:
-        """A root run's id, the waiter its outcome will land in, and its request."""
+    def check(self, request: SpawnRequest) -> None:
+        """What the caller can see wrong at once: the runtime closed, the caller, the
+        request itself (``AdmissionError``, the supervisor's words)."""
         self.requests.check_open()
         self.requests.check_caller()  # before the waiter is registered: none stays behind
         if not isinstance(request.task, str):
@@ -55,6 +61,10 @@ class RootRuns:
         problem = request_problem(request, self.limits)  # the supervisor's rules, at once
         if problem is not None:
             raise AdmissionError(problem)
+
+    def prepare(self, request: SpawnRequest) -> tuple[str, Waiter, SpawnRequest]:
+        """A root run's id, the waiter its outcome will land in, and its request."""
+        self.check(request)
         run_id = new_id("r")
         waiter = self.roots.expect(run_id)
         return run_id, waiter, self._stamped(request, run_id)
@@ -67,7 +77,8 @@ class RootRuns:
         )
 
     def admit(self, request: SpawnRequest) -> tuple[str, Waiter]:
-        """``Runtime.spawn``: the request asked, its admission waited for."""
+        """``Runtime.continue_run``: the request asked, its admission waited for (the run it
+        continues is read by the supervisor: what refuses it is known only there)."""
         run_id, waiter, request = self.prepare(request)
         try:
             reply: SpawnReply = self.requests.ask(request)
@@ -77,6 +88,25 @@ class RootRuns:
         if reply.error is not None:
             self.roots.forget(run_id)
             raise AdmissionError(reply.error)
+        return run_id, waiter
+
+    def spawn(self, request: SpawnRequest) -> tuple[str, Waiter]:
+        """``Runtime.spawn`` (and ``run``): the request checked here (``AdmissionError`` for
+        what the caller can see: the request, an agent not among the current definitions),
+        then told; its admission is not waited for (a refusal reaches the waiter)."""
+        self.check(request)
+        agents = self.agents()
+        if request.agent not in agents:
+            raise AdmissionError(unknown_agent(request.agent, agents))
+        run_id = new_id("r")
+        window = self.roots.window
+        window.enter(run_id)  # room for it (or TimeoutError naming the stall)
+        waiter = self.roots.expect(run_id)
+        supervisor = self.requests.hosting.supervisor
+        if supervisor is None or not supervisor.tell(self._stamped(request, run_id)):
+            self.roots.forget(run_id)
+            window.decided((run_id,))
+            raise RuntimeClosed("the runtime is closed")
         return run_id, waiter
 
     def admit_many(
@@ -123,19 +153,14 @@ class RootRuns:
         return out
 
     def tell(self, request: SpawnRequest, wait: float | None) -> tuple[str, Waiter, float]:
-        """``Runtime.run``: the request told, not asked (the admission is not waited for, the
-        outcome is anyway; a refusal reaches the waiter as the supervisor's message to the
-        outside). The run id, its waiter and how long to wait for it."""
+        """``Runtime.run``: the request told as ``spawn`` tells it (the admission is not
+        waited for, the outcome is anyway). The run id, its waiter and how long to wait."""
         wait = check_timeout(wait, "wait")  # before the run starts: a bad wait starts none
-        run_id, waiter, request = self.prepare(request)  # refuses a bad request at once
+        run_id, waiter = self.spawn(request)  # refuses a bad request at once
         budget = wait
         if budget is None:
-            spec = self.lookup(request.agent)
+            spec = self.agents().get(request.agent)
             budget = self.limits.timeout_for(request.timeout, spec.timeout if spec else None) + 30.0
-        supervisor = self.requests.hosting.supervisor
-        if supervisor is None or not supervisor.tell(request):
-            self.roots.forget(run_id)
-            raise RuntimeClosed("the runtime is closed")
         return run_id, waiter, budget
 
     def forget(self, run_id: str) -> None:
@@ -146,6 +171,7 @@ class RootRuns:
         """``Runtime.attach``: the waiter of a root run; ``LookupError`` for an unknown run
         or one that is not a root."""
         self.requests.check_open()
+        self.roots.window.settle(run_id)  # spawned and not decided yet: not unknown
         record = self.store.get_run(run_id)
         if record is None:
             raise LookupError(f"no run with id {run_id!r}")

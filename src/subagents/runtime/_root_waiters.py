@@ -1,17 +1,20 @@
 """RootWaiters: where the outcomes of root runs land, one waiter per root run awaited.
 
 Why apart from the Runtime: the runtime is the requester of every root run. The supervisor
-tells it (on the supervisor's thread) a root's outcome, or why a root run it was told to
-start was refused; a caller's thread waits for one of those. This is that hand-over, and
-nothing else: each waiter is set exactly once, and none stays behind a refused or
-abandoned call.
+tells it (on the supervisor's thread) a root's outcome, why a root run it was told to start
+was refused, or that the root spawns it was told were decided (which releases the spawn
+window, ``_spawn_window``); a caller's thread waits for one of those. This is that
+hand-over, and nothing else: each waiter is set exactly once, and none stays behind a
+refused or abandoned call.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from subagents.messages import ChildDone, Outcome, RunStatus, SpawnReply
+from subagents.messages import Outcome, RunStatus, SpawnReply, SpawnsDecided, ToOutside
+from subagents.runtime._spawn_window import SpawnWindow
 
 _LANDING = threading.Lock()
 """Makes a waiter's check-and-open one step: a refusal, an outcome and the runtime's closing
@@ -72,9 +75,12 @@ class Waiter:
 class RootWaiters:
     """The waiters of the root runs somebody waits for, by run id."""
 
-    def __init__(self) -> None:
+    def __init__(self, deciding: Callable[[], bool] = lambda: False) -> None:
+        """``deciding()``: whether the caller is the supervisor's own thread (``window``)."""
         self._waiters: dict[str, Waiter] = {}
         self._lock = threading.Lock()
+        self.window = SpawnWindow(deciding)
+        """The root spawns told and not decided yet (``RootRuns`` enters them)."""
 
     def expect(self, run_id: str) -> Waiter:
         """A new waiter for a root run about to be asked for."""
@@ -96,13 +102,19 @@ class RootWaiters:
         with self._lock:
             self._waiters.pop(run_id, None)
 
-    def told(self, message: ChildDone | SpawnReply) -> None:
-        """What the supervisor tells the requester of root runs: an outcome, or a refusal."""
+    def told(self, message: ToOutside) -> None:
+        """What the supervisor tells the requester of root runs: an outcome, a refusal, or
+        that the root spawns it was told were decided."""
+        if isinstance(message, SpawnsDecided):
+            self.window.decided(message.request_ids)
+            return
         if isinstance(message, SpawnReply):
-            with self._lock:
-                refused = self._waiters.get(message.request_id)
-            if refused is not None and message.error is not None:
-                refused.refuse(message.error)
+            if message.error is not None:  # the caller holds its waiter: none stays here
+                with self._lock:
+                    refused = self._waiters.pop(message.request_id, None)
+                if refused is not None:
+                    refused.refuse(message.error)
+            self.window.decided((message.request_id,))
             return
         self.landed(message.outcome)
 
@@ -118,7 +130,9 @@ class RootWaiters:
             return list(self._waiters)
 
     def cancel_all(self, reason: str) -> None:
-        """The runtime closed: every waiter gets a cancelled outcome."""
+        """The runtime closed: every waiter gets a cancelled outcome, and the window waits
+        for nothing more."""
+        self.window.close()
         with self._lock:
             waiters, self._waiters = self._waiters, {}
         for run_id, waiter in waiters.items():

@@ -8,19 +8,21 @@ outcome, stop, mail, usage) and nothing else; the runtime's waits take handles a
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
-from subagents.messages import Outcome, RunStatus, TreeUsage
+from subagents.messages import Outcome, RunRecord, RunStatus, TreeUsage
 from subagents.runtime._root_waiters import Waiter
-from subagents.store.base import RunStore
 from subagents.supervision.core import AdmissionError
+
+_T = TypeVar("_T")
 
 
 class RunOwner(Protocol):
     """What a handle asks of the runtime that started its run (``Runtime`` is one): named
     here rather than importing the Runtime, which imports this module."""
 
-    store: RunStore
+    def get(self, run_id: str) -> RunRecord | None: ...
 
     def stop(self, run_id: str) -> tuple[str, ...]: ...
 
@@ -45,7 +47,13 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
 
 
 class RunHandle:
-    """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail."""
+    """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail.
+
+    ``spawn`` returns before the supervisor has decided the run's admission: a refusal that
+    depends on the runtime's state (a full queue, a policy or budget, the store failing)
+    reaches the handle, and every method says it the same way, ``AdmissionError`` naming
+    it; ``done`` is then True. What reads the store (``status``) waits for the decision
+    first; what asks the supervisor (``stop``, ``send``, ``usage``) is behind it anyway."""
 
     def __init__(self, runtime: RunOwner, run_id: str, waiter: Waiter) -> None:
         self._rt = runtime
@@ -54,33 +62,68 @@ class RunHandle:
 
     @property
     def status(self) -> RunStatus:
-        record = self._rt.store.get_run(self.run_id)
-        return record.status if record is not None else RunStatus.QUEUED
+        """Where the run is now, once its admission is decided (``wait_admitted``)."""
+        return self.wait_admitted()
+
+    def wait_admitted(self) -> RunStatus:
+        """Wait until the supervisor has decided this run's admission; its status then.
+        ``AdmissionError`` naming why it was refused; ``TimeoutError`` naming the stall
+        when the supervisor decides nothing for 30 s."""
+        record = self._rt.get(self.run_id)  # waits for the decision of its spawn
+        self._check_admitted()
+        if record is not None:
+            return record.status
+        outcome = self._waiter.outcome  # ended and swept, or cancelled before it began
+        return outcome.status if outcome is not None else RunStatus.QUEUED
+
+    @property
+    def refused(self) -> str | None:
+        """Why the supervisor refused this run (None: admitted, or not decided yet)."""
+        return self._waiter.refused
+
+    def _check_admitted(self) -> None:
+        refused = self._waiter.refused
+        if refused is not None:
+            raise AdmissionError(refused)
 
     @property
     def done(self) -> bool:
+        """Whether the run has ended, or was refused."""
         return self._waiter.is_set()
 
     def result(self, timeout: float | None = None) -> Outcome:
-        """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds."""
+        """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
+        ``AdmissionError`` if the run was refused."""
         if not self._waiter.wait(check_timeout(timeout)):
             raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
-        if self._waiter.refused is not None:
-            raise AdmissionError(self._waiter.refused)
+        self._check_admitted()
         assert self._waiter.outcome is not None
         return self._waiter.outcome
 
     def stop(self) -> tuple[str, ...]:
         """Stop this run and its subtree; the ids stopped."""
-        return self._rt.stop(self.run_id)
+        return self._asked(lambda: self._rt.stop(self.run_id))
 
     def send(self, text: str) -> str:
         """Mail this run from the outside; the mail id."""
-        return self._rt.send(self.run_id, text)
+        return self._asked(lambda: self._rt.send(self.run_id, text))
 
     def usage(self) -> TreeUsage:
         """What this run and its subtree have used so far (``Runtime.usage``)."""
-        return self._rt.usage(self.run_id)
+        return self._asked(lambda: self._rt.usage(self.run_id))
+
+    def _asked(self, call: Callable[[], _T]) -> _T:
+        """``call``'s answer; ``AdmissionError`` instead of the ``LookupError`` of a run
+        that was refused (the ask is behind the spawn: refused before it was answered)."""
+        self._check_admitted()
+        try:
+            return call()
+        except LookupError:
+            self._check_admitted()
+            raise
 
     def __repr__(self) -> str:
-        return f"RunHandle({self.run_id!r}, status={self.status!s})"
+        try:
+            return f"RunHandle({self.run_id!r}, status={self.status!s})"
+        except (AdmissionError, TimeoutError) as exc:
+            return f"RunHandle({self.run_id!r}, {type(exc).__name__}: {exc})"

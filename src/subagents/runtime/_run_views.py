@@ -3,14 +3,24 @@
 Why apart from the Runtime: these only read (the store, and for ``usage`` the supervisor's
 fresher records of a live tree) and compute with the pure views of ``supervision.tree``,
 ``totals`` and ``usage``; none of them starts, stops or mails anything. The Runtime keeps the
-public methods (their signatures and documentation) and hands the work here.
+public methods (their signatures and documentation) and hands the work here. Each first
+waits for the decision of the root spawns it may concern (``settle``: ``Runtime.spawn``
+returns before its admission; read now, the store would not know the run yet).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from subagents.messages import EXTERNAL_SENDER, RunRecord, RunStatus, TreeNode, TreeUsage
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    ApprovalRecord,
+    RunRecord,
+    RunStatus,
+    TreeNode,
+    TreeUsage,
+)
+from subagents.runtime._approvals import pending_approvals
 from subagents.store.base import RunStore
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
@@ -19,15 +29,33 @@ from subagents.supervision.usage import tree_usage
 
 class RunViews:
     """Views of the runs of ``store``; ``held(run_id)``: the supervisor's records of the live
-    tree under ``run_id`` (laid over the store's, which may lag behind a group commit)."""
+    tree under ``run_id`` (laid over the store's, which may lag behind a group commit);
+    ``settle(run_id)``: returns once the spawn of ``run_id`` (None: every spawn told) is
+    decided (``SpawnWindow.settle``)."""
 
-    def __init__(self, store: RunStore, held: Callable[[str], tuple[RunRecord, ...]]) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        held: Callable[[str], tuple[RunRecord, ...]],
+        settle: Callable[[str | None], None],
+    ) -> None:
         self.store = store
         self.held = held
+        self.settle = settle
+
+    def get(self, run_id: str) -> RunRecord | None:
+        """``Runtime.get``: the run's record, once its spawn is decided (None: unknown)."""
+        self.settle(run_id)
+        return self.store.get_run(run_id)
+
+    def approvals(self, run_id: str | None) -> list[ApprovalRecord]:
+        """``Runtime.approvals``: the pending approvals (of ``run_id``'s tree)."""
+        self.settle(run_id)
+        return pending_approvals(self.store, run_id)
 
     def record(self, run_id: str) -> RunRecord:
         """The run's record; ``LookupError`` for an unknown run."""
-        record = self.store.get_run(run_id)
+        record = self.get(run_id)
         if record is None:
             raise LookupError(f"no run with id {run_id!r}")
         return record
@@ -41,6 +69,7 @@ class RunViews:
     ) -> list[RunRecord]:
         """``Runtime.runs``: the filtered runs, in creation order."""
         statuses = [status] if isinstance(status, RunStatus) else status
+        self.settle(None)
         if requester is None:
             return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
         if requester == EXTERNAL_SENDER:
@@ -65,8 +94,8 @@ class RunViews:
 
     def usage(self, run_id: str) -> TreeUsage:
         """``Runtime.usage``: the supervisor's records laid over the store's."""
-        held = self.held(run_id)
-        record = self.store.get_run(run_id)
+        held = self.held(run_id)  # asked: behind the spawn, decided first
+        record = self.get(run_id)
         if record is None and not held:
             raise LookupError(f"no run with id {run_id!r}")
         root = record.root_run_id if record is not None else held[0].root_run_id

@@ -13,22 +13,27 @@ from collections.abc import Callable, Iterable, Sequence
 from subagents.messages import Outcome, RunRecord
 from subagents.runtime._run_endings import Endings
 from subagents.runtime._run_handle import RunHandle, check_timeout
+from subagents.supervision.core import AdmissionError
 
 __all__ = ["RunWaits", "check_timeout"]
 
 
 class RunWaits:
-    """Waits on ``endings``; ``read_run`` reads a run from the store; ``check`` raises when
-    the caller may not wait (the runtime closed, or the supervisor's own thread)."""
+    """Waits on ``endings``; ``read_run`` reads a run from the store, once its spawn is
+    decided (``RunViews.get``); ``settle(run_id)`` waits for that decision alone; ``check``
+    raises when the caller may not wait (the runtime closed, or the supervisor's own
+    thread)."""
 
     def __init__(
         self,
         endings: Endings,
         read_run: Callable[[str], RunRecord | None],
+        settle: Callable[[str], None],
         check: Callable[[], None],
     ) -> None:
         self.endings = endings
         self.read_run = read_run
+        self.settle = settle
         self.check = check
 
     def run_ids(self, run_ids: Iterable[str | RunHandle], call: str) -> list[str]:
@@ -37,12 +42,18 @@ class RunWaits:
         self.check()
         if isinstance(run_ids, str | RunHandle):
             run_ids = [run_ids]
-        ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in run_ids))
+        given = list(run_ids)
+        ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in given))
         if not ids:
             raise ValueError(f"{call}() needs at least one run id")
         for run_id in ids:
             if not isinstance(run_id, str):
                 raise TypeError(f"{call}(): run ids are strings, got {run_id!r}")
+        for handle in given:  # a refused run's handle: no run to wait for, and it says why
+            if isinstance(handle, RunHandle):
+                self.settle(handle.run_id)
+                if handle.refused is not None:
+                    raise AdmissionError(f"run {handle.run_id} was refused: {handle.refused}")
         return ids
 
     def wait_any(self, run_ids: Iterable[str | RunHandle], timeout: float | None) -> Outcome:

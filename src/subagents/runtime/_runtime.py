@@ -41,7 +41,7 @@ from subagents.messages import (
     TreeUsage,
 )
 from subagents.models.base import Model
-from subagents.runtime._approvals import answer_approval, pending_approvals
+from subagents.runtime._approvals import answer_approval
 from subagents.runtime._assembly import (
     AgentLike,
     RuntimeArguments,
@@ -167,15 +167,14 @@ class Runtime:
         self._hosting = hosting = Services(agent_threads)
         self._requests = SupervisorRequests(hosting)
         self.timer = hosting.timer
-        self._roots = RootWaiters()
+        self._roots = RootWaiters(self._requests.on_supervisor)
         self._events = Subscribers()
         self._endings = Endings()
         self._events.subscribe(self._endings.on_event)
-        self._views = RunViews(self.store, self._requests.held)
-        self._starts = RootRuns(
-            self._roots, self._requests, self.limits, self.store, lambda a: self._agents().get(a)
-        )
-        self._waits = RunWaits(self._endings, self.store.get_run, self._requests.check)
+        settle = self._roots.window.settle  # a read waits for the spawns told before it
+        self._views = RunViews(self.store, self._requests.held, settle)
+        self._starts = RootRuns(self._roots, self._requests, self.limits, self.store, self._agents)
+        self._waits = RunWaits(self._endings, self._views.get, settle, self._requests.check)
         self._syntheses = Syntheses(self.spawn, self._waits, self.store.get_run, self.limits)
 
     def _start_services(self, given: RuntimeArguments, specs: list[AgentSpec]) -> None:
@@ -280,8 +279,9 @@ class Runtime:
         shared: Mapping[str, Any] | None = None,
         cleanup: Cleanup | None = None,
     ) -> RunHandle:
-        """Start a root run; ``AdmissionError`` if refused (unknown agent, queue full, a bad
-        request: the rules of ``supervision.requests``).
+        """Start a root run, not waiting for its admission: ``AdmissionError`` at once for an
+        unknown agent or a bad request (``supervision.requests``); a refusal by the runtime's
+        state (a full queue, a policy, the store) reaches the handle (docs/runtime.md).
 
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
@@ -290,7 +290,7 @@ class Runtime:
         children follow it unless their definition says otherwise; docs/store.md).
         """
         given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
-        return RunHandle(self, *self._starts.admit(_root_request(agent, task, **given)))
+        return RunHandle(self, *self._starts.spawn(_root_request(agent, task, **given)))
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
@@ -327,7 +327,7 @@ class Runtime:
 
     def approvals(self, run_id: str | None = None) -> list[ApprovalRecord]:
         """The pending approvals in the store (of ``run_id``'s tree), in the order asked."""
-        return pending_approvals(self.store, run_id)
+        return self._views.approvals(run_id)
 
     def answer(self, approval_id: str, allow: bool, reason: str | None = None, *,
                remember: str | None = None) -> ApprovalRecord:  # fmt: skip
@@ -392,7 +392,7 @@ class Runtime:
         return self._views.runs(status, root_run_id, agent, requester)
 
     def get(self, run_id: str) -> RunRecord | None:
-        return self.store.get_run(run_id)
+        return self._views.get(run_id)
 
     def tree(self, run_id: str) -> TreeNode:
         """The execution tree under ``run_id``: status, steps and usage per node."""

@@ -36,7 +36,7 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import ChildDone, Event, LeaseLost, Mail, PollCommands, SpawnReply, Sweep
+from subagents.messages import Event, LeaseLost, Mail, PollCommands, Sweep, ToOutside
 from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
@@ -208,7 +208,7 @@ class Services:
         core: SupervisorCore,
         store: RunStore,
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
-        on_outside: Callable[[ChildDone | SpawnReply], None],
+        on_outside: Callable[[ToOutside], None],
         on_event: Callable[[Event], None],
     ) -> SupervisorClient:
         """The supervisor actor over ``core``, its agents' loops on the pool (or, on a

@@ -54,6 +54,10 @@ class SupervisorRequests:
         if self.closed:
             raise RuntimeClosed("the runtime is closed")
 
+    def on_supervisor(self) -> bool:
+        """Whether the caller is the supervisor's own thread (an event subscriber)."""
+        return threading.current_thread() is self.hosting.supervisor_thread
+
     def check_caller(self) -> None:
         if threading.current_thread() is self.hosting.supervisor_thread:
             raise RuntimeError(

@@ -99,8 +99,14 @@ def request_fields(p: Proposal, ledger: Ledger) -> Refusal | None:
 def known_agent(p: Proposal, ledger: Ledger) -> Refusal | None:
     if p.child is not None:
         return None
-    known = ", ".join(sorted(ledger.agent_names())) or "none"
-    return Refusal("agent", f"unknown agent {p.req.agent!r}; known agents: {known}")
+    return Refusal("agent", unknown_agent(p.req.agent, ledger.agent_names()))
+
+
+def unknown_agent(agent: object, names: Iterable[str]) -> str:
+    """The refusal of a spawn naming an agent that is not among ``names`` (said the same by
+    ``Runtime.spawn``, which checks it before telling the supervisor)."""
+    known = ", ".join(sorted(names)) or "none"
+    return f"unknown agent {agent!r}; known agents: {known}"
 
 
 def live_requester(p: Proposal, ledger: Ledger) -> Refusal | None:
