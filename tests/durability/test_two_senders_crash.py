@@ -63,11 +63,9 @@ def _killed_after_the_answer(db: Path, out: Path) -> None:
         store.close()
 
 
-def test_a_replayed_receive_is_handed_the_mail_it_was_handed_not_the_first_committed(
-    tmp_path: Path,
-) -> None:
-    db, out = tmp_path / "runs.db", tmp_path / "out.json"
-    _killed_after_the_answer(db, out)
+def _resumed_exactly(db: Path, out: Path) -> None:
+    """The run after the kill: ``replier`` replays receiving B and its answer, then answers
+    A; every mail is kept once and read."""
     proc = _start(db, out)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err.decode()[-3000:]
@@ -89,5 +87,61 @@ def test_a_replayed_receive_is_handed_the_mail_it_was_handed_not_the_first_commi
         to = {m.content: m.recipient for m in mail}
         assert to["re A"] == runs["first"].run_id and to["re B"] == runs["second"].run_id
         assert {r.status for r in runs.values()} == {RunStatus.COMPLETED}
+    finally:
+        store.close()
+
+
+def test_a_replayed_receive_is_handed_the_mail_it_was_handed_not_the_first_committed(
+    tmp_path: Path,
+) -> None:
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    _killed_after_the_answer(db, out)
+    _resumed_exactly(db, out)
+
+
+def test_a_carry_committed_whose_answer_was_lost_is_written_twice_and_replayed_once(
+    tmp_path: Path,
+) -> None:
+    """The record of "re B" (with the receive's entry it carries) commits, then raises, as a
+    cluster node's record whose answer was lost does: the answer goes by the supervisor under
+    the same mail id, and the supervisor writes the journal report again (it was not marked
+    recorded). The store keeps "re B" once and the receive's entry twice; the resumed replier
+    replays it once and answers A, each mail once."""
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    assert _receives_of_b_kept(db, out, "lost") == 2  # the carry's and the supervisor's
+    _resumed_exactly(db, out)
+
+
+def test_a_carry_that_failed_leaves_its_entries_to_the_supervisor(tmp_path: Path) -> None:
+    """The record of "re B" raises before writing anything: its journal report is not
+    marked recorded, so the supervisor writes the receive's entry (once) with the answer it
+    now sends, and the resumed replier replays it. (Marked recorded all the same, the entry
+    would be written by nobody: the replay would take A, as before the fix.)"""
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    assert _receives_of_b_kept(db, out, "failed") == 1
+    _resumed_exactly(db, out)
+
+
+def _receives_of_b_kept(db: Path, out: Path, mode: str) -> int:
+    """The first run in ``mode``, killed once ``replier`` has answered B (by the supervisor,
+    its record having raised): how many entries of the journal say a receive took B."""
+    proc = _start(db, out, "600", mode)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    while line and line != b"replied\n":
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
+    assert line == b"replied\n", err.decode()[-3000:]
+    store = open_location(db)
+    try:
+        replier = next(r.run_id for r in store.list_runs() if r.agent == "replier")
+        mail = {m.content: m for m in store.mail_for(replier)}
+        assert [m.content for m in store.mail_for(replier)] == ["A", "B", "re B"]
+        return sum(
+            1
+            for e in store.journal_of(replier)
+            if e.kind == "receive" and e.result == mail["B"].mail_id
+        )
     finally:
         store.close()

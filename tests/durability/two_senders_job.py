@@ -2,7 +2,13 @@
 one order and handed over in the other (actors/mail_desk.py, on a SQLite store each mail is
 its sender's own commit, then handed to its recipient).
 
-Usage: two_senders_job.py DB OUT [LINGER_S]. Writes {"status", "result"} to OUT.
+Usage: two_senders_job.py DB OUT [LINGER_S [MODE]]. Writes {"status", "result"} to OUT.
+MODE ``lost``: in the first run, the record of "re B" commits and then raises, as a cluster
+node's record whose answer from the driver was lost does (actors/remote.py
+``NodeRuns._record``): the sender then sends it by the supervisor under the same mail id,
+and the journal entries it carried are written a second time, by the supervisor. MODE
+``failed``: that record raises before anything is written (a full disk, a lock held too
+long): the supervisor must write the entries it would have carried.
 
 The first run (the store holds no run yet) forces the race with real synchronization:
 
@@ -48,13 +54,21 @@ NEVER = threading.Event()
 FIRST_RUN = True
 """Whether this is the first run (the race forced), not the run after the kill."""
 
+MODE = ""
+"""How the first run's record of "re B" goes: "" (as any), "lost" or "failed"."""
+
 
 class HeldStore(SQLiteStore):
     """A SQLite store that, in the first run, holds the sender of "A" after its mail is
     committed and before it is handed over (the mail desk commits, then delivers)."""
 
     def save_mails_fenced(self, mails: Sequence[Mail], *args: Any, **kwargs: Any) -> None:
+        answer = FIRST_RUN and any(m.content == "re B" for m in mails)
+        if answer and MODE == "failed":
+            raise RuntimeError("the record failed (nothing was written)")
         super().save_mails_fenced(mails, *args, **kwargs)
+        if answer and MODE == "lost":
+            raise RuntimeError("the record's answer was lost (it was committed)")
         if FIRST_RUN and any(m.content == "A" for m in mails):
             A_COMMITTED.set()
             with blocking():
@@ -104,8 +118,9 @@ async def root(ctx: AgentContext) -> str:
 AGENTS = {"root": root, "replier": replier, "first": first, "second": second}
 
 
-def main(db: str, out: str, linger_s: str | None = None) -> int:
-    global FIRST_RUN
+def main(db: str, out: str, linger_s: str | None = None, mode: str | None = None) -> int:
+    global FIRST_RUN, MODE
+    MODE = mode or ""
     if linger_s is not None:
         group_linger.LINGER_S = float(linger_s)
     store = HeldStore(db)
@@ -120,4 +135,4 @@ def main(db: str, out: str, linger_s: str | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

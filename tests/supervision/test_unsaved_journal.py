@@ -117,3 +117,25 @@ def test_a_replay_reads_an_entry_written_twice_once() -> None:
     (replay,) = recovered_messages("s", (), (), journal)
     assert isinstance(replay, Replay)
     assert replay.entries == (waiting, received, _entry(1), _entry(2))
+
+
+def test_exactly_entries_max_unsaved_entries_are_all_carried_one_more_are_forgotten() -> None:
+    """The boundary: ``ENTRIES_MAX`` entries held (a receive among them) are carried whole,
+    with the receive and every entry before it (a replay needs the prefix); one more and
+    they are forgotten, and mail waits for the supervisor's acknowledgement."""
+    routes = MailRoutes("s", "root", UnsavedJournal())
+    assert routes.unsaved is not None
+    routes.journal(_received(0))
+    for position in range(1, unsaved_journal.ENTRIES_MAX):
+        routes.journal(_journal(position))
+    routes.bounded()
+    assert routes.route(_mail("q1"), _root_of, 1) == "r"
+    carried = routes.unsaved.carried()
+    assert carried is not None
+    assert [e.request_id for e in carried.entries] == [
+        f"s:{p}" for p in range(unsaved_journal.ENTRIES_MAX)
+    ]
+    routes.journal(_journal(unsaved_journal.ENTRIES_MAX))
+    routes.bounded()
+    assert routes.unsaved.carried() is None
+    assert routes.route(_mail("q2"), _root_of, 1) is None
