@@ -19,6 +19,7 @@ import pytest
 
 from subagents.actors.handoff import Handoff, Seat
 from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.blocking import about_to_block
 
 WAIT = 30.0
 
@@ -321,5 +322,47 @@ def test_work_a_thread_takes_from_the_line_is_never_counted_idle_before_it_runs(
         assert d.wait_idle(WAIT)
         mails.stop()
         answers.stop()
+    finally:
+        assert d.close(WAIT) == []
+
+
+class _Sets(PooledActor):
+    def on_receive(self, message: threading.Event) -> None:
+        message.set()
+
+
+class _MailsThenWaits(PooledActor):
+    """Mails ``to`` (from its dispatcher thread: the work goes in line, for this thread to take
+    after its turn) and then waits for the answer, saying it blocks, as a tool call does."""
+
+    def __init__(self, to: Any) -> None:
+        super().__init__()
+        self.to = to
+
+    def on_receive(self, message: object) -> bool:
+        answered = threading.Event()
+        self.to.tell(answered)
+        about_to_block()
+        return answered.wait(WAIT)
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_a_turn_that_mails_and_then_blocks_for_the_answer_does_not_hold_the_mail_behind_it(
+    size: int,
+) -> None:
+    """A handling that mails another actor and then waits for its answer: what it mailed is
+    in line for its own thread, whose turn does not end until the answer comes. Every thread
+    of the dispatcher does so at once; no watch thread looks (``stall_s`` never reached): the
+    answers come all the same, each blocked thread replaced as work waits in line."""
+    d = Dispatcher(size=size, stall_s=3600.0, name="t-handoff-mail-block")
+    try:
+        waiters = [
+            _MailsThenWaits.start(_Sets.start(dispatcher=d), dispatcher=d) for _ in range(size)
+        ]
+        for _ in range(20):
+            asked = [w.ask("go", block=False) for w in waiters]
+            assert [a.get(timeout=WAIT) for a in asked] == [True] * size
+        for w in waiters:
+            w.stop()
     finally:
         assert d.close(WAIT) == []
