@@ -104,14 +104,15 @@ class Handoff(Generic[T]):
         is handed to it. None once closed and the line is empty: the thread leaves."""
         line, parked, clock = self._line, self._parked, time.monotonic
         while True:
-            seat.busy_since = clock()  # busy before the work leaves the line: never idle between
-            try:
-                return line.popleft()
-            except IndexError:
-                pass
-            seat.busy_since = 0.0
+            if line:  # busy before the work leaves the line: never idle in between
+                seat.busy_since = clock()
+                try:
+                    return line.popleft()
+                except IndexError:  # another thread took it first
+                    seat.busy_since = 0.0
             if self._closed:
                 return None
+            seat.busy_since = 0.0
             parked.append(seat)
             if line or self._closed:  # came while it parked: taken back out, unless handed
                 try:
