@@ -8,6 +8,7 @@ Every wait has a timeout: lost work fails the test instead of hanging it.
 from __future__ import annotations
 
 import collections
+import inspect
 import queue
 import sys
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from subagents.actors.handoff import Handoff, Seat
 from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.blocking import about_to_block
 
 WAIT = 30.0
 
@@ -252,3 +254,115 @@ def test_work_a_taker_gives_while_none_is_parked_is_taken_by_it_next() -> None:
         assert handoff.take(Seat()) == "next"
     finally:
         handoff.taking(False)
+
+
+class _Answers(PooledActor):
+    def __init__(self, ran: threading.Event) -> None:
+        super().__init__()
+        self.ran = ran
+
+    def on_receive(self, message: object) -> None:
+        self.ran.set()
+
+
+class _Mails(PooledActor):
+    def __init__(self, to: Any, mailing: threading.Event) -> None:
+        super().__init__()
+        self.to, self.mailing = to, mailing
+
+    def on_receive(self, message: object) -> None:
+        self.mailing.set()
+        self.to.tell(message)  # from a dispatcher thread: in line, for this thread to take next
+
+
+def test_work_a_thread_takes_from_the_line_is_never_counted_idle_before_it_runs() -> None:
+    """``wait_idle`` says idle only when no actor is in line and none is being drained. An
+    actor taken from the line (here: mailed by a handling on the dispatcher's one thread,
+    which takes it as its turn ends) was out of the line before its thread counted as
+    busy: in between, ``wait_idle`` said idle while the actor's message was still unhandled
+    (a test waiting on ``agents_idle`` then read what was not there yet). The thread is held
+    right there, by a trace function on it, and the dispatcher must not look idle."""
+    ran, mailing = threading.Event(), threading.Event()
+    held, release = threading.Event(), threading.Event()
+    lines, first = inspect.getsourcelines(Dispatcher._work)
+    after_take = first + next(i for i, s in enumerate(lines) if "if actor is None" in s)
+
+    def local(frame: Any, event: str, _arg: object) -> Any:
+        if (
+            event == "line"
+            and frame.f_lineno == after_take
+            and mailing.is_set()
+            and isinstance(frame.f_locals.get("actor"), _Answers)
+            and not held.is_set()
+        ):
+            held.set()
+            release.wait(WAIT)
+        return local
+
+    def trace(frame: Any, event: str, _arg: object) -> Any:
+        return local if frame.f_code is Dispatcher._work.__code__ else None
+
+    before = threading.gettrace()
+    threading.settrace(trace)  # (the dispatcher's threads start with the first actor)
+    try:
+        d = Dispatcher(size=1, name="t-handoff-idle")
+        answers = _Answers.start(ran, dispatcher=d)
+    finally:
+        threading.settrace(before)  # type: ignore[arg-type]
+    try:
+        mails = _Mails.start(answers, mailing, dispatcher=d)
+        mails.tell("hello")
+        assert held.wait(WAIT)  # the one thread took the answering actor from the line
+        assert not ran.is_set()
+        assert d.wait_idle(0.2) is False  # its message is not handled yet: not idle
+    finally:
+        release.set()
+    try:
+        assert ran.wait(WAIT)
+        assert d.wait_idle(WAIT)
+        mails.stop()
+        answers.stop()
+    finally:
+        assert d.close(WAIT) == []
+
+
+class _Sets(PooledActor):
+    def on_receive(self, message: threading.Event) -> None:
+        message.set()
+
+
+class _MailsThenWaits(PooledActor):
+    """Mails ``to`` (from its dispatcher thread: the work goes in line, for this thread to take
+    after its turn) and then waits for the answer, saying it blocks, as a tool call does."""
+
+    def __init__(self, to: Any) -> None:
+        super().__init__()
+        self.to = to
+
+    def on_receive(self, message: object) -> bool:
+        answered = threading.Event()
+        self.to.tell(answered)
+        about_to_block()
+        return answered.wait(WAIT)
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_a_turn_that_mails_and_then_blocks_for_the_answer_does_not_hold_the_mail_behind_it(
+    size: int,
+) -> None:
+    """A handling that mails another actor and then waits for its answer: what it mailed is
+    in line for its own thread, whose turn does not end until the answer comes. Every thread
+    of the dispatcher does so at once; no watch thread looks (``stall_s`` never reached): the
+    answers come all the same, each blocked thread replaced as work waits in line."""
+    d = Dispatcher(size=size, stall_s=3600.0, name="t-handoff-mail-block")
+    try:
+        waiters = [
+            _MailsThenWaits.start(_Sets.start(dispatcher=d), dispatcher=d) for _ in range(size)
+        ]
+        for _ in range(20):
+            asked = [w.ask("go", block=False) for w in waiters]
+            assert [a.get(timeout=WAIT) for a in asked] == [True] * size
+        for w in waiters:
+            w.stop()
+    finally:
+        assert d.close(WAIT) == []

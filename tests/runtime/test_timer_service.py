@@ -41,3 +41,31 @@ def test_cancelled_deadlines_do_not_pile_up_in_the_heap() -> None:
     assert timer.pending() == 0
     assert timer.heap_size() <= 130
     timer.stop()
+
+
+def test_a_callback_may_schedule_cancel_and_stop_on_the_timers_own_thread() -> None:
+    """Callbacks run on the timer's thread outside its lock (a plain ``Lock`` since the
+    close's per-run costs were cut, not re-entrant): one that schedules a timer, cancels
+    another and at last stops the service does each at once, none waits on the lock its
+    own thread holds."""
+    timer = TimerService()
+    steps: list[str] = []
+    stopped = threading.Event()
+
+    def last() -> None:
+        steps.append("last")
+        timer.stop()  # from its own thread: not joined
+        stopped.set()
+
+    def first() -> None:
+        steps.append("first")
+        assert timer.cancel("never")
+        timer.schedule("last", time.monotonic(), last)
+
+    timer.schedule("never", time.monotonic() + 3600, lambda: steps.append("never"))
+    timer.schedule("first", time.monotonic(), first)
+    assert stopped.wait(WAIT)
+    assert steps == ["first", "last"]
+    assert timer.pending() == 0
+    timer.stop()
+    assert not timer.alive

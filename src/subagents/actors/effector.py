@@ -133,7 +133,11 @@ class Effector:
         self.tell(effect.run_id, effect.message)
 
     def _stop_agent(self, effect: StopAgent) -> None:
-        # (out of the directory already: ``apply`` unlists every run it stops first)
+        # ``apply`` unlisted it before carrying anything out; unlisted again here: a start
+        # earlier in the same decision listed it again (a cancel walk starts a queued run
+        # into a freed slot and then stops it)
+        if self._directory is not None:
+            self._directory.remove(effect.run_id)
         self._stop(self.live.pop(effect.run_id, None))
 
     def _arm_deadline(self, effect: ArmDeadline) -> None:

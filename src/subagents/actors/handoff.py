@@ -51,8 +51,10 @@ class Seat:
         self.slot: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.busy_since = 0.0
         """When it was handed its current work (monotonic); 0.0 while it waits for work. Set
-        by the giver before the work is put in its queue, so that a thread woken and not yet
-        running never looks idle (``Dispatcher.wait_idle``)."""
+        before the work leaves where it waited: by the giver before it is put in the seat's
+        queue, by ``take`` before it is taken from the line. So work is always in line or
+        held by a busy seat, and a thread that has it and is not running it yet never looks
+        idle (``Dispatcher.wait_idle``)."""
 
 
 class Handoff(Generic[T]):
@@ -100,12 +102,14 @@ class Handoff(Generic[T]):
     def take(self, seat: Seat) -> T | None:
         """The next work for ``seat``'s thread: from the line, else waiting parked until some
         is handed to it. None once closed and the line is empty: the thread leaves."""
-        line, parked = self._line, self._parked
+        line, parked, clock = self._line, self._parked, time.monotonic
         while True:
-            try:
-                return line.popleft()
-            except IndexError:
-                pass
+            if line:  # busy before the work leaves the line: never idle in between
+                seat.busy_since = clock()
+                try:
+                    return line.popleft()
+                except IndexError:  # another thread took it first
+                    seat.busy_since = 0.0
             if self._closed:
                 return None
             seat.busy_since = 0.0

@@ -179,7 +179,7 @@ class Dispatcher:
         return True
 
     def _work(self, worker: _Worker) -> None:
-        take, clock = self._handoff.take, time.monotonic
+        take = self._handoff.take
         set_hook(
             functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
         )
@@ -189,7 +189,7 @@ class Dispatcher:
                 actor = take(worker)
                 if actor is None:  # closing
                     return
-                worker.busy_since = clock()
+                # (busy since it was handed ``actor``: ``take`` or the giver set it)
                 try:
                     actor._drain()  # the dispatcher is the actor's loop
                 except BaseException:
