@@ -15,11 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pykka
 import pytest
 
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
-from subagents.messages import Event, EventKind
+from subagents.messages import Ask, Event, EventKind, Inspect
 from subagents.runtime import AdmissionError, RunHandle, Runtime
 from subagents.store.sqlite import SQLiteStore
 
@@ -110,3 +111,45 @@ def test_a_spawn_told_after_the_closes_stop_all_leaves_no_unfinished_run(
         assert unfinished == []  # nothing for the next runtime to take up and run again
     finally:
         store.close()
+
+
+def test_pykkas_stop_right_behind_told_spawns_is_handled_after_them_in_order() -> None:
+    """The supervisor takes the root spawns queued behind a told one out of its inbox
+    (``spawn_group.take_queued``) and hands the first other envelope to ``handle_envelope``:
+    pykka's own stop (an ask, ``ActorRef.stop``) must be neither swallowed nor taken ahead
+    of them. The spawns are decided (their window places given back), the stop answered,
+    and an ask behind the stop gets pykka's ``ActorDeadError``, not a hang."""
+    release = threading.Event()
+
+    def held(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    rt = Runtime([FunctionAgent.create("held", held)])
+    spawned = _HoldAt(EventKind.SPAWNED, "blocker")
+    try:
+        rt.subscribe(spawned)
+        blocker = rt.spawn("held", "blocker")
+        assert spawned.held.wait(WAIT)
+        handles = [rt.spawn("held", f"t{i}") for i in range(3)]
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        ref = supervisor._ref
+        stopped = ref.stop(block=False)
+        behind = ref.ask(Ask(Inspect()), block=False)
+        wait_until(lambda: ref.actor_inbox.qsize() == 5, "three spawns, the stop, an ask")
+        spawned.gate.set()
+        assert stopped.get(timeout=WAIT) is True
+        with pytest.raises(pykka.ActorDeadError):
+            behind.get(timeout=WAIT)
+        assert len(rt._roots.window) == 0  # decided before the stop: none left undecided
+        for handle in handles:
+            assert handle.refused is None
+            record = rt.get(handle.run_id)  # committed by their decision, before the stop
+            assert record is not None and record.status.value in ("running", "queued")
+    finally:
+        release.set()
+        spawned.gate.set()
+        rt.close()
+    for handle in [blocker, *handles]:
+        assert handle.result(WAIT).status.terminal  # the close cancels what it holds
