@@ -71,3 +71,28 @@ def test_once_space_is_freed_the_same_runtime_goes_on(tmp_path: Path) -> None:
     assert root.outcome is not None and root.outcome.error_kind == "store"
     assert "full" in (root.outcome.error or "")
     reopened.close()
+
+
+def test_spawns_refused_by_a_failed_store_give_their_window_slots_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every told spawn the store fails (its own decision hits the full disk: failed with
+    the store's error; or it is told while the store has failed: refused) releases its
+    place in the spawn window: with a window of 2, six in a row never wait for room (a
+    leaked place would make the third wait, then raise the window's TimeoutError), and
+    none is left undecided. (Each told spawn tries the store's recovery first, which
+    succeeds here: its small writes fit; then its own task does not.)"""
+    monkeypatch.setattr("subagents.runtime._spawn_window.SPAWN_WINDOW", 2)
+    store = SQLiteStore(tmp_path / "runs.db", max_bytes=256 * 1024)
+    with Runtime([FunctionAgent.create("leaf", leaf)], store=store) as rt:
+        window = rt._roots.window
+        handles = [rt.spawn("leaf", str(i) * 600_000) for i in range(6)]  # each over the disk
+        for handle in handles:
+            try:
+                outcome = handle.result(timeout=60)
+            except AdmissionError as exc:  # told while the store had failed
+                assert "full" in str(exc)
+            else:  # its own decision found the disk full: failed with the store's error
+                assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
+        assert len(window) == 0 and window.blocked == 0
+        assert all(h.done for h in handles)

@@ -45,6 +45,7 @@ from subagents.messages import (
 from subagents.store.memory import MemoryStore
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import apply_writes
+from subagents.supervision.admission import CLOSING
 from subagents.supervision.core import Decision, SupervisorCore
 from subagents.supervision.effects import (
     ArmDeadline,
@@ -235,6 +236,25 @@ def test_a_root_spawn_starts_now_records_and_arms_its_deadline() -> None:
     kinds = [p.event.kind for p in of(effects, Publish)]
     assert kinds == [EventKind.SPAWNED, EventKind.STARTED]
     assert [e.kind for e in h.store.events(reply.run_id)] == kinds
+
+
+def test_nothing_is_admitted_once_the_runtime_closes() -> None:
+    """A spawn that reaches the supervisor after the close's ``stop_all`` (told by a thread
+    that passed the runtime's open check before the close) is refused, its refusal told to
+    the outside: admitted, its run started after the close and stayed unfinished in the
+    store (tests/runtime/test_spawn_told_close.py)."""
+    h = Harness()
+    root = h.run("lead")
+    h.core.stop_all("runtime closed")
+    reply, effects = h.spawn_effects("lead")
+    assert reply.run_id is None and reply.error == CLOSING
+    assert of(effects, TellOutside) == [TellOutside(reply)]
+    assert of(effects, StartRun) == []
+    decision = h.core._do(
+        h.core.core.spawn_many([SpawnRequest(request_id="q", agent="lead", task="t")])
+    )
+    assert [r.error for r in decision.reply] == [CLOSING]
+    assert [r.run_id for r in h.store.list_runs()] == [root]
 
 
 def test_unknown_agent_is_refused_listing_the_known_agents() -> None:

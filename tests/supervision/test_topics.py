@@ -185,6 +185,8 @@ def test_every_runs_subscriptions_end_when_all_runs_end_at_once(how: str) -> Non
     assert topics.subscribers(lead, "news", sender="x") == ()
     assert topics.subscribers(other, "alerts", sender="x") == ()
     assert h.store.subscriptions() == []
+    if how == "the runtime closes":  # nothing is admitted after a close (test_core.py)
+        return
     # the runtime goes on: new runs subscribe and hear as before
     again = h.run("lead")
     hearer = h.run("worker", again)

@@ -45,6 +45,10 @@ class AdmissionError(Exception):
     """A spawn was refused; the message says why."""
 
 
+CLOSING = "the runtime is closing: no run is admitted once its close has begun"
+"""Why a spawn that reaches the supervisor after the close's ``StopAll`` is refused."""
+
+
 class Admission:
     """Admits, queues or refuses spawns; holds the concurrency slots and the queue."""
 
@@ -81,6 +85,11 @@ class Admission:
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
         self._root_ceiling = root_ceiling(runtime_mode, owner)
         """Every root's ceiling, the same for each (made once, not per spawn)."""
+        self.closing = False
+        """The runtime's close has cancelled every run (``SupervisorCore.stop_all``): what
+        reaches the supervisor after it (a spawn told by a thread that passed the runtime's
+        open check before the close) is refused, else its run would start after the close
+        and stay unfinished in the store, for the next runtime to take up and run again."""
 
     def spawn_all(self, reqs: Sequence[SpawnRequest]) -> tuple[list[SpawnReply], Decided]:
         """``spawn`` each of ``reqs`` in order (a run admitted earlier counts against the
@@ -130,6 +139,8 @@ class Admission:
         """Admit ``req``: the run id and what admitting it comes to (its record kept, its
         events, its start if a slot is free); or raise ``AdmissionError`` naming the
         refusal, with nothing decided."""
+        if self.closing:
+            raise AdmissionError(CLOSING)
         if req.continues is not None:
             continued = self._continued(req.continues, continued)
             req = continuation.with_agent(req, continued)

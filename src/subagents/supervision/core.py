@@ -247,8 +247,9 @@ class SupervisorCore:
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
-        the reply is the ids cancelled."""
+        the reply is the ids cancelled. Nothing is admitted after it."""
         self.effects.begin()
+        self.admission.closing = True
         return self._decided(tuple(self.effects.gather(close_all(self.lifecycle, reason))))
 
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
