@@ -54,7 +54,7 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.progress import drop_preview
 from subagents.supervision.requests import text_problem
-from subagents.supervision.resumption import Recovered, recovered_messages
+from subagents.supervision.resumption import resumed_answers
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.transitions import Move, next_status
@@ -141,7 +141,7 @@ class Lifecycle:
             decided.add(handed)
         if state.record.steps > 0:
             state.checkpoint = state.saved
-        recovered = self._recovered(state, mails, journal, tree)
+        recovered = resumed_answers(state, self.runs, mails, journal, tree)
         decided.effects.append(
             StartRun(
                 record=state.record,
@@ -159,21 +159,6 @@ class Lifecycle:
         resumed = state.record.steps > 0
         self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
         return decided
-
-    def _recovered(
-        self,
-        state: RunState,
-        mails: Sequence[Mail],
-        journal: Sequence[JournalEntry],
-        tree: Sequence[RunRecord] | None,
-    ) -> tuple[Recovered, ...]:
-        """The answers a resumed start is handed: what its earlier start already did is not
-        done again (``resumption``); none for a first start or a retry."""
-        if not state.resumes:
-            return ()
-        if tree is None:
-            tree = self.runs.tree_records(state.record.root_run_id)
-        return recovered_messages(state.run_id, tree, mails, journal)
 
     def start_queued(self) -> Decided:
         """Start the queued runs that fit now, in order (resumes first: a parked run given a
