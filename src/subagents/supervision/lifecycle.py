@@ -11,7 +11,8 @@
   its outcome goes to its requester once (the outside, the parent's tool call, or the
   parent's mail for a background child; not to a parent ending in the same decision), its
   unread mail becomes dead letters, and queued runs take the freed slot.
-- ``cancel``: the one cancellation walk: a subtree, deepest first.
+- ``cancel``: the one cancellation walk: a subtree, deepest first; the slots it frees go to
+  the queue once it is over (none to a run of the tree it ends).
 - the endings a policy decides (``policy_book.PolicyBook``): over budget, a restart or a retry
   after a failure, a ``fail_parent`` child failing its parent.
 
@@ -90,7 +91,8 @@ class Lifecycle:
         self._ending: set[str] = set()
         """Runs whose end is being decided now (a ``finish`` or a cancel walk in progress):
         their descendants' outcomes are not handed to them (they would arrive at an agent
-        that is stopping, as a tool answer nobody reads)."""
+        that is stopping, as a tool answer nobody reads); and the slots their descendants
+        free go to the queue only once none is left (``_cancel_walk``)."""
 
     def _event(self, decided: Decided, state: RunState, kind: EventKind, **data: Any) -> None:
         decided.event(kind, state.record, self.now(), data)
@@ -250,7 +252,7 @@ class Lifecycle:
         if state.run_id in self.mail.topics:
             decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
-        if self.slots.queue_length():
+        if self.slots.queue_length() and not self._ending:  # (a walk's: at its end)
             decided.add(self.start_queued())
         return decided
 
@@ -330,6 +332,12 @@ class Lifecycle:
                 cancelled.append(run_id)
         finally:
             self._ending -= ending
+        # The slots the walk freed go to the queue now that every run it ended has left it:
+        # run by run, a parked run of the tree (queued for its slot back) went on
+        # (``Unpark``: its code ran, a tool called, a mail sent) or a moved one started,
+        # before the walk stopped it. Not while an ending above is decided (``finish``).
+        if self.slots.queue_length() and not self._ending:
+            decided.add(self.start_queued())
         return cancelled, decided
 
     # ---- endings a report or a timer brings ------------------------------------------------
