@@ -323,7 +323,7 @@ class Lifecycle:
         ending = set(walk) - self._ending
         self._ending |= ending
         try:
-            for run_id in self.runs.queued_first(walk):  # (none started into a freed slot)
+            for run_id in walk:
                 target = self.runs.live(run_id)
                 if target is None:
                     continue
