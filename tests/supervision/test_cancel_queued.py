@@ -6,6 +6,7 @@ runs of other trees waiting for a slot get the slots the walk frees."""
 from __future__ import annotations
 
 from subagents.messages import (
+    EXTERNAL_SENDER,
     EventKind,
     Parked,
     RunStatus,
@@ -18,6 +19,7 @@ from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
 
 from .test_core import Harness, of, told
+from .test_requesters import _stop_requested
 
 
 def test_stopping_a_tree_starts_none_of_its_queued_runs() -> None:
@@ -131,3 +133,20 @@ def test_the_slots_a_cancel_frees_go_to_the_runs_of_other_trees() -> None:
     assert [s.record.run_id for s in of(effects, StartRun)] == [third]
     assert _resumed(effects, {b, b_child}) == []
     assert h.core.slots.holders() == [third] and h.core.slots.queued() == []
+
+
+def test_stopping_what_a_requester_requested_resumes_none_of_the_parked_tops() -> None:
+    """Every root the outside requested stopped in one decision (``stop_all``), each a
+    parked root queued for its slot back: the slot the first tree's child frees must not
+    let the second tree's root go on, which is stopped next in the same decision."""
+    h = Harness(Limits(max_concurrency=2))
+    a, b = h.run("lead"), h.run("lead")
+    a_child, b_child = h.run("worker", a), h.run("worker", b)
+    _lend(h, a, a_child)
+    _lend(h, b, b_child)
+    _want(h, a)
+    _want(h, b)
+    reply, effects = _stop_requested(h, EXTERNAL_SENDER)
+    assert set(reply.stopped) == {a, b, a_child, b_child}
+    assert _resumed(effects, {a, b, a_child, b_child}) == []
+    assert h.core.slots.in_flight == 0 and h.core.slots.queued() == []

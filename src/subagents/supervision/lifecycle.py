@@ -59,6 +59,7 @@ from subagents.supervision.resumption import resumed_answers
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.transitions import Move, next_status
+from subagents.supervision.tree import Prune
 
 
 class Lifecycle:
@@ -301,25 +302,31 @@ class Lifecycle:
         """Cancel ``state`` and its live descendants, deepest first; the ids cancelled.
         ``tree`` False (a stop of its turn): its detached children (and theirs) go on."""
         prune = None if tree else self._detached
-        return self._cancel_walk(state.run_id, reason, include_top=True, prune=prune)
+        return self._cancel_walk([state.run_id], reason, include_top=True, prune=prune)
+
+    def cancel_each(self, tops: Sequence[RunState], reason: str) -> tuple[list[str], Decided]:
+        """``cancel`` each of ``tops`` in one walk: the slots they free go to the queue once
+        all have ended, none to a run of one of them stopped next (``_cancel_walk``)."""
+        return self._cancel_walk([s.run_id for s in tops], reason, include_top=True, prune=None)
 
     def cancel_below(self, state: RunState, reason: str) -> Decided:
         """Cancel the live descendants of ``state``, deepest first, but its detached
         children (and theirs): they outlive it."""
         if not self.runs.tree.has_children(state.run_id):
             return Decided()
-        return self._cancel_walk(state.run_id, reason, include_top=False, prune=self._detached)[1]
+        return self._cancel_walk([state.run_id], reason, include_top=False, prune=self._detached)[1]
 
     def _detached(self, run_id: str) -> bool:
         held = self.runs.get(run_id)
         return held is not None and held.record.detached
 
     def _cancel_walk(
-        self, top: str, reason: str, *, include_top: bool, prune: Callable[[str], bool] | None
+        self, tops: Sequence[str], reason: str, *, include_top: bool, prune: Prune
     ) -> tuple[list[str], Decided]:
         decided = Decided()
         cancelled: list[str] = []
-        walk = [r for r in self.runs.tree.deepest_first(top, prune) if include_top or r != top]
+        deepest_first = self.runs.tree.deepest_first
+        walk = [r for t in tops for r in deepest_first(t, prune) if include_top or r != t]
         ending = set(walk) - self._ending
         self._ending |= ending
         try:
