@@ -79,7 +79,7 @@ def test_queued_runs_below_the_stopped_children_are_not_started_by_the_stop() ->
     assert h.status(below_b) is RunStatus.QUEUED
     reply, effects = _stop_requested(h, root)
     assert set(reply.stopped) == {a, b, below_b}
-    assert reply.stopped[0] == below_b
+    assert reply.stopped.index(below_b) < reply.stopped.index(b)  # deepest first
     assert not of(effects, StartRun)  # the slot ``a`` freed was not handed to ``below_b``
 
 

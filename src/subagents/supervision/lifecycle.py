@@ -11,7 +11,8 @@
   its outcome goes to its requester once (the outside, the parent's tool call, or the
   parent's mail for a background child; not to a parent ending in the same decision), its
   unread mail becomes dead letters, and queued runs take the freed slot.
-- ``cancel``: the one cancellation walk: a subtree, deepest first.
+- ``cancel``: the one cancellation walk: a subtree, deepest first; the slots it frees go to
+  the queue once it is over (none to a run of the tree it ends).
 - the endings a policy decides (``policy_book.PolicyBook``): over budget, a restart or a retry
   after a failure, a ``fail_parent`` child failing its parent.
 
@@ -54,10 +55,11 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.progress import drop_preview
 from subagents.supervision.requests import text_problem
-from subagents.supervision.resumption import Recovered, recovered_messages
+from subagents.supervision.resumption import resumed_answers
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
 from subagents.supervision.slots import SlotPool
 from subagents.supervision.transitions import Move, next_status
+from subagents.supervision.tree import Prune
 
 
 class Lifecycle:
@@ -90,7 +92,8 @@ class Lifecycle:
         self._ending: set[str] = set()
         """Runs whose end is being decided now (a ``finish`` or a cancel walk in progress):
         their descendants' outcomes are not handed to them (they would arrive at an agent
-        that is stopping, as a tool answer nobody reads)."""
+        that is stopping, as a tool answer nobody reads); and the slots their descendants
+        free go to the queue only once none is left (``_cancel_walk``)."""
 
     def _event(self, decided: Decided, state: RunState, kind: EventKind, **data: Any) -> None:
         decided.event(kind, state.record, self.now(), data)
@@ -141,7 +144,7 @@ class Lifecycle:
             decided.add(handed)
         if state.record.steps > 0:
             state.checkpoint = state.saved
-        recovered = self._recovered(state, mails, journal, tree)
+        recovered = resumed_answers(state, self.runs, mails, journal, tree)
         decided.effects.append(
             StartRun(
                 record=state.record,
@@ -159,21 +162,6 @@ class Lifecycle:
         resumed = state.record.steps > 0
         self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
         return decided
-
-    def _recovered(
-        self,
-        state: RunState,
-        mails: Sequence[Mail],
-        journal: Sequence[JournalEntry],
-        tree: Sequence[RunRecord] | None,
-    ) -> tuple[Recovered, ...]:
-        """The answers a resumed start is handed: what its earlier start already did is not
-        done again (``resumption``); none for a first start or a retry."""
-        if not state.resumes:
-            return ()
-        if tree is None:
-            tree = self.runs.tree_records(state.record.root_run_id)
-        return recovered_messages(state.run_id, tree, mails, journal)
 
     def start_queued(self) -> Decided:
         """Start the queued runs that fit now, in order (resumes first: a parked run given a
@@ -265,7 +253,7 @@ class Lifecycle:
         if state.run_id in self.mail.topics:
             decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
-        if self.slots.queue_length():
+        if self.slots.queue_length() and not self._ending:  # (a walk's: at its end)
             decided.add(self.start_queued())
         return decided
 
@@ -314,29 +302,35 @@ class Lifecycle:
         """Cancel ``state`` and its live descendants, deepest first; the ids cancelled.
         ``tree`` False (a stop of its turn): its detached children (and theirs) go on."""
         prune = None if tree else self._detached
-        return self._cancel_walk(state.run_id, reason, include_top=True, prune=prune)
+        return self._cancel_walk([state.run_id], reason, include_top=True, prune=prune)
+
+    def cancel_each(self, tops: Sequence[RunState], reason: str) -> tuple[list[str], Decided]:
+        """``cancel`` each of ``tops`` in one walk: the slots they free go to the queue once
+        all have ended, none to a run of one of them stopped next (``_cancel_walk``)."""
+        return self._cancel_walk([s.run_id for s in tops], reason, include_top=True, prune=None)
 
     def cancel_below(self, state: RunState, reason: str) -> Decided:
         """Cancel the live descendants of ``state``, deepest first, but its detached
         children (and theirs): they outlive it."""
         if not self.runs.tree.has_children(state.run_id):
             return Decided()
-        return self._cancel_walk(state.run_id, reason, include_top=False, prune=self._detached)[1]
+        return self._cancel_walk([state.run_id], reason, include_top=False, prune=self._detached)[1]
 
     def _detached(self, run_id: str) -> bool:
         held = self.runs.get(run_id)
         return held is not None and held.record.detached
 
     def _cancel_walk(
-        self, top: str, reason: str, *, include_top: bool, prune: Callable[[str], bool] | None
+        self, tops: Sequence[str], reason: str, *, include_top: bool, prune: Prune
     ) -> tuple[list[str], Decided]:
         decided = Decided()
         cancelled: list[str] = []
-        walk = [r for r in self.runs.tree.deepest_first(top, prune) if include_top or r != top]
+        deepest_first = self.runs.tree.deepest_first
+        walk = [r for t in tops for r in deepest_first(t, prune) if include_top or r != t]
         ending = set(walk) - self._ending
         self._ending |= ending
         try:
-            for run_id in self.runs.queued_first(walk):  # (none started into a freed slot)
+            for run_id in walk:
                 target = self.runs.live(run_id)
                 if target is None:
                     continue
@@ -345,6 +339,12 @@ class Lifecycle:
                 cancelled.append(run_id)
         finally:
             self._ending -= ending
+        # The slots the walk freed go to the queue now that every run it ended has left it:
+        # run by run, a parked run of the tree (queued for its slot back) went on
+        # (``Unpark``: its code ran, a tool called, a mail sent) or a moved one started,
+        # before the walk stopped it. Not while an ending above is decided (``finish``).
+        if self.slots.queue_length() and not self._ending:
+            decided.add(self.start_queued())
         return cancelled, decided
 
     # ---- endings a report or a timer brings ------------------------------------------------

@@ -56,21 +56,13 @@ class Requesters:
         first), all with ``msg.reason``. A run asking may only stop what it, or one of its
         descendants, requested; the outside may stop anything. The reply, and what the
         stops come to."""
-        decided = Decided()
         early = self._answer_without_stops(msg)
         if early is not None:
-            return early, decided
+            return early, Decided()
         tops = self.requested_by(msg.requested_by)
-        # The queued runs of every subtree first: a slot freed by a stop would otherwise go
-        # to a queued run below another of them, started only to be cancelled.
-        inside = [r for top in tops for r in self.runs.tree.subtree(top.run_id)]
-        queued = [s for r in inside if (s := self.runs.live(r)) and s.record.status is QUEUED]
-        stopped: list[str] = []
-        for state in [*queued, *tops]:
-            if self.runs.live(state.run_id) is not None:  # not ended by an earlier stop
-                ids, cancelled = self.lifecycle.cancel(state, msg.reason)
-                stopped += ids
-                decided.add(cancelled)
+        # One walk: a slot one of them frees goes to no run of another, stopped next (a
+        # queued one started, a parked one let go on), only to the runs of other trees.
+        stopped, decided = self.lifecycle.cancel_each(tops, msg.reason)
         return StopReply(request_id=msg.request_id, stopped=tuple(stopped)), decided
 
     def _answer_without_stops(self, msg: StopRequested) -> StopReply | None:

@@ -15,6 +15,7 @@ its calls was and what it was handed, so that it replays every awaited effect in
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -29,7 +30,27 @@ from subagents.messages import (
     SpawnReply,
 )
 
+if TYPE_CHECKING:
+    from subagents.supervision.runs import RunState, RunTable
+
 Recovered = Replay | SpawnReply | ChildDone | MailAck
+
+
+def resumed_answers(
+    state: RunState,
+    runs: RunTable,
+    mails: Sequence[Mail],
+    journal: Sequence[JournalEntry],
+    tree: Sequence[RunRecord] | None,
+) -> tuple[Recovered, ...]:
+    """The answers a start of ``state`` is handed (``Lifecycle.start``): what its earlier
+    start already did is not done again; none for a first start or a retry (``resumes``).
+    ``tree``: the records of its root's tree; None: those ``runs`` holds."""
+    if not state.resumes:
+        return ()
+    if tree is None:
+        tree = runs.tree_records(state.record.root_run_id)
+    return recovered_messages(state.run_id, tree, mails, journal)
 
 
 def recovered_messages(

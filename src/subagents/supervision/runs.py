@@ -25,7 +25,6 @@ from subagents.messages import (
     Placed,
     Preview,
     RunRecord,
-    RunStatus,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
@@ -156,22 +155,6 @@ class RunTable:
         """The ids of the live runs held here: a read-only view, current until the next
         change (copy it to keep it)."""
         return self._live
-
-    def queued_first(self, walk: list[str]) -> list[str]:
-        """``walk`` (a cancel walk, deepest first) with its runs still queued for admission
-        first, the rest in their order. A queued run has never started (so has no children:
-        each run still comes before its parent); ended later, it would be started into the
-        slot a run ended before it freed (``Lifecycle.finish``), its agent started and its
-        code run, only to be stopped in the same walk."""
-        runs, tree, waits = self._runs, self.tree, RunStatus.QUEUED
-        queued = {
-            r
-            for r in walk
-            if (s := runs.get(r)) and s.record.status is waits and not tree.has_children(r)
-        }
-        if not queued:  # most walks
-            return walk
-        return [r for r in walk if r in queued] + [r for r in walk if r not in queued]
 
     def ancestors(self, state: RunState) -> tuple[DepthBound, ...]:
         """``state``'s ancestors whose definitions set ``maxDepth``, root first: each bounds

@@ -7,6 +7,9 @@ from collections.abc import Callable, Iterable
 
 from subagents.messages import RunRecord, TreeNode
 
+Prune = Callable[[str], bool] | None
+"""Which runs a walk leaves out with their subtrees (a detached child's); None: none."""
+
 
 class RunTree:
     """Parent/child links of runs, for stops (deepest first), name lookup and scoping."""
@@ -55,7 +58,7 @@ class RunTree:
     def is_descendant(self, run_id: str, of: str) -> bool:
         return of in self.ancestors(run_id)
 
-    def subtree(self, run_id: str, prune: Callable[[str], bool] | None = None) -> list[str]:
+    def subtree(self, run_id: str, prune: Prune = None) -> list[str]:
         """``run_id`` and every descendant, breadth first; without the descendants for
         which ``prune`` is true, nor theirs (a detached child's subtree, for a walk that
         leaves it alone)."""
@@ -67,7 +70,7 @@ class RunTree:
             i += 1
         return out
 
-    def deepest_first(self, run_id: str, prune: Callable[[str], bool] | None = None) -> list[str]:
+    def deepest_first(self, run_id: str, prune: Prune = None) -> list[str]:
         """The subtree (``subtree``) ordered so that every run comes before its parent."""
         return sorted(self.subtree(run_id, prune), key=lambda r: -self._depth.get(r, 0))
 
