@@ -1,7 +1,8 @@
 """A run's last step, told (nothing waits on it: the run ends with it), is decided in the
-supervisor's open group with the run's end when both are queued (``_GROUPED``): one
-transaction for the step's checkpoint and the run's outcome, not one each (on SQLite, a
-commit less per LLM run; its group may linger for the end, ``group_linger``)."""
+supervisor's open group with the run's end (``_GROUPED``): one transaction for the step's
+checkpoint and the run's outcome, not one each (on SQLite, a commit less per LLM run). The
+agent tells both in one ``Batch`` (``AgentActor._end``), so this holds however the
+supervisor's thread and the agent's are scheduled."""
 
 from __future__ import annotations
 
