@@ -205,3 +205,21 @@ def test_mail_for_a_run_this_node_does_not_host_goes_by_the_supervisor() -> None
         assert not any(type(m) is MailPosted for m in told)
     finally:
         node.runs.close()
+
+
+def test_a_run_that_ends_with_reports_held_is_forgotten_by_its_node() -> None:
+    """A run's end goes in one Batch with the reports its last handling held (here a spawn
+    nobody waits on): the node still sees the end and forgets the run."""
+
+    async def mailer(ctx: AgentContext) -> str:
+        ctx.spawn("mailer", "a child left to itself")
+        return "spawned"
+
+    node = Node({"mailer": mailer}, senders_record=False)
+    try:
+        node.start("r1", "mailer", "go")
+        told = node.told_until(lambda t: any(type(m).__name__ == "RunFinished" for m in t))
+        assert [type(m).__name__ for m in told][-2:] == ["SpawnRequest", "RunFinished"], told
+        assert "r1" not in node.runs.live()  # forgotten as the end was told, before it went
+    finally:
+        node.runs.close()

@@ -1,7 +1,8 @@
 """A run's last step, told (nothing waits on it: the run ends with it), is decided in the
-supervisor's open group with the run's end when both are queued (``_GROUPED``): one
-transaction for the step's checkpoint and the run's outcome, not one each (on SQLite, a
-commit less per LLM run; its group may linger for the end, ``group_linger``)."""
+supervisor's open group with the run's end (``_GROUPED``): one transaction for the step's
+checkpoint and the run's outcome, not one each (on SQLite, a commit less per LLM run). The
+agent tells both in one ``Batch`` (``AgentActor._end``), so this holds however the
+supervisor's thread and the agent's are scheduled."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from typing import Any
 
 from polling import wait_until
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Checkpoint, Event, EventKind, Outcome
+from subagents.messages import (
+    Batch,
+    Checkpoint,
+    Event,
+    EventKind,
+    Outcome,
+    RunFinished,
+    StepTaken,
+)
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.memory import MemoryStore
@@ -78,3 +87,49 @@ def test_a_told_last_step_and_the_runs_end_are_one_transaction() -> None:
     end = [b for kind, rid, b in store.written if kind == "outcome" and rid == run_id]
     assert step and end, store.written
     assert step[-1] == end[-1], store.written  # the last step's checkpoint, with the end
+
+
+def test_a_told_last_step_reaches_the_supervisor_in_one_message_with_the_end() -> None:
+    """Not only when both happen to be queued: the agent tells them as one ``Batch`` (the
+    step first), so the supervisor cannot commit the step's group before the end comes."""
+    gate, held = threading.Event(), threading.Event()
+
+    def hold(event: Event) -> None:
+        if event.kind == EventKind.STARTED and event.agent == "w" and not held.is_set():
+            held.set()
+            assert gate.wait(WAIT)
+
+    worker = AgentSpec(name="w", description="One turn, no tools.", tools=())
+    with Runtime([worker], model=ScriptedModel({"w": [{"text": "done"}]})) as rt:
+        rt.subscribe(hold)
+        handles: list[Any] = []
+        spawner = threading.Thread(target=lambda: handles.append(rt.spawn("w", "go")))
+        spawner.start()
+        try:
+            assert held.wait(WAIT)
+            inbox = rt._hosting.supervisor._ref.actor_inbox  # held: nothing takes from it
+            queued: list[Any] = []
+            while not any(_ended(e.message) for e in queued):  # the agent's last message
+                queued.append(inbox.get(timeout=WAIT))
+            for envelope in queued:  # back, in order, for the supervisor to go on
+                inbox.put(envelope)
+        finally:
+            gate.set()
+        spawner.join(WAIT)
+        (handle,) = handles
+        assert handle.result(WAIT).result == "done"
+    messages = [e.message for e in queued]
+    ends = [m for m in messages if isinstance(m, Batch) and _ends_with_step(m)]
+    assert len(ends) == 1, messages
+    assert not [m for m in messages if isinstance(m, (StepTaken, RunFinished))], messages
+
+
+def _ends_with_step(batch: Batch) -> bool:
+    kinds = [type(m) for m in batch.messages]
+    return kinds[-2:] == [StepTaken, RunFinished]
+
+
+def _ended(message: Any) -> bool:
+    if isinstance(message, Batch):
+        return any(isinstance(m, RunFinished) for m in message.messages)
+    return isinstance(message, RunFinished)

@@ -124,3 +124,21 @@ def test_every_ancestors_max_depth_bounds_the_levels_below_it() -> None:
         "depth limit: a child of c would be at depth 4, the limit is 3"
         " (maxDepth 3 of a, at depth 0)"
     )
+
+
+def test_a_depth_limit_names_the_highest_run_that_sets_it() -> None:
+    """An ancestor and the parent bounding to the same depth: the refusal names the ancestor
+    (root first, the first to set it); the parent names it when it alone is the tightest."""
+    rules = SpawnRules(Limits(max_depth=5))
+    a, c, d = spec("a", max_depth=2), spec("c", max_depth=0), spec("d")
+    tie = rules.check(d, c, 2, [DepthBound.of(a, 0)])  # a: 0 + 2; c: 2 + 0
+    assert tie.reason == (
+        "depth limit: a child of c would be at depth 3, the limit is 2"
+        " (maxDepth 2 of a, at depth 0)"
+    )
+    own = rules.check(d, c, 2, [DepthBound.of(spec("far", max_depth=4), 0)])
+    assert own.reason == (
+        "depth limit: a child of c would be at depth 3, the limit is 2"
+        " (maxDepth 0 of c, at depth 2)"
+    )
+    assert rules.depth_limit(c, 2, [DepthBound.of(a, 0)]) == 2

@@ -139,15 +139,6 @@ def _status_refused(exc: Exception) -> ValueError:
     return ValueError("the runtime is closing: no status")
 
 
-def _tell_if_alive(ref: pykka.ActorRef[Any], message: Any) -> None:
-    """``ref.tell(message)``, nothing if its actor is gone (not ``contextlib.suppress``: its
-    object and two calls, on every run's end)."""
-    try:
-        ref.tell(message)
-    except pykka.ActorDeadError:
-        return
-
-
 _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
@@ -543,10 +534,13 @@ class AgentActor(FastInboxActor):
         if self._ended:
             return
         self._ended = True
-        if self._held:
-            self.flush_reports()
         if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
-            _tell_if_alive(self.supervisor, report)
+            # after what is held, in the same message: a last step told (``report_step``)
+            # and the end are decided in one group, one transaction (supervisor ``_GROUPED``)
+            self._held.append(report)
+        if self._held:
+            with contextlib.suppress(pykka.ActorDeadError):  # no supervisor left to hear it
+                self.flush_reports()
         if self._handling != threading.get_ident():  # (else: stopped as ``_handle`` ends)
             self.stop()  # off its handlings (a function's own thread using its context)
 

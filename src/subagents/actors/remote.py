@@ -51,7 +51,7 @@ from subagents.actors.timer import TimerService
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Event, Mail, Placed, RunFinished, ToOutside
+from subagents.messages import Batch, Event, Mail, Placed, RunFinished, ToOutside
 from subagents.store.writes import SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
@@ -274,6 +274,8 @@ class NodeRuns:
             self.effector.apply(effects)
 
     def _told(self, message: Any) -> None:
+        if type(message) is Batch and message.messages:  # an end goes last, after its
+            message = message.messages[-1]  # handling's reports (``AgentActor._end``)
         if isinstance(message, RunFinished):  # the agent stops by itself: forget it
             with self._lock:
                 self.effector.ended(message.run_id, message.attempt)

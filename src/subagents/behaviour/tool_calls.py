@@ -67,22 +67,40 @@ class ToolCalls:
         )
         for warning in warnings:
             port.log.warning("permission mode tightened", reason=warning)
-        self.requester = (
-            PermissionPolicy.of_requester(env.permissions, ceiling, self.workspace.root)
-            if ceiling
-            else None
-        )
-        """What this run's parent may do itself: all it may approve (``ask_parent``)."""
+        self._requester: PermissionPolicy | None = None
         self.hooks: Hooks | None = None
         if env.allow_hooks and port.spec.hooks:
             hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
             self.hooks = hooks if hooks else None
-        self.session = RunSession(cwd=self.workspace.root)
+        self._session: RunSession | None = None
         self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
         self._sandbox: RunSandbox | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
         loop puts them in the call's ToolResultBlock (``take_attachments``)."""
+
+    # ``requester`` and ``session`` are made when first used, not at the run's start: most
+    # runs (a fan-out's child without tools) never ask their parent nor call a tool, and
+    # both are ~2 us each. Neither can fail where the start would not have: the requester's
+    # policy reads the same ceiling the run's own (made at the start) has read.
+
+    @property
+    def requester(self) -> PermissionPolicy | None:
+        """What this run's parent may do itself: all it may approve (``ask_parent``); None
+        for a root (no ceiling)."""
+        ceiling = self.port.record.ceiling
+        if self._requester is None and ceiling:
+            self._requester = PermissionPolicy.of_requester(
+                self.env.permissions, ceiling, self.workspace.root
+            )
+        return self._requester
+
+    @property
+    def session(self) -> RunSession:
+        """The run's tool state across calls (files read, answers given)."""
+        if self._session is None:
+            self._session = RunSession(cwd=self.workspace.root)
+        return self._session
 
     @property
     def sandbox(self) -> RunSandbox:

@@ -27,7 +27,8 @@ from subagents.messages import (
 from subagents.store.writes import SaveCheckpoint, SaveRun
 from subagents.supervision import continuation
 from subagents.supervision.admission_checks import Proposal, refusal_of
-from subagents.supervision.ceilings import child_ceiling, narrowed, root_ceiling
+from subagents.supervision.ceilings import root_ceiling
+from subagents.supervision.child_ceilings import ChildCeilings
 from subagents.supervision.effects import Decided, Tell, TellOutside
 from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
@@ -75,6 +76,7 @@ class Admission:
         self.slots = slots
         self.parking = parking
         self.rules = SpawnRules(limits)
+        self.ceilings = ChildCeilings()  # a step's children share their parent's
         self.ledger = TableLedger(runs, self.rules, names)
         self.limits = limits
         self.lookup = lookup
@@ -183,7 +185,7 @@ class Admission:
         if seed is not None:  # durable with the record: a resume before a step has it
             decided.writes.append(SaveCheckpoint(seed))
         # a root's ceiling is the runtime's own grant: it narrows nothing (``ceilings``)
-        narrowing = narrowed(spec, record.ceiling) if parent is not None else None
+        narrowing = self.ceilings.narrowed(spec, record.ceiling) if parent is not None else None
         data: dict[str, Any] = {"task": req.task[:200], "background": record.background}
         if record.detached:
             data["detached"] = True
@@ -256,7 +258,7 @@ class Admission:
             or spec.cleanup
             or (parent.record.cleanup if parent is not None else None)
             or "keep",
-            ceiling=child_ceiling(parent.record, parent.spec)
+            ceiling=self.ceilings.ceiling(parent.record, parent.spec)
             if parent is not None
             else self._root_ceiling,
             continues=req.continues,

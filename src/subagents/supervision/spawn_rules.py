@@ -106,10 +106,13 @@ class SpawnRules:
     ) -> tuple[int, DepthBound | None]:
         """The depth limit, and the run whose ``maxDepth`` set it (None: the runtime's)."""
         limit, by = self.limits.max_depth, None
-        for placed in (*ancestors, DepthBound.of(parent, parent_depth)):
+        for placed in ancestors:
             own = placed.max_depth
             if own is not None and placed.depth + own < limit:
                 limit, by = placed.depth + own, placed
+        own = parent.max_depth  # the parent last, as the deepest of the line; its bound
+        if own is not None and parent_depth + own < limit:  # made only when it sets the limit
+            limit, by = parent_depth + own, DepthBound.of(parent, parent_depth)
         return limit, by
 
     def check(
