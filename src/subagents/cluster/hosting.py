@@ -21,12 +21,11 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
 - a node host lost (its link closes: its process died, its node went; or the link broke
   while the process lives on, which is then killed, since frames may have been lost): its
   records of mail are fenced first (``record_fence``: each committed already, or refused in
-  its transaction), then the runs
-  whose start was there are handed to the supervisor (``HostLost``), which starts each again
-  elsewhere from what the store holds (its checkpoint, the answers its calls already got),
-  as a new attempt: whatever the lost start still sends is discarded, so each run ends once
-  and each result is reported once. Ray restarts the host's process; the host is set up
-  again and placement uses its node again.
+  its transaction), then the runs whose start was there are handed to the supervisor
+  (``HostLost``), which starts each again elsewhere from what the store holds (its
+  checkpoint, the answers its calls already got), as a new attempt: whatever the lost start
+  still sends is discarded, so each run ends once and each result is reported once. Ray
+  restarts the host's process; the host is set up again and placement uses its node again.
 """
 
 from __future__ import annotations
