@@ -16,9 +16,8 @@ from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Mail
 from subagents.store.base import RunStore
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import RecordMail
 from subagents.telemetry import FinishedCall
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ class RayBackend:
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
         mail: NodeMail | None = None,
-        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
+        record_mail: RecordMail | None = None,
     ) -> ClusterHosting:
         """One node host per node of the cluster (``hosting.ClusterHosting``), each set up
         with what runs need (``kit.NodeKit``: the function agents, the agent environment,

@@ -19,12 +19,13 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
 - ``place``: where a run goes (``placement.Placement``: its parent's node while it has room,
   else the least loaded; a definition's ``resources:`` select the nodes);
 - a node host lost (its link closes: its process died, its node went; or the link broke
-  while the process lives on, which is then killed, since frames may have been lost): the runs
-  whose start was there are handed to the supervisor (``HostLost``), which starts each again
-  elsewhere from what the store holds (its checkpoint, the answers its calls already got),
-  as a new attempt: whatever the lost start still sends is discarded, so each run ends once
-  and each result is reported once. Ray restarts the host's process; the host is set up
-  again and placement uses its node again.
+  while the process lives on, which is then killed, since frames may have been lost): its
+  records of mail are fenced first (``record_fence``: each committed already, or refused in
+  its transaction), then the runs whose start was there are handed to the supervisor
+  (``HostLost``), which starts each again elsewhere from what the store holds (its
+  checkpoint, the answers its calls already got), as a new attempt: whatever the lost start
+  still sends is discarded, so each run ends once and each result is reported once. Ray
+  restarts the host's process; the host is set up again and placement uses its node again.
 """
 
 from __future__ import annotations
@@ -60,11 +61,12 @@ from subagents.cluster.link import (
 )
 from subagents.cluster.link_tls import link_tls
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
+from subagents.cluster.record_fence import RecordFence
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import HostLost, Mail
-from subagents.store.writes import SaveJournal
+from subagents.messages import HostLost
+from subagents.store.writes import RecordMail
 from subagents.supervision.effects import Effect, StartRun
 from subagents.telemetry import FinishedCall
 
@@ -87,7 +89,7 @@ class ClusterHosting:
         registry: Any = None,
         definitions: Callable[[], Sequence[AgentSpec]] | None = None,
         on_call: Callable[[FinishedCall], None] | None = None,
-        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
+        record_mail: RecordMail | None = None,
         remembered: Callable[[str], tuple[str, ...]] | None = None,
     ) -> None:
         """``registry`` (a ``RegistryClient``) and ``definitions`` (its catalog's, read on
@@ -130,6 +132,8 @@ class ClusterHosting:
         self._pushing = threading.Lock()
         self._on_call = on_call
         self._record_mail = record_mail
+        self._recording = RecordFence()  # links whose records may commit (closed when lost)
+        self._node_of: dict[LinkEnd, str] = {}
         self._remembered = remembered
         self._unsubscribe: Callable[[], None] | None = None
         self.hosts = start_runtime_hosts(owner, slots=slots)
@@ -170,12 +174,16 @@ class ClusterHosting:
         with sending, self._lock:
             old = self._links.get(node)
             self._links[node] = link
+            self._node_of[link] = node
             self._pids[node] = answer["pid"]
             self.addresses[node] = str(answer["link"][0])
             self._seq[node] = 0
             self.placement.add(node, info.slots, info.resources)
             self._offered[node] = dict(info.resources)
+        self._recording.open(link)
         if old is not None:
+            self._recording.close(old)
+            self._node_of.pop(old, None)
             old.close()
         if self.kit.version:  # reloaded since the kit was made: in case the push missed it
             self._send_definitions(node)
@@ -318,7 +326,9 @@ class ClusterHosting:
             if type(message) is RecordMails:
                 if self._record_mail is None:
                     raise RuntimeError("this runtime's senders do not record their mail")
-                self._record_mail(message.mails, message.journal)
+                node = self._node_of.get(link, "?")
+                with self._recording.recording(link, node) as check:
+                    self._record_mail(message.mails, message.journal, check)
                 value = None
             elif type(message) is RememberedRules:
                 remembered = self._remembered
@@ -360,6 +370,9 @@ class ClusterHosting:
         that does not come back is logged once, not at every try)."""
         router = self.router
         assert router is not None
+        # before the supervisor hears of the loss: every record of the node's mail either
+        # committed already (its journal read for the replay sees it) or is refused
+        self._recording.close(self._links[node])
         runs = router.lost(node, lambda: self.forget_node(node))
         log.warning(
             "node host lost; its runs start again elsewhere",

@@ -17,9 +17,8 @@ from subagents.actors.agent import BehaviourFactory
 from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Mail
 from subagents.store.base import RunStore
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import RecordMail
 from subagents.telemetry import FinishedCall
 
 BehavioursFor = Callable[
@@ -72,7 +71,7 @@ class ClusterBackend(Protocol):
         definitions: Callable[[], Sequence[AgentSpec]] | None,
         on_call: Callable[[FinishedCall], None] | None,
         mail: NodeMail | None = None,
-        record_mail: Callable[[Sequence[Mail], SaveJournal | None], None] | None = None,
+        record_mail: RecordMail | None = None,
     ) -> NodeHosts:
         """One node host per node, set up with what runs need; ``registry`` and
         ``definitions``: reloaded definitions are pushed to the nodes; ``on_call``: where

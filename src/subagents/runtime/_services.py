@@ -276,11 +276,15 @@ class Services:
         )
         return self.cluster
 
-    def _record_mail(self, mails: Sequence[Mail], journal: SaveJournal | None) -> None:
+    def _record_mail(
+        self, mails: Sequence[Mail], journal: SaveJournal | None, also: Callable[[], None]
+    ) -> None:
         """A node's sender's mails, and the journal entries it carries with them, written
-        through the fence (``start_supervisor`` made it: no run sends before)."""
+        through the fence (``start_supervisor`` made it: no run sends before), ``also`` (that
+        the sender's node was not declared lost: ``cluster.record_fence``) checked in the
+        same transaction."""
         assert self.fenced is not None
-        self.fenced.record_mails(mails, journal)
+        self.fenced.record_mails(mails, journal, also)
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes

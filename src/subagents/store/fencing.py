@@ -118,9 +118,7 @@ class FencedStore:
         )
         """The store's batch that checks a fence when its transaction begins, if it has one
         (``SQLiteStore.fenced_batch``): a batch that writes nothing checks nothing."""
-        self._fenced_mails: (
-            Callable[[Sequence[Mail], str, int, Sequence[JournalEntry]], None] | None
-        ) = getattr(store, "save_mails_fenced", None)
+        self._fenced_mails: Callable[..., None] | None = getattr(store, "save_mails_fenced", None)
         """The store's write of mails in a fenced transaction of their own, if it has one."""
 
     def __getattr__(self, name: str) -> Any:
@@ -185,17 +183,28 @@ class FencedStore:
     def save_mails(self, mails: Sequence[Mail]) -> None:
         self._write(self.store.save_mails, mails)
 
-    def record_mails(self, mails: Sequence[Mail], journal: SaveJournal | None = None) -> None:
+    def record_mails(
+        self,
+        mails: Sequence[Mail],
+        journal: SaveJournal | None = None,
+        also: Callable[[], None] | None = None,
+    ) -> None:
         """A sender's record of the mail it takes straight to its recipients
         (actors/mail_desk.py), with ``journal``, the entries it told before that must not be
         lost while the mail is kept (supervision/unsaved_journal.py): one transaction, the
-        fence in it."""
+        fence in it, then ``also`` (a node's sender's record: that its node was not
+        declared lost, ``cluster.record_fence``)."""
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
             entries = journal.entries if journal is not None else ()
-            self._fenced_mails(mails, fence.owner, fence.epoch, entries)
+            if also is None:  # one machine: the store's write as it is
+                self._fenced_mails(mails, fence.owner, fence.epoch, entries)
+            else:
+                self._fenced_mails(mails, fence.owner, fence.epoch, entries, also)
             return
         with self.batch():
+            if also is not None:
+                also()
             self.store.save_mails(mails)
             if journal is not None:
                 self.store.save_journal(journal.run_id, journal.entries)

@@ -18,7 +18,7 @@ batches as savepoints, held writes): ``store.sqlite_tx``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -128,6 +128,11 @@ def _cap(conn: sqlite3.Connection, max_bytes: int | None) -> None:
 
 def _marks(n: int) -> str:
     return ", ".join("?" * n)
+
+
+_Entries = Sequence[JournalEntry]
+_Check = Callable[[], None] | None
+"""A further check in a sender's record's transaction (``save_mails_fenced``)."""
 
 
 class SQLiteStore(RunStore):
@@ -359,13 +364,13 @@ class SQLiteStore(RunStore):
         self._mail.save_mails(mails)
 
     def save_mails_fenced(
-        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
+        self, mails: Sequence[Mail], owner: str, epoch: int, journal: _Entries, also: _Check = None
     ) -> None:
         """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
-        transaction of its own that first checks that ``owner`` still holds its lease at
-        ``epoch`` (``store.fencing``): a sender's record of the mail it takes straight."""
+        transaction of its own that checks that ``owner`` still holds its lease at ``epoch``
+        (``store.fencing``), then ``also`` (``cluster.record_fence``): a sender's record."""
         rows = self._resume.journal_rows(mails[0].sender, journal) if journal and mails else None
-        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch), rows)
+        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch), rows, also)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)

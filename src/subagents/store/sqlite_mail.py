@@ -85,13 +85,21 @@ class MailRows:
         rows = [_mail_row(mail) for mail in mails]
         self.tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
-    def record(self, mails: Sequence[Mail], check: Callable[[], None], then: Rows | None) -> None:
-        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it,
-        ``then`` (the sender's journal: ``SQLiteStore.save_mails_fenced``) last."""
+    def record(
+        self,
+        mails: Sequence[Mail],
+        check: Callable[[], None],
+        then: Rows | None,
+        also: Callable[[], None] | None = None,
+    ) -> None:
+        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it, then
+        ``also`` (a node's record: ``cluster.record_fence``), ``then`` (the sender's journal:
+        ``SQLiteStore.save_mails_fenced``) last."""
         if mails:
             rows = [_mail_row(mail) for mail in mails]
             writes = [("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")]
-            self.tx.commit_rows(writes if then is None else [*writes, then], check)
+            checks = check if also is None else _both(check, also)
+            self.tx.commit_rows(writes if then is None else [*writes, then], checks)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
@@ -150,3 +158,11 @@ class MailRows:
             params.extend(wanted)
         rows = self.tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
         return [self.tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def check() -> None:
+        first()
+        then()
+
+    return check

@@ -88,6 +88,12 @@ class SaveJournal(msgspec.Struct, frozen=True, gc=False, tag=True):
     entries: tuple[JournalEntry, ...]
 
 
+RecordMail = Callable[[Sequence[Mail], SaveJournal | None, Callable[[], None]], None]
+"""A node's sender's record of mails written by the driver (``FencedStore.record_mails``):
+the mails, the journal entries that go with them, and a check run in their transaction
+(``cluster.record_fence``: the sender's node was not declared lost)."""
+
+
 class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):
     """The lease of ``owner``, whose orphaned runs were just taken over, is deleted: a host
     that was only stalled learns at its next renewal that it lost them."""

@@ -1,0 +1,121 @@
+"""A node's sender's record of its mail (``RecordMails``, written by the driver from its pool
+of answering threads, without the supervisor) still on its way when its node is declared
+lost is refused: it must not commit after the supervisor moved the node's runs
+(``cluster.record_fence``, docs/cluster.md "A lost node's records").
+
+On a real 2-node Ray cluster with SQLite on the driver: two runs of one node, the sender's
+record of its mail held in the driver (in the store's write, before its transaction
+begins: ``HeldStore``), the node's host SIGKILLed, the runs started again (the new attempt
+sends its mail again), and only then the held record let go."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raycluster import LocalCluster
+from runtime.conftest import Events
+from subagents.behaviour.function import AgentContext
+from subagents.cluster.record_fence import RecordRefused
+from subagents.messages import EventKind, Mail, RunStatus
+from subagents.runtime import Runtime
+from subagents.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.ray
+
+WAIT_S = 120.0
+CONTENT = "from the sender"
+
+
+class HeldStore(SQLiteStore):
+    """Holds the first record of ``CONTENT`` in the driver's answering thread until
+    ``release``, then writes it as any; what that write did is kept in ``done``."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.reached, self.release, self.done = (
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+        )
+        self.error: BaseException | None = None
+        self._held = False
+
+    def save_mails_fenced(self, mails: Sequence[Mail], *args: Any, **kwargs: Any) -> None:
+        if self._held or not any(m.content == CONTENT for m in mails):
+            super().save_mails_fenced(mails, *args, **kwargs)
+            return
+        self._held = True
+        self.reached.set()
+        assert self.release.wait(WAIT_S)
+        try:
+            super().save_mails_fenced(mails, *args, **kwargs)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.done.set()
+
+
+async def sink(ctx: AgentContext) -> str:
+    mail: Mail | None = await ctx.receive(timeout=WAIT_S)
+    assert mail is not None
+    return mail.content
+
+
+async def sender(ctx: AgentContext) -> str:
+    await ctx.send(ctx.task, CONTENT)  # straight to the sink, on this node: recorded first
+    return "sent"
+
+
+async def root(ctx: AgentContext) -> str:
+    sink_id: str = await ctx.spawn("sink", "wait", background=True)
+    out = await ctx.spawn("sender", sink_id)
+    return str(out.result)
+
+
+def test_a_record_held_past_its_nodes_loss_is_refused(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The sender's record is held in the driver; its node's host is SIGKILLed; the sender
+    starts again and its new attempt's mail is kept and read. Then the held record goes on:
+    it is refused (``RecordRefused``), and the store keeps the new attempt's mail only.
+    (Without the fence it committed: the lost attempt's mail under the new one's run,
+    two mails of one send.)"""
+    import ray
+
+    from subagents.cluster.connect import NAMESPACE
+    from subagents.cluster.node_host import runtime_host_name
+
+    store = HeldStore(tmp_path / "runs.db")
+    events = Events()
+    agents = {"root": root, "sink": sink, "sender": sender}
+    try:
+        with Runtime(agents, store=store, cluster=ray_cluster.address, restore=False) as rt:
+            rt.subscribe(events)
+            handle = rt.spawn("root", "go")
+            assert store.reached.wait(WAIT_S), "the sender's mail was not recorded by it"
+            (sender_run,) = rt.runs(agent="sender")
+            (sink_run,) = rt.runs(agent="sink")
+            (node,) = rt.placements()[sender_run.run_id]
+            assert rt.placements()[sink_run.run_id] == [node]  # one node: mail goes straight
+            host = ray.get_actor(runtime_host_name(rt.owner, node), namespace=NAMESPACE)
+            os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
+            events.wait_count(EventKind.RESTARTED, "sender", 1)
+            outcome = handle.result(WAIT_S)
+            assert outcome.status is RunStatus.COMPLETED, outcome
+            events.wait_count(EventKind.COMPLETED, "sink", 1)  # it read the new attempt's
+            store.release.set()
+            assert store.done.wait(WAIT_S)
+            sent = [m for m in rt.store.mail_for(sink_run.run_id) if m.sender == sender_run.run_id]
+            assert [m.content for m in sent] == [CONTENT]
+            assert isinstance(store.error, RecordRefused), store.error
+    finally:
+        store.release.set()
+        store.close()
