@@ -434,8 +434,8 @@ def test_every_tagged_struct_of_the_messages_module_is_an_actor_message() -> Non
 
 def test_every_message_type_an_actor_matches_on_is_an_actor_message() -> None:
     """The actors' ``case X():`` patterns name the messages they receive: each is in
-    ``ActorMessage`` (and so has a sample above), or is the ``Ask`` envelope."""
-    union = {kind.__name__ for kind in get_args(ActorMessage)} | {"Ask"}
+    ``ActorMessage`` (and so has a sample above), or is an envelope (``Ask``, ``Batch``)."""
+    union = {kind.__name__ for kind in get_args(ActorMessage)} | {"Ask", "Batch"}
     defined = set(_defined_in_messages())
     matched: dict[str, set[str]] = {}
     for path in sorted(ACTORS.glob("*.py")):

@@ -58,6 +58,8 @@ INTERNAL_ERRORS = {
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
     "ActionError": "the console's stop/send/continue refused: answered as an HTTP error",
     "BadFilter": "the console's filter from a URL: answered as an HTTP 400",
+    "RecordRefused": "a lost node's record of mail refused on the driver: the node's sender"
+    " sends that mail through the supervisor instead (cluster/record_fence.py)",
     "BudgetRefused": "a spawn over budget: the admission refuses it with AdmissionError",
     "CliError": "the command line's: printed as `subagents CMD: error: ...`",
     "SinceError": "a time given on the command line (`--since`): raised as CliError, exit 2",
