@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Mail, RunStatus
+from subagents.messages import Mail, RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
@@ -73,6 +73,12 @@ def test_a_bad_topic_name_raises_at_once() -> None:
 
 
 def test_a_model_subscribes_with_its_tool_and_reads_the_topics_mail() -> None:
+    """The reader mails the lead and waits for mail in one turn: its ``wait_for_message``
+    waits before the lead can hear "on" (the turn's mail goes as the turn's handling ends),
+    so the topic's mail answers that call whatever the threads' order. (With the wait in the
+    next turn, the mail could reach the reader before that turn's model call: it is then shown
+    in its message, read, and the script's wait never hears of it: the next test.)"""
+
     async def lead(ctx: AgentContext) -> str:
         reader = await ctx.spawn("reader", "follow the reviews", background=True)
         ready = await ctx.receive(timeout=WAIT)
@@ -88,10 +94,10 @@ def test_a_model_subscribes_with_its_tool_and_reads_the_topics_mail() -> None:
                 {"tool_calls": [{"name": "subscribe", "input": {"topic": "reviews"}}]},
                 {
                     "tool_calls": [
-                        {"name": "send_message", "input": {"to": "lead", "content": "on"}}
+                        {"name": "send_message", "input": {"to": "lead", "content": "on"}},
+                        {"name": "wait_for_message", "input": {"timeout": WAIT}},
                     ]
                 },
-                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 60}}]},
                 {"text": "reader heard: {mail_content}"},
             ]
         }
@@ -105,8 +111,59 @@ def test_a_model_subscribes_with_its_tool_and_reads_the_topics_mail() -> None:
         assert '"result":"reader heard: LGTM with nits"' in (outcome.result or "")
         first = model.requests[1].messages[-1].content
         assert "subscribed to topic:reviews" in str(first)
-        last = str(model.requests[-1].messages[-1].content)
-        assert 'topic="reviews"' in last  # the model is shown which topic the mail came by
+        last = model.requests[-1].messages[-1].content
+        answer = [b for b in last if isinstance(b, ToolResultBlock)][-1]
+        assert 'topic="reviews"' in answer.content  # which topic the mail came by
+        assert "LGTM with nits" in answer.content  # the wait's answer, not the message's
+
+
+def test_topic_mail_that_comes_before_the_next_step_is_shown_in_it_not_to_its_wait() -> None:
+    """What made the test above hang in about half the runs under load (with its wait in the
+    turn after the one that mails "on"): the topic's mail reached the reader between its two
+    turns, so it was shown in the next model call's message (read there, as any mail that
+    comes between turns), and that turn's ``wait_for_message`` waited for mail that had
+    been read already. Forced here: the reader's turn holds (a tool) until the lead's send to
+    the topic is acknowledged, i.e. the mail is in the reader's mailbox, ahead of its next
+    step. The mail is in the next message, and the wait hears nothing."""
+    sent = threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("reader", "follow the reviews", background=True)
+        ready = await ctx.receive(timeout=WAIT)
+        assert ready is not None
+        ack = await ctx.send("topic:reviews", "LGTM with nits")
+        assert ack is not None
+        sent.set()
+        done = await ctx.receive(timeout=WAIT)
+        return done.content if done is not None else "nothing"
+
+    def hold() -> str:
+        """Wait until the lead's topic mail has been sent."""
+        return "sent" if sent.wait(WAIT) else "not sent"
+
+    model = ScriptedModel(
+        {
+            "reader": [
+                {"tool_calls": [{"name": "subscribe", "input": {"topic": "reviews"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "send_message", "input": {"to": "lead", "content": "on"}},
+                        {"name": "hold", "input": {}},
+                    ]
+                },
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 0.01}}]},
+                {"text": "wait: {results}"},
+            ]
+        }
+    )
+    tools = ("subscribe", "send_message", "wait_for_message", "hold")
+    with Runtime([lead, spec("reader", tools=tools)], model=model, tools=[hold]) as rt:
+        outcome = rt.run("lead", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome.error
+        assert "wait: no mail arrived before the timeout" in (outcome.result or "")
+        shown = model.requests[2].messages[-1].content  # the message of the turn that waits
+        assert [b.content for b in shown if isinstance(b, ToolResultBlock)][-1] == "sent"
+        assert 'topic="reviews">LGTM with nits</mail>' in str(shown)
 
 
 @pytest.mark.parametrize("end", ["stopped", "runtime closed"])
