@@ -1,9 +1,14 @@
 """What every crash job (``*_job.py``, run as a script by its test) does the same way: start
 its root, or take it up when the store already holds it (the run after a kill), and write its
-outcome for the test to read."""
+outcome for the test to read; and what its test does the same way: start it, and kill it
+where it says."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +29,29 @@ def write_outcome(out: str, outcome: Any) -> None:
     Path(out).write_bytes(
         msgspec.json.encode({"status": str(outcome.status), "result": outcome.result})
     )
+
+
+def start_job(job: Path, *args: object, text: bool = False) -> subprocess.Popen[Any]:
+    """The crash job ``job`` started as a script with ``args``: offline (no API key), only
+    errors logged, its output piped for the test to read (``text``: as str)."""
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["SUBAGENTS_LOG_LEVEL"] = "error"
+    return subprocess.Popen(
+        [sys.executable, str(job), *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=text,
+    )
+
+
+def kill_at(proc: subprocess.Popen[bytes], marker: bytes) -> None:
+    """SIGKILL ``proc`` as soon as it prints the line ``marker``; fails, with the end of its
+    stderr, if it ends without printing it."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    while line and line != marker:
+        line = proc.stdout.readline()
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=10)
+    assert line == marker, err.decode()[-3000:]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from job_kit import start_job
 
 from subagents.messages import MailState, RunStatus
 from subagents.store.opening import open_location
@@ -37,14 +38,7 @@ EXPECTED = ",".join(f"pong ping {i}" for i in range(ROUNDS))
 
 
 def _start(db: Path | str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out), *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return start_job(JOB, db, out, *extra)
 
 
 def _check_store(db: Path | str) -> None:

@@ -9,13 +9,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from job_kit import start_job
 
 from subagents.messages import RunStatus
 from subagents.store.sqlite import SQLiteStore
@@ -24,20 +24,8 @@ JOB = Path(__file__).with_name("fn_replay_job.py")
 TRIALS = int(os.environ.get("SUBAGENTS_REPLAY_TRIALS", "4"))
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
-    return env
-
-
 def _start(db: Path, out: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out)],
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_job(JOB, db, out, text=True)
 
 
 def _finish(db: Path, out: Path) -> dict[str, Any]:

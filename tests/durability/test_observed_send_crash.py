@@ -13,14 +13,13 @@ kill, every mail once and read.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
 import pytest
+from job_kit import start_job
 
 from subagents.messages import MailState, RunStatus
 from subagents.store.opening import open_location
@@ -29,14 +28,7 @@ JOB = Path(__file__).with_name("observed_send_job.py")
 
 
 def _start(db: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out), *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return start_job(JOB, db, out, *extra)
 
 
 @pytest.mark.parametrize("look", ["mailbox", "timeout"])

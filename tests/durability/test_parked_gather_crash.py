@@ -4,16 +4,15 @@ to its replay as they were (``FunctionBehaviour.only_records``, ``AgentActor._on
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from job_kit import start_job
 
 from subagents.messages import EventKind, RunStatus
 from subagents.store.sqlite import SQLiteStore
@@ -23,15 +22,7 @@ EXPECTED = "C0,C1,C2,C3,C4"
 
 
 def _start(db: Path, out: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_job(JOB, db, out, text=True)
 
 
 def _finish(db: Path, out: Path) -> dict[str, Any]:

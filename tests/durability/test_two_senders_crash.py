@@ -13,14 +13,12 @@ order, the replayed send found "re B" under its key, and B was answered twice, A
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import msgspec
+from job_kit import kill_at, start_job
 
 from subagents.messages import EventKind, MailState, RunStatus
 from subagents.store.opening import open_location
@@ -29,26 +27,13 @@ JOB = Path(__file__).with_name("two_senders_job.py")
 
 
 def _start(db: Path, out: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    env["SUBAGENTS_LOG_LEVEL"] = "error"
-    return subprocess.Popen(
-        [sys.executable, str(JOB), str(db), str(out), *extra],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return start_job(JOB, db, out, *extra)
 
 
 def _killed_after_the_answer(db: Path, out: Path) -> None:
     """The first run, killed once ``replier`` has answered B; checks the race happened."""
     proc = _start(db, out, "600")
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    while line and line != b"replied\n":
-        line = proc.stdout.readline()
-    proc.send_signal(signal.SIGKILL)
-    _, err = proc.communicate(timeout=10)
-    assert line == b"replied\n", err.decode()[-3000:]
+    kill_at(proc, b"replied\n")
     store = open_location(db)
     try:
         runs = {r.agent: r for r in store.list_runs()}
@@ -126,13 +111,7 @@ def _receives_of_b_kept(db: Path, out: Path, mode: str) -> int:
     """The first run in ``mode``, killed once ``replier`` has answered B (by the supervisor,
     its record having raised): how many entries of the journal say a receive took B."""
     proc = _start(db, out, "600", mode)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    while line and line != b"replied\n":
-        line = proc.stdout.readline()
-    proc.send_signal(signal.SIGKILL)
-    _, err = proc.communicate(timeout=10)
-    assert line == b"replied\n", err.decode()[-3000:]
+    kill_at(proc, b"replied\n")
     store = open_location(db)
     try:
         replier = next(r.run_id for r in store.list_runs() if r.agent == "replier")
