@@ -22,7 +22,9 @@ from typing import Any
 import msgspec
 
 from subagents.messages import SendMail, SpawnRequest
+from subagents.supervision.budgets import tightest_cost, tightest_tokens
 from subagents.supervision.limits import Limits
+from subagents.supervision.policy_settings import PolicyError, on_failure_value
 
 LABEL_CHARS = 200
 """The longest label a run may be given: a short name for views, not a text."""
@@ -140,7 +142,36 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
         isinstance(req.token_budget, bool) or not isinstance(req.token_budget, int | float)
     ):
         return f"token_budget must be a number, got {req.token_budget!r}"
-    return timeout_problem(req.timeout, limits)
+    return timeout_problem(req.timeout, limits) or policy_problem(req)
+
+
+def policy_problem(req: SpawnRequest) -> str | None:
+    """Why the request's own policy settings (``on_failure``, ``max_retries``, its budgets,
+    its shared context) cannot be right whatever the runtime's state, in the policy book's
+    words. Why here: ``Runtime.spawn`` tells its request and returns before the supervisor
+    decides, and raises at once only what ``request_problem`` finds; a bad setting is the
+    caller's mistake, so it is raised at once too, not found later on the handle. The
+    policy book checks them again with what depends on the state (a definition's policy, a
+    parent's budget)."""
+    try:
+        if req.on_failure is not None:
+            on_failure_value("on_failure", req.on_failure)
+        if req.max_retries is not None and (
+            isinstance(req.max_retries, bool)
+            or not isinstance(req.max_retries, int)
+            or req.max_retries < 0
+        ):
+            return f"max_retries must be an integer >= 0, got {req.max_retries!r}"
+        tightest_tokens(req.token_budget)
+        tightest_cost(req.cost_budget_usd)
+    except (PolicyError, ValueError) as exc:
+        return str(exc)
+    if req.shared:
+        try:
+            msgspec.json.encode(req.shared)
+        except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
+            return f"shared context must be JSON data: {exc}"
+    return None
 
 
 def _texts_problem(req: SpawnRequest, cap: int) -> str | None:
