@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sys
 
-from job_kit import spawn_or_attach, write_outcome
+from job_kit import run_root
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail
-from subagents.runtime import Runtime
 from subagents.store.opening import open_location
 
 ROUNDS = 100
@@ -58,13 +57,7 @@ def main(db: str, out: str, linger_s: str | None = None) -> int:
     if linger_s is not None:
         group_linger.LINGER_S = float(linger_s)
     store = open_location(db)  # a SQLite file's path, or a PostgreSQL database's URL
-    with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
-        handle = spawn_or_attach(rt, store, "root", "go")
-        print("ready", flush=True)  # the crash test times its kill from here
-        outcome = handle.result(timeout=60)
-    store.close()
-    write_outcome(out, outcome)
-    return 0
+    return run_root(AGENTS, store, out)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from job_kit import spawn_or_attach, write_outcome
+from job_kit import run_root
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
 from subagents.blocking import blocking
 from subagents.messages import Mail
-from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
 
 HOLD_S = 120.0
@@ -125,13 +124,7 @@ def main(db: str, out: str, linger_s: str | None = None, mode: str | None = None
         group_linger.LINGER_S = float(linger_s)
     store = HeldStore(db)
     FIRST_RUN = not store.list_runs()
-    with Runtime(AGENTS, store=store, command_poll_s=0) as rt:
-        handle = spawn_or_attach(rt, store, "root", "go")
-        print("ready", flush=True)
-        outcome = handle.result(timeout=120)
-    store.close()
-    write_outcome(out, outcome)
-    return 0
+    return run_root(AGENTS, store, out, timeout=120)
 
 
 if __name__ == "__main__":
