@@ -218,6 +218,7 @@ def test_bad_policy_options_of_a_root_run_are_refused_clearly() -> None:
         cases = [
             ({"on_failure": "shrug"}, "on_failure must be one of report, retry, fail_parent"),
             ({"shared": {"x": object()}}, "shared context must be JSON data"),
+            ({"shared": {1: "x"}}, "shared context must be a mapping of names to values"),
             ({"token_budget": 0}, "a token budget must be a positive integer, got 0"),
             ({"cost_budget_usd": -1.0}, "a cost budget must be a positive, finite number"),
             ({"cost_budget_usd": float("nan")}, "finite number of USD, got nan"),

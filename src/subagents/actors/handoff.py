@@ -73,10 +73,9 @@ class Handoff(Generic[T]):
         parked = self._parked
         if self._local.taker:  # one of the takers: it takes it itself after its turn
             self._line.append(item)
-            if parked:  # unless it blocks first: a parked one looks too (and may find none)
-                self._nudge()
-                return True
-            return False
+            # unless it blocks first: a parked one looks too (and may find none); False when
+            # no thread was woken, so that a replacement owed is started (``submit``)
+            return bool(parked) and self._nudge()
         try:
             seat = parked.pop()
         except IndexError:
@@ -88,12 +87,14 @@ class Handoff(Generic[T]):
         seat.slot.put(item)
         return True
 
-    def _nudge(self) -> None:
+    def _nudge(self) -> bool:
+        """Wake the seat parked last to look at the line; whether there was one."""
         try:
             seat = self._parked.pop()
         except IndexError:  # it found the line itself
-            return
+            return False
         seat.slot.put(_NUDGE)
+        return True
 
     def taking(self, yes: bool) -> None:
         """The current thread takes turns here (True), or no longer does (False)."""

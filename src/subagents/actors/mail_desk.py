@@ -177,11 +177,11 @@ class DirectMail:
         start is being stopped; its mail goes by the supervisor, which refuses it."""
         desk = self.desk
         routes = self.routes
+        routes.bounded()  # (first: the journals held stay bounded on every way out)
         mine = desk.directory.get(self.record.run_id)
         if cancelled or mine is None or mine.attempt != self.attempt:
             self._by_supervisor(messages, desk.generation())
             return messages, None
-        routes.bounded()
         generation = desk.generation()
         out: list[Any] = []
         post = Sent()

@@ -133,7 +133,8 @@ class Dispatcher:
         self._working = 0  # workers not counted as blocked
         self._owed = 0
         """Threads that said they block (``about_to_block``) and whose replacement is not
-        started yet: it starts when work finds no idle thread (``submit``), and a blocked
+        started yet: when work finds no thread waiting for it (``submit``) it starts on a
+        thread parked in the pool, else the watch thread starts one (``_poked``); a blocked
         thread that comes back first takes its place instead (``_rejoin``)."""
         self._closed = threading.Event()
         self._poked = threading.Event()  # a replacement found no parked thread
@@ -287,8 +288,8 @@ class Dispatcher:
 
     def blocking(self, worker: _Worker) -> None:
         """``worker``'s handling is about to block: it is counted as blocked at once, and
-        its replacement is owed, started when work finds no idle thread to take it (now, if
-        work is waiting already). Work that does not block after all (a sync function agent
+        its replacement is owed, started (``_pay``) when work finds no thread waiting for it
+        (now, if work is in line already). Work that does not block after all (a sync function agent
         that returns at once) then costs no thread: the worker comes back to its place."""
         if worker.replaced:
             return

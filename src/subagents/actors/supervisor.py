@@ -203,6 +203,8 @@ class SupervisorActor(FastInboxActor):
         try:
             decide_together(self, first, self._asked, self._told_spawns)
         except Exception:  # each told one was refused (and a bug logged): nothing more to do
+            # (logged again here: the error is the refusals' own if handing them out failed)
+            log.debug("root spawns refused after a failed decision", exc_info=True)
             return
 
     def _told_spawns(self, told: list[SpawnRequest], failed: BaseException | None) -> None:

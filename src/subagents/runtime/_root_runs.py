@@ -27,7 +27,7 @@ from subagents.store.base import RunStore
 from subagents.supervision.admission_checks import unknown_agent
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
-from subagents.supervision.requests import request_problem
+from subagents.supervision.requests import policy_problem, request_problem
 
 
 class RootRuns:
@@ -58,7 +58,8 @@ class RootRuns:
         self.requests.check_caller()  # before the waiter is registered: none stays behind
         if not isinstance(request.task, str):
             raise TypeError(f"task must be a string, got {type(request.task).__name__}")
-        problem = request_problem(request, self.limits)  # the supervisor's rules, at once
+        # the supervisor's rules, and the request's own settings, at once
+        problem = request_problem(request, self.limits) or policy_problem(request)
         if problem is not None:
             raise AdmissionError(problem)
 
@@ -126,7 +127,7 @@ class RootRuns:
             if isinstance(request, AdmissionError):
                 out.append(request)
                 continue
-            problem = request_problem(request, self.limits)
+            problem = request_problem(request, self.limits) or policy_problem(request)
             if problem is not None:
                 out.append(AdmissionError(f"job {i} ({request.agent!r}): {problem}"))
                 continue

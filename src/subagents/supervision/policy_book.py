@@ -33,6 +33,7 @@ from subagents.supervision.policy_settings import (
     policy_of,
     shared_keys_value,
 )
+from subagents.supervision.requests import max_retries_problem
 from subagents.supervision.restarts import RestartIntensity, abnormal
 from subagents.supervision.runs import RunState, RunTable
 
@@ -100,12 +101,9 @@ class PolicyBook:
         label = f"{parent.record.agent} ({parent.run_id})" if parent is not None else ""
         try:
             policy = policy_of(spec)
-            if req.max_retries is not None and (
-                isinstance(req.max_retries, bool)
-                or not isinstance(req.max_retries, int)
-                or req.max_retries < 0
-            ):
-                raise PolicyError(f"max_retries must be an integer >= 0, got {req.max_retries!r}")
+            problem = max_retries_problem(req.max_retries)
+            if problem is not None:
+                raise PolicyError(problem)
             on_failure = policy.on_failure
             if req.on_failure is not None:
                 on_failure = on_failure_value("on_failure", req.on_failure)

@@ -142,31 +142,30 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
         isinstance(req.token_budget, bool) or not isinstance(req.token_budget, int | float)
     ):
         return f"token_budget must be a number, got {req.token_budget!r}"
-    return timeout_problem(req.timeout, limits) or policy_problem(req)
+    return timeout_problem(req.timeout, limits)
 
 
 def policy_problem(req: SpawnRequest) -> str | None:
     """Why the request's own policy settings (``on_failure``, ``max_retries``, its budgets,
     its shared context) cannot be right whatever the runtime's state, in the policy book's
-    words. Why here: ``Runtime.spawn`` tells its request and returns before the supervisor
-    decides, and raises at once only what ``request_problem`` finds; a bad setting is the
-    caller's mistake, so it is raised at once too, not found later on the handle. The
-    policy book checks them again with what depends on the state (a definition's policy, a
-    parent's budget)."""
+    words. Why: ``Runtime.spawn`` tells its request and returns before the supervisor
+    decides; a bad setting is the caller's mistake, so the runtime raises it at once
+    (``RootRuns``) instead of leaving it to the handle. Not part of ``request_problem``: the
+    supervisor runs that for every spawn, and the policy book checks these settings anyway
+    with what depends on the state (a definition's policy, a parent's budget)."""
     try:
         if req.on_failure is not None:
             on_failure_value("on_failure", req.on_failure)
-        if req.max_retries is not None and (
-            isinstance(req.max_retries, bool)
-            or not isinstance(req.max_retries, int)
-            or req.max_retries < 0
-        ):
-            return f"max_retries must be an integer >= 0, got {req.max_retries!r}"
+        problem = max_retries_problem(req.max_retries)
+        if problem is not None:
+            return problem
         tightest_tokens(req.token_budget)
         tightest_cost(req.cost_budget_usd)
     except (PolicyError, ValueError) as exc:
         return str(exc)
     if req.shared:
+        if not isinstance(req.shared, dict) or not all(isinstance(k, str) for k in req.shared):
+            return f"shared context must be a mapping of names to values, got {req.shared!r}"
         try:
             msgspec.json.encode(req.shared)
         except (TypeError, ValueError, RecursionError, msgspec.EncodeError) as exc:
@@ -231,3 +230,10 @@ def mail_problem(msg: SendMail, limits: Limits) -> str | None:
     if problem is None and msg.reply_to is not None:
         problem = encoding_problem("reply_to", msg.reply_to)
     return problem or text_problem("the mail", msg.content, limits.max_text_chars)
+
+
+def max_retries_problem(value: object) -> str | None:
+    """Why ``max_retries`` cannot be used (an integer >= 0), or None (also for None)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        return f"max_retries must be an integer >= 0, got {value!r}"
+    return None
