@@ -86,7 +86,7 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
         release.set()
         assert handle.result(WAIT).result == "held"
         assert handle.done and handle.status is RunStatus.COMPLETED
-        assert repr(handle) == f"RunHandle('{handle.run_id}', status=completed)"
+        assert repr(handle) == f"RunHandle('{handle.run_id}', agent='hold', status=completed)"
 
 
 def test_a_model_factory_is_given_the_loaded_definitions(

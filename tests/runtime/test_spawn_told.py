@@ -106,7 +106,8 @@ def test_a_refusal_by_the_runtimes_state_reaches_the_handle_and_every_method_say
         ):
             with pytest.raises(AdmissionError, match=why):
                 call()
-        assert "AdmissionError" in repr(refused)
+        shown = f"RunHandle({refused.run_id!r}, agent='held', refused: {refused.refused})"
+        assert repr(refused) == shown
         assert refused.run_id not in rt._roots.waiting()  # nothing left waiting for it
         assert first.status is RunStatus.RUNNING and queued.status is RunStatus.QUEUED
         release.set()

@@ -168,9 +168,9 @@ class RootRuns:
         """Nobody waits for ``run_id`` any more."""
         self.roots.forget(run_id)
 
-    def attach(self, run_id: str) -> Waiter:
-        """``Runtime.attach``: the waiter of a root run; ``LookupError`` for an unknown run
-        or one that is not a root."""
+    def attach(self, run_id: str) -> tuple[Waiter, str]:
+        """``Runtime.attach``: the waiter of a root run, and its agent; ``LookupError`` for
+        an unknown run or one that is not a root."""
         self.requests.check_open()
         self.roots.window.settle(run_id)  # spawned and not decided yet: not unknown
         record = self.store.get_run(run_id)
@@ -187,4 +187,4 @@ class RootRuns:
         current = self.store.get_run(run_id)
         if current is not None and current.status.terminal:
             self.roots.landed(current.outcome or Outcome(run_id=run_id, status=current.status))
-        return waiter
+        return waiter, record.agent

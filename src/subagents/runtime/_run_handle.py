@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 from subagents.messages import Outcome, RunRecord, RunStatus, TreeUsage
 from subagents.runtime._root_waiters import Waiter
+from subagents.runtime._spawn_window import SpawnWindow
 from subagents.supervision.core import AdmissionError
 
 _T = TypeVar("_T")
@@ -53,12 +54,24 @@ class RunHandle:
     depends on the runtime's state (a full queue, a policy or budget, the store failing)
     reaches the handle, and every method says it the same way, ``AdmissionError`` naming
     it; ``done`` is then True. What reads the store (``status``) waits for the decision
-    first; what asks the supervisor (``stop``, ``send``, ``usage``) is behind it anyway."""
+    first; what asks the supervisor (``stop``, ``send``, ``usage``) is behind it anyway.
+    Shown (``repr``), it never waits: it says what it knows now."""
 
-    def __init__(self, runtime: RunOwner, run_id: str, waiter: Waiter) -> None:
+    def __init__(
+        self,
+        runtime: RunOwner,
+        run_id: str,
+        waiter: Waiter,
+        *,
+        agent: str | None = None,
+        window: SpawnWindow | None = None,
+    ) -> None:
         self._rt = runtime
         self.run_id = run_id
+        self.agent = agent
+        """The run's agent (None: not known here, a ``continue_run``'s)."""
         self._waiter = waiter
+        self._window = window  # the spawns told and not decided yet (``repr`` looks)
 
     @property
     def status(self) -> RunStatus:
@@ -68,12 +81,15 @@ class RunHandle:
     def wait_admitted(self) -> RunStatus:
         """Wait until the supervisor has decided this run's admission; its status then.
         ``AdmissionError`` naming why it was refused; ``TimeoutError`` naming the stall
-        when the supervisor decides nothing for 30 s."""
-        record = self._rt.get(self.run_id)  # waits for the decision of its spawn
+        when the supervisor decides nothing for 30 s. An ended run's status is its
+        outcome's, read from the handle (the runtime and its store may be closed)."""
+        waiter = self._waiter
+        if not waiter.is_set():
+            record = self._rt.get(self.run_id)  # waits for the decision of its spawn
+            if record is not None:
+                return record.status
         self._check_admitted()
-        if record is not None:
-            return record.status
-        outcome = self._waiter.outcome  # ended and swept, or cancelled before it began
+        outcome = waiter.outcome  # ended (and perhaps swept), or cancelled before it began
         return outcome.status if outcome is not None else RunStatus.QUEUED
 
     @property
@@ -123,7 +139,17 @@ class RunHandle:
             raise
 
     def __repr__(self) -> str:
-        try:
-            return f"RunHandle({self.run_id!r}, status={self.status!s})"
-        except (AdmissionError, TimeoutError) as exc:
-            return f"RunHandle({self.run_id!r}, {type(exc).__name__}: {exc})"
+        """What the handle knows now, never waiting for the supervisor or reading the
+        store (a handle is logged right after ``spawn``): ``deciding`` (its spawn told, not
+        decided yet), ``refused: why``, ``admitted`` (queued or running) or its end."""
+        agent = f", agent={self.agent!r}" if self.agent is not None else ""
+        waiter = self._waiter
+        if waiter.refused is not None:
+            known = f"refused: {waiter.refused}"
+        elif waiter.outcome is not None:
+            known = f"status={waiter.outcome.status!s}"
+        elif self._window is not None and self.run_id in self._window:
+            known = "deciding"
+        else:
+            known = "admitted"
+        return f"RunHandle({self.run_id!r}{agent}, {known})"

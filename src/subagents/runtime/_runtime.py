@@ -63,7 +63,7 @@ from subagents.runtime._assembly import (
 from subagents.runtime._cluster_backend import ClusterBackend, ray_backend
 from subagents.runtime._fan_out import Syntheses
 from subagents.runtime._root_runs import RootRuns
-from subagents.runtime._root_waiters import RootWaiters
+from subagents.runtime._root_waiters import RootWaiters, Waiter
 from subagents.runtime._run_endings import Endings
 from subagents.runtime._run_handle import RunHandle
 from subagents.runtime._run_views import RunViews
@@ -290,14 +290,13 @@ class Runtime:
         children follow it unless their definition says otherwise; docs/store.md).
         """
         given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
-        return RunHandle(self, *self._starts.spawn(_root_request(agent, task, **given)))
+        return _handle(self, *self._starts.spawn(_root_request(agent, task, **given)), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
         supervisor decision and store commit. Per job, in order: its handle, or the
         ``AdmissionError`` naming it (nothing else refused; docs/runtime.md)."""
-        admitted = self._starts.admit_many(_job_requests(jobs, options))
-        return [i if isinstance(i, AdmissionError) else RunHandle(self, *i) for i in admitted]
+        return _handles(self, _job_requests(jobs, options))
 
     def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
@@ -309,7 +308,7 @@ class Runtime:
         request = _root_request(agent, task, **overrides)
         run_id, waiter, budget = self._starts.tell(request, wait)
         try:
-            return RunHandle(self, run_id, waiter).result(timeout=budget)
+            return _handle(self, run_id, waiter, agent).result(timeout=budget)
         except AdmissionError:
             self._starts.forget(run_id)
             raise
@@ -319,11 +318,11 @@ class Runtime:
 
         ``LookupError`` for an unknown run or one that is not a root.
         """
-        return RunHandle(self, run_id, self._starts.attach(run_id))
+        return _handle(self, run_id, *self._starts.attach(run_id))
 
     def continue_run(self, run_id: str, text: str, **overrides: Any) -> RunHandle:
         """A new root run: the ended run's conversation, then ``text`` (docs/runtime.md)."""
-        return RunHandle(self, *self._starts.admit(_continue_request(run_id, text, overrides)))
+        return _handle(self, *self._starts.admit(_continue_request(run_id, text, overrides)), None)
 
     def approvals(self, run_id: str | None = None) -> list[ApprovalRecord]:
         """The pending approvals in the store (of ``run_id``'s tree), in the order asked."""
@@ -484,6 +483,22 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _handle(rt: Runtime, run_id: str, waiter: Waiter, agent: str | None) -> RunHandle:
+    """A root run's handle: it shows its agent, and whether its spawn is decided yet."""
+    return RunHandle(rt, run_id, waiter, agent=agent, window=rt._roots.window)
+
+
+def _handles(
+    rt: Runtime, requests: list[SpawnRequest | AdmissionError]
+) -> list[RunHandle | AdmissionError]:
+    """``spawn_many``'s answer: per request, in order, its handle or why it was refused."""
+    admitted = zip(rt._starts.admit_many(requests), requests, strict=True)
+    return [
+        i if isinstance(i, AdmissionError) else _handle(rt, *i, getattr(r, "agent", None))
+        for i, r in admitted
+    ]
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:

@@ -59,6 +59,10 @@ class SpawnWindow:
     def __len__(self) -> int:
         return len(self._undecided)
 
+    def __contains__(self, run_id: object) -> bool:
+        """Whether ``run_id``'s spawn is told and not decided yet (no lock, no wait)."""
+        return run_id in self._undecided
+
     def enter(self, run_id: str) -> None:
         """``run_id`` is about to be told: counted, once there is room (``TimeoutError``
         naming the stall if none is made within ``wait_s``; ``RuntimeClosed``)."""
