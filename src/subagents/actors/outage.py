@@ -110,8 +110,9 @@ class Outage:
 
     def refuse_ask(self, message: Any) -> Any:
         """The answer to an ask while the store fails (``failure``): the store's error, but
-        closing and inspecting still work."""
-        if isinstance(message, StopAll):
+        closing (nothing admitted after it) and inspecting still work."""
+        if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
+            self.core.closing()  # and none is admitted after it, once the store works again
             return ()
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)

@@ -252,6 +252,11 @@ class SupervisorCore:
         self.admission.closing = True
         return self._decided(tuple(self.effects.gather(close_all(self.lifecycle, reason))))
 
+    def closing(self) -> None:
+        """The runtime closes while the store fails (its runs were stopped as it failed):
+        nothing is admitted after it, the store working again or not (as ``stop_all``)."""
+        self.admission.closing = True
+
     def store_recovered(self, reason: str, unheld: Sequence[RunRecord]) -> Decision:
         """The store takes writes again after failing with ``reason`` (a full disk freed):
         every run held here (stopped when it failed) ends failed with the store's error, as
