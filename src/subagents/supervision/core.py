@@ -38,7 +38,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence, Set
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
-    EXTERNAL_SENDER,
     ApprovalAsked,
     Command,
     EventKind,
@@ -64,13 +63,13 @@ from subagents.messages import (
     ToolCalled,
     ToolStarting,
     WaitingChanged,
-    new_id,
 )
 from subagents.store.snapshot import RestoreSnapshot
 from subagents.store.writes import SaveJournal
 from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
+from subagents.supervision.commands import commanded
 from subagents.supervision.continuation import Continued
 from subagents.supervision.effects import Decision, Effects
 from subagents.supervision.lifecycle import Lifecycle
@@ -402,25 +401,10 @@ class SupervisorCore:
 
     def commands(self, commands: Sequence[Command]) -> Decision:
         """Act on the stop, send and approval commands other processes posted through the
-        store (an approval's answer is told to its run: ``approvals.answered``)."""
+        store (``supervision.commands``: consecutive stops are one cancel walk)."""
         self.effects.begin()
-        for command in commands:
-            if command.kind == "stop":
-                target = self.runs.live(command.run_id)
-                if target is not None:
-                    why, tree = "stopped from another process", command.content != "turn"
-                    _, cancelled = self.lifecycle.cancel(target, why, tree=tree)
-                    self.effects.take(cancelled)
-            elif command.kind == "send" and command.content is not None:
-                mail = SendMail(
-                    request_id=new_id("q", self.effects.now()),
-                    sender=EXTERNAL_SENDER,
-                    to=command.run_id,
-                    content=command.content,
-                )
-                self.effects.gather(self.mail.send((mail,)))
-            elif command.kind == "approval" and command.content is not None:
-                self.effects.take(approvals.answered(self.runs, command, self.effects.now()))
+        now = self.effects.now
+        self.effects.take(commanded(commands, self.runs, self.lifecycle, self.mail, now))
         return self._decided()
 
     # ---- views -----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ hand-over, notices and dead letters, parking's unparks), which the caller gather
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from subagents.messages import (
@@ -301,32 +301,32 @@ class Lifecycle:
     ) -> tuple[list[str], Decided]:
         """Cancel ``state`` and its live descendants, deepest first; the ids cancelled.
         ``tree`` False (a stop of its turn): its detached children (and theirs) go on."""
-        prune = None if tree else self._detached
-        return self._cancel_walk([state.run_id], reason, include_top=True, prune=prune)
+        return self.cancel_each([state], reason, turns=() if tree else (state.run_id,))
 
-    def cancel_each(self, tops: Sequence[RunState], reason: str) -> tuple[list[str], Decided]:
-        """``cancel`` each of ``tops`` in one walk: the slots they free go to the queue once
-        all have ended, none to a run of one of them stopped next (``_cancel_walk``)."""
-        return self._cancel_walk([s.run_id for s in tops], reason, include_top=True, prune=None)
+    def cancel_each(
+        self, tops: Sequence[RunState], reason: str, turns: Collection[str] = ()
+    ) -> tuple[list[str], Decided]:
+        """``cancel`` each of ``tops`` (``tree`` False for those in ``turns``) in one walk."""
+        pruned = [(s.run_id, self._detached if s.run_id in turns else None) for s in tops]
+        return self._cancel_walk(pruned, reason, include_top=True)
 
     def cancel_below(self, state: RunState, reason: str) -> Decided:
         """Cancel the live descendants of ``state``, deepest first, but its detached
         children (and theirs): they outlive it."""
         if not self.runs.tree.has_children(state.run_id):
             return Decided()
-        return self._cancel_walk([state.run_id], reason, include_top=False, prune=self._detached)[1]
+        return self._cancel_walk([(state.run_id, self._detached)], reason, include_top=False)[1]
 
     def _detached(self, run_id: str) -> bool:
-        held = self.runs.get(run_id)
-        return held is not None and held.record.detached
+        return (held := self.runs.get(run_id)) is not None and held.record.detached
 
     def _cancel_walk(
-        self, tops: Sequence[str], reason: str, *, include_top: bool, prune: Prune
+        self, tops: Sequence[tuple[str, Prune]], reason: str, *, include_top: bool
     ) -> tuple[list[str], Decided]:
         decided = Decided()
         cancelled: list[str] = []
         deepest_first = self.runs.tree.deepest_first
-        walk = [r for t in tops for r in deepest_first(t, prune) if include_top or r != t]
+        walk = [r for t, prune in tops for r in deepest_first(t, prune) if include_top or r != t]
         ending = set(walk) - self._ending
         self._ending |= ending
         try:

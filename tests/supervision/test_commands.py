@@ -1,0 +1,78 @@
+"""Stop, send and approval commands other processes posted, without threads
+(``supervision/commands.py``): the stops one poll takes are one cancel walk, each of its turn
+or of its tree as posted, and a slot one of them frees starts no run another one stops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from subagents.messages import Command, CommandKind, DeliverMail, MailState, RunStatus
+from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
+from subagents.supervision.limits import Limits
+
+from .test_core import Harness, of
+
+
+def _commands(h: Harness, *posted: tuple[CommandKind, str, str | None]) -> list[Effect]:
+    commands: Sequence[Command] = [
+        Command(command_id=i, kind=kind, run_id=run_id, content=content)
+        for i, (kind, run_id, content) in enumerate(posted)
+    ]
+    return h.core._do(h.core.core.commands(commands)).effects
+
+
+def test_stops_of_one_poll_start_no_queued_run_they_stop() -> None:
+    h = Harness(Limits(max_concurrency=8, per_agent=1))
+    first, second, third = h.run("worker"), h.run("worker"), h.run("worker")
+    assert [h.status(r) for r in (first, second, third)] == [
+        RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.QUEUED
+    ]  # fmt: skip
+    effects = _commands(h, ("stop", first, None), ("stop", second, None))
+    started = [s.record.run_id for s in of(effects, StartRun)]
+    assert started == [third]  # the freed slot goes to the run nobody stopped, once
+    assert {s.run_id for s in of(effects, StopAgent)} == {first, second}
+    assert h.terminal_events(second) and h.status(second) is RunStatus.CANCELLED
+
+
+def test_a_turn_stop_and_a_tree_stop_of_one_poll_keep_their_scopes() -> None:
+    h = Harness()
+    lead = h.run("lead")
+    ordinary = h.run("worker", lead)
+    detached = h.run("worker", lead, detach=True)
+    other = h.run("lead")
+    other_detached = h.run("worker", other, detach=True)
+    _commands(h, ("stop", lead, "turn"), ("stop", other, None))
+    assert [h.status(r) for r in (lead, ordinary, other, other_detached)] == [
+        RunStatus.CANCELLED
+    ] * 4
+    assert h.status(detached) is RunStatus.RUNNING  # a stop of the turn leaves it
+
+
+def test_a_tree_stop_wins_over_a_turn_stop_of_the_same_run() -> None:
+    h = Harness()
+    lead = h.run("lead")
+    detached = h.run("worker", lead, detach=True)
+    _commands(h, ("stop", lead, "turn"), ("stop", lead, None))
+    assert h.status(lead) is RunStatus.CANCELLED and h.status(detached) is RunStatus.CANCELLED
+
+
+def test_a_mail_between_stops_keeps_its_place() -> None:
+    """A send posted after a run's stop finds it ended (dead, as when handled one by one);
+    one posted before the stop of another is delivered to it before it stops."""
+    h = Harness()
+    stopped_first, stopped_later = h.run("lead"), h.run("lead")
+    effects = _commands(
+        h,
+        ("stop", stopped_first, None),
+        ("send", stopped_later, "before its stop"),
+        ("send", stopped_first, "after its stop"),
+        ("stop", stopped_later, None),
+    )
+    to_later = [
+        type(e.message) if isinstance(e, Tell) else type(e)
+        for e in effects
+        if isinstance(e, Tell | StopAgent) and e.run_id == stopped_later
+    ]
+    assert to_later == [DeliverMail, StopAgent]
+    [late] = h.store.mail_for(stopped_first)
+    assert (late.content, late.state) == ("after its stop", MailState.DEAD)
