@@ -10,9 +10,10 @@ posts one stop for each live child of RUN (each goes with its subtree; RUN goes 
 command per child; the stops one poll of the host takes are one cancel walk
 (`supervision/commands.py`), but, unlike `Runtime.stop_all`, they are not one decision. A
 run whose host is gone (orphaned) is stopped by this command itself, at once, without
-resuming anything: it and its unfinished subtree are cancelled in the store (`cli.orphan_stop`); on a cluster's
-store the stop waits for `subagents resume` instead. With --wait the command waits until the
-stopped runs have ended in the store (exit 1 if they have not).
+resuming anything: it and its unfinished subtree are cancelled in the store
+(`cli.orphan_stop`); on a cluster's store the stop waits for `subagents resume` instead.
+With --wait the command waits until the stopped runs have ended in the store (exit 1 if they
+have not).
 """
 
 from __future__ import annotations
