@@ -21,7 +21,7 @@ import pytest
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Ask, Event, EventKind, Inspect
-from subagents.runtime import AdmissionError, RunHandle, Runtime
+from subagents.runtime import AdmissionError, RunHandle, Runtime, RuntimeClosed
 from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT
@@ -153,3 +153,63 @@ def test_pykkas_stop_right_behind_told_spawns_is_handled_after_them_in_order() -
         rt.close()
     for handle in [blocker, *handles]:
         assert handle.result(WAIT).status.terminal  # the close cancels what it holds
+
+
+def test_a_close_while_a_full_window_of_spawns_is_undecided(tmp_path: Path) -> None:
+    """A close behind ``SPAWN_WINDOW`` undecided spawns (the supervisor held at the first):
+    each of them is decided and then cancelled by the close, the spawn that waited for room
+    gets none before the close (refused on its handle, or ``RuntimeClosed``), and nothing is
+    left unfinished in the store."""
+    db = tmp_path / "runs.db"
+
+    async def waits(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=WAIT)  # until the close cancels it
+        return "not cancelled"
+
+    quiet = {"command_poll_s": 3600, "sweep_every_s": 3600}
+    rt = Runtime([FunctionAgent.create("waits", waits)], store=SQLiteStore(db), **quiet)
+    spawned = _HoldAt(EventKind.SPAWNED)
+    results: dict[str, Any] = {}
+    try:
+        rt.subscribe(spawned)
+        window = rt._roots.window
+        handles = [rt.spawn("waits", "0")]
+        assert spawned.held.wait(WAIT)
+        handles += [rt.spawn("waits", str(i)) for i in range(1, window.size)]
+
+        def extra() -> None:
+            try:
+                results["extra"] = rt.spawn("waits", "one more")
+            except Exception as exc:
+                results["extra"] = exc
+
+        spawner = threading.Thread(target=extra)
+        spawner.start()
+        wait_until(lambda: window.blocked == 1, "the spawn past the window waiting for room")
+        closer = threading.Thread(target=rt.close)
+        closer.start()
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        inbox = supervisor._ref.actor_inbox
+        wait_until(lambda: inbox.qsize() == window.size, "the close's StopAll behind them")
+        spawned.gate.set()
+        closer.join(WAIT)
+        spawner.join(WAIT)
+        assert not closer.is_alive() and not spawner.is_alive()
+    finally:
+        spawned.gate.set()
+        rt.close()
+    extra_handle = results["extra"]
+    if isinstance(extra_handle, RunHandle):
+        with pytest.raises(AdmissionError, match="the runtime is closing"):
+            extra_handle.result(WAIT)
+    else:
+        assert isinstance(extra_handle, RuntimeClosed), extra_handle
+    outcomes = [h.result(WAIT) for h in handles]
+    assert {(o.status.value, o.error) for o in outcomes} == {("cancelled", "runtime closed")}
+    store = SQLiteStore(db)
+    try:
+        runs = store.list_runs()
+        assert len(runs) == len(handles) and all(r.status.terminal for r in runs)
+    finally:
+        store.close()
