@@ -76,3 +76,20 @@ def test_a_mail_between_stops_keeps_its_place() -> None:
     assert to_later == [DeliverMail, StopAgent]
     [late] = h.store.mail_for(stopped_first)
     assert (late.content, late.state) == ("after its stop", MailState.DEAD)
+
+
+def test_a_send_between_stops_starts_no_queued_run_they_stop() -> None:
+    """``subagents stop --all`` racing a ``subagents send`` from another process: the poll
+    takes a stop, the send, then the next stop. The slot the first stop frees must not go to
+    a queued run the later stop cancels (started only to be stopped): the queue gets the
+    slots once every stop of the poll is decided."""
+    h = Harness(Limits(max_concurrency=8, per_agent=1))
+    first, second, third = h.run("worker"), h.run("worker"), h.run("worker")
+    other = h.run("lead")
+    effects = _commands(
+        h, ("stop", first, None), ("send", other, "in between"), ("stop", second, None)
+    )
+    started = [s.record.run_id for s in of(effects, StartRun)]
+    assert started == [third]  # not [second, third]: second's agent never started
+    assert h.status(second) is RunStatus.CANCELLED and h.status(other) is RunStatus.RUNNING
+    assert [type(e.message) for e in of(effects, Tell) if e.run_id == other] == [DeliverMail]

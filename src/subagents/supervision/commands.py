@@ -7,7 +7,8 @@ walk at a time, each walk handed the slots it freed to the queue before the next
 handled, so a queued run of a tree stopped next was started, or a parked one let go on, only
 to be stopped (``Lifecycle._cancel_walk``). Consecutive stops are one walk
 (``Lifecycle.cancel_each``); a send or an answer between them keeps its place in the order
-the commands were posted.
+the commands were posted, and the slots the stops free go to the queue only after the last
+of them (a stop, a send, a stop: the first stop's slot started a queued run of the second's).
 """
 
 from __future__ import annotations
@@ -37,23 +38,34 @@ def commanded(
     (``approvals.answered``). A command for a run not live here does nothing."""
     decided = Decided()
     stops: list[Command] = []
-    for command in commands:
-        if command.kind == "stop":
-            stops.append(command)
-            continue
+    # Every run stopped in this poll counts as ending until the last stop is decided: a walk
+    # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
+    # a tree stopped after the send is started only to be stopped; the queue gets them below.
+    held = {c.run_id for c in commands if c.kind == "stop"} - life._ending
+    life._ending |= held
+    try:
+        for command in commands:
+            if command.kind == "stop":
+                stops.append(command)
+                continue
+            decided.add(_stopped(stops, runs, life))
+            stops = []
+            if command.kind == "send" and command.content is not None:
+                sent = SendMail(
+                    request_id=new_id("q", now()),
+                    sender=EXTERNAL_SENDER,
+                    to=command.run_id,
+                    content=command.content,
+                )
+                decided.add(mail.send((sent,))[1])
+            elif command.kind == "approval" and command.content is not None:
+                decided.add(approvals.answered(runs, command, now()))
         decided.add(_stopped(stops, runs, life))
-        stops = []
-        if command.kind == "send" and command.content is not None:
-            sent = SendMail(
-                request_id=new_id("q", now()),
-                sender=EXTERNAL_SENDER,
-                to=command.run_id,
-                content=command.content,
-            )
-            decided.add(mail.send((sent,))[1])
-        elif command.kind == "approval" and command.content is not None:
-            decided.add(approvals.answered(runs, command, now()))
-    return decided.add(_stopped(stops, runs, life))
+    finally:
+        life._ending -= held
+    if held and life.slots.queue_length() and not life._ending:
+        decided.add(life.start_queued())
+    return decided
 
 
 def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle) -> Decided:
