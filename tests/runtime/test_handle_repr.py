@@ -9,8 +9,10 @@ spawns behind it are certainly undecided while the handle is shown."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -18,6 +20,7 @@ from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import AdmissionError, Runtime
+from subagents.runtime._spawn_window import SpawnWindow
 from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
@@ -110,3 +113,66 @@ def test_an_ended_runs_handle_answers_from_its_outcome_after_the_runtime_closed(
     assert done.status is RunStatus.COMPLETED and done.wait_admitted() is RunStatus.COMPLETED
     assert cancelled.status is RunStatus.CANCELLED
     assert repr(cancelled) == f"RunHandle({cancelled.run_id!r}, agent='waits', status=cancelled)"
+
+
+def test_a_handle_shown_while_its_refusal_lands_is_not_shown_admitted() -> None:
+    """``repr`` from another thread races the supervisor refusing the spawn: the refusal
+    lands (``Waiter.refuse``), then the spawn leaves the window (``SpawnWindow.decided``).
+    Read the other way round (the waiter, then the window), a repr that looked at the
+    waiter before the refusal and at the window after it showed the refused run as
+    ``admitted``. The repr's thread is paused (a trace hook, nothing replaced) at the
+    moment it consults the window, and goes on once the refusal has fully landed."""
+    gate, holding = threading.Event(), threading.Event()
+    at_window, go = threading.Event(), threading.Event()
+
+    def hold_first(event: Event) -> None:
+        if event.kind is EventKind.SPAWNED and not holding.is_set():
+            holding.set()
+            assert gate.wait(WAIT)
+
+    def pause_at_the_window(frame: FrameType, what: str, arg: object) -> None:
+        if what == "call" and frame.f_code is SpawnWindow.__contains__.__code__:
+            at_window.set()
+            assert go.wait(WAIT)
+
+    release = threading.Event()
+
+    def waits(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return "done"
+
+    agents = [FunctionAgent.create("waits", waits)]
+    with Runtime(agents, limits=Limits(max_concurrency=1, queue_bound=1)) as rt:
+        rt.subscribe(hold_first)
+        shown: list[str] = []
+        try:
+            admitted = rt.spawn("waits", "a")
+            assert holding.wait(WAIT)  # the supervisor is held: what follows is undecided
+            queued = rt.spawn("waits", "b")
+            refused = rt.spawn("waits", "c")  # no room once b is queued: refused
+
+            def show() -> None:
+                sys.settrace(pause_at_the_window)
+                try:
+                    shown.append(repr(refused))
+                finally:
+                    sys.settrace(None)
+
+            showing = threading.Thread(target=show)
+            showing.start()
+            wait_until(lambda: at_window.is_set() or shown, "the repr at the window, or done")
+            gate.set()  # the group is decided: b queued, c refused
+            window = rt._roots.window
+            wait_until(lambda: refused.done and len(window) == 0, "the refusal landed")
+            go.set()
+            showing.join(WAIT)
+            assert refused.refused is not None and "queue bound" in refused.refused
+            assert shown == [
+                f"RunHandle({refused.run_id!r}, agent='waits', refused: {refused.refused})"
+            ]
+        finally:
+            gate.set()
+            go.set()
+            release.set()
+        assert admitted.result(WAIT).result == "done"
+        assert queued.result(WAIT).result == "done"

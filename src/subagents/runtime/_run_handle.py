@@ -143,13 +143,15 @@ class RunHandle:
         store (a handle is logged right after ``spawn``): ``deciding`` (its spawn told, not
         decided yet), ``refused: why``, ``admitted`` (queued or running) or its end."""
         agent = f", agent={self.agent!r}" if self.agent is not None else ""
+        # The window first: a refusal lands before its spawn leaves the window (on the
+        # supervisor's thread), so a spawn seen out of it shows its refusal when it had one.
+        # The waiter first, a refusal landing in between showed the run ``admitted``.
+        deciding = self._window is not None and self.run_id in self._window
         waiter = self._waiter
         if waiter.refused is not None:
             known = f"refused: {waiter.refused}"
         elif waiter.outcome is not None:
             known = f"status={waiter.outcome.status!s}"
-        elif self._window is not None and self.run_id in self._window:
-            known = "deciding"
         else:
-            known = "admitted"
+            known = "deciding" if deciding else "admitted"
         return f"RunHandle({self.run_id!r}{agent}, {known})"
