@@ -93,3 +93,17 @@ def test_a_send_between_stops_starts_no_queued_run_they_stop() -> None:
     assert started == [third]  # not [second, third]: second's agent never started
     assert h.status(second) is RunStatus.CANCELLED and h.status(other) is RunStatus.RUNNING
     assert [type(e.message) for e in of(effects, Tell) if e.run_id == other] == [DeliverMail]
+
+
+def test_a_tree_stop_wins_over_a_turn_stop_of_the_same_run_across_a_send() -> None:
+    """A ``--turn`` stop, a send from another process, then a tree stop of the same run,
+    all in one poll: the tree stop wins, as it does when the two stops are next to each
+    other. Split by the send, the turn stop ended the run alone and the tree stop found it
+    ended, leaving its detached child running."""
+    h = Harness()
+    lead = h.run("lead")
+    detached = h.run("worker", lead, detach=True)
+    other = h.run("lead")
+    _commands(h, ("stop", lead, "turn"), ("send", other, "in between"), ("stop", lead, None))
+    assert h.status(lead) is RunStatus.CANCELLED and h.status(detached) is RunStatus.CANCELLED
+    assert h.status(other) is RunStatus.RUNNING

@@ -13,7 +13,7 @@ of them (a stop, a send, a stop: the first stop's slot started a queued run of t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 
 from subagents.messages import EXTERNAL_SENDER, Command, SendMail, new_id
 from subagents.supervision import approvals
@@ -42,13 +42,14 @@ def commanded(
     # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
     # a tree stopped after the send is started only to be stopped; the queue gets them below.
     held = {c.run_id for c in commands if c.kind == "stop"} - life._ending
+    trees = {c.run_id for c in commands if c.kind == "stop" and c.content != "turn"}
     life._ending |= held
     try:
         for command in commands:
             if command.kind == "stop":
                 stops.append(command)
                 continue
-            decided.add(_stopped(stops, runs, life))
+            decided.add(_stopped(stops, runs, life, trees))
             stops = []
             if command.kind == "send" and command.content is not None:
                 sent = SendMail(
@@ -60,7 +61,7 @@ def commanded(
                 decided.add(mail.send((sent,))[1])
             elif command.kind == "approval" and command.content is not None:
                 decided.add(approvals.answered(runs, command, now()))
-        decided.add(_stopped(stops, runs, life))
+        decided.add(_stopped(stops, runs, life, trees))
     finally:
         life._ending -= held
     if held and life.slots.queue_length() and not life._ending:
@@ -68,12 +69,13 @@ def commanded(
     return decided
 
 
-def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle) -> Decided:
+def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: Set[str]) -> Decided:
     """The runs of ``stops`` that are live here, cancelled in one walk: of their turn
-    (``--turn``: detached children go on) when every stop of that run says so."""
+    (``--turn``: detached children go on) unless a stop of the poll stops that run's tree
+    (``trees``: it wins, wherever it was posted; after a send, it would find the run
+    ended by its turn stop, and its detached children running)."""
     tops = {c.run_id: state for c in stops if (state := runs.live(c.run_id)) is not None}
     if not tops:
         return Decided()
-    trees = {c.run_id for c in stops if c.content != "turn"}
     turns = {c.run_id for c in stops if c.content == "turn"} - trees
     return life.cancel_each(list(tops.values()), STOPPED, turns)[1]
