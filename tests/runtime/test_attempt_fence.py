@@ -120,9 +120,9 @@ def test_a_record_held_past_its_runs_end_is_refused(tmp_path: Path, end: str) ->
             sent = [m for m in store.mail_for(sink_run.run_id) if m.sender == sender_run.run_id]
             # nothing delivered; the supervisor may keep the refused mail's id as a dead
             # letter (``mailroom.refused_records``: it cannot know the record was refused)
-            assert {m.state for m in sent} <= {MailState.DEAD}, sent
             kinds = [e.kind for e in store.journal_of(sender_run.run_id)]
             assert "send" not in kinds, kinds
+            assert {m.state for m in sent} <= {MailState.DEAD}, sent
             record = store.get_run(sender_run.run_id)
             status = RunStatus.TIMED_OUT if end == "timed_out" else RunStatus.CANCELLED
             assert record is not None and record.status is status
