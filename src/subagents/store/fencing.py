@@ -21,6 +21,12 @@ told before it, in a fenced transaction of its own (``record_mails``:
 ``SQLiteStore.save_mails_fenced`` when the store has it). On a cluster the
 check is one more call in the batch sent to the head, run there inside the transaction that
 applies it (``cluster.store_service``).
+
+A sender's record is fenced per attempt too: it carries its start (``AttemptFence``), and its
+transaction reads the run's record and refuses it (``AttemptOver``) once the run ended or was
+restarted or retried since. A start can be over while its thread still works (a timeout, a
+stop, a retry decided by its child's failure); what it records then must not land after the
+run's end or under the next start's keys (docs/store.md, "Fencing").
 """
 
 from __future__ import annotations
