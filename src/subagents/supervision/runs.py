@@ -91,6 +91,10 @@ class RunState:
     def __post_init__(self) -> None:
         self.run_id = self.record.run_id
 
+    def between_starts(self) -> bool:
+        """A restart or a retry ended its start, and the next has not begun (``over``)."""
+        return self.over != 0 and self.over == self.attempt
+
     def add_to_checkpoint(self, delta: CheckpointDelta) -> AddToCheckpoint | None:
         """One tool call's change to the run's checkpoint: applied here; the write of it as
         a small row (not the whole checkpoint again: a long turn would cost quadratic
@@ -153,7 +157,7 @@ class RunTable:
         state = self.live(run_id)
         if state is None or state.reads is not None or (attempt and attempt != state.attempt):
             return None
-        if state.over and state.over == state.attempt:
+        if state.between_starts():
             return None
         return state
 
