@@ -23,7 +23,7 @@ from raycluster import LocalCluster
 from runtime.conftest import Events
 from subagents.behaviour.function import AgentContext
 from subagents.cluster.record_fence import RecordRefused
-from subagents.messages import EventKind, Mail, RunStatus
+from subagents.messages import EventKind, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
 
@@ -116,6 +116,66 @@ def test_a_record_held_past_its_nodes_loss_is_refused(
             sent = [m for m in rt.store.mail_for(sink_run.run_id) if m.sender == sender_run.run_id]
             assert [m.content for m in sent] == [CONTENT]
             assert isinstance(store.error, RecordRefused), store.error
+    finally:
+        store.release.set()
+        store.close()
+
+
+TIMEOUT_S = 8.0
+"""The late sender's deadline: it records its mail at its first step, well before (the record
+is then held in the driver until the test has seen it time out)."""
+
+
+async def late_sender(ctx: AgentContext) -> str:
+    # the sink's id, mailed by its parent: this receive's journal entry (which mail it took)
+    # is carried with the straight mail, in the record's transaction
+    told: Mail | None = await ctx.receive(timeout=WAIT_S)
+    assert told is not None
+    await ctx.send(told.content, CONTENT)
+    return "sent"
+
+
+async def late_root(ctx: AgentContext) -> str:
+    sink_id: str = await ctx.spawn("sink", "wait", background=True)
+    sender_id: str = await ctx.spawn("sender", "send", background=True, timeout=TIMEOUT_S)
+    await ctx.send(sender_id, sink_id)
+    ended: Mail | None = await ctx.receive(timeout=WAIT_S)  # the sender's end
+    return "ended" if ended is not None else "no end heard"
+
+
+def test_a_record_held_past_its_runs_timeout_on_a_live_node_is_refused(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The node stays live; only the sender's start is over: its record of a mail is held in
+    the driver while the run times out (committed, its event published), then let go. The
+    link's fence passes it (the node was not lost); the attempt's refuses it
+    (``AttemptOver``: the run ended), so the store keeps no delivered mail of the timed-out
+    run, nor the journal entries it carried. (Without the attempt fence it committed after
+    the run's end, and the sink was handed it.)"""
+    from subagents.store.fencing import AttemptOver
+
+    store = HeldStore(tmp_path / "runs.db")
+    events = Events()
+    agents = {"root": late_root, "sink": sink, "sender": late_sender}
+    try:
+        with Runtime(agents, store=store, cluster=ray_cluster.address, restore=False) as rt:
+            rt.subscribe(events)
+            handle = rt.spawn("root", "go")
+            assert store.reached.wait(WAIT_S), "the sender's mail was not recorded by it"
+            (sender_run,) = rt.runs(agent="sender")
+            (sink_run,) = rt.runs(agent="sink")
+            assert rt.placements()[sink_run.run_id] == rt.placements()[sender_run.run_id]
+            events.wait_count(EventKind.TIMED_OUT, "sender", 1)  # committed, then published
+            store.release.set()
+            assert store.done.wait(WAIT_S)
+            outcome = handle.result(WAIT_S)
+            assert outcome.status is RunStatus.COMPLETED and outcome.result == "ended", outcome
+            sent = [m for m in rt.store.mail_for(sink_run.run_id) if m.sender == sender_run.run_id]
+            # nothing delivered; the supervisor may keep the refused mail's id as a dead letter
+            assert {m.state for m in sent} <= {MailState.DEAD}, sent
+            kinds = [e.kind for e in rt.store.journal_of(sender_run.run_id)]
+            assert "send" not in kinds, kinds
+            assert isinstance(store.error, AttemptOver), store.error
     finally:
         store.release.set()
         store.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -186,12 +186,17 @@ class _FirstMailWriteFails(SQLiteStore):
     failed = False
 
     def save_mails_fenced(
-        self, mails: Sequence[Mail], owner: str, epoch: int, journal: Sequence[JournalEntry] = ()
+        self,
+        mails: Sequence[Mail],
+        owner: str,
+        epoch: int,
+        journal: Sequence[JournalEntry] = (),
+        also: Callable[[], None] | None = None,
     ) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails_fenced(mails, owner, epoch, journal)
+        super().save_mails_fenced(mails, owner, epoch, journal, also)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ INTERNAL_ERRORS = {
     "BadFilter": "the console's filter from a URL: answered as an HTTP 400",
     "RecordRefused": "a lost node's record of mail refused on the driver: the node's sender"
     " sends that mail through the supervisor instead (cluster/record_fence.py)",
+    "AttemptOver": "a sender's record of mail from a start of its run that is over: the"
+    " sender sends that mail through the supervisor instead, which refuses it (store/fencing.py)",
     "BudgetRefused": "a spawn over budget: the admission refuses it with AdmissionError",
     "CliError": "the command line's: printed as `subagents CMD: error: ...`",
     "SinceError": "a time given on the command line (`--since`): raised as CliError, exit 2",

@@ -982,6 +982,27 @@ def test_a_parked_run_restarted_while_queued_for_its_slot_is_queued_once() -> No
     assert not h.spawn("critic").queued
 
 
+def test_what_a_retried_runs_ended_start_reports_during_its_backoff_is_discarded() -> None:
+    """A parent retried because its ``fail_parent`` child failed: its first start's thread
+    may still work (it did not fail itself). Until the retry starts it again, what that
+    start reports is from a start that is over (``RunState.over``): its mail is refused,
+    its end does not end the run; the retry's start reports as any."""
+    h = Harness()
+    parent = h.run("lead", on_failure="retry", max_retries=1)
+    child = h.run("worker", parent, on_failure="fail_parent")
+    effects = h.core.finished(RunFinished(run_id=child, error_kind="crash", error="x", attempt=1))
+    assert of(effects, ScheduleRestart) != []
+    late = SendMail(request_id=new_id("q"), sender=parent, to=child, content="late", attempt=1)
+    ack, _ = h.core.send_mail(late)
+    assert ack.error == f"run {parent} is not running"
+    assert h.core.finished(RunFinished(run_id=parent, result="late", attempt=1)) == []
+    assert h.status(parent) is RunStatus.RUNNING
+    (start,) = of(h.core.restart_due(parent), StartRun)
+    assert start.attempt == 2
+    h.core.finished(RunFinished(run_id=parent, result="again", attempt=2))
+    assert h.status(parent) is RunStatus.COMPLETED
+
+
 # ---- a host lost (a cluster node's) ------------------------------------------------------------
 
 

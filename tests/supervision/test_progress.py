@@ -86,6 +86,19 @@ def test_reports_of_an_ended_run_or_an_earlier_start_publish_nothing() -> None:
     assert ended.writes == [DropPreview("r1")] and ended.effects == []
 
 
+def test_reports_of_a_start_a_retry_ended_publish_nothing_until_it_starts_again() -> None:
+    table, states = _table(("r1", "r1", RunStatus.RUNNING))
+    progress = Progress(table, lambda: 5.0)
+    assert progress.streamed(_text(1, "x")).effects != []
+    table.update(states["r1"], retries=1)  # a retry decided: this start is over
+    retried = progress.streamed(_text(2, "y"))
+    assert retried.writes == [] and retried.effects == []
+    states["r1"].attempt += 1  # started again (``Lifecycle.start``): its reports count
+    again = Streamed(run_id="r1", turn=1, seq=1, attempt=2,
+                     parts=(StreamedPart(kind="text", text="z"),))  # fmt: skip
+    assert progress.streamed(again).effects != []
+
+
 def test_who_may_ask_where_a_run_is() -> None:
     table, _ = _table(
         ("r1", "r1", RunStatus.RUNNING),

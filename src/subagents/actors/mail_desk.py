@@ -47,7 +47,7 @@ from subagents.messages import (
     StopRequested,
     new_id,
 )
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.limits import Limits
 from subagents.supervision.mail_routes import MailRoutes
 from subagents.supervision.requests import mail_problem
@@ -103,12 +103,13 @@ class MailDesk:
         *,
         limits: Limits,
         generation: Callable[[], int],
-        record: Callable[[Sequence[Mail], SaveJournal | None], None] | None,
+        record: Callable[[Sequence[Mail], SaveJournal | None, AttemptFence], None] | None,
     ) -> None:
         """``generation``: the run table's (read from the agents' threads: one int);
         ``record``: the store's write of mails (fenced), with the sender's journal entries
-        not known committed, when senders record their mail (``FencedStore.record_mails``);
-        None when the supervisor records it, after (``RunStore.mail_recording``)."""
+        not known committed, when senders record their mail (``FencedStore.record_mails``),
+        refused unless the sender's start is still its run's (``AttemptFence``); None when
+        the supervisor records it, after (``RunStore.mail_recording``)."""
         self.directory = RunDirectory()
         self.limits = limits
         self.generation = generation
@@ -155,12 +156,13 @@ class Sent:
 class DirectMail:
     """One run's mail taken straight to its recipients (see the module)."""
 
-    __slots__ = ("attempt", "desk", "record", "routes")
+    __slots__ = ("attempt", "desk", "fence", "record", "routes")
 
     def __init__(self, desk: MailDesk, record: RunRecord, attempt: int) -> None:
         self.desk = desk
         self.record = record
         self.attempt = attempt
+        self.fence = AttemptFence.of(record)  # its start, as the store tells it apart
         unsaved = UnsavedJournal() if desk.record is not None else None
         self.routes = MailRoutes(record.run_id, record.root_run_id, unsaved)
 
@@ -214,7 +216,7 @@ class DirectMail:
             unsaved = routes.unsaved
             journal = unsaved.carried() if unsaved is not None else None
             try:
-                desk.record(post.mails, journal)
+                desk.record(post.mails, journal, self.fence)
             except Exception as exc:  # nothing was delivered: the supervisor decides them
                 log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
                 messages = _named(messages, post.mails)

@@ -52,7 +52,7 @@ from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import Batch, Event, Mail, Placed, RunFinished, ToOutside
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
 
@@ -92,6 +92,8 @@ class RecordMails(msgspec.Struct, frozen=True, tag=True):
 
     mails: tuple[Mail, ...]
     journal: SaveJournal | None = None
+    attempt: AttemptFence | None = None
+    """The sender's start: the record is refused once it is not its run's (``AttemptFence``)."""
 
 
 class RememberedRules(msgspec.Struct, frozen=True, tag=True):
@@ -252,10 +254,14 @@ class NodeRuns:
         )
         self._lock = threading.Lock()
 
-    def _record(self, mails: Sequence[Mail], journal: SaveJournal | None) -> None:
-        """A sender's mails (and ``journal``) written by the driver (``RecordMails``);
-        raises if they were not (the sender then sends them by the supervisor)."""
-        self.supervisor.ask(RecordMails(tuple(mails), journal), timeout=self._record_timeout_s)
+    def _record(
+        self, mails: Sequence[Mail], journal: SaveJournal | None, attempt: AttemptFence
+    ) -> None:
+        """A sender's mails (and ``journal``) written by the driver (``RecordMails``), if its
+        start ``attempt`` is still its run's; raises if they were not (the sender then sends
+        them by the supervisor)."""
+        record = RecordMails(tuple(mails), journal, attempt)
+        self.supervisor.ask(record, timeout=self._record_timeout_s)
 
     def remembered(self, root_run_id: str) -> tuple[str, ...]:
         """The allow rules remembered for a tree, asked of the driver (``RememberedRules``).

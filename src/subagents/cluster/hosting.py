@@ -328,7 +328,7 @@ class ClusterHosting:
                     raise RuntimeError("this runtime's senders do not record their mail")
                 node = self._node_of.get(link, "?")
                 with self._recording.recording(link, node) as check:
-                    self._record_mail(message.mails, message.journal, check)
+                    self._record_mail(message.mails, message.journal, check, message.attempt)
                 value = None
             elif type(message) is RememberedRules:
                 remembered = self._remembered

@@ -41,7 +41,7 @@ from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
 from subagents.tools.processes import ProcessGroups
@@ -277,14 +277,18 @@ class Services:
         return self.cluster
 
     def _record_mail(
-        self, mails: Sequence[Mail], journal: SaveJournal | None, also: Callable[[], None]
+        self,
+        mails: Sequence[Mail],
+        journal: SaveJournal | None,
+        also: Callable[[], None],
+        attempt: AttemptFence | None,
     ) -> None:
         """A node's sender's mails, and the journal entries it carries with them, written
         through the fence (``start_supervisor`` made it: no run sends before), ``also`` (that
-        the sender's node was not declared lost: ``cluster.record_fence``) checked in the
-        same transaction."""
+        the sender's node was not declared lost: ``cluster.record_fence``) and that the
+        sender's start ``attempt`` is still its run's checked in the same transaction."""
         assert self.fenced is not None
-        self.fenced.record_mails(mails, journal, also)
+        self.fenced.record_mails(mails, journal, attempt, also)
 
     def keep_lease(self, store: RunStore, owner: str, lease_s: float) -> None:
         """Write this runtime's lease and keep it alive; from now on the supervisor's writes

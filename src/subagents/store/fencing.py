@@ -21,6 +21,12 @@ told before it, in a fenced transaction of its own (``record_mails``:
 ``SQLiteStore.save_mails_fenced`` when the store has it). On a cluster the
 check is one more call in the batch sent to the head, run there inside the transaction that
 applies it (``cluster.store_service``).
+
+A sender's record is fenced per attempt too: it carries its start (``AttemptFence``), and its
+transaction reads the run's record and refuses it (``AttemptOver``) once the run ended or was
+restarted or retried since. A start can be over while its thread still works (a timeout, a
+stop, a retry decided by its child's failure); what it records then must not land after the
+run's end or under the next start's keys (docs/store.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -49,10 +55,16 @@ from subagents.messages import (
     RunStatus,
     Subscription,
 )
-from subagents.store.base import MailRecording, RunStore
-from subagents.store.writes import SaveJournal
+from subagents.store.base import MailRecording, RunStore, StoreError
+from subagents.store.writes import AttemptFence, SaveJournal
 
 T = TypeVar("T")
+
+
+class AttemptOver(StoreError):
+    """A sender's record of mail from a start of its run that is over (``AttemptFence``):
+    the run ended, or was restarted or retried, since. Nothing of the transaction is kept;
+    the mail goes by the supervisor, which refuses what an ended start still sends."""
 
 
 class Fence(msgspec.Struct, frozen=True):
@@ -187,13 +199,17 @@ class FencedStore:
         self,
         mails: Sequence[Mail],
         journal: SaveJournal | None = None,
+        attempt: AttemptFence | None = None,
         also: Callable[[], None] | None = None,
     ) -> None:
         """A sender's record of the mail it takes straight to its recipients
         (actors/mail_desk.py), with ``journal``, the entries it told before that must not be
         lost while the mail is kept (supervision/unsaved_journal.py): one transaction, the
         fence in it, then ``also`` (a node's sender's record: that its node was not
-        declared lost, ``cluster.record_fence``)."""
+        declared lost, ``cluster.record_fence``), then that the sender's start, ``attempt``,
+        is still its run's (``AttemptOver`` if not: nothing of it is kept)."""
+        if attempt is not None:
+            also = self._attempt_check(attempt, also)
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
             entries = journal.entries if journal is not None else ()
@@ -208,6 +224,23 @@ class FencedStore:
             self.store.save_mails(mails)
             if journal is not None:
                 self.store.save_journal(journal.run_id, journal.entries)
+
+    def _attempt_check(
+        self, attempt: AttemptFence, also: Callable[[], None] | None
+    ) -> Callable[[], None]:
+        """``also``, then the check that ``attempt`` is still its run's start: the run's
+        record read in the record's transaction (the write lock held: the supervisor's
+        commit of a restart, a retry or an end is wholly before it or after it)."""
+        get_run = self.store.get_run
+
+        def check() -> None:
+            if also is not None:
+                also()
+            refusal = attempt.refusal(get_run(attempt.run_id))
+            if refusal is not None:
+                raise AttemptOver(refusal)
+
+        return check
 
     def _depth(self) -> int:
         depth: int = getattr(self._local, "depth", 0)

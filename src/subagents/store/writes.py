@@ -88,10 +88,49 @@ class SaveJournal(msgspec.Struct, frozen=True, gc=False, tag=True):
     entries: tuple[JournalEntry, ...]
 
 
-RecordMail = Callable[[Sequence[Mail], SaveJournal | None, Callable[[], None]], None]
+class AttemptFence(msgspec.Struct, frozen=True, gc=False):
+    """Which start of its run a sender's record of mail comes from, as the store tells starts
+    apart: the run's restart and retry counts when it started (``RunRecord``). A restart or a
+    retry of the run is committed with a new count, an end with a terminal status, before
+    the supervisor acts on either; so a record whose run the store no longer keeps live
+    with these counts (checked in the record's transaction: ``FencedStore.record_mails``)
+    comes from a start that is over (a stalled thread, a call that came back after its run
+    timed out, was stopped or retried) and must not commit. A start moved off a lost node
+    keeps its counts: ``cluster.record_fence`` refuses its records."""
+
+    run_id: str
+    restarts: int = 0
+    retries: int = 0
+
+    @classmethod
+    def of(cls, record: RunRecord) -> AttemptFence:
+        """The start ``record`` (as its agent was handed it) is of."""
+        return cls(record.run_id, record.restarts, record.retries)
+
+    def refusal(self, stored: RunRecord | None) -> str | None:
+        """Why a record of this start must not commit, ``stored`` being its run's record as
+        the store keeps it in the record's transaction; None when it may."""
+        run = f"run {self.run_id}"
+        if stored is None:
+            return f"{run} is not in the store: a record of its mail is refused"
+        if stored.status.terminal:
+            return f"{run} ended ({stored.status.value}): a record of its mail is refused"
+        if stored.restarts != self.restarts or stored.retries != self.retries:
+            return (
+                f"{run} was restarted or retried since the start that sent this mail"
+                f" (restarts {self.restarts} -> {stored.restarts}, retries {self.retries}"
+                f" -> {stored.retries}): a record of its mail is refused"
+            )
+        return None
+
+
+RecordMail = Callable[
+    [Sequence[Mail], SaveJournal | None, Callable[[], None], AttemptFence | None], None
+]
 """A node's sender's record of mails written by the driver (``FencedStore.record_mails``):
-the mails, the journal entries that go with them, and a check run in their transaction
-(``cluster.record_fence``: the sender's node was not declared lost)."""
+the mails, the journal entries that go with them, a check run in their transaction
+(``cluster.record_fence``: the sender's node was not declared lost), and the sender's start
+(``AttemptFence``: it is still its run's)."""
 
 
 class ReleaseLease(msgspec.Struct, frozen=True, gc=False, tag=True):

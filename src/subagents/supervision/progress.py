@@ -45,9 +45,10 @@ class Progress:
 
     def streamed(self, msg: Streamed) -> Decision:
         """A run's model wrote something: its preview replaced, a ``text_delta`` published.
-        From a run that ended, only its preview dropped; from an earlier start, nothing."""
+        From a run that ended, only its preview dropped; from an earlier start, or one a
+        restart or retry ended, nothing."""
         state = self.runs.get(msg.run_id)
-        if state is None or msg.attempt not in (0, state.attempt):  # an earlier start's
+        if state is None or msg.attempt not in (0, state.attempt) or state.between_starts():
             return Decision(None, [], [])
         if state.record.status.terminal:
             return Decision(None, self.stepped(state), [])

@@ -66,6 +66,9 @@ class RunState:
     """The last checkpoint the store keeps for it (what a resume starts from)."""
     attempt: int = 0
     """How many times this run was started in this process (restarts included)."""
+    over: int = 0
+    """The number of its start a restart or a retry ended (``RunTable.update``): until its
+    next start, what that start still reports is discarded (``reporting``)."""
     resumes: bool = False
     """This start continues an earlier one (after a crash or a restart)."""
     from_scratch: bool = False
@@ -87,6 +90,10 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.run_id = self.record.run_id
+
+    def between_starts(self) -> bool:
+        """A restart or a retry ended its start, and the next has not begun (``over``)."""
+        return self.over != 0 and self.over == self.attempt
 
     def add_to_checkpoint(self, delta: CheckpointDelta) -> AddToCheckpoint | None:
         """One tool call's change to the run's checkpoint: applied here; the write of it as
@@ -144,10 +151,13 @@ class RunTable:
     def reporting(self, run_id: str, attempt: int) -> RunState | None:
         """The live run a report is from, or None when the run ended or the report comes
         from an earlier start of it (a restarted run's old actor may still be working; a
-        run waiting for a slot to start again, ``reads``, has no agent of its own yet, so
-        whatever is reported in its name comes from a start that is over)."""
+        run waiting for a slot to start again, ``reads``, or for its restart's backoff to
+        end, ``over``, has no agent of its own yet, so whatever is reported in its name
+        comes from a start that is over)."""
         state = self.live(run_id)
         if state is None or state.reads is not None or (attempt and attempt != state.attempt):
+            return None
+        if state.between_starts():
             return None
         return state
 
@@ -214,6 +224,11 @@ class RunTable:
                 " (RunTable.fire)"
             )
         state.record = msgspec.structs.replace(state.record, **changes)
+        if "restarts" in changes or "retries" in changes:
+            # a restart or a retry was decided: the start under way is over, though its
+            # thread may still work (a parent failed by its child); its store record is
+            # refused by the same counts (``store.writes.AttemptFence``)
+            state.over = state.attempt
         return SaveRun(state.record)
 
     def fire(self, state: RunState, move: Move, **changes: Any) -> SaveRun:
