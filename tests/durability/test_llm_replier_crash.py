@@ -123,3 +123,41 @@ def test_an_llm_run_that_reads_mail_and_answers_straight_answers_each_mail_once(
         assert {r.status for r in runs.values()} == {RunStatus.COMPLETED}
     finally:
         store.close()
+
+
+STALLED_JOB = Path(__file__).with_name("llm_stalled_job.py")
+
+
+def test_a_turn_the_supervisor_did_not_answer_in_time_is_kept_before_its_mail(
+    tmp_path: Path,
+) -> None:
+    """The one way around the asked step: its answer timed out (``agent.ASK_TIMEOUT_S``, a
+    supervisor stalled that long), and the run goes on. ``llm_stalled_job.py`` stalls the
+    supervisor before ``talker``'s step, which decides "hello", is recorded; the job is
+    SIGKILLed once the turn's mail has gone. The store must not keep "hello" without that
+    turn: the run after the kill takes the turn again, and the model (new tool-use ids each
+    call, as a real model's) would say hello again. (Before the fix "hello" went straight,
+    its sender's own commit, and the resumed run mailed it a second time.)"""
+    db, out = tmp_path / "runs.db", tmp_path / "out.json"
+    kill_at(start_job(STALLED_JOB, db, out), b"said\n")
+    store = open_location(db)
+    try:
+        talker = next(r.run_id for r in store.list_runs() if r.agent == "talker")
+        hellos = [m for m in store.mail_for(talker) if m.content == "hello"]
+        checkpoint = store.load_checkpoint(talker)
+        turns = checkpoint.step if checkpoint is not None else 0
+        assert not hellos or turns >= 1, (hellos, turns)  # a mail only after its turn
+    finally:
+        store.close()
+    proc = start_job(STALLED_JOB, db, out)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert msgspec.json.decode(out.read_bytes()) == {"status": "completed", "result": "hello"}
+    store = open_location(db)
+    try:
+        runs = {r.agent: r for r in store.list_runs()}
+        hellos = [m for m in store.mail_for(runs["talker"].run_id) if m.content == "hello"]
+        assert len(hellos) == 1, hellos  # said once, whatever the crash
+        assert {r.status for r in runs.values()} == {RunStatus.COMPLETED}
+    finally:
+        store.close()

@@ -146,6 +146,13 @@ class MailRoutes:
                 self._settler = None
                 return
 
+    def unsettled(self) -> None:
+        """Something the run told that decides its mail is not known committed (a model
+        turn's step whose ask timed out): mail goes by the supervisor until it acknowledges
+        one sent after it (as after an observation)."""
+        self._unsettled = True
+        self._settler = None
+
     def asked(self, request_id: str) -> None:
         """A spawn or stop request was told: mail goes by the supervisor until its reply."""
         if self._asked is None:
