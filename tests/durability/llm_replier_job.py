@@ -1,8 +1,8 @@
 """Two senders racing to one LLM run that reads its mail and answers it straight, for
 test_llm_replier_crash (the model's twin of two_senders_job.py).
 
-Usage: llm_replier_job.py DB OUT [LINGER_S]. Writes {"status", "result"} to OUT. Prints
-``replied`` each time an answer ("re ...") is committed: the test kills the job there.
+Usage: llm_replier_job.py DB OUT [LINGER_S [MODE]]. Writes {"status", "result"} to OUT.
+Prints ``replied`` each time an answer ("re ...") is committed: the test kills the job there.
 
 ``replier`` is a model (the offline ``ScriptedModel``, ``SCRIPT``): it takes its first mail
 as a tool result (``wait_for_message``), answers it with ``send_message`` (straight to its
@@ -17,11 +17,15 @@ The first run (the store holds no run yet) forces the order with real synchroniz
   ``ready`` tool, called before its wait), then sends "B" straight: committed after A, but
   handed over first (A never is, in this run);
 - ``replier``'s wait is answered with B, it answers "re B", and the test kills the job once
-  that is committed, the supervisor's group lingering (LINGER_S, minutes).
+  that is committed (its thread held there: ``HOLD_ANSWERS``), the supervisor's group
+  lingering (LINGER_S, minutes).
 
 Later runs hold nothing: "A" is unread in the store, and the resumed ``replier`` is shown it
 between turns. The test kills the second run once "re A" is committed, and lets a third one
-end.
+end. In the second run (MODE ``wait-first``), ``replier``'s answer to A waits until
+``first`` runs again (its ``hold`` tool, in that turn before the answer): the runs are taken
+up in no set order, and an answer to a run not started yet would go by the supervisor, not
+straight.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import Mail
 from subagents.models.scripted import ScriptedModel
 from subagents.store.sqlite import SQLiteStore
+from subagents.tools.base import Tool
 
 HOLD_S = 120.0
 """How long the first run holds a thread (the test kills it long before)."""
@@ -49,6 +54,16 @@ A_COMMITTED = threading.Event()
 
 READY = threading.Event()
 """``replier`` took its first turn (set by its ``ready`` tool)."""
+
+FIRST_UP = threading.Event()
+"""``first`` runs (set as its function starts, or starts again)."""
+
+HOLD_ANSWERS = False
+"""Whether the thread that committed an answer is held there (a run the test kills: LINGER_S
+given), so that nothing more of the run happens before the kill."""
+
+WAIT_FOR_FIRST = False
+"""Whether ``hold`` waits for ``first`` (MODE ``wait-first``)."""
 
 NEVER = threading.Event()
 """What a held thread waits for in the first run: never set (the job is killed)."""
@@ -65,6 +80,9 @@ class HeldStore(SQLiteStore):
         super().save_mails_fenced(mails, *args, **kwargs)
         if any(m.content.startswith("re ") for m in mails):
             print("replied", flush=True)  # the test kills the job here
+            if HOLD_ANSWERS:  # and the run goes no further before the kill
+                with blocking():
+                    NEVER.wait(HOLD_S)
         if FIRST_RUN and any(m.content == "A" for m in mails):
             A_COMMITTED.set()
             with blocking():
@@ -77,11 +95,19 @@ def ready() -> str:
     return "ready"
 
 
+def hold() -> str:
+    """Wait until the run you answer next runs."""
+    if WAIT_FOR_FIRST:
+        with blocking():
+            FIRST_UP.wait(HOLD_S)
+    return "held"
+
+
 REPLIER = AgentSpec(
     name="replier",
     description="Answers its mail.",
     prompt="You answer every mail you get.",
-    tools=("ready", "wait_for_message", "send_message"),
+    tools=("ready", "wait_for_message", "send_message", "hold"),
 )
 REPLY = {"name": "send_message", "input": {"to": "{mail_from}", "content": "re {mail_content}"}}
 SCRIPT = [
@@ -89,12 +115,13 @@ SCRIPT = [
     {"tool_calls": [{"name": "ready", "input": {}}, {"name": "wait_for_message", "input": {}}]},
     {"tool_calls": [REPLY]},
     # the next one, shown in this turn's message, after the answer's acknowledgement
-    {"tool_calls": [REPLY]},
+    {"tool_calls": [{"name": "hold", "input": {}}, REPLY]},
     {"text": "answered"},
 ]
 
 
 async def first(ctx: AgentContext) -> str:
+    FIRST_UP.set()
     await ctx.send(ctx.task, "A")
     answer: Mail | None = await ctx.receive(timeout=60)
     return answer.content if answer is not None else "no answer"
@@ -129,15 +156,18 @@ AGENTS = [
 ]
 
 
-def main(db: str, out: str, linger_s: str | None = None) -> int:
-    global FIRST_RUN
+def main(db: str, out: str, linger_s: str | None = None, mode: str | None = None) -> int:
+    global FIRST_RUN, HOLD_ANSWERS, WAIT_FOR_FIRST
+    WAIT_FOR_FIRST = mode == "wait-first"
+    HOLD_ANSWERS = linger_s is not None
     if linger_s is not None:
         group_linger.LINGER_S = float(linger_s)
     store = HeldStore(db)
     FIRST_RUN = not store.list_runs()
     model = ScriptedModel({"replier": SCRIPT})
-    return run_root(AGENTS, store, out, timeout=120, model=model, tools=[ready])
+    tools = [Tool.from_function(ready), Tool.from_function(hold, read_only=True)]
+    return run_root(AGENTS, store, out, timeout=120, model=model, tools=tools)
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

@@ -59,12 +59,13 @@ def _shown(messages: tuple[ChatMessage, ...], content: str) -> list[str]:
 
 
 def _replier(db: Path) -> tuple[list[str], dict[str, MailState], list[str], list[str]]:
-    """What the store holds of ``replier``: its mail in commit order, each one's state, and
-    where its last checkpoint showed "B" and "A"."""
+    """What the store holds of ``replier``: its mail in commit order (but its end, mailed to
+    the root), each one's state, and where its last checkpoint showed "B" and "A"."""
     store = open_location(db)
     try:
-        replier = next(r.run_id for r in store.list_runs() if r.agent == "replier")
-        mail = store.mail_for(replier)
+        runs = {r.agent: r.run_id for r in store.list_runs()}
+        replier, root = runs["replier"], runs["root"]
+        mail = [m for m in store.mail_for(replier) if root not in (m.sender, m.recipient)]
         checkpoint = store.load_checkpoint(replier)
         messages = checkpoint.messages if checkpoint is not None else ()
         return (
@@ -91,7 +92,7 @@ def test_an_llm_run_that_reads_mail_and_answers_straight_answers_each_mail_once(
     assert (state["A"], state["B"]) == (MailState.DELIVERED, MailState.READ), state
 
     # 2. resumed: A shown between turns and answered; killed once "re A" is committed
-    kill_at(_start(db, out, LINGER_S), b"replied\n")
+    kill_at(_start(db, out, LINGER_S, "wait-first"), b"replied\n")
     sent, state, b_shown, a_shown = _replier(db)
     assert sent == ["A", "B", "re B", "re A"], sent
     assert (b_shown, a_shown) == (["result"], ["message"]), (b_shown, a_shown)
