@@ -57,11 +57,11 @@ def kill_at(proc: subprocess.Popen[bytes], marker: bytes) -> None:
     assert line == marker, err.decode()[-3000:]
 
 
-def run_root(agents: Any, store: RunStore, out: str, timeout: float = 60.0) -> int:
-    """A job's whole run: a runtime over ``store`` with ``agents``, its root ``root`` on "go"
-    started or taken up, ``ready`` printed (its test times its kill from there), its outcome
-    written to ``out``; the exit status."""
-    with Runtime(agents, store=store, command_poll_s=0) as rt:
+def run_root(agents: Any, store: RunStore, out: str, timeout: float = 60.0, **options: Any) -> int:
+    """A job's whole run: a runtime over ``store`` with ``agents`` (and ``options``: a model,
+    tools...), its root ``root`` on "go" started or taken up, ``ready`` printed (its test
+    times its kill from there), its outcome written to ``out``; the exit status."""
+    with Runtime(agents, store=store, command_poll_s=0, **options) as rt:
         handle = spawn_or_attach(rt, store, "root", "go")
         print("ready", flush=True)
         outcome = handle.result(timeout=timeout)

@@ -90,6 +90,64 @@ def test_mail_goes_from_run_to_run_while_the_supervisor_is_held(store: RunStore)
         ]
 
 
+def test_mail_decided_by_a_mailbox_read_goes_straight_with_the_read_in_its_commit(
+    tmp_path: Path,
+) -> None:
+    """A pinger that looks at its mailbox before each ping (an observation: the store cannot
+    tell again what it saw) still pings straight while the supervisor's thread is held: on
+    SQLite each ping's own transaction carries the look's journal entry (``UnsavedJournal``),
+    so no crash keeps a ping without the look that decided it
+    (tests/durability/test_observed_send_crash.py). Once the supervisor goes on, the journal
+    holds every look. (Before, a mail after an observation went by the supervisor until it
+    acknowledged one: this ping-pong waited for it.)"""
+    done = threading.Event()
+    held, release = threading.Event(), threading.Event()
+
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, "pong")
+        return "ponged"
+
+    async def pinger(ctx: AgentContext) -> str:
+        seen: list[int] = []
+        for i in range(ROUNDS):
+            seen.append(len(ctx.mailbox()))  # nothing: the pong is received below
+            ctx.send(ctx.task, f"ping {i} saw {seen[-1]}")
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+        done.set()
+        return ",".join(map(str, seen))
+
+    async def root(ctx: AgentContext) -> str:
+        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+        out = await ctx.spawn("pinger", ponger_id)
+        return str(out.result)
+
+    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
+        if event.kind is EventKind.STARTED and event.agent == "pinger":
+            held.set()
+            release.wait(WAIT)
+
+    store = SQLiteStore(tmp_path / "runs.db")
+    with Runtime({"root": root, "pinger": pinger, "ponger": ponger}, store=store) as rt:
+        rt.subscribe(hold)
+        handle = rt.spawn("root", "go")
+        assert held.wait(WAIT)
+        try:
+            assert done.wait(WAIT), "the pings waited for the supervisor"
+        finally:
+            release.set()
+        outcome = handle.result(WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == ",".join(["0"] * ROUNDS)
+        (ping_run,) = rt.runs(agent="pinger")
+        looks = {e.request_id for e in store.journal_of(ping_run.run_id) if e.kind == "mailbox"}
+        assert len(looks) == ROUNDS
+    store.close()
+
+
 def _mail_ids(events: Sequence[Event]) -> list[str]:
     out: list[str] = []
     for event in events:

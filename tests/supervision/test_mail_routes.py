@@ -105,6 +105,19 @@ def test_after_an_observation_mail_goes_by_the_supervisor_until_one_sent_after_i
     assert routes.route(_mail("r", "q4"), _root_of, 1) == "r"
 
 
+def test_an_unanswered_step_sends_mail_by_the_supervisor_until_one_sent_after_is_acked() -> None:
+    """A model turn's step whose ask timed out is still on its way to the supervisor: the
+    turn's mail goes behind it (tests/durability/test_llm_replier_crash.py)."""
+    routes = _routes()
+    routes.unsettled()
+    first = _mail("r", "q1")
+    assert routes.route(first, _root_of, 1) is None
+    routes.by_supervisor(first, 1)
+    assert routes.route(_mail("r", "q2"), _root_of, 1) is None  # (q1 on its way, too)
+    routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="r"))
+    assert routes.route(_mail("r", "q2"), _root_of, 1) == "r"
+
+
 def test_a_received_mail_or_a_call_entry_keeps_mail_straight() -> None:
     """A receive's mail is marked read with its entry: a lost entry leaves it unread."""
     routes = _routes()

@@ -83,6 +83,24 @@ def test_a_receive_keeps_mail_straight_and_is_carried_with_it() -> None:
     assert routes.unsaved.carried() == SaveJournal("s", (received, _entry(1)))
 
 
+def test_an_observation_keeps_mail_straight_and_is_carried_with_it() -> None:
+    """What a call saw that the store cannot tell again (a mailbox read, a timeout, a status,
+    a ``wait_any``'s first, an error) is carried as a receive is: the mail it decided goes
+    straight, its transaction keeping the entry. Where the supervisor records the mail, the
+    observation sends mail by the supervisor instead (``MailRoutes.observed``)."""
+    looked = JournalEntry(request_id="s:0", kind="mailbox", observed=True, result=[])
+    timed_out = JournalEntry(request_id="s:1", kind="receive", observed=True, result=None)
+    for entry in (looked, timed_out):
+        routes = MailRoutes("s", "root", UnsavedJournal())
+        routes.journal(Journal(run_id="s", entries=(_entry(9), entry)))
+        assert routes.route(_mail("q1"), _root_of, 1) == "r"
+        assert routes.unsaved is not None
+        assert routes.unsaved.carried() == SaveJournal("s", (_entry(9), entry))
+        elsewhere = MailRoutes("s", "root")
+        elsewhere.journal(Journal(run_id="s", entries=(entry,)))
+        assert elsewhere.route(_mail("q1"), _root_of, 1) is None
+
+
 def test_too_many_unsaved_entries_are_forgotten_and_mail_waits_for_an_acknowledgement() -> None:
     routes = MailRoutes("s", "root", UnsavedJournal())
     assert routes.unsaved is not None

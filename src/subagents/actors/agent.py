@@ -130,6 +130,25 @@ def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
     )
 
 
+def _unrecorded(
+    direct: DirectMail | None, desk: MailDesk | None, record: RunRecord, attempt: int
+) -> DirectMail | None:
+    """A model turn's step asked of the supervisor got no answer in ``ASK_TIMEOUT_S`` (a
+    supervisor stalled that long): the run goes on, its step still on its way, not known
+    recorded. Its mail then goes by the supervisor, behind the step, until the supervisor
+    acknowledges one (``MailRoutes.unsettled``): taken straight, the turn's answer would be
+    its own commit, before the turn that decided it, and a crash between the two would keep
+    the answer and lose the turn; the resumed run would take the turn again, and a model
+    answer it again under a new call id (tests/durability/test_llm_replier_crash.py).
+    The run's ``DirectMail`` (made here if it had none: None without a desk)."""
+    if desk is None:
+        return direct
+    if direct is None:
+        direct = DirectMail(desk, record, attempt)
+    direct.routes.unsettled()
+    return direct
+
+
 def _status_refused(exc: Exception) -> ValueError:
     """Why a status ask got no answer: on a cluster's node the supervisor's refusal comes as
     the ask's error (``ValueError: ...``); otherwise the runtime is closing."""
@@ -138,6 +157,11 @@ def _status_refused(exc: Exception) -> ValueError:
         return ValueError(said.removeprefix("ValueError: "))
     return ValueError("the runtime is closing: no status")
 
+
+ASK_TIMEOUT_S = 30.0
+"""How long a run waits for the supervisor's answer to what it asks (a model turn's step, a
+tool call's start, a status); past it, a step goes on unanswered (``_unrecorded``), a tool
+call is not run, a status is refused."""
 
 _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
@@ -401,19 +425,19 @@ class AgentActor(FastInboxActor):
         self._tell(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def report_step(self, step: StepTaken, *, wait: bool = True) -> None:
-        # Asked, not told: the step is recorded (and a budget stop, if it went over, has set
-        # ``cancel``) before this agent can start its next model call. That is what bounds a
-        # budget overrun to one model call. The supervisor never asks agents: no deadlock.
-        # A last step (``wait=False``) has no next model call to hold back: told, so the run
-        # ends without a round trip through the supervisor.
+        # Asked, not told: recorded (a budget stop, if it went over, has set ``cancel``) before
+        # its tool calls run (no mail of the turn commits before it) and the next model call.
+        # The supervisor never asks agents: no deadlock. A last step (``wait`` False) is told.
         step = msgspec.structs.replace(step, attempt=self.attempt)
         if not wait:
             self._tell(step)
             return
         if self._held:
             self.flush_reports()
-        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-            self.supervisor.ask(Ask(step), timeout=30.0)
+        try:
+            self.supervisor.ask(Ask(step), timeout=ASK_TIMEOUT_S)
+        except (pykka.Timeout, pykka.ActorDeadError):  # not known recorded: ``_unrecorded``
+            self._direct = _unrecorded(self._direct, self._desk, self.record, self.attempt)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
@@ -427,7 +451,7 @@ class AgentActor(FastInboxActor):
             self.flush_reports()
         try:
             reply = self.supervisor.ask(
-                Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=30.0
+                Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=ASK_TIMEOUT_S
             )
         except (pykka.ActorDeadError, pykka.Timeout):
             return False
@@ -453,7 +477,7 @@ class AgentActor(FastInboxActor):
             self.flush_reports()
         try:
             answer = self.supervisor.ask(
-                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
+                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=ASK_TIMEOUT_S
             )
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
             raise _status_refused(exc) from None

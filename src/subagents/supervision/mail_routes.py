@@ -20,19 +20,19 @@ only when the mail room's answer is already known and cannot have changed since:
   straight would overtake it (order per sender). Its acknowledgement says it has arrived:
   the supervisor tells a recipient its mail before it tells the sender
   (``supervision.coalesce``);
-- no journal entry it told since saw what the store cannot tell again (``observed``: a
-  mailbox read, a status, a timeout, which call of a ``wait_any`` came first, an error),
-  unless the supervisor has acknowledged a mail sent after it. A mail taken straight is its
-  sender's own commit, made before the supervisor's group holding that entry commits (it may
-  linger: ``actors/group_linger.py``): a crash between the two would keep the mail and lose
-  what decided it, and the resumed function would look again, see something else, and send
-  something else under the mail's key. Through the supervisor, the mail commits in that
+- where senders record their mail, the sender's transaction carries the journal entries it
+  told and does not know committed while one says what a call saw (``unsaved``,
+  ``supervision/unsaved_journal.py``: a receive's mail, a mailbox read, a status, a timeout,
+  which call of a ``wait_any`` came first, an error): a mail taken straight is its sender's
+  own commit, made before the supervisor's group holding those entries commits (it may
+  linger: ``actors/group_linger.py``), and a crash between the two would otherwise keep the
+  mail and lose what decided it; the resumed function would look again, see something else
+  (a receive's mail, unread again, might not be the first one then), and send something
+  else under the mail's key. Elsewhere (the supervisor records the mail) no journal entry it
+  told since may have seen such a thing (``observed``), unless the supervisor has
+  acknowledged a mail sent after it: through the supervisor, the mail commits in that
   group or after it; its acknowledgement comes after that commit, and groups commit in
-  order. A receive's entry needs none of this: where senders record their mail, the
-  sender's transaction carries the entries it told and does not know committed
-  (``unsaved``, ``supervision/unsaved_journal.py``), so a mail is never kept without the
-  receive that decided it (a receive cannot be looked at again: its mail, unread again,
-  might not be the first one then).
+  order. A model turn's step whose ask timed out is treated so too (``unsettled``).
 
 Anything else goes by the supervisor, exactly as before. A name is learnt from an
 acknowledgement's ``recipient`` as the one run it resolves to: an address that resolves to
@@ -121,11 +121,13 @@ class MailRoutes:
             self._settler = msg.request_id
 
     def journal(self, journal: Journal) -> None:
-        """A journal report was told: what it observed (``observed``), and its entries held
-        unsaved until known committed."""
-        self.observed(journal.entries)
+        """A journal report was told: where the sender records its mail, its entries are held
+        unsaved until known committed, for its straight mail to carry (what a call saw among
+        them: ``UnsavedJournal``); elsewhere, what it observed (``observed``)."""
         if self.unsaved is not None:
             self.unsaved.add(journal)
+        else:
+            self.observed(journal.entries)
 
     def bounded(self) -> None:
         """Before a report is sent: too many unsaved entries are forgotten, and mail goes by
@@ -137,14 +139,22 @@ class MailRoutes:
             self._settler = None
 
     def observed(self, entries: tuple[JournalEntry, ...]) -> None:
-        """Journal entries were told: if one says what a call saw that the store cannot
-        tell again (anything observed but a receive's mail), mail goes by the supervisor
-        until it acknowledges one sent after this (see the module)."""
+        """Journal entries were told that no straight mail will carry (the supervisor records
+        the mail, or the record that went with them failed): if one says what a call saw that
+        the store cannot tell again (anything observed but a receive's mail), mail goes by
+        the supervisor until it acknowledges one sent after this (see the module)."""
         for entry in entries:
             if entry.observed and (entry.kind != "receive" or entry.result is None):
                 self._unsettled = True
                 self._settler = None
                 return
+
+    def unsettled(self) -> None:
+        """Something the run told that decides its mail is not known committed (a model
+        turn's step whose ask timed out): mail goes by the supervisor until it acknowledges
+        one sent after it (as after an observation)."""
+        self._unsettled = True
+        self._settler = None
 
     def asked(self, request_id: str) -> None:
         """A spawn or stop request was told: mail goes by the supervisor until its reply."""

@@ -16,12 +16,16 @@ test_two_senders_crash.py). Now the sender's transaction appends the entries it 
 does not know committed before its mail (``SQLiteStore.save_mails_fenced``): no crash keeps
 the mail without them.
 
-Only a receive's mail is at risk so: every other result a call was handed sends the run's
-mail by the supervisor until it is committed (``MailRoutes.observed``), and the calls
-themselves, lost, are made again or found done (a mail by its ``request_id``, a child by its
-record). So the entries are carried while one of them says which mail a
-receive took, with all those told before it (a replay needs the journal's prefix), and
-otherwise left to the supervisor: a run that only sends pays nothing. The report told with
+The same holds for anything else a call saw that the store cannot tell again (a mailbox
+read, a receive's timeout, a status, which call of a ``wait_any`` came first, an error): a
+resumed function that looked again might see something else and send something else under
+the mail's key (tests/durability/test_observed_send_crash.py). Those entries used to send the
+run's mail by the supervisor until they were committed (a round trip per mail); they are
+carried now, as a receive's are. The calls themselves, lost, are made again or found done (a
+mail by its ``request_id``, a child by its record). So the entries are carried while one of
+them says what a call saw (``JournalEntry.observed``), with all those told before it (a
+replay needs the journal's prefix), and otherwise left to the supervisor: a run that only
+sends pays nothing. The report told with
 the mail is marked ``Journal.recorded`` when carried: the supervisor does not write it
 again. One told earlier may be written twice (by the supervisor, and carried by a later
 straight mail before that commit was known); a replay reads each entry once
@@ -32,17 +36,18 @@ acknowledges a mail the run sent through it after them (groups commit in order; 
 acknowledgement comes after the commit: ``committed``). A run that hears neither for long
 (it never mails, or mails only straight and receives nothing) holds at most
 ``ENTRIES_MAX`` entries: then they are forgotten, and its mail goes by the supervisor until
-one sent after is acknowledged (``MailRoutes``, as after an observation: one round trip per
-``ENTRIES_MAX`` entries).
+one sent after is acknowledged (``MailRoutes``: one round trip per ``ENTRIES_MAX``
+entries).
 
 Plain data, no threads: the sending run's actor keeps one (``MailRoutes.unsaved``) where
 senders record their own mail; elsewhere the supervisor records the mail after, in order,
-and nothing needs carrying.
+and nothing needs carrying (an observation there still sends mail by the supervisor until
+it is acknowledged: ``MailRoutes.observed``).
 """
 
 from __future__ import annotations
 
-from subagents.messages import Journal
+from subagents.messages import Journal, JournalEntry
 from subagents.store.writes import SaveJournal
 
 ENTRIES_MAX = 512
@@ -52,7 +57,7 @@ ENTRIES_MAX = 512
 class UnsavedJournal:
     """One run's journal reports told and not known committed (see the module)."""
 
-    __slots__ = ("_entries", "_held", "_received", "told")
+    __slots__ = ("_at_risk", "_entries", "_held", "told")
 
     def __init__(self) -> None:
         self._held: list[tuple[int, Journal]] = []
@@ -61,8 +66,8 @@ class UnsavedJournal:
         """How many entries ``_held`` holds."""
         self.told = 0
         """How many reports the run has told: the mark of what a mail sent now comes after."""
-        self._received = 0
-        """The number of the last report that says which mail a receive took (0: none)."""
+        self._at_risk = 0
+        """The number of the last report with an entry of what a call saw (0: none)."""
 
     def add(self, journal: Journal) -> None:
         """``journal`` was told to the supervisor."""
@@ -70,8 +75,8 @@ class UnsavedJournal:
         if journal.entries:
             self._held.append((self.told, journal))
             self._entries += len(journal.entries)
-            if journal.read_mail:  # (a receive's entry comes with the mail it read)
-                self._received = self.told
+            if journal.read_mail or _observes(journal.entries):
+                self._at_risk = self.told
 
     def committed(self, mark: int) -> None:
         """The reports told up to ``mark`` (a ``told`` read earlier) are committed."""
@@ -95,9 +100,15 @@ class UnsavedJournal:
     def carried(self) -> SaveJournal | None:
         """The entries held, in the order told, as one write (None: none, or none at risk)."""
         held = self._held
-        if not held or self._received < held[0][0]:
+        if not held or self._at_risk < held[0][0]:
             return None
         first = held[0][1]
         if len(held) == 1:
             return SaveJournal(first.run_id, first.entries)
         return SaveJournal(first.run_id, tuple(e for _, j in held for e in j.entries))
+
+
+def _observes(entries: tuple[JournalEntry, ...]) -> bool:
+    """Whether one of ``entries`` says what a call saw (a receive's mail or its timeout, a
+    mailbox read, a status, which call of a ``wait_any`` came first, an error)."""
+    return any(e.observed for e in entries)
