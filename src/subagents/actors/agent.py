@@ -130,6 +130,12 @@ def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
     )
 
 
+def _has_mail(messages: tuple[Any, ...]) -> bool:
+    """Whether ``messages`` hold mail. A run's last flush without any (most ends) need not
+    pass the desk: what it notes of the other reports only serves later sends."""
+    return any(type(m) is SendMail for m in messages)
+
+
 def _status_refused(exc: Exception) -> ValueError:
     """Why a status ask got no answer: on a cluster's node the supervisor's refusal comes as
     the ask's error (``ValueError: ...``); otherwise the runtime is closing."""
@@ -373,7 +379,7 @@ class AgentActor(FastInboxActor):
             return
         messages = _reports_of(held, self.record.run_id, self.attempt)
         sent = None
-        if self._desk is not None:  # the mail that may go straight to its recipients
+        if self._desk is not None and (not self._ended or _has_mail(messages)):  # straight
             direct = self._direct
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)

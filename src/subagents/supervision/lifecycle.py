@@ -110,14 +110,17 @@ class Lifecycle:
             finally:
                 self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
-        decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
-        decided.writes.append(SaveOutcome(outcome))
+        now = self.now()  # (its end's time: the record's and its end event's)
+        writes = decided.writes
+        writes.append(self.runs.fire(state, end.move, ended_at=now, outcome=outcome))
+        # delivered below, in this decision: one write says both (no OutcomeDelivered after)
+        writes.append(SaveOutcome(outcome, delivered=True))
         if state.preview is not None:  # (most runs end between steps)
-            decided.writes += drop_preview(state)
+            writes += drop_preview(state)
         self.slots.release(record.run_id)
         kind, data = end_event(record, status, end)
-        decided.event(kind, state.record, self.now(), data)
-        decided.add(self.deliver(state, outcome))
+        decided.event(kind, state.record, now, data)
+        self._hand(decided, state, outcome)
         # disarmed after (its requester wakes first): a Timeout meanwhile finds it ended
         decided.effects.append(DisarmDeadline(record.run_id))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
@@ -130,9 +133,18 @@ class Lifecycle:
         return decided
 
     def deliver(self, state: RunState, outcome: Outcome) -> Decided:
-        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
-        nobody when the parent ends in the same decision (``_ending``)."""
+        """Hand ``outcome`` to the requester (``_hand``), and say the store need not hand it
+        again (``OutcomeDelivered``: for an outcome kept by a write of its own)."""
         decided = Decided()
+        self._hand(decided, state, outcome)
+        decided.writes.append(OutcomeDelivered(state.run_id))
+        return decided
+
+    def _hand(self, decided: Decided, state: RunState, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
+        nobody when the parent ends in the same decision (``_ending``). Added to
+        ``decided`` (a run's end is on the supervisor's hot path: no ``Decided`` of its
+        own to add)."""
         record = state.record
         parent_id = record.parent_run_id
         if parent_id is None:
@@ -153,8 +165,6 @@ class Lifecycle:
                     decided.effects.append(Tell(parent_id, message))
             elif record.detached:
                 decided.add(self._report_detached(state, outcome))
-        decided.writes.append(OutcomeDelivered(record.run_id))
-        return decided
 
     def _report_detached(self, state: RunState, outcome: Outcome) -> Decided:
         """A detached child ended after its parent: its outcome is mailed to its nearest
