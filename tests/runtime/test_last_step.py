@@ -54,9 +54,9 @@ class NumberedStore(MemoryStore):
         self.written.append(("checkpoint", checkpoint.run_id, self.batches))
         super().save_checkpoint(checkpoint)
 
-    def save_outcome(self, outcome: Outcome) -> None:
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
         self.written.append(("outcome", outcome.run_id, self.batches))
-        super().save_outcome(outcome)
+        super().save_outcome(outcome, delivered)
 
 
 def test_a_told_last_step_and_the_runs_end_are_one_transaction() -> None:

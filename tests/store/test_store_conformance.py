@@ -276,6 +276,22 @@ def test_outcomes_until_delivered(store: RunStore) -> None:
     assert store.undelivered_outcomes() == []
 
 
+def test_an_outcome_saved_delivered_is_not_handed_again(store: RunStore) -> None:
+    """``save_outcome(..., delivered=True)``: the one write of an outcome handed to its
+    requester in the transaction that keeps it (``Lifecycle.finish``); saved again
+    undelivered, it is handed again."""
+    o1, o2 = outcome("r1"), outcome("r2")
+    with store.batch():
+        store.save_outcome(o1, delivered=True)
+        store.save_outcome(o2)
+    assert store.undelivered_outcomes() == [o2]
+    o1b = outcome("r1", RunStatus.CANCELLED)
+    store.save_outcome(o1b)
+    assert store.undelivered_outcomes() == [o1b, o2]
+    store.save_outcome(o1b, delivered=True)
+    assert store.undelivered_outcomes() == [o2]
+
+
 def test_commands_are_taken_once_in_order(store: RunStore) -> None:
     assert store.take_commands() == []
     first = store.post_command("stop", "r1")

@@ -25,7 +25,6 @@ from subagents.messages import (
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import (
     AppendEvent,
-    OutcomeDelivered,
     ReleaseLease,
     SaveOutcome,
     SaveRun,
@@ -64,7 +63,10 @@ def test_finish_returns_its_writes_and_effects_and_appends_none() -> None:
     assert core.effects.writes == [] and core.effects.effects == []  # nothing shared
     assert state.record.status is RunStatus.COMPLETED
     kinds = [type(w) for w in decided.writes]
-    assert kinds == [SaveRun, SaveOutcome, AppendEvent, OutcomeDelivered]
+    # the outcome kept as delivered by its one write: it is handed on in this decision
+    assert kinds == [SaveRun, SaveOutcome, AppendEvent]
+    (saved,) = [w for w in decided.writes if isinstance(w, SaveOutcome)]
+    assert saved.delivered and saved.outcome.run_id == child
     (event,) = [w.event for w in decided.writes if isinstance(w, AppendEvent)]
     assert event.kind is EventKind.COMPLETED and event.run_id == child
     # the outcome handed on before the timer is disarmed (the requester wakes first)

@@ -119,7 +119,10 @@ class _JournalReport:
 
 def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
     """The messages the reports held in one handling become: a growing read receipt (a list
-    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made."""
+    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made.
+    (A lone report, as most runs' end, is taken as it is: no generator walked.)"""
+    if len(held) == 1 and type(held[0]) is not list and type(held[0]) is not _JournalReport:
+        return (held[0],)
     return tuple(
         MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
         if isinstance(m, list)
@@ -147,6 +150,12 @@ def _unrecorded(
         direct = DirectMail(desk, record, attempt)
     direct.routes.unsettled()
     return direct
+
+
+def _has_mail(messages: tuple[Any, ...]) -> bool:
+    """Whether ``messages`` hold mail. A run's last flush without any (most ends) need not
+    pass the desk: what it notes of the other reports only serves later sends."""
+    return any(type(m) is SendMail for m in messages)
 
 
 def _status_refused(exc: Exception) -> ValueError:
@@ -397,7 +406,7 @@ class AgentActor(FastInboxActor):
             return
         messages = _reports_of(held, self.record.run_id, self.attempt)
         sent = None
-        if self._desk is not None:  # the mail that may go straight to its recipients
+        if self._desk is not None and (not self._ended or _has_mail(messages)):  # straight
             direct = self._direct
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)

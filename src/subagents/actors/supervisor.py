@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.deadline_watch import DEADLINES_DUE
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
@@ -183,6 +184,8 @@ class SupervisorActor(FastInboxActor):
             self._receive_batch(message.messages)
         elif message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()
+        elif message is DEADLINES_DUE:  # each run past its deadline, as its own Timeout
+            self._receive_batch(tuple([Timeout(run_id=r) for r in self.effector.deadlines.due()]))
         elif kind is LeaseLost:  # nothing more may be written
             self._lease_lost(message.reason)
         else:

@@ -316,8 +316,8 @@ class ClusterStore(RunStore):
 
     # ---- outcomes --------------------------------------------------------------------------
 
-    def save_outcome(self, outcome: Outcome) -> None:
-        self._write("save_outcome", outcome)
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        self._write("save_outcome", outcome, delivered)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         self._write("mark_outcome_delivered", run_id)

@@ -216,8 +216,9 @@ class RunStore(Protocol):
 
     # ---- outcomes and their delivery to the requester ------------------------------------
 
-    def save_outcome(self, outcome: Outcome) -> None:
-        """Keep how a run ended, not yet delivered to its requester."""
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        """Keep how a run ended, not yet delivered to its requester (``delivered``: handed
+        to it in the same transaction, as ``mark_outcome_delivered`` after it would say)."""
         ...
 
     def mark_outcome_delivered(self, run_id: str) -> None:

@@ -263,8 +263,8 @@ class FencedStore:
         with self.batch():
             self.store.drop_subscriptions(run_id, topics)
 
-    def save_outcome(self, outcome: Outcome) -> None:
-        self._write(self.store.save_outcome, outcome)
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        self._write(self.store.save_outcome, outcome, delivered)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         self._write(self.store.mark_outcome_delivered, run_id)

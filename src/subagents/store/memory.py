@@ -207,9 +207,9 @@ class MemoryStore(RunStore):
             subs = list(self._subscriptions.values())
         return [s for s in subs if wanted is None or s.run_id in wanted]
 
-    def save_outcome(self, outcome: Outcome) -> None:
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
         with self._lock:
-            self._outcomes[outcome.run_id] = (outcome, False)
+            self._outcomes[outcome.run_id] = (outcome, delivered)
             # A finished run is never replayed: its journal (an entry per call) would only
             # grow the process. The SQLite store keeps it until the sweeper cleans the run.
             self._journals.pop(outcome.run_id, None)

@@ -304,15 +304,16 @@ class PostgresStore(RunStore):
 
     # ---- outcomes -------------------------------------------------------------------------
 
-    def save_outcome(self, outcome: Outcome) -> None:
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
         self._tx.defer(
             """INSERT INTO outcomes (run_id, status, delivered, outcome)
-               VALUES (%s, %s, false, %s)
+               VALUES (%s, %s, %s, %s)
                ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
-                   delivered = false, outcome = excluded.outcome""",
+                   delivered = excluded.delivered, outcome = excluded.outcome""",
             (
                 outcome.run_id,
                 outcome.status.value,
+                delivered,
                 encode_row(outcome, _outcome_decoder, f"the outcome of run {outcome.run_id}"),
             ),
             f"saving the outcome of run {outcome.run_id}",

@@ -398,8 +398,8 @@ class SQLiteStore(RunStore):
     # outcomes and their delivery to the requester (store.sqlite_outcomes)
     # -----------------------------------------------------------------------------------------
 
-    def save_outcome(self, outcome: Outcome) -> None:
-        self._outcomes.save_outcome(outcome)
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        self._outcomes.save_outcome(outcome, delivered)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         self._outcomes.mark_outcome_delivered(run_id)

@@ -20,15 +20,16 @@ class OutcomeRows:
     def __init__(self, tx: Transactions) -> None:
         self.tx = tx
 
-    def save_outcome(self, outcome: Outcome) -> None:
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
         self.tx.defer(
             "outcomes",
-            """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, 0, ?)
+            """INSERT INTO outcomes (run_id, status, delivered, outcome) VALUES (?, ?, ?, ?)
                ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
-                   delivered = 0, outcome = excluded.outcome""",
+                   delivered = excluded.delivered, outcome = excluded.outcome""",
             (
                 outcome.run_id,
                 outcome.status.value,
+                int(delivered),
                 encode_row(outcome, _decoder, f"the outcome of run {outcome.run_id}"),
             ),
             f"saving the outcome of run {outcome.run_id}",

@@ -63,7 +63,11 @@ class SetMailsState(msgspec.Struct, frozen=True, gc=False, tag=True):
 
 
 class SaveOutcome(msgspec.Struct, frozen=True, gc=False, tag=True):
+    """Keep how a run ended; ``delivered``: handed to its requester by the same decision
+    (``Lifecycle.finish``: the one statement an ``OutcomeDelivered`` after it would change)."""
+
     outcome: Outcome
+    delivered: bool = False
 
 
 class OutcomeDelivered(msgspec.Struct, frozen=True, gc=False, tag=True):
@@ -217,7 +221,7 @@ def _set_mails_state(store: RunStore, write: SetMailsState) -> None:
 
 
 def _save_outcome(store: RunStore, write: SaveOutcome) -> None:
-    store.save_outcome(write.outcome)
+    store.save_outcome(write.outcome, write.delivered)
 
 
 def _outcome_delivered(store: RunStore, write: OutcomeDelivered) -> None:

@@ -1,9 +1,8 @@
-"""Lifecycle: how a run starts, goes again, and ends, exactly once.
+"""Lifecycle: how a run ends, exactly once; and, through ``starts``, how it starts.
 
-- ``start``: a run takes its slot's turn: it starts (the move ``started``, or
-  ``started_again``: running by the table), is handed the mail that waited
-  for it, given the checkpoint it resumes from and the answers its earlier start already had
-  (``recovery``), and its deadline is armed.
+- ``start``, ``start_queued``, ``restart_due``, ``moved``: a run takes its slot's turn, or
+  goes again (``starts.Starts``, composed here: an ending frees a slot, and the queued runs
+  that fit start; the parts that start runs reach them through the lifecycle as before).
 - ``finish(run, end)``: the one way a run ends. Its live descendants are cancelled first (a
   run does not outlive its parent, unless it was spawned ``detach``: then it goes on, and
   its outcome goes to its nearest live ancestor), the move that ends it takes it to its
@@ -27,23 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from subagents.messages import (
-    ChildDone,
-    EventKind,
-    JournalEntry,
-    Mail,
-    Outcome,
-    RunFinished,
-    RunRecord,
-    RunStatus,
-)
+from subagents.messages import ChildDone, EventKind, Outcome, RunFinished
 from subagents.store.writes import OutcomeDelivered, SaveOutcome
 from subagents.supervision.effects import (
     ArmDeadline,
     Decided,
     DisarmDeadline,
     ScheduleRestart,
-    StartRun,
     StopAgent,
     Tell,
     TellOutside,
@@ -55,15 +44,16 @@ from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import FAILURES_THAT_FAIL_PARENT, Again, PolicyBook
 from subagents.supervision.progress import drop_preview
 from subagents.supervision.requests import text_problem
-from subagents.supervision.resumption import resumed_answers
-from subagents.supervision.runs import ResumeReads, RunState, RunTable
+from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import SlotPool
+from subagents.supervision.starts import Starts
 from subagents.supervision.transitions import Move, next_status
 from subagents.supervision.tree import Prune
 
 
 class Lifecycle:
-    """Starts, restarts and ends runs; each call returns what it decided."""
+    """Ends runs, restarts them, and (``starts``) starts them; each call returns what it
+    decided."""
 
     def __init__(
         self,
@@ -77,9 +67,13 @@ class Lifecycle:
         limits: Limits,
         answered_by: str | None = None,
     ) -> None:
-        self.answered_by = answered_by
-        """The model answering every run whatever it asks for (the offline one), recorded
-        at each start as the record's ``answered_by``; None: the model asked for answers."""
+        self.starts = Starts(runs, now, mail, policies, slots, parking, clock, answered_by)
+        self.start = self.starts.start
+        self.start_queued = self.starts.start_queued
+        self.restart_due = self.starts.restart_due
+        self.moved = self.starts.moved
+        """The starts' own (``starts.Starts``), named here: the parts that start runs (the
+        core, admission, recovery) hold the lifecycle, and an ending starts queued runs."""
         self.parking = parking
         self.limits = limits
         self.runs = runs
@@ -97,128 +91,6 @@ class Lifecycle:
 
     def _event(self, decided: Decided, state: RunState, kind: EventKind, **data: Any) -> None:
         decided.event(kind, state.record, self.now(), data)
-
-    # ---- starting --------------------------------------------------------------------------
-
-    def start(
-        self,
-        state: RunState,
-        mails: Sequence[Mail] = (),
-        journal: Sequence[JournalEntry] = (),
-        tree: Sequence[RunRecord] | None = None,
-        deadline: float | None = None,
-    ) -> Decided:
-        """Start (or resume, when it has taken steps before) the run of ``state``; its
-        timeout runs from now, unless ``deadline`` (the clock's) keeps an earlier one.
-
-        For a resumed run: ``mails``, its mail so far (sent and received), ``journal``, a
-        function agent's, and ``tree``, the records of its root's tree (default: those held
-        in memory, or those read for it when its start had to wait for a slot: ``reads``);
-        it is handed the answers its calls already got (``resumption``), so that it does not
-        send or spawn again what an earlier start did."""
-        if state.reads is not None:
-            if not (mails or journal or tree is not None):
-                mails, journal, tree = state.reads.mails, state.reads.journal, state.reads.tree
-            if deadline is None:
-                deadline = state.reads.deadline
-            state.reads = None
-        self.parking.starting(state)
-        record = state.record
-        state.resumes = record.started_at is not None and not state.from_scratch
-        state.from_scratch = False
-        state.attempt += 1
-        # a run's start is its first one: a restart, a retry or a resume after its host was
-        # lost keeps it, so its elapsed time counts its whole life (`subagents info`). The
-        # recorded start is read before the deadline's clock, so a run never times out
-        # before started_at + its timeout (the two clocks are read apart)
-        first = record.started_at if record.started_at is not None else self.now()
-        # its first start is out of the queue; any other is a start again
-        move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
-        decided = Decided()
-        answered = self.answered_by
-        decided.writes.append(self.runs.fire(state, move, started_at=first, answered_by=answered))
-        state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
-        pending: tuple[Mail, ...] = ()
-        if state.inbox:  # (checked here: most starts have none, and this path is hot)
-            pending, handed = self.mail.hand_over(state)
-            decided.add(handed)
-        if state.record.steps > 0:
-            state.checkpoint = state.saved
-        recovered = resumed_answers(state, self.runs, mails, journal, tree)
-        decided.effects.append(
-            StartRun(
-                record=state.record,
-                spec=state.spec,
-                deadline=state.deadline,
-                pending_mail=pending,
-                recovered=recovered,
-                checkpoint=state.checkpoint,
-                attempt=state.attempt,
-                standing=self.runs.standing(state),
-            )
-        )
-        # armed after the start (its thread wakes meanwhile): nothing is decided in between
-        decided.effects.append(ArmDeadline(state.run_id, state.deadline))
-        resumed = state.record.steps > 0
-        self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
-        return decided
-
-    def start_queued(self) -> Decided:
-        """Start the queued runs that fit now, in order (resumes first: a parked run given a
-        slot back goes on instead)."""
-        decided = Decided()
-        for run_id in self.slots.start_queued():
-            state = self.runs.get(run_id)
-            assert state is not None
-            unparked = self.parking.granted(state)
-            decided.add(self.start(state) if unparked is None else unparked)
-        return decided
-
-    def restart_due(
-        self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry]
-    ) -> Decided:
-        """The backoff of a restart or retry is over: start the run again (from its
-        checkpoint when it has steps, else from its seed)."""
-        state = self.runs.live(run_id)
-        if state is None:
-            return Decided()
-        entry = self.policies.restart_due(run_id)
-        if entry is None:
-            return Decided()
-        state.checkpoint = entry.seed
-        if self.parking.restarting(state):
-            return self.start(state, mails, journal)
-        state.reads = ResumeReads(mails, journal)  # it had parked: it starts with a slot
-        return Decided()
-
-    def moved(
-        self, run_id: str, mails: Sequence[Mail], journal: Sequence[JournalEntry], reason: str
-    ) -> Decided:
-        """The agent of ``run_id`` was lost with its host (not the run's doing, so no restart
-        is counted): started again as a new attempt under its first deadline, resumed from
-        what the store keeps; whatever the lost attempt still reports is discarded
-        (``RunTable.reporting``).
-
-        It goes through admission as a restart does (``Parking.restarting``): a run that
-        held its slot starts at once; one that had lent it (parked) waits for a slot, ahead
-        of new admissions, like any parked run wanting its slot back. Started at once
-        instead, the runs parked under a tight limit would all work together, over it."""
-        decided = Decided()
-        state = self.runs.live(run_id)
-        if state is None or state.record.status not in (RunStatus.RUNNING, RunStatus.WAITING):
-            return decided
-        if self.policies.restarting(run_id):
-            return decided  # it failed before the loss was heard of: its restart starts it
-        attempt = state.attempt + 1
-        self._event(
-            decided, state, EventKind.RESTARTED, attempt=attempt, mode="moved", reason=reason
-        )
-        # its timeout keeps running: a move is not a new try, and must not lengthen it
-        if self.parking.restarting(state):
-            return decided.add(self.start(state, mails, journal, deadline=state.deadline))
-        # it had parked: it starts when it gets a slot back
-        state.reads = ResumeReads(mails, journal, deadline=state.deadline)
-        return decided
 
     # ---- ending ----------------------------------------------------------------------------
 
@@ -238,14 +110,17 @@ class Lifecycle:
             finally:
                 self._ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
-        decided.writes.append(self.runs.fire(state, end.move, ended_at=self.now(), outcome=outcome))
-        decided.writes.append(SaveOutcome(outcome))
+        now = self.now()  # (its end's time: the record's and its end event's)
+        writes = decided.writes
+        writes.append(self.runs.fire(state, end.move, ended_at=now, outcome=outcome))
+        # delivered below, in this decision: one write says both (no OutcomeDelivered after)
+        writes.append(SaveOutcome(outcome, delivered=True))
         if state.preview is not None:  # (most runs end between steps)
-            decided.writes += drop_preview(state)
+            writes += drop_preview(state)
         self.slots.release(record.run_id)
         kind, data = end_event(record, status, end)
-        decided.event(kind, state.record, self.now(), data)
-        decided.add(self.deliver(state, outcome))
+        decided.event(kind, state.record, now, data)
+        self._hand(decided, state, outcome)
         # disarmed after (its requester wakes first): a Timeout meanwhile finds it ended
         decided.effects.append(DisarmDeadline(record.run_id))
         if state.inbox:  # the callees' own checks, made here: most runs end with none
@@ -258,9 +133,18 @@ class Lifecycle:
         return decided
 
     def deliver(self, state: RunState, outcome: Outcome) -> Decided:
-        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
-        nobody when the parent ends in the same decision (``_ending``)."""
+        """Hand ``outcome`` to the requester (``_hand``), and say the store need not hand it
+        again (``OutcomeDelivered``: for an outcome kept by a write of its own)."""
         decided = Decided()
+        self._hand(decided, state, outcome)
+        decided.writes.append(OutcomeDelivered(state.run_id))
+        return decided
+
+    def _hand(self, decided: Decided, state: RunState, outcome: Outcome) -> None:
+        """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
+        nobody when the parent ends in the same decision (``_ending``). Added to
+        ``decided`` (a run's end is on the supervisor's hot path: no ``Decided`` of its
+        own to add)."""
         record = state.record
         parent_id = record.parent_run_id
         if parent_id is None:
@@ -281,8 +165,6 @@ class Lifecycle:
                     decided.effects.append(Tell(parent_id, message))
             elif record.detached:
                 decided.add(self._report_detached(state, outcome))
-        decided.writes.append(OutcomeDelivered(record.run_id))
-        return decided
 
     def _report_detached(self, state: RunState, outcome: Outcome) -> Decided:
         """A detached child ended after its parent: its outcome is mailed to its nearest
