@@ -23,9 +23,9 @@ from subagents.messages import (
     ToolResultBlock,
 )
 from subagents.store.base import Fenced, RunStore
-from subagents.store.fencing import Fence, FencedStore
+from subagents.store.fencing import AttemptOver, Fence, FencedStore
 from subagents.store.memory import MemoryStore
-from subagents.store.writes import SaveJournal
+from subagents.store.writes import AttemptFence, SaveJournal
 
 
 def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
@@ -420,6 +420,28 @@ def test_a_fenced_store_writes_nothing_once_its_lease_is_taken(store: RunStore) 
     assert store.get_run("kept") == run("kept")
     assert [o.status for o in store.undelivered_outcomes()] == [RunStatus.COMPLETED]
     assert len(store.events("kept")) == 1
+
+
+def test_a_senders_record_is_refused_once_its_start_is_over(store: RunStore) -> None:
+    """The attempt fence (``AttemptFence``) is the fenced store's, whatever the store: a
+    record commits while the run keeps the counts its start had, and is refused, nothing of
+    it kept, once the run was retried (or restarted) or has ended."""
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    fenced.save_run(run("s", status=RunStatus.RUNNING))
+    first = AttemptFence.of(run("s"))
+    fenced.record_mails([mail("m1", "s", "o")], None, first)
+    fenced.save_run(run("s", status=RunStatus.RUNNING, retries=1))  # a retry, committed
+    with pytest.raises(AttemptOver, match=r"retries 0 -> 1"):
+        fenced.record_mails([mail("m2", "s", "o")], None, first)
+    second = AttemptFence("s", retries=1)
+    fenced.record_mails([mail("m3", "s", "o")], None, second)
+    fenced.save_run(run("s", status=RunStatus.TIMED_OUT, retries=1))
+    with pytest.raises(AttemptOver, match=r"ended \(timed_out\)"):
+        fenced.record_mails([mail("m4", "s", "o")], None, second)
+    with pytest.raises(AttemptOver, match="not in the store"):
+        fenced.record_mails([mail("m5", "t", "o")], None, AttemptFence("t"))
+    assert [m.mail_id for m in store.mail_for("o")] == ["m1", "m3"]
 
 
 def test_subscriptions_are_kept_in_order_once_and_dropped(store: RunStore) -> None:

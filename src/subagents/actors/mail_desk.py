@@ -47,6 +47,7 @@ from subagents.messages import (
     StopRequested,
     new_id,
 )
+from subagents.store.fencing import AttemptOver
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.limits import Limits
 from subagents.supervision.mail_routes import MailRoutes
@@ -218,10 +219,7 @@ class DirectMail:
             try:
                 desk.record(post.mails, journal, self.fence)
             except Exception as exc:  # nothing was delivered: the supervisor decides them
-                log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
-                messages = _named(messages, post.mails)
-                self._by_supervisor(messages, generation, told=False)
-                return messages, None
+                return self._not_recorded(messages, post.mails, exc, generation), None
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
@@ -234,6 +232,21 @@ class DirectMail:
             for m in out
         )
         return reports, post
+
+    def _not_recorded(
+        self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
+    ) -> tuple[Any, ...]:
+        """``messages``, whose ``mails`` the record did not keep (``exc``), all sent by the
+        supervisor: named by the record's ids (``_named``), unless the record is known to
+        have written nothing because its start is over (``AttemptOver``). The supervisor
+        refuses those; a mail kept under its send's key (a dead letter) would be handed to
+        the run's next start as that send's answer after a restart, which keeps the keys,
+        and the send never made (tests/runtime/test_attempt_fence.py)."""
+        log.warning("recording mail failed; sent by the supervisor", error=repr(exc))
+        if not isinstance(exc, AttemptOver):
+            messages = _named(messages, mails)
+        self._by_supervisor(messages, generation, told=False)
+        return messages
 
     def _straight(self, msg: SendMail, generation: int) -> tuple[str, Listed] | None:
         """The recipient ``msg`` may be taken straight to, and its directory entry."""

@@ -52,11 +52,16 @@ from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import Batch, Event, Mail, Placed, RunFinished, ToOutside
+from subagents.store.fencing import AttemptOver
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
 
 log = get_logger("subagents.cluster")
+
+_ATTEMPT_OVER = f"{AttemptOver.__name__}: "
+"""How the driver's answer names a record its attempt fence refused (``ClusterHosting._answer``
+answers an error as its type's name and its text)."""
 
 
 # ---- the node's side ---------------------------------------------------------------------------
@@ -261,7 +266,13 @@ class NodeRuns:
         start ``attempt`` is still its run's; raises if they were not (the sender then sends
         them by the supervisor)."""
         record = RecordMails(tuple(mails), journal, attempt)
-        self.supervisor.ask(record, timeout=self._record_timeout_s)
+        try:
+            self.supervisor.ask(record, timeout=self._record_timeout_s)
+        except pykka.ActorDeadError as exc:  # the driver's error, as text (``Answer.error``)
+            refused = str(exc)
+            if refused.startswith(_ATTEMPT_OVER):  # nothing written: the mail is not named
+                raise AttemptOver(refused.removeprefix(_ATTEMPT_OVER)) from None
+            raise
 
     def remembered(self, root_run_id: str) -> tuple[str, ...]:
         """The allow rules remembered for a tree, asked of the driver (``RememberedRules``).
