@@ -25,7 +25,8 @@ full pass) when:
 - the runs that ended since the freeze reach half of those live at it (their actors are
   cycles: they wait at most that long),
 - ``REFRESH`` full passes were made since, a middle pass counted as the share of a full
-  pass CPython makes it (one full pass for every ``gc.get_threshold()[2]`` middle ones): the
+  pass CPython makes it (one full pass after ``gc.get_threshold()[2] + 1`` middle ones: its
+  count of them must exceed the threshold), so the rule comes as often as before: the
   embedding program's own cycles that died frozen wait at most that long,
 - the live runs fall below half the threshold, or a dispatcher closes and leaves fewer than
   the threshold (the process goes back to CPython's own pacing).
@@ -184,7 +185,7 @@ class GcPacing:
             self.threshold is None
             or live < self.threshold // 2
             or ended >= max(1, self._frozen_live // 2)
-            or self._passes + self._middle_passes // max(1, gc.get_threshold()[2]) >= self.refresh
+            or self._passes + self._middle_passes // (gc.get_threshold()[2] + 1) >= self.refresh
         )
 
     def _thaw(self) -> None:
