@@ -151,11 +151,13 @@ PROCESS_LOAD = LoadWindow()
 """The load when this benchmark's process started; ``emit`` closes it as the script's load."""
 
 
-def emit(name: str, result: dict[str, Any]) -> None:
+def emit(name: str, result: dict[str, Any], load: dict[str, Any] | None = None) -> None:
     """Print the one JSON object of this benchmark, with the load average it was taken at
-    (``load``: at the start and at the end of the process; figures taken in parts may carry
-    their own ``load`` too)."""
-    payload = {"benchmark": name, **result, "load": PROCESS_LOAD.record(), "machine": machine()}
+    (``load``: at the start and at the end of the process, unless the script says better, as
+    ``scale.py`` does from the loads its sides were started at; figures taken in parts may
+    carry their own ``load`` too)."""
+    taken = load if load is not None else PROCESS_LOAD.record()
+    payload = {"benchmark": name, **result, "load": taken, "machine": machine()}
     text = msgspec.json.format(msgspec.json.encode(payload)).decode() + "\n"
     if _JSON_OUT is not None:
         os.write(_JSON_OUT, text.encode())

@@ -137,6 +137,61 @@ def test_a_close_gives_nothing_back_until_its_dispatcher_has_closed(low_threshol
     assert [ref() for ref in MARKERS] == [None] * MANY
 
 
+def test_what_survives_a_middle_pass_is_frozen_too(low_threshold: None) -> None:
+    """Once something is frozen, a middle (generation 1) pass's survivors join it: no full
+    pass walks them again."""
+    with Runtime([idle], limits=_limits()) as rt:
+        _start_waiting(rt, MANY)
+        gc.collect()
+        assert PACING.frozen
+        freezes = PACING.middle_freezes
+        kept = [Marker() for _ in range(1000)]  # alive: what a middle pass finds alive
+        gc.collect(1)
+        assert PACING.middle_freezes > freezes
+        assert PACING.frozen
+        ids = {id(marker) for marker in kept}  # frozen: in no generation a pass walks
+        assert not any(id(o) in ids for o in gc.get_objects())
+        gc.collect(1)  # a freeze resets CPython's counts: the next full pass never comes
+        assert gc.get_count()[2] == 0  # by itself while frozen (what the rules look after)
+
+
+def test_runs_ended_give_back_what_is_frozen_at_a_middle_pass(low_threshold: None) -> None:
+    """The rules that give back what is frozen are looked at after a middle pass too (no
+    full pass comes by itself while something is frozen): half the runs ended, it is."""
+    with Runtime([idle], limits=_limits()) as rt:
+        _start_waiting(rt, MANY)
+        gc.collect()
+        assert PACING.frozen
+        thaws = PACING.thaws
+        assert len(rt.stop_all(requester=EXTERNAL_SENDER)) == MANY
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        wait_until(lambda: dispatcher.live == 0, "every run's actor stopped")
+        gc.collect(1)
+        assert not PACING.frozen and PACING.thaws == thaws + 1
+        assert gc.get_freeze_count() == 0
+
+
+def test_middle_passes_count_towards_giving_back_anyway(low_threshold: None) -> None:
+    """``REFRESH``: what is frozen goes back after that many full passes, a middle pass
+    counted as CPython's share of one (``gc.get_threshold()[2] + 1`` of them to a full pass)."""
+    refresh, PACING.refresh = PACING.refresh, 1
+    gc.disable()  # only the passes made here: the first of them freezes, none counted yet
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            for _ in range(gc.get_threshold()[2]):
+                gc.collect(1)
+            assert PACING.frozen  # (fewer middle passes than one full pass's share)
+            gc.collect(1)
+            assert not PACING.frozen and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+        PACING.refresh = refresh
+
+
 def test_below_the_threshold_nothing_is_frozen() -> None:
     MARKERS.clear()
     try:

@@ -19,6 +19,8 @@ from subagents.messages import (
     ChildDone,
     DeliverMail,
     EventKind,
+    Journal,
+    JournalEntry,
     MailAck,
     MailRead,
     MailState,
@@ -595,7 +597,7 @@ def test_send_mails_fails_a_mail_with_a_wrong_field_type_alone() -> None:
     h = Harness()
     root = h.run("lead")
     worker = h.run("worker", root)
-    bad = SendMail(request_id="q1", sender=root, to=worker, content=42)  # type: ignore[arg-type]
+    bad = SendMail(request_id="q1", sender=root, to=worker, content=42)
     good = SendMail(request_id="q2", sender=root, to=worker, content="fine")
     acks, effects = h.core.send_mails([bad, good])
     assert acks[0].error == "to and content must be strings, got str and int"
@@ -862,6 +864,35 @@ def test_mail_to_a_name_of_several_finished_runs_says_so() -> None:
 
 def waiting(h: Harness, run_id: str) -> list[Effect]:
     return h.core.waiting_changed(WaitingChanged(run_id=run_id, waiting=True))
+
+
+def test_a_batchs_journal_and_waiting_are_one_decision_that_does_what_the_two_did() -> None:
+    """``settled``: a function agent's handling that ends in a ``receive`` reports its
+    journal, then that it waits, in one ``Batch``; the actor decides them together. The one
+    decision writes and does what the two did, in their order."""
+    kinds = []
+    for together in (True, False):
+        h = Harness()
+        run = h.run("lead")
+        entry = JournalEntry(request_id=f"{run}:0", kind="receive", call="receive()")
+        reports = (
+            Journal(run_id=run, entries=(entry,), attempt=1),
+            WaitingChanged(run_id=run, waiting=True, attempt=1),
+        )
+        if together:
+            decisions = [h.core._do(h.core.core.settled(reports))]
+        else:
+            decisions = [
+                h.core._do(h.core.core.journal(reports[0])),
+                h.core._do(h.core.core.waiting_changed(reports[1])),
+            ]
+        writes = [type(w).__name__ for d in decisions for w in d.writes]
+        effects = [type(e).__name__ for d in decisions for e in d.effects]
+        assert h.store.journal_of(run) == [entry]
+        assert h.status(run) is RunStatus.WAITING
+        assert [e.kind for e in h.store.events(run)][-1] is EventKind.WAITING
+        kinds.append((writes, effects))
+    assert kinds[0] == kinds[1] == (["SaveJournal", "SaveRun", "AppendEvent"], ["Publish"])
 
 
 def test_a_waiting_parent_is_asked_to_park_for_its_queued_child_and_gets_a_slot_back() -> None:

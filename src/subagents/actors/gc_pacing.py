@@ -11,14 +11,23 @@ live as long as their runs and are never garbage while they do.
 How: after each full pass that finds the process holding at least ``threshold`` live runs
 (the pooled actors of every ``Dispatcher``), what survived the pass is frozen
 (``gc.freeze()``: moved to the permanent generation, which no pass walks; reference counting
-still frees whatever dies, only a cycle that dies frozen waits). The next passes walk only
-what was made since. What is frozen is given back to the collector (``gc.unfreeze()``, walked
-and its dead cycles freed by the next full pass) when:
+still frees whatever dies, only a cycle that dies frozen waits). From then on, what survives
+each middle (generation 1) pass is frozen too: each object is walked twice by the collector
+(as young, as middle), never by a full pass (the costliest walk: by then the objects are
+scattered over the heap; ~9 us of CPU per run of the 100,000 ``benchmarks/scale.py``
+starts, a tenth of it). A middle pass's survivors are reachable from outside the young
+generations (from the oldest, or from what is frozen), alive as a full pass's are. (A freeze
+resets CPython's counts of passes, so while something is frozen no full pass comes by
+itself: the rules below are looked at after every middle pass as well.) What is frozen is
+given back to the collector (``gc.unfreeze()``, walked and its dead cycles freed by the next
+full pass) when:
 
 - the runs that ended since the freeze reach half of those live at it (their actors are
   cycles: they wait at most that long),
-- ``REFRESH`` full passes were made since (the embedding program's own cycles that died
-  frozen wait at most that long),
+- ``REFRESH`` full passes were made since, a middle pass counted as the share of a full
+  pass CPython makes it (one full pass after ``gc.get_threshold()[2] + 1`` middle ones: its
+  count of them must exceed the threshold), so the rule comes as often as before: the
+  embedding program's own cycles that died frozen wait at most that long,
 - the live runs fall below half the threshold, or a dispatcher closes and leaves fewer than
   the threshold (the process goes back to CPython's own pacing).
 
@@ -74,6 +83,7 @@ class GcPacing:
         self._frozen_live = 0
         self._stopped_at_freeze = 0
         self._passes = 0
+        self._middle_passes = 0
         self._hooked = False
         self._holds = 0
         self.thaws = 0
@@ -81,6 +91,8 @@ class GcPacing:
         self.held_passes = 0
         """Full passes made while ``holding`` with something frozen, that gave none of it
         back (what a test counts)."""
+        self.middle_freezes = 0
+        """Middle (generation 1) passes whose survivors were frozen (what a test counts)."""
 
     @property
     def frozen(self) -> bool:
@@ -128,33 +140,43 @@ class GcPacing:
         return self.threshold is not None and live >= self.threshold
 
     def _after_pass(self, phase: str, info: dict[str, Any]) -> None:
-        """A ``gc.callbacks`` entry: at the end of each full pass, freeze or thaw."""
-        if phase != "stop" or info.get("generation") != 2:
+        """A ``gc.callbacks`` entry: at the end of each full pass, and of each middle pass
+        while something is frozen, freeze or thaw."""
+        if phase != "stop":
             return
+        generation = info.get("generation")
+        if generation != 2 and not (generation == 1 and self._frozen):  # (read unlocked:
+            return  # a stale answer costs one pass)
         if not self._lock.acquire(blocking=False):  # (a register or close under way)
             return
         try:
-            self._decide()
+            self._decide(full=generation == 2)
         finally:
             self._lock.release()
 
-    def _decide(self) -> None:
+    def _decide(self, *, full: bool = True) -> None:
+        """After a full pass (``full``) or a middle one: freeze what survived it, or give
+        back what is frozen, or (a full pass, many live runs) freeze for the first time."""
         live = self._live()
         if self._frozen:
-            self._passes += 1
-            if self._holds:
-                self.held_passes += 1
-            elif self._due(live):
+            if full:
+                self._passes += 1
+                self.held_passes += 1 if self._holds else 0
+            else:
+                self._middle_passes += 1
+            if not self._holds and self._due(live):
                 self._thaw()  # the next full pass walks it all and frees its dead cycles
                 return
             gc.freeze()  # this pass's survivors join what is frozen
+            if not full:
+                self.middle_freezes += 1
             return
-        if self._many(live):
+        if full and self._many(live):
             gc.freeze()
             self._frozen = True
             self._frozen_live = live
             self._stopped_at_freeze = self._stopped()
-            self._passes = 0
+            self._passes = self._middle_passes = 0
 
     def _due(self, live: int) -> bool:
         """Whether what is frozen goes back to the collector (the rules of the module doc)."""
@@ -163,7 +185,7 @@ class GcPacing:
             self.threshold is None
             or live < self.threshold // 2
             or ended >= max(1, self._frozen_live // 2)
-            or self._passes >= self.refresh
+            or self._passes + self._middle_passes // (gc.get_threshold()[2] + 1) >= self.refresh
         )
 
     def _thaw(self) -> None:

@@ -122,6 +122,27 @@ _GROUPED = frozenset(
 )
 """Told reports whose handling may share the open group's transaction."""
 
+_SETTLING = frozenset({Journal, WaitingChanged})
+_RUNS: dict[type, frozenset[type]] = {
+    SendMail: frozenset({SendMail}),
+    MailRead: frozenset({MailRead}),
+    Journal: _SETTLING,
+    WaitingChanged: _SETTLING,
+}
+"""The consecutive messages of a ``Batch`` decided in one core call with the one of this
+type: its sends, its read receipts, or (a function agent's handling that ends in a
+``receive``: its journal, then that it waits) its journals and waiting reports."""
+
+
+def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
+    """One decision on a run of a ``Batch``'s messages (``_RUNS``)."""
+    kind = type(run[0])
+    if kind is SendMail:
+        return core.send_mails(run)
+    if kind is MailRead:
+        return core.mail_reads(run)
+    return core.settled(run)
+
 
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
@@ -230,16 +251,18 @@ class SupervisorActor(FastInboxActor):
             raise
 
     def _receive_batch(self, messages: tuple[Any, ...]) -> None:
-        """The messages of a Batch in order: each run of consecutive SendMails (or
-        MailReads) in one core call, each run of a step's spawns in decisions of up to
-        ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one by one."""
+        """The messages of a Batch in order: each run of consecutive SendMails (MailReads;
+        journals and waiting reports: ``_RUNS``) in one core call, each run of a step's spawns
+        in decisions of up to ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one
+        by one."""
         n = len(messages)
         i = 0
         while i < n:
             kind = type(messages[i])
             j = i + 1
-            if kind is SendMail or kind is MailRead:
-                while j < n and type(messages[j]) is kind:
+            same = _RUNS.get(kind)
+            if same is not None:
+                while j < n and type(messages[j]) in same:
                     j += 1
             elif step_spawn(messages[i]):
                 j = spawns_end(messages, i)
@@ -377,8 +400,8 @@ class SupervisorActor(FastInboxActor):
             self._group = group
 
     def _in_group(self, run: tuple[Any, ...], *, more: bool) -> None:
-        """Told reports (one, or a run of consecutive SendMails or MailReads of one Batch,
-        decided in one core call) inside the open group, counted as ``len(run)`` messages;
+        """Told reports (one, or a run of one Batch's messages decided in one core call:
+        ``_RUNS``) inside the open group, counted as ``len(run)`` messages;
         ``more``: the Batch goes on after them. A run is not split, so that its events say
         what the step did: a step's sends are one transaction."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
@@ -389,10 +412,8 @@ class SupervisorActor(FastInboxActor):
             self._open_group()  # may be refused: a full disk, a lease taken (``Fenced``)
             if len(run) == 1:
                 self._handle(run[0], asked=False)
-            elif type(run[0]) is SendMail:
-                self._carry_out(self.core.send_mails(run))
             else:
-                self._carry_out(self.core.mail_reads(run))
+                self._carry_out(_decide_run(self.core, run))
         except StoreError as exc:
             self._halt(exc)
             return

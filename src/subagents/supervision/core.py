@@ -238,10 +238,20 @@ class SupervisorCore:
         store never says a mail was read without saying which call read it); entries its
         sender committed with its straight mail are not written again (``Journal.recorded``)."""
         self.effects.begin()
+        self._journal(msg)
+        return self._decided()
+
+    def _journal(self, msg: Journal) -> None:
         kept = msg.entries and not msg.recorded
         if kept and self.runs.reporting(msg.run_id, msg.attempt) is not None:
             self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
         self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
+
+    def settled(self, msgs: Sequence[Journal | WaitingChanged]) -> Decision:
+        """A ``Batch``'s consecutive journals and waiting reports in one decision, in order."""
+        self.effects.begin()
+        for msg in msgs:
+            self._journal(msg) if isinstance(msg, Journal) else self._waiting(msg)
         return self._decided()
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
@@ -309,6 +319,10 @@ class SupervisorCore:
 
     def waiting_changed(self, msg: WaitingChanged) -> Decision:
         self.effects.begin()
+        self._waiting(msg)
+        return self._decided()
+
+    def _waiting(self, msg: WaitingChanged) -> None:
         state = self.runs.reporting(msg.run_id, msg.attempt)
         status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
         if state is not None:
@@ -318,7 +332,6 @@ class SupervisorCore:
                 self.effects.writes.append(self.runs.fire(state, move))
                 if msg.waiting:
                     self.effects.event(EventKind.WAITING, state.record, {})
-        return self._decided()
 
     def parked(self, msg: Parked) -> Decision:
         """A run gave its slot back (``parking``): queued runs take it."""
