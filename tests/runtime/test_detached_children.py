@@ -135,24 +135,32 @@ def test_detached_children_are_bound_by_their_ancestors_budget_after_it_ended() 
     """Each detached child is carved what its parent had left, and their steps are charged to
     it: once the tree's spending passes the lead's budget, a detached child is stopped at
     its next step, though the lead has ended (before the fix each spent its whole carve, so
-    two of them spent twice the tree's budget)."""
+    two of them spent twice the tree's budget). Each child first waits for a mail the test
+    sends once the lead has ended: spending before that would charge the lead while it still
+    runs (under load the children's steps could reach the budget before the lead's end did)."""
+    wait = {
+        "tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}],
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
     step = {
         "tool_calls": [{"name": "check_mailbox", "input": {}}],
         "usage": {"input_tokens": 100, "output_tokens": 0},
     }
-    model = ScriptedModel({"spender": [step] * 20 + ["spent"]})
+    model = ScriptedModel({"spender": [wait] + [step] * 20 + ["spent"]})
 
     async def lead(ctx: AgentContext) -> str:
         await ctx.spawn("spender", "a", detach=True)
         await ctx.spawn("spender", "b", detach=True)
         return "lead done"
 
-    spender = spec("spender", tools=("check_mailbox",))
+    spender = spec("spender", tools=("check_mailbox", "wait_for_message"))
     with Runtime([lead, spender], model=model) as rt:
         outcome = rt.run("lead", "go", wait=WAIT, token_budget=1000)
         assert outcome.status is RunStatus.COMPLETED
         children = rt.runs(agent="spender")
         assert len(children) == 2
+        for child in children:
+            rt.send(child.run_id, "spend")
         outcomes = [rt.wait_any([c.run_id], timeout=WAIT) for c in children]
     spent = sum(o.usage.total_tokens for o in outcomes)
     # over by at most the steps in flight when it went over: one per detached child
