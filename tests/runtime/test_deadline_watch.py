@@ -5,6 +5,7 @@ earliest first, whatever was armed before it."""
 from __future__ import annotations
 
 import queue
+import random
 from typing import Any
 
 from subagents.actors.deadline_watch import DEADLINES_DUE, DeadlineWatch
@@ -93,3 +94,47 @@ def test_a_run_with_an_earlier_deadline_than_those_armed_times_out_at_its_own() 
         assert not long.done
         rt.send(long.run_id, "go")
         assert long.result(WAIT).result == "woke"
+
+
+def test_every_run_is_due_once_at_its_latest_deadline_and_the_timer_never_late() -> None:
+    """Runs armed, re-armed (a restart's new deadline, a moved run's same one), ended and
+    found due in a random order, against the plain account of what each run's deadline is:
+    ``due`` returns exactly the live runs past theirs, each once, and the one timer is
+    always set at or before the earliest live deadline (none fires late); an end leaves
+    the heap no bigger than twice the live runs."""
+    timer = TimerService()
+    try:
+        watch = DeadlineWatch(timer, _Told())  # type: ignore[arg-type]
+        rng = random.Random(7)
+        live: dict[str, float] = {}
+        seen: list[str] = []
+        now = 1e9
+        for step in range(20_000):
+            op = rng.random()
+            run = f"r{rng.randrange(300)}"
+            if op < 0.45:
+                deadline = now + rng.choice([0.5, 1.0, 5.0, 50.0, 500.0])
+                if run in live and rng.random() < 0.3:
+                    deadline = live[run]  # moved: armed again with the deadline it had
+                watch.arm(run, deadline)
+                live[run] = deadline
+            elif op < 0.8:
+                watch.disarm(run)
+                live.pop(run, None)
+                assert len(watch._heap) <= max(64, 2 * len(live)), step  # (rebuilt)
+            else:
+                now += rng.choice([0.1, 1.0, 10.0])
+                due = watch.due(now=now)
+                expected = {r for r, d in live.items() if d <= now}
+                assert sorted(due) == sorted(expected), step
+                assert len(due) == len(set(due)), step
+                seen += due
+                for r in due:
+                    del live[r]
+            assert watch.pending() == len(live)
+            if live:
+                armed = timer._entries.get(watch._key)
+                assert armed is not None and armed[1] <= min(live.values()), step
+        assert seen
+    finally:
+        timer.stop()

@@ -201,3 +201,42 @@ def test_below_the_threshold_nothing_is_frozen() -> None:
             assert not PACING.frozen and gc.get_freeze_count() == 0
     finally:
         MARKERS.clear()
+
+
+def test_waves_of_runs_give_back_what_each_froze(low_threshold: None) -> None:
+    """A long-lived runtime where runs come and go in waves: each wave is frozen while it
+    lives and given back once it ended, so nothing frozen piles up wave after wave."""
+    with Runtime([idle], limits=_limits()) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        for wave in range(5):
+            MARKERS.clear()
+            handles = _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen and gc.get_freeze_count() > 0, wave
+            assert len(rt.stop_all(requester=EXTERNAL_SENDER)) == MANY
+            for handle in handles:
+                assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+            wait_until(lambda: dispatcher.live == 0, "every run's actor stopped")
+            gc.collect(1)  # a middle pass: half the frozen runs ended, all is given back
+            assert not PACING.frozen and gc.get_freeze_count() == 0, wave
+            gc.collect()
+            assert sum(1 for ref in MARKERS if ref() is not None) <= dispatcher.size, wave
+
+
+def test_the_runs_of_a_closed_runtime_count_as_ended(low_threshold: None) -> None:
+    """Two runtimes in one process, more live runs than the threshold in each: the second
+    closes, every run of it ended. Those ends count towards giving back what is frozen
+    (half the runs live at the freeze ended), though its dispatcher is gone: left
+    uncounted, its dead actors stayed frozen until ``REFRESH`` passes."""
+    with Runtime([idle], limits=_limits()) as staying:
+        _start_waiting(staying, MANY)
+        going = Runtime([idle], limits=_limits())
+        try:
+            _start_waiting(going, MANY)
+            gc.collect()
+            assert PACING.frozen
+        finally:
+            going.close()
+        gc.collect(1)  # the rules are looked at again
+        assert not PACING.frozen and gc.get_freeze_count() == 0

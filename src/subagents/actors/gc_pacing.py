@@ -84,6 +84,9 @@ class GcPacing:
         self._stopped_at_freeze = 0
         self._passes = 0
         self._middle_passes = 0
+        self._stopped_gone = 0
+        """The runs stopped by the sources unregistered so far: their ends still count
+        towards the rule on runs ended since the freeze (``_stopped``)."""
         self._hooked = False
         self._holds = 0
         self.thaws = 0
@@ -111,7 +114,9 @@ class GcPacing:
         """``source`` closed: if fewer than the threshold are left, nothing stays frozen (once
         the last hold ends, if held: its pool may still be stopping actors)."""
         with self._lock:
-            self._sources.discard(source)
+            if source in self._sources:
+                self._sources.discard(source)
+                self._stopped_gone += source.stopped
             if self._frozen and not self._holds and not self._many(self._live()):
                 self._thaw()
 
@@ -134,7 +139,8 @@ class GcPacing:
         return sum(s.live for s in list(self._sources))
 
     def _stopped(self) -> int:
-        return sum(s.stopped for s in list(self._sources))
+        stopped: int = sum(s.stopped for s in list(self._sources))
+        return self._stopped_gone + stopped
 
     def _many(self, live: int) -> bool:
         return self.threshold is not None and live >= self.threshold
