@@ -10,8 +10,9 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
   stops), numbered and sent as one frame per batch over the node's link (``cluster.link``,
   a socket per set-up; ``RoutingEffector`` gathers them);
 - one thread per node reads what the node's agents told and asked the supervisor (sent as it
-  is queued) and hands it to the supervisor in order; asks are answered from a small pool of
-  threads so that a slow answer does not hold the node's other reports back. Two asks are
+  is queued) and hands it to the supervisor in order, asks too (``supervisor_asks``: queued
+  at once, in the link's order, their answers waited for on a small pool of threads so that a
+  slow answer does not hold the node's other reports back). Two asks are
   the driver's store's, answered here without the supervisor, as a run on one machine reads
   or writes the store from its own thread: ``RecordMails`` (a node's sender's mail, written
   before its recipient on that node is handed it) and ``RememberedRules`` (the allow rules
@@ -31,6 +32,7 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import threading
@@ -62,6 +64,7 @@ from subagents.cluster.link import (
 from subagents.cluster.link_tls import link_tls
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.record_fence import RecordFence
+from subagents.cluster.supervisor_asks import SupervisorAsks
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -125,6 +128,7 @@ class ClusterHosting:
         """run id -> the nodes its starts were placed on, in order (what was observed)."""
         self._placeable: Callable[[], None] | None = None
         self._supervisor: Any = None
+        self._asks: SupervisorAsks | None = None  # the nodes' asks, queued in order
         self.router: RoutingEffector | None = None
         self._closed = threading.Event()
         self._answers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subagents-asks")
@@ -229,6 +233,7 @@ class ClusterHosting:
         router = self.router
         assert router is not None, "effector() first"
         self._supervisor = router.supervisor
+        self._asks = SupervisorAsks(router.supervisor, self._answers)
         self._placeable = router.placeable
         for node, host in self.hosts.items():
             thread = threading.Thread(
@@ -308,7 +313,11 @@ class ClusterHosting:
                 with contextlib.suppress(Exception):  # the supervisor stopped: closing
                     supervisor.tell(item.message)
             elif type(item) is Asked:
-                self._answers.submit(self._answer, link, item)
+                kind = type(item.message)
+                if kind is RecordMails or kind is RememberedRules:  # the store's, not queued
+                    self._answers.submit(self._answer, link, item)
+                elif self._asks is not None:  # queued now: nothing told after it overtakes it
+                    self._asks.ask(item.key, item.message, functools.partial(_reply, link))
 
     def _record_call(self, call: FinishedCall) -> None:
         if self._on_call is None:
@@ -330,16 +339,13 @@ class ClusterHosting:
                 with self._recording.recording(link, node) as check:
                     self._record_mail(message.mails, message.journal, check, message.attempt)
                 value = None
-            elif type(message) is RememberedRules:
+            else:  # RememberedRules (the supervisor's asks: ``SupervisorAsks``)
                 remembered = self._remembered
                 value = remembered(message.root_run_id) if remembered is not None else ()
-            else:
-                value = self._supervisor.ask(message, timeout=60.0)
             answer = Answer(asked.key, value=value)
         except Exception as exc:
             answer = Answer(asked.key, error=f"{type(exc).__name__}: {exc}")
-        with contextlib.suppress(LinkError):
-            link.send((ANSWERS, 0, [answer]))
+        _reply(link, answer)
 
     def _fence(self, node: str, host: Any, *, ask: bool = True) -> str:
         """``node``'s link closed (or fell silent). If the process it was set up in still
@@ -452,3 +458,9 @@ class _NotYet(ClusterError):
 
 def _offers(offered: dict[str, float], needs: dict[str, float]) -> bool:
     return all(offered.get(name, 0.0) >= amount for name, amount in needs.items())
+
+
+def _reply(link: LinkEnd, answer: Answer) -> None:
+    """Send ``answer`` back on the link its ask came by (a closed link: nobody waits)."""
+    with contextlib.suppress(LinkError):
+        link.send((ANSWERS, 0, [answer]))
