@@ -7,7 +7,8 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 import structlog
@@ -74,18 +75,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: absent without it
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
     """Under ``--dist loadgroup`` every test must carry its group (pytest-xdist appends it
-    to the node id): if a pytest release stops honouring that, fail at once rather than run
-    each module's fixtures and a Ray cluster in every worker (the CI time bound)."""
-    config = session.config
-    if not hasattr(config, "workerinput") or not config.getvalue("loadgroup"):
+    to the node id): if a pytest release stops honouring that, stop at once, saying why,
+    rather than run each module's fixtures and a Ray cluster in every worker (the CI time
+    bound). Checked here, in the controller, as each worker reports what it collected: a
+    worker that raised instead only crashed, and pytest-xdist printed an INTERNALERROR
+    without the reason (seen with pytest 9.2.0 and pytest-xdist 3.8.0)."""
+    if node.config.getvalue("dist") != "loadgroup":
         return
-    ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+    ungrouped = [nodeid for nodeid in ids if "@" not in nodeid]
     if ungrouped:
-        raise pytest.UsageError(
+        pytest.exit(
             f"pytest-xdist did not group {len(ungrouped)} tests (e.g. {ungrouped[0]}):"
-            " this pytest and pytest-xdist do not work together; see pyproject.toml"
+            " this pytest and pytest-xdist do not work together; see pyproject.toml",
+            returncode=pytest.ExitCode.USAGE_ERROR,
         )
 
 

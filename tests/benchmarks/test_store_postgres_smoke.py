@@ -35,5 +35,7 @@ def test_store_postgres_measures_every_figure_on_both_stores() -> None:
         assert figures["spawn"][kind]["p50_ms"] > 0
         assert figures["live"][kind]["runs"] == 200
     assert set(figures["command"]) == {"sqlite", "postgres"}
+    # the ratio is printed to 4 places (_common.rounded): a relative tolerance failed for small
+    # ratios (PostgreSQL 37x slower on a loaded machine: 0.0272 printed for 0.027171)
     expected = figures["pingpong"]["postgres"] / figures["pingpong"]["sqlite"]
-    assert result["ratio"]["pingpong_postgres_vs_sqlite"] == pytest.approx(expected, rel=1e-3)
+    assert result["ratio"]["pingpong_postgres_vs_sqlite"] == round(expected, 4)

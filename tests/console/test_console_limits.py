@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import msgspec
@@ -150,6 +151,18 @@ def _read_until(sock: socket.socket, needle: bytes) -> None:
         seen = seen[-len(needle) :] + data
 
 
+@contextlib.contextmanager
+def _reading_meanwhile(sock: socket.socket, needle: bytes) -> Iterator[None]:
+    """Read ``sock`` in a thread while the body runs, until ``needle`` came (raising what the
+    reading raised). A page that reads reads as the changes come: one that waited for the
+    writes to end would itself be a client reading nothing for as long as they take, and on
+    a loaded machine that passed the stall deadline and the server reset it too."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        read = pool.submit(_read_until, sock, needle)
+        yield
+        read.result(timeout=DEADLINE_S)
+
+
 # ---- connections that send too little -------------------------------------------------------
 
 
@@ -242,8 +255,8 @@ def test_a_stream_whose_client_reads_nothing_is_reset_and_forgotten(tmp_path: Pa
         stuck = _open_stream(served.port, TOKEN, small_buffer=True)
         reading = _open_stream(served.port, TOKEN)
         wait_for(lambda: len(served.console.hub.inboxes) == 2, "both streams open")
-        _write_big_runs(path, 12, 1 << 20)  # 12 MB: more than every buffer on the way holds
-        _read_until(reading, b'"id":"big11"')  # the reading page got every change
+        with _reading_meanwhile(reading, b'"id":"big11"'):  # the reading page gets every change
+            _write_big_runs(path, 12, 1 << 20)  # 12 MB: more than every buffer on the way holds
         wait_for(lambda: _tcp_state(stuck) != TCP_ESTABLISHED, "the server to drop the stream")
         assert _tcp_state(reading) == TCP_ESTABLISHED  # the page that reads goes on
         wait_for(lambda: len(served.console.hub.inboxes) == 1, "the stuck stream's inbox to go")
@@ -261,8 +274,8 @@ def test_ctrl_c_with_a_client_reading_nothing_exits_quietly(tmp_path: Path) -> N
     with serving(path) as served:  # consolekit: SIGINT, exit 0, nothing said but serve's lines
         stuck = _open_stream(served.port, served.token, small_buffer=True)
         reading = _open_stream(served.port, served.token)
-        _write_big_runs(path, 12, 1 << 20)
-        _read_until(reading, b'"id":"big11"')
+        with _reading_meanwhile(reading, b'"id":"big11"'):
+            _write_big_runs(path, 12, 1 << 20)
         assert _tcp_state(stuck) == TCP_ESTABLISHED  # still held when Ctrl-C comes
     stuck.close()
     reading.close()

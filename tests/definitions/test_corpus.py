@@ -1,7 +1,8 @@
 """Every public Claude Code definition in the public corpus loads as its author meant it.
 
 The public corpus sits beside the checkout (where ``corpora.public_corpus`` looks) or where
-``$SUBAGENTS_CORPUS`` says; without it these tests are skipped with the reason, and
+``$SUBAGENTS_CORPUS`` says; without it these tests are skipped with the reason (they fail
+under ``CI=true``: CI has the corpus), and
 ``test_messy_corpus.py`` covers the same shapes with files kept in the repository. The
 expectation for each file is computed by a deliberately naive, independent reader
 (``corpora.Expected``), so a bug in the real parser cannot hide by agreeing with itself.
@@ -29,6 +30,20 @@ def test_every_definition_in_the_corpus_loads_as_written(capsys: pytest.CaptureF
     assert counts["readme skipped"] >= 1
     # every file with a name and a description loads; five of them have names with spaces
     assert counts["loaded: name not kebab-case"] == 5
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_missing_public_corpus_skips_but_fails_in_ci(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, ci: str
+):
+    """A bare clone (nothing beside it) skips the corpus tests, saying where it looked; CI,
+    where ``../shared`` is present, must not go green by skipping them."""
+    monkeypatch.setenv("SUBAGENTS_CORPUS", str(tmp_path))
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises((pytest.fail.Exception, pytest.skip.Exception)) as raised:
+        require_public_corpus()
+    assert f"looked in {tmp_path}" in str(raised.value)
+    assert type(raised.value) is (pytest.fail.Exception if ci else pytest.skip.Exception)
 
 
 def test_names_written_with_spaces_and_a_slash_load_exactly_as_written():
