@@ -21,6 +21,7 @@ from typing import Any, Protocol, cast
 import msgspec
 import pykka
 
+from subagents.actors.handoff import pay_nudge
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
@@ -368,6 +369,7 @@ class AgentActor(FastInboxActor):
         self._held.append(message)
 
     def flush_reports(self) -> None:
+        pay_nudge()  # a record, an ask may wait: what this turn mailed is taken meanwhile
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
@@ -410,8 +412,7 @@ class AgentActor(FastInboxActor):
         if not wait:
             self._tell(step)
             return
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
             self.supervisor.ask(Ask(step), timeout=30.0)
 
@@ -423,8 +424,7 @@ class AgentActor(FastInboxActor):
 
     def journal_start(self, starting: ToolStarting) -> bool:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             reply = self.supervisor.ask(
                 Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=30.0
@@ -449,8 +449,7 @@ class AgentActor(FastInboxActor):
     def ask_status(self, run_id: str) -> RunProgress:
         # Asked: what is held goes first (as before any ask), so that the answer counts the
         # mail this turn sent before it asked
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             answer = self.supervisor.ask(
                 Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=30.0
