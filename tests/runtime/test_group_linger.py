@@ -12,12 +12,21 @@ from typing import Any
 import pykka
 import pytest
 
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
+from subagents.actors.group_linger import (
+    COMMIT_DUE,
+    REPORTS_DUE,
+    GroupLinger,
+    LateReports,
+    ReportsDue,
+    late_reports,
+)
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.timer import TimerService
-from subagents.messages import Event, EventKind
+from subagents.messages import Batch, Event, EventKind, MailRead
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.effects import Publish, Tell
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
 
@@ -70,3 +79,118 @@ def test_in_memory_nothing_lingers(
 ) -> None:
     timer, ref, _ = parts
     assert not GroupLinger(timer, ref, MemoryStore()).defer([Publish(event=_event())])
+
+
+class _Told(pykka.ThreadingActor):
+    """Keeps the ``ReportsDue`` it is told; sets ``due`` at each."""
+
+    def __init__(self, due: threading.Event) -> None:
+        super().__init__()
+        self.due = due
+        self.told: list[ReportsDue] = []
+
+    def on_receive(self, message: Any) -> list[ReportsDue]:
+        if type(message) is ReportsDue:
+            self.told.append(message)
+            self.due.set()
+        return list(self.told)
+
+
+def _hand(late: LateReports, now: Any) -> tuple[Any, list[tuple[str, Any, bool]]]:
+    handed: list[tuple[str, Any, bool]] = []
+    instead = late.hand(
+        lambda messages, more: handed.append(("batch", messages, more)),
+        lambda message, more: handed.append(("one", message, more)),
+        now,
+    )
+    return instead, handed
+
+
+def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_in_order() -> None:
+    """``LateReports``: the agents' reports in one line. One that only records is put
+    without waking the supervisor: the first put arms one ``REPORTS_DUE`` (the rest ride on
+    it), a put after it fired arms another. The supervisor's handling gets them all, in
+    order, into its open group (``more``); for ``REPORTS_DUE`` it then commits the group
+    (its inbox is empty here: ``COMMIT_DUE`` instead), and before any other message it
+    hands that message back, to be handled after them."""
+    timer, due = TimerService(), threading.Event()
+    ref = _Told.start(due)
+    try:
+        late = LateReports(timer, ref, delay=0.001)
+        assert not late
+        first = Batch(messages=(MailRead(run_id="a", mail_ids=("m1",)),))
+        second = MailRead(run_id="b", mail_ids=("m2",))
+        late.put(first)
+        late.put(second)
+        assert late
+        assert due.wait(WAIT), "the reports in line were never due"
+        assert _hand(late, REPORTS_DUE) == (
+            COMMIT_DUE,
+            [("batch", first.messages, True), ("one", second, True)],
+        )
+        assert not late
+        assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE]  # one wake-up for both
+        due.clear()
+        late.put(second)  # after it fired: armed again
+        assert due.wait(WAIT)
+        assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE, REPORTS_DUE]
+        ask = object()
+        assert _hand(late, ask) == (ask, [("one", second, True)])
+    finally:
+        ref.stop()
+        timer.stop()
+
+
+def test_a_wake_up_for_a_report_takes_what_was_put_up_to_it_not_what_came_after() -> None:
+    """A report someone waits on wakes the supervisor at once (a ``ReportsDue`` for it);
+    that wake-up takes the reports put up to it, and those put after it wait (as they would
+    have in the open group): their own wake-up, the timer, or the next message."""
+    timer, due = TimerService(), threading.Event()
+    ref = _Told.start(due)
+    try:
+        late = LateReports(timer, ref, delay=3600.0)  # (the timer never comes here)
+        record = MailRead(run_id="a", mail_ids=("m1",))
+        waited_on = Batch(messages=(MailRead(run_id="b", mail_ids=("m2",)),))
+        after = MailRead(run_id="c", mail_ids=("m3",))
+        late.put(record)
+        late.put(waited_on, wake=ref)
+        late.put(after)
+        assert due.wait(WAIT)
+        (wake,) = ref.ask("told", timeout=WAIT)
+        assert _hand(late, wake) == (
+            COMMIT_DUE,
+            [("one", record, True), ("batch", waited_on.messages, True)],
+        )
+        assert late  # ``after`` waits
+        assert _hand(late, wake) == (COMMIT_DUE, [])  # a wake-up again: nothing of it left
+        ask = object()
+        assert _hand(late, ask) == (ask, [("one", after, True)])
+    finally:
+        ref.stop()
+        timer.stop()
+
+
+class _Effector:
+    def __init__(self, desk: MailDesk | None) -> None:
+        self.mail = desk
+
+
+def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups_linger(
+    parts: tuple[TimerService, pykka.ActorRef[Any], threading.Event],
+) -> None:
+    timer, ref, _ = parts
+
+    def desk(recorded: bool) -> MailDesk:
+        record = (lambda mails, journal: None) if recorded else None
+        return MailDesk(limits=Limits(), generation=lambda: 0, record=record)
+
+    recording = desk(True)
+    assert late_reports(_Effector(recording), timer, ref, 0.005) is recording.late
+    assert recording.late is not None
+    by_supervisor = desk(False)  # the supervisor records the mail: it must hear at once
+    late_reports(_Effector(by_supervisor), timer, ref, 0.005)
+    assert by_supervisor.late is None
+    no_linger = desk(True)
+    late_reports(_Effector(no_linger), timer, ref, 0.0)
+    assert no_linger.late is None
+    late_reports(_Effector(None), timer, ref, 0.005)  # runs hosted elsewhere: nothing to set

@@ -380,7 +380,9 @@ class AgentActor(FastInboxActor):
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
             messages, sent = direct.post(messages, self.cancel.is_set())
-        self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
+        report = messages[0] if len(messages) == 1 else Batch(messages=messages)
+        if self._desk is None or not self._desk.told(report, messages, self.supervisor):
+            self.supervisor.tell(report)
         if sent is not None:  # after the supervisor has them: it hears of mail first
             if self._acks is not None:  # the end of a handling: handed on by ``_settle``
                 self._acks.extend(sent.acks)

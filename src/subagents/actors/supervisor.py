@@ -38,7 +38,7 @@ from typing import Any
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
+from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
@@ -163,19 +163,21 @@ class SupervisorActor(FastInboxActor):
         self._held: list[Effect] = []
         self._grouped = 0
         self.linger = GroupLinger(timer, self.actor_ref, store)
+        self.late = late_reports(self.effector, timer, self.actor_ref, self.linger.delay)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
 
     def on_stop(self) -> None:
-        self._commit_group()
+        self.on_receive(COMMIT_DUE)  # the reports in line taken, the open group committed
 
     # ---- receiving -------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
+        message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
         if kind is Ask:
             return self._answer(message.message)
@@ -226,10 +228,9 @@ class SupervisorActor(FastInboxActor):
             self._halt(exc)
             raise
 
-    def _receive_batch(self, messages: tuple[Any, ...]) -> None:
-        """The messages of a Batch in order: each run of consecutive SendMails (or
-        MailReads) in one core call, each run of a step's spawns in decisions of up to
-        ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one by one."""
+    def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
+        """A Batch's messages in order (``more``: as ``_receive``'s): consecutive SendMails
+        (or MailReads) in one core call, a step's spawns in decisions, the rest one by one."""
         n = len(messages)
         i = 0
         while i < n:
@@ -245,10 +246,10 @@ class SupervisorActor(FastInboxActor):
                     i = j
                     continue
             if j - i > 1 and self.store_failure is None:
-                self._in_group(messages[i:j], more=j < n)
+                self._in_group(messages[i:j], more=more or j < n)
             else:
                 for k in range(i, j):
-                    self._receive(messages[k], more=k < n - 1)
+                    self._receive(messages[k], more=more or k < n - 1)
             i = j
 
     def _receive(self, message: Any, *, more: bool) -> None:
