@@ -88,13 +88,16 @@ class LateReports:
     put up to its report: what came after waits as it would have waited in the open group
     (and the group commits as when its inbox runs dry: ``hand``)."""
 
-    __slots__ = ("_due", "_key", "_ref", "_reports", "_seq", "_timer", "delay")
+    __slots__ = ("_due", "_key", "_ref", "_reports", "_seq", "_supervisor", "_timer", "delay")
 
-    def __init__(self, timer: TimerService, ref: pykka.ActorRef[Any], delay: float) -> None:
+    def __init__(self, timer: TimerService, supervisor: Any) -> None:
+        """``supervisor``: the ``SupervisorActor`` whose reports these are (its ref, its
+        open group and lingering: a wake-up's group commits by its rule, ``hand``)."""
         self._timer = timer
-        self._ref = ref
+        self._supervisor = supervisor
+        self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._key = ("late reports", id(self))
-        self.delay = delay
+        self.delay: float = supervisor.linger.delay
         self._reports: collections.deque[tuple[int, Any]] = collections.deque()
         self._seq = itertools.count(1)
         self._due = 0.0
@@ -123,8 +126,9 @@ class LateReports:
         its open group: ``batch(messages, more=True)`` for a ``Batch``, else
         ``one(message, more=True)``. ``now``: the message it is about to handle, after
         them; what it is to handle instead: ``now`` itself, or for a ``ReportsDue`` (which
-        takes only what was put up to it) ``COMMIT_DUE`` when its inbox is empty (the group
-        commits as when the inbox runs dry), else ``NOTHING`` (what comes next commits it)."""
+        takes only what was put up to it) ``COMMIT_DUE`` when its open group is to commit
+        by the supervisor's rule for a group whose last report came in (its inbox is
+        empty and the group may not linger), else ``NOTHING``."""
         upto = now.upto if type(now) is ReportsDue else math.inf
         reports = self._reports
         while reports and reports[0][0] <= upto:
@@ -135,17 +139,22 @@ class LateReports:
                 one(report, more=True)
         if type(now) is not ReportsDue:
             return now
-        return COMMIT_DUE if self._ref.actor_inbox.empty() else NOTHING
+        supervisor = self._supervisor  # its rule for a group whose last report came in:
+        if (  # committed when its inbox runs dry, unless it may linger (``GroupLinger``)
+            supervisor._group is not None
+            and supervisor.actor_inbox.empty()
+            and not supervisor.linger.defer(supervisor._held)
+        ):
+            return COMMIT_DUE
+        return NOTHING
 
 
-def late_reports(
-    effector: Any, timer: TimerService, ref: pykka.ActorRef[Any], delay: float
-) -> LateReports:
-    """The supervisor's late reports. Its agents put theirs there (``MailDesk.late``) only
-    where senders record their mail and groups linger; elsewhere nobody puts any."""
-    late = LateReports(timer, ref, delay)
-    desk = getattr(effector, "mail", None)  # (an effector hosting runs elsewhere has none)
-    if desk is not None and desk.record is not None and delay > 0:
+def late_reports(supervisor: Any, timer: TimerService) -> LateReports:
+    """The ``supervisor``'s late reports. Its agents put theirs there (``MailDesk.late``)
+    only where senders record their mail and groups linger; elsewhere nobody puts any."""
+    late = LateReports(timer, supervisor)
+    desk = getattr(supervisor.effector, "mail", None)  # (none: its runs are hosted elsewhere)
+    if desk is not None and desk.record is not None and late.delay > 0:
         desk.late = late
     return late
 

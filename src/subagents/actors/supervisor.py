@@ -163,7 +163,7 @@ class SupervisorActor(FastInboxActor):
         self._held: list[Effect] = []
         self._grouped = 0
         self.linger = GroupLinger(timer, self.actor_ref, store)
-        self.late = late_reports(self.effector, timer, self.actor_ref, self.linger.delay)
+        self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
