@@ -12,12 +12,22 @@ from typing import Any
 import pykka
 import pytest
 
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
+from subagents.actors.group_linger import (
+    COMMIT_DUE,
+    NOTHING,
+    REPORTS_DUE,
+    GroupLinger,
+    LateReports,
+    ReportsDue,
+    late_reports,
+)
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.timer import TimerService
-from subagents.messages import Event, EventKind
+from subagents.messages import Batch, Event, EventKind, MailRead
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.effects import Publish, Tell
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
 
@@ -70,3 +80,149 @@ def test_in_memory_nothing_lingers(
 ) -> None:
     timer, ref, _ = parts
     assert not GroupLinger(timer, ref, MemoryStore()).defer([Publish(event=_event())])
+
+
+class _Told(pykka.ThreadingActor):
+    """Keeps the ``ReportsDue`` it is told; sets ``due`` at each."""
+
+    def __init__(self, due: threading.Event) -> None:
+        super().__init__()
+        self.due = due
+        self.told: list[ReportsDue] = []
+
+    def on_receive(self, message: Any) -> list[ReportsDue]:
+        if type(message) is ReportsDue:
+            self.told.append(message)
+            self.due.set()
+        return list(self.told)
+
+
+class _Supervisor:
+    """What the line reads of its supervisor (``LateReports``): its ref and inbox, its open
+    group and held effects, its ``GroupLinger`` (real: a timer service, a store)."""
+
+    def __init__(self, ref: pykka.ActorRef[Any], linger: GroupLinger, desk: Any = None) -> None:
+        self.actor_ref, self.actor_inbox = ref, ref.actor_inbox
+        self.linger = linger
+        self.effector = _Effector(desk)
+        self._group: object | None = None
+        self._held: list[Any] = []
+
+
+class _Effector:
+    def __init__(self, desk: MailDesk | None) -> None:
+        self.mail = desk
+
+
+def _hand(late: LateReports, now: Any) -> tuple[Any, list[tuple[str, Any, bool]]]:
+    handed: list[tuple[str, Any, bool]] = []
+    instead = late.hand(
+        lambda messages, more: handed.append(("batch", messages, more)),
+        lambda message, more: handed.append(("one", message, more)),
+        now,
+    )
+    return instead, handed
+
+
+@pytest.fixture
+def told(
+    tmp_path: Path,
+) -> Iterator[tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore]]:
+    timer, due = TimerService(), threading.Event()
+    ref = _Told.start(due)
+    store = SQLiteStore(tmp_path / "runs.db")
+    yield timer, ref, due, store
+    ref.stop()
+    timer.stop()
+    store.close()
+
+
+def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_in_order(
+    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``LateReports``: the agents' reports in one line. One that only records is put
+    without waking the supervisor: the first put arms one ``REPORTS_DUE`` (the rest ride on
+    it), a put after it fired arms another. The supervisor's handling gets them all, in
+    order, into its open group (``more``); before any other message it hands that message
+    back, to be handled after them."""
+    timer, ref, due, store = told
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 0.001)
+    late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
+    assert not late
+    first = Batch(messages=(MailRead(run_id="a", mail_ids=("m1",)),))
+    second = MailRead(run_id="b", mail_ids=("m2",))
+    late.put(first)
+    late.put(second)
+    assert late
+    assert due.wait(WAIT), "the reports in line were never due"
+    assert _hand(late, REPORTS_DUE) == (
+        NOTHING,  # (no group open here: nothing to commit)
+        [("batch", first.messages, True), ("one", second, True)],
+    )
+    assert not late
+    assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE]  # one wake-up for both
+    due.clear()
+    late.put(second)  # after it fired: armed again
+    assert due.wait(WAIT)
+    assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE, REPORTS_DUE]
+    ask = object()
+    assert _hand(late, ask) == (ask, [("one", second, True)])
+
+
+def test_a_wake_up_takes_what_was_put_up_to_it_and_its_group_commits_by_the_usual_rule(
+    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report someone waits on wakes the supervisor at once (a ``ReportsDue`` for it);
+    that wake-up takes the reports put up to it, and those put after it wait (as they would
+    have in the open group): their own wake-up, the timer, or the next message. Its group
+    then commits as one whose last report came in: at once when it holds more than event
+    publications, else it lingers (a ``COMMIT_DUE`` on its way: the record of straight mail
+    stays uncommitted that long, tests/durability/test_two_senders_crash.py needs it so)."""
+    timer, ref, due, store = told
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer here
+    supervisor = _Supervisor(ref, GroupLinger(timer, ref, store))
+    late = LateReports(timer, supervisor)
+    assert late.delay == 3600.0
+    record = MailRead(run_id="a", mail_ids=("m1",))
+    waited_on = Batch(messages=(MailRead(run_id="b", mail_ids=("m2",)),))
+    after = MailRead(run_id="c", mail_ids=("m3",))
+    late.put(record)
+    late.put(waited_on, wake=ref)
+    late.put(after)
+    assert due.wait(WAIT)
+    (wake,) = ref.ask("told", timeout=WAIT)
+    supervisor._group = object()
+    supervisor._held = [Tell(run_id="r1", message="x")]  # someone waits on it: committed
+    assert _hand(late, wake) == (
+        COMMIT_DUE,
+        [("one", record, True), ("batch", waited_on.messages, True)],
+    )
+    assert late  # ``after`` waits
+    supervisor._held = [Publish(event=_event())]  # only publications: it lingers
+    assert _hand(late, wake) == (NOTHING, [])
+    ask = object()
+    assert _hand(late, ask) == (ask, [("one", after, True)])
+
+
+def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups_linger(
+    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
+) -> None:
+    timer, ref, _, store = told
+
+    def desk(recorded: bool) -> MailDesk:
+        record = (lambda mails, journal: None) if recorded else None
+        return MailDesk(limits=Limits(), generation=lambda: 0, record=record)
+
+    lingers = GroupLinger(timer, ref, store)
+    recording = desk(True)
+    assert late_reports(_Supervisor(ref, lingers, recording), timer) is recording.late
+    assert recording.late is not None
+    by_supervisor = desk(False)  # the supervisor records the mail: it must hear at once
+    late_reports(_Supervisor(ref, lingers, by_supervisor), timer)
+    assert by_supervisor.late is None
+    no_linger = desk(True)
+    late_reports(_Supervisor(ref, GroupLinger(timer, ref, MemoryStore()), no_linger), timer)
+    assert no_linger.late is None
+    late_reports(_Supervisor(ref, lingers, None), timer)  # runs hosted elsewhere: no desk

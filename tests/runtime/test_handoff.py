@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from subagents.actors.handoff import Handoff, Seat
+from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.blocking import about_to_block
 
@@ -225,24 +225,102 @@ def test_each_dispatcher_thread_waits_on_a_queue_of_its_own() -> None:
         assert d.close(WAIT) == []
 
 
-def test_work_a_taker_gives_is_in_line_and_a_parked_thread_takes_it_if_the_giver_does_not() -> None:
-    """Work given from one of the taking threads (a handling mailing another actor) is left in
-    line for the giver to take after its turn (no thread switch in a ping-pong); a parked
-    thread is nudged all the same, so that it is taken while the giver's turn goes on."""
-    handoff: Handoff[str] = Handoff()
+class _CountingSlot:
+    """A seat's queue that counts what is put in it (a hand-off or a nudge: a wake-up)."""
+
+    def __init__(self) -> None:
+        self.inner: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self.puts = 0
+
+    def put(self, item: object) -> None:
+        self.puts += 1
+        self.inner.put(item)
+
+    def get(self) -> object:
+        return self.inner.get()
+
+
+def _parked_taker(handoff: Handoff[str]) -> tuple[_CountingSlot, queue.SimpleQueue[str | None]]:
+    """A thread parked in ``handoff.take`` (its seat's queue counted), and what it takes."""
+    seat = Seat()
+    slot = _CountingSlot()
+    seat.slot = slot  # type: ignore[assignment]
     got: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    threading.Thread(target=lambda: got.put(handoff.take(Seat())), daemon=True).start()
+    threading.Thread(target=lambda: got.put(handoff.take(seat)), daemon=True).start()
     pause = threading.Event()
     for _ in range(int(WAIT / 0.001)):
         if handoff.waiting:
             break
         pause.wait(0.001)
+    assert handoff.waiting
+    return slot, got
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_work_a_taker_gives_is_in_line_and_a_parked_thread_takes_it_if_the_giver_goes_on() -> None:
+    """Work given from one of the taking threads (a handling mailing another actor) is left in
+    line for the giver to take after its turn; if its turn goes on to a step that may wait
+    (``pay_nudge``: a store write, an ask, ``about_to_block``, its next message), a parked
+    thread is nudged then, and takes it while the giver's turn goes on."""
+    handoff: Handoff[str] = Handoff()
+    slot, got = _parked_taker(handoff)
     handoff.taking(True)
     try:
-        assert handoff.give("work") is True  # a parked thread was nudged
-        assert got.get(timeout=5.0) == "work"  # this thread's turn went on: the parked took it
+        assert handoff.give("work") is True  # a parked thread will take it if need be
+        assert slot.puts == 0  # not woken yet
+        pay_nudge()  # this thread's turn goes on
+        assert got.get(timeout=5.0) == "work"  # the parked one took it
+        assert slot.puts == 1
+        pay_nudge()  # paid once: nothing more owed
+        assert slot.puts == 1
     finally:
         handoff.taking(False)
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_work_a_taker_gives_and_takes_as_its_turn_ends_wakes_no_parked_thread() -> None:
+    """The ping-pong case: the giver's turn ends right after it mailed, and it takes the work
+    itself. No parked thread is woken for it: one nudged at once (as before) found the line
+    empty, and cost a thread switch and a GIL hand-over per mail (durable ping-pong: ~10
+    context switches per mail, ~3 without)."""
+    handoff: Handoff[str] = Handoff()
+    slot, got = _parked_taker(handoff)
+    handoff.taking(True)
+    try:
+        assert handoff.give("work") is True
+        assert handoff.take(Seat()) == "work"  # its turn ended: taken by itself
+        pay_nudge()  # nothing owed any more
+        assert slot.puts == 0  # the parked thread was never woken
+        assert handoff.waiting
+    finally:
+        handoff.taking(False)
+    handoff.close()
+    assert got.get(timeout=5.0) is None
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_a_taker_that_left_two_in_line_takes_one_and_a_parked_thread_the_other() -> None:
+    handoff: Handoff[str] = Handoff()
+    slot, got = _parked_taker(handoff)
+    handoff.taking(True)
+    try:
+        assert handoff.give("first") is True
+        assert handoff.give("second") is True
+        assert handoff.take(Seat()) == "first"
+        assert got.get(timeout=5.0) == "second"  # nudged as the giver took the first
+        assert slot.puts == 1
+    finally:
+        handoff.taking(False)
+
+
+@pytest.mark.usefixtures("tiny_switch_interval")
+def test_a_taker_that_stops_taking_hands_on_what_it_left_in_line() -> None:
+    handoff: Handoff[str] = Handoff()
+    _, got = _parked_taker(handoff)
+    handoff.taking(True)
+    assert handoff.give("work") is True
+    handoff.taking(False)  # (a dispatcher thread replaced while blocked, leaving)
+    assert got.get(timeout=5.0) == "work"
 
 
 def test_work_a_taker_gives_while_none_is_parked_is_taken_by_it_next() -> None:
@@ -364,5 +442,42 @@ def test_a_turn_that_mails_and_then_blocks_for_the_answer_does_not_hold_the_mail
             assert [a.get(timeout=WAIT) for a in asked] == [True] * size
         for w in waiters:
             w.stop()
+    finally:
+        assert d.close(WAIT) == []
+
+
+class _MailsThenWaitsUnsaid(PooledActor):
+    """On "mail": mails ``to`` (in line, for this thread after its turn), then waits until the
+    test has put its next message, so both are one drain. On "wait": waits for the answer
+    without saying it blocks (a store write, an ask: a step the dispatcher cannot see)."""
+
+    def __init__(self, to: Any, answered: threading.Event, next_put: threading.Event) -> None:
+        super().__init__()
+        self.to, self.answered, self.next_put = to, answered, next_put
+
+    def on_receive(self, message: str) -> bool:
+        if message == "mail":
+            self.to.tell(self.answered)
+            return self.next_put.wait(WAIT)
+        return self.answered.wait(WAIT)
+
+
+def test_a_drain_that_goes_on_to_its_next_message_hands_on_what_it_mailed() -> None:
+    """A handling mails another actor, and the same drain goes on to the actor's next
+    message, which waits (unseen by the dispatcher) for what it mailed: the nudge owed for
+    the mail is paid before that next message, so a parked thread takes it. No watch thread
+    looks (``stall_s`` never reached)."""
+    d = Dispatcher(size=2, stall_s=3600.0, name="t-handoff-next-message")
+    try:
+        answered, next_put = threading.Event(), threading.Event()
+        sets = _Sets.start(dispatcher=d)
+        actor = _MailsThenWaitsUnsaid.start(sets, answered, next_put, dispatcher=d)
+        mailed = actor.ask("mail", block=False)
+        waited = actor.ask("wait", block=False)
+        next_put.set()
+        assert mailed.get(timeout=WAIT) is True
+        assert waited.get(timeout=WAIT) is True  # answered while this drain went on
+        actor.stop()
+        sets.stop()
     finally:
         assert d.close(WAIT) == []

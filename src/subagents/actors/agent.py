@@ -21,6 +21,7 @@ from typing import Any, Protocol, cast
 import msgspec
 import pykka
 
+from subagents.actors.handoff import pay_nudge
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.mail_desk import DirectMail, MailDesk
 from subagents.actors.pooled import PooledActor
@@ -401,6 +402,7 @@ class AgentActor(FastInboxActor):
         self._held.append(message)
 
     def flush_reports(self) -> None:
+        pay_nudge()  # a record, an ask may wait: what this turn mailed is taken meanwhile
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
@@ -411,7 +413,9 @@ class AgentActor(FastInboxActor):
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
             messages, sent = direct.post(messages, self.cancel.is_set())
-        self.supervisor.tell(messages[0] if len(messages) == 1 else Batch(messages=messages))
+        report = messages[0] if len(messages) == 1 else Batch(messages=messages)
+        if self._desk is None or not self._desk.told(report, messages, self.supervisor):
+            self.supervisor.tell(report)
         if sent is not None:  # after the supervisor has them: it hears of mail first
             if self._acks is not None:  # the end of a handling: handed on by ``_settle``
                 self._acks.extend(sent.acks)
@@ -441,8 +445,7 @@ class AgentActor(FastInboxActor):
         if not wait:
             self._tell(step)
             return
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             self.supervisor.ask(Ask(step), timeout=ASK_TIMEOUT_S)
         except (pykka.Timeout, pykka.ActorDeadError):  # not known recorded: ``_unrecorded``
@@ -456,8 +459,7 @@ class AgentActor(FastInboxActor):
 
     def journal_start(self, starting: ToolStarting) -> bool:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             reply = self.supervisor.ask(
                 Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=ASK_TIMEOUT_S
@@ -482,8 +484,7 @@ class AgentActor(FastInboxActor):
     def ask_status(self, run_id: str) -> RunProgress:
         # Asked: what is held goes first (as before any ask), so that the answer counts the
         # mail this turn sent before it asked
-        if self._held:
-            self.flush_reports()
+        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             answer = self.supervisor.ask(
                 Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=ASK_TIMEOUT_S

@@ -22,6 +22,9 @@ in or after the group holding that observation: ``MailRoutes.observed``).
 
 from __future__ import annotations
 
+import collections
+import itertools
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,11 +32,13 @@ from typing import Any
 import pykka
 
 from subagents.actors.timer import TimerService
+from subagents.messages import Batch
 from subagents.store.base import MailRecording, RunStore
 from subagents.supervision.effects import Effect, Publish
 
 LINGER_S = 0.005
-"""How long a group nobody waits on may stay open (events reach watchers that much later)."""
+"""How long a group nobody waits on may stay open (events reach watchers that much later), and
+how long the record of mail that went straight may wait to reach the supervisor."""
 
 
 class CommitDue:
@@ -43,6 +48,115 @@ class CommitDue:
 
 
 COMMIT_DUE = CommitDue()
+
+
+class ReportsDue:
+    """Told to the supervisor to take the agents' reports in line (``LateReports``): those put
+    up to ``upto`` (a wake-up for one report someone waits on), or all of them (the timer's,
+    ``REPORTS_DUE``)."""
+
+    __slots__ = ("upto",)
+
+    def __init__(self, upto: float) -> None:
+        self.upto = upto
+
+
+REPORTS_DUE = ReportsDue(math.inf)
+
+NOTHING = Batch(messages=())
+"""What the supervisor handles as nothing (an empty ``Batch``)."""
+
+
+class LateReports:
+    """The one line in which the agents' reports go to the supervisor where senders record
+    their mail (``MailDesk.told``): a report that only records what happened (mail that
+    went straight, the journal, read receipts) is put there without waking the supervisor,
+    which takes it within ``delay`` (``REPORTS_DUE`` from the timer) or before the next
+    message it handles, whichever comes first; any other report is put there and the
+    supervisor is told a ``ReportsDue`` for it at once.
+
+    Why: in a durable ping-pong each step's record woke the supervisor's thread, which then
+    took the GIL from the mail's critical path for that one report; nothing waits on it
+    (its group lingers anyway). In line here, a few milliseconds of them are taken in one
+    wake-up and one group.
+
+    Order: one deque for all the runtime's agents, in the order they put (an append is one
+    C call under the GIL). Every report of theirs goes through it, so they are decided in
+    the order they were made; the supervisor takes them all before any other message it
+    handles (``SupervisorActor.on_receive``), so whatever a run asks after its reports,
+    and whatever anyone tells after, is decided after them. A wake-up takes only what was
+    put up to its report: what came after waits as it would have waited in the open group
+    (and the group commits as when its inbox runs dry: ``hand``)."""
+
+    __slots__ = ("_due", "_key", "_ref", "_reports", "_seq", "_supervisor", "_timer", "delay")
+
+    def __init__(self, timer: TimerService, supervisor: Any) -> None:
+        """``supervisor``: the ``SupervisorActor`` whose reports these are (its ref, its
+        open group and lingering: a wake-up's group commits by its rule, ``hand``)."""
+        self._timer = timer
+        self._supervisor = supervisor
+        self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
+        self._key = ("late reports", id(self))
+        self.delay: float = supervisor.linger.delay
+        self._reports: collections.deque[tuple[int, Any]] = collections.deque()
+        self._seq = itertools.count(1)
+        self._due = 0.0
+        """When the ``REPORTS_DUE`` from the timer is due (none on its way: in the past).
+        Read and set by any agent's thread without a lock: two that both see none set the
+        same timer key twice (one message); one set after the timer fired sees it past."""
+
+    def __bool__(self) -> bool:
+        return bool(self._reports)
+
+    def put(self, report: Any, wake: pykka.ActorRef[Any] | None = None) -> None:
+        """``report`` (a run's reports of one handling) in line; ``wake``: the supervisor,
+        told a ``ReportsDue`` for it now (None: it takes it within ``delay``)."""
+        seq = next(self._seq)  # (one C call: two threads never draw the same)
+        self._reports.append((seq, report))
+        if wake is not None:
+            wake.tell(ReportsDue(seq))
+            return
+        now = time.monotonic()
+        if self._due <= now:
+            self._due = due = now + self.delay
+            self._timer.tell_at(self._key, due, self._ref, REPORTS_DUE)
+
+    def hand(self, batch: Callable[..., None], one: Callable[..., None], now: Any) -> Any:
+        """The reports in line, in order, to the supervisor's handling (on its thread), into
+        its open group: ``batch(messages, more=True)`` for a ``Batch``, else
+        ``one(message, more=True)``. ``now``: the message it is about to handle, after
+        them; what it is to handle instead: ``now`` itself, or for a ``ReportsDue`` (which
+        takes only what was put up to it) ``COMMIT_DUE`` when its open group is to commit
+        by the supervisor's rule for a group whose last report came in (its inbox is
+        empty and the group may not linger), else ``NOTHING``."""
+        upto = now.upto if type(now) is ReportsDue else math.inf
+        reports = self._reports
+        while reports and reports[0][0] <= upto:
+            report = reports.popleft()[1]  # (only the supervisor's thread takes)
+            if type(report) is Batch:
+                batch(report.messages, more=True)
+            else:
+                one(report, more=True)
+        if type(now) is not ReportsDue:
+            return now
+        supervisor = self._supervisor  # its rule for a group whose last report came in:
+        if (  # committed when its inbox runs dry, unless it may linger (``GroupLinger``)
+            supervisor._group is not None
+            and supervisor.actor_inbox.empty()
+            and not supervisor.linger.defer(supervisor._held)
+        ):
+            return COMMIT_DUE
+        return NOTHING
+
+
+def late_reports(supervisor: Any, timer: TimerService) -> LateReports:
+    """The ``supervisor``'s late reports. Its agents put theirs there (``MailDesk.late``)
+    only where senders record their mail and groups linger; elsewhere nobody puts any."""
+    late = LateReports(timer, supervisor)
+    desk = getattr(supervisor.effector, "mail", None)  # (none: its runs are hosted elsewhere)
+    if desk is not None and desk.record is not None and late.delay > 0:
+        desk.late = late
+    return late
 
 
 class GroupLinger:

@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from subagents.actors.group_linger import LateReports
 from subagents.logs import get_logger
 from subagents.messages import (
     Batch,
@@ -39,6 +40,7 @@ from subagents.messages import (
     Mail,
     MailAck,
     MailPosted,
+    MailRead,
     MailState,
     RunRecord,
     SendMail,
@@ -57,6 +59,8 @@ from subagents.supervision.unsaved_journal import UnsavedJournal
 log = get_logger("subagents.agent")
 
 _ASKING = (SpawnRequest, StopRequest, StopRequested)
+_LATE = frozenset({MailPosted, Journal, MailRead})
+"""Reports that only record: the mail that went straight, the journal, read receipts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,26 @@ class MailDesk:
         self.limits = limits
         self.generation = generation
         self.record = record
+        self.late: LateReports | None = None
+        """The one line in which the agents' reports go to the supervisor, in order, where
+        senders record their mail and groups linger (``actors/group_linger.py``); set by
+        the supervisor; None elsewhere (each report is told)."""
+
+    def told(self, report: Any, messages: tuple[Any, ...], supervisor: Any) -> bool:
+        """``report`` (a run's ``messages`` of one handling) put in line for the supervisor
+        (``late``), and the supervisor woken at once unless every one of them only records
+        what happened (``_LATE``: it takes them within ``LINGER_S``, or before the next
+        message it handles). False: no line here; the caller tells it."""
+        late = self.late
+        if late is None:
+            return False
+        wake = False
+        for message in messages:
+            if type(message) not in _LATE:
+                wake = True
+                break
+        late.put(report, supervisor if wake else None)
+        return True
 
 
 class Sent:

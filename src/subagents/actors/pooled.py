@@ -56,7 +56,7 @@ import pykka
 from pykka import messages as pykka_messages
 
 from subagents.actors.gc_pacing import PACING
-from subagents.actors.handoff import Handoff, Seat
+from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.threads import ThreadPool
@@ -291,6 +291,7 @@ class Dispatcher:
         its replacement is owed, started (``_pay``) when work finds no thread waiting for it
         (now, if work is in line already). Work that does not block after all (a sync function agent
         that returns at once) then costs no thread: the worker comes back to its place."""
+        pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
         if worker.replaced:
             return
         with self._lock:
@@ -574,6 +575,7 @@ class PooledActor(pykka.Actor):
                 if inbox.unschedule_if_empty():
                     return
                 continue
+            pay_nudge()  # (the turn goes on: what the last handling left in line, handoff.py)
             self._handle_envelope(envelope)
         self._dispatcher.submit(self)
 

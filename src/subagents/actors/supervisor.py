@@ -39,7 +39,7 @@ from subagents.actors.agent import BehaviourFactory
 from subagents.actors.deadline_watch import DEADLINES_DUE
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger
+from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
@@ -47,7 +47,7 @@ from subagents.actors.run_status import status_of
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
-from subagents.actors.told_answers import refusal_of
+from subagents.actors.told_answers import answer_told, failure_reason
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -185,19 +185,21 @@ class SupervisorActor(FastInboxActor):
         self._held: list[Effect] = []
         self._grouped = 0
         self.linger = GroupLinger(timer, self.actor_ref, store)
+        self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
 
     def on_start(self) -> None:
         if self.on_thread is not None:  # so that the runtime can join the thread on close
             self.on_thread(threading.current_thread())
 
     def on_stop(self) -> None:
-        self._commit_group()
+        self.on_receive(COMMIT_DUE)  # the reports in line taken, the open group committed
 
     # ---- receiving -------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
+        message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
         if kind is Ask:
             return self._answer(message.message)
@@ -250,11 +252,10 @@ class SupervisorActor(FastInboxActor):
             self._halt(exc)
             raise
 
-    def _receive_batch(self, messages: tuple[Any, ...]) -> None:
-        """The messages of a Batch in order: each run of consecutive SendMails (MailReads;
-        journals and waiting reports: ``_RUNS``) in one core call, each run of a step's spawns
-        in decisions of up to ``STEP_SPAWNS_MOST`` (``actors.spawn_group``), anything else one
-        by one."""
+    def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
+        """A Batch's messages in order (``more``: as ``_receive``'s): each run of consecutive
+        SendMails (MailReads; journals and waiting reports: ``_RUNS``) in one core call, a
+        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, the rest one by one."""
         n = len(messages)
         i = 0
         while i < n:
@@ -271,10 +272,10 @@ class SupervisorActor(FastInboxActor):
                     i = j
                     continue
             if j - i > 1 and self.store_failure is None:
-                self._in_group(messages[i:j], more=j < n)
+                self._in_group(messages[i:j], more=more or j < n)
             else:
                 for k in range(i, j):
-                    self._receive(messages[k], more=k < n - 1)
+                    self._receive(messages[k], more=more or k < n - 1)
             i = j
 
     def _receive(self, message: Any, *, more: bool) -> None:
@@ -328,22 +329,10 @@ class SupervisorActor(FastInboxActor):
         """Handling a tell failed (a bug): logged, and whoever waits on it is answered."""
         log.exception("supervisor failed to handle a message", message=type(messages[0]).__name__)
         for message in messages:
-            self._answer_failure(message, exc)
-
-    def _answer_failure(self, message: Any, exc: Exception) -> None:
-        """A run (or the outside) that asked for something by a tell must hear back even
-        when handling it failed: otherwise it waits on its tool call until its deadline."""
-        reason = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
-        self._answer_told(message, reason)
+            self._answer_told(message, failure_reason(exc))
 
     def _answer_told(self, message: Any, reason: str) -> None:
-        refusal = refusal_of(message, reason)
-        if refusal is not None:
-            run_id, reply = refusal
-            if run_id is None:
-                self.on_outside(reply)
-            else:
-                self.effector.tell(run_id, reply)
+        answer_told(message, reason, self.effector.tell, self.on_outside)
 
     # ---- the store failed ------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ tool call until its deadline, and an outside caller on its spawn forever."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from subagents.messages import (
@@ -33,3 +34,23 @@ def refusal_of(message: Any, reason: str) -> tuple[str | None, Any] | None:
             return run_id, StopReply(request_id=rid, error=reason)
         case _:
             return None
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a run (or the outside) that asked by a tell is told when handling it failed (a
+    bug): otherwise it would wait on its tool call until its deadline."""
+    return f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
+
+
+def answer_told(
+    message: Any, reason: str, tell: Callable[[str, Any], None], on_outside: Callable[[Any], None]
+) -> None:
+    """Refuse ``message`` with ``reason`` to whoever waits on it: ``tell(run_id, reply)`` for a
+    run, ``on_outside(reply)`` for the outside; nothing when nobody waits."""
+    refusal = refusal_of(message, reason)
+    if refusal is not None:
+        run_id, reply = refusal
+        if run_id is None:
+            on_outside(reply)
+        else:
+            tell(run_id, reply)
