@@ -45,7 +45,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import os
 import sys
 import threading
 import time
@@ -59,7 +58,7 @@ from subagents.actors.gc_pacing import PACING
 from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
-from subagents.actors.threads import ThreadPool
+from subagents.actors.threads import ThreadPool, default_size
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
@@ -74,12 +73,6 @@ log = get_logger("subagents.dispatch")
 THROUGHPUT = 64
 """Messages one drain hands an actor before it goes to the back of the line: an actor
 flooded with mail does not keep a thread from every other actor."""
-
-
-def default_size() -> int:
-    """Threads that drain mailboxes: two per core, at least 4 (a handling may wait briefly on
-    the supervisor, so a few more threads than cores keep the cores busy)."""
-    return max(4, 2 * (os.cpu_count() or 1))
 
 
 class _Worker(Seat):
@@ -370,11 +363,12 @@ class Dispatcher:
                 return []
             self._closed.set()
             self._poked.set()  # the watch thread ends now, not at its next look
-        PACING.unregister(self)
         self._handoff.close()
         if self._watch is not None:
             self._watch.join(max(0.0, deadline - time.monotonic()))
-        return self._pool.close(max(0.0, deadline - time.monotonic()))
+        alive = self._pool.close(max(0.0, deadline - time.monotonic()))
+        PACING.unregister(self)  # once its work in line is done: the stops it made counted
+        return alive
 
 
 class Mailbox:

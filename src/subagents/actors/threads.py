@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import os
 import queue
 import threading
 import time
@@ -38,6 +39,12 @@ log = get_logger("subagents.threads")
 Work = Callable[[], None]
 
 _STOP = None
+
+
+def default_size() -> int:
+    """Threads that drain a dispatcher's mailboxes: two per core, at least 4 (a handling may
+    wait briefly on the supervisor, so a few more threads than cores keep the cores busy)."""
+    return max(4, 2 * (os.cpu_count() or 1))
 
 
 class PoolClosed(RuntimeError):
