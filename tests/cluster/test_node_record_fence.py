@@ -12,55 +12,22 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from held_store import HeldStore
 from raycluster import LocalCluster
 from runtime.conftest import Events
 from subagents.behaviour.function import AgentContext
 from subagents.cluster.record_fence import RecordRefused
 from subagents.messages import EventKind, Mail, RunStatus
 from subagents.runtime import Runtime
-from subagents.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.ray
 
 WAIT_S = 120.0
 CONTENT = "from the sender"
-
-
-class HeldStore(SQLiteStore):
-    """Holds the first record of ``CONTENT`` in the driver's answering thread until
-    ``release``, then writes it as any; what that write did is kept in ``done``."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.reached, self.release, self.done = (
-            threading.Event(),
-            threading.Event(),
-            threading.Event(),
-        )
-        self.error: BaseException | None = None
-        self._held = False
-
-    def save_mails_fenced(self, mails: Sequence[Mail], *args: Any, **kwargs: Any) -> None:
-        if self._held or not any(m.content == CONTENT for m in mails):
-            super().save_mails_fenced(mails, *args, **kwargs)
-            return
-        self._held = True
-        self.reached.set()
-        assert self.release.wait(WAIT_S)
-        try:
-            super().save_mails_fenced(mails, *args, **kwargs)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.done.set()
 
 
 async def sink(ctx: AgentContext) -> str:
@@ -93,7 +60,7 @@ def test_a_record_held_past_its_nodes_loss_is_refused(
     from subagents.cluster.connect import NAMESPACE
     from subagents.cluster.node_host import runtime_host_name
 
-    store = HeldStore(tmp_path / "runs.db")
+    store = HeldStore(tmp_path / "runs.db", CONTENT, WAIT_S)
     events = Events()
     agents = {"root": root, "sink": sink, "sender": sender}
     try:
@@ -154,7 +121,7 @@ def test_a_record_held_past_its_runs_timeout_on_a_live_node_is_refused(
     the run's end, and the sink was handed it.)"""
     from subagents.store.fencing import AttemptOver
 
-    store = HeldStore(tmp_path / "runs.db")
+    store = HeldStore(tmp_path / "runs.db", CONTENT, WAIT_S)
     events = Events()
     agents = {"root": late_root, "sink": sink, "sender": late_sender}
     try:

@@ -12,19 +12,17 @@ wide with real synchronization."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gates import Gate
+from held_store import HeldStore
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import EventKind, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.fencing import AttemptOver
-from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events
 
@@ -37,36 +35,6 @@ before (the record is then held until the test has seen it time out)."""
 RESTART_BACKOFF_S = 2.0
 """The restart's backoff in the restart case: the refused mail, told to the supervisor as
 soon as its record is refused, reaches it well before the restart is due."""
-
-
-class HeldStore(SQLiteStore):
-    """Holds the first record of ``CONTENT`` on the sender's thread until ``release``, then
-    writes it as any; what that write raised is kept in ``error``."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.reached, self.release, self.done = (
-            threading.Event(),
-            threading.Event(),
-            threading.Event(),
-        )
-        self.error: BaseException | None = None
-        self._held = False
-
-    def save_mails_fenced(self, mails: Sequence[Mail], *args: Any, **kwargs: Any) -> None:
-        if self._held or not any(m.content == CONTENT for m in mails):
-            super().save_mails_fenced(mails, *args, **kwargs)
-            return
-        self._held = True
-        self.reached.set()
-        assert self.release.wait(WAIT)
-        try:
-            super().save_mails_fenced(mails, *args, **kwargs)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.done.set()
 
 
 async def sink(ctx: AgentContext) -> str:
@@ -100,7 +68,7 @@ def test_a_record_held_past_its_runs_end_is_refused(tmp_path: Path, end: str) ->
     committed; let go, it is refused (``AttemptOver``): the store keeps no delivered mail
     of the ended run, nor the journal entries it carried. (Without the attempt fence it committed
     after the run's end: a mail from a timed-out run, delivered to the sink.)"""
-    store = HeldStore(tmp_path / "runs.db")
+    store = HeldStore(tmp_path / "runs.db", CONTENT, WAIT)
     events = Events()
     timeout = TIMEOUT_S if end == "timed_out" else WAIT
     agents = {"root": _root(timeout), "sink": sink, "sender": sender}
@@ -142,7 +110,7 @@ def test_a_record_of_the_start_a_retry_ended_is_refused(tmp_path: Path) -> None:
     after the retry is committed, the record is refused, and the run's mail is the second
     start's alone. (Without the attempt fence the first start's mail and journal entries
     landed under the run after the retry: two mails of one send.)"""
-    store = HeldStore(tmp_path / "runs.db")
+    store = HeldStore(tmp_path / "runs.db", CONTENT, WAIT)
     events = Events()
     fail = Gate()
     starts: list[int] = []
@@ -201,7 +169,7 @@ def test_the_mail_of_a_restarted_runs_refused_record_is_sent_by_its_next_start(
     handed to the next start as its send's answer, and the mail was never sent (the sink
     waited in vain). The restart's backoff (``RESTART_BACKOFF_S``) lets the refused mail
     reach the supervisor before the next start reads what its run sent."""
-    store = HeldStore(tmp_path / "runs.db")
+    store = HeldStore(tmp_path / "runs.db", CONTENT, WAIT)
     events = Events()
     fail = Gate()
     starts: list[int] = []
