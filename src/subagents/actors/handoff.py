@@ -22,7 +22,10 @@ itself (``take``; a second item left in line then nudges one). A nudge paid at o
 before, woke a thread per mail of a durable ping-pong that found the line empty, with its
 context switches and a GIL hand-over (measured: ~4 context switches of ~9 per durable mail).
 A turn that goes on without such a step (long pure-Python work) holds the work until the
-dispatcher's watch thread counts it stalled and starts another thread (``stall_s``).
+dispatcher's watch thread counts it stalled and starts another thread (``stall_s``). A thread
+already counted as blocked (``Seat.replaced``: it said so, or it stalled) leaves nothing in
+line for itself: the watch thread would not look at it again, and its turn may last as long
+as the user's code waits (a sync function agent's ``ctx.send`` then ``time.sleep``).
 
 No work is lost between a thread deciding to park and parking: a thread parks, then looks at
 the line again (and takes itself back out if something came); the giver puts work in the
