@@ -364,3 +364,34 @@ def test_the_record_of_mail_that_went_straight_commits_with_no_further_message(
             assert mail.content == "hello"
         finally:
             other.close()
+
+
+def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_waits(
+    store: RunStore,
+) -> None:
+    """A plain ``def`` function sends mail (flushed at once: it may not come back to its
+    actor soon) and then waits, without a word to the dispatcher, for something only the
+    recipient does (an event here; a ``time.sleep``, a C call, a socket read elsewhere). Its
+    dispatcher thread said it blocks as the function was called, so the mail must not wait
+    in line for that thread's turn to end: here it never would."""
+    got = threading.Event()
+
+    async def listener(ctx: AgentContext) -> str:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        got.set()
+        return mail.content
+
+    def talker(ctx: AgentContext) -> str:
+        ctx.send(ctx.task, "hello")
+        return "heard" if got.wait(WAIT) else "the mail waited behind this function"
+
+    async def root(ctx: AgentContext) -> str:
+        listener_id: str = await ctx.spawn("listener", "listen", background=True)
+        out = await ctx.spawn("talker", listener_id)
+        return str(out.result)
+
+    with Runtime({"root": root, "talker": talker, "listener": listener}, store=store) as rt:
+        outcome = rt.spawn("root", "go").result(2 * WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.result == "heard"

@@ -481,3 +481,37 @@ def test_a_drain_that_goes_on_to_its_next_message_hands_on_what_it_mailed() -> N
         sets.stop()
     finally:
         assert d.close(WAIT) == []
+
+
+class _BlocksThenMailsAndWaits(PooledActor):
+    """Says it blocks first (a sync function agent: ``about_to_block`` as it is called), then
+    mails ``to`` (``ctx.send``: flushed at once) and waits for the answer without a word (a
+    ``time.sleep``, an ``Event.wait``, a C call: nothing pays a nudge)."""
+
+    def __init__(self, to: Any) -> None:
+        super().__init__()
+        self.to = to
+
+    def on_receive(self, message: object) -> bool:
+        about_to_block()
+        answered = threading.Event()
+        self.to.tell(answered)
+        return answered.wait(WAIT)
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_what_a_thread_counted_as_blocked_mails_is_taken_by_another_at_once(size: int) -> None:
+    """A thread counted as blocked (it said so, or the watch thread saw it stall) is not
+    taking turns: its drain may go on for as long as the user's code waits. What it mails is
+    handed to a parked thread at once. Left in line for it, with a nudge owed that nothing
+    it did next paid, the mail waited for the end of its turn (here, the answer it waits
+    for: never; a parked thread was there, so no replacement was started, and the watch
+    thread never looks at a thread already replaced)."""
+    d = Dispatcher(size=size, stall_s=3600.0, name="t-handoff-blocked-mails")
+    try:
+        waiter = _BlocksThenMailsAndWaits.start(_Sets.start(dispatcher=d), dispatcher=d)
+        for _ in range(20):
+            assert waiter.ask("go", timeout=2 * WAIT) is True
+        waiter.stop()
+    finally:
+        assert d.close(WAIT) == []

@@ -179,3 +179,40 @@ def test_the_outside_sees_what_a_model_is_writing(tmp_path: Path) -> None:
     assert progress.status is RunStatus.RUNNING and progress.steps == 0
     delta = events.of(EventKind.TEXT_DELTA)[0]
     assert delta.data["parts"] == [{"kind": "text", "text": "first half|"}]
+
+
+def test_the_last_words_a_model_streams_reach_the_outside_before_its_run_completes(
+    tmp_path: Path,
+) -> None:
+    """The last ``Streamed`` report of a run's last model call is told to the supervisor
+    straight, and its step and end go after it, through the line of the agents' reports
+    (SQLite: ``actors/group_linger.py``). Here they are all waiting when the supervisor
+    comes to them (its thread held by an event subscriber until the run's actor is done).
+    The end must not be decided first: a ``Streamed`` from a run that ended is dropped,
+    so the outside never saw the last words the model wrote."""
+    model = ScriptedModel({"writer": [{"text": "first half|second half", "stream": 2}]})
+    held, release = threading.Event(), threading.Event()
+
+    def hold(event: Any) -> None:  # on the supervisor's thread
+        if event.kind is EventKind.STARTED and event.agent == "writer":
+            held.set()
+            release.wait(WAIT)
+
+    events = Events()
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    with Runtime([spec("writer")], model=model, store=store) as rt:
+        rt.subscribe(hold)
+        rt.subscribe(events)
+        handle = rt.spawn("writer", "write")
+        assert held.wait(WAIT)
+        try:
+            assert rt._hosting.agents_idle(WAIT)  # its deltas, step and end are on their way
+        finally:
+            release.set()
+        assert handle.result(WAIT).status is RunStatus.COMPLETED
+        events.wait_count(EventKind.COMPLETED, "writer", 1)
+    store.close()
+    written = "".join(
+        part["text"] for e in events.of(EventKind.TEXT_DELTA) for part in e.data["parts"]
+    )
+    assert written == "first half|second half"

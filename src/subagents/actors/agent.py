@@ -23,7 +23,7 @@ import pykka
 
 from subagents.actors.handoff import pay_nudge
 from subagents.actors.inbox import FastInboxActor
-from subagents.actors.mail_desk import DirectMail, MailDesk
+from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -413,9 +413,8 @@ class AgentActor(FastInboxActor):
             if direct is None:
                 direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
             messages, sent = direct.post(messages, self.cancel.is_set())
-        report = messages[0] if len(messages) == 1 else Batch(messages=messages)
-        if self._desk is None or not self._desk.told(report, messages, self.supervisor):
-            self.supervisor.tell(report)
+        one = messages[0] if len(messages) == 1 else Batch(messages=messages)
+        report(self._desk, self.supervisor, one, messages)  # (in line, in order: mail_desk)
         if sent is not None:  # after the supervisor has them: it hears of mail first
             if self._acks is not None:  # the end of a handling: handed on by ``_settle``
                 self._acks.extend(sent.acks)
@@ -497,11 +496,12 @@ class AgentActor(FastInboxActor):
         self.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
 
     def report_streamed(self, streamed: Streamed) -> None:
-        # At once, not held: the model call it comes from goes on (and it is published only,
-        # so its order with the held reports does not matter; the step comes after it).
+        # At once, not held (the model call goes on), in order with the reports (``report``:
+        # told straight, it was decided after the run's end put in line behind it: dropped).
         # Best effort: a runtime closing under a streaming call does not fail the call here
         with contextlib.suppress(pykka.ActorDeadError):
-            self.supervisor.tell(msgspec.structs.replace(streamed, attempt=self.attempt))
+            streamed = msgspec.structs.replace(streamed, attempt=self.attempt)
+            report(self._desk, self.supervisor, streamed, (streamed,))
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:

@@ -22,7 +22,10 @@ itself (``take``; a second item left in line then nudges one). A nudge paid at o
 before, woke a thread per mail of a durable ping-pong that found the line empty, with its
 context switches and a GIL hand-over (measured: ~4 context switches of ~9 per durable mail).
 A turn that goes on without such a step (long pure-Python work) holds the work until the
-dispatcher's watch thread counts it stalled and starts another thread (``stall_s``).
+dispatcher's watch thread counts it stalled and starts another thread (``stall_s``). A thread
+already counted as blocked (``Seat.replaced``: it said so, or it stalled) leaves nothing in
+line for itself: the watch thread would not look at it again, and its turn may last as long
+as the user's code waits (a sync function agent's ``ctx.send`` then ``time.sleep``).
 
 No work is lost between a thread deciding to park and parking: a thread parks, then looks at
 the line again (and takes itself back out if something came); the giver puts work in the
@@ -47,6 +50,8 @@ _NUDGE = object()
 
 class _Taking(threading.local):
     taker = False
+    seat: Seat | None = None
+    """The taker's seat, when it said (``taking``): one counted as blocked gives at once."""
 
 
 class _Owing(threading.local):
@@ -71,11 +76,15 @@ def pay_nudge() -> None:
 class Seat:
     """One thread's place to park: its own queue, and since when it has been busy."""
 
-    __slots__ = ("busy_since", "slot")
+    __slots__ = ("busy_since", "replaced", "slot")
 
     def __init__(self) -> None:
         self.slot: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.busy_since = 0.0
+        self.replaced = False
+        """Its thread is counted as blocked (it said so, or it stalled) and another was
+        started in its place: its turn may go on for as long as the user's code waits, so
+        what it gives is handed to a parked thread at once, never left in line for it."""
         """When it was handed its current work (monotonic); 0.0 while it waits for work. Set
         before the work leaves where it waited: by the giver before it is put in the seat's
         queue, by ``take`` before it is taken from the line. So work is always in line or
@@ -96,8 +105,9 @@ class Handoff(Generic[T]):
     def give(self, item: T) -> bool:
         """Hand ``item`` to a parked thread; else leave it in line (False: no thread was
         waiting, the caller may want to start one)."""
-        parked = self._parked
-        if self._local.taker:  # one of the takers: it takes it itself after its turn
+        parked, local = self._parked, self._local
+        if local.taker and (local.seat is None or not local.seat.replaced):
+            # one of the takers, not counted as blocked: it takes it itself after its turn
             self._line.append(item)
             # unless its turn goes on to a step that may wait first: then a parked one is
             # nudged (``pay_nudge``); False when none is parked, so that a replacement owed
@@ -126,10 +136,12 @@ class Handoff(Generic[T]):
         seat.slot.put(_NUDGE)
         return True
 
-    def taking(self, yes: bool) -> None:
+    def taking(self, yes: bool, seat: Seat | None = None) -> None:
         """The current thread takes turns here (True), or no longer does (False: what it
-        owes a nudge for is handed on, ``pay_nudge``)."""
+        owes a nudge for is handed on, ``pay_nudge``); ``seat``: its own, whose
+        ``replaced`` says whether its turn may go on for long (``give``)."""
         self._local.taker = yes
+        self._local.seat = seat if yes else None
         if not yes and _owing.owed is self:
             pay_nudge()
 

@@ -141,6 +141,14 @@ class MailDesk:
         return True
 
 
+def report(desk: MailDesk | None, supervisor: Any, message: Any, messages: tuple[Any, ...]) -> None:
+    """A run's ``message`` (its ``messages``) to the supervisor: in the line of the agents'
+    reports where there is one (``MailDesk.told``), else told. Every report of a run goes
+    this way, so none is decided before one it made earlier (the line is taken first)."""
+    if desk is None or not desk.told(message, messages, supervisor):
+        supervisor.tell(message)
+
+
 class Sent:
     """The mails of one flush taken straight to their recipients: their acknowledgements,
     and their delivery."""

@@ -79,12 +79,9 @@ class _Worker(Seat):
     """One dispatcher thread: where it parks for work, and what the watch thread sees of it
     (``busy_since``: when its current drain started, 0.0 while it waits for work)."""
 
-    __slots__ = ("replaced",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.replaced = False
-        """The watch thread counted it as blocked and started another thread in its place."""
+    __slots__ = ()
+    # ``replaced`` (``Seat``): counted as blocked (``blocking``, or the watch thread saw it
+    # stall), another thread started or owed in its place
 
 
 @dataclass(frozen=True)
@@ -177,7 +174,7 @@ class Dispatcher:
         set_hook(
             functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
         )
-        self._handoff.taking(True)
+        self._handoff.taking(True, worker)
         try:
             while True:
                 actor = take(worker)
