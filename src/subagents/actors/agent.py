@@ -120,10 +120,7 @@ class _JournalReport:
 
 def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
     """The messages the reports held in one handling become: a growing read receipt (a list
-    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made.
-    (A lone report, as most runs' end, is taken as it is: no generator walked.)"""
-    if len(held) == 1 and type(held[0]) is not list and type(held[0]) is not _JournalReport:
-        return (held[0],)
+    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made."""
     return tuple(
         MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
         if isinstance(m, list)

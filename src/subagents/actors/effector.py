@@ -19,7 +19,6 @@ import msgspec
 import pykka
 
 from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
-from subagents.actors.deadline_watch import DeadlineWatch
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import Listed, MailDesk
@@ -28,7 +27,7 @@ from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Event, RestartDue, ToOutside
+from subagents.messages import Event, RestartDue, Timeout, ToOutside
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -81,8 +80,6 @@ class Effector:
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
-        self.deadlines = DeadlineWatch(timer, supervisor)
-        """The live runs' deadlines: one timer for the earliest (``actors/deadline_watch``)."""
         self._start_on: dict[str, Any] = (
             {"dispatcher": dispatcher} if dispatcher is not None else {"pool": pool}
         )
@@ -144,7 +141,10 @@ class Effector:
         self._stop(self.live.pop(effect.run_id, None))
 
     def _arm_deadline(self, effect: ArmDeadline) -> None:
-        self.deadlines.arm(effect.run_id, effect.deadline)
+        run_id = effect.run_id
+        self.timer.tell_at(
+            ("deadline", run_id), effect.deadline, self.supervisor, Timeout(run_id=run_id)
+        )
 
     def _schedule_restart(self, effect: ScheduleRestart) -> None:
         run_id = effect.run_id
@@ -156,7 +156,7 @@ class Effector:
         self.timer.schedule_in(("restart", run_id), effect.delay_s, due)
 
     def _disarm_deadline(self, effect: DisarmDeadline) -> None:
-        self.deadlines.disarm(effect.run_id)
+        self.timer.cancel(("deadline", effect.run_id))
 
     def _tell_outside(self, effect: TellOutside) -> None:
         self.on_outside(effect.message)

@@ -36,7 +36,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
-from subagents.actors.deadline_watch import DEADLINES_DUE
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, late_reports
@@ -207,8 +206,6 @@ class SupervisorActor(FastInboxActor):
             self._receive_batch(message.messages)
         elif message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()
-        elif message is DEADLINES_DUE:  # each run past its deadline, as its own Timeout
-            self._receive_batch(tuple([Timeout(run_id=r) for r in self.effector.deadlines.due()]))
         elif kind is LeaseLost:  # nothing more may be written
             self._lease_lost(message.reason)
         else:
