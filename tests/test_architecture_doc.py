@@ -165,7 +165,7 @@ def test_the_checks_see_a_missing_name() -> None:
     assert _path_exists("tests/test_code_sizes.py")
     assert not _path_exists("tests/test_no_such_thing.py")
     assert _has_member(classes, "AgentActor", "start")  # pykka's, inherited
-    assert _has_member(classes, "Lifecycle", "_ending")  # set in __init__
+    assert _has_member(classes, "Lifecycle", "ending")  # set in __init__
     assert not _has_member(classes, "AgentActor", "no_such_method")
     assert "apply_writes" in _module_defines("store/writes.py")
     assert "apply_writes" not in _module_defines("store/sqlite.py")

@@ -75,8 +75,8 @@ def close_all(
     rest.sort(key=lambda s: -s.record.depth)  # stable: deepest first, else in order
     order = queued + rest
     ids = [s.run_id for s in order]
-    ending = set(ids) - life._ending
-    life._ending |= ending  # no outcome is handed to a parent ending in this pass
+    ending = set(ids) - life.ending
+    life.ending |= ending  # no outcome is handed to a parent ending in this pass
     end = End(move, error_kind, reason)
     decided = Decided()
     writes, effects = decided.writes, decided.effects
@@ -106,7 +106,7 @@ def close_all(
             life.parking.ended(state)
             effects.append(StopAgent(run_id))
     finally:
-        life._ending -= ending
+        life.ending -= ending
     decided.add(life.mail.topics.ended_all())
     slots.release_all()
     life.policies.forget(runs.forget_all())

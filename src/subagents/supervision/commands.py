@@ -41,9 +41,9 @@ def commanded(
     # Every run stopped in this poll counts as ending until the last stop is decided: a walk
     # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
     # a tree stopped after the send is started only to be stopped; the queue gets them below.
-    held = {c.run_id for c in commands if c.kind == "stop"} - life._ending
+    held = {c.run_id for c in commands if c.kind == "stop"} - life.ending
     trees = {c.run_id for c in commands if c.kind == "stop" and c.content != "turn"}
-    life._ending |= held
+    life.ending |= held
     try:
         for command in commands:
             if command.kind == "stop":
@@ -63,8 +63,8 @@ def commanded(
                 decided.add(approvals.answered(runs, command, now()))
         decided.add(_stopped(stops, runs, life, trees))
     finally:
-        life._ending -= held
-    if held and life.slots.queue_length() and not life._ending:
+        life.ending -= held
+    if held and life.slots.queue_length() and not life.ending:
         decided.add(life.start_queued())
     return decided
 

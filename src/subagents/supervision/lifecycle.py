@@ -83,7 +83,7 @@ class Lifecycle:
         self.policies = policies
         self.slots = slots
         self.clock = clock
-        self._ending: set[str] = set()
+        self.ending: set[str] = set()
         """Runs whose end is being decided now (a ``finish`` or a cancel walk in progress):
         their descendants' outcomes are not handed to them (they would arrive at an agent
         that is stopping, as a tool answer nobody reads); and the slots their descendants
@@ -103,12 +103,12 @@ class Lifecycle:
         status = next_status(record.run_id, record.status, end.move)  # before any change
         self.runs.ended(state)
         if self.runs.tree.has_children(record.run_id):
-            self._ending.add(record.run_id)
+            self.ending.add(record.run_id)
             try:
                 below = end.below or f"its parent {record.agent} ended ({status})"
                 decided.add(self.cancel_below(state, below))
             finally:
-                self._ending.discard(record.run_id)
+                self.ending.discard(record.run_id)
         outcome = outcome_of(record, status, end)
         now = self.now()  # (its end's time: the record's and its end event's)
         writes = decided.writes
@@ -128,7 +128,7 @@ class Lifecycle:
         if state.run_id in self.mail.topics:
             decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
-        if self.slots.queue_length() and not self._ending:  # (a walk's: at its end)
+        if self.slots.queue_length() and not self.ending:  # (a walk's: at its end)
             decided.add(self.start_queued())
         return decided
 
@@ -142,7 +142,7 @@ class Lifecycle:
 
     def _hand(self, decided: Decided, state: RunState, outcome: Outcome) -> None:
         """Hand ``outcome`` to the requester: the outside, the parent's tool call, or mail;
-        nobody when the parent ends in the same decision (``_ending``). Added to
+        nobody when the parent ends in the same decision (``ending``). Added to
         ``decided`` (a run's end is on the supervisor's hot path: no ``Decided`` of its
         own to add)."""
         record = state.record
@@ -150,7 +150,7 @@ class Lifecycle:
         if parent_id is None:
             done = ChildDone(request_id=state.request_id or record.run_id, outcome=outcome)
             decided.effects.append(TellOutside(done))
-        elif parent_id not in self._ending:  # else its agent stops without reading it
+        elif parent_id not in self.ending:  # else its agent stops without reading it
             parent = self.runs.get(parent_id)
             failed = self._fail_parent(state, outcome)
             if failed is not None:
@@ -171,7 +171,7 @@ class Lifecycle:
         live ancestor (its parent's requester, or above), if any; the store keeps it
         either way (the outside reads it there: ``wait_any``, ``subagents wait``)."""
         for ancestor in self.runs.tree.ancestors(state.run_id):
-            if ancestor in self._ending:
+            if ancestor in self.ending:
                 return Decided()  # ending with this decision: nobody above would read it
             if self.runs.live(ancestor) is not None:
                 report = background_report(state.record, outcome, "detached result")
@@ -209,8 +209,8 @@ class Lifecycle:
         cancelled: list[str] = []
         deepest_first = self.runs.tree.deepest_first
         walk = [r for t, prune in tops for r in deepest_first(t, prune) if include_top or r != t]
-        ending = set(walk) - self._ending
-        self._ending |= ending
+        ending = set(walk) - self.ending
+        self.ending |= ending
         try:
             for run_id in walk:
                 target = self.runs.live(run_id)
@@ -220,12 +220,12 @@ class Lifecycle:
                 decided.effects.append(StopAgent(run_id))
                 cancelled.append(run_id)
         finally:
-            self._ending -= ending
+            self.ending -= ending
         # The slots the walk freed go to the queue now that every run it ended has left it:
         # run by run, a parked run of the tree (queued for its slot back) went on
         # (``Unpark``: its code ran, a tool called, a mail sent) or a moved one started,
         # before the walk stopped it. Not while an ending above is decided (``finish``).
-        if self.slots.queue_length() and not self._ending:
+        if self.slots.queue_length() and not self.ending:
             decided.add(self.start_queued())
         return cancelled, decided
 
