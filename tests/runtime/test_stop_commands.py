@@ -18,46 +18,69 @@ from pathlib import Path
 from subagents import FunctionAgent, Limits, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.messages import EventKind, PollCommands, RunStatus
+from subagents.runtime import RunHandle
 
 from .conftest import WAIT, Events
 
+QUIET = {"command_poll_s": 3600, "sweep_every_s": 3600}  # polled when the test says
+
+
+class OneSlot:
+    """Two roots of an agent that works until ``release``: the first holds the one slot
+    (working: a waiting run would lend it), the second is queued behind it; ``ran`` lists
+    the tasks whose code ran."""
+
+    def __init__(self, db: Path) -> None:
+        self.db, self.ran, self.release, self.events = db, [], threading.Event(), Events()
+
+    def runtime(self) -> Runtime:
+        def holds(ctx: AgentContext) -> str:
+            self.ran.append(ctx.task)
+            self.release.wait(WAIT)
+            return "not stopped"
+
+        agent = FunctionAgent.create("holds", holds)
+        rt = Runtime([agent], store=SQLiteStore(self.db), limits=Limits(max_concurrency=1), **QUIET)
+        rt.subscribe(self.events)
+        return rt
+
+    def cli(self, *args: str) -> str:
+        """The real ``subagents`` command in another process, on this store: its stdout."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTS_")}
+        argv = [sys.executable, "-m", "subagents.cli.main", *args, "--state", str(self.db)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def check(self, first: RunHandle, queued: RunHandle) -> None:
+        """Both ended cancelled by the commands; only the first ever started or ran."""
+        outcomes = [h.result(WAIT) for h in (first, queued)]
+        assert [(o.status, o.error) for o in outcomes] == [
+            (RunStatus.CANCELLED, "stopped from another process")
+        ] * 2
+        assert [e.run_id for e in self.events.of(EventKind.STARTED)] == [first.run_id]
+        assert self.ran == ["first"]  # the queued root's code never ran
+
+
+def _started(rt: Runtime) -> tuple[RunHandle, RunHandle]:
+    first = rt.spawn("holds", "first")
+    queued = rt.spawn("holds", "queued")
+    assert first.wait_admitted() is RunStatus.RUNNING
+    assert queued.wait_admitted() is RunStatus.QUEUED
+    return first, queued
+
 
 def test_stops_of_one_poll_start_no_queued_run_of_a_tree_they_stop(tmp_path: Path) -> None:
-    ran: list[str] = []
-    release = threading.Event()
-
-    def holds(ctx: AgentContext) -> str:
-        ran.append(ctx.task)
-        release.wait(WAIT)  # working, holding the one slot (a waiting run would lend it)
-        return "not stopped"
-
-    db = tmp_path / "runs.db"
-    events = Events()
-    quiet = {"command_poll_s": 3600, "sweep_every_s": 3600}  # polled when the test says
-    limits = Limits(max_concurrency=1)
-    with Runtime(
-        [FunctionAgent.create("holds", holds)], store=SQLiteStore(db), limits=limits, **quiet
-    ) as rt:
-        rt.subscribe(events)
+    slot = OneSlot(tmp_path / "runs.db")
+    with slot.runtime() as rt:
         try:
-            first = rt.spawn("holds", "first")
-            queued = rt.spawn("holds", "queued")
-            assert first.wait_admitted() is RunStatus.RUNNING
-            assert queued.wait_admitted() is RunStatus.QUEUED
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTS_")}
-            argv = [sys.executable, "-m", "subagents.cli.main", "stop", "--all", "--state", str(db)]
-            stopped = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
-            assert stopped.returncode == 0, stopped.stderr
-            assert first.run_id in stopped.stdout and queued.run_id in stopped.stdout
+            first, queued = _started(rt)
+            stopped = slot.cli("stop", "--all")
+            assert first.run_id in stopped and queued.run_id in stopped
             rt._hosting.poll(PollCommands())  # the poll takes both stops: one decision
-            outcomes = [h.result(WAIT) for h in (first, queued)]
+            slot.check(first, queued)
         finally:
-            release.set()
-    assert [(o.status, o.error) for o in outcomes] == [
-        (RunStatus.CANCELLED, "stopped from another process")
-    ] * 2
-    assert [e.run_id for e in events.of(EventKind.STARTED)] == [first.run_id]
-    assert ran == ["first"]  # the queued root's code never ran
+            slot.release.set()
 
 
 def test_a_send_between_stops_starts_no_queued_run_a_later_stop_ends(tmp_path: Path) -> None:
@@ -65,43 +88,14 @@ def test_a_send_between_stops_starts_no_queued_run_a_later_stop_ends(tmp_path: P
     poll takes a stop, the mail, then the stop of the queued run. The slot the first stop
     frees must not start the queued run the next stop ends (a send between the stops made
     them two walks, and the first handed its slot to the queue)."""
-    ran: list[str] = []
-    release = threading.Event()
-
-    def holds(ctx: AgentContext) -> str:
-        ran.append(ctx.task)
-        release.wait(WAIT)  # working, holding the one slot (a waiting run would lend it)
-        return "not stopped"
-
-    db = tmp_path / "runs.db"
-    events = Events()
-    quiet = {"command_poll_s": 3600, "sweep_every_s": 3600}  # polled when the test says
-    limits = Limits(max_concurrency=1)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTS_")}
-
-    def cli(*args: str) -> None:
-        argv = [sys.executable, "-m", "subagents.cli.main", *args, "--state", str(db)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
-        assert done.returncode == 0, done.stderr
-
-    with Runtime(
-        [FunctionAgent.create("holds", holds)], store=SQLiteStore(db), limits=limits, **quiet
-    ) as rt:
-        rt.subscribe(events)
+    slot = OneSlot(tmp_path / "runs.db")
+    with slot.runtime() as rt:
         try:
-            first = rt.spawn("holds", "first")
-            queued = rt.spawn("holds", "queued")
-            assert first.wait_admitted() is RunStatus.RUNNING
-            assert queued.wait_admitted() is RunStatus.QUEUED
-            cli("stop", first.run_id)
-            cli("send", first.run_id, "posted between the stops")
-            cli("stop", queued.run_id)
+            first, queued = _started(rt)
+            slot.cli("stop", first.run_id)
+            slot.cli("send", first.run_id, "posted between the stops")
+            slot.cli("stop", queued.run_id)
             rt._hosting.poll(PollCommands())  # the poll takes the three commands in order
-            outcomes = [h.result(WAIT) for h in (first, queued)]
+            slot.check(first, queued)
         finally:
-            release.set()
-    assert [(o.status, o.error) for o in outcomes] == [
-        (RunStatus.CANCELLED, "stopped from another process")
-    ] * 2
-    assert [e.run_id for e in events.of(EventKind.STARTED)] == [first.run_id]
-    assert ran == ["first"]  # the queued root's code never ran
+            slot.release.set()
