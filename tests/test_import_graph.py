@@ -173,3 +173,24 @@ def test_the_console_is_the_top_layer_nothing_imports() -> None:
         if target.startswith("subagents.console")
     )
     assert not inward, "imports of the console from below it:\n" + "\n".join(inward)
+
+
+def pykka_importers() -> list[str]:
+    """The modules outside ``subagents.actors`` that import pykka, at any depth."""
+    found = []
+    for name, (path, _) in _module_names().items():
+        if name == "subagents.actors" or name.startswith("subagents.actors."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _imports(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if any(n is not None and (n == "pykka" or n.startswith("pykka.")) for n in names):
+                found.append(name)
+                break
+    return found
+
+
+def test_only_the_actors_layer_imports_pykka() -> None:
+    """docs/architecture.md: ``actors/`` is the only place that imports pykka (the layers
+    above reach actors through it: a pykka type above it ties them to the actor library)."""
+    assert pykka_importers() == []

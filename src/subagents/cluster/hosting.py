@@ -10,7 +10,7 @@ of its own (``actors.remote.NodeRuns``). This class is the driver's side of the 
   stops), numbered and sent as one frame per batch over the node's link (``cluster.link``,
   a socket per set-up; ``RoutingEffector`` gathers them);
 - one thread per node reads what the node's agents told and asked the supervisor (sent as it
-  is queued) and hands it to the supervisor in order, asks too (``supervisor_asks``: queued
+  is queued) and hands it to the supervisor in order, asks too (``actors.node_asks``: queued
   at once, in the link's order, their answers waited for on a small pool of threads so that a
   slow answer does not hold the node's other reports back). Two asks are
   the driver's store's, answered here without the supervisor, as a run on one machine reads
@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from subagents.actors.node_asks import NodeAsks
 from subagents.actors.remote import (
     Answer,
     Asked,
@@ -64,7 +65,6 @@ from subagents.cluster.link import (
 from subagents.cluster.link_tls import link_tls
 from subagents.cluster.placement import Placement, PlacementError, resource_needs
 from subagents.cluster.record_fence import RecordFence
-from subagents.cluster.supervisor_asks import SupervisorAsks
 from subagents.cluster.travel import Travelling
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -128,7 +128,7 @@ class ClusterHosting:
         """run id -> the nodes its starts were placed on, in order (what was observed)."""
         self._placeable: Callable[[], None] | None = None
         self._supervisor: Any = None
-        self._asks: SupervisorAsks | None = None  # the nodes' asks, queued in order
+        self._asks: NodeAsks | None = None  # the nodes' asks, queued in order
         self.router: RoutingEffector | None = None
         self._closed = threading.Event()
         self._answers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="subagents-asks")
@@ -233,7 +233,7 @@ class ClusterHosting:
         router = self.router
         assert router is not None, "effector() first"
         self._supervisor = router.supervisor
-        self._asks = SupervisorAsks(router.supervisor, self._answers)
+        self._asks = NodeAsks(router.supervisor, self._answers)
         self._placeable = router.placeable
         for node, host in self.hosts.items():
             thread = threading.Thread(
@@ -339,7 +339,7 @@ class ClusterHosting:
                 with self._recording.recording(link, node) as check:
                     self._record_mail(message.mails, message.journal, check, message.attempt)
                 value = None
-            else:  # RememberedRules (the supervisor's asks: ``SupervisorAsks``)
+            else:  # RememberedRules (the supervisor's asks: ``NodeAsks``)
                 remembered = self._remembered
                 value = remembered(message.root_run_id) if remembered is not None else ()
             answer = Answer(asked.key, value=value)

@@ -1,4 +1,4 @@
-"""SupervisorAsks: a node's asks of the supervisor, put in its inbox in the order the node's
+"""NodeAsks: a node's asks of the supervisor, put in its inbox in the order the node's
 link brought them; only their answers are waited for on a pool of threads.
 
 Why: a node's agents tell and ask the driver's supervisor over one link, in order. The driver
@@ -30,7 +30,7 @@ ANSWER_TIMEOUT_S = 60.0
 gives up earlier: ``actors.agent.ASK_TIMEOUT_S``)."""
 
 
-class SupervisorAsks:
+class NodeAsks:
     """A node's asks handed to the supervisor in order, answered off the reading thread."""
 
     __slots__ = ("_pool", "_supervisor", "timeout_s")

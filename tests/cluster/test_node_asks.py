@@ -1,6 +1,6 @@
 """A node's asks reach the driver's supervisor in the order its link brought them, before
 anything the node told after them, however long the supervisor takes to answer
-(``cluster/supervisor_asks.py``). No Ray: a real runtime's supervisor, stalled on its own
+(``actors/node_asks.py``). No Ray: a real runtime's supervisor, stalled on its own
 thread by an event subscriber (as a supervisor stalled for long is), and the driver's pool of
 answering threads, smaller than the asks waiting on it.
 
@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from runtime.conftest import WAIT
+from subagents.actors.node_asks import NodeAsks
 from subagents.actors.remote import Answer
-from subagents.cluster.supervisor_asks import SupervisorAsks
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Ask, Event, EventKind, Inspect, PollCommands
 from subagents.models.scripted import ScriptedModel
@@ -56,7 +56,7 @@ def test_an_ask_waiting_for_a_thread_is_in_the_supervisors_inbox_before_a_later_
         try:
             assert held.wait(WAIT)
             ref = rt._hosting.supervisor._ref
-            driver = SupervisorAsks(ref, pool, timeout_s=WAIT)
+            driver = NodeAsks(ref, pool, timeout_s=WAIT)
             for key, ask in enumerate(asks, start=1):  # as the link's reading thread does
                 driver.ask(key, ask, reply)
             ref.tell(told)  # what the node told after them
