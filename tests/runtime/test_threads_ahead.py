@@ -85,3 +85,43 @@ def test_handlings_that_block_never_start_a_thread_themselves(
         release.set()
         monkeypatch.undo()
         assert d.close(WAIT) == []
+
+
+def test_spares_are_never_more_than_the_live_actors_that_may_still_block() -> None:
+    """Spares are started for handlings that may block next: the live actors not blocked
+    now. With every live actor blocked, none (a fan-out of 100 calls at a time kept 100
+    spares parked beside its 100 blocked threads: 200 threads started, not ~100); with two
+    live and not blocked, two. (Enough threads that nobody waits for one: the watch thread
+    is never poked, so what ``_add_spares`` starts is all there is.)"""
+    n = 6
+    d = Dispatcher(size=n + 2, stall_s=NEVER, name="t-spares")
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    class Blocking(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message:
+                about_to_block()
+                entered.release()
+                assert release.wait(WAIT)
+            return message
+
+    try:
+        refs = [Blocking.start(dispatcher=d) for _ in range(n)]
+        answers = [ref.ask(True, block=False) for ref in refs]
+        for _ in range(n):
+            assert entered.acquire(timeout=WAIT)
+        assert d.counts().replaced == n
+        threads = d._pool.threads
+        d._add_spares(True)  # what a poked watch thread does
+        assert d._pool.threads == threads  # every live actor blocked: none may block next
+        idle = [Blocking.start(dispatcher=d) for _ in range(2)]  # live, not blocked
+        assert [ref.ask(False, timeout=WAIT) for ref in idle] == [False, False]
+        d._add_spares(True)
+        assert d._pool.spares == 2, d._pool.spares
+        release.set()
+        assert all(a.get(timeout=WAIT) for a in answers)
+        for ref in [*refs, *idle]:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        assert d.close(WAIT) == []

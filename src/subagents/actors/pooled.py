@@ -227,8 +227,14 @@ class Dispatcher:
             return True
 
     def _add_spares(self, spares: bool) -> None:
-        """Owed replacements while work waits; then (``spares``) one spare per blocked one."""
-        want = len(self._workers) - self._working if spares else 0  # blocked now
+        """Owed replacements while work waits; then (``spares``) one spare per blocked one,
+        but never more than the live actors not blocked now: each of them may block once
+        before a blocked one comes back, no other handling can (a fan-out of 100 calls at a
+        time kept 100 spares parked beside its 100 blocked threads: 200 started)."""
+        want = 0
+        if spares:
+            blocked = len(self._workers) - self._working
+            want = min(blocked, self._live - blocked)
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line:
                 if not self._pay(start=True):
