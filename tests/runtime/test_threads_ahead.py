@@ -16,7 +16,12 @@ import pytest
 from polling import wait_until
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
+from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import ModelRequest, ModelResponse, TextBlock
+from subagents.runtime import Runtime
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
 
@@ -125,3 +130,72 @@ def test_spares_are_never_more_than_the_live_actors_that_may_still_block() -> No
     finally:
         release.set()
         assert d.close(WAIT) == []
+
+
+def test_ready_starts_the_spares_missing_parked_on_the_callers_thread() -> None:
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-ready")
+    try:
+        assert d.ready(3) == 3
+        assert d._pool.spares == 3
+        assert d.ready(2) == 0  # enough parked or coming
+        assert d.ready(4) == 1
+        assert d._pool.spares == 4
+    finally:
+        assert d.close(WAIT) == []
+    assert d.ready(2) == 0  # closed: none
+
+
+class _HeldModel:
+    """A model whose calls say they block, as a network call does, and then wait for the
+    test's ``release``."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+        about_to_block()
+        self.entered.release()
+        assert self.release.wait(WAIT)
+        return ModelResponse(content=(TextBlock("done"),), stop_reason="end_turn")
+
+
+def test_a_wave_of_model_calls_finds_its_threads_started_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step that starts n LLM runs at once: the supervisor has the dispatcher's threads
+    for their n model calls ready before it starts them (``Effector._threads_for_starts``,
+    ``Dispatcher.ready``), so none is started by the watch thread as each call blocks
+    (those starts waited for the GIL behind the wave, 13-45 in the first 100 ms of a
+    1,000-child fan-out), and every call is under way at once."""
+    n = 12
+    model = _HeldModel()
+    starters: list[str] = []
+    start = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        starters.append(threading.current_thread().name)
+        start(thread)
+
+    async def parent(ctx: AgentContext) -> str:
+        count = int(ctx.task)
+        outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
+        return ",".join(o.status for o in outcomes)
+
+    worker = AgentSpec(name="worker", description="one model call", tools=())
+    limits = Limits(max_concurrency=n + 1, per_agent=n, max_children=n, timeout_s=WAIT)
+    with Runtime({"parent": parent, "worker": worker}, model=model, limits=limits) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        dispatcher.stall_s = NEVER  # (started at the parent's start, with this stall_s)
+        rt.run("parent", "0", wait=WAIT)  # the dispatcher started (no child)
+        monkeypatch.setattr(threading.Thread, "start", recorded)
+        handle = rt.spawn("parent", str(n))
+        for _ in range(n):  # every call under way at once: each had its thread
+            assert model.entered.acquire(timeout=WAIT)
+        wave = list(starters)
+        model.release.set()
+        assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
+    monkeypatch.undo()
+    assert wave, "no thread was started for the wave"
+    assert all(name.startswith("SupervisorActor") for name in wave), wave

@@ -42,7 +42,6 @@ replacement (none parked: the watch thread starts it, and spares ahead, ``_add_s
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import sys
@@ -52,12 +51,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
-from pykka import messages as pykka_messages
 
 from subagents.actors.gc_pacing import PACING
 from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
+from subagents.actors.mailbox import Mailbox
 from subagents.actors.threads import ThreadPool, default_size
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
@@ -242,6 +241,26 @@ class Dispatcher:
             elif self._pool.spares >= want or not self._pool.add_spare():
                 return
 
+    def ready(self, blocking: int) -> int:
+        """Have threads ready for ``blocking`` handlings about to block (a wave of runs about
+        to make their model calls): spares started now, parked, on the caller's thread, up to
+        the pool's ``max_idle``; how many were started.
+
+        Why here and not on the watch thread: a wave's replacements, started by the watch
+        thread as its handlings block, each waited for the GIL twice (``Thread.start``
+        waits until the new thread runs) behind the supervisor deciding the rest of the
+        wave and the children starting: 13-45 threads in the first 100 ms of a 1,000-child
+        fan-out, the wave's model calls waiting for them. The caller (the supervisor,
+        before it starts the wave's runs) is the one thread running then."""
+        if not self._started:
+            self._start()
+        started = 0
+        while not self._closed.is_set() and self._pool.spares < blocking:
+            if not self._pool.add_spare():
+                break
+            started += 1
+        return started
+
     def _rejoin(self, worker: _Worker) -> bool:
         """A worker counted as blocked whose drain ended: back to work in the place of a
         replacement still owed (it was never started), or if fewer than ``size`` threads
@@ -372,106 +391,6 @@ class Dispatcher:
         alive = self._pool.close(max(0.0, deadline - time.monotonic()))
         PACING.unregister(self)  # once its work in line is done: the stops it made counted
         return alive
-
-
-class Mailbox:
-    """A pooled actor's inbox: a deque that has its actor run when a message arrives.
-
-    ``put`` appends, then, if the actor is not scheduled yet, schedules it (under the
-    mailbox's lock, against the drain that finds the deque empty and unschedules: a message is
-    never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
-    after ``empty()`` said no.
-
-    Once its actor has stopped and the drain that tore it down found it empty, the mailbox
-    forgets the actor (``close_if_empty``): the actor and the mailbox held each other, so
-    every ended run's objects were left for the cyclic GC to find; now they are freed as the
-    last reference goes. A message put after that (a put that raced the stop past
-    ``ActorRef``'s ``is_alive`` check) is refused at once, as pykka's teardown would."""
-
-    __slots__ = ("_actor", "_dispatcher", "_gone", "_lock", "_queue", "_scheduled")
-
-    def __init__(self) -> None:
-        self._queue: collections.deque[Envelope[Any]] = collections.deque()
-        self._lock = threading.Lock()
-        self._scheduled = False
-        self._actor: PooledActor | None = None
-        self._dispatcher: Dispatcher | None = None
-        self._gone: str | None = None
-        """Once closed: the stopped actor, named for the refusals."""
-
-    def bind(self, actor: PooledActor, dispatcher: Dispatcher) -> None:
-        """(The dispatcher, not its bound ``submit``: one object less per live actor for
-        the cyclic GC to walk.)"""
-        self._actor = actor
-        self._dispatcher = dispatcher
-
-    def put(self, envelope: Envelope[Any], /) -> None:
-        self._queue.append(envelope)
-        with self._lock:
-            if self._scheduled:
-                return
-            actor = self._actor
-            if actor is not None:
-                self._scheduled = True
-        if actor is not None:
-            assert self._dispatcher is not None
-            self._dispatcher.submit(actor)
-        elif self._gone is not None:  # closed: nobody drains it any more
-            self._refuse_all(self._gone)
-
-    def get(self) -> Envelope[Any]:
-        return self._queue.popleft()
-
-    def empty(self) -> bool:
-        return not self._queue
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def schedule(self) -> bool:
-        """Schedule the actor (its start); False if it already is."""
-        with self._lock:
-            if self._scheduled:
-                return False
-            self._scheduled = True
-        return True
-
-    def unschedule_if_empty(self) -> bool:
-        """The drain found no message: unschedule, unless one arrived just now."""
-        with self._lock:
-            if self._queue:
-                return False
-            self._scheduled = False
-            return True
-
-    def close_if_empty(self, gone: str) -> bool:
-        """The actor has stopped and its teardown found no message: unschedule for good and
-        forget the actor (``gone`` names it), unless a message arrived just now."""
-        with self._lock:
-            if self._queue:
-                return False
-            self._scheduled = False
-            self._gone = gone
-            self._actor = None
-            return True
-
-    def _refuse_all(self, gone: str) -> None:
-        """pykka's teardown, for what was put after the close: an ask is refused
-        ``ActorDeadError`` (a stop's ask is answered: its actor has stopped); a tell is
-        dropped."""
-        while self._queue:
-            try:
-                envelope = self._queue.popleft()
-            except IndexError:  # another putter refused it meanwhile
-                return
-            reply = envelope.reply_to
-            if reply is None:
-                continue
-            if type(envelope.message) is pykka_messages._ActorStop:
-                reply.set(None)
-            else:
-                dead = pykka.ActorDeadError(f"{gone} stopped before handling the message")
-                reply.set_exception(exc_info=(pykka.ActorDeadError, dead, None))
 
 
 class PooledActor(pykka.Actor):
