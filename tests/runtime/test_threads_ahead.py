@@ -199,3 +199,35 @@ def test_a_wave_of_model_calls_finds_its_threads_started_before_it(
     monkeypatch.undo()
     assert wave, "no thread was started for the wave"
     assert all(name.startswith("SupervisorActor") for name in wave), wave
+
+
+def test_a_wave_whose_threads_cannot_be_started_ahead_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No thread to be had on the supervisor's side (the process's limit): the wave's runs
+    start all the same, each call's replacement started by the watch thread as it blocks."""
+    n = 6
+    model = _HeldModel()
+    start = threading.Thread.start
+
+    def refused_to_the_supervisor(thread: threading.Thread) -> None:
+        if threading.current_thread().name.startswith("SupervisorActor"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    async def parent(ctx: AgentContext) -> str:
+        count = int(ctx.task)
+        outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
+        return ",".join(o.status for o in outcomes)
+
+    worker = AgentSpec(name="worker", description="one model call", tools=())
+    limits = Limits(max_concurrency=n + 1, per_agent=n, max_children=n, timeout_s=WAIT)
+    with Runtime({"parent": parent, "worker": worker}, model=model, limits=limits) as rt:
+        rt.run("parent", "0", wait=WAIT)  # the dispatcher started (no child)
+        monkeypatch.setattr(threading.Thread, "start", refused_to_the_supervisor)
+        handle = rt.spawn("parent", str(n))
+        for _ in range(n):
+            assert model.entered.acquire(timeout=WAIT)
+        model.release.set()
+        assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
+        monkeypatch.undo()

@@ -131,7 +131,10 @@ class Effector:
                 blocking += 1
         if blocking > 1:
             assert self.dispatcher is not None
-            self.dispatcher.ready(blocking)
+            try:
+                self.dispatcher.ready(blocking)
+            except Exception:  # no thread to be had: each call's replacement is tried later
+                log.warning("no spare threads for a wave of starts", exc_info=True)
         return listed
 
     def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:
