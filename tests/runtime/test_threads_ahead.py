@@ -132,102 +132,79 @@ def test_spares_are_never_more_than_the_live_actors_that_may_still_block() -> No
         assert d.close(WAIT) == []
 
 
-def test_ready_starts_the_spares_missing_parked_on_the_callers_thread() -> None:
+def test_ready_has_the_watch_thread_start_the_spares_asked_for() -> None:
     d = Dispatcher(size=1, stall_s=NEVER, name="t-ready")
     try:
-        assert d.ready(3) == 3
-        assert d._pool.spares == 3
-        assert d.ready(2) == 0  # enough parked or coming
-        assert d.ready(4) == 1
-        assert d._pool.spares == 4
+        d.ready(3)
+        assert d._pool.wait_until(lambda c: c.parked == 3, WAIT), d._pool.parked
+        d.ready(2)  # enough parked already: none more
+        d.ready(4)
+        assert d._pool.wait_until(lambda c: c.parked == 4, WAIT), d._pool.parked
     finally:
         assert d.close(WAIT) == []
-    assert d.ready(2) == 0  # closed: none
+    assert d._pool.threads == 0
 
 
 class _HeldModel:
-    """A model whose calls say they block, as a network call does, and then wait for the
-    test's ``release``."""
+    """A model whose calls wait for the test's ``release`` (``announce``: saying first that
+    they block, as a network call does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, announce: bool = True) -> None:
+        self.announce = announce
         self.entered = threading.Semaphore(0)
         self.release = threading.Event()
 
     def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
-        about_to_block()
+        if self.announce:
+            about_to_block()
         self.entered.release()
         assert self.release.wait(WAIT)
         return ModelResponse(content=(TextBlock("done"),), stop_reason="end_turn")
 
 
-def test_a_wave_of_model_calls_finds_its_threads_started_before_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A step that starts n LLM runs at once: the supervisor has the dispatcher's threads
-    for their n model calls ready before it starts them (``Effector._threads_for_starts``,
-    ``Dispatcher.ready``), so none is started by the watch thread as each call blocks
-    (those starts waited for the GIL behind the wave, 13-45 in the first 100 ms of a
-    1,000-child fan-out), and every call is under way at once."""
-    n = 12
-    model = _HeldModel()
-    starters: list[str] = []
-    start = threading.Thread.start
+async def _parent(ctx: AgentContext) -> str:
+    count = int(ctx.task)
+    outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
+    return ",".join(o.status for o in outcomes)
 
-    def recorded(thread: threading.Thread) -> None:
-        starters.append(threading.current_thread().name)
-        start(thread)
 
-    async def parent(ctx: AgentContext) -> str:
-        count = int(ctx.task)
-        outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
-        return ",".join(o.status for o in outcomes)
-
+def _wave_runtime(n: int, model: _HeldModel) -> Runtime:
     worker = AgentSpec(name="worker", description="one model call", tools=())
     limits = Limits(max_concurrency=n + 1, per_agent=n, max_children=n, timeout_s=WAIT)
-    with Runtime({"parent": parent, "worker": worker}, model=model, limits=limits) as rt:
+    return Runtime({"parent": _parent, "worker": worker}, model=model, limits=limits)
+
+
+def test_a_wave_of_llm_starts_has_its_threads_started_ahead() -> None:
+    """A step that starts n LLM runs at once has the dispatcher start n spares for their
+    model calls before they block (``Effector._threads_for_starts``, ``Dispatcher.ready``),
+    not one by one as each blocks (those starts waited for the GIL behind the wave: 13-45
+    in the first 100 ms of a 1,000-child fan-out). Here the calls do not say they block,
+    and the watch thread never looks for stalls: no replacement is ever owed, so the
+    spares parked are the ones started ahead."""
+    n = 10
+    model = _HeldModel(announce=False)
+    with _wave_runtime(n, model) as rt:
         dispatcher = rt._hosting.dispatcher
         assert dispatcher is not None
         dispatcher.stall_s = NEVER  # (started at the parent's start, with this stall_s)
-        rt.run("parent", "0", wait=WAIT)  # the dispatcher started (no child)
-        monkeypatch.setattr(threading.Thread, "start", recorded)
         handle = rt.spawn("parent", str(n))
-        for _ in range(n):  # every call under way at once: each had its thread
-            assert model.entered.acquire(timeout=WAIT)
-        wave = list(starters)
+        pool = dispatcher._pool
+        assert pool.wait_until(lambda c: c.parked >= n, WAIT), pool.parked
         model.release.set()
         assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
-    monkeypatch.undo()
-    assert wave, "no thread was started for the wave"
-    assert all(name.startswith("SupervisorActor") for name in wave), wave
 
 
-def test_a_wave_whose_threads_cannot_be_started_ahead_still_runs(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """No thread to be had on the supervisor's side (the process's limit): the wave's runs
-    start all the same, each call's replacement started by the watch thread as it blocks."""
-    n = 6
+def test_a_wave_of_model_calls_is_under_way_at_once() -> None:
+    """Every call of a wave under way at once (the dispatcher's own threads are fewer):
+    each had a thread, whether a spare started ahead or a replacement."""
+    n = 12
     model = _HeldModel()
-    start = threading.Thread.start
-
-    def refused_to_the_supervisor(thread: threading.Thread) -> None:
-        if threading.current_thread().name.startswith("SupervisorActor"):
-            raise RuntimeError("can't start new thread")
-        start(thread)
-
-    async def parent(ctx: AgentContext) -> str:
-        count = int(ctx.task)
-        outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
-        return ",".join(o.status for o in outcomes)
-
-    worker = AgentSpec(name="worker", description="one model call", tools=())
-    limits = Limits(max_concurrency=n + 1, per_agent=n, max_children=n, timeout_s=WAIT)
-    with Runtime({"parent": parent, "worker": worker}, model=model, limits=limits) as rt:
-        rt.run("parent", "0", wait=WAIT)  # the dispatcher started (no child)
-        monkeypatch.setattr(threading.Thread, "start", refused_to_the_supervisor)
+    with _wave_runtime(n, model) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        dispatcher.stall_s = NEVER
         handle = rt.spawn("parent", str(n))
         for _ in range(n):
             assert model.entered.acquire(timeout=WAIT)
         model.release.set()
         assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
-        monkeypatch.undo()

@@ -131,10 +131,7 @@ class Effector:
                 blocking += 1
         if blocking > 1:
             assert self.dispatcher is not None
-            try:
-                self.dispatcher.ready(blocking)
-            except Exception:  # no thread to be had: each call's replacement is tried later
-                log.warning("no spare threads for a wave of starts", exc_info=True)
+            self.dispatcher.ready(blocking)
         return listed
 
     def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:

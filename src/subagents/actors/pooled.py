@@ -132,6 +132,8 @@ class Dispatcher:
         self._live = 0  # actors started and not stopped
         self._stopped = 0
         self._started = False
+        self._ahead = 0
+        """Spares asked for ahead of a wave of handlings about to block (``ready``)."""
         self._watch: threading.Thread | None = None
 
     # ---- running -----------------------------------------------------------------------------
@@ -232,8 +234,10 @@ class Dispatcher:
         time kept 100 spares parked beside its 100 blocked threads: 200 started)."""
         want = 0
         if spares:
-            blocked = len(self._workers) - self._working
-            want = min(blocked, self._live - blocked)
+            with self._lock:
+                blocked = len(self._workers) - self._working
+                want = max(min(blocked, self._live - blocked), self._ahead)
+                self._ahead = 0
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line:
                 if not self._pay(start=True):
@@ -241,25 +245,23 @@ class Dispatcher:
             elif self._pool.spares >= want or not self._pool.add_spare():
                 return
 
-    def ready(self, blocking: int) -> int:
+    def ready(self, blocking: int) -> None:
         """Have threads ready for ``blocking`` handlings about to block (a wave of runs about
-        to make their model calls): spares started now, parked, on the caller's thread, up to
-        the pool's ``max_idle``; how many were started.
+        to make their model calls): the watch thread is poked to start that many spares,
+        parked (up to the pool's ``max_idle``), before the handlings block, not one by one
+        as each does. The caller does not wait for them.
 
-        Why here and not on the watch thread: a wave's replacements, started by the watch
-        thread as its handlings block, each waited for the GIL twice (``Thread.start``
-        waits until the new thread runs) behind the supervisor deciding the rest of the
-        wave and the children starting: 13-45 threads in the first 100 ms of a 1,000-child
-        fan-out, the wave's model calls waiting for them. The caller (the supervisor,
-        before it starts the wave's runs) is the one thread running then."""
+        Why: a wave's replacements, started as its handlings blocked, each waited for the
+        GIL twice (``Thread.start`` waits until the new thread runs) behind the supervisor
+        deciding the rest of the wave and the children starting: 13-45 threads in the first
+        100 ms of a 1,000-child fan-out, its model calls waiting for them. Started on the
+        supervisor's thread instead, they held the supervisor (~80 us of CPU each, more
+        behind a loaded machine's run queue) before the first child started."""
         if not self._started:
             self._start()
-        started = 0
-        while not self._closed.is_set() and self._pool.spares < blocking:
-            if not self._pool.add_spare():
-                break
-            started += 1
-        return started
+        with self._lock:
+            self._ahead = max(self._ahead, blocking)
+        self._poked.set()
 
     def _rejoin(self, worker: _Worker) -> bool:
         """A worker counted as blocked whose drain ended: back to work in the place of a
