@@ -228,21 +228,20 @@ class Dispatcher:
             return True
 
     def _add_spares(self, spares: bool) -> None:
-        """Owed replacements while work waits; then (``spares``) one spare per blocked one,
-        but never more than the live actors not blocked now: each of them may block once
-        before a blocked one comes back, no other handling can (a fan-out of 100 calls at a
-        time kept 100 spares parked beside its 100 blocked threads: 200 started)."""
-        want = 0
-        if spares:
-            with self._lock:
+        """Owed replacements while work waits; then the spares asked for ahead (``ready``)
+        and (``spares``) one per blocked handling, but never more of those than the live
+        actors not blocked now: each of them may block once before a blocked one comes
+        back, no other handling can (a fan-out of 100 calls at a time kept 100 spares
+        parked beside its 100 blocked threads: 200 started)."""
+        with self._lock:  # (asked for ahead: taken even on a look that met their poke)
+            want, self._ahead = self._ahead, 0
+            if spares:
                 blocked = len(self._workers) - self._working
-                want = max(min(blocked, self._live - blocked), self._ahead)
-                self._ahead = 0
+                want = max(want, min(blocked, self._live - blocked))
         while not self._closed.is_set():
-            if self._owed and self._handoff.in_line:
-                if not self._pay(start=True):
-                    return
-            elif self._pool.spares >= want or not self._pool.add_spare():
+            if self._owed and self._handoff.in_line and self._pay(start=True):
+                continue
+            if self._pool.spares >= want or not self._pool.add_spare():
                 return
 
     def ready(self, blocking: int) -> None:
