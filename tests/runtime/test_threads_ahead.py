@@ -196,7 +196,7 @@ def test_a_wave_of_llm_starts_has_its_threads_started_ahead() -> None:
 
 def test_a_wave_of_model_calls_is_under_way_at_once() -> None:
     """Every call of a wave under way at once (the dispatcher's own threads are fewer):
-    each had a thread, whether a spare started ahead or a replacement."""
+    each had a thread, whether a spare started ahead or a replacement; and no more."""
     n = 12
     model = _HeldModel()
     with _wave_runtime(n, model) as rt:
@@ -206,5 +206,44 @@ def test_a_wave_of_model_calls_is_under_way_at_once() -> None:
         handle = rt.spawn("parent", str(n))
         for _ in range(n):
             assert model.entered.acquire(timeout=WAIT)
+        # and no more threads than that: the dispatcher's own, one per call, one for the
+        # parent (live, it might block next) (the spares asked for ahead are a number
+        # started, not a level kept while the calls take them: that made 2n)
+        assert dispatcher._pool.threads <= dispatcher.size + n + 1, dispatcher._pool.threads
         model.release.set()
         assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
+
+
+def test_spares_asked_for_ahead_are_a_number_started_not_a_level_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ready(n)`` starts n spares, however fast the wave's calls take them: kept as a
+    level (n parked) while the calls took them, a fan-out of 100 started ~200 threads.
+    Here each spare is taken as soon as it parks (its thread then held), as a wave does."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-ahead-n", spare=8)
+    pool = d._pool
+    hold = threading.Event()
+    started: list[bool] = []
+    add_spare = pool.add_spare
+
+    def held() -> None:
+        hold.wait(WAIT)
+
+    def taken_at_once() -> bool:
+        if len(started) == 10 or not add_spare():  # (a level kept would go on for ever)
+            return False
+        started.append(True)
+        assert pool.wait_until(lambda c: c.parked >= 1, WAIT)
+        assert pool.try_run(held)
+        return True
+
+    try:
+        monkeypatch.setattr(pool, "add_spare", taken_at_once)
+        with d._lock:
+            d._ahead = 3  # what ``ready(3)`` asks of the watch thread's next look
+        d._add_spares(False)
+        assert len(started) == 3, len(started)
+    finally:
+        hold.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []

@@ -233,15 +233,21 @@ class Dispatcher:
         actors not blocked now: each of them may block once before a blocked one comes
         back, no other handling can (a fan-out of 100 calls at a time kept 100 spares
         parked beside its 100 blocked threads: 200 started)."""
+        want = 0
         with self._lock:  # (asked for ahead: taken even on a look that met their poke)
-            want, self._ahead = self._ahead, 0
+            ahead, self._ahead = self._ahead, 0
             if spares:
                 blocked = len(self._workers) - self._working
-                want = max(want, min(blocked, self._live - blocked))
+                want = min(blocked, self._live - blocked)
+        ahead -= self._pool.spares  # (a number to start, not a level kept: they are taken)
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line and self._pay(start=True):
-                continue
-            if self._pool.spares >= want or not self._pool.add_spare():
+                ahead -= 1  # (started for one of them)
+            elif ahead > 0:
+                if not self._pool.add_spare():
+                    return
+                ahead -= 1
+            elif self._pool.spares >= want or not self._pool.add_spare():
                 return
 
     def ready(self, blocking: int) -> None:
