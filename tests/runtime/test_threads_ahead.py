@@ -20,7 +20,7 @@ from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ModelRequest, ModelResponse, TextBlock
-from subagents.runtime import Runtime
+from subagents.runtime import RunHandle, Runtime
 from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
@@ -247,3 +247,100 @@ def test_spares_asked_for_ahead_are_a_number_started_not_a_level_kept(
         hold.set()
         monkeypatch.undo()
         assert d.close(WAIT) == []
+
+
+def _refusing(monkeypatch: pytest.MonkeyPatch, refuse: Any) -> list[str]:
+    """``Thread.start`` refused (the process's thread limit) where ``refuse(name)`` says, for
+    the thread being started; the names of the threads it refused."""
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def limited(thread: threading.Thread) -> None:
+        if refuse(thread.name):
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", limited)
+    return refused
+
+
+@pytest.mark.parametrize("refused_at", [1, 2, 3])
+def test_a_dispatcher_whose_start_was_refused_a_thread_still_runs_its_work(
+    monkeypatch: pytest.MonkeyPatch, refused_at: int
+) -> None:
+    """The process at its thread limit when the dispatcher starts (its first actor's start),
+    for one thread: the k-th it starts (the watch thread or one of its own). The start does
+    not raise into whoever sent the first message, the dispatcher is not left without a
+    watch thread or with fewer threads for ever: the thread it could not have is started
+    again later, and a handling that blocks still gets a replacement. (A refused start left
+    ``_started`` set with no watch thread: every handling that blocked stayed unreplaced,
+    the mail behind it waited for ever; and the first actor's start raised.)"""
+    d = Dispatcher(size=2, stall_s=0.05, name="t-refused")
+    seen = 0
+
+    def kth(name: str) -> bool:
+        nonlocal seen
+        if not name.startswith("t-refused"):
+            return False
+        seen += 1
+        return seen == refused_at
+
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    class Blocking(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "block":
+                about_to_block()
+                entered.release()
+                assert release.wait(WAIT)
+            return message
+
+    refused = _refusing(monkeypatch, kth)
+    try:
+        refs = [Blocking.start(dispatcher=d) for _ in range(4)]
+        assert refused, "no thread start was refused"
+        blocked = [ref.ask("block", block=False) for ref in refs[:3]]  # more than its size
+        for _ in range(3):
+            assert entered.acquire(timeout=WAIT)
+        assert refs[3].ask("free", timeout=WAIT) == "free"  # a thread for it all the same
+        release.set()
+        assert [f.get(timeout=WAIT) for f in blocked] == ["block"] * 3
+        for ref in refs:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
+
+
+def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first decision of a runtime starts two LLM runs (``spawn_many``): its effector
+    asks the dispatcher for their threads ahead (``ready``), which starts the dispatcher,
+    on the supervisor's thread, at the process's thread limit for one thread. The
+    decision's effects are all carried out all the same (``Effector.apply``: one that fails
+    is logged, the rest go on) and both runs complete: before, ``ready`` raised out of
+    ``apply`` before any effect (no run started, no deadline armed: the handles waited for
+    ever)."""
+    model = _HeldModel()
+    model.release.set()
+    worker = AgentSpec(name="worker", description="one model call", tools=())
+    once: list[str] = []
+
+    def first_on_the_supervisor(name: str) -> bool:
+        if once or not threading.current_thread().name.startswith("SupervisorActor"):
+            return False
+        once.append(name)
+        return True
+
+    with Runtime({"worker": worker}, model=model, limits=Limits(timeout_s=WAIT)) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None and not dispatcher._started  # its first start is next
+        refused = _refusing(monkeypatch, first_on_the_supervisor)
+        handles = rt.spawn_many([("worker", "a"), ("worker", "b")])
+        assert refused, "no thread start was refused"
+        monkeypatch.undo()
+        outcomes = [h.result(timeout=WAIT) for h in handles if isinstance(h, RunHandle)]
+        assert [o.status for o in outcomes] == ["completed", "completed"], outcomes

@@ -147,16 +147,33 @@ class Dispatcher:
             self._pay()
 
     def _start(self) -> None:
+        """The watch thread, then ``size`` threads taking work. At the process's thread
+        limit it raises into nobody (the first message's sender, a wave's ``ready`` inside
+        ``Effector.apply``): with no watch thread it is not started yet (the next message
+        tries again); a thread of its own it could not have is owed, as a blocked thread's
+        replacement is, started when work waits for it (``_pay``; the watch thread's looks).
+        (A refused start had left it started with no watch thread: nothing was replaced any
+        more, and the mail behind every blocked handling waited for ever.)"""
         with self._lock:
             if self._started or self._closed.is_set():
                 return
+            watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
+            watch.daemon = True
+            try:
+                watch.start()
+            except Exception:
+                log.warning("no thread to start the dispatcher; tried again", exc_info=True)
+                return
+            self._watch = watch
             self._started = True
-            for _ in range(self.size):
-                self._add_worker()
+            for missing in range(self.size, 0, -1):
+                try:
+                    self._add_worker()
+                except Exception:
+                    self._owed += missing
+                    log.warning("dispatcher threads owed: none to be had", exc_info=True)
+                    break
         PACING.register(self)  # its live runs count towards the GC's pacing
-        self._watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
-        self._watch.daemon = True
-        self._watch.start()
 
     def _add_worker(self, parked_only: bool = False) -> bool:
         """One more thread taking work (``_lock`` held); ``parked_only``: or none (False)."""
