@@ -16,7 +16,12 @@ import pytest
 from polling import wait_until
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
+from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import ModelRequest, ModelResponse, TextBlock
+from subagents.runtime import RunHandle, Runtime
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT
 
@@ -85,3 +90,257 @@ def test_handlings_that_block_never_start_a_thread_themselves(
         release.set()
         monkeypatch.undo()
         assert d.close(WAIT) == []
+
+
+def test_spares_are_never_more_than_the_live_actors_that_may_still_block() -> None:
+    """Spares are started for handlings that may block next: the live actors not blocked
+    now. With every live actor blocked, none (a fan-out of 100 calls at a time kept 100
+    spares parked beside its 100 blocked threads: 200 threads started, not ~100); with two
+    live and not blocked, two. (Enough threads that nobody waits for one: the watch thread
+    is never poked, so what ``_add_spares`` starts is all there is.)"""
+    n = 6
+    d = Dispatcher(size=n + 2, stall_s=NEVER, name="t-spares")
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    class Blocking(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message:
+                about_to_block()
+                entered.release()
+                assert release.wait(WAIT)
+            return message
+
+    try:
+        refs = [Blocking.start(dispatcher=d) for _ in range(n)]
+        answers = [ref.ask(True, block=False) for ref in refs]
+        for _ in range(n):
+            assert entered.acquire(timeout=WAIT)
+        assert d.counts().replaced == n
+        threads = d._pool.threads
+        d._add_spares(True)  # what a poked watch thread does
+        assert d._pool.threads == threads  # every live actor blocked: none may block next
+        idle = [Blocking.start(dispatcher=d) for _ in range(2)]  # live, not blocked
+        assert [ref.ask(False, timeout=WAIT) for ref in idle] == [False, False]
+        d._add_spares(True)
+        assert d._pool.spares == 2, d._pool.spares
+        release.set()
+        assert all(a.get(timeout=WAIT) for a in answers)
+        for ref in [*refs, *idle]:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        assert d.close(WAIT) == []
+
+
+def test_ready_has_the_watch_thread_start_the_spares_asked_for() -> None:
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-ready")
+    try:
+        d.ready(3)
+        assert d._pool.wait_until(lambda c: c.parked == 3, WAIT), d._pool.parked
+        d.ready(2)  # enough parked already: none more
+        d.ready(4)
+        assert d._pool.wait_until(lambda c: c.parked == 4, WAIT), d._pool.parked
+    finally:
+        assert d.close(WAIT) == []
+    assert d._pool.threads == 0
+
+
+class _HeldModel:
+    """A model whose calls wait for the test's ``release`` (``announce``: saying first that
+    they block, as a network call does)."""
+
+    def __init__(self, announce: bool = True) -> None:
+        self.announce = announce
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+        if self.announce:
+            about_to_block()
+        self.entered.release()
+        assert self.release.wait(WAIT)
+        return ModelResponse(content=(TextBlock("done"),), stop_reason="end_turn")
+
+
+async def _parent(ctx: AgentContext) -> str:
+    count = int(ctx.task)
+    outcomes = await ctx.gather(*[ctx.spawn("worker", str(i)) for i in range(count)])
+    return ",".join(o.status for o in outcomes)
+
+
+def _wave_runtime(n: int, model: _HeldModel) -> Runtime:
+    worker = AgentSpec(name="worker", description="one model call", tools=())
+    limits = Limits(max_concurrency=n + 1, per_agent=n, max_children=n, timeout_s=WAIT)
+    return Runtime({"parent": _parent, "worker": worker}, model=model, limits=limits)
+
+
+def test_a_wave_of_llm_starts_has_its_threads_started_ahead() -> None:
+    """A step that starts n LLM runs at once has the dispatcher start n spares for their
+    model calls before they block (``Effector._threads_for_starts``, ``Dispatcher.ready``),
+    not one by one as each blocks (those starts waited for the GIL behind the wave: 13-45
+    in the first 100 ms of a 1,000-child fan-out). Here the calls do not say they block,
+    and the watch thread never looks for stalls: no replacement is ever owed, so the
+    spares parked are the ones started ahead."""
+    n = 10
+    model = _HeldModel(announce=False)
+    with _wave_runtime(n, model) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        dispatcher.stall_s = NEVER  # (started at the parent's start, with this stall_s)
+        handle = rt.spawn("parent", str(n))
+        pool = dispatcher._pool
+        assert pool.wait_until(lambda c: c.parked >= n, WAIT), pool.parked
+        model.release.set()
+        assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
+
+
+def test_a_wave_of_model_calls_is_under_way_at_once() -> None:
+    """Every call of a wave under way at once (the dispatcher's own threads are fewer):
+    each had a thread, whether a spare started ahead or a replacement; and no more."""
+    n = 12
+    model = _HeldModel()
+    with _wave_runtime(n, model) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None
+        dispatcher.stall_s = NEVER
+        handle = rt.spawn("parent", str(n))
+        for _ in range(n):
+            assert model.entered.acquire(timeout=WAIT)
+        # and no more threads than that: the dispatcher's own, one per call, one for the
+        # parent (live, it might block next) (the spares asked for ahead are a number
+        # started, not a level kept while the calls take them: that made 2n)
+        assert dispatcher._pool.threads <= dispatcher.size + n + 1, dispatcher._pool.threads
+        model.release.set()
+        assert handle.result(timeout=WAIT).result == ",".join(["completed"] * n)
+
+
+def test_spares_asked_for_ahead_are_a_number_started_not_a_level_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ready(n)`` starts n spares, however fast the wave's calls take them: kept as a
+    level (n parked) while the calls took them, a fan-out of 100 started ~200 threads.
+    Here each spare is taken as soon as it parks (its thread then held), as a wave does."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-ahead-n", spare=8)
+    pool = d._pool
+    hold = threading.Event()
+    started: list[bool] = []
+    add_spare = pool.add_spare
+
+    def held() -> None:
+        hold.wait(WAIT)
+
+    def taken_at_once() -> bool:
+        if len(started) == 10 or not add_spare():  # (a level kept would go on for ever)
+            return False
+        started.append(True)
+        assert pool.wait_until(lambda c: c.parked >= 1, WAIT)
+        assert pool.try_run(held)
+        return True
+
+    try:
+        monkeypatch.setattr(pool, "add_spare", taken_at_once)
+        with d._lock:
+            d._ahead = 3  # what ``ready(3)`` asks of the watch thread's next look
+        d._add_spares(False)
+        assert len(started) == 3, len(started)
+    finally:
+        hold.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
+
+
+def _refusing(monkeypatch: pytest.MonkeyPatch, refuse: Any) -> list[str]:
+    """``Thread.start`` refused (the process's thread limit) where ``refuse(name)`` says, for
+    the thread being started; the names of the threads it refused."""
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def limited(thread: threading.Thread) -> None:
+        if refuse(thread.name):
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", limited)
+    return refused
+
+
+@pytest.mark.parametrize("refused_at", [1, 2, 3])
+def test_a_dispatcher_whose_start_was_refused_a_thread_still_runs_its_work(
+    monkeypatch: pytest.MonkeyPatch, refused_at: int
+) -> None:
+    """The process at its thread limit when the dispatcher starts (its first actor's start),
+    for one thread: the k-th it starts (the watch thread or one of its own). The start does
+    not raise into whoever sent the first message, the dispatcher is not left without a
+    watch thread or with fewer threads for ever: the thread it could not have is started
+    again later, and a handling that blocks still gets a replacement. (A refused start left
+    ``_started`` set with no watch thread: every handling that blocked stayed unreplaced,
+    the mail behind it waited for ever; and the first actor's start raised.)"""
+    d = Dispatcher(size=2, stall_s=0.05, name="t-refused")
+    seen = 0
+
+    def kth(name: str) -> bool:
+        nonlocal seen
+        if not name.startswith("t-refused"):
+            return False
+        seen += 1
+        return seen == refused_at
+
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    class Blocking(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "block":
+                about_to_block()
+                entered.release()
+                assert release.wait(WAIT)
+            return message
+
+    refused = _refusing(monkeypatch, kth)
+    try:
+        refs = [Blocking.start(dispatcher=d) for _ in range(4)]
+        assert refused, "no thread start was refused"
+        blocked = [ref.ask("block", block=False) for ref in refs[:3]]  # more than its size
+        for _ in range(3):
+            assert entered.acquire(timeout=WAIT)
+        assert refs[3].ask("free", timeout=WAIT) == "free"  # a thread for it all the same
+        release.set()
+        assert [f.get(timeout=WAIT) for f in blocked] == ["block"] * 3
+        for ref in refs:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
+
+
+def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first decision of a runtime starts two LLM runs (``spawn_many``): its effector
+    asks the dispatcher for their threads ahead (``ready``), which starts the dispatcher,
+    on the supervisor's thread, at the process's thread limit for one thread. The
+    decision's effects are all carried out all the same (``Effector.apply``: one that fails
+    is logged, the rest go on) and both runs complete: before, ``ready`` raised out of
+    ``apply`` before any effect (no run started, no deadline armed: the handles waited for
+    ever)."""
+    model = _HeldModel()
+    model.release.set()
+    worker = AgentSpec(name="worker", description="one model call", tools=())
+    once: list[str] = []
+
+    def first_on_the_supervisor(name: str) -> bool:
+        if once or not threading.current_thread().name.startswith("SupervisorActor"):
+            return False
+        once.append(name)
+        return True
+
+    with Runtime({"worker": worker}, model=model, limits=Limits(timeout_s=WAIT)) as rt:
+        dispatcher = rt._hosting.dispatcher
+        assert dispatcher is not None and not dispatcher._started  # its first start is next
+        refused = _refusing(monkeypatch, first_on_the_supervisor)
+        handles = rt.spawn_many([("worker", "a"), ("worker", "b")])
+        assert refused, "no thread start was refused"
+        monkeypatch.undo()
+        outcomes = [h.result(timeout=WAIT) for h in handles if isinstance(h, RunHandle)]
+        assert [o.status for o in outcomes] == ["completed", "completed"], outcomes

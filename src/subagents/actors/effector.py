@@ -105,6 +105,8 @@ class Effector:
         handlers = self._by_type
         if self._directory is not None:
             effects = self._unlist_stopping(effects)
+        if self.dispatcher is not None:
+            effects = self._threads_for_starts(effects)
         for effect in effects:
             handler = handlers.get(type(effect))
             if handler is None:
@@ -113,6 +115,24 @@ class Effector:
                 handler(effect)
             except Exception:
                 log.exception("effect failed", effect=type(effect).__name__)
+
+    def _threads_for_starts(self, effects: Iterable[Effect]) -> list[Effect]:
+        """``effects``; when they start several runs whose first handling blocks (an LLM run's
+        model call: ``LLMFactory.blocks_at_start``), the dispatcher's threads for them made
+        ready first (``Dispatcher.ready``): a wave's model calls do not wait for threads
+        started one by one as each blocks. A start alone finds the thread its
+        predecessor's end freed."""
+        listed = effects if isinstance(effects, list) else list(effects)
+        blocking = 0
+        for effect in listed:
+            if type(effect) is StartRun and getattr(
+                self.behaviour_for(effect.spec), "blocks_at_start", False
+            ):
+                blocking += 1
+        if blocking > 1:
+            assert self.dispatcher is not None
+            self.dispatcher.ready(blocking)
+        return listed
 
     def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:
         """``effects``, the runs they stop first taken out of the directory: a run told of a

@@ -74,7 +74,7 @@ from subagents.supervision.handdown import first_message_text
 from subagents.tools import journal
 from subagents.tools.builtin import BUILTIN_NAMES
 
-__all__ = ["LLMBehaviour", "ToolCrash"]
+__all__ = ["LLMBehaviour", "LLMFactory", "ToolCrash"]
 
 
 class LLMBehaviour:
@@ -477,6 +477,25 @@ class LLMBehaviour:
         why = "cancelled" if self.port.cancel.is_set() else "unanswered"
         for span in spans.values():
             span.end(error=f"{why}: the run ended before the call answered")
+
+
+class LLMFactory:
+    """What makes each run's ``LLMBehaviour`` (``factory(port)``), for a runtime's ``env``.
+
+    ``blocks_at_start``: a run's first handling makes its model call, which waits (the
+    dispatcher hands its thread's work to another: ``subagents.blocking``). The effector
+    reads it to have the threads a wave of such starts needs ready before it starts them
+    (``Dispatcher.ready``)."""
+
+    __slots__ = ("env",)
+
+    blocks_at_start = True
+
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+
+    def __call__(self, port: AgentPort) -> LLMBehaviour:
+        return LLMBehaviour(self.env, port)
 
 
 def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:

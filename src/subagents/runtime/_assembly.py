@@ -20,8 +20,8 @@ import msgspec
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
-from subagents.behaviour.llm import LLMBehaviour
-from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.llm import LLMFactory
+from subagents.behaviour.port import AgentEnv
 from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
 from subagents.definitions.errors import DefinitionError, LoadIssue
@@ -361,8 +361,7 @@ def behaviours(
 ) -> Callable[[AgentSpec], BehaviourFactory]:
     """What runs an agent's runs: its function for a function agent, else the LLM loop."""
 
-    def llm_factory(port: AgentPort) -> LLMBehaviour:
-        return LLMBehaviour(env, port)
+    llm_factory = LLMFactory(env)
 
     made: dict[str, functools.partial[FunctionBehaviour]] = {}
     """One factory per function agent, made again only if its function is replaced: a run's

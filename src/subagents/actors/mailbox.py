@@ -1,0 +1,125 @@
+"""Mailbox: a pooled actor's inbox (``actors/pooled.py``), a deque that has its actor run by
+its dispatcher when a message finds it idle.
+
+Apart from ``pooled.py`` because it is a concept of its own: what is put, in what order, and
+when the actor is handed to a thread (the put that finds it idle) or forgotten (its stop);
+the dispatcher only sees ``submit``.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pykka
+from pykka import messages as pykka_messages
+
+if TYPE_CHECKING:
+    from pykka._envelope import Envelope
+
+
+class Submits(Protocol):
+    """What runs an actor whose mailbox has messages (``pooled.Dispatcher``)."""
+
+    def submit(self, actor: Any) -> None: ...
+
+
+class Mailbox:
+    """A pooled actor's inbox: a deque that has its actor run when a message arrives.
+
+    ``put`` appends, then, if the actor is not scheduled yet, schedules it (under the
+    mailbox's lock, against the drain that finds the deque empty and unschedules: a message is
+    never left in an unscheduled mailbox). ``get`` never blocks: pykka's teardown calls it only
+    after ``empty()`` said no.
+
+    Once its actor has stopped and the drain that tore it down found it empty, the mailbox
+    forgets the actor (``close_if_empty``): the actor and the mailbox held each other, so
+    every ended run's objects were left for the cyclic GC to find; now they are freed as the
+    last reference goes. A message put after that (a put that raced the stop past
+    ``ActorRef``'s ``is_alive`` check) is refused at once, as pykka's teardown would."""
+
+    __slots__ = ("_actor", "_dispatcher", "_gone", "_lock", "_queue", "_scheduled")
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[Envelope[Any]] = collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._actor: Any = None  # a ``PooledActor``
+        self._dispatcher: Submits | None = None
+        self._gone: str | None = None
+        """Once closed: the stopped actor, named for the refusals."""
+
+    def bind(self, actor: Any, dispatcher: Submits) -> None:
+        """(The dispatcher, not its bound ``submit``: one object less per live actor for
+        the cyclic GC to walk.)"""
+        self._actor = actor
+        self._dispatcher = dispatcher
+
+    def put(self, envelope: Envelope[Any], /) -> None:
+        self._queue.append(envelope)
+        with self._lock:
+            if self._scheduled:
+                return
+            actor = self._actor
+            if actor is not None:
+                self._scheduled = True
+        if actor is not None:
+            assert self._dispatcher is not None
+            self._dispatcher.submit(actor)
+        elif self._gone is not None:  # closed: nobody drains it any more
+            self._refuse_all(self._gone)
+
+    def get(self) -> Envelope[Any]:
+        return self._queue.popleft()
+
+    def empty(self) -> bool:
+        return not self._queue
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def schedule(self) -> bool:
+        """Schedule the actor (its start); False if it already is."""
+        with self._lock:
+            if self._scheduled:
+                return False
+            self._scheduled = True
+        return True
+
+    def unschedule_if_empty(self) -> bool:
+        """The drain found no message: unschedule, unless one arrived just now."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._scheduled = False
+            return True
+
+    def close_if_empty(self, gone: str) -> bool:
+        """The actor has stopped and its teardown found no message: unschedule for good and
+        forget the actor (``gone`` names it), unless a message arrived just now."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._scheduled = False
+            self._gone = gone
+            self._actor = None
+            return True
+
+    def _refuse_all(self, gone: str) -> None:
+        """pykka's teardown, for what was put after the close: an ask is refused
+        ``ActorDeadError`` (a stop's ask is answered: its actor has stopped); a tell is
+        dropped."""
+        while self._queue:
+            try:
+                envelope = self._queue.popleft()
+            except IndexError:  # another putter refused it meanwhile
+                return
+            reply = envelope.reply_to
+            if reply is None:
+                continue
+            if type(envelope.message) is pykka_messages._ActorStop:
+                reply.set(None)
+            else:
+                dead = pykka.ActorDeadError(f"{gone} stopped before handling the message")
+                reply.set_exception(exc_info=(pykka.ActorDeadError, dead, None))
