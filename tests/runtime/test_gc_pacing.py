@@ -192,6 +192,33 @@ def test_middle_passes_count_towards_giving_back_anyway(low_threshold: None) -> 
         PACING.refresh = refresh
 
 
+def test_middle_passes_while_runs_start_do_not_count_towards_giving_back(
+    low_threshold: None,
+) -> None:
+    """A middle pass made while the live runs grew is not counted towards ``REFRESH``
+    (CPython makes no full pass while the long-lived objects grow fast): a start of
+    100,000 runs made REFRESH's share of middle passes and gave everything back at its end.
+    Once the runs stop growing, middle passes count again."""
+    refresh, PACING.refresh = PACING.refresh, 1
+    share = gc.get_threshold()[2] + 1  # middle passes to one full pass
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY - share)
+            gc.collect()
+            assert PACING.frozen
+            for _ in range(share):  # each middle pass after one more run started
+                _start_waiting(rt, 1)
+                gc.collect(1)
+            assert PACING.frozen  # none of them counted
+            for _ in range(share):  # the runs no longer grow: a full pass's share
+                gc.collect(1)
+            assert not PACING.frozen and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+        PACING.refresh = refresh
+
+
 def test_below_the_threshold_nothing_is_frozen() -> None:
     MARKERS.clear()
     try:
