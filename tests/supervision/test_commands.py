@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from subagents.messages import Command, CommandKind, DeliverMail, MailState, RunStatus
+from subagents.messages import (
+    Command,
+    CommandKind,
+    DeliverMail,
+    EventKind,
+    MailState,
+    RunFinished,
+    RunStatus,
+)
 from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell
 from subagents.supervision.limits import Limits
 
@@ -107,3 +115,34 @@ def test_a_tree_stop_wins_over_a_turn_stop_of_the_same_run_across_a_send() -> No
     _commands(h, ("stop", lead, "turn"), ("send", other, "in between"), ("stop", lead, None))
     assert h.status(lead) is RunStatus.CANCELLED and h.status(detached) is RunStatus.CANCELLED
     assert h.status(other) is RunStatus.RUNNING
+
+
+def test_a_tree_stop_taken_in_a_later_poll_than_a_turn_stop_ends_the_detached_children() -> None:
+    """The two stops of one run in two polls (posted apart, or by PostgreSQL's notices): the
+    ``--turn`` stop ended the run, so the tree stop finds it ended. Its detached children are
+    still its tree, and the tree stop reaches them (they went on, for ever, before)."""
+    h = Harness()
+    lead = h.run("lead")
+    ordinary = h.run("worker", lead)
+    detached = h.run("worker", lead, detach=True)
+    below = h.run("critic", detached)
+    _commands(h, ("stop", lead, "turn"))
+    assert [h.status(r) for r in (lead, ordinary)] == [RunStatus.CANCELLED] * 2
+    assert h.status(detached) is RunStatus.RUNNING
+    assert lead in h.core.core.hosted()  # its tree is held: its commands are still taken here
+    effects = _commands(h, ("stop", lead, None))
+    assert [h.status(r) for r in (detached, below)] == [RunStatus.CANCELLED] * 2
+    assert [s.run_id for s in of(effects, StopAgent)] == [below, detached]  # deepest first
+    assert h.terminal_events(lead) == [EventKind.CANCELLED]  # ended once
+    assert lead not in h.core.core.hosted()  # nothing of the tree is live: forgotten
+
+
+def test_a_turn_stop_taken_in_a_later_poll_leaves_the_detached_children() -> None:
+    """The other way round changes nothing: a ``--turn`` stop of a run already ended stops
+    nothing, its detached children go on."""
+    h = Harness()
+    lead = h.run("lead")
+    detached = h.run("worker", lead, detach=True)
+    h.core.finished(RunFinished(run_id=lead, result="done"))
+    assert _commands(h, ("stop", lead, "turn")) == []
+    assert h.status(lead) is RunStatus.COMPLETED and h.status(detached) is RunStatus.RUNNING

@@ -20,7 +20,7 @@ from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.mailroom import MailRoom
-from subagents.supervision.runs import RunTable
+from subagents.supervision.runs import RunState, RunTable
 
 STOPPED = "stopped from another process"
 """A run's error when a stop command ended it."""
@@ -35,7 +35,8 @@ def commanded(
 ) -> Decided:
     """What ``commands`` come to, in the order they were posted: each run of consecutive
     stops one cancel walk, each mail sent from the outside, each answer told to its run
-    (``approvals.answered``). A command for a run not live here does nothing."""
+    (``approvals.answered``). A command for a run not live here does nothing, but a stop of
+    the tree of a run ended here while its tree is held (``_stoppable``)."""
     decided = Decided()
     stops: list[Command] = []
     # Every run stopped in this poll counts as ending until the last stop is decided: a walk
@@ -74,8 +75,19 @@ def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: S
     (``--turn``: detached children go on) unless a stop of the poll stops that run's tree
     (``trees``: it wins, wherever it was posted; after a send, it would find the run
     ended by its turn stop, and its detached children running)."""
-    tops = {c.run_id: state for c in stops if (state := runs.live(c.run_id)) is not None}
+    tops = {c.run_id: state for c in stops if (state := _stoppable(c, runs, trees)) is not None}
     if not tops:
         return Decided()
     turns = {c.run_id for c in stops if c.content == "turn"} - trees
     return life.cancel_each(list(tops.values()), STOPPED, turns)[1]
+
+
+def _stoppable(stop: Command, runs: RunTable, trees: Set[str]) -> RunState | None:
+    """The run ``stop`` stops: live here; or, for a stop of its tree, ended but held (its
+    tree is: something in it is live). A ``--turn`` stop taken in an earlier poll ended it
+    and left its detached children; the tree stop, posted while it was live, stops them
+    (the walk passes over the ended run itself)."""
+    state = runs.live(stop.run_id)
+    if state is None and stop.run_id in trees:
+        return runs.get(stop.run_id)
+    return state

@@ -166,6 +166,12 @@ class RunTable:
         change (copy it to keep it)."""
         return self._live
 
+    def held(self) -> Set[str]:
+        """The ids of every run held here: the live ones, and the ended ones of a tree not
+        forgotten yet (something in it is live): a read-only view, current until the next
+        change."""
+        return self._runs.keys()
+
     def ancestors(self, state: RunState) -> tuple[DepthBound, ...]:
         """``state``'s ancestors whose definitions set ``maxDepth``, root first: each bounds
         the levels below it (``SpawnRules``). A live run's ancestors are all here (a tree is
