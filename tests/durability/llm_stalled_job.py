@@ -13,10 +13,10 @@ published, and a run waits 1 s for the answer to an ask (``agent.ASK_TIMEOUT_S``
 ``talker``'s step (the turn that decides "hello") is asked and never answered; the run goes
 on, and the test kills the job at ``said``. The run after the kill stalls nothing.
 
-The model is the offline scripted one, but with new tool-use ids on every call, as a real
-model's are: a turn the crash lost is taken again under new ids, so a mail it had sent is not
-found by its call's id (the scripted model's own ids, the same on every call, would hide
-a lost turn).
+The model is the offline scripted one, with new tool-use ids on every call
+(``fresh_ids``), as a real model's are: a turn the crash lost is taken again under new ids,
+so a mail it had sent is not found by its call's id (the script's own ids, the same on every
+call, would hide a lost turn).
 """
 
 from __future__ import annotations

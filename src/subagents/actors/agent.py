@@ -157,8 +157,12 @@ def _has_mail(messages: tuple[Any, ...]) -> bool:
 
 
 def _status_refused(exc: Exception) -> ValueError:
-    """Why a status ask got no answer: on a cluster's node the supervisor's refusal comes as
-    the ask's error (``ValueError: ...``); otherwise the runtime is closing."""
+    """Why a status ask got no answer, in words a function's journal keeps (and a replay
+    hands it again): no answer in time (a stalled supervisor); on a cluster's node the
+    supervisor's refusal, which comes as the ask's error (``ValueError: ...``); otherwise
+    the runtime is closing."""
+    if isinstance(exc, pykka.Timeout):
+        return ValueError(f"no status: the supervisor did not answer within {ASK_TIMEOUT_S:g} s")
     said = str(exc)
     if said.startswith("ValueError: "):
         return ValueError(said.removeprefix("ValueError: "))
