@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import structlog
+
 from subagents.messages import (
     Command,
     CommandKind,
@@ -146,3 +148,24 @@ def test_a_turn_stop_taken_in_a_later_poll_leaves_the_detached_children() -> Non
     h.core.finished(RunFinished(run_id=lead, result="done"))
     assert _commands(h, ("stop", lead, "turn")) == []
     assert h.status(lead) is RunStatus.COMPLETED and h.status(detached) is RunStatus.RUNNING
+
+
+def test_a_posted_mail_the_mail_room_refuses_is_said_in_the_log() -> None:
+    """``subagents send`` told its user the mail would be delivered, then exited; a mail over
+    this runtime's cap was dropped without a word. It is still refused (the cap holds), and
+    the runtime's log says so, naming the run, the command and why; the rest of the poll
+    acts as posted."""
+    h = Harness(Limits(max_text_chars=20))
+    reader, stopped = h.run("lead"), h.run("worker")
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with structlog.testing.capture_logs() as logs:
+            effects = _commands(h, ("send", reader, "x" * 21), ("stop", stopped, None))
+    finally:
+        structlog.configure(**saved)
+    [said] = [e for e in logs if e["event"] == "a mail posted from another process was refused"]
+    assert (said["run_id"], said["command_id"], said["log_level"]) == (reader, 0, "warning")
+    assert "over the cap of 20" in said["error"]
+    assert h.store.mail_for(reader) == [] and not [e for e in of(effects, Tell)]
+    assert h.status(stopped) is RunStatus.CANCELLED

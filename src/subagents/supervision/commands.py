@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Set
 
+from subagents.logs import get_logger
 from subagents.messages import EXTERNAL_SENDER, Command, SendMail, new_id
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.runs import RunState, RunTable
+
+log = get_logger("subagents.supervisor")
 
 STOPPED = "stopped from another process"
 """A run's error when a stop command ended it."""
@@ -59,7 +62,10 @@ def commanded(
                     to=command.run_id,
                     content=command.content,
                 )
-                decided.add(mail.send((sent,))[1])
+                acks, sending = mail.send((sent,))
+                decided.add(sending)
+                if acks[0].error is not None and not acks[0].dead_letter:
+                    _refused(command, acks[0].error)
             elif command.kind == "approval" and command.content is not None:
                 decided.add(approvals.answered(runs, command, now()))
         decided.add(_stopped(stops, runs, life, trees))
@@ -68,6 +74,18 @@ def commanded(
     if held and life.slots.queue_length() and not life.ending:
         decided.add(life.start_queued())
     return decided
+
+
+def _refused(command: Command, why: str) -> None:
+    """A mail posted from another process that the mail room refused (over this runtime's
+    ``Limits.max_text_chars``...): the process that posted it has exited, and was told it
+    would be delivered; this runtime's log says what became of it."""
+    log.warning(
+        "a mail posted from another process was refused",
+        run_id=command.run_id,
+        command_id=command.command_id,
+        error=why,
+    )
 
 
 def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: Set[str]) -> Decided:
