@@ -148,3 +148,39 @@ def test_a_tree_stop_taken_after_a_turn_stop_of_the_run_ends_its_detached_child(
             )
         finally:
             gate.set()
+
+
+def test_stop_of_a_run_ended_by_a_turn_stop_stops_what_outlived_it(tmp_path: Path) -> None:
+    """``subagents stop LEAD`` (its tree) once a ``--turn`` stop has ended LEAD: the command
+    said "has already ended" and left its detached child running, with no way to name the
+    tree. It now stops the highest live runs under LEAD, each with its subtree."""
+    db, gate = tmp_path / "runs.db", threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("waiter", "detached", detach=True)
+        await ctx.spawn("waiter", "attached")
+        return "unreachable"
+
+    def waiter(ctx: AgentContext) -> str:
+        gate.wait(WAIT)
+        return f"{ctx.task} done"
+
+    events = Events()
+    with Runtime([lead, waiter], store=SQLiteStore(db), **QUIET) as rt:
+        rt.subscribe(events)
+        try:
+            top = rt.spawn("lead", "go")
+            events.wait_count(EventKind.STARTED, "waiter", 2)
+            [detached] = [r for r in rt.runs(agent="waiter") if r.task == "detached"]
+            rt.stop(top.run_id, scope="turn")
+            assert top.result(WAIT).status is RunStatus.CANCELLED
+            said = _cli(db, "stop", top.run_id)
+            assert f"posted stop for waiter {detached.run_id}" in said
+            rt._hosting.poll(PollCommands())
+            ended = rt.wait_any([detached.run_id], timeout=WAIT)
+            assert (ended.status, ended.error) == (
+                RunStatus.CANCELLED,
+                "stopped from another process",
+            )
+        finally:
+            gate.set()
