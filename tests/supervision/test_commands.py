@@ -169,3 +169,32 @@ def test_a_posted_mail_the_mail_room_refuses_is_said_in_the_log() -> None:
     assert "over the cap of 20" in said["error"]
     assert h.store.mail_for(reader) == [] and not [e for e in of(effects, Tell)]
     assert h.status(stopped) is RunStatus.CANCELLED
+
+
+def test_a_later_tree_stop_tells_the_live_ancestor_its_detached_run_ended() -> None:
+    """The tree stop of a run ended by an earlier ``--turn`` stop cancels its detached child,
+    which reports to its nearest live ancestor, as any detached run that outlived its
+    parent does: that ancestor is not left waiting for a result that never comes."""
+    h = Harness()
+    lead = h.run("lead")
+    middle = h.run("worker", lead)
+    detached = h.run("critic", middle, detach=True)
+    _commands(h, ("stop", middle, "turn"))
+    assert h.status(middle) is RunStatus.CANCELLED and h.status(lead) is RunStatus.RUNNING
+    _commands(h, ("stop", middle, None))
+    assert h.status(detached) is RunStatus.CANCELLED
+    told = [m.content for m in h.store.mail_for(lead) if m.recipient == lead]
+    assert any(c.startswith("[detached result]") and detached in c for c in told), told
+
+
+def test_a_later_tree_stop_wins_over_a_turn_stop_of_what_outlived_the_run() -> None:
+    """In one poll, the tree stop of a run ended earlier (by a ``--turn`` stop) and a
+    ``--turn`` stop of its detached child: the tree stop reaches that child's own detached
+    child too, as a tree stop wins over a turn stop of a run it stops."""
+    h = Harness()
+    lead = h.run("lead")
+    detached = h.run("worker", lead, detach=True)
+    below = h.run("critic", detached, detach=True)
+    _commands(h, ("stop", lead, "turn"))
+    _commands(h, ("stop", detached, "turn"), ("stop", lead, None))
+    assert [h.status(r) for r in (detached, below)] == [RunStatus.CANCELLED] * 2

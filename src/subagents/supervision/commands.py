@@ -45,7 +45,10 @@ def commanded(
     # Every run stopped in this poll counts as ending until the last stop is decided: a walk
     # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
     # a tree stopped after the send is started only to be stopped; the queue gets them below.
-    held = {c.run_id for c in commands if c.kind == "stop"} - life.ending
+    # (not a run ended already, whose tree a stop still reaches, ``_stoppable``: its detached
+    # runs, cancelled, report to its nearest live ancestor as they would have)
+    stopped = {c.run_id for c in commands if c.kind == "stop" and runs.live(c.run_id) is not None}
+    held = stopped - life.ending
     trees = {c.run_id for c in commands if c.kind == "stop" and c.content != "turn"}
     life.ending |= held
     try:
@@ -93,19 +96,36 @@ def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: S
     (``--turn``: detached children go on) unless a stop of the poll stops that run's tree
     (``trees``: it wins, wherever it was posted; after a send, it would find the run
     ended by its turn stop, and its detached children running)."""
-    tops = {c.run_id: state for c in stops if (state := _stoppable(c, runs, trees)) is not None}
+    tops: dict[str, RunState] = {}
+    by_tree: set[str] = set()  # reached by a tree stop: ended with their trees, whatever else
+    for stop in stops:
+        for state in _stoppable(stop, runs, trees):
+            tops.setdefault(state.run_id, state)
+            if stop.run_id in trees:
+                by_tree.add(state.run_id)
     if not tops:
         return Decided()
-    turns = {c.run_id for c in stops if c.content == "turn"} - trees
+    turns = {c.run_id for c in stops if c.content == "turn"} - trees - by_tree
     return life.cancel_each(list(tops.values()), STOPPED, turns)[1]
 
 
-def _stoppable(stop: Command, runs: RunTable, trees: Set[str]) -> RunState | None:
-    """The run ``stop`` stops: live here; or, for a stop of its tree, ended but held (its
-    tree is: something in it is live). A ``--turn`` stop taken in an earlier poll ended it
-    and left its detached children; the tree stop, posted while it was live, stops them
-    (the walk passes over the ended run itself)."""
+def _stoppable(stop: Command, runs: RunTable, trees: Set[str]) -> list[RunState]:
+    """The runs ``stop`` cancels, each with its subtree: its run, live here; or, for a stop
+    of its tree, the highest live runs under it when it has ended but its tree is held (a
+    ``--turn`` stop taken in an earlier poll ended it and left its detached children, which
+    the tree stop, posted while it was live, stops; each reports to its nearest live
+    ancestor, as a detached run that outlived its parent does)."""
     state = runs.live(stop.run_id)
-    if state is None and stop.run_id in trees:
-        return runs.get(stop.run_id)
-    return state
+    if state is not None:
+        return [state]
+    if stop.run_id not in trees or stop.run_id not in runs:
+        return []
+    highest: list[RunState] = []
+    below = runs.tree.children(stop.run_id)
+    while below:
+        run_id = below.pop()
+        if (live := runs.live(run_id)) is not None:
+            highest.append(live)
+        else:  # ended too: what outlived it is further down
+            below.extend(runs.tree.children(run_id))
+    return highest
