@@ -26,7 +26,6 @@ import pytest
 import structlog
 
 from subagents import FunctionAgent, Runtime, SQLiteStore
-from subagents.actors.outage import ClosedUnrecorded
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Ask, RunRecord, RunStatus, StopAll
 from subagents.runtime import AdmissionError, RunHandle
@@ -57,9 +56,9 @@ def test_a_spawn_after_a_close_during_a_store_outage_is_refused(tmp_path: Path) 
             assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
         supervisor = rt._hosting.supervisor
         assert supervisor is not None
-        # the close's StopAll while the store still fails: refused, saying what it leaves
-        with pytest.raises(ClosedUnrecorded):
-            supervisor._ref.ask(Ask(StopAll()), timeout=WAIT)
+        # the close's StopAll while the store still fails: answered, nothing left unfinished
+        # (the spawn during the outage was never recorded)
+        assert supervisor._ref.ask(Ask(StopAll()), timeout=WAIT) == ()
         locker.execute("COMMIT")  # the store takes writes again
         late = rt.spawn("leaf", "late")
         with pytest.raises(AdmissionError, match="the runtime is closing"):
@@ -196,5 +195,44 @@ def test_a_close_while_the_store_still_fails_says_what_it_leaves(tmp_path: Path)
     try:
         record = reopened.get_run(first.run_id)
         assert record is not None and not record.status.terminal  # as the caller was told
+    finally:
+        reopened.close()
+
+
+def test_a_close_while_the_store_fails_with_nothing_unfinished_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """The store fails on a run's admission (its record never written) and still fails as
+    the runtime closes: the store keeps no run of this runtime unfinished (the close reads
+    it: reads still work), so the close has nothing to record. Its ``StopAll`` is answered
+    (nothing left), not refused: before, it was refused with no run named, so the close
+    asked again until its whole timeout and then logged that the runtime closed leaving
+    runs unfinished (``runs=[]``), which was not so."""
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db, busy_timeout=0.05)
+    rt = Runtime([FunctionAgent.create("leaf", leaf)], store=store, **QUIET)
+    locker = sqlite3.connect(db, isolation_level=None)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        assert rt.run("leaf", "before", wait=WAIT).result == "ok before"
+        locker.execute("BEGIN IMMEDIATE")  # the store is locked: every write fails
+        during = rt.spawn("leaf", "during")
+        with contextlib.suppress(AdmissionError):
+            during.result(WAIT)
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        assert supervisor._ref.ask(Ask(StopAll()), timeout=WAIT) == ()  # nothing left
+        with structlog.testing.capture_logs() as logs:
+            rt.close(timeout=WAIT)
+    finally:
+        structlog.configure(**saved)
+        locker.close()
+        rt.close()
+    assert not [e for e in logs if "closed while its store still failed" in e["event"]]
+    store.close()
+    reopened = SQLiteStore(db)
+    try:
+        assert not [r for r in reopened.list_runs() if not r.status.terminal]
     finally:
         reopened.close()

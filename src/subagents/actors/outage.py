@@ -152,8 +152,8 @@ class Outage:
         closing (nothing admitted after it) and inspecting still work."""
         if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
             self.core.closing()  # and none is admitted after it, once the store works again
-            if self.for_good:  # their taker runs them
-                return ()
+            if self.for_good or not self.unrecorded:  # their taker runs them; or none is
+                return ()  # left unfinished (the store, read, keeps none: nothing to record)
             raise ClosedUnrecorded(self.failure or "the run store failed", self.unrecorded)
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)
