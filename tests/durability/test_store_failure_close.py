@@ -236,3 +236,46 @@ def test_a_close_while_the_store_fails_with_nothing_unfinished_does_not_wait(
         assert not [r for r in reopened.list_runs() if not r.status.terminal]
     finally:
         reopened.close()
+
+
+def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path: Path) -> None:
+    """The store fails first at the close's own ``StopAll`` (nothing wrote since it broke):
+    the close tries it again until its timeout, as for a store that failed before it, and
+    a store that takes writes again by then records the run failed. Before, the StopAll's
+    ``StoreError`` ended the close ("stopping runs failed"): the run stayed unfinished in the
+    store, for the next runtime's restore to run again."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    try:
+        first = rt.spawn("holds", "first")
+        assert first.wait_admitted() is RunStatus.RUNNING
+        held.store.closing = True
+        held.locker.execute("BEGIN IMMEDIATE")  # the close's StopAll is the first to fail
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
+        closer.start()
+        either = threading.Event()  # the close tried again, or ended without trying again
+        threading.Thread(target=lambda: (held.store.retried.wait(WAIT), either.set())).start()
+        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
+        assert either.wait(WAIT)
+        assert held.store.retried.is_set(), "the close ended without trying the store again"
+        held.gate.set()  # (its agent was stopped: its thread leaves, whatever it returns)
+        held.locker.execute("COMMIT")  # the store takes writes again
+        closer.join(WAIT)
+        assert closed.is_set()
+    finally:
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    held.store.close()
+    reopened = SQLiteStore(held.db)
+    try:
+        record = reopened.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        assert record.outcome is not None and record.outcome.error_kind == "store"
+    finally:
+        reopened.close()
+    with Runtime(held.agents(), store=SQLiteStore(held.db), **QUIET) as again:
+        report = again.restore_report
+        assert report.resumed == report.requeued == report.elsewhere == []
+    assert held.ran == ["first"]  # never run again

@@ -17,6 +17,7 @@ from subagents.actors.outage import ClosedUnrecorded
 from subagents.actors.supervisor import SupervisorActor
 from subagents.logs import get_logger
 from subagents.messages import Ask, StopAll
+from subagents.store.base import StoreError
 
 log = get_logger("subagents.supervisor")
 
@@ -53,11 +54,13 @@ class SupervisorClient:
         except pykka.Timeout:
             raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
 
-    def _record_by(self, deadline: float, refused: ClosedUnrecorded) -> None:
-        """The close's ``StopAll`` was refused: the store still fails, and the runs it held
-        stay unfinished in it. Asked again until ``deadline`` (each ask tries the store
-        first: ``actors/outage.py``), so a store that takes writes again by then records
-        them failed, as their callers were told; else the close says what it leaves."""
+    def _record_by(self, deadline: float) -> None:
+        """The close's ``StopAll`` was refused (the store still fails, and the runs it held
+        stay unfinished in it), or failed on the store itself (the failure begins there:
+        the runs are stopped, their callers told). Asked again until ``deadline`` (each ask
+        tries the store first: ``actors/outage.py``), so a store that takes writes again by
+        then records them failed, as their callers were told; else the close says what it
+        leaves."""
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_delay(max(0.0, deadline - time.monotonic())),
             wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
@@ -119,8 +122,8 @@ class SupervisorClient:
                     grace=STOP_ALL_GRACE,
                 )
                 future.get(timeout=STOP_ALL_GRACE)
-        except ClosedUnrecorded as exc:  # the store still fails: tried again until the deadline
-            self._record_by(deadline, exc)
+        except StoreError:  # the store fails (ClosedUnrecorded: still): tried until the deadline
+            self._record_by(deadline)
         except Exception:
             log.exception("stopping runs failed")
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
