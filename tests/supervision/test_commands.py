@@ -198,3 +198,31 @@ def test_a_later_tree_stop_wins_over_a_turn_stop_of_what_outlived_the_run() -> N
     _commands(h, ("stop", lead, "turn"))
     _commands(h, ("stop", detached, "turn"), ("stop", lead, None))
     assert [h.status(r) for r in (detached, below)] == [RunStatus.CANCELLED] * 2
+
+
+def test_later_tree_stops_across_a_send_start_no_queued_run_they_stop() -> None:
+    """Two tree stops of runs ended earlier (by ``--turn`` stops) with a send between them,
+    in one poll: the slot the first one's detached child frees goes to the queue only after
+    the poll's last stop, as for any stops of a poll. Before, the runs a tree stop of an
+    ended run reached were not counted as ending for the poll: the first walk gave the
+    queue the slot at once, and the second's queued detached child was started only to be
+    stopped."""
+    h = Harness(Limits(max_concurrency=8, per_agent=1))
+    lead, second = h.run("lead"), h.run("lead")
+    detached = h.run("worker", lead, detach=True)
+    queued = h.run("worker", second, detach=True)
+    third = h.run("worker")
+    other = h.run("lead")
+    assert [h.status(r) for r in (detached, queued, third)] == [
+        RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.QUEUED
+    ]  # fmt: skip
+    _commands(h, ("stop", lead, "turn"), ("stop", second, "turn"))
+    assert h.status(lead) is RunStatus.CANCELLED and h.status(second) is RunStatus.CANCELLED
+    assert h.status(detached) is RunStatus.RUNNING and h.status(queued) is RunStatus.QUEUED
+    effects = _commands(
+        h, ("stop", lead, None), ("send", other, "in between"), ("stop", second, None)
+    )
+    started = [s.record.run_id for s in of(effects, StartRun)]
+    assert started == [third]  # not [queued, third]: queued's agent never started
+    assert h.status(detached) is RunStatus.CANCELLED and h.status(queued) is RunStatus.CANCELLED
+    assert [type(e.message) for e in of(effects, Tell) if e.run_id == other] == [DeliverMail]

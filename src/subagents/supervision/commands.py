@@ -45,11 +45,11 @@ def commanded(
     # Every run stopped in this poll counts as ending until the last stop is decided: a walk
     # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
     # a tree stopped after the send is started only to be stopped; the queue gets them below.
-    # (not a run ended already, whose tree a stop still reaches, ``_stoppable``: its detached
-    # runs, cancelled, report to its nearest live ancestor as they would have)
-    stopped = {c.run_id for c in commands if c.kind == "stop" and runs.live(c.run_id) is not None}
-    held = stopped - life.ending
+    # (a run ended already is not, but the live runs a stop of its tree reaches are,
+    # ``_stoppable``: its detached runs, cancelled, report to its nearest live ancestor)
     trees = {c.run_id for c in commands if c.kind == "stop" and c.content != "turn"}
+    stopped = {s.run_id for c in commands if c.kind == "stop" for s in _stoppable(c, runs, trees)}
+    held = stopped - life.ending
     life.ending |= held
     try:
         for command in commands:
