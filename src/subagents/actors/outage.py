@@ -92,6 +92,8 @@ class Outage:
         store says at the last try to record them (``recover``); until one could read it,
         as the core's memory said when it failed (the live runs held then, perhaps one
         whose admission was in the write that failed; the roots whose end was in it)."""
+        self.read = False
+        """``unrecorded`` is what the store said (not memory's guess): none there is none."""
 
     def begin(
         self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
@@ -114,6 +116,7 @@ class Outage:
         runs = self.core.runs
         held = [s.record for r in runs.hosted() if (s := runs.get(r)) is not None]
         self.unrecorded = tuple(dict.fromkeys([*ended, *_highest(held)]))
+        self.read = False  # (memory's guess: a run whose end was lost may not be in it)
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
         told = self.failure if self.for_good else self.failure + UNRECORDED
         for run_id in dict.fromkeys([*ended, *roots]):
@@ -136,7 +139,7 @@ class Outage:
         store = self.store
         try:
             unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
-            self.unrecorded = _highest(unheld)  # what the store keeps: read, it is known
+            self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
             with store.batch():
                 decision = self.core.store_recovered(failure, unheld)
                 write(decision)
@@ -152,8 +155,8 @@ class Outage:
         closing (nothing admitted after it) and inspecting still work."""
         if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
             self.core.closing()  # and none is admitted after it, once the store works again
-            if self.for_good or not self.unrecorded:  # their taker runs them; or none is
-                return ()  # left unfinished (the store, read, keeps none: nothing to record)
+            if self.for_good or (self.read and not self.unrecorded):  # their taker runs
+                return ()  # them; or the store, read, keeps none unfinished: nothing to record
             raise ClosedUnrecorded(self.failure or "the run store failed", self.unrecorded)
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)
