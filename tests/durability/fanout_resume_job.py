@@ -24,7 +24,8 @@ def model(delay: float) -> ScriptedModel:
         {
             "lead": [{"tool_calls": [fan_out]}, {"text": "lead got: {results}"}],
             "worker": [{"text": "done {task}", "delay": delay}],
-        }
+        },
+        fresh_ids=True,
     )
 
 

@@ -26,7 +26,8 @@ def agents(delay: float) -> tuple[list[object], ScriptedModel]:
                 {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 30}}]},
                 {"text": "helper read {mail_content}", "delay": delay},
             ],
-        }
+        },
+        fresh_ids=True,
     )
     specs = [
         FunctionAgent.create("boss", boss),

@@ -164,7 +164,7 @@ def main(db: str, out: str, linger_s: str | None = None, mode: str | None = None
         group_linger.LINGER_S = float(linger_s)
     store = HeldStore(db)
     FIRST_RUN = not store.list_runs()
-    model = ScriptedModel({"replier": SCRIPT})
+    model = ScriptedModel({"replier": SCRIPT}, fresh_ids=True)  # a lost turn shows
     tools = [Tool.from_function(ready), Tool.from_function(hold, read_only=True)]
     return run_root(AGENTS, store, out, timeout=120, model=model, tools=tools)
 

@@ -13,33 +13,23 @@ published, and a run waits 1 s for the answer to an ask (``agent.ASK_TIMEOUT_S``
 ``talker``'s step (the turn that decides "hello") is asked and never answered; the run goes
 on, and the test kills the job at ``said``. The run after the kill stalls nothing.
 
-The model is the offline scripted one, but with new tool-use ids on every call, as a real
-model's are: a turn the crash lost is taken again under new ids, so a mail it had sent is not
-found by its call's id (the scripted model's own ids, the same on every call, would hide
-a lost turn).
+The model is the offline scripted one, with new tool-use ids on every call
+(``fresh_ids``), as a real model's are: a turn the crash lost is taken again under new ids,
+so a mail it had sent is not found by its call's id (the script's own ids, the same on every
+call, would hide a lost turn).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
 
-import msgspec
 from job_kit import spawn_or_attach, write_outcome
 
 from subagents.actors import agent
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import (
-    Event,
-    EventKind,
-    Mail,
-    ModelRequest,
-    ModelResponse,
-    ToolUseBlock,
-    new_id,
-)
+from subagents.messages import Event, EventKind, Mail
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
@@ -53,20 +43,6 @@ NEVER = threading.Event()
 
 FIRST_RUN = True
 """Whether this is the first run (the supervisor stalled), not the run after the kill."""
-
-
-class FreshIdsModel(ScriptedModel):
-    """The scripted model, each call's tool-use ids new (as a real model's are)."""
-
-    def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
-        response = super().complete(request, **kwargs)
-        fresh = tuple(
-            msgspec.structs.replace(b, id=f"{b.id}_{new_id('c')}")
-            if isinstance(b, ToolUseBlock)
-            else b
-            for b in response.content
-        )
-        return msgspec.structs.replace(response, content=fresh)
 
 
 def said() -> str:
@@ -115,7 +91,7 @@ def main(db: str, out: str) -> int:
     FIRST_RUN = not store.list_runs()
     if FIRST_RUN:
         agent.ASK_TIMEOUT_S = 1.0
-    model = FreshIdsModel({"talker": SCRIPT})
+    model = ScriptedModel({"talker": SCRIPT}, fresh_ids=True)  # a new take, new ids
     agents = [FunctionAgent.create("root", root), TALKER]
     tools = [Tool.from_function(said, read_only=True)]
     with Runtime(agents, model=model, tools=tools, store=store, command_poll_s=0) as rt:

@@ -58,7 +58,8 @@ def main(db: str, workdir: str, out: str) -> int:
                 ]},
                 {"text": "write: {result0} | bash: {result1}"},
             ],
-        }
+        },
+        fresh_ids=True,
     )  # fmt: skip
     store = SQLiteStore(db)
     with Runtime(

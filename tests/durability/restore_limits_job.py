@@ -34,7 +34,8 @@ def model(delay: float) -> ScriptedModel:
             "worker": [{"text": "worker done", "delay": delay}],
             "other": [{"text": "other done", "delay": delay}],
             "late": [{"text": "late done", "delay": delay}],
-        }
+        },
+        fresh_ids=True,
     )
 
 

@@ -1,5 +1,6 @@
 """A close that begins while the store fails admits nothing after it, once the store works
-again either.
+again either; and the runs it held are not run again behind their callers' backs, or the
+callers are told they may be.
 
 While the store fails, the supervisor answers the close's ``StopAll`` without deciding it
 (every run was stopped when the store failed: ``actors/outage.py``). It did not mark the
@@ -15,17 +16,22 @@ be told after it by the public ``spawn`` (a close that runs on would end the sup
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 
 from subagents import FunctionAgent, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Ask, RunStatus, StopAll
-from subagents.runtime import AdmissionError
+from subagents.messages import Ask, RunRecord, RunStatus, StopAll
+from subagents.runtime import AdmissionError, RunHandle
 
 WAIT = 60.0
+QUIET = {"command_poll_s": 3600, "sweep_every_s": 3600}
 
 
 def leaf(ctx: AgentContext) -> str:
@@ -50,7 +56,8 @@ def test_a_spawn_after_a_close_during_a_store_outage_is_refused(tmp_path: Path) 
             assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
         supervisor = rt._hosting.supervisor
         assert supervisor is not None
-        # the close's StopAll while the store still fails: answered, nothing to cancel
+        # the close's StopAll while the store still fails: answered, nothing left unfinished
+        # (the spawn during the outage was never recorded)
         assert supervisor._ref.ask(Ask(StopAll()), timeout=WAIT) == ()
         locker.execute("COMMIT")  # the store takes writes again
         late = rt.spawn("leaf", "late")
@@ -67,3 +74,208 @@ def test_a_spawn_after_a_close_during_a_store_outage_is_refused(tmp_path: Path) 
         assert runs == {"before": RunStatus.COMPLETED}  # nothing of the late spawn, or "during"
     finally:
         reopened.close()
+
+
+class WatchedStore(SQLiteStore):
+    """A real SQLite store that says (``retried``) when the close has tried to record the
+    runs a second time (``Outage.recover`` reads the unfinished runs first, each time):
+    the first try was refused, and the close went on trying."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, busy_timeout=0.05)
+        self.closing, self.tries = False, 0
+        self.retried = threading.Event()
+
+    def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if self.closing and kwargs.get("statuses") is not None:
+            self.tries += 1
+            if self.tries == 2:
+                self.retried.set()
+        return super().list_runs(**kwargs)
+
+
+class Held:
+    """A runtime on a ``WatchedStore`` hosting one run that works until the test ends, then
+    locked out of its store (another connection holds SQLite's write lock), so that the
+    run's caller is told it failed."""
+
+    def __init__(self, db: Path) -> None:
+        self.db, self.gate, self.ran = db, threading.Event(), []
+        self.store = WatchedStore(db)
+        self.locker = sqlite3.connect(db, isolation_level=None)
+
+    def agents(self) -> list[FunctionAgent]:
+        def holds(ctx: AgentContext) -> str:
+            self.ran.append(ctx.task)
+            self.gate.wait(WAIT)
+            return "held"
+
+        return [FunctionAgent.create("holds", holds), FunctionAgent.create("leaf", leaf)]
+
+    def fail(self, rt: Runtime) -> RunHandle:
+        """The run started, then the store locked and a spawn's write failing on it."""
+        first = rt.spawn("holds", "first")
+        assert first.wait_admitted() is RunStatus.RUNNING
+        self.locker.execute("BEGIN IMMEDIATE")  # every write of the runtime fails now
+        failing = rt.spawn("leaf", "its write fails")
+        with contextlib.suppress(AdmissionError):
+            failing.result(WAIT)
+        return first
+
+
+def test_a_close_while_the_store_fails_records_the_runs_once_it_works_again(
+    tmp_path: Path,
+) -> None:
+    """The store takes writes again while the close waits: the run it held is recorded
+    failed, as its caller was told, and the next runtime on the store runs nothing again.
+    Before, the close's one refused ``StopAll`` ended it: the run stayed unfinished, and the
+    next runtime's restore ran it again."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    try:
+        first = held.fail(rt)
+        told = first.result(WAIT)
+        assert (told.status, told.error_kind) == (RunStatus.FAILED, "store")
+        assert "a restore runs it again" in (told.error or "")  # what may yet happen
+        held.gate.set()  # (its agent was stopped: its thread leaves, whatever it returns)
+        held.store.closing = True
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
+        closer.start()
+        either = threading.Event()  # the close tried again, or ended without trying again
+        threading.Thread(target=lambda: (held.store.retried.wait(WAIT), either.set())).start()
+        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
+        assert either.wait(WAIT)
+        assert held.store.retried.is_set(), "the close ended without trying the store again"
+        held.locker.execute("COMMIT")  # the store takes writes again
+        closer.join(WAIT)
+        assert closed.is_set()
+    finally:
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    held.store.close()
+    reopened = SQLiteStore(held.db)
+    try:
+        record = reopened.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        assert record.outcome is not None and record.outcome.error_kind == "store"
+    finally:
+        reopened.close()
+    with Runtime(held.agents(), store=SQLiteStore(held.db), **QUIET) as again:
+        report = again.restore_report
+        assert report.resumed == report.requeued == report.elsewhere == []
+    assert held.ran == ["first"]  # never run again
+
+
+def test_a_close_while_the_store_still_fails_says_what_it_leaves(tmp_path: Path) -> None:
+    """The store never takes writes again before the close's timeout: the run stays
+    unfinished in the store; its caller was told so, and the close says it (one error line
+    naming the runs and the ways on)."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        first = held.fail(rt)
+        assert "the store keeps the run unfinished" in (first.result(WAIT).error or "")
+        held.gate.set()
+        with structlog.testing.capture_logs() as logs:
+            rt.close(timeout=0.5)
+    finally:
+        structlog.configure(**saved)
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    [said] = [e for e in logs if "closed while its store still failed" in e["event"]]
+    assert said["runs"] == [first.run_id] and said["log_level"] == "error"
+    assert "subagents stop RUN" in said["event"]
+    held.store.close()
+    reopened = SQLiteStore(held.db)
+    try:
+        record = reopened.get_run(first.run_id)
+        assert record is not None and not record.status.terminal  # as the caller was told
+    finally:
+        reopened.close()
+
+
+def test_a_close_while_the_store_fails_with_nothing_unfinished_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """The store fails on a run's admission (its record never written) and still fails as
+    the runtime closes: the store keeps no run of this runtime unfinished (the close reads
+    it: reads still work), so the close has nothing to record. Its ``StopAll`` is answered
+    (nothing left), not refused: before, it was refused with no run named, so the close
+    asked again until its whole timeout and then logged that the runtime closed leaving
+    runs unfinished (``runs=[]``), which was not so."""
+    db = tmp_path / "runs.db"
+    store = SQLiteStore(db, busy_timeout=0.05)
+    rt = Runtime([FunctionAgent.create("leaf", leaf)], store=store, **QUIET)
+    locker = sqlite3.connect(db, isolation_level=None)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        assert rt.run("leaf", "before", wait=WAIT).result == "ok before"
+        locker.execute("BEGIN IMMEDIATE")  # the store is locked: every write fails
+        during = rt.spawn("leaf", "during")
+        with contextlib.suppress(AdmissionError):
+            during.result(WAIT)
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        assert supervisor._ref.ask(Ask(StopAll()), timeout=WAIT) == ()  # nothing left
+        with structlog.testing.capture_logs() as logs:
+            rt.close(timeout=WAIT)
+    finally:
+        structlog.configure(**saved)
+        locker.close()
+        rt.close()
+    assert not [e for e in logs if "closed while its store still failed" in e["event"]]
+    store.close()
+    reopened = SQLiteStore(db)
+    try:
+        assert not [r for r in reopened.list_runs() if not r.status.terminal]
+    finally:
+        reopened.close()
+
+
+def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path: Path) -> None:
+    """The store fails first at the close's own ``StopAll`` (nothing wrote since it broke):
+    the close tries it again until its timeout, as for a store that failed before it, and
+    a store that takes writes again by then records the run failed. Before, the StopAll's
+    ``StoreError`` ended the close ("stopping runs failed"): the run stayed unfinished in the
+    store, for the next runtime's restore to run again."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    try:
+        first = rt.spawn("holds", "first")
+        assert first.wait_admitted() is RunStatus.RUNNING
+        held.store.closing = True
+        held.locker.execute("BEGIN IMMEDIATE")  # the close's StopAll is the first to fail
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
+        closer.start()
+        either = threading.Event()  # the close tried again, or ended without trying again
+        threading.Thread(target=lambda: (held.store.retried.wait(WAIT), either.set())).start()
+        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
+        assert either.wait(WAIT)
+        assert held.store.retried.is_set(), "the close ended without trying the store again"
+        held.gate.set()  # (its agent was stopped: its thread leaves, whatever it returns)
+        held.locker.execute("COMMIT")  # the store takes writes again
+        closer.join(WAIT)
+        assert closed.is_set()
+    finally:
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    held.store.close()
+    reopened = SQLiteStore(held.db)
+    try:
+        record = reopened.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        assert record.outcome is not None and record.outcome.error_kind == "store"
+    finally:
+        reopened.close()
+    with Runtime(held.agents(), store=SQLiteStore(held.db), **QUIET) as again:
+        report = again.restore_report
+        assert report.resumed == report.requeued == report.elsewhere == []
+    assert held.ran == ["first"]  # never run again

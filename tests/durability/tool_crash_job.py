@@ -47,7 +47,8 @@ def main(db: str, workdir: str, mode: str, out: str) -> int:
         call = {"name": "Bash", "input": {"command": command}}
     else:
         call = {"name": "side_effect", "input": {"note": "once"}}
-    model = ScriptedModel({"worker": [{"tool_calls": [call]}, {"text": "after: {result0}"}]})
+    script = {"worker": [{"tool_calls": [call]}, {"text": "after: {result0}"}]}
+    model = ScriptedModel(script, fresh_ids=True)  # a turn taken again would call anew
     worker = AgentSpec(name="worker", description="Acts once.", prompt="Act.")
     store = SQLiteStore(db)
     with Runtime(

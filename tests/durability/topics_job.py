@@ -52,7 +52,7 @@ SCRIPT = [
 def main(db: str, out: str, mode: str) -> int:
     store = SQLiteStore(db)
     agents = [FunctionAgent.create("hub", hub), LISTENER]
-    model = ScriptedModel({"listener": SCRIPT})
+    model = ScriptedModel({"listener": SCRIPT}, fresh_ids=True)
     if mode == "start":
         rt = Runtime(agents, model=model, store=store, command_poll_s=0)  # type: ignore[arg-type]
         rt.spawn("hub", out)

@@ -37,7 +37,8 @@ def model(delay: float) -> ScriptedModel:
             "slow": [{"text": "slow done", "delay": delay}],
             "extra": [{"text": "extra done"}],
             "late": [{"text": "late done"}],
-        }
+        },
+        fresh_ids=True,
     )
 
 

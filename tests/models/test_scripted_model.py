@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +92,28 @@ def test_tool_calls_ids_stop_reason_and_templated_input() -> None:
     assert uses[1].input == {"nested": {"list": ["lead team/1", 3, "run9"]}, "n": 1}
     # Deterministic: same request, same answer.
     assert model.complete(request("lead team/1", user("build"), run_id="run9")) == resp
+
+
+def test_fresh_ids_give_each_take_of_a_turn_ids_of_its_own() -> None:
+    """A turn taken again (a lost turn, after a crash; the model is a new one in a new
+    process) answers with new tool-use ids, as a real model does: with the script's fixed
+    ids, the second take's calls matched the first's journal by id, hiding a duplicate."""
+    script = {"a": [{"tool_calls": [{"name": "check_mailbox"}, {"name": "ls"}]}]}
+    model = ScriptedModel(script, fresh_ids=True)
+    takes = [model.complete(request("a", user("t"))) for _ in range(2)]
+    again = ScriptedModel(script, fresh_ids=True).complete(request("a", user("t")))
+    ids = [[u.id for u in r.tool_uses] for r in (*takes, again)]
+    assert len({i for both in ids for i in both}) == 6  # no id given twice
+    for first, second in ids:  # one take's calls: its turn, their index, the take's mark
+        assert re.fullmatch(r"toolu_a_0_0_[0-9a-f]{8}", first), first
+        assert second == first[: -len("0_xxxxxxxx")] + "1" + first[-len("_xxxxxxxx") :]
+    assert [u.name for u in takes[1].tool_uses] == ["check_mailbox", "ls"]  # else the same
+    assert ScriptedModel.from_specs([], fresh_ids=True).fresh_ids
+    fixed = ScriptedModel(script)  # the default: the script's ids, every take
+    assert [u.id for u in fixed.complete(request("a", user("t"))).tool_uses] == [
+        "toolu_a_0_0",
+        "toolu_a_0_1",
+    ]
 
 
 def test_tool_calls_without_text() -> None:

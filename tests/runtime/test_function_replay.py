@@ -7,14 +7,16 @@ The crash case (SIGKILL of the process) is tests/durability/test_function_replay
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from subagents.actors import agent as agent_actor
 from subagents.behaviour.function import NONDETERMINISTIC, AgentContext, FunctionAgent
-from subagents.messages import EventKind, RunStatus
+from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
@@ -228,3 +230,39 @@ def test_a_restarted_function_is_handed_the_status_it_saw(store: RunStore) -> No
     assert len(seen) == 2 and seen[0] == seen[1]
     assert seen[0][0] in ("queued", "running", "waiting")
     assert "no such run in this tree" in seen[0][1]
+
+
+def test_a_status_the_supervisor_did_not_answer_in_time_is_journaled_as_such(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctx.status`` asked of a stalled supervisor times out (``agent.ASK_TIMEOUT_S``): the
+    function is told so, and its journal keeps what happened, so a replay hands it the same
+    words. It said (and replayed) "the runtime is closing: no status", which it was not."""
+    monkeypatch.setattr(agent_actor, "ASK_TIMEOUT_S", 1.0)
+    timed_out, stalled = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    async def asker(ctx: AgentContext) -> str:
+        try:
+            said = f"status: {ctx.status(ctx.run_id).status}"
+        except ValueError as exc:
+            said = str(exc)
+        timed_out.set()
+        seen.append(said)
+        if len(seen) == 1:
+            raise RuntimeError("crash after the status")
+        return said
+
+    def stall(event: Event) -> None:
+        """On the supervisor's thread: stalls it once, as the asker starts."""
+        if event.kind is EventKind.STARTED and not stalled.is_set():
+            stalled.set()
+            timed_out.wait(WAIT)
+
+    agents = [FunctionAgent.create("asker", asker, restart="transient")]
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(stall)
+        outcome = rt.run("asker", "go", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert len(seen) == 2 and seen[0] == seen[1]  # the restart replayed what it saw
+    assert "did not answer" in seen[0] and "closing" not in seen[0], seen[0]

@@ -375,3 +375,23 @@ def test_mail_sent_to_a_queued_run_keeps_its_order(store: RunStore) -> None:
         assert first.result(WAIT).status is RunStatus.COMPLETED
         outcome = queued.result(WAIT)
         assert msgspec.json.decode(outcome.result or "") == [str(i) for i in range(50)]
+
+
+def test_a_mail_wrong_in_itself_is_a_value_error_and_loses_nothing_else() -> None:
+    """``rt.send`` of a mail over the runtime's text cap, or holding a lone surrogate, raises
+    ``ValueError`` naming what is wrong (it raised ``LookupError``, the promise for a run
+    that ended or is unknown: a caller taking it so would believe its recipient gone). The
+    recipient gets the next mail as usual."""
+
+    async def reader(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        return "read: " + (mail.content if mail is not None else "nothing")
+
+    with Runtime([FunctionAgent.create("reader", reader)], limits=Limits(max_text_chars=10)) as rt:
+        handle = rt.spawn("reader", "go")
+        with pytest.raises(ValueError, match="the mail is 11 characters, over the cap of 10"):
+            rt.send(handle.run_id, "x" * 11)
+        with pytest.raises(ValueError, match="lone surrogate"):
+            handle.send("\ud800")
+        rt.send(handle.run_id, "fits")
+        assert handle.result(WAIT).result == "read: fits"

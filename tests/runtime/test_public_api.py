@@ -56,6 +56,8 @@ runtime's plumbing) are not the public API."""
 
 INTERNAL_ERRORS = {
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
+    "ClosedUnrecorded": "the close's StopAll refused while the store fails: SupervisorClient"
+    ".close asks again until its timeout, then logs what it leaves (actors/outage.py)",
     "ActionError": "the console's stop/send/continue refused: answered as an HTTP error",
     "BadFilter": "the console's filter from a URL: answered as an HTTP 400",
     "RecordRefused": "a lost node's record of mail refused on the driver: the node's sender"

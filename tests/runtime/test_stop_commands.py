@@ -45,12 +45,7 @@ class OneSlot:
         return rt
 
     def cli(self, *args: str) -> str:
-        """The real ``subagents`` command in another process, on this store: its stdout."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTS_")}
-        argv = [sys.executable, "-m", "subagents.cli.main", *args, "--state", str(self.db)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return _cli(self.db, *args)
 
     def check(self, first: RunHandle, queued: RunHandle) -> None:
         """Both ended cancelled by the commands; only the first ever started or ran."""
@@ -60,6 +55,15 @@ class OneSlot:
         ] * 2
         assert [e.run_id for e in self.events.of(EventKind.STARTED)] == [first.run_id]
         assert self.ran == ["first"]  # the queued root's code never ran
+
+
+def _cli(db: Path, *args: str) -> str:
+    """The real ``subagents`` command in another process, on the store ``db``: its stdout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUBAGENTS_")}
+    argv = [sys.executable, "-m", "subagents.cli.main", *args, "--state", str(db)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _started(rt: Runtime) -> tuple[RunHandle, RunHandle]:
@@ -99,3 +103,84 @@ def test_a_send_between_stops_starts_no_queued_run_a_later_stop_ends(tmp_path: P
             slot.check(first, queued)
         finally:
             slot.release.set()
+
+
+def test_a_tree_stop_taken_after_a_turn_stop_of_the_run_ends_its_detached_child(
+    tmp_path: Path,
+) -> None:
+    """``subagents stop --turn LEAD`` and ``subagents stop LEAD`` (its tree), the second
+    posted once its command had checked that LEAD was live, but taken in the host's next
+    poll (the first had ended LEAD by then). The tree stop ends the detached child the turn
+    stop left; before, the host did not even take the command (LEAD was no longer live)."""
+    db, gate = tmp_path / "runs.db", threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("waiter", "detached", detach=True)
+        await ctx.spawn("waiter", "attached")  # awaited: the lead is stopped while it waits
+        return "unreachable"
+
+    def waiter(ctx: AgentContext) -> str:
+        gate.wait(WAIT)
+        return f"{ctx.task} done"
+
+    events = Events()
+    with Runtime([lead, waiter], store=SQLiteStore(db), **QUIET) as rt:
+        rt.subscribe(events)
+        try:
+            top = rt.spawn("lead", "go")
+            events.wait_count(EventKind.STARTED, "waiter", 2)
+            [detached] = [r for r in rt.runs(agent="waiter") if r.task == "detached"]
+            _cli(db, "stop", "--turn", top.run_id)
+            rt._hosting.poll(PollCommands())
+            assert top.result(WAIT).status is RunStatus.CANCELLED
+            assert rt.status(detached.run_id).status is RunStatus.RUNNING  # the turn's stop
+            # what `subagents stop` posts once it has read the run live, before that poll
+            poster = SQLiteStore(db)
+            try:
+                poster.post_command("stop", top.run_id)
+            finally:
+                poster.close()
+            rt._hosting.poll(PollCommands())
+            ended = rt.wait_any([detached.run_id], timeout=WAIT)
+            assert (ended.status, ended.error) == (
+                RunStatus.CANCELLED,
+                "stopped from another process",
+            )
+        finally:
+            gate.set()
+
+
+def test_stop_of_a_run_ended_by_a_turn_stop_stops_what_outlived_it(tmp_path: Path) -> None:
+    """``subagents stop LEAD`` (its tree) once a ``--turn`` stop has ended LEAD: the command
+    said "has already ended" and left its detached child running, with no way to name the
+    tree. It now stops the highest live runs under LEAD, each with its subtree."""
+    db, gate = tmp_path / "runs.db", threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("waiter", "detached", detach=True)
+        await ctx.spawn("waiter", "attached")
+        return "unreachable"
+
+    def waiter(ctx: AgentContext) -> str:
+        gate.wait(WAIT)
+        return f"{ctx.task} done"
+
+    events = Events()
+    with Runtime([lead, waiter], store=SQLiteStore(db), **QUIET) as rt:
+        rt.subscribe(events)
+        try:
+            top = rt.spawn("lead", "go")
+            events.wait_count(EventKind.STARTED, "waiter", 2)
+            [detached] = [r for r in rt.runs(agent="waiter") if r.task == "detached"]
+            rt.stop(top.run_id, scope="turn")
+            assert top.result(WAIT).status is RunStatus.CANCELLED
+            said = _cli(db, "stop", top.run_id)
+            assert f"posted stop for waiter {detached.run_id}" in said
+            rt._hosting.poll(PollCommands())
+            ended = rt.wait_any([detached.run_id], timeout=WAIT)
+            assert (ended.status, ended.error) == (
+                RunStatus.CANCELLED,
+                "stopped from another process",
+            )
+        finally:
+            gate.set()

@@ -4,6 +4,7 @@ timeout, a stop, a kill or the end of the run, nothing of the group is left (rea
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -138,3 +139,23 @@ def test_the_end_of_a_run_kills_its_background_shells(context: ToolContext, repo
     assert context.processes.kill_run(context.run_id) == 1
     wait_until(lambda: group_members(pgid) == [], what="the group killed")
     assert context.processes.live_count() == 0
+
+
+def test_a_hostile_tool_use_id_touches_no_file_outside_the_runs_directory(
+    repo: Path, processes: ProcessGroups, tmp_path: Path
+) -> None:
+    """The file a call's shell writes its last directory to was named after the call's id,
+    which comes from the model's answer: an id holding ``/..`` named a file anywhere, and the
+    runtime (not the sandbox) deleted it after the call. The command itself can make the
+    directory such a path goes through: its run's directory is its ``TMPDIR``."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    ctx = make_context(repo, processes)
+    run_dir = processes.run_dir(ctx.run_id)
+    assert bash(ctx, command='mkdir -p "$TMPDIR/cwd-r-test-"') == ToolResult("(no output)")
+    assert (run_dir / "cwd-r-test-").is_dir()  # made by the command, where it may write
+    up = "../" * (len(run_dir.resolve().parts) + 1)
+    hostile = dataclasses.replace(ctx, tool_use_id="/" + up + str(victim).lstrip("/"))
+    assert (run_dir / f"cwd-r-test-{hostile.tool_use_id}").resolve() == victim  # as named
+    assert bash(hostile, command="pwd") == ToolResult(str(repo))
+    assert victim.read_text() == "keep me"

@@ -4,10 +4,15 @@ a read-only or idempotent one is not (it pays no round trip), and the decisions 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from subagents.actors import agent as agent_actor
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RunStatus
+from subagents.messages import Event, EventKind, ModelRequest, ModelResponse, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
@@ -65,3 +70,44 @@ def test_resume_decisions() -> None:
     assert not journal.record_before_run(Tool.from_function(fn, idempotent=True))
     assert journal.interrupted(None, started=True)  # a tool no longer there: not run blind
     assert "It was not run again" in journal.interrupted_message("Bash")
+
+
+def test_a_call_whose_start_the_supervisor_did_not_record_in_time_says_so(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A side-effecting call runs only once its start is recorded. When the supervisor does
+    not answer in time (stalled: ``agent.ASK_TIMEOUT_S``), the call is not run, and the
+    model read "not run: the run is stopping", though its run went on; it reads what
+    happened now."""
+    monkeypatch.setattr(agent_actor, "ASK_TIMEOUT_S", 1.0)
+    ran: list[str] = []
+    second_turn, stalled = threading.Event(), threading.Event()
+
+    def effect(name: str) -> str:
+        """Changes something."""
+        ran.append(name)
+        return name
+
+    class Watched(ScriptedModel):
+        def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+            if any(m.role == "assistant" for m in request.messages):
+                second_turn.set()  # the call's result is in: the supervisor may go on
+            return super().complete(request, **kwargs)
+
+    def stall(event: Event) -> None:
+        """On the supervisor's thread: stalls it once, as the worker starts."""
+        if event.kind is EventKind.STARTED and not stalled.is_set():
+            stalled.set()
+            second_turn.wait(WAIT)
+
+    call = {"name": "effect", "input": {"name": "e"}}
+    model = Watched({"worker": [{"tool_calls": [call]}, {"text": "saw: {result0}"}]})
+    spec = AgentSpec(name="worker", description="d", prompt="p")
+    tools = [Tool.from_function(effect)]
+    with Runtime([spec], model=model, tools=tools, workspace=repo) as rt:
+        rt.subscribe(stall)
+        outcome = rt.run("worker", "go", wait=WAIT)
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert ran == []  # not run: its start was not recorded
+    assert "did not record its start within 1 s" in (outcome.result or ""), outcome.result
+    assert "stopping" not in (outcome.result or "")

@@ -29,7 +29,7 @@ from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.actors.wakes import WAKES_DUE, Wakes
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
-from subagents.behaviour.port import AgentPort
+from subagents.behaviour.port import NOT_RUN_STOPPING, AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -157,12 +157,28 @@ def _has_mail(messages: tuple[Any, ...]) -> bool:
 
 
 def _status_refused(exc: Exception) -> ValueError:
-    """Why a status ask got no answer: on a cluster's node the supervisor's refusal comes as
-    the ask's error (``ValueError: ...``); otherwise the runtime is closing."""
+    """Why a status ask got no answer, in words a function's journal keeps (and a replay
+    hands it again): no answer in time (a stalled supervisor); on a cluster's node the
+    supervisor's refusal, which comes as the ask's error (``ValueError: ...``); otherwise
+    the runtime is closing."""
+    if isinstance(exc, pykka.Timeout):
+        return ValueError(f"no status: the supervisor did not answer within {ASK_TIMEOUT_S:g} s")
     said = str(exc)
     if said.startswith("ValueError: "):
         return ValueError(said.removeprefix("ValueError: "))
     return ValueError("the runtime is closing: no status")
+
+
+def _not_started(exc: Exception) -> str:
+    """Why a side-effecting tool call whose start the supervisor did not record is not run,
+    as the model reads it: no answer in time (a stalled supervisor: the run goes on), or
+    the runtime closing."""
+    if isinstance(exc, pykka.Timeout):
+        return (
+            f"not run: the supervisor did not record its start within {ASK_TIMEOUT_S:g} s"
+            " (a call with side effects runs only once its start is recorded)"
+        )
+    return NOT_RUN_STOPPING
 
 
 ASK_TIMEOUT_S = 30.0
@@ -453,16 +469,16 @@ class AgentActor(FastInboxActor):
     def ask_approval(self, asked: ApprovalAsked) -> None:
         self._tell(msgspec.structs.replace(asked, attempt=self.attempt))
 
-    def journal_start(self, starting: ToolStarting) -> bool:
+    def journal_start(self, starting: ToolStarting) -> str | None:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
         self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
             reply = self.supervisor.ask(
                 Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=ASK_TIMEOUT_S
             )
-        except (pykka.ActorDeadError, pykka.Timeout):
-            return False
-        return reply is True
+        except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            return _not_started(exc)
+        return None if reply is True else NOT_RUN_STOPPING
 
     def journal_end(self, ended: ToolStarting) -> None:
         self._tell(msgspec.structs.replace(ended, attempt=self.attempt, ended=True))

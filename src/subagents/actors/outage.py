@@ -15,6 +15,14 @@ handling messages is another. The actor composes an ``Outage`` and asks it.
 
 While it lasts, an ask is answered with the failure (``refuse_ask``), but closing and
 inspecting still work.
+
+A runtime closed while its store still fails cannot record the runs it held: the store
+keeps them unfinished, and a restore (the next runtime's default) runs them again, though
+their callers were told they failed. What nothing can write cannot be prevented; so it is
+told: the callers' error says so from the start (``UNRECORDED``), and the close's
+``StopAll`` is refused with the runs it leaves (``ClosedUnrecorded``), which the close
+(``SupervisorClient.close``) asks again until its timeout, each time trying the store first:
+a store that takes writes again by then records them failed, as their callers were told.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from subagents.messages import (
     ChildDone,
     Inspect,
     Outcome,
+    RunRecord,
     RunStatus,
     StopAll,
     ToOutside,
@@ -41,6 +50,24 @@ log = get_logger("subagents.supervisor")
 
 LOST_LEASE = "this runtime lost its lease"
 """What a host whose runs were taken over says (its one log line, its callers' error)."""
+
+UNRECORDED = (
+    " (the run was stopped; its end is not recorded yet: should this runtime close before"
+    " the store takes writes again, the store keeps the run unfinished and a restore runs"
+    " it again)"
+)
+"""What a caller told of a store failure is told of its run besides (not for a lost lease:
+the process that took the runs over runs them, by design)."""
+
+
+class ClosedUnrecorded(StoreError):
+    """The close's ``StopAll`` while the store still fails: the runs it leaves unfinished in
+    the store (``tops``: the highest of them, each with its unfinished subtree, as
+    ``subagents stop`` takes them)."""
+
+    def __init__(self, failure: str, tops: tuple[str, ...]) -> None:
+        super().__init__(failure)
+        self.failure, self.tops = failure, tops
 
 
 class Outage:
@@ -59,6 +86,14 @@ class Outage:
         """Why nothing is taken on now (None: all is well)."""
         self.for_good = False
         """The failure is a lost lease: no store coming back undoes it."""
+        self.unrecorded: tuple[str, ...] = ()
+        """The highest of the runs the store keeps unfinished since the failure, each
+        standing for its unfinished subtree (``subagents stop`` takes them so): as the
+        store says at the last try to record them (``recover``); until one could read it,
+        as the core's memory said when it failed (the live runs held then, perhaps one
+        whose admission was in the write that failed; the roots whose end was in it)."""
+        self.read = False
+        """``unrecorded`` is what the store said (not memory's guess): none there is none."""
 
     def begin(
         self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
@@ -77,10 +112,16 @@ class Outage:
         else:
             log.error(f"{what}: every run is stopped", error=str(exc))
         stop_all()
+        ended = list(ended)
+        runs = self.core.runs
+        held = [s.record for r in runs.hosted() if (s := runs.get(r)) is not None]
+        self.unrecorded = tuple(dict.fromkeys([*ended, *_highest(held)]))
+        self.read = False  # (memory's guess: a run whose end was lost may not be in it)
         roots = [s.run_id for s in self.core.runs if s.record.parent_run_id is None]
+        told = self.failure if self.for_good else self.failure + UNRECORDED
         for run_id in dict.fromkeys([*ended, *roots]):
             outcome = Outcome(
-                run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=self.failure
+                run_id=run_id, status=RunStatus.FAILED, error_kind="store", error=told
             )
             self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
         return True
@@ -98,13 +139,14 @@ class Outage:
         store = self.store
         try:
             unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
+            self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
             with store.batch():
                 decision = self.core.store_recovered(failure, unheld)
                 write(decision)
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
             return None
-        self.failure = None
+        self.failure, self.unrecorded = None, ()
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision
 
@@ -113,9 +155,19 @@ class Outage:
         closing (nothing admitted after it) and inspecting still work."""
         if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
             self.core.closing()  # and none is admitted after it, once the store works again
-            return ()
+            if self.for_good or (self.read and not self.unrecorded):  # their taker runs
+                return ()  # them; or the store, read, keeps none unfinished: nothing to record
+            raise ClosedUnrecorded(self.failure or "the run store failed", self.unrecorded)
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)
         if isinstance(message, TreeRecords):  # a view of memory: nothing is written
             return self.core.tree_records(message.run_id)
         raise StoreError(self.failure or "the run store failed")
+
+
+def _highest(records: Iterable[RunRecord]) -> tuple[str, ...]:
+    """The runs of ``records`` whose parent is not among them, each standing for its
+    subtree there."""
+    records = list(records)
+    ids = {r.run_id for r in records}
+    return tuple(r.run_id for r in records if r.parent_run_id not in ids)

@@ -11,10 +11,13 @@ import time
 from typing import Any
 
 import pykka
+import tenacity
 
+from subagents.actors.outage import ClosedUnrecorded
 from subagents.actors.supervisor import SupervisorActor
 from subagents.logs import get_logger
 from subagents.messages import Ask, StopAll
+from subagents.store.base import StoreError
 
 log = get_logger("subagents.supervisor")
 
@@ -51,6 +54,40 @@ class SupervisorClient:
         except pykka.Timeout:
             raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
 
+    def _record_by(self, deadline: float) -> None:
+        """The close's ``StopAll`` was refused (the store still fails, and the runs it held
+        stay unfinished in it), or failed on the store itself (the failure begins there:
+        the runs are stopped, their callers told). Asked again until ``deadline`` (each ask
+        tries the store first: ``actors/outage.py``), so a store that takes writes again by
+        then records them failed, as their callers were told; else the close says what it
+        leaves."""
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_delay(max(0.0, deadline - time.monotonic())),
+            wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+            retry=tenacity.retry_if_exception_type(ClosedUnrecorded),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    left = max(0.1, deadline - time.monotonic())
+                    self._ref.ask(Ask(StopAll()), timeout=left)
+            return  # recorded: the runs ended failed, as their callers were told
+        except ClosedUnrecorded as exc:
+            refused = exc
+        except Exception:
+            log.exception("stopping runs failed")
+            return
+        log.error(
+            "the runtime closed while its store still failed: its runs stay unfinished in the"
+            " store, though their callers were told they failed; a restore (a Runtime's"
+            " default, `subagents resume`) runs them again; once the runtime's lease has"
+            " lapsed, `subagents stop RUN` ends one, and its subtree, in the store without"
+            " running it",
+            error=refused.failure,
+            runs=list(refused.tops),
+        )
+
     def tell(self, message: Any) -> bool:
         """Send ``message`` without waiting; False when the supervisor has stopped."""
         try:
@@ -85,6 +122,8 @@ class SupervisorClient:
                     grace=STOP_ALL_GRACE,
                 )
                 future.get(timeout=STOP_ALL_GRACE)
+        except StoreError:  # the store fails (ClosedUnrecorded: still): tried until the deadline
+            self._record_by(deadline)
         except Exception:
             log.exception("stopping runs failed")
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):

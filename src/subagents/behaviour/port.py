@@ -46,6 +46,10 @@ from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
 
+NOT_RUN_STOPPING = "not run: the run is stopping"
+"""A side-effecting tool call's result when its start could not be recorded because its run
+is ending (``AgentPort.journal_start``)."""
+
 
 class SkillSource(Protocol):
     """What the runtime needs of a skill index (``definitions.skills.SkillIndex`` is one)."""
@@ -116,10 +120,10 @@ class AgentPort(Protocol):
         once, not held (the model call it comes from is still under way)."""
         ...
 
-    def journal_start(self, starting: ToolStarting) -> bool:
+    def journal_start(self, starting: ToolStarting) -> str | None:
         """Record that a side-effecting tool call is about to run; return once it is durable
-        (True), or False when it could not be recorded (the run is ending): then the call
-        must not run."""
+        (None), or why it could not be recorded (``NOT_RUN_STOPPING``: the run is ending; or
+        no answer in time), the call's result as the model reads it: then it must not run."""
         ...
 
     def journal_end(self, ended: ToolStarting) -> None:

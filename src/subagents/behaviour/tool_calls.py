@@ -22,7 +22,7 @@ from typing import Any
 
 from subagents.behaviour import plan_exit
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
-from subagents.behaviour.port import AgentEnv, AgentPort
+from subagents.behaviour.port import NOT_RUN_STOPPING, AgentEnv, AgentPort
 from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
@@ -334,8 +334,9 @@ class ToolCalls:
             run_id=port.record.run_id, step=step, tool_use_id=use.id, tool=tool.name
         )
         journaled = journal.record_before_run(tool)
-        if journaled and (not port.journal_start(starting) or port.cancel.is_set()):
-            return "not run: the run is stopping", True
+        refused = port.journal_start(starting) if journaled else None
+        if refused is not None or (journaled and port.cancel.is_set()):
+            return refused or NOT_RUN_STOPPING, True
         port.flush_reports()  # what this turn reported so far goes now, not after the tool
         about_to_block()  # files, subprocesses, MCP servers, a user's function: may wait
         content, is_error = self._run(use, tool, args, starting if journaled else None)

@@ -13,7 +13,8 @@ run whose host is gone (orphaned) is stopped by this command itself, at once, wi
 resuming anything: it and its unfinished subtree are cancelled in the store
 (`cli.orphan_stop`); on a cluster's store the stop waits for `subagents resume` instead.
 With --wait the command waits until the stopped runs have ended in the store (exit 1 if they
-have not).
+have not). A tree stop of a run that has ended stops what outlived it (its detached
+children's subtrees); any other stop of an ended run is an error.
 """
 
 from __future__ import annotations
@@ -99,11 +100,13 @@ def run(args: argparse.Namespace) -> int:
             targets = _live_children(store, resolve(store, args.requester))
         else:
             record = resolve(store, args.run_ref)
-            if record.status.terminal:
-                raise CliError(
-                    f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
-                )
             targets = [record]
+            if record.status.terminal:  # its tree may live on: detached children
+                targets = _live_tops_below(store, record) if args.scope == "tree" else []
+                if not targets:
+                    raise CliError(
+                        f"run {record.run_id} ({record.agent}) has already ended ({record.status})"
+                    )
         posted = [_stop(store, r, alive.orphaned(r), args.scope) for r in targets]
         if args.json:
             output.print_json(posted)
@@ -186,6 +189,23 @@ def _said(p: Posted, scope: str) -> str:
 def _live_roots(store: InspectedStore) -> list[RunRecord]:
     live = store.list_runs(statuses=live_statuses())
     return [r for r in live if r.parent_run_id is None]
+
+
+def _live_tops_below(store: InspectedStore, ended: RunRecord) -> list[RunRecord]:
+    """The highest live runs under ``ended`` (its detached children that outlived it, or
+    runs under them): stopping each with its subtree stops what is left of its tree (a
+    `--turn` stop before left them running)."""
+    tree = store.list_runs(root_run_id=ended.root_run_id)
+    parent = {r.run_id: r.parent_run_id for r in tree}
+    live = {r.run_id for r in tree if not r.status.terminal}
+
+    def under(run_id: str) -> bool:
+        above = parent.get(run_id)
+        while above is not None and above != ended.run_id:
+            above = parent.get(above)
+        return above == ended.run_id
+
+    return [r for r in tree if r.run_id in live and r.parent_run_id not in live and under(r.run_id)]
 
 
 def _live_children(store: InspectedStore, requester: RunRecord) -> list[RunRecord]:

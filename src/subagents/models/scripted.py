@@ -14,6 +14,7 @@ model answers ``default_reply``, so every agent finishes. The format is document
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 import time
 from collections import deque
@@ -75,9 +76,15 @@ class ScriptedModel:
         *,
         default_reply: str = DEFAULT_REPLY,
         source: str = "scripts",
+        fresh_ids: bool = False,
     ) -> None:
         self._scripts: dict[str, Script] = parse_scripts(scripts or {}, source=source)
         self._default_reply = default_reply
+        self.fresh_ids = fresh_ids
+        """Whether each call gives its tool calls ids of their own (``tool_use_id``'s
+        ``take``), as a real model does when a turn is taken again: with the same ids, a
+        lost turn taken again after a crash matched its first take's journal by id and hid
+        what it did twice. Off by default: a script's ids stay ``toolu_<agent>_<turn>_<i>``."""
         self._lock = threading.Lock()
         self._calls_per_turn: dict[tuple[str, str, int], int] = {}
         self._requests: deque[ModelRequest] = deque(maxlen=_RECENT_REQUESTS)
@@ -101,7 +108,12 @@ class ScriptedModel:
 
     @classmethod
     def from_specs(
-        cls, specs: Iterable[AgentSpec], *, default_reply: str = DEFAULT_REPLY, strict: bool = False
+        cls,
+        specs: Iterable[AgentSpec],
+        *,
+        default_reply: str = DEFAULT_REPLY,
+        strict: bool = False,
+        fresh_ids: bool = False,
     ) -> ScriptedModel:
         """Scripts written in definitions' frontmatter under ``script:``.
 
@@ -110,16 +122,18 @@ class ScriptedModel:
         (``ModelError("script", ...)``), so its runs fail saying why. ``strict=True`` raises
         ``ScriptError`` instead.
         """
-        model = cls(default_reply=default_reply)
+        model = cls(default_reply=default_reply, fresh_ids=fresh_ids)
         model._scripts, model._broken = scripts_from_metadata(specs, strict=strict)
         for agent, error in model._broken.items():
             log.warning("scripted_model.bad_script", agent=agent, error=str(error))
         return model
 
     @classmethod
-    def from_file(cls, path: str | Path, *, default_reply: str = DEFAULT_REPLY) -> ScriptedModel:
+    def from_file(
+        cls, path: str | Path, *, default_reply: str = DEFAULT_REPLY, fresh_ids: bool = False
+    ) -> ScriptedModel:
         """Scripts from a YAML or JSON file: ``{agent name: [turns]}``."""
-        model = cls(default_reply=default_reply)
+        model = cls(default_reply=default_reply, fresh_ids=fresh_ids)
         model._scripts = load_scripts_file(path)
         return model
 
@@ -243,10 +257,11 @@ class ScriptedModel:
         blocks: list[ContentBlock] = []
         if turn.text is not None:
             blocks.append(TextBlock(text=render(turn.text, values)))
+        take = secrets.token_hex(4) if self.fresh_ids and turn.tool_calls else None
         for index, call in enumerate(turn.tool_calls):
             blocks.append(
                 ToolUseBlock(
-                    id=tool_use_id(agent, turn_index, index),
+                    id=tool_use_id(agent, turn_index, index, take),
                     name=call.name,
                     input=render_value(call.input, values),
                 )
@@ -254,9 +269,13 @@ class ScriptedModel:
         return tuple(blocks)
 
 
-def tool_use_id(agent: str, turn: int, index: int) -> str:
-    """``toolu_<agent>_<turn>_<i>``, with characters the Messages API refuses replaced by ``_``."""
-    return _UNSAFE_ID_CHARS.sub("_", f"toolu_{agent}_{turn}_{index}")
+def tool_use_id(agent: str, turn: int, index: int, take: str | None = None) -> str:
+    """``toolu_<agent>_<turn>_<i>`` (``_<take>`` after it: a call's own, ``fresh_ids``),
+    with characters the Messages API refuses replaced by ``_``."""
+    used = (
+        f"toolu_{agent}_{turn}_{index}" if take is None else f"toolu_{agent}_{turn}_{index}_{take}"
+    )
+    return _UNSAFE_ID_CHARS.sub("_", used)
 
 
 def _check_signals(deadline: float | None, cancel: CancelSignal | None) -> None:

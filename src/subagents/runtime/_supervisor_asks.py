@@ -34,6 +34,8 @@ from subagents.messages import (
     new_id,
 )
 from subagents.runtime._services import Services
+from subagents.supervision.limits import Limits
+from subagents.supervision.requests import mail_problem
 
 log = get_logger("subagents.runtime")
 
@@ -45,8 +47,9 @@ class RuntimeClosed(RuntimeError):
 class SupervisorRequests:
     """The asks of one runtime to the supervisor ``hosting`` started."""
 
-    def __init__(self, hosting: Services) -> None:
+    def __init__(self, hosting: Services, limits: Limits) -> None:
         self.hosting = hosting
+        self.limits = limits
         self.closed = False
         """Set by ``Runtime.close``: from then on every call raises ``RuntimeClosed``."""
 
@@ -118,17 +121,21 @@ class SupervisorRequests:
         return reply.stopped
 
     def send(self, run_id: str, text: str, reply_to: str | None) -> str:
-        """``Runtime.send``: the mail id."""
+        """``Runtime.send``: the mail id. ``ValueError`` for a mail wrong in itself (its
+        types, its encoding, over ``Limits.max_text_chars``), checked here: the supervisor's
+        refusal is a ``LookupError``, the promise for a dead or unknown run."""
         self.check_open()
-        ack: MailAck = self.ask(
-            SendMail(
-                request_id=new_id("q"),
-                sender=EXTERNAL_SENDER,
-                to=run_id,
-                content=text,
-                reply_to=reply_to,
-            )
+        mail = SendMail(
+            request_id=new_id("q"),
+            sender=EXTERNAL_SENDER,
+            to=run_id,
+            content=text,
+            reply_to=reply_to,
         )
+        problem = mail_problem(mail, self.limits)
+        if problem is not None:
+            raise ValueError(problem)
+        ack: MailAck = self.ask(mail)
         if ack.error is not None:
             raise LookupError(ack.error)
         assert ack.mail_id is not None

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Set
 
+from subagents.logs import get_logger
 from subagents.messages import EXTERNAL_SENDER, Command, SendMail, new_id
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.mailroom import MailRoom
-from subagents.supervision.runs import RunTable
+from subagents.supervision.runs import RunState, RunTable
+
+log = get_logger("subagents.supervisor")
 
 STOPPED = "stopped from another process"
 """A run's error when a stop command ended it."""
@@ -35,14 +38,18 @@ def commanded(
 ) -> Decided:
     """What ``commands`` come to, in the order they were posted: each run of consecutive
     stops one cancel walk, each mail sent from the outside, each answer told to its run
-    (``approvals.answered``). A command for a run not live here does nothing."""
+    (``approvals.answered``). A command for a run not live here does nothing, but a stop of
+    the tree of a run ended here while its tree is held (``_stoppable``)."""
     decided = Decided()
     stops: list[Command] = []
     # Every run stopped in this poll counts as ending until the last stop is decided: a walk
     # before a send hands the queue no slot (``Lifecycle._cancel_walk``), so no queued run of
     # a tree stopped after the send is started only to be stopped; the queue gets them below.
-    held = {c.run_id for c in commands if c.kind == "stop"} - life.ending
+    # (a run ended already is not, but the live runs a stop of its tree reaches are,
+    # ``_stoppable``: its detached runs, cancelled, report to its nearest live ancestor)
     trees = {c.run_id for c in commands if c.kind == "stop" and c.content != "turn"}
+    stopped = {s.run_id for c in commands if c.kind == "stop" for s in _stoppable(c, runs, trees)}
+    held = stopped - life.ending
     life.ending |= held
     try:
         for command in commands:
@@ -58,7 +65,10 @@ def commanded(
                     to=command.run_id,
                     content=command.content,
                 )
-                decided.add(mail.send((sent,))[1])
+                acks, sending = mail.send((sent,))
+                decided.add(sending)
+                if acks[0].error is not None and not acks[0].dead_letter:
+                    _refused(command, acks[0].error)
             elif command.kind == "approval" and command.content is not None:
                 decided.add(approvals.answered(runs, command, now()))
         decided.add(_stopped(stops, runs, life, trees))
@@ -69,13 +79,53 @@ def commanded(
     return decided
 
 
+def _refused(command: Command, why: str) -> None:
+    """A mail posted from another process that the mail room refused (over this runtime's
+    ``Limits.max_text_chars``...): the process that posted it has exited, and was told it
+    would be delivered; this runtime's log says what became of it."""
+    log.warning(
+        "a mail posted from another process was refused",
+        run_id=command.run_id,
+        command_id=command.command_id,
+        error=why,
+    )
+
+
 def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: Set[str]) -> Decided:
     """The runs of ``stops`` that are live here, cancelled in one walk: of their turn
     (``--turn``: detached children go on) unless a stop of the poll stops that run's tree
     (``trees``: it wins, wherever it was posted; after a send, it would find the run
     ended by its turn stop, and its detached children running)."""
-    tops = {c.run_id: state for c in stops if (state := runs.live(c.run_id)) is not None}
+    tops: dict[str, RunState] = {}
+    by_tree: set[str] = set()  # reached by a tree stop: ended with their trees, whatever else
+    for stop in stops:
+        for state in _stoppable(stop, runs, trees):
+            tops.setdefault(state.run_id, state)
+            if stop.run_id in trees:
+                by_tree.add(state.run_id)
     if not tops:
         return Decided()
-    turns = {c.run_id for c in stops if c.content == "turn"} - trees
+    turns = {c.run_id for c in stops if c.content == "turn"} - trees - by_tree
     return life.cancel_each(list(tops.values()), STOPPED, turns)[1]
+
+
+def _stoppable(stop: Command, runs: RunTable, trees: Set[str]) -> list[RunState]:
+    """The runs ``stop`` cancels, each with its subtree: its run, live here; or, for a stop
+    of its tree, the highest live runs under it when it has ended but its tree is held (a
+    ``--turn`` stop taken in an earlier poll ended it and left its detached children, which
+    the tree stop, posted while it was live, stops; each reports to its nearest live
+    ancestor, as a detached run that outlived its parent does)."""
+    state = runs.live(stop.run_id)
+    if state is not None:
+        return [state]
+    if stop.run_id not in trees or stop.run_id not in runs:
+        return []
+    highest: list[RunState] = []
+    below = runs.tree.children(stop.run_id)
+    while below:
+        run_id = below.pop()
+        if (live := runs.live(run_id)) is not None:
+            highest.append(live)
+        else:  # ended too: what outlived it is further down
+            below.extend(runs.tree.children(run_id))
+    return highest

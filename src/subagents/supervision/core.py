@@ -409,8 +409,9 @@ class SupervisorCore:
         return self._decided(self.effects.gather(self.recovery.restore(snapshot, roots)))
 
     def hosted(self) -> Set[str]:
-        """The live runs held here (whose commands the actor claims from the store)."""
-        return self.runs.hosted()
+        """The runs held here, whose commands the actor claims from the store: an ended run's
+        too while its tree is held (a tree stop reaches its detached children still live)."""
+        return self.runs.held()
 
     def commands(self, commands: Sequence[Command]) -> Decision:
         """Act on the stop, send and approval commands other processes posted through the

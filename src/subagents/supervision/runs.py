@@ -122,9 +122,10 @@ class RunTable:
         self.ended_roots: list[str] = []
         """Roots that ended since the last ``prune``."""
         self._live: set[str] = set()
-        """The ids of the held runs that have not ended, kept as their statuses change: the
-        store's command poll asks for them every half second, and rebuilding the list
-        scanned every held run each time (100,000 waiting runs: ~10 ms a poll)."""
+        """The ids of the held runs that have not ended, kept as their statuses change, not
+        rebuilt by a scan of every held run (100,000 waiting runs: ~10 ms), as each ask for
+        them did (the store's command poll, every half second, asked for them until it took
+        every held run's commands: ``held``)."""
         self._admitted: dict[str, int] = {}
         """How many runs each held root's tree has admitted, ended ones included
         (``max_runs_per_tree``): counted at admission, recounted from the store on a
@@ -165,6 +166,12 @@ class RunTable:
         """The ids of the live runs held here: a read-only view, current until the next
         change (copy it to keep it)."""
         return self._live
+
+    def held(self) -> Set[str]:
+        """The ids of every run held here: the live ones, and the ended ones of a tree not
+        forgotten yet (something in it is live): a read-only view, current until the next
+        change."""
+        return self._runs.keys()
 
     def ancestors(self, state: RunState) -> tuple[DepthBound, ...]:
         """``state``'s ancestors whose definitions set ``maxDepth``, root first: each bounds

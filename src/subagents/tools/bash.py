@@ -13,6 +13,7 @@ import contextlib
 import datetime
 import os
 import re
+import secrets
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class BashInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -111,7 +113,12 @@ KILL_SHELL_DESCRIPTION = "Kills a running background bash shell by its ID."
 
 
 def _cwd_file(ctx: ToolContext, process_dir: Path) -> Path:
-    return process_dir / f"cwd-{ctx.run_id}-{ctx.tool_use_id or 'call'}"
+    """Where the call's shell writes the directory it ended in: a name of its own in the
+    run's directory. The call's id comes from the model's answer: only its letters, digits,
+    ``_`` and ``-`` are kept (an id holding ``/..`` named a file anywhere, which the runtime
+    deleted after the call), with a random mark, so that no two calls share a name."""
+    call = _UNSAFE_NAME_CHARS.sub("_", f"{ctx.run_id}-{ctx.tool_use_id or 'call'}")
+    return process_dir / f"cwd-{call}-{secrets.token_hex(4)}"
 
 
 def _wrapped(command: str, cwd_file: Path) -> str:
