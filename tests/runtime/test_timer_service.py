@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from subagents.actors.timer import TimerService
 
 WAIT = 60.0
@@ -171,3 +173,22 @@ def test_a_stopped_service_fires_nothing_and_answers_its_readers() -> None:
     assert timer.pending() == 0
     assert timer.heap_size() == 0
     assert fired == []
+
+
+def test_a_bad_key_or_deadline_is_the_callers_error_and_the_timer_goes_on() -> None:
+    """Arms are taken in on the timer's thread: one it could not take (a key it cannot
+    hash, a deadline it cannot compare) would end that thread for every timer. Refused at
+    the call instead, with the error naming what was wrong."""
+    timer = TimerService()
+    fired = threading.Event()
+    with pytest.raises(TypeError, match="unhashable"):
+        timer.schedule(["a", "list"], time.monotonic(), print)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unhashable"):
+        timer.cancel({"a": "dict"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="float"):
+        timer.schedule("no deadline", None, print)  # type: ignore[arg-type]
+    timer.schedule("int deadline", int(time.monotonic()), fired.set)  # an int is a number
+    assert fired.wait(WAIT)
+    assert timer.alive
+    assert timer.pending() == 0
+    timer.stop()

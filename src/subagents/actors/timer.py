@@ -113,6 +113,9 @@ class TimerService:
         self._put(key, deadline, ref, message)
 
     def _put(self, key: Hashable, deadline: float, target: Any, message: Any) -> None:
+        hash(key)  # a bad key or deadline is the caller's TypeError, here, not the timer
+        if type(deadline) is not float:  # thread's, later (it would end the thread)
+            deadline = float(deadline)
         if self._stopped:
             return
         line = self._line
@@ -132,6 +135,7 @@ class TimerService:
         Cancelled entries leave the heap lazily; when they outnumber the live ones the heap
         is rebuilt, so a long-lived runtime (a deadline per run, most cancelled) stays small.
         """
+        hash(key)  # (a bad key: the caller's TypeError)
         line = self._line
         line.append((key,))
         if len(line) > LINE_MAX and not self._rung:
