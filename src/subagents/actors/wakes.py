@@ -7,8 +7,8 @@ same ``Batch``) never reaches the timer service. When the run ends, its timer is
 A run has ONE timer in the timer service, at (or before) its earliest armed wake, not one per
 wake: a ``receive`` that waits and is answered by mail before its timeout, over and over (a
 mail stream, a ping-pong), would otherwise put a timer in and take it out again for every
-mail (the timer service's lock twice, a heap entry, a ``Wake`` made, per mail). Cancelling a
-wake only forgets it here; arming one whose deadline is not before the timer's changes
+mail (two entries in the timer service's line, a heap entry, a ``Wake`` made, per mail).
+Cancelling a wake only forgets it here; arming one whose deadline is not before the timer's changes
 nothing there. So the timer may go off early, for a wake since cancelled: the actor is told
 ``WAKES_DUE``, hands the behaviour a ``Wake`` for each wake due by then (none, when it went
 off early) and sets the timer again at the earliest of the rest. A run waiting for mail with
