@@ -257,7 +257,7 @@ class TimerService:
     def _loop(self) -> None:
         while True:
             entry = self._next_due()
-            if entry is None:
+            if entry is None or self._stopped:  # (stopped as it took this one: not fired)
                 break
             _, _, target, message, _ = entry
             try:
