@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -188,6 +189,24 @@ def test_a_bad_key_or_deadline_is_the_callers_error_and_the_timer_goes_on() -> N
     with pytest.raises(TypeError, match="float"):
         timer.schedule("no deadline", None, print)  # type: ignore[arg-type]
     timer.schedule("int deadline", int(time.monotonic()), fired.set)  # an int is a number
+    assert fired.wait(WAIT)
+    assert timer.alive
+    assert timer.pending() == 0
+    timer.stop()
+
+
+def test_a_nan_deadline_is_refused_at_the_arm_and_the_timer_goes_on() -> None:
+    """A NaN deadline compares false with everything: on the timer's thread it sat at the
+    top of the heap, never due, and the wait for it (``SimpleQueue.get(timeout=nan)``)
+    raised ValueError there, ending the thread: no timer of the process fired again (run
+    deadlines, receive timeouts). Refused at the call instead, like a bad key."""
+    timer = TimerService()
+    fired = threading.Event()
+    with pytest.raises(ValueError, match="NaN"):
+        timer.schedule("nan", math.nan, print)
+    with pytest.raises(ValueError, match="NaN"):
+        timer.schedule_in("nan in", math.nan, print)
+    timer.schedule("after", time.monotonic(), fired.set)
     assert fired.wait(WAIT)
     assert timer.alive
     assert timer.pending() == 0

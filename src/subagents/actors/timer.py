@@ -116,6 +116,8 @@ class TimerService:
         hash(key)  # a bad key or deadline is the caller's TypeError, here, not the timer
         if type(deadline) is not float:  # thread's, later (it would end the thread)
             deadline = float(deadline)
+        if deadline != deadline:  # NaN: never due nor not due, and a wait for it ends the
+            raise ValueError(f"timer {key!r}: the deadline is NaN")  # thread (every timer)
         if self._stopped:
             return
         line = self._line
