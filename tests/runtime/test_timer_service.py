@@ -211,3 +211,20 @@ def test_a_nan_deadline_is_refused_at_the_arm_and_the_timer_goes_on() -> None:
     assert timer.alive
     assert timer.pending() == 0
     timer.stop()
+
+
+def test_an_empty_tuple_is_a_key_like_any_other() -> None:
+    """A tuple key is counted by its first item (``scheduled_kinds``), taken in on the
+    timer's thread: ``()`` has none, and its IndexError there ended the thread (every
+    timer after it never fired)."""
+    timer = TimerService()
+    fired = threading.Event()
+    timer.schedule((), time.monotonic(), fired.set)
+    assert fired.wait(WAIT)
+    again = threading.Event()
+    timer.schedule(("kind", 1), time.monotonic(), again.set)
+    assert again.wait(WAIT)
+    assert timer.alive
+    assert timer.scheduled == 2
+    assert timer.scheduled_kinds == {"kind": 1}
+    timer.stop()

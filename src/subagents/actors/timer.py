@@ -212,7 +212,7 @@ class TimerService:
                     entries[key] = item
                     push(heap, (item[1], item[0], key))
                     self._scheduled += 1
-                    if type(key) is tuple:
+                    if type(key) is tuple and key:  # (``()``: a key of no kind)
                         kinds[key[0]] += 1
                 else:
                     entries.pop(item[0], None)
