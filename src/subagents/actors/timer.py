@@ -158,7 +158,7 @@ class TimerService:
 
     @property
     def scheduled_kinds(self) -> Counter[Hashable]:
-        """The same, by kind: the first item of a key that is a tuple (``("wakes", run_id)``,
+        """The same, by kind: the first item of a key that is a tuple (``("wakes", run_id, n)``,
         ``("group linger", ...)``): what a test subtracts to count the others alone."""
         self._sync()
         return Counter(self._kinds)

@@ -20,6 +20,7 @@ first asks for a wake: most short runs never do, and a waiting run costs its obj
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any, Final
 
@@ -41,6 +42,9 @@ class _WakesDue:
 WAKES_DUE: Final = _WakesDue()
 """What a run's timer tells its actor: see which of its wakes are due (``Wakes.due``)."""
 
+_ATTEMPTS = itertools.count()
+"""Tells apart the ``Wakes`` of a run's attempts (one per agent actor)."""
+
 
 class Wakes:
     """The wakes of one run: those wanted in the current handling, those armed, its timer."""
@@ -49,8 +53,10 @@ class Wakes:
 
     def __init__(self, timer: TimerService, run_id: str) -> None:
         self.timer = timer
-        self.key = ("wakes", run_id)
-        """The run's one timer in the timer service."""
+        self.key = ("wakes", run_id, next(_ATTEMPTS))
+        """The run's one timer in the timer service, this attempt's own: an earlier attempt
+        (a restart), whose actor cancels its timer only as it stops, after its end was
+        reported, may do so after this one armed its own, and must not take it."""
         self.wanted: dict[str, float] = {}
         """Asked for in this handling, armed when it ends (key -> monotonic deadline)."""
         self.armed: dict[str, float] = {}
