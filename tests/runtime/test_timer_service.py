@@ -164,9 +164,22 @@ def test_a_finalizer_run_by_an_arm_may_cancel_a_timer() -> None:
 
 
 def test_a_stopped_service_fires_nothing_and_answers_its_readers() -> None:
+    """A timer due when the service stops never fires. It is made due while the timer's
+    thread is held in a callback (not armed 50 ms ahead and stopped right after: a test
+    thread held longer than that on a loaded machine saw it fire)."""
     timer = TimerService()
     fired: list[str] = []
-    timer.schedule("soon", time.monotonic() + 0.05, lambda: fired.append("soon"))
+    holding, release = threading.Event(), threading.Event()
+
+    def held() -> None:
+        holding.set()
+        release.wait(WAIT)
+
+    timer.schedule("hold", time.monotonic(), held)
+    assert holding.wait(WAIT)
+    timer.schedule("soon", time.monotonic(), lambda: fired.append("soon"))  # due now
+    timer.stop(timeout=0)  # (held: not waited for)
+    release.set()
     timer.stop()
     assert not timer.alive
     timer.schedule("after", time.monotonic(), lambda: fired.append("after"))
