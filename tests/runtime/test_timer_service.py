@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -241,3 +242,20 @@ def test_an_empty_tuple_is_a_key_like_any_other() -> None:
     assert timer.scheduled == 2
     assert timer.scheduled_kinds == {"kind": 1}
     timer.stop()
+
+
+def test_a_cancel_after_the_stop_keeps_nothing() -> None:
+    """Once the thread has stopped nobody takes the line in: a cancel put there then (the
+    runs' actors stopping after the runtime's timer, on close) stayed, with its key, for
+    as long as the service lived."""
+    timer = TimerService()
+    timer.stop()
+
+    class Key:
+        pass
+
+    key = Key()
+    gone = weakref.ref(key)
+    timer.cancel(key)
+    del key
+    assert gone() is None

@@ -138,6 +138,8 @@ class TimerService:
         is rebuilt, so a long-lived runtime (a deadline per run, most cancelled) stays small.
         """
         hash(key)  # (a bad key: the caller's TypeError)
+        if self._stopped:  # (nobody takes the line in any more: it would stay there)
+            return
         line = self._line
         line.append((key,))
         if len(line) > LINE_MAX and not self._rung:
