@@ -103,7 +103,10 @@ class TimerService:
         self._thread.start()
 
     def schedule(self, key: Hashable, deadline: float, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once at ``deadline`` (``time.monotonic()`` seconds)."""
+        """Call ``callback`` once at ``deadline`` (``time.monotonic()`` seconds; one past:
+        at once; ``inf``: never). Refused here, not on the timer's thread: a key that is not
+        hashable (``TypeError``), a deadline ``float()`` does not take (its error), NaN
+        (``ValueError``)."""
         self._put(key, deadline, callback, _CALL)
 
     def tell_at(
