@@ -6,6 +6,7 @@ ScriptedModel's recent requests.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -389,6 +390,29 @@ def test_wait_for_message_with_a_zero_timeout_returns_at_once() -> None:
         assert outcome.result == (
             "no mail arrived before the timeout\nargument 'timeout' must be >= 0 seconds, got -1"
         )
+
+
+def test_a_wait_for_message_with_a_nan_timeout_is_refused_and_timers_go_on() -> None:
+    """A NaN timeout (a YAML script's ``.nan``) passed the ``>= 0`` check and became the
+    run's wake deadline: armed in the timer service, it ended the timer's thread, so this
+    run's wait never timed out, nor any later one (nor any run deadline): both hung."""
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": math.nan}}]},
+                "{results}",
+            ],
+            "other": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": 0.05}}]},
+                "{results}",
+            ],
+        }
+    )
+    with Runtime([spec("lead"), spec("other")], model=model) as rt:
+        outcome = rt.run("lead", "job", wait=WAIT)
+        assert outcome.result == "argument 'timeout' must be >= 0 seconds, got nan"
+        later = rt.run("other", "job", wait=WAIT)
+        assert later.result == "no mail arrived before the timeout"
 
 
 def test_task_and_context_make_the_first_message_and_the_model_is_resolved() -> None:

@@ -136,6 +136,8 @@ class _Owner(pykka.ThreadingActor):
         if action == "want":
             self.wakes.want(key, seconds)
             self.wakes.arm(self.actor_ref, ended=False)
+        elif action == "end":  # the run's attempt is over (``AgentActor.on_stop``)
+            self.wakes.cancel_all()
         elif action == "again_and_cancel":  # asked for again and cancelled in one handling
             self.wakes.want(key, seconds)
             self.wakes.cancel(key)
@@ -178,4 +180,28 @@ def test_a_wake_asked_for_again_and_cancelled_in_one_handling_never_fires() -> N
         assert fired == ["b"]
     finally:
         owner.stop()
+        timer.stop()
+
+
+def test_an_earlier_attempts_late_end_leaves_the_next_attempts_timer_alone() -> None:
+    """A run restarted: its earlier attempt's actor reported its end and cancels its timer
+    only as it stops (``on_stop``, after the dispatcher's lock), which a thread behind the
+    GIL on a loaded process may do after the restart's backoff (25-50 ms by default) has
+    passed and the new attempt armed its own. Keyed by the run id alone, the two were one
+    timer: the old cancel took the new attempt's, whose ``receive`` then never timed out
+    (``Wakes.set_at`` said a timer was set) and waited for the run's deadline."""
+    timer = TimerService()
+    fired: list[str] = []
+    done = threading.Event()
+    earlier = _Owner.start(timer, [], threading.Event())  # both attempts of "run-1"
+    later = _Owner.start(timer, fired, done)
+    try:
+        earlier.ask(("want", "a", 3600.0))  # it waited, then failed: restarted
+        later.ask(("want", "b", 0.01))
+        earlier.ask(("end", "", 0.0))  # its stop, late
+        assert done.wait(WAIT)
+        assert fired == ["b"]
+    finally:
+        earlier.stop()
+        later.stop()
         timer.stop()

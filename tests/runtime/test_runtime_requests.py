@@ -3,6 +3,8 @@ pure half of the LLM loop's tool calls (behaviour/runtime_tool_args.py)."""
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 import pytest
 
@@ -49,6 +51,8 @@ def test_send_and_wait_arguments_are_checked() -> None:
     assert wait_timeout({"timeout": 0}) == 0.0
     with pytest.raises(ToolError, match=">= 0 seconds"):
         wait_timeout({"timeout": -1})
+    with pytest.raises(ToolError, match=">= 0 seconds, got nan"):
+        wait_timeout({"timeout": math.nan})  # (a YAML script's ``.nan``)
 
 
 def test_replies_become_results() -> None:

@@ -7,8 +7,8 @@ same ``Batch``) never reaches the timer service. When the run ends, its timer is
 A run has ONE timer in the timer service, at (or before) its earliest armed wake, not one per
 wake: a ``receive`` that waits and is answered by mail before its timeout, over and over (a
 mail stream, a ping-pong), would otherwise put a timer in and take it out again for every
-mail (the timer service's lock twice, a heap entry, a ``Wake`` made, per mail). Cancelling a
-wake only forgets it here; arming one whose deadline is not before the timer's changes
+mail (two entries in the timer service's line, a heap entry, a ``Wake`` made, per mail).
+Cancelling a wake only forgets it here; arming one whose deadline is not before the timer's changes
 nothing there. So the timer may go off early, for a wake since cancelled: the actor is told
 ``WAKES_DUE``, hands the behaviour a ``Wake`` for each wake due by then (none, when it went
 off early) and sets the timer again at the earliest of the rest. A run waiting for mail with
@@ -20,6 +20,7 @@ first asks for a wake: most short runs never do, and a waiting run costs its obj
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any, Final
 
@@ -41,6 +42,9 @@ class _WakesDue:
 WAKES_DUE: Final = _WakesDue()
 """What a run's timer tells its actor: see which of its wakes are due (``Wakes.due``)."""
 
+_ATTEMPTS = itertools.count()
+"""Tells apart the ``Wakes`` of a run's attempts (one per agent actor)."""
+
 
 class Wakes:
     """The wakes of one run: those wanted in the current handling, those armed, its timer."""
@@ -49,8 +53,10 @@ class Wakes:
 
     def __init__(self, timer: TimerService, run_id: str) -> None:
         self.timer = timer
-        self.key = ("wakes", run_id)
-        """The run's one timer in the timer service."""
+        self.key = ("wakes", run_id, next(_ATTEMPTS))
+        """The run's one timer in the timer service, this attempt's own: an earlier attempt
+        (a restart), whose actor cancels its timer only as it stops, after its end was
+        reported, may do so after this one armed its own, and must not take it."""
         self.wanted: dict[str, float] = {}
         """Asked for in this handling, armed when it ends (key -> monotonic deadline)."""
         self.armed: dict[str, float] = {}

@@ -120,7 +120,7 @@ def wait_timeout(args: dict[str, Any]) -> float:
     """The seconds a ``wait_for_message`` call waits (0 means: do not wait)."""
     given = optional_float(args, "timeout")
     timeout = WAIT_S if given is None else given
-    if timeout < 0:
+    if not timeout >= 0:  # (NaN too: a wait for it would never end, nor time out)
         raise ToolError(f"argument 'timeout' must be >= 0 seconds, got {timeout:g}")
     return timeout
 
