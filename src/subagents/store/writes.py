@@ -316,10 +316,10 @@ def superseded(writes: Sequence[Write]) -> set[int]:
     decides what the batch leaves in the store; except that a save with a live status also
     takes a run out of the archive (``SQLiteStore``), which a terminal save does not: a
     live save followed by a terminal one is kept."""
-    saves = [(i, write.record) for i, write in enumerate(writes) if type(write) is SaveRun]
     skip: set[int] = set()
-    if len(saves) < 2:  # most batches: a run saved once, nothing to look up
+    if list(map(type, writes)).count(SaveRun) < 2:  # most batches: counted in C, not walked
         return skip
+    saves = [(i, write.record) for i, write in enumerate(writes) if type(write) is SaveRun]
     if len({record.run_id for _, record in saves}) == len(saves):
         return skip  # each saved once (a spawn_many, a close): counted in C, not walked
     last: dict[str, tuple[int, RunRecord]] = {}
