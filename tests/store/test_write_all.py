@@ -6,13 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from storekit import event, outcome, run
+from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import Lease, RunStatus
+from subagents.messages import Lease, MailState, RunStatus
 from subagents.store.base import Fenced, RunStore
 from subagents.store.fencing import Fence, FencedStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
-from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, superseded, write_all
+from subagents.store.writes import (
+    AppendEvent,
+    SaveCheckpoint,
+    SaveMails,
+    SaveOutcome,
+    SaveRun,
+    SetMailsState,
+    apply_writes,
+    superseded,
+    write_all,
+)
 
 
 def test_an_earlier_save_of_the_same_run_is_superseded_by_the_later() -> None:
@@ -73,3 +84,32 @@ def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
     write_all(store, [SaveRun(restarted), SaveRun(ended)])
     assert store.list_runs() == [ended]
     store.close()
+
+
+def test_a_memory_batch_taken_in_one_call_leaves_what_each_write_in_turn_would() -> None:
+    """``MemoryStore.apply_batch``: the kinds every run writes kept directly, the others
+    through their methods, in order, a superseded save skipped, as one write at a time."""
+    last = run("a", status=RunStatus.RUNNING, task="started")
+    writes = [
+        SaveRun(run("a", status=RunStatus.QUEUED)),
+        AppendEvent(event("a")),
+        SaveMails((mail("m1", "a", "b"),)),
+        SaveRun(last),
+        SaveCheckpoint(checkpoint("a", 1)),
+        SetMailsState(("m1",), MailState.READ),
+        SaveOutcome(outcome("b"), delivered=True),
+        SaveOutcome(outcome("c")),
+        AppendEvent(event("a", text="second")),
+    ]
+    batched, each = MemoryStore(), MemoryStore()
+    write_all(FencedStore(batched), writes)  # (unfenced: the path every runtime's batch takes)
+    for i, write in enumerate(writes):
+        if i not in superseded(writes):
+            apply_writes(each, (write,))
+    for store in (batched, each):
+        assert store.get_run("a") == last
+        assert [e.data for e in store.events("a")] == [{}, {"text": "second"}]
+        assert [m.state for m in store.mail_for("a")] == [MailState.READ]
+        assert store.load_checkpoint("a") == checkpoint("a", 1)
+        assert [o.run_id for o in store.undelivered_outcomes()] == ["c"]
+    assert batched.events_after(0) == each.events_after(0)
