@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 
@@ -63,6 +63,18 @@ class MemoryStore(RunStore):
         self._approvals: dict[str, ApprovalRecord] = {}
         self._previews: dict[str, Preview] = {}
 
+    _direct = True
+    """Whether ``apply_batch`` keeps a run's record, events and outcome itself: not in a
+    subclass that overrides ``save_run``, ``append_event`` or ``save_outcome`` (a store
+    counting or failing its writes: ``__init_subclass__``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._direct = all(
+            getattr(cls, name) is getattr(MemoryStore, name)
+            for name in ("save_run", "append_event", "save_outcome")
+        )
+
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
@@ -78,8 +90,13 @@ class MemoryStore(RunStore):
         under one hold of the lock (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
         lock of its own (a trivial run makes six: its record twice, three events, its
-        outcome); those kinds are kept here directly, any other through its method."""
+        outcome); those kinds are kept here directly, any other through its method. A
+        subclass that overrides one of those methods has every write go through its method
+        (``_direct``): its override is never bypassed."""
         with self._lock:
+            if not self._direct:
+                apply_writes(self, (w for i, w in enumerate(writes) if i not in skip))
+                return
             for i, write in enumerate(writes):
                 if i in skip:
                     continue
