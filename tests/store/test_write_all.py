@@ -87,7 +87,7 @@ def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
 
 
 def test_a_memory_batch_taken_in_one_call_leaves_what_each_write_in_turn_would() -> None:
-    """``MemoryStore.apply_batch``: the kinds every run writes kept directly, the others
+    """``MemoryStore._apply_batch``: the kinds every run writes kept directly, the others
     through their methods, in order, a superseded save skipped, as one write at a time."""
     last = run("a", status=RunStatus.RUNNING, task="started")
     writes = [
@@ -139,7 +139,7 @@ class _SecondEventFails(MemoryStore):
 
 
 def test_a_memory_store_subclass_has_its_own_writes_called_and_fails_where_it_fails() -> None:
-    """``MemoryStore.apply_batch`` keeps records, events and outcomes itself, but never
+    """``MemoryStore._apply_batch`` keeps records, events and outcomes itself, but never
     past a subclass's override of them (tests/runtime/test_last_step.py's store notes its
     outcomes): the batch goes through its methods, stopping at the write that raised, as
     one write at a time would."""

@@ -64,7 +64,7 @@ class MemoryStore(RunStore):
         self._previews: dict[str, Preview] = {}
 
     _direct = True
-    """Whether ``apply_batch`` keeps a run's record, events and outcome itself: not in a
+    """Whether ``_apply_batch`` keeps a run's record, events and outcome itself: not in a
     subclass that overrides ``save_run``, ``append_event`` or ``save_outcome`` (a store
     counting or failing its writes: ``__init_subclass__``)."""
 
@@ -85,14 +85,16 @@ class MemoryStore(RunStore):
         would wait on the supervisor's lock."""
         return MailRecording.SUPERVISOR
 
-    def apply_batch(self, writes: Sequence[Write], skip: Collection[int] = ()) -> None:
+    def _apply_batch(self, writes: Sequence[Write], skip: Collection[int] = ()) -> None:
         """A batch's ``writes`` in order, but those at the places in ``skip``, in one call
         under one hold of the lock (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
         lock of its own (a trivial run makes six: its record twice, three events, its
         outcome); those kinds are kept here directly, any other through its method. A
         subclass that overrides one of those methods has every write go through its method
-        (``_direct``): its override is never bypassed."""
+        (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
+        a call of the store's public API (whose types ``subagents`` exports: the writes are
+        internal to the runtime; tests/runtime/test_public_api.py)."""
         with self._lock:
             if not self._direct:
                 apply_writes(self, (w for i, w in enumerate(writes) if i not in skip))

@@ -300,9 +300,9 @@ def write_all(store: RunStore, writes: Sequence[Write]) -> None:
     with store.batch():
         target = getattr(store, "writes_go_to", store)
         skip = superseded(writes) if len(writes) > 1 else ()
-        # a store that takes a batch's writes in one call (``MemoryStore.apply_batch``);
+        # a store that takes a batch's writes in one call (``MemoryStore._apply_batch``);
         # looked up on its class: a wrapper delegating attributes is never bypassed
-        apply_batch = getattr(type(target), "apply_batch", None)
+        apply_batch = getattr(type(target), "_apply_batch", None)
         if apply_batch is not None:
             apply_batch(target, writes, skip)
             return
