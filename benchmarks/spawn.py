@@ -186,8 +186,11 @@ def runtime_block(rt: Runtime, n: int, sample: _Sample) -> None:
 def decisions_block(n: int) -> dict[str, float]:
     """The supervisor's part that is pure decision: ``SupervisorCore.spawn`` and
     ``finished`` of a trivial root run, with their writes into a ``MemoryStore``, on this
-    thread alone (no actor, no hand-off, no effect carried out): what a trivial run's two
-    decisions cost at most, set against the runtime's whole ``cpu_us_per_run``."""
+    thread alone (no actor, no hand-off, no effect carried out): the least a trivial run's
+    two decisions cost, set against the runtime's whole ``cpu_us_per_run``. A floor, not a
+    ceiling: in the runtime the same decisions run between thread hand-offs (colder caches)
+    and write through the ``FencedStore`` batch, not straight into the store (README: ~51
+    us of the supervisor's thread there against ~30 here)."""
     spec = AgentSpec(name="trivial", description="Returns its task.")
     core = SupervisorCore(lookup=lambda name: spec if name == "trivial" else None, names=list)
     store = MemoryStore()
