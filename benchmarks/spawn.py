@@ -10,6 +10,8 @@ Baselines, same run, blocks interleaved:
   ``stop()``, its loop run on a reused thread as the runtime's actors are (pykka's
   ``_start_actor_loop`` hook handing the loop to a parked thread);
 - ``raw_thread_per_actor`` (reference): the same with pykka's default, a new thread per actor.
+- ``decisions_alone`` (where the supervisor's share starts): the core's two decisions of a
+  trivial run and their writes into a MemoryStore, on one thread, nothing carried out.
 
 - ``four_handoffs`` (the floor of this design): no actor, no work, only the four thread
   hand-offs a trivial run takes (caller -> supervisor -> the agent's thread -> supervisor ->
@@ -36,10 +38,14 @@ import pykka
 
 from _common import emit, parse_args, percentile, quiet_logs, ratio, rounded, settle
 from subagents.behaviour.function import AgentContext
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunFinished, SpawnRequest
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
+from subagents.store.writes import write_all
+from subagents.supervision.core import SupervisorCore
 
 TARGET = 1.5
 
@@ -177,6 +183,35 @@ def runtime_block(rt: Runtime, n: int, sample: _Sample) -> None:
     sample.cpu += time.process_time() - cpu
 
 
+def decisions_block(n: int) -> dict[str, float]:
+    """The supervisor's part that is pure decision: ``SupervisorCore.spawn`` and
+    ``finished`` of a trivial root run, with their writes into a ``MemoryStore``, on this
+    thread alone (no actor, no hand-off, no effect carried out): the least a trivial run's
+    two decisions cost, set against the runtime's whole ``cpu_us_per_run``. A floor, not a
+    ceiling: in the runtime the same decisions run between thread hand-offs (colder caches)
+    and write through the ``FencedStore`` batch, not straight into the store (README: ~51
+    us of the supervisor's thread there against ~30 here)."""
+    spec = AgentSpec(name="trivial", description="Returns its task.")
+    core = SupervisorCore(lookup=lambda name: spec if name == "trivial" else None, names=list)
+    store = MemoryStore()
+
+    def one(i: int) -> None:
+        run_id = f"r-decided-{i}"
+        request = SpawnRequest(request_id=run_id, agent="trivial", task=str(i), run_id=run_id)
+        admitted = core.spawn(request)
+        if admitted.reply.error is not None:
+            raise RuntimeError(f"run {i} refused: {admitted.reply.error}")
+        write_all(store, admitted.writes)
+        write_all(store, core.finished(RunFinished(run_id=run_id, result=str(i))).writes)
+
+    for i in range(min(n, 200)):  # warm-up
+        one(-1 - i)
+    cpu = time.process_time()
+    for i in range(n):
+        one(i)
+    return {"runs": n, "cpu_us_per_run": round((time.process_time() - cpu) / n * 1e6, 1)}
+
+
 def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=None, help="runs per figure")
     parser.add_argument("--blocks", type=int, default=None, help="interleaved blocks")
@@ -220,6 +255,7 @@ def main() -> None:
             PARKED.close()
             relay.close()
     figures: dict[str, Any] = {name: samples[name].summary() for name in raws}
+    figures["decisions_alone"] = decisions_block(n)
     baseline = figures["raw_pooled"]
     # the design's floor: four hand-offs and nothing else, against the same anchor
     floor = samples["four_handoffs"].summary()

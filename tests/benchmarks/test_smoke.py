@@ -210,6 +210,9 @@ def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
         assert e["ratio_p50"] == pytest.approx(e["p50_ms"] / raw["p50_ms"], rel=0.01)
         assert e["ratio_runs_per_s"] == pytest.approx(e["runs_per_s"] / raw["runs_per_s"], rel=0.01)
     assert figures["memory"]["pass"] == (figures["memory"]["ratio_p50"] <= 1.5)  # issue 26
+    # the core's two decisions of a trivial run, alone on one thread: every run decided
+    assert figures["decisions_alone"]["runs"] == 20
+    assert figures["decisions_alone"]["cpu_us_per_run"] > 0
 
 
 def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(

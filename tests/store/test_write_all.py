@@ -6,13 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from storekit import event, outcome, run
+from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import Lease, RunStatus
+from subagents.messages import Event, Lease, MailState, Outcome, RunRecord, RunStatus
 from subagents.store.base import Fenced, RunStore
 from subagents.store.fencing import Fence, FencedStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
-from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, superseded, write_all
+from subagents.store.writes import (
+    AppendEvent,
+    SaveCheckpoint,
+    SaveMails,
+    SaveOutcome,
+    SaveRun,
+    SetMailsState,
+    apply_writes,
+    superseded,
+    write_all,
+)
 
 
 def test_an_earlier_save_of_the_same_run_is_superseded_by_the_later() -> None:
@@ -73,3 +84,77 @@ def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
     write_all(store, [SaveRun(restarted), SaveRun(ended)])
     assert store.list_runs() == [ended]
     store.close()
+
+
+def test_a_memory_batch_taken_in_one_call_leaves_what_each_write_in_turn_would() -> None:
+    """``MemoryStore._apply_batch``: the kinds every run writes kept directly, the others
+    through their methods, in order, a superseded save skipped, as one write at a time."""
+    last = run("a", status=RunStatus.RUNNING, task="started")
+    writes = [
+        SaveRun(run("a", status=RunStatus.QUEUED)),
+        AppendEvent(event("a")),
+        SaveMails((mail("m1", "a", "b"),)),
+        SaveRun(last),
+        SaveCheckpoint(checkpoint("a", 1)),
+        SetMailsState(("m1",), MailState.READ),
+        SaveOutcome(outcome("b"), delivered=True),
+        SaveOutcome(outcome("c")),
+        AppendEvent(event("a", text="second")),
+    ]
+    batched, each = MemoryStore(), MemoryStore()
+    write_all(FencedStore(batched), writes)  # (unfenced: the path every runtime's batch takes)
+    for i, write in enumerate(writes):
+        if i not in superseded(writes):
+            apply_writes(each, (write,))
+    for store in (batched, each):
+        assert store.get_run("a") == last
+        assert [e.data for e in store.events("a")] == [{}, {"text": "second"}]
+        assert [m.state for m in store.mail_for("a")] == [MailState.READ]
+        assert store.load_checkpoint("a") == checkpoint("a", 1)
+        assert [o.run_id for o in store.undelivered_outcomes()] == ["c"]
+    assert batched.events_after(0) == each.events_after(0)
+
+
+class _SecondEventFails(MemoryStore):
+    """A memory store whose second event write raises (a store that fails mid-batch), and
+    that notes every run and outcome it saves: its own methods, as a subclass's are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def save_run(self, record: RunRecord) -> None:
+        self.calls.append(f"run {record.run_id}")
+        super().save_run(record)
+
+    def append_event(self, event: Event) -> None:
+        self.calls.append(f"event {event.run_id}")
+        if self.calls.count(f"event {event.run_id}") == 2:
+            raise RuntimeError("the second event broke")
+        super().append_event(event)
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        self.calls.append(f"outcome {outcome.run_id}")
+        super().save_outcome(outcome, delivered)
+
+
+def test_a_memory_store_subclass_has_its_own_writes_called_and_fails_where_it_fails() -> None:
+    """``MemoryStore._apply_batch`` keeps records, events and outcomes itself, but never
+    past a subclass's override of them (tests/runtime/test_last_step.py's store notes its
+    outcomes): the batch goes through its methods, stopping at the write that raised, as
+    one write at a time would."""
+    store = _SecondEventFails()
+    writes = [
+        SaveOutcome(outcome("a")),
+        SaveRun(run("a")),
+        AppendEvent(event("a")),
+        AppendEvent(event("a", text="second")),
+        SaveRun(run("b")),
+    ]
+    with pytest.raises(RuntimeError, match="the second event broke"):
+        write_all(FencedStore(store), writes)
+    assert store.calls == ["outcome a", "run a", "event a", "event a"]
+    assert [o.run_id for o in store.undelivered_outcomes()] == ["a"]
+    assert store.get_run("a") == run("a")
+    assert [e.data for e in store.events("a")] == [{}]
+    assert store.get_run("b") is None  # nothing after the write that failed

@@ -103,3 +103,12 @@ def test_effects_without_tells_come_out_as_they_went_in() -> None:
         ArmDeadline("c", 5.0),
     ]
     assert coalesce(list(effects)) == effects
+
+
+def test_a_lone_tell_keeps_its_place() -> None:
+    """Nothing to merge with one Tell: the effects come out as they went in, the Tell not
+    moved behind the events and timers decided after it (a run's end told to its parent
+    goes as soon as it was decided)."""
+    sent, disarm = _event("a"), DisarmDeadline("a")
+    effects = [Tell("p", 1), sent, disarm]
+    assert coalesce(list(effects)) == effects

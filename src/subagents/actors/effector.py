@@ -141,6 +141,8 @@ class Effector:
         to any ended run, not taken straight."""
         listed = effects if isinstance(effects, list) else list(effects)  # (a decision's are)
         assert self._directory is not None
+        if StopAgent not in map(type, listed):  # scanned in C: most decisions stop no run
+            return listed
         for effect in listed:
             if type(effect) is StopAgent:
                 self._directory.remove(effect.run_id)

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 
@@ -35,6 +35,7 @@ from subagents.messages import (
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
+from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
 
 
 class MemoryStore(RunStore):
@@ -62,6 +63,18 @@ class MemoryStore(RunStore):
         self._approvals: dict[str, ApprovalRecord] = {}
         self._previews: dict[str, Preview] = {}
 
+    _direct = True
+    """Whether ``_apply_batch`` keeps a run's record, events and outcome itself: not in a
+    subclass that overrides ``save_run``, ``append_event`` or ``save_outcome`` (a store
+    counting or failing its writes: ``__init_subclass__``)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._direct = all(
+            getattr(cls, name) is getattr(MemoryStore, name)
+            for name in ("save_run", "append_event", "save_outcome")
+        )
+
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
         (a generator context manager cost more than the writes in a mail stream)."""
@@ -71,6 +84,32 @@ class MemoryStore(RunStore):
         """The supervisor, after: nothing outlives the process anyway, and a sender's write
         would wait on the supervisor's lock."""
         return MailRecording.SUPERVISOR
+
+    def _apply_batch(self, writes: Sequence[Write], skip: Collection[int] = ()) -> None:
+        """A batch's ``writes`` in order, but those at the places in ``skip``, in one call
+        under one hold of the lock (``store.writes.write_all``). Why: every decision's
+        writes pass here, and through a method each, a write cost two Python calls and a
+        lock of its own (a trivial run makes six: its record twice, three events, its
+        outcome); those kinds are kept here directly, any other through its method. A
+        subclass that overrides one of those methods has every write go through its method
+        (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
+        a call of the store's public API (whose types ``subagents`` exports: the writes are
+        internal to the runtime; tests/runtime/test_public_api.py)."""
+        with self._lock:
+            if not self._direct:
+                apply_writes(self, (w for i, w in enumerate(writes) if i not in skip))
+                return
+            for i, write in enumerate(writes):
+                if i in skip:
+                    continue
+                if type(write) is AppendEvent:
+                    self._keep_event(write.event)
+                elif type(write) is SaveRun:
+                    self._runs[write.record.run_id] = write.record
+                elif type(write) is SaveOutcome:
+                    self._keep_outcome(write.outcome, write.delivered)
+                else:
+                    apply_writes(self, (write,))
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:
@@ -102,12 +141,15 @@ class MemoryStore(RunStore):
 
     def append_event(self, event: Event) -> None:
         with self._lock:
-            kept = self._events.get(event.run_id)
-            if kept is None:  # (setdefault would make a list for every event)
-                self._events[event.run_id] = [event]
-            else:
-                kept.append(event)
-            self._stream.append(event)
+            self._keep_event(event)
+
+    def _keep_event(self, event: Event) -> None:
+        kept = self._events.get(event.run_id)
+        if kept is None:  # (setdefault would make a list for every event)
+            self._events[event.run_id] = [event]
+        else:
+            kept.append(event)
+        self._stream.append(event)
 
     def events(self, run_id: str) -> list[Event]:
         with self._lock:
@@ -209,10 +251,13 @@ class MemoryStore(RunStore):
 
     def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
         with self._lock:
-            self._outcomes[outcome.run_id] = (outcome, delivered)
-            # A finished run is never replayed: its journal (an entry per call) would only
-            # grow the process. The SQLite store keeps it until the sweeper cleans the run.
-            self._journals.pop(outcome.run_id, None)
+            self._keep_outcome(outcome, delivered)
+
+    def _keep_outcome(self, outcome: Outcome, delivered: bool) -> None:
+        self._outcomes[outcome.run_id] = (outcome, delivered)
+        # A finished run is never replayed: its journal (an entry per call) would only
+        # grow the process. The SQLite store keeps it until the sweeper cleans the run.
+        self._journals.pop(outcome.run_id, None)
 
     def mark_outcome_delivered(self, run_id: str) -> None:
         with self._lock:

@@ -34,7 +34,7 @@ from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.parking import Parking
-from subagents.supervision.policy_book import PolicyBook, PolicyRefused
+from subagents.supervision.policy_book import PolicyBook, PolicyFields, PolicyRefused
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
@@ -229,7 +229,7 @@ class Admission:
         parent: RunState | None,
         run_id: str,
         now: float,
-        policy_fields: dict[str, Any],
+        policy_fields: PolicyFields,
     ) -> RunRecord:
         """The record of a run just admitted."""
         model = req.model or spec.model
@@ -249,7 +249,10 @@ class Admission:
             detached=req.detach,
             created_at=now,
             deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
-            **policy_fields,
+            token_budget=policy_fields.token_budget,
+            cost_budget_usd=policy_fields.cost_budget_usd,
+            on_failure=policy_fields.on_failure,
+            shared=policy_fields.shared,
             request_id=req.request_id,
             owner=self.owner,
             # the request's choice, else the definition's, else the parent's (a tree is

@@ -34,7 +34,10 @@ _PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
 def coalesce(effects: list[Effect]) -> list[Effect]:
     """``effects`` with the Tells to each run between two barriers merged into one Tell
     (a ``Batch`` when there are several), released at the next barrier or at the end, runs
-    in the order of their first Tell."""
+    in the order of their first Tell. With fewer than two Tells there is nothing to merge:
+    ``effects`` as they are (counted in C: a group of one run's end has one at most)."""
+    if list(map(type, effects)).count(Tell) < 2:
+        return effects
     out: list[Effect] = []
     pending: dict[str, list[Any]] = {}
 

@@ -165,9 +165,10 @@ class SupervisorCore:
         them now (``parking``: no deadlock); finished trees are forgotten."""
         if self.slots.queue_length():
             self.effects.take(self.parking.make_room())
-        forgotten = self.runs.prune()
-        if forgotten:
-            self.policies.forget(forgotten)
+        if self.runs.ended_roots:  # (a spawn's decision ends nothing: no call)
+            forgotten = self.runs.prune()
+            if forgotten:
+                self.policies.forget(forgotten)
         return self.effects.decision(reply)
 
     # ---- requests --------------------------------------------------------------------------

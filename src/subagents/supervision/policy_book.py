@@ -12,12 +12,20 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import Checkpoint, RunFinished, RunStatus, SpawnRequest, StepTaken, Usage
+from subagents.messages import (
+    Checkpoint,
+    OnFailure,
+    RunFinished,
+    RunStatus,
+    SpawnRequest,
+    StepTaken,
+    Usage,
+)
 from subagents.supervision.budgets import Budget, BudgetBook, BudgetRefused
 from subagents.supervision.handdown import (
     HandDownError,
@@ -52,6 +60,17 @@ class RunPolicy(msgspec.Struct, kw_only=True, gc=False):
     seed: Checkpoint | None
     restarting: bool = False
     """A restart or retry is scheduled: its ``RestartDue`` will start the run again."""
+
+
+class PolicyFields(NamedTuple):
+    """The ``RunRecord`` fields a new run's policies set (``PolicyBook.admit``). A tuple
+    whose fields are passed by name, not a dict splatted into the record: ``**`` into a
+    struct of ~35 fields cost more than the rest of the record's construction."""
+
+    token_budget: int | None
+    cost_budget_usd: float | None
+    on_failure: OnFailure
+    shared: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -92,7 +111,7 @@ class PolicyBook:
 
     def admit(
         self, req: SpawnRequest, spec: AgentSpec, parent: RunState | None, run_id: str
-    ) -> dict[str, Any]:
+    ) -> PolicyFields:
         """Check and register a new run's policies; the RunRecord fields they set.
 
         Raises ``PolicyRefused`` (a bad setting, a missing shared key, no budget left). Call
@@ -137,12 +156,7 @@ class PolicyBook:
             )
         max_retries = policy.max_retries if req.max_retries is None else req.max_retries
         self._policy[run_id] = RunPolicy(policy=policy, max_retries=max_retries, seed=seed)
-        return {
-            "token_budget": budget.tokens,
-            "cost_budget_usd": budget.cost_usd,
-            "on_failure": on_failure,
-            "shared": shared,
-        }
+        return PolicyFields(budget.tokens, budget.cost_usd, on_failure, shared)
 
     def seed(self, run_id: str) -> Checkpoint | None:
         """The conversation a fresh run starts with (inherited messages), if any."""
