@@ -17,6 +17,7 @@ from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, 
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.sqlite import SQLiteStore
+from subagents.store.writes import AttemptFence
 
 from .conftest import WAIT, Events
 
@@ -250,11 +251,12 @@ class _FirstMailWriteFails(SQLiteStore):
         epoch: int,
         journal: Sequence[JournalEntry] = (),
         also: Callable[[], None] | None = None,
+        attempt: AttemptFence | None = None,
     ) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails_fenced(mails, owner, epoch, journal, also)
+        super().save_mails_fenced(mails, owner, epoch, journal, also, attempt)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:

@@ -208,16 +208,15 @@ class FencedStore:
         fence in it, then ``also`` (a node's sender's record: that its node was not
         declared lost, ``cluster.record_fence``), then that the sender's start, ``attempt``,
         is still its run's (``AttemptOver`` if not: nothing of it is kept)."""
-        if attempt is not None:
-            also = self._attempt_check(attempt, also)
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
+            # the store's write as it is, the start checked by the store (SQLite: from the
+            # run's counts alone, in the same statement: ``store.sqlite_record``)
             entries = journal.entries if journal is not None else ()
-            if also is None:  # one machine: the store's write as it is
-                self._fenced_mails(mails, fence.owner, fence.epoch, entries)
-            else:
-                self._fenced_mails(mails, fence.owner, fence.epoch, entries, also)
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, attempt)
             return
+        if attempt is not None:
+            also = self._attempt_check(attempt, also)
         with self.batch():
             if also is not None:
                 also()

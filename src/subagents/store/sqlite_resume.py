@@ -24,9 +24,23 @@ _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 _SAVE_JOURNAL = "INSERT INTO journal (run_id, entries) VALUES (?, ?)"
 
 
-def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:
+def journal_text(entries: Sequence[JournalEntry]) -> str:
+    """``entries`` as the journal keeps them (a row's ``entries``, a mail's ``journal``)."""
     # made by the runtime (ids, digests, finite numbers): no read-back check needed
-    return (run_id, msgspec.json.encode(list(entries)).decode("utf-8"))
+    return msgspec.json.encode(list(entries)).decode("utf-8")
+
+
+def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:
+    return (run_id, journal_text(entries))
+
+
+_JOURNAL_OF = """SELECT 'journal', seq, entries, seq AS place, 0 AS carried FROM journal
+        WHERE run_id = ?1
+    UNION ALL SELECT 'mail', seq, journal, coalesce(journal_after, 0), 1 FROM mail
+        WHERE sender = ?1 AND journal IS NOT NULL
+    ORDER BY place, carried, seq"""
+"""A run's journal rows and the entries its mail carried, in the order committed (a mail's
+after the journal row it was committed after, mails among themselves in their order)."""
 
 
 def _appending(run_id: str) -> str:
@@ -109,13 +123,12 @@ class ResumeRows:
         return ("journal", _SAVE_JOURNAL, [_journal_row(run_id, entries)], _appending(run_id))
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
-        rows = self.tx.read(
-            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the journal of run {run_id}",
-        )
+        """The run's journal in the order committed: its rows, and the entries its straight
+        mail carried (``mail.journal``, ``store.sqlite_record``), each after the journal's
+        row ``journal_after`` and before the next (one statement: one snapshot)."""
+        rows = self.tx.read(_JOURNAL_OF, (run_id,), f"reading the journal of run {run_id}")
         entries: list[JournalEntry] = []
-        for seq, raw in rows:
-            decoded: list[JournalEntry] = self.tx.decode(_journal_decoder, raw, "journal", seq)
+        for table, seq, raw, _place, _carried in rows:
+            decoded: list[JournalEntry] = self.tx.decode(_journal_decoder, raw, table, seq)
             entries.extend(decoded)
         return entries

@@ -162,6 +162,13 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
             "previews",
         ):
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
+        tx.write_sql(  # the journal entries its straight mail carried (``sqlite_record``)
+            conn,
+            "UPDATE mail SET journal = NULL, journal_after = NULL"
+            " WHERE sender = ? AND journal IS NOT NULL",
+            (run_id,),
+            _DOING,
+        )
     for run_id in plan.delete:
         for table in (
             "events", "checkpoints", "checkpoint_deltas", "journal", "approvals", "outcomes",
