@@ -23,7 +23,8 @@ check is one more call in the batch sent to the head, run there inside the trans
 applies it (``cluster.store_service``).
 
 A sender's record is fenced per attempt too: it carries its start (``AttemptFence``), and its
-transaction reads the run's record and refuses it (``AttemptOver``) once the run ended or was
+transaction reads the run's record (SQLite: its status and counts alone, in the record's one
+statement, ``store.sqlite_record``) and refuses it (``AttemptOver``) once the run ended or was
 restarted or retried since. A start can be over while its thread still works (a timeout, a
 stop, a retry decided by its child's failure); what it records then must not land after the
 run's end or under the next start's keys (docs/store.md, "Fencing").
