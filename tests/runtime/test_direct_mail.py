@@ -17,7 +17,6 @@ from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, 
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
 from subagents.store.sqlite import SQLiteStore
-from subagents.store.writes import AttemptFence
 
 from .conftest import WAIT, Events
 
@@ -251,7 +250,7 @@ class _FirstMailWriteFails(SQLiteStore):
         epoch: int,
         journal: Sequence[JournalEntry] = (),
         also: Callable[[], None] | None = None,
-        attempt: AttemptFence | None = None,
+        attempt: tuple[str, int, int] | None = None,
     ) -> None:
         if not self.failed:
             self.failed = True

@@ -214,7 +214,8 @@ class FencedStore:
             # the store's write as it is, the start checked by the store (SQLite: from the
             # run's counts alone, in the same statement: ``store.sqlite_record``)
             entries = journal.entries if journal is not None else ()
-            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, attempt)
+            start = None if attempt is None else (attempt.run_id, attempt.restarts, attempt.retries)
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, start)
             return
         if attempt is not None:
             also = self._attempt_check(attempt, also)

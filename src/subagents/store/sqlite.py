@@ -379,14 +379,16 @@ class SQLiteStore(RunStore):
         epoch: int,
         journal: _Entries,
         also: _Check = None,
-        attempt: AttemptFence | None = None,
+        attempt: tuple[str, int, int] | None = None,
     ) -> None:
         """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
         transaction of its own that checks that ``owner`` still holds its lease at ``epoch``
         (``store.fencing``), then ``also`` (``cluster.record_fence``), then that the sender's
-        start is still its run's (``attempt``; ``AttemptOver`` if not): a sender's record,
-        one statement when it can be (``store.sqlite_record``)."""
-        self._records.record(mails, owner, epoch, journal, also, attempt)
+        start is still its run's (``attempt``: the run, and its restarts and retries when the
+        start began; refused, a ``StoreError``, if not): a sender's record, one statement
+        when it can be (``store.sqlite_record``)."""
+        start = AttemptFence(*attempt) if attempt is not None else None
+        self._records.record(mails, owner, epoch, journal, also, start)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)
