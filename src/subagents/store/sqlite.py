@@ -63,6 +63,7 @@ from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
 from subagents.store.writes import AttemptFence
 
@@ -218,6 +219,7 @@ class SQLiteStore(RunStore):
         self._previews = PreviewRows(self._tx)
         self._outcomes = OutcomeRows(self._tx)
         self._records = SenderRecords(self._tx, self._mail, self._processes, self._resume)
+        self._wal = WalCheckpointer(self.path, busy_timeout, self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
 
     def batch(self) -> AbstractContextManager[None]:
@@ -540,8 +542,15 @@ class SQLiteStore(RunStore):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "reading the meta table") from exc
 
+    def checkpoint_in_background(self) -> Callable[[], None]:
+        """Checkpoint the write-ahead log from a thread of its own until the returned call
+        (or ``close``), not in the commit that makes it long (``store.sqlite_wal``): a
+        runtime whose senders record their mail starts it."""
+        return self._wal.start()
+
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""
+        self._wal.stop()
         self._tx.close()
 
     def __enter__(self) -> SQLiteStore:
