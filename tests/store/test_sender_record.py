@@ -12,7 +12,7 @@ import pytest
 from storekit import mail, run
 
 from subagents.messages import JournalEntry, Lease, RunStatus
-from subagents.store.base import Fenced
+from subagents.store.base import Fenced, StoreError
 from subagents.store.fencing import AttemptOver, Fence, FencedStore
 from subagents.store.migrations import MIGRATIONS
 from subagents.store.schema import create_v1, set_schema_version
@@ -135,3 +135,17 @@ def test_a_v8_store_gets_its_runs_counts_as_columns(tmp_path: Path) -> None:
         with pytest.raises(AttemptOver, match=r"restarts 0 -> 2, retries 0 -> 1"):
             writer.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
         assert [m.mail_id for m in store.mail_for("s")] == ["m1"]
+
+
+def test_a_record_never_joins_a_transaction_left_open(sqlite_store: SQLiteStore) -> None:
+    """The one statement commits by itself only outside a transaction: on a connection
+    left inside one it would write and not commit. It refuses instead (the sender's mail
+    then goes by the supervisor), and keeps nothing."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    conn = sqlite_store._tx.connection()
+    conn.execute("BEGIN")
+    with pytest.raises(StoreError, match="a transaction is open"):
+        store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    conn.execute("ROLLBACK")
+    assert sqlite_store.mail_for("s") == []

@@ -402,6 +402,8 @@ class Transactions:
         rows it changed. Only outside a batch of this thread (``in_batch``)."""
         with self.lock:
             conn = self.connection()
+            if conn.in_transaction:  # (one left open would take the write and not commit it)
+                raise StoreError(f"{self.path}: {doing}: a transaction is open on the connection")
             try:
                 return conn.execute(sql, params).rowcount
             except sqlite3.Error as exc:
