@@ -391,6 +391,7 @@ class SQLiteStore(RunStore):
         when it can be (``store.sqlite_record``)."""
         start = AttemptFence(*attempt) if attempt is not None else None
         self._records.record(mails, owner, epoch, journal, also, start)
+        self._wal.nudge()  # a resting checkpointer: the log grows again
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)
@@ -545,12 +546,13 @@ class SQLiteStore(RunStore):
     def checkpoint_in_background(self) -> Callable[[], None]:
         """Checkpoint the write-ahead log from a thread of its own until the returned call
         (or ``close``), not in the commit that makes it long (``store.sqlite_wal``): a
-        runtime whose senders record their mail starts it."""
+        runtime whose senders record their mail starts it. Several callers share the
+        thread; it stops with the last one's call."""
         return self._wal.start()
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""
-        self._wal.stop()
+        self._wal.close()
         self._tx.close()
 
     def __enter__(self) -> SQLiteStore:
