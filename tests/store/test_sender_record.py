@@ -149,3 +149,26 @@ def test_a_record_never_joins_a_transaction_left_open(sqlite_store: SQLiteStore)
         store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
     conn.execute("ROLLBACK")
     assert sqlite_store.mail_for("s") == []
+
+
+def test_a_deleted_recipient_takes_none_of_its_senders_journal(sqlite_store: SQLiteStore) -> None:
+    """A run deleted by the sweep goes with its mail both ways, the mail sent to it
+    included; the journal entries its sender's record carried in that mail are the
+    sender's, and stay its journal, in their place (a live sender resumed after that
+    replays them: without them it would do again, or fail on, what it did)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    store.save_run(run("r", status=RunStatus.RUNNING))
+    start = AttemptFence("s")
+    before = JournalEntry(request_id="s:0", kind="spawn", digest=1)
+    after = JournalEntry(request_id="s:9", kind="send")
+    store.save_journal("s", (before,))
+    store.record_mails([mail("m1", "s", "r")], SaveJournal("s", (SENT, SEEN)), start)
+    store.record_mails([mail("m2", "s", "o")], SaveJournal("s", (SENT,)), start)
+    store.save_run(run("r", status=RunStatus.COMPLETED, ended_at=1.0))
+    assert sqlite_store.sweep(now=10_000.0, archive_after_minutes=1).archived == ("r",)
+    report = sqlite_store.sweep(now=10_000.0 + 86_400 * 3, retention_days=1)
+    assert report.deleted == ("r",)
+    store.save_journal("s", (after,))
+    assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m2"]  # r's mail went with it
+    assert sqlite_store.journal_of("s") == [before, SENT, SEEN, SENT, after]

@@ -10,6 +10,7 @@ chunks and read back whole. ``SQLiteStore`` delegates to ``ResumeRows``.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 import msgspec
@@ -41,6 +42,28 @@ _JOURNAL_OF = """SELECT 'journal', seq, entries, seq AS place, 0 AS carried FROM
     ORDER BY place, carried, seq"""
 """A run's journal rows and the entries its mail carried, in the order committed (a mail's
 after the journal row it was committed after, mails among themselves in their order)."""
+
+
+def fold_journal(tx: Transactions, conn: sqlite3.Connection, run_id: str, doing: str) -> None:
+    """The run's journal made one journal row, in the order committed (``journal_of``), the
+    entries its mail carried (``mail.journal``) included and taken out of the mail: inside
+    a transaction about to delete some of that mail (a deleted recipient's, the sweep), so
+    what the mail carried stays the run's journal, in its place, without the mail."""
+    rows = tx.write_sql(conn, _JOURNAL_OF, (run_id,), doing).fetchall()
+    entries: list[JournalEntry] = []
+    for table, seq, raw, _place, _carried in rows:
+        decoded: list[JournalEntry] = tx.decode(_journal_decoder, raw, table, seq)
+        entries.extend(decoded)
+    tx.write_sql(conn, "DELETE FROM journal WHERE run_id = ?", (run_id,), doing)
+    tx.write_sql(
+        conn,
+        "UPDATE mail SET journal = NULL, journal_after = NULL"
+        " WHERE sender = ? AND journal IS NOT NULL",
+        (run_id,),
+        doing,
+    )
+    if entries:
+        tx.write_sql(conn, _SAVE_JOURNAL, _journal_row(run_id, entries), doing)
 
 
 def _appending(run_id: str) -> str:
