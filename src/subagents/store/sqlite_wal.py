@@ -114,9 +114,8 @@ class WalCheckpointer:
         with self._lock:
             if self._closed:
                 return lambda: None
-            self._users += 1
             if self._thread is None:
-                self._autocheckpoint(BACKSTOP_PAGES)
+                self._autocheckpoint(BACKSTOP_PAGES)  # (raises for a store closing: no user)
                 self._stop, self._wake = threading.Event(), threading.Event()
                 self._thread = threading.Thread(
                     target=self._run,
@@ -125,6 +124,7 @@ class WalCheckpointer:
                     daemon=True,
                 )
                 self._thread.start()
+            self._users += 1
         done = threading.Event()
 
         def stop() -> None:
