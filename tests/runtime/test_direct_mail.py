@@ -250,11 +250,12 @@ class _FirstMailWriteFails(SQLiteStore):
         epoch: int,
         journal: Sequence[JournalEntry] = (),
         also: Callable[[], None] | None = None,
+        attempt: tuple[str, int, int] | None = None,
     ) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails_fenced(mails, owner, epoch, journal, also)
+        super().save_mails_fenced(mails, owner, epoch, journal, also, attempt)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:

@@ -444,6 +444,36 @@ def test_a_senders_record_is_refused_once_its_start_is_over(store: RunStore) -> 
     assert [m.mail_id for m in store.mail_for("o")] == ["m1", "m3"]
 
 
+def test_a_senders_carried_journal_is_read_in_the_order_committed(store: RunStore) -> None:
+    """The journal entries a sender's record carries (``UnsavedJournal``) are read back in
+    their place among the run's other journal rows, whatever the store keeps them in (SQLite:
+    a one-mail record's in its mail row, ``store.sqlite_record``): a replay groups entries
+    by call, its first the call (``FunctionBehaviour.call``), so a result read before its
+    call would fail the run."""
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    fenced.save_run(run("s", status=RunStatus.RUNNING))
+    start = AttemptFence.of(run("s"))
+    spawn = JournalEntry(request_id="s:0", kind="spawn", digest=7)
+    send = JournalEntry(request_id="s:1", kind="send")
+    wait = JournalEntry(request_id="s:2", kind="receive")
+    got = JournalEntry(request_id="s:2", kind="receive", observed=True, result="m9")
+    done = JournalEntry(request_id="s:0", observed=True, result="ok")
+    again = JournalEntry(request_id="s:3", kind="send")
+    both = JournalEntry(request_id="s:4", kind="send")
+    fenced.save_journal("s", (spawn,))  # by the supervisor
+    fenced.record_mails([mail("m1", "s", "o")], SaveJournal("s", (send, wait)), start)
+    fenced.save_journal("s", (got,))
+    fenced.record_mails([mail("m2", "s", "o")], SaveJournal("s", (done,)), start)
+    fenced.record_mails([mail("m3", "s", "o")], SaveJournal("s", (again,)), start)
+    fenced.save_journal("t", (JournalEntry(request_id="t:0", kind="send"),))  # another run's
+    two = [mail("m4", "s", "o"), mail("m5", "s", "p")]  # several mails: one record
+    fenced.record_mails(two, SaveJournal("s", (both,)), start)
+    assert store.journal_of("s") == [spawn, send, wait, got, done, again, both]
+    assert [m.mail_id for m in store.mail_for("s")] == ["m1", "m2", "m3", "m4", "m5"]
+    assert store.journal_of("o") == []  # a recipient's journal has none of its sender's
+
+
 def test_subscriptions_are_kept_in_order_once_and_dropped(store: RunStore) -> None:
     def sub(run_id: str, topic: str) -> Subscription:
         return Subscription(run_id=run_id, root_run_id="root", topic=topic)

@@ -151,6 +151,8 @@ class Services:
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
         self.supervisor_thread: threading.Thread | None = None
+        self.checkpoints: Callable[[], None] | None = None
+        """Stops the store's log checkpoints from a thread of their own, if it has them."""
 
     def agents_idle(self, timeout: float) -> bool:
         """Wait until no agent actor is handling a message (or running its loop, with
@@ -226,6 +228,9 @@ class Services:
                 record=fenced.record_mails if recording is MailRecording.SENDER else None,
             )
             extra["effector"] = functools.partial(Effector, mail=desk)
+            background = getattr(store, "checkpoint_in_background", None)
+            if recording is MailRecording.SENDER and background is not None:
+                self.checkpoints = background()  # not in a sender's commit (store.sqlite_wal)
         self.supervisor = SupervisorClient.start(
             core=core,
             store=self.fenced,
@@ -365,6 +370,8 @@ class Services:
             if self.dispatcher is not None:
                 self.dispatcher.close(max(0.0, deadline - time.monotonic()))
         self.pool.close(max(0.0, deadline - time.monotonic()))
+        if self.checkpoints is not None:  # every sender has stopped
+            self.checkpoints()
         if self.processes is not None:
             self.processes.kill_all()  # whatever a run's tools left running ends with it
         self._close_tools(max(0.5, deadline - time.monotonic()))

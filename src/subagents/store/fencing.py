@@ -23,7 +23,8 @@ check is one more call in the batch sent to the head, run there inside the trans
 applies it (``cluster.store_service``).
 
 A sender's record is fenced per attempt too: it carries its start (``AttemptFence``), and its
-transaction reads the run's record and refuses it (``AttemptOver``) once the run ended or was
+transaction reads the run's record (SQLite: its status and counts alone, in the record's one
+statement, ``store.sqlite_record``) and refuses it (``AttemptOver``) once the run ended or was
 restarted or retried since. A start can be over while its thread still works (a timeout, a
 stop, a retry decided by its child's failure); what it records then must not land after the
 run's end or under the next start's keys (docs/store.md, "Fencing").
@@ -208,16 +209,16 @@ class FencedStore:
         fence in it, then ``also`` (a node's sender's record: that its node was not
         declared lost, ``cluster.record_fence``), then that the sender's start, ``attempt``,
         is still its run's (``AttemptOver`` if not: nothing of it is kept)."""
-        if attempt is not None:
-            also = self._attempt_check(attempt, also)
         fence = self.fence
         if fence is not None and self._fenced_mails is not None and not self._depth():
+            # the store's write as it is, the start checked by the store (SQLite: from the
+            # run's counts alone, in the same statement: ``store.sqlite_record``)
             entries = journal.entries if journal is not None else ()
-            if also is None:  # one machine: the store's write as it is
-                self._fenced_mails(mails, fence.owner, fence.epoch, entries)
-            else:
-                self._fenced_mails(mails, fence.owner, fence.epoch, entries, also)
+            start = None if attempt is None else (attempt.run_id, attempt.restarts, attempt.retries)
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, start)
             return
+        if attempt is not None:
+            also = self._attempt_check(attempt, also)
         with self.batch():
             if also is not None:
                 also()

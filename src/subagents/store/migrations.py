@@ -152,6 +152,27 @@ def v7_to_v8(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE previews (run_id TEXT PRIMARY KEY, preview TEXT NOT NULL)")
 
 
+def v8_to_v9(conn: sqlite3.Connection) -> None:
+    """v9: a sender's record of mail in one statement (``store.sqlite_mail``).
+
+    Runs get ``restarts`` and ``retries`` as columns (copied from each record): the attempt
+    fence (``store.writes.AttemptFence``) reads them alone in the record's transaction
+    rather than decoding the whole record, whose size is the task's. Mail gets ``journal``,
+    the sender's journal entries carried by its record (``supervision/unsaved_journal.py``),
+    and ``journal_after``, the journal's last ``seq`` when it was committed: where those
+    entries fall among the journal's rows (``ResumeRows.journal_of``)."""
+    conn.execute("ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE runs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0")
+    conn.execute(
+        "UPDATE runs SET restarts = coalesce(json_extract(record, '$.restarts'), 0),"
+        " retries = coalesce(json_extract(record, '$.retries'), 0)"
+        " WHERE json_valid(record)"
+        " AND (json_extract(record, '$.restarts') OR json_extract(record, '$.retries'))"
+    )
+    conn.execute("ALTER TABLE mail ADD COLUMN journal TEXT")
+    conn.execute("ALTER TABLE mail ADD COLUMN journal_after INTEGER")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -160,6 +181,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v5_to_v6,
     v6_to_v7,
     v7_to_v8,
+    v8_to_v9,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -58,11 +58,14 @@ from subagents.store.sqlite_mail import MailRows
 from subagents.store.sqlite_outcomes import OutcomeRows
 from subagents.store.sqlite_previews import PreviewRows
 from subagents.store.sqlite_processes import ProcessRows
+from subagents.store.sqlite_record import SenderRecords
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
+from subagents.store.writes import AttemptFence
 
 log = get_logger("subagents.store")
 
@@ -74,13 +77,14 @@ _run_decoder = msgspec.json.Decoder(RunRecord)
 
 
 _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run_id, depth,
-        created_at, ended_at, cleanup, record)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        created_at, ended_at, cleanup, restarts, retries, record)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (run_id) DO UPDATE SET
         agent = excluded.agent, status = excluded.status, root_run_id = excluded.root_run_id,
         parent_run_id = excluded.parent_run_id, depth = excluded.depth,
         created_at = excluded.created_at, ended_at = excluded.ended_at,
-        cleanup = excluded.cleanup, record = excluded.record,
+        cleanup = excluded.cleanup, restarts = excluded.restarts, retries = excluded.retries,
+        record = excluded.record,
         archived_at = CASE WHEN excluded.status IN ({", ".join("?" * len(_TERMINAL))})
                       THEN archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
@@ -130,6 +134,37 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
+def _opened(
+    conn: sqlite3.Connection, path: Path, busy_timeout: float, max_bytes: int | None
+) -> tuple[int | None, int]:
+    """The file of ``conn`` made ready as a store (WAL, its schema created or upgraded): the
+    schema versions (found, now)."""
+    doing = "opening the store"
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        # Read first, write nothing: a foreign or newer file is refused untouched
+        # (switching to WAL would already rewrite its header).
+        doing = "reading the schema"
+        inspect_version(conn, path)
+        doing = "switching to WAL mode"
+        mode = _switch_to_wal(conn, busy_timeout)
+        if str(mode).lower() != "wal":
+            raise StoreError(
+                f"{path}: cannot use WAL mode (journal mode stays {mode!r}); the "
+                f"store needs a local file system that supports shared memory"
+            )
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        doing = "creating or upgrading the schema"
+        found, version = upgrade(conn, path)
+        _cap(conn, max_bytes)
+    except sqlite3.Error as exc:
+        raise translate(exc, path, doing) from exc
+    if found is not None and found != version:
+        log.info("store.upgraded", path=str(path), from_version=found, to_version=version)
+    return found, version
+
+
 _Entries = Sequence[JournalEntry]
 _Check = Callable[[], None] | None
 """A further check in a sender's record's transaction (``save_mails_fenced``)."""
@@ -169,7 +204,7 @@ class SQLiteStore(RunStore):
         # it open: closing one would drop this process's SQLite locks (``dbfile.OpenFiles``)
         conn, key = OPEN_FILES.open(path, connect)
         try:
-            self.found_version, self.schema_version = self._open(conn, busy_timeout, max_bytes)
+            self.found_version, self.schema_version = _opened(conn, path, busy_timeout, max_bytes)
         except BaseException:
             with OPEN_FILES.closing(key):
                 conn.close()
@@ -183,35 +218,9 @@ class SQLiteStore(RunStore):
         self._events = EventRows(self._tx)
         self._previews = PreviewRows(self._tx)
         self._outcomes = OutcomeRows(self._tx)
+        self._records = SenderRecords(self._tx, self._mail, self._processes, self._resume)
+        self._wal = WalCheckpointer(self.path, busy_timeout, self._tx)
         log.debug("store.opened", path=str(self.path), schema_version=self.schema_version)
-
-    def _open(
-        self, conn: sqlite3.Connection, busy_timeout: float, max_bytes: int | None
-    ) -> tuple[int | None, int]:
-        doing = "opening the store"
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            # Read first, write nothing: a foreign or newer file is refused untouched
-            # (switching to WAL would already rewrite its header).
-            doing = "reading the schema"
-            inspect_version(conn, self.path)
-            doing = "switching to WAL mode"
-            mode = _switch_to_wal(conn, busy_timeout)
-            if str(mode).lower() != "wal":
-                raise StoreError(
-                    f"{self.path}: cannot use WAL mode (journal mode stays {mode!r}); the "
-                    f"store needs a local file system that supports shared memory"
-                )
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            doing = "creating or upgrading the schema"
-            found, version = upgrade(conn, self.path)
-            _cap(conn, max_bytes)
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path, doing) from exc
-        if found is not None and found != version:
-            log.info("store.upgraded", path=str(self.path), from_version=found, to_version=version)
-        return found, version
 
     def batch(self) -> AbstractContextManager[None]:
         return self._tx.batch()
@@ -247,6 +256,8 @@ class SQLiteStore(RunStore):
                 record.created_at,
                 record.ended_at,
                 record.cleanup,
+                record.restarts,
+                record.retries,
                 encode_row(record, _run_decoder, f"run {record.run_id}"),
                 *_TERMINAL,
             ),
@@ -364,13 +375,23 @@ class SQLiteStore(RunStore):
         self._mail.save_mails(mails)
 
     def save_mails_fenced(
-        self, mails: Sequence[Mail], owner: str, epoch: int, journal: _Entries, also: _Check = None
+        self,
+        mails: Sequence[Mail],
+        owner: str,
+        epoch: int,
+        journal: _Entries,
+        also: _Check = None,
+        attempt: tuple[str, int, int] | None = None,
     ) -> None:
         """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
         transaction of its own that checks that ``owner`` still holds its lease at ``epoch``
-        (``store.fencing``), then ``also`` (``cluster.record_fence``): a sender's record."""
-        rows = self._resume.journal_rows(mails[0].sender, journal) if journal and mails else None
-        self._mail.record(mails, lambda: self._processes.check_fence(owner, epoch), rows, also)
+        (``store.fencing``), then ``also`` (``cluster.record_fence``), then that the sender's
+        start is still its run's (``attempt``: the run, and its restarts and retries when the
+        start began; refused, a ``StoreError``, if not): a sender's record, one statement
+        when it can be (``store.sqlite_record``)."""
+        start = AttemptFence(*attempt) if attempt is not None else None
+        self._records.record(mails, owner, epoch, journal, also, start)
+        self._wal.nudge()  # a resting checkpointer: the log grows again
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         self._mail.set_mails_state(mail_ids, state)
@@ -522,8 +543,16 @@ class SQLiteStore(RunStore):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "reading the meta table") from exc
 
+    def checkpoint_in_background(self) -> Callable[[], None]:
+        """Checkpoint the write-ahead log from a thread of its own until the returned call
+        (or ``close``), not in the commit that makes it long (``store.sqlite_wal``): a
+        runtime whose senders record their mail starts it. Several callers share the
+        thread; it stops with the last one's call."""
+        return self._wal.start()
+
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""
+        self._wal.close()
         self._tx.close()
 
     def __enter__(self) -> SQLiteStore:

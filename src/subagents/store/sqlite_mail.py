@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
 
 from subagents.messages import Mail, MailState
-from subagents.store.sqlite_tx import Rows, Transactions, encode_row
+from subagents.store.sqlite_tx import Transactions, encode_row
 
 _mail_decoder = msgspec.json.Decoder(Mail)
 
-_SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
+SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail)
     VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (mail_id) DO NOTHING"""
 """A mail id is kept once: a second record of it is nothing (``RunStore.save_mail``)."""
@@ -56,8 +56,8 @@ def _has_json1(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def _mail_row(mail: Mail) -> tuple[Any, ...]:
-    """The parameters of ``_SAVE_MAIL`` for ``mail``."""
+def mail_row(mail: Mail) -> tuple[Any, ...]:
+    """The parameters of ``SAVE_MAIL`` for ``mail``."""
     return (
         mail.mail_id,
         mail.sender,
@@ -76,30 +76,14 @@ class MailRows:
         self.json1 = _has_json1(conn)
 
     def save_mail(self, mail: Mail) -> None:
-        self.tx.defer("mail", _SAVE_MAIL, _mail_row(mail), f"saving mail {mail.mail_id}")
+        self.tx.defer("mail", SAVE_MAIL, mail_row(mail), f"saving mail {mail.mail_id}")
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
         if not mails:
             return
         # every row encoded before any is held: a mail that cannot be stored holds none
-        rows = [_mail_row(mail) for mail in mails]
-        self.tx.defer_rows("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
-
-    def record(
-        self,
-        mails: Sequence[Mail],
-        check: Callable[[], None],
-        then: Rows | None,
-        also: Callable[[], None] | None = None,
-    ) -> None:
-        """``save_mails`` as a transaction of its own, ``check`` (the fence) first in it, then
-        ``also`` (a node's record: ``cluster.record_fence``), ``then`` (the sender's journal:
-        ``SQLiteStore.save_mails_fenced``) last."""
-        if mails:
-            rows = [_mail_row(mail) for mail in mails]
-            writes = [("mail", _SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")]
-            checks = check if also is None else _both(check, also)
-            self.tx.commit_rows(writes if then is None else [*writes, then], checks)
+        rows = [mail_row(mail) for mail in mails]
+        self.tx.defer_rows("mail", SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
@@ -158,11 +142,3 @@ class MailRows:
             params.extend(wanted)
         rows = self.tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
         return [self.tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
-
-
-def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    def check() -> None:
-        first()
-        then()
-
-    return check

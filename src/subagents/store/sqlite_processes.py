@@ -20,7 +20,7 @@ from subagents.store.sqlite_tx import Transactions, encode_row
 
 _lease_decoder = msgspec.json.Decoder(Lease)
 
-_EPOCH = "json_extract(lease, '$.epoch')"
+EPOCH = "json_extract(lease, '$.epoch')"
 """A lease's epoch, read from its document (no column of its own: no schema change)."""
 
 
@@ -136,7 +136,7 @@ class ProcessRows:
             cursor = self.tx.write_sql(
                 conn,
                 f"""UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
-                   WHERE owner = ? AND {_EPOCH} = ?""",
+                   WHERE owner = ? AND {EPOCH} = ?""",
                 (*row[1:], lease.owner, lease.epoch),
                 f"renewing the lease of {lease.owner}",
             )
@@ -148,14 +148,14 @@ class ProcessRows:
             if epoch is None:
                 self.tx.write_sql(conn, "DELETE FROM leases WHERE owner = ?", (owner,), doing)
             else:
-                sql = f"DELETE FROM leases WHERE owner = ? AND {_EPOCH} = ?"
+                sql = f"DELETE FROM leases WHERE owner = ? AND {EPOCH} = ?"
                 self.tx.write_sql(conn, sql, (owner, epoch), doing)
 
     def check_fence(self, owner: str, epoch: int) -> None:
         """Inside a batch (``BEGIN IMMEDIATE``: the write lock is held until its commit), so no
         takeover can commit between this check and the batch's writes."""
         doing = f"checking the lease of {owner}"
-        rows = self.tx.read(f"SELECT {_EPOCH} FROM leases WHERE owner = ?", (owner,), doing)
+        rows = self.tx.read(f"SELECT {EPOCH} FROM leases WHERE owner = ?", (owner,), doing)
         held = int(rows[0][0]) if rows and rows[0][0] is not None else None
         if held != epoch:
             raise Fenced(f"{self.tx.path}: {fenced_message(owner, epoch, held)}")

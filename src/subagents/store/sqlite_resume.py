@@ -10,6 +10,7 @@ chunks and read back whole. ``SQLiteStore`` delegates to ``ResumeRows``.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 import msgspec
@@ -24,9 +25,45 @@ _journal_decoder = msgspec.json.Decoder(list[JournalEntry])
 _SAVE_JOURNAL = "INSERT INTO journal (run_id, entries) VALUES (?, ?)"
 
 
-def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:
+def journal_text(entries: Sequence[JournalEntry]) -> str:
+    """``entries`` as the journal keeps them (a row's ``entries``, a mail's ``journal``)."""
     # made by the runtime (ids, digests, finite numbers): no read-back check needed
-    return (run_id, msgspec.json.encode(list(entries)).decode("utf-8"))
+    return msgspec.json.encode(list(entries)).decode("utf-8")
+
+
+def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:
+    return (run_id, journal_text(entries))
+
+
+_JOURNAL_OF = """SELECT 'journal', seq, entries, seq AS place, 0 AS carried FROM journal
+        WHERE run_id = ?1
+    UNION ALL SELECT 'mail', seq, journal, coalesce(journal_after, 0), 1 FROM mail
+        WHERE sender = ?1 AND journal IS NOT NULL
+    ORDER BY place, carried, seq"""
+"""A run's journal rows and the entries its mail carried, in the order committed (a mail's
+after the journal row it was committed after, mails among themselves in their order)."""
+
+
+def fold_journal(tx: Transactions, conn: sqlite3.Connection, run_id: str, doing: str) -> None:
+    """The run's journal made one journal row, in the order committed (``journal_of``), the
+    entries its mail carried (``mail.journal``) included and taken out of the mail: inside
+    a transaction about to delete some of that mail (a deleted recipient's, the sweep), so
+    what the mail carried stays the run's journal, in its place, without the mail."""
+    rows = tx.write_sql(conn, _JOURNAL_OF, (run_id,), doing).fetchall()
+    entries: list[JournalEntry] = []
+    for table, seq, raw, _place, _carried in rows:
+        decoded: list[JournalEntry] = tx.decode(_journal_decoder, raw, table, seq)
+        entries.extend(decoded)
+    tx.write_sql(conn, "DELETE FROM journal WHERE run_id = ?", (run_id,), doing)
+    tx.write_sql(
+        conn,
+        "UPDATE mail SET journal = NULL, journal_after = NULL"
+        " WHERE sender = ? AND journal IS NOT NULL",
+        (run_id,),
+        doing,
+    )
+    if entries:
+        tx.write_sql(conn, _SAVE_JOURNAL, _journal_row(run_id, entries), doing)
 
 
 def _appending(run_id: str) -> str:
@@ -109,13 +146,12 @@ class ResumeRows:
         return ("journal", _SAVE_JOURNAL, [_journal_row(run_id, entries)], _appending(run_id))
 
     def journal_of(self, run_id: str) -> list[JournalEntry]:
-        rows = self.tx.read(
-            "SELECT seq, entries FROM journal WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-            f"reading the journal of run {run_id}",
-        )
+        """The run's journal in the order committed: its rows, and the entries its straight
+        mail carried (``mail.journal``, ``store.sqlite_record``), each after the journal's
+        row ``journal_after`` and before the next (one statement: one snapshot)."""
+        rows = self.tx.read(_JOURNAL_OF, (run_id,), f"reading the journal of run {run_id}")
         entries: list[JournalEntry] = []
-        for seq, raw in rows:
-            decoded: list[JournalEntry] = self.tx.decode(_journal_decoder, raw, "journal", seq)
+        for table, seq, raw, _place, _carried in rows:
+            decoded: list[JournalEntry] = self.tx.decode(_journal_decoder, raw, table, seq)
             entries.extend(decoded)
         return entries

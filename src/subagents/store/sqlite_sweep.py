@@ -13,6 +13,7 @@ from pathlib import Path
 from subagents.logs import get_logger
 from subagents.messages import TERMINAL_STATUSES, Cleanup, RunStatus
 from subagents.store.paths import host_log
+from subagents.store.sqlite_resume import fold_journal
 from subagents.store.sqlite_tx import Transactions
 from subagents.store.sweep import (
     SweepBounds,
@@ -162,7 +163,26 @@ def _apply_plan(tx: Transactions, conn: sqlite3.Connection, plan: SweepPlan, now
             "previews",
         ):
             tx.write_sql(conn, f"DELETE FROM {table} WHERE run_id = ?", (run_id,), _DOING)
+        tx.write_sql(  # the journal entries its straight mail carried (``sqlite_record``)
+            conn,
+            "UPDATE mail SET journal = NULL, journal_after = NULL"
+            " WHERE sender = ? AND journal IS NOT NULL",
+            (run_id,),
+            _DOING,
+        )
+    deleted = set(plan.delete)
     for run_id in plan.delete:
+        # the journal entries its senders' records carried in mail to it are theirs: kept
+        # (``sqlite_resume.fold_journal``) before that mail goes with it
+        senders = tx.write_sql(
+            conn,
+            "SELECT DISTINCT sender FROM mail WHERE recipient = ? AND journal IS NOT NULL",
+            (run_id,),
+            _DOING,
+        ).fetchall()
+        for (sender,) in senders:
+            if sender not in deleted:
+                fold_journal(tx, conn, sender, _DOING)
         for table in (
             "events", "checkpoints", "checkpoint_deltas", "journal", "approvals", "outcomes",
             "commands", "subscriptions", "previews", "runs",

@@ -396,6 +396,19 @@ class Transactions:
                 self._rollback(conn)
                 raise
 
+    def execute_alone(self, sql: str, params: tuple[Any, ...], doing: str) -> int:
+        """``sql`` as a transaction of its own (autocommit: a write statement takes the
+        write lock before it reads, so what it reads and writes is one transaction); the
+        rows it changed. Only outside a batch of this thread (``in_batch``)."""
+        with self.lock:
+            conn = self.connection()
+            if conn.in_transaction:  # (one left open would take the write and not commit it)
+                raise StoreError(f"{self.path}: {doing}: a transaction is open on the connection")
+            try:
+                return conn.execute(sql, params).rowcount
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path, doing) from exc
+
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """A transaction for one write method: the open batch (begun now), or a batch of

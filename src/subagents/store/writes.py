@@ -25,6 +25,7 @@ from subagents.messages import (
     Outcome,
     Preview,
     RunRecord,
+    RunStatus,
     Subscription,
 )
 from subagents.store.base import RunStore
@@ -114,16 +115,24 @@ class AttemptFence(msgspec.Struct, frozen=True, gc=False):
     def refusal(self, stored: RunRecord | None) -> str | None:
         """Why a record of this start must not commit, ``stored`` being its run's record as
         the store keeps it in the record's transaction; None when it may."""
+        if stored is None:
+            return self.refusal_of(None)
+        return self.refusal_of((stored.status, stored.restarts, stored.retries))
+
+    def refusal_of(self, stored: tuple[RunStatus, int, int] | None) -> str | None:
+        """``refusal`` from what it reads of the run's record: its status, restarts and
+        retries (a store that keeps them in columns reads them alone: ``SQLiteStore``)."""
         run = f"run {self.run_id}"
         if stored is None:
             return f"{run} is not in the store: a record of its mail is refused"
-        if stored.status.terminal:
-            return f"{run} ended ({stored.status.value}): a record of its mail is refused"
-        if stored.restarts != self.restarts or stored.retries != self.retries:
+        status, restarts, retries = stored
+        if status.terminal:
+            return f"{run} ended ({status.value}): a record of its mail is refused"
+        if restarts != self.restarts or retries != self.retries:
             return (
                 f"{run} was restarted or retried since the start that sent this mail"
-                f" (restarts {self.restarts} -> {stored.restarts}, retries {self.retries}"
-                f" -> {stored.retries}): a record of its mail is refused"
+                f" (restarts {self.restarts} -> {restarts}, retries {self.retries}"
+                f" -> {retries}): a record of its mail is refused"
             )
         return None
 

@@ -1,0 +1,145 @@
+"""A sender's record of the mail it takes straight to its recipient, in a SQLite store: one
+statement where it can be (docs/architecture.md, "The mail path").
+
+Why a module of its own: this is the only commit on a durable mail's path, made by the
+sender's thread for every straight mail, so its cost is the mail's. What it must check and
+keep is fixed (``SQLiteStore.save_mails_fenced``): the runtime's lease still held at its
+epoch (``store.fencing``), the sender's start still its run's (``store.writes.AttemptFence``),
+the mail, and the journal entries the sender told and does not know committed
+(``supervision/unsaved_journal.py``), all in one transaction. As separate statements that
+was ``BEGIN IMMEDIATE``, a read of the lease, a read and a decode of the run's whole record
+(its size the task's), an insert of the mail, one of the journal entries, ``COMMIT``.
+
+One mail (the common case: a step's one mail) is one statement instead, in autocommit:
+``INSERT INTO mail ... SELECT ... WHERE`` the lease and the run's counts (columns of their
+own since schema v9, read alone) are as the record expects, the journal entries in the mail's
+row (``mail.journal``, with ``journal_after``: the journal's last row then, so a replay reads
+them in their place: ``ResumeRows.journal_of``). A write statement takes SQLite's write lock
+before it reads, so its checks and its insert are one transaction, as ``BEGIN IMMEDIATE``'s
+were. When it inserts nothing (the lease or the start is over, or the mail is kept already),
+the statements of old run once more in a transaction of their own, and say which (``Fenced``,
+``AttemptOver``) or keep what must be kept; so do several mails, a record with a further
+check (a cluster node's, ``cluster.record_fence``), and an SQLite without JSON1.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+from subagents.messages import TERMINAL_STATUSES, JournalEntry, Mail, RunStatus
+from subagents.store.fencing import AttemptOver
+from subagents.store.sqlite_mail import SAVE_MAIL, MailRows, mail_row
+from subagents.store.sqlite_processes import EPOCH, ProcessRows
+from subagents.store.sqlite_resume import ResumeRows, journal_text
+from subagents.store.sqlite_tx import Rows, Transactions
+from subagents.store.writes import AttemptFence
+
+_TERMINAL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES, key=lambda s: s.value))
+
+
+@functools.cache
+def _record_one(attempt: bool) -> str:
+    """One mail's record as one statement: its row (``?1``-``?6``), the journal entries it
+    carries (``?7``, or NULL), inserted only while the lease ``?8`` is held at epoch ``?9``
+    and (``attempt``) the run ``?10`` is live with restarts ``?11`` and retries ``?12``."""
+    where = f"EXISTS (SELECT 1 FROM leases WHERE owner = ?8 AND {EPOCH} = ?9)"
+    if attempt:
+        where += (
+            " AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?10 AND restarts = ?11"
+            f" AND retries = ?12 AND status NOT IN ({_TERMINAL}))"
+        )
+    return (
+        "INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail, journal,"
+        " journal_after) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+        " CASE WHEN ?7 IS NULL THEN NULL ELSE (SELECT max(seq) FROM journal) END"
+        f" WHERE {where} ON CONFLICT (mail_id) DO NOTHING"
+    )
+
+
+class SenderRecords:
+    """The senders' records of one SQLite store (see the module)."""
+
+    def __init__(
+        self,
+        tx: Transactions,
+        mail: MailRows,
+        processes: ProcessRows,
+        resume: ResumeRows,
+    ) -> None:
+        self.tx = tx
+        self.mail = mail
+        self.processes = processes
+        self.resume = resume
+
+    def record(
+        self,
+        mails: Sequence[Mail],
+        owner: str,
+        epoch: int,
+        journal: Sequence[JournalEntry],
+        also: Callable[[], None] | None = None,
+        attempt: AttemptFence | None = None,
+    ) -> None:
+        """``mails`` and their sender's ``journal`` entries in one transaction, while
+        ``owner`` holds its lease at ``epoch``, ``also`` passes and ``attempt`` is still its
+        run's start (see the module)."""
+        if not mails:
+            return
+        alone = len(mails) == 1 and also is None and self.mail.json1 and not self.tx.in_batch
+        if not alone or not self._one(mails[0], owner, epoch, journal, attempt):
+            self._checked(mails, owner, epoch, journal, also, attempt)
+
+    def _one(
+        self,
+        mail: Mail,
+        owner: str,
+        epoch: int,
+        journal: Sequence[JournalEntry],
+        attempt: AttemptFence | None,
+    ) -> bool:
+        """``mail`` recorded by one statement; False when it inserted nothing."""
+        row = (*mail_row(mail), journal_text(journal) if journal else None, owner, epoch)
+        if attempt is not None:
+            row = (*row, attempt.run_id, attempt.restarts, attempt.retries)
+        sql = _record_one(attempt is not None)
+        return self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1
+
+    def _checked(
+        self,
+        mails: Sequence[Mail],
+        owner: str,
+        epoch: int,
+        journal: Sequence[JournalEntry],
+        also: Callable[[], None] | None,
+        attempt: AttemptFence | None,
+    ) -> None:
+        """The record as a transaction of statements, each check raising what it found."""
+        processes = self.processes
+
+        def check() -> None:
+            processes.check_fence(owner, epoch)
+            if also is not None:
+                also()
+            if attempt is not None:
+                refusal = attempt.refusal_of(self._counts(attempt.run_id))
+                if refusal is not None:
+                    raise AttemptOver(refusal)
+
+        rows = [mail_row(mail) for mail in mails]
+        writes: list[Rows] = [("mail", SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")]
+        if journal:
+            writes.append(self.resume.journal_rows(mails[0].sender, journal))
+        self.tx.commit_rows(writes, check)
+
+    def _counts(self, run_id: str) -> tuple[RunStatus, int, int] | None:
+        """The run's status, restarts and retries, read from their columns."""
+        rows = self.tx.read(
+            "SELECT status, restarts, retries FROM runs WHERE run_id = ?",
+            (run_id,),
+            f"reading run {run_id}",
+        )
+        if not rows:
+            return None
+        status, restarts, retries = rows[0]
+        return RunStatus(status), int(restarts), int(retries)

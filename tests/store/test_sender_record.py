@@ -1,0 +1,174 @@
+"""A sender's record of its straight mail in a SQLite store (``store.sqlite_record``): one
+statement for one mail, its checks reading the lease and the run's counts alone, its journal
+entries in the mail's row; and what schema v9 brings to a store made before it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+from storekit import mail, run
+
+from subagents.messages import JournalEntry, Lease, RunStatus
+from subagents.store.base import Fenced, StoreError
+from subagents.store.fencing import AttemptOver, Fence, FencedStore
+from subagents.store.migrations import MIGRATIONS
+from subagents.store.schema import create_v1, set_schema_version
+from subagents.store.sqlite import SQLiteStore
+from subagents.store.writes import AttemptFence, SaveJournal
+
+LEASE = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+SENT = JournalEntry(request_id="s:0", kind="send")
+SEEN = JournalEntry(request_id="s:1", kind="receive", observed=True, result="m0")
+
+
+def fenced(store: SQLiteStore) -> FencedStore:
+    return FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+
+
+def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_one_mails_record_is_one_statement_its_journal_in_the_mails_row(
+    sqlite_store: SQLiteStore,
+) -> None:
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    statements: list[str] = []
+    sqlite_store._tx.connection().set_trace_callback(statements.append)
+    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT, SEEN)), AttemptFence("s"))
+    sqlite_store._tx.connection().set_trace_callback(None)
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO mail")
+    assert rows(sqlite_store.path, "SELECT count(*) FROM journal") == [(0,)]
+    assert sqlite_store.journal_of("s") == [SENT, SEEN]
+
+
+def test_the_attempt_fence_reads_the_runs_counts_not_its_record(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """The run's record is not decoded in the record's transaction (its size is the task's):
+    a record the store could not even read does not stop a sender's mail; its counts do."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING, retries=1))
+    conn = sqlite3.connect(sqlite_store.path)
+    conn.execute("UPDATE runs SET record = '{not a record' WHERE run_id = 's'")
+    conn.commit()
+    conn.close()
+    store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s", retries=1))
+    two = [mail("m2", "s", "o"), mail("m3", "s", "p")]  # several: statements
+    store.record_mails(two, None, AttemptFence("s", retries=1))
+    with pytest.raises(AttemptOver, match=r"retries 0 -> 1"):
+        store.record_mails([mail("m4", "s", "o")], None, AttemptFence("s"))
+    got = rows(sqlite_store.path, "SELECT mail_id FROM mail ORDER BY seq")
+    assert got == [("m1",), ("m2",), ("m3",)]
+
+
+def test_a_refused_record_keeps_nothing_and_says_why(sqlite_store: SQLiteStore) -> None:
+    """The one statement inserts nothing when a check fails; the record is then made again
+    as statements, which say which check failed (and keep nothing either)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    store.save_run(run("ended", status=RunStatus.COMPLETED))
+    refused = SaveJournal("ended", (SENT,))
+    with pytest.raises(AttemptOver, match=r"ended \(completed\)"):
+        store.record_mails([mail("m1", "ended", "o")], refused, AttemptFence("ended"))
+    sqlite_store.release_lease(LEASE.owner)  # taken over
+    with pytest.raises(Fenced):
+        store.record_mails([mail("m2", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+    assert rows(sqlite_store.path, "SELECT count(*) FROM mail") == [(0,)]
+    assert sqlite_store.journal_of("s") == [] and sqlite_store.journal_of("ended") == []
+
+
+def test_a_mail_recorded_already_keeps_its_journal_once_more_as_a_row(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """A mail id kept already inserts nothing; the journal entries its record carried are
+    kept all the same (as a journal row, by the record made again as statements)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    store.save_mails([mail("m1", "s", "o")])
+    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+    assert sqlite_store.journal_of("s") == [SENT]
+    assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m1"]
+
+
+def test_a_cleaned_runs_carried_journal_goes_with_its_journal(sqlite_store: SQLiteStore) -> None:
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING, cleanup="delete"))
+    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+    store.save_run(run("s", status=RunStatus.COMPLETED, ended_at=1.0, cleanup="delete"))
+    report = sqlite_store.sweep(now=10_000.0, archive_after_minutes=1)
+    assert report.cleaned == ("s",)
+    assert sqlite_store.journal_of("s") == []
+    assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m1"]  # mail stays till delete
+
+
+def test_a_v8_store_gets_its_runs_counts_as_columns(tmp_path: Path) -> None:
+    """A store made before v9: each run's restarts and retries are copied from its record,
+    so the attempt fence of a start of before tells it from a later one."""
+    path = tmp_path / "runs.sqlite3"
+    record = run("s", status=RunStatus.RUNNING, restarts=2, retries=1)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    create_v1(conn)
+    for migration in MIGRATIONS[:7]:  # v1 -> v8
+        migration(conn)
+    set_schema_version(conn, 8)
+    conn.execute(  # as v8's save_run wrote it: no count columns
+        "INSERT INTO runs (run_id, agent, status, root_run_id, depth, created_at, record)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("s", record.agent, "running", "s", 0, 1.0, msgspec.json.encode(record).decode()),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.found_version == 8
+        writer = fenced(store)
+        writer.record_mails([mail("m1", "s", "o")], None, AttemptFence("s", restarts=2, retries=1))
+        with pytest.raises(AttemptOver, match=r"restarts 0 -> 2, retries 0 -> 1"):
+            writer.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
+        assert [m.mail_id for m in store.mail_for("s")] == ["m1"]
+
+
+def test_a_record_never_joins_a_transaction_left_open(sqlite_store: SQLiteStore) -> None:
+    """The one statement commits by itself only outside a transaction: on a connection
+    left inside one it would write and not commit. It refuses instead (the sender's mail
+    then goes by the supervisor), and keeps nothing."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    conn = sqlite_store._tx.connection()
+    conn.execute("BEGIN")
+    with pytest.raises(StoreError, match="a transaction is open"):
+        store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    conn.execute("ROLLBACK")
+    assert sqlite_store.mail_for("s") == []
+
+
+def test_a_deleted_recipient_takes_none_of_its_senders_journal(sqlite_store: SQLiteStore) -> None:
+    """A run deleted by the sweep goes with its mail both ways, the mail sent to it
+    included; the journal entries its sender's record carried in that mail are the
+    sender's, and stay its journal, in their place (a live sender resumed after that
+    replays them: without them it would do again, or fail on, what it did)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    store.save_run(run("r", status=RunStatus.RUNNING))
+    start = AttemptFence("s")
+    before = JournalEntry(request_id="s:0", kind="spawn", digest=1)
+    after = JournalEntry(request_id="s:9", kind="send")
+    store.save_journal("s", (before,))
+    store.record_mails([mail("m1", "s", "r")], SaveJournal("s", (SENT, SEEN)), start)
+    store.record_mails([mail("m2", "s", "o")], SaveJournal("s", (SENT,)), start)
+    store.save_run(run("r", status=RunStatus.COMPLETED, ended_at=1.0))
+    assert sqlite_store.sweep(now=10_000.0, archive_after_minutes=1).archived == ("r",)
+    report = sqlite_store.sweep(now=10_000.0 + 86_400 * 3, retention_days=1)
+    assert report.deleted == ("r",)
+    store.save_journal("s", (after,))
+    assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m2"]  # r's mail went with it
+    assert sqlite_store.journal_of("s") == [before, SENT, SEEN, SENT, after]
