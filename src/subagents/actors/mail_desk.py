@@ -22,7 +22,6 @@ mail path").
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -182,8 +181,10 @@ class Sent:
         """Each recipient's mail as one ``DeliverMail``. A recipient whose actor has stopped
         since is the supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
         for listed, mails in self.to.values():
-            with contextlib.suppress(pykka.ActorDeadError):
+            try:  # noqa: SIM105 (``contextlib.suppress``: ~0.5 us against ~0.1, once per mail)
                 listed.ref.tell(DeliverMail(mails=tuple(mails)))
+            except pykka.ActorDeadError:
+                pass
 
 
 class DirectMail:

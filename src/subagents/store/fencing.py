@@ -97,7 +97,7 @@ class _FencedBatch:
         fenced = self._fenced
         local = fenced._local
         self._inner.__enter__()
-        depth = getattr(local, "depth", 0)
+        depth = local.depth
         local.depth = depth + 1
         fence = fenced.fence
         if self._check and fence is not None:
@@ -118,6 +118,14 @@ class _FencedBatch:
         return self._inner.__exit__(kind, exc, tb)
 
 
+class _Depth(threading.local):
+    """How many fenced batches this thread has open on one ``FencedStore``: 0 unless set,
+    read from the class (a ``getattr`` with a default on a thread that never set it, every
+    sender's record of its mail, raised and caught an ``AttributeError``: ~1 us of ~0.2)."""
+
+    depth: int = 0
+
+
 class FencedStore:
     """``store`` with every write transaction fenced by ``fence`` (None: not yet; the lease
     keeper sets it when it has taken the lease, before the runtime writes anything)."""
@@ -125,7 +133,7 @@ class FencedStore:
     def __init__(self, store: RunStore, fence: Fence | None = None) -> None:
         self.store = store
         self.fence = fence
-        self._local = threading.local()
+        self._local = _Depth()
         self.lazy_batch: Callable[[str, int], AbstractContextManager[None]] | None = getattr(
             store, "fenced_batch", None
         )
@@ -139,7 +147,7 @@ class FencedStore:
         return getattr(self.store, name)
 
     def batch(self) -> AbstractContextManager[None]:
-        if getattr(self._local, "depth", 0):  # inside this thread's fenced batch: checked
+        if self._local.depth:  # inside this thread's fenced batch: checked
             return self.store.batch()  # (each write opens one: ~10 per spawn)
         return _FencedBatch(self)
 
@@ -165,7 +173,7 @@ class FencedStore:
         """``write(*args)`` in a fenced batch: the one open on this thread (its outermost
         checked the fence already: a batch of its own per write cost the supervisor several
         savepoints per message), else one of its own."""
-        if getattr(self._local, "depth", 0):
+        if self._local.depth:
             return write(*args)
         with self.batch():
             return write(*args)
@@ -244,8 +252,7 @@ class FencedStore:
         return check
 
     def _depth(self) -> int:
-        depth: int = getattr(self._local, "depth", 0)
-        return depth
+        return self._local.depth
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         self._write(self.store.set_mail_state, mail_id, state)

@@ -89,14 +89,17 @@ class MailPost:
     def __init__(self, now: float) -> None:
         self.now = now
         """``sent_at`` of every mail of the post: they are sent by one message."""
-        self._id_prefix = f"m{int(now * 1000):011x}"
+        self._id_prefix = ""  # made at the first id: mail that went straight needs none
         self.records: list[Mail] = []
         """Every mail, dead letters too: what the store records."""
 
     def new_id(self) -> str:
         """A mail id as ``messages.new_id("m")`` makes it (time in ms, 40 random bits), the
         time taken once for the post."""
-        return f"{self._id_prefix}{random.getrandbits(40):010x}"
+        prefix = self._id_prefix
+        if not prefix:
+            prefix = self._id_prefix = f"m{int(self.now * 1000):011x}"
+        return f"{prefix}{random.getrandbits(40):010x}"
 
     def add(self, mail: Mail) -> None:
         """Record ``mail``: a ``DELIVERED`` one goes to its recipient now, an ``ACCEPTED``

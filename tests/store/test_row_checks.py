@@ -1,0 +1,138 @@
+"""The checks that let ``encode_row`` skip its decode (store/row_checks.py) say a record
+reads back only when it does, and say so for the records the runtime writes per mail."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+import pytest
+
+from subagents.messages import Event, EventKind, Mail, MailState
+from subagents.store.row_checks import FIELDS, READS_BACK
+from subagents.store.sqlite_tx import encode_row
+
+
+class _Str(str):
+    pass
+
+
+def _event(**fields: Any) -> Event:
+    base: dict[str, Any] = {
+        "kind": EventKind.MAIL_SENT,
+        "run_id": "r1",
+        "agent": "pinger",
+        "root_run_id": "root",
+        "parent_run_id": "root",
+        "depth": 1,
+        "ts": time.time(),
+        "data": {"mail_ids": ["m1"], "recipient": "r2", "count": 1},
+    }
+    base.update(fields)
+    return Event(**base)
+
+
+def _mail(**fields: Any) -> Mail:
+    base: dict[str, Any] = {
+        "mail_id": "m1",
+        "sender": "r1",
+        "recipient": "r2",
+        "content": "ping",
+        "sender_agent": "pinger",
+        "reply_to": None,
+        "sent_at": time.time(),
+        "state": MailState.DELIVERED,
+        "request_id": "q1",
+    }
+    base.update(fields)
+    return Mail(**base)
+
+
+_BAD_OR_ODD: list[tuple[str, Any]] = [
+    ("ts", float("nan")),
+    ("ts", float("inf")),
+    ("ts", 5),  # an int for a float: reads back, but only the decode can say so
+    ("run_id", 7),
+    ("run_id", None),
+    ("run_id", _Str("r1")),
+    ("agent", b"pinger"),
+    ("parent_run_id", 3),
+    ("depth", True),
+    ("depth", "1"),
+    ("depth", 2**70),
+    ("kind", "mail_sent"),
+    ("kind", "no such kind"),
+    ("data", [1, 2]),
+    ("data", {1: float("nan")}),
+]
+
+_MAIL_BAD_OR_ODD: list[tuple[str, Any]] = [
+    ("sent_at", float("nan")),
+    ("sent_at", float("-inf")),
+    ("sent_at", 0),
+    ("content", 5),
+    ("content", None),
+    ("content", _Str("x")),
+    ("mail_id", ["m1"]),
+    ("sender_agent", 1),
+    ("reply_to", 2.5),
+    ("state", "read"),
+    ("state", "bogus"),
+    ("request_id", {}),
+    ("topic", 3),
+]
+
+
+def _reads_back(obj: Any) -> bool:
+    try:
+        msgspec.json.decode(msgspec.json.encode(obj), type=type(obj))
+    except (TypeError, msgspec.EncodeError, msgspec.ValidationError, OverflowError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("kind", "make", "odd"), [(Event, _event, _BAD_OR_ODD), (Mail, _mail, _MAIL_BAD_OR_ODD)]
+)
+def test_a_record_is_sure_only_when_it_reads_back(kind: type, make: Any, odd: Any) -> None:
+    """Sure means it reads back: each odd record that would not is not taken as sure."""
+    sure = READS_BACK[kind]
+    assert sure(make()), "the records written per mail take the fast check"
+    assert sure(make(parent_run_id=None) if kind is Event else make(reply_to="m0", topic="t"))
+    refused = 0
+    for field, value in odd:
+        record = make(**{field: value})
+        if not _reads_back(record):
+            refused += 1
+            assert not sure(record), f"{kind.__name__}.{field} = {value!r} taken as sure"
+    assert refused >= 8  # (the cases do test the check)
+
+
+@pytest.mark.parametrize("field_value", _BAD_OR_ODD)
+def test_encode_row_refuses_what_does_not_read_back_and_keeps_what_does(
+    field_value: tuple[str, Any],
+) -> None:
+    """Each odd record is decoded as before: refused if it would not read back, written
+    if it would (an int for a float, a str subclass, ...)."""
+    field, value = field_value
+    event = _event(**{field: value})
+    decoder = msgspec.json.Decoder(Event)
+    if _reads_back(event):
+        assert decoder.decode(encode_row(event, decoder, "an event")) is not None
+    else:
+        with pytest.raises((ValueError, OverflowError), match=r"."):
+            encode_row(event, decoder, "an event")
+
+
+def test_a_nan_timestamp_is_refused_with_its_reason() -> None:
+    decoder = msgspec.json.Decoder(Mail)
+    with pytest.raises(ValueError, match=r"cannot store mail m1: .*NaN and infinite"):
+        encode_row(_mail(sent_at=float("nan")), decoder, "mail m1")
+
+
+def test_each_check_knows_every_field_of_its_record() -> None:
+    """A field added to a record fails here until its check looks at it too."""
+    for kind, fields in FIELDS.items():
+        assert frozenset(kind.__struct_fields__) == fields, kind.__name__
+    assert set(FIELDS) == set(READS_BACK)
