@@ -96,7 +96,7 @@ class Starts:
         move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
         decided = Decided()
         answered = self.answered_by
-        decided.writes.append(self.runs.fire(state, move, started_at=first, answered_by=answered))
+        decided.writes.append(self.runs.fire_started(state, move, first, answered))
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
         pending: tuple[Mail, ...] = ()
         if state.inbox:  # (checked here: most starts have none, and this path is hot)
