@@ -22,13 +22,14 @@ from typing import Any
 import pykka
 import pytest
 
-from subagents.actors.agent import AgentActor, PooledAgentActor
+from subagents.actors.agent import AgentActor, AgentKit, PooledAgentActor
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Checkpoint, Mail, RunFinished, RunRecord
+from subagents.supervision.effects import StartRun
 
 from .conftest import WAIT
 
@@ -110,20 +111,18 @@ class _Host:
             self.made.set()
             return self.behaviour
 
-        where: dict[str, Any] = (
-            {"dispatcher": self.dispatcher} if self.dispatcher is not None else {"pool": self.pool}
-        )
+        where: dict[str, Any] = {"dispatcher": self.dispatcher} if self.dispatcher else {}
         actor = PooledAgentActor if self.dispatcher is not None else AgentActor
-        return actor.start(
+        start = StartRun(
             record=RunRecord(run_id="r1", agent="ending", task="t", root_run_id="r1"),
             spec=AgentSpec(name="ending", description="d"),
             deadline=0.0,
-            cancel=threading.Event(),
-            supervisor=self.told,
-            timer=self.timer,
-            behaviour=make,
-            **where,
         )
+        pool = self.pool if self.dispatcher is None else None
+        kit = AgentKit(
+            supervisor=self.told, timer=self.timer, behaviour_for=lambda _: make, pool=pool
+        )
+        return actor.start(start, threading.Event(), kit, **where)
 
     def go(self) -> _Ending:
         """Let the behaviour (made on the actor's thread) end its run."""

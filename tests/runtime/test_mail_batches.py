@@ -17,7 +17,7 @@ import pykka
 import pytest
 
 from gates import Gate
-from subagents.actors.agent import AgentActor
+from subagents.actors.agent import AgentActor, AgentKit
 from subagents.actors.timer import TimerService
 from subagents.behaviour.function import AgentContext, FunctionBehaviour, MailError, Pending
 from subagents.behaviour.port import AgentPort
@@ -39,6 +39,7 @@ from subagents.messages import (
 )
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
+from subagents.supervision.effects import StartRun
 
 from .conftest import WAIT, Events
 
@@ -260,13 +261,9 @@ def test_an_agent_sends_one_steps_mail_as_one_batch_and_merges_read_receipts() -
     timer, seen = _CountingTimer(), _Seen()
     recorder = _Recorder.start(seen)
     agent = AgentActor.start(
-        record=record,
-        spec=AgentSpec(name="fn", description="d"),
-        deadline=0.0,
-        cancel=threading.Event(),
-        supervisor=recorder,
-        timer=timer,
-        behaviour=behaviour,
+        StartRun(record=record, spec=AgentSpec(name="fn", description="d"), deadline=0.0),
+        threading.Event(),
+        AgentKit(supervisor=recorder, timer=timer, behaviour_for=lambda _spec: behaviour),
     )
     try:
         (sends,) = seen.wait(1)

@@ -16,7 +16,7 @@ import itertools
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import msgspec
 import pykka
@@ -62,7 +62,7 @@ from subagents.messages import (
     Unpark,
     WaitingChanged,
 )
-from subagents.supervision.admission_checks import Standing
+from subagents.supervision.effects import StartRun
 
 log = get_logger("subagents.agent")
 
@@ -190,45 +190,45 @@ _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
 
+class AgentKit(NamedTuple):
+    """What every agent actor of one runtime is started with, the same for each (made once
+    by its ``Effector``): where it reports, its timers, its behaviour by definition, the
+    thread pool its loop runs on (None: a thread of its own, or a dispatcher's), and the
+    desk for mail taken straight to its recipients (None: every mail goes by the
+    supervisor; ``actors/mail_desk.py``)."""
+
+    supervisor: pykka.ActorRef[Any]
+    timer: TimerService
+    behaviour_for: Callable[[AgentSpec], BehaviourFactory]
+    pool: ThreadPool | None = None
+    mail: MailDesk | None = None
+
+
 class AgentActor(FastInboxActor):
     """Runs one run's behaviour; every message it gets goes to the behaviour."""
 
     use_daemon_thread = True
 
-    def __init__(
-        self,
-        *,
-        record: RunRecord,
-        spec: AgentSpec,
-        deadline: float,
-        cancel: threading.Event,
-        supervisor: pykka.ActorRef[Any],
-        timer: TimerService,
-        behaviour: BehaviourFactory,
-        checkpoint: Checkpoint | None = None,
-        pending_mail: tuple[Mail, ...] = (),
-        recovered: tuple[Any, ...] = (),
-        attempt: int = 1,
-        pool: ThreadPool | None = None,
-        standing: Standing | None = None,
-        mail: MailDesk | None = None,
-    ) -> None:
-        """``mail``: the runtime's desk for mail taken straight to its recipients (None:
-        every mail goes by the supervisor; ``actors/mail_desk.py``)."""
+    def __init__(self, start: StartRun, cancel: threading.Event, kit: AgentKit) -> None:
+        """The run ``start`` says (its record, definition, deadline, what a resumed run is
+        handed), ``cancel`` set when it must stop, with the parts every agent of the runtime
+        shares (``kit``). Three positional arguments: fourteen keywords through pykka's
+        ``start`` (and the pooled one's) were re-packed at each hop, ~1.6 us of the
+        supervisor's thread per start."""
         super().__init__()
-        self._pool = pool
-        self.attempt = attempt
-        self.record = record
-        self.spec = spec
-        self.standing = standing or Standing()
-        self.deadline = deadline
+        self._pool = kit.pool
+        self.attempt = start.attempt
+        self.record = start.record
+        self.spec = start.spec
+        self.standing = start.standing
+        self.deadline = start.deadline
         self.cancel = cancel
-        self.supervisor = supervisor
-        self.timer = timer
-        self._factory = behaviour
-        self._checkpoint = checkpoint
-        self._pending_mail = pending_mail
-        self._recovered = recovered
+        self.supervisor = kit.supervisor
+        self.timer = kit.timer
+        self._factory = kit.behaviour_for(start.spec)
+        self._checkpoint = start.checkpoint
+        self._pending_mail = start.pending_mail
+        self._recovered = start.recovered
         self._wakes: Wakes | None = None
         """Made when the run first asks for a wake (``actors/wakes.py``)."""
         self._held: list[Any] = []
@@ -243,7 +243,7 @@ class AgentActor(FastInboxActor):
         self._parked: list[Any] | None = None
         """While parked (it gave its slot back): what it received meanwhile, held back."""
         self._wanting = False
-        self._desk = mail
+        self._desk = kit.mail
         self._acks: list[Any] | None = None
         """While ``_settle`` sends the held reports: the acknowledgements of mail they took
         straight to its recipients, for it to hand on."""

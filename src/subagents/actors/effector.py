@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from subagents.actors.agent import AgentActor, BehaviourFactory, PooledAgentActor
+from subagents.actors.agent import AgentActor, AgentKit, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import Listed, MailDesk
@@ -81,11 +81,15 @@ class Effector:
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
         self.live: dict[str, _Live] = {}
         self._start_on: dict[str, Any] = (
-            {"dispatcher": dispatcher} if dispatcher is not None else {"pool": pool}
+            {"dispatcher": dispatcher} if dispatcher is not None else {}
         )
-        """Where each agent's loop runs (the same for every start: made once)."""
+        """Where each agent's loop runs, when on a dispatcher (else ``AgentKit.pool``)."""
         self._actor = PooledAgentActor if dispatcher is not None else AgentActor
         self.mail = mail
+        self._kit = AgentKit(
+            supervisor, timer, behaviour_for, pool if dispatcher is None else None, mail
+        )
+        """What every agent actor started here shares (made once, not per start)."""
         self._directory = mail.directory if mail is not None else None
         self._by_type: dict[type, Callable[[Any], None]] = {
             Publish: self._publish,
@@ -225,22 +229,7 @@ class Effector:
         if earlier is not None:  # a restart: the earlier start must not go on working
             self._stop(earlier)
         cancel = LazyEvent()  # waited on only by a model call's backoff or delay
-        ref = self._actor.start(
-            record=record,
-            spec=effect.spec,
-            deadline=effect.deadline,
-            cancel=cancel,
-            supervisor=self.supervisor,
-            timer=self.timer,
-            behaviour=self.behaviour_for(effect.spec),
-            checkpoint=effect.checkpoint,
-            pending_mail=effect.pending_mail,
-            recovered=effect.recovered,
-            attempt=effect.attempt,
-            standing=effect.standing,
-            mail=self.mail,
-            **self._start_on,
-        )
+        ref = self._actor.start(effect, cancel, self._kit, **self._start_on)
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
         if self._directory is not None:
             self._directory.add(record.run_id, Listed(ref, effect.attempt, record.root_run_id))
