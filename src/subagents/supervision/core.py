@@ -246,7 +246,8 @@ class SupervisorCore:
         kept = msg.entries and not msg.recorded
         if kept and self.runs.reporting(msg.run_id, msg.attempt) is not None:
             self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
-        self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
+        if msg.read_mail:  # (most journals read none: no receipt to make)
+            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
 
     def settled(self, msgs: Sequence[Journal | WaitingChanged]) -> Decision:
         """A ``Batch``'s consecutive journals and waiting reports in one decision, in order."""
