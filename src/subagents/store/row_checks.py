@@ -12,6 +12,13 @@ False (a str subclass, an int for a float, a NaN, ...), ``encode_row`` decodes a
 says what was wrong, so nothing that read back is refused and nothing that would not is
 written (tests/store/test_row_checks.py holds both, and fails when a record gains a field
 its check does not know: ``FIELDS``).
+
+An event's ``data`` is any JSON, nested as deep as its writer made it (a model's tool input,
+in a ``tool_call`` event): msgspec's decoder gives up a few levels sooner than its encoder
+(Python's recursion limit, 1000: a document nested ~997 deep is written and never read
+back, every read of the run's events failing on it). Nesting ``n`` deep takes at least
+``2n`` bytes, so an event's JSON of at most ``SURE_EVENT_BYTES`` is surely shallow enough;
+a longer one is decoded as before.
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ from subagents.messages import Event, EventKind, Mail, MailState
 
 _isfinite = math.isfinite
 
+SURE_EVENT_BYTES = 1024
+"""An event's JSON up to this long is nested at most 512 deep: far from the decoder's limit
+(~997 levels at Python's default recursion limit of 1000, fewer on a deeper stack)."""
 
-def _event_reads_back(event: Event) -> bool:
+
+def _event_reads_back(event: Event, raw: bytes) -> bool:
     parent = event.parent_run_id
     ts = event.ts
     return (
-        type(event.kind) is EventKind
+        len(raw) <= SURE_EVENT_BYTES
+        and type(event.kind) is EventKind
         and type(event.run_id) is str
         and type(event.agent) is str
         and type(event.root_run_id) is str
@@ -45,7 +57,7 @@ def _optional_str(value: object) -> bool:
     return value is None or type(value) is str
 
 
-def _mail_reads_back(mail: Mail) -> bool:
+def _mail_reads_back(mail: Mail, raw: bytes) -> bool:  # (no nesting: every field flat)
     sent_at = mail.sent_at
     return (
         type(mail.mail_id) is str
@@ -62,11 +74,12 @@ def _mail_reads_back(mail: Mail) -> bool:
     )
 
 
-READS_BACK: dict[type, Callable[[Any], bool]] = {
+READS_BACK: dict[type, Callable[[Any, bytes], bool]] = {
     Event: _event_reads_back,
     Mail: _mail_reads_back,
 }
-"""Per record type, a check that its JSON surely decodes as that type (see the module)."""
+"""Per record type, a check that its JSON (``raw``, as encoded) surely decodes as that type
+(see the module)."""
 
 FIELDS: dict[type, frozenset[str]] = {
     Event: frozenset(

@@ -64,16 +64,18 @@ def encode_row(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
     """``obj`` as JSON text, checked to read back.
 
     JSON has no NaN or infinity: msgspec writes them as ``null``, which a float field then
-    refuses to read. A record that would be written fine and never read again is refused
-    here instead, with its name, before anything is written. A record that surely reads
+    refuses to read; a document nested deeper than msgspec's decoder goes (a few levels less
+    than its encoder) cannot be read either. A record that would be written fine and never
+    read again is refused here instead, with its name, before anything is written. A record
+    that surely reads
     back (``row_checks.READS_BACK``: the ones written per mail) is not decoded to know it.
     """
     try:
         raw = _ENCODER.encode(obj)
         sure = READS_BACK.get(type(obj))
-        if sure is None or decoder.type is not type(obj) or not sure(obj):
+        if sure is None or decoder.type is not type(obj) or not sure(obj, raw):
             decoder.decode(raw)
-    except (TypeError, msgspec.EncodeError, msgspec.ValidationError) as exc:
+    except (TypeError, msgspec.EncodeError, msgspec.ValidationError, RecursionError) as exc:
         raise ValueError(
             f"cannot store {what}: {exc} (NaN and infinite numbers cannot be stored)"
             if isinstance(exc, msgspec.ValidationError)
