@@ -122,6 +122,35 @@ class Held:
             failing.result(WAIT)
         return first
 
+    def close_until_it_tries_again(self, rt: Runtime) -> tuple[threading.Thread, threading.Event]:
+        """``rt.close`` on another thread, returned once it tried the store again (the
+        closer and its end, set when the close returns): fails if it ended without."""
+        closed = threading.Event()
+        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
+        closer.start()
+        either = threading.Event()  # the close tried again, or ended without trying again
+        threading.Thread(target=lambda: (self.store.retried.wait(WAIT), either.set())).start()
+        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
+        assert either.wait(WAIT)
+        assert self.store.retried.is_set(), "the close ended without trying the store again"
+        return closer, closed
+
+    def assert_failed_and_never_run_again(self, run_id: str) -> None:
+        """The store (closed by now) keeps ``run_id`` failed by the store, as its caller
+        was told, and the next runtime on it runs nothing again."""
+        self.store.close()
+        reopened = SQLiteStore(self.db)
+        try:
+            record = reopened.get_run(run_id)
+            assert record is not None and record.status is RunStatus.FAILED
+            assert record.outcome is not None and record.outcome.error_kind == "store"
+        finally:
+            reopened.close()
+        with Runtime(self.agents(), store=SQLiteStore(self.db), **QUIET) as again:
+            report = again.restore_report
+            assert report.resumed == report.requeued == report.elsewhere == []
+        assert self.ran == ["first"]  # never run again
+
 
 def test_a_close_while_the_store_fails_records_the_runs_once_it_works_again(
     tmp_path: Path,
@@ -139,14 +168,7 @@ def test_a_close_while_the_store_fails_records_the_runs_once_it_works_again(
         assert "a restore runs it again" in (told.error or "")  # what may yet happen
         held.gate.set()  # (its agent was stopped: its thread leaves, whatever it returns)
         held.store.closing = True
-        closed = threading.Event()
-        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
-        closer.start()
-        either = threading.Event()  # the close tried again, or ended without trying again
-        threading.Thread(target=lambda: (held.store.retried.wait(WAIT), either.set())).start()
-        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
-        assert either.wait(WAIT)
-        assert held.store.retried.is_set(), "the close ended without trying the store again"
+        closer, closed = held.close_until_it_tries_again(rt)
         held.locker.execute("COMMIT")  # the store takes writes again
         closer.join(WAIT)
         assert closed.is_set()
@@ -154,18 +176,7 @@ def test_a_close_while_the_store_fails_records_the_runs_once_it_works_again(
         held.gate.set()
         held.locker.close()
         rt.close()
-    held.store.close()
-    reopened = SQLiteStore(held.db)
-    try:
-        record = reopened.get_run(first.run_id)
-        assert record is not None and record.status is RunStatus.FAILED
-        assert record.outcome is not None and record.outcome.error_kind == "store"
-    finally:
-        reopened.close()
-    with Runtime(held.agents(), store=SQLiteStore(held.db), **QUIET) as again:
-        report = again.restore_report
-        assert report.resumed == report.requeued == report.elsewhere == []
-    assert held.ran == ["first"]  # never run again
+    held.assert_failed_and_never_run_again(first.run_id)
 
 
 def test_a_close_while_the_store_still_fails_says_what_it_leaves(tmp_path: Path) -> None:
@@ -251,14 +262,7 @@ def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path:
         assert first.wait_admitted() is RunStatus.RUNNING
         held.store.closing = True
         held.locker.execute("BEGIN IMMEDIATE")  # the close's StopAll is the first to fail
-        closed = threading.Event()
-        closer = threading.Thread(target=lambda: (rt.close(timeout=WAIT), closed.set()))
-        closer.start()
-        either = threading.Event()  # the close tried again, or ended without trying again
-        threading.Thread(target=lambda: (held.store.retried.wait(WAIT), either.set())).start()
-        threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
-        assert either.wait(WAIT)
-        assert held.store.retried.is_set(), "the close ended without trying the store again"
+        closer, closed = held.close_until_it_tries_again(rt)
         held.gate.set()  # (its agent was stopped: its thread leaves, whatever it returns)
         held.locker.execute("COMMIT")  # the store takes writes again
         closer.join(WAIT)
@@ -267,15 +271,4 @@ def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path:
         held.gate.set()
         held.locker.close()
         rt.close()
-    held.store.close()
-    reopened = SQLiteStore(held.db)
-    try:
-        record = reopened.get_run(first.run_id)
-        assert record is not None and record.status is RunStatus.FAILED
-        assert record.outcome is not None and record.outcome.error_kind == "store"
-    finally:
-        reopened.close()
-    with Runtime(held.agents(), store=SQLiteStore(held.db), **QUIET) as again:
-        report = again.restore_report
-        assert report.resumed == report.requeued == report.elsewhere == []
-    assert held.ran == ["first"]  # never run again
+    held.assert_failed_and_never_run_again(first.run_id)
