@@ -13,7 +13,9 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from subagents import FunctionAgent, Limits, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -105,6 +107,22 @@ def test_a_send_between_stops_starts_no_queued_run_a_later_stop_ends(tmp_path: P
             slot.release.set()
 
 
+def _lead_with_a_detached_child(gate: threading.Event) -> list[Callable[..., Any]]:
+    """A lead spawning a detached waiter and an attached one (awaited: the lead is stopped
+    while it waits); the waiters end when ``gate`` is set."""
+
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("waiter", "detached", detach=True)
+        await ctx.spawn("waiter", "attached")
+        return "unreachable"
+
+    def waiter(ctx: AgentContext) -> str:
+        gate.wait(WAIT)
+        return f"{ctx.task} done"
+
+    return [lead, waiter]
+
+
 def test_a_tree_stop_taken_after_a_turn_stop_of_the_run_ends_its_detached_child(
     tmp_path: Path,
 ) -> None:
@@ -113,18 +131,8 @@ def test_a_tree_stop_taken_after_a_turn_stop_of_the_run_ends_its_detached_child(
     poll (the first had ended LEAD by then). The tree stop ends the detached child the turn
     stop left; before, the host did not even take the command (LEAD was no longer live)."""
     db, gate = tmp_path / "runs.db", threading.Event()
-
-    async def lead(ctx: AgentContext) -> str:
-        await ctx.spawn("waiter", "detached", detach=True)
-        await ctx.spawn("waiter", "attached")  # awaited: the lead is stopped while it waits
-        return "unreachable"
-
-    def waiter(ctx: AgentContext) -> str:
-        gate.wait(WAIT)
-        return f"{ctx.task} done"
-
     events = Events()
-    with Runtime([lead, waiter], store=SQLiteStore(db), **QUIET) as rt:
+    with Runtime(_lead_with_a_detached_child(gate), store=SQLiteStore(db), **QUIET) as rt:
         rt.subscribe(events)
         try:
             top = rt.spawn("lead", "go")
@@ -155,18 +163,8 @@ def test_stop_of_a_run_ended_by_a_turn_stop_stops_what_outlived_it(tmp_path: Pat
     said "has already ended" and left its detached child running, with no way to name the
     tree. It now stops the highest live runs under LEAD, each with its subtree."""
     db, gate = tmp_path / "runs.db", threading.Event()
-
-    async def lead(ctx: AgentContext) -> str:
-        await ctx.spawn("waiter", "detached", detach=True)
-        await ctx.spawn("waiter", "attached")
-        return "unreachable"
-
-    def waiter(ctx: AgentContext) -> str:
-        gate.wait(WAIT)
-        return f"{ctx.task} done"
-
     events = Events()
-    with Runtime([lead, waiter], store=SQLiteStore(db), **QUIET) as rt:
+    with Runtime(_lead_with_a_detached_child(gate), store=SQLiteStore(db), **QUIET) as rt:
         rt.subscribe(events)
         try:
             top = rt.spawn("lead", "go")
