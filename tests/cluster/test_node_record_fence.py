@@ -44,7 +44,10 @@ async def sender(ctx: AgentContext) -> str:
 async def root(ctx: AgentContext) -> str:
     sink_id: str = await ctx.spawn("sink", "wait", background=True)
     out = await ctx.spawn("sender", sink_id)
-    return str(out.result)
+    # the sink's end (its ``[background result]`` mail) is awaited too: a root that ended
+    # as soon as the sender did would cancel the sink before it read the mail
+    ended: Mail | None = await ctx.receive(timeout=WAIT_S)
+    return f"{out.result}; the sink {'ended' if ended is not None else 'was not heard'}"
 
 
 def test_a_record_held_past_its_nodes_loss_is_refused(
@@ -77,6 +80,7 @@ def test_a_record_held_past_its_nodes_loss_is_refused(
             events.wait_count(EventKind.RESTARTED, "sender", 1)
             outcome = handle.result(WAIT_S)
             assert outcome.status is RunStatus.COMPLETED, outcome
+            assert outcome.result == "sent; the sink ended", outcome
             events.wait_count(EventKind.COMPLETED, "sink", 1)  # it read the new attempt's
             store.release.set()
             assert store.done.wait(WAIT_S)
