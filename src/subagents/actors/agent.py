@@ -23,7 +23,7 @@ import pykka
 
 from subagents.actors.handoff import pay_nudge
 from subagents.actors.inbox import FastInboxActor
-from subagents.actors.mail_desk import DirectMail, Listed, MailDesk, RunDirectory, report
+from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -251,18 +251,8 @@ class AgentActor(FastInboxActor):
         """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
         self._log: Any = None
         self.behaviour: Behaviour | None = None
-        if kit.mail is not None:  # last: listed before its loop can run (see ``_list``)
-            self._list(kit.mail.directory)
-
-    def _list(self, directory: RunDirectory) -> None:
-        """This start in the directory of runs mail may go straight to, from its
-        constructor: pykka's ``start`` runs it before the actor's loop is started, so the
-        run is listed before any of its code runs. Listed by the effector after ``start``
-        returned, a run's first mail could be flushed before (its start is handled on
-        another thread at once) and go by the supervisor for want of its sender's entry
-        (``DirectMail.post``): under load, mail a test forced straight was not."""
-        r = self.record
-        directory.add(r.run_id, Listed(self.actor_ref, self.attempt, r.root_run_id))
+        if kit.mail is not None:  # last: listed before its loop can run (see ``list_start``)
+            kit.mail.directory.list_start(self.actor_ref, start)
 
     @property
     def log(self) -> Any:
