@@ -11,7 +11,6 @@ import os
 import pty
 import re
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -302,31 +301,3 @@ def on_terminal(
             proc.kill()
             proc.wait()
     return code, b"".join(chunks).decode("utf-8", "replace")
-
-
-def _open_transactions(database: str) -> int:
-    """Sessions of ``database`` other than this one inside a transaction or a statement
-    (a stopped host's, here: nothing else is connected then)."""
-    import psycopg
-
-    with psycopg.connect(database, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            " AND state <> 'idle'"
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def stop_outside_a_transaction(cli: Cli, pid: int) -> None:
-    """SIGSTOP the host at a moment it holds no transaction open. On PostgreSQL a host
-    stopped inside one (a lease renewal, a fenced write) holds its lease row's lock: a
-    restore or a stop then takes it for a host writing right now and leaves its runs to it,
-    as documented (docs/store.md), until the server's idle-in-transaction timeout (60 s)
-    ends it; the tests using this are of a host stalled between its writes."""
-    for _ in range(100):
-        os.kill(pid, signal.SIGSTOP)
-        if cli.database is None or not _open_transactions(cli.database):
-            return
-        os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
-    raise AssertionError("the host was inside a transaction at each of 100 stops")

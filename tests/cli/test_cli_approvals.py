@@ -17,8 +17,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from clikit import DEADLINE_S, Cli, by_agent, finish, stop_outside_a_transaction
+from clikit import DEADLINE_S, Cli, by_agent, finish
 
+from pgserver import stop_outside_a_transaction
 from polling import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
@@ -205,7 +206,7 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     run_id, pid = data["run_id"], data["pid"]
     cli.hosts.append(pid)  # type: ignore[attr-defined]
     approval_id = _asked(cli, run_id)
-    stop_outside_a_transaction(cli, pid)  # alive, renewing nothing: its lease lapses
+    stop_outside_a_transaction(cli.database, pid)  # alive, renewing nothing: its lease lapses
     try:
         wait_until(
             lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
