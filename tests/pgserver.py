@@ -22,6 +22,7 @@ import glob
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -169,3 +170,32 @@ def pg_server() -> Iterator[PgServer]:
 def pg_url(pg_server: PgServer) -> str:
     """A fresh database of the session's server, for this test alone."""
     return pg_server.new_database()
+
+
+def _open_transactions(database: str) -> int:
+    """Sessions of ``database`` other than this one inside a transaction or a statement
+    (a stopped host's, here: nothing else is connected then)."""
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND state <> 'idle'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def stop_outside_a_transaction(database: str | None, pid: int) -> None:
+    """SIGSTOP the host at a moment it holds no transaction open. On PostgreSQL a host
+    stopped inside one (a lease renewal, a fenced write) holds its lease row's lock: a
+    restore or a stop then takes it for a host writing right now and leaves its runs to it,
+    as documented (docs/store.md), until the server's idle-in-transaction timeout (60 s)
+    ends it; the tests using this are of a host stalled between its writes. ``database``: the
+    PostgreSQL URL the host writes to (None: any other store, stopped at once)."""
+    for _ in range(100):
+        os.kill(pid, signal.SIGSTOP)
+        if database is None or not _open_transactions(database):
+            return
+        os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
+    raise AssertionError("the host was inside a transaction at each of 100 stops")

@@ -19,6 +19,7 @@ import msgspec
 import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
+from pgserver import stop_outside_a_transaction
 from polling import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
@@ -205,7 +206,7 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     run_id, pid = data["run_id"], data["pid"]
     cli.hosts.append(pid)  # type: ignore[attr-defined]
     approval_id = _asked(cli, run_id)
-    _stop_outside_a_transaction(cli, pid)  # alive, renewing nothing: its lease lapses
+    stop_outside_a_transaction(cli.database, pid)  # alive, renewing nothing: its lease lapses
     try:
         wait_until(
             lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
@@ -231,34 +232,6 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     assert record.outcome is not None and record.outcome.result == "writer got: (no output)"
     assert kinds.count("completed") == 1
     assert _pending(cli) == []
-
-
-def _open_transactions(database: str) -> int:
-    """Sessions of ``database`` other than this one inside a transaction or a statement
-    (a stopped host's, here: nothing else is connected then)."""
-    import psycopg
-
-    with psycopg.connect(database, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            " AND state <> 'idle'"
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _stop_outside_a_transaction(cli: Cli, pid: int) -> None:
-    """SIGSTOP the host at a moment it holds no transaction open. On PostgreSQL a host
-    stopped inside one (a lease renewal, a fenced write) holds its lease row's lock: a
-    restore then takes it for a host writing right now and leaves its runs to it, as
-    documented (docs/store.md), until the server's idle-in-transaction timeout (60 s) ends
-    it; this test is of a host stalled between its writes."""
-    for _ in range(100):
-        os.kill(pid, signal.SIGSTOP)
-        if cli.database is None or not _open_transactions(cli.database):
-            return
-        os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
-    raise AssertionError("the host was inside a transaction at each of 100 stops")
 
 
 def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli) -> None:

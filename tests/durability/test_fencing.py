@@ -26,6 +26,7 @@ import msgspec
 import pytest
 from fence_job import gated_agent
 
+from pgserver import stop_outside_a_transaction
 from polling import wait_until
 from subagents import Runtime, ScriptedModel
 from subagents.messages import EventKind, RunStatus
@@ -105,7 +106,9 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
         runs = store.list_runs()
         assert len(runs) == RUNS and {r.status for r in runs} == {RunStatus.RUNNING}
         first_owner = runs[0].owner
-        os.kill(host.pid, signal.SIGSTOP)  # alive, but renewing nothing
+        # alive, but renewing nothing (between writes: on PostgreSQL a host stopped inside a
+        # transaction holds its lease row, and the restore would leave its runs to it)
+        stop_outside_a_transaction(db if db.startswith("postgresql://") else None, host.pid)
         wait_until(
             lambda: all(Liveness(store.leases()).orphaned(r) for r in store.list_runs()),
             "the stopped host's lease lapsing",

@@ -25,6 +25,24 @@ def leaf(ctx: AgentContext) -> str:
     return "ok " + ctx.task[-4:]
 
 
+def _told_the_disk_is_full(rt: Runtime) -> None:
+    """A spawn of far more than the disk holds, made once the store failed, is told so: its
+    spawn tries the store again first (``Outage``: a root spawn tries, as an ask does). While
+    the store still fails it is refused on its handle; when that try finds room to record
+    the runs it stopped (the first runs' commits and the rolled-back batch leave more or less
+    room: an order the test does not force), the run is admitted and its own record finds
+    the disk full, failing it with the store's error. (Only the refusal was accepted here:
+    under load the other came in 1 of 3 runs of tests/durability.)"""
+    handle = rt.spawn("leaf", "y" * 1_000_000)
+    try:
+        outcome = handle.result(timeout=60)
+    except AdmissionError as exc:
+        assert "full" in str(exc), exc
+    else:
+        assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store"), outcome
+        assert "full" in (outcome.error or ""), outcome
+
+
 def test_a_full_disk_stops_the_runs_and_tells_every_caller(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "runs.db", max_bytes=256 * 1024)
     agents = [FunctionAgent.create("busy", busy), FunctionAgent.create("leaf", leaf)]
@@ -33,8 +51,7 @@ def test_a_full_disk_stops_the_runs_and_tells_every_caller(tmp_path: Path) -> No
         assert outcome.status is RunStatus.FAILED
         assert outcome.error_kind == "store"
         assert "full" in (outcome.error or "")
-        with pytest.raises(AdmissionError, match="full"):  # far more than the disk holds
-            rt.spawn("leaf", "y" * 1_000_000).result(timeout=60)  # refused on its handle
+        _told_the_disk_is_full(rt)
     # what was committed is still there, and says the job was not finished (still running,
     # or failed with the store's error if a later request found room to record that)
     reopened = SQLiteStore(tmp_path / "runs.db")
@@ -56,8 +73,7 @@ def test_once_space_is_freed_the_same_runtime_goes_on(tmp_path: Path) -> None:
         failed = rt.spawn("busy", "fill the disk")
         outcome = failed.result(timeout=60)
         assert (outcome.status, outcome.error_kind) == (RunStatus.FAILED, "store")
-        with pytest.raises(AdmissionError, match="full"):  # far more than the disk holds
-            rt.spawn("leaf", "y" * 1_000_000).result(timeout=60)  # refused on its handle
+        _told_the_disk_is_full(rt)
         store.set_max_bytes(None)  # space is freed
         assert rt.spawn("leaf", "more").result(timeout=60).result == "ok more"
         again = rt.spawn("busy", "x").run_id  # and the runtime takes work as before
