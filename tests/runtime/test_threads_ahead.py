@@ -17,9 +17,18 @@ from polling import wait_until
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
+from subagents.behaviour.llm import LLMFactory
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import ModelRequest, ModelResponse, TextBlock
+from subagents.messages import (
+    ChatMessage,
+    Checkpoint,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from subagents.runtime import RunHandle, Runtime
 from subagents.supervision.limits import Limits
 
@@ -344,3 +353,30 @@ def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
         monkeypatch.undo()
         outcomes = [h.result(timeout=WAIT) for h in handles if isinstance(h, RunHandle)]
         assert [o.status for o in outcomes] == ["completed", "completed"], outcomes
+
+
+def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> None:
+    """What the effector counts for ``Dispatcher.ready``: a fresh or continued run calls
+    its model first; a restarted run with tool calls left to run runs them first (a tool
+    that waits says so itself), and one that had ended finishes at once. (Counted as
+    blocking, each restarted run of a wave had a spare started that idled.)"""
+    blocks = LLMFactory.blocks_at_start
+    use = ToolUseBlock(id="t1", name="Read", input={"path": "x"})
+    other = ToolUseBlock(id="t2", name="Read", input={"path": "y"})
+    task = ChatMessage("user", (TextBlock("the task"),))
+
+    def restarted(*last: Any, answered: tuple[str, ...] = ()) -> Checkpoint:
+        return Checkpoint(
+            run_id="r",
+            step=1,
+            messages=(task, ChatMessage("assistant", last)),
+            answered=tuple(ToolResultBlock(tool_use_id=a, content="ok") for a in answered),
+        )
+
+    assert blocks(None)  # a fresh run
+    assert blocks(Checkpoint(run_id="r", step=0, messages=(task,)))  # continued: the user's
+    assert blocks(Checkpoint(run_id="r", step=0, messages=()))
+    assert not blocks(restarted(TextBlock("done")))  # it had ended
+    assert not blocks(restarted(TextBlock("reading"), use, other))  # its tools run first
+    assert not blocks(restarted(use, other, answered=("t1",)))  # one is left to run
+    assert blocks(restarted(use, other, answered=("t1", "t2")))  # answered: the model next

@@ -482,17 +482,34 @@ class LLMBehaviour:
 class LLMFactory:
     """What makes each run's ``LLMBehaviour`` (``factory(port)``), for a runtime's ``env``.
 
-    ``blocks_at_start``: a run's first handling makes its model call, which waits (the
-    dispatcher hands its thread's work to another: ``subagents.blocking``). The effector
-    reads it to have the threads a wave of such starts needs ready before it starts them
-    (``Dispatcher.ready``)."""
+    ``blocks_at_start``: whether a run's first handling makes its model call, which waits
+    (the dispatcher hands its thread's work to another: ``subagents.blocking``). The
+    effector asks it to have the threads a wave of such starts needs ready before it starts
+    them (``Dispatcher.ready``)."""
 
     __slots__ = ("env",)
 
-    blocks_at_start = True
-
     def __init__(self, env: AgentEnv) -> None:
         self.env = env
+
+    @staticmethod
+    def blocks_at_start(checkpoint: Checkpoint | None) -> bool:
+        """Whether a run started from ``checkpoint`` (None: a fresh run) makes a model call
+        in its first handling (``LLMBehaviour.start``): a fresh run, a continued one (its
+        conversation ends with the user's text) and a restarted one whose last turn's tool
+        calls are all answered do; a restarted run that had ended does not (it finishes at
+        once), nor one with tool calls left to run (they run first, and a tool that waits
+        says so itself: counted as blocking, its spare idled until the pool dropped it)."""
+        if checkpoint is None or not checkpoint.messages:
+            return True
+        last = checkpoint.messages[-1]
+        if last.role != "assistant":
+            return True
+        uses = [b.id for b in last.content if isinstance(b, ToolUseBlock)]
+        if not uses:
+            return False
+        answered = {r.tool_use_id for r in checkpoint.answered}
+        return all(u in answered for u in uses)
 
     def __call__(self, port: AgentPort) -> LLMBehaviour:
         return LLMBehaviour(self.env, port)
