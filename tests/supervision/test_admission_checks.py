@@ -308,3 +308,20 @@ def test_a_batch_looks_up_each_agent_once_per_requester() -> None:
     driven.spawn(reqs[0])  # outside a batch: every check, for each spawn
     driven.spawn(reqs[0])
     assert looked_up == ["worker", "worker"]
+
+
+def test_a_batch_refuses_a_request_of_bad_types_alone() -> None:
+    # (its requester and agent are no key to look up: an unhashable one must not raise)
+    h = Harness(Limits(queue_bound=100))
+    parent = h.run("lead")
+    bad: list[SpawnRequest] = [
+        SpawnRequest(request_id=new_id("q"), agent=["worker"], task="t", parent_run_id=parent),  # type: ignore[arg-type]
+        SpawnRequest(request_id=new_id("q"), agent="worker", task="t", parent_run_id=[parent]),  # type: ignore[arg-type]
+    ]
+    good = SpawnRequest(request_id=new_id("q"), agent="worker", task="t", parent_run_id=parent)
+    replies = h.core._do(h.core.core.spawn_many([good, *bad, good])).reply
+    assert [r.error is None for r in replies] == [True, False, False, True]
+    assert [r.error for r in replies[1:3]] == [
+        "agent and task must be strings, got list and str",
+        f"requesting run {[parent]!r} is not running",
+    ]
