@@ -357,12 +357,15 @@ def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
 
 def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> None:
     """What the effector counts for ``Dispatcher.ready``: a fresh or continued run calls
-    its model first; a restarted run with tool calls left to run runs them first (a tool
-    that waits says so itself), and one that had ended finishes at once. (Counted as
-    blocking, each restarted run of a wave had a spare started that idled.)"""
+    its model first; a restarted run with a user tool's call left to run runs it first, and
+    a tool's run says it blocks (``ToolCalls._run_hooked``: ``about_to_block``), as a model
+    call does; one whose calls left are the runtime's own (a spawn: answered when the child
+    ends) and one that had ended block nothing at start. (Counted as blocking, each such
+    restarted run of a wave had a spare started that idled.)"""
     blocks = LLMFactory.blocks_at_start
     use = ToolUseBlock(id="t1", name="Read", input={"path": "x"})
     other = ToolUseBlock(id="t2", name="Read", input={"path": "y"})
+    spawn = ToolUseBlock(id="t3", name="spawn_subagent", input={"agent": "w", "task": "t"})
     task = ChatMessage("user", (TextBlock("the task"),))
 
     def restarted(*last: Any, answered: tuple[str, ...] = ()) -> Checkpoint:
@@ -377,6 +380,9 @@ def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> N
     assert blocks(Checkpoint(run_id="r", step=0, messages=(task,)))  # continued: the user's
     assert blocks(Checkpoint(run_id="r", step=0, messages=()))
     assert not blocks(restarted(TextBlock("done")))  # it had ended
-    assert not blocks(restarted(TextBlock("reading"), use, other))  # its tools run first
-    assert not blocks(restarted(use, other, answered=("t1",)))  # one is left to run
+    assert blocks(restarted(TextBlock("reading"), use, other))  # its tools run: they block
+    assert blocks(restarted(use, other, answered=("t1",)))  # one is left to run
     assert blocks(restarted(use, other, answered=("t1", "t2")))  # answered: the model next
+    assert not blocks(restarted(spawn))  # handed to the supervisor: the child's end answers
+    assert not blocks(restarted(use, spawn, answered=("t1",)))
+    assert blocks(restarted(spawn, use, answered=("t3",)))  # the spawn answered, Read left
