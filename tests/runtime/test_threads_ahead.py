@@ -386,3 +386,6 @@ def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> N
     assert not blocks(restarted(spawn))  # handed to the supervisor: the child's end answers
     assert not blocks(restarted(use, spawn, answered=("t1",)))
     assert blocks(restarted(spawn, use, answered=("t3",)))  # the spawn answered, Read left
+    check = ToolUseBlock(id="t4", name="check_mailbox", input={})
+    assert blocks(restarted(check))  # answered at once: the model next, as answered
+    assert not blocks(restarted(check, spawn))

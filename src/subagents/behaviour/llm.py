@@ -480,6 +480,12 @@ class LLMBehaviour:
             span.end(error=f"{why}: the run ended before the call answered")
 
 
+ANSWERED_LATER = frozenset({SPAWN, TASK, FAN_OUT, SEND, STOP, WAIT})
+"""The runtime's tools whose call is handed to the supervisor (or waits for mail) and answered
+by a later message: a run restarted with one left makes no model call until it is answered.
+The runtime's other tools are answered at once, in the handling that dispatches them."""
+
+
 class LLMFactory:
     """What makes each run's ``LLMBehaviour`` (``factory(port)``), for a runtime's ``env``.
 
@@ -502,10 +508,12 @@ class LLMFactory:
         ``Continue``); one with a call of a user, built-in or MCP tool left to run runs it
         first, and every such run says it blocks (``ToolCalls._run_hooked``:
         ``about_to_block``), as a model call does. A restarted run that had ended does not
-        (it finishes at once), nor one whose calls left are all the runtime's own (a spawn,
-        a mail, a wait for mail: handed to the supervisor, answered later; a spare started
-        for it idled until the pool dropped it). (A user tool's call that its permissions
-        send to an approval does not block either: counted, its spare may idle.)"""
+        (it finishes at once), nor one whose calls left are the runtime's own and one of
+        them is answered later (``ANSWERED_LATER``: a spawn, a mail, a wait for mail, handed
+        to the supervisor; a spare started for it idled until the pool dropped it); those
+        answered at once (``check_mailbox``, ``load_skill``...) are as answered. (A user
+        tool's call that its permissions send to an approval does not block either: counted,
+        its spare may idle.)"""
         if checkpoint is None or not checkpoint.messages:
             return True
         last = checkpoint.messages[-1]
@@ -516,7 +524,9 @@ class LLMFactory:
             return False
         answered = {r.tool_use_id for r in checkpoint.answered}
         left = [u.name for u in uses if u.id not in answered]
-        return not left or any(name not in RUNTIME_TOOLS for name in left)
+        if any(name not in RUNTIME_TOOLS for name in left):
+            return True  # a tool's run: it says it blocks
+        return not any(name in ANSWERED_LATER for name in left)  # else answered at once
 
     def __call__(self, port: AgentPort) -> LLMBehaviour:
         return LLMBehaviour(self.env, port)
