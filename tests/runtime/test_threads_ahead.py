@@ -17,9 +17,18 @@ from polling import wait_until
 from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
+from subagents.behaviour.llm import LLMFactory
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import ModelRequest, ModelResponse, TextBlock
+from subagents.messages import (
+    ChatMessage,
+    Checkpoint,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from subagents.runtime import RunHandle, Runtime
 from subagents.supervision.limits import Limits
 
@@ -344,3 +353,39 @@ def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
         monkeypatch.undo()
         outcomes = [h.result(timeout=WAIT) for h in handles if isinstance(h, RunHandle)]
         assert [o.status for o in outcomes] == ["completed", "completed"], outcomes
+
+
+def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> None:
+    """What the effector counts for ``Dispatcher.ready``: a fresh or continued run calls
+    its model first; a restarted run with a user tool's call left to run runs it first, and
+    a tool's run says it blocks (``ToolCalls._run_hooked``: ``about_to_block``), as a model
+    call does; one whose calls left are the runtime's own (a spawn: answered when the child
+    ends) and one that had ended block nothing at start. (Counted as blocking, each such
+    restarted run of a wave had a spare started that idled.)"""
+    blocks = LLMFactory.blocks_at_start
+    use = ToolUseBlock(id="t1", name="Read", input={"path": "x"})
+    other = ToolUseBlock(id="t2", name="Read", input={"path": "y"})
+    spawn = ToolUseBlock(id="t3", name="spawn_subagent", input={"agent": "w", "task": "t"})
+    task = ChatMessage("user", (TextBlock("the task"),))
+
+    def restarted(*last: Any, answered: tuple[str, ...] = ()) -> Checkpoint:
+        return Checkpoint(
+            run_id="r",
+            step=1,
+            messages=(task, ChatMessage("assistant", last)),
+            answered=tuple(ToolResultBlock(tool_use_id=a, content="ok") for a in answered),
+        )
+
+    assert blocks(None)  # a fresh run
+    assert blocks(Checkpoint(run_id="r", step=0, messages=(task,)))  # continued: the user's
+    assert blocks(Checkpoint(run_id="r", step=0, messages=()))
+    assert not blocks(restarted(TextBlock("done")))  # it had ended
+    assert blocks(restarted(TextBlock("reading"), use, other))  # its tools run: they block
+    assert blocks(restarted(use, other, answered=("t1",)))  # one is left to run
+    assert blocks(restarted(use, other, answered=("t1", "t2")))  # answered: the model next
+    assert not blocks(restarted(spawn))  # handed to the supervisor: the child's end answers
+    assert not blocks(restarted(use, spawn, answered=("t1",)))
+    assert blocks(restarted(spawn, use, answered=("t3",)))  # the spawn answered, Read left
+    check = ToolUseBlock(id="t4", name="check_mailbox", input={})
+    assert blocks(restarted(check))  # answered at once: the model next, as answered
+    assert not blocks(restarted(check, spawn))

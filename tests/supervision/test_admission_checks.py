@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RunFinished, RunStatus, SpawnRequest, new_id
+from subagents.messages import RunFinished, RunStatus, SpawnReply, SpawnRequest, new_id
+from subagents.store.memory import MemoryStore
 from subagents.store.snapshot import read_snapshot
 from subagents.supervision.admission_checks import (
     CHECKS,
     ROOT_CHECKS,
+    SIBLING_CHECKS,
     Proposal,
     Standing,
     depth_limit,
@@ -185,3 +187,141 @@ def test_a_run_that_may_spawn_nothing_is_offered_nothing_with_admissions_reason(
     for name in ("lead", "agent3", "leaf"):
         assert h.spawn(name, run.run_id).error == got.reason
     assert (got.reason or "").startswith("spawn rule: leaf may not spawn subagents")
+
+
+# ---- a batch of spawns (spawn_many: a step's siblings) --------------------------------------
+
+
+def _batch(parent: str, stale: str) -> list[SpawnRequest]:
+    """A step's spawns with every way a sibling may be refused, in among good ones: the
+    spawn rule (a lead may not spawn itself), its own fields (an empty task), a run id in
+    use, the tree filling up (max_runs_per_tree), a requester not running, a stale attempt."""
+
+    def req(agent: str, task: str = "t", **kw: object) -> SpawnRequest:
+        fields: dict[str, object] = {"parent_run_id": parent, "attempt": 1, **kw}
+        return SpawnRequest(request_id=new_id("q"), agent=agent, task=task, **fields)  # type: ignore[arg-type]
+
+    return [
+        req("worker"),
+        req("lead"),
+        req("worker", ""),
+        req("critic"),
+        req("worker", run_id=parent),
+        req("worker", parent_run_id=stale),
+        req("worker", attempt=2),
+        req("critic"),
+        req("lead"),
+        req("worker", "  "),
+        *(req("worker") for _ in range(4)),  # the tree fills: the later ones refused
+        req("critic"),
+    ]
+
+
+def _answers(replies: list[SpawnReply]) -> list[tuple[bool, str | None, bool]]:
+    return [(r.run_id is not None, r.error, r.queued) for r in replies]
+
+
+def test_sibling_checks_are_in_checks_order_and_read_the_request() -> None:
+    # a sibling skips the checks that read only the definition and the requester; the ones
+    # it keeps are those that read the request itself or the tree's growing count
+    assert [c for c in CHECKS if c in SIBLING_CHECKS] == list(SIBLING_CHECKS)
+    assert [c.__name__ for c in CHECKS if c not in SIBLING_CHECKS] == [
+        "known_agent",
+        "live_requester",
+        "spawn_rule",
+        "depth_limit",
+    ]
+
+
+def test_a_batch_answers_each_spawn_as_one_at_a_time_would() -> None:
+    limits = Limits(max_runs_per_tree=7, max_children=3, queue_bound=100)
+    one_by_one, batched = Harness(limits), Harness(limits)
+    answers = []
+    for h, together in ((one_by_one, False), (batched, True)):
+        parent, stale = h.run("lead"), h.run("lead")
+        h.core.finished(RunFinished(run_id=stale, result="done", attempt=1))
+        reqs = _batch(parent, stale)
+        if together:
+            replies = list(h.core._do(h.core.core.spawn_many(reqs)).reply)
+        else:
+            replies = [h.core.spawn(req)[0] for req in reqs]
+        named = _answers(replies)  # the two harnesses' run ids told apart only by name
+        for run_id, name in ((parent, "PARENT"), (stale, "STALE")):
+            named = [(a, e.replace(run_id, name) if e else e, q) for a, e, q in named]
+        answers.append(named)
+        assert [(r.run_id is not None) for r in replies].count(True) == 6  # the tree's 7
+    assert answers[0] == answers[1]
+    rule = "spawn rule: lead may not spawn itself (a definition opts in with allowSelfSpawn: true)"
+    empty = "the task for 'worker' is empty: say what the agent should do"
+    full = (
+        "max_runs_per_tree: the tree of PARENT has admitted 7 runs, the limit is 7"
+        " (Limits.max_runs_per_tree; --max-runs-per-tree)"
+    )
+    gone = "requesting run {} is not running"
+    assert [e for _, e, _ in answers[1]] == [
+        *(None, rule, empty, None, "run id PARENT is already in use"),
+        *(gone.format("STALE"), gone.format("PARENT"), None, rule, empty),
+        *(None, None, None, full, full),
+    ]
+    # the first three children run (max_children=3), the later ones admitted wait in the queue
+    assert [q for admitted, _, q in answers[1] if admitted] == [False] * 3 + [True] * 3
+
+
+def test_a_batch_looks_up_each_agent_once_per_requester() -> None:
+    specs = {n: AgentSpec(name=n, description=f"the {n}") for n in ("lead", "worker", "critic")}
+    looked_up: list[str] = []
+
+    def lookup(name: str) -> AgentSpec | None:
+        looked_up.append(name)
+        return specs.get(name)
+
+    store = MemoryStore()
+    core = SupervisorCore(
+        lookup=lookup,
+        names=lambda: list(specs),
+        read_run=store.get_run,
+        limits=Limits(max_concurrency=20, max_children=5, queue_bound=100),
+        clock=lambda: 1000.0,
+    )
+    driven = Driven(core, store)
+    parents = [driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))[0]]
+    parents.append(driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))[0])
+    looked_up.clear()
+    reqs = [
+        SpawnRequest(
+            request_id=new_id("q"),
+            agent=agent,
+            task=f"part {i}",
+            parent_run_id=parent.run_id,
+            attempt=1,
+        )
+        for i in range(20)
+        for agent in ("worker", "critic")
+        for parent in parents
+    ]
+    replies = driven._do(core.spawn_many(reqs)).reply
+    assert all(r.error is None for r in replies)
+    assert sum(r.queued for r in replies) == 80 - 2 * 5  # each parent's 5 run, the rest wait
+    # the checks that read the definition and the requester asked once per pair, not per spawn
+    assert sorted(looked_up) == ["critic", "critic", "worker", "worker"]
+    looked_up.clear()
+    driven.spawn(reqs[0])  # outside a batch: every check, for each spawn
+    driven.spawn(reqs[0])
+    assert looked_up == ["worker", "worker"]
+
+
+def test_a_batch_refuses_a_request_of_bad_types_alone() -> None:
+    # (its requester and agent are no key to look up: an unhashable one must not raise)
+    h = Harness(Limits(queue_bound=100))
+    parent = h.run("lead")
+    bad: list[SpawnRequest] = [
+        SpawnRequest(request_id=new_id("q"), agent=["worker"], task="t", parent_run_id=parent),  # type: ignore[arg-type]
+        SpawnRequest(request_id=new_id("q"), agent="worker", task="t", parent_run_id=[parent]),  # type: ignore[arg-type]
+    ]
+    good = SpawnRequest(request_id=new_id("q"), agent="worker", task="t", parent_run_id=parent)
+    replies = h.core._do(h.core.core.spawn_many([good, *bad, good])).reply
+    assert [r.error is None for r in replies] == [True, False, False, True]
+    assert [r.error for r in replies[1:3]] == [
+        "agent and task must be strings, got list and str",
+        f"requesting run {[parent]!r} is not running",
+    ]

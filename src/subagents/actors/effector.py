@@ -129,10 +129,10 @@ class Effector:
         listed = effects if isinstance(effects, list) else list(effects)
         blocking = 0
         for effect in listed:
-            if type(effect) is StartRun and getattr(
-                self.behaviour_for(effect.spec), "blocks_at_start", False
-            ):
-                blocking += 1
+            if type(effect) is StartRun:
+                blocks = getattr(self.behaviour_for(effect.spec), "blocks_at_start", None)
+                if blocks is not None and blocks(effect.checkpoint):  # (its first handling)
+                    blocking += 1
         if blocking > 1:
             assert self.dispatcher is not None
             self.dispatcher.ready(blocking)

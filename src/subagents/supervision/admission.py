@@ -26,7 +26,7 @@ from subagents.messages import (
 )
 from subagents.store.writes import SaveCheckpoint, SaveRun
 from subagents.supervision import continuation
-from subagents.supervision.admission_checks import Proposal, refusal_of
+from subagents.supervision.admission_checks import Proposal, refusal_of, sibling_refusal
 from subagents.supervision.ceilings import root_ceiling
 from subagents.supervision.child_ceilings import ChildCeilings
 from subagents.supervision.effects import Decided, Tell, TellOutside
@@ -87,6 +87,10 @@ class Admission:
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
         self._root_ceiling = root_ceiling(runtime_mode, owner)
         """Every root's ceiling, the same for each (made once, not per spawn)."""
+        self._vetted: dict[tuple[str, int, str], tuple[AgentSpec, RunState]] | None = None
+        """While ``spawn_all`` admits a batch: the requesters and agents (parent run id,
+        attempt, agent name) that passed every check in it, with the definition and the
+        requester found; a sibling of theirs is asked only ``SIBLING_CHECKS``."""
         self.closing = False
         """The runtime's close has cancelled every run (``SupervisorCore.stop_all``): what
         reaches the supervisor after it (a spawn told by a thread that passed the runtime's
@@ -98,10 +102,14 @@ class Admission:
         limits of the later ones): their replies, and what admitting them comes to."""
         decided = Decided()
         replies: list[SpawnReply] = []
-        for req in reqs:
-            reply, admitted = self.spawn(req)
-            replies.append(reply)
-            decided.add(admitted)
+        self._vetted = {}
+        try:
+            for req in reqs:
+                reply, admitted = self.spawn(req)
+                replies.append(reply)
+                decided.add(admitted)
+        finally:
+            self._vetted = None
         return replies, decided
 
     def spawn(
@@ -211,7 +219,27 @@ class Admission:
         return read
 
     def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
-        """The definition and the live requester ``req`` names, once every check passed."""
+        """The definition and the live requester ``req`` names, once every check passed.
+        In a batch (``spawn_all``), a request whose requester and agent passed every check
+        before it in the batch is asked only the checks that may answer differently for it
+        (``SIBLING_CHECKS``): within one decision nothing changes the definition found or
+        the requester's standing, and the definition read once is the batch's (a reload
+        between two lookups of one batch could not split it)."""
+        vetted = self._vetted
+        key: tuple[str, int, str] | None = None
+        if (  # the key's parts of their types only: a bad request hashes nothing it holds
+            vetted is not None
+            and isinstance(req.parent_run_id, str)
+            and isinstance(req.agent, str)
+            and type(req.attempt) is int
+        ):
+            key = (req.parent_run_id, req.attempt, req.agent)
+            found = vetted.get(key)
+            if found is not None:
+                refusal = sibling_refusal(Proposal(req, *found), self.ledger)
+                if refusal is not None:
+                    raise AdmissionError(refusal.reason)
+                return found
         spec = self.lookup(req.agent) if isinstance(req.agent, str) else None
         parent: RunState | None = None
         if isinstance(req.parent_run_id, str):
@@ -220,6 +248,8 @@ class Admission:
         if refusal is not None:
             raise AdmissionError(refusal.reason)
         assert spec is not None  # known_agent passed
+        if vetted is not None and key is not None and parent is not None:
+            vetted[key] = (spec, parent)
         return spec, parent
 
     def _record(

@@ -174,6 +174,28 @@ the others read the requester (``live_requester``, ``spawn_rule``, ``depth_limit
 ``test_root_checks_are_the_checks_that_can_refuse_a_root`` keeps the two lists agreeing)."""
 
 
+SIBLING_CHECKS: tuple[Check, ...] = (request_fields, runs_per_tree, free_run_id)
+"""The checks that can refuse a spawn whose requester and agent passed every check before, in
+the same decision (a step's siblings: ``Admission.spawn_all``), in ``CHECKS``'s order. The
+others read only the definition and the requester (``known_agent``, ``live_requester``),
+the requester's definition (``spawn_rule``) and its line of ancestors (``depth_limit``):
+nothing one decision changes, so they are asked once per requester and agent in a batch,
+not once per request (a fan-out's 1,000 ``ctx.spawn``s of one agent: ~40% of each
+admission). What they leave is the request's own fields, the tree's count (it grows with
+each sibling admitted) and the run id."""
+
+
+def sibling_refusal(p: Proposal, ledger: Ledger) -> Refusal | None:
+    """The first of ``SIBLING_CHECKS`` that refuses ``p``, or None: for a proposal whose
+    requester and agent are those of a sibling that passed every check in this decision,
+    the same answer as ``refusal_of``."""
+    for check in SIBLING_CHECKS:
+        refusal = check(p, ledger)
+        if refusal is not None:
+            return refusal
+    return None
+
+
 def refusal_of(p: Proposal, ledger: Ledger) -> Refusal | None:
     """The first check that refuses ``p``, or None: it may be admitted."""
     if p.req.parent_run_id is None:

@@ -129,8 +129,9 @@ class PolicyBook:
             # (most requests share nothing: the checks of what they would share are skipped)
             share = shared_keys_value("share", list(req.share)) if req.share else ()
             if parent is not None:
-                shared = shared_for_child(
-                    parent.record.shared, (*policy.shared_keys, *share), parent_label=label
+                keys = (*policy.shared_keys, *share)  # (most children are handed none)
+                shared = (
+                    shared_for_child(parent.record.shared, keys, parent_label=label) if keys else {}
                 )
             else:
                 shared = _json_dict(req.shared) if req.shared else {}
