@@ -121,6 +121,8 @@ class _JournalReport:
 def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
     """The messages the reports held in one handling become: a growing read receipt (a list
     of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made."""
+    if {list, _JournalReport}.isdisjoint(map(type, held)):  # (in C: most hold neither)
+        return tuple(held)
     return tuple(
         MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
         if isinstance(m, list)
