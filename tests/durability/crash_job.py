@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from job_kit import spawn_or_attach, write_outcome
+from job_kit import say, spawn_or_attach, write_outcome
 
 from subagents.runtime import Runtime
 from subagents.store.locations import store_location
@@ -25,7 +25,7 @@ def main(db: str, out: str) -> int:
     store = open_location(store_location(db))
     with Runtime(agent_dirs=[TEAM], store=store, command_poll_s=0) as rt:
         handle = spawn_or_attach(rt, store, "lead", TASK)
-        print("ready", flush=True)  # the crash test times its kill from here
+        say("ready")  # the crash test times its kill from here
         outcome = handle.result(timeout=60)
     store.close()
     write_outcome(out, outcome)

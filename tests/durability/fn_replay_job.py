@@ -10,12 +10,11 @@ JSON: {"status", "result", "value", "typed"}.
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import msgspec
-from job_kit import spawn_or_attach
+from job_kit import say, spawn_or_attach
 
 from subagents import Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -56,16 +55,6 @@ async def boss(ctx: AgentContext) -> dict[str, Any]:
 
 
 AGENTS = {"boss": boss, "pinger": pinger, "sleeper": sleeper, "worker": worker}
-
-
-_printing = threading.Lock()
-
-
-def say(line: str) -> None:
-    """One whole line on stdout (events come from the supervisor's thread)."""
-    with _printing:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def main(db: str, out: str) -> int:

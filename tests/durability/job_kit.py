@@ -24,6 +24,19 @@ def spawn_or_attach(rt: Runtime, store: RunStore, agent: str, task: str) -> Any:
     return rt.spawn(agent, task) if not roots else rt.attach(roots[0].run_id)
 
 
+def say(line: str) -> None:
+    """Print ``line`` for the test to read, as ONE write to the process's stdout.
+
+    Why not ``print(..., flush=True)``: ``print`` writes the text and its newline separately,
+    so a marker printed by a run's thread while the main thread prints ``ready`` could reach
+    the pipe as ``readyreplied`` and a lone newline; the test, waiting for the exact line,
+    would never see it (CI hung on that). A single ``os.write`` of a short line to a pipe is
+    atomic (POSIX: up to PIPE_BUF bytes), and nothing else of the job's is buffered before it.
+    """
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
+
+
 def write_outcome(out: str, outcome: Any) -> None:
     """``{"status", "result"}`` of ``outcome`` to the file ``out``."""
     Path(out).write_bytes(
@@ -63,7 +76,7 @@ def run_root(agents: Any, store: RunStore, out: str, timeout: float = 60.0, **op
     times its kill from there), its outcome written to ``out``; the exit status."""
     with Runtime(agents, store=store, command_poll_s=0, **options) as rt:
         handle = spawn_or_attach(rt, store, "root", "go")
-        print("ready", flush=True)
+        say("ready")
         outcome = handle.result(timeout=timeout)
     store.close()
     write_outcome(out, outcome)

@@ -11,8 +11,11 @@ message), answers it the same way, and ends.
 
 The first run (the store holds no run yet) forces the order with real synchronization:
 
-- ``first`` sends "A" straight to ``replier``: its own commit; then the job's store
-  (``HeldStore``) holds ``first``'s thread, before it hands A over, until the job is killed;
+- ``first`` waits until ``replier`` has taken its first turn (its ``ready`` tool: a run
+  not started yet is sent its mail by the supervisor, not straight; under load ``first``
+  could send before), then sends "A" straight to ``replier``: its own commit; then the
+  job's store (``HeldStore``) holds ``first``'s thread, before it hands A over, until the
+  job is killed;
 - ``second`` waits until A is committed and ``replier`` has taken its first turn (its
   ``ready`` tool, called before its wait), then sends "B" straight: committed after A, but
   handed over first (A never is, in this run);
@@ -35,7 +38,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from job_kit import run_root
+from job_kit import run_root, say
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext, FunctionAgent
@@ -79,7 +82,7 @@ class HeldStore(SQLiteStore):
     def save_mails_fenced(self, mails: Sequence[Mail], *args: Any, **kwargs: Any) -> None:
         super().save_mails_fenced(mails, *args, **kwargs)
         if any(m.content.startswith("re ") for m in mails):
-            print("replied", flush=True)  # the test kills the job here
+            say("replied")  # the test kills the job here
             if HOLD_ANSWERS:  # and the run goes no further before the kill
                 with blocking():
                     NEVER.wait(HOLD_S)
@@ -122,6 +125,9 @@ SCRIPT = [
 
 async def first(ctx: AgentContext) -> str:
     FIRST_UP.set()
+    if FIRST_RUN:  # A goes straight only to a started run: the replier, once it took a turn
+        with blocking():
+            READY.wait(HOLD_S)
     await ctx.send(ctx.task, "A")
     answer: Mail | None = await ctx.receive(timeout=60)
     return answer.content if answer is not None else "no answer"

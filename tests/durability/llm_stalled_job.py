@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from job_kit import spawn_or_attach, write_outcome
+from job_kit import say, spawn_or_attach, write_outcome
 
 from subagents.actors import agent
 from subagents.behaviour.function import AgentContext, FunctionAgent
@@ -47,7 +47,7 @@ FIRST_RUN = True
 
 def said() -> str:
     """Say that this turn's mail has gone."""
-    print("said", flush=True)  # the test kills the first run here
+    say("said")  # the test kills the first run here
     if FIRST_RUN:  # and the run goes no further before the kill
         NEVER.wait(HOLD_S)
     return "said"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from job_kit import run_root
+from job_kit import run_root, say
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
@@ -37,7 +37,7 @@ async def pinger(ctx: AgentContext) -> str:
         mail: Mail | None = await ctx.receive(timeout=60)
         assert mail is not None
         got.append(mail.content)
-        print(f"round {i}", flush=True)  # the crash test kills at a round it picks
+        say(f"round {i}")  # the crash test kills at a round it picks
     return ",".join(got)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from job_kit import run_root
+from job_kit import run_root, say
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
@@ -28,7 +28,7 @@ async def echo(ctx: AgentContext) -> str:
     first: Mail | None = await ctx.receive(timeout=60)
     assert first is not None
     await ctx.send(first.sender, "hello")
-    print("replied", flush=True)  # the crash test kills here
+    say("replied")  # the crash test kills here
     return first.content
 
 

@@ -10,9 +10,8 @@ takes it up when the store already holds it, prints ``ready`` and then one
 from __future__ import annotations
 
 import sys
-import threading
 
-from job_kit import spawn_or_attach, write_outcome
+from job_kit import say, spawn_or_attach, write_outcome
 
 from subagents import Limits, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -28,15 +27,6 @@ async def parent(ctx: AgentContext) -> str:
 
 def child(ctx: AgentContext) -> str:
     return ctx.task.upper()
-
-
-_printing = threading.Lock()
-
-
-def say(line: str) -> None:
-    with _printing:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def main(db: str, out: str) -> int:

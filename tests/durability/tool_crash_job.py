@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import msgspec
-from job_kit import spawn_or_attach
+from job_kit import say, spawn_or_attach
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ToolResultBlock
@@ -61,7 +61,7 @@ def main(db: str, workdir: str, mode: str, out: str) -> int:
         command_poll_s=0,
     ) as rt:
         handle = spawn_or_attach(rt, store, "worker", "act")
-        print("ready", flush=True)
+        say("ready")
         outcome = handle.result(timeout=60)
         checkpoint = store.load_checkpoint(outcome.run_id)
     store.close()

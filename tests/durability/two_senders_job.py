@@ -33,7 +33,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from job_kit import run_root
+from job_kit import run_root, say
 
 from subagents.actors import group_linger
 from subagents.behaviour.function import AgentContext
@@ -81,7 +81,7 @@ async def replier(ctx: AgentContext) -> str:
         assert mail is not None
         await ctx.send(mail.sender, f"re {mail.content}")  # straight: its own commit
         got.append(mail.content)
-        print("replied", flush=True)  # the test kills the first run at the first
+        say("replied")  # the test kills the first run at the first
     return ",".join(got)
 
 

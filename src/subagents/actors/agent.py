@@ -246,6 +246,8 @@ class AgentActor(FastInboxActor, _Started):
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
         self._desk = kit.mail
+        if kit.mail is not None:  # last: listed before its loop can run (see ``list_start``)
+            kit.mail.directory.list_start(self.actor_ref, start)
 
     @property
     def log(self) -> Any:

@@ -21,7 +21,7 @@ import pykka
 from subagents.actors.agent import AgentActor, AgentKit, BehaviourFactory, PooledAgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
-from subagents.actors.mail_desk import Listed, MailDesk
+from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
@@ -231,7 +231,10 @@ class Effector:
         if earlier is not None:  # a restart: the earlier start must not go on working
             self._stop(earlier)
         cancel = LazyEvent()  # waited on only by a model call's backoff or delay
-        ref = self._actor.start(effect, cancel, self._kit, **self._start_on)
+        try:  # (the actor lists itself in the mail desk's directory: ``AgentActor._list``)
+            ref = self._actor.start(effect, cancel, self._kit, **self._start_on)
+        except BaseException:
+            if self._directory is not None:
+                self._directory.remove(record.run_id, effect.attempt)
+            raise
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
-        if self._directory is not None:
-            self._directory.add(record.run_id, Listed(ref, effect.attempt, record.root_run_id))

@@ -2,8 +2,9 @@
 mail path").
 
 - ``RunDirectory``: the started runs' agent actors by run id, with their start's attempt and
-  their tree. The ``Effector`` keeps it on the supervisor's thread; every agent reads it (one
-  dict, read-mostly: a get or a set is atomic under the GIL).
+  their tree. The ``Effector`` keeps it on the supervisor's thread (a start lists itself
+  from its actor's constructor, before its loop can run: ``AgentActor._list``); every agent
+  reads it (one dict, read-mostly: a get or a set is atomic under the GIL).
 - ``MailDesk``: what a runtime's agents share for it: the directory, the limits a mail is
   checked against, the run table's generation (``supervision.mail_routes``), and the store's
   write when senders record their mail (``RunStore.mail_recording``): the sender records it,
@@ -50,6 +51,7 @@ from subagents.messages import (
 )
 from subagents.store.fencing import AttemptOver
 from subagents.store.writes import AttemptFence, SaveJournal
+from subagents.supervision.effects import StartRun
 from subagents.supervision.limits import Limits
 from subagents.supervision.mail_routes import MailRoutes
 from subagents.supervision.requests import mail_problem
@@ -88,6 +90,16 @@ class RunDirectory:
 
     def add(self, run_id: str, listed: Listed) -> None:
         self._runs[run_id] = listed
+
+    def list_start(self, ref: pykka.ActorRef[Any], start: StartRun) -> None:
+        """``start``'s agent actor listed, from the actor's constructor: pykka's ``start``
+        (and ``PooledActor.start``) runs it before the actor's loop is started, so the run
+        is listed before any of its code runs. Listed by the effector after ``start``
+        returned, a run's first mail could be flushed before (the start's handling runs at
+        once on another thread) and go by the supervisor for want of its sender's entry
+        (``DirectMail.post``): under load, mail a crash test forced straight was not."""
+        record = start.record
+        self._runs[record.run_id] = Listed(ref, start.attempt, record.root_run_id)
 
     def remove(self, run_id: str, attempt: int = 0) -> None:
         """Unlist ``run_id`` (only its start ``attempt``'s, when given)."""
