@@ -24,7 +24,7 @@ def test_the_least_runs_agent_is_made_as_the_runtimes_agent_actors_are() -> None
         sys.path.remove(str(BENCHMARKS))
     seen: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
 
-    class Looked(spawn._LeastAgent):  # type: ignore[misc, name-defined]
+    class Looked(spawn._LeastAgent):
         def on_start(self) -> None:
             seen.put((pykka.ActorRegistry.get_by_urn(self.actor_urn), self.actor_inbox))
             super().on_start()
