@@ -213,6 +213,10 @@ def test_spawn_ratios_are_ours_over_raw_against_a_thread_reusing_baseline(
     # the core's two decisions of a trivial run, alone on one thread: every run decided
     assert figures["decisions_alone"]["runs"] == 20
     assert figures["decisions_alone"]["cpu_us_per_run"] > 0
+    # the least a run of this design does (four hand-offs, the two decisions, a bare actor)
+    least = figures["least_run"]
+    assert 0 < least["p50_ms"] <= least["p99_ms"]
+    assert least["ratio_p50"] == pytest.approx(least["p50_ms"] / raw["p50_ms"], rel=0.01)
 
 
 def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(

@@ -13,6 +13,7 @@ from subagents.behaviour.tools import Tool
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AdmissionError, Runtime
+from subagents.supervision.limits import Limits
 
 from .conftest import WAIT, Events, spec
 
@@ -87,6 +88,27 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
         assert handle.result(WAIT).result == "held"
         assert handle.done and handle.status is RunStatus.COMPLETED
         assert repr(handle) == f"RunHandle('{handle.run_id}', agent='hold', status=completed)"
+
+
+def test_run_waits_as_a_handle_would_without_one() -> None:
+    """``run`` waits on its waiter itself (no handle made): the same words on a time out,
+    and the outcome, or the refusal, as ``result`` gives them."""
+    release = threading.Event()
+
+    def hold(ctx: AgentContext) -> str:
+        assert release.wait(WAIT)
+        return ctx.task
+
+    limits = Limits(max_concurrency=1, queue_bound=1)
+    with Runtime([FunctionAgent.create("hold", hold)], limits=limits) as rt:
+        with pytest.raises(TimeoutError, match=r"^run r\w+ did not finish within 0\.01 s$"):
+            rt.run("hold", "first", wait=0.01)
+        queued = rt.spawn("hold", "queued")  # the queue's one place
+        with pytest.raises(AdmissionError, match="queue bound"):
+            rt.run("hold", "refused", wait=WAIT)
+        release.set()
+        assert queued.result(WAIT).result == "queued"
+        assert rt.run("hold", "last", wait=WAIT).result == "last"
 
 
 def test_a_model_factory_is_given_the_loaded_definitions(

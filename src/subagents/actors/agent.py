@@ -22,6 +22,7 @@ import msgspec
 import pykka
 
 from subagents.actors.handoff import pay_nudge
+from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.pooled import PooledActor
@@ -38,10 +39,8 @@ from subagents.messages import (
     Batch,
     Checkpoint,
     Continue,
-    Journal,
     JournalEntry,
     Mail,
-    MailRead,
     Park,
     Parked,
     RunFinished,
@@ -62,6 +61,7 @@ from subagents.messages import (
     Unpark,
     WaitingChanged,
 )
+from subagents.supervision.admission_checks import Standing
 from subagents.supervision.effects import StartRun
 
 log = get_logger("subagents.agent")
@@ -98,37 +98,6 @@ def _summary(arguments: Mapping[str, Any], limit: int = 300) -> dict[str, Any]:
             value = value[:limit] + "…"
         out[key] = value
     return out
-
-
-class _JournalReport:
-    """A journal report being filled in during one handling (a ``Journal`` once sent)."""
-
-    __slots__ = ("entries", "read_mail")
-
-    def __init__(self) -> None:
-        self.entries: list[JournalEntry] = []
-        self.read_mail: list[str] = []
-
-    def report(self, run_id: str, attempt: int) -> Journal:
-        return Journal(
-            run_id=run_id,
-            entries=tuple(self.entries),
-            read_mail=tuple(self.read_mail),
-            attempt=attempt,
-        )
-
-
-def _reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
-    """The messages the reports held in one handling become: a growing read receipt (a list
-    of mail ids) a ``MailRead``, a ``_JournalReport`` its ``Journal``, the rest as made."""
-    return tuple(
-        MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
-        if isinstance(m, list)
-        else m.report(run_id, attempt)
-        if isinstance(m, _JournalReport)
-        else m
-        for m in held
-    )
 
 
 def _unrecorded(
@@ -204,10 +173,61 @@ class AgentKit(NamedTuple):
     mail: MailDesk | None = None
 
 
-class AgentActor(FastInboxActor):
+class _Started:
+    """The fields of the ``StartRun`` a run's actor was started with, read from it, not
+    copied into attributes of the actor's own (see ``AgentActor``'s class defaults)."""
+
+    _start: StartRun
+
+    @property
+    def record(self) -> RunRecord:
+        return self._start.record
+
+    @property
+    def spec(self) -> AgentSpec:
+        return self._start.spec
+
+    @property
+    def attempt(self) -> int:
+        return self._start.attempt
+
+    @property
+    def standing(self) -> Standing:
+        return self._start.standing
+
+    @property
+    def deadline(self) -> float:
+        return self._start.deadline
+
+
+class AgentActor(FastInboxActor, _Started):
     """Runs one run's behaviour; every message it gets goes to the behaviour."""
 
     use_daemon_thread = True
+
+    # Class defaults for what a run sets only when it comes to it, and the start's fields read
+    # from it: a live actor's attributes stay few enough for CPython to share their keys
+    # (it held 29-33 and each waiting run's a dict of its own, ~0.7 KiB more: scale.py).
+    _pool: ThreadPool | None = None
+    _wakes: Wakes | None = None
+    """Made when the run first asks for a wake (``actors/wakes.py``)."""
+    _reading: list[str] | None = None
+    """The mail ids of the read receipt at the end of ``_held``, still growing."""
+    _journal: JournalReport | None = None
+    """This handling's journal report in ``_held`` (at the place of its first entry)."""
+    _ended: bool = False
+    _handling: int = 0
+    """The thread in a handling of this actor now (0: none): see ``_end``."""
+    _parked: list[Any] | None = None
+    """While parked (it gave its slot back): what it received meanwhile, held back."""
+    _wanting: bool = False
+    _acks: list[Any] | None = None
+    """While ``_settle`` sends the held reports: the acknowledgements of mail they took
+    straight to its recipients, for it to hand on."""
+    _direct: DirectMail | None = None
+    """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
+    _log: Any = None
+    behaviour: Behaviour | None = None
 
     def __init__(self, start: StartRun, cancel: threading.Event, kit: AgentKit) -> None:
         """The run ``start`` says (its record, definition, deadline, what a resumed run is
@@ -216,41 +236,16 @@ class AgentActor(FastInboxActor):
         ``start`` (and the pooled one's) were re-packed at each hop, ~1.6 us of the
         supervisor's thread per start."""
         super().__init__()
-        self._pool = kit.pool
-        self.attempt = start.attempt
-        self.record = start.record
-        self.spec = start.spec
-        self.standing = start.standing
-        self.deadline = start.deadline
+        if kit.pool is not None:
+            self._pool = kit.pool
+        self._start = start
         self.cancel = cancel
         self.supervisor = kit.supervisor
         self.timer = kit.timer
         self._factory = kit.behaviour_for(start.spec)
-        self._checkpoint = start.checkpoint
-        self._pending_mail = start.pending_mail
-        self._recovered = start.recovered
-        self._wakes: Wakes | None = None
-        """Made when the run first asks for a wake (``actors/wakes.py``)."""
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
-        self._reading: list[str] | None = None
-        """The mail ids of the read receipt at the end of ``_held``, still growing."""
-        self._journal: _JournalReport | None = None
-        """This handling's journal report in ``_held`` (at the place of its first entry)."""
-        self._ended = False
-        self._handling = 0
-        """The thread in a handling of this actor now (0: none): see ``_end``."""
-        self._parked: list[Any] | None = None
-        """While parked (it gave its slot back): what it received meanwhile, held back."""
-        self._wanting = False
         self._desk = kit.mail
-        self._acks: list[Any] | None = None
-        """While ``_settle`` sends the held reports: the acknowledgements of mail they took
-        straight to its recipients, for it to hand on."""
-        self._direct: DirectMail | None = None
-        """Made at the first flush (most runs never mail: a waiting run costs its objects)."""
-        self._log: Any = None
-        self.behaviour: Behaviour | None = None
         if kit.mail is not None:  # last: listed before its loop can run (see ``list_start``)
             kit.mail.directory.list_start(self.actor_ref, start)
 
@@ -285,7 +280,8 @@ class AgentActor(FastInboxActor):
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
-        self.behaviour.start(self._checkpoint, self._pending_mail, self._recovered)
+        start = self._start
+        self.behaviour.start(start.checkpoint, start.pending_mail, start.recovered)
 
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
@@ -421,7 +417,7 @@ class AgentActor(FastInboxActor):
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
-        messages = _reports_of(held, self.record.run_id, self.attempt)
+        messages = reports_of(held, self.record.run_id, self.attempt)
         sent = None
         if self._desk is not None and (not self._ended or _has_mail(messages)):  # straight
             direct = self._direct
@@ -530,7 +526,7 @@ class AgentActor(FastInboxActor):
         # never later (an entry must not be recorded after what the function did next).
         report = self._journal
         if report is None:
-            report = self._journal = _JournalReport()
+            report = self._journal = JournalReport()
             self._held.append(report)
         report.entries.append(entry)
         if read_mail:

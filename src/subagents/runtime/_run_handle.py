@@ -47,6 +47,20 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     return max(0.0, float(timeout))
 
 
+def landed(run_id: str, waiter: Waiter, timeout: float | None, given: object = None) -> Outcome:
+    """The outcome that lands in ``waiter`` within ``timeout`` seconds (checked already by
+    ``check_timeout``; ``given``: as the caller gave it, for the message): ``TimeoutError``
+    if none does, ``AdmissionError`` if the run was refused. ``RunHandle.result``, and
+    ``Runtime.run`` without a handle made for it (nobody else would see one)."""
+    if not waiter.wait(timeout):
+        shown = timeout if given is None else given
+        raise TimeoutError(f"run {run_id} did not finish within {shown} s")
+    if waiter.refused is not None:
+        raise AdmissionError(waiter.refused)
+    assert waiter.outcome is not None
+    return waiter.outcome
+
+
 class RunHandle:
     """A root run started with ``Runtime.spawn``: its id, status, result, stop and mail.
 
@@ -110,11 +124,7 @@ class RunHandle:
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
         ``AdmissionError`` if the run was refused."""
-        if not self._waiter.wait(check_timeout(timeout)):
-            raise TimeoutError(f"run {self.run_id} did not finish within {timeout} s")
-        self._check_admitted()
-        assert self._waiter.outcome is not None
-        return self._waiter.outcome
+        return landed(self.run_id, self._waiter, check_timeout(timeout), timeout)
 
     def stop(self) -> tuple[str, ...]:
         """Stop this run and its subtree; the ids stopped."""

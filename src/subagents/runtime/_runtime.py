@@ -65,7 +65,7 @@ from subagents.runtime._fan_out import Syntheses
 from subagents.runtime._root_runs import RootRuns
 from subagents.runtime._root_waiters import RootWaiters, Waiter
 from subagents.runtime._run_endings import Endings
-from subagents.runtime._run_handle import RunHandle
+from subagents.runtime._run_handle import RunHandle, landed
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
@@ -302,13 +302,13 @@ class Runtime:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
 
         ``overrides`` are ``spawn``'s keywords; ``AdmissionError`` if the run is refused."""
-        unknown = sorted(set(overrides) - _ROOT_FIELDS)
+        unknown = sorted(set(overrides) - _ROOT_FIELDS) if overrides else ()
         if unknown:
             raise TypeError(f"run() got unexpected keyword arguments: {', '.join(unknown)}")
         request = _root_request(agent, task, **overrides)
         run_id, waiter, budget = self._starts.tell(request, wait)
-        try:
-            return _handle(self, run_id, waiter, agent).result(timeout=budget)
+        try:  # (no handle made: nobody else sees it, and ``budget`` is checked already)
+            return landed(run_id, waiter, budget)
         except AdmissionError:
             self._starts.forget(run_id)
             raise

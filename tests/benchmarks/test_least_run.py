@@ -1,0 +1,43 @@
+"""``spawn.py``'s ``least_run`` is the least a run of this design does: its agent actor must
+be made as the runtime's agent actors are, or the "floor" carries costs the runtime does not
+pay (a plain ``pykka.ThreadingActor``: a ``queue.Queue`` inbox, a registry entry, a stop
+message told to itself) and flatters the claim that the goal is out of the design's reach."""
+
+from __future__ import annotations
+
+import queue
+import sys
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+WAIT = 60.0
+
+
+def test_the_least_runs_agent_is_made_as_the_runtimes_agent_actors_are() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import spawn
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    seen: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+
+    class Looked(spawn._LeastAgent):
+        def on_start(self) -> None:
+            seen.put((pykka.ActorRegistry.get_by_urn(self.actor_urn), self.actor_inbox))
+            super().on_start()
+
+    supervisor: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    Looked.start(supervisor, "r-1", "t")
+    assert supervisor.get(timeout=WAIT) == ("finished", "r-1", "t")
+    registered, inbox = seen.get(timeout=WAIT)
+    assert registered is None  # the runtime's pooled agent actors are never registered
+    assert type(inbox) is queue.SimpleQueue  # FastInboxActor's, not pykka's queue.Queue
+    # and a whole least run still answers with its task
+    least = spawn._LeastRuntime()
+    try:
+        assert least.run(7, queue.SimpleQueue()) == "7"
+    finally:
+        least.close()
