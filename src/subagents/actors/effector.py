@@ -231,7 +231,7 @@ class Effector:
         if earlier is not None:  # a restart: the earlier start must not go on working
             self._stop(earlier)
         cancel = LazyEvent()  # waited on only by a model call's backoff or delay
-        try:  # (the actor lists itself in the mail desk's directory: ``AgentActor._list``)
+        try:  # (the actor lists itself in the mail desk's directory: ``RunDirectory.list_start``)
             ref = self._actor.start(effect, cancel, self._kit, **self._start_on)
         except BaseException:
             if self._directory is not None:

@@ -3,7 +3,7 @@ mail path").
 
 - ``RunDirectory``: the started runs' agent actors by run id, with their start's attempt and
   their tree. The ``Effector`` keeps it on the supervisor's thread (a start lists itself
-  from its actor's constructor, before its loop can run: ``AgentActor._list``); every agent
+  from its actor's constructor, before its loop can run: ``RunDirectory.list_start``); every agent
   reads it (one dict, read-mostly: a get or a set is atomic under the GIL).
 - ``MailDesk``: what a runtime's agents share for it: the directory, the limits a mail is
   checked against, the run table's generation (``supervision.mail_routes``), and the store's
