@@ -161,3 +161,28 @@ def test_reports_held_behind_a_busy_supervisor_are_decided_before_an_ask(store: 
     finally:
         hold.gate.set()
         rt.close()
+
+
+def test_reports_held_behind_a_busy_supervisor_are_decided_before_a_later_spawn(
+    store: Any,
+) -> None:
+    """A root spawn told after the runs' reports that they wait (a report of another kind)
+    is decided after them: in the store's one order of events, every run's ``waiting``
+    comes before the later run's ``spawned``."""
+    hold = _HoldAt(f"t{RUNS - 1}")
+    rt = _runtime(store)
+    try:
+        handles, (spawner, queued) = _held_first_reports(rt, hold)
+        later = rt.spawn("idle", "later")  # told: it returns without waiting for it
+        wait_until(lambda: queued() == RUNS + 1, "the later spawn queued behind them")
+        hold.gate.set()
+        spawner.join(WAIT)
+        wait_until(lambda: EventKind.WAITING in hold.kinds(later.run_id), "the later waits")
+        order = [(s.event.run_id, s.event.kind) for s in store.events_after(0, limit=10_000)]
+        spawned_later = order.index((later.run_id, EventKind.SPAWNED))
+        assert len(handles) == RUNS
+        for handle in handles:
+            assert order.index((handle.run_id, EventKind.WAITING)) < spawned_later, order
+    finally:
+        hold.gate.set()
+        rt.close()
