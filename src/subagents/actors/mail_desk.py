@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from subagents.actors.group_linger import LateReports
+from subagents.actors.group_linger import RECORDS_ONLY, LateReports
 from subagents.logs import get_logger
 from subagents.messages import (
     Batch,
@@ -39,7 +39,6 @@ from subagents.messages import (
     Mail,
     MailAck,
     MailPosted,
-    MailRead,
     MailState,
     RunRecord,
     SendMail,
@@ -58,8 +57,6 @@ from subagents.supervision.unsaved_journal import UnsavedJournal
 log = get_logger("subagents.agent")
 
 _ASKING = (SpawnRequest, StopRequest, StopRequested)
-_LATE = frozenset({MailPosted, Journal, MailRead})
-"""Reports that only record: the mail that went straight, the journal, read receipts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +123,14 @@ class MailDesk:
     def told(self, report: Any, messages: tuple[Any, ...], supervisor: Any) -> bool:
         """``report`` (a run's ``messages`` of one handling) put in line for the supervisor
         (``late``), and the supervisor woken at once unless every one of them only records
-        what happened (``_LATE``: it takes them within ``LINGER_S``, or before the next
+        what happened (``RECORDS_ONLY``: it takes them within ``LINGER_S``, or before the next
         message it handles). False: no line here; the caller tells it."""
         late = self.late
         if late is None:
             return False
         wake = False
         for message in messages:
-            if type(message) not in _LATE:
+            if type(message) not in RECORDS_ONLY:
                 wake = True
                 break
         late.put(report, supervisor if wake else None)
