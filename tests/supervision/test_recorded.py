@@ -15,8 +15,10 @@ from subagents.messages import (
     MailPosted,
     MailRead,
     MailState,
+    RunFinished,
     new_id,
 )
+from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState
 
 from .test_core import Harness
 
@@ -42,18 +44,20 @@ def _posted(h: Harness, mail: Mail, **changes: Any) -> MailPosted:
 
 def _pingpong(h: Harness) -> tuple[str, str, list[Any]]:
     """Two runs' reports of two straight mails, each read by its recipient: what a durable
-    ping-pong's line holds (the recipient's journal with its read receipt, then its reply)."""
+    ping-pong's line holds (the recipient's journal with its read receipt, then its reply),
+    the mails recorded by their senders first."""
     root = h.run("lead")
     a, b = h.run("worker", root), h.run("critic", root)
     ping, pong = _mail(a, b), _mail(b, a)
+    h.store.save_mails([ping, pong])  # as their senders record them
     reports = [
-        _posted(h, ping),
+        _posted(h, ping, recorded=True),
         Journal(
             run_id=b,
             entries=(JournalEntry(request_id=f"{b}:1", kind="receive", observed=True),),
             read_mail=(ping.mail_id,),
         ),
-        _posted(h, pong),
+        _posted(h, pong, recorded=True),
         MailRead(run_id=a, mail_ids=(pong.mail_id,)),
     ]
     return a, b, reports
@@ -97,3 +101,37 @@ def test_a_report_that_fails_is_left_out_alone_and_the_others_kept() -> None:
     assert mails == [MailState.READ] * 2  # the others' all kept
     assert journal == ["receive"] and unread_a == unread_b == []
     assert bad.mails[0].mail_id not in [m.mail_id for m in h.store.mail_for(b)]
+
+
+def test_a_lines_read_receipts_are_one_write_after_the_writes_to_other_tables() -> None:
+    """In a ping-pong every mail's receipt sits between the events of the next: joined, one
+    ``UPDATE`` per line (``_Receipts``), made after the events and journals it came among."""
+    h = Harness()
+    _, _, reports = _pingpong(h)
+    read = [r.read_mail for r in reports if type(r) is Journal]
+    read += [r.mail_ids for r in reports if type(r) is MailRead]
+    decision = h.core._do(h.core.core.recorded(reports))
+    receipts = [w for w in decision.writes if type(w) is SetMailsState]
+    assert receipts == [SetMailsState(read[0] + read[1], MailState.READ)]
+    assert decision.writes[-1] is receipts[0]
+    assert {type(w) for w in decision.writes[:-1]} == {AppendEvent, SaveJournal}
+
+
+def test_a_receipt_is_written_before_a_later_write_to_the_mail_table() -> None:
+    """A write to the mail table (here a dead letter: its recipient ended first, and the
+    notice to its sender) waits for the receipts decided before it: the mail table is
+    written in the order decided."""
+    h = Harness()
+    a, b, reports = _pingpong(h)
+    h.core.finished(RunFinished(run_id=b, result="done"))
+    late = _posted(h, _mail(a, b), delivered_to=(1,))
+    decision = h.core._do(h.core.core.recorded([reports[3], late]))
+    kinds = [
+        (type(w).__name__, getattr(w, "state", None))
+        for w in decision.writes
+        if type(w) in (SetMailsState, SaveMails)
+    ]
+    assert kinds[0] == ("SetMailsState", MailState.READ)
+    assert ("SetMailsState", MailState.DEAD) in kinds[1:]
+    states = {m.mail_id: m.state for m in h.store.mail_for(b)}
+    assert states[late.mails[0].mail_id] is MailState.DEAD

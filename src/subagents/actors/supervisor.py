@@ -139,7 +139,10 @@ def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
     if type(run) is Records:
         decision = core.recorded(run)
         for message, exc in decision.reply:  # a bug: that report alone left out, logged
-            log.error("supervisor failed to handle a report", report=message, exc_info=exc)
+            name, run_id = type(message).__name__, message.run_id
+            log.error(
+                "supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc
+            )
         return decision
     kind = type(run[0])
     if kind is SendMail:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from subagents.messages import Journal, MailPosted, MailRead
-from subagents.store.writes import SaveJournal
+from subagents.messages import Journal, MailPosted, MailRead, MailState
+from subagents.store.writes import AppendEvent, SaveJournal, SetMailsState, Write
 from subagents.supervision.effects import Decided
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.runs import RunTable
@@ -43,8 +43,10 @@ class Recorded:
         self._mail = mail
 
     def all(self, reports: Sequence[Record]) -> tuple[Failed, Decided]:
-        """``reports`` decided in order: what they come to, and those that failed (left out)."""
+        """``reports`` decided in order: what they come to, and those that failed (left out).
+        Their read receipts are one write (``_Receipts``)."""
         out = Decided()
+        receipts = _Receipts(out.writes)
         failed: list[tuple[Record, Exception]] = []
         for report in reports:
             try:
@@ -52,7 +54,9 @@ class Recorded:
             except Exception as exc:  # a bug: this report alone is left out
                 failed.append((report, exc))
                 continue
-            out.add(decided)
+            receipts.add(decided.writes)
+            out.effects += decided.effects
+        receipts.flush()
         return tuple(failed), out
 
     def one(self, report: Record) -> Decided:
@@ -78,3 +82,40 @@ class Recorded:
         if msg.read_mail:  # (most journals read none: no receipt to make)
             out.add(self._mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
         return out
+
+
+_ELSEWHERE = (AppendEvent, SaveJournal)
+"""Writes to tables other than the mail's (events, the journal), whatever their order."""
+
+
+class _Receipts:
+    """The read receipts of a run of reports (in a ping-pong, one per mail, between the
+    events of the next) joined into one write, made after the writes they come among: an
+    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) go ahead
+    of a receipt: any other write (a mail kept, a dead letter) waits for the receipts made
+    before it, so the mail table is written in the order decided; and the whole run is
+    one transaction's, so no reader sees the difference."""
+
+    __slots__ = ("_ids", "_writes")
+
+    def __init__(self, writes: list[Write]) -> None:
+        self._writes = writes
+        self._ids: list[str] = []
+
+    def add(self, writes: list[Write]) -> None:
+        """``writes`` after those added before, their receipts held."""
+        out, ids = self._writes, self._ids
+        for write in writes:
+            if type(write) is SetMailsState and write.state is MailState.READ:
+                ids += write.mail_ids
+                continue
+            if ids and not isinstance(write, _ELSEWHERE):
+                self.flush()
+            out.append(write)
+
+    def flush(self) -> None:
+        """The receipts held, as one write, now."""
+        ids = self._ids
+        if ids:
+            self._writes.append(SetMailsState(tuple(ids), MailState.READ))
+            ids.clear()
