@@ -253,15 +253,15 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
-        reports = tuple(
-            self._posted(m, recorded)
-            if isinstance(m, list)
-            else _recorded(m)
-            if carried and type(m) is Journal
-            else m
-            for m in out
-        )
-        return reports, post
+        reports: list[Any] = []  # (a loop, not a generator: one per flush of straight mail)
+        for m in out:
+            if type(m) is list:
+                reports.append(self._posted(m, recorded))
+            elif carried and type(m) is Journal:
+                reports.append(_recorded(m))
+            else:
+                reports.append(m)
+        return tuple(reports), post
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
@@ -302,10 +302,17 @@ class DirectMail:
         )
 
     def _posted(self, group: list[tuple[Mail, int]], recorded: bool) -> MailPosted:
+        mails: tuple[Mail, ...]
+        delivered_to: tuple[int, ...]
+        if len(group) == 1:  # (most flushes: no generator, no list)
+            mail, attempt = group[0]
+            mails, delivered_to = (mail,), (attempt,)
+        else:
+            mails, delivered_to = tuple([m for m, _ in group]), tuple([a for _, a in group])
         return MailPosted(
             run_id=self.record.run_id,
-            mails=tuple(m for m, _ in group),
-            delivered_to=tuple(a for _, a in group),
+            mails=mails,
+            delivered_to=delivered_to,
             recorded=recorded,
             attempt=self.attempt,
         )
