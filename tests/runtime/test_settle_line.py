@@ -18,7 +18,7 @@ import pytest
 
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
-from subagents.messages import Event, EventKind, RunStatus
+from subagents.messages import Batch, Event, EventKind, Journal, RunStatus
 from subagents.runtime import RunHandle, Runtime
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
@@ -183,6 +183,44 @@ def test_reports_held_behind_a_busy_supervisor_are_decided_before_a_later_spawn(
         assert len(handles) == RUNS
         for handle in handles:
             assert order.index((handle.run_id, EventKind.WAITING)) < spawned_later, order
+    finally:
+        hold.gate.set()
+        rt.close()
+
+
+def test_a_held_report_whose_handling_fails_loses_no_other_runs_report(store: Any) -> None:
+    """A bug in one held report (a journal whose ``read_mail`` is not a sequence of ids:
+    ``MailRoom.read`` raises) leaves that report alone out, as a ``Batch`` that failed on
+    its own did before reports were held together: every other run held with it still has
+    its report that it waits recorded (its ``waiting`` event and status in the store).
+    Decided as one decision that failed as a whole, all of theirs were lost (the core had
+    marked them waiting in memory, the store still said running)."""
+    hold = _HoldAt(f"t{RUNS - 1}")
+    rt = _runtime(store)
+    try:
+        handles, (spawner, queued) = _held_first_reports(rt, hold)
+        spawned = [rid for rid, kind in hold.events if kind is EventKind.SPAWNED]
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None and len(spawned) == RUNS
+        bad = Journal(run_id=spawned[0], read_mail=5, attempt=1)  # type: ignore[arg-type]
+        supervisor._ref.tell(Batch(messages=(bad,)))
+        wait_until(lambda: queued() == RUNS + 1, "the bad report queued behind them")
+        hold.gate.set()
+        spawner.join(WAIT)
+        assert len(handles) == RUNS
+        for handle in handles:  # (an ask: decided after every report queued before it)
+            assert rt.status(handle.run_id).status is RunStatus.WAITING
+        for handle in handles:
+            kinds = [e.kind for e in store.events(handle.run_id)]
+            assert EventKind.WAITING in kinds, (handle.run_id, kinds)
+            wait_until(
+                lambda h=handle: store.get_run(h.run_id).status is RunStatus.WAITING,
+                "the run's waiting committed",
+            )
+        for handle in handles:  # and they go on as before
+            handle.send("go")
+        for handle in handles:
+            assert handle.result(WAIT).status is RunStatus.COMPLETED
     finally:
         hold.gate.set()
         rt.close()

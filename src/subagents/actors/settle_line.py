@@ -15,8 +15,8 @@ held ones decided (``SupervisorActor._settle``), so each is decided in the order
 before; only the decisions' boundaries moved. They are decided at the latest when the
 supervisor's inbox runs dry (when its open group would commit anyway: their effects wait
 for that commit in any case) or at ``SETTLE_MOST`` messages (a group's bound,
-``GROUP_MAX``). A bug raised by that one decision is logged once for all of them; nobody
-waits on an answer to any of them.
+``GROUP_MAX``). A report whose handling fails (a bug) is left out alone and logged, the
+others' kept (``SupervisorCore.settled``); nobody waits on an answer to any of them.
 """
 
 from __future__ import annotations

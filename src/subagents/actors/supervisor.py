@@ -139,19 +139,21 @@ def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
     """One decision on a run of a ``Batch``'s messages (``_RUNS``), or of the late line's
     reports that only record what happened (``Records``: ``SupervisorCore.recorded``)."""
     if type(run) is Records:
-        decision = core.recorded(run)
-        for message, exc in decision.reply:  # a bug: that report alone left out, logged
-            name, run_id = type(message).__name__, message.run_id
-            log.error(
-                "supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc
-            )
-        return decision
+        return _failed_alone(core.recorded(run))
     kind = type(run[0])
     if kind is SendMail:
         return core.send_mails(run)
     if kind is MailRead:
         return core.mail_reads(run)
-    return core.settled(run)
+    return _failed_alone(core.settled(run))
+
+
+def _failed_alone(decision: Decision) -> Decision:
+    """A decision whose reply is the reports it left out (a bug in each), each logged."""
+    for message, exc in decision.reply:
+        name, run_id = type(message).__name__, message.run_id
+        log.error("supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc)
+    return decision
 
 
 class SupervisorActor(FastInboxActor):

@@ -248,14 +248,21 @@ class SupervisorCore:
         return self._decided(self.effects.gather(self.recorded_parts.all(msgs)))
 
     def settled(self, msgs: Sequence[Journal | WaitingChanged]) -> Decision:
-        """A ``Batch``'s consecutive journals and waiting reports in one decision, in order."""
+        """Consecutive journals and waiting reports (of one ``Batch``, or of many runs held
+        together: ``actors/settle_line.py``) in one decision, in order; the reply: those
+        whose handling failed (a bug), each with its error, left out alone (the others'
+        kept, as ``recorded``'s: one run's bug must not drop up to a hundred runs' reports)."""
         self.effects.begin()
+        failed: list[tuple[Journal | WaitingChanged, Exception]] = []
         for msg in msgs:
-            if isinstance(msg, Journal):
-                self.effects.take(self.recorded_parts.journal(msg))
-            else:
-                self._waiting(msg)
-        return self._decided()
+            try:
+                if isinstance(msg, Journal):
+                    self.effects.take(self.recorded_parts.journal(msg))
+                else:
+                    self._waiting(msg)
+            except Exception as exc:  # a bug: this report alone is left out
+                failed.append((msg, exc))
+        return self._decided(tuple(failed))
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);
