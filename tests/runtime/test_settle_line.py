@@ -18,7 +18,16 @@ import pytest
 
 from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
-from subagents.messages import Batch, Event, EventKind, Journal, RunStatus
+from subagents.messages import (
+    Batch,
+    Event,
+    EventKind,
+    Journal,
+    JournalEntry,
+    Parked,
+    RunStatus,
+    WaitingChanged,
+)
 from subagents.runtime import RunHandle, Runtime
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
@@ -224,3 +233,52 @@ def test_a_held_report_whose_handling_fails_loses_no_other_runs_report(store: An
     finally:
         hold.gate.set()
         rt.close()
+
+
+def test_a_journal_of_the_late_line_is_decided_after_the_reports_held_before_it(
+    tmp_path: Path,
+) -> None:
+    """Where reports go in line (SQLite: ``LateReports``), a run's report held by the settle
+    line (a journal and that it waits) and its next journal, put in line after it as a
+    report that only records (``Records``), are kept in that order: the supervisor held
+    the first (more wake-ups were queued) when it took the second, and decides what it
+    holds before a ``Records`` (the lead's merge of e-durable4). Decided after, the store
+    had the run's journal out of order (a replay after a crash would meet its calls in
+    the wrong order)."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    hold = _HoldAt(f"t{RUNS - 1}")
+    rt = _runtime(store)
+    try:
+        handles, (spawner, queued) = _held_first_reports(rt, hold)
+        spawned = [rid for rid, kind in hold.events if kind is EventKind.SPAWNED]
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None and len(spawned) == RUNS
+        actor, ref, run = supervisor._ref._actor_weakref(), supervisor._ref, spawned[0]
+        late = actor.late
+        first, second = (
+            JournalEntry(request_id=f"{run}:{n}", kind="receive", call="receive()")
+            for n in (90, 91)
+        )
+        late.put(  # held by the settle line: it settles its run only
+            Batch(
+                messages=(
+                    Journal(run_id=run, entries=(first,), attempt=1),
+                    WaitingChanged(run_id=run, waiting=False, attempt=1),
+                )
+            ),
+            wake=ref,
+        )
+        late.put(Journal(run_id=run, entries=(second,), attempt=1))  # records only: no wake
+        late.put(Batch(messages=(Parked(run_id=run, attempt=9),)), wake=ref)  # (stale: void)
+        wait_until(lambda: queued() >= RUNS + 2, "the wake-ups queued behind them")  # (+ a timer's)
+        hold.gate.set()
+        spawner.join(WAIT)
+        assert len(handles) == RUNS
+        assert rt.status(run).status is RunStatus.RUNNING  # (an ask: after all of them)
+        wait_until(lambda: second in store.journal_of(run), "the second journal committed")
+        journal = store.journal_of(run)
+        assert journal.index(first) < journal.index(second), journal
+    finally:
+        hold.gate.set()
+        rt.close()
+        store.close()
