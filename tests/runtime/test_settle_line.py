@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from polling import wait_until
+from subagents.actors.settle_line import SETTLE_MOST, SettleLine
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import (
     Batch,
@@ -282,3 +283,19 @@ def test_a_journal_of_the_late_line_is_decided_after_the_reports_held_before_it(
         hold.gate.set()
         rt.close()
         store.close()
+
+
+def test_the_settle_line_never_decides_more_than_its_most_at_once() -> None:
+    """A report of two messages (a journal, that it waits) held after ``SETTLE_MOST - 1``
+    single ones is not added to them: what is held is decided first, so no decision (and
+    no group: ``GROUP_MAX``) takes more than ``SETTLE_MOST`` messages. Before, 101 went in
+    one decision."""
+    decided: list[tuple[Any, ...]] = []
+    line = SettleLine(lambda: decided.append(line.take()), idle=lambda: False)
+    waits = [WaitingChanged(run_id=f"r{i}", waiting=True) for i in range(SETTLE_MOST + 1)]
+    for report in waits[: SETTLE_MOST - 1]:
+        assert line.hold((report,), more=False)
+    pair = (Journal(run_id="r"), waits[-1])
+    assert line.hold(pair, more=False)
+    assert decided == [tuple(waits[: SETTLE_MOST - 1])]
+    assert line.held == list(pair)

@@ -58,6 +58,9 @@ class SettleLine:
                     self._settle()
                 return False
         held = self.held
+        if len(held) + len(messages) > SETTLE_MOST:  # (a report is not split: it waits)
+            self._settle()
+            held = self.held
         held.extend(messages)
         if held and (len(held) >= SETTLE_MOST or (not more and self._idle())):
             self._settle()
