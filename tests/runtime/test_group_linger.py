@@ -15,15 +15,17 @@ import pytest
 from subagents.actors.group_linger import (
     COMMIT_DUE,
     NOTHING,
+    RECORDS_MOST,
     REPORTS_DUE,
     GroupLinger,
     LateReports,
+    Records,
     ReportsDue,
     late_reports,
 )
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.timer import TimerService
-from subagents.messages import Batch, Event, EventKind, MailRead
+from subagents.messages import Batch, Event, EventKind, Journal, MailRead, WaitingChanged
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.effects import Publish, Tell
@@ -158,7 +160,7 @@ def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_
     assert due.wait(WAIT), "the reports in line were never due"
     assert _hand(late, REPORTS_DUE) == (
         NOTHING,  # (no group open here: nothing to commit)
-        [("batch", first.messages, True), ("one", second, True)],
+        [("batch", Records((*first.messages, second)), True)],  # (both only record)
     )
     assert not late
     assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE]  # one wake-up for both
@@ -167,7 +169,7 @@ def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_
     assert due.wait(WAIT)
     assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE, REPORTS_DUE]
     ask = object()
-    assert _hand(late, ask) == (ask, [("one", second, True)])
+    assert _hand(late, ask) == (ask, [("batch", Records((second,)), True)])
 
 
 def test_a_wake_up_takes_what_was_put_up_to_it_and_its_group_commits_by_the_usual_rule(
@@ -186,7 +188,7 @@ def test_a_wake_up_takes_what_was_put_up_to_it_and_its_group_commits_by_the_usua
     late = LateReports(timer, supervisor)
     assert late.delay == 3600.0
     record = MailRead(run_id="a", mail_ids=("m1",))
-    waited_on = Batch(messages=(MailRead(run_id="b", mail_ids=("m2",)),))
+    waited_on = Batch(messages=(MailRead(run_id="b", mail_ids=("m2",)), _waiting("b")))
     after = MailRead(run_id="c", mail_ids=("m3",))
     late.put(record)
     late.put(waited_on, wake=ref)
@@ -197,13 +199,56 @@ def test_a_wake_up_takes_what_was_put_up_to_it_and_its_group_commits_by_the_usua
     supervisor._held = [Tell(run_id="r1", message="x")]  # someone waits on it: committed
     assert _hand(late, wake) == (
         COMMIT_DUE,
-        [("one", record, True), ("batch", waited_on.messages, True)],
+        [("batch", Records((record,)), True), ("batch", waited_on.messages, True)],
     )
     assert late  # ``after`` waits
     supervisor._held = [Publish(event=_event())]  # only publications: it lingers
     assert _hand(late, wake) == (NOTHING, [])
     ask = object()
-    assert _hand(late, ask) == (ask, [("one", after, True)])
+    assert _hand(late, ask) == (ask, [("batch", Records((after,)), True)])
+
+
+def _waiting(run_id: str) -> WaitingChanged:
+    return WaitingChanged(run_id=run_id, waiting=True)
+
+
+def test_consecutive_reports_that_only_record_are_handed_as_one_run_in_order(
+    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The messages of consecutive reports that only record what happened (mail that went
+    straight, journals, read receipts) go to the supervisor as one ``Records`` (one
+    decision), in the order put, at most about ``RECORDS_MOST`` at a time; any other
+    report ends such a run and is handed after it, as before (so nothing overtakes)."""
+    timer, ref, _, store = told
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer here
+    late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
+    reads = [MailRead(run_id=f"r{i}", mail_ids=(f"m{i}",)) for i in range(8)]
+    journal = Journal(run_id="j", entries=())
+    other = _waiting("w")
+    mixed = Batch(messages=(reads[5], other))
+    for report in (Batch(messages=(reads[0], journal)), reads[1], reads[2], other, reads[3]):
+        late.put(report)
+    late.put(Batch(messages=(reads[4],)))
+    late.put(mixed)
+    late.put(reads[6])
+    late.put(reads[7])
+    ask = object()
+    instead, handed = _hand(late, ask)
+    assert instead is ask
+    assert [(kind, type(m), m, more) for kind, m, more in handed] == [
+        ("batch", Records, (reads[0], journal, reads[1], reads[2]), True),
+        ("one", WaitingChanged, other, True),
+        ("batch", Records, (reads[3], reads[4]), True),
+        ("batch", tuple, mixed.messages, True),
+        ("batch", Records, (reads[6], reads[7]), True),
+    ]
+    assert not late
+    many = [MailRead(run_id="r", mail_ids=(f"m{i}",)) for i in range(RECORDS_MOST + 3)]
+    for read in many:
+        late.put(read)
+    _, handed = _hand(late, object())
+    assert [m for _, m, _ in handed] == [tuple(many[:RECORDS_MOST]), tuple(many[RECORDS_MOST:])]
 
 
 def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups_linger(

@@ -895,6 +895,26 @@ def test_a_batchs_journal_and_waiting_are_one_decision_that_does_what_the_two_di
     assert kinds[0] == kinds[1] == (["SaveJournal", "SaveRun", "AppendEvent"], ["Publish"])
 
 
+def test_settled_leaves_a_failing_report_out_alone_and_keeps_the_others() -> None:
+    """Many runs' journals and waiting reports decided together (``actors/settle_line.py``):
+    one whose handling fails (a bug: a journal whose ``read_mail`` is no sequence) is the
+    reply, with its error, and every other run's report is decided and written as alone."""
+    h = Harness()
+    a, b = h.run("lead"), h.run("worker")
+    bad = Journal(run_id=a, read_mail=5, attempt=1)  # type: ignore[arg-type]
+    reports = (
+        WaitingChanged(run_id=a, waiting=True, attempt=1),
+        bad,
+        WaitingChanged(run_id=b, waiting=True, attempt=1),
+    )
+    decision = h.core._do(h.core.core.settled(reports))
+    ((failed, error),) = decision.reply
+    assert failed is bad and isinstance(error, TypeError)
+    for run in (a, b):
+        assert h.status(run) is RunStatus.WAITING
+        assert [e.kind for e in h.store.events(run)][-1] is EventKind.WAITING
+
+
 def test_a_waiting_parent_is_asked_to_park_for_its_queued_child_and_gets_a_slot_back() -> None:
     h = Harness(Limits(max_concurrency=1))
     root = h.run("lead")

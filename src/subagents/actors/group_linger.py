@@ -32,7 +32,7 @@ from typing import Any
 import pykka
 
 from subagents.actors.timer import TimerService
-from subagents.messages import Batch
+from subagents.messages import Batch, Journal, MailPosted, MailRead
 from subagents.store.base import MailRecording, RunStore
 from subagents.supervision.effects import Effect, Publish
 
@@ -65,6 +65,15 @@ REPORTS_DUE = ReportsDue(math.inf)
 
 NOTHING = Batch(messages=())
 """What the supervisor handles as nothing (an empty ``Batch``)."""
+
+RECORDS_ONLY = frozenset({MailPosted, Journal, MailRead})
+"""Reports that only record what happened: the mail that went straight, the journal, read
+receipts. Put in line without waking the supervisor (``MailDesk.told``), and a run of them
+decided as one (``LateReports.hand``)."""
+
+RECORDS_MOST = 50
+"""Most of those messages decided as one: a group commits at ``GROUP_MAX`` (100) messages,
+and a decision is not split across groups (``SupervisorActor._in_group``)."""
 
 
 class LateReports:
@@ -124,19 +133,35 @@ class LateReports:
     def hand(self, batch: Callable[..., None], one: Callable[..., None], now: Any) -> Any:
         """The reports in line, in order, to the supervisor's handling (on its thread), into
         its open group: ``batch(messages, more=True)`` for a ``Batch``, else
-        ``one(message, more=True)``. ``now``: the message it is about to handle, after
-        them; what it is to handle instead: ``now`` itself, or for a ``ReportsDue`` (which
-        takes only what was put up to it) ``COMMIT_DUE`` when its open group is to commit
-        by the supervisor's rule for a group whose last report came in (its inbox is
-        empty and the group may not linger), else ``NOTHING``."""
+        ``one(message, more=True)``; but the messages of consecutive reports that only
+        record what happened (``RECORDS_ONLY``) go together, up to ``RECORDS_MOST`` at a
+        time, as ``batch(Records(messages), more=True)`` (one decision: ``SupervisorCore.
+        recorded``). ``now``: the message it is about to handle, after them; what it is to
+        handle instead: ``now`` itself, or for a ``ReportsDue`` (which takes only what was
+        put up to it) ``COMMIT_DUE`` when its open group is to commit by the supervisor's
+        rule for a group whose last report came in (its inbox is empty and the group may
+        not linger), else ``NOTHING``."""
         upto = now.upto if type(now) is ReportsDue else math.inf
         reports = self._reports
+        records: list[Any] = []
         while reports and reports[0][0] <= upto:
             report = reports.popleft()[1]  # (only the supervisor's thread takes)
+            messages = report.messages if type(report) is Batch else (report,)
+            if _records_only(messages):
+                records += messages
+                if len(records) >= RECORDS_MOST:
+                    batch(Records(records), more=True)
+                    records = []
+                continue
+            if records:  # (they came before it)
+                batch(Records(records), more=True)
+                records = []
             if type(report) is Batch:
-                batch(report.messages, more=True)
+                batch(messages, more=True)
             else:
                 one(report, more=True)
+        if records:
+            batch(Records(records), more=True)
         if type(now) is not ReportsDue:
             return now
         supervisor = self._supervisor  # its rule for a group whose last report came in:
@@ -147,6 +172,21 @@ class LateReports:
         ):
             return COMMIT_DUE
         return NOTHING
+
+
+class Records(tuple[Any, ...]):
+    """Consecutive reports of the line that only record what happened (their messages, in
+    order), for the supervisor to decide as one (``LateReports.hand``)."""
+
+    __slots__ = ()
+
+
+def _records_only(messages: tuple[Any, ...]) -> bool:
+    """Whether every one of ``messages`` only records what happened (``RECORDS_ONLY``)."""
+    for message in messages:  # noqa: SIM110 (``all`` of a generator: slower, per report)
+        if type(message) not in RECORDS_ONLY:
+            return False
+    return True
 
 
 def late_reports(supervisor: Any, timer: TimerService) -> LateReports:

@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from subagents.actors.group_linger import LateReports
+from subagents.actors.group_linger import RECORDS_ONLY, LateReports
 from subagents.logs import get_logger
 from subagents.messages import (
     Batch,
@@ -40,7 +40,6 @@ from subagents.messages import (
     Mail,
     MailAck,
     MailPosted,
-    MailRead,
     MailState,
     RunRecord,
     SendMail,
@@ -60,8 +59,6 @@ from subagents.supervision.unsaved_journal import UnsavedJournal
 log = get_logger("subagents.agent")
 
 _ASKING = (SpawnRequest, StopRequest, StopRequested)
-_LATE = frozenset({MailPosted, Journal, MailRead})
-"""Reports that only record: the mail that went straight, the journal, read receipts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +135,14 @@ class MailDesk:
     def told(self, report: Any, messages: tuple[Any, ...], supervisor: Any) -> bool:
         """``report`` (a run's ``messages`` of one handling) put in line for the supervisor
         (``late``), and the supervisor woken at once unless every one of them only records
-        what happened (``_LATE``: it takes them within ``LINGER_S``, or before the next
+        what happened (``RECORDS_ONLY``: it takes them within ``LINGER_S``, or before the next
         message it handles). False: no line here; the caller tells it."""
         late = self.late
         if late is None:
             return False
         wake = False
         for message in messages:
-            if type(message) not in _LATE:
+            if type(message) not in RECORDS_ONLY:
                 wake = True
                 break
         late.put(report, supervisor if wake else None)
@@ -268,15 +265,15 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
-        reports = tuple(
-            self._posted(m, recorded)
-            if isinstance(m, list)
-            else _recorded(m)
-            if carried and type(m) is Journal
-            else m
-            for m in out
-        )
-        return reports, post
+        reports: list[Any] = []  # (a loop, not a generator: one per flush of straight mail)
+        for m in out:
+            if type(m) is list:
+                reports.append(self._posted(m, recorded))
+            elif carried and type(m) is Journal:
+                reports.append(_recorded(m))
+            else:
+                reports.append(m)
+        return tuple(reports), post
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
@@ -317,10 +314,17 @@ class DirectMail:
         )
 
     def _posted(self, group: list[tuple[Mail, int]], recorded: bool) -> MailPosted:
+        mails: tuple[Mail, ...]
+        delivered_to: tuple[int, ...]
+        if len(group) == 1:  # (most flushes: no generator, no list)
+            mail, attempt = group[0]
+            mails, delivered_to = (mail,), (attempt,)
+        else:
+            mails, delivered_to = tuple([m for m, _ in group]), tuple([a for _, a in group])
         return MailPosted(
             run_id=self.record.run_id,
-            mails=tuple(m for m, _ in group),
-            delivered_to=tuple(a for _, a in group),
+            mails=mails,
+            delivered_to=delivered_to,
             recorded=recorded,
             attempt=self.attempt,
         )

@@ -38,12 +38,14 @@ from typing import Any
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
-from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, late_reports
+from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.run_status import status_of
+from subagents.actors.settle_line import SettleLine
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
+from subagents.actors.sweeping import sweep
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.actors.told_answers import answer_told, failure_reason
@@ -134,13 +136,24 @@ type: its sends, its read receipts, or (a function agent's handling that ends in
 
 
 def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
-    """One decision on a run of a ``Batch``'s messages (``_RUNS``)."""
+    """One decision on a run of a ``Batch``'s messages (``_RUNS``), or of the late line's
+    reports that only record what happened (``Records``: ``SupervisorCore.recorded``)."""
+    if type(run) is Records:
+        return _failed_alone(core.recorded(run))
     kind = type(run[0])
     if kind is SendMail:
         return core.send_mails(run)
     if kind is MailRead:
         return core.mail_reads(run)
-    return core.settled(run)
+    return _failed_alone(core.settled(run))
+
+
+def _failed_alone(decision: Decision) -> Decision:
+    """A decision whose reply is the reports it left out (a bug in each), each logged."""
+    for message, exc in decision.reply:
+        name, run_id = type(message).__name__, message.run_id
+        log.error("supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc)
+    return decision
 
 
 class SupervisorActor(FastInboxActor):
@@ -183,6 +196,7 @@ class SupervisorActor(FastInboxActor):
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
         self._grouped = 0
+        self.settling = SettleLine(self._settle, self.actor_inbox.empty)
         self.linger = GroupLinger(timer, self.actor_ref, store)
         self.late = late_reports(self, timer)  # (after ``linger``: it reads its delay)
 
@@ -200,11 +214,13 @@ class SupervisorActor(FastInboxActor):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
-        if kind is Ask:
-            return self._answer(message.message)
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
-        elif message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
+            return None
+        self._settle()  # the settling reports held are decided before anything else
+        if kind is Ask:
+            return self._answer(message.message)
+        if message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()
         elif kind is LeaseLost:  # nothing more may be written
             self._lease_lost(message.reason)
@@ -252,7 +268,17 @@ class SupervisorActor(FastInboxActor):
     def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
         """A Batch's messages in order (``more``: as ``_receive``'s): each run of consecutive
         SendMails (MailReads; journals and waiting reports: ``_RUNS``) in one core call, a
-        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, the rest one by one."""
+        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, the rest one by one; the
+        late line's ``Records`` in one core call, after what the settle line held; one that
+        only settles its run is held (``actors.settle_line``)."""
+        if self.store_failure is None:
+            if type(messages) is Records:  # (``LateReports``)
+                self._settle()
+                self._in_group(messages, more=more)
+                return
+            if self.settling.hold(messages, more):
+                return
+        self._settle()
         n = len(messages)
         i = 0
         while i < n:
@@ -268,8 +294,8 @@ class SupervisorActor(FastInboxActor):
                     self._step_spawns(messages[i:j])
                     i = j
                     continue
-            if j - i > 1 and self.store_failure is None:
-                self._in_group(messages[i:j], more=more or j < n)
+            if (j - i > 1 or same is not None) and self.store_failure is None:
+                self._in_group(messages[i:j], more=more or j < n)  # (none held meanwhile)
             else:
                 for k in range(i, j):
                     self._receive(messages[k], more=more or k < n - 1)
@@ -278,6 +304,9 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
+        if self.store_failure is None and self.settling.hold((message,), more):
+            return
+        self._settle()
         if self.store_failure is not None and not (  # a root spawn tries, as an ask does
             (type(message) is PollCommands or groupable(message)) and self._recover()
         ):
@@ -379,6 +408,17 @@ class SupervisorActor(FastInboxActor):
 
     # ---- group commit ----------------------------------------------------------------------
 
+    def _settle(self) -> None:
+        """The held settling reports (``actors.settle_line``) in one core call, in order."""
+        if not self.settling.held:
+            return
+        run = self.settling.take()
+        if self.store_failure is None:
+            self._in_group(run, more=False)
+            return
+        for message in run:  # (the store failed since they were held: as told then)
+            self._receive(message, more=True)
+
     def _open_group(self) -> None:
         if self._group is None:
             group = self.store.batch()
@@ -463,7 +503,7 @@ class SupervisorActor(FastInboxActor):
             case StatusOf():
                 return status_of(self.core, self.store, message)
             case Sweep():
-                return self._sweep(message, asked=asked)
+                return sweep(self.store, self.now(), message, asked=asked)
             case _:
                 log.warning("unexpected message", message=type(message).__name__)
                 return None
@@ -493,24 +533,6 @@ class SupervisorActor(FastInboxActor):
             self._write(decision)
         self._apply(decision.effects)
         return decision.reply
-
-    def _sweep(self, message: Sweep, *, asked: bool) -> Any:
-        """Run the store's sweeper, if it has one (SQLite does): housekeeping in a transaction
-        of its own; a failure loses no run's state, goes to an asker or is logged."""
-        sweep = getattr(self.store, "sweep", None)
-        if sweep is None:
-            return None
-        try:
-            return sweep(
-                now=self.now(),
-                archive_after_minutes=message.archive_after_minutes,
-                retention_days=message.retention_days,
-            )
-        except Exception:
-            if asked:
-                raise
-            log.exception("the sweeper failed; it runs again at its next turn")
-            return None
 
     # ---- carrying out ----------------------------------------------------------------------
 

@@ -65,7 +65,6 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.snapshot import RestoreSnapshot
-from subagents.store.writes import SaveJournal
 from subagents.supervision import approvals
 from subagents.supervision.admission import Admission, AdmissionError
 from subagents.supervision.closing import close_all, failed_unheld
@@ -78,6 +77,7 @@ from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook
 from subagents.supervision.progress import Progress
+from subagents.supervision.recorded import Recorded
 from subagents.supervision.recovery import Recovery
 from subagents.supervision.reports import Reports
 from subagents.supervision.requesters import Requesters
@@ -153,6 +153,7 @@ class SupervisorCore:
             self.runs, now, self.mail, self.progress, self.policies, self.lifecycle
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
+        self.recorded_parts = Recorded(self.runs, self.mail)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
         topics, slot_key = self.mail.topics, self.parking.slot_key
         self.recovery = Recovery(
@@ -234,27 +235,34 @@ class SupervisorCore:
         return self._decided()
 
     def journal(self, msg: Journal) -> Decision:
-        """A function agent's journal entries of one handling, kept for its replay after a
-        crash, and the mail they say it read, marked read in the same transaction (so the
-        store never says a mail was read without saying which call read it); entries its
-        sender committed with its straight mail are not written again (``Journal.recorded``)."""
+        """A function agent's journal of one handling (``Recorded.journal``)."""
         self.effects.begin()
-        self._journal(msg)
+        self.effects.take(self.recorded_parts.journal(msg))
         return self._decided()
 
-    def _journal(self, msg: Journal) -> None:
-        kept = msg.entries and not msg.recorded
-        if kept and self.runs.reporting(msg.run_id, msg.attempt) is not None:
-            self.effects.writes.append(SaveJournal(msg.run_id, msg.entries))
-        if msg.read_mail:  # (most journals read none: no receipt to make)
-            self.effects.take(self.mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
+    def recorded(self, msgs: Sequence[MailPosted | Journal | MailRead]) -> Decision:
+        """Reports that only record what happened (a run of the late line's), in order, in
+        one decision (``supervision/recorded.py``); the reply: those whose handling failed
+        (a bug), each with its error, left out (the others' kept)."""
+        self.effects.begin()
+        return self._decided(self.effects.gather(self.recorded_parts.all(msgs)))
 
     def settled(self, msgs: Sequence[Journal | WaitingChanged]) -> Decision:
-        """A ``Batch``'s consecutive journals and waiting reports in one decision, in order."""
+        """Consecutive journals and waiting reports (of one ``Batch``, or of many runs held
+        together: ``actors/settle_line.py``) in one decision, in order; the reply: those
+        whose handling failed (a bug), each with its error, left out alone (the others'
+        kept, as ``recorded``'s: one run's bug must not drop up to a hundred runs' reports)."""
         self.effects.begin()
+        failed: list[tuple[Journal | WaitingChanged, Exception]] = []
         for msg in msgs:
-            self._journal(msg) if isinstance(msg, Journal) else self._waiting(msg)
-        return self._decided()
+            try:
+                if isinstance(msg, Journal):
+                    self.effects.take(self.recorded_parts.journal(msg))
+                else:
+                    self._waiting(msg)
+            except Exception as exc:  # a bug: this report alone is left out
+                failed.append((msg, exc))
+        return self._decided(tuple(failed))
 
     def stop_all(self, reason: str = "runtime closed") -> Decision:
         """Cancel every run (the runtime closes), in one pass (``closing.close_all``);

@@ -204,7 +204,8 @@ class MailRoom:
                 again.setdefault(mail.recipient, []).append(mail)
         for pair in post.pairs():
             self._announce(pair.sender, pair.recipient, True, pair.mail_ids, out)
-        out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())
+        if again:  # (rare: a restart; most posts make no generator for nothing)
+            out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())
         return out
 
     def notify(self, sender: RunState, recipient: str, content: str) -> Decided:

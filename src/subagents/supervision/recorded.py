@@ -1,0 +1,121 @@
+"""Recorded: the reports that only record what happened, decided together.
+
+Why: where senders record their mail, what reaches the supervisor of a straight mail is the
+record of it: the sender's ``MailPosted`` and the recipient's ``Journal`` (its entries, its
+read receipt), put in the line of late reports (``actors/group_linger.py``) and taken tens
+at a time. Decided one report at a time, each cost a decision, a nested store batch and
+their upkeep (two per mail, ~40% of the supervisor's thread in a durable ping-pong); a run
+of them in the line is one decision and one nested batch.
+
+Nothing else changes: each report is decided by the rules it always was, in order (the mail
+kept and announced, or a dead letter: ``MailRoom.posted``; the journal kept and its mail
+marked read: ``journal``; a receipt: ``MailRoom.read``), so the writes, the events and their
+order are the same. A report whose handling fails (a bug) is left out alone, with its error,
+as a told message is (``SupervisorActor._told_failed``): what the others decided is kept.
+
+Plain data, no threads: the core's part (``SupervisorCore.recorded``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from subagents.messages import Journal, MailPosted, MailRead, MailState
+from subagents.store.writes import AppendEvent, SaveJournal, SetMailsState, Write
+from subagents.supervision.effects import Decided
+from subagents.supervision.mailroom import MailRoom
+from subagents.supervision.runs import RunTable
+
+Record = MailPosted | Journal | MailRead
+"""A report that only records what happened."""
+
+Failed = tuple[tuple[Record, Exception], ...]
+"""The reports whose handling failed, each with its error."""
+
+
+class Recorded:
+    """The reports that only record what happened, decided in order (see the module)."""
+
+    __slots__ = ("_mail", "_runs")
+
+    def __init__(self, runs: RunTable, mail: MailRoom) -> None:
+        self._runs = runs
+        self._mail = mail
+
+    def all(self, reports: Sequence[Record]) -> tuple[Failed, Decided]:
+        """``reports`` decided in order: what they come to, and those that failed (left out).
+        Their read receipts are one write (``_Receipts``)."""
+        out = Decided()
+        receipts = _Receipts(out.writes)
+        failed: list[tuple[Record, Exception]] = []
+        for report in reports:
+            try:
+                decided = self.one(report)
+            except Exception as exc:  # a bug: this report alone is left out
+                failed.append((report, exc))
+                continue
+            receipts.add(decided.writes)
+            out.effects += decided.effects
+        receipts.flush()
+        return tuple(failed), out
+
+    def one(self, report: Record) -> Decided:
+        """What ``report`` alone comes to."""
+        if type(report) is MailPosted:
+            return self._mail.posted(report)
+        if type(report) is Journal:
+            return self.journal(report)
+        if type(report) is MailRead:
+            return self._mail.read(report.run_id, report.mail_ids)
+        raise TypeError(f"not a report that only records: {type(report).__name__}")
+
+    def journal(self, msg: Journal) -> Decided:
+        """A function agent's journal entries of one handling, kept for its replay after a
+        crash (unless its sender committed them with its straight mail: ``recorded``; or
+        the start that made them is over), and the mail they say it read, marked read in
+        the same transaction (so the store never says a mail was read without saying which
+        call read it)."""
+        out = Decided()
+        kept = msg.entries and not msg.recorded
+        if kept and self._runs.reporting(msg.run_id, msg.attempt) is not None:
+            out.writes.append(SaveJournal(msg.run_id, msg.entries))
+        if msg.read_mail:  # (most journals read none: no receipt to make)
+            out.add(self._mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
+        return out
+
+
+_ELSEWHERE = (AppendEvent, SaveJournal)
+"""Writes to tables other than the mail's (events, the journal), whatever their order."""
+
+
+class _Receipts:
+    """The read receipts of a run of reports (in a ping-pong, one per mail, between the
+    events of the next) joined into one write, made after the writes they come among: an
+    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) go ahead
+    of a receipt: any other write (a mail kept, a dead letter) waits for the receipts made
+    before it, so the mail table is written in the order decided; and the whole run is
+    one transaction's, so no reader sees the difference."""
+
+    __slots__ = ("_ids", "_writes")
+
+    def __init__(self, writes: list[Write]) -> None:
+        self._writes = writes
+        self._ids: list[str] = []
+
+    def add(self, writes: list[Write]) -> None:
+        """``writes`` after those added before, their receipts held."""
+        out, ids = self._writes, self._ids
+        for write in writes:
+            if type(write) is SetMailsState and write.state is MailState.READ:
+                ids += write.mail_ids
+                continue
+            if ids and not isinstance(write, _ELSEWHERE):
+                self.flush()
+            out.append(write)
+
+    def flush(self) -> None:
+        """The receipts held, as one write, now."""
+        ids = self._ids
+        if ids:
+            self._writes.append(SetMailsState(tuple(ids), MailState.READ))
+            ids.clear()

@@ -1,0 +1,137 @@
+"""The reports that only record what happened (mail that went straight, journals, read
+receipts), decided as one (``SupervisorCore.recorded``, ``supervision/recorded.py``), without
+threads: the same writes, events and inboxes as each decided alone, in order; a report whose
+handling fails is left out alone, with its error, and the others are kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagents.messages import (
+    EventKind,
+    Journal,
+    JournalEntry,
+    Mail,
+    MailPosted,
+    MailRead,
+    MailState,
+    RunFinished,
+    new_id,
+)
+from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState
+
+from .test_core import Harness
+
+
+def _mail(sender: str, recipient: str) -> Mail:
+    return Mail(
+        mail_id=new_id("m"),
+        sender=sender,
+        recipient=recipient,
+        content="straight",
+        sender_agent="worker",
+        state=MailState.DELIVERED,
+        request_id=new_id("q"),
+    )
+
+
+def _posted(h: Harness, mail: Mail, **changes: Any) -> MailPosted:
+    state = h.core.runs.get(mail.recipient)
+    assert state is not None
+    fields: dict[str, Any] = {"delivered_to": (state.attempt,), "recorded": False}
+    return MailPosted(run_id=mail.sender, mails=(mail,), attempt=1, **(fields | changes))
+
+
+def _pingpong(h: Harness) -> tuple[str, str, list[Any]]:
+    """Two runs' reports of two straight mails, each read by its recipient: what a durable
+    ping-pong's line holds (the recipient's journal with its read receipt, then its reply),
+    the mails recorded by their senders first."""
+    root = h.run("lead")
+    a, b = h.run("worker", root), h.run("critic", root)
+    ping, pong = _mail(a, b), _mail(b, a)
+    h.store.save_mails([ping, pong])  # as their senders record them
+    reports = [
+        _posted(h, ping, recorded=True),
+        Journal(
+            run_id=b,
+            entries=(JournalEntry(request_id=f"{b}:1", kind="receive", observed=True),),
+            read_mail=(ping.mail_id,),
+        ),
+        _posted(h, pong, recorded=True),
+        MailRead(run_id=a, mail_ids=(pong.mail_id,)),
+    ]
+    return a, b, reports
+
+
+def _seen(h: Harness, a: str, b: str) -> tuple[Any, ...]:
+    """What the store and the inboxes say of ``a`` and ``b``'s mail."""
+    return (
+        sorted({m.mail_id: m.state for m in h.store.mail_for(a) + h.store.mail_for(b)}.values()),
+        [[e.kind for e in h.store.events(r)] for r in (a, b)],
+        [j.kind for j in h.store.journal_of(b)],
+        h.unread(a),
+        h.unread(b),
+    )
+
+
+def test_a_line_of_records_decided_as_one_comes_to_what_each_alone_does() -> None:
+    alone, together = Harness(), Harness()
+    a1, b1, reports = _pingpong(alone)
+    for report in reports:
+        alone.core._do(alone.core.core.recorded((report,)))
+    a2, b2, reports = _pingpong(together)
+    decision = together.core._do(together.core.core.recorded(reports))
+    assert decision.reply == ()
+    seen = _seen(together, a2, b2)
+    assert seen == _seen(alone, a1, b1)
+    mails, events, journal, unread_a, unread_b = seen
+    assert mails == [MailState.READ] * 2  # kept and read
+    assert events[0][-2:] == [EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED]
+    assert journal == ["receive"] and unread_a == unread_b == []
+
+
+def test_a_report_that_fails_is_left_out_alone_and_the_others_kept() -> None:
+    h = Harness()
+    a, b, reports = _pingpong(h)
+    bad = _posted(h, _mail(a, b), delivered_to=())  # (its lengths differ: zip raises)
+    decision = h.core._do(h.core.core.recorded([reports[0], bad, *reports[1:]]))
+    ((failed, error),) = decision.reply
+    assert failed is bad and isinstance(error, ValueError)
+    mails, _, journal, unread_a, unread_b = _seen(h, a, b)
+    assert mails == [MailState.READ] * 2  # the others' all kept
+    assert journal == ["receive"] and unread_a == unread_b == []
+    assert bad.mails[0].mail_id not in [m.mail_id for m in h.store.mail_for(b)]
+
+
+def test_a_lines_read_receipts_are_one_write_after_the_writes_to_other_tables() -> None:
+    """In a ping-pong every mail's receipt sits between the events of the next: joined, one
+    ``UPDATE`` per line (``_Receipts``), made after the events and journals it came among."""
+    h = Harness()
+    _, _, reports = _pingpong(h)
+    read = [r.read_mail for r in reports if type(r) is Journal]
+    read += [r.mail_ids for r in reports if type(r) is MailRead]
+    decision = h.core._do(h.core.core.recorded(reports))
+    receipts = [w for w in decision.writes if type(w) is SetMailsState]
+    assert receipts == [SetMailsState(read[0] + read[1], MailState.READ)]
+    assert decision.writes[-1] is receipts[0]
+    assert {type(w) for w in decision.writes[:-1]} == {AppendEvent, SaveJournal}
+
+
+def test_a_receipt_is_written_before_a_later_write_to_the_mail_table() -> None:
+    """A write to the mail table (here a dead letter: its recipient ended first, and the
+    notice to its sender) waits for the receipts decided before it: the mail table is
+    written in the order decided."""
+    h = Harness()
+    a, b, reports = _pingpong(h)
+    h.core.finished(RunFinished(run_id=b, result="done"))
+    late = _posted(h, _mail(a, b), delivered_to=(1,))
+    decision = h.core._do(h.core.core.recorded([reports[3], late]))
+    kinds = [
+        (type(w).__name__, getattr(w, "state", None))
+        for w in decision.writes
+        if type(w) in (SetMailsState, SaveMails)
+    ]
+    assert kinds[0] == ("SetMailsState", MailState.READ)
+    assert ("SetMailsState", MailState.DEAD) in kinds[1:]
+    states = {m.mail_id: m.state for m in h.store.mail_for(b)}
+    assert states[late.mails[0].mail_id] is MailState.DEAD
