@@ -14,7 +14,9 @@ out" because its writes now share a batch. So:
   batch is rolled back and each report's own writes are written again in a nested batch of
   its own, in order (``RecordsDecided.pieces``): only the ones that fail are left out,
   logged, and only the effects of those written are carried out. What the core decided
-  besides (its upkeep after the decision) follows them.
+  besides (its upkeep after the decision) follows them. Nothing is written twice: a
+  nested batch that raises undoes its own writes (``RunStore.batch``), and the line exists
+  only where senders record their mail (SQLite's way: ``late_reports``).
 """
 
 from __future__ import annotations
