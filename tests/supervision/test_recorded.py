@@ -81,7 +81,7 @@ def test_a_line_of_records_decided_as_one_comes_to_what_each_alone_does() -> Non
         alone.core._do(alone.core.core.recorded((report,)))
     a2, b2, reports = _pingpong(together)
     decision = together.core._do(together.core.core.recorded(reports))
-    assert decision.reply == ()
+    assert decision.reply.failed == ()
     seen = _seen(together, a2, b2)
     assert seen == _seen(alone, a1, b1)
     mails, events, journal, unread_a, unread_b = seen
@@ -95,7 +95,7 @@ def test_a_report_that_fails_is_left_out_alone_and_the_others_kept() -> None:
     a, b, reports = _pingpong(h)
     bad = _posted(h, _mail(a, b), delivered_to=())  # (its lengths differ: zip raises)
     decision = h.core._do(h.core.core.recorded([reports[0], bad, *reports[1:]]))
-    ((failed, error),) = decision.reply
+    ((failed, error),) = decision.reply.failed
     assert failed is bad and isinstance(error, ValueError)
     mails, _, journal, unread_a, unread_b = _seen(h, a, b)
     assert mails == [MailState.READ] * 2  # the others' all kept

@@ -73,7 +73,9 @@ decided as one (``LateReports.hand``)."""
 
 RECORDS_MOST = 50
 """Most of those messages decided as one: a group commits at ``GROUP_MAX`` (100) messages,
-and a decision is not split across groups (``SupervisorActor._in_group``)."""
+and a decision is not split across groups (``SupervisorActor._in_group``). A report's
+messages are not split either: a run reaching it ends after that report, so it may hold
+up to one report's messages more."""
 
 
 class LateReports:

@@ -42,6 +42,7 @@ from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.outage import LOST_LEASE, Outage
 from subagents.actors.pooled import Dispatcher
+from subagents.actors.records_written import records_written
 from subagents.actors.run_status import status_of
 from subagents.actors.settle_line import SettleLine
 from subagents.actors.spawn_group import decide_together, groupable, spawns_end, step_spawn
@@ -136,10 +137,8 @@ type: its sends, its read receipts, or (a function agent's handling that ends in
 
 
 def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
-    """One decision on a run of a ``Batch``'s messages (``_RUNS``), or of the late line's
-    reports that only record what happened (``Records``: ``SupervisorCore.recorded``)."""
-    if type(run) is Records:
-        return _failed_alone(core.recorded(run))
+    """One decision on a run of a ``Batch``'s messages (``_RUNS``); the late line's
+    ``Records`` are decided and written by ``records_written``."""
     kind = type(run[0])
     if kind is SendMail:
         return core.send_mails(run)
@@ -438,6 +437,8 @@ class SupervisorActor(FastInboxActor):
             self._open_group()  # may be refused: a full disk, a lease taken (``Fenced``)
             if len(run) == 1:
                 self._handle(run[0], asked=False)
+            elif type(run) is Records:  # the late line's: each report left out alone
+                self._apply(records_written(self.core, self.store, run))
             else:
                 self._carry_out(_decide_run(self.core, run))
         except StoreError as exc:

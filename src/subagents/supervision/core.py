@@ -242,8 +242,8 @@ class SupervisorCore:
 
     def recorded(self, msgs: Sequence[MailPosted | Journal | MailRead]) -> Decision:
         """Reports that only record what happened (a run of the late line's), in order, in
-        one decision (``supervision/recorded.py``); the reply: those whose handling failed
-        (a bug), each with its error, left out (the others' kept)."""
+        one decision (``supervision/recorded.py``); the reply: a ``RecordsDecided`` (those
+        whose handling failed, a bug, each with its error, left out; the others' kept)."""
         self.effects.begin()
         return self._decided(self.effects.gather(self.recorded_parts.all(msgs)))
 

@@ -33,6 +33,23 @@ Failed = tuple[tuple[Record, Exception], ...]
 """The reports whose handling failed, each with its error."""
 
 
+class RecordsDecided:
+    """What ``Recorded.all`` tells besides the joined decision: the reports whose handling
+    failed (``failed``), and each other report with what it alone came to (``pieces``),
+    so that should the joined writes fail to be written (a bug in a store, not a full
+    disk), each report's may be written alone and only the failing one left out, as when
+    each was decided alone (``actors/records_written.py``); ``writes`` and ``effects``:
+    how many of the joined decision's are theirs (the core may add its upkeep after)."""
+
+    __slots__ = ("effects", "failed", "pieces", "writes")
+
+    def __init__(
+        self, failed: Failed, pieces: list[tuple[Record, Decided]], writes: int, effects: int
+    ) -> None:
+        self.failed, self.pieces = failed, pieces
+        self.writes, self.effects = writes, effects
+
+
 class Recorded:
     """The reports that only record what happened, decided in order (see the module)."""
 
@@ -42,22 +59,25 @@ class Recorded:
         self._runs = runs
         self._mail = mail
 
-    def all(self, reports: Sequence[Record]) -> tuple[Failed, Decided]:
-        """``reports`` decided in order: what they come to, and those that failed (left out).
-        Their read receipts are one write (``_Receipts``)."""
+    def all(self, reports: Sequence[Record]) -> tuple[RecordsDecided, Decided]:
+        """``reports`` decided in order: what they come to, and those that failed (left out)
+        and what each other one alone came to (``RecordsDecided``). Their read receipts are
+        one write (``_Receipts``)."""
         out = Decided()
         receipts = _Receipts(out.writes)
         failed: list[tuple[Record, Exception]] = []
+        pieces: list[tuple[Record, Decided]] = []
         for report in reports:
             try:
                 decided = self.one(report)
             except Exception as exc:  # a bug: this report alone is left out
                 failed.append((report, exc))
                 continue
+            pieces.append((report, decided))
             receipts.add(decided.writes)
             out.effects += decided.effects
         receipts.flush()
-        return tuple(failed), out
+        return RecordsDecided(tuple(failed), pieces, len(out.writes), len(out.effects)), out
 
     def one(self, report: Record) -> Decided:
         """What ``report`` alone comes to."""
