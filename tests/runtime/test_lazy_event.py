@@ -4,6 +4,7 @@ them (with a LazyEvent as ``actor_stopped``)."""
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import threading
 import uuid
 from typing import Any
@@ -66,6 +67,91 @@ def test_set_racing_the_first_wait_is_never_lost(rounds: int) -> None:
         event.set()
         thread.join(WAIT + 1)
         assert seen == [True]
+
+
+def test_first_waits_racing_each_other_and_a_set_all_wake() -> None:
+    """Several threads make the condition at once (no lock orders them: one condition is
+    kept) while another sets the flag: every waiter sees the set. Thread switches every
+    microsecond make the interleavings many; a waiter left on a condition nobody notifies
+    would wait WAIT s and return False."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(100):
+            event = LazyEvent()
+            go = threading.Barrier(5)
+            seen: list[bool] = []
+
+            def waiter(
+                e: LazyEvent = event, b: threading.Barrier = go, out: list[bool] = seen
+            ) -> None:
+                b.wait(WAIT)
+                out.append(e.wait(WAIT))
+
+            threads = [threading.Thread(target=waiter) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            go.wait(WAIT)
+            event.set()
+            for thread in threads:
+                thread.join(WAIT + 1)
+            assert seen == [True] * 4
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_two_first_waits_making_the_condition_at_once_share_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both first waits find no condition and make one at the same time (each making is
+    held until both are making): both must end up waiting on the one kept, the one ``set``
+    notifies. Two conditions kept would leave a waiter on one nobody notifies."""
+    both_making = threading.Barrier(2)
+    real = threading.Condition
+
+    def making(lock: Any = None) -> threading.Condition:
+        both_making.wait(WAIT)
+        return real(lock)
+
+    event = LazyEvent()
+    got: list[threading.Condition] = []
+    go = threading.Event()  # (the threads start before the patch: a start makes a condition)
+
+    def first_wait() -> None:
+        go.wait(WAIT)
+        got.append(event._condition())
+
+    threads = [threading.Thread(target=first_wait) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    monkeypatch.setattr(threading, "Condition", making)
+    go.set()
+    for thread in threads:
+        thread.join(WAIT)
+    monkeypatch.undo()
+    assert len(got) == 2
+    assert got[0] is got[1] is event._lazy
+
+
+def test_a_waiter_after_a_clear_waits_again() -> None:
+    """``clear`` (no lock either): a wait after it waits for the next ``set``."""
+    event = LazyEvent()
+    event.set()
+    event.clear()
+    assert event.wait(0.01) is False
+    woke: list[bool] = []
+    started = threading.Event()
+
+    def waiter() -> None:
+        started.set()
+        woke.append(event.wait(WAIT))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert started.wait(WAIT)
+    event.set()
+    thread.join(WAIT)
+    assert woke == [True]
 
 
 def test_it_is_a_threading_event() -> None:
