@@ -325,6 +325,43 @@ def test_a_failing_tell_stops_the_actor_and_a_failing_ask_answers_the_error(
     assert not ref.is_alive()
 
 
+def test_live_and_stopped_count_every_actor_started_and_stopped_from_many_threads(
+    dispatcher: Dispatcher,
+) -> None:
+    """The counts take no lock (``actors/tally.py``): four threads start 300 actors each
+    while the dispatcher's threads stop the ones started, the watch thread folding the
+    counts meanwhile; none is lost. (An actor's stop is counted before its stop's ask is
+    answered: after the answers, the counts are exact.)"""
+    per_thread, starters = 300, 4
+    refs: list[list[pykka.ActorRef[Recorder]]] = [[] for _ in range(starters)]
+    go = threading.Barrier(starters)
+    stops: list[list[pykka.Future[Any]]] = [[] for _ in range(starters)]
+
+    def start(me: int) -> None:
+        go.wait(WAIT)
+        for i in range(per_thread):
+            ref = Recorder.start(dispatcher=dispatcher)
+            refs[me].append(ref)
+            if i % 2:  # every other one stopped at once, while the others start
+                stops[me].append(ref.stop(block=False))
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(starters)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not any(t.is_alive() for t in threads)
+    for future in [f for mine in stops for f in mine]:
+        future.get(timeout=WAIT)
+    total = per_thread * starters
+    assert dispatcher.stopped == total // 2
+    assert dispatcher.live == total - total // 2
+    for ref in [r for mine in refs for r in mine if r.is_alive()]:
+        ref.stop(block=True, timeout=WAIT)
+    assert dispatcher.stopped == total
+    assert dispatcher.live == 0
+
+
 def test_start_needs_a_dispatcher() -> None:
     with pytest.raises(TypeError, match="dispatcher"):
         Recorder.start()

@@ -57,6 +57,7 @@ from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
+from subagents.actors.tally import Tally
 from subagents.actors.threads import ThreadPool, default_size
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
@@ -129,8 +130,8 @@ class Dispatcher:
         self._poked = threading.Event()  # a replacement found no parked thread
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
-        self._live = 0  # actors started and not stopped
-        self._stopped = 0
+        self._starts = Tally()  # actors started (no lock: a convoy per run, ``tally.py``)
+        self._stops = Tally()  # actors stopped
         self._started = False
         self._ahead = 0
         """Spares asked for ahead of a wave of handlings about to block (``ready``)."""
@@ -255,7 +256,7 @@ class Dispatcher:
             ahead, self._ahead = self._ahead, 0
             if spares:
                 blocked = len(self._workers) - self._working
-                want = min(blocked, self._live - blocked)
+                want = min(blocked, self.live - blocked)
         ahead -= self._pool.spares  # (a number to start, not a level kept: they are taken)
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line and self._pay(start=True):
@@ -314,6 +315,7 @@ class Dispatcher:
                 self._add_spares(poked)
             except Exception:  # no thread to be had: the blocked ones will end
                 log.warning("no spare thread for the dispatcher", exc_info=True)
+            _ = self.live  # (folds the tallies: their deques stay short)
             now = time.monotonic()
             with self._lock:
                 for worker in list(self._workers):
@@ -360,21 +362,19 @@ class Dispatcher:
     def live(self) -> int:
         """Actors started on this dispatcher and not stopped yet (pykka's ``ActorRegistry``
         does not hold them: see the module doc)."""
-        return self._live
+        stopped = self._stops.value  # first: every actor it counts was counted started
+        return self._starts.value - stopped
 
     def _actor_started(self) -> None:
-        with self._lock:
-            self._live += 1
+        self._starts.add()
 
     @property
     def stopped(self) -> int:
         """Actors stopped on this dispatcher so far (for the GC pacing: ``gc_pacing.py``)."""
-        return self._stopped
+        return self._stops.value
 
     def _actor_stopped(self) -> None:
-        with self._lock:
-            self._live -= 1
-            self._stopped += 1
+        self._stops.add()
 
     def counts(self) -> DispatcherCounts:
         with self._lock:
