@@ -92,6 +92,56 @@ def test_handlings_that_block_never_start_a_thread_themselves(
         assert d.close(WAIT) == []
 
 
+@pytest.mark.parametrize("says_it", [False, True], ids=["stalled", "about_to_block"])
+def test_a_replacement_thread_is_started_with_the_dispatchers_lock_let_go(
+    monkeypatch: pytest.MonkeyPatch, says_it: bool
+) -> None:
+    """The one thread of a dispatcher is held in a handling (found stalled by the watch
+    thread, or said so) while another actor's message waits: a thread is started in its
+    place, and at that start nobody holds the dispatcher's lock (``Thread.start`` waits
+    until the new thread runs: under the lock, every handling that says it blocks and
+    every drain's end waited behind it, ``_start_owed``)."""
+    held_at_start: list[bool] = []
+    start = threading.Thread.start
+    d = Dispatcher(size=1, stall_s=0.02, name="t-lock-let-go")
+
+    def recorded(thread: threading.Thread) -> None:
+        free = d._lock.acquire(blocking=False)
+        if free:
+            d._lock.release()
+        held_at_start.append(not free)
+        start(thread)
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "hold":
+                if says_it:
+                    about_to_block()
+                entered.set()
+                assert release.wait(WAIT)
+            return message
+
+    try:
+        held, other = Held.start(dispatcher=d), Held.start(dispatcher=d)
+        assert held.ask("warm", timeout=WAIT) == "warm"  # the dispatcher's own start done
+        monkeypatch.setattr(threading.Thread, "start", recorded)
+        holding = held.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        assert other.ask("meanwhile", timeout=WAIT) == "meanwhile"  # on a new thread
+        assert held_at_start, "no thread was started in the held one's place"
+        assert held_at_start == [False] * len(held_at_start)
+        release.set()
+        assert holding.get(timeout=WAIT) == "hold"
+        for ref in (held, other):
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
+
+
 def test_spares_are_never_more_than_the_live_actors_that_may_still_block() -> None:
     """Spares are started for handlings that may block next: the live actors not blocked
     now. With every live actor blocked, none (a fan-out of 100 calls at a time kept 100
