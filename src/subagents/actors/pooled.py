@@ -26,10 +26,12 @@ Blocking user code (a model call, a plain ``def`` tool, a sync function agent) r
 handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
 thread looks at the dispatcher's threads every ``stall_s`` and replaces each one that has
 been in the same drain for longer than that (its actor is still drained by it, so ordering
-holds; it leaves the pool when that drain ends). So at least ``size`` threads always take
-new work within about ``2 * stall_s``, however many handlings block, and the threads that
-exist are those ``size`` plus one per handling blocked right now: never one per waiting
-actor. (Go's scheduler does the same for goroutines blocked in system calls.)
+holds; it leaves the pool when that drain ends, or takes its place back if that one is not
+started yet; the new thread is started with the dispatcher's lock let go: ``_start_owed``).
+So at least ``size`` threads always take new work within about ``2 * stall_s``, however many
+handlings block, and the threads that exist are those ``size`` plus one per handling blocked
+right now: never one per waiting actor. (Go's scheduler does the same for goroutines
+blocked in system calls.)
 
 Detection alone is slow for work that is known to block: a fan-out of 1,000 children whose
 handlings each block 50 ms started about ``size`` of them per ``stall_s``. So code that knows
