@@ -205,9 +205,13 @@ class Dispatcher:
                 return False
             if if_none_waits and self._handoff.waiting:
                 return False
-            if self._add_worker(parked_only=True):
-                self._owed -= 1
-                return True
+            try:
+                if self._add_worker(parked_only=True):
+                    self._owed -= 1
+                    return True
+            except Exception:  # (the pool closed): nothing to start
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return False
             worker = _Worker()  # counted now: a drain ending meanwhile sees it coming
             self._workers.add(worker)
             self._working += 1
