@@ -12,6 +12,7 @@ from typing import Any
 import pykka
 import pytest
 
+from polling import wait_until
 from subagents.actors.inbox import FastInboxActor, actor_urn
 from subagents.actors.lazy_event import LazyEvent
 
@@ -213,3 +214,57 @@ def test_fast_inbox_actor_lives_and_stops_as_pykka_does() -> None:
     assert not ref.is_alive()
     with pytest.raises(pykka.ActorDeadError):
         ref.tell("late")
+
+
+class _SetWhileMaking(LazyEvent):
+    """A LazyEvent whose first ``wait`` is set right after it made its condition and before
+    it takes it: the set finds the condition made and nobody waiting on it yet."""
+
+    def _condition(self) -> threading.Condition:
+        cond = super()._condition()
+        self.set()  # (another thread's set, at exactly this point: its notify finds no waiter)
+        return cond
+
+
+def test_a_set_between_the_waits_making_and_its_look_is_seen() -> None:
+    """The interleaving that a wait without its second look at the flag (under the
+    condition) loses: the set's notify comes before the waiter waits, and nothing else
+    would ever wake it. The wait must return True at once, not after its timeout."""
+    event = _SetWhileMaking()
+    assert event.wait(5.0) is True  # (it never waits: the set came before)
+
+
+class _WaiterRunsWhileSetting(LazyEvent):
+    """A LazyEvent whose ``set``'s look at the condition lets a whole first ``wait`` run on
+    another thread (until it waits or returns) before the set goes on with what it saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited: list[bool] = []
+        self.thread: threading.Thread | None = None
+
+    @property
+    def _lazy(self) -> threading.Condition | None:  # type: ignore[override]
+        seen: threading.Condition | None = self.__dict__.get("_lazy")
+        if self.thread is None and threading.current_thread() is threading.main_thread():
+            self.thread = threading.Thread(target=lambda: self.waited.append(self.wait(5.0)))
+            self.thread.start()
+            wait_until(lambda: bool(self.waited) or _has_waiter(self), "the waiter waiting")
+        return seen
+
+
+def _has_waiter(event: LazyEvent) -> bool:
+    cond = event.__dict__.get("_lazy")
+    return cond is not None and bool(cond._waiters)
+
+
+def test_a_first_wait_made_between_the_flag_and_the_sets_look_is_woken() -> None:
+    """The other order: a first wait makes its condition and waits while a ``set`` is
+    between its two steps. With the flag stored first (the code) the waiter sees it; a set
+    that looked for the condition before storing the flag would notify nothing, and the
+    waiter would wait its whole timeout (5 s: with the flag stored first, it never waits)."""
+    event = _WaiterRunsWhileSetting()
+    event.set()
+    assert event.thread is not None
+    event.thread.join(WAIT + 1)
+    assert event.waited == [True]
