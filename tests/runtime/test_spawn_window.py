@@ -7,7 +7,8 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import pytest
 
@@ -153,3 +154,71 @@ def test_a_close_wakes_the_callers_waiting_for_room_and_refuses_later_ones() -> 
     with pytest.raises(RuntimeClosed):
         window.enter("late")
     assert len(window) == 0
+
+
+class _WaitsBeforeRemoving(set[str]):
+    """A window's ids whose removal (``decided``) first runs ``before``: a caller gets all
+    the way into its wait while the decision is under way, with its ids still in."""
+
+    before: Callable[[], None] | None = None
+
+    def difference_update(self, *others: Iterable[Any]) -> None:
+        before, self.before = self.before, None
+        if before is not None:
+            before()
+        super().difference_update(*others)
+
+
+class _Woken(threading.Condition):
+    """The window's condition, recording whether each wait on it was notified (True) or
+    ran out its timeout (False: the window's waits look again then, so a lost wake-up
+    costs a whole ``wait_s`` and fails nothing else)."""
+
+    def __init__(self) -> None:
+        super().__init__(threading.Lock())
+        self.woken: list[bool] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        notified = super().wait(timeout)
+        self.woken.append(notified)
+        return notified
+
+
+@pytest.mark.parametrize("waits_for", ["room", "decision"])
+def test_a_caller_that_waits_while_a_decision_is_removing_its_ids_is_woken(
+    waits_for: str,
+) -> None:
+    """The window is full ("a"); a decision of "a" is under way when a caller starts to wait
+    (for room, ``enter``; for "a"'s decision, ``settle``) and is waiting before the ids
+    leave. The decision must wake it (a notify): it looks whether anybody waits after the
+    ids left. A decision that looked before (and saw nobody) would leave it waiting its
+    whole ``wait_s`` (the wait then returns False, and the caller goes on late)."""
+    window = SpawnWindow(size=1, wait_s=20.0)
+    window._changed = changed = _Woken()
+    ids = _WaitsBeforeRemoving()
+    window._undecided = ids
+    window.enter("a")
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            if waits_for == "room":
+                window.enter("b")
+            else:
+                window.settle("a")
+            outcome.append("done")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+
+    def caller_waiting() -> None:
+        caller.start()
+        wait_until(lambda: bool(changed._waiters), "the caller waiting")  # type: ignore[attr-defined]
+
+    ids.before = caller_waiting
+    window.decided(["a"])
+    caller.join(WAIT)
+    assert outcome == ["done"]
+    assert changed.woken == [True]
+    assert set(window._undecided) == ({"b"} if waits_for == "room" else set())
