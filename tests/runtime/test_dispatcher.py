@@ -19,6 +19,7 @@ from subagents.actors.agent import AgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
+from subagents.actors.tally import Tally
 from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block, blocking
 from subagents.definitions.spec import AgentSpec
@@ -360,6 +361,39 @@ def test_live_and_stopped_count_every_actor_started_and_stopped_from_many_thread
         ref.stop(block=True, timeout=WAIT)
     assert dispatcher.stopped == total
     assert dispatcher.live == 0
+
+
+class _StartsWithAStartAndStopAfterItsRead(Tally):
+    """The started count of a dispatcher whose first read is followed, before the caller
+    goes on, by an actor's start and its stop (what another thread may do at that point)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        super().__init__()
+        self.dispatcher: Dispatcher | None = dispatcher
+
+    @property
+    def value(self) -> int:
+        read = Tally.value.fget(self)  # type: ignore[attr-defined]
+        dispatcher, self.dispatcher = self.dispatcher, None
+        if dispatcher is not None:
+            dispatcher._actor_started()
+            dispatcher._actor_stopped()
+        return int(read)
+
+
+def test_live_is_never_negative_when_an_actor_starts_and_stops_while_it_is_read() -> None:
+    """``live`` is two lock-free reads (stopped, started): an actor started and stopped
+    between them must not make it negative. It reads the stops first (every stop it counts
+    had its start counted before); the other order reads -1 here (the start missed, its
+    stop counted), and the GC's pacing and the spares' count would read it."""
+    d = Dispatcher(size=1, name="t-live-order")
+    try:
+        d._starts = _StartsWithAStartAndStopAfterItsRead(d)
+        assert d.live == 0  # (the start and stop came after its reads, or between them)
+        assert d.live == 0
+        assert d.stopped == 1
+    finally:
+        d.close(WAIT)
 
 
 def test_start_needs_a_dispatcher() -> None:

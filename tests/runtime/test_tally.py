@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 
+from polling import wait_until
 from subagents.actors.tally import Tally
 
 WAIT = 60.0
@@ -68,3 +70,66 @@ def test_many_adders_and_readers_at_once_lose_nothing_and_never_go_back() -> Non
     assert went_back == []
     assert failed == []
     assert tally.value == adders * each
+
+
+class _Arrivals:
+    """A tally's readers' lock, telling when a reader has come to it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.arrived = threading.Event()
+
+    def __enter__(self) -> bool:
+        self.arrived.set()
+        return self.lock.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.lock.release()
+
+
+class _SecondReadWhileFolding(collections.deque[None]):
+    """A tally's adds whose first fold lets a second read run on another thread (until it
+    waits for the readers' lock, or is done) before the first fold takes anything out."""
+
+    def __init__(self, tally: Tally, arrivals: _Arrivals) -> None:
+        super().__init__()
+        self.tally, self.arrivals = tally, arrivals
+        self.second: list[object] = []
+        self.thread: threading.Thread | None = None
+
+    def popleft(self) -> None:
+        if self.thread is None:
+            self.arrivals.arrived.clear()  # (the first read came)
+
+            def read() -> None:
+                try:
+                    self.second.append(self.tally.value)
+                except Exception as exc:
+                    self.second.append(exc)
+
+            self.thread = threading.Thread(target=read)
+            self.thread.start()
+            wait_until(
+                lambda: self.arrivals.arrived.is_set() or bool(self.second),
+                "the second read waiting for the lock, or done",
+            )
+        super().popleft()
+
+
+def test_two_reads_folding_at_once_count_each_add_once() -> None:
+    """Two reads meet: the second comes while the first is folding (made certain here).
+    It must wait for the first (the readers' lock), then both read 3, and so does the next
+    read. Two folds at once would count the same adds twice, or pop more than there is
+    (IndexError): the branch's stress test saw that variant only one run in three."""
+    tally = Tally()
+    arrivals = _Arrivals()
+    tally._folding = arrivals  # type: ignore[assignment]
+    adds = _SecondReadWhileFolding(tally, arrivals)
+    tally._added = adds
+    for _ in range(3):
+        tally.add()
+    first = tally.value
+    assert adds.thread is not None
+    adds.thread.join(WAIT)
+    assert (first, adds.second) == (3, [3])
+    assert tally.value == 3
