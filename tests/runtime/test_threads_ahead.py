@@ -8,13 +8,15 @@ Real threads; every wait is on an event or a semaphore, with a timeout."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 import threading
 from typing import Any
 
 import pytest
 
 from polling import wait_until
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block
@@ -394,3 +396,61 @@ def test_a_wave_whose_dispatcher_start_was_refused_a_thread_still_runs(
         monkeypatch.undo()
         outcomes = [h.result(timeout=WAIT) for h in handles if isinstance(h, RunHandle)]
         assert [o.status for o in outcomes] == ["completed", "completed"], outcomes
+
+
+def _waiting_for_the_lock_in(thread: threading.Thread, function: Any) -> bool:
+    """Whether ``thread`` is at ``function``'s ``with self._lock:`` (blocked taking it)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    if frame is None or frame.f_code is not function.__code__:
+        return False
+    lines, first = inspect.getsourcelines(function)
+    at = next(first + i for i, line in enumerate(lines) if "with self._lock:" in line)
+    return frame.f_lineno == at
+
+
+def test_a_handling_saying_it_blocks_as_the_watch_thread_replaces_it_is_counted_once() -> None:
+    """A handling says it blocks (``about_to_block``: it looked, found itself not replaced,
+    and waits for the dispatcher's lock) while the watch thread, holding that lock, finds
+    its drain stalled and replaces it (``_replace``, as its look does). It must be counted
+    as blocked once: one replacement owed, not two. Counted twice, the dispatcher's working
+    count went below its threads for good (a thread more than ``size`` taking work, kept)
+    and a second replacement was owed for nothing."""
+    d = Dispatcher(size=1, stall_s=60.0, name="t-blocking-once")  # (no stall found alone)
+    entered, go, said, release = (threading.Event() for _ in range(4))
+    handling: list[threading.Thread] = []
+
+    class Blocks(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            handling.append(threading.current_thread())
+            entered.set()
+            assert go.wait(WAIT)
+            about_to_block()
+            said.set()
+            assert release.wait(WAIT)
+            return message
+
+    try:
+        ref = Blocks.start(dispatcher=d)
+        answer = ref.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        (worker,) = d._workers
+        with d._lock:  # (the watch thread's look, holding the lock)
+            go.set()
+            wait_until(
+                lambda: _waiting_for_the_lock_in(handling[0], Dispatcher.blocking),
+                "the handling waiting for the lock in about_to_block",
+            )
+            d._replace(worker)
+        assert said.wait(WAIT)
+        assert d.counts() == DispatcherCounts(working=0, replaced=1)
+        assert d._owed == 1
+        release.set()
+        assert answer.get(timeout=WAIT) == "hold"
+        wait_until(lambda: not worker.replaced, "the handling's thread back in its place")
+        assert d.counts() == DispatcherCounts(working=1, replaced=0)
+        assert d._owed == 0
+        ref.stop(block=True, timeout=WAIT)
+    finally:
+        go.set()
+        release.set()
+        assert d.close(WAIT) == []

@@ -379,8 +379,8 @@ class Dispatcher:
         pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
         if worker.replaced:
             return
-        with self._lock:
-            if self._closed.is_set():
+        with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
+            if worker.replaced or self._closed.is_set():
                 return
             worker.replaced = True
             self._working -= 1
