@@ -454,3 +454,53 @@ def test_a_handling_saying_it_blocks_as_the_watch_thread_replaces_it_is_counted_
         go.set()
         release.set()
         assert d.close(WAIT) == []
+
+
+@pytest.mark.parametrize("refusals", [1, 3])
+def test_a_stalled_drains_replacement_refused_a_thread_is_started_at_a_later_look(
+    monkeypatch: pytest.MonkeyPatch, refusals: int
+) -> None:
+    """The one thread of a dispatcher is held in a handling that never says it blocks
+    (found stalled by the watch thread), another actor's message waits, and the process
+    refuses the replacement's thread (its limit), ``refusals`` times: the replacement stays
+    owed and a later look starts it (the message is answered); once the held drain ends,
+    the counts are one thread working, none replaced, none owed (a refused start left
+    counted would be a thread for ever missing)."""
+    d = Dispatcher(size=1, stall_s=0.02, name="t-stall-refused")
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "hold":
+                entered.set()
+                assert release.wait(WAIT)
+            return message
+
+    left = refusals
+
+    def first_ones(name: str) -> bool:
+        nonlocal left
+        if not name.startswith("t-stall-refused") or left == 0:
+            return False
+        left -= 1
+        return True
+
+    try:
+        held, other = Held.start(dispatcher=d), Held.start(dispatcher=d)
+        assert held.ask("warm", timeout=WAIT) == "warm"  # the dispatcher's own start done
+        refused = _refusing(monkeypatch, first_ones)
+        holding = held.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        assert other.ask("meanwhile", timeout=WAIT) == "meanwhile"  # on a new thread
+        assert len(refused) == refusals
+        release.set()
+        assert holding.get(timeout=WAIT) == "hold"
+        wait_until(lambda: d.counts().replaced == 0, "the held thread gone or back")
+        assert d.counts() == DispatcherCounts(working=1, replaced=0)
+        assert d._owed == 0
+        for ref in (held, other):
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
