@@ -19,6 +19,7 @@ from subagents.actors.agent import AgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
+from subagents.actors.tally import Tally
 from subagents.behaviour.function import AgentContext
 from subagents.blocking import about_to_block, blocking
 from subagents.definitions.spec import AgentSpec
@@ -323,6 +324,76 @@ def test_a_failing_tell_stops_the_actor_and_a_failing_ask_answers_the_error(
     ref.tell("told")
     assert failed.wait(WAIT)
     assert not ref.is_alive()
+
+
+def test_live_and_stopped_count_every_actor_started_and_stopped_from_many_threads(
+    dispatcher: Dispatcher,
+) -> None:
+    """The counts take no lock (``actors/tally.py``): four threads start 300 actors each
+    while the dispatcher's threads stop the ones started, the watch thread folding the
+    counts meanwhile; none is lost. (An actor's stop is counted before its stop's ask is
+    answered: after the answers, the counts are exact.)"""
+    per_thread, starters = 300, 4
+    refs: list[list[pykka.ActorRef[Recorder]]] = [[] for _ in range(starters)]
+    go = threading.Barrier(starters)
+    stops: list[list[pykka.Future[Any]]] = [[] for _ in range(starters)]
+
+    def start(me: int) -> None:
+        go.wait(WAIT)
+        for i in range(per_thread):
+            ref = Recorder.start(dispatcher=dispatcher)
+            refs[me].append(ref)
+            if i % 2:  # every other one stopped at once, while the others start
+                stops[me].append(ref.stop(block=False))
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(starters)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not any(t.is_alive() for t in threads)
+    for future in [f for mine in stops for f in mine]:
+        future.get(timeout=WAIT)
+    total = per_thread * starters
+    assert dispatcher.stopped == total // 2
+    assert dispatcher.live == total - total // 2
+    for ref in [r for mine in refs for r in mine if r.is_alive()]:
+        ref.stop(block=True, timeout=WAIT)
+    assert dispatcher.stopped == total
+    assert dispatcher.live == 0
+
+
+class _StartsWithAStartAndStopAfterItsRead(Tally):
+    """The started count of a dispatcher whose first read is followed, before the caller
+    goes on, by an actor's start and its stop (what another thread may do at that point)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        super().__init__()
+        self.dispatcher: Dispatcher | None = dispatcher
+
+    @property
+    def value(self) -> int:
+        read = Tally.value.fget(self)  # type: ignore[attr-defined]
+        dispatcher, self.dispatcher = self.dispatcher, None
+        if dispatcher is not None:
+            dispatcher._actor_started()
+            dispatcher._actor_stopped()
+        return int(read)
+
+
+def test_live_is_never_negative_when_an_actor_starts_and_stops_while_it_is_read() -> None:
+    """``live`` is two lock-free reads (stopped, started): an actor started and stopped
+    between them must not make it negative. It reads the stops first (every stop it counts
+    had its start counted before); the other order reads -1 here (the start missed, its
+    stop counted), and the GC's pacing and the spares' count would read it."""
+    d = Dispatcher(size=1, name="t-live-order")
+    try:
+        d._starts = _StartsWithAStartAndStopAfterItsRead(d)
+        assert d.live == 0  # (the start and stop came after its reads, or between them)
+        assert d.live == 0
+        assert d.stopped == 1
+    finally:
+        d.close(WAIT)
 
 
 def test_start_needs_a_dispatcher() -> None:

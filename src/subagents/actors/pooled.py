@@ -26,10 +26,12 @@ Blocking user code (a model call, a plain ``def`` tool, a sync function agent) r
 handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
 thread looks at the dispatcher's threads every ``stall_s`` and replaces each one that has
 been in the same drain for longer than that (its actor is still drained by it, so ordering
-holds; it leaves the pool when that drain ends). So at least ``size`` threads always take
-new work within about ``2 * stall_s``, however many handlings block, and the threads that
-exist are those ``size`` plus one per handling blocked right now: never one per waiting
-actor. (Go's scheduler does the same for goroutines blocked in system calls.)
+holds; it leaves the pool when that drain ends, or takes its place back if that one is not
+started yet; the new thread is started with the dispatcher's lock let go: ``_start_owed``).
+So at least ``size`` threads always take new work within about ``2 * stall_s``, however many
+handlings block, and the threads that exist are those ``size`` plus one per handling blocked
+right now: never one per waiting actor. (Go's scheduler does the same for goroutines
+blocked in system calls.)
 
 Detection alone is slow for work that is known to block: a fan-out of 1,000 children whose
 handlings each block 50 ms started about ``size`` of them per ``stall_s``. So code that knows
@@ -57,6 +59,7 @@ from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
+from subagents.actors.tally import Tally
 from subagents.actors.threads import ThreadPool, default_size
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
@@ -129,8 +132,8 @@ class Dispatcher:
         self._poked = threading.Event()  # a replacement found no parked thread
         self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
         self._idle_waiters = 0
-        self._live = 0  # actors started and not stopped
-        self._stopped = 0
+        self._starts = Tally()  # actors started (no lock: a convoy per run, ``tally.py``)
+        self._stops = Tally()  # actors stopped
         self._started = False
         self._ahead = 0
         """Spares asked for ahead of a wave of handlings about to block (``ready``)."""
@@ -187,6 +190,43 @@ class Dispatcher:
         self._working += 1
         return True
 
+    def _start_owed(self, if_none_waits: bool = False) -> bool:
+        """Start one owed replacement (whether it did): on a parked thread, else a new one,
+        started after ``_lock`` is let go (the watch thread). ``if_none_waits``: not while a
+        thread is parked waiting for work (it takes the work that waits).
+
+        Why the new thread's start is outside the lock: ``Thread.start`` waits until the new
+        thread runs, behind the GIL (milliseconds on a busy process), and every handling that
+        says it blocks and every blocked drain's end takes the lock: under it, a fan-out of
+        500 children x 50 ms (``about_to_block`` per model call) found the lock held 70
+        times in 2,057, waiting 0.6/38 ms (p50/p99), the lock held 10 ms at its p99.9."""
+        with self._lock:
+            if not self._owed or self._closed.is_set():
+                return False
+            if if_none_waits and self._handoff.waiting:
+                return False
+            try:
+                if self._add_worker(parked_only=True):
+                    self._owed -= 1
+                    return True
+            except Exception:  # (the pool closed): nothing to start
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return False
+            worker = _Worker()  # counted now: a drain ending meanwhile sees it coming
+            self._workers.add(worker)
+            self._working += 1
+            self._owed -= 1
+        try:
+            self._pool.run(functools.partial(self._work, worker))
+        except Exception:  # no thread to be had: owed again, tried again at a later look
+            log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+            with self._lock:
+                self._workers.discard(worker)
+                self._working -= 1
+                self._owed += 1
+            return False
+        return True
+
     def _work(self, worker: _Worker) -> None:
         take = self._handoff.take
         set_hook(
@@ -218,24 +258,29 @@ class Dispatcher:
                 if not worker.replaced:
                     self._working -= 1
 
-    def _replace(self, worker: _Worker) -> None:
-        """Count ``worker`` as blocked and start another thread in its place (``_lock``
-        held). It drains on (its actor's order holds) and rejoins or leaves when that ends."""
+    def _replace(self, worker: _Worker) -> bool:
+        """Count ``worker`` as blocked and owe a thread in its place (``_lock`` held; the
+        watch thread starts it once the lock is let go: ``_start_owed``). It drains on (its
+        actor's order holds) and rejoins (in the owed one's place, if not started yet) or
+        leaves when that ends. Whether it was counted now."""
         if worker.replaced or self._closed.is_set():
-            return
-        self._add_worker()  # first: if no thread is to be had, ``worker`` stays counted
+            return False
         worker.replaced = True
         self._working -= 1
+        self._owed += 1
+        return True
 
     def _pay(self, start: bool = False) -> bool:
         """Start one owed replacement (whether it did), if no thread waits for work: on a parked
         thread, or a new one if ``start`` (the watch thread), else the watch thread is poked."""
+        if start:
+            return self._start_owed(if_none_waits=True)
         with self._lock:
             if not self._owed or self._handoff.waiting or self._closed.is_set():
                 return False
             try:
-                added = self._add_worker(parked_only=True) or (start and self._add_worker())
-            except Exception:  # no thread to be had: the watch thread tries again later
+                added = self._add_worker(parked_only=True)
+            except Exception:  # (the pool closed): nothing to start
                 log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
                 return False
             if not added:
@@ -255,7 +300,7 @@ class Dispatcher:
             ahead, self._ahead = self._ahead, 0
             if spares:
                 blocked = len(self._workers) - self._working
-                want = min(blocked, self._live - blocked)
+                want = min(blocked, self.live - blocked)
         ahead -= self._pool.spares  # (a number to start, not a level kept: they are taken)
         while not self._closed.is_set():
             if self._owed and self._handoff.in_line and self._pay(start=True):
@@ -314,16 +359,17 @@ class Dispatcher:
                 self._add_spares(poked)
             except Exception:  # no thread to be had: the blocked ones will end
                 log.warning("no spare thread for the dispatcher", exc_info=True)
+            _ = self.live  # (folds the tallies: their deques stay short)
             now = time.monotonic()
+            stalled = 0
             with self._lock:
                 for worker in list(self._workers):
                     since = worker.busy_since
                     if not worker.replaced and since and now - since > self.stall_s:
-                        try:
-                            self._replace(worker)
-                        except Exception:  # no thread to be had: the blocked ones will end
-                            log.exception("no thread to replace a blocked dispatcher thread")
-                            break
+                        stalled += self._replace(worker)
+            for _ in range(stalled):  # (each thread started with the lock let go)
+                if not self._start_owed():
+                    break
 
     def blocking(self, worker: _Worker) -> None:
         """``worker``'s handling is about to block: it is counted as blocked at once, and
@@ -333,8 +379,8 @@ class Dispatcher:
         pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
         if worker.replaced:
             return
-        with self._lock:
-            if self._closed.is_set():
+        with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
+            if worker.replaced or self._closed.is_set():
                 return
             worker.replaced = True
             self._working -= 1
@@ -360,21 +406,19 @@ class Dispatcher:
     def live(self) -> int:
         """Actors started on this dispatcher and not stopped yet (pykka's ``ActorRegistry``
         does not hold them: see the module doc)."""
-        return self._live
+        stopped = self._stops.value  # first: every actor it counts was counted started
+        return self._starts.value - stopped
 
     def _actor_started(self) -> None:
-        with self._lock:
-            self._live += 1
+        self._starts.add()
 
     @property
     def stopped(self) -> int:
         """Actors stopped on this dispatcher so far (for the GC pacing: ``gc_pacing.py``)."""
-        return self._stopped
+        return self._stops.value
 
     def _actor_stopped(self) -> None:
-        with self._lock:
-            self._live -= 1
-            self._stopped += 1
+        self._stops.add()
 
     def counts(self) -> DispatcherCounts:
         with self._lock:

@@ -15,6 +15,19 @@ store commit; ``actors/spawn_group.py``). Two promises come with that, both kept
 
 The supervisor releases the window once per group it decided (``SpawnsDecided``, through
 ``RootWaiters.told``), not once per run.
+
+Neither side takes a lock when nobody waits (the usual case): a spawn adds its id, then looks
+at the size (over it: it takes the id back out and tries again under the lock, waking the
+waiters first, as its try may have kept one out; then waits for room); a decision removes
+its ids, then looks whether somebody waits (and only then takes the lock to wake them); a
+waiter counts itself under the lock, then tries again before it waits. Each step is one C
+call under the GIL, so whichever side looked second sees the other's step (no wake-up is
+lost; no more than ``size`` spawns are ever let in: the last of them to look would have
+seen them all). Why: the lock was shared by the spawning caller
+(every spawn) and the supervisor (every decision), threads that take turns on the GIL: a
+thread that finds such a lock held blocks with the GIL released, and once it owns the lock
+it waits for the GIL holding it (``actors/timer.py``). At 100,000 one-``spawn`` starts the
+caller found it held 25 times, waiting 10/39 ms (p50/p99).
 """
 
 from __future__ import annotations
@@ -66,18 +79,32 @@ class SpawnWindow:
     def enter(self, run_id: str) -> None:
         """``run_id`` is about to be told: counted, once there is room (``TimeoutError``
         naming the stall if none is made within ``wait_s``; ``RuntimeClosed``)."""
+        if self._let_in(run_id):  # the usual case: room, no lock (the module doc)
+            return
         with self._changed:
-            if len(self._undecided) >= self.size and not self._closed:
-                self._wait_for_room()
-            if self._closed:
-                raise RuntimeClosed("the runtime is closed")
-            self._undecided.add(run_id)
+            if self.blocked:  # (one may have found no room because of this id's try)
+                self._changed.notify_all()
+            self._wait_for_room(run_id)
 
-    def _wait_for_room(self) -> None:
+    def _let_in(self, run_id: str) -> bool:
+        """Add ``run_id``, then look: within ``size`` (True), or over it, and taken back out
+        (False). ``RuntimeClosed`` once closed (it is taken back out as well)."""
+        undecided = self._undecided
+        undecided.add(run_id)
+        if self._closed:
+            undecided.discard(run_id)
+            raise RuntimeClosed("the runtime is closed")
+        if len(undecided) <= self.size:
+            return True
+        undecided.discard(run_id)
+        return False
+
+    def _wait_for_room(self, run_id: str) -> None:
+        """(Under the lock.) Let ``run_id`` in once a decision makes room."""
         deadline = time.monotonic() + self.wait_s
-        self.blocked += 1
+        self.blocked += 1  # (before each look: a decision after it wakes this wait)
         try:
-            while len(self._undecided) >= self.size and not self._closed:
+            while not self._let_in(run_id):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(
@@ -92,12 +119,10 @@ class SpawnWindow:
     def decided(self, run_ids: Iterable[str]) -> None:
         """The supervisor decided these spawns (admitted or refused): room is made, and
         whoever waits for them goes on. Ids not in the window are ignored."""
-        with self._changed:
-            undecided = self._undecided
-            before = len(undecided)
-            undecided.difference_update(run_ids)
-            if (self.blocked or self.settling) and len(undecided) != before:
-                self._changed.notify_all()  # (nobody waits, the usual case: no notify)
+        self._undecided.difference_update(run_ids)
+        if self.blocked or self.settling:  # (after the ids left: the module doc)
+            with self._changed:
+                self._changed.notify_all()  # (nobody waits, the usual case: no lock)
 
     def settle(self, run_id: str | None = None) -> None:
         """Return once the spawn of ``run_id`` (None: every spawn undecided now) is decided:
