@@ -472,11 +472,16 @@ class AgentActor(FastInboxActor):
     def journal_start(self, starting: ToolStarting) -> str | None:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
         self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
+        asked = msgspec.structs.replace(starting, attempt=self.attempt)
         try:
-            reply = self.supervisor.ask(
-                Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=ASK_TIMEOUT_S
-            )
+            reply = self.supervisor.ask(Ask(asked), timeout=ASK_TIMEOUT_S)
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            if isinstance(exc, pykka.Timeout):  # the ask stays in the supervisor's inbox:
+                # its end follows it there (told straight, not in line: ``LateReports`` goes
+                # before the inbox), so a start recorded late reads as over, not begun; a
+                # resume would have told the model that a call which never ran was
+                # interrupted, its effects unknown
+                self.supervisor.tell(msgspec.structs.replace(asked, ended=True))
             return _not_started(exc)
         return None if reply is True else NOT_RUN_STOPPING
 
