@@ -476,12 +476,8 @@ class AgentActor(FastInboxActor):
         try:
             reply = self.supervisor.ask(Ask(asked), timeout=ASK_TIMEOUT_S)
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
-            if isinstance(exc, pykka.Timeout):  # the ask stays in the supervisor's inbox:
-                # its end follows it there (told straight, not in line: ``LateReports`` goes
-                # before the inbox), so a start recorded late reads as over, not begun; a
-                # resume would have told the model that a call which never ran was
-                # interrupted, its effects unknown
-                self.supervisor.tell(msgspec.structs.replace(asked, ended=True))
+            if isinstance(exc, pykka.Timeout):  # its end follows the ask (inbox: not in line)
+                self.supervisor.tell(msgspec.structs.replace(asked, ended=True))  # late: over
             return _not_started(exc)
         return None if reply is True else NOT_RUN_STOPPING
 
