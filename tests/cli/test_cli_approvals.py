@@ -233,6 +233,74 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     assert _pending(cli) == []
 
 
+@pytest.fixture
+def pg_cli(tmp_path: Path, pg_url: str) -> Iterator[Cli]:
+    """The command with the writer in its team, on a PostgreSQL database only (what a
+    stalled transaction holds is PostgreSQL's); afterwards no host of this test is left."""
+    cli = Cli(tmp_path, database=pg_url)
+    (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
+    hosts: list[int] = []
+    cli.hosts = hosts  # type: ignore[attr-defined]
+    yield cli
+    for pid in hosts:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli) -> None:
+    """A host stalled past its lease while a transaction holds its lease row (a host stopped
+    inside its renewal holds it so, until the server's 60 s idle-in-transaction timeout;
+    here a session of the test holds it, idle in its transaction, and the host is
+    SIGSTOPped): the restore leaves its runs to it, as documented. `resume` said "0 run(s)
+    resumed" and exited 0; it names the host, says its lease row is held inside a
+    transaction, with what pg_stat_activity shows, and exits 1."""
+    import psycopg
+
+    from subagents.store.postgres_schema import SCHEMA
+
+    cli = pg_cli
+    assert cli.database is not None
+    run_id, pid = _detach_writer_with(cli, {"SUBAGENTS_LEASE_S": "1"})
+    _asked(cli, run_id)  # its run is live, waiting for the answer
+    with cli.store() as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.owner
+    with psycopg.connect(cli.database) as holder:  # a transaction, left open below
+        holder.execute(f"SET search_path TO {SCHEMA}")
+        locked = holder.execute(
+            "SELECT owner FROM leases WHERE owner = %s FOR UPDATE", (record.owner,)
+        ).fetchall()
+        assert locked == [(record.owner,)]
+        os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses
+        try:
+            wait_until(
+                lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
+                "the stalled host's lease lapsing",
+                DEADLINE_S,
+                pace=0.2,
+            )
+            resumed = cli("resume", "--agents", str(cli.agents), "--json")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            holder.rollback()
+    assert resumed.returncode == 1, resumed.stderr
+    said = resumed.stderr
+    assert f"nothing resumed: 1 run(s) left to their host {record.owner}" in said, said
+    assert "it holds its lease row inside a transaction still open" in said, said
+    assert "pg_stat_activity: pid" in said and "idle in transaction" in said, said
+    with cli.store() as store:
+        still = store.get_run(run_id)
+    assert still is not None and still.owner == record.owner  # left to it, not taken
+
+
+def _detach_writer_with(cli: Cli, env: dict[str, str]) -> tuple[str, int]:
+    proc = cli("run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    cli.hosts.append(data["pid"])  # type: ignore[attr-defined]
+    return data["run_id"], data["pid"]
+
+
 def _open_transactions(database: str) -> int:
     """Sessions of ``database`` other than this one inside a transaction or a statement
     (a stopped host's, here: nothing else is connected then)."""

@@ -188,6 +188,36 @@ class PgProcessRows:
                 return self._leases_to_take_over()
             return self._read_leases()
 
+    def held_in_transaction(self, owners: Collection[str]) -> dict[str, str]:
+        """Of ``owners``, those whose lease row a transaction still open holds (a host
+        stalled inside a transaction: a restore leaves its runs to it, as to a host writing
+        right now), each with what ``pg_stat_activity`` says of the store's sessions inside
+        a transaction. Read with ``FOR SHARE SKIP LOCKED`` in one autocommit statement: the
+        rows it can lock are let go at once (a live host's renewal waits for nothing more)."""
+        doing = "reading which leases are held inside a transaction"
+        wanted = sorted(owners)
+        present = self.tx.read("SELECT owner FROM leases WHERE owner = ANY(%s)", (wanted,), doing)
+        free = self.tx.read(
+            "SELECT owner FROM leases WHERE owner = ANY(%s) FOR SHARE SKIP LOCKED", (wanted,), doing
+        )
+        held = {o for (o,) in present} - {o for (o,) in free}
+        if not held:
+            return {}
+        sessions = self.tx.read(
+            "SELECT pid, state, application_name, EXTRACT(EPOCH FROM now() - xact_start)"
+            " FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            " AND backend_type = 'client backend' ORDER BY xact_start",
+            (),
+            doing,
+        )
+        seen = "; ".join(
+            f"pid {pid} ({app or 'no application name'}) {state or 'unknown'} for {age:.0f} s"
+            for pid, state, app, age in sessions
+        )
+        said = f"pg_stat_activity: {seen}" if seen else "pg_stat_activity shows no such session"
+        return {owner: said for owner in sorted(held)}
+
     def _read_leases(self) -> list[Lease]:
         rows = self.tx.read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
         return [self.tx.decode(_lease_decoder, raw, "leases", key) for key, raw in rows]
