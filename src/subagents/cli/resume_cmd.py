@@ -110,18 +110,20 @@ def _left_to_their_hosts(
         held: dict[str, str] = holders(set(owners)) if holders is not None else {}
     said = []
     for owner, n in sorted(owners.items()):
-        why = (
-            f"it holds its lease row inside a transaction still open ({held[owner]})"
-            if owner in held
-            else "it held its lease row when the restore read it (writing, or stalled"
-            " inside a transaction)"
-        )
-        said.append(
-            f"{n} run(s) left to their host {owner}: its lease lapsed, but {why}; its runs"
-            " stay its own until that transaction ends (a stalled host's is ended by the"
-            " server after 60 s idle: idle_in_transaction_session_timeout); run"
-            " `subagents resume` again then"
-        )
+        if owner in held:
+            said.append(
+                f"{n} run(s) left to their host {owner}: its lease lapsed, but it holds its"
+                f" lease row inside a transaction still open ({held[owner]}); its runs stay"
+                " its own until that transaction ends (a stalled host's is ended by the"
+                " server after 60 s idle: idle_in_transaction_session_timeout); run"
+                " `subagents resume` again then"
+            )
+        else:  # renewed in between (it was only slow), or held while the restore read it
+            said.append(
+                f"{n} run(s) left to their host {owner}: its lease had lapsed, but the"
+                " restore found the host alive or writing (its lease renewed, or held by a"
+                " transaction); `subagents resume --list` says where they are now"
+            )
     return "; ".join(said)
 
 
