@@ -106,7 +106,8 @@ class RunViews:
             except StoreError as exc:
                 raise RuntimeClosed(
                     f"the runtime is closed, and so is the store it opened ({exc}): read"
-                    " the usage from a store opened on it (SQLiteStore(path)), or pass the"
+                    " the usage from a store opened on it (SQLiteStore(path), or"
+                    " subagents.store.opening.open_location(path or URL)), or pass the"
                     " runtime a store of your own to read after its close"
                 ) from exc
         return self._usage(run_id, held)
