@@ -247,13 +247,17 @@ def pg_cli(tmp_path: Path, pg_url: str) -> Iterator[Cli]:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli) -> None:
+@pytest.mark.parametrize("lock", ["FOR UPDATE", "FOR KEY SHARE"])
+def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli, lock: str) -> None:
     """A host stalled past its lease while a transaction holds its lease row (a host stopped
-    inside its renewal holds it so, until the server's 60 s idle-in-transaction timeout;
-    here a session of the test holds it, idle in its transaction, and the host is
-    SIGSTOPped): the restore leaves its runs to it, as documented. `resume` said "0 run(s)
-    resumed" and exited 0; it names the host, says its lease row is held inside a
-    transaction, with what pg_stat_activity shows, and exits 1."""
+    inside its renewal holds it ``FOR UPDATE``, one stopped inside a write ``FOR KEY SHARE``,
+    its fence's lock, until the server's 60 s idle-in-transaction timeout; here a session of
+    the test holds it, idle in its transaction, and the host is SIGSTOPped): the restore
+    leaves its runs to it, as documented. `resume` said "0 run(s) resumed" and exited 0; it
+    names the host, says its lease row is held inside a transaction, with what
+    pg_stat_activity shows, and exits 1. (``FOR KEY SHARE``: the restore skips it, its
+    ``FOR UPDATE SKIP LOCKED`` conflicting; a look ``FOR SHARE SKIP LOCKED`` did not, and
+    said the host was alive or writing, without pg_stat_activity.)"""
     import psycopg
 
     from subagents.store.postgres_schema import SCHEMA
@@ -268,7 +272,7 @@ def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli) ->
     with psycopg.connect(cli.database) as holder:  # a transaction, left open below
         holder.execute(f"SET search_path TO {SCHEMA}")
         locked = holder.execute(
-            "SELECT owner FROM leases WHERE owner = %s FOR UPDATE", (record.owner,)
+            f"SELECT owner FROM leases WHERE owner = %s {lock}", (record.owner,)
         ).fetchall()
         assert locked == [(record.owner,)]
         os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses

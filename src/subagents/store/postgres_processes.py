@@ -192,13 +192,18 @@ class PgProcessRows:
         """Of ``owners``, those whose lease row a transaction still open holds (a host
         stalled inside a transaction: a restore leaves its runs to it, as to a host writing
         right now), each with what ``pg_stat_activity`` says of the store's sessions inside
-        a transaction. Read with ``FOR SHARE SKIP LOCKED`` in one autocommit statement: the
-        rows it can lock are let go at once (a live host's renewal waits for nothing more)."""
+        a transaction. Read with ``FOR UPDATE SKIP LOCKED``, the restore's own lock, in one
+        autocommit statement: a row the restore skipped is skipped here (a host stopped inside
+        a write holds its row ``FOR KEY SHARE``, its fence's lock, which ``FOR SHARE`` does not
+        conflict with: it read as free), and the rows it can lock are let go at once (a live
+        host's renewal or fence waits for that one statement, as for a restore's)."""
         doing = "reading which leases are held inside a transaction"
         wanted = sorted(owners)
         present = self.tx.read("SELECT owner FROM leases WHERE owner = ANY(%s)", (wanted,), doing)
         free = self.tx.read(
-            "SELECT owner FROM leases WHERE owner = ANY(%s) FOR SHARE SKIP LOCKED", (wanted,), doing
+            "SELECT owner FROM leases WHERE owner = ANY(%s) FOR UPDATE SKIP LOCKED",
+            (wanted,),
+            doing,
         )
         held = {o for (o,) in present} - {o for (o,) in free}
         if not held:
