@@ -301,6 +301,27 @@ def test_usage_after_close_of_a_store_the_runtime_opened_says_so(tmp_path: Path)
         store.close()
 
 
+def test_usage_after_close_of_a_store_of_ones_own_that_failed_says_the_stores_error(
+    tmp_path: Path,
+) -> None:
+    """The caller's own store, which the runtime did not open and does not close: after
+    the runtime's close, a failure reading it (here the caller closed it) is the store's
+    own error, not ``RuntimeClosed`` saying "so is the store it opened" (it did not)."""
+    from subagents.store.base import StoreError
+
+    model = _boss_and_worker_model(worker_delay=0)
+    store = SQLiteStore(tmp_path / "runs.db")
+    with Runtime([spec("boss"), spec("worker")], model=model, store=store) as rt:
+        boss = rt.spawn("boss", "b")
+        assert boss.result(WAIT).status is RunStatus.COMPLETED
+    assert boss.usage().runs == 2  # read from the caller's store, still open
+    store.close()
+    with pytest.raises(StoreError) as raised:
+        boss.usage()
+    assert not isinstance(raised.value, RuntimeClosed)
+    assert "the store it opened" not in str(raised.value)
+
+
 def test_end_events_carry_usage_steps_and_tool_calls(store: RunStore) -> None:
     events = Events()
     model = _boss_and_worker_model(worker_delay=0)

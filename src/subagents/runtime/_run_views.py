@@ -39,8 +39,11 @@ class RunViews:
         store: RunStore,
         held: Callable[[str], tuple[RunRecord, ...]],
         settle: Callable[[str | None], None],
+        owns_store: bool = False,
     ) -> None:
+        """``owns_store``: the runtime opened ``store`` itself, and closes it with itself."""
         self.store = store
+        self.owns_store = owns_store
         self.held = held
         self.settle = settle
 
@@ -104,6 +107,8 @@ class RunViews:
             try:
                 return self._usage(run_id, ())
             except StoreError as exc:
+                if not self.owns_store:  # the caller's own store: its error is theirs
+                    raise
                 raise RuntimeClosed(
                     f"the runtime is closed, and so is the store it opened ({exc}): read"
                     " the usage from a store opened on it (SQLiteStore(path), or"
