@@ -205,14 +205,8 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     run_id, pid = data["run_id"], data["pid"]
     cli.hosts.append(pid)  # type: ignore[attr-defined]
     approval_id = _asked(cli, run_id)
-    _stop_outside_a_transaction(cli, pid)  # alive, renewing nothing: its lease lapses
     try:
-        wait_until(
-            lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
-            "the stalled host's lease lapsing",
-            DEADLINE_S,
-            pace=0.2,
-        )
+        _stall_past_its_lease(cli, pid)  # alive, renewing nothing, holding no lock
         approved = cli("approve", approval_id)
         assert approved.returncode == 0, approved.stderr
         assert "its host is gone" in approved.stdout
@@ -305,32 +299,72 @@ def _detach_writer_with(cli: Cli, env: dict[str, str]) -> tuple[str, int]:
     return data["run_id"], data["pid"]
 
 
-def _open_transactions(database: str) -> int:
-    """Sessions of ``database`` other than this one inside a transaction or a statement
-    (a stopped host's, here: nothing else is connected then)."""
+def _inside_a_transaction(cli: Cli) -> bool:
+    """Whether another session holds a transaction open (the stopped host's, here: nothing
+    else is connected then). PostgreSQL: a session of the database not idle in
+    pg_stat_activity, or a lease row the restore's own lock (``FOR UPDATE SKIP LOCKED``)
+    skips. SQLite: the file's write lock held (``BEGIN IMMEDIATE`` refused at once; a host
+    stopped holding it makes every other writer fail after its busy timeout)."""
+    if cli.database is None:
+        import sqlite3
+
+        conn = sqlite3.connect(cli.state, timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+        except sqlite3.OperationalError:  # database is locked
+            return True
+        finally:
+            conn.close()
+        return False
     import psycopg
 
-    with psycopg.connect(database, autocommit=True) as conn:
-        row = conn.execute(
+    from subagents.store.postgres_schema import SCHEMA
+
+    with psycopg.connect(cli.database, autocommit=True) as conn:
+        busy = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
             " AND state <> 'idle'"
         ).fetchone()
-    return int(row[0]) if row else 0
+        conn.execute(f"SET search_path TO {SCHEMA}")
+        leases = conn.execute("SELECT count(*) FROM leases").fetchone()
+        free = conn.execute("SELECT owner FROM leases FOR UPDATE SKIP LOCKED").fetchall()
+    return bool(busy and busy[0]) or (leases is not None and len(free) != leases[0])
 
 
-def _stop_outside_a_transaction(cli: Cli, pid: int) -> None:
-    """SIGSTOP the host at a moment it holds no transaction open. On PostgreSQL a host
-    stopped inside one (a lease renewal, a fenced write) holds its lease row's lock: a
-    restore then takes it for a host writing right now and leaves its runs to it, as
-    documented (docs/store.md), until the server's idle-in-transaction timeout (60 s) ends
-    it; this test is of a host stalled between its writes."""
-    for _ in range(100):
-        os.kill(pid, signal.SIGSTOP)
-        if cli.database is None or not _open_transactions(cli.database):
+def _stall_past_its_lease(cli: Cli, pid: int) -> None:
+    """SIGSTOP the host at a moment it holds no transaction open, until its lease lapses.
+    On PostgreSQL a host stopped inside one (a lease renewal, a fenced write) holds its
+    lease row's lock: a restore then takes it for a host writing right now and leaves its
+    runs to it, as documented (docs/store.md), until the server's idle-in-transaction
+    timeout (60 s) ends it; on SQLite it holds the write lock, and every other writer
+    (`approve`, the resume) fails after its busy timeout. These tests are of a host stalled
+    between its writes. Checked right after the stop and again once the lease lapsed (a
+    statement the host sent just before its stop may reach the server after the first
+    look: under load the first was not enough); inside one: let go on (it renews its
+    lease) and stopped again."""
+    for _ in range(20):
+        for _ in range(100):
+            os.kill(pid, signal.SIGSTOP)
+            if not _inside_a_transaction(cli):
+                break
+            os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
+        else:
+            raise AssertionError("the host was inside a transaction at each of 100 stops")
+        wait_until(_orphaned(cli), "the stalled host's lease lapsing", DEADLINE_S, pace=0.2)
+        if not _inside_a_transaction(cli):
             return
-        os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
-    raise AssertionError("the host was inside a transaction at each of 100 stops")
+        os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: not _orphaned(cli)(), "the host renewing its lease", DEADLINE_S, pace=0.2
+        )
+    raise AssertionError("the host was inside a transaction each of 20 times its lease lapsed")
+
+
+def _orphaned(cli: Cli) -> Any:
+    """Whether the (one) pending approval's run is orphaned: its host's lease lapsed."""
+    return lambda: bool(rows := _pending(cli)) and rows[0]["orphaned"]
 
 
 def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli) -> None:
