@@ -196,16 +196,24 @@ class PgProcessRows:
         autocommit statement: a row the restore skipped is skipped here (a host stopped inside
         a write holds its row ``FOR KEY SHARE``, its fence's lock, which ``FOR SHARE`` does not
         conflict with: it read as free), and the rows it can lock are let go at once (a live
-        host's renewal or fence waits for that one statement, as for a restore's)."""
+        host's renewal or fence waits for that one statement, as for a restore's). Only
+        lapsed leases are looked at: a host that renewed its own is alive, and its row is
+        held now and then by its own writes (its fence), not by a stall."""
         doing = "reading which leases are held inside a transaction"
-        wanted = sorted(owners)
-        present = self.tx.read("SELECT owner FROM leases WHERE owner = ANY(%s)", (wanted,), doing)
+        now = time.time()
+        lapsed = sorted(
+            lease.owner
+            for lease in self._read_leases()
+            if lease.owner in owners and not alive(lease, now)
+        )
+        if not lapsed:
+            return {}
         free = self.tx.read(
             "SELECT owner FROM leases WHERE owner = ANY(%s) FOR UPDATE SKIP LOCKED",
-            (wanted,),
+            (lapsed,),
             doing,
         )
-        held = {o for (o,) in present} - {o for (o,) in free}
+        held = set(lapsed) - {o for (o,) in free}
         if not held:
             return {}
         sessions = self.tx.read(
