@@ -291,6 +291,53 @@ def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli, lo
     assert still is not None and still.owner == record.owner  # left to it, not taken
 
 
+def test_resume_takes_a_detached_run_though_another_hosts_lease_row_is_held(pg_cli: Cli) -> None:
+    """Two hosts' runs look orphaned: a killed host's detached worker, which outlived its
+    ended root, and a stalled host's writer whose lease row a transaction holds (left to it).
+    The worker is taken up (a run resumed, not an orphaned root: the restore's ``orphans``
+    are roots only); `resume` said "nothing resumed" and exited 1 at once, closing its
+    runtime and so cancelling the worker it had just taken. Now it hosts the worker to its
+    end, says what it left to the other host, and exits 0."""
+    import psycopg
+    from test_cli_detached_runs import DLEAD, _both_waiting
+
+    from subagents.store.postgres_schema import SCHEMA
+
+    cli = pg_cli
+    assert cli.database is not None
+    (cli.agents / "dlead.md").write_text(DLEAD, encoding="utf-8")
+    proc = cli.run_team("dlead", "the crash")
+    lead, worker = cli.wait_runs(_both_waiting, "the lead and its detached worker waiting", proc)
+    assert cli("stop", lead["run_id"], "--turn", "--wait", "60").returncode == 0
+    proc.send_signal(signal.SIGKILL)  # the host dies while the detached worker waits
+    proc.communicate()
+    assert cli("send", worker["run_id"], "resumed").returncode == 0  # waits for the resume
+    run_id, pid = _detach_writer_with(cli, {"SUBAGENTS_LEASE_S": "1"})
+    _asked(cli, run_id)
+    with cli.store() as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.owner
+    with psycopg.connect(cli.database) as holder:  # a transaction, left open below
+        holder.execute(f"SET search_path TO {SCHEMA}")
+        holder.execute("SELECT owner FROM leases WHERE owner = %s FOR UPDATE", (record.owner,))
+        os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses
+        try:
+            wait_until(_orphaned(cli), "the stalled host's lease lapsing", DEADLINE_S, pace=0.2)
+            resumed = cli("resume", "--agents", str(cli.agents), "--json")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            holder.rollback()
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"1 run(s) left to their host {record.owner}" in resumed.stderr, resumed.stderr
+    assert "nothing resumed" not in resumed.stderr
+    assert worker["run_id"] in msgspec.json.decode(resumed.stdout)["resumed"]
+    with cli.store() as store:
+        ended, still = store.get_run(worker["run_id"]), store.get_run(run_id)
+    assert ended is not None and ended.status == "completed", ended  # hosted to its end
+    assert ended.outcome is not None and ended.outcome.result == "worker heard: resumed"
+    assert still is not None and still.owner == record.owner  # left to its host
+
+
 def _detach_writer_with(cli: Cli, env: dict[str, str]) -> tuple[str, int]:
     proc = cli("run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json", env=env)
     assert proc.returncode == 0, proc.stderr

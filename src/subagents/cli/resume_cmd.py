@@ -78,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     hosted_runtime = start_runtime(args, restore=roots if roots is not None else True)
     try:
-        left = _left_to_their_hosts(args, orphans, hosted_runtime.runtime.restore_report)
-        if left and not hosted_runtime.runtime.restore_report.orphans:
+        report = hosted_runtime.runtime.restore_report
+        left = _left_to_their_hosts(args, orphans, report)
+        if left and not _took_any(report):
             sys.stderr.write(f"subagents resume: nothing resumed: {left}\n")
             return 1
         if left:
@@ -87,6 +88,15 @@ def run(args: argparse.Namespace) -> int:
         return _resume(args, hosted_runtime)
     finally:
         hosted_runtime.close()
+
+
+def _took_any(report: RestoreReport) -> bool:
+    """Whether the restore took any run up: a root (``orphans``), or a run of a tree whose
+    root had ended (a detached run that outlived it: resumed, not an orphaned root), or
+    ended one (an agent no longer defined)."""
+    return bool(
+        report.orphans or report.resumed or report.requeued or report.failed or report.cancelled
+    )
 
 
 def _left_to_their_hosts(
