@@ -304,6 +304,8 @@ class Telemetry:
     def on_event(self, event: Event) -> None:
         span = self._spans.get(event.run_id)
         if span is None:  # admitted now, or taken up after a restart or in a new process
+            if event.run_id in self._contexts:  # its span ended here: an event after its end
+                return  # (``mail_refused``: mail posted to it as it ended) opens none again
             span = self._start_run_span(event)
         kind = event.kind
         if kind is EventKind.SPAWNED:

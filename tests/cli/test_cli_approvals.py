@@ -19,7 +19,6 @@ import msgspec
 import pytest
 from clikit import DEADLINE_S, Cli, by_agent, finish
 
-from pgserver import stop_outside_a_transaction
 from polling import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fake_messages_api
@@ -206,14 +205,8 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     run_id, pid = data["run_id"], data["pid"]
     cli.hosts.append(pid)  # type: ignore[attr-defined]
     approval_id = _asked(cli, run_id)
-    stop_outside_a_transaction(cli.database, pid)  # alive, renewing nothing: its lease lapses
     try:
-        wait_until(
-            lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
-            "the stalled host's lease lapsing",
-            DEADLINE_S,
-            pace=0.2,
-        )
+        _stall_past_its_lease(cli, pid)  # alive, renewing nothing, holding no lock
         approved = cli("approve", approval_id)
         assert approved.returncode == 0, approved.stderr
         assert "its host is gone" in approved.stdout
@@ -232,6 +225,193 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
     assert record.outcome is not None and record.outcome.result == "writer got: (no output)"
     assert kinds.count("completed") == 1
     assert _pending(cli) == []
+
+
+@pytest.fixture
+def pg_cli(tmp_path: Path, pg_url: str) -> Iterator[Cli]:
+    """The command with the writer in its team, on a PostgreSQL database only (what a
+    stalled transaction holds is PostgreSQL's); afterwards no host of this test is left."""
+    cli = Cli(tmp_path, database=pg_url)
+    (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
+    hosts: list[int] = []
+    cli.hosts = hosts  # type: ignore[attr-defined]
+    yield cli
+    for pid in hosts:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("lock", ["FOR UPDATE", "FOR KEY SHARE"])
+def test_resume_names_a_host_whose_lease_row_a_transaction_holds(pg_cli: Cli, lock: str) -> None:
+    """A host stalled past its lease while a transaction holds its lease row (a host stopped
+    inside its renewal holds it ``FOR UPDATE``, one stopped inside a write ``FOR KEY SHARE``,
+    its fence's lock, until the server's 60 s idle-in-transaction timeout; here a session of
+    the test holds it, idle in its transaction, and the host is SIGSTOPped): the restore
+    leaves its runs to it, as documented. `resume` said "0 run(s) resumed" and exited 0; it
+    names the host, says its lease row is held inside a transaction, with what
+    pg_stat_activity shows, and exits 1. (``FOR KEY SHARE``: the restore skips it, its
+    ``FOR UPDATE SKIP LOCKED`` conflicting; a look ``FOR SHARE SKIP LOCKED`` did not, and
+    said the host was alive or writing, without pg_stat_activity.)"""
+    import psycopg
+
+    from subagents.store.postgres_schema import SCHEMA
+
+    cli = pg_cli
+    assert cli.database is not None
+    run_id, pid = _detach_writer_with(cli, {"SUBAGENTS_LEASE_S": "1"})
+    _asked(cli, run_id)  # its run is live, waiting for the answer
+    with cli.store() as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.owner
+    with psycopg.connect(cli.database) as holder:  # a transaction, left open below
+        holder.execute(f"SET search_path TO {SCHEMA}")
+        locked = holder.execute(
+            f"SELECT owner FROM leases WHERE owner = %s {lock}", (record.owner,)
+        ).fetchall()
+        assert locked == [(record.owner,)]
+        os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses
+        try:
+            wait_until(
+                lambda: bool(_pending(cli)) and _pending(cli)[0]["orphaned"],
+                "the stalled host's lease lapsing",
+                DEADLINE_S,
+                pace=0.2,
+            )
+            resumed = cli("resume", "--agents", str(cli.agents), "--json")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            holder.rollback()
+    assert resumed.returncode == 1, resumed.stderr
+    said = resumed.stderr
+    assert f"nothing resumed: 1 run(s) left to their host {record.owner}" in said, said
+    assert "it holds its lease row inside a transaction still open" in said, said
+    assert "pg_stat_activity: pid" in said and "idle in transaction" in said, said
+    with cli.store() as store:
+        still = store.get_run(run_id)
+    assert still is not None and still.owner == record.owner  # left to it, not taken
+
+
+def test_resume_takes_a_detached_run_though_another_hosts_lease_row_is_held(pg_cli: Cli) -> None:
+    """Two hosts' runs look orphaned: a killed host's detached worker, which outlived its
+    ended root, and a stalled host's writer whose lease row a transaction holds (left to it).
+    The worker is taken up (a run resumed, not an orphaned root: the restore's ``orphans``
+    are roots only); `resume` said "nothing resumed" and exited 1 at once, closing its
+    runtime and so cancelling the worker it had just taken. Now it hosts the worker to its
+    end, says what it left to the other host, and exits 0."""
+    import psycopg
+    from test_cli_detached_runs import DLEAD, _both_waiting
+
+    from subagents.store.postgres_schema import SCHEMA
+
+    cli = pg_cli
+    assert cli.database is not None
+    (cli.agents / "dlead.md").write_text(DLEAD, encoding="utf-8")
+    proc = cli.run_team("dlead", "the crash")
+    lead, worker = cli.wait_runs(_both_waiting, "the lead and its detached worker waiting", proc)
+    assert cli("stop", lead["run_id"], "--turn", "--wait", "60").returncode == 0
+    proc.send_signal(signal.SIGKILL)  # the host dies while the detached worker waits
+    proc.communicate()
+    assert cli("send", worker["run_id"], "resumed").returncode == 0  # waits for the resume
+    run_id, pid = _detach_writer_with(cli, {"SUBAGENTS_LEASE_S": "1"})
+    _asked(cli, run_id)
+    with cli.store() as store:
+        record = store.get_run(run_id)
+    assert record is not None and record.owner
+    with psycopg.connect(cli.database) as holder:  # a transaction, left open below
+        holder.execute(f"SET search_path TO {SCHEMA}")
+        holder.execute("SELECT owner FROM leases WHERE owner = %s FOR UPDATE", (record.owner,))
+        os.kill(pid, signal.SIGSTOP)  # alive, renewing nothing: its lease lapses
+        try:
+            wait_until(_orphaned(cli), "the stalled host's lease lapsing", DEADLINE_S, pace=0.2)
+            resumed = cli("resume", "--agents", str(cli.agents), "--json")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            holder.rollback()
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"1 run(s) left to their host {record.owner}" in resumed.stderr, resumed.stderr
+    assert "nothing resumed" not in resumed.stderr
+    assert worker["run_id"] in msgspec.json.decode(resumed.stdout)["resumed"]
+    with cli.store() as store:
+        ended, still = store.get_run(worker["run_id"]), store.get_run(run_id)
+    assert ended is not None and ended.status == "completed", ended  # hosted to its end
+    assert ended.outcome is not None and ended.outcome.result == "worker heard: resumed"
+    assert still is not None and still.owner == record.owner  # left to its host
+
+
+def _detach_writer_with(cli: Cli, env: dict[str, str]) -> tuple[str, int]:
+    proc = cli("run", "--detach", "writer", "go", "--agents", str(cli.agents), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = msgspec.json.decode(proc.stdout)
+    cli.hosts.append(data["pid"])  # type: ignore[attr-defined]
+    return data["run_id"], data["pid"]
+
+
+def _inside_a_transaction(cli: Cli) -> bool:
+    """Whether another session holds a transaction open (the stopped host's, here: nothing
+    else is connected then). PostgreSQL: a session of the database not idle in
+    pg_stat_activity, or a lease row the restore's own lock (``FOR UPDATE SKIP LOCKED``)
+    skips. SQLite: the file's write lock held (``BEGIN IMMEDIATE`` refused at once; a host
+    stopped holding it makes every other writer fail after its busy timeout)."""
+    if cli.database is None:
+        import sqlite3
+
+        conn = sqlite3.connect(cli.state, timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+        except sqlite3.OperationalError:  # database is locked
+            return True
+        finally:
+            conn.close()
+        return False
+    import psycopg
+
+    from subagents.store.postgres_schema import SCHEMA
+
+    with psycopg.connect(cli.database, autocommit=True) as conn:
+        busy = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND state <> 'idle'"
+        ).fetchone()
+        conn.execute(f"SET search_path TO {SCHEMA}")
+        leases = conn.execute("SELECT count(*) FROM leases").fetchone()
+        free = conn.execute("SELECT owner FROM leases FOR UPDATE SKIP LOCKED").fetchall()
+    return bool(busy and busy[0]) or (leases is not None and len(free) != leases[0])
+
+
+def _stall_past_its_lease(cli: Cli, pid: int) -> None:
+    """SIGSTOP the host at a moment it holds no transaction open, until its lease lapses.
+    On PostgreSQL a host stopped inside one (a lease renewal, a fenced write) holds its
+    lease row's lock: a restore then takes it for a host writing right now and leaves its
+    runs to it, as documented (docs/store.md), until the server's idle-in-transaction
+    timeout (60 s) ends it; on SQLite it holds the write lock, and every other writer
+    (`approve`, the resume) fails after its busy timeout. These tests are of a host stalled
+    between its writes. Checked right after the stop and again once the lease lapsed (a
+    statement the host sent just before its stop may reach the server after the first
+    look: under load the first was not enough); inside one: let go on (it renews its
+    lease) and stopped again."""
+    for _ in range(20):
+        for _ in range(100):
+            os.kill(pid, signal.SIGSTOP)
+            if not _inside_a_transaction(cli):
+                break
+            os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
+        else:
+            raise AssertionError("the host was inside a transaction at each of 100 stops")
+        wait_until(_orphaned(cli), "the stalled host's lease lapsing", DEADLINE_S, pace=0.2)
+        if not _inside_a_transaction(cli):
+            return
+        os.kill(pid, signal.SIGCONT)
+        wait_until(
+            lambda: not _orphaned(cli)(), "the host renewing its lease", DEADLINE_S, pace=0.2
+        )
+    raise AssertionError("the host was inside a transaction each of 20 times its lease lapsed")
+
+
+def _orphaned(cli: Cli) -> Any:
+    """Whether the (one) pending approval's run is orphaned: its host's lease lapsed."""
+    return lambda: bool(rows := _pending(cli)) and rows[0]["orphaned"]
 
 
 def test_a_pending_ask_survives_a_sigkill_and_is_answered_after_resume(cli: Cli) -> None:

@@ -172,6 +172,55 @@ def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_
     assert _hand(late, ask) == (ask, [("batch", Records((second,)), True)])
 
 
+class _HeldArm(TimerService):
+    """A real timer service whose first arm waits, in the arming thread, until ``release``
+    (``reached`` says it got there): a thread held between setting a deadline and arming
+    its timer, as the GIL may hold it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached, self.release = threading.Event(), threading.Event()
+        self._held = False
+
+    def tell_at(self, key: Any, deadline: float, ref: Any, message: Any) -> None:
+        if not self._held:
+            self._held = True
+            self.reached.set()
+            assert self.release.wait(WAIT)
+        super().tell_at(key, deadline, ref, message)
+
+
+def test_two_puts_arming_in_the_other_order_leave_the_later_deadline_armed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads see no timer on its way; the first sets its (earlier) deadline and is
+    held before it arms; the second, once that deadline is past, sets a later one and arms
+    it; then the first arms. With one timer key the earlier arm replaced the later one,
+    which ``_due`` kept: once the earlier fired, every report put before the later
+    deadline waited for the supervisor's next message (a quiet runtime: for ever). Now the
+    later deadline's timer is still armed after the earlier one fired."""
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 0.0)
+    timer, due, store = _HeldArm(), threading.Event(), SQLiteStore(tmp_path / "runs.db")
+    ref = _Told.start(due)
+    try:
+        late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
+        first = threading.Thread(target=late.put, args=(MailRead(run_id="a", mail_ids=("1",)),))
+        first.start()
+        assert timer.reached.wait(WAIT)  # its deadline (now + 0) set, not armed yet
+        late.delay = 3600.0  # (the second's deadline: far, never due in this test)
+        late.put(MailRead(run_id="b", mail_ids=("2",)))  # sees the first's past: arms its own
+        timer.release.set()
+        first.join(WAIT)
+        assert not first.is_alive()
+        assert due.wait(WAIT)  # the first's timer fired
+        assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE]
+        assert timer.pending() == 1  # the later deadline's timer, still on its way
+    finally:
+        ref.stop()
+        timer.stop()
+        store.close()
+
+
 def test_a_wake_up_takes_what_was_put_up_to_it_and_its_group_commits_by_the_usual_rule(
     told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
     monkeypatch: pytest.MonkeyPatch,

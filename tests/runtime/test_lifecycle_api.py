@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,12 @@ from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EXTERNAL_SENDER, EventKind, RunStatus
 from subagents.models.scripted import ScriptedModel
-from subagents.runtime import AgentLike, Runtime
+from subagents.runtime import AgentLike, Runtime, RuntimeClosed
 from subagents.store.base import RunStore
+from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
 from subagents.supervision.synthesis import SynthesisError
+from subagents.supervision.usage import tree_usage
 
 from .conftest import WAIT, Events, spec
 
@@ -259,6 +262,64 @@ def test_usage_of_a_live_tree_totals_and_per_run(store: RunStore) -> None:
         assert ended.live == 0 and ended.usage == usage.usage
         with pytest.raises(LookupError, match="no run with id 'r-nope'"):
             rt.usage("r-nope")
+
+
+def test_usage_after_close_is_read_from_the_store(store: RunStore) -> None:
+    """After close a handle's status and result answer (from the handle, the store), and so
+    does its usage now: it raised ``RuntimeClosed`` (it asked the supervisor for its fresher
+    records first), though a closed runtime's store holds every record there is."""
+    model = _boss_and_worker_model(worker_delay=0)
+    with Runtime([spec("boss"), spec("worker")], model=model, store=store) as rt:
+        boss = rt.spawn("boss", "b")
+        assert boss.result(WAIT).status is RunStatus.COMPLETED
+        before = boss.usage()
+    assert boss.status is RunStatus.COMPLETED
+    after = boss.usage()
+    assert after == before and (after.runs, after.live) == (2, 0)
+    assert after.usage.input_tokens == 307 and after.model_calls == 3
+    assert rt.usage(boss.run_id) == before
+    with pytest.raises(LookupError, match="no run with id 'r-nope'"):
+        rt.usage("r-nope")
+
+
+def test_usage_after_close_of_a_store_the_runtime_opened_says_so(tmp_path: Path) -> None:
+    """A store the runtime opened from a path is closed with it: usage says so, and how to
+    read it, as ``RuntimeClosed`` (not the store's own error); a store opened on the file
+    reads it."""
+    model = _boss_and_worker_model(worker_delay=0)
+    path = tmp_path / "runs.db"
+    with Runtime([spec("boss"), spec("worker")], model=model, store=path) as rt:
+        boss = rt.spawn("boss", "b")
+        assert boss.result(WAIT).status is RunStatus.COMPLETED
+        before = boss.usage()
+    with pytest.raises(RuntimeClosed, match=r"so is the store it opened .*SQLiteStore\(path\)"):
+        boss.usage()
+    store = SQLiteStore(path)
+    try:
+        assert tree_usage(boss.run_id, store.list_runs(root_run_id=boss.run_id)) == before
+    finally:
+        store.close()
+
+
+def test_usage_after_close_of_a_store_of_ones_own_that_failed_says_the_stores_error(
+    tmp_path: Path,
+) -> None:
+    """The caller's own store, which the runtime did not open and does not close: after
+    the runtime's close, a failure reading it (here the caller closed it) is the store's
+    own error, not ``RuntimeClosed`` saying "so is the store it opened" (it did not)."""
+    from subagents.store.base import StoreError
+
+    model = _boss_and_worker_model(worker_delay=0)
+    store = SQLiteStore(tmp_path / "runs.db")
+    with Runtime([spec("boss"), spec("worker")], model=model, store=store) as rt:
+        boss = rt.spawn("boss", "b")
+        assert boss.result(WAIT).status is RunStatus.COMPLETED
+    assert boss.usage().runs == 2  # read from the caller's store, still open
+    store.close()
+    with pytest.raises(StoreError) as raised:
+        boss.usage()
+    assert not isinstance(raised.value, RuntimeClosed)
+    assert "the store it opened" not in str(raised.value)
 
 
 def test_end_events_carry_usage_steps_and_tool_calls(store: RunStore) -> None:

@@ -316,3 +316,45 @@ def test_a_run_resumed_in_another_process_keeps_its_span_and_its_childrens_paren
     assert lead.attributes["subagents.run.resumed"] is True
     assert waiter.parent is not None and waiter.parent.span_id == lead.context.span_id
     assert waiter.context.span_id == span_id_for(waiter_id)
+
+
+def test_a_mail_refused_after_its_run_ended_opens_no_second_span_of_it(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Mail posted from another process (``subagents send``) to the lead, taken after the
+    lead ended (its tree still held: a detached child runs on), is a dead letter and a
+    ``mail_refused`` event of the ended lead. That event, after the lead's span ended,
+    started a new span of the lead (taken for a run resumed here), which the close then
+    ended: the trace showed the lead twice, the second with no status."""
+    from subagents.behaviour.function import AgentContext
+
+    gate, refused, kept_done = threading.Event(), threading.Event(), threading.Event()
+
+    async def lead(ctx: AgentContext) -> str:
+        kept: str = await ctx.spawn("keeper", "k", detach=True)
+        return kept
+
+    def keeper(ctx: AgentContext) -> str:
+        assert gate.wait(60), "never let go"
+        return "kept"
+
+    def watch(event: Any) -> None:
+        if event.kind is EventKind.MAIL_REFUSED:
+            refused.set()
+        elif event.kind is EventKind.COMPLETED and event.agent == "keeper":
+            kept_done.set()
+
+    try:
+        with Runtime([lead, keeper], tracer_provider=_provider(exporter)) as rt:
+            rt.subscribe(watch)
+            outcome = rt.run("lead", "go", wait=60)
+            assert outcome.status is RunStatus.COMPLETED, outcome.error
+            rt.store.post_command("send", outcome.run_id, "too late")
+            assert refused.wait(60), "no mail_refused event"
+            gate.set()
+            assert kept_done.wait(60), "the keeper never ended"
+    finally:
+        gate.set()
+    leads = _by_name(exporter.get_finished_spans(), "invoke_agent lead")
+    assert len(leads) == 1, [dict(s.attributes or {}) for s in leads]
+    assert leads[0].attributes["subagents.run.status"] == "completed"

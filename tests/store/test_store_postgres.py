@@ -280,3 +280,36 @@ def _waits_for_a_row(url: str) -> bool:
             " AND datname = current_database()"
         ).fetchone()
     return bool(row and row[0])
+
+
+def test_held_in_transaction_names_a_lapsed_lease_whose_row_is_held_not_a_live_one(
+    pg_url: str,
+) -> None:
+    """``held_in_transaction`` (what ``subagents resume`` says of runs left to their host):
+    of two hosts whose lease rows a transaction holds ``FOR KEY SHARE`` (each host's fence
+    holds its own so while it writes), only the one whose lease lapsed is named. A host that
+    renewed its lease is alive, writing: its row was named as held inside a transaction
+    still open (as for a host stalled for a minute) when resume happened to look mid-write."""
+    import time
+
+    from subagents.store.leases import lease_for
+    from subagents.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        now = time.time()
+        store.acquire_lease(lease_for("stalled", 1.0, started_at=now - 60, now=now - 30))
+        store.acquire_lease(lease_for("writing", 3600.0, started_at=now, now=now))
+        with _connect(pg_url) as holder:
+            holder.execute(f"SET search_path TO {postgres_schema.SCHEMA}")
+            with holder.transaction():
+                held = holder.execute(
+                    "SELECT owner FROM leases ORDER BY owner FOR KEY SHARE"
+                ).fetchall()
+                assert held == [("stalled",), ("writing",)]
+                named = store.held_in_transaction({"stalled", "writing", "gone"})
+        assert set(named) == {"stalled"}, named
+        assert "pg_stat_activity: pid" in named["stalled"], named
+        assert store.held_in_transaction({"stalled", "writing"}) == {}  # let go: none held
+    finally:
+        store.close()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from subagents.cli.transcript import transcript
 from subagents.messages import (
     Command,
     CommandKind,
@@ -169,6 +170,32 @@ def test_a_posted_mail_the_mail_room_refuses_is_said_in_the_log() -> None:
     assert "over the cap of 20" in said["error"]
     assert h.store.mail_for(reader) == [] and not [e for e in of(effects, Tell)]
     assert h.status(stopped) is RunStatus.CANCELLED
+    # and the run's events say it, for `subagents log` (the host's log is not the sender's)
+    [refused] = [e for e in h.store.events(reader) if e.kind is EventKind.MAIL_REFUSED]
+    assert (refused.data["command_id"], refused.data["sender"]) == (0, "external")
+    assert "over the cap of 20" in refused.data["error"] and "mail_id" not in refused.data
+
+
+def test_a_posted_mail_to_a_run_that_ended_meanwhile_is_a_dead_letter_its_events_say() -> None:
+    """Posted while the run was live, taken after it ended (its tree still held: a
+    detached child runs on): the mail is kept as a dead letter, and the ended run's events
+    say so (a run's own dead letters were its sender's event; the outside has none)."""
+    h = Harness()
+    lead = h.run("lead")
+    h.run("worker", lead, detach=True)
+    h.core.finished(RunFinished(run_id=lead, result="done"))
+    assert h.status(lead) is RunStatus.COMPLETED
+    _commands(h, ("send", lead, "too late"))
+    [dead] = h.store.mail_for(lead)
+    assert dead.state is MailState.DEAD
+    [refused] = [e for e in h.store.events(lead) if e.kind is EventKind.MAIL_REFUSED]
+    assert refused.data["mail_id"] == dead.mail_id and refused.data["command_id"] == 0
+    assert "has already ended (completed)" in refused.data["error"]
+    record = h.store.get_run(lead)
+    assert record is not None  # `subagents log` shows it: what became of the posted mail
+    entries = transcript(record, h.store.events(lead), None, h.store.mail_for(lead))
+    [shown] = [e for e in entries if e.kind == "mail_refused"]
+    assert shown.text.startswith("sender external, error run ") and dead.mail_id in shown.text
 
 
 def test_a_later_tree_stop_tells_the_live_ancestor_its_detached_run_ended() -> None:

@@ -111,3 +111,58 @@ def test_a_call_whose_start_the_supervisor_did_not_record_in_time_says_so(
     assert ran == []  # not run: its start was not recorded
     assert "did not record its start within 1 s" in (outcome.result or ""), outcome.result
     assert "stopping" not in (outcome.result or "")
+
+
+def test_a_start_recorded_after_its_ask_timed_out_is_not_kept(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor stalls while a side-effecting call asks for its start to be recorded:
+    the ask times out (``agent.ASK_TIMEOUT_S``), the call is not run and the model is told.
+    The ask stays in the supervisor's inbox and is recorded late; its end follows it there.
+    Before, the journal kept it as begun (``Checkpoint.started``) while the model was asked
+    again: a crash then, and the resumed run read "interrupted, its effects unknown" for a
+    call that never ran. (Its answer, told in line, reached the supervisor before the late
+    step it answers and was dropped: the end is what keeps the journal true.)"""
+    monkeypatch.setattr(agent_actor, "ASK_TIMEOUT_S", 1.0)
+    store = SQLiteStore(tmp_path / "runs.db")
+    second_turn, stalled = threading.Event(), threading.Event()
+    seen: list[tuple[str, ...]] = []
+    asked: list[Runtime] = []
+
+    def effect(name: str) -> str:
+        """Changes something."""
+        return name
+
+    class Watched(ScriptedModel):
+        def complete(self, request: ModelRequest, **kwargs: Any) -> ModelResponse:
+            if any(m.role == "assistant" for m in request.messages):
+                run_id = request.run_id
+                second_turn.set()  # the supervisor goes on: the late start, then this ask
+                asked[0].status(run_id)  # behind the late start in the supervisor's inbox
+                use_id = request.messages[-2].content[-1].id  # type: ignore[union-attr]
+                checkpoint = store.load_checkpoint(run_id)  # (committed before that answer)
+                assert checkpoint is not None
+                seen.append(tuple(i for i in checkpoint.started if i == use_id))
+            return super().complete(request, **kwargs)
+
+    def stall(event: Event) -> None:
+        """On the supervisor's thread: stalls it once, as the worker starts."""
+        if event.kind is EventKind.STARTED and not stalled.is_set():
+            stalled.set()
+            second_turn.wait(WAIT)
+
+    call = {"name": "effect", "input": {"name": "e"}}
+    model = Watched({"worker": [{"tool_calls": [call]}, {"text": "saw: {result0}"}]})
+    spec = AgentSpec(name="worker", description="d", prompt="p")
+    try:
+        with Runtime(
+            [spec], model=model, store=store, tools=[Tool.from_function(effect)], workspace=repo
+        ) as rt:
+            asked.append(rt)
+            rt.subscribe(stall)
+            outcome = rt.run("worker", "go", wait=WAIT)
+    finally:
+        store.close()
+    assert outcome.status is RunStatus.COMPLETED, outcome
+    assert "did not record its start within 1 s" in (outcome.result or ""), outcome.result
+    assert seen == [()]  # its start is not in the journal: it never ran

@@ -470,11 +470,12 @@ class AgentActor(FastInboxActor, _Started):
     def journal_start(self, starting: ToolStarting) -> str | None:
         # Asked, like a step: the call is in the store before it may run (tools.journal).
         self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
+        asked = msgspec.structs.replace(starting, attempt=self.attempt)
         try:
-            reply = self.supervisor.ask(
-                Ask(msgspec.structs.replace(starting, attempt=self.attempt)), timeout=ASK_TIMEOUT_S
-            )
+            reply = self.supervisor.ask(Ask(asked), timeout=ASK_TIMEOUT_S)
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
+            if isinstance(exc, pykka.Timeout):  # its end follows the ask (inbox: not in line)
+                self.supervisor.tell(msgspec.structs.replace(asked, ended=True))  # late: over
             return _not_started(exc)
         return None if reply is True else NOT_RUN_STOPPING
 

@@ -113,8 +113,9 @@ class LateReports:
         self._seq = itertools.count(1)
         self._due = 0.0
         """When the ``REPORTS_DUE`` from the timer is due (none on its way: in the past).
-        Read and set by any agent's thread without a lock: two that both see none set the
-        same timer key twice (one message); one set after the timer fired sees it past."""
+        Read and set by any agent's thread without a lock: two that both see none arm two
+        timers (two messages; the second finds little or nothing in line); one set after the
+        timer fired sees it past."""
 
     def __bool__(self) -> bool:
         return bool(self._reports)
@@ -130,7 +131,12 @@ class LateReports:
         now = time.monotonic()
         if self._due <= now:
             self._due = due = now + self.delay
-            self._timer.tell_at(self._key, due, self._ref, REPORTS_DUE)
+            # A timer of its own per arm (the seq in its key), never one replacing another:
+            # two threads that both saw none armed may write ``_due`` in one order and arm in
+            # the other, and with one key the earlier deadline replaced the later one, which
+            # ``_due`` kept: the reports put after the earlier fired waited for the
+            # supervisor's next message. Each deadline ``_due`` ever holds now has its timer.
+            self._timer.tell_at((*self._key, seq), due, self._ref, REPORTS_DUE)
 
     def hand(self, batch: Callable[..., None], one: Callable[..., None], now: Any) -> Any:
         """The reports in line, in order, to the supervisor's handling (on its thread), into

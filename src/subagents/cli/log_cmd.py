@@ -55,6 +55,7 @@ KIND_STYLE = {
     "mail_out": "magenta",
     "mail_pending": "magenta",
     "dead_letter": "red",
+    "mail_refused": "red",
     "completed": "bold green",
     "failed": "bold red",
     "timed_out": "bold red",

@@ -12,7 +12,9 @@ run whose agent is not defined fails. --list only lists what would be resumed.
 
 Exit status: 0 when every resumed root run completed (or nothing was orphaned), otherwise the
 exit code of `subagents run` for the first root that did not complete; 1 when a RUN given is
-hosted by a live process or has ended.
+hosted by a live process or has ended, or when nothing was resumed because the runs that
+looked orphaned were left to their hosts (on PostgreSQL, a host stalled inside a transaction:
+named, with what pg_stat_activity shows).
 """
 
 from __future__ import annotations
@@ -76,9 +78,63 @@ def run(args: argparse.Namespace) -> int:
         return 0
     hosted_runtime = start_runtime(args, restore=roots if roots is not None else True)
     try:
+        report = hosted_runtime.runtime.restore_report
+        left = _left_to_their_hosts(args, orphans, report)
+        if left and not _took_any(report):
+            sys.stderr.write(f"subagents resume: nothing resumed: {left}\n")
+            return 1
+        if left:
+            sys.stderr.write(f"subagents resume: {left}\n")
         return _resume(args, hosted_runtime)
     finally:
         hosted_runtime.close()
+
+
+def _took_any(report: RestoreReport) -> bool:
+    """Whether the restore took any run up: a root (``orphans``), or a run of a tree whose
+    root had ended (a detached run that outlived it: resumed, not an orphaned root), or
+    ended one (an agent no longer defined)."""
+    return bool(
+        report.orphans or report.resumed or report.requeued or report.failed or report.cancelled
+    )
+
+
+def _left_to_their_hosts(
+    args: argparse.Namespace, orphans: list[Unfinished], report: RestoreReport
+) -> str | None:
+    """Why runs that looked orphaned (their hosts' leases lapsed) were not taken: the
+    restore found a host's lease row held, as a host writing right now holds it; on
+    PostgreSQL a host stalled inside a transaction holds it until the server ends that
+    transaction (``idle_in_transaction_session_timeout``, 60 s). Each such host named, and
+    what ``pg_stat_activity`` says when its row is still held. None: every one was taken
+    (or left because its host is being started again, ``restarting``, said elsewhere)."""
+    expected = {o.run_id for o in orphans}
+    left = [r for r in report.elsewhere if r in expected and r not in report.restarting]
+    if not left:
+        return None
+    with open_existing_store(args.state) as store, store_errors():
+        owners = Counter(
+            record.owner or "?" for r in left if (record := store.get_run(r)) is not None
+        )
+        holders = getattr(store, "held_in_transaction", None)  # (PostgreSQL's store only)
+        held: dict[str, str] = holders(set(owners)) if holders is not None else {}
+    said = []
+    for owner, n in sorted(owners.items()):
+        if owner in held:
+            said.append(
+                f"{n} run(s) left to their host {owner}: its lease lapsed, but it holds its"
+                f" lease row inside a transaction still open ({held[owner]}); its runs stay"
+                " its own until that transaction ends (a stalled host's is ended by the"
+                " server after 60 s idle: idle_in_transaction_session_timeout); run"
+                " `subagents resume` again then"
+            )
+        else:  # renewed in between (it was only slow), or held while the restore read it
+            said.append(
+                f"{n} run(s) left to their host {owner}: its lease had lapsed, but the"
+                " restore found the host alive or writing (its lease renewed, or held by a"
+                " transaction); `subagents resume --list` says where they are now"
+            )
+    return "; ".join(said)
 
 
 def survey(

@@ -34,6 +34,11 @@ class EventKind(enum.StrEnum):
     ``tool``, ``reason``): ``subagents approvals`` lists it."""
     APPROVAL_ANSWERED = "approval_answered"
     """Its answer reached the run (data: ``approval_id``, ``allow``, ``answer``)."""
+    MAIL_REFUSED = "mail_refused"
+    """Mail posted from another process (``subagents send``, the console) that the run's host
+    refused or kept as a dead letter (data: ``command_id``, ``sender``, ``error``, and
+    ``mail_id`` when it was kept): the process that posted it has exited, so the run's
+    events say what became of it (``subagents log``)."""
     PLACED = "placed"
     """On a Ray cluster, a start of the run was placed on a node (data: ``node``, Ray's node
     id; ``address``, the node's IP; ``attempt``), right after its ``started``."""

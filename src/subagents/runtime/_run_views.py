@@ -21,7 +21,8 @@ from subagents.messages import (
     TreeUsage,
 )
 from subagents.runtime._approvals import pending_approvals
-from subagents.store.base import RunStore
+from subagents.runtime._supervisor_asks import RuntimeClosed
+from subagents.store.base import RunStore, StoreError
 from subagents.supervision.totals import Totals, subtree_totals
 from subagents.supervision.tree import tree_view
 from subagents.supervision.usage import tree_usage
@@ -38,8 +39,11 @@ class RunViews:
         store: RunStore,
         held: Callable[[str], tuple[RunRecord, ...]],
         settle: Callable[[str | None], None],
+        owns_store: bool = False,
     ) -> None:
+        """``owns_store``: the runtime opened ``store`` itself, and closes it with itself."""
         self.store = store
+        self.owns_store = owns_store
         self.held = held
         self.settle = settle
 
@@ -93,8 +97,27 @@ class RunViews:
         return subtree_totals(run_id, self.store.list_runs(root_run_id=record.root_run_id))
 
     def usage(self, run_id: str) -> TreeUsage:
-        """``Runtime.usage``: the supervisor's records laid over the store's."""
-        held = self.held(run_id)  # asked: behind the spawn, decided first
+        """``Runtime.usage``: the supervisor's records laid over the store's; once the
+        runtime is closed, the store's alone (its close recorded every run's end), as
+        ``status`` and ``result`` answer then. A store the runtime opened itself (a path)
+        is closed with it: ``RuntimeClosed`` says so and how to read it."""
+        try:
+            held = self.held(run_id)  # asked: behind the spawn, decided first
+        except RuntimeClosed:
+            try:
+                return self._usage(run_id, ())
+            except StoreError as exc:
+                if not self.owns_store:  # the caller's own store: its error is theirs
+                    raise
+                raise RuntimeClosed(
+                    f"the runtime is closed, and so is the store it opened ({exc}): read"
+                    " the usage from a store opened on it (SQLiteStore(path), or"
+                    " subagents.store.opening.open_location(path or URL)), or pass the"
+                    " runtime a store of your own to read after its close"
+                ) from exc
+        return self._usage(run_id, held)
+
+    def _usage(self, run_id: str, held: tuple[RunRecord, ...]) -> TreeUsage:
         record = self.get(run_id)
         if record is None and not held:
             raise LookupError(f"no run with id {run_id!r}")

@@ -172,7 +172,7 @@ class Runtime:
         self._endings = Endings()
         self._events.subscribe(self._endings.on_event)
         settle = self._roots.window.settle  # a read waits for the spawns told before it
-        self._views = RunViews(self.store, self._requests.held, settle)
+        self._views = RunViews(self.store, self._requests.held, settle, self._owns_store)
         self._starts = RootRuns(self._roots, self._requests, self.limits, self.store, self._agents)
         self._waits = RunWaits(self._endings, self._views.get, settle, self._requests.check)
         self._syntheses = Syntheses(self.spawn, self._waits, self.store.get_run, self.limits)

@@ -389,6 +389,12 @@ class PostgresStore(RunStore):
         one whose owner is writing right now reads as alive (``store.postgres_processes``)."""
         return self._processes.leases()
 
+    def held_in_transaction(self, owners: Collection[str]) -> dict[str, str]:
+        """Of ``owners``, those whose lease row an open transaction holds, with what
+        ``pg_stat_activity`` says (``subagents resume`` names them: their runs are left to
+        them until the transaction ends; ``store.postgres_processes``)."""
+        return self._processes.held_in_transaction(owners)
+
     def listen_commands(self, on_command: Callable[[], object]) -> CommandListener:
         """Call ``on_command()`` as soon as commands are posted (``LISTEN``, on a connection
         and a thread of its own) until the listener is closed: the runtime takes its

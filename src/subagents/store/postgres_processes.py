@@ -188,6 +188,49 @@ class PgProcessRows:
                 return self._leases_to_take_over()
             return self._read_leases()
 
+    def held_in_transaction(self, owners: Collection[str]) -> dict[str, str]:
+        """Of ``owners``, those whose lease row a transaction still open holds (a host
+        stalled inside a transaction: a restore leaves its runs to it, as to a host writing
+        right now), each with what ``pg_stat_activity`` says of the store's sessions inside
+        a transaction. Read with ``FOR UPDATE SKIP LOCKED``, the restore's own lock, in one
+        autocommit statement: a row the restore skipped is skipped here (a host stopped inside
+        a write holds its row ``FOR KEY SHARE``, its fence's lock, which ``FOR SHARE`` does not
+        conflict with: it read as free), and the rows it can lock are let go at once (a live
+        host's renewal or fence waits for that one statement, as for a restore's). Only
+        lapsed leases are looked at: a host that renewed its own is alive, and its row is
+        held now and then by its own writes (its fence), not by a stall."""
+        doing = "reading which leases are held inside a transaction"
+        now = time.time()
+        lapsed = sorted(
+            lease.owner
+            for lease in self._read_leases()
+            if lease.owner in owners and not alive(lease, now)
+        )
+        if not lapsed:
+            return {}
+        free = self.tx.read(
+            "SELECT owner FROM leases WHERE owner = ANY(%s) FOR UPDATE SKIP LOCKED",
+            (lapsed,),
+            doing,
+        )
+        held = set(lapsed) - {o for (o,) in free}
+        if not held:
+            return {}
+        sessions = self.tx.read(
+            "SELECT pid, state, application_name, EXTRACT(EPOCH FROM now() - xact_start)"
+            " FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND xact_start IS NOT NULL"
+            " AND backend_type = 'client backend' ORDER BY xact_start",
+            (),
+            doing,
+        )
+        seen = "; ".join(
+            f"pid {pid} ({app or 'no application name'}) {state or 'unknown'} for {age:.0f} s"
+            for pid, state, app, age in sessions
+        )
+        said = f"pg_stat_activity: {seen}" if seen else "pg_stat_activity shows no such session"
+        return {owner: said for owner in sorted(held)}
+
     def _read_leases(self) -> list[Lease]:
         rows = self.tx.read("SELECT owner, lease FROM leases ORDER BY owner", (), "reading leases")
         return [self.tx.decode(_lease_decoder, raw, "leases", key) for key, raw in rows]

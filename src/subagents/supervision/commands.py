@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 
 from subagents.logs import get_logger
-from subagents.messages import EXTERNAL_SENDER, Command, SendMail, new_id
+from subagents.messages import EXTERNAL_SENDER, Command, EventKind, MailAck, SendMail, new_id
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
@@ -67,8 +67,8 @@ def commanded(
                 )
                 acks, sending = mail.send((sent,))
                 decided.add(sending)
-                if acks[0].error is not None and not acks[0].dead_letter:
-                    _refused(command, acks[0].error)
+                if acks[0].error is not None:
+                    _refused(command, acks[0], runs, now(), decided)
             elif command.kind == "approval" and command.content is not None:
                 decided.add(approvals.answered(runs, command, now()))
         decided.add(_stopped(stops, runs, life, trees))
@@ -79,16 +79,25 @@ def commanded(
     return decided
 
 
-def _refused(command: Command, why: str) -> None:
+def _refused(command: Command, ack: MailAck, runs: RunTable, now: float, decided: Decided) -> None:
     """A mail posted from another process that the mail room refused (over this runtime's
-    ``Limits.max_text_chars``...): the process that posted it has exited, and was told it
-    would be delivered; this runtime's log says what became of it."""
+    ``Limits.max_text_chars``...) or kept as a dead letter (its run ended after it was
+    posted): the process that posted it has exited, and was told it would be delivered. A
+    ``mail_refused`` event of the run says what became of it (``subagents log``,
+    ``subagents events``), and this runtime's log."""
     log.warning(
         "a mail posted from another process was refused",
         run_id=command.run_id,
         command_id=command.command_id,
-        error=why,
+        error=ack.error,
     )
+    state = runs.get(command.run_id)
+    if state is None:  # (a command is taken only for a run held here)
+        return
+    data = {"command_id": command.command_id, "sender": EXTERNAL_SENDER, "error": ack.error}
+    if ack.dead_letter:
+        data["mail_id"] = ack.mail_id
+    decided.event(EventKind.MAIL_REFUSED, state.record, now, data)
 
 
 def _stopped(stops: Sequence[Command], runs: RunTable, life: Lifecycle, trees: Set[str]) -> Decided:
