@@ -186,16 +186,35 @@ def _open_transactions(database: str) -> int:
     return int(row[0]) if row else 0
 
 
-def stop_outside_a_transaction(database: str | None, pid: int) -> None:
+def stop_outside_a_transaction(where: str | os.PathLike[str] | None, pid: int) -> None:
     """SIGSTOP the host at a moment it holds no transaction open. On PostgreSQL a host
     stopped inside one (a lease renewal, a fenced write) holds its lease row's lock: a
     restore or a stop then takes it for a host writing right now and leaves its runs to it,
     as documented (docs/store.md), until the server's idle-in-transaction timeout (60 s)
-    ends it; the tests using this are of a host stalled between its writes. ``database``: the
-    PostgreSQL URL the host writes to (None: any other store, stopped at once)."""
+    ends it; on SQLite it holds the file's write lock, and every other writer fails after
+    its busy timeout. The tests using this are of a host stalled between its writes.
+    ``where``: the PostgreSQL URL or the SQLite file the host writes to (None: stopped at
+    once)."""
     for _ in range(100):
         os.kill(pid, signal.SIGSTOP)
-        if database is None or not _open_transactions(database):
+        if where is None or not _inside_a_transaction(where):
             return
         os.kill(pid, signal.SIGCONT)  # inside one: let it finish, stop it again
     raise AssertionError("the host was inside a transaction at each of 100 stops")
+
+
+def _inside_a_transaction(where: str | os.PathLike[str]) -> bool:
+    """Whether another session holds a transaction open on ``where`` (see above)."""
+    if str(where).startswith("postgresql://"):
+        return _open_transactions(str(where)) > 0
+    import sqlite3
+
+    conn = sqlite3.connect(where, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.OperationalError:  # database is locked: a writer holds it
+        return True
+    finally:
+        conn.close()
+    return False

@@ -85,7 +85,7 @@ def test_a_stalled_host_that_wakes_after_the_stop_writes_nothing_over_it(cli: Cl
         # alive, renewing nothing: its lease lapses (stopped between writes: on PostgreSQL a
         # host stopped inside a transaction holds its lease row, and the stop left its runs
         # to it: ended [] under load)
-        stop_outside_a_transaction(cli.database, proc.pid)
+        stop_outside_a_transaction(cli.database or cli.state, proc.pid)
         lead = cli.wait_runs(_orphaned("lead"), "the lease lapsing")
         stopped = cli.json("stop", lead["run_id"])
         assert sorted(stopped[0]["ended"]) == sorted([lead["run_id"], worker["run_id"]])

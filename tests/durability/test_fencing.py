@@ -108,7 +108,7 @@ def test_a_host_stalled_past_its_lease_writes_nothing_after_it_wakes(
         first_owner = runs[0].owner
         # alive, but renewing nothing (between writes: on PostgreSQL a host stopped inside a
         # transaction holds its lease row, and the restore would leave its runs to it)
-        stop_outside_a_transaction(db if db.startswith("postgresql://") else None, host.pid)
+        stop_outside_a_transaction(db, host.pid)
         wait_until(
             lambda: all(Liveness(store.leases()).orphaned(r) for r in store.list_runs()),
             "the stopped host's lease lapsing",
