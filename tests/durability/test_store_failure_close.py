@@ -272,3 +272,63 @@ def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path:
         held.locker.close()
         rt.close()
     held.assert_failed_and_never_run_again(first.run_id)
+
+
+class SlowFirstTry(WatchedStore):
+    """A ``WatchedStore`` whose close's first try at recording the runs (the first read of
+    the unfinished runs once ``closing``) waits for ``go_on``: a store that answers slowly
+    (on a cluster whose head store is lost, a ``ray.get`` of up to 60 s) until the close's
+    deadline has passed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.first_try, self.go_on = threading.Event(), threading.Event()
+
+    def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if self.closing and kwargs.get("statuses") is not None and self.tries == 0:
+            self.first_try.set()
+            self.go_on.wait(WAIT)
+        return super().list_runs(**kwargs)
+
+
+def test_a_close_past_its_deadline_does_not_try_the_store_again(tmp_path: Path) -> None:
+    """The close's ``StopAll`` is refused only after the close's timeout (the store was
+    slow to answer): the close says what it leaves at once, without another ask (each has
+    the supervisor try the store again: on a cluster, another ``ray.get`` of up to 60 s).
+    Before, one more ask was always made, whatever the time left."""
+    held = Held(tmp_path / "runs.db")
+    held.store.close()
+    held.store = store = SlowFirstTry(held.db)
+    rt = Runtime(held.agents(), store=store, **QUIET)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        first = held.fail(rt)
+        assert (first.result(WAIT).error_kind, first.status) == ("store", RunStatus.FAILED)
+        held.gate.set()
+        assert rt._hosting.agents_idle(WAIT)  # the stopped agent's last report was sent,
+        rt.stats()  # and handled before this ask (its own try at the store is not counted)
+        store.closing = True
+        with structlog.testing.capture_logs() as logs:
+            closed = threading.Event()
+            closer = threading.Thread(target=lambda: (rt.close(timeout=0.5), closed.set()))
+            closer.start()
+            assert store.first_try.wait(WAIT)
+            overran = threading.Event()  # never set: a wait between looks at the log
+            for _ in range(int(WAIT / 0.01)):  # the close's timeout passed (it says so)
+                if [e for e in logs if "longer than the close's timeout" in e["event"]]:
+                    break
+                overran.wait(0.01)
+            store.go_on.set()
+            closer.join(WAIT)
+        assert closed.is_set()
+    finally:
+        structlog.configure(**saved)
+        held.gate.set()
+        store.go_on.set()
+        held.locker.close()
+        rt.close()
+    assert [e for e in logs if "longer than the close's timeout" in e["event"]]
+    assert store.tries == 1  # the refused StopAll's own try, none after the deadline
+    [said] = [e for e in logs if "closed while its store still failed" in e["event"]]
+    assert said["runs"] == [first.run_id]
