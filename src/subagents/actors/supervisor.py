@@ -87,6 +87,7 @@ from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
+from subagents.supervision.commands import forgotten_commands
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decision,
@@ -469,13 +470,24 @@ class SupervisorActor(FastInboxActor):
                 return None
 
     def _take_commands(self) -> None:
-        """Act on the commands other processes posted for the runs hosted here. The claim
-        commits with the writes that act on it: a crash between them loses no command."""
+        """Act on the commands other processes posted for the runs hosted here, and for
+        this runtime's runs whose tree it has forgotten (``forgotten_commands``). The
+        claim commits with the writes that act on it: a crash between them loses no
+        command. The store is asked first which runs have commands pending (a read), and
+        only those of them are named in the claim: not every run held (on a cluster, the
+        ids went to the head at every poll)."""
+        pending = self.store.pending_command_runs()
+        if not pending:
+            return
         hosted = self.core.hosted()
-        if not hosted:
+        claim = [r for r in pending if r in hosted]
+        claim += forgotten_commands(
+            [r for r in pending if r not in hosted], self.store.get_run, self.core.owner
+        )
+        if not claim:
             return
         with self.store.batch():
-            decision = self.core.commands(self.store.take_commands(hosted))
+            decision = self.core.commands(self.store.take_commands(claim))
             self._write(decision)
         self._apply(decision.effects)
 

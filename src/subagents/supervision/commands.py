@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 
 from subagents.logs import get_logger
-from subagents.messages import EXTERNAL_SENDER, Command, SendMail, new_id
+from subagents.messages import EXTERNAL_SENDER, Command, RunRecord, SendMail, new_id
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
@@ -77,6 +77,26 @@ def commanded(
     if held and life.slots.queue_length() and not life.ending:
         decided.add(life.start_queued())
     return decided
+
+
+def forgotten_commands(
+    pending: Sequence[str], read_run: Callable[[str], RunRecord | None], owner: str
+) -> list[str]:
+    """Of ``pending`` (runs with commands not taken yet, none held here), those whose
+    commands this runtime must take, though it no longer holds them: the runs it hosted
+    that have ended, their tree forgotten (a send posted while the run was live, taken
+    after its tree ended: the mail becomes a dead letter, as mail to an ended run does;
+    a stop finds nothing to stop), and runs the store no longer has (their commands can
+    never be carried out: a send is refused and logged, ``_refused``). A run hosted by
+    another runtime, or whose host is gone (an orphan: a ``resume`` takes its commands
+    with it), or that has not ended, is left to its host. ``read_run``: the store's record
+    (one read per run of ``pending``, made only when it has commands pending)."""
+    taken: list[str] = []
+    for run_id in pending:
+        record = read_run(run_id)
+        if record is None or (record.owner == owner and record.status.terminal):
+            taken.append(run_id)
+    return taken
 
 
 def _refused(command: Command, why: str) -> None:
