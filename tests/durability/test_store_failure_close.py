@@ -27,7 +27,7 @@ import structlog
 
 from subagents import FunctionAgent, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Ask, RunRecord, RunStatus, StopAll
+from subagents.messages import Ask, MailState, RunRecord, RunStatus, StopAll
 from subagents.runtime import AdmissionError, RunHandle
 
 WAIT = 60.0
@@ -70,8 +70,14 @@ def test_a_spawn_after_a_close_during_a_store_outage_is_refused(tmp_path: Path) 
     store.close()
     reopened = SQLiteStore(db)
     try:
-        runs = {r.task: r.status for r in reopened.list_runs()}
-        assert runs == {"before": RunStatus.COMPLETED}  # nothing of the late spawn, or "during"
+        runs = {r.task: r for r in reopened.list_runs()}
+        assert runs.keys() <= {"before", "during"}  # nothing of the late spawn
+        assert runs["before"].status is RunStatus.COMPLETED
+        if "during" in runs:  # held in memory when its admission's write failed: recorded
+            during_record = runs["during"]  # once the store worked, as the failure's end
+            assert during_record.status is RunStatus.FAILED  # (by the recovery the failed
+            assert during_record.outcome is not None  # StopAll decided: ``Outage._owed``)
+            assert during_record.outcome.error_kind == "store"
     finally:
         reopened.close()
 
@@ -83,10 +89,12 @@ class WatchedStore(SQLiteStore):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, busy_timeout=0.05)
-        self.closing, self.tries = False, 0
+        self.closing, self.tries, self.list_runs_tries = False, 0, 0
         self.retried = threading.Event()
 
     def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if kwargs.get("statuses") is not None:
+            self.list_runs_tries += 1
         if self.closing and kwargs.get("statuses") is not None:
             self.tries += 1
             if self.tries == 2:
@@ -112,10 +120,13 @@ class Held:
 
         return [FunctionAgent.create("holds", holds), FunctionAgent.create("leaf", leaf)]
 
-    def fail(self, rt: Runtime) -> RunHandle:
-        """The run started, then the store locked and a spawn's write failing on it."""
+    def fail(self, rt: Runtime, unread: str | None = None) -> RunHandle:
+        """The run started (mailed ``unread``, which it never reads), then the store locked
+        and a spawn's write failing on it."""
         first = rt.spawn("holds", "first")
         assert first.wait_admitted() is RunStatus.RUNNING
+        if unread is not None:
+            rt.send(first.run_id, unread)
         self.locker.execute("BEGIN IMMEDIATE")  # every write of the runtime fails now
         failing = rt.spawn("leaf", "its write fails")
         with contextlib.suppress(AdmissionError):
@@ -332,3 +343,33 @@ def test_a_close_past_its_deadline_does_not_try_the_store_again(tmp_path: Path) 
     assert store.tries == 1  # the refused StopAll's own try, none after the deadline
     [said] = [e for e in logs if "closed while its store still failed" in e["event"]]
     assert said["runs"] == [first.run_id]
+
+
+def test_a_recovery_whose_write_fails_is_written_whole_by_the_next_one(tmp_path: Path) -> None:
+    """A try at recording the runs once the store seems back decides first (the core ends
+    the runs it held, and forgets them) and writes after: when that write fails (still
+    locked), the next try, which succeeds, writes the same decision. Before, it decided
+    anew, from the store alone: the run was recorded failed, but what only memory knew was
+    lost (here: the mail it never read stayed delivered, not a dead letter, as an end
+    makes unread mail)."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    try:
+        first = held.fail(rt, unread="never read")
+        assert first.result(WAIT).error_kind == "store"
+        held.gate.set()
+        assert rt._hosting.agents_idle(WAIT)
+        tries = held.store.list_runs_tries
+        rt.stats()  # an ask tries to record the runs first: decided, its write refused
+        assert held.store.list_runs_tries > tries  # (it was tried)
+        held.locker.execute("COMMIT")  # the store takes writes again
+        rt.stats()  # the next try writes
+        record = held.store.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        [mail] = [m for m in held.store.mail_for(first.run_id) if m.content == "never read"]
+        assert mail.state is MailState.DEAD
+    finally:
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    held.store.close()
