@@ -276,13 +276,19 @@ class WalCheckpointer:
     def _run(self, stop: threading.Event, wake: threading.Event, running: _Pass) -> None:
         try:
             conn = self.connect(self.path, self.busy_timeout)
-            conn.execute("PRAGMA synchronous = NORMAL")  # its checkpoints sync as the store's
-            conn.execute(f"PRAGMA journal_size_limit = {LOG_LIMIT_BYTES}")
         except sqlite3.Error as exc:  # the backstop checkpoints
             log.warning("store.checkpointer_failed", path=str(self.path), error=repr(exc))
             return
         with running.lock:
-            running.conn = conn
+            running.conn = conn  # (from here a stop's interrupt reaches it)
+        try:
+            conn.execute("PRAGMA synchronous = NORMAL")  # its checkpoints sync as the store's
+            conn.execute(f"PRAGMA journal_size_limit = {LOG_LIMIT_BYTES}")
+        except sqlite3.Error as exc:
+            running.close()
+            if not stop.is_set():  # (not a stop's interrupt)
+                log.warning("store.checkpointer_failed", path=str(self.path), error=repr(exc))
+            return
         pacing = CheckpointPacing()
         rest = INTERVAL_S
         failing = False
