@@ -95,3 +95,24 @@ def test_a_runs_commands_stay_for_the_runtime_that_hosts_it(tmp_path: Path) -> N
         assert mail.state is not MailState.DEAD  # delivered to the live run
         holding.release.set()
         assert handle.result(WAIT).result == "done"
+
+
+def test_a_send_to_a_run_of_a_runtime_that_closed_before_its_poll_is_a_dead_letter(
+    tmp_path: Path,
+) -> None:
+    """The run's runtime closed (its runs cancelled, its lease released) before it polled
+    the send posted while the run was live: the next runtime on the store takes it (its
+    lease is gone and nothing of the run's tree is unfinished: nobody else ever would)."""
+    db = tmp_path / "runs.db"
+    holding = Holding()
+    with Runtime([holding.agent()], store=db, **QUIET) as first:
+        handle = first.spawn("holds", "work")
+        assert holding.started.wait(WAIT)
+        post_from_another_process(db, handle.run_id, "after its close")
+        holding.release.set()  # (its agent returns as the close stops it)
+    with SQLiteStore(db) as store, Runtime([holding.agent()], store=db, **QUIET) as later:
+        assert store.pending_command_runs() == [handle.run_id]
+        poll_until_taken(later, store)
+        assert store.pending_command_runs() == []
+        [mail] = [m for m in store.mail_for(handle.run_id) if m.content == "after its close"]
+        assert (mail.sender, mail.state) == (EXTERNAL_SENDER, MailState.DEAD)

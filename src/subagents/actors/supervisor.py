@@ -29,6 +29,7 @@ message per sender, events per step). After a commit, the held Tells to each run
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -65,6 +66,7 @@ from subagents.messages import (
     PollCommands,
     Restore,
     RunFinished,
+    RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
@@ -84,7 +86,7 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
-from subagents.store.snapshot import read_snapshot
+from subagents.store.snapshot import UNFINISHED, read_snapshot
 from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.commands import forgotten_commands
@@ -142,6 +144,14 @@ def _decide_run(core: SupervisorCore, run: tuple[Any, ...]) -> Decision:
     if kind is MailRead:
         return core.mail_reads(run)
     return core.settled(run)
+
+
+def _gone(store: RunStore, now: float, record: RunRecord) -> bool:
+    """``record``'s runtime is gone (its lease is not alive at ``now``) and nothing of its
+    tree is unfinished: nobody will take its commands (``forgotten_commands``)."""
+    if record.owner in live_owners(store.leases(), now):
+        return False
+    return not store.list_runs(root_run_id=record.root_run_id, statuses=UNFINISHED)
 
 
 class SupervisorActor(FastInboxActor):
@@ -471,19 +481,17 @@ class SupervisorActor(FastInboxActor):
 
     def _take_commands(self) -> None:
         """Act on the commands other processes posted for the runs hosted here, and for
-        this runtime's runs whose tree it has forgotten (``forgotten_commands``). The
-        claim commits with the writes that act on it: a crash between them loses no
-        command. The store is asked first which runs have commands pending (a read), and
-        only those of them are named in the claim: not every run held (on a cluster, the
-        ids went to the head at every poll)."""
+        ended runs nobody else will take (``forgotten_commands``); the claim commits with
+        the writes that act on it. The store is asked first which runs have commands
+        pending: the claim names those, not every run held (sent to a cluster's head)."""
         pending = self.store.pending_command_runs()
         if not pending:
             return
         hosted = self.core.hosted()
         claim = [r for r in pending if r in hosted]
-        claim += forgotten_commands(
-            [r for r in pending if r not in hosted], self.store.get_run, self.core.owner
-        )
+        gone = functools.partial(_gone, self.store, self.now())
+        others = [r for r in pending if r not in hosted]
+        claim += forgotten_commands(others, self.store.get_run, self.core.owner, gone)
         if not claim:
             return
         with self.store.batch():

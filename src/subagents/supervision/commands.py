@@ -80,21 +80,27 @@ def commanded(
 
 
 def forgotten_commands(
-    pending: Sequence[str], read_run: Callable[[str], RunRecord | None], owner: str
+    pending: Sequence[str],
+    read_run: Callable[[str], RunRecord | None],
+    owner: str,
+    gone: Callable[[RunRecord], bool] = lambda _record: False,
 ) -> list[str]:
     """Of ``pending`` (runs with commands not taken yet, none held here), those whose
     commands this runtime must take, though it no longer holds them: the runs it hosted
     that have ended, their tree forgotten (a send posted while the run was live, taken
     after its tree ended: the mail becomes a dead letter, as mail to an ended run does;
     a stop finds nothing to stop), and runs the store no longer has (their commands can
-    never be carried out: a send is refused and logged, ``_refused``). A run hosted by
-    another runtime, or whose host is gone (an orphan: a ``resume`` takes its commands
-    with it), or that has not ended, is left to its host. ``read_run``: the store's record
-    (one read per run of ``pending``, made only when it has commands pending)."""
+    never be carried out: a send is refused and logged, ``_refused``); and ended runs of a
+    runtime that is gone (``gone``: its lease is not alive and nothing of the run's tree is
+    unfinished: a runtime that closed before it polled, say; no ``resume`` will take
+    them). A run hosted by another live runtime, or in a tree an orphan of a gone one is
+    still part of (a ``resume`` takes its commands with it), or that has not ended, is left
+    to its host. ``read_run``: the store's record (one read per run of ``pending``, made
+    only when it has commands pending)."""
     taken: list[str] = []
     for run_id in pending:
         record = read_run(run_id)
-        if record is None or (record.owner == owner and record.status.terminal):
+        if record is None or (record.status.terminal and (record.owner == owner or gone(record))):
             taken.append(run_id)
     return taken
 
