@@ -59,6 +59,11 @@ class _StopCheckpoints(Protocol):
 
 log = get_logger("subagents.runtime")
 
+CHECKPOINTS_WAIT_S = 5.0
+"""The least a close waits for the store's log thread (``store.sqlite_wal``) to end, past
+a deadline already spent: waking from its rest and leaving takes a loaded machine more than
+a moment; only a pass that does not end in this long is left to end by itself."""
+
 
 class Subscribers:
     """The callbacks every event goes to (on the supervisor's thread), and the debug log."""
@@ -366,7 +371,7 @@ class Services:
             self._stop_runs(deadline)
         finally:  # (whatever failed above: the log's thread is not left to the store's close)
             if self.checkpoints is not None:  # every sender has stopped
-                self.checkpoints(max(1.0, deadline - time.monotonic()))
+                self.checkpoints(max(CHECKPOINTS_WAIT_S, deadline - time.monotonic()))
         if self.processes is not None:
             self.processes.kill_all()  # whatever a run's tools left running ends with it
         self._close_tools(max(0.5, deadline - time.monotonic()))
