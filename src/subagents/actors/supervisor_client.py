@@ -63,7 +63,9 @@ class SupervisorClient:
         else the close says what it leaves. Not asked once ``deadline`` has passed (each ask
         has the supervisor try the store, which may take long: a cluster's lost head store
         is a ``ray.get`` of up to 60 s on the supervisor's thread); a ``StoreError`` that is
-        not a refusal (the store back, then failing again) is asked again too."""
+        not a refusal (the store back, then failing again) is asked again too. An ask not
+        answered by ``deadline`` (its ``timeout`` is the time left) ends the tries as the
+        deadline does: the close says what the last refusal left."""
         refused = first if isinstance(first, ClosedUnrecorded) else None
         retrying = tenacity.Retrying(
             stop=tenacity.stop_before_delay(max(0.0, deadline - time.monotonic())),
@@ -84,6 +86,8 @@ class SupervisorClient:
                 return  # recorded: the runs ended failed, as their callers were told
         except StoreError:
             pass
+        except pykka.Timeout:  # an ask again not answered by the deadline (the supervisor's
+            pass  # try at the store outlasted it): what the last refusal left, as above
         except Exception:
             log.exception("stopping runs failed")
             return
