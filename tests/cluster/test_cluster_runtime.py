@@ -714,3 +714,40 @@ def test_the_global_per_agent_and_per_parent_limits_hold_across_both_nodes(
     assert peaks[("global", "")] <= 5
     queued_in = {e.root_run_id for e in watch.queued}
     assert queued_in == {first.run_id, second.run_id}  # both trees met a limit
+
+
+async def waiter(ctx: AgentContext) -> str:
+    """Waits for one mail; answers with its task and the mail."""
+    mail = await ctx.receive(timeout=WAIT_S)
+    assert mail is not None
+    return f"{ctx.task}:{mail.content}"
+
+
+def test_commands_posted_in_the_store_reach_runs_on_both_nodes_after_a_host_loss(
+    ray_cluster: LocalCluster, store: Any
+) -> None:
+    """``subagents send --ray`` posts a command in the cluster's store; the driver's poll
+    claims it (asking the head first which runs have commands pending: the ids of the runs
+    it holds are not sent at every poll) and the mail reaches the run, on either node, also
+    after the worker node's host was killed and its run started again elsewhere."""
+    import ray
+
+    agents = [
+        FunctionAgent.create("here", waiter, metadata=ON_HEAD),
+        FunctionAgent.create("there", waiter, metadata=ON_WORKER),
+    ]
+    observed = Observed()
+    with runtime(ray_cluster, store, agents, command_poll_s=0.2) as rt:
+        rt.subscribe(observed)
+        here, there = rt.spawn("here", "h"), rt.spawn("there", "t")
+        observed.wait_for(EventKind.WAITING, 1, "here")
+        observed.wait_for(EventKind.WAITING, 1, "there")
+        host = worker_host(rt, ray_cluster)
+        os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
+        observed.wait_for(EventKind.RESTARTED, 1, "there")
+        store.post_command("send", there.run_id, "b")  # as `subagents send` posts it
+        store.post_command("send", here.run_id, "a")
+        assert here.result(WAIT_S).result == "h:a"
+        assert there.result(WAIT_S).result == "t:b"
+        assert len(rt.placements()[there.run_id]) == 2  # started again after the loss
+    assert store.pending_command_runs() == []

@@ -27,7 +27,7 @@ import structlog
 
 from subagents import FunctionAgent, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Ask, RunRecord, RunStatus, StopAll
+from subagents.messages import Ask, MailState, RunRecord, RunStatus, StopAll
 from subagents.runtime import AdmissionError, RunHandle
 
 WAIT = 60.0
@@ -70,8 +70,14 @@ def test_a_spawn_after_a_close_during_a_store_outage_is_refused(tmp_path: Path) 
     store.close()
     reopened = SQLiteStore(db)
     try:
-        runs = {r.task: r.status for r in reopened.list_runs()}
-        assert runs == {"before": RunStatus.COMPLETED}  # nothing of the late spawn, or "during"
+        runs = {r.task: r for r in reopened.list_runs()}
+        assert runs.keys() <= {"before", "during"}  # nothing of the late spawn
+        assert runs["before"].status is RunStatus.COMPLETED
+        if "during" in runs:  # held in memory when its admission's write failed: recorded
+            during_record = runs["during"]  # once the store worked, as the failure's end
+            assert during_record.status is RunStatus.FAILED  # (by the recovery the failed
+            assert during_record.outcome is not None  # StopAll decided: ``Outage._owed``)
+            assert during_record.outcome.error_kind == "store"
     finally:
         reopened.close()
 
@@ -83,10 +89,12 @@ class WatchedStore(SQLiteStore):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, busy_timeout=0.05)
-        self.closing, self.tries = False, 0
+        self.closing, self.tries, self.list_runs_tries = False, 0, 0
         self.retried = threading.Event()
 
     def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if kwargs.get("statuses") is not None:
+            self.list_runs_tries += 1
         if self.closing and kwargs.get("statuses") is not None:
             self.tries += 1
             if self.tries == 2:
@@ -112,10 +120,13 @@ class Held:
 
         return [FunctionAgent.create("holds", holds), FunctionAgent.create("leaf", leaf)]
 
-    def fail(self, rt: Runtime) -> RunHandle:
-        """The run started, then the store locked and a spawn's write failing on it."""
+    def fail(self, rt: Runtime, unread: str | None = None) -> RunHandle:
+        """The run started (mailed ``unread``, which it never reads), then the store locked
+        and a spawn's write failing on it."""
         first = rt.spawn("holds", "first")
         assert first.wait_admitted() is RunStatus.RUNNING
+        if unread is not None:
+            rt.send(first.run_id, unread)
         self.locker.execute("BEGIN IMMEDIATE")  # every write of the runtime fails now
         failing = rt.spawn("leaf", "its write fails")
         with contextlib.suppress(AdmissionError):
@@ -272,3 +283,153 @@ def test_a_close_whose_own_stop_finds_the_store_failing_tries_it_again(tmp_path:
         held.locker.close()
         rt.close()
     held.assert_failed_and_never_run_again(first.run_id)
+
+
+class SlowFirstTry(WatchedStore):
+    """A ``WatchedStore`` whose close's first try at recording the runs (the first read of
+    the unfinished runs once ``closing``) waits for ``go_on``: a store that answers slowly
+    (on a cluster whose head store is lost, a ``ray.get`` of up to 60 s) until the close's
+    deadline has passed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.first_try, self.go_on = threading.Event(), threading.Event()
+
+    def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if self.closing and kwargs.get("statuses") is not None and self.tries == 0:
+            self.first_try.set()
+            self.go_on.wait(WAIT)
+        return super().list_runs(**kwargs)
+
+
+def test_a_close_past_its_deadline_does_not_try_the_store_again(tmp_path: Path) -> None:
+    """The close's ``StopAll`` is refused only after the close's timeout (the store was
+    slow to answer): the close says what it leaves at once, without another ask (each has
+    the supervisor try the store again: on a cluster, another ``ray.get`` of up to 60 s).
+    Before, one more ask was always made, whatever the time left."""
+    held = Held(tmp_path / "runs.db")
+    held.store.close()
+    held.store = store = SlowFirstTry(held.db)
+    rt = Runtime(held.agents(), store=store, **QUIET)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        first = held.fail(rt)
+        assert (first.result(WAIT).error_kind, first.status) == ("store", RunStatus.FAILED)
+        held.gate.set()
+        assert rt._hosting.agents_idle(WAIT)  # the stopped agent's last report was sent,
+        rt.stats()  # and handled before this ask (its own try at the store is not counted)
+        store.closing = True
+        with structlog.testing.capture_logs() as logs:
+            closed = threading.Event()
+            closer = threading.Thread(target=lambda: (rt.close(timeout=0.5), closed.set()))
+            closer.start()
+            assert store.first_try.wait(WAIT)
+            overran = threading.Event()  # never set: a wait between looks at the log
+            for _ in range(int(WAIT / 0.01)):  # the close's timeout passed (it says so)
+                if [e for e in logs if "longer than the close's timeout" in e["event"]]:
+                    break
+                overran.wait(0.01)
+            store.go_on.set()
+            closer.join(WAIT)
+        assert closed.is_set()
+    finally:
+        structlog.configure(**saved)
+        held.gate.set()
+        store.go_on.set()
+        held.locker.close()
+        rt.close()
+    assert [e for e in logs if "longer than the close's timeout" in e["event"]]
+    assert store.tries == 1  # the refused StopAll's own try, none after the deadline
+    [said] = [e for e in logs if "closed while its store still failed" in e["event"]]
+    assert said["runs"] == [first.run_id]
+
+
+def test_a_recovery_whose_write_fails_is_written_whole_by_the_next_one(tmp_path: Path) -> None:
+    """A try at recording the runs once the store seems back decides first (the core ends
+    the runs it held, and forgets them) and writes after: when that write fails (still
+    locked), the next try, which succeeds, writes the same decision. Before, it decided
+    anew, from the store alone: the run was recorded failed, but what only memory knew was
+    lost (here: the mail it never read stayed delivered, not a dead letter, as an end
+    makes unread mail)."""
+    held = Held(tmp_path / "runs.db")
+    rt = Runtime(held.agents(), store=held.store, **QUIET)
+    try:
+        first = held.fail(rt, unread="never read")
+        assert first.result(WAIT).error_kind == "store"
+        held.gate.set()
+        assert rt._hosting.agents_idle(WAIT)
+        tries = held.store.list_runs_tries
+        rt.stats()  # an ask tries to record the runs first: decided, its write refused
+        assert held.store.list_runs_tries > tries  # (it was tried)
+        held.locker.execute("COMMIT")  # the store takes writes again
+        rt.stats()  # the next try writes
+        record = held.store.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        [mail] = [m for m in held.store.mail_for(first.run_id) if m.content == "never read"]
+        assert mail.state is MailState.DEAD
+    finally:
+        held.gate.set()
+        held.locker.close()
+        rt.close()
+    held.store.close()
+
+
+class SlowSecondTry(WatchedStore):
+    """A ``WatchedStore`` whose close's second try at recording the runs (the close's first
+    ask again, after its ``StopAll`` was refused) waits for ``go_on``: the store answers
+    that ask only after the close's deadline (a loaded machine: its ask timed out)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.second_try, self.go_on = threading.Event(), threading.Event()
+
+    def list_runs(self, **kwargs: Any) -> list[RunRecord]:
+        if self.closing and kwargs.get("statuses") is not None and self.tries == 1:
+            self.second_try.set()
+            self.go_on.wait(WAIT)
+        return super().list_runs(**kwargs)
+
+
+def test_a_close_whose_ask_again_times_out_says_what_it_leaves(tmp_path: Path) -> None:
+    """The close's ``StopAll`` is refused, and its ask again is not answered by the close's
+    deadline (the supervisor's try at the store outlasts it): the close says what it leaves
+    (the runs of the last refusal), as when the store refuses at the deadline. Before, the
+    ask's timeout ended the close with 'stopping runs failed' and no word of the runs left
+    unfinished: ``test_a_close_while_the_store_still_fails_says_what_it_leaves`` failed so
+    under load (its close of 0.5 s asked again with 0.1 s left)."""
+    held = Held(tmp_path / "runs.db")
+    held.store.close()
+    held.store = store = SlowSecondTry(held.db)
+    rt = Runtime(held.agents(), store=store, **QUIET)
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        first = held.fail(rt)
+        assert first.result(WAIT).error_kind == "store"
+        held.gate.set()
+        assert rt._hosting.agents_idle(WAIT)  # the stopped agent's last report was sent,
+        rt.stats()  # and handled before this ask (its own try at the store is not counted)
+        store.closing = True
+        with structlog.testing.capture_logs() as logs:
+            closed = threading.Event()
+            closer = threading.Thread(target=lambda: (rt.close(timeout=3.0), closed.set()))
+            closer.start()
+            either = threading.Event()  # the close asked again, or ended without
+            threading.Thread(target=lambda: (store.second_try.wait(WAIT), either.set())).start()
+            threading.Thread(target=lambda: (closed.wait(WAIT), either.set())).start()
+            assert either.wait(WAIT)
+            if not store.second_try.is_set():  # (its first ask outlasted the 3 s itself)
+                pytest.skip("the close's first StopAll took its whole timeout")
+            assert closed.wait(WAIT)  # the close's ask again timed out at its deadline
+            store.go_on.set()
+            closer.join(WAIT)
+    finally:
+        structlog.configure(**saved)
+        held.gate.set()
+        store.go_on.set()
+        held.locker.close()
+        rt.close()
+    assert not [e for e in logs if e["event"] == "stopping runs failed"]
+    [said] = [e for e in logs if "closed while its store still failed" in e["event"]]
+    assert said["runs"] == [first.run_id] and said["log_level"] == "error"

@@ -348,6 +348,21 @@ def test_take_commands_for_some_runs_leaves_the_others_pending(store: RunStore) 
     assert [(c.command_id, c.content) for c in store.take_commands()] == [(b1, "for b")]
 
 
+def test_the_runs_with_commands_pending_are_read_without_claiming_them(store: RunStore) -> None:
+    """What a taker asks first (``pending_command_runs``): each run once, in the order of its
+    oldest pending command; reading claims nothing."""
+    assert store.pending_command_runs() == []
+    store.post_command("stop", "b")
+    store.post_command("send", "a", "for a")
+    store.post_command("send", "b", "again")
+    assert store.pending_command_runs() == ["b", "a"]
+    assert store.pending_command_runs() == ["b", "a"]  # (nothing claimed)
+    assert [c.run_id for c in store.take_commands(["b"])] == ["b", "b"]
+    assert store.pending_command_runs() == ["a"]
+    store.take_commands()
+    assert store.pending_command_runs() == []
+
+
 def test_leases_are_written_renewed_listed_and_released(store: RunStore) -> None:
     first = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
     other = Lease(owner="h:2:b", host="h", pid=2, machine="m", renewed_at=2.0, expires_at=17.0)

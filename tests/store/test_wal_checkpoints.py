@@ -20,7 +20,9 @@ from subagents.store.sqlite_wal import (
     DEFAULT_PAGES,
     IDLE_S,
     INTERVAL_S,
+    LOG_LIMIT_BYTES,
     CheckpointPacing,
+    WalCheckpointer,
 )
 
 NAME = "subagents-wal-checkpoint"
@@ -174,3 +176,109 @@ def test_a_checkpoint_that_fails_is_tried_again_once_the_disk_has_room(tmp_path:
     sizes = json.loads(done.stdout.strip().splitlines()[-1])
     assert sizes["full"] < 1_500_000  # the copy stopped at the limit
     assert sizes["after"] >= 2_000_000, done.stderr  # and was made once there was room
+
+
+class StalledPasses:
+    """The thread's own connection (a real one) whose passes stall, once ``stall`` is set,
+    until ``release`` is: a pass over a big log on a loaded disk, as long as the test wants.
+    SQLite calls the progress handler between the statement's steps; while it waits there
+    the pass does not end (an interrupt is seen only once it returns)."""
+
+    def __init__(self) -> None:
+        self.stall = threading.Event()
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+
+    def connect(self, path: Path, busy_timeout: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+        conn.set_progress_handler(self._step, 1)
+        return conn
+
+    def _step(self) -> int:
+        if self.stall.is_set():
+            self.stalled.set()
+            self.release.wait(WAIT * 4)
+        return 0
+
+
+def test_a_stop_waits_for_a_stalled_pass_no_longer_than_its_timeout(tmp_path: Path) -> None:
+    """A runtime's close gives the log's thread what is left of its timeout: a pass that
+    does not end by then is interrupted, and if it still does not end, left to end by itself
+    (a daemon, stopped, on its own connection) rather than holding the close for ever."""
+    passes = StalledPasses()
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        wal = WalCheckpointer(store.path, 5.0, store._tx, connect=passes.connect)
+        stop = wal.start()
+        passes.stall.set()
+        try:
+            assert passes.stalled.wait(WAIT)  # the thread is inside a pass
+            returned = threading.Event()
+
+            def close() -> None:
+                stop(0.2)
+                returned.set()
+
+            threading.Thread(target=close, daemon=True).start()
+            assert returned.wait(WAIT)  # while the pass is still stalled
+            assert wal.lingering == 1 and len(checkpointers()) == 1
+            assert autocheckpoint(store) == DEFAULT_PAGES  # SQLite's own again meanwhile
+        finally:
+            passes.release.set()
+        for thread in checkpointers():
+            thread.join(WAIT)
+        assert checkpointers() == []  # it ended by itself once its pass did
+
+
+def wal_size(path: Path) -> int:
+    log_file = path.with_name(path.name + "-wal")
+    return log_file.stat().st_size if log_file.exists() else 0
+
+
+def test_a_log_that_grew_long_is_trimmed_once_checkpointed(tmp_path: Path) -> None:
+    """A reader holds the checkpoints back while the store writes ~8 MB: the log grows.
+    Once the reader is gone and the thread has checkpointed it all, the store's next commit
+    starts the log over and truncates it to ``LOG_LIMIT_BYTES`` (without the limit SQLite
+    reuses the file at its largest for good)."""
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        stop = store.checkpoint_in_background()
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # its snapshot
+        with store._tx.lock:
+            conn = store._tx.connection()
+            conn.execute("CREATE TABLE filler (x BLOB)")
+            for _ in range(2_000):
+                conn.execute("INSERT INTO filler VALUES (zeroblob(4096))")
+        grown = wal_size(path)
+        assert grown > 2 * LOG_LIMIT_BYTES
+        reader.execute("COMMIT")
+        reader.close()
+        passes = store._wal.passes
+        deadline = time.monotonic() + WAIT
+        tick = threading.Event()  # never set: a wait between looks
+        while store._wal.passes < passes + 2 and time.monotonic() < deadline:
+            tick.wait(0.01)  # (the second pass began after the reader had gone)
+        assert store._wal.passes >= passes + 2
+        with store._tx.lock:
+            store._tx.connection().execute("INSERT INTO filler VALUES (zeroblob(16))")
+        assert wal_size(path) <= LOG_LIMIT_BYTES < grown
+        stop()
+
+
+def test_a_runtime_that_fails_to_start_leaves_no_checkpointer(tmp_path: Path) -> None:
+    """Its construction fails after the supervisor (and the log's thread) started: the
+    close it makes on the way out stops the thread too; the store stays the caller's."""
+
+    async def look(ctx: AgentContext) -> str:
+        return "ok"
+
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        try:
+            Runtime({"look": look}, store=store, sweep_every_s="x")  # type: ignore[arg-type]
+        except ValueError as exc:
+            assert "sweep_every_s" in str(exc)
+        else:
+            raise AssertionError("a bad sweep_every_s was taken")
+        assert checkpointers() == []
+        assert autocheckpoint(store) == DEFAULT_PAGES

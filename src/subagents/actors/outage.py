@@ -94,6 +94,11 @@ class Outage:
         whose admission was in the write that failed; the roots whose end was in it)."""
         self.read = False
         """``unrecorded`` is what the store said (not memory's guess): none there is none."""
+        self._owed: Decision | None = None
+        """A recovery decided but not written (its write failed: the store still fails, or
+        failed again): the core forgot its runs as it decided, so the next attempt writes
+        this one again rather than deciding anew, which would find them only in the store,
+        without what memory knew of them (their unread mail, a root's outcome told)."""
 
     def begin(
         self, exc: Exception, what: str, stop_all: Callable[[], None], ended: Iterable[str]
@@ -140,12 +145,15 @@ class Outage:
         try:
             unheld = [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
             self.unrecorded, self.read = _highest(unheld), True  # what the store keeps
-            with store.batch():
-                decision = self.core.store_recovered(failure, unheld)
+            with store.batch():  # (it begins at the first write: after the decision)
+                decision = self._owed
+                if decision is None:
+                    decision = self._owed = self.core.store_recovered(failure, unheld)
                 write(decision)
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
             return None
+        self._owed = None
         self.failure, self.unrecorded = None, ()
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision

@@ -29,6 +29,7 @@ message per sender, events per step). After a commit, the held Tells to each run
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,6 +69,7 @@ from subagents.messages import (
     PollCommands,
     Restore,
     RunFinished,
+    RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
@@ -87,9 +89,10 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
-from subagents.store.snapshot import read_snapshot
+from subagents.store.snapshot import UNFINISHED, read_snapshot
 from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
+from subagents.supervision.commands import forgotten_commands
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decision,
@@ -153,6 +156,14 @@ def _failed_alone(decision: Decision) -> Decision:
         name, run_id = type(message).__name__, message.run_id
         log.error("supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc)
     return decision
+
+
+def _gone(store: RunStore, now: float, record: RunRecord) -> bool:
+    """``record``'s runtime is gone (its lease is not alive at ``now``) and nothing of its
+    tree is unfinished: nobody will take its commands (``forgotten_commands``)."""
+    if record.owner in live_owners(store.leases(), now):
+        return False
+    return not store.list_runs(root_run_id=record.root_run_id, statuses=UNFINISHED)
 
 
 class SupervisorActor(FastInboxActor):
@@ -510,13 +521,22 @@ class SupervisorActor(FastInboxActor):
                 return None
 
     def _take_commands(self) -> None:
-        """Act on the commands other processes posted for the runs hosted here. The claim
-        commits with the writes that act on it: a crash between them loses no command."""
+        """Act on the commands other processes posted for the runs hosted here, and for
+        ended runs nobody else will take (``forgotten_commands``); the claim commits with
+        the writes that act on it. The store is asked first which runs have commands
+        pending: the claim names those, not every run held (sent to a cluster's head)."""
+        pending = self.store.pending_command_runs()
+        if not pending:
+            return
         hosted = self.core.hosted()
-        if not hosted:
+        claim = [r for r in pending if r in hosted]
+        gone = functools.partial(_gone, self.store, self.now())
+        others = [r for r in pending if r not in hosted]
+        claim += forgotten_commands(others, self.store.get_run, self.core.owner, gone)
+        if not claim:
             return
         with self.store.batch():
-            decision = self.core.commands(self.store.take_commands(hosted))
+            decision = self.core.commands(self.store.take_commands(claim))
             self._write(decision)
         self._apply(decision.effects)
 

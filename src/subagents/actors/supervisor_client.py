@@ -54,29 +54,49 @@ class SupervisorClient:
         except pykka.Timeout:
             raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
 
-    def _record_by(self, deadline: float) -> None:
-        """The close's ``StopAll`` was refused (the store still fails, and the runs it held
-        stay unfinished in it), or failed on the store itself (the failure begins there:
-        the runs are stopped, their callers told). Asked again until ``deadline`` (each ask
-        tries the store first: ``actors/outage.py``), so a store that takes writes again by
-        then records them failed, as their callers were told; else the close says what it
-        leaves."""
+    def _record_by(self, deadline: float, first: StoreError) -> None:
+        """The close's ``StopAll`` was refused (``first``: the store still fails, and the
+        runs it held stay unfinished in it), or failed on the store itself (the failure
+        begins there: the runs are stopped, their callers told). Asked again until
+        ``deadline`` (each ask tries the store first: ``actors/outage.py``), so a store
+        that takes writes again by then records them failed, as their callers were told;
+        else the close says what it leaves. Not asked once ``deadline`` has passed (each ask
+        has the supervisor try the store, which may take long: a cluster's lost head store
+        is a ``ray.get`` of up to 60 s on the supervisor's thread); a ``StoreError`` that is
+        not a refusal (the store back, then failing again) is asked again too. An ask not
+        answered by ``deadline`` (its ``timeout`` is the time left) ends the tries as the
+        deadline does: the close says what the last refusal left."""
+        refused = first if isinstance(first, ClosedUnrecorded) else None
         retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_delay(max(0.0, deadline - time.monotonic())),
+            stop=tenacity.stop_before_delay(max(0.0, deadline - time.monotonic())),
             wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
-            retry=tenacity.retry_if_exception_type(ClosedUnrecorded),
+            retry=tenacity.retry_if_exception_type(StoreError),
             reraise=True,
         )
         try:
-            for attempt in retrying:
-                with attempt:
-                    left = max(0.1, deadline - time.monotonic())
-                    self._ref.ask(Ask(StopAll()), timeout=left)
-            return  # recorded: the runs ended failed, as their callers were told
-        except ClosedUnrecorded as exc:
-            refused = exc
+            if time.monotonic() < deadline:
+                for attempt in retrying:
+                    with attempt:
+                        try:
+                            left = max(0.1, deadline - time.monotonic())
+                            self._ref.ask(Ask(StopAll()), timeout=left)
+                        except ClosedUnrecorded as exc:
+                            refused = exc
+                            raise
+                return  # recorded: the runs ended failed, as their callers were told
+        except StoreError:
+            pass
+        except pykka.Timeout:  # an ask again not answered by the deadline (the supervisor's
+            pass  # try at the store outlasted it): what the last refusal left, as above
         except Exception:
             log.exception("stopping runs failed")
+            return
+        if refused is None:  # the store failed at the close's own stop, and since
+            log.error(
+                "the runtime closed while its store still failed: the runs it held may stay"
+                " unfinished in the store, though their callers were told they failed",
+                error=str(first),
+            )
             return
         log.error(
             "the runtime closed while its store still failed: its runs stay unfinished in the"
@@ -122,8 +142,8 @@ class SupervisorClient:
                     grace=STOP_ALL_GRACE,
                 )
                 future.get(timeout=STOP_ALL_GRACE)
-        except StoreError:  # the store fails (ClosedUnrecorded: still): tried until the deadline
-            self._record_by(deadline)
+        except StoreError as exc:  # the store fails (ClosedUnrecorded: still): tried until
+            self._record_by(deadline, exc)  # the deadline
         except Exception:
             log.exception("stopping runs failed")
         with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):

@@ -343,6 +343,10 @@ class ClusterStore(RunStore):
         )
         return result
 
+    def pending_command_runs(self) -> list[str]:
+        result: list[str] = self._read("pending_command_runs")
+        return result
+
     # ---- approvals -------------------------------------------------------------------------
 
     def save_approval(self, approval: ApprovalRecord) -> None:

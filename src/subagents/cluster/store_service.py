@@ -103,6 +103,7 @@ READS = frozenset(
         "get_approval",
         "list_approvals",
         "previews",
+        "pending_command_runs",
     }
 )
 

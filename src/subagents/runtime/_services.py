@@ -51,7 +51,18 @@ class _Closable(Protocol):
     def close(self, timeout: float = ...) -> None: ...
 
 
+class _StopCheckpoints(Protocol):
+    """``SQLiteStore.checkpoint_in_background``'s stop (``store.sqlite_wal``)."""
+
+    def __call__(self, timeout: float = ...) -> None: ...
+
+
 log = get_logger("subagents.runtime")
+
+CHECKPOINTS_WAIT_S = 5.0
+"""The least a close waits for the store's log thread (``store.sqlite_wal``) to end, past
+a deadline already spent: waking from its rest and leaving takes a loaded machine more than
+a moment; only a pass that does not end in this long is left to end by itself."""
 
 
 class Subscribers:
@@ -151,7 +162,7 @@ class Services:
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
         self.supervisor_thread: threading.Thread | None = None
-        self.checkpoints: Callable[[], None] | None = None
+        self.checkpoints: _StopCheckpoints | None = None
         """Stops the store's log checkpoints from a thread of their own, if it has them."""
 
     def agents_idle(self, timeout: float) -> bool:
@@ -356,6 +367,24 @@ class Services:
         """Cancel every run, then end the supervisor, the registry, the timer, the pool, the
         tools' processes and every tracked thread; the time left of ``timeout``."""
         deadline = time.monotonic() + timeout
+        try:
+            self._stop_runs(deadline)
+        finally:  # (whatever failed above: the log's thread is not left to the store's close)
+            if self.checkpoints is not None:  # every sender has stopped
+                self.checkpoints(max(CHECKPOINTS_WAIT_S, deadline - time.monotonic()))
+        if self.processes is not None:
+            self.processes.kill_all()  # whatever a run's tools left running ends with it
+        self._close_tools(max(0.5, deadline - time.monotonic()))
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return max(0.0, deadline - time.monotonic())
+
+    def _stop_runs(self, deadline: float) -> None:
+        """The supervisor (it cancels every run), the node hosts, the registry, the timer
+        and the agents' threads, by ``deadline``."""
+        timeout = max(0.0, deadline - time.monotonic())
         with PACING.holding():  # what the GC pacing froze stays frozen until every run ended
             if self.listener is not None:
                 self.listener.close(timeout)
@@ -370,16 +399,6 @@ class Services:
             if self.dispatcher is not None:
                 self.dispatcher.close(max(0.0, deadline - time.monotonic()))
         self.pool.close(max(0.0, deadline - time.monotonic()))
-        if self.checkpoints is not None:  # every sender has stopped
-            self.checkpoints()
-        if self.processes is not None:
-            self.processes.kill_all()  # whatever a run's tools left running ends with it
-        self._close_tools(max(0.5, deadline - time.monotonic()))
-        with self._threads_lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return max(0.0, deadline - time.monotonic())
 
     def _close_tools(self, timeout: float) -> None:
         """Worktrees of runs that did not end (removed if unchanged, else kept and logged),

@@ -242,6 +242,12 @@ class RunStore(Protocol):
         each is returned to exactly one taker; inside a batch the claim commits with it."""
         ...
 
+    def pending_command_runs(self) -> list[str]:
+        """The runs that have commands not taken yet, each once, in the order of their
+        oldest: a read, so that a taker claims (``take_commands``) only the runs of these it
+        hosts, or whose tree nobody hosts any more, without naming every run it holds."""
+        ...
+
     # ---- durable approvals: asks waiting for a person (messages.approvals) ----------------
 
     def save_approval(self, approval: ApprovalRecord) -> None:

@@ -280,6 +280,10 @@ class MemoryStore(RunStore):
             )
             return command_id
 
+    def pending_command_runs(self) -> list[str]:
+        with self._lock:
+            return list(dict.fromkeys(c.run_id for c in self._commands))
+
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         with self._lock:
             if run_ids is None:

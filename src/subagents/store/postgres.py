@@ -342,6 +342,9 @@ class PostgresStore(RunStore):
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         return self._processes.take_commands(run_ids)
 
+    def pending_command_runs(self) -> list[str]:
+        return self._processes.pending_command_runs()
+
     # ---- durable approvals (store.postgres_approvals) ------------------------------------
 
     def save_approval(self, approval: ApprovalRecord) -> None:

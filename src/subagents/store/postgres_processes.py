@@ -86,6 +86,17 @@ class PgProcessRows:
         with self.tx.writing():
             return post_in(self.tx, kind, run_id, content, doing)
 
+    def pending_command_runs(self) -> list[str]:
+        """The runs with commands not taken yet, each once, oldest first (a read;
+        ``RunStore.pending_command_runs``)."""
+        with self.tx.lock:
+            rows = self.tx.read(
+                "SELECT run_id FROM commands WHERE taken_at IS NULL ORDER BY command_id",
+                (),
+                "reading the pending commands",
+            )
+        return list(dict.fromkeys(row[0] for row in rows))
+
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands, oldest first, each for exactly one taker: the pending
         rows are read (no lock), those of ``run_ids`` claimed ``FOR UPDATE SKIP LOCKED``

@@ -51,6 +51,16 @@ class ProcessRows:
         assert command_id is not None
         return command_id
 
+    def pending_command_runs(self) -> list[str]:
+        """The runs with commands not taken yet, each once, oldest first (a read: no write
+        lock; ``RunStore.pending_command_runs``)."""
+        rows = self.tx.read(
+            "SELECT run_id FROM commands WHERE taken_at IS NULL ORDER BY command_id",
+            (),
+            "reading the pending commands",
+        )
+        return list(dict.fromkeys(row[0] for row in rows))
+
     def take_commands(self, run_ids: Collection[str] | None = None) -> list[Command]:
         """Claim pending commands, oldest first; each is returned to exactly one taker.
 

@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 
 from subagents.logs import get_logger
-from subagents.messages import EXTERNAL_SENDER, Command, EventKind, MailAck, SendMail, new_id
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    Command,
+    EventKind,
+    MailAck,
+    RunRecord,
+    SendMail,
+    new_id,
+)
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
@@ -79,6 +87,32 @@ def commanded(
     return decided
 
 
+def forgotten_commands(
+    pending: Sequence[str],
+    read_run: Callable[[str], RunRecord | None],
+    owner: str,
+    gone: Callable[[RunRecord], bool] = lambda _record: False,
+) -> list[str]:
+    """Of ``pending`` (runs with commands not taken yet, none held here), those whose
+    commands this runtime must take, though it no longer holds them: the runs it hosted
+    that have ended, their tree forgotten (a send posted while the run was live, taken
+    after its tree ended: the mail becomes a dead letter, as mail to an ended run does;
+    a stop finds nothing to stop), and runs the store no longer has (their commands can
+    never be carried out: a send is refused and logged, ``_refused``); and ended runs of a
+    runtime that is gone (``gone``: its lease is not alive and nothing of the run's tree is
+    unfinished: a runtime that closed before it polled, say; no ``resume`` will take
+    them). A run hosted by another live runtime, or in a tree an orphan of a gone one is
+    still part of (a ``resume`` takes its commands with it), or that has not ended, is left
+    to its host. ``read_run``: the store's record (one read per run of ``pending``, made
+    only when it has commands pending)."""
+    taken: list[str] = []
+    for run_id in pending:
+        record = read_run(run_id)
+        if record is None or (record.status.terminal and (record.owner == owner or gone(record))):
+            taken.append(run_id)
+    return taken
+
+
 def _refused(command: Command, ack: MailAck, runs: RunTable, now: float, decided: Decided) -> None:
     """A mail posted from another process that the mail room refused (over this runtime's
     ``Limits.max_text_chars``...) or kept as a dead letter (its run ended after it was
@@ -92,7 +126,7 @@ def _refused(command: Command, ack: MailAck, runs: RunTable, now: float, decided
         error=ack.error,
     )
     state = runs.get(command.run_id)
-    if state is None:  # (a command is taken only for a run held here)
+    if state is None:  # not held here (a forgotten tree's, gone from the store): logged only
         return
     data = {"command_id": command.command_id, "sender": EXTERNAL_SENDER, "error": ack.error}
     if ack.dead_letter:
