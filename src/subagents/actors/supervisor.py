@@ -29,7 +29,6 @@ message per sender, events per step). After a commit, the held Tells to each run
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
@@ -69,7 +69,6 @@ from subagents.messages import (
     PollCommands,
     Restore,
     RunFinished,
-    RunRecord,
     SendMail,
     SlotWanted,
     SpawnRequest,
@@ -89,10 +88,9 @@ from subagents.messages import (
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
-from subagents.store.snapshot import UNFINISHED, read_snapshot
+from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
-from subagents.supervision.commands import forgotten_commands
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decision,
@@ -156,14 +154,6 @@ def _failed_alone(decision: Decision) -> Decision:
         name, run_id = type(message).__name__, message.run_id
         log.error("supervisor failed to handle a report", message=name, run_id=run_id, exc_info=exc)
     return decision
-
-
-def _gone(store: RunStore, now: float, record: RunRecord) -> bool:
-    """``record``'s runtime is gone (its lease is not alive at ``now``) and nothing of its
-    tree is unfinished: nobody will take its commands (``forgotten_commands``)."""
-    if record.owner in live_owners(store.leases(), now):
-        return False
-    return not store.list_runs(root_run_id=record.root_run_id, statuses=UNFINISHED)
 
 
 class SupervisorActor(FastInboxActor):
@@ -521,24 +511,8 @@ class SupervisorActor(FastInboxActor):
                 return None
 
     def _take_commands(self) -> None:
-        """Act on the commands other processes posted for the runs hosted here, and for
-        ended runs nobody else will take (``forgotten_commands``); the claim commits with
-        the writes that act on it. The store is asked first which runs have commands
-        pending: the claim names those, not every run held (sent to a cluster's head)."""
-        pending = self.store.pending_command_runs()
-        if not pending:
-            return
-        hosted = self.core.hosted()
-        claim = [r for r in pending if r in hosted]
-        gone = functools.partial(_gone, self.store, self.now())
-        others = [r for r in pending if r not in hosted]
-        claim += forgotten_commands(others, self.store.get_run, self.core.owner, gone)
-        if not claim:
-            return
-        with self.store.batch():
-            decision = self.core.commands(self.store.take_commands(claim))
-            self._write(decision)
-        self._apply(decision.effects)
+        """Act on the commands other processes posted (``actors.command_poll``)."""
+        self._apply(take_commands(self.core, self.store, self.now()))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
         """Take up the orphaned runs. Liveness (the leases, and which dead owners Ray is

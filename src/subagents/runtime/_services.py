@@ -41,6 +41,7 @@ from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
+from subagents.store.sqlite_wal import StopCheckpoints
 from subagents.store.writes import AttemptFence, SaveJournal
 from subagents.supervision.core import SupervisorCore
 from subagents.telemetry import Telemetry
@@ -49,12 +50,6 @@ from subagents.tools.processes import ProcessGroups
 
 class _Closable(Protocol):
     def close(self, timeout: float = ...) -> None: ...
-
-
-class _StopCheckpoints(Protocol):
-    """``SQLiteStore.checkpoint_in_background``'s stop (``store.sqlite_wal``)."""
-
-    def __call__(self, timeout: float = ...) -> None: ...
 
 
 log = get_logger("subagents.runtime")
@@ -162,8 +157,9 @@ class Services:
         self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._threads_lock = threading.Lock()
         self.supervisor_thread: threading.Thread | None = None
-        self.checkpoints: _StopCheckpoints | None = None
-        """Stops the store's log checkpoints from a thread of their own, if it has them."""
+        self.checkpoints: StopCheckpoints | None = None
+        """Stops the store's log checkpoints from a thread of their own, if it has them
+        (``SQLiteStore.checkpoint_in_background``, ``store.sqlite_wal``)."""
 
     def agents_idle(self, timeout: float) -> bool:
         """Wait until no agent actor is handling a message (or running its loop, with

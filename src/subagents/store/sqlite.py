@@ -63,7 +63,7 @@ from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
-from subagents.store.sqlite_wal import WalCheckpointer
+from subagents.store.sqlite_wal import StopCheckpoints, WalCheckpointer
 from subagents.store.sweep import SweepReport
 from subagents.store.writes import AttemptFence
 
@@ -546,7 +546,7 @@ class SQLiteStore(RunStore):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "reading the meta table") from exc
 
-    def checkpoint_in_background(self) -> Callable[[], None]:
+    def checkpoint_in_background(self) -> StopCheckpoints:
         """Checkpoint the write-ahead log from a thread of its own until the returned call
         (or ``close``), not in the commit that makes it long (``store.sqlite_wal``): a
         runtime whose senders record their mail starts it. Several callers share the

@@ -1,0 +1,48 @@
+"""The commands other processes posted through the store, taken on the supervisor's thread
+at each poll (``TakeCommands``): for the runs hosted here, and for ended runs nobody else
+will take (``supervision.commands.forgotten_commands``).
+
+Why apart from ``SupervisorActor``: what a poll asks the store is the poll's own concern
+(which runs have commands pending, whose runtime is gone), not the actor's."""
+
+from __future__ import annotations
+
+import functools
+
+from subagents.messages import RunRecord
+from subagents.store.base import RunStore
+from subagents.store.leases import live_owners
+from subagents.store.snapshot import UNFINISHED
+from subagents.store.writes import write_all
+from subagents.supervision.commands import forgotten_commands
+from subagents.supervision.core import SupervisorCore
+from subagents.supervision.effects import Effect
+
+
+def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Effect]:
+    """Act on the commands pending: the claim commits with the writes that act on it; the
+    effects to carry out after. The store is asked first which runs have commands pending:
+    the claim names those, not every run held (sent to a cluster's head)."""
+    pending = store.pending_command_runs()
+    if not pending:
+        return []
+    hosted = core.hosted()
+    claim = [r for r in pending if r in hosted]
+    gone = functools.partial(_gone, store, now)
+    others = [r for r in pending if r not in hosted]
+    claim += forgotten_commands(others, store.get_run, core.owner, gone)
+    if not claim:
+        return []
+    with store.batch():
+        decision = core.commands(store.take_commands(claim))
+        if decision.writes:
+            write_all(store, decision.writes)
+    return decision.effects
+
+
+def _gone(store: RunStore, now: float, record: RunRecord) -> bool:
+    """``record``'s runtime is gone (its lease is not alive at ``now``) and nothing of its
+    tree is unfinished: nobody will take its commands (``forgotten_commands``)."""
+    if record.owner in live_owners(store.leases(), now):
+        return False
+    return not store.list_runs(root_run_id=record.root_run_id, statuses=UNFINISHED)
