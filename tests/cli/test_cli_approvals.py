@@ -63,9 +63,14 @@ def cli(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cli]:
     """The command with the writer in its team, on a SQLite file or a PostgreSQL database
     (``$SUBAGENTS_STATE``); afterwards no host of this test is left."""
     database = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    cli = Cli(tmp_path, database=database)
-    (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
-    (cli.agents / "asker.md").write_text(ASKER, encoding="utf-8")
+    yield from _hosting(Cli(tmp_path, database=database), writer=WRITER, asker=ASKER)
+
+
+def _hosting(cli: Cli, **team: str) -> Iterator[Cli]:
+    """``cli`` with ``team``'s agents written, its hosts kept (``cli.hosts``) and killed
+    after the test if still alive."""
+    for name, text in team.items():
+        (cli.agents / f"{name}.md").write_text(text, encoding="utf-8")
     hosts: list[int] = []
     cli.hosts = hosts  # type: ignore[attr-defined]
     yield cli
@@ -231,14 +236,7 @@ def test_an_ask_answered_while_its_host_is_stalled_runs_once_under_the_resuming_
 def pg_cli(tmp_path: Path, pg_url: str) -> Iterator[Cli]:
     """The command with the writer in its team, on a PostgreSQL database only (what a
     stalled transaction holds is PostgreSQL's); afterwards no host of this test is left."""
-    cli = Cli(tmp_path, database=pg_url)
-    (cli.agents / "writer.md").write_text(WRITER, encoding="utf-8")
-    hosts: list[int] = []
-    cli.hosts = hosts  # type: ignore[attr-defined]
-    yield cli
-    for pid in hosts:
-        if not _gone(pid):
-            os.kill(pid, signal.SIGKILL)
+    yield from _hosting(Cli(tmp_path, database=pg_url), writer=WRITER)
 
 
 @pytest.mark.parametrize("lock", ["FOR UPDATE", "FOR KEY SHARE"])

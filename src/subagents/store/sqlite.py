@@ -63,7 +63,7 @@ from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
-from subagents.store.sqlite_wal import StopCheckpoints, WalCheckpointer
+from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
 from subagents.store.writes import AttemptFence
 
@@ -546,11 +546,12 @@ class SQLiteStore(RunStore):
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, "reading the meta table") from exc
 
-    def checkpoint_in_background(self) -> StopCheckpoints:
+    def checkpoint_in_background(self) -> Callable[..., None]:
         """Checkpoint the write-ahead log from a thread of its own until the returned call
         (or ``close``), not in the commit that makes it long (``store.sqlite_wal``): a
         runtime whose senders record their mail starts it. Several callers share the
-        thread; it stops with the last one's call."""
+        thread; it stops with the last one's call, which takes how long to wait for a pass
+        under way (``timeout``: ``sqlite_wal.StopCheckpoints``)."""
         return self._wal.start()
 
     def close(self) -> None:
