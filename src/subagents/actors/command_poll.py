@@ -28,7 +28,8 @@ def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Eff
         return []
     hosted = core.hosted()
     claim = [r for r in pending if r in hosted]
-    gone = functools.partial(_gone, store, now)
+    alive: list[frozenset[str]] = []  # (the leases read once per poll, if asked at all)
+    gone = functools.partial(_gone, store, now, alive)
     others = [r for r in pending if r not in hosted]
     claim += forgotten_commands(others, store.get_run, core.owner, gone)
     if not claim:
@@ -40,9 +41,12 @@ def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Eff
     return decision.effects
 
 
-def _gone(store: RunStore, now: float, record: RunRecord) -> bool:
+def _gone(store: RunStore, now: float, alive: list[frozenset[str]], record: RunRecord) -> bool:
     """``record``'s runtime is gone (its lease is not alive at ``now``) and nothing of its
-    tree is unfinished: nobody will take its commands (``forgotten_commands``)."""
-    if record.owner in live_owners(store.leases(), now):
+    tree is unfinished: nobody will take its commands (``forgotten_commands``). ``alive``:
+    the live owners, read on the poll's first look and kept for the rest of it."""
+    if not alive:
+        alive.append(live_owners(store.leases(), now))
+    if record.owner in alive[0]:
         return False
     return not store.list_runs(root_run_id=record.root_run_id, statuses=UNFINISHED)
