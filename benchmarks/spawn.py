@@ -27,6 +27,12 @@ Baselines, same run, blocks interleaved:
   runtime's (if it is above the goal, the goal needs another design: fewer hand-offs, or
   the decisions off the path).
 
+``work_by_role`` (where the gap is): each contender's CPU per run on the threads of each role
+(caller, supervisor, agents, other), from each thread's own CPU clock over the timed blocks,
+and the Python and builtin calls per run on each role's threads, counted apart with a
+profile hook (a count the machine's load does not move: the runtime's calls beyond
+``least_run``'s are the work it does beyond the least a run must).
+
 Every ratio is ours / raw: for latencies above 1 means slower, for runs/s below 1 does.
 Goal (issue 26): trivial spawn -> result p50 <= 1.5x raw (MemoryStore, against ``raw_pooled``,
 measured in the same run: ``anchor``); 2x was issue 17's.
@@ -35,10 +41,13 @@ measured in the same run: ``anchor``); 2x was issue 17's.
 from __future__ import annotations
 
 import argparse
+import itertools
 import queue
+import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,7 +78,9 @@ class _Parked:
     """Threads that run one actor loop at a time and then wait for the next (the least a
     thread-reusing actor needs; the runtime's ``ThreadPool`` does this and more)."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._made = itertools.count(1)
         self._lock = threading.Lock()
         self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
 
@@ -79,7 +90,8 @@ class _Parked:
                 self._idle.pop().put(job)
                 return
         slot: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._work, args=(slot, job), daemon=True).start()
+        name = f"{self._name}-{next(self._made)}"  # (its role in ``work_by_role``)
+        threading.Thread(target=self._work, args=(slot, job), name=name, daemon=True).start()
 
     def _work(self, slot: queue.SimpleQueue[Callable[[], None] | None], job: Any) -> None:
         while job is not None:
@@ -95,14 +107,16 @@ class _Parked:
             slot.put(None)
 
 
-PARKED = _Parked()
+PARKED = _Parked("parked")
 
 
 class _PooledTrivial(_Trivial):
     """The same bare actor, its loop on a reused thread (pykka's hook for where a loop runs)."""
 
+    parked = PARKED
+
     def _start_actor_loop(self) -> None:
-        PARKED.run(self._actor_loop)
+        self.parked.run(self._actor_loop)
 
 
 class _Relay:
@@ -144,9 +158,16 @@ class _LeastAgent(FastInboxActor):
     CPU per run more than the design pays (least_run 1.8-2.2x raw_pooled instead of
     1.1-1.2x, interleaved, load ~8): a "floor" near the runtime itself."""
 
-    def __init__(self, supervisor: queue.SimpleQueue[Any], run_id: str, task: str) -> None:
+    def __init__(
+        self,
+        supervisor: queue.SimpleQueue[Any],
+        run_id: str,
+        task: str,
+        parked: _Parked = PARKED,
+    ) -> None:
         super().__init__()
         self._supervisor, self._run_id, self._task = supervisor, run_id, task
+        self._parked = parked
 
     @classmethod
     def start(cls, *args: Any, **kwargs: Any) -> pykka.ActorRef[Any]:
@@ -155,7 +176,7 @@ class _LeastAgent(FastInboxActor):
         return obj.actor_ref
 
     def _start_actor_loop(self) -> None:
-        PARKED.run(self._actor_loop)
+        self._parked.run(self._actor_loop)
 
     def on_start(self) -> None:
         self._supervisor.put(("finished", self._run_id, self._task))
@@ -169,13 +190,14 @@ class _LeastRuntime:
     ``finished`` decision, its writes and the caller woken."""
 
     def __init__(self) -> None:
+        self.parked = _Parked("least-agent")
         spec = AgentSpec(name="trivial", description="Returns its task.")
         self.core = SupervisorCore(lookup=lambda name: spec if name == "trivial" else None,
                                    names=list)  # fmt: skip
         self.store = MemoryStore()
         self.inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiters: dict[str, queue.SimpleQueue[str]] = {}
-        threading.Thread(target=self._serve, daemon=True).start()
+        threading.Thread(target=self._serve, name="least-supervisor", daemon=True).start()
 
     def _serve(self) -> None:
         while (item := self.inbox.get()) is not None:
@@ -185,7 +207,7 @@ class _LeastRuntime:
                 self._waiters[run_id] = reply
                 admitted = self.core.spawn(request)
                 write_all(self.store, admitted.writes)
-                _LeastAgent.start(self.inbox, run_id, request.task)
+                _LeastAgent.start(self.inbox, run_id, request.task, self.parked)
             else:
                 finished = self.core.finished(RunFinished(run_id=run_id, result=payload))
                 write_all(self.store, finished.writes)
@@ -199,6 +221,7 @@ class _LeastRuntime:
 
     def close(self) -> None:
         self.inbox.put(None)
+        self.parked.close()
 
 
 def least_block(least: _LeastRuntime, n: int, sample: _Sample, first: int) -> None:
@@ -225,6 +248,97 @@ def relay_block(relay: _Relay, n: int, sample: _Sample) -> None:
     sample.cpu += time.process_time() - cpu
 
 
+def role_of(thread_name: str) -> str:
+    """Which part of a run a thread does: the caller's, the supervisor's (the runtime's actor
+    or ``least_run``'s thread), the agents' (the dispatcher's threads, the parked ones), or
+    other (the timer, the lease, the registry)."""
+    if thread_name == "MainThread":
+        return "caller"
+    if thread_name.startswith(("SupervisorActor", "least-supervisor")):
+        return "supervisor"
+    if thread_name.startswith(("subagents-dispatch-", "least-agent", "parked")):
+        return "agents"
+    return "other"
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """Each live thread's CPU seconds so far, with its role (Linux: its own CPU clock)."""
+    out: dict[int, tuple[str, float]] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            clock = time.pthread_getcpuclockid(thread.ident)
+            out[thread.ident] = (role_of(thread.name), time.clock_gettime(clock))
+        except (OSError, AttributeError):  # ended meanwhile; no per-thread clock here
+            continue
+    return out
+
+
+def add_cpu(into: Counter[str], before: dict[int, tuple[str, float]]) -> None:
+    """Add each role's CPU since ``before`` (threads alive at both ends) to ``into``."""
+    for ident, (role, now) in thread_cpu().items():
+        earlier = before.get(ident)
+        if earlier is not None:
+            into[role] += now - earlier[1]
+
+
+class _Calls:
+    """Counts the Python function calls (``call``) and builtin calls (``c_call``) made on
+    each role's threads while installed: a measure of the work per run the machine's load
+    does not move (a profile hook, so only counted, never timed)."""
+
+    def __init__(self) -> None:
+        self.by_role: Counter[str] = Counter()
+        self.counting = False
+
+    def hook(self, _frame: Any, event: str, _arg: Any) -> None:
+        if self.counting and (event == "call" or event == "c_call"):
+            self.by_role[role_of(threading.current_thread().name)] += 1
+
+
+def calls_per_run(n: int) -> dict[str, dict[str, float]]:
+    """The calls per run of ``raw_pooled``, ``least_run`` and the runtime (MemoryStore),
+    by role: each made anew with a profile hook on its threads, warmed up, then ``n`` runs
+    counted. Where the runtime's extra CPU per run goes, in units that do not depend on load
+    (the hook slows what it counts, so this runs apart from the timed blocks)."""
+    out: dict[str, dict[str, float]] = {}
+    for name in ("raw_pooled", "least_run", "memory"):
+        calls = _Calls()
+        threading.setprofile(calls.hook)  # every thread started from now on counts
+        sys.setprofile(calls.hook)
+        try:
+            if name == "raw_pooled":
+                parked = _Parked("parked-counted")  # (threads made with the hook on)
+                counted = type("_Counted", (_PooledTrivial,), {"parked": parked})
+                raw_block(counted, 100, _Sample())
+                calls.counting = True
+                raw_block(counted, n, _Sample())
+                calls.counting = False
+                parked.close()
+            elif name == "least_run":
+                least = _LeastRuntime()
+                least_block(least, 100, _Sample(), first=-1_000_000)
+                calls.counting = True
+                least_block(least, n, _Sample(), first=0)
+                calls.counting = False
+                least.close()
+            else:
+                rt = Runtime([trivial], store=MemoryStore())
+                runtime_block(rt, 100, _Sample())
+                calls.counting = True
+                runtime_block(rt, n, _Sample())
+                calls.counting = False
+                rt.close()
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]  # (None: unset, as documented)
+        counted = {role: round(c / n, 1) for role, c in sorted(calls.by_role.items())}
+        counted["all"] = round(sum(calls.by_role.values()) / n, 1)
+        out[name] = counted
+    return out
+
+
 def trivial(ctx: AgentContext) -> str:
     """Returns its task at once."""
     return ctx.task
@@ -237,14 +351,20 @@ class _Sample:
         self.latencies: list[float] = []
         self.elapsed = 0.0
         self.cpu = 0.0
+        self.cpu_by_role: Counter[str] = Counter()
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         return {
             "p50_ms": rounded(percentile(self.latencies, 50) * 1e3),
             "p99_ms": rounded(percentile(self.latencies, 99) * 1e3),
             "runs_per_s": round(len(self.latencies) / self.elapsed, 1),
             "cpu_us_per_run": round(self.cpu / len(self.latencies) * 1e6, 1),
         }
+
+    def by_role(self) -> dict[str, float]:
+        """CPU us per run on each role's threads (``thread_cpu``)."""
+        n = len(self.latencies)
+        return {role: round(s / n * 1e6, 1) for role, s in sorted(self.cpu_by_role.items())}
 
 
 def raw_block(actor: type[_Trivial], n: int, sample: _Sample) -> None:
@@ -333,14 +453,20 @@ def main() -> None:
             # Interleaved blocks: a change in the (shared) machine's load hits all three alike.
             for block in range(blocks):
                 for name, actor in raws.items():
+                    before = thread_cpu()
                     raw_block(actor, per_block, samples[name])
+                    add_cpu(samples[name].cpu_by_role, before)
                     settle()
                 relay_block(relay, per_block, samples["four_handoffs"])
                 settle()
+                before = thread_cpu()
                 least_block(least, per_block, samples["least_run"], first=block * per_block)
+                add_cpu(samples["least_run"].cpu_by_role, before)
                 settle()
                 for kind, rt in runtimes.items():
+                    before = thread_cpu()
                     runtime_block(rt, per_block, samples[kind])
+                    add_cpu(samples[kind].cpu_by_role, before)
                     settle()
         finally:
             for rt in runtimes.values():
@@ -352,12 +478,13 @@ def main() -> None:
             least.close()
     figures: dict[str, Any] = {name: samples[name].summary() for name in raws}
     figures["decisions_alone"] = decisions_block(n)
+    work = {name: samples[name].by_role() for name in ("raw_pooled", "least_run", "memory")}
     baseline = figures["raw_pooled"]
     # the design's floor: four hand-offs and nothing else, against the same anchor
     floor = samples["four_handoffs"].summary()
     floor["ratio_p50"] = ratio(floor["p50_ms"], baseline["p50_ms"])
     figures["four_handoffs"] = floor
-    least_run = samples["least_run"].summary()
+    least_run: dict[str, Any] = samples["least_run"].summary()
     least_run["ratio_p50"] = ratio(least_run["p50_ms"], baseline["p50_ms"])
     figures["least_run"] = least_run
     reference = figures["raw_thread_per_actor"]
@@ -378,6 +505,13 @@ def main() -> None:
             "anchor": "raw pykka start() + ask() + stop(), loop on a reused thread, same run",
             "ratio": {k: figures[k]["ratio_p50"] for k in ("memory", "sqlite")},
             "pass": bool(figures["memory"]["pass"]),
+            "work_by_role": {
+                "cpu_us_per_run": work,
+                "calls_per_run": calls_per_run(min(n, 500)),
+                "note": "CPU per run on each role's threads (timed blocks), and the Python"
+                " and builtin calls per run (counted apart, with a profile hook): where"
+                " the runtime's work beyond least_run is",
+            },
             "sizes": {"runs": per_block * blocks, "blocks": blocks},
             "seconds": rounded(time.perf_counter() - START, 2),
         },

@@ -41,3 +41,24 @@ def test_the_least_runs_agent_is_made_as_the_runtimes_agent_actors_are() -> None
         assert least.run(7, queue.SimpleQueue()) == "7"
     finally:
         least.close()
+
+
+def test_the_calls_per_run_are_counted_on_the_threads_of_each_role() -> None:
+    """``work_by_role``: every role's threads are named as ``role_of`` expects (a renamed
+    thread would count its work as "other" and hide where the runtime's CPU goes)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import spawn
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    counted = spawn.calls_per_run(20)
+    assert set(counted) == {"raw_pooled", "least_run", "memory"}
+    for role in ("caller", "agents"):
+        assert counted["raw_pooled"][role] > 0
+    for name in ("least_run", "memory"):
+        for role in ("caller", "supervisor", "agents"):
+            assert counted[name][role] > 0, (name, role, counted[name])
+    # the runtime's supervisor does at least the least run's decisions
+    assert counted["memory"]["supervisor"] >= counted["least_run"]["supervisor"]
+    parts = sum(v for role, v in counted["memory"].items() if role != "all")
+    assert abs(counted["memory"]["all"] - parts) < 1.0  # (each part rounded apart)

@@ -585,8 +585,10 @@ class AgentActor(FastInboxActor, _Started):
             # and the end are decided in one group, one transaction (supervisor ``_GROUPED``)
             self._held.append(report)
         if self._held:
-            with contextlib.suppress(pykka.ActorDeadError):  # no supervisor left to hear it
+            try:  # noqa: SIM105 (``contextlib.suppress``: ~0.5 us against ~0.1, every run's end)
                 self.flush_reports()
+            except pykka.ActorDeadError:  # no supervisor left to hear it
+                pass
         if self._handling != threading.get_ident():  # (else: stopped as ``_handle`` ends)
             self.stop()  # off its handlings (a function's own thread using its context)
 

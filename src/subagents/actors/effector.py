@@ -105,32 +105,33 @@ class Effector:
     def apply(self, effects: Iterable[Effect]) -> None:
         """Carry ``effects`` out in order; one that fails is logged, the rest go on. Each is
         carried out by its type's handler, found by one dict lookup (a ``match`` over the
-        eight types tried them in turn: up to eight ``isinstance`` calls per effect)."""
+        eight types tried them in turn: up to eight ``isinstance`` calls per effect). The
+        types are listed once (in C): the two looks ahead below and the handlers read them,
+        and most decisions stop no run and start at most one."""
         handlers = self._by_type
-        if self._directory is not None:
-            effects = self._unlist_stopping(effects)
-        if self.dispatcher is not None:
-            effects = self._threads_for_starts(effects)
-        for effect in effects:
-            handler = handlers.get(type(effect))
+        listed = effects if isinstance(effects, list) else list(effects)  # (a decision's are)
+        kinds = list(map(type, listed))
+        if self._directory is not None and StopAgent in kinds:
+            self._unlist_stopping(listed)
+        if self.dispatcher is not None and kinds.count(StartRun) > 1:
+            self._threads_for_starts(listed)
+        for effect, kind in zip(listed, kinds, strict=True):
+            handler = handlers.get(kind)
             if handler is None:
                 continue
             try:
                 handler(effect)
             except Exception:
-                log.exception("effect failed", effect=type(effect).__name__)
+                log.exception("effect failed", effect=kind.__name__)
 
-    def _threads_for_starts(self, effects: Iterable[Effect]) -> list[Effect]:
-        """``effects``; when they start several runs whose first handling blocks (an LLM run's
+    def _threads_for_starts(self, effects: list[Effect]) -> None:
+        """When ``effects`` start several runs whose first handling blocks (an LLM run's
         model call: ``LLMFactory.blocks_at_start``), the dispatcher's threads for them made
         ready first (``Dispatcher.ready``): a wave's model calls do not wait for threads
         started one by one as each blocks. A start alone finds the thread its
-        predecessor's end freed."""
-        listed = effects if isinstance(effects, list) else list(effects)
-        if list(map(type, listed)).count(StartRun) < 2:  # (counted in C: most start one)
-            return listed
+        predecessor's end freed (``apply`` looks here only for two or more)."""
         blocking = 0
-        for effect in listed:
+        for effect in effects:
             if type(effect) is StartRun:
                 blocks = getattr(self.behaviour_for(effect.spec), "blocks_at_start", None)
                 if blocks is not None and blocks(effect.checkpoint):  # (its first handling)
@@ -138,21 +139,16 @@ class Effector:
         if blocking > 1:
             assert self.dispatcher is not None
             self.dispatcher.ready(blocking)
-        return listed
 
-    def _unlist_stopping(self, effects: Iterable[Effect]) -> list[Effect]:
-        """``effects``, the runs they stop first taken out of the directory: a run told of a
-        stop before it is carried out (a parent's ``ChildDone`` comes before its child's
+    def _unlist_stopping(self, effects: list[Effect]) -> None:
+        """The runs ``effects`` stop taken out of the directory first: a run told of a stop
+        before it is carried out (a parent's ``ChildDone`` comes before its child's
         ``StopAgent``) must not find the stopped run listed, so its mail to it is refused as
         to any ended run, not taken straight."""
-        listed = effects if isinstance(effects, list) else list(effects)  # (a decision's are)
         assert self._directory is not None
-        if StopAgent not in map(type, listed):  # scanned in C: most decisions stop no run
-            return listed
-        for effect in listed:
+        for effect in effects:
             if type(effect) is StopAgent:
                 self._directory.remove(effect.run_id)
-        return listed
 
     def _publish(self, effect: Publish) -> None:
         self.on_event(effect.event)
