@@ -145,3 +145,64 @@ def least_waiting(n: int, batch: int, timeout: float = 900.0) -> dict[str, Any]:
         "cpu_us_per_run": round(cpu_s / n * 1e6, 1),
         "gc_full_passes": full_passes,
     }
+
+
+SETTLED_GROUP = 100
+"""The first reports decided per ``settled`` call (``actors/settle_line.py``'s bound)."""
+
+
+def decisions_alone(n: int, batch: int) -> dict[str, Any]:
+    """The supervisor's part of ``n`` waiting runs that is pure decision, on this thread
+    alone: ``SupervisorCore.spawn_many`` per batch of ``batch`` root requests (as the
+    runtime stamps them: ids set) and its writes into a ``MemoryStore``, then each run's
+    first report (``WaitingChanged``) decided in ``settled`` calls of ``SETTLED_GROUP``
+    with their writes. No actor, no hand-off, no effect carried out (no event published,
+    no deadline armed): set against the runtime's start CPU it shows how much of the gap to
+    ``least_waiting`` is the decisions and how much the rest (effects, reports, plumbing)."""
+    from subagents.definitions.spec import AgentSpec
+    from subagents.messages import RunStatus, SpawnRequest, WaitingChanged
+    from subagents.store.memory import MemoryStore
+    from subagents.store.writes import write_all
+    from subagents.supervision.core import SupervisorCore
+    from subagents.supervision.limits import Limits
+
+    spec = AgentSpec(name="idle", description="Waits for mail.")
+    limits = Limits(
+        max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
+    )
+    core = SupervisorCore(
+        lookup=lambda name: spec if name == "idle" else None, names=lambda: ["idle"], limits=limits
+    )
+    store = MemoryStore()
+    full_before = gc.get_stats()[2]["collections"]
+    cpu, started = time.process_time(), time.perf_counter()
+    for first in range(0, n, batch):
+        requests = []
+        for i in range(first, min(n, first + batch)):
+            run_id = f"r-decided-{i}"
+            requests.append(
+                SpawnRequest(request_id=run_id, agent="idle", task=str(i), run_id=run_id)
+            )
+        decision = core.spawn_many(requests)
+        if any(reply.error is not None for reply in decision.reply):
+            raise RuntimeError("a decided run was refused")
+        write_all(store, decision.writes)
+    for first in range(0, n, SETTLED_GROUP):
+        reports = [
+            WaitingChanged(run_id=f"r-decided-{i}", waiting=True, attempt=1)
+            for i in range(first, min(n, first + SETTLED_GROUP))
+        ]
+        write_all(store, core.settled(reports).writes)
+    cpu_s = time.process_time() - cpu
+    for run_id in ("r-decided-0", f"r-decided-{n - 1}"):
+        record = store.get_run(run_id)
+        if record is None or record.status is not RunStatus.WAITING:
+            raise RuntimeError(f"{run_id} was not decided waiting: {record!r:.200}")
+    return {
+        "what": "the core's decisions of these runs alone, one thread, writes into a MemoryStore",
+        "n": n,
+        "start_cpu_s": round(cpu_s, 3),
+        "cpu_us_per_run": round(cpu_s / n * 1e6, 1),
+        "seconds": round(time.perf_counter() - started, 3),
+        "gc_full_passes": gc.get_stats()[2]["collections"] - full_before,
+    }

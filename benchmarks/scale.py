@@ -42,7 +42,8 @@ with ``spawn_many`` in under 5 s, closed in under 3 s (issue 26). The anchor of 
 in the same run, is the raw side (its start and close at ``--raw-n`` actors); the
 ``spawn_many`` row's own anchor is ``least_waiting`` (``least_waiting.py``: the least a
 waiting run of this design does, the same n and batch, in the runtime side's process after
-the runtime closed).
+the runtime closed), beside ``decisions_alone`` (the supervisor's decisions of those runs
+alone, one thread: how much of the gap is deciding, how much carrying out).
 
 The load: each side's ``load`` is the 1-minute load average read just before that side's
 process starts (``load.taken``), not at its end: the raw side's 10,000 threads drive the
@@ -77,7 +78,7 @@ from _common import (
     settle,
     vm_rss_kib,
 )
-from least_waiting import least_waiting
+from least_waiting import decisions_alone, least_waiting
 
 TARGET_MEMORY = 1.5
 TARGET_START_ONE_S = 10.0  # one Runtime.spawn per run (the headline)
@@ -369,8 +370,12 @@ def runtime_side(
         out["close_gc_full"] = close_passes.close()
         out["threads_after_close"] = threading.active_count()
     if spawn == "many" and "failed" not in out and out["tried"]:
-        # the anchor of this row, in this process after the runtime closed
+        # the anchor of this row, in this process after the runtime closed (what it left
+        # for the GC collected first: the anchor does not pay the runtime's garbage)
+        gc.collect()
         out["least_waiting"] = least_waiting(out["n"], batch)
+        gc.collect()
+        out["decisions_alone"] = decisions_alone(out["n"], batch)
     return out
 
 
@@ -486,6 +491,7 @@ def main() -> None:
                 "target": TARGET_START_S,
                 "pass": ours["start_s"] < TARGET_START_S,
                 "least_waiting": ours.get("least_waiting"),
+                "decisions_alone": ours.get("decisions_alone"),
             },
             "close": {
                 "seconds": ours["close_s"],

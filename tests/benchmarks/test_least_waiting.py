@@ -58,3 +58,9 @@ def test_least_waiting_counts_every_run_of_every_batch() -> None:
     result = least.least_waiting(25, 10, timeout=WAIT)
     assert (result["n"], result["batch"]) == (25, 10)  # a last batch of 5 included
     assert result["start_cpu_s"] >= 0 and result["cpu_us_per_run"] >= 0
+
+
+def test_decisions_alone_decides_every_run_waiting() -> None:
+    least = _least_waiting()
+    result = least.decisions_alone(250, 100)  # raises unless the first and last wait
+    assert result["n"] == 250 and result["start_cpu_s"] >= 0

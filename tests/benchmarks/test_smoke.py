@@ -269,6 +269,9 @@ def test_scale_measures_each_side_in_its_own_process(
     assert (least["n"], least["batch"]) == (60, ours["batch"])
     assert least["start_s"] > 0 and least["cpu_us_per_run"] > 0
     assert result["goals"]["start"]["least_waiting"] == least
+    decided = ours["decisions_alone"]
+    assert decided["n"] == 60 and decided["cpu_us_per_run"] > 0
+    assert result["goals"]["start"]["decisions_alone"] == decided
     assert "least_waiting" not in figures["per_run_spawn"]  # one spawn each: not its anchor
     goals = result["goals"]
     assert set(goals) == {"memory", "start", "close", "start_one_spawn"}
