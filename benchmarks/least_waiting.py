@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.actors.gc_pacing import PACING
 from subagents.actors.pooled import Dispatcher, PooledActor
 
 
@@ -147,6 +148,14 @@ def least_waiting(n: int, batch: int, timeout: float = 900.0) -> dict[str, Any]:
     }
 
 
+class _DecidedRuns:
+    """The runs decided so far, as the GC pacing reads a dispatcher's live runs."""
+
+    def __init__(self) -> None:
+        self.live = 0
+        self.stopped = 0
+
+
 SETTLED_GROUP = 100
 """The first reports decided per ``settled`` call (``actors/settle_line.py``'s bound)."""
 
@@ -156,8 +165,9 @@ def decisions_alone(n: int, batch: int) -> dict[str, Any]:
     alone: ``SupervisorCore.spawn_many`` per batch of ``batch`` root requests (as the
     runtime stamps them: ids set) and its writes into a ``MemoryStore``, then each run's
     first report (``WaitingChanged``) decided in ``settled`` calls of ``SETTLED_GROUP``
-    with their writes. No actor, no hand-off, no effect carried out (no event published,
-    no deadline armed): set against the runtime's start CPU it shows how much of the gap to
+    with their writes; the GC paced as in the runtime (``PACING`` counts the runs decided
+    as live). No actor, no hand-off, no effect carried out (no event published, no
+    deadline armed): set against the runtime's start CPU it shows how much of the gap to
     ``least_waiting`` is the decisions and how much the rest (effects, reports, plumbing)."""
     from subagents.definitions.spec import AgentSpec
     from subagents.messages import RunStatus, SpawnRequest, WaitingChanged
@@ -174,6 +184,8 @@ def decisions_alone(n: int, batch: int) -> dict[str, Any]:
         lookup=lambda name: spec if name == "idle" else None, names=lambda: ["idle"], limits=limits
     )
     store = MemoryStore()
+    decided = _DecidedRuns()
+    PACING.register(decided)  # the GC paced as the runtime's is (its live runs counted)
     full_before = gc.get_stats()[2]["collections"]
     cpu, started = time.process_time(), time.perf_counter()
     for first in range(0, n, batch):
@@ -187,6 +199,7 @@ def decisions_alone(n: int, batch: int) -> dict[str, Any]:
         if any(reply.error is not None for reply in decision.reply):
             raise RuntimeError("a decided run was refused")
         write_all(store, decision.writes)
+        decided.live += len(requests)
     for first in range(0, n, SETTLED_GROUP):
         reports = [
             WaitingChanged(run_id=f"r-decided-{i}", waiting=True, attempt=1)
@@ -194,6 +207,7 @@ def decisions_alone(n: int, batch: int) -> dict[str, Any]:
         ]
         write_all(store, core.settled(reports).writes)
     cpu_s = time.process_time() - cpu
+    PACING.unregister(decided)
     for run_id in ("r-decided-0", f"r-decided-{n - 1}"):
         record = store.get_run(run_id)
         if record is None or record.status is not RunStatus.WAITING:
