@@ -40,7 +40,7 @@ Goals: 100,000 live waiting subagents at <= 1.5x the memory of a raw pykka actor
 17); started with one ``spawn`` each in under 10 s (the headline: the path most callers take),
 with ``spawn_many`` in under 5 s, closed in under 3 s (issue 26). The anchor of each, measured
 in the same run, is the raw side (its start and close at ``--raw-n`` actors); the
-``spawn_many`` row's own anchor is ``least_waiting`` (``least_waiting.py``: the least a
+``spawn_many`` row's own anchor is ``least_waiting`` (``_least_waiting.py``: the least a
 waiting run of this design does, the same n and batch, in the runtime side's process after
 the runtime closed), beside ``decisions_alone`` (the supervisor's decisions of those runs
 alone, one thread: how much of the gap is deciding, how much carrying out).
@@ -78,7 +78,7 @@ from _common import (
     settle,
     vm_rss_kib,
 )
-from least_waiting import decisions_alone, least_waiting
+from _least_waiting import decisions_alone, least_waiting
 
 TARGET_MEMORY = 1.5
 TARGET_START_ONE_S = 10.0  # one Runtime.spawn per run (the headline)

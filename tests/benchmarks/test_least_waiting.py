@@ -1,4 +1,4 @@
-"""``least_waiting.py`` is the anchor of ``scale.py``'s ``spawn_many`` row: the least a
+"""``_least_waiting.py`` is the anchor of ``scale.py``'s ``spawn_many`` row: the least a
 waiting run of this design does. Its agent actors must be made as the runtime's are (pooled,
 unregistered, a ``Mailbox`` inbox) and each must really come to wait (its coroutine
 suspended, not finished), or the anchor would measure less than a waiting run is."""
@@ -22,7 +22,7 @@ WAIT = 60.0
 def _least_waiting() -> Any:
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        import least_waiting
+        import _least_waiting as least_waiting
     finally:
         sys.path.remove(str(BENCHMARKS))
     return least_waiting

@@ -437,6 +437,9 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     assert "per-mail ping-pong, in memory" in text
     assert "per-mail ping-pong, durable (SQLite) / its floor" in text
     assert "started, one `spawn` each" in text and "started with `spawn_many`" in text
+    many = next(line for line in text.splitlines() if "started with `spawn_many`" in line)
+    assert "the least a waiting run does, same n, same process" in many  # its own anchor
+    assert "its decisions alone CPU" in many
     assert "(the first load in a fresh interpreter)" in text
     assert "| load |" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]

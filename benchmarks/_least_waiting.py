@@ -1,4 +1,4 @@
-"""least_waiting: the least a waiting run of this design must do, started in batches.
+"""_least_waiting: the least a waiting run of this design must do, started in batches.
 
 The anchor of ``scale.py``'s ``spawn_many`` row, measured in the same process after the
 runtime closed (labelled ``least_waiting`` in its JSON). Per batch of ``batch`` runs, as
@@ -138,7 +138,7 @@ def least_waiting(n: int, batch: int, timeout: float = 900.0) -> dict[str, Any]:
     dispatcher.wait_idle(timeout)
     dispatcher.close(timeout)
     return {
-        "what": "the least a waiting run of this design does (benchmarks/least_waiting.py)",
+        "what": "the least a waiting run of this design does (benchmarks/_least_waiting.py)",
         "n": n,
         "batch": batch,
         "start_s": round(seconds, 3),
