@@ -105,12 +105,31 @@ class Admission:
         self._vetted = {}
         try:
             for req in reqs:
-                reply, admitted = self.spawn(req)
+                try:
+                    reply, admitted = self.spawn(req)
+                except Exception as exc:  # a bug, not a refusal: this request alone fails
+                    reply, admitted = self._failed(req, exc)
                 replies.append(reply)
                 decided.add(admitted)
         finally:
             self._vetted = None
         return replies, decided
+
+    def _failed(self, req: SpawnRequest, exc: Exception) -> tuple[SpawnReply, Decided]:
+        """A request of a batch whose admission raised (a bug, not a refusal): answered with
+        the error as a refusal is (to its requesting run, or to the outside), so that the
+        batch's other runs are still decided, written and answered. Before, the exception
+        lost the whole decision, while the runs admitted before it in the batch stayed in
+        memory, never written nor started nor answered, holding their slots."""
+        log.exception("spawn failed", agent=req.agent, parent_run_id=req.parent_run_id)
+        why = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
+        reply = SpawnReply(request_id=req.request_id, error=why)
+        decided = Decided()
+        if req.parent_run_id is None:
+            decided.effects.append(TellOutside(reply))
+        else:
+            decided.effects.append(Tell(req.parent_run_id, reply))
+        return reply, decided
 
     def spawn(
         self, req: SpawnRequest, continued: continuation.Continued | None = None
