@@ -100,3 +100,47 @@ def test_a_steps_spawns_answer_each_when_one_admission_raises() -> None:
         record = store.get_run(run_id)
         assert record is not None and record.parent_run_id == parent.run_id
     _memory_matches_the_store(driven, store)
+
+
+def test_a_run_left_held_by_a_failed_admission_is_recorded_failed() -> None:
+    """The admission raises once its run is held (here: the definition's topics are not
+    names, found as the run subscribes to them): that run is answered as admitted and
+    ends at once, failed with the error, recorded so and its slot freed; the batch's
+    others go on."""
+    tangled = AgentSpec(name="tangled", description="", topics=(["news"],))  # type: ignore[arg-type]
+    specs = {**SPECS, "tangled": tangled}
+    store = MemoryStore()
+    core = SupervisorCore(
+        lookup=specs.get,
+        names=lambda: list(specs),
+        read_run=store.get_run,
+        limits=Limits(max_concurrency=20, max_children=10, queue_bound=100),
+        clock=lambda: 1000.0,
+    )
+    driven = Driven(core, store)
+    [parent, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))
+    assert parent.run_id is not None
+    reqs = [
+        SpawnRequest(
+            request_id=new_id("q"), agent=a, task="t", parent_run_id=parent.run_id, attempt=1
+        )
+        for a in ("worker", "tangled", "critic")
+    ]
+    decision = driven._do(driven.core.spawn_many(reqs))
+    assert all(r.error is None and r.run_id is not None for r in decision.reply)
+    left = decision.reply[1].run_id
+    assert left is not None
+    record = store.get_run(left)
+    assert record is not None and record.status is RunStatus.FAILED
+    assert record.outcome is not None and record.outcome.error_kind == "supervisor"
+    assert "could not handle" in (record.outcome.error or "")
+    assert not driven.slots.holds(left)
+    told = [e.message for e in decision.effects if isinstance(e, Tell)]
+    replies = [m for m in told if isinstance(m, SpawnReply)]
+    assert replies == list(decision.reply)  # its reply before its end
+    assert told.index(decision.reply[1]) < next(
+        i for i, m in enumerate(told) if getattr(m, "outcome", None) is not None
+    )
+    started = {e.record.run_id for e in decision.effects if isinstance(e, StartRun)}
+    assert started == {decision.reply[0].run_id, decision.reply[2].run_id}
+    _memory_matches_the_store(driven, store)
