@@ -126,3 +126,115 @@ def test_a_batch_answers_as_one_spawn_at_a_time_over_random_states() -> None:
         *("requesting run", "run id", "queue bound", "unknown agent", "the task for"),
     ):
         assert any(k.startswith(kind) for k in kinds), (kind, sorted(kinds))
+
+
+# ---- a batch of roots (``Runtime.spawn_many``) ----------------------------------------------
+
+ROOTS = ("solo", "pair", "tiered")
+
+
+def _root_specs(rng: random.Random) -> list[AgentSpec]:
+    specs = []
+    for name in ROOTS:
+        kw: dict[str, Any] = {}
+        if rng.random() < 0.4:
+            kw["token_budget"] = rng.choice([100, 1000])
+        if rng.random() < 0.3:
+            kw["cost_budget"] = rng.choice([0.5, 2.0])
+        if rng.random() < 0.3:
+            kw["tier"] = rng.choice([1, 2])
+        if rng.random() < 0.3:
+            kw["max_retries"] = rng.choice([0, 2])
+        if rng.random() < 0.3:
+            kw["on_failure"] = rng.choice(["retry", "fail_parent"])
+        if rng.random() < 0.2:
+            kw["restart"] = "transient"
+        if rng.random() < 0.2:
+            kw["timeout"] = rng.choice([5.0, 50.0])
+        specs.append(AgentSpec(name=name, description=name, **kw))
+    return specs
+
+
+def _root_request(rng: random.Random, i: int, held: list[str]) -> SpawnRequest:
+    """A root's request: most set nothing of their own (what a batch grants once per
+    definition), some set a policy (their own grant), some are refused for what they hold."""
+    kw: dict[str, Any] = {}
+    odd = rng.random()
+    if odd < 0.08:
+        kw["token_budget"] = rng.choice([50, 10000])
+    elif odd < 0.12:
+        kw["cost_budget_usd"] = rng.choice([0.1, 9.0])
+    elif odd < 0.16:
+        kw["on_failure"] = rng.choice(["report", "retry", "nonsense"])
+    elif odd < 0.20:
+        kw["max_retries"] = rng.choice([-1, 0, 3])
+    elif odd < 0.24:
+        kw["shared"] = rng.choice([{"k": 1}, {1: "not a name"}])
+    elif odd < 0.28:
+        kw["run_id"] = rng.choice([*held, "fresh", "fresh"])
+    elif odd < 0.30:
+        kw["share"] = ("k",)
+    return SpawnRequest(
+        request_id=f"q{i}",
+        agent=rng.choice([*ROOTS, *ROOTS, *ROOTS, "ghost"]),
+        task=rng.choice(["t"] * 12 + ["", "  "]),
+        **kw,
+    )
+
+
+def _root_answers(seed: int, batched: bool) -> list[tuple[Any, ...]]:
+    """Seed ``seed``'s roots admitted in one batch or one at a time: each reply (its run id
+    named by its place), and what its run was granted (its record's policy fields, budget,
+    retries and policy), so that a batch granting a root another's grant shows."""
+    rng = random.Random(seed)
+    h = Harness(
+        Limits(
+            max_concurrency=rng.choice([2, 5, 100]),
+            per_agent=rng.choice([1, 3, 100]),
+            per_tier=rng.choice([{}, {1: 1}, {2: 2}]),
+            queue_bound=rng.choice([1, 4, 100]),
+            token_budget=rng.choice([None, 500]),
+        ),
+        *_root_specs(rng),
+    )
+    held = [r for _ in range(rng.randint(0, 3)) if (r := h.spawn(rng.choice(ROOTS)).run_id)]
+    reqs = [_root_request(rng, i, held) for i in range(rng.randint(2, 60))]
+    if batched:
+        replies = list(h.core._do(h.core.core.spawn_many(reqs)).reply)
+    else:
+        replies = [h.core.spawn(req)[0] for req in reqs]
+    named = {run_id: f"R{i}" for i, run_id in enumerate(held)}
+    policies = h.core.core.admission.policies
+    answers: list[tuple[Any, ...]] = []
+    for reply in replies:
+        error = reply.error
+        for run_id, name in named.items():
+            error = error.replace(run_id, name) if error else error
+        answer: tuple[Any, ...] = (reply.run_id is not None, error, reply.queued)
+        state = h.core.runs.get(reply.run_id) if reply.run_id is not None else None
+        if state is not None:
+            r = state.record
+            entry = policies._policy[r.run_id]
+            answer += (
+                *(r.agent, r.status, r.token_budget, r.cost_budget_usd, r.on_failure),
+                *(r.shared, r.deadline_s, r.model, r.cleanup, r.ceiling, r.parent_run_id),
+                *(policies.budgets.budget(r.run_id), entry.max_retries, entry.policy),
+                entry.seed,
+            )
+        answers.append(answer)
+    return answers
+
+
+def test_a_batch_of_roots_answers_and_grants_as_one_spawn_at_a_time_over_random_states() -> None:
+    # a batch's roots of one agent are checked once (``_vetted``) and its plain ones granted
+    # the first one's policies (``PolicyBook.admit_as``): each must come out as admitted alone
+    kinds: set[str] = set()
+    plain_admitted = 0
+    for seed in range(200):
+        one_by_one, batched = _root_answers(seed, False), _root_answers(seed, True)
+        assert batched == one_by_one, f"seed {seed}"
+        kinds.update((a[1] or ("queued" if a[2] else "started")).split(" ")[0] for a in batched)
+        plain_admitted += sum(1 for a in batched if a[0])
+    assert plain_admitted > 1000  # (most admitted: the comparison covers the shared grants)
+    for kind in ("started", "queued", "queue", "unknown", "run", "the", "on_failure", "shared"):
+        assert kind in kinds, (kind, sorted(kinds))
