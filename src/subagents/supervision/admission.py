@@ -35,13 +35,7 @@ from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
 from subagents.supervision.outcomes import End
 from subagents.supervision.parking import Parking
-from subagents.supervision.policy_book import (
-    PolicyBook,
-    PolicyFields,
-    PolicyRefused,
-    RootGrant,
-    plain_root,
-)
+from subagents.supervision.policy_book import PolicyBook, PolicyFields, PolicyRefused
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
@@ -95,18 +89,10 @@ class Admission:
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
         self._root_ceiling = root_ceiling(runtime_mode, owner)
         """Every root's ceiling, the same for each (made once, not per spawn)."""
-        self._vetted: dict[tuple[str | None, int, str], tuple[AgentSpec, RunState | None]] = {}
+        self._vetted: dict[tuple[str, int, str], tuple[AgentSpec, RunState]] | None = None
         """While ``spawn_all`` admits a batch: the requesters and agents (parent run id,
-        attempt, agent name; a root's: None, 0, agent name) that passed every check in it,
-        with the definition and the requester found; a sibling of theirs is asked only
-        ``SIBLING_CHECKS``. Empty outside a batch (``_batch`` says)."""
-        self._granted: dict[str, tuple[AgentSpec, RootGrant]] = {}
-        """While ``spawn_all`` admits a batch: per agent name, what the policies granted
-        the first root of a ``plain_root`` request admitted in it (and its definition): its
-        later plain roots are granted the same (``PolicyBook.admit_as``)."""
-        self._batch = False
-        """``spawn_all`` is admitting a batch: what one decision cannot change is asked
-        once (``_vetted``, ``_granted``)."""
+        attempt, agent name) that passed every check in it, with the definition and the
+        requester found; a sibling of theirs is asked only ``SIBLING_CHECKS``."""
         self.closing = False
         """The runtime's close has cancelled every run (``SupervisorCore.stop_all``): what
         reaches the supervisor after it (a spawn told by a thread that passed the runtime's
@@ -118,7 +104,7 @@ class Admission:
         limits of the later ones): their replies, and what admitting them comes to."""
         decided = Decided()
         replies: list[SpawnReply] = []
-        self._batch = True
+        self._vetted = {}
         try:
             runs = self.runs
             for req in reqs:
@@ -130,9 +116,7 @@ class Admission:
                 replies.append(reply)
                 decided.add(admitted)
         finally:
-            self._batch = False
-            self._vetted.clear()
-            self._granted.clear()
+            self._vetted = None
         return replies, decided
 
     def _failed(self, req: SpawnRequest, exc: Exception, held: bool) -> tuple[SpawnReply, Decided]:
@@ -228,7 +212,10 @@ class Admission:
         key = self.parking.slot_key(spec, parent)
         now = self.now()
         run_id = req.run_id or new_id("r", now)
-        policy_fields, first_plain = self._policies(req, spec, parent, run_id)
+        try:  # budget last, as DESIGN.md orders admission; then bad settings, shared keys
+            policy_fields = self.policies.admit(req, spec, parent, run_id)
+        except PolicyRefused as exc:
+            raise AdmissionError(str(exc)) from None
         starts_now = self.slots.try_take(run_id, key)
         if not starts_now:
             try:
@@ -236,8 +223,6 @@ class Admission:
             except QueueFull as exc:
                 self.policies.forget([run_id])
                 raise AdmissionError(str(exc)) from None
-        if first_plain:  # its batch's later plain roots of its agent are granted the same
-            self._granted[spec.name] = (spec, self.policies.root_grant(run_id, policy_fields))
         record = self._record(req, spec, parent, run_id, now, policy_fields)
         state = RunState(record=record, spec=spec, request_id=req.request_id)
         state.checkpoint = self.policies.seed(run_id)
@@ -268,22 +253,6 @@ class Admission:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
         return run_id, decided
 
-    def _policies(
-        self, req: SpawnRequest, spec: AgentSpec, parent: RunState | None, run_id: str
-    ) -> tuple[PolicyFields, bool]:
-        """The policies and budget granted ``run_id`` (``PolicyBook.admit``; budget last, as
-        DESIGN.md orders admission), or ``AdmissionError``; and whether it is the first root
-        of a ``plain_root`` request of its agent in this batch: a later one is granted what
-        it was (``PolicyBook.admit_as``: the same, as it depends on the definition alone)."""
-        plain = self._batch and plain_root(req)
-        granted = self._granted.get(spec.name) if plain else None
-        if granted is not None and granted[0] is spec:
-            return self.policies.admit_as(run_id, granted[1]), False
-        try:
-            return self.policies.admit(req, spec, parent, run_id), plain
-        except PolicyRefused as exc:
-            raise AdmissionError(str(exc)) from None
-
     def _continued(
         self, run_id: str, read: continuation.Continued | None
     ) -> continuation.Continued:
@@ -302,18 +271,16 @@ class Admission:
         before it in the batch is asked only the checks that may answer differently for it
         (``SIBLING_CHECKS``): within one decision nothing changes the definition found or
         the requester's standing, and the definition read once is the batch's (a reload
-        between two lookups of one batch could not split it). Roots alike: a batch's roots
-        of one agent (``Runtime.spawn_many``) are each asked only their own fields and run
-        id (``SIBLING_CHECKS``: ``runs_per_tree`` passes a root, as in ``ROOT_CHECKS``)."""
+        between two lookups of one batch could not split it)."""
         vetted = self._vetted
-        key: tuple[str | None, int, str] | None = None
-        if not self._batch or not isinstance(req.agent, str):
-            pass  # (the key's parts of their types only: a bad request hashes nothing it holds)
-        elif req.parent_run_id is None:  # a root: its checks read no requester
-            key = (None, 0, req.agent)
-        elif isinstance(req.parent_run_id, str) and type(req.attempt) is int:
+        key: tuple[str, int, str] | None = None
+        if (  # the key's parts of their types only: a bad request hashes nothing it holds
+            vetted is not None
+            and isinstance(req.parent_run_id, str)
+            and isinstance(req.agent, str)
+            and type(req.attempt) is int
+        ):
             key = (req.parent_run_id, req.attempt, req.agent)
-        if key is not None:
             found = vetted.get(key)
             if found is not None:
                 refusal = sibling_refusal(Proposal(req, *found), self.ledger)
@@ -328,7 +295,7 @@ class Admission:
         if refusal is not None:
             raise AdmissionError(refusal.reason)
         assert spec is not None  # known_agent passed
-        if key is not None:
+        if vetted is not None and key is not None and parent is not None:
             vetted[key] = (spec, parent)
         return spec, parent
 

@@ -166,15 +166,6 @@ class BudgetBook:
     def known(self, run_id: str) -> bool:
         return run_id in self._budget
 
-    def grant_root(self, run_id: str, budget: Budget) -> None:
-        """Register root ``run_id`` with ``budget``, as ``grant`` registers a root whose
-        budget came out so (no parent caps it: what another root of the same asks was
-        granted is its own, ``PolicyBook.admit_as``)."""
-        self._budget[run_id] = budget
-        if run_id not in self._spent:
-            self._spent[run_id] = _NOTHING_SPENT
-        self._parent[run_id] = None
-
     def restore(self, run_id: str, parent_run_id: str | None, budget: Budget, spent: Usage) -> None:
         """Register a run with the budget and spending its records show (after a restore)."""
         self._budget[run_id] = budget

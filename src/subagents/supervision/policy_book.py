@@ -62,31 +62,6 @@ class RunPolicy(msgspec.Struct, kw_only=True, gc=False):
     """A restart or retry is scheduled: its ``RestartDue`` will start the run again."""
 
 
-def plain_root(req: SpawnRequest) -> bool:
-    """A root's request that sets no policy of its own (no budget, retries, ``on_failure``
-    or shared context): what ``PolicyBook.admit`` grants it depends only on its definition
-    and the limits, so a batch works it out once per definition (``admit_as``)."""
-    return (
-        req.parent_run_id is None
-        and req.token_budget is None
-        and req.cost_budget_usd is None
-        and req.max_retries is None
-        and req.on_failure is None
-        and not req.share
-        and not req.shared
-    )
-
-
-class RootGrant(NamedTuple):
-    """What ``PolicyBook.admit`` granted a root of a ``plain_root`` request: the same for
-    every such root of the same definition under the same limits (``PolicyBook.admit_as``)."""
-
-    policy: Policy
-    max_retries: int
-    budget: Budget
-    fields: PolicyFields
-
-
 class PolicyFields(NamedTuple):
     """The ``RunRecord`` fields a new run's policies set (``PolicyBook.admit``). A tuple
     whose fields are passed by name, not a dict splatted into the record: ``**`` into a
@@ -183,25 +158,6 @@ class PolicyBook:
         max_retries = policy.max_retries if req.max_retries is None else req.max_retries
         self._policy[run_id] = RunPolicy(policy=policy, max_retries=max_retries, seed=seed)
         return PolicyFields(budget.tokens, budget.cost_usd, on_failure, shared)
-
-    def root_grant(self, run_id: str, fields: PolicyFields) -> RootGrant:
-        """What ``admit`` granted ``run_id``, a root of a ``plain_root`` request (``fields``,
-        what it returned): to grant the same to its definition's other plain roots of a
-        batch with ``admit_as``."""
-        entry = self._policy[run_id]
-        return RootGrant(entry.policy, entry.max_retries, self.budgets.budget(run_id), fields)
-
-    def admit_as(self, run_id: str, grant: RootGrant) -> PolicyFields:
-        """Register root ``run_id`` (a ``plain_root`` request) with ``grant``, what ``admit``
-        granted a plain root of the same definition earlier in this decision: the same
-        registration and fields ``admit`` makes for it, without working them out again
-        (``Admission.spawn_all``: a batch's roots, ~10% of each one's admission)."""
-        self.budgets.grant_root(run_id, grant.budget)
-        self._policy[run_id] = RunPolicy(
-            policy=grant.policy, max_retries=grant.max_retries, seed=None
-        )
-        fields = grant.fields
-        return PolicyFields(fields.token_budget, fields.cost_budget_usd, fields.on_failure, {})
 
     def seed(self, run_id: str) -> Checkpoint | None:
         """The conversation a fresh run starts with (inherited messages), if any."""
