@@ -243,7 +243,7 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
         (
             f"{goal} started with `spawn_many` (batches of {ours.get('batch')}){where}",
             f"{ours['start_s']} s (CPU {ours.get('start_cpu_s')} s)",
-            f"{anchor} started in {raw['start_s']} s",
+            f"{anchor} started in {raw['start_s']} s{_least_cell(ours)}",
             "-",
             f"< {g['start']['target']:g} s",
             met(g["start"]["pass"]),
@@ -269,6 +269,21 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
         ),
     ]
     return rows
+
+
+def _least_cell(ours: dict[str, Any]) -> str:
+    """The ``spawn_many`` row's own anchor (``scale.py``'s ``least_waiting``, and the
+    supervisor's decisions of the same runs alone), when the side measured it."""
+    least, decided = ours.get("least_waiting"), ours.get("decisions_alone")
+    if least is None:
+        return ""
+    cell = (
+        f"; the least a waiting run does, same n, same process: {least['start_s']} s"
+        f" (CPU {least['start_cpu_s']} s)"
+    )
+    if decided is not None:
+        cell += f", its decisions alone CPU {decided['start_cpu_s']} s"
+    return cell
 
 
 def _goal_spawn(r: dict[str, Any]) -> list[Row]:

@@ -264,6 +264,15 @@ def test_scale_measures_each_side_in_its_own_process(
     assert ours["threads_per_waiting_run"] >= 0
     assert figures["memory_ratio"] == pytest.approx(ours["kib_each"] / raw["kib_each"], rel=0.01)
     assert result["pass"] is None  # 60 is not the goal's 100,000: informs, does not pass
+    # the spawn_many row's anchor: the least waiting runs, same n and batch, same process
+    least = ours["least_waiting"]
+    assert (least["n"], least["batch"]) == (60, ours["batch"])
+    assert least["start_s"] > 0 and least["cpu_us_per_run"] > 0
+    assert result["goals"]["start"]["least_waiting"] == least
+    decided = ours["decisions_alone"]
+    assert decided["n"] == 60 and decided["cpu_us_per_run"] > 0
+    assert result["goals"]["start"]["decisions_alone"] == decided
+    assert "least_waiting" not in figures["per_run_spawn"]  # one spawn each: not its anchor
     goals = result["goals"]
     assert set(goals) == {"memory", "start", "close", "start_one_spawn"}
     assert goals["start_one_spawn"]["seconds"] == figures["per_run_spawn"]["start_s"]
@@ -428,6 +437,9 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     assert "per-mail ping-pong, in memory" in text
     assert "per-mail ping-pong, durable (SQLite) / its floor" in text
     assert "started, one `spawn` each" in text and "started with `spawn_many`" in text
+    many = next(line for line in text.splitlines() if "started with `spawn_many`" in line)
+    assert "the least a waiting run does, same n, same process" in many  # its own anchor
+    assert "its decisions alone CPU" in many
     assert "(the first load in a fresh interpreter)" in text
     assert "| load |" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]

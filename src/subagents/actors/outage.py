@@ -11,7 +11,9 @@ handling messages is another. The actor composes an ``Outage`` and asks it.
   records every run this runtime held as its caller was told (failed, with the store's
   error) and the runtime goes on taking work.
 - The lease is lost (another process took the runs over, ``store.fencing``): the same stop,
-  logged in one line, and for good: nothing more is written.
+  logged in one line, and for good: nothing more is written. Also when it is found lost only
+  by the recovery's write (the lease lapsed while the store failed, and a `subagents stop`
+  of the orphaned runs released it): what the other process wrote stands.
 
 While it lasts, an ask is answered with the failure (``refuse_ask``), but closing and
 inspecting still work.
@@ -108,9 +110,11 @@ class Outage:
         end was not committed) too. False if it had failed already (nothing more to do)."""
         if isinstance(exc, Fenced):  # a write found the lease taken (``store.fencing``)
             what = LOST_LEASE
-        self.for_good = self.for_good or what == LOST_LEASE
-        if self.failure is not None:
+        if self.failure is not None:  # (its runs were stopped, their callers told, then)
+            if what == LOST_LEASE:  # a store outage found to be a lost lease: for good now
+                self._lost_lease(exc)
             return False
+        self.for_good = what == LOST_LEASE
         self.failure = f"{what}: {exc}"
         if what == LOST_LEASE:  # the one line a fenced host logs
             log.error(f"{what}: every run is stopped, nothing more is written", error=str(exc))
@@ -150,6 +154,9 @@ class Outage:
                 if decision is None:
                     decision = self._owed = self.core.store_recovered(failure, unheld)
                 write(decision)
+        except Fenced as exc:  # the lease is gone: its runs were stopped or taken over
+            self._lost_lease(exc)
+            return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
             return None
@@ -157,6 +164,19 @@ class Outage:
         self.failure, self.unrecorded = None, ()
         log.warning("the run store takes writes again: going on", ended=len(decision.reply))
         return decision
+
+    def _lost_lease(self, exc: Exception) -> None:
+        """The lease is found lost while the store failed (the recovery's write fenced, or
+        the lease keeper's renewal refused): while this runtime could not write, its lease
+        lapsed and another process took its runs (a `subagents stop` of them as orphans,
+        which releases the lease; a `resume`, which takes it). What it wrote stands: nothing
+        more is written, for good, and the failure says so (not the store's old error, as
+        if the store still failed and might yet come back)."""
+        if self.for_good:  # (said once)
+            return
+        self.for_good = True
+        self.failure = f"{LOST_LEASE}: {exc}"
+        log.error(f"{LOST_LEASE}: every run is stopped, nothing more is written", error=str(exc))
 
     def refuse_ask(self, message: Any) -> Any:
         """The answer to an ask while the store fails (``failure``): the store's error, but

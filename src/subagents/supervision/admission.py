@@ -33,11 +33,13 @@ from subagents.supervision.effects import Decided, Tell, TellOutside
 from subagents.supervision.ledger import TableLedger
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.limits import Limits
+from subagents.supervision.outcomes import End
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook, PolicyFields, PolicyRefused
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
+from subagents.supervision.transitions import Move
 
 log = get_logger("subagents.supervisor")
 
@@ -104,13 +106,58 @@ class Admission:
         replies: list[SpawnReply] = []
         self._vetted = {}
         try:
+            runs = self.runs
             for req in reqs:
-                reply, admitted = self.spawn(req)
+                held = runs.generation  # (it changes when a run is held: ``_failed``)
+                try:
+                    reply, admitted = self.spawn(req)
+                except Exception as exc:  # a bug, not a refusal: this request alone fails
+                    reply, admitted = self._failed(req, exc, held != runs.generation)
                 replies.append(reply)
                 decided.add(admitted)
         finally:
             self._vetted = None
         return replies, decided
+
+    def _failed(self, req: SpawnRequest, exc: Exception, held: bool) -> tuple[SpawnReply, Decided]:
+        """A request of a batch whose admission raised (a bug, not a refusal): answered with
+        the error as a refusal is (to its requesting run, or to the outside), so that the
+        batch's other runs are still decided, written and answered. Before, the exception
+        lost the whole decision, while the runs admitted before it in the batch stayed in
+        memory, never written nor started nor answered, holding their slots. If it raised
+        once its own run was held (``runs.add``: ``held``, the run table changed), that run
+        is admitted and ends failed at once, with the error (recorded so, its slot freed):
+        memory keeps no run the store has not."""
+        log.exception("spawn failed", agent=req.agent, parent_run_id=req.parent_run_id)
+        why = f"the supervisor could not handle this request: {type(exc).__name__}: {exc}"
+        decided = Decided()
+        left = self._left_by(req) if held else None
+        if left is not None:
+            try:
+                ended = self.lifecycle.finish(left, End(Move.FAILED, "supervisor", why))
+            except Exception:  # (left as it was: answered with the error, below)
+                log.exception("a run left by a failed spawn could not be ended")
+            else:
+                reply = SpawnReply(request_id=req.request_id, run_id=left.run_id)
+                if req.parent_run_id is not None:  # (its reply before its end)
+                    decided.effects.append(Tell(req.parent_run_id, reply))
+                decided.add(ended)
+                return reply, decided
+        reply = SpawnReply(request_id=req.request_id, error=why)
+        if req.parent_run_id is None:
+            decided.effects.append(TellOutside(reply))
+        else:
+            decided.effects.append(Tell(req.parent_run_id, reply))
+        return reply, decided
+
+    def _left_by(self, req: SpawnRequest) -> RunState | None:
+        """The unfinished run a failed admission of ``req`` left held: the last one held
+        with its request id (a scan of the held runs: only after a bug)."""
+        found = None
+        for state in self.runs:
+            if state.request_id == req.request_id and not state.record.status.terminal:
+                found = state
+        return found
 
     def spawn(
         self, req: SpawnRequest, continued: continuation.Continued | None = None
