@@ -20,6 +20,23 @@ RAY_TEST_TIMEOUT_S = 300
 """A ``ray`` test may be the one that starts the session's cluster (~20 s idle, far more on
 a loaded machine): its timeout covers that, not only its own work."""
 
+PG_TEST_TIMEOUT_S = 240
+"""A test on PostgreSQL may be the one that starts its worker's server (``pgserver``: initdb
+and a start, seen taking 21.6 s at load ~25), and the CLI ones start several ``subagents``
+commands that each connect to it: three of them passed pytest's 120 s at that load (session
+13) on work that takes ~10 s on a quiet machine. A hang guard, not a timing: a hung test
+still fails, later."""
+
+
+def _uses_postgres(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on the session's PostgreSQL server: it asks for it (``pg_url``,
+    ``pg_server``), or one of its parameters is ``"postgres"`` (a fixture that then asks for
+    ``pg_url`` itself, ``request.getfixturevalue``)."""
+    if {"pg_url", "pg_server"} & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(v == "postgres" for v in callspec.params.values())
+
 
 _BYTECODE_CACHE = pytest.StashKey[str]()
 
@@ -60,10 +77,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     on_cluster = config.getoption("--on-cluster")
     for item in items:
-        if (on_cluster or item.get_closest_marker("ray")) and not item.get_closest_marker(
-            "timeout"
-        ):
-            item.add_marker(pytest.mark.timeout(RAY_TEST_TIMEOUT_S))
+        if not item.get_closest_marker("timeout"):
+            if on_cluster or item.get_closest_marker("ray"):
+                item.add_marker(pytest.mark.timeout(RAY_TEST_TIMEOUT_S))
+            elif _uses_postgres(item):
+                item.add_marker(pytest.mark.timeout(PG_TEST_TIMEOUT_S))
         if item.get_closest_marker("ray"):
             # under pytest-xdist (--dist loadgroup) every ray test goes to one worker, so the
             # session's cluster is started once, not once per worker

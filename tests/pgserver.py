@@ -143,6 +143,28 @@ class PgServer:
         return self.url(name)
 
 
+PORT_TRIES = 5
+"""Ports tried before giving up on starting the server (see ``_start_on_a_free_port``)."""
+
+
+def _start_on_a_free_port(server: PgServer) -> None:
+    """Start ``server``, on another free port each time the one it was given was taken
+    meanwhile: ``_free_port`` lets its port go before the server binds it, and on a machine
+    shared with other test runs (Ray, servers on port 0) another process may bind it first;
+    the server then stops at once, "Address already in use" in its log."""
+    for _ in range(PORT_TRIES - 1):
+        try:
+            server.start()
+            return
+        except RuntimeError:
+            log = server.data / "log"
+            if "Address already in use" not in log.read_text(errors="replace"):
+                raise
+            log.unlink()
+            server.port = _free_port()
+    server.start()
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """The session's PostgreSQL server (skipped, or failed under CI, where none can run)."""
@@ -154,7 +176,7 @@ def pg_server() -> Iterator[PgServer]:
     server = PgServer(bindir=bindir, root=root, port=_free_port())
     try:
         server.init()
-        server.start()
+        _start_on_a_free_port(server)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

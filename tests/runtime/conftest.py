@@ -38,6 +38,12 @@ WAIT = 60.0
 """The longest any test waits for something that should take milliseconds: a hang guard, not
 a timing (a passing wait returns at once; on a loaded machine milliseconds can become seconds)."""
 
+QUIET = {"command_poll_s": 3600.0, "sweep_every_s": 3600.0}
+"""``Runtime`` options for a test that counts the supervisor's inbox while it holds the
+supervisor: without them the command poll (every 0.5 s by default) and the sweep tell it
+messages of their own (3 in 2 s held, measured), so a wait for an exact count that takes
+longer than that on a loaded machine passes the count and hangs."""
+
 
 class Events:
     """Subscribe it to a runtime; wait on what it has seen, without sleeping."""

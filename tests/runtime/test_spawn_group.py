@@ -16,7 +16,7 @@ from subagents.messages import Event, EventKind
 from subagents.runtime import AdmissionError, RunHandle, Runtime
 from subagents.supervision.limits import Limits
 
-from .conftest import WAIT
+from .conftest import QUIET, WAIT
 
 
 def _held(release: threading.Event) -> FunctionAgent:
@@ -64,7 +64,8 @@ def _in_thread(results: dict[str, Any], key: str, call: Any, *args: Any) -> thre
 def test_spawns_queued_together_are_admitted_in_order_each_answered_alone() -> None:
     release = threading.Event()
     hold = _Hold()
-    with Runtime([_held(release)], limits=Limits(max_concurrency=3, queue_bound=2)) as rt:
+    limits = Limits(max_concurrency=3, queue_bound=2)
+    with Runtime([_held(release)], limits=limits, **QUIET) as rt:
         rt.subscribe(hold)
         results: dict[str, Any] = {}
         threads = [_in_thread(results, "first", rt.spawn, "held", "first")]

@@ -27,7 +27,7 @@ from subagents.runtime import AdmissionError, RunHandle, Runtime, RuntimeClosed
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
 
-from .conftest import WAIT
+from .conftest import QUIET, WAIT
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
@@ -118,7 +118,8 @@ def test_a_handle_asked_before_its_refusal_is_decided_says_the_refusal_not_unkno
     """stop/send/usage asked while the spawn is still undecided queue behind it; the
     supervisor refuses the spawn, then answers them "unknown run": the handle says why."""
     release = threading.Event()
-    with Runtime([_held(release)], limits=Limits(max_concurrency=1, queue_bound=1)) as rt:
+    limits = Limits(max_concurrency=1, queue_bound=1)
+    with Runtime([_held(release)], limits=limits, **QUIET) as rt:
         hold = _Hold()
         blocker = _held_supervisor(rt, hold)  # holds the slot
         queued = rt.spawn("held", "queued")
@@ -201,7 +202,7 @@ def _reads(rt: Runtime, handle: RunHandle) -> dict[str, Callable[[], Any]]:
 
 def test_another_thread_given_the_run_id_finds_it_whatever_it_calls() -> None:
     release = threading.Event()
-    with Runtime([_held(release)]) as rt:
+    with Runtime([_held(release)], **QUIET) as rt:
         hold = _Hold()
         blocker = _held_supervisor(rt, hold)
         handle = rt.spawn("held", "x")  # told, undecided while the supervisor is held
@@ -340,7 +341,7 @@ def test_a_spawn_that_finds_no_room_in_time_names_the_stall(
 
 def test_a_close_with_spawns_in_flight_ends_each_handle_cancelled() -> None:
     release = threading.Event()
-    rt = Runtime([_held(release)])
+    rt = Runtime([_held(release)], **QUIET)
     try:
         hold = _Hold()
         blocker = _held_supervisor(rt, hold)

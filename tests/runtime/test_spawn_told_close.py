@@ -24,7 +24,7 @@ from subagents.messages import Ask, Event, EventKind, Inspect
 from subagents.runtime import AdmissionError, RunHandle, Runtime, RuntimeClosed
 from subagents.store.sqlite import SQLiteStore
 
-from .conftest import WAIT
+from .conftest import QUIET, WAIT
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
 
@@ -125,7 +125,7 @@ def test_pykkas_stop_right_behind_told_spawns_is_handled_after_them_in_order() -
         assert release.wait(WAIT)
         return ctx.task
 
-    rt = Runtime([FunctionAgent.create("held", held)])
+    rt = Runtime([FunctionAgent.create("held", held)], **QUIET)
     spawned = _HoldAt(EventKind.SPAWNED, "blocker")
     try:
         rt.subscribe(spawned)
