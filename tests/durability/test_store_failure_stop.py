@@ -133,3 +133,70 @@ def test_the_lease_keeper_finds_the_lease_gone_during_the_outage(stopped: Stoppe
     keeper.thread.join(WAIT)
     assert not keeper.thread.is_alive()
     stopped.assert_stop_kept_and_lease_lost(run_id)
+
+
+def test_on_postgresql_the_stop_is_kept_and_the_lease_lost(pg_url: str) -> None:
+    """The same on a shared PostgreSQL database: the runtime connects as a role of its own,
+    whose sessions the test makes read-only (and ends, so that they come back so), as a
+    host cut off from the primary would find its writes refused; `subagents stop` runs
+    on another session, which still writes."""
+    import psycopg
+
+    from subagents.store.postgres import PostgresStore
+
+    db = pg_url.rsplit("/", 1)[1]
+    role = f"host_{db}"  # (roles are the server's: one per test database)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT ALL ON DATABASE "{db}" TO "{role}"')
+        admin.execute(f'GRANT ALL ON SCHEMA public TO "{role}"')
+    host_url = pg_url.replace("postgres@", f"{role}@", 1)
+    gate = threading.Event()
+
+    def holds(ctx: AgentContext) -> str:
+        gate.wait(WAIT)
+        return "held"
+
+    def host_sessions(conn: psycopg.Connection[object], read_only: bool) -> None:
+        value = "on" if read_only else "off"
+        conn.execute(f'ALTER ROLE "{role}" SET default_transaction_read_only = {value}')
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+            (role,),
+        )
+
+    agents = [FunctionAgent.create("holds", holds), FunctionAgent.create("leaf", leaf)]
+    store = PostgresStore(host_url)  # (creates the schema: the host's role owns it)
+    outside = PostgresStore(pg_url)  # `subagents stop`'s store
+    rt = Runtime(agents, store=store, lease_s=600, **QUIET)
+    try:
+        first = rt.spawn("holds", "first")
+        assert first.wait_admitted() is RunStatus.RUNNING
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            host_sessions(admin, read_only=True)
+            failing = rt.spawn("leaf", "its write fails")
+            with contextlib.suppress(AdmissionError):
+                failing.result(WAIT)
+            told = first.result(WAIT)
+            assert (told.status, told.error_kind) == (RunStatus.FAILED, "store")
+            [lease] = [lease for lease in outside.leases() if lease.owner == rt.owner]
+            lapsed = time.time() - 1
+            assert outside.renew_lease(
+                msgspec.structs.replace(lease, renewed_at=lapsed, expires_at=lapsed)
+            )
+            stopped = end_orphaned(outside, first.run_id)
+            assert stopped is not None, "the run was not seen orphaned"
+            assert [r.status for r in stopped] == [RunStatus.CANCELLED]
+            host_sessions(admin, read_only=False)
+        gate.set()
+        rt.stats()  # an ask tries the store first: the recovery's write, fenced
+        record = outside.get_run(first.run_id)
+        assert record is not None and record.status is RunStatus.CANCELLED, record
+        again = rt.spawn("leaf", "after")
+        with pytest.raises(AdmissionError, match="lost its lease"):
+            again.result(WAIT)
+    finally:
+        gate.set()
+        rt.close(timeout=WAIT)
+        outside.close()
+        store.close()
