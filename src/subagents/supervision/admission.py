@@ -17,6 +17,7 @@ from typing import Any
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    Checkpoint,
     EventKind,
     RunRecord,
     RunStatus,
@@ -238,22 +239,15 @@ class Admission:
             raise AdmissionError(str(exc)) from None
         starts_now = self.slots.try_take(run_id, key)
         try:
-            if not starts_now:
-                try:
-                    position = self.slots.enqueue(run_id, key)
-                except QueueFull as exc:
-                    raise AdmissionError(str(exc)) from None
-            record = self._record(req, spec, parent, run_id, now, policy_fields)
-            state = RunState(record=record, spec=spec, request_id=req.request_id)
-            state.checkpoint = self.policies.seed(run_id)
-            seed = None
-            if req.continues is not None and continued is not None:
-                seed = continuation.conversation(continued, run_id=run_id, text=req.task)
-                state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
-        except BaseException:  # refused (a full queue), or a bug: before the run is held,
-            self.slots.release(run_id)  # what it took is given back (a slot taken would
-            self.policies.forget([run_id])  # be held for ever by a run that is not)
+            position = 0 if starts_now else self.slots.enqueue(run_id, key)
+            state, seed = self._state(req, spec, parent, run_id, now, policy_fields, continued)
+        except BaseException as exc:  # refused (a full queue), or a bug: before the run is
+            self.slots.release(run_id)  # held, what it took is given back (a slot taken
+            self.policies.forget([run_id])  # would be held for ever by a run that is not)
+            if isinstance(exc, QueueFull):
+                raise AdmissionError(str(exc)) from None
             raise
+        record = state.record
         self.runs.add(state)
         self.runs.admitted(state)
         decided = Decided()
@@ -276,6 +270,27 @@ class Admission:
         else:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
         return run_id, decided
+
+    def _state(
+        self,
+        req: SpawnRequest,
+        spec: AgentSpec,
+        parent: RunState | None,
+        run_id: str,
+        now: float,
+        policy_fields: PolicyFields,
+        continued: continuation.Continued | None,
+    ) -> tuple[RunState, Checkpoint | None]:
+        """The state of a run being admitted, not held yet, and the conversation it is
+        seeded with when it continues another (None: it does not)."""
+        record = self._record(req, spec, parent, run_id, now, policy_fields)
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self.policies.seed(run_id)
+        seed = None
+        if req.continues is not None and continued is not None:
+            seed = continuation.conversation(continued, run_id=run_id, text=req.task)
+            state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
+        return state, seed
 
     def _continued(
         self, run_id: str, read: continuation.Continued | None
