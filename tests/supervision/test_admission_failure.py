@@ -144,3 +144,88 @@ def test_a_run_left_held_by_a_failed_admission_is_recorded_failed() -> None:
     started = {e.record.run_id for e in decision.effects if isinstance(e, StartRun)}
     assert started == {decision.reply[0].run_id, decision.reply[2].run_id}
     _memory_matches_the_store(driven, store)
+
+
+def _core(specs: dict[str, AgentSpec], **limits: int) -> tuple[Driven, MemoryStore]:
+    store = MemoryStore()
+    core = SupervisorCore(
+        lookup=specs.get,
+        names=lambda: list(specs),
+        read_run=store.get_run,
+        limits=Limits(**{"max_concurrency": 20, "max_children": 10, "queue_bound": 100, **limits}),
+        clock=lambda: 1000.0,
+    )
+    return Driven(core, store), store
+
+
+def test_an_admission_that_raises_after_taking_a_slot_gives_it_back() -> None:
+    """The admission raises once its run took a slot but before the run is held (here: the
+    definition's timeout is no number, found as its record is made): the slot is free
+    again, so the run after it starts (one slot in all) rather than waiting for ever
+    behind a run that does not exist."""
+    late = AgentSpec(name="late", description="", timeout="soon")  # type: ignore[arg-type]
+    specs = {**SPECS, "late": late}
+    driven, store = _core(specs, max_concurrency=1)
+    reqs = [SpawnRequest(request_id=new_id("q"), agent=a, task="t") for a in ("late", "worker")]
+    decision = driven._do(driven.core.spawn_many(reqs))
+    assert decision.reply[0].error is not None and "could not handle" in decision.reply[0].error
+    worker = decision.reply[1].run_id
+    assert worker is not None
+    record = store.get_run(worker)
+    assert record is not None and record.status is RunStatus.RUNNING  # (was: queued)
+    assert driven.slots.in_flight == 1 and driven.slots.holds(worker)
+    # one spawn alone alike
+    [reply, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="late", task="t"))
+    assert reply.error is not None and "could not handle" in reply.error
+    assert driven.slots.in_flight == 1 and not driven.slots.queued()
+    _memory_matches_the_store(driven, store)
+
+
+def test_a_sibling_after_a_failed_admission_that_failed_their_parent_is_refused() -> None:
+    """A run left held by a failed admission ends failed at once; a ``fail_parent`` one
+    fails its parent with it. A sibling of the batch after it, of an agent vetted before
+    it, is then refused (its requester ended), not started under a failed parent (the
+    batch's vetting, made while the parent was live, is not reused)."""
+    tangled = AgentSpec(
+        name="tangled",
+        description="",
+        topics=(["news"],),  # type: ignore[arg-type]
+        on_failure="fail_parent",
+    )
+    driven, store = _core({**SPECS, "tangled": tangled})
+    [parent, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))
+    assert parent.run_id is not None
+    reqs = [
+        SpawnRequest(
+            request_id=new_id("q"), agent=a, task="t", parent_run_id=parent.run_id, attempt=1
+        )
+        for a in ("worker", "tangled", "worker")
+    ]
+    decision = driven._do(driven.core.spawn_many(reqs))
+    record = store.get_run(parent.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    last = decision.reply[2]
+    assert last.run_id is None and last.error is not None, last  # (was: running)
+    for run_id in (r.run_id for r in decision.reply if r.run_id is not None):
+        record = store.get_run(run_id)
+        assert record is not None and record.status.terminal
+    _memory_matches_the_store(driven, store)
+
+
+def test_one_spawn_whose_admission_raises_once_held_is_recorded_failed() -> None:
+    """A spawn decided alone (a root told with none behind it, a step's one spawn, a
+    continuation) is answered as a batch's is: its run, held when its admission raised,
+    ends failed at once, recorded so (its ``spawned`` event, then its ``failed``), its slot
+    freed; memory keeps no run the store has not. Before, the error went up to the actor
+    and the run stayed held in memory, holding its slot, with no record in the store."""
+    tangled = AgentSpec(name="tangled", description="", topics=(["news"],))  # type: ignore[arg-type]
+    driven, store = _core({**SPECS, "tangled": tangled}, max_concurrency=1)
+    [reply, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="tangled", task="t"))
+    assert reply.run_id is not None, reply
+    record = store.get_run(reply.run_id)
+    assert record is not None and record.status is RunStatus.FAILED
+    kinds = [str(e.kind) for e in store.events(reply.run_id)]
+    assert kinds == ["spawned", "failed"], kinds
+    [after, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="worker", task="t"))
+    assert after.run_id is not None and not after.queued
+    _memory_matches_the_store(driven, store)

@@ -178,19 +178,49 @@ class Outage:
         self.failure = f"{LOST_LEASE}: {exc}"
         log.error(f"{LOST_LEASE}: every run is stopped, nothing more is written", error=str(exc))
 
+    def _left(self) -> None:
+        """The close of a runtime that lost its lease: the runs of it that no process took
+        over are said, as a close that could not record its runs says them. A `subagents
+        stop` of some orphaned runs releases the whole lease: the others stay unfinished in
+        the store, nobody's, and a restore runs them again (their callers were told so)."""
+        left = _untaken(self.store, self.core.owner)
+        if left:
+            log.error(
+                f"{LOST_LEASE}: runs of it stay unfinished in the store, though their callers"
+                " were told they failed, and no process took them over; a restore (a"
+                " Runtime's default, `subagents resume`) runs them again; `subagents stop"
+                " RUN` ends one, and its subtree, in the store without running it",
+                runs=list(_highest(left)),
+            )
+
     def refuse_ask(self, message: Any) -> Any:
         """The answer to an ask while the store fails (``failure``): the store's error, but
         closing (nothing admitted after it) and inspecting still work."""
         if isinstance(message, StopAll):  # the close: its runs were stopped as it failed
             self.core.closing()  # and none is admitted after it, once the store works again
-            if self.for_good or (self.read and not self.unrecorded):  # their taker runs
-                return ()  # them; or the store, read, keeps none unfinished: nothing to record
+            if self.for_good:  # their taker runs them (those nobody took: said, ``_left``)
+                self._left()
+                return ()
+            if self.read and not self.unrecorded:  # the store, read, keeps none unfinished
+                return ()  # nothing to record
             raise ClosedUnrecorded(self.failure or "the run store failed", self.unrecorded)
         if isinstance(message, Inspect):
             return self.core.stats(message.run_id)
         if isinstance(message, TreeRecords):  # a view of memory: nothing is written
             return self.core.tree_records(message.run_id)
         raise StoreError(self.failure or "the run store failed")
+
+
+def _untaken(store: RunStore, owner: str) -> list[RunRecord]:
+    """The runs of ``owner`` the store keeps unfinished while no process holds its lease
+    (a read: not fenced); none if one does (taken again under the same owner: its taker
+    runs them) or the store cannot be read."""
+    try:
+        if any(lease.owner == owner for lease in store.leases()):
+            return []
+        return [r for r in store.list_runs(statuses=UNFINISHED) if r.owner == owner]
+    except StoreError:
+        return []
 
 
 def _highest(records: Iterable[RunRecord]) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from typing import Any
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
+    Checkpoint,
     EventKind,
     RunRecord,
     RunStatus,
@@ -113,6 +114,9 @@ class Admission:
                     reply, admitted = self.spawn(req)
                 except Exception as exc:  # a bug, not a refusal: this request alone fails
                     reply, admitted = self._failed(req, exc, held != runs.generation)
+                    # its run's end may have ended its requester (``fail_parent``) or made
+                    # it go again: the vetting made before is not reused for the others
+                    self._vetted = {}
                 replies.append(reply)
                 decided.add(admitted)
         finally:
@@ -139,6 +143,10 @@ class Admission:
                 log.exception("a run left by a failed spawn could not be ended")
             else:
                 reply = SpawnReply(request_id=req.request_id, run_id=left.run_id)
+                # (its ``spawned`` was in the decision lost with the error: said before
+                # its end, as for every run, not a run ending that was never begun)
+                spawned = {"task": left.record.task[:200], "background": left.record.background}
+                decided.event(EventKind.SPAWNED, left.record, self.now(), spawned)
                 if req.parent_run_id is not None:  # (its reply before its end)
                     decided.effects.append(Tell(req.parent_run_id, reply))
                 decided.add(ended)
@@ -149,6 +157,19 @@ class Admission:
         else:
             decided.effects.append(Tell(req.parent_run_id, reply))
         return reply, decided
+
+    def spawn_one(
+        self, req: SpawnRequest, continued: continuation.Continued | None = None
+    ) -> tuple[SpawnReply, Decided]:
+        """``spawn`` of a request decided alone (a root told with none behind it, a step's
+        one spawn, a continuation): answered as a batch's is when its admission raises
+        (``_failed``), so that no run is left held that the store has not."""
+        runs = self.runs
+        held = runs.generation
+        try:
+            return self.spawn(req, continued)
+        except Exception as exc:  # a bug, not a refusal
+            return self._failed(req, exc, held != runs.generation)
 
     def _left_by(self, req: SpawnRequest) -> RunState | None:
         """The unfinished run a failed admission of ``req`` left held: the last one held
@@ -217,19 +238,16 @@ class Admission:
         except PolicyRefused as exc:
             raise AdmissionError(str(exc)) from None
         starts_now = self.slots.try_take(run_id, key)
-        if not starts_now:
-            try:
-                position = self.slots.enqueue(run_id, key)
-            except QueueFull as exc:
-                self.policies.forget([run_id])
+        try:
+            position = 0 if starts_now else self.slots.enqueue(run_id, key)
+            state, seed = self._state(req, spec, parent, run_id, now, policy_fields, continued)
+        except BaseException as exc:  # refused (a full queue), or a bug: before the run is
+            self.slots.release(run_id)  # held, what it took is given back (a slot taken
+            self.policies.forget([run_id])  # would be held for ever by a run that is not)
+            if isinstance(exc, QueueFull):
                 raise AdmissionError(str(exc)) from None
-        record = self._record(req, spec, parent, run_id, now, policy_fields)
-        state = RunState(record=record, spec=spec, request_id=req.request_id)
-        state.checkpoint = self.policies.seed(run_id)
-        seed = None
-        if req.continues is not None and continued is not None:
-            seed = continuation.conversation(continued, run_id=run_id, text=req.task)
-            state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
+            raise
+        record = state.record
         self.runs.add(state)
         self.runs.admitted(state)
         decided = Decided()
@@ -252,6 +270,27 @@ class Admission:
         else:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
         return run_id, decided
+
+    def _state(
+        self,
+        req: SpawnRequest,
+        spec: AgentSpec,
+        parent: RunState | None,
+        run_id: str,
+        now: float,
+        policy_fields: PolicyFields,
+        continued: continuation.Continued | None,
+    ) -> tuple[RunState, Checkpoint | None]:
+        """The state of a run being admitted, not held yet, and the conversation it is
+        seeded with when it continues another (None: it does not)."""
+        record = self._record(req, spec, parent, run_id, now, policy_fields)
+        state = RunState(record=record, spec=spec, request_id=req.request_id)
+        state.checkpoint = self.policies.seed(run_id)
+        seed = None
+        if req.continues is not None and continued is not None:
+            seed = continuation.conversation(continued, run_id=run_id, text=req.task)
+            state.checkpoint = state.saved = self.policies.reseed(run_id, seed)
+        return state, seed
 
     def _continued(
         self, run_id: str, read: continuation.Continued | None
