@@ -267,3 +267,31 @@ def test_the_runs_of_a_closed_runtime_count_as_ended(low_threshold: None) -> Non
             going.close()
         gc.collect(1)  # the rules are looked at again
         assert not PACING.frozen and gc.get_freeze_count() == 0
+
+
+def test_what_survives_a_young_pass_is_frozen_while_the_runs_grow(low_threshold: None) -> None:
+    """Once something is frozen, a young (generation 0) pass's survivors join it while more
+    runs live than at the young pass before (runs starting: walked once, not again by the
+    middle pass); while the live runs hold steady they are left to the middle pass."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            freezes = PACING.young_freezes
+            _start_waiting(rt, 2)  # the runs grew
+            kept = [Marker() for _ in range(100)]
+            gc.collect(0)
+            ids = {id(marker) for marker in kept}  # frozen: in no generation a pass walks
+            assert not any(id(o) in ids for o in gc.get_objects())
+            assert PACING.young_freezes == freezes + 1
+            steady = [Marker() for _ in range(100)]  # the runs did not grow since
+            gc.collect(0)
+            assert PACING.young_freezes == freezes + 1
+            ids = {id(marker) for marker in steady}  # left to the middle pass
+            assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(steady)
+            gc.collect(1)
+            assert not any(id(o) in ids for o in gc.get_objects())  # it froze them
+    finally:
+        gc.enable()
