@@ -295,3 +295,28 @@ def test_what_survives_a_young_pass_is_frozen_while_the_runs_grow(low_threshold:
             assert not any(id(o) in ids for o in gc.get_objects())  # it froze them
     finally:
         gc.enable()
+
+
+def test_a_young_pass_freezes_nothing_once_what_is_frozen_is_due_back(
+    low_threshold: None,
+) -> None:
+    """Runs keep starting after the pacing was turned off (``threshold = None``: what is
+    frozen is due back): a young pass freezes nothing more (a freeze resets CPython's
+    counts: the middle pass that gives it back would not come while the runs grow), and the
+    next middle pass gives everything back."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            PACING.threshold = None
+            _start_waiting(rt, 2)  # the runs grew
+            kept = [Marker() for _ in range(100)]
+            gc.collect(0)
+            ids = {id(marker) for marker in kept}
+            assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(kept)  # not frozen
+            gc.collect(1)
+            assert not PACING.frozen and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()

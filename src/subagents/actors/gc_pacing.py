@@ -185,11 +185,13 @@ class GcPacing:
 
     def _young(self) -> None:
         """After a young pass, something frozen: its survivors join what is frozen while
-        the live runs grow (the module doc); the rules are left to the middle passes."""
+        the live runs grow (the module doc). Not once what is frozen is due to be given back:
+        a freeze resets CPython's counts, so the middle pass that gives it back would never
+        come while the runs kept growing."""
         if not self._frozen:  # (thawed since the unlocked look)
             return
         live = self._live()
-        if live > self._live_young and not self._holds:
+        if live > self._live_young and not self._holds and not self._due(live):
             gc.freeze()
             self.young_freezes += 1
             self._live_young = live
