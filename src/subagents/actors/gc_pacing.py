@@ -20,8 +20,9 @@ generations (from the oldest, or from what is frozen), alive as a full pass's ar
 while the live runs grow (more of them than at the last pass that froze), what survives a
 young (generation 0) pass is frozen as well: an object is walked once. Runs starting in
 bulk are where the survivors are nearly all the new runs' own objects; the middle passes
-walked each of them a second time (~0.17 of 3.1 s of CPU at 30,000 one-``spawn`` starts,
-their threads' CPU: 185-194 middle passes against 15 with this). While the live runs hold
+walked each of them a second time (100,000 one-``spawn`` starts: 601-634 middle passes,
+0.65-0.71 s of their threads' CPU; 200-232 and 0.22-0.23 s with this: runs start in bursts,
+and a young pass between two bursts leaves its survivors to the next). While the live runs hold
 steady, a young pass's survivors are left to the middle pass as before: there they are
 mostly messages in flight, and a cycle among them that dies frozen would wait. (A freeze
 resets CPython's counts of passes, so while something is frozen no full pass comes by
