@@ -320,3 +320,25 @@ def test_a_young_pass_freezes_nothing_once_what_is_frozen_is_due_back(
             assert not PACING.frozen and gc.get_freeze_count() == 0
     finally:
         gc.enable()
+
+
+def test_a_young_pass_freezes_nothing_while_a_runtime_closes(low_threshold: None) -> None:
+    """While a runtime closes (``holding``) the live runs fall, and what a young pass finds
+    alive is mostly what the close is taking apart: left to the middle pass, even if another
+    runtime's runs grew meanwhile."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            freezes = PACING.young_freezes
+            with PACING.holding():
+                _start_waiting(rt, 2)  # the runs grew
+                kept = [Marker() for _ in range(100)]
+                gc.collect(0)
+                ids = {id(marker) for marker in kept}
+                assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(kept)
+            assert PACING.young_freezes == freezes and PACING.frozen
+    finally:
+        gc.enable()
