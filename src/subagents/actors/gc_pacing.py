@@ -20,9 +20,10 @@ generations (from the oldest, or from what is frozen), alive as a full pass's ar
 while runs start in bulk (at least ``YOUNG_GROWTH`` more live than at the young pass
 before), what survives a young (generation 0) pass is frozen as well: an object is walked
 once. There the survivors are nearly all the new runs' own objects; the middle passes
-walked each of them a second time (100,000 one-``spawn`` starts: 601-634 middle passes,
-0.65-0.71 s of their threads' CPU; 200-232 and 0.22-0.23 s with this: runs start in bursts,
-and a young pass between two bursts leaves its survivors to the next). While the live runs
+walked each of them a second time (100,000 one-``spawn`` starts: 505-634 middle passes,
+0.42-0.71 s of their threads' CPU; 289-299 and 0.23 s with this, 174-241 and 0.14-0.23 s
+when any growth froze: runs start in bursts, and a young pass between two bursts leaves its
+survivors to the next). While the live runs
 hold steady or grow by a few, a young pass's survivors are left to the middle pass as
 before: there they are mostly what is in flight (messages, the embedding program's own
 objects), and a cycle among them that dies frozen waits for the thaw. (A freeze
