@@ -21,7 +21,7 @@ while runs start in bulk (at least ``YOUNG_GROWTH`` more live than at the young 
 before), what survives a young (generation 0) pass is frozen as well: an object is walked
 once. There the survivors are nearly all the new runs' own objects; the middle passes
 walked each of them a second time (100,000 one-``spawn`` starts: 505-634 middle passes,
-0.42-0.71 s of their threads' CPU; 289-299 and 0.23 s with this, 174-241 and 0.14-0.23 s
+0.42-0.71 s of their threads' CPU; 289-299 and 0.23 s with this, 200-241 and 0.17-0.23 s
 when any growth froze: runs start in bursts, and a young pass between two bursts leaves its
 survivors to the next). While the live runs
 hold steady or grow by a few, a young pass's survivors are left to the middle pass as
