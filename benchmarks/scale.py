@@ -15,7 +15,10 @@ script): measured in one process, the side measured second reuses the memory the
   ``Runtime.spawn_many`` in batches of ``--batch`` (default 1,000: one supervisor decision
   and one store commit per batch), or with one ``Runtime.spawn`` each (``--spawn one``: the
   per-run path, reported by ``run_all.py`` beside it); CPU seconds of the process and the
-  cyclic GC's full (gen-2) passes during the start are reported with it. ``--gc-freeze``
+  cyclic GC's full (gen-2) passes during the start are reported with it, and its young and
+  middle passes (``start_gc_younger``: count, their threads' CPU) and the process's minor
+  page faults and context switches (``start_usage``: where the wall clock goes beyond the
+  CPU). ``--gc-freeze``
   calls ``gc.freeze()`` after each batch as well (from 1,000 live runs the runtime paces
   the GC itself, freezing what survives each full pass: ``actors/gc_pacing.py``,
   docs/runtime.md; the full passes counted then are mostly short ones over what is new);
@@ -182,30 +185,61 @@ def raw_side(n: int, force: bool, cap: int | None) -> dict[str, Any]:
 
 
 class _GcPasses:
-    """The cyclic GC's full (generation 2) passes and their seconds, while counting."""
+    """The cyclic GC's passes while counting: the full (generation 2) ones, their seconds and
+    the longest; the young (0) and middle (1) ones, their count and their threads' CPU (a
+    pass runs on the thread that set it off; CPU, not wall: a loaded machine's waits are not
+    the collector's)."""
 
     def __init__(self) -> None:
         self.passes = 0
         self.seconds = 0.0
         self.longest = 0.0
+        self.younger = {0: [0, 0.0], 1: [0, 0.0]}
         self._at = 0.0
+        self._cpu_at = 0.0
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if info.get("generation") != 2:
-            return
+        generation = info.get("generation")
         if phase == "start":
-            self._at = time.perf_counter()
-        else:
+            self._at, self._cpu_at = time.perf_counter(), time.thread_time()
+        elif generation == 2:
             self.passes += 1
             took = time.perf_counter() - self._at
             self.seconds += took
             self.longest = max(self.longest, took)
+        elif generation in self.younger:
+            counted = self.younger[generation]
+            counted[0] += 1
+            counted[1] += time.thread_time() - self._cpu_at
 
     def close(self) -> dict[str, Any]:
         gc.callbacks.remove(self._callback)
         seconds, longest = rounded(self.seconds, 3), rounded(self.longest, 3)
         return {"passes": self.passes, "seconds": seconds, "longest": longest}
+
+    def young_and_middle(self) -> dict[str, Any]:
+        """The young and middle passes counted: ``{"young": {"passes", "cpu_s"}, ...}``."""
+        return {
+            name: {"passes": self.younger[g][0], "cpu_s": rounded(self.younger[g][1], 3)}
+            for name, g in (("young", 0), ("middle", 1))
+        }
+
+
+def _usage() -> resource.struct_rusage:
+    return resource.getrusage(resource.RUSAGE_SELF)
+
+
+def _usage_since(before: resource.struct_rusage) -> dict[str, int]:
+    """What the process's threads did since ``before``: minor page faults (memory touched for
+    the first time) and context switches (a thread that blocked; one the kernel took off a
+    core): where a start's wall clock goes beyond its CPU."""
+    now = _usage()
+    return {
+        "minor_faults": now.ru_minflt - before.ru_minflt,
+        "voluntary_switches": now.ru_nvcsw - before.ru_nvcsw,
+        "involuntary_switches": now.ru_nivcsw - before.ru_nivcsw,
+    }
 
 
 def runtime_side(
@@ -303,6 +337,7 @@ def runtime_side(
         threads_before = threading.active_count()
         pilot = min(n, PILOT, capacity["usable"] or PILOT)
         gc_passes = _GcPasses()
+        usage_started = _usage()
         cpu_started = time.process_time()
         started = time.perf_counter()
         try:
@@ -349,7 +384,9 @@ def runtime_side(
             error = f"{len(failed)} runs ended instead of waiting; first: {failed[0]}"
         start_s = pilot_s + time.perf_counter() - resumed
         out["start_cpu_s"] = rounded(time.process_time() - cpu_started, 3)
+        out["start_usage"] = _usage_since(usage_started)
         out["start_gc_full"] = gc_passes.close()
+        out["start_gc_younger"] = gc_passes.young_and_middle()
         out["threads_at_peak"] = threading.active_count()
         settle()
         after = vm_rss_kib()

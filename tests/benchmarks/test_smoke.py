@@ -262,6 +262,16 @@ def test_scale_measures_each_side_in_its_own_process(
     for side in (ours, raw):
         assert side["kib_each"] > 0 and side["start_s"] > 0 and side["close_s"] > 0
     assert ours["threads_per_waiting_run"] >= 0
+    for side in (ours, figures["per_run_spawn"]):  # where a start's wall clock goes
+        assert set(side["start_usage"]) == {
+            "minor_faults",
+            "voluntary_switches",
+            "involuntary_switches",
+        }
+        assert side["start_usage"]["minor_faults"] > 0  # 60 runs' memory, touched first
+        younger = side["start_gc_younger"]
+        assert younger["young"]["passes"] > 0 and younger["young"]["cpu_s"] >= 0
+        assert younger["middle"]["passes"] >= 0 and younger["middle"]["cpu_s"] >= 0
     assert figures["memory_ratio"] == pytest.approx(ours["kib_each"] / raw["kib_each"], rel=0.01)
     assert result["pass"] is None  # 60 is not the goal's 100,000: informs, does not pass
     # the spawn_many row's anchor: the least waiting runs, same n and batch, same process

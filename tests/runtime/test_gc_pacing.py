@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from polling import wait_until
-from subagents.actors.gc_pacing import PACING, THRESHOLD
+from subagents.actors.gc_pacing import PACING, THRESHOLD, YOUNG_GROWTH
 from subagents.behaviour.function import AgentContext
 from subagents.messages import EXTERNAL_SENDER, Event, EventKind, RunStatus
 from subagents.runtime import RunHandle, Runtime
@@ -267,3 +267,102 @@ def test_the_runs_of_a_closed_runtime_count_as_ended(low_threshold: None) -> Non
             going.close()
         gc.collect(1)  # the rules are looked at again
         assert not PACING.frozen and gc.get_freeze_count() == 0
+
+
+def test_what_survives_a_young_pass_is_frozen_while_the_runs_grow(low_threshold: None) -> None:
+    """Once something is frozen, a young (generation 0) pass's survivors join it while runs
+    start in bulk (``YOUNG_GROWTH`` more live than at the young pass before: walked once,
+    not again by the middle pass); while the live runs hold steady they are left to the
+    middle pass."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            freezes = PACING.young_freezes
+            _start_waiting(rt, YOUNG_GROWTH)  # the runs grew (in bulk)
+            kept = [Marker() for _ in range(100)]
+            gc.collect(0)
+            ids = {id(marker) for marker in kept}  # frozen: in no generation a pass walks
+            assert not any(id(o) in ids for o in gc.get_objects())
+            assert PACING.young_freezes == freezes + 1
+            steady = [Marker() for _ in range(100)]  # the runs did not grow since
+            gc.collect(0)
+            assert PACING.young_freezes == freezes + 1
+            ids = {id(marker) for marker in steady}  # left to the middle pass
+            assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(steady)
+            gc.collect(1)
+            assert not any(id(o) in ids for o in gc.get_objects())  # it froze them
+    finally:
+        gc.enable()
+
+
+def test_a_young_pass_freezes_nothing_once_what_is_frozen_is_due_back(
+    low_threshold: None,
+) -> None:
+    """Runs keep starting after the pacing was turned off (``threshold = None``: what is
+    frozen is due back): a young pass freezes nothing more (a freeze resets CPython's
+    counts: the middle pass that gives it back would not come while the runs grow), and the
+    next middle pass gives everything back."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            PACING.threshold = None
+            _start_waiting(rt, YOUNG_GROWTH)  # the runs grew (in bulk)
+            kept = [Marker() for _ in range(100)]
+            gc.collect(0)
+            ids = {id(marker) for marker in kept}
+            assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(kept)  # not frozen
+            gc.collect(1)
+            assert not PACING.frozen and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_a_young_pass_freezes_nothing_while_a_runtime_closes(low_threshold: None) -> None:
+    """While a runtime closes (``holding``) the live runs fall, and what a young pass finds
+    alive is mostly what the close is taking apart: left to the middle pass, even if another
+    runtime's runs grew meanwhile."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            freezes = PACING.young_freezes
+            with PACING.holding():
+                _start_waiting(rt, YOUNG_GROWTH)  # the runs grew (in bulk)
+                kept = [Marker() for _ in range(100)]
+                gc.collect(0)
+                ids = {id(marker) for marker in kept}
+                assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(kept)
+            assert PACING.young_freezes == freezes and PACING.frozen
+    finally:
+        gc.enable()
+
+
+def test_a_young_pass_freezes_nothing_when_the_runs_grew_by_a_few(low_threshold: None) -> None:
+    """A job that starts runs steadily, a few between two young passes: their survivors are
+    mostly what is in flight (here the embedding program's own short-lived cycles), left to
+    the middle pass, not frozen at every young pass (where those that died would wait for
+    the thaw: a job that only grows never thaws)."""
+    gc.disable()  # only the passes made here
+    try:
+        with Runtime([idle], limits=_limits()) as rt:
+            _start_waiting(rt, MANY)
+            gc.collect()
+            assert PACING.frozen
+            freezes = PACING.young_freezes
+            for _ in range(3):  # a few more runs at each young pass: never YOUNG_GROWTH
+                _start_waiting(rt, YOUNG_GROWTH - 1)
+                in_flight = [Marker() for _ in range(100)]
+                gc.collect(0)
+                ids = {id(marker) for marker in in_flight}
+                assert len(ids & {id(o) for o in gc.get_objects(1)}) == len(in_flight)
+                assert PACING.young_freezes == freezes
+    finally:
+        gc.enable()
