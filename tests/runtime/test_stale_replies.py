@@ -92,13 +92,15 @@ class _Scene:
             await ctx.spawn("doomed", "again", background=True)
         elif self.stale_call == "send":
             await ctx.send(ctx.parent_run_id or "", "from the old start")
+        elif self.stale_call == "stop_children":  # a StopRequested
+            await ctx.stop_children()
         else:
             await ctx.stop(child)
         self.seen.append(("old start answered",))
         return "the old start"
 
 
-@pytest.mark.parametrize("stale_call", ["spawn", "send", "stop"])
+@pytest.mark.parametrize("stale_call", ["spawn", "send", "stop", "stop_children"])
 def test_a_refusal_of_an_old_starts_request_does_not_settle_the_new_starts_call(
     tmp_path: Path, stale_call: str
 ) -> None:

@@ -5,8 +5,9 @@ refusal of what a start that is over asked for (it is refused: ``RunTable.report
 settle the call with the same key of the run's new start. So once a later start has begun,
 the supervisor tells nothing in answer to an earlier one (``RunTable.answers``): not a spawn's
 reply, a mail's acknowledgement, a stop's reply, nor the refusal the actor makes when it
-could not handle a tell (``actors.told_answers``). While the old start is still the run's only
-one (a restart's backoff), it is answered as before. Without threads: the core fed directly.
+could not handle a tell (``actors.told_answers``). Before the next start (a restart's backoff)
+the core tells the run as before (its old actor, stopped with the restart, reads none of it).
+Without threads: the core fed directly.
 (tests/runtime/test_stale_replies.py: the same with real actors.)"""
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def test_a_stop_refused_to_an_earlier_start_is_not_told_to_the_run() -> None:
     assert told(decision.effects, lead, StopReply) == []
 
 
-def test_during_the_restarts_backoff_the_old_start_is_still_answered() -> None:
-    """Its actor is the run's only one until the next start: it hears its refusal."""
+def test_before_the_next_start_a_refusal_is_still_told_to_the_run() -> None:
+    """``answers`` is about a LATER start: before it begins the refusal is told to the run
+    as ever (in a runtime nobody receives it: the old start's actor was stopped with the
+    restart's decision, ``StopAgent``)."""
     h = Harness()
     lead = h.run("lead", on_failure="retry", max_retries=1)
     worker = h.run("worker", lead, on_failure="fail_parent")
