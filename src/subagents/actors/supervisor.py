@@ -358,7 +358,7 @@ class SupervisorActor(FastInboxActor):
             self._answer_told(message, failure_reason(exc))
 
     def _answer_told(self, message: Any, reason: str) -> None:
-        answer_told(message, reason, self.effector.tell, self.on_outside)
+        answer_told(message, reason, self.effector.tell, self.on_outside, self.core.runs.answers)
 
     # ---- the store failed ------------------------------------------------------------------
 

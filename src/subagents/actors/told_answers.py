@@ -43,14 +43,20 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def answer_told(
-    message: Any, reason: str, tell: Callable[[str, Any], None], on_outside: Callable[[Any], None]
+    message: Any,
+    reason: str,
+    tell: Callable[[str, Any], None],
+    on_outside: Callable[[Any], None],
+    answers: Callable[[str, int], bool],
 ) -> None:
     """Refuse ``message`` with ``reason`` to whoever waits on it: ``tell(run_id, reply)`` for a
-    run, ``on_outside(reply)`` for the outside; nothing when nobody waits."""
+    run, ``on_outside(reply)`` for the outside; nothing when nobody waits, nor when the start
+    that asked is over and a later start of its run has begun (``answers``:
+    ``RunTable.answers``; the reply would settle that start's call with the same key)."""
     refusal = refusal_of(message, reason)
     if refusal is not None:
         run_id, reply = refusal
         if run_id is None:
             on_outside(reply)
-        else:
+        elif answers(run_id, message.attempt):  # (each message refused carries its start)
             tell(run_id, reply)

@@ -207,8 +207,9 @@ class Admission:
             )
             if req.parent_run_id is None:
                 decided.effects.append(TellOutside(reply))
-        if req.parent_run_id is not None:
-            decided.effects.append(Tell(req.parent_run_id, reply))
+        parent_id = req.parent_run_id
+        if parent_id is not None and self.runs.answers(parent_id, req.attempt):
+            decided.effects.append(Tell(parent_id, reply))
         return reply, decided
 
     def admit(

@@ -18,7 +18,7 @@ then turns it into writes, events and deliveries.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from subagents.messages import EXTERNAL_SENDER, Batch, Mail, MailAck, MailState, SendMail
@@ -45,20 +45,34 @@ def event_mail_ids(data: dict[str, Any]) -> list[str]:
     return [] if mail_id is None else [str(mail_id)]
 
 
-def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, Any]]:
+def acks_by_sender(
+    msgs: Sequence[SendMail], acks: Sequence[MailAck], answers: Callable[[str, int], bool]
+) -> list[tuple[str, Any]]:
     """(sender, message) for each run that sent some of ``msgs``: its acknowledgements, in
-    order, as one message (a ``Batch`` when there are several). The outside is not told."""
+    order, as one message (a ``Batch`` when there are several). The outside is not told, nor
+    a start that is over of the refusal of what it sent once a later start of its run has
+    begun (``answers``: ``RunTable.answers``; only a refusal is checked, since all that
+    start sends is refused: nothing more on the path of mail accepted)."""
     if len(msgs) == 1:  # one send: nothing to group
-        sender = msgs[0].sender
-        return [] if sender == EXTERNAL_SENDER else [(sender, acks[0])]
+        msg, ack = msgs[0], acks[0]
+        sender = msg.sender
+        if sender == EXTERNAL_SENDER or (
+            ack.error is not None and not answers(sender, msg.attempt)
+        ):
+            return []
+        return [(sender, ack)]
     by_sender: dict[str, list[MailAck]] = {}
     for msg, ack in zip(msgs, acks, strict=True):
-        if msg.sender != EXTERNAL_SENDER:
-            its = by_sender.get(msg.sender)
-            if its is None:
-                by_sender[msg.sender] = [ack]
-            else:
-                its.append(ack)
+        sender = msg.sender
+        if sender == EXTERNAL_SENDER or (
+            ack.error is not None and not answers(sender, msg.attempt)
+        ):
+            continue
+        its = by_sender.get(sender)
+        if its is None:
+            by_sender[sender] = [ack]
+        else:
+            its.append(ack)
     return [
         (sender, its[0] if len(its) == 1 else Batch(messages=tuple(its)))
         for sender, its in by_sender.items()

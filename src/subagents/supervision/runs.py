@@ -163,6 +163,21 @@ class RunTable:
             return None
         return state
 
+    def answers(self, run_id: str, attempt: int) -> bool:
+        """Whether a reply to what start ``attempt`` of ``run_id`` asked (a spawn, a mail, a
+        stop) is told to the run: not once a later start of it has begun. A reply is
+        addressed by run id and a restart keeps the run's call keys (``run_id:N``): told, the
+        refusal of the old start's request would settle the new start's call with the same
+        key. The old start's actor was stopped by then (at the latest as the new one
+        started; a ``fail_parent`` restart stops it with the decision): it reads nothing
+        more. Before the next start (a backoff) the reply is told, to a run that has no
+        agent: nobody receives it. (0: not from a start, e.g. a message made without one.
+        A request of bad types is answered as ever: its refusal names what was wrong.)"""
+        if type(run_id) is not str or type(attempt) is not int:
+            return True
+        state = self._runs.get(run_id)
+        return state is None or attempt >= state.attempt or not attempt
+
     def hosted(self) -> Set[str]:
         """The ids of the live runs held here: a read-only view, current until the next
         change (copy it to keep it)."""

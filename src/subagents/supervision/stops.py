@@ -51,7 +51,8 @@ class Stops:
                 error=reply.error,
             )
             told.writes.append(SaveJournal(req.requester, (entry,)))
-        told.effects.append(Tell(req.requester, reply))
+        if self.runs.answers(req.requester, req.attempt):  # not a later start's
+            told.effects.append(Tell(req.requester, reply))
         return told
 
     def one(self, req: StopRequest) -> tuple[StopReply, Decided]:
