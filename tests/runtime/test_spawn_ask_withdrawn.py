@@ -1,0 +1,136 @@
+"""A ``spawn_many`` whose ask times out starts nothing half-owned (``actors/ask_claims``).
+
+Before: the caller got ``TimeoutError`` and its waiters were dropped, but its ``SpawnMany``
+stayed in the supervisor's inbox and was decided later: the runs started and ran with nobody
+waiting. Now the supervisor claims such an ask before deciding it and the caller revokes it
+when its wait runs out, and only one of them can: a revoked one is dropped (nothing
+recorded), a claimed one's caller waits for its answer (handles for every run it started).
+
+The supervisor is held by an event subscriber (it runs on the supervisor's thread) blocking
+on an ``Event``; the ask's timeout is made short (``RootRuns.ask_timeout``), never slept on.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from subagents.actors.ask_claims import AskClaims
+from subagents.behaviour.function import AgentContext, FunctionAgent
+from subagents.messages import Event, RunStatus
+from subagents.runtime import RunHandle, Runtime
+from subagents.store.sqlite import SQLiteStore
+
+from .conftest import WAIT
+
+
+def quick(ctx: AgentContext) -> str:
+    return f"did {ctx.task}"
+
+
+class Holder:
+    """A subscriber that holds the supervisor's thread at the first event ``wanted`` picks,
+    until ``gate`` is set."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        self.holding = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, event: Event) -> None:
+        if event.agent == self.agent and not self.holding.is_set():
+            self.holding.set()
+            assert self.gate.wait(WAIT)
+
+
+def _agents() -> list[FunctionAgent]:
+    return [FunctionAgent.create(name, quick) for name in ("quick", "hold")]
+
+
+def test_a_spawn_many_the_supervisor_had_not_taken_is_withdrawn_nothing_started(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    holder = Holder("hold")
+    with Runtime(_agents(), store=store) as rt:
+        rt.subscribe(holder)
+        try:
+            held = rt.spawn("hold", "the supervisor is held at its first event")
+            assert holder.holding.wait(WAIT)
+            rt._starts.ask_timeout = 0.1  # (plus 2 ms per job)
+            with pytest.raises(TimeoutError) as timed_out:
+                rt.spawn_many([("quick", f"job {i}") for i in range(5)])
+        finally:
+            holder.gate.set()
+        assert held.result(timeout=WAIT).status is RunStatus.COMPLETED
+        rt._starts.ask_timeout = 30.0
+        # asked after the withdrawn one: the supervisor's inbox is handled in order, so
+        # the withdrawn ask was handled (dropped) before this one is answered
+        [after] = rt.spawn_many([("quick", "after")])
+        assert isinstance(after, RunHandle)
+        assert after.result(timeout=WAIT).result == "did after"
+        tasks = sorted(r.task for r in store.list_runs())
+        assert tasks == ["after", "the supervisor is held at its first event"]  # no job
+        assert "none of its 5 runs was started or recorded" in str(timed_out.value)
+        assert rt._roots.waiting() == []  # no waiter left behind
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None and len(supervisor.claims) == 0
+
+
+def test_a_spawn_many_the_supervisor_took_is_answered_past_the_timeout(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    holder = Holder("hold")  # holds the supervisor INSIDE the spawn_many's decision
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    answer: list[Any] = []
+    try:
+        with Runtime(_agents(), store=store) as rt:
+            rt.subscribe(holder)
+            rt._starts.ask_timeout = 0.05
+            jobs = [("quick", "a"), ("hold", "b"), ("quick", "c")]
+            with structlog.testing.capture_logs() as logs:
+                caller = threading.Thread(target=lambda: answer.append(rt.spawn_many(jobs)))
+                try:
+                    caller.start()
+                    assert holder.holding.wait(WAIT)  # claimed: being decided
+                    overran = threading.Event()  # never set: a wait between looks at the log
+                    for _ in range(int(WAIT / 0.01)):  # the caller's timeout passed (it says so)
+                        if [e for e in logs if "deciding it past the ask's" in e["event"]]:
+                            break
+                        overran.wait(0.01)
+                finally:
+                    holder.gate.set()
+                    caller.join(WAIT)
+            assert [e for e in logs if "deciding it past the ask's" in e["event"]]
+            [handles] = answer  # the caller was answered, not told it timed out
+            assert all(isinstance(h, RunHandle) for h in handles)
+            results = [h.result(timeout=WAIT).result for h in handles]
+            assert results == ["did a", "did b", "did c"]
+            supervisor = rt._hosting.supervisor
+            assert supervisor is not None and len(supervisor.claims) == 0
+    finally:
+        structlog.configure(**saved)
+        holder.gate.set()
+
+
+def test_the_claim_goes_to_whoever_comes_first() -> None:
+    claims = AskClaims()
+    taken = claims.open()
+    assert claims.claim(taken)  # the supervisor first: the caller cannot withdraw it
+    assert not claims.revoke(taken)
+    claims.close(taken)
+    withdrawn = claims.open()
+    assert withdrawn != taken
+    assert claims.revoke(withdrawn)  # the caller first: the supervisor drops it
+    assert not claims.claim(withdrawn)
+    interrupted = claims.open()
+    claims.close(interrupted)  # a caller gone without an answer: dropped too
+    assert not claims.claim(interrupted)
+    assert len(claims) == 0
+    assert not claims.claim(12345)  # never opened: not decided
