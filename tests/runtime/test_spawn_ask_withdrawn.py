@@ -22,10 +22,11 @@ import structlog
 from subagents.actors.ask_claims import AskClaims
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, RunStatus
+from subagents.models.scripted import ScriptedModel
 from subagents.runtime import RunHandle, Runtime
 from subagents.store.sqlite import SQLiteStore
 
-from .conftest import WAIT
+from .conftest import WAIT, spec
 
 
 def quick(ctx: AgentContext) -> str:
@@ -117,6 +118,36 @@ def test_a_spawn_many_the_supervisor_took_is_answered_past_the_timeout(
     finally:
         structlog.configure(**saved)
         holder.gate.set()
+
+
+def test_a_continue_run_the_supervisor_had_not_taken_is_withdrawn_nothing_started(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    model = ScriptedModel({"a": ["first answer", "second answer"]})
+    holder = Holder("hold")
+    agents = [spec("a"), FunctionAgent.create("hold", quick)]
+    with Runtime(agents, model=model, store=store) as rt:
+        first = rt.spawn("a", "the question")
+        assert first.result(timeout=WAIT).result == "first answer"
+        rt.subscribe(holder)
+        try:
+            held = rt.spawn("hold", "the supervisor is held at its first event")
+            assert holder.holding.wait(WAIT)
+            rt._starts.ask_timeout = 0.1
+            with pytest.raises(TimeoutError) as timed_out:
+                rt.continue_run(first.run_id, "and then?")
+        finally:
+            holder.gate.set()
+        assert held.result(timeout=WAIT).status is RunStatus.COMPLETED
+        rt.stats()  # asked after the withdrawn one: that one was handled (dropped) first
+        assert [r.continues for r in store.list_runs() if r.continues] == []
+        assert "continue_run: the supervisor did not take the request" in str(timed_out.value)
+        assert rt._roots.waiting() == []
+        rt._starts.ask_timeout = 30.0
+        again = rt.continue_run(first.run_id, "and then?")  # called again: one run
+        assert again.result(timeout=WAIT).result == "second answer"
+        assert [r.continues for r in store.list_runs() if r.continues] == [first.run_id]
 
 
 def test_the_claim_goes_to_whoever_comes_first() -> None:
