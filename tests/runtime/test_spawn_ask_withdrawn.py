@@ -37,15 +37,16 @@ class Holder:
     """A subscriber that holds the supervisor's thread at the first event ``wanted`` picks,
     until ``gate`` is set."""
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, hold_for: float = WAIT) -> None:
         self.agent = agent
+        self.hold_for = hold_for
         self.holding = threading.Event()
         self.gate = threading.Event()
 
     def __call__(self, event: Event) -> None:
         if event.agent == self.agent and not self.holding.is_set():
             self.holding.set()
-            assert self.gate.wait(WAIT)
+            assert self.gate.wait(self.hold_for)
 
 
 def _agents() -> list[FunctionAgent]:
@@ -165,3 +166,47 @@ def test_the_claim_goes_to_whoever_comes_first() -> None:
     assert not claims.claim(interrupted)
     assert len(claims) == 0
     assert not claims.claim(12345)  # never opened: not decided
+
+
+def test_a_spawn_many_taken_by_a_supervisor_stalled_for_ever_is_not_waited_for_ever(
+    tmp_path: Path,
+) -> None:
+    # The supervisor took the request and then stalls inside its decision (a subscriber that
+    # never returns, a store lock held elsewhere): the caller is not held for ever, it is told
+    # the request was taken and its runs may still start, with their ids to find them by.
+    store = SQLiteStore(tmp_path / "runs.db")
+    holder = Holder("hold", hold_for=3 * WAIT)  # INSIDE the decision, past the join below
+    answer: list[BaseException] = []
+
+    def call(rt: Runtime) -> None:
+        try:
+            rt.spawn_many([("quick", "a"), ("hold", "b")])
+        except BaseException as exc:
+            answer.append(exc)
+
+    with Runtime(_agents(), store=store) as rt:
+        rt.subscribe(holder)
+        rt._starts.ask_timeout = 2.0  # an idle supervisor takes it well within (a loaded machine)
+        rt._starts.taken_grace = 0.2
+        caller = threading.Thread(target=call, args=(rt,))
+        try:
+            caller.start()
+            assert holder.holding.wait(WAIT)  # claimed: being decided, and stalled there
+            caller.join(WAIT)
+            assert not caller.is_alive(), "the caller waits for a stalled supervisor for ever"
+        finally:
+            holder.gate.set()
+            caller.join(WAIT)
+        [error] = answer
+        assert isinstance(error, TimeoutError)
+        assert "the supervisor took the request" in str(error)
+        assert "its runs may still start" in str(error)
+        assert rt._roots.waiting() == []
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None and len(supervisor.claims) == 0
+        # released: the runs it decided go on, found by the ids the error named
+        runs = {r.run_id: r for r in store.list_runs()}
+        assert sorted(r.task for r in runs.values()) == ["a", "b"]
+        for run_id in runs:
+            assert run_id in str(error)
+            assert rt.attach(run_id).result(timeout=WAIT).status is RunStatus.COMPLETED

@@ -25,6 +25,11 @@ log = get_logger("subagents.supervisor")
 STOP_ALL_GRACE = 300.0
 """How long a close waits for the runs' ends past its own timeout (``SupervisorClient.close``)."""
 
+TAKEN_GRACE = 300.0
+"""How long a claimed ask's answer is waited for past its timeout (``SupervisorClient.
+ask_claimed``): a supervisor stalled for ever inside the decision (a subscriber that never
+returns, a store lock held elsewhere) must not hold its caller for ever."""
+
 
 class ActorGone(RuntimeError):
     """The supervisor actor has stopped."""
@@ -33,6 +38,12 @@ class ActorGone(RuntimeError):
 class AskRevoked(TimeoutError):
     """An ask the supervisor had not taken when its caller's timeout ran out: withdrawn,
     nothing of it done (``SupervisorClient.ask_claimed``)."""
+
+
+class AskOverdue(TimeoutError):
+    """An ask the supervisor took (it is deciding it) and has not answered within its
+    timeout and the grace after it: what it decides may still be done
+    (``SupervisorClient.ask_claimed``)."""
 
 
 class SupervisorClient:
@@ -63,14 +74,15 @@ class SupervisorClient:
         except pykka.Timeout:
             raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
 
-    def ask_claimed(self, message: Any, timeout: float = 30.0) -> Any:
+    def ask_claimed(self, message: Any, timeout: float = 30.0, grace: float = TAKEN_GRACE) -> Any:
         """As ``ask``, for an ask that must not be carried out once its caller gave up (one
         that starts runs): the supervisor claims it before deciding it, the caller revokes
         it when ``timeout`` runs out, and only one of them can (``actors/ask_claims``).
         ``AskRevoked`` (a ``TimeoutError``): the supervisor had not taken it; nothing of it
         was done, nor ever will be. Once taken, its answer is waited for past ``timeout``,
         as long as the supervisor lives: it is deciding it, and what it decides (runs
-        started) is the caller's, who must hear of it."""
+        started) is the caller's, who must hear of it; but not for ever: ``grace`` past
+        ``timeout`` it is ``AskOverdue`` (a ``TimeoutError``: taken, and may still be done)."""
         claims = self.claims
         key = claims.open()
         try:
@@ -91,12 +103,20 @@ class SupervisorClient:
                     timeout=timeout,
                     request=type(message).__name__,
                 )
+                deadline = time.monotonic() + grace
                 while True:
                     try:
-                        return future.get(timeout=timeout)
+                        left = max(0.0, min(timeout, deadline - time.monotonic()))
+                        return future.get(timeout=left)
                     except pykka.Timeout:
                         if not self._ref.is_alive():
                             raise ActorGone("the supervisor has stopped") from None
+                        if time.monotonic() >= deadline:
+                            raise AskOverdue(
+                                "the supervisor took the request but has not decided it within"
+                                f" {timeout} s and {grace} s more (stalled inside the decision:"
+                                " a subscriber, the store)"
+                            ) from None
             except pykka.ActorDeadError:
                 raise ActorGone("the supervisor has stopped") from None
         finally:  # answered, revoked, or the caller interrupted: an unclaimed one is dropped

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
-from subagents.actors.supervisor_client import AskRevoked
+from subagents.actors.supervisor_client import TAKEN_GRACE, AskOverdue, AskRevoked
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Outcome, SpawnMany, SpawnReply, SpawnRequest, new_id
 from subagents.runtime._root_waiters import RootWaiters, Waiter
@@ -53,6 +53,9 @@ class RootRuns:
         self.ask_timeout = 30.0
         """How long ``continue_run`` and ``spawn_many`` wait for the supervisor to take their
         request (``spawn_many``: 2 ms more per job) before withdrawing it, nothing started."""
+        self.taken_grace = TAKEN_GRACE
+        """How long a request the supervisor took is waited for past that: then a
+        ``TimeoutError`` says its runs may still start, and their ids."""
         self.approvals_in_store = False
         """The runtime keeps its roots' asks in the store (``Runtime(approve="store")``): so
         does every run of their trees, hosted here or, after a crash, by another runtime."""
@@ -88,10 +91,15 @@ class RootRuns:
         continues is read by the supervisor: what refuses it is known only there)."""
         run_id, waiter, request = self.prepare(request)
         try:
-            reply: SpawnReply = self.requests.ask_claimed(request, self.ask_timeout)
+            reply: SpawnReply = self.requests.ask_claimed(
+                request, self.ask_timeout, self.taken_grace
+            )
         except AskRevoked as exc:  # withdrawn: nothing started
             self.roots.forget(run_id)
             raise TimeoutError(f"continue_run: {exc}; call it again") from None
+        except AskOverdue as exc:  # taken, not decided yet: it may start
+            self.roots.forget(run_id)
+            raise TimeoutError(f"continue_run: {exc}: {_may_start([run_id])}") from None
         except BaseException:  # closed, the store failed: nothing will land
             self.roots.forget(run_id)
             raise
@@ -152,7 +160,9 @@ class RootRuns:
             # one decision for them all: give it time in proportion (``ask_timeout`` is for
             # one message's work); taken by the supervisor, or withdrawn: never both
             replies: tuple[SpawnReply, ...] = self.requests.ask_claimed(
-                SpawnMany(requests=tuple(asked)), self.ask_timeout + 0.002 * len(asked)
+                SpawnMany(requests=tuple(asked)),
+                self.ask_timeout + 0.002 * len(asked),
+                self.taken_grace,
             )
         except BaseException as exc:  # closed, withdrawn, the store failed: nothing will land
             for request in asked:
@@ -162,6 +172,9 @@ class RootRuns:
                     f"spawn_many: {exc}: none of its {len(asked)} runs was started or"
                     " recorded; call it again"
                 ) from None
+            if isinstance(exc, AskOverdue):
+                ids = [request.request_id for request in asked]
+                raise TimeoutError(f"spawn_many: {exc}: {_may_start(ids)}") from None
             raise
         for i, request, reply in zip(places, asked, replies, strict=True):
             if reply.error is not None:
@@ -204,3 +217,12 @@ class RootRuns:
         if current is not None and current.status.terminal:
             self.roots.landed(current.outcome or Outcome(run_id=run_id, status=current.status))
         return waiter, record.agent
+
+
+def _may_start(run_ids: Sequence[str]) -> str:
+    """What a caller told its taken request is overdue can still do (``AskOverdue``)."""
+    shown = ", ".join(run_ids[:10]) + (f" ... ({len(run_ids)} in all)" if len(run_ids) > 10 else "")
+    return (
+        f"its runs may still start, with nobody waiting: {shown}; once decided, rt.runs()"
+        " lists them and rt.attach(run_id) or rt.stop(run_id) takes them"
+    )
