@@ -212,3 +212,41 @@ def test_a_spawn_many_taken_by_a_supervisor_stalled_for_ever_is_not_waited_for_e
         for run_id in runs:
             assert run_id in str(error)
             assert rt.attach(run_id).result(timeout=WAIT).status is RunStatus.COMPLETED
+
+
+def test_a_continue_run_taken_by_a_stalled_supervisor_names_the_run_that_may_start(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    model = ScriptedModel({"a": ["first answer", "second answer"]})
+    holder = Holder("a", hold_for=3 * WAIT)  # INSIDE the continue_run's decision
+    answer: list[BaseException] = []
+    with Runtime([spec("a")], model=model, store=store) as rt:
+        first = rt.spawn("a", "the question")
+        assert first.result(timeout=WAIT).result == "first answer"
+        rt.subscribe(holder)
+        rt._starts.ask_timeout = 2.0  # an idle supervisor takes it well within
+        rt._starts.taken_grace = 0.2
+
+        def call() -> None:
+            try:
+                rt.continue_run(first.run_id, "and then?")
+            except BaseException as exc:
+                answer.append(exc)
+
+        caller = threading.Thread(target=call)
+        try:
+            caller.start()
+            assert holder.holding.wait(WAIT)  # claimed: being decided, and stalled there
+            caller.join(WAIT)
+            assert not caller.is_alive(), "the caller waits for a stalled supervisor for ever"
+        finally:
+            holder.gate.set()
+            caller.join(WAIT)
+        [error] = answer
+        assert isinstance(error, TimeoutError)
+        assert "continue_run: the supervisor took the request" in str(error)
+        assert rt._roots.waiting() == []
+        [again] = [r for r in store.list_runs() if r.continues == first.run_id]
+        assert again.run_id in str(error)  # named: the caller can take it
+        assert rt.attach(again.run_id).result(timeout=WAIT).result == "second answer"
