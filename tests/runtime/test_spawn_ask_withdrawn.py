@@ -16,10 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pykka
 import pytest
 import structlog
 
 from subagents.actors.ask_claims import AskClaims
+from subagents.actors.supervisor_client import AskRevoked, SupervisorClient
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import Event, RunStatus
 from subagents.models.scripted import ScriptedModel
@@ -250,3 +252,26 @@ def test_a_continue_run_taken_by_a_stalled_supervisor_names_the_run_that_may_sta
         [again] = [r for r in store.list_runs() if r.continues == first.run_id]
         assert again.run_id in str(error)  # named: the caller can take it
         assert rt.attach(again.run_id).result(timeout=WAIT).result == "second answer"
+
+
+def test_a_withdrawn_ask_names_its_timeout_as_a_person_reads_it() -> None:
+    # spawn_many's timeout is 30 s + 2 ms per job: 274 jobs made it 30.548000000000002 s
+    # in the message. A plain actor that never answers stands for a stalled supervisor.
+    gate = threading.Event()
+
+    class Stalled(pykka.ThreadingActor):
+        def on_receive(self, message: Any) -> Any:
+            gate.wait(WAIT)
+
+    stalled = Stalled.start()
+    try:
+        client = SupervisorClient(stalled)
+        blocker = stalled.ask("hold", block=False)  # the actor's thread held from now on
+        with pytest.raises(AskRevoked) as revoked:
+            client.ask_claimed("start runs", timeout=0.1 + 0.2)
+        assert "within 0.3 s" in str(revoked.value)
+        assert len(client.claims) == 0
+    finally:
+        gate.set()
+        blocker.get(timeout=WAIT)
+        stalled.stop()

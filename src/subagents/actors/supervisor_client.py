@@ -93,9 +93,9 @@ class SupervisorClient:
                 except pykka.Timeout:
                     if claims.revoke(key):
                         raise AskRevoked(
-                            f"the supervisor did not take the request within {timeout} s (it"
-                            " is busy or stalled); it was withdrawn: nothing of it was done,"
-                            " nor will be"
+                            "the supervisor did not take the request within"
+                            f" {round(timeout, 3)} s (it is busy or stalled); it was withdrawn:"
+                            " nothing of it was done, nor will be"
                         ) from None
                 log.warning(
                     "the supervisor took the request and is deciding it past the ask's"
@@ -113,9 +113,9 @@ class SupervisorClient:
                             raise ActorGone("the supervisor has stopped") from None
                         if time.monotonic() >= deadline:
                             raise AskOverdue(
-                                "the supervisor took the request but has not decided it within"
-                                f" {timeout} s and {grace} s more (stalled inside the decision:"
-                                " a subscriber, the store)"
+                                "the supervisor took the request but has not decided it"
+                                f" within {round(timeout, 3)} s and {round(grace, 3)} s more"
+                                " (stalled inside the decision: a subscriber, the store)"
                             ) from None
             except pykka.ActorDeadError:
                 raise ActorGone("the supervisor has stopped") from None
