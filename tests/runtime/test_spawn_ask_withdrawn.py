@@ -12,6 +12,7 @@ on an ``Event``; the ask's timeout is made short (``RootRuns.ask_timeout``), nev
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,48 @@ def test_a_withdrawn_ask_names_its_timeout_as_a_person_reads_it() -> None:
         gate.set()
         blocker.get(timeout=WAIT)
         stalled.stop()
+
+
+def test_a_spawn_many_interrupted_before_the_supervisor_took_it_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    # docs/runtime.md: a caller interrupted while it waits (KeyboardInterrupt) withdraws a
+    # request not yet taken. A real SIGINT to the main thread, blocked in spawn_many's wait.
+    assert threading.current_thread() is threading.main_thread()
+    store = SQLiteStore(tmp_path / "runs.db")
+    holder = Holder("hold")
+    with Runtime(_agents(), store=store) as rt:
+        rt.subscribe(holder)
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        main = threading.main_thread().ident
+        assert main is not None
+        interrupted = threading.Event()
+
+        def interrupt() -> None:
+            for _ in range(int(WAIT / 0.01)):  # the caller has opened its claim: it waits
+                if len(supervisor.claims):
+                    break
+                interrupted.wait(0.01)
+            signal.pthread_kill(main, signal.SIGINT)
+            interrupted.set()
+
+        try:
+            held = rt.spawn("hold", "the supervisor is held at its first event")
+            assert holder.holding.wait(WAIT)
+            rt._starts.ask_timeout = WAIT  # never runs out: only the interrupt ends the wait
+            helper = threading.Thread(target=interrupt)
+            helper.start()
+            with pytest.raises(KeyboardInterrupt):
+                rt.spawn_many([("quick", f"job {i}") for i in range(3)])
+            assert interrupted.is_set()
+            helper.join(WAIT)
+        finally:
+            holder.gate.set()
+        assert held.result(timeout=WAIT).status is RunStatus.COMPLETED
+        rt._starts.ask_timeout = 30.0
+        [after] = rt.spawn_many([("quick", "after")])  # behind the interrupted one
+        assert isinstance(after, RunHandle) and after.result(timeout=WAIT).result == "did after"
+        tasks = sorted(r.task for r in store.list_runs())
+        assert tasks == ["after", "the supervisor is held at its first event"]  # no job
+        assert rt._roots.waiting() == []
