@@ -56,6 +56,10 @@ runtime's plumbing) are not the public API."""
 
 INTERNAL_ERRORS = {
     "ActorGone": "the supervisor stopped: SupervisorRequests raises RuntimeClosed instead",
+    "AskRevoked": "a start's ask withdrawn before the supervisor took it: RootRuns raises a"
+    " TimeoutError naming what was not started (actors/ask_claims.py)",
+    "AskOverdue": "a start's ask taken but not decided within its grace: RootRuns raises a"
+    " TimeoutError naming the runs that may still start",
     "ClosedUnrecorded": "the close's StopAll refused while the store fails: SupervisorClient"
     ".close asks again until its timeout, then logs what it leaves (actors/outage.py)",
     "ActionError": "the console's stop/send/continue refused: answered as an HTTP error",

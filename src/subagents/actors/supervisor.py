@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
@@ -173,10 +174,13 @@ class SupervisorActor(FastInboxActor):
         dispatcher: Dispatcher | None = None,
         now: Callable[[], float] = time.time,
         effector: Callable[..., Effector] = Effector,
+        claims: AskClaims | None = None,
     ) -> None:
         """``effector``: what carries decisions out (an ``Effector``'s arguments): the
-        runtime's own, or one that hosts the runs elsewhere (``actors.remote``)."""
+        runtime's own, or one that hosts the runs elsewhere (``actors.remote``). ``claims``:
+        those of the asks its callers may give up on (``SupervisorClient.ask_claimed``)."""
         super().__init__()
+        self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
         self.on_outside = on_outside
@@ -219,6 +223,9 @@ class SupervisorActor(FastInboxActor):
             return None
         self._settle()  # the settling reports held are decided before anything else
         if kind is Ask:
+            claim = message.claim
+            if claim is not None and not self.claims.claim(claim):
+                return None  # its caller gave up on it (``actors/ask_claims``): nothing done
             return self._answer(message.message)
         if message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()

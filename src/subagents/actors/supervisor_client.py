@@ -13,6 +13,7 @@ from typing import Any
 import pykka
 import tenacity
 
+from subagents.actors.ask_claims import AskClaims
 from subagents.actors.outage import ClosedUnrecorded
 from subagents.actors.supervisor import SupervisorActor
 from subagents.logs import get_logger
@@ -24,9 +25,25 @@ log = get_logger("subagents.supervisor")
 STOP_ALL_GRACE = 300.0
 """How long a close waits for the runs' ends past its own timeout (``SupervisorClient.close``)."""
 
+TAKEN_GRACE = 300.0
+"""How long a claimed ask's answer is waited for past its timeout (``SupervisorClient.
+ask_claimed``): a supervisor stalled for ever inside the decision (a subscriber that never
+returns, a store lock held elsewhere) must not hold its caller for ever."""
+
 
 class ActorGone(RuntimeError):
     """The supervisor actor has stopped."""
+
+
+class AskRevoked(TimeoutError):
+    """An ask the supervisor had not taken when its caller's timeout ran out: withdrawn,
+    nothing of it done (``SupervisorClient.ask_claimed``)."""
+
+
+class AskOverdue(TimeoutError):
+    """An ask the supervisor took (it is deciding it) and has not answered within its
+    timeout and the grace after it: what it decides may still be done
+    (``SupervisorClient.ask_claimed``)."""
 
 
 class SupervisorClient:
@@ -36,13 +53,16 @@ class SupervisorClient:
     depends on pykka types: another actor backend would provide the same client.
     """
 
-    def __init__(self, ref: pykka.ActorRef[Any]) -> None:
+    def __init__(self, ref: pykka.ActorRef[Any], claims: AskClaims | None = None) -> None:
         self._ref = ref
+        self.claims = AskClaims() if claims is None else claims
+        """The claims of ``ask_claimed``'s asks, shared with the actor it started."""
 
     @classmethod
     def start(cls, **kwargs: Any) -> SupervisorClient:
         """Start a SupervisorActor (``SupervisorActor.__init__``'s arguments)."""
-        return cls(SupervisorActor.start(**kwargs))
+        claims = AskClaims()
+        return cls(SupervisorActor.start(claims=claims, **kwargs), claims)
 
     def ask(self, message: Any, timeout: float = 30.0) -> Any:
         """Send ``message`` in an ``Ask`` and wait for the answer (``ActorGone``,
@@ -53,6 +73,54 @@ class SupervisorClient:
             raise ActorGone("the supervisor has stopped") from None
         except pykka.Timeout:
             raise TimeoutError(f"the supervisor did not answer within {timeout} s") from None
+
+    def ask_claimed(self, message: Any, timeout: float = 30.0, grace: float = TAKEN_GRACE) -> Any:
+        """As ``ask``, for an ask that must not be carried out once its caller gave up (one
+        that starts runs): the supervisor claims it before deciding it, the caller revokes
+        it when ``timeout`` runs out, and only one of them can (``actors/ask_claims``).
+        ``AskRevoked`` (a ``TimeoutError``): the supervisor had not taken it; nothing of it
+        was done, nor ever will be. Once taken, its answer is waited for past ``timeout``,
+        as long as the supervisor lives: it is deciding it, and what it decides (runs
+        started) is the caller's, who must hear of it; but not for ever: ``grace`` past
+        ``timeout`` it is ``AskOverdue`` (a ``TimeoutError``: taken, and may still be done)."""
+        claims = self.claims
+        key = claims.open()
+        try:
+            try:
+                future = self._ref.ask(Ask(message, claim=key), block=False)
+                try:
+                    return future.get(timeout=timeout)
+                except pykka.Timeout:
+                    if claims.revoke(key):
+                        raise AskRevoked(
+                            "the supervisor did not take the request within"
+                            f" {round(timeout, 3)} s (it is busy or stalled); it was withdrawn:"
+                            " nothing of it was done, nor will be"
+                        ) from None
+                log.warning(
+                    "the supervisor took the request and is deciding it past the ask's"
+                    " timeout; waiting for its answer",
+                    timeout=timeout,
+                    request=type(message).__name__,
+                )
+                deadline = time.monotonic() + grace
+                while True:
+                    try:
+                        left = max(0.0, min(timeout, deadline - time.monotonic()))
+                        return future.get(timeout=left)
+                    except pykka.Timeout:
+                        if not self._ref.is_alive():
+                            raise ActorGone("the supervisor has stopped") from None
+                        if time.monotonic() >= deadline:
+                            raise AskOverdue(
+                                "the supervisor took the request but has not decided it"
+                                f" within {round(timeout, 3)} s and {round(grace, 3)} s more"
+                                " (stalled inside the decision: a subscriber, the store)"
+                            ) from None
+            except pykka.ActorDeadError:
+                raise ActorGone("the supervisor has stopped") from None
+        finally:  # answered, revoked, or the caller interrupted: an unclaimed one is dropped
+            claims.close(key)
 
     def _record_by(self, deadline: float, first: StoreError) -> None:
         """The close's ``StopAll`` was refused (``first``: the store still fails, and the

@@ -565,3 +565,6 @@ class Ask(msgspec.Struct, frozen=True, tag=True):
     """
 
     message: ActorMessage
+    claim: int | None = None
+    """The ask's claim (``actors/ask_claims``): the supervisor decides it only if its caller
+    still waits, and the caller knows which happened. None: an ask like any other."""

@@ -3,9 +3,11 @@
 Why apart from the Runtime: a root run's request is checked at once by the supervisor's own
 rules (``supervision.requests``, the agent among the current definitions), its waiter is
 registered before the supervisor hears of it (so no outcome can land unseen), and on every
-way out (refused, closed, timed out) the waiter is dropped again. ``spawn`` and ``run``
-TELL the request and do not wait for its admission: the spawn enters the window of spawns
-not decided yet first (``_spawn_window``: bounded; what reads the store waits there for the
+way out (refused, closed, timed out) the waiter is dropped again. A request the caller
+waits for (``spawn_many``, ``continue_run``) and the supervisor did not take in time is
+withdrawn, nothing of it started (``actors/ask_claims``). ``spawn`` and ``run`` TELL the
+request and do not wait for its admission: the spawn enters the window of spawns not
+decided yet first (``_spawn_window``: bounded; what reads the store waits there for the
 decision), and a refusal that depends on the runtime's state (a full queue, a policy, the
 store) reaches the waiter. Attaching registers the waiter before reading the store, for the
 same reason. That ordering is the whole point, and it is kept here in one place; the
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
+from subagents.actors.supervisor_client import TAKEN_GRACE, AskOverdue, AskRevoked
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import Outcome, SpawnMany, SpawnReply, SpawnRequest, new_id
 from subagents.runtime._root_waiters import RootWaiters, Waiter
@@ -47,6 +50,12 @@ class RootRuns:
         self.limits = limits
         self.store = store
         self.agents = agents
+        self.ask_timeout = 30.0
+        """How long ``continue_run`` and ``spawn_many`` wait for the supervisor to take their
+        request (``spawn_many``: 2 ms more per job) before withdrawing it, nothing started."""
+        self.taken_grace = TAKEN_GRACE
+        """How long a request the supervisor took is waited for past that: then a
+        ``TimeoutError`` says its runs may still start, and their ids."""
         self.approvals_in_store = False
         """The runtime keeps its roots' asks in the store (``Runtime(approve="store")``): so
         does every run of their trees, hosted here or, after a crash, by another runtime."""
@@ -82,8 +91,16 @@ class RootRuns:
         continues is read by the supervisor: what refuses it is known only there)."""
         run_id, waiter, request = self.prepare(request)
         try:
-            reply: SpawnReply = self.requests.ask(request)
-        except BaseException:  # closed, timed out, the store failed: nothing will land
+            reply: SpawnReply = self.requests.ask_claimed(
+                request, self.ask_timeout, self.taken_grace
+            )
+        except AskRevoked as exc:  # withdrawn: nothing started
+            self.roots.forget(run_id)
+            raise TimeoutError(f"continue_run: {exc}; call it again") from None
+        except AskOverdue as exc:  # taken, not decided yet: it may start
+            self.roots.forget(run_id)
+            raise TimeoutError(f"continue_run: {exc}: {_may_start([run_id])}") from None
+        except BaseException:  # closed, the store failed: nothing will land
             self.roots.forget(run_id)
             raise
         if reply.error is not None:
@@ -117,7 +134,9 @@ class RootRuns:
         its place in the result naming why), the rest asked as ONE ``SpawnMany`` (one
         decision, one store commit); a run id and waiter per admitted request, in order.
         An error of the whole call (closed, timed out, the store failed) forgets every
-        waiter and is raised: nothing is half-started from the caller's point of view."""
+        waiter and is raised, and nothing is half-started: a request the supervisor had not
+        taken when the timeout ran out is withdrawn (``TimeoutError``: none started); one
+        it took is waited for to its answer."""
         self.requests.check_open()
         self.requests.check_caller()
         out: list[tuple[str, Waiter] | AdmissionError] = []
@@ -138,14 +157,24 @@ class RootRuns:
         if not asked:
             return out
         try:
-            # one decision for them all: give it time in proportion (the default 30 s is
-            # for one message's work)
-            replies: tuple[SpawnReply, ...] = self.requests.ask(
-                SpawnMany(requests=tuple(asked)), timeout=30.0 + 0.002 * len(asked)
+            # one decision for them all: give it time in proportion (``ask_timeout`` is for
+            # one message's work); taken by the supervisor, or withdrawn: never both
+            replies: tuple[SpawnReply, ...] = self.requests.ask_claimed(
+                SpawnMany(requests=tuple(asked)),
+                self.ask_timeout + 0.002 * len(asked),
+                self.taken_grace,
             )
-        except BaseException:  # closed, timed out, the store failed: nothing will land
+        except BaseException as exc:  # closed, withdrawn, the store failed: nothing will land
             for request in asked:
                 self.roots.forget(request.request_id)
+            if isinstance(exc, AskRevoked):
+                raise TimeoutError(
+                    f"spawn_many: {exc}: none of its {len(asked)} runs was started or"
+                    " recorded; call it again"
+                ) from None
+            if isinstance(exc, AskOverdue):
+                ids = [request.request_id for request in asked]
+                raise TimeoutError(f"spawn_many: {exc}: {_may_start(ids)}") from None
             raise
         for i, request, reply in zip(places, asked, replies, strict=True):
             if reply.error is not None:
@@ -188,3 +217,12 @@ class RootRuns:
         if current is not None and current.status.terminal:
             self.roots.landed(current.outcome or Outcome(run_id=run_id, status=current.status))
         return waiter, record.agent
+
+
+def _may_start(run_ids: Sequence[str]) -> str:
+    """What a caller told its taken request is overdue can still do (``AskOverdue``)."""
+    shown = ", ".join(run_ids[:10]) + (f" ... ({len(run_ids)} in all)" if len(run_ids) > 10 else "")
+    return (
+        f"its runs may still start, with nobody waiting: {shown}; once decided, rt.runs()"
+        " lists them and rt.attach(run_id) or rt.stop(run_id) takes them"
+    )

@@ -85,6 +85,21 @@ class SupervisorRequests:
         except ActorGone:
             raise RuntimeClosed("the runtime is closed") from None
 
+    def ask_claimed(self, message: Any, timeout: float, grace: float) -> Any:
+        """As ``ask``, for a request that starts runs: one the supervisor had not taken
+        when ``timeout`` ran out is withdrawn, nothing of it done (``AskRevoked``, a
+        ``TimeoutError``); one it took is waited for to its answer, up to ``grace`` more
+        (``AskOverdue``, a ``TimeoutError``: it may still be done; ``SupervisorClient.
+        ask_claimed``)."""
+        self.check_caller()
+        supervisor = self.hosting.supervisor
+        if supervisor is None:
+            raise RuntimeClosed("the runtime is closed")
+        try:
+            return supervisor.ask_claimed(message, timeout=timeout, grace=grace)
+        except ActorGone:
+            raise RuntimeClosed("the runtime is closed") from None
+
     def restore(self, roots: str | Iterable[str] | None) -> RestoreReport:
         """Take up the orphaned runs of the store (``roots``: these root trees; None: all)."""
         wanted = None if roots is None else frozenset([roots] if isinstance(roots, str) else roots)
