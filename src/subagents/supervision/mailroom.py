@@ -343,8 +343,9 @@ class MailRoom:
         last start keeps its receipts: its end may be decided before they come)."""
         if attempt != state.attempt:
             return True
-        over = self.runs.reporting(state.run_id, attempt) is None
-        return over and not state.record.status.terminal
+        if state.record.status.terminal:
+            return False
+        return state.reads is not None or state.between_starts()  # as ``RunTable.reporting``
 
     def hand_over(self, state: RunState) -> tuple[tuple[Mail, ...], Decided]:
         """The unread mail a starting run is handed: what waited for it while it was queued
