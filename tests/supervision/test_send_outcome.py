@@ -76,3 +76,23 @@ def test_each_command_finds_its_own_mail_and_one_taken_with_nothing_kept_is_unkn
     assert outcome(h.store, "r-not-held", gone) is None
     _poll(h, ["r-not-held"])
     assert outcome(h.store, "r-not-held", gone) == SendOutcome(state="unknown")
+
+
+def test_a_delivered_mail_its_run_ended_without_reading_is_still_delivered() -> None:
+    """What the host did with the mail is the outcome, whenever it is read: a mail it
+    delivered stays delivered once the run ends without reading it (a dead letter then),
+    as the poll that came first said. (It read ``dead_letter``, exit 1, "the run ended
+    before its host took the mail", when `send --wait` polled after that end: the same
+    history said two things, by the poll's timing.)"""
+    h = Harness()
+    lead = h.run("lead")
+    posted = h.store.post_command("send", lead, "read me")
+    _poll(h)
+    first = outcome(h.store, lead, posted)
+    assert first is not None and first.state == "delivered"
+    h.core.finished(RunFinished(run_id=lead, result="done without reading it"))
+    [mail] = h.store.mail_for(lead)
+    assert mail.state is MailState.DEAD  # its end made it a dead letter
+    later = outcome(h.store, lead, posted)
+    assert later is not None and (later.state, later.mail_id) == ("delivered", mail.mail_id)
+    assert later.delivered and later.unread_at_end

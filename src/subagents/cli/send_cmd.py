@@ -108,6 +108,11 @@ def _said(posted: Posted, outcome: SendOutcome) -> str:
     run = f"{printable(posted.agent)} {posted.run_id}"
     why = printable(outcome.error or "")
     if outcome.state == "delivered":
+        if outcome.unread_at_end:
+            return (
+                f"delivered mail {outcome.mail_id} to {run}; the run has since ended without"
+                " reading it (a dead letter)"
+            )
         return f"delivered mail {outcome.mail_id} to {run}"
     if outcome.state == "kept":
         return (
