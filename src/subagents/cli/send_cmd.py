@@ -126,8 +126,9 @@ def _said(posted: Posted, outcome: SendOutcome) -> str:
             f" {why or 'the run ended before its host took the mail'}"
         )
     return (
-        f"a runtime took the mail (command {posted.command_id}) but kept no mail for {run}:"
-        " it did not hold the run (see that runtime's log)"
+        f"a runtime took the mail (command {posted.command_id}) but kept no mail for {run}"
+        " under its request id: it did not hold the run (see that runtime's log), or it is"
+        f" of an older version (`subagents log {posted.run_id}` shows whether it came)"
     )
 
 

@@ -32,7 +32,8 @@ class SendOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """``delivered`` (to the live run), ``kept`` (the run is queued: handed over when it
     starts), ``refused`` (by the host: ``error`` says why), ``dead_letter`` (the run ended
     before the host took it: never read), ``unknown`` (taken, but nothing says what became
-    of it: a runtime that no longer holds the run took it; its log says)."""
+    of it: a runtime that no longer holds the run took it, its log says; or a runtime of
+    a version before `send --wait`, which kept the mail under another request id)."""
     mail_id: str | None = None
     error: str | None = None
     unread_at_end: bool = False
