@@ -44,7 +44,7 @@ def test_send_wait_says_a_refused_mail_with_its_reason_and_a_delivered_one(cli: 
     assert outcome["mail_id"] is None
 
     # the worker still waits (the refused mail never reached it); this one is delivered
-    sent = cli("send", run_id, "use the blue one", "--wait", "--timeout", "100")
+    sent = cli("send", run_id, "use the blue one", "--wait", "--timeout", "80")  # (< cli's 90 s)
     assert sent.returncode == 0, sent.stderr
     assert sent.stdout.startswith("delivered mail m") and f"to worker {run_id}" in sent.stdout
 
