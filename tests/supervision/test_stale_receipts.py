@@ -128,3 +128,20 @@ def test_the_refusals_of_an_earlier_starts_requests_are_told_to_that_start_only(
     told = [t for t in of(effects + more + most, Tell) if t.run_id == child]
     assert [type(t.message) for t in told] == [MailAck, SpawnReply, StopReply]
     assert [t.attempt for t in told] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("receipt", RECEIPTS)
+def test_a_receipt_of_a_start_over_before_its_run_ended_leaves_the_dead_letter(
+    receipt: Receipt,
+) -> None:
+    """Stopped while it waited for its restart, the run ended with the mail unread: a dead
+    letter (its sender told it was not read). The failed start's late receipt is as void
+    after that end as it was before it (``between_starts``): it must not make the dead
+    letter read. (An ended run's last start keeps its receipts only if it was not over
+    before the end.)"""
+    h, child, mail_id = _restarting()
+    _fail(h, child, 1)
+    reply, _ = h.core.stop(StopRequest(request_id="s", run_id=child))
+    assert reply.error is None and _state_of(h, child, mail_id) is MailState.DEAD
+    receipt(h, child, mail_id, 1)
+    assert _state_of(h, child, mail_id) is MailState.DEAD

@@ -340,11 +340,12 @@ class MailRoom:
     def _stale(self, state: RunState, attempt: int) -> bool:
         """A report of start ``attempt`` comes from a start of ``state``'s run that is over:
         an earlier one, or the latest while the run waits to start again (an ended run's
-        last start keeps its receipts: its end may be decided before they come)."""
+        last start keeps its receipts: its end may be decided before they come; unless a
+        restart had ended it before: its unread mail is a dead letter, not read)."""
         if attempt != state.attempt:
             return True
         if state.record.status.terminal:
-            return False
+            return state.between_starts()
         return state.reads is not None or state.between_starts()  # as ``RunTable.reporting``
 
     def hand_over(self, state: RunState) -> tuple[tuple[Mail, ...], Decided]:
