@@ -15,17 +15,12 @@ from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Journal,
     JournalEntry,
-    MailAck,
     MailRead,
     MailState,
     RunFinished,
-    SendMail,
-    SpawnReply,
-    SpawnRequest,
-    StopReply,
     StopRequest,
 )
-from subagents.supervision.effects import ScheduleRestart, StartRun, Tell
+from subagents.supervision.effects import ScheduleRestart, StartRun
 from subagents.supervision.limits import Limits
 
 from .test_core import Harness, of
@@ -106,28 +101,6 @@ def test_the_current_starts_receipt_and_one_from_no_actor_mark_the_mail_read(
         receipt(h, child, mail_id, attempt)
         assert h.unread(child) == []
         assert _state_of(h, child, mail_id) is MailState.READ
-
-
-def test_the_refusals_of_an_earlier_starts_requests_are_told_to_that_start_only() -> None:
-    """A restarted run's calls have the earlier start's keys: the refusal of what the earlier
-    start asked after the restart names its start (``Tell.attempt``), so the effector tells
-    it to that start only, not to the current one (tests/runtime/test_stale_answer.py)."""
-    h, child, _ = _restarting()
-    _fail(h, child, 1)
-    of(h.core.restart_due(child), StartRun)
-    key = f"{child}:2"  # the old start's call 2; the current start's call 2 has that key too
-    mail = SendMail(request_id=key, sender=child, to="lead", content="late", attempt=1)
-    ack, effects = h.core.send_mail(mail)
-    assert ack.error is not None and "is not running" in ack.error
-    spawn = SpawnRequest(request_id=key, agent="worker", task="t", parent_run_id=child, attempt=1)
-    reply, more = h.core.spawn(spawn)
-    assert reply.error is not None and "is not running" in reply.error
-    stop = StopRequest(request_id=key, run_id=child, requester=child, attempt=1)
-    refused, most = h.core.stop(stop)
-    assert refused.error is not None and "is not running" in refused.error
-    told = [t for t in of(effects + more + most, Tell) if t.run_id == child]
-    assert [type(t.message) for t in told] == [MailAck, SpawnReply, StopReply]
-    assert [t.attempt for t in told] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("receipt", RECEIPTS)
