@@ -112,17 +112,3 @@ def test_a_lone_tell_keeps_its_place() -> None:
     sent, disarm = _event("a"), DisarmDeadline("a")
     effects = [Tell("p", 1), sent, disarm]
     assert coalesce(list(effects)) == effects
-
-
-def test_a_tell_to_one_start_is_never_merged_with_another_starts() -> None:
-    """An answer to a request of a start (``Tell.attempt``) stays that start's: merged into
-    a Tell to whichever start is live, an earlier start's refusal reached the current one
-    (tests/runtime/test_stale_answer.py), or a live start's message was dropped with a
-    stale start's. Order per run is kept: the run's earlier messages go first."""
-    effects = [Tell("a", 1), Tell("a", 2, 1), Tell("b", "x"), Tell("a", 3, 1), Tell("a", 4)]
-    assert coalesce(list(effects)) == [
-        Tell("a", 1),
-        Tell("a", Batch(messages=(2, 3)), 1),
-        Tell("b", "x"),
-        Tell("a", 4),
-    ]

@@ -6,8 +6,7 @@ message costs a queue hand-off and a wake-up of the receiving thread; one ``Batc
 costs that once. A Tell that already carries a Batch (a run's acknowledgements of one step's
 sends) is merged flat: a Batch never holds a Batch.
 
-Order: messages to one run keep their order (they end up in one Batch, in order; those to
-one start of it, ``Tell.attempt``, are never merged with those to another). Tells to
+Order: messages to one run keep their order (they end up in one Batch, in order). Tells to
 different runs were never ordered relative to each other (separate mailboxes). Publish and
 the deadline timers are not ordered relative to Tells either (events and timers are seen by
 other threads at any time), so they pass through where they stand. Any other effect (a start,
@@ -40,11 +39,21 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
     if list(map(type, effects)).count(Tell) < 2:
         return effects
     out: list[Effect] = []
-    pending: dict[str, tuple[int, list[Any]]] = {}
+    pending: dict[str, list[Any]] = {}
 
     def release() -> None:
-        for run_id, (attempt, messages) in pending.items():
-            out.append(_merged(run_id, attempt, messages))
+        for run_id, messages in pending.items():
+            if len(messages) == 1:
+                message = messages[0]
+            else:  # a Batch among them (a run's acknowledgements) is opened: no nesting
+                flat: list[Any] = []
+                for m in messages:
+                    if isinstance(m, Batch):
+                        flat.extend(m.messages)
+                    else:
+                        flat.append(m)
+                message = Batch(messages=tuple(flat))
+            out.append(Tell(run_id, message))
         pending.clear()
 
     for effect in effects:  # one isinstance per effect while nothing is pending (most)
@@ -53,15 +62,11 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
                 release()
                 out.append(effect)
                 continue
-            run_id = effect.run_id
-            held = pending.get(run_id)
-            if held is None:
-                pending[run_id] = (effect.attempt, [effect.message])
-            elif held[0] == effect.attempt:
-                held[1].append(effect.message)
-            else:  # to another start of the run (``Tell.attempt``): what it holds goes first
-                out.append(_merged(run_id, *pending.pop(run_id)))
-                pending[run_id] = (effect.attempt, [effect.message])
+            messages = pending.get(effect.run_id)
+            if messages is None:
+                pending[effect.run_id] = [effect.message]
+            else:
+                messages.append(effect.message)
         elif pending and not isinstance(effect, _PASS_THROUGH):
             release()
             out.append(effect)
@@ -70,21 +75,6 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
     if pending:
         release()
     return out
-
-
-def _merged(run_id: str, attempt: int, messages: list[Any]) -> Tell:
-    """One Tell of ``messages`` (a ``Batch`` when there are several: a Batch among them, a
-    run's acknowledgements, is opened, no nesting), to the start ``attempt`` names."""
-    if len(messages) == 1:
-        return Tell(run_id, messages[0], attempt)
-    flat: list[Any] = []
-    for m in messages:
-        if isinstance(m, Batch):
-            flat.extend(m.messages)
-        else:
-            flat.append(m)
-    batch: Any = Batch(messages=tuple(flat))  # (a Batch of run messages: an actor message)
-    return Tell(run_id, batch, attempt)
 
 
 def _acknowledges(message: Any) -> bool:
