@@ -158,7 +158,7 @@ class Effector:
         self.on_event(effect.event)
 
     def _tell(self, effect: Tell) -> None:
-        self.tell(effect.run_id, effect.message, effect.attempt)
+        self.tell(effect.run_id, effect.message)
 
     def _stop_agent(self, effect: StopAgent) -> None:
         # ``apply`` unlisted it before carrying anything out; unlisted again here: a start
@@ -189,11 +189,10 @@ class Effector:
     def _tell_outside(self, effect: TellOutside) -> None:
         self.on_outside(effect.message)
 
-    def tell(self, run_id: str, message: Any, attempt: int = 0) -> None:
-        """Tell the live run ``run_id``'s agent ``message`` (nothing if it is gone, or if
-        ``attempt`` names a start of it that is over: ``Tell.attempt``)."""
+    def tell(self, run_id: str, message: Any) -> None:
+        """Tell the live run ``run_id``'s agent ``message`` (nothing if it is gone)."""
         live = self.live.get(run_id)
-        if live is not None and (not attempt or live.attempt == attempt):
+        if live is not None:
             with contextlib.suppress(pykka.ActorDeadError):
                 live.ref.tell(message)
 

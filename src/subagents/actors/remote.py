@@ -445,11 +445,11 @@ class RoutingEffector(Effector):
         for start in waiting:
             self.apply([start, *held.get(start.record.run_id, [])])
 
-    def tell(self, run_id: str, message: Any, attempt: int = 0) -> None:
+    def tell(self, run_id: str, message: Any) -> None:
         with self._lock:
             found = self.where.get(run_id)
-        if found is not None:  # (the node's effector checks ``attempt``)
-            self._send(found[0], [Tell(run_id, message, attempt)])
+        if found is not None:
+            self._send(found[0], [Tell(run_id, message)])
 
     def ended(self, run_id: str, attempt: int) -> None:
         with self._lock:

@@ -140,7 +140,7 @@ class Admission:
             if req.parent_run_id is None:
                 decided.effects.append(TellOutside(reply))
         if req.parent_run_id is not None:
-            decided.effects.append(Tell(req.parent_run_id, reply, req.attempt))
+            decided.effects.append(Tell(req.parent_run_id, reply))
         return reply, decided
 
     def admit(

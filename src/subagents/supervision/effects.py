@@ -63,12 +63,6 @@ class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):
 
     run_id: str
     message: ActorMessage
-    attempt: int = 0
-    """The answer to a request of this start of the run (0: to whichever is live): told
-    only to that start. A restarted run's calls have its earlier start's keys (a function
-    agent's are positional), so a refusal of a request the earlier start made after the
-    restart ("is not running"), told to the current start, was taken as the answer to its
-    own call of that key (tests/runtime/test_stale_answer.py)."""
 
 
 class TellOutside(msgspec.Struct, frozen=True, gc=False, tag=True):

@@ -45,25 +45,23 @@ def event_mail_ids(data: dict[str, Any]) -> list[str]:
     return [] if mail_id is None else [str(mail_id)]
 
 
-def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, int, Any]]:
-    """(sender, its start, message) for each start of a run that sent some of ``msgs``: its
-    acknowledgements, in order, as one message (a ``Batch`` when there are several), told
-    to that start only (``Tell.attempt``). The outside is not told."""
+def acks_by_sender(msgs: Sequence[SendMail], acks: Sequence[MailAck]) -> list[tuple[str, Any]]:
+    """(sender, message) for each run that sent some of ``msgs``: its acknowledgements, in
+    order, as one message (a ``Batch`` when there are several). The outside is not told."""
     if len(msgs) == 1:  # one send: nothing to group
-        msg = msgs[0]
-        return [] if msg.sender == EXTERNAL_SENDER else [(msg.sender, msg.attempt, acks[0])]
-    by_sender: dict[tuple[str, int], list[MailAck]] = {}
+        sender = msgs[0].sender
+        return [] if sender == EXTERNAL_SENDER else [(sender, acks[0])]
+    by_sender: dict[str, list[MailAck]] = {}
     for msg, ack in zip(msgs, acks, strict=True):
         if msg.sender != EXTERNAL_SENDER:
-            key = (msg.sender, msg.attempt)
-            its = by_sender.get(key)
+            its = by_sender.get(msg.sender)
             if its is None:
-                by_sender[key] = [ack]
+                by_sender[msg.sender] = [ack]
             else:
                 its.append(ack)
     return [
-        (sender, attempt, its[0] if len(its) == 1 else Batch(messages=tuple(its)))
-        for (sender, attempt), its in by_sender.items()
+        (sender, its[0] if len(its) == 1 else Batch(messages=tuple(its)))
+        for sender, its in by_sender.items()
     ]
 
 

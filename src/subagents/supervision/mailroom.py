@@ -137,7 +137,7 @@ class MailRoom:
                 recorded_as.append(mail)
         self._record(post, out)
         out.writes.extend(named_records(recorded_as, msgs, acks, post.now))
-        out.effects.extend(Tell(s, acked, a) for s, a, acked in acks_by_sender(msgs, acks))
+        out.effects.extend(Tell(sender, acked) for sender, acked in acks_by_sender(msgs, acks))
         return acks, out
 
     def _publish(

@@ -51,7 +51,7 @@ class Stops:
                 error=reply.error,
             )
             told.writes.append(SaveJournal(req.requester, (entry,)))
-        told.effects.append(Tell(req.requester, reply, req.attempt))
+        told.effects.append(Tell(req.requester, reply))
         return told
 
     def one(self, req: StopRequest) -> tuple[StopReply, Decided]:
