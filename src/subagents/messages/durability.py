@@ -104,6 +104,13 @@ class Command(msgspec.Struct, frozen=True, kw_only=True):
     ts: float = msgspec.field(default_factory=time.time)
 
 
+def command_request_id(command_id: int) -> str:
+    """The request id of the mail a ``send`` command becomes (``Mail.request_id``): how
+    the process that posted it finds what became of it (`subagents send --wait`). A
+    store never gives a command id twice."""
+    return f"command-{command_id}"
+
+
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One line of a function agent's journal: a call it made, or a result it saw.
 

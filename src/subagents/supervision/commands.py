@@ -23,8 +23,8 @@ from subagents.messages import (
     MailAck,
     RunRecord,
     SendMail,
-    new_id,
 )
+from subagents.messages.durability import command_request_id
 from subagents.supervision import approvals
 from subagents.supervision.effects import Decided
 from subagents.supervision.lifecycle import Lifecycle
@@ -67,8 +67,8 @@ def commanded(
             decided.add(_stopped(stops, runs, life, trees))
             stops = []
             if command.kind == "send" and command.content is not None:
-                sent = SendMail(
-                    request_id=new_id("q", now()),
+                sent = SendMail(  # its request id names the command (`send --wait`)
+                    request_id=command_request_id(command.command_id),
                     sender=EXTERNAL_SENDER,
                     to=command.run_id,
                     content=command.content,

@@ -231,7 +231,7 @@ class SupervisorCore:
         """Read receipts (one, or a run of consecutive ones)."""
         self.effects.begin()
         for msg in msgs:
-            self.effects.take(self.mail.read(msg.run_id, msg.mail_ids))
+            self.effects.take(self.mail.read(msg.run_id, msg.mail_ids, msg.attempt))
         return self._decided()
 
     def journal(self, msg: Journal) -> Decision:

@@ -314,21 +314,39 @@ class MailRoom:
 
     # ---- receipts, hand-over, dead letters -------------------------------------------------
 
-    def read(self, run_id: str, mail_ids: Sequence[str]) -> Decided:
+    def read(self, run_id: str, mail_ids: Sequence[str], attempt: int = 0) -> Decided:
         """``run_id`` has read ``mail_ids`` (the one receipt: a ``MailRead``, or the mail a
         step or a tool result showed the model): out of its inbox, and the write that marks
         them read in the store. Consecutive receipts of one message are one write: the
-        caller's gathering joins them (``effects.join``)."""
+        caller's gathering joins them (``effects.join``).
+
+        A receipt from a start that is over (``attempt``, 0: not from a run's actor) is
+        void: its mail was handed to the current start too, which has not read it; marked
+        read, it would leave the inbox (no dead letter at the end) and, after a crash, no
+        resume would hand it over again."""
         decided = Decided()
         if not mail_ids:
             return decided
         state = self.runs.get(run_id)
+        if state is not None and attempt and self._stale(state, attempt):
+            return decided
         if state is not None:
             inbox = state.inbox
             for mail_id in mail_ids:
                 inbox.pop(mail_id, None)
         decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
         return decided
+
+    def _stale(self, state: RunState, attempt: int) -> bool:
+        """A report of start ``attempt`` comes from a start of ``state``'s run that is over:
+        an earlier one, or the latest while the run waits to start again (an ended run's
+        last start keeps its receipts: its end may be decided before they come; unless a
+        restart had ended it before: its unread mail is a dead letter, not read)."""
+        if attempt != state.attempt:
+            return True
+        if state.record.status.terminal:
+            return state.between_starts()
+        return state.reads is not None or state.between_starts()  # as ``RunTable.reporting``
 
     def hand_over(self, state: RunState) -> tuple[tuple[Mail, ...], Decided]:
         """The unread mail a starting run is handed: what waited for it while it was queued

@@ -86,7 +86,7 @@ class Recorded:
         if type(report) is Journal:
             return self.journal(report)
         if type(report) is MailRead:
-            return self._mail.read(report.run_id, report.mail_ids)
+            return self._mail.read(report.run_id, report.mail_ids, report.attempt)
         raise TypeError(f"not a report that only records: {type(report).__name__}")
 
     def journal(self, msg: Journal) -> Decided:
@@ -100,7 +100,8 @@ class Recorded:
         if kept and self._runs.reporting(msg.run_id, msg.attempt) is not None:
             out.writes.append(SaveJournal(msg.run_id, msg.entries))
         if msg.read_mail:  # (most journals read none: no receipt to make)
-            out.add(self._mail.read(msg.run_id, msg.read_mail))  # an earlier start's: void
+            # (an earlier start's receipt is void: MailRoom.read)
+            out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
         return out
 
 
