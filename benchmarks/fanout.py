@@ -121,21 +121,56 @@ def raw_asyncio(children: int, limit: int, delay: float) -> float:
 
 
 class _Gauge:
-    """How many are inside a section at once, at most (thread-safe)."""
+    """How many are inside a section at once, at most (thread-safe); and when each entered
+    and left (``perf_counter``), for the makespan's breakdown (``where_it_goes``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.now = 0
         self.most = 0
+        self.entered: list[float] = []
+        self.left: list[float] = []
 
     def enter(self) -> None:
         with self._lock:
+            self.entered.append(time.perf_counter())
             self.now += 1
             self.most = max(self.most, self.now)
 
     def leave(self) -> None:
         with self._lock:
+            self.left.append(time.perf_counter())
             self.now -= 1
+
+    def where_it_goes(self, start: float, end: float, limit: int) -> dict[str, float]:
+        """Where one fan-out's makespan went beyond its calls (ms), from the calls' times
+        since the mark ``start`` (the parent began) to ``end`` (its gather returned):
+
+        - ``first_call_ms``: until the first call was under way (the parent's spawns, the
+          supervisor's first decision, the first child's start);
+        - ``first_wave_ms``: until ``limit`` calls had begun (every slot busy once; ideal:
+          ~0, a makespan pays it whole);
+        - ``hand_over_ms_mean`` / ``_p90``: a freed slot's next call, from the k-th call's
+          end to the (k + limit)-th call's start (at most ``limit`` at once: it cannot begin
+          before), i.e. a child's reports, its end decided, the next child started and on
+          its way to its model call; each slot hands over children / limit - 1 times;
+        - ``tail_ms``: from the last call's end to the parent's gather returning.
+
+        Taken for the trial just run (the lists are cleared)."""
+        with self._lock:
+            entered, left = sorted(self.entered), sorted(self.left)
+            self.entered, self.left = [], []
+        if len(entered) < limit or not left:
+            return {}
+        lags = sorted(entered[k + limit] - left[k] for k in range(len(entered) - limit))
+        ms = 1e3
+        return {
+            "first_call_ms": rounded((entered[0] - start) * ms, 2),
+            "first_wave_ms": rounded((entered[limit - 1] - start) * ms, 2),
+            "hand_over_ms_mean": rounded(sum(lags) / len(lags) * ms, 2) if lags else 0.0,
+            "hand_over_ms_p90": rounded(lags[int(len(lags) * 0.9)] * ms, 2) if lags else 0.0,
+            "tail_ms": rounded((end - left[-1]) * ms, 2),
+        }
 
 
 class _GaugedModel(ScriptedModel):
@@ -154,10 +189,16 @@ class _GaugedModel(ScriptedModel):
 
 
 def runtime(
-    children: int, limit: int, delay: float, gauge: _Gauge, async_workers: bool = False
+    children: int,
+    limit: int,
+    delay: float,
+    gauge: _Gauge,
+    async_workers: bool = False,
+    breakdown: list[dict[str, float]] | None = None,
 ) -> tuple[float, float, int]:
     """(makespan, process CPU seconds during it, runs parked) through the runtime. LLM workers
-    on the scripted model, or (``async_workers``) function agents awaiting ``ctx.sleep``."""
+    on the scripted model, or (``async_workers``) function agents awaiting ``ctx.sleep``.
+    ``breakdown``: where the makespan went is appended to it (``_Gauge.where_it_goes``)."""
     marks: dict[str, float] = {}
     parked = [0]
 
@@ -198,6 +239,9 @@ def runtime(
         outcome = rt.run("parent", str(children), wait=120)
     if outcome.result != str(children):
         raise RuntimeError(f"runtime: expected {children} completed children, got {outcome!r}")
+    where = gauge.where_it_goes(marks["start"], marks["end"], limit)
+    if breakdown is not None:
+        breakdown.append(where)
     return marks["end"] - marks["start"], marks["end_cpu"] - marks["start_cpu"], parked[0]
 
 
@@ -218,10 +262,17 @@ def main() -> None:
     peer = autogen()
     gauges = {"runtime": _Gauge(), "runtime_async_workers": _Gauge()}
     parked: dict[str, list[int]] = {name: [] for name in gauges}
+    breakdowns: list[dict[str, float]] = []  # the LLM workers' trials
 
     def through_runtime(name: str) -> tuple[float, float]:
+        async_workers = name == "runtime_async_workers"
         makespan, cpu, runs_parked = runtime(
-            children, limit, delay, gauges[name], async_workers=name == "runtime_async_workers"
+            children,
+            limit,
+            delay,
+            gauges[name],
+            async_workers=async_workers,
+            breakdown=None if async_workers else breakdowns,
         )
         parked[name].append(runs_parked)
         return makespan, cpu
@@ -271,6 +322,25 @@ def main() -> None:
                 },
                 "cpu_ms_per_child": cpu_ms,
                 "max_concurrent": {name: gauge.most for name, gauge in gauges.items()},
+                "where_it_goes": {
+                    "what": (
+                        "the LLM workers' makespan beyond its calls, per trial median (ms):"
+                        " until the first call and until every slot was busy once (the first"
+                        " wave), a freed slot's hand-over to the next child's call (mean,"
+                        " p90; children / limit - 1 per slot), the last call's end to the"
+                        " parent's gather returning"
+                    ),
+                    **{
+                        key: rounded(median([b[key] for b in breakdowns if key in b]), 2)
+                        for key in (
+                            "first_call_ms",
+                            "first_wave_ms",
+                            "hand_over_ms_mean",
+                            "hand_over_ms_p90",
+                            "tail_ms",
+                        )
+                    },
+                },
                 "async_workers": {
                     "what": (
                         "function agents awaiting ctx.sleep: a waiting run may lend its slot"

@@ -236,6 +236,16 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     # real concurrency, counted where the calls happen: LLM workers hold their slots
     limit, children = result["sizes"]["limit"], result["sizes"]["children"]
     assert 1 <= figures["max_concurrent"]["runtime"] <= limit
+    # where the makespan went: the first wave after the first call, hand-overs never negative
+    # (at most `limit` calls at once: the (k + limit)-th starts after the k-th ended); each
+    # part within its trial's makespan (so in ms, from the parent's start: medians of paired
+    # trials keep the order), the tail after all but the last wave of calls
+    where = figures["where_it_goes"]
+    makespan_ms = figures["makespan_s"] * 1e3
+    assert 0 < where["first_call_ms"] <= where["first_wave_ms"] < makespan_ms
+    assert where["hand_over_ms_mean"] >= 0 and where["hand_over_ms_p90"] >= 0
+    waves_ms = (children // limit - 1) * result["sizes"]["delay_s"] * 1e3
+    assert 0 <= where["tail_ms"] <= makespan_ms - waves_ms
     # async workers may lend their slots (parking): their ideal is the one at the concurrency
     # seen; a sleep this brief keeps its slot, so they are at most `limit` at a time too
     assert 1 <= figures["max_concurrent"]["runtime_async_workers"] <= limit
