@@ -95,3 +95,21 @@ def test_a_root_whose_end_write_breaks_has_its_caller_told_of_the_bug(tmp_path: 
         assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
         record = store.get_run(handle.run_id)
         assert record is not None and not record.status.terminal
+
+
+async def _parent(ctx: AgentContext) -> str:
+    child = await ctx.spawn("echo", BUGGY)  # awaited: its end is told to this run
+    return f"{child.status.value} {child.error_kind}: {child.error}"
+
+
+def test_a_child_whose_end_write_breaks_has_its_awaiting_parent_told(tmp_path: Path) -> None:
+    """The child's end is told to its parent, not the outside: lost with the effects, the
+    parent awaited it for ever, and so did the root's caller (a ``TimeoutError`` here)."""
+    store = RefusingSQLite(tmp_path / "runs.db")
+    agents = [*AGENTS, FunctionAgent.create("parent", _parent)]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.spawn("parent", "go").result(timeout=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        told = outcome.result or ""
+        assert told.startswith("failed supervisor:") and "TypeError" in told, told
+        assert "restore" in told, told

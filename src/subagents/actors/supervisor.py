@@ -544,7 +544,7 @@ class SupervisorActor(FastInboxActor):
             try:
                 write_all(self.store, writes)
             except Exception as exc:  # the effects are lost, not a root's answer
-                write_failed(exc, decision.effects, self._halt, self.on_outside)
+                write_failed(exc, decision.effects, self._halt, self.on_outside, self.effector.tell)
                 raise
 
     def _apply(self, effects: list[Effect]) -> None:

@@ -22,7 +22,7 @@ from subagents.messages import (
     StopRequested,
 )
 from subagents.store.base import StoreError
-from subagents.supervision.effects import TellOutside
+from subagents.supervision.effects import Tell, TellOutside
 
 
 def refusal_of(message: Any, reason: str) -> tuple[str | None, Any] | None:
@@ -69,21 +69,31 @@ def answer_told(
             tell(run_id, reply)
 
 
-def ends_unrecorded(effects: Iterable[Any], reason: str, on_outside: Callable[[Any], None]) -> None:
-    """The roots that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
-    in a store's method), each caller told its run failed with ``reason``: the core has
-    forgotten the run, so nothing else would ever tell it. Its end is not in the store."""
+def ends_unrecorded(
+    effects: Iterable[Any],
+    reason: str,
+    on_outside: Callable[[Any], None],
+    tell: Callable[[str, Any], None],
+) -> None:
+    """The runs that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
+    in a store's method), each one's waiter told it failed with ``reason``: a root's caller
+    (``on_outside``), a child's parent awaiting it (``tell``: else the parent, and so its
+    root's caller, waited for ever). The core has forgotten the run, so nothing else would
+    ever tell them. Its end is not in the store."""
     for effect in effects:
-        if isinstance(effect, TellOutside) and isinstance(effect.message, ChildDone):
+        if isinstance(effect, TellOutside | Tell) and isinstance(effect.message, ChildDone):
             done = effect.message
-            error = reason + UNWRITTEN
             outcome = Outcome(
                 run_id=done.outcome.run_id,
                 status=RunStatus.FAILED,
                 error_kind="supervisor",
-                error=error,
+                error=reason + UNWRITTEN,
             )
-            on_outside(ChildDone(request_id=done.request_id, outcome=outcome))
+            told = ChildDone(request_id=done.request_id, outcome=outcome)
+            if isinstance(effect, Tell):
+                tell(effect.run_id, told)
+            else:
+                on_outside(told)
 
 
 UNWRITTEN = (
@@ -98,15 +108,17 @@ def write_failed(
     effects: Sequence[Any],
     halt: Callable[[Exception, Sequence[Any]], None],
     on_outside: Callable[[Any], None],
+    tell: Callable[[str, Any], None],
 ) -> None:
-    """A decision's writes failed with ``exc``: its ``effects`` are lost, but a root that
-    ended in them is no longer among the core's runs, so its caller is told here or never:
-    the store failed (``halt``: ``SupervisorActor._halt``, which tells it with the rest),
+    """A decision's writes failed with ``exc``: its ``effects`` are lost, but a run that
+    ended in them is no longer among the core's runs, so its caller (a root's, or an
+    awaiting parent) is told here or never: the store failed (``halt``:
+    ``SupervisorActor._halt``, which tells the roots' with the rest, and stops every run),
     or a bug did (``ends_unrecorded``: the supervisor goes on)."""
     if isinstance(exc, StoreError):
         halt(exc, effects)
     else:
-        ends_unrecorded(effects, failure_reason(exc), on_outside)
+        ends_unrecorded(effects, failure_reason(exc), on_outside, tell)
 
 
 def rolled_back(group: AbstractContextManager[None] | None, exc: Exception) -> None:
