@@ -28,7 +28,6 @@ message per sender, events per step). After a commit, the held Tells to each run
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +50,7 @@ from subagents.actors.spawn_group import decide_together, groupable, spawns_end,
 from subagents.actors.sweeping import sweep
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
-from subagents.actors.told_answers import answer_told, failure_reason
+from subagents.actors.told_answers import answer_told, failure_reason, rolled_back, write_failed
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -229,8 +228,8 @@ class SupervisorActor(FastInboxActor):
             return self._answer(message.message)
         if message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()
-        elif kind is LeaseLost:  # nothing more may be written
-            self._lease_lost(message.reason)
+        elif kind is LeaseLost:  # taken over (its lease lapsed): nothing more, for good
+            self._halt(RuntimeError(message.reason), what=LOST_LEASE)
         else:
             self._receive(message, more=False)
         return None
@@ -377,7 +376,7 @@ class SupervisorActor(FastInboxActor):
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
     ) -> None:
-        """The store failed (or the lease is lost): the open group is dropped, every run
+        """The store failed (or the lease is lost): the open group is rolled back, every run
         stopped, every caller told (``actors.outage``). ``lost``: effects held for a group
         whose commit failed: a root that ended in it is no longer among the core's runs, and
         its end was not committed; its caller is told of the failure too."""
@@ -386,8 +385,10 @@ class SupervisorActor(FastInboxActor):
             for e in [*lost, *self._held]
             if isinstance(e, TellOutside) and isinstance(e.message, ChildDone)
         ]
+        group, self._group = self._group, None
+        rolled_back(group, exc)  # (not left open: a MemoryStore's lock would stay held)
         if self.outage.failure is None:
-            self._group, self._held, self._grouped = None, [], 0
+            self._held, self._grouped = [], 0
         self.outage.begin(exc, what, self.effector.stop_all, ended)
 
     def _recover(self) -> bool:
@@ -399,15 +400,6 @@ class SupervisorActor(FastInboxActor):
             return False
         self._apply(decision.effects)
         return True
-
-    def _lease_lost(self, reason: str) -> None:
-        """Another process took this runtime's runs over (its lease had lapsed): the open
-        group is rolled back, not committed, and everything stops, for good."""
-        group, self._group = self._group, None
-        if group is not None:
-            with contextlib.suppress(Exception):
-                group.__exit__(RuntimeError, RuntimeError(reason), None)
-        self._halt(RuntimeError(reason), what=LOST_LEASE)
 
     def _refuse_tell(self, message: Any) -> None:
         """After a store failure: whoever waits on a tell is told the store's error."""
@@ -545,9 +537,15 @@ class SupervisorActor(FastInboxActor):
         self._apply(decision.effects)
 
     def _write(self, decision: Decision) -> None:
+        """``decision``'s writes; failing, they lose its effects, but not the answer owed to
+        a root's caller (``told_answers.write_failed``: a store failure halts here)."""
         writes = decision.writes
         if writes:
-            write_all(self.store, writes)
+            try:
+                write_all(self.store, writes)
+            except Exception as exc:  # the effects are lost, not a root's answer
+                write_failed(exc, decision.effects, self._halt, self.on_outside, self.effector.tell)
+                raise
 
     def _apply(self, effects: list[Effect]) -> None:
         if self._group is not None:  # not committed yet: held back until it is

@@ -4,11 +4,16 @@ tool call until its deadline, and an outside caller on its spawn forever."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.messages import (
+    ChildDone,
     MailAck,
+    Outcome,
+    RunStatus,
     SendMail,
     SpawnReply,
     SpawnRequest,
@@ -16,6 +21,8 @@ from subagents.messages import (
     StopRequest,
     StopRequested,
 )
+from subagents.store.base import StoreError
+from subagents.supervision.effects import Tell, TellOutside
 
 
 def refusal_of(message: Any, reason: str) -> tuple[str | None, Any] | None:
@@ -60,3 +67,64 @@ def answer_told(
             on_outside(reply)
         elif answers(run_id, message.attempt):  # (each message refused carries its start)
             tell(run_id, reply)
+
+
+def ends_unrecorded(
+    effects: Iterable[Any],
+    reason: str,
+    on_outside: Callable[[Any], None],
+    tell: Callable[[str, Any], None],
+) -> None:
+    """The runs that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
+    in a store's method), each one's waiter told it failed with ``reason``: a root's caller
+    (``on_outside``), a child's parent awaiting it (``tell``: else the parent, and so its
+    root's caller, waited for ever). The core has forgotten the run, so nothing else would
+    ever tell them. Its end is not in the store."""
+    for effect in effects:
+        if isinstance(effect, TellOutside | Tell) and isinstance(effect.message, ChildDone):
+            done = effect.message
+            outcome = Outcome(
+                run_id=done.outcome.run_id,
+                status=RunStatus.FAILED,
+                error_kind="supervisor",
+                error=reason + UNWRITTEN,
+            )
+            told = ChildDone(request_id=done.request_id, outcome=outcome)
+            if isinstance(effect, Tell):
+                tell(effect.run_id, told)
+            else:
+                on_outside(told)
+
+
+UNWRITTEN = (
+    " (the run's end could not be written: the store keeps the run unfinished, and a restore"
+    " runs it again)"
+)
+"""What a caller told of a bug in writing its run's end is told besides."""
+
+
+def write_failed(
+    exc: Exception,
+    effects: Sequence[Any],
+    halt: Callable[[Exception, Sequence[Any]], None],
+    on_outside: Callable[[Any], None],
+    tell: Callable[[str, Any], None],
+) -> None:
+    """A decision's writes failed with ``exc``: its ``effects`` are lost, but a run that
+    ended in them is no longer among the core's runs, so its caller (a root's, or an
+    awaiting parent) is told here or never: the store failed (``halt``:
+    ``SupervisorActor._halt``, which tells the roots' with the rest, and stops every run),
+    or a bug did (``ends_unrecorded``: the supervisor goes on)."""
+    if isinstance(exc, StoreError):
+        halt(exc, effects)
+    else:
+        ends_unrecorded(effects, failure_reason(exc), on_outside, tell)
+
+
+def rolled_back(group: AbstractContextManager[None] | None, exc: Exception) -> None:
+    """The supervisor's open store ``group`` exited with ``exc`` (rolled back), if any; not
+    dropped open: a MemoryStore's group holds the store's lock, which the supervisor's
+    thread would keep, and a close (``release_lease``) would wait on it for ever."""
+    if group is not None:
+        with contextlib.suppress(Exception):  # (the store failed: its rollback may too)
+            group.__exit__(type(exc), exc, None)

@@ -1,0 +1,115 @@
+"""A root's end whose write fails: its caller still hears an answer.
+
+The core forgets a root as it decides its end, so once the decision's writes fail nothing
+else would tell its caller (the caller waited for ever). The failures are real: a store
+whose ``save_outcome`` refuses one run's outcome (a ``StoreError``: the store fails, the
+supervisor halts) or breaks on it (a ``TypeError``: a bug, the supervisor goes on). The end
+is handled in the supervisor's open group (``RunFinished`` is a grouped report): a
+MemoryStore's group holds the store's lock, which the halt must let go of, or the close
+hangs on it (``release_lease``)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from subagents import FunctionAgent, MemoryStore, Runtime, SQLiteStore
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Outcome, RunStatus
+from subagents.store.base import StoreError
+
+WAIT = 60.0
+REFUSED = "refused"  # the result whose outcome the store refuses
+BUGGY = "buggy"  # the result whose outcome the store breaks on
+
+
+def _check(outcome: Outcome) -> None:
+    if outcome.result == REFUSED:
+        raise StoreError("the disk is full")
+    if outcome.result == BUGGY:
+        raise TypeError("save_outcome() got an unexpected keyword argument")
+
+
+class RefusingSQLite(SQLiteStore):
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        _check(outcome)
+        super().save_outcome(outcome, delivered)
+
+
+class RefusingMemory(MemoryStore):
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        _check(outcome)
+        super().save_outcome(outcome, delivered)
+
+
+def _echo(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+AGENTS = [FunctionAgent.create("echo", _echo)]
+
+
+def test_a_root_whose_end_the_store_refuses_has_its_caller_told(tmp_path: Path) -> None:
+    store = RefusingSQLite(tmp_path / "runs.db")
+    with Runtime(AGENTS, store=store) as rt:
+        handle = rt.spawn("echo", REFUSED)
+        outcome = handle.result(timeout=WAIT)  # (before the fix: never told, TimeoutError)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "store"
+        assert "the disk is full" in (outcome.error or "")
+        # the store takes writes again: the runtime goes on, and records the run as its
+        # caller was told (failed, the store's error), not as it ended in memory
+        assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.FAILED
+        assert record.outcome is not None and record.outcome.error_kind == "store"
+
+
+def test_a_halt_in_a_memory_stores_group_lets_the_close_finish() -> None:
+    store = RefusingMemory()
+    rt = Runtime(AGENTS, store=store)
+    closed = threading.Event()
+    try:
+        outcome = rt.spawn("echo", REFUSED).result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "store"
+    finally:
+
+        def close() -> None:
+            rt.close()
+            closed.set()
+
+        # (daemon: before the fix it waits for ever on the store's lock the supervisor's
+        # thread kept, and must not keep the test process alive)
+        threading.Thread(target=close, daemon=True).start()
+    assert closed.wait(WAIT), "the close hung (the store's lock left held by the halt)"
+
+
+def test_a_root_whose_end_write_breaks_has_its_caller_told_of_the_bug(tmp_path: Path) -> None:
+    store = RefusingSQLite(tmp_path / "runs.db")
+    with Runtime(AGENTS, store=store) as rt:
+        handle = rt.spawn("echo", BUGGY)
+        outcome = handle.result(timeout=WAIT)  # (before the fix: never told, TimeoutError)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "supervisor"
+        assert "TypeError" in (outcome.error or "") and "restore" in (outcome.error or "")
+        # a bug, not the store: the supervisor goes on; the run's end is not in the store,
+        # as its caller was told
+        assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
+        record = store.get_run(handle.run_id)
+        assert record is not None and not record.status.terminal
+
+
+async def _parent(ctx: AgentContext) -> str:
+    child = await ctx.spawn("echo", BUGGY)  # awaited: its end is told to this run
+    return f"{child.status.value} {child.error_kind}: {child.error}"
+
+
+def test_a_child_whose_end_write_breaks_has_its_awaiting_parent_told(tmp_path: Path) -> None:
+    """The child's end is told to its parent, not the outside: lost with the effects, the
+    parent awaited it for ever, and so did the root's caller (a ``TimeoutError`` here)."""
+    store = RefusingSQLite(tmp_path / "runs.db")
+    agents = [*AGENTS, FunctionAgent.create("parent", _parent)]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.spawn("parent", "go").result(timeout=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        told = outcome.result or ""
+        assert told.startswith("failed supervisor:") and "TypeError" in told, told
+        assert "restore" in told, told
