@@ -112,6 +112,7 @@ from subagents.messages.durability import (
     CommandKind,
     JournalEntry,
     Lease,
+    command_request_id,
 )
 from subagents.messages.events import (
     PREVIEW_CHARS,
@@ -241,6 +242,7 @@ __all__ = [
     "WaitingChanged",
     "Wake",
     "approval_id_for",
+    "command_request_id",
     "new_id",
     "topic_problem",
 ]
