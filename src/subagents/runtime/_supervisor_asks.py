@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any, get_args
 
-from subagents.actors.supervisor_client import ActorGone
+from subagents.actors.supervisor_client import TAKEN_GRACE, ActorGone, AskOverdue, AskRevoked
 from subagents.logs import get_logger
 from subagents.messages import (
     EXTERNAL_SENDER,
@@ -37,6 +37,10 @@ from subagents.runtime._services import Services
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import mail_problem
 
+SEND_TIMEOUT_S = 30.0
+"""How long ``Runtime.send`` waits for the supervisor to take its mail: one not taken by then
+is withdrawn (never delivered); one taken is waited for to its answer (``ask_claimed``)."""
+
 log = get_logger("subagents.runtime")
 
 
@@ -51,6 +55,8 @@ class SupervisorRequests:
         self.hosting = hosting
         self.limits = limits
         self.closed = False
+        self.send_timeout = SEND_TIMEOUT_S
+        """How long ``send`` waits for the supervisor to take its mail (tests make it short)."""
         """Set by ``Runtime.close``: from then on every call raises ``RuntimeClosed``."""
 
     def check_open(self) -> None:
@@ -150,7 +156,15 @@ class SupervisorRequests:
         problem = mail_problem(mail, self.limits)
         if problem is not None:
             raise ValueError(problem)
-        ack: MailAck = self.ask(mail)
+        try:
+            ack: MailAck = self.ask_claimed(mail, timeout=self.send_timeout, grace=TAKEN_GRACE)
+        except AskRevoked as exc:  # withdrawn: never delivered, safe to send again
+            raise TimeoutError(f"send to {run_id}: {exc}; the mail was not sent") from None
+        except AskOverdue as exc:  # taken, not answered: it may still be delivered
+            raise TimeoutError(
+                f"send to {run_id}: {exc}; the mail may still be delivered: look for it"
+                f" (`subagents log {run_id}`, events) before sending it again"
+            ) from None
         if ack.error is not None:
             raise LookupError(ack.error)
         assert ack.mail_id is not None
