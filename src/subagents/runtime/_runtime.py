@@ -372,7 +372,10 @@ class Runtime:
         return self._waits.wait_ended(run_ids, timeout)
 
     def send(self, run_id: str, text: str, *, reply_to: str | None = None) -> str:
-        """Mail a run from the outside; the mail id. ``LookupError`` for a dead or unknown run."""
+        """Mail a run from the outside; the mail id. ``LookupError`` for a dead or unknown run;
+        ``TimeoutError`` when the supervisor did not take the mail within 30 s: then it was not
+        sent (safe to send again), unless the error says the supervisor took it and it may
+        still be delivered (docs/runtime.md)."""
         return self._requests.send(run_id, text, reply_to)
 
     # ---- views -------------------------------------------------------------------------------
