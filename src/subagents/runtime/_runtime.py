@@ -373,9 +373,7 @@ class Runtime:
 
     def send(self, run_id: str, text: str, *, reply_to: str | None = None) -> str:
         """Mail a run from the outside; the mail id. ``LookupError`` for a dead or unknown run;
-        ``TimeoutError`` when the supervisor did not take the mail within 30 s: then it was not
-        sent (safe to send again), unless the error says the supervisor took it and it may
-        still be delivered (docs/runtime.md)."""
+        ``TimeoutError``: not taken in 30 s, not sent (unless it says it may still be)."""
         return self._requests.send(run_id, text, reply_to)
 
     # ---- views -------------------------------------------------------------------------------
