@@ -165,8 +165,8 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         contenders = {base, "raw_tell", "sqlite", "memory"} | (
             {"autogen"} if with_autogen else set()
         )
-        if shape == "pingpong":  # the durable floor's bare commit, measured beside them
-            contenders.add("bare_commit")
+        if shape == "pingpong":  # the durable floor's bare commit, and both parts in turn
+            contenders |= {"bare_commit", "raw_durable"}
         assert set(entry["cpu_us_per_msg"]) == contenders
         assert entry["load"]["loaded"] == (entry["load"]["max"] > 1.5)
         for kind in ("sqlite", "memory"):
@@ -179,6 +179,12 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
     assert pingpong["floor_msgs_per_s"] == pytest.approx(floor, rel=0.01)
     assert pingpong["sqlite_ratio_to_floor"] == pytest.approx(
         pingpong["sqlite_msgs_per_s"] / floor, rel=0.01
+    )
+    # the floor's parts done in turn (a raw durable ping-pong): beside the floor, not its anchor
+    raw_durable = pingpong["raw_durable_msgs_per_s"]
+    assert pingpong["raw_durable_to_floor"] == pytest.approx(raw_durable / floor, rel=0.01)
+    assert pingpong["sqlite_ratio_to_raw_durable"] == pytest.approx(
+        pingpong["sqlite_msgs_per_s"] / raw_durable, rel=0.01
     )
     goals = result["goals"]
     for kind, key, target in (
