@@ -26,16 +26,22 @@ for the record and the events; mail it must resolve or hold (a first mail by nam
 recipient) goes sender -> supervisor -> receiver. Ratios are ours / theirs (above 1: faster).
 
 The durable ping-pong's floor (``floor_msgs_per_s``, measured in the same run, interleaved with
-the other contenders): what any durable mail must cost at least, namely one bare SQLite commit
-of a mail's shape (an INSERT of one mail row, as the store lays it out, in autocommit, on a file
-in WAL mode with ``synchronous = NORMAL`` like the store's, its log checkpointed off the loop
-by a thread as the store's is; ``bare_commit``) plus one raw
-hand-off (the raw ``ask`` ping-pong's time per message: one direction of a round, as one mail
-is one direction of ours). Per mail: 1 / floor = 1 / bare commits per s + 1 / raw ask msg/s.
-Beside it (not the goal's anchor), the same two parts done in turn (``raw_durable``): the raw
-``ask`` ping-pong with each mail's row committed by its sender before its hand-off, so each
-commit runs among the hand-offs' work as ours must, not in a loop of nothing else
-(``raw_durable_to_floor``, ``sqlite_ratio_to_raw_durable``).
+the other contenders): what any durable mail must cost at least, measured two ways, the FASTER
+of the two in that run being the floor (``floor_by``), so neither flatters the ratio:
+
+- the sum of its parts (``floor_sum_msgs_per_s``): one bare SQLite commit of a mail's shape
+  (an INSERT of one mail row, as the store lays it out, in autocommit, on a file in WAL mode
+  with ``synchronous = NORMAL`` like the store's, its log checkpointed off the loop by a thread
+  as the store's is; ``bare_commit``) plus one raw hand-off (the raw ``ask`` ping-pong's time
+  per message: one direction of a round, as one mail is one direction of ours). Per mail:
+  1 / sum = 1 / bare commits per s + 1 / raw ask msg/s. Each part is timed in a loop of
+  nothing else: its caches hot, and, on a loaded machine, a thread that never sleeps, which
+  the scheduler runs less promptly than a ping-pong's threads that wake on each message (at
+  load ~15 the bare commit's loop ran at 25-50% of its CPU time, and the runtime read
+  0.72-0.91x of this sum).
+- the same two parts done in turn (``raw_durable``): the raw ``ask`` ping-pong with each mail's
+  row committed by its sender before its hand-off, so each commit runs among the hand-offs'
+  work and is scheduled as ours is (``raw_durable_to_floor_sum``).
 
 Goals (issue 26): per-mail ping-pong in memory >= 0.5x raw pykka ask ping-pong; durable >=
 0.7x its floor; ahead of autogen-core (> 1x) on per-mail 1:1 and N:1, in a quiet round too
@@ -74,7 +80,7 @@ from _common import (
     settle,
 )
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Mail
+from subagents.messages import Mail, MailState
 from subagents.runtime import Runtime
 from subagents.store import sqlite_wal
 from subagents.store.base import RunStore
@@ -83,7 +89,7 @@ from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
 
 TARGET_MEMORY = 0.5  # per-mail ping-pong in memory, against raw pykka ask ping-pong
-TARGET_DURABLE = 0.7  # per-mail ping-pong on SQLite, against its floor (bare commit + raw ask)
+TARGET_DURABLE = 0.7  # per-mail ping-pong on SQLite, against its floor (see the module)
 WAIT = 120.0
 
 # ---- raw pykka -------------------------------------------------------------------------------
@@ -342,16 +348,22 @@ _INSERT_MAIL = (
 
 
 def _mail_rows(index: int, commits: int) -> list[tuple[Any, ...]]:
-    """``commits`` mail rows as the store lays them out (its columns, the mail's JSON)."""
+    """``commits`` mail rows of a ping-pong as the store lays them out (its columns, the mail's
+    JSON), as the runtime's straight mail is: ids as long, a request id, delivered; the two
+    directions in turn (two senders' and recipients' places in the mail table's indexes)."""
+    runs = ("r1a21d0d5928f28f13050d", "r1a21d0d592974e3d6ee38")
     rows = []
     for i in range(commits):
+        sender, recipient = runs[i % 2], runs[1 - i % 2]
         mail = Mail(
-            mail_id=f"mail-{index}-{i:08d}",
-            sender="run-pinger-0123456789",
-            recipient="run-ponger-0123456789",
+            mail_id=f"m{index:05d}{i:016d}",
+            sender=sender,
+            recipient=recipient,
             content="ping",
             sender_agent="pinger",
             sent_at=time.time(),
+            state=MailState.DELIVERED,
+            request_id=f"{sender}:{i // 2 + 1}",
         )
         row = (mail.mail_id, mail.sender, mail.recipient, mail.state.value, mail.sent_at)
         rows.append((*row, msgspec.json.encode(mail).decode()))
@@ -558,13 +570,16 @@ def main() -> None:
                 if "autogen" in rates:
                     entry[f"{kind}_ratio_to_autogen"] = ratio(rates[kind], rates["autogen"])
             if "bare_commit" in rates:
-                floor = 1.0 / (1.0 / rates["bare_commit"] + 1.0 / rates["raw_ask"])
+                parts = 1.0 / (1.0 / rates["bare_commit"] + 1.0 / rates["raw_ask"])
+                in_turn = rates["raw_durable"]
+                floor = max(parts, in_turn)  # the faster: the least a durable mail costs
                 entry["bare_commit_us"] = rounded(1e6 / rates["bare_commit"], 1)
+                entry["floor_sum_msgs_per_s"] = round(parts)
+                entry["raw_durable_to_floor_sum"] = ratio(in_turn, parts)
+                entry["floor_by"] = "raw_durable" if in_turn > parts else "sum"
                 entry["floor_msgs_per_s"] = round(floor)
                 entry["sqlite_ratio_to_floor"] = ratio(rates["sqlite"], floor)
-                # the same two parts done in turn (not the goal's anchor: beside it)
-                entry["raw_durable_to_floor"] = ratio(rates["raw_durable"], floor)
-                entry["sqlite_ratio_to_raw_durable"] = ratio(rates["sqlite"], rates["raw_durable"])
+                entry["sqlite_ratio_to_floor_sum"] = ratio(rates["sqlite"], parts)
             entry["load"] = window.record()
             figures[shape] = entry
     goals: dict[str, Any] = {}
@@ -580,7 +595,8 @@ def main() -> None:
         r = p["sqlite_ratio_to_floor"]
         goals["pingpong_sqlite"] = {
             "ratio": r,
-            "anchor": "one bare SQLite commit of a mail + one raw hand-off",
+            "anchor": "one bare SQLite commit of a mail + one raw hand-off (the faster of their"
+            " sum and the two done in turn)",
             "target": TARGET_DURABLE,
             "pass": r >= TARGET_DURABLE,
         }
