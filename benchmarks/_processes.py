@@ -10,7 +10,8 @@ this module folds their rows into one per goal:
   process, so they agree with each other): the process whose ratio is the median. With an even
   count there is no middle process, and the worse of the two middle ones is shown (by the
   direction of the row's target: ``>``/``>=`` higher is better, ``<``/``<=`` lower is better;
-  the lower of the two when the row has no target), so an even count never flatters;
+  a row without a target, not a goal, takes its benchmark's first goal's direction: their
+  first ratios are of the same kind, ours / the anchor), so an even count never flatters;
 - its ratio cell adds the median's place and the range over every process, and its load cell
   the load of every process (``**loaded**`` when any was taken above the line);
 - a row without a ratio (``-``) is the row of the process shown for the benchmark's first row
@@ -104,10 +105,13 @@ def fold(per_process: Sequence[list[Row] | None], failed: Sequence[str]) -> list
             by_label.setdefault(row[0], []).append((process, row))
     headline: int | None = None
     shown: dict[str, int] = {}
+    targets = (higher_is_better(taken[0][1][4]) for taken in by_label.values())
+    way = next((way for way in targets if way is not None), None)  # the benchmark's goal's
     for label, taken in by_label.items():
         measured = [(p, value) for p, row in taken if (value := ratio_of(row)) is not None]
         if measured and len(measured) == len(taken):
-            pick = middle([value for _, value in measured], higher_is_better(taken[0][1][4]))
+            own = higher_is_better(taken[0][1][4])
+            pick = middle([value for _, value in measured], way if own is None else own)
             shown[label] = measured[pick][0]
             headline = shown[label] if headline is None else headline
     folded: list[Row] = []

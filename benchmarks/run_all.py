@@ -9,6 +9,11 @@ the next. Two tables: the goals of issue 17, met or missed, and every other figu
 JSON objects are kept in ``results.json`` next to this file with ``--readme``. The header says
 how loaded the machine was (``/proc/loadavg`` before and after): figures taken on a loaded
 machine are rough, whatever their ratios say.
+
+``--rounds R`` runs every benchmark R times and keeps each one's quietest round; the short
+ratio benchmarks (mail, spawn, fanout: goals near their lines) run ``--processes N`` times per
+round instead (default 3), each a fresh interpreter measuring its own anchor, and their rows
+show the median process with the range over all of them (``_processes.py``).
 """
 
 from __future__ import annotations

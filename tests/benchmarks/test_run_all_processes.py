@@ -152,6 +152,15 @@ def test_one_process_reads_as_before(run_all: ModuleType) -> None:
     assert row in folded.splitlines()
 
 
+def test_a_row_without_a_target_takes_its_benchmarks_direction(run_all: ModuleType) -> None:
+    processes = [_spawn(1.6), _spawn(1.2), _spawn(1.45), _spawn(2.0)]
+    text = run_all.tables([{"benchmark": "spawn", "processes": processes}])
+    line = next(line for line in text.splitlines() if line.startswith("| spawn -> result (memory)"))
+    # its notes state no target; spawn's goal is lower-is-better: the worse middle is 1.6x
+    assert "| p50 0.16 ms, p99 0.32 ms," in line and "| p50 1.6x, p99 2.0x," in line
+    assert "(the worse middle one of 4 processes; range 1.2x-2x)" in line
+
+
 def test_rows_without_a_ratio_come_from_the_headlines_process(run_all: ModuleType) -> None:
     import _processes
 
