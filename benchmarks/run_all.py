@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -988,28 +989,31 @@ def run_rounds(
 ) -> list[dict[str, Any]]:
     """Every benchmark ``rounds`` times (whole passes, so the rounds are spread in time), each
     after waiting up to ``wait_s`` for a quiet machine. A long benchmark keeps its quietest
-    round; a short ratio one (``_processes.SHORT``) runs ``processes`` times per round (passes
-    of the short ones interleaved, each a fresh interpreter) and, with more than one, keeps
-    every process of every round for the table to fold (``gather``). ``runner`` runs one
+    round; a short ratio one (``_processes.SHORT``) runs ``processes`` times per round, its
+    passes interleaved with the other short ones' and first in the round, before the long
+    ones drive the load up (each a fresh interpreter), and with more than one keeps every
+    process of every round for the table to fold (``gather``). ``runner`` runs one
     benchmark's process (``run``; a test gives its own to check the order without timing)."""
     taken: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    short = [name for name in names if name in SHORT]
+    plan = [(p, name) for p in range(processes) for name in short]
+    plan += [(0, name) for name in names if name not in SHORT]
     for index in range(rounds):
-        for process in range(processes):
-            for name in names:
-                if process > 0 and name not in SHORT:
-                    continue
-                quiet = wait_quiet(wait_s) if wait_s > 0 else None
-                print(
-                    f"round {index + 1}/{rounds}, pass {process + 1}/{processes}: running"
-                    f" {name} (load {_load_1min():.2f}) ...",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                result = runner(name, quick)
-                if quiet is not None:
-                    result["quiet_wait"] = quiet
-                result["taken_in"] = {"round": index + 1, "pass": process + 1}
-                taken[name].append(result)
+        for process, name in plan:
+            quiet = wait_quiet(wait_s) if wait_s > 0 else None
+            print(
+                f"round {index + 1}/{rounds}, pass {process + 1}/{processes}: running"
+                f" {name} (load {_load_1min():.2f}) ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            began = time.perf_counter()
+            result = runner(name, quick)
+            if quiet is not None:
+                result["quiet_wait"] = quiet
+            seconds = round(time.perf_counter() - began, 1)
+            result["taken_in"] = {"round": index + 1, "pass": process + 1, "seconds": seconds}
+            taken[name].append(result)
     return [gather(name, taken[name], processes) for name in names]
 
 
@@ -1107,7 +1111,13 @@ def main() -> None:
         f" load average {load_before} before, {_load()} after."
     )
     if args.wait_quiet > 0:
-        loud = [r["benchmark"] for r in taken if not r.get("quiet_wait", {}).get("quiet", True)]
+        loud_names = [
+            r["benchmark"] for r in taken if not r.get("quiet_wait", {}).get("quiet", True)
+        ]
+        loud = [
+            name if count == 1 else f"{name} ({count} processes)"
+            for name, count in Counter(loud_names).items()
+        ]
         header += (
             f" Each benchmark waited up to {args.wait_quiet:g} s for load <= {LOADED_ABOVE};"
             + (f" started loaded all the same: {', '.join(loud)}." if loud else " all got it.")

@@ -186,16 +186,20 @@ def test_run_rounds_keeps_every_short_process_and_the_quietest_long_round(
         return {"benchmark": name, "load": _load(next(loads)), "n": len(calls)}
 
     results = run_all.run_rounds(["spawn", "scale"], True, 2, 0, processes=3, runner=taken)
-    # passes of the short ones interleave; the long one once per round
-    assert calls == ["spawn", "scale", "spawn", "spawn"] * 2
+    # the short one's passes first in each round, the long one once per round after them
+    assert calls == ["spawn", "spawn", "spawn", "scale"] * 2
     spawn, scale = results
-    assert [p["n"] for p in spawn["processes"]] == [1, 3, 4, 5, 7, 8]
-    assert [p["taken_in"] for p in spawn["processes"][:3]] == [
-        {"round": 1, "pass": 1},
-        {"round": 1, "pass": 2},
-        {"round": 1, "pass": 3},
+    assert [p["n"] for p in spawn["processes"]] == [1, 2, 3, 5, 6, 7]  # every one kept
+    assert [(p["taken_in"]["round"], p["taken_in"]["pass"]) for p in spawn["processes"]] == [
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (2, 1),
+        (2, 2),
+        (2, 3),
     ]
-    assert scale["n"] == 2 and scale["rounds"] == {"kept": 1, "of": 2, "loads": [1.0, 1.2]}
+    # loads: spawn 3.0, 1.0, 2.0, scale 0.9 | spawn 0.8, 1.2, 0.7, scale 2.5: the quieter kept
+    assert scale["n"] == 4 and scale["rounds"] == {"kept": 1, "of": 2, "loads": [0.9, 2.5]}
     assert len(run_all.each_process(results)) == 7  # the six of spawn, the kept one of scale
 
 
