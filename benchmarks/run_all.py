@@ -884,6 +884,17 @@ def _rows_of_processes(name: str, results: list[dict[str, Any]]) -> tuple[list[R
     )
 
 
+def _quiet_verdict(row: Row) -> Row:
+    """A goal met by a figure taken loaded reads ``met in a loaded round only``: load does not
+    only slow us, it can flatter us (a woken thread starts sooner on a busy vCPU; the durable
+    floor's bare commit slows more than the runtime's mail; autogen-core's one event loop
+    suffers more than our threads: our fan-out's makespan read 0.59x of its at load 9-14,
+    1.08x quiet)."""
+    if row[5] == "met" and "loaded" in row[6]:
+        return (*row[:5], "met in a loaded round only", *row[6:])
+    return row
+
+
 def tables(results: list[dict[str, Any]]) -> str:
     goals: list[Row] = []
     more: list[Row] = []
@@ -897,7 +908,7 @@ def tables(results: list[dict[str, Any]]) -> str:
         except _Unreadable as exc:
             goals.append(_failed_row(name, str(exc)))
             continue
-        goals += rows[0]
+        goals += [_quiet_verdict(row) for row in rows[0]]
         more += rows[1]
     cells = [row[6] for row in goals + more]
     loaded = sum(1 for cell in cells if "loaded" in cell)

@@ -213,3 +213,15 @@ def test_processes_1_keeps_the_quietest_round_of_a_short_benchmark_too(
 
     (spawn,) = run_all.run_rounds(["spawn"], True, 2, 0, processes=1, runner=taken)
     assert "processes" not in spawn and spawn["rounds"]["kept"] == 2
+
+
+def test_a_goal_met_only_by_a_loaded_figure_is_not_read_as_met(run_all: ModuleType) -> None:
+    quiet = _goal_row(run_all, _spawn(1.2, load=0.9), "trivial spawn")
+    assert quiet[5] == "met"
+    loud = _goal_row(run_all, _spawn(1.2, load=2.0), "trivial spawn")
+    assert loud[5] == "met in a loaded round only"
+    assert _goal_row(run_all, _spawn(1.9, load=2.0), "trivial spawn")[5] == "**missed**"
+    # folded: one loaded process of three is enough to say so
+    processes = [_spawn(1.2, load=0.9), _spawn(1.3, load=2.2), _spawn(1.1, load=0.8)]
+    cells = _goal_row(run_all, {"benchmark": "spawn", "processes": processes}, "trivial spawn")
+    assert cells[5] == "met in a loaded round only"
