@@ -16,7 +16,8 @@ this module folds their rows into one per goal:
   the load of every process (``**loaded**`` when any was taken above the line);
 - a row without a ratio (``-``) is the row of the process shown for the benchmark's first row
   with one (its headline), so the rows of one benchmark come from one process where they can;
-- a process that failed is left out of the median and said in every row of its benchmark.
+- a process that failed is left out of the median and said in every row of its benchmark, and
+  a goal those that finished met reads ``met by K of N processes (the others failed)``.
 
 Pure functions of the rows the row makers built: tested with fixed inputs
 (``tests/benchmarks/test_run_all_processes.py``), no timing.
@@ -86,13 +87,16 @@ def _fold(
         ratio_cell += f" (process {shown + 1} of {total}, the headline's middle one)"
     if len(rows) < total - len(failed):
         ratio_cell += f"; in {len(rows)} of {total} processes"
+    verdict = row[5]
     if failed:
         ratio_cell += f"; {len(failed)} of {total} processes failed: {failed[0]}"
+        if verdict == "met":  # a goal is not met by the processes that happened to finish
+            verdict = f"met by {total - len(failed)} of {total} processes (the others failed)"
     loads = ", ".join(r[6] for _, r in rows)
     load_cell = f"{row[6]} (each: {loads})" if len(rows) > 1 else row[6]
     if "loaded" in loads and "loaded" not in row[6]:
         load_cell = load_cell.replace(" (each:", " (some **loaded**; each:", 1)
-    return (*row[:3], ratio_cell, *row[4:6], load_cell)
+    return (*row[:3], ratio_cell, row[4], verdict, load_cell)
 
 
 def fold(per_process: Sequence[list[Row] | None], failed: Sequence[str]) -> list[Row]:

@@ -123,6 +123,9 @@ def test_a_failed_process_is_left_out_and_said(run_all: ModuleType) -> None:
     cells = _goal_row(run_all, {"benchmark": "spawn", "processes": processes}, "trivial spawn")
     assert "the worse middle one of 2 processes" in cells[3] and cells[3].startswith("1.4x")
     assert "1 of 3 processes failed: failed: exit status 1: boom" in cells[3]
+    met = [_spawn(1.2), failed, _spawn(1.4)]
+    cells = _goal_row(run_all, {"benchmark": "spawn", "processes": met}, "trivial spawn")
+    assert cells[5] == "met by 2 of 3 processes (the others failed)"
     every = run_all.tables([{"benchmark": "spawn", "processes": [failed, failed]}])
     assert "| spawn | failed | exit status 1: boom |" in every and "**missed**" in every
 
