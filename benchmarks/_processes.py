@@ -17,7 +17,8 @@ this module folds their rows into one per goal:
 - a row without a ratio (``-``) is the row of the process shown for the benchmark's first row
   with one (its headline), so the rows of one benchmark come from one process where they can;
 - a process that failed is left out of the median and said in every row of its benchmark, and
-  a goal those that finished met reads ``met by K of N processes (the others failed)``.
+  a goal those that finished met reads ``met by K of N processes (the others failed)`` (after
+  any qualifier of its own: ``met in a loaded round only by K of N ...``).
 
 Pure functions of the rows the row makers built: tested with fixed inputs
 (``tests/benchmarks/test_run_all_processes.py``), no timing.
@@ -90,8 +91,8 @@ def _fold(
     verdict = row[5]
     if failed:
         ratio_cell += f"; {len(failed)} of {total} processes failed: {failed[0]}"
-        if verdict == "met":  # a goal is not met by the processes that happened to finish
-            verdict = f"met by {total - len(failed)} of {total} processes (the others failed)"
+        if verdict.startswith("met"):  # not met by the processes that happened to finish
+            verdict += f" by {total - len(failed)} of {total} processes (the others failed)"
     loads = ", ".join(r[6] for _, r in rows)
     load_cell = f"{row[6]} (each: {loads})" if len(rows) > 1 else row[6]
     if "loaded" in loads and "loaded" not in row[6]:

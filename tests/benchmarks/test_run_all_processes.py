@@ -228,3 +228,30 @@ def test_a_goal_met_only_by_a_loaded_figure_is_not_read_as_met(run_all: ModuleTy
     processes = [_spawn(1.2, load=0.9), _spawn(1.3, load=2.2), _spawn(1.1, load=0.8)]
     cells = _goal_row(run_all, {"benchmark": "spawn", "processes": processes}, "trivial spawn")
     assert cells[5] == "met in a loaded round only"
+
+
+def test_a_loaded_goal_with_a_failed_process_still_says_loaded(run_all: ModuleType) -> None:
+    failed = {"benchmark": "spawn", "error": "exit status 1: boom"}
+    loud = [_spawn(1.2, load=2.0), failed, _spawn(1.4, load=2.2)]
+    cells = _goal_row(run_all, {"benchmark": "spawn", "processes": loud}, "trivial spawn")
+    # both finished processes were loaded: neither qualifier may hide the other
+    assert cells[5] == "met in a loaded round only by 2 of 3 processes (the others failed)"
+    quiet = [_spawn(1.2, load=0.9), failed, _spawn(1.4, load=0.8)]
+    cells = _goal_row(run_all, {"benchmark": "spawn", "processes": quiet}, "trivial spawn")
+    assert cells[5] == "met by 2 of 3 processes (the others failed)"
+    # a verdict the row maker already qualified (mail's ahead-of-autogen rows) keeps the count
+    row = ("ahead", "f", "a", "1.3x", "> 1x", "met in a loaded round only", "**2.00 loaded**")
+    import _processes
+
+    (folded,) = _processes.fold([[row], None, [row]], ["failed: boom"])
+    assert folded[5] == "met in a loaded round only by 2 of 3 processes (the others failed)"
+
+
+def test_a_row_some_processes_lack_says_in_how_many(run_all: ModuleType) -> None:
+    import _processes
+
+    goal = ("goal", "f", "a", "1.2x", "<= 1.5x", "met", "0.5")
+    side = ("side", "f", "a", "0.9x", "-", "-", "0.5")
+    folded = _processes.fold([[goal, side], [goal], [goal, side]], [])
+    assert folded[1][3].endswith("; in 2 of 3 processes")
+    assert "; in " not in folded[0][3]  # every process had the goal row
