@@ -868,6 +868,8 @@ def _rows_of_processes(name: str, results: list[dict[str, Any]]) -> tuple[list[R
     per_process: list[list[Row] | None] = []
     failed: list[str] = []
     goal_labels: set[str] = set()
+    if not results:  # a hand-edited results.json: said, not an IndexError
+        raise _Unreadable("unreadable: its JSON lists no process under 'processes': re-run it")
     for result in results:
         try:
             goals, more = _rows(result)
@@ -1062,8 +1064,9 @@ def _rounds_note(results: list[dict[str, Any]], rounds: int, processes: int) -> 
             " folded (the median process's row, the range, every process's load)."
         )
     kept = ", ".join(f"{r['benchmark']} {r['rounds']['kept']}" for r in results if "rounds" in r)
-    if rounds > 1 and kept:
-        note += f" {rounds} rounds, the quietest of each other benchmark kept (round kept: {kept})."
+    if rounds > 1 and kept:  # as before --processes when no benchmark is folded
+        each = "each other benchmark" if folded else "each"
+        note += f" {rounds} rounds, the quietest of {each} kept (round kept: {kept})."
     return note
 
 

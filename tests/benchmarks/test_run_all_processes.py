@@ -255,3 +255,24 @@ def test_a_row_some_processes_lack_says_in_how_many(run_all: ModuleType) -> None
     folded = _processes.fold([[goal, side], [goal], [goal, side]], [])
     assert folded[1][3].endswith("; in 2 of 3 processes")
     assert "; in " not in folded[0][3]  # every process had the goal row
+
+
+def test_the_header_of_one_process_per_round_reads_as_before(run_all: ModuleType) -> None:
+    loads = iter([2.0, 0.9, 0.7, 1.1])
+
+    def taken(name: str, quick: bool) -> dict[str, Any]:
+        return {"benchmark": name, "load": _load(next(loads))}
+
+    alone = run_all.run_rounds(["spawn", "scale"], True, 2, 0, processes=1, runner=taken)
+    assert run_all._rounds_note(alone, 2, 1) == (
+        " 2 rounds, the quietest of each kept (round kept: spawn 2, scale 1)."
+    )
+    folded = [{"benchmark": "spawn", "processes": [_spawn(1.2)]}, alone[1]]
+    assert run_all._rounds_note(folded, 2, 3).endswith(
+        " 2 rounds, the quietest of each other benchmark kept (round kept: scale 1)."
+    )
+
+
+def test_a_result_without_a_process_is_said_unreadable(run_all: ModuleType) -> None:
+    text = run_all.tables([{"benchmark": "spawn", "processes": []}])  # a hand-edited JSON
+    assert "| spawn | unreadable | its JSON lists no process under 'processes': re-run it |" in text
