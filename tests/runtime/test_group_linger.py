@@ -126,6 +126,16 @@ def _hand(late: LateReports, now: Any) -> tuple[Any, list[tuple[str, Any, bool]]
     return instead, handed
 
 
+class _Clock:
+    """Stands for the ``time`` module in ``group_linger``: ``monotonic()`` reads ``now``."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 @pytest.fixture
 def told(
     tmp_path: Path,
@@ -150,12 +160,18 @@ def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_
     back, to be handled after them."""
     timer, ref, due, store = told
     monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 0.001)
+    # The line's clock, stepped by the test (the timer's own runs on, real): a thread held
+    # more than the 1 ms delay between the two puts (a loaded machine) would see the first
+    # deadline past and arm a second wake-up. The line's deadlines, far below the real
+    # monotonic clock, are due at once on the timer's thread.
+    clock = _Clock(100.0)
+    monkeypatch.setattr("subagents.actors.group_linger.time", clock)
     late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
     assert not late
     first = Batch(messages=(MailRead(run_id="a", mail_ids=("m1",)),))
     second = MailRead(run_id="b", mail_ids=("m2",))
     late.put(first)
-    late.put(second)
+    late.put(second)  # (the line's clock has not moved: within the first's delay)
     assert late
     assert due.wait(WAIT), "the reports in line were never due"
     assert _hand(late, REPORTS_DUE) == (
@@ -165,6 +181,7 @@ def test_late_reports_wake_the_supervisor_once_within_their_delay_and_hand_them_
     assert not late
     assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE]  # one wake-up for both
     due.clear()
+    clock.now += 1.0  # past the first's deadline
     late.put(second)  # after it fired: armed again
     assert due.wait(WAIT)
     assert ref.ask("told", timeout=WAIT) == [REPORTS_DUE, REPORTS_DUE]
