@@ -4,6 +4,7 @@ through the outbox. No Ray: what carries the items is a plain function here."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 from typing import Any
@@ -304,9 +305,22 @@ def test_link_ports_are_read_from_the_environment_and_a_bad_value_is_named() -> 
             link_ports(bad)
 
 
+LINK_TEST_PORTS = range(20000, 32000)
+"""Where :func:`free_port_pair` looks: above the ports a Ray node gives its workers
+(10002-19999 by default) and below the kernel's ephemeral range (32768 and up by default,
+``/proc/sys/net/ipv4/ip_local_port_range``), from which every outgoing connection and every
+``bind(0)`` of every other process on the machine takes ports at any moment: a pair probed
+free there could be taken before the test's link listens on it."""
+
+
 def free_port_pair() -> int:
-    """A port P such that P and P + 1 are both free here now."""
-    for base in range(42000, 60000, 37):
+    """A port P such that P and P + 1 are both free here now, in :data:`LINK_TEST_PORTS`
+    (outside the ephemeral range), from a random start so that two test processes probing at
+    the same time (xdist workers, parallel runs) do not both pick the same pair."""
+    ports = LINK_TEST_PORTS
+    start = random.randrange(len(ports) - 1)
+    for offset in range(len(ports) - 1):
+        base = ports[(start + offset) % (len(ports) - 1)]
         try:
             with socket.socket() as a, socket.socket() as b:
                 a.bind(("127.0.0.1", base))
@@ -314,7 +328,7 @@ def free_port_pair() -> int:
         except OSError:
             continue
         return base
-    raise AssertionError("no two free ports in a row")
+    raise AssertionError(f"no two free ports in a row in {ports}")
 
 
 def test_a_node_listens_on_the_first_free_port_of_its_range_or_says_none_is_free() -> None:
