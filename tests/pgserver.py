@@ -153,7 +153,7 @@ class PgServer:
         drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         with (
             contextlib.suppress(psycopg.Error),
-            psycopg.connect(self.url(), autocommit=True) as conn,
+            psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn,
         ):
             conn.execute(drop)
 
