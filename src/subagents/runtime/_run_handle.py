@@ -47,14 +47,31 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     return max(0.0, float(timeout))
 
 
-def landed(run_id: str, waiter: Waiter, timeout: float | None, given: object = None) -> Outcome:
+HANDLE_GOES_ON = "result() again waits more, stop() ends it"
+"""What a ``RunHandle.result`` that timed out can do next (``landed``)."""
+
+
+def run_goes_on(run_id: str) -> str:
+    """What a ``Runtime.run(wait=)`` that timed out can do next: it has no handle, so the
+    run id is all it has (``landed``)."""
+    return (
+        f"rt.attach({run_id!r}) gives a handle to wait for it, rt.stop({run_id!r}) ends it"
+        f" (from a terminal: `subagents attach {run_id}`, `subagents stop {run_id}`)"
+    )
+
+
+def landed(
+    run_id: str, waiter: Waiter, timeout: float | None, given: object = None, *, then: str
+) -> Outcome:
     """The outcome that lands in ``waiter`` within ``timeout`` seconds (checked already by
     ``check_timeout``; ``given``: as the caller gave it, for the message): ``TimeoutError``
     if none does, ``AdmissionError`` if the run was refused. ``RunHandle.result``, and
-    ``Runtime.run`` without a handle made for it (nobody else would see one)."""
+    ``Runtime.run`` without a handle made for it (nobody else would see one). A wait that
+    times out ends only the wait, never the run: its message says so, and ``then`` what
+    the caller can do next (wait again, stop it)."""
     if not waiter.wait(timeout):
         shown = timeout if given is None else given
-        raise TimeoutError(f"run {run_id} did not finish within {shown} s")
+        raise TimeoutError(f"run {run_id} did not finish within {shown} s; it goes on: {then}")
     if waiter.refused is not None:
         raise AdmissionError(waiter.refused)
     assert waiter.outcome is not None
@@ -124,7 +141,9 @@ class RunHandle:
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
         ``AdmissionError`` if the run was refused."""
-        return landed(self.run_id, self._waiter, check_timeout(timeout), timeout)
+        return landed(
+            self.run_id, self._waiter, check_timeout(timeout), timeout, then=HANDLE_GOES_ON
+        )
 
     def stop(self) -> tuple[str, ...]:
         """Stop this run and its subtree; the ids stopped."""
