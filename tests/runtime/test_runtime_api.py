@@ -83,9 +83,11 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
         handle = rt.spawn("hold", "x")
         with pytest.raises(TimeoutError) as timed_out:
             handle.result(timeout=0.01)
-        assert str(timed_out.value) == (
-            f"run {handle.run_id} did not finish within 0.01 s; it goes on: result() again"
-            " waits more, stop() ends it"
+        run_id = handle.run_id  # the same words as run(wait=)'s: the run goes on, and how
+        assert str(timed_out.value) == (  # to reach it (a fan_out raises a handle's)
+            f"run {run_id} did not finish within 0.01 s; it goes on: rt.attach('{run_id}') gives"
+            f" a handle to wait for it, rt.stop('{run_id}') ends it (from a terminal:"
+            f" `subagents attach {run_id}`, `subagents stop {run_id}`)"
         )
         assert handle.status is RunStatus.RUNNING and not handle.done
         release.set()

@@ -47,31 +47,27 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     return max(0.0, float(timeout))
 
 
-HANDLE_GOES_ON = "result() again waits more, stop() ends it"
-"""What a ``RunHandle.result`` that timed out can do next (``landed``)."""
-
-
 def run_goes_on(run_id: str) -> str:
-    """What a ``Runtime.run(wait=)`` that timed out can do next: it has no handle, so the
-    run id is all it has (``landed``)."""
+    """What a wait for ``run_id`` that timed out can do next (``landed``). Named by the run
+    id, not the handle's methods: ``run(wait=)`` gives no handle, and ``fan_out`` raises its
+    runs' time outs to a caller that never saw theirs."""
     return (
         f"rt.attach({run_id!r}) gives a handle to wait for it, rt.stop({run_id!r}) ends it"
         f" (from a terminal: `subagents attach {run_id}`, `subagents stop {run_id}`)"
     )
 
 
-def landed(
-    run_id: str, waiter: Waiter, timeout: float | None, given: object = None, *, then: str
-) -> Outcome:
+def landed(run_id: str, waiter: Waiter, timeout: float | None, given: object = None) -> Outcome:
     """The outcome that lands in ``waiter`` within ``timeout`` seconds (checked already by
     ``check_timeout``; ``given``: as the caller gave it, for the message): ``TimeoutError``
     if none does, ``AdmissionError`` if the run was refused. ``RunHandle.result``, and
     ``Runtime.run`` without a handle made for it (nobody else would see one). A wait that
-    times out ends only the wait, never the run: its message says so, and ``then`` what
-    the caller can do next (wait again, stop it)."""
+    times out ends only the wait, never the run: its message says so, and what reaches the
+    run (``run_goes_on``)."""
     if not waiter.wait(timeout):
         shown = timeout if given is None else given
-        raise TimeoutError(f"run {run_id} did not finish within {shown} s; it goes on: {then}")
+        goes_on = run_goes_on(run_id)
+        raise TimeoutError(f"run {run_id} did not finish within {shown} s; it goes on: {goes_on}")
     if waiter.refused is not None:
         raise AdmissionError(waiter.refused)
     assert waiter.outcome is not None
@@ -141,9 +137,7 @@ class RunHandle:
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
         ``AdmissionError`` if the run was refused."""
-        return landed(
-            self.run_id, self._waiter, check_timeout(timeout), timeout, then=HANDLE_GOES_ON
-        )
+        return landed(self.run_id, self._waiter, check_timeout(timeout), timeout)
 
     def stop(self) -> tuple[str, ...]:
         """Stop this run and its subtree; the ids stopped."""

@@ -65,7 +65,7 @@ from subagents.runtime._fan_out import Syntheses
 from subagents.runtime._root_runs import RootRuns
 from subagents.runtime._root_waiters import RootWaiters, Waiter
 from subagents.runtime._run_endings import Endings
-from subagents.runtime._run_handle import RunHandle, landed, run_goes_on
+from subagents.runtime._run_handle import RunHandle, landed
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
@@ -308,7 +308,7 @@ class Runtime:
         request = _root_request(agent, task, **overrides)
         run_id, waiter, budget = self._starts.tell(request, wait)
         try:  # (no handle made: nobody else sees it, and ``budget`` is checked already)
-            return landed(run_id, waiter, budget, then=run_goes_on(run_id))
+            return landed(run_id, waiter, budget)
         except AdmissionError:
             self._starts.forget(run_id)
             raise
