@@ -85,9 +85,9 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
             handle.result(timeout=0.01)
         run_id = handle.run_id  # the same words as run(wait=)'s: the run goes on, and how
         assert str(timed_out.value) == (  # to reach it (a fan_out raises a handle's)
-            f"run {run_id} did not finish within 0.01 s; it goes on: rt.attach('{run_id}') gives"
-            f" a handle to wait for it, rt.stop('{run_id}') ends it (from a terminal:"
-            f" `subagents attach {run_id}`, `subagents stop {run_id}`)"
+            f"run {run_id} did not finish within 0.01 s; it goes on while this runtime is open"
+            f" (its close cancels it): rt.attach('{run_id}') gives a handle to wait for it,"
+            f" rt.stop('{run_id}') ends it"  # (no terminal: its store is in memory)
         )
         assert handle.status is RunStatus.RUNNING and not handle.done
         release.set()
@@ -112,9 +112,9 @@ def test_run_waits_as_a_handle_would_without_one() -> None:
         # the run goes on, and the message names it and what reaches it (it has no handle)
         [first] = [r.run_id for r in rt.runs() if r.task == "first"]
         assert str(timed_out.value) == (
-            f"run {first} did not finish within 0.01 s; it goes on: rt.attach('{first}') gives"
-            f" a handle to wait for it, rt.stop('{first}') ends it (from a terminal:"
-            f" `subagents attach {first}`, `subagents stop {first}`)"
+            f"run {first} did not finish within 0.01 s; it goes on while this runtime is open"
+            f" (its close cancels it): rt.attach('{first}') gives a handle to wait for it,"
+            f" rt.stop('{first}') ends it"  # (no terminal: its store is in memory)
         )
         attached = rt.attach(first)
         queued = rt.spawn("hold", "queued")  # the queue's one place
