@@ -17,7 +17,6 @@ from subagents.runtime._root_waiters import Waiter
 from subagents.runtime._spawn_window import SpawnWindow
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
-from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.core import AdmissionError
 
 _T = TypeVar("_T")
@@ -57,6 +56,8 @@ def terminal_state(store: RunStore | None) -> str | None:
     """How ``subagents`` in a terminal names ``store`` (``--state``, quoted for a shell); ""
     when it can say nothing more (a cluster's: ``--ray``; a store of the user's); None when
     no terminal reaches it: a store in memory (the default) lives in this process alone."""
+    from subagents.store.sqlite import SQLiteStore  # (only on a time out: not at import)
+
     if store is None or isinstance(store, MemoryStore):
         return None
     where = getattr(store, "where", None)  # a database's URL, its password left out
