@@ -100,6 +100,9 @@ def test_wait_gives_up_after_its_timeout_and_sees_an_orphan(cli: Cli) -> None:
     run_id, pid, _log = _detach(cli, "slow", "y")
     late = cli("wait", run_id, "--timeout", "0.2")
     assert late.returncode == 124 and "still running" in late.stderr
+    # only the wait ended: the message says the run goes on, and what reaches it
+    assert f"it goes on (only the wait ended): `subagents attach {run_id}`" in late.stderr
+    assert f"`subagents stop {run_id}` ends it" in late.stderr
     os.kill(pid, signal.SIGKILL)
     orphan = cli("wait", run_id)
     assert orphan.returncode == 6 and "orphaned" in orphan.stderr

@@ -81,8 +81,14 @@ def test_a_handle_waits_with_a_timeout_and_reports_status() -> None:
 
     with Runtime([FunctionAgent.create("hold", hold)]) as rt:
         handle = rt.spawn("hold", "x")
-        with pytest.raises(TimeoutError, match=f"run {handle.run_id} did not finish within 0.01 s"):
+        with pytest.raises(TimeoutError) as timed_out:
             handle.result(timeout=0.01)
+        run_id = handle.run_id  # the same words as run(wait=)'s: the run goes on, and how
+        assert str(timed_out.value) == (  # to reach it (a fan_out raises a handle's)
+            f"run {run_id} did not finish within 0.01 s; it goes on while this runtime is open"
+            f" (its close cancels it): rt.attach('{run_id}') gives a handle to wait for it,"
+            f" rt.stop('{run_id}') ends it"  # (no terminal: its store is in memory)
+        )
         assert handle.status is RunStatus.RUNNING and not handle.done
         release.set()
         assert handle.result(WAIT).result == "held"
@@ -101,12 +107,21 @@ def test_run_waits_as_a_handle_would_without_one() -> None:
 
     limits = Limits(max_concurrency=1, queue_bound=1)
     with Runtime([FunctionAgent.create("hold", hold)], limits=limits) as rt:
-        with pytest.raises(TimeoutError, match=r"^run r\w+ did not finish within 0\.01 s$"):
+        with pytest.raises(TimeoutError) as timed_out:
             rt.run("hold", "first", wait=0.01)
+        # the run goes on, and the message names it and what reaches it (it has no handle)
+        [first] = [r.run_id for r in rt.runs() if r.task == "first"]
+        assert str(timed_out.value) == (
+            f"run {first} did not finish within 0.01 s; it goes on while this runtime is open"
+            f" (its close cancels it): rt.attach('{first}') gives a handle to wait for it,"
+            f" rt.stop('{first}') ends it"  # (no terminal: its store is in memory)
+        )
+        attached = rt.attach(first)
         queued = rt.spawn("hold", "queued")  # the queue's one place
         with pytest.raises(AdmissionError, match="queue bound"):
             rt.run("hold", "refused", wait=WAIT)
         release.set()
+        assert attached.result(WAIT).result == "first"  # it went on past the wait
         assert queued.result(WAIT).result == "queued"
         assert rt.run("hold", "last", wait=WAIT).result == "last"
 

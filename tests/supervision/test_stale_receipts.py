@@ -118,3 +118,21 @@ def test_a_receipt_of_a_start_over_before_its_run_ended_leaves_the_dead_letter(
     assert reply.error is None and _state_of(h, child, mail_id) is MailState.DEAD
     receipt(h, child, mail_id, 1)
     assert _state_of(h, child, mail_id) is MailState.DEAD
+
+
+@pytest.mark.parametrize("receipt", RECEIPTS)
+def test_a_late_receipt_of_a_stopped_runs_last_start_makes_its_dead_letter_read(
+    receipt: Receipt,
+) -> None:
+    """Kept on purpose (docs/runtime.md, "every mail is read or comes back"): stopped while
+    its last start's receipt was on its way (a handling that showed the mail to its model,
+    or handed it to its function, then told its reports), the run ends with the mail still
+    in its inbox: a dead letter, its sender told. The receipt that then lands is from the
+    start that took the mail, which was the run's start at its end: the mail WAS read, so it
+    ends read (nothing lost: an ended run is never resumed, so no later start would be
+    handed it). The sender's notice stays: it said the mail was not known read at the end."""
+    h, child, mail_id = _restarting()
+    reply, _ = h.core.stop(StopRequest(request_id="s", run_id=child))
+    assert reply.error is None and _state_of(h, child, mail_id) is MailState.DEAD
+    receipt(h, child, mail_id, 1)
+    assert _state_of(h, child, mail_id) is MailState.READ

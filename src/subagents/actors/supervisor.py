@@ -475,8 +475,9 @@ class SupervisorActor(FastInboxActor):
             self._carry_out(decision)
             return decision.reply[0]
         if kind is ToolStarting:  # asked (not grouped): durable before the tool runs
-            self._carry_out(self.core.tool_starting(message))
-            return True  # (an ``ended`` one is told: the answer goes nowhere)
+            journaled = self.core.tool_starting(message)  # (refused: the start is over)
+            self._carry_out(journaled)
+            return journaled.reply  # (an ``ended`` one is told: the answer goes nowhere)
         decided = self._decide(message)
         if decided is None:
             return self._question(message, asked=asked)

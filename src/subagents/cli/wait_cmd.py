@@ -102,7 +102,8 @@ def _wait(args: argparse.Namespace) -> int:
             if deadline is not None and time.monotonic() >= deadline:
                 sys.stderr.write(
                     f"subagents wait: run {record.run_id} is still {record.status} after"
-                    f" {args.timeout:g}s\n"
+                    f" {args.timeout:g}s; it goes on (only the wait ended): `subagents attach"
+                    f" {record.run_id}` watches it, `subagents stop {record.run_id}` ends it\n"
                 )
                 return EXIT_WAIT_TIMEOUT
             time.sleep(POLL_S)

@@ -8,12 +8,15 @@ outcome, stop, mail, usage) and nothing else; the runtime's waits take handles a
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from subagents.messages import Outcome, RunRecord, RunStatus, TreeUsage
 from subagents.runtime._root_waiters import Waiter
 from subagents.runtime._spawn_window import SpawnWindow
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError
 
 _T = TypeVar("_T")
@@ -22,6 +25,8 @@ _T = TypeVar("_T")
 class RunOwner(Protocol):
     """What a handle asks of the runtime that started its run (``Runtime`` is one): named
     here rather than importing the Runtime, which imports this module."""
+
+    store: RunStore
 
     def get(self, run_id: str) -> RunRecord | None: ...
 
@@ -47,14 +52,58 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     return max(0.0, float(timeout))
 
 
-def landed(run_id: str, waiter: Waiter, timeout: float | None, given: object = None) -> Outcome:
+def terminal_state(store: RunStore | None) -> str | None:
+    """How ``subagents`` in a terminal names ``store`` (``--state``, quoted for a shell); ""
+    when it can say nothing more (a cluster's: ``--ray``; a store of the user's); None when
+    no terminal reaches it: a store in memory (the default) lives in this process alone."""
+    from subagents.store.sqlite import SQLiteStore  # (only on a time out: not at import)
+
+    if store is None or isinstance(store, MemoryStore):
+        return None
+    where = getattr(store, "where", None)  # a database's URL, its password left out
+    if isinstance(where, str):
+        return f" --state {shlex.quote(where)}"
+    if isinstance(store, SQLiteStore):
+        return f" --state {shlex.quote(str(store.path))}"
+    return ""
+
+
+def run_goes_on(run_id: str, store: RunStore | None = None) -> str:
+    """What a wait for ``run_id`` that timed out can do next (``landed``). Named by the run
+    id, not the handle's methods: ``run(wait=)`` gives no handle, and ``fan_out`` raises its
+    runs' time outs to a caller that never saw theirs. It goes on only while its runtime is
+    open (a close cancels every live run: a ``with`` block the error leaves ends it); the
+    terminal's commands are named only where a terminal reaches ``store``."""
+    said = (
+        f"while this runtime is open (its close cancels it): rt.attach({run_id!r}) gives a"
+        f" handle to wait for it, rt.stop({run_id!r}) ends it"
+    )
+    state = terminal_state(store)
+    if state is None:
+        return said
+    return (
+        f"{said} (from a terminal: `subagents attach {run_id}{state}`, `subagents stop"
+        f" {run_id}{state}`)"
+    )
+
+
+def landed(
+    run_id: str,
+    waiter: Waiter,
+    timeout: float | None,
+    given: object = None,
+    store: RunStore | None = None,
+) -> Outcome:
     """The outcome that lands in ``waiter`` within ``timeout`` seconds (checked already by
     ``check_timeout``; ``given``: as the caller gave it, for the message): ``TimeoutError``
     if none does, ``AdmissionError`` if the run was refused. ``RunHandle.result``, and
-    ``Runtime.run`` without a handle made for it (nobody else would see one)."""
+    ``Runtime.run`` without a handle made for it (nobody else would see one). A wait that
+    times out ends only the wait, never the run: its message says so, and what reaches the
+    run (``run_goes_on``)."""
     if not waiter.wait(timeout):
         shown = timeout if given is None else given
-        raise TimeoutError(f"run {run_id} did not finish within {shown} s")
+        goes_on = run_goes_on(run_id, store)
+        raise TimeoutError(f"run {run_id} did not finish within {shown} s; it goes on {goes_on}")
     if waiter.refused is not None:
         raise AdmissionError(waiter.refused)
     assert waiter.outcome is not None
@@ -124,7 +173,8 @@ class RunHandle:
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
         ``AdmissionError`` if the run was refused."""
-        return landed(self.run_id, self._waiter, check_timeout(timeout), timeout)
+        checked = check_timeout(timeout)
+        return landed(self.run_id, self._waiter, checked, timeout, self._rt.store)
 
     def stop(self) -> tuple[str, ...]:
         """Stop this run and its subtree; the ids stopped."""

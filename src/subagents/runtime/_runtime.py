@@ -308,7 +308,7 @@ class Runtime:
         request = _root_request(agent, task, **overrides)
         run_id, waiter, budget = self._starts.tell(request, wait)
         try:  # (no handle made: nobody else sees it, and ``budget`` is checked already)
-            return landed(run_id, waiter, budget)
+            return landed(run_id, waiter, budget, store=self.store)
         except AdmissionError:
             self._starts.forget(run_id)
             raise

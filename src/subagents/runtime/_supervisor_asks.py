@@ -37,6 +37,9 @@ from subagents.runtime._services import Services
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import mail_problem
 
+RESTORE_TIMEOUT_S = 30.0
+"""How long a runtime's restore waits for the supervisor to take it (``restore``)."""
+
 SEND_TIMEOUT_S = 30.0
 """How long ``Runtime.send`` waits for the supervisor to take its mail: one not taken by then
 is withdrawn (never delivered); one taken is waited for to its answer (``ask_claimed``)."""
@@ -106,10 +109,37 @@ class SupervisorRequests:
         except ActorGone:
             raise RuntimeClosed("the runtime is closed") from None
 
-    def restore(self, roots: str | Iterable[str] | None) -> RestoreReport:
-        """Take up the orphaned runs of the store (``roots``: these root trees; None: all)."""
+    def restore(
+        self,
+        roots: str | Iterable[str] | None,
+        timeout: float = RESTORE_TIMEOUT_S,
+        grace: float = TAKEN_GRACE,
+    ) -> RestoreReport:
+        """Take up the orphaned runs of the store (``roots``: these root trees; None: all).
+
+        Asked with a claim (``ask_claimed``), as every request that starts runs: a restore
+        the supervisor had not taken within ``timeout`` is withdrawn, nothing taken up (the
+        runs stay orphaned: safe to restore again); one it took is waited for to its answer
+        (up to ``grace`` more). Unclaimed, a restore that timed out was decided later: its
+        runs taken up by a runtime whose start had failed, and ended by its close."""
         wanted = None if roots is None else frozenset([roots] if isinstance(roots, str) else roots)
-        report: RestoreReport = self.ask(Restore(roots=wanted))
+        which = "orphaned runs" if wanted is None else f"orphaned trees {', '.join(sorted(wanted))}"
+        try:
+            report: RestoreReport = self.ask_claimed(
+                Restore(roots=wanted), timeout=timeout, grace=grace
+            )
+        except AskRevoked as exc:  # withdrawn: nothing taken up, safe to restore again
+            raise TimeoutError(
+                f"restore of the store's {which}: {exc}; no run was taken up: they stay"
+                " orphaned in the store, and restoring again (a new Runtime, `subagents"
+                " resume`) is safe"
+            ) from None
+        except AskOverdue as exc:  # taken, not answered: it may still take runs up
+            raise TimeoutError(
+                f"restore of the store's {which}: {exc}; it may still take up those runs"
+                " (and this runtime, closing as its start failed, end them cancelled): see"
+                " which (`subagents ps --all`) before restoring again"
+            ) from None
         if report.orphans:
             log.info(
                 "restored root runs have no caller; use Runtime.attach(run_id)",

@@ -311,10 +311,10 @@ class SupervisorCore:
         return self._decided()
 
     def tool_starting(self, msg: ToolStarting) -> Decision:
-        """The tool journal: a side-effecting call about to run (``Reports.tool_starting``)."""
+        """A side-effecting call about to run, journaled; the reply: may it (``Reports``)."""
         self.effects.begin()
         self.effects.take(self.reports.tool_starting(msg))
-        return self._decided()
+        return self._decided(self.runs.reporting(msg.run_id, msg.attempt) is not None)
 
     def approval_asked(self, msg: ApprovalAsked) -> Decision:
         self.effects.begin()

@@ -96,7 +96,10 @@ class Reports:
     def tool_starting(self, msg: ToolStarting) -> Decided:
         """The tool journal: a side-effecting call is about to run. Kept in the checkpoint
         before the agent hears back, so a crash during the call cannot make a resumed run do
-        it again (``tools.journal`` decides what the model is told)."""
+        it again (``tools.journal`` decides what the model is told). From a start that is
+        over (``RunTable.reporting``: a restart, a retry or a move decided, an end) nothing is
+        kept and the call may not run (``SupervisorCore.tool_starting``'s reply): the old
+        start takes no new side-effecting action, even where no stop reaches its actor."""
         decided = Decided()
         state = self.runs.reporting(msg.run_id, msg.attempt)
         if state is not None:
