@@ -2,14 +2,17 @@
 
 On ``max_concurrency=1`` the parent lends its slot (parks) while its children run one at a
 time, and takes each child's end that leaves the gather waiting without its slot
-(``FunctionBehaviour.only_records``). Usage: parked_gather_job.py DB OUT. Starts the job, or
-takes it up when the store already holds it, prints ``ready`` and then one
-``<event> <agent>`` line per event, and writes the outcome to OUT as JSON.
+(``FunctionBehaviour.only_records``). Usage: parked_gather_job.py DB OUT [hold-last]. Starts
+the job, or takes it up when the store already holds it, prints ``ready`` and then one
+``<event> <agent>`` line per event, and writes the outcome to OUT as JSON. ``hold-last``: the
+last child never ends (the run to be killed), so the job cannot finish before the test's
+SIGKILL lands, however late a loaded machine delivers it.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 
 from job_kit import say, spawn_or_attach, write_outcome
 
@@ -18,6 +21,8 @@ from subagents.behaviour.function import AgentContext
 from subagents.messages import Event
 
 CHILDREN = 5
+HOLD_LAST = threading.Event()
+"""Set by ``hold-last``: the last child waits for ever (until the process is killed)."""
 
 
 async def parent(ctx: AgentContext) -> str:
@@ -26,6 +31,8 @@ async def parent(ctx: AgentContext) -> str:
 
 
 def child(ctx: AgentContext) -> str:
+    if HOLD_LAST.is_set() and ctx.task == f"c{CHILDREN - 1}":
+        threading.Event().wait()  # held until the SIGKILL
     return ctx.task.upper()
 
 
@@ -47,4 +54,6 @@ def main(db: str, out: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[3:] == ["hold-last"]:
+        HOLD_LAST.set()
     sys.exit(main(sys.argv[1], sys.argv[2]))

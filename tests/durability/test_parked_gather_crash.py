@@ -21,8 +21,8 @@ JOB = Path(__file__).with_name("parked_gather_job.py")
 EXPECTED = "C0,C1,C2,C3,C4"
 
 
-def _start(db: Path, out: Path) -> subprocess.Popen[str]:
-    return start_job(JOB, db, out, text=True)
+def _start(db: Path, out: Path, *hold: str) -> subprocess.Popen[str]:
+    return start_job(JOB, db, out, *hold, text=True)
 
 
 def _finish(db: Path, out: Path) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def test_a_parked_parent_killed_after_taking_ends_without_its_slot_resumes_once_
     tmp_path: Path, ends_seen: int
 ) -> None:
     db, out = tmp_path / "runs.db", tmp_path / "out.json"
-    proc = _start(db, out)
+    proc = _start(db, out, "hold-last")  # it cannot finish before the SIGKILL lands
     assert proc.stdout is not None
     seen: list[str] = []
     for raw in proc.stdout:
