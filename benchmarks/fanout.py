@@ -130,10 +130,16 @@ class _Gauge:
         self.most = 0
         self.entered: list[float] = []
         self.left: list[float] = []
+        self.entered_cpu: list[tuple[float, float, int]] = []
+        """(``perf_counter``, process CPU, threads alive) at each call's start: the first
+        wave's CPU and threads (``where_it_goes``)."""
 
     def enter(self) -> None:
+        cpu, threads = time.process_time(), threading.active_count()  # (outside the lock)
         with self._lock:
-            self.entered.append(time.perf_counter())
+            now = time.perf_counter()
+            self.entered.append(now)
+            self.entered_cpu.append((now, cpu, threads))
             self.now += 1
             self.most = max(self.most, self.now)
 
@@ -142,7 +148,9 @@ class _Gauge:
             self.left.append(time.perf_counter())
             self.now -= 1
 
-    def where_it_goes(self, start: float, end: float, limit: int) -> dict[str, float]:
+    def where_it_goes(
+        self, start: float, end: float, limit: int, start_cpu: float | None = None
+    ) -> dict[str, float]:
         """Where one fan-out's makespan went beyond its calls (ms), from the calls' times
         since the mark ``start`` (the parent began) to ``end`` (its gather returned):
 
@@ -150,6 +158,13 @@ class _Gauge:
           supervisor's first decision, the first child's start);
         - ``first_wave_ms``: until ``limit`` calls had begun (every slot busy once; ideal:
           ~0, a makespan pays it whole);
+        - ``first_wave_cpu_ms`` (given ``start_cpu``, the process's CPU time at ``start``):
+          the process's CPU over the first wave, every thread together, and
+          ``first_wave_busy``, that CPU over the first wave's wall time: near 1 (one core:
+          the GIL), the wave is CPU-bound and only less work shortens it; well below, it
+          waited (for the GIL behind other processes, for threads to start);
+        - ``first_wave_threads``: threads alive when the ``limit``-th call began (a fresh
+          runtime starts one per call under way: each blocks its thread);
         - ``hand_over_ms_mean`` / ``_p90``: a freed slot's next call, from the k-th call's
           end to the (k + limit)-th call's start (at most ``limit`` at once: it cannot begin
           before), i.e. a child's reports, its end decided, the next child started and on
@@ -159,18 +174,28 @@ class _Gauge:
         Taken for the trial just run (the lists are cleared)."""
         with self._lock:
             entered, left = sorted(self.entered), sorted(self.left)
-            self.entered, self.left = [], []
+            with_cpu = sorted(self.entered_cpu)
+            self.entered, self.left, self.entered_cpu = [], [], []
         if len(entered) < limit or not left:
             return {}
         lags = sorted(entered[k + limit] - left[k] for k in range(len(entered) - limit))
         ms = 1e3
-        return {
+        where = {
             "first_call_ms": rounded((entered[0] - start) * ms, 2),
             "first_wave_ms": rounded((entered[limit - 1] - start) * ms, 2),
             "hand_over_ms_mean": rounded(sum(lags) / len(lags) * ms, 2) if lags else 0.0,
             "hand_over_ms_p90": rounded(lags[int(len(lags) * 0.9)] * ms, 2) if lags else 0.0,
             "tail_ms": rounded((end - left[-1]) * ms, 2),
         }
+        if start_cpu is not None:
+            wave_end, _, threads = with_cpu[limit - 1]
+            wall = wave_end - start
+            # (the CPU read at a call's start may be a later call's: at most the wave's last)
+            cpu = max(c for _, c, _ in with_cpu[:limit]) - start_cpu
+            where["first_wave_cpu_ms"] = rounded(cpu * ms, 2)
+            where["first_wave_busy"] = rounded(cpu / wall, 3) if wall > 0 else 0.0
+            where["first_wave_threads"] = float(threads)
+        return where
 
 
 class _GaugedModel(ScriptedModel):
@@ -239,7 +264,7 @@ def runtime(
         outcome = rt.run("parent", str(children), wait=120)
     if outcome.result != str(children):
         raise RuntimeError(f"runtime: expected {children} completed children, got {outcome!r}")
-    where = gauge.where_it_goes(marks["start"], marks["end"], limit)
+    where = gauge.where_it_goes(marks["start"], marks["end"], limit, marks["start_cpu"])
     if breakdown is not None:
         breakdown.append(where)
     return marks["end"] - marks["start"], marks["end_cpu"] - marks["start_cpu"], parked[0]
@@ -328,7 +353,9 @@ def main() -> None:
                         " until the first call and until every slot was busy once (the first"
                         " wave), a freed slot's hand-over to the next child's call (mean,"
                         " p90; children / limit - 1 per slot), the last call's end to the"
-                        " parent's gather returning"
+                        " parent's gather returning; the process's CPU over the first wave"
+                        " (all threads), that CPU over the wave's wall time (busy: near 1,"
+                        " CPU-bound under the GIL), the threads alive when it ended"
                     ),
                     **{
                         key: rounded(median([b[key] for b in breakdowns if key in b]), 2)
@@ -338,6 +365,9 @@ def main() -> None:
                             "hand_over_ms_mean",
                             "hand_over_ms_p90",
                             "tail_ms",
+                            "first_wave_cpu_ms",
+                            "first_wave_busy",
+                            "first_wave_threads",
                         )
                     },
                 },

@@ -257,6 +257,12 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     assert where["hand_over_ms_mean"] >= 0 and where["hand_over_ms_p90"] >= 0
     waves_ms = (children // limit - 1) * result["sizes"]["delay_s"] * 1e3
     assert 0 <= where["tail_ms"] <= makespan_ms - waves_ms
+    # the first wave's CPU: some was spent (the children's starts at least), and it is this
+    # process's CPU over the wave's wall time (at most both cores); threads: the caller's and
+    # the calls' (a call blocks its thread; not `limit` of them: a loaded machine's first
+    # wave may outlast the first calls, whose threads take the next children)
+    assert where["first_wave_cpu_ms"] > 0 and 0 < where["first_wave_busy"] <= 2.5
+    assert where["first_wave_threads"] > 1
     # async workers may lend their slots (parking): their ideal is the one at the concurrency
     # seen; a sleep this brief keeps its slot, so they are at most `limit` at a time too
     assert 1 <= figures["max_concurrent"]["runtime_async_workers"] <= limit
