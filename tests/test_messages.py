@@ -512,3 +512,42 @@ def test_a_batch_never_needs_a_hook_for_what_it_holds() -> None:
     batch = OTHERS[0]
     decoded = msgspec.json.decode(msgspec.json.encode(batch), type=Batch)
     assert [type(m) for m in decoded.messages] == [SendMail, MailRead, DeliverMail]
+
+
+_TERMINAL_IN_A_FRESH_PROCESS = """
+import pickle, sys
+statuses = pickle.loads(sys.stdin.buffer.read())
+print(",".join(f"{s.value}={int(s.terminal)}" for s in statuses))
+"""
+
+
+def test_every_run_status_knows_whether_it_is_terminal_wherever_it_is_decoded() -> None:
+    """``RunStatus.terminal`` is an attribute set on each member when ``messages.records`` is
+    imported (not a property): every member has it, it says whether the member is in
+    ``TERMINAL_STATUSES``, and a member that arrives another way (msgspec JSON and
+    msgpack, as the store and the cluster's links carry records; pickle into a fresh
+    process that imported nothing but the messages, as Ray's workers do) is that member,
+    with it."""
+    import pickle
+    import subprocess
+    import sys
+
+    from subagents.messages import TERMINAL_STATUSES, RunStatus
+
+    expected = {s.value: s in TERMINAL_STATUSES for s in RunStatus}
+    assert sum(expected.values()) == len(TERMINAL_STATUSES) >= 1
+    assert not all(expected.values())
+    for status in RunStatus:
+        assert status.terminal is expected[status.value], status
+        for coded in (msgspec.json, msgspec.msgpack):
+            decoded = coded.decode(coded.encode(status), type=RunStatus)
+            assert decoded is status and decoded.terminal is expected[status.value]
+    child = subprocess.run(
+        [sys.executable, "-c", _TERMINAL_IN_A_FRESH_PROCESS],
+        input=pickle.dumps(list(RunStatus)),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    seen = dict(pair.split("=") for pair in child.stdout.decode().strip().split(","))
+    assert seen == {value: str(int(terminal)) for value, terminal in expected.items()}

@@ -272,7 +272,7 @@ def debug_enabled() -> bool:
     structlog = sys.modules.get("structlog")
     if structlog is None:  # nothing logged or configured yet: the first line brings the default
         return _first_level() <= logging.DEBUG
-    config = _structlog_config(structlog)
+    config = _CONFIG_OBJECT[0] if _CONFIG_OBJECT else _structlog_config(structlog)
     wrapper = (
         config.default_wrapper_class
         if config is not None

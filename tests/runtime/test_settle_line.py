@@ -285,6 +285,34 @@ def test_a_journal_of_the_late_line_is_decided_after_the_reports_held_before_it(
         store.close()
 
 
+def test_a_report_told_alone_while_others_are_held_is_decided_after_them(store: Any) -> None:
+    """A run's report of one message (told alone, not in a ``Batch``: a handling that only
+    says whether it waits) that comes while the first reports of every run are held joins
+    them (one core call, ``SupervisorActor.on_receive``) and is decided after them, in the
+    order it came: run 0's own earlier report says it waits, this later one that it does
+    not, and an ask after both finds it running. Decided ahead of what was held, the run
+    would be left waiting."""
+    hold = _HoldAt(f"t{RUNS - 1}")
+    rt = _runtime(store)
+    try:
+        handles, (spawner, queued) = _held_first_reports(rt, hold)
+        spawned = [rid for rid, kind in hold.events if kind is EventKind.SPAWNED]
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None and len(spawned) == RUNS
+        run = spawned[0]
+        supervisor._ref.tell(WaitingChanged(run_id=run, waiting=False, attempt=1))
+        wait_until(lambda: queued() >= RUNS + 1, "the lone report queued behind them")
+        hold.gate.set()
+        spawner.join(WAIT)
+        assert len(handles) == RUNS
+        assert rt.status(run).status is RunStatus.RUNNING  # (an ask: after all of them)
+        for other in spawned[1:]:  # (their own reports, held with it, decided too)
+            assert rt.status(other).status is RunStatus.WAITING
+    finally:
+        hold.gate.set()
+        rt.close()
+
+
 def test_the_settle_line_never_decides_more_than_its_most_at_once() -> None:
     """A report of two messages (a journal, that it waits) held after ``SETTLE_MOST - 1``
     single ones is not added to them: what is held is decided first, so no decision (and

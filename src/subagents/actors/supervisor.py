@@ -195,6 +195,8 @@ class SupervisorActor(FastInboxActor):
             dispatcher=dispatcher,
         )
         self.outage = Outage(core, store, on_outside)
+        """Its ``failure``: why nothing is taken on now (the store failed, the lease is lost);
+        read as an attribute on every message, not through a property (a call each)."""
         self._deciders = deciders(core, store, self.effector.ended)
         self._group: AbstractContextManager[None] | None = None
         self._held: list[Effect] = []
@@ -220,6 +222,9 @@ class SupervisorActor(FastInboxActor):
         if kind is Batch:  # an agent's reports of one handling
             self._receive_batch(message.messages)
             return None
+        if kind is not Ask and kind is not LeaseLost and message is not COMMIT_DUE:
+            self._receive(message, more=False)  # (it has what the settle line holds decided)
+            return None
         self._settle()  # the settling reports held are decided before anything else
         if kind is Ask:
             claim = message.claim
@@ -228,16 +233,14 @@ class SupervisorActor(FastInboxActor):
             return self._answer(message.message)
         if message is COMMIT_DUE:  # a group nobody waited on (``group_linger``)
             self._commit_group()
-        elif kind is LeaseLost:  # taken over (its lease lapsed): nothing more, for good
+        else:  # taken over (its lease lapsed): nothing more, for good
             self._halt(RuntimeError(message.reason), what=LOST_LEASE)
-        else:
-            self._receive(message, more=False)
         return None
 
     def _answer(self, message: Any) -> Any:
         """An ask: the open group is committed first; errors go to the sender."""
         self._commit_group()
-        if self.store_failure is not None and not self._recover():
+        if self.outage.failure is not None and not self._recover():
             return self.outage.refuse_ask(message)
         return self._asked(message)
 
@@ -258,11 +261,11 @@ class SupervisorActor(FastInboxActor):
         if failed is None:
             self.on_outside(SpawnsDecided(request_ids=tuple([r.request_id for r in told])))
             return
-        if self.store_failure is None:  # a bug, not the store: logged, as for any tell
+        if self.outage.failure is None:  # a bug, not the store: logged, as for any tell
             log.error("supervisor failed to decide root spawns", exc_info=failed)
         why = f"the supervisor could not handle this request: {type(failed).__name__}: {failed}"
         for message in told:
-            self._answer_told(message, self.store_failure or why)
+            self._answer_told(message, self.outage.failure or why)
 
     def _asked(self, message: Any) -> Any:
         try:
@@ -277,14 +280,15 @@ class SupervisorActor(FastInboxActor):
         step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, the rest one by one; the
         late line's ``Records`` in one core call, after what the settle line held; one that
         only settles its run is held (``actors.settle_line``)."""
-        if self.store_failure is None:
+        if self.outage.failure is None:
             if type(messages) is Records:  # (``LateReports``)
                 self._settle()
                 self._in_group(messages, more=more)
                 return
-            if self.settling.hold(messages, more):
+            if self.settling.hold(messages, more):  # (else it decided what it held)
                 return
-        self._settle()
+        else:
+            self._settle()
         n = len(messages)
         i = 0
         while i < n:
@@ -296,11 +300,11 @@ class SupervisorActor(FastInboxActor):
                     j += 1
             elif step_spawn(messages[i]):
                 j = spawns_end(messages, i)
-                if j - i > 1 and self.store_failure is None:
+                if j - i > 1 and self.outage.failure is None:
                     self._step_spawns(messages[i:j])
                     i = j
                     continue
-            if (j - i > 1 or same is not None) and self.store_failure is None:
+            if (j - i > 1 or same is not None) and self.outage.failure is None:
                 self._in_group(messages[i:j], more=more or j < n)  # (none held meanwhile)
             else:
                 for k in range(i, j):
@@ -310,10 +314,12 @@ class SupervisorActor(FastInboxActor):
     def _receive(self, message: Any, *, more: bool) -> None:
         """One told message, as if it had arrived alone; ``more``: the rest of its Batch
         follows, so the open group is not committed yet for want of queued messages."""
-        if self.store_failure is None and self.settling.hold((message,), more):
-            return
-        self._settle()
-        if self.store_failure is not None and not (  # a root spawn tries, as an ask does
+        if self.outage.failure is None:
+            if self.settling.hold((message,), more):  # (else it decided what it held)
+                return
+        else:
+            self._settle()
+        if self.outage.failure is not None and not (  # a root spawn tries, as an ask does
             (type(message) is PollCommands or groupable(message)) and self._recover()
         ):
             self._refuse_tell(message)
@@ -322,7 +328,7 @@ class SupervisorActor(FastInboxActor):
             self._in_group((message,), more=more)
             return
         self._commit_group()
-        if self.store_failure is not None:  # that commit failed: nothing more is taken on
+        if self.outage.failure is not None:  # that commit failed: nothing more is taken on
             self._refuse_tell(message)
             return
         if groupable(message):  # a root spawn told (``Runtime.spawn``): with those behind it
@@ -342,7 +348,7 @@ class SupervisorActor(FastInboxActor):
         to the parent one ``Batch`` (``coalesce``), not one decision, commit and handling
         each (``benchmarks/fanout.py``)."""
         self._commit_group()
-        if self.store_failure is not None:  # that commit failed: nothing more is taken on
+        if self.outage.failure is not None:  # that commit failed: nothing more is taken on
             for message in spawns:
                 self._refuse_tell(message)
             return
@@ -367,11 +373,6 @@ class SupervisorActor(FastInboxActor):
         answer_told(message, reason, self.effector.tell, self.on_outside, self.core.runs.answers)
 
     # ---- the store failed ------------------------------------------------------------------
-
-    @property
-    def store_failure(self) -> str | None:
-        """Why nothing is taken on now: the store failed, or the lease is lost (``Outage``)."""
-        return self.outage.failure
 
     def _halt(
         self, exc: Exception, lost: Sequence[Effect] = (), what: str = "the run store failed"
@@ -403,7 +404,7 @@ class SupervisorActor(FastInboxActor):
 
     def _refuse_tell(self, message: Any) -> None:
         """After a store failure: whoever waits on a tell is told the store's error."""
-        self._answer_told(message, self.store_failure or "the run store failed")
+        self._answer_told(message, self.outage.failure or "the run store failed")
 
     # ---- group commit ----------------------------------------------------------------------
 
@@ -412,7 +413,7 @@ class SupervisorActor(FastInboxActor):
         if not self.settling.held:
             return
         run = self.settling.take()
-        if self.store_failure is None:
+        if self.outage.failure is None:
             self._in_group(run, more=False)
             return
         for message in run:  # (the store failed since they were held: as told then)
@@ -431,7 +432,7 @@ class SupervisorActor(FastInboxActor):
         what the step did: a step's sends are one transaction."""
         if self._grouped and self._grouped + len(run) > GROUP_MAX:
             self._commit_group()  # what is open goes first, as if the group were full
-            if self.store_failure is not None:  # that commit failed: these are dropped
+            if self.outage.failure is not None:  # that commit failed: these are dropped
                 return
         try:
             self._open_group()  # may be refused: a full disk, a lease taken (``Fenced``)

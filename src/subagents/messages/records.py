@@ -66,9 +66,10 @@ class RunStatus(enum.StrEnum):
     TIMED_OUT = "timed_out"
     BUDGET_EXCEEDED = "budget_exceeded"
 
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
+    terminal: bool
+    """Whether a run in this status has ended (``TERMINAL_STATUSES``). Each member's own
+    attribute, set once below, not a property: read on every change of every run (five
+    times in a trivial run's decisions: a call each as a property)."""
 
 
 TERMINAL_STATUSES = frozenset(
@@ -80,6 +81,8 @@ TERMINAL_STATUSES = frozenset(
         RunStatus.BUDGET_EXCEEDED,
     }
 )
+for _status in RunStatus:
+    _status.terminal = _status in TERMINAL_STATUSES
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -132,6 +132,12 @@ class FencedStore:
 
     def __init__(self, store: RunStore, fence: Fence | None = None) -> None:
         self.store = store
+        self.writes_go_to: RunStore = store
+        """Where the writes of an open batch of this thread may go straight: the inner
+        store. The fence was checked when the thread's outermost batch opened, which is all
+        a write through ``FencedStore`` adds (with a nested batch of the inner store per
+        write: ~10 per spawn, each a lock or a SAVEPOINT mark). ``store.writes.write_all``;
+        an attribute, not a property: read by every decision's writes (a call each)."""
         self.fence = fence
         self._local = _Depth()
         self.lazy_batch: Callable[[str, int], AbstractContextManager[None]] | None = getattr(
@@ -150,14 +156,6 @@ class FencedStore:
         if self._local.depth:  # inside this thread's fenced batch: checked
             return self.store.batch()  # (each write opens one: ~10 per spawn)
         return _FencedBatch(self)
-
-    @property
-    def writes_go_to(self) -> RunStore:
-        """Where the writes of an open batch of this thread may go straight: the inner
-        store. The fence was checked when the thread's outermost batch opened, which is all
-        a write through ``FencedStore`` adds (with a nested batch of the inner store per
-        write: ~10 per spawn, each a lock or a SAVEPOINT mark). ``store.writes.write_all``."""
-        return self.store
 
     def sweep(self, **kwargs: Any) -> Any:
         """The store's sweeper (if it has one: ``SQLiteStore``), fenced like any write."""

@@ -85,7 +85,7 @@ def close_all(
             record, run_id = state.record, state.run_id
             status = next_status(run_id, record.status, move)
             outcome = outcome_of(record, status, end)
-            writes.append(runs.fire_ended(state, move, now(), outcome))
+            writes.append(runs.fire_ended(state, status, now(), outcome))
             writes.append(SaveOutcome(outcome))
             kind, data = end_event(record, status, end)
             event = event_of(kind, state.record, now(), data)

@@ -112,7 +112,7 @@ class Lifecycle:
         outcome = outcome_of(record, status, end)
         now = self.now()  # (its end's time: the record's and its end event's)
         writes = decided.writes
-        writes.append(self.runs.fire_ended(state, end.move, now, outcome))
+        writes.append(self.runs.fire_ended(state, status, now, outcome))
         # delivered below, in this decision: one write says both (no OutcomeDelivered after)
         writes.append(SaveOutcome(outcome, delivered=True))
         if state.preview is not None:  # (most runs end between steps)

@@ -26,6 +26,7 @@ from subagents.messages import (
     Placed,
     Preview,
     RunRecord,
+    RunStatus,
 )
 from subagents.store.writes import AddToCheckpoint, SaveRun
 from subagents.supervision.admission_checks import Standing
@@ -280,9 +281,11 @@ class RunTable:
         )
         return self._moved(state, record)
 
-    def fire_ended(self, state: RunState, move: Move, ended_at: float, outcome: Outcome) -> SaveRun:
-        """``fire`` for an end: ``move`` with the run's end time and its outcome."""
-        status = next_status(state.run_id, state.record.status, move)
+    def fire_ended(
+        self, state: RunState, status: RunStatus, ended_at: float, outcome: Outcome
+    ) -> SaveRun:
+        """``fire`` for an end: to ``status``, the one its move gives (``next_status``: its
+        caller's, made before any change), with the run's end time and its outcome."""
         record = msgspec.structs.replace(
             state.record, status=status, ended_at=ended_at, outcome=outcome
         )
