@@ -127,22 +127,36 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
         if not req.agent.strip():  # a continuation's agent is its run's, not yet read
             return f"the text to continue {req.continues} with is empty: say what comes next"
         return f"the task for {req.agent!r} is empty: say what the agent should do"
-    for name in ("context", "label", "model"):
-        value = getattr(req, name)
+    for name, value in (("context", req.context), ("label", req.label), ("model", req.model)):
         if value is not None and not isinstance(value, str):
             return f"{name} must be a string, got {value!r}"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
     if req.detach and req.parent_run_id is None:
         return "detach is for a child: a root run has no parent to outlive"
-    problem = _texts_problem(req, limits.max_text_chars)
-    if problem is not None:
-        return problem
+    if not _plain_task(req, limits.max_text_chars):  # (most requests: nothing more to check)
+        problem = _texts_problem(req, limits.max_text_chars)
+        if problem is not None:
+            return problem
     if req.token_budget is not None and (
         isinstance(req.token_budget, bool) or not isinstance(req.token_budget, int | float)
     ):
         return f"token_budget must be a number, got {req.token_budget!r}"
-    return timeout_problem(req.timeout, limits)
+    return None if req.timeout is None else timeout_problem(req.timeout, limits)
+
+
+def _plain_task(req: SpawnRequest, cap: int) -> bool:
+    """Whether the request's only text is its task, in ASCII within ``cap``: then
+    ``_texts_problem`` has nothing to find (its three calls deep per text, on every spawn's
+    caller and again in the supervisor's admission, skipped)."""
+    return (
+        req.context is None
+        and req.label is None
+        and req.model is None
+        and req.shared is None
+        and len(req.task) <= cap
+        and req.task.isascii()
+    )
 
 
 def policy_problem(req: SpawnRequest) -> str | None:
