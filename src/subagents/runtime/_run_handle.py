@@ -40,6 +40,9 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     as "time out at once", another as a type error); anything else a ``TypeError``."""
     if timeout is None:
         return None
+    kind = timeout.__class__  # (a plain int or float, the usual case: no call made)
+    if (kind is float or kind is int) and timeout > 0 and timeout < math.inf:
+        return timeout + 0.0  # (an int as a float: ``float()`` without its call)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"{name} must be a number of seconds or None, got {timeout!r}")
     if math.isnan(timeout):
