@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import unicodedata
 from typing import Any
 
@@ -228,11 +229,12 @@ def timeout_problem(timeout: Any, limits: Limits) -> str | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return f"timeout must be a number of seconds, got {timeout!r}"
-    if not math.isfinite(timeout) or timeout <= 0:
+    if timeout <= 0 or (isinstance(timeout, float) and not math.isfinite(timeout)):
         return f"timeout must be a positive number of seconds, got {timeout!r}"
-    if timeout > limits.max_timeout_s:
+    if timeout > limits.max_timeout_s:  # (an int past every float: not ``:g``, it raised)
+        shown = f"{timeout:g} s" if timeout <= sys.float_info.max else "of more than 1e+308 s"
         return (
-            f"timeout {timeout:g} s is above the maximum of {limits.max_timeout_s:g} s"
+            f"timeout {shown} is above the maximum of {limits.max_timeout_s:g} s"
             " (Limits.max_timeout_s)"
         )
     return None
