@@ -40,7 +40,8 @@ _MOST = sys.float_info.max
 def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     """A wait's timeout, checked, the same for every wait (``RunHandle.result``,
     ``Runtime.wait_any``/``wait_all``/``wait_ended``, ``run(wait=)``): None waits without
-    limit; a number of seconds (a negative one is 0: look, do not wait); NaN is a
+    limit; a number of seconds (a negative one is 0: look, do not wait; infinity, or an int
+    past the largest float, is kept as infinity: a wait without limit, ``Waiter.wait``); NaN is a
     ``ValueError`` naming the argument (it is neither a time nor "no limit": one wait read it
     as "time out at once", another as a type error); anything else a ``TypeError``."""
     if timeout is None:
