@@ -3,6 +3,7 @@ have, a subscriber calling back into the runtime."""
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from typing import Any
@@ -201,6 +202,23 @@ def test_a_nan_timeout_is_the_same_value_error_for_every_wait() -> None:
                     call()
         assert [r.run_id for r in rt.runs()] == [handle.run_id]  # run(wait=nan) started none
         assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize("seconds", [math.inf, 1e300, 1e10, 2**62])
+def test_a_wait_longer_than_the_platform_can_time_is_a_wait_without_limit(
+    seconds: float,
+) -> None:
+    """``check_timeout`` keeps infinity (and any number above 0) as seconds to wait; the
+    waiter took them to a lock's ``acquire(timeout=)``, which refuses more than
+    ``threading.TIMEOUT_MAX`` (~292 years) with ``OverflowError: timestamp out of range``:
+    ``run(wait=math.inf)`` and ``result(timeout=math.inf)`` raised it after starting the
+    run. Every wait takes such a number as no limit, as ``wait_all`` already did."""
+    with Runtime([AgentSpec(name="worker", description="w")], model=ScriptedModel()) as rt:
+        assert rt.run("worker", "t", wait=seconds).status is RunStatus.COMPLETED
+        handle = rt.spawn("worker", "t")
+        assert handle.result(timeout=seconds).status is RunStatus.COMPLETED
+        done = rt.wait_any([rt.spawn("worker", "t")], timeout=seconds)
+        assert done.status is RunStatus.COMPLETED
 
 
 def test_a_model_answer_that_cannot_be_kept_fails_as_malformed_naming_why(

@@ -326,6 +326,37 @@ def test_a_failing_tell_stops_the_actor_and_a_failing_ask_answers_the_error(
     assert not ref.is_alive()
 
 
+def test_an_on_start_that_raises_stops_its_actor_alone_and_refuses_its_asks(
+    dispatcher: Dispatcher,
+) -> None:
+    """As pykka's ``_actor_loop_setup`` (which ``_drain`` runs without its frame): an
+    ``on_start`` that raises stops its actor (``on_stop`` not called), uncounted, and every
+    ask of it is refused ``ActorDeadError`` (put before the stop, after it, or after its
+    mailbox let it go); the dispatcher's threads go on with other actors."""
+    stopped = threading.Event()
+
+    class Broken(PooledActor):
+        def on_start(self) -> None:
+            raise RuntimeError("cannot start")
+
+        def on_stop(self) -> None:
+            stopped.set()
+
+    ref = Broken.start(dispatcher=dispatcher)
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("first", timeout=WAIT)
+    assert dispatcher.wait_idle(WAIT)
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("after", timeout=WAIT)
+    assert not ref.is_alive() and not stopped.is_set()
+    assert dispatcher.live == 0
+    other = Recorder.start(dispatcher=dispatcher)
+    other.tell("a")
+    assert other.ask("report", timeout=WAIT) == (["a"], 0, 0)
+    other.stop(timeout=WAIT)
+    assert dispatcher.live == 0
+
+
 def test_live_and_stopped_count_every_actor_started_and_stopped_from_many_threads(
     dispatcher: Dispatcher,
 ) -> None:

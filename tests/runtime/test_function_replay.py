@@ -15,7 +15,12 @@ from typing import Any
 import pytest
 
 from subagents.actors import agent as agent_actor
-from subagents.behaviour.function import NONDETERMINISTIC, AgentContext, FunctionAgent
+from subagents.behaviour.function import (
+    NONDETERMINISTIC,
+    AgentContext,
+    FunctionAgent,
+    FunctionBehaviour,
+)
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
@@ -266,3 +271,32 @@ def test_a_status_the_supervisor_did_not_answer_in_time_is_journaled_as_such(
     assert outcome.status is RunStatus.COMPLETED, outcome
     assert len(seen) == 2 and seen[0] == seen[1]  # the restart replayed what it saw
     assert "did not answer" in seen[0] and "closing" not in seen[0], seen[0]
+
+
+def test_a_restarted_start_loads_its_journal_into_maps_of_its_own(store: RunStore) -> None:
+    """Most starts resume nothing: their journal maps are ``FunctionBehaviour``'s read-only
+    empty ones (five dicts fewer made per run). A restarted start loads maps of its own and
+    replays from them; the class's stay empty and unwritable for every other run."""
+    starts: list[int] = []
+
+    async def flaky(ctx: AgentContext) -> str:
+        starts.append(1)
+        mail = await ctx.receive(timeout=0.01)  # journaled: replayed by the second start
+        if len(starts) == 1:
+            raise RuntimeError("crash after a journaled call")
+        return f"again, mail {mail}"
+
+    def plain(ctx: AgentContext) -> str:
+        return ctx.task
+
+    agents = [FunctionAgent.create("flaky", flaky, restart="transient"), plain]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.run("flaky", "go", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED, outcome
+        assert outcome.value == "again, mail None" and len(starts) == 2
+        assert rt.run("plain", "after it", wait=WAIT).value == "after it"
+    for name in ("recovered", "journaled", "mails", "sent", "agents"):
+        shared = getattr(FunctionBehaviour, name)
+        assert len(shared) == 0, name
+        with pytest.raises(TypeError):
+            shared["k"] = []

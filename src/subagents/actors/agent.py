@@ -16,31 +16,31 @@ import itertools
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, cast
 
 import msgspec
 import pykka
 
+from subagents.actors.agent_start import AgentKit as AgentKit
+from subagents.actors.agent_start import Behaviour as Behaviour
+from subagents.actors.agent_start import BehaviourFactory as BehaviourFactory
+from subagents.actors.agent_start import Started
 from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.threads import ThreadPool
-from subagents.actors.timer import TimerService
 from subagents.actors.wakes import WAKES_DUE, Wakes
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
-from subagents.behaviour.port import NOT_RUN_STOPPING, AgentPort
-from subagents.definitions.spec import AgentSpec
+from subagents.behaviour.port import NOT_RUN_STOPPING
 from subagents.logs import get_logger
 from subagents.messages import (
     ApprovalAsked,
     Ask,
     Batch,
-    Checkpoint,
     Continue,
     JournalEntry,
-    Mail,
     Park,
     Parked,
     RunFinished,
@@ -61,21 +61,9 @@ from subagents.messages import (
     Unpark,
     WaitingChanged,
 )
-from subagents.supervision.admission_checks import Standing
 from subagents.supervision.effects import StartRun
 
 log = get_logger("subagents.agent")
-
-
-class Behaviour(Protocol):
-    def start(
-        self,
-        checkpoint: Checkpoint | None,
-        pending_mail: tuple[Mail, ...],
-        recovered: tuple[Any, ...] = (),
-    ) -> None: ...
-    def on_message(self, message: Any) -> None: ...
-    def unread_mail(self) -> tuple[str, ...]: ...
 
 
 def _only_records(behaviour: Behaviour, message: Any) -> bool:
@@ -85,9 +73,6 @@ def _only_records(behaviour: Behaviour, message: Any) -> bool:
     loop: a mail taken parked could answer a parent's approval and run the tool) says no."""
     only = getattr(behaviour, "only_records", None)
     return only is not None and bool(only(message))
-
-
-BehaviourFactory = Callable[[AgentPort], Behaviour]
 
 
 def _summary(arguments: Mapping[str, Any], limit: int = 300) -> dict[str, Any]:
@@ -121,8 +106,9 @@ def _unrecorded(
 
 def _has_mail(messages: tuple[Any, ...]) -> bool:
     """Whether ``messages`` hold mail. A run's last flush without any (most ends) need not
-    pass the desk: what it notes of the other reports only serves later sends."""
-    return any(type(m) is SendMail for m in messages)
+    pass the desk: what it notes of the other reports only serves later sends. (One C
+    call: ``any`` over a generator cost a run's end four calls.)"""
+    return SendMail in map(type, messages)
 
 
 def _status_refused(exc: Exception) -> ValueError:
@@ -159,48 +145,7 @@ _LATER = itertools.count()
 """Keys of the calls ``AgentActor.later`` schedules (each its own timer)."""
 
 
-class AgentKit(NamedTuple):
-    """What every agent actor of one runtime is started with, the same for each (made once
-    by its ``Effector``): where it reports, its timers, its behaviour by definition, the
-    thread pool its loop runs on (None: a thread of its own, or a dispatcher's), and the
-    desk for mail taken straight to its recipients (None: every mail goes by the
-    supervisor; ``actors/mail_desk.py``)."""
-
-    supervisor: pykka.ActorRef[Any]
-    timer: TimerService
-    behaviour_for: Callable[[AgentSpec], BehaviourFactory]
-    pool: ThreadPool | None = None
-    mail: MailDesk | None = None
-
-
-class _Started:
-    """The fields of the ``StartRun`` a run's actor was started with, read from it, not
-    copied into attributes of the actor's own (see ``AgentActor``'s class defaults)."""
-
-    _start: StartRun
-
-    @property
-    def record(self) -> RunRecord:
-        return self._start.record
-
-    @property
-    def spec(self) -> AgentSpec:
-        return self._start.spec
-
-    @property
-    def attempt(self) -> int:
-        return self._start.attempt
-
-    @property
-    def standing(self) -> Standing:
-        return self._start.standing
-
-    @property
-    def deadline(self) -> float:
-        return self._start.deadline
-
-
-class AgentActor(FastInboxActor, _Started):
+class AgentActor(FastInboxActor, Started):
     """Runs one run's behaviour; every message it gets goes to the behaviour."""
 
     use_daemon_thread = True
@@ -310,7 +255,8 @@ class AgentActor(FastInboxActor, _Started):
         self._handling = threading.get_ident()
         try:
             work(*args)
-            self._settle()
+            if self._held or self._wakes is not None:  # (else nothing to settle: no frame)
+                self._settle()
         finally:
             self._handling = 0
         if self._ended:
@@ -417,12 +363,13 @@ class AgentActor(FastInboxActor, _Started):
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
-        messages = reports_of(held, self.record.run_id, self.attempt)
+        start = self._start  # (its fields read here, not through ``_Started``'s properties)
+        messages = reports_of(held, start.record.run_id, start.attempt)
         sent = None
         if self._desk is not None and (not self._ended or _has_mail(messages)):  # straight
             direct = self._direct
             if direct is None:
-                direct = self._direct = DirectMail(self._desk, self.record, self.attempt)
+                direct = self._direct = DirectMail(self._desk, start.record, start.attempt)
             messages, sent = direct.post(messages, self.cancel.is_set())
         one = messages[0] if len(messages) == 1 else Batch(messages=messages)
         report(self._desk, self.supervisor, one, messages)  # (in line, in order: mail_desk)
@@ -549,13 +496,14 @@ class AgentActor(FastInboxActor, _Started):
         self.actor_ref.tell(Continue())
 
     def finish(self, result: str, typed: bool = False) -> None:
+        start = self._start
         self._end(
             RunFinished(
-                run_id=self.record.run_id,
+                run_id=start.record.run_id,
                 result=result,
                 typed=typed,
                 unread_mail=self._unread(),
-                attempt=self.attempt,
+                attempt=start.attempt,
             )
         )
 

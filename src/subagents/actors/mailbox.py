@@ -47,8 +47,9 @@ class Mailbox:
         self._scheduled = False
         self._actor: Any = None  # a ``PooledActor``
         self._dispatcher: Submits | None = None
-        self._gone: str | None = None
-        """Once closed: the stopped actor, named for the refusals."""
+        self._gone: tuple[str, str] | None = None
+        """Once closed: the stopped actor's type and urn, to name it in the refusals (not
+        the actor: its objects are freed; not formatted until a refusal needs it)."""
 
     def bind(self, actor: Any, dispatcher: Submits) -> None:
         """(The dispatcher, not its bound ``submit``: one object less per live actor for
@@ -95,18 +96,18 @@ class Mailbox:
             self._scheduled = False
             return True
 
-    def close_if_empty(self, gone: str) -> bool:
-        """The actor has stopped and its teardown found no message: unschedule for good and
-        forget the actor (``gone`` names it), unless a message arrived just now."""
+    def close_if_empty(self, actor: Any) -> bool:
+        """The actor has stopped: unschedule for good and forget ``actor``, unless a message
+        is in the mailbox (then False: its teardown refuses it, and this is asked again)."""
         with self._lock:
             if self._queue:
                 return False
             self._scheduled = False
-            self._gone = gone
+            self._gone = (type(actor).__name__, actor.actor_urn)
             self._actor = None
             return True
 
-    def _refuse_all(self, gone: str) -> None:
+    def _refuse_all(self, gone: tuple[str, str]) -> None:
         """pykka's teardown, for what was put after the close: an ask is refused
         ``ActorDeadError`` (a stop's ask is answered: its actor has stopped); a tell is
         dropped."""
@@ -121,5 +122,7 @@ class Mailbox:
             if type(envelope.message) is pykka_messages._ActorStop:
                 reply.set(None)
             else:
-                dead = pykka.ActorDeadError(f"{gone} stopped before handling the message")
+                dead = pykka.ActorDeadError(
+                    f"{gone[0]} ({gone[1]}) stopped before handling the message"
+                )
                 reply.set_exception(exc_info=(pykka.ActorDeadError, dead, None))

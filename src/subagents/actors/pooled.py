@@ -522,7 +522,9 @@ class PooledActor(pykka.Actor):
         never registered (see the module doc), and the unregister searched the registry's
         list under its lock, and it and ``_stop`` formatted a debug line each (logged or not) on
         every stop."""
-        self._uncount()
+        if self._counted:  # (``_uncount``, its two frames inlined: every run's stop)
+            self._counted = False
+            self._dispatcher._stops.add()
         self.actor_stopped.set()
         try:
             self.on_stop()
@@ -545,13 +547,16 @@ class PooledActor(pykka.Actor):
         inbox = self.actor_inbox
         if not self._loop_started:
             self._loop_started = True
-            self._actor_loop_setup()  # on_start
+            try:  # (pykka's ``_actor_loop_setup``, without its frame)
+                self.on_start()
+            except Exception:
+                self._handle_failure(*sys.exc_info())
         stopped = self.actor_stopped
         for _ in range(self.throughput):
-            if stopped.is_set():
-                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
-                if inbox.close_if_empty(f"{type(self).__name__} ({self.actor_urn})"):
+            if stopped.is_set():  # closed if nothing came (most stops: no teardown to do)
+                if inbox.close_if_empty(self):
                     return
+                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
                 continue
             try:
                 envelope = inbox.get()

@@ -33,9 +33,9 @@ import functools
 import inspect
 import itertools
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from types import CoroutineType
+from types import CoroutineType, MappingProxyType
 from typing import Any
 
 import msgspec
@@ -78,6 +78,10 @@ BAD_RESULT = "bad_result"
 
 _encoder = msgspec.json.Encoder()
 
+_NONE_YET: Any = MappingProxyType({})
+"""The class default of ``FunctionBehaviour``'s journal maps: read-only, so that a write
+meant for a run's own map can never land in one every run shares (it raises instead)."""
+
 
 @dataclass(frozen=True)
 class FunctionAgent:
@@ -105,6 +109,21 @@ def _returned(value: Any) -> str:
 class FunctionBehaviour:
     """Runs a callable; drives it as a coroutine when it is ``async``."""
 
+    # What an earlier start did: empty (the class's read-only defaults) until a resumed
+    # start loads it (``_recover``), which makes the run's own. Most starts resume nothing:
+    # five dicts made and freed per run, and kept by every waiting run, for nothing.
+    recovered: dict[str, list[Any]] = _NONE_YET
+    """The answers the earlier starts got, by call key, not replayed yet."""
+    journaled: dict[str, list[JournalEntry]] = _NONE_YET
+    """The journal of the earlier starts, by call key, not replayed yet."""
+    mails: Mapping[str, Mail] = _NONE_YET
+    """The mail the journal says was taken, by id."""
+    sent: Mapping[str, Mail] = _NONE_YET
+    """The mail the earlier starts sent, by call key (what a replayed send is checked
+    against, and what a diverged replay's error shows)."""
+    agents: Mapping[str, str] = _NONE_YET
+    """The agent of each run of the tree, by run id (a send may name its recipient so)."""
+
     def __init__(
         self, fn: Callable[..., Any], port: AgentPort, *, is_async: bool | None = None
     ) -> None:
@@ -119,16 +138,6 @@ class FunctionBehaviour:
         )
         """Keys of this generation's calls (a retry starts anew: its keys differ)."""
         self.pendings: dict[str, Pending] = {}
-        self.recovered: dict[str, list[Any]] = {}
-        self.journaled: dict[str, list[JournalEntry]] = {}
-        """The journal of the earlier starts, by call key, not replayed yet."""
-        self.mails: dict[str, Mail] = {}
-        """The mail the journal says was taken, by id."""
-        self.sent: dict[str, Mail] = {}
-        """The mail the earlier starts sent, by call key (what a replayed send is checked
-        against, and what a diverged replay's error shows)."""
-        self.agents: dict[str, str] = {}
-        """The agent of each run of the tree, by run id (a send may name its recipient so)."""
         self.groups: list[PendingAll | PendingAny] = []
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
@@ -223,7 +232,7 @@ class FunctionBehaviour:
 
     def replay(self, key: str) -> bool:
         """Hand ``key``'s pending the answers an earlier start got; False if there are none."""
-        answers = self.recovered.pop(key, None)
+        answers = self.recovered.pop(key, None) if self.recovered else None
         if not answers:
             return False
         for message in answers:
@@ -300,6 +309,7 @@ class FunctionBehaviour:
         """What an earlier start did (its journal, the answers it got) and the mail waiting
         for this start, the mail the journal says was taken already left out."""
         taken: set[str] = set()
+        self.recovered, self.journaled = {}, {}  # (this run's own: the class's are read-only)
         for message in recovered:
             if isinstance(message, Replay):
                 self._load_journal(message)
@@ -335,7 +345,7 @@ class FunctionBehaviour:
             self.port.finish("", typed=True)
             return
         if isinstance(value, str):
-            problem = encoding_problem("its text", value)
+            problem = None if value.isascii() else encoding_problem("its text", value)
             if problem is None:
                 self.port.finish(value)
             else:

@@ -74,7 +74,7 @@ class ContextHost(Protocol):
     inbox: deque[Mail]
     receivers: deque[Pending]
     recovered: dict[str, list[Any]]
-    sent: dict[str, Mail]
+    sent: Mapping[str, Mail]
     sleepers: dict[str, Pending]
     brief_sleeps: set[str]
     brief_sleep_left: float

@@ -63,8 +63,7 @@ class RootRuns:
     def check(self, request: SpawnRequest) -> None:
         """What the caller can see wrong at once: the runtime closed, the caller, the
         request itself (``AdmissionError``, the supervisor's words)."""
-        self.requests.check_open()
-        self.requests.check_caller()  # before the waiter is registered: none stays behind
+        self.requests.check()  # open; the caller: before the waiter is registered
         if not isinstance(request.task, str):
             raise TypeError(f"task must be a string, got {type(request.task).__name__}")
         # the supervisor's rules, and the request's own settings, at once

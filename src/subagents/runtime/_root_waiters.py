@@ -21,6 +21,11 @@ _LANDING = threading.Lock()
 may race to land in it; one opens it, the others find it open."""
 
 
+_LONGEST = threading.TIMEOUT_MAX
+"""The longest wait a lock can time (~292 years on Linux): a longer one (``math.inf``, which
+``check_timeout`` keeps) is a wait without limit; ``acquire`` raised ``OverflowError`` for it."""
+
+
 class Waiter:
     """One root run's outcome, landed exactly once (or why it was not admitted).
 
@@ -50,7 +55,9 @@ class Waiter:
         if self._open:
             return True
         latch = self._latch
-        if not (latch.acquire() if timeout is None else latch.acquire(timeout=timeout)):
+        if timeout is None or timeout >= _LONGEST:  # (no limit, or one a lock cannot time)
+            latch.acquire()
+        elif not latch.acquire(timeout=timeout):
             return self._open
         latch.release()  # open for every other wait
         return True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import sys
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -37,16 +38,26 @@ class RunOwner(Protocol):
     def usage(self, run_id: str) -> TreeUsage: ...
 
 
+_MOST = sys.float_info.max
+"""The largest float: an int above it is no limit (``float()`` of it raised ``OverflowError``)."""
+
+
 def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     """A wait's timeout, checked, the same for every wait (``RunHandle.result``,
     ``Runtime.wait_any``/``wait_all``/``wait_ended``, ``run(wait=)``): None waits without
-    limit; a number of seconds (a negative one is 0: look, do not wait); NaN is a
+    limit; a number of seconds (a negative one is 0: look, do not wait; infinity, or an int
+    past the largest float, is kept as infinity: a wait without limit, ``Waiter.wait``); NaN is a
     ``ValueError`` naming the argument (it is neither a time nor "no limit": one wait read it
     as "time out at once", another as a type error); anything else a ``TypeError``."""
     if timeout is None:
         return None
+    kind = timeout.__class__  # (a plain int or float, the usual case: no call made)
+    if (kind is float or kind is int) and timeout > 0 and timeout <= _MOST:
+        return timeout + 0.0  # (an int as a float: ``float()`` without its call)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"{name} must be a number of seconds or None, got {timeout!r}")
+    if isinstance(timeout, int) and not -_MOST <= timeout <= _MOST:  # no float holds it
+        return math.inf if timeout > 0 else 0.0
     if math.isnan(timeout):
         raise ValueError(f"{name} must be a number of seconds or None, got nan")
     return max(0.0, float(timeout))

@@ -79,8 +79,11 @@ class SpawnWindow:
     def enter(self, run_id: str) -> None:
         """``run_id`` is about to be told: counted, once there is room (``TimeoutError``
         naming the stall if none is made within ``wait_s``; ``RuntimeClosed``)."""
-        if self._let_in(run_id):  # the usual case: room, no lock (the module doc)
+        undecided = self._undecided  # the usual case, ``_let_in`` without its frame:
+        undecided.add(run_id)  # room, no lock (the module doc)
+        if not self._closed and len(undecided) <= self.size:
             return
+        undecided.discard(run_id)  # (closed: ``_let_in`` raises it below)
         with self._changed:
             if self.blocked:  # (one may have found no room because of this id's try)
                 self._changed.notify_all()

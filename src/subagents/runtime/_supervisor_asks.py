@@ -79,9 +79,11 @@ class SupervisorRequests:
             )
 
     def check(self) -> None:
-        """Both checks, as a wait makes them."""
-        self.check_open()
-        self.check_caller()
+        """Both checks, as a wait and a root spawn make them (in one frame: every spawn's)."""
+        if self.closed:
+            raise RuntimeClosed("the runtime is closed")
+        if threading.current_thread() is self.hosting.supervisor_thread:
+            self.check_caller()  # (raises it)
 
     def ask(self, message: Any, timeout: float = 30.0) -> Any:
         """The supervisor's reply to ``message`` (``timeout`` seconds at most)."""

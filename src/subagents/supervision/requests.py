@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import unicodedata
 from typing import Any
 
@@ -127,22 +128,36 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
         if not req.agent.strip():  # a continuation's agent is its run's, not yet read
             return f"the text to continue {req.continues} with is empty: say what comes next"
         return f"the task for {req.agent!r} is empty: say what the agent should do"
-    for name in ("context", "label", "model"):
-        value = getattr(req, name)
+    for name, value in (("context", req.context), ("label", req.label), ("model", req.model)):
         if value is not None and not isinstance(value, str):
             return f"{name} must be a string, got {value!r}"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
     if req.detach and req.parent_run_id is None:
         return "detach is for a child: a root run has no parent to outlive"
-    problem = _texts_problem(req, limits.max_text_chars)
-    if problem is not None:
-        return problem
+    if not _plain_task(req, limits.max_text_chars):  # (most requests: nothing more to check)
+        problem = _texts_problem(req, limits.max_text_chars)
+        if problem is not None:
+            return problem
     if req.token_budget is not None and (
         isinstance(req.token_budget, bool) or not isinstance(req.token_budget, int | float)
     ):
         return f"token_budget must be a number, got {req.token_budget!r}"
-    return timeout_problem(req.timeout, limits)
+    return None if req.timeout is None else timeout_problem(req.timeout, limits)
+
+
+def _plain_task(req: SpawnRequest, cap: int) -> bool:
+    """Whether the request's only text is its task, in ASCII within ``cap``: then
+    ``_texts_problem`` has nothing to find (its three calls deep per text, on every spawn's
+    caller and again in the supervisor's admission, skipped)."""
+    return (
+        req.context is None
+        and req.label is None
+        and req.model is None
+        and req.shared is None
+        and len(req.task) <= cap
+        and req.task.isascii()
+    )
 
 
 def policy_problem(req: SpawnRequest) -> str | None:
@@ -214,11 +229,12 @@ def timeout_problem(timeout: Any, limits: Limits) -> str | None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return f"timeout must be a number of seconds, got {timeout!r}"
-    if not math.isfinite(timeout) or timeout <= 0:
+    if timeout <= 0 or (isinstance(timeout, float) and not math.isfinite(timeout)):
         return f"timeout must be a positive number of seconds, got {timeout!r}"
-    if timeout > limits.max_timeout_s:
+    if timeout > limits.max_timeout_s:  # (an int past every float: not ``:g``, it raised)
+        shown = f"{timeout:g} s" if timeout <= sys.float_info.max else "of more than 1e+308 s"
         return (
-            f"timeout {timeout:g} s is above the maximum of {limits.max_timeout_s:g} s"
+            f"timeout {shown} is above the maximum of {limits.max_timeout_s:g} s"
             " (Limits.max_timeout_s)"
         )
     return None
