@@ -46,6 +46,7 @@ def test_a_task_off_the_plain_path_is_checked_as_before() -> None:
         ({"timeout": 1e9}, "is above the maximum"),
         ({"timeout": 10**400}, "is above the maximum"),  # (math.isfinite raised on it)
         ({"timeout": -(10**400)}, "timeout must be a positive number"),
+        ({"timeout": -(10**5000)}, "got an int below -1e+308"),  # (its repr raised)
     ],
 )
 def test_any_other_text_or_a_timeout_takes_a_plain_task_off_the_plain_path(

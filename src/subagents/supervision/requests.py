@@ -230,7 +230,10 @@ def timeout_problem(timeout: Any, limits: Limits) -> str | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         return f"timeout must be a number of seconds, got {timeout!r}"
     if timeout <= 0 or (isinstance(timeout, float) and not math.isfinite(timeout)):
-        return f"timeout must be a positive number of seconds, got {timeout!r}"
+        # (an int past every float is not shown whole: its repr can raise, past Python's
+        # digits limit, and would fill the error)
+        shown = repr(timeout) if timeout >= -sys.float_info.max else "an int below -1e+308"
+        return f"timeout must be a positive number of seconds, got {shown}"
     if timeout > limits.max_timeout_s:  # (an int past every float: not ``:g``, it raised)
         shown = f"{timeout:g} s" if timeout <= sys.float_info.max else "of more than 1e+308 s"
         return (
