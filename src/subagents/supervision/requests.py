@@ -232,7 +232,8 @@ def timeout_problem(timeout: Any, limits: Limits) -> str | None:
     if timeout <= 0 or (isinstance(timeout, float) and not math.isfinite(timeout)):
         # (an int past every float is not shown whole: its repr can raise, past Python's
         # digits limit, and would fill the error)
-        shown = repr(timeout) if timeout >= -sys.float_info.max else "an int below -1e+308"
+        big = isinstance(timeout, int) and timeout < -sys.float_info.max
+        shown = "an int below -1e+308" if big else repr(timeout)
         return f"timeout must be a positive number of seconds, got {shown}"
     if timeout > limits.max_timeout_s:  # (an int past every float: not ``:g``, it raised)
         shown = f"{timeout:g} s" if timeout <= sys.float_info.max else "of more than 1e+308 s"
