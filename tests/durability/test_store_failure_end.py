@@ -89,12 +89,34 @@ def test_a_root_whose_end_write_breaks_has_its_caller_told_of_the_bug(tmp_path: 
         handle = rt.spawn("echo", BUGGY)
         outcome = handle.result(timeout=WAIT)  # (before the fix: never told, TimeoutError)
         assert outcome.status is RunStatus.FAILED and outcome.error_kind == "supervisor"
-        assert "TypeError" in (outcome.error or "") and "restore" in (outcome.error or "")
-        # a bug, not the store: the supervisor goes on; the run's end is not in the store,
-        # as its caller was told
+        assert "TypeError" in (outcome.error or "") and "recorded failed" in (outcome.error or "")
+        # a bug, not the store: the supervisor goes on; the run is recorded as its caller
+        # was told (before: left unfinished, and the next runtime's restore ran it again)
         assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
-        record = store.get_run(handle.run_id)
-        assert record is not None and not record.status.terminal
+        _recorded_as_told(store, handle.run_id, outcome)
+    with Runtime(AGENTS, store=SQLiteStore(tmp_path / "runs.db")) as again:
+        assert again.restore_report.resumed == again.restore_report.requeued == []
+
+
+def _recorded_as_told(store: MemoryStore | SQLiteStore, run_id: str, told: Outcome) -> None:
+    """The store says of ``run_id`` what its caller was told: failed, with that error."""
+    record = store.get_run(run_id)
+    assert record is not None and record.status is RunStatus.FAILED, record
+    assert record.outcome is not None and record.outcome.error_kind == "supervisor"
+    assert record.outcome.error == told.error
+
+
+def test_a_memory_store_records_a_root_whose_end_write_broke_as_told() -> None:
+    """The same bug in a MemoryStore, which does not roll a failed batch back: what it kept
+    of the lost decision (the run's completed record, written before the outcome that broke)
+    is overwritten by what the caller was told."""
+    store = RefusingMemory()
+    with Runtime(AGENTS, store=store) as rt:
+        handle = rt.spawn("echo", BUGGY)
+        outcome = handle.result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "supervisor"
+        assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
+        _recorded_as_told(store, handle.run_id, outcome)
 
 
 async def _parent(ctx: AgentContext) -> str:
@@ -112,4 +134,6 @@ def test_a_child_whose_end_write_breaks_has_its_awaiting_parent_told(tmp_path: P
         assert outcome.status is RunStatus.COMPLETED, outcome
         told = outcome.result or ""
         assert told.startswith("failed supervisor:") and "TypeError" in told, told
-        assert "restore" in told, told
+        assert "recorded failed" in told, told
+        # the child is recorded as its parent was told: nothing unfinished to run again
+        assert all(r.status.terminal for r in store.list_runs())
