@@ -24,6 +24,7 @@ written here; then in the inboxes and the events as any mail.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import msgspec
 
@@ -82,7 +83,7 @@ class MailRoom:
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
         sends, out = _Sends(MailPost(self.now())), Decided()
-        each(msgs, lambda msg: self._send_one(sends, msg), out, sends.refused)
+        each(msgs, partial(self._send_one, sends), out, sends.refused)
         post, acks = sends.post, sends.acks
         self._record(post, out)
         out.writes.extend(named_records(sends.recorded_as, msgs, acks, post.now))
