@@ -82,7 +82,7 @@ class MailRoom:
 
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
-        sends, out = _Sends(MailPost(self.now())), Decided()
+        sends, out = _Sends(MailPost(self.now()), self.runs), Decided()
         each(msgs, partial(self._send_one, sends), out, sends.refused)
         post, acks = sends.post, sends.acks
         self._record(post, out)
@@ -410,10 +410,10 @@ class _Sends:
     """What the mails of one ``MailRoom.send`` share as each is sent: the post, the
     acknowledgements so far, the destinations looked up, the sender last checked."""
 
-    __slots__ = ("acks", "checked", "dests", "mark", "post", "recorded_as", "sender_state")
+    __slots__ = ("acks", "checked", "dests", "mark", "post", "recorded_as", "runs", "sender_state")
 
-    def __init__(self, post: MailPost) -> None:
-        self.post = post
+    def __init__(self, post: MailPost, runs: RunTable) -> None:
+        self.post, self.runs = post, runs
         self.acks: list[MailAck] = []
         self.dests: dict[str, Destination] = {}
         self.checked: tuple[str, int] | None = None
@@ -422,7 +422,13 @@ class _Sends:
         self.mark = 0  # the post's mails before the one being sent
 
     def refused(self, msg: SendMail, exc: Exception) -> None:
-        """``msg``, whose sending raised (a bug: ``isolated``), is not recorded (what it
-        put in the post is taken out) and its sender is told so, with the error."""
-        del self.post.records[self.mark :]
+        """``msg``, whose sending raised (a bug: ``isolated``), is not recorded nor
+        delivered (what it put in the post and in inboxes is taken out) and its sender is
+        told so, with the error."""
+        taken, records = self.post.records[self.mark :], self.post.records
+        del records[self.mark :]
+        for mail in taken:  # (a topic's: those put in their recipients' inboxes, out again)
+            held = self.runs.get(mail.recipient)
+            if held is not None:
+                held.inbox.pop(mail.mail_id, None)
         self.acks.append(MailAck(request_id=msg.request_id, error=failure_reason(exc)))
