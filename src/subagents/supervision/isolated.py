@@ -47,7 +47,7 @@ def each(
         try:
             decided = decide(item)
         except Exception as exc:  # a bug: this item alone is left out
-            log.exception("supervisor failed to handle an item", item=repr(item)[:200])
+            log.exception("supervisor failed to handle an item", item=_named(item))
             failed.append((item, exc))
             if fallback is None:
                 continue
@@ -64,3 +64,12 @@ def each(
         else:  # (the first: most batches are of one item, on the hot path of every mail)
             out.writes, out.effects = decided.writes, decided.effects
     return failed
+
+
+def _named(item: object) -> str:
+    """What the log says of ``item``: its kind and its run (a run id, or a message's run or
+    sender), never its content (a mail's may be long, or private)."""
+    if isinstance(item, str):
+        return item
+    run_id = getattr(item, "run_id", None) or getattr(item, "sender", None)
+    return f"{type(item).__name__} of {run_id}"
