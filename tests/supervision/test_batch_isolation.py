@@ -19,6 +19,7 @@ from subagents.messages import (
     EXTERNAL_SENDER,
     ChildDone,
     MailRead,
+    MailState,
     RunRecord,
     RunStatus,
     SendMail,
@@ -244,3 +245,76 @@ def test_a_run_of_receipts_keeps_the_others_when_one_raises() -> None:
     assert states == {first: "read", second: "read"}
     held = driven.runs.get(other)
     assert held is not None and not held.inbox
+
+
+def _inboxes_as_stored(driven: Driven, store: MemoryStore) -> None:
+    """Memory's inboxes are what the store keeps: every mail a held run's inbox holds is
+    recorded, unread; an ended run's unread mail is dead in the store (none left
+    delivered to it, nor in its inbox)."""
+    for state in driven.runs:
+        to_it = (m for m in store.mail_for(state.run_id) if m.recipient == state.run_id)
+        stored = {m.mail_id: m for m in to_it}
+        for mail_id in state.inbox:
+            assert mail_id in stored, (state.run_id, mail_id, "not recorded")
+            assert stored[mail_id].state in (MailState.DELIVERED, MailState.ACCEPTED)
+        if state.record.status.terminal:
+            assert not state.inbox
+            unread = [m for m in stored.values() if m.state is MailState.DELIVERED]
+            assert not unread, (state.run_id, unread)
+
+
+def test_a_stopped_background_childs_report_is_its_parents_once_when_its_end_raises() -> None:
+    """A background child's end mails its report to its parent (``MailRoom.notify``, into
+    the parent's inbox); when the end raises after that, the report is taken out again with
+    the end's lost writes (``inbox_ledger``), and the parent holds only the report of the
+    end it was recorded with (failed by the bug). Before: it held the lost report too, never
+    recorded (memory ahead of the store), two reports of one end."""
+    struck = 0
+    for at in range(1, 12):
+        driven, store, clock = _driven()
+        reply, _effects = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))
+        root = reply.run_id
+        assert root is not None
+        child = SpawnRequest(
+            request_id=new_id("q"), agent="worker", task="c", parent_run_id=root, background=True
+        )
+        assert driven.spawn(child)[0].run_id is not None
+        clock.arm(at)
+        stop = StopRequested(request_id=new_id("s"), requested_by=root, requester=root)
+        driven._do(driven.core.stop_requested(stop))
+        if not clock.broke:
+            continue
+        struck += 1
+        _inboxes_as_stored(driven, store)
+        held = driven.runs.get(root)
+        assert held is not None and len(held.inbox) == 1, (at, held and held.inbox)
+        assert len([m for m in store.mail_for(root) if m.recipient == root]) == 1, at
+    assert struck >= 4  # before the report, in it, and after it was put in the inbox
+
+
+def test_a_stopped_runs_unread_mail_is_dead_when_its_end_raises() -> None:
+    """A run stopped with unread mail: its end makes the mail dead and tells its sender
+    (``MailRoom.dead_letters``). When the end raises after emptying the inbox, the mail is
+    back in it and made dead by the end the run is recorded with (failed by the bug), its
+    sender told once. Before: gone from memory, yet delivered and unread in the store for
+    ever; the notice to its sender, if made, in the sender's inbox but never recorded."""
+    struck = 0
+    for at in range(1, 12):
+        driven, store, clock = _driven()
+        ((root, child),) = _pairs(driven, 1)
+        acks, _effects = driven.send_mails(
+            [SendMail(request_id=new_id("q"), sender=root, to=child, content="unread")]
+        )
+        assert acks[0].error is None
+        clock.arm(at)
+        stop = StopRequested(request_id=new_id("s"), requested_by=root, requester=root)
+        driven._do(driven.core.stop_requested(stop))
+        if not clock.broke:
+            continue
+        struck += 1
+        _inboxes_as_stored(driven, store)
+        (mail,) = [m for m in store.mail_for(child) if m.recipient == child]
+        assert mail.state is MailState.DEAD, at
+        held = driven.runs.get(root)
+        assert held is not None and len(held.inbox) == 1, (at, held and held.inbox)
+    assert struck >= 4

@@ -11,6 +11,8 @@ by run: once every run has ended there is nothing left of any of it to keep.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from subagents.messages import ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
@@ -111,13 +113,18 @@ def close_all(
         return one
 
     try:  # a run whose end raises (a bug) ends failed alone (``isolated``)
-        each(order, close_one, decided, lambda s, exc: life.ended_by_bug(s.run_id, exc))
+        each(order, close_one, decided, _by_bug(life), life.mail.ledger)
     finally:
         life.ending -= ending
     decided.add(life.mail.topics.ended_all())
     slots.release_all()
     life.policies.forget(runs.forget_all())
     return ids, decided
+
+
+def _by_bug(life: Lifecycle) -> Callable[[RunState, Exception], Decided | None]:
+    """What a run whose end raised comes to (``Lifecycle.ended_by_bug``)."""
+    return lambda state, exc: life.ended_by_bug(state.run_id, exc)
 
 
 def failed_unheld(

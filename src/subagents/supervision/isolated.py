@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from subagents.logs import get_logger
 from subagents.supervision.effects import Decided
+from subagents.supervision.inbox_ledger import InboxLedger
 
 log = get_logger("subagents.supervisor")
 
@@ -39,15 +40,37 @@ def each(
     decide: Callable[[Item], Decided],
     out: Decided,
     fallback: Callable[[Item, Exception], Decided | None] | None = None,
+    ledger: InboxLedger | None = None,
 ) -> list[tuple[Item, Exception]]:
     """``decide`` each of ``items`` in order, what each comes to added to ``out`` once it is
-    decided; those whose handling raised, each with its error (see the module)."""
+    decided; those whose handling raised, each with its error (see the module). ``ledger``:
+    where the items record what they change in the runs' inboxes, taken back for one that
+    raises (``inbox_ledger``)."""
+    if ledger is None:
+        return _each(items, decide, out, fallback, None)
+    ledger.open()
+    try:
+        return _each(items, decide, out, fallback, ledger)
+    finally:
+        ledger.close()
+
+
+def _each(
+    items: Iterable[Item],
+    decide: Callable[[Item], Decided],
+    out: Decided,
+    fallback: Callable[[Item, Exception], Decided | None] | None,
+    ledger: InboxLedger | None,
+) -> list[tuple[Item, Exception]]:
     failed: list[tuple[Item, Exception]] = []
     for item in items:
+        mark = ledger.mark() if ledger is not None else 0
         try:
             decided = decide(item)
         except Exception as exc:  # a bug: this item alone is left out
             log.exception("supervisor failed to handle an item", item=_named(item))
+            if ledger is not None:  # its mail out of the inboxes it reached, or back in
+                ledger.undo(mark)
             failed.append((item, exc))
             if fallback is None:
                 continue
@@ -55,6 +78,8 @@ def each(
                 decided_instead = fallback(item, exc)
             except Exception:
                 log.exception("an item whose handling failed could not be answered")
+                if ledger is not None:
+                    ledger.undo(mark)
                 continue
             if decided_instead is None:
                 continue

@@ -37,7 +37,13 @@ from subagents.messages import (
     RunFinished,
     RunStatus,
 )
-from subagents.store.writes import OutcomeDelivered, SaveOutcome, SaveRun
+from subagents.store.writes import (
+    DropPreview,
+    DropSubscriptions,
+    OutcomeDelivered,
+    SaveOutcome,
+    SaveRun,
+)
 from subagents.supervision.effects import (
     ArmDeadline,
     Decided,
@@ -234,7 +240,7 @@ class Lifecycle:
             return one
 
         try:  # a run whose cancel raises (a bug) ends failed alone (``isolated``)
-            each(walk, cancel_one, decided, self.ended_by_bug)
+            each(walk, cancel_one, decided, self.ended_by_bug, self.mail.ledger)
         finally:
             self.ending -= ending
         # The slots the walk freed go to the queue now that every run it ended has left it:
@@ -259,7 +265,7 @@ class Lifecycle:
             mails, journal = reads.get(run_id, ((), ()))
             return self.moved(run_id, mails, journal, reason)
 
-        each(run_ids, move, out, self.ended_by_bug)
+        each(run_ids, move, out, self.ended_by_bug, self.mail.ledger)
         return out
 
     def ended_by_bug(self, run_id: str, exc: Exception) -> Decided | None:
@@ -268,8 +274,11 @@ class Lifecycle:
         its slot freed, its agent stopped), as a spawn whose admission raised once its run
         was held (``Admission._failed``): neither the store nor its waiter keeps a run the
         core has lost track of. One that the raising item had ended in memory (its end's
-        writes and effects lost with it) is recorded failed so, and its waiter told. None:
-        no run by that id held (nothing owed)."""
+        writes and effects lost with it) is recorded failed so, its waiter told, its deadline
+        disarmed, its unread mail dead (back in its inbox: ``inbox_ledger``), its
+        subscriptions and preview dropped in the store too (as ``finish`` ends a run: it may
+        have dropped them in memory before raising). None: no run by that id held (nothing
+        owed)."""
         state = self.runs.get(run_id)
         if state is None:
             return None
@@ -287,6 +296,13 @@ class Lifecycle:
             kind, data = end_event(state.record, RunStatus.FAILED, end)
             decided.event(kind, state.record, now, data)
             self._hand(decided, state, outcome)
+            decided.effects.append(DisarmDeadline(run_id))
+            if state.inbox:
+                decided.add(self.mail.dead_letters(state, ()))
+            self.mail.topics.drop(run_id)
+            state.preview = None
+            decided.writes += (DropSubscriptions(run_id), DropPreview(run_id))
+            self.parking.ended(state)
         decided.effects.append(StopAgent(run_id))
         return decided
 

@@ -44,6 +44,7 @@ from subagents.messages import (
 from subagents.store.writes import PostCommand, SaveMails, SetMailsState
 from subagents.supervision.addresses import Addresses, Destination
 from subagents.supervision.effects import Decided, Tell
+from subagents.supervision.inbox_ledger import InboxLedger
 from subagents.supervision.isolated import each, failure_reason
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data, named_records
@@ -72,6 +73,8 @@ class MailRoom:
         the one read the mail room needs."""
         self.topics = Topics()
         """Who is subscribed to which topic of each tree (``topics``)."""
+        self.ledger = InboxLedger()
+        """The inbox changes of the items of an isolated batch (``inbox_ledger``)."""
 
     # ---- sending ---------------------------------------------------------------------------
 
@@ -248,6 +251,8 @@ class MailRoom:
         post.add(mail)
         if mail.state is not MailState.DEAD:
             assert target is not None
+            if (changes := self.ledger.changes) is not None:
+                changes.append((target, mail.mail_id, target.inbox.get(mail.mail_id)))
             target.inbox[mail.mail_id] = mail
             return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
         if sender is not None:  # each dead letter is an error its sender hears of
@@ -371,6 +376,8 @@ class MailRoom:
             mails.append(mail)
         if accepted:
             decided.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
+            if (changes := self.ledger.changes) is not None:
+                changes.append((state, None, state.inbox))
             state.inbox = {m.mail_id: m for m in mails}
         return tuple(mails), decided
 
@@ -382,6 +389,8 @@ class MailRoom:
         leftover = list(inbox)  # in the order it was delivered (ids order only to the ms)
         if not leftover:
             return decided
+        if (changes := self.ledger.changes) is not None:
+            changes.append((state, None, inbox))
         decided.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
         for mail_id in leftover:
             decided.add(self._returned(state, inbox[mail_id]))
