@@ -11,8 +11,10 @@ hangs on it (``release_lease``)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from polling import wait_until
 from subagents import FunctionAgent, MemoryStore, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Outcome, RunStatus
@@ -137,3 +139,52 @@ def test_a_child_whose_end_write_breaks_has_its_awaiting_parent_told(tmp_path: P
         assert "recorded failed" in told, told
         # the child is recorded as its parent was told: nothing unfinished to run again
         assert all(r.status.terminal for r in store.list_runs())
+
+
+def _sleeper(started: threading.Event) -> Callable[[AgentContext], Awaitable[str]]:
+    async def sleeper(ctx: AgentContext) -> str:
+        started.set()
+        await ctx.sleep(3600)  # (until stopped)
+        return "woke"
+
+    return sleeper
+
+
+def _lead(started: threading.Event) -> Callable[[AgentContext], Awaitable[str]]:
+    async def lead(ctx: AgentContext) -> str:
+        await ctx.spawn("sleeper", "zz", background=True)
+        while not started.is_set():  # (its agent running: the lead's end cancels it)
+            await ctx.sleep(0.01)  # (not a blocking wait: the two may share a thread)
+        return BUGGY
+
+    return lead
+
+
+def test_a_root_whose_end_write_breaks_has_its_cancelled_children_stopped_and_recorded(
+    tmp_path: Path,
+) -> None:
+    """The root's end cancels its background child (its record, and its agent's stop, in
+    the decision the bug loses). Nobody waits on the child, yet the core ended it: its
+    agent is stopped and it is recorded failed as the root is. Before, its agent ran on
+    (its reports dropped: the core had ended it) and the store kept it unfinished, so the
+    next runtime's restore ran it again though the runtime that hosted it said it ended."""
+    store = RefusingSQLite(tmp_path / "runs.db")
+    started = threading.Event()
+    agents = [
+        *AGENTS,
+        FunctionAgent.create("lead", _lead(started)),
+        FunctionAgent.create("sleeper", _sleeper(started)),
+    ]
+    with Runtime(agents, store=store) as rt:
+        outcome = rt.spawn("lead", "go").result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and "recorded failed" in (outcome.error or "")
+        (child,) = [r for r in store.list_runs() if r.agent == "sleeper"]
+        live = rt._supervisor._ref._actor_weakref().effector.live  # type: ignore[attr-defined]
+        wait_until(lambda: child.run_id not in live, "the cancelled child's agent stopped", WAIT)
+        assert all(r.status.terminal for r in store.list_runs()), store.list_runs()
+        record = store.get_run(child.run_id)
+        assert record is not None and record.status is RunStatus.FAILED, record
+        assert record.outcome is not None and record.outcome.error_kind == "supervisor"
+        assert "recorded failed" in (record.outcome.error or "")
+    with Runtime(agents, store=SQLiteStore(tmp_path / "runs.db")) as again:
+        assert again.restore_report.resumed == again.restore_report.requeued == []

@@ -544,8 +544,8 @@ class SupervisorActor(FastInboxActor):
             try:
                 write_all(self.store, writes)
             except Exception as exc:  # the effects are lost, not a root's answer
-                told = (self.on_outside, self.effector.tell, self.store)  # (recorded as told)
-                write_failed(exc, decision.effects, self._halt, *told)
+                told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
+                write_failed(exc, decision.effects, self._halt, *told, self._apply)
                 raise
 
     def _apply(self, effects: list[Effect]) -> None:

@@ -26,7 +26,8 @@ from subagents.messages import (
 from subagents.store.base import RunStore, StoreError
 from subagents.store.writes import Write, write_all
 from subagents.supervision.closing import failed_unheld
-from subagents.supervision.effects import Tell, TellOutside
+from subagents.supervision.effects import Effect, StopAgent, Tell, TellOutside
+from subagents.supervision.runs import RunTable
 
 log = get_logger("subagents.supervisor")
 
@@ -81,6 +82,8 @@ def ends_unrecorded(
     on_outside: Callable[[Any], None],
     tell: Callable[[str, Any], None],
     store: RunStore | None = None,
+    runs: RunTable | None = None,
+    apply: Callable[[list[Effect]], None] | None = None,
 ) -> None:
     """The runs that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
     in a store's method), each one's waiter told it failed with ``reason``: a root's caller
@@ -88,16 +91,25 @@ def ends_unrecorded(
     root's caller, waited for ever). The core has forgotten the run, so nothing else would
     ever tell them. First ``store`` records each so, as its waiter is told (``recorded``):
     else the store kept it unfinished, and a restore ran again a run whose caller was told
-    it failed."""
+    it failed. So are the runs the lost decision ended that nobody waits on (a root's
+    children, cancelled with it), and their agents are stopped (``apply``: their
+    ``StopAgent``, lost with the effects): else they ran on, their reports dropped, and the
+    store kept them unfinished though the core (``runs``: not live) had ended them."""
     ended: list[tuple[TellOutside | Tell, ChildDone]] = [
         (e, e.message)
         for e in effects
         if isinstance(e, TellOutside | Tell) and isinstance(e.message, ChildDone)
     ]
-    if not ended:
+    stops: list[Effect] = [  # (not a parent stopped to go again: live)
+        e for e in effects if isinstance(e, StopAgent) and runs and runs.live(e.run_id) is None
+    ]
+    if not ended and not stops:
         return
     ids = [done.outcome.run_id for _effect, done in ended]
-    written = store is not None and recorded(store, ids, reason + RECORDED)
+    ids += [e.run_id for e in stops if isinstance(e, StopAgent)]
+    written = store is not None and recorded(store, list(dict.fromkeys(ids)), reason + RECORDED)
+    if stops and apply is not None:
+        apply(stops)
     for effect, done in ended:
         outcome = Outcome(
             run_id=done.outcome.run_id,
@@ -149,6 +161,8 @@ def write_failed(
     on_outside: Callable[[Any], None],
     tell: Callable[[str, Any], None],
     store: RunStore | None = None,
+    runs: RunTable | None = None,
+    apply: Callable[[list[Effect]], None] | None = None,
 ) -> None:
     """A decision's writes failed with ``exc``: its ``effects`` are lost, but a run that
     ended in them is no longer among the core's runs, so its caller (a root's, or an
@@ -159,7 +173,7 @@ def write_failed(
     if isinstance(exc, StoreError):
         halt(exc, effects)
     else:
-        ends_unrecorded(effects, failure_reason(exc), on_outside, tell, store)
+        ends_unrecorded(effects, failure_reason(exc), on_outside, tell, store, runs, apply)
 
 
 def rolled_back(group: AbstractContextManager[None] | None, exc: Exception) -> None:
