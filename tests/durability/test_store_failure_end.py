@@ -188,3 +188,35 @@ def test_a_root_whose_end_write_breaks_has_its_cancelled_children_stopped_and_re
         assert "recorded failed" in (record.outcome.error or "")
     with Runtime(agents, store=SQLiteStore(tmp_path / "runs.db")) as again:
         assert again.restore_report.resumed == again.restore_report.requeued == []
+
+
+def test_a_queued_run_whose_start_a_broken_end_write_lost_is_stopped_and_told(
+    tmp_path: Path,
+) -> None:
+    """One slot: the second root waits queued; the first's end gives it the slot (its
+    start, in the decision the bug loses). The core holds it running, yet no agent was
+    started and no deadline armed: it is stopped, its caller told why, its slot given
+    back (a third root runs). Before, its caller waited for ever (here: ``TimeoutError``)."""
+    go = threading.Event()
+
+    async def first(ctx: AgentContext) -> str:
+        while not go.is_set():  # (until the second is queued behind it)
+            await ctx.sleep(0.01)
+        return BUGGY
+
+    store = RefusingSQLite(tmp_path / "runs.db")
+    agents = [*AGENTS, FunctionAgent.create("first", first)]
+    with Runtime(agents, store=store, limits={"max_concurrency": 1}) as rt:
+        one = rt.spawn("first", "a")
+        two = rt.spawn("echo", "b")
+        wait_until(lambda: store.get_run(two.run_id) is not None, "the second queued", WAIT)
+        go.set()
+        assert one.result(timeout=WAIT).status is RunStatus.FAILED
+        outcome = two.result(timeout=WAIT)  # (before the fix: never told, TimeoutError)
+        assert outcome.status is RunStatus.CANCELLED, outcome
+        assert "its start was lost" in (outcome.error or "") and "TypeError" in (
+            outcome.error or ""
+        )
+        record = store.get_run(two.run_id)
+        assert record is not None and record.status is RunStatus.CANCELLED
+        assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"

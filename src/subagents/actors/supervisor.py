@@ -545,7 +545,7 @@ class SupervisorActor(FastInboxActor):
                 write_all(self.store, writes)
             except Exception as exc:  # the effects are lost, not a root's answer
                 told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
-                write_failed(exc, decision.effects, self._halt, *told, self._apply)
+                write_failed(exc, decision.effects, self._halt, *told, self._apply, self._handle)
                 raise
 
     def _apply(self, effects: list[Effect]) -> None:

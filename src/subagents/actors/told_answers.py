@@ -22,11 +22,12 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     StopRequested,
+    new_id,
 )
 from subagents.store.base import RunStore, StoreError
 from subagents.store.writes import Write, write_all
 from subagents.supervision.closing import failed_unheld
-from subagents.supervision.effects import Effect, StopAgent, Tell, TellOutside
+from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell, TellOutside
 from subagents.supervision.runs import RunTable
 
 log = get_logger("subagents.supervisor")
@@ -84,6 +85,7 @@ def ends_unrecorded(
     store: RunStore | None = None,
     runs: RunTable | None = None,
     apply: Callable[[list[Effect]], None] | None = None,
+    handle: Callable[..., Any] | None = None,
 ) -> None:
     """The runs that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
     in a store's method), each one's waiter told it failed with ``reason``: a root's caller
@@ -94,7 +96,11 @@ def ends_unrecorded(
     it failed. So are the runs the lost decision ended that nobody waits on (a root's
     children, cancelled with it), and their agents are stopped (``apply``: their
     ``StopAgent``, lost with the effects): else they ran on, their reports dropped, and the
-    store kept them unfinished though the core (``runs``: not live) had ended them."""
+    store kept them unfinished though the core (``runs``: not live) had ended them. And a
+    run the lost decision started (a queued one given the slot a run's end freed), which
+    the core holds running though no agent was started, its deadline never armed, is
+    stopped (``handle``: a ``StopRequest`` from the outside, decided and carried out as any),
+    its waiter told why: else it waited for ever, its slot never given back."""
     ended: list[tuple[TellOutside | Tell, ChildDone]] = [
         (e, e.message)
         for e in effects
@@ -103,6 +109,14 @@ def ends_unrecorded(
     stops: list[Effect] = [  # (not a parent stopped to go again: live)
         e for e in effects if isinstance(e, StopAgent) and runs and runs.live(e.run_id) is None
     ]
+    starts = [  # (held live, with no agent: the start was lost)
+        e.record.run_id
+        for e in effects
+        if isinstance(e, StartRun) and runs and runs.live(e.record.run_id) is not None
+    ]
+    if handle is not None:
+        for run_id in starts:
+            _stop_lost_start(handle, run_id, reason)
     if not ended and not stops:
         return
     ids = [done.outcome.run_id for _effect, done in ended]
@@ -122,6 +136,16 @@ def ends_unrecorded(
             tell(effect.run_id, told)
         else:
             on_outside(told)
+
+
+def _stop_lost_start(handle: Callable[..., Any], run_id: str, reason: str) -> None:
+    """Stop ``run_id``, whose start was lost with its decision's effects (``handle``: the
+    supervisor's, which decides and carries out a message)."""
+    why = f"its start was lost: {reason}"
+    try:
+        handle(StopRequest(request_id=new_id("stop"), run_id=run_id, reason=why), asked=False)
+    except Exception:  # (the same bug again): it stays as the core has it
+        log.exception("a run whose start was lost could not be stopped", run_id=run_id)
 
 
 def recorded(store: RunStore, run_ids: Sequence[str], error: str) -> bool:
@@ -163,6 +187,7 @@ def write_failed(
     store: RunStore | None = None,
     runs: RunTable | None = None,
     apply: Callable[[list[Effect]], None] | None = None,
+    handle: Callable[..., Any] | None = None,
 ) -> None:
     """A decision's writes failed with ``exc``: its ``effects`` are lost, but a run that
     ended in them is no longer among the core's runs, so its caller (a root's, or an
@@ -173,7 +198,8 @@ def write_failed(
     if isinstance(exc, StoreError):
         halt(exc, effects)
     else:
-        ends_unrecorded(effects, failure_reason(exc), on_outside, tell, store, runs, apply)
+        reason = failure_reason(exc)
+        ends_unrecorded(effects, reason, on_outside, tell, store, runs, apply, handle)
 
 
 def rolled_back(group: AbstractContextManager[None] | None, exc: Exception) -> None:
