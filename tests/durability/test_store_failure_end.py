@@ -200,8 +200,9 @@ def test_a_queued_run_whose_start_a_broken_end_write_lost_is_stopped_and_told(
     go = threading.Event()
 
     async def first(ctx: AgentContext) -> str:
-        while not go.is_set():  # (until the second is queued behind it)
-            await ctx.sleep(0.01)
+        # until the second is queued behind it: blocking, so that the run keeps its slot
+        # (brief sleeps adding up to more would park it, its slot lent to the second)
+        assert go.wait(WAIT)
         return BUGGY
 
     store = RefusingSQLite(tmp_path / "runs.db")
