@@ -144,7 +144,7 @@ def _stop_lost_start(handle: Callable[..., Any], run_id: str, reason: str) -> No
     why = f"its start was lost: {reason}"
     try:
         handle(StopRequest(request_id=new_id("stop"), run_id=run_id, reason=why), asked=False)
-    except Exception:  # (the same bug again): it stays as the core has it
+    except Exception:  # (the same bug again: it stays as the core has it; the store: halted)
         log.exception("a run whose start was lost could not be stopped", run_id=run_id)
 
 
