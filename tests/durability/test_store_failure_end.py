@@ -17,7 +17,7 @@ from pathlib import Path
 from polling import wait_until
 from subagents import FunctionAgent, MemoryStore, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Outcome, RunStatus
+from subagents.messages import Event, EventKind, Outcome, RunStatus
 from subagents.store.base import StoreError
 
 WAIT = 60.0
@@ -221,3 +221,42 @@ def test_a_queued_run_whose_start_a_broken_end_write_lost_is_stopped_and_told(
         record = store.get_run(two.run_id)
         assert record is not None and record.status is RunStatus.CANCELLED
         assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
+
+
+class BreakingRetrySQLite(SQLiteStore):
+    """Breaks (a bug) on the event that says a run goes again."""
+
+    def append_event(self, event: Event) -> None:
+        if event.kind is EventKind.RESTARTED:
+            raise TypeError("append_event() got an unexpected keyword argument")
+        super().append_event(event)
+
+
+def _fails_once(tries: list[int]) -> Callable[[AgentContext], str]:
+    def fails_once(ctx: AgentContext) -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise RuntimeError("the first try fails")
+        return "second try"
+
+    return fails_once
+
+
+def test_a_retry_whose_timer_a_broken_write_lost_is_stopped_and_told(tmp_path: Path) -> None:
+    """A run that fails and goes again (``on_failure="retry"``): the decision that says so
+    (its record, its ``restarted`` event, its restart's timer) is lost to a bug. The core
+    holds it waiting to start again, with no timer to start it: it is stopped, its caller
+    told why. Before, its caller waited for ever (here: ``TimeoutError``)."""
+    tries: list[int] = []
+    store = BreakingRetrySQLite(tmp_path / "runs.db")
+    agents = [FunctionAgent.create("flaky", _fails_once(tries))]
+    with Runtime(agents, store=store) as rt:
+        handle = rt.spawn("flaky", "go", on_failure="retry", max_retries=1)
+        outcome = handle.result(timeout=WAIT)  # (before the fix: never told, TimeoutError)
+        assert outcome.status is RunStatus.CANCELLED, outcome
+        assert "its start was lost" in (outcome.error or "") and "TypeError" in (
+            outcome.error or ""
+        )
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.CANCELLED
+        assert tries == [1]  # not started again

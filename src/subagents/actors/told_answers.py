@@ -27,7 +27,14 @@ from subagents.messages import (
 from subagents.store.base import RunStore, StoreError
 from subagents.store.writes import Write, write_all
 from subagents.supervision.closing import failed_unheld
-from subagents.supervision.effects import Effect, StartRun, StopAgent, Tell, TellOutside
+from subagents.supervision.effects import (
+    Effect,
+    ScheduleRestart,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
 from subagents.supervision.runs import RunTable
 
 log = get_logger("subagents.supervisor")
@@ -97,10 +104,11 @@ def ends_unrecorded(
     children, cancelled with it), and their agents are stopped (``apply``: their
     ``StopAgent``, lost with the effects): else they ran on, their reports dropped, and the
     store kept them unfinished though the core (``runs``: not live) had ended them. And a
-    run the lost decision started (a queued one given the slot a run's end freed), which
-    the core holds running though no agent was started, its deadline never armed, is
-    stopped (``handle``: a ``StopRequest`` from the outside, decided and carried out as any),
-    its waiter told why: else it waited for ever, its slot never given back."""
+    run the lost decision started (a queued one given the slot a run's end freed), or was
+    to start again after a delay (a retry: its timer, ``ScheduleRestart``, lost), which the
+    core holds running though no agent was started, its deadline never armed, is stopped
+    (``handle``: a ``StopRequest`` from the outside, decided and carried out as any), its
+    waiter told why: else it waited for ever, its slot never given back."""
     ended: list[tuple[TellOutside | Tell, ChildDone]] = [
         (e, e.message)
         for e in effects
@@ -110,9 +118,11 @@ def ends_unrecorded(
         e for e in effects if isinstance(e, StopAgent) and runs and runs.live(e.run_id) is None
     ]
     starts = [  # (held live, with no agent: the start was lost)
-        e.record.run_id
+        run_id
         for e in effects
-        if isinstance(e, StartRun) and runs and runs.live(e.record.run_id) is not None
+        if isinstance(e, StartRun | ScheduleRestart)
+        and runs
+        and runs.live(run_id := e.record.run_id if isinstance(e, StartRun) else e.run_id)
     ]
     if handle is not None:
         for run_id in starts:
