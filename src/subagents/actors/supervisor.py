@@ -546,7 +546,8 @@ class SupervisorActor(FastInboxActor):
             try:
                 write_all(self.store, writes)
             except Exception as exc:  # the effects are lost, not a root's answer
-                write_failed(exc, decision.effects, self._halt, self.on_outside, self.effector.tell)
+                told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
+                write_failed(exc, decision.effects, self._halt, *told, self._apply, self._handle)
                 raise
 
     def _apply(self, effects: list[Effect]) -> None:

@@ -5,10 +5,12 @@ tool call until its deadline, and an outside caller on its spawn forever."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from subagents.logs import get_logger
 from subagents.messages import (
     ChildDone,
     MailAck,
@@ -20,9 +22,22 @@ from subagents.messages import (
     StopReply,
     StopRequest,
     StopRequested,
+    new_id,
 )
-from subagents.store.base import StoreError
-from subagents.supervision.effects import Tell, TellOutside
+from subagents.store.base import RunStore, StoreError
+from subagents.store.writes import Write, write_all
+from subagents.supervision.closing import failed_unheld
+from subagents.supervision.effects import (
+    Effect,
+    ScheduleRestart,
+    StartRun,
+    StopAgent,
+    Tell,
+    TellOutside,
+)
+from subagents.supervision.runs import RunTable
+
+log = get_logger("subagents.supervisor")
 
 
 def refusal_of(message: Any, reason: str) -> tuple[str | None, Any] | None:
@@ -74,33 +89,103 @@ def ends_unrecorded(
     reason: str,
     on_outside: Callable[[Any], None],
     tell: Callable[[str, Any], None],
+    store: RunStore | None = None,
+    runs: RunTable | None = None,
+    apply: Callable[[list[Effect]], None] | None = None,
+    handle: Callable[..., Any] | None = None,
 ) -> None:
     """The runs that ended in ``effects`` whose writes failed (not the store: a bug, e.g.
     in a store's method), each one's waiter told it failed with ``reason``: a root's caller
     (``on_outside``), a child's parent awaiting it (``tell``: else the parent, and so its
     root's caller, waited for ever). The core has forgotten the run, so nothing else would
-    ever tell them. Its end is not in the store."""
-    for effect in effects:
-        if isinstance(effect, TellOutside | Tell) and isinstance(effect.message, ChildDone):
-            done = effect.message
-            outcome = Outcome(
-                run_id=done.outcome.run_id,
-                status=RunStatus.FAILED,
-                error_kind="supervisor",
-                error=reason + UNWRITTEN,
-            )
-            told = ChildDone(request_id=done.request_id, outcome=outcome)
-            if isinstance(effect, Tell):
-                tell(effect.run_id, told)
-            else:
-                on_outside(told)
+    ever tell them. First ``store`` records each so, as its waiter is told (``recorded``):
+    else the store kept it unfinished, and a restore ran again a run whose caller was told
+    it failed. So are the runs the lost decision ended that nobody waits on (a root's
+    children, cancelled with it), and their agents are stopped (``apply``: their
+    ``StopAgent``, lost with the effects): else they ran on, their reports dropped, and the
+    store kept them unfinished though the core (``runs``: not live) had ended them. And a
+    run the lost decision started (a queued one given the slot a run's end freed), or was
+    to start again after a delay (a retry: its timer, ``ScheduleRestart``, lost), which the
+    core holds running though no agent was started, its deadline never armed, is stopped
+    (``handle``: a ``StopRequest`` from the outside, decided and carried out as any), its
+    waiter told why: else it waited for ever, its slot never given back."""
+    ended: list[tuple[TellOutside | Tell, ChildDone]] = [
+        (e, e.message)
+        for e in effects
+        if isinstance(e, TellOutside | Tell) and isinstance(e.message, ChildDone)
+    ]
+    stops: list[Effect] = [  # (not a parent stopped to go again: live)
+        e for e in effects if isinstance(e, StopAgent) and runs and runs.live(e.run_id) is None
+    ]
+    starts = [  # (held live, with no agent: the start was lost)
+        run_id
+        for e in effects
+        if isinstance(e, StartRun | ScheduleRestart)
+        and runs
+        and runs.live(run_id := e.record.run_id if isinstance(e, StartRun) else e.run_id)
+    ]
+    if handle is not None:
+        for run_id in starts:
+            _stop_lost_start(handle, run_id, reason)
+    if not ended and not stops:
+        return
+    ids = [done.outcome.run_id for _effect, done in ended]
+    ids += [e.run_id for e in stops if isinstance(e, StopAgent)]
+    written = store is not None and recorded(store, list(dict.fromkeys(ids)), reason + RECORDED)
+    if stops and apply is not None:
+        apply(stops)
+    for effect, done in ended:
+        outcome = Outcome(
+            run_id=done.outcome.run_id,
+            status=RunStatus.FAILED,
+            error_kind="supervisor",
+            error=reason + (RECORDED if written else UNWRITTEN),
+        )
+        told = ChildDone(request_id=done.request_id, outcome=outcome)
+        if isinstance(effect, Tell):
+            tell(effect.run_id, told)
+        else:
+            on_outside(told)
+
+
+def _stop_lost_start(handle: Callable[..., Any], run_id: str, reason: str) -> None:
+    """Stop ``run_id``, whose start was lost with its decision's effects (``handle``: the
+    supervisor's, which decides and carries out a message)."""
+    why = f"its start was lost: {reason}"
+    try:
+        handle(StopRequest(request_id=new_id("stop"), run_id=run_id, reason=why), asked=False)
+    except Exception:  # (the same bug again: it stays as the core has it; the store: halted)
+        log.exception("a run whose start was lost could not be stopped", run_id=run_id)
+
+
+def recorded(store: RunStore, run_ids: Sequence[str], error: str) -> bool:
+    """Each of ``run_ids`` recorded failed with ``error`` (its record, outcome and event),
+    whatever the store kept of the decision whose writes failed (a store that does not
+    roll a failed batch back may have kept part of it); whether it could be written."""
+    try:
+        ts = time.time()
+        writes: list[Write] = []
+        for run_id in run_ids:
+            record = store.get_run(run_id)
+            if record is not None:  # (none: the run's spawn was lost with it too)
+                writes += failed_unheld(record, error, ts, error_kind="supervisor")
+        write_all(store, writes)
+    except Exception:  # (the same bug again): the run stays as the store has it
+        log.exception("runs whose end could not be written could not be recorded failed")
+        return False
+    return True
 
 
 UNWRITTEN = (
     " (the run's end could not be written: the store keeps the run unfinished, and a restore"
     " runs it again)"
 )
-"""What a caller told of a bug in writing its run's end is told besides."""
+"""What a caller told of a bug in writing its run's end is told besides, when recording it
+failed did not work either."""
+
+RECORDED = " (the run's end could not be written: it is recorded failed instead)"
+"""What a caller told of a bug in writing its run's end is told besides: the store says
+what the caller is told."""
 
 
 def write_failed(
@@ -109,16 +194,22 @@ def write_failed(
     halt: Callable[[Exception, Sequence[Any]], None],
     on_outside: Callable[[Any], None],
     tell: Callable[[str, Any], None],
+    store: RunStore | None = None,
+    runs: RunTable | None = None,
+    apply: Callable[[list[Effect]], None] | None = None,
+    handle: Callable[..., Any] | None = None,
 ) -> None:
     """A decision's writes failed with ``exc``: its ``effects`` are lost, but a run that
     ended in them is no longer among the core's runs, so its caller (a root's, or an
     awaiting parent) is told here or never: the store failed (``halt``:
     ``SupervisorActor._halt``, which tells the roots' with the rest, and stops every run),
-    or a bug did (``ends_unrecorded``: the supervisor goes on)."""
+    or a bug did (``ends_unrecorded``, recorded in ``store`` as told: the supervisor goes
+    on)."""
     if isinstance(exc, StoreError):
         halt(exc, effects)
     else:
-        ends_unrecorded(effects, failure_reason(exc), on_outside, tell)
+        reason = failure_reason(exc)
+        ends_unrecorded(effects, reason, on_outside, tell, store, runs, apply, handle)
 
 
 def rolled_back(group: AbstractContextManager[None] | None, exc: Exception) -> None:

@@ -11,6 +11,8 @@ by run: once every run has ended there is nothing left of any of it to keep.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from subagents.messages import ChildDone, Event, EventKind, Outcome, RunRecord, RunStatus
@@ -31,9 +33,11 @@ from subagents.supervision.effects import (
     TellOutside,
     event_of,
 )
+from subagents.supervision.isolated import each
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End, end_event, outcome_of
 from subagents.supervision.progress import drop_preview
+from subagents.supervision.runs import RunState
 from subagents.supervision.transitions import Move, next_status
 
 
@@ -79,32 +83,37 @@ def close_all(
     life.ending |= ending  # no outcome is handed to a parent ending in this pass
     end = End(move, error_kind, reason)
     decided = Decided()
-    writes, effects = decided.writes, decided.effects
-    try:
-        for state in order:
-            record, run_id = state.record, state.run_id
-            status = next_status(run_id, record.status, move)
-            outcome = outcome_of(record, status, end)
-            writes.append(runs.fire_ended(state, status, now(), outcome))
-            writes.append(SaveOutcome(outcome))
-            kind, data = end_event(record, status, end)
-            event = event_of(kind, state.record, now(), data)
-            writes.append(AppendEvent(event))
-            effects.append(Publish(event))
-            if record.parent_run_id is None:  # a root: to the outside (``Lifecycle.deliver``)
-                done = ChildDone(request_id=state.request_id or run_id, outcome=outcome)
-                effects.append(TellOutside(done))
-                writes.append(OutcomeDelivered(run_id))
-            else:  # (to nobody but a detached child's ancestor: its parent ends too)
-                decided.add(life.deliver(state, outcome))
-            if state.inbox:
-                decided.add(life.mail.dead_letters(state, ()))
-            if state.preview is not None:  # (most runs end between steps)
-                writes += drop_preview(state)
-            if goes_on:
-                effects.append(DisarmDeadline(run_id))
-            life.parking.ended(state)
-            effects.append(StopAgent(run_id))
+
+    def close_one(state: RunState) -> Decided:
+        one = Decided()
+        writes, effects = one.writes, one.effects
+        record, run_id = state.record, state.run_id
+        status = next_status(run_id, record.status, move)
+        outcome = outcome_of(record, status, end)
+        writes.append(runs.fire_ended(state, status, now(), outcome))
+        writes.append(SaveOutcome(outcome))
+        kind, data = end_event(record, status, end)
+        event = event_of(kind, state.record, now(), data)
+        writes.append(AppendEvent(event))
+        effects.append(Publish(event))
+        if record.parent_run_id is None:  # a root: to the outside (``Lifecycle.deliver``)
+            done = ChildDone(request_id=state.request_id or run_id, outcome=outcome)
+            effects.append(TellOutside(done))
+            writes.append(OutcomeDelivered(run_id))
+        else:  # (to nobody but a detached child's ancestor: its parent ends too)
+            one.add(life.deliver(state, outcome))
+        if state.inbox:
+            one.add(life.mail.dead_letters(state, ()))
+        if state.preview is not None:  # (most runs end between steps)
+            writes += drop_preview(state)
+        if goes_on:
+            effects.append(DisarmDeadline(run_id))
+        life.parking.ended(state)
+        effects.append(StopAgent(run_id))
+        return one
+
+    try:  # a run whose end raises (a bug) ends failed alone (``isolated``)
+        each(order, close_one, decided, _by_bug(life), life.mail.ledger)
     finally:
         life.ending -= ending
     decided.add(life.mail.topics.ended_all())
@@ -113,15 +122,23 @@ def close_all(
     return ids, decided
 
 
-def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:
+def _by_bug(life: Lifecycle) -> Callable[[RunState, Exception], Decided | None]:
+    """What a run whose end raised comes to (``Lifecycle.ended_by_bug``)."""
+    return lambda state, exc: life.ended_by_bug(state.run_id, exc)
+
+
+def failed_unheld(
+    record: RunRecord, reason: str, ts: float, *, error_kind: str = "store"
+) -> list[Write]:
     """The writes that end ``record``, which the store has unfinished but no runtime holds
     in memory (its end was in a transaction that failed), as failed with the store's error
-    ``reason``: its record, its outcome, its ``failed`` event; its topic subscriptions and
-    its preview, if the store has any, dropped (as ``Lifecycle.finish`` drops a held run's)."""
+    ``reason`` (or of ``error_kind``: a bug's, ``actors/told_answers.py``): its record, its
+    outcome, its ``failed`` event; its topic subscriptions and its preview, if the store
+    has any, dropped (as ``Lifecycle.finish`` drops a held run's)."""
     outcome = Outcome(
         run_id=record.run_id,
         status=RunStatus.FAILED,
-        error_kind="store",
+        error_kind=error_kind,
         error=reason,
         usage=record.usage,
         steps=record.steps,
@@ -135,7 +152,7 @@ def failed_unheld(record: RunRecord, reason: str, ts: float) -> list[Write]:
         parent_run_id=record.parent_run_id,
         depth=record.depth,
         ts=ts,
-        data={"error_kind": "store", "error": reason, "steps": record.steps},
+        data={"error_kind": error_kind, "error": reason, "steps": record.steps},
     )
     run_id = record.run_id
     return [

@@ -230,8 +230,7 @@ class SupervisorCore:
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:
         """Read receipts (one, or a run of consecutive ones)."""
         self.effects.begin()
-        for msg in msgs:
-            self.effects.take(self.mail.read(msg.run_id, msg.mail_ids, msg.attempt))
+        self.effects.take(self.recorded_parts.reads(msgs))  # (each alone: ``isolated``)
         return self._decided()
 
     def journal(self, msg: Journal) -> Decision:
@@ -399,9 +398,7 @@ class SupervisorCore:
         its calls already got. ``reads``: each run's mail so far and journal, read from the
         store by the actor (as for ``restart_due``)."""
         self.effects.begin()
-        for run_id in run_ids:
-            mails, journal = reads.get(run_id, ((), ()))
-            self.effects.take(self.lifecycle.moved(run_id, mails, journal, reason))
+        self.effects.take(self.lifecycle.moved_all(run_ids, reason, reads))
         return self._decided()
 
     def placed(self, message: Placed) -> Decision:

@@ -23,11 +23,27 @@ hand-over, notices and dead letters, parking's unparks), which the caller gather
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from subagents.messages import ChildDone, EventKind, Outcome, RunFinished
-from subagents.store.writes import OutcomeDelivered, SaveOutcome
+import msgspec
+
+from subagents.messages import (
+    ChildDone,
+    EventKind,
+    JournalEntry,
+    Mail,
+    Outcome,
+    RunFinished,
+    RunStatus,
+)
+from subagents.store.writes import (
+    DropPreview,
+    DropSubscriptions,
+    OutcomeDelivered,
+    SaveOutcome,
+    SaveRun,
+)
 from subagents.supervision.effects import (
     ArmDeadline,
     Decided,
@@ -37,6 +53,7 @@ from subagents.supervision.effects import (
     Tell,
     TellOutside,
 )
+from subagents.supervision.isolated import each, failure_reason
 from subagents.supervision.limits import Limits
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.outcomes import End, background_report, end_event, outcome_of
@@ -211,14 +228,19 @@ class Lifecycle:
         walk = [r for t, prune in tops for r in deepest_first(t, prune) if include_top or r != t]
         ending = set(walk) - self.ending
         self.ending |= ending
-        try:
-            for run_id in walk:
-                target = self.runs.live(run_id)
-                if target is None:
-                    continue
-                decided.add(self.finish(target, End(Move.CANCELLED, "cancelled", reason)))
-                decided.effects.append(StopAgent(run_id))
-                cancelled.append(run_id)
+        cancelled_end = End(Move.CANCELLED, "cancelled", reason)
+
+        def cancel_one(run_id: str) -> Decided:
+            target = self.runs.live(run_id)
+            if target is None:
+                return Decided()
+            one = self.finish(target, cancelled_end)
+            one.effects.append(StopAgent(run_id))
+            cancelled.append(run_id)
+            return one
+
+        try:  # a run whose cancel raises (a bug) ends failed alone (``isolated``)
+            each(walk, cancel_one, decided, self.ended_by_bug, self.mail.ledger)
         finally:
             self.ending -= ending
         # The slots the walk freed go to the queue now that every run it ended has left it:
@@ -228,6 +250,61 @@ class Lifecycle:
         if self.slots.queue_length() and not self.ending:
             decided.add(self.start_queued())
         return cancelled, decided
+
+    def moved_all(
+        self,
+        run_ids: Sequence[str],
+        reason: str,
+        reads: Mapping[str, tuple[Sequence[Mail], Sequence[JournalEntry]]],
+    ) -> Decided:
+        """``moved`` each of ``run_ids`` (the runs a lost host held), each alone: one whose
+        handling raises (a bug) ends failed with the error (``isolated``)."""
+        out = Decided()
+
+        def move(run_id: str) -> Decided:
+            mails, journal = reads.get(run_id, ((), ()))
+            return self.moved(run_id, mails, journal, reason)
+
+        each(run_ids, move, out, self.ended_by_bug, self.mail.ledger)
+        return out
+
+    def ended_by_bug(self, run_id: str, exc: Exception) -> Decided | None:
+        """What an item of a batch that is a live run comes to when its handling raised (a
+        bug: ``isolated.each``): it ends failed with the error (recorded so, its waiter told,
+        its slot freed, its agent stopped), as a spawn whose admission raised once its run
+        was held (``Admission._failed``): neither the store nor its waiter keeps a run the
+        core has lost track of. One that the raising item had ended in memory (its end's
+        writes and effects lost with it) is recorded failed so, its waiter told, its deadline
+        disarmed, its unread mail dead (back in its inbox: ``inbox_ledger``), its
+        subscriptions and preview dropped in the store too (as ``finish`` ends a run: it may
+        have dropped them in memory before raising). None: no run by that id held (nothing
+        owed)."""
+        state = self.runs.get(run_id)
+        if state is None:
+            return None
+        end = End(Move.FAILED, "supervisor", failure_reason(exc))
+        if not state.record.status.terminal:
+            decided = self.finish(state, end)
+        else:  # memory says it ended, the store does not: written as its waiter is told
+            decided, now = Decided(), self.now()
+            outcome = outcome_of(state.record, RunStatus.FAILED, end)
+            state.record = msgspec.structs.replace(
+                state.record, status=RunStatus.FAILED, ended_at=now, outcome=outcome
+            )
+            decided.writes += (SaveRun(state.record), SaveOutcome(outcome, delivered=True))
+            self.slots.release(run_id)
+            kind, data = end_event(state.record, RunStatus.FAILED, end)
+            decided.event(kind, state.record, now, data)
+            self._hand(decided, state, outcome)
+            decided.effects.append(DisarmDeadline(run_id))
+            if state.inbox:
+                decided.add(self.mail.dead_letters(state, ()))
+            self.mail.topics.drop(run_id)
+            state.preview = None
+            decided.writes += (DropSubscriptions(run_id), DropPreview(run_id))
+            self.parking.ended(state)
+        decided.effects.append(StopAgent(run_id))
+        return decided
 
     # ---- endings a report or a timer brings ------------------------------------------------
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from subagents.messages import EXTERNAL_SENDER, Batch, Mail, MailAck, MailState, SendMail
+from subagents.store.writes import SaveMails, SetMailsState, Write
 
 
 def mail_event_data(mail_ids: Sequence[str], who: str, run_id: str) -> dict[str, Any]:
@@ -156,3 +157,45 @@ class MailPost:
                 else:
                     mails.append(mail)
         return out
+
+
+def named_records(
+    kept: Sequence[Mail], msgs: Sequence[SendMail], acks: Sequence[MailAck], now: float
+) -> list[Write]:
+    """The writes, after the mails' own, for mails a sender's record named
+    (``SendMail.mail_id``), which the record may have written already as delivered: the
+    state of those ``kept`` that are not (a dead letter, a queued recipient's), since the
+    store keeps the record's; and ``refused_records``."""
+    states: list[Write] = [SetMailsState((m.mail_id,), m.state) for m in kept]
+    return states + refused_records(msgs, acks, now)
+
+
+def refused_records(msgs: Sequence[SendMail], acks: Sequence[MailAck], now: float) -> list[Write]:
+    """What the store keeps of the mails of ``msgs`` (answered by ``acks``, in order) that a
+    sender's record named (``SendMail.mail_id``) and that were refused: the record may have
+    been written after all, as delivered, yet nobody hands the mail to its recipient. Kept
+    as dead letters (the mail id is kept once: a record that lands later changes nothing),
+    so no recipient restored from the store is handed a refused mail, nor counts it unread.
+    (Rare: a node's record whose answer was lost, its sender ended meanwhile.)"""
+    refused = [
+        msg
+        for msg, ack in zip(msgs, acks, strict=True)
+        if msg.mail_id is not None and ack.error is not None and not ack.dead_letter
+    ]
+    if not refused:
+        return []
+    dead = tuple(
+        Mail(
+            mail_id=msg.mail_id,
+            sender=msg.sender,
+            recipient=msg.to,
+            content=msg.content,
+            reply_to=msg.reply_to,
+            sent_at=now,
+            state=MailState.DEAD,
+            request_id=msg.request_id,
+        )
+        for msg in refused
+        if msg.mail_id is not None
+    )
+    return [SaveMails(dead), SetMailsState(tuple(m.mail_id for m in dead), MailState.DEAD)]

@@ -24,6 +24,7 @@ written here; then in the inboxes and the events as any mail.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import msgspec
 
@@ -40,11 +41,13 @@ from subagents.messages import (
     SendMail,
     new_id,
 )
-from subagents.store.writes import PostCommand, SaveMails, SetMailsState, Write
+from subagents.store.writes import PostCommand, SaveMails, SetMailsState
 from subagents.supervision.addresses import Addresses, Destination
 from subagents.supervision.effects import Decided, Tell
+from subagents.supervision.inbox_ledger import InboxLedger
+from subagents.supervision.isolated import each, failure_reason
 from subagents.supervision.limits import Limits
-from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data
+from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data, named_records
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.topics import Topics, topic_of
@@ -70,6 +73,8 @@ class MailRoom:
         the one read the mail room needs."""
         self.topics = Topics()
         """Who is subscribed to which topic of each tree (``topics``)."""
+        self.ledger = InboxLedger()
+        """The inbox changes of the items of an isolated batch (``inbox_ledger``)."""
 
     # ---- sending ---------------------------------------------------------------------------
 
@@ -80,65 +85,68 @@ class MailRoom:
 
         Each mail is answered on its own: a bad address fails that mail only, and order per
         sender is kept. A sender is checked once per run of its mails."""
-        post = MailPost(self.now())
-        out = Decided()
-        acks: list[MailAck] = []
-        dests: dict[str, Destination] = {}
-        checked: tuple[str, int] | None = None
-        sender_state: RunState | None = None
-        recorded_as: list[Mail] = []  # named by a sender's record (delivered), here not
-        for msg in msgs:
-            sender = msg.sender
-            if sender == EXTERNAL_SENDER:
-                sender_state, checked = None, None
-            else:
-                if checked is None or checked[0] != sender or checked[1] != msg.attempt:
-                    checked = (sender, msg.attempt)
-                    sender_state = self.runs.reporting(sender, msg.attempt)
-                if sender_state is None:
-                    acks.append(
-                        MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
-                    )
-                    continue
-            problem = mail_problem(msg, self.limits)  # its types and its size
-            if problem is not None:
-                acks.append(MailAck(request_id=msg.request_id, error=problem))
-                continue
-            if msg.to.startswith(TOPIC_PREFIX):  # one mail to each subscriber (``topics``)
-                acks.append(self._publish(post, msg, sender_state, out))
-                continue
-            try:
-                recipient = self.addresses.resolve(msg)
-            except ValueError as exc:
-                acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
-                continue
-            dest = dests.get(recipient)
-            if dest is None:  # what becomes of mail to it cannot change within one message
-                dest = dests[recipient] = self.addresses.destination(recipient)
-            mail_state, record, target = dest
-            if mail_state is None:
-                acks.append(
-                    self._elsewhere(sender, recipient, msg.content, msg.request_id, record, out)
-                )
-                continue
-            mail = Mail(
-                mail_id=msg.mail_id or post.new_id(),
-                sender=sender,
-                recipient=recipient,
-                content=msg.content,
-                sender_agent=sender_state.record.agent if sender_state is not None else None,
-                reply_to=msg.reply_to,
-                sent_at=post.now,
-                state=mail_state,
-                request_id=msg.request_id,
-            )
-            acks.append(self._add(post, mail, msg.request_id, sender_state, record, target, out))
-            if msg.mail_id is not None and mail_state is not MailState.DELIVERED:
-                recorded_as.append(mail)
+        sends, out = _Sends(MailPost(self.now()), self.runs), Decided()
+        each(msgs, partial(self._send_one, sends), out, sends.refused)
+        post, acks = sends.post, sends.acks
         self._record(post, out)
-        out.writes.extend(named_records(recorded_as, msgs, acks, post.now))
+        out.writes.extend(named_records(sends.recorded_as, msgs, acks, post.now))
         out.effects.extend(Tell(r, a) for r, a in acks_by_sender(msgs, acks, self.runs.answers))
         return acks, out
+
+    def _send_one(self, sends: _Sends, msg: SendMail) -> Decided:
+        """``msg`` routed, recorded and delivered: its acknowledgement added to ``sends``
+        (``send``); what it comes to."""
+        one, sender, acks, post = Decided(), msg.sender, sends.acks, sends.post
+        sends.mark = len(post.records)
+        if sender == EXTERNAL_SENDER:
+            sends.sender_state, sends.checked = None, None
+        else:
+            checked = sends.checked
+            if checked is None or checked[0] != sender or checked[1] != msg.attempt:
+                sends.sender_state = self.runs.reporting(sender, msg.attempt)
+                sends.checked = (sender, msg.attempt)
+            if sends.sender_state is None:
+                acks.append(
+                    MailAck(request_id=msg.request_id, error=f"run {sender} is not running")
+                )
+                return one
+        sender_state = sends.sender_state
+        problem = mail_problem(msg, self.limits)  # its types and its size
+        if problem is not None:
+            acks.append(MailAck(request_id=msg.request_id, error=problem))
+            return one
+        if msg.to.startswith(TOPIC_PREFIX):  # one mail to each subscriber (``topics``)
+            acks.append(self._publish(post, msg, sender_state, one))
+            return one
+        try:
+            recipient = self.addresses.resolve(msg)
+        except ValueError as exc:
+            acks.append(MailAck(request_id=msg.request_id, error=str(exc)))
+            return one
+        dest = sends.dests.get(recipient)
+        if dest is None:  # what becomes of mail to it cannot change within one message
+            dest = sends.dests[recipient] = self.addresses.destination(recipient)
+        mail_state, record, target = dest
+        if mail_state is None:
+            acks.append(
+                self._elsewhere(sender, recipient, msg.content, msg.request_id, record, one)
+            )
+            return one
+        mail = Mail(
+            mail_id=msg.mail_id or post.new_id(),
+            sender=sender,
+            recipient=recipient,
+            content=msg.content,
+            sender_agent=sender_state.record.agent if sender_state is not None else None,
+            reply_to=msg.reply_to,
+            sent_at=post.now,
+            state=mail_state,
+            request_id=msg.request_id,
+        )
+        acks.append(self._add(post, mail, msg.request_id, sender_state, record, target, one))
+        if msg.mail_id is not None and mail_state is not MailState.DELIVERED:
+            sends.recorded_as.append(mail)
+        return one
 
     def _publish(
         self, post: MailPost, msg: SendMail, sender: RunState | None, decided: Decided
@@ -243,6 +251,8 @@ class MailRoom:
         post.add(mail)
         if mail.state is not MailState.DEAD:
             assert target is not None
+            if (changes := self.ledger.changes) is not None:
+                changes.append((target, mail.mail_id, target.inbox.get(mail.mail_id)))
             target.inbox[mail.mail_id] = mail
             return MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
         if sender is not None:  # each dead letter is an error its sender hears of
@@ -366,6 +376,8 @@ class MailRoom:
             mails.append(mail)
         if accepted:
             decided.writes.append(SetMailsState(tuple(accepted), MailState.DELIVERED))
+            if (changes := self.ledger.changes) is not None:
+                changes.append((state, None, state.inbox))
             state.inbox = {m.mail_id: m for m in mails}
         return tuple(mails), decided
 
@@ -377,6 +389,8 @@ class MailRoom:
         leftover = list(inbox)  # in the order it was delivered (ids order only to the ms)
         if not leftover:
             return decided
+        if (changes := self.ledger.changes) is not None:
+            changes.append((state, None, inbox))
         decided.writes.append(SetMailsState(tuple(leftover), MailState.DEAD))
         for mail_id in leftover:
             decided.add(self._returned(state, inbox[mail_id]))
@@ -401,43 +415,29 @@ class MailRoom:
         return decided
 
 
-def named_records(
-    kept: Sequence[Mail], msgs: Sequence[SendMail], acks: Sequence[MailAck], now: float
-) -> list[Write]:
-    """The writes, after the mails' own, for mails a sender's record named
-    (``SendMail.mail_id``), which the record may have written already as delivered: the
-    state of those ``kept`` that are not (a dead letter, a queued recipient's), since the
-    store keeps the record's; and ``refused_records``."""
-    states: list[Write] = [SetMailsState((m.mail_id,), m.state) for m in kept]
-    return states + refused_records(msgs, acks, now)
+class _Sends:
+    """What the mails of one ``MailRoom.send`` share as each is sent: the post, the
+    acknowledgements so far, the destinations looked up, the sender last checked."""
 
+    __slots__ = ("acks", "checked", "dests", "mark", "post", "recorded_as", "runs", "sender_state")
 
-def refused_records(msgs: Sequence[SendMail], acks: Sequence[MailAck], now: float) -> list[Write]:
-    """What the store keeps of the mails of ``msgs`` (answered by ``acks``, in order) that a
-    sender's record named (``SendMail.mail_id``) and that were refused: the record may have
-    been written after all, as delivered, yet nobody hands the mail to its recipient. Kept
-    as dead letters (the mail id is kept once: a record that lands later changes nothing),
-    so no recipient restored from the store is handed a refused mail, nor counts it unread.
-    (Rare: a node's record whose answer was lost, its sender ended meanwhile.)"""
-    refused = [
-        msg
-        for msg, ack in zip(msgs, acks, strict=True)
-        if msg.mail_id is not None and ack.error is not None and not ack.dead_letter
-    ]
-    if not refused:
-        return []
-    dead = tuple(
-        Mail(
-            mail_id=msg.mail_id,
-            sender=msg.sender,
-            recipient=msg.to,
-            content=msg.content,
-            reply_to=msg.reply_to,
-            sent_at=now,
-            state=MailState.DEAD,
-            request_id=msg.request_id,
-        )
-        for msg in refused
-        if msg.mail_id is not None
-    )
-    return [SaveMails(dead), SetMailsState(tuple(m.mail_id for m in dead), MailState.DEAD)]
+    def __init__(self, post: MailPost, runs: RunTable) -> None:
+        self.post, self.runs = post, runs
+        self.acks: list[MailAck] = []
+        self.dests: dict[str, Destination] = {}
+        self.checked: tuple[str, int] | None = None
+        self.sender_state: RunState | None = None
+        self.recorded_as: list[Mail] = []  # named by a sender's record (delivered), here not
+        self.mark = 0  # the post's mails before the one being sent
+
+    def refused(self, msg: SendMail, exc: Exception) -> None:
+        """``msg``, whose sending raised (a bug: ``isolated``), is not recorded nor
+        delivered (what it put in the post and in inboxes is taken out) and its sender is
+        told so, with the error."""
+        taken, records = self.post.records[self.mark :], self.post.records
+        del records[self.mark :]
+        for mail in taken:  # (a topic's: those put in their recipients' inboxes, out again)
+            held = self.runs.get(mail.recipient)
+            if held is not None:
+                held.inbox.pop(mail.mail_id, None)
+        self.acks.append(MailAck(request_id=msg.request_id, error=failure_reason(exc)))

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from subagents.messages import Journal, MailPosted, MailRead, MailState
 from subagents.store.writes import AppendEvent, SaveJournal, SetMailsState, Write
 from subagents.supervision.effects import Decided
+from subagents.supervision.isolated import each
 from subagents.supervision.mailroom import MailRoom
 from subagents.supervision.runs import RunTable
 
@@ -88,6 +89,14 @@ class Recorded:
         if type(report) is MailRead:
             return self._mail.read(report.run_id, report.mail_ids, report.attempt)
         raise TypeError(f"not a report that only records: {type(report).__name__}")
+
+    def reads(self, receipts: Sequence[MailRead]) -> Decided:
+        """Read receipts (one, or a run of consecutive ones) in order, each alone: one whose
+        handling raises (a bug) is left out, logged, the others kept (``isolated``)."""
+        out = Decided()
+        read = self._mail.read
+        each(receipts, lambda msg: read(msg.run_id, msg.mail_ids, msg.attempt), out)
+        return out
 
     def journal(self, msg: Journal) -> Decided:
         """A function agent's journal entries of one handling, kept for its replay after a
