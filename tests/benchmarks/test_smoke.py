@@ -317,7 +317,16 @@ def test_scale_measures_each_side_in_its_own_process(
         goal = goals[name]
         assert goal["target"] == target and goal["pass"] == (goal["seconds"] < target)
         assert f"{raw['n']:,} actors" in goal["anchor"]  # the raw side of the same run
-    sides = (ours, raw, figures["per_run_spawn"])
+    # spawn_many under the default Limits (every run queues, then parks): its own row
+    default = figures["default_limits"]
+    assert (default["limits"], ours["limits"]) == ("default", "raised to n")
+    assert default["n"] == default["waiting"] == 60 and "failed" not in default
+    assert "least_waiting" not in default
+    raised_cpu = ours["start_cpu_s"] / 60  # (rounded to 1 ms: may be 0 at 60 runs)
+    assert figures["default_limits_cpu_ratio"] == (
+        round(default["start_cpu_s"] / 60 / raised_cpu, 4) if raised_cpu else float("inf")
+    )
+    sides = (ours, raw, figures["per_run_spawn"], default)
     for side in sides:  # each side's load read before its process started, its own kept
         assert side["load"]["taken"] == "before the side's process started"
         assert side["load"]["start"] == side["load"]["end"] == side["load"]["max"]
