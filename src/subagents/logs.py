@@ -240,7 +240,7 @@ def ensure_configured() -> None:
             structlog.get_logger("subagents").warning("SUBAGENTS_LOG_LEVEL ignored", error=str(exc))
 
 
-_DEBUG_ON: dict[type, bool] = {}
+_ENABLED: dict[tuple[type, int], bool] = {}
 
 
 _CONFIG_OBJECT: list[Any] = []
@@ -258,8 +258,9 @@ def _structlog_config(structlog: ModuleType) -> Any:
     return _CONFIG_OBJECT[0]
 
 
-def debug_enabled() -> bool:
-    """Whether a ``log.debug`` line would be written under structlog's current configuration.
+def enabled(level: int = logging.DEBUG) -> bool:
+    """Whether a line at ``level`` (a ``log.debug`` line by default) would be written under
+    structlog's current configuration.
 
     Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
     logger (and its output logger) on every call, even when the level filters the line out;
@@ -271,17 +272,21 @@ def debug_enabled() -> bool:
     """
     structlog = sys.modules.get("structlog")
     if structlog is None:  # nothing logged or configured yet: the first line brings the default
-        return _first_level() <= logging.DEBUG
+        return _first_level() <= level
     config = _CONFIG_OBJECT[0] if _CONFIG_OBJECT else _structlog_config(structlog)
     wrapper = (
         config.default_wrapper_class
         if config is not None
         else structlog.get_config()["wrapper_class"]
     )
-    known = _DEBUG_ON.get(wrapper)
+    known = _ENABLED.get((wrapper, level))
     if known is None:
         check = getattr(structlog.get_logger().bind(), "is_enabled_for", None)
-        known = True if check is None else bool(check(logging.DEBUG))
+        known = True if check is None else bool(check(level))
         if check is not None:
-            _DEBUG_ON[wrapper] = known
+            _ENABLED[wrapper, level] = known
     return known
+
+
+debug_enabled = enabled
+"""``enabled(logging.DEBUG)``, the hot paths' question (the same function: no call more)."""
