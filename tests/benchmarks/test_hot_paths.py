@@ -7,10 +7,11 @@ debug log lines are skipped when structlog would filter them out anyway.
 from __future__ import annotations
 
 import io
+import logging
 
 import structlog
 
-from subagents.logs import configure, debug_enabled
+from subagents.logs import configure, debug_enabled, enabled
 from subagents.supervision.slots import SlotKey, SlotPool
 
 
@@ -63,5 +64,21 @@ def test_debug_enabled_follows_structlog_reconfiguration() -> None:
         assert "seen" in out.getvalue()
         configure(level="warning", stream=io.StringIO())
         assert debug_enabled() is False
+    finally:
+        structlog.configure(**old)
+
+
+def test_enabled_answers_per_level_and_follows_reconfiguration() -> None:
+    """``enabled(level)`` (asked before a park's info line): each level its own answer,
+    not the first one asked remembered for every level."""
+    old = structlog.get_config()
+    try:
+        configure(level="info", stream=io.StringIO())
+        assert enabled(logging.DEBUG) is False
+        assert enabled(logging.INFO) is True and enabled(logging.WARNING) is True
+        configure(level="warning", stream=io.StringIO())
+        assert enabled(logging.INFO) is False and enabled(logging.ERROR) is True
+        configure(level="info", stream=io.StringIO())
+        assert enabled(logging.INFO) is True
     finally:
         structlog.configure(**old)
