@@ -35,9 +35,19 @@ measures the threads they hold, and when n of them would not fit in what the mac
 does not try (a machine out of threads fails other people's processes too): ``tried: false`` and
 the reason are the result. ``--force`` tries anyway, and a run or thread that cannot start is
 reported as the result, not a crash. When n was not tried, the runtime side is measured again at
-10,000 (``measured_at``) so the run still gives figures. The raw side is measured at ``--raw-n``
-(default min(n, 10,000)): memory per actor does not depend on n, and raw pykka needs a thread
-per actor too. The default n is the goal's, 100,000.
+10,000 (``measured_at``) so the run still gives figures.
+
+The runs above are started with every limit raised to n (nobody queues). A user who keeps the
+default ``Limits`` (10 working at once, 5 per agent) pays more: every run past the first five
+queues, and once started and waiting parks to lend its slot to the next (``slots.py``). So
+``spawn_many`` is also measured under the default limits, at ``--default-limits-n`` runs (default
+20,000, the default queue bound; 0: not): ``figures.default_limits``, and
+``default_limits_cpu_ratio``, its CPU per run over that of the limits raised at the same n (a
+figure, no goal): the raised-limits row when it ran at that n, else ``default_limits_raised``,
+measured at that n for it (CPU per run moves with n: the GC's passes walk the live runs).
+
+The raw side is measured at ``--raw-n`` (default min(n, 10,000)): memory per actor does not
+depend on n, and raw pykka needs a thread per actor too. The default n is the goal's, 100,000.
 
 Goals: 100,000 live waiting subagents at <= 1.5x the memory of a raw pykka actor each (issue
 17); started with one ``spawn`` each in under 10 s (the headline: the path most callers take),
@@ -90,6 +100,7 @@ TARGET_CLOSE_S = 3.0
 GOAL_N = 100_000
 PILOT = 500
 FALLBACK_N = 10_000  # measured instead when the requested n cannot be tried
+DEFAULT_LIMITS_N = 20_000  # the default Limits' queue bound: at most this many queued
 STALL_S = 30.0  # no run came to wait for this long: the start is stuck
 HEADROOM = 2000  # threads left free for everyone else on the machine
 
@@ -249,6 +260,7 @@ def runtime_side(
     spawn: str = "many",
     batch: int = 1000,
     gc_freeze: bool = False,
+    default_limits: bool = False,
 ) -> dict[str, Any]:
     from subagents.behaviour.function import AgentContext
     from subagents.messages import Event, EventKind
@@ -299,9 +311,12 @@ def runtime_side(
                     last, since = waiting[0], time.monotonic()
             return not failed
 
-    limits = Limits(
-        max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
-    )
+    if default_limits:  # 10 working at once, 5 per agent: every run parks to let the next in
+        limits = Limits(timeout_s=3000.0, max_timeout_s=3000.0)
+    else:
+        limits = Limits(
+            max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
+        )
     capacity = thread_capacity(cap)
     rt = Runtime([idle], limits=limits, agent_threads="shared")
     out: dict[str, Any] = {
@@ -309,6 +324,7 @@ def runtime_side(
         "thread_limits": capacity,
         "spawn": spawn,
         "gc_freeze": gc_freeze,
+        "limits": "default" if default_limits else "raised to n",
     }
     if spawn == "many":
         out["batch"] = batch
@@ -406,7 +422,7 @@ def runtime_side(
         out["close_cpu_s"] = rounded(time.process_time() - cpu_closing, 3)
         out["close_gc_full"] = close_passes.close()
         out["threads_after_close"] = threading.active_count()
-    if spawn == "many" and "failed" not in out and out["tried"]:
+    if spawn == "many" and not default_limits and "failed" not in out and out["tried"]:
         # the anchor of this row, in this process after the runtime closed (what it left
         # for the GC collected first: the anchor does not pay the runtime's garbage)
         gc.collect()
@@ -462,6 +478,13 @@ def _extra(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="gc.freeze() after each batch (an embedding program's choice, docs/runtime.md)",
     )
+    parser.add_argument(
+        "--default-limits-n",
+        type=int,
+        default=DEFAULT_LIMITS_N,
+        help="also start this many with spawn_many under the default Limits (0: not)",
+    )
+    parser.add_argument("--default-limits", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--side", choices=("raw", "runtime"), default=None, help=argparse.SUPPRESS)
 
 
@@ -476,7 +499,13 @@ def main() -> None:
         emit(
             "scale-side",
             runtime_side(
-                n, args.force, args.max_threads, args.spawn, max(1, args.batch), args.gc_freeze
+                n,
+                args.force,
+                args.max_threads,
+                args.spawn,
+                max(1, args.batch),
+                args.gc_freeze,
+                args.default_limits,
             ),
         )
         return
@@ -498,8 +527,23 @@ def main() -> None:
         per_run = measured_side(
             "--side", "runtime", "--n", str(ours["n"]), *force, "--spawn", "one"
         )
+    default_limits = raised_there = None
+    if args.spawn == "many" and args.default_limits_n > 0:
+        # what a user who keeps the default Limits pays: every run over them waits in the
+        # queue and, once started and waiting, parks to lend its slot to the next
+        default_n = min(n, args.default_limits_n)
+        default_limits = measured_side(
+            "--side", "runtime", "--n", str(default_n), *force, "--default-limits"
+        )
+        default_limits.pop("thread_limits", None)
+        if (ours.get("n") != default_n or "failed" in ours) and default_limits.get("tried"):
+            # compared with the limits raised at the SAME n: CPU per run moves with n (the
+            # GC's passes walk the live runs; 70.8 us at 20,000, 73.8 at 100,000 measured),
+            # so another n's row (100,000, or the fallback 10,000) is not like for like
+            raised_there = measured_side("--side", "runtime", "--n", str(default_n), *force)
+            raised_there.pop("thread_limits", None)
     raw = measured_side("--side", "raw", "--n", str(raw_n), *force)
-    for side in (raw, attempt, ours, per_run or {}):
+    for side in (raw, attempt, ours, per_run or {}, default_limits or {}, raised_there or {}):
         side.pop("benchmark", None)
         side.pop("machine", None)
     if per_run is not None:
@@ -510,6 +554,18 @@ def main() -> None:
         figures["attempt"] = attempt
     if per_run is not None:
         figures["per_run_spawn"] = per_run
+    if default_limits is not None:
+        figures["default_limits"] = default_limits
+        baseline = ours if raised_there is None else raised_there
+        if raised_there is not None:
+            figures["default_limits_raised"] = raised_there
+        if baseline.get("n") == default_limits.get("n") and all(
+            "start_cpu_s" in side and "failed" not in side for side in (default_limits, baseline)
+        ):
+            figures["default_limits_cpu_ratio"] = ratio(  # CPU per run, default / raised
+                default_limits["start_cpu_s"] / default_limits["n"],
+                baseline["start_cpu_s"] / baseline["n"],
+            )
     goals: dict[str, Any] = {}
     if measured:
         r = ratio(ours["kib_each"], raw["kib_each"])
@@ -564,7 +620,9 @@ def main() -> None:
             "sizes": {"requested": n, "raw": raw_n, "goal": GOAL_N, "tried": attempt["tried"]},
             "seconds": rounded(time.perf_counter() - START, 2),
         },
-        load=highest_load([raw, attempt, ours, per_run or {}]),
+        load=highest_load(
+            [raw, attempt, ours, per_run or {}, default_limits or {}, raised_there or {}]
+        ),
     )
 
 

@@ -240,7 +240,7 @@ def ensure_configured() -> None:
             structlog.get_logger("subagents").warning("SUBAGENTS_LOG_LEVEL ignored", error=str(exc))
 
 
-_DEBUG_ON: dict[type, bool] = {}
+_ENABLED: dict[tuple[type, int], bool] = {}
 
 
 _CONFIG_OBJECT: list[Any] = []
@@ -258,30 +258,54 @@ def _structlog_config(structlog: ModuleType) -> Any:
     return _CONFIG_OBJECT[0]
 
 
-def debug_enabled() -> bool:
-    """Whether a ``log.debug`` line would be written under structlog's current configuration.
+def enabled(level: int = logging.DEBUG) -> bool:
+    """Whether a line at ``level`` (a ``log.debug`` line by default) would be written under
+    structlog's current configuration.
 
     Why: a debug call through a module-level ``structlog.get_logger()`` proxy builds a bound
     logger (and its output logger) on every call, even when the level filters the line out;
     on hot paths (an event per run transition, a scripted model turn) that is a large share of
     a trivial run's CPU (benchmarks/README.md). Hot paths ask this first. The answer is
-    remembered per wrapper class, which structlog replaces whenever it is reconfigured; a
-    wrapper that cannot tell its level (e.g. one over stdlib logging, whose level can change
-    at any time) counts as enabled.
+    remembered per wrapper class only for structlog's own filtering loggers
+    (``make_filtering_bound_logger``: one class per level, the level fixed with it, a new
+    class whenever the level is reconfigured). Any other wrapper counts as enabled and its
+    own logger decides: one over stdlib logging answers ``is_enabled_for`` (structlog 26.1)
+    from the logging module's levels, which the host may change at any time and set per
+    logger name (``subagents.supervisor`` at info, the root at warning), so an answer kept,
+    or asked of another logger's name, would drop lines that are on.
     """
     structlog = sys.modules.get("structlog")
     if structlog is None:  # nothing logged or configured yet: the first line brings the default
-        return _first_level() <= logging.DEBUG
+        return _first_level() <= level
     config = _CONFIG_OBJECT[0] if _CONFIG_OBJECT else _structlog_config(structlog)
     wrapper = (
         config.default_wrapper_class
         if config is not None
         else structlog.get_config()["wrapper_class"]
     )
-    known = _DEBUG_ON.get(wrapper)
+    known = _ENABLED.get((wrapper, level))
     if known is None:
+        if wrapper not in _fixed_level_wrappers(structlog):
+            return True
         check = getattr(structlog.get_logger().bind(), "is_enabled_for", None)
-        known = True if check is None else bool(check(logging.DEBUG))
-        if check is not None:
-            _DEBUG_ON[wrapper] = known
+        if check is None:
+            return True
+        known = _ENABLED[wrapper, level] = bool(check(level))
     return known
+
+
+_FIXED: list[frozenset[type]] = []
+
+
+def _fixed_level_wrappers(structlog: ModuleType) -> frozenset[type]:
+    """structlog's filtering wrapper classes, whose level is fixed with the class (one per
+    level, ``make_filtering_bound_logger``; its ``is_enabled_for`` reads no instance)."""
+    if not _FIXED:
+        _FIXED.append(
+            frozenset(structlog.make_filtering_bound_logger(lvl) for lvl in range(0, 60, 10))
+        )
+    return _FIXED[0]
+
+
+debug_enabled = enabled
+"""``enabled(logging.DEBUG)``, the hot paths' question (the same function: no call more)."""

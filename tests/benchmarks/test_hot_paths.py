@@ -7,10 +7,11 @@ debug log lines are skipped when structlog would filter them out anyway.
 from __future__ import annotations
 
 import io
+import logging
 
 import structlog
 
-from subagents.logs import configure, debug_enabled
+from subagents.logs import configure, debug_enabled, enabled, get_logger
 from subagents.supervision.slots import SlotKey, SlotPool
 
 
@@ -64,4 +65,59 @@ def test_debug_enabled_follows_structlog_reconfiguration() -> None:
         configure(level="warning", stream=io.StringIO())
         assert debug_enabled() is False
     finally:
+        structlog.configure(**old)
+
+
+def test_enabled_answers_per_level_and_follows_reconfiguration() -> None:
+    """``enabled(level)`` (asked before a park's info line): each level its own answer,
+    not the first one asked remembered for every level."""
+    old = structlog.get_config()
+    try:
+        configure(level="info", stream=io.StringIO())
+        assert enabled(logging.DEBUG) is False
+        assert enabled(logging.INFO) is True and enabled(logging.WARNING) is True
+        configure(level="warning", stream=io.StringIO())
+        assert enabled(logging.INFO) is False and enabled(logging.ERROR) is True
+        configure(level="info", stream=io.StringIO())
+        assert enabled(logging.INFO) is True
+    finally:
+        structlog.configure(**old)
+
+
+def test_enabled_follows_the_stdlib_levels_of_a_host() -> None:
+    """A host that sends structlog through stdlib logging sets its levels there, when it likes
+    and per logger name: the park's info line (``subagents.supervisor``) is asked about with
+    ``enabled(logging.INFO)`` first, and must be written whenever that logger lets info
+    through. (structlog 26.1's stdlib ``BoundLogger`` answers ``is_enabled_for``: an answer
+    remembered per wrapper class, or asked of another logger's name, dropped the line.)"""
+    old = structlog.get_config()
+    package, supervisor = logging.getLogger("subagents"), logging.getLogger("subagents.supervisor")
+    saved = [(lg, lg.level, lg.propagate) for lg in (package, supervisor)]
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    try:
+        structlog.configure(
+            processors=[structlog.stdlib.filter_by_level, structlog.processors.KeyValueRenderer()],
+            wrapper_class=structlog.stdlib.BoundLogger,
+            logger_factory=structlog.stdlib.LoggerFactory(),
+            cache_logger_on_first_use=False,
+        )
+        package.addHandler(handler)
+        package.propagate = False
+        package.setLevel(logging.WARNING)
+        supervisor.setLevel(logging.NOTSET)
+        enabled(logging.INFO)  # asked while info is off (either answer drops nothing)
+        package.setLevel(logging.INFO)  # the host turns info on
+        assert enabled(logging.INFO) is True
+        package.setLevel(logging.WARNING)
+        supervisor.setLevel(logging.INFO)  # only for the supervisor's lines
+        assert enabled(logging.INFO) is True
+        if enabled(logging.INFO):  # as parking.Parking.parked writes its line
+            get_logger("subagents.supervisor").info("a waiting run lent its slot")
+        assert "a waiting run lent its slot" in lines.getvalue()
+    finally:
+        package.removeHandler(handler)
+        for lg, level, propagate in saved:
+            lg.setLevel(level)
+            lg.propagate = propagate
         structlog.configure(**old)

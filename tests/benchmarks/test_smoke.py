@@ -43,7 +43,17 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "mail": ["mail.py", "--quick", "--n", "40", "--senders", "2", "--repeats", "2"],
         "spawn": ["spawn.py", "--quick", "--n", "20"],
         "fanout": ["fanout.py", "--quick", "--children", "40", "--repeats", "2"],
-        "scale": ["scale.py", "--quick", "--n", "60", "--raw-n", "30"],
+        # the default-limits row at fewer runs than the raised one: compared at its own n
+        "scale": [
+            "scale.py",
+            "--quick",
+            "--n",
+            "60",
+            "--raw-n",
+            "30",
+            "--default-limits-n",
+            "40",
+        ],
         # n too many for the (capped) machine: not tried, measured at the fallback size
         "scale_capped": [
             "scale.py",
@@ -317,7 +327,19 @@ def test_scale_measures_each_side_in_its_own_process(
         goal = goals[name]
         assert goal["target"] == target and goal["pass"] == (goal["seconds"] < target)
         assert f"{raw['n']:,} actors" in goal["anchor"]  # the raw side of the same run
-    sides = (ours, raw, figures["per_run_spawn"])
+    # spawn_many under the default Limits (every run queues, then parks): its own row
+    default, raised = figures["default_limits"], figures["default_limits_raised"]
+    assert (default["limits"], ours["limits"]) == ("default", "raised to n")
+    assert default["n"] == default["waiting"] == 40 and "failed" not in default
+    assert "least_waiting" not in default
+    # its ratio's baseline: the limits raised at the same 40 runs (CPU per run grows with
+    # n), in its own process, not the 60-run row
+    assert raised["limits"] == "raised to n" and raised["n"] == raised["waiting"] == 40
+    raised_cpu = raised["start_cpu_s"] / 40  # (rounded to 1 ms: may be 0 at 40 runs)
+    assert figures["default_limits_cpu_ratio"] == (
+        round(default["start_cpu_s"] / 40 / raised_cpu, 4) if raised_cpu else float("inf")
+    )
+    sides = (ours, raw, figures["per_run_spawn"], default, raised)
     for side in sides:  # each side's load read before its process started, its own kept
         assert side["load"]["taken"] == "before the side's process started"
         assert side["load"]["start"] == side["load"]["end"] == side["load"]["max"]

@@ -379,7 +379,23 @@ class SlotPool:
 
     def _cover(self, needs: dict[Scope, int], candidates: list[str]) -> list[str] | None:
         """The fewest candidates (greedy, oldest first on ties) that free ``needs[s]`` slots
-        in each scope ``s``; None if the candidates cannot."""
+        in each scope ``s``; None if they cannot. One scope short (the common case): each in it
+        gains the same, so greedy takes its oldest ``need``, found in one pass, no rounds."""
+        if len(needs) != 1:
+            return self._cover_greedy(needs, candidates)
+        [(scope, need)] = needs.items()
+        picks: list[str] = []
+        for c in candidates:
+            for s, _ in self.scopes(self._holders[c]):  # (a loop: no genexpr call each)
+                if s == scope:
+                    picks.append(c)
+                    if len(picks) == need:
+                        return picks
+                    break
+        return None
+
+    def _cover_greedy(self, needs: dict[Scope, int], candidates: list[str]) -> list[str] | None:
+        """``_cover`` for any number of scopes: the one freeing most scopes short, again."""
         left = dict(needs)
         picks: list[str] = []
         pool = list(candidates)
