@@ -90,11 +90,26 @@ def level_from(value: str | None, default: int = logging.WARNING) -> int:
     if value is None or value == "":
         return default
     if value.isdigit():
-        return int(value)
+        return _standard(int(value), value)
     try:
         return _LEVELS[value.lower()]
     except KeyError:
         raise ValueError(f"unknown log level {value!r}; use one of {', '.join(_LEVELS)}") from None
+
+
+def _standard(level: int, given: object) -> int:
+    """``level`` when it is one of logging's standard levels (0, 10, ..., 50), the only ones
+    structlog's filtering loggers are made for (another number, e.g. 15, passed here and
+    broke the first line logged, with ``KeyError: 15``); ``ValueError`` naming it otherwise."""
+    if level in _NUMBERS:
+        return level
+    raise ValueError(
+        f"unknown log level {given!r}; use one of {', '.join(_LEVELS)}"
+        f" or their numbers {', '.join(map(str, sorted(_NUMBERS)))}"
+    )
+
+
+_NUMBERS = frozenset({logging.NOTSET, *_LEVELS.values()})
 
 
 def _settings(level: str | int | None, json: bool | None) -> tuple[int, bool]:
@@ -102,7 +117,7 @@ def _settings(level: str | int | None, json: bool | None) -> tuple[int, bool]:
     if level is None or isinstance(level, str):
         lvl = level_from(level if level is not None else os.environ.get("SUBAGENTS_LOG_LEVEL"))
     else:
-        lvl = level
+        lvl = _standard(level, level)
     if json is None:
         json = os.environ.get("SUBAGENTS_LOG_JSON", "") not in ("", "0", "false", "no")
     return lvl, json

@@ -157,11 +157,12 @@ def test_logs_are_readable_text_by_default_and_quiet_below_warning(cli: Cli) -> 
     assert "[debug" not in quiet.stderr and "[info" not in quiet.stderr
 
 
-def test_a_bad_log_level_is_a_usage_error(cli: Cli) -> None:
-    for extra, env in ((("--log-level", "loud"), {}), ((), {"SUBAGENTS_LOG_LEVEL": "loud"})):
+@pytest.mark.parametrize("bad", ["loud", "15"])  # (15: a number no standard level has)
+def test_a_bad_log_level_is_a_usage_error(cli: Cli, bad: str) -> None:
+    for extra, env in ((("--log-level", bad), {}), ((), {"SUBAGENTS_LOG_LEVEL": bad})):
         proc = cli(*extra, "ps", env=env)
-        assert proc.returncode == 2
-        assert "unknown log level 'loud'" in proc.stderr
+        assert proc.returncode == 2, proc.stderr
+        assert f"unknown log level '{bad}'" in proc.stderr
 
 
 def test_cleanup_is_chosen_on_the_command_line(cli: Cli) -> None:
