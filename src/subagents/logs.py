@@ -272,9 +272,7 @@ def debug_enabled() -> bool:
     structlog = sys.modules.get("structlog")
     if structlog is None:  # nothing logged or configured yet: the first line brings the default
         return _first_level() <= logging.DEBUG
-    # (the object found once read here: a call to ``_structlog_config`` per event published
-    # was 2 of a ping-pong mail's ~130 calls on the supervisor's thread)
-    config = _CONFIG_OBJECT[0] if _CONFIG_OBJECT else _structlog_config(structlog)
+    config = _structlog_config(structlog)
     wrapper = (
         config.default_wrapper_class
         if config is not None
