@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import itertools
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -79,6 +80,7 @@ from _common import (
     rounded,
     settle,
 )
+from spawn import Calls
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail, MailState
 from subagents.runtime import Runtime
@@ -483,6 +485,38 @@ def _store(kind: str, folder: Path, index: int) -> RunStore:
     return SQLiteStore(folder / f"mail-{index}.db")
 
 
+def calls_per_mail(folder: Path, n: int) -> dict[str, dict[str, float]]:
+    """The Python and builtin calls per mail of the runtime's ping-pong, in memory and durable,
+    by role (``spawn.role_of``: the supervisor's thread, the agents' threads, the caller's,
+    other), counted with a profile hook (so never timed): load-independent units of the work
+    per mail. Each store's ping-pong runs twice, ``n`` and ``2n`` mails, and the difference is
+    divided by ``n``: the runs' own start and end (spawn, close) cancel out, what is left is
+    per mail. The agents' threads take both halves of a mail (the sender's send, the
+    recipient's wake and receive; each agent of a ping-pong is sender and recipient in
+    turn)."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in ("memory", "sqlite"):
+        counts = []
+        for index, mails in enumerate((n, 2 * n)):
+            calls = Calls()
+            threading.setprofile(calls.hook)  # every thread started from now on counts
+            sys.setprofile(calls.hook)
+            calls.counting = True
+            try:
+                store = _store(kind, folder, 1_000_000 + 2 * len(out) + index)
+                runtime_rate("pingpong", store, mails)
+            finally:
+                calls.counting = False
+                sys.setprofile(None)
+                threading.setprofile(None)  # type: ignore[arg-type]  # (None: unset, documented)
+            counts.append(calls.by_role)
+        roles = sorted(set(counts[0]) | set(counts[1]))
+        per = {role: round((counts[1][role] - counts[0][role]) / n, 1) for role in roles}
+        per["all"] = round(sum(per.values()), 1)
+        out[kind] = per
+    return out
+
+
 # ---- the shapes, side by side ----------------------------------------------------------------
 
 
@@ -522,6 +556,9 @@ def _extra(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=None, help="mails per trial (default 2,000)")
     parser.add_argument("--senders", type=int, default=None, help="senders of n_to_one (10)")
     parser.add_argument("--repeats", type=int, default=None, help="trials per figure (median)")
+    parser.add_argument(
+        "--calls", type=int, default=None, help="mails of the counted ping-pong (500; 0: none)"
+    )
     parser.add_argument(
         "--shapes",
         nargs="*",
@@ -582,6 +619,13 @@ def main() -> None:
                 entry["sqlite_ratio_to_floor_sum"] = ratio(rates["sqlite"], parts)
             entry["load"] = window.record()
             figures[shape] = entry
+        counted = args.calls if args.calls is not None else (100 if args.quick else 500)
+        if "pingpong" in figures and counted > 0:
+            figures["pingpong"]["work_by_role"] = {
+                "calls_per_mail": calls_per_mail(Path(tmp), counted),
+                "note": "Python and builtin calls per mail of the ping-pong by role (a profile"
+                " hook; the difference of two runs' counts, so their start and end cancel)",
+            }
     goals: dict[str, Any] = {}
     if "pingpong" in figures:
         p = figures["pingpong"]

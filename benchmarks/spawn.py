@@ -283,7 +283,7 @@ def add_cpu(into: Counter[str], before: dict[int, tuple[str, float]]) -> None:
             into[role] += now - earlier[1]
 
 
-class _Calls:
+class Calls:
     """Counts the Python function calls (``call``) and builtin calls (``c_call``) made on
     each role's threads while installed: a measure of the work per run the machine's load
     does not move (a profile hook, so only counted, never timed)."""
@@ -304,7 +304,7 @@ def calls_per_run(n: int) -> dict[str, dict[str, float]]:
     (the hook slows what it counts, so this runs apart from the timed blocks)."""
     out: dict[str, dict[str, float]] = {}
     for name in ("raw_pooled", "least_run", "memory"):
-        calls = _Calls()
+        calls = Calls()
         threading.setprofile(calls.hook)  # every thread started from now on counts
         sys.setprofile(calls.hook)
         try:

@@ -201,6 +201,14 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
     assert pingpong["sqlite_ratio_to_floor_sum"] == pytest.approx(
         pingpong["sqlite_msgs_per_s"] / parts, rel=0.01
     )
+    # the work per mail by role, counted (a profile hook): both stores, each role that acts
+    counted = pingpong["work_by_role"]["calls_per_mail"]
+    assert set(counted) == {"memory", "sqlite"}
+    for by_role in counted.values():
+        assert by_role["supervisor"] > 0 and by_role["agents"] > 0
+        assert by_role["all"] == pytest.approx(
+            sum(v for r, v in by_role.items() if r != "all"), abs=1
+        )
     goals = result["goals"]
     for kind, key, target in (
         ("sqlite", "sqlite_ratio_to_floor", 0.7),

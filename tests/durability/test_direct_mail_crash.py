@@ -100,7 +100,7 @@ def test_a_kill_while_the_record_of_straight_mail_is_uncommitted_loses_nothing(
     a resumed sender finds its mail by its request id, a resumed recipient reads again what
     its lost receipts covered."""
     db, out = tmp_path / "runs.db", tmp_path / "out.json"
-    proc = _start(db, out, "600")
+    proc = _start(db, out, "600", "20")  # (the pinger holds after round 20 until killed)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     while line and line != b"round 20\n":
@@ -115,6 +115,8 @@ def test_a_kill_while_the_record_of_straight_mail_is_uncommitted_loses_nothing(
         unread = [m for m in kept if m.state is not MailState.READ]
         assert len(kept) >= 42, len(kept)  # rounds 0-20: the senders' commits
         assert unread, "every receipt was committed: the kill missed the window"
+        held = [m for m in kept if m.content == "pong ping 20"]  # read, its receipt held
+        assert [m.state for m in held] == [MailState.DELIVERED], held
     finally:
         store.close()
     proc = _start(db, out)

@@ -81,7 +81,10 @@ class Wakes:
         if ended or not wanted:
             return
         self.armed.update(wanted)
-        self._set(ref, min(wanted.values()))
+        earliest = min(wanted.values())
+        set_at = self.set_at
+        if set_at is None or earliest < set_at:  # (checked here: most arms change nothing)
+            self._set(ref, earliest)
 
     def due(self, ref: pykka.ActorRef[Any]) -> list[Wake]:
         """The timer went off (``WAKES_DUE``): the wakes due now, forgotten, and the timer

@@ -26,14 +26,13 @@ class Pending:
         self.key = key
         self.value: Any = _UNSET
         self.error: BaseException | None = None
-
-    @property
-    def resolved(self) -> bool:
-        return self.value is not _UNSET or self.error is not None
+        self.resolved = False
+        """Set once, by ``resolve`` (the only writer of ``value`` and ``error``); a plain
+        attribute, not a property: it is read ~5 times per mail of a ping-pong."""
 
     def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
         if not self.resolved:
-            self.value, self.error = value, error
+            self.value, self.error, self.resolved = value, error, True
 
     def __await__(self) -> Generator[Pending, Any, Any]:
         return (yield self)

@@ -22,7 +22,7 @@ class EventRows:
         self.tx = tx
 
     def append_event(self, event: Event) -> None:
-        kind = event.kind.value
+        kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
         self.tx.defer(
             "events",
             "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",

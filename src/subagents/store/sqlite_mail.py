@@ -62,7 +62,7 @@ def mail_row(mail: Mail) -> tuple[Any, ...]:
         mail.mail_id,
         mail.sender,
         mail.recipient,
-        mail.state.value,
+        mail.state._value_,  # (the member's own attribute: ``.value`` is 2 Python calls)
         mail.sent_at,
         encode_row(mail, _mail_decoder, f"mail {mail.mail_id}"),
     )

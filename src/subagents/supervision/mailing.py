@@ -94,6 +94,32 @@ class Pair:
         self.mail_ids: list[str] = []
 
 
+def pairs_of(records: Sequence[Mail]) -> list[Pair]:
+    """Per (sender, recipient) of ``records``, in the order of their first mail, the ids of
+    the mails that were not dead letters: what their events are about."""
+    if len(records) == 1:  # one mail: nothing to group
+        mail = records[0]
+        if mail.state is MailState.DEAD:
+            return []
+        pair = Pair(mail.sender, mail.recipient, mail.state is MailState.DELIVERED)
+        pair.mail_ids.append(mail.mail_id)
+        return [pair]
+    pairs: dict[tuple[str, str], Pair] = {}
+    last: Pair | None = None
+    for mail in records:
+        state = mail.state
+        if state is MailState.DEAD:
+            continue
+        if last is None or last.sender != mail.sender or last.recipient != mail.recipient:
+            key = (mail.sender, mail.recipient)
+            last = pairs.get(key)
+            if last is None:
+                delivered = state is MailState.DELIVERED
+                last = pairs[key] = Pair(mail.sender, mail.recipient, delivered)
+        last.mail_ids.append(mail.mail_id)
+    return list(pairs.values())
+
+
 class MailPost:
     """The mails of one supervisor message, in order; what they come to (the deliveries per
     recipient, the ids the events of each (sender, recipient) are about) is worked out once
@@ -123,28 +149,8 @@ class MailPost:
 
     def pairs(self) -> list[Pair]:
         """Per (sender, recipient), in the order of their first mail, the ids of the mails
-        that were not dead letters."""
-        if len(self.records) == 1:  # one mail: nothing to group
-            mail = self.records[0]
-            if mail.state is MailState.DEAD:
-                return []
-            pair = Pair(mail.sender, mail.recipient, mail.state is MailState.DELIVERED)
-            pair.mail_ids.append(mail.mail_id)
-            return [pair]
-        pairs: dict[tuple[str, str], Pair] = {}
-        last: Pair | None = None
-        for mail in self.records:
-            state = mail.state
-            if state is MailState.DEAD:
-                continue
-            if last is None or last.sender != mail.sender or last.recipient != mail.recipient:
-                key = (mail.sender, mail.recipient)
-                last = pairs.get(key)
-                if last is None:
-                    delivered = state is MailState.DELIVERED
-                    last = pairs[key] = Pair(mail.sender, mail.recipient, delivered)
-            last.mail_ids.append(mail.mail_id)
-        return list(pairs.values())
+        that were not dead letters (``pairs_of``)."""
+        return pairs_of(self.records)
 
     def deliveries(self) -> dict[str, list[Mail]]:
         """The ``DELIVERED`` mails per recipient, in order."""

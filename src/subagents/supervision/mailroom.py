@@ -47,7 +47,13 @@ from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.inbox_ledger import InboxLedger
 from subagents.supervision.isolated import each, failure_reason
 from subagents.supervision.limits import Limits
-from subagents.supervision.mailing import MailPost, acks_by_sender, mail_event_data, named_records
+from subagents.supervision.mailing import (
+    MailPost,
+    acks_by_sender,
+    mail_event_data,
+    named_records,
+    pairs_of,
+)
 from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.topics import Topics, topic_of
@@ -196,7 +202,7 @@ class MailRoom:
         out = Decided()
         if not msg.recorded:
             out.writes.append(SaveMails(msg.mails))
-        post = MailPost(self.now())
+        kept: list[Mail] = []  # (a list, not a ``MailPost``: these have their ids and times)
         again: dict[str, list[Mail]] = {}
         for mail, attempt in zip(msg.mails, msg.delivered_to, strict=True):
             target = self.runs.live(mail.recipient)
@@ -207,10 +213,10 @@ class MailRoom:
                     out.add(self._returned(ended, mail))
                 continue
             target.inbox[mail.mail_id] = mail
-            post.add(mail)
+            kept.append(mail)
             if attempt != target.attempt and target.reads is None:
                 again.setdefault(mail.recipient, []).append(mail)
-        for pair in post.pairs():
+        for pair in pairs_of(kept):
             self._announce(pair.sender, pair.recipient, True, pair.mail_ids, out)
         if again:  # (rare: a restart; most posts make no generator for nothing)
             out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())

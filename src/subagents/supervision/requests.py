@@ -252,8 +252,16 @@ def mail_problem(msg: SendMail, limits: Limits) -> str | None:
             f"to and content must be strings, got {type(msg.to).__name__} and"
             f" {type(msg.content).__name__}"
         )
-    if msg.reply_to is not None and not isinstance(msg.reply_to, str):
-        return f"reply_to must be a string, got {msg.reply_to!r}"
+    reply_to = msg.reply_to
+    if reply_to is not None and not isinstance(reply_to, str):
+        return f"reply_to must be a string, got {reply_to!r}"
+    if (  # the common mail (ASCII within the cap) answered here: three calls fewer per mail
+        len(msg.content) <= limits.max_text_chars
+        and msg.content.isascii()
+        and msg.to.isascii()
+        and (reply_to is None or reply_to.isascii())
+    ):
+        return None
     problem = encoding_problem("the recipient", msg.to)
     if problem is None and msg.reply_to is not None:
         problem = encoding_problem("reply_to", msg.reply_to)
