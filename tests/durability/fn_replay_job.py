@@ -1,15 +1,19 @@
 """A function agent's job for test_function_replay, killed (SIGKILL) and taken up again.
 
 The boss receives mail from a child, stops another child, sleeps, gathers two workers and
-reads its mailbox; it returns a dict (a typed value). Usage: fn_replay_job.py DB OUT. Starts
+reads its mailbox; it returns a dict (a typed value). Usage: fn_replay_job.py DB OUT
+[hold-workers]. Starts
 the job, or takes it up when the store already holds it (restore + attach), prints
 ``ready`` and then one ``<event> <agent>`` line per event, and writes the outcome to OUT as
-JSON: {"status", "result", "value", "typed"}.
+JSON: {"status", "result", "value", "typed"}. ``hold-workers``: the workers never end (the
+run to be killed after a worker started), so the job cannot finish before the test's SIGKILL
+lands, however late a loaded machine delivers it.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,10 @@ from job_kit import say, spawn_or_attach
 from subagents import Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event
+
+HOLD_WORKERS = threading.Event()
+"""Set by ``hold-workers``: each worker waits for ever (until the process is killed), before
+its sleep, so the run taken up after the kill does what an unkilled one does."""
 
 
 async def pinger(ctx: AgentContext) -> str:
@@ -32,6 +40,8 @@ async def sleeper(ctx: AgentContext) -> str:
 
 
 async def worker(ctx: AgentContext) -> dict[str, float]:
+    if HOLD_WORKERS.is_set():
+        threading.Event().wait()  # held until the SIGKILL
     await ctx.sleep(float(ctx.task))
     return {"slept": float(ctx.task)}
 
@@ -84,4 +94,6 @@ def main(db: str, out: str) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[3:] == ["hold-workers"]:
+        HOLD_WORKERS.set()
     sys.exit(main(sys.argv[1], sys.argv[2]))

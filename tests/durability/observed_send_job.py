@@ -7,6 +7,9 @@ what it saw straight to ``echo`` (recorded by its own thread, SQLite), which ans
 group lingering for minutes (actors/group_linger.py): the mail "saw 0" is committed, the
 journal entry of the look that decided it maybe not. A resumed ``looker`` must go on from
 what it saw, not look again (it would now see "hello" and send "saw 1" under the same key).
+When LINGER_S is given (the run to be killed), ``echo`` holds after ``replied`` until the kill,
+so the job cannot finish before the test's SIGKILL lands, however late a loaded machine
+delivers it.
 
 Usage: observed_send_job.py DB OUT LOOK [LINGER_S] (LOOK: ``mailbox`` or ``timeout``);
 writes {"status", "result"} to OUT.
@@ -15,6 +18,7 @@ writes {"status", "result"} to OUT.
 from __future__ import annotations
 
 import sys
+import threading
 
 from job_kit import run_root, say
 
@@ -29,6 +33,8 @@ async def echo(ctx: AgentContext) -> str:
     assert first is not None
     await ctx.send(first.sender, "hello")
     say("replied")  # the crash test kills here
+    if HOLD_ECHO.is_set():
+        threading.Event().wait()  # held until the SIGKILL
     return first.content
 
 
@@ -55,6 +61,9 @@ async def root(ctx: AgentContext) -> str:
 LOOK = "mailbox"
 """How ``looker`` looks: ``mailbox`` (``ctx.mailbox()``) or ``timeout`` (``receive(0)``)."""
 
+HOLD_ECHO = threading.Event()
+"""Set with LINGER_S (the run the test kills): ``echo`` waits for ever after ``replied``."""
+
 AGENTS = {"root": root, "looker": looker, "echo": echo}
 
 
@@ -63,6 +72,7 @@ def main(db: str, out: str, look: str, linger_s: str | None = None) -> int:
     LOOK = look
     if linger_s is not None:
         group_linger.LINGER_S = float(linger_s)
+        HOLD_ECHO.set()
     store = open_location(db)
     return run_root(AGENTS, store, out)
 

@@ -24,8 +24,8 @@ JOB = Path(__file__).with_name("fn_replay_job.py")
 TRIALS = int(os.environ.get("SUBAGENTS_REPLAY_TRIALS", "4"))
 
 
-def _start(db: Path, out: Path) -> subprocess.Popen[str]:
-    return start_job(JOB, db, out, text=True)
+def _start(db: Path, out: Path, *hold: str) -> subprocess.Popen[str]:
+    return start_job(JOB, db, out, *hold, text=True)
 
 
 def _finish(db: Path, out: Path) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def test_killed_after_receiving_mail_and_stopping_a_child_it_resumes_to_the_same
     tmp_path: Path, reference: dict[str, Any]
 ) -> None:
     db, out = tmp_path / "runs.db", tmp_path / "out.json"
-    proc = _start(db, out)
+    proc = _start(db, out, "hold-workers")  # it cannot finish before the SIGKILL lands
     # after the receive, the stop and the sleep (a worker starts only then)
     _kill_after(proc, {"completed pinger", "cancelled sleeper", "started worker"})
     assert not out.exists()

@@ -44,6 +44,7 @@ def test_a_send_decided_by_an_observation_resumes_from_what_was_observed(
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert line == b"replied\n", "the job ended before the kill"
+    assert not out.exists()  # killed, not finished: the resumed run is the one tested
     proc = _start(db, out, look)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-3000:]
