@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -223,6 +224,8 @@ def test_a_run_whose_host_ray_is_restarting_shows_restarting_and_is_waited_for(
         waited = cli("wait", run.run_id, "--ray", address, "--timeout", "2")
         assert waited.returncode == 124, waited.stderr  # still waiting: not orphaned (6)
         assert "is being started again by Ray" in waited.stderr
+        # its hint names the cluster it read (``given_store``), not the terminal's default
+        assert f"`subagents stop {run.run_id} --ray {shlex.quote(address)}`" in waited.stderr
         ray.kill(host)  # Ray gave up on it: nothing will take the run up
         gone = cli("wait", run.run_id, "--ray", address, "--timeout", "60")
         assert gone.returncode == 6, gone.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -103,6 +104,14 @@ def test_wait_gives_up_after_its_timeout_and_sees_an_orphan(cli: Cli) -> None:
     # only the wait ended: the message says the run goes on, and what reaches it
     assert f"it goes on (only the wait ended): `subagents attach {run_id}`" in late.stderr
     assert f"`subagents stop {run_id}` ends it" in late.stderr
+    # given --state (here a path a shell must quote), the commands it names read that store
+    spaced = cli.root / "my state"
+    spaced.symlink_to(cli.state.parent)
+    given = str(spaced / cli.state.name)
+    named = cli("wait", run_id, "--timeout", "0.2", "--state", given)
+    assert named.returncode == 124, named.stderr
+    run = f"{run_id} --state {shlex.quote(given)}"
+    assert f"`subagents attach {run}` watches it, `subagents stop {run}` ends it" in named.stderr
     os.kill(pid, signal.SIGKILL)
     orphan = cli("wait", run_id)
     assert orphan.returncode == 6 and "orphaned" in orphan.stderr

@@ -3,6 +3,8 @@ SQLite store in a tmp dir."""
 
 from __future__ import annotations
 
+import argparse
+import shlex
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from subagents.cli.live import LiveTree
 from subagents.cli.state import (
     CliError,
+    given_store,
     last_listing,
     listing_path,
     remember_listing,
@@ -224,3 +227,19 @@ def test_transcript_without_a_checkpoint_shows_tool_calls() -> None:
     events = [_event(EventKind.TOOL_CALL, 1.0, tool="lookup", input={"q": "x"})]
     (entry,) = transcript(record, events, None, [])
     assert (entry.kind, entry.text) == ("tool_call", 'lookup {"q": "x"}')
+
+
+def test_the_store_a_command_was_given_is_named_back_as_a_shell_reads_it(tmp_path: Path) -> None:
+    """What a message's hint repeats (``given_store``: `wait --timeout`'s attach/stop): the
+    `--state`/`--ray` given, quoted, the password of a database left out; nothing when none
+    was given (the copied command reads the same default)."""
+    spaced = tmp_path / "my state" / "runs.sqlite3"
+    assert given_store(argparse.Namespace(state=spaced, ray=None)) == (
+        f" --state {shlex.quote(str(spaced))}"
+    )
+    url = "postgresql://me:secret@db:5432/runs"
+    said = given_store(argparse.Namespace(state=url, ray="ray://head:10001"))
+    hidden = shlex.quote("postgresql://me:***@db:5432/runs")  # (a shell would glob ``*``)
+    assert said == f" --state {hidden} --ray ray://head:10001"
+    assert given_store(argparse.Namespace(state=None, ray="auto")) == " --ray auto"
+    assert given_store(argparse.Namespace(state=None, ray=None)) == ""

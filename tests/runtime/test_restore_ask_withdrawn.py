@@ -15,6 +15,7 @@ take up."""
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -148,6 +149,8 @@ def test_a_restore_the_supervisor_took_and_did_not_answer_says_it_may_still_take
             message = str(error)
             assert message.startswith(f"restore of the store's orphaned trees {orphan}:")
             assert "it may still take up those runs" in message
+            # the listing it names reads this runtime's store, not the terminal's default
+            assert f"(`subagents ps --all --state {shlex.quote(str(store.path))}`)" in message
             # it did: taken up and finished here
             assert rt.attach(orphan).result(timeout=WAIT).result == "quick t"
             supervisor = rt._hosting.supervisor

@@ -22,11 +22,11 @@ import pytest
 
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN
-from subagents.messages import EventKind
+from subagents.messages import EventKind, RunFinished
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
-from subagents.tools.base import Tool
+from subagents.tools.base import Tool, ToolContext
 
 from .conftest import WAIT, Events, spec
 
@@ -113,5 +113,62 @@ def test_the_old_start_of_a_restarted_run_writes_nothing_after_the_decision(
             assert record is not None and record.tool_calls == 2  # spawn and hold
     finally:
         fail.set()
+        release.set()
+        store.close()
+
+
+def test_a_refused_tool_start_cancels_its_start_where_no_stop_reaches_it(tmp_path: Path) -> None:
+    """The supervisor takes the lead's start for over while its actor lives on and gets no
+    stop: as for a Ray run moved off a node taken for lost (``host_lost``), here its end told
+    to the supervisor by the test (``RunFinished``: the effector forgets the start, it does
+    not stop it). The refusal of its next side-effecting call then cancels the start itself
+    (its cancel flag, as a stop would set it): the call after it sees the start cancelled,
+    and so would its next model step (``LLMBehaviour._step``). Without it that flag stayed
+    clear and the old start went on spending."""
+    target = tmp_path / "written-by-the-old-start.txt"
+    holding, release, passed = (threading.Event() for _ in range(3))
+    seen: list[bool] = []
+
+    def hold() -> str:
+        """Waits until the test lets it go."""
+        holding.set()
+        assert release.wait(WAIT)
+        return "held"
+
+    def scribble(text: str) -> str:
+        """Writes a file (a side effect: journaled before it runs)."""
+        target.write_text(text)
+        return "written"
+
+    def marker(ctx: ToolContext) -> str:
+        """Says whether the start is cancelled, once past the write."""
+        seen.append(ctx.cancel.is_set())
+        passed.set()
+        return "marked"
+
+    tools = [
+        Tool.from_function(hold, read_only=True),
+        Tool.from_function(scribble),
+        Tool.from_function(marker, read_only=True),
+    ]
+    calls = [
+        {"name": "hold", "input": {}},
+        {"name": "scribble", "input": {"text": "after its end"}},
+        {"name": "marker", "input": {}},
+    ]
+    model = ScriptedModel({"lead": [{"tool_calls": calls}, "a step it must not take"]})
+    store = SQLiteStore(tmp_path / "runs.db")
+    try:
+        with Runtime([spec("lead")], model=model, store=store, tools=tools) as rt:
+            lead = rt.spawn("lead", "work")
+            assert holding.wait(WAIT)  # the start is inside its held call
+            ended = RunFinished(run_id=lead.run_id, result="taken over", attempt=1)
+            rt._supervisor.tell(ended)
+            assert lead.result(WAIT).result == "taken over"  # the supervisor: that start is over
+            release.set()  # the start goes on: its next call is refused
+            assert passed.wait(WAIT)
+            assert not target.exists()
+            assert seen == [True]  # the refusal cancelled the start
+    finally:
         release.set()
         store.close()

@@ -424,7 +424,13 @@ class AgentActor(FastInboxActor, Started):
             if isinstance(exc, pykka.Timeout):  # its end follows the ask (inbox: not in line)
                 self.supervisor.tell(msgspec.structs.replace(asked, ended=True))  # late: over
             return _not_started(exc)
-        return None if reply is True else NOT_RUN_STOPPING
+        if reply is True:
+            return None
+        # Refused: this start is over (``RunTable.reporting``). Cancelled here too, as a stop
+        # would: where no stop reaches it (a Ray node taken for lost that lives on), its next
+        # step or call would go on spending.
+        self.cancel.set()
+        return NOT_RUN_STOPPING
 
     def journal_end(self, ended: ToolStarting) -> None:
         self._tell(msgspec.structs.replace(ended, attempt=self.attempt, ended=True))

@@ -152,6 +152,28 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def given_store(args: argparse.Namespace) -> str:
+    """The ``--state``/``--ray`` this command was given, as a shell reads them back (quoted;
+    a file's path made absolute, a database's password left out), for the commands its
+    messages name: copied, they read the same store, not the default one. "" when none was
+    given (the default is read: by the copied command too)."""
+    import shlex
+
+    from subagents.store.locations import is_database_url, redacted
+
+    said = ""
+    state = getattr(args, "state", None)
+    if state is not None:
+        where = (
+            redacted(state) if is_database_url(state) else str(Path(state).expanduser().absolute())
+        )
+        said += f" --state {shlex.quote(where)}"
+    ray = getattr(args, "ray", None)
+    if ray is not None:
+        said += f" --ray {shlex.quote(ray)}"
+    return said
+
+
 def add_json_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -24,7 +24,13 @@ from subagents.cli.command import (
     inspecting,
     reports_errors,
 )
-from subagents.cli.state import EXIT_FOR_STATUS, EXIT_ORPHANED, EXIT_USAGE, CliError
+from subagents.cli.state import (
+    EXIT_FOR_STATUS,
+    EXIT_ORPHANED,
+    EXIT_USAGE,
+    CliError,
+    given_store,
+)
 
 if TYPE_CHECKING:
     from subagents.messages import RunRecord
@@ -100,10 +106,11 @@ def _wait(args: argparse.Namespace) -> int:
                 )
                 return EXIT_ORPHANED
             if deadline is not None and time.monotonic() >= deadline:
+                run = f"{record.run_id}{given_store(args)}"  # the store this wait read
                 sys.stderr.write(
                     f"subagents wait: run {record.run_id} is still {record.status} after"
                     f" {args.timeout:g}s; it goes on (only the wait ended): `subagents attach"
-                    f" {record.run_id}` watches it, `subagents stop {record.run_id}` ends it\n"
+                    f" {run}` watches it, `subagents stop {run}` ends it\n"
                 )
                 return EXIT_WAIT_TIMEOUT
             time.sleep(POLL_S)

@@ -8,7 +8,6 @@ outcome, stop, mail, usage) and nothing else; the runtime's waits take handles a
 from __future__ import annotations
 
 import math
-import shlex
 import sys
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -16,8 +15,8 @@ from typing import Protocol, TypeVar
 from subagents.messages import Outcome, RunRecord, RunStatus, TreeUsage
 from subagents.runtime._root_waiters import Waiter
 from subagents.runtime._spawn_window import SpawnWindow
+from subagents.runtime._terminal import terminal_state
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
 from subagents.supervision.core import AdmissionError
 
 _T = TypeVar("_T")
@@ -61,22 +60,6 @@ def check_timeout(timeout: float | None, name: str = "timeout") -> float | None:
     if math.isnan(timeout):
         raise ValueError(f"{name} must be a number of seconds or None, got nan")
     return max(0.0, float(timeout))
-
-
-def terminal_state(store: RunStore | None) -> str | None:
-    """How ``subagents`` in a terminal names ``store`` (``--state``, quoted for a shell); ""
-    when it can say nothing more (a cluster's: ``--ray``; a store of the user's); None when
-    no terminal reaches it: a store in memory (the default) lives in this process alone."""
-    from subagents.store.sqlite import SQLiteStore  # (only on a time out: not at import)
-
-    if store is None or isinstance(store, MemoryStore):
-        return None
-    where = getattr(store, "where", None)  # a database's URL, its password left out
-    if isinstance(where, str):
-        return f" --state {shlex.quote(where)}"
-    if isinstance(store, SQLiteStore):
-        return f" --state {shlex.quote(str(store.path))}"
-    return ""
 
 
 def run_goes_on(run_id: str, store: RunStore | None = None) -> str:

@@ -165,7 +165,7 @@ class Runtime:
     def _wire_parts(self, agent_threads: str) -> None:
         """The runtime's own parts, no thread started yet: what ``close`` needs."""
         self._hosting = hosting = Services(agent_threads)
-        self._requests = SupervisorRequests(hosting, self.limits)
+        self._requests = SupervisorRequests(hosting, self.limits, self.store)
         self.timer = hosting.timer
         self._roots = RootWaiters(self._requests.on_supervisor)
         self._events = Subscribers()

@@ -34,6 +34,8 @@ from subagents.messages import (
     new_id,
 )
 from subagents.runtime._services import Services
+from subagents.runtime._terminal import terminal_state
+from subagents.store.base import RunStore
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import mail_problem
 
@@ -54,9 +56,11 @@ class RuntimeClosed(RuntimeError):
 class SupervisorRequests:
     """The asks of one runtime to the supervisor ``hosting`` started."""
 
-    def __init__(self, hosting: Services, limits: Limits) -> None:
+    def __init__(self, hosting: Services, limits: Limits, store: RunStore | None = None) -> None:
         self.hosting = hosting
         self.limits = limits
+        self.store = store
+        """The runtime's store, as its messages name it to a terminal (``terminal_state``)."""
         self.closed = False
         self.send_timeout = SEND_TIMEOUT_S
         """How long ``send`` waits for the supervisor to take its mail (tests make it short)."""
@@ -137,10 +141,12 @@ class SupervisorRequests:
                 " resume`) is safe"
             ) from None
         except AskOverdue as exc:  # taken, not answered: it may still take runs up
+            state = terminal_state(self.store)  # the store the terminal must read
+            listing = "" if state is None else f" (`subagents ps --all{state}`)"
             raise TimeoutError(
                 f"restore of the store's {which}: {exc}; it may still take up those runs"
                 " (and this runtime, closing as its start failed, end them cancelled): see"
-                " which (`subagents ps --all`) before restoring again"
+                f" which{listing} before restoring again"
             ) from None
         if report.orphans:
             log.info(
