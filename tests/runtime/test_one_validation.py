@@ -69,6 +69,31 @@ def test_limits_may_be_a_mapping_and_an_unknown_limit_is_named() -> None:
         Runtime({"echo": echo}, command_poll_s=float("nan"))
 
 
+@pytest.mark.parametrize(
+    ("argument", "value", "named"),
+    [
+        ("hot_reload_s", 10**400, "hot_reload_s must be a finite number >= 0, got an int above"),
+        ("retention_days", -(10**5000), "retention_days must be a finite number >= 0, got an int"),
+        ("approval_wait_s", 10**400, "approval_wait_s must be a positive number of seconds, got"),
+        ("mcp_tool_timeout", 10**400, "mcp_tool_timeout must be a positive number of seconds"),
+        ("mcp_tool_timeout", "5", "mcp_tool_timeout must be a positive number of seconds, not '5'"),
+        (
+            "mcp_tool_timeout",
+            True,
+            "mcp_tool_timeout must be a positive number of seconds, not True",
+        ),
+    ],
+    ids=["reload-huge", "retention-huge", "approval-huge", "mcp-huge", "mcp-str", "mcp-bool"],
+)
+def test_a_runtime_period_past_every_float_or_of_the_wrong_type_is_named(
+    argument: str, value: object, named: str
+) -> None:
+    """(Each was an ``OverflowError``/``TypeError`` from ``math.isfinite`` naming nothing, or
+    for True a timeout of one second.)"""
+    with pytest.raises(ValueError, match=named):
+        Runtime({"echo": echo}, **{argument: value})  # type: ignore[arg-type]
+
+
 def test_two_agents_with_one_name_are_an_error_naming_both() -> None:
     def first(ctx: AgentContext) -> str:
         return "1"

@@ -9,8 +9,8 @@ Runtime itself is what runs (its threads, its calls, its views).
 from __future__ import annotations
 
 import functools
-import math
 import os
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from subagents.runtime._cluster_backend import ClusterBackend
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.limits import LimitError, Limits
+from subagents.supervision.limits import LimitError, Limits, shown
 from subagents.supervision.spawn_rules import SpawnRules
 from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
@@ -405,10 +405,9 @@ def check_seconds(**values: float | None) -> None:
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
+            or not 0 <= value <= sys.float_info.max  # (NaN, infinity, an int past every float)
         ):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+            raise ValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 def described(item: object) -> str:
@@ -424,10 +423,9 @@ def positive_seconds(value: float, name: str) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not value > 0
+        or not 0 < value <= sys.float_info.max  # (NaN, infinity, an int past every float)
     ):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        raise ValueError(f"{name} must be a positive number of seconds, got {shown(value)}")
     return float(value)
 
 
