@@ -4,12 +4,14 @@ a size cap naming the size and the cap, typed policy fields and tool names are c
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext, MailError, SpawnRefused
+from subagents.cluster.connect import ClusterError
 from subagents.definitions.errors import DefinitionError
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError
@@ -92,6 +94,17 @@ def test_a_runtime_period_past_every_float_or_of_the_wrong_type_is_named(
     for True a timeout of one second.)"""
     with pytest.raises(ValueError, match=named):
         Runtime({"echo": echo}, **{argument: value})  # type: ignore[arg-type]
+
+
+def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() -> None:
+    """``store=5`` was an AttributeError from inside (no ``get_run``) after a thread had
+    started, left running; ``cluster=5`` an AttributeError (no ``strip``)."""
+    before = set(threading.enumerate())
+    with pytest.raises(TypeError, match="store must be a RunStore, a postgresql:// URL or a"):
+        Runtime({"echo": echo}, store=5)  # type: ignore[arg-type]
+    with pytest.raises(ClusterError, match="cluster must be a Ray address or 'auto', got 5"):
+        Runtime({"echo": echo}, cluster=5)  # type: ignore[arg-type]
+    assert set(threading.enumerate()) <= before
 
 
 def test_two_agents_with_one_name_are_an_error_naming_both() -> None:

@@ -166,6 +166,11 @@ def store_for(
 
         return open_location(store_location(os.fspath(store)))
     if store is not None:
+        if not callable(getattr(store, "get_run", None)):  # (else an AttributeError, later)
+            raise TypeError(
+                "store must be a RunStore, a postgresql:// URL or a SQLite file's path,"
+                f" got {type(store).__name__}"
+            )
         return store
     if address is not None:
         return backend.store(address)
