@@ -107,6 +107,28 @@ def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() ->
     assert set(threading.enumerate()) <= before
 
 
+@pytest.mark.parametrize(
+    ("argument", "named"),
+    [
+        ("tools", "tools must be a collection, got int"),
+        ("agent_dirs", "agent_dirs must be a collection, got int"),
+        ("tool_env", "tool_env must be a collection, got int"),
+        ("skills", "skills must be a collection, got int"),
+        ("restore", "restore must be True, False or run ids, got 5"),
+        ("model", "model must be a Model or a callable making one, got 5"),
+        ("workspace", "workspace must be a folder's path, got 5"),
+        ("default_model", "default_model must be a model's name, got 5"),
+    ],
+)
+def test_a_runtime_argument_of_the_wrong_kind_is_a_type_error_naming_it(
+    argument: str, named: str
+) -> None:
+    """(Each was a TypeError from inside naming nothing, ``'int' object is not iterable``,
+    or for ``default_model`` accepted, to fail at a run.)"""
+    with pytest.raises(TypeError, match=named):
+        Runtime({"echo": echo}, **{argument: 5})  # type: ignore[arg-type]
+
+
 def test_two_agents_with_one_name_are_an_error_naming_both() -> None:
     def first(ctx: AgentContext) -> str:
         return "1"

@@ -99,6 +99,7 @@ class RuntimeArguments:
     owner: str | None
 
     def __post_init__(self) -> None:
+        check_kinds(self)
         check_seconds(
             hot_reload_s=self.hot_reload_s,
             command_poll_s=self.command_poll_s,
@@ -400,6 +401,23 @@ def limits_of(limits: Limits | Mapping[str, Any] | None) -> Limits:
     raise TypeError(
         f"limits must be a Limits or a mapping of its fields, got {type(limits).__name__}"
     )
+
+
+def check_kinds(given: RuntimeArguments) -> None:
+    """A ``TypeError`` naming the argument given something of the wrong kind (each raised
+    from inside, naming nothing: ``'int' object is not iterable``, ``... is not callable``)."""
+    for name in ("agents", "tools", "agent_dirs", "tool_env", "skills"):
+        value = getattr(given, name)
+        if value is not None and not isinstance(value, Iterable | SkillIndex):
+            raise TypeError(f"{name} must be a collection, got {type(value).__name__}")
+    if not isinstance(given.restore, bool | Iterable):
+        raise TypeError(f"restore must be True, False or run ids, got {given.restore!r}")
+    if given.model is not None and not isinstance(given.model, Model) and not callable(given.model):
+        raise TypeError(f"model must be a Model or a callable making one, got {given.model!r}")
+    if given.workspace is not None and not isinstance(given.workspace, str | os.PathLike):
+        raise TypeError(f"workspace must be a folder's path, got {given.workspace!r}")
+    if given.default_model is not None and not isinstance(given.default_model, str):
+        raise TypeError(f"default_model must be a model's name, got {given.default_model!r}")
 
 
 def check_seconds(**values: float | None) -> None:
