@@ -202,3 +202,11 @@ def test_policy_fields_are_typed_and_bad_ones_stop_a_strict_runtime(tmp_path: Pa
     code = AgentSpec(name="c", description="d", on_failure="retyr")  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="agent 'c': onFailure must be one of report"):
         Runtime([code], model=ScriptedModel())
+
+
+def test_spawn_with_shared_context_that_is_no_mapping_is_named() -> None:
+    """(``dict(5)`` raised "'int' object is not iterable", naming nothing.)"""
+    with Runtime({"echo": echo}) as rt:
+        with pytest.raises(TypeError, match="shared must be a mapping, got int"):
+            rt.spawn("echo", "x", shared=5)  # type: ignore[arg-type]
+        assert rt.runs() == []  # nothing was started

@@ -505,6 +505,8 @@ def _handles(
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``)."""
     if fields.get("shared") is not None:
+        if not isinstance(fields["shared"], Mapping):  # (``dict(5)`` named nothing)
+            raise TypeError(f"shared must be a mapping, got {type(fields['shared']).__name__}")
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
 
