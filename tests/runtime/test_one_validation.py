@@ -118,6 +118,7 @@ def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() ->
         ("model", "model must be a Model or a callable making one, got 5"),
         ("workspace", "workspace must be a folder's path, got 5"),
         ("default_model", "default_model must be a model's name, got 5"),
+        ("tracer_provider", "tracer_provider must be an OpenTelemetry TracerProvider, got 5"),
     ],
 )
 def test_a_runtime_argument_of_the_wrong_kind_is_a_type_error_naming_it(

@@ -416,6 +416,11 @@ def check_kinds(given: RuntimeArguments) -> None:
         raise TypeError(f"model must be a Model or a callable making one, got {given.model!r}")
     if given.workspace is not None and not isinstance(given.workspace, str | os.PathLike):
         raise TypeError(f"workspace must be a folder's path, got {given.workspace!r}")
+    provider = given.tracer_provider  # (else an AttributeError from OpenTelemetry's side)
+    if provider is not None and not callable(getattr(provider, "get_tracer", None)):
+        raise TypeError(
+            f"tracer_provider must be an OpenTelemetry TracerProvider, got {provider!r}"
+        )
     if given.default_model is not None and not isinstance(given.default_model, str):
         raise TypeError(f"default_model must be a model's name, got {given.default_model!r}")
 
