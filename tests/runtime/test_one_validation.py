@@ -211,3 +211,18 @@ def test_spawn_with_shared_context_that_is_no_mapping_is_named() -> None:
         with pytest.raises(TypeError, match="shared must be a mapping, got int"):
             rt.spawn("echo", "x", shared=5)  # type: ignore[arg-type]
         assert rt.runs() == []  # nothing was started
+
+
+def test_runs_takes_a_status_by_its_name_and_names_one_that_is_none() -> None:
+    """``runs(status="completed")`` iterated the string's letters and found nothing; a
+    misspelt status did the same, silently."""
+    with Runtime({"echo": echo}) as rt:
+        done = rt.spawn("echo", "x").result(WAIT)
+        assert done.status is RunStatus.COMPLETED
+        assert [r.run_id for r in rt.runs(status="completed")] == [done.run_id]  # type: ignore[arg-type]
+        assert [r.run_id for r in rt.runs(status=[RunStatus.COMPLETED])] == [done.run_id]
+        assert rt.runs(status="failed") == []  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"status must be among .*completed.*; got 'done'"):
+            rt.runs(status="done")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="status must be a RunStatus or several, got 5"):
+            rt.runs(status=5)  # type: ignore[arg-type]
