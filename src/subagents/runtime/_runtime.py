@@ -528,6 +528,8 @@ def _job_requests(
     unknown = sorted(set(options) - _ROOT_FIELDS)
     if unknown:
         raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
+    if not isinstance(jobs, Iterable):  # (``enumerate(5)`` named nothing)
+        raise TypeError(f"spawn_many() takes an iterable of jobs, got {type(jobs).__name__}")
     requests: list[SpawnRequest | AdmissionError] = []
     for i, job in enumerate(jobs):
         try:
