@@ -181,7 +181,12 @@ def test_log_orders_the_conversation_and_ends_with_the_outcome(
 def test_state_errors(cli: Cli, tmp_path: Path) -> None:
     as_dir = cli("ps", "--state", str(tmp_path))
     assert as_dir.returncode == 2
-    assert "is a directory; give the database file" in as_dir.stderr
+    assert f"--state {tmp_path}: is a directory; give the database file" in as_dir.stderr
+    # from the variable: named as such (it said --state, which the user never gave)
+    for command in (["ps"], ["run", "quick", "x", "--agents", str(cli.agents)]):
+        env_dir = cli(*command, env={"SUBAGENTS_STATE": str(tmp_path)})
+        assert env_dir.returncode == 2, env_dir.stderr
+        assert f"$SUBAGENTS_STATE {tmp_path}: is a directory; give the" in env_dir.stderr
     garbage = tmp_path / "garbage.sqlite3"
     garbage.write_bytes(b"this is not a database" * 100)
     bad = cli("ps", "--state", str(garbage))

@@ -236,3 +236,15 @@ def test_ps_and_a_short_reference_read_ids_not_every_record(tmp_path: Path) -> N
     assert listed.returncode == 0 and live[-8:] in listed.stdout, listed.stderr
     shown = cli("log", live[-8:])
     assert shown.returncode == 0 and live in shown.stdout, shown.stderr
+
+
+@pytest.mark.parametrize("wait", ["nan", "-1"])
+def test_stop_with_a_wait_that_is_no_time_is_refused_before_anything_is_posted(
+    busy: Cli, wait: str
+) -> None:
+    """`stop --wait nan` passed the ">= 0" check (NaN compares false), posted its stops and
+    then waited without limit (a deadline of NaN is never reached): refused first, naming it."""
+    proc = busy("stop", "--all", "--wait", wait)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"--wait must be >= 0 seconds, got {wait}" in proc.stderr
+    assert proc.stdout == ""

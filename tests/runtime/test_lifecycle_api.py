@@ -178,6 +178,11 @@ def test_wait_any_returns_the_first_root_to_end_and_an_ended_one_at_once(
             rt.wait_any([a.run_id, "r-nope"])
         with pytest.raises(ValueError, match="at least one run id"):
             rt.wait_any([])
+        # (each raised from inside, naming neither the call nor what was wrong)
+        with pytest.raises(TypeError, match=r"wait_all\(\) takes run ids or handles, got int"):
+            rt.wait_all(5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"wait_any\(\): run ids are strings, got \['r'\]"):
+            rt.wait_any([["r"]])  # type: ignore[list-item]
 
 
 def test_wait_any_and_wait_all_work_on_children(store: RunStore) -> None:

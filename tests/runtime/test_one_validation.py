@@ -4,12 +4,14 @@ a size cap naming the size and the cap, typed policy fields and tool names are c
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext, MailError, SpawnRefused
+from subagents.cluster.connect import ClusterError
 from subagents.definitions.errors import DefinitionError
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError
@@ -67,6 +69,65 @@ def test_limits_may_be_a_mapping_and_an_unknown_limit_is_named() -> None:
         Runtime({"echo": echo}, limits=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="command_poll_s must be a finite number"):
         Runtime({"echo": echo}, command_poll_s=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "named"),
+    [
+        ("hot_reload_s", 10**400, "hot_reload_s must be a finite number >= 0, got an int above"),
+        ("retention_days", -(10**5000), "retention_days must be a finite number >= 0, got an int"),
+        ("approval_wait_s", 10**400, "approval_wait_s must be a positive number of seconds, got"),
+        ("mcp_tool_timeout", 10**400, "mcp_tool_timeout must be a positive number of seconds"),
+        ("mcp_tool_timeout", "5", "mcp_tool_timeout must be a positive number of seconds, not '5'"),
+        (
+            "mcp_tool_timeout",
+            True,
+            "mcp_tool_timeout must be a positive number of seconds, not True",
+        ),
+    ],
+    ids=["reload-huge", "retention-huge", "approval-huge", "mcp-huge", "mcp-str", "mcp-bool"],
+)
+def test_a_runtime_period_past_every_float_or_of_the_wrong_type_is_named(
+    argument: str, value: object, named: str
+) -> None:
+    """(Each was an ``OverflowError``/``TypeError`` from ``math.isfinite`` naming nothing, or
+    for True a timeout of one second.)"""
+    with pytest.raises(ValueError, match=named):
+        Runtime({"echo": echo}, **{argument: value})  # type: ignore[arg-type]
+
+
+def test_a_store_or_cluster_of_the_wrong_type_is_named_and_leaves_no_thread() -> None:
+    """``store=5`` was an AttributeError from inside (no ``get_run``) after a thread had
+    started, left running; ``cluster=5`` an AttributeError (no ``strip``)."""
+    before = set(threading.enumerate())
+    with pytest.raises(TypeError, match="store must be a RunStore, a postgresql:// URL or a"):
+        Runtime({"echo": echo}, store=5)  # type: ignore[arg-type]
+    with pytest.raises(ClusterError, match="cluster must be a Ray address or 'auto', got 5"):
+        Runtime({"echo": echo}, cluster=5)  # type: ignore[arg-type]
+    assert set(threading.enumerate()) <= before
+
+
+@pytest.mark.parametrize(
+    ("argument", "named"),
+    [
+        ("tools", "tools must be a collection, got int"),
+        ("agent_dirs", "agent_dirs must be a collection, got int"),
+        ("tool_env", "tool_env must be a collection, got int"),
+        ("skills", "skills must be a collection, got int"),
+        ("restore", "restore must be True, False or run ids, got 5"),
+        ("model", "model must be a Model or a callable making one, got 5"),
+        ("workspace", "workspace must be a folder's path, got 5"),
+        ("default_model", "default_model must be a model's name, got 5"),
+        ("tracer_provider", "tracer_provider must be an OpenTelemetry TracerProvider, got 5"),
+    ],
+)
+def test_a_runtime_argument_of_the_wrong_kind_is_a_type_error_naming_it(
+    argument: str, named: str
+) -> None:
+    """(Each was a TypeError from inside naming nothing, ``'int' object is not iterable``,
+    or for ``default_model`` accepted, to fail at a run.)"""
+    with pytest.raises(TypeError, match=named):
+        Runtime({"echo": echo}, **{argument: 5})  # type: ignore[arg-type]
 
 
 def test_two_agents_with_one_name_are_an_error_naming_both() -> None:
@@ -142,3 +203,26 @@ def test_policy_fields_are_typed_and_bad_ones_stop_a_strict_runtime(tmp_path: Pa
     code = AgentSpec(name="c", description="d", on_failure="retyr")  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="agent 'c': onFailure must be one of report"):
         Runtime([code], model=ScriptedModel())
+
+
+def test_spawn_with_shared_context_that_is_no_mapping_is_named() -> None:
+    """(``dict(5)`` raised "'int' object is not iterable", naming nothing.)"""
+    with Runtime({"echo": echo}) as rt:
+        with pytest.raises(TypeError, match="shared must be a mapping, got int"):
+            rt.spawn("echo", "x", shared=5)  # type: ignore[arg-type]
+        assert rt.runs() == []  # nothing was started
+
+
+def test_runs_takes_a_status_by_its_name_and_names_one_that_is_none() -> None:
+    """``runs(status="completed")`` iterated the string's letters and found nothing; a
+    misspelt status did the same, silently."""
+    with Runtime({"echo": echo}) as rt:
+        done = rt.spawn("echo", "x").result(WAIT)
+        assert done.status is RunStatus.COMPLETED
+        assert [r.run_id for r in rt.runs(status="completed")] == [done.run_id]  # type: ignore[arg-type]
+        assert [r.run_id for r in rt.runs(status=[RunStatus.COMPLETED])] == [done.run_id]
+        assert rt.runs(status="failed") == []  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"status must be among .*completed.*; got 'done'"):
+            rt.runs(status="done")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="status must be a RunStatus or several, got 5"):
+            rt.runs(status=5)  # type: ignore[arg-type]

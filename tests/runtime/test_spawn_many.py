@@ -99,6 +99,8 @@ def test_options_apply_to_every_job_and_a_job_overrides_them() -> None:
             labels[record.task] = record.label
         assert labels == {"a": "common", "b": "own"}
         assert rt.spawn_many([]) == []
+        with pytest.raises(TypeError, match="spawn_many\\(\\) takes an iterable of jobs, got int"):
+            rt.spawn_many(5)  # type: ignore[arg-type]
     with pytest.raises(RuntimeClosed):
         rt.spawn_many([("held", "late")])
 

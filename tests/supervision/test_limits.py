@@ -52,6 +52,36 @@ def test_per_tier_values_must_be_positive() -> None:
     with pytest.raises(LimitError, match="per_tier: a tier must be an integer, got 'gold'"):
         Limits(per_tier={"gold": 2})  # type: ignore[dict-item]
 
+    with pytest.raises(LimitError, match="per_tier must be a dict of tier: runs, got 3"):
+        Limits(per_tier=3)  # type: ignore[arg-type]  # (was AttributeError: no .items())
+
+
+HUGE = 10**5000
+"""An int past Python's digits limit: its repr raises ``ValueError`` naming nothing."""
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        (
+            {"max_concurrency": -HUGE},
+            "max_concurrency must be a positive integer, got an int below",
+        ),
+        ({"max_depth": -HUGE}, "max_depth must be >= 0 \\(a whole number\\), got an int below"),
+        ({"max_children": HUGE, "max_children_cap": 5}, "max_children \\(an int above 1e\\+308\\)"),
+        ({"per_tier": {HUGE: -HUGE}}, "per_tier\\[an int above 1e\\+308\\] must be a positive"),
+        ({"timeout_s": HUGE}, "timeout_s must be in \\(0, 3600\\], got an int above 1e\\+308"),
+        ({"max_timeout_s": -HUGE}, "max_timeout_s must be in \\(0, 3600\\], got an int below"),
+        ({"token_budget": -HUGE}, "token_budget must be a positive integer, got an int below"),
+        ({"max_runs_per_tree": -HUGE}, "max_runs_per_tree must be a positive integer, got an int"),
+    ],
+)
+def test_an_int_past_every_float_is_refused_naming_the_limit(
+    fields: dict[str, object], named: str
+) -> None:
+    with pytest.raises(LimitError, match=named):
+        Limits(**fields)  # type: ignore[arg-type]
+
 
 @pytest.mark.parametrize("value", [0.0, -5.0, MAX_TIMEOUT_S + 1, "60", float("nan")])
 def test_max_timeout_must_be_within_the_hard_maximum(value: object) -> None:

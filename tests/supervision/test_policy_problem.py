@@ -46,3 +46,23 @@ def test_each_good_setting_alone_has_no_problem(field: str) -> None:
         "shared": {"k": [1, 2]},
     }
     assert policy_problem(_request(**{field: good[field]})) is None
+
+
+HUGE = 10**5000
+"""An int past Python's digits limit (its repr raises) and past every float."""
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("max_retries", -HUGE, "max_retries must be an integer >= 0, got an int below -1e+308"),
+        ("token_budget", -HUGE, "a token budget must be a positive integer, got an int below"),
+        ("cost_budget_usd", HUGE, "a cost budget must be a positive, finite number of USD, got"),
+    ],
+    ids=["max_retries", "token_budget", "cost_budget_usd"],
+)
+def test_an_int_past_every_float_is_named_not_a_crash(field: str, value: int, words: str) -> None:
+    """(The first two raised the digits limit's ValueError from the message's repr, the
+    last an OverflowError from ``math.isfinite``: neither named the setting.)"""
+    problem = policy_problem(_request(**{field: value}))
+    assert problem is not None and words in problem, problem

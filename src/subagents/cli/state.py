@@ -178,20 +178,27 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def open_store(location: Path | str | None, *, create: bool = True) -> InspectedStore:
+def open_store(
+    location: Path | str | None, *, create: bool = True, named: str | None = None
+) -> InspectedStore:
     """The store at ``location`` (a file's path or a database's URL; None: ``--state``'s
-    default, ``store.locations.default_location``); ``CliError`` naming it otherwise."""
+    default, ``store.locations.default_location``); ``CliError`` naming it otherwise, and
+    where it came from (``named``; else ``--state``, or for the default its variable)."""
     from subagents.store.base import StoreError
     from subagents.store.locations import default_location
     from subagents.store.opening import open_location
 
     if location is None:
+        named = named or default_source()
         try:
             location = default_location()
         except ValueError as exc:
             raise CliError(f"${STATE_ENV}: {exc}", EXIT_USAGE) from exc
     if isinstance(location, Path) and location.is_dir():
-        raise CliError(f"--state {location}: is a directory; give the database file", EXIT_USAGE)
+        raise CliError(
+            f"{named or '--state'} {location}: is a directory; give the database file",
+            EXIT_USAGE,
+        )
     try:
         return cast("InspectedStore", open_location(location, create=create))
     except StoreError as exc:
@@ -209,7 +216,6 @@ def open_existing_store(location: Path | str | None) -> InspectedStore:
     that the path is wrong. Decided here, before any store is opened: only `run` and `demo`
     create a store."""
     from subagents.store.locations import default_location, is_database_url
-    from subagents.store.paths import STATE_DIR_ENV
 
     given = location
     if location is None:
@@ -226,18 +232,23 @@ def open_existing_store(location: Path | str | None) -> InspectedStore:
                 f"--state {given}: no run store there (check the path; only `run`"
                 " and `demo` create one)"
             )
-        source = (
-            f" (${STATE_ENV})"
-            if os.environ.get(STATE_ENV, "").strip()
-            else f" (${STATE_DIR_ENV})"
-            if os.environ.get(STATE_DIR_ENV)
-            else ""
-        )
+        source = default_source()
         raise CliError(
-            f"no run store at {target}{source} yet: nothing has run with it (`subagents run`"
-            " and `subagents demo` create it; --state PATH names another)"
+            f"no run store at {target}{f' ({source})' if source else ''} yet: nothing has run"
+            " with it (`subagents run` and `subagents demo` create it; --state PATH names"
+            " another)"
         )
-    return open_store(target)
+    return open_store(target, named="--state" if given is not None else default_source())
+
+
+def default_source() -> str | None:
+    """The variable the default store's location comes from: ``$SUBAGENTS_STATE``, else
+    ``$SUBAGENTS_STATE_DIR``; None when neither is set (an error then says ``--state``)."""
+    from subagents.store.paths import STATE_DIR_ENV
+
+    if os.environ.get(STATE_ENV, "").strip():
+        return f"${STATE_ENV}"
+    return f"${STATE_DIR_ENV}" if os.environ.get(STATE_DIR_ENV) else None
 
 
 def open_inspected_store(args: argparse.Namespace) -> InspectedStore:

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if (args.run_ref is not None) + args.all + (args.requester is not None) != 1:
         raise CliError("give either RUN, --all or --requester RUN", EXIT_USAGE)
-    if args.wait is not None and args.wait < 0:
+    if args.wait is not None and not args.wait >= 0:  # (NaN too: it waited without limit)
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
     with open_inspected_store(args) as store, store_errors():
         alive = liveness(store)  # before the runs (state.liveness says why)

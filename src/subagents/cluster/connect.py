@@ -46,6 +46,8 @@ def resolve_address(address: str | None) -> str | None:
     chosen = address if address is not None else os.environ.get(RAY_ADDRESS_ENV)
     if chosen is None:
         return None
+    if not isinstance(chosen, str):  # (else an AttributeError: no .strip)
+        raise ClusterError(f"cluster must be a Ray address or 'auto', got {chosen!r}")
     chosen = chosen.strip()
     if not chosen:
         return None

@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -75,10 +76,12 @@ def mcp_tool_timeout(given: float | None = None) -> float:
     """A call's timeout in seconds: ``given`` (the runtime's setting), else
     ``MCP_TOOL_TIMEOUT`` (milliseconds, as Claude Code reads it), else ``CALL_TIMEOUT``."""
     if given is not None:
-        if not (math.isfinite(given) and given > 0):
-            raise ValueError(
-                f"mcp_tool_timeout must be a positive number of seconds, not {given!r}"
-            )
+        number = isinstance(given, int | float) and not isinstance(given, bool)
+        # (NaN, infinity and an int past every float fail the range; such an int is not shown:
+        # its repr can raise, past Python's digits limit)
+        if not (number and 0 < given <= sys.float_info.max):
+            shown = "an int above 1e+308" if number and given > 0 else repr(given)
+            raise ValueError(f"mcp_tool_timeout must be a positive number of seconds, not {shown}")
         return float(given)
     return _milliseconds("MCP_TOOL_TIMEOUT", CALL_TIMEOUT)
 

@@ -9,8 +9,8 @@ Runtime itself is what runs (its threads, its calls, its views).
 from __future__ import annotations
 
 import functools
-import math
 import os
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from subagents.runtime._cluster_backend import ClusterBackend
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
-from subagents.supervision.limits import LimitError, Limits
+from subagents.supervision.limits import LimitError, Limits, shown
 from subagents.supervision.spawn_rules import SpawnRules
 from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
@@ -99,6 +99,7 @@ class RuntimeArguments:
     owner: str | None
 
     def __post_init__(self) -> None:
+        check_kinds(self)
         check_seconds(
             hot_reload_s=self.hot_reload_s,
             command_poll_s=self.command_poll_s,
@@ -166,6 +167,11 @@ def store_for(
 
         return open_location(store_location(os.fspath(store)))
     if store is not None:
+        if not callable(getattr(store, "get_run", None)):  # (else an AttributeError, later)
+            raise TypeError(
+                "store must be a RunStore, a postgresql:// URL or a SQLite file's path,"
+                f" got {type(store).__name__}"
+            )
         return store
     if address is not None:
         return backend.store(address)
@@ -397,6 +403,28 @@ def limits_of(limits: Limits | Mapping[str, Any] | None) -> Limits:
     )
 
 
+def check_kinds(given: RuntimeArguments) -> None:
+    """A ``TypeError`` naming the argument given something of the wrong kind (each raised
+    from inside, naming nothing: ``'int' object is not iterable``, ``... is not callable``)."""
+    for name in ("agents", "tools", "agent_dirs", "tool_env", "skills"):
+        value = getattr(given, name)
+        if value is not None and not isinstance(value, Iterable | SkillIndex):
+            raise TypeError(f"{name} must be a collection, got {type(value).__name__}")
+    if not isinstance(given.restore, bool | Iterable):
+        raise TypeError(f"restore must be True, False or run ids, got {given.restore!r}")
+    if given.model is not None and not isinstance(given.model, Model) and not callable(given.model):
+        raise TypeError(f"model must be a Model or a callable making one, got {given.model!r}")
+    if given.workspace is not None and not isinstance(given.workspace, str | os.PathLike):
+        raise TypeError(f"workspace must be a folder's path, got {given.workspace!r}")
+    provider = given.tracer_provider  # (else an AttributeError from OpenTelemetry's side)
+    if provider is not None and not callable(getattr(provider, "get_tracer", None)):
+        raise TypeError(
+            f"tracer_provider must be an OpenTelemetry TracerProvider, got {provider!r}"
+        )
+    if given.default_model is not None and not isinstance(given.default_model, str):
+        raise TypeError(f"default_model must be a model's name, got {given.default_model!r}")
+
+
 def check_seconds(**values: float | None) -> None:
     """The runtime's periods: numbers >= 0 (NaN would switch a timer off silently)."""
     for name, value in values.items():
@@ -405,10 +433,9 @@ def check_seconds(**values: float | None) -> None:
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
+            or not 0 <= value <= sys.float_info.max  # (NaN, infinity, an int past every float)
         ):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+            raise ValueError(f"{name} must be a finite number >= 0, got {shown(value)}")
 
 
 def described(item: object) -> str:
@@ -424,10 +451,9 @@ def positive_seconds(value: float, name: str) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not value > 0
+        or not 0 < value <= sys.float_info.max  # (NaN, infinity, an int past every float)
     ):
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        raise ValueError(f"{name} must be a positive number of seconds, got {shown(value)}")
     return float(value)
 
 

@@ -72,7 +72,7 @@ class RunViews:
         requester: str | None,
     ) -> list[RunRecord]:
         """``Runtime.runs``: the filtered runs, in creation order."""
-        statuses = [status] if isinstance(status, RunStatus) else status
+        statuses = _statuses(status)
         self.settle(None)
         if requester is None:
             return self.store.list_runs(statuses=statuses, root_run_id=root_run_id, agent=agent)
@@ -125,3 +125,19 @@ class RunViews:
         records = {r.run_id: r for r in self.store.list_runs(root_run_id=root)}
         records.update((r.run_id, r) for r in held)
         return tree_usage(run_id, records.values())
+
+
+def _statuses(status: RunStatus | Iterable[RunStatus] | None) -> list[RunStatus] | None:
+    """``runs(status=...)`` as a list of statuses; ``"completed"`` (a plain string) is one
+    status (it was iterated as letters, matching nothing); anything else that is not a
+    status is a ``ValueError`` naming it and the statuses there are."""
+    if status is None:
+        return None
+    given = [status] if isinstance(status, str) else status
+    if not isinstance(given, Iterable):
+        raise TypeError(f"status must be a RunStatus or several, got {given!r}")
+    try:
+        return [RunStatus(s) for s in given]
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise ValueError(f"status must be among {known}; got {status!r}") from None

@@ -42,13 +42,15 @@ class RunWaits:
         self.check()
         if isinstance(run_ids, str | RunHandle):
             run_ids = [run_ids]
+        if not isinstance(run_ids, Iterable):  # (``list(5)`` named neither call nor argument)
+            raise TypeError(f"{call}() takes run ids or handles, got {type(run_ids).__name__}")
         given = list(run_ids)
+        for run_id in given:  # (before the dict: an unhashable one raised naming nothing)
+            if not isinstance(run_id, str | RunHandle):
+                raise TypeError(f"{call}(): run ids are strings, got {run_id!r}")
         ids = list(dict.fromkeys(r.run_id if isinstance(r, RunHandle) else r for r in given))
         if not ids:
             raise ValueError(f"{call}() needs at least one run id")
-        for run_id in ids:
-            if not isinstance(run_id, str):
-                raise TypeError(f"{call}(): run ids are strings, got {run_id!r}")
         for handle in given:  # a refused run's handle: no run to wait for, and it says why
             if isinstance(handle, RunHandle):
                 self.settle(handle.run_id)

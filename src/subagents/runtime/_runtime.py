@@ -505,6 +505,8 @@ def _handles(
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
     """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``)."""
     if fields.get("shared") is not None:
+        if not isinstance(fields["shared"], Mapping):  # (``dict(5)`` named nothing)
+            raise TypeError(f"shared must be a mapping, got {type(fields['shared']).__name__}")
         fields["shared"] = dict(fields["shared"])
     return SpawnRequest(request_id="", agent=agent, task=task, **fields)
 
@@ -526,6 +528,8 @@ def _job_requests(
     unknown = sorted(set(options) - _ROOT_FIELDS)
     if unknown:
         raise TypeError(f"spawn_many() got unexpected keyword arguments: {', '.join(unknown)}")
+    if not isinstance(jobs, Iterable):  # (``enumerate(5)`` named nothing)
+        raise TypeError(f"spawn_many() takes an iterable of jobs, got {type(jobs).__name__}")
     requests: list[SpawnRequest | AdmissionError] = []
     for i, job in enumerate(jobs):
         try:

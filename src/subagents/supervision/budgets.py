@@ -16,12 +16,13 @@ Rules:
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Iterable, Sequence
 
 import msgspec
 
 from subagents.messages import Usage
+from subagents.supervision.limits import shown
 
 
 class BudgetRefused(Exception):
@@ -48,7 +49,7 @@ def tightest_tokens(*given: int | None) -> int | None:
     values = [g for g in given if g is not None]
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"a token budget must be a positive integer, got {v!r}")
+            raise ValueError(f"a token budget must be a positive integer, got {shown(v)}")
     return min(values) if values else None
 
 
@@ -58,10 +59,13 @@ def tightest_cost(*given: float | None) -> float | None:
         if (
             isinstance(v, bool)
             or not isinstance(v, int | float)
-            or not math.isfinite(v)  # NaN compares false: it would turn the limit off
-            or v <= 0
+            # (NaN compares false: it would turn the limit off; an int past every float
+            # raised OverflowError in math.isfinite)
+            or not 0 < v <= sys.float_info.max
         ):
-            raise ValueError(f"a cost budget must be a positive, finite number of USD, got {v!r}")
+            raise ValueError(
+                f"a cost budget must be a positive, finite number of USD, got {shown(v)}"
+            )
     return float(min(values)) if values else None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 
 MAX_TIMEOUT_S = 3600.0
@@ -64,42 +66,52 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         ):
             value = getattr(self, field)
             if not _is_int(value) or value < 1:
-                raise LimitError(f"limit {field} must be a positive integer, got {value!r}")
+                raise LimitError(f"limit {field} must be a positive integer, got {shown(value)}")
         cap = self.max_children_cap
         if cap is not None and (not _is_int(cap) or cap < 1):
-            raise LimitError(f"limit max_children_cap must be a positive integer, got {cap!r}")
+            raise LimitError(f"limit max_children_cap must be a positive integer, got {shown(cap)}")
         if cap is not None and self.max_children > cap:
             raise LimitError(
-                f"limit max_children ({self.max_children}) is above max_children_cap"
-                f" ({self.max_children_cap}); raise the cap too"
+                f"limit max_children ({shown(self.max_children)}) is above max_children_cap"
+                f" ({shown(self.max_children_cap)}); raise the cap too"
             )
         if not _is_int(self.max_depth) or self.max_depth < 0:
             raise LimitError(
-                f"limit max_depth must be >= 0 (a whole number), got {self.max_depth!r}"
+                f"limit max_depth must be >= 0 (a whole number), got {shown(self.max_depth)}"
+            )
+        if not isinstance(self.per_tier, dict):
+            raise LimitError(
+                f"limit per_tier must be a dict of tier: runs, got {shown(self.per_tier)}"
             )
         for tier, n in self.per_tier.items():
             if not _is_int(tier):
-                raise LimitError(f"limit per_tier: a tier must be an integer, got {tier!r}")
+                raise LimitError(f"limit per_tier: a tier must be an integer, got {shown(tier)}")
             if not _is_int(n) or n < 1:
-                raise LimitError(f"limit per_tier[{tier}] must be a positive integer, got {n!r}")
+                raise LimitError(
+                    f"limit per_tier[{shown(tier)}] must be a positive integer, got {shown(n)}"
+                )
         if not _is_number(self.max_timeout_s) or not 0 < self.max_timeout_s <= MAX_TIMEOUT_S:
             raise LimitError(
-                f"limit max_timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {self.max_timeout_s!r}"
+                f"limit max_timeout_s must be in (0, {MAX_TIMEOUT_S:g}],"
+                f" got {shown(self.max_timeout_s)}"
             )
         if not _is_number(self.timeout_s) or not 0 < self.timeout_s <= self.max_timeout_s:
             raise LimitError(
-                f"limit timeout_s must be in (0, {self.max_timeout_s:g}], got {self.timeout_s!r}"
+                f"limit timeout_s must be in (0, {self.max_timeout_s:g}],"
+                f" got {shown(self.timeout_s)}"
             )
         if self.token_budget is not None and (
             not _is_int(self.token_budget) or self.token_budget < 1
         ):
             raise LimitError(
-                f"limit token_budget must be a positive integer, got {self.token_budget!r}"
+                f"limit token_budget must be a positive integer, got {shown(self.token_budget)}"
             )
 
         runs = self.max_runs_per_tree
         if runs is not None and (not _is_int(runs) or runs < 1):
-            raise LimitError(f"limit max_runs_per_tree must be a positive integer, got {runs!r}")
+            raise LimitError(
+                f"limit max_runs_per_tree must be a positive integer, got {shown(runs)}"
+            )
 
     def children_for(self, requested: int | None) -> int:
         """Live children a parent may have: its definition's ``maxChildren`` up to the cap,
@@ -123,3 +135,12 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def shown(value: object) -> str:
+    """``value`` as an error names it: its ``repr``, but an int past every float by its size
+    (its repr raises past Python's digits limit, ``ValueError`` naming nothing, and would fill
+    the error)."""
+    if isinstance(value, int) and not -sys.float_info.max <= value <= sys.float_info.max:
+        return "an int above 1e+308" if value > 0 else "an int below -1e+308"
+    return repr(value)

@@ -24,7 +24,7 @@ import msgspec
 
 from subagents.messages import SendMail, SpawnRequest
 from subagents.supervision.budgets import tightest_cost, tightest_tokens
-from subagents.supervision.limits import Limits
+from subagents.supervision.limits import Limits, shown
 from subagents.supervision.policy_settings import PolicyError, on_failure_value
 
 LABEL_CHARS = 200
@@ -271,5 +271,5 @@ def mail_problem(msg: SendMail, limits: Limits) -> str | None:
 def max_retries_problem(value: object) -> str | None:
     """Why ``max_retries`` cannot be used (an integer >= 0), or None (also for None)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        return f"max_retries must be an integer >= 0, got {value!r}"
+        return f"max_retries must be an integer >= 0, got {shown(value)}"
     return None
