@@ -374,7 +374,9 @@ async def _json_body(request: Request, timeout_s: float) -> dict[str, Any] | Res
         return _error(f"the body is not JSON: {exc}", 400)
     except RecursionError:
         return _error("the body is JSON nested too deep", 400)
-    return body if isinstance(body, dict) else {}
+    if not isinstance(body, dict):
+        return _error(f"the body must be a JSON object, not {actions.json_kind(body)}", 400)
+    return body
 
 
 def _json(value: Any, status: int = 200) -> Response:
