@@ -230,6 +230,9 @@ class Console:
         except BadFilter as exc:
             return _error(str(exc), 400)
         watched = request.query_params.get("run") or None
+        if request.method == "HEAD":  # its head alone: no stream (one would hold a slot for
+            # ever, its body never sent and its client's going never heard)
+            return Response(media_type="text/event-stream")
         if len(self.hub.inboxes) >= self.limits.streams:
             return _error(
                 f"this console already has {self.limits.streams} open streams (a page follows"
