@@ -8,6 +8,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from consolekit import DEADLINE_S, Served, serving
 
@@ -145,6 +146,30 @@ def test_a_body_nested_too_deep_is_a_bad_request_not_a_crash(served: Served) -> 
         "POST", "/api/runs/r1/send", headers=headers, body=b"\xff\xfe{}"
     )
     assert status == 400 and b"not JSON" in body
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "error"),
+    [
+        ("/api/runs/r1/send", b'["hi"]', "the body must be a JSON object, not an array"),
+        ("/api/runs/r1/stop", b"null", "the body must be a JSON object, not null"),
+        ("/api/approvals/a1/allow", b'"hi"', "the body must be a JSON object, not a string"),
+        ("/api/runs/r1/send", b'{"text": 5}', "the text must be a JSON string, not a number"),
+        ("/api/runs/r1/send", b'{"text": ["hi"]}', "the text must be a JSON string, not an array"),
+    ],
+)
+def test_a_body_of_the_wrong_kind_is_refused_naming_it(
+    served: Served, path: str, body: bytes, error: str
+) -> None:
+    # not taken for an empty body (a stop posted from a body that is no object) nor for an
+    # empty text: the error names what was sent
+    headers = {
+        "X-Console-Token": served.token,
+        "Origin": f"http://127.0.0.1:{served.port}",
+        "Content-Type": "application/json",
+    }
+    status, _, answer = served.request("POST", path, headers=headers, body=body)
+    assert (status, msgspec.json.decode(answer)["error"]) == (400, error)
 
 
 def test_a_host_spelled_another_way_is_served_as_a_browser_names_it(tmp_path: Path) -> None:

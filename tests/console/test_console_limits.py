@@ -315,6 +315,18 @@ def test_streams_past_max_streams_are_answered_503_naming_the_flag(tmp_path: Pat
         wait_for(lambda: _stream_status(served) == 200, "a stream to be accepted again")
 
 
+def test_a_head_request_for_the_stream_holds_no_stream(tmp_path: Path) -> None:
+    # `curl -I .../api/stream`: answered with the stream's head, and no stream opened (one
+    # was, and kept its slot after the client had gone: --max-streams of them and no page
+    # could follow changes again)
+    path = _store(tmp_path / "runs.sqlite3")
+    with serving(path, "--max-streams", "1") as served:
+        for _ in range(3):
+            status, headers, _ = served.request("HEAD", "/api/stream", headers=served.authorized())
+            assert status == 200 and headers["content-type"].startswith("text/event-stream")
+        assert _stream_status(served) == 200
+
+
 def _stream_status(served: Served) -> int:
     sock = socket.create_connection((served.host, served.port), timeout=DEADLINE_S)
     with sock:

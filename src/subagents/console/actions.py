@@ -115,11 +115,22 @@ def stop(store: InspectedStore, run_id: str) -> Posted:
 
 
 def checked_text(text: object) -> str:
-    if not isinstance(text, str) or not text.strip():
+    """The text of a send or continue: a non-blank JSON string, under the cap (a number or a
+    list is named as such, not taken for an empty text)."""
+    if text is not None and not isinstance(text, str):
+        raise ActionError(f"the text must be a JSON string, not {json_kind(text)}", 400)
+    if text is None or not text.strip():
         raise ActionError("the text is empty: nothing to send", 400)
     if len(text) > TEXT_CAP:
         raise ActionError(f"the text has {len(text)} characters, over the cap of {TEXT_CAP}", 400)
     return text
+
+
+def json_kind(value: object) -> str:
+    """What a decoded JSON value is, as JSON names it (for an error naming what was sent)."""
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    kinds |= {list: "an array", dict: "an object", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def checked_reason(reason: object) -> str | None:

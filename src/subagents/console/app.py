@@ -230,6 +230,9 @@ class Console:
         except BadFilter as exc:
             return _error(str(exc), 400)
         watched = request.query_params.get("run") or None
+        if request.method == "HEAD":  # its head alone: no stream (one would hold a slot for
+            # ever, its body never sent and its client's going never heard)
+            return Response(media_type="text/event-stream")
         if len(self.hub.inboxes) >= self.limits.streams:
             return _error(
                 f"this console already has {self.limits.streams} open streams (a page follows"
@@ -374,7 +377,9 @@ async def _json_body(request: Request, timeout_s: float) -> dict[str, Any] | Res
         return _error(f"the body is not JSON: {exc}", 400)
     except RecursionError:
         return _error("the body is JSON nested too deep", 400)
-    return body if isinstance(body, dict) else {}
+    if not isinstance(body, dict):
+        return _error(f"the body must be a JSON object, not {actions.json_kind(body)}", 400)
+    return body
 
 
 def _json(value: Any, status: int = 200) -> Response:
