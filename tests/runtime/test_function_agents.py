@@ -133,6 +133,28 @@ def test_a_refused_spawn_raises_in_the_function() -> None:
         )
 
 
+def test_a_spawn_given_no_string_raises_a_type_error_naming_it_as_rt_spawn_does() -> None:
+    """The same mistake as ``rt.spawn(5, "t")``: the same class, naming the argument (it
+    was a ``SpawnRefused`` from the supervisor, ``agent and task must be strings``)."""
+
+    async def careless(ctx: AgentContext) -> str:
+        said = []
+        for agent, task in ((5, "t"), ("careless", None)):
+            try:
+                await ctx.spawn(agent, task)  # type: ignore[arg-type]
+            except TypeError as exc:
+                said.append(str(exc))
+        return " | ".join(said)
+
+    agent = FunctionAgent.create("careless", careless, metadata={"allowSelfSpawn": True})
+    with Runtime([agent]) as rt:
+        outcome = rt.run("careless", "x", wait=WAIT)
+        assert (
+            outcome.result
+            == "agent must be a string, got int | task must be a string, got NoneType"
+        )
+
+
 def test_a_crashing_function_fails_its_run_and_its_parent_hears_it() -> None:
     def broken(ctx: AgentContext) -> str:
         raise RuntimeError("bug in user code")

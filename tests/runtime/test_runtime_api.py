@@ -30,6 +30,11 @@ def test_unknown_agents_runs_and_recipients_are_named() -> None:
             rt.send("r-none", "hello")
         with pytest.raises(TypeError, match="task must be a string, got int"):
             rt.spawn("a", 42)  # type: ignore[arg-type]
+        # the same mistake with the agent: the same class, naming the argument
+        with pytest.raises(TypeError, match="agent must be a string, got int"):
+            rt.spawn(5, "x")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="agent must be a string, got NoneType"):
+            rt.run(None, "x", wait=WAIT)  # type: ignore[arg-type]
         with pytest.raises(LookupError, match="no run with id 'r-none'"):
             rt.tree("r-none")
         assert rt.runs() == []

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from polling import wait_until
 from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.behaviour.tools import SPAWN
 from subagents.messages import EventKind, RunFinished
@@ -162,6 +163,8 @@ def test_a_refused_tool_start_cancels_its_start_where_no_stop_reaches_it(tmp_pat
         with Runtime([spec("lead")], model=model, store=store, tools=tools) as rt:
             lead = rt.spawn("lead", "work")
             assert holding.wait(WAIT)  # the start is inside its held call
+            agents = rt._hosting.dispatcher
+            assert agents is not None and agents.live == 1  # the lead's start, on its actor
             ended = RunFinished(run_id=lead.run_id, result="taken over", attempt=1)
             rt._supervisor.tell(ended)
             assert lead.result(WAIT).result == "taken over"  # the supervisor: that start is over
@@ -169,6 +172,9 @@ def test_a_refused_tool_start_cancels_its_start_where_no_stop_reaches_it(tmp_pat
             assert passed.wait(WAIT)
             assert not target.exists()
             assert seen == [True]  # the refusal cancelled the start
+            # and it ended as a stopped start does: its actor stopped, while the runtime
+            # is open (without it, the actor lived on, idle, until the runtime closed)
+            wait_until(lambda: agents.live == 0, "the refused start's actor stopped", WAIT)
     finally:
         release.set()
         store.close()

@@ -426,10 +426,10 @@ class AgentActor(FastInboxActor, Started):
             return _not_started(exc)
         if reply is True:
             return None
-        # Refused: this start is over (``RunTable.reporting``). Cancelled here too, as a stop
-        # would: where no stop reaches it (a Ray node taken for lost that lives on), its next
-        # step or call would go on spending.
+        # Refused: this start is over (``RunTable.reporting``); it ends as a stopped one does
+        # (cancelled, nothing reported), where no stop reaches it (a Ray node taken for lost).
         self.cancel.set()
+        self._end(None)
         return NOT_RUN_STOPPING
 
     def journal_end(self, ended: ToolStarting) -> None:
@@ -530,11 +530,11 @@ class AgentActor(FastInboxActor, Started):
         except Exception:
             return ()
 
-    def _end(self, report: RunFinished) -> None:
+    def _end(self, report: RunFinished | None) -> None:
         if self._ended:
             return
         self._ended = True
-        if not self.cancel.is_set():  # a stopped run's ending was decided by the supervisor
+        if report is not None and not self.cancel.is_set():  # a stopped run's: supervisor's
             # after what is held, in the same message: a last step told (``report_step``)
             # and the end are decided in one group, one transaction (supervisor ``_GROUPED``)
             self._held.append(report)

@@ -157,6 +157,9 @@ class AgentContext:
         unknown = set(policies) - _SPAWN_POLICIES
         if unknown:
             raise TypeError(f"spawn() got unknown options: {', '.join(sorted(unknown))}")
+        for name, value in (("agent", agent), ("task", task)):  # the call is wrong: rt.spawn's
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
         if "share" in policies:
             share = policies["share"]
             policies["share"] = (share,) if isinstance(share, str) else tuple(share)

@@ -64,8 +64,9 @@ class RootRuns:
         """What the caller can see wrong at once: the runtime closed, the caller, the
         request itself (``AdmissionError``, the supervisor's words)."""
         self.requests.check()  # open; the caller: before the waiter is registered
-        if not isinstance(request.task, str):
-            raise TypeError(f"task must be a string, got {type(request.task).__name__}")
+        for name, value in (("agent", request.agent), ("task", request.task)):
+            if not isinstance(value, str):  # the call is wrong, as for any argument's kind
+                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
         # the supervisor's rules, and the request's own settings, at once
         problem = request_problem(request, self.limits) or policy_problem(request)
         if problem is not None:
