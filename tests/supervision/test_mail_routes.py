@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from subagents.messages import JournalEntry, MailAck, SendMail, SpawnReply, StopReply
-from subagents.supervision.mail_routes import MailRoutes
+from subagents.messages import (
+    DeliverMail,
+    JournalEntry,
+    Mail,
+    MailAck,
+    SendMail,
+    SpawnReply,
+    StopReply,
+)
+from subagents.supervision.mail_routes import ANSWERS, MailRoutes
 
 LISTED = {"s": "root", "r": "root", "other-tree": "root2"}
 """The directory: run id -> its root (started, live runs only)."""
@@ -80,6 +88,28 @@ def test_a_spawn_or_stop_waiting_for_its_reply_sends_mail_by_the_supervisor() ->
     assert routes.route(_mail("r"), _root_of, 7) is None
     routes.answered(StopReply(request_id="stop-1", stopped=("c",)))
     assert routes.route(_mail("r"), _root_of, 7) == "r"
+
+
+def _told(routes: MailRoutes, message: object) -> None:
+    """``message`` handed to the routes as a run's actor hands it (actors/agent.py ``_one``):
+    only the kinds of ``ANSWERS``."""
+    if type(message) in ANSWERS:
+        routes.answered(message)
+
+
+def test_the_agent_hands_the_routes_every_answer_they_read_and_no_delivered_mail() -> None:
+    routes = _routes()
+    routes.by_supervisor(_mail("writer", "q1"), 7)
+    routes.asked("spawn-1")
+    routes.asked("stop-1")
+    _told(routes, MailAck(request_id="q1", mail_id="m1", recipient="r"))
+    _told(routes, SpawnReply(request_id="spawn-1", run_id="c"))
+    assert routes.route(_mail("r", "q2"), _root_of, 7) is None  # the stop still waits
+    _told(routes, StopReply(request_id="stop-1", stopped=("c",)))
+    assert routes.route(_mail("writer", "q2"), _root_of, 7) == "r"  # the name learnt too
+    assert DeliverMail not in ANSWERS  # (one per durable mail: not handed to the routes)
+    _told(routes, DeliverMail(mails=(Mail(mail_id="m2", sender="r", recipient="s", content="hi"),)))
+    assert routes.route(_mail("r", "q3"), _root_of, 7) == "r"
 
 
 def test_after_an_observation_mail_goes_by_the_supervisor_until_one_sent_after_it_is_acked() -> (

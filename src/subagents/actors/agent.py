@@ -62,6 +62,7 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.supervision.effects import StartRun
+from subagents.supervision.mail_routes import ANSWERS
 
 log = get_logger("subagents.agent")
 
@@ -266,7 +267,7 @@ class AgentActor(FastInboxActor, Started):
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
         then it is held back, and the slot asked for, until ``Unpark``."""
         assert self.behaviour is not None
-        if self._direct is not None:  # an acknowledgement, a reply: where mail may go
+        if self._direct is not None and type(message) in ANSWERS:  # where mail may go
             self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:

@@ -269,8 +269,8 @@ class DirectMail:
         for m in out:
             if type(m) is list:
                 reports.append(self._posted(m, recorded))
-            elif carried and type(m) is Journal:
-                reports.append(_recorded(m))
+            elif carried and type(m) is Journal:  # committed already: not written again
+                reports.append(msgspec.structs.replace(m, recorded=True))
             else:
                 reports.append(m)
         return tuple(reports), post
@@ -348,11 +348,6 @@ class DirectMail:
                     routes.observed(message.entries)
             elif kind in _ASKING:
                 routes.asked(message.request_id)
-
-
-def _recorded(journal: Journal) -> Journal:
-    """``journal``, committed already with its sender's straight mail: not written again."""
-    return msgspec.structs.replace(journal, recorded=True)
 
 
 def _named(messages: tuple[Any, ...], mails: Sequence[Mail]) -> tuple[Any, ...]:

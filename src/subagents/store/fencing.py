@@ -216,7 +216,7 @@ class FencedStore:
         declared lost, ``cluster.record_fence``), then that the sender's start, ``attempt``,
         is still its run's (``AttemptOver`` if not: nothing of it is kept)."""
         fence = self.fence
-        if fence is not None and self._fenced_mails is not None and not self._depth():
+        if fence is not None and self._fenced_mails is not None and not self._local.depth:
             # the store's write as it is, the start checked by the store (SQLite: from the
             # run's counts alone, in the same statement: ``store.sqlite_record``)
             entries = journal.entries if journal is not None else ()
@@ -248,9 +248,6 @@ class FencedStore:
                 raise AttemptOver(refusal)
 
         return check
-
-    def _depth(self) -> int:
-        return self._local.depth
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         self._write(self.store.set_mail_state, mail_id, state)

@@ -99,9 +99,12 @@ class SenderRecords:
         attempt: AttemptFence | None,
     ) -> bool:
         """``mail`` recorded by one statement; False when it inserted nothing."""
-        row = (*mail_row(mail), journal_text(journal) if journal else None, owner, epoch)
-        if attempt is not None:
-            row = (*row, attempt.run_id, attempt.restarts, attempt.retries)
+        carried = journal_text(journal) if journal else None
+        if attempt is None:  # (the row's tuple built once: this runs per durable mail)
+            row = (*mail_row(mail), carried, owner, epoch)
+        else:
+            run_id, restarts, retries = attempt.run_id, attempt.restarts, attempt.retries
+            row = (*mail_row(mail), carried, owner, epoch, run_id, restarts, retries)
         sql = _record_one(attempt is not None)
         return self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1
 

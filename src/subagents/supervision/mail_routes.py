@@ -50,6 +50,10 @@ from subagents.messages import Journal, JournalEntry, MailAck, SendMail, SpawnRe
 from subagents.supervision.unsaved_journal import UnsavedJournal
 
 _NAMES_MAX = 64
+
+ANSWERS: frozenset[type] = frozenset({MailAck, SpawnReply, StopReply})
+"""The kinds of message ``MailRoutes.answered`` reads; any other says nothing of where mail
+may go, so a run's actor hands it none (a delivered mail, one per durable mail, is not)."""
 """Most names remembered per sender (a run writes to a few peers)."""
 
 
@@ -164,7 +168,8 @@ class MailRoutes:
 
     def answered(self, message: Any) -> None:
         """What the run was told: an acknowledgement of mail sent by the supervisor (and the
-        name it resolved), or the reply to a spawn or stop request."""
+        name it resolved), or the reply to a spawn or stop request (``ANSWERS``: any other
+        kind is nothing to it)."""
         kind = type(message)
         if kind is MailAck:
             if self._on_the_way is None:
