@@ -50,11 +50,11 @@ from subagents.messages import Journal, JournalEntry, MailAck, SendMail, SpawnRe
 from subagents.supervision.unsaved_journal import UnsavedJournal
 
 _NAMES_MAX = 64
+"""Most names remembered per sender (a run writes to a few peers)."""
 
 ANSWERS: frozenset[type] = frozenset({MailAck, SpawnReply, StopReply})
 """The kinds of message ``MailRoutes.answered`` reads; any other says nothing of where mail
 may go, so a run's actor hands it none (a delivered mail, one per durable mail, is not)."""
-"""Most names remembered per sender (a run writes to a few peers)."""
 
 
 class MailRoutes:
