@@ -318,16 +318,15 @@ class MailRoom:
     ) -> None:
         """The events of the mails ``sender`` sent ``recipient``: ``mail_sent`` on a sending
         run, ``mail_delivered`` on the recipient if they reached it now."""
-        now = self.now()  # (once: the two events of one post are of one moment)
         sender_state = self.runs.get(sender)
         if sender_state is not None:
             data = mail_event_data(mail_ids, "recipient", recipient)
-            decided.event(EventKind.MAIL_SENT, sender_state.record, now, data)
+            decided.event(EventKind.MAIL_SENT, sender_state.record, self.now(), data)
         if delivered:
             target = self.runs.get(recipient)
             assert target is not None
             data = mail_event_data(mail_ids, "sender", sender)
-            decided.event(EventKind.MAIL_DELIVERED, target.record, now, data)
+            decided.event(EventKind.MAIL_DELIVERED, target.record, self.now(), data)
 
     # ---- receipts, hand-over, dead letters -------------------------------------------------
 
