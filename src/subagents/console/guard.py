@@ -89,6 +89,12 @@ class Guard:
                 return
         await self.app(scope, receive, _secured(send))
 
+    def holds_token(self, scope: Scope) -> bool:
+        """Whether the request shows the token (in its query, a header or the cookie): the
+        owner's, whose connection then holds one of the owner's slots (``admission.py``)."""
+        given = self._token_of(scope, Headers(scope=scope))
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
     def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
         """Why the request is refused (status, text), or None."""
         host = headers.get("host", "").lower()
@@ -97,8 +103,7 @@ class Guard:
                 f"this console answers only as {' or '.join(sorted(self.hosts))}; the Host"
                 " header names another (DNS rebinding is refused)"
             )
-        given = self._token_of(scope, headers)
-        if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not self.holds_token(scope):
             return 401, (
                 "no valid token: open the URL `subagents serve` printed (it ends with"
                 " ?token=...), or give the token as Authorization: Bearer TOKEN"

@@ -11,6 +11,7 @@ import msgspec
 
 DEFAULT_CONNECTIONS = 128
 DEFAULT_STREAMS = 32
+DEFAULT_STRANGERS = 256
 HEAD_BYTES = 16 * 1024
 """The most bytes of a request line and headers (h11's default, set here so it is known):
 the console's own requests send well under 2 KiB."""
@@ -20,7 +21,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     """The bounds the console is served with (``serve --max-connections/--max-streams``)."""
 
     connections: int = DEFAULT_CONNECTIONS
-    """Open connections answered; past it, 503 (``--max-connections``)."""
+    """Open connections of the owner (a request with the token came on them) answered; past
+    it, 503 (``--max-connections``)."""
+    strangers: int = DEFAULT_STRANGERS
+    """Open connections no request with the token came on yet; past it, a new one closes
+    one of them that had its chance (``admission.Admission``)."""
     streams: int = DEFAULT_STREAMS
     """Open change streams (``/api/stream``, one a page); past it, 503 (``--max-streams``)."""
     head_timeout_s: float = 10.0

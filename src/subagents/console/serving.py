@@ -27,8 +27,6 @@ from subagents.console.protocol import protocol_for
 from subagents.console.store_file import StoreFile
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
-
     from subagents.cli.state import InspectedStore
 
 
@@ -46,7 +44,7 @@ def build(
     token: str,
     continuation: ContinueCommand | None,
     limits: Limits,
-) -> tuple[Console, ASGIApp]:
+) -> tuple[Console, Guard]:
     """The console over ``store`` (read whole now) and the guarded application to serve."""
     feed = StoreFeed(store)
     feed.load()
@@ -64,10 +62,10 @@ def url_of(host: str, port: int, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def _server(app: ASGIApp, limits: Limits) -> uvicorn.Server:
+def _server(app: Guard, limits: Limits) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
-        http=protocol_for(limits),  # h11's, with deadlines (console/limits.py)
+        http=protocol_for(limits, app),  # h11's, with deadlines (console/limits.py)
         h11_max_incomplete_event_size=HEAD_BYTES,
         log_config=None,
         log_level="error",  # not a line on the terminal for each bad request a stranger sends
@@ -118,7 +116,7 @@ def serve(
 
 @contextlib.contextmanager
 def serving_in_thread(
-    app: ASGIApp, sock: socket.socket, limits: Limits | None = None
+    app: Guard, sock: socket.socket, limits: Limits | None = None
 ) -> Iterator[uvicorn.Server]:
     """Serve ``app`` on ``sock`` from a thread of this process for the block (a program
     embedding the console; benchmarks/console.py)."""
