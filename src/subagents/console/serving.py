@@ -25,9 +25,17 @@ from subagents.console.guard import Guard, served_hosts
 from subagents.console.limits import HEAD_BYTES, Limits
 from subagents.console.protocol import protocol_for
 from subagents.console.store_file import StoreFile
+from subagents.console.tls import Tls
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
+
+
+PLAIN_HTTP_WARNING = (
+    ". WARNING: plain HTTP (--plain-http): the token and every page travel unencrypted;"
+    " anyone who sees the traffic can take the token and steer every run. Serve HTTPS"
+    " (--tls-cert FILE --tls-key FILE) or keep it on loopback and tunnel (ssh -L)"
+)
 
 
 def say(text: str) -> None:
@@ -44,6 +52,7 @@ def build(
     token: str,
     continuation: ContinueCommand | None,
     limits: Limits,
+    tls: Tls | None = None,
 ) -> tuple[Console, Guard]:
     """The console over ``store`` (read whole now) and the guarded application to serve."""
     feed = StoreFeed(store)
@@ -54,17 +63,21 @@ def build(
     console = Console(
         feed, settings, continuation=continuation, store_file=store_file, limits=limits
     )
-    return console, Guard(console.app, token=token, hosts=served_hosts(host, port), port=port)
+    secure = tls is not None
+    hosts = served_hosts(host, port, tls=secure)
+    return console, Guard(console.app, token=token, hosts=hosts, port=port, tls=secure)
 
 
-def url_of(host: str, port: int, token: str) -> str:
+def url_of(host: str, port: int, token: str, tls: bool = False) -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/?token={token}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}/?token={token}"
 
 
-def _server(app: Guard, limits: Limits) -> uvicorn.Server:
+def _server(app: Guard, limits: Limits, tls: Tls | None = None) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
+        ssl_certfile=tls.cert if tls is not None else None,
+        ssl_keyfile=tls.key if tls is not None else None,
         http=protocol_for(limits, app),  # h11's, with deadlines (console/limits.py)
         h11_max_incomplete_event_size=HEAD_BYTES,
         log_config=None,
@@ -86,6 +99,7 @@ def serve(
     offline: bool,
     exposed: bool,
     limits: Limits,
+    tls: Tls | None = None,
 ) -> int:
     """Serve the console on ``sock`` until Ctrl-C (the way it is meant to end: 0) or
     SIGTERM; prints its URL on stdout."""
@@ -94,7 +108,7 @@ def serve(
     continuation = None if on_cluster else ContinueCommand.of(store.path, agents, offline=offline)
     started = time.monotonic()
     console, app = build(
-        store, host=host, port=port, token=token, continuation=continuation, limits=limits
+        store, host=host, port=port, token=token, continuation=continuation, limits=limits, tls=tls
     )
     say(
         f"{store.path}: {len(console.index)} runs read in {time.monotonic() - started:.2f}s;"
@@ -103,13 +117,13 @@ def serve(
     if exposed:
         say(
             f"serving on {host}, which is not loopback: anyone who reaches {host}:{port} with"
-            " the token reads every run's conversation and can stop, mail and continue runs;"
-            " the token and the page travel unencrypted (plain HTTP)"
+            " the token reads every run's conversation and can stop, mail and continue runs"
+            + ("; over HTTPS" if tls is not None else PLAIN_HTTP_WARNING)
         )
-    console.on_ready = lambda: print(url_of(host, port, token), flush=True)
+    console.on_ready = lambda: print(url_of(host, port, token, tls is not None), flush=True)
     console.on_gone = say
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises it again once shut down
-        _server(app, limits).run(sockets=[sock])
+        _server(app, limits, tls).run(sockets=[sock])
     say("stopped serving")
     return 0
 
