@@ -64,3 +64,14 @@ def test_an_owners_connection_is_no_stranger_and_closing_twice_is_harmless() -> 
     admission.closed("s")
     admission.closed("o")
     assert admission.stranger_count == 0 and not admission.owners and not admission.strangers
+
+
+def test_a_connection_closed_before_its_request_is_looked_at_takes_no_owners_slot() -> None:
+    # its client went between the request's head and the look at its token: admitted, it
+    # held an owner's slot for ever (--max-connections of them and the owner got 503)
+    admission = _admission(owners=1)
+    admission.opened("gone", "127.0.0.1")
+    admission.closed("gone")
+    assert not admission.shows_token("gone")
+    admission.opened("o", "127.0.0.1")
+    assert admission.shows_token("o")

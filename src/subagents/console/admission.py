@@ -65,9 +65,12 @@ class Admission(Generic[C]):
 
     def shows_token(self, conn: C) -> bool:
         """``conn`` sent a request with the token: it is the owner's if a slot is free (or it
-        holds one already); False when the owner's slots are all taken (answer 503)."""
+        holds one already); False when the owner's slots are all taken (answer 503), or
+        ``conn`` is closed already."""
         if conn in self.owners:
             return True
+        if conn not in self.peer_of:  # closed before its request was looked at: it would
+            return False  # hold an owner's slot for ever
         if len(self.owners) >= self.owners_limit:
             return False
         self.closed(conn)
