@@ -51,6 +51,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
+    _add_exposure_arguments(parser)
+    parser.add_argument(
+        "--agents",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="definitions' folder a continuation loads (repeatable; as `subagents continue`)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=DEFAULT_CONNECTIONS,
+        metavar="N",
+        help=f"open connections with the token (pages, scripts) answered; past them, 503"
+        f" (default {DEFAULT_CONNECTIONS}; those without it are bounded apart)",
+    )
+    parser.add_argument(
+        "--max-streams",
+        type=_positive,
+        default=DEFAULT_STREAMS,
+        metavar="N",
+        help=f"pages following changes at once; past them, 503 (default {DEFAULT_STREAMS})",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="continuations run on the offline scripted model (as `subagents continue`)",
+    )
+
+
+def _add_exposure_arguments(parser: argparse.ArgumentParser) -> None:
+    """--expose and how the token travels off loopback (HTTPS, or plain HTTP acknowledged)."""
     parser.add_argument(
         "--expose",
         action="store_true",
@@ -71,33 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --expose and no --tls-cert: serve plain HTTP anyway (the token travels in"
         " clear: anyone on the network path can read it)",
-    )
-    parser.add_argument(
-        "--agents",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="definitions' folder a continuation loads (repeatable; as `subagents continue`)",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=_positive,
-        default=DEFAULT_CONNECTIONS,
-        metavar="N",
-        help=f"open connections answered; past them, 503 (default {DEFAULT_CONNECTIONS})",
-    )
-    parser.add_argument(
-        "--max-streams",
-        type=_positive,
-        default=DEFAULT_STREAMS,
-        metavar="N",
-        help=f"pages following changes at once; past them, 503 (default {DEFAULT_STREAMS})",
-    )
-    parser.add_argument(
-        "--offline",
-        action="store_true",
-        help="continuations run on the offline scripted model (as `subagents continue`)",
     )
 
 
