@@ -459,3 +459,29 @@ def test_a_strangers_request_is_answered_and_its_connection_closed(tmp_path: Pat
             said = _answer(sock)  # the answer, then the end: the server closed it
         assert said.startswith(b"HTTP/1.1 401"), said[:300]
         assert b"connection: close" in said.lower()
+
+
+def test_a_websocket_upgrade_is_a_strangers_request_like_any_other(tmp_path: Path) -> None:
+    # with a websocket library installed (uvicorn[standard] brings websockets), uvicorn
+    # handed an Upgrade request to its websocket protocol: the connection's close was never
+    # counted, and `strangers` such requests left ghosts filling the strangers' bound for
+    # ever (every new connection, the owner's too, then closed before its request came)
+    limits = Limits(strangers=4, head_timeout_s=600.0)
+    upgrade = (
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with console_in_thread(_store(tmp_path / "runs.sqlite3"), limits) as served:
+        for _ in range(2 * limits.strangers):
+            with served.connect() as sock:
+                sock.sendall(upgrade.format(port=served.port).encode())
+                said = _answer(sock)
+            assert said.startswith(b"HTTP/1.1 401"), said[:300]  # the guard's, over HTTP
+        with served.connect() as sock:
+            sock.sendall(
+                f"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n".encode()
+            )
+            said = _answer(sock)
+        assert said.startswith(b"HTTP/1.1 200"), said[:300]

@@ -80,6 +80,10 @@ def _server(app: Guard, limits: Limits, tls: Tls | None = None) -> uvicorn.Serve
         ssl_keyfile=tls.key if tls is not None else None,
         http=protocol_for(limits, app),  # h11's, with deadlines (console/limits.py)
         h11_max_incomplete_event_size=HEAD_BYTES,
+        # no websockets here: with a websocket library installed (uvicorn[standard]) an
+        # Upgrade request left ConsoleProtocol for uvicorn's websocket protocol, its close
+        # never counted, a stranger's connection held in admission for ever
+        ws="none",
         log_config=None,
         log_level="error",  # not a line on the terminal for each bad request a stranger sends
         access_log=False,
