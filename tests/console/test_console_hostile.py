@@ -269,3 +269,13 @@ def test_a_value_echoed_in_an_error_is_clipped_saying_so(served: Served) -> None
     got, _, body = served.request("POST", f"/api/runs/r1/{long}", headers=headers, body=b"{}")
     assert got == 404 and b"clipped: 10000 characters in all" in body, body[:300]
     assert long not in served.stderr.read_text(errors="replace")  # nor on serve's terminal
+
+
+def test_forwarded_headers_from_loopback_are_not_believed(served: Served) -> None:
+    # uvicorn trusts X-Forwarded-For/-Proto from 127.0.0.1 by default: any local process
+    # could say what scheme and client address the console sees (its own redirects named
+    # https:// from a plain HTTP port). No proxy sits in front of the console: none is trusted
+    forged = {**served.authorized(), "X-Forwarded-Proto": "https", "X-Forwarded-For": "10.9.9.9"}
+    status, headers, _ = served.request("GET", "/api/runs/", headers=forged)
+    assert status == 307, status  # Starlette's redirect to the path without its slash
+    assert headers["location"] == f"http://127.0.0.1:{served.port}/api/runs", headers

@@ -84,6 +84,9 @@ def _server(app: Guard, limits: Limits, tls: Tls | None = None) -> uvicorn.Serve
         # Upgrade request left ConsoleProtocol for uvicorn's websocket protocol, its close
         # never counted, a stranger's connection held in admission for ever
         ws="none",
+        # no proxy in front (the Host and Origin checks refuse one): X-Forwarded-For and
+        # -Proto from a loopback client are a stranger's to write, not to be believed
+        proxy_headers=False,
         log_config=None,
         log_level="error",  # not a line on the terminal for each bad request a stranger sends
         access_log=False,
