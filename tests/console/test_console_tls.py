@@ -63,6 +63,7 @@ def test_a_certificate_that_is_not_one_is_named_at_start(tmp_path: Path) -> None
         (["--tls-cert", str(bogus)], str(bogus)),
         (["--tls-cert", str(tmp_path / "missing.pem")], "missing.pem"),
         (["--tls-key", str(bogus)], "give the certificate too"),
+        (["--tls-cert", str(bogus), "--plain-http"], "not allowed with argument --tls-cert"),
     ):
         done = _serve("--state", state, *options)
         assert done.returncode == 2, done

@@ -90,7 +90,8 @@ def _add_exposure_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow a --host that is not loopback: whoever reaches it with the token sees and"
         " steers every run",
     )
-    parser.add_argument(
+    how = parser.add_mutually_exclusive_group()  # HTTPS, or plain HTTP acknowledged: one
+    how.add_argument(
         "--tls-cert",
         type=Path,
         metavar="FILE",
@@ -99,7 +100,7 @@ def _add_exposure_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tls-key", type=Path, metavar="FILE", help="the certificate's private key (PEM)"
     )
-    parser.add_argument(
+    how.add_argument(
         "--plain-http",
         action="store_true",
         help="with --expose and no --tls-cert: serve plain HTTP anyway (the token travels in"
