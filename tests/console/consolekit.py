@@ -9,6 +9,7 @@ import http.client
 import os
 import select
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -32,8 +33,24 @@ class Served(msgspec.Struct, frozen=True):
     stderr: Path
 
     @property
+    def tls(self) -> bool:
+        return self.url.startswith("https://")
+
+    @property
     def base(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    def connection(self) -> http.client.HTTPConnection:
+        """A connection to it: over TLS (its certificate not checked: a test's own) when it
+        serves HTTPS."""
+        if not self.tls:
+            return http.client.HTTPConnection(self.host, self.port, timeout=DEADLINE_S)
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return http.client.HTTPSConnection(
+            self.host, self.port, timeout=DEADLINE_S, context=context
+        )
 
     def request(
         self,
@@ -45,7 +62,7 @@ class Served(msgspec.Struct, frozen=True):
     ) -> tuple[int, dict[str, str], bytes]:
         """One request, exactly these headers (and Host, unless given): status, headers,
         body."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=DEADLINE_S)
+        conn = self.connection()
         try:
             given = dict(headers or {})
             conn.putrequest(method, path, skip_host="Host" in given, skip_accept_encoding=True)
@@ -83,7 +100,7 @@ def serving(state: Path, *options: str, ray: str | None = None) -> Iterator[Serv
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
         line = proc.stdout.readline().strip() if ready else ""
-        assert line.startswith("http://"), (
+        assert line.startswith(("http://", "https://")), (
             f"serve printed {line!r}; stderr: {stderr.read_text(errors='replace')}"
         )
         parts = urlsplit(line)

@@ -245,3 +245,37 @@ def test_a_store_deleted_or_replaced_while_served_is_said_not_shown_stale(
             assert b"was replaced by another file" in body and b"subagents serve" in body
         assert served.request("GET", "/", headers=headers)[0] == 200  # the page, to say so
     assert "was replaced by another file" in served.stderr.read_text()
+
+
+def test_a_value_echoed_in_an_error_is_clipped_saying_so(served: Served) -> None:
+    # a filter, a run id, an action of 10,000 characters came back whole in the error
+    long = "z" * 10_000
+    for path, status in (
+        (f"/api/runs?status={long}", 400),
+        (f"/api/stream?status={long}", 400),
+        (f"/api/runs/{long}", 404),
+        (f"/api/approvals?run={long}", 404),
+    ):
+        got, _, body = served.request("GET", path, headers=served.authorized())
+        assert got == status, (path[:40], body[:300])
+        error = msgspec.json.decode(body)["error"]
+        assert len(error) < 2_500 and "clipped: 10000 characters in all" in error, error[:300]
+    headers = {
+        **served.authorized(),
+        "X-Console-Token": served.token,
+        "Origin": f"http://127.0.0.1:{served.port}",
+        "Content-Type": "application/json",
+    }
+    got, _, body = served.request("POST", f"/api/runs/r1/{long}", headers=headers, body=b"{}")
+    assert got == 404 and b"clipped: 10000 characters in all" in body, body[:300]
+    assert long not in served.stderr.read_text(errors="replace")  # nor on serve's terminal
+
+
+def test_forwarded_headers_from_loopback_are_not_believed(served: Served) -> None:
+    # uvicorn trusts X-Forwarded-For/-Proto from 127.0.0.1 by default: any local process
+    # could say what scheme and client address the console sees (its own redirects named
+    # https:// from a plain HTTP port). No proxy sits in front of the console: none is trusted
+    forged = {**served.authorized(), "X-Forwarded-Proto": "https", "X-Forwarded-For": "10.9.9.9"}
+    status, headers, _ = served.request("GET", "/api/runs/", headers=forged)
+    assert status == 307, status  # Starlette's redirect to the path without its slash
+    assert headers["location"] == f"http://127.0.0.1:{served.port}/api/runs", headers

@@ -387,3 +387,101 @@ def test_streams_end_once_the_store_is_no_longer_followed(tmp_path: Path) -> Non
         wait_for(lambda: not served.console.hub.inboxes, "the stream's inbox to go")
         assert served.get("/api/stream")[0] == 503  # a new one is told why not
         stream.close()
+
+
+# ---- strangers on the port ----------------------------------------------------------------
+
+TCP_CLOSE_WAIT = 8
+"""The client's side once the server closed it."""
+
+
+def _flood(host: str, port: int, count: int, source: str = "127.0.0.1") -> list[socket.socket]:
+    """``count`` connections without the token, held open: half send nothing, half the start
+    of a request head and never its end."""
+    held = []
+    for i in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.settimeout(DEADLINE_S)
+        sock.bind((source, 0))
+        sock.connect((host, port))
+        if i % 2:
+            sock.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: a".encode())
+        held.append(sock)
+    return held
+
+
+def test_a_strangers_flood_of_connections_leaves_the_owner_served(tmp_path: Path) -> None:
+    # 300 connections without the token, idle or dribbling, from the owner's own address
+    # (loopback): they filled --max-connections (128) and the owner's page got 503
+    path = _store(tmp_path / "runs.sqlite3")
+    with serving(path) as served:
+        flood = _flood(served.host, served.port, 300)
+        status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
+        assert status == 200, body
+        cookie = {"Cookie": f"subagents-console-{served.port}={served.token}"}
+        assert served.request("GET", "/", headers=cookie)[0] == 200  # the page, as a browser
+        held = sum(_tcp_state(sock) == TCP_ESTABLISHED for sock in flood)
+        assert held >= 200, held  # the flood is still held while the owner is served
+        for sock in flood:
+            sock.close()
+
+
+def test_a_flood_from_another_address_closes_its_own_connections_first(tmp_path: Path) -> None:
+    # the owner's connection, open and idle, older than every one of the flood's: one
+    # stranger's address past the bound closes its own oldest, not the owner's
+    limits = Limits(strangers=8, head_timeout_s=600.0)
+    with console_in_thread(_store(tmp_path / "runs.sqlite3"), limits) as served:
+        owners = served.connect()
+        flood = _flood("127.0.0.1", served.port, 20, source="127.0.0.2")
+        wait_for(
+            lambda: sum(_tcp_state(sock) == TCP_ESTABLISHED for sock in flood) == 8 - 1,
+            "the flood's oldest to be closed, down to the bound with the owner's",
+        )
+        owners.sendall(
+            f"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+            f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
+        said = owners.recv(65536)
+        assert said.startswith(b"HTTP/1.1 200"), said[:300]
+        owners.close()
+        for sock in flood:
+            sock.close()
+
+
+def test_a_strangers_request_is_answered_and_its_connection_closed(tmp_path: Path) -> None:
+    # kept alive, each connection a stranger opened would hold a slot for as long as it
+    # sends a request now and then
+    with console_in_thread(_store(tmp_path / "runs.sqlite3")) as served:
+        with served.connect() as sock:
+            sock.sendall(
+                f"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n\r\n".encode()
+            )
+            said = _answer(sock)  # the answer, then the end: the server closed it
+        assert said.startswith(b"HTTP/1.1 401"), said[:300]
+        assert b"connection: close" in said.lower()
+
+
+def test_a_websocket_upgrade_is_a_strangers_request_like_any_other(tmp_path: Path) -> None:
+    # with a websocket library installed (uvicorn[standard] brings websockets), uvicorn
+    # handed an Upgrade request to its websocket protocol: the connection's close was never
+    # counted, and `strangers` such requests left ghosts filling the strangers' bound for
+    # ever (every new connection, the owner's too, then closed before its request came)
+    limits = Limits(strangers=4, head_timeout_s=600.0)
+    upgrade = (
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with console_in_thread(_store(tmp_path / "runs.sqlite3"), limits) as served:
+        for _ in range(2 * limits.strangers):
+            with served.connect() as sock:
+                sock.sendall(upgrade.format(port=served.port).encode())
+                said = _answer(sock)
+            assert said.startswith(b"HTTP/1.1 401"), said[:300]  # the guard's, over HTTP
+        with served.connect() as sock:
+            sock.sendall(
+                f"GET /api/session HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n".encode()
+            )
+            said = _answer(sock)
+        assert said.startswith(b"HTTP/1.1 200"), said[:300]

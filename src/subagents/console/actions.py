@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from subagents.cli.orphan_stop import can_end_here, end_orphaned
+from subagents.console.limits import clipped
 from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
@@ -59,12 +60,13 @@ def find_run(store: InspectedStore, ref: str) -> RunRecord:
     if record is not None:
         return record
     if ref.startswith("#"):  # a row of the command line's last listing: not the page's
-        raise ActionError(f"no run {ref} in the store", 404)
+        raise ActionError(f"no run {clipped(ref)} in the store", 404)
     try:
         return resolve(store, ref)
     except CliError as exc:
         ambiguous = "ambiguous" in str(exc)  # then say which runs it could be
-        raise ActionError(str(exc) if ambiguous else f"no run {ref} in the store", 404) from None
+        said = str(exc) if ambiguous else f"no run {clipped(ref)} in the store"
+        raise ActionError(said, 404) from None
 
 
 def _live_run(store: InspectedStore, run_id: str, doing: str) -> RunRecord:

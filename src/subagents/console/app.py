@@ -33,7 +33,7 @@ from subagents.console import actions
 from subagents.console.approvals import answer, pending
 from subagents.console.hub import ENDED, Batch, Ended, Hub, Inbox
 from subagents.console.index import BadFilter, Page, RunFilter
-from subagents.console.limits import Limits
+from subagents.console.limits import ERROR_CHARS, Limits, clipped
 from subagents.console.run_page import run_page
 from subagents.store.base import StoreError
 
@@ -289,7 +289,7 @@ class Console:
             command = self.continuation
             doing["continue"] = lambda: actions.continue_run(store, run_id, text, command=command)
         if action not in doing:
-            return _error(f"no action {action!r} here ({', '.join(sorted(doing))})", 404)
+            return _error(f"no action {clipped(action)!r} here ({', '.join(sorted(doing))})", 404)
         try:
             # continuing starts a process and waits for it: not under the index's lock
             posted = await anyio.to_thread.run_sync(doing[action])
@@ -314,7 +314,7 @@ class Console:
     async def answer(self, request: Request) -> Response:
         approval_id, verdict = request.path_params["approval_id"], request.path_params["answer"]
         if verdict not in ("allow", "deny"):
-            return _error(f"no answer {verdict!r}: allow or deny", 404)
+            return _error(f"no answer {clipped(verdict)!r}: allow or deny", 404)
         body = await _json_body(request, self.limits.body_timeout_s)
         if isinstance(body, Response):
             return body
@@ -387,4 +387,8 @@ def _json(value: Any, status: int = 200) -> Response:
 
 
 def _error(message: str, status: int) -> Response:
+    """An error answered as JSON; its message at most ``ERROR_CHARS`` characters, whatever a
+    layer below quoted of the request (a run id in a lookup's error)."""
+    if len(message) > ERROR_CHARS:
+        message = f"{message[:ERROR_CHARS]}... (clipped: {len(message)} characters in all)"
     return JSONResponse({"error": message}, status)

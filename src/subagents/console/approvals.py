@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from subagents.console.actions import ActionError, checked_reason
+from subagents.console.limits import clipped
 from subagents.runtime import answer_approval, pending_approvals
 from subagents.store.approvals import ApprovalRefused
 
@@ -25,8 +26,8 @@ def pending(store: InspectedStore, run_id: str | None = None) -> list[ApprovalRe
     """The approvals waiting for an answer, oldest first (of ``run_id``'s tree when given)."""
     try:
         return pending_approvals(store, run_id)
-    except LookupError as exc:
-        raise ActionError(str(exc), 404) from exc
+    except LookupError as exc:  # its message quotes the run id whole: clipped here
+        raise ActionError(f"no run {clipped(run_id or '')!r} in the store", 404) from exc
 
 
 def answer(store: InspectedStore, approval_id: str, allow: bool, reason: object) -> ApprovalRecord:

@@ -47,26 +47,34 @@ SECURITY_HEADERS = {
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 DEFAULT_PORT = 80
 """HTTP's: a browser names the host without it."""
+DEFAULT_TLS_PORT = 443
+"""HTTPS's, likewise."""
 
 
-def served_hosts(host: str, port: int) -> frozenset[str]:
+def served_hosts(host: str, port: int, *, tls: bool = False) -> frozenset[str]:
     """The ``Host`` values a browser sends for the address served: ``host:port``, and for a
-    loopback address the names of loopback too; on port 80 each name alone as well (a
-    browser leaves out the scheme's default port, in Host and in Origin)."""
+    loopback address the names of loopback too; on the scheme's default port (80, or 443
+    over HTTPS) each name alone as well (a browser leaves it out, in Host and in Origin)."""
     names = {host} | (LOOPBACK if host in LOOPBACK else set())
     shown = {f"[{n}]" if ":" in n else n for n in names}
-    return frozenset({f"{n}:{port}" for n in shown} | (shown if port == DEFAULT_PORT else set()))
+    default = DEFAULT_TLS_PORT if tls else DEFAULT_PORT
+    return frozenset({f"{n}:{port}" for n in shown} | (shown if port == default else set()))
 
 
 class Guard:
     """ASGI middleware in front of the console's application (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, *, token: str, hosts: Iterable[str], port: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str, hosts: Iterable[str], port: int, tls: bool = False
+    ) -> None:
         self.app = app
         self.token = token
         self.hosts = frozenset(h.lower() for h in hosts)
-        self.origins = frozenset(f"http://{h}" for h in self.hosts)
+        scheme = "https" if tls else "http"
+        self.origins = frozenset(f"{scheme}://{h}" for h in self.hosts)
         self.cookie = f"subagents-console-{port}"
+        self.cookie_flags = "HttpOnly; SameSite=Strict; Path=/" + ("; Secure" if tls else "")
+        """Over HTTPS, Secure: the browser never sends the cookie over plain HTTP."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -89,6 +97,12 @@ class Guard:
                 return
         await self.app(scope, receive, _secured(send))
 
+    def holds_token(self, scope: Scope) -> bool:
+        """Whether the request shows the token (in its query, a header or the cookie): the
+        owner's, whose connection then holds one of the owner's slots (``admission.py``)."""
+        given = self._token_of(scope, Headers(scope=scope))
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
     def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
         """Why the request is refused (status, text), or None."""
         host = headers.get("host", "").lower()
@@ -97,8 +111,7 @@ class Guard:
                 f"this console answers only as {' or '.join(sorted(self.hosts))}; the Host"
                 " header names another (DNS rebinding is refused)"
             )
-        given = self._token_of(scope, headers)
-        if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not self.holds_token(scope):
             return 401, (
                 "no valid token: open the URL `subagents serve` printed (it ends with"
                 " ?token=...), or give the token as Authorization: Bearer TOKEN"
@@ -131,7 +144,7 @@ class Guard:
     async def _redirect_with_cookie(self, send: Send, scope: Scope, query: dict[str, str]) -> None:
         rest = {k: v for k, v in query.items() if k != "token"}
         location = _same_site_path(scope) + (f"?{urlencode(rest)}" if rest else "")
-        cookie = f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = f"{self.cookie}={self.token}; {self.cookie_flags}"
         await _secured(send)(
             {
                 "type": "http.response.start",

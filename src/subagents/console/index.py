@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import msgspec
 
+from subagents.console.limits import clipped
 from subagents.messages import RunRecord
 
 LIVE = frozenset({"queued", "running", "waiting", "orphaned", "restarting"})
@@ -101,7 +102,7 @@ class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
         unknown = sorted(statuses - known)
         if unknown:
             raise BadFilter(
-                f"status {', '.join(unknown)}: not a status ({', '.join(sorted(known))})"
+                f"status {clipped(', '.join(unknown))}: not a status ({', '.join(sorted(known))})"
             )
         if "live" in statuses:
             statuses = (statuses - {"live"}) | LIVE

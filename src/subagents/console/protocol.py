@@ -16,8 +16,12 @@ protocol with the deadlines it lacks:
 - a response that cannot write for ``stall_timeout_s`` (its client reads nothing) is reset
   (linger 0: a close would leave the unsent bytes in the kernel for as long as the client
   does not read them); the stream behind it sees the disconnect and ends;
-- past ``connections`` open connections, a request is answered 503 saying so and naming the
-  flag that raises it, instead of being served;
+- the owner's connections (one of their requests showed the token) and strangers' are
+  counted apart (``admission.Admission``): past ``connections`` of the owner's, the owner's
+  request is answered 503 saying so and naming the flag that raises it; past ``strangers``
+  of strangers', a new connection closes a stranger's that had its chance to send a request
+  (nothing of one waiting to be read, none being answered); a stranger's request is
+  answered (the guard's 401, 403) and its connection closed;
 - at shutdown (Ctrl-C) a response that cannot write, or a request whose body is still
   coming, is reset at once, not waited for (uvicorn would wait its graceful timeout, then
   cancel it with an error on the terminal).
@@ -30,18 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import socket
 import struct
+import termios
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from subagents.console.admission import Admission
 from subagents.console.limits import Limits
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from subagents.console.guard import Guard
 
 
 _EXTENDED = (
@@ -55,7 +64,7 @@ _EXTENDED = (
 )
 """uvicorn's ``H11Protocol`` methods ``ConsoleProtocol`` extends."""
 
-_READ = {"cycle", "conn", "loop", "transport"}
+_READ = {"app", "cycle", "conn", "loop", "transport"}
 """What ``ConsoleProtocol`` reads of the state ``H11Protocol.__init__`` sets."""
 
 
@@ -80,35 +89,93 @@ def uvicorn_problem(
     return ", ".join(missing) or None
 
 
-def protocol_for(limits: Limits) -> type[ConsoleProtocol]:
-    """The protocol class uvicorn makes each connection with (``Config(http=...)``)."""
-    return type("ConsoleProtocol", (ConsoleProtocol,), {"limits": limits})
+def protocol_for(limits: Limits, guard: Guard) -> type[ConsoleProtocol]:
+    """The protocol class uvicorn makes each connection of one server with (``Config(http=
+    ...)``): ``guard`` says whether a request shows the token (``Guard.holds_token``)."""
+    admission: Admission[ConsoleProtocol] = Admission(
+        owners=limits.connections, strangers=limits.strangers
+    )
+    return type(
+        "ConsoleProtocol",
+        (ConsoleProtocol,),
+        {"limits": limits, "admission": admission, "guard": guard},
+    )
 
 
 class ConsoleProtocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol with the deadlines and the bound of the module docstring."""
 
     limits: ClassVar[Limits] = Limits()
+    admission: ClassVar[Admission[ConsoleProtocol]]
+    guard: ClassVar[Guard]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.head_deadline: asyncio.TimerHandle | None = None
         self.stall_deadline: asyncio.TimerHandle | None = None
+        self.served: ASGIApp = self.app
+        self.app = self._admitted
+        self.had_chance = False
+        """Whether the loop has looked for this connection's bytes at least once."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.connections:
-            self.app = _too_many_connections(self.limits.connections)
+        self.admission.opened(self, self.client[0] if self.client else "")
+        self._make_room()
+        # its reader is added after this call; the loop's next look for bytes is the turn
+        # after the next: then this connection has had its chance to send a request
+        self.loop.call_soon(self.loop.call_soon, self._given_chance)
         self._await_head()
 
+    def _given_chance(self) -> None:
+        self.had_chance = True
+        self._make_room()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self.admission.closed(self)
         for timer in (self.head_deadline, self.stall_deadline):
             if timer is not None:
                 timer.cancel()
         super().connection_lost(exc)
 
+    def _may_close(self) -> bool:
+        """Whether this stranger's connection had its chance: nothing of a request waits to be
+        read (the kernel's buffer: a request that came with the connection, not read yet),
+        none is being answered, and the loop has looked for its bytes since it was made."""
+        if not self.had_chance or self.transport.is_closing():
+            return False
+        if self.cycle is not None and not self.cycle.response_complete:
+            return False
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        try:
+            unread = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return True
+        return int(struct.unpack("i", unread)[0]) == 0
+
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Each request: the owner's (the token shown) served in one of the owner's slots, or
+        503 when they are all taken; a stranger's answered by the guard and then closed."""
+        if scope["type"] != "http":
+            await self.served(scope, receive, send)
+        elif not self.guard.holds_token(scope):
+            await self.served(scope, receive, _closing(send))
+        elif self.admission.shows_token(self):
+            await self.served(scope, receive, send)
+        else:
+            await _too_many_connections(self.limits.connections)(scope, receive, send)
+
+    def _make_room(self) -> None:
+        """Close strangers' connections that had their chance while they are too many."""
+        while (crowding := self.admission.to_close(lambda conn: conn._may_close())) is not None:
+            self.admission.closed(crowding)
+            crowding.transport.close()
+
     def handle_events(self) -> None:
         super().handle_events()
+        self._make_room()  # bytes were read: a connection may have had its chance now
         answering = self.cycle is not None and not self.cycle.response_complete
         if answering and self.head_deadline is not None:
             self.head_deadline.cancel()  # a request's head came whole: it is being answered
@@ -176,11 +243,26 @@ def _plain(status: int, reason: str, text: str) -> bytes:
     ).encode() + body
 
 
+def _closing(send: Send) -> Send:
+    """``send`` answering with ``connection: close``: h11 then closes the connection once the
+    answer is written."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {
+                **message,
+                "headers": [*message.get("headers", ()), (b"connection", b"close")],
+            }
+        await send(message)
+
+    return closing
+
+
 def _too_many_connections(limit: int) -> ASGIApp:
-    """What a connection past the bound is answered, whatever it asks."""
+    """What the owner's request is answered past the bound on the owner's connections."""
     text = (
-        f"this console has more than {limit} open connections: close some, or start"
-        " `subagents serve --max-connections N` with a larger N"
+        f"this console has {limit} open connections of pages and scripts with the token: close"
+        " some, or start `subagents serve --max-connections N` with a larger N"
     )
     body = (text + "\n").encode()
 

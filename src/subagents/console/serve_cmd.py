@@ -1,7 +1,7 @@
 """Serve the console: a web page over the store, live (`subagents serve`).
 
 `subagents serve [--state DB | --ray ADDRESS] [--port P] [--host 127.0.0.1] [--expose]
-[--max-connections N] [--max-streams N]`
+[--tls-cert FILE [--tls-key FILE] | --plain-http] [--max-connections N] [--max-streams N]`
 reads the store, listens on HOST:P (127.0.0.1 by default; --port 0 picks a free port) and
 prints the console's URL with a token, `http://127.0.0.1:P/?token=...`, as Jupyter does:
 open it in a browser. The page shows the tree of runs as it changes (status, agent, depth,
@@ -9,7 +9,8 @@ elapsed time, tokens, cost), filtered by status, agent, label or requester; each
 shows its conversation, tool calls, mail, events and usage, and can stop it, mail it or
 continue it. Without the token every request is refused; a request naming another host is
 refused (DNS rebinding); writes must come from the console's own page. An address that is not
-loopback needs --expose. --agents DIR and --offline are what a continuation is started with
+loopback needs --expose, and --tls-cert (HTTPS) or --plain-http (the token in clear on the
+network, said at start). --agents DIR and --offline are what a continuation is started with
 (as `subagents continue` takes them). Past --max-connections open connections or
 --max-streams pages following changes, a request is answered 503 saying which; a client
 that sends its request too slowly, or reads nothing of its answer, is cut off
@@ -28,6 +29,7 @@ from pathlib import Path
 from subagents.cli.command import reports_errors, store_errors
 from subagents.cli.state import EXIT_USAGE, CliError, add_store_arguments, open_inspected_store
 from subagents.console.limits import DEFAULT_CONNECTIONS, DEFAULT_STREAMS, Limits
+from subagents.console.tls import Tls, checked_tls
 
 NAME = "serve"
 DEFAULT_PORT = 8765
@@ -49,12 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
-    parser.add_argument(
-        "--expose",
-        action="store_true",
-        help="allow a --host that is not loopback: whoever reaches it with the token sees and"
-        " steers every run",
-    )
+    _add_exposure_arguments(parser)
     parser.add_argument(
         "--agents",
         action="append",
@@ -68,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         default=DEFAULT_CONNECTIONS,
         metavar="N",
-        help=f"open connections answered; past them, 503 (default {DEFAULT_CONNECTIONS})",
+        help=f"open connections with the token (pages, scripts) answered; past them, 503"
+        f" (default {DEFAULT_CONNECTIONS}; those without it are bounded apart)",
     )
     parser.add_argument(
         "--max-streams",
@@ -81,6 +79,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--offline",
         action="store_true",
         help="continuations run on the offline scripted model (as `subagents continue`)",
+    )
+
+
+def _add_exposure_arguments(parser: argparse.ArgumentParser) -> None:
+    """--expose and how the token travels off loopback (HTTPS, or plain HTTP acknowledged)."""
+    parser.add_argument(
+        "--expose",
+        action="store_true",
+        help="allow a --host that is not loopback: whoever reaches it with the token sees and"
+        " steers every run",
+    )
+    how = parser.add_mutually_exclusive_group()  # HTTPS, or plain HTTP acknowledged: one
+    how.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="FILE",
+        help="serve HTTPS with this certificate (PEM; with its private key, or give --tls-key)",
+    )
+    parser.add_argument(
+        "--tls-key", type=Path, metavar="FILE", help="the certificate's private key (PEM)"
+    )
+    how.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="with --expose and no --tls-cert: serve plain HTTP anyway (the token travels in"
+        " clear: anyone on the network path can read it)",
     )
 
 
@@ -118,9 +142,9 @@ def canonical(host: str) -> str:
         return host
 
 
-def checked_host(host: str, expose: bool) -> str:
+def checked_host(host: str, expose: bool, tls: Tls | None = None, plain: bool = False) -> str:
     """The address to bind; ``CliError`` for a wildcard, or another than loopback without
-    ``expose``."""
+    ``expose``, or without ``tls`` unless ``plain`` (plain HTTP acknowledged)."""
     host = canonical(host)
     if host in WILDCARDS:
         raise CliError(
@@ -131,8 +155,16 @@ def checked_host(host: str, expose: bool) -> str:
     if not loopback(host) and not expose:
         raise CliError(
             f"--host {host} is not loopback: anyone who can reach {host} and has the token"
-            " could read every run's conversation and stop, mail and continue runs, over plain"
-            " HTTP; give --expose to serve it there anyway",
+            " could read every run's conversation and stop, mail and continue runs; give"
+            " --expose (with --tls-cert FILE, or --plain-http) to serve it there anyway",
+            EXIT_USAGE,
+        )
+    if not loopback(host) and tls is None and not plain:
+        raise CliError(
+            f"--host {host} --expose over plain HTTP: the token (in the URL, then in a cookie"
+            " on every request) would travel in clear, readable by anyone on the network path;"
+            " give --tls-cert FILE (and --tls-key FILE) to serve HTTPS, or --plain-http to"
+            " serve plain HTTP anyway (or keep the console on loopback and tunnel: ssh -L)",
             EXIT_USAGE,
         )
     return "127.0.0.1" if host == "localhost" else host
@@ -174,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
             f" {importlib.metadata.version('uvicorn')} lacks {changed}: install the one the"
             " `console` extra was tested with (pip install 'uvicorn>=0.31.1,<0.55')"
         )
-    host = checked_host(args.host, args.expose)
+    tls = checked_tls(args.tls_cert, args.tls_key)
+    host = checked_host(args.host, args.expose, tls, args.plain_http)
     with open_inspected_store(args) as store, store_errors():
         sock = bind(host, args.port)
         try:
@@ -186,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
                 agents=args.agents,
                 offline=args.offline,
                 exposed=not loopback(host),
+                tls=tls,
                 limits=Limits(connections=args.max_connections, streams=args.max_streams),
             )
         finally:
