@@ -57,12 +57,18 @@ def test_a_ping_pong_of_waiting_receives_arms_a_timer_per_run_not_per_mail(
         assert _not_lingering(rt.timer) - before < 20
 
 
+AS_TIME_PASSES = ("group linger", "late reports", "commands", "sweep", "registry-hot-reload")
+"""Timers armed as time passes, not by the path a test counts: the supervisor's group linger
+and its line of late reports (SQLite: as its groups and the agents' reports come,
+actors/group_linger.py), and the periodic ones (the command poll, the sweeper, the
+registry's hot reload: ``Services.every``), each armed again at every tick: a loaded
+machine that stretches a counted stretch past a tick counted one more (seen: 5 == 4)."""
+
+
 def _not_lingering(timer: TimerService) -> int:
-    """The timers put in so far but the supervisor's group linger's and its line of late
-    reports' (SQLite: they arm as the supervisor's groups and the agents' reports come,
-    meanwhile: actors/group_linger.py)."""
+    """The timers put in so far but those armed as time passes (``AS_TIME_PASSES``)."""
     kinds = timer.scheduled_kinds
-    return timer.scheduled - kinds["group linger"] - kinds["late reports"]
+    return timer.scheduled - sum(kinds[kind] for kind in AS_TIME_PASSES)
 
 
 def test_a_receive_that_finds_its_mail_arms_no_timer(store: RunStore) -> None:
