@@ -87,6 +87,10 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     renewed_at: float = 0.0
     expires_at: float = 0.0
+    expires_boot: float = 0.0
+    """``expires_at`` on the writer's boot clock (``CLOCK_BOOTTIME``; 0.0: none): what a
+    reader on the same machine decides by, as a step of the wall clock moves nothing of it
+    (``store.leases``)."""
     epoch: int = 0
     """Which taking of the lease this is: the store gives each ``acquire_lease`` a number
     never given before (in that store). A write fenced with ``(owner, epoch)`` is refused once

@@ -14,12 +14,23 @@ waiting for it to expire (a ``kill -9`` is seen by the next ``ps``). Elsewhere o
 tells: a host on another machine counts as alive until its lease expires. Clocks of hosts
 sharing a store are assumed to agree to well within ``lease_s``.
 
+Which clock: the wall clock (``time.time``) is the only one hosts on several machines share,
+and it steps (NTP, a person, a VM's clock set again after a pause). A step forward by more
+than what is left of a lease made every live host's lease look lapsed until its next renewal,
+and a runtime starting then (``restore=True``, the default) took the runs of live processes
+over (their hosts, fenced, failed them all); a step back kept a stalled host's lease looking
+alive that much longer. So a lease also carries its deadline on ``CLOCK_BOOTTIME``
+(``expires_boot``), one clock for every process of a kernel boot that no step moves (and
+that counts a suspend); a reader on the lease's own machine (``machine_id``: the boot, the
+pid and time namespaces) decides by it. Across machines the wall clock is all there is.
+
 This module is the one place that looks at hosts and processes; the supervisor is handed the
 set of live owners as data.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -60,16 +71,28 @@ def lease_seconds(given: float | None = None) -> float:
 
 @functools.cache
 def machine_id() -> str:
-    """Where a pid means something: the kernel boot and the pid namespace (Linux), else the
-    host name. Two containers with one host name but their own pid namespaces differ."""
+    """Where a pid and the boot clock mean something: the kernel boot, the pid namespace and
+    the time namespace (which offsets ``CLOCK_BOOTTIME``; Linux), else the host name. Two
+    containers with one host name but their own pid namespaces differ."""
     parts = [socket.gethostname()]
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             parts.append(f.read().strip())
         parts.append(os.readlink("/proc/self/ns/pid"))
     except OSError:
-        pass
+        return "|".join(parts)
+    with contextlib.suppress(OSError):  # a kernel before 5.6 has no time namespaces
+        parts.append(os.readlink("/proc/self/ns/time"))
     return "|".join(parts)
+
+
+def boot_clock() -> float:
+    """Seconds on this machine's ``CLOCK_BOOTTIME``: since its boot, suspend included, the
+    same for every process of one ``machine_id``, never stepped; 0.0 where there is none."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else 0.0
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
 
 
 def new_owner() -> str:
@@ -78,8 +101,12 @@ def new_owner() -> str:
 
 
 def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | None = None) -> Lease:
-    """The lease a runtime of this process writes (or renews) at ``now``."""
-    now = time.time() if now is None else now
+    """The lease a runtime of this process writes (or renews) at ``now`` (a wall-clock time:
+    its boot-clock deadline is as far from the boot clock's reading as ``now`` is from the
+    wall clock's, so a ``now`` given by a test moves both)."""
+    wall = time.time()
+    now = wall if now is None else now
+    boot = boot_clock()
     return Lease(
         owner=owner,
         host=socket.gethostname(),
@@ -88,6 +115,7 @@ def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | Non
         started_at=started_at,
         renewed_at=now,
         expires_at=now + lease_s,
+        expires_boot=boot + (now - wall) + lease_s if boot else 0.0,
     )
 
 
@@ -103,10 +131,21 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
+def lapsed(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease`` went unrenewed past its deadline at ``now`` (a wall-clock time): on
+    its own machine by the boot clock, which no step of the wall clock moves (the reading
+    offset as ``now`` is from the wall clock), elsewhere (or for a lease without a boot
+    deadline) by the wall clock."""
+    wall = time.time()
+    now = wall if now is None else now
+    if lease.expires_boot and lease.machine == machine_id():
+        return lease.expires_boot <= boot_clock() + (now - wall)
+    return lease.expires_at <= now
+
+
 def alive(lease: Lease, now: float | None = None) -> bool:
     """Whether ``lease``'s runtime may still be hosting its runs."""
-    now = time.time() if now is None else now
-    if lease.expires_at <= now:
+    if lapsed(lease, now):
         return False
     if lease.machine and lease.machine == machine_id() and lease.pid != os.getpid():
         return _process_exists(lease.pid)  # on this machine a dead process is seen at once
@@ -209,7 +248,7 @@ class Liveness:
             return (
                 f"{lease.host} pid {lease.pid}, lease renewed {_ago(self.now - lease.renewed_at)}"
             )
-        if lease.expires_at > self.now:
+        if not lapsed(lease, self.now):
             return f"{lease.host} pid {lease.pid}, whose process is gone"
         return (
             f"{lease.host} pid {lease.pid}, whose lease lapsed {_ago(self.now - lease.expires_at)}"
