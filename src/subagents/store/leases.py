@@ -152,6 +152,18 @@ def alive(lease: Lease, now: float | None = None) -> bool:
     return True
 
 
+def stalled(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease`` lapsed while its process still exists on this machine: stopped
+    (SIGSTOP), hung or swapped out, not dead. Such a host, stopped inside a write, holds a
+    SQLite store's write lock until it goes on or dies."""
+    return (
+        lapsed(lease, now)
+        and lease.machine == machine_id()
+        and lease.pid != os.getpid()
+        and _process_exists(lease.pid)
+    )
+
+
 def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[str]:
     """The owners whose leases are alive at ``now``."""
     now = time.time() if now is None else now
