@@ -9,7 +9,8 @@ past its lease looking alive that much longer, its runs untaken. A lease now car
 deadline on the boot clock too (``CLOCK_BOOTTIME``: one clock for every process of a boot,
 which no step moves), and a reader on its machine decides by it (``store.leases.lapsed``).
 
-Real processes on a SQLite file: the host is test_fencing's (runs held at a gate), the
+Real processes on a SQLite file and on a PostgreSQL database (its takeover decides which
+leases lapsed the same way): the host is test_fencing's (runs held at a gate), the
 runtime starting after the step is a process whose ``time.time`` is moved by an hour
 (stepped_clock_job.py), as a step moves it for every process, the boot clock left alone.
 """
@@ -24,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from pgserver import stop_outside_a_transaction
 from polling import wait_until
-from subagents import SQLiteStore
 from subagents.messages import RunStatus
+from subagents.store.base import RunStore
 from subagents.store.leases import Liveness
+from subagents.store.locations import store_location
+from subagents.store.opening import open_location
 
 HERE = Path(__file__).parent
 SRC = str(HERE.resolve().parents[1] / "src")
@@ -39,7 +43,19 @@ HOUR = 3600.0
 WAIT = 120.0
 
 
-def _start_host(db: Path, gate: Path, lease_s: float) -> subprocess.Popen[str]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store of the test: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "runs.db")
+
+
+def _open(db: str) -> RunStore:
+    return open_location(store_location(db))
+
+
+def _start_host(db: str, gate: Path, lease_s: float) -> subprocess.Popen[str]:
     command = [sys.executable, str(HERE / "fence_job.py"), str(db), str(gate), str(RUNS)]
     host = subprocess.Popen(
         [*command, str(lease_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -53,7 +69,7 @@ def _start_host(db: Path, gate: Path, lease_s: float) -> subprocess.Popen[str]:
     return host
 
 
-def _start_after_a_step(db: Path, gate: Path, shift: float) -> dict[str, Any]:
+def _start_after_a_step(db: str, gate: Path, shift: float) -> dict[str, Any]:
     """A runtime's start (and restore) in a process whose wall clock is ``shift`` s off."""
     job = [sys.executable, str(HERE / "stepped_clock_job.py"), str(db), str(gate), str(shift)]
     done = subprocess.run(job, capture_output=True, text=True, env=ENV, timeout=WAIT * 2)
@@ -69,11 +85,11 @@ def _ended(host: subprocess.Popen[str]) -> None:
         host.wait()
 
 
-def test_a_step_forward_takes_no_run_of_a_live_host(tmp_path: Path) -> None:
-    db, gate, opened = tmp_path / "runs.db", tmp_path / "gate", tmp_path / "open"
+def test_a_step_forward_takes_no_run_of_a_live_host(tmp_path: Path, db: str) -> None:
+    gate, opened = tmp_path / "gate", tmp_path / "open"
     opened.touch()  # the runs a wrongful restore took would end at once, not hang it
     host = _start_host(db, gate, lease_s=60)  # renewed every 20 s: never lapses here
-    store = SQLiteStore(db)
+    store = _open(db)
     try:
         runs = sorted(r.run_id for r in store.list_runs())
         assert len(runs) == RUNS
@@ -94,11 +110,13 @@ def test_a_step_forward_takes_no_run_of_a_live_host(tmp_path: Path) -> None:
         store.close()
 
 
-def test_a_stalled_host_is_taken_over_though_the_clock_stepped_back(tmp_path: Path) -> None:
-    db, gate, opened = tmp_path / "runs.db", tmp_path / "gate", tmp_path / "open"
+def test_a_stalled_host_is_taken_over_though_the_clock_stepped_back(
+    tmp_path: Path, db: str
+) -> None:
+    gate, opened = tmp_path / "gate", tmp_path / "open"
     opened.touch()
     host = _start_host(db, gate, lease_s=1.0)
-    store = SQLiteStore(db)
+    store = _open(db)
     try:
         runs = sorted(r.run_id for r in store.list_runs())
         stop_outside_a_transaction(db, host.pid)  # alive, renewing nothing
