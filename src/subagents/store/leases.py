@@ -69,27 +69,36 @@ def lease_seconds(given: float | None = None) -> float:
     return float(value)
 
 
-@functools.cache
 def machine_id() -> str:
     """Where a pid and the boot clock mean something: the kernel boot, the pid namespace and
     the time namespace (which offsets ``CLOCK_BOOTTIME``; Linux), else the host name. Two
     containers with one host name but their own pid namespaces differ."""
+    return _machine()[0]
+
+
+@functools.cache
+def _machine() -> tuple[str, bool]:
+    """``machine_id``, and whether it names the kernel boot: only then does a boot-clock
+    reading mean the same to its writer and its reader (a reboot restarts the clock at 0, and
+    a machine known by its host name alone is the same one after a reboot)."""
     parts = [socket.gethostname()]
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            parts.append(f.read().strip())
-        parts.append(os.readlink("/proc/self/ns/pid"))
+            boot = f.read().strip()
+        parts += [boot, os.readlink("/proc/self/ns/pid")]
     except OSError:
-        return "|".join(parts)
+        return "|".join(parts), False
     with contextlib.suppress(OSError):  # a kernel before 5.6 has no time namespaces
         parts.append(os.readlink("/proc/self/ns/time"))
-    return "|".join(parts)
+    return "|".join(parts), bool(boot)
 
 
 def boot_clock() -> float:
     """Seconds on this machine's ``CLOCK_BOOTTIME``: since its boot, suspend included, the
-    same for every process of one ``machine_id``, never stepped; 0.0 where there is none."""
-    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else 0.0
+    same for every process of one ``machine_id``, never stepped; 0.0 where there is none, or
+    where the boot is not known (``machine_id`` without it: a reading from before a reboot
+    would pass for one of this boot)."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None and _machine()[1] else 0.0
 
 
 _BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
@@ -131,16 +140,23 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def lapsed(lease: Lease, now: float | None = None) -> bool:
-    """Whether ``lease`` went unrenewed past its deadline at ``now`` (a wall-clock time): on
-    its own machine by the boot clock, which no step of the wall clock moves (the reading
-    offset as ``now`` is from the wall clock), elsewhere (or for a lease without a boot
-    deadline) by the wall clock."""
+def overdue(lease: Lease, now: float | None = None) -> float:
+    """Seconds since ``lease``'s deadline at ``now`` (a wall-clock time; negative: before
+    it): on its own machine by the boot clock, which no step of the wall clock moves (the
+    reading offset as ``now`` is from the wall clock), elsewhere (or for a lease without a
+    boot deadline) by the wall clock."""
     wall = time.time()
     now = wall if now is None else now
     if lease.expires_boot and lease.machine == machine_id():
-        return lease.expires_boot <= boot_clock() + (now - wall)
-    return lease.expires_at <= now
+        boot = boot_clock()
+        if boot:
+            return boot + (now - wall) - lease.expires_boot
+    return now - lease.expires_at
+
+
+def lapsed(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease`` went unrenewed past its deadline at ``now`` (``overdue``)."""
+    return overdue(lease, now) >= 0
 
 
 def alive(lease: Lease, now: float | None = None) -> bool:

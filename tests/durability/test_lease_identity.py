@@ -1,0 +1,60 @@
+"""What a lease's machine and clocks say to a reader: which readings of this machine it may
+trust (the boot clock only where the boot is known), which process it names (a pid reused
+by a process started after the lease's last renewal is not its host), and how long ago it
+lapsed (by the clock that decided it lapsed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+HIDDEN_BOOT = ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs none /proc/sys/kernel/random && "$@"']
+
+
+def _boot_id_can_be_hidden() -> bool:
+    """Whether this machine lets a process hide the boot id from itself (an unprivileged user
+    and mount namespace: a tmpfs over /proc/sys/kernel/random)."""
+    if shutil.which("unshare") is None:
+        return False
+    done = subprocess.run([*HIDDEN_BOOT, "-", "true"], capture_output=True)
+    return done.returncode == 0
+
+
+def test_without_the_boot_id_a_lease_from_before_a_reboot_is_timed_by_the_wall_clock() -> None:
+    """Where the boot id cannot be read (no /proc, a masked one), ``machine_id`` is the host
+    name alone: the same before and after a reboot, while the boot clock restarts at 0. A
+    lease written before the reboot, lapsed by the wall clock long ago, carries a boot
+    deadline far ahead of the new boot's clock: compared on that clock it looked alive for
+    as long as the old boot had lasted (its pid, reused after the reboot, exists). Where the
+    boot is not known, neither a lease written nor one read is timed by the boot clock."""
+    if not _boot_id_can_be_hidden():
+        pytest.skip("no unprivileged user namespace here to hide the boot id in")
+    probe = textwrap.dedent(
+        """
+        import os, socket, time
+        from subagents.messages import Lease
+        from subagents.store.leases import alive, lease_for, machine_id
+        assert "|" not in machine_id(), machine_id()  # the host name alone
+        now = time.time()
+        assert lease_for("me", 15.0, started_at=now).expires_boot == 0.0
+        before_reboot = Lease(
+            owner="h:1:a", host=socket.gethostname(), pid=os.getppid(), machine=machine_id(),
+            renewed_at=now - 75, expires_at=now - 60,
+            expires_boot=time.clock_gettime(time.CLOCK_BOOTTIME) + 86400,
+        )
+        print(alive(before_reboot))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [*HIDDEN_BOOT, "-", sys.executable, "-c", probe], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
