@@ -10,9 +10,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import msgspec
 import pytest
+
+from subagents.store.leases import lease_for, stalled
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 HIDDEN_BOOT = ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs none /proc/sys/kernel/random && "$@"']
@@ -58,3 +62,27 @@ def test_without_the_boot_id_a_lease_from_before_a_reboot_is_timed_by_the_wall_c
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_stalled_lease_names_no_process_started_after_its_renewal() -> None:
+    """``stalled`` (what a busy store's error names, with ``kill -CONT PID``): a host killed
+    leaves its lease; its pid, reused by a process started later, exists, and was named as
+    the stopped host holding the store. A process started after the lease's last renewal
+    cannot be the one that renewed it."""
+    earlier = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                               stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        held = msgspec.structs.replace(
+            lease_for("h:1:a", 1.0, started_at=time.time()), pid=earlier.pid
+        )  # renewed after its process started: a host stopped since
+        assert stalled(held, time.time() + 10)
+        renewed_long_ago = lease_for("h:2:b", 1.0, started_at=0.0, now=time.time() - 60)
+        later = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                                 stdin=subprocess.PIPE)  # fmt: skip
+        try:
+            reused = msgspec.structs.replace(renewed_long_ago, pid=later.pid)
+            assert not stalled(reused, time.time() + 10)  # its pid, another's now
+        finally:
+            later.communicate()
+    finally:
+        earlier.communicate()

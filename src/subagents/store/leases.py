@@ -177,7 +177,25 @@ def stalled(lease: Lease, now: float | None = None) -> bool:
         and lease.machine == machine_id()
         and lease.pid != os.getpid()
         and _process_exists(lease.pid)
+        and not _started_after_renewal(lease)
     )
+
+
+def _started_after_renewal(lease: Lease) -> bool:
+    """Whether the process of ``lease.pid`` on this machine started after the lease was last
+    renewed: a pid reused since its host died, not its host. Told by the start time Linux
+    gives in ``/proc/PID/stat`` (clock ticks on the boot clock, the lease's own); False
+    where that cannot be read or the lease has no boot deadline."""
+    if not lease.expires_boot:
+        return False
+    try:
+        with open(f"/proc/{lease.pid}/stat", "rb") as f:
+            stat = f.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return False
+    renewed = lease.expires_boot - (lease.expires_at - lease.renewed_at)
+    return ticks / os.sysconf("SC_CLK_TCK") > renewed
 
 
 def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[str]:
