@@ -16,7 +16,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from subagents.store.leases import lease_for, stalled
+from subagents.messages import Lease, RunRecord, RunStatus
+from subagents.store.leases import Liveness, lease_for, stalled
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 HIDDEN_BOOT = ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs none /proc/sys/kernel/random && "$@"']
@@ -86,3 +87,28 @@ def test_a_stalled_lease_names_no_process_started_after_its_renewal() -> None:
             later.communicate()
     finally:
         earlier.communicate()
+
+
+def test_how_long_ago_a_lease_lapsed_is_said_by_the_clock_that_decided_it() -> None:
+    """A lease of this machine lapses by the boot clock; after a step of the wall clock (2 h
+    forward here: the lease's wall-clock times are 2 h behind) ``describe`` said "lapsed 2h
+    ago" of a lease 5 min overdue, and "renewed 2h ago" of one renewed 10 min ago."""
+    step = 7200.0
+
+    def written_before_the_step(owner: str, lease_s: float, ago: float) -> Lease:
+        lease = lease_for(owner, lease_s, started_at=0.0, now=time.time() - ago)
+        return msgspec.structs.replace(
+            lease, renewed_at=lease.renewed_at - step, expires_at=lease.expires_at - step
+        )
+
+    def record(owner: str) -> RunRecord:
+        return RunRecord(
+            run_id="r", agent="a", task="t", root_run_id="r", owner=owner,
+            status=RunStatus.RUNNING,
+        )  # fmt: skip
+
+    overdue = written_before_the_step("h:1:a", 15.0, ago=315)  # 5 min past its deadline
+    renewed = written_before_the_step("h:2:b", 3600.0, ago=600)  # alive, renewed 10 min ago
+    view = Liveness([overdue, renewed])
+    assert view.describe(record("h:1:a")).endswith("whose lease lapsed 5m ago")
+    assert view.describe(record("h:2:b")).endswith("lease renewed 10m ago")
