@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from subagents.messages import Lease, RunRecord, RunStatus
-from subagents.store.leases import Liveness, lease_for, stalled
+from subagents.store.leases import Liveness, alive, lease_for, stalled
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 HIDDEN_BOOT = ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs none /proc/sys/kernel/random && "$@"']
@@ -112,3 +112,16 @@ def test_how_long_ago_a_lease_lapsed_is_said_by_the_clock_that_decided_it() -> N
     view = Liveness([overdue, renewed])
     assert view.describe(record("h:1:a")).endswith("whose lease lapsed 5m ago")
     assert view.describe(record("h:2:b")).endswith("lease renewed 10m ago")
+
+
+def test_a_lease_naming_no_possible_pid_names_no_process() -> None:
+    """A lease row whose pid is 0 or negative (damaged, or written by a stranger) named no
+    process but passed for a live one: ``os.kill(0, 0)`` signals one's own process group,
+    ``os.kill(-1, 0)`` every process one may signal, and both succeed. Such a lease counted
+    alive until it lapsed, and a busy store's error then advised ``kill -CONT -1`` (which
+    wakes every stopped process of the user)."""
+    now = time.time()
+    for pid in (0, -1):
+        lease = msgspec.structs.replace(lease_for("h:1:a", 60.0, started_at=now), pid=pid)
+        assert not alive(lease)  # on this machine a pid no process has is a dead host
+        assert not stalled(lease, now + 120)

@@ -129,6 +129,8 @@ def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | Non
 
 
 def _process_exists(pid: int) -> bool:
+    if pid <= 0:  # no process: os.kill would signal a process group, or every process
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
