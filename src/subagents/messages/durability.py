@@ -76,8 +76,9 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
 
     The hosting runtime renews it every few seconds; once ``expires_at`` has passed without a
     renewal, its unfinished runs are orphaned: ``subagents ps`` says so and ``resume`` may
-    take them. ``machine`` names the kernel (and pid namespace) where ``pid`` means something,
-    so that a reader there can tell at once that the process is gone (``store.leases``).
+    take them. ``machine`` names the kernel boot (and the pid and time namespaces) where
+    ``pid`` and ``expires_boot`` mean something, so that a reader there can tell at once that
+    the process is gone, and time the lease by a clock no step moves (``store.leases``).
     """
 
     owner: str
