@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import msgspec
 import pytest
 
 from subagents.messages import Lease, RunRecord, RunStatus
-from subagents.store.leases import Liveness, alive, lease_for, stalled
+from subagents.store.leases import Liveness, alive, lease_for, machine_id, stalled
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 HIDDEN_BOOT = ["unshare", "-Urm", "sh", "-c", 'mount -t tmpfs none /proc/sys/kernel/random && "$@"']
@@ -125,3 +126,22 @@ def test_a_lease_naming_no_possible_pid_names_no_process() -> None:
         lease = msgspec.structs.replace(lease_for("h:1:a", 60.0, started_at=now), pid=pid)
         assert not alive(lease)  # on this machine a pid no process has is a dead host
         assert not stalled(lease, now + 120)
+
+
+def test_a_lease_an_older_version_wrote_on_this_machine_is_of_this_machine() -> None:
+    """An older version named its machine by host name, boot and pid namespace; naming the
+    time namespace too made every lease it wrote (and every lease this one writes, to it)
+    another machine's: during an upgrade a killed host's runs waited for its lease to lapse
+    instead of being taken at once. The initial time namespace (no clock offsets) goes
+    unsaid, so the two versions agree wherever it is the one in use."""
+    if os.readlink("/proc/self/ns/time") != "time:[4026531834]":
+        pytest.skip("this process is in a time namespace of its own")
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    older = f"{socket.gethostname()}|{boot}|{os.readlink('/proc/self/ns/pid')}"
+    assert machine_id() == older
+    now = time.time()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           check=True, capture_output=True, text=True)  # fmt: skip
+    killed = Lease(owner="h:1:a", host="h", pid=int(ended.stdout), machine=older,
+                   renewed_at=now, expires_at=now + 15)  # fmt: skip
+    assert not alive(killed)  # its process gone: dead at once, as the older version said

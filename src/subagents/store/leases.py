@@ -89,8 +89,14 @@ def _machine() -> tuple[str, bool]:
     except OSError:
         return "|".join(parts), False
     with contextlib.suppress(OSError):  # a kernel before 5.6 has no time namespaces
-        parts.append(os.readlink("/proc/self/ns/time"))
+        time_ns = os.readlink("/proc/self/ns/time")
+        if time_ns != _INITIAL_TIME_NS:  # the initial one (no offsets) goes unsaid: the id
+            parts.append(time_ns)  # is then an older version's, which it did not name
     return "|".join(parts), bool(boot)
+
+
+_INITIAL_TIME_NS = "time:[4026531834]"
+"""The time namespace every process is in unless put in another (``PROC_TIME_INIT_INO``)."""
 
 
 def boot_clock() -> float:
