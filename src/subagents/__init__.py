@@ -98,6 +98,7 @@ _EXPORTS = {
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
     "Fenced": "subagents.store.base",
+    "StoreBusy": "subagents.store.base",
     "MailRecording": "subagents.store.base",
     "MemoryStore": "subagents.store.memory",
     "SQLiteStore": "subagents.store.sqlite",
@@ -181,6 +182,7 @@ __all__ = [
     "SkillInfo",
     "SpawnRefused",
     "StopError",
+    "StoreBusy",
     "StoreError",
     "StoredEvent",
     "StreamSink",
@@ -267,7 +269,7 @@ if TYPE_CHECKING:
         pending_approvals,
     )
     from subagents.store.approvals import ApprovalRefused
-    from subagents.store.base import Fenced, MailRecording, RunStore, StoreError
+    from subagents.store.base import Fenced, MailRecording, RunStore, StoreBusy, StoreError
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport

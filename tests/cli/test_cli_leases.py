@@ -4,13 +4,19 @@ a stalled host's lease lapses and comes back when it renews."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from clikit import Cli, by_agent, finish
+
+from pgserver import stop_outside_a_transaction
 
 
 @pytest.fixture
@@ -103,6 +109,64 @@ def test_a_stalled_hosts_lease_lapses_and_comes_back_when_it_renews(cli: Cli) ->
             os.kill(proc.pid, signal.SIGCONT)
             proc.kill()
             proc.wait()
+
+
+def test_a_resume_against_a_write_lock_a_stalled_host_holds_says_so_in_one_line(
+    cli: Cli,
+) -> None:
+    """A host stopped inside a write (SIGSTOP between its BEGIN and COMMIT) holds the
+    SQLite file's write lock: a `resume` then cannot take its lease, and fails after its
+    busy timeout (it waits no longer). It printed a traceback; now one error line, naming
+    the likely holder (a host whose lease lapsed while its process lives), and takes
+    nothing: woken, the host renews its lease and its runs go on. The lock is held by the
+    test, as the stopped host would hold it: stopping a host inside one of its few
+    transactions is a race."""
+    proc = cli.start(
+        "run", "lead", "stall", "--agents", str(cli.agents), "--json",
+        env={"SUBAGENTS_LEASE_S": "1"},
+    )  # fmt: skip
+    try:
+        cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
+        stop_outside_a_transaction(cli.state, proc.pid)  # alive, renewing nothing
+        rows = cli.wait_runs(_all_orphaned, "the lease lapsing")
+        with _write_lock_held(cli.state):
+            resumed = cli("resume", "--agents", str(cli.agents))
+        assert resumed.returncode == 1, resumed.stderr
+        assert "Traceback" not in resumed.stderr, resumed.stderr
+        [error] = [line for line in resumed.stderr.splitlines() if line.startswith(ERROR)]
+        assert "busy" in error and f"pid {proc.pid}" in error and "kill -CONT" in error
+        os.kill(proc.pid, signal.SIGCONT)  # its lease was taken by nobody: it renews it
+        worker = next(r for r in rows if r["agent"] == "worker")
+        cli.wait_runs(
+            lambda rows: all(not r["orphaned"] for r in rows) and _worker_waiting(rows),
+            "the host renewing its lease",
+            proc,
+        )
+        assert cli("send", worker["run_id"], "go on").returncode == 0
+        code, out, err = finish(proc)
+        assert code == 0, err
+        assert "worker heard: go on" in out
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
+ERROR = "subagents resume: error: "
+
+
+@contextlib.contextmanager
+def _write_lock_held(path: Path) -> Iterator[None]:
+    """The SQLite file's write lock, held while inside (as a host stopped mid-write holds
+    it)."""
+    lock = sqlite3.connect(path, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
 
 
 def test_a_bad_lease_setting_is_a_usage_error(cli: Cli) -> None:

@@ -486,11 +486,14 @@ async def lead_of_lenders(ctx: AgentContext) -> str:
     return ",".join(str(o.result) for o in outcomes)
 
 
+@pytest.mark.parametrize("loss", ["host killed", "host frozen"])
 def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
-    ray_cluster: LocalCluster, store: Any
+    ray_cluster: LocalCluster, store: Any, loss: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under ``max_concurrency`` 2, eight workers on the worker node wait for mail: six have
-    lent their slots (parked), two hold theirs. Their host is SIGKILLed: all eight are moved,
+    lent their slots (parked), two hold theirs. Their host is SIGKILLed, or frozen (SIGSTOP,
+    not killed: its link falls silent, cut to 5 s here, and the driver kills it; its slots
+    are freed once, by the loss): all eight are moved,
     and only the two that held slots start again at once; the others wait for a slot, as a
     restart does. Measured by the agents themselves (a ``Tally`` of what works at once,
     across processes): each worker counts itself working from its start until it waits,
@@ -521,6 +524,9 @@ def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
     ]
     observed = Observed()
     events = observed.events
+    if loss == "host frozen":  # read by each link's reader as it waits
+        monkeypatch.setattr("subagents.cluster.hosting.SILENT_S", 5.0)
+        monkeypatch.setattr("subagents.cluster.hosting.FENCE_TIMEOUT_S", 10 * WAIT_S)
     with runtime(ray_cluster, store, agents, limits=Limits(max_concurrency=2)) as rt:
         rt.subscribe(observed)
         handle = rt.spawn("lead", "8")
@@ -529,7 +535,8 @@ def test_runs_parked_on_a_lost_host_start_again_within_the_limit(
         assert tally.peak()["working"] <= 2
         host = worker_host(rt, ray_cluster)
         before = len(events)
-        os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], signal.SIGKILL)
+        stop = signal.SIGSTOP if loss == "host frozen" else signal.SIGKILL
+        os.kill(ray.get(host.describe.remote(), timeout=WAIT_S)["pid"], stop)
         observed.wait_for(EventKind.RESTARTED, 8, "lender")  # all eight moved
         rt.stats()  # the loss's whole decision is published (events are, on its thread)
         again = [e.run_id for e in events[before:] if e.kind == EventKind.STARTED]

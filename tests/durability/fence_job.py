@@ -3,7 +3,8 @@ store (or a PostgreSQL one: DB a postgresql:// URL) with a short lease. The test
 process (SIGSTOP) past its lease, has another runtime take the runs over and finish them,
 then lets it go on (SIGCONT).
 
-Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N. Prints
+Each run, once past the gate, touches GATE.PID.TASK. Usage: fence_job.py DB GATE N [LEASE_S]
+(the lease, 1 s unless given; test_lease_clock's host renews it while it waits). Prints
 "ready" once its N runs have started, then each run's outcome (status, error) as one JSON
 line once they have all ended here.
 """
@@ -42,7 +43,7 @@ def gated_agent(gate: Path) -> FunctionAgent:
     return FunctionAgent.create("gated", gated)
 
 
-def main(db: str, gate: str, n: int) -> None:
+def main(db: str, gate: str, n: int, lease_s: float = 1.0) -> None:
     configure(level="warning", stream=sys.stderr)
     faulthandler.register(signal.SIGUSR1)  # a hang shows its threads
     started: set[str] = set()
@@ -59,7 +60,7 @@ def main(db: str, gate: str, n: int) -> None:
         if db.startswith("postgresql://")
         else SQLiteStore(db, busy_timeout=HANG_GUARD_S)
     )
-    rt = Runtime([gated_agent(Path(gate))], model=ScriptedModel(), store=store, lease_s=1.0)
+    rt = Runtime([gated_agent(Path(gate))], model=ScriptedModel(), store=store, lease_s=lease_s)
     rt.subscribe(on_event)
     handles = [rt.spawn("gated", f"t{i}") for i in range(n)]
     assert all_started.wait(HANG_GUARD_S), "the runs never started"
@@ -70,4 +71,4 @@ def main(db: str, gate: str, n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *map(float, sys.argv[4:5]))

@@ -33,6 +33,7 @@ from subagents.behaviour.function import AgentContext
 from subagents.cli.orphan_stop import end_orphaned
 from subagents.messages import RunStatus
 from subagents.runtime import AdmissionError, RunHandle
+from subagents.store.leases import boot_clock
 
 WAIT = 60.0
 QUIET = {"command_poll_s": 3600, "sweep_every_s": 3600}
@@ -83,7 +84,9 @@ class Stopped:
             if lapse_now:
                 lapsed = time.time() - 1
                 assert outside.renew_lease(
-                    msgspec.structs.replace(lease, renewed_at=lapsed, expires_at=lapsed)
+                    msgspec.structs.replace(
+                        lease, renewed_at=lapsed, expires_at=lapsed, expires_boot=boot_clock() - 1
+                    )
                 )
             else:
                 wait_until(lambda: time.time() > lease.expires_at + 0.1, "the lease to lapse")
@@ -215,7 +218,9 @@ def test_on_postgresql_the_stop_is_kept_and_the_lease_lost(pg_url: str) -> None:
             [lease] = [lease for lease in outside.leases() if lease.owner == rt.owner]
             lapsed = time.time() - 1
             assert outside.renew_lease(
-                msgspec.structs.replace(lease, renewed_at=lapsed, expires_at=lapsed)
+                msgspec.structs.replace(
+                    lease, renewed_at=lapsed, expires_at=lapsed, expires_boot=boot_clock() - 1
+                )
             )
             stopped = end_orphaned(outside, first.run_id)
             assert stopped is not None, "the run was not seen orphaned"

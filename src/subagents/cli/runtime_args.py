@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands t
     from subagents.definitions.spec import AgentSpec
     from subagents.models.base import Model
     from subagents.runtime import Runtime
+    from subagents.store.base import RunStore
     from subagents.supervision.limits import Limits
     from subagents.tools.permissions import Permissions
 
@@ -285,6 +286,7 @@ def start_runtime(
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
     from subagents.runtime import Runtime
+    from subagents.store.base import StoreBusy, StoreError
     from subagents.store.locations import is_database_url
 
     options = runtime_options(args, timeout=timeout)
@@ -310,10 +312,36 @@ def start_runtime(
     except ClusterError as exc:
         store.close()
         raise CliError(str(exc)) from exc
+    except StoreError as exc:  # its write lock held by a stalled host, a full disk...
+        said = f"{exc}{stalled_holders(store) if isinstance(exc, StoreBusy) else ''}"
+        store.close()
+        raise CliError(said) from exc
     except BaseException:
         store.close()
         raise
     return Hosted(runtime=runtime, store=store, offline=is_offline(args), approvals=approvals)
+
+
+def stalled_holders(store: RunStore) -> str:
+    """For a store whose write lock another process held past the busy timeout: the hosts of
+    this machine whose lease lapsed while their process lives on (``leases.stalled``:
+    stopped or hung, so likely stopped inside a write, holding the lock), named with what
+    lets them go; "" when there is none (or the leases cannot be read either)."""
+    from subagents.store.base import StoreError
+    from subagents.store.leases import stalled
+
+    try:
+        stuck = [lease for lease in store.leases() if stalled(lease)]
+    except StoreError:
+        return ""
+    if not stuck:
+        return ""
+    named = ", ".join(f"{lease.host} pid {lease.pid}" for lease in stuck)
+    return (
+        f"; likely held by a host stopped or hung inside a write: {named} (its lease lapsed,"
+        " its process lives: `kill -CONT PID` lets a stopped one go on; once it has ended,"
+        " `subagents resume` takes its runs)"
+    )
 
 
 def runtime_options(args: argparse.Namespace, *, timeout: float | None = None) -> dict[str, Any]:

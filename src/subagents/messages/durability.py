@@ -76,8 +76,9 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
 
     The hosting runtime renews it every few seconds; once ``expires_at`` has passed without a
     renewal, its unfinished runs are orphaned: ``subagents ps`` says so and ``resume`` may
-    take them. ``machine`` names the kernel (and pid namespace) where ``pid`` means something,
-    so that a reader there can tell at once that the process is gone (``store.leases``).
+    take them. ``machine`` names the kernel boot (and the pid and time namespaces) where
+    ``pid`` and ``expires_boot`` mean something, so that a reader there can tell at once that
+    the process is gone, and time the lease by a clock no step moves (``store.leases``).
     """
 
     owner: str
@@ -87,6 +88,10 @@ class Lease(msgspec.Struct, frozen=True, kw_only=True):
     started_at: float = 0.0
     renewed_at: float = 0.0
     expires_at: float = 0.0
+    expires_boot: float = 0.0
+    """``expires_at`` on the writer's boot clock (``CLOCK_BOOTTIME``; 0.0: none): what a
+    reader on the same machine decides by, as a step of the wall clock moves nothing of it
+    (``store.leases``)."""
     epoch: int = 0
     """Which taking of the lease this is: the store gives each ``acquire_lease`` a number
     never given before (in that store). A write fenced with ``(owner, epoch)`` is refused once

@@ -48,6 +48,12 @@ class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
 
+class StoreBusy(StoreError):
+    """Another connection held the store's write lock longer than this one waits (SQLite's
+    ``busy_timeout``): a long transaction, or a host stopped or hung inside one (SIGSTOP, a
+    frozen VM), which holds it until it goes on or dies."""
+
+
 class Fenced(StoreError):
     """A write of a runtime whose lease is no longer held (``check_fence``): another process
     took its runs over. Nothing of the transaction is kept."""

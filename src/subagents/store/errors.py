@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from subagents.store.base import StoreError
+from subagents.store.base import StoreBusy, StoreError
 
 # SQLite primary result codes (https://sqlite.org/rescode.html)
 SQLITE_PERM = 3
@@ -52,4 +52,5 @@ def translate(exc: sqlite3.Error, path: Path, doing: str) -> StoreError:
         reason = detail
     elif detail:
         reason = f"{reason} (sqlite: {detail})"
-    return StoreError(f"{path}: {doing}: {reason}")
+    kind = StoreBusy if code == SQLITE_BUSY else StoreError
+    return kind(f"{path}: {doing}: {reason}")

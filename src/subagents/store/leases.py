@@ -14,12 +14,23 @@ waiting for it to expire (a ``kill -9`` is seen by the next ``ps``). Elsewhere o
 tells: a host on another machine counts as alive until its lease expires. Clocks of hosts
 sharing a store are assumed to agree to well within ``lease_s``.
 
+Which clock: the wall clock (``time.time``) is the only one hosts on several machines share,
+and it steps (NTP, a person, a VM's clock set again after a pause). A step forward by more
+than what is left of a lease made every live host's lease look lapsed until its next renewal,
+and a runtime starting then (``restore=True``, the default) took the runs of live processes
+over (their hosts, fenced, failed them all); a step back kept a stalled host's lease looking
+alive that much longer. So a lease also carries its deadline on ``CLOCK_BOOTTIME``
+(``expires_boot``), one clock for every process of a kernel boot that no step moves (and
+that counts a suspend); a reader on the lease's own machine (``machine_id``: the boot, the
+pid and time namespaces) decides by it. Across machines the wall clock is all there is.
+
 This module is the one place that looks at hosts and processes; the supervisor is handed the
 set of live owners as data.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -58,18 +69,45 @@ def lease_seconds(given: float | None = None) -> float:
     return float(value)
 
 
-@functools.cache
 def machine_id() -> str:
-    """Where a pid means something: the kernel boot and the pid namespace (Linux), else the
-    host name. Two containers with one host name but their own pid namespaces differ."""
+    """Where a pid and the boot clock mean something: the kernel boot, the pid namespace and
+    the time namespace (which offsets ``CLOCK_BOOTTIME``; Linux), else the host name. Two
+    containers with one host name but their own pid namespaces differ."""
+    return _machine()[0]
+
+
+@functools.cache
+def _machine() -> tuple[str, bool]:
+    """``machine_id``, and whether it names the kernel boot: only then does a boot-clock
+    reading mean the same to its writer and its reader (a reboot restarts the clock at 0, and
+    a machine known by its host name alone is the same one after a reboot)."""
     parts = [socket.gethostname()]
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            parts.append(f.read().strip())
-        parts.append(os.readlink("/proc/self/ns/pid"))
+            boot = f.read().strip()
+        parts += [boot, os.readlink("/proc/self/ns/pid")]
     except OSError:
-        pass
-    return "|".join(parts)
+        return "|".join(parts), False
+    with contextlib.suppress(OSError):  # a kernel before 5.6 has no time namespaces
+        time_ns = os.readlink("/proc/self/ns/time")
+        if time_ns != _INITIAL_TIME_NS:  # the initial one (no offsets) goes unsaid: the id
+            parts.append(time_ns)  # is then an older version's, which it did not name
+    return "|".join(parts), bool(boot)
+
+
+_INITIAL_TIME_NS = "time:[4026531834]"
+"""The time namespace every process is in unless put in another (``PROC_TIME_INIT_INO``)."""
+
+
+def boot_clock() -> float:
+    """Seconds on this machine's ``CLOCK_BOOTTIME``: since its boot, suspend included, the
+    same for every process of one ``machine_id``, never stepped; 0.0 where there is none, or
+    where the boot is not known (``machine_id`` without it: a reading from before a reboot
+    would pass for one of this boot)."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None and _machine()[1] else 0.0
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
 
 
 def new_owner() -> str:
@@ -78,8 +116,12 @@ def new_owner() -> str:
 
 
 def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | None = None) -> Lease:
-    """The lease a runtime of this process writes (or renews) at ``now``."""
-    now = time.time() if now is None else now
+    """The lease a runtime of this process writes (or renews) at ``now`` (a wall-clock time:
+    its boot-clock deadline is as far from the boot clock's reading as ``now`` is from the
+    wall clock's, so a ``now`` given by a test moves both)."""
+    wall = time.time()
+    now = wall if now is None else now
+    boot = boot_clock()
     return Lease(
         owner=owner,
         host=socket.gethostname(),
@@ -88,10 +130,13 @@ def lease_for(owner: str, lease_s: float, *, started_at: float, now: float | Non
         started_at=started_at,
         renewed_at=now,
         expires_at=now + lease_s,
+        expires_boot=boot + (now - wall) + lease_s if boot else 0.0,
     )
 
 
 def _process_exists(pid: int) -> bool:
+    if pid <= 0:  # no process: os.kill would signal a process group, or every process
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -103,14 +148,62 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
+def overdue(lease: Lease, now: float | None = None) -> float:
+    """Seconds since ``lease``'s deadline at ``now`` (a wall-clock time; negative: before
+    it): on its own machine by the boot clock, which no step of the wall clock moves (the
+    reading offset as ``now`` is from the wall clock), elsewhere (or for a lease without a
+    boot deadline) by the wall clock."""
+    wall = time.time()
+    now = wall if now is None else now
+    if lease.expires_boot and lease.machine == machine_id():
+        boot = boot_clock()
+        if boot:
+            return boot + (now - wall) - lease.expires_boot
+    return now - lease.expires_at
+
+
+def lapsed(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease`` went unrenewed past its deadline at ``now`` (``overdue``)."""
+    return overdue(lease, now) >= 0
+
+
 def alive(lease: Lease, now: float | None = None) -> bool:
     """Whether ``lease``'s runtime may still be hosting its runs."""
-    now = time.time() if now is None else now
-    if lease.expires_at <= now:
+    if lapsed(lease, now):
         return False
     if lease.machine and lease.machine == machine_id() and lease.pid != os.getpid():
         return _process_exists(lease.pid)  # on this machine a dead process is seen at once
     return True
+
+
+def stalled(lease: Lease, now: float | None = None) -> bool:
+    """Whether ``lease`` lapsed while its process still exists on this machine: stopped
+    (SIGSTOP), hung or swapped out, not dead. Such a host, stopped inside a write, holds a
+    SQLite store's write lock until it goes on or dies."""
+    return (
+        lapsed(lease, now)
+        and lease.machine == machine_id()
+        and lease.pid != os.getpid()
+        and _process_exists(lease.pid)
+        and not _started_after_renewal(lease)
+    )
+
+
+def _started_after_renewal(lease: Lease) -> bool:
+    """Whether the process of ``lease.pid`` on this machine started after the lease was last
+    renewed: a pid reused since its host died, not its host. Told by the start time Linux
+    gives in ``/proc/PID/stat`` (clock ticks on the boot clock, the lease's own); False
+    where that cannot be read or the lease has no boot deadline."""
+    if not lease.expires_boot:
+        return False
+    try:
+        with open(f"/proc/{lease.pid}/stat", "rb") as f:
+            stat = f.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return False
+    renewed = lease.expires_boot - (lease.expires_at - lease.renewed_at)
+    return ticks / os.sysconf("SC_CLK_TCK") > renewed
 
 
 def live_owners(leases: Iterable[Lease], now: float | None = None) -> frozenset[str]:
@@ -205,15 +298,14 @@ class Liveness:
             return f"{describe_owner(record.owner)}, gone; its host is being started again"
         if lease is None:
             return f"{describe_owner(record.owner)}, no lease (its runtime has ended)"
+        # by the clock that decides (a step of the wall clock moves none of this machine's)
+        late = overdue(lease, self.now)
         if lease.owner in self.live:
-            return (
-                f"{lease.host} pid {lease.pid}, lease renewed {_ago(self.now - lease.renewed_at)}"
-            )
-        if lease.expires_at > self.now:
+            renewed = late + (lease.expires_at - lease.renewed_at)
+            return f"{lease.host} pid {lease.pid}, lease renewed {_ago(renewed)}"
+        if late < 0:
             return f"{lease.host} pid {lease.pid}, whose process is gone"
-        return (
-            f"{lease.host} pid {lease.pid}, whose lease lapsed {_ago(self.now - lease.expires_at)}"
-        )
+        return f"{lease.host} pid {lease.pid}, whose lease lapsed {_ago(late)}"
 
 
 def describe_owner(owner: str | None) -> str:

@@ -262,7 +262,7 @@ class PgProcessRows:
             locked = {owner for (owner,) in rows}
         leases = self._read_leases()  # as committed once the locks were taken
         return [
-            msgspec.structs.replace(lease, expires_at=float("inf"))
+            msgspec.structs.replace(lease, expires_at=float("inf"), expires_boot=float("inf"))
             if lease.owner in lapsed and lease.owner not in locked
             else lease
             for lease in leases
