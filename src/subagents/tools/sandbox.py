@@ -261,6 +261,8 @@ class RunSandbox:
             head += ["--write", str(path)]
         if not self.network and self.abi >= 4:
             head.append("--no-network")
+        if self.read_only:
+            head.append("--read-only")
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]
