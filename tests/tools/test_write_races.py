@@ -1,0 +1,51 @@
+"""The file tools run in the runtime's process, outside the sandbox: a path they checked can
+change before they write. A trial's background Bash (``renameat2(RENAME_EXCHANGE)`` of a
+workspace directory and a symlink to elsewhere, in a loop) made Write calls of an
+``acceptEdits`` run land outside the workspace, with the runtime's rights. These tests put
+the file system in the state the race produces (the path checked, then a symlink swapped in)
+and write."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from subagents.tools.errors import ToolError
+from subagents.tools.filestate import write_text
+from subagents.tools.workspace import Workspace
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> tuple[Workspace, Path]:
+    (tmp_path / "ws" / "d").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "victim").write_text("keep me")
+    return Workspace(tmp_path / "ws"), tmp_path / "outside"
+
+
+@pytest.mark.parametrize("target", ["d/victim", "d/new", "d/deeper/new"])
+def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    places: tuple[Workspace, Path], target: str
+) -> None:
+    ws, outside = places
+    path = ws.resolve(target)  # checked while d is a directory of the workspace
+    (ws.root / "d").rename(ws.root / "d.real")
+    (ws.root / "d").symlink_to(outside)  # then swapped
+    with pytest.raises(ToolError, match="symlink"):
+        write_text(path, "pwned", target, root=ws.root)
+    assert sorted(os.listdir(outside)) == ["victim"]
+    assert (outside / "victim").read_text() == "keep me"
+
+
+def test_a_write_still_makes_missing_directories_and_keeps_the_mode(
+    places: tuple[Workspace, Path],
+) -> None:
+    ws, _ = places
+    path = ws.resolve("a/b/c.sh")
+    write_text(path, "one", "a/b/c.sh", root=ws.root)
+    path.chmod(0o750)
+    write_text(path, "two", "a/b/c.sh", root=ws.root)
+    assert path.read_text() == "two" and path.stat().st_mode & 0o777 == 0o750
+    assert [p.name for p in path.parent.iterdir()] == ["c.sh"]  # no temporary left
