@@ -167,3 +167,16 @@ def test_the_filter_is_made_only_where_the_system_call_numbers_are_known() -> No
         wide = filter_program(read_only=False, network=True, machine=machine)
         narrow = filter_program(read_only=True, network=False, machine=machine)
         assert wide is not None and narrow is not None and len(narrow) > len(wide)
+
+
+@landlock
+@pytest.mark.skipif(not shutil.which("ipcmk"), reason="util-linux's ipcmk is not installed")
+def test_a_plan_mode_run_makes_no_ipc_object_of_the_machine(repo: Path) -> None:
+    """A System V segment or queue outlives the run (``ipcrm`` removes it, by id)."""
+    shown = run_bash(repo, ["ipcmk -M 4096", "ipcmk -Q", "ipcmk -S 1"], "plan")
+    kinds = {"Shared memory": "-m", "Message queue": "-q", "Semaphore": "-s"}
+    made = [line.split(" id: ") for out in shown for line in out.splitlines() if " id: " in line]
+    for kind, ident in made:  # what a failing run left
+        subprocess.run(["ipcrm", kinds[kind], ident], check=False)
+    assert made == [], shown
+    assert all("not permitted" in out for out in shown), shown

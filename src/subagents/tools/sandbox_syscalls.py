@@ -18,8 +18,9 @@ ones (``KEPT_CAPABILITIES``: what root needs to own and read files in its worksp
 the bounding, inheritable and ambient sets, so no program it runs gets them back, and installs
 a seccomp filter: always, the calls that change *another* process's priority, limits or CPUs
 fail (``EPERM``); in a read-only run, the calls that change a file's mode, owner, times,
-extended attributes or inode flags fail (``EPERM``); with the network off, ``socket()``
-fails (``EACCES``) for every family but netlink (``ip addr`` reads through it; changing
+extended attributes or inode flags fail (``EPERM``), and so does System V and POSIX IPC
+(queues, semaphores, shared memory: objects of the whole machine); with the network off,
+``socket()`` fails (``EACCES``) for every family but netlink (``ip addr`` reads through it; changing
 anything there needs a capability that is gone). ``socketpair`` (pipes between a program's
 own parts) is not affected. Both bind the command and all it starts, irrevocably.
 
@@ -85,6 +86,10 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "ioctl": 16, "socket": 41, "setpriority": 141, "ioprio_set": 251,
             "prlimit64": 302, "sched_setaffinity": 203, "sched_setscheduler": 144,
             "sched_setparam": 142, "sched_setattr": 314,
+            "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66,
+            "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220,
+            "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
+            "mq_notify": 244, "mq_getsetattr": 245,
         },
     ),
     "aarch64": (
@@ -96,6 +101,10 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "ioctl": 29, "socket": 198, "setpriority": 140, "ioprio_set": 30,
             "prlimit64": 261, "sched_setaffinity": 122, "sched_setscheduler": 119,
             "sched_setparam": 118, "sched_setattr": 274,
+            "shmget": 194, "shmat": 196, "shmctl": 195, "semget": 190, "semop": 193,
+            "semctl": 191, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
+            "semtimedop": 192, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+            "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
         },
     ),
 }  # fmt: skip
@@ -110,6 +119,14 @@ METADATA_CALLS = (
     "file_setattr",
 )  # fmt: skip
 """Denied in a read-only run: what changes a file without writing it."""
+IPC_CALLS = (
+    "shmget", "shmat", "shmctl", "semget", "semop", "semctl", "semtimedop", "msgget",
+    "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
+)  # fmt: skip
+"""Denied in a read-only run: System V and POSIX message queues, semaphores and shared
+memory are objects of the whole machine (``ipcmk`` made one that outlived the run; ids are
+small numbers, so another program's can be sent to, drained or removed)."""
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 OTHER_PROCESS_CALLS: dict[str, tuple[tuple[int, int], ...]] = {
     "setpriority": ((0, PRIO_PROCESS), (1, 0)),
@@ -171,7 +188,7 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     for name, pairs in OTHER_PROCESS_CALLS.items():
         code += _only_when(calls[name], pairs, deny)
     if read_only:
-        for name in METADATA_CALLS:
+        for name in (*METADATA_CALLS, *IPC_CALLS):
             if name in calls:
                 code += _deny(calls[name], deny)
         flags = (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR)
