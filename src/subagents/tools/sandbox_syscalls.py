@@ -35,7 +35,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 
 EPERM = errno.EPERM
@@ -177,7 +176,7 @@ def _only_when(nr: int, pairs: tuple[tuple[int, int], ...], otherwise: int) -> l
 def filter_program(*, read_only: bool, network: bool, machine: str | None = None) -> bytes | None:
     """The BPF program (``struct sock_filter`` array) for this machine, or None where its
     system call numbers are not known."""
-    known = _ARCHES.get(machine or platform.machine())
+    known = _ARCHES.get(machine or os.uname().machine)
     if known is None:
         return None
     arch, calls = known
