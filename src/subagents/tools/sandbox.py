@@ -9,6 +9,8 @@ it runs: it may write only under the run's workspace (its worktree when isolated
 private temporary directory of the run, or, when the run is read-only (``plan`` mode), only
 under that temporary directory; and, with the network off, it may open no TCP connection.
 Reads are not restricted unless the owner lists what may be read (``Sandbox(readable=...)``).
+What Landlock does not cover (file metadata, UDP and unix sockets, other processes,
+capabilities) the launcher adds with seccomp and a capability drop (``sandbox_syscalls``).
 The kernel holds the line for the process and everything it starts.
 
 And a process gets a scrubbed environment (``tool_environment``): a documented allowlist of
