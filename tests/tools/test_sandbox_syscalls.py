@@ -19,7 +19,7 @@ import pytest
 from subagents.messages import RunStatus, ToolResultBlock
 from subagents.runtime import Runtime
 from subagents.tools.permissions import Permissions
-from subagents.tools.sandbox_syscalls import filter_program
+from subagents.tools.sandbox_syscalls import EPERM, filter_program
 
 from .conftest import WAIT
 from .test_sandbox_runs import TRUSTING_BASH, agent, bash_run, landlock, results
@@ -180,3 +180,33 @@ def test_a_plan_mode_run_makes_no_ipc_object_of_the_machine(repo: Path) -> None:
         subprocess.run(["ipcrm", kinds[kind], ident], check=False)
     assert made == [], shown
     assert all("not permitted" in out for out in shown), shown
+
+
+PROBE = Path(__file__).resolve().parent / "io_uring_probe.py"
+
+
+@landlock
+def test_no_io_uring_request_goes_around_the_filter(
+    repo: Path, tmp_path: Path, listeners: tuple[socket.socket, socket.socket]
+) -> None:
+    """An io_uring request is no system call the filter sees: a plan run's ring made a unix
+    socket (then connected to a daemon outside) and set an extended attribute, both of
+    which the filter denies as calls. So where the filter denies anything the ring could
+    do instead (a read-only run, the network off), ``io_uring_setup`` fails."""
+    _, unix = listeners
+    target = repo / "src" / "calc.py"
+    before = metadata(target)
+    shown = run_bash(
+        repo,
+        [
+            f"{PY} {PROBE} connect {tmp_path / 'daemon.sock'}",
+            f"{PY} {PROBE} setxattr {target} user.x 1",
+        ],
+        "plan",
+    )
+    unix.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        unix.accept()
+    assert metadata(target) == before, shown
+    assert shown[0].endswith(f"ring socket: errno {EPERM}"), shown
+    assert shown[1].endswith(f"ring setxattr: errno {EPERM}"), shown

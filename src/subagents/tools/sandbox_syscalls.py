@@ -22,7 +22,9 @@ extended attributes or inode flags fail (``EPERM``), and so does System V and PO
 (queues, semaphores, shared memory: objects of the whole machine); with the network off,
 ``socket()`` fails (``EACCES``) for every family but netlink (``ip addr`` reads through it; changing
 anything there needs a capability that is gone). ``socketpair`` (pipes between a program's
-own parts) is not affected. Both bind the command and all it starts, irrevocably.
+own parts) is not affected. In either case ``io_uring`` is off (``RING_CALLS``): its
+requests are no system calls the filter sees. Both bind the command and all it starts,
+irrevocably.
 
 The filter knows the system call numbers of x86_64 and aarch64; elsewhere it is not installed
 (``filter_program`` returns None; the capabilities are still dropped). A call from another
@@ -107,7 +109,10 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
         },
     ),
 }  # fmt: skip
-_COMMON = {"fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469}
+_COMMON = {
+    "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+}  # fmt: skip
 """Numbered alike on every architecture (the tables were unified before they came)."""
 _X32_BIT = 0x40000000
 
@@ -126,6 +131,12 @@ IPC_CALLS = (
 """Denied in a read-only run: System V and POSIX message queues, semaphores and shared
 memory are objects of the whole machine (``ipcmk`` made one that outlived the run; ids are
 small numbers, so another program's can be sent to, drained or removed)."""
+RING_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register")
+"""Denied wherever the filter denies anything the ring can do: an io_uring request is no
+system call the filter sees (a plan run's ring made a unix socket with ``IORING_OP_SOCKET``
+and connected it to a daemon outside, and set an extended attribute with
+``IORING_OP_SETXATTR``). ``EPERM``, as ``kernel.io_uring_disabled`` answers: libuv and
+others then do their I/O with plain calls."""
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 OTHER_PROCESS_CALLS: dict[str, tuple[tuple[int, int], ...]] = {
     "setpriority": ((0, PRIO_PROCESS), (1, 0)),
@@ -186,6 +197,9 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     code += [_insn(_LD_W_ABS, _NR), _insn(_JGE_K, _X32_BIT, 0, 1), _insn(_RET_K, RET_KILL_PROCESS)]
     for name, pairs in OTHER_PROCESS_CALLS.items():
         code += _only_when(calls[name], pairs, deny)
+    if read_only or not network:
+        for name in RING_CALLS:
+            code += _deny(calls[name], deny)
     if read_only:
         for name in (*METADATA_CALLS, *IPC_CALLS):
             if name in calls:
