@@ -5,6 +5,7 @@ before the launcher dropped capabilities and installed its seccomp filter
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import shutil
@@ -210,3 +211,20 @@ def test_no_io_uring_request_goes_around_the_filter(
     assert metadata(target) == before, shown
     assert shown[0].endswith(f"ring socket: errno {EPERM}"), shown
     assert shown[1].endswith(f"ring setxattr: errno {EPERM}"), shown
+
+
+@landlock
+def test_a_system_call_number_past_the_table_fails_as_unknown_and_kills_nothing(
+    repo: Path,
+) -> None:
+    """``syscall(-1)`` (how a program probes) and an x32 number (``__X32_SYSCALL_BIT``,
+    which must not reach the rules' numbers either) fail with ``ENOSYS``, as an unknown
+    number does without a filter: the program goes on, the x32 ``chmod`` changes nothing."""
+    target = repo / "src" / "calc.py"
+    before = metadata(target)
+    call = "import ctypes; c = ctypes.CDLL(None, use_errno=True)"
+    probe = "print(c.syscall(-1), ctypes.get_errno(), end=' ')"
+    x32_chmod = f"print(c.syscall(0x40000000 | 90, b'{target}', 0o600), ctypes.get_errno())"
+    shown = run_bash(repo, [f'{PY} -c "{call}; {probe}; {x32_chmod}"'], "plan")
+    assert shown == [f"-1 {errno.ENOSYS} -1 {errno.ENOSYS}"], shown
+    assert metadata(target) == before

@@ -28,7 +28,11 @@ irrevocably.
 
 The filter knows the system call numbers of x86_64 and aarch64; elsewhere it is not installed
 (``filter_program`` returns None; the capabilities are still dropped). A call from another
-ABI of the same machine (32-bit ``int 0x80``, x32) kills the process: its numbers differ.
+ABI of the same machine (32-bit ``int 0x80``) kills the process: its numbers differ, and a
+32-bit program whose every call failed would crash without saying why ("Bad system call"
+says it). An x32 number (``__X32_SYSCALL_BIT`` set), or one past every table (``syscall(-1)``,
+how programs probe), fails with ``ENOSYS`` as an unknown number does: never reaching the
+rules, which compare 64-bit numbers, and killing nothing.
 Standard library only: the launcher loads this file by path (``python -I -S``).
 """
 
@@ -41,6 +45,7 @@ import struct
 
 EPERM = errno.EPERM
 EACCES = errno.EACCES
+ENOSYS = errno.ENOSYS
 
 KEPT_CAPABILITIES = frozenset(range(8))
 """CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID, KILL, SETGID, SETUID: what a root
@@ -194,7 +199,8 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     calls = {**calls, **_COMMON}
     deny = RET_ERRNO | EPERM
     code = [_insn(_LD_W_ABS, _ARCH), _insn(_JEQ_K, arch, 1, 0), _insn(_RET_K, RET_KILL_PROCESS)]
-    code += [_insn(_LD_W_ABS, _NR), _insn(_JGE_K, _X32_BIT, 0, 1), _insn(_RET_K, RET_KILL_PROCESS)]
+    unknown = RET_ERRNO | ENOSYS  # an x32 call, or a number past every table (-1: a probe)
+    code += [_insn(_LD_W_ABS, _NR), _insn(_JGE_K, _X32_BIT, 0, 1), _insn(_RET_K, unknown)]
     for name, pairs in OTHER_PROCESS_CALLS.items():
         code += _only_when(calls[name], pairs, deny)
     if read_only or not network:
