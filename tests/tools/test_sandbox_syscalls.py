@@ -228,3 +228,22 @@ def test_a_system_call_number_past_the_table_fails_as_unknown_and_kills_nothing(
     shown = run_bash(repo, [f'{PY} -c "{call}; {probe}; {x32_chmod}"'], "plan")
     assert shown == [f"-1 {errno.ENOSYS} -1 {errno.ENOSYS}"], shown
     assert metadata(target) == before
+
+
+def inode_version(path: Path) -> str:
+    return subprocess.run(["lsattr", "-v", str(path)], capture_output=True, text=True).stdout
+
+
+@landlock
+@pytest.mark.skipif(not shutil.which("lsattr"), reason="e2fsprogs' lsattr is not installed")
+def test_a_plan_mode_run_sets_no_inode_version(repo: Path) -> None:
+    """``FS_IOC_SETVERSION`` (``chattr -v``) changes an ext2/3/4 inode's generation through a
+    descriptor opened for reading, as ``FS_IOC_SETFLAGS`` does its flags."""
+    target = repo / "src" / "calc.py"
+    before = inode_version(target)
+    if "Operation not supported" in before or not before:
+        pytest.skip("this file system keeps no inode version")
+    ioctl = f"fcntl.ioctl(os.open('{target}', os.O_RDONLY), 0x40087602, struct.pack('l', 4242))"
+    shown = run_bash(repo, [f'{PY} -c "import fcntl, os, struct; {ioctl}"'], "plan")
+    assert inode_version(target) == before, shown
+    assert "not permitted" in shown[0], shown

@@ -62,6 +62,7 @@ CAPABILITY_VERSION_3 = 0x20080522
 AF_NETLINK = 16
 FS_IOC_SETFLAGS = (0x40086602, 0x40046602)  # 64- and 32-bit argument forms (chattr)
 FS_IOC_FSSETXATTR = 0x401C5820  # xfs_io chattr, project ids
+FS_IOC_SETVERSION = (0x40087602, 0x40047602)  # chattr -v: an ext2/3/4 inode's generation
 
 # seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64, little-endian)
 _NR, _ARCH = 0, 4
@@ -210,7 +211,7 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
         for name in (*METADATA_CALLS, *IPC_CALLS):
             if name in calls:
                 code += _deny(calls[name], deny)
-        flags = (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR)
+        flags = (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, *FS_IOC_SETVERSION)
         code += _on_argument(calls["ioctl"], 1, flags, deny, RET_ALLOW)
     if not network:
         code += _on_argument(calls["socket"], 0, (AF_NETLINK,), RET_ALLOW, RET_ERRNO | EACCES)
