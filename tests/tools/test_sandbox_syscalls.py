@@ -247,3 +247,17 @@ def test_a_plan_mode_run_sets_no_inode_version(repo: Path) -> None:
     shown = run_bash(repo, [f'{PY} -c "import fcntl, os, struct; {ioctl}"'], "plan")
     assert inode_version(target) == before, shown
     assert "not permitted" in shown[0], shown
+
+
+@landlock
+def test_a_plan_mode_run_adds_no_key_to_the_users_keyring(repo: Path) -> None:
+    """The user's keyring (``keyctl add user NAME DATA @u``) outlives the run and is the
+    user's everywhere; a plan run may still read it (``KEYCTL_GET_KEYRING_ID``)."""
+    name = f"subagents-plan-{os.getpid()}"
+    libc = "import ctypes; c = ctypes.CDLL(None, use_errno=True); c.syscall.restype = ctypes.c_long"
+    add = f"print(c.syscall(248, b'user', b'{name}', b'v', 1, -4), ctypes.get_errno(), end=' ')"
+    read = "print(c.syscall(250, 0, -4, 0) > 0)"  # KEYCTL_GET_KEYRING_ID of @u
+    shown = run_bash(repo, [f'{PY} -c "{libc}; {add}; {read}"'], "plan")
+    keys = Path("/proc/keys").read_text() if Path("/proc/keys").exists() else ""
+    assert f" {name}:" not in keys, shown
+    assert shown == [f"-1 {EPERM} True"], shown

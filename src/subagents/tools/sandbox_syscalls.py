@@ -97,6 +97,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220,
             "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
             "mq_notify": 244, "mq_getsetattr": 245,
+            "add_key": 248, "request_key": 249, "keyctl": 250,
         },
     ),
     "aarch64": (
@@ -112,6 +113,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "semctl": 191, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
             "semtimedop": 192, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
             "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
+            "add_key": 217, "request_key": 218, "keyctl": 219,
         },
     ),
 }  # fmt: skip
@@ -132,11 +134,16 @@ METADATA_CALLS = (
 IPC_CALLS = (
     "shmget", "shmat", "shmctl", "semget", "semop", "semctl", "semtimedop", "msgget",
     "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
-    "mq_notify", "mq_getsetattr",
+    "mq_notify", "mq_getsetattr", "add_key", "request_key",
 )  # fmt: skip
 """Denied in a read-only run: System V and POSIX message queues, semaphores and shared
 memory are objects of the whole machine (``ipcmk`` made one that outlived the run; ids are
-small numbers, so another program's can be sent to, drained or removed)."""
+small numbers, so another program's can be sent to, drained or removed). So is the user's
+keyring (``keyctl add ... @u`` left a key there; ``request_key`` may start a helper
+outside): ``keyctl`` only reads (``KEYCTL_READS``)."""
+KEYCTL_READS = (0, 6, 10, 11, 17)
+"""GET_KEYRING_ID, DESCRIBE, SEARCH, READ, GET_SECURITY: what ``keyctl show``/``print``
+do; every other operation (update, link, unlink, revoke, set a timeout...) changes keys."""
 RING_CALLS = ("io_uring_setup", "io_uring_enter", "io_uring_register")
 """Denied wherever the filter denies anything the ring can do: an io_uring request is no
 system call the filter sees (a plan run's ring made a unix socket with ``IORING_OP_SOCKET``
@@ -213,6 +220,7 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
                 code += _deny(calls[name], deny)
         flags = (*FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, *FS_IOC_SETVERSION)
         code += _on_argument(calls["ioctl"], 1, flags, deny, RET_ALLOW)
+        code += _on_argument(calls["keyctl"], 0, KEYCTL_READS, RET_ALLOW, deny)
     if not network:
         code += _on_argument(calls["socket"], 0, (AF_NETLINK,), RET_ALLOW, RET_ERRNO | EACCES)
     code.append(_insn(_RET_K, RET_ALLOW))
