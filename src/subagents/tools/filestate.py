@@ -98,9 +98,10 @@ def _write_in(parent: int, name: str, text: str) -> None:
     fd, tmp = _temporary(parent, name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
             f.write(text)
+            if mode is not None:  # after the write: a write clears S_ISUID without CAP_FSETID
+                f.flush()
+                os.fchmod(f.fileno(), mode)
         os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         with contextlib.suppress(OSError):
