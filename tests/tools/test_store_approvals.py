@@ -5,6 +5,7 @@ the call, once. Real actors, a real SQLite file, real Bash under the sandbox."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from subagents.store.approvals import ApprovalRefused
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.limits import Limits
 from subagents.tools.permissions import Permissions
+from subagents.tools.sandbox_exec import kernel_abi
 
 from .conftest import WAIT
 from .test_ask_user import ASKER, QUESTIONS
@@ -63,13 +65,18 @@ def results(model: ScriptedModel, name: str) -> list[ToolResultBlock]:
     ]
 
 
+def store_beside(workspace: Path) -> Path:
+    """A store outside the workspace: inside, the runs' commands could write it (refused)."""
+    return workspace.parent / f"{workspace.name}.sqlite3"
+
+
 def runtime(tmp_path: Path, model: ScriptedModel, **options: Any) -> Runtime:
     names = {r: agent(r) for r in ("worker", "other")}
     return Runtime(
         list(names.values()),
         model=model,
         workspace=tmp_path,
-        store=SQLiteStore(tmp_path / "runs.sqlite3"),
+        store=SQLiteStore(store_beside(tmp_path)),
         approve="store",
         **options,
     )
@@ -175,7 +182,7 @@ def test_a_reason_that_cannot_be_kept_is_refused_and_the_ask_stays_pending(tmp_p
 def test_questions_are_answered_through_the_store_with_the_answer_text(tmp_path: Path) -> None:
     model = ScriptedModel({"asker": ASKER})
     with Runtime([agent("asker")], model=model, workspace=tmp_path, approve="store",
-                 store=SQLiteStore(tmp_path / "runs.sqlite3")) as rt:  # fmt: skip
+                 store=SQLiteStore(store_beside(tmp_path))) as rt:  # fmt: skip
         asks = Asks(rt)
         handle = rt.spawn("asker", "go")
         approval_id = asks.wait(1)
@@ -301,3 +308,44 @@ def test_an_ask_of_a_retried_runs_earlier_attempt_is_neither_listed_nor_answerab
         rt.answer(second, True)
         assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+APPROVER = """
+import os, sys, time
+sys.path[:0] = {path!r}
+from subagents.store.sqlite import SQLiteStore
+store = SQLiteStore({store!r})
+while not os.path.exists("stop"):
+    for approval in store.list_approvals(pending=True):
+        store.answer_approval(approval.approval_id, True, "self-approved")
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.skipif(kernel_abi() < 1, reason="the kernel offers no Landlock")
+def test_a_command_cannot_answer_its_own_approval_to_leave_the_sandbox(tmp_path: Path) -> None:
+    """A trial: the store in the workspace, a Bash of an acceptEdits run started a
+    background process that answered the run's pending approvals in it; the call it asked
+    for, run outside the sandbox, wrote outside the workspace. With the store in reach of
+    the runs' commands, no call may leave the sandbox."""
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    store = workspace / "runs.sqlite3"
+    source = [p for p in sys.path if (Path(p) / "subagents").is_dir()]
+    (workspace / "approver.py").write_text(APPROVER.format(path=source, store=str(store)))
+    start = f"nohup setsid {sys.executable} approver.py > approver.log 2>&1 &"
+    leave = {"command": f"echo out > {outside}/escaped", "dangerouslyDisableSandbox": True}
+    calls = [{"name": "Bash", "input": {"command": start}}, {"name": "Bash", "input": leave}]
+    model = ScriptedModel({"worker": [{"tool_calls": [c]} for c in calls] + ["done"]})
+    permissions = Permissions(mode="acceptEdits", allow=("Bash",))
+    try:
+        with Runtime([agent("worker")], model=model, workspace=workspace, store=store,
+                     approve="store", permissions=permissions) as rt:  # fmt: skip
+            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
+            assert rt.store.list_approvals(pending=False) == []  # nothing was even asked
+    finally:
+        (workspace / "stop").touch()
+    assert not (outside / "escaped").exists()
+    shown = results(model, "worker")[1]
+    assert shown.is_error and "no command may run outside the sandbox here" in shown.content

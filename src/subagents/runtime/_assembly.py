@@ -8,6 +8,7 @@ Runtime itself is what runs (its threads, its calls, its views).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -355,11 +356,37 @@ def agent_env(
         approval_wait_s=positive_seconds(given.approval_wait_s, "approval_wait_s"),
         processes=processes,
         allow_hooks=allow_hooks,
-        sandbox=Sandbox.coerce(given.sandbox, given.tool_env),
+        sandbox=_store_out_of_reach(
+            Sandbox.coerce(given.sandbox, given.tool_env), store, workspace, permissions
+        ),
         tracer=tracer,
         mcp=mcp,
         worktrees=worktrees,
     )
+
+
+def _store_out_of_reach(
+    sandbox: Sandbox, store: RunStore, workspace: Workspace, permissions: Permissions
+) -> Sandbox:
+    """``sandbox``, told when the runs' commands could write the store's file: a trial's
+    background Bash answered its own pending approval through a store in the workspace, one
+    asking to leave the sandbox, which then wrote outside. Landlock cannot take a file out
+    of a writable tree, so no command of such a runtime may leave the sandbox, and a
+    warning says the store could be rewritten (a ``plan`` runtime's runs write nothing)."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path) or permissions.mode == "plan":
+        return sandbox
+    writer = sandbox.writer_of(path, workspace.root)
+    if writer is None:
+        return sandbox
+    log.warning(
+        "the store is inside a directory the commands of runs may write: one could rewrite"
+        " it (answer its own approvals, change records); no command may leave the sandbox."
+        " Keep the store elsewhere (Runtime(store=...), --state PATH, $SUBAGENTS_STATE)",
+        store=str(path),
+        writable=str(writer),
+    )
+    return dataclasses.replace(sandbox, store_within=str(path))
 
 
 def behaviours(

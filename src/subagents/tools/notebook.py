@@ -107,7 +107,12 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
                 cells[i]["execution_count"] = None
                 cells[i]["outputs"] = []
             message = f"Updated cell {args.cell_id} with {quoted(args.new_source)}"
-    write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", args.notebook_path)
+    write_text(
+        path,
+        json.dumps(notebook, indent=1, ensure_ascii=False) + "\n",
+        args.notebook_path,
+        root=ctx.workspace.root,
+    )
     ctx.session.saw(path)
     return message
 

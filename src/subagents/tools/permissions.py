@@ -255,7 +255,11 @@ class PermissionPolicy:
 
     def decide(self, tool: Tool, arguments: Mapping[str, Any]) -> Decision:
         name = tool.name
-        target = call_target(name, arguments, self.root)
+        try:
+            target = call_target(name, arguments, self.root)
+        except OSError as exc:  # a symlink on the path changed while it was read: a race
+            unresolved = f"{name}: its path could not be resolved ({exc.strerror or exc})"
+            return Decision("deny", unresolved)
         for rule in self.deny:
             why = _denial(rule, name, arguments, target, self.root)
             if why is not None:

@@ -9,6 +9,8 @@ it runs: it may write only under the run's workspace (its worktree when isolated
 private temporary directory of the run, or, when the run is read-only (``plan`` mode), only
 under that temporary directory; and, with the network off, it may open no TCP connection.
 Reads are not restricted unless the owner lists what may be read (``Sandbox(readable=...)``).
+What Landlock does not cover (file metadata, UDP and unix sockets, other processes,
+capabilities) the launcher adds with seccomp and a capability drop (``sandbox_syscalls``).
 The kernel holds the line for the process and everything it starts.
 
 And a process gets a scrubbed environment (``tool_environment``): a documented allowlist of
@@ -145,6 +147,9 @@ class Sandbox:
     """None: reads are not restricted. Else processes may read (and run) only under these
     paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
     the owner hides the rest (``~/.ssh``...)."""
+    store_within: str | None = None
+    """The store's file, when it is under what runs that write may write (set by the
+    runtime): then no command may leave the sandbox (``RunSandbox.exit_refusal``)."""
 
     @classmethod
     def coerce(
@@ -189,6 +194,18 @@ class Sandbox:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
         return dataclasses.replace(self, abi=abi)
 
+    def writer_of(self, path: Path, workspace: Path) -> Path | None:
+        """The directory through which the processes of a run that may write could change
+        ``path`` (the workspace or an owner's ``writable``), or None: not with Landlock off,
+        where nothing is held anyway."""
+        if not (self.enabled and self.abi):
+            return None
+        real = Path(os.path.realpath(path))
+        for top in (workspace, *(Path(p) for p in self.writable)):
+            if real.is_relative_to(top):
+                return top
+        return None
+
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
         definition can turn it off, never on where the owner's setting for the mode is off."""
@@ -219,6 +236,16 @@ class Sandbox:
             tool_env=self.tool_env,
             refusal=self._refusal(read_only, why),
             readable=readable,
+            exit_refusal=self._exit_refusal(),
+        )
+
+    def _exit_refusal(self) -> str | None:
+        if self.store_within is None:
+            return None
+        return (
+            f"no command may run outside the sandbox here: the run store {self.store_within}"
+            " is inside what commands may write, so a command could answer its own approval"
+            " (the owner can keep the store elsewhere)"
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -248,6 +275,8 @@ class RunSandbox:
     """Why no process may start (a read-only run without Landlock), or None."""
     readable: tuple[Path, ...] | None = None
     """Where its processes may read and run (None: anywhere)."""
+    exit_refusal: str | None = None
+    """Why no call may run outside the sandbox (``dangerouslyDisableSandbox``), or None."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -261,6 +290,8 @@ class RunSandbox:
             head += ["--write", str(path)]
         if not self.network and self.abi >= 4:
             head.append("--no-network")
+        if self.read_only:
+            head.append("--read-only")
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]

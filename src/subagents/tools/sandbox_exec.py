@@ -1,7 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        -- CMD ARGS...
+        [--read-only] -- CMD ARGS...
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
 ``preexec_fn`` is not safe there (a fork of a threaded process may deadlock in the child).
@@ -21,6 +21,12 @@ those and the ``--write`` directories. ``--no-network`` denies outgoing TCP conn
 (Landlock ABI 4+) and connections to abstract unix sockets outside (ABI 6+). From ABI 6 the
 command may not signal processes outside its sandbox (the runtime, other runs).
 
+What Landlock does not cover, ``sandbox_syscalls`` adds (loaded by path, standard library
+only): capabilities beyond the file ones are dropped; a seccomp filter denies changing other
+processes' priority and limits, with ``--no-network`` every ``socket()`` but netlink (UDP,
+named unix sockets), and with ``--read-only`` (a ``plan`` run) the calls that change a file's
+mode, owner, times, extended attributes or flags, which Landlock lets through.
+
 Why ``ctypes`` over the three syscalls rather than the ``landlock`` package on PyPI: that
 package is a pre-release (1.0.0.dev5) and importing a third-party package here would need
 ``site`` and the environment's paths in a process that must start fast and depend on nothing
@@ -38,6 +44,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from types import ModuleType
 
 SYS_CREATE_RULESET = 444
 SYS_ADD_RULE = 445
@@ -247,17 +254,39 @@ def _find(name: str) -> str | None:
     return None
 
 
+def syscall_limits() -> ModuleType:
+    """``sandbox_syscalls``, imported from the folder of this file: the launcher runs with
+    ``-I -S``, where the package cannot be imported (appended to ``sys.path``, so nothing
+    there can shadow the standard library; ``importlib.util`` would cost more imports)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.append(here)
+    return __import__("sandbox_syscalls")
+
+
+def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> None:
+    """Drop capabilities and install the seccomp filter (``limits``: ``sandbox_syscalls``,
+    loaded before ``restrict``, which may forbid reading it and sets ``no_new_privs``)."""
+    libc = _libc()
+    limits.drop_capabilities(libc)
+    program = limits.filter_program(read_only=read_only, network=network)
+    if program is not None:
+        limits.install_filter(libc, program)
+
+
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring), restrict, exec; the exit code on failure."""
     writable: list[str] = []
     readable: list[str] | None = None
     network = True
+    read_only = False
     abi = KNOWN_ABI
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
-        if flag == "--no-network":
-            network = False
+        if flag in ("--no-network", "--read-only"):
+            network = network and flag != "--no-network"
+            read_only = read_only or flag == "--read-only"
             i += 1
         elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
             if flag == "--write":
@@ -280,7 +309,9 @@ def main(argv: list[str]) -> int:
         return 127
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
+        limits = syscall_limits()
         restrict(writable, network=network, abi=abi, readable=readable)
+        limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:
         print(f"subagents sandbox: could not restrict the command: {exc}", file=sys.stderr)
         return FAILED_EXIT

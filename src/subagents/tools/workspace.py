@@ -5,9 +5,11 @@ and every symlink followed) before it is compared with the workspace, so neither
 an absolute path elsewhere, nor a symlink pointing out of the tree reaches outside. The
 refusal is an ``is_error`` result naming the path and the workspace, so the model knows why.
 
-(A symlink created between the check and the open could still redirect one call; the
-workspace bounds what a cooperative model reaches with the file tools. The processes tools
-start are bounded by the kernel instead: ``tools.sandbox``.)
+(A symlink swapped in between the check and the open could redirect a call: Write, Edit
+and NotebookEdit therefore reach the file's directory again from the root without following
+any symlink (``filestate.write_text``); a read could still be redirected, and reads are not
+restricted for the processes tools start either unless the owner says so. The processes
+tools start are bounded by the kernel instead: ``tools.sandbox``.)
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ class Workspace:
             raise ToolError(f"{what} {path!r} contains a NUL character")
         given = Path(path)
         joined = given if given.is_absolute() else self.root / given
-        real = Path(os.path.realpath(joined))
+        try:
+            real = Path(os.path.realpath(joined))
+        except OSError as exc:  # a symlink on the path changed while it was read: a race
+            raise ToolError(f"{what} {path} could not be resolved: {exc.strerror or exc}") from None
         if not self.contains(real):
             raise ToolError(
                 f"{path} is outside the workspace {self.root}: file tools can only reach"
