@@ -572,7 +572,9 @@ def _park_at_wait(agent: AgentActor) -> None:
     (``Parking.parked_at_wait``). Once per start (``_parks_at_wait`` None after): a later
     wait waits to be asked. Said and unsaid in one handling (``set_waiting``), nothing is."""
     agent._parks_at_wait = None
-    parks = agent._parked is None and not agent._ended and not agent.cancel.is_set()
+    if agent._ended:  # it ended after saying it waits: its end is its report
+        return
+    parks = agent._parked is None and not agent.cancel.is_set()
     if parks:
         agent._parked = []
     run_id, attempt = agent.record.run_id, agent.attempt
