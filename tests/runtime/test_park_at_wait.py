@@ -40,3 +40,39 @@ def test_runs_started_from_the_queue_lend_their_slot_at_their_wait_unasked() -> 
         (RunStatus.COMPLETED, f"to {run_id}") for run_id in ids
     ]
     assert tally.max_of("agent:") == 1  # never two working at once
+
+
+async def reporter(ctx: AgentContext) -> str:
+    await ctx.send(ctx.task, "done")  # its first wait: its mail's id, which comes at once
+    return "sent"
+
+
+async def collector(ctx: AgentContext) -> str:
+    for _ in range(3):
+        ctx.spawn("reporter", ctx.run_id, background=True)
+    done = 0
+    while done < 3:  # (the children's ends come as mail too: background)
+        mail = await ctx.receive(timeout=WAIT)
+        if mail is None:
+            return f"{done} done"
+        done += mail.content == "done"
+    return "3 done"
+
+
+def test_a_run_whose_first_wait_is_its_own_mails_id_takes_it_before_it_parks() -> None:
+    """Children started from the queue (one at a time under their parent) whose first wait is
+    the id of the mail they just sent: the mail goes straight to the parent and its id comes
+    back in the same handling, so each child ends there, holding its slot; it never lends it
+    to have to ask for it back (a ``parked`` and an ``unparked`` event per child, and two
+    messages more each, before the agent took its mail's id ahead of parking)."""
+    events = Events()
+    agents = [
+        FunctionAgent.create("reporter", reporter),
+        FunctionAgent.create("collector", collector),
+    ]
+    with Runtime(agents, limits=Limits(max_children=1)) as rt:
+        rt.subscribe(events)
+        outcome = rt.run("collector", "go", timeout=WAIT)
+    assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "3 done")
+    assert events.of(EventKind.QUEUED, "reporter") != []  # (they did start from the queue)
+    assert [e.kind for e in events.of(EventKind.PARKED) + events.of(EventKind.UNPARKED)] == []

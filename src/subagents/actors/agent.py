@@ -303,7 +303,7 @@ class AgentActor(FastInboxActor, Started):
                 self._guard(self.flush_reports)
             finally:
                 acks, self._acks = self._acks, None
-            if not acks:
+            if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
             for ack in acks:
                 if self._ended or self.cancel.is_set():
@@ -570,7 +570,13 @@ def _park_at_wait(agent: AgentActor) -> None:
     ``Park`` between two messages, and says so with its waiting report, one message
     (``WaitingChanged.parked``), so the supervisor gives its slot to the queue without asking
     (``Parking.parked_at_wait``). Once per start (``_parks_at_wait`` None after): a later
-    wait waits to be asked. Said and unsaid in one handling (``set_waiting``), nothing is."""
+    wait waits to be asked. Said and unsaid in one handling (``set_waiting``), nothing is.
+    Put off while mail it sent in that handling is still held: its ids may come back in this
+    ``_settle`` (mail taken straight to its recipients), and a run whose first wait was for
+    them (``await ctx.send``) would otherwise lend its slot only to ask for it back at once;
+    it parks once they are handed to it, unless it ended meanwhile."""
+    if agent._desk is not None and SendMail in map(type, agent._held):
+        return
     agent._parks_at_wait = None
     if agent._ended:  # it ended after saying it waits: its end is its report
         return
