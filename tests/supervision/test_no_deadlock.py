@@ -144,6 +144,9 @@ class Agent:
     told_waiting: bool = False
     parked: list[Any] | None = None
     wanting: bool = False
+    park_at_wait: bool = False
+    """Its start said runs of its key are queued behind it: it parks at its first wait by
+    itself and says so with that report (``AgentActor``'s ``_park_at_wait``)."""
     inbox: deque[Any] = field(default_factory=deque)
 
 
@@ -191,10 +194,11 @@ class World:
     def apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             match effect:
-                case StartRun(record=record, attempt=attempt):
+                case StartRun(record=record, attempt=attempt, park_at_wait=park_at_wait):
                     node = self.nodes[record.task]
                     style = self.rng.random() < 0.5
-                    self.agents[record.run_id] = Agent(record.run_id, attempt, node, style)
+                    agent = Agent(record.run_id, attempt, node, style, park_at_wait=park_at_wait)
+                    self.agents[record.run_id] = agent
                 case Tell(run_id=run_id, message=message):
                     agent = self.agents.get(run_id)
                     if agent is not None:  # no actor (queued, ended): dropped, as in actors/
@@ -266,9 +270,14 @@ class World:
         agent.waiting_on = on
         if agent.llm_style or not agent.told_waiting:
             agent.told_waiting = True
+            parks, agent.park_at_wait = agent.park_at_wait, False  # (its first wait only)
+            if parks:
+                agent.parked = []
             self.tell_supervisor(
                 agent.run_id,
-                WaitingChanged(run_id=agent.run_id, waiting=True, attempt=agent.attempt),
+                WaitingChanged(
+                    run_id=agent.run_id, waiting=True, attempt=agent.attempt, parked=parks
+                ),
             )
 
     def resume(self, agent: Agent) -> None:

@@ -167,6 +167,7 @@ class AgentActor(FastInboxActor, Started):
     _parked: list[Any] | None = None
     """While parked (it gave its slot back): what it received meanwhile, held back."""
     _wanting: bool = False
+    _parks_at_wait: bool | None = False  # True: it said it waits, parks at the handling's end
     _acks: list[Any] | None = None
     """While ``_settle`` sends the held reports: the acknowledgements of mail they took
     straight to its recipients, for it to hand on."""
@@ -197,17 +198,9 @@ class AgentActor(FastInboxActor, Started):
 
     @property
     def log(self) -> Any:
-        """This run's logger, its ids bound. Bound on first use, not in the constructor:
-        most runs never log, and binding is on every run's spawn path."""
+        """This run's logger, its ids bound on first use (``_bound_log``)."""
         if self._log is None:
-            r = self.record
-            self._log = log.bind(
-                run_id=r.run_id,
-                parent_run_id=r.parent_run_id,
-                root_run_id=r.root_run_id,
-                agent=r.agent,
-                depth=r.depth,
-            )
+            self._log = _bound_log(self.record)
         return self._log
 
     # ---- pykka hooks -------------------------------------------------------------------------
@@ -256,7 +249,7 @@ class AgentActor(FastInboxActor, Started):
         self._handling = threading.get_ident()
         try:
             work(*args)
-            if self._held or self._wakes is not None:  # (else nothing to settle: no frame)
+            if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
         finally:
             self._handling = 0
@@ -300,6 +293,8 @@ class AgentActor(FastInboxActor, Started):
         recipients are handed to the behaviour at once, as a message that had just come
         (no hand-off through this actor's own mailbox); what they lead to settles in turn."""
         while True:
+            if self._parks_at_wait:
+                _park_at_wait(self)
             if self._wakes is not None and self._wakes.wanted:
                 self._wakes.arm(self.actor_ref, ended=self._ended)
             if not self._held:
@@ -309,7 +304,7 @@ class AgentActor(FastInboxActor, Started):
                 self._guard(self.flush_reports)
             finally:
                 acks, self._acks = self._acks, None
-            if not acks:
+            if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
             for ack in acks:
                 if self._ended or self.cancel.is_set():
@@ -488,6 +483,10 @@ class AgentActor(FastInboxActor, Started):
             report.read_mail.extend(read_mail)
 
     def set_waiting(self, waiting: bool) -> None:
+        parks = self._parks_at_wait  # its start told to park at its first wait: ``_park_at_wait``
+        if parks is not None and (waiting or parks) and self._start.park_at_wait:
+            self._parks_at_wait = waiting  # (said and unsaid in one handling: nothing told)
+            return
         self._tell(WaitingChanged(run_id=self.record.run_id, waiting=waiting, attempt=self.attempt))
 
     def wake_after(self, key: str, seconds: float) -> None:
@@ -552,3 +551,38 @@ class PooledAgentActor(PooledActor, AgentActor):
     """An ``AgentActor`` that holds no thread of its own: its messages are handled on a
     shared ``Dispatcher``'s threads (``actors/pooled.py``), so a waiting run costs only its
     objects. Started with ``dispatcher=`` instead of ``pool=``."""
+
+
+def _bound_log(r: RunRecord) -> Any:
+    """A run's logger, its ids bound. Bound on first use, not in the constructor: most runs
+    never log, and binding is on every run's spawn path."""
+    return log.bind(
+        run_id=r.run_id,
+        parent_run_id=r.parent_run_id,
+        root_run_id=r.root_run_id,
+        agent=r.agent,
+        depth=r.depth,
+    )
+
+
+def _park_at_wait(agent: AgentActor) -> None:
+    """The handling in which ``agent``'s run said it waits is over, and runs of its slot key
+    were queued behind it when it started (``StartRun.park_at_wait``): it parks, as on a
+    ``Park`` between two messages, and says so with its waiting report, one message
+    (``WaitingChanged.parked``), so the supervisor gives its slot to the queue without asking
+    (``Parking.parked_at_wait``). Once per start (``_parks_at_wait`` None after): a later
+    wait waits to be asked. Said and unsaid in one handling (``set_waiting``), nothing is.
+    Put off while mail it sent in that handling is still held: its ids may come back in this
+    ``_settle`` (mail taken straight to its recipients), and a run whose first wait was for
+    them (``await ctx.send``) would otherwise lend its slot only to ask for it back at once;
+    it parks once they are handed to it, unless it ended meanwhile."""
+    if agent._desk is not None and SendMail in map(type, agent._held):
+        return
+    agent._parks_at_wait = None
+    if agent._ended:  # it ended after saying it waits: its end is its report
+        return
+    parks = agent._parked is None and not agent.cancel.is_set()
+    if parks:
+        agent._parked = []
+    run_id, attempt = agent.record.run_id, agent.attempt
+    agent._tell(WaitingChanged(run_id=run_id, waiting=True, attempt=attempt, parked=parks))

@@ -323,6 +323,10 @@ class WaitingChanged(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     waiting: bool
     attempt: int = 0
     """Which start of the sending run this comes from (0: not from a run's actor)."""
+    parked: bool = False
+    """It waits and has parked already (its start was told to: ``StartRun.park_at_wait``):
+    its slot is given back with this report, as with a ``Parked`` answer, without a ``Park``
+    asked first (supervision/parking.py)."""
 
 
 # ---- parking: a waiting run lends its concurrency slot (supervision/parking.py) --------------

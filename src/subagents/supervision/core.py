@@ -334,13 +334,16 @@ class SupervisorCore:
     def _waiting(self, msg: WaitingChanged) -> None:
         state = self.runs.reporting(msg.run_id, msg.attempt)
         status = RunStatus.WAITING if msg.waiting else RunStatus.RUNNING
-        if state is not None:
-            self.parking.waiting(state, msg.waiting)
+        if state is not None:  # one parked at its wait (``parked``) is no holder to ask
+            self.parking.waiting(state, msg.waiting and not msg.parked)
             if state.record.status is not status:
                 move = Move.WAITS if msg.waiting else Move.WORKS
                 self.effects.writes.append(self.runs.fire(state, move))
                 if msg.waiting:
                     self.effects.event(EventKind.WAITING, state.record, {})
+            if msg.parked and (lent := self.parking.parked_at_wait(state)) is not None:
+                self.effects.take(lent)  # its slot given back, as a ``Parked`` answer's
+                self.effects.take(self.lifecycle.start_queued())
 
     def parked(self, msg: Parked) -> Decision:
         """A run gave its slot back (``parking``): queued runs take it."""

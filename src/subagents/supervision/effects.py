@@ -56,6 +56,11 @@ class StartRun(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """What the run's offer of the spawn tools reads of the supervisor's state
     (``RunTable.standing``: its ancestors' ``maxDepth``, its tree's runs), copied now: the
     offer runs the admission checks over it (``admission_checks.offer``)."""
+    park_at_wait: bool = False
+    """Runs of its slot key are queued behind it (``SlotPool.queued_behind``): at its first
+    wait it parks by itself, between two messages, and says so with its waiting report
+    (``WaitingChanged.parked``): under a limit, each run that waits lends its slot to the
+    next without a ``Park``/``Parked`` round trip (``parking.py``)."""
 
 
 class Tell(msgspec.Struct, frozen=True, gc=False, tag=True):

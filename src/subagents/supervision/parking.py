@@ -15,12 +15,21 @@ A run's ``park`` state: None (it holds its slot, or is queued), "asked" (told to
 confirmed: its slot is spoken for), "parked" (gave its slot back) or "wanting" (parked, and
 waiting for a slot again). A new start of the run (a restart, a resume) clears it: the new
 actor starts with a slot.
+
+A run started while runs of its own slot key are queued (under a limit, every run started
+from the queue) is told so with its start (``StartRun.park_at_wait``): at its first wait its
+agent parks by itself and says so with its waiting report (``WaitingChanged.parked``,
+``parked_at_wait``), so each run that waits lends its slot to the next in one message, not
+in a ``Park``/``Parked`` round trip. Its slot fits any of them (every scope the same); if the
+queue emptied meanwhile the slot is simply free, and the run gets one back as any parked run
+does (``SlotWanted``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import enabled, get_logger
@@ -123,15 +132,15 @@ class Parking:
         """The run said it waits (it may be parked) or works (it may not)."""
         self.slots.set_idle(state.run_id, waiting)
 
-    def parked(self, state: RunState) -> Decided | None:
-        """``state``'s agent gave its slot back: its ``parked`` event, if it was asked to
-        (queued runs may take the slot now); else None."""
+    def parked(self, state: RunState, data: dict[str, Any] | None = None) -> Decided | None:
+        """``state``'s agent gave its slot back: its ``parked`` event (with ``data``), if it
+        was asked to (queued runs may take the slot now); else None."""
         if state.park != "asked":
             return None
         state.park = "parked"
         self.slots.release(state.run_id)
         parked = Decided()
-        parked.event(EventKind.PARKED, state.record, self.now(), {})
+        parked.event(EventKind.PARKED, state.record, self.now(), data or {})
         if enabled(logging.INFO):  # asked first: a line filtered out still costs (logs.py),
             log.info(  # and under the default limits every run past the first few parks
                 "a waiting run lent its slot to a queued run",  # (expected: not a warning)
@@ -141,6 +150,16 @@ class Parking:
                 limit=self.limits.max_concurrency,
             )
         return parked
+
+    def parked_at_wait(self, state: RunState) -> Decided | None:
+        """``state``'s agent parked by itself at its wait, as its start was told to
+        (``StartRun.park_at_wait``), and said so with its waiting report: its slot is given
+        back as if it had been asked (``Park``) and had answered (``Parked``), without the
+        round trip. None if the run is parked already (nothing to give back)."""
+        if state.park not in (None, "asked"):
+            return None
+        state.park = "asked"  # (a park asked meanwhile is answered by this one)
+        return self.parked(state, {"at_wait": True})
 
     def slot_wanted(self, state: RunState) -> Decided | None:
         """A parked run received something: it gets a slot again, ahead of new admissions

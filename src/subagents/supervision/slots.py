@@ -19,16 +19,12 @@ runs started over the limit and runs resuming would then work at once, above the
 the breaker had to recognise every shape of deadlock (every scope, every event). Here the
 argument is short: every slot is held by a working run, which will end or wait, or by a waiting
 run, which can be parked; so a queued run whose scopes are full of waiting runs always gets a
-slot, and the runs working never exceed any limit. Parking costs a round trip to the agent,
-paid only when a queued run actually needs the slot.
-
-This module is the pure part: counts, queues, FIFO order, and which waiting holders to park
-(``park_candidates``). ``SupervisorCore`` carries out the parking with the agents.
+slot, and the runs working never exceed any limit. A park is a round trip to the agent (none for
+a run started with its key queued: ``queued_behind``); here the pure part: counts, whom to park.
 
 Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys (a
-fan-out queues hundreds of runs of one agent and one parent). So the pool counts queued runs
-per key and checks each distinct key once: a release next to 900 queued runs of one key costs
-one check, not 900.
+fan-out queues hundreds of one agent and one parent): the pool counts queued runs per key and
+checks each key once (a release next to 900 queued runs of one key costs one check, not 900).
 """
 
 from __future__ import annotations
@@ -316,6 +312,10 @@ class SlotPool:
 
     def has_idle(self, run_id: str) -> bool:
         return run_id in self._idle
+
+    def queued_behind(self, run_id: str) -> bool:
+        """Runs of the key ``run_id`` holds wait for a slot: its slot fits each of them."""
+        return (key := self._holders.get(run_id)) in self._queued_keys or key in self._resume_keys
 
     def park_candidates(self, idle: Callable[[str], bool]) -> list[str]:
         """The waiting holders to ask to park so that queued runs get slots (FIFO: the first

@@ -115,6 +115,7 @@ class Starts:
                 checkpoint=state.checkpoint,
                 attempt=state.attempt,
                 standing=self.runs.standing(state),
+                park_at_wait=self.slots.queued_behind(state.run_id),
             )
         )
         # armed after the start (its thread wakes meanwhile): nothing is decided in between
