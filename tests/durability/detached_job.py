@@ -44,7 +44,9 @@ def main(db: str, out: str, mode: str) -> int:
         outcome = rt.run("lead", "start it", wait=60)
         assert waiting.wait(60), "slow never waited"
         ids = {"lead": outcome.run_id, "slow": outcome.result}
-        Path(out).write_bytes(msgspec.json.encode(ids))
+        part = Path(f"{out}.part")  # whole or not at all: the test reads it once it exists,
+        part.write_bytes(msgspec.json.encode(ids))  # and kills this job (seen: half a file)
+        part.replace(out)
         threading.Event().wait(600)  # killed here, the detached child waiting for its mail
         return 1
     ids = msgspec.json.decode(Path(out).read_bytes())
