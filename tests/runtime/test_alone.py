@@ -8,11 +8,17 @@ run's records (a ``StoreError``: the store failed) or breaks on them (a ``TypeEr
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
+import pytest
+
 from subagents import FunctionAgent, MemoryStore, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
 from subagents.store.base import StoreError
 from subagents.supervision.admission import AdmissionError
+from subagents.supervision.requests import MAX_NESTING
 
 WAIT = 60.0
 REFUSED = "refused"  # the task whose records the store refuses
@@ -84,3 +90,32 @@ def test_no_checked_request_is_left_behind_by_admitted_or_refused_root_spawns() 
         else:
             raise AssertionError("a spawn after the store failed was not refused")
         assert not checked.requests, checked.requests
+
+
+def test_a_shared_value_changed_after_the_spawn_is_still_checked_at_its_admission() -> None:
+    """A request's ``shared`` values are the caller's objects (``Runtime.spawn`` copies the
+    mapping, not what it holds): one changed after ``spawn`` returned, before the supervisor
+    took the request, is checked there as before (``request_fields``), not taken as checked
+    by the caller. The supervisor is held (publishing the first run's start) meanwhile."""
+    gate, held = threading.Event(), threading.Event()
+
+    def hold(event: Event) -> None:
+        if event.kind is EventKind.STARTED and not held.is_set():
+            held.set()
+            assert gate.wait(WAIT)
+
+    with Runtime(AGENTS) as rt:
+        rt.subscribe(hold)
+        try:
+            first = rt.spawn("echo", "first")
+            assert held.wait(WAIT)
+            value: list[Any] = []
+            handle = rt.spawn("echo", "shared", shared={"deep": value})  # fine as checked
+            for _ in range(MAX_NESTING + 5):  # then nested past the cap
+                value.append([])
+                value = value[0]
+        finally:
+            gate.set()
+        assert first.result(timeout=WAIT).result == "first"
+        with pytest.raises(AdmissionError, match="nested more than"):
+            handle.result(timeout=WAIT)

@@ -123,8 +123,10 @@ class RootRuns:
         supervisor = self.requests.hosting.supervisor
         stamped = self._stamped(request, run_id)
         checked = self.roots.checked
-        if checked is not None and checked.limits is self.limits:  # (``check`` above)
-            checked.requests[run_id] = stamped  # its admission does not check it again
+        # its admission does not check it again (``check`` above), unless it holds shared
+        # values: the caller's own objects, which it may still change until then
+        if checked is not None and checked.limits is self.limits and not stamped.shared:
+            checked.requests[run_id] = stamped
         if supervisor is None or not supervisor.tell(stamped):
             if checked is not None:
                 checked.forget(run_id)
