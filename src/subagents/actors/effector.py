@@ -109,7 +109,7 @@ class Effector:
         and most decisions stop no run and start at most one. An event (``Publish``: three
         of a trivial run's seven effects) goes to ``on_event`` straight, with no lookup."""
         handlers = self._by_type
-        listed = effects if isinstance(effects, list) else list(effects)  # (a decision's are)
+        listed = effects if type(effects) is list else list(effects)  # (a decision's are)
         kinds = list(map(type, listed))
         if self._directory is not None and StopAgent in kinds:
             self._unlist_stopping(listed)
@@ -121,9 +121,7 @@ class Effector:
                 if kind is Publish:  # (half of a run's effects: published straight)
                     on_event(effect.event)
                     continue
-                handler = handlers.get(kind)
-                if handler is not None:
-                    handler(effect)
+                handlers[kind](effect)  # (every ``Effect`` type has one: no ``get`` call)
             except Exception:
                 log.exception("effect failed", effect=kind.__name__)
 

@@ -35,6 +35,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
+from subagents.actors.alone import STRAIGHT, straight
 from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
@@ -324,6 +325,8 @@ class SupervisorActor(FastInboxActor):
         ):
             self._refuse_tell(message)
             return
+        if not more and type(message) in STRAIGHT and straight(self, message):  # (alone)
+            return
         if type(message) in _GROUPED:
             self._in_group((message,), more=more)
             return
@@ -486,8 +489,7 @@ class SupervisorActor(FastInboxActor):
         return decided.reply
 
     def _decide(self, message: Any) -> Decision | None:
-        """The core's decision on a message it decides (None: not one of them), by the
-        message's type (``actors/deciders.py``)."""
+        """The core's decision on ``message`` (None: not one it decides: ``deciders``)."""
         decide = self._deciders.get(type(message))
         return None if decide is None else decide(message)
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -40,6 +40,7 @@ from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.limits import LimitError, Limits, shown
+from subagents.supervision.requests import CheckedRoots
 from subagents.supervision.spawn_rules import SpawnRules
 from subagents.telemetry import Telemetry, provider_from_env
 from subagents.tools.approval import ApprovalHandler
@@ -131,6 +132,13 @@ def tools_for(tools: Iterable[Tool | Callable[..., Any]], builtin_tools: bool) -
     return {**(builtin_tools_by_name() if builtin_tools else {}), **as_tools(tools)}
 
 
+class HoldsChecked(Protocol):
+    """Where the runtime's root spawns are checked before they are told (``RootWaiters``,
+    read by ``RootRuns``): handed the core's ``CheckedRoots``."""
+
+    checked: CheckedRoots | None
+
+
 def supervisor_core(
     given: RuntimeArguments,
     agents: Callable[[], Mapping[str, AgentSpec]],
@@ -138,13 +146,16 @@ def supervisor_core(
     limits: Limits,
     owner: str,
     model: Model,
+    roots: HoldsChecked | None = None,
 ) -> SupervisorCore:
     """The supervisor's decisions over the current definitions (``agents``, re-read on each
     call: the registry may have reloaded them) and the runs in ``store``; the runtime's
     permission mode is kept in each root's ceiling; a ``model`` that answers every run
     whatever it asks for (the offline one: its ``answers_as``) is recorded as what answered
-    (``RunRecord.answered_by``), beside the model asked for."""
-    return SupervisorCore(
+    (``RunRecord.answered_by``), beside the model asked for. ``roots``: the runtime's root
+    waiters, given the core's record of the root requests its caller checked
+    (``requests.CheckedRoots``: their admission does not check them again)."""
+    core = SupervisorCore(
         lookup=lambda name: agents().get(name),
         names=lambda: list(agents()),
         read_run=store.get_run,
@@ -154,6 +165,9 @@ def supervisor_core(
         runtime_mode=Permissions.coerce(given.permissions).mode,
         answered_by=getattr(model, "answers_as", None),
     )
+    if roots is not None:
+        roots.checked = core.admission.checked
+    return core
 
 
 def store_for(

@@ -121,7 +121,15 @@ class RootRuns:
         window.enter(run_id)  # room for it (or TimeoutError naming the stall)
         waiter = self.roots.expect(run_id)
         supervisor = self.requests.hosting.supervisor
-        if supervisor is None or not supervisor.tell(self._stamped(request, run_id)):
+        stamped = self._stamped(request, run_id)
+        checked = self.roots.checked
+        # its admission does not check it again (``check`` above), unless it holds shared
+        # values: the caller's own objects, which it may still change until then
+        if checked is not None and checked.limits is self.limits and not stamped.shared:
+            checked.requests[run_id] = stamped
+        if supervisor is None or not supervisor.tell(stamped):
+            if checked is not None:
+                checked.forget(run_id)
             self.roots.forget(run_id)
             window.decided((run_id,))
             raise RuntimeClosed("the runtime is closed")

@@ -13,8 +13,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from subagents.messages import Outcome, RunStatus, SpawnReply, SpawnsDecided, ToOutside
+from subagents.messages import (
+    ChildDone,
+    Outcome,
+    RunStatus,
+    SpawnReply,
+    SpawnsDecided,
+    ToOutside,
+)
 from subagents.runtime._spawn_window import SpawnWindow
+from subagents.supervision.requests import CheckedRoots
 
 _LANDING = threading.Lock()
 """Makes a waiter's check-and-open one step: a refusal, an outcome and the runtime's closing
@@ -88,6 +96,11 @@ class RootWaiters:
         self._lock = threading.Lock()
         self.window = SpawnWindow(deciding)
         """The root spawns told and not decided yet (``RootRuns`` enters them)."""
+        self.checked: CheckedRoots | None = None
+        """The supervisor's record of the root requests ``RootRuns.spawn`` checked before
+        telling them (``requests.CheckedRoots``; set once the supervisor's core is made):
+        one refused before its admission looked (the store failed, the runtime closing) is
+        forgotten when its refusal lands here."""
 
     def expect(self, run_id: str) -> Waiter:
         """A new waiter for a root run about to be asked for."""
@@ -112,17 +125,22 @@ class RootWaiters:
     def told(self, message: ToOutside) -> None:
         """What the supervisor tells the requester of root runs: an outcome, a refusal, or
         that the root spawns it was told were decided."""
-        if isinstance(message, SpawnsDecided):
+        # (exact types, as the supervisor's messages are matched: ``type`` is no call event
+        # of the profile's count, ``isinstance`` is one)
+        if type(message) is SpawnsDecided:
             self.window.decided(message.request_ids)
             return
-        if isinstance(message, SpawnReply):
+        if type(message) is SpawnReply:
             if message.error is not None:  # the caller holds its waiter: none stays here
+                if self.checked is not None:
+                    self.checked.forget(message.request_id)
                 with self._lock:
                     refused = self._waiters.pop(message.request_id, None)
                 if refused is not None:
                     refused.refuse(message.error)
             self.window.decided((message.request_id,))
             return
+        assert type(message) is ChildDone  # (the rest of ``ToOutside``)
         self.landed(message.outcome)
 
     def landed(self, outcome: Outcome) -> None:

@@ -225,7 +225,7 @@ class Runtime:
         """The supervisor (on a cluster, its node hosts), the lease, the restore, the polls."""
         hosting = self._hosting
         self.core = supervisor_core(
-            given, self._agents, self.store, self.limits, self.owner, self.model
+            given, self._agents, self.store, self.limits, self.owner, self.model, self._roots
         )
         behaviour_for = behaviours(self._functions, self.env)
         if address is not None:  # the runs' agents live in the cluster's node hosts

@@ -37,6 +37,7 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.outcomes import End
 from subagents.supervision.parking import Parking
 from subagents.supervision.policy_book import PolicyBook, PolicyFields, PolicyRefused
+from subagents.supervision.requests import CheckedRoots
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.slots import QueueFull, SlotPool
 from subagents.supervision.spawn_rules import SpawnRules
@@ -90,6 +91,10 @@ class Admission:
         """The runtime's permission mode, kept in each root's ceiling (``root_ceiling``)."""
         self._root_ceiling = root_ceiling(runtime_mode, owner)
         """Every root's ceiling, the same for each (made once, not per spawn)."""
+        self._default_timeout = limits.timeout_for()
+        """A run's timeout when neither its request nor its definition sets one (most)."""
+        self.checked = CheckedRoots(limits)
+        """The root requests the runtime checked before telling them (``RootRuns``)."""
         self._vetted: dict[tuple[str, int, str], tuple[AgentSpec, RunState]] | None = None
         """While ``spawn_all`` admits a batch: the requesters and agents (parent run id,
         attempt, agent name) that passed every check in it, with the definition and the
@@ -188,13 +193,11 @@ class Admission:
         told, not asked, hears of it so). ``continued``: what the store keeps of the run
         ``req.continues`` names."""
         try:
-            run_id, decided = self.admit(req, continued)
-            state = self.runs.get(run_id)
-            assert state is not None
+            record, decided = self.admit(req, continued)
             reply = SpawnReply(
                 request_id=req.request_id,
-                run_id=run_id,
-                queued=state.record.status is RunStatus.QUEUED,
+                run_id=record.run_id,
+                queued=record.status is RunStatus.QUEUED,
             )
         except AdmissionError as exc:
             decided = Decided()
@@ -214,10 +217,10 @@ class Admission:
 
     def admit(
         self, req: SpawnRequest, continued: continuation.Continued | None = None
-    ) -> tuple[str, Decided]:
-        """Admit ``req``: the run id and what admitting it comes to (its record kept, its
-        events, its start if a slot is free); or raise ``AdmissionError`` naming the
-        refusal, with nothing decided."""
+    ) -> tuple[RunRecord, Decided]:
+        """Admit ``req``: the run's record as admitting it left it (started, or queued) and
+        what admitting it comes to (its record kept, its events, its start if a slot is
+        free); or raise ``AdmissionError`` naming the refusal, with nothing decided."""
         if self.closing:
             raise AdmissionError(CLOSING)
         if req.continues is not None:
@@ -265,12 +268,12 @@ class Admission:
             data["detached"] = True
         if narrowing is not None:
             data["permissions"] = narrowing
-        decided.event(EventKind.SPAWNED, record, self.now(), data)
+        decided.event(EventKind.SPAWNED, record, now, data)  # (the decision's clock read)
         if starts_now:
             decided.add(self.lifecycle.start(state))
         else:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
-        return run_id, decided
+        return state.record, decided
 
     def _state(
         self,
@@ -329,9 +332,12 @@ class Admission:
                 return found
         spec = self.lookup(req.agent) if isinstance(req.agent, str) else None
         parent: RunState | None = None
+        checked = False
         if isinstance(req.parent_run_id, str):
             parent = self.runs.reporting(req.parent_run_id, req.attempt)
-        refusal = refusal_of(Proposal(req, spec, parent), self.ledger)
+        elif self.checked.requests:  # (a root the runtime checked: not again)
+            checked = self.checked.take(req)
+        refusal = refusal_of(Proposal(req, spec, parent), self.ledger, checked)
         if refusal is not None:
             raise AdmissionError(refusal.reason)
         assert spec is not None  # known_agent passed
@@ -365,7 +371,9 @@ class Admission:
             background=req.background or req.detach,
             detached=req.detach,
             created_at=now,
-            deadline_s=self.limits.timeout_for(req.timeout, spec.timeout),
+            deadline_s=self._default_timeout
+            if req.timeout is None and spec.timeout is None
+            else self.limits.timeout_for(req.timeout, spec.timeout),
             token_budget=policy_fields.token_budget,
             cost_budget_usd=policy_fields.cost_budget_usd,
             on_failure=policy_fields.on_failure,

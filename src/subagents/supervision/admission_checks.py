@@ -59,9 +59,10 @@ class Requester(Protocol):
     def spec(self) -> AgentSpec: ...
 
 
-class Proposal(NamedTuple):
+class Proposal(msgspec.Struct, frozen=True):
     """A spawn request with what it names looked up: the definition (None: not defined) and
-    the requesting run (None: a root, or a requester that is not running)."""
+    the requesting run (None: a root, or a requester that is not running). A Struct, not a
+    ``NamedTuple``: made in C (a named tuple's ``__new__`` was two calls of every spawn)."""
 
     req: SpawnRequest
     child: AgentSpec | None
@@ -196,10 +197,17 @@ def sibling_refusal(p: Proposal, ledger: Ledger) -> Refusal | None:
     return None
 
 
-def refusal_of(p: Proposal, ledger: Ledger) -> Refusal | None:
-    """The first check that refuses ``p``, or None: it may be admitted."""
+CHECKED_ROOT_CHECKS: tuple[Check, ...] = ROOT_CHECKS[1:]
+"""``ROOT_CHECKS`` after ``request_fields``: those of a root request whose fields the runtime
+checked already (``requests.CheckedRoots``)."""
+
+
+def refusal_of(p: Proposal, ledger: Ledger, fields_checked: bool = False) -> Refusal | None:
+    """The first check that refuses ``p``, or None: it may be admitted. ``fields_checked``:
+    ``p`` is a root request whose ``request_fields`` passed on the runtime's caller's
+    thread (``requests.CheckedRoots``), not checked again."""
     if p.req.parent_run_id is None:
-        for check in ROOT_CHECKS:
+        for check in CHECKED_ROOT_CHECKS if fields_checked else ROOT_CHECKS:
             refusal = check(p, ledger)
             if refusal is not None:
                 return refusal

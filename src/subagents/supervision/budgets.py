@@ -130,6 +130,15 @@ class BudgetBook:
         self._parent[run_id] = parent_run_id
         return budget
 
+    def grant_root_unlimited(self, run_id: str) -> Budget:
+        """``grant`` of a root that asks no budget anywhere (``tightest_*`` of nothing given
+        and no parent to cap it: unlimited), registered as ``grant`` registers it."""
+        self._budget[run_id] = _UNLIMITED
+        if run_id not in self._spent:
+            self._spent[run_id] = _NOTHING_SPENT
+        self._parent[run_id] = None
+        return _UNLIMITED
+
     # ---- spending ----------------------------------------------------------------------------
 
     def charge(self, run_id: str, usage: Usage) -> list[str]:

@@ -164,7 +164,8 @@ class SupervisorCore:
         """The decision of the message just handled. Whatever it changed (a run queued,
         waiting, ended, parked...), a queued run whose slots only waiting runs hold gets
         them now (``parking``: no deadlock); finished trees are forgotten."""
-        if self.slots.queue_length():
+        waiting = self.slots.waiting
+        if waiting[0] or waiting[1]:  # (``queue_length``, without its three calls)
             self.effects.take(self.parking.make_room())
         if self.runs.ended_roots:  # (a spawn's decision ends nothing: no call)
             forgotten = self.runs.prune()

@@ -179,8 +179,18 @@ class Decided:
         return self
 
     def event(self, kind: EventKind, record: RunRecord, ts: float, data: dict[str, Any]) -> None:
-        """An event about ``record``'s run: kept by the store, then published."""
-        event = event_of(kind, record, ts, data)
+        """An event about ``record``'s run: kept by the store, then published. (``event_of``
+        written out: every run's three events came through here, a call each.)"""
+        event = Event(
+            kind=kind,
+            run_id=record.run_id,
+            agent=record.agent,
+            root_run_id=record.root_run_id,
+            parent_run_id=record.parent_run_id,
+            depth=record.depth,
+            ts=ts,
+            data=data,
+        )
         self.writes.append(AppendEvent(event))
         self.effects.append(Publish(event))
 

@@ -145,7 +145,8 @@ class Lifecycle:
         if state.run_id in self.mail.topics:
             decided.add(self.mail.topics.ended(state.run_id))
         self.parking.ended(state)
-        if self.slots.queue_length() and not self.ending:  # (a walk's: at its end)
+        waiting = self.slots.waiting  # (``queue_length``, without its three calls)
+        if (waiting[0] or waiting[1]) and not self.ending:  # (a walk's: at its end)
             decided.add(self.start_queued())
         return decided
 
@@ -312,7 +313,10 @@ class Lifecycle:
         """The run's agent ended by itself: completed, or failed (unless a policy restarts
         or retries it)."""
         unread = report.unread_mail
-        too_large = text_problem("the result", report.result or "", self.limits.max_text_chars)
+        result, cap = report.result or "", self.limits.max_text_chars
+        too_large = None  # (an ASCII result within the cap, most: ``text_problem``'s calls saved)
+        if len(result) > cap or not result.isascii():
+            too_large = text_problem("the result", result, cap)
         if report.error_kind is None and too_large is not None:
             return self.finish(state, End(Move.FAILED, "bad_result", too_large, unread=unread))
         if report.error_kind is None:

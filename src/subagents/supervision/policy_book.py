@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -62,10 +62,11 @@ class RunPolicy(msgspec.Struct, kw_only=True, gc=False):
     """A restart or retry is scheduled: its ``RestartDue`` will start the run again."""
 
 
-class PolicyFields(NamedTuple):
-    """The ``RunRecord`` fields a new run's policies set (``PolicyBook.admit``). A tuple
-    whose fields are passed by name, not a dict splatted into the record: ``**`` into a
-    struct of ~35 fields cost more than the rest of the record's construction."""
+class PolicyFields(msgspec.Struct, frozen=True):
+    """The ``RunRecord`` fields a new run's policies set (``PolicyBook.admit``), passed by
+    name, not a dict splatted into the record: ``**`` into a struct of ~35 fields cost more
+    than the rest of the record's construction. A Struct, made in C (a ``NamedTuple``'s
+    ``__new__`` was two calls of every spawn)."""
 
     token_budget: int | None
     cost_budget_usd: float | None
@@ -120,9 +121,10 @@ class PolicyBook:
         label = f"{parent.record.agent} ({parent.run_id})" if parent is not None else ""
         try:
             policy = policy_of(spec)
-            problem = max_retries_problem(req.max_retries)
-            if problem is not None:
-                raise PolicyError(problem)
+            if req.max_retries is not None:  # (most requests: none, nothing to check)
+                problem = max_retries_problem(req.max_retries)
+                if problem is not None:
+                    raise PolicyError(problem)
             on_failure = policy.on_failure
             if req.on_failure is not None:
                 on_failure = on_failure_value("on_failure", req.on_failure)
@@ -138,13 +140,16 @@ class PolicyBook:
         except (PolicyError, HandDownError) as exc:
             raise PolicyRefused(str(exc)) from None
         try:
-            budget = self.budgets.grant(
-                run_id,
-                req.parent_run_id,
-                tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
-                cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
-                parent_label=label,
-            )
+            if req.parent_run_id is None and _no_budget(req, spec, policy, self.limits):
+                budget = self.budgets.grant_root_unlimited(run_id)
+            else:
+                budget = self.budgets.grant(
+                    run_id,
+                    req.parent_run_id,
+                    tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
+                    cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
+                    parent_label=label,
+                )
         except (BudgetRefused, ValueError) as exc:
             raise PolicyRefused(str(exc)) from None
         inherit = policy.inherit_messages if req.inherit_messages is None else req.inherit_messages
@@ -267,6 +272,18 @@ class PolicyBook:
         for run_id in ids:
             self._policy.pop(run_id, None)
             self.restarts.forget(run_id)
+
+
+def _no_budget(req: SpawnRequest, spec: AgentSpec, policy: Policy, limits: Limits) -> bool:
+    """Whether a run asks no budget anywhere (its request, its definition, the limits): a
+    root's then is unlimited, with nothing to work out (``BudgetBook.grant_root_unlimited``)."""
+    return (
+        req.token_budget is None
+        and req.cost_budget_usd is None
+        and spec.token_budget is None
+        and policy.cost_budget_usd is None
+        and limits.token_budget is None
+    )
 
 
 def _json_dict(shared: Any) -> dict[str, Any]:

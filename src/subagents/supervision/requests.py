@@ -37,6 +37,36 @@ any real data, far below where msgspec's encoder and decoder reach Python's recu
 supervisor or in a later reader."""
 
 
+class CheckedRoots:
+    """Root spawn requests the runtime checked with ``request_problem`` on its caller's
+    thread (``RootRuns.spawn``) before telling them to the supervisor, against ``limits``,
+    the core's own: their admission does not check them again (``Admission._proposed``).
+    Why: the same frozen request against the same frozen limits gets the same answer, and
+    the second check was ~10 of the supervisor's calls per trivial run. Not a request with
+    ``shared`` values: they are the caller's objects, which it may change until then. Kept
+    by request id with the request itself, and only that very object counts: a copy, or
+    another sender's request under that id, is checked in full. ``requests`` is a plain
+    dict on purpose: one item stored on the caller's thread and one popped on the
+    supervisor's, each atomic under the GIL, and each no Python call on the hot path."""
+
+    __slots__ = ("limits", "requests")
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.requests: dict[str, SpawnRequest] = {}
+
+    def take(self, request: SpawnRequest) -> bool:
+        """Whether ``request`` is one the runtime checked (forgotten here: taken once)."""
+        request_id = request.request_id
+        if type(request_id) is not str:  # (a bad sender's: not one stamped by the runtime)
+            return False
+        return self.requests.pop(request_id, None) is request
+
+    def forget(self, request_id: str) -> None:
+        """A checked request that will not reach the supervisor, or was refused unseen."""
+        self.requests.pop(request_id, None)
+
+
 def text_problem(what: str, text: str, cap: int) -> str | None:
     """Why ``text`` (a task, a mail, a result) is too large, naming its size and the cap, or
     cannot be kept (UTF-8 cannot encode it)."""

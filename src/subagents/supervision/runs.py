@@ -209,7 +209,10 @@ class RunTable:
         return self._admitted.get(root_run_id, 0)
 
     def standing(self, state: RunState) -> Standing:
-        """What ``state``'s offer reads of this table, copied for its start (``StartRun``)."""
+        """What ``state``'s offer reads of this table, copied for its start (``StartRun``).
+        A root has no ancestors: only its tree's count is read (most runs are roots)."""
+        if state.record.parent_run_id is None:
+            return Standing(tree_runs=self._admitted.get(state.record.root_run_id, 0))
         return Standing(
             ancestors=self.ancestors(state), tree_runs=self.tree_runs(state.record.root_run_id)
         )

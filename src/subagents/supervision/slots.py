@@ -23,8 +23,8 @@ slot, and the runs working never exceed any limit. A park is a round trip to the
 a run started with its key queued: ``queued_behind``); here the pure part: counts, whom to park.
 
 Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys (a
-fan-out queues hundreds of one agent and one parent): the pool counts queued runs per key and
-checks each key once (a release next to 900 queued runs of one key costs one check, not 900).
+fan-out queues hundreds of runs of one agent and parent): the pool counts queued runs per key
+and checks each key once (a release next to 900 queued runs of one key: one check, not 900).
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class SlotPool:
         self._queued_keys: Counter[SlotKey] = Counter()
         """How many admissions wait with each key (only keys with at least one)."""
         self._resume_keys: Counter[SlotKey] = Counter()
+        self.waiting = (self._resumes, self._queue)  # read only: ``queue_length``, no call
 
     # ---- fitting ---------------------------------------------------------------------------
 

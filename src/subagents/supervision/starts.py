@@ -91,7 +91,8 @@ class Starts:
         # lost keeps it, so its elapsed time counts its whole life (`subagents info`). The
         # recorded start is read before the deadline's clock, so a run never times out
         # before started_at + its timeout (the two clocks are read apart)
-        first = record.started_at if record.started_at is not None else self.now()
+        now = self.now()  # (read once: the start's record and its event)
+        first = record.started_at if record.started_at is not None else now
         # its first start is out of the queue; any other is a start again
         move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
         decided = Decided()
@@ -104,7 +105,7 @@ class Starts:
             decided.add(handed)
         if state.record.steps > 0:
             state.checkpoint = state.saved
-        recovered = resumed_answers(state, self.runs, mails, journal, tree)
+        recovered = resumed_answers(state, self.runs, mails, journal, tree) if state.resumes else ()
         decided.effects.append(
             StartRun(
                 record=state.record,
@@ -120,8 +121,8 @@ class Starts:
         )
         # armed after the start (its thread wakes meanwhile): nothing is decided in between
         decided.effects.append(ArmDeadline(state.run_id, state.deadline))
-        resumed = state.record.steps > 0
-        self._event(decided, state, EventKind.STARTED, model=state.record.model, resumed=resumed)
+        started = {"model": state.record.model, "resumed": state.record.steps > 0}
+        decided.event(EventKind.STARTED, state.record, now, started)
         return decided
 
     def start_queued(self) -> Decided:

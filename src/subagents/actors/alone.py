@@ -1,0 +1,87 @@
+"""A root spawn, or a run's end, that reaches the supervisor alone: decided straight.
+
+Why: most runs are spawned one at a time (``Runtime.run``, ``spawn``) and end one at a time,
+and each such message used to pass through the layers made for many: a root spawn through
+``spawn_group.decide_together`` (a look into the inbox for the spawns queued behind it, then
+the ask's handling: ``_asked``, ``_handle``, the deciders' table) and a run's end through a
+store group opened, deferred and committed around its one decision (``_in_group``,
+``GroupLinger.defer``, ``_commit_group``). Alone (nothing queued behind it, no group open,
+no rest of a ``Batch`` to come), either is exactly that group of one: the same decision, its
+writes in one transaction (the one ``store.writes.write_all`` opens), then its effects, and
+the same answers when it fails; ~25 of the supervisor's calls per trivial run less
+(``benchmarks/spawn.py``'s ``work_by_role``).
+
+A run's end is the one report taken so: its decision tells its requester (a ``Tell`` or a
+``TellOutside``), so ``GroupLinger.defer`` would have committed its group at once; a report
+that only publishes (a step taken) may linger for the reports behind it, and still goes
+through the group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from subagents.actors.spawn_group import groupable
+from subagents.messages import RunFinished, SpawnRequest, SpawnsDecided
+from subagents.store.base import StoreError
+from subagents.supervision.coalesce import coalesce
+
+SupervisorActor = Any
+"""The ``actor`` each function is handed and works on as its own methods would (the
+``SupervisorActor``, which imports this module: named, not imported)."""
+
+
+STRAIGHT = frozenset({RunFinished, SpawnRequest})
+"""The types of the messages that may be decided straight (``straight`` tells which)."""
+
+
+def straight(actor: SupervisorActor, message: RunFinished | SpawnRequest) -> bool:
+    """Decide ``message`` (told, the last of its ``Batch``, of a type in ``STRAIGHT``)
+    straight when it is alone: no group open, nothing queued behind it, and a run's end or a
+    root's spawn (not a continuation: it is asked). False: nothing done, the caller handles
+    it as before (the supervisor checked the store works: ``SupervisorActor._receive``)."""
+    if actor._group is not None or not actor.actor_inbox.empty():
+        return False
+    if type(message) is RunFinished:
+        finished_alone(actor, message)
+        return True
+    if groupable(message):
+        root_spawn_alone(actor, message)
+        return True
+    return False
+
+
+def root_spawn_alone(actor: SupervisorActor, message: SpawnRequest) -> None:
+    """A root spawn told with nothing queued behind it: ``SupervisorActor._root_spawns``'s
+    group of one, decided straight by the core's ``spawn``; its failure refuses it as that
+    group's would (``_told_spawns``: the store's error after a halt, else a bug logged)."""
+    try:
+        try:
+            actor._carry_out(actor.core.spawn(message))
+        except StoreError as exc:  # halted before anything else is handled
+            actor._halt(exc)
+            raise
+    except BaseException as exc:
+        actor._told_spawns([message], exc)
+        if not isinstance(exc, Exception):
+            raise
+        return
+    actor.on_outside(SpawnsDecided(request_ids=(message.request_id,)))
+
+
+def finished_alone(actor: SupervisorActor, message: RunFinished) -> None:
+    """A run's end alone: decided (``deciders``' ``finished``: the effector forgets the run
+    first), its writes in their own transaction, its effects after as a group's are (one
+    ``Batch`` per run: ``coalesce``); failing, as in a group: a store error halts, a bug is
+    logged and its sender hears of it."""
+    try:
+        decision = actor._deciders[RunFinished](message)
+        assert decision is not None  # (``finished`` always decides)
+        actor._write(decision)
+    except StoreError as exc:
+        actor._halt(exc)
+        return
+    except Exception as exc:
+        actor._told_failed((message,), exc)
+        return
+    actor._apply(coalesce(decision.effects))

@@ -1,0 +1,121 @@
+"""A root spawn and a run's end that reach the supervisor alone are decided straight
+(``actors/alone.py``), without the layers made for many; what they must keep: the events in
+order (published before the caller wakes), the answers when the store refuses or a write
+breaks, and nothing of the runtime's record of checked requests left behind
+(``requests.CheckedRoots``). The failures are real: a store whose ``save_run`` refuses one
+run's records (a ``StoreError``: the store failed) or breaks on them (a ``TypeError``: a bug).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from subagents import FunctionAgent, MemoryStore, Runtime
+from subagents.behaviour.function import AgentContext
+from subagents.messages import Event, EventKind, RunRecord, RunStatus
+from subagents.store.base import StoreError
+from subagents.supervision.admission import AdmissionError
+from subagents.supervision.requests import MAX_NESTING
+
+WAIT = 60.0
+REFUSED = "refused"  # the task whose records the store refuses
+BUGGY = "buggy"  # the task whose records the store breaks on
+
+
+class RefusingRuns(MemoryStore):
+    def save_run(self, record: RunRecord) -> None:
+        if record.task == REFUSED:
+            raise StoreError("the disk is full")
+        if record.task == BUGGY:
+            raise TypeError("save_run() broke")
+        super().save_run(record)
+
+
+def _echo(ctx: AgentContext) -> str:
+    return ctx.task
+
+
+AGENTS = [FunctionAgent.create("echo", _echo)]
+
+
+def test_a_lone_runs_events_are_recorded_and_published_in_order_before_its_caller_wakes() -> None:
+    with Runtime(AGENTS) as rt:
+        seen: list[tuple[str, EventKind]] = []
+        rt.subscribe(lambda event: seen.append((event.run_id, event.kind)))
+        for task in ("one", "two"):
+            outcome = rt.run("echo", task, wait=WAIT)
+            assert outcome.result == task
+            run_id = outcome.run_id
+            # published on the supervisor's thread before the outcome was handed over
+            order = [EventKind.SPAWNED, EventKind.STARTED, EventKind.COMPLETED]
+            assert [k for r, k in seen if r == run_id] == order
+            kept: list[Event] = rt.store.events(run_id)
+            assert [e.kind for e in kept] == order
+            record = rt.store.get_run(run_id)
+            assert record is not None and record.status is RunStatus.COMPLETED
+
+
+def test_a_lone_root_spawn_the_store_refuses_is_answered_with_the_stores_error() -> None:
+    with Runtime(AGENTS, store=RefusingRuns()) as rt:
+        outcome = rt.spawn("echo", REFUSED).result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "store"
+        assert "the disk is full" in (outcome.error or "")
+
+
+def test_a_lone_root_spawn_whose_write_breaks_is_answered_and_the_supervisor_goes_on() -> None:
+    with Runtime(AGENTS, store=RefusingRuns()) as rt:
+        outcome = rt.spawn("echo", BUGGY).result(timeout=WAIT)
+        assert outcome.status is RunStatus.FAILED and outcome.error_kind == "supervisor"
+        assert "TypeError: save_run() broke" in (outcome.error or "")
+        assert rt.run("echo", "ok", wait=WAIT).result == "ok"
+
+
+def test_no_checked_request_is_left_behind_by_admitted_or_refused_root_spawns() -> None:
+    """Each root spawn the runtime checked is filed for its admission, which takes it; one
+    refused before its admission looked (the store failed: every spawn refused) is
+    forgotten when its refusal lands (before: kept for the runtime's life)."""
+    with Runtime(AGENTS, store=RefusingRuns()) as rt:
+        checked = rt.core.admission.checked
+        assert rt.run("echo", "ok", wait=WAIT).result == "ok"
+        assert not checked.requests
+        assert rt.spawn("echo", REFUSED).result(timeout=WAIT).error_kind == "store"
+        refused = rt.spawn("echo", "after the store failed")
+        try:
+            refused.result(timeout=WAIT)
+        except AdmissionError as exc:
+            assert "the run store failed" in str(exc)
+        else:
+            raise AssertionError("a spawn after the store failed was not refused")
+        assert not checked.requests, checked.requests
+
+
+def test_a_shared_value_changed_after_the_spawn_is_still_checked_at_its_admission() -> None:
+    """A request's ``shared`` values are the caller's objects (``Runtime.spawn`` copies the
+    mapping, not what it holds): one changed after ``spawn`` returned, before the supervisor
+    took the request, is checked there as before (``request_fields``), not taken as checked
+    by the caller. The supervisor is held (publishing the first run's start) meanwhile."""
+    gate, held = threading.Event(), threading.Event()
+
+    def hold(event: Event) -> None:
+        if event.kind is EventKind.STARTED and not held.is_set():
+            held.set()
+            assert gate.wait(WAIT)
+
+    with Runtime(AGENTS) as rt:
+        rt.subscribe(hold)
+        try:
+            first = rt.spawn("echo", "first")
+            assert held.wait(WAIT)
+            value: list[Any] = []
+            handle = rt.spawn("echo", "shared", shared={"deep": value})  # fine as checked
+            for _ in range(MAX_NESTING + 5):  # then nested past the cap
+                value.append([])
+                value = value[0]
+        finally:
+            gate.set()
+        assert first.result(timeout=WAIT).result == "first"
+        with pytest.raises(AdmissionError, match="nested more than"):
+            handle.result(timeout=WAIT)
