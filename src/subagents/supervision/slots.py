@@ -22,9 +22,8 @@ run, which can be parked; so a queued run whose scopes are full of waiting runs 
 slot, and the runs working never exceed any limit. A park is a round trip to the agent (none for
 a run started with its key queued: ``queued_behind``); here the pure part: counts, whom to park.
 
-Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys (a
-fan-out queues hundreds of runs of one agent and parent): the pool counts queued runs per key
-and checks each key once (a release next to 900 queued runs of one key: one check, not 900).
+Whether a run fits depends only on its ``SlotKey``, and most queued runs share a few keys: the
+pool counts queued runs per key and checks each key once (900 queued of one key: one check).
 """
 
 from __future__ import annotations
