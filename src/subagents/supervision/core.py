@@ -14,8 +14,7 @@ the core alone gathers into the message's ``Effects``:
   (each a move looked up in the lifecycle table, ``transitions``);
 - ``admission`` (``admission``): spawns admitted, queued or refused; the slots and the queue;
 - ``parking`` (``parking``): waiting runs lend their slots to queued runs (no deadlock);
-- ``reports`` (``reports``): a live run's reports of its work (steps, tool calls, the tool
-  journal) kept;
+- ``reports`` (``reports``): a live run's reports of its work (steps, tools, journal) kept;
 - ``lifecycle`` (``lifecycle``): starts, restarts, the one ``finish``, the one cancel walk;
 - ``mail`` (``mailroom``): routing, delivery, receipts, dead letters;
 - ``policies`` (``policy_book``): budgets, restarts, retries, ``fail_parent``;
