@@ -111,9 +111,8 @@ def _recorded_as_told(store: MemoryStore | SQLiteStore, run_id: str, told: Outco
 
 
 def test_a_memory_store_records_a_root_whose_end_write_broke_as_told() -> None:
-    """The same bug in a MemoryStore, which does not roll a failed batch back: what it kept
-    of the lost decision (the run's completed record, written before the outcome that broke)
-    is overwritten by what the caller was told."""
+    """The same bug in a MemoryStore (whose batch of writes is all or nothing too,
+    ``store/memory_undo.py``): the run is recorded as the caller was told."""
     store = RefusingMemory()
     with Runtime(AGENTS, store=store) as rt:
         handle = rt.spawn("echo", BUGGY)

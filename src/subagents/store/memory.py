@@ -35,6 +35,7 @@ from subagents.messages import (
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
+from subagents.store.memory_undo import Undo, undo_of
 from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
 
 
@@ -94,22 +95,37 @@ class MemoryStore(RunStore):
         subclass that overrides one of those methods has every write go through its method
         (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
         a call of the store's public API (whose types ``subagents`` exports: the writes are
-        internal to the runtime; tests/runtime/test_public_api.py)."""
+        internal to the runtime; tests/runtime/test_public_api.py).
+
+        All or nothing, as a batch of SQLite's: should a write raise, those before it are
+        undone (``store.memory_undo``) and the error raised."""
+        undo: list[Undo] = []
         with self._lock:
-            if not self._direct:
-                apply_writes(self, (w for i, w in enumerate(writes) if i not in skip))
-                return
-            for i, write in enumerate(writes):
-                if i in skip:
-                    continue
-                if type(write) is AppendEvent:
-                    self._keep_event(write.event)
-                elif type(write) is SaveRun:
-                    self._runs[write.record.run_id] = write.record
-                elif type(write) is SaveOutcome:
-                    self._keep_outcome(write.outcome, write.delivered)
-                else:
-                    apply_writes(self, (write,))
+            try:
+                self._apply_each(writes, skip, undo)
+            except BaseException:
+                for step in reversed(undo):
+                    step()
+                raise
+
+    def _apply_each(self, writes: Sequence[Write], skip: Collection[int], undo: list[Undo]) -> None:
+        """``_apply_batch``'s writes, each one's undo step kept in ``undo`` before it."""
+        keep = undo.append
+        direct = self._direct
+        for i, write in enumerate(writes):
+            if i in skip:
+                continue
+            keep(undo_of(self, write))
+            if not direct:
+                apply_writes(self, (write,))
+            elif type(write) is AppendEvent:
+                self._keep_event(write.event)
+            elif type(write) is SaveRun:
+                self._runs[write.record.run_id] = write.record
+            elif type(write) is SaveOutcome:
+                self._keep_outcome(write.outcome, write.delivered)
+            else:
+                apply_writes(self, (write,))
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:
