@@ -35,7 +35,7 @@ from subagents.messages import (
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
-from subagents.store.memory_undo import Undo, undo_of
+from subagents.store.memory_undo import MISSING, Step, roll_back, undo_of
 from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
 
 
@@ -98,34 +98,40 @@ class MemoryStore(RunStore):
         internal to the runtime; tests/runtime/test_public_api.py).
 
         All or nothing, as a batch of SQLite's: should a write raise, those before it are
-        undone (``store.memory_undo``) and the error raised."""
-        undo: list[Undo] = []
-        with self._lock:
-            try:
-                self._apply_each(writes, skip, undo)
-            except BaseException:
-                for step in reversed(undo):
-                    step()
-                raise
-
-    def _apply_each(self, writes: Sequence[Write], skip: Collection[int], undo: list[Undo]) -> None:
-        """``_apply_batch``'s writes, each one's undo step kept in ``undo`` before it."""
+        undone and the error raised (``store.memory_undo``). What undoes them is taken as
+        they go, at the least cost on the way of every run: an event by the stream's length
+        at the start (nothing per event), a record or an outcome by the value it replaces
+        (a tuple), any other write by its undo step."""
+        undo: list[Step] = []
         keep = undo.append
+        runs, outcomes, journals = self._runs, self._outcomes, self._journals
         direct = self._direct
-        for i, write in enumerate(writes):
-            if i in skip:
-                continue
-            keep(undo_of(self, write))
-            if not direct:
-                apply_writes(self, (write,))
-            elif type(write) is AppendEvent:
-                self._keep_event(write.event)
-            elif type(write) is SaveRun:
-                self._runs[write.record.run_id] = write.record
-            elif type(write) is SaveOutcome:
-                self._keep_outcome(write.outcome, write.delivered)
-            else:
-                apply_writes(self, (write,))
+        with self._lock:
+            stream_was = len(self._stream)
+            try:
+                for i, write in enumerate(writes):
+                    if i in skip:
+                        continue
+                    if not direct:
+                        keep(undo_of(self, write))
+                        apply_writes(self, (write,))
+                    elif type(write) is AppendEvent:
+                        self._keep_event(write.event)
+                    elif type(write) is SaveRun:
+                        run_id = write.record.run_id
+                        keep((runs, run_id, runs.get(run_id, MISSING)))
+                        runs[run_id] = write.record
+                    elif type(write) is SaveOutcome:
+                        run_id = write.outcome.run_id  # (an end drops the run's journal)
+                        keep((outcomes, run_id, outcomes.get(run_id, MISSING)))
+                        keep((journals, run_id, journals.get(run_id, MISSING)))
+                        self._keep_outcome(write.outcome, write.delivered)
+                    else:
+                        keep(undo_of(self, write))
+                        apply_writes(self, (write,))
+            except BaseException:
+                roll_back(self, undo, stream_was)
+                raise
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:

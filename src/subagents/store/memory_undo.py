@@ -42,15 +42,19 @@ if TYPE_CHECKING:
 
 Undo = Callable[[], None]
 
-_MISSING: Any = object()
+MISSING: Any = object()
+"""What a dict held under a key it did not hold (an undo puts the key out again)."""
+
+Step = Undo | tuple[dict[Any, Any], Hashable, Any]
+"""One write's undo: a step to call, or ``(dict, key, the value it held or MISSING)``."""
 
 
 def _entry(table: MutableMapping[Any, Any], key: Hashable) -> Undo:
     """Put ``table[key]`` back as it is now (absent: removed again)."""
-    old = table.get(key, _MISSING)
+    old = table.get(key, MISSING)
 
     def undo() -> None:
-        if old is _MISSING:
+        if old is MISSING:
             table.pop(key, None)
         else:
             table[key] = old
@@ -90,6 +94,28 @@ def _all(steps: list[Undo]) -> Undo:
             step()
 
     return undo
+
+
+def roll_back(store: MemoryStore, steps: list[Step], stream_was: int) -> None:
+    """Undo a batch's writes: ``steps`` in reverse order, then the events appended since the
+    stream was ``stream_was`` long (each out of its run's list too)."""
+    for step in reversed(steps):
+        if isinstance(step, tuple):
+            table, key, old = step
+            if old is MISSING:
+                table.pop(key, None)
+            else:
+                table[key] = old
+        else:
+            step()
+    stream, events = store._stream, store._events
+    while len(stream) > stream_was:
+        event = stream.pop()
+        kept = events.get(event.run_id)
+        if kept:
+            kept.pop()
+            if not kept:
+                del events[event.run_id]
 
 
 def _event(store: MemoryStore, write: AppendEvent) -> Undo:
