@@ -108,6 +108,16 @@ def _answered_stop(b: ContextHost, key: str, replayed: list[JournalEntry] | None
     return True
 
 
+def _share_as_keys(policies: dict[str, Any]) -> None:
+    """``spawn``'s ``share`` (a key name, or several) as the request's tuple of keys; a
+    value of another type is left for the request's type check to name."""
+    share = policies.get("share")
+    if share is None:  # (not given)
+        policies.pop("share", None)
+    elif isinstance(share, str | list | tuple | set | frozenset):
+        policies["share"] = (share,) if isinstance(share, str) else tuple(share)
+
+
 class AgentContext:
     """What a function agent can do: spawn, mail, stop, sleep, and read about its run."""
 
@@ -158,10 +168,7 @@ class AgentContext:
         unknown = set(policies) - _SPAWN_POLICIES
         if unknown:
             raise TypeError(f"spawn() got unknown options: {', '.join(sorted(unknown))}")
-        if "share" in policies:
-            share = policies["share"]
-            if isinstance(share, str | list | tuple | set | frozenset):  # (else: named below)
-                policies["share"] = (share,) if isinstance(share, str) else tuple(share)
+        _share_as_keys(policies)
         background = background or detach
         request = SpawnRequest(
             request_id="",

@@ -15,7 +15,7 @@ Plain functions over the store's dictionaries; the caller holds the store's lock
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from subagents.store.writes import (
     AddToCheckpoint,
@@ -37,8 +37,25 @@ from subagents.store.writes import (
     Write,
 )
 
-if TYPE_CHECKING:
-    from subagents.store.memory import MemoryStore
+
+class MemoryStore(Protocol):
+    """The tables of ``store.memory.MemoryStore`` the writes change (named here, not
+    imported: that module imports this one)."""
+
+    _runs: dict[str, Any]
+    _events: dict[str, list[Any]]
+    _stream: list[Any]
+    _checkpoints: dict[str, Any]
+    _mail: dict[str, Any]
+    _mail_of_run: dict[str, list[str]]
+    _outcomes: dict[str, Any]
+    _journals: dict[str, list[Any]]
+    _subscriptions: dict[tuple[str, str], Any]
+    _commands: list[Any]
+    _leases: dict[str, Any]
+    _approvals: dict[str, Any]
+    _previews: dict[str, Any]
+
 
 Undo = Callable[[], None]
 
