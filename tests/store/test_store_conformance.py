@@ -569,3 +569,36 @@ def test_a_batch_of_writes_that_raises_halfway_keeps_none_of_them(store: RunStor
     write_all(store, halfway[:-1])  # the store goes on taking writes
     assert store.get_run("r1") == done
     assert store.events("r1") == [event("r1")]
+
+
+@pytest.mark.parametrize("breaks", ["a refused command", "a malformed event"])
+def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
+    store: RunStore, breaks: str
+) -> None:
+    """All or nothing over what the store held before the batch: a record saved again
+    (twice in the batch: a live save, then a terminal one), events appended to a run that
+    had some, an outcome saved again over one undelivered, are put back as they were; and
+    a batch may break at a record, event or outcome as well as at another kind of write."""
+    before = run("r1", status=RunStatus.RUNNING)
+    first = outcome("r1", RunStatus.FAILED, error="first")
+    write_all(store, [SaveRun(before), AppendEvent(event("r1", n=0)), SaveOutcome(first)])
+    last = AppendEvent(None) if breaks == "a malformed event" else PostCommand("pause", "r1")
+    batch = [
+        SaveRun(run("r2", status=RunStatus.RUNNING)),
+        AppendEvent(event("r1", n=1)),
+        SaveRun(run("r1", status=RunStatus.RUNNING, task="again")),
+        AppendEvent(event("r2", n=1)),
+        SaveOutcome(outcome("r1")),
+        SaveRun(run("r1", status=RunStatus.COMPLETED, ended_at=5.0)),
+        AppendEvent(event("r1", n=2)),
+        last,
+    ]
+    with pytest.raises((ValueError, AttributeError)):
+        write_all(store, batch)
+    assert store.get_run("r1") == before and store.get_run("r2") is None
+    assert [e.data for e in store.events("r1")] == [{"n": 0}] and store.events("r2") == []
+    assert store.last_event_seq() == 1
+    assert store.undelivered_outcomes() == [first]
+    write_all(store, batch[:-1])  # the store goes on taking writes
+    assert [e.data for e in store.events("r1")] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert store.last_event_seq() == 4

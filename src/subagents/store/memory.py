@@ -35,7 +35,7 @@ from subagents.messages import (
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
-from subagents.store.memory_undo import MISSING, Step, roll_back, undo_of
+from subagents.store.memory_undo import MISSING, roll_back, undo_of
 from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
 
 
@@ -98,39 +98,44 @@ class MemoryStore(RunStore):
         internal to the runtime; tests/runtime/test_public_api.py).
 
         All or nothing, as a batch of SQLite's: should a write raise, those before it are
-        undone and the error raised (``store.memory_undo``). What undoes them is taken as
-        they go, at the least cost on the way of every run: an event by the stream's length
-        at the start (nothing per event), a record or an outcome by the value it replaces
-        (a tuple), any other write by its undo step."""
-        undo: list[Step] = []
-        keep = undo.append
+        undone and the error raised (``store.memory_undo.roll_back``). What undoes them costs
+        the way of every run no call: a record, an event or an outcome kept anew is undone
+        by the write itself (its key out again, its event popped); only a value a write
+        replaces is kept (``replaced``, by the write's place), and any other kind of write
+        takes its undo step before it (``undo_of``)."""
         runs, outcomes, journals = self._runs, self._outcomes, self._journals
-        direct = self._direct
+        replaced: dict[int, Any] = {}
+        i = -1
         with self._lock:
-            stream_was = len(self._stream)
             try:
+                if not self._direct:
+                    for i, write in enumerate(writes):
+                        if i not in skip:
+                            replaced[i] = undo_of(self, write)
+                            apply_writes(self, (write,))
+                    return
                 for i, write in enumerate(writes):
                     if i in skip:
                         continue
-                    if not direct:
-                        keep(undo_of(self, write))
-                        apply_writes(self, (write,))
-                    elif type(write) is AppendEvent:
+                    if type(write) is AppendEvent:
                         self._keep_event(write.event)
                     elif type(write) is SaveRun:
-                        run_id = write.record.run_id
-                        keep((runs, run_id, runs.get(run_id, MISSING)))
-                        runs[run_id] = write.record
+                        record = write.record
+                        run_id = record.run_id
+                        if run_id in runs:  # (``in``, not ``get``: no call on every run's way)
+                            replaced[i] = runs[run_id]
+                        runs[run_id] = record
                     elif type(write) is SaveOutcome:
                         run_id = write.outcome.run_id  # (an end drops the run's journal)
-                        keep((outcomes, run_id, outcomes.get(run_id, MISSING)))
-                        keep((journals, run_id, journals.get(run_id, MISSING)))
+                        if run_id in outcomes or run_id in journals:
+                            old = outcomes.get(run_id, MISSING), journals.get(run_id, MISSING)
+                            replaced[i] = old
                         self._keep_outcome(write.outcome, write.delivered)
                     else:
-                        keep(undo_of(self, write))
+                        replaced[i] = undo_of(self, write)
                         apply_writes(self, (write,))
             except BaseException:
-                roll_back(self, undo, stream_was)
+                roll_back(self, writes, skip, i, replaced)
                 raise
 
     def save_run(self, record: RunRecord) -> None:

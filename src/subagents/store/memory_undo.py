@@ -6,15 +6,19 @@ keeps none of them, while a MemoryStore kept those before it applied: the stores
 and memory held half a decision (a run's record completed, its outcome missing). So before
 each write, ``undo_of`` takes what that write is about to change (the run's record, the
 length of a list it appends to, a dict entry...), as a small undo step; a batch that raises
-runs its steps back in reverse order (``MemoryStore._apply_batch``). Nothing is copied whole
-on the way of every write: a step holds only the values the write replaces.
+runs its steps back in reverse order (``roll_back``). Nothing is copied whole on the way of
+every write: a step holds only the values the write replaces. And the kinds every run writes
+(its record, its events, its outcome) take no step at all: ``MemoryStore._apply_batch`` keeps
+only the value a record or an outcome replaces, if any (a dict's ``in`` and ``[]``, no call),
+and ``roll_back`` undoes the rest from the writes themselves (a key kept anew put out again,
+an event appended popped), on the exception's path alone.
 
 Plain functions over the store's dictionaries; the caller holds the store's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, MutableMapping
+from collections.abc import Callable, Collection, Hashable, MutableMapping, Sequence
 from typing import Any, Protocol
 
 from subagents.store.writes import (
@@ -61,9 +65,6 @@ Undo = Callable[[], None]
 
 MISSING: Any = object()
 """What a dict held under a key it did not hold (an undo puts the key out again)."""
-
-Step = Undo | tuple[dict[Any, Any], Hashable, Any]
-"""One write's undo: a step to call, or ``(dict, key, the value it held or MISSING)``."""
 
 
 def _entry(table: MutableMapping[Any, Any], key: Hashable) -> Undo:
@@ -113,26 +114,52 @@ def _all(steps: list[Undo]) -> Undo:
     return undo
 
 
-def roll_back(store: MemoryStore, steps: list[Step], stream_was: int) -> None:
-    """Undo a batch's writes: ``steps`` in reverse order, then the events appended since the
-    stream was ``stream_was`` long (each out of its run's list too)."""
-    for step in reversed(steps):
-        if isinstance(step, tuple):
-            table, key, old = step
-            if old is MISSING:
-                table.pop(key, None)
-            else:
-                table[key] = old
-        else:
-            step()
-    stream, events = store._stream, store._events
-    while len(stream) > stream_was:
-        event = stream.pop()
-        kept = events.get(event.run_id)
-        if kept:
-            kept.pop()
-            if not kept:
-                del events[event.run_id]
+def roll_back(
+    store: MemoryStore,
+    writes: Sequence[Write],
+    skip: Collection[int],
+    failed: int,
+    replaced: dict[int, Any],
+) -> None:
+    """Undo a batch's ``writes`` up to the one at ``failed`` (which raised), last first.
+    ``replaced``: by a write's place, the undo step taken before it (a kind the store
+    keeps through its method: the one that raised too, which may have half applied), or
+    what a record or an outcome replaced (none: the write kept it anew, and raised before
+    changing anything if it is the one that failed)."""
+    for i in range(min(failed, len(writes) - 1), -1, -1):
+        if i in skip:
+            continue
+        write, old = writes[i], replaced.get(i, MISSING)
+        if callable(old):
+            old()
+        elif i == failed:  # (a record, event or outcome kept directly: nothing changed)
+            continue
+        elif type(write) is AppendEvent:
+            _pop_event(store, write)
+        elif type(write) is SaveRun:
+            _put_back(store._runs, write.record.run_id, old)
+        elif type(write) is SaveOutcome:
+            outcome, journal = (MISSING, MISSING) if old is MISSING else old
+            _put_back(store._outcomes, write.outcome.run_id, outcome)
+            _put_back(store._journals, write.outcome.run_id, journal)
+
+
+def _put_back(table: dict[Any, Any], key: Hashable, old: Any) -> None:
+    if old is MISSING:
+        table.pop(key, None)
+    else:
+        table[key] = old
+
+
+def _pop_event(store: MemoryStore, write: AppendEvent) -> None:
+    """The event ``write`` appended, out of the stream and its run's list (the last of each:
+    the batch's later appends are undone already)."""
+    store._stream.pop()
+    run_id = write.event.run_id
+    kept = store._events[run_id]
+    kept.pop()
+    if not kept:
+        del store._events[run_id]
 
 
 def _event(store: MemoryStore, write: AppendEvent) -> Undo:
