@@ -42,6 +42,7 @@ CHILD_ONLY = [
     ("detach", "yes", "str"),
     ("inherit_messages", 1, "int"),
     ("share", 5, "int"),
+    ("share", ["notes", 1], "int among its key names"),  # (not "tuple": what ctx.spawn made)
 ]
 
 

@@ -183,8 +183,18 @@ def option_type_problem(req: SpawnRequest) -> str | None:
     for name, kind, fits in _OPTION_TYPES:
         value = getattr(req, name)
         if value is not None and not fits(value):
-            return f"{name} must be {kind}, got {type(value).__name__}"
+            return f"{name} must be {kind}, got {_type_got(name, value)}"
     return None
+
+
+def _type_got(name: str, value: Any) -> str:
+    """The type of ``value`` as the caller gave it: ``share``'s key names (a list made a
+    tuple by ``ctx.spawn``) with one that is no string are named by that one's type."""
+    if name == "share" and isinstance(value, tuple):
+        for key in value:
+            if not isinstance(key, str):
+                return f"{type(key).__name__} among its key names"
+    return type(value).__name__
 
 
 def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
