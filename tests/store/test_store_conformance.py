@@ -6,6 +6,8 @@ handed either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
@@ -36,6 +38,7 @@ from subagents.store.writes import (
     SavePreview,
     SaveRun,
     SaveSubscription,
+    SetMailsState,
     write_all,
 )
 
@@ -571,7 +574,7 @@ def test_a_batch_of_writes_that_raises_halfway_keeps_none_of_them(store: RunStor
     assert store.events("r1") == [event("r1")]
 
 
-@pytest.mark.parametrize("breaks", ["a refused command", "a malformed event"])
+@pytest.mark.parametrize("breaks", ["a refused command", "a malformed event", "a malformed mail"])
 def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
     store: RunStore, breaks: str
 ) -> None:
@@ -581,8 +584,13 @@ def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
     a batch may break at a record, event or outcome as well as at another kind of write."""
     before = run("r1", status=RunStatus.RUNNING)
     first = outcome("r1", RunStatus.FAILED, error="first")
-    write_all(store, [SaveRun(before), AppendEvent(event("r1", n=0)), SaveOutcome(first)])
-    last = AppendEvent(None) if breaks == "a malformed event" else PostCommand("pause", "r1")
+    sent = mail("m0", "r2", "r1")
+    kept = [SaveRun(before), AppendEvent(event("r1", n=0)), SaveOutcome(first), SaveMails((sent,))]
+    write_all(store, kept)
+    last: Any = {
+        "a malformed event": AppendEvent(None),  # type: ignore[arg-type]
+        "a malformed mail": SaveMails((mail("m3", "r1", "r2"), None)),  # type: ignore[arg-type]
+    }.get(breaks, PostCommand("pause", "r1"))
     batch = [
         SaveRun(run("r2", status=RunStatus.RUNNING)),
         AppendEvent(event("r1", n=1)),
@@ -590,6 +598,8 @@ def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
         AppendEvent(event("r2", n=1)),
         SaveOutcome(outcome("r1")),
         SaveRun(run("r1", status=RunStatus.COMPLETED, ended_at=5.0)),
+        SaveMails((mail("m1", "r1", "r2"), sent, mail("m2", "r2", "r1"))),
+        SetMailsState(("m0", "m1", "nobody's"), MailState.READ),
         AppendEvent(event("r1", n=2)),
         last,
     ]
@@ -599,6 +609,7 @@ def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
     assert [e.data for e in store.events("r1")] == [{"n": 0}] and store.events("r2") == []
     assert store.last_event_seq() == 1
     assert store.undelivered_outcomes() == [first]
+    assert store.mail_for("r1") == store.mail_for("r2") == [sent]
     write_all(store, batch[:-1])  # the store goes on taking writes
     assert [e.data for e in store.events("r1")] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert store.last_event_seq() == 4

@@ -36,7 +36,15 @@ from subagents.messages import (
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
 from subagents.store.memory_undo import MISSING, roll_back, undo_of
-from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
+from subagents.store.writes import (
+    AppendEvent,
+    SaveMails,
+    SaveOutcome,
+    SaveRun,
+    SetMailsState,
+    Write,
+    apply_writes,
+)
 
 
 class MemoryStore(RunStore):
@@ -131,6 +139,13 @@ class MemoryStore(RunStore):
                             old = outcomes.get(run_id, MISSING), journals.get(run_id, MISSING)
                             replaced[i] = old
                         self._keep_outcome(write.outcome, write.delivered)
+                    elif type(write) is SaveMails:  # (the mails kept: the last ones in)
+                        replaced[i] = len(self._mail)
+                        self.save_mails(write.mails)
+                    elif type(write) is SetMailsState:
+                        mails = self._mail
+                        replaced[i] = [(m, mails[m]) for m in write.mail_ids if m in mails]
+                        self.set_mails_state(write.mail_ids, write.state)
                     else:
                         replaced[i] = undo_of(self, write)
                         apply_writes(self, (write,))

@@ -132,6 +132,12 @@ def roll_back(
         write, old = writes[i], replaced.get(i, MISSING)
         if callable(old):
             old()
+        elif type(write) is SaveMails:  # (how many mails were kept before it)
+            if old is not MISSING:
+                _drop_mails_after(store, old)
+        elif type(write) is SetMailsState:  # (each mail it changed, as it was)
+            for mail_id, mail in reversed(old if old is not MISSING else ()):
+                store._mail[mail_id] = mail
         elif i == failed:  # (a record, event or outcome kept directly: nothing changed)
             continue
         elif type(write) is AppendEvent:
@@ -149,6 +155,20 @@ def _put_back(table: dict[Any, Any], key: Hashable, old: Any) -> None:
         table.pop(key, None)
     else:
         table[key] = old
+
+
+def _drop_mails_after(store: MemoryStore, kept: int) -> None:
+    """The mails kept after the first ``kept`` out again (a dict keeps its order: they are
+    its last), each out of its runs' lists too (the last there)."""
+    mails, of_run = store._mail, store._mail_of_run
+    while len(mails) > kept:
+        mail_id, mail = mails.popitem()
+        for run_id in dict.fromkeys((mail.sender, mail.recipient)):
+            ids = of_run.get(run_id)
+            if ids and ids[-1] == mail_id:
+                ids.pop()
+                if not ids:
+                    del of_run[run_id]
 
 
 def _pop_event(store: MemoryStore, write: AppendEvent) -> None:
