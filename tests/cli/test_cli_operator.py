@@ -256,6 +256,32 @@ def test_prune_archives_cleans_and_deletes_finished_runs(
     assert cli.json("ps", "--all") == []
 
 
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_prune_after_an_infinite_time_is_never(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """``--archive-after inf`` (or a number past the float range: ``1e999``, a huge integer)
+    archives nothing, and ``--retention-days inf`` deletes nothing: never, as documented
+    (docs/cli.md), however long ago a run ended; a finite bound still acts."""
+    database = request.getfixturevalue("pg_url") if where == "postgres" else None
+    cli = Cli(tmp_path, database=database)
+    done = cli("run", "quick", "one", "--agents", str(cli.agents))
+    assert done.returncode == 0, done.stderr
+    (run_id,) = [r["run_id"] for r in cli.json("ps", "--all")]
+    with cli.store() as store:  # it ended long ago (the epoch)
+        record = store.get_run(run_id)
+        assert record is not None
+        store.save_run(msgspec.structs.replace(record, created_at=0.0, ended_at=0.0))
+    for never in ("inf", "1e999", "9" * 400, "Infinity"):
+        kept = cli.json("prune", "--archive-after", never)
+        assert kept["archived"] == [] and kept["deleted"] == [], never
+    assert cli.json("prune", "--archive-after", "1000000")["archived"] == [run_id]
+    for never in ("inf", "1e999"):
+        kept = cli.json("prune", "--archive-after", "0", "--retention-days", never)
+        assert kept["deleted"] == [], never
+    assert cli.json("prune", "--archive-after", "0", "--retention-days", "0")["deleted"] == [run_id]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from polling import wait_until
 from subagents import FunctionAgent, MemoryStore, Runtime, SQLiteStore
@@ -109,9 +111,8 @@ def _recorded_as_told(store: MemoryStore | SQLiteStore, run_id: str, told: Outco
 
 
 def test_a_memory_store_records_a_root_whose_end_write_broke_as_told() -> None:
-    """The same bug in a MemoryStore, which does not roll a failed batch back: what it kept
-    of the lost decision (the run's completed record, written before the outcome that broke)
-    is overwritten by what the caller was told."""
+    """The same bug in a MemoryStore (whose batch of writes is all or nothing too,
+    ``store/memory_undo.py``): the run is recorded as the caller was told."""
     store = RefusingMemory()
     with Runtime(AGENTS, store=store) as rt:
         handle = rt.spawn("echo", BUGGY)
@@ -260,3 +261,62 @@ def test_a_retry_whose_timer_a_broken_write_lost_is_stopped_and_told(tmp_path: P
         record = store.get_run(handle.run_id)
         assert record is not None and record.status is RunStatus.CANCELLED
         assert tries == [1]  # not started again
+
+
+class _CommitFailing:
+    """A batch of ``store`` that, once armed on its thread, fails its commit (rolled back, a
+    ``StoreError`` raised): the disk filled between the writes and the commit."""
+
+    def __init__(self, inner: AbstractContextManager[None], store: CommitFailingSQLite) -> None:
+        self.inner, self.store = inner, store
+
+    def __enter__(self) -> None:
+        self.inner.__enter__()
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool | None:
+        if kind is None and self.store.fail_commit_on == threading.get_ident():
+            self.store.fail_commit_on = None
+            error = StoreError("the disk filled before the commit")
+            self.inner.__exit__(StoreError, error, None)  # rolled back
+            raise error
+        return self.inner.__exit__(kind, exc, tb)
+
+
+class CommitFailingSQLite(RefusingSQLite):
+    """A write that breaks (a bug, ``BUGGY``) and then the commit of the group it was in
+    fails too: the outermost (fenced) batch of the supervisor's thread."""
+
+    fail_commit_on: int | None = None
+
+    def save_outcome(self, outcome: Outcome, delivered: bool = False) -> None:
+        if outcome.result == BUGGY:
+            self.fail_commit_on = threading.get_ident()
+        super().save_outcome(outcome, delivered)
+
+    def fenced_batch(self, owner: str, epoch: int) -> AbstractContextManager[None]:
+        return _CommitFailing(super().fenced_batch(owner, epoch), self)
+
+
+def test_a_caller_is_told_recorded_failed_only_once_that_is_committed(tmp_path: Path) -> None:
+    """The root's end write breaks (a bug): it is recorded failed instead, in the open group,
+    and then that group's commit fails. Its caller must not hear "recorded failed" of a run
+    the store keeps unfinished (a restore would run it again): it hears the store's failure,
+    which says the end is not recorded yet. Before, it was told "recorded failed" as soon as
+    the record was written into the group, before the commit that then failed."""
+    store = CommitFailingSQLite(tmp_path / "runs.db")
+    with Runtime(AGENTS, store=store) as rt:
+        handle = rt.spawn("echo", BUGGY)
+        outcome = handle.result(timeout=WAIT)
+        record = store.get_run(handle.run_id)
+        assert record is not None
+        assert outcome.status is RunStatus.FAILED
+        assert "recorded failed" not in (outcome.error or ""), outcome.error
+        assert outcome.error_kind == "store" and "the disk filled" in (outcome.error or "")
+        if record.status.terminal:  # (recovered already: a poll of commands retried it)
+            assert record.status is RunStatus.FAILED and record.outcome is not None
+            assert record.outcome.error_kind == "store", record.outcome
+        # the store takes writes again: the run is recorded as its caller was told
+        assert rt.spawn("echo", "ok").result(timeout=WAIT).result == "ok"
+        record = store.get_run(handle.run_id)
+        assert record is not None and record.status is RunStatus.FAILED, record
+        assert record.outcome is not None and record.outcome.error_kind == "store"

@@ -224,7 +224,6 @@ def test_bad_policy_options_of_a_root_run_are_refused_clearly() -> None:
             ({"cost_budget_usd": float("nan")}, "finite number of USD, got nan"),
             ({"cost_budget_usd": float("inf")}, "finite number of USD, got inf"),
             ({"max_retries": -2}, "max_retries must be an integer >= 0, got -2"),
-            ({"max_retries": "x"}, "max_retries must be an integer >= 0, got 'x'"),
         ]
         for options, message in cases:
             for start in (rt.spawn, rt.run):  # the request's own settings: raised at once

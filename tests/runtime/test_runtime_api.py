@@ -149,8 +149,8 @@ def test_run_hears_a_refusal_without_asking_and_forgets_the_run() -> None:
     with Runtime([spec("a")], model=ScriptedModel({})) as rt:
         with pytest.raises(AdmissionError, match="unknown agent 'zed'; known agents: a"):
             rt.run("zed", "x", wait=WAIT)
-        with pytest.raises(AdmissionError, match="context must be a string"):
-            rt.run("a", "x", wait=WAIT, context=123)
+        with pytest.raises(TypeError, match="context must be a string, got int"):
+            rt.run("a", "x", wait=WAIT, context=123)  # (a wrong type: the call's mistake)
         with pytest.raises(TypeError, match="unexpected keyword arguments: parent_run_id"):
             rt.run("a", "x", wait=WAIT, parent_run_id="r-other")
         with pytest.raises(TypeError, match="task must be a string, got int"):

@@ -5,10 +5,15 @@ from __future__ import annotations
 import contextvars
 import functools
 import queue
+import sys
 import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import pytest
 
+from polling import wait_until
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
@@ -204,3 +209,65 @@ def test_runs_finish_after_their_thread_was_reused() -> None:
         outcomes = [rt.run("twice", f"t{i}", wait=WAIT) for i in range(10)]
     assert [o.status for o in outcomes] == [RunStatus.COMPLETED] * 10
     assert [o.result for o in outcomes] == [f"t{i}:T{i}" for i in range(10)]
+
+
+def _start_paused(at_start: threading.Event, go: threading.Event) -> Callable[..., Any]:
+    """A trace function for one thread: its call of ``Thread.start`` waits for ``go`` (after
+    setting ``at_start``), holding the pool's thread made and not started yet."""
+    start_code = threading.Thread.start.__code__
+
+    def trace(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code is start_code:
+            at_start.set()
+            go.wait(WAIT)
+
+    return trace
+
+
+def _closed(pool: ThreadPool) -> bool:
+    try:
+        pool.try_run(lambda: None)
+    except PoolClosed:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("how", ["run", "add_spare"])
+def test_a_close_sees_the_thread_a_concurrent_start_made(how: str) -> None:
+    """``close`` runs while a ``run`` (or ``add_spare``) has made its thread and not started
+    it yet (held at ``Thread.start`` by a trace function). The thread must be joined, or
+    named among those still alive: before, ``join`` of a thread not started raised (and was
+    ignored), so close returned with none named, and the thread started after it and ran
+    its job (here: held alive) past the close."""
+    pool = ThreadPool(name="t-race")
+    at_start, go, hold = threading.Event(), threading.Event(), threading.Event()
+    ran: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
+
+    def job() -> None:
+        ran.put(threading.current_thread())
+        hold.wait(WAIT)
+
+    def starter() -> None:
+        sys.settrace(_start_paused(at_start, go))
+        try:
+            pool.run(job) if how == "run" else pool.add_spare()
+        finally:
+            sys.settrace(None)
+
+    returned: queue.SimpleQueue[list[threading.Thread]] = queue.SimpleQueue()
+    threading.Thread(target=starter, daemon=True).start()
+    assert at_start.wait(WAIT)
+    closer = threading.Thread(target=lambda: returned.put(pool.close(timeout=2.0)), daemon=True)
+    closer.start()
+    wait_until(lambda: _closed(pool), "the pool closed")
+    go.set()  # the start goes on (with the fix, the close waited for it)
+    alive = returned.get(timeout=WAIT)
+    try:
+        if how == "run":
+            made = ran.get(timeout=WAIT)  # its job runs: it was taken before the close
+            assert made in alive, (made, alive)  # held by its job: named, not missed
+        else:  # a spare parks at once: a closed pool ends it, joined by the close
+            assert alive == []
+            assert pool.threads == 0
+    finally:
+        hold.set()

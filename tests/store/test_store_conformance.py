@@ -6,6 +6,8 @@ handed either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
@@ -25,7 +27,20 @@ from subagents.messages import (
 from subagents.store.base import Fenced, RunStore
 from subagents.store.fencing import AttemptOver, Fence, FencedStore
 from subagents.store.memory import MemoryStore
-from subagents.store.writes import AttemptFence, SaveJournal
+from subagents.store.writes import (
+    AppendEvent,
+    AttemptFence,
+    PostCommand,
+    SaveCheckpoint,
+    SaveJournal,
+    SaveMails,
+    SaveOutcome,
+    SavePreview,
+    SaveRun,
+    SaveSubscription,
+    SetMailsState,
+    write_all,
+)
 
 
 def test_save_and_get_run_round_trips_every_field(store: RunStore) -> None:
@@ -520,3 +535,81 @@ def test_previews_are_kept_one_per_run_replaced_and_dropped(store: RunStore) -> 
     store.drop_preview("r1")
     store.drop_preview("missing")  # nothing to drop: no error
     assert store.previews(["r1", "r2"]) == {"r2": other}
+
+
+def test_a_batch_of_writes_that_raises_halfway_keeps_none_of_them(store: RunStore) -> None:
+    """A decision's writes (``write_all``) are all or nothing in every store: one that raises
+    (here a command of an unknown kind, refused by every store) leaves none of those before
+    it, as SQLite and PostgreSQL roll the batch back. Before, a MemoryStore kept them: the
+    run's record completed, its events, mail, journal and outcome, though the batch failed."""
+    before = run("r1", status=RunStatus.RUNNING)
+    write_all(store, [SaveRun(before), SaveJournal("r1", (JournalEntry(request_id="q0"),))])
+    done = run("r1", status=RunStatus.COMPLETED, ended_at=5.0)
+    halfway = [
+        SaveRun(done),
+        AppendEvent(event("r1")),
+        SaveMails((mail("m1", "r1", "r2"),)),
+        SaveJournal("r1", (JournalEntry(request_id="q1"),)),
+        SaveCheckpoint(checkpoint("r1", 1)),
+        SavePreview(Preview(run_id="r1", turn=1, text="so far", chars=6, ts=1.0)),
+        SaveSubscription(Subscription(run_id="r1", topic="news", root_run_id="r1")),
+        PostCommand("stop", "r1"),
+        SaveOutcome(outcome("r1")),  # (drops the run's journal in a MemoryStore)
+        PostCommand("pause", "r1"),  # refused: the batch fails here
+    ]
+    with pytest.raises(ValueError, match="'pause'"):
+        write_all(store, halfway)
+    assert store.get_run("r1") == before
+    assert store.events("r1") == []
+    assert store.mail_for("r1") == store.mail_for("r2") == []
+    assert [e.request_id for e in store.journal_of("r1")] == ["q0"]
+    assert store.load_checkpoint("r1") is None
+    assert store.previews(["r1"]) == {}
+    assert store.subscriptions() == []
+    assert store.take_commands() == []
+    assert store.undelivered_outcomes() == []
+    assert store.last_event_seq() == 0
+    write_all(store, halfway[:-1])  # the store goes on taking writes
+    assert store.get_run("r1") == done
+    assert store.events("r1") == [event("r1")]
+
+
+@pytest.mark.parametrize("breaks", ["a refused command", "a malformed event", "a malformed mail"])
+def test_a_batch_that_raises_puts_back_what_its_writes_replaced(
+    store: RunStore, breaks: str
+) -> None:
+    """All or nothing over what the store held before the batch: a record saved again
+    (twice in the batch: a live save, then a terminal one), events appended to a run that
+    had some, an outcome saved again over one undelivered, are put back as they were; and
+    a batch may break at a record, event or outcome as well as at another kind of write."""
+    before = run("r1", status=RunStatus.RUNNING)
+    first = outcome("r1", RunStatus.FAILED, error="first")
+    sent = mail("m0", "r2", "r1")
+    kept = [SaveRun(before), AppendEvent(event("r1", n=0)), SaveOutcome(first), SaveMails((sent,))]
+    write_all(store, kept)
+    last: Any = {
+        "a malformed event": AppendEvent(None),  # type: ignore[arg-type]
+        "a malformed mail": SaveMails((mail("m3", "r1", "r2"), None)),  # type: ignore[arg-type]
+    }.get(breaks, PostCommand("pause", "r1"))
+    batch = [
+        SaveRun(run("r2", status=RunStatus.RUNNING)),
+        AppendEvent(event("r1", n=1)),
+        SaveRun(run("r1", status=RunStatus.RUNNING, task="again")),
+        AppendEvent(event("r2", n=1)),
+        SaveOutcome(outcome("r1")),
+        SaveRun(run("r1", status=RunStatus.COMPLETED, ended_at=5.0)),
+        SaveMails((mail("m1", "r1", "r2"), sent, mail("m2", "r2", "r1"))),
+        SetMailsState(("m0", "m1", "nobody's"), MailState.READ),
+        AppendEvent(event("r1", n=2)),
+        last,
+    ]
+    with pytest.raises((ValueError, AttributeError)):
+        write_all(store, batch)
+    assert store.get_run("r1") == before and store.get_run("r2") is None
+    assert [e.data for e in store.events("r1")] == [{"n": 0}] and store.events("r2") == []
+    assert store.last_event_seq() == 1
+    assert store.undelivered_outcomes() == [first]
+    assert store.mail_for("r1") == store.mail_for("r2") == [sent]
+    write_all(store, batch[:-1])  # the store goes on taking writes
+    assert [e.data for e in store.events("r1")] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert store.last_event_seq() == 4

@@ -24,6 +24,7 @@ from subagents.messages import (
     RunStatus,
     SendMail,
     SpawnRequest,
+    StopRequest,
     StopRequested,
     new_id,
 )
@@ -169,7 +170,29 @@ def test_a_stop_of_every_root_stops_the_others_when_one_raises() -> None:
         assert all(r.status.terminal for r in store.list_runs())
         assert len(_failed_by_the_bug(store)) == 1, at
         assert decision.reply.error is None
+        # the reply names every run the stop ended, the one ended by the bug too
+        assert sorted(decision.reply.stopped) == sorted(r.run_id for r in store.list_runs())
     assert struck >= 5
+
+
+def test_a_stops_reply_names_the_run_its_walk_ended_by_a_bug() -> None:
+    """A ``StopRequest`` of one tree whose cancel walk raises on one of its runs: that run
+    ends failed with the error, and the stop's caller is told it ended, as the others."""
+    struck = 0
+    for at in range(1, 12):
+        driven, store, clock = _driven()
+        root, child = _pairs(driven, 1)[0]
+        clock.arm(at)
+        stop = StopRequest(request_id=new_id("s"), run_id=root, reason="enough")
+        decision = driven._do(driven.core.stop(stop))
+        if not clock.broke:
+            continue
+        struck += 1
+        _kept_as_told(driven, store, [root], decision)
+        assert len(_failed_by_the_bug(store)) == 1, at
+        assert decision.reply.error is None
+        assert sorted(decision.reply.stopped) == sorted([root, child]), at
+    assert struck >= 2
 
 
 def test_a_lost_host_restarts_the_others_when_one_move_raises() -> None:

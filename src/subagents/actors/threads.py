@@ -86,6 +86,7 @@ class ThreadPool:
         self._closed = False
         self._numbers = itertools.count(1)
         self._coming = 0  # spare threads started and not parked yet (``add_spare``)
+        self._starting = 0  # threads made and not started yet: ``close`` waits for them
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -109,12 +110,15 @@ class ThreadPool:
                 daemon=True,  # a program that forgets Runtime.close() must still exit
             )
             self._threads.add(thread)
+            self._starting += 1
         try:
             thread.start()  # a new thread: its first job comes with it
         except BaseException:  # no thread to be had (the process's limit): say so, count none
             with self._lock:
                 self._threads.discard(thread)
             raise
+        finally:
+            self._started()
 
     def try_run(self, job: Work) -> bool:
         """Run ``job`` on a parked thread; False, running nothing, if none is parked (the
@@ -145,6 +149,7 @@ class ThreadPool:
                 daemon=True,
             )
             self._threads.add(thread)
+            self._starting += 1
         try:
             thread.start()
         except BaseException:
@@ -152,7 +157,15 @@ class ThreadPool:
                 self._threads.discard(thread)
                 self._coming -= 1
             raise
+        finally:
+            self._started()
         return True
+
+    def _started(self) -> None:
+        """A thread made by ``run`` or ``add_spare`` has started (or could not be)."""
+        with self._lock:
+            self._starting -= 1
+            self._changed.notify_all()
 
     @property
     def spares(self) -> int:
@@ -221,15 +234,22 @@ class ThreadPool:
     def close(self, timeout: float = 10.0) -> list[threading.Thread]:
         """Run nothing more; end parked threads; wait up to ``timeout`` for busy ones to end.
 
-        Returns the threads still alive at the deadline (busy with a job that did not end)."""
+        Returns the threads still alive at the deadline (busy with a job that did not end),
+        and any a concurrent ``run`` or ``add_spare`` had made and not started by then: a
+        thread not started cannot be joined, and would start (its job run) after the close
+        returned had the close not waited for it."""
         deadline = time.monotonic() + timeout
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-            threads = list(self._threads)
         for worker in idle:
             worker.jobs.put(_STOP)
+        with self._lock:  # (nothing is made after ``_closed``: only those already made)
+            self._changed.wait_for(
+                lambda: not self._starting, max(0.0, deadline - time.monotonic())
+            )
+            threads = list(self._threads)
         for thread in threads:
-            with contextlib.suppress(RuntimeError):  # never started
+            with contextlib.suppress(RuntimeError):  # not started by the deadline
                 thread.join(max(0.0, deadline - time.monotonic()))
-        return [t for t in threads if t.is_alive()]
+        return [t for t in threads if t.is_alive() or t.ident is None]

@@ -108,7 +108,14 @@ def ends_unrecorded(
     to start again after a delay (a retry: its timer, ``ScheduleRestart``, lost), which the
     core holds running though no agent was started, its deadline never armed, is stopped
     (``handle``: a ``StopRequest`` from the outside, decided and carried out as any), its
-    waiter told why: else it waited for ever, its slot never given back."""
+    waiter told why: else it waited for ever, its slot never given back.
+
+    Told only what is written: the tells go through ``apply`` (the supervisor's
+    ``_apply``) as effects, held until the open group that records the runs failed is
+    committed. Told at once, a commit that then failed (or a process that died before it)
+    left a caller told "recorded failed" of a run the store kept unfinished, which a restore
+    runs again; a failed commit halts instead, and the halt tells the roots among them the
+    store's failure, which says their end is not recorded yet."""
     ended: list[tuple[TellOutside | Tell, ChildDone]] = [
         (e, e.message)
         for e in effects
@@ -132,8 +139,7 @@ def ends_unrecorded(
     ids = [done.outcome.run_id for _effect, done in ended]
     ids += [e.run_id for e in stops if isinstance(e, StopAgent)]
     written = store is not None and recorded(store, list(dict.fromkeys(ids)), reason + RECORDED)
-    if stops and apply is not None:
-        apply(stops)
+    tells: list[Effect] = []
     for effect, done in ended:
         outcome = Outcome(
             run_id=done.outcome.run_id,
@@ -142,10 +148,15 @@ def ends_unrecorded(
             error=reason + (RECORDED if written else UNWRITTEN),
         )
         told = ChildDone(request_id=done.request_id, outcome=outcome)
-        if isinstance(effect, Tell):
-            tell(effect.run_id, told)
-        else:
-            on_outside(told)
+        tells.append(Tell(effect.run_id, told) if isinstance(effect, Tell) else TellOutside(told))
+    if apply is not None:  # held, as any effect, until the open group is committed
+        apply([*stops, *tells])
+        return
+    for told_effect in tells:
+        if isinstance(told_effect, Tell):
+            tell(told_effect.run_id, told_effect.message)
+        elif isinstance(told_effect, TellOutside):
+            on_outside(told_effect.message)
 
 
 def _stop_lost_start(handle: Callable[..., Any], run_id: str, reason: str) -> None:

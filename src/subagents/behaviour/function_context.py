@@ -33,6 +33,7 @@ from subagents.messages import (
     topic_problem,
 )
 from subagents.supervision.parking import BRIEF_SLEEP_FLOOR_S
+from subagents.supervision.requests import option_type_problem
 from subagents.supervision.synthesis import Item, Synthesis, outcome_value, synthesize
 
 
@@ -107,6 +108,16 @@ def _answered_stop(b: ContextHost, key: str, replayed: list[JournalEntry] | None
     return True
 
 
+def _share_as_keys(policies: dict[str, Any]) -> None:
+    """``spawn``'s ``share`` (a key name, or several) as the request's tuple of keys; a
+    value of another type is left for the request's type check to name."""
+    share = policies.get("share")
+    if share is None:  # (not given)
+        policies.pop("share", None)
+    elif isinstance(share, str | list | tuple | set | frozenset):
+        policies["share"] = (share,) if isinstance(share, str) else tuple(share)
+
+
 class AgentContext:
     """What a function agent can do: spawn, mail, stop, sleep, and read about its run."""
 
@@ -157,21 +168,10 @@ class AgentContext:
         unknown = set(policies) - _SPAWN_POLICIES
         if unknown:
             raise TypeError(f"spawn() got unknown options: {', '.join(sorted(unknown))}")
-        for name, value in (("agent", agent), ("task", task)):  # the call is wrong: rt.spawn's
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
-        if "share" in policies:
-            share = policies["share"]
-            policies["share"] = (share,) if isinstance(share, str) else tuple(share)
-        b = self._b
+        _share_as_keys(policies)
         background = background or detach
-        # (a detached spawn's fingerprint differs; a plain one's is what it always was)
-        digest = call_digest(agent, task, context, background, *(("detach",) if detach else ()))
-        key, replayed = b.call("spawn", digest, agent, task)
-        pending = b.pending(key)
-        b.background[key] = background
         request = SpawnRequest(
-            request_id=key,
+            request_id="",
             agent=agent,
             task=task,
             parent_run_id=self.run_id,
@@ -183,6 +183,16 @@ class AgentContext:
             label=label,
             **policies,
         )
+        problem = option_type_problem(request)  # the call is wrong: rt.spawn's TypeError,
+        if problem is not None:  # before anything is journaled (a replay raises the same)
+            raise TypeError(problem)
+        b = self._b
+        # (a detached spawn's fingerprint differs; a plain one's is what it always was)
+        digest = call_digest(agent, task, context, background, *(("detach",) if detach else ()))
+        key, replayed = b.call("spawn", digest, agent, task)
+        pending = b.pending(key)
+        b.background[key] = background
+        request = msgspec.structs.replace(request, request_id=key)
         seen = seen_result(replayed)
         if seen is not None and seen.error is not None:
             b.resolve(key, error=SpawnRefused(seen.error))

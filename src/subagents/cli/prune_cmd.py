@@ -7,9 +7,11 @@ store: finished runs that ended `--archive-after` minutes ago or more (default 6
 finished run) are archived (hidden from `ps` without `--all`; `info` still finds them), and
 those whose cleanup is `delete` (their tree's choice: `run --cleanup`, a definition's
 `cleanup`) lose their transcripts and events; runs archived `--retention-days` ago or more
-are deleted whole (default: never). A run whose outcome its requester has not been told is
-never deleted (reported as held). Unfinished runs are never touched, so it is safe beside a
-runtime using the store. `--dry-run` says what it would do and writes nothing.
+are deleted whole (default: never). An infinite value (`inf`, or a number past the float
+range, `1e999`) means never: `--archive-after inf` archives nothing. A run whose outcome
+its requester has not been told is never deleted (reported as held). Unfinished runs are
+never touched, so it is safe beside a runtime using the store. `--dry-run` says what it
+would do and writes nothing.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=60.0,
         metavar="MIN",
-        help="archive finished runs that ended MIN minutes ago or more (default 60)",
+        help="archive finished runs that ended MIN minutes ago or more (default 60; inf: never)",
     )
     parser.add_argument(
         "--retention-days",
         type=float,
         default=None,
         metavar="D",
-        help="delete runs archived D days ago or more, whole (default: keep them)",
+        help="delete runs archived D days ago or more, whole (default or inf: keep them)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="say what would be done; write nothing"

@@ -30,7 +30,7 @@ from subagents.store.base import RunStore
 from subagents.supervision.admission_checks import unknown_agent
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
-from subagents.supervision.requests import policy_problem, request_problem
+from subagents.supervision.requests import option_type_problem, policy_problem, request_problem
 
 
 class RootRuns:
@@ -64,9 +64,9 @@ class RootRuns:
         """What the caller can see wrong at once: the runtime closed, the caller, the
         request itself (``AdmissionError``, the supervisor's words)."""
         self.requests.check()  # open; the caller: before the waiter is registered
-        for name, value in (("agent", request.agent), ("task", request.task)):
-            if not isinstance(value, str):  # the call is wrong, as for any argument's kind
-                raise TypeError(f"{name} must be a string, got {type(value).__name__}")
+        wrong = option_type_problem(request)  # the call is wrong, as for any argument's kind
+        if wrong is not None:
+            raise TypeError(wrong)
         # the supervisor's rules, and the request's own settings, at once
         problem = request_problem(request, self.limits) or policy_problem(request)
         if problem is not None:

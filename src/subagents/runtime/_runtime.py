@@ -74,6 +74,7 @@ from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
 from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
+from subagents.supervision.requests import option_type_problem
 from subagents.supervision.synthesis import Synthesis
 from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
@@ -555,7 +556,11 @@ def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
         if unknown:
             raise TypeError(f"unexpected keyword arguments: {', '.join(map(str, unknown))}")
         fields.update(own)
-    return _root_request(job[0], job[1], **fields)
+    request = _root_request(job[0], job[1], **fields)
+    wrong = option_type_problem(request)  # (refused alone: ``spawn_many`` raises for none)
+    if wrong is not None:
+        raise TypeError(wrong)
+    return request
 
 
 _ROOT_FIELDS = frozenset(

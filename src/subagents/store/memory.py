@@ -35,7 +35,16 @@ from subagents.messages import (
 )
 from subagents.store.approvals import ApprovalRefused, answer_command, answered, refusal
 from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
-from subagents.store.writes import AppendEvent, SaveOutcome, SaveRun, Write, apply_writes
+from subagents.store.memory_undo import MISSING, roll_back, undo_of
+from subagents.store.writes import (
+    AppendEvent,
+    SaveMails,
+    SaveOutcome,
+    SaveRun,
+    SetMailsState,
+    Write,
+    apply_writes,
+)
 
 
 class MemoryStore(RunStore):
@@ -94,22 +103,55 @@ class MemoryStore(RunStore):
         subclass that overrides one of those methods has every write go through its method
         (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
         a call of the store's public API (whose types ``subagents`` exports: the writes are
-        internal to the runtime; tests/runtime/test_public_api.py)."""
+        internal to the runtime; tests/runtime/test_public_api.py).
+
+        All or nothing, as a batch of SQLite's: should a write raise, those before it are
+        undone and the error raised (``store.memory_undo.roll_back``). What undoes them costs
+        the way of every run no call: a record, an event or an outcome kept anew is undone
+        by the write itself (its key out again, its event popped); only a value a write
+        replaces is kept (``replaced``, by the write's place), and any other kind of write
+        takes its undo step before it (``undo_of``)."""
+        runs, outcomes, journals = self._runs, self._outcomes, self._journals
+        replaced: dict[int, Any] = {}
+        i = -1
         with self._lock:
-            if not self._direct:
-                apply_writes(self, (w for i, w in enumerate(writes) if i not in skip))
-                return
-            for i, write in enumerate(writes):
-                if i in skip:
-                    continue
-                if type(write) is AppendEvent:
-                    self._keep_event(write.event)
-                elif type(write) is SaveRun:
-                    self._runs[write.record.run_id] = write.record
-                elif type(write) is SaveOutcome:
-                    self._keep_outcome(write.outcome, write.delivered)
-                else:
-                    apply_writes(self, (write,))
+            try:
+                if not self._direct:
+                    for i, write in enumerate(writes):
+                        if i not in skip:
+                            replaced[i] = undo_of(self, write)
+                            apply_writes(self, (write,))
+                    return
+                for i, write in enumerate(writes):
+                    if i in skip:
+                        continue
+                    if type(write) is AppendEvent:
+                        self._keep_event(write.event)
+                    elif type(write) is SaveRun:
+                        record = write.record
+                        run_id = record.run_id
+                        if run_id in runs:  # (``in``, not ``get``: no call on every run's way)
+                            replaced[i] = runs[run_id]
+                        runs[run_id] = record
+                    elif type(write) is SaveOutcome:
+                        run_id = write.outcome.run_id  # (an end drops the run's journal)
+                        if run_id in outcomes or run_id in journals:
+                            old = outcomes.get(run_id, MISSING), journals.get(run_id, MISSING)
+                            replaced[i] = old
+                        self._keep_outcome(write.outcome, write.delivered)
+                    elif type(write) is SaveMails:  # (the mails kept: the last ones in)
+                        replaced[i] = len(self._mail)
+                        self.save_mails(write.mails)
+                    elif type(write) is SetMailsState:
+                        mails = self._mail
+                        replaced[i] = [(m, mails[m]) for m in write.mail_ids if m in mails]
+                        self.set_mails_state(write.mail_ids, write.state)
+                    else:
+                        replaced[i] = undo_of(self, write)
+                        apply_writes(self, (write,))
+            except BaseException:
+                roll_back(self, writes, skip, i, replaced)
+                raise
 
     def save_run(self, record: RunRecord) -> None:
         with self._lock:

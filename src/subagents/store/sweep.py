@@ -74,7 +74,10 @@ class SweepBounds(msgspec.Struct, frozen=True, kw_only=True):
 def sweep_bounds(
     *, now: float, archive_after_minutes: float, retention_days: float | None
 ) -> SweepBounds:
-    """Validate the sweep's settings and turn them into instants."""
+    """Validate the sweep's settings and turn them into instants. An infinite setting
+    (``math.inf``; on the command line ``inf`` or a number past the float range, ``1e999``)
+    means never: its instant is ``-inf``, which no run's time is at or before (as one so
+    large that ``now`` minus it overflows to it)."""
     if not archive_after_minutes >= 0:
         raise ValueError(
             f"archive_after_minutes must be a number >= 0, got {archive_after_minutes!r}"

@@ -240,8 +240,14 @@ class Lifecycle:
             cancelled.append(run_id)
             return one
 
+        def failed_one(run_id: str, exc: Exception) -> Decided | None:
+            ended = self.ended_by_bug(run_id, exc)
+            if ended is not None:  # the walk ended it too: its stop's reply names it
+                cancelled.append(run_id)
+            return ended
+
         try:  # a run whose cancel raises (a bug) ends failed alone (``isolated``)
-            each(walk, cancel_one, decided, self.ended_by_bug, self.mail.ledger)
+            each(walk, cancel_one, decided, failed_one, self.mail.ledger)
         finally:
             self.ending -= ending
         # The slots the walk freed go to the queue now that every run it ended has left it:

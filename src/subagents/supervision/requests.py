@@ -143,6 +143,90 @@ def _children(item: Any) -> list[Any] | None:
     return None
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _keys(value: Any) -> bool:
+    return isinstance(value, tuple) and all(isinstance(k, str) for k in value)
+
+
+_OPTION_TYPES: tuple[tuple[str, str, Any], ...] = (
+    ("context", "a string", _text),
+    ("model", "a string", _text),
+    ("label", "a string", _text),
+    ("timeout", "a number of seconds", _number),
+    ("token_budget", "an integer", _integer),
+    ("cost_budget_usd", "a number", _number),
+    ("on_failure", "a string", _text),
+    ("max_retries", "an integer", _integer),
+    ("shared", "a mapping", lambda v: isinstance(v, dict)),
+    ("cleanup", "a string", _text),
+    ("continues", "a run's id (a string)", _text),
+    ("detach", "True or False", _flag),  # (before background: a detached child's is set)
+    ("background", "True or False", _flag),
+    ("inherit_messages", "True or False", _flag),
+    ("share", "a list of key names", _keys),
+)
+"""Each spawn option and the type its value must have (None: not given, for all of them)."""
+
+
+def option_type_problem(req: SpawnRequest) -> str | None:
+    """The first option of ``req`` whose value is of the wrong TYPE, named with the type it
+    got (``rt.spawn``, ``rt.run`` and ``ctx.spawn`` raise it as a ``TypeError`` before
+    anything starts: the call is wrong, as for any argument's kind; ``spawn_many`` refuses
+    that job alone), or None. A value of the right type that cannot be used (a negative
+    timeout, an unknown ``on_failure``) is ``request_problem``'s and the policy book's."""
+    for name, value in (("agent", req.agent), ("task", req.task)):
+        if not isinstance(value, str):
+            return f"{name} must be a string, got {type(value).__name__}"
+    if (  # (most spawns set none of them: no walk)
+        req.context is None
+        and req.model is None
+        and req.label is None
+        and req.timeout is None
+        and req.token_budget is None
+        and req.cost_budget_usd is None
+        and req.on_failure is None
+        and req.max_retries is None
+        and req.shared is None
+        and req.cleanup is None
+        and req.continues is None
+        and req.background is False
+        and req.detach is False
+        and req.inherit_messages is None
+        and req.share == ()
+    ):
+        return None
+    for name, kind, fits in _OPTION_TYPES:
+        value = getattr(req, name)
+        if value is not None and not fits(value):
+            return f"{name} must be {kind}, got {_type_got(name, value)}"
+    return None
+
+
+def _type_got(name: str, value: Any) -> str:
+    """The type of ``value`` as the caller gave it: ``share``'s key names (a list made a
+    tuple by ``ctx.spawn``) with one that is no string are named by that one's type."""
+    if name == "share" and isinstance(value, tuple):
+        for key in value:
+            if not isinstance(key, str):
+                return f"{type(key).__name__} among its key names"
+    return type(value).__name__
+
+
 def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
     """Why a spawn request cannot be admitted as asked, or None. Checks the request alone
     (types, an empty task, sizes, the timeout against the maximum); what depends on the
