@@ -518,26 +518,8 @@ class SupervisorActor(FastInboxActor):
         self._apply(take_commands(self.core, self.store, self.now()))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
-        """Take up the orphaned runs. Liveness (the leases, and which dead owners Ray is
-        starting again) is read in the transaction of the takeover and handed to the core
-        with the rest of the snapshot; the effects (starts) follow the commit. Its writes
-        failing (or the commit), the takeover is rolled back before the failure is handled
-        (``_lost``): a run it records failed is committed on its own before its waiter is
-        told so, not told of a record the rollback then removed."""
-        decision: Decision | None = None
-        try:
-            with self.store.batch():
-                alive = live_owners(self.store.leases(), self.now())
-                counted = self.core.limits.max_runs_per_tree is not None  # a tree's size
-                # a cluster's store tells which dead owners are tree hosts being restarted
-                listed = getattr(self.store, "host_listed", None)
-                snapshot = read_snapshot(self.store, alive, count_trees=counted, listed=listed)
-                decision = self.core.restore(snapshot, roots)
-                write_all(self.store, decision.writes)
-        except Exception as exc:
-            if decision is not None:  # decided (the core holds it), not written
-                self._lost(exc, decision.effects)
-            raise
+        """Take up the orphaned runs (``_restored``); the effects (starts) follow the commit."""
+        decision = _restored(self.store, self.core, self.now(), roots, self._lost)
         self._apply(decision.effects)
         return decision.reply
 
@@ -571,3 +553,33 @@ class SupervisorActor(FastInboxActor):
             self._held.extend(effects)
             return
         self.effector.apply(effects)
+
+
+def _restored(
+    store: RunStore,
+    core: SupervisorCore,
+    now: float,
+    roots: frozenset[str] | None,
+    lost: Callable[[Exception, list[Effect]], None],
+) -> Decision:
+    """The core's takeover of the orphaned runs, committed. Liveness (the leases, and which
+    dead owners Ray is starting again) is read in the transaction of the takeover and handed
+    to the core with the rest of the snapshot. Its writes failing (or the commit), it is
+    rolled back before the failure is handled (``lost``: ``SupervisorActor._lost``): a run
+    it records failed is committed on its own before its waiter is told so, not told of a
+    record the rollback then removed."""
+    decision: Decision | None = None
+    try:
+        with store.batch():
+            alive = live_owners(store.leases(), now)
+            counted = core.limits.max_runs_per_tree is not None  # a tree's size matters
+            # a cluster's store tells which dead owners are tree hosts being restarted
+            listed = getattr(store, "host_listed", None)
+            snapshot = read_snapshot(store, alive, count_trees=counted, listed=listed)
+            decision = core.restore(snapshot, roots)
+            write_all(store, decision.writes)
+    except Exception as exc:
+        if decision is not None:  # decided (the core holds it), not written
+            lost(exc, decision.effects)
+        raise
+    return decision
