@@ -45,6 +45,7 @@ from subagents.messages import (
 )
 from subagents.store.base import Fenced, RunStore, StoreError
 from subagents.store.snapshot import UNFINISHED
+from subagents.store.writes import write_all
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision
 
@@ -135,12 +136,19 @@ class Outage:
             self.on_outside(ChildDone(request_id=run_id, outcome=outcome))
         return True
 
-    def recover(self, write: Callable[[Decision], None]) -> Decision | None:
+    def recover(self) -> Decision | None:
         """Whether the store takes writes again (not after a lost lease: that is for good):
         if it does, every run this runtime held, and every run the store still has
         unfinished under it, is recorded as failed with the store's error in one
-        transaction (``write``: the decision's writes, inside it), and the decision (its
-        effects to carry out) is returned; None while the store still fails."""
+        transaction, and the decision (its effects to carry out once that is committed) is
+        returned; None while the store still fails.
+
+        A write of it that breaks (a bug, not the store) rolls it all back and is logged:
+        nothing is told of it, since the callers were told the store's failure, which says
+        their runs' end is not recorded yet, and that stays true; it is tried again (the
+        same decision, ``_owed``) at the next ask, as while the store fails. (Before, it went
+        through the supervisor's ``_write``, which told the waiters "recorded failed" of
+        records the rollback then removed, and the error escaped the supervisor's tell.)"""
         failure = self.failure
         if failure is None or self.for_good:
             return None
@@ -153,12 +161,15 @@ class Outage:
                 decision = self._owed
                 if decision is None:
                     decision = self._owed = self.core.store_recovered(failure, unheld)
-                write(decision)
+                write_all(store, decision.writes)
         except Fenced as exc:  # the lease is gone: its runs were stopped or taken over
             self._lost_lease(exc)
             return None
         except StoreError as exc:
             log.debug("the run store still fails", error=str(exc))
+            return None
+        except Exception:  # a bug in a write: rolled back, nothing told (see above)
+            log.exception("the run store's recovery could not be written: tried again later")
             return None
         self._owed = None
         self.failure, self.unrecorded = None, ()

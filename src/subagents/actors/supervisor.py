@@ -399,7 +399,7 @@ class SupervisorActor(FastInboxActor):
         """Whether the supervisor takes work on (again: the store works after failing)."""
         if self.outage.failure is None:
             return True
-        decision = self.outage.recover(self._write)
+        decision = self.outage.recover()
         if decision is None:
             return False
         self._apply(decision.effects)
@@ -518,17 +518,8 @@ class SupervisorActor(FastInboxActor):
         self._apply(take_commands(self.core, self.store, self.now()))
 
     def _restore(self, roots: frozenset[str] | None) -> Any:
-        """Take up the orphaned runs. Liveness (the leases, and which dead owners Ray is
-        starting again) is read in the transaction of the takeover and handed to the core
-        with the rest of the snapshot; the effects (starts) follow the commit."""
-        with self.store.batch():
-            alive = live_owners(self.store.leases(), self.now())
-            counted = self.core.limits.max_runs_per_tree is not None  # a tree's size matters
-            # a cluster's store tells which dead owners are tree hosts being restarted
-            listed = getattr(self.store, "host_listed", None)
-            snapshot = read_snapshot(self.store, alive, count_trees=counted, listed=listed)
-            decision = self.core.restore(snapshot, roots)
-            self._write(decision)
+        """Take up the orphaned runs (``_restored``); the effects (starts) follow the commit."""
+        decision = _restored(self.store, self.core, self.now(), roots, self._lost)
         self._apply(decision.effects)
         return decision.reply
 
@@ -548,12 +539,47 @@ class SupervisorActor(FastInboxActor):
             try:
                 write_all(self.store, writes)
             except Exception as exc:  # the effects are lost, not a root's answer
-                told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
-                write_failed(exc, decision.effects, self._halt, *told, self._apply, self._handle)
+                self._lost(exc, decision.effects)
                 raise
+
+    def _lost(self, exc: Exception, effects: list[Effect]) -> None:
+        """A decision's writes failed with ``exc``, its ``effects`` lost with them: whoever
+        waited on a run it ended is told (``told_answers.write_failed``)."""
+        told = (self.on_outside, self.effector.tell, self.store, self.core.runs)
+        write_failed(exc, effects, self._halt, *told, self._apply, self._handle)
 
     def _apply(self, effects: list[Effect]) -> None:
         if self._group is not None:  # not committed yet: held back until it is
             self._held.extend(effects)
             return
         self.effector.apply(effects)
+
+
+def _restored(
+    store: RunStore,
+    core: SupervisorCore,
+    now: float,
+    roots: frozenset[str] | None,
+    lost: Callable[[Exception, list[Effect]], None],
+) -> Decision:
+    """The core's takeover of the orphaned runs, committed. Liveness (the leases, and which
+    dead owners Ray is starting again) is read in the transaction of the takeover and handed
+    to the core with the rest of the snapshot. Its writes failing (or the commit), it is
+    rolled back before the failure is handled (``lost``: ``SupervisorActor._lost``): a run
+    it records failed is committed on its own before its waiter is told so, not told of a
+    record the rollback then removed."""
+    decision: Decision | None = None
+    try:
+        with store.batch():
+            alive = live_owners(store.leases(), now)
+            counted = core.limits.max_runs_per_tree is not None  # a tree's size matters
+            # a cluster's store tells which dead owners are tree hosts being restarted
+            listed = getattr(store, "host_listed", None)
+            snapshot = read_snapshot(store, alive, count_trees=counted, listed=listed)
+            decision = core.restore(snapshot, roots)
+            write_all(store, decision.writes)
+    except Exception as exc:
+        if decision is not None:  # decided (the core holds it), not written
+            lost(exc, decision.effects)
+        raise
+    return decision
