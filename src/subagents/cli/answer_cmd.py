@@ -64,7 +64,7 @@ def answer(args: argparse.Namespace, allow: bool) -> int:
 
 def _say(answered: Answered) -> None:
     a = answered.approval
-    what = f"{a.status} {a.approval_id} ({a.tool} of {printable(a.agent)} {a.run_id})"
+    what = printable(f"{a.status} {a.approval_id} ({a.tool} of {a.agent} {a.run_id})")
     if a.remember:
         what += f", and remembered {printable(a.remember)} for its tree"
     if answered.orphaned:

@@ -146,14 +146,17 @@ def _journal(store: InspectedStore, record: RunRecord, out: Console) -> tuple[Ru
 
 
 def _end(store: InspectedStore, record: RunRecord, orphaned: bool, out: Console) -> int:
+    from subagents.cli.output import printable
     from subagents.cli.state import liveness
     from subagents.cli.summary import print_outcome
     from subagents.messages import Outcome
 
     if orphaned:
         sys.stderr.write(
-            f"subagents attach: run {record.run_id} is orphaned: its host"
-            f" ({liveness(store).describe(record)}) is gone; `subagents resume` continues it\n"
+            printable(
+                f"subagents attach: run {record.run_id} is orphaned: its host"
+                f" ({liveness(store).describe(record)}) is gone; `subagents resume` continues it\n"
+            )
         )
         return EXIT_ORPHANED
     runs, _alive, _asks = _subtree(store, record)

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
     import msgspec
 
-    from subagents.cli.output import console
+    from subagents.cli.output import console, printable
     from subagents.cli.state import open_store, store_label
     from subagents.cli.summary import print_next_steps, print_outcome
 
@@ -162,7 +162,8 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
         print_outcome(out, outcome, records)
         out.print()
         out.print("The change the team made (git diff):", markup=False)
-        out.print(diff.rstrip() or "(none)", markup=False, highlight=False, soft_wrap=True)
+        shown = printable(diff.rstrip()) or "(none)"  # what the agents wrote: escaped
+        out.print(shown, markup=False, highlight=False, soft_wrap=True)
         verdict = "pass" if tests.returncode == 0 else "FAIL"
         out.print(f"The tests now {verdict} (sh test.sh).", markup=False)
         where = f"kept at {repo}" if kept else f"in {repo}, removed (--keep keeps it)"

@@ -94,7 +94,7 @@ def show(info: Info) -> None:
     out = output.console()
     title = Text()
     title.append(f"{printable(r.agent)} ", style="bold")
-    title.append(r.run_id)
+    title.append(printable(r.run_id))
     title.append("  ")
     if info.restarting:
         title.append(f"restarting ({r.status}; Ray is starting its host again)", style="yellow")

@@ -182,8 +182,10 @@ def follow(
             return 0
         if alive.orphaned(record):
             sys.stderr.write(
-                f"subagents log: run {record.run_id} is orphaned: its host"
-                f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                printable(
+                    f"subagents log: run {record.run_id} is orphaned: its host"
+                    f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                )
             )
             return EXIT_ORPHANED
         time.sleep(FOLLOW_POLL_S)
@@ -191,10 +193,10 @@ def follow(
 
 def show(out: Console, record: RunRecord, entries: Sequence[Entry], *, header: bool) -> None:
     if header:
-        title = Text(f"{printable(record.agent)} {record.run_id}", style="bold")
+        title = Text(printable(f"{record.agent} {record.run_id}"), style="bold")
         title.append(f"  {record.status}  depth {record.depth}")
         if record.parent_run_id:
-            title.append(f"  parent {record.parent_run_id}")
+            title.append(printable(f"  parent {record.parent_run_id}"))
         out.print(title, soft_wrap=True)
     for entry in entries:
         out.print(line(entry), soft_wrap=True)

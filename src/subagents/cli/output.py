@@ -135,10 +135,10 @@ def print_json(value: Any, *, stream: TextIO | None = None) -> None:
 
 
 def warn(message: str) -> None:
-    """One warning line on stderr."""
-    sys.stderr.write(f"{PROG}: {message}\n")
+    """One warning line on stderr, printable (it may name what the store or an agent said)."""
+    sys.stderr.write(printable(f"{PROG}: {message}\n"))
 
 
 def error(command: str, message: str) -> None:
-    """One error line on stderr naming the command, as argparse prints usage errors."""
-    sys.stderr.write(f"{PROG} {command}: error: {message}\n")
+    """One error line on stderr naming the command, as argparse prints usage errors; printable."""
+    sys.stderr.write(printable(f"{PROG} {command}: error: {message}\n"))

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show(report: SweepReport, *, dry_run: bool) -> None:
+    from subagents.cli.output import printable
+
     archived, cleaned, deleted = len(report.archived), len(report.cleaned), len(report.deleted)
     purged = report.commands_purged
     if dry_run:
@@ -90,7 +92,7 @@ def _show(report: SweepReport, *, dry_run: bool) -> None:
             " command(s)"
         )
     if report.held:
-        shown = ", ".join(report.held[:5]) + (", ..." if len(report.held) > 5 else "")
+        shown = printable(", ".join(report.held[:5])) + (", ..." if len(report.held) > 5 else "")
         print(
             f"held {len(report.held)} run(s) due for deletion: their requester has not been"
             f" told their outcome yet ({shown})"

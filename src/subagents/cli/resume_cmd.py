@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
         report = hosted_runtime.runtime.restore_report
         left = _left_to_their_hosts(args, orphans, report)
         if left and not _took_any(report):
-            sys.stderr.write(f"subagents resume: nothing resumed: {left}\n")
+            sys.stderr.write(output.printable(f"subagents resume: nothing resumed: {left}\n"))
             return 1
         if left:
-            sys.stderr.write(f"subagents resume: {left}\n")
+            sys.stderr.write(output.printable(f"subagents resume: {left}\n"))
         return _resume(args, hosted_runtime)
     finally:
         hosted_runtime.close()
@@ -190,9 +190,11 @@ def _print_pending(orphans: list[Unfinished], hosted: list[Unfinished], *, as_js
     if hosted:
         hosts = Counter(h.host.split(",")[0] for h in hosted)
         sys.stderr.write(
-            f"{len(hosted)} unfinished run(s) are hosted by live processes and left to them: "
-            + "; ".join(f"{host} ({n} run(s))" for host, n in sorted(hosts.items()))
-            + "\n"
+            output.printable(
+                f"{len(hosted)} unfinished run(s) are hosted by live processes and left to them: "
+                + "; ".join(f"{host} ({n} run(s))" for host, n in sorted(hosts.items()))
+                + "\n"
+            )
         )
     if not orphans:
         print("nothing to resume: no orphaned runs")
@@ -220,7 +222,7 @@ def _resume(args: argparse.Namespace, hosted: Hosted) -> int:
         try:
             handles.append(rt.attach(root))
         except LookupError as exc:
-            sys.stderr.write(f"subagents resume: {exc}\n")
+            sys.stderr.write(output.printable(f"subagents resume: {exc}\n"))
     note(
         f"subagents resume: {len(report.resumed)} run(s) resumed, {len(report.requeued)}"
         f" queued again, {len(report.failed)} failed, {len(report.cancelled)} cancelled;"

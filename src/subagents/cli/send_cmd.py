@@ -89,17 +89,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(posted: Posted) -> None:
     if posted.outcome is not None:
-        print(_said(posted, posted.outcome))
+        print(printable(_said(posted, posted.outcome)))
     elif posted.orphaned:
         print(
-            f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
-            f" {posted.command_id}); its host is gone (orphaned): the mail waits until"
-            " `subagents resume` takes the run up"
+            printable(
+                f"posted mail for {posted.agent} {posted.run_id} (command"
+                f" {posted.command_id}); its host is gone (orphaned): the mail waits until"
+                " `subagents resume` takes the run up"
+            )
         )
     else:
         print(
-            f"posted mail for {printable(posted.agent)} {posted.run_id} (command"
-            f" {posted.command_id}); the process hosting it delivers it within a second"
+            printable(
+                f"posted mail for {posted.agent} {posted.run_id} (command"
+                f" {posted.command_id}); the process hosting it delivers it within a second"
+            )
         )
 
 

@@ -290,8 +290,14 @@ def store_label(store: InspectedStore) -> str:
 
 
 def fail(command: str, exc: CliError) -> int:
-    """Print ``exc`` on stderr the way argparse prints usage errors; its exit code."""
-    sys.stderr.write(f"subagents {command}: error: {exc}\n")
+    """Print ``exc`` on stderr the way argparse prints usage errors; its exit code.
+
+    Printable: an error names what the store holds (a host name from a lease row, an agent's
+    name, an error a run recorded), which another process could have written with terminal
+    escape sequences in it."""
+    from subagents.cli.output import printable
+
+    sys.stderr.write(printable(f"subagents {command}: error: {exc}\n"))
     return exc.code
 
 

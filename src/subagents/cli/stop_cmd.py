@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         elif not posted:
             print("no live runs to stop")
         for p in posted if not args.json else ():
-            print(_said(p, args.scope))
+            print(printable(_said(p, args.scope)))
         if args.wait is None or not posted:
             return 0
         left = _wait_ended(store, [p.run_id for p in posted], args.wait)

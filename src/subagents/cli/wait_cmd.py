@@ -67,9 +67,13 @@ def _restarting(record: RunRecord, alive: Liveness, since: float | None) -> floa
     if not alive.restarting(record):
         return None
     if since is None:
+        from subagents.cli import output
+
         sys.stderr.write(
-            f"subagents wait: run {record.run_id}'s host is being started again by Ray"
-            f" ({alive.describe(record)}); waiting for it to take the run up\n"
+            output.printable(
+                f"subagents wait: run {record.run_id}'s host is being started again by Ray"
+                f" ({alive.describe(record)}); waiting for it to take the run up\n"
+            )
         )
         return time.monotonic()
     return since
@@ -95,22 +99,28 @@ def _wait(args: argparse.Namespace) -> int:
             restarting = _restarting(record, alive, restarting)
             if alive.orphaned(record):
                 sys.stderr.write(
-                    f"subagents wait: run {record.run_id} is orphaned: its host"
-                    f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                    output.printable(
+                        f"subagents wait: run {record.run_id} is orphaned: its host"
+                        f" ({alive.describe(record)}) is gone; `subagents resume` continues it\n"
+                    )
                 )
                 return EXIT_ORPHANED
             if restarting is not None and time.monotonic() - restarting >= RESTART_WAIT_S:
                 sys.stderr.write(
-                    f"subagents wait: run {record.run_id}'s host has been restarting for"
-                    f" {RESTART_WAIT_S:g}s without taking it up; taken as orphaned\n"
+                    output.printable(
+                        f"subagents wait: run {record.run_id}'s host has been restarting for"
+                        f" {RESTART_WAIT_S:g}s without taking it up; taken as orphaned\n"
+                    )
                 )
                 return EXIT_ORPHANED
             if deadline is not None and time.monotonic() >= deadline:
                 run = f"{record.run_id}{given_store(args)}"  # the store this wait read
                 sys.stderr.write(
-                    f"subagents wait: run {record.run_id} is still {record.status} after"
-                    f" {args.timeout:g}s; it goes on (only the wait ended): `subagents attach"
-                    f" {run}` watches it, `subagents stop {run}` ends it\n"
+                    output.printable(
+                        f"subagents wait: run {record.run_id} is still {record.status} after"
+                        f" {args.timeout:g}s; it goes on (only the wait ended): `subagents attach"
+                        f" {run}` watches it, `subagents stop {run}` ends it\n"
+                    )
                 )
                 return EXIT_WAIT_TIMEOUT
             time.sleep(POLL_S)
