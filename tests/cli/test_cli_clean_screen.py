@@ -116,3 +116,11 @@ def test_the_last_listing_is_private(cli: Cli) -> None:
     listing = cli.state.parent / "last-ps.json"
     assert listing.stat().st_mode & 0o777 == 0o600
     assert msgspec.json.decode(listing.read_bytes())["run_ids"]
+
+
+def test_bidi_marks_and_line_separators_are_shown_as_escapes() -> None:
+    """The Arabic letter mark and U+2028/U+2029 (a line break to some terminals) are not
+    sent raw either (a store's host name or an agent's reply may carry them)."""
+    from subagents.cli.output import printable
+
+    assert printable("a\u061cb\u2028c\u2029d") == "a\\u061cb\\u2028c\\u2029d"

@@ -22,11 +22,14 @@ from rich.table import Table
 PROG = "subagents"
 
 
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
 """What text from a task, a model, mail or a file must not send to a terminal: C0 controls
 but tab and newline (ESC starts colour, cursor and title sequences; BEL rings; CR overwrites
-a line), DEL, the C1 controls (``\x9b`` is an 8-bit CSI), and the bidirectional overrides
-that make text read backwards."""
+a line), DEL, the C1 controls (``\x9b`` is an 8-bit CSI), the bidirectional marks and
+overrides that make text read backwards (the Arabic letter mark U+061C among them), and the
+line and paragraph separators U+2028/U+2029 (a line break to some terminals and editors)."""
 
 
 def printable(text: str) -> str:

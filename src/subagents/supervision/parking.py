@@ -158,7 +158,10 @@ class Parking:
         round trip. None if the run is parked already (nothing to give back)."""
         if state.park not in (None, "asked"):
             return None
-        state.park = "asked"  # (a park asked meanwhile is answered by this one)
+        # ("asked" is not reached today: the supervisor asks only runs it saw waiting, and a
+        # self-park rides on a start's FIRST waiting report; were it, the Park in flight would
+        # find the agent parked already and be a no-op there: the slot is given back here)
+        state.park = "asked"
         return self.parked(state, {"at_wait": True})
 
     def slot_wanted(self, state: RunState) -> Decided | None:
