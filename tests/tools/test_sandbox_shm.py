@@ -1,0 +1,184 @@
+"""A private /dev/shm per sandboxed command (``subagents.tools.sandbox_shm``), on the real
+kernel: ``multiprocessing`` works in a run's Bash in every mode, the machine's /dev/shm
+stays out of reach, and where the system forbids the namespace the launcher and the runtime
+fall back to an unwritable /dev/shm and say so."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from subagents.tools import sandbox_exec
+from subagents.tools.sandbox import LAUNCHER, Sandbox, private_shm_refusal
+
+from .test_sandbox_runs import landlock, tree
+from .test_sandbox_syscalls import run_bash
+
+PY = sys.executable
+SYSTEM_PYTHON = "/usr/bin/python3"
+TOOLS = Path(LAUNCHER).parent
+WORK = """
+import concurrent.futures, multiprocessing
+lock = multiprocessing.Lock()
+with lock:
+    queue = multiprocessing.Queue()
+    queue.put("queued")
+with multiprocessing.Pool(2) as pool:
+    squares = pool.map(abs, [-1, -4, -9])
+with concurrent.futures.ProcessPoolExecutor(2) as ex:
+    more = list(ex.map(abs, [-16]))
+print("pool", squares, more, queue.get())
+"""
+
+
+@pytest.fixture
+def machine_shm() -> Iterator[Path]:
+    """A file in the machine's /dev/shm that anyone could write (as another program's)."""
+    path = Path("/dev/shm") / f"subagents-test-{uuid.uuid4().hex}"
+    path.write_text("host")
+    path.chmod(0o666)
+    try:
+        yield path
+    finally:
+        path.unlink()
+
+
+@landlock
+@pytest.mark.parametrize("mode", ["plan", "bypassPermissions"])
+def test_multiprocessing_works_and_the_machines_shm_stays_out_of_reach(
+    repo: Path, tmp_path: Path, machine_shm: Path, mode: str
+) -> None:
+    """Before: ``multiprocessing.Lock()`` failed with ``Permission denied`` (sem_open in
+    /dev/shm) in every mode. Now each command has a /dev/shm of its own; a file the test
+    made in the machine's is neither seen nor changed, and a plan run writes nothing of
+    the user's (its private /dev/shm goes away with the command)."""
+    script = tmp_path / "work.py"
+    script.write_text(WORK)
+    dropped = Path("/dev/shm") / f"subagents-test-{uuid.uuid4().hex}"
+    before = tree(tmp_path)
+    shown = run_bash(
+        repo,
+        [
+            f"{PY} {script}",
+            "ls -a /dev/shm",
+            f"echo changed > {machine_shm} && echo > {dropped} && cat {machine_shm}",
+            f"cat {machine_shm}",
+            "umount /dev/shm; unshare -U -m true; echo tried",
+        ],
+        mode,
+    )
+    assert shown[0] == "pool [1, 4, 9] [16] queued", shown
+    assert machine_shm.name not in shown[1], shown
+    assert shown[2] == "changed"  # in the command's own /dev/shm, gone with it
+    assert "No such file" in shown[3], shown
+    assert machine_shm.read_text() == "host" and not dropped.exists()
+    assert "Operation not permitted" in shown[4] and shown[4].endswith("tried"), shown
+    if mode == "plan":
+        assert tree(tmp_path) == before
+
+
+@pytest.fixture
+def launcher_copy(tmp_path: Path) -> Path:
+    """The launcher's three files where another user can read them (tmp_path is root's)."""
+    folder = Path(tmp_path.anchor, "tmp") / f"subagents-launcher-{uuid.uuid4().hex}"
+    folder.mkdir(mode=0o755)
+    for name in ("sandbox_exec.py", "sandbox_shm.py", "sandbox_syscalls.py"):
+        shutil.copy(TOOLS / name, folder / name)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
+def test_as_a_user_files_stay_the_users_and_the_command_can_be_killed(
+    launcher_copy: Path,
+) -> None:
+    """A user who is not root gets the private /dev/shm through a user namespace mapping
+    their ids to themselves: what the command makes belongs to them (not to ``nobody``'s
+    overflow id), and the user's runtime can still kill the command's process group."""
+    workspace = launcher_copy / "workspace"
+    workspace.mkdir()
+    os.chown(workspace, 65534, 65534)
+    script = workspace / "work.py"
+    script.write_text(
+        WORK + "open('made', 'w').write('x')\nprint(__import__('os').listdir('/dev/shm'))\n"
+    )
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    python = SYSTEM_PYTHON  # root's own (the venv's) is not another user's to run
+    launch = [python, "-I", "-S", str(launcher_copy / "sandbox_exec.py")]
+    launch += ["--write", str(workspace), "--private-shm", "--"]
+    done = subprocess.run(
+        [*as_nobody, *launch, python, str(script)],
+        cwd=workspace, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.splitlines() == ["pool [1, 4, 9] [16] queued", "[]"], done
+    made = (workspace / "made").stat()
+    assert (made.st_uid, made.st_gid) == (65534, 65534)
+    killer = f"""
+import os, signal, subprocess, sys
+child = subprocess.Popen({[*launch, "/bin/sh", "-c", "echo ready; exec sleep 600"]!r},
+                         stdout=subprocess.PIPE, start_new_session=True, text=True)
+assert child.stdout.readline() == "ready\\n"
+os.killpg(child.pid, signal.SIGTERM)
+print(child.wait(timeout=60))
+"""
+    killed = subprocess.run(
+        [*as_nobody, python, "-I", "-c", killer],
+        cwd=workspace, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert killed.stdout.strip() == str(-signal.SIGTERM), killed
+
+
+PROBE = """
+import json, structlog
+from subagents.tools import sandbox
+with structlog.testing.capture_logs() as logs:
+    first, again = sandbox.Sandbox.coerce(True), sandbox.Sandbox.coerce(True)
+events = [e for e in logs if "/dev/shm" in e["event"]]
+print(json.dumps([first.private_shm, again.private_shm, events]))
+"""
+
+
+@landlock
+def test_where_namespaces_are_forbidden_it_warns_once_and_shm_stays_unwritable(
+    tmp_path: Path,
+) -> None:
+    """A runtime started inside a sandbox (whose filter denies ``unshare``, as a system
+    without user namespaces does): its probe fails, one warning names why and what to
+    enable, no command gets the flag, and a launcher given it anyway runs the command with
+    /dev/shm unwritable, as before."""
+    outer = [PY, "-I", "-S", LAUNCHER, "--write", str(tmp_path), "--"]
+    env = {**os.environ, "PYTHONPATH": str(TOOLS.parent.parent)}
+    done = subprocess.run(
+        [*outer, PY, "-c", PROBE], capture_output=True, text=True, timeout=120, env=env
+    )
+    first, again, events = json.loads(done.stdout.splitlines()[-1])
+    assert (first, again) == (False, False), done
+    assert len(events) == 1, events
+    assert "unshare" in events[0]["why"] and "not permitted" in events[0]["why"], events
+    assert "user namespaces" in events[0]["enable"]
+    inner = [PY, "-I", "-S", LAUNCHER, "--private-shm", "--", PY, "-c", WORK]
+    fell_back = subprocess.run([*outer, *inner], capture_output=True, text=True, timeout=120)
+    assert "PermissionError" in fell_back.stderr and fell_back.returncode == 1, fell_back
+
+
+def test_the_owner_can_keep_commands_on_the_machines_shm(tmp_path: Path) -> None:
+    off = Sandbox.coerce(Sandbox(private_shm=False))
+    assert off.private_shm is False
+    run = off.for_run(workspace=tmp_path, read_only=False, network=True)
+    assert "--private-shm" not in run.argv(["true"], tmp_path)
+    if sandbox_exec.kernel_abi() and private_shm_refusal() is None:
+        on = Sandbox.coerce(True).for_run(workspace=tmp_path, read_only=True, network=False)
+        assert "--private-shm" in on.argv(["true"], tmp_path)
