@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -193,3 +194,24 @@ def test_the_owner_can_keep_commands_on_the_machines_shm(tmp_path: Path) -> None
     if sandbox_exec.kernel_abi() and private_shm_refusal() is None:
         on = Sandbox.coerce(True).for_run(workspace=tmp_path, read_only=True, network=False)
         assert "--private-shm" in on.argv(["true"], tmp_path)
+
+
+@landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_the_private_mount_does_not_propagate_to_a_shared_tree(
+    tmp_path: Path, machine_shm: tuple[Path, Path]
+) -> None:
+    """On a systemd machine ``/`` is a shared mount: a tmpfs mounted on /dev/shm in a copy
+    of its namespace would appear in the machine's too, covering its /dev/shm for every
+    program (seen without the launcher's ``MS_SLAVE``). Tried in a throwaway namespace of
+    the test's own whose tree it makes shared (this machine's is private)."""
+    theirs, dropped = machine_shm
+    command = [PY, "-c", f"open({str(dropped)!r}, 'w')"]
+    launch = [PY, "-I", "-S", LAUNCHER, "--write", str(tmp_path), "--private-shm", "--"]
+    script = f"mount --make-rshared / && {shlex.join([*launch, *command])} && ls /dev/shm"
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "unchanged", "sh", "-c", script],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    seen = done.stdout.split()
+    assert theirs.name in seen and dropped.name not in seen, done
