@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,8 +155,9 @@ class Sandbox:
     runtime): then no command may leave the sandbox (``RunSandbox.exit_refusal``)."""
     private_shm: bool | None = None
     """Whether each sandboxed command gets a ``/dev/shm`` of its own, which it may write
-    (``multiprocessing``, POSIX semaphores): None asks the system once (``resolve``);
-    False keeps the machine's, unwritable."""
+    (``multiprocessing``, POSIX semaphores): None asks the system, once per process, when
+    the first process is to start (``private_shm_refusal``); False keeps the machine's,
+    unwritable."""
 
     @classmethod
     def coerce(
@@ -187,15 +189,9 @@ class Sandbox:
         return made.resolve()
 
     def resolve(self) -> Sandbox:
-        """This, with the ABI asked of the kernel (a warning when it is on and there is
-        none) and whether a private ``/dev/shm`` can be had (``private_shm_refusal``)."""
-        resolved = self if self.abi is not None else self._with_abi()
-        if resolved.private_shm is None:
-            shm = bool(resolved.enabled and resolved.abi) and private_shm_refusal() is None
-            resolved = dataclasses.replace(resolved, private_shm=shm)
-        return resolved
-
-    def _with_abi(self) -> Sandbox:
+        """This, with the ABI asked of the kernel; a warning when it is on and there is none."""
+        if self.abi is not None:
+            return self
         abi = sandbox_exec.landlock_abi() if self.enabled else 0
         if self.enabled and abi == 0:
             log.warning(
@@ -234,13 +230,17 @@ class Sandbox:
         writable: tuple[Path, ...] = ()
         if not read_only:
             writable = (workspace, *git, *(Path(p) for p in self.writable))
+        landlock = self.enabled and bool(self.abi)
+        shm = self.private_shm
+        if shm is None:
+            shm = landlock and private_shm_refusal() is None
         readable = None
         if self.readable is not None:
             shared = {d.parent for d in git[1:]}  # the repository's git dir: config, HEAD
             given = (Path(p) for p in (*SYSTEM_READABLE, *self.readable))
             readable = (*given, workspace, *git, *sorted(shared))
         return RunSandbox(
-            landlock=self.enabled and bool(self.abi),
+            landlock=landlock,
             abi=self.abi or 0,
             writable=writable,
             network=network,
@@ -250,7 +250,7 @@ class Sandbox:
             refusal=self._refusal(read_only, why),
             readable=readable,
             exit_refusal=self._exit_refusal(),
-            private_shm=bool(self.private_shm),
+            private_shm=shm,
         )
 
     def _exit_refusal(self) -> str | None:
@@ -335,11 +335,19 @@ class RunSandbox:
         return env
 
 
-@functools.cache
+_PROBING = threading.Lock()
+
+
 def private_shm_refusal() -> str | None:
     """Why sandboxed commands cannot get a ``/dev/shm`` of their own here, or None: asked
     once per process, of a launcher that tries (``--probe-private-shm``); when not, a
     warning says so, once, with what to enable."""
+    with _PROBING:  # runs start their first processes on several threads
+        return _probe_private_shm()
+
+
+@functools.cache
+def _probe_private_shm() -> str | None:
     probe = [sys.executable, "-I", "-S", LAUNCHER, "--probe-private-shm"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
@@ -384,7 +392,7 @@ libraries and configuration, and this Python's (paths that do not exist are skip
 LAUNCHER = sandbox_exec.__file__
 """The launcher, run by path (``python -I -S``): it imports nothing but the standard library."""
 
-UNSANDBOXED = Sandbox(enabled=False, abi=0, private_shm=False)
+UNSANDBOXED = Sandbox(enabled=False, abi=0)
 """No Landlock (a ToolContext made by hand, ``Runtime(sandbox=False)``): the environment is
 still scrubbed."""
 
