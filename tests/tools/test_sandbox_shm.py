@@ -99,7 +99,7 @@ def test_multiprocessing_works_and_the_machines_shm_stays_out_of_reach(
 
 
 @pytest.fixture
-def launcher_copy(tmp_path: Path) -> Path:
+def launcher_copy(tmp_path: Path) -> Iterator[Path]:
     """The launcher's three files where another user can read them (tmp_path is root's)."""
     folder = Path(tmp_path.anchor, "tmp") / f"subagents-launcher-{uuid.uuid4().hex}"
     folder.mkdir(mode=0o755)
@@ -215,3 +215,26 @@ def test_the_private_mount_does_not_propagate_to_a_shared_tree(
     )  # fmt: skip
     seen = done.stdout.split()
     assert theirs.name in seen and dropped.name not in seen, done
+
+
+@landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+def test_root_without_cap_sys_admin_keeps_its_reach_over_other_owners_files(
+    tmp_path: Path,
+) -> None:
+    """Root without ``CAP_SYS_ADMIN`` (a container that allows user namespaces) gets the
+    private /dev/shm through a user namespace. Mapped to itself alone there, it lost
+    ``CAP_DAC_OVERRIDE`` over its workspace's files of other owners, which showed as
+    ``nobody`` (seen: ``Permission denied``): every id is mapped to itself."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 12345, 12345)
+    command = f"echo root > {theirs}/made && stat -c %u {theirs} && {PY} -c {shlex.quote(WORK)}"
+    launch = [PY, "-I", "-S", LAUNCHER, "--write", str(tmp_path), "--private-shm", "--"]
+    no_admin = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin"]
+    done = subprocess.run(
+        [*no_admin, *launch, "/bin/sh", "-c", command],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.splitlines() == ["12345", "pool [1, 4, 9] [16] queued"], done
+    assert (theirs / "made").read_text() == "root\n"

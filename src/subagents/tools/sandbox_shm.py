@@ -59,6 +59,55 @@ def _fail(step: str) -> str:
     return f"{step} failed: {os.strerror(code)} ({errno.errorcode.get(code, code)})"
 
 
+def _mirror_helper() -> tuple[int, int]:
+    """A child that stays in this user namespace and, once this process has made a new
+    one, maps every id of this namespace to itself there (``_mirrored``). Why: root
+    without ``CAP_SYS_ADMIN`` (a container that allows user namespaces) mapped to itself
+    alone would lose ``CAP_DAC_OVERRIDE`` and the like over every file of another owner
+    in its workspace (the kernel grants a namespace's capabilities only over ids mapped
+    in it); a process cannot write more than its own id in its own new map: the writer
+    needs ``CAP_SETUID``/``CAP_SETGID`` where the map's ids live."""
+    go, wait = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(go)
+        return pid, wait
+    os.close(wait)
+    done = 1
+    try:
+        if os.read(go, 1) == b"1":
+            for kind in ("uid_map", "gid_map"):
+                with open(f"/proc/self/{kind}", encoding="ascii") as own:
+                    ranges = [line.split() for line in own.read().splitlines()]
+                _write(
+                    f"/proc/{os.getppid()}/{kind}",
+                    "".join(f"{r[0]} {r[0]} {r[2]}\n" for r in ranges),
+                )
+            done = 0
+    finally:
+        os._exit(done)
+
+
+def _mirrored(helper: tuple[int, int], *, go: bool) -> bool:
+    """Whether ``helper`` (``_mirror_helper``) mapped every id in this process's new user
+    namespace; told not to (``go`` false), it only ends."""
+    pid, wait = helper
+    os.write(wait, b"1" if go else b"0")
+    os.close(wait)
+    return os.waitpid(pid, 0)[1] == 0 and go
+
+
+def _map_own_ids(uid: int, gid: int) -> None:
+    """Map the user's own ids to themselves in this process's new user namespace, so what
+    the command makes belongs to the user (``OSError`` when the kernel refuses)."""
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
+
+
 def enter(libc: ctypes.CDLL) -> str | None:
     """Move this (single-threaded) process into a mount namespace whose ``/dev/shm`` is a
     fresh tmpfs. None when done, else why not: the process then sees the same files as
@@ -69,14 +118,14 @@ def enter(libc: ctypes.CDLL) -> str | None:
         return f"{SHM} is not a directory here"
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN) needs no user namespace
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
-            return _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-        try:  # the user's own ids, so what the command makes belongs to the user
-            _write("/proc/self/setgroups", "deny")
-            _write("/proc/self/uid_map", f"{uid} {uid} 1")
-            _write("/proc/self/gid_map", f"{gid} {gid} 1")
-        except OSError as exc:
-            raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
+        helper = _mirror_helper() if uid == 0 else None  # root: it may keep every id
+        entered = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0
+        why = None if entered else _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+        mirrored = helper is not None and _mirrored(helper, go=entered)
+        if why:
+            return why
+        if not mirrored:
+            _map_own_ids(uid, gid)
     if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
         return _fail("making the mounts slaves")
     options = f"mode=1777,size={SIZE}".encode()
