@@ -46,7 +46,17 @@ tries = {"unshare": lambda: libc.unshare(0x10000000),
          "umount": lambda: libc.umount2(b"/dev/shm", 2),
          "unshare-files": lambda: libc.unshare(0x400)}  # CLONE_FILES: no namespace
 for name, call in tries.items():
-    print(name, "done" if call() == 0 else errno.errorcode[ctypes.get_errno()])
+    print(name, "done" if call() == 0 else errno.errorcode[ctypes.get_errno()], flush=True)
+clone = {"x86_64": 56, "aarch64": 220}[os.uname().machine]  # not filtered: nest one
+pid = libc.syscall(clone, 0x10000000 | 0x20000 | 17, 0, 0, 0, 0)  # NEWUSER|NEWNS, SIGCHLD
+if pid == 0:  # with every capability in the nested namespaces
+    for name in ("umount", "mount"):
+        done = (libc.umount2(b"/dev/shm", 2) if name == "umount"
+                else libc.mount(b"none", b"/dev/shm", b"tmpfs", 0, None))
+        print("nested", name, "done" if done == 0 else errno.errorcode[ctypes.get_errno()],
+              flush=True)
+    os._exit(0)
+print("nested", os.waitpid(pid, 0)[1] if pid > 0 else errno.errorcode[ctypes.get_errno()])
 """
 
 
@@ -93,7 +103,10 @@ def test_multiprocessing_works_and_the_machines_shm_stays_out_of_reach(
     assert shown[2] == "changed"  # in the command's own /dev/shm, gone with it
     assert "No such file" in shown[3], shown
     assert theirs.read_text() == "host" and not dropped.exists()
-    assert shown[4].splitlines() == ["unshare EPERM", "umount EPERM", "unshare-files done"]
+    assert shown[4].splitlines() == [
+        "unshare EPERM", "umount EPERM", "unshare-files done", "nested umount EPERM",
+        "nested mount EPERM", "nested 0",
+    ]  # fmt: skip
     if mode == "plan":
         assert tree(tmp_path) == before
 
