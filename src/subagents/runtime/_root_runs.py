@@ -150,6 +150,8 @@ class RootRuns:
         out: list[tuple[str, Waiter] | AdmissionError] = []
         asked: list[SpawnRequest] = []
         places: list[int] = []
+        checked = self.roots.checked  # filed as ``spawn`` files (not with shared values)
+        filed = checked.requests if checked is not None and checked.limits is self.limits else None
         for i, request in enumerate(requests):
             if isinstance(request, AdmissionError):
                 out.append(request)
@@ -160,7 +162,10 @@ class RootRuns:
                 continue
             run_id = new_id("r")
             out.append((run_id, self.roots.expect(run_id)))
-            asked.append(self._stamped(request, run_id))
+            stamped = self._stamped(request, run_id)
+            if filed is not None and not stamped.shared:
+                filed[run_id] = stamped
+            asked.append(stamped)
             places.append(i)
         if not asked:
             return out
@@ -175,6 +180,8 @@ class RootRuns:
         except BaseException as exc:  # closed, withdrawn, the store failed: nothing will land
             for request in asked:
                 self.roots.forget(request.request_id)
+                if checked is not None:
+                    checked.forget(request.request_id)
             if isinstance(exc, AskRevoked):
                 raise TimeoutError(
                     f"spawn_many: {exc}: none of its {len(asked)} runs was started or"
