@@ -9,6 +9,11 @@ from collections import Counter
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import SpawnReply, SpawnRequest
+from subagents.supervision.admission_checks import (
+    ROOT_CHECKS,
+    ROOT_SIBLING_CHECKS,
+    SIBLING_CHECKS,
+)
 from subagents.supervision.core import SupervisorCore
 
 SPECS = {name: AgentSpec(name=name, description=name) for name in ("echo", "other")}
@@ -65,3 +70,9 @@ def test_a_later_root_the_runtime_checked_is_taken_not_checked_again() -> None:
     replies = _batch(core, [first, filed])
     assert [reply.error for reply in replies] == [None, None]
     assert not checked.requests
+
+
+def test_a_later_roots_checks_are_the_root_checks_a_sibling_is_asked_again() -> None:
+    """``ROOT_SIBLING_CHECKS`` is ``ROOT_CHECKS`` less what reads only the definition: the
+    root checks ``SIBLING_CHECKS`` asks again (a new one in both goes in it too)."""
+    assert tuple(c for c in ROOT_CHECKS if c in SIBLING_CHECKS) == ROOT_SIBLING_CHECKS

@@ -205,13 +205,13 @@ reads only the definition, found once per agent in a decision (as for a step's s
 
 def root_sibling_refusal(p: Proposal, ledger: Ledger, fields_checked: bool) -> Refusal | None:
     """The first of ``ROOT_SIBLING_CHECKS`` that refuses ``p`` (``fields_checked``: not
-    ``request_fields``, as ``refusal_of``), or None: for a root whose agent a root before it
-    in this decision found, the same answer as ``refusal_of``."""
-    if not fields_checked:
-        refusal = request_fields(p, ledger)
+    ``request_fields``, its first, as ``refusal_of``), or None: for a root whose agent a
+    root before it in this decision found, the same answer as ``refusal_of``."""
+    for check in ROOT_SIBLING_CHECKS[1:] if fields_checked else ROOT_SIBLING_CHECKS:
+        refusal = check(p, ledger)
         if refusal is not None:
             return refusal
-    return free_run_id(p, ledger)
+    return None
 
 
 CHECKED_ROOT_CHECKS: tuple[Check, ...] = ROOT_CHECKS[1:]
