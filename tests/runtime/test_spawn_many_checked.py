@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from polling import wait_until
-from subagents.runtime import RunHandle, Runtime
+from subagents.runtime import AdmissionError, RunHandle, Runtime
 from subagents.supervision.requests import CheckedRoots
 
 from .conftest import WAIT
@@ -65,3 +65,27 @@ def test_a_withdrawn_spawn_many_leaves_nothing_filed() -> None:
             assert not checked.requests
         finally:
             holder.gate.set()
+
+
+class _Hostile(str):
+    """A task whose check raises (a ``str`` subclass passes every type check)."""
+
+    def strip(self, chars: str | None = None) -> str:
+        raise RuntimeError("a hostile task")
+
+
+def test_a_job_whose_check_raises_fails_alone_and_leaves_nothing_filed() -> None:
+    with Runtime(_agents()) as rt:
+        checked = _checked(rt)
+        out = rt.spawn_many([("quick", "a"), ("quick", _Hostile("b")), ("quick", "c")])
+        refused = out[1]
+        assert isinstance(refused, AdmissionError)
+        assert str(refused).startswith("job 1 ('quick'): the request could not be checked")
+        assert "RuntimeError: a hostile task" in str(refused)
+        first, last = out[0], out[2]
+        assert isinstance(first, RunHandle) and isinstance(last, RunHandle)
+        assert [first.result(timeout=WAIT).result, last.result(timeout=WAIT).result] == [
+            "did a",
+            "did c",
+        ]
+        assert not checked.requests
