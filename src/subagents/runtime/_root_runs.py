@@ -156,7 +156,10 @@ class RootRuns:
             if isinstance(request, AdmissionError):
                 out.append(request)
                 continue
-            problem = self._job_problem(request)
+            try:  # (no call: a check that raises, on a hostile value, refuses its job alone)
+                problem = request_problem(request, self.limits) or policy_problem(request)
+            except Exception as exc:  # (raised, it left the jobs before it filed and waited)
+                problem = f"the request could not be checked: {type(exc).__name__}: {exc}"
             if problem is not None:
                 out.append(AdmissionError(f"job {i} ({request.agent!r}): {problem}"))
                 continue
@@ -196,16 +199,6 @@ class RootRuns:
                 self.roots.forget(request.request_id)
                 out[i] = AdmissionError(f"job {i} ({request.agent!r}): {reply.error}")
         return out
-
-    def _job_problem(self, request: SpawnRequest) -> str | None:
-        """Why one of ``admit_many``'s requests is refused on the caller's thread, or None. A
-        check that raises (a hostile value: a ``str`` subclass whose ``strip`` raises) refuses
-        that job alone: raised, it left the jobs before it filed (``CheckedRoots``) and
-        waited for, and failed the whole call for one job."""
-        try:
-            return request_problem(request, self.limits) or policy_problem(request)
-        except Exception as exc:  # (not a bug of ours: the request's own values raised)
-            return f"the request could not be checked: {type(exc).__name__}: {exc}"
 
     def tell(self, request: SpawnRequest, wait: float | None) -> tuple[str, Waiter, float]:
         """``Runtime.run``: the request told as ``spawn`` tells it (the admission is not
