@@ -16,6 +16,8 @@ cancel out), by role (``spawn.role_of``: supervisor, agents, caller, other):
 - ``supervisor_messages``: the messages the supervisor handled per mail, by kind (each is a
   wake-up of its thread or a message behind one): ``ReportsDue(late)`` is the linger's timer
   (``REPORTS_DUE``), ``ReportsDue(now)`` a report someone waits on.
+- ``msgs_per_s``: the instrumented ``2n`` run's rate (timed; for A/B runs of this script only:
+  ``mail.py``'s figures are the uninstrumented ones).
 
 Instrumented by wrapping (never in the timed figures of ``mail.py``). Output: JSON.
 """
@@ -110,7 +112,7 @@ def _kind(sql: str) -> str:
     return head
 
 
-def _counted(folder: Path, index: int, n: int, tally: _Tally) -> None:
+def _counted(folder: Path, index: int, n: int, tally: _Tally) -> float:
     """One durable ping-pong of ``n`` mails, its store instrumented into ``tally``."""
     store = SQLiteStore(folder / f"work-{index}.db")
     tx = store._tx
@@ -122,7 +124,7 @@ def _counted(folder: Path, index: int, n: int, tally: _Tally) -> None:
         tally.kinds[f"{role}: {_kind(sql)}"] += 1
 
     tx.connection().set_trace_callback(traced)
-    runtime_rate("pingpong", store, n)
+    return runtime_rate("pingpong", store, n).per_s
 
 
 def _handled(tally: list[_Tally]) -> Any:
@@ -145,10 +147,11 @@ def per_mail(folder: Path, n: int) -> dict[str, Any]:
     original, wrapped = _handled(current)
     SupervisorActor.on_receive = wrapped  # type: ignore[method-assign]
     tallies = []
+    rate = 0.0
     try:
         for index, mails in enumerate((n, 2 * n)):
             current[0] = _Tally()
-            _counted(folder, index, mails, current[0])
+            rate = _counted(folder, index, mails, current[0])
             tallies.append(current[0])
     finally:
         SupervisorActor.on_receive = original  # type: ignore[method-assign]
@@ -170,6 +173,7 @@ def per_mail(folder: Path, n: int) -> dict[str, Any]:
             "waited_us": diff("waited_s", 1e6, 1),
         },
         "supervisor_messages": diff("messages"),
+        "msgs_per_s": round(rate),
     }
 
 
