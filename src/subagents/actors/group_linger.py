@@ -210,7 +210,7 @@ def late_reports(supervisor: Any, timer: TimerService) -> LateReports:
 class GroupLinger:
     """Whether the open group may wait, and the timer that ends its wait."""
 
-    __slots__ = ("_begun", "_due", "_key", "_ref", "_split", "_timer", "delay")
+    __slots__ = ("_begun", "_due", "_key", "_ref", "_timer", "delay")
 
     def __init__(self, timer: TimerService, ref: pykka.ActorRef[Any], store: RunStore) -> None:
         """Groups linger only on a store whose senders record their own mail (SQLite:
@@ -226,11 +226,6 @@ class GroupLinger:
         self._begun: Callable[[], bool] | None = getattr(store, "batch_begun", None)
         """Whether the open group holds the store's write lock already (SQLite: a read or a
         direct write in it began its transaction): such a group commits at once."""
-        self._split: Callable[[], None] | None = getattr(store, "allow_split", None)
-        """The store's leave to commit the open group in parts, at the points between its
-        decisions (``records_written``), each while a sender waits for the store
-        (``store/sqlite_tx.py``): given to a group that lingers, whose effects, held until
-        the whole group has committed, only publish events."""
 
     def defer(self, held: Sequence[Effect]) -> bool:
         """True when the group holding ``held`` may commit later (a ``COMMIT_DUE`` is then
@@ -244,6 +239,4 @@ class GroupLinger:
         if self._due < now:  # none on its way (a due one already told commits this too)
             self._due = now + self.delay
             self._timer.tell_at(self._key, self._due, self._ref, COMMIT_DUE)
-        if self._split is not None:
-            self._split()
         return True

@@ -17,11 +17,6 @@ out" because its writes now share a batch. So:
   besides (its upkeep after the decision) follows them. Nothing is written twice: a
   nested batch that raises undoes its own writes (``RunStore.batch``), and the line exists
   only where senders record their mail (SQLite's way: ``late_reports``).
-
-After a decision written whole, the open group may be committed up to there should a sender
-wait for the store meanwhile (``split_point``: ``store/sqlite_tx.py``; the group lingers,
-``GroupLinger.defer`` allows it): a sender waits for one such decision's writes at most,
-not the whole group's (hence ``RECORDS_MOST``'s size).
 """
 
 from __future__ import annotations
@@ -49,9 +44,6 @@ def records_written(core: SupervisorCore, store: RunStore, records: Any) -> list
     try:
         if writes:
             write_all(store, writes)
-            split_point = getattr(store, "split_point", None)  # (SQLite's: store.sqlite_tx)
-            if split_point is not None:  # a whole decision: its group may be cut after it
-                split_point()
         return decision.effects
     except StoreError:
         raise

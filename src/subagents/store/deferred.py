@@ -15,26 +15,12 @@ foreign keys, so the tables' contents at commit are the same, and every read flu
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Protocol
+from typing import Any
 
 Params = tuple[Any, ...]
 Entry = tuple[str | None, str, Params | list[Params], str]
 """(table, or None for a savepoint statement that must stay in place; sql; the params of
 one row, or a list of rows (``add_rows``); doing)."""
-
-
-SPLIT: Entry = (None, "", (), "committing part of a batch")
-"""A held point between two decisions where the batch's transaction may be committed and
-begun again (``Transactions.split_point``): written nothing, and nothing when not cut."""
-
-
-class Splitter(Protocol):
-    """Who may cut a flush at its ``SPLIT`` points: ``wants_cut`` while another thread waits
-    for the connection; ``cut`` commits what was sent, lets it write, begins again."""
-
-    def wants_cut(self) -> bool: ...
-
-    def cut(self) -> sqlite3.Connection: ...
 
 
 class FailedWrite(Exception):
@@ -89,30 +75,18 @@ class DeferredWrites:
     def clear(self) -> None:
         self.items = []
 
-    def flush(self, conn: sqlite3.Connection, splitter: Splitter | None = None) -> None:
+    def flush(self, conn: sqlite3.Connection) -> None:
         """Send every held write, in order (see the module docstring); FailedWrite if one
-        fails (the caller aborts the batch: some of the writes may have been applied).
-        ``splitter``: at each ``SPLIT`` point outside every savepoint, what was held before
-        is sent (a sender that comes while it is sent then waits for that part alone), and
-        when the splitter ``wants_cut`` it is ``cut`` (committed) there."""
+        fails (the caller aborts the batch: some of the writes may have been applied)."""
         items, self.items = self.items, []
         if not items:
             return
         self.flushes += 1
         stretch: dict[str, list[Entry]] = {}
-        savepoints = 0
         for entry in items:
             if entry is None:
                 continue
             if entry[0] is None:
-                if entry is SPLIT:
-                    if splitter is not None and not savepoints:  # (each decision's sent)
-                        _send_stretch(conn, stretch)
-                        stretch = {}
-                        if splitter.wants_cut():
-                            conn = splitter.cut()
-                    continue
-                savepoints += 1 if entry[1].startswith("SAVEPOINT") else -1
                 _send_stretch(conn, stretch)
                 stretch = {}
                 _send(conn, [entry])

@@ -210,8 +210,6 @@ class SQLiteStore(RunStore):
                 conn.close()
             raise
         self._tx = Transactions(self.path, conn, on_close=lambda: OPEN_FILES.closing(key))
-        splits = self._tx.splits  # (a group's commit cut while a sender waits: sqlite_split)
-        self.split_point, self.allow_split = splits.split_point, splits.allow_split
         self._processes = ProcessRows(self._tx)
         self._mail = MailRows(self._tx, conn)
         self._resume = ResumeRows(self._tx)

@@ -22,10 +22,6 @@ thread inside a batch see its uncommitted writes (held ones are sent first). Oth
 processes open their own ``SQLiteStore`` on the same path; SQLite's locks serialise them
 with this one.
 
-A commit a sender waits behind (the supervisor's group) may be cut at the points its
-thread marked between its decisions, so the sender waits for one decision's writes, not the
-whole group's (``store.sqlite_split``).
-
 Atomicity: a batch is one transaction (``BEGIN IMMEDIATE``, so the write lock is taken up
 front and a commit never fails for a lock a reader upgraded). A nested batch is a savepoint
 inside it: it commits with the outer batch, and an exception leaving it undoes only its own
@@ -52,7 +48,6 @@ from subagents.store.base import StoreError
 from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import translate
 from subagents.store.row_checks import READS_BACK
-from subagents.store.sqlite_split import Splits
 
 log = get_logger("subagents.store")
 
@@ -113,17 +108,7 @@ class _Open:
     """One thread's batch: how deep, what it holds, whether its transaction has begun (the
     thread then holds the lock until the outermost batch ends), what failed in it."""
 
-    __slots__ = (
-        "begun",
-        "depth",
-        "doomed",
-        "failed",
-        "fence",
-        "held",
-        "on_begin",
-        "refused",
-        "split",
-    )
+    __slots__ = ("begun", "depth", "doomed", "failed", "held", "on_begin", "refused")
 
     def __init__(self) -> None:
         self.depth = 0
@@ -135,10 +120,6 @@ class _Open:
         self.on_begin: Callable[[], None] | None = None
         self.refused: BaseException | None = None
         """Why the transaction could not begin (a lock, a lease lost): the batch's error."""
-        self.fence: Callable[[], None] | None = None
-        """The outermost batch's ``on_begin``, kept: run again when a cut begins anew."""
-        self.split = False
-        """Its commit may be cut at its split points (``Splits.allow_split``)."""
 
 
 class Transactions:
@@ -158,8 +139,6 @@ class Transactions:
         self._conn = conn
         self._local = threading.local()
         self._closed = False
-        self.splits = Splits(self)
-        """Where the commit a sender waits behind may be cut (``store.sqlite_split``)."""
 
     def _open(self) -> _Open:
         """This thread's batch state."""
@@ -211,8 +190,7 @@ class Transactions:
         state.doomed = False
         state.held.clear()
         state.begun = False
-        state.on_begin = state.fence = batch.on_begin
-        state.split = False
+        state.on_begin = batch.on_begin
         state.depth = 1
 
     def _begin(self, state: _Open) -> sqlite3.Connection:
@@ -261,7 +239,7 @@ class Transactions:
         try:
             if commit and state.held and state.failed is None:
                 with contextlib.suppress(StoreError):  # it is in state.failed: reported below
-                    self._send_held(state, self.splits if state.split else None)
+                    self._send_held(state)
                 begun = state.begun
             failed = state.failed
             conn = self._conn
@@ -289,8 +267,7 @@ class Transactions:
             state.failed = None
             state.refused = None
             state.doomed = False
-            state.on_begin = state.fence = None
-            state.split = False
+            state.on_begin = None
             if state.begun:
                 state.begun = False
                 self.lock.release()
@@ -343,18 +320,17 @@ class Transactions:
             f"({state.failed or 'the transaction was rolled back'})"
         )
 
-    def _send_held(self, state: _Open, splitter: Splits | None = None) -> None:
+    def _send_held(self, state: _Open) -> None:
         """Send the held writes of this thread's open batch (before a read, a direct write,
         a commit), beginning its transaction if it has not yet. A failure aborts the whole
-        batch, whichever nested batch made the write. ``splitter``: its commit, which may
-        be cut at its split points (``store.sqlite_split``)."""
+        batch, whichever nested batch made the write."""
         if state.failed is not None or (state.begun and not self._conn.in_transaction):
             first = next((e for e in state.held.items if e is not None), None)
             state.held.clear()
             raise self._aborted(state, first[3] if first is not None else "sending held writes")
         conn = self._begin(state)
         try:
-            state.held.flush(conn, splitter)
+            state.held.flush(conn)
         except FailedWrite as exc:
             error = translate(exc.error, self.path, exc.doing)
             state.failed, state.doomed = error, True
@@ -402,8 +378,7 @@ class Transactions:
             for table, sql, rows, doing in writes:
                 self.defer_rows(table, sql, rows, doing)
             return
-        self._take_lock()
-        try:
+        with self.lock:
             conn = self.connection()
             doing = "starting a batch"
             try:
@@ -426,22 +401,12 @@ class Transactions:
             except BaseException:
                 self._rollback(conn)
                 raise
-        finally:
-            self.lock.release()
 
     def execute_alone(self, sql: str, params: tuple[Any, ...], doing: str) -> int:
         """``sql`` as a transaction of its own (autocommit: a write statement takes the
         write lock before it reads, so what it reads and writes is one transaction); the
-        rows it changed. Only outside a batch of this thread (``in_batch``). A sender's
-        record of its mail: it takes the lock as ``_take_lock`` does (inlined: per mail)."""
-        lock = self.lock
-        if not lock.acquire(False):
-            splits = self.splits
-            splits.wanted = True
-            lock.acquire()
-            splits.wanted = False
-            splits.taken.set()
-        try:
+        rows it changed. Only outside a batch of this thread (``in_batch``)."""
+        with self.lock:
             conn = self.connection()
             if conn.in_transaction:  # (one left open would take the write and not commit it)
                 raise StoreError(f"{self.path}: {doing}: a transaction is open on the connection")
@@ -449,20 +414,6 @@ class Transactions:
                 return conn.execute(sql, params).rowcount
             except sqlite3.Error as exc:
                 raise translate(exc, self.path, doing) from exc
-        finally:
-            lock.release()
-
-    def _take_lock(self) -> None:
-        """The lock, for a sender's record of its mail: if another thread holds it, say so
-        while waiting (``Splits.wanted``), so a splittable commit lets this one in at its
-        next split point, and say when it has it (``Splits.cut`` waits for that)."""
-        lock = self.lock
-        if not lock.acquire(False):
-            splits = self.splits
-            splits.wanted = True
-            lock.acquire()
-            splits.wanted = False
-            splits.taken.set()
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
