@@ -133,6 +133,7 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
         else:
             rows.append(params)
     sql = entries[0][1]
+    sent = len(rows)  # all of them named in an error, whichever statement of them failed
     try:
         if len(rows) == 1:
             conn.execute(sql, rows[0])
@@ -149,7 +150,7 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
         elif rows:
             conn.executemany(sql, rows)
     except sqlite3.Error as exc:
-        raise FailedWrite(_which(entries[0][3], len(rows)), exc) from exc
+        raise FailedWrite(_which(entries[0][3], sent), exc) from exc
 
 
 def _which(first: str, rows: int) -> str:
