@@ -476,7 +476,8 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
     finally:
         sys.path.remove(str(BENCHMARKS))
     scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
-    assert set(run_all.NAMES) == scripts - {"run_all", "profile_hot_paths"}
+    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work"}  # no goal: counts
+    assert set(run_all.NAMES) == scripts - diagnostics
     for name in run_all.NAMES:
         assert name in run_all.GOALS or name in run_all.MORE
 
@@ -555,6 +556,24 @@ def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance(
     assert sum(report["percent_by_role"].values()) == pytest.approx(100, abs=1)
     assert report["supervisor_core_us_per_unit"]  # the core's operations, by name
     assert report["isinstance_calls_per_unit"] > 0
+
+
+def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "durable_mail_work.py"), "--quick", "--n", "20"],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = msgspec.json.decode(done.stdout)
+    assert report["benchmark"] == "durable_mail_work" and report["mails"] == 20
+    assert {"agents", "supervisor"} <= set(report["statements"])
+    assert "agents: INSERT mail" in report["statement_kinds"]  # the sender's one write
+    assert set(report["lock"]) == {"holds", "contended", "held_us", "held_cpu_us", "waited_us"}
+    assert "agents" in report["lock"]["holds"]
+    assert report["msgs_per_s"] > 0 and "loaded" in report["load"]
 
 
 def test_run_all_keeps_the_quietest_round_and_says_which() -> None:
