@@ -6,8 +6,11 @@ the runtime's own Python; each script says what it includes and leaves out) read
 same anchor and target. Its verdict is ``reachable by this design here`` when the floor meets
 the target, ``**unreachable by this design here**`` when even it does not (the goal then needs
 another design, or another machine's balance of Python to hand-offs: ``_balance.py``), and
-its figure and ratio are the floor's own. Pure functions of a benchmark's JSON, so
-``run_all``'s fold reads a floor row of several processes as any other row.
+its figure and ratio are the floor's own. A floor in seconds whose CPU alone is over its
+target is unreachable at any load (``BY_CPU``); one whose wall time only is says so
+(``NOT_AT_THIS_LOAD``); ``run_all`` marks a floor's verdict taken loaded (``LOADED``). Pure
+functions of a benchmark's JSON, so ``run_all``'s fold reads a floor row of several processes
+as any other row.
 
 - ping-pong in memory: ``least_mail`` (``_least_mail.py``) / raw pykka ask, ``>= 0.5x``;
 - ping-pong durable: ``least_durable`` / the durable floor (a bare commit + a hand-off),
@@ -25,6 +28,13 @@ from typing import Any
 Row = tuple[str, ...]
 REACHABLE = "reachable by this design here"
 UNREACHABLE = "**unreachable by this design here**"
+BY_CPU = " (its CPU alone is over the target: at any load)"
+"""An unreachable floor whose CPU alone (the process's, every thread's, under one GIL) is over
+a target in seconds: no quiet machine of this CPU can bring its wall time under it."""
+NOT_AT_THIS_LOAD = "**not reached at this load** (its CPU alone is under the target)"
+LOADED = "; taken loaded: rough"
+"""Added by ``run_all`` to a floor's verdict taken above the load line (a loaded wall time
+or ratio says little of a quiet one, either way)."""
 FLOOR = "↳ this design's floor: "
 
 
@@ -110,6 +120,14 @@ def fanout_floor(f: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _seconds_verdict(seconds: float, cpu_s: float, target: float) -> str:
+    """A floor in seconds against a target: reached, unreachable even by its CPU alone, or
+    only not reached at the load it was taken at."""
+    if seconds < target:
+        return REACHABLE
+    return UNREACHABLE + BY_CPU if cpu_s >= target else NOT_AT_THIS_LOAD
+
+
 def _least_waiting_row(least: dict[str, Any], what: str, target: float, load: str) -> Row:
     seconds = least["start_s"]
     return (
@@ -118,7 +136,7 @@ def _least_waiting_row(least: dict[str, Any], what: str, target: float, load: st
         "-",
         "-",
         f"< {target:g} s",
-        reach(seconds < target),
+        _seconds_verdict(seconds, least["start_cpu_s"], target),
         load,
     )
 

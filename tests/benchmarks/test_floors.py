@@ -148,8 +148,30 @@ def test_a_floor_row_says_unreachable_when_even_the_floor_misses(
     }
     in_memory, durable = rows.mail_floors(ping, "0.90")
     assert in_memory[0][5] == rows.UNREACHABLE and durable[0][5] == rows.REACHABLE
+    # in seconds: its CPU alone over the target is unreachable at any load; its wall time
+    # over it but its CPU under it is only not reached at the load it was taken at
     least = {"n": 100_000, "batch": 1000, "start_s": 6.0, "start_cpu_s": 5.0}
     goals = {"start": {"target": 5.0}, "start_one_spawn": {"target": 10.0}}
-    assert rows.spawn_many_floor(least, goals, "1.0")[0][5] == rows.UNREACHABLE
+    assert rows.spawn_many_floor(least, goals, "1.0")[0][5] == rows.UNREACHABLE + rows.BY_CPU
     assert rows.one_spawn_floor(least, goals, "1.0")[0][5] == rows.REACHABLE
     assert rows.one_spawn_floor(None, goals, "1.0") == []
+    slow = {**least, "start_s": 12.0}
+    assert rows.one_spawn_floor(slow, goals, "1.0")[0][5] == rows.NOT_AT_THIS_LOAD
+
+
+def test_a_floor_read_loaded_says_so_unless_its_cpu_settles_it(
+    bench: dict[str, ModuleType],
+) -> None:
+    run_all, rows = bench["run_all"], bench["rows"]
+    ping = {
+        "least_mail_ratio_to_raw_ask": 0.6,
+        "least_mail_msgs_per_s": 12000,
+        "raw_ask_msgs_per_s": 20000,
+    }
+    ((quiet,), _) = rows.mail_floors(ping, "0.90")
+    ((loud,), _) = rows.mail_floors(ping, "**9.00 loaded**")
+    assert run_all._quiet_verdict(quiet)[5] == rows.REACHABLE
+    assert run_all._quiet_verdict(loud)[5] == rows.REACHABLE + rows.LOADED
+    least = {"n": 100_000, "batch": 1000, "start_s": 6.0, "start_cpu_s": 5.0}
+    (by_cpu,) = rows.spawn_many_floor(least, {"start": {"target": 5.0}}, "**9.00 loaded**")
+    assert run_all._quiet_verdict(by_cpu)[5] == rows.UNREACHABLE + rows.BY_CPU
