@@ -852,8 +852,8 @@ def _more_balance(r: dict[str, Any]) -> list[Row]:
                 f"raw pykka ask round trip {b['ask_us']} us (CPU {b['ask_cpu_us']} us)",
                 f"a hand-off = {b['calls_per_handoff']} calls (of CPU:"
                 f" {b.get('calls_per_handoff_cpu', '?')})",
-                "a design of H hand-offs and C calls per mail reads ~H / (H + C / calls per"
-                " hand-off) of raw's",
+                "the lower, the lower a Python-heavy path reads against raw pykka (a unit to"
+                " compare machines by)",
                 "-",
                 _load_cell(reading.get("load")),
             )
@@ -874,7 +874,7 @@ def balance_note(balance: dict[str, Any]) -> str:
         f" The machine's balance (`_balance.py`, {'before / after' if len(taken) > 1 else 'once'}):"
         f" a Python call {both('call_ns')} ns, raw pykka's ask round trip {both('ask_us')} us,"
         f" so a hand-off costs {both('calls_per_handoff')} Python calls: ratios to raw pykka"
-        " of a Python-heavy path fall as this rises."
+        " of a Python-heavy path fall as this falls."
     )
 
 
