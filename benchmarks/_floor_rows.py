@@ -30,7 +30,9 @@ REACHABLE = "reachable by this design here"
 UNREACHABLE = "**unreachable by this design here**"
 BY_CPU = " (its CPU alone is over the target: at any load)"
 """An unreachable floor whose CPU alone (the process's, every thread's, under one GIL) is over
-a target in seconds: no quiet machine of this CPU can bring its wall time under it."""
+a target in seconds: no quiet machine of this CPU brings its wall time under it, but for what
+of that CPU runs outside the GIL on the other core (system calls), which a floor has little
+of."""
 NOT_AT_THIS_LOAD = "**not reached at this load** (its CPU alone is under the target)"
 LOADED = "; taken loaded: rough"
 """Added by ``run_all`` to a floor's verdict taken above the load line (a loaded wall time
