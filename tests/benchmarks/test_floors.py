@@ -91,8 +91,11 @@ def test_the_least_fanout_holds_the_limit_and_ends_every_child(
 
 def test_the_balance_says_how_many_calls_a_hand_off_costs(bench: dict[str, ModuleType]) -> None:
     b = bench["balance"].measure(1, 2_000, 2_000, 50)
-    assert b["calls_per_handoff"] == round(b["ask_us"] / 2 * 1e3 / b["call_ns"])
-    assert b["calls_per_handoff_cpu"] == round(b["ask_cpu_us"] / 2 * 1e3 / b["call_cpu_ns"])
+    # (of the printed, rounded figures: so within a call or two)
+    wall = b["ask_us"] / 2 * 1e3 / b["call_ns"]
+    assert b["calls_per_handoff"] == pytest.approx(wall, rel=0.01, abs=1)
+    cpu = b["ask_cpu_us"] / 2 * 1e3 / b["call_cpu_ns"]
+    assert b["calls_per_handoff_cpu"] == pytest.approx(cpu, rel=0.01, abs=1)
     assert b["handoff_us"] == pytest.approx(b["ask_us"] / 2, abs=0.01)
     assert b["sizes"] == {"calls": 2_000, "loops": 2_000, "asks": 50, "repeats": 1}
     assert b["load"]["loaded"] == (b["load"]["max"] > 1.5)
