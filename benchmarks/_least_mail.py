@@ -25,7 +25,9 @@ What it leaves out, all of which the runtime does per mail: the route decision
 (``MailRoutes.route``) and the mail's field checks, the core's ``mails_posted`` decision and
 its store writes (a ``MemoryStore`` batch and its undo), the ``mail_delivered`` event, the
 function's replay journal, a receive's wake (the benchmark's ``receive(timeout=...)``), the
-runtime's ``Batch``/``DeliverMail`` messages and the behaviour's inbox. So its rate is an
+runtime's ``Batch``/``DeliverMail`` messages and the behaviour's inbox, and the dispatcher
+(each agent here has a thread of its own, as a plain pykka actor has; the runtime's agents
+share the dispatcher's, a mailbox scheduled by the put that finds it idle). So its rate is an
 upper bound of the runtime's ping-pong: if even it is below a goal on this machine, the goal
 needs another design (fewer hand-offs per mail, or no supervisor tell per mail), not fewer
 calls.
