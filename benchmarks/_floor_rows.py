@@ -58,8 +58,9 @@ def mail_floors(p: dict[str, Any], load: str) -> tuple[list[Row], list[Row]]:
         r = p["least_mail_ratio_to_raw_ask"]
         rows.append(
             (
-                FLOOR + "the least in-memory mail (bare actors: straight hand-off, one"
-                " supervisor tell, a self ack; `_least_mail.py`)",
+                FLOOR + "the least in-memory mail (bare actors, both agents on one thread as"
+                " the dispatcher runs a ping-pong: one supervisor tell, a self ack;"
+                " `_least_mail.py`)",
                 f"{p['least_mail_msgs_per_s']:,.0f} msg/s{counted}",
                 f"raw pykka ask ping-pong {p['raw_ask_msgs_per_s']:,.0f} msg/s",
                 f"{r}x",

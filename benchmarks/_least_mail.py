@@ -9,9 +9,16 @@ with the read receipt of the mail the step took) and tells itself the ``MailAck`
 the least bookkeeping, so its rate is what this design can reach on this machine with none
 of the runtime's own Python:
 
-- two agent actors, made as the runtime's are (``FastInboxActor``: a ``SimpleQueue``
-  inbox), each driving an ``async def`` function as the runtime drives a function agent
-  (``coroutine.send``: a step runs until the function awaits a ``receive``);
+- two agent actors, made as the runtime's are (``FastInboxActor``), each driving an
+  ``async def`` function as the runtime drives a function agent (``coroutine.send``: a step
+  runs until the function awaits a ``receive``), both handled on ONE thread (``Line``): the
+  runtime's agents share the dispatcher's threads, and a handling's mail to another run
+  goes in line and is taken by the same thread when the handling ends, without a thread
+  switch (``actors/handoff.py``: "a ping-pong then ran on one thread"; the runtime's
+  in-memory ping-pong measured ~0.15 context switches per mail). A thread per agent, as a
+  plain pykka actor has, paid ~4 per mail (more than raw ask's ~2.8) that the design does
+  not, and read 0.3-1x raw ask where the line reads 1-4x (interleaved, load ~7-11): a
+  "floor" above what the design pays, which would call a goal unreachable that it is not;
 - per mail: a ``Mail`` (the runtime's record, its id drawn from a count) made by the
   sender's ``send`` and held until its step ends; then, in the runtime's order, one tell to
   the supervisor (the posted mail and the step's read receipt), one ``Ack`` told to the
@@ -25,31 +32,36 @@ What it leaves out, all of which the runtime does per mail: the route decision
 (``MailRoutes.route``) and the mail's field checks, the core's ``mails_posted`` decision and
 its store writes (a ``MemoryStore`` batch and its undo), the ``mail_delivered`` event, the
 function's replay journal, a receive's wake (the benchmark's ``receive(timeout=...)``), the
-runtime's ``Batch``/``DeliverMail`` messages and the behaviour's inbox, and the dispatcher
-(each agent here has a thread of its own, as a plain pykka actor has; the runtime's agents
-share the dispatcher's, a mailbox scheduled by the put that finds it idle). So its rate is an
-upper bound of the runtime's ping-pong: if even it is below a goal on this machine, the goal
-needs another design (fewer hand-offs per mail, or no supervisor tell per mail), not fewer
-calls.
+runtime's ``Batch``/``DeliverMail`` messages and the behaviour's inbox, and the dispatcher's
+own bookkeeping (its mailboxes' scheduling, the owed nudge, the throughput bound: ``Line``
+is one queue and one thread). So its rate is an upper bound of the runtime's ping-pong: if
+even it is below a goal on this machine, the goal needs another design (no supervisor tell
+per mail, say), not fewer calls.
 
 The durable variant (``commit``, ``mail.py``'s ``least_durable``) adds what a durable mail of
 this design must: its sender commits the mail's row (one ``INSERT`` in autocommit, the
 durable floor's own statement and file settings) before its step's other work. It leaves out
-the store's fence (the lease and the sender's start checked in the statement) and the
-supervisor's commits.
+the store's fence (the lease and the sender's start checked in the statement), the journal
+entries the row carries, and the supervisor's commits (one per lingering group). It does
+one thing more than the design: its supervisor is told each step's report at once, where
+the durable design puts them in a line the supervisor takes within ``LINGER_S``
+(``actors/group_linger.py`` ``LateReports``), so an idle supervisor is not woken per mail:
+a bound of the durable design's rate only while its supervisor stays busy.
 """
 
 from __future__ import annotations
 
 import itertools
+import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pykka
+from pykka._envelope import Envelope
 
 from _common import Rate, mark, rate_of
 from subagents.actors.inbox import FastInboxActor
@@ -153,11 +165,62 @@ class Context:
 Function = Callable[[Context], Coroutine[Any, Any, Any]]
 
 
+class Line:
+    """The least of the dispatcher's line: one thread (an agents' role) takes the agents'
+    messages in the order put. A handling that tells another agent puts it here, and the
+    same thread takes it when that handling ends: no thread switch between the two agents,
+    as ``actors/handoff.py`` hands a ping-pong's turns."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Agent, Envelope[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._take, name="least-agent-line", daemon=True)
+        self._thread.start()
+
+    def put(self, agent: Agent, envelope: Envelope[Any]) -> None:
+        self._queue.put((agent, envelope))
+
+    def _take(self) -> None:
+        while (item := self._queue.get()) is not None:
+            agent, envelope = item
+            try:  # (pykka's loop body for one message)
+                response = agent._handle_receive(envelope.message)
+            except BaseException:
+                if envelope.reply_to is None:
+                    raise  # (the ping-pong then never ends: least_mail_pingpong says so)
+                envelope.reply_to.set_exception()
+                continue
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+
+    def close(self) -> None:
+        """Its thread ended (joined: none of its calls is left to land in a later count)."""
+        self._queue.put(None)
+        self._thread.join(WAIT)
+
+
+class _LineInbox:
+    """An agent's inbox that is its place in the ``Line`` (pykka asks an inbox for ``put``,
+    ``get`` and ``empty``; only ``put`` is used: the line's thread takes the messages)."""
+
+    def __init__(self, line: Line, agent: Agent) -> None:
+        self._line, self._agent = line, agent
+
+    def put(self, envelope: Envelope[Any]) -> None:
+        self._line.put(self._agent, envelope)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Envelope[Any]:
+        raise RuntimeError("a least agent's messages are taken by its line")
+
+    def empty(self) -> bool:
+        return True
+
+
 class Agent(FastInboxActor):
-    """One run's actor: drives its function a step at a time, posts a step's mail."""
+    """One run's actor: drives its function a step at a time, posts a step's mail; handled
+    on the agents' ``Line``, not a thread of its own."""
 
     def _start_actor_loop(self) -> None:
-        _named_loop(self, f"least-agent-{self.context.run_id}")
+        """No loop of its own: its messages are the line's (nothing to do on start)."""
 
     def __init__(
         self,
@@ -166,9 +229,12 @@ class Agent(FastInboxActor):
         supervisor: pykka.ActorRef[Any],
         directory: dict[str, pykka.ActorRef[Any]],
         done: threading.Event,
+        line: Line,
         commit: Callable[[Mail], None] | None = None,
     ) -> None:
         super().__init__()
+        self.actor_inbox = _LineInbox(line, self)
+        self._actor_ref = pykka.ActorRef(self)  # (a ref reads the inbox once, when made)
         self.commit = commit
         self.context = Context(run_id)
         self.coroutine = function(self.context)
@@ -236,11 +302,11 @@ def least_mail_pingpong(
     rounds = n // 2
     marks: dict[str, float] = {}
     ponger, pinger = _agents(rounds, marks)
-    supervisor = Supervisor.start()
+    supervisor, line = Supervisor.start(), Line()
     directory: dict[str, pykka.ActorRef[Any]] = {}
     done = {"ponger": threading.Event(), "pinger": threading.Event()}
     refs = [
-        Agent.start(name, function, supervisor, directory, done[name], commit)
+        Agent.start(name, function, supervisor, directory, done[name], line, commit)
         for name, function in (("ponger", ponger), ("pinger", pinger))
     ]
     directory.update(zip(("ponger", "pinger"), refs, strict=True))
@@ -250,10 +316,11 @@ def least_mail_pingpong(
         for name, event in done.items():
             if not event.wait(WAIT):
                 raise RuntimeError(f"the least ping-pong's {name} did not finish in {WAIT:g} s")
-        recorded: dict[str, int] = supervisor.ask("count", timeout=WAIT)
+        recorded = cast(dict[str, int], supervisor.ask("count", timeout=WAIT))
     finally:
         for agent in refs:
             agent.stop()
+        line.close()
         supervisor.stop()
     if recorded["mails"] != 2 * rounds:
         raise RuntimeError(f"the least ping-pong recorded {recorded} of {2 * rounds} mails")

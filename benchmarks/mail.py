@@ -46,7 +46,8 @@ of the two in that run being the floor (``floor_by``), so neither flatters the r
 The in-memory ping-pong's design floor (``least_mail_msgs_per_s``, same run, interleaved):
 the least an in-memory mail of this design does, with bare actors and none of the runtime's
 Python (``_least_mail.py`` says exactly what it includes and leaves out): two function
-agents' steps, each mail handed straight to its recipient's actor, one tell to a recording
+agents' steps on one thread (as the runtime's dispatcher runs a ping-pong: no thread switch
+between them), each mail handed straight to its recipient's actor, one tell to a recording
 supervisor and one ack told to the sender itself. ``least_mail_ratio_to_raw_ask`` is the
 most this design can read against the goal's anchor on this machine (``goals.pingpong_memory
 .reachable``: whether even it meets the goal); its calls per mail are counted beside the
