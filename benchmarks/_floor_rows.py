@@ -34,6 +34,12 @@ a target in seconds: no quiet machine of this CPU brings its wall time under it,
 of that CPU runs outside the GIL on the other core (system calls), which a floor has little
 of."""
 NOT_AT_THIS_LOAD = "**not reached at this load** (its CPU alone is under the target)"
+NOT_SETTLED_BATCHED = (
+    "**not settled by this floor** (batched: it does less than one `spawn` each must, so its"
+    " meeting the target says nothing of that path)"
+)
+"""A batched floor under the one-``spawn``-each goal that meets the target: a floor that does
+less than the path must can show a goal unreachable (even it misses), never reachable."""
 LOADED = "; taken loaded: rough"
 """Added by ``run_all`` to a floor's verdict taken above the load line (a loaded wall time
 or ratio says little of a quiet one, either way)."""
@@ -146,11 +152,15 @@ def _least_waiting_row(least: dict[str, Any], what: str, target: float, load: st
 
 def one_spawn_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: str) -> list[Row]:
     """``scale.py``'s ``least_waiting`` under the one-``spawn``-each start goal: batched, so a
-    bound below what this design can do one ``spawn`` at a time."""
+    bound below what this design can do one ``spawn`` at a time: it can say unreachable
+    (even it misses) or not reached at this load, never reachable (``NOT_SETTLED_BATCHED``)."""
     if least is None or "start_one_spawn" not in goals:
         return []
     what = "the least waiting runs, batched (`_least_waiting.py`; below one `spawn` each's own)"
-    return [_least_waiting_row(least, what, goals["start_one_spawn"]["target"], load)]
+    row = _least_waiting_row(least, what, goals["start_one_spawn"]["target"], load)
+    if row[5] == REACHABLE:
+        row = (*row[:5], NOT_SETTLED_BATCHED, *row[6:])
+    return [row]
 
 
 def spawn_many_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: str) -> list[Row]:

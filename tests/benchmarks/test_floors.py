@@ -181,7 +181,12 @@ def test_a_floor_row_says_unreachable_when_even_the_floor_misses(
     least = {"n": 100_000, "batch": 1000, "start_s": 6.0, "start_cpu_s": 5.0}
     goals = {"start": {"target": 5.0}, "start_one_spawn": {"target": 10.0}}
     assert rows.spawn_many_floor(least, goals, "1.0")[0][5] == rows.UNREACHABLE + rows.BY_CPU
-    assert rows.one_spawn_floor(least, goals, "1.0")[0][5] == rows.REACHABLE
+    # the batched floor does less than one `spawn` each must: meeting the one-spawn target
+    # settles nothing (it would be a flattering "reachable"); missing it by CPU settles it
+    assert rows.one_spawn_floor(least, goals, "1.0")[0][5] == rows.NOT_SETTLED_BATCHED
+    assert rows.spawn_many_floor({**least, "start_s": 4.0}, goals, "1.0")[0][5] == rows.REACHABLE
+    slow_cpu = {**least, "start_s": 12.0, "start_cpu_s": 11.0}
+    assert rows.one_spawn_floor(slow_cpu, goals, "1.0")[0][5] == rows.UNREACHABLE + rows.BY_CPU
     assert rows.one_spawn_floor(None, goals, "1.0") == []
     slow = {**least, "start_s": 12.0}
     assert rows.one_spawn_floor(slow, goals, "1.0")[0][5] == rows.NOT_AT_THIS_LOAD
