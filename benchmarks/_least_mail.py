@@ -173,6 +173,7 @@ class Line:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Agent, Envelope[Any]] | None] = queue.SimpleQueue()
+        self.failed: BaseException | None = None  # the first tell whose handling raised
         self._thread = threading.Thread(target=self._take, name="least-agent-line", daemon=True)
         self._thread.start()
 
@@ -184,10 +185,11 @@ class Line:
             agent, envelope = item
             try:  # (pykka's loop body for one message)
                 response = agent._handle_receive(envelope.message)
-            except BaseException:
-                if envelope.reply_to is None:
-                    raise  # (the ping-pong then never ends: least_mail_pingpong says so)
-                envelope.reply_to.set_exception()
+            except Exception as error:  # kept, the line goes on: stops and asks still answered
+                if envelope.reply_to is not None:
+                    envelope.reply_to.set_exception()
+                elif self.failed is None:
+                    self.failed = error
                 continue
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
@@ -315,7 +317,9 @@ def least_mail_pingpong(
             ref.tell("start")
         for name, event in done.items():
             if not event.wait(WAIT):
-                raise RuntimeError(f"the least ping-pong's {name} did not finish in {WAIT:g} s")
+                raise RuntimeError(
+                    f"the least ping-pong's {name} did not finish in {WAIT:g} s"
+                ) from line.failed
         recorded = cast(dict[str, int], supervisor.ask("count", timeout=WAIT))
     finally:
         for agent in refs:

@@ -176,7 +176,7 @@ def test_a_floor_row_says_unreachable_when_even_the_floor_misses(
     }
     in_memory, durable = rows.mail_floors(ping, "0.90")
     assert in_memory[0][5] == rows.UNREACHABLE and durable[0][5] == rows.REACHABLE
-    # in seconds: its CPU alone over the target is unreachable at any load; its wall time
+    # in seconds: its CPU alone over the target is unreachable as read; its wall time
     # over it but its CPU under it is only not reached at the load it was taken at
     least = {"n": 100_000, "batch": 1000, "start_s": 6.0, "start_cpu_s": 5.0}
     goals = {"start": {"target": 5.0}, "start_one_spawn": {"target": 10.0}}
@@ -208,3 +208,24 @@ def test_a_floor_read_loaded_says_so_unless_its_cpu_settles_it(
     least = {"n": 100_000, "batch": 1000, "start_s": 6.0, "start_cpu_s": 5.0}
     (by_cpu,) = rows.spawn_many_floor(least, {"start": {"target": 5.0}}, "**9.00 loaded**")
     assert run_all._quiet_verdict(by_cpu)[5] == rows.UNREACHABLE + rows.BY_CPU
+
+
+def test_a_least_mail_step_that_raises_fails_the_run_and_stops_its_actors(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sender's commit that raises (a full disk, say) ends the measurement with an error
+    naming it, and the agents still stop (the line goes on answering their stops) rather
+    than the benchmark hanging in its ``finally``."""
+    least = bench["mail"]
+    monkeypatch.setattr(least, "WAIT", 0.5)  # (the ping-pong stalls for good: not a race)
+    seen: list[str] = []
+
+    def commit(mail: Any) -> None:
+        seen.append(mail.mail_id)
+        if len(seen) == 3:
+            raise OSError("disk full")
+
+    with pytest.raises(RuntimeError, match="did not finish") as raised:
+        least.least_mail_pingpong(40, commit)
+    assert isinstance(raised.value.__cause__, OSError)
+    assert len(seen) == 3
