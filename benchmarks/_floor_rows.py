@@ -7,7 +7,7 @@ same anchor and target. Its verdict is ``reachable by this design here`` when th
 the target, ``**unreachable by this design here**`` when even it does not (the goal then needs
 another design, or another machine's balance of Python to hand-offs: ``_balance.py``), and
 its figure and ratio are the floor's own. A floor in seconds whose CPU alone is over its
-target is unreachable at any load (``BY_CPU``); one whose wall time only is says so
+target is unreachable as read (``BY_CPU``); one whose wall time only is says so
 (``NOT_AT_THIS_LOAD``); ``run_all`` marks a floor's verdict taken loaded (``LOADED``). Pure
 functions of a benchmark's JSON, so ``run_all``'s fold reads a floor row of several processes
 as any other row.
@@ -28,11 +28,12 @@ from typing import Any
 Row = tuple[str, ...]
 REACHABLE = "reachable by this design here"
 UNREACHABLE = "**unreachable by this design here**"
-BY_CPU = " (its CPU alone is over the target: at any load)"
+BY_CPU = " (its CPU alone, as read in this run, is over the target)"
 """An unreachable floor whose CPU alone (the process's, every thread's, under one GIL) is over
 a target in seconds: no quiet machine of this CPU brings its wall time under it, but for what
 of that CPU runs outside the GIL on the other core (system calls), which a floor has little
-of."""
+of, and for a CPU reading that moves (the same floor read 4.19 s of CPU at load 14 and 5.04 s
+at load 2-5): so the row says what was read, not "at any load"."""
 NOT_AT_THIS_LOAD = "**not reached at this load** (its CPU alone is under the target)"
 NOT_SETTLED_BATCHED = (
     "**not settled by this floor** (batched: it does less than one `spawn` each must, so its"
