@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
@@ -93,7 +93,7 @@ class _Asker(pykka.ThreadingActor):
         n, i = message, 0
         cpu, start = time.process_time(), time.perf_counter()
         for _ in range(n):
-            i = self.other.ask(i)
+            i = cast(int, self.other.ask(i))
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         if i != n:
             raise RuntimeError(f"the asks counted {i} of {n}")
@@ -105,8 +105,7 @@ def ask_block(n: int) -> tuple[float, float]:
     echo = _Echo.start()
     asker = _Asker.start(echo)
     try:
-        result: tuple[float, float] = asker.ask(n, timeout=120.0)
-        return result
+        return cast(tuple[float, float], asker.ask(n, timeout=120.0))
     finally:
         asker.stop()
         echo.stop()
