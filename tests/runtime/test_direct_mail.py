@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -365,6 +366,71 @@ def test_the_record_of_mail_that_went_straight_commits_with_no_further_message(
             assert mail.content == "hello"
         finally:
             other.close()
+
+
+def test_the_record_of_straight_mail_waits_in_line_and_wakes_the_supervisor_not_per_mail(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record of mail that went straight (each step's ``Journal`` and ``MailPosted``)
+    goes in the agents' line (``LateReports``) without waking the supervisor, in memory as
+    with SQLite (``late_reports``): a ping-pong of 2 x ROUNDS steps while the supervisor's
+    thread is held leaves its inbox nearly empty (told per step, it held a message per
+    step). What is in line is decided before the next message it handles (here the
+    pinger's end), so once it goes on it has the whole record, in order."""
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer due
+    done, finish = threading.Event(), threading.Event()
+    held, release = threading.Event(), threading.Event()
+
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, f"pong {mail.content}")
+        return "ponged"
+
+    async def pinger(ctx: AgentContext) -> str:
+        for i in range(ROUNDS):
+            ctx.send(ctx.task, f"ping {i}")
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+        done.set()
+        assert finish.wait(WAIT)  # (its end, not a record, would wake the supervisor)
+        return "pinged"
+
+    async def root(ctx: AgentContext) -> str:
+        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+        out = await ctx.spawn("pinger", ponger_id)
+        return str(out.result)
+
+    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
+        if event.kind is EventKind.STARTED and event.agent == "pinger":
+            held.set()
+            release.wait(WAIT)
+
+    events = Events()
+    agents = {"root": root, "pinger": pinger, "ponger": ponger}
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(hold)
+        rt.subscribe(events)
+        handle = rt.spawn("root", "go")
+        assert held.wait(WAIT)
+        try:
+            assert done.wait(WAIT), "the ping-pong waited for the supervisor"
+            supervisor: Any = rt._hosting.supervisor
+            queued = supervisor._ref.actor_inbox.qsize()
+            assert queued < ROUNDS, f"{queued} messages told for {2 * ROUNDS} steps"
+        finally:
+            release.set()
+            finish.set()
+        assert handle.result(WAIT).status is RunStatus.COMPLETED
+        (ping_run,) = rt.runs(agent="pinger")
+        mails = rt.store.mail_for(ping_run.run_id)
+        assert len(mails) == 2 * ROUNDS
+        assert {m.state for m in mails} == {MailState.READ}
+        events.wait_count(EventKind.COMPLETED, "root", 1)  # every earlier event is out
+        pings = [m.mail_id for m in mails if m.sender == ping_run.run_id]
+        assert _mail_ids(events.of(EventKind.MAIL_SENT, "pinger")) == pings
+        assert _mail_ids(events.of(EventKind.MAIL_DELIVERED, "ponger")) == pings
 
 
 def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_waits(

@@ -14,6 +14,7 @@ import pytest
 
 from subagents.actors.group_linger import (
     COMMIT_DUE,
+    LINGER_S,
     NOTHING,
     RECORDS_MOST,
     REPORTS_DUE,
@@ -317,9 +318,13 @@ def test_consecutive_reports_that_only_record_are_handed_as_one_run_in_order(
     assert [m for _, m, _ in handed] == [tuple(many[:RECORDS_MOST]), tuple(many[RECORDS_MOST:])]
 
 
-def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups_linger(
+def test_agents_put_their_reports_late_where_senders_record_mail_or_the_supervisor_after(
     told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
 ) -> None:
+    """The line where senders record their mail and groups linger (SQLite), and where the
+    supervisor records straight mail after it (MemoryStore: its groups commit at once, but
+    a report that only records waits in line up to ``LINGER_S``); not where a store's
+    senders do not record what the supervisor expects them to."""
     timer, ref, _, store = told
 
     def desk(recorded: bool) -> MailDesk:
@@ -330,10 +335,13 @@ def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups
     recording = desk(True)
     assert late_reports(_Supervisor(ref, lingers, recording), timer) is recording.late
     assert recording.late is not None
-    by_supervisor = desk(False)  # the supervisor records the mail: it must hear at once
+    by_supervisor = desk(False)  # SQLite's senders record: a desk that does not hears at once
     late_reports(_Supervisor(ref, lingers, by_supervisor), timer)
     assert by_supervisor.late is None
-    no_linger = desk(True)
-    late_reports(_Supervisor(ref, GroupLinger(timer, ref, MemoryStore()), no_linger), timer)
-    assert no_linger.late is None
+    in_memory = GroupLinger(timer, ref, MemoryStore())
+    assert in_memory.delay == 0.0  # its groups do not linger
+    after = desk(False)  # the supervisor records the mail after: its reports in line too
+    late = late_reports(_Supervisor(ref, in_memory, after), timer)
+    assert after.late is late
+    assert late.delay == LINGER_S
     late_reports(_Supervisor(ref, lingers, None), timer)  # runs hosted elsewhere: no desk
