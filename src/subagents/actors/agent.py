@@ -225,7 +225,10 @@ class AgentActor(FastInboxActor, Started):
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
-        self._handle(self._receive, message)
+        if type(message) is Batch or message is WAKES_DUE:
+            self._handle(self._receive, message)
+        else:  # (most messages: a delivered mail; one frame fewer each)
+            self._handle(self._one, message)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
@@ -309,7 +312,13 @@ class AgentActor(FastInboxActor, Started):
             for ack in acks:
                 if self._ended or self.cancel.is_set():
                     return
-                self._one(ack)
+                behaviour = self.behaviour
+                if self._parked is None and behaviour is not None:  # ``_one`` without
+                    # ``saw``: a straight mail's acknowledgement says nothing of where mail
+                    # may go (``MailRoutes.answered``: not one it sent by the supervisor)
+                    self._guard(behaviour.on_message, ack)
+                else:
+                    self._one(ack)
 
     def on_stop(self) -> None:
         if self._wakes is not None:
@@ -381,8 +390,8 @@ class AgentActor(FastInboxActor, Started):
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def send_mail(self, msg: SendMail) -> None:
-        self._reading = None
-        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
+        self._reading = None  # (the start's attempt read here, not through its property)
+        self._held.append(msgspec.structs.replace(msg, attempt=self._start.attempt))
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
