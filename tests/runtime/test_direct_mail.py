@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from gates import Gate
+from polling import wait_until
 from subagents.behaviour.function import AgentContext, MailError
 from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events
@@ -431,6 +433,51 @@ def test_the_record_of_straight_mail_waits_in_line_and_wakes_the_supervisor_not_
         pings = [m.mail_id for m in mails if m.sender == ping_run.run_id]
         assert _mail_ids(events.of(EventKind.MAIL_SENT, "pinger")) == pings
         assert _mail_ids(events.of(EventKind.MAIL_DELIVERED, "ponger")) == pings
+
+
+def test_in_memory_straight_mail_is_recorded_with_no_further_message() -> None:
+    """In memory the record of a straight mail waits in the agents' line
+    (``LateReports``); nothing more arrives once it is read (both runs then wait for mail
+    that never comes), yet the line's own timer (``REPORTS_DUE``, within ``LINGER_S``)
+    has the supervisor decide it: its events come, and the mail is kept read."""
+    read = threading.Event()
+
+    async def receiver(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        read.set()
+        await ctx.receive(timeout=10 * WAIT)  # nothing comes (the runtime's close ends it)
+        return "done"
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "hello")  # by run id: straight to it
+        await ctx.receive(timeout=10 * WAIT)  # and no timeout wakes anything before the wait
+        return "done"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", "r", background=True)
+        await ctx.spawn("sender", receiver_id)
+        return "done"
+
+    events = Events()
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    with Runtime(agents, store=MemoryStore(), command_poll_s=0) as rt:
+        rt.subscribe(events)
+        rt.spawn("root", "go")
+        assert read.wait(WAIT)
+        events.wait_for(  # well before any run's deadline, which would wake it too
+            lambda items: (
+                any(e.kind is EventKind.MAIL_DELIVERED for e in items)
+                and any(e.kind is EventKind.MAIL_SENT for e in items)
+            ),
+            timeout=WAIT / 4,
+        )
+        (sent,) = events.of(EventKind.MAIL_SENT)
+        wait_until(  # (no event says a mail was read)
+            lambda: [m.state for m in rt.store.mail_for(sent.run_id)] == [MailState.READ],
+            "the read receipt decided",
+            timeout=WAIT / 4,
+        )
 
 
 def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_waits(
