@@ -225,10 +225,8 @@ class AgentActor(FastInboxActor, Started):
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
-        if type(message) is Batch or message is WAKES_DUE:
-            self._handle(self._receive, message)
-        else:  # (most messages: a delivered mail; one frame fewer each)
-            self._handle(self._one, message)
+        batch = type(message) is Batch or message is WAKES_DUE  # (else: one frame fewer)
+        self._handle(self._receive if batch else self._one, message)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
@@ -259,11 +257,11 @@ class AgentActor(FastInboxActor, Started):
         if self._ended:
             self._stop()
 
-    def _one(self, message: Any) -> None:
+    def _one(self, message: Any, straight: bool = False) -> None:
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
-        then it is held back, and the slot asked for, until ``Unpark``."""
+        then held back, its slot asked, until ``Unpark``; ``straight``: a straight mail's ack"""
         assert self.behaviour is not None
-        if self._direct is not None and type(message) in ANSWERS:  # where mail may go
+        if not straight and self._direct is not None and type(message) in ANSWERS:
             self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:
@@ -312,13 +310,7 @@ class AgentActor(FastInboxActor, Started):
             for ack in acks:
                 if self._ended or self.cancel.is_set():
                     return
-                behaviour = self.behaviour
-                if self._parked is None and behaviour is not None:  # ``_one`` without
-                    # ``saw``: a straight mail's acknowledgement says nothing of where mail
-                    # may go (``MailRoutes.answered``: not one it sent by the supervisor)
-                    self._guard(behaviour.on_message, ack)
-                else:
-                    self._one(ack)
+                self._one(ack, True)
 
     def on_stop(self) -> None:
         if self._wakes is not None:
