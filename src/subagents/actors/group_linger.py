@@ -99,7 +99,17 @@ class LateReports:
     put up to its report: what came after waits as it would have waited in the open group
     (and the group commits as when its inbox runs dry: ``hand``)."""
 
-    __slots__ = ("_due", "_key", "_ref", "_reports", "_seq", "_supervisor", "_timer", "delay")
+    __slots__ = (
+        "_alone",
+        "_due",
+        "_key",
+        "_ref",
+        "_reports",
+        "_seq",
+        "_supervisor",
+        "_timer",
+        "delay",
+    )
 
     def __init__(self, timer: TimerService, supervisor: Any) -> None:
         """``supervisor``: the ``SupervisorActor`` whose reports these are (its ref, its
@@ -109,6 +119,9 @@ class LateReports:
         self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._key = ("late reports", id(self))
         self.delay: float = supervisor.linger.reports_delay
+        self._alone = supervisor.linger.delay <= 0
+        """A wake-up's last report, nothing behind it, is handed as if told alone (``hand``):
+        where groups do not linger (memory), as every report was told before the line."""
         self._reports: collections.deque[tuple[int, Any]] = collections.deque()
         self._seq = itertools.count(1)
         self._due = 0.0
@@ -148,7 +161,12 @@ class LateReports:
         handle instead: ``now`` itself, or for a ``ReportsDue`` (which takes only what was
         put up to it) ``COMMIT_DUE`` when its open group is to commit by the supervisor's
         rule for a group whose last report came in (its inbox is empty and the group may
-        not linger), else ``NOTHING``."""
+        not linger), else ``NOTHING``. Where groups do not linger (memory), a wake-up's last
+        report, with nothing behind it in line, goes with ``more=False``, as it went told
+        alone before the line: decided by the same rule, and a run's end that comes alone
+        decided straight (``actors/alone.py``; through the line, every trivial run's end
+        went through a group: ~16 of the supervisor's calls per run more,
+        ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
         upto = now.upto if type(now) is ReportsDue else math.inf
         reports = self._reports
         records: list[Any] = []
@@ -164,10 +182,11 @@ class LateReports:
             if records:  # (they came before it)
                 batch(Records(records), more=True)
                 records = []
+            more = bool(reports) or type(now) is not ReportsDue or not self._alone
             if type(report) is Batch:
-                batch(messages, more=True)
+                batch(messages, more=more)
             else:
-                one(report, more=True)
+                one(report, more=more)
         if records:
             batch(Records(records), more=True)
         if type(now) is not ReportsDue:
