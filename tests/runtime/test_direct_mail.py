@@ -480,6 +480,44 @@ def test_in_memory_straight_mail_is_recorded_with_no_further_message() -> None:
         )
 
 
+def test_a_run_that_ends_right_after_its_straight_mail_has_it_recorded_before_its_end(
+    store: RunStore,
+) -> None:
+    """A sender whose mail went straight and which ends at once (its end a report of its
+    own, after the acknowledgement): when its ``completed`` is published (on the
+    supervisor's thread), its mail is kept and its ``mail_sent`` already out, in memory as
+    with SQLite (the line, ``LateReports``, hands every report in the order made)."""
+    at_end: list[tuple[list[Mail], list[EventKind]]] = []
+    seen: list[EventKind] = []
+
+    async def peer(ctx: AgentContext) -> str:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        return mail.content
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "last words")  # by run id: straight to it
+        return "sent"
+
+    async def root(ctx: AgentContext) -> str:
+        peer_id: str = await ctx.spawn("peer", "p", background=True)
+        out = await ctx.spawn("sender", peer_id)
+        return str(out.result)
+
+    def watch(event: Event) -> None:
+        if event.agent == "sender":
+            seen.append(event.kind)
+            if event.kind is EventKind.COMPLETED:
+                at_end.append((rt.store.mail_for(event.run_id), list(seen)))
+
+    with Runtime({"root": root, "peer": peer, "sender": sender}, store=store) as rt:
+        rt.subscribe(watch)
+        assert rt.run("root", "go", wait=WAIT).result == "sent"
+        ((mails, kinds),) = at_end
+        assert [m.content for m in mails] == ["last words"]
+        assert EventKind.MAIL_SENT in kinds
+
+
 def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_waits(
     store: RunStore,
 ) -> None:
