@@ -8,14 +8,17 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gates import Gate
+from polling import wait_until
 from subagents.behaviour.function import AgentContext, MailError
 from subagents.messages import Event, EventKind, JournalEntry, Mail, MailState, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events
@@ -365,6 +368,154 @@ def test_the_record_of_mail_that_went_straight_commits_with_no_further_message(
             assert mail.content == "hello"
         finally:
             other.close()
+
+
+def test_the_record_of_straight_mail_waits_in_line_and_wakes_the_supervisor_not_per_mail(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record of mail that went straight (each step's ``Journal`` and ``MailPosted``)
+    goes in the agents' line (``LateReports``) without waking the supervisor, in memory as
+    with SQLite (``late_reports``): a ping-pong of 2 x ROUNDS steps while the supervisor's
+    thread is held leaves its inbox nearly empty (told per step, it held a message per
+    step). What is in line is decided before the next message it handles (here the
+    pinger's end), so once it goes on it has the whole record, in order."""
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer due
+    done, finish = threading.Event(), threading.Event()
+    held, release = threading.Event(), threading.Event()
+
+    async def ponger(ctx: AgentContext) -> str:
+        for _ in range(ROUNDS):
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+            ctx.send(mail.sender, f"pong {mail.content}")
+        return "ponged"
+
+    async def pinger(ctx: AgentContext) -> str:
+        for i in range(ROUNDS):
+            ctx.send(ctx.task, f"ping {i}")
+            mail: Mail | None = await ctx.receive(timeout=WAIT)
+            assert mail is not None
+        done.set()
+        assert finish.wait(WAIT)  # (its end, not a record, would wake the supervisor)
+        return "pinged"
+
+    async def root(ctx: AgentContext) -> str:
+        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+        out = await ctx.spawn("pinger", ponger_id)
+        return str(out.result)
+
+    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
+        if event.kind is EventKind.STARTED and event.agent == "pinger":
+            held.set()
+            release.wait(WAIT)
+
+    events = Events()
+    agents = {"root": root, "pinger": pinger, "ponger": ponger}
+    with Runtime(agents, store=store) as rt:
+        rt.subscribe(hold)
+        rt.subscribe(events)
+        handle = rt.spawn("root", "go")
+        assert held.wait(WAIT)
+        try:
+            assert done.wait(WAIT), "the ping-pong waited for the supervisor"
+            supervisor: Any = rt._hosting.supervisor
+            queued = supervisor._ref.actor_inbox.qsize()
+            assert queued < ROUNDS, f"{queued} messages told for {2 * ROUNDS} steps"
+        finally:
+            release.set()
+            finish.set()
+        assert handle.result(WAIT).status is RunStatus.COMPLETED
+        (ping_run,) = rt.runs(agent="pinger")
+        mails = rt.store.mail_for(ping_run.run_id)
+        assert len(mails) == 2 * ROUNDS
+        assert {m.state for m in mails} == {MailState.READ}
+        events.wait_count(EventKind.COMPLETED, "root", 1)  # every earlier event is out
+        pings = [m.mail_id for m in mails if m.sender == ping_run.run_id]
+        assert _mail_ids(events.of(EventKind.MAIL_SENT, "pinger")) == pings
+        assert _mail_ids(events.of(EventKind.MAIL_DELIVERED, "ponger")) == pings
+
+
+def test_in_memory_straight_mail_is_recorded_with_no_further_message() -> None:
+    """In memory the record of a straight mail waits in the agents' line
+    (``LateReports``); nothing more arrives once it is read (both runs then wait for mail
+    that never comes), yet the line's own timer (``REPORTS_DUE``, within ``LINGER_S``)
+    has the supervisor decide it: its events come, and the mail is kept read."""
+    read = threading.Event()
+
+    async def receiver(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        read.set()
+        await ctx.receive(timeout=10 * WAIT)  # nothing comes (the runtime's close ends it)
+        return "done"
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "hello")  # by run id: straight to it
+        await ctx.receive(timeout=10 * WAIT)  # and no timeout wakes anything before the wait
+        return "done"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", "r", background=True)
+        await ctx.spawn("sender", receiver_id)
+        return "done"
+
+    events = Events()
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    with Runtime(agents, store=MemoryStore(), command_poll_s=0) as rt:
+        rt.subscribe(events)
+        rt.spawn("root", "go")
+        assert read.wait(WAIT)
+        events.wait_for(  # well before any run's deadline, which would wake it too
+            lambda items: (
+                any(e.kind is EventKind.MAIL_DELIVERED for e in items)
+                and any(e.kind is EventKind.MAIL_SENT for e in items)
+            ),
+            timeout=WAIT / 4,
+        )
+        (sent,) = events.of(EventKind.MAIL_SENT)
+        wait_until(  # (no event says a mail was read)
+            lambda: [m.state for m in rt.store.mail_for(sent.run_id)] == [MailState.READ],
+            "the read receipt decided",
+            timeout=WAIT / 4,
+        )
+
+
+def test_a_run_that_ends_right_after_its_straight_mail_has_it_recorded_before_its_end(
+    store: RunStore,
+) -> None:
+    """A sender whose mail went straight and which ends at once (its end a report of its
+    own, after the acknowledgement): when its ``completed`` is published (on the
+    supervisor's thread), its mail is kept and its ``mail_sent`` already out, in memory as
+    with SQLite (the line, ``LateReports``, hands every report in the order made)."""
+    at_end: list[tuple[list[Mail], list[EventKind]]] = []
+    seen: list[EventKind] = []
+
+    async def peer(ctx: AgentContext) -> str:
+        mail: Mail | None = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        return mail.content
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "last words")  # by run id: straight to it
+        return "sent"
+
+    async def root(ctx: AgentContext) -> str:
+        peer_id: str = await ctx.spawn("peer", "p", background=True)
+        out = await ctx.spawn("sender", peer_id)
+        return str(out.result)
+
+    def watch(event: Event) -> None:
+        if event.agent == "sender":
+            seen.append(event.kind)
+            if event.kind is EventKind.COMPLETED:
+                at_end.append((rt.store.mail_for(event.run_id), list(seen)))
+
+    with Runtime({"root": root, "peer": peer, "sender": sender}, store=store) as rt:
+        rt.subscribe(watch)
+        assert rt.run("root", "go", wait=WAIT).result == "sent"
+        ((mails, kinds),) = at_end
+        assert [m.content for m in mails] == ["last words"]
+        assert EventKind.MAIL_SENT in kinds
 
 
 def test_mail_a_sync_function_sends_reaches_its_recipient_while_the_function_waits(

@@ -14,6 +14,7 @@ import pytest
 
 from subagents.actors.group_linger import (
     COMMIT_DUE,
+    LINGER_S,
     NOTHING,
     RECORDS_MOST,
     REPORTS_DUE,
@@ -25,7 +26,15 @@ from subagents.actors.group_linger import (
 )
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.timer import TimerService
-from subagents.messages import Batch, Event, EventKind, Journal, MailRead, WaitingChanged
+from subagents.messages import (
+    Batch,
+    Event,
+    EventKind,
+    Journal,
+    MailRead,
+    RunFinished,
+    WaitingChanged,
+)
 from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.effects import Publish, Tell
@@ -317,9 +326,13 @@ def test_consecutive_reports_that_only_record_are_handed_as_one_run_in_order(
     assert [m for _, m, _ in handed] == [tuple(many[:RECORDS_MOST]), tuple(many[RECORDS_MOST:])]
 
 
-def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups_linger(
+def test_agents_put_their_reports_late_where_senders_record_mail_or_the_supervisor_after(
     told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
 ) -> None:
+    """The line where senders record their mail and groups linger (SQLite), and where the
+    supervisor records straight mail after it (MemoryStore: its groups commit at once, but
+    a report that only records waits in line up to ``LINGER_S``); not where a store's
+    senders do not record what the supervisor expects them to."""
     timer, ref, _, store = told
 
     def desk(recorded: bool) -> MailDesk:
@@ -330,10 +343,51 @@ def test_agents_put_their_reports_late_only_where_senders_record_mail_and_groups
     recording = desk(True)
     assert late_reports(_Supervisor(ref, lingers, recording), timer) is recording.late
     assert recording.late is not None
-    by_supervisor = desk(False)  # the supervisor records the mail: it must hear at once
+    by_supervisor = desk(False)  # SQLite's senders record: a desk that does not hears at once
     late_reports(_Supervisor(ref, lingers, by_supervisor), timer)
     assert by_supervisor.late is None
-    no_linger = desk(True)
-    late_reports(_Supervisor(ref, GroupLinger(timer, ref, MemoryStore()), no_linger), timer)
-    assert no_linger.late is None
+    in_memory = GroupLinger(timer, ref, MemoryStore())
+    assert in_memory.delay == 0.0  # its groups do not linger
+    after = desk(False)  # the supervisor records the mail after: its reports in line too
+    late = late_reports(_Supervisor(ref, in_memory, after), timer)
+    assert after.late is late
+    assert late.delay == LINGER_S
     late_reports(_Supervisor(ref, lingers, None), timer)  # runs hosted elsewhere: no desk
+
+
+def test_a_wake_ups_last_report_with_nothing_behind_it_is_handed_as_if_told_alone(
+    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In memory (groups that do not linger), the last report a wake-up takes, with
+    nothing behind it in line, goes with ``more=False``, as the report told alone did
+    before the line: so a run's end that comes alone is decided straight
+    (``actors/alone.py``), not through a group opened and committed around it. Through
+    the line every trivial run's end went through a group (counted: ~16 of the
+    supervisor's calls per run more, ``benchmarks/spawn.py``). One with a report behind
+    it, or taken before another message, still has more to come; with SQLite (groups that
+    linger) the line hands it as it did since it came."""
+    timer, ref, _, store = told
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer here
+    late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, MemoryStore())))
+    record = MailRead(run_id="a", mail_ids=("m1",))
+    end = RunFinished(run_id="b", result="done")
+    late.put(record)
+    late.put(end, wake=ref)
+    (wake,) = ref.ask("told", timeout=WAIT)  # (told after the wake-up: in its inbox after)
+    assert _hand(late, wake) == (
+        NOTHING,  # (no group open here: nothing to commit)
+        [("batch", Records((record,)), True), ("one", end, False)],
+    )
+    ended = Batch(messages=(_waiting("c"), RunFinished(run_id="c", result="done")))
+    late.put(ended, wake=ref)
+    late.put(record)  # behind it: the wake-up has more to come
+    wake = ref.ask("told", timeout=WAIT)[-1]
+    assert _hand(late, wake) == (NOTHING, [("batch", ended.messages, True)])
+    late.put(end, wake=ref)  # taken first by another message: that message comes after it
+    ask = object()
+    assert _hand(late, ask) == (ask, [("batch", Records((record,)), True), ("one", end, True)])
+    durable = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
+    durable.put(end, wake=ref)
+    wake = ref.ask("told", timeout=WAIT)[-1]
+    assert _hand(durable, wake) == (NOTHING, [("one", end, True)])

@@ -107,10 +107,14 @@ def test_a_told_last_step_reaches_the_supervisor_in_one_message_with_the_end() -
         spawner.start()
         try:
             assert held.wait(WAIT)
-            inbox = rt._hosting.supervisor._ref.actor_inbox  # held: nothing takes from it
+            ref = rt._hosting.supervisor._ref
+            inbox = ref.actor_inbox  # held: nothing takes from it
+            line = ref._actor_weakref().late  # the agents' reports (``LateReports``), if used
             queued: list[Any] = []
-            while not any(_ended(e.message) for e in queued):  # the agent's last message
+            messages: list[Any] = []
+            while not any(_ended(m) for m in messages):  # the agent's last message
                 queued.append(inbox.get(timeout=WAIT))
+                messages = [e.message for e in queued] + [r for _, r in line._reports]
             for envelope in queued:  # back, in order, for the supervisor to go on
                 inbox.put(envelope)
         finally:
@@ -118,7 +122,6 @@ def test_a_told_last_step_reaches_the_supervisor_in_one_message_with_the_end() -
         spawner.join(WAIT)
         (handle,) = handles
         assert handle.result(WAIT).result == "done"
-    messages = [e.message for e in queued]
     ends = [m for m in messages if isinstance(m, Batch) and _ends_with_step(m)]
     assert len(ends) == 1, messages
     assert not [m for m in messages if isinstance(m, (StepTaken, RunFinished))], messages

@@ -3,7 +3,7 @@ disk) is left out alone, as a told report always was (``test_supervisor_survives
 the reports decided with it as one ``Records`` (``LateReports.hand``,
 ``SupervisorCore.recorded``) are still written, and so is what they come to.
 
-The failure is real: a SQLite store whose journal write raises for one entry; the reports
+The failure is real: a store (SQLite; memory) whose journal write raises for one entry; the reports
 are put in the real supervisor's line as its agents put theirs (``MailDesk.told``), and an
 ask takes them (its group committed first)."""
 
@@ -14,9 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Batch, Inspect, Journal, JournalEntry
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
 from subagents.store.sqlite import SQLiteStore
 
 WAIT = 60.0
@@ -33,8 +37,19 @@ class JournalWriteFails(SQLiteStore):
         super().save_journal(run_id, entries)
 
 
+class MemoryJournalWriteFails(MemoryStore):
+    """The same in memory, where the supervisor records straight mail after it and the
+    agents' reports go in the line too (``late_reports``)."""
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        if any(e.request_id == JournalWriteFails.BAD for e in entries):
+            raise RuntimeError("the journal write broke")
+        super().save_journal(run_id, entries)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
 def test_a_report_whose_write_fails_leaves_the_others_of_its_line_written(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
     started = {"a": threading.Event(), "b": threading.Event()}
 
@@ -43,7 +58,9 @@ def test_a_report_whose_write_fails_leaves_the_others_of_its_line_written(
         await ctx.receive(timeout=WAIT)  # (live until the close stops it)
         return "done"
 
-    store = JournalWriteFails(tmp_path / "r.db")
+    store: RunStore = (
+        JournalWriteFails(tmp_path / "r.db") if kind == "sqlite" else MemoryJournalWriteFails()
+    )
     with Runtime([FunctionAgent.create("waiter", waiter)], store=store) as rt:
         a = rt.spawn("waiter", "a").run_id
         b = rt.spawn("waiter", "b").run_id

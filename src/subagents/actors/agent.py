@@ -225,7 +225,8 @@ class AgentActor(FastInboxActor, Started):
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
             return
-        self._handle(self._receive, message)
+        batch = type(message) is Batch or message is WAKES_DUE  # (else: one frame fewer)
+        self._handle(self._receive if batch else self._one, message)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
@@ -256,11 +257,11 @@ class AgentActor(FastInboxActor, Started):
         if self._ended:
             self._stop()
 
-    def _one(self, message: Any) -> None:
+    def _one(self, message: Any, straight: bool = False) -> None:
         """Hand ``message`` to the behaviour, unless this run is parked (supervision/parking.py):
-        then it is held back, and the slot asked for, until ``Unpark``."""
+        then held back, its slot asked, until ``Unpark``; ``straight``: a straight mail's ack"""
         assert self.behaviour is not None
-        if self._direct is not None and type(message) in ANSWERS:  # where mail may go
+        if not straight and self._direct is not None and type(message) in ANSWERS:
             self._direct.saw(message)
         if self._parked is None:
             if type(message) is Park:
@@ -309,7 +310,7 @@ class AgentActor(FastInboxActor, Started):
             for ack in acks:
                 if self._ended or self.cancel.is_set():
                     return
-                self._one(ack)
+                self._one(ack, True)
 
     def on_stop(self) -> None:
         if self._wakes is not None:
@@ -381,8 +382,8 @@ class AgentActor(FastInboxActor, Started):
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def send_mail(self, msg: SendMail) -> None:
-        self._reading = None
-        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
+        self._reading = None  # (the start's attempt read here, not through its property)
+        self._held.append(msgspec.structs.replace(msg, attempt=self._start.attempt))
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))

@@ -99,7 +99,17 @@ class LateReports:
     put up to its report: what came after waits as it would have waited in the open group
     (and the group commits as when its inbox runs dry: ``hand``)."""
 
-    __slots__ = ("_due", "_key", "_ref", "_reports", "_seq", "_supervisor", "_timer", "delay")
+    __slots__ = (
+        "_alone",
+        "_due",
+        "_key",
+        "_ref",
+        "_reports",
+        "_seq",
+        "_supervisor",
+        "_timer",
+        "delay",
+    )
 
     def __init__(self, timer: TimerService, supervisor: Any) -> None:
         """``supervisor``: the ``SupervisorActor`` whose reports these are (its ref, its
@@ -108,7 +118,10 @@ class LateReports:
         self._supervisor = supervisor
         self._ref: pykka.ActorRef[Any] = supervisor.actor_ref
         self._key = ("late reports", id(self))
-        self.delay: float = supervisor.linger.delay
+        self.delay: float = supervisor.linger.reports_delay
+        self._alone = supervisor.linger.delay <= 0
+        """A wake-up's last report, nothing behind it, is handed as if told alone (``hand``):
+        where groups do not linger (memory), as every report was told before the line."""
         self._reports: collections.deque[tuple[int, Any]] = collections.deque()
         self._seq = itertools.count(1)
         self._due = 0.0
@@ -148,7 +161,12 @@ class LateReports:
         handle instead: ``now`` itself, or for a ``ReportsDue`` (which takes only what was
         put up to it) ``COMMIT_DUE`` when its open group is to commit by the supervisor's
         rule for a group whose last report came in (its inbox is empty and the group may
-        not linger), else ``NOTHING``."""
+        not linger), else ``NOTHING``. Where groups do not linger (memory), a wake-up's last
+        report, with nothing behind it in line, goes with ``more=False``, as it went told
+        alone before the line: decided by the same rule, and a run's end that comes alone
+        decided straight (``actors/alone.py``; through the line, every trivial run's end
+        went through a group: ~16 of the supervisor's calls per run more,
+        ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
         upto = now.upto if type(now) is ReportsDue else math.inf
         reports = self._reports
         records: list[Any] = []
@@ -164,10 +182,11 @@ class LateReports:
             if records:  # (they came before it)
                 batch(Records(records), more=True)
                 records = []
+            more = bool(reports) or type(now) is not ReportsDue or not self._alone
             if type(report) is Batch:
-                batch(messages, more=True)
+                batch(messages, more=more)
             else:
-                one(report, more=True)
+                one(report, more=more)
         if records:
             batch(Records(records), more=True)
         if type(now) is not ReportsDue:
@@ -199,10 +218,12 @@ def _records_only(messages: tuple[Any, ...]) -> bool:
 
 def late_reports(supervisor: Any, timer: TimerService) -> LateReports:
     """The ``supervisor``'s late reports. Its agents put theirs there (``MailDesk.late``)
-    only where senders record their mail and groups linger; elsewhere nobody puts any."""
+    where senders record their mail and groups linger, and where the supervisor records it
+    after (a store that keeps nothing past the process: ``GroupLinger.reports_delay``);
+    elsewhere (mail goes through the supervisor, PostgreSQL's way) nobody puts any."""
     late = LateReports(timer, supervisor)
     desk = getattr(supervisor.effector, "mail", None)  # (none: its runs are hosted elsewhere)
-    if desk is not None and desk.record is not None and late.delay > 0:
+    if desk is not None and late.delay > 0 and (desk.record is not None or supervisor.linger.after):
         desk.late = late
     return late
 
@@ -210,7 +231,7 @@ def late_reports(supervisor: Any, timer: TimerService) -> LateReports:
 class GroupLinger:
     """Whether the open group may wait, and the timer that ends its wait."""
 
-    __slots__ = ("_begun", "_due", "_key", "_ref", "_timer", "delay")
+    __slots__ = ("_begun", "_due", "_key", "_ref", "_timer", "after", "delay", "reports_delay")
 
     def __init__(self, timer: TimerService, ref: pykka.ActorRef[Any], store: RunStore) -> None:
         """Groups linger only on a store whose senders record their own mail (SQLite:
@@ -221,7 +242,17 @@ class GroupLinger:
         self._key = ("group linger", id(self))
         """Its timer's key: a tuple, so the timer service counts these apart
         (``TimerService.scheduled_kinds``)."""
-        self.delay = LINGER_S if store.mail_recording() is MailRecording.SENDER else 0.0
+        recording = store.mail_recording()
+        self.delay = LINGER_S if recording is MailRecording.SENDER else 0.0
+        self.after = recording is MailRecording.SUPERVISOR
+        """The supervisor records straight mail after it was delivered (MemoryStore: nothing
+        outlives the process): the agents' reports go in line too (``late_reports``), though
+        its groups commit at once. Why: an in-memory ping-pong's each mail woke the
+        supervisor for its record alone (a ``Journal`` and a ``MailPosted``: ~157 of the 312
+        calls per mail were the supervisor's, most of them per message and per decision);
+        in line, a few milliseconds of them are one wake-up and one decision."""
+        self.reports_delay = LINGER_S if recording is not MailRecording.NONE else 0.0
+        """How long a report that only records may wait in line (``LateReports.delay``)."""
         self._due = 0.0
         self._begun: Callable[[], bool] | None = getattr(store, "batch_begun", None)
         """Whether the open group holds the store's write lock already (SQLite: a read or a

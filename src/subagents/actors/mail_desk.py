@@ -161,17 +161,15 @@ class Sent:
     """The mails of one flush taken straight to their recipients: their acknowledgements,
     and their delivery."""
 
-    __slots__ = ("acks", "delivered_to", "mails", "to")
+    __slots__ = ("acks", "mails", "to")
 
     def __init__(self) -> None:
         self.mails: list[Mail] = []
-        self.delivered_to: list[int] = []
         self.acks: list[MailAck] = []
         self.to: dict[str, tuple[Listed, list[Mail]]] = {}
 
     def add(self, mail: Mail, listed: Listed, request_id: str) -> None:
         self.mails.append(mail)
-        self.delivered_to.append(listed.attempt)
         self.acks.append(
             MailAck(request_id=request_id, mail_id=mail.mail_id, recipient=mail.recipient)
         )
@@ -199,7 +197,7 @@ class Sent:
 class DirectMail:
     """One run's mail taken straight to its recipients (see the module)."""
 
-    __slots__ = ("attempt", "desk", "fence", "record", "routes")
+    __slots__ = ("_looked", "attempt", "desk", "fence", "record", "routes")
 
     def __init__(self, desk: MailDesk, record: RunRecord, attempt: int) -> None:
         self.desk = desk
@@ -208,6 +206,8 @@ class DirectMail:
         self.fence = AttemptFence.of(record)  # its start, as the store tells it apart
         unsaved = UnsavedJournal() if desk.record is not None else None
         self.routes = MailRoutes(record.run_id, record.root_run_id, unsaved)
+        self._looked: tuple[str, Listed] | None = None
+        """The directory entry ``_root_of`` read last (for ``_straight``)."""
 
     def saw(self, message: Any) -> None:
         """What the run was told (an acknowledgement, a spawn's or a stop's reply)."""
@@ -222,7 +222,8 @@ class DirectMail:
         start is being stopped; its mail goes by the supervisor, which refuses it."""
         desk = self.desk
         routes = self.routes
-        routes.bounded()  # (first: the journals held stay bounded on every way out)
+        if routes.unsaved is not None:  # (only those a sender records can grow)
+            routes.bounded()  # (first: the journals held stay bounded on every way out)
         mine = desk.directory.get(self.record.run_id)
         if cancelled or mine is None or mine.attempt != self.attempt:
             self._by_supervisor(messages, desk.generation())
@@ -265,15 +266,12 @@ class DirectMail:
             if unsaved is not None and journal is not None:
                 unsaved.clear()  # committed now, with this flush's reports among them
                 carried = True
-        reports: list[Any] = []  # (a loop, not a generator: one per flush of straight mail)
-        for m in out:
+        for i, m in enumerate(out):  # (in place, not a generator: one per flush of straight mail)
             if type(m) is list:
-                reports.append(self._posted(m, recorded))
+                out[i] = self._posted(m, recorded)
             elif carried and type(m) is Journal:  # committed already: not written again
-                reports.append(msgspec.structs.replace(m, recorded=True))
-            else:
-                reports.append(m)
-        return tuple(reports), post
+                out[i] = msgspec.structs.replace(m, recorded=True)
+        return tuple(out), post
 
     def _not_recorded(
         self, messages: tuple[Any, ...], mails: Sequence[Mail], exc: Exception, generation: int
@@ -291,13 +289,29 @@ class DirectMail:
         return messages
 
     def _straight(self, msg: SendMail, generation: int) -> tuple[str, Listed] | None:
-        """The recipient ``msg`` may be taken straight to, and its directory entry."""
+        """The recipient ``msg`` may be taken straight to, and its directory entry (the one
+        the route read: looked up once, ``_root_of``)."""
         if mail_problem(msg, self.desk.limits) is not None:  # the supervisor says why
             return None
-        directory = self.desk.directory
-        recipient = self.routes.route(msg, directory.root_of, generation)
-        listed = None if recipient is None else directory.get(recipient)
-        return None if recipient is None or listed is None else (recipient, listed)
+        self._looked = None
+        recipient = self.routes.route(msg, self._root_of, generation)
+        looked = self._looked
+        if recipient is None:
+            return None
+        if looked is None or looked[0] != recipient:  # (the route read another address)
+            listed = self.desk.directory.get(recipient)
+            return None if listed is None else (recipient, listed)
+        return recipient, looked[1]
+
+    def _root_of(self, run_id: str) -> str | None:
+        """``RunDirectory.root_of`` for ``MailRoutes.route``, its entry kept for ``_straight``
+        (the route's last lookup is of the recipient it answers: one lookup, not two)."""
+        listed = self.desk.directory.get(run_id)
+        if listed is None:
+            self._looked = None
+            return None
+        self._looked = (run_id, listed)
+        return listed.root_run_id
 
     def _mail(self, msg: SendMail, recipient: str) -> Mail:
         now = time.time()

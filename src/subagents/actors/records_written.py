@@ -16,7 +16,9 @@ out" because its writes now share a batch. So:
   logged, and only the effects of those written are carried out. What the core decided
   besides (its upkeep after the decision) follows them. Nothing is written twice: a
   nested batch that raises undoes its own writes (``RunStore.batch``), and the line exists
-  only where senders record their mail (SQLite's way: ``late_reports``).
+  only where senders record their mail (SQLite's way) or the supervisor records it after
+  (``MemoryStore``, whose batch of writes is all or nothing: ``store/memory_undo.py``):
+  ``late_reports``.
 """
 
 from __future__ import annotations

@@ -397,7 +397,7 @@ class FunctionBehaviour:
             if self.ended:  # a diverged replay caught by the function: it has failed
                 self.coro.close()
                 return
-            if not isinstance(yielded, Pending):
+            if type(yielded) is not Pending and not isinstance(yielded, Pending):
                 error = BadAwait(f"it awaited {yielded!r}; {NO_EVENT_LOOP}")
                 value = None
                 continue

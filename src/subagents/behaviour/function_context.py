@@ -493,6 +493,8 @@ def _outcome_item(outcome: Outcome, weights: Mapping[str, float]) -> Item:
 
 
 def _seconds(call: str, name: str, value: Any) -> float:
+    if type(value) is float and value == value:  # (most: a float, not NaN; no C call)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise TypeError(f"{call}(): {name} must be a number of seconds, got {value!r}")
     return float(value)

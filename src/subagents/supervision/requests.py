@@ -362,7 +362,10 @@ def timeout_problem(timeout: Any, limits: Limits) -> str | None:
 def mail_problem(msg: SendMail, limits: Limits) -> str | None:
     """Why a mail cannot be sent as written (its fields' types, its size), or None: that
     mail fails, not the others sent with it."""
-    if not isinstance(msg.to, str) or not isinstance(msg.content, str):
+    to, content = msg.to, msg.content
+    if (type(to) is not str and not isinstance(to, str)) or (
+        type(content) is not str and not isinstance(content, str)
+    ):
         return (
             f"to and content must be strings, got {type(msg.to).__name__} and"
             f" {type(msg.content).__name__}"
