@@ -26,7 +26,14 @@ from subagents.behaviour.port import NOT_RUN_STOPPING, AgentEnv, AgentPort
 from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
-from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    Attachment,
+    PermissionGrant,
+    ToolSchema,
+    ToolStarting,
+    ToolUseBlock,
+)
 from subagents.supervision.ceilings import network_wanted
 from subagents.tools import approval, ask_user, journal, plan_mode
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -56,6 +63,32 @@ class ToolCrash(Exception):
 
 NETWORKS_MAX = 256
 """The most network answers an ``AgentEnv`` keeps (``AgentEnv.networks``); cleared when full."""
+
+
+def network_of(
+    env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...], mode: Mode
+) -> bool:
+    """Whether the processes of a run of ``spec`` under ``ceiling`` may use the network in
+    ``mode``, as the owner set it for the mode and the definition narrows it (``ValueError``
+    for a bad setting).
+
+    Asked at every run's start and depending only on these and the owner's sandbox:
+    answered once for all the runs of a definition (``AgentEnv.networks``; an entry keeps
+    the definition and the sandbox it was made for, compared by identity, so a reloaded
+    definition or a replaced sandbox is never served a stale answer; a failure is not kept)."""
+    sandbox, made_for = env.sandbox, env.networks
+    try:
+        key = (id(spec), ceiling, mode)
+        made = made_for.get(key)
+    except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
+        return sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if made is not None and made[0] is spec and made[1] is sandbox:
+        return made[2]
+    network = sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if len(made_for) >= NETWORKS_MAX:  # definitions reloaded many times: stay bounded
+        made_for.clear()
+    made_for[key] = (spec, sandbox, network)  # the spec is kept: its id is not reused
+    return network
 
 
 class ToolCalls:
@@ -117,27 +150,8 @@ class ToolCalls:
         return self._sandbox
 
     def _network_for(self, mode: Mode) -> bool:
-        """Whether the run's processes may use the network in ``mode``, as the owner set it
-        for the mode and the definition narrows it (``ValueError`` for a bad setting).
-
-        Asked at every run's start and depending only on the definition, its ceiling, the
-        mode and the owner's sandbox: answered once for all the runs of a definition
-        (``AgentEnv.networks``; an entry keeps the definition and the sandbox it was made
-        for, compared by identity, so a reloaded definition is never served a stale one)."""
-        spec, ceiling, sandbox = self.port.spec, self.port.record.ceiling, self.env.sandbox
-        made_for = self.env.networks
-        try:
-            key = (id(spec), ceiling, mode)
-            made = made_for.get(key)
-        except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
-            return sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
-        if made is not None and made[0] is spec and made[1] is sandbox:
-            return made[2]
-        network = sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
-        if len(made_for) >= NETWORKS_MAX:  # definitions reloaded many times: stay bounded
-            made_for.clear()
-        made_for[key] = (spec, sandbox, network)  # the spec is kept: its id is not reused
-        return network
+        """Whether the run's processes may use the network in ``mode`` (``network_of``)."""
+        return network_of(self.env, self.port.spec, self.port.record.ceiling, mode)
 
     def _sandbox_for(self, mode: Mode) -> RunSandbox:
         """How the run's processes start in ``mode``: read-only in plan mode (the run's mode,
