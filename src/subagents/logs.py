@@ -333,6 +333,26 @@ def enabled(level: int = logging.DEBUG) -> bool:
     logger name (``subagents.supervisor`` at info, the root at warning), so an answer kept,
     or asked of another logger's name, would drop lines that are on.
     """
+    config = _CONFIG_OBJECT[0] if _CONFIG_OBJECT else None
+    if config is not None:  # the last answer, while structlog's wrapper class is the same
+        last = _LAST
+        if config.default_wrapper_class is last[0] and level == last[1]:
+            return last[2]
+    return _enabled(level)
+
+
+_LAST: tuple[Any, int, bool] = (None, -1, False)
+"""The last answer ``_enabled`` kept: (wrapper class, level, enabled), replaced whole (a
+tuple: a thread reads one answer or the other, never a mix). Why: a published event asks
+``debug_enabled`` (an event per run transition); its wrapper class read and compared by
+identity is all most asks need, not a key built and looked up per event. A level set again
+(``configure``, or structlog's own ``configure``) makes a new wrapper class, so the kept
+answer is never read for it."""
+
+
+def _enabled(level: int) -> bool:
+    """``enabled`` when its last answer does not apply."""
+    global _LAST
     structlog = sys.modules.get("structlog")
     if structlog is None:  # nothing logged or configured yet: the first line brings the default
         return _first_level() <= level
@@ -350,6 +370,7 @@ def enabled(level: int = logging.DEBUG) -> bool:
         if check is None:
             return True
         known = _ENABLED[wrapper, level] = bool(check(level))
+    _LAST = (wrapper, level, known)
     return known
 
 

@@ -68,6 +68,23 @@ def test_debug_enabled_follows_structlog_reconfiguration() -> None:
         structlog.configure(**old)
 
 
+def test_debug_enabled_follows_a_level_set_through_structlog_itself() -> None:
+    """The answer ``debug_enabled`` keeps (``logs._LAST``) is for one wrapper class: a host
+    calling structlog's own ``configure`` (logs.py is not told) is answered for its level
+    at the next ask, however often the old level was asked before."""
+    old = structlog.get_config()
+    try:
+        configure(level="warning", stream=io.StringIO())
+        assert [debug_enabled() for _ in range(3)] == [False] * 3
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        assert debug_enabled() is True and debug_enabled() is True
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+        assert debug_enabled() is False and enabled(logging.INFO) is True
+        assert debug_enabled() is False  # asked again after another level's answer
+    finally:
+        structlog.configure(**old)
+
+
 def test_enabled_answers_per_level_and_follows_reconfiguration() -> None:
     """``enabled(level)`` (asked before a park's info line): each level its own answer,
     not the first one asked remembered for every level."""

@@ -8,7 +8,7 @@ all tool_results in one user message (then any unread mail), as the Messages API
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from subagents.behaviour import parent_approvals
@@ -578,19 +578,19 @@ def _skill_text(env: AgentEnv, name: str) -> str:
 
 def _run_tools(
     env: AgentEnv, port: AgentPort, calls: ToolCalls | None
-) -> tuple[RunMcp | None, dict[str, Tool], tuple[str, ...]]:
+) -> tuple[RunMcp | None, Mapping[str, Tool], tuple[str, ...]]:
     """The run's tools: the runtime's, and its MCP servers' (started now, on this run's
     thread, in its sandbox), whose names are returned too; a run whose tools could not be
-    set up (``calls`` None) starts no server."""
+    set up (``calls`` None) starts no server. A run without MCP tools reads the runtime's
+    own mapping (read only, never changed by a run): no copy of it per run."""
     mcp = None
     if calls is not None and env.mcp is not None and env.mcp.uses_servers(port.spec):
         mcp = env.mcp_for(
             port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
         )
+    if mcp is None or env.mcp is None:
+        return mcp, env.tools, ()
     tools: dict[str, Tool] = dict(env.tools)
-    mcp_names: tuple[str, ...] = ()
-    if mcp is not None and env.mcp is not None:
-        found = {n: t for n, t in mcp_tools(env.mcp, mcp).items() if n not in tools}
-        tools.update(found)
-        mcp_names = tuple(found)
-    return mcp, tools, mcp_names
+    found = {n: t for n, t in mcp_tools(env.mcp, mcp).items() if n not in tools}
+    tools.update(found)
+    return mcp, tools, tuple(found)

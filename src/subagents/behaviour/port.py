@@ -218,6 +218,11 @@ class AgentEnv:
     )
     """The tools offered that depend only on a definition and its ceiling, made once for all
     its runs (``behaviour/offer.py``)."""
+    networks: dict[tuple[Any, ...], tuple[AgentSpec, Sandbox, bool]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """Whether a definition's runs may use the network, by its ceiling and mode, answered
+    once for all its runs (``ToolCalls._network_for``)."""
 
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
         """The workspace of one run: the runtime's, or for a definition with ``isolation:

@@ -26,7 +26,14 @@ from subagents.behaviour.port import NOT_RUN_STOPPING, AgentEnv, AgentPort
 from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
 from subagents.blocking import about_to_block
-from subagents.messages import Attachment, ToolSchema, ToolStarting, ToolUseBlock
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import (
+    Attachment,
+    PermissionGrant,
+    ToolSchema,
+    ToolStarting,
+    ToolUseBlock,
+)
 from subagents.supervision.ceilings import network_wanted
 from subagents.tools import approval, ask_user, journal, plan_mode
 from subagents.tools.base import Tool, ToolError, ToolResult
@@ -54,23 +61,53 @@ class ToolCrash(Exception):
         self.kind = kind
 
 
+NETWORKS_MAX = 256
+"""The most network answers an ``AgentEnv`` keeps (``AgentEnv.networks``); cleared when full."""
+
+
+def network_of(
+    env: AgentEnv, spec: AgentSpec, ceiling: tuple[PermissionGrant, ...], mode: Mode
+) -> bool:
+    """Whether the processes of a run of ``spec`` under ``ceiling`` may use the network in
+    ``mode``, as the owner set it for the mode and the definition narrows it (``ValueError``
+    for a bad setting).
+
+    Asked at every run's start and depending only on these and the owner's sandbox:
+    answered once for all the runs of a definition (``AgentEnv.networks``; an entry keeps
+    the definition and the sandbox it was made for, compared by identity, so a reloaded
+    definition or a replaced sandbox is never served a stale answer; a failure is not kept)."""
+    sandbox, made_for = env.sandbox, env.networks
+    try:
+        key = (id(spec), ceiling, mode)
+        made = made_for.get(key)
+    except TypeError:  # a ceiling that cannot be hashed (built by hand): made each time
+        return sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if made is not None and made[0] is spec and made[1] is sandbox:
+        return made[2]
+    network = sandbox.resolve().network_for(mode, network_wanted(spec.network, ceiling))
+    if len(made_for) >= NETWORKS_MAX:  # definitions reloaded many times: stay bounded
+        made_for.clear()
+    made_for[key] = (spec, sandbox, network)  # the spec is kept: its id is not reused
+    return network
+
+
 class ToolCalls:
     """One run's tool calls: its workspace, permissions, hooks and shell state."""
 
     def __init__(self, env: AgentEnv, port: AgentPort) -> None:
         self.env = env
         self.port = port
-        self.workspace = env.workspace_for(port.record, port.spec)
-        ceiling = port.record.ceiling
+        spec, record = port.spec, port.record  # (each a property of the port: read once)
+        self.workspace = env.workspace_for(record, spec)
         self.policy, warnings = PermissionPolicy.for_agent(
-            env.permissions, port.spec, self.workspace.root, ceiling
+            env.permissions, spec, self.workspace.root, record.ceiling
         )
         for warning in warnings:
             port.log.warning("permission mode tightened", reason=warning)
         self._requester: PermissionPolicy | None = None
         self.hooks: Hooks | None = None
-        if env.allow_hooks and port.spec.hooks:
-            hooks = Hooks.parse(port.spec.hooks, f"agent {port.spec.name!r}")
+        if env.allow_hooks and spec.hooks:
+            hooks = Hooks.parse(spec.hooks, f"agent {spec.name!r}")
             self.hooks = hooks if hooks else None
         self._session: RunSession | None = None
         self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
@@ -113,10 +150,8 @@ class ToolCalls:
         return self._sandbox
 
     def _network_for(self, mode: Mode) -> bool:
-        """Whether the run's processes may use the network in ``mode``, as the owner set it
-        for the mode and the definition narrows it (``ValueError`` for a bad setting)."""
-        wanted = network_wanted(self.port.spec.network, self.port.record.ceiling)
-        return self.env.sandbox.resolve().network_for(mode, wanted)
+        """Whether the run's processes may use the network in ``mode`` (``network_of``)."""
+        return network_of(self.env, self.port.spec, self.port.record.ceiling, mode)
 
     def _sandbox_for(self, mode: Mode) -> RunSandbox:
         """How the run's processes start in ``mode``: read-only in plan mode (the run's mode,
