@@ -28,6 +28,7 @@ message per sender, events per step). After a commit, the held Tells to each run
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -90,7 +91,7 @@ from subagents.messages import (
 from subagents.store.base import RunStore, StoreError
 from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
-from subagents.store.writes import write_all
+from subagents.store.writes import Write, write_all
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
@@ -183,6 +184,10 @@ class SupervisorActor(FastInboxActor):
         self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
+        batch = getattr(store, "write_batch", None)  # (``FencedStore``: the runtime's)
+        self._write_batch: Callable[[Sequence[Write]], None] = (
+            batch if batch is not None else functools.partial(write_all, store)
+        )
         self.on_outside = on_outside
         self.on_thread = on_thread
         self.now = now
@@ -537,7 +542,7 @@ class SupervisorActor(FastInboxActor):
         writes = decision.writes
         if writes:
             try:
-                write_all(self.store, writes)
+                self._write_batch(writes)
             except Exception as exc:  # the effects are lost, not a root's answer
                 self._lost(exc, decision.effects)
                 raise
