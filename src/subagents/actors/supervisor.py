@@ -28,7 +28,6 @@ message per sender, events per step). After a commit, the held Tells to each run
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -89,9 +88,10 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.base import RunStore, StoreError
+from subagents.store.fencing import batch_writer
 from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
-from subagents.store.writes import Write, write_all
+from subagents.store.writes import write_all
 from subagents.supervision.coalesce import coalesce
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
@@ -184,10 +184,7 @@ class SupervisorActor(FastInboxActor):
         self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
-        batch = getattr(store, "write_batch", None)  # (``FencedStore``: the runtime's)
-        self._write_batch: Callable[[Sequence[Write]], None] = (
-            batch if batch is not None else functools.partial(write_all, store)
-        )
+        self._write_batch = batch_writer(store)  # (a decision's writes: ``_write``)
         self.on_outside = on_outside
         self.on_thread = on_thread
         self.now = now

@@ -32,6 +32,7 @@ run's end or under the next start's keys (docs/store.md, "Fencing").
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -362,3 +363,12 @@ class FencedStore:
 
     def close(self) -> None:
         """The store is its owner's to close, not the fence's."""
+
+
+def batch_writer(store: RunStore) -> Callable[[Sequence[Write]], None]:
+    """What writes a decision's writes in one batch of ``store``: its ``write_batch`` when it
+    is a ``FencedStore`` (the runtime's supervisor always writes through one), else
+    ``write_all`` on it (a store handed to the supervisor as it is: tests)."""
+    if isinstance(store, FencedStore):
+        return store.write_batch
+    return functools.partial(write_all, store)
