@@ -38,6 +38,7 @@ from subagents.actors.agent import BehaviourFactory
 from subagents.actors.alone import STRAIGHT, straight
 from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
+from subagents.actors.deadlines import DEADLINES_DUE
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
@@ -220,6 +221,9 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
+        if message is DEADLINES_DUE:  # (actors/deadlines: the tick)
+            self.effector.deadlines.due()
+            return None
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
         if kind is Batch:  # an agent's reports of one handling
