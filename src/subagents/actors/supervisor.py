@@ -221,9 +221,9 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
-        if message is DEADLINES_DUE:  # (actors/deadlines: the tick)
-            self.effector.deadlines.due()
-            return None
+        if message is DEADLINES_DUE:  # (actors/deadlines) then, as any timer's message,
+            self.effector.deadlines.due()  # the late line taken and the open group committed
+            message = COMMIT_DUE
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
         if kind is Batch:  # an agent's reports of one handling
