@@ -35,10 +35,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
-from subagents.actors.alone import STRAIGHT, straight
+from subagents.actors.alone import STRAIGHT, receive, straight
 from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
-from subagents.actors.deadlines import DEADLINES_DUE
 from subagents.actors.deciders import deciders
 from subagents.actors.effector import Effector
 from subagents.actors.group_linger import COMMIT_DUE, GroupLinger, Records, late_reports
@@ -161,6 +160,7 @@ def _failed_alone(decision: Decision) -> Decision:
 
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
+    _handle_receive = receive  # (actors/alone: a message alone decided straight)
 
     def __init__(
         self,
@@ -221,9 +221,6 @@ class SupervisorActor(FastInboxActor):
     def on_receive(self, message: Any) -> Any:
         """Handle one message. The supervisor must outlive any failure (a store error, a bug):
         a failed ask is raised to its sender; a failed tell is logged, never fatal."""
-        if message is DEADLINES_DUE:  # (actors/deadlines) then, as any timer's message,
-            self.effector.deadlines.due()  # the late line taken and the open group committed
-            message = COMMIT_DUE
         message = self.late.hand(self._receive_batch, self._receive, message)  # (group_linger)
         kind = type(message)
         if kind is Batch:  # an agent's reports of one handling
