@@ -3,6 +3,7 @@ batch wraps, a run saved twice saved once, and what the store holds afterwards u
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,30 @@ def test_a_fenced_stores_write_batch_inside_its_open_batch_is_part_of_it() -> No
         store.release_lease("h:1:a")  # taken over after the batch's check
         fenced.write_batch([SaveRun(run("in")), SaveRun(run("in", task="again"))])
     assert store.get_run("in") == run("in", task="again")  # (the batch was checked: kept)
+
+
+class _CountedBatches(MemoryStore):
+    """A memory store whose ``batch`` counts its transactions (tests/runtime/test_last_step.py
+    and test_step_spawns.py number the supervisor's transactions so)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def batch(self) -> AbstractContextManager[None]:
+        self.batches += 1
+        return super().batch()
+
+
+def test_a_fenced_stores_write_batch_opens_a_subclasss_own_batch() -> None:
+    """``write_batch``'s one call of ``MemoryStore._apply_batch`` never passes a subclass's
+    ``batch``: a store that overrides it has its batch opened, as ``write_all`` opens it."""
+    store = _CountedBatches()
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    fenced.write_batch([SaveRun(run("a")), AppendEvent(event("a"))])
+    assert store.batches == 1
+    assert store.get_run("a") == run("a")
 
 
 def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(

@@ -149,12 +149,11 @@ class FencedStore:
         self._fenced_mails: Callable[..., None] | None = getattr(store, "save_mails_fenced", None)
         """The store's write of mails in a fenced transaction of their own, if it has one."""
         apply_batch = getattr(type(store), "_apply_batch", None)
-        self._apply_fenced: Callable[..., None] | None = (
-            apply_batch if self.lazy_batch is None else None
-        )
+        one_call = self.lazy_batch is None and getattr(type(store), "_batch_is_lock", False)
+        self._apply_fenced: Callable[..., None] | None = apply_batch if one_call else None
         """The store's batch of writes in one call with its fence checked in it, if it has
-        one (``MemoryStore._apply_batch``, looked up on its class as ``write_all`` does):
-        ``write_batch``."""
+        one (``MemoryStore._apply_batch``, looked up on its class as ``write_all`` does) and
+        its ``batch`` is no more than that call's lock (not a subclass's own): ``write_batch``."""
 
     def __getattr__(self, name: str) -> Any:
         """What else the store offers (its ``path``, ...), as it is."""

@@ -83,6 +83,12 @@ class MemoryStore(RunStore):
             getattr(cls, name) is getattr(MemoryStore, name)
             for name in ("save_run", "append_event", "save_outcome")
         )
+        cls._batch_is_lock = cls.batch is MemoryStore.batch
+
+    _batch_is_lock = True
+    """Whether ``batch`` is the store's lock and nothing more, so that ``_apply_batch`` (which
+    takes the lock) may stand for a batch opened around it (``FencedStore.write_batch``):
+    not in a subclass that overrides ``batch`` (a store numbering its transactions)."""
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
