@@ -43,6 +43,19 @@ of the two in that run being the floor (``floor_by``), so neither flatters the r
   row committed by its sender before its hand-off, so each commit runs among the hand-offs'
   work and is scheduled as ours is (``raw_durable_to_floor_sum``).
 
+The in-memory ping-pong's design floor (``least_mail_msgs_per_s``, same run, interleaved):
+the least an in-memory mail of this design does, with bare actors and none of the runtime's
+Python (``_least_mail.py`` says exactly what it includes and leaves out): two function
+agents' steps on one thread (as the runtime's dispatcher runs a ping-pong: no thread switch
+between them), each mail handed straight to its recipient's actor, one tell to a recording
+supervisor and one ack told to the sender itself. ``least_mail_ratio_to_raw_ask`` is the
+most this design can read against the goal's anchor on this machine (``goals.pingpong_memory
+.reachable``: whether even it meets the goal); its calls per mail are counted beside the
+runtime's (``work_by_role.calls_per_mail.least_mail``). The durable one
+(``least_durable_msgs_per_s``): the same with each mail's row committed by its sender first,
+as the durable floor commits it; ``least_durable_ratio_to_floor`` is the most this design
+reads against the durable goal's anchor (``goals.pingpong_sqlite.reachable``).
+
 Goals (issue 26): per-mail ping-pong in memory >= 0.5x raw pykka ask ping-pong; durable >=
 0.7x its floor; ahead of autogen-core (> 1x) on per-mail 1:1 and N:1, in a quiet round too
 (in-memory: autogen-core keeps nothing). Each shape records the load average it was taken at.
@@ -80,6 +93,7 @@ from _common import (
     rounded,
     settle,
 )
+from _least_mail import least_calls_per_mail, least_mail_pingpong
 from spawn import Calls
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Mail, MailState
@@ -468,6 +482,20 @@ def raw_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
             pong.stop()
 
 
+def least_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
+    """The least durable ping-pong of this design (``_least_mail.py``): the least in-memory
+    one with each mail's row committed by its sender's thread first, on a file set as the
+    durable floor's (``_floor_file``), the row laid out as ``_mail_rows`` lays it out."""
+    with _floor_file(folder, f"least-durable-{index}.db") as conn:
+
+        def commit(mail: Mail) -> None:
+            state = MailState.DELIVERED
+            row = (mail.mail_id, mail.sender, mail.recipient, state.value, mail.sent_at)
+            conn.execute(_INSERT_MAIL, (*row, msgspec.json.encode(mail).decode()))
+
+        return least_mail_pingpong(n, commit)[0]
+
+
 def _checkpoint(path: Path, stop: threading.Event) -> None:
     """The floor's log checkpointed as the store's checkpointer does it (``bare_commit``)."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -533,6 +561,10 @@ def _contenders(
         out["raw_durable"] = lambda _s: raw_durable_pingpong(floor_folder, next(_FLOOR_INDEX), n)
         out["raw_ask"] = lambda _s: raw_ask_pingpong(n)
         out["raw_tell"] = lambda _s: raw_tell_pingpong(n)
+        out["least_mail"] = lambda _s: least_mail_pingpong(n)[0]  # the design's floor
+        out["least_durable"] = lambda _s: least_durable_pingpong(
+            floor_folder, next(_FLOOR_INDEX), n
+        )
         if peer is not None:
             out["autogen"] = lambda _s: Rate(*peer.pingpong(n // 2))
     elif shape == "n_to_one":
@@ -606,6 +638,9 @@ def main() -> None:
                 entry[f"{kind}_ratio_to_{BASELINE[shape]}"] = ratio(rates[kind], base)
                 if "autogen" in rates:
                     entry[f"{kind}_ratio_to_autogen"] = ratio(rates[kind], rates["autogen"])
+            if "least_mail" in rates:  # the least this design does per mail (_least_mail.py)
+                entry["least_mail_ratio_to_raw_ask"] = ratio(rates["least_mail"], base)
+                entry["memory_ratio_to_least_mail"] = ratio(rates["memory"], rates["least_mail"])
             if "bare_commit" in rates:
                 parts = 1.0 / (1.0 / rates["bare_commit"] + 1.0 / rates["raw_ask"])
                 in_turn = rates["raw_durable"]
@@ -617,12 +652,17 @@ def main() -> None:
                 entry["floor_msgs_per_s"] = round(floor)
                 entry["sqlite_ratio_to_floor"] = ratio(rates["sqlite"], floor)
                 entry["sqlite_ratio_to_floor_sum"] = ratio(rates["sqlite"], parts)
+                if "least_durable" in rates:  # this design's durable floor, to the same floor
+                    entry["least_durable_ratio_to_floor"] = ratio(rates["least_durable"], floor)
             entry["load"] = window.record()
             figures[shape] = entry
         counted = args.calls if args.calls is not None else (100 if args.quick else 500)
         if "pingpong" in figures and counted > 0:
             figures["pingpong"]["work_by_role"] = {
-                "calls_per_mail": calls_per_mail(Path(tmp), counted),
+                "calls_per_mail": {
+                    **calls_per_mail(Path(tmp), counted),
+                    "least_mail": least_calls_per_mail(counted),
+                },
                 "note": "Python and builtin calls per mail of the ping-pong by role (a profile"
                 " hook; the difference of two runs' counts, so their start and end cancel)",
             }
@@ -636,6 +676,10 @@ def main() -> None:
             "target": TARGET_MEMORY,
             "pass": r >= TARGET_MEMORY,
         }
+        if "least_mail_ratio_to_raw_ask" in p:  # can this design reach it here at all?
+            floor = p["least_mail_ratio_to_raw_ask"]
+            goals["pingpong_memory"]["floor"] = {"what": "least_mail", "ratio": floor}
+            goals["pingpong_memory"]["reachable"] = floor >= TARGET_MEMORY
         r = p["sqlite_ratio_to_floor"]
         goals["pingpong_sqlite"] = {
             "ratio": r,
@@ -644,6 +688,10 @@ def main() -> None:
             "target": TARGET_DURABLE,
             "pass": r >= TARGET_DURABLE,
         }
+        if "least_durable_ratio_to_floor" in p:
+            floor = p["least_durable_ratio_to_floor"]
+            goals["pingpong_sqlite"]["floor"] = {"what": "least_durable", "ratio": floor}
+            goals["pingpong_sqlite"]["reachable"] = floor >= TARGET_DURABLE
     if peer is not None:
         for shape in ("pingpong", "n_to_one"):
             if shape in figures:

@@ -32,6 +32,17 @@ from typing import Any
 import msgspec
 
 from _common import LOADED_ABOVE, ratio  # a figure taken above LOADED_ABOVE is marked loaded
+from _floor_rows import (
+    BY_CPU,
+    FLOOR,
+    LOADED,
+    NOT_AT_THIS_LOAD,
+    fanout_floor,
+    mail_floors,
+    one_spawn_floor,
+    spawn_floor,
+    spawn_many_floor,
+)
 from _processes import SHORT, fold
 
 HERE = Path(__file__).resolve().parent
@@ -143,6 +154,9 @@ def _goal_mail(r: dict[str, Any]) -> list[Row]:
                     load,
                 )
             )
+        in_memory, durable = mail_floors(p, load)  # each under its goal
+        rows[1:1] = in_memory
+        rows += durable
     for shape, label in (("pingpong", "per-mail 1:1"), ("n_to_one", "per-mail N:1")):
         e = f.get(shape, {})
         if shape in f and "autogen_msgs_per_s" not in e:  # a goal not measured is said so
@@ -196,7 +210,8 @@ def _goal_fanout(r: dict[str, Any]) -> list[Row]:
             f"{r['ratio']}x ideal",
             "<= 1.1x",
             _met(r["pass"]),
-        )
+        ),
+        *fanout_floor(f),
     ]
     if f.get("autogen_s") is not None:
         rows.append(
@@ -253,6 +268,9 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
             )
         )
     side_load = _load_cell(ours.get("load"))
+    least = ours.get("least_waiting")
+    if one is not None:
+        rows += one_spawn_floor(least, g, side_load)
     rows += [
         (
             f"{goal} started with `spawn_many` (batches of {ours.get('batch')}){where}",
@@ -263,6 +281,7 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
             met(g["start"]["pass"]),
             side_load,
         ),
+        *spawn_many_floor(least, g, side_load),
         (
             f"{goal} closed{where}",
             f"{ours['close_s']} s (CPU {ours.get('close_cpu_s')} s)",
@@ -312,7 +331,8 @@ def _goal_spawn(r: dict[str, Any]) -> list[Row]:
             f"{e['ratio_p50']}x",
             f"<= {target}x",
             _met(e["pass"]),
-        )
+        ),
+        *spawn_floor(f, target),
     ]
 
 
@@ -815,7 +835,51 @@ def _more_ray_costs(r: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _more_balance(r: dict[str, Any]) -> list[Row]:
+    """The machine's balance (``_balance.py``), read before and after the benchmarks."""
+    rows: list[Row] = []
+    for when, reading in zip(("before", "after"), r["readings"], strict=False):
+        label = f"the machine's balance, {when} the benchmarks (a reading, not a goal)"
+        if "error" in reading:
+            rows.append((label, "failed", reading["error"], "-", "-", "-", "-"))
+            continue
+        b = reading["figures"]
+        rows.append(
+            (
+                label,
+                f"a Python call {b['call_ns']} ns (CPU {b['call_cpu_ns']});"
+                f" an attribute loop's turn {b['attr_loop_ns']} ns",
+                f"raw pykka ask round trip {b['ask_us']} us (CPU {b['ask_cpu_us']} us)",
+                f"a hand-off = {b['calls_per_handoff']} calls (of CPU:"
+                f" {b.get('calls_per_handoff_cpu', '?')})",
+                "the lower, the lower a Python-heavy path reads against raw pykka (a unit to"
+                " compare machines by)",
+                "-",
+                _load_cell(reading.get("load")),
+            )
+        )
+    return rows
+
+
+def balance_note(balance: dict[str, Any]) -> str:
+    """The header's sentence of the machine's balance (before / after the benchmarks)."""
+    taken = [r["figures"] for r in balance["readings"] if "figures" in r]
+    if not taken:
+        return " The machine's balance (`_balance.py`) failed: see its row."
+
+    def both(key: str) -> str:
+        return " / ".join(f"{b[key]:g}" for b in taken)
+
+    return (
+        f" The machine's balance (`_balance.py`, {'before / after' if len(taken) > 1 else 'once'}):"
+        f" a Python call {both('call_ns')} ns, raw pykka's ask round trip {both('ask_us')} us,"
+        f" so a hand-off costs {both('calls_per_handoff')} Python calls: ratios to raw pykka"
+        " of a Python-heavy path fall as this falls."
+    )
+
+
 MORE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "balance": _more_balance,
     "mail": _more_mail,
     "spawn": _more_spawn,
     "fanout": _more_fanout,
@@ -903,6 +967,9 @@ def _quiet_verdict(row: Row) -> Row:
     verdict = row[5]
     if verdict.startswith("met") and not verdict.startswith(LOADED_ONLY) and "loaded" in row[6]:
         return (*row[:5], LOADED_ONLY + verdict.removeprefix("met"), *row[6:])
+    floor = row[0].startswith(FLOOR) and not verdict.endswith((BY_CPU, LOADED, NOT_AT_THIS_LOAD))
+    if floor and "loaded" in row[6]:  # a design's floor read loaded: either way rough
+        return (*row[:5], verdict + LOADED, *row[6:])
     return row
 
 
@@ -1082,6 +1149,13 @@ def main() -> None:
     parser.add_argument("--readme", action="store_true", help="write the tables into README.md")
     parser.add_argument("--note", default="", help="a sentence for the header (e.g. the load)")
     parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also write the results' JSON there (README.md and results.json untouched)",
+    )
+    parser.add_argument(
         "--retable", action="store_true", help="only rebuild README's tables from results.json"
     )
     parser.add_argument(
@@ -1118,8 +1192,11 @@ def main() -> None:
     load_before = _load()
     rounds = max(1, args.rounds)
     processes = max(1, args.processes)
+    before = run("_balance", args.quick)  # the machine's balance, in a fresh interpreter
     results = run_rounds(names, args.quick, rounds, max(0.0, args.wait_quiet), processes)
     taken = each_process(results)
+    balance = {"benchmark": "balance", "readings": [before, run("_balance", args.quick)]}
+    results.insert(0, balance)
     machine: dict[str, Any] = next((r["machine"] for r in taken if "machine" in r), {})
     command = "benchmarks/run_all.py" + (" --quick" if args.quick else "")
     if rounds > 1:
@@ -1146,12 +1223,15 @@ def main() -> None:
             + (f" started loaded all the same: {', '.join(loud)}." if loud else " all got it.")
         )
     header += _rounds_note(results, rounds, processes)
+    header += balance_note(balance)
     if args.note:
         header += f" {args.note}"
     text = f"{header}\n\n{tables(results)}"
     print(text)
     if args.readme:
         _write_readme(text, results)
+    if args.json is not None:
+        args.json.write_bytes(msgspec.json.format(msgspec.json.encode(results)) + b"\n")
 
 
 if __name__ == "__main__":

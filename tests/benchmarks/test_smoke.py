@@ -179,6 +179,7 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         )
         if shape == "pingpong":  # the durable floor's bare commit, and both parts in turn
             contenders |= {"bare_commit", "raw_durable"}
+            contenders |= {"least_mail", "least_durable"}  # the design's floors
         assert set(entry["cpu_us_per_msg"]) == contenders
         assert entry["load"]["loaded"] == (entry["load"]["max"] > 1.5)
         for kind in ("sqlite", "memory"):
@@ -201,9 +202,20 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
     assert pingpong["sqlite_ratio_to_floor_sum"] == pytest.approx(
         pingpong["sqlite_msgs_per_s"] / parts, rel=0.01
     )
-    # the work per mail by role, counted (a profile hook): both stores, each role that acts
+    # this design's floors (_least_mail.py), read against the goals' own anchors
+    assert pingpong["least_mail_ratio_to_raw_ask"] == pytest.approx(
+        pingpong["least_mail_msgs_per_s"] / pingpong["raw_ask_msgs_per_s"], rel=0.01
+    )
+    assert pingpong["memory_ratio_to_least_mail"] == pytest.approx(
+        pingpong["memory_msgs_per_s"] / pingpong["least_mail_msgs_per_s"], rel=0.01
+    )
+    assert pingpong["least_durable_ratio_to_floor"] == pytest.approx(
+        pingpong["least_durable_msgs_per_s"] / floor, rel=0.01
+    )
+    # the work per mail by role, counted (a profile hook): both stores and the least mail,
+    # each role that acts
     counted = pingpong["work_by_role"]["calls_per_mail"]
-    assert set(counted) == {"memory", "sqlite"}
+    assert set(counted) == {"memory", "sqlite", "least_mail"}
     for by_role in counted.values():
         assert by_role["supervisor"] > 0 and by_role["agents"] > 0
         assert by_role["all"] == pytest.approx(
@@ -218,6 +230,10 @@ def test_mail_measures_per_mail_shapes_apart_from_the_batched_stream(
         assert goal["target"] == target and goal["ratio"] == pingpong[key]
         assert goal["pass"] == (goal["ratio"] >= target)
         assert goal["anchor"]
+        # reachable by this design: its floor, against the same anchor, meets the target
+        least = {"sqlite": "least_durable_ratio_to_floor", "memory": "least_mail_ratio_to_raw_ask"}
+        assert goal["floor"]["ratio"] == pingpong[least[kind]]
+        assert goal["reachable"] == (goal["floor"]["ratio"] >= target)
     for shape in ("pingpong", "n_to_one"):
         if with_autogen:  # ahead means strictly above 1
             goal = goals[f"{shape}_vs_autogen"]
@@ -260,8 +276,14 @@ def test_fanout_has_asyncio_and_raw_references_and_cpu_per_child(
     contenders = {"runtime", "raw_pykka", "asyncio"} | (
         {"autogen"} if result["autogen_core"] is not None else set()
     )
+    contenders.add("least_fanout")  # the design's floor (_least_fanout.py)
     assert set(figures["ideal_ratio"]) == contenders  # each at `limit` at a time
     assert set(figures["cpu_ms_per_child"]) == contenders | {"runtime_async_workers"}
+    least = figures["least_fanout"]
+    assert least["ideal_ratio"] == figures["ideal_ratio"]["least_fanout"]
+    assert least["ideal_ratio"] == pytest.approx(least["makespan_s"] / figures["ideal_s"], rel=0.01)
+    assert least["reachable"] == (least["ideal_ratio"] <= 1.1)
+    assert 1 <= least["max_concurrent"] <= result["sizes"]["limit"]  # at most `limit` at once
     # real concurrency, counted where the calls happen: LLM workers hold their slots
     limit, children = result["sizes"]["limit"], result["sizes"]["children"]
     assert 1 <= figures["max_concurrent"]["runtime"] <= limit
@@ -476,7 +498,8 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
     finally:
         sys.path.remove(str(BENCHMARKS))
     scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
-    assert set(run_all.NAMES) == scripts - {"run_all", "profile_hot_paths"}
+    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work"}  # no goal: counts
+    assert set(run_all.NAMES) == scripts - diagnostics
     for name in run_all.NAMES:
         assert name in run_all.GOALS or name in run_all.MORE
 
@@ -508,6 +531,26 @@ def test_run_all_tables_come_from_the_results(results: BenchmarkRuns) -> None:
     assert "the least a waiting run does, same n, same process" in many  # its own anchor
     assert "its decisions alone CPU" in many
     assert "(the first load in a fresh interpreter)" in text
+    # each missed-or-met goal of mail, spawn, fanout and scale has its design floor's row right
+    # under it, read against the same target, saying whether this design can reach it here
+    lines = text.splitlines()
+    for goal in (
+        "| per-mail ping-pong, in memory |",
+        "| per-mail ping-pong, durable (SQLite) / its floor |",
+        "| trivial spawn -> result, p50 (in memory) |",
+        "| fan-out ",
+        "started, one `spawn` each",
+        "started with `spawn_many`",
+    ):
+        at = next(i for i, line in enumerate(lines) if goal in line)
+        below = lines[at + 1]
+        assert below.startswith("| ↳ this design's floor: "), (goal, below)
+        assert below.split(" | ")[4] == lines[at].split(" | ")[4]  # the same target
+        verdict = below.split(" | ")[5]
+        assert any(
+            said in verdict
+            for said in ("reachable by this design here", "not reached at this", "not settled")
+        )
     assert "| load |" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert all(line.count("|") == 8 for line in rows), "every row has its load cell"
@@ -555,6 +598,24 @@ def test_profile_hot_paths_attributes_cpu_to_roles_and_counts_isinstance(
     assert sum(report["percent_by_role"].values()) == pytest.approx(100, abs=1)
     assert report["supervisor_core_us_per_unit"]  # the core's operations, by name
     assert report["isinstance_calls_per_unit"] > 0
+
+
+def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "durable_mail_work.py"), "--quick", "--n", "20"],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = msgspec.json.decode(done.stdout)
+    assert report["benchmark"] == "durable_mail_work" and report["mails"] == 20
+    assert {"agents", "supervisor"} <= set(report["statements"])
+    assert "agents: INSERT mail" in report["statement_kinds"]  # the sender's one write
+    assert set(report["lock"]) == {"holds", "contended", "held_us", "held_cpu_us", "waited_us"}
+    assert "agents" in report["lock"]["holds"]
+    assert report["msgs_per_s"] > 0 and "loaded" in report["load"]
 
 
 def test_run_all_keeps_the_quietest_round_and_says_which() -> None:

@@ -47,7 +47,10 @@ def test_a_lease_lives_until_it_expires_and_a_dead_local_process_at_once() -> No
     # clock: the real time between ``lease_for`` and ``alive`` adds to it (a loaded machine
     # descheduled this test >0.1 s between the two: 14.9 read lapsed): a margin of seconds
     assert alive(mine, now + 10.0)
-    assert not alive(mine, now + 15.001)  # lapsed: no renewal within lease_s
+    # lapsed: no renewal within lease_s. Seconds past the edge too: the two clocks are read
+    # one after the other in ``lease_for`` and again in ``alive``, and a thread descheduled
+    # between the two readings moves the edge by as long (1 ms past it read alive, loaded)
+    assert not alive(mine, now + 20.0)
     gone = Lease(owner="x", host="h", pid=_dead_pid(), machine=machine_id(), expires_at=now + 15)
     assert not alive(gone, now)  # on this machine a dead process is seen before expiry
     far = Lease(

@@ -59,9 +59,13 @@ def _limits(rng: random.Random) -> Limits:
     )
 
 
-def _answers(seed: int, batched: bool) -> list[tuple[str | None, str | None, bool]]:
+def _answers(
+    seed: int, batched: bool, roots: bool = False
+) -> list[tuple[str | None, str | None, bool]]:
     """Seed ``seed``'s state built, then its requests admitted in one batch or one at a
-    time: each reply as (run id, named by its place; error; queued)."""
+    time: each reply as (run id, named by its place; error; queued). ``roots``: mostly
+    roots (``spawn_many``'s batches, told roots grouped), many naming a run id, a third of
+    them filed as the runtime files what it checked (``CheckedRoots``)."""
     rng = random.Random(seed)
     h = Harness(_limits(rng), *_specs(rng))
     runs: list[str] = []
@@ -79,8 +83,8 @@ def _answers(seed: int, batched: bool) -> list[tuple[str | None, str | None, boo
     reqs = []
     for i in range(rng.randint(2, 30)):
         kw: dict[str, Any] = {"attempt": rng.choice([0, 1, 1, 1, 2])}  # (2: a stale one)
-        if rng.random() < 0.1:
-            kw["run_id"] = rng.choice([*runs, "fresh", "fresh"])
+        if rng.random() < (0.4 if roots else 0.1):
+            kw["run_id"] = rng.choice([*runs, "fresh", "fresh", "other"])
         if rng.random() < 0.2:
             kw["token_budget"] = rng.choice([50, 200, 10000])
         if rng.random() < 0.1:
@@ -92,10 +96,16 @@ def _answers(seed: int, batched: bool) -> list[tuple[str | None, str | None, boo
                 request_id=f"q{i}",
                 agent=rng.choice([*AGENTS, "ghost"]),
                 task=rng.choice(["t", "t", "t", "", "  "]),
-                parent_run_id=rng.choice([*runs, None, "nobody"]),
+                parent_run_id=None
+                if roots and rng.random() < 0.7
+                else rng.choice([*runs, None, "nobody"]),
                 **kw,
             )
         )
+    checked = h.core.core.admission.checked
+    for req in reqs:
+        if roots and req.parent_run_id is None and rng.random() < 0.3:
+            checked.requests[req.request_id] = req
     if batched:
         replies = list(h.core._do(h.core.core.spawn_many(reqs)).reply)
     else:
@@ -110,6 +120,19 @@ def _answers(seed: int, batched: bool) -> list[tuple[str | None, str | None, boo
         place = named.get(given, "new") if given not in (None, "fresh") else given
         answers.append((place, error, reply.queued))
     return answers
+
+
+def test_a_batch_of_roots_answers_as_one_spawn_at_a_time_over_random_states() -> None:
+    """Roots of one agent after the first are asked only ``ROOT_SIBLING_CHECKS``: what they
+    skip must answer no differently (a run id an earlier root of the batch took, one in
+    use, a bad field of a root not filed)."""
+    kinds: set[str] = set()
+    for seed in range(200):
+        one_by_one, batched = _answers(seed, False, True), _answers(seed, True, True)
+        assert batched == one_by_one, f"seed {seed}"
+        kinds.update((e or "started").split(" ")[0] for _, e, _ in batched)
+    for kind in ("started", "run", "unknown", "the"):  # (admitted, run id, agent, task)
+        assert kind in kinds, (kind, sorted(kinds))
 
 
 def test_a_batch_answers_as_one_spawn_at_a_time_over_random_states() -> None:

@@ -133,11 +133,17 @@ class Effector:
         model call: ``LLMFactory.blocks_at_start``), the dispatcher's threads for them made
         ready first (``Dispatcher.ready``): a wave's model calls do not wait for threads
         started one by one as each blocks. A start alone finds the thread its
-        predecessor's end freed (``apply`` looks here only for two or more)."""
+        predecessor's end freed (``apply`` looks here only for two or more). The behaviour
+        of a definition is looked up once for a row of starts of it (``spawn_many``'s batch:
+        a thousand starts of one agent)."""
         blocking = 0
+        spec: AgentSpec | None = None
+        blocks: Callable[[Any], bool] | None = None
         for effect in effects:
             if type(effect) is StartRun:
-                blocks = getattr(self.behaviour_for(effect.spec), "blocks_at_start", None)
+                if effect.spec is not spec:
+                    spec = effect.spec
+                    blocks = getattr(self.behaviour_for(spec), "blocks_at_start", None)
                 if blocks is not None and blocks(effect.checkpoint):  # (its first handling)
                     blocking += 1
         if blocking > 1:

@@ -150,17 +150,25 @@ class RootRuns:
         out: list[tuple[str, Waiter] | AdmissionError] = []
         asked: list[SpawnRequest] = []
         places: list[int] = []
+        checked = self.roots.checked  # filed as ``spawn`` files (not with shared values)
+        filed = checked.requests if checked is not None and checked.limits is self.limits else None
         for i, request in enumerate(requests):
             if isinstance(request, AdmissionError):
                 out.append(request)
                 continue
-            problem = request_problem(request, self.limits) or policy_problem(request)
+            try:  # (no call: a check that raises, on a hostile value, refuses its job alone)
+                problem = request_problem(request, self.limits) or policy_problem(request)
+            except Exception as exc:  # (raised, it left the jobs before it filed and waited)
+                problem = f"the request could not be checked: {type(exc).__name__}: {exc}"
             if problem is not None:
                 out.append(AdmissionError(f"job {i} ({request.agent!r}): {problem}"))
                 continue
             run_id = new_id("r")
             out.append((run_id, self.roots.expect(run_id)))
-            asked.append(self._stamped(request, run_id))
+            stamped = self._stamped(request, run_id)
+            if filed is not None and not stamped.shared:
+                filed[run_id] = stamped
+            asked.append(stamped)
             places.append(i)
         if not asked:
             return out
@@ -175,6 +183,8 @@ class RootRuns:
         except BaseException as exc:  # closed, withdrawn, the store failed: nothing will land
             for request in asked:
                 self.roots.forget(request.request_id)
+                if checked is not None:
+                    checked.forget(request.request_id)
             if isinstance(exc, AskRevoked):
                 raise TimeoutError(
                     f"spawn_many: {exc}: none of its {len(asked)} runs was started or"

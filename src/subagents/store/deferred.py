@@ -23,6 +23,21 @@ Entry = tuple[str | None, str, Params | list[Params], str]
 one row, or a list of rows (``add_rows``); doing)."""
 
 
+MANY_ROWS: dict[str, tuple[int, str]] = {}
+"""A one-row ``INSERT ... VALUES (?, ...)`` -> (n, the same statement with n rows of values):
+held rows of it sent n to a statement, not one statement each (``executemany`` runs the
+statement once per row: binding, a step that lets go of the GIL and takes it back, and an
+``AUTOINCREMENT`` key's ``sqlite_sequence`` row written again). Filled by the tables that
+hold many rows per batch (``sqlite_events``: two events per durable mail, the supervisor's)."""
+
+
+def many_rows(sql: str, n: int) -> None:
+    """Send ``n`` held rows of ``sql`` (``INSERT ... VALUES (?, ...)``, nothing after its
+    values) as one statement (``MANY_ROWS``)."""
+    head, values = sql.rsplit(" VALUES ", 1)
+    MANY_ROWS[sql] = (n, f"{head} VALUES {', '.join([values] * n)}")
+
+
 class FailedWrite(Exception):
     """A held write failed when sent; ``doing`` says which, ``error`` is SQLite's."""
 
@@ -117,13 +132,25 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
             rows.extend(params)
         else:
             rows.append(params)
+    sql = entries[0][1]
+    sent = len(rows)  # all of them named in an error, whichever statement of them failed
     try:
         if len(rows) == 1:
-            conn.execute(entries[0][1], rows[0])
-        else:
-            conn.executemany(entries[0][1], rows)
+            conn.execute(sql, rows[0])
+            return
+        many = MANY_ROWS.get(sql)
+        if many is not None and len(rows) >= many[0]:
+            n, joined = many
+            whole = len(rows) - len(rows) % n
+            for start in range(0, whole, n):
+                conn.execute(joined, [value for row in rows[start : start + n] for value in row])
+            rows = rows[whole:]
+        if len(rows) == 1:
+            conn.execute(sql, rows[0])
+        elif rows:
+            conn.executemany(sql, rows)
     except sqlite3.Error as exc:
-        raise FailedWrite(_which(entries[0][3], len(rows)), exc) from exc
+        raise FailedWrite(_which(entries[0][3], sent), exc) from exc
 
 
 def _which(first: str, rows: int) -> str:

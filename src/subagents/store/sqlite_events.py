@@ -10,9 +10,13 @@ from __future__ import annotations
 import msgspec
 
 from subagents.messages import Event, StoredEvent
+from subagents.store.deferred import many_rows
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _decoder = msgspec.json.Decoder(Event)
+
+APPEND_EVENT = "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)"
+many_rows(APPEND_EVENT, 16)  # held events sent 16 to a statement (``deferred.MANY_ROWS``)
 
 
 class EventRows:
@@ -25,7 +29,7 @@ class EventRows:
         kind = event.kind._value_  # (the member's own attribute: ``.value`` is 2 Python calls)
         self.tx.defer(
             "events",
-            "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)",
+            APPEND_EVENT,
             (
                 event.run_id,
                 kind,

@@ -27,7 +27,12 @@ from subagents.messages import (
 )
 from subagents.store.writes import SaveCheckpoint, SaveRun
 from subagents.supervision import continuation
-from subagents.supervision.admission_checks import Proposal, refusal_of, sibling_refusal
+from subagents.supervision.admission_checks import (
+    Proposal,
+    refusal_of,
+    root_sibling_refusal,
+    sibling_refusal,
+)
 from subagents.supervision.ceilings import root_ceiling
 from subagents.supervision.child_ceilings import ChildCeilings
 from subagents.supervision.effects import Decided, Tell, TellOutside
@@ -95,10 +100,14 @@ class Admission:
         """A run's timeout when neither its request nor its definition sets one (most)."""
         self.checked = CheckedRoots(limits)
         """The root requests the runtime checked before telling them (``RootRuns``)."""
-        self._vetted: dict[tuple[str, int, str], tuple[AgentSpec, RunState]] | None = None
-        """While ``spawn_all`` admits a batch: the requesters and agents (parent run id,
-        attempt, agent name) that passed every check in it, with the definition and the
-        requester found; a sibling of theirs is asked only ``SIBLING_CHECKS``."""
+        self._vetted: (
+            dict[tuple[str | None, int, str], tuple[AgentSpec, RunState | None]] | None
+        ) = None
+        """While ``spawn_all`` admits a batch: the requesters and agents (parent run id, None
+        for a root; attempt, agent name) that passed every check in it, with the definition
+        and the requester found; a sibling of theirs is asked only ``SIBLING_CHECKS``, a
+        root of an agent found before only ``ROOT_SIBLING_CHECKS`` (``spawn_many``'s
+        1,000 roots of one agent look it up once)."""
         self.closing = False
         """The runtime's close has cancelled every run (``SupervisorCore.stop_all``): what
         reaches the supervisor after it (a spawn told by a thread that passed the runtime's
@@ -316,17 +325,22 @@ class Admission:
         the requester's standing, and the definition read once is the batch's (a reload
         between two lookups of one batch could not split it)."""
         vetted = self._vetted
-        key: tuple[str, int, str] | None = None
+        key: tuple[str | None, int, str] | None = None
+        parent_id = req.parent_run_id
         if (  # the key's parts of their types only: a bad request hashes nothing it holds
             vetted is not None
-            and isinstance(req.parent_run_id, str)
+            and (parent_id is None or isinstance(parent_id, str))
             and isinstance(req.agent, str)
             and type(req.attempt) is int
         ):
-            key = (req.parent_run_id, req.attempt, req.agent)
+            key = (parent_id, req.attempt, req.agent)
             found = vetted.get(key)
             if found is not None:
-                refusal = sibling_refusal(Proposal(req, *found), self.ledger)
+                if parent_id is None:  # a root of an agent found before in this batch
+                    checked = bool(self.checked.requests) and self.checked.take(req)
+                    refusal = root_sibling_refusal(Proposal(req, *found), self.ledger, checked)
+                else:
+                    refusal = sibling_refusal(Proposal(req, *found), self.ledger)
                 if refusal is not None:
                     raise AdmissionError(refusal.reason)
                 return found
@@ -341,7 +355,7 @@ class Admission:
         if refusal is not None:
             raise AdmissionError(refusal.reason)
         assert spec is not None  # known_agent passed
-        if vetted is not None and key is not None and parent is not None:
+        if vetted is not None and key is not None and (parent is not None or parent_id is None):
             vetted[key] = (spec, parent)
         return spec, parent
 

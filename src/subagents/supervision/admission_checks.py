@@ -197,6 +197,23 @@ def sibling_refusal(p: Proposal, ledger: Ledger) -> Refusal | None:
     return None
 
 
+ROOT_SIBLING_CHECKS: tuple[Check, ...] = (request_fields, free_run_id)
+"""The checks that can refuse a root whose agent a root before it in the same decision found
+(``spawn_many``'s batch: ``Admission.spawn_all``), in ``ROOT_CHECKS``'s order: ``known_agent``
+reads only the definition, found once per agent in a decision (as for a step's siblings)."""
+
+
+def root_sibling_refusal(p: Proposal, ledger: Ledger, fields_checked: bool) -> Refusal | None:
+    """The first of ``ROOT_SIBLING_CHECKS`` that refuses ``p`` (``fields_checked``: not
+    ``request_fields``, its first, as ``refusal_of``), or None: for a root whose agent a
+    root before it in this decision found, the same answer as ``refusal_of``."""
+    for check in ROOT_SIBLING_CHECKS[1:] if fields_checked else ROOT_SIBLING_CHECKS:
+        refusal = check(p, ledger)
+        if refusal is not None:
+            return refusal
+    return None
+
+
 CHECKED_ROOT_CHECKS: tuple[Check, ...] = ROOT_CHECKS[1:]
 """``ROOT_CHECKS`` after ``request_fields``: those of a root request whose fields the runtime
 checked already (``requests.CheckedRoots``)."""

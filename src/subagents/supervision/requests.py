@@ -39,15 +39,16 @@ supervisor or in a later reader."""
 
 class CheckedRoots:
     """Root spawn requests the runtime checked with ``request_problem`` on its caller's
-    thread (``RootRuns.spawn``) before telling them to the supervisor, against ``limits``,
-    the core's own: their admission does not check them again (``Admission._proposed``).
-    Why: the same frozen request against the same frozen limits gets the same answer, and
-    the second check was ~10 of the supervisor's calls per trivial run. Not a request with
-    ``shared`` values: they are the caller's objects, which it may change until then. Kept
-    by request id with the request itself, and only that very object counts: a copy, or
-    another sender's request under that id, is checked in full. ``requests`` is a plain
-    dict on purpose: one item stored on the caller's thread and one popped on the
-    supervisor's, each atomic under the GIL, and each no Python call on the hot path."""
+    thread (``RootRuns.spawn``, ``admit_many``) before telling them to the supervisor,
+    against ``limits``, the core's own: their admission does not check them again
+    (``Admission._proposed``). Why: the same frozen request against the same frozen limits
+    gets the same answer, and the second check was ~10 of the supervisor's calls per
+    trivial run. Not a request with ``shared`` values: they are the caller's objects, which
+    it may change until then. Kept by request id with the request itself, and only that very
+    object counts: a copy, or another sender's request under that id, is checked in full.
+    ``requests`` is a plain dict on purpose: one item stored on the caller's thread and one
+    popped on the supervisor's, each atomic under the GIL, and each no Python call on the
+    hot path."""
 
     __slots__ = ("limits", "requests")
 
