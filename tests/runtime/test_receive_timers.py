@@ -57,11 +57,19 @@ def test_a_ping_pong_of_waiting_receives_arms_a_timer_per_run_not_per_mail(
         assert _not_lingering(rt.timer) - before < 20
 
 
-AS_TIME_PASSES = ("group linger", "late reports", "commands", "sweep", "registry-hot-reload")
+AS_TIME_PASSES = (
+    "group linger",
+    "late reports",
+    "commands",
+    "sweep",
+    "registry-hot-reload",
+    "deadline tick",
+)
 """Timers armed as time passes, not by the path a test counts: the supervisor's group linger
 and its line of late reports (SQLite: as its groups and the agents' reports come,
 actors/group_linger.py), and the periodic ones (the command poll, the sweeper, the
-registry's hot reload: ``Services.every``), each armed again at every tick: a loaded
+registry's hot reload: ``Services.every``; the runs' deadline tick, armed by the first start
+after the last tick, actors/deadlines.py), each armed again at every tick: a loaded
 machine that stretches a counted stretch past a tick counted one more (seen: 5 == 4)."""
 
 

@@ -3,6 +3,7 @@ batch wraps, a run saved twice saved once, and what the store holds afterwards u
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,62 @@ def test_write_all_through_a_fenced_store_checks_the_fence(store: RunStore) -> N
     assert [r.run_id for r in store.list_runs()] == ["kept"]
     assert len(store.events("kept")) == 1
     assert store.events("lost") == []
+
+
+def test_a_fenced_stores_write_batch_checks_the_fence_and_keeps_nothing_refused(
+    store: RunStore,
+) -> None:
+    """``FencedStore.write_batch`` (the supervisor's writes of a decision): with a memory
+    store, the batch, its fence check and its writes in one call of the store
+    (``MemoryStore._apply_batch``); refused as ``write_all`` is once the lease is taken
+    over, none of its writes kept, whatever the store."""
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    fenced.write_batch([SaveRun(run("kept")), AppendEvent(event("kept"))])
+    store.release_lease("h:1:a")  # a resume took its runs over
+    with pytest.raises(Fenced, match="h:1:a"):
+        fenced.write_batch([SaveRun(run("lost")), AppendEvent(event("lost"))])
+    with pytest.raises(Fenced, match="h:1:a"):
+        fenced.write_batch([AppendEvent(event("kept", text="late"))])
+    assert [r.run_id for r in store.list_runs()] == ["kept"]
+    assert [e.data for e in store.events("kept")] == [{}]
+    assert store.events("lost") == []
+
+
+def test_a_fenced_stores_write_batch_inside_its_open_batch_is_part_of_it() -> None:
+    """Inside a fenced batch of this thread (a group the supervisor holds open), the writes
+    join it: checked once with it, and undone with it when it fails."""
+    store = MemoryStore()
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    with fenced.batch():
+        store.release_lease("h:1:a")  # taken over after the batch's check
+        fenced.write_batch([SaveRun(run("in")), SaveRun(run("in", task="again"))])
+    assert store.get_run("in") == run("in", task="again")  # (the batch was checked: kept)
+
+
+class _CountedBatches(MemoryStore):
+    """A memory store whose ``batch`` counts its transactions (tests/runtime/test_last_step.py
+    and test_step_spawns.py number the supervisor's transactions so)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def batch(self) -> AbstractContextManager[None]:
+        self.batches += 1
+        return super().batch()
+
+
+def test_a_fenced_stores_write_batch_opens_a_subclasss_own_batch() -> None:
+    """``write_batch``'s one call of ``MemoryStore._apply_batch`` never passes a subclass's
+    ``batch``: a store that overrides it has its batch opened, as ``write_all`` opens it."""
+    store = _CountedBatches()
+    lease = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+    fenced = FencedStore(store, Fence("h:1:a", store.acquire_lease(lease)))
+    fenced.write_batch([SaveRun(run("a")), AppendEvent(event("a"))])
+    assert store.batches == 1
+    assert store.get_run("a") == run("a")
 
 
 def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(

@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pykka
+
+from subagents.actors.deadlines import DEADLINES_DUE
+from subagents.actors.group_linger import COMMIT_DUE
+from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.spawn_group import groupable
 from subagents.messages import RunFinished, SpawnRequest, SpawnsDecided
 from subagents.store.base import StoreError
@@ -49,6 +54,41 @@ def straight(actor: SupervisorActor, message: RunFinished | SpawnRequest) -> boo
         root_spawn_alone(actor, message)
         return True
     return False
+
+
+def receive(actor: SupervisorActor, message: Any) -> Any:
+    """The supervisor's handling of each message pykka hands it (``_handle_receive``).
+
+    A root spawn or a run's end that finds the supervisor with nothing else on hand (no
+    reports in the late line, no settling report held, the store working, no group open,
+    nothing queued behind it) is decided straight here: what ``on_receive``,
+    ``LateReports.hand``, ``_receive``, ``SettleLine.hold`` and ``straight`` would each have
+    found (nothing to do) is read once, without their five calls per message. Any other
+    message goes as ``FastInboxActor._handle_receive`` takes it (pykka's own, or
+    ``on_receive``), one set lookup more; the deadline tick (``actors/deadlines``) first
+    hands the deadlines kept to the timer, then goes on as any timer's message does (a
+    ``COMMIT_DUE``: the late line taken, the open group committed)."""
+    if message is DEADLINES_DUE:
+        actor.effector.deadlines.due()
+        return actor.on_receive(COMMIT_DUE)
+    kind = type(message)
+    if (
+        (kind is RunFinished or kind is SpawnRequest)
+        and actor._group is None
+        and not actor.late._reports  # (``LateReports.hand``: nothing in line first)
+        and not actor.settling.held  # (``SettleLine.hold``: nothing to decide first)
+        and actor.outage.failure is None
+        and actor.actor_inbox.empty()
+    ):
+        if kind is RunFinished:
+            finished_alone(actor, message)
+            return None
+        if message.continues is None and message.parent_run_id is None:  # (``groupable``)
+            root_spawn_alone(actor, message)
+            return None
+    if kind in PYKKA_MESSAGES:
+        return pykka.Actor._handle_receive(actor, message)
+    return actor.on_receive(message)
 
 
 def root_spawn_alone(actor: SupervisorActor, message: SpawnRequest) -> None:

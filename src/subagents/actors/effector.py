@@ -19,6 +19,7 @@ import msgspec
 import pykka
 
 from subagents.actors.agent import AgentActor, AgentKit, BehaviourFactory, PooledAgentActor
+from subagents.actors.deadlines import Deadlines
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import MailDesk
@@ -27,7 +28,7 @@ from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Event, RestartDue, Timeout, ToOutside
+from subagents.messages import Event, RestartDue, ToOutside
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -91,13 +92,15 @@ class Effector:
         )
         """What every agent actor started here shares (made once, not per start)."""
         self._directory = mail.directory if mail is not None else None
+        self.deadlines = Deadlines(timer, supervisor)
+        """The runs' deadlines, on the timer only for runs live at the next tick."""
         self._by_type: dict[type, Callable[[Any], None]] = {  # (``Publish``: in ``apply``)
             Tell: self._tell,
             StartRun: self._start,
             StopAgent: self._stop_agent,
-            ArmDeadline: self._arm_deadline,
+            ArmDeadline: self.deadlines.arm,
             ScheduleRestart: self._schedule_restart,
-            DisarmDeadline: self._disarm_deadline,
+            DisarmDeadline: self.deadlines.disarm,
             TellOutside: self._tell_outside,
         }
 
@@ -168,12 +171,6 @@ class Effector:
             self._directory.remove(effect.run_id)
         self._stop(self.live.pop(effect.run_id, None))
 
-    def _arm_deadline(self, effect: ArmDeadline) -> None:
-        run_id = effect.run_id
-        self.timer.tell_at(
-            ("deadline", run_id), effect.deadline, self.supervisor, Timeout(run_id=run_id)
-        )
-
     def _schedule_restart(self, effect: ScheduleRestart) -> None:
         run_id = effect.run_id
 
@@ -182,9 +179,6 @@ class Effector:
                 me.tell(RestartDue(run_id=rid))
 
         self.timer.schedule_in(("restart", run_id), effect.delay_s, due)
-
-    def _disarm_deadline(self, effect: DisarmDeadline) -> None:
-        self.timer.cancel(("deadline", effect.run_id))
 
     def _tell_outside(self, effect: TellOutside) -> None:
         self.on_outside(effect.message)
@@ -209,6 +203,7 @@ class Effector:
         """Stop every agent at once (the store failed, the lease was lost)."""
         if self._directory is not None:
             self._directory.clear()
+        self.deadlines.clear()
         for live in self.live.values():
             self._stop(live)
         self.live.clear()

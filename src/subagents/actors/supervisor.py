@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
-from subagents.actors.alone import STRAIGHT, straight
+from subagents.actors.alone import STRAIGHT, receive, straight
 from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
@@ -88,6 +88,7 @@ from subagents.messages import (
     WaitingChanged,
 )
 from subagents.store.base import RunStore, StoreError
+from subagents.store.fencing import batch_writer
 from subagents.store.leases import live_owners
 from subagents.store.snapshot import read_snapshot
 from subagents.store.writes import write_all
@@ -159,6 +160,7 @@ def _failed_alone(decision: Decision) -> Decision:
 
 class SupervisorActor(FastInboxActor):
     use_daemon_thread = True
+    _handle_receive = receive  # (actors/alone: a message alone decided straight)
 
     def __init__(
         self,
@@ -183,6 +185,7 @@ class SupervisorActor(FastInboxActor):
         self.claims = AskClaims() if claims is None else claims
         self.core = core
         self.store = store
+        self._write_batch = batch_writer(store)  # (a decision's writes: ``_write``)
         self.on_outside = on_outside
         self.on_thread = on_thread
         self.now = now
@@ -537,7 +540,7 @@ class SupervisorActor(FastInboxActor):
         writes = decision.writes
         if writes:
             try:
-                write_all(self.store, writes)
+                self._write_batch(writes)
             except Exception as exc:  # the effects are lost, not a root's answer
                 self._lost(exc, decision.effects)
                 raise

@@ -83,6 +83,12 @@ class MemoryStore(RunStore):
             getattr(cls, name) is getattr(MemoryStore, name)
             for name in ("save_run", "append_event", "save_outcome")
         )
+        cls._batch_is_lock = cls.batch is MemoryStore.batch
+
+    _batch_is_lock = True
+    """Whether ``batch`` is the store's lock and nothing more, so that ``_apply_batch`` (which
+    takes the lock) may stand for a batch opened around it (``FencedStore.write_batch``):
+    not in a subclass that overrides ``batch`` (a store numbering its transactions)."""
 
     def batch(self) -> AbstractContextManager[None]:
         """The store's lock: nothing else to do, and the supervisor opens one per message
@@ -94,7 +100,12 @@ class MemoryStore(RunStore):
         would wait on the supervisor's lock."""
         return MailRecording.SUPERVISOR
 
-    def _apply_batch(self, writes: Sequence[Write], skip: Collection[int] = ()) -> None:
+    def _apply_batch(
+        self,
+        writes: Sequence[Write],
+        skip: Collection[int] = (),
+        fence: tuple[str, int] | None = None,
+    ) -> None:
         """A batch's ``writes`` in order, but those at the places in ``skip``, in one call
         under one hold of the lock (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
@@ -110,11 +121,17 @@ class MemoryStore(RunStore):
         the way of every run no call: a record, an event or an outcome kept anew is undone
         by the write itself (its key out again, its event popped); only a value a write
         replaces is kept (``replaced``, by the write's place), and any other kind of write
-        takes its undo step before it (``undo_of``)."""
+        takes its undo step before it (``undo_of``).
+
+        ``fence`` (an owner and its epoch): checked first, under the same hold of the lock
+        (``FencedStore.write_batch``: the batch, its fence and its writes in this one call,
+        not a fenced batch opened and closed around it)."""
         runs, outcomes, journals = self._runs, self._outcomes, self._journals
         replaced: dict[int, Any] = {}
         i = -1
         with self._lock:
+            if fence is not None:  # (nothing written yet: a refusal leaves nothing to undo)
+                self.check_fence(*fence)
             try:
                 if not self._direct:
                     for i, write in enumerate(writes):
