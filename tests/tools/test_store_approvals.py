@@ -22,7 +22,7 @@ from subagents.supervision.limits import Limits
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox_exec import kernel_abi
 
-from .conftest import WAIT
+from .conftest import WAIT, wait_until
 from .test_ask_user import ASKER, QUESTIONS
 
 
@@ -324,14 +324,14 @@ while not os.path.exists("stop"):
 
 @pytest.mark.skipif(kernel_abi() < 1, reason="the kernel offers no Landlock")
 def test_a_command_cannot_answer_its_own_approval_to_leave_the_sandbox(tmp_path: Path) -> None:
-    """A trial: the store in the workspace, a Bash of an acceptEdits run started a
-    background process that answered the run's pending approvals in it; the call it asked
-    for, run outside the sandbox, wrote outside the workspace. With the store in reach of
-    the runs' commands, no call may leave the sandbox."""
+    """A trial: a Bash of an acceptEdits run starts a background process that answers the
+    run's pending approvals in the store, then asks to run outside the sandbox. With the
+    store in the workspace the runtime does not start (tests/tools/test_store_reach.py);
+    beside it, the kernel refuses the process the store: the ask waits for a person."""
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     workspace.mkdir()
     outside.mkdir()
-    store = workspace / "runs.sqlite3"
+    store = store_beside(workspace)
     source = [p for p in sys.path if (Path(p) / "subagents").is_dir()]
     (workspace / "approver.py").write_text(APPROVER.format(path=source, store=str(store)))
     start = f"nohup setsid {sys.executable} approver.py > approver.log 2>&1 &"
@@ -339,13 +339,19 @@ def test_a_command_cannot_answer_its_own_approval_to_leave_the_sandbox(tmp_path:
     calls = [{"name": "Bash", "input": {"command": start}}, {"name": "Bash", "input": leave}]
     model = ScriptedModel({"worker": [{"tool_calls": [c]} for c in calls] + ["done"]})
     permissions = Permissions(mode="acceptEdits", allow=("Bash",))
+    log = workspace / "approver.log"
     try:
         with Runtime([agent("worker")], model=model, workspace=workspace, store=store,
                      approve="store", permissions=permissions) as rt:  # fmt: skip
-            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
-            assert rt.store.list_approvals(pending=False) == []  # nothing was even asked
+            asks = Asks(rt)
+            handle = rt.spawn("worker", "go")
+            ask = asks.wait(1)
+            wait_until(lambda: log.exists() and "Error" in log.read_text(), what="approver fails")
+            assert "Permission denied" in log.read_text()
+            assert [a.approval_id for a in rt.approvals()] == [ask]  # still pending
+            rt.answer(ask, False, "no")
+            assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     finally:
         (workspace / "stop").touch()
     assert not (outside / "escaped").exists()
-    shown = results(model, "worker")[1]
-    assert shown.is_error and "no command may run outside the sandbox here" in shown.content
+    assert results(model, "worker")[1].is_error

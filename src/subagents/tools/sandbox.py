@@ -147,9 +147,6 @@ class Sandbox:
     """None: reads are not restricted. Else processes may read (and run) only under these
     paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
     the owner hides the rest (``~/.ssh``...)."""
-    store_within: str | None = None
-    """The store's file, when it is under what runs that write may write (set by the
-    runtime): then no command may leave the sandbox (``RunSandbox.exit_refusal``)."""
 
     @classmethod
     def coerce(
@@ -194,18 +191,6 @@ class Sandbox:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
         return dataclasses.replace(self, abi=abi)
 
-    def writer_of(self, path: Path, workspace: Path) -> Path | None:
-        """The directory through which the processes of a run that may write could change
-        ``path`` (the workspace or an owner's ``writable``), or None: not with Landlock off,
-        where nothing is held anyway."""
-        if not (self.enabled and self.abi):
-            return None
-        real = Path(os.path.realpath(path))
-        for top in (workspace, *(Path(p) for p in self.writable)):
-            if real.is_relative_to(top):
-                return top
-        return None
-
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
         definition can turn it off, never on where the owner's setting for the mode is off."""
@@ -236,16 +221,6 @@ class Sandbox:
             tool_env=self.tool_env,
             refusal=self._refusal(read_only, why),
             readable=readable,
-            exit_refusal=self._exit_refusal(),
-        )
-
-    def _exit_refusal(self) -> str | None:
-        if self.store_within is None:
-            return None
-        return (
-            f"no command may run outside the sandbox here: the run store {self.store_within}"
-            " is inside what commands may write, so a command could answer its own approval"
-            " (the owner can keep the store elsewhere)"
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -275,8 +250,6 @@ class RunSandbox:
     """Why no process may start (a read-only run without Landlock), or None."""
     readable: tuple[Path, ...] | None = None
     """Where its processes may read and run (None: anywhere)."""
-    exit_refusal: str | None = None
-    """Why no call may run outside the sandbox (``dangerouslyDisableSandbox``), or None."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).

@@ -1,0 +1,140 @@
+"""The run store out of the runs' reach: a runtime whose runs' commands could write its
+store's file does not start.
+
+Why: the store holds every run's record, budget and permission ceiling, and the pending
+approvals (``approve="store"``). A trial (session 16) kept the store in the workspace: a
+run's background Bash answered the run's own pending approval, one asking to leave the
+sandbox, and the command then wrote outside it. Landlock grants writes per directory tree
+and cannot take one file out of a tree it grants, so the only holding answer is a store
+outside every tree a writing run's processes may write: checked here at start, before a
+run exists, by the store's directory (SQLite makes its ``-wal``, ``-shm`` and ``-journal``
+files there) against
+
+- the workspace, and the git directories a worktree workspace commits to;
+- the owner's extra writable directories (``Sandbox(writable=...)``);
+- where ``isolation: worktree`` runs get theirs: ``<repo>/.claude/worktrees`` and the
+  repository's ``objects``, ``refs``, ``logs`` and ``worktrees`` (``isolation/worktrees.py``).
+
+A runtime whose runs start no process is not refused: one in ``plan`` mode (its runs'
+processes write nothing but their temporary directory), or one without ``Bash``, hooks and
+stdio MCP servers. Its file tools, which run outside the sandbox, refuse the store's files
+wherever it is (``tools.sealed``).
+
+Without a sandbox (``Runtime(sandbox=False)``, or a kernel without Landlock) the runs'
+commands have the user's rights: the store is as open to them as every other file of the
+user, wherever it is. The runtime then says so at start rather than refusing: refusing
+would leave such a machine no way to run commands at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from subagents.logs import get_logger
+from subagents.mcp.config import StdioServer
+from subagents.mcp.hub import McpHub
+from subagents.store.base import RunStore, StoreError
+from subagents.tools.permissions import Permissions
+from subagents.tools.sandbox import Sandbox, git_dirs_of_worktree
+from subagents.tools.sealed import SealedFiles
+from subagents.tools.workspace import Workspace
+
+log = get_logger("subagents.runtime")
+
+FIX = (
+    "Keep the store elsewhere (Runtime(store=...), --state PATH, $SUBAGENTS_STATE) or give"
+    " the runs another workspace (Runtime(workspace=...), --workspace DIR)"
+)
+
+
+class StoreInReach(StoreError):
+    """The runtime's SQLite store lies where its runs' commands may write: it does not
+    start (the message names the store, the writable directory and the fix)."""
+
+
+def store_path(store: RunStore) -> Path | None:
+    """The SQLite file of ``store``, or None (a database server's, or in memory)."""
+    path = getattr(store, "path", None)
+    return path if isinstance(path, Path) else None
+
+
+def sealed_files(store: RunStore) -> SealedFiles | None:
+    """The store's files, which no file tool may touch (None: it has none)."""
+    path = store_path(store)
+    return None if path is None else SealedFiles.of_store(path)
+
+
+def starts_processes(tools: Mapping[str, Any], allow_hooks: bool, mcp: McpHub | None) -> bool:
+    """Whether a run could start a process: Bash, a hook, or a stdio MCP server (the
+    runtime's own, or a definition's when definitions' commands are allowed)."""
+    if "Bash" in tools or allow_hooks:
+        return True
+    if mcp is None:
+        return False
+    return mcp.allow_commands or any(
+        isinstance(server.config, StdioServer) for server in mcp.servers.values()
+    )
+
+
+def check_store_reach(
+    sandbox: Sandbox,
+    store: RunStore,
+    workspace: Workspace,
+    permissions: Permissions,
+    *,
+    processes: bool,
+) -> None:
+    """``StoreInReach`` when a writing run's processes could write the store's directory;
+    a warning when no sandbox holds them at all. ``processes``: whether runs can start any
+    (``starts_processes``)."""
+    path = store_path(store)
+    if path is None or permissions.mode == "plan" or not processes:
+        return
+    if not (sandbox.enabled and sandbox.abi):
+        log.warning(
+            "the runs' commands run without a sandbox: one could rewrite the run store"
+            " (answer its own approvals, change records), as any other file of this user",
+            store=str(path),
+        )
+        return
+    directory = Path(os.path.realpath(path)).parent
+    for root, what in writable_roots(sandbox, workspace.root):
+        if directory.is_relative_to(root):
+            raise StoreInReach(
+                f"the run store {path} is inside {root} ({what}), which the commands of"
+                " runs may write: a run could rewrite the store, answer its own approvals"
+                f" and change records. {FIX}"
+            )
+
+
+def writable_roots(sandbox: Sandbox, workspace: Path) -> list[tuple[Path, str]]:
+    """Every directory a writing run's processes may write, with what it is."""
+    roots = [(workspace, "the workspace")]
+    for extra in sandbox.writable:
+        roots.append((Path(extra), "a Sandbox(writable=...) directory"))
+    for git in git_dirs_of_worktree(workspace):
+        roots.append((git, "a git directory the workspace's worktree commits to"))
+    for place in isolation_roots(workspace):
+        roots.append((place, "where isolation: worktree runs write"))
+    return roots
+
+
+def isolation_roots(workspace: Path) -> list[Path]:
+    """Where the worktrees of ``isolation: worktree`` runs and their git directories go,
+    when the workspace is in a git repository (``isolation/worktrees.py``)."""
+    for top in (workspace, *workspace.parents):
+        marker = top / ".git"
+        if marker.is_dir():
+            shared = [marker / name for name in ("objects", "refs", "logs", "worktrees")]
+            break
+        if marker.is_file():
+            dirs = git_dirs_of_worktree(top)
+            shared = [dirs[0].parent, *dirs[1:]] if dirs else []  # <common>/worktrees/<name>
+            break
+    else:
+        return []
+    places = [top / ".claude" / "worktrees", *shared]
+    return [Path(os.path.realpath(place)) for place in places]

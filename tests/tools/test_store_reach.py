@@ -1,0 +1,195 @@
+"""No run can rewrite the run store: a runtime whose runs' commands could write it does not
+start; where one starts with the store in its workspace (plan mode, no process-starting
+tool), the runs' commands (on the real kernel, Landlock) and the file tools cannot touch it.
+Real runtimes, a real SQLite file, real Bash in the real sandbox."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunStatus, ToolResultBlock
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime
+from subagents.runtime._store_reach import StoreInReach
+from subagents.store.sqlite import SQLiteStore
+from subagents.tools.builtin import builtin_tools
+from subagents.tools.errors import ToolError
+from subagents.tools.filestate import write_text
+from subagents.tools.permissions import Permissions
+from subagents.tools.sandbox import Sandbox
+from subagents.tools.sandbox_exec import kernel_abi
+from subagents.tools.sealed import SealedFiles
+from subagents.tools.workspace import Workspace
+
+from .conftest import WAIT
+from .test_sandbox_runs import TRUSTING_BASH
+
+landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
+NO_BASH = [tool for name, tool in builtin_tools().items() if name != "Bash"]
+
+
+def agent(name: str) -> AgentSpec:
+    return AgentSpec(name=name, description=f"The {name} agent.", prompt="You act.")
+
+
+def calls(*uses: tuple[str, dict[str, Any]]) -> ScriptedModel:
+    steps: list[Any] = [{"tool_calls": [{"name": n, "input": i}]} for n, i in uses]
+    return ScriptedModel({"worker": [*steps, "done"]})
+
+
+def results(model: ScriptedModel) -> list[ToolResultBlock]:
+    return [
+        b
+        for r in model.requests
+        if r.messages[-1].role == "user"
+        for b in r.messages[-1].content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+@landlock
+@pytest.mark.parametrize("where", ["workspace", "writable"])
+def test_a_runtime_whose_commands_could_write_its_store_does_not_start(
+    tmp_path: Path, where: str
+) -> None:
+    workspace, extra = tmp_path / "ws", tmp_path / "cache"
+    workspace.mkdir()
+    extra.mkdir()
+    holder = workspace if where == "workspace" else extra
+    store = holder / "state" / "runs.sqlite3"
+    sandbox = Sandbox(writable=(str(extra),))
+    with pytest.raises(StoreInReach) as refused:
+        Runtime([agent("worker")], workspace=workspace, store=store, sandbox=sandbox)
+    said = str(refused.value)
+    assert f"the run store {store} is inside {holder}" in said
+    what = "the workspace" if where == "workspace" else "a Sandbox(writable=...) directory"
+    assert f"({what}), which the commands of runs may write" in said
+    assert "--state PATH, $SUBAGENTS_STATE" in said and "--workspace DIR" in said
+
+
+@landlock
+def test_a_plan_runtime_starts_and_its_commands_cannot_write_the_store_in_its_workspace(
+    tmp_path: Path,
+) -> None:
+    """Plan mode: the runs' processes write nothing but their temporary directory, so the
+    runtime starts; a Bash that lets every line through tries the store's files."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    rewrite = "import sqlite3; c = sqlite3.connect('state/runs.sqlite3'); c.execute('delete from runs'); c.commit()"  # noqa: E501
+    commands = [
+        "echo x >> state/runs.sqlite3",
+        "touch state/runs.sqlite3-journal",
+        "rm -f state/runs.sqlite3-wal state/runs.sqlite3-shm",
+        f'{sys.executable} -c "{rewrite}"',
+    ]
+    model = calls(*(("Bash", {"command": c}) for c in commands))
+    with Runtime(
+        [agent("worker")],
+        model=model,
+        workspace=tmp_path,
+        store=store,
+        permissions="plan",
+        tools=[TRUSTING_BASH],
+    ) as rt:
+        run = rt.run("worker", "try the store", wait=WAIT)
+        assert run.status is RunStatus.COMPLETED
+        assert [r.run_id for r in rt.store.list_runs()] == [run.run_id]
+    shown = results(model)
+    assert len(shown) == len(commands)
+    assert all(
+        "Permission denied" in r.content
+        or "readonly database" in r.content
+        or "unable to open" in r.content
+        for r in shown
+    ), shown
+    assert not (tmp_path / "state" / "runs.sqlite3-journal").exists()
+
+
+def tool_uses(store: Path, workspace: Path) -> list[tuple[str, dict[str, Any]]]:
+    """File tool calls naming the store's files every way: each must be refused."""
+    (workspace / "sub").mkdir()
+    (workspace / "link").symlink_to(store)
+    (workspace / "linked-dir").symlink_to(store.parent)
+    os.link(store, workspace / "hard")
+    rel = store.relative_to(workspace).as_posix()
+    return [
+        ("Read", {"file_path": str(store)}),
+        ("Read", {"file_path": str(workspace / "link")}),
+        ("Read", {"file_path": str(workspace / "hard")}),
+        ("Write", {"file_path": f"{workspace}/sub/../{rel}-wal", "content": "x"}),
+        ("Write", {"file_path": f"{workspace}/{rel}-journal", "content": "x"}),
+        ("Write", {"file_path": f"{workspace}/linked-dir/runs.sqlite3-shm", "content": "x"}),
+        ("Write", {"file_path": f"{workspace}/state/RUNS.SQLITE3", "content": "x"}),
+        ("Edit", {"file_path": str(workspace / "link"), "old_string": "a", "new_string": "b"}),
+        ("NotebookEdit", {"notebook_path": str(store), "new_source": "x", "cell_id": "0"}),
+    ]
+
+
+def test_the_file_tools_refuse_the_stores_files_however_they_are_named(tmp_path: Path) -> None:
+    """No process-starting tool: the runtime starts with its store in the workspace, and
+    its file tools (outside the sandbox) refuse the store by name, symlink, hardlink, ``..``
+    and case."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    SQLiteStore(store).close()
+    model = calls(*tool_uses(store, tmp_path))
+    permissions = Permissions(mode="acceptEdits")
+    with Runtime(
+        [agent("worker")], workspace=tmp_path, store=store, tools=NO_BASH, builtin_tools=False,
+        permissions=permissions, model=model,
+    ) as rt:  # fmt: skip
+        run = rt.run("worker", "try the store", wait=WAIT)
+        assert run.status is RunStatus.COMPLETED
+    shown = results(model)
+    assert len(shown) == 9
+    for result in shown:
+        assert result.is_error and f"a file of the run store {store}" in result.content, result
+    left = sorted(p.name for p in store.parent.iterdir())
+    assert not any(name.endswith("-journal") or name.isupper() for name in left), left
+
+
+def test_a_write_is_refused_in_the_stores_directory_moved_in_after_the_check(
+    tmp_path: Path,
+) -> None:
+    """A path checked in an ordinary directory, whose place the store's directory takes
+    before the write (a run's process renaming directories): the write, made relative to
+    the directory it opens, sees the store's and refuses."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "runs.sqlite3").write_text("records")
+    (tmp_path / "plain").mkdir()
+    sealed = SealedFiles.of_store(tmp_path / "state" / "runs.sqlite3")
+    workspace = Workspace(tmp_path, sealed=sealed)
+    checked = workspace.resolve("plain/runs.sqlite3")
+    (tmp_path / "plain").rename(tmp_path / "old")
+    (tmp_path / "state").rename(tmp_path / "plain")
+    with pytest.raises(ToolError, match="it is a file of the run store"):
+        write_text(checked, "rewritten", "plain/runs.sqlite3", root=tmp_path, sealed=sealed)
+    assert (tmp_path / "plain" / "runs.sqlite3").read_text() == "records"
+
+
+@pytest.mark.skipif(kernel_abi() < 1, reason="no Landlock: the runtime warns instead")
+def test_subagents_run_in_the_home_directory_says_what_to_do(tmp_path: Path) -> None:
+    """The default store is under ~/.local/state: a run started in the home directory would
+    have it in its workspace. The command refuses, naming the store and the ways out."""
+    home = tmp_path / "home"
+    (home / "team").mkdir(parents=True)
+    (home / "team" / "quick.md").write_text(
+        "---\nname: quick\ndescription: Answers.\nscript:\n  - text: hi\n---\nYou answer.\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SUBAGENTS_", "XDG_")) and k != "ANTHROPIC_API_KEY"
+    }
+    env["HOME"] = str(home)
+    argv = [sys.executable, "-m", "subagents.cli.main", "run", "quick", "hi", "--agents", "team"]
+    done = subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode != 0, done.stdout
+    store = home / ".local" / "state" / "subagents" / "runs.sqlite3"
+    assert f"the run store {store} is inside {home} (the workspace)" in done.stderr
+    assert "--state PATH" in done.stderr and "--workspace DIR" in done.stderr
