@@ -69,7 +69,7 @@ from subagents.runtime._run_handle import RunHandle, landed
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
-from subagents.runtime._store_reach import sealed_files
+from subagents.runtime._store_reach import workspace_of
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
@@ -188,8 +188,7 @@ class Runtime:
         self.registry = hosting.start_registry(catalog, given.hot_reload_s)
         self._definitions = Definitions(self.registry)
         self.model = model_for(given.model, list(self._agents().values()))
-        root = given.workspace if given.workspace is not None else os.getcwd()
-        self.workspace = Workspace(root, sealed=sealed_files(self.store))
+        self.workspace = workspace_of(given.workspace, self.store)
         self.permissions = Permissions.coerce(given.permissions)
         self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
             self.workspace.root,

@@ -67,6 +67,13 @@ def sealed_files(store: RunStore) -> SealedFiles | None:
     return None if path is None else SealedFiles.of_store(path)
 
 
+def workspace_of(given: str | os.PathLike[str] | None, store: RunStore) -> Workspace:
+    """The runtime's workspace (default: the working directory), its file tools kept off
+    the store's files."""
+    root = given if given is not None else os.getcwd()
+    return Workspace(root, sealed=sealed_files(store))
+
+
 def starts_processes(tools: Mapping[str, Any], allow_hooks: bool, mcp: McpHub | None) -> bool:
     """Whether a run could start a process: Bash, a hook, or a stdio MCP server (the
     runtime's own, or a definition's when definitions' commands are allowed)."""
