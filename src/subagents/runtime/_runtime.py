@@ -81,7 +81,6 @@ from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
-from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
 
