@@ -1,6 +1,7 @@
 """No run can rewrite the run store: a runtime whose runs' commands could write it does not
-start; where one starts with the store in its workspace (plan mode, no process-starting
-tool), the runs' commands (on the real kernel, Landlock) and the file tools cannot touch it.
+start; with the store out of their reach the runs' commands (on the real kernel, Landlock)
+cannot touch it, and the file tools refuse its files wherever it is (a runtime whose runs
+start no process may keep it in the workspace).
 Real runtimes, a real SQLite file, real Bash in the real sandbox."""
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from subagents.tools.sealed import SealedFiles
 from subagents.tools.workspace import Workspace
 
 from .conftest import WAIT
-from .test_sandbox_runs import TRUSTING_BASH
 
 landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
 NO_BASH = [tool for name, tool in builtin_tools().items() if name != "Bash"]
@@ -55,10 +55,14 @@ def results(model: ScriptedModel) -> list[ToolResultBlock]:
 
 
 @landlock
-@pytest.mark.parametrize("where", ["workspace", "writable"])
+@pytest.mark.parametrize(
+    ("where", "mode"),
+    [("workspace", "default"), ("writable", "acceptEdits"), ("workspace", "plan")],
+)
 def test_a_runtime_whose_commands_could_write_its_store_does_not_start(
-    tmp_path: Path, where: str
+    tmp_path: Path, where: str, mode: str
 ) -> None:
+    """Plan mode too: a run whose plan is approved goes on in a writing mode."""
     workspace, extra = tmp_path / "ws", tmp_path / "cache"
     workspace.mkdir()
     extra.mkdir()
@@ -66,7 +70,9 @@ def test_a_runtime_whose_commands_could_write_its_store_does_not_start(
     store = holder / "state" / "runs.sqlite3"
     sandbox = Sandbox(writable=(str(extra),))
     with pytest.raises(StoreInReach) as refused:
-        Runtime([agent("worker")], workspace=workspace, store=store, sandbox=sandbox)
+        Runtime(
+            [agent("worker")], workspace=workspace, store=store, sandbox=sandbox, permissions=mode
+        )
     said = str(refused.value)
     assert f"the run store {store} is inside {holder}" in said
     what = "the workspace" if where == "workspace" else "a Sandbox(writable=...) directory"
@@ -75,27 +81,27 @@ def test_a_runtime_whose_commands_could_write_its_store_does_not_start(
 
 
 @landlock
-def test_a_plan_runtime_starts_and_its_commands_cannot_write_the_store_in_its_workspace(
+def test_a_commands_writes_to_the_store_beside_its_workspace_fail_in_the_sandbox(
     tmp_path: Path,
 ) -> None:
-    """Plan mode: the runs' processes write nothing but their temporary directory, so the
-    runtime starts; a Bash that lets every line through tries the store's files."""
+    """The store kept out of reach: an editing run whose every Bash line is allowed tries
+    the store's files, and the kernel refuses each."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
     store = tmp_path / "state" / "runs.sqlite3"
-    rewrite = "import sqlite3; c = sqlite3.connect('state/runs.sqlite3'); c.execute('delete from runs'); c.commit()"  # noqa: E501
+    rewrite = (
+        f"import sqlite3; c = sqlite3.connect('{store}'); c.execute('delete from runs'); c.commit()"
+    )
     commands = [
-        "echo x >> state/runs.sqlite3",
-        "touch state/runs.sqlite3-journal",
-        "rm -f state/runs.sqlite3-wal state/runs.sqlite3-shm",
+        f"echo x >> {store}",
+        f"touch {store}-journal",
+        f"rm -f {store}-wal {store}-shm",
         f'{sys.executable} -c "{rewrite}"',
     ]
     model = calls(*(("Bash", {"command": c}) for c in commands))
+    permissions = Permissions(mode="acceptEdits", allow=("Bash",))
     with Runtime(
-        [agent("worker")],
-        model=model,
-        workspace=tmp_path,
-        store=store,
-        permissions="plan",
-        tools=[TRUSTING_BASH],
+        [agent("worker")], model=model, workspace=workspace, store=store, permissions=permissions
     ) as rt:
         run = rt.run("worker", "try the store", wait=WAIT)
         assert run.status is RunStatus.COMPLETED
@@ -108,7 +114,7 @@ def test_a_plan_runtime_starts_and_its_commands_cannot_write_the_store_in_its_wo
         or "unable to open" in r.content
         for r in shown
     ), shown
-    assert not (tmp_path / "state" / "runs.sqlite3-journal").exists()
+    assert not Path(f"{store}-journal").exists()
 
 
 def tool_uses(store: Path, workspace: Path) -> list[tuple[str, dict[str, Any]]]:

@@ -356,7 +356,7 @@ def agent_env(
         raise TypeError(f"approve must be a callable or 'store', got {given.approve!r}")
     sandbox = Sandbox.coerce(given.sandbox, given.tool_env)
     commands = starts_processes(tools, allow_hooks, mcp)
-    check_store_reach(sandbox, store, workspace, permissions, processes=commands)
+    check_store_reach(sandbox, store, workspace, processes=commands)
     return AgentEnv(
         model=model,
         agents=agents,

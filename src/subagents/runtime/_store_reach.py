@@ -15,10 +15,12 @@ files there) against
 - where ``isolation: worktree`` runs get theirs: ``<repo>/.claude/worktrees`` and the
   repository's ``objects``, ``refs``, ``logs`` and ``worktrees`` (``isolation/worktrees.py``).
 
-A runtime whose runs start no process is not refused: one in ``plan`` mode (its runs'
-processes write nothing but their temporary directory), or one without ``Bash``, hooks and
-stdio MCP servers. Its file tools, which run outside the sandbox, refuse the store's files
-wherever it is (``tools.sealed``).
+A runtime whose runs start no process (no ``Bash``, hooks or stdio MCP servers) is not
+refused: its file tools, which run outside the sandbox, refuse the store's files wherever it
+is (``tools.sealed``). A ``plan`` runtime is refused like any other: its runs' processes
+write only their temporary directory, but a run whose plan is approved (ExitPlanMode) goes
+on in a writing mode (``behaviour/plan_exit.py``), and then its commands could write the
+store and answer its later asks.
 
 Without a sandbox (``Runtime(sandbox=False)``, or a kernel without Landlock) the runs'
 commands have the user's rights: the store is as open to them as every other file of the
@@ -37,7 +39,6 @@ from subagents.logs import get_logger
 from subagents.mcp.config import StdioServer
 from subagents.mcp.hub import McpHub
 from subagents.store.base import RunStore, StoreError
-from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox, git_dirs_of_worktree
 from subagents.tools.sealed import SealedFiles
 from subagents.tools.workspace import Workspace
@@ -90,7 +91,6 @@ def check_store_reach(
     sandbox: Sandbox,
     store: RunStore,
     workspace: Workspace,
-    permissions: Permissions,
     *,
     processes: bool,
 ) -> None:
@@ -98,7 +98,7 @@ def check_store_reach(
     a warning when no sandbox holds them at all. ``processes``: whether runs can start any
     (``starts_processes``)."""
     path = store_path(store)
-    if path is None or permissions.mode == "plan" or not processes:
+    if path is None or not processes:
         return
     if not (sandbox.enabled and sandbox.abi):
         log.warning(
