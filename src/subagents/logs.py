@@ -9,16 +9,47 @@ structlog itself keeps its own configuration. The command line gives its setting
 structlog itself is imported at the first line logged that its level lets through (or a
 configuration, or a Runtime starting), not with this module: it imports rich's tracebacks,
 its pretty-printer and asyncio, which most commands and many embedding programs never need.
+
+``printable`` is here too: a log line for a person and every view of the command line
+(``cli/output.py``, above this layer) must escape exactly the same characters, and a second
+copy of the list drifted once (the Arabic letter mark was added to one only).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 from types import ModuleType
 from typing import Any, TextIO
+
+UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+"""What text from a task, a model, mail or a file must not send to a terminal: C0 controls
+but tab and newline (ESC starts colour, cursor and title sequences; BEL rings; CR overwrites
+a line), DEL, the C1 controls (``\x9b`` is an 8-bit CSI), the bidirectional marks and
+overrides that make text read backwards (the Arabic letter mark U+061C among them), and the
+line and paragraph separators U+2028/U+2029 (a line break to some terminals and editors)."""
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a human view: every control character shown as an escape
+    (``\x1b[31m`` appears as the nine characters ``\\x1b[31m``), tabs and newlines kept.
+
+    Every human view passes task, result, mail, transcript and definition text through this;
+    ``--json`` escapes the same characters as JSON escapes instead (``cli/output.json_text``:
+    the document decodes to the exact text)."""
+    if not UNPRINTABLE.search(text):
+        return text
+    return UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _structlog() -> ModuleType:
@@ -168,9 +199,10 @@ def configure(
         tracebacks = structlog.dev.RichTracebackFormatter(
             color_system="truecolor" if colors else None, show_locals=False
         )
-        processors.append(
-            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=tracebacks)
-        )
+        processors += [
+            _printable_values,
+            structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=tracebacks),
+        ]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
@@ -179,6 +211,18 @@ def configure(
         logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+
+
+def _printable_values(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """Every text of a line meant for a person made ``printable``: the console renderer
+    writes a string value as it is, and a log line names what agents, models and the store
+    said (a run's task, a tool's error, a host's name), so an escape sequence in one reached
+    the terminal raw. Other values are shown by their ``repr``, which escapes them already;
+    JSON lines escape control characters themselves and stay exact."""
+    for key, value in event_dict.items():
+        if type(value) is str and UNPRINTABLE.search(value):
+            event_dict[key] = printable(value)
+    return event_dict
 
 
 _METHOD_LEVELS = {

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 from clikit import Cli
 
-from subagents.messages import Lease, Outcome, RunRecord, RunStatus
+from subagents.messages import Event, EventKind, Lease, Outcome, RunRecord, RunStatus
 from subagents.store.leases import machine_id
 from subagents.store.sqlite import SQLiteStore
 
@@ -115,11 +115,38 @@ def test_the_views_of_hostile_rows_show_them_escaped(cli: Cli, args: tuple[str, 
 
 
 def test_json_keeps_the_hostile_strings_exact_and_escaped(cli: Cli) -> None:
-    """JSON escapes the C0 controls (ESC, BEL) itself; the reader gets the bytes stored."""
+    """JSON escapes the C0 controls (ESC, BEL) itself, and ``output.json_text`` the 8-bit
+    CSI and the bidirectional override msgspec writes raw; the reader gets the text stored."""
     proc = cli("info", ORPHAN, "--json")
     assert proc.returncode == 0, proc.stderr
-    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    _clean(proc)
     assert HOST in msgspec.json.decode(proc.stdout)["host"]
+
+
+def test_a_json_line_keeps_hostile_strings_exact_and_escaped(cli: Cli) -> None:
+    """The one-line JSON views (``events --json``, ``ps --watch --json``, ``log -f --json``,
+    ``run --json``) write through ``output.json_line``: ``events --json`` over an event
+    whose data holds the hostile text."""
+    with SQLiteStore(cli.state) as store:
+        store.append_event(
+            Event(kind=EventKind.FAILED, run_id=ENDED, agent=AGENT, root_run_id=ENDED,
+                  data={"error": HOST})
+        )  # fmt: skip
+    proc = cli("events", "--since", "1h", "--no-follow", "--json")
+    assert proc.returncode == 0, proc.stderr
+    _clean(proc)
+    lines = [msgspec.json.decode(line) for line in proc.stdout.splitlines() if line]
+    assert [line["event"]["data"]["error"] for line in lines] == [HOST], lines
+
+
+def test_a_busy_store_met_by_stop_names_the_stalled_host_escaped(cli: Cli) -> None:
+    """``stop`` writes: with the store's write lock held it fails after its busy timeout,
+    naming the stalled host likely holding it (as ``resume`` does), escaped."""
+    with _write_lock_held(cli.state):
+        proc = cli("stop", ORPHAN)
+    assert proc.returncode == 1, proc.stderr
+    said = _clean(proc)
+    assert "busy" in said and f"held by a host stopped or hung inside a write: {SHOWN}" in said
 
 
 @contextlib.contextmanager
@@ -132,3 +159,14 @@ def _write_lock_held(path: Path) -> Iterator[None]:
     finally:
         lock.execute("ROLLBACK")
         lock.close()
+
+
+def test_a_hostile_run_id_is_shortened_escaped() -> None:
+    """A run's id is the store's text too: the live views' short form of one holding an
+    escape sequence shows it escaped (``short_id``, ``short_ids``)."""
+    from subagents.cli.state import short_id, short_ids
+
+    hostile = "r1a2000000\x1b[2J\x1b]0;x\x07"
+    assert short_id(hostile) == "2J\\x1b]0;x\\x07"  # its last 8 characters
+    shown = short_ids([hostile], [hostile, "r1a2000000zzzzzzzz"])[hostile]
+    assert "\x1b" not in shown and shown.endswith("\\x1b]0;x\\x07"), shown

@@ -49,7 +49,7 @@ def answer(args: argparse.Namespace, allow: bool) -> int:
     reason = None if args.reason is None else utf8_text(args.reason, "--reason")
     remember = getattr(args, "remember", None)
     remember = None if remember is None else utf8_text(remember, "--remember")
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)
         approval_id = resolve_approval(store, args.approval_ref)
         try:

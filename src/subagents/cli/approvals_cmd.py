@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)
         root = resolve(store, args.run_ref).root_run_id if args.run_ref else None
         listed = store.list_approvals(pending=not args.all, root_run_id=root)

@@ -128,9 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
-    import msgspec
-
-    from subagents.cli.output import console, printable
+    from subagents.cli.output import console, json_line, printable
     from subagents.cli.state import open_store, store_label
     from subagents.cli.summary import print_next_steps, print_outcome
 
@@ -157,7 +155,7 @@ def _demo(args: argparse.Namespace, folder: Path, repo: Path) -> int:
             "diff": diff,
             "tests_pass": tests.returncode == 0,
         }
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+        sys.stdout.write(json_line(document))
     else:
         print_outcome(out, outcome, records)
         out.print()

@@ -85,15 +85,23 @@ def reports_errors(name: str) -> Callable[[Body], Body]:
 
 
 @contextlib.contextmanager
-def store_errors() -> Iterator[None]:
+def store_errors(store: InspectedStore | None = None) -> Iterator[None]:
     """A ``StoreError`` raised inside (the file damaged, locked, the cluster's store lost)
-    becomes a ``CliError`` saying it, so the command exits 1 with one line, not a trace."""
-    from subagents.store.base import StoreError
+    becomes a ``CliError`` saying it, so the command exits 1 with one line, not a trace;
+    given the ``store``, a busy one's line names the stalled hosts likely holding its lock
+    (``runtime_args.stalled_holders``), as a command that starts a Runtime does: ``stop``
+    and ``send`` write, and said only that the store was locked."""
+    from subagents.store.base import StoreBusy, StoreError
 
     try:
         yield
     except StoreError as exc:
-        raise CliError(str(exc)) from exc
+        said = str(exc)
+        if store is not None and isinstance(exc, StoreBusy):
+            from subagents.cli.runtime_args import stalled_holders
+
+            said += stalled_holders(store)
+        raise CliError(said) from exc
 
 
 class Inspection(NamedTuple):
@@ -110,7 +118,7 @@ class Inspection(NamedTuple):
 def inspecting(args: argparse.Namespace) -> Iterator[Inspection]:
     """The store ``args`` names, open for the block (closed after it), the hosts alive, and
     the run ``args.run_ref`` names; a ``StoreError`` inside the block is a ``CliError``."""
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)  # before the run (state.liveness says why)
         yield Inspection(store, alive, resolve(store, args.run_ref))
 

@@ -48,7 +48,7 @@ def _ended_run(args: argparse.Namespace) -> RunRecord:
 
     store = open_inspected_store(args)  # the file --state names, or the cluster's (--ray)
     try:
-        with store_errors():
+        with store_errors(store):
             record = resolve(store, args.run_ref)
     finally:
         store.close()

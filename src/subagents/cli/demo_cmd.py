@@ -78,10 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace, folder: Path) -> int:
-    import msgspec
-
     from subagents.cli.live import LiveTree, watch
-    from subagents.cli.output import console
+    from subagents.cli.output import console, json_line
     from subagents.cli.state import open_store, store_label
     from subagents.cli.summary import print_next_steps, print_outcome
     from subagents.models.scripted import ScriptedModel
@@ -141,7 +139,7 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
                     "events": events,
                     "store": store_label(store),
                 }
-                sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+                sys.stdout.write(json_line(document))
             else:
                 print_outcome(out, outcome, records)
                 print_next_steps(out, store_label(store), handle.run_id, records)

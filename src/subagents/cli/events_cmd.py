@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("give --root RUN or --run RUN, not both", EXIT_USAGE)
     kinds = parse_kinds(args.kind)
     since, until = _times(args, time.time())
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         root = resolve(store, args.root).root_run_id if args.root else None
         one = resolve(store, args.run).run_id if args.run else None
         wanted = Filter(root=root, run=one, agent=args.agent, kinds=kinds, since=since)
@@ -173,13 +173,11 @@ def follow(
 
 
 def _print(stored: StoredEvent, *, as_json: bool) -> None:
+    from subagents.cli import output
+
     if as_json:
-        import msgspec
-
-        sys.stdout.write(msgspec.json.encode(stored).decode() + "\n")
+        sys.stdout.write(output.json_line(stored))
     else:
-        from subagents.cli import output
-
         output.console().print(event_line(stored.event), soft_wrap=True)
     sys.stdout.flush()
 

@@ -173,7 +173,7 @@ def follow(
             new = new + writing.poll(store, record)  # what its model is writing now
         if as_json:
             for entry in new:
-                sys.stdout.write(msgspec.json.encode(entry).decode() + "\n")
+                sys.stdout.write(output.json_line(entry))
             sys.stdout.flush()
         else:
             show(out, record, new, header=header)

@@ -19,33 +19,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from subagents.logs import UNPRINTABLE
+from subagents.logs import printable as printable  # every view imports it from here
+
 PROG = "subagents"
-
-
-_UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
-)
-"""What text from a task, a model, mail or a file must not send to a terminal: C0 controls
-but tab and newline (ESC starts colour, cursor and title sequences; BEL rings; CR overwrites
-a line), DEL, the C1 controls (``\x9b`` is an 8-bit CSI), the bidirectional marks and
-overrides that make text read backwards (the Arabic letter mark U+061C among them), and the
-line and paragraph separators U+2028/U+2029 (a line break to some terminals and editors)."""
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a human view: every control character shown as an escape
-    (``\x1b[31m`` appears as the nine characters ``\\x1b[31m``), tabs and newlines kept.
-
-    Every human view passes task, result, mail, transcript and definition text through this;
-    ``--json`` never does (JSON escapes control characters itself, and stays exact)."""
-    if not _UNPRINTABLE.search(text):
-        return text
-    return _UNPRINTABLE.sub(_escape, text)
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def wants_color(stream: TextIO) -> bool:
@@ -132,9 +109,32 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def print_json(value: Any, *, stream: TextIO | None = None) -> None:
-    """``value`` as indented JSON (msgspec encodes Structs, enums, tuples) and a newline."""
+    """``value`` as indented JSON (msgspec encodes Structs, enums, tuples) and a newline,
+    every character ``printable`` escapes written as a JSON escape (``json_text``)."""
     stream = sys.stdout if stream is None else stream
-    stream.write(msgspec.json.format(msgspec.json.encode(value), indent=2).decode() + "\n")
+    stream.write(json_text(msgspec.json.format(msgspec.json.encode(value), indent=2)) + "\n")
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON and its newline (the streaming ``--json`` views: one
+    document per line), escaped as ``print_json`` is."""
+    return json_text(msgspec.json.encode(value)) + "\n"
+
+
+def json_text(encoded: bytes) -> str:
+    """JSON as msgspec encoded it, with DEL, the C1 controls, the bidirectional marks and
+    the line separators written as ``\\uXXXX`` escapes: msgspec escapes only the C0 controls,
+    so a run's result holding ``\\x9b`` (an 8-bit CSI) or U+202E reached a terminal raw through
+    ``--json``. Outside its strings JSON is ASCII, so each one found is inside a string and
+    its escape decodes to the very same text: the document stays exact."""
+    text = encoded.decode()
+    if not UNPRINTABLE.search(text):
+        return text
+    return UNPRINTABLE.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def warn(message: str) -> None:

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.retention_days is not None and not args.retention_days >= 0:
         raise CliError(f"--retention-days must be >= 0, got {args.retention_days}", EXIT_USAGE)
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         sweep = getattr(store, "sweep", None)
         if sweep is None:
             raise CliError(

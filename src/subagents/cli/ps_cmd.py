@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise CliError(f"--limit must be a positive number, got {args.limit}", EXIT_USAGE)
     parse_statuses(args.status)  # a bad --status is a usage error before the store is opened
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         chosen = selection(args, store)
         seq = store.last_event_seq() if args.watch else 0  # what the watch follows from
         alive = liveness(store)

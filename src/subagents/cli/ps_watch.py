@@ -18,9 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-import msgspec
-
-from subagents.cli.output import printable
+from subagents.cli.output import json_line, printable
 from subagents.cli.state import (
     ORPHANED,
     RESTARTING,
@@ -120,7 +118,7 @@ def _print(
     record: RunRecord, alive: Liveness, json_row: Callable[[RunRecord, Liveness], Any] | None
 ) -> None:
     if json_row is not None:
-        sys.stdout.write(msgspec.json.encode(json_row(record, alive)).decode() + "\n")
+        sys.stdout.write(json_line(json_row(record, alive)))
     else:
         sys.stdout.write(row_line(record, alive, time.time()) + "\n")
     sys.stdout.flush()

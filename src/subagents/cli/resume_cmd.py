@@ -112,7 +112,7 @@ def _left_to_their_hosts(
     left = [r for r in report.elsewhere if r in expected and r not in report.restarting]
     if not left:
         return None
-    with open_existing_store(args.state) as store, store_errors():
+    with open_existing_store(args.state) as store, store_errors(store):
         owners = Counter(
             record.owner or "?" for r in left if (record := store.get_run(r)) is not None
         )
@@ -143,7 +143,7 @@ def survey(
     """The orphaned runs to take (of the trees asked for), the unfinished runs live hosts
     keep, and the roots asked for (None: every orphan). ``CliError`` for a RUN given that is
     hosted by a live process or has ended."""
-    with open_existing_store(args.state) as store, store_errors():
+    with open_existing_store(args.state) as store, store_errors(store):
         alive = liveness(store)  # before the runs (state.liveness says why)
         unfinished = store.list_runs(statuses=live_statuses())
         roots: frozenset[str] | None = None

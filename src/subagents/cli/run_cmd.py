@@ -306,10 +306,8 @@ def _run(
     task: str,
     on_admitted: Callable[[str], None] | None = None,
 ) -> int:
-    import msgspec
-
     from subagents.cli.live import LiveTree, watch
-    from subagents.cli.output import console
+    from subagents.cli.output import console, json_line
     from subagents.cli.summary import print_outcome
     from subagents.logs import note
 
@@ -348,7 +346,7 @@ def _run(
     outcome = handle.result(timeout=0)
     records = rt.runs(root_run_id=handle.run_id)
     if args.json:
-        sys.stdout.write(msgspec.json.encode({"outcome": outcome, "runs": records}).decode() + "\n")
+        sys.stdout.write(json_line({"outcome": outcome, "runs": records}))
     else:
         print_outcome(out, outcome, records)
     return EXIT_FOR_STATUS.get(outcome.status, 1)

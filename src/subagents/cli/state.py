@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from subagents.logs import printable
+
 if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for them
     from collections.abc import Iterable
     from typing import Protocol, Self
@@ -295,8 +297,6 @@ def fail(command: str, exc: CliError) -> int:
     Printable: an error names what the store holds (a host name from a lease row, an agent's
     name, an error a run recorded), which another process could have written with terminal
     escape sequences in it."""
-    from subagents.cli.output import printable
-
     sys.stderr.write(printable(f"subagents {command}: error: {exc}\n"))
     return exc.code
 
@@ -474,7 +474,7 @@ def short_ids(ids: Sequence[str], universe: Sequence[str], *, minimum: int = 8) 
     reversed_ids = short_prefixes(
         [i[::-1] for i in ids], [u[::-1] for u in universe], minimum=minimum
     )
-    return {i: reversed_ids[i[::-1]][::-1] for i in ids}
+    return {i: printable(reversed_ids[i[::-1]][::-1]) for i in ids}  # the store's text
 
 
 def short_prefixes(
@@ -501,8 +501,9 @@ def short_prefixes(
 
 def short_id(run_id: str) -> str:
     """A run's id as the live views show it when they do not know every id of the store:
-    its last 8 characters (``short_ids`` lengthens it where two runs share them)."""
-    return run_id[-8:]
+    its last 8 characters (``short_ids`` lengthens it where two runs share them), printable
+    (an id is the store's text: one written by another program can hold anything)."""
+    return printable(run_id[-8:])
 
 
 def _common(a: str, b: str) -> int:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("give either RUN, --all or --requester RUN", EXIT_USAGE)
     if args.wait is not None and not args.wait >= 0:  # (NaN too: it waited without limit)
         raise CliError(f"--wait must be >= 0 seconds, got {args.wait:g}", EXIT_USAGE)
-    with open_inspected_store(args) as store, store_errors():
+    with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)  # before the runs (state.liveness says why)
         if args.all:
             targets = _live_roots(store)

@@ -24,9 +24,12 @@ a silent downgrade.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
+import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +37,7 @@ from typing import Literal
 
 from subagents.definitions.validate import NETWORK_SETTINGS
 from subagents.logs import get_logger
-from subagents.tools import sandbox_exec
+from subagents.tools import sandbox_exec, sandbox_shm
 from subagents.tools.errors import ToolError
 from subagents.tools.modes import parse_mode
 
@@ -147,6 +150,11 @@ class Sandbox:
     """None: reads are not restricted. Else processes may read (and run) only under these
     paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
     the owner hides the rest (``~/.ssh``...)."""
+    private_shm: bool | None = None
+    """Whether each sandboxed command gets a ``/dev/shm`` of its own, which it may write
+    (``multiprocessing``, POSIX semaphores): None asks the system, once per process, when
+    the first process is to start (``private_shm_refusal``); False keeps the machine's,
+    unwritable."""
 
     @classmethod
     def coerce(
@@ -174,7 +182,8 @@ class Sandbox:
             if isinstance(readable, str):
                 raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
             readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
-        return cls(made.enabled, network, pairs, made.abi, extra, readable).resolve()
+        made = cls(made.enabled, network, pairs, made.abi, extra, readable, made.private_shm)
+        return made.resolve()
 
     def resolve(self) -> Sandbox:
         """This, with the ABI asked of the kernel; a warning when it is on and there is none."""
@@ -206,13 +215,17 @@ class Sandbox:
         writable: tuple[Path, ...] = ()
         if not read_only:
             writable = (workspace, *git, *(Path(p) for p in self.writable))
+        landlock = self.enabled and bool(self.abi)
+        shm = self.private_shm
+        if shm is None:
+            shm = landlock and private_shm_refusal() is None
         readable = None
         if self.readable is not None:
             shared = {d.parent for d in git[1:]}  # the repository's git dir: config, HEAD
             given = (Path(p) for p in (*SYSTEM_READABLE, *self.readable))
             readable = (*given, workspace, *git, *sorted(shared))
         return RunSandbox(
-            landlock=self.enabled and bool(self.abi),
+            landlock=landlock,
             abi=self.abi or 0,
             writable=writable,
             network=network,
@@ -221,6 +234,7 @@ class Sandbox:
             tool_env=self.tool_env,
             refusal=self._refusal(read_only, why),
             readable=readable,
+            private_shm=shm,
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -250,6 +264,8 @@ class RunSandbox:
     """Why no process may start (a read-only run without Landlock), or None."""
     readable: tuple[Path, ...] | None = None
     """Where its processes may read and run (None: anywhere)."""
+    private_shm: bool = False
+    """Whether its processes get a ``/dev/shm`` of their own (``sandbox_shm``)."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -265,6 +281,8 @@ class RunSandbox:
             head.append("--no-network")
         if self.read_only:
             head.append("--read-only")
+        if self.private_shm:
+            head.append("--private-shm")
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]
@@ -288,6 +306,36 @@ class RunSandbox:
             if not any(config.is_relative_to(p) for p in self.readable):
                 env["GIT_CONFIG_GLOBAL"] = "/dev/null"  # git stops at a config it cannot read
         return env
+
+
+_PROBING = threading.Lock()
+
+
+def private_shm_refusal() -> str | None:
+    """Why sandboxed commands cannot get a ``/dev/shm`` of their own here, or None: asked
+    once per process, of a launcher that tries (``--probe-private-shm``); when not, a
+    warning says so, once, with what to enable."""
+    with _PROBING:  # runs start their first processes on several threads
+        return _probe_private_shm()
+
+
+@functools.cache
+def _probe_private_shm() -> str | None:
+    probe = [sys.executable, "-I", "-S", LAUNCHER, "--probe-private-shm"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
+        why = done.stdout.strip() or done.stderr.strip() or f"exit code {done.returncode}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        why = f"the probe did not run: {exc}"
+    if why == "ok":
+        return None
+    log.warning(
+        "sandboxed commands cannot get a private /dev/shm here, so /dev/shm stays unwritable"
+        " to them (multiprocessing, POSIX semaphores and shared memory fail)",
+        why=why,
+        enable=sandbox_shm.ENABLE,
+    )
+    return why
 
 
 class SandboxRefused(ToolError):

@@ -1,7 +1,8 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] -- CMD ARGS...
+        [--read-only] [--private-shm] -- CMD ARGS...
+    python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
 ``preexec_fn`` is not safe there (a fork of a threaded process may deadlock in the child).
@@ -26,6 +27,12 @@ only): capabilities beyond the file ones are dropped; a seccomp filter denies ch
 processes' priority and limits, with ``--no-network`` every ``socket()`` but netlink (UDP,
 named unix sockets), and with ``--read-only`` (a ``plan`` run) the calls that change a file's
 mode, owner, times, extended attributes or flags, which Landlock lets through.
+
+``--private-shm`` first gives the command a ``/dev/shm`` of its own (``sandbox_shm``: a mount
+namespace with a fresh tmpfs there), which it may then write, in every mode: POSIX
+semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
+Where that is not allowed, the command runs as without the flag. ``--probe-private-shm``
+prints ``ok`` or why not (how the runtime asks once).
 
 Why ``ctypes`` over the three syscalls rather than the ``landlock`` package on PyPI: that
 package is a pre-release (1.0.0.dev5) and importing a third-party package here would need
@@ -254,14 +261,33 @@ def _find(name: str) -> str | None:
     return None
 
 
-def syscall_limits() -> ModuleType:
-    """``sandbox_syscalls``, imported from the folder of this file: the launcher runs with
-    ``-I -S``, where the package cannot be imported (appended to ``sys.path``, so nothing
-    there can shadow the standard library; ``importlib.util`` would cost more imports)."""
+def sibling(name: str) -> ModuleType:
+    """``sandbox_syscalls`` or ``sandbox_shm``, imported from the folder of this file: the
+    launcher runs with ``-I -S``, where the package cannot be imported (appended to
+    ``sys.path``, so nothing there can shadow the standard library; ``importlib.util`` would
+    cost more imports)."""
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.append(here)
-    return __import__("sandbox_syscalls")
+    return __import__(name)
+
+
+def private_shm(writable: list[str]) -> None:
+    """Give this process a ``/dev/shm`` of its own and add it to ``writable``; as before
+    when the system does not allow it (``OSError`` when it broke half-way)."""
+    shm = sibling("sandbox_shm")
+    if shm.enter(_libc()) is None:
+        writable.append(shm.SHM)
+
+
+def probe_private_shm() -> int:
+    """Print ``ok`` when this process could get a private ``/dev/shm``, else why not."""
+    try:
+        why = sibling("sandbox_shm").enter(_libc())
+    except OSError as exc:
+        why = str(exc)
+    print(why or "ok")
+    return 0
 
 
 def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> None:
@@ -281,12 +307,16 @@ def main(argv: list[str]) -> int:
     network = True
     read_only = False
     abi = KNOWN_ABI
+    shm = False
+    if argv == ["--probe-private-shm"]:
+        return probe_private_shm()
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
-        if flag in ("--no-network", "--read-only"):
+        if flag in ("--no-network", "--read-only", "--private-shm"):
             network = network and flag != "--no-network"
             read_only = read_only or flag == "--read-only"
+            shm = shm or flag == "--private-shm"
             i += 1
         elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
             if flag == "--write":
@@ -309,7 +339,9 @@ def main(argv: list[str]) -> int:
         return 127
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
-        limits = syscall_limits()
+        limits = sibling("sandbox_syscalls")
+        if shm:  # before Landlock, which forbids mounting
+            private_shm(writable)
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:

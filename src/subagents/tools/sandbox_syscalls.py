@@ -17,7 +17,9 @@ So the launcher, after Landlock and before ``exec``, drops every capability but 
 ones (``KEPT_CAPABILITIES``: what root needs to own and read files in its workspace) from
 the bounding, inheritable and ambient sets, so no program it runs gets them back, and installs
 a seccomp filter: always, the calls that change *another* process's priority, limits or CPUs
-fail (``EPERM``); in a read-only run, the calls that change a file's mode, owner, times,
+fail (``EPERM``), and so do those that change the mount tree, enter another namespace or
+``unshare`` one (``MOUNT_CALLS``: nothing may uncover the machine's ``/dev/shm`` under the
+command's own); in a read-only run, the calls that change a file's mode, owner, times,
 extended attributes or inode flags fail (``EPERM``), and so does System V and POSIX IPC
 (queues, semaphores, shared memory: objects of the whole machine); with the network off,
 ``socket()`` fails (``EACCES``) for every family but netlink (``ip addr`` reads through it; changing
@@ -73,7 +75,7 @@ def _arg(index: int) -> int:
     return 16 + 8 * index
 
 
-_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
 RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
@@ -98,6 +100,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
             "mq_notify": 244, "mq_getsetattr": 245,
             "add_key": 248, "request_key": 249, "keyctl": 250,
+            "mount": 165, "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308,
         },
     ),
     "aarch64": (
@@ -114,12 +117,15 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "semtimedop": 192, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
             "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
             "add_key": 217, "request_key": 218, "keyctl": 219,
+            "mount": 40, "umount2": 39, "pivot_root": 41, "unshare": 97, "setns": 268,
         },
     ),
 }  # fmt: skip
 _COMMON = {
     "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469,
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "mount_setattr": 442, "open_tree_attr": 467,
 }  # fmt: skip
 """Numbered alike on every architecture (the tables were unified before they came)."""
 _X32_BIT = 0x40000000
@@ -150,6 +156,20 @@ system call the filter sees (a plan run's ring made a unix socket with ``IORING_
 and connected it to a daemon outside, and set an extended attribute with
 ``IORING_OP_SETXATTR``). ``EPERM``, as ``kernel.io_uring_disabled`` answers: libuv and
 others then do their I/O with plain calls."""
+MOUNT_CALLS = (
+    "mount", "umount2", "pivot_root", "setns", "open_tree", "move_mount", "fsopen",
+    "fsconfig", "fsmount", "fspick", "mount_setattr", "open_tree_attr",
+)  # fmt: skip
+"""Denied in every run: what changes the mount tree or enters another namespace. The
+command's private ``/dev/shm`` (``sandbox_shm``) is a mount over the machine's; Landlock
+already forbids a restricted process to change mounts, and the capabilities are gone; this
+says so once more, at the door."""
+NAMESPACE_FLAGS = 0x7E020080
+"""``CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME``: ``unshare`` with
+any of them is denied (``unshare(CLONE_FILES)`` and the like are not). ``clone`` and
+``clone3`` are not filtered (``clone3``'s flags are in memory the filter cannot read): a
+namespace made that way is nested in the sandbox's, where the private ``/dev/shm`` is a
+locked mount and Landlock still forbids mounting (Chromium's own sandbox makes one)."""
 PRIO_PROCESS, IOPRIO_WHO_PROCESS = 0, 1
 OTHER_PROCESS_CALLS: dict[str, tuple[tuple[int, int], ...]] = {
     "setpriority": ((0, PRIO_PROCESS), (1, 0)),
@@ -186,6 +206,13 @@ def _on_argument(
     return block
 
 
+def _deny_bits(nr: int, arg: int, mask: int, action: int) -> list[bytes]:
+    """``nr`` returns ``action`` when its argument ``arg`` has any bit of ``mask`` set;
+    other calls go on to the next check (the number reloaded)."""
+    block = [_insn(_JEQ_K, nr, 0, 4), _insn(_LD_W_ABS, _arg(arg))]
+    return [*block, _insn(_JSET_K, mask, 0, 1), _insn(_RET_K, action), _insn(_LD_W_ABS, _NR)]
+
+
 def _only_when(nr: int, pairs: tuple[tuple[int, int], ...], otherwise: int) -> list[bytes]:
     """``nr`` is allowed when every (argument, value) of ``pairs`` holds, else ``otherwise``."""
     last = 2 * len(pairs) + 2  # the index of ``otherwise``'s return
@@ -211,6 +238,9 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     code += [_insn(_LD_W_ABS, _NR), _insn(_JGE_K, _X32_BIT, 0, 1), _insn(_RET_K, unknown)]
     for name, pairs in OTHER_PROCESS_CALLS.items():
         code += _only_when(calls[name], pairs, deny)
+    for name in MOUNT_CALLS:
+        code += _deny(calls[name], deny)
+    code += _deny_bits(calls["unshare"], 0, NAMESPACE_FLAGS, deny)
     if read_only or not network:
         for name in RING_CALLS:
             code += _deny(calls[name], deny)

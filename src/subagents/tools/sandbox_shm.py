@@ -1,0 +1,134 @@
+"""A private ``/dev/shm`` for one sandboxed command: a mount namespace with its own tmpfs.
+
+Why: glibc's ``sem_open`` and ``shm_open`` make files in ``/dev/shm``, so Python's
+``multiprocessing`` (``Pool``, ``Lock``, ``Queue``, ``ProcessPoolExecutor``), ``pytest -n``
+and every program using POSIX semaphores or shared memory fail where ``/dev/shm`` cannot be
+written. Letting a run write the machine's ``/dev/shm`` would let it read and change other
+programs' shared memory (PostgreSQL's dynamic shared memory, Chromium's): out of the
+workspace. So the launcher, before Landlock, moves the command into a new mount namespace
+(as a user other than root, inside a new user namespace that maps the user's uid and gid to
+themselves, so the files it makes stay the user's) and mounts a fresh tmpfs there
+(``SIZE`` bounded, ``nosuid``, ``nodev``), which Landlock then lets the command write. The
+machine's ``/dev/shm`` is hidden under it; the mount does not propagate back (the tree is
+made a slave first), and it goes away with the namespace's last process.
+
+No new PID, network or IPC namespace: ``ps``, signals and the runtime's killing of a run's
+process group are as before. The command cannot undo the mount: Landlock denies a
+restricted process every change of the mount tree, the seccomp filter denies ``mount``,
+``unshare`` and ``setns`` (``sandbox_syscalls``), and the capabilities it would need are
+dropped.
+
+Where the kernel or the container forbids it (user namespaces off, Ubuntu's AppArmor
+restriction, no ``CAP_SYS_ADMIN``), ``enter`` says why and the launcher goes on as before:
+``/dev/shm`` stays unwritable. The runtime asks once (``probe``) and warns.
+Standard library only: the launcher loads this file by path (``python -I -S``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+SHM = "/dev/shm"
+SIZE = "25%"
+"""The tmpfs's bound (of the machine's memory, as the kernel reads ``size=N%``): tmpfs
+takes memory only as files fill it; the machine's own ``/dev/shm`` is 50% by default."""
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 1 << 14, 1 << 19
+ENABLE = (
+    "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0;"
+    " kernel.unprivileged_userns_clone=1 on Debian's older kernels;"
+    " kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile on Ubuntu),"
+    " or, in a container, let it create user namespaces or give it CAP_SYS_ADMIN"
+)
+"""What to enable, said in the runtime's warning when ``enter`` fails."""
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)  # no buffered file: 3 calls, not 8
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _fail(step: str) -> str:
+    code = ctypes.get_errno()
+    return f"{step} failed: {os.strerror(code)} ({errno.errorcode.get(code, code)})"
+
+
+def _mirror_helper() -> tuple[int, int]:
+    """A child that stays in this user namespace and, once this process has made a new
+    one, maps every id of this namespace to itself there (``_mirrored``). Why: root
+    without ``CAP_SYS_ADMIN`` (a container that allows user namespaces) mapped to itself
+    alone would lose ``CAP_DAC_OVERRIDE`` and the like over every file of another owner
+    in its workspace (the kernel grants a namespace's capabilities only over ids mapped
+    in it); a process cannot write more than its own id in its own new map: the writer
+    needs ``CAP_SETUID``/``CAP_SETGID`` where the map's ids live."""
+    go, wait = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(go)
+        return pid, wait
+    os.close(wait)
+    done = 1
+    try:
+        if os.read(go, 1) == b"1":
+            for kind in ("uid_map", "gid_map"):
+                with open(f"/proc/self/{kind}", encoding="ascii") as own:
+                    ranges = [line.split() for line in own.read().splitlines()]
+                _write(
+                    f"/proc/{os.getppid()}/{kind}",
+                    "".join(f"{r[0]} {r[0]} {r[2]}\n" for r in ranges),
+                )
+            done = 0
+    finally:
+        os._exit(done)
+
+
+def _mirrored(helper: tuple[int, int], *, go: bool) -> bool:
+    """Whether ``helper`` (``_mirror_helper``) mapped every id in this process's new user
+    namespace; told not to (``go`` false), it only ends."""
+    pid, wait = helper
+    os.write(wait, b"1" if go else b"0")
+    os.close(wait)
+    return os.waitpid(pid, 0)[1] == 0 and go
+
+
+def _map_own_ids(uid: int, gid: int) -> None:
+    """Map the user's own ids to themselves in this process's new user namespace, so what
+    the command makes belongs to the user (``OSError`` when the kernel refuses)."""
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
+
+
+def enter(libc: ctypes.CDLL) -> str | None:
+    """Move this (single-threaded) process into a mount namespace whose ``/dev/shm`` is a
+    fresh tmpfs. None when done, else why not: the process then sees the same files as
+    before (at worst from namespaces of its own). ``OSError`` when the user's ids could not
+    be mapped in the new user namespace: a command there could write nothing, so the
+    launcher must not run it."""
+    if not os.path.isdir(SHM):
+        return f"{SHM} is not a directory here"
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN) needs no user namespace
+        helper = _mirror_helper() if uid == 0 else None  # root: it may keep every id
+        entered = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0
+        why = None if entered else _fail("unshare(CLONE_NEWUSER|CLONE_NEWNS)")
+        mirrored = helper is not None and _mirrored(helper, go=entered)
+        if why:
+            return why
+        if not mirrored:
+            _map_own_ids(uid, gid)
+    if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
+        return _fail("making the mounts slaves")
+    options = f"mode=1777,size={SIZE}".encode()
+    if libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        return _fail(f"mounting a tmpfs on {SHM}")
+    return None
