@@ -199,3 +199,21 @@ def test_subagents_run_in_the_home_directory_says_what_to_do(tmp_path: Path) -> 
     store = home / ".local" / "state" / "subagents" / "runs.sqlite3"
     assert f"the run store {store} is inside {home} (the workspace)" in done.stderr
     assert "--state PATH" in done.stderr and "--workspace DIR" in done.stderr
+
+
+def test_a_read_is_refused_in_the_stores_directory_moved_into_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """The store's directory renamed into the workspace after the runtime started: its old
+    path names nothing, but it is the same directory (device and inode), so a read of the
+    store there is refused as a write is."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "runs.sqlite3").write_text("records")
+    (tmp_path / "ws").mkdir()
+    sealed = SealedFiles.of_store(tmp_path / "state" / "runs.sqlite3")
+    workspace = Workspace(tmp_path / "ws", sealed=sealed)
+    (tmp_path / "state").rename(tmp_path / "ws" / "moved")
+    for name in ("moved/runs.sqlite3", "moved/runs.sqlite3-wal"):
+        with pytest.raises(ToolError, match="is a file of the run store"):
+            workspace.resolve(name)
+

@@ -58,13 +58,20 @@ class SealedFiles:
     def holds(self, real: Path) -> bool:
         """Whether the resolved path ``real`` is one of the store's files or another name
         of one of them (a hardlink)."""
-        if real.name.casefold() in self.names and _same(real.parent, self.directory):
+        if real.name.casefold() in self.names and self._is_directory(real.parent):
             return True
         try:
             target = os.stat(real)
         except OSError:
             return False
         return any(_identity(self.directory / name) == _key(target) for name in self.files)
+
+    def _is_directory(self, path: Path) -> bool:
+        """Whether ``path`` is the store's directory: by its path now, or by what it was
+        when the store was opened (the directory renamed since, into the workspace say)."""
+        if _same(path, self.directory):
+            return True
+        return self.directory_key is not None and _identity(path) == self.directory_key
 
     def holds_entry(self, directory: int, name: str) -> bool:
         """Whether ``name`` in the open directory ``directory`` is one of the store's files
