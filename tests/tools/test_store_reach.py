@@ -217,3 +217,20 @@ def test_a_read_is_refused_in_the_stores_directory_moved_into_the_workspace(
         with pytest.raises(ToolError, match="is a file of the run store"):
             workspace.resolve(name)
 
+@landlock
+def test_a_store_with_a_second_name_inside_the_workspace_does_not_start(tmp_path: Path) -> None:
+    """A hardlink to the store's file left in the workspace (by a run without the sandbox,
+    or one a person let out of it): Landlock judges the path a command opens, so the
+    command writes the store through that name though its directory is out of reach. A
+    store file with a second name is refused, wherever that name is."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    store = tmp_path / "state" / "runs.sqlite3"
+    SQLiteStore(store).close()
+    os.link(store, workspace / "notes.db")
+    with pytest.raises(StoreInReach) as refused:
+        Runtime([agent("worker")], workspace=workspace, store=store)
+    said = str(refused.value)
+    assert f"the run store's file {store} has another name (2 names, a hardlink)" in said
+    assert f"find / -xdev -samefile {store}" in said and "--state PATH" in said
+

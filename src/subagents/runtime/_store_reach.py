@@ -6,9 +6,10 @@ approvals (``approve="store"``). A trial (session 16) kept the store in the work
 run's background Bash answered the run's own pending approval, one asking to leave the
 sandbox, and the command then wrote outside it. Landlock grants writes per directory tree
 and cannot take one file out of a tree it grants, so the only holding answer is a store
-outside every tree a writing run's processes may write: checked here at start, before a
-run exists, by the store's directory (SQLite makes its ``-wal``, ``-shm`` and ``-journal``
-files there) against
+outside every tree a writing run's processes may write, and no second name (a hardlink)
+of its files, through which a command would write them where it may: checked here at
+start, before a run exists, by the store's directory (SQLite makes its ``-wal``, ``-shm``
+and ``-journal`` files there) against
 
 - the workspace, and the git directories a worktree workspace commits to;
 - the owner's extra writable directories (``Sandbox(writable=...)``);
@@ -40,7 +41,7 @@ from subagents.mcp.config import StdioServer
 from subagents.mcp.hub import McpHub
 from subagents.store.base import RunStore, StoreError
 from subagents.tools.sandbox import Sandbox, git_dirs_of_worktree
-from subagents.tools.sealed import SealedFiles
+from subagents.tools.sealed import SQLITE_SUFFIXES, SealedFiles
 from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
@@ -114,6 +115,26 @@ def check_store_reach(
                 f"the run store {path} is inside {root} ({what}), which the commands of"
                 " runs may write: a run could rewrite the store, answer its own approvals"
                 f" and change records. {FIX}"
+            )
+    second_names(path)
+
+
+def second_names(path: Path) -> None:
+    """``StoreInReach`` when a file of the store has another name (a hardlink): Landlock
+    judges the path a command opens, not the file, so a name left inside the workspace (by
+    a run without the sandbox, or one let out of it) writes the store though its directory
+    is out of reach; where the other name is, no start can tell cheaply."""
+    for suffix in SQLITE_SUFFIXES:
+        file = Path(f"{path}{suffix}")
+        try:
+            names = os.stat(file).st_nlink
+        except OSError:
+            continue
+        if names > 1:
+            raise StoreInReach(
+                f"the run store's file {file} has another name ({names} names, a hardlink):"
+                " inside what the commands of runs may write, it would let a run rewrite the"
+                f" store. Remove the other names (find / -xdev -samefile {file} lists them). {FIX}"
             )
 
 
