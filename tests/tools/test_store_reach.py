@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.runtime._store_reach import StoreInReach
+from subagents.store.locations import redacted
 from subagents.store.sqlite import SQLiteStore
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.errors import ToolError
 from subagents.tools.filestate import write_text
+from subagents.tools.modes import MODES
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
@@ -234,3 +237,39 @@ def test_a_store_with_a_second_name_inside_the_workspace_does_not_start(tmp_path
     assert f"the run store's file {store} has another name (2 names, a hardlink)" in said
     assert f"find / -xdev -samefile {store}" in said and "--state PATH" in said
 
+@pytest.mark.parametrize("network", ["on", "off"])
+def test_a_postgresql_store_the_runs_commands_may_reach_is_warned_of(
+    pg_url: str, tmp_path: Path, network: str
+) -> None:
+    """A database server's store has no file to keep out of reach: a run's command with
+    the network on reaches the server like any client (the test server trusts every local
+    login), so the runtime says so at start, naming the store without its password; with
+    the network off in every mode (Landlock ABI 4+) it has nothing to say."""
+    if network == "off" and kernel_abi() < 4:
+        pytest.skip("turning the network off needs Landlock ABI 4")
+    sandbox = Sandbox(network=dict.fromkeys(MODES, network))
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime([agent("worker")], workspace=tmp_path, store=pg_url, sandbox=sandbox),
+    ):
+        pass
+    warned = [e for e in logs if "database server" in e["event"]]
+    if network == "off":
+        assert warned == []
+        return
+    assert len(warned) == 1 and warned[0]["log_level"] == "warning", logs
+    assert warned[0]["store"] == redacted(pg_url)
+    assert "answer its own approvals" in warned[0]["event"]
+
+
+@landlock
+def test_a_postgresql_store_starts_with_the_state_directory_in_the_workspace(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL store keeps only the CLI's listing and hosts' logs in the state
+    directory (its ``path``), not itself: a run in the home directory, where that folder
+    lies, is not refused as if it held a SQLite file, and its file tools seal nothing
+    there."""
+    monkeypatch.setenv("SUBAGENTS_STATE_DIR", str(tmp_path / ".local" / "state"))
+    with Runtime([agent("worker")], workspace=tmp_path, store=pg_url) as rt:
+        assert rt.workspace.sealed is None

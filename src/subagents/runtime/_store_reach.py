@@ -26,7 +26,9 @@ store and answer its later asks.
 Without a sandbox (``Runtime(sandbox=False)``, or a kernel without Landlock) the runs'
 commands have the user's rights: the store is as open to them as every other file of the
 user, wherever it is. The runtime then says so at start rather than refusing: refusing
-would leave such a machine no way to run commands at all.
+would leave such a machine no way to run commands at all. A PostgreSQL store has no file:
+a command with the network on reaches its server like any client, and only the server's
+logins keep it out, which nothing here can check: the runtime says so at start too.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from subagents.logs import get_logger
 from subagents.mcp.config import StdioServer
 from subagents.mcp.hub import McpHub
 from subagents.store.base import RunStore, StoreError
+from subagents.store.locations import is_database_url, redacted
+from subagents.tools.modes import MODES
 from subagents.tools.sandbox import Sandbox, git_dirs_of_worktree
 from subagents.tools.sealed import SQLITE_SUFFIXES, SealedFiles
 from subagents.tools.workspace import Workspace
@@ -58,7 +62,11 @@ class StoreInReach(StoreError):
 
 
 def store_path(store: RunStore) -> Path | None:
-    """The SQLite file of ``store``, or None (a database server's, or in memory)."""
+    """The SQLite file of ``store``, or None (a database server's, or in memory). A
+    PostgreSQL store's ``path`` is no file of its own but the folder for what is kept
+    beside it (the CLI's listing, hosts' logs): not one to seal."""
+    if isinstance(url := getattr(store, "url", None), str) and is_database_url(url):
+        return None
     path = getattr(store, "path", None)
     return path if isinstance(path, Path) else None
 
@@ -100,6 +108,8 @@ def check_store_reach(
     (``starts_processes``)."""
     path = store_path(store)
     if path is None or not processes:
+        if processes:
+            warn_of_server(sandbox, store)
         return
     if not (sandbox.enabled and sandbox.abi):
         log.warning(
@@ -117,6 +127,26 @@ def check_store_reach(
                 f" and change records. {FIX}"
             )
     second_names(path)
+
+
+def warn_of_server(sandbox: Sandbox, store: RunStore) -> None:
+    """A warning when the store is a database server's and the runs' commands may use the
+    network: no file to keep out of their reach, a command reaches the server like any
+    client, and only the server's logins keep it out (nothing here can check them)."""
+    url = getattr(store, "url", None)
+    if not isinstance(url, str) or not is_database_url(url):
+        return
+    held = sandbox.enabled and sandbox.abi >= 4  # else the network cannot be turned off
+    if held and all(sandbox.network.get(mode, "on") == "off" for mode in MODES):
+        return
+    log.warning(
+        "the run store is a database server's, which the runs' commands may reach over the"
+        " network: one that can log in (a server trusting local logins, a password in"
+        " ~/.pgpass or on a command line) could rewrite it, answer its own approvals and"
+        " change records. Give the runtime a login no run can use, or turn the runs'"
+        " network off (Sandbox(network=...))",
+        store=redacted(url),
+    )
 
 
 def second_names(path: Path) -> None:
