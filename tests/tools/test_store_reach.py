@@ -220,6 +220,7 @@ def test_a_read_is_refused_in_the_stores_directory_moved_into_the_workspace(
         with pytest.raises(ToolError, match="is a file of the run store"):
             workspace.resolve(name)
 
+
 @landlock
 def test_a_store_with_a_second_name_inside_the_workspace_does_not_start(tmp_path: Path) -> None:
     """A hardlink to the store's file left in the workspace (by a run without the sandbox,
@@ -236,6 +237,7 @@ def test_a_store_with_a_second_name_inside_the_workspace_does_not_start(tmp_path
     said = str(refused.value)
     assert f"the run store's file {store} has another name (2 names, a hardlink)" in said
     assert f"find / -xdev -samefile {store}" in said and "--state PATH" in said
+
 
 @pytest.mark.parametrize("network", ["on", "off"])
 def test_a_postgresql_store_the_runs_commands_may_reach_is_warned_of(

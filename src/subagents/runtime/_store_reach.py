@@ -136,7 +136,7 @@ def warn_of_server(sandbox: Sandbox, store: RunStore) -> None:
     url = getattr(store, "url", None)
     if not isinstance(url, str) or not is_database_url(url):
         return
-    held = sandbox.enabled and sandbox.abi >= 4  # else the network cannot be turned off
+    held = sandbox.enabled and (sandbox.abi or 0) >= 4  # else the network stays on
     if held and all(sandbox.network.get(mode, "on") == "off" for mode in MODES):
         return
     log.warning(
