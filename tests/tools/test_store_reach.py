@@ -275,3 +275,45 @@ def test_a_postgresql_store_starts_with_the_state_directory_in_the_workspace(
     monkeypatch.setenv("SUBAGENTS_STATE_DIR", str(tmp_path / ".local" / "state"))
     with Runtime([agent("worker")], workspace=tmp_path, store=pg_url) as rt:
         assert rt.workspace.sealed is None
+
+
+BIND_MOUNTED = """
+import subprocess, sys
+from subagents.definitions.spec import AgentSpec
+from subagents.runtime import Runtime, StoreInReach
+data, workspace, store = sys.argv[1:]
+subprocess.run(["mount", "--bind", data, workspace], check=True)
+try:
+    agents = [AgentSpec(name="w", description="W.", prompt="p")]
+    Runtime(agents, workspace=workspace, store=store).close()
+    print("started")
+except StoreInReach as refused:
+    print(refused)
+"""
+
+
+@landlock
+def test_a_workspace_that_is_another_name_of_the_stores_parent_does_not_start(
+    tmp_path: Path,
+) -> None:
+    """The workspace a bind mount of the directory holding the store (or its name in
+    another case on a case-insensitive file system): no path names the store inside the
+    workspace, but a command writes ``<workspace>/state/runs.sqlite3``. The store's
+    directory and its parents are compared with each writable root by device and inode."""
+    data, workspace = tmp_path / "data", tmp_path / "ws"
+    (data / "state").mkdir(parents=True)
+    workspace.mkdir()
+    store = data / "state" / "runs.sqlite3"
+    argv = ["unshare", "--user", "--map-root-user", "--mount", sys.executable, "-c", BIND_MOUNTED]
+    try:
+        done = subprocess.run(
+            [*argv, str(data), str(workspace), str(store)],
+            capture_output=True, text=True, timeout=WAIT,
+        )  # fmt: skip
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) here")
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"no mount namespace of our own here: {done.stderr.strip()[-200:]}")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    assert f"the run store {store} is inside {workspace} (the workspace)" in said, said

@@ -120,7 +120,7 @@ def check_store_reach(
         return
     directory = Path(os.path.realpath(path)).parent
     for root, what in writable_roots(sandbox, workspace.root):
-        if directory.is_relative_to(root):
+        if inside(directory, root):
             raise StoreInReach(
                 f"the run store {path} is inside {root} ({what}), which the commands of"
                 " runs may write: a run could rewrite the store, answer its own approvals"
@@ -166,6 +166,24 @@ def second_names(path: Path) -> None:
                 " inside what the commands of runs may write, it would let a run rewrite the"
                 f" store. Remove the other names (find / -xdev -samefile {file} lists them). {FIX}"
             )
+
+
+def inside(directory: Path, root: Path) -> bool:
+    """Whether ``directory`` is ``root`` or below it: by path, or by identity (device and
+    inode) of it or a parent, so a root that is another name of one of them (a bind mount,
+    another case on a case-insensitive file system) is no way round."""
+    if directory.is_relative_to(root):
+        return True
+    try:
+        key = _identity(root)
+        return any(_identity(d) == key for d in (directory, *directory.parents))
+    except OSError:
+        return False
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
 
 
 def writable_roots(sandbox: Sandbox, workspace: Path) -> list[tuple[Path, str]]:
