@@ -317,3 +317,32 @@ def test_a_workspace_that_is_another_name_of_the_stores_parent_does_not_start(
     assert done.returncode == 0, done.stderr
     said = done.stdout
     assert f"the run store {store} is inside {workspace} (the workspace)" in said, said
+
+
+def test_without_a_sandbox_the_runtime_starts_and_says_the_store_is_open(tmp_path: Path) -> None:
+    """Commands with the user's rights reach the store wherever it is: refusing would leave
+    no way to run commands at all, so the runtime starts and warns, naming the store."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime([agent("worker")], workspace=tmp_path, store=store, sandbox=False),
+    ):
+        pass
+    warned = [e for e in logs if "without a sandbox: one could rewrite" in e["event"]]
+    assert len(warned) == 1 and warned[0]["store"] == str(store), logs
+
+
+@landlock
+@pytest.mark.parametrize("where", [".claude/worktrees/state", ".git/refs/state"])
+def test_a_store_where_worktree_runs_write_does_not_start(tmp_path: Path, where: str) -> None:
+    """``isolation: worktree`` runs write their worktrees under ``<repo>/.claude/worktrees``
+    and commit into the repository's objects, refs and logs, above a workspace that is a
+    folder of the repository."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    store = repo / where / "runs.sqlite3"
+    with pytest.raises(StoreInReach) as refused:
+        Runtime([agent("worker")], workspace=repo / "src", store=store)
+    assert f"the run store {store} is inside {repo / where.rsplit('/', 1)[0]}" in str(refused.value)
+    assert "(where isolation: worktree runs write)" in str(refused.value)
