@@ -33,8 +33,10 @@ model = ScriptedModel(
     }
 )
 
-with tempfile.TemporaryDirectory() as folder:
-    path = Path(folder) / "runs.sqlite3"
+# the store apart from the workspace: inside, the run's commands could write it and answer
+# their own approvals (the runtime refuses to start so)
+with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as state:
+    path = Path(state) / "runs.sqlite3"
     with Runtime(
         [builder], model=model, store=SQLiteStore(path), workspace=folder, approve="store"
     ) as rt:

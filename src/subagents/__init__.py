@@ -25,6 +25,7 @@ _EXPORTS = {
     "Runtime": "subagents.runtime",
     "RunHandle": "subagents.runtime",
     "RuntimeClosed": "subagents.runtime",
+    "StoreInReach": "subagents.runtime",
     "AdmissionError": "subagents.supervision.admission",
     "Limits": "subagents.supervision.limits",
     "LimitError": "subagents.supervision.limits",
@@ -45,6 +46,7 @@ _EXPORTS = {
     "ToolResult": "subagents.tools.base",
     "ToolContext": "subagents.tools.context",
     "Workspace": "subagents.tools.workspace",
+    "SealedFiles": "subagents.tools.sealed",
     "Permissions": "subagents.tools.permissions",
     "Rule": "subagents.tools.rules",
     "RuleError": "subagents.tools.rules",
@@ -178,12 +180,14 @@ __all__ = [
     "SandboxRefused",
     "ScriptError",
     "ScriptedModel",
+    "SealedFiles",
     "SkillIndex",
     "SkillInfo",
     "SpawnRefused",
     "StopError",
     "StoreBusy",
     "StoreError",
+    "StoreInReach",
     "StoredEvent",
     "StreamSink",
     "StreamingModel",
@@ -265,6 +269,7 @@ if TYPE_CHECKING:
         RunHandle,
         Runtime,
         RuntimeClosed,
+        StoreInReach,
         answer_approval,
         pending_approvals,
     )
@@ -283,6 +288,7 @@ if TYPE_CHECKING:
     from subagents.tools.permissions import Permissions
     from subagents.tools.rules import Rule, RuleError
     from subagents.tools.sandbox import RunSandbox, Sandbox, SandboxRefused
+    from subagents.tools.sealed import SealedFiles
     from subagents.tools.workspace import Workspace
 
 

@@ -146,7 +146,9 @@ class Cli:
         ``$SUBAGENTS_STATE`` (else the SQLite file of the state directory)."""
         self.root = root
         self.agents = write_team(root / "team")
-        self.state = root / "state" / "runs.sqlite3"
+        self.state = root.parent / f"{root.name}-state" / "runs.sqlite3"
+        """Beside ``root``, the commands' working directory (their runs' workspace): a store
+        inside it would be in reach of the runs' commands, and the runtime refuses that."""
         self.database = database
         home = root / "home"
         home.mkdir(parents=True, exist_ok=True)

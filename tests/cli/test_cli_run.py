@@ -17,7 +17,7 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
-def test_exit_codes_tell_the_outcome(cli: Cli, tmp_path: Path) -> None:
+def test_exit_codes_tell_the_outcome(cli: Cli) -> None:
     cases = {
         "completed": ("quick", "hello"),
         "failed": ("failer", "x"),
@@ -25,7 +25,7 @@ def test_exit_codes_tell_the_outcome(cli: Cli, tmp_path: Path) -> None:
         "budget_exceeded": ("spender", "x", "--budget", "1000"),
     }
     procs = {
-        status: cli.run_team(*args, "--state", str(tmp_path / f"{status}.sqlite3"))
+        status: cli.run_team(*args, "--state", str(cli.state.parent / f"{status}.sqlite3"))
         for status, args in cases.items()
     }
     results = {}

@@ -121,7 +121,9 @@ def test_the_demo_is_recorded_in_the_default_store_and_its_ids_work_afterwards(
     assert log.returncode == 0 and "Survey complete" in log.stdout
 
 
-def test_run_lead_on_the_demo_folder_gives_the_demo_s_answer(home: Path) -> None:
+def test_run_lead_on_the_demo_folder_gives_the_demo_s_answer(home: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
     demo = msgspec.json.decode(_demo(home, "--json").stdout)
     proc = _cli(
         home,
@@ -130,6 +132,8 @@ def test_run_lead_on_the_demo_folder_gives_the_demo_s_answer(home: Path) -> None
         demo["runs"][0]["task"],
         "--agents",
         str(REPO / "agents" / "demo"),
+        "--workspace",  # not the home directory: the default store is inside it (refused)
+        str(work),
         "--json",
     )
     assert proc.returncode == 0, proc.stderr

@@ -31,7 +31,13 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rt(workspace: Path) -> Iterator[Runtime]:
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Apart from the workspace: inside, the runs' commands could write it (refused)."""
+    return tmp_path_factory.mktemp("console-approvals-store") / "runs.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def rt(workspace: Path, store_path: Path) -> Iterator[Runtime]:
     model = ScriptedModel(
         {
             "worker": [appender("<b>one</b>"), {"text": "done: {result0}"}],
@@ -39,7 +45,7 @@ def rt(workspace: Path) -> Iterator[Runtime]:
         }
     )
     agents = [AgentSpec(name=n, description=f"The {n}.", prompt="Act.") for n in NAMES]
-    store = SQLiteStore(workspace / "runs.sqlite3")
+    store = SQLiteStore(store_path)
     with Runtime(
         agents, model=model, workspace=workspace, store=store, approve="store", command_poll_s=0.1
     ) as runtime:
@@ -47,8 +53,8 @@ def rt(workspace: Path) -> Iterator[Runtime]:
 
 
 @pytest.fixture(scope="module")
-def served(workspace: Path, rt: Runtime) -> Iterator[Served]:
-    with serving(workspace / "runs.sqlite3") as served:
+def served(store_path: Path, rt: Runtime) -> Iterator[Served]:
+    with serving(store_path) as served:
         yield served
 
 

@@ -18,11 +18,17 @@ import pytest
 from polling import wait_until
 
 
+def store_beside(workspace: Path) -> Path:
+    """The job's store, outside its workspace: inside, the runs' commands could write it
+    (the runtime refuses to start)."""
+    return workspace.parent / f"{workspace.name}-runs.db"
+
+
 def _start(job: Path, tmp: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["SUBAGENTS_LOG_LEVEL"] = "error"
     return subprocess.Popen(
-        [sys.executable, str(job), str(tmp / "runs.db"), str(tmp), str(tmp / "out.txt")],
+        [sys.executable, str(job), str(store_beside(tmp)), str(tmp), str(tmp / "out.txt")],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

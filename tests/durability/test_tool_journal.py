@@ -26,8 +26,16 @@ def _env() -> dict[str, str]:
 
 
 def _start(tmp: Path, mode: str) -> subprocess.Popen[bytes]:
+    # the store beside the job's workspace: inside, the runs' commands could write it
     return subprocess.Popen(
-        [sys.executable, str(JOB), str(tmp / "runs.db"), str(tmp), mode, str(tmp / "out.json")],
+        [
+            sys.executable,
+            str(JOB),
+            str(tmp.parent / f"{tmp.name}-runs.db"),
+            str(tmp),
+            mode,
+            str(tmp / "out.json"),
+        ],
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -27,8 +27,16 @@ pytestmark = pytest.mark.timeout(900)
 def _start(tmp: Path, tool: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["SUBAGENTS_LOG_LEVEL"] = "warning"  # a server that cannot start says why
+    # the store beside the job's workspace: inside, the runs' commands could write it
     return subprocess.Popen(
-        [sys.executable, str(JOB), str(tmp / "runs.db"), str(tmp), tool, str(tmp / "out.json")],
+        [
+            sys.executable,
+            str(JOB),
+            str(tmp.parent / f"{tmp.name}-runs.db"),
+            str(tmp),
+            tool,
+            str(tmp / "out.json"),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

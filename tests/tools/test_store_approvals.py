@@ -22,7 +22,7 @@ from subagents.supervision.limits import Limits
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox_exec import kernel_abi
 
-from .conftest import WAIT
+from .conftest import WAIT, wait_until
 from .test_ask_user import ASKER, QUESTIONS
 
 
@@ -312,6 +312,8 @@ def test_an_ask_of_a_retried_runs_earlier_attempt_is_neither_listed_nor_answerab
 
 APPROVER = """
 import os, sys, time
+with open("ready", "w") as told:  # (a fifo: the command starting it waits for this line)
+    told.write("in a session of its own\\n")
 sys.path[:0] = {path!r}
 from subagents.store.sqlite import SQLiteStore
 store = SQLiteStore({store!r})
@@ -324,28 +326,39 @@ while not os.path.exists("stop"):
 
 @pytest.mark.skipif(kernel_abi() < 1, reason="the kernel offers no Landlock")
 def test_a_command_cannot_answer_its_own_approval_to_leave_the_sandbox(tmp_path: Path) -> None:
-    """A trial: the store in the workspace, a Bash of an acceptEdits run started a
-    background process that answered the run's pending approvals in it; the call it asked
-    for, run outside the sandbox, wrote outside the workspace. With the store in reach of
-    the runs' commands, no call may leave the sandbox."""
+    """A trial: a Bash of an acceptEdits run starts a background process that answers the
+    run's pending approvals in the store, then asks to run outside the sandbox. With the
+    store in the workspace the runtime does not start (tests/tools/test_store_reach.py);
+    beside it, the kernel refuses the process the store: the ask waits for a person."""
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     workspace.mkdir()
     outside.mkdir()
-    store = workspace / "runs.sqlite3"
+    store = store_beside(workspace)
     source = [p for p in sys.path if (Path(p) / "subagents").is_dir()]
     (workspace / "approver.py").write_text(APPROVER.format(path=source, store=str(store)))
-    start = f"nohup setsid {sys.executable} approver.py > approver.log 2>&1 &"
+    # the call waits until the approver runs in its own session: the call's process group
+    # is killed when it ends, and under load a child not yet past setsid went with it
+    start = (
+        f"mkfifo ready; setsid {sys.executable} approver.py > approver.log 2>&1 & read up < ready"
+    )
     leave = {"command": f"echo out > {outside}/escaped", "dangerouslyDisableSandbox": True}
     calls = [{"name": "Bash", "input": {"command": start}}, {"name": "Bash", "input": leave}]
     model = ScriptedModel({"worker": [{"tool_calls": [c]} for c in calls] + ["done"]})
     permissions = Permissions(mode="acceptEdits", allow=("Bash",))
+    log = workspace / "approver.log"
     try:
         with Runtime([agent("worker")], model=model, workspace=workspace, store=store,
                      approve="store", permissions=permissions) as rt:  # fmt: skip
-            assert rt.run("worker", "go", wait=WAIT).status is RunStatus.COMPLETED
-            assert rt.store.list_approvals(pending=False) == []  # nothing was even asked
+            asks = Asks(rt)
+            handle = rt.spawn("worker", "go")
+            ask = asks.wait(1)
+            # its last line: a traceback's earlier ones are written first
+            denied = "StoreError: " + f"{store}: read-only path"
+            wait_until(lambda: log.exists() and denied in log.read_text(), what="approver fails")
+            assert [a.approval_id for a in rt.approvals()] == [ask]  # still pending
+            rt.answer(ask, False, "no")
+            assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     finally:
         (workspace / "stop").touch()
     assert not (outside / "escaped").exists()
-    shown = results(model, "worker")[1]
-    assert shown.is_error and "no command may run outside the sandbox here" in shown.content
+    assert results(model, "worker")[1].is_error

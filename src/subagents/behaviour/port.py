@@ -233,7 +233,8 @@ class AgentEnv:
         if isolation_of(spec) == "worktree":
             if self.worktrees is None:
                 self.worktrees = Worktrees(self.workspace.root)
-            return Workspace(self.worktrees.create(record.run_id, spec.name).workspace)
+            tree = self.worktrees.create(record.run_id, spec.name)
+            return Workspace(tree.workspace, sealed=self.workspace.sealed)
         return self.workspace
 
     def end_workspace(self, record: RunRecord) -> WorktreeReport | None:

@@ -308,8 +308,6 @@ class ToolCalls:
             )
         if self.policy.mode == "bypassPermissions" or not self.sandbox.landlock:
             return decision
-        if self.sandbox.exit_refusal is not None:  # the store is in reach: no self-approval
-            return Decision("deny", self.sandbox.exit_refusal)
         return Decision(
             "ask",
             "Bash asks to run outside the sandbox (dangerouslyDisableSandbox): it could write"

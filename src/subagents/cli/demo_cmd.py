@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,14 +93,20 @@ def _demo(args: argparse.Namespace, folder: Path) -> int:
     store = open_store(args.state)
     try:
         # offline whatever the environment: the scripts in the team's frontmatter; restore
-        # off: the demo takes up no other process's runs
-        with Runtime(
-            agent_dirs=[folder],
-            model=ScriptedModel.from_specs,
-            limits=limits,
-            store=store,
-            restore=False,
-        ) as rt:
+        # off: the demo takes up no other process's runs; an empty workspace of its own:
+        # its runs write nothing, and started in the home directory, the default store
+        # would be inside the workspace (a runtime refuses that: runtime/_store_reach.py)
+        with (
+            tempfile.TemporaryDirectory(prefix="subagents-demo-") as workspace,
+            Runtime(
+                agent_dirs=[folder],
+                model=ScriptedModel.from_specs,
+                limits=limits,
+                store=store,
+                restore=False,
+                workspace=workspace,
+            ) as rt,
+        ):
             rt.subscribe(tree.on_event)
             events: list[dict[str, str]] = []
             rt.subscribe(

@@ -10,7 +10,8 @@ methods; ``_assembly.py``: its arguments checked and turned into agents, a catal
 ``_cluster_backend.py``: what it asks of a cluster, the one way to ``cluster/``;
 ``_detached_trees.py``: ``start_detached``, a tree hosted by a detached Ray actor;
 ``_approvals.py``: ``pending_approvals``/``answer_approval``, durable approvals from any
-process that can open the store), as
+process that can open the store; ``_store_reach.py``: the store kept out of the runs'
+reach, ``StoreInReach``), as
 pykka keeps its own behind its ``__init__``: what a program may use is named here (and in
 ``subagents``), and the modules behind it may be split or renamed without breaking it.
 """
@@ -23,6 +24,7 @@ from subagents.runtime._approvals import answer_approval, pending_approvals
 from subagents.runtime._assembly import AgentLike
 from subagents.runtime._run_handle import RunHandle
 from subagents.runtime._runtime import Runtime
+from subagents.runtime._store_reach import StoreInReach
 from subagents.runtime._supervisor_asks import RuntimeClosed
 from subagents.supervision.admission import AdmissionError
 
@@ -36,6 +38,7 @@ __all__ = [
     "RunHandle",
     "Runtime",
     "RuntimeClosed",
+    "StoreInReach",
     "answer_approval",
     "pending_approvals",
     "start_detached",

@@ -8,7 +8,6 @@ Runtime itself is what runs (its threads, its calls, its views).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import sys
@@ -36,6 +35,7 @@ from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.runtime._approvals import remembered_rules
 from subagents.runtime._cluster_backend import ClusterBackend
+from subagents.runtime._store_reach import check_store_reach, starts_processes
 from subagents.store.base import RunStore
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
@@ -348,11 +348,15 @@ def agent_env(
     store: RunStore,
 ) -> AgentEnv:
     """The services a run's behaviour uses: the parts the runtime made, and its arguments
-    about approvals and the sandbox (checked). ``approve="store"``: asks are kept in the
-    store as pending approvals (``runtime._approvals``), not put to a callable."""
+    about approvals and the sandbox (checked; ``StoreInReach`` when the runs could write
+    the store). ``approve="store"``: asks are kept in the store as pending approvals
+    (``runtime._approvals``), not put to a callable."""
     in_store = given.approve == "store"
     if given.approve is not None and not in_store and not callable(given.approve):
         raise TypeError(f"approve must be a callable or 'store', got {given.approve!r}")
+    sandbox = Sandbox.coerce(given.sandbox, given.tool_env)
+    commands = starts_processes(tools, allow_hooks, mcp)
+    check_store_reach(sandbox, store, workspace, processes=commands)
     return AgentEnv(
         model=model,
         agents=agents,
@@ -370,37 +374,11 @@ def agent_env(
         approval_wait_s=positive_seconds(given.approval_wait_s, "approval_wait_s"),
         processes=processes,
         allow_hooks=allow_hooks,
-        sandbox=_store_out_of_reach(
-            Sandbox.coerce(given.sandbox, given.tool_env), store, workspace, permissions
-        ),
+        sandbox=sandbox,
         tracer=tracer,
         mcp=mcp,
         worktrees=worktrees,
     )
-
-
-def _store_out_of_reach(
-    sandbox: Sandbox, store: RunStore, workspace: Workspace, permissions: Permissions
-) -> Sandbox:
-    """``sandbox``, told when the runs' commands could write the store's file: a trial's
-    background Bash answered its own pending approval through a store in the workspace, one
-    asking to leave the sandbox, which then wrote outside. Landlock cannot take a file out
-    of a writable tree, so no command of such a runtime may leave the sandbox, and a
-    warning says the store could be rewritten (a ``plan`` runtime's runs write nothing)."""
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path) or permissions.mode == "plan":
-        return sandbox
-    writer = sandbox.writer_of(path, workspace.root)
-    if writer is None:
-        return sandbox
-    log.warning(
-        "the store is inside a directory the commands of runs may write: one could rewrite"
-        " it (answer its own approvals, change records); no command may leave the sandbox."
-        " Keep the store elsewhere (Runtime(store=...), --state PATH, $SUBAGENTS_STATE)",
-        store=str(path),
-        writable=str(writer),
-    )
-    return dataclasses.replace(sandbox, store_within=str(path))
 
 
 def behaviours(

@@ -69,6 +69,7 @@ from subagents.runtime._run_handle import RunHandle, landed
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
+from subagents.runtime._store_reach import workspace_of
 from subagents.runtime._supervisor_asks import RuntimeClosed, SupervisorRequests
 from subagents.store.base import RunStore
 from subagents.store.leases import lease_seconds, new_owner
@@ -80,7 +81,6 @@ from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
-from subagents.tools.workspace import Workspace
 
 log = get_logger("subagents.runtime")
 
@@ -187,7 +187,7 @@ class Runtime:
         self.registry = hosting.start_registry(catalog, given.hot_reload_s)
         self._definitions = Definitions(self.registry)
         self.model = model_for(given.model, list(self._agents().values()))
-        self.workspace = Workspace(given.workspace if given.workspace is not None else os.getcwd())
+        self.workspace = workspace_of(given.workspace, self.store)
         self.permissions = Permissions.coerce(given.permissions)
         self.processes, self.mcp, self.worktrees = hosting.start_tool_services(
             self.workspace.root,

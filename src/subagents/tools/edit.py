@@ -121,12 +121,18 @@ def run_edit(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     creating = args.old_string == ""
     path, text = _target(ctx, args.file_path, creating)
     if text is None or (creating and text == ""):
-        write_text(path, args.new_string, args.file_path, root=ctx.workspace.root)
+        write_text(
+            path,
+            args.new_string,
+            args.file_path,
+            root=ctx.workspace.root,
+            sealed=ctx.workspace.sealed,
+        )
         ctx.session.saw(path)
         return f"File created successfully at: {args.file_path}"
     edit = OneEdit(args.old_string, args.new_string, args.replace_all)
     updated, at = replace(text, edit, args.file_path)
-    write_text(path, updated, args.file_path, root=ctx.workspace.root)
+    write_text(path, updated, args.file_path, root=ctx.workspace.root, sealed=ctx.workspace.sealed)
     ctx.session.saw(path)
     if args.replace_all:
         return (
@@ -151,7 +157,7 @@ def run_multi(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     assert text is not None
     for i, edit in enumerate(edits, 2 if creating else 1):
         text, _ = replace(text, edit, args.file_path, prefix=f"edit {i} of {len(args.edits)}: ")
-    write_text(path, text, args.file_path, root=ctx.workspace.root)
+    write_text(path, text, args.file_path, root=ctx.workspace.root, sealed=ctx.workspace.sealed)
     ctx.session.saw(path)
     lines = [f"Applied {len(args.edits)} edits to {args.file_path}:"]
     for i, edit in enumerate(args.edits, 1):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from subagents.tools.base import ToolError
 from subagents.tools.context import RunSession
+from subagents.tools.sealed import SealedFiles
 
 
 def check_fresh(session: RunSession, path: Path, shown: str) -> None:
@@ -43,7 +44,9 @@ def read_text(path: Path, shown: str) -> str:
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
 
 
-def write_text(path: Path, text: str, shown: str, *, root: Path) -> None:
+def write_text(
+    path: Path, text: str, shown: str, *, root: Path, sealed: SealedFiles | None = None
+) -> None:
     """Write atomically (a temporary file renamed over the target), keeping an existing
     file's mode; a new file gets the mode the process umask gives (0644 under umask 022),
     as ``open()`` would: ``mkstemp`` alone would leave it 0600.
@@ -52,10 +55,13 @@ def write_text(path: Path, text: str, shown: str, *, root: Path) -> None:
     swapped a directory on its path for a symlink since (a trial's background shell made
     Write land outside the workspace this way, with the runtime's rights): so the parent
     is reached from ``root`` one directory at a time without following any symlink, and
-    the file is made and renamed there, relative to that directory."""
+    the file is made and renamed there, relative to that directory. Made there, it is not
+    one of the run store's files (``sealed``): checked on that very directory."""
     try:
         parent = open_beneath(root, path.parent)
         try:
+            if sealed is not None and sealed.holds_entry(parent, path.name):
+                raise ToolError(f"cannot write {shown}: it is a file of the run store")
             _write_in(parent, path.name, text)
         finally:
             os.close(parent)

@@ -112,6 +112,7 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
         json.dumps(notebook, indent=1, ensure_ascii=False) + "\n",
         args.notebook_path,
         root=ctx.workspace.root,
+        sealed=ctx.workspace.sealed,
     )
     ctx.session.saw(path)
     return message

@@ -150,9 +150,6 @@ class Sandbox:
     """None: reads are not restricted. Else processes may read (and run) only under these
     paths, the system's (``SYSTEM_READABLE``), the workspace and what they may write: how
     the owner hides the rest (``~/.ssh``...)."""
-    store_within: str | None = None
-    """The store's file, when it is under what runs that write may write (set by the
-    runtime): then no command may leave the sandbox (``RunSandbox.exit_refusal``)."""
     private_shm: bool | None = None
     """Whether each sandboxed command gets a ``/dev/shm`` of its own, which it may write
     (``multiprocessing``, POSIX semaphores): None asks the system, once per process, when
@@ -185,7 +182,7 @@ class Sandbox:
             if isinstance(readable, str):
                 raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
             readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
-        made = cls(made.enabled, network, pairs, made.abi, extra, readable, None, made.private_shm)
+        made = cls(made.enabled, network, pairs, made.abi, extra, readable, made.private_shm)
         return made.resolve()
 
     def resolve(self) -> Sandbox:
@@ -202,18 +199,6 @@ class Sandbox:
         elif self.enabled and abi < 4:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
         return dataclasses.replace(self, abi=abi)
-
-    def writer_of(self, path: Path, workspace: Path) -> Path | None:
-        """The directory through which the processes of a run that may write could change
-        ``path`` (the workspace or an owner's ``writable``), or None: not with Landlock off,
-        where nothing is held anyway."""
-        if not (self.enabled and self.abi):
-            return None
-        real = Path(os.path.realpath(path))
-        for top in (workspace, *(Path(p) for p in self.writable)):
-            if real.is_relative_to(top):
-                return top
-        return None
 
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
@@ -249,17 +234,7 @@ class Sandbox:
             tool_env=self.tool_env,
             refusal=self._refusal(read_only, why),
             readable=readable,
-            exit_refusal=self._exit_refusal(),
             private_shm=shm,
-        )
-
-    def _exit_refusal(self) -> str | None:
-        if self.store_within is None:
-            return None
-        return (
-            f"no command may run outside the sandbox here: the run store {self.store_within}"
-            " is inside what commands may write, so a command could answer its own approval"
-            " (the owner can keep the store elsewhere)"
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -289,8 +264,6 @@ class RunSandbox:
     """Why no process may start (a read-only run without Landlock), or None."""
     readable: tuple[Path, ...] | None = None
     """Where its processes may read and run (None: anywhere)."""
-    exit_refusal: str | None = None
-    """Why no call may run outside the sandbox (``dangerouslyDisableSandbox``), or None."""
     private_shm: bool = False
     """Whether its processes get a ``/dev/shm`` of their own (``sandbox_shm``)."""
 

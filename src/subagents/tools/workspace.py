@@ -10,6 +10,8 @@ and NotebookEdit therefore reach the file's directory again from the root withou
 any symlink (``filestate.write_text``); a read could still be redirected, and reads are not
 restricted for the processes tools start either unless the owner says so. The processes
 tools start are bounded by the kernel instead: ``tools.sandbox``.)
+
+Inside the tree, the run store's files are refused too when it lies there (``sealed``).
 """
 
 from __future__ import annotations
@@ -18,18 +20,21 @@ import os
 from pathlib import Path
 
 from subagents.tools.errors import ToolError
+from subagents.tools.sealed import SealedFiles
 
 
 class Workspace:
-    """A directory tree: ``resolve`` turns a model's path into a real path inside it."""
+    """A directory tree: ``resolve`` turns a model's path into a real path inside it.
+    ``sealed``: the run store's files, which no path may name (the runtime's store)."""
 
-    __slots__ = ("root",)
+    __slots__ = ("root", "sealed")
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], sealed: SealedFiles | None = None) -> None:
         path = Path(root).expanduser()
         if not path.is_dir():
             raise ValueError(f"workspace {str(root)!r} is not a directory")
         self.root = Path(os.path.realpath(path))
+        self.sealed = sealed
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -58,6 +63,8 @@ class Workspace:
                 f"{path} is outside the workspace {self.root}: file tools can only reach"
                 f" files inside it"
             )
+        if self.sealed is not None:
+            self.sealed.refuse(real, path)
         return real
 
     def contains(self, real: Path) -> bool:

@@ -41,7 +41,9 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     existed = path.exists()
     if existed:
         check_fresh(ctx.session, path, args.file_path)
-    write_text(path, args.content, args.file_path, root=ctx.workspace.root)
+    write_text(
+        path, args.content, args.file_path, root=ctx.workspace.root, sealed=ctx.workspace.sealed
+    )
     ctx.session.saw(path)
     if not existed:
         return f"File created successfully at: {args.file_path}"
