@@ -13,10 +13,13 @@ is told ``DEADLINES_DUE`` and hands the deadlines kept by then, those of runs st
 to the timer as before (``due``). A stream of short runs so arms one tick per ``TICK_S``,
 not a timer per run.
 
-No run times out later than before: a deadline due before the armed tick (a short timeout, a
-deadline already past) is armed on the timer at once, as it always was; any other is due
-after the tick and is on the timer from the tick on (handled by the supervisor, as its
-``Timeout`` will be). A ``Timeout`` is still checked where it lands against the run's
+While the supervisor keeps up, no run times out later than before: a deadline due before the
+armed tick (a short timeout, a deadline already past) is armed on the timer at once, as it
+always was; any other is due after the tick and is on the timer from the tick on (handled by
+the supervisor, as its ``Timeout`` will be). A supervisor behind by more than a deadline's
+distance from the tick handles ``DEADLINES_DUE`` late, and that ``Timeout`` is put in its
+inbox then, behind what came after the deadline, not at the deadline (a run that completes
+in between ends completed, not timed out: the review of e-spawn10). A ``Timeout`` is still checked where it lands against the run's
 deadline (``Lifecycle.timeout``): a stale one re-arms or does nothing.
 
 The supervisor's thread alone touches this (its effects are carried out there).
