@@ -19,8 +19,9 @@ always was; any other is due after the tick and is on the timer from the tick on
 the supervisor, as its ``Timeout`` will be). A supervisor behind by more than a deadline's
 distance from the tick handles ``DEADLINES_DUE`` late, and that ``Timeout`` is put in its
 inbox then, behind what came after the deadline, not at the deadline (a run that completes
-in between ends completed, not timed out: the review of e-spawn10). A ``Timeout`` is still checked where it lands against the run's
-deadline (``Lifecycle.timeout``): a stale one re-arms or does nothing.
+in between ends completed, not timed out: the review of e-spawn10). A ``Timeout`` is still
+checked where it lands against the run's deadline (``Lifecycle.timeout``): a stale one
+re-arms or does nothing.
 
 The supervisor's thread alone touches this (its effects are carried out there).
 """
