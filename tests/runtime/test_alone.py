@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 
+from polling import wait_until
 from subagents import FunctionAgent, MemoryStore, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunRecord, RunStatus
-from subagents.store.base import StoreError
+from subagents.store.base import RunStore, StoreError
 from subagents.supervision.admission import AdmissionError
 from subagents.supervision.requests import MAX_NESTING
+
+from .conftest import QUIET
 
 WAIT = 60.0
 REFUSED = "refused"  # the task whose records the store refuses
@@ -119,3 +122,60 @@ def test_a_shared_value_changed_after_the_spawn_is_still_checked_at_its_admissio
         assert first.result(timeout=WAIT).result == "first"
         with pytest.raises(AdmissionError, match="nested more than"):
             handle.result(timeout=WAIT)
+
+
+def test_a_lone_root_spawn_is_decided_after_the_records_waiting_in_the_late_line(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record of a straight mail (its sender's ``MailPosted``) waits in the agents'
+    line (``LateReports``) without waking the supervisor. A root spawn told after it, to a
+    supervisor otherwise idle (no group open, nothing queued), is still not decided straight
+    past the line (``alone.receive``: only when nothing is in line): the line is taken
+    first, as before any message (``SupervisorActor.on_receive``), so in the store's one
+    order of events the mail's ``mail_sent`` and ``mail_delivered`` come before the later
+    run's ``spawned``. Decided straight, its ``spawned`` came first, the mail's record
+    after it (taken at the supervisor's next message). No timer tells the supervisor
+    anything meanwhile (the line's, a lingering group's, the deadline tick: an hour away)."""
+    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)
+    monkeypatch.setattr("subagents.actors.deadlines.TICK_S", 3600.0)
+    ready, go, sent = threading.Event(), threading.Event(), threading.Event()
+    child: list[str] = []
+
+    async def receiver(ctx: AgentContext) -> str:
+        await ctx.receive(timeout=WAIT)
+        await ctx.receive(timeout=WAIT)  # (nothing comes: the close ends it)
+        return "done"
+
+    async def sender(ctx: AgentContext) -> str:
+        child.append(await ctx.spawn("receiver", "r", background=True))
+        ready.set()
+        assert go.wait(WAIT)  # (its reports of this handling wait with it)
+        await ctx.send(child[0], "hello")  # by run id: straight; its record put in line
+        sent.set()
+        await ctx.receive(timeout=WAIT)  # (a record too: nothing wakes the supervisor)
+        return "done"
+
+    agents = [
+        *AGENTS,
+        FunctionAgent.create("receiver", receiver),
+        FunctionAgent.create("sender", sender),
+    ]
+    with Runtime(agents, store=store, **QUIET) as rt:
+        rt.spawn("sender", "s")
+        assert ready.wait(WAIT)
+        # Each status an ask: all told before it decided, the open group committed.
+        wait_until(lambda: rt.status(child[0]).status is RunStatus.WAITING, "the receiver waits")
+        supervisor: Any = rt._hosting.supervisor
+        late = supervisor._ref._actor_weakref().late  # (pykka holds its actor weakly)
+        assert not late  # nothing in line yet
+        go.set()
+        assert sent.wait(WAIT)
+        assert late  # the mail's record, in line (put before its sender heard it went)
+        later = rt.spawn("echo", "later")  # told, to a supervisor with nothing else to do
+        assert later.result(timeout=WAIT).result == "later"
+        rt.status(child[0])  # (the line taken, its group committed: the record is kept)
+        order = [(s.event.run_id, s.event.kind) for s in store.events_after(0, limit=10_000)]
+        spawned_later = order.index((later.run_id, EventKind.SPAWNED))
+        (mail_sent,) = [i for i, (_, kind) in enumerate(order) if kind is EventKind.MAIL_SENT]
+        delivered = order.index((child[0], EventKind.MAIL_DELIVERED))
+        assert mail_sent < spawned_later and delivered < spawned_later, order
