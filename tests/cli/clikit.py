@@ -7,14 +7,16 @@ until a deadline; nothing sleeps a fixed time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import re
 import select
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,6 +131,19 @@ script:
 You spend.
 """,
 }
+
+
+@contextlib.contextmanager
+def write_lock_held(path: Path) -> Iterator[None]:
+    """The SQLite file's write lock, held while inside (as a host stopped mid-write holds
+    it): a command that writes meets a busy store."""
+    lock = sqlite3.connect(path, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
 
 
 def write_team(folder: Path) -> Path:

@@ -7,17 +7,14 @@ real command in a subprocess, on a real store file the test wrote the hostile ro
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
-from clikit import Cli
+from clikit import Cli, write_lock_held
 
 from subagents.messages import Event, EventKind, Lease, Outcome, RunRecord, RunStatus
 from subagents.store.leases import machine_id
@@ -91,7 +88,7 @@ def test_the_orphaned_line_of_a_follower_shows_a_hostile_host_escaped(
 def test_the_busy_store_error_names_a_hostile_stalled_host_escaped(cli: Cli) -> None:
     """The store's write lock held (as by a host stopped inside a write): `resume` fails
     after its busy timeout naming the stalled host, the lease's host name escaped."""
-    with _write_lock_held(cli.state):
+    with write_lock_held(cli.state):
         proc = cli("resume", "--agents", str(cli.agents))
     assert proc.returncode == 1, proc.stderr
     said = _clean(proc)
@@ -142,23 +139,11 @@ def test_a_json_line_keeps_hostile_strings_exact_and_escaped(cli: Cli) -> None:
 def test_a_busy_store_met_by_stop_names_the_stalled_host_escaped(cli: Cli) -> None:
     """``stop`` writes: with the store's write lock held it fails after its busy timeout,
     naming the stalled host likely holding it (as ``resume`` does), escaped."""
-    with _write_lock_held(cli.state):
+    with write_lock_held(cli.state):
         proc = cli("stop", ORPHAN)
     assert proc.returncode == 1, proc.stderr
     said = _clean(proc)
     assert "busy" in said and f"held by a host stopped or hung inside a write: {SHOWN}" in said
-
-
-@contextlib.contextmanager
-def _write_lock_held(path: Path) -> Iterator[None]:
-    """The SQLite file's write lock, held while inside."""
-    lock = sqlite3.connect(path, isolation_level=None)
-    lock.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        lock.execute("ROLLBACK")
-        lock.close()
 
 
 def test_a_hostile_run_id_is_shortened_escaped() -> None:

@@ -4,17 +4,13 @@ a stalled host's lease lapses and comes back when it renews."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-from clikit import Cli, by_agent, finish
+from clikit import Cli, by_agent, finish, write_lock_held
 
 from pgserver import stop_outside_a_transaction
 
@@ -129,7 +125,7 @@ def test_a_resume_against_a_write_lock_a_stalled_host_holds_says_so_in_one_line(
         cli.wait_runs(_worker_waiting, "the worker waiting for mail", proc)
         stop_outside_a_transaction(cli.state, proc.pid)  # alive, renewing nothing
         rows = cli.wait_runs(_all_orphaned, "the lease lapsing")
-        with _write_lock_held(cli.state):
+        with write_lock_held(cli.state):
             resumed = cli("resume", "--agents", str(cli.agents))
         assert resumed.returncode == 1, resumed.stderr
         assert "Traceback" not in resumed.stderr, resumed.stderr
@@ -154,19 +150,6 @@ def test_a_resume_against_a_write_lock_a_stalled_host_holds_says_so_in_one_line(
 
 
 ERROR = "subagents resume: error: "
-
-
-@contextlib.contextmanager
-def _write_lock_held(path: Path) -> Iterator[None]:
-    """The SQLite file's write lock, held while inside (as a host stopped mid-write holds
-    it)."""
-    lock = sqlite3.connect(path, isolation_level=None)
-    lock.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        lock.execute("ROLLBACK")
-        lock.close()
 
 
 def test_a_bad_lease_setting_is_a_usage_error(cli: Cli) -> None:
