@@ -251,3 +251,39 @@ def test_root_without_cap_sys_admin_keeps_its_reach_over_other_owners_files(
     )  # fmt: skip
     assert done.stdout.splitlines() == ["12345", "pool [1, 4, 9] [16] queued"], done
     assert (theirs / "made").read_text() == "root\n"
+
+
+FILL = """
+import errno, os
+written = 0
+try:
+    with open("/dev/shm/fill", "wb") as out:
+        while written < 8 * 2**20:
+            written += out.write(bytes(2**16))
+            out.flush()
+except OSError as exc:
+    print(errno.errorcode[exc.errno], written)
+else:
+    print("wrote", written)
+"""
+
+
+@landlock
+def test_a_command_writing_past_its_shm_bound_gets_enospc(tmp_path: Path) -> None:
+    """Each command's /dev/shm was a tmpfs of 25% of the machine's memory, with no total: a
+    few commands could fill it. It is bounded by ``Sandbox(shm_size=...)`` (bytes): a write
+    past the bound fails with ENOSPC, having taken no more than the bound."""
+    if private_shm_refusal() is not None:
+        pytest.skip("no private /dev/shm here")
+    small = Sandbox.coerce(Sandbox(shm_size=2**20)).for_run(
+        workspace=tmp_path, read_only=False, network=True
+    )
+    argv = small.argv([PY, "-I", "-c", FILL], tmp_path)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["ENOSPC", str(2**20)], done
+
+
+def test_the_shm_bound_is_checked_when_set() -> None:
+    for bad in (0, -1, True, "1g", 1.5):
+        with pytest.raises(ValueError, match=r"Sandbox\(shm_size=...\): a number of bytes"):
+            Sandbox.coerce(Sandbox(shm_size=bad))  # type: ignore[arg-type]

@@ -155,6 +155,9 @@ class Sandbox:
     (``multiprocessing``, POSIX semaphores): None asks the system, once per process, when
     the first process is to start (``private_shm_refusal``); False keeps the machine's,
     unwritable."""
+    shm_size: int = sandbox_shm.SIZE
+    """The bound of each command's own ``/dev/shm``, in bytes: a write past it fails with
+    ``ENOSPC`` (no space left on device) rather than taking the machine's memory."""
 
     @classmethod
     def coerce(
@@ -182,7 +185,12 @@ class Sandbox:
             if isinstance(readable, str):
                 raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
             readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
-        made = cls(made.enabled, network, pairs, made.abi, extra, readable, made.private_shm)
+        shm_size = made.shm_size
+        if isinstance(shm_size, bool) or not isinstance(shm_size, int) or shm_size <= 0:
+            raise ValueError(f"Sandbox(shm_size=...): a number of bytes above 0, got {shm_size!r}")
+        made = cls(
+            made.enabled, network, pairs, made.abi, extra, readable, made.private_shm, shm_size
+        )
         return made.resolve()
 
     def resolve(self) -> Sandbox:
@@ -235,6 +243,7 @@ class Sandbox:
             refusal=self._refusal(read_only, why),
             readable=readable,
             private_shm=shm,
+            shm_size=self.shm_size,
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -266,6 +275,8 @@ class RunSandbox:
     """Where its processes may read and run (None: anywhere)."""
     private_shm: bool = False
     """Whether its processes get a ``/dev/shm`` of their own (``sandbox_shm``)."""
+    shm_size: int = sandbox_shm.SIZE
+    """Its bound, in bytes."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -282,7 +293,7 @@ class RunSandbox:
         if self.read_only:
             head.append("--read-only")
         if self.private_shm:
-            head.append("--private-shm")
+            head += ["--private-shm", "--shm-size", str(self.shm_size)]
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]

@@ -1,7 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm] -- CMD ARGS...
+        [--read-only] [--private-shm [--shm-size BYTES]] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -29,7 +29,8 @@ named unix sockets), and with ``--read-only`` (a ``plan`` run) the calls that ch
 mode, owner, times, extended attributes or flags, which Landlock lets through.
 
 ``--private-shm`` first gives the command a ``/dev/shm`` of its own (``sandbox_shm``: a mount
-namespace with a fresh tmpfs there), which it may then write, in every mode: POSIX
+namespace with a fresh tmpfs there, of ``--shm-size`` bytes at most), which it may then
+write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
 Where that is not allowed, the command runs as without the flag. ``--probe-private-shm``
 prints ``ok`` or why not (how the runtime asks once).
@@ -272,11 +273,12 @@ def sibling(name: str) -> ModuleType:
     return __import__(name)
 
 
-def private_shm(writable: list[str]) -> None:
-    """Give this process a ``/dev/shm`` of its own and add it to ``writable``; as before
-    when the system does not allow it (``OSError`` when it broke half-way)."""
+def private_shm(writable: list[str], size: int | None) -> None:
+    """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
+    default) and add it to ``writable``; as before when the system does not allow it
+    (``OSError`` when it broke half-way)."""
     shm = sibling("sandbox_shm")
-    if shm.enter(_libc()) is None:
+    if shm.enter(_libc(), size or shm.SIZE) is None:
         writable.append(shm.SHM)
 
 
@@ -308,6 +310,7 @@ def main(argv: list[str]) -> int:
     read_only = False
     abi = KNOWN_ABI
     shm = False
+    shm_size: int | None = None
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
     i = 0
@@ -318,11 +321,13 @@ def main(argv: list[str]) -> int:
             read_only = read_only or flag == "--read-only"
             shm = shm or flag == "--private-shm"
             i += 1
-        elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
+        elif flag in ("--write", "--read", "--abi", "--shm-size") and i + 1 < len(argv):
             if flag == "--write":
                 writable.append(argv[i + 1])
             elif flag == "--read":
                 readable = [*(readable or []), argv[i + 1]]
+            elif flag == "--shm-size":
+                shm_size = int(argv[i + 1])
             else:
                 abi = int(argv[i + 1])
             i += 2
@@ -341,7 +346,7 @@ def main(argv: list[str]) -> int:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
         if shm:  # before Landlock, which forbids mounting
-            private_shm(writable)
+            private_shm(writable, shm_size)
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:

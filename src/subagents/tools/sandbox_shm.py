@@ -8,7 +8,7 @@ programs' shared memory (PostgreSQL's dynamic shared memory, Chromium's): out of
 workspace. So the launcher, before Landlock, moves the command into a new mount namespace
 (as a user other than root, inside a new user namespace that maps the user's uid and gid to
 themselves, so the files it makes stay the user's) and mounts a fresh tmpfs there
-(``SIZE`` bounded, ``nosuid``, ``nodev``), which Landlock then lets the command write. The
+(bounded, ``nosuid``, ``nodev``), which Landlock then lets the command write. The
 machine's ``/dev/shm`` is hidden under it; the mount does not propagate back (the tree is
 made a slave first), and it goes away with the namespace's last process.
 
@@ -31,9 +31,14 @@ import errno
 import os
 
 SHM = "/dev/shm"
-SIZE = "25%"
-"""The tmpfs's bound (of the machine's memory, as the kernel reads ``size=N%``): tmpfs
-takes memory only as files fill it; the machine's own ``/dev/shm`` is 50% by default."""
+SIZE = 256 * 2**20
+"""The tmpfs's bound in bytes unless the owner sets another (``Sandbox(shm_size=...)``):
+tmpfs takes memory only as files fill it, but every sandboxed command has one, so what N
+commands may hold is N times this (a percentage of the machine's memory each, as before,
+let a few commands fill it). A write past it fails with ``ENOSPC``."""
+INODES = 16384
+"""The tmpfs's bound on files: an empty file costs memory too (its inode), which ``size``
+does not count."""
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 1 << 14, 1 << 19
@@ -108,12 +113,12 @@ def _map_own_ids(uid: int, gid: int) -> None:
         raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
 
 
-def enter(libc: ctypes.CDLL) -> str | None:
+def enter(libc: ctypes.CDLL, size: int = SIZE) -> str | None:
     """Move this (single-threaded) process into a mount namespace whose ``/dev/shm`` is a
-    fresh tmpfs. None when done, else why not: the process then sees the same files as
-    before (at worst from namespaces of its own). ``OSError`` when the user's ids could not
-    be mapped in the new user namespace: a command there could write nothing, so the
-    launcher must not run it."""
+    fresh tmpfs of at most ``size`` bytes. None when done, else why not: the process then
+    sees the same files as before (at worst from namespaces of its own). ``OSError`` when
+    the user's ids could not be mapped in the new user namespace: a command there could
+    write nothing, so the launcher must not run it."""
     if not os.path.isdir(SHM):
         return f"{SHM} is not a directory here"
     uid, gid = os.getuid(), os.getgid()
@@ -128,7 +133,7 @@ def enter(libc: ctypes.CDLL) -> str | None:
             _map_own_ids(uid, gid)
     if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
         return _fail("making the mounts slaves")
-    options = f"mode=1777,size={SIZE}".encode()
+    options = f"mode=1777,size={size},nr_inodes={INODES}".encode()
     if libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         return _fail(f"mounting a tmpfs on {SHM}")
     return None
