@@ -70,7 +70,7 @@ class Recovery:
         report = RestoreReport()
         decided = Decided()
         me = self.owner
-        held_before = {s.run_id for s in self.runs}
+        self.taken = []
         restarting = self._restarting(snapshot)
         live = snapshot.live_owners | restarting
         elsewhere = {
@@ -115,7 +115,6 @@ class Recovery:
                 decided.writes.append(OutcomeDelivered(ended.run_id))
             # a live parent gets it through recovered messages when it resumes
         decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
-        self.taken = [s.run_id for s in self.runs if s.run_id not in held_before]
         return report, decided
 
     def untake(self, effects: list[Effect]) -> list[Effect]:
@@ -146,6 +145,7 @@ class Recovery:
                 continue
             spec = self.lookup(record.agent) or AgentSpec(name=record.agent, description="-")
             self.runs.add(RunState(record=record, spec=spec, request_id=record.request_id))
+            self.taken.append(record.run_id)
             if record.parent_run_id is None:
                 self.runs.ended_roots.append(record.run_id)
 
@@ -173,6 +173,7 @@ class Recovery:
             checkpoint=unfinished.checkpoint,  # (a continued run's seed before a step)
         )
         self.runs.add(state)
+        self.taken.append(record.run_id)
         decided = Decided()
         if record.owner != unfinished.record.owner:  # adopted: kept as this runtime's
             decided.writes.append(SaveRun(state.record))
