@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents.tools import sandbox_exec
+from subagents.tools import sandbox_exec, sandbox_shm
 from subagents.tools.sandbox import LAUNCHER, Sandbox, private_shm_refusal
 
 from .test_sandbox_runs import landlock, tree
@@ -255,7 +255,7 @@ def test_root_without_cap_sys_admin_keeps_its_reach_over_other_owners_files(
 
 FILL = """
 import errno, os
-written = 0
+written = made = 0
 try:
     with open("/dev/shm/fill", "wb") as out:
         while written < 8 * 2**20:
@@ -265,6 +265,12 @@ except OSError as exc:
     print(errno.errorcode[exc.errno], written)
 else:
     print("wrote", written)
+try:
+    while made < 100_000:
+        os.close(os.open(f"/dev/shm/{made}", os.O_CREAT | os.O_WRONLY))
+        made += 1
+except OSError as exc:
+    print(errno.errorcode[exc.errno], made)
 """
 
 
@@ -272,7 +278,8 @@ else:
 def test_a_command_writing_past_its_shm_bound_gets_enospc(tmp_path: Path) -> None:
     """Each command's /dev/shm was a tmpfs of 25% of the machine's memory, with no total: a
     few commands could fill it. It is bounded by ``Sandbox(shm_size=...)`` (bytes): a write
-    past the bound fails with ENOSPC, having taken no more than the bound."""
+    past the bound fails with ENOSPC, having taken no more than the bound; so does a file
+    past its bound on files (empty files take memory too)."""
     if private_shm_refusal() is not None:
         pytest.skip("no private /dev/shm here")
     small = Sandbox.coerce(Sandbox(shm_size=2**20)).for_run(
@@ -280,7 +287,8 @@ def test_a_command_writing_past_its_shm_bound_gets_enospc(tmp_path: Path) -> Non
     )
     argv = small.argv([PY, "-I", "-c", FILL], tmp_path)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.stdout.split() == ["ENOSPC", str(2**20)], done
+    files = sandbox_shm.INODES - 2  # its root directory and the filled file count too
+    assert done.stdout.split() == ["ENOSPC", str(2**20), "ENOSPC", str(files)], done
 
 
 def test_the_shm_bound_is_checked_when_set() -> None:
