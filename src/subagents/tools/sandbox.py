@@ -40,6 +40,7 @@ from subagents.logs import get_logger
 from subagents.tools import sandbox_exec, sandbox_shm
 from subagents.tools.errors import ToolError
 from subagents.tools.modes import parse_mode
+from subagents.tools.sealed import SealedFiles
 
 log = get_logger("subagents.sandbox")
 
@@ -158,6 +159,10 @@ class Sandbox:
     shm_size: int = sandbox_shm.SIZE
     """The bound of each command's own ``/dev/shm``, in bytes: a write past it fails with
     ``ENOSPC`` (no space left on device) rather than taking the machine's memory."""
+    hidden: tuple[str, ...] = ()
+    """Files no sandboxed command may read (the run store's, set by the runtime:
+    ``hiding``), covered in each command's own mount namespace (``sandbox_shm.hide``)
+    where it gets one (``private_shm``)."""
 
     @classmethod
     def coerce(
@@ -208,6 +213,13 @@ class Sandbox:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
         return dataclasses.replace(self, abi=abi)
 
+    def hiding(self, sealed: SealedFiles | None) -> Sandbox:
+        """This, its commands kept from reading the run store's files (``sealed``)."""
+        if sealed is None:
+            return self
+        files = tuple(str(sealed.directory / name) for name in sealed.files)
+        return dataclasses.replace(self, hidden=files)
+
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
         definition can turn it off, never on where the owner's setting for the mode is off."""
@@ -244,6 +256,7 @@ class Sandbox:
             readable=readable,
             private_shm=shm,
             shm_size=self.shm_size,
+            hidden=self.hidden,
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -277,6 +290,8 @@ class RunSandbox:
     """Whether its processes get a ``/dev/shm`` of their own (``sandbox_shm``)."""
     shm_size: int = sandbox_shm.SIZE
     """Its bound, in bytes."""
+    hidden: tuple[str, ...] = ()
+    """Files its processes may not read (``Sandbox.hidden``)."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -294,6 +309,8 @@ class RunSandbox:
             head.append("--read-only")
         if self.private_shm:
             head += ["--private-shm", "--shm-size", str(self.shm_size)]
+            for hidden in self.hidden:
+                head += ["--hide", hidden]
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]

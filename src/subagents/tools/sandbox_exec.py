@@ -1,7 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm [--shm-size BYTES]] -- CMD ARGS...
+        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -32,6 +32,8 @@ mode, owner, times, extended attributes or flags, which Landlock lets through.
 namespace with a fresh tmpfs there, of ``--shm-size`` bytes at most), which it may then
 write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
+``--hide`` files (the run store's) are then covered, in that namespace only, with an empty
+file the command cannot read (``sandbox_shm.hide``): reads are not restricted otherwise.
 Where that is not allowed, the command runs as without the flag. ``--probe-private-shm``
 prints ``ok`` or why not (how the runtime asks once).
 
@@ -273,13 +275,16 @@ def sibling(name: str) -> ModuleType:
     return __import__(name)
 
 
-def private_shm(writable: list[str], size: int | None) -> None:
+def private_shm(writable: list[str], size: int | None, hidden: list[str]) -> None:
     """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
-    default) and add it to ``writable``; as before when the system does not allow it
-    (``OSError`` when it broke half-way)."""
+    default) and add it to ``writable``, and cover the ``hidden`` files with an empty one;
+    as before when the system does not allow it (``OSError`` when it broke half-way, or
+    a file could not be covered)."""
     shm = sibling("sandbox_shm")
-    if shm.enter(_libc(), size or shm.SIZE) is None:
+    libc = _libc()
+    if shm.enter(libc, size or shm.SIZE) is None:
         writable.append(shm.SHM)
+        shm.hide(libc, hidden)
 
 
 def probe_private_shm() -> int:
@@ -311,6 +316,7 @@ def main(argv: list[str]) -> int:
     abi = KNOWN_ABI
     shm = False
     shm_size: int | None = None
+    hidden: list[str] = []
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
     i = 0
@@ -321,9 +327,9 @@ def main(argv: list[str]) -> int:
             read_only = read_only or flag == "--read-only"
             shm = shm or flag == "--private-shm"
             i += 1
-        elif flag in ("--write", "--read", "--abi", "--shm-size") and i + 1 < len(argv):
-            if flag == "--write":
-                writable.append(argv[i + 1])
+        elif flag in ("--write", "--read", "--abi", "--shm-size", "--hide") and i + 1 < len(argv):
+            if flag in ("--write", "--hide"):
+                (writable if flag == "--write" else hidden).append(argv[i + 1])
             elif flag == "--read":
                 readable = [*(readable or []), argv[i + 1]]
             elif flag == "--shm-size":
@@ -346,7 +352,7 @@ def main(argv: list[str]) -> int:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
         if shm:  # before Landlock, which forbids mounting
-            private_shm(writable, shm_size)
+            private_shm(writable, shm_size, hidden)
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:

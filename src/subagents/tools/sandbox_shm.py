@@ -41,7 +41,10 @@ INODES = 16384
 does not count."""
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 1 << 14, 1 << 19
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_SLAVE = 2, 4, 1 << 12, 1 << 14, 1 << 19
+COVER = f"{SHM}/.hidden"
+"""The empty file (mode 000) mounted over each hidden file: in the private tmpfs, so it is
+the command's own and goes away with it."""
 ENABLE = (
     "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0;"
     " kernel.unprivileged_userns_clone=1 on Debian's older kernels;"
@@ -137,3 +140,19 @@ def enter(libc: ctypes.CDLL, size: int = SIZE) -> str | None:
     if libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         return _fail(f"mounting a tmpfs on {SHM}")
     return None
+
+
+def hide(libc: ctypes.CDLL, files: list[str]) -> None:
+    """Cover each of ``files`` (the run store's) with an empty file nobody but root may
+    read, in this process's mount namespace (after ``enter``): the command and all it
+    starts read nothing of them, while every other process sees them as they are. A file
+    that does not exist now has nothing to cover; ``OSError`` when one could not be
+    covered (the launcher then runs nothing)."""
+    if not files:
+        return
+    os.close(os.open(COVER, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
+    for path in files:
+        if libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None) != 0:
+            code = ctypes.get_errno()
+            if code != errno.ENOENT:
+                raise OSError(code, f"covering {path}: {os.strerror(code)}")
