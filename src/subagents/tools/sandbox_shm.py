@@ -18,6 +18,10 @@ restricted process every change of the mount tree, the seccomp filter denies ``m
 ``unshare`` and ``setns`` (``sandbox_syscalls``), and the capabilities it would need are
 dropped.
 
+The same namespace keeps the run store from the command (``hide``): reads are not
+restricted in the sandbox, so each of the store's files is covered there by an empty one
+the command may not read, which the runtime and every other process never see.
+
 Where the kernel or the container forbids it (user namespaces off, Ubuntu's AppArmor
 restriction, no ``CAP_SYS_ADMIN``), ``enter`` says why and the launcher goes on as before:
 ``/dev/shm`` stays unwritable. The runtime asks once (``probe``) and warns.
