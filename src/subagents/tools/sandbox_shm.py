@@ -150,13 +150,14 @@ def hide(libc: ctypes.CDLL, files: list[str]) -> None:
     """Cover each of ``files`` (the run store's) with an empty file nobody but root may
     read, in this process's mount namespace (after ``enter``): the command and all it
     starts read nothing of them, while every other process sees them as they are. A file
-    that does not exist now has nothing to cover; ``OSError`` when one could not be
-    covered (the launcher then runs nothing)."""
+    that does not exist now has nothing to cover, nor has one this process cannot reach
+    (a directory on its path it may not search: nor may the command); ``OSError`` when
+    one could not be covered otherwise (the launcher then runs nothing)."""
     if not files:
         return
     os.close(os.open(COVER, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
     for path in files:
         if libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None) != 0:
             code = ctypes.get_errno()
-            if code != errno.ENOENT:
+            if code not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                 raise OSError(code, f"covering {path}: {os.strerror(code)}")
