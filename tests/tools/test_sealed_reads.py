@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +20,13 @@ from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.store.sqlite import SQLiteStore
+from subagents.tools import sandbox_exec
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
 from subagents.tools.errors import ToolError
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
-from subagents.tools.sandbox import private_shm_refusal
+from subagents.tools.sandbox import LAUNCHER, private_shm_refusal
 from subagents.tools.sealed import SealedFiles
 from subagents.tools.workspace import Workspace
 
@@ -144,3 +146,54 @@ def test_a_sandboxed_command_reads_nothing_of_the_store(tmp_path: Path) -> None:
     reopened = SQLiteStore(store)
     assert [r.task for r in reopened.list_runs()] == ["the secret task"]
     reopened.close()
+
+
+BY_HANDLE = """
+import ctypes, os, struct, sys
+store = sys.argv[1]
+folder, name = os.path.split(store)
+inode = next(e.inode() for e in os.scandir(folder) if e.name == name)  # the entry's
+handle = struct.pack("=IiII", 8, 1, inode, 0)  # FILEID_INO32_GEN, generation 0: ext4 checks none
+libc = ctypes.CDLL(None, use_errno=True)
+call = {"x86_64": 304, "aarch64": 265}[os.uname().machine]  # open_by_handle_at
+fd = libc.syscall(call, os.open(folder, os.O_RDONLY), handle, os.O_RDONLY)
+print(os.read(fd, 16) if fd >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+def _launch(tmp_path: Path, *inner: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-I", "-S", LAUNCHER, "--write", str(tmp_path), *inner],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@landlock
+def test_no_command_opens_the_covered_store_by_its_inode(tmp_path: Path, open_store: Path) -> None:
+    """Before: root in the sandbox keeps ``CAP_DAC_READ_SEARCH``, so ``open_by_handle_at``
+    opened the store under its cover by the inode number its directory lists (ext4 checks
+    no generation of 0; seen: ``SQLite format 3``). The filter now denies the call."""
+    if private_shm_refusal() is not None:
+        pytest.skip("no mount namespace of the command's own here")
+    (script := tmp_path / "by_handle.py").write_text(BY_HANDLE)
+    hide = ["--private-shm", "--hide", str(open_store)]
+    done = _launch(tmp_path, *hide, "--", sys.executable, "-I", str(script), str(open_store))
+    assert done.returncode == 0, done
+    assert done.stdout.strip() == "Operation not permitted", done
+
+
+@landlock
+def test_a_command_the_store_could_not_be_hidden_from_does_not_run(
+    tmp_path: Path, open_store: Path
+) -> None:
+    """The runtime passes ``--hide`` only where its probe made a namespace; a launch whose
+    own namespace then fails (here: inside a sandbox, whose filter denies ``unshare``; a
+    user's namespaces used up) must not run the command with the store in reach. Before:
+    it fell back silently and ``head`` printed the store (seen: ``SQLite format 3``)."""
+    inner = [sys.executable, "-I", "-S", LAUNCHER, "--private-shm", "--hide", str(open_store)]
+    done = _launch(tmp_path, "--", *inner, "--", "head", "-c", "15", str(open_store))
+    assert done.returncode == sandbox_exec.FAILED_EXIT, done
+    assert "SQLite" not in done.stdout, done
+    assert "could not hide the run store" in done.stderr and "unshare" in done.stderr, done
+    shm_only = _launch(tmp_path, "--", *inner[:4], "--", "true")  # no --hide: as before
+    assert shm_only.returncode == 0, shm_only

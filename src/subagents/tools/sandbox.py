@@ -359,7 +359,9 @@ def _probe_private_shm() -> str | None:
         return None
     log.warning(
         "sandboxed commands cannot get a private /dev/shm here, so /dev/shm stays unwritable"
-        " to them (multiprocessing, POSIX semaphores and shared memory fail)",
+        " to them (multiprocessing, POSIX semaphores and shared memory fail), and a SQLite"
+        " run store's files are not hidden from them: they can read every run's records"
+        " (Sandbox(readable=[...]) without the store's directory keeps it from them)",
         why=why,
         enable=sandbox_shm.ENABLE,
     )

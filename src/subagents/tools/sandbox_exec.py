@@ -34,8 +34,9 @@ write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
 ``--hide`` files (the run store's) are then covered, in that namespace only, with an empty
 file the command cannot read (``sandbox_shm.hide``): reads are not restricted otherwise.
-Where that is not allowed, the command runs as without the flag. ``--probe-private-shm``
-prints ``ok`` or why not (how the runtime asks once).
+Where that is not allowed, the command runs as without the flag, but with ``--hide``
+(the runtime's probe made a namespace, so this launch should have) it does not run.
+``--probe-private-shm`` prints ``ok`` or why not (how the runtime asks once).
 
 Why ``ctypes`` over the three syscalls rather than the ``landlock`` package on PyPI: that
 package is a pre-release (1.0.0.dev5) and importing a third-party package here would need
@@ -279,12 +280,17 @@ def private_shm(writable: list[str], size: int | None, hidden: list[str]) -> Non
     """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
     default) and add it to ``writable``, and cover the ``hidden`` files with an empty one;
     as before when the system does not allow it (``OSError`` when it broke half-way, or
-    a file could not be covered)."""
+    a file could not be covered, or there are ``hidden`` files: the runtime asks for
+    them only where its probe made a namespace, so a launch that could not make one now
+    (a user's namespaces used up) must not run the command with the store in reach)."""
     shm = sibling("sandbox_shm")
     libc = _libc()
-    if shm.enter(libc, size or shm.SIZE) is None:
+    why = shm.enter(libc, size or shm.SIZE)
+    if why is None:
         writable.append(shm.SHM)
         shm.hide(libc, hidden)
+    elif hidden:  # the runtime's probe made one: run nothing with the store in reach
+        raise OSError(f"could not hide the run store from it: {why}")
 
 
 def probe_private_shm() -> int:
