@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -197,3 +198,29 @@ def test_a_command_the_store_could_not_be_hidden_from_does_not_run(
     assert "could not hide the run store" in done.stderr and "unshare" in done.stderr, done
     shm_only = _launch(tmp_path, "--", *inner[:4], "--", "true")  # no --hide: as before
     assert shm_only.returncode == 0, shm_only
+
+
+@landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_the_store_is_covered_through_a_second_mount_of_its_file_system_too(
+    tmp_path: Path, open_store: Path
+) -> None:
+    """A directory above the store mounted again elsewhere (a bind mount, a container's
+    volume seen twice) is another path to the same file. Before: only the store's own path
+    was covered, and ``head`` through the second mount printed it (seen: ``SQLite format
+    3``). Made in a mount namespace of the test's own, so nothing leaks to the machine."""
+    if private_shm_refusal() is not None:
+        pytest.skip("no mount namespace of the command's own here")
+    (again := tmp_path / "again").mkdir()
+    through = again / open_store.relative_to(tmp_path)
+    launch = [sys.executable, "-I", "-S", LAUNCHER, "--write", str(tmp_path), "--private-shm"]
+    launch += ["--hide", str(open_store), "--", "head", "-c", "15", str(open_store), str(through)]
+    script = f"mount --bind {shlex.quote(str(tmp_path))} {shlex.quote(str(again))} && "
+    script += shlex.join(launch)
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done
+    assert "SQLite" not in done.stdout, done
+    assert done.stdout.count("==> ") == 2, done  # head read both: empty covers

@@ -152,12 +152,68 @@ def hide(libc: ctypes.CDLL, files: list[str]) -> None:
     starts read nothing of them, while every other process sees them as they are. A file
     that does not exist now has nothing to cover, nor has one this process cannot reach
     (a directory on its path it may not search: nor may the command); ``OSError`` when
-    one could not be covered otherwise (the launcher then runs nothing)."""
+    one could not be covered otherwise (the launcher then runs nothing). Each is covered
+    wherever its file system is mounted again (``_other_names``)."""
     if not files:
         return
     os.close(os.open(COVER, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
-    for path in files:
+    mounts = _mount_table()
+    names = [name for file in files for name in (file, *_other_names(file, mounts))]
+    for path in names:
         if libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None) != 0:
             code = ctypes.get_errno()
             if code not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
                 raise OSError(code, f"covering {path}: {os.strerror(code)}")
+
+
+def _unescape(field: str) -> str:
+    """A path of ``/proc/self/mountinfo`` (space, tab, newline, backslash written octal)."""
+    for code in ("\\040", "\\011", "\\012", "\\134"):
+        field = field.replace(code, chr(int(code[1:], 8)))
+    return field
+
+
+def _mount_table() -> list[tuple[str, str, str]]:
+    """This namespace's mounts: (device, root in its file system, mount point)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as table:
+            lines = [line.split() for line in table]
+    except OSError:
+        return []
+    return [(m[2], _unescape(m[3]), _unescape(m[4])) for m in lines if len(m) > 4]
+
+
+def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
+    """The paths of the file at ``path`` through the other mounts of its file system (a
+    bind mount of a directory above it, a container's volume mounted twice): a cover on
+    ``path`` alone left it readable there (seen). Found in this namespace's mount table,
+    each checked to be that very file (device and inode) before anything is covered (a
+    mount over a path of it shows another file there: not covered)."""
+    try:
+        real = os.stat(path)
+    except OSError:
+        return []  # (a file that does not exist has nothing to cover)
+    device = f"{os.major(real.st_dev)}:{os.minor(real.st_dev)}"
+    same = [(root, at) for dev, root, at in mounts if dev == device]
+    inside = [
+        (root, at) for root, at in same if path == at or path.startswith(at.rstrip("/") + "/")
+    ]
+    if not inside:
+        return []
+    root, at = max(inside, key=lambda mount: len(mount[1]))  # the mount path is reached in
+    within = root.rstrip("/") + path[len(at.rstrip("/")) :]  # its path in the file system
+    names = []
+    for root, at in same:
+        if within.startswith(root.rstrip("/") + "/"):
+            name = at.rstrip("/") + within[len(root.rstrip("/")) :]
+            if name != path and _is(name, real):
+                names.append(name)
+    return names
+
+
+def _is(name: str, real: os.stat_result) -> bool:
+    try:
+        found = os.stat(name)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (real.st_dev, real.st_ino)
