@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from subagents.tools import sandbox_exec
+from subagents.tools import sandbox_exec, sandbox_shm
 from subagents.tools.sandbox import LAUNCHER, Sandbox, private_shm_refusal
 
 from .test_sandbox_runs import landlock, tree
@@ -251,3 +251,47 @@ def test_root_without_cap_sys_admin_keeps_its_reach_over_other_owners_files(
     )  # fmt: skip
     assert done.stdout.splitlines() == ["12345", "pool [1, 4, 9] [16] queued"], done
     assert (theirs / "made").read_text() == "root\n"
+
+
+FILL = """
+import errno, os
+written = made = 0
+try:
+    with open("/dev/shm/fill", "wb") as out:
+        while written < 8 * 2**20:
+            written += out.write(bytes(2**16))
+            out.flush()
+except OSError as exc:
+    print(errno.errorcode[exc.errno], written)
+else:
+    print("wrote", written)
+try:
+    while made < 100_000:
+        os.close(os.open(f"/dev/shm/{made}", os.O_CREAT | os.O_WRONLY))
+        made += 1
+except OSError as exc:
+    print(errno.errorcode[exc.errno], made)
+"""
+
+
+@landlock
+def test_a_command_writing_past_its_shm_bound_gets_enospc(tmp_path: Path) -> None:
+    """Each command's /dev/shm was a tmpfs of 25% of the machine's memory, with no total: a
+    few commands could fill it. It is bounded by ``Sandbox(shm_size=...)`` (bytes): a write
+    past the bound fails with ENOSPC, having taken no more than the bound; so does a file
+    past its bound on files (empty files take memory too)."""
+    if private_shm_refusal() is not None:
+        pytest.skip("no private /dev/shm here")
+    small = Sandbox.coerce(Sandbox(shm_size=2**20)).for_run(
+        workspace=tmp_path, read_only=False, network=True
+    )
+    argv = small.argv([PY, "-I", "-c", FILL], tmp_path)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    files = sandbox_shm.INODES - 2  # its root directory and the filled file count too
+    assert done.stdout.split() == ["ENOSPC", str(2**20), "ENOSPC", str(files)], done
+
+
+def test_the_shm_bound_is_checked_when_set() -> None:
+    for bad in (0, -1, True, "1g", 1.5):
+        with pytest.raises(ValueError, match=r"Sandbox\(shm_size=...\): a number of bytes"):
+            Sandbox.coerce(Sandbox(shm_size=bad))  # type: ignore[arg-type]

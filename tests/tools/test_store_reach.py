@@ -115,6 +115,7 @@ def test_a_commands_writes_to_the_store_beside_its_workspace_fail_in_the_sandbox
         "Permission denied" in r.content
         or "readonly database" in r.content
         or "unable to open" in r.content
+        or "no such table" in r.content  # root opens the empty file covering it (hide)
         for r in shown
     ), shown
     assert not Path(f"{store}-journal").exists()

@@ -570,7 +570,8 @@ def _restored(
     to the core with the rest of the snapshot. Its writes failing (or the commit), it is
     rolled back before the failure is handled (``lost``: ``SupervisorActor._lost``): a run
     it records failed is committed on its own before its waiter is told so, not told of a
-    record the rollback then removed."""
+    record the rollback then removed. The store failing, the runs it took are let go of
+    first (``Recovery.untake``): the store keeps them the crashed owner's."""
     decision: Decision | None = None
     try:
         with store.batch():
@@ -583,6 +584,9 @@ def _restored(
             write_all(store, decision.writes)
     except Exception as exc:
         if decision is not None:  # decided (the core holds it), not written
-            lost(exc, decision.effects)
+            effects = decision.effects
+            if isinstance(exc, StoreError):  # not kept: its runs let go of
+                effects = core.recovery.untake(effects)
+            lost(exc, effects)
         raise
     return decision

@@ -357,6 +357,7 @@ def agent_env(
     sandbox = Sandbox.coerce(given.sandbox, given.tool_env)
     commands = starts_processes(tools, allow_hooks, mcp)
     check_store_reach(sandbox, store, workspace, processes=commands)
+    sandbox = sandbox.hiding(workspace.sealed)  # nor read it
     return AgentEnv(
         model=model,
         agents=agents,

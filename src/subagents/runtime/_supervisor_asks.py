@@ -35,7 +35,7 @@ from subagents.messages import (
 )
 from subagents.runtime._services import Services
 from subagents.runtime._terminal import terminal_state
-from subagents.store.base import RunStore
+from subagents.store.base import RunStore, StoreError
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import mail_problem
 
@@ -126,8 +126,10 @@ class SupervisorRequests:
         Asked with a claim (``ask_claimed``), as every request that starts runs: a restore
         the supervisor had not taken within ``timeout`` is withdrawn, nothing taken up (the
         runs stay orphaned: safe to restore again); one it took is waited for to its answer
-        (up to ``grace`` more). Unclaimed, a restore that timed out was decided later: its
-        runs taken up by a runtime whose start had failed, and ended by its close."""
+        (up to ``grace`` more). One whose writes the store refused (``StoreError``) took
+        nothing up either, and says so (the supervisor halted: the store failed).
+        Unclaimed, a restore that timed out was decided later: its runs taken up by a
+        runtime whose start had failed, and ended by its close."""
         wanted = None if roots is None else frozenset([roots] if isinstance(roots, str) else roots)
         which = "orphaned runs" if wanted is None else f"orphaned trees {', '.join(sorted(wanted))}"
         try:
@@ -148,6 +150,12 @@ class SupervisorRequests:
                 " (and this runtime, closing as its start failed, end them cancelled): see"
                 f" which{listing} before restoring again"
             ) from None
+        except StoreError as exc:  # its takeover rolled back (``Recovery.untake``)
+            raise StoreError(
+                f"restore of the store's {which} failed: {exc}; no run was taken up: they stay"
+                " orphaned in the store, and restoring again (a new Runtime, `subagents"
+                " resume`) takes them up once the store takes writes"
+            ) from exc
         if report.orphans:
             log.info(
                 "restored root runs have no caller; use Runtime.attach(run_id)",

@@ -16,11 +16,11 @@ from collections.abc import Callable, Collection
 import msgspec
 
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import RestoreReport, RunStatus
+from subagents.messages import ChildDone, RestoreReport, RunStatus
 from subagents.store.leases import restartable_host
 from subagents.store.snapshot import RestoreSnapshot, UnfinishedRun
 from subagents.store.writes import OutcomeDelivered, ReleaseLease, SaveRun
-from subagents.supervision.effects import Decided
+from subagents.supervision.effects import Decided, Effect, TellOutside
 from subagents.supervision.lifecycle import Lifecycle
 from subagents.supervision.outcomes import End
 from subagents.supervision.runs import ResumeReads, RunState, RunTable
@@ -49,6 +49,9 @@ class Recovery:
         self.lookup = lookup
         self.slot_key = slot_key
         self.owner = owner
+        self.taken: list[str] = []
+        """The runs the last ``restore`` took up (held here from then on): what ``untake``
+        lets go of when the store did not keep the takeover."""
 
     def restore(
         self, snapshot: RestoreSnapshot, roots: Collection[str] | None = None
@@ -67,6 +70,7 @@ class Recovery:
         report = RestoreReport()
         decided = Decided()
         me = self.owner
+        self.taken = []
         restarting = self._restarting(snapshot)
         live = snapshot.live_owners | restarting
         elsewhere = {
@@ -113,6 +117,20 @@ class Recovery:
         decided.writes.extend(ReleaseLease(owner) for owner in report.taken_from)
         return report, decided
 
+    def untake(self, effects: list[Effect]) -> list[Effect]:
+        """The last restore's writes were not committed (the store failed): the store still
+        has its runs as the crashed owner's, so they are let go of here, as if never taken
+        (their slots and subscriptions too), rather than stopped and recorded failed by
+        this runtime once the store works again (before: then no restore ran them again):
+        a restore (this runtime's or the next one's) takes them up whole. Of the restore's
+        ``effects``, those kept: not the tellings of the end of a run let go of."""
+        taken, self.taken = frozenset(self.taken), []
+        for run_id in taken:
+            self.slots.release(run_id)
+            self.topics.drop(run_id)
+        self.runs.forget(taken)
+        return [e for e in effects if not _tells_end_of(e, taken)]
+
     def _hold_ended_ancestors(
         self, snapshot: RestoreSnapshot, roots: Collection[str] | None, elsewhere: set[str]
     ) -> None:
@@ -127,6 +145,7 @@ class Recovery:
                 continue
             spec = self.lookup(record.agent) or AgentSpec(name=record.agent, description="-")
             self.runs.add(RunState(record=record, spec=spec, request_id=record.request_id))
+            self.taken.append(record.run_id)
             if record.parent_run_id is None:
                 self.runs.ended_roots.append(record.run_id)
 
@@ -154,6 +173,7 @@ class Recovery:
             checkpoint=unfinished.checkpoint,  # (a continued run's seed before a step)
         )
         self.runs.add(state)
+        self.taken.append(record.run_id)
         decided = Decided()
         if record.owner != unfinished.record.owner:  # adopted: kept as this runtime's
             decided.writes.append(SaveRun(state.record))
@@ -194,3 +214,10 @@ class Recovery:
                 state.reads = reads
             report.resumed.append(record.run_id)
         return decided
+
+
+def _tells_end_of(effect: Effect, run_ids: frozenset[str]) -> bool:
+    """Whether ``effect`` tells the outside of the end of one of ``run_ids``."""
+    if not isinstance(effect, TellOutside) or not isinstance(effect.message, ChildDone):
+        return False
+    return effect.message.outcome.run_id in run_ids

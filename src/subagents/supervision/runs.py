@@ -9,7 +9,7 @@ memory follows the live runs, not the history.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Collection, Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -344,6 +344,20 @@ class RunTable:
         self._admitted.clear()
         self.generation += 1
         return forgotten
+
+    def forget(self, run_ids: Collection[str]) -> None:
+        """Forget ``run_ids``, live or not, as if never held: runs a restore took up whose
+        takeover the store did not keep (``Recovery.untake``)."""
+        if not run_ids:
+            return
+        self.tree.forget(list(run_ids))
+        for run_id in run_ids:
+            state = self._runs.pop(run_id, None)
+            self._live.discard(run_id)
+            if state is not None and state.record.parent_run_id is None:
+                self._admitted.pop(run_id, None)
+        self.ended_roots = [r for r in self.ended_roots if r not in run_ids]
+        self.generation += 1
 
     def prune(self) -> list[str]:
         """Forget the trees of ended roots in which nothing is live; the ids forgotten.

@@ -5,6 +5,17 @@ honours ``.gitignore``/``.ignore`` files, skips hidden and binary files, and is 
 than anything written in Python. The tool turns the model's options into ``rg`` arguments,
 runs it in its own process group (killed if the run is stopped), and shapes the answer as
 Claude Code does: file lists newest first, ``path:line:text`` lines, or per-file counts.
+
+The run store's files (``tools.sealed``) are never searched: a path naming one is refused
+(``Workspace.resolve``), and a directory searched skips every file named as one of them, in
+any directory and any case (``--iglob !NAME``, after the model's own globs, so none of them
+can bring one back). Not only the store's own directory: that directory may be moved into
+the workspace, or reached by another name, after the runtime started (a path would miss
+it), and a file named ``runs.sqlite3`` elsewhere is a SQLite database ripgrep would skip as
+binary anyway. Before, ripgrep opened and read them like any file: only its binary check
+(a NUL byte in a file's first block, which SQLite's headers happen to have) kept their text
+out of the answer; a file of the store without one (text under the store's name, in tests)
+was printed whole.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -109,8 +120,9 @@ def rg_binary() -> str:
     return found
 
 
-def rg_arguments(args: GrepInput, target: Path) -> list[str]:
-    """The ``rg`` command line for the model's options."""
+def rg_arguments(args: GrepInput, target: Path, skipped: Iterable[str] = ()) -> list[str]:
+    """The ``rg`` command line for the model's options; files named as one of ``skipped``
+    (the run store's) are never searched."""
     cmd = [rg_binary(), "--no-config", "--color=never", f"--max-columns={MAX_COLUMNS}"]
     if args.output_mode == "files_with_matches":
         cmd.append("--files-with-matches")
@@ -134,8 +146,15 @@ def rg_arguments(args: GrepInput, target: Path) -> list[str]:
             cmd += ["--glob", part]
     if args.type:
         cmd += ["--type", args.type]
+    for name in skipped:  # last: a later glob wins over the model's
+        cmd += ["--iglob", "!" + _glob_literal(name)]
     cmd += ["--with-filename", "-e", args.pattern, "--", str(target)]
     return cmd
+
+
+def _glob_literal(name: str) -> str:
+    """``name`` as a glob matching only itself (ripgrep's globs escape with a backslash)."""
+    return "".join(f"\\{c}" if c in "\\*?[]{}!" else c for c in name)
 
 
 def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
@@ -146,7 +165,9 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
     target = ctx.workspace.resolve(args.path, what="path") if args.path else ctx.workspace.root
     if not target.exists():
         raise ToolError(f"path does not exist: {args.path}")
-    code, out, err = _run_rg(rg_arguments(args, target), ctx)
+    sealed = ctx.workspace.sealed
+    skipped = sealed.files if sealed is not None else ()
+    code, out, err = _run_rg(rg_arguments(args, target, skipped), ctx)
     if code not in (0, 1):
         raise ToolError(f"Grep failed: {err.strip() or f'rg exited with {code}'}")
     lines = out.splitlines() if code == 0 else []

@@ -40,6 +40,7 @@ from subagents.logs import get_logger
 from subagents.tools import sandbox_exec, sandbox_shm
 from subagents.tools.errors import ToolError
 from subagents.tools.modes import parse_mode
+from subagents.tools.sealed import SealedFiles
 
 log = get_logger("subagents.sandbox")
 
@@ -155,6 +156,13 @@ class Sandbox:
     (``multiprocessing``, POSIX semaphores): None asks the system, once per process, when
     the first process is to start (``private_shm_refusal``); False keeps the machine's,
     unwritable."""
+    shm_size: int = sandbox_shm.SIZE
+    """The bound of each command's own ``/dev/shm``, in bytes: a write past it fails with
+    ``ENOSPC`` (no space left on device) rather than taking the machine's memory."""
+    hidden: tuple[str, ...] = ()
+    """Files no sandboxed command may read (the run store's, set by the runtime:
+    ``hiding``), covered in each command's own mount namespace (``sandbox_shm.hide``)
+    where it gets one (``private_shm``)."""
 
     @classmethod
     def coerce(
@@ -182,7 +190,12 @@ class Sandbox:
             if isinstance(readable, str):
                 raise TypeError("Sandbox(readable=...) is a list of paths, not one string")
             readable = tuple(os.path.realpath(os.path.expanduser(str(p))) for p in readable)
-        made = cls(made.enabled, network, pairs, made.abi, extra, readable, made.private_shm)
+        shm_size = made.shm_size
+        if isinstance(shm_size, bool) or not isinstance(shm_size, int) or shm_size <= 0:
+            raise ValueError(f"Sandbox(shm_size=...): a number of bytes above 0, got {shm_size!r}")
+        made = cls(
+            made.enabled, network, pairs, made.abi, extra, readable, made.private_shm, shm_size
+        )
         return made.resolve()
 
     def resolve(self) -> Sandbox:
@@ -199,6 +212,13 @@ class Sandbox:
         elif self.enabled and abi < 4:
             log.warning("this kernel's Landlock cannot turn the network off: it stays on", abi=abi)
         return dataclasses.replace(self, abi=abi)
+
+    def hiding(self, sealed: SealedFiles | None) -> Sandbox:
+        """This, its commands kept from reading the run store's files (``sealed``)."""
+        if sealed is None:
+            return self
+        files = tuple(str(sealed.directory / name) for name in sealed.files)
+        return dataclasses.replace(self, hidden=files)
 
     def network_for(self, mode: str, wanted: str | None) -> bool:
         """Whether a run in ``mode`` whose definition says ``wanted`` may use the network: a
@@ -235,6 +255,8 @@ class Sandbox:
             refusal=self._refusal(read_only, why),
             readable=readable,
             private_shm=shm,
+            shm_size=self.shm_size,
+            hidden=self.hidden,
         )
 
     def _refusal(self, read_only: bool, why: str) -> str | None:
@@ -266,6 +288,10 @@ class RunSandbox:
     """Where its processes may read and run (None: anywhere)."""
     private_shm: bool = False
     """Whether its processes get a ``/dev/shm`` of their own (``sandbox_shm``)."""
+    shm_size: int = sandbox_shm.SIZE
+    """Its bound, in bytes."""
+    hidden: tuple[str, ...] = ()
+    """Files its processes may not read (``Sandbox.hidden``)."""
 
     def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
@@ -282,7 +308,9 @@ class RunSandbox:
         if self.read_only:
             head.append("--read-only")
         if self.private_shm:
-            head.append("--private-shm")
+            head += ["--private-shm", "--shm-size", str(self.shm_size)]
+            for hidden in self.hidden:
+                head += ["--hide", hidden]
         for path in self.readable or ():
             head += ["--read", str(path)]
         return [*head, "--", *argv]
@@ -331,7 +359,9 @@ def _probe_private_shm() -> str | None:
         return None
     log.warning(
         "sandboxed commands cannot get a private /dev/shm here, so /dev/shm stays unwritable"
-        " to them (multiprocessing, POSIX semaphores and shared memory fail)",
+        " to them (multiprocessing, POSIX semaphores and shared memory fail), and a SQLite"
+        " run store's files are not hidden from them: they can read every run's records"
+        " (Sandbox(readable=[...]) without the store's directory keeps it from them)",
         why=why,
         enable=sandbox_shm.ENABLE,
     )

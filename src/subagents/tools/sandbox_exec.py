@@ -1,7 +1,7 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm] -- CMD ARGS...
+        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -29,10 +29,14 @@ named unix sockets), and with ``--read-only`` (a ``plan`` run) the calls that ch
 mode, owner, times, extended attributes or flags, which Landlock lets through.
 
 ``--private-shm`` first gives the command a ``/dev/shm`` of its own (``sandbox_shm``: a mount
-namespace with a fresh tmpfs there), which it may then write, in every mode: POSIX
+namespace with a fresh tmpfs there, of ``--shm-size`` bytes at most), which it may then
+write, in every mode: POSIX
 semaphores and shared memory (``multiprocessing``) work without reaching the machine's.
-Where that is not allowed, the command runs as without the flag. ``--probe-private-shm``
-prints ``ok`` or why not (how the runtime asks once).
+``--hide`` files (the run store's) are then covered, in that namespace only, with an empty
+file the command cannot read (``sandbox_shm.hide``): reads are not restricted otherwise.
+Where that is not allowed, the command runs as without the flag, but with ``--hide``
+(the runtime's probe made a namespace, so this launch should have) it does not run.
+``--probe-private-shm`` prints ``ok`` or why not (how the runtime asks once).
 
 Why ``ctypes`` over the three syscalls rather than the ``landlock`` package on PyPI: that
 package is a pre-release (1.0.0.dev5) and importing a third-party package here would need
@@ -272,12 +276,21 @@ def sibling(name: str) -> ModuleType:
     return __import__(name)
 
 
-def private_shm(writable: list[str]) -> None:
-    """Give this process a ``/dev/shm`` of its own and add it to ``writable``; as before
-    when the system does not allow it (``OSError`` when it broke half-way)."""
+def private_shm(writable: list[str], size: int | None, hidden: list[str]) -> None:
+    """Give this process a ``/dev/shm`` of its own (of ``size`` bytes at most, None: the
+    default) and add it to ``writable``, and cover the ``hidden`` files with an empty one;
+    as before when the system does not allow it (``OSError`` when it broke half-way, or
+    a file could not be covered, or there are ``hidden`` files: the runtime asks for
+    them only where its probe made a namespace, so a launch that could not make one now
+    (a user's namespaces used up) must not run the command with the store in reach)."""
     shm = sibling("sandbox_shm")
-    if shm.enter(_libc()) is None:
+    libc = _libc()
+    why = shm.enter(libc, size or shm.SIZE)
+    if why is None:
         writable.append(shm.SHM)
+        shm.hide(libc, hidden)
+    elif hidden:  # the runtime's probe made one: run nothing with the store in reach
+        raise OSError(f"could not hide the run store from it: {why}")
 
 
 def probe_private_shm() -> int:
@@ -308,6 +321,8 @@ def main(argv: list[str]) -> int:
     read_only = False
     abi = KNOWN_ABI
     shm = False
+    shm_size: int | None = None
+    hidden: list[str] = []
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
     i = 0
@@ -318,11 +333,13 @@ def main(argv: list[str]) -> int:
             read_only = read_only or flag == "--read-only"
             shm = shm or flag == "--private-shm"
             i += 1
-        elif flag in ("--write", "--read", "--abi") and i + 1 < len(argv):
-            if flag == "--write":
-                writable.append(argv[i + 1])
+        elif flag in ("--write", "--read", "--abi", "--shm-size", "--hide") and i + 1 < len(argv):
+            if flag in ("--write", "--hide"):
+                (writable if flag == "--write" else hidden).append(argv[i + 1])
             elif flag == "--read":
                 readable = [*(readable or []), argv[i + 1]]
+            elif flag == "--shm-size":
+                shm_size = int(argv[i + 1])
             else:
                 abi = int(argv[i + 1])
             i += 2
@@ -341,7 +358,7 @@ def main(argv: list[str]) -> int:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
         if shm:  # before Landlock, which forbids mounting
-            private_shm(writable)
+            private_shm(writable, shm_size, hidden)
         restrict(writable, network=network, abi=abi, readable=readable)
         limit_syscalls(limits, read_only=read_only, network=network)
     except (LandlockError, OSError) as exc:

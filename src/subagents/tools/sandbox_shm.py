@@ -8,7 +8,7 @@ programs' shared memory (PostgreSQL's dynamic shared memory, Chromium's): out of
 workspace. So the launcher, before Landlock, moves the command into a new mount namespace
 (as a user other than root, inside a new user namespace that maps the user's uid and gid to
 themselves, so the files it makes stay the user's) and mounts a fresh tmpfs there
-(``SIZE`` bounded, ``nosuid``, ``nodev``), which Landlock then lets the command write. The
+(bounded, ``nosuid``, ``nodev``), which Landlock then lets the command write. The
 machine's ``/dev/shm`` is hidden under it; the mount does not propagate back (the tree is
 made a slave first), and it goes away with the namespace's last process.
 
@@ -17,6 +17,10 @@ process group are as before. The command cannot undo the mount: Landlock denies 
 restricted process every change of the mount tree, the seccomp filter denies ``mount``,
 ``unshare`` and ``setns`` (``sandbox_syscalls``), and the capabilities it would need are
 dropped.
+
+The same namespace keeps the run store from the command (``hide``): reads are not
+restricted in the sandbox, so each of the store's files is covered there by an empty one
+the command may not read, which the runtime and every other process never see.
 
 Where the kernel or the container forbids it (user namespaces off, Ubuntu's AppArmor
 restriction, no ``CAP_SYS_ADMIN``), ``enter`` says why and the launcher goes on as before:
@@ -31,12 +35,20 @@ import errno
 import os
 
 SHM = "/dev/shm"
-SIZE = "25%"
-"""The tmpfs's bound (of the machine's memory, as the kernel reads ``size=N%``): tmpfs
-takes memory only as files fill it; the machine's own ``/dev/shm`` is 50% by default."""
+SIZE = 256 * 2**20
+"""The tmpfs's bound in bytes unless the owner sets another (``Sandbox(shm_size=...)``):
+tmpfs takes memory only as files fill it, but every sandboxed command has one, so what N
+commands may hold is N times this (a percentage of the machine's memory each, as before,
+let a few commands fill it). A write past it fails with ``ENOSPC``."""
+INODES = 16384
+"""The tmpfs's bound on files: an empty file costs memory too (its inode), which ``size``
+does not count."""
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 1 << 14, 1 << 19
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_SLAVE = 2, 4, 1 << 12, 1 << 14, 1 << 19
+COVER = f"{SHM}/.hidden"
+"""The empty file (mode 000) mounted over each hidden file: in the private tmpfs, so it is
+the command's own and goes away with it."""
 ENABLE = (
     "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0;"
     " kernel.unprivileged_userns_clone=1 on Debian's older kernels;"
@@ -108,12 +120,12 @@ def _map_own_ids(uid: int, gid: int) -> None:
         raise OSError(exc.errno, f"mapping the user's ids in a user namespace: {exc}") from None
 
 
-def enter(libc: ctypes.CDLL) -> str | None:
+def enter(libc: ctypes.CDLL, size: int = SIZE) -> str | None:
     """Move this (single-threaded) process into a mount namespace whose ``/dev/shm`` is a
-    fresh tmpfs. None when done, else why not: the process then sees the same files as
-    before (at worst from namespaces of its own). ``OSError`` when the user's ids could not
-    be mapped in the new user namespace: a command there could write nothing, so the
-    launcher must not run it."""
+    fresh tmpfs of at most ``size`` bytes. None when done, else why not: the process then
+    sees the same files as before (at worst from namespaces of its own). ``OSError`` when
+    the user's ids could not be mapped in the new user namespace: a command there could
+    write nothing, so the launcher must not run it."""
     if not os.path.isdir(SHM):
         return f"{SHM} is not a directory here"
     uid, gid = os.getuid(), os.getgid()
@@ -128,7 +140,80 @@ def enter(libc: ctypes.CDLL) -> str | None:
             _map_own_ids(uid, gid)
     if libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
         return _fail("making the mounts slaves")
-    options = f"mode=1777,size={SIZE}".encode()
+    options = f"mode=1777,size={size},nr_inodes={INODES}".encode()
     if libc.mount(b"tmpfs", SHM.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         return _fail(f"mounting a tmpfs on {SHM}")
     return None
+
+
+def hide(libc: ctypes.CDLL, files: list[str]) -> None:
+    """Cover each of ``files`` (the run store's) with an empty file nobody but root may
+    read, in this process's mount namespace (after ``enter``): the command and all it
+    starts read nothing of them, while every other process sees them as they are. A file
+    that does not exist now has nothing to cover, nor has one this process cannot reach
+    (a directory on its path it may not search: nor may the command); ``OSError`` when
+    one could not be covered otherwise (the launcher then runs nothing). Each is covered
+    wherever its file system is mounted again (``_other_names``)."""
+    if not files:
+        return
+    os.close(os.open(COVER, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0))
+    mounts = _mount_table()
+    names = [name for file in files for name in (file, *_other_names(file, mounts))]
+    for path in names:
+        if libc.mount(COVER.encode(), path.encode(), None, MS_BIND, None) != 0:
+            code = ctypes.get_errno()
+            if code not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+                raise OSError(code, f"covering {path}: {os.strerror(code)}")
+
+
+def _unescape(field: str) -> str:
+    """A path of ``/proc/self/mountinfo`` (space, tab, newline, backslash written octal)."""
+    for code in ("\\040", "\\011", "\\012", "\\134"):
+        field = field.replace(code, chr(int(code[1:], 8)))
+    return field
+
+
+def _mount_table() -> list[tuple[str, str, str]]:
+    """This namespace's mounts: (device, root in its file system, mount point)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as table:
+            lines = [line.split() for line in table]
+    except OSError:
+        return []
+    return [(m[2], _unescape(m[3]), _unescape(m[4])) for m in lines if len(m) > 4]
+
+
+def _other_names(path: str, mounts: list[tuple[str, str, str]]) -> list[str]:
+    """The paths of the file at ``path`` through the other mounts of its file system (a
+    bind mount of a directory above it, a container's volume mounted twice): a cover on
+    ``path`` alone left it readable there (seen). Found in this namespace's mount table,
+    each checked to be that very file (device and inode) before anything is covered (a
+    mount over a path of it shows another file there: not covered)."""
+    try:
+        real = os.stat(path)
+    except OSError:
+        return []  # (a file that does not exist has nothing to cover)
+    device = f"{os.major(real.st_dev)}:{os.minor(real.st_dev)}"
+    same = [(root, at) for dev, root, at in mounts if dev == device]
+    inside = [
+        (root, at) for root, at in same if path == at or path.startswith(at.rstrip("/") + "/")
+    ]
+    if not inside:
+        return []
+    root, at = max(inside, key=lambda mount: len(mount[1]))  # the mount path is reached in
+    within = root.rstrip("/") + path[len(at.rstrip("/")) :]  # its path in the file system
+    names = []
+    for root, at in same:
+        if within.startswith(root.rstrip("/") + "/"):
+            name = at.rstrip("/") + within[len(root.rstrip("/")) :]
+            if name != path and _is(name, real):
+                names.append(name)
+    return names
+
+
+def _is(name: str, real: os.stat_result) -> bool:
+    try:
+        found = os.stat(name)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == (real.st_dev, real.st_ino)

@@ -19,14 +19,15 @@ the bounding, inheritable and ambient sets, so no program it runs gets them back
 a seccomp filter: always, the calls that change *another* process's priority, limits or CPUs
 fail (``EPERM``), and so do those that change the mount tree, enter another namespace or
 ``unshare`` one (``MOUNT_CALLS``: nothing may uncover the machine's ``/dev/shm`` under the
-command's own); in a read-only run, the calls that change a file's mode, owner, times,
-extended attributes or inode flags fail (``EPERM``), and so does System V and POSIX IPC
-(queues, semaphores, shared memory: objects of the whole machine); with the network off,
-``socket()`` fails (``EACCES``) for every family but netlink (``ip addr`` reads through it; changing
-anything there needs a capability that is gone). ``socketpair`` (pipes between a program's
-own parts) is not affected. In either case ``io_uring`` is off (``RING_CALLS``): its
-requests are no system calls the filter sees. Both bind the command and all it starts,
-irrevocably.
+command's own), and ``open_by_handle_at`` (``BY_HANDLE_CALLS``: it opens a file by its
+inode, under the run store's cover); in a read-only run, the calls that change a file's
+mode, owner, times, extended attributes or inode flags fail (``EPERM``), and so does
+System V and POSIX IPC (queues, semaphores, shared memory: objects of the whole machine);
+with the network off, ``socket()`` fails (``EACCES``) for every family but netlink (``ip
+addr`` reads through it; changing anything there needs a capability that is gone).
+``socketpair`` (pipes between a program's own parts) is not affected. In either case
+``io_uring`` is off (``RING_CALLS``): its requests are no system calls the filter sees.
+Both bind the command and all it starts, irrevocably.
 
 The filter knows the system call numbers of x86_64 and aarch64; elsewhere it is not installed
 (``filter_program`` returns None; the capabilities are still dropped). A call from another
@@ -101,6 +102,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "mq_notify": 244, "mq_getsetattr": 245,
             "add_key": 248, "request_key": 249, "keyctl": 250,
             "mount": 165, "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308,
+            "open_by_handle_at": 304,
         },
     ),
     "aarch64": (
@@ -118,6 +120,7 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
             "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
             "add_key": 217, "request_key": 218, "keyctl": 219,
             "mount": 40, "umount2": 39, "pivot_root": 41, "unshare": 97, "setns": 268,
+            "open_by_handle_at": 265,
         },
     ),
 }  # fmt: skip
@@ -164,6 +167,12 @@ MOUNT_CALLS = (
 command's private ``/dev/shm`` (``sandbox_shm``) is a mount over the machine's; Landlock
 already forbids a restricted process to change mounts, and the capabilities are gone; this
 says so once more, at the door."""
+BY_HANDLE_CALLS = ("open_by_handle_at",)
+"""Denied in every run: it opens a file by its inode number, not by a path, so the cover
+of the run store in the command's namespace (``sandbox_shm.hide``) is no obstacle (root
+keeps ``CAP_DAC_READ_SEARCH``, which the call needs; the inode is what the store's
+directory lists, and ext4 checks no generation of 0: a sandboxed root read the store so).
+Only file servers (NFS, fanotify tools) use it."""
 NAMESPACE_FLAGS = 0x7E020080
 """``CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME``: ``unshare`` with
 any of them is denied (``unshare(CLONE_FILES)`` and the like are not). ``clone`` and
@@ -238,7 +247,7 @@ def filter_program(*, read_only: bool, network: bool, machine: str | None = None
     code += [_insn(_LD_W_ABS, _NR), _insn(_JGE_K, _X32_BIT, 0, 1), _insn(_RET_K, unknown)]
     for name, pairs in OTHER_PROCESS_CALLS.items():
         code += _only_when(calls[name], pairs, deny)
-    for name in MOUNT_CALLS:
+    for name in (*MOUNT_CALLS, *BY_HANDLE_CALLS):
         code += _deny(calls[name], deny)
     code += _deny_bits(calls["unshare"], 0, NAMESPACE_FLAGS, deny)
     if read_only or not network:
