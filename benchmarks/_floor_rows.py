@@ -196,8 +196,8 @@ def close_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: str) 
     return [
         (
             FLOOR + "the least close (a serial supervisor ending every waiting run in one"
-            " pass: its record ended, its end kept, its actor told to stop; then the"
-            " dispatcher closed; `_least_close.py`)",
+            " pass: its record ended, its end and end event kept, its actor told to stop;"
+            " then the dispatcher closed; `_least_close.py`)",
             f"{least['n']:,} closed in {seconds} s (CPU {cpu_s} s)",
             "-",
             "-",

@@ -4,14 +4,15 @@ The floor of ``scale.py``'s close row (labelled ``least_close`` in its JSON), me
 ``_least_waiting.py``'s runs in the runtime side's process after the runtime closed: the
 same n, every run waiting (an agent actor on the dispatcher, its coroutine parked). Timed:
 one ask to the serial "supervisor" thread, which ends every run in one pass (its record
-replaced by an ended one, as the store keeps records; one end kept per run, a small struct
-in a list; a stop message told to its actor) and answers once; then the dispatcher closed,
+replaced by an ended one, as the store keeps records; one end and one end event kept per
+run, small structs in lists, as the store keeps a run's outcome and its ``cancelled`` event;
+a stop message told to its actor) and answers once; then the dispatcher closed,
 as the runtime's close closes it: its threads end once every stop in line was handled (each
 actor's ``on_stop`` closes its coroutine). The close ends when the dispatcher has closed.
 
-Left out, as a close of any design of this kind need not pay them per run: no outcome, no
-event made or published, no caller's waiter told, no store transaction, no dead letters,
-no subscriptions, no deadline or timer. So the runtime's close over this is the cost of
+Left out, as a close of any design of this kind need not pay them per run: no event
+published (kept only), no caller's waiter told, no store transaction, no dead letters, no
+subscriptions, no deadline or timer. So the runtime's close over this is the cost of
 those and of how it does the rest; if this alone were over the goal, the goal would need
 another design (no actor per run to stop).
 """

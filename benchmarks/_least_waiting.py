@@ -57,6 +57,15 @@ class _End(msgspec.Struct):
     status: str
 
 
+class _EndEvent(msgspec.Struct):
+    """A run's end event at the least (the store keeps one per run's end, its ``cancelled``
+    at a close): its kind, its run and its time."""
+
+    kind: str
+    run_id: str
+    ts: float
+
+
 class _Park:
     """An awaitable that suspends its coroutine once (a waiting ``receive``)."""
 
@@ -98,6 +107,7 @@ class _LeastSupervisor:
         self.records: dict[str, _Record] = {}
         self.actors: dict[str, Any] = {}
         self.ends: list[_End] = []
+        self.events: list[_EndEvent] = []
         self.waiting = 0
         self.target = -1
         self.all_waiting = threading.Event()
@@ -133,15 +143,17 @@ class _LeastSupervisor:
 
     def _close(self, reply: queue.SimpleQueue[int]) -> None:
         """Every run ended, in one pass (``_least_close.py``): its record ended (replaced,
-        as the store keeps records), its end kept, its actor told to stop; the caller
-        answered once, with the number ended."""
-        ends = self.ends
+        as the store keeps records), its end and its end event (one clock reading) kept,
+        its actor told to stop; the caller answered once, with the number ended."""
+        ends, events = self.ends, self.events
         records = self.records
         stop = stop_message
+        now = time.time
         for run_id, ref in self.actors.items():
             ended = msgspec.structs.replace(records[run_id], status="cancelled")
             records[run_id] = ended
             ends.append(_End(run_id, ended.status))
+            events.append(_EndEvent(ended.status, run_id, now()))
             ref.tell(stop())
         self.actors.clear()
         reply.put(len(ends))

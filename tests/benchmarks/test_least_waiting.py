@@ -90,13 +90,18 @@ def test_the_least_close_ends_every_run_records_it_and_closes_its_coroutine() ->
     def close(supervisor: Any, dispatcher: Dispatcher, n: int, timeout: float) -> Any:
         coros = [ref.actor_inbox._actor._coro for ref in supervisor.actors.values()]
         figures = closing.least_close(supervisor, dispatcher, n, timeout)
-        seen.append((coros, dict(supervisor.records), list(supervisor.ends), supervisor.actors))
+        ended = (dict(supervisor.records), list(supervisor.ends), supervisor.actors)
+        seen.append((coros, *ended, list(getattr(supervisor, "events", ()))))
         return figures
 
     result = least.least_waiting(30, 7, timeout=WAIT, close=close)
     closed = result["close"]
     assert closed["n"] == 30 and closed["close_s"] >= 0 and closed["close_cpu_s"] >= 0
-    coros, records, ends, actors = seen[0]
+    coros, records, ends, actors, events = seen[0]
     assert len(coros) == 30 and all(c.cr_frame is None for c in coros)  # each actor stopped
     assert {r.status for r in records.values()} == {"cancelled"}  # each record ended
     assert sorted(e.run_id for e in ends) == sorted(records) and not actors  # each end kept
+    # and its end event, as the store keeps each run's (``cancelled``): a floor without it
+    # does less than the design promises (every run's end recorded as an event)
+    assert sorted(e.run_id for e in events) == sorted(records)
+    assert {e.kind for e in events} == {"cancelled"} and all(e.ts > 0 for e in events)
