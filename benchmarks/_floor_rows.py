@@ -17,8 +17,10 @@ as any other row.
   ``>= 0.7x``;
 - trivial spawn: ``least_run`` (``spawn.py``) / raw pykka start+ask+stop, ``<= 1.5x``;
 - fan-out: ``least_fanout`` (``_least_fanout.py``) / the ideal, ``<= 1.1x``;
-- 100,000 waiting runs started (one ``spawn`` each, and ``spawn_many``): ``least_waiting``
-  (``_least_waiting.py``, batched: so for one ``spawn`` each a bound below the design's own).
+- 100,000 waiting runs started with ``spawn_many``: ``least_waiting`` (``_least_waiting.py``,
+  batched); with one ``spawn`` each: ``least_one_spawn`` (the same, each run told on its own;
+  from a result without it, the batched one: a bound below that path's own);
+- closing them: ``least_close`` (``_least_close.py``).
 """
 
 from __future__ import annotations
@@ -151,14 +153,28 @@ def _least_waiting_row(least: dict[str, Any], what: str, target: float, load: st
     )
 
 
-def one_spawn_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: str) -> list[Row]:
-    """``scale.py``'s ``least_waiting`` under the one-``spawn``-each start goal: batched, so a
-    bound below what this design can do one ``spawn`` at a time: it can say unreachable
-    (even it misses) or not reached at this load, never reachable (``NOT_SETTLED_BATCHED``)."""
-    if least is None or "start_one_spawn" not in goals:
+def one_spawn_floor(
+    least: dict[str, Any] | None,
+    goals: dict[str, Any],
+    load: str,
+    unbatched: dict[str, Any] | None = None,
+) -> list[Row]:
+    """The floor under the one-``spawn``-each start goal: ``scale.py``'s ``least_one_spawn``
+    (``unbatched``: each run told on its own, as ``spawn`` tells it; measured in the
+    one-``spawn`` side's process, whose ``load`` is given), the path's own floor, any
+    verdict; without it (an older result), ``least_waiting``: batched, so a bound below what
+    this design can do one ``spawn`` at a time: it can say unreachable (even it misses) or
+    not reached at this load, never reachable (``NOT_SETTLED_BATCHED``)."""
+    if "start_one_spawn" not in goals:
+        return []
+    target = goals["start_one_spawn"]["target"]
+    if unbatched is not None:
+        what = "the least waiting runs, each told on its own, unanswered (`_least_waiting.py`)"
+        return [_least_waiting_row(unbatched, what, target, load)]
+    if least is None:
         return []
     what = "the least waiting runs, batched (`_least_waiting.py`; below one `spawn` each's own)"
-    row = _least_waiting_row(least, what, goals["start_one_spawn"]["target"], load)
+    row = _least_waiting_row(least, what, target, load)
     if row[5] == REACHABLE:
         row = (*row[:5], NOT_SETTLED_BATCHED, *row[6:])
     return [row]
@@ -170,3 +186,23 @@ def spawn_many_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: 
         return []
     what = f"the least waiting runs, batches of {least['batch']} (`_least_waiting.py`)"
     return [_least_waiting_row(least, what, goals["start"]["target"], load)]
+
+
+def close_floor(least: dict[str, Any] | None, goals: dict[str, Any], load: str) -> list[Row]:
+    """``scale.py``'s ``least_close`` under the close goal."""
+    if least is None or "close" not in goals:
+        return []
+    seconds, cpu_s, target = least["close_s"], least["close_cpu_s"], goals["close"]["target"]
+    return [
+        (
+            FLOOR + "the least close (a serial supervisor ending every waiting run in one"
+            " pass: its record ended, its end and end event kept, its actor told to stop;"
+            " then the dispatcher closed; `_least_close.py`)",
+            f"{least['n']:,} closed in {seconds} s (CPU {cpu_s} s)",
+            "-",
+            "-",
+            f"< {target:g} s",
+            _seconds_verdict(seconds, cpu_s, target),
+            load,
+        )
+    ]

@@ -1,9 +1,15 @@
-"""_least_waiting: the least a waiting run of this design must do, started in batches.
+"""_least_waiting: the least a waiting run of this design must do, started in batches or
+one at a time.
 
 The anchor of ``scale.py``'s ``spawn_many`` row, measured in the same process after the
 runtime closed (labelled ``least_waiting`` in its JSON). Per batch of ``batch`` runs, as
 ``Runtime.spawn_many`` sends them: one hand-off from the caller to a "supervisor" thread and
-one back (the caller waits once per batch). Per run, on the supervisor's thread: a run id
+one back (the caller waits once per batch). Told one each (``one_each``; ``scale.py``'s
+``least_one_spawn``, the floor of the one-``spawn``-each row), as ``Runtime.spawn`` tells
+its request and returns without waiting: one put per run from the caller into the
+supervisor's queue, and one take of it there, nothing answered (the runtime answers once
+per group it decided; its caller waits only when 1,000 are undecided, which this floor
+leaves out). Per run, on the supervisor's thread: a run id
 drawn, a record kept and listed (a dict entry of a small struct), and an agent actor made
 as the runtime's agent actors are (a ``PooledActor`` on a real ``Dispatcher``: not in pykka's
 registry, a ``Mailbox`` inbox, the GC pacing counting it) and listed. On a pooled thread,
@@ -25,12 +31,13 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import msgspec
 
 from subagents.actors.gc_pacing import PACING
+from subagents.actors.inbox import stop_message
 from subagents.actors.pooled import Dispatcher, PooledActor
 
 
@@ -41,6 +48,22 @@ class _Record(msgspec.Struct):
     agent: str
     task: str
     status: str = "running"
+
+
+class _End(msgspec.Struct):
+    """What the supervisor keeps of a run's end at the least: its id and final status."""
+
+    run_id: str
+    status: str
+
+
+class _EndEvent(msgspec.Struct):
+    """A run's end event at the least (the store keeps one per run's end, its ``cancelled``
+    at a close): its kind, its run and its time."""
+
+    kind: str
+    run_id: str
+    ts: float
 
 
 class _Park:
@@ -83,6 +106,8 @@ class _LeastSupervisor:
         self.inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.records: dict[str, _Record] = {}
         self.actors: dict[str, Any] = {}
+        self.ends: list[_End] = []
+        self.events: list[_EndEvent] = []
         self.waiting = 0
         self.target = -1
         self.all_waiting = threading.Event()
@@ -98,54 +123,104 @@ class _LeastSupervisor:
                 if self.waiting == self.target:
                     self.all_waiting.set()
                 continue
+            if item[0] == "one":  # one spawn told: made, not answered (as ``spawn`` tells)
+                self._make(item[1], item[2])
+                continue
+            if item[0] == "close":
+                self._close(item[1])
+                continue
             _, jobs, reply = item
-            ids = []
-            for agent, task in jobs:
-                run_id = f"r-{next(self._ids)}"
-                self.records[run_id] = _Record(run_id, agent, task)
-                self.actors[run_id] = _LeastAgent.start(
-                    self.inbox, run_id, task, dispatcher=self._dispatcher
-                )
-                ids.append(run_id)
-            reply.put(ids)
+            reply.put([self._make(agent, task) for agent, task in jobs])
+
+    def _make(self, agent: str, task: str) -> str:
+        """A run's record and actor, made and listed; its id."""
+        run_id = f"r-{next(self._ids)}"
+        self.records[run_id] = _Record(run_id, agent, task)
+        self.actors[run_id] = _LeastAgent.start(
+            self.inbox, run_id, task, dispatcher=self._dispatcher
+        )
+        return run_id
+
+    def _close(self, reply: queue.SimpleQueue[int]) -> None:
+        """Every run ended, in one pass (``_least_close.py``): its record ended (replaced,
+        as the store keeps records), its end and its end event (one clock reading) kept,
+        its actor told to stop; the caller answered once, with the number ended."""
+        ends, events = self.ends, self.events
+        records = self.records
+        stop = stop_message
+        now = time.time
+        for run_id, ref in self.actors.items():
+            ended = msgspec.structs.replace(records[run_id], status="cancelled")
+            records[run_id] = ended
+            ends.append(_End(run_id, ended.status))
+            events.append(_EndEvent(ended.status, run_id, now()))
+            ref.tell(stop())
+        self.actors.clear()
+        reply.put(len(ends))
 
     def close(self) -> None:
         self.inbox.put(None)
         self._thread.join()
 
 
-def least_waiting(n: int, batch: int, timeout: float = 900.0) -> dict[str, Any]:
-    """``n`` least waiting runs started in batches of ``batch``: seconds and CPU seconds of
-    the process until all are waiting, and their CPU per run; then all stopped."""
+Closer = Callable[["_LeastSupervisor", Dispatcher, int, float], dict[str, Any]]
+"""What ends the waiting runs, timed (``_least_close.least_close``)."""
+
+
+def least_waiting(
+    n: int,
+    batch: int,
+    timeout: float = 900.0,
+    *,
+    one_each: bool = False,
+    close: Closer | None = None,
+) -> dict[str, Any]:
+    """``n`` least waiting runs started in batches of ``batch`` (``one_each``: each told on
+    its own, unanswered, as ``Runtime.spawn`` tells, the supervisor taking one per run):
+    seconds and CPU seconds of the process until all are waiting, and their CPU per run;
+    then all stopped (by ``close``, its figures under ``"close"``; else untimed)."""
     dispatcher = Dispatcher()
     supervisor = _LeastSupervisor(dispatcher)
     supervisor.target = n
     reply: queue.SimpleQueue[list[str]] = queue.SimpleQueue()
     full_before = gc.get_stats()[2]["collections"]
     cpu, started = time.process_time(), time.perf_counter()
-    for first in range(0, n, batch):
-        jobs = [("idle", str(i)) for i in range(first, min(n, first + batch))]
-        supervisor.inbox.put(("batch", jobs, reply))
-        if len(reply.get(timeout=timeout)) != len(jobs):
-            raise RuntimeError("the least supervisor answered a batch wrongly")
+    if one_each:
+        put = supervisor.inbox.put
+        for i in range(n):
+            put(("one", "idle", str(i)))
+    else:
+        for first in range(0, n, batch):
+            jobs = [("idle", str(i)) for i in range(first, min(n, first + batch))]
+            supervisor.inbox.put(("batch", jobs, reply))
+            if len(reply.get(timeout=timeout)) != len(jobs):
+                raise RuntimeError("the least supervisor answered a batch wrongly")
     if not supervisor.all_waiting.wait(timeout):
         raise RuntimeError(f"only {supervisor.waiting} of {n} least runs waiting")
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     full_passes = gc.get_stats()[2]["collections"] - full_before
-    for ref in supervisor.actors.values():
-        ref.stop(block=False)
+    closed = None
+    if close is not None:
+        closed = close(supervisor, dispatcher, n, timeout)
+    else:
+        for ref in supervisor.actors.values():
+            ref.stop(block=False)
     supervisor.close()
     dispatcher.wait_idle(timeout)
     dispatcher.close(timeout)
-    return {
+    out = {
         "what": "the least a waiting run of this design does (benchmarks/_least_waiting.py)",
         "n": n,
-        "batch": batch,
+        "batch": 1 if one_each else batch,
+        "told": "one each, unanswered" if one_each else "in batches, each answered",
         "start_s": round(seconds, 3),
         "start_cpu_s": round(cpu_s, 3),
         "cpu_us_per_run": round(cpu_s / n * 1e6, 1),
         "gc_full_passes": full_passes,
     }
+    if closed is not None:
+        out["close"] = closed
+    return out
 
 
 class _DecidedRuns:

@@ -37,6 +37,7 @@ from _floor_rows import (
     FLOOR,
     LOADED,
     NOT_AT_THIS_LOAD,
+    close_floor,
     fanout_floor,
     mail_floors,
     one_spawn_floor,
@@ -270,7 +271,9 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
     side_load = _load_cell(ours.get("load"))
     least = ours.get("least_waiting")
     if one is not None:
-        rows += one_spawn_floor(least, g, side_load)
+        unbatched = one.get("least_one_spawn")
+        one_load = _load_cell(one.get("load")) if unbatched is not None else side_load
+        rows += one_spawn_floor(least, g, one_load, unbatched)
     rows += [
         (
             f"{goal} started with `spawn_many` (batches of {ours.get('batch')}){where}",
@@ -291,6 +294,7 @@ def _goal_scale(r: dict[str, Any]) -> list[Row]:
             met(g["close"]["pass"]),
             side_load,
         ),
+        *close_floor(ours.get("least_close"), g, side_load),
         (
             f"{goal}: memory each{where}",
             f"{ours['kib_each']} KiB",

@@ -56,7 +56,12 @@ in the same run, is the raw side (its start and close at ``--raw-n`` actors); th
 ``spawn_many`` row's own anchor is ``least_waiting`` (``_least_waiting.py``: the least a
 waiting run of this design does, the same n and batch, in the runtime side's process after
 the runtime closed), beside ``decisions_alone`` (the supervisor's decisions of those runs
-alone, one thread: how much of the gap is deciding, how much carrying out).
+alone, one thread: how much of the gap is deciding, how much carrying out). The
+one-``spawn`` row's floor is ``least_one_spawn`` (the same, each run told on its own,
+unanswered, as ``Runtime.spawn`` tells it; in the one-``spawn`` side's process), the close
+row's ``least_close`` (``_least_close.py``: a serial supervisor ending every run in one pass,
+recording each end and telling each actor to stop, until the dispatcher has closed; on
+``least_waiting``'s runs, in the ``spawn_many`` side's process).
 
 The load: each side's ``load`` is the 1-minute load average read just before that side's
 process starts (``load.taken``), not at its end: the raw side's 10,000 threads drive the
@@ -91,6 +96,7 @@ from _common import (
     settle,
     vm_rss_kib,
 )
+from _least_close import least_close
 from _least_waiting import decisions_alone, least_waiting
 
 TARGET_MEMORY = 1.5
@@ -422,11 +428,16 @@ def runtime_side(
         out["close_cpu_s"] = rounded(time.process_time() - cpu_closing, 3)
         out["close_gc_full"] = close_passes.close()
         out["threads_after_close"] = threading.active_count()
-    if spawn == "many" and not default_limits and "failed" not in out and out["tried"]:
-        # the anchor of this row, in this process after the runtime closed (what it left
-        # for the GC collected first: the anchor does not pay the runtime's garbage)
+    if not default_limits and "failed" not in out and out["tried"]:
+        # the floors of these rows, in this process after the runtime closed (what it left
+        # for the GC collected first: a floor does not pay the runtime's garbage)
         gc.collect()
-        out["least_waiting"] = least_waiting(out["n"], batch)
+        if spawn == "one":  # told one each, unanswered: the one-spawn row's own floor
+            out["least_one_spawn"] = least_waiting(out["n"], batch, one_each=True)
+            return out
+        least = least_waiting(out["n"], batch, close=least_close)
+        out["least_close"] = least.pop("close")
+        out["least_waiting"] = least
         gc.collect()
         out["decisions_alone"] = decisions_alone(out["n"], batch)
     return out
@@ -591,6 +602,7 @@ def main() -> None:
                 "anchor": f"{anchor}: stopped in {raw['close_s']} s",
                 "target": TARGET_CLOSE_S,
                 "pass": ours["close_s"] < TARGET_CLOSE_S,
+                "least_close": ours.get("least_close"),
             },
         }
         if per_run is not None and "start_s" in per_run and "failed" not in per_run:
@@ -599,6 +611,7 @@ def main() -> None:
                 "anchor": f"{anchor}: started in {raw['start_s']} s",
                 "target": TARGET_START_ONE_S,
                 "pass": per_run["start_s"] < TARGET_START_ONE_S,
+                "least_one_spawn": per_run.get("least_one_spawn"),
             }
     at_goal_size = n >= GOAL_N  # and when it was not tried, the goal is missed
     emit(

@@ -190,6 +190,24 @@ def test_a_floor_row_says_unreachable_when_even_the_floor_misses(
     assert rows.one_spawn_floor(None, goals, "1.0") == []
     slow = {**least, "start_s": 12.0}
     assert rows.one_spawn_floor(slow, goals, "1.0")[0][5] == rows.NOT_AT_THIS_LOAD
+    # told one each (the path's own floor): its meeting the target settles it, either way
+    one = {**least, "batch": 1, "start_s": 8.0, "start_cpu_s": 4.0}
+    row = rows.one_spawn_floor(least, goals, "2.0", one)[0]
+    assert row[5] == rows.REACHABLE and row[6] == "2.0" and "8.0 s" in row[1]
+    slow_one = {**one, "start_s": 11.0, "start_cpu_s": 10.5}
+    assert (
+        rows.one_spawn_floor(None, goals, "1.0", slow_one)[0][5] == rows.UNREACHABLE + rows.BY_CPU
+    )
+    # the close's floor
+    closes = {"close": {"target": 3.0}}
+    least_close = {"n": 100_000, "close_s": 1.5, "close_cpu_s": 1.2}
+    assert rows.close_floor(least_close, closes, "1.0")[0][5] == rows.REACHABLE
+    slow_close = {**least_close, "close_s": 3.5}
+    assert rows.close_floor(slow_close, closes, "1.0")[0][5] == rows.NOT_AT_THIS_LOAD
+    assert rows.close_floor({**slow_close, "close_cpu_s": 3.1}, closes, "1.0")[0][5] == (
+        rows.UNREACHABLE + rows.BY_CPU
+    )
+    assert rows.close_floor(None, closes, "1.0") == []
 
 
 def test_a_floor_read_loaded_says_so_unless_its_cpu_settles_it(

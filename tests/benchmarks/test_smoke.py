@@ -350,6 +350,12 @@ def test_scale_measures_each_side_in_its_own_process(
     assert decided["n"] == 60 and decided["cpu_us_per_run"] > 0
     assert result["goals"]["start"]["decisions_alone"] == decided
     assert "least_waiting" not in figures["per_run_spawn"]  # one spawn each: not its anchor
+    one_least = figures["per_run_spawn"]["least_one_spawn"]  # its own: told one each
+    assert (one_least["n"], one_least["batch"]) == (60, 1) and one_least["start_s"] > 0
+    assert result["goals"]["start_one_spawn"]["least_one_spawn"] == one_least
+    least_close = ours["least_close"]  # the close's floor, on least_waiting's runs
+    assert least_close["n"] == 60 and least_close["close_s"] >= 0
+    assert result["goals"]["close"]["least_close"] == least_close
     goals = result["goals"]
     assert set(goals) == {"memory", "start", "close", "start_one_spawn"}
     assert goals["start_one_spawn"]["seconds"] == figures["per_run_spawn"]["start_s"]

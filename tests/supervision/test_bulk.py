@@ -14,6 +14,7 @@ from subagents.messages import (
     WaitingChanged,
     new_id,
 )
+from subagents.store.writes import OutcomeDelivered, SaveOutcome
 from subagents.supervision.effects import (
     DisarmDeadline,
     Publish,
@@ -155,3 +156,21 @@ def test_after_a_close_the_core_holds_nothing_and_admits_by_its_limits_again() -
     assert h.status(third) is RunStatus.QUEUED
     effects = h.core.finished(RunFinished(run_id=second, result="ok", attempt=1))
     assert [s.record.run_id for s in of(effects, StartRun)] == [third]
+
+
+def test_close_saves_each_outcome_delivered_in_the_write_that_keeps_it() -> None:
+    """A root's outcome is handed to the outside by the close's own decision: its
+    ``SaveOutcome`` says so (``delivered``), as ``Lifecycle.finish``'s does, with no
+    ``OutcomeDelivered`` write after it (one write per run fewer at a close of 100,000);
+    a restore hands none of them again."""
+    h = Harness(Limits(max_concurrency=4))
+    roots = [h.run("lead") for _ in range(3)]
+    child = h.run("worker", roots[0])
+    decision = h.core._do(h.core.core.stop_all("runtime closed"))
+    saved = {w.outcome.run_id: w.delivered for w in decision.writes if type(w) is SaveOutcome}
+    assert saved == {**{root: True for root in roots}, child: False}
+    delivered = [w.run_id for w in decision.writes if type(w) is OutcomeDelivered]
+    assert delivered == [child]  # a child's: handed by ``Lifecycle.deliver`` (to nobody)
+    assert h.store.undelivered_outcomes() == []
+    for run in (*roots, child):
+        assert h.status(run) is RunStatus.CANCELLED

@@ -44,6 +44,11 @@ from subagents.supervision.effects import (
 log = get_logger("subagents.supervisor")
 
 
+_STOP = stop_message()
+"""pykka's stop message, told to every agent stopped: one immutable (an empty named
+tuple) for all, not one made per stop (100,000 at a close)."""
+
+
 class _Live(msgspec.Struct, frozen=True, gc=False):
     """A live run's agent: its ref, its cancel signal, which start it is. Out of the cyclic
     GC (``gc=False``): nothing it refers to refers back to it, so it is never in a cycle,
@@ -103,6 +108,10 @@ class Effector:
             DisarmDeadline: self.deadlines.disarm,
             TellOutside: self._tell_outside,
         }
+        self._by_type_unlisted = {**self._by_type, StopAgent: self._stop_unlisted}
+        """The same, for effects that stop runs and start none: ``apply`` unlisted the
+        runs they stop first, and nothing lists one again (only a start does), so each stop
+        need not unlist its run again (a close stops 100,000 runs in one decision)."""
 
     def apply(self, effects: Iterable[Effect]) -> None:
         """Carry ``effects`` out in order; one that fails is logged, the rest go on. Each is
@@ -116,6 +125,8 @@ class Effector:
         kinds = list(map(type, listed))
         if self._directory is not None and StopAgent in kinds:
             self._unlist_stopping(listed)
+            if StartRun not in kinds:
+                handlers = self._by_type_unlisted
         if self.dispatcher is not None and kinds.count(StartRun) > 1:
             self._threads_for_starts(listed)
         on_event = self.on_event
@@ -171,6 +182,11 @@ class Effector:
             self._directory.remove(effect.run_id)
         self._stop(self.live.pop(effect.run_id, None))
 
+    def _stop_unlisted(self, effect: StopAgent) -> None:
+        """``_stop_agent`` of a run ``apply`` unlisted, and no start of its effects listed
+        again."""
+        self._stop(self.live.pop(effect.run_id, None))
+
     def _schedule_restart(self, effect: ScheduleRestart) -> None:
         run_id = effect.run_id
 
@@ -216,7 +232,7 @@ class Effector:
         if live is not None:
             live.cancel.set()
             try:  # noqa: SIM105 (``contextlib.suppress``: an object per stop, 100,000 at a close)
-                live.ref.tell(stop_message())
+                live.ref.tell(_STOP)
             except pykka.ActorDeadError:
                 pass
 

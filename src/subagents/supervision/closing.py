@@ -11,6 +11,7 @@ by run: once every run has ended there is nothing left of any of it to keep.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import msgspec
@@ -20,7 +21,6 @@ from subagents.store.writes import (
     AppendEvent,
     DropPreview,
     DropSubscriptions,
-    OutcomeDelivered,
     SaveOutcome,
     SaveRun,
     Write,
@@ -76,7 +76,7 @@ def close_all(
     queued = [s for r in slots.queued() if (s := runs.live(r)) is not None]
     first = {s.run_id for s in queued}
     rest = [s for s in runs if not s.record.status.terminal and s.run_id not in first]
-    rest.sort(key=lambda s: -s.record.depth)  # stable: deepest first, else in order
+    rest.sort(key=_depth, reverse=True)  # stable (reversed too): deepest first, else in order
     order = queued + rest
     ids = [s.run_id for s in order]
     ending = set(ids) - life.ending
@@ -90,16 +90,17 @@ def close_all(
         record, run_id = state.record, state.run_id
         status = next_status(run_id, record.status, move)
         outcome = outcome_of(record, status, end)
-        writes.append(runs.fire_ended(state, status, now(), outcome))
-        writes.append(SaveOutcome(outcome))
+        ts = now()  # (one reading: the record's end and its event's are one moment)
+        writes.append(runs.fire_ended(state, status, ts, outcome))
+        root = record.parent_run_id is None  # its outcome goes to the outside, below
+        writes.append(SaveOutcome(outcome, delivered=root))  # (one write, as ``finish``'s)
         kind, data = end_event(record, status, end)
-        event = event_of(kind, state.record, now(), data)
+        event = event_of(kind, state.record, ts, data)
         writes.append(AppendEvent(event))
         effects.append(Publish(event))
-        if record.parent_run_id is None:  # a root: to the outside (``Lifecycle.deliver``)
+        if root:  # to the outside (``Lifecycle.deliver``), recorded delivered above
             done = ChildDone(request_id=state.request_id or run_id, outcome=outcome)
             effects.append(TellOutside(done))
-            writes.append(OutcomeDelivered(run_id))
         else:  # (to nobody but a detached child's ancestor: its parent ends too)
             one.add(life.deliver(state, outcome))
         if state.inbox:
@@ -120,6 +121,10 @@ def close_all(
     slots.release_all()
     life.policies.forget(runs.forget_all())
     return ids, decided
+
+
+_depth = operator.attrgetter("record.depth")
+"""A run's depth, read in C (the sort of every live run at a close: no Python call each)."""
 
 
 def _by_bug(life: Lifecycle) -> Callable[[RunState, Exception], Decided | None]:
