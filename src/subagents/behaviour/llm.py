@@ -223,31 +223,28 @@ class LLMBehaviour:
 
     def _step(self) -> None:
         port = self.port
-        cancel = port.cancel
+        run_id, spec, cancel = port.record.run_id, port.spec, port.cancel  # (each read once)
         if cancel.is_set() or self.ended:
             return
-        record, spec = port.record, port.spec  # (properties of its start: read once)
         max_turns = self.env.max_turns
         if spec.max_turns is not None:
             max_turns = min(max_turns, spec.max_turns)
         if self.turns >= max_turns:
-            self._fail("max_turns", f"{record.agent} reached its limit of {max_turns} turns")
+            self._fail("max_turns", f"{port.record.agent} reached its limit of {max_turns} turns")
             return
         response = self._call_model()
         if response is None or cancel.is_set():
             return
         self.turns += 1
         self.messages.append(ChatMessage("assistant", response.content))
-        checkpoint = Checkpoint(
-            run_id=record.run_id, step=self.turns, messages=tuple(self.messages)
-        )
+        checkpoint = Checkpoint(run_id=run_id, step=self.turns, messages=tuple(self.messages))
         uses = list(response.tool_uses)
         # A step after which the run may go on is asked, not told: its budget is known
         # before the next model call (a tool call's answer, or a Stop hook that blocks the end)
         may_go_on = bool(uses) or (self.calls is not None and self.calls.has_stop_hooks)
         port.report_step(
             StepTaken(
-                run_id=record.run_id,
+                run_id=run_id,
                 step=self.turns,
                 usage=response.usage,
                 checkpoint=checkpoint,
