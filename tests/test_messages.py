@@ -551,3 +551,17 @@ def test_every_run_status_knows_whether_it_is_terminal_wherever_it_is_decoded() 
     )
     seen = dict(pair.split("=") for pair in child.stdout.decode().strip().split(","))
     assert seen == {value: str(int(terminal)) for value, terminal in expected.items()}
+
+
+def test_a_model_responses_text_and_tool_calls_are_its_blocks_in_order() -> None:
+    """``ModelResponse.text`` joins its texts by lines, ``tool_uses`` keeps its calls in
+    order (read on every step: plain loops, so this pins what they give)."""
+    text, use = messages.TextBlock, messages.ToolUseBlock
+    a, b = use(id="t1", name="Read", input={}), use(id="t2", name="Bash", input={"c": "ls"})
+    mixed = messages.ModelResponse(content=(text("one"), a, text("two"), b), stop_reason="x")
+    assert mixed.text == "one\ntwo"
+    assert mixed.tool_uses == (a, b)
+    alone = messages.ModelResponse(content=(text("only"),), stop_reason="end_turn")
+    assert alone.text == "only" and alone.tool_uses == ()
+    empty = messages.ModelResponse(content=(), stop_reason="end_turn")
+    assert empty.text == "" and empty.tool_uses == ()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from polling import wait_until
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
@@ -136,6 +137,23 @@ def test_a_run_that_changes_nothing_leaves_no_worktree(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert branches.strip() == ""
+
+
+def test_a_run_stopped_during_its_model_call_has_its_worktree_ended_at_once(
+    tmp_path: Path,
+) -> None:
+    """Stopped mid-step, the run never reaches its end (``LLMBehaviour._closing``): its
+    actor's ``close`` ends the worktree (unchanged: removed), while the runtime goes on, not
+    only when the runtime closes (``close_tool_services``)."""
+    repo = make_repo(tmp_path / "repo")
+    model = ScriptedModel({"reader": [{"text": "never", "delay": 600}]})
+    with Runtime([editor("reader")], model=model, workspace=repo) as rt:
+        handle = rt.spawn("reader", "read")
+        wait_until(lambda: len(model.requests) == 1, "the run in its model call", WAIT)
+        assert len(worktree_paths(repo)) == 2  # its worktree is open
+        handle.stop()
+        assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+        wait_until(lambda: worktree_paths(repo) == [str(repo)], "its worktree ended", WAIT)
 
 
 def test_a_failed_run_says_where_its_changes_are(tmp_path: Path) -> None:

@@ -222,6 +222,24 @@ def test_default_usage_from_characters_and_scripted_usage() -> None:
     assert resp2.usage.model_calls == 1
 
 
+def test_default_usage_counts_every_kind_of_block_of_every_message() -> None:
+    """Texts, tool calls (name and JSON input) and tool results, in each message, the
+    system prompt, and the answer's blocks: about four characters a token."""
+    model = ScriptedModel(
+        {"a": ["first", {"text": "abcd", "tool_calls": [{"name": "Rd", "input": {"k": 1}}]}]}
+    )
+    called = ChatMessage(
+        role="assistant",
+        content=(TextBlock(text="xy"), ToolUseBlock(id="t1", name="Read", input={"a": 1})),
+    )
+    convo = (user("abcd"), called, user(ToolResultBlock("t1", "12345678"), "zz"))
+    resp = model.complete(request("a", *convo, system="sys4"))
+    assert resp.text == "abcd" and [u.name for u in resp.tool_uses] == ["Rd"]  # turn 1
+    # in: 4 (system) + 4 + 2 + 4 + 7 ('{"a":1}') + 8 + 2 = 31 -> 7; out: 4 + 2 + 7 -> 3
+    assert resp.usage == Usage(input_tokens=7, output_tokens=3, model_calls=1)
+    assert resp.stop_reason == "tool_use"
+
+
 def test_stop_reason_override() -> None:
     model = ScriptedModel({"a": [{"text": "cut", "stop_reason": "max_tokens"}]})
     assert model.complete(request("a", user("t"))).stop_reason == "max_tokens"

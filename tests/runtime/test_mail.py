@@ -263,7 +263,10 @@ def test_mail_from_outside_wakes_an_agent_waiting_for_it() -> None:
             rt.send("r-nope", "x")
 
 
-def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
+def test_mail_sent_to_a_queued_run_is_shown_when_it_starts(store: RunStore) -> None:
+    """Its one step is its last: the step (the receipt of the mail it showed) and the end
+    come in one ``Batch``, one decision (``alone.last_steps``): straight in memory, in the
+    group with SQLite (the late reports' line); either way the mail is read."""
     release = Gate()
 
     def hold(ctx: AgentContext) -> str:
@@ -272,7 +275,7 @@ def test_mail_sent_to_a_queued_run_is_shown_when_it_starts() -> None:
 
     model = ShownModel({"reader": ["read: {task}"]})
     agents: list[AgentLike] = [FunctionAgent.create("hold", hold), spec("reader")]
-    with Runtime(agents, model=model, limits=Limits(max_concurrency=1)) as rt:
+    with Runtime(agents, model=model, limits=Limits(max_concurrency=1), store=store) as rt:
         first = rt.spawn("hold", "x")
         queued = rt.spawn("reader", "the task")
         assert queued.status is RunStatus.QUEUED

@@ -14,7 +14,11 @@ the same answers when it fails; ~25 of the supervisor's calls per trivial run le
 A run's end is the one report taken so: its decision tells its requester (a ``Tell`` or a
 ``TellOutside``), so ``GroupLinger.defer`` would have committed its group at once; a report
 that only publishes (a step taken) may linger for the reports behind it, and still goes
-through the group.
+through the group. But an LLM run's last step comes in one ``Batch`` with its end (told:
+``AgentActor.report_step`` with ``wait`` False, then ``_end``), and that end commits the
+group at once too: the pair is one decision (``last_steps``), straight when alone: ~50 of
+the supervisor's calls per lone LLM run less, ~25 per fan-out child (in a group)
+(``benchmarks/_llm_spec_work.py``, ``benchmarks/fanout.py``'s child).
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from subagents.actors.deadlines import DEADLINES_DUE
 from subagents.actors.group_linger import COMMIT_DUE
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.spawn_group import groupable
-from subagents.messages import RunFinished, SpawnRequest, SpawnsDecided
+from subagents.messages import RunFinished, SpawnRequest, SpawnsDecided, StepTaken
 from subagents.store.base import StoreError
 from subagents.supervision.coalesce import coalesce
+from subagents.supervision.effects import Decision, join
 
 SupervisorActor = Any
 """The ``actor`` each function is handed and works on as its own methods would (the
@@ -125,3 +130,55 @@ def finished_alone(actor: SupervisorActor, message: RunFinished) -> None:
         actor._told_failed((message,), exc)
         return
     actor._apply(coalesce(decision.effects))
+
+
+def last_steps(actor: SupervisorActor, messages: tuple[Any, ...], more: bool) -> bool:
+    """A ``Batch`` that is a run's last step and its end (``AgentActor.report_step`` told,
+    then ``_end``): decided as one (``last_step_decision``); ``more`` as
+    ``SupervisorActor._receive_batch``'s. Alone (nothing more, no group open, nothing queued
+    behind it) straight, as the group of the two would be: their writes in one transaction
+    (the one ``write_all`` opens), then their effects (one ``Batch`` per run: ``coalesce``);
+    a store error halts, a write that breaks (a bug) answers both. Else in the open group
+    (``_in_group``, which decides such a pair so). False: not such a pair, nothing done."""
+    if len(messages) != 2 or type(messages[0]) is not StepTaken:
+        return False
+    step, end = messages
+    if type(end) is not RunFinished:
+        return False
+    if more or actor._group is not None or not actor.actor_inbox.empty():
+        actor._in_group(messages, more=more)
+        return True
+    try:
+        decision = last_step_decision(actor, step, end)
+        actor._write(decision)
+    except StoreError as exc:
+        actor._halt(exc)
+        return True
+    except Exception as exc:
+        actor._told_failed(messages, exc)
+        return True
+    actor._apply(coalesce(decision.effects))
+    return True
+
+
+def last_step_decision(actor: SupervisorActor, step: StepTaken, end: RunFinished) -> Decision:
+    """One decision on a run's last step and its end (one ``Batch``'s pair, alone or in a
+    group: ``SupervisorActor._in_group``): the step's, then the end's (``deciders``'
+    ``finished``: the effector forgets the run first), as two messages in one group would be
+    decided, with one write of both and one carrying out, not one each. A part whose
+    decision fails (a bug) is logged and its sender answered, as in a group, and the other
+    is decided all the same."""
+    decide = actor._deciders
+    try:
+        decision: Decision = decide[StepTaken](step)
+    except Exception as exc:
+        actor._told_failed((step,), exc)
+        decision = Decision(None, [], [])
+    try:
+        ended = decide[RunFinished](end)
+    except Exception as exc:
+        actor._told_failed((end,), exc)
+    else:
+        join(decision.writes, ended.writes)
+        decision.effects += ended.effects
+    return decision

@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from subagents.actors.agent import BehaviourFactory
-from subagents.actors.alone import STRAIGHT, receive, straight
+from subagents.actors.alone import STRAIGHT, last_step_decision, last_steps, receive, straight
 from subagents.actors.ask_claims import AskClaims
 from subagents.actors.command_poll import take_commands
 from subagents.actors.deciders import deciders
@@ -281,16 +281,16 @@ class SupervisorActor(FastInboxActor):
     def _receive_batch(self, messages: tuple[Any, ...], more: bool = False) -> None:
         """A Batch's messages in order (``more``: as ``_receive``'s): each run of consecutive
         SendMails (MailReads; journals and waiting reports: ``_RUNS``) in one core call, a
-        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, the rest one by one; the
-        late line's ``Records`` in one core call, after what the settle line held; one that
-        only settles its run is held (``actors.settle_line``)."""
+        step's spawns in decisions of up to ``STEP_SPAWNS_MOST``, a last step with its end in
+        one (``alone.last_steps``), the rest one by one; the late line's ``Records`` in one
+        core call, after what the settle line held; one that only settles its run is held."""
         if self.outage.failure is None:
             if type(messages) is Records:  # (``LateReports``)
                 self._settle()
                 self._in_group(messages, more=more)
                 return
-            if self.settling.hold(messages, more):  # (else it decided what it held)
-                return
+            if self.settling.hold(messages, more) or last_steps(self, messages, more):
+                return  # (held, or a last step with its end decided; else what was held is decided)
         else:
             self._settle()
         n = len(messages)
@@ -446,6 +446,8 @@ class SupervisorActor(FastInboxActor):
                 self._handle(run[0], asked=False)
             elif type(run) is Records:  # the late line's: each report left out alone
                 self._apply(records_written(self.core, self.store, run))
+            elif type(run[0]) is StepTaken:  # a run's last step with its end (``alone``)
+                self._carry_out(last_step_decision(self, run[0], run[1]))
             else:
                 self._carry_out(_decide_run(self.core, run))
         except StoreError as exc:

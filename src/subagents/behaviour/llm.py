@@ -162,7 +162,7 @@ class LLMBehaviour:
             record = self.port.record
             text = first_message_text(record.task, record.context, record.shared)
             blocks: list[Any] = [TextBlock(text)]
-            blocks.extend(TextBlock(render_mail(m)) for m in self.inbox.take_for_message())
+            blocks += [TextBlock(render_mail(m)) for m in self.inbox.take_for_message()]
             self.messages = [ChatMessage("user", tuple(blocks))]
         self._step()
 
@@ -223,29 +223,28 @@ class LLMBehaviour:
 
     def _step(self) -> None:
         port = self.port
-        if port.cancel.is_set() or self.ended:
+        run_id, spec, cancel = port.record.run_id, port.spec, port.cancel  # (each read once)
+        if cancel.is_set() or self.ended:
             return
         max_turns = self.env.max_turns
-        if port.spec.max_turns is not None:
-            max_turns = min(max_turns, port.spec.max_turns)
+        if spec.max_turns is not None:
+            max_turns = min(max_turns, spec.max_turns)
         if self.turns >= max_turns:
             self._fail("max_turns", f"{port.record.agent} reached its limit of {max_turns} turns")
             return
         response = self._call_model()
-        if response is None or port.cancel.is_set():
+        if response is None or cancel.is_set():
             return
         self.turns += 1
         self.messages.append(ChatMessage("assistant", response.content))
-        checkpoint = Checkpoint(
-            run_id=port.record.run_id, step=self.turns, messages=tuple(self.messages)
-        )
+        checkpoint = Checkpoint(run_id=run_id, step=self.turns, messages=tuple(self.messages))
         uses = list(response.tool_uses)
         # A step after which the run may go on is asked, not told: its budget is known
         # before the next model call (a tool call's answer, or a Stop hook that blocks the end)
         may_go_on = bool(uses) or (self.calls is not None and self.calls.has_stop_hooks)
         port.report_step(
             StepTaken(
-                run_id=port.record.run_id,
+                run_id=run_id,
                 step=self.turns,
                 usage=response.usage,
                 checkpoint=checkpoint,
@@ -253,7 +252,7 @@ class LLMBehaviour:
             ),
             wait=may_go_on,  # else the run ends here: nothing to hold back
         )
-        if port.cancel.is_set():
+        if cancel.is_set():
             return  # stopped while the step was recorded (over budget): no tool runs
         if uses:
             self._dispatch_all(uses, answered={})
@@ -473,9 +472,10 @@ class LLMBehaviour:
         trace)."""
         if self.calls is not None:
             self.calls.close()
-        self.env.end_workspace(self.port.record)
+        if not self.ended:  # (else ``_closing`` ended it: a run ends only through it)
+            self.env.end_workspace(self.port.record)
         spans, self.tool_spans = self.tool_spans, {}
-        why = "cancelled" if self.port.cancel.is_set() else "unanswered"
+        why = "cancelled" if spans and self.port.cancel.is_set() else "unanswered"
         for span in spans.values():
             span.end(error=f"{why}: the run ended before the call answered")
 
@@ -555,14 +555,15 @@ def _model_request(
 ) -> ModelRequest:
     """The model call of a step: the conversation so far, the tools offered, the system
     prompt (with the environment note of an agent that has file or shell tools)."""
+    record = port.record  # (a property of the run's start: read once)
     return ModelRequest(
-        model=port.record.model or "",
+        model=record.model or "",
         system=env.system_prompt(port.spec) + environment,
         messages=tuple(messages),
         tools=schemas,
         max_tokens=env.max_tokens,
-        agent=port.record.agent,
-        run_id=port.record.run_id,
+        agent=record.agent,
+        run_id=record.run_id,
     )
 
 

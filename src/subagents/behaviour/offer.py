@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 import msgspec
 
@@ -136,8 +135,8 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
     traced = env.tracer.model_call(port.record, request) if env.tracer else None
     sink = _coalescer(env, port, request)
     try:
-        if sink is not None:
-            model = cast(StreamingModel, env.model)
+        if sink is not None:  # (it streams: ``_streams``; no ``cast``, a call per step)
+            model: StreamingModel = env.model  # type: ignore[assignment]
             response = model.stream(request, sink, deadline=port.deadline, cancel=port.cancel)
         else:
             response = env.model.complete(request, deadline=port.deadline, cancel=port.cancel)
@@ -163,7 +162,10 @@ def _coalescer(env: AgentEnv, port: AgentPort, request: ModelRequest) -> Coalesc
     not want it: ``AgentEnv.stream_interval_s``)."""
     if env.stream_interval_s is None or not _streams(type(env.model)):
         return None
-    turn = 1 + sum(1 for m in request.messages if m.role == "assistant")
+    turn = 1
+    for message in request.messages:  # (a loop, not ``sum`` of a generator: every step)
+        if message.role == "assistant":
+            turn += 1
     return Coalescer(
         port.report_streamed,
         run_id=port.record.run_id,
@@ -207,8 +209,10 @@ def distinct_ids(response: ModelResponse, port: AgentPort) -> ModelResponse:
     own id, and the conversation the model sees next (the checkpoint, a replay) holds the
     renamed ids with their own answers."""
     uses = response.tool_uses
+    if len(uses) < 2:  # the common case: nothing to do (and no set made)
+        return response
     seen = {u.id for u in uses}
-    if len(seen) == len(uses):  # the common case: nothing to do
+    if len(seen) == len(uses):  # no id repeated
         return response
     taken: set[str] = set()
     content: list[ContentBlock] = []

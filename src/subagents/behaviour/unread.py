@@ -33,7 +33,7 @@ class UnreadMail:
         self.mails.extend(mails)
 
     def ids(self) -> tuple[str, ...]:
-        return tuple(m.mail_id for m in self.mails)
+        return tuple([m.mail_id for m in self.mails]) if self.mails else ()
 
     def take_all(self) -> list[Mail]:
         """Every unread mail, handed over as it is (no read receipt implied)."""
@@ -44,7 +44,8 @@ class UnreadMail:
         """Unread mail for the next user message; it counts as read once that message is
         checkpointed (``read_in_message``), so a crash before cannot lose it."""
         taken = self.take_all()
-        self.read_in_message.extend(m.mail_id for m in taken)
+        if taken:  # (most runs start with none: no generator made for nothing)
+            self.read_in_message.extend(m.mail_id for m in taken)
         return taken
 
     def recorded(self) -> tuple[str, ...]:

@@ -104,10 +104,20 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     usage: Usage = Usage()
     model: str = ""
 
+    # (plain loops, not comprehensions: each is read on every model call of every run, and
+    # a comprehension or generator costs a frame, a generator one resumed per block)
     @property
     def text(self) -> str:
-        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+        texts: list[str] = []
+        for block in self.content:
+            if isinstance(block, TextBlock):
+                texts.append(block.text)
+        return texts[0] if len(texts) == 1 else "\n".join(texts)
 
     @property
     def tool_uses(self) -> tuple[ToolUseBlock, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+        uses: list[ToolUseBlock] = []
+        for block in self.content:
+            if isinstance(block, ToolUseBlock):
+                uses.append(block)
+        return tuple(uses)

@@ -191,7 +191,7 @@ class ScriptedModel:
         deadline: float | None,
         cancel: CancelSignal | None,
     ) -> ModelResponse:
-        turn_index = sum(1 for message in request.messages if message.role == "assistant")
+        turn_index = _assistant_turns(request.messages)
         script = self._scripts.get(request.agent, ())
         turn = script[turn_index] if turn_index < len(script) else None
         call_number = self._record(request, turn, turn_index)
@@ -215,7 +215,11 @@ class ScriptedModel:
             _simulate_latency(turn.delay, deadline, cancel)
         if turn is not None:
             _fail_as_scripted(request, turn, turn_index, call_number)
-        has_tools = any(isinstance(block, ToolUseBlock) for block in content)
+        has_tools = False
+        for block in content:  # (a loop: ``any`` of a generator resumes a frame per block)
+            if isinstance(block, ToolUseBlock):
+                has_tools = True
+                break
         if turn is not None and turn.stop_reason is not None:
             stop_reason = turn.stop_reason
         else:
@@ -303,8 +307,30 @@ def _simulate_latency(delay: float, deadline: float | None, cancel: CancelSignal
         )
 
 
-def _message_chars(message: ChatMessage) -> int:
-    return sum(_block_chars(block) for block in message.content)
+def _assistant_turns(messages: Sequence[ChatMessage]) -> int:
+    """How many of ``messages`` the model wrote: the index of the turn to play. A loop, not
+    ``sum`` of a generator (a frame resumed per message, on every scripted call)."""
+    turns = 0
+    for message in messages:
+        if message.role == "assistant":
+            turns += 1
+    return turns
+
+
+def _chars(blocks: Iterable[ContentBlock]) -> int:
+    """The characters of ``blocks`` the usage is estimated from: a text's, a tool result's,
+    a tool call's name and JSON input. One loop over them, no generator or call per block:
+    it runs over the whole conversation on every scripted call (a fan-out's every child)."""
+    chars = 0
+    for block in blocks:
+        kind = type(block)
+        if kind is TextBlock:
+            chars += len(block.text)  # type: ignore[union-attr]
+        elif kind is ToolResultBlock:
+            chars += len(block.content)  # type: ignore[union-attr]
+        else:
+            chars += _block_chars(block)
+    return chars
 
 
 def _block_chars(block: ContentBlock) -> int:
@@ -319,8 +345,10 @@ def _usage(
     request: ModelRequest, content: tuple[ContentBlock, ...], scripted: ScriptedUsage | None
 ) -> Usage:
     """Scripted counters where given; otherwise about four characters per token, at least 1."""
-    input_chars = len(request.system) + sum(_message_chars(m) for m in request.messages)
-    output_chars = sum(_block_chars(block) for block in content)
+    input_chars = len(request.system)
+    for message in request.messages:
+        input_chars += _chars(message.content)
+    output_chars = _chars(content)
     input_tokens = max(1, input_chars // 4)
     output_tokens = max(1, output_chars // 4)
     if scripted is None:

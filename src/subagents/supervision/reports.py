@@ -60,7 +60,8 @@ class Reports:
         if msg.checkpoint is not None:
             state.checkpoint = state.saved = msg.checkpoint
             decided.writes.append(SaveCheckpoint(msg.checkpoint))
-        decided.add(self.mail.read(msg.run_id, msg.read_mail))
+        if msg.read_mail:  # (most steps showed no mail: no receipt decided for none)
+            decided.add(self.mail.read(msg.run_id, msg.read_mail))
         data = {
             "step": msg.step,
             "input_tokens": msg.usage.total_input_tokens,
