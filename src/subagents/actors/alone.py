@@ -171,11 +171,15 @@ def last_step_decision(actor: SupervisorActor, step: StepTaken, end: RunFinished
     decide = actor._deciders
     try:
         decision: Decision = decide[StepTaken](step)
+    except StoreError:
+        raise  # the store's own failure halts, as in ``_in_group``; not a bug to log
     except Exception as exc:
         actor._told_failed((step,), exc)
         decision = Decision(None, [], [])
     try:
         ended = decide[RunFinished](end)
+    except StoreError:
+        raise
     except Exception as exc:
         actor._told_failed((end,), exc)
     else:
