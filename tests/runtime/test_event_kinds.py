@@ -59,3 +59,24 @@ def test_a_trivial_runs_three_events_reach_a_subscriber_and_its_end_wakes_a_wait
         assert mine == [EventKind.SPAWNED, EventKind.STARTED, EventKind.COMPLETED]
     finally:
         rt.close()
+
+
+def test_kinds_that_are_not_a_set_of_event_kinds_are_refused_naming_what_was_wrong() -> None:
+    """One kind given alone is a str (``EventKind`` is a ``StrEnum``): ``in`` would test a
+    substring, and a subscriber of ``restarted`` would be called for ``started`` too. It,
+    and a name that is no kind of event, are refused when subscribing, not filtered wrong
+    for ever after; a set of kinds is copied (a later change to it changes nothing)."""
+    subscribers = Subscribers()
+    with pytest.raises(TypeError, match="a set of EventKind"):
+        subscribers.subscribe(lambda e: None, EventKind.RESTARTED)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a set of EventKind"):
+        subscribers.subscribe(lambda e: None, "completed")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'finished': no such EventKind"):
+        subscribers.subscribe(lambda e: None, {EventKind.COMPLETED, "finished"})  # type: ignore[arg-type]
+    got: list[EventKind] = []
+    kinds = {EventKind.RESTARTED}
+    subscribers.subscribe(lambda e: got.append(e.kind), kinds)
+    kinds.add(EventKind.STARTED)
+    subscribers.publish(_event(EventKind.STARTED))
+    subscribers.publish(_event(EventKind.RESTARTED))
+    assert got == [EventKind.RESTARTED]

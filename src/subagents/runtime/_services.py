@@ -68,6 +68,17 @@ a deadline already spent: waking from its rest and leaving takes a loaded machin
 a moment; only a pass that does not end in this long is left to end by itself."""
 
 
+def _event_kinds(kinds: object) -> frozenset[EventKind]:
+    """``kinds`` checked as a set of ``EventKind``s (a subscriber's filter), and copied."""
+    if isinstance(kinds, str) or not isinstance(kinds, Set | Sequence):
+        raise TypeError(f"kinds must be a set of EventKind, got {kinds!r}")
+    known = {k.value for k in EventKind}
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ValueError(f"kinds: {', '.join(map(repr, unknown))}: no such EventKind")
+    return frozenset(EventKind(k) for k in kinds)
+
+
 class Subscribers:
     """The callbacks every event goes to (on the supervisor's thread), and the debug log."""
 
@@ -80,7 +91,10 @@ class Subscribers:
         """Call ``callback(event)`` for every event, or only for those of ``kinds`` (a
         subscriber that reads only some is not called for the rest: the runtime's own
         ``Endings`` reads only a run's end, one of a trivial run's three events); returns a
-        function that unsubscribes."""
+        function that unsubscribes. ``kinds`` is copied; one kind alone (a str: ``in`` would
+        test a substring) or a name of no kind is refused (``TypeError``, ``ValueError``)."""
+        if kinds is not None:
+            kinds = _event_kinds(kinds)
         self._callbacks = (*self._callbacks, (callback, kinds))
 
         def unsubscribe() -> None:
