@@ -113,6 +113,55 @@ def test_the_ledgers_in_one_shared_dict_answer_as_ledgers_with_their_own(
         assert _state(own_budgets, own_restarts) == _state(shared_budgets, shared_restarts), op
 
 
+@settings(max_examples=100, deadline=None)
+@given(budget_ops)
+def test_the_ledgers_in_one_shared_dict_keep_what_each_operation_promises(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    """The same operations on the policy book's shared ledgers, each checked against what it
+    promises, not against the same code over a dict of its own (a fault of both would pass
+    the test above): a grant or restore registers the run (a restore with what it spent, a
+    grant keeping it), a charge adds to the run and every ancestor known above it and to
+    no other, a forget leaves nothing, a restart decided counts once in the window."""
+    clock = Clock()
+    entries: dict[str, RunEntry] = {}
+    budgets = BudgetBook(entries)
+    restarts = RestartIntensity(clock=clock, rng=random.Random(3), entries=entries)
+    policy = policy_of(TRANSIENT)
+    parent: dict[str, str | None] = {}
+    for op in ops:
+        if op[0] == "tick":
+            clock.now += op[1]
+            continue
+        run_id = op[1]
+        spent = {r: budgets.spent(r) for r in "abcde"}
+        known = {r: budgets.known(r) for r in "abcde"}
+        window = restarts.in_window(run_id, policy)
+        answer = _apply(op, budgets, restarts)
+        if op[0] in ("grant", "restore") and not isinstance(answer, tuple):
+            above = op[2] if op[2] is not None and op[2] < run_id else None
+            parent[run_id] = above
+            assert budgets.known(run_id), op
+            if op[0] == "restore":
+                assert budgets.spent(run_id) == Usage(output_tokens=op[3]), op
+            else:
+                assert budgets.spent(run_id) == (spent[run_id] if known[run_id] else Usage())
+        elif op[0] == "charge":
+            usage = Usage(input_tokens=op[2], cost_usd=op[3])
+            chain: list[str] = []
+            current: str | None = run_id
+            while current is not None and known[current]:
+                chain.append(current)
+                current = parent.get(current)
+            for r in "abcde":
+                assert budgets.spent(r) == (spent[r] + usage if r in chain else spent[r]), op
+            assert answer == [r for r in chain if budgets.over(r)], op
+        elif op[0] == "forget":
+            assert not budgets.known(run_id) and restarts.in_window(run_id, policy) == 0, op
+        elif op[0] == "decide":
+            assert restarts.in_window(run_id, policy) == window + (1 if answer[0] else 0), op
+
+
 # ---- the tree read from the runs' records answers as a tree of its own links ---------------
 
 shapes = st.lists(st.integers(0, 30), min_size=1, max_size=25)
