@@ -64,7 +64,7 @@ from subagents.runtime._cluster_backend import ClusterBackend, ray_backend
 from subagents.runtime._fan_out import Syntheses
 from subagents.runtime._root_runs import RootRuns
 from subagents.runtime._root_waiters import RootWaiters, Waiter
-from subagents.runtime._run_endings import Endings
+from subagents.runtime._run_endings import END_KINDS, Endings
 from subagents.runtime._run_handle import RunHandle, landed
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
@@ -171,7 +171,7 @@ class Runtime:
         self._roots = RootWaiters(self._requests.on_supervisor)
         self._events = Subscribers()
         self._endings = Endings()
-        self._events.subscribe(self._endings.on_event)
+        self._events.subscribe(self._endings.on_event, END_KINDS)  # (a run's end only)
         settle = self._roots.window.settle  # a read waits for the spawns told before it
         self._views = RunViews(self.store, self._requests.held, settle, self._owns_store)
         self._starts = RootRuns(self._roots, self._requests, self.limits, self.store, self._agents)

@@ -15,7 +15,7 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +36,15 @@ from subagents.isolation.worktrees import Worktrees
 from subagents.logs import debug_enabled, get_logger
 from subagents.mcp.hub import McpHub, mcp_start_timeout
 from subagents.mcp.hub import mcp_tool_timeout as mcp_tool_timeout_of
-from subagents.messages import Event, LeaseLost, Mail, PollCommands, Sweep, ToOutside
+from subagents.messages import (
+    Event,
+    EventKind,
+    LeaseLost,
+    Mail,
+    PollCommands,
+    Sweep,
+    ToOutside,
+)
 from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
 from subagents.store.base import MailRecording, RunStore
@@ -60,25 +68,44 @@ a deadline already spent: waking from its rest and leaving takes a loaded machin
 a moment; only a pass that does not end in this long is left to end by itself."""
 
 
+def _event_kinds(kinds: object) -> frozenset[EventKind]:
+    """``kinds`` checked as a set of ``EventKind``s (a subscriber's filter), and copied."""
+    if isinstance(kinds, str) or not isinstance(kinds, Set | Sequence):
+        raise TypeError(f"kinds must be a set of EventKind, got {kinds!r}")
+    known = {k.value for k in EventKind}
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ValueError(f"kinds: {', '.join(map(repr, unknown))}: no such EventKind")
+    return frozenset(EventKind(k) for k in kinds)
+
+
 class Subscribers:
     """The callbacks every event goes to (on the supervisor's thread), and the debug log."""
 
     def __init__(self) -> None:
-        self._callbacks: tuple[Callable[[Event], None], ...] = ()
+        self._callbacks: tuple[tuple[Callable[[Event], None], Set[EventKind] | None], ...] = ()
 
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event; returns a function that unsubscribes."""
-        self._callbacks = (*self._callbacks, callback)
+    def subscribe(
+        self, callback: Callable[[Event], None], kinds: Set[EventKind] | None = None
+    ) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event, or only for those of ``kinds`` (a
+        subscriber that reads only some is not called for the rest: the runtime's own
+        ``Endings`` reads only a run's end, one of a trivial run's three events); returns a
+        function that unsubscribes. ``kinds`` is copied; one kind alone (a str: ``in`` would
+        test a substring) or a name of no kind is refused (``TypeError``, ``ValueError``)."""
+        if kinds is not None:
+            kinds = _event_kinds(kinds)
+        self._callbacks = (*self._callbacks, (callback, kinds))
 
         def unsubscribe() -> None:
-            self._callbacks = tuple(c for c in self._callbacks if c is not callback)
+            self._callbacks = tuple(c for c in self._callbacks if c[0] is not callback)
 
         return unsubscribe
 
     def publish(self, event: Event) -> None:
-        """Log ``event`` (at debug) and hand it to every callback; one that raises is logged
-        and skipped, a ``SystemExit`` too: it runs on the supervisor's thread, where pykka
-        stops every actor of the process on a ``BaseException``."""
+        """Log ``event`` (at debug) and hand it to every callback that takes its kind; one
+        that raises is logged and skipped, a ``SystemExit`` too: it runs on the supervisor's
+        thread, where pykka stops every actor of the process on a ``BaseException``."""
         if debug_enabled():  # checked first: a filtered-out debug call still costs (logs.py)
             log.debug(
                 str(event.kind),
@@ -89,7 +116,10 @@ class Subscribers:
                 depth=event.depth,
                 **{k: v for k, v in event.data.items() if k not in ("input",)},
             )
-        for callback in self._callbacks:
+        kind = event.kind
+        for callback, kinds in self._callbacks:
+            if kinds is not None and kind not in kinds:
+                continue
             try:
                 callback(event)
             except BaseException:  # never the main thread: the runtime goes on serving

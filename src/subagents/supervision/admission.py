@@ -298,7 +298,7 @@ class Admission:
         seeded with when it continues another (None: it does not)."""
         record = self._record(req, spec, parent, run_id, now, policy_fields)
         state = RunState(record=record, spec=spec, request_id=req.request_id)
-        state.checkpoint = self.policies.seed(run_id)
+        state.checkpoint = policy_fields.seed
         seed = None
         if req.continues is not None and continued is not None:
             seed = continuation.conversation(continued, run_id=run_id, text=req.task)

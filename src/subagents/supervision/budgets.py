@@ -19,29 +19,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 
-import msgspec
-
 from subagents.messages import Usage
 from subagents.supervision.limits import shown
+from subagents.supervision.run_entry import UNLIMITED, Budget, RunEntry
+
+__all__ = ["Budget", "BudgetBook", "BudgetRefused", "tightest_cost", "tightest_tokens"]
 
 
 class BudgetRefused(Exception):
     """A run has nothing left to hand down; the message says whose budget ran out."""
-
-
-class Budget(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A limit in tokens and/or US dollars; ``None`` means unlimited. Held for every live run:
-    out of the cyclic GC (``gc=False``: numbers only, never in a cycle)."""
-
-    tokens: int | None = None
-    cost_usd: float | None = None
-
-
-_UNLIMITED = Budget()
-"""The budget of most runs (none given, none above): one, shared (it is frozen)."""
-
-_NOTHING_SPENT = Usage()
-"""What a run just granted has spent: one, shared (``charge`` replaces it, never changes it)."""
 
 
 def tightest_tokens(*given: int | None) -> int | None:
@@ -70,12 +56,28 @@ def tightest_cost(*given: float | None) -> float | None:
 
 
 class BudgetBook:
-    """Budgets per run and the usage of each run's whole subtree."""
+    """Budgets per run and the usage of each run's whole subtree.
 
-    def __init__(self) -> None:
-        self._budget: dict[str, Budget] = {}
-        self._spent: dict[str, Usage] = {}
-        self._parent: dict[str, str | None] = {}
+    Kept in the runs' entries (``RunEntry``: its ``budget``, ``spent``, ``budget_parent``):
+    ``entries``, the dict the policy book shares with the restart window (one record per
+    run, one pop to forget it), or a dict of its own."""
+
+    def __init__(self, entries: dict[str, RunEntry] | None = None) -> None:
+        self._entries: dict[str, RunEntry] = {} if entries is None else entries
+
+    def _known(self, run_id: str | None) -> RunEntry | None:
+        """``run_id``'s entry if it is in this ledger."""
+        entry = self._entries.get(run_id) if run_id is not None else None
+        return entry if entry is not None and entry.budget is not None else None
+
+    def _register(self, run_id: str, parent_run_id: str | None, budget: Budget) -> None:
+        """``run_id`` in the ledger with ``budget`` (what it spent before is kept)."""
+        entry = self._entries.get(run_id)
+        if entry is None:
+            self._entries[run_id] = RunEntry(budget=budget, budget_parent=parent_run_id)
+        else:
+            entry.budget = budget
+            entry.budget_parent = parent_run_id
 
     # ---- granting ----------------------------------------------------------------------------
 
@@ -83,16 +85,17 @@ class BudgetBook:
         """What ``run_id`` may still spend: the least left over it and its budgeted ancestors."""
         tokens: int | None = None
         cost: float | None = None
-        current: str | None = run_id
-        while current is not None and current in self._budget:
-            budget, spent = self._budget[current], self._spent[current]
+        entry = self._known(run_id)
+        while entry is not None:
+            budget, spent = entry.budget, entry.spent
+            assert budget is not None  # (``_known``)
             if budget.tokens is not None:
                 left = budget.tokens - spent.total_tokens
                 tokens = left if tokens is None else min(tokens, left)
             if budget.cost_usd is not None:
                 left_cost = budget.cost_usd - spent.cost_usd
                 cost = left_cost if cost is None else min(cost, left_cost)
-            current = self._parent.get(current)
+            entry = self._known(entry.budget_parent)
         return Budget(tokens=tokens, cost_usd=cost)
 
     def grant(
@@ -107,7 +110,7 @@ class BudgetBook:
         """Register ``run_id`` with the tightest budget asked, capped by its parent's."""
         want_tokens = tightest_tokens(*tokens)
         want_cost = tightest_cost(*cost_usd)
-        if parent_run_id is not None and parent_run_id in self._budget:
+        if parent_run_id is not None and self._known(parent_run_id) is not None:
             left = self.available(parent_run_id)
             who = parent_label or parent_run_id
             if left.tokens is not None:
@@ -121,23 +124,11 @@ class BudgetBook:
                     raise BudgetRefused(f"budget: {who} has no cost budget (USD) left to give")
                 want_cost = left.cost_usd if want_cost is None else min(want_cost, left.cost_usd)
         if want_tokens is None and want_cost is None:
-            budget = _UNLIMITED
+            budget = UNLIMITED
         else:
             budget = Budget(tokens=want_tokens, cost_usd=want_cost)
-        self._budget[run_id] = budget
-        if run_id not in self._spent:
-            self._spent[run_id] = _NOTHING_SPENT
-        self._parent[run_id] = parent_run_id
+        self._register(run_id, parent_run_id, budget)
         return budget
-
-    def grant_root_unlimited(self, run_id: str) -> Budget:
-        """``grant`` of a root that asks no budget anywhere (``tightest_*`` of nothing given
-        and no parent to cap it: unlimited), registered as ``grant`` registers it."""
-        self._budget[run_id] = _UNLIMITED
-        if run_id not in self._spent:
-            self._spent[run_id] = _NOTHING_SPENT
-        self._parent[run_id] = None
-        return _UNLIMITED
 
     # ---- spending ----------------------------------------------------------------------------
 
@@ -146,28 +137,38 @@ class BudgetBook:
         first."""
         over: list[str] = []
         current: str | None = run_id
-        while current is not None and current in self._spent:
-            self._spent[current] = self._spent[current] + usage
-            if self.over(current):
+        entries = self._entries
+        while current is not None:
+            entry = entries.get(current)
+            budget = entry.budget if entry is not None else None
+            if entry is None or budget is None:
+                break
+            spent = entry.spent = entry.spent + usage
+            if (budget.tokens is not None and spent.total_tokens > budget.tokens) or (
+                budget.cost_usd is not None and spent.cost_usd > budget.cost_usd
+            ):
                 over.append(current)
-            current = self._parent.get(current)
+            current = entry.budget_parent
         return over
 
     def over(self, run_id: str) -> bool:
-        budget = self._budget.get(run_id)
-        if budget is None:
+        entry = self._known(run_id)
+        if entry is None:
             return False
-        spent = self._spent[run_id]
+        budget, spent = entry.budget, entry.spent
+        assert budget is not None  # (``_known``)
         if budget.tokens is not None and spent.total_tokens > budget.tokens:
             return True
         return budget.cost_usd is not None and spent.cost_usd > budget.cost_usd
 
     def budget(self, run_id: str) -> Budget:
-        return self._budget.get(run_id, Budget())
+        entry = self._known(run_id)
+        return entry.budget if entry is not None and entry.budget is not None else Budget()
 
     def spent(self, run_id: str) -> Usage:
         """What ``run_id``'s whole subtree has spent while it was known here."""
-        return self._spent.get(run_id, Usage())
+        entry = self._known(run_id)
+        return entry.spent if entry is not None else Usage()
 
     def describe_over(self, run_id: str) -> str:
         """Why ``run_id`` is over budget, in words for its outcome."""
@@ -177,16 +178,15 @@ class BudgetBook:
         return f"used ${spent.cost_usd:.4f} of its ${budget.cost_usd or 0:.4f} cost budget"
 
     def known(self, run_id: str) -> bool:
-        return run_id in self._budget
+        return self._known(run_id) is not None
 
     def restore(self, run_id: str, parent_run_id: str | None, budget: Budget, spent: Usage) -> None:
         """Register a run with the budget and spending its records show (after a restore)."""
-        self._budget[run_id] = budget
-        self._spent[run_id] = spent
-        self._parent[run_id] = parent_run_id
+        self._register(run_id, parent_run_id, budget)
+        self._entries[run_id].spent = spent
 
     def forget(self, run_ids: Iterable[str]) -> None:
+        """Drop the runs' entries (the whole entry: in a shared dict, their policies and
+        restart windows go with them)."""
         for run_id in run_ids:
-            self._budget.pop(run_id, None)
-            self._spent.pop(run_id, None)
-            self._parent.pop(run_id, None)
+            self._entries.pop(run_id, None)

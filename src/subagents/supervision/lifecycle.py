@@ -119,7 +119,7 @@ class Lifecycle:
             return decided
         status = next_status(record.run_id, record.status, end.move)  # before any change
         self.runs.ended(state)
-        if self.runs.tree.has_children(record.run_id):
+        if record.run_id in self.runs.tree.parents:  # (``has_children``, without its calls)
             self.ending.add(record.run_id)
             try:
                 below = end.below or f"its parent {record.agent} ended ({status})"

@@ -10,7 +10,7 @@ lifecycle asks and acts: it ends, restarts or cancels runs; this book never does
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,23 +43,12 @@ from subagents.supervision.policy_settings import (
 )
 from subagents.supervision.requests import max_retries_problem
 from subagents.supervision.restarts import RestartIntensity, abnormal
+from subagents.supervision.run_entry import UNLIMITED, RunEntry
 from subagents.supervision.runs import RunState, RunTable
 
 
 class PolicyRefused(Exception):
     """A spawn refused by a policy (budget, bad setting, missing shared key)."""
-
-
-class RunPolicy(msgspec.Struct, kw_only=True, gc=False):
-    """A live run's policy entry, held while it lives: out of the cyclic GC (``gc=False``:
-    ``Policy`` and ``Checkpoint`` are frozen data, strings, numbers and tuples of other
-    frozen data, none of which can refer to a ``RunPolicy``: it is never in a cycle)."""
-
-    policy: Policy
-    max_retries: int
-    seed: Checkpoint | None
-    restarting: bool = False
-    """A restart or retry is scheduled: its ``RestartDue`` will start the run again."""
 
 
 class PolicyFields(msgspec.Struct, frozen=True):
@@ -72,6 +61,8 @@ class PolicyFields(msgspec.Struct, frozen=True):
     cost_budget_usd: float | None
     on_failure: OnFailure
     shared: dict[str, Any]
+    seed: Checkpoint | None
+    """The conversation the fresh run starts with (inherited messages), if any."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +84,9 @@ parent, or someone above, stopped it)."""
 
 
 class PolicyBook:
-    """The policy entry and the budget of every run the supervisor holds."""
+    """The policy entry, the budget and the restart window of every run the supervisor
+    holds: one ``RunEntry`` per run, in one dict the budget ledger and the restart window
+    share (admitting a run is one insert, forgetting it one pop)."""
 
     def __init__(
         self,
@@ -104,9 +97,9 @@ class PolicyBook:
     ) -> None:
         self.runs = runs
         self.limits = limits
-        self.budgets = BudgetBook()
-        self.restarts = RestartIntensity(clock=clock, rng=rng)
-        self._policy: dict[str, RunPolicy] = {}
+        self._entries: dict[str, RunEntry] = {}
+        self.budgets = BudgetBook(self._entries)
+        self.restarts = RestartIntensity(clock=clock, rng=rng, entries=self._entries)
 
     # ---- admission -------------------------------------------------------------------------
 
@@ -139,17 +132,20 @@ class PolicyBook:
                 shared = _json_dict(req.shared) if req.shared else {}
         except (PolicyError, HandDownError) as exc:
             raise PolicyRefused(str(exc)) from None
+        max_retries = policy.max_retries if req.max_retries is None else req.max_retries
         try:
             if req.parent_run_id is None and _no_budget(req, spec, policy, self.limits):
-                budget = self.budgets.grant_root_unlimited(run_id)
-            else:
-                budget = self.budgets.grant(
-                    run_id,
-                    req.parent_run_id,
-                    tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
-                    cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
-                    parent_label=label,
-                )
+                # (most runs: unlimited, nothing to work out; their entry made whole at once)
+                entry = RunEntry(policy=policy, max_retries=max_retries, budget=UNLIMITED)
+                self._entries[run_id] = entry
+                return PolicyFields(None, None, on_failure, shared, None)
+            budget = self.budgets.grant(
+                run_id,
+                req.parent_run_id,
+                tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
+                cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
+                parent_label=label,
+            )
         except (BudgetRefused, ValueError) as exc:
             raise PolicyRefused(str(exc)) from None
         inherit = policy.inherit_messages if req.inherit_messages is None else req.inherit_messages
@@ -160,37 +156,34 @@ class PolicyBook:
                 run_id=run_id,
                 first_text=first_message_text(req.task, req.context, shared),
             )
-        max_retries = policy.max_retries if req.max_retries is None else req.max_retries
-        self._policy[run_id] = RunPolicy(policy=policy, max_retries=max_retries, seed=seed)
-        return PolicyFields(budget.tokens, budget.cost_usd, on_failure, shared)
-
-    def seed(self, run_id: str) -> Checkpoint | None:
-        """The conversation a fresh run starts with (inherited messages), if any."""
-        entry = self._policy.get(run_id)
-        return entry.seed if entry is not None else None
+        entry = self._entries[run_id]  # (registered by ``grant``)
+        entry.policy, entry.max_retries, entry.seed = policy, max_retries, seed
+        return PolicyFields(budget.tokens, budget.cost_usd, on_failure, shared, seed)
 
     def reseed(self, run_id: str, seed: Checkpoint) -> Checkpoint:
         """``seed`` as what the fresh run ``run_id`` (just admitted) starts with, a restart
         before its first step included: a continued run's conversation."""
-        entry = self._policy.get(run_id)
+        entry = self._entries.get(run_id)
         if entry is not None:
             entry.seed = seed
         return seed
 
-    def entry(self, state: RunState) -> RunPolicy | None:
-        """The policy entry of a run; built from its record and definition for a run this
-        book did not admit (restored from the store after a restart of the process)."""
-        entry = self._policy.get(state.run_id)
-        if entry is not None:
+    def entry(self, state: RunState) -> RunEntry | None:
+        """The policy entry of a run (its ``policy`` set); built from its record and
+        definition for a run this book did not admit (restored from the store after a
+        restart of the process: the budget ledger may know it already)."""
+        entry = self._entries.get(state.run_id)
+        if entry is not None and entry.policy is not None:
             return entry
         try:
             policy = policy_of(state.spec)
         except PolicyError:
             return None
+        if entry is None:
+            entry = self._entries[state.run_id] = RunEntry()
+        entry.policy, entry.max_retries = policy, policy.max_retries
         # a continued run restored before its first step: its saved checkpoint is its seed
-        seed = state.saved if state.record.continues is not None else None
-        entry = RunPolicy(policy=policy, max_retries=policy.max_retries, seed=seed)
-        self._policy[state.run_id] = entry
+        entry.seed = state.saved if state.record.continues is not None else None
         return entry
 
     # ---- budgets ---------------------------------------------------------------------------
@@ -237,7 +230,9 @@ class PolicyBook:
         entry = self.entry(state)
         if entry is None:
             return report
-        decision = self.restarts.decide(record.run_id, entry.policy, report.error_kind)
+        policy = entry.policy
+        assert policy is not None  # (``entry`` sets it)
+        decision = self.restarts.decide(record.run_id, policy, report.error_kind)
         if decision.restart:
             entry.restarting = True
             return Again(retry=False, attempt=decision.attempt, delay_s=decision.delay_s)
@@ -245,17 +240,17 @@ class PolicyBook:
             entry.restarting = True
             attempt = record.retries + 1
             return Again(
-                retry=True, attempt=attempt, delay_s=self.restarts.backoff(entry.policy, attempt)
+                retry=True, attempt=attempt, delay_s=self.restarts.backoff(policy, attempt)
             )
-        if entry.policy.restart == "transient" and abnormal(report.error_kind):
+        if policy.restart == "transient" and abnormal(report.error_kind):
             return msgspec.structs.replace(
                 report, error=f"{report.error} (not restarted: {decision.reason})"
             )
         return report
 
-    def restart_due(self, run_id: str) -> RunPolicy | None:
+    def restart_due(self, run_id: str) -> RunEntry | None:
         """The entry of ``run_id`` if a restart of it is scheduled (and no longer is)."""
-        entry = self._policy.get(run_id)
+        entry = self._entries.get(run_id)
         if entry is None or not entry.restarting:
             return None
         entry.restarting = False
@@ -263,20 +258,24 @@ class PolicyBook:
 
     def restarting(self, run_id: str) -> bool:
         """Between a failure and its restart (no actor: nothing to ask of it meanwhile)."""
-        entry = self._policy.get(run_id)
+        entry = self._entries.get(run_id)
         return entry is not None and entry.restarting
 
+    def held(self) -> Set[str]:
+        """The ids of the runs this book holds an entry of: a read-only view, current until
+        the next change (the runs held, ``RunTable.held``: forgotten with their tree)."""
+        return self._entries.keys()
+
     def forget(self, run_ids: Iterable[str]) -> None:
-        ids = list(run_ids)
-        self.budgets.forget(ids)
-        for run_id in ids:
-            self._policy.pop(run_id, None)
-            self.restarts.forget(run_id)
+        """Drop the runs' entries: their policies, budgets and restart windows, one pop each."""
+        pop = self._entries.pop
+        for run_id in run_ids:
+            pop(run_id, None)
 
 
 def _no_budget(req: SpawnRequest, spec: AgentSpec, policy: Policy, limits: Limits) -> bool:
     """Whether a run asks no budget anywhere (its request, its definition, the limits): a
-    root's then is unlimited, with nothing to work out (``BudgetBook.grant_root_unlimited``)."""
+    root's then is unlimited, with nothing to work out (its entry made whole in ``admit``)."""
     return (
         req.token_budget is None
         and req.cost_budget_usd is None

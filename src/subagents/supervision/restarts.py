@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from subagents.supervision.policy_settings import Policy
+from subagents.supervision.run_entry import RunEntry
 
 NORMAL_ERROR_KINDS = frozenset(
     {
@@ -58,18 +59,22 @@ class RestartDecision:
 
 
 class RestartIntensity:
-    """Restart times per run in a sliding window, and the backoff of the next attempt."""
+    """Restart times per run in a sliding window, and the backoff of the next attempt.
+
+    Kept in the runs' entries (``RunEntry``: its ``restart_times``, ``restart_attempts``):
+    ``entries``, the dict the policy book shares with the budget ledger (one record per run,
+    one pop to forget it), or a dict of its own."""
 
     def __init__(
         self,
         *,
         clock: Callable[[], float],
         rng: random.Random | None = None,
+        entries: dict[str, RunEntry] | None = None,
     ) -> None:
         self.clock = clock
         self.rng = rng or random.Random()
-        self._times: dict[str, deque[float]] = {}
-        self._attempts: dict[str, int] = {}
+        self._entries: dict[str, RunEntry] = {} if entries is None else entries
 
     def decide(self, run_id: str, policy: Policy, error_kind: str | None) -> RestartDecision:
         """Whether the run that just exited with ``error_kind`` restarts, and when."""
@@ -78,7 +83,12 @@ class RestartIntensity:
         if not abnormal(error_kind):
             return RestartDecision(False, reason=f"{error_kind or 'completion'} is a normal exit")
         now = self.clock()
-        window = self._times.setdefault(run_id, deque())
+        entry = self._entries.get(run_id)
+        if entry is None:
+            entry = self._entries[run_id] = RunEntry()
+        window = entry.restart_times
+        if window is None:
+            window = entry.restart_times = deque()
         while window and window[0] <= now - policy.restart_period_s:
             window.popleft()
         if len(window) >= policy.max_restarts:
@@ -90,8 +100,7 @@ class RestartIntensity:
                 ),
             )
         window.append(now)
-        attempt = self._attempts.get(run_id, 0) + 1
-        self._attempts[run_id] = attempt
+        attempt = entry.restart_attempts = entry.restart_attempts + 1
         return RestartDecision(True, attempt=attempt, delay_s=self.backoff(policy, attempt))
 
     def backoff(self, policy: Policy, attempt: int) -> float:
@@ -101,8 +110,11 @@ class RestartIntensity:
     def in_window(self, run_id: str, policy: Policy) -> int:
         """Restarts of ``run_id`` counted in the current window."""
         now = self.clock()
-        return sum(1 for t in self._times.get(run_id, ()) if t > now - policy.restart_period_s)
+        entry = self._entries.get(run_id)
+        times = entry.restart_times if entry is not None else None
+        return sum(1 for t in times or () if t > now - policy.restart_period_s)
 
     def forget(self, run_id: str) -> None:
-        self._times.pop(run_id, None)
-        self._attempts.pop(run_id, None)
+        """Drop the run's entry (the whole entry: in a shared dict, its policy and budget go
+        with it)."""
+        self._entries.pop(run_id, None)

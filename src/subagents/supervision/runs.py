@@ -89,9 +89,18 @@ class RunState:
     run_id: str = field(init=False)
     """Its record's ``run_id``, which never changes: kept as a field (a property read it
     through the record ~10 times per decision on the hottest paths)."""
+    parent_id: str | None = field(init=False)
+    root_id: str = field(init=False)
+    depth: int = field(init=False)
+    """Its place in the tree (its record's, which never change): the ``RunTree`` of its
+    table reads them here, so a run held is in the tree without an entry of its own there."""
 
     def __post_init__(self) -> None:
-        self.run_id = self.record.run_id
+        record = self.record
+        self.run_id = record.run_id
+        self.parent_id = record.parent_run_id
+        self.root_id = record.root_run_id
+        self.depth = record.depth
 
     def between_starts(self) -> bool:
         """A restart or a retry ended its start, and the next has not begun (``over``)."""
@@ -116,7 +125,9 @@ class RunTable:
 
     def __init__(self) -> None:
         self._runs: dict[str, RunState] = {}
-        self.tree = RunTree()
+        """A run's one record here: its tree reads the runs' places from it (``RunTree``),
+        so forgetting a run is one pop."""
+        self.tree = RunTree(self._runs)
         self.generation = 0
         """Bumped whenever a run is added, ends or is forgotten: what a mail address
         resolves to can change only then (the mail room caches resolutions per
@@ -225,7 +236,8 @@ class RunTable:
 
     def add(self, state: RunState) -> None:
         self._runs[state.run_id] = state
-        self.tree.add(state.run_id, state.record.parent_run_id)
+        if state.parent_id is not None:  # (a root is in the tree by being held)
+            self.tree.add(state.run_id, state.parent_id)
         self.generation += 1
         if state.record.status.terminal:
             self._live.discard(state.run_id)
@@ -277,22 +289,31 @@ class RunTable:
         self, state: RunState, move: Move, started_at: float, answered_by: str | None
     ) -> SaveRun:
         """``fire`` for a start: ``move`` with the run's first start time and who answers
-        its asks."""
+        its asks. (``_moved`` written out here and in ``fire_ended``: a call each, on every
+        run's start and end.)"""
         status = next_status(state.run_id, state.record.status, move)
-        record = msgspec.structs.replace(
+        record = state.record = msgspec.structs.replace(
             state.record, status=status, started_at=started_at, answered_by=answered_by
         )
-        return self._moved(state, record)
+        if status.terminal:
+            self._live.discard(state.run_id)
+        else:
+            self._live.add(state.run_id)
+        return SaveRun(record)
 
     def fire_ended(
         self, state: RunState, status: RunStatus, ended_at: float, outcome: Outcome
     ) -> SaveRun:
         """``fire`` for an end: to ``status``, the one its move gives (``next_status``: its
         caller's, made before any change), with the run's end time and its outcome."""
-        record = msgspec.structs.replace(
+        record = state.record = msgspec.structs.replace(
             state.record, status=status, ended_at=ended_at, outcome=outcome
         )
-        return self._moved(state, record)
+        if status.terminal:
+            self._live.discard(state.run_id)
+        else:
+            self._live.add(state.run_id)
+        return SaveRun(record)
 
     def _moved(self, state: RunState, record: RunRecord) -> SaveRun:
         """``record``, with its new status, is ``state``'s now; the write that keeps it."""
@@ -339,7 +360,7 @@ class RunTable:
             raise ValueError(f"{len(self._live)} held runs are still live: nothing forgotten")
         forgotten = list(self._runs)
         self._runs.clear()
-        self.tree = RunTree()
+        self.tree = RunTree(self._runs)
         self.ended_roots.clear()
         self._admitted.clear()
         self.generation += 1
@@ -361,24 +382,25 @@ class RunTable:
 
     def prune(self) -> list[str]:
         """Forget the trees of ended roots in which nothing is live; the ids forgotten.
-        Their records live on in the store."""
+        Their records live on in the store. A run's tree place and state are its one
+        record here (``RunState``): a tree of one run is one pop."""
         forgotten: list[str] = []
+        runs, live, parents = self._runs, self._live, self.tree.parents
         while self.ended_roots:
             root = self.ended_roots.pop()
-            if not self.tree.has_children(root):  # most trees: one run
-                if root in self._live:
+            if root not in parents:  # most trees: one run
+                if root in live:
                     continue
                 ids = [root]
             else:
                 ids = self.tree.subtree(root)
-                if any(r in self._live for r in ids):
+                if any(r in live for r in ids):
                     continue
+                self.tree.forget(ids)  # (it reads their places: before they are dropped)
             self._admitted.pop(root, None)
-            self.tree.forget(ids)
             for r in ids:
-                self._runs.pop(r, None)
-                self._live.discard(r)
-            forgotten.extend(ids)
+                runs.pop(r, None)
+            forgotten += ids
         if forgotten:
             self.generation += 1
         return forgotten

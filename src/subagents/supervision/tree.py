@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, KeysView, Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
 from subagents.messages import RunRecord, TreeNode
 
@@ -11,48 +12,85 @@ Prune = Callable[[str], bool] | None
 """Which runs a walk leaves out with their subtrees (a detached child's); None: none."""
 
 
-class RunTree:
-    """Parent/child links of runs, for stops (deepest first), name lookup and scoping."""
+class Node(Protocol):
+    """What the tree reads of a run: its place, fixed for its life."""
 
-    def __init__(self) -> None:
-        self._parent: dict[str, str | None] = {}
+    parent_id: str | None
+    root_id: str
+    depth: int
+
+
+@dataclass(slots=True)
+class _Link:
+    """A run's place in a tree that keeps its own nodes (``RunTree()``)."""
+
+    parent_id: str | None
+    root_id: str
+    depth: int
+
+
+class RunTree:
+    """Parent/child links of runs, for stops (deepest first), name lookup and scoping.
+
+    A run's place (its parent, root and depth) is read from ``nodes``: the runs' own records
+    when the tree is given them (``RunTable``'s ``RunState``s: a run is in the tree while it
+    is held, and forgetting it is the table's one pop), or links it keeps itself
+    (``RunTree()``, its runs put in by ``add``). Only the lists of children are the tree's:
+    most runs have none, and hold nothing here."""
+
+    def __init__(self, nodes: Mapping[str, Node] | None = None) -> None:
+        self._own: dict[str, _Link] | None = None
+        if nodes is None:
+            nodes = self._own = {}
+        self._nodes: Mapping[str, Node] = nodes
         self._children: dict[str, list[str]] = {}
-        self._root: dict[str, str] = {}
-        self._depth: dict[str, int] = {}
+        self.parents: KeysView[str] = self._children.keys()
+        """The runs that have children (a live view: ``run_id in tree.parents`` is
+        ``has_children`` without its calls)."""
 
     def add(self, run_id: str, parent_run_id: str | None) -> None:
-        self._parent[run_id] = parent_run_id
-        # (a run's list of children is made with its first child: most runs have none)
-        if parent_run_id is None:
-            self._root[run_id] = run_id
-            self._depth[run_id] = 0
-        else:
+        """``run_id`` under ``parent_run_id`` (None: a root). Given its nodes, the tree
+        reads the run's place from them (it must be there): only a child is linked."""
+        own = self._own
+        if own is not None:
+            above = own.get(parent_run_id) if parent_run_id is not None else None
+            if parent_run_id is None:
+                own[run_id] = _Link(None, run_id, 0)
+            elif above is None:  # (its parent not held: where the tree saw it last)
+                own[run_id] = _Link(parent_run_id, parent_run_id, 1)
+            else:
+                own[run_id] = _Link(parent_run_id, above.root_id, above.depth + 1)
+        if parent_run_id is not None:
+            # (a run's list of children is made with its first child: most runs have none)
             self._children.setdefault(parent_run_id, []).append(run_id)
-            self._root[run_id] = self._root.get(parent_run_id, parent_run_id)
-            self._depth[run_id] = self._depth.get(parent_run_id, 0) + 1
 
     def __contains__(self, run_id: object) -> bool:
-        return run_id in self._parent
+        return run_id in self._nodes
 
     def parent(self, run_id: str) -> str | None:
-        return self._parent.get(run_id)
+        node = self._nodes.get(run_id)
+        return node.parent_id if node is not None else None
 
     def children(self, run_id: str) -> list[str]:
         return list(self._children.get(run_id, ()))
 
     def has_children(self, run_id: str) -> bool:
-        return bool(self._children.get(run_id))
+        return run_id in self._children
 
     def root(self, run_id: str) -> str:
-        return self._root.get(run_id, run_id)
+        node = self._nodes.get(run_id)
+        return node.root_id if node is not None else run_id
 
     def ancestors(self, run_id: str) -> list[str]:
         """Parent first, root last."""
         out: list[str] = []
-        current = self._parent.get(run_id)
+        nodes = self._nodes
+        node = nodes.get(run_id)
+        current = node.parent_id if node is not None else None
         while current is not None:
             out.append(current)
-            current = self._parent.get(current)
+            node = nodes.get(current)
+            current = node.parent_id if node is not None else None
         return out
 
     def is_descendant(self, run_id: str, of: str) -> bool:
@@ -72,21 +110,34 @@ class RunTree:
 
     def deepest_first(self, run_id: str, prune: Prune = None) -> list[str]:
         """The subtree (``subtree``) ordered so that every run comes before its parent."""
-        return sorted(self.subtree(run_id, prune), key=lambda r: -self._depth.get(r, 0))
+        nodes = self._nodes
+
+        def deeper_first(r: str) -> int:
+            node = nodes.get(r)
+            return -node.depth if node is not None else 0
+
+        return sorted(self.subtree(run_id, prune), key=deeper_first)
 
     def in_root(self, root_run_id: str) -> Iterable[str]:
         return self.subtree(root_run_id)
 
     def forget(self, run_ids: Iterable[str]) -> None:
-        """Drop finished subtrees (their records live on in the store)."""
+        """Drop finished subtrees (their records live on in the store). Given its nodes,
+        the tree leaves them to their owner to drop, after this (it reads their parents)."""
+        nodes, own, children = self._nodes, self._own, self._children
         for run_id in run_ids:
-            parent = self._parent.pop(run_id, None)
-            self._children.pop(run_id, None)
-            self._root.pop(run_id, None)
-            self._depth.pop(run_id, None)
-            if parent is not None and parent in self._children:
-                with contextlib.suppress(ValueError):
-                    self._children[parent].remove(run_id)
+            node = nodes.get(run_id)
+            if own is not None:
+                own.pop(run_id, None)
+            children.pop(run_id, None)
+            parent = node.parent_id if node is not None else None
+            if parent is None:
+                continue
+            kids = children.get(parent)
+            if kids is not None and run_id in kids:
+                kids.remove(run_id)
+                if not kids:  # (``parents`` lists only runs with children)
+                    del children[parent]
 
 
 def tree_view(root: RunRecord, records: Iterable[RunRecord]) -> TreeNode:
