@@ -41,7 +41,7 @@ from subagents.messages import (
     SendMail,
     new_id,
 )
-from subagents.store.writes import PostCommand, SaveMails, SetMailsState
+from subagents.store.writes import PostCommand, SaveMails, SetMailsState, Write
 from subagents.supervision.addresses import Addresses, Destination
 from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.inbox_ledger import InboxLedger
@@ -338,12 +338,19 @@ class MailRoom:
         state = self.runs.get(run_id)
         if state is not None and attempt and self._stale(state, attempt):
             return decided
-        if state is not None:
-            inbox = state.inbox
-            for mail_id in mail_ids:
-                inbox.pop(mail_id, None)
-        decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        if state is None:
+            decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        else:
+            self.read_now(state, mail_ids, decided.writes)
         return decided
+
+    def read_now(self, state: RunState, mail_ids: Sequence[str], writes: list[Write]) -> None:
+        """``read`` of a receipt its run's current start made (``RunTable.reporting`` says
+        so: never stale), its write added to ``writes`` (a journal's: ``Recorded.journal``)."""
+        inbox = state.inbox
+        for mail_id in mail_ids:
+            inbox.pop(mail_id, None)
+        writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
 
     def _stale(self, state: RunState, attempt: int) -> bool:
         """A report of start ``attempt`` comes from a start of ``state``'s run that is over:

@@ -105,12 +105,15 @@ class Recorded:
         the same transaction (so the store never says a mail was read without saying which
         call read it)."""
         out = Decided()
-        kept = msg.entries and not msg.recorded
-        if kept and self._runs.reporting(msg.run_id, msg.attempt) is not None:
+        state = self._runs.reporting(msg.run_id, msg.attempt)
+        if state is None:  # (an ended run's, or a start's that is over: no entry kept)
+            if msg.read_mail:  # (an earlier start's receipt is void: MailRoom.read)
+                out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
+            return out
+        if msg.entries and not msg.recorded:
             out.writes.append(SaveJournal(msg.run_id, msg.entries))
         if msg.read_mail:  # (most journals read none: no receipt to make)
-            # (an earlier start's receipt is void: MailRoom.read)
-            out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
+            self._mail.read_now(state, msg.read_mail, out.writes)  # (the current start's)
         return out
 
 
