@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagents.messages import Journal, MailPosted, MailRead, MailState
-from subagents.store.writes import AppendEvent, SaveJournal, SetMailsState, Write
+from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState, Write
 from subagents.supervision.effects import Decided
 from subagents.supervision.isolated import each
 from subagents.supervision.mailroom import MailRoom
@@ -124,10 +124,13 @@ _ELSEWHERE = (AppendEvent, SaveJournal)
 class _Receipts:
     """The read receipts of a run of reports (in a ping-pong, one per mail, between the
     events of the next) joined into one write, made after the writes they come among: an
-    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) go ahead
-    of a receipt: any other write (a mail kept, a dead letter) waits for the receipts made
-    before it, so the mail table is written in the order decided; and the whole run is
-    one transaction's, so no reader sees the difference."""
+    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) and
+    mails kept that none of the receipts held names (``SaveMails``: where the supervisor
+    records mail, every mail of a ping-pong, each new) go ahead of a receipt: any other
+    write (a dead letter, a mail a held receipt names) waits for the receipts made before
+    it, so each mail's row is written in the order decided (writes to different mails'
+    rows leave the same table in either order); and the whole run is one transaction's,
+    so no reader sees the difference."""
 
     __slots__ = ("_ids", "_writes")
 
@@ -143,7 +146,13 @@ class _Receipts:
                 ids += write.mail_ids
                 continue
             if ids and not isinstance(write, _ELSEWHERE):
-                self.flush()
+                if type(write) is not SaveMails:
+                    self.flush()
+                else:
+                    for mail in write.mails:  # (a loop: ``in``, no call per mail)
+                        if mail.mail_id in ids:
+                            self.flush()
+                            break
             out.append(write)
 
     def flush(self) -> None:
