@@ -118,7 +118,8 @@ class Recorded:
 
 
 _ELSEWHERE = (AppendEvent, SaveJournal)
-"""Writes to tables other than the mail's (events, the journal), whatever their order."""
+"""Writes to tables other than the mail's (events, the journal), whatever their order (by
+exact type: no write type is subclassed)."""
 
 
 class _Receipts:
@@ -145,7 +146,7 @@ class _Receipts:
             if type(write) is SetMailsState and write.state is MailState.READ:
                 ids += write.mail_ids
                 continue
-            if ids and not isinstance(write, _ELSEWHERE):
+            if ids and type(write) not in _ELSEWHERE:  # (``in`` a tuple: no call per write)
                 if type(write) is not SaveMails:
                     self.flush()
                 else:
