@@ -162,11 +162,45 @@ def test_a_memory_lines_receipts_are_one_write_after_the_mails_kept() -> None:
     assert sum(type(w) is SaveMails for w in decision.writes) == 2
 
 
+def _unrecorded_pingpong(h: Harness) -> tuple[str, str, list[Any]]:
+    """``_pingpong``'s line where the supervisor records mail (``MemoryStore``): the mails
+    not kept before, each kept by its report."""
+    root = h.run("lead")
+    a, b = h.run("worker", root), h.run("critic", root)
+    ping, pong = _mail(a, b), _mail(b, a)
+    entry = JournalEntry(request_id=f"{b}:1", kind="receive", observed=True)
+    reports = [
+        _posted(h, ping),
+        Journal(run_id=b, entries=(entry,), read_mail=(ping.mail_id,)),
+        _posted(h, pong),
+        MailRead(run_id=a, mail_ids=(pong.mail_id,)),
+    ]
+    return a, b, reports
+
+
+def test_a_memory_line_with_its_mails_ahead_of_its_receipts_ends_as_each_report_alone() -> None:
+    """The mails a memory line keeps go ahead of the receipts held (``_Receipts``): the
+    store, the events and the inboxes end as when each report is decided alone, in order,
+    every mail kept and read."""
+    alone, together = Harness(), Harness()
+    a1, b1, reports = _unrecorded_pingpong(alone)
+    for report in reports:
+        alone.core._do(alone.core.core.recorded((report,)))
+    a2, b2, reports = _unrecorded_pingpong(together)
+    decision = together.core._do(together.core.core.recorded(reports))
+    assert [type(w) for w in decision.writes].index(SaveMails) < len(decision.writes) - 1
+    seen = _seen(together, a2, b2)
+    assert seen == _seen(alone, a1, b1)
+    mails, _, journal, unread_a, unread_b = seen
+    assert mails == [MailState.READ] * 2
+    assert journal == ["receive"] and unread_a == unread_b == []
+
+
 def test_a_mail_kept_that_a_held_receipt_names_waits_for_the_receipt() -> None:
-    """A ``SaveMails`` of a mail a receipt held names (its record lands after its receipt:
-    the store keeps a mail id once) does not go ahead of the receipt: the mail's row is
-    written in the order decided, so the receipt is not applied to nothing and the mail
-    left unread."""
+    """A ``SaveMails`` of a mail a receipt held names (its record lands after its receipt)
+    does not go ahead of the receipt: the mail's row is written in the order decided, as
+    each report alone writes it (the store keeps a mail id once, so which of the two comes
+    first decides whether a mail not kept yet ends read; here the mail is kept already)."""
     h = Harness()
     _, _, reports = _pingpong(h)
     pong = reports[2].mails[0]
