@@ -550,6 +550,7 @@ def test_a_batch_of_writes_that_raises_halfway_keeps_none_of_them(store: RunStor
         AppendEvent(event("r1")),
         SaveMails((mail("m1", "r1", "r2"),)),
         SaveJournal("r1", (JournalEntry(request_id="q1"),)),
+        SaveJournal("r2", (JournalEntry(request_id="q2"),)),  # (a run with none before)
         SaveCheckpoint(checkpoint("r1", 1)),
         SavePreview(Preview(run_id="r1", turn=1, text="so far", chars=6, ts=1.0)),
         SaveSubscription(Subscription(run_id="r1", topic="news", root_run_id="r1")),
@@ -563,6 +564,7 @@ def test_a_batch_of_writes_that_raises_halfway_keeps_none_of_them(store: RunStor
     assert store.events("r1") == []
     assert store.mail_for("r1") == store.mail_for("r2") == []
     assert [e.request_id for e in store.journal_of("r1")] == ["q0"]
+    assert store.journal_of("r2") == []
     assert store.load_checkpoint("r1") is None
     assert store.previews(["r1"]) == {}
     assert store.subscriptions() == []

@@ -60,6 +60,60 @@ def test_mail_that_went_straight_is_in_the_inbox_the_record_and_the_events() -> 
     assert told(effects, b, DeliverMail) == []  # it has it already
 
 
+def _mail_events(h: Harness, since: int) -> list[tuple[EventKind, str, dict[str, object]]]:
+    """The mail events appended after event ``since``, in order: kind, run and data."""
+    mail_kinds = (EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED)
+    return [
+        (s.event.kind, s.event.run_id, s.event.data)
+        for s in h.store.events_after(since)
+        if s.event.kind in mail_kinds
+    ]
+
+
+def test_a_post_of_one_mail_is_announced_as_one_of_several_mails_is() -> None:
+    """A post of one mail (a ping-pong's every mail: announced without grouping pairs,
+    ``mailing.announce_one``) makes the events a post of several makes for each of its
+    (sender, recipient) pairs (``mailing.announce``): ``mail_sent`` on the sender, then
+    ``mail_delivered`` on the recipient, one mail's shape."""
+    h = Harness()
+    root = h.run("lead")
+    a, b, c = h.run("worker", root), h.run("critic", root), h.run("critic", root)
+    since = h.store.last_event_seq()
+    one, _ = _posted(h, a, b, _attempt(h, b), recorded=False)
+    alone = _mail_events(h, since)
+    assert alone == [
+        (EventKind.MAIL_SENT, a, {"mail_id": one.mail_id, "recipient": b}),
+        (EventKind.MAIL_DELIVERED, b, {"mail_id": one.mail_id, "sender": a}),
+    ]
+    since = h.store.last_event_seq()
+    to_b, to_c = (
+        Mail(
+            mail_id=new_id("m"),
+            sender=a,
+            recipient=r,
+            content="straight",
+            state=MailState.DELIVERED,
+            request_id=new_id("q"),
+        )
+        for r in (b, c)
+    )
+    msg = MailPosted(
+        run_id=a,
+        mails=(to_b, to_c),
+        delivered_to=(_attempt(h, b), _attempt(h, c)),
+        recorded=False,
+        attempt=1,
+    )
+    h.core._do(h.core.core.mails_posted(msg))
+    assert _mail_events(h, since) == [
+        (EventKind.MAIL_SENT, a, {"mail_id": to_b.mail_id, "recipient": b}),
+        (EventKind.MAIL_DELIVERED, b, {"mail_id": to_b.mail_id, "sender": a}),
+        (EventKind.MAIL_SENT, a, {"mail_id": to_c.mail_id, "recipient": c}),
+        (EventKind.MAIL_DELIVERED, c, {"mail_id": to_c.mail_id, "sender": a}),
+    ]
+    assert h.unread(b) == [one.mail_id, to_b.mail_id] and h.unread(c) == [to_c.mail_id]
+
+
 def test_mail_its_sender_recorded_is_not_written_again() -> None:
     h = Harness()
     root = h.run("lead")

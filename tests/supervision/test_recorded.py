@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from subagents.messages import (
     EventKind,
     Journal,
@@ -118,9 +120,10 @@ def test_a_lines_read_receipts_are_one_write_after_the_writes_to_other_tables() 
 
 
 def test_a_receipt_is_written_before_a_later_write_to_the_mail_table() -> None:
-    """A write to the mail table (here a dead letter: its recipient ended first, and the
-    notice to its sender) waits for the receipts decided before it: the mail table is
-    written in the order decided."""
+    """A write to the mail table that changes a mail's state (here a dead letter: its
+    recipient ended first, and the notice to its sender) waits for the receipts decided
+    before it: each mail's row is written in the order decided. The new mail's own row
+    (``SaveMails``, named by no receipt held) may go ahead of them."""
     h = Harness()
     a, b, reports = _pingpong(h)
     h.core.finished(RunFinished(run_id=b, result="done"))
@@ -131,7 +134,78 @@ def test_a_receipt_is_written_before_a_later_write_to_the_mail_table() -> None:
         for w in decision.writes
         if type(w) in (SetMailsState, SaveMails)
     ]
-    assert kinds[0] == ("SetMailsState", MailState.READ)
-    assert ("SetMailsState", MailState.DEAD) in kinds[1:]
+    assert kinds[:3] == [
+        ("SaveMails", None),
+        ("SetMailsState", MailState.READ),
+        ("SetMailsState", MailState.DEAD),
+    ]
     states = {m.mail_id: m.state for m in h.store.mail_for(b)}
     assert states[late.mails[0].mail_id] is MailState.DEAD
+
+
+def test_a_memory_lines_receipts_are_one_write_after_the_mails_kept() -> None:
+    """Where the supervisor records mail (``MemoryStore``), each straight mail of a line is
+    kept by its report (``SaveMails``): named by no receipt held, it goes ahead of them, so
+    the line's receipts are still one write, the last; the store ends as each report alone
+    leaves it."""
+    h = Harness()
+    _, _, reports = _pingpong(h)
+    unrecorded = [
+        msgspec.structs.replace(r, recorded=False) if type(r) is MailPosted else r for r in reports
+    ]
+    read = [r.read_mail for r in reports if type(r) is Journal]
+    read += [r.mail_ids for r in reports if type(r) is MailRead]
+    decision = h.core._do(h.core.core.recorded(unrecorded))
+    receipts = [w for w in decision.writes if type(w) is SetMailsState]
+    assert receipts == [SetMailsState(read[0] + read[1], MailState.READ)]
+    assert decision.writes[-1] is receipts[0]
+    assert sum(type(w) is SaveMails for w in decision.writes) == 2
+
+
+def _unrecorded_pingpong(h: Harness) -> tuple[str, str, list[Any]]:
+    """``_pingpong``'s line where the supervisor records mail (``MemoryStore``): the mails
+    not kept before, each kept by its report."""
+    root = h.run("lead")
+    a, b = h.run("worker", root), h.run("critic", root)
+    ping, pong = _mail(a, b), _mail(b, a)
+    entry = JournalEntry(request_id=f"{b}:1", kind="receive", observed=True)
+    reports = [
+        _posted(h, ping),
+        Journal(run_id=b, entries=(entry,), read_mail=(ping.mail_id,)),
+        _posted(h, pong),
+        MailRead(run_id=a, mail_ids=(pong.mail_id,)),
+    ]
+    return a, b, reports
+
+
+def test_a_memory_line_with_its_mails_ahead_of_its_receipts_ends_as_each_report_alone() -> None:
+    """The mails a memory line keeps go ahead of the receipts held (``_Receipts``): the
+    store, the events and the inboxes end as when each report is decided alone, in order,
+    every mail kept and read."""
+    alone, together = Harness(), Harness()
+    a1, b1, reports = _unrecorded_pingpong(alone)
+    for report in reports:
+        alone.core._do(alone.core.core.recorded((report,)))
+    a2, b2, reports = _unrecorded_pingpong(together)
+    decision = together.core._do(together.core.core.recorded(reports))
+    assert [type(w) for w in decision.writes].index(SaveMails) < len(decision.writes) - 1
+    seen = _seen(together, a2, b2)
+    assert seen == _seen(alone, a1, b1)
+    mails, _, journal, unread_a, unread_b = seen
+    assert mails == [MailState.READ] * 2
+    assert journal == ["receive"] and unread_a == unread_b == []
+
+
+def test_a_mail_kept_that_a_held_receipt_names_waits_for_the_receipt() -> None:
+    """A ``SaveMails`` of a mail a receipt held names (its record lands after its receipt)
+    does not go ahead of the receipt: the mail's row is written in the order decided, as
+    each report alone writes it (the store keeps a mail id once, so which of the two comes
+    first decides whether a mail not kept yet ends read; here the mail is kept already)."""
+    h = Harness()
+    _, _, reports = _pingpong(h)
+    pong = reports[2].mails[0]
+    again = msgspec.structs.replace(reports[2], recorded=False)
+    decision = h.core._do(h.core.core.recorded([reports[3], again]))
+    kinds = [type(w).__name__ for w in decision.writes if type(w) in (SetMailsState, SaveMails)]
+    assert kinds == ["SetMailsState", "SaveMails"]
+    assert decision.writes[0] == SetMailsState((pong.mail_id,), MailState.READ)

@@ -38,6 +38,7 @@ from subagents.store.base import Fenced, MailRecording, RunStore, fenced_message
 from subagents.store.memory_undo import MISSING, roll_back, undo_of
 from subagents.store.writes import (
     AppendEvent,
+    SaveJournal,
     SaveMails,
     SaveOutcome,
     SaveRun,
@@ -110,7 +111,9 @@ class MemoryStore(RunStore):
         under one hold of the lock (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
         lock of its own (a trivial run makes six: its record twice, three events, its
-        outcome); those kinds are kept here directly, any other through its method. A
+        outcome); those kinds are kept here directly, any other through its method (mail,
+        its states and a journal, a ping-pong's every mail, with their undo taken here, not
+        by ``undo_of``). A
         subclass that overrides one of those methods has every write go through its method
         (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
         a call of the store's public API (whose types ``subagents`` exports: the writes are
@@ -163,6 +166,10 @@ class MemoryStore(RunStore):
                         mails = self._mail
                         replaced[i] = [(m, mails[m]) for m in write.mail_ids if m in mails]
                         self.set_mails_state(write.mail_ids, write.state)
+                    elif type(write) is SaveJournal:  # (a function agent's every handling)
+                        kept = journals.get(write.run_id)  # (its length now: None, absent)
+                        replaced[i] = None if kept is None else len(kept)
+                        self.save_journal(write.run_id, write.entries)
                     else:
                         replaced[i] = undo_of(self, write)
                         apply_writes(self, (write,))

@@ -138,6 +138,9 @@ def roll_back(
         elif type(write) is SetMailsState:  # (each mail it changed, as it was)
             for mail_id, mail in reversed(old if old is not MISSING else ()):
                 store._mail[mail_id] = mail
+        elif type(write) is SaveJournal:  # (its run's journal's length before it; None: none)
+            if old is not MISSING:
+                _cut(store._journals, write.run_id, old)
         elif i == failed:  # (a record, event or outcome kept directly: nothing changed)
             continue
         elif type(write) is AppendEvent:
@@ -155,6 +158,14 @@ def _put_back(table: dict[Any, Any], key: Hashable, old: Any) -> None:
         table.pop(key, None)
     else:
         table[key] = old
+
+
+def _cut(table: dict[Any, list[Any]], key: Hashable, size: int | None) -> None:
+    """The list ``table[key]`` back to ``size`` entries (None: out of ``table`` again)."""
+    if size is None:
+        table.pop(key, None)
+    elif (kept := table.get(key)) is not None:
+        del kept[size:]
 
 
 def _drop_mails_after(store: MemoryStore, kept: int) -> None:

@@ -21,8 +21,18 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from subagents.messages import EXTERNAL_SENDER, Batch, Mail, MailAck, MailState, SendMail
+from subagents.messages import (
+    EXTERNAL_SENDER,
+    Batch,
+    EventKind,
+    Mail,
+    MailAck,
+    MailState,
+    SendMail,
+)
 from subagents.store.writes import SaveMails, SetMailsState, Write
+from subagents.supervision.effects import Decided
+from subagents.supervision.runs import RunState, RunTable
 
 
 def mail_event_data(mail_ids: Sequence[str], who: str, run_id: str) -> dict[str, Any]:
@@ -35,6 +45,42 @@ def mail_event_data(mail_ids: Sequence[str], who: str, run_id: str) -> dict[str,
     if len(mail_ids) == 1:
         return {"mail_id": mail_ids[0], who: run_id}
     return {"mail_id": mail_ids[0], who: run_id, "mail_ids": list(mail_ids), "count": len(mail_ids)}
+
+
+def announce(
+    runs: RunTable,
+    now: Callable[[], float],
+    sender: str,
+    recipient: str,
+    delivered: bool,
+    mail_ids: Sequence[str],
+    decided: Decided,
+) -> None:
+    """The events of the mails ``sender`` sent ``recipient`` (a pair's), each at the
+    clock's reading as it is made: ``mail_sent`` on a sending run, ``mail_delivered`` on
+    the recipient if they reached it now."""
+    sender_state = runs.get(sender)
+    if sender_state is not None:
+        data = mail_event_data(mail_ids, "recipient", recipient)
+        decided.event(EventKind.MAIL_SENT, sender_state.record, now(), data)
+    if delivered:
+        target = runs.get(recipient)
+        assert target is not None
+        data = mail_event_data(mail_ids, "sender", sender)
+        decided.event(EventKind.MAIL_DELIVERED, target.record, now(), data)
+
+
+def announce_one(runs: RunTable, ts: float, mail: Mail, target: RunState, decided: Decided) -> None:
+    """``announce`` of one mail that reached ``target`` (its recipient, looked up already),
+    the same events, both at ``ts``: a mail that went straight, heard of alone
+    (``MailRoom.posted``: every mail of a ping-pong), needs no pairs grouped nor its
+    recipient found again."""
+    sender_state = runs.get(mail.sender)
+    if sender_state is not None:
+        data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
+        decided.event(EventKind.MAIL_SENT, sender_state.record, ts, data)
+    data = {"mail_id": mail.mail_id, "sender": mail.sender}
+    decided.event(EventKind.MAIL_DELIVERED, target.record, ts, data)
 
 
 def event_mail_ids(data: dict[str, Any]) -> list[str]:

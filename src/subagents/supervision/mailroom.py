@@ -41,7 +41,7 @@ from subagents.messages import (
     SendMail,
     new_id,
 )
-from subagents.store.writes import PostCommand, SaveMails, SetMailsState
+from subagents.store.writes import PostCommand, SaveMails, SetMailsState, Write
 from subagents.supervision.addresses import Addresses, Destination
 from subagents.supervision.effects import Decided, Tell
 from subagents.supervision.inbox_ledger import InboxLedger
@@ -50,7 +50,8 @@ from subagents.supervision.limits import Limits
 from subagents.supervision.mailing import (
     MailPost,
     acks_by_sender,
-    mail_event_data,
+    announce,
+    announce_one,
     named_records,
     pairs_of,
 )
@@ -204,6 +205,15 @@ class MailRoom:
             out.writes.append(SaveMails(msg.mails))
         kept: list[Mail] = []  # (a list, not a ``MailPost``: these have their ids and times)
         again: dict[str, list[Mail]] = {}
+        mails = msg.mails  # (a ping-pong's every post: one mail to a live run, no pairs)
+        one = len(mails) == 1 == len(msg.delivered_to)  # (else the loop says it is malformed)
+        target = self.runs.live(mails[0].recipient) if one else None
+        if target is not None and (mail := mails[0]).state is not MailState.DEAD:
+            target.inbox[mail.mail_id] = mail  # (as below, for one)
+            announce_one(self.runs, self.now(), mail, target, out)
+            if msg.delivered_to[0] != target.attempt and target.reads is None:
+                out.effects.append(Tell(mail.recipient, DeliverMail(mails=(mail,))))
+            return out
         for mail, attempt in zip(msg.mails, msg.delivered_to, strict=True):
             target = self.runs.live(mail.recipient)
             if target is None:
@@ -216,8 +226,9 @@ class MailRoom:
             kept.append(mail)
             if attempt != target.attempt and target.reads is None:
                 again.setdefault(mail.recipient, []).append(mail)
+        now, runs = self.now, self.runs
         for pair in pairs_of(kept):
-            self._announce(pair.sender, pair.recipient, True, pair.mail_ids, out)
+            announce(runs, now, pair.sender, pair.recipient, True, pair.mail_ids, out)
         if again:  # (rare: a restart; most posts make no generator for nothing)
             out.effects.extend(Tell(r, DeliverMail(mails=tuple(m))) for r, m in again.items())
         return out
@@ -302,31 +313,12 @@ class MailRoom:
         if not records:
             return
         decided.writes.append(SaveMails(tuple(records)))
+        now, runs = self.now, self.runs
         for pair in post.pairs():
-            self._announce(pair.sender, pair.recipient, pair.delivered, pair.mail_ids, decided)
+            announce(runs, now, pair.sender, pair.recipient, pair.delivered, pair.mail_ids, decided)
         tells = decided.effects
         for recipient, mails in post.deliveries().items():
             tells.append(Tell(recipient, DeliverMail(mails=tuple(mails))))
-
-    def _announce(
-        self,
-        sender: str,
-        recipient: str,
-        delivered: bool,
-        mail_ids: Sequence[str],
-        decided: Decided,
-    ) -> None:
-        """The events of the mails ``sender`` sent ``recipient``: ``mail_sent`` on a sending
-        run, ``mail_delivered`` on the recipient if they reached it now."""
-        sender_state = self.runs.get(sender)
-        if sender_state is not None:
-            data = mail_event_data(mail_ids, "recipient", recipient)
-            decided.event(EventKind.MAIL_SENT, sender_state.record, self.now(), data)
-        if delivered:
-            target = self.runs.get(recipient)
-            assert target is not None
-            data = mail_event_data(mail_ids, "sender", sender)
-            decided.event(EventKind.MAIL_DELIVERED, target.record, self.now(), data)
 
     # ---- receipts, hand-over, dead letters -------------------------------------------------
 
@@ -346,12 +338,19 @@ class MailRoom:
         state = self.runs.get(run_id)
         if state is not None and attempt and self._stale(state, attempt):
             return decided
-        if state is not None:
-            inbox = state.inbox
-            for mail_id in mail_ids:
-                inbox.pop(mail_id, None)
-        decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        if state is None:
+            decided.writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        else:
+            self.read_now(state, mail_ids, decided.writes)
         return decided
+
+    def read_now(self, state: RunState, mail_ids: Sequence[str], writes: list[Write]) -> None:
+        """``read`` of a receipt its run's current start made (``RunTable.reporting`` says
+        so: never stale), its write added to ``writes`` (a journal's: ``Recorded.journal``)."""
+        inbox = state.inbox
+        for mail_id in mail_ids:
+            inbox.pop(mail_id, None)
+        writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
 
     def _stale(self, state: RunState, attempt: int) -> bool:
         """A report of start ``attempt`` comes from a start of ``state``'s run that is over:

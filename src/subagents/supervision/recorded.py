@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from subagents.messages import Journal, MailPosted, MailRead, MailState
-from subagents.store.writes import AppendEvent, SaveJournal, SetMailsState, Write
+from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState, Write
 from subagents.supervision.effects import Decided
 from subagents.supervision.isolated import each
 from subagents.supervision.mailroom import MailRoom
@@ -105,26 +105,33 @@ class Recorded:
         the same transaction (so the store never says a mail was read without saying which
         call read it)."""
         out = Decided()
-        kept = msg.entries and not msg.recorded
-        if kept and self._runs.reporting(msg.run_id, msg.attempt) is not None:
+        state = self._runs.reporting(msg.run_id, msg.attempt)
+        if state is None:  # (an ended run's, or a start's that is over: no entry kept)
+            if msg.read_mail:  # (an earlier start's receipt is void: MailRoom.read)
+                out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
+            return out
+        if msg.entries and not msg.recorded:
             out.writes.append(SaveJournal(msg.run_id, msg.entries))
         if msg.read_mail:  # (most journals read none: no receipt to make)
-            # (an earlier start's receipt is void: MailRoom.read)
-            out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
+            self._mail.read_now(state, msg.read_mail, out.writes)  # (the current start's)
         return out
 
 
 _ELSEWHERE = (AppendEvent, SaveJournal)
-"""Writes to tables other than the mail's (events, the journal), whatever their order."""
+"""Writes to tables other than the mail's (events, the journal), whatever their order (by
+exact type: no write type is subclassed)."""
 
 
 class _Receipts:
     """The read receipts of a run of reports (in a ping-pong, one per mail, between the
     events of the next) joined into one write, made after the writes they come among: an
-    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) go ahead
-    of a receipt: any other write (a mail kept, a dead letter) waits for the receipts made
-    before it, so the mail table is written in the order decided; and the whole run is
-    one transaction's, so no reader sees the difference."""
+    ``UPDATE`` per line, not per mail. Only writes to other tables (``_ELSEWHERE``) and
+    mails kept that none of the receipts held names (``SaveMails``: where the supervisor
+    records mail, every mail of a ping-pong, each new) go ahead of a receipt: any other
+    write (a dead letter, a mail a held receipt names) waits for the receipts made before
+    it, so each mail's row is written in the order decided (writes to different mails'
+    rows leave the same table in either order); and the whole run is one transaction's,
+    so no reader sees the difference."""
 
     __slots__ = ("_ids", "_writes")
 
@@ -139,8 +146,14 @@ class _Receipts:
             if type(write) is SetMailsState and write.state is MailState.READ:
                 ids += write.mail_ids
                 continue
-            if ids and not isinstance(write, _ELSEWHERE):
-                self.flush()
+            if ids and type(write) not in _ELSEWHERE:  # (``in`` a tuple: no call per write)
+                if type(write) is not SaveMails:
+                    self.flush()
+                else:
+                    for mail in write.mails:  # (a loop: ``in``, no call per mail)
+                        if mail.mail_id in ids:
+                            self.flush()
+                            break
             out.append(write)
 
     def flush(self) -> None:
