@@ -684,3 +684,24 @@ def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
     shape = {"memory_msgs_per_s": 100, "sqlite_msgs_per_s": 50}
     (row,) = run_all._goal_mail({"figures": {"n_to_one": shape}})
     assert row[1] == "not measured" and row[5] == "**not measured**"
+
+
+def test_calls_per_mail_in_a_fresh_process_counts_no_one_time_work(tmp_path: Path) -> None:
+    """A fresh process's first ping-pong pays imports, caches and a first thread's setup
+    once: counted in the ``n`` run and not in the ``2n`` one, it read as -162 calls a mail on
+    the caller's thread (and the memory store's "all" as 75 where the mail costs ~210)."""
+    script = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "import mail; print(json.dumps(mail.calls_per_mail(Path(sys.argv[2]), 20)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(BENCHMARKS), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    counted = msgspec.json.decode(done.stdout.splitlines()[-1])
+    for kind in ("memory", "sqlite"):
+        assert counted[kind].get("caller", 0.0) >= -1, counted
