@@ -518,14 +518,18 @@ class AgentActor(FastInboxActor, Started):
         self.actor_ref.tell(Continue())
 
     def finish(self, result: str, typed: bool = False) -> None:
-        start = self._start
+        behaviour = self.behaviour  # (``_unread``, without its frame: every run's end)
+        try:
+            unread = behaviour.unread_mail() if behaviour is not None else ()
+        except Exception:
+            unread = ()
         self._end(
             RunFinished(
-                run_id=start.record.run_id,
+                run_id=self.record.run_id,
                 result=result,
                 typed=typed,
-                unread_mail=self._unread(),
-                attempt=start.attempt,
+                unread_mail=unread,
+                attempt=self.attempt,
             )
         )
 

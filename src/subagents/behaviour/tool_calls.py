@@ -128,7 +128,8 @@ class ToolCalls:
         if env.allow_hooks and spec.hooks:
             self.hooks = hooks_of(env, spec)
         self._session: RunSession | None = None
-        self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
+        # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
+        self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
