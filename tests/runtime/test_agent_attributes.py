@@ -1,67 +1,86 @@
 """A waiting run's agent actor keeps its attributes in a dict whose keys every agent actor
-of its class shares (CPython's split dicts: the values only, ~0.25 KiB): past 30 keys in all
-its instances' dicts, each actor gets a combined dict of its own (~0.8 KiB), paid by every
-waiting run (benchmarks/scale.py). ``AgentActor`` reads its supervisor, timer, pool and mail
-desk from its ``AgentKit`` (one attribute) to have room for the start's fields it copies.
+of its class shares (CPython's split dicts: the values only, ~0.25 KiB) rather than a
+combined dict of its own (~0.8 KiB), paid by every waiting run (benchmarks/scale.py): past
+30 distinct keys among a class's instances, new ones get combined dicts. ``AgentActor``
+reads its supervisor, timer, pool and mail desk from its ``AgentKit`` (one attribute) to have
+room for the start's fields it copies (``Started``).
 
-Real runtime, real actors: runs of several kinds wait at once (on mail, on a wake, after
-mailing another run), and their actors are found among the live objects.
+The runs are started in a fresh interpreter: which keys a class's instances share is state
+of the process, and other tests' actors (test_agent_end's, then test_base_exceptions') leave
+it where even the base tree's actors get combined dicts (seen on 15dd97b too).
+
+Real runtime, real actors, a real subprocess: runs of several kinds wait at once (on mail,
+on a wake, after mailing a child), and their actors are found among the live objects.
 """
 
 from __future__ import annotations
 
-import gc
+import json
+import os
+import subprocess
 import sys
-
-from polling import wait_until
-from subagents.actors.agent import PooledAgentActor
-from subagents.behaviour.function import AgentContext
-from subagents.runtime import Runtime
-from subagents.store.memory import MemoryStore
+from pathlib import Path
 
 from .conftest import WAIT
 
+_SCENARIO = """
+import gc, json, sys
+from polling import wait_until
+from subagents.actors.agent import PooledAgentActor
+from subagents.runtime import Runtime
+from subagents.store.memory import MemoryStore
 
-async def listener(ctx: AgentContext) -> str:
-    """Waits for mail."""
+WAIT = float(sys.argv[1])
+
+async def listener(ctx):
     mail = await ctx.receive(timeout=WAIT)
     return mail.content if mail is not None else "no mail"
 
-
-async def sleeper(ctx: AgentContext) -> str:
-    """Waits on a wake, then for mail."""
+async def sleeper(ctx):
     await ctx.sleep(0.01)
     mail = await ctx.receive(timeout=WAIT)
     return mail.content if mail is not None else "no mail"
 
-
-async def mailer(ctx: AgentContext) -> str:
-    """Starts a listener, mails it, takes its report, then waits for mail."""
+async def mailer(ctx):
     child = await ctx.spawn("listener", "wait", background=True)
     await ctx.send(child, "hello")
     await ctx.receive(timeout=WAIT)  # the child's report
     mail = await ctx.receive(timeout=WAIT)
     return mail.content if mail is not None else "no mail"
 
-
-def _live_actors() -> list[PooledAgentActor]:
-    return [o for o in gc.get_objects() if type(o) is PooledAgentActor and not o._ended]
+with Runtime([listener, sleeper, mailer], store=MemoryStore()) as rt:
+    handles = [rt.spawn(agent, "wait") for agent in ("listener", "sleeper", "mailer") * 2]
+    ids = {h.run_id for h in handles}
+    wait_until(lambda: sum(1 for r in rt.runs() if r.status == "waiting") == 6, WAIT)
+    actors = [
+        o for o in gc.get_objects()
+        if type(o) is PooledAgentActor and not o._ended and o.record.run_id in ids
+    ]
+    # a split dict holds its values only: smaller than the same items in a dict of their
+    # own (equal sizes once it has become one)
+    sizes = [(sys.getsizeof(a.__dict__), sys.getsizeof(dict(a.__dict__))) for a in actors]
+    keys = sorted(actors[0].__dict__) if actors else []
+    for h in handles:
+        rt.send(h.run_id, "done")
+    statuses = [h.result(WAIT).status.value for h in handles]
+print(json.dumps({"sizes": sizes, "keys": keys, "statuses": statuses}))
+"""
 
 
 def test_a_waiting_runs_actor_shares_its_attribute_keys_with_the_others() -> None:
-    with Runtime([listener, sleeper, mailer], store=MemoryStore()) as rt:
-        handles = [rt.spawn("listener", "wait") for _ in range(2)]
-        handles += [rt.spawn("sleeper", "wait") for _ in range(2)]
-        handles += [rt.spawn("mailer", "wait") for _ in range(2)]
-        wait_until(lambda: sum(1 for r in rt.runs() if r.status == "waiting") == 6, WAIT)
-        actors = _live_actors()
-        assert len(actors) == 6
-        for actor in actors:
-            own = actor.__dict__
-            # a split dict holds its values only: smaller than the same items in a dict of
-            # their own (equal sizes once it has become one)
-            assert sys.getsizeof(own) < sys.getsizeof(dict(own)), sorted(own)
-        for h in handles:
-            rt.send(h.run_id, "done")
-        for h in handles:
-            assert h.result(WAIT).status == "completed"
+    tests = str(Path(__file__).resolve().parents[1])  # (``polling``)
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", _SCENARIO, str(WAIT)],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=2 * WAIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert len(seen["sizes"]) == 6
+    for own, combined in seen["sizes"]:
+        assert own < combined, seen["keys"]
+    assert seen["statuses"] == ["completed"] * 6
