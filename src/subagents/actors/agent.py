@@ -185,10 +185,7 @@ class AgentActor(FastInboxActor, Started):
         self._start = start  # (the fields read most copied: ``Started``; same order each)
         self.record, self.spec, self.attempt = start.record, start.spec, start.attempt
         self.cancel = cancel
-        self._kit = kit
-        """Its supervisor, timer, pool and mail desk read from the kit, not copied: one
-        attribute, not four (the room for ``Started``'s three, within the 30 keys CPython's
-        instances of a class share: past them every actor's dict is a combined one, +0.6 KiB)."""
+        self._kit = kit  # one attribute, not four: room for ``Started``'s (test_agent_attributes)
         self._factory = kit.behaviour_for(start.spec)
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
@@ -215,22 +212,12 @@ class AgentActor(FastInboxActor, Started):
             pool.run(self._actor_loop)
 
     def on_start(self) -> None:
-        """The behaviour made and started: ``_handle(_guard, ...)`` written out, most short
-        runs end in it (three frames fewer per run: spawn.py ``calls_per_run``)."""
-        self._handling = threading.get_ident()
-        try:
-            try:
-                behaviour = self.behaviour = self._factory(self)
-                start = self._start
-                behaviour.start(start.checkpoint, start.pending_mail, start.recovered)
-            except BaseException as exc:  # (``_guard``'s, as it would)
-                self._crashed(exc)
-            if self._held or self._wakes is not None or self._parks_at_wait:  # (as ``_handle``)
-                self._settle()
-        finally:
-            self._handling = 0
-        if self._ended:
-            self._stop()
+        self._handle(self._guard, self._begin)  # (most short runs end in it)
+
+    def _begin(self) -> None:
+        self.behaviour = self._factory(self)
+        start = self._start
+        self.behaviour.start(start.checkpoint, start.pending_mail, start.recovered)
 
     def on_receive(self, message: Any) -> None:
         if self._ended or self.cancel.is_set() or self.behaviour is None:
@@ -340,15 +327,10 @@ class AgentActor(FastInboxActor, Started):
         the requester would hear ``timed_out`` only at the deadline."""
         try:
             work(*args)
-        except BaseException as exc:
-            self._crashed(exc)
-
-    def _crashed(self, exc: BaseException) -> None:
-        """What a piece of the behaviour raised (``exc``, being handled) fails the run."""
-        if isinstance(exc, Exception):
+        except Exception as exc:
             self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
             self.fail("crash", f"{type(exc).__name__}: {exc}")
-        else:  # an agent thread: never the main one
+        except BaseException as exc:  # an agent thread: never the main one
             self.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
             self.fail(BASE_EXCEPTION, raised(f"a handling of {self.record.agent}", exc))
 
@@ -458,16 +440,7 @@ class AgentActor(FastInboxActor, Started):
         )
 
     def ask_status(self, run_id: str) -> RunProgress:
-        # Asked: what is held goes first (as before any ask), so that the answer counts the
-        # mail this turn sent before it asked
-        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
-        try:
-            answer = self._kit.supervisor.ask(
-                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=ASK_TIMEOUT_S
-            )
-        except (pykka.ActorDeadError, pykka.Timeout) as exc:
-            raise _status_refused(exc) from None
-        return cast(RunProgress, answer)
+        return _status_asked(self, run_id)
 
     def later(self, seconds: float, call: Callable[[], None]) -> None:
         self._kit.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
@@ -557,15 +530,12 @@ class AgentActor(FastInboxActor, Started):
         if report is not None and not self.cancel.is_set():  # a stopped run's: supervisor's
             if not self._held:  # alone (most ends): ``flush_reports``' result, without it
                 pay_nudge()  # (as that would)
-                kit = self._kit
                 try:  # noqa: SIM105 (as below)
-                    _report(kit.mail, kit.supervisor, report, (report,))
+                    _report(self._kit.mail, self._kit.supervisor, report, (report,))
                 except pykka.ActorDeadError:  # no supervisor left to hear it
                     pass
-            else:
-                # after what is held, in the same message: a last step told (``report_step``)
-                # and the end are decided in one group, one transaction (``_GROUPED``)
-                self._held.append(report)
+            else:  # after what is held, in one message: a last step told and the end are
+                self._held.append(report)  # decided in one group, one transaction (_GROUPED)
         if self._held:
             try:  # noqa: SIM105 (``contextlib.suppress``: ~0.5 us against ~0.1, every run's end)
                 self.flush_reports()
@@ -579,6 +549,19 @@ class PooledAgentActor(PooledActor, AgentActor):
     """An ``AgentActor`` that holds no thread of its own: its messages are handled on a
     shared ``Dispatcher``'s threads (``actors/pooled.py``), so a waiting run costs only its
     objects. Started with ``dispatcher=`` instead of ``pool=``."""
+
+
+def _status_asked(agent: AgentActor, run_id: str) -> RunProgress:
+    """``agent``'s run asks where ``run_id`` is; what it holds goes first (as before any ask),
+    so that the answer counts the mail its turn sent before it asked."""
+    agent.flush_reports()  # (pays a nudge owed: handoff.py)
+    try:
+        answer = agent._kit.supervisor.ask(
+            Ask(StatusOf(run_id=run_id, asker=agent.record.run_id)), timeout=ASK_TIMEOUT_S
+        )
+    except (pykka.ActorDeadError, pykka.Timeout) as exc:
+        raise _status_refused(exc) from None
+    return cast(RunProgress, answer)
 
 
 def _bound_log(r: RunRecord) -> Any:

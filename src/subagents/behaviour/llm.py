@@ -112,11 +112,7 @@ class LLMBehaviour:
         self.stop_hook_active = False
         self.environment = ""
         """Appended to the system prompt when the agent has file or shell tools."""
-        if (
-            self.calls is not None
-            and self.schemas  # (none: no generator made and run, most fan-out children)
-            and any(s.name in BUILTIN_NAMES for s in self.schemas)
-        ):
+        if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
         self.kept_asks = StoreApprovalFlow(port, self.calls, self._answer, self._fail)
