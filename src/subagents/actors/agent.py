@@ -151,7 +151,6 @@ class AgentActor(FastInboxActor, Started):
 
     use_daemon_thread = True
 
-    # What a run sets when it comes to it; set anew by ``__init__`` (test_agent_attributes)
     _wakes: Wakes | None = None
     """Made when the run first asks for a wake (``actors/wakes.py``)."""
     _reading: list[str] | None = None
@@ -187,11 +186,10 @@ class AgentActor(FastInboxActor, Started):
         self._factory = kit.behaviour_for(start.spec)
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
-        # each key a handling may set, set now: CPython's shared keys (test_agent_attributes)
         self._wakes = self._reading = self._journal = self._parked = self._acks = None
-        self._direct = self._log = self.behaviour = None
-        self._ended = self._wanting = self._parks_at_wait = False
-        self._handling = 0
+        self._direct = self._log = self.behaviour = None  # (each key a handling may set, set
+        self._ended = self._wanting = self._parks_at_wait = False  # now, its class default:
+        self._handling = 0  # CPython's shared keys, test_agent_attributes)
         if kit.mail is not None:  # last: listed before its loop can run (see ``list_start``)
             kit.mail.directory.list_start(self.actor_ref, start)
 
