@@ -3,9 +3,10 @@
 ``runs`` scripted LLM runs (one model turn, no tool) of one definition, one after another,
 with a profile hook on every thread (``spawn.Calls``): the Python and builtin calls per run
 on each role's threads, and the calls per run made inside the per-run set-up of an LLM run
-(``LLMBehaviour.__init__``, ``ToolCalls.__init__``, ``offered_tools``, ``_network_for``) and
-inside the event log check (``Subscribers.publish``). Counted, never timed: the machine's load
-does not move a count (issue 26 item 2: per-spec work done once per definition, not per run).
+(``LLMBehaviour.__init__``, ``ToolCalls.__init__``, ``offered_tools``, ``network_of``,
+``hooks_of``) and inside the event log check (``Subscribers.publish``). Counted, never timed:
+the machine's load does not move a count (issue 26 item 2: per-spec work done once per
+definition, not per run).
 
 Usage: ``python benchmarks/_llm_spec_work.py [--runs N]``; prints one JSON object.
 """
@@ -66,7 +67,8 @@ _WATCHED_QUALS = frozenset(
         "LLMBehaviour.__init__",
         "ToolCalls.__init__",
         "offered_tools",
-        "ToolCalls._network_for",
+        "network_of",
+        "hooks_of",
         "Subscribers.publish",
     }
 )

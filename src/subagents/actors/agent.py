@@ -29,8 +29,8 @@ from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.mail_desk import DirectMail, MailDesk, report
+from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
-from subagents.actors.threads import ThreadPool
 from subagents.actors.wakes import WAKES_DUE, Wakes
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.port import NOT_RUN_STOPPING
@@ -151,10 +151,6 @@ class AgentActor(FastInboxActor, Started):
 
     use_daemon_thread = True
 
-    # Class defaults for what a run sets only when it comes to it, and the start's fields read
-    # from it: a live actor's attributes stay few enough for CPython to share their keys
-    # (it held 29-33 and each waiting run's a dict of its own, ~0.7 KiB more: scale.py).
-    _pool: ThreadPool | None = None
     _wakes: Wakes | None = None
     """Made when the run first asks for a wake (``actors/wakes.py``)."""
     _reading: list[str] | None = None
@@ -183,16 +179,17 @@ class AgentActor(FastInboxActor, Started):
         ``start`` (and the pooled one's) were re-packed at each hop, ~1.6 us of the
         supervisor's thread per start."""
         super().__init__()
-        if kit.pool is not None:
-            self._pool = kit.pool
-        self._start = start
+        self._start = start  # (the fields read most copied: ``Started``; same order each)
+        self.record, self.spec, self.attempt = start.record, start.spec, start.attempt
         self.cancel = cancel
-        self.supervisor = kit.supervisor
-        self.timer = kit.timer
+        self._kit = kit  # one attribute, not four: room for ``Started``'s (test_agent_attributes)
         self._factory = kit.behaviour_for(start.spec)
         self._held: list[Any] = []
         """Mail reports made in this handling, sent to the supervisor when it ends."""
-        self._desk = kit.mail
+        self._wakes = self._reading = self._journal = self._parked = self._acks = None
+        self._direct = self._log = self.behaviour = None  # (each key a handling may set, set
+        self._ended = self._wanting = self._parks_at_wait = False  # now, its class default:
+        self._handling = 0  # CPython's shared keys, test_agent_attributes)
         if kit.mail is not None:  # last: listed before its loop can run (see ``list_start``)
             kit.mail.directory.list_start(self.actor_ref, start)
 
@@ -209,10 +206,11 @@ class AgentActor(FastInboxActor, Started):
         """On a pooled thread when there is a pool (pykka's hook for actor types that run
         their loop elsewhere): the supervisor, which starts every run, then does not wait
         for a new thread to come up."""
-        if self._pool is None:
+        pool = self._kit.pool
+        if pool is None:
             super()._start_actor_loop()
         else:
-            self._pool.run(self._actor_loop)
+            pool.run(self._actor_loop)
 
     def on_start(self) -> None:
         self._handle(self._guard, self._begin)  # (most short runs end in it)
@@ -360,16 +358,16 @@ class AgentActor(FastInboxActor, Started):
         held, self._held, self._reading, self._journal = self._held, [], None, None
         if not held:
             return
-        start = self._start  # (its fields read here, not through ``_Started``'s properties)
-        messages = reports_of(held, start.record.run_id, start.attempt)
+        kit, record, attempt = self._kit, self.record, self.attempt
+        messages = reports_of(held, record.run_id, attempt)
         sent = None
-        if self._desk is not None and (not self._ended or _has_mail(messages)):  # straight
+        if kit.mail is not None and (not self._ended or _has_mail(messages)):  # straight
             direct = self._direct
             if direct is None:
-                direct = self._direct = DirectMail(self._desk, start.record, start.attempt)
+                direct = self._direct = DirectMail(kit.mail, record, attempt)
             messages, sent = direct.post(messages, self.cancel.is_set())
         one = messages[0] if len(messages) == 1 else Batch(messages=messages)
-        report(self._desk, self.supervisor, one, messages)  # (in line, in order: mail_desk)
+        report(kit.mail, kit.supervisor, one, messages)  # (in line, in order: mail_desk)
         if sent is not None:  # after the supervisor has them: it hears of mail first
             if self._acks is not None:  # the end of a handling: handed on by ``_settle``
                 self._acks.extend(sent.acks)
@@ -382,8 +380,8 @@ class AgentActor(FastInboxActor, Started):
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
 
     def send_mail(self, msg: SendMail) -> None:
-        self._reading = None  # (the start's attempt read here, not through its property)
-        self._held.append(msgspec.structs.replace(msg, attempt=self._start.attempt))
+        self._reading = None
+        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
@@ -401,9 +399,9 @@ class AgentActor(FastInboxActor, Started):
             return
         self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         try:
-            self.supervisor.ask(Ask(step), timeout=ASK_TIMEOUT_S)
+            self._kit.supervisor.ask(Ask(step), timeout=ASK_TIMEOUT_S)
         except (pykka.Timeout, pykka.ActorDeadError):  # not known recorded: ``_unrecorded``
-            self._direct = _unrecorded(self._direct, self._desk, self.record, self.attempt)
+            self._direct = _unrecorded(self._direct, self._kit.mail, self.record, self.attempt)
 
     def report_answer(self, answer: ToolAnswered) -> None:
         self._tell(msgspec.structs.replace(answer, attempt=self.attempt))
@@ -416,10 +414,10 @@ class AgentActor(FastInboxActor, Started):
         self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
         asked = msgspec.structs.replace(starting, attempt=self.attempt)
         try:
-            reply = self.supervisor.ask(Ask(asked), timeout=ASK_TIMEOUT_S)
+            reply = self._kit.supervisor.ask(Ask(asked), timeout=ASK_TIMEOUT_S)
         except (pykka.ActorDeadError, pykka.Timeout) as exc:
             if isinstance(exc, pykka.Timeout):  # its end follows the ask (inbox: not in line)
-                self.supervisor.tell(msgspec.structs.replace(asked, ended=True))  # late: over
+                self._kit.supervisor.tell(msgspec.structs.replace(asked, ended=True))  # late: over
             return _not_started(exc)
         if reply is True:
             return None
@@ -443,19 +441,10 @@ class AgentActor(FastInboxActor, Started):
         )
 
     def ask_status(self, run_id: str) -> RunProgress:
-        # Asked: what is held goes first (as before any ask), so that the answer counts the
-        # mail this turn sent before it asked
-        self.flush_reports()  # (what is held goes first; pays a nudge owed: handoff.py)
-        try:
-            answer = self.supervisor.ask(
-                Ask(StatusOf(run_id=run_id, asker=self.record.run_id)), timeout=ASK_TIMEOUT_S
-            )
-        except (pykka.ActorDeadError, pykka.Timeout) as exc:
-            raise _status_refused(exc) from None
-        return cast(RunProgress, answer)
+        return _status_asked(self, run_id)
 
     def later(self, seconds: float, call: Callable[[], None]) -> None:
-        self.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
+        self._kit.timer.schedule_in(("later", self.record.run_id, next(_LATER)), seconds, call)
 
     def report_streamed(self, streamed: Streamed) -> None:
         # At once, not held (the model call goes on), in order with the reports (``report``:
@@ -463,7 +452,7 @@ class AgentActor(FastInboxActor, Started):
         # Best effort: a runtime closing under a streaming call does not fail the call here
         with contextlib.suppress(pykka.ActorDeadError):
             streamed = msgspec.structs.replace(streamed, attempt=self.attempt)
-            report(self._desk, self.supervisor, streamed, (streamed,))
+            report(self._kit.mail, self._kit.supervisor, streamed, (streamed,))
 
     def mail_read(self, mail_ids: tuple[str, ...]) -> None:
         if self._reading is None:
@@ -492,7 +481,7 @@ class AgentActor(FastInboxActor, Started):
 
     def wake_after(self, key: str, seconds: float) -> None:
         if self._wakes is None:
-            self._wakes = Wakes(self.timer, self.record.run_id)
+            self._wakes = Wakes(self._kit.timer, self.record.run_id)
         self._wakes.want(key, seconds)  # armed when this handling ends
 
     def cancel_wake(self, key: str) -> None:
@@ -503,14 +492,18 @@ class AgentActor(FastInboxActor, Started):
         self.actor_ref.tell(Continue())
 
     def finish(self, result: str, typed: bool = False) -> None:
-        start = self._start
+        behaviour = self.behaviour  # (``_unread``, without its frame: every run's end)
+        try:
+            unread = behaviour.unread_mail() if behaviour is not None else ()
+        except Exception:
+            unread = ()
         self._end(
             RunFinished(
-                run_id=start.record.run_id,
+                run_id=self.record.run_id,
                 result=result,
                 typed=typed,
-                unread_mail=self._unread(),
-                attempt=start.attempt,
+                unread_mail=unread,
+                attempt=self.attempt,
             )
         )
 
@@ -536,9 +529,14 @@ class AgentActor(FastInboxActor, Started):
             return
         self._ended = True
         if report is not None and not self.cancel.is_set():  # a stopped run's: supervisor's
-            # after what is held, in the same message: a last step told (``report_step``)
-            # and the end are decided in one group, one transaction (supervisor ``_GROUPED``)
-            self._held.append(report)
+            if not self._held:  # alone (most ends): ``flush_reports``' result, without it
+                pay_nudge()  # (as that would)
+                try:  # noqa: SIM105 (as below)
+                    _report(self._kit.mail, self._kit.supervisor, report, (report,))
+                except pykka.ActorDeadError:  # no supervisor left to hear it
+                    pass
+            else:  # after what is held, in one message: a last step told and the end are
+                self._held.append(report)  # decided in one group, one transaction (_GROUPED)
         if self._held:
             try:  # noqa: SIM105 (``contextlib.suppress``: ~0.5 us against ~0.1, every run's end)
                 self.flush_reports()
@@ -552,6 +550,19 @@ class PooledAgentActor(PooledActor, AgentActor):
     """An ``AgentActor`` that holds no thread of its own: its messages are handled on a
     shared ``Dispatcher``'s threads (``actors/pooled.py``), so a waiting run costs only its
     objects. Started with ``dispatcher=`` instead of ``pool=``."""
+
+
+def _status_asked(agent: AgentActor, run_id: str) -> RunProgress:
+    """``agent``'s run asks where ``run_id`` is; what it holds goes first (as before any ask),
+    so that the answer counts the mail its turn sent before it asked."""
+    agent.flush_reports()  # (pays a nudge owed: handoff.py)
+    try:
+        answer = agent._kit.supervisor.ask(
+            Ask(StatusOf(run_id=run_id, asker=agent.record.run_id)), timeout=ASK_TIMEOUT_S
+        )
+    except (pykka.ActorDeadError, pykka.Timeout) as exc:
+        raise _status_refused(exc) from None
+    return cast(RunProgress, answer)
 
 
 def _bound_log(r: RunRecord) -> Any:
@@ -577,7 +588,7 @@ def _park_at_wait(agent: AgentActor) -> None:
     ``_settle`` (mail taken straight to its recipients), and a run whose first wait was for
     them (``await ctx.send``) would otherwise lend its slot only to ask for it back at once;
     it parks once they are handed to it, unless it ended meanwhile."""
-    if agent._desk is not None and SendMail in map(type, agent._held):
+    if agent._kit.mail is not None and SendMail in map(type, agent._held):
         return
     agent._parks_at_wait = None
     if agent._ended:  # it ended after saying it waits: its end is its report

@@ -53,22 +53,17 @@ class AgentKit(NamedTuple):
 
 
 class Started:
-    """The fields of the ``StartRun`` a run's actor was started with, read from it, not
-    copied into attributes of the actor's own (see ``AgentActor``'s class defaults)."""
+    """The fields of the ``StartRun`` a run's actor was started with. The three a run reads
+    at nearly every step (``record``, ``spec``, ``attempt``) are attributes of the actor's
+    own, copied once by its constructor: as properties each read was a Python call, about
+    twenty per LLM run and two per trivial one (benchmarks/_llm_spec_work.py); the rest are
+    read from the ``StartRun`` (few reads), so a live actor's attributes stay few enough for
+    CPython to share their keys (see ``AgentActor``'s class defaults)."""
 
     _start: StartRun
-
-    @property
-    def record(self) -> RunRecord:
-        return self._start.record
-
-    @property
-    def spec(self) -> AgentSpec:
-        return self._start.spec
-
-    @property
-    def attempt(self) -> int:
-        return self._start.attempt
+    record: RunRecord
+    spec: AgentSpec
+    attempt: int
 
     @property
     def standing(self) -> Standing:

@@ -486,7 +486,8 @@ class PooledActor(pykka.Actor):
         if not isinstance(dispatcher, Dispatcher):
             raise TypeError(f"{cls.__name__}.start needs dispatcher=<a Dispatcher>")
         obj = cls(*args, **kwargs)
-        obj._dispatcher = dispatcher
+        obj._dispatcher = dispatcher  # (each key set before the class's next instance is made:
+        obj._loop_started = False  # CPython's shared keys, see ``AgentActor.__init__``)
         obj.actor_inbox.bind(obj, dispatcher)
         obj._counted = True
         dispatcher._actor_started()

@@ -63,7 +63,10 @@ def offered_tools(
                 schemas.append(task_schema(offer.agents))
             if offer.fan_out:
                 schemas.append(fan_out_schema(list(offer.agents)))
-    schemas.extend(_settled(env, spec, ceiling))
+    settled = _settled(env, spec, ceiling)
+    if not schemas and not mcp_names:  # (most children: no spawn tool, no MCP) the kept one
+        return settled
+    schemas.extend(settled)
     # MCP tools were chosen for this definition by the hub (mcp/selection.py)
     schemas.extend(tools[name].schema for name in mcp_names if ceiling_allows(ceiling, name))
     return tuple(schemas)

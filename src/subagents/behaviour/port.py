@@ -39,6 +39,7 @@ from subagents.models.base import CancelSignal, Model
 from subagents.supervision.admission_checks import Standing
 from subagents.supervision.spawn_rules import SpawnRules
 from subagents.tools.approval import ApprovalHandler
+from subagents.tools.hooks import Hooks
 from subagents.tools.permissions import Permissions
 from subagents.tools.processes import ProcessGroups
 from subagents.tools.sandbox import RunSandbox, Sandbox
@@ -223,6 +224,11 @@ class AgentEnv:
     )
     """Whether a definition's runs may use the network, by its ceiling and mode, answered
     once for all its runs (``ToolCalls._network_for``)."""
+    parsed_hooks: dict[int, tuple[AgentSpec, Hooks | None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """A definition's hooks parsed once for all its runs (``behaviour/tool_calls.py``
+    ``hooks_of``), by the definition's id; None: it has none that run."""
 
     def workspace_for(self, record: RunRecord, spec: AgentSpec) -> Workspace:
         """The workspace of one run: the runtime's, or for a definition with ``isolation:

@@ -91,6 +91,25 @@ def network_of(
     return network
 
 
+def hooks_of(env: AgentEnv, spec: AgentSpec) -> Hooks | None:
+    """The hooks of ``spec`` (None: none that this runtime runs; ``HookConfigError`` for bad
+    ones). Parsed once for all the runs of a definition, not at each run's start: kept in
+    ``AgentEnv.parsed_hooks`` with the definition they were parsed from, compared by
+    identity, so a reloaded definition (a new object) is parsed anew; a failure is not kept;
+    at most ``NETWORKS_MAX`` kept (cleared when full: definitions reloaded many times)."""
+    parsed = env.parsed_hooks
+    made = parsed.get(id(spec))
+    if made is not None and made[0] is spec:
+        return made[1]
+    hooks: Hooks | None = Hooks.parse(spec.hooks, f"agent {spec.name!r}")
+    if not hooks:
+        hooks = None
+    if len(parsed) >= NETWORKS_MAX:
+        parsed.clear()
+    parsed[id(spec)] = (spec, hooks)  # the spec is kept: its id is not reused
+    return hooks
+
+
 class ToolCalls:
     """One run's tool calls: its workspace, permissions, hooks and shell state."""
 
@@ -107,10 +126,10 @@ class ToolCalls:
         self._requester: PermissionPolicy | None = None
         self.hooks: Hooks | None = None
         if env.allow_hooks and spec.hooks:
-            hooks = Hooks.parse(spec.hooks, f"agent {spec.name!r}")
-            self.hooks = hooks if hooks else None
+            self.hooks = hooks_of(env, spec)
         self._session: RunSession | None = None
-        self._network = self._network_for(self.policy.mode)  # a bad ``network``: set-up fails
+        # a bad ``network``: set-up fails (``_network_for``'s answer, without its frame)
+        self._network = network_of(env, spec, record.ceiling, self.policy.mode)
         self._sandbox: RunSandbox | None = None
         self.attachments: dict[str, tuple[Attachment, ...]] = {}
         """Tool use id -> the images a call's result shows besides its text, until the LLM
