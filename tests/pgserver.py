@@ -33,6 +33,14 @@ from pathlib import Path
 import pytest
 
 BIN_DIRS = ("/usr/lib/postgresql/*/bin",)
+PASSWORD = "test-only-secret"
+"""The ``postgres`` role's password, in every URL the server gives (``url``): the server
+asks every login for one (``scram-sha-256``, local and TCP), as a store the runs' commands
+cannot log into must (``runtime._server_reach``); a server trusting local logins is
+refused at start whenever runs have the network."""
+TRUSTED_ROLE = "trusting"
+"""The one role the server lets in without a password (``trust``, local and TCP): the way a
+run's command logs in to a carelessly set up server (``trusted_url``)."""
 
 
 def _binaries() -> Path | None:
@@ -95,8 +103,24 @@ class PgServer:
     def data(self) -> Path:
         return self.root / "data"
 
+    @property
+    def socket(self) -> str:
+        """The server's unix socket (in its data directory)."""
+        return str(self.data / f".s.PGSQL.{self.port}")
+
     def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+        return f"postgresql://postgres:{PASSWORD}@127.0.0.1:{self.port}/{dbname}"
+
+    def trusted_url(self, url: str) -> str:
+        """``url``'s database as ``TRUSTED_ROLE``, a superuser the server trusts (made on
+        first use)."""
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            made = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (TRUSTED_ROLE,))
+            if made.fetchone() is None:
+                conn.execute(f"CREATE ROLE {TRUSTED_ROLE} LOGIN SUPERUSER")
+        return f"postgresql://{TRUSTED_ROLE}@127.0.0.1:{self.port}/{url.rsplit('/', 1)[1]}"
 
     def _as_postgres(self, *argv: str) -> list[str]:
         if os.geteuid() == 0:
@@ -114,9 +138,19 @@ class PgServer:
         self.data.mkdir()
         if os.geteuid() == 0:
             shutil.chown(self.data, "postgres")
-        self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
-        )
+        password_file = self.root / "password"
+        password_file.write_text(PASSWORD)
+        os.chmod(password_file, 0o644)  # read by initdb as the postgres user
+        try:
+            self._run(
+                str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                "-A", "scram-sha-256", f"--pwfile={password_file}",
+            )  # fmt: skip
+        finally:
+            password_file.unlink()
+        hba = self.data / "pg_hba.conf"
+        trusting = f"local all {TRUSTED_ROLE} trust\nhost all {TRUSTED_ROLE} 127.0.0.1/32 trust\n"
+        hba.write_text(trusting + hba.read_text())
 
     def start(self) -> None:
         options = (

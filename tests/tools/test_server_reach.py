@@ -1,0 +1,125 @@
+"""No run can log in to a PostgreSQL run store: a runtime whose runs' commands could (a
+server trusting them, a readable ~/.pgpass, the password handed to them) does not start; a
+store whose login they cannot make, or with the network off, starts, and a real sandboxed
+Bash trying to write it fails. Real runtimes, the real PostgreSQL 15 server of the tests
+(``pgserver``: it asks every login for a password but ``TRUSTED_ROLE``'s), real Bash in the
+real sandbox."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+
+from pgserver import PASSWORD, PgServer
+from subagents.definitions.spec import AgentSpec
+from subagents.messages import RunStatus
+from subagents.runtime import Runtime, StoreInReach
+from subagents.tools.modes import MODES
+from subagents.tools.permissions import Permissions
+from subagents.tools.sandbox import Sandbox
+from subagents.tools.sandbox_exec import kernel_abi
+
+from .conftest import WAIT
+from .test_store_reach import calls, results
+
+landlock = pytest.mark.skipif(kernel_abi() < 4, reason="the kernel offers no Landlock ABI 4+")
+WORKER = AgentSpec(name="worker", description="The worker agent.", prompt="You act.")
+WRITES = "DELETE FROM subagents.runs"
+
+
+def attack(url: str, **where: str) -> str:
+    """A Bash line writing the store's runs through ``url`` (and libpq ``where`` options)."""
+    options = "".join(f", {k}={v!r}" for k, v in where.items())
+    code = f"import psycopg; psycopg.connect({url!r}{options}, autocommit=True).execute({WRITES!r})"
+    return f'{sys.executable} -c "{code}" && echo WROTE'
+
+
+@landlock
+def test_a_store_a_command_logs_in_to_without_a_password_does_not_start(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """The store's own login trusted (the server asks its role no password): a command
+    logs in the same way, so the runtime refuses, naming the way in and the fix (before the
+    fix it started, and a Bash line as ``attack`` deleted the runs)."""
+    trusted = pg_server.trusted_url(pg_url)
+    with pytest.raises(StoreInReach) as refused:
+        Runtime([WORKER], workspace=tmp_path, store=trusted)
+    said = str(refused.value)
+    assert f"the run store {trusted} is a database server" in said
+    assert f"role 'trusting' over 127.0.0.1:{pg_server.port}" in said
+    assert "Sandbox(network=...)" in said and "docs/store.md" in said
+
+
+@landlock
+def test_a_password_in_a_file_a_command_reads_does_not_start(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime's password read from ~/.pgpass, which a command (same user, reads not
+    restricted) reads too: the sandboxed probe logs in with it, and the runtime refuses.
+    With reads restricted to paths that leave the home directory out, it starts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".pgpass").write_text(f"*:*:*:postgres:{PASSWORD}\n")
+    (home / ".pgpass").chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    bare = pg_url.replace(f":{PASSWORD}@", "@", 1)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with pytest.raises(StoreInReach, match=r"role 'postgres' over 127\.0\.0\.1"):
+        Runtime([WORKER], workspace=workspace, store=bare)
+    hidden = Sandbox(readable=[str(workspace)])
+    with Runtime([WORKER], workspace=workspace, store=bare, sandbox=hidden) as rt:
+        assert rt.store.list_runs() == []
+
+
+@landlock
+def test_a_password_handed_to_the_commands_does_not_start(pg_url: str, tmp_path: Path) -> None:
+    """``tool_env`` passing the store's URL (or $PGPASSWORD) to the commands: refused,
+    naming the variable, never its value."""
+    with pytest.raises(StoreInReach) as refused:
+        Runtime([WORKER], workspace=tmp_path, store=pg_url, tool_env={"DATABASE_URL": pg_url})
+    said = str(refused.value)
+    assert "the commands of runs get the variable DATABASE_URL" in said
+    assert PASSWORD not in said
+
+
+@landlock
+@pytest.mark.parametrize("network", ["on", "off"])
+def test_a_commands_attempts_on_a_store_out_of_its_reach_fail(
+    pg_server: PgServer, pg_url: str, tmp_path: Path, network: str
+) -> None:
+    """Network on, a store whose login asks a password the commands never get: the runtime
+    starts, and a Bash line without it is refused by the server over TCP and the unix
+    socket. Network off in every mode, even a trusting server: the runtime starts, and the
+    sandbox refuses the socket itself, TCP and unix alike (seccomp, ``sandbox_syscalls``)."""
+    sandbox = Sandbox(network=dict.fromkeys(MODES, network))
+    store = pg_url if network == "on" else pg_server.trusted_url(pg_url)
+    bare = store.replace(f":{PASSWORD}@", "@", 1)
+    socket = {"host": str(pg_server.data)}
+    lines = [attack(bare), attack(bare, **socket)]
+    if network == "off":  # what libpq meets, said plainly (its own message says nothing)
+        unix = f"import socket; socket.socket(socket.AF_UNIX).connect({pg_server.socket!r})"
+        lines.append(f'{sys.executable} -c "{unix}" && echo WROTE')
+    model = calls(*(("Bash", {"command": line}) for line in lines))
+    permissions = Permissions(mode="acceptEdits", allow=("Bash",))
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime(
+            [WORKER], model=model, workspace=tmp_path, store=store, sandbox=sandbox,
+            permissions=permissions,
+        ) as rt,
+    ):  # fmt: skip
+        run = rt.run("worker", "try the store", wait=WAIT)
+        assert run.status is RunStatus.COMPLETED
+        assert [r.run_id for r in rt.store.list_runs()] == [run.run_id]
+    shown = [r.content for r in results(model)]
+    assert len(shown) == len(lines) and not any("WROTE" in said for said in shown), shown
+    if network == "on":
+        assert all("no password supplied" in said for said in shown), shown
+    else:
+        assert all("OperationalError: connection is bad" in said for said in shown[:2]), shown
+        assert "PermissionError: [Errno 13] Permission denied" in shown[2], shown
+    assert not [e for e in logs if e["log_level"] == "warning" and "store" in e], logs
