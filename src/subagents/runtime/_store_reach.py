@@ -33,6 +33,7 @@ would leave such a machine no way to run commands at all. A PostgreSQL store has
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,21 @@ def check_store_reach(
     path = store_path(store)
     if path is None:  # a server's store: runtime._server_reach
         return
+    on_head = getattr(store, "run_on_head", None)  # a cluster's: the file is on its head
+    if on_head is not None and processes and sandbox.enabled and sandbox.abi:
+        on_head(check_on_head, sandbox, str(path), str(workspace.root))
     check_path_reach(sandbox, path, workspace.root, processes=processes)
+
+
+def check_on_head(sandbox: Sandbox, path: str, workspace: str) -> None:
+    """``check_path_reach`` run on a cluster's head node, which holds the store's file: its
+    directories, links, mounts and git repositories are the ones the commands of the runs
+    hosted there meet, which the driver's machine (another, perhaps) cannot see."""
+    try:
+        check_path_reach(sandbox, Path(path), Path(workspace), processes=True)
+    except StoreInReach as refused:
+        where = f"checked on the cluster's head node {socket.gethostname()}, which holds it"
+        raise StoreInReach(f"{refused} ({where})") from None
 
 
 def check_path_reach(sandbox: Sandbox, path: Path, workspace: Path, *, processes: bool) -> None:
