@@ -123,3 +123,19 @@ def test_a_commands_attempts_on_a_store_out_of_its_reach_fail(
         assert all("OperationalError: connection is bad" in said for said in shown[:2]), shown
         assert "PermissionError: [Errno 13] Permission denied" in shown[2], shown
     assert not [e for e in logs if e["log_level"] == "warning" and "store" in e], logs
+
+
+def test_without_a_sandbox_a_server_store_starts_and_says_it_is_open(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """Commands with the user's rights (they could read the runtime's own memory): refusing
+    would leave no way to run commands, so the runtime starts and warns, naming the store,
+    even on a trusting server, and probes nothing."""
+    trusted = pg_server.trusted_url(pg_url)
+    with (
+        structlog.testing.capture_logs() as logs,
+        Runtime([WORKER], workspace=tmp_path, store=trusted, sandbox=False),
+    ):
+        pass
+    warned = [e for e in logs if "could log in to the run store's server" in e["event"]]
+    assert len(warned) == 1 and warned[0]["store"] == trusted, logs
