@@ -29,8 +29,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import psycopg
 
 BIN_DIRS = ("/usr/lib/postgresql/*/bin",)
 PASSWORD = "test-only-secret"
@@ -39,8 +43,13 @@ asks every login for one (``scram-sha-256``, local and TCP), as a store the runs
 cannot log into must (``runtime._server_reach``); a server trusting local logins is
 refused at start whenever runs have the network."""
 TRUSTED_ROLE = "trusting"
-"""The one role the server lets in without a password (``trust``, local and TCP): the way a
-run's command logs in to a carelessly set up server (``trusted_url``)."""
+"""The group whose members the server lets in without a password (``trust``, local and TCP,
+``+trusting`` in pg_hba.conf): the way a run's command logs in to a carelessly set up server
+(``trusted_url``, ``trusted_role``). Its members are roles of one test each, never a
+superuser left behind: a trusted role that may write any store makes every later store of
+the session's server one the runs' commands reach (``runtime._server_reach``)."""
+ELSEWHERE_ROLE = "trusted_elsewhere"
+"""The group whose members the server trusts in the database ``postgres`` alone."""
 
 
 def _binaries() -> Path | None:
@@ -112,15 +121,26 @@ class PgServer:
         return f"postgresql://postgres:{PASSWORD}@127.0.0.1:{self.port}/{dbname}"
 
     def trusted_url(self, url: str) -> str:
-        """``url``'s database as ``TRUSTED_ROLE``, a superuser the server trusts (made on
-        first use)."""
+        """``url``'s database as a role of its own the server trusts (``trusted_role``),
+        which may create the store there."""
+        db = url.rsplit("/", 1)[1]
+        role = self.trusted_role(f"trusting_{db}")
+        with self.admin() as conn:
+            conn.execute(f'GRANT CREATE ON DATABASE "{db}" TO "{role}"')
+        return f"postgresql://{role}@127.0.0.1:{self.port}/{db}"
+
+    def trusted_role(self, role: str, attributes: str = "", group: str = TRUSTED_ROLE) -> str:
+        """``role`` made a login ``group`` trusts (``TRUSTED_ROLE``: every database;
+        ``ELSEWHERE_ROLE``: ``postgres`` alone), with ``attributes`` (``CREATE ROLE``'s)."""
+        with self.admin() as conn:
+            conn.execute(f'CREATE ROLE "{role}" LOGIN {attributes} IN ROLE "{group}"')
+        return role
+
+    def admin(self) -> psycopg.Connection[tuple[object, ...]]:
+        """A connection as the server's superuser, committing each statement."""
         import psycopg
 
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            made = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (TRUSTED_ROLE,))
-            if made.fetchone() is None:
-                conn.execute(f"CREATE ROLE {TRUSTED_ROLE} LOGIN SUPERUSER")
-        return f"postgresql://{TRUSTED_ROLE}@127.0.0.1:{self.port}/{url.rsplit('/', 1)[1]}"
+        return psycopg.connect(self.url(), autocommit=True)
 
     def _as_postgres(self, *argv: str) -> list[str]:
         if os.geteuid() == 0:
@@ -149,7 +169,10 @@ class PgServer:
         finally:
             password_file.unlink()
         hba = self.data / "pg_hba.conf"
-        trusting = f"local all {TRUSTED_ROLE} trust\nhost all {TRUSTED_ROLE} 127.0.0.1/32 trust\n"
+        trusting = "".join(
+            f"local {db} +{group} trust\nhost {db} +{group} 127.0.0.1/32 trust\n"
+            for db, group in (("all", TRUSTED_ROLE), ("postgres", ELSEWHERE_ROLE))
+        )
         hba.write_text(trusting + hba.read_text())
 
     def start(self) -> None:
@@ -226,6 +249,9 @@ def pg_server() -> Iterator[PgServer]:
     try:
         server.init()
         _start_on_a_free_port(server)
+        with server.admin() as conn:
+            for group in (TRUSTED_ROLE, ELSEWHERE_ROLE):
+                conn.execute(f'CREATE ROLE "{group}" NOLOGIN')
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

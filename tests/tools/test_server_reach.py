@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 import structlog
 
-from pgserver import PASSWORD, PgServer
+from pgserver import ELSEWHERE_ROLE, PASSWORD, PgServer
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus
 from subagents.runtime import Runtime, StoreInReach
@@ -45,12 +46,59 @@ def test_a_store_a_command_logs_in_to_without_a_password_does_not_start(
     logs in the same way, so the runtime refuses, naming the way in and the fix (before the
     fix it started, and a Bash line as ``attack`` deleted the runs)."""
     trusted = pg_server.trusted_url(pg_url)
+    role = trusted.split("//", 1)[1].split("@", 1)[0]
     with pytest.raises(StoreInReach) as refused:
         Runtime([WORKER], workspace=tmp_path, store=trusted)
     said = str(refused.value)
     assert f"the run store {trusted} is a database server" in said
-    assert f"role 'trusting' over 127.0.0.1:{pg_server.port}" in said
+    assert f"role {role!r} over 127.0.0.1:{pg_server.port}" in said
     assert "Sandbox(network=...)" in said and "docs/store.md" in said
+
+
+@landlock
+@pytest.mark.parametrize("privilege", ["SUPERUSER", "approvals"])
+def test_another_role_a_command_logs_in_as_that_may_write_the_store_does_not_start(
+    pg_server: PgServer, pg_url: str, tmp_path: Path, privilege: str
+) -> None:
+    """The store's role asks a password, but the server trusts another role that may write
+    the store: a superuser, or one granted the approvals table alone (a run answers its own
+    asks). A command logs in as that role (its name is the server's, readable by any
+    login), so the runtime refuses. Before the fix the probe tried the store's role and the
+    OS user's only: the runtime started and a Bash line as that role wrote the store."""
+    db = pg_url.rsplit("/", 1)[1]
+    role = f"other_{privilege.lower()}_{db}"
+    Runtime([WORKER], workspace=tmp_path, store=pg_url, sandbox=False).close()  # the schema
+    try:
+        if privilege == "SUPERUSER":
+            pg_server.trusted_role(role, "SUPERUSER")
+        else:
+            pg_server.trusted_role(role)
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute(f'GRANT USAGE ON SCHEMA subagents TO "{role}"')
+                conn.execute(f'GRANT INSERT, UPDATE ON subagents.approvals TO "{role}"')
+        with pytest.raises(StoreInReach, match=f"role '{role}' over 127.0.0.1"):
+            Runtime([WORKER], workspace=tmp_path, store=pg_url)
+    finally:
+        with pg_server.admin() as admin, psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
+
+
+@landlock
+def test_the_stores_role_trusted_in_another_database_does_not_start(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """The server trusts the store's role in another database only (``postgres``): a
+    command logs in there, sets the role's password (any role may set its own) and logs in
+    to the store with it. The runtime refuses. Before the fix the probe tried the store's
+    database alone: the runtime started, and a Bash line did just that and wrote the runs."""
+    db = pg_url.rsplit("/", 1)[1]
+    role = pg_server.trusted_role(f"elsewhere_{db}", f"PASSWORD '{PASSWORD}'", ELSEWHERE_ROLE)
+    with pg_server.admin() as admin:
+        admin.execute(f'GRANT CREATE ON DATABASE "{db}" TO "{role}"')
+    store = pg_url.replace("postgres:", f"{role}:", 1)
+    with pytest.raises(StoreInReach, match=f"role '{role}' over 127.0.0.1"):
+        Runtime([WORKER], workspace=tmp_path, store=store)
 
 
 @landlock

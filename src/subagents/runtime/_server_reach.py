@@ -12,11 +12,13 @@ the network is on for one permission mode at least:
 - the runtime's password must reach no command: a ``Runtime(tool_env=...)`` variable whose
   value holds it (``$PGPASSWORD``, a URL) is refused (the rest of the environment is
   scrubbed, ``tools.sandbox``);
-- no login without that password may write the store: ``store.postgres_probe`` tries, in
-  the runs' own sandbox and scrubbed environment, each login a command could
-  (``store.postgres_login``): a trusting or ``peer`` server, a readable ``~/.pgpass``,
-  service file or client certificate is found as a command would find it. A probe that
-  cannot run is a refusal too (nothing then says the store is out of reach).
+- no login without that password as a role that may change the store (the store's own, a
+  superuser, ...: ``store.postgres_login.WRITERS``), into any database, may succeed:
+  ``store.postgres_probe`` tries, in the runs' own sandbox and scrubbed environment, each
+  login a command could (``store.postgres_login``): a trusting or ``peer`` server, a
+  readable ``~/.pgpass``, service file or client certificate is found as a command would
+  find it. A probe that cannot run is a refusal too (nothing then says the store is out of
+  reach).
 
 With the network off in every mode (Landlock ABI 4+) there is nothing to check: the launcher
 denies every ``socket()`` but netlink (``sandbox_syscalls``), unix sockets included, so no
@@ -50,8 +52,10 @@ PROBE_TIMEOUT_S = 120.0
 SERVER_FIX = (
     "Give the runtime a role of its own whose password no run can read (in the URL or"
     " $PGPASSWORD of the runtime alone: never in tool_env, ~/.pgpass or a service file a"
-    " command may read), on a server that asks every login for one (pg_hba.conf: no trust"
-    " or peer for it); or turn the runs' network off (Sandbox(network=...)). docs/store.md"
+    " command may read), on a server that asks a password of it and of every role that may"
+    " change the store (superusers, roles that may create roles, write or own its tables),"
+    " in every database (pg_hba.conf: no trust or peer for them); or turn the runs' network"
+    " off (Sandbox(network=...)). docs/store.md"
 )
 
 
@@ -82,8 +86,8 @@ def check_server_reach(
     if doors:
         raise StoreInReach(
             f"the run store {where} is a database server the commands of runs may reach"
-            f" (network on), and a command logs in to it without the runtime's password and"
-            f" may write its runs: {'; '.join(doors)}. A run could rewrite the store, answer"
+            f" (network on), and a command logs in to it without the runtime's password as a"
+            f" role that may change the store: {'; '.join(doors)}. A run could rewrite it, answer"
             f" its own approvals and change records. {SERVER_FIX}"
         )
 

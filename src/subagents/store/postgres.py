@@ -433,7 +433,10 @@ class PostgresStore(RunStore):
         """How this store logged in (its password, if the server asked for one) and the
         logins a run's command could attempt (``store.postgres_login``)."""
         with self._tx.lock:
-            return login_of(self._tx.connection())
+            try:
+                return login_of(self._tx.connection())
+            except Exception as exc:  # psycopg's: this module imports it lazily
+                raise StoreError(f"{self.where}: listing the roles that may log in: {exc}") from exc
 
     def meta(self) -> dict[str, str]:
         """The store's meta table (application, schema_version)."""

@@ -6,23 +6,49 @@ Why: a PostgreSQL store has no file to keep out of the runs' reach; a run's comm
 network reaches the server like any client, as the same OS user, reading the same files
 (``~/.pgpass``, a service file, a client certificate). A session-17 review saw a sandboxed
 Bash write ``subagents.runs`` with psycopg through a password-less local login. Whether a
-login needs a secret is the server's (``pg_hba.conf``), which nothing here can read; so it
-is tried the way a command would: as the store's role and as the OS user's (``peer`` maps
-one to the other), over the store's route and every local unix socket of the server's
-port (``Login.attempts``), by ``postgres_probe`` in the runs' sandbox and environment.
+login needs a secret is the server's (``pg_hba.conf``, by role, database and address),
+which nothing here can read; so it is tried the way a command would, for every role that
+could change the store (``WRITERS``: the store's own, a superuser, one that may create roles
+or set passwords, one that may write, own or trigger on a table of the store's schema, or
+become one that may) and in every database the server lets one connect to: a login
+anywhere is enough, for any role may set its own password there and then log in to the
+store with it. Over the store's route and every local unix socket of the server's port
+(``Login.attempts``), by ``postgres_probe`` in the runs' sandbox and environment.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from subagents.store.postgres_schema import SCHEMA
+
 SOCKET_DIRS = ("/var/run/postgresql", "/run/postgresql", "/tmp")
 """Where a local server's unix sockets are (Debian's, and libpq's compiled-in default)."""
+
+WRITERS = """
+SELECT r.rolname FROM pg_roles r
+WHERE r.rolcanlogin AND (
+    r.rolsuper OR r.rolcreaterole OR pg_has_role(r.oid, current_user, 'MEMBER')
+    OR EXISTS (
+        SELECT 1 FROM pg_namespace n
+        WHERE n.nspname = %(schema)s AND pg_has_role(r.oid, n.nspowner, 'MEMBER'))
+    OR EXISTS (
+        SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p')
+        AND (pg_has_role(r.oid, c.relowner, 'MEMBER') OR has_table_privilege(
+            r.oid, c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE, TRIGGER'))))
+ORDER BY r.rolname <> current_user, r.rolname
+"""
+"""The login roles that could change the store: what the probe tries to log in as."""
+DATABASES = (
+    "SELECT datname FROM pg_database WHERE datallowconn"
+    " ORDER BY datname <> current_database(), datname"
+)
+"""Every database a login may open (pg_hba.conf may trust a role in one of them only)."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +61,17 @@ class Login:
 
 
 def login_of(conn: psycopg.Connection[Any]) -> Login:
-    """How ``conn`` (the store's connection) logged in, and what a command could try."""
+    """How ``conn`` (the store's connection, outside a transaction) logged in, and what a
+    command could try."""
     info = conn.info
     routes = [info.host]
     for directory in SOCKET_DIRS:
         if directory != info.host and os.path.exists(f"{directory}/.s.PGSQL.{info.port}"):
             routes.append(directory)
-    roles = dict.fromkeys((info.user, getpass.getuser()))
-    attempts = tuple((host, info.port, role, info.dbname) for role in roles for host in routes)
+    roles = [row[0] for row in conn.execute(WRITERS, {"schema": SCHEMA}).fetchall()]
+    databases = [row[0] for row in conn.execute(DATABASES).fetchall()]
+    attempts = tuple(
+        (host, info.port, role, db) for role in roles for host in routes for db in databases
+    )
     password = info.password if conn.pgconn.used_password else None
     return Login(password or None, attempts)

@@ -3,9 +3,10 @@
 
     python -I -c "$(cat .../postgres_probe.py)" '[[host, port, role, database], ...]'
 
-Prints, one per line, each attempt that logged in and may write the store's runs (a row of
-``subagents.runs`` it could insert, change or delete): libpq's defaults and no more, so a
-password file, a service file or a client certificate the command can read counts, and a
+Prints, one per line, each role and route that logged in to one of the databases (the
+first that let it in): every role tried may change the store, from any database
+(``store.postgres_login.WRITERS``), so a login is enough. libpq's defaults and no more, so
+a password file, a service file or a client certificate the command can read counts, and a
 trusting or ``peer`` server counts. Imports psycopg and the standard library only.
 """
 
@@ -14,14 +15,10 @@ from __future__ import annotations
 import json
 import sys
 
-CAN_WRITE = (
-    "SELECT coalesce(has_table_privilege(to_regclass('subagents.runs'),"
-    " 'INSERT, UPDATE, DELETE'), false)"
-)
 TIMEOUT_S = 10
 
 
-def can_write(host: str, port: int, role: str, database: str) -> bool:
+def logs_in(host: str, port: int, role: str, database: str) -> bool:
     import psycopg
 
     try:
@@ -34,16 +31,18 @@ def can_write(host: str, port: int, role: str, database: str) -> bool:
             application_name="subagents reach probe",
             autocommit=True,
         ) as conn:
-            row = conn.execute(CAN_WRITE).fetchone()
+            conn.execute("SELECT 1")
     except psycopg.Error:
         return False
-    return bool(row and row[0])
+    return True
 
 
 def main(argv: list[str]) -> int:
+    found = set()
     for host, port, role, database in json.loads(argv[1]):
-        if can_write(host, int(port), role, database):
-            print(f"role {role!r} over {host}:{port}", flush=True)
+        if (role, host) not in found and logs_in(host, int(port), role, database):
+            found.add((role, host))
+            print(f"role {role!r} over {host}:{port} (database {database!r})", flush=True)
     return 0
 
 
