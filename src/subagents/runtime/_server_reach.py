@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -42,6 +43,9 @@ from subagents.store.base import RunStore
 from subagents.store.locations import is_database_url, redacted
 from subagents.tools.modes import MODES
 from subagents.tools.sandbox import Sandbox
+
+if TYPE_CHECKING:  # psycopg's, an optional extra
+    from subagents.store.postgres_login import Login
 
 log = get_logger("subagents.runtime")
 
@@ -82,7 +86,7 @@ def check_server_reach(
     where = redacted(url)
     if made.password is not None:
         passed_on(sandbox, workspace, made.password, where)
-    doors = probe(sandbox, workspace, made.attempts, where)
+    doors = probe(sandbox, workspace, made, where)
     if doors:
         raise StoreInReach(
             f"the run store {where} is a database server the commands of runs may reach"
@@ -106,14 +110,13 @@ def passed_on(sandbox: Sandbox, workspace: Path, password: str, where: str) -> N
             )
 
 
-def probe(
-    sandbox: Sandbox, workspace: Path, attempts: tuple[tuple[str, int, str, str], ...], where: str
-) -> list[str]:
+def probe(sandbox: Sandbox, workspace: Path, login: Login, where: str) -> list[str]:
     """The logins ``store.postgres_probe`` made, run as a writing run's command (its
     sandbox, with the network, and its environment)."""
     run = sandbox.for_run(workspace=workspace, read_only=False, network=True)
     temp = Path(tempfile.mkdtemp(prefix="subagents-reach-"))
-    argv = [sys.executable, "-I", "-c", PROBE.read_text(), msgspec.json.encode(attempts).decode()]
+    attempts = msgspec.json.encode(login.attempts).decode()
+    argv = [sys.executable, "-I", "-c", PROBE.read_text(), attempts, login.libpq]
     try:
         done = subprocess.run(
             run.argv(argv, temp),

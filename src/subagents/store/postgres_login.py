@@ -18,12 +18,14 @@ store with it. Over the store's route and every local unix socket of the server'
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from subagents.store.base import StoreError
 from subagents.store.postgres_schema import SCHEMA
 
 SOCKET_DIRS = ("/var/run/postgresql", "/run/postgresql", "/tmp")
@@ -58,6 +60,23 @@ class Login:
 
     password: str | None = field(repr=False)
     attempts: tuple[tuple[str, int, str, str], ...]
+    libpq: str
+    """The libpq the runtime's psycopg uses (``libpq_path``): the probe logs in through it."""
+
+
+def libpq_path() -> str:
+    """The file of the libpq this process loaded with psycopg (its own copy for
+    ``psycopg[binary]``, the system's otherwise); else the system's by its soname.
+    ``StoreError`` when there is none: without it no probe runs (a refusal)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            name = line.rsplit(None, 1)[-1]
+            if os.path.basename(name).startswith("libpq") and ".so" in name:
+                return name
+    found = ctypes.util.find_library("pq")
+    if found is None:
+        raise StoreError("no libpq to check the store's logins with (psycopg's nor the system's)")
+    return found
 
 
 def login_of(conn: psycopg.Connection[Any]) -> Login:
@@ -74,4 +93,4 @@ def login_of(conn: psycopg.Connection[Any]) -> Login:
         (host, info.port, role, db) for role in roles for host in routes for db in databases
     )
     password = info.password if conn.pgconn.used_password else None
-    return Login(password or None, attempts)
+    return Login(password or None, attempts, libpq_path())
