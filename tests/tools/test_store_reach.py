@@ -29,6 +29,7 @@ from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 from subagents.tools.sealed import SealedFiles
+from subagents.tools.web_search import SearchResult, web_search_tool
 from subagents.tools.workspace import Workspace
 
 from .conftest import WAIT
@@ -106,6 +107,27 @@ def test_a_custom_tool_counts_as_starting_processes_unless_it_says_not(tmp_path:
         [agent("worker")], workspace=tmp_path, store=store,
         tools=[*NO_BASH, vouched], builtin_tools=False,
     ) as rt:  # fmt: skip
+        assert rt.store.list_runs() == []
+
+
+class NoResults:
+    def search(
+        self, query: str, *, allowed_domains: tuple[str, ...], blocked_domains: tuple[str, ...]
+    ) -> list[SearchResult]:
+        return []
+
+
+@landlock
+def test_the_shipped_web_search_tool_starts_no_process(tmp_path: Path) -> None:
+    """``web_search_tool`` (shipped, given like a user's tool) asks its provider in the
+    runtime's process: it does not count as starting processes, so a runtime without Bash
+    keeps its store in the workspace as before (on e-pgreach it was refused: the tool kept
+    the default, True)."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    tools = [*NO_BASH, web_search_tool(NoResults())]
+    with Runtime(
+        [agent("worker")], workspace=tmp_path, store=store, tools=tools, builtin_tools=False
+    ) as rt:
         assert rt.store.list_runs() == []
 
 
