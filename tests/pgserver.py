@@ -50,6 +50,8 @@ superuser left behind: a trusted role that may write any store makes every later
 the session's server one the runs' commands reach (``runtime._server_reach``)."""
 ELSEWHERE_ROLE = "trusted_elsewhere"
 """The group whose members the server trusts in the database ``postgres`` alone."""
+TCP_ROLE = "trusted_over_tcp"
+"""The group whose members the server trusts over TCP (127.0.0.1) alone, not by socket."""
 
 
 def _binaries() -> Path | None:
@@ -131,7 +133,8 @@ class PgServer:
 
     def trusted_role(self, role: str, attributes: str = "", group: str = TRUSTED_ROLE) -> str:
         """``role`` made a login ``group`` trusts (``TRUSTED_ROLE``: every database;
-        ``ELSEWHERE_ROLE``: ``postgres`` alone), with ``attributes`` (``CREATE ROLE``'s)."""
+        ``ELSEWHERE_ROLE``: ``postgres`` alone; ``TCP_ROLE``: over TCP alone), with
+        ``attributes`` (``CREATE ROLE``'s)."""
         with self.admin() as conn:
             conn.execute(f'CREATE ROLE "{role}" LOGIN {attributes} IN ROLE "{group}"')
         return role
@@ -169,9 +172,12 @@ class PgServer:
         finally:
             password_file.unlink()
         hba = self.data / "pg_hba.conf"
-        trusting = "".join(
-            f"local {db} +{group} trust\nhost {db} +{group} 127.0.0.1/32 trust\n"
-            for db, group in (("all", TRUSTED_ROLE), ("postgres", ELSEWHERE_ROLE))
+        trusting = (
+            "".join(
+                f"local {db} +{group} trust\nhost {db} +{group} 127.0.0.1/32 trust\n"
+                for db, group in (("all", TRUSTED_ROLE), ("postgres", ELSEWHERE_ROLE))
+            )
+            + f"host all +{TCP_ROLE} 127.0.0.1/32 trust\n"
         )
         hba.write_text(trusting + hba.read_text())
 
@@ -250,7 +256,7 @@ def pg_server() -> Iterator[PgServer]:
         server.init()
         _start_on_a_free_port(server)
         with server.admin() as conn:
-            for group in (TRUSTED_ROLE, ELSEWHERE_ROLE):
+            for group in (TRUSTED_ROLE, ELSEWHERE_ROLE, TCP_ROLE):
                 conn.execute(f'CREATE ROLE "{group}" NOLOGIN')
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import structlog
 
-from pgserver import ELSEWHERE_ROLE, PASSWORD, PgServer
+from pgserver import ELSEWHERE_ROLE, PASSWORD, TCP_ROLE, PgServer
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus
 from subagents.runtime import Runtime, StoreInReach
@@ -99,6 +99,27 @@ def test_the_stores_role_trusted_in_another_database_does_not_start(
     store = pg_url.replace("postgres:", f"{role}:", 1)
     with pytest.raises(StoreInReach, match=f"role '{role}' over 127.0.0.1"):
         Runtime([WORKER], workspace=tmp_path, store=store)
+
+
+@landlock
+def test_a_store_reached_by_socket_whose_server_trusts_tcp_does_not_start(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """The runtime reaches its store by the unix socket, with a password; the server trusts
+    a superuser over TCP (127.0.0.1) alone, which a command with the network reaches too.
+    The runtime refuses. Before the fix the probe tried the store's route (the socket)
+    alone, and the runtime started."""
+    db = pg_url.rsplit("/", 1)[1]
+    role = pg_server.trusted_role(f"tcp_{db}", "SUPERUSER", TCP_ROLE)
+    by_socket = (
+        f"postgresql://postgres:{PASSWORD}@/{db}?host={pg_server.data}&port={pg_server.port}"
+    )
+    try:
+        with pytest.raises(StoreInReach, match=f"role '{role}' over 127.0.0.1"):
+            Runtime([WORKER], workspace=tmp_path, store=by_socket)
+    finally:
+        with pg_server.admin() as admin:
+            admin.execute(f'DROP ROLE "{role}"')
 
 
 @landlock

@@ -12,8 +12,9 @@ could change the store (``WRITERS``: the store's own, a superuser, one that may 
 or set passwords, one that may write, own or trigger on a table of the store's schema, or
 become one that may) and in every database the server lets one connect to: a login
 anywhere is enough, for any role may set its own password there and then log in to the
-store with it. Over the store's route and every local unix socket of the server's port
-(``Login.attempts``), by ``postgres_probe`` in the runs' sandbox and environment.
+store with it. Over the store's route, the loopback addresses when the server is this
+machine's, and every local unix socket of the server's port (``Login.attempts``), by
+``postgres_probe`` in the runs' sandbox and environment.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ from subagents.store.postgres_schema import SCHEMA
 
 SOCKET_DIRS = ("/var/run/postgresql", "/run/postgresql", "/tmp")
 """Where a local server's unix sockets are (Debian's, and libpq's compiled-in default)."""
+
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+"""This machine's names: a server reached by one of them or by a unix socket is tried over
+both loopback addresses too (pg_hba.conf may trust TCP logins and not socket ones, or
+``::1`` and not ``127.0.0.1``)."""
 
 WRITERS = """
 SELECT r.rolname FROM pg_roles r
@@ -84,6 +90,8 @@ def login_of(conn: psycopg.Connection[Any]) -> Login:
     command could try."""
     info = conn.info
     routes = [info.host]
+    if info.host.startswith("/") or info.host in LOOPBACK:  # a server of this machine
+        routes += [address for address in LOOPBACK[1:] if address != info.host]
     for directory in SOCKET_DIRS:
         if directory != info.host and os.path.exists(f"{directory}/.s.PGSQL.{info.port}"):
             routes.append(directory)
