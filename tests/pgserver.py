@@ -29,10 +29,29 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    import psycopg
+
 BIN_DIRS = ("/usr/lib/postgresql/*/bin",)
+PASSWORD = "test-only-secret"
+"""The ``postgres`` role's password, in every URL the server gives (``url``): the server
+asks every login for one (``scram-sha-256``, local and TCP), as a store the runs' commands
+cannot log into must (``runtime._server_reach``); a server trusting local logins is
+refused at start whenever runs have the network."""
+TRUSTED_ROLE = "trusting"
+"""The group whose members the server lets in without a password (``trust``, local and TCP,
+``+trusting`` in pg_hba.conf): the way a run's command logs in to a carelessly set up server
+(``trusted_url``, ``trusted_role``). Its members are roles of one test each, never a
+superuser left behind: a trusted role that may write any store makes every later store of
+the session's server one the runs' commands reach (``runtime._server_reach``)."""
+ELSEWHERE_ROLE = "trusted_elsewhere"
+"""The group whose members the server trusts in the database ``postgres`` alone."""
+TCP_ROLE = "trusted_over_tcp"
+"""The group whose members the server trusts over TCP (127.0.0.1) alone, not by socket."""
 
 
 def _binaries() -> Path | None:
@@ -95,8 +114,36 @@ class PgServer:
     def data(self) -> Path:
         return self.root / "data"
 
+    @property
+    def socket(self) -> str:
+        """The server's unix socket (in its data directory)."""
+        return str(self.data / f".s.PGSQL.{self.port}")
+
     def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+        return f"postgresql://postgres:{PASSWORD}@127.0.0.1:{self.port}/{dbname}"
+
+    def trusted_url(self, url: str) -> str:
+        """``url``'s database as a role of its own the server trusts (``trusted_role``),
+        which may create the store there."""
+        db = url.rsplit("/", 1)[1]
+        role = self.trusted_role(f"trusting_{db}")
+        with self.admin() as conn:
+            conn.execute(f'GRANT CREATE ON DATABASE "{db}" TO "{role}"')
+        return f"postgresql://{role}@127.0.0.1:{self.port}/{db}"
+
+    def trusted_role(self, role: str, attributes: str = "", group: str = TRUSTED_ROLE) -> str:
+        """``role`` made a login ``group`` trusts (``TRUSTED_ROLE``: every database;
+        ``ELSEWHERE_ROLE``: ``postgres`` alone; ``TCP_ROLE``: over TCP alone), with
+        ``attributes`` (``CREATE ROLE``'s)."""
+        with self.admin() as conn:
+            conn.execute(f'CREATE ROLE "{role}" LOGIN {attributes} IN ROLE "{group}"')
+        return role
+
+    def admin(self) -> psycopg.Connection[tuple[object, ...]]:
+        """A connection as the server's superuser, committing each statement."""
+        import psycopg
+
+        return psycopg.connect(self.url(), autocommit=True)
 
     def _as_postgres(self, *argv: str) -> list[str]:
         if os.geteuid() == 0:
@@ -114,9 +161,25 @@ class PgServer:
         self.data.mkdir()
         if os.geteuid() == 0:
             shutil.chown(self.data, "postgres")
-        self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"
+        password_file = self.root / "password"
+        password_file.write_text(PASSWORD)
+        os.chmod(password_file, 0o644)  # read by initdb as the postgres user
+        try:
+            self._run(
+                str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                "-A", "scram-sha-256", f"--pwfile={password_file}",
+            )  # fmt: skip
+        finally:
+            password_file.unlink()
+        hba = self.data / "pg_hba.conf"
+        trusting = (
+            "".join(
+                f"local {db} +{group} trust\nhost {db} +{group} 127.0.0.1/32 trust\n"
+                for db, group in (("all", TRUSTED_ROLE), ("postgres", ELSEWHERE_ROLE))
+            )
+            + f"host all +{TCP_ROLE} 127.0.0.1/32 trust\n"
         )
+        hba.write_text(trusting + hba.read_text())
 
     def start(self) -> None:
         options = (
@@ -192,6 +255,9 @@ def pg_server() -> Iterator[PgServer]:
     try:
         server.init()
         _start_on_a_free_port(server)
+        with server.admin() as conn:
+            for group in (TRUSTED_ROLE, ELSEWHERE_ROLE, TCP_ROLE):
+                conn.execute(f'CREATE ROLE "{group}" NOLOGIN')
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

@@ -13,6 +13,7 @@ from clikit import Cli
 from polling import wait_until
 from subagents.cli.runtime_args import cluster_from
 from subagents.cli.state import CliError
+from subagents.store.locations import redacted
 from subagents.store.postgres_schema import SCHEMA
 
 
@@ -32,7 +33,7 @@ def _has_store(url: str) -> bool:
 def test_a_database_without_a_store_is_named_and_left_untouched(cli: Cli, pg_url: str) -> None:
     proc = cli("ps", "--state", pg_url)
     assert proc.returncode == 1, proc.stderr
-    assert f"{pg_url}: no run store in this database yet" in proc.stderr
+    assert f"{redacted(pg_url)}: no run store in this database yet" in proc.stderr
     assert not _has_store(pg_url)
 
 

@@ -27,6 +27,7 @@ import msgspec
 import pytest
 import structlog
 
+from pgserver import PASSWORD
 from polling import wait_until
 from subagents import FunctionAgent, Runtime, SQLiteStore
 from subagents.behaviour.function import AgentContext
@@ -183,10 +184,10 @@ def test_on_postgresql_the_stop_is_kept_and_the_lease_lost(pg_url: str) -> None:
     db = pg_url.rsplit("/", 1)[1]
     role = f"host_{db}"  # (roles are the server's: one per test database)
     with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{PASSWORD}'")
         admin.execute(f'GRANT ALL ON DATABASE "{db}" TO "{role}"')
         admin.execute(f'GRANT ALL ON SCHEMA public TO "{role}"')
-    host_url = pg_url.replace("postgres@", f"{role}@", 1)
+    host_url = pg_url.replace("postgres:", f"{role}:", 1)  # (the same password)
     gate = threading.Event()
 
     def holds(ctx: AgentContext) -> str:

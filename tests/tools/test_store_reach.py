@@ -20,16 +20,16 @@ from subagents.messages import RunStatus, ToolResultBlock
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.runtime._store_reach import StoreInReach
-from subagents.store.locations import redacted
 from subagents.store.sqlite import SQLiteStore
+from subagents.tools.base import Tool
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.errors import ToolError
 from subagents.tools.filestate import write_text
-from subagents.tools.modes import MODES
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
 from subagents.tools.sandbox_exec import kernel_abi
 from subagents.tools.sealed import SealedFiles
+from subagents.tools.web_search import SearchResult, web_search_tool
 from subagents.tools.workspace import Workspace
 
 from .conftest import WAIT
@@ -81,6 +81,54 @@ def test_a_runtime_whose_commands_could_write_its_store_does_not_start(
     what = "the workspace" if where == "workspace" else "a Sandbox(writable=...) directory"
     assert f"({what}), which the commands of runs may write" in said
     assert "--state PATH, $SUBAGENTS_STATE" in said and "--workspace DIR" in said
+    assert not store.parent.exists()  # refused before it was opened: no file left behind
+
+
+def shell(command: str) -> str:
+    """Runs a shell command (a custom tool that starts processes)."""
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, check=False)
+    return done.stdout
+
+
+@landlock
+def test_a_custom_tool_counts_as_starting_processes_unless_it_says_not(tmp_path: Path) -> None:
+    """No Bash, but a tool of the owner's that runs commands: unknown tools count, so the
+    store in the workspace is refused; a tool whose maker says it starts no process
+    (``starts_processes=False``) does not count, and the runtime starts."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    with pytest.raises(StoreInReach, match=r"inside .* \(the workspace\)"):
+        Runtime(
+            [agent("worker")], workspace=tmp_path, store=store,
+            tools=[*NO_BASH, shell], builtin_tools=False,
+        )  # fmt: skip
+    assert not store.parent.exists()
+    vouched = Tool.from_function(shell, starts_processes=False)
+    with Runtime(
+        [agent("worker")], workspace=tmp_path, store=store,
+        tools=[*NO_BASH, vouched], builtin_tools=False,
+    ) as rt:  # fmt: skip
+        assert rt.store.list_runs() == []
+
+
+class NoResults:
+    def search(
+        self, query: str, *, allowed_domains: tuple[str, ...], blocked_domains: tuple[str, ...]
+    ) -> list[SearchResult]:
+        return []
+
+
+@landlock
+def test_the_shipped_web_search_tool_starts_no_process(tmp_path: Path) -> None:
+    """``web_search_tool`` (shipped, given like a user's tool) asks its provider in the
+    runtime's process: it does not count as starting processes, so a runtime without Bash
+    keeps its store in the workspace as before (on e-pgreach it was refused: the tool kept
+    the default, True)."""
+    store = tmp_path / "state" / "runs.sqlite3"
+    tools = [*NO_BASH, web_search_tool(NoResults())]
+    with Runtime(
+        [agent("worker")], workspace=tmp_path, store=store, tools=tools, builtin_tools=False
+    ) as rt:
+        assert rt.store.list_runs() == []
 
 
 @landlock
@@ -238,31 +286,6 @@ def test_a_store_with_a_second_name_inside_the_workspace_does_not_start(tmp_path
     said = str(refused.value)
     assert f"the run store's file {store} has another name (2 names, a hardlink)" in said
     assert f"find / -xdev -samefile {store}" in said and "--state PATH" in said
-
-
-@pytest.mark.parametrize("network", ["on", "off"])
-def test_a_postgresql_store_the_runs_commands_may_reach_is_warned_of(
-    pg_url: str, tmp_path: Path, network: str
-) -> None:
-    """A database server's store has no file to keep out of reach: a run's command with
-    the network on reaches the server like any client (the test server trusts every local
-    login), so the runtime says so at start, naming the store without its password; with
-    the network off in every mode (Landlock ABI 4+) it has nothing to say."""
-    if network == "off" and kernel_abi() < 4:
-        pytest.skip("turning the network off needs Landlock ABI 4")
-    sandbox = Sandbox(network=dict.fromkeys(MODES, network))
-    with (
-        structlog.testing.capture_logs() as logs,
-        Runtime([agent("worker")], workspace=tmp_path, store=pg_url, sandbox=sandbox),
-    ):
-        pass
-    warned = [e for e in logs if "database server" in e["event"]]
-    if network == "off":
-        assert warned == []
-        return
-    assert len(warned) == 1 and warned[0]["log_level"] == "warning", logs
-    assert warned[0]["store"] == redacted(pg_url)
-    assert "answer its own approvals" in warned[0]["event"]
 
 
 @landlock

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,17 @@ class ClusterStore(RunStore):
         return cls(head_actor(name=name, path=path, create=create), name=name, address=address)
 
     # ---- transport -------------------------------------------------------------------------
+
+    def run_on_head(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a task on the head node, where the store's file is (what only its
+        file system can tell: ``runtime._store_reach``); its error raised here as it was
+        there."""
+        from subagents.cluster.head import HEAD_RESOURCE
+
+        task = self._ray.remote(fn).options(
+            num_cpus=0, resources={HEAD_RESOURCE: 0.001}, max_retries=0
+        )
+        return self._get(task.remote(*args), f"running {fn.__name__} on the head")
 
     def _get(self, ref: Any, doing: str) -> Any:
         ray = self._ray

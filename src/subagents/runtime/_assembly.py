@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -35,8 +35,16 @@ from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.runtime._approvals import remembered_rules
 from subagents.runtime._cluster_backend import ClusterBackend
-from subagents.runtime._store_reach import check_store_reach, starts_processes
+from subagents.runtime._server_reach import check_server_reach
+from subagents.runtime._store_reach import (
+    check_path_reach,
+    check_store_reach,
+    hub_starts_commands,
+    servers_start_commands,
+    starts_processes,
+)
 from subagents.store.base import RunStore
+from subagents.store.locations import is_database_url, store_location
 from subagents.store.memory import MemoryStore
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.limits import LimitError, Limits, shown
@@ -170,14 +178,51 @@ def supervisor_core(
     return core
 
 
+class OpenedStore(NamedTuple):
+    """The runtime's store, whether it opened it (and so closes it), and the sandbox the
+    store's reach was checked against (resolved once: the runs' commands start in it)."""
+
+    store: RunStore
+    owned: bool
+    sandbox: Sandbox
+
+
 def store_for(
+    given: RuntimeArguments, tools: Mapping[str, Tool], backend: ClusterBackend, address: str | None
+) -> OpenedStore:
+    """The runtime's store (``given_store``), one named by its path checked before it is
+    opened (``check_unopened_store``): a store refused leaves no file behind."""
+    sandbox = Sandbox.coerce(given.sandbox, given.tool_env)
+    check_unopened_store(given, tools, sandbox)
+    owned = given.store is None or isinstance(given.store, str | os.PathLike)
+    return OpenedStore(given_store(given.store, backend, address), owned, sandbox)
+
+
+def check_unopened_store(
+    given: RuntimeArguments, tools: Mapping[str, Tool], sandbox: Sandbox
+) -> None:
+    """``StoreInReach`` for a SQLite store named by its path (``store=``) that the runs'
+    commands could write, before ``given_store`` opens it: a refused start makes no file
+    (``runtime._store_reach``; a store given opened, or a server's, is checked later)."""
+    if not isinstance(given.store, str | os.PathLike):
+        return
+    location = store_location(os.fspath(given.store))
+    if is_database_url(location):
+        return
+    root = given.workspace if given.workspace is not None else os.getcwd()
+    mcp = servers_start_commands(given.mcp_servers, bool(given.allow_mcp_commands))
+    processes = starts_processes(tools, bool(given.allow_hooks), mcp)
+    path = Path(location).expanduser()  # as SQLiteStore names it
+    check_path_reach(sandbox, path, Workspace(root).root, processes=processes)
+
+
+def given_store(
     store: RunStore | str | os.PathLike[str] | None, backend: ClusterBackend, address: str | None
 ) -> RunStore:
     """The store given (a ``postgresql://`` URL or a SQLite file's path: opened here,
     ``store.locations``); else on a cluster the cluster's (the one every node and the CLI
     reach), else one in memory."""
     if isinstance(store, str | os.PathLike):
-        from subagents.store.locations import store_location
         from subagents.store.opening import open_location
 
         return open_location(store_location(os.fspath(store)))
@@ -346,6 +391,7 @@ def agent_env(
     mcp: McpHub | None,
     worktrees: Worktrees | None,
     store: RunStore,
+    sandbox: Sandbox,
 ) -> AgentEnv:
     """The services a run's behaviour uses: the parts the runtime made, and its arguments
     about approvals and the sandbox (checked; ``StoreInReach`` when the runs could write
@@ -354,9 +400,10 @@ def agent_env(
     in_store = given.approve == "store"
     if given.approve is not None and not in_store and not callable(given.approve):
         raise TypeError(f"approve must be a callable or 'store', got {given.approve!r}")
-    sandbox = Sandbox.coerce(given.sandbox, given.tool_env)
-    commands = starts_processes(tools, allow_hooks, mcp)
-    check_store_reach(sandbox, store, workspace, processes=commands)
+    commands = starts_processes(tools, allow_hooks, hub_starts_commands(mcp))
+    if not isinstance(given.store, str | os.PathLike):  # a file named was checked unopened
+        check_store_reach(sandbox, store, workspace, processes=commands)
+    check_server_reach(sandbox, store, workspace.root, processes=commands)
     sandbox = sandbox.hiding(workspace.sealed)  # nor read it
     return AgentEnv(
         model=model,

@@ -147,10 +147,9 @@ class Runtime:
         self.owner = new_owner() if owner is None else checked_owner(owner)
         """The id on the runs it hosts; its lease (``store.leases``) says it is alive."""
         self.limits = limits_of(limits)
-        self._owns_store = store is None or isinstance(store, str | os.PathLike)
-        self.store = store_for(store, backend, address)
-        self.strict = strict
         self.tools = tools_for(tools, builtin_tools)  # before any definition is checked
+        self.store, self._owns_store, self._sandbox = store_for(given, self.tools, backend, address)
+        self.strict = strict
         self.tool_names = runtime_tool_names(self.tools)
         """Every tool this runtime has, by name: what definitions' ``tools`` are checked
         against (with Claude Code's names and MCP's ``mcp__`` prefix)."""
@@ -217,6 +216,7 @@ class Runtime:
             mcp=self.mcp,
             worktrees=self.worktrees,
             store=self.store,
+            sandbox=self._sandbox,
         )
         self._starts.approvals_in_store = self.env.approvals_in_store
 

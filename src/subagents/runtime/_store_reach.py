@@ -16,34 +16,33 @@ and ``-journal`` files there) against
 - where ``isolation: worktree`` runs get theirs: ``<repo>/.claude/worktrees`` and the
   repository's ``objects``, ``refs``, ``logs`` and ``worktrees`` (``isolation/worktrees.py``).
 
-A runtime whose runs start no process (no ``Bash``, hooks or stdio MCP servers) is not
-refused: its file tools, which run outside the sandbox, refuse the store's files wherever it
-is (``tools.sealed``). A ``plan`` runtime is refused like any other: its runs' processes
-write only their temporary directory, but a run whose plan is approved (ExitPlanMode) goes
-on in a writing mode (``behaviour/plan_exit.py``), and then its commands could write the
-store and answer its later asks.
+A runtime whose runs start no process (no ``Bash``, no custom tool that may, no hooks or
+stdio MCP servers) is not refused: its file tools, which run outside the sandbox, refuse the
+store's files wherever it is (``tools.sealed``). A ``plan`` runtime is refused like any
+other: its runs' processes write only their temporary directory, but a run whose plan is
+approved (ExitPlanMode) goes on in a writing mode (``behaviour/plan_exit.py``), and then
+its commands could write the store and answer its later asks.
 
 Without a sandbox (``Runtime(sandbox=False)``, or a kernel without Landlock) the runs'
 commands have the user's rights: the store is as open to them as every other file of the
 user, wherever it is. The runtime then says so at start rather than refusing: refusing
 would leave such a machine no way to run commands at all. A PostgreSQL store has no file:
-a command with the network on reaches its server like any client, and only the server's
-logins keep it out, which nothing here can check: the runtime says so at start too.
+``runtime._server_reach`` checks that no run's command can log in to it.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from subagents.logs import get_logger
-from subagents.mcp.config import StdioServer
+from subagents.mcp.config import StdioServer, parse_servers
 from subagents.mcp.hub import McpHub
 from subagents.store.base import RunStore, StoreError
-from subagents.store.locations import is_database_url, redacted
-from subagents.tools.modes import MODES
+from subagents.store.locations import is_database_url
 from subagents.tools.sandbox import Sandbox, git_dirs_of_worktree
 from subagents.tools.sealed import SQLITE_SUFFIXES, SealedFiles
 from subagents.tools.workspace import Workspace
@@ -84,16 +83,36 @@ def workspace_of(given: str | os.PathLike[str] | None, store: RunStore) -> Works
     return Workspace(root, sealed=sealed_files(store))
 
 
-def starts_processes(tools: Mapping[str, Any], allow_hooks: bool, mcp: McpHub | None) -> bool:
-    """Whether a run could start a process: Bash, a hook, or a stdio MCP server (the
-    runtime's own, or a definition's when definitions' commands are allowed)."""
-    if "Bash" in tools or allow_hooks:
-        return True
+def starts_processes(tools: Mapping[str, Any], allow_hooks: bool, mcp_commands: bool) -> bool:
+    """Whether a run could start a process: Bash, any tool that does not say it starts none
+    (``Tool.starts_processes``: a custom tool counts unless its maker said so), a hook, or
+    a stdio MCP server (``mcp_commands``: ``hub_starts_commands``,
+    ``servers_start_commands``)."""
+    return (
+        allow_hooks
+        or mcp_commands
+        or any(getattr(tool, "starts_processes", True) for tool in tools.values())
+    )
+
+
+def hub_starts_commands(mcp: McpHub | None) -> bool:
+    """Whether the runtime's MCP servers, or a definition's, may start a command: a stdio
+    server of its own, or definitions' commands allowed."""
     if mcp is None:
         return False
     return mcp.allow_commands or any(
         isinstance(server.config, StdioServer) for server in mcp.servers.values()
     )
+
+
+def servers_start_commands(mcp_servers: Any, allow_commands: bool) -> bool:
+    """``hub_starts_commands`` of the hub ``Runtime(mcp_servers=..., allow_mcp_commands=...)``
+    will make, before it is made (a project's ``.mcp.json`` starts commands only when they
+    are allowed). ``McpConfigError`` names a bad server, as the hub would."""
+    if allow_commands:
+        return True
+    servers = parse_servers(mcp_servers, origin="Runtime(mcp_servers=...)")
+    return any(isinstance(server.config, StdioServer) for server in servers.values())
 
 
 def check_store_reach(
@@ -107,9 +126,29 @@ def check_store_reach(
     a warning when no sandbox holds them at all. ``processes``: whether runs can start any
     (``starts_processes``)."""
     path = store_path(store)
-    if path is None or not processes:
-        if processes:
-            warn_of_server(sandbox, store)
+    if path is None:  # a server's store: runtime._server_reach
+        return
+    on_head = getattr(store, "run_on_head", None)  # a cluster's: the file is on its head
+    if on_head is not None and processes and sandbox.enabled and sandbox.abi:
+        on_head(check_on_head, sandbox, str(path), str(workspace.root))
+    check_path_reach(sandbox, path, workspace.root, processes=processes)
+
+
+def check_on_head(sandbox: Sandbox, path: str, workspace: str) -> None:
+    """``check_path_reach`` run on a cluster's head node, which holds the store's file: its
+    directories, links, mounts and git repositories are the ones the commands of the runs
+    hosted there meet, which the driver's machine (another, perhaps) cannot see."""
+    try:
+        check_path_reach(sandbox, Path(path), Path(workspace), processes=True)
+    except StoreInReach as refused:
+        where = f"checked on the cluster's head node {socket.gethostname()}, which holds it"
+        raise StoreInReach(f"{refused} ({where})") from None
+
+
+def check_path_reach(sandbox: Sandbox, path: Path, workspace: Path, *, processes: bool) -> None:
+    """``check_store_reach`` of the SQLite file ``path``, which need not exist yet: checked
+    before the runtime opens (and so makes) it, a refused store leaves no file behind."""
+    if not processes:
         return
     if not (sandbox.enabled and sandbox.abi):
         log.warning(
@@ -119,7 +158,7 @@ def check_store_reach(
         )
         return
     directory = Path(os.path.realpath(path)).parent
-    for root, what in writable_roots(sandbox, workspace.root):
+    for root, what in writable_roots(sandbox, workspace):
         if inside(directory, root):
             raise StoreInReach(
                 f"the run store {path} is inside {root} ({what}), which the commands of"
@@ -127,26 +166,6 @@ def check_store_reach(
                 f" and change records. {FIX}"
             )
     second_names(path)
-
-
-def warn_of_server(sandbox: Sandbox, store: RunStore) -> None:
-    """A warning when the store is a database server's and the runs' commands may use the
-    network: no file to keep out of their reach, a command reaches the server like any
-    client, and only the server's logins keep it out (nothing here can check them)."""
-    url = getattr(store, "url", None)
-    if not isinstance(url, str) or not is_database_url(url):
-        return
-    held = sandbox.enabled and (sandbox.abi or 0) >= 4  # else the network stays on
-    if held and all(sandbox.network.get(mode, "on") == "off" for mode in MODES):
-        return
-    log.warning(
-        "the run store is a database server's, which the runs' commands may reach over the"
-        " network: one that can log in (a server trusting local logins, a password in"
-        " ~/.pgpass or on a command line) could rewrite it, answer its own approvals and"
-        " change records. Give the runtime a login no run can use, or turn the runs'"
-        " network off (Sandbox(network=...))",
-        store=redacted(url),
-    )
 
 
 def second_names(path: Path) -> None:

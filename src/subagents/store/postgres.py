@@ -47,6 +47,7 @@ from subagents.store.base import MailRecording, RunStore, StoreError
 from subagents.store.locations import is_database_url, local_folder, redacted
 from subagents.store.postgres_approvals import PgApprovalRows
 from subagents.store.postgres_listen import CommandListener
+from subagents.store.postgres_login import Login, login_of
 from subagents.store.postgres_processes import PgProcessRows
 from subagents.store.postgres_rows import PgMailRows, PgResumeRows
 from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
@@ -427,6 +428,15 @@ class PostgresStore(RunStore):
             retention_days=retention_days,
             dry_run=dry_run,
         )
+
+    def login(self) -> Login:
+        """How this store logged in (its password, if the server asked for one) and the
+        logins a run's command could attempt (``store.postgres_login``)."""
+        with self._tx.lock:
+            try:
+                return login_of(self._tx.connection())
+            except Exception as exc:  # psycopg's: this module imports it lazily
+                raise StoreError(f"{self.where}: listing the roles that may log in: {exc}") from exc
 
     def meta(self) -> dict[str, str]:
         """The store's meta table (application, schema_version)."""

@@ -95,6 +95,7 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
 
 TOOL = Tool(
     name=NAME,
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(AskInput),
     run=run,

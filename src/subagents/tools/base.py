@@ -59,6 +59,11 @@ class Tool:
     idempotent: bool = False
     needs_approval: bool = False
     edits_files: bool = False
+    starts_processes: bool = True
+    """Whether a call may start a process the run chooses (a command, a program, a server):
+    counted when deciding whether the run store must be out of the runs' reach
+    (``runtime._store_reach.starts_processes``). True unless the tool says otherwise, so a
+    tool nobody vouched for counts; the built-ins but ``Bash`` say False."""
     fn: Callable[..., Any] | None = field(default=None, compare=False)
     """The Python function behind a tool made with ``from_function`` (None otherwise)."""
     params: type[msgspec.Struct] | None = field(default=None, compare=False)
@@ -74,8 +79,11 @@ class Tool:
         read_only: bool = False,
         idempotent: bool = False,
         needs_approval: bool = False,
+        starts_processes: bool = True,
     ) -> Tool:
         """Build a tool from ``fn``'s signature, annotations and docstring.
+        ``starts_processes=False``: its calls start no process the run chooses (the run
+        store may then be in the workspace when no other tool does; docs/tools.md).
 
         A parameter annotated ``ToolContext`` is not shown to the model: it receives the
         call's context (workspace, cancel signal, deadline, run id, logger)."""
@@ -117,6 +125,7 @@ class Tool:
             read_only=read_only,
             idempotent=idempotent or read_only,
             needs_approval=needs_approval,
+            starts_processes=starts_processes,
             fn=fn,
             params=params,
         )

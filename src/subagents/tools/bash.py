@@ -276,6 +276,7 @@ BASH = Tool(
 )
 BASH_OUTPUT = Tool(
     name="BashOutput",
+    starts_processes=False,
     description=BASH_OUTPUT_DESCRIPTION,
     input_schema=struct_schema(BashOutputInput),
     run=run_bash_output,
@@ -284,6 +285,7 @@ BASH_OUTPUT = Tool(
 )
 KILL_SHELL = Tool(
     name="KillShell",
+    starts_processes=False,
     description=KILL_SHELL_DESCRIPTION,
     input_schema=struct_schema(KillShellInput),
     run=run_kill_shell,

@@ -167,6 +167,7 @@ def run_multi(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
 
 EDIT = Tool(
     name="Edit",
+    starts_processes=False,
     description=EDIT_DESCRIPTION,
     input_schema=struct_schema(EditInput),
     run=run_edit,
@@ -176,6 +177,7 @@ EDIT = Tool(
 )
 MULTI_EDIT = Tool(
     name="MultiEdit",
+    starts_processes=False,
     description=MULTI_DESCRIPTION,
     input_schema=struct_schema(MultiEditInput),
     run=run_multi,

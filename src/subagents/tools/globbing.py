@@ -104,6 +104,7 @@ def _split_fixed(pattern: str) -> tuple[str, str]:
 
 TOOL = Tool(
     name="Glob",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(GlobInput),
     run=run,

@@ -244,6 +244,7 @@ def _run_rg(cmd: list[str], ctx: ToolContext) -> tuple[int, str, str]:
 
 TOOL = Tool(
     name="Grep",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(GrepInput),
     run=run,

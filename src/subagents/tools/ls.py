@@ -82,6 +82,7 @@ def _walk(folder: Path, depth: int, ignore: list[str], out: list[tuple[int, str]
 
 TOOL = Tool(
     name="LS",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(LSInput),
     run=run,

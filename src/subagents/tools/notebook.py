@@ -120,6 +120,7 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
 
 TOOL = Tool(
     name="NotebookEdit",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(NotebookEditInput),
     run=run,

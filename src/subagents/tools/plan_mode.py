@@ -45,6 +45,7 @@ def run(arguments: Mapping[str, Any], ctx: object) -> str:
 
 TOOL = Tool(
     name=NAME,
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(ExitPlanModeInput),
     run=run,

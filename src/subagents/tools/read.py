@@ -174,6 +174,7 @@ def _count_lines(f: IO[bytes]) -> int:
 
 TOOL = Tool(
     name="Read",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(ReadInput),
     run=run,

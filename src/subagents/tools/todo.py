@@ -95,6 +95,7 @@ def checklist(todos: tuple[TodoItem, ...]) -> str:
 
 TOOL = Tool(
     name=NAME,
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(TodoWriteInput),
     run=run,

@@ -168,6 +168,7 @@ def to_markdown(html: str) -> str:
 
 TOOL = Tool(
     name=NAME,
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(WebFetchInput),
     run=run,

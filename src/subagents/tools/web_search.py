@@ -78,6 +78,7 @@ def web_search_tool(provider: SearchProvider, *, max_results: int = 10) -> Tool:
 
     return Tool(
         name=NAME,
+        starts_processes=False,  # its provider answers in the runtime's process
         description=DESCRIPTION,
         input_schema=struct_schema(WebSearchInput),
         run=run,

@@ -56,6 +56,7 @@ def run(arguments: Mapping[str, Any], ctx: ToolContext | None) -> str:
 
 TOOL = Tool(
     name="Write",
+    starts_processes=False,
     description=DESCRIPTION,
     input_schema=struct_schema(WriteInput),
     run=run,

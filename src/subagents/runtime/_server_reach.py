@@ -1,0 +1,139 @@
+"""The run store out of the runs' reach when it is a database server's: a runtime whose runs'
+commands could log in to its PostgreSQL store does not start.
+
+Why: the store holds every run's record and the pending approvals; a session-17 review saw a
+sandboxed Bash with the network write ``subagents.runs`` with psycopg through a
+password-less local login (the same OS user, a server trusting local logins), and so answer
+its run's own approvals. A server's store has no file to keep out of reach: a command
+reaches the server like any client, so what keeps it out is a login it cannot make. Checked
+here at start, before a run exists, when runs start processes (``starts_processes``) and
+the network is on for one permission mode at least:
+
+- the runtime's password must reach no command: a ``Runtime(tool_env=...)`` variable whose
+  value holds it (``$PGPASSWORD``, a URL) is refused (the rest of the environment is
+  scrubbed, ``tools.sandbox``);
+- no login without that password as a role that may change the store (the store's own, a
+  superuser, ...: ``store.postgres_login.WRITERS``), into any database, may succeed:
+  ``store.postgres_probe`` tries, in the runs' own sandbox and scrubbed environment, each
+  login a command could (``store.postgres_login``): a trusting or ``peer`` server, a
+  readable ``~/.pgpass``, service file or client certificate is found as a command would
+  find it. A probe that cannot run is a refusal too (nothing then says the store is out of
+  reach).
+
+With the network off in every mode (Landlock ABI 4+) there is nothing to check: the launcher
+denies every ``socket()`` but netlink (``sandbox_syscalls``), unix sockets included, so no
+command reaches any server. Without a sandbox the commands have the user's rights (they
+could read the runtime's own memory): a warning, as for a SQLite store.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from subagents.logs import get_logger
+from subagents.runtime._store_reach import StoreInReach
+from subagents.store.base import RunStore
+from subagents.store.locations import is_database_url, redacted
+from subagents.tools.modes import MODES
+from subagents.tools.sandbox import Sandbox
+
+if TYPE_CHECKING:  # psycopg's, an optional extra
+    from subagents.store.postgres_login import Login
+
+log = get_logger("subagents.runtime")
+
+PROBE = Path(__file__).parent.parent / "store" / "postgres_probe.py"
+"""Run by its text (``python -c``): its file may lie where the commands may not read."""
+PROBE_TIMEOUT_S = 120.0
+"""A hang guard for the probe (each of its logins gives up after 10 s)."""
+SERVER_FIX = (
+    "Give the runtime a role of its own whose password no run can read (in the URL or"
+    " $PGPASSWORD of the runtime alone: never in tool_env, ~/.pgpass or a service file a"
+    " command may read), on a server that asks a password of it and of every role that may"
+    " change the store (superusers, roles that may create roles, write or own its tables),"
+    " in every database (pg_hba.conf: no trust or peer for them); or turn the runs' network"
+    " off (Sandbox(network=...)). docs/store.md"
+)
+
+
+def check_server_reach(
+    sandbox: Sandbox, store: RunStore, workspace: Path, *, processes: bool
+) -> None:
+    """``StoreInReach`` when a run's command could write the PostgreSQL ``store``; a
+    warning when no sandbox holds the commands at all."""
+    url = getattr(store, "url", None)
+    login = getattr(store, "login", None)
+    if not processes or not isinstance(url, str) or not is_database_url(url) or login is None:
+        return
+    held = sandbox.enabled and bool(sandbox.abi)
+    if held and (sandbox.abi or 0) >= 4 and all(sandbox.network.get(m) == "off" for m in MODES):
+        return
+    if not held:
+        log.warning(
+            "the runs' commands run without a sandbox: one could log in to the run store's"
+            " server as the runtime does (answer its own approvals, change records)",
+            store=redacted(url),
+        )
+        return
+    made = login()
+    where = redacted(url)
+    if made.password is not None:
+        passed_on(sandbox, workspace, made.password, where)
+    doors = probe(sandbox, workspace, made, where)
+    if doors:
+        raise StoreInReach(
+            f"the run store {where} is a database server the commands of runs may reach"
+            f" (network on), and a command logs in to it without the runtime's password as a"
+            f" role that may change the store: {'; '.join(doors)}. A run could rewrite it, answer"
+            f" its own approvals and change records. {SERVER_FIX}"
+        )
+
+
+def passed_on(sandbox: Sandbox, workspace: Path, password: str, where: str) -> None:
+    """``StoreInReach`` when a variable the commands get (``tool_env``) holds the store's
+    password."""
+    run = sandbox.for_run(workspace=workspace, read_only=False, network=True)
+    for name, value in run.environment(None).items():
+        if password in value:
+            raise StoreInReach(
+                f"the commands of runs get the variable {name} (Runtime(tool_env=...)), which"
+                f" holds the password of the run store {where}: a run could log in, rewrite"
+                f" the store and answer its own approvals. Pass the commands another"
+                f" variable. {SERVER_FIX}"
+            )
+
+
+def probe(sandbox: Sandbox, workspace: Path, login: Login, where: str) -> list[str]:
+    """The logins ``store.postgres_probe`` made, run as a writing run's command (its
+    sandbox, with the network, and its environment)."""
+    run = sandbox.for_run(workspace=workspace, read_only=False, network=True)
+    temp = Path(tempfile.mkdtemp(prefix="subagents-reach-"))
+    attempts = msgspec.json.encode(login.attempts).decode()
+    argv = [sys.executable, "-I", "-c", PROBE.read_text(), attempts, login.libpq]
+    try:
+        done = subprocess.run(
+            run.argv(argv, temp),
+            env=run.environment(temp),
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise StoreInReach(f"{where}: the check that no run may log in did not run: {exc}") from exc
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    if done.returncode != 0:
+        raise StoreInReach(
+            f"{where}: the check that no run's command can log in to the store failed (exit"
+            f" {done.returncode}): {done.stderr.strip()[-500:]}. {SERVER_FIX}"
+        )
+    return done.stdout.splitlines()
