@@ -498,7 +498,7 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
     finally:
         sys.path.remove(str(BENCHMARKS))
     scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
-    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work"}  # no goal: counts
+    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work", "durable_statement"}
     assert set(run_all.NAMES) == scripts - diagnostics
     for name in run_all.NAMES:
         assert name in run_all.GOALS or name in run_all.MORE
@@ -616,6 +616,21 @@ def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
     assert set(report["lock"]) == {"holds", "contended", "held_us", "held_cpu_us", "waited_us"}
     assert "agents" in report["lock"]["holds"]
     assert report["msgs_per_s"] > 0 and "loaded" in report["load"]
+
+
+def test_durable_statement_replays_the_senders_statements_and_the_floors() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "durable_statement.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = msgspec.json.decode(done.stdout)
+    assert report["benchmark"] == "durable_statement" and report["statements"] > 0
+    assert set(report["cpu_us_per_statement"]) == {"store", "bare"}
+    assert report["instructions_per_statement"] == {}  # (callgrind: not with --quick)
 
 
 def test_run_all_keeps_the_quietest_round_and_says_which() -> None:
