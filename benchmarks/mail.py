@@ -53,8 +53,10 @@ most this design can read against the goal's anchor on this machine (``goals.pin
 .reachable``: whether even it meets the goal); its calls per mail are counted beside the
 runtime's (``work_by_role.calls_per_mail.least_mail``). The durable one
 (``least_durable_msgs_per_s``): the same with each mail's row committed by its sender first,
-as the durable floor commits it; ``least_durable_ratio_to_floor`` is the most this design
-reads against the durable goal's anchor (``goals.pingpong_sqlite.reachable``).
+as the durable floor commits it, and each step's report put in a late line the supervisor
+takes within ``LINGER_S`` instead of told to it (as the durable design's ``LateReports``);
+``least_durable_ratio_to_floor`` is the most this design reads against the durable goal's
+anchor (``goals.pingpong_sqlite.reachable``).
 
 Goals (issue 26): per-mail ping-pong in memory >= 0.5x raw pykka ask ping-pong; durable >=
 0.7x its floor; ahead of autogen-core (> 1x) on per-mail 1:1 and N:1, in a quiet round too
