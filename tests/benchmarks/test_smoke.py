@@ -693,3 +693,25 @@ def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
     shape = {"memory_msgs_per_s": 100, "sqlite_msgs_per_s": 50}
     (row,) = run_all._goal_mail({"figures": {"n_to_one": shape}})
     assert row[1] == "not measured" and row[5] == "**not measured**"
+
+
+def test_durable_statements_counted_replays_fix_the_hash_seed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Callgrind's count of a replay moves by millions of instructions with the hash seed
+    (a random one per process): the long and the short replay must share one. (The
+    process is not started: what ``subprocess.run`` is handed is the subject.)"""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import durable_statement
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    envs: list[dict[str, str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        envs.append(kwargs.get("env") or {})
+        return subprocess.CompletedProcess(command, 0, "", "==1== Collected : 5\n")
+
+    monkeypatch.setattr(durable_statement.subprocess, "run", run)
+    assert durable_statement._instructions(tmp_path, "store", 10) == 5
+    assert envs[0].get("PYTHONHASHSEED") == "0"
