@@ -38,19 +38,25 @@ is one queue and one thread). So its rate is an upper bound of the runtime's pin
 even it is below a goal on this machine, the goal needs another design (no supervisor tell
 per mail, say), not fewer calls.
 
-The durable variant (``commit``, ``mail.py``'s ``least_durable``) adds what a durable mail of
-this design must: its sender commits the mail's row (one ``INSERT`` in autocommit, the
-durable floor's own statement and file settings) before its step's other work. It leaves out
-the store's fence (the lease and the sender's start checked in the statement), the journal
-entries the row carries, and the supervisor's commits (one per lingering group). It does
-one thing more than the design: its supervisor is told each step's report at once, where
-the durable design puts them in a line the supervisor takes within ``LINGER_S``
-(``actors/group_linger.py`` ``LateReports``), so an idle supervisor is not woken per mail:
-a bound of the durable design's rate only while its supervisor stays busy.
+The durable variant (``commit`` and ``late``, ``mail.py``'s ``least_durable``) adds what a
+durable mail of this design must: its sender commits the mail's row (one ``INSERT`` in
+autocommit, the durable floor's own statement and file settings) before its step's other
+work; and it puts its step's report in a late line (``LateLine``) instead of telling the
+supervisor, as the durable design does (``actors/group_linger.py`` ``LateReports``): one
+deque for all the agents, the supervisor told ``Due`` by a timer thread ``LINGER_S`` after
+the first report of an empty stretch, and taking everything in line before any message it
+handles. So an idle supervisor is not woken per mail, as the design's is not; told per mail,
+as this floor's supervisor was before, it did more than the design, and an "unreachable"
+read from it would not have stood. It leaves out the store's fence (the lease and the
+sender's start checked in the statement), the journal entries the row carries, and the
+supervisor's commits (one per lingering group). The in-memory variant tells the supervisor
+at once (the runtime's in-memory supervisor puts its reports in line too,
+``GroupLinger.after``: that floor still does this one thing more than the design).
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import queue
 import sys
@@ -64,6 +70,7 @@ import pykka
 from pykka._envelope import Envelope
 
 from _common import Rate, mark, rate_of
+from subagents.actors.group_linger import LINGER_S
 from subagents.actors.inbox import FastInboxActor
 from subagents.messages import Event, EventKind, Mail, MailState
 
@@ -95,21 +102,78 @@ def _named_loop(actor: FastInboxActor, name: str) -> None:
     threading.Thread(target=actor._actor_loop, name=name, daemon=True).start()
 
 
+class Due:
+    """Told to the supervisor by the late line's timer: take the reports in line."""
+
+    __slots__ = ()
+
+
+DUE = Due()
+
+
+class LateLine:
+    """The least of the durable design's late line (``LateReports``): agents append their
+    reports to one deque (one C call under the GIL) and, when no wake-up is on its way, arm
+    one ``LINGER_S`` later on a timer thread of its own (the runtime's ``TimerService``);
+    the supervisor takes the whole line when it wakes, before any message it handles."""
+
+    def __init__(self, delay: float = LINGER_S) -> None:
+        self.reports: collections.deque[Posted] = collections.deque()
+        self.delay = delay
+        self.supervisor: pykka.ActorRef[Any] | None = None
+        self._due = 0.0
+        self._arms: queue.SimpleQueue[float | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._time, name="least-timer", daemon=True)
+        self._thread.start()
+
+    def put(self, report: Posted) -> None:
+        self.reports.append(report)
+        now = time.monotonic()
+        if self._due <= now:  # (read and set without a lock, as the runtime's)
+            self._due = due = now + self.delay
+            self._arms.put(due)
+
+    def _time(self) -> None:
+        while (due := self._arms.get()) is not None:
+            if self._stop.wait(max(0.0, due - time.monotonic())):
+                return
+            if self.supervisor is not None:
+                self.supervisor.tell(DUE)
+
+    def close(self) -> None:
+        """Its timer thread ended (joined)."""
+        self._stop.set()
+        self._arms.put(None)
+        self._thread.join(WAIT)
+
+
 class Supervisor(FastInboxActor):
     """Records every mail posted, marks the read ones, logs one event per mail."""
 
     def _start_actor_loop(self) -> None:
         _named_loop(self, "least-supervisor")
 
-    def __init__(self) -> None:
+    def __init__(self, late: LateLine | None = None) -> None:
         super().__init__()
         self.mail: dict[str, Mail] = {}
         self.events: list[Event] = []
+        self.late = late
 
     def on_receive(self, message: Any) -> Any:
-        if not isinstance(message, Posted):  # asked once its agents are done
+        late = self.late
+        if late is not None:  # the line first, whatever wakes it (``LateReports.hand``)
+            reports = late.reports
+            while reports:
+                self._record(reports.popleft())
+        if isinstance(message, Posted):
+            self._record(message)
+        elif not isinstance(message, Due):  # asked once its agents are done
             read = sum(1 for mail in self.mail.values() if mail.state == MailState.READ)
             return {"mails": len(self.mail), "read": read, "events": len(self.events)}
+        return None
+
+    def _record(self, message: Posted) -> None:
         for mail in message.mails:
             self.mail[mail.mail_id] = mail
             self.events.append(
@@ -125,7 +189,6 @@ class Supervisor(FastInboxActor):
             taken = self.mail.get(mail_id)
             if taken is not None:
                 self.mail[mail_id] = msgspec.structs.replace(taken, state=MailState.READ)
-        return None
 
 
 class _Receive:
@@ -233,11 +296,12 @@ class Agent(FastInboxActor):
         done: threading.Event,
         line: Line,
         commit: Callable[[Mail], None] | None = None,
+        late: LateLine | None = None,
     ) -> None:
         super().__init__()
         self.actor_inbox = _LineInbox(line, self)
         self._actor_ref = pykka.ActorRef(self)  # (a ref reads the inbox once, when made)
-        self.commit = commit
+        self.commit, self.late = commit, late
         self.context = Context(run_id)
         self.coroutine = function(self.context)
         self.supervisor, self.directory, self.done = supervisor, directory, done
@@ -265,11 +329,15 @@ class Agent(FastInboxActor):
 
     def _post(self, held: list[Mail], read: tuple[str, ...]) -> None:
         """A step's end: (durable) each mail committed by its sender, then the supervisor
-        told, the sender's own ack, each mail delivered."""
+        told (or the report put in the late line), the sender's own ack, each mail
+        delivered."""
         if self.commit is not None:
             for mail in held:
                 self.commit(mail)
-        self.supervisor.tell(Posted(tuple(held), read))
+        if self.late is not None:
+            self.late.put(Posted(tuple(held), read))
+        else:
+            self.supervisor.tell(Posted(tuple(held), read))
         ids = tuple(mail.mail_id for mail in held)
         self.unacked.update(ids)
         self.actor_ref.tell(Ack(ids))
@@ -296,19 +364,24 @@ def _agents(rounds: int, marks: dict[str, float]) -> tuple[Function, Function]:
 
 
 def least_mail_pingpong(
-    n: int, commit: Callable[[Mail], None] | None = None
+    n: int, commit: Callable[[Mail], None] | None = None, late: bool = False
 ) -> tuple[Rate, dict[str, int]]:
     """n / 2 rounds of the least ping-pong; its rate, and what the supervisor recorded.
     ``commit``: the durable design's floor, each mail committed by its sender's thread
-    before anything else of its step's end (as a store whose senders record their mail)."""
+    before anything else of its step's end (as a store whose senders record their mail);
+    ``late``: the steps' reports put in a late line the supervisor takes within
+    ``LINGER_S``, as the durable design puts them (``LateLine``)."""
     rounds = n // 2
     marks: dict[str, float] = {}
     ponger, pinger = _agents(rounds, marks)
-    supervisor, line = Supervisor.start(), Line()
+    lateline = LateLine() if late else None
+    supervisor, line = Supervisor.start(lateline), Line()
+    if lateline is not None:
+        lateline.supervisor = supervisor
     directory: dict[str, pykka.ActorRef[Any]] = {}
     done = {"ponger": threading.Event(), "pinger": threading.Event()}
     refs = [
-        Agent.start(name, function, supervisor, directory, done[name], line, commit)
+        Agent.start(name, function, supervisor, directory, done[name], line, commit, lateline)
         for name, function in (("ponger", ponger), ("pinger", pinger))
     ]
     directory.update(zip(("ponger", "pinger"), refs, strict=True))
@@ -325,6 +398,8 @@ def least_mail_pingpong(
         for agent in refs:
             agent.stop()
         line.close()
+        if lateline is not None:
+            lateline.close()
         supervisor.stop()
     if recorded["mails"] != 2 * rounds:
         raise RuntimeError(f"the least ping-pong recorded {recorded} of {2 * rounds} mails")

@@ -6,9 +6,14 @@ cancel out), by role (``spawn.role_of``: supervisor, agents, caller, other):
 
 - ``statements``: the SQL statements run on the store's connection, by role and by kind (its
   first words: ``BEGIN IMMEDIATE``, ``INSERT INTO mail``, ``COMMIT``...), from SQLite's trace
-  callback (so counted, not timed). The WAL thread's checkpoints are on a connection of their
-  own and not in it; it takes the store's lock only when it starts and stops.
-- ``lock``: the store's lock (``Transactions.lock``) taken from outside (not re-entered), by
+  callback (so counted, not timed), in a pair of runs of their own: the callback runs inside
+  the lock's holds (SQLite hands it each statement with its values written in, ~600
+  characters for the sender's, and it calls Python), which added 20-35 us of CPU to each of
+  the sender's holds when both were taken in one run. The WAL thread's checkpoints are on a
+  connection of their own and not in it; it takes the store's lock only when it starts and
+  stops.
+- ``lock`` (a second pair of runs, untraced): the store's lock (``Transactions.lock``) taken
+  from outside (not re-entered), by
   role: ``holds`` per mail, how many of them found it held (``contended``), and the
   microseconds held, of them on the thread's CPU (``held_cpu_us``: the rest it waited for
   the GIL or the disk), and waited per mail (timed: on a loaded machine these move with the
@@ -16,7 +21,7 @@ cancel out), by role (``spawn.role_of``: supervisor, agents, caller, other):
 - ``supervisor_messages``: the messages the supervisor handled per mail, by kind (each is a
   wake-up of its thread or a message behind one): ``ReportsDue(late)`` is the linger's timer
   (``REPORTS_DUE``), ``ReportsDue(now)`` a report someone waits on.
-- ``msgs_per_s``: the instrumented ``2n`` run's rate (timed; for A/B runs of this script only:
+- ``msgs_per_s``: the untraced ``2n`` run's rate (timed; for A/B runs of this script only:
   ``mail.py``'s figures are the uninstrumented ones).
 
 Instrumented by wrapping (never in the timed figures of ``mail.py``). Output: JSON.
@@ -112,11 +117,14 @@ def _kind(sql: str) -> str:
     return head
 
 
-def _counted(folder: Path, index: int, n: int, tally: _Tally) -> float:
-    """One durable ping-pong of ``n`` mails, its store instrumented into ``tally``."""
+def _counted(folder: Path, index: int, n: int, tally: _Tally, trace: bool) -> float:
+    """One durable ping-pong of ``n`` mails, its store instrumented into ``tally``: its
+    statements counted (``trace``), or its lock timed (not both: see the module)."""
     store = SQLiteStore(folder / f"work-{index}.db")
     tx = store._tx
-    tx.lock = _TimedLock(tally)  # type: ignore[assignment]
+    if not trace:
+        tx.lock = _TimedLock(tally)  # type: ignore[assignment]
+        return runtime_rate("pingpong", store, n).per_s
 
     def traced(sql: str) -> None:
         role = role_of(threading.current_thread().name)
@@ -142,20 +150,24 @@ def _handled(tally: list[_Tally]) -> Any:
 
 
 def per_mail(folder: Path, n: int) -> dict[str, Any]:
-    """The figures of the module docstring: (the ``2n`` run - the ``n`` run) / ``n``."""
+    """The figures of the module docstring: (the ``2n`` run - the ``n`` run) / ``n``; the
+    statements from a traced pair of runs, the rest from an untraced pair."""
     current = [_Tally()]
     original, wrapped = _handled(current)
-    SupervisorActor.on_receive = wrapped  # type: ignore[method-assign]
-    tallies = []
+    tallies: list[_Tally] = []
     rate = 0.0
-    try:
-        for index, mails in enumerate((n, 2 * n)):
-            current[0] = _Tally()
-            rate = _counted(folder, index, mails, current[0])
-            tallies.append(current[0])
-    finally:
-        SupervisorActor.on_receive = original  # type: ignore[method-assign]
-    small, large = tallies
+    for trace in (True, False):
+        SupervisorActor.on_receive = wrapped if not trace else original  # type: ignore[method-assign]
+        try:
+            for mails in (n, 2 * n):
+                current[0] = _Tally()
+                rate = _counted(folder, len(tallies), mails, current[0], trace)
+                tallies.append(current[0])
+        finally:
+            SupervisorActor.on_receive = original  # type: ignore[method-assign]
+    traced_small, traced_large, small, large = tallies
+    small.statements, small.kinds = traced_small.statements, traced_small.kinds
+    large.statements, large.kinds = traced_large.statements, traced_large.kinds
 
     def diff(field: str, scale: float = 1.0, digits: int = 2) -> dict[str, float]:
         a, b = getattr(small, field), getattr(large, field)

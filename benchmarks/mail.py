@@ -53,8 +53,10 @@ most this design can read against the goal's anchor on this machine (``goals.pin
 .reachable``: whether even it meets the goal); its calls per mail are counted beside the
 runtime's (``work_by_role.calls_per_mail.least_mail``). The durable one
 (``least_durable_msgs_per_s``): the same with each mail's row committed by its sender first,
-as the durable floor commits it; ``least_durable_ratio_to_floor`` is the most this design
-reads against the durable goal's anchor (``goals.pingpong_sqlite.reachable``).
+as the durable floor commits it, and each step's report put in a late line the supervisor
+takes within ``LINGER_S`` instead of told to it (as the durable design's ``LateReports``);
+``least_durable_ratio_to_floor`` is the most this design reads against the durable goal's
+anchor (``goals.pingpong_sqlite.reachable``).
 
 Goals (issue 26): per-mail ping-pong in memory >= 0.5x raw pykka ask ping-pong; durable >=
 0.7x its floor; ahead of autogen-core (> 1x) on per-mail 1:1 and N:1, in a quiet round too
@@ -485,7 +487,8 @@ def raw_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
 def least_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
     """The least durable ping-pong of this design (``_least_mail.py``): the least in-memory
     one with each mail's row committed by its sender's thread first, on a file set as the
-    durable floor's (``_floor_file``), the row laid out as ``_mail_rows`` lays it out."""
+    durable floor's (``_floor_file``), the row laid out as ``_mail_rows`` lays it out, and
+    the steps' reports put in the late line the supervisor takes within ``LINGER_S``."""
     with _floor_file(folder, f"least-durable-{index}.db") as conn:
 
         def commit(mail: Mail) -> None:
@@ -493,7 +496,7 @@ def least_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
             row = (mail.mail_id, mail.sender, mail.recipient, state.value, mail.sent_at)
             conn.execute(_INSERT_MAIL, (*row, msgspec.json.encode(mail).decode()))
 
-        return least_mail_pingpong(n, commit)[0]
+        return least_mail_pingpong(n, commit, late=True)[0]
 
 
 def _checkpoint(path: Path, stop: threading.Event) -> None:

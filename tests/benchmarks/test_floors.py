@@ -87,6 +87,39 @@ def test_the_least_mail_runs_both_agents_on_one_thread_as_the_dispatcher_does(
     assert where == {"least-agent-line"}
 
 
+@pytest.mark.parametrize("late", [True, False])
+def test_the_least_durable_puts_its_reports_in_the_late_line(
+    bench: dict[str, ModuleType], monkeypatch: pytest.MonkeyPatch, late: bool
+) -> None:
+    """The durable design puts a step's report in a line its supervisor takes within
+    ``LINGER_S`` (``LateReports``), so its supervisor is not woken per mail; a floor whose
+    supervisor is told each report does more than the design (and would call a goal
+    unreachable that is not). With ``late``, no report is told: every one reaches the
+    supervisor through the line, taken when the line's timer wakes it or before the next
+    message it handles (the final count's ask, on a fast machine: no wake-up at all; at most
+    one per report on a slow one), and every mail is still recorded and read; the line's
+    timer thread is gone after. Without it (the in-memory floor), each is told."""
+    import threading
+
+    least = bench["mail"]
+    handled: list[str] = []
+    original = least.Supervisor.on_receive
+
+    def on_receive(self: Any, message: Any) -> Any:
+        handled.append(type(message).__name__)
+        return original(self, message)
+
+    monkeypatch.setattr(least.Supervisor, "on_receive", on_receive)
+    _, recorded = least.least_mail_pingpong(40, lambda mail: None, late=late)
+    assert recorded == {"mails": 40, "read": 40, "events": 40}
+    posted, woken = handled.count("Posted"), handled.count("Due")
+    if late:
+        assert posted == 0 and woken <= 41  # (40 mails; the last step's receipt alone)
+    else:
+        assert posted == 41 and woken == 0
+    assert not [t for t in threading.enumerate() if t.name == "least-timer"]
+
+
 def test_the_least_mail_is_made_of_the_runtimes_parts(bench: dict[str, ModuleType]) -> None:
     """Its actors are the runtime's kind (``FastInboxActor``: a ``SimpleQueue`` inbox), each
     mail the runtime's ``Mail`` record, and the work is counted on the roles' threads (a

@@ -504,7 +504,7 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
     finally:
         sys.path.remove(str(BENCHMARKS))
     scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
-    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work"}  # no goal: counts
+    diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work", "durable_statement"}
     assert set(run_all.NAMES) == scripts - diagnostics
     for name in run_all.NAMES:
         assert name in run_all.GOALS or name in run_all.MORE
@@ -624,6 +624,21 @@ def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
     assert report["msgs_per_s"] > 0 and "loaded" in report["load"]
 
 
+def test_durable_statement_replays_the_senders_statements_and_the_floors() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "durable_statement.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = msgspec.json.decode(done.stdout)
+    assert report["benchmark"] == "durable_statement" and report["statements"] > 0
+    assert set(report["cpu_us_per_statement"]) == {"store", "bare"}
+    assert report["instructions_per_statement"] == {}  # (callgrind: not with --quick)
+
+
 def test_run_all_keeps_the_quietest_round_and_says_which() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
@@ -705,3 +720,25 @@ def test_calls_per_mail_in_a_fresh_process_counts_no_one_time_work(tmp_path: Pat
     counted = msgspec.json.decode(done.stdout.splitlines()[-1])
     for kind in ("memory", "sqlite"):
         assert counted[kind].get("caller", 0.0) >= -1, counted
+
+
+def test_durable_statements_counted_replays_fix_the_hash_seed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Callgrind's count of a replay moves by millions of instructions with the hash seed
+    (a random one per process): the long and the short replay must share one. (The
+    process is not started: what ``subprocess.run`` is handed is the subject.)"""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import durable_statement
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    envs: list[dict[str, str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        envs.append(kwargs.get("env") or {})
+        return subprocess.CompletedProcess(command, 0, "", "==1== Collected : 5\n")
+
+    monkeypatch.setattr(durable_statement.subprocess, "run", run)
+    assert durable_statement._instructions(tmp_path, "store", 10) == 5
+    assert envs[0].get("PYTHONHASHSEED") == "0"

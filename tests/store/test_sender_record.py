@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from storekit import mail, run
 
-from subagents.messages import JournalEntry, Lease, RunStatus
+from subagents.messages import TERMINAL_STATUSES, JournalEntry, Lease, RunStatus
 from subagents.store.base import Fenced, StoreError
 from subagents.store.fencing import AttemptOver, Fence, FencedStore
 from subagents.store.migrations import MIGRATIONS
@@ -48,6 +48,39 @@ def test_one_mails_record_is_one_statement_its_journal_in_the_mails_row(
     assert len(statements) == 1 and statements[0].startswith("INSERT INTO mail")
     assert rows(sqlite_store.path, "SELECT count(*) FROM journal") == [(0,)]
     assert sqlite_store.journal_of("s") == [SENT, SEEN]
+
+
+def test_the_one_statement_builds_no_temporary_table(sqlite_store: SQLiteStore) -> None:
+    """The statement runs once per durable mail: SQLite's program for it opens no temporary
+    b-tree (``OpenEphemeral``, what an ``IN (...)`` list costs each time it runs; it was a
+    fifth of the statement's instructions)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    statements: list[str] = []
+    sqlite_store._tx.connection().set_trace_callback(statements.append)
+    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+    store.record_mails([mail("m2", "s", "o")], None, None)  # (no attempt: the lease alone)
+    sqlite_store._tx.connection().set_trace_callback(None)
+    assert len(statements) == 2
+    for statement in statements:
+        program = rows(sqlite_store.path, f"EXPLAIN {statement}")
+        opcodes = {str(row[1]) for row in program}
+        assert "Insert" in opcodes and "OpenEphemeral" not in opcodes, statement
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL_STATUSES, key=lambda s: s.value))
+def test_the_one_statement_refuses_a_run_in_every_terminal_status(
+    sqlite_store: SQLiteStore, status: RunStatus
+) -> None:
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=status))
+    statements: list[str] = []
+    sqlite_store._tx.connection().set_trace_callback(statements.append)
+    with pytest.raises(AttemptOver, match=rf"run s ended \({status.value}\)"):
+        store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    sqlite_store._tx.connection().set_trace_callback(None)
+    assert statements[0].startswith("INSERT INTO mail") and len(statements) > 1  # then checked
+    assert rows(sqlite_store.path, "SELECT count(*) FROM mail") == [(0,)]
 
 
 def test_the_attempt_fence_reads_the_runs_counts_not_its_record(

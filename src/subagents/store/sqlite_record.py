@@ -35,7 +35,14 @@ from subagents.store.sqlite_resume import ResumeRows, journal_text
 from subagents.store.sqlite_tx import Rows, Transactions
 from subagents.store.writes import AttemptFence
 
-_TERMINAL = ", ".join(f"'{s.value}'" for s in sorted(TERMINAL_STATUSES, key=lambda s: s.value))
+_LIVE = " AND ".join(
+    f"status <> '{s.value}'" for s in sorted(TERMINAL_STATUSES, key=lambda s: s.value)
+)
+"""The run is not over: its status none of the terminal ones, each compared on its own.
+Not ``status NOT IN (...)``: SQLite builds a temporary b-tree of an ``IN`` list each time the
+statement runs (``OpenEphemeral`` and an insert per value), which cost the sender's statement
+a fifth of its instructions (~28,000 of ~147,000, callgrind); ``status`` is never NULL, so the
+two mean the same."""
 
 
 @functools.cache
@@ -47,7 +54,7 @@ def _record_one(attempt: bool) -> str:
     if attempt:
         where += (
             " AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?10 AND restarts = ?11"
-            f" AND retries = ?12 AND status NOT IN ({_TERMINAL}))"
+            f" AND retries = ?12 AND {_LIVE})"
         )
     return (
         "INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail, journal,"
