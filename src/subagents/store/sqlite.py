@@ -85,7 +85,7 @@ _SAVE_RUN = f"""INSERT INTO runs (run_id, agent, status, root_run_id, parent_run
         created_at = excluded.created_at, ended_at = excluded.ended_at,
         cleanup = excluded.cleanup, restarts = excluded.restarts, retries = excluded.retries,
         record = excluded.record,
-        archived_at = CASE WHEN excluded.status IN ({", ".join("?" * len(_TERMINAL))})
+        archived_at = CASE WHEN {" OR ".join(["excluded.status = ?"] * len(_TERMINAL))}
                       THEN archived_at ELSE NULL END"""
 """Upsert of a run; a run saved again with a live status (a restart) is no longer archived."""
 
