@@ -282,10 +282,11 @@ def start_runtime(
     """A Runtime over the store of ``--state`` (or the default), as the options describe;
     ``approvals_in_store``: its asks are kept in the store for anyone to answer (a detached
     tree: no one is at its terminal), else put to the person at this terminal if any."""
+    from subagents.cli.fresh_store import FreshStore
     from subagents.cli.state import open_store
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
-    from subagents.runtime import Runtime
+    from subagents.runtime import Runtime, StoreInReach
     from subagents.store.base import StoreBusy, StoreError
     from subagents.store.locations import is_database_url
 
@@ -295,6 +296,7 @@ def start_runtime(
         approvals = terminal_approvals(args)
     address = cluster_from(args)
     database = is_database_url(args.state)  # on a cluster too: the driver writes it
+    fresh = None if address and not database else FreshStore.before_opening(args.state)
     store = (
         open_cluster_store_for_run(address) if address and not database else open_store(args.state)
     )
@@ -315,6 +317,8 @@ def start_runtime(
     except StoreError as exc:  # its write lock held by a stalled host, a full disk...
         said = f"{exc}{stalled_holders(store) if isinstance(exc, StoreBusy) else ''}"
         store.close()
+        if fresh is not None and isinstance(exc, StoreInReach):
+            fresh.remove()  # a refused start leaves no store behind, as the library's
         raise CliError(said) from exc
     except BaseException:
         store.close()
