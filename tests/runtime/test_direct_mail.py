@@ -28,6 +28,27 @@ pytestmark = pytest.mark.usefixtures("no_new_threads")
 ROUNDS = 20
 
 
+async def pingpong_root(ctx: AgentContext) -> str:
+    """Spawns the ponger in the background, then the pinger told the ponger's id."""
+    ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
+    out = await ctx.spawn("pinger", ponger_id)
+    return str(out.result)
+
+
+def held_at_pinger_start(
+    held: threading.Event, release: threading.Event
+) -> Callable[[Event], None]:
+    """A subscriber that holds the supervisor's thread once the pinger started (both runs
+    live), until ``release``: what the ping-pong does then, it does without the supervisor."""
+
+    def hold(event: Event) -> None:
+        if event.kind is EventKind.STARTED and event.agent == "pinger":
+            held.set()
+            release.wait(WAIT)
+
+    return hold
+
+
 def test_mail_goes_from_run_to_run_while_the_supervisor_is_held(store: RunStore) -> None:
     """A ping-pong by run ids completes while the supervisor's thread is held (an event
     subscriber blocks it): the mails never pass through it. Once it goes on, it has the
@@ -52,15 +73,7 @@ def test_mail_goes_from_run_to_run_while_the_supervisor_is_held(store: RunStore)
         done.set()
         return ",".join(got)
 
-    async def root(ctx: AgentContext) -> str:
-        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
-        out = await ctx.spawn("pinger", ponger_id)
-        return str(out.result)
-
-    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
-        if event.kind is EventKind.STARTED and event.agent == "pinger":
-            held.set()
-            release.wait(WAIT)
+    root, hold = pingpong_root, held_at_pinger_start(held, release)
 
     events = Events()
     agents = {"root": root, "pinger": pinger, "ponger": ponger}
@@ -123,15 +136,7 @@ def test_mail_decided_by_a_mailbox_read_goes_straight_with_the_read_in_its_commi
         done.set()
         return ",".join(map(str, seen))
 
-    async def root(ctx: AgentContext) -> str:
-        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
-        out = await ctx.spawn("pinger", ponger_id)
-        return str(out.result)
-
-    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
-        if event.kind is EventKind.STARTED and event.agent == "pinger":
-            held.set()
-            release.wait(WAIT)
+    root, hold = pingpong_root, held_at_pinger_start(held, release)
 
     store = SQLiteStore(tmp_path / "runs.db")
     with Runtime({"root": root, "pinger": pinger, "ponger": ponger}, store=store) as rt:
@@ -399,15 +404,7 @@ def test_the_record_of_straight_mail_waits_in_line_and_wakes_the_supervisor_not_
         assert finish.wait(WAIT)  # (its end, not a record, would wake the supervisor)
         return "pinged"
 
-    async def root(ctx: AgentContext) -> str:
-        ponger_id: str = await ctx.spawn("ponger", "pong", background=True)
-        out = await ctx.spawn("pinger", ponger_id)
-        return str(out.result)
-
-    def hold(event: Event) -> None:  # on the supervisor's thread, once both are started
-        if event.kind is EventKind.STARTED and event.agent == "pinger":
-            held.set()
-            release.wait(WAIT)
+    root, hold = pingpong_root, held_at_pinger_start(held, release)
 
     events = Events()
     agents = {"root": root, "pinger": pinger, "ponger": ponger}
