@@ -33,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,6 +85,49 @@ def _llm_run(n: int) -> None:
                 raise RuntimeError(f"LLM run {i} did not complete")
 
 
+def _waiting(spawn: str) -> Callable[[int], None]:
+    """n runs waiting for mail (``scale.py``'s), started with one ``spawn`` each (``one``) or
+    ``spawn_many`` in batches of 1,000 (``many``), then the runtime closed: per run, its start
+    and its end at the close. Compared at two n, what grows with n shows (the collector
+    walking live runs, a structure that grows)."""
+
+    def work(n: int) -> None:
+        from subagents import Runtime
+        from subagents.behaviour.function import AgentContext
+        from subagents.messages import Event, EventKind
+        from subagents.supervision.limits import Limits
+
+        async def idle(ctx: AgentContext) -> str:
+            mail = await ctx.receive(timeout=3000)
+            return "mail" if mail is not None else "no mail"
+
+        limits = Limits(
+            max_concurrency=n, per_agent=n, queue_bound=n, timeout_s=3000.0, max_timeout_s=3000.0
+        )
+        waiting, counting, all_waiting = [0], threading.Lock(), threading.Event()
+
+        def on_event(event: Event) -> None:
+            if event.kind == EventKind.WAITING:
+                with counting:
+                    waiting[0] += 1
+                    if waiting[0] == n:
+                        all_waiting.set()
+
+        with Runtime([idle], limits=limits, agent_threads="shared") as rt:
+            rt.subscribe(on_event)
+            for first in range(0, n, 1000 if spawn == "many" else 1):
+                if spawn == "one":
+                    rt.spawn("idle", str(first))
+                    continue
+                jobs = [("idle", str(i)) for i in range(first, min(n, first + 1000))]
+                if any(isinstance(item, Exception) for item in rt.spawn_many(jobs)):
+                    raise RuntimeError("a waiting run was refused")
+            if not all_waiting.wait(3600):
+                raise RuntimeError(f"only {waiting[0]} of {n} runs waiting")
+
+    return work
+
+
 SHAPES: dict[str, Callable[[int], None]] = {
     "pingpong": _pingpong("memory"),
     "pingpong_sqlite": _pingpong("sqlite"),
@@ -91,6 +135,8 @@ SHAPES: dict[str, Callable[[int], None]] = {
     "spawn": _spawn,
     "raw_spawn": _raw_spawn,
     "llm_run": _llm_run,
+    "waiting_spawn": _waiting("one"),
+    "waiting_many": _waiting("many"),
 }
 
 
