@@ -41,15 +41,21 @@ def test_a_units_count_is_the_two_runs_difference_under_one_seed(
 
     def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         seen.append((command, kwargs["env"]))
+        if command[0] != "valgrind":
+            return subprocess.CompletedProcess(command, 0, "", "")
         units = int(command[command.index("--n") + 1])
         refs = 1_000_000 + 300 * units  # imports and start, then 300 per unit
         return subprocess.CompletedProcess(command, 0, "", f"==1== Collected : {refs:,}\n")
 
     monkeypatch.setattr(instructions.subprocess, "run", run)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     assert instructions.per_unit("pingpong", 50, 7) == 300
-    assert [command[command.index("--n") + 1] for command, _ in seen] == ["100", "50"]
-    assert all(command[0] == "valgrind" and "pingpong" in command for command, _ in seen)
+    # a native run first (it compiles what both counted runs read), then the two counted
+    assert [command[0] == "valgrind" for command, _ in seen] == [False, True, True]
+    assert [command[command.index("--n") + 1] for command, _ in seen[1:]] == ["100", "50"]
+    assert all("pingpong" in command for command, _ in seen)
     assert {env["PYTHONHASHSEED"] for _, env in seen} == {"7"}
+    assert not any("PYTHONDONTWRITEBYTECODE" in env for _, env in seen)
 
 
 def test_a_failed_valgrind_run_is_an_error_naming_the_shape(
