@@ -4,7 +4,12 @@ the judge of a cut when the machine is loaded.
 Calls counted by a profile hook are load-independent but are not CPU (session 18 cut 30 calls
 per mail and the CPU per mail did not move: the calls removed were cheap builtins); CPU time
 is CPU but moves with the machine's load (shared caches, frequency, other processes).
-Instructions executed in user space are both: what the work costs, whatever else runs. Each
+Instructions executed in user space are both, on a quiet machine: what the work costs.
+Not under heavy load: threads that wake by the clock (the dispatcher's watch every 50 ms, the
+timer, the log's checkpoints) do work per second of wall time, and valgrind's wall time
+stretches with the load, so a count taken at load 25-34 moved by -8% to +20% between two
+pairs of the same trees (e-spawn11, session 19): take the judge's pairs quiet (load < 2),
+the two trees side by side. Each
 shape runs in a fresh process under ``valgrind --tool=callgrind`` twice, ``n`` and ``2n``
 units, with the same ``PYTHONHASHSEED`` (a dict's layout, so the interpreter's work, depends
 on the seed), each after an uncounted warm-up of the same shape in the same process; the
