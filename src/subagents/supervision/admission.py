@@ -279,7 +279,7 @@ class Admission:
             data["permissions"] = narrowing
         decided.event(EventKind.SPAWNED, record, now, data)  # (the decision's clock read)
         if starts_now:
-            decided.add(self.lifecycle.start(state))
+            self.lifecycle.start(state, into=decided)
         else:
             decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
         return state.record, decided

@@ -67,9 +67,12 @@ class Starts:
         journal: Sequence[JournalEntry] = (),
         tree: Sequence[RunRecord] | None = None,
         deadline: float | None = None,
+        into: Decided | None = None,
     ) -> Decided:
         """Start (or resume, when it has taken steps before) the run of ``state``; its
         timeout runs from now, unless ``deadline`` (the clock's) keeps an earlier one.
+        ``into``: the caller's ``Decided``, added to and returned (a run admitted and
+        started at once: no ``Decided`` of its own made and joined to its admission's).
 
         For a resumed run: ``mails``, its mail so far (sent and received), ``journal``, a
         function agent's, and ``tree``, the records of its root's tree (default: those held
@@ -95,7 +98,7 @@ class Starts:
         first = record.started_at if record.started_at is not None else now
         # its first start is out of the queue; any other is a start again
         move = Move.STARTED if record.status is RunStatus.QUEUED else Move.STARTED_AGAIN
-        decided = Decided()
+        decided = Decided() if into is None else into
         answered = self.answered_by
         decided.writes.append(self.runs.fire_started(state, move, first, answered))
         state.deadline = self.clock() + record.deadline_s if deadline is None else deadline
