@@ -178,9 +178,7 @@ class SupervisorCore:
         """Admit (start or queue) or refuse a run; the reply is a ``SpawnReply``.
         ``continued``: the run ``req.continues`` names, as the store keeps it."""
         self.effects.begin()
-        reply, decided = self.admission.spawn_one(req, continued)  # (``gather``'s, unframed:
-        self.effects.take(decided)  # every spawn decided alone comes here)
-        return self._decided(reply)
+        return self._decided(self.effects.gather(self.admission.spawn_one(req, continued)))
 
     def spawn_many(self, reqs: Sequence[SpawnRequest]) -> Decision:
         """Admit (start or queue) or refuse many runs in one decision, in order, each by
