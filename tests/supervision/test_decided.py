@@ -34,6 +34,7 @@ from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import (
     Decided,
     DisarmDeadline,
+    Effects,
     Publish,
     StartRun,
     StopAgent,
@@ -237,6 +238,28 @@ def test_receipts_join_only_a_receipt_before_them() -> None:
     after_dead = Decided()
     after_dead.writes.append(dead)
     assert after_dead.add(then).writes == [dead, read_b, dead, read_a]
+
+
+def test_each_message_decides_into_lists_of_its_own_when_a_parts_are_taken_whole() -> None:
+    """``Effects.take`` takes a message's first part's lists as they are, not copied: the
+    next message's writes and effects never land in an earlier decision's, and a second
+    part's receipts still join the first's."""
+    core, root, _child = _core()
+    asked = (SpawnRequest(request_id=q, agent="worker", task="t", parent_run_id=root) for q in "xy")
+    first = core.spawn(next(asked))
+    writes, effects = list(first.writes), list(first.effects)
+    second = core.spawn(next(asked))
+    assert first.writes == writes and first.effects == effects  # untouched by the second
+    assert second.writes and second.writes is not first.writes
+    assert second.effects is not first.effects
+    collector = Effects(now=lambda: 1.0)
+    collector.begin()
+    one, two = Decided(), Decided()
+    one.writes.append(SetMailsState(("a",), MailState.READ))
+    two.writes.append(SetMailsState(("b",), MailState.READ))
+    collector.take(one)
+    collector.take(two)
+    assert collector.decision().writes == [SetMailsState(("a", "b"), MailState.READ)]
 
 
 def test_a_placement_returns_its_record_write_and_event() -> None:

@@ -223,4 +223,5 @@ def new_id(prefix: str = "", now: float | None = None) -> str:
     ``secrets`` makes a system call per id (see benchmarks/README.md, "Findings").
     """
     ms = int((time.time() if now is None else now) * 1000)
-    return f"{prefix}{ms:011x}{random.getrandbits(40):010x}"
+    # (``%`` formatting: an f-string's two format specs cost ~1.7k instructions more)
+    return "%s%011x%010x" % (prefix, ms, random.getrandbits(40))  # noqa: UP031

