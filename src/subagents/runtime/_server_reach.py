@@ -28,12 +28,15 @@ could read the runtime's own memory): a warning, as for a SQLite store.
 
 from __future__ import annotations
 
+import base64
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, unquote_plus
 
 import msgspec
 
@@ -53,6 +56,10 @@ PROBE = Path(__file__).parent.parent / "store" / "postgres_probe.py"
 """Run by its text (``python -c``): its file may lie where the commands may not read."""
 PROBE_TIMEOUT_S = 120.0
 """A hang guard for the probe (each of its logins gives up after 10 s)."""
+SPELLINGS = 16
+"""A bound on the decoded spellings of one variable's value (each decoding of each)."""
+ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+"""A backslash escape of a libpq connection string (``key=value``): the character after it."""
 SERVER_FIX = (
     "Give the runtime a role of its own whose password no run can read (in the URL or"
     " $PGPASSWORD of the runtime alone: never in tool_env, ~/.pgpass or a service file a"
@@ -98,16 +105,44 @@ def check_server_reach(
 
 def passed_on(sandbox: Sandbox, workspace: Path, password: str, where: str) -> None:
     """``StoreInReach`` when a variable the commands get (``tool_env``) holds the store's
-    password."""
+    password, as it is or in a spelling libpq or a person reads back (``spellings``)."""
     run = sandbox.for_run(workspace=workspace, read_only=False, network=True)
+    encoded = base64_spellings(password)
     for name, value in run.environment(None).items():
-        if password in value:
+        if any(password in each for each in spellings(value)) or any(
+            each in value for each in encoded
+        ):
             raise StoreInReach(
                 f"the commands of runs get the variable {name} (Runtime(tool_env=...)), which"
                 f" holds the password of the run store {where}: a run could log in, rewrite"
                 f" the store and answer its own approvals. Pass the commands another"
                 f" variable. {SERVER_FIX}"
             )
+
+
+def spellings(value: str) -> set[str]:
+    """``value`` and what it reads as decoded the ways a password travels in a variable:
+    percent-encoded (a URL's user and password, libpq decodes them; twice-encoded too),
+    ``+`` for a space (a query string's), a libpq connection string's backslash escapes
+    (``password=it\\'s``), and each of these of the others (at most ``SPELLINGS``)."""
+    seen = {value}
+    todo = [value]
+    while todo and len(seen) < SPELLINGS:
+        each = todo.pop()
+        for decoded in (unquote(each), unquote_plus(each), ESCAPED.sub(r"\1", each)):
+            if decoded not in seen:
+                seen.add(decoded)
+                todo.append(decoded)
+    return seen
+
+
+def base64_spellings(password: str) -> tuple[str, ...]:
+    """The password in base64 (standard and URL-safe alphabets, without the padding): a
+    value may hold it so (a secret as Kubernetes keeps it) and any command decodes it."""
+    raw = password.encode()
+    return tuple(
+        each.decode().rstrip("=") for each in (base64.b64encode(raw), base64.urlsafe_b64encode(raw))
+    )
 
 
 def probe(sandbox: Sandbox, workspace: Path, login: Login, where: str) -> list[str]:
