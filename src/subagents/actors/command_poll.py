@@ -26,7 +26,8 @@ def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Eff
     pending = store.pending_command_runs()
     if not pending:
         return []
-    hosted = core.hosted()
+    hosted = core.hosted()  # a live view: read here, on the supervisor's thread, before
+    # ``core.commands`` below changes the run table (it is not read after)
     claim = [r for r in pending if r in hosted]
     alive: list[frozenset[str]] = []  # (the leases read once per poll, if asked at all)
     gone = functools.partial(_gone, store, now, alive)

@@ -420,7 +420,14 @@ class SupervisorCore:
 
     def hosted(self) -> Set[str]:
         """The runs held here, whose commands the actor claims from the store: an ended run's
-        too while its tree is held (a tree stop reaches its detached children still live)."""
+        too while its tree is held (a tree stop reaches its detached children still live).
+
+        A live view of the run table's keys, not a copy (a copy per poll would cost a set of
+        every held run): read it on the supervisor's thread only, which alone changes the
+        table, and before the decision that may change it (``actors.command_poll``: the
+        claim is listed from it, then ``commands`` decides; ``stats``: its length). The
+        other readers of the table's views are on that thread too (``Recovery.restore``,
+        ``actors.outage.Outage.begin``, under ``SupervisorActor._halt``)."""
         return self.runs.held()
 
     def commands(self, commands: Sequence[Command]) -> Decision:
