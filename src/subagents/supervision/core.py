@@ -419,15 +419,8 @@ class SupervisorCore:
         return self._decided(self.effects.gather(self.recovery.restore(snapshot, roots)))
 
     def hosted(self) -> Set[str]:
-        """The runs held here, whose commands the actor claims from the store: an ended run's
-        too while its tree is held (a tree stop reaches its detached children still live).
-
-        A live view of the run table's keys, not a copy (a copy per poll would cost a set of
-        every held run): read it on the supervisor's thread only, which alone changes the
-        table, and before the decision that may change it (``actors.command_poll``: the
-        claim is listed from it, then ``commands`` decides; ``stats``: its length). The
-        other readers of the table's views are on that thread too (``Recovery.restore``,
-        ``actors.outage.Outage.begin``, under ``SupervisorActor._halt``)."""
+        """Runs held here, whose commands the actor claims (ended ones while their tree is): a
+        live view, read on the supervisor's thread before it decides (``actors.command_poll``)."""
         return self.runs.held()
 
     def commands(self, commands: Sequence[Command]) -> Decision:
