@@ -6,6 +6,7 @@ real PostgreSQL server of the tests, a real runtime in a driver process of its o
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,15 +25,16 @@ DEADLINE_S = 600.0
 """A hang guard: a driver's start (Ray's import and join) and a probe from each node."""
 
 DRIVER = """
+import json
 import sys
 import ray
 from subagents.cluster.connect import NAMESPACE
 from subagents.definitions.spec import AgentSpec
 from subagents.runtime import Runtime, StoreInReach
 
-address, url, workspace, pgpass = sys.argv[1:5]
-# the nodes' processes (the runs' node hosts, any task) have PGPASSFILE; this one has not
-env = {"env_vars": {"PGPASSFILE": pgpass}} if pgpass else None
+address, url, workspace, nodes_env = sys.argv[1:5]
+# the variables of the nodes' processes (the runs' node hosts, any task), not this one's
+env = {"env_vars": json.loads(nodes_env)} if nodes_env != "{}" else None
 ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, runtime_env=env)
 worker = AgentSpec(name="worker", description="The worker agent.", prompt="You act.")
 try:
@@ -46,10 +48,10 @@ else:
 """
 
 
-def _driver(address: str, url: str, workspace: Path, pgpass: str) -> str:
-    """What a runtime on the cluster said in a driver of its own: ``started``, or ``refused:``
-    and why."""
-    argv = [sys.executable, "-c", DRIVER, address, url, str(workspace), pgpass]
+def _driver(address: str, url: str, workspace: Path, nodes_env: dict[str, str]) -> str:
+    """What a runtime on the cluster said in a driver of its own whose nodes' processes get
+    ``nodes_env``: ``started``, or ``refused:`` and why."""
+    argv = [sys.executable, "-c", DRIVER, address, url, str(workspace), json.dumps(nodes_env)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -60,7 +62,7 @@ def test_a_store_no_nodes_command_logs_in_to_starts(
 ) -> None:
     """The same runtime, its nodes without the password file: the probe from each node
     finds no way in (no refusal of a store out of reach)."""
-    said = _driver(ray_cluster.address, pg_url, tmp_path, "")
+    said = _driver(ray_cluster.address, pg_url, tmp_path, {})
     assert said.strip() == "started", said
 
 
@@ -76,8 +78,18 @@ def test_a_store_a_nodes_commands_log_in_to_does_not_start(
     pgpass.chmod(0o600)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    said = _driver(ray_cluster.address, pg_url, workspace, str(pgpass))
+    said = _driver(ray_cluster.address, pg_url, workspace, {"PGPASSFILE": str(pgpass)})
     assert said.startswith("refused:"), said
     assert "a command logs in to it without the runtime's password" in said, said
     assert " from the node " in said, said
     assert PASSWORD not in said
+
+
+def test_a_node_that_cannot_be_probed_refuses_the_start(
+    ray_cluster: LocalCluster, pg_url: str, tmp_path: Path
+) -> None:
+    """The nodes cannot load psycopg (its implementation named wrongly there), so no probe
+    runs on them: nothing says their commands cannot log in, and the start is refused."""
+    said = _driver(ray_cluster.address, pg_url, tmp_path, {"PSYCOPG_IMPL": "none-such"})
+    assert said.startswith("refused:"), said
+    assert "did not run on every node of the cluster" in said, said
