@@ -89,6 +89,37 @@ def test_a_new_store_another_process_made_at_the_path_stays(tmp_path: Path) -> N
         assert theirs.list_runs() == []
 
 
+class _OtherRunsAsItCloses:
+    """This command's real store, through which a real `subagents run` on the same path
+    starts, records its run and ends in the moment this command closes it: after the
+    take-back found nothing recorded, before it removes the files (a gate at that point,
+    the only one a test can reach deterministically; the stores and the run are real)."""
+
+    def __init__(self, store: object, cli: Cli, path: Path) -> None:
+        self._store, self._cli, self._path = store, cli, path
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        self._store.close()  # type: ignore[attr-defined]
+        argv = ["run", "quick", "theirs", "--agents", str(self._cli.agents)]
+        other = self._cli(*argv, "--state", str(self._path))
+        assert other.returncode == 0, other.stderr
+
+
+def test_a_run_another_command_recorded_as_this_one_closed_stays(tmp_path: Path) -> None:
+    """Before: the store was read as unused while still open, then closed and removed,
+    with the other command's run recorded between the two."""
+    cli = Cli(tmp_path / "ws")
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    assert not fresh.take_back(_OtherRunsAsItCloses(store, cli, path))  # type: ignore[arg-type]
+    assert not Path(f"{path}-shm").exists()  # (nor the one the take-back locked left)
+    with open_location(path) as kept:
+        assert [r.task for r in kept.list_runs()] == ["theirs"]
+
+
 @contextmanager
 def _second_writer(script: str, path: Path) -> Iterator[None]:
     """``script`` in another process holding ``path`` open until the block ends."""
