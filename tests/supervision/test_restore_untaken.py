@@ -31,7 +31,7 @@ def _orphans(store: MemoryStore) -> list[str]:
             RunRecord(
                 run_id=run_id, agent="gone" if run_id == "r-d" else "lead", task="t",
                 root_run_id=parent or run_id, parent_run_id=parent, status=status,
-                created_at=now, owner="gone:1",
+                created_at=now, owner="gone:1", token_budget=1000,
             )
         )  # fmt: skip
     return [run_id for run_id, _, _ in made]
@@ -57,6 +57,7 @@ def test_a_restore_not_kept_by_the_store_is_let_go_of_and_taken_again_whole() ->
     assert kept == [e for e in first.effects if not isinstance(e, TellOutside)]
     assert list(core.runs) == [] and core.runs.hosted() == set()
     assert core.slots.in_flight == 0 and core.slots.queued() == []
+    assert not core.policies.held()  # nor a policy or budget entry (made only at a step)
     again = core.restore(read_snapshot(store, frozenset()))
     assert sorted(again.reply.resumed) == ["r-a", "r-b"] and again.reply.requeued == ["r-c"]
     assert again.reply.failed == ["r-d"]

@@ -7,6 +7,7 @@ real sandbox."""
 
 from __future__ import annotations
 
+import base64
 import sys
 from pathlib import Path
 
@@ -153,6 +154,33 @@ def test_a_password_handed_to_the_commands_does_not_start(pg_url: str, tmp_path:
     said = str(refused.value)
     assert "the commands of runs get the variable DATABASE_URL" in said
     assert PASSWORD not in said
+
+
+def _in_url(url: str, password: str) -> str:
+    return url.replace(f":{PASSWORD}@", f":{password}@", 1)
+
+
+ENCODED = {  # each as a value of the commands' environment
+    "percent": lambda url: _in_url(url, "".join(f"%{ord(c):02x}" for c in PASSWORD)),
+    "percent twice": lambda url: _in_url(url, "%2574" + PASSWORD[1:]),
+    "conninfo escapes": lambda _url: "host=db password=te\\st-only-\\secret",
+    "base64": lambda _url: base64.b64encode(PASSWORD.encode()).decode(),
+}
+
+
+@landlock
+@pytest.mark.parametrize("spelling", sorted(ENCODED))
+def test_a_password_handed_to_the_commands_encoded_does_not_start(
+    pg_url: str, tmp_path: Path, spelling: str
+) -> None:
+    """The store's password in ``tool_env`` spelled otherwise than as it is (libpq decodes
+    a URL's percent-encoding and a connection string's escapes; base64 any command
+    decodes): refused as the literal is. Before: the literal match missed each, and the
+    runtime started with the commands holding the password."""
+    value = ENCODED[spelling](pg_url)
+    assert PASSWORD not in value
+    with pytest.raises(StoreInReach, match="the commands of runs get the variable STORE_LOGIN"):
+        Runtime([WORKER], workspace=tmp_path, store=pg_url, tool_env={"STORE_LOGIN": value})
 
 
 @landlock

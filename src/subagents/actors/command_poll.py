@@ -3,7 +3,14 @@ at each poll (``TakeCommands``): for the runs hosted here, and for ended runs no
 will take (``supervision.commands.forgotten_commands``).
 
 Why apart from ``SupervisorActor``: what a poll asks the store is the poll's own concern
-(which runs have commands pending, whose runtime is gone), not the actor's."""
+(which runs have commands pending, whose runtime is gone), not the actor's.
+
+Why ``core.hosted()`` is read as a live view of the run table's keys, not a copy (a copy per
+poll would be a set of every held run, 100,000 waiting ones included): the table changes on
+the supervisor's thread alone, and the poll runs there (``PollCommands``, handled by
+``SupervisorActor._question``), reading the view only before ``core.commands`` decides. The
+table's other views are read on that thread too: ``Recovery.restore`` (the subscriptions of
+the runs it took), ``Outage.begin`` (under ``SupervisorActor._halt``), ``core.stats``."""
 
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ def take_commands(core: SupervisorCore, store: RunStore, now: float) -> list[Eff
     pending = store.pending_command_runs()
     if not pending:
         return []
-    hosted = core.hosted()
+    hosted = core.hosted()  # a live view (read before ``core.commands``: the module's why)
     claim = [r for r in pending if r in hosted]
     alive: list[frozenset[str]] = []  # (the leases read once per poll, if asked at all)
     gone = functools.partial(_gone, store, now, alive)

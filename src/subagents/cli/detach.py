@@ -6,7 +6,9 @@ child carries on from exactly there, as the `run` the user typed, in a session o
 closing the terminal does not end it: no SIGHUP), with stdin on /dev/null and its output in a
 private log file beside the store (``hosts/RUN.log``). It reports the root's run id through a
 pipe once the run is admitted; the parent prints it and exits 0. A run that is refused (an
-unknown agent) reports nothing: the parent relays the child's error and exit code.
+unknown agent) reports nothing: the parent relays the child's error and exit code, and
+removes the log and the folders it made for it (each only while empty); the host took back
+the store it made, as any refused run does (``cli.fresh_store``).
 
 From then on the tree is like any other: `ps`, `log`, `attach`, `wait`, `stop`, `send` reach it
 through the store, its lease says whether its host lives, and `resume` takes it up if the host
@@ -23,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from subagents.cli.fresh_store import remove_made_folders, top_missing
 from subagents.cli.state import EXIT_FAILED, CliError
 from subagents.store.paths import HOSTS_DIR
 
@@ -45,6 +48,7 @@ def detach(state_dir: Path, host: Callable[[Callable[[str], None]], int]) -> Det
     if threading.active_count() > 1:  # forking a process with threads copies their locks
         raise CliError("--detach: internal error: threads started before the fork")
     folder = state_dir / HOSTS_DIR
+    made = top_missing(folder)  # what a refusal takes back (with the store, in the host)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     read_end, write_end = os.pipe()
     sys.stdout.flush()
@@ -66,6 +70,8 @@ def detach(state_dir: Path, host: Callable[[Callable[[str], None]], int]) -> Det
         log.unlink()
     except OSError:
         pass
+    if made is not None:  # a refused run leaves none of the folders made for it
+        remove_made_folders(folder, made)
     return code if code != 0 else EXIT_FAILED
 
 

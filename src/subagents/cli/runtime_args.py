@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the runtime and the SDK are imported only by the commands t
     from collections.abc import Callable
 
     from subagents.cli.approvals import TerminalApprovals
+    from subagents.cli.fresh_store import FreshStore
     from subagents.cli.state import InspectedStore
     from subagents.cluster.remote_store import ClusterStore
     from subagents.definitions.spec import AgentSpec
@@ -193,6 +194,9 @@ class Hosted:
     offline: bool
     approvals: TerminalApprovals | None = None
     """Asks the person at the terminal (None on a pipe or in CI: every ask is denied)."""
+    fresh: FreshStore | None = None
+    """The store's file when this command's opening made it: removed at the close if
+    nothing was recorded in it (a run refused before it was admitted)."""
 
     def close(self) -> None:
         if self.approvals is not None:
@@ -200,7 +204,7 @@ class Hosted:
         try:
             self.runtime.close()
         finally:
-            self.store.close()
+            closed(self.store, self.fresh)
             close_model = getattr(self.runtime.model, "close", None)  # the SDK's HTTP pool
             if callable(close_model):
                 close_model()
@@ -286,7 +290,7 @@ def start_runtime(
     from subagents.cli.state import open_store
     from subagents.cluster.connect import ClusterError
     from subagents.definitions.errors import DefinitionError
-    from subagents.runtime import Runtime, StoreInReach
+    from subagents.runtime import Runtime
     from subagents.store.base import StoreBusy, StoreError
     from subagents.store.locations import is_database_url
 
@@ -300,6 +304,7 @@ def start_runtime(
     store = (
         open_cluster_store_for_run(address) if address and not database else open_store(args.state)
     )
+    fresh = fresh and fresh.opened()
     try:
         runtime = Runtime(
             cluster=address or "",  # "": not $SUBAGENTS_RAY_ADDRESS either (--state given)
@@ -309,21 +314,29 @@ def start_runtime(
             **options,
         )
     except DefinitionError as exc:
-        store.close()
+        closed(store, fresh)  # a refused start leaves no store behind, as the library's
         raise CliError(str(exc), EXIT_USAGE) from exc
     except ClusterError as exc:
-        store.close()
+        closed(store, fresh)
         raise CliError(str(exc)) from exc
-    except StoreError as exc:  # its write lock held by a stalled host, a full disk...
+    except StoreError as exc:  # in the runs' reach; its write lock held by a stalled host...
         said = f"{exc}{stalled_holders(store) if isinstance(exc, StoreBusy) else ''}"
-        store.close()
-        if fresh is not None and isinstance(exc, StoreInReach):
-            fresh.remove()  # a refused start leaves no store behind, as the library's
+        closed(store, fresh)
         raise CliError(said) from exc
     except BaseException:
-        store.close()
+        closed(store, fresh)
         raise
-    return Hosted(runtime=runtime, store=store, offline=is_offline(args), approvals=approvals)
+    offline = is_offline(args)
+    return Hosted(runtime=runtime, store=store, offline=offline, approvals=approvals, fresh=fresh)
+
+
+def closed(store: RunStore, fresh: FreshStore | None) -> None:
+    """Close ``store``; when this command's opening made its file (``fresh``), that file
+    and its new folders go with it if nothing was recorded in it (``FreshStore.take_back``)."""
+    if fresh is None:
+        store.close()
+    else:
+        fresh.take_back(store)
 
 
 def stalled_holders(store: RunStore) -> str:

@@ -2,7 +2,8 @@
 ``ClusterBackend`` protocol, met without importing the runtime).
 
 Why apart from ``hosting.py``: this is the whole of what the runtime asks of ``cluster/``
-(join, the store, the node hosts); everything else of the package stays behind it.
+(join, the store, the node hosts, a check run on every node); everything else of the
+package stays behind it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from subagents.actors.agent import BehaviourFactory
 from subagents.actors.remote import NodeMail
 from subagents.behaviour.port import AgentEnv
-from subagents.cluster.connect import RAY_ADDRESS_ENV, connect, resolve_address
+from subagents.cluster.connect import (
+    RAY_ADDRESS_ENV,
+    ClusterError,
+    connect,
+    import_ray,
+    resolve_address,
+)
 from subagents.definitions.spec import AgentSpec
 from subagents.store.base import RunStore
 from subagents.store.writes import RecordMail
@@ -78,3 +85,32 @@ class RayBackend:
             record_mail=record_mail,
             remembered=env.remembered,
         )
+
+    def on_every_node(self, fn: Callable[..., Any], *args: Any, timeout: float) -> list[Any]:
+        """``fn(*args)`` in a task pinned to each live node (where the node hosts of a
+        runtime go: ``node_host._host_per_node``), the results in the nodes' order; the
+        error ``fn`` raised on a node raised here as it was; ``ClusterError`` when a node
+        did not run it (its task lost, no answer within ``timeout`` seconds)."""
+        ray = import_ray()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = ray.remote(fn)
+        nodes = [node["NodeID"] for node in ray.nodes() if node.get("Alive")]
+        if not nodes:
+            raise ClusterError("the Ray cluster has no live node")
+        refs = [
+            task.options(
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(*args)
+            for node in nodes
+        ]
+        try:
+            return list(ray.get(refs, timeout=timeout))
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, Exception):
+                raise exc.cause from None
+            raise ClusterError(f"{fn.__name__} failed on a node: {exc}") from exc
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            raise ClusterError(f"{fn.__name__} did not run on every node: {exc}") from exc

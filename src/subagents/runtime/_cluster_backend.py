@@ -80,6 +80,12 @@ class ClusterBackend(Protocol):
         when they record it; ``env.remembered`` answers the nodes' runs too."""
         ...
 
+    def on_every_node(self, fn: Callable[..., Any], *args: Any, timeout: float) -> list[Any]:
+        """``fn(*args)`` run on each live node (where runs are hosted), the results in a
+        list; the error ``fn`` raised on a node raised as it was, any other failure (a node
+        that did not run it in ``timeout`` seconds) an error too: no node left unchecked."""
+        ...
+
 
 def ray_backend() -> ClusterBackend:
     """The Ray cluster backend (``pip install 'subagents[ray]'``), imported only when a

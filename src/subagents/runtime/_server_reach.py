@@ -28,17 +28,23 @@ could read the runtime's own memory): a warning, as for a SQLite store.
 
 from __future__ import annotations
 
+import base64
+import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, unquote_plus
 
 import msgspec
 
+from subagents.behaviour.port import AgentEnv
 from subagents.logs import get_logger
-from subagents.runtime._store_reach import StoreInReach
+from subagents.runtime._store_reach import StoreInReach, hub_starts_commands, starts_processes
 from subagents.store.base import RunStore
 from subagents.store.locations import is_database_url, redacted
 from subagents.tools.modes import MODES
@@ -49,10 +55,19 @@ if TYPE_CHECKING:  # psycopg's, an optional extra
 
 log = get_logger("subagents.runtime")
 
+OnEveryNode = Callable[..., list[Any]]
+"""``ClusterBackend.on_every_node``: ``fn(*args)`` on each node of the cluster, the results."""
+
 PROBE = Path(__file__).parent.parent / "store" / "postgres_probe.py"
 """Run by its text (``python -c``): its file may lie where the commands may not read."""
 PROBE_TIMEOUT_S = 120.0
 """A hang guard for the probe (each of its logins gives up after 10 s)."""
+NODE_GRACE_S = 30.0
+"""Beyond the probe's own bound, for a node's task to be placed and answer."""
+SPELLINGS = 16
+"""A bound on the decoded spellings of one variable's value (each decoding of each)."""
+ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+"""A backslash escape of a libpq connection string (``key=value``): the character after it."""
 SERVER_FIX = (
     "Give the runtime a role of its own whose password no run can read (in the URL or"
     " $PGPASSWORD of the runtime alone: never in tool_env, ~/.pgpass or a service file a"
@@ -64,10 +79,17 @@ SERVER_FIX = (
 
 
 def check_server_reach(
-    sandbox: Sandbox, store: RunStore, workspace: Path, *, processes: bool
+    sandbox: Sandbox,
+    store: RunStore,
+    workspace: Path,
+    *,
+    processes: bool,
+    nodes: OnEveryNode | None = None,
 ) -> None:
     """``StoreInReach`` when a run's command could write the PostgreSQL ``store``; a
-    warning when no sandbox holds the commands at all."""
+    warning when no sandbox holds the commands at all. ``nodes``: checked from each node of
+    the runtime's cluster instead (``ClusterBackend.on_every_node``; its runs are hosted
+    there: ``Services.start_cluster``, before it places them)."""
     url = getattr(store, "url", None)
     login = getattr(store, "login", None)
     if not processes or not isinstance(url, str) or not is_database_url(url) or login is None:
@@ -76,6 +98,8 @@ def check_server_reach(
     if held and (sandbox.abi or 0) >= 4 and all(sandbox.network.get(m) == "off" for m in MODES):
         return
     if not held:
+        if nodes is not None:  # (said once: by the driver's own check)
+            return
         log.warning(
             "the runs' commands run without a sandbox: one could log in to the run store's"
             " server as the runtime does (answer its own approvals, change records)",
@@ -84,9 +108,12 @@ def check_server_reach(
         return
     made = login()
     where = redacted(url)
-    if made.password is not None:
-        passed_on(sandbox, workspace, made.password, where)
-    doors = probe(sandbox, workspace, made, where)
+    if nodes is not None:
+        doors = probed_on_nodes(nodes, sandbox, workspace, made, where)
+    else:
+        if made.password is not None:
+            passed_on(sandbox, workspace, made.password, where)
+        doors = probe(sandbox, workspace, made, where)
     if doors:
         raise StoreInReach(
             f"the run store {where} is a database server the commands of runs may reach"
@@ -98,16 +125,100 @@ def check_server_reach(
 
 def passed_on(sandbox: Sandbox, workspace: Path, password: str, where: str) -> None:
     """``StoreInReach`` when a variable the commands get (``tool_env``) holds the store's
-    password."""
+    password, as it is or in a spelling libpq or a person reads back (``spellings``)."""
     run = sandbox.for_run(workspace=workspace, read_only=False, network=True)
-    for name, value in run.environment(None).items():
-        if password in value:
+    password_in(run.environment(None), password, where)
+
+
+def password_in(environment: Mapping[str, str], password: str, where: str, node: str = "") -> None:
+    """``StoreInReach`` when a variable of the commands' ``environment`` (on ``node``, a
+    cluster's: "" here) holds ``password`` (``spellings``, ``base64_spellings``)."""
+    encoded = base64_spellings(password)
+    for name, value in environment.items():
+        if any(password in each for each in spellings(value)) or any(
+            each in value for each in encoded
+        ):
             raise StoreInReach(
-                f"the commands of runs get the variable {name} (Runtime(tool_env=...)), which"
-                f" holds the password of the run store {where}: a run could log in, rewrite"
+                f"the commands of runs{node} get the variable {name} (Runtime(tool_env=...)),"
+                f" which holds the password of the run store {where}: a run could log in, rewrite"
                 f" the store and answer its own approvals. Pass the commands another"
                 f" variable. {SERVER_FIX}"
             )
+
+
+def check_nodes_reach(nodes: OnEveryNode, env: AgentEnv, store: RunStore) -> None:
+    """``check_server_reach`` from each node of the cluster the runtime's runs are about to
+    be placed on (``Services.start_cluster``), their commands started as ``env`` says."""
+    processes = starts_processes(env.tools, env.allow_hooks, hub_starts_commands(env.mcp))
+    root = env.workspace.root if env.workspace is not None else Path.cwd()
+    check_server_reach(env.sandbox, store, root, processes=processes, nodes=nodes)
+
+
+def probed_on_nodes(
+    nodes: OnEveryNode, sandbox: Sandbox, workspace: Path, login: Login, where: str
+) -> list[str]:
+    """The logins the probe made from each node of the cluster, which hosts the runs (a
+    server's ``pg_hba.conf`` tells hosts apart; a node's files and environment are its
+    own), and the password looked for in each node's commands' environment, here (it is
+    not sent). A node that could not be probed refuses the start: nothing says it is safe."""
+    args = (sandbox, str(workspace), login.attempts, where)
+    try:
+        found = nodes(reach_on_node, *args, timeout=PROBE_TIMEOUT_S + NODE_GRACE_S)
+    except StoreInReach:
+        raise
+    except Exception as exc:  # (a node lost, no answer, no libpq or psycopg there...)
+        raise StoreInReach(
+            f"{where}: the check that no run may log in did not run on every node of the"
+            f" cluster: {type(exc).__name__}: {exc}. {SERVER_FIX}"
+        ) from exc
+    doors: list[str] = []
+    for host, environment, logins in found:
+        if login.password is not None:
+            password_in(environment, login.password, where, f" on the node {host}")
+        doors += [f"{door} from the node {host}" for door in logins]
+    return doors
+
+
+def reach_on_node(
+    sandbox: Sandbox, workspace: str, attempts: tuple[tuple[str, int, str, str], ...], where: str
+) -> tuple[str, dict[str, str], list[str]]:
+    """In a task on one node (``probed_on_nodes``): its host name, the environment its runs'
+    commands get there (a variable named in ``tool_env`` takes this node's value), and
+    the logins the probe made from it, through its own libpq."""
+    from subagents.store.postgres_login import Login, libpq_path
+
+    host = socket.gethostname()
+    run = sandbox.for_run(workspace=Path(workspace), read_only=False, network=True)
+    try:
+        logins = probe(sandbox, Path(workspace), Login(None, attempts, libpq_path()), where)
+    except StoreInReach as refused:
+        raise StoreInReach(f"{refused} (on the node {host})") from None
+    return host, run.environment(None), logins
+
+
+def spellings(value: str) -> set[str]:
+    """``value`` and what it reads as decoded the ways a password travels in a variable:
+    percent-encoded (a URL's user and password, libpq decodes them; twice-encoded too),
+    ``+`` for a space (a query string's), a libpq connection string's backslash escapes
+    (``password=it\\'s``), and each of these of the others (at most ``SPELLINGS``)."""
+    seen = {value}
+    todo = [value]
+    while todo and len(seen) < SPELLINGS:
+        each = todo.pop()
+        for decoded in (unquote(each), unquote_plus(each), ESCAPED.sub(r"\1", each)):
+            if decoded not in seen:
+                seen.add(decoded)
+                todo.append(decoded)
+    return seen
+
+
+def base64_spellings(password: str) -> tuple[str, ...]:
+    """The password in base64 (standard and URL-safe alphabets, without the padding): a
+    value may hold it so (a secret as Kubernetes keeps it) and any command decodes it."""
+    raw = password.encode()
+    return tuple(
+        each.decode().rstrip("=") for each in (base64.b64encode(raw), base64.urlsafe_b64encode(raw))
+    )
 
 
 def probe(sandbox: Sandbox, workspace: Path, login: Login, where: str) -> list[str]:

@@ -47,6 +47,7 @@ from subagents.messages import (
 )
 from subagents.runtime._cluster_backend import ClusterBackend, NodeHosts
 from subagents.runtime._lease_keeper import LeaseKeeper
+from subagents.runtime._server_reach import check_nodes_reach
 from subagents.store.base import MailRecording, RunStore
 from subagents.store.fencing import FencedStore
 from subagents.store.sqlite_wal import StopCheckpoints
@@ -301,6 +302,7 @@ class Services:
         it, the nodes' senders have the driver write it (the supervisor's fenced store)."""
         from subagents.runtime._assembly import behaviours  # it does not import this one
 
+        check_nodes_reach(backend.on_every_node, env, store)  # each node's runs' commands
         catalog = self.catalog
         limits = env.spawn_rules.limits
         recording = store.mail_recording()

@@ -419,8 +419,8 @@ class SupervisorCore:
         return self._decided(self.effects.gather(self.recovery.restore(snapshot, roots)))
 
     def hosted(self) -> Set[str]:
-        """The runs held here, whose commands the actor claims from the store: an ended run's
-        too while its tree is held (a tree stop reaches its detached children still live)."""
+        """Runs held here, whose commands the actor claims (ended ones while their tree is): a
+        live view, read on the supervisor's thread before it decides (``actors.command_poll``)."""
         return self.runs.held()
 
     def commands(self, commands: Sequence[Command]) -> Decision:

@@ -1,0 +1,140 @@
+"""A store this command's opening made is taken back only while it is still this command's
+alone (``cli.fresh_store.FreshStore.take_back``): another process that opened the same new
+path meanwhile (two `subagents run --state NEW` at once) keeps its store, whether it
+recorded a run in it, holds it open, or made a new file there. Each second writer is a real
+process on the real SQLite file; this command's side is the CLI's own ``FreshStore`` around a
+real opening, as ``cli.runtime_args.start_runtime`` uses it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from clikit import DEADLINE_S, Cli
+
+from subagents.cli.fresh_store import FreshStore
+from subagents.store.opening import open_location
+
+HOLD = """
+import sys
+from subagents.store.opening import open_location
+store = open_location(sys.argv[1])
+store.list_runs(limit=1)  # (connected: SQLite reads the file, its -shm mapped and locked)
+print("open", flush=True)
+sys.stdin.readline()
+store.close()
+"""
+REMAKE = """
+import os, sys
+from subagents.store.opening import open_location
+for suffix in ("", "-wal", "-shm"):
+    if os.path.exists(sys.argv[1] + suffix):
+        os.unlink(sys.argv[1] + suffix)
+open_location(sys.argv[1]).close()
+"""
+
+
+def _opened(path: Path) -> tuple[FreshStore, object]:
+    """This command's side: the fresh store noted, then opened (as ``start_runtime``)."""
+    fresh = FreshStore.before_opening(path)
+    assert fresh is not None
+    store = open_location(path)
+    return fresh.opened(), store
+
+
+def test_an_unused_store_it_made_is_removed_with_its_folders(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "deep" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    assert fresh.take_back(store)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_another_command_ran_a_run_in_meanwhile_stays(tmp_path: Path) -> None:
+    """The second writer: a real `subagents run` on the same new path, done before this
+    command's refusal takes its store back (before: removed, the other's run with it)."""
+    cli = Cli(tmp_path / "ws")
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    other = cli("run", "quick", "theirs", "--agents", str(cli.agents), "--state", str(path))
+    assert other.returncode == 0, other.stderr
+    assert not fresh.take_back(store)  # type: ignore[arg-type]
+    with open_location(path) as kept:
+        assert [r.task for r in kept.list_runs()] == ["theirs"]
+
+
+def test_a_store_another_process_holds_open_stays(tmp_path: Path) -> None:
+    """Nothing recorded yet (a runtime still starting), but connected: its store."""
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    with _second_writer(HOLD, path):
+        assert not fresh.take_back(store)  # type: ignore[arg-type]
+        assert path.exists()
+    assert fresh.take_back(open_location(path))  # let go of: now this command's alone
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_store_another_process_made_at_the_path_stays(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    done = subprocess.run(
+        [sys.executable, "-c", REMAKE, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert not fresh.take_back(store)  # type: ignore[arg-type]  # not the file it made
+    assert path.exists()
+    with open_location(path) as theirs:
+        assert theirs.list_runs() == []
+
+
+class _OtherRunsAsItCloses:
+    """This command's real store, through which a real `subagents run` on the same path
+    starts, records its run and ends in the moment this command closes it: after the
+    take-back found nothing recorded, before it removes the files (a gate at that point,
+    the only one a test can reach deterministically; the stores and the run are real)."""
+
+    def __init__(self, store: object, cli: Cli, path: Path) -> None:
+        self._store, self._cli, self._path = store, cli, path
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        self._store.close()  # type: ignore[attr-defined]
+        argv = ["run", "quick", "theirs", "--agents", str(self._cli.agents)]
+        other = self._cli(*argv, "--state", str(self._path))
+        assert other.returncode == 0, other.stderr
+
+
+def test_a_run_another_command_recorded_as_this_one_closed_stays(tmp_path: Path) -> None:
+    """Before: the store was read as unused while still open, then closed and removed,
+    with the other command's run recorded between the two."""
+    cli = Cli(tmp_path / "ws")
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    assert not fresh.take_back(_OtherRunsAsItCloses(store, cli, path))  # type: ignore[arg-type]
+    assert not Path(f"{path}-shm").exists()  # (nor the one the take-back locked left)
+    with open_location(path) as kept:
+        assert [r.task for r in kept.list_runs()] == ["theirs"]
+
+
+@contextmanager
+def _second_writer(script: str, path: Path) -> Iterator[None]:
+    """``script`` in another process holding ``path`` open until the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "open", proc.stderr
+        yield
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+    finally:
+        proc.communicate(timeout=DEADLINE_S)
