@@ -215,15 +215,12 @@ class ScriptedModel:
             _simulate_latency(turn.delay, deadline, cancel)
         if turn is not None:
             _fail_as_scripted(request, turn, turn_index, call_number)
-        has_tools = False
-        for block in content:  # (a loop: ``any`` of a generator resumes a frame per block)
-            if isinstance(block, ToolUseBlock):
-                has_tools = True
-                break
-        if turn is not None and turn.stop_reason is not None:
+        if turn is None:
+            stop_reason = "end_turn"
+        elif turn.stop_reason is not None:
             stop_reason = turn.stop_reason
-        else:
-            stop_reason = "tool_use" if has_tools else "end_turn"
+        else:  # (``_content``: a block per scripted tool call)
+            stop_reason = "tool_use" if turn.tool_calls else "end_turn"
         usage = _usage(request, content, turn.usage if turn is not None else None)
         if debug_enabled():  # a filtered-out debug call still costs (logs.py)
             log.debug(
