@@ -177,7 +177,10 @@ class ScriptedModel:
         """``complete``, telling ``sink`` a turn's ``stream`` pieces over its ``delay`` (a
         turn without ``stream`` tells nothing: it comes whole, as from a backend that does
         not stream). Through ``complete``, with ``sink`` set for this thread, so that a
-        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too."""
+        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too;
+        played at once by a ``ScriptedModel`` itself (no thread-local set and cleared)."""
+        if type(self) is ScriptedModel:
+            return self._play(request, sink, deadline, cancel)
         self._streaming.sink = sink
         try:
             return self.complete(request, deadline=deadline, cancel=cancel)
