@@ -81,24 +81,17 @@ __all__ = ["LLMBehaviour", "LLMFactory", "ToolCrash"]
 class LLMBehaviour:
     """The conversation of one run and the bookkeeping of its pending tool calls."""
 
-    # What a run starts with and only replaces (never changes in place): read from the class
-    # until first set, not stored at every run's start (a fan-out's every child makes one)
-    turns = 0
+    turns = 0  # (these only replaced, never changed: read from the class until set per run)
     waiting = False
     ended = False
     stop_hook_active = False
+    order: list[str] = []
+    already_spawned: frozenset[str] | set[str] = frozenset()  # fan_out children recovered
     setup_error: str | None = None
     """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
     setup_kind = "bad_definition"
     environment = ""
     """Appended to the system prompt when the agent has file or shell tools."""
-    already_spawned: frozenset[str] | set[str] = frozenset()
-    """fan_out children an earlier start already spawned (their answers are recovered)."""
-    order: list[str] = []  # (replaced, never changed in place)
-    """The tool_use ids of the turn whose calls are pending, in the turn's order."""
-    _fan_outs: FanOutCalls | None = None
-    _approvals: ParentApprovalFlow | None = None
-    _kept_asks: StoreApprovalFlow | None = None
 
     def __init__(self, env: AgentEnv, port: AgentPort) -> None:
         self.env = env
@@ -107,6 +100,7 @@ class LLMBehaviour:
         self.inbox = UnreadMail()
         self.results: dict[str, ToolResultBlock | None] = {}
         self.background: dict[str, bool] = {}
+        self.fan_outs = FanOutCalls()
         self.calls: ToolCalls | None = None
         try:
             self.calls = ToolCalls(env, port)
@@ -120,32 +114,8 @@ class LLMBehaviour:
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
-
-    # The approval flows and the fan_out calls are made when first used, not at every run's
-    # start: most runs (a fan-out's child) never ask for an approval nor fan out.
-
-    @property
-    def fan_outs(self) -> FanOutCalls:
-        """The run's ``fan_out`` calls under way."""
-        if self._fan_outs is None:
-            self._fan_outs = FanOutCalls()
-        return self._fan_outs
-
-    @property
-    def approvals(self) -> ParentApprovalFlow:
-        """The run's tool calls waiting for its parent's approval."""
-        if self._approvals is None:
-            self._approvals = ParentApprovalFlow(
-                self.env, self.port, self.calls, self._answer, self._fail
-            )
-        return self._approvals
-
-    @property
-    def kept_asks(self) -> StoreApprovalFlow:
-        """The run's tool calls waiting for an answer kept in the store."""
-        if self._kept_asks is None:
-            self._kept_asks = StoreApprovalFlow(self.port, self.calls, self._answer, self._fail)
-        return self._kept_asks
+        self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
+        self.kept_asks = StoreApprovalFlow(port, self.calls, self._answer, self._fail)
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -229,9 +199,8 @@ class LLMBehaviour:
         """New mail: a parent's answer to an approval request is taken here (read, not
         shown as mail); the rest goes to the inbox."""
         kept: list[Mail] = []
-        approvals = self._approvals
         for mail in mails:
-            if approvals is None or not approvals.answered_by(mail):
+            if not self.approvals.answered_by(mail):
                 kept.append(mail)
             elif self.ended:
                 return
