@@ -81,27 +81,24 @@ __all__ = ["LLMBehaviour", "LLMFactory", "ToolCrash"]
 class LLMBehaviour:
     """The conversation of one run and the bookkeeping of its pending tool calls."""
 
-    turns = 0  # (these only replaced, never changed: read from the class until set per run)
-    waiting = False
-    ended = False
-    stop_hook_active = False
-    order: list[str] = []
-    already_spawned: frozenset[str] | set[str] = frozenset()  # fan_out children recovered
-    setup_error: str | None = None
-    """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
-    setup_kind = "bad_definition"
-    environment = ""
-    """Appended to the system prompt when the agent has file or shell tools."""
-
     def __init__(self, env: AgentEnv, port: AgentPort) -> None:
         self.env = env
         self.port = port
         self.messages: list[ChatMessage] = []
+        self.turns = 0
         self.inbox = UnreadMail()
+        self.order: list[str] = []
         self.results: dict[str, ToolResultBlock | None] = {}
         self.background: dict[str, bool] = {}
+        self.waiting = False
+        self.ended = False
         self.fan_outs = FanOutCalls()
+        # fan_out children an earlier start already spawned (their answers are recovered)
+        self.already_spawned: set[str] = set()
         self.calls: ToolCalls | None = None
+        self.setup_error: str | None = None
+        """Why this run's tools could not be set up (a bad permissionMode, rule or hook)."""
+        self.setup_kind = "bad_definition"
         try:
             self.calls = ToolCalls(env, port)
         except ValueError as exc:
@@ -112,6 +109,9 @@ class LLMBehaviour:
         self.schemas = offered_tools(env, port, self.tools, self.mcp_names)
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
+        self.stop_hook_active = False
+        self.environment = ""
+        """Appended to the system prompt when the agent has file or shell tools."""
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
         self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
