@@ -134,7 +134,8 @@ def not_offered(env: AgentEnv, port: AgentPort, name: str, mcp_failure: str | No
 
 def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResponse:
     """The model's answer to ``request`` (``ModelError`` as the model raised it), traced;
-    streamed, when the model can, through a ``Coalescer`` that reports what it writes."""
+    streamed, when the model can, through a ``Coalescer`` that reports what it writes (made
+    at its first piece: ``LazySink``)."""
     traced = env.tracer.model_call(port.record, request) if env.tracer else None
     sink = _coalescer(env, port, request)
     try:
@@ -160,22 +161,61 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
     return distinct_ids(response, port)
 
 
-def _coalescer(env: AgentEnv, port: AgentPort, request: ModelRequest) -> Coalescer | None:
+def _coalescer(env: AgentEnv, port: AgentPort, request: ModelRequest) -> LazySink | None:
     """The sink of a streamed call (None: the model does not stream, or the runtime does
     not want it: ``AgentEnv.stream_interval_s``)."""
     if env.stream_interval_s is None or not _streams(type(env.model)):
         return None
-    turn = 1
-    for message in request.messages:  # (a loop, not ``sum`` of a generator: every step)
-        if message.role == "assistant":
-            turn += 1
-    return Coalescer(
-        port.report_streamed,
-        run_id=port.record.run_id,
-        turn=turn,
-        interval=env.stream_interval_s,
-        later=port.later,
-    )
+    return LazySink(env.stream_interval_s, port, request)
+
+
+class LazySink:
+    """A ``StreamSink`` that makes its ``Coalescer`` when the first piece comes.
+
+    Why: most model calls of a streaming model tell no piece (a scripted turn without
+    ``stream``, a backend that answers whole), and a ``Coalescer`` (a lock, a dozen fields,
+    the turn counted over the conversation) made for each was a third of a scripted model
+    call. Until a piece comes nothing was shown: a ``void`` or the call's end has nothing
+    to say."""
+
+    __slots__ = ("coalescer", "interval", "port", "request")
+
+    def __init__(self, interval: float, port: AgentPort, request: ModelRequest) -> None:
+        self.interval = interval
+        self.port = port
+        self.request = request
+        self.coalescer: Coalescer | None = None
+
+    def _made(self) -> Coalescer:
+        if self.coalescer is None:
+            turn = 1
+            for message in self.request.messages:  # (a loop, not ``sum`` of a generator)
+                if message.role == "assistant":
+                    turn += 1
+            port = self.port
+            self.coalescer = Coalescer(
+                port.report_streamed,
+                run_id=port.record.run_id,
+                turn=turn,
+                interval=self.interval,
+                later=port.later,
+            )
+        return self.coalescer
+
+    def text(self, text: str) -> None:
+        self._made().text(text)
+
+    def tool_input(self, tool: str, partial_json: str) -> None:
+        self._made().tool_input(tool, partial_json)
+
+    def void(self) -> None:
+        if self.coalescer is not None:
+            self.coalescer.void()
+
+    def close(self, *, failed: bool) -> None:
+        """The call returned or failed: what the coalescer kept is sent, or voided."""
+        if self.coalescer is not None:
+            self.coalescer.close(failed=failed)
 
 
 @functools.cache

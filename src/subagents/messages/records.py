@@ -36,6 +36,10 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     model_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        # Nothing added to nothing spent (a run's first step, a budget's first charge): the
+        # other as it is (frozen), not a new one made field by field
+        if self == _NONE_USED:
+            return other
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -54,6 +58,9 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def total_tokens(self) -> int:
         return self.total_input_tokens + self.output_tokens
+
+
+_NONE_USED = Usage()
 
 
 class RunStatus(enum.StrEnum):

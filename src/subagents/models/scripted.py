@@ -177,7 +177,10 @@ class ScriptedModel:
         """``complete``, telling ``sink`` a turn's ``stream`` pieces over its ``delay`` (a
         turn without ``stream`` tells nothing: it comes whole, as from a backend that does
         not stream). Through ``complete``, with ``sink`` set for this thread, so that a
-        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too."""
+        subclass that wraps ``complete`` (to record what it is shown) sees streamed calls too;
+        played at once by a ``ScriptedModel`` itself (no thread-local set and cleared)."""
+        if type(self) is ScriptedModel:
+            return self._play(request, sink, deadline, cancel)
         self._streaming.sink = sink
         try:
             return self.complete(request, deadline=deadline, cancel=cancel)
@@ -215,15 +218,12 @@ class ScriptedModel:
             _simulate_latency(turn.delay, deadline, cancel)
         if turn is not None:
             _fail_as_scripted(request, turn, turn_index, call_number)
-        has_tools = False
-        for block in content:  # (a loop: ``any`` of a generator resumes a frame per block)
-            if isinstance(block, ToolUseBlock):
-                has_tools = True
-                break
-        if turn is not None and turn.stop_reason is not None:
+        if turn is None:
+            stop_reason = "end_turn"
+        elif turn.stop_reason is not None:
             stop_reason = turn.stop_reason
-        else:
-            stop_reason = "tool_use" if has_tools else "end_turn"
+        else:  # (``_content``: a block per scripted tool call)
+            stop_reason = "tool_use" if turn.tool_calls else "end_turn"
         usage = _usage(request, content, turn.usage if turn is not None else None)
         if debug_enabled():  # a filtered-out debug call still costs (logs.py)
             log.debug(

@@ -68,7 +68,8 @@ class Reports:
             "output_tokens": msg.usage.output_tokens,
         }
         decided.event(EventKind.STEP, state.record, self.now(), data)
-        decided.writes += self.progress.stepped(state)
+        if state.preview is not None:  # (most steps streamed nothing: no preview to drop)
+            decided.writes += self.progress.stepped(state)
         over_ids = self.policies.charge(msg)  # deepest first
         for run_id in over_ids:
             over = self.runs.live(run_id)
