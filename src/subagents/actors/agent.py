@@ -213,7 +213,7 @@ class AgentActor(FastInboxActor, Started):
             pool.run(self._actor_loop)
 
     def on_start(self) -> None:
-        self._handle(self._guard, self._begin)  # (most short runs end in it)
+        self._handle(self._begin)  # (most short runs end in it)
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
@@ -241,15 +241,20 @@ class AgentActor(FastInboxActor, Started):
             self._one(message)
 
     def _handle(self, work: Callable[..., None], *args: Any) -> None:
-        """One handling: ``work``, then ``_settle``. A run that ended in it stops its actor
-        when it is over (pykka's ``_stop``, as its stop message would): what is in the
-        mailbox then would not reach the behaviour either way, so no stop message goes round
-        through the mailbox (``_end``)."""
+        """One handling: ``work``, then ``_settle``. Whatever the behaviour raises in it (or
+        a report's flush) fails the run at once (``_crashed``), the handling's other messages
+        left unhandled, as a run that ended in it leaves them. A run that ended in it stops
+        its actor when it is over (pykka's ``_stop``, as its stop message would): what is in
+        the mailbox then would not reach the behaviour either way, so no stop message goes
+        round through the mailbox (``_end``). The guard is this one ``try`` around the whole
+        handling, not one frame around each message and flush (three per mail)."""
         self._handling = threading.get_ident()
         try:
             work(*args)
             if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
+        except BaseException as exc:  # (``_crashed``: a BaseException too)
+            self._crashed(exc)
         finally:
             self._handling = 0
         if self._ended:
@@ -267,7 +272,7 @@ class AgentActor(FastInboxActor, Started):
                 self._parked = []
                 self._tell(Parked(run_id=self.record.run_id, attempt=self.attempt))
             elif type(message) is not Unpark:  # (an Unpark not parked: nothing to do)
-                self._guard(self.behaviour.on_message, message)
+                self.behaviour.on_message(message)
         elif type(message) is Unpark:
             held, self._parked, self._wanting = self._parked, None, False
             for inner in held:
@@ -277,7 +282,7 @@ class AgentActor(FastInboxActor, Started):
         elif not self._parked and _only_records(self.behaviour, message):
             # (nothing held before it: order kept) e.g. one child's end of a gather that
             # still waits: recorded without a slot, not a park and unpark round trip
-            self._guard(self.behaviour.on_message, message)
+            self.behaviour.on_message(message)
         else:
             self._parked.append(message)
             if not self._wanting:
@@ -299,8 +304,8 @@ class AgentActor(FastInboxActor, Started):
             if not self._held:
                 return
             self._acks = []
-            try:  # a failure to send (no supervisor) fails the run, as any report's
-                self._guard(self.flush_reports)
+            try:  # a failure to send (no supervisor) fails the run (``_handle``), as any report's
+                self.flush_reports()
             finally:
                 acks, self._acks = self._acks, None
             if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
@@ -321,17 +326,15 @@ class AgentActor(FastInboxActor, Started):
                 self.log.exception("closing the behaviour failed")
         self.behaviour = None  # it holds this actor (its port): no cycle left for the GC
 
-    def _guard(self, work: Callable[..., None], *args: Any) -> None:
-        """Run a piece of the behaviour; whatever it raises fails the run at once. A
-        ``BaseException`` too (``SystemExit`` from a model, ...): left to the actor's loop it
-        would stop this actor without a word (or, on pykka's own threads, every actor), and
-        the requester would hear ``timed_out`` only at the deadline."""
-        try:
-            work(*args)
-        except Exception as exc:
+    def _crashed(self, exc: BaseException) -> None:
+        """A handling raised ``exc`` (called in ``_handle``'s ``except``): the run fails at
+        once. A ``BaseException`` too (``SystemExit`` from a model, ...): left to the actor's
+        loop it would stop this actor without a word (or, on pykka's own threads, every
+        actor), and the requester would hear ``timed_out`` only at the deadline."""
+        if isinstance(exc, Exception):
             self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
             self.fail("crash", f"{type(exc).__name__}: {exc}")
-        except BaseException as exc:  # an agent thread: never the main one
+        else:  # an agent thread: never the main one
             self.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
             self.fail(BASE_EXCEPTION, raised(f"a handling of {self.record.agent}", exc))
 
@@ -381,7 +384,9 @@ class AgentActor(FastInboxActor, Started):
 
     def send_mail(self, msg: SendMail) -> None:
         self._reading = None
-        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
+        if msg.attempt != self.attempt:  # (a first start's is the default: not made twice)
+            msg = msgspec.structs.replace(msg, attempt=self.attempt)
+        self._held.append(msg)
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))
