@@ -74,6 +74,7 @@ class ContextHost(Protocol):
     groups: list[PendingAll | PendingAny]
     inbox: deque[Mail]
     receivers: deque[Pending]
+    unjournaled: str | None
     recovered: dict[str, list[Any]]
     sent: Mapping[str, Mail]
     sleepers: dict[str, Pending]
@@ -272,8 +273,8 @@ class AgentContext:
             )
             b.resolve(key, mail)
             return pending
-        else:
-            b.port.journal(JournalEntry(request_id=key, kind="receive"))
+        else:  # it waits: its entry is put off (``FunctionBehaviour.unjournaled``)
+            b.unjournaled = key
         b.receivers.append(pending)
         b.port.wake_after(key, max(0.0, _seconds("receive", "timeout", timeout)))
         if b.inbox:  # a replayed receive that was waiting: mail may be here already
