@@ -28,6 +28,7 @@ from subagents.actors.agent_start import Started
 from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
@@ -40,6 +41,7 @@ from subagents.messages import (
     Ask,
     Batch,
     Continue,
+    DeliverMail,
     JournalEntry,
     Park,
     Parked,
@@ -172,7 +174,7 @@ class AgentActor(FastInboxActor, Started):
     _log: Any = None
     behaviour: Behaviour | None = None
 
-    def __init__(self, start: StartRun, cancel: threading.Event, kit: AgentKit) -> None:
+    def __init__(self, start: StartRun, cancel: LazyEvent, kit: AgentKit) -> None:
         """The run ``start`` says (its record, definition, deadline, what a resumed run is
         handed), ``cancel`` set when it must stop, with the parts every agent of the runtime
         shares (``kit``). Three positional arguments: fourteen keywords through pykka's
@@ -221,10 +223,15 @@ class AgentActor(FastInboxActor, Started):
         self.behaviour.start(start.checkpoint, start.pending_mail, start.recovered)
 
     def on_receive(self, message: Any) -> None:
-        if self._ended or self.cancel.is_set() or self.behaviour is None:
+        if self._ended or self.cancel._flag or self.behaviour is None:  # (``_flag``: LazyEvent)
             return
-        batch = type(message) is Batch or message is WAKES_DUE  # (else: one frame fewer)
-        self._handle(self._receive if batch else self._one, message)
+        kind = type(message)
+        if kind is DeliverMail and self._parked is None:  # (most: ``_one``'s, without its frame)
+            self._handle(self.behaviour.on_message, message)
+        elif kind is Batch or message is WAKES_DUE:
+            self._handle(self._receive, message)
+        else:
+            self._handle(self._one, message)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
@@ -310,10 +317,15 @@ class AgentActor(FastInboxActor, Started):
                 acks, self._acks = self._acks, None
             if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
+            behaviour = self.behaviour
+            assert behaviour is not None
             for ack in acks:
-                if self._ended or self.cancel.is_set():
+                if self._ended or self.cancel._flag:
                     return
-                self._one(ack, True)
+                if self._parked is None:  # (``_one``'s path for it, without its frame)
+                    behaviour.on_message(ack)
+                else:
+                    self._one(ack, True)
 
     def on_stop(self) -> None:
         if self._wakes is not None:
@@ -368,7 +380,7 @@ class AgentActor(FastInboxActor, Started):
             direct = self._direct
             if direct is None:
                 direct = self._direct = DirectMail(kit.mail, record, attempt)
-            messages, sent = direct.post(messages, self.cancel.is_set())
+            messages, sent = direct.post(messages, self.cancel._flag)
         one = messages[0] if len(messages) == 1 else Batch(messages=messages)
         report(kit.mail, kit.supervisor, one, messages)  # (in line, in order: mail_desk)
         if sent is not None:  # after the supervisor has them: it hears of mail first

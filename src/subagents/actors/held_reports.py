@@ -43,6 +43,11 @@ def reports_of(held: list[Any], run_id: str, attempt: int) -> tuple[Any, ...]:
         kind = type(m)
         if kind is list:
             out[i] = MailRead(run_id=run_id, mail_ids=tuple(m), attempt=attempt)
-        elif kind is JournalReport:
-            out[i] = m.report(run_id, attempt)
+        elif kind is JournalReport:  # (``JournalReport.report``, without its frame)
+            out[i] = Journal(
+                run_id=run_id,
+                entries=tuple(m.entries),
+                read_mail=tuple(m.read_mail),
+                attempt=attempt,
+            )
     return tuple(out)

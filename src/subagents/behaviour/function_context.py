@@ -276,7 +276,9 @@ class AgentContext:
         else:  # it waits: its entry is put off (``FunctionBehaviour.unjournaled``)
             b.unjournaled = key
         b.receivers.append(pending)
-        b.port.wake_after(key, max(0.0, _seconds("receive", "timeout", timeout)))
+        if type(timeout) is not float or not timeout >= 0.0:  # (most: a float; no frame then)
+            timeout = max(0.0, _seconds("receive", "timeout", timeout))
+        b.port.wake_after(key, timeout)
         if b.inbox:  # a replayed receive that was waiting: mail may be here already
             b.hand_out()
         return pending
