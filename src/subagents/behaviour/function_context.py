@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -70,6 +70,8 @@ class ContextHost(Protocol):
     not import the behaviour that creates it (tests/test_import_graph.py)."""
 
     port: AgentPort
+    coro: Coroutine[Any, Any, Any] | None
+    pendings: dict[str, Pending]
     background: dict[str, bool]
     groups: list[PendingAll | PendingAny]
     inbox: deque[Mail]
@@ -224,7 +226,7 @@ class AgentContext:
         None when nobody is subscribed)."""
         b = self._b
         key, replayed = b.call("send", 0, to, content)
-        pending = b.pending(key)
+        pending = b.pendings[key] = Pending(key)  # (``pending``, without its frame)
         port = b.port
         if replayed is None:
             # The hot path of a mail stream: the entry says only "a send" (no digest, no
@@ -249,14 +251,15 @@ class AgentContext:
                 reply_to=reply_to,
             )
         )
-        b.unheld()
+        if b.coro is None:  # (``unheld``, without its frame: a mail stream's every send)
+            port.flush_reports()
         return pending
 
     def receive(self, timeout: float = 30.0) -> Pending:
         """Awaiting gives the next unread Mail, or None when ``timeout`` passes first."""
         b = self._b
         key, replayed = b.call("receive", 0)
-        pending = b.pending(key)
+        pending = b.pendings[key] = Pending(key)  # (``pending``, without its frame)
         if replayed is not None:
             seen = seen_result(replayed)
             if seen is not None:  # the same mail (or the same timeout) as before
