@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -33,7 +32,7 @@ from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.wakes import WAKES_DUE, Wakes
-from subagents.behaviour.failures import BASE_EXCEPTION, raised
+from subagents.behaviour.failures import handling_raised
 from subagents.behaviour.port import NOT_RUN_STOPPING
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -248,20 +247,17 @@ class AgentActor(FastInboxActor, Started):
             self._one(message)
 
     def _handle(self, work: Callable[..., None], *args: Any) -> None:
-        """One handling: ``work``, then ``_settle``. Whatever the behaviour raises in it (or
-        a report's flush) fails the run at once (``_crashed``), the handling's other messages
-        left unhandled, as a run that ended in it leaves them. A run that ended in it stops
-        its actor when it is over (pykka's ``_stop``, as its stop message would): what is in
-        the mailbox then would not reach the behaviour either way, so no stop message goes
-        round through the mailbox (``_end``). The guard is this one ``try`` around the whole
-        handling, not one frame around each message and flush (three per mail)."""
+        """One handling: ``work``, then ``_settle``, in one ``try`` (not a frame around each
+        message and flush): whatever it raises fails the run at once (``handling_raised``),
+        its other messages unhandled. A run that ended in it stops its actor when it is over
+        (pykka's ``_stop``): no stop message goes round through the mailbox (``_end``)."""
         self._handling = threading.get_ident()
         try:
             work(*args)
             if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
-        except BaseException as exc:  # (``_crashed``: a BaseException too)
-            self._crashed(exc)
+        except BaseException as exc:  # (a BaseException too: ``handling_raised``)
+            handling_raised(self, self.record.agent, exc)
         finally:
             self._handling = 0
         if self._ended:
@@ -317,8 +313,7 @@ class AgentActor(FastInboxActor, Started):
                 acks, self._acks = self._acks, None
             if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
-            behaviour = self.behaviour
-            assert behaviour is not None
+            behaviour = cast(Behaviour, self.behaviour)
             for ack in acks:
                 if self._ended or self.cancel._flag:
                     return
@@ -337,18 +332,6 @@ class AgentActor(FastInboxActor, Started):
             except Exception:
                 self.log.exception("closing the behaviour failed")
         self.behaviour = None  # it holds this actor (its port): no cycle left for the GC
-
-    def _crashed(self, exc: BaseException) -> None:
-        """A handling raised ``exc`` (called in ``_handle``'s ``except``): the run fails at
-        once. A ``BaseException`` too (``SystemExit`` from a model, ...): left to the actor's
-        loop it would stop this actor without a word (or, on pykka's own threads, every
-        actor), and the requester would hear ``timed_out`` only at the deadline."""
-        if isinstance(exc, Exception):
-            self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
-            self.fail("crash", f"{type(exc).__name__}: {exc}")
-        else:  # an agent thread: never the main one
-            self.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
-            self.fail(BASE_EXCEPTION, raised(f"a handling of {self.record.agent}", exc))
 
     # ---- AgentPort ---------------------------------------------------------------------------
 
