@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -28,11 +27,12 @@ from subagents.actors.agent_start import Started
 from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
+from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import DirectMail, MailDesk, report
 from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.wakes import WAKES_DUE, Wakes
-from subagents.behaviour.failures import BASE_EXCEPTION, raised
+from subagents.behaviour.failures import handling_raised
 from subagents.behaviour.port import NOT_RUN_STOPPING
 from subagents.logs import get_logger
 from subagents.messages import (
@@ -40,6 +40,7 @@ from subagents.messages import (
     Ask,
     Batch,
     Continue,
+    DeliverMail,
     JournalEntry,
     Park,
     Parked,
@@ -172,7 +173,7 @@ class AgentActor(FastInboxActor, Started):
     _log: Any = None
     behaviour: Behaviour | None = None
 
-    def __init__(self, start: StartRun, cancel: threading.Event, kit: AgentKit) -> None:
+    def __init__(self, start: StartRun, cancel: LazyEvent, kit: AgentKit) -> None:
         """The run ``start`` says (its record, definition, deadline, what a resumed run is
         handed), ``cancel`` set when it must stop, with the parts every agent of the runtime
         shares (``kit``). Three positional arguments: fourteen keywords through pykka's
@@ -213,7 +214,7 @@ class AgentActor(FastInboxActor, Started):
             pool.run(self._actor_loop)
 
     def on_start(self) -> None:
-        self._handle(self._guard, self._begin)  # (most short runs end in it)
+        self._handle(self._begin)  # (most short runs end in it)
 
     def _begin(self) -> None:
         self.behaviour = self._factory(self)
@@ -221,10 +222,15 @@ class AgentActor(FastInboxActor, Started):
         self.behaviour.start(start.checkpoint, start.pending_mail, start.recovered)
 
     def on_receive(self, message: Any) -> None:
-        if self._ended or self.cancel.is_set() or self.behaviour is None:
+        if self._ended or self.cancel._flag or self.behaviour is None:  # (``_flag``: LazyEvent)
             return
-        batch = type(message) is Batch or message is WAKES_DUE  # (else: one frame fewer)
-        self._handle(self._receive if batch else self._one, message)
+        kind = type(message)
+        if kind is DeliverMail and self._parked is None:  # (most: ``_one``'s, without its frame)
+            self._handle(self.behaviour.on_message, message)
+        elif kind is Batch or message is WAKES_DUE:
+            self._handle(self._receive, message)
+        else:
+            self._handle(self._one, message)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, Batch):  # in order, as if sent one by one
@@ -241,15 +247,17 @@ class AgentActor(FastInboxActor, Started):
             self._one(message)
 
     def _handle(self, work: Callable[..., None], *args: Any) -> None:
-        """One handling: ``work``, then ``_settle``. A run that ended in it stops its actor
-        when it is over (pykka's ``_stop``, as its stop message would): what is in the
-        mailbox then would not reach the behaviour either way, so no stop message goes round
-        through the mailbox (``_end``)."""
+        """One handling: ``work``, then ``_settle``, in one ``try`` (not a frame around each
+        message and flush): whatever it raises fails the run at once (``handling_raised``),
+        its other messages unhandled. A run that ended in it stops its actor when it is over
+        (pykka's ``_stop``): no stop message goes round through the mailbox (``_end``)."""
         self._handling = threading.get_ident()
         try:
             work(*args)
             if self._held or self._wakes is not None or self._parks_at_wait:  # (else: no frame)
                 self._settle()
+        except BaseException as exc:  # (a BaseException too: ``handling_raised``)
+            handling_raised(self, self.record.agent, exc)
         finally:
             self._handling = 0
         if self._ended:
@@ -267,7 +275,7 @@ class AgentActor(FastInboxActor, Started):
                 self._parked = []
                 self._tell(Parked(run_id=self.record.run_id, attempt=self.attempt))
             elif type(message) is not Unpark:  # (an Unpark not parked: nothing to do)
-                self._guard(self.behaviour.on_message, message)
+                self.behaviour.on_message(message)
         elif type(message) is Unpark:
             held, self._parked, self._wanting = self._parked, None, False
             for inner in held:
@@ -277,7 +285,7 @@ class AgentActor(FastInboxActor, Started):
         elif not self._parked and _only_records(self.behaviour, message):
             # (nothing held before it: order kept) e.g. one child's end of a gather that
             # still waits: recorded without a slot, not a park and unpark round trip
-            self._guard(self.behaviour.on_message, message)
+            self.behaviour.on_message(message)
         else:
             self._parked.append(message)
             if not self._wanting:
@@ -299,16 +307,20 @@ class AgentActor(FastInboxActor, Started):
             if not self._held:
                 return
             self._acks = []
-            try:  # a failure to send (no supervisor) fails the run, as any report's
-                self._guard(self.flush_reports)
+            try:  # a failure to send (no supervisor) fails the run (``_handle``), as any report's
+                self.flush_reports()
             finally:
                 acks, self._acks = self._acks, None
             if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
+            behaviour = cast(Behaviour, self.behaviour)
             for ack in acks:
-                if self._ended or self.cancel.is_set():
+                if self._ended or self.cancel._flag:
                     return
-                self._one(ack, True)
+                if self._parked is None:  # (``_one``'s path for it, without its frame)
+                    behaviour.on_message(ack)
+                else:
+                    self._one(ack, True)
 
     def on_stop(self) -> None:
         if self._wakes is not None:
@@ -320,20 +332,6 @@ class AgentActor(FastInboxActor, Started):
             except Exception:
                 self.log.exception("closing the behaviour failed")
         self.behaviour = None  # it holds this actor (its port): no cycle left for the GC
-
-    def _guard(self, work: Callable[..., None], *args: Any) -> None:
-        """Run a piece of the behaviour; whatever it raises fails the run at once. A
-        ``BaseException`` too (``SystemExit`` from a model, ...): left to the actor's loop it
-        would stop this actor without a word (or, on pykka's own threads, every actor), and
-        the requester would hear ``timed_out`` only at the deadline."""
-        try:
-            work(*args)
-        except Exception as exc:
-            self.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
-            self.fail("crash", f"{type(exc).__name__}: {exc}")
-        except BaseException as exc:  # an agent thread: never the main one
-            self.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
-            self.fail(BASE_EXCEPTION, raised(f"a handling of {self.record.agent}", exc))
 
     # ---- AgentPort ---------------------------------------------------------------------------
 
@@ -365,7 +363,7 @@ class AgentActor(FastInboxActor, Started):
             direct = self._direct
             if direct is None:
                 direct = self._direct = DirectMail(kit.mail, record, attempt)
-            messages, sent = direct.post(messages, self.cancel.is_set())
+            messages, sent = direct.post(messages, self.cancel._flag)
         one = messages[0] if len(messages) == 1 else Batch(messages=messages)
         report(kit.mail, kit.supervisor, one, messages)  # (in line, in order: mail_desk)
         if sent is not None:  # after the supervisor has them: it hears of mail first
@@ -381,7 +379,9 @@ class AgentActor(FastInboxActor, Started):
 
     def send_mail(self, msg: SendMail) -> None:
         self._reading = None
-        self._held.append(msgspec.structs.replace(msg, attempt=self.attempt))
+        if msg.attempt != self.attempt:  # (a first start's is the default: not made twice)
+            msg = msgspec.structs.replace(msg, attempt=self.attempt)
+        self._held.append(msg)
 
     def request_stop(self, req: StopRequest | StopRequested) -> None:
         self._tell(msgspec.structs.replace(req, attempt=self.attempt))

@@ -39,6 +39,9 @@ class LazyEvent(threading.Event):
 
     def __init__(self) -> None:  # no super().__init__(): that makes the condition
         self._flag = False
+        """The flag (``threading.Event``'s name for it). An agent actor reads its run's cancel
+        signal's directly where it looks at it for every mail (``AgentActor.on_receive``, its
+        flush): ``is_set``'s frame, three times a mail."""
 
     def _condition(self) -> threading.Condition:
         cond = self._lazy

@@ -27,7 +27,8 @@ class Pending:
         self.value: Any = _UNSET
         self.error: BaseException | None = None
         self.resolved = False
-        """Set once, by ``resolve`` (the only writer of ``value`` and ``error``); a plain
+        """Set once, by ``resolve`` (the only writers of ``value`` and ``error``: it, and
+        ``FunctionBehaviour.resolve``, which does the same without its frame); a plain
         attribute, not a property: it is read ~5 times per mail of a ping-pong."""
 
     def resolve(self, value: Any = None, error: BaseException | None = None) -> None:

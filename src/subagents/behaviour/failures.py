@@ -11,6 +11,9 @@ main thread (a real Ctrl-C is delivered there, to the caller of the runtime, not
 
 from __future__ import annotations
 
+import traceback
+from typing import Any, Protocol
+
 BASE_EXCEPTION = "base_exception"
 """The error kind of a run whose model, tool or function raised a ``BaseException`` that is
 not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``...)."""
@@ -25,6 +28,27 @@ def named(exc: BaseException) -> str:
 def raised(what: str, exc: BaseException) -> str:
     """The error of such a run: ``the function sweep raised SystemExit: 3``."""
     return f"{what} raised {named(exc)}"
+
+
+class Failing(Protocol):
+    """What fails a run whose handling raised (an agent actor, ``AgentPort``'s side)."""
+
+    @property
+    def log(self) -> Any: ...
+    def fail(self, kind: str, message: str) -> None: ...
+
+
+def handling_raised(run: Failing, agent: str, exc: BaseException) -> None:
+    """A handling of ``agent``'s run raised ``exc`` (called in its ``except``: the traceback
+    is logged): the run fails at once. A ``BaseException`` too: left to the actor's loop it
+    would stop that actor without a word (or, on pykka's own threads, every actor), and the
+    requester would hear ``timed_out`` only at the deadline."""
+    if isinstance(exc, Exception):
+        run.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
+        run.fail("crash", f"{type(exc).__name__}: {exc}")
+    else:  # an agent thread: never the main one
+        run.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
+        run.fail(BASE_EXCEPTION, raised(f"a handling of {agent}", exc))
 
 
 NO_EVENT_LOOP = (

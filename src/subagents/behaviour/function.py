@@ -9,9 +9,10 @@ agent's actor without asyncio: each ``await`` on a context operation hands the a
 arrives, so waiting on a child never blocks a thread.
 
 Exact replay. Every context call is journaled (``JournalEntry``, through the supervisor, the
-store's one writer): the call when it is made, and what the function was handed when that is
-not already in another record (the mail a ``receive`` took, a timeout, the mail a
-``mailbox()`` read took, a stop's answer, an error). After a crash (or a restart) the
+store's one writer): the call when it is made (a ``receive`` that waits: when it is answered,
+or when another call comes first), and what the function was handed when that is not already
+in another record (the mail a ``receive`` took, a timeout, the mail a ``mailbox()`` read
+took, a stop's answer, an error). After a crash (or a restart) the
 function runs again from the top, and each call is matched, by its position, to the journal:
 a call already made is not made again, it is handed what it was handed before (a child's
 outcome from the child's record, the same mail, the same timeout...), and a call at a
@@ -141,6 +142,12 @@ class FunctionBehaviour:
         self.groups: list[PendingAll | PendingAny] = []
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
+        self.unjournaled: str | None = None
+        """The key of a live ``receive`` that waits and whose call is not journaled yet: its
+        entry is made when the function makes another call first (``call``); answered first,
+        the entry of what it was handed says both (``hand_out``, a timeout's). Past the end
+        of the journal a call is live, so a crash that loses it loses nothing a replay needs:
+        one entry fewer per mail received by waiting."""
         self.sleepers: dict[str, Pending] = {}
         self.brief_sleeps: set[str] = set()
         """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
@@ -186,6 +193,9 @@ class FunctionBehaviour:
         (None: a live call, which its maker journals)."""
         if self.ended:
             raise RuntimeError(f"{kind}(): this run has ended")
+        if self.unjournaled is not None:  # its entry goes before any later call's
+            self.port.journal(JournalEntry(request_id=self.unjournaled, kind="receive"))
+            self.unjournaled = None
         key = self.prefix + str(next(self._positions))
         if not self.journaled:  # the common case: live
             return key, None
@@ -446,24 +456,31 @@ class FunctionBehaviour:
                 for receiver in list(self.receivers):
                     if receiver.key == key:
                         self.receivers.remove(receiver)
-                        self._seen(key, result=None)
+                        if key == self.unjournaled:  # this entry says the call too
+                            self.unjournaled = None
+                        self._seen(key, kind="receive", result=None)
                         self.resolve(key, None)
             case Continue():
                 pass
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
 
-    def _seen(self, key: str, *, result: Any = None, error: str | None = None) -> None:
-        """Journal what a call was handed, before the function can see it."""
+    def _seen(
+        self, key: str, *, kind: str = "", result: Any = None, error: str | None = None
+    ) -> None:
+        """Journal what a call was handed, before the function can see it (``kind``: the
+        call's, when the entry may be the call's only one: ``unjournaled``)."""
         if key in self.pendings:
             self.port.journal(
-                JournalEntry(request_id=key, observed=True, result=result, error=error)
+                JournalEntry(request_id=key, kind=kind, observed=True, result=result, error=error)
             )
 
     def hand_out(self) -> None:
         """Mail arrived: answer the ``receive`` calls waiting for it, in order."""
         while self.receivers and self.inbox:
             receiver = self.receivers.popleft()
+            if receiver.key == self.unjournaled:  # the entry below says the call too
+                self.unjournaled = None
             self.port.cancel_wake(receiver.key)
             mail = self.inbox.popleft()
             self.port.journal(
@@ -478,11 +495,13 @@ class FunctionBehaviour:
         pending = self.pendings.pop(key, None)
         if pending is None:
             return
-        pending.resolve(value, error)
-        for group in list(self.groups):
-            group.refresh()
-            if group.resolved:
-                self.groups.remove(group)
+        if not pending.resolved:  # (``Pending.resolve``, without its frame: twice a mail)
+            pending.value, pending.error, pending.resolved = value, error, True
+        if self.groups:  # (most calls are awaited alone: no copy of an empty list)
+            for group in list(self.groups):
+                group.refresh()
+                if group.resolved:
+                    self.groups.remove(group)
         awaiting = self.awaiting
         if awaiting is not None and awaiting.resolved and self.coro is not None:
             self.awaiting = None

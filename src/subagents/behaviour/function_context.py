@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -70,10 +70,13 @@ class ContextHost(Protocol):
     not import the behaviour that creates it (tests/test_import_graph.py)."""
 
     port: AgentPort
+    coro: Coroutine[Any, Any, Any] | None
+    pendings: dict[str, Pending]
     background: dict[str, bool]
     groups: list[PendingAll | PendingAny]
     inbox: deque[Mail]
     receivers: deque[Pending]
+    unjournaled: str | None
     recovered: dict[str, list[Any]]
     sent: Mapping[str, Mail]
     sleepers: dict[str, Pending]
@@ -223,7 +226,7 @@ class AgentContext:
         None when nobody is subscribed)."""
         b = self._b
         key, replayed = b.call("send", 0, to, content)
-        pending = b.pending(key)
+        pending = b.pendings[key] = Pending(key)  # (``pending``, without its frame)
         port = b.port
         if replayed is None:
             # The hot path of a mail stream: the entry says only "a send" (no digest, no
@@ -248,14 +251,15 @@ class AgentContext:
                 reply_to=reply_to,
             )
         )
-        b.unheld()
+        if b.coro is None:  # (``unheld``, without its frame: a mail stream's every send)
+            port.flush_reports()
         return pending
 
     def receive(self, timeout: float = 30.0) -> Pending:
         """Awaiting gives the next unread Mail, or None when ``timeout`` passes first."""
         b = self._b
         key, replayed = b.call("receive", 0)
-        pending = b.pending(key)
+        pending = b.pendings[key] = Pending(key)  # (``pending``, without its frame)
         if replayed is not None:
             seen = seen_result(replayed)
             if seen is not None:  # the same mail (or the same timeout) as before
@@ -272,10 +276,12 @@ class AgentContext:
             )
             b.resolve(key, mail)
             return pending
-        else:
-            b.port.journal(JournalEntry(request_id=key, kind="receive"))
+        else:  # it waits: its entry is put off (``FunctionBehaviour.unjournaled``)
+            b.unjournaled = key
         b.receivers.append(pending)
-        b.port.wake_after(key, max(0.0, _seconds("receive", "timeout", timeout)))
+        if type(timeout) is not float or not timeout >= 0.0:  # (most: a float; no frame then)
+            timeout = max(0.0, _seconds("receive", "timeout", timeout))
+        b.port.wake_after(key, timeout)
         if b.inbox:  # a replayed receive that was waiting: mail may be here already
             b.hand_out()
         return pending
