@@ -4,7 +4,10 @@ trivial run no longer call it; every other subscriber still sees every event, in
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+import structlog
 
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
@@ -80,3 +83,90 @@ def test_kinds_that_are_not_a_set_of_event_kinds_are_refused_naming_what_was_wro
     subscribers.publish(_event(EventKind.STARTED))
     subscribers.publish(_event(EventKind.RESTARTED))
     assert got == [EventKind.RESTARTED]
+
+
+def test_subscribers_want_a_kind_while_a_callback_takes_it_or_the_debug_log_is_on() -> None:
+    """``Subscribers.wants``: what decides whether a straight mail's events are published
+    (``Recorded.published``): no callback of that kind and no debug log, nobody."""
+    subscribers = Subscribers()
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        assert not subscribers.wants(EventKind.MAIL_SENT)
+        subscribers.subscribe(lambda e: None, END_KINDS)
+        assert not subscribers.wants(EventKind.MAIL_SENT)
+        assert subscribers.wants(EventKind.COMPLETED)
+        unsubscribe = subscribers.subscribe(lambda e: None)
+        assert subscribers.wants(EventKind.MAIL_SENT)
+        unsubscribe()
+        assert not subscribers.wants(EventKind.MAIL_DELIVERED)
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        assert subscribers.wants(EventKind.MAIL_DELIVERED)  # logged at debug: published
+    finally:
+        structlog.configure(**saved)
+
+
+def test_straight_mail_nobody_subscribed_to_keeps_its_events_and_a_subscriber_gets_them() -> None:
+    """In memory, with no subscriber of mail events, a straight mail's events are still
+    kept by the store (what ``store.events`` and the CLI read); a subscriber added later is
+    handed those of the mail sent after it, each mail's ``mail_sent`` then ``mail_delivered``."""
+
+    async def receiver(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        await ctx.send(ctx.task, mail.content)  # to its parent: it ends after the reply
+        return "read"
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "hello")  # by run id: straight to it
+        return "sent"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", ctx.run_id, background=True)
+        await ctx.spawn("sender", receiver_id)  # one tree: its mail may go straight
+        reply = await ctx.receive(timeout=WAIT)
+        assert reply is not None and reply.content == "hello"
+        return receiver_id
+
+    def exchange(rt: Runtime) -> tuple[str, str, str]:
+        done = rt.spawn("root", "go").result(timeout=WAIT)
+        (sent,) = rt.store.list_runs(root_run_id=done.run_id, agent="sender")
+        return done.run_id, sent.run_id, done.result
+
+    def mail_events(events: list[Event], runs: tuple[str, str]) -> list[tuple[EventKind, str]]:
+        """The events of the sender's mail (``runs``: the sender, its recipient)."""
+        sender, recipient = runs
+        return [
+            (e.kind, e.run_id)
+            for e in events
+            if (e.kind is EventKind.MAIL_SENT and e.run_id == sender)
+            or (
+                e.kind is EventKind.MAIL_DELIVERED
+                and e.run_id == recipient
+                and e.data.get("sender") == sender
+            )
+        ]
+
+    def kept(rt: Runtime, runs: tuple[str, str]) -> list[tuple[EventKind, str]]:
+        return mail_events(rt.store.events(runs[0]) + rt.store.events(runs[1]), runs)
+
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    with Runtime(agents, store=MemoryStore()) as rt:
+        _, *runs = exchange(rt)
+        first = (runs[0], runs[1])
+        assert kept(rt, first) == [
+            (EventKind.MAIL_SENT, first[0]),
+            (EventKind.MAIL_DELIVERED, first[1]),
+        ]
+        seen = Events()
+        rt.subscribe(seen)
+        root_id, *runs = exchange(rt)
+        then = (runs[0], runs[1])
+        seen.wait_for(
+            lambda items: any(e.kind is EventKind.COMPLETED and e.run_id == root_id for e in items)
+        )
+        assert mail_events(seen.snapshot(), then) == [
+            (EventKind.MAIL_SENT, then[0]),
+            (EventKind.MAIL_DELIVERED, then[1]),
+        ]
+        assert kept(rt, then) == mail_events(seen.snapshot(), then)
