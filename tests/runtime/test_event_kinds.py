@@ -4,7 +4,10 @@ trivial run no longer call it; every other subscriber still sees every event, in
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+import structlog
 
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
@@ -80,3 +83,101 @@ def test_kinds_that_are_not_a_set_of_event_kinds_are_refused_naming_what_was_wro
     subscribers.publish(_event(EventKind.STARTED))
     subscribers.publish(_event(EventKind.RESTARTED))
     assert got == [EventKind.RESTARTED]
+
+
+def test_subscribers_want_a_kind_while_a_callback_takes_it_or_the_debug_log_is_on() -> None:
+    """``Subscribers.wants``: what decides whether a straight mail's events are published
+    (``Recorded.published``): no callback of that kind and no debug log, nobody."""
+    subscribers = Subscribers()
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    try:
+        assert not subscribers.wants(EventKind.MAIL_SENT)
+        subscribers.subscribe(lambda e: None, END_KINDS)
+        assert not subscribers.wants(EventKind.MAIL_SENT)
+        assert subscribers.wants(EventKind.COMPLETED)
+        unsubscribe = subscribers.subscribe(lambda e: None)
+        assert subscribers.wants(EventKind.MAIL_SENT)
+        unsubscribe()
+        assert not subscribers.wants(EventKind.MAIL_DELIVERED)
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        assert subscribers.wants(EventKind.MAIL_DELIVERED)  # logged at debug: published
+    finally:
+        structlog.configure(**saved)
+
+
+def test_straight_mail_nobody_subscribed_to_keeps_its_events_and_a_subscriber_gets_them() -> None:
+    """In memory, with no subscriber of mail events, a straight mail's events are still
+    kept by the store (what ``store.events`` and the CLI read); a subscriber added later is
+    handed those of the mail sent after it, each mail's ``mail_sent`` then ``mail_delivered``."""
+
+    async def receiver(ctx: AgentContext) -> str:
+        mail = await ctx.receive(timeout=WAIT)
+        assert mail is not None
+        await ctx.send(ctx.task, mail.content)  # to its parent: it ends after the reply
+        return "read"
+
+    async def sender(ctx: AgentContext) -> str:
+        await ctx.send(ctx.task, "hello")  # by run id: straight to it
+        return "sent"
+
+    async def root(ctx: AgentContext) -> str:
+        receiver_id: str = await ctx.spawn("receiver", ctx.run_id, background=True)
+        await ctx.spawn("sender", receiver_id)  # one tree: its mail may go straight
+        reply = await ctx.receive(timeout=WAIT)
+        assert reply is not None and reply.content == "hello"
+        return receiver_id
+
+    def exchange(rt: Runtime) -> tuple[str, str, str]:
+        done = rt.spawn("root", "go").result(timeout=WAIT)
+        (sent,) = rt.store.list_runs(root_run_id=done.run_id, agent="sender")
+        return done.run_id, sent.run_id, done.result
+
+    def mail_events(events: list[Event], pair: tuple[str, str, str]) -> list[tuple[EventKind, str]]:
+        """The events of the mail ``pair`` names (its sender, its recipient, its id)."""
+        mail_id = pair[2]
+        return [
+            (e.kind, e.run_id)
+            for e in events
+            if e.kind in (EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED)
+            and e.data.get("mail_id") == mail_id
+        ]
+
+    def hello(rt: Runtime, sender: str, recipient: str) -> tuple[str, str, str]:
+        """The "hello" ``sender`` mailed ``recipient`` (the receiver also mails its root
+        its end, a dead letter: the root ended)."""
+        mails = rt.store.mail_for(recipient)
+        (mail,) = [
+            m for m in mails if (m.sender, m.recipient, m.content) == (sender, recipient, "hello")
+        ]
+        return sender, recipient, mail.mail_id
+
+    def kept(rt: Runtime, pair: tuple[str, str, str]) -> list[tuple[EventKind, str]]:
+        return mail_events(rt.store.events(pair[0]) + rt.store.events(pair[1]), pair)
+
+    agents = {"root": root, "sender": sender, "receiver": receiver}
+    with Runtime(agents, store=MemoryStore()) as rt:
+        _, sent_id, receiver_id = exchange(rt)
+        first = hello(rt, sent_id, receiver_id)
+        assert kept(rt, first) == [
+            (EventKind.MAIL_SENT, sent_id),
+            (EventKind.MAIL_DELIVERED, receiver_id),
+        ]
+        seen = Events()
+        rt.subscribe(seen)
+        root_id, sent_id, receiver_id = exchange(rt)
+        # the reply too: it comes in the late line with the receiver's journal, decided by
+        # ``Recorded.all`` (the sender's mail, before its end, is decided alone): its events
+        # reach the subscriber only through ``Subscribers.wants``; decided before the
+        # receiver's end (a run's reports in order), so published before it
+        ended = {root_id, receiver_id}
+        seen.wait_for(
+            lambda items: ended <= {e.run_id for e in items if e.kind is EventKind.COMPLETED}
+        )
+        then, reply = hello(rt, sent_id, receiver_id), hello(rt, receiver_id, root_id)
+        for pair in (then, reply):
+            assert mail_events(seen.snapshot(), pair) == [
+                (EventKind.MAIL_SENT, pair[0]),
+                (EventKind.MAIL_DELIVERED, pair[1]),
+            ]
+            assert kept(rt, pair) == mail_events(seen.snapshot(), pair)

@@ -3,13 +3,23 @@ batch wraps, a run saved twice saved once, and what the store holds afterwards u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
-from subagents.messages import Event, Lease, MailState, Outcome, RunRecord, RunStatus
+from subagents.messages import (
+    Event,
+    JournalEntry,
+    Lease,
+    Mail,
+    MailState,
+    Outcome,
+    RunRecord,
+    RunStatus,
+)
 from subagents.store.base import Fenced, RunStore
 from subagents.store.fencing import Fence, FencedStore
 from subagents.store.memory import MemoryStore
@@ -17,6 +27,7 @@ from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import (
     AppendEvent,
     SaveCheckpoint,
+    SaveJournal,
     SaveMails,
     SaveOutcome,
     SaveRun,
@@ -216,3 +227,45 @@ def test_a_memory_store_subclass_has_its_own_writes_called_and_fails_where_it_fa
     assert store.get_run("a") is None
     assert store.events("a") == [] and store.last_event_seq() == 0
     assert store.get_run("b") is None  # nothing after the write that failed
+
+
+class _NotesMail(MemoryStore):
+    """A memory store that notes every mail, mail state and journal write it makes: its
+    own methods, as a subclass's are (tests/runtime/test_records_fail_alone.py's fails one
+    journal, test_supervisor_survives.py's one mail)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def save_mails(self, mails: Sequence[Mail]) -> None:
+        self.calls.append("mails")
+        super().save_mails(mails)
+
+    def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
+        self.calls.append(f"state {state.value}")
+        super().set_mails_state(mail_ids, state)
+
+    def save_journal(self, run_id: str, entries: Sequence[JournalEntry]) -> None:
+        self.calls.append(f"journal {run_id}")
+        super().save_journal(run_id, entries)
+
+
+def test_a_memory_store_subclass_has_its_own_mail_and_journal_writes_called() -> None:
+    """``MemoryStore._apply_batch`` keeps mail, its states and journals itself (a
+    ping-pong's every mail: no method call, no hold of the lock again), never past a
+    subclass's override of them; and what it keeps is what each method would."""
+    entry = JournalEntry(request_id="b:1", kind="receive", observed=True)
+    writes = [
+        SaveMails((mail("m1", "a", "b"),)),
+        SaveJournal("b", (entry,)),
+        SetMailsState(("m1",), MailState.READ),
+        SaveJournal("b", (entry,)),
+    ]
+    noted, direct = _NotesMail(), MemoryStore()
+    for store in (noted, direct):
+        write_all(FencedStore(store), writes)
+        assert [m.state for m in store.mail_for("a")] == [MailState.READ]
+        assert store.mail_for("b") == store.mail_for("a")
+        assert store.journal_of("b") == [entry, entry]
+    assert noted.calls == ["mails", "journal b", "state read", "journal b"]

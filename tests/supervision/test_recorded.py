@@ -21,6 +21,7 @@ from subagents.messages import (
     new_id,
 )
 from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState
+from subagents.supervision.effects import Publish
 
 from .test_core import Harness
 
@@ -209,3 +210,30 @@ def test_a_mail_kept_that_a_held_receipt_names_waits_for_the_receipt() -> None:
     kinds = [type(w).__name__ for w in decision.writes if type(w) in (SetMailsState, SaveMails)]
     assert kinds == ["SetMailsState", "SaveMails"]
     assert decision.writes[0] == SetMailsState((pong.mail_id,), MailState.READ)
+
+
+def _published(decision: Any) -> list[tuple[EventKind, str]]:
+    return [(e.event.kind, e.event.run_id) for e in decision.effects if type(e) is Publish]
+
+
+def test_a_lines_mail_events_nobody_is_handed_are_kept_and_not_published() -> None:
+    """A straight mail's two events are kept whoever listens; published only when someone
+    is handed one of their kinds (``Recorded.published``: the runtime's subscribers or
+    its debug log), then both, in the order kept. The store ends the same either way."""
+    published, unheard, one_kind = Harness(), Harness(), Harness()
+    unheard.core.core.recorded_parts.published = lambda _kind: False
+    one_kind.core.core.recorded_parts.published = lambda kind: kind is EventKind.MAIL_DELIVERED
+    seen, out = [], []
+    for h in (published, unheard, one_kind):
+        a, b, reports = _unrecorded_pingpong(h)
+        decision = h.core._do(h.core.core.recorded(reports))
+        seen.append(_seen(h, a, b))
+        kept = [(w.event.kind, w.event.run_id) for w in decision.writes if type(w) is AppendEvent]
+        out.append((kept, _published(decision)))
+    assert seen[0] == seen[1] == seen[2]
+    (kept, sent), (kept_unheard, sent_unheard), (kept_one, sent_one) = out
+    kinds = [kind for kind, _ in kept]
+    assert kinds == [EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED] * 2  # two mails' events
+    assert kinds == [k for k, _ in kept_unheard] == [k for k, _ in kept_one]
+    assert sent == kept and sent_one == kept_one  # both kinds, in the order kept
+    assert sent_unheard == []

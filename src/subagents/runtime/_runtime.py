@@ -232,7 +232,7 @@ class Runtime:
         if address is not None:  # the runs' agents live in the cluster's node hosts
             hosting.start_cluster(backend, self.owner, self._functions, self.env, self.store)
         self._supervisor = hosting.start_supervisor(
-            self.core, self.store, behaviour_for, self._roots.told, self._events.publish
+            self.core, self.store, behaviour_for, self._roots.told, self._events
         )
         # the lease is written before the restore: a process that takes runs over is
         # seen alive by the next one that looks

@@ -103,6 +103,15 @@ class Subscribers:
 
         return unsubscribe
 
+    def wants(self, kind: EventKind) -> bool:
+        """Whether an event of ``kind`` published now reaches anyone: the debug log is on,
+        or a callback takes that kind. Why: an event nobody is handed need not be published
+        at all (a straight mail's two events: ``Recorded.all`` asks once per line of
+        records); the store keeps it whatever the answer."""
+        if debug_enabled():
+            return True
+        return any(kinds is None or kind in kinds for _, kinds in self._callbacks)
+
     def publish(self, event: Event) -> None:
         """Log ``event`` (at debug) and hand it to every callback that takes its kind; one
         that raises is logged and skipped, a ``SystemExit`` too: it runs on the supervisor's
@@ -249,11 +258,14 @@ class Services:
         store: RunStore,
         behaviour_for: Callable[[AgentSpec], BehaviourFactory],
         on_outside: Callable[[ToOutside], None],
-        on_event: Callable[[Event], None],
+        events: Subscribers,
     ) -> SupervisorClient:
         """The supervisor actor over ``core``, its agents' loops on the pool (or, on a
-        cluster, in the node hosts: ``start_cluster`` first). It writes through a fence
-        (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
+        cluster, in the node hosts: ``start_cluster`` first), its events to ``events`` (a
+        straight mail's published only if someone wants them: ``Recorded.published``). It
+        writes through a fence (``store.fencing``), armed by ``keep_lease``: once the lease
+        is taken, nothing more."""
+        core.recorded_parts.published = events.wants
         extra: dict[str, Any] = {}
         self.fenced = fenced = FencedStore(store)
         if self.cluster is not None:  # runs on nodes: their mail is the node hosts' concern
@@ -275,7 +287,7 @@ class Services:
             timer=self.timer,
             behaviour_for=behaviour_for,
             on_outside=on_outside,
-            on_event=on_event,
+            on_event=events.publish,
             on_thread=self.track_supervisor_thread,
             pool=self.pool,
             dispatcher=self.dispatcher,

@@ -47,6 +47,16 @@ from subagents.store.writes import (
     apply_writes,
 )
 
+_KEPT_DIRECTLY = (
+    "save_run",
+    "append_event",
+    "save_outcome",
+    "save_mails",
+    "set_mails_state",
+    "save_journal",
+)
+"""The methods whose writes ``MemoryStore._apply_batch`` makes itself, unless overridden."""
+
 
 class MemoryStore(RunStore):
     """Everything in memory; lost when the process ends (the promises: ``RunStore``)."""
@@ -74,15 +84,14 @@ class MemoryStore(RunStore):
         self._previews: dict[str, Preview] = {}
 
     _direct = True
-    """Whether ``_apply_batch`` keeps a run's record, events and outcome itself: not in a
-    subclass that overrides ``save_run``, ``append_event`` or ``save_outcome`` (a store
+    """Whether ``_apply_batch`` keeps a run's record, events, outcome, mail, mail states
+    and journal itself: not in a subclass that overrides one of their methods (a store
     counting or failing its writes: ``__init_subclass__``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._direct = all(
-            getattr(cls, name) is getattr(MemoryStore, name)
-            for name in ("save_run", "append_event", "save_outcome")
+            getattr(cls, name) is getattr(MemoryStore, name) for name in _KEPT_DIRECTLY
         )
         cls._batch_is_lock = cls.batch is MemoryStore.batch
 
@@ -111,9 +120,9 @@ class MemoryStore(RunStore):
         under one hold of the lock (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
         lock of its own (a trivial run makes six: its record twice, three events, its
-        outcome); those kinds are kept here directly, any other through its method (mail,
-        its states and a journal, a ping-pong's every mail, with their undo taken here, not
-        by ``undo_of``). A
+        outcome); those kinds, and mail, its states and a journal (a ping-pong's every
+        mail, their undo taken here, not by ``undo_of``), are kept here directly (no hold
+        of the lock again), any other through its method. A
         subclass that overrides one of those methods has every write go through its method
         (``_direct``): its override is never bypassed. Private: ``write_all``'s hook, not
         a call of the store's public API (whose types ``subagents`` exports: the writes are
@@ -130,6 +139,7 @@ class MemoryStore(RunStore):
         (``FencedStore.write_batch``: the batch, its fence and its writes in this one call,
         not a fenced batch opened and closed around it)."""
         runs, outcomes, journals = self._runs, self._outcomes, self._journals
+        events, stream = self._events, self._stream
         replaced: dict[int, Any] = {}
         i = -1
         with self._lock:
@@ -145,8 +155,12 @@ class MemoryStore(RunStore):
                 for i, write in enumerate(writes):
                     if i in skip:
                         continue
-                    if type(write) is AppendEvent:
-                        self._keep_event(write.event)
+                    if type(write) is AppendEvent:  # (``_keep_event`` written out: 2 a mail)
+                        event = write.event
+                        if (kept := events.get(event.run_id)) is None:
+                            kept = events[event.run_id] = []
+                        kept.append(event)
+                        stream.append(event)
                     elif type(write) is SaveRun:
                         record = write.record
                         run_id = record.run_id
@@ -161,15 +175,17 @@ class MemoryStore(RunStore):
                         self._keep_outcome(write.outcome, write.delivered)
                     elif type(write) is SaveMails:  # (the mails kept: the last ones in)
                         replaced[i] = len(self._mail)
-                        self.save_mails(write.mails)
+                        _keep_mails(self._mail, self._mail_of_run, write.mails)  # (no lock again)
                     elif type(write) is SetMailsState:
                         mails = self._mail
                         replaced[i] = [(m, mails[m]) for m in write.mail_ids if m in mails]
-                        self.set_mails_state(write.mail_ids, write.state)
+                        _set_states(self._mail, write.mail_ids, write.state)
                     elif type(write) is SaveJournal:  # (a function agent's every handling)
-                        kept = journals.get(write.run_id)  # (its length now: None, absent)
-                        replaced[i] = None if kept is None else len(kept)
-                        self.save_journal(write.run_id, write.entries)
+                        entries = journals.get(write.run_id)  # (its length now: None, absent)
+                        replaced[i] = None if entries is None else len(entries)
+                        if entries is None:
+                            entries = journals[write.run_id] = []
+                        entries += write.entries
                     else:
                         replaced[i] = undo_of(self, write)
                         apply_writes(self, (write,))
@@ -262,28 +278,15 @@ class MemoryStore(RunStore):
         self.save_mails((mail,))
 
     def save_mails(self, mails: Sequence[Mail]) -> None:
-        of_run, kept = self._mail_of_run, self._mail
         with self._lock:
-            for mail in mails:
-                mail_id = mail.mail_id
-                if mail_id in kept:  # kept once (``RunStore.save_mail``)
-                    continue
-                sender, recipient = mail.sender, mail.recipient
-                of_run.setdefault(sender, []).append(mail_id)
-                if recipient != sender:
-                    of_run.setdefault(recipient, []).append(mail_id)
-                kept[mail_id] = mail
+            _keep_mails(self._mail, self._mail_of_run, mails)
 
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         self.set_mails_state((mail_id,), state)
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
-        replace, kept = msgspec.structs.replace, self._mail
         with self._lock:
-            for mail_id in mail_ids:
-                mail = kept.get(mail_id)
-                if mail is not None:
-                    kept[mail_id] = replace(mail, state=state)
+            _set_states(self._mail, mail_ids, state)
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
         wanted = set(states) if states is not None else None
@@ -441,3 +444,31 @@ class MemoryStore(RunStore):
 
     def close(self) -> None:
         pass
+
+
+def _keep_mails(kept: dict[str, Mail], of_run: dict[str, list[str]], mails: Sequence[Mail]) -> None:
+    """``MemoryStore.save_mails`` with its lock held: each mail kept once, listed under its
+    sender and recipient. (``get``, a new list only for a run's first mail: ``setdefault``
+    made an empty list for every mail, thrown away.)"""
+    for mail in mails:
+        mail_id = mail.mail_id
+        if mail_id in kept:  # kept once (``RunStore.save_mail``)
+            continue
+        sender, recipient = mail.sender, mail.recipient
+        if (ids := of_run.get(sender)) is None:
+            ids = of_run[sender] = []
+        ids.append(mail_id)
+        if recipient != sender:
+            if (ids := of_run.get(recipient)) is None:
+                ids = of_run[recipient] = []
+            ids.append(mail_id)
+        kept[mail_id] = mail
+
+
+def _set_states(kept: dict[str, Mail], mail_ids: Sequence[str], state: MailState) -> None:
+    """``MemoryStore.set_mails_state`` with its lock held."""
+    replace = msgspec.structs.replace
+    for mail_id in mail_ids:
+        mail = kept.get(mail_id)
+        if mail is not None:
+            kept[mail_id] = replace(mail, state=state)

@@ -30,8 +30,8 @@ from subagents.messages import (
     MailState,
     SendMail,
 )
-from subagents.store.writes import SaveMails, SetMailsState, Write
-from subagents.supervision.effects import Decided
+from subagents.store.writes import AppendEvent, SaveMails, SetMailsState, Write
+from subagents.supervision.effects import Decided, event_of
 from subagents.supervision.runs import RunState, RunTable
 
 
@@ -70,12 +70,23 @@ def announce(
         decided.event(EventKind.MAIL_DELIVERED, target.record, now(), data)
 
 
-def announce_one(runs: RunTable, ts: float, mail: Mail, target: RunState, decided: Decided) -> None:
+def announce_one(
+    runs: RunTable, ts: float, mail: Mail, target: RunState, decided: Decided, publish: bool
+) -> None:
     """``announce`` of one mail that reached ``target`` (its recipient, looked up already),
     the same events, both at ``ts``: a mail that went straight, heard of alone
     (``MailRoom.posted``: every mail of a ping-pong), needs no pairs grouped nor its
-    recipient found again."""
+    recipient found again. Unless ``publish``, the events are only kept (nobody is handed
+    them: ``Recorded.published``)."""
     sender_state = runs.get(mail.sender)
+    if not publish:
+        writes = decided.writes
+        if sender_state is not None:
+            data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
+            writes.append(AppendEvent(event_of(EventKind.MAIL_SENT, sender_state.record, ts, data)))
+        data = {"mail_id": mail.mail_id, "sender": mail.sender}
+        writes.append(AppendEvent(event_of(EventKind.MAIL_DELIVERED, target.record, ts, data)))
+        return
     if sender_state is not None:
         data = {"mail_id": mail.mail_id, "recipient": mail.recipient}
         decided.event(EventKind.MAIL_SENT, sender_state.record, ts, data)

@@ -193,27 +193,28 @@ class MailRoom:
             request_id=msg.request_id, mail_id=first, recipient=msg.to, recipients=recipients
         )
 
-    def posted(self, msg: MailPosted) -> Decided:
+    def posted(self, msg: MailPosted, publish: bool = True) -> Decided:
         """Mail a run took straight to its recipients (``actors/mail_desk.py``), heard of
         after: kept (unless its sender recorded it already), in the recipients' inboxes (so
-        their read receipts and their ends find it), announced as any mail. A mail handed to
+        their read receipts and their ends find it), announced as any mail (one mail's
+        events published only if ``publish``: someone is handed them). A mail handed to
         a start its recipient has since left (a restart) is delivered again, to the current
         start (or handed over at the next); one whose recipient ended before this report
         came was never read: a dead letter, its sender told, as for unread mail at an end."""
         out = Decided()
         if not msg.recorded:
             out.writes.append(SaveMails(msg.mails))
-        kept: list[Mail] = []  # (a list, not a ``MailPost``: these have their ids and times)
-        again: dict[str, list[Mail]] = {}
         mails = msg.mails  # (a ping-pong's every post: one mail to a live run, no pairs)
         one = len(mails) == 1 == len(msg.delivered_to)  # (else the loop says it is malformed)
         target = self.runs.live(mails[0].recipient) if one else None
         if target is not None and (mail := mails[0]).state is not MailState.DEAD:
             target.inbox[mail.mail_id] = mail  # (as below, for one)
-            announce_one(self.runs, self.now(), mail, target, out)
+            announce_one(self.runs, self.now(), mail, target, out, publish)
             if msg.delivered_to[0] != target.attempt and target.reads is None:
                 out.effects.append(Tell(mail.recipient, DeliverMail(mails=(mail,))))
             return out
+        kept: list[Mail] = []  # (a list, not a ``MailPost``: these have their ids and times)
+        again: dict[str, list[Mail]] = {}
         for mail, attempt in zip(msg.mails, msg.delivered_to, strict=True):
             target = self.runs.live(mail.recipient)
             if target is None:

@@ -18,9 +18,9 @@ Plain data, no threads: the core's part (``SupervisorCore.recorded``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from subagents.messages import Journal, MailPosted, MailRead, MailState
+from subagents.messages import EventKind, Journal, MailPosted, MailRead, MailState
 from subagents.store.writes import AppendEvent, SaveJournal, SaveMails, SetMailsState, Write
 from subagents.supervision.effects import Decided
 from subagents.supervision.isolated import each
@@ -32,6 +32,11 @@ Record = MailPosted | Journal | MailRead
 
 Failed = tuple[tuple[Record, Exception], ...]
 """The reports whose handling failed, each with its error."""
+
+
+def _everyone(_kind: EventKind) -> bool:
+    """Every event is published (a core no runtime told who listens: its tests)."""
+    return True
 
 
 class RecordsDecided:
@@ -54,11 +59,17 @@ class RecordsDecided:
 class Recorded:
     """The reports that only record what happened, decided in order (see the module)."""
 
-    __slots__ = ("_mail", "_runs")
+    __slots__ = ("_mail", "_runs", "published")
 
     def __init__(self, runs: RunTable, mail: MailRoom) -> None:
         self._runs = runs
         self._mail = mail
+        self.published: Callable[[EventKind], bool] = _everyone
+        """Whether an event of a kind published now reaches anyone (the runtime's
+        ``Subscribers.wants``: a callback takes it, or the debug log is on). A straight
+        mail's two events are kept by the store whatever it says, and published only when
+        someone is handed them: in a ping-pong nobody subscribed to, two ``Publish``
+        effects per mail that went nowhere. Asked once per line (``all``)."""
 
     def all(self, reports: Sequence[Record]) -> tuple[RecordsDecided, Decided]:
         """``reports`` decided in order: what they come to, and those that failed (left out)
@@ -68,15 +79,24 @@ class Recorded:
         receipts = _Receipts(out.writes)
         failed: list[tuple[Record, Exception]] = []
         pieces: list[tuple[Record, Decided]] = []
+        wanted, effects = self.published, out.effects  # (asked once per line, not per mail)
+        publish = wanted(EventKind.MAIL_SENT) or wanted(EventKind.MAIL_DELIVERED)
+        posted, journal = self._mail.posted, self.journal
         for report in reports:
             try:
-                decided = self.one(report)
+                if type(report) is MailPosted:  # (``one`` written out: two a mail)
+                    decided = posted(report, publish)
+                elif type(report) is Journal:
+                    decided = journal(report)
+                else:
+                    decided = self.one(report)
             except Exception as exc:  # a bug: this report alone is left out
                 failed.append((report, exc))
                 continue
             pieces.append((report, decided))
             receipts.add(decided.writes)
-            out.effects += decided.effects
+            if decided.effects:  # (a journal has none; nor a mail's events nobody is handed)
+                effects += decided.effects
         receipts.flush()
         return RecordsDecided(tuple(failed), pieces, len(out.writes), len(out.effects)), out
 
