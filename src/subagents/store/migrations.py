@@ -15,6 +15,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
 from subagents.store.schema import (
@@ -173,6 +175,26 @@ def v8_to_v9(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE mail ADD COLUMN journal_after INTEGER")
 
 
+def v9_to_v10(conn: sqlite3.Connection) -> None:
+    """v10: a lease's epoch in a column of its own (``leases.epoch``), copied from each
+    lease's document. Every write fenced by a lease compares its epoch (``store.fencing``):
+    the sender's record of each durable mail among them (``store.sqlite_record``), where
+    reading it with ``json_extract`` parsed the lease's document each time (~8% of that
+    statement's instructions). Read in Python, not with ``json_extract``: a store on an
+    SQLite without JSON1 migrates too. A document without an epoch (none was given) keeps
+    NULL, as ``json_extract`` read it."""
+    conn.execute("ALTER TABLE leases ADD COLUMN epoch INTEGER")
+    rows = conn.execute("SELECT owner, lease FROM leases").fetchall()
+    for owner, document in rows:
+        try:
+            fields = msgspec.json.decode(document)
+        except msgspec.DecodeError:  # not a lease's document: read as no epoch
+            continue
+        epoch = fields.get("epoch") if isinstance(fields, dict) else None
+        if isinstance(epoch, int) and not isinstance(epoch, bool):
+            conn.execute("UPDATE leases SET epoch = ? WHERE owner = ?", (epoch, owner))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -182,6 +204,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v6_to_v7,
     v7_to_v8,
     v8_to_v9,
+    v9_to_v10,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
