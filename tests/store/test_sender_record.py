@@ -272,3 +272,46 @@ def test_a_v9_store_gets_its_leases_epochs_as_a_column(tmp_path: Path) -> None:
         with pytest.raises(Fenced, match=f"epoch {taken}"):
             writer.record_mails([mail("m3", "s", "o")], None, AttemptFence("s"))
         assert [m.mail_id for m in store.mail_for("s")] == ["m1"]
+
+
+def test_a_lease_taken_again_by_a_runtime_of_before_v10_fences_the_stalled_taking(
+    tmp_path: Path,
+) -> None:
+    """A runtime opened before the upgrade to v10 goes on writing leases as v9 did: the
+    document only. When it takes an owner's lease again (a fixed ``owner``), the column must
+    move with the document's epoch (the migration's trigger), else the older taking's writer,
+    stalled, passes the fence on the column and writes after its lease was taken."""
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store:
+        store.save_run(run("s", status=RunStatus.RUNNING))
+        stalled = FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+        stalled.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(  # as v9's acquire_lease wrote it, word for word
+            """INSERT INTO meta (key, value) VALUES ('lease_epoch', '1')
+               ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
+        )
+        (raw,) = conn.execute("SELECT value FROM meta WHERE key = 'lease_epoch'").fetchone()
+        again = msgspec.structs.replace(LEASE, epoch=int(raw), pid=2)
+        conn.execute(
+            """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
+               VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                   renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                   lease = excluded.lease""",
+            ("h:1:a", "h", 2, 1.0, 16.0, msgspec.json.encode(again).decode()),
+        )
+        other = msgspec.structs.replace(LEASE, owner="h:3:c", epoch=int(raw) + 1)
+        conn.execute(  # and a lease of its own, new
+            "INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)"
+            " VALUES (?, 'h', 3, 1.0, 16.0, ?)",
+            (other.owner, msgspec.json.encode(other).decode()),
+        )
+        conn.execute("COMMIT")
+        conn.close()
+        with pytest.raises(Fenced, match=f"epoch {again.epoch - 1}"):
+            stalled.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
+        store.check_fence(LEASE.owner, again.epoch)
+        store.check_fence(other.owner, other.epoch)
+        assert [m.mail_id for m in store.mail_for("s")] == ["m1"]

@@ -180,9 +180,10 @@ def v9_to_v10(conn: sqlite3.Connection) -> None:
     lease's document. Every write fenced by a lease compares its epoch (``store.fencing``):
     the sender's record of each durable mail among them (``store.sqlite_record``), where
     reading it with ``json_extract`` parsed the lease's document each time (~8% of that
-    statement's instructions). Read in Python, not with ``json_extract``: a store on an
-    SQLite without JSON1 migrates too. A document without an epoch (none was given) keeps
-    NULL, as ``json_extract`` read it."""
+    statement's instructions). Filled in Python, so a document that is not JSON keeps NULL
+    rather than failing the upgrade; a document without an epoch (none was given) keeps
+    NULL, as ``json_extract`` read it. Then ``_EPOCH_OF_DOCUMENT``: the column kept equal to
+    the document when a runtime of before v10 writes a lease."""
     conn.execute("ALTER TABLE leases ADD COLUMN epoch INTEGER")
     rows = conn.execute("SELECT owner, lease FROM leases").fetchall()
     for owner, document in rows:
@@ -193,6 +194,20 @@ def v9_to_v10(conn: sqlite3.Connection) -> None:
         epoch = fields.get("epoch") if isinstance(fields, dict) else None
         if isinstance(epoch, int) and not isinstance(epoch, bool):
             conn.execute("UPDATE leases SET epoch = ? WHERE owner = ?", (epoch, owner))
+    for event in ("INSERT", "UPDATE OF lease"):  # (after the fill: it sets no document)
+        conn.execute(_EPOCH_OF_DOCUMENT.format(event=event, name=event.split()[0].lower()))
+
+
+_EPOCH_OF_DOCUMENT = """CREATE TRIGGER leases_epoch_on_{name} AFTER {event} ON leases
+    WHEN NEW.epoch IS NOT json_extract(NEW.lease, '$.epoch')
+    BEGIN UPDATE leases SET epoch = json_extract(NEW.lease, '$.epoch')
+          WHERE owner = NEW.owner; END"""
+"""Keeps ``leases.epoch`` equal to the document's epoch when a runtime of before v10 writes
+a lease (it sets the document only): such a runtime, opened before the upgrade, goes on
+writing. Without it, its taking of an owner's lease again (a fixed ``owner``) moved the
+document's epoch and left the column at the older taking's, whose stalled writer then
+passed the fence. A v10 write sets both alike, so the condition is false and nothing runs;
+lease writes are rare (a taking, a renewal every third of a lease), never per mail."""
 
 
 MIGRATIONS: tuple[Migration, ...] = (
