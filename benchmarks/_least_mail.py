@@ -180,7 +180,7 @@ class Supervisor(FastInboxActor):
                 report = reports.popleft()
                 self._record(report)
                 read.extend(report.read)
-            if self.commit is not None and len(self.events) > first:
+            if self.commit is not None and (len(self.events) > first or read):
                 self.commit(self.events[first:], read)  # the line's records: one commit
         if isinstance(message, Posted):
             self._record(message)
