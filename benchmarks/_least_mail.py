@@ -47,11 +47,16 @@ deque for all the agents, the supervisor told ``Due`` by a timer thread ``LINGER
 the first report of an empty stretch, and taking everything in line before any message it
 handles. So an idle supervisor is not woken per mail, as the design's is not; told per mail,
 as this floor's supervisor was before, it did more than the design, and an "unreachable"
-read from it would not have stood. It leaves out the store's fence (the lease and the
-sender's start checked in the statement), the journal entries the row carries, and the
-supervisor's commits (one per lingering group). The in-memory variant tells the supervisor
-at once (the runtime's in-memory supervisor puts its reports in line too,
-``GroupLinger.after``: that floor still does this one thing more than the design).
+read from it would not have stood. And its supervisor commits what it took from the line
+at once (``group_commit``, session 19), as the design's group commit does: one transaction
+on the senders' connection, under the lock they take too (the store's one connection and
+lock, ``store/sqlite_tx.py``), with the line's events (one per mail) and its read mails'
+state; before, the floor committed nothing on the supervisor's side, and modelled less than
+the design. It leaves out the store's fence (the lease and the sender's start checked in the
+statement), the journal entries the row carries, the runtime's second event per mail and
+the documents' state (the mail's JSON), and the group's fence check. The in-memory variant
+tells the supervisor at once (the runtime's in-memory supervisor puts its reports in line
+too, ``GroupLinger.after``: that floor still does this one thing more than the design).
 """
 
 from __future__ import annotations
@@ -148,24 +153,35 @@ class LateLine:
         self._thread.join(WAIT)
 
 
+GroupCommit = Callable[[list[Event], list[str]], None]
+"""The supervisor's commit of what it took from the late line at once: its events, and the
+mails the line's reports read (the durable design's one transaction per lingering group)."""
+
+
 class Supervisor(FastInboxActor):
     """Records every mail posted, marks the read ones, logs one event per mail."""
 
     def _start_actor_loop(self) -> None:
         _named_loop(self, "least-supervisor")
 
-    def __init__(self, late: LateLine | None = None) -> None:
+    def __init__(self, late: LateLine | None = None, commit: GroupCommit | None = None) -> None:
         super().__init__()
         self.mail: dict[str, Mail] = {}
         self.events: list[Event] = []
         self.late = late
+        self.commit = commit
 
     def on_receive(self, message: Any) -> Any:
         late = self.late
         if late is not None:  # the line first, whatever wakes it (``LateReports.hand``)
             reports = late.reports
+            first, read = len(self.events), []
             while reports:
-                self._record(reports.popleft())
+                report = reports.popleft()
+                self._record(report)
+                read.extend(report.read)
+            if self.commit is not None and (len(self.events) > first or read):
+                self.commit(self.events[first:], read)  # the line's records: one commit
         if isinstance(message, Posted):
             self._record(message)
         elif not isinstance(message, Due):  # asked once its agents are done
@@ -364,18 +380,22 @@ def _agents(rounds: int, marks: dict[str, float]) -> tuple[Function, Function]:
 
 
 def least_mail_pingpong(
-    n: int, commit: Callable[[Mail], None] | None = None, late: bool = False
+    n: int,
+    commit: Callable[[Mail], None] | None = None,
+    late: bool = False,
+    group_commit: GroupCommit | None = None,
 ) -> tuple[Rate, dict[str, int]]:
     """n / 2 rounds of the least ping-pong; its rate, and what the supervisor recorded.
     ``commit``: the durable design's floor, each mail committed by its sender's thread
     before anything else of its step's end (as a store whose senders record their mail);
     ``late``: the steps' reports put in a late line the supervisor takes within
-    ``LINGER_S``, as the durable design puts them (``LateLine``)."""
+    ``LINGER_S``, as the durable design puts them (``LateLine``); ``group_commit``: what
+    the supervisor took from the line at once, committed (``GroupCommit``)."""
     rounds = n // 2
     marks: dict[str, float] = {}
     ponger, pinger = _agents(rounds, marks)
     lateline = LateLine() if late else None
-    supervisor, line = Supervisor.start(lateline), Line()
+    supervisor, line = Supervisor.start(lateline, group_commit), Line()
     if lateline is not None:
         lateline.supervisor = supervisor
     directory: dict[str, pykka.ActorRef[Any]] = {}

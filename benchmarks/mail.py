@@ -98,7 +98,7 @@ from _common import (
 from _least_mail import least_calls_per_mail, least_mail_pingpong
 from spawn import Calls
 from subagents.behaviour.function import AgentContext
-from subagents.messages import Mail, MailState
+from subagents.messages import Event, Mail, MailState
 from subagents.runtime import Runtime
 from subagents.store import sqlite_wal
 from subagents.store.base import RunStore
@@ -484,19 +484,42 @@ def raw_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
             pong.stop()
 
 
+_INSERT_EVENT = "INSERT INTO events (run_id, kind, ts, event) VALUES (?, ?, ?, ?)"
+_SET_READ = "UPDATE mail SET state = 'read' WHERE mail_id = ?"
+
+
 def least_durable_pingpong(folder: Path, index: int, n: int) -> Rate:
     """The least durable ping-pong of this design (``_least_mail.py``): the least in-memory
     one with each mail's row committed by its sender's thread first, on a file set as the
-    durable floor's (``_floor_file``), the row laid out as ``_mail_rows`` lays it out, and
-    the steps' reports put in the late line the supervisor takes within ``LINGER_S``."""
+    durable floor's (``_floor_file``), the row laid out as ``_mail_rows`` lays it out, the
+    steps' reports put in the late line the supervisor takes within ``LINGER_S``, and what
+    it took at once committed as one transaction (``group_commit``: its events and its read
+    mails' state), as the design's supervisor commits a lingering group. The connection is
+    the senders' and the supervisor's, each use under one lock, as the store's is
+    (``store/sqlite_tx.py``: a transaction of one thread's must hold none of another's
+    autocommit inserts)."""
     with _floor_file(folder, f"least-durable-{index}.db") as conn:
+        lock = threading.Lock()
 
         def commit(mail: Mail) -> None:
             state = MailState.DELIVERED
             row = (mail.mail_id, mail.sender, mail.recipient, state.value, mail.sent_at)
-            conn.execute(_INSERT_MAIL, (*row, msgspec.json.encode(mail).decode()))
+            with lock:
+                conn.execute(_INSERT_MAIL, (*row, msgspec.json.encode(mail).decode()))
 
-        return least_mail_pingpong(n, commit, late=True)[0]
+        def group_commit(events: list[Event], read: list[str]) -> None:
+            rows = [(e.run_id, e.kind.value, e.ts, msgspec.json.encode(e).decode()) for e in events]
+            with lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(_INSERT_EVENT, rows)
+                    conn.executemany(_SET_READ, [(mail_id,) for mail_id in read])
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+
+        return least_mail_pingpong(n, commit, late=True, group_commit=group_commit)[0]
 
 
 def _checkpoint(path: Path, stop: threading.Event) -> None:

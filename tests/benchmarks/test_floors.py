@@ -120,6 +120,69 @@ def test_the_least_durable_puts_its_reports_in_the_late_line(
     assert not [t for t in threading.enumerate() if t.name == "least-timer"]
 
 
+def test_the_least_durable_supervisor_commits_each_line_it_takes_at_once(
+    bench: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """The durable design's supervisor commits what it took from the late line as one
+    group (one transaction per lingering group, not per report): the floor's supervisor
+    commits each take once (``group_commit``), every mail's event and every mail read in
+    exactly one of them, in order; ``mail.py``'s floor writes them to its file (its events
+    and read states there). Seen failing before the floor committed anything on the
+    supervisor's side (no ``group_commit``)."""
+    import sqlite3
+
+    least = bench["mail"]
+    groups: list[tuple[list[Any], list[str]]] = []
+    _, recorded = least.least_mail_pingpong(
+        40, lambda mail: None, late=True, group_commit=lambda e, r: groups.append((e, r))
+    )
+    assert recorded == {"mails": 40, "read": 40, "events": 40}
+    events = [e for taken, _ in groups for e in taken]
+    read = [mail_id for _, ids in groups for mail_id in ids]
+    assert len(events) == 40 and len(set(map(id, events))) == 40
+    assert len(read) == 40 and len(set(read)) == 40
+    assert all(taken or ids for taken, ids in groups)  # a take of nothing commits nothing
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import mail
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    mail.least_durable_pingpong(tmp_path, 0, 40)
+    conn = sqlite3.connect(tmp_path / "least-durable-0.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM events").fetchone() == (40,)
+        states = dict(conn.execute("SELECT state, count(*) FROM mail GROUP BY state").fetchall())
+        assert states == {"read": 40}
+    finally:
+        conn.close()
+
+
+def test_the_least_durable_supervisor_commits_a_take_of_receipts_alone(
+    bench: dict[str, ModuleType],
+) -> None:
+    """A take of the late line may hold receipts and no mail (the last step's: it read the
+    last mail and sent none; taken alone whenever the line's timer woke the supervisor
+    before it): the design commits those mails' read state too, so the floor must. Seen
+    failing when the floor committed only a take with events (the last mail left
+    ``delivered`` in the floor's file, about 1 run in 15)."""
+    least = bench["mail"]
+    groups: list[tuple[list[Any], list[str]]] = []
+    late = least.LateLine()
+    supervisor = least.Supervisor.start(late, lambda e, r: groups.append((list(e), list(r))))
+    late.supervisor = supervisor
+    try:
+        sent = least.Mail(mail_id="m", sender="a", recipient="b", content="", sent_at=0.0)
+        late.put(least.Posted((sent,), ()))
+        supervisor.ask("count", timeout=least.WAIT)  # (the line taken: its mail's event)
+        late.put(least.Posted((), ("m",)))
+        recorded = supervisor.ask("count", timeout=least.WAIT)
+    finally:
+        late.close()
+        supervisor.stop()
+    assert recorded == {"mails": 1, "read": 1, "events": 1}
+    assert [(len(events), read) for events, read in groups] == [(1, []), (0, ["m"])]
+
+
 def test_the_least_mail_is_made_of_the_runtimes_parts(bench: dict[str, ModuleType]) -> None:
     """Its actors are the runtime's kind (``FastInboxActor``: a ``SimpleQueue`` inbox), each
     mail the runtime's ``Mail`` record, and the work is counted on the roles' threads (a

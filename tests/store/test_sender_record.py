@@ -205,3 +205,113 @@ def test_a_deleted_recipient_takes_none_of_its_senders_journal(sqlite_store: SQL
     store.save_journal("s", (after,))
     assert [m.mail_id for m in sqlite_store.mail_for("s")] == ["m2"]  # r's mail went with it
     assert sqlite_store.journal_of("s") == [before, SENT, SEEN, SENT, after]
+
+
+def test_the_one_statement_reads_the_leases_epoch_from_its_column(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """The fence's epoch is a column (schema v10): the statement run per durable mail parses
+    no lease document (``json_extract`` of it was ~8% of the statement's instructions)."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    statements: list[str] = []
+    sqlite_store._tx.connection().set_trace_callback(statements.append)
+    store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    sqlite_store._tx.connection().set_trace_callback(None)
+    (statement,) = statements
+    functions = [str(row[5]) for row in rows(sqlite_store.path, f"EXPLAIN {statement}")]
+    assert not [f for f in functions if "json" in f]
+
+
+def test_a_v9_store_gets_its_leases_epochs_as_a_column(tmp_path: Path) -> None:
+    """A store made before v10: each lease's epoch is copied from its document, so the
+    runtime holding it goes on writing under it, fenced as before, across the upgrade; a
+    document without an epoch (none given) keeps none."""
+    path = tmp_path / "runs.sqlite3"
+    held = msgspec.structs.replace(LEASE, epoch=7)
+    unnumbered = Lease(owner="h:2:b", host="h", pid=2, renewed_at=1.0, expires_at=16.0)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    create_v1(conn)
+    for migration in MIGRATIONS[:8]:  # v1 -> v9
+        migration(conn)
+    set_schema_version(conn, 9)
+    conn.execute(
+        "INSERT INTO runs (run_id, agent, status, root_run_id, depth, created_at, record)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("s", "a", "running", "s", 0, 1.0, msgspec.json.encode(run("s")).decode()),
+    )
+    fields = msgspec.structs.asdict(unnumbered)
+    del fields["epoch"]  # (a document written before leases had epochs)
+    documents = {
+        held.owner: msgspec.json.encode(held),
+        unnumbered.owner: msgspec.json.encode(fields),
+    }
+    for owner, document in documents.items():  # as v9 wrote them: no epoch column
+        conn.execute(
+            "INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)"
+            " VALUES (?, 'h', 1, 1.0, 16.0, ?)",
+            (owner, document.decode()),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.found_version == 9
+        got = rows(path, "SELECT owner, epoch FROM leases ORDER BY owner")
+        assert got == [(LEASE.owner, 7), ("h:2:b", None)]
+        writer = FencedStore(store, Fence(LEASE.owner, 7))
+        writer.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+        with pytest.raises(Fenced, match="epoch 6"):
+            FencedStore(store, Fence(LEASE.owner, 6)).record_mails(
+                [mail("m2", "s", "o")], None, AttemptFence("s")
+            )
+        assert store.renew_lease(msgspec.structs.replace(held, renewed_at=2.0))
+        store.check_fence(LEASE.owner, 7)  # renewed at its epoch, the column kept with it
+        taken = store.acquire_lease(held)  # taken again: a new epoch, in the column too
+        assert rows(path, f"SELECT epoch FROM leases WHERE owner = '{LEASE.owner}'") == [(taken,)]
+        with pytest.raises(Fenced, match=f"epoch {taken}"):
+            writer.record_mails([mail("m3", "s", "o")], None, AttemptFence("s"))
+        assert [m.mail_id for m in store.mail_for("s")] == ["m1"]
+
+
+def test_a_lease_taken_again_by_a_runtime_of_before_v10_fences_the_stalled_taking(
+    tmp_path: Path,
+) -> None:
+    """A runtime opened before the upgrade to v10 goes on writing leases as v9 did: the
+    document only. When it takes an owner's lease again (a fixed ``owner``), the column must
+    move with the document's epoch (the migration's trigger), else the older taking's writer,
+    stalled, passes the fence on the column and writes after its lease was taken."""
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as store:
+        store.save_run(run("s", status=RunStatus.RUNNING))
+        stalled = FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+        stalled.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(  # as v9's acquire_lease wrote it, word for word
+            """INSERT INTO meta (key, value) VALUES ('lease_epoch', '1')
+               ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
+        )
+        (raw,) = conn.execute("SELECT value FROM meta WHERE key = 'lease_epoch'").fetchone()
+        again = msgspec.structs.replace(LEASE, epoch=int(raw), pid=2)
+        conn.execute(
+            """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
+               VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                   renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
+                   lease = excluded.lease""",
+            ("h:1:a", "h", 2, 1.0, 16.0, msgspec.json.encode(again).decode()),
+        )
+        other = msgspec.structs.replace(LEASE, owner="h:3:c", epoch=int(raw) + 1)
+        conn.execute(  # and a lease of its own, new
+            "INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)"
+            " VALUES (?, 'h', 3, 1.0, 16.0, ?)",
+            (other.owner, msgspec.json.encode(other).decode()),
+        )
+        conn.execute("COMMIT")
+        conn.close()
+        with pytest.raises(Fenced, match=f"epoch {again.epoch - 1}"):
+            stalled.record_mails([mail("m2", "s", "o")], None, AttemptFence("s"))
+        store.check_fence(LEASE.owner, again.epoch)
+        store.check_fence(other.owner, other.epoch)
+        assert [m.mail_id for m in store.mail_for("s")] == ["m1"]

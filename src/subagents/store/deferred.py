@@ -14,6 +14,7 @@ foreign keys, so the tables' contents at commit are the same, and every read flu
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from typing import Any
 
@@ -33,9 +34,20 @@ hold many rows per batch (``sqlite_events``: two events per durable mail, the su
 
 def many_rows(sql: str, n: int) -> None:
     """Send ``n`` held rows of ``sql`` (``INSERT ... VALUES (?, ...)``, nothing after its
-    values) as one statement (``MANY_ROWS``)."""
+    values) as one statement (``MANY_ROWS``); the rows left over (fewer than ``n``) as one
+    statement of their count (``_joined``)."""
+    MANY_ROWS[sql] = (n, _joined(sql, n))
+
+
+@functools.lru_cache(maxsize=64)
+def _joined(sql: str, n: int) -> str:
+    """``sql`` (``INSERT ... VALUES (?, ...)``) for ``n`` rows. The rows a group of the
+    supervisor's holds past the last whole ``MANY_ROWS`` statement went by ``executemany``,
+    a step each (a durable ping-pong's line: ~6 events of ~57, as many statements as the
+    16-row ones); as one statement of their count, a statement per count (fewer than ``n``
+    of them, each prepared once: sqlite3's statement cache)."""
     head, values = sql.rsplit(" VALUES ", 1)
-    MANY_ROWS[sql] = (n, f"{head} VALUES {', '.join([values] * n)}")
+    return f"{head} VALUES {', '.join([values] * n)}"
 
 
 class FailedWrite(Exception):
@@ -139,12 +151,15 @@ def _send(conn: sqlite3.Connection, entries: list[Entry]) -> None:
             conn.execute(sql, rows[0])
             return
         many = MANY_ROWS.get(sql)
-        if many is not None and len(rows) >= many[0]:
+        if many is not None:
             n, joined = many
             whole = len(rows) - len(rows) % n
             for start in range(0, whole, n):
                 conn.execute(joined, [value for row in rows[start : start + n] for value in row])
             rows = rows[whole:]
+            if len(rows) > 1:  # the rest as one statement too, not a step each
+                conn.execute(_joined(sql, len(rows)), [value for row in rows for value in row])
+                return
         if len(rows) == 1:
             conn.execute(sql, rows[0])
         elif rows:

@@ -20,8 +20,10 @@ from subagents.store.sqlite_tx import Transactions, encode_row
 
 _lease_decoder = msgspec.json.Decoder(Lease)
 
-EPOCH = "json_extract(lease, '$.epoch')"
-"""A lease's epoch, read from its document (no column of its own: no schema change)."""
+EPOCH = "epoch"
+"""A lease's epoch: its column (schema v10, ``migrations.v9_to_v10``), written with its
+document, which says the same. Before, ``json_extract(lease, '$.epoch')``: the document
+parsed by every fenced write, each durable mail's sender's among them."""
 
 
 def _marks(n: int) -> str:
@@ -105,6 +107,7 @@ class ProcessRows:
     def _lease_row(self, lease: Lease) -> tuple[Any, ...]:
         return (
             lease.owner,
+            lease.epoch,
             lease.host,
             lease.pid,
             lease.renewed_at,
@@ -130,9 +133,10 @@ class ProcessRows:
             epoch = int(raw)
             self.tx.write_sql(
                 conn,
-                """INSERT INTO leases (owner, host, pid, renewed_at, expires_at, lease)
-                   VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                """INSERT INTO leases (owner, epoch, host, pid, renewed_at, expires_at, lease)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (owner) DO UPDATE SET epoch = excluded.epoch,
+                       host = excluded.host, pid = excluded.pid,
                        renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,
                        lease = excluded.lease""",
                 self._lease_row(msgspec.structs.replace(lease, epoch=epoch)),
@@ -147,7 +151,7 @@ class ProcessRows:
                 conn,
                 f"""UPDATE leases SET host = ?, pid = ?, renewed_at = ?, expires_at = ?, lease = ?
                    WHERE owner = ? AND {EPOCH} = ?""",
-                (*row[1:], lease.owner, lease.epoch),
+                (*row[2:], lease.owner, lease.epoch),
                 f"renewing the lease of {lease.owner}",
             )
             return cursor.rowcount > 0
