@@ -59,16 +59,16 @@ class _Owing(threading.local):
     """The handoff where this thread left work in line and nudged nobody yet (``give``)."""
 
 
-_owing = _Owing()
+owing = _Owing()
 
 
 def pay_nudge() -> None:
     """The current thread's turn goes on to a step that may wait: the nudge it owes for work
     it left in line (``Handoff.give`` from a taker) is paid now, so a parked thread takes that
     work meanwhile. Nothing owed: nothing (one thread-local read)."""
-    handoff = _owing.owed
+    handoff = owing.owed
     if handoff is not None:
-        _owing.owed = None
+        owing.owed = None
         if handoff._line:
             handoff._nudge()
 
@@ -114,7 +114,7 @@ class Handoff(Generic[T]):
             # is started (``submit``)
             if not parked:
                 return False
-            _owing.owed = self
+            owing.owed = self
             return True
         try:
             seat = parked.pop()
@@ -142,16 +142,16 @@ class Handoff(Generic[T]):
         ``replaced`` says whether its turn may go on for long (``give``)."""
         self._local.taker = yes
         self._local.seat = seat if yes else None
-        if not yes and _owing.owed is self:
+        if not yes and owing.owed is self:
             pay_nudge()
 
     def take(self, seat: Seat) -> T | None:
         """The next work for ``seat``'s thread: from the line, else waiting parked until some
         is handed to it. None once closed and the line is empty: the thread leaves."""
         line, parked, clock = self._line, self._parked, time.monotonic
-        owed = _owing.owed is self  # its turn ended: it takes what it left in line itself
+        owed = owing.owed is self  # its turn ended: it takes what it left in line itself
         if owed:
-            _owing.owed = None
+            owing.owed = None
         while True:
             if line:  # busy before the work leaves the line: never idle in between
                 seat.busy_since = clock()

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pykka
 from pykka import messages as pykka_messages
-
-if TYPE_CHECKING:
-    from pykka._envelope import Envelope
+from pykka._envelope import Envelope
 
 
 class Submits(Protocol):
@@ -39,10 +37,12 @@ class Mailbox:
     last reference goes. A message put after that (a put that raced the stop past
     ``ActorRef``'s ``is_alive`` check) is refused at once, as pykka's teardown would."""
 
-    __slots__ = ("_actor", "_dispatcher", "_gone", "_lock", "_queue", "_scheduled")
+    __slots__ = ("_actor", "_dispatcher", "_gone", "_lock", "_scheduled", "line")
 
     def __init__(self) -> None:
-        self._queue: collections.deque[Envelope[Any]] = collections.deque()
+        self.line: collections.deque[Any] = collections.deque()
+        """Envelopes (pykka's tells and asks) and bare messages (``tell``), in the order put;
+        taken only by the thread its actor was handed to (``PooledActor._drain``)."""
         self._lock = threading.Lock()
         self._scheduled = False
         self._actor: Any = None  # a ``PooledActor``
@@ -57,8 +57,10 @@ class Mailbox:
         self._actor = actor
         self._dispatcher = dispatcher
 
-    def put(self, envelope: Envelope[Any], /) -> None:
-        self._queue.append(envelope)
+    def put(self, item: Any, /) -> None:
+        """``item`` in the mailbox: pykka's ``Envelope`` (``ActorRef.tell``, ``ask``), or a
+        bare message (``tell``)."""
+        self.line.append(item)
         with self._lock:
             if self._scheduled:
                 return
@@ -71,14 +73,24 @@ class Mailbox:
         elif self._gone is not None:  # closed: nobody drains it any more
             self._refuse_all(self._gone)
 
+    tell = put
+    """A runtime's tell that nothing answers, put as it is, without pykka's ``Envelope``:
+    ``ActorRef.tell`` made one (a Python ``__init__``) and asked ``is_alive`` first, for
+    every mail delivered straight (``mail_desk.Sent.deliver``). The drain tells the two
+    apart (``PooledActor._drain``). One put after the actor stopped is dropped either way,
+    as pykka's teardown drops a tell."""
+
     def get(self) -> Envelope[Any]:
-        return self._queue.popleft()
+        """The next message as pykka's teardown takes it: in an ``Envelope`` (a bare tell's
+        made now)."""
+        item = self.line.popleft()
+        return item if type(item) is Envelope else Envelope(item)
 
     def empty(self) -> bool:
-        return not self._queue
+        return not self.line
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self.line)
 
     def schedule(self) -> bool:
         """Schedule the actor (its start); False if it already is."""
@@ -91,7 +103,7 @@ class Mailbox:
     def unschedule_if_empty(self) -> bool:
         """The drain found no message: unschedule, unless one arrived just now."""
         with self._lock:
-            if self._queue:
+            if self.line:
                 return False
             self._scheduled = False
             return True
@@ -100,7 +112,7 @@ class Mailbox:
         """The actor has stopped: unschedule for good and forget ``actor``, unless a message
         is in the mailbox (then False: its teardown refuses it, and this is asked again)."""
         with self._lock:
-            if self._queue:
+            if self.line:
                 return False
             self._scheduled = False
             self._gone = (type(actor).__name__, actor.actor_urn)
@@ -111,11 +123,13 @@ class Mailbox:
         """pykka's teardown, for what was put after the close: an ask is refused
         ``ActorDeadError`` (a stop's ask is answered: its actor has stopped); a tell is
         dropped."""
-        while self._queue:
+        while self.line:
             try:
-                envelope = self._queue.popleft()
+                envelope = self.line.popleft()
             except IndexError:  # another putter refused it meanwhile
                 return
+            if type(envelope) is not Envelope:  # a bare tell (``tell``)
+                continue
             reply = envelope.reply_to
             if reply is None:
                 continue

@@ -53,9 +53,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
+from pykka._envelope import Envelope
 
 from subagents.actors.gc_pacing import PACING
-from subagents.actors.handoff import Handoff, Seat, pay_nudge
+from subagents.actors.handoff import Handoff, Seat, owing, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
     from typing import Self
 
     from pykka._actor import ActorInbox
-    from pykka._envelope import Envelope
 
 log = get_logger("subagents.dispatch")
 
@@ -544,8 +544,11 @@ class PooledActor(pykka.Actor):
     def _drain(self) -> None:
         """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
         is empty) or go to the back of the line. Runs on a dispatcher thread, never on two at
-        once for one actor."""
+        once for one actor. A bare message (``Mailbox.tell``: a mail delivered straight) is
+        a tell, handed to ``on_receive`` here, without pykka's envelope and the two frames
+        around it (``_handle_envelope``, ``_handle_receive``)."""
         inbox = self.actor_inbox
+        line = inbox.line
         if not self._loop_started:
             self._loop_started = True
             try:  # (pykka's ``_actor_loop_setup``, without its frame)
@@ -559,15 +562,33 @@ class PooledActor(pykka.Actor):
                     return
                 self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
                 continue
-            try:
-                envelope = inbox.get()
-            except IndexError:
+            if not line:  # (looked at, not popped: an empty pop raised)
                 if inbox.unschedule_if_empty():
                     return
                 continue
-            pay_nudge()  # (the turn goes on: what the last handling left in line, handoff.py)
-            self._handle_envelope(envelope)
+            item = line.popleft()  # (only this thread takes: it holds the actor's turn)
+            if owing.owed is not None:  # the turn goes on: what the last handling left in
+                pay_nudge()  # line is taken by a parked thread meanwhile (handoff.py)
+            if type(item) is Envelope or type(item) in PYKKA_MESSAGES:
+                self._handle_envelope(item if type(item) is Envelope else Envelope(item))
+                continue
+            try:
+                self.on_receive(item)
+            except Exception:
+                self._told_failed()
+            except BaseException:
+                log.exception("stopping an actor after a BaseException", actor=str(self))
+                with contextlib.suppress(Exception):
+                    self._stop()
         self._dispatcher.submit(self)
+
+    def _told_failed(self) -> None:
+        """A tell's handling raised (``sys.exc_info``): as pykka's loop does for one."""
+        self._handle_failure(*sys.exc_info())
+        try:
+            self.on_failure(*sys.exc_info())
+        except Exception:
+            self._handle_failure(*sys.exc_info())
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         """pykka's loop body (``Actor._actor_loop_running``) for one message."""
@@ -579,11 +600,7 @@ class PooledActor(pykka.Actor):
             if envelope.reply_to is not None:
                 envelope.reply_to.set_exception()
             else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+                self._told_failed()
         except BaseException:
             log.exception("stopping an actor after a BaseException", actor=str(self))
             with contextlib.suppress(Exception):
