@@ -56,7 +56,7 @@ import pykka
 from pykka._envelope import Envelope
 
 from subagents.actors.gc_pacing import PACING
-from subagents.actors.handoff import Handoff, Seat, owing, pay_nudge
+from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
@@ -549,37 +549,52 @@ class PooledActor(pykka.Actor):
         around it (``_handle_envelope``, ``_handle_receive``)."""
         inbox = self.actor_inbox
         line = inbox.line
+        went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
         if not self._loop_started:
             self._loop_started = True
+            went_on = True
             try:  # (pykka's ``_actor_loop_setup``, without its frame)
                 self.on_start()
             except Exception:
                 self._handle_failure(*sys.exc_info())
         stopped = self.actor_stopped
+        if stopped.is_set():  # (in its start, or in the last handling of a drain)
+            self._wind_down()
+            return
         for _ in range(self.throughput):
-            if stopped.is_set():  # closed if nothing came (most stops: no teardown to do)
-                if inbox.close_if_empty(self):
-                    return
-                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
-                continue
             if not line:  # (looked at, not popped: an empty pop raised)
                 if inbox.unschedule_if_empty():
                     return
                 continue
             item = line.popleft()  # (only this thread takes: it holds the actor's turn)
-            if owing.owed is not None:  # the turn goes on: what the last handling left in
-                pay_nudge()  # line is taken by a parked thread meanwhile (handoff.py)
+            if went_on:  # the turn goes on: what the last handling left in line is taken
+                pay_nudge()  # by a parked thread meanwhile (handoff.py)
+            went_on = True
             if type(item) is Envelope or type(item) in PYKKA_MESSAGES:
                 self._handle_envelope(item if type(item) is Envelope else Envelope(item))
-                continue
-            try:
-                self.on_receive(item)
-            except Exception:
-                self._told_failed()
-            except BaseException:
-                log.exception("stopping an actor after a BaseException", actor=str(self))
-                with contextlib.suppress(Exception):
-                    self._stop()
+            else:
+                try:
+                    self.on_receive(item)
+                except Exception:
+                    self._told_failed()
+                except BaseException:
+                    log.exception("stopping an actor after a BaseException", actor=str(self))
+                    with contextlib.suppress(Exception):
+                        self._stop()
+            if stopped.is_set():  # (only a handling stops it, on this thread: looked at after)
+                self._wind_down()
+                return
+        self._dispatcher.submit(self)
+
+    def _wind_down(self) -> None:
+        """The actor has stopped: its mailbox closed if nothing came (most stops: no teardown
+        to do), else what is in it refused first (pykka's teardown: asks get
+        ``ActorDeadError``); back in line after ``throughput`` tries (puts racing)."""
+        inbox = self.actor_inbox
+        for _ in range(self.throughput):
+            if inbox.close_if_empty(self):
+                return
+            self._actor_loop_teardown()
         self._dispatcher.submit(self)
 
     def _told_failed(self) -> None:
