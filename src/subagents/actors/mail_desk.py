@@ -133,29 +133,24 @@ class MailDesk:
         senders record their mail and groups linger (``actors/group_linger.py``); set by
         the supervisor; None elsewhere (each report is told)."""
 
-    def told(self, report: Any, messages: tuple[Any, ...], supervisor: Any) -> bool:
-        """``report`` (a run's ``messages`` of one handling) put in line for the supervisor
-        (``late``), and the supervisor woken at once unless every one of them only records
-        what happened (``RECORDS_ONLY``: it takes them within ``LINGER_S``, or before the next
-        message it handles). False: no line here; the caller tells it."""
-        late = self.late
-        if late is None:
-            return False
-        wake = False
-        for message in messages:
-            if type(message) not in RECORDS_ONLY:
-                wake = True
-                break
-        late.put(report, supervisor if wake else None)
-        return True
-
 
 def report(desk: MailDesk | None, supervisor: Any, message: Any, messages: tuple[Any, ...]) -> None:
-    """A run's ``message`` (its ``messages``) to the supervisor: in the line of the agents'
-    reports where there is one (``MailDesk.told``), else told. Every report of a run goes
-    this way, so none is decided before one it made earlier (the line is taken first)."""
-    if desk is None or not desk.told(message, messages, supervisor):
+    """A run's ``message`` (its ``messages`` of one handling) to the supervisor: put in the
+    line of the agents' reports where there is one (``MailDesk.late``), the supervisor
+    woken at once unless every one of them only records what happened (``RECORDS_ONLY``: it
+    takes them within ``LINGER_S``, or before the next message it handles); else told.
+    Every report of a run goes this way, so none is decided before one it made earlier (the
+    line is taken first). (One function, not one calling a method of the desk: every
+    flush of a run's reports comes here.)"""
+    late = None if desk is None else desk.late
+    if late is None:
         supervisor.tell(message)
+        return
+    for one in messages:
+        if type(one) not in RECORDS_ONLY:
+            late.put(message, supervisor)
+            return
+    late.put(message)
 
 
 class Sent:
