@@ -33,13 +33,9 @@ handlings block, and the threads that exist are those ``size`` plus one per hand
 right now: never one per waiting actor. (Go's scheduler does the same for goroutines
 blocked in system calls.)
 
-Detection alone is slow for work that is known to block: a fan-out of 1,000 children whose
-handlings each block 50 ms started about ``size`` of them per ``stall_s``. So code that knows
-it is about to block says so (``subagents.blocking.about_to_block()``: a model call, a tool,
-a sync function agent), and its thread is replaced at once, as Java's
-``ForkJoinPool.managedBlock`` and Scala's ``blocking { }`` do; the watch thread stays for
-what nobody marked. Replaced threads park in the pool (up to ``spare``) for the next
-replacement (none parked: the watch thread starts it, and spares ahead, ``_add_spares``).
+Code that knows it is about to block says so (``subagents.blocking.about_to_block()``) and
+its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
+in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "Threads").
 """
 
 from __future__ import annotations
@@ -543,25 +539,24 @@ class PooledActor(pykka.Actor):
 
     def _drain(self) -> None:
         """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
-        is empty) or go to the back of the line. Runs on a dispatcher thread, never on two at
-        once for one actor. A bare message (``Mailbox.tell``: a mail delivered straight) is
-        a tell, handed to ``on_receive`` here, without pykka's envelope and the two frames
-        around it (``_handle_envelope``, ``_handle_receive``)."""
+        is empty) or go to the back of the line, on one dispatcher thread at a time. A bare
+        message (``Mailbox.tell``, a mail delivered straight) goes to ``on_receive`` here."""
         inbox = self.actor_inbox
         line = inbox.line
         went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
         if not self._loop_started:
-            self._loop_started = True
-            went_on = True
+            self._loop_started = went_on = True
             try:  # (pykka's ``_actor_loop_setup``, without its frame)
                 self.on_start()
             except Exception:
                 self._handle_failure(*sys.exc_info())
         stopped = self.actor_stopped
-        if stopped.is_set():  # (in its start, or in the last handling of a drain)
-            self._wind_down()
-            return
         for _ in range(self.throughput):
+            if stopped.is_set():  # closed if nothing came (most stops: no teardown to do)
+                if inbox.close_if_empty(self):
+                    return
+                self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
+                continue
             if not line:  # (looked at, not popped: an empty pop raised)
                 if inbox.unschedule_if_empty():
                     return
@@ -572,33 +567,20 @@ class PooledActor(pykka.Actor):
             went_on = True
             if type(item) is Envelope or type(item) in PYKKA_MESSAGES:
                 self._handle_envelope(item if type(item) is Envelope else Envelope(item))
-            else:
-                try:
-                    self.on_receive(item)
-                except Exception:
-                    self._told_failed()
-                except BaseException:
-                    log.exception("stopping an actor after a BaseException", actor=str(self))
-                    with contextlib.suppress(Exception):
-                        self._stop()
-            if stopped.is_set():  # (only a handling stops it, on this thread: looked at after)
-                self._wind_down()
-                return
-        self._dispatcher.submit(self)
-
-    def _wind_down(self) -> None:
-        """The actor has stopped: its mailbox closed if nothing came (most stops: no teardown
-        to do), else what is in it refused first (pykka's teardown: asks get
-        ``ActorDeadError``); back in line after ``throughput`` tries (puts racing)."""
-        inbox = self.actor_inbox
-        for _ in range(self.throughput):
-            if inbox.close_if_empty(self):
-                return
-            self._actor_loop_teardown()
+                continue
+            try:
+                self.on_receive(item)
+            except BaseException:
+                self._told_failed()
         self._dispatcher.submit(self)
 
     def _told_failed(self) -> None:
-        """A tell's handling raised (``sys.exc_info``): as pykka's loop does for one."""
+        """A tell's handling raised: as pykka's loop; a BaseException stops this actor only."""
+        if not isinstance(sys.exc_info()[1], Exception):
+            log.exception("stopping an actor after a BaseException", actor=str(self))
+            with contextlib.suppress(Exception):
+                self._stop()
+            return
         self._handle_failure(*sys.exc_info())
         try:
             self.on_failure(*sys.exc_info())
@@ -611,12 +593,8 @@ class PooledActor(pykka.Actor):
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
-        except Exception:
-            if envelope.reply_to is not None:
+        except BaseException:
+            if envelope.reply_to is not None and isinstance(sys.exc_info()[1], Exception):
                 envelope.reply_to.set_exception()
             else:
                 self._told_failed()
-        except BaseException:
-            log.exception("stopping an actor after a BaseException", actor=str(self))
-            with contextlib.suppress(Exception):
-                self._stop()
