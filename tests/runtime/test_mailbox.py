@@ -97,3 +97,27 @@ def test_a_close_with_a_message_in_it_is_refused_until_the_teardown_took_it() ->
     assert not mailbox.close_if_empty(actor)
     assert mailbox.get().message == "in it"  # (pykka's teardown: an envelope, even for a tell)
     assert mailbox.close_if_empty(actor)
+
+
+def test_a_put_while_the_close_lets_the_turn_go_is_refused_by_the_close() -> None:
+    """The race at the close: the drain found the mailbox empty and closes it; an ask comes
+    before the turn is let go (so its putter cannot take the turn). Not looked at again,
+    that ask would never be answered. (The put is made while the close names the actor: the
+    step between its look and its letting go.)"""
+    asked: pykka.Future[Any] = LatchFuture()
+    mailbox, handed = Mailbox(), Handed()
+
+    class Racing:
+        @property
+        def actor_urn(self) -> str:
+            mailbox.put(Envelope("asked", reply_to=asked))  # the turn held: hands nothing on
+            return "urn:racing"
+
+    actor = Racing()
+    mailbox.bind(actor, handed)
+    assert mailbox.schedule()
+    assert mailbox.close_if_empty(actor)
+    with pytest.raises(pykka.ActorDeadError, match=r"Racing \(urn:racing\) stopped before"):
+        asked.get(timeout=1.0)
+    assert mailbox.empty()
+    assert handed.actors == []
