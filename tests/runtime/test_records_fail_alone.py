@@ -4,7 +4,7 @@ the reports decided with it as one ``Records`` (``LateReports.hand``,
 ``SupervisorCore.recorded``) are still written, and so is what they come to.
 
 The failure is real: a store (SQLite; memory) whose journal write raises for one entry; the reports
-are put in the real supervisor's line as its agents put theirs (``MailDesk.told``), and an
+are put in the real supervisor's line as its agents put theirs (``mail_desk.report``), and an
 ask takes them (its group committed first)."""
 
 from __future__ import annotations

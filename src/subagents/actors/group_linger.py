@@ -68,7 +68,7 @@ NOTHING = Batch(messages=())
 
 RECORDS_ONLY = frozenset({MailPosted, Journal, MailRead})
 """Reports that only record what happened: the mail that went straight, the journal, read
-receipts. Put in line without waking the supervisor (``MailDesk.told``), and a run of them
+receipts. Put in line without waking the supervisor (``mail_desk.report``), and a run of them
 decided as one (``LateReports.hand``)."""
 
 RECORDS_MOST = 50
@@ -80,7 +80,7 @@ up to one report's messages more."""
 
 class LateReports:
     """The one line in which the agents' reports go to the supervisor where senders record
-    their mail (``MailDesk.told``): a report that only records what happened (mail that
+    their mail (``mail_desk.report``): a report that only records what happened (mail that
     went straight, the journal, read receipts) is put there without waking the supervisor,
     which takes it within ``delay`` (``REPORTS_DUE`` from the timer) or before the next
     message it handles, whichever comes first; any other report is put there and the

@@ -32,6 +32,7 @@ import msgspec
 import pykka
 
 from subagents.actors.group_linger import RECORDS_ONLY, LateReports
+from subagents.actors.mailbox import Mailbox
 from subagents.logs import get_logger
 from subagents.messages import (
     Batch,
@@ -132,29 +133,24 @@ class MailDesk:
         senders record their mail and groups linger (``actors/group_linger.py``); set by
         the supervisor; None elsewhere (each report is told)."""
 
-    def told(self, report: Any, messages: tuple[Any, ...], supervisor: Any) -> bool:
-        """``report`` (a run's ``messages`` of one handling) put in line for the supervisor
-        (``late``), and the supervisor woken at once unless every one of them only records
-        what happened (``RECORDS_ONLY``: it takes them within ``LINGER_S``, or before the next
-        message it handles). False: no line here; the caller tells it."""
-        late = self.late
-        if late is None:
-            return False
-        wake = False
-        for message in messages:
-            if type(message) not in RECORDS_ONLY:
-                wake = True
-                break
-        late.put(report, supervisor if wake else None)
-        return True
-
 
 def report(desk: MailDesk | None, supervisor: Any, message: Any, messages: tuple[Any, ...]) -> None:
-    """A run's ``message`` (its ``messages``) to the supervisor: in the line of the agents'
-    reports where there is one (``MailDesk.told``), else told. Every report of a run goes
-    this way, so none is decided before one it made earlier (the line is taken first)."""
-    if desk is None or not desk.told(message, messages, supervisor):
+    """A run's ``message`` (its ``messages`` of one handling) to the supervisor: put in the
+    line of the agents' reports where there is one (``MailDesk.late``), the supervisor
+    woken at once unless every one of them only records what happened (``RECORDS_ONLY``: it
+    takes them within ``LINGER_S``, or before the next message it handles); else told.
+    Every report of a run goes this way, so none is decided before one it made earlier (the
+    line is taken first). (One function, not one calling a method of the desk: every
+    flush of a run's reports comes here.)"""
+    late = None if desk is None else desk.late
+    if late is None:
         supervisor.tell(message)
+        return
+    for one in messages:
+        if type(one) not in RECORDS_ONLY:
+            late.put(message, supervisor)
+            return
+    late.put(message)
 
 
 class Sent:
@@ -185,9 +181,15 @@ class Sent:
         return acks[0] if len(acks) == 1 else Batch(messages=tuple(acks))
 
     def deliver(self) -> None:
-        """Each recipient's mail as one ``DeliverMail``. A recipient whose actor has stopped
-        since is the supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
+        """Each recipient's mail as one ``DeliverMail``, put straight in a pooled actor's
+        mailbox (``Mailbox.tell``: no envelope, no ``is_alive`` asked; a tell after its
+        stop is dropped there). A recipient whose actor has stopped since is the
+        supervisor's to settle (a dead letter: ``MailRoom.posted``)."""
         for listed, mails in self.to.values():
+            inbox = listed.ref.actor_inbox
+            if type(inbox) is Mailbox:
+                inbox.tell(DeliverMail(mails=tuple(mails)))
+                continue
             try:  # noqa: SIM105 (``contextlib.suppress``: ~0.5 us against ~0.1, once per mail)
                 listed.ref.tell(DeliverMail(mails=tuple(mails)))
             except pykka.ActorDeadError:

@@ -33,13 +33,9 @@ handlings block, and the threads that exist are those ``size`` plus one per hand
 right now: never one per waiting actor. (Go's scheduler does the same for goroutines
 blocked in system calls.)
 
-Detection alone is slow for work that is known to block: a fan-out of 1,000 children whose
-handlings each block 50 ms started about ``size`` of them per ``stall_s``. So code that knows
-it is about to block says so (``subagents.blocking.about_to_block()``: a model call, a tool,
-a sync function agent), and its thread is replaced at once, as Java's
-``ForkJoinPool.managedBlock`` and Scala's ``blocking { }`` do; the watch thread stays for
-what nobody marked. Replaced threads park in the pool (up to ``spare``) for the next
-replacement (none parked: the watch thread starts it, and spares ahead, ``_add_spares``).
+Code that knows it is about to block says so (``subagents.blocking.about_to_block()``) and
+its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
+in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "Threads").
 """
 
 from __future__ import annotations
@@ -53,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
+from pykka._envelope import Envelope
 
 from subagents.actors.gc_pacing import PACING
 from subagents.actors.handoff import Handoff, Seat, pay_nudge
@@ -68,7 +65,6 @@ if TYPE_CHECKING:
     from typing import Self
 
     from pykka._actor import ActorInbox
-    from pykka._envelope import Envelope
 
 log = get_logger("subagents.dispatch")
 
@@ -543,11 +539,13 @@ class PooledActor(pykka.Actor):
 
     def _drain(self) -> None:
         """Hand up to ``throughput`` messages to pykka's handling; then unschedule (the mailbox
-        is empty) or go to the back of the line. Runs on a dispatcher thread, never on two at
-        once for one actor."""
+        is empty) or go to the back of the line, on one dispatcher thread at a time. A bare
+        message (``Mailbox.tell``, a mail delivered straight) goes to ``on_receive`` here."""
         inbox = self.actor_inbox
+        line = inbox.line
+        went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
         if not self._loop_started:
-            self._loop_started = True
+            self._loop_started = went_on = True
             try:  # (pykka's ``_actor_loop_setup``, without its frame)
                 self.on_start()
             except Exception:
@@ -559,15 +557,35 @@ class PooledActor(pykka.Actor):
                     return
                 self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError
                 continue
-            try:
-                envelope = inbox.get()
-            except IndexError:
+            if not line:  # (looked at, not popped: an empty pop raised)
                 if inbox.unschedule_if_empty():
                     return
                 continue
-            pay_nudge()  # (the turn goes on: what the last handling left in line, handoff.py)
-            self._handle_envelope(envelope)
+            item = line.popleft()  # (only this thread takes: it holds the actor's turn)
+            if went_on:  # the turn goes on: what the last handling left in line is taken
+                pay_nudge()  # by a parked thread meanwhile (handoff.py)
+            went_on = True
+            if type(item) is Envelope or type(item) in PYKKA_MESSAGES:
+                self._handle_envelope(item if type(item) is Envelope else Envelope(item))
+                continue
+            try:
+                self.on_receive(item)
+            except BaseException:
+                self._told_failed()
         self._dispatcher.submit(self)
+
+    def _told_failed(self) -> None:
+        """A tell's handling raised: as pykka's loop; a BaseException stops this actor only."""
+        if not isinstance(sys.exc_info()[1], Exception):
+            log.exception("stopping an actor after a BaseException", actor=str(self))
+            with contextlib.suppress(Exception):
+                self._stop()
+            return
+        self._handle_failure(*sys.exc_info())
+        try:
+            self.on_failure(*sys.exc_info())
+        except Exception:
+            self._handle_failure(*sys.exc_info())
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         """pykka's loop body (``Actor._actor_loop_running``) for one message."""
@@ -575,16 +593,8 @@ class PooledActor(pykka.Actor):
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
-        except Exception:
-            if envelope.reply_to is not None:
+        except BaseException:
+            if envelope.reply_to is not None and isinstance(sys.exc_info()[1], Exception):
                 envelope.reply_to.set_exception()
             else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
-        except BaseException:
-            log.exception("stopping an actor after a BaseException", actor=str(self))
-            with contextlib.suppress(Exception):
-                self._stop()
+                self._told_failed()

@@ -78,15 +78,17 @@ class Wakes:
 
     def arm(self, ref: pykka.ActorRef[Any], *, ended: bool) -> None:
         """The handling is over: arm what it asked for (nothing, if the run has ended)."""
-        wanted, self.wanted = self.wanted, {}
+        wanted = self.wanted  # (emptied, not replaced: no dict made per handling)
         if ended or not wanted:
+            wanted.clear()
             return
-        if len(wanted) == 1:  # (most handlings: one receive waits; a C call fewer)
-            ((key, earliest),) = wanted.items()
+        if len(wanted) == 1:  # (most handlings: one receive waits; one C call)
+            key, earliest = wanted.popitem()
             self.armed[key] = earliest
         else:
             self.armed.update(wanted)
             earliest = min(wanted.values())
+            wanted.clear()
         set_at = self.set_at
         if set_at is None or earliest < set_at:  # (checked here: most arms change nothing)
             self._set(ref, earliest)
