@@ -21,13 +21,9 @@ on a wake, after mailing a child), and their actors are found among the live obj
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from shared_keys import assert_keys_shared, run_scenario
 
 from .conftest import WAIT
 
@@ -84,19 +80,4 @@ print(json.dumps({"sizes": sizes, "keys": keys, "statuses": statuses}))
 def test_a_waiting_runs_actor_shares_its_attribute_keys_with_the_others(first: int) -> None:
     """``first``: trivial runs the runtime ran before (60: more instances than CPython lets
     a class's shared keys grow after)."""
-    tests = str(Path(__file__).resolve().parents[1])  # (``polling``)
-    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCENARIO, str(WAIT), str(first)],
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=2 * WAIT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
-    assert len(seen["sizes"]) == 6
-    for own, combined in seen["sizes"]:
-        assert own < combined, seen["keys"]
-    assert seen["statuses"] == ["completed"] * 6
+    assert_keys_shared(run_scenario(_SCENARIO, WAIT, first, 2 * WAIT), 6)

@@ -12,13 +12,9 @@ of the process): sixty one-turn runs first, then runs that wait for mail in a to
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from shared_keys import assert_keys_shared, run_scenario
 
 from .conftest import WAIT
 
@@ -64,19 +60,4 @@ print(json.dumps({"sizes": sizes, "keys": keys, "statuses": statuses}))
 def test_a_waiting_llm_runs_behaviour_shares_its_attribute_keys(first: int) -> None:
     """``first``: one-turn runs the runtime ran before (60: more instances than CPython lets
     a class's shared keys grow after)."""
-    tests = str(Path(__file__).resolve().parents[1])  # (``polling``)
-    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCENARIO, str(WAIT), str(first)],
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=4 * WAIT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.splitlines()[-1])
-    assert len(seen["sizes"]) == 3
-    for own, combined in seen["sizes"]:
-        assert own < combined, seen["keys"]
-    assert seen["statuses"] == ["completed"] * 3
+    assert_keys_shared(run_scenario(_SCENARIO, WAIT, first, 4 * WAIT), 3)
