@@ -36,3 +36,15 @@ def test_it_counts_both_paths_per_role_and_their_ratio(limits: str) -> None:
             assert abs(counted["all"] - parts) < 0.5
     median = result["median"]
     assert result["many_over_one"] == round(median["many"]["all"] / median["one"]["all"], 4)
+
+
+def test_a_role_missing_from_a_round_counts_zero_there() -> None:
+    """A round can lack a role with no call in it ("other"); the fold reads it as 0 there
+    rather than failing (a ``KeyError: 'other'`` failed the smoke test above now and then)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from _waiting_calls import fold_medians
+
+    folded = fold_medians(
+        [{"all": 10.0, "agents": 4.0}, {"all": 12.0, "agents": 5.0, "other": 1.0}]
+    )
+    assert folded == {"agents": 4.5, "all": 11.0, "other": 0.5}
