@@ -266,7 +266,7 @@ def runtime(
             parked[0] += 1
 
     with Runtime(agents, model=model, limits=limits) as rt:
-        rt.subscribe(on_event)
+        rt.subscribe(on_event, {EventKind.PARKED})  # the count's only kind: no call per event
         outcome = rt.run("parent", str(children), wait=120)
     if outcome.result != str(children):
         raise RuntimeError(f"runtime: expected {children} completed children, got {outcome!r}")

@@ -64,6 +64,33 @@ def test_a_trivial_runs_three_events_reach_a_subscriber_and_its_end_wakes_a_wait
         rt.close()
 
 
+def test_a_program_subscribes_to_some_kinds_through_the_runtime_and_gets_only_those() -> None:
+    """``Runtime.subscribe(callback, kinds)``: the public way to take only some events (a
+    benchmark counting ``parked`` ones, a program waiting for ends) without being called for
+    every other; a bad ``kinds`` is refused there too, naming it."""
+
+    def trivial(ctx: AgentContext) -> str:
+        return ctx.task
+
+    with Runtime([trivial], store=MemoryStore()) as rt:
+        ends, every = Events(), Events()
+        rt.subscribe(ends, {EventKind.COMPLETED})
+        rt.subscribe(every)
+        outcome = rt.spawn("trivial", "hello").result(timeout=WAIT)
+        every.wait_count(EventKind.COMPLETED, "trivial", 1)
+        ends.wait_count(EventKind.COMPLETED, "trivial", 1)
+        assert [e.kind for e in every.snapshot() if e.run_id == outcome.run_id] == [
+            EventKind.SPAWNED,
+            EventKind.STARTED,
+            EventKind.COMPLETED,
+        ]
+        assert [(e.kind, e.run_id) for e in ends.snapshot()] == [
+            (EventKind.COMPLETED, outcome.run_id)
+        ]
+        with pytest.raises(ValueError, match="'finished': no such EventKind"):
+            rt.subscribe(ends, {"finished"})  # type: ignore[arg-type]
+
+
 def test_kinds_that_are_not_a_set_of_event_kinds_are_refused_naming_what_was_wrong() -> None:
     """One kind given alone is a str (``EventKind`` is a ``StrEnum``): ``in`` would test a
     substring, and a subscriber of ``restarted`` would be called for ``started`` too. It,

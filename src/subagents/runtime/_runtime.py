@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from subagents.messages import (
     ApprovalRecord,
     Cleanup,
     Event,
+    EventKind,
     Job,
     OnFailure,
     Outcome,
@@ -257,10 +258,14 @@ class Runtime:
 
     # ---- events ------------------------------------------------------------------------------
 
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event (on the supervisor's thread: keep it quick);
+    def subscribe(
+        self, callback: Callable[[Event], None], kinds: Set[EventKind] | None = None
+    ) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event, or only those of ``kinds`` (on the
+        supervisor's thread: keep it quick; a callback that takes only some kinds is not
+        called for the rest, and events of kinds nobody takes may not be published at all);
         returns a function that unsubscribes. A callback that raises is logged and skipped."""
-        return self._events.subscribe(callback)
+        return self._events.subscribe(callback, kinds)
 
     # ---- running -----------------------------------------------------------------------------
 
