@@ -302,8 +302,8 @@ class AgentActor(FastInboxActor, Started):
         while True:
             if self._parks_at_wait:
                 _park_at_wait(self)
-            if self._wakes is not None and self._wakes.wanted:
-                self._wakes.arm(self.actor_ref, ended=self._ended)
+            if self._wakes is not None and self._wakes.wanted:  # (pykka's ``actor_ref``:
+                self._wakes.arm(self._actor_ref, ended=self._ended)  # a property, a call)
             if not self._held:
                 return
             self._acks = []
@@ -313,7 +313,7 @@ class AgentActor(FastInboxActor, Started):
                 acks, self._acks = self._acks, None
             if not acks and not self._parks_at_wait:  # (a park put off: ``_park_at_wait``)
                 return
-            behaviour = cast(Behaviour, self.behaviour)
+            behaviour: Behaviour = self.behaviour  # type: ignore[assignment]  # (no cast)
             for ack in acks:
                 if self._ended or self.cancel._flag:
                     return

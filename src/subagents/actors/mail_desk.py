@@ -60,6 +60,10 @@ from subagents.supervision.unsaved_journal import UnsavedJournal
 log = get_logger("subagents.agent")
 
 _ASKING = (SpawnRequest, StopRequest, StopRequested)
+_DELIVERED = MailState.DELIVERED
+"""Named once: an enum's member read through its class costs Python 3.11's
+``EnumType.__getattr__`` slot, ~1.1k instructions (``supervision/starts.py``), a module's
+name ~0.1k (a mail made per straight send: ``DirectMail._mail``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +329,7 @@ class DirectMail:
             sender_agent=self.record.agent,
             reply_to=msg.reply_to,
             sent_at=now,
-            state=MailState.DELIVERED,
+            state=_DELIVERED,
             request_id=msg.request_id,
         )
 

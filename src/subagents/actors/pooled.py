@@ -550,9 +550,9 @@ class PooledActor(pykka.Actor):
                 self.on_start()
             except Exception:
                 self._handle_failure(*sys.exc_info())
-        stopped = self.actor_stopped
+        stopped: Any = self.actor_stopped  # (a LazyEvent or threading.Event: its ``_flag`` read)
         for _ in range(self.throughput):
-            if stopped.is_set():  # closed if nothing came (most stops: no teardown to do)
+            if stopped._flag:  # (no frame) closed if nothing came (most stops: no teardown)
                 if inbox.close_if_empty(self):
                     return
                 self._actor_loop_teardown()  # asks still in the mailbox: ActorDeadError

@@ -59,6 +59,8 @@ from subagents.supervision.requests import mail_problem
 from subagents.supervision.runs import RunState, RunTable
 from subagents.supervision.topics import Topics, topic_of
 
+_DEAD, _READ = MailState.DEAD, MailState.READ  # (named once: ``mailing.py`` says why)
+
 
 class MailRoom:
     """Routing, recording, delivery, receipts and dead letters of mail between runs."""
@@ -207,7 +209,7 @@ class MailRoom:
         mails = msg.mails  # (a ping-pong's every post: one mail to a live run, no pairs)
         one = len(mails) == 1 == len(msg.delivered_to)  # (else the loop says it is malformed)
         target = self.runs.live(mails[0].recipient) if one else None
-        if target is not None and (mail := mails[0]).state is not MailState.DEAD:
+        if target is not None and (mail := mails[0]).state is not _DEAD:
             target.inbox[mail.mail_id] = mail  # (as below, for one)
             announce_one(self.runs, self.now(), mail, target, out, publish)
             if msg.delivered_to[0] != target.attempt and target.reads is None:
@@ -308,8 +310,7 @@ class MailRoom:
         return MailAck(request_id=request_id, mail_id=command, recipient=recipient)
 
     def _record(self, post: MailPost, decided: Decided) -> None:
-        """Write the post's mails, then their events and their deliveries (one per
-        recipient)."""
+        """Write the post's mails, then their events and their deliveries (one per recipient)."""
         records = post.records
         if not records:
             return
@@ -351,7 +352,7 @@ class MailRoom:
         inbox = state.inbox
         for mail_id in mail_ids:
             inbox.pop(mail_id, None)
-        writes.append(SetMailsState(tuple(mail_ids), MailState.READ))
+        writes.append(SetMailsState(tuple(mail_ids), _READ))
 
     def _stale(self, state: RunState, attempt: int) -> bool:
         """A report of start ``attempt`` comes from a start of ``state``'s run that is over:

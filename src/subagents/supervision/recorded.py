@@ -33,6 +33,12 @@ Record = MailPosted | Journal | MailRead
 Failed = tuple[tuple[Record, Exception], ...]
 """The reports whose handling failed, each with its error."""
 
+_SENT, _DELIVERED = EventKind.MAIL_SENT, EventKind.MAIL_DELIVERED
+_READ = MailState.READ
+"""Named once: an enum's member read through its class costs Python 3.11's
+``EnumType.__getattr__`` slot, ~1.1k instructions (``supervision/starts.py``), a module's
+name ~0.1k (a receipt per mail: ``_Receipts.add``)."""
+
 
 def _everyone(_kind: EventKind) -> bool:
     """Every event is published (a core no runtime told who listens: its tests)."""
@@ -80,7 +86,7 @@ class Recorded:
         failed: list[tuple[Record, Exception]] = []
         pieces: list[tuple[Record, Decided]] = []
         wanted, effects = self.published, out.effects  # (asked once per line, not per mail)
-        publish = wanted(EventKind.MAIL_SENT) or wanted(EventKind.MAIL_DELIVERED)
+        publish = wanted(_SENT) or wanted(_DELIVERED)
         posted, journal = self._mail.posted, self.journal
         for report in reports:
             try:
@@ -163,7 +169,7 @@ class _Receipts:
         """``writes`` after those added before, their receipts held."""
         out, ids = self._writes, self._ids
         for write in writes:
-            if type(write) is SetMailsState and write.state is MailState.READ:
+            if type(write) is SetMailsState and write.state is _READ:
                 ids += write.mail_ids
                 continue
             if ids and type(write) not in _ELSEWHERE:  # (``in`` a tuple: no call per write)
@@ -180,5 +186,5 @@ class _Receipts:
         """The receipts held, as one write, now."""
         ids = self._ids
         if ids:
-            self._writes.append(SetMailsState(tuple(ids), MailState.READ))
+            self._writes.append(SetMailsState(tuple(ids), _READ))
             ids.clear()
