@@ -4,6 +4,8 @@ that name why; budgets applying as to any run. Real actors, a real SQLite file."
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -168,6 +170,47 @@ def test_a_running_run_is_refused_naming_why() -> None:
             rt.continue_run(first.run_id, "too soon")
         rt.stop(first.run_id)
         first.result(timeout=WAIT)
+
+
+@pytest.mark.parametrize(("table", "column"), [("checkpoints", "checkpoint"), ("runs", "record")])
+def test_a_run_whose_stored_row_is_damaged_is_refused_and_no_other_run_stops(
+    tmp_path: Path, table: str, column: str
+) -> None:
+    """A row hand-edited into what no record reads as: reading it for the continuation
+    raised a ``StoreError`` in the supervisor, taken for the store failing: every run of the
+    runtime was stopped (``failed``, "the run store failed")."""
+    model = ScriptedModel(
+        {
+            "a": ["first answer", "second answer"],
+            "listener": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "heard: {mail_content}",
+            ],
+        }
+    )
+    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
+    path = tmp_path / "runs.db"
+    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+        first = rt.spawn("a", "the question")
+        first.result(timeout=WAIT)
+        intact = rt.spawn("a", "another question")
+        intact.result(timeout=WAIT)
+        with contextlib.closing(sqlite3.connect(path, timeout=WAIT)) as conn, conn:
+            damaged = conn.execute(
+                f"UPDATE {table} SET {column} = '{{\"messages\": 1' WHERE run_id = ?",
+                (first.run_id,),
+            )
+            assert damaged.rowcount == 1
+        listener = rt.spawn("listener", "wait")
+        with pytest.raises(AdmissionError) as refused:
+            rt.continue_run(first.run_id, "and then?")
+        assert str(refused.value).startswith(f"run {first.run_id} cannot be continued: ")
+        assert f"cannot read {table} row {first.run_id!r}" in str(refused.value)
+        rt.send(listener.run_id, "still here")
+        outcome = listener.result(timeout=WAIT)  # not stopped by the refusal
+        assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "heard: still here")
+        again = rt.continue_run(intact.run_id, "and then?")  # the runtime goes on
+        assert again.result(timeout=WAIT).result == "second answer"
 
 
 def test_an_unknown_run_is_refused() -> None:

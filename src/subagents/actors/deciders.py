@@ -43,7 +43,7 @@ from subagents.messages import (
     ToolCalled,
     WaitingChanged,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import RunStore, StoreError
 from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision
@@ -64,7 +64,10 @@ def deciders(
             return core.spawn(message)
         if not isinstance(run_id, str):
             return None
-        read = Continued(store.get_run(run_id), store.load_checkpoint(run_id))
+        try:
+            read = Continued(store.get_run(run_id), store.load_checkpoint(run_id))
+        except StoreError as exc:  # a damaged row: this request is refused, no run stopped
+            read = Continued(None, unreadable=str(exc))  # (a failing store: at the commit)
         return core.spawn(message, read)  # the run it continues, read for it
 
     def finished(message: RunFinished) -> Decision:
