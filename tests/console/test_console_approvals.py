@@ -4,14 +4,19 @@ would do, allowed from the page, and the run goes on; a deny is told to the mode
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from consolekit import Served, serving
 
-from subagents import AgentSpec, Runtime, ScriptedModel
+from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
 from subagents.messages import RunStatus
 from subagents.store.sqlite import SQLiteStore
 
@@ -91,3 +96,52 @@ def test_a_deny_from_a_runs_page_is_told_to_the_model(
     assert "not <i>today</i>" in (outcome.result or "")
     count = workspace / "count.txt"
     assert not count.exists() or "two" not in count.read_text()  # the call never ran
+
+
+ASKER = """---
+name: asker
+description: Appends a line with Bash (asked in default mode).
+tools: Bash
+script:
+  - tool_calls:
+      - name: Bash
+        input: {command: "echo stale >> stale.txt"}
+  - text: "asker got: {result0}"
+---
+You ask.
+"""
+
+
+def test_a_row_answered_elsewhere_while_shown_says_why_on_click_and_goes(
+    page: Any, served: Served, store_path: Path, workspace: Path
+) -> None:
+    """The host is dead (killed): an answer given elsewhere reaches no runtime, so no event
+    tells the page, which still shows the ask. A click on it was refused (409) and the row
+    stayed, its buttons enabled again, clickable forever."""
+    agents = workspace / "stale-agents"
+    agents.mkdir()
+    (agents / "asker.md").write_text(ASKER, encoding="utf-8")
+    argv = [sys.executable, "-m", "subagents.cli.main", "run", "--detach", "asker", "go"]
+    argv += ["--agents", str(agents), "--state", str(store_path), "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    started = subprocess.run(argv, capture_output=True, text=True, cwd=workspace, env=env)
+    assert started.returncode == 0, started.stderr
+    detached = msgspec.json.decode(started.stdout)
+    try:
+        page.goto(served.url)
+        row = page.locator("#approvals tr[data-approval]", has_text="asker")
+        row.wait_for()
+        approval_id = row.get_attribute("data-approval")
+    finally:
+        os.kill(detached["pid"], signal.SIGKILL)
+    assert approval_id is not None
+    answer_approval(store_path, approval_id, False, "answered elsewhere")
+    assert row.count() == 1  # still shown: nothing told the page
+    row.locator("button.allow").click()
+    error = page.locator("#error")
+    error.wait_for()
+    assert f"allow: approval {approval_id} was already answered: denied" in (
+        error.text_content() or ""
+    )
+    row.wait_for(state="detached", timeout=30_000)  # the list read again
+    assert not (workspace / "stale.txt").exists()

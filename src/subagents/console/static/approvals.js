@@ -37,6 +37,7 @@
       } catch (error) {
         showError(verdict + ": " + error.message);
         allow.disabled = deny.disabled = false;
+        load(); // answered elsewhere, or its run ended, and no event said so: the row goes
       }
     };
     allow.addEventListener("click", () => decide("allow"));
