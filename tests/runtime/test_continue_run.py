@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from polling import wait_until
 from subagents.behaviour.function import AgentContext, SpawnRefused
 from subagents.messages import (
     ChatMessage,
@@ -24,6 +25,7 @@ from subagents.messages import (
 )
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AdmissionError, Runtime
+from subagents.store.base import StoreError
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.continuation import NOT_RUN, Continued, conversation
 
@@ -211,6 +213,39 @@ def test_a_run_whose_stored_row_is_damaged_is_refused_and_no_other_run_stops(
         assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "heard: still here")
         again = rt.continue_run(intact.run_id, "and then?")  # the runtime goes on
         assert again.result(timeout=WAIT).result == "second answer"
+
+
+def test_a_store_that_fails_reading_the_run_to_continue_still_halts_the_runtime(
+    tmp_path: Path,
+) -> None:
+    """Only a row that does not decode is the request's own refusal: a read the store
+    itself fails (here its checkpoints table gone, as a corrupt file or a lost connection
+    would) is the store failing, raised as a ``StoreError`` and halting the runtime, not an
+    ``AdmissionError`` that leaves the runtime going on a store that fails."""
+    model = ScriptedModel(
+        {
+            "a": ["first answer"],
+            "listener": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "heard: {mail_content}",
+            ],
+        }
+    )
+    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
+    path = tmp_path / "runs.db"
+    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+        first = rt.spawn("a", "the question")
+        first.result(timeout=WAIT)
+        listener = rt.spawn("listener", "wait")
+        wait_until(lambda: listener.status is RunStatus.WAITING, "the listener waits")
+        with contextlib.closing(sqlite3.connect(path, timeout=WAIT)) as conn, conn:
+            conn.execute("ALTER TABLE checkpoints RENAME TO checkpoints_gone")
+        with pytest.raises(StoreError) as failed:
+            rt.continue_run(first.run_id, "and then?")
+        assert "no such table: checkpoints" in str(failed.value)
+        outcome = listener.result(timeout=WAIT)  # stopped: the store failed
+        assert outcome.status is RunStatus.FAILED, outcome
+        assert "the run store failed" in (outcome.error or ""), outcome
 
 
 def test_an_unknown_run_is_refused() -> None:

@@ -43,7 +43,7 @@ from subagents.messages import (
     ToolCalled,
     WaitingChanged,
 )
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import DamagedRow, RunStore
 from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision
@@ -66,8 +66,8 @@ def deciders(
             return None
         try:
             read = Continued(store.get_run(run_id), store.load_checkpoint(run_id))
-        except StoreError as exc:  # a damaged row: this request is refused, no run stopped
-            read = Continued(None, unreadable=str(exc))  # (a failing store: at the commit)
+        except DamagedRow as exc:  # this request is refused, no run stopped (a store that
+            read = Continued(None, unreadable=str(exc))  # fails to read halts, as it did)
         return core.spawn(message, read)  # the run it continues, read for it
 
     def finished(message: RunFinished) -> Decision:
