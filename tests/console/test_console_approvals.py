@@ -17,11 +17,12 @@ import pytest
 from consolekit import Served, serving
 
 from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
+from subagents.console.actions import TEXT_CAP
 from subagents.messages import RunStatus
 from subagents.store.sqlite import SQLiteStore
 
 WAIT = 60.0
-NAMES = ("worker", "refused")
+NAMES = ("worker", "refused", "typed", "arriving")
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -47,6 +48,8 @@ def rt(workspace: Path, store_path: Path) -> Iterator[Runtime]:
         {
             "worker": [appender("<b>one</b>"), {"text": "done: {result0}"}],
             "refused": [appender("two"), {"text": "told: {result0}"}],
+            "typed": [appender("three"), {"text": "typed: {result0}"}],
+            "arriving": [appender("four"), {"text": "arriving: {result0}"}],
         }
     )
     agents = [AgentSpec(name=n, description=f"The {n}.", prompt="Act.") for n in NAMES]
@@ -145,3 +148,32 @@ def test_a_row_answered_elsewhere_while_shown_says_why_on_click_and_goes(
     )
     row.wait_for(state="detached", timeout=30_000)  # the list read again
     assert not (workspace / "stale.txt").exists()
+
+
+def test_a_reason_being_typed_stays_when_the_list_is_read_again(
+    page: Any, served: Served, rt: Runtime, workspace: Path
+) -> None:
+    """The list is read again on every ask or answer anywhere, and (since a refused answer
+    reads it too) on a reason refused (over the cap) or a busy store: each rebuilt every
+    row, so the reason typed in one was wiped, the refused answer's with it."""
+    typed = rt.spawn("typed", "count")
+    page.goto(served.url)
+    row = page.locator("#approvals tr[data-approval]", has_text="typed")
+    row.wait_for()
+    reason = row.locator("input.reason")
+    reason.fill("x" * (TEXT_CAP + 1))
+    row.locator("button.allow").click()
+    error = page.locator("#error", has_text="over the cap")
+    error.wait_for()
+    reason.fill("not this one, half typed")
+    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again
+    other = page.locator("#approvals tr[data-approval]", has_text="arriving")
+    other.wait_for()
+    assert reason.input_value() == "not this one, half typed"
+    row.locator("button.deny").click()
+    other.locator("button.deny").click()
+    for handle in (typed, arriving):
+        assert handle.result(WAIT).status is RunStatus.COMPLETED
+    count = workspace / "count.txt"
+    assert not count.exists() or "three" not in count.read_text()
+    assert "not this one, half typed" in (typed.result(WAIT).result or "")
