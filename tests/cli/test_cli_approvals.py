@@ -448,6 +448,25 @@ def test_an_answer_to_an_ended_run_is_refused_naming_why(cli: Cli) -> None:
     assert cli("approvals").stdout.strip() == "no approvals waiting"
 
 
+def test_an_empty_id_is_bad_usage_and_answers_nothing(cli: Cli) -> None:
+    """An empty ID (`subagents approve "$ID"` with ID unset) was a prefix of every id: with
+    one approval in the store, it was answered, unseen."""
+    run_id, _pid = _detach_writer(cli)
+    approval_id = _asked(cli, run_id)
+    for verb in ("approve", "deny"):
+        for ref in ("", "  "):
+            refused = cli(verb, ref)
+            assert refused.returncode == 2, (verb, ref, refused.stdout, refused.stderr)
+            assert "empty approval id: give an approval id, or a unique prefix of one" in (
+                refused.stderr
+            )
+    (row,) = _pending(cli)  # nothing answered: it can still be
+    assert row["id"] == approval_id
+    assert cli("approve", f" {approval_id[:8]} ").returncode == 0  # (spaces around: taken)
+    assert cli("wait", run_id).returncode == 0
+    assert (cli.root / "out.txt").read_text() == "line\n"
+
+
 def test_a_question_is_answered_with_approve_and_its_reason(cli: Cli) -> None:
     run_id, _pid = _detach_writer(cli, "asker")
     approval_id = _asked(cli, run_id)

@@ -4,19 +4,25 @@ would do, allowed from the page, and the run goes on; a deny is told to the mode
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from consolekit import Served, serving
 
-from subagents import AgentSpec, Runtime, ScriptedModel
+from subagents import AgentSpec, Runtime, ScriptedModel, answer_approval
+from subagents.console.actions import TEXT_CAP
 from subagents.messages import RunStatus
 from subagents.store.sqlite import SQLiteStore
 
 WAIT = 60.0
-NAMES = ("worker", "refused")
+NAMES = ("worker", "refused", "typed", "arriving")
 pytestmark = pytest.mark.timeout(240)
 
 
@@ -42,6 +48,8 @@ def rt(workspace: Path, store_path: Path) -> Iterator[Runtime]:
         {
             "worker": [appender("<b>one</b>"), {"text": "done: {result0}"}],
             "refused": [appender("two"), {"text": "told: {result0}"}],
+            "typed": [appender("three"), {"text": "typed: {result0}"}],
+            "arriving": [appender("four"), {"text": "arriving: {result0}"}],
         }
     )
     agents = [AgentSpec(name=n, description=f"The {n}.", prompt="Act.") for n in NAMES]
@@ -91,3 +99,81 @@ def test_a_deny_from_a_runs_page_is_told_to_the_model(
     assert "not <i>today</i>" in (outcome.result or "")
     count = workspace / "count.txt"
     assert not count.exists() or "two" not in count.read_text()  # the call never ran
+
+
+ASKER = """---
+name: asker
+description: Appends a line with Bash (asked in default mode).
+tools: Bash
+script:
+  - tool_calls:
+      - name: Bash
+        input: {command: "echo stale >> stale.txt"}
+  - text: "asker got: {result0}"
+---
+You ask.
+"""
+
+
+def test_a_row_answered_elsewhere_while_shown_says_why_on_click_and_goes(
+    page: Any, served: Served, store_path: Path, workspace: Path
+) -> None:
+    """The host is dead (killed): an answer given elsewhere reaches no runtime, so no event
+    tells the page, which still shows the ask. A click on it was refused (409) and the row
+    stayed, its buttons enabled again, clickable forever."""
+    agents = workspace / "stale-agents"
+    agents.mkdir()
+    (agents / "asker.md").write_text(ASKER, encoding="utf-8")
+    argv = [sys.executable, "-m", "subagents.cli.main", "run", "--detach", "asker", "go"]
+    argv += ["--agents", str(agents), "--state", str(store_path), "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    started = subprocess.run(argv, capture_output=True, text=True, cwd=workspace, env=env)
+    assert started.returncode == 0, started.stderr
+    detached = msgspec.json.decode(started.stdout)
+    try:
+        page.goto(served.url)
+        row = page.locator("#approvals tr[data-approval]", has_text="asker")
+        row.wait_for()
+        approval_id = row.get_attribute("data-approval")
+    finally:
+        os.kill(detached["pid"], signal.SIGKILL)
+    assert approval_id is not None
+    answer_approval(store_path, approval_id, False, "answered elsewhere")
+    assert row.count() == 1  # still shown: nothing told the page
+    row.locator("button.allow").click()
+    error = page.locator("#error")
+    error.wait_for()
+    assert f"allow: approval {approval_id} was already answered: denied" in (
+        error.text_content() or ""
+    )
+    row.wait_for(state="detached", timeout=30_000)  # the list read again
+    assert not (workspace / "stale.txt").exists()
+
+
+def test_a_reason_being_typed_stays_when_the_list_is_read_again(
+    page: Any, served: Served, rt: Runtime, workspace: Path
+) -> None:
+    """The list is read again on every ask or answer anywhere, and (since a refused answer
+    reads it too) on a reason refused (over the cap) or a busy store: each rebuilt every
+    row, so the reason typed in one was wiped, the refused answer's with it."""
+    typed = rt.spawn("typed", "count")
+    page.goto(served.url)
+    row = page.locator("#approvals tr[data-approval]", has_text="typed")
+    row.wait_for()
+    reason = row.locator("input.reason")
+    reason.fill("x" * (TEXT_CAP + 1))
+    row.locator("button.allow").click()
+    error = page.locator("#error", has_text="over the cap")
+    error.wait_for()
+    reason.fill("not this one, half typed")
+    arriving = rt.spawn("arriving", "count")  # another ask: the list is read again
+    other = page.locator("#approvals tr[data-approval]", has_text="arriving")
+    other.wait_for()
+    assert reason.input_value() == "not this one, half typed"
+    row.locator("button.deny").click()
+    other.locator("button.deny").click()
+    for handle in (typed, arriving):
+        assert handle.result(WAIT).status is RunStatus.COMPLETED
+    count = workspace / "count.txt"
+    assert not count.exists() or "three" not in count.read_text()
+    assert "not this one, half typed" in (typed.result(WAIT).result or "")

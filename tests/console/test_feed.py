@@ -78,3 +78,23 @@ def test_a_run_whose_host_went_away_turns_orphaned_without_an_event(tmp_path: Pa
         (row,) = feed.poll().rows
         assert (row.id, row.status) == ("r1", "orphaned")
         assert feed.poll().rows == []
+
+
+def test_a_waiting_run_that_ends_says_the_pending_approvals_changed(tmp_path: Path) -> None:
+    # an ask of an ended run is no longer pending, but no approval event says so: the page
+    # kept showing it (allow, deny) after its run was stopped or timed out
+    path = tmp_path / "runs.sqlite3"
+    with SQLiteStore(path) as writer, SQLiteStore(path) as reader:
+        now = time.time()
+        writer.acquire_lease(Lease(owner=OWNER, host="elsewhere", pid=1, expires_at=now + 600))
+        _write(writer, _run("r1", RunStatus.WAITING), EventKind.APPROVAL_ASKED)
+        _write(writer, _run("r2", RunStatus.RUNNING), EventKind.STARTED)
+        feed = StoreFeed(reader)
+        feed.load()
+        assert not feed.poll().approvals
+        _write(writer, _run("r2", RunStatus.COMPLETED), EventKind.COMPLETED)
+        assert not feed.poll().approvals  # a run that never waited: nothing to read again
+        _write(writer, _run("r1", RunStatus.CANCELLED), EventKind.CANCELLED)
+        changes = feed.poll()
+        assert changes.approvals and changes.touched == {"r1"}
+        assert not feed.poll().approvals

@@ -4,10 +4,13 @@ that name why; budgets applying as to any run. Real actors, a real SQLite file."
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from polling import wait_until
 from subagents.behaviour.function import AgentContext, SpawnRefused
 from subagents.messages import (
     ChatMessage,
@@ -22,6 +25,7 @@ from subagents.messages import (
 )
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import AdmissionError, Runtime
+from subagents.store.base import StoreError
 from subagents.store.sqlite import SQLiteStore
 from subagents.supervision.continuation import NOT_RUN, Continued, conversation
 
@@ -168,6 +172,80 @@ def test_a_running_run_is_refused_naming_why() -> None:
             rt.continue_run(first.run_id, "too soon")
         rt.stop(first.run_id)
         first.result(timeout=WAIT)
+
+
+@pytest.mark.parametrize(("table", "column"), [("checkpoints", "checkpoint"), ("runs", "record")])
+def test_a_run_whose_stored_row_is_damaged_is_refused_and_no_other_run_stops(
+    tmp_path: Path, table: str, column: str
+) -> None:
+    """A row hand-edited into what no record reads as: reading it for the continuation
+    raised a ``StoreError`` in the supervisor, taken for the store failing: every run of the
+    runtime was stopped (``failed``, "the run store failed")."""
+    model = ScriptedModel(
+        {
+            "a": ["first answer", "second answer"],
+            "listener": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "heard: {mail_content}",
+            ],
+        }
+    )
+    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
+    path = tmp_path / "runs.db"
+    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+        first = rt.spawn("a", "the question")
+        first.result(timeout=WAIT)
+        intact = rt.spawn("a", "another question")
+        intact.result(timeout=WAIT)
+        with contextlib.closing(sqlite3.connect(path, timeout=WAIT)) as conn, conn:
+            damaged = conn.execute(
+                f"UPDATE {table} SET {column} = '{{\"messages\": 1' WHERE run_id = ?",
+                (first.run_id,),
+            )
+            assert damaged.rowcount == 1
+        listener = rt.spawn("listener", "wait")
+        with pytest.raises(AdmissionError) as refused:
+            rt.continue_run(first.run_id, "and then?")
+        assert str(refused.value).startswith(f"run {first.run_id} cannot be continued: ")
+        assert f"cannot read {table} row {first.run_id!r}" in str(refused.value)
+        rt.send(listener.run_id, "still here")
+        outcome = listener.result(timeout=WAIT)  # not stopped by the refusal
+        assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "heard: still here")
+        again = rt.continue_run(intact.run_id, "and then?")  # the runtime goes on
+        assert again.result(timeout=WAIT).result == "second answer"
+
+
+def test_a_store_that_fails_reading_the_run_to_continue_still_halts_the_runtime(
+    tmp_path: Path,
+) -> None:
+    """Only a row that does not decode is the request's own refusal: a read the store
+    itself fails (here its checkpoints table gone, as a corrupt file or a lost connection
+    would) is the store failing, raised as a ``StoreError`` and halting the runtime, not an
+    ``AdmissionError`` that leaves the runtime going on a store that fails."""
+    model = ScriptedModel(
+        {
+            "a": ["first answer"],
+            "listener": [
+                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
+                "heard: {mail_content}",
+            ],
+        }
+    )
+    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
+    path = tmp_path / "runs.db"
+    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+        first = rt.spawn("a", "the question")
+        first.result(timeout=WAIT)
+        listener = rt.spawn("listener", "wait")
+        wait_until(lambda: listener.status is RunStatus.WAITING, "the listener waits")
+        with contextlib.closing(sqlite3.connect(path, timeout=WAIT)) as conn, conn:
+            conn.execute("ALTER TABLE checkpoints RENAME TO checkpoints_gone")
+        with pytest.raises(StoreError) as failed:
+            rt.continue_run(first.run_id, "and then?")
+        assert "no such table: checkpoints" in str(failed.value)
+        outcome = listener.result(timeout=WAIT)  # stopped: the store failed
+        assert outcome.status is RunStatus.FAILED, outcome
+        assert "the run store failed" in (outcome.error or ""), outcome
 
 
 def test_an_unknown_run_is_refused() -> None:

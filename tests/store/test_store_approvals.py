@@ -5,7 +5,10 @@ hosting runtime as an ``approval`` command, refusals naming why, an answered ask
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -13,7 +16,8 @@ from storekit import run
 
 from subagents.messages import ApprovalAnswered, ApprovalRecord, RunStatus
 from subagents.store.approvals import ApprovalRefused
-from subagents.store.base import RunStore
+from subagents.store.base import RunStore, StoreError
+from subagents.store.sqlite import SQLiteStore
 
 
 def ask(approval_id: str, run_id: str = "r1", root: str = "r1", at: float = 1.0) -> ApprovalRecord:
@@ -96,3 +100,17 @@ def test_an_ask_of_a_retried_runs_earlier_attempt_is_not_listed_on_any_store(
     assert [a.approval_id for a in store.list_approvals(pending=False)] == ["ap1"]
     with pytest.raises(ApprovalRefused, match="retried from scratch"):
         store.answer_approval("ap1", True)
+
+
+def test_an_answer_to_an_ask_whose_runs_row_is_damaged_names_that_row(tmp_path: Path) -> None:
+    # the error named the runs row by the approval's id ('ap1'): no such run to look at
+    path = tmp_path / "runs.db"
+    with SQLiteStore(path) as store:
+        store.save_run(run("r1", status=RunStatus.WAITING))
+        store.save_approval(ask("ap1"))
+        with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute("UPDATE runs SET record = '{' WHERE run_id = 'r1'")
+        with pytest.raises(StoreError, match=r"cannot read runs row 'r1': "):
+            store.answer_approval("ap1", True)
+        assert store.get_approval("ap1") == ask("ap1")  # nothing answered
+        assert store.take_commands(["r1"]) == []

@@ -43,7 +43,7 @@ from subagents.messages import (
     ToolCalled,
     WaitingChanged,
 )
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 from subagents.supervision.continuation import Continued
 from subagents.supervision.core import SupervisorCore
 from subagents.supervision.effects import Decision
@@ -64,7 +64,10 @@ def deciders(
             return core.spawn(message)
         if not isinstance(run_id, str):
             return None
-        read = Continued(store.get_run(run_id), store.load_checkpoint(run_id))
+        try:
+            read = Continued(store.get_run(run_id), store.load_checkpoint(run_id))
+        except DamagedRow as exc:  # this request is refused, no run stopped (a store that
+            read = Continued(None, unreadable=str(exc))  # fails to read halts, as it did)
         return core.spawn(message, read)  # the run it continues, read for it
 
     def finished(message: RunFinished) -> Decision:

@@ -26,7 +26,7 @@ from subagents.cli.command import (
     reports_errors,
     store_errors,
 )
-from subagents.cli.state import CliError, liveness, open_inspected_store, resolve
+from subagents.cli.state import EXIT_USAGE, CliError, liveness, open_inspected_store, resolve
 from subagents.cli.views import age, one_line
 from subagents.messages import ApprovalRecord, RunRecord
 from subagents.store.base import RunStore
@@ -134,7 +134,15 @@ def _shown_input(row: PendingRow) -> str:
 
 def resolve_approval(store: RunStore, ref: str) -> str:
     """The approval id ``ref`` names: an id, or a unique prefix of one (a prefix shared by
-    several is an error listing them)."""
+    several is an error listing them). An empty one is bad usage: it is a prefix of every id,
+    and `approve "$ID"` with ID unset answered the one approval of the store, unseen."""
+    ref = ref.strip()
+    if not ref:
+        raise CliError(
+            "empty approval id: give an approval id, or a unique prefix of one"
+            " (subagents approvals lists them)",
+            EXIT_USAGE,
+        )
     if store.get_approval(ref) is not None:
         return ref
     matches = [a.approval_id for a in store.list_approvals(pending=False)]

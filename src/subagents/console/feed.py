@@ -18,7 +18,7 @@ import msgspec
 
 from subagents.cli.state import shown_status
 from subagents.console.index import Row, RunIndex
-from subagents.messages import EventKind
+from subagents.messages import EventKind, RunStatus
 from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ class Changes(msgspec.Struct, frozen=True, kw_only=True):
     touched: frozenset[str]
     """Every run something was written about (the changed rows' runs included)."""
     approvals: bool = False
-    """An approval was asked or answered (the pending approvals changed)."""
+    """An approval was asked or answered, or a waiting run ended (the pending approvals
+    changed)."""
 
 
 class StoreFeed:
@@ -110,7 +111,7 @@ class StoreFeed:
             touched.update(named)
             approvals = approvals or any(s.event.kind in APPROVAL_KINDS for s in events)
             for run_id in named:
-                self._refresh(run_id, alive, changed)
+                approvals = self._refresh(run_id, alive, changed) or approvals
             if len(events) < EVENTS_PER_POLL:
                 break
         return Changes(
@@ -119,11 +120,16 @@ class StoreFeed:
             approvals=approvals,
         )
 
-    def _refresh(self, run_id: str, alive: Liveness, changed: dict[str, Row]) -> None:
+    def _refresh(self, run_id: str, alive: Liveness, changed: dict[str, Row]) -> bool:
+        """Whether the run ended after waiting: the asks it kept are no longer pending, and
+        no approval event says so (a run stopped or timed out while asking)."""
         record: RunRecord | None = self.store.get_run(run_id)
         if record is None:  # deleted meanwhile (the sweeper's retention)
-            return
+            return False
+        earlier = self._unfinished.get(run_id)
         before = self.index.rows.get(run_id)
         row = self._put(record, alive)
         if row != before:
             changed[run_id] = row
+        waited = earlier is not None and earlier.status is RunStatus.WAITING
+        return waited and record.status.terminal

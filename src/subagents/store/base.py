@@ -48,6 +48,12 @@ class StoreError(Exception):
     """The store cannot do what was asked (corrupt file, newer schema, full disk...)."""
 
 
+class DamagedRow(StoreError):
+    """A row that is there but does not read as its record (hand-edited, written by a
+    tool that knows nothing of its schema): that row is at fault, not the store, which
+    goes on serving every other row."""
+
+
 class StoreBusy(StoreError):
     """Another connection held the store's write lock longer than this one waits (SQLite's
     ``busy_timeout``): a long transaction, or a host stopped or hung inside one (SIGSTOP, a

@@ -37,7 +37,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from subagents.logs import get_logger
-from subagents.store.base import StoreError
+from subagents.store.base import DamagedRow, StoreError
 from subagents.store.locations import redacted
 from subagents.store.postgres_schema import SCHEMA
 
@@ -440,7 +440,7 @@ class PgTransactions:
         try:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise StoreError(f"{self.where}: cannot read {table} row {key!r}: {exc}") from exc
+            raise DamagedRow(f"{self.where}: cannot read {table} row {key!r}: {exc}") from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

@@ -112,8 +112,8 @@ class ApprovalRows:
         with self.tx.writing() as conn:
             found = self.tx.write_sql(
                 conn,
-                "SELECT a.approval, r.record FROM approvals a LEFT JOIN runs r USING (run_id)"
-                " WHERE a.approval_id = ?",
+                "SELECT a.approval, r.record, a.run_id FROM approvals a"
+                " LEFT JOIN runs r USING (run_id) WHERE a.approval_id = ?",
                 (approval_id,),
                 doing,
             ).fetchone()
@@ -121,7 +121,7 @@ class ApprovalRows:
                 self.tx.decode(_decoder, found[0], "approvals", approval_id) if found else None
             )
             run = (
-                self.tx.decode(_run_decoder, found[1], "runs", approval_id)
+                self.tx.decode(_run_decoder, found[1], "runs", found[2])
                 if found and found[1]
                 else None
             )

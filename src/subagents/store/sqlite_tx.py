@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from subagents.logs import get_logger
-from subagents.store.base import StoreError
+from subagents.store.base import DamagedRow, StoreError
 from subagents.store.deferred import DeferredWrites, FailedWrite
 from subagents.store.errors import translate
 from subagents.store.row_checks import READS_BACK
@@ -465,7 +465,7 @@ class Transactions:
         try:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise StoreError(f"{self.path}: cannot read {table} row {key!r}: {exc}") from exc
+            raise DamagedRow(f"{self.path}: cannot read {table} row {key!r}: {exc}") from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

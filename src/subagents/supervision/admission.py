@@ -317,9 +317,9 @@ class Admission:
         held = self.runs.get(run_id)
         if read is None:
             read = continuation.Continued(None)
-        if held is not None:
+        if held is not None and (held.saved is not None or read.unreadable is None):
             return continuation.Continued(held.record, held.saved or read.checkpoint)
-        return read
+        return read  # (held without a checkpoint of its own: what the store could not read)
 
     def _proposed(self, req: SpawnRequest) -> tuple[AgentSpec, RunState | None]:
         """The definition and the live requester ``req`` names, once every check passed.

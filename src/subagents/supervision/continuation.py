@@ -9,9 +9,10 @@ deciding from it is plain code, tested without threads.
 
 The rules (docs/runtime.md, "Continuing a run"):
 
-- the run to continue exists (in this runtime or in the store another process writes) and
-  has ended: completed, failed, timed out, cancelled or over its budget; its record is left
-  as it ended, the new run names it in ``RunRecord.continues``;
+- the run to continue exists (in this runtime or in the store another process writes), can
+  be read (a damaged row refuses this request only), and has ended: completed, failed, timed
+  out, cancelled or over its budget; its record is left as it ended, the new run names it in
+  ``RunRecord.continues``;
 - the new run is of the same agent (a request naming no agent takes that run's; one naming
   another is refused), still defined (admission's own check);
 - a run may continue only a run of its own tree (same root): what another tree said is not
@@ -43,10 +44,12 @@ NOT_RUN = "not run: the run ended before this call finished"
 @dataclass(frozen=True)
 class Continued:
     """What the store keeps of a run to continue: its record (None: no such run) and its
-    last checkpoint (None: it took no step)."""
+    last checkpoint (None: it took no step); ``unreadable``: why they could not be read (a
+    row damaged, hand-edited: that run cannot be continued, and nothing else is stopped)."""
 
     record: RunRecord | None
     checkpoint: Checkpoint | None = None
+    unreadable: str | None = None
 
 
 def with_agent(req: SpawnRequest, continued: Continued) -> SpawnRequest:
@@ -60,6 +63,8 @@ def refusal(req: SpawnRequest, continued: Continued) -> str | None:
     """Why ``req`` may not continue the run it names (None: it may, as far as that run
     goes; a run's request is also checked by ``outside_tree``)."""
     record, run_id = continued.record, req.continues
+    if continued.unreadable is not None:
+        return f"run {run_id} cannot be continued: {continued.unreadable}"
     if record is None:
         return f"no run {run_id!r} to continue"
     if not record.status.terminal:

@@ -37,6 +37,7 @@
       } catch (error) {
         showError(verdict + ": " + error.message);
         allow.disabled = deny.disabled = false;
+        load(); // answered elsewhere, or its run ended, and no event said so: the row goes
       }
     };
     allow.addEventListener("click", () => decide("allow"));
@@ -51,7 +52,11 @@
   async function load() {
     try {
       const pending = await getJSON("/api/approvals" + (runId ? "?run=" + encodeURIComponent(runId) : ""));
-      body.replaceChildren(...pending.map(row));
+      // a row still pending is kept as it is: the reason typed in it stays (an ask of
+      // another run arriving, or an answer refused for its reason or a busy store, reads
+      // the list again); an ask does not change while it waits
+      const shown = new Map(Array.from(body.children, (tr) => [tr.dataset.approval, tr]));
+      body.replaceChildren(...pending.map((a) => shown.get(a.approval_id) || row(a)));
       section.hidden = pending.length === 0;
     } catch (error) {
       showError("cannot read the approvals: " + error.message);
