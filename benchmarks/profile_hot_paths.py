@@ -17,9 +17,11 @@ yappi slows Python code down ~2-3x, builtins counted more: read shares and call 
 absolute times (the benchmarks give those: ``cpu_us_per_msg``, ``cpu_us_per_run``,
 ``cpu_ms_per_child``).
 
-Workloads (MemoryStore):
+Workloads (MemoryStore, but ``pingpong_sqlite``):
 - ``spawn``: 3,000 trivial function-agent runs one after another (``rt.run``);
 - ``pingpong``: per-mail ping-pong, 3,000 mails;
+- ``pingpong_sqlite``: the same on a ``SQLiteStore`` (in a temporary folder): what a durable
+  mail costs beyond it (the sender's record, the supervisor's group commit, the checkpoints);
 - ``fanout``: 1,000 children x 50 ms, 100 at a time (an LLM agent on the offline model);
 - ``fanout_async``: the same children as function agents awaiting ``ctx.sleep(0.05)`` (waiting
   runs lend their slots: parking).
@@ -35,7 +37,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,10 +50,11 @@ import msgspec
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SHAPES = ("spawn", "pingpong", "fanout", "fanout_async")
+SHAPES = ("spawn", "pingpong", "pingpong_sqlite", "fanout", "fanout_async")
 UNITS = {
     "spawn": ("run", 3000),
     "pingpong": ("mail", 3000),
+    "pingpong_sqlite": ("mail", 3000),
     "fanout": ("child", 1000),
     "fanout_async": ("child", 1000),
 }
@@ -110,6 +115,19 @@ def _workload(shape: str, count: int) -> tuple[Callable[[], None], Callable[[], 
             lambda: mail.runtime_rate("pingpong", MemoryStore(), min(200, count)),
             lambda: mail.runtime_rate("pingpong", MemoryStore(), count),
         )
+    if shape == "pingpong_sqlite":
+        folder = Path(tempfile.mkdtemp(prefix="profile-pingpong-"))
+
+        def durable() -> None:
+            try:
+                mail.runtime_rate("pingpong", mail._store("sqlite", folder, 1), count)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        def warm() -> None:
+            mail.runtime_rate("pingpong", mail._store("sqlite", folder, 0), min(200, count))
+
+        return warm, durable
     async_workers = shape == "fanout_async"
     return (
         lambda: fanout.runtime(min(100, count), 100, 0.01, fanout._Gauge(), async_workers),
