@@ -20,6 +20,12 @@ tree with a core of its own (nice -15) against load ~20: ``all_threads`` moved +
 commits, work that stays in the figure; ``benchmarks/README.md``, "the judge"). Without a C
 compiler the figure is every thread's, and says so (``split``).
 
+What that leaves open: work a change moves onto a left-out thread (a timer callback that does
+the work, more arms and cancels, which the timer's thread takes in, a thread per unit named
+like a clock's) is out of ``per_unit`` too, and looks like a cut. So a verdict reads
+``all_threads`` and ``roles`` beside it, or ``--compare A.json B.json`` (``compare``), which
+flags such a pair.
+
 Each shape runs in a fresh process under ``valgrind --tool=callgrind`` twice, ``n`` and ``2n``
 units, with the same ``PYTHONHASHSEED`` (a dict's layout, so the interpreter's work, depends
 on the seed), each after an uncounted warm-up of the same shape in the same process; the
@@ -34,6 +40,7 @@ other, per message; ``raw_spawn``: a raw actor's start, ask and stop) run in the
 so each figure comes with its anchor's.
 
     PYTHONPATH=src python benchmarks/_instructions.py --shapes pingpong raw_ask --n 2000
+    python benchmarks/_instructions.py --compare main.json branch.json
 
 JSON out: ``{shape: {"per_unit": instructions, "n": n, "all_threads": instructions,
 "roles": {role: instructions}, "threads_started": {role: threads}}, "seed": seed}``, each per
@@ -270,13 +277,54 @@ def per_unit(shape: str, n: int, seed: int) -> float:
     return figure(shape, n, seed).per_unit
 
 
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two judge outputs (A, then B) side by side, per shape in both: ``per_unit``,
+    ``all_threads`` and ``left_out`` (the roles' sum) as ``[A, B]``, and a ``flag`` where
+    B's ``per_unit`` cut may be work moved out of view, not work removed: onto a thread the
+    figure leaves out (the timer's runs every callback and takes in every arm and cancel),
+    or a thread started per unit with a clock's name. Flagged: the roles not split alike
+    (``split``, or other roles), a role's threads started per unit changed, or the left-out
+    work grew by half of what ``per_unit`` fell or more. Under load the left-out work grows
+    by itself (the lingers' wake-ups), so a flag asks for the pair again with a core of its
+    own (``nice -n -15``, ``benchmarks/README.md``, "the judge"), not for a verdict."""
+    out: dict[str, Any] = {}
+    for shape in [name for name in a if name in b and isinstance(a[name], dict)]:
+        old, new = a[shape], b[shape]
+        left_out = [sum(old.get("roles", {}).values()), sum(new.get("roles", {}).values())]
+        why = []
+        if set(old.get("roles", {})) != set(new.get("roles", {})) or "split" in {**old, **new}:
+            why.append("the roles are not split alike, or not at all: compare all_threads")
+        started = [old.get("threads_started", {}), new.get("threads_started", {})]
+        for role in sorted((set(started[0]) | set(started[1])) - {"work"}):
+            if started[0].get(role, 0) != started[1].get(role, 0):
+                why.append(f"{role} threads started per unit changed")
+        cut = old["per_unit"] - new["per_unit"]
+        grew = left_out[1] - left_out[0]
+        if cut > 0 and grew >= cut / 2:
+            why.append(f"per_unit fell {cut:.0f} and the left-out work grew {grew:.0f}")
+        out[shape] = {
+            "per_unit": [old["per_unit"], new["per_unit"]],
+            "all_threads": [old.get("all_threads"), new.get("all_threads")],
+            "left_out": left_out,
+            "flag": "; ".join(why),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["pingpong"])
     parser.add_argument("--n", type=int, default=2000, help="units of the shorter run")
     parser.add_argument("--seed", type=int, default=0, help="PYTHONHASHSEED of both runs")
     parser.add_argument("--child", choices=sorted(SHAPES), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), help="two outputs: side by side, flagged"
+    )
     args = parser.parse_args()
+    if args.compare:
+        a, b = (msgspec.json.decode(Path(name).read_bytes()) for name in args.compare)
+        print(msgspec.json.encode(compare(a, b)).decode())
+        return
     if args.child:
         _child(args.child, args.n)
         return

@@ -4,6 +4,7 @@ difference of its two runs over ``n``, both with the same hash seed. Figures nev
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -253,3 +254,63 @@ def test_a_role_threads_exception_reaches_the_excepthook_as_before(tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[(<class 'KeyError'>, 'd-watch')] {'watch': 1}"
+
+
+def _judged(per_unit: int, timer: int, **extra: Any) -> dict[str, Any]:
+    roles = {"watch": 1_000, "checkpoint": 0, "lease": 0, "timer": timer}
+    return {
+        "pingpong": {
+            "per_unit": per_unit,
+            "n": 150,
+            "all_threads": per_unit + sum(roles.values()),
+            "roles": roles,
+            "threads_started": {"work": 0.01, "watch": 0, "timer": 0},
+            **extra,
+        },
+        "seed": 0,
+    }
+
+
+def test_a_cut_that_moved_work_onto_the_timers_thread_is_flagged() -> None:
+    """B's per_unit 10k lower, its timer's thread 10k busier: work moved, not removed."""
+    compare = _module().compare
+    got = compare(_judged(200_000, 9_000), _judged(190_000, 19_000))["pingpong"]
+    assert got["per_unit"] == [200_000, 190_000]
+    assert got["left_out"] == [10_000, 20_000]
+    assert "left-out work grew 10000" in got["flag"]
+    assert compare(_judged(200_000, 9_000), _judged(190_000, 9_500))["pingpong"]["flag"] == ""
+
+
+def test_roles_split_unlike_or_clock_threads_started_per_unit_are_flagged() -> None:
+    compare = _module().compare
+    unsplit = _judged(300_000, 0, roles={}, split="no C compiler (cc): every thread counted")
+    assert "not split alike" in compare(_judged(200_000, 9_000), unsplit)["pingpong"]["flag"]
+    per_unit_timer = _judged(200_000, 9_000)
+    per_unit_timer["pingpong"]["threads_started"]["timer"] = 1.0  # a timer per unit
+    flag = compare(_judged(200_000, 9_000), per_unit_timer)["pingpong"]["flag"]
+    assert flag == "timer threads started per unit changed"
+
+
+def test_the_cli_compares_two_outputs(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_judged(200_000, 9_000)))
+    b.write_text(json.dumps(_judged(190_000, 19_000)))
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "_instructions.py"), "--compare", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "left-out work grew" in json.loads(done.stdout)["pingpong"]["flag"]
+
+
+def test_a_failing_compile_counts_every_thread_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _clock_threads()
+    failing = shutil.which("false")  # a "compiler" that fails
+    monkeypatch.setattr(clock.shutil, "which", lambda name: failing)
+    library, why_not = clock.build(tmp_path)
+    assert library is None and why_not.startswith("cc failed")
