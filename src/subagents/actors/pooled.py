@@ -20,7 +20,8 @@ before the first message, ``on_stop`` after the last; asks put after the stop ge
 ``ActorDeadError``. Differences, named: the actor is not put in pykka's ``ActorRegistry``
 (a list, whose ``unregister`` is O(n): 100,000 actors would take minutes to stop), so
 ``ActorRegistry.stop_all`` does not see it (its owner stops it); a ``BaseException`` in a
-handling stops that actor only, not every actor of the process.
+handling stops that actor only, not every actor of the process, and an ask's asker hears it
+(``turn_failures.py``).
 
 Blocking user code (a model call, a plain ``def`` tool, a sync function agent) runs in a
 handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
@@ -40,7 +41,6 @@ in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "T
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import threading
@@ -58,6 +58,7 @@ from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
 from subagents.actors.tally import Tally
 from subagents.actors.threads import ThreadPool, default_size
+from subagents.actors.turn_failures import handling_failed
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
@@ -525,7 +526,7 @@ class PooledActor(pykka.Actor):
         self.actor_stopped.set()
         try:
             self.on_stop()
-        except Exception:
+        except BaseException:  # (pykka: ``Exception``; a BaseException escaped the turn)
             self._handle_failure(*sys.exc_info())
 
     def _handle_failure(self, *exc_info: Any) -> None:
@@ -546,9 +547,9 @@ class PooledActor(pykka.Actor):
         went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
         if not self._loop_started:
             self._loop_started = went_on = True
-            try:  # (pykka's ``_actor_loop_setup``, without its frame)
-                self.on_start()
-            except Exception:
+            try:  # (pykka's ``_actor_loop_setup``, without its frame; a BaseException too:
+                self.on_start()  # it stops this actor as an Exception does, the turn goes on)
+            except BaseException:
                 self._handle_failure(*sys.exc_info())
         stopped = self.actor_stopped
         for _ in range(self.throughput):
@@ -571,21 +572,8 @@ class PooledActor(pykka.Actor):
             try:
                 self.on_receive(item)
             except BaseException:
-                self._told_failed()
+                handling_failed(self, None)
         self._dispatcher.submit(self)
-
-    def _told_failed(self) -> None:
-        """A tell's handling raised: as pykka's loop; a BaseException stops this actor only."""
-        if not isinstance(sys.exc_info()[1], Exception):
-            log.exception("stopping an actor after a BaseException", actor=str(self))
-            with contextlib.suppress(Exception):
-                self._stop()
-            return
-        self._handle_failure(*sys.exc_info())
-        try:
-            self.on_failure(*sys.exc_info())
-        except Exception:
-            self._handle_failure(*sys.exc_info())
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         """pykka's loop body (``Actor._actor_loop_running``) for one message."""
@@ -593,8 +581,8 @@ class PooledActor(pykka.Actor):
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
-        except BaseException:
+        except BaseException:  # (``turn_failures.py``: a BaseException stops this actor)
             if envelope.reply_to is not None and isinstance(sys.exc_info()[1], Exception):
                 envelope.reply_to.set_exception()
             else:
-                self._told_failed()
+                handling_failed(self, envelope.reply_to)
