@@ -73,7 +73,11 @@ class Mailbox:
         if self._turn.acquire(False):  # it was idle: this put hands it on
             actor = self._actor
             if actor is not None:
-                self._dispatcher.submit(actor)  # type: ignore[union-attr]
+                try:
+                    self._dispatcher.submit(actor)  # type: ignore[union-attr]
+                except BaseException:  # (``NoThread``: its dispatcher could start none)
+                    self.hand_back(item)
+                    raise
             else:  # closed (never started: the turn is held): nobody drains it any more
                 self._refuse_closed()
 
@@ -103,6 +107,17 @@ class Mailbox:
             return False
         self._started = True
         return True
+
+    def hand_back(self, item: Any = None) -> None:
+        """Its dispatcher could not take the actor (``NoThread``: no thread at all): the turn
+        let go, so that the next put hands the actor on again, and ``item`` (what the put
+        that raised had put) taken back out: its putter heard the error, it is not
+        delivered. What others put meanwhile waits in the mailbox for that next put."""
+        for at, queued in enumerate(self.line):  # (by identity: a message may equal another)
+            if queued is item:
+                del self.line[at]
+                break
+        self._turn.release()
 
     def unschedule_if_empty(self) -> bool:
         """The drain found no message: the turn let go (True), unless a message came just

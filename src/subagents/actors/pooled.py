@@ -57,7 +57,7 @@ from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
 from subagents.actors.tally import Tally
-from subagents.actors.threads import ThreadPool, default_size
+from subagents.actors.threads import NoThread, ThreadPool, default_size
 from subagents.actors.turn_failures import handling_failed
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
@@ -141,29 +141,34 @@ class Dispatcher:
     def submit(self, actor: PooledActor) -> None:
         """Put ``actor`` (scheduled: its mailbox has messages) in line for a thread. After
         ``close`` nothing takes it: the runtime stopped its actors before closing."""
-        if not self._started:
-            self._start()
+        if not self._started and not self._start():
+            raise NoThread(
+                f"{self.name} could not start a thread (the process's thread limit): "
+                f"{actor} was not handed on; the next message put tries again"
+            )
         if not self._handoff.give(actor) and self._owed:  # a thread blocked, none was idle
             self._pay()
 
-    def _start(self) -> None:
-        """The watch thread, then ``size`` threads taking work. At the process's thread
-        limit it raises into nobody (the first message's sender, a wave's ``ready`` inside
-        ``Effector.apply``): with no watch thread it is not started yet (the next message
-        tries again); a thread of its own it could not have is owed, as a blocked thread's
+    def _start(self) -> bool:
+        """The watch thread, then ``size`` threads taking work; False if it could not start.
+        At the process's thread limit it raises into nobody (a wave's ``ready`` inside
+        ``Effector.apply``): with no watch thread it is not started yet (``submit`` raises
+        ``NoThread``, the mailbox's turn let go: the next message tries again; before, the
+        actor waited in line for a start nobody made, its turn held, and every ask of it
+        went unanswered); a thread of its own it could not have is owed, as a blocked thread's
         replacement is, started when work waits for it (``_pay``; the watch thread's looks).
         (A refused start had left it started with no watch thread: nothing was replaced any
         more, and the mail behind every blocked handling waited for ever.)"""
         with self._lock:
             if self._started or self._closed.is_set():
-                return
+                return True
             watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
             watch.daemon = True
             try:
                 watch.start()
             except Exception:
                 log.warning("no thread to start the dispatcher; tried again", exc_info=True)
-                return
+                return False
             self._watch = watch
             self._started = True
             for missing in range(self.size, 0, -1):
@@ -174,6 +179,7 @@ class Dispatcher:
                     log.warning("dispatcher threads owed: none to be had", exc_info=True)
                     break
         PACING.register(self)  # its live runs count towards the GC's pacing
+        return True
 
     def _add_worker(self, parked_only: bool = False) -> bool:
         """One more thread taking work (``_lock`` held); ``parked_only``: or none (False)."""
@@ -505,7 +511,11 @@ class PooledActor(pykka.Actor):
         """No thread: the actor is put in line once, for ``on_start`` (and the messages sent
         meanwhile); after that, whenever a message finds its mailbox idle."""
         if self.actor_inbox.schedule():
-            self._dispatcher.submit(self)
+            try:
+                self._dispatcher.submit(self)
+            except NoThread:  # (not raised into the starter: the next message tries again)
+                log.error("no thread to start an actor on", actor=str(self), exc_info=True)
+                self.actor_inbox.hand_back()
 
     # ---- the loop, one drain at a time -------------------------------------------------------
 

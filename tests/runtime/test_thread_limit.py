@@ -1,0 +1,88 @@
+"""A dispatcher that meets the process's thread limit before it ever had a thread: a real
+limit (``RLIMIT_NPROC``, in a process of its own, whose real uid is one nobody else uses so
+that only its own threads count; root is exempt from the limit, so the process runs
+without ``CAP_SYS_RESOURCE`` and ``CAP_SYS_ADMIN``: ``setpriv``).
+
+Before: the first actor's start found no thread, left the actor in the dispatcher's line for
+a start nobody made, its mailbox's turn held: every ask of it waited for ever, even once
+threads were to be had again (the next put found the turn held and handed nothing on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+WAIT = 60.0
+
+_SCRIPT = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from typing import Any
+    import pykka
+    from subagents.actors.pooled import Dispatcher, PooledActor
+
+    wait = float(sys.argv[1])
+    handled = []
+    class Echo(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            handled.append(message)
+            return message
+
+    def tasks() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    def outcome(ask) -> str:
+        try:
+            return "answered " + ask()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    d = Dispatcher(size=2, stall_s=0.05, name="t-limit")
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks(), hard))  # no thread more
+    ref = Echo.start(dispatcher=d)  # (does not raise: its first message tries again)
+    at_limit = outcome(lambda: ref.ask("at the limit", timeout=wait))
+    resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))  # threads to be had again
+    freed = outcome(lambda: ref.ask("threads freed", timeout=wait))
+    ref.stop(timeout=wait)
+    print(json.dumps({"at_limit": at_limit, "freed": freed, "handled": handled,
+                      "left": [t.name for t in d.close(wait)]}))
+    """
+)
+
+
+def _unprivileged() -> list[str]:
+    """The command prefix that runs a process under a real uid of its own, without the
+    capabilities that exempt root from ``RLIMIT_NPROC``."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a process under a thread limit of its own")
+    uid = 400_000 + os.getpid() % 100_000
+    return ["setpriv", f"--ruid={uid}", "--bounding-set=-sys_resource,-sys_admin"]
+
+
+def test_an_ask_at_the_thread_limit_is_refused_naming_it_and_served_once_threads_free() -> None:
+    """At the limit the asker hears ``NoThread`` naming it at once (its message taken back:
+    not handled later behind its back); once threads free, the next ask starts the
+    dispatcher and is answered, ``on_start`` first."""
+    done = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", _SCRIPT, str(WAIT)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 4,
+        env=os.environ,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["at_limit"].startswith("NoThread: t-limit could not start a thread"), seen
+    assert "thread limit" in seen["at_limit"]
+    assert seen["freed"] == "answered threads freed", seen
+    assert seen["handled"] == ["threads freed"], seen
+    assert seen["left"] == [], seen
