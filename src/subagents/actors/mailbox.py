@@ -16,6 +16,11 @@ import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
+from subagents.actors.threads import NoThread
+
+_NOTHING = object()
+"""``hand_back``'s item when no put made it (an actor's start): nothing taken back out."""
+
 
 class Submits(Protocol):
     """What runs an actor whose mailbox has messages (``pooled.Dispatcher``)."""
@@ -75,7 +80,7 @@ class Mailbox:
             if actor is not None:
                 try:
                     self._dispatcher.submit(actor)  # type: ignore[union-attr]
-                except BaseException:  # (``NoThread``: its dispatcher could start none)
+                except NoThread:  # (raised before the actor was handed to any thread)
                     self.hand_back(item)
                     raise
             else:  # closed (never started: the turn is held): nobody drains it any more
@@ -108,7 +113,7 @@ class Mailbox:
         self._started = True
         return True
 
-    def hand_back(self, item: Any = None) -> None:
+    def hand_back(self, item: Any = _NOTHING) -> None:
         """Its dispatcher could not take the actor (``NoThread``: no thread at all): the turn
         let go, so that the next put hands the actor on again, and ``item`` (what the put
         that raised had put) taken back out: its putter heard the error, it is not
