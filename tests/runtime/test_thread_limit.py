@@ -86,3 +86,87 @@ def test_an_ask_at_the_thread_limit_is_refused_naming_it_and_served_once_threads
     assert seen["freed"] == "answered threads freed", seen
     assert seen["handled"] == ["threads freed"], seen
     assert seen["left"] == [], seen
+
+
+_PUT_MEANWHILE = textwrap.dedent(
+    """
+    import json, os, resource, sys, threading
+    from typing import Any
+    import pykka
+    from subagents.actors.pooled import Dispatcher, PooledActor
+
+    wait = float(sys.argv[1])
+    handled = []
+    class Echo(PooledActor):
+        def on_receive(self, message: Any) -> Any:
+            handled.append(message)
+            return message
+
+    def outcome(ask) -> str:
+        try:
+            return "answered " + ask()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    def tasks() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    d = Dispatcher(size=2, stall_s=0.05, name="t-limit")
+    ref: Any = None
+    go, put, done = threading.Event(), threading.Event(), threading.Event()
+    theirs = {}
+
+    def other_caller() -> None:  # another thread (started before the limit) puts meanwhile
+        assert go.wait(wait)
+        ref.tell("told meanwhile")
+        theirs["ask"] = ref.ask("asked meanwhile", block=False)
+        put.set()
+        done.wait(wait)  # (its thread kept until the limit is lifted: no slot freed)
+
+    helper = threading.Thread(target=other_caller)
+    helper.start()
+
+    def holding_the_turn(frame, event, arg) -> None:  # the refused put holds the turn here
+        if event == "call" and frame.f_code.co_name == "_start" and not go.is_set():
+            go.set()
+            assert put.wait(wait)
+
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks(), hard))  # no thread more
+    ref = Echo.start(dispatcher=d)
+    sys.setprofile(holding_the_turn)
+    mine = outcome(lambda: ref.ask("mine", timeout=wait))
+    sys.setprofile(None)
+    assert put.wait(wait)
+    theirs_heard = outcome(lambda: theirs["ask"].get(timeout=wait))
+    done.set()
+    helper.join(wait)
+    resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))  # threads to be had again
+    freed = outcome(lambda: ref.ask("threads freed", timeout=wait))
+    ref.stop(timeout=wait)
+    print(json.dumps({"mine": mine, "theirs": theirs_heard, "freed": freed,
+                      "handled": handled, "left": [t.name for t in d.close(wait)]}))
+    """
+)
+
+
+def test_what_another_thread_put_while_a_refused_put_held_the_turn_is_not_left_unanswered() -> None:
+    """Another caller's ask put while the refused put held the turn (its own put found the
+    turn held, so it handed nothing on) is refused ``NoThread`` too, at once; it waited
+    for ever (until some later put) when the turn was let go with it still in the mailbox.
+    A tell put meanwhile is kept, in its place, and handled once, when threads free."""
+    done = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", _PUT_MEANWHILE, str(WAIT)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 6,
+        env=os.environ,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["mine"].startswith("NoThread: t-limit could not start a thread"), seen
+    assert seen["theirs"].startswith("NoThread: t-limit could not start a thread"), seen
+    assert seen["freed"] == "answered threads freed", seen
+    assert seen["handled"] == ["told meanwhile", "threads freed"], seen
+    assert seen["left"] == [], seen

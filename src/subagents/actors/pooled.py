@@ -513,9 +513,9 @@ class PooledActor(pykka.Actor):
         if self.actor_inbox.schedule():
             try:
                 self._dispatcher.submit(self)
-            except NoThread:  # (not raised into the starter: the next message tries again)
+            except NoThread as refused:  # (not raised into the starter: the next message
                 log.error("no thread to start an actor on", actor=str(self), exc_info=True)
-                self.actor_inbox.hand_back()
+                self.actor_inbox.hand_back(refused)  # tries again)
 
     # ---- the loop, one drain at a time -------------------------------------------------------
 
