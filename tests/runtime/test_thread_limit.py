@@ -170,3 +170,82 @@ def test_what_another_thread_put_while_a_refused_put_held_the_turn_is_not_left_u
     assert seen["freed"] == "answered threads freed", seen
     assert seen["handled"] == ["told meanwhile", "threads freed"], seen
     assert seen["left"] == [], seen
+
+
+_STOP_ALL = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from typing import Any
+    import pykka
+    from subagents.actors.effector import Effector
+    from subagents.actors.mail_desk import MailDesk
+    from subagents.actors.pooled import Dispatcher
+    from subagents.actors.timer import TimerService
+    from subagents.definitions.spec import AgentSpec
+    from subagents.messages import RunRecord
+    from subagents.supervision.effects import StartRun
+    from subagents.supervision.limits import Limits
+
+    class Quiet(pykka.ThreadingActor):
+        def on_receive(self, message: Any) -> None:
+            return None
+
+    class Idle:
+        def start(self, checkpoint: Any, pending_mail: Any, recovered: Any = ()) -> None:
+            pass
+
+        def on_message(self, message: Any) -> None:
+            pass
+
+    def tasks() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    supervisor, timer = Quiet.start(), TimerService()
+    d = Dispatcher(size=2, stall_s=0.05, name="t-limit")
+    effector = Effector(
+        supervisor=supervisor, timer=timer, behaviour_for=lambda spec: lambda port: Idle(),
+        on_outside=lambda message: None, on_event=lambda event: None, pool=None,
+        dispatcher=d, mail=MailDesk(limits=Limits(), generation=lambda: 0, record=None),
+    )
+    starts = [
+        StartRun(record=RunRecord(run_id=r, agent="idle", task="t", root_run_id=r),
+                 spec=AgentSpec(name="idle", description="d"), deadline=0.0)
+        for r in ("r1", "r2")
+    ]
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks(), hard))  # no thread more
+    effector.apply(starts)  # (their starts meet the limit: logged)
+    live = sorted(effector.live)
+    try:
+        effector.stop_all()  # (a store outage, a lost lease, a close: every run stopped)
+        stopped = "returned"
+    except Exception as exc:
+        stopped = f"{type(exc).__name__}: {exc}"
+    resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
+    print(json.dumps({"live": live, "stop_all": stopped, "left": sorted(effector.live)}))
+    supervisor.stop()
+    timer.stop()
+    d.close(10.0)
+    """
+)
+
+
+def test_stopping_every_run_at_the_thread_limit_stops_them_all_and_returns() -> None:
+    """Runs whose actors never had a thread: ``Effector.stop_all`` (what a store outage, a
+    lost lease, a cluster host's close call) tells each to stop; at the limit each tell's
+    put raises ``NoThread``. It is an actor that never ran (as one already stopped: nothing
+    to tell), so every run is stopped and forgotten and ``stop_all`` returns: the first
+    raise escaped it, the other runs left live and the outage's callers never told."""
+    done = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", _STOP_ALL],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 4,
+        env=os.environ,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["live"] == ["r1", "r2"], seen
+    assert seen["stop_all"] == "returned", seen
+    assert seen["left"] == [], seen
