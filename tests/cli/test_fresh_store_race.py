@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from clikit import DEADLINE_S, Cli
 
 from subagents.cli.fresh_store import FreshStore
@@ -89,6 +90,56 @@ def test_a_new_store_another_process_made_at_the_path_stays(tmp_path: Path) -> N
         assert theirs.list_runs() == []
 
 
+PAUSED = """
+import sqlite3, sys
+from subagents.store.base import StoreError
+from subagents.store.opening import open_location
+connect, at = sqlite3.connect, sys.argv[2]
+def paused() -> None:
+    print("open", flush=True)
+    sys.stdin.readline()
+class FirstStatementPaused(sqlite3.Connection):
+    def execute(self, *args, **kwargs):
+        if at == "first statement" and not getattr(self, "went_on", False):
+            self.went_on = True
+            paused()
+        return super().execute(*args, **kwargs)
+def connected_then_paused(*args, **kwargs):
+    conn = connect(*args, factory=FirstStatementPaused, **kwargs)  # the file opened
+    if at == "connected":  # (before the store looks at the file it connected to)
+        paused()
+    return conn
+sqlite3.connect = connected_then_paused
+try:
+    store = open_location(sys.argv[1])
+except StoreError as exc:
+    print("refused:", exc)
+else:
+    print("opened, runs:", len(store.list_runs()))
+    store.close()
+"""
+
+
+@pytest.mark.parametrize("at", ["connected", "first statement"])
+def test_a_process_that_opened_it_and_ran_no_statement_yet_is_refused_naming_it(
+    tmp_path: Path, at: str
+) -> None:
+    """The window SQLite's locks leave: another process whose store has opened the file
+    (``sqlite3.connect``) but run no statement yet holds no lock (``held_alone`` sees
+    nobody), so the take-back removes the file. That process is refused, a ``StoreError``
+    naming the store: right after connecting (the store finds no file where it connected:
+    it was an ``AssertionError``), or at its first statement (SQLite: "disk I/O error", the
+    WAL index it opens by name is not its file's). Never a silently empty store."""
+    path = tmp_path / "state" / "runs.sqlite3"
+    fresh, store = _opened(path)
+    with _second_writer(PAUSED, path, at) as told:
+        assert fresh.take_back(store)  # type: ignore[arg-type]  # (no lock held: removed)
+    assert told and told[-1].startswith(f"refused: {path}:"), told
+    expected = "removed as it was being opened" if at == "connected" else "disk I/O error"
+    assert expected in told[-1], told
+    assert list(tmp_path.iterdir()) == []  # (nor did the refused one leave a file)
+
+
 class _OtherRunsAsItCloses:
     """This command's real store, through which a real `subagents run` on the same path
     starts, records its run and ends in the moment this command closes it: after the
@@ -121,10 +172,11 @@ def test_a_run_another_command_recorded_as_this_one_closed_stays(tmp_path: Path)
 
 
 @contextmanager
-def _second_writer(script: str, path: Path) -> Iterator[None]:
-    """``script`` in another process holding ``path`` open until the block ends."""
+def _second_writer(script: str, path: Path, *args: str) -> Iterator[list[str]]:
+    """``script`` in another process holding ``path`` open until the block ends; what it
+    printed after that, in the list given (filled once the block ends)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(path)],
+        [sys.executable, "-c", script, str(path), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -133,8 +185,14 @@ def _second_writer(script: str, path: Path) -> Iterator[None]:
     try:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "open", proc.stderr
-        yield
+        told: list[str] = []
+        yield told
         proc.stdin.write("\n")
         proc.stdin.flush()
+        out, err = proc.communicate(timeout=DEADLINE_S)
+        assert proc.returncode == 0, err
+        told.extend(out.splitlines())
     finally:
-        proc.communicate(timeout=DEADLINE_S)
+        if proc.returncode is None:
+            proc.kill()
+            proc.communicate(timeout=DEADLINE_S)

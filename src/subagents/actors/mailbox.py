@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
+
+from subagents.actors.threads import NoThread
+
+_NOTHING = object()
+"""``hand_back``'s item when no put made it (an actor's start): nothing taken back out."""
+
+
+def _is_ask(item: Any) -> bool:
+    return type(item) is Envelope and item.reply_to is not None
 
 
 class Submits(Protocol):
@@ -32,8 +42,9 @@ class Mailbox:
     dispatcher); the drain that finds the deque empty lets the turn go, then looks at the
     deque again and takes the turn back if a message came meanwhile (``unschedule_if_empty``).
     Each step is one C call under the GIL, and whichever of a put and that drain's end comes
-    second sees the other's: a message is never left in a mailbox whose turn nobody holds,
-    and only one thread ever holds it (``with`` a lock and a flag, twice per message, cost
+    second sees the other's: a message is never left in a mailbox whose turn nobody holds
+    (but a tell, when no thread could be had at all: ``hand_back``), and only one thread
+    ever holds it (``with`` a lock and a flag, twice per message, cost
     ~5,000 instructions; this ~1,800, measured with callgrind). The turn is held from the
     mailbox's making until its actor starts (``schedule``): a message put before that waits
     for the start. ``get`` never blocks: pykka's teardown calls it only after ``empty()``
@@ -73,7 +84,11 @@ class Mailbox:
         if self._turn.acquire(False):  # it was idle: this put hands it on
             actor = self._actor
             if actor is not None:
-                self._dispatcher.submit(actor)  # type: ignore[union-attr]
+                try:
+                    self._dispatcher.submit(actor)  # type: ignore[union-attr]
+                except NoThread as refused:  # (raised before the actor was handed on)
+                    self.hand_back(refused, item)
+                    raise
             else:  # closed (never started: the turn is held): nobody drains it any more
                 self._refuse_closed()
 
@@ -103,6 +118,44 @@ class Mailbox:
             return False
         self._started = True
         return True
+
+    def hand_back(self, refused: NoThread, item: Any = _NOTHING) -> None:
+        """Its dispatcher could not take the actor (``refused``: no thread at all): ``item``
+        (what the put that raised had put; its putter hears the error) taken back out, and
+        the turn let go, so that the next put hands the actor on again. An ask another
+        thread put meanwhile (its put found the turn held, so it handed nothing on) is
+        refused ``refused`` too: its asker would wait for ever if no put came after it. A
+        tell put meanwhile stays, in its place, for that next put (nobody waits on it).
+        Whatever comes while the turn is held here is handed on again once it is let go."""
+        line = self.line
+        self._take_out(lambda queued: queued is item)
+        while True:
+            for ask in self._take_out(_is_ask, every=True):
+                ask.reply_to.set_exception(exc_info=(NoThread, refused, None))
+            seen = len(line)
+            self._turn.release()
+            if not (len(line) > seen and self._turn.acquire(False)):  # nothing came meanwhile
+                return
+            try:  # a put came while the turn was held here: handed on for it
+                self._dispatcher.submit(self._actor)  # type: ignore[union-attr]
+                return
+            except NoThread as again:
+                refused = again
+
+    def _take_out(self, chosen: Callable[[Any], bool], every: bool = False) -> list[Any]:
+        """The first (``every``: each) message ``chosen`` in the mailbox, taken out (the
+        turn held: nobody else takes; by index, never iterating the deque, as puts append
+        meanwhile; chosen by identity or type, never ``==``, which user messages define)."""
+        taken, at = [], 0
+        while at < len(self.line):
+            if chosen(self.line[at]):
+                taken.append(self.line[at])
+                del self.line[at]
+                if not every:
+                    break
+            else:
+                at += 1
+        return taken
 
     def unschedule_if_empty(self) -> bool:
         """The drain found no message: the turn let go (True), unless a message came just

@@ -20,7 +20,8 @@ before the first message, ``on_stop`` after the last; asks put after the stop ge
 ``ActorDeadError``. Differences, named: the actor is not put in pykka's ``ActorRegistry``
 (a list, whose ``unregister`` is O(n): 100,000 actors would take minutes to stop), so
 ``ActorRegistry.stop_all`` does not see it (its owner stops it); a ``BaseException`` in a
-handling stops that actor only, not every actor of the process.
+handling stops that actor only, not every actor of the process, and an ask's asker hears it
+(``turn_failures.py``).
 
 Blocking user code (a model call, a plain ``def`` tool, a sync function agent) runs in a
 handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
@@ -40,7 +41,6 @@ in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "T
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import threading
@@ -57,7 +57,8 @@ from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
 from subagents.actors.tally import Tally
-from subagents.actors.threads import ThreadPool, default_size
+from subagents.actors.threads import NoThread, ThreadPool, default_size
+from subagents.actors.turn_failures import handling_failed
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
@@ -140,29 +141,34 @@ class Dispatcher:
     def submit(self, actor: PooledActor) -> None:
         """Put ``actor`` (scheduled: its mailbox has messages) in line for a thread. After
         ``close`` nothing takes it: the runtime stopped its actors before closing."""
-        if not self._started:
-            self._start()
+        if not self._started and not self._start():
+            raise NoThread(
+                f"{self.name} could not start a thread (the process's thread limit): "
+                f"{actor} was not handed on; the next message put tries again"
+            )
         if not self._handoff.give(actor) and self._owed:  # a thread blocked, none was idle
             self._pay()
 
-    def _start(self) -> None:
-        """The watch thread, then ``size`` threads taking work. At the process's thread
-        limit it raises into nobody (the first message's sender, a wave's ``ready`` inside
-        ``Effector.apply``): with no watch thread it is not started yet (the next message
-        tries again); a thread of its own it could not have is owed, as a blocked thread's
+    def _start(self) -> bool:
+        """The watch thread, then ``size`` threads taking work; False if it could not start.
+        At the process's thread limit it raises into nobody (a wave's ``ready`` inside
+        ``Effector.apply``): with no watch thread it is not started yet (``submit`` raises
+        ``NoThread``, the mailbox's turn let go: the next message tries again; before, the
+        actor waited in line for a start nobody made, its turn held, and every ask of it
+        went unanswered); a thread of its own it could not have is owed, as a blocked thread's
         replacement is, started when work waits for it (``_pay``; the watch thread's looks).
         (A refused start had left it started with no watch thread: nothing was replaced any
         more, and the mail behind every blocked handling waited for ever.)"""
         with self._lock:
             if self._started or self._closed.is_set():
-                return
+                return True
             watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
             watch.daemon = True
             try:
                 watch.start()
             except Exception:
                 log.warning("no thread to start the dispatcher; tried again", exc_info=True)
-                return
+                return False
             self._watch = watch
             self._started = True
             for missing in range(self.size, 0, -1):
@@ -173,6 +179,7 @@ class Dispatcher:
                     log.warning("dispatcher threads owed: none to be had", exc_info=True)
                     break
         PACING.register(self)  # its live runs count towards the GC's pacing
+        return True
 
     def _add_worker(self, parked_only: bool = False) -> bool:
         """One more thread taking work (``_lock`` held); ``parked_only``: or none (False)."""
@@ -504,7 +511,11 @@ class PooledActor(pykka.Actor):
         """No thread: the actor is put in line once, for ``on_start`` (and the messages sent
         meanwhile); after that, whenever a message finds its mailbox idle."""
         if self.actor_inbox.schedule():
-            self._dispatcher.submit(self)
+            try:
+                self._dispatcher.submit(self)
+            except NoThread as refused:  # (not raised into the starter: the next message
+                log.error("no thread to start an actor on", actor=str(self), exc_info=True)
+                self.actor_inbox.hand_back(refused)  # tries again)
 
     # ---- the loop, one drain at a time -------------------------------------------------------
 
@@ -525,7 +536,7 @@ class PooledActor(pykka.Actor):
         self.actor_stopped.set()
         try:
             self.on_stop()
-        except Exception:
+        except BaseException:  # (pykka: ``Exception``; a BaseException escaped the turn)
             self._handle_failure(*sys.exc_info())
 
     def _handle_failure(self, *exc_info: Any) -> None:
@@ -546,9 +557,9 @@ class PooledActor(pykka.Actor):
         went_on = False  # (a drain starts owing no nudge: ``Handoff.take`` paid it)
         if not self._loop_started:
             self._loop_started = went_on = True
-            try:  # (pykka's ``_actor_loop_setup``, without its frame)
-                self.on_start()
-            except Exception:
+            try:  # (pykka's ``_actor_loop_setup``, without its frame; a BaseException too:
+                self.on_start()  # it stops this actor as an Exception does, the turn goes on)
+            except BaseException:
                 self._handle_failure(*sys.exc_info())
         stopped: Any = self.actor_stopped  # (a LazyEvent or threading.Event: its ``_flag`` read)
         for _ in range(self.throughput):
@@ -571,21 +582,8 @@ class PooledActor(pykka.Actor):
             try:
                 self.on_receive(item)
             except BaseException:
-                self._told_failed()
+                handling_failed(self, None)
         self._dispatcher.submit(self)
-
-    def _told_failed(self) -> None:
-        """A tell's handling raised: as pykka's loop; a BaseException stops this actor only."""
-        if not isinstance(sys.exc_info()[1], Exception):
-            log.exception("stopping an actor after a BaseException", actor=str(self))
-            with contextlib.suppress(Exception):
-                self._stop()
-            return
-        self._handle_failure(*sys.exc_info())
-        try:
-            self.on_failure(*sys.exc_info())
-        except Exception:
-            self._handle_failure(*sys.exc_info())
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         """pykka's loop body (``Actor._actor_loop_running``) for one message."""
@@ -593,8 +591,8 @@ class PooledActor(pykka.Actor):
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
-        except BaseException:
+        except BaseException:  # (``turn_failures.py``: a BaseException stops this actor)
             if envelope.reply_to is not None and isinstance(sys.exc_info()[1], Exception):
                 envelope.reply_to.set_exception()
             else:
-                self._told_failed()
+                handling_failed(self, envelope.reply_to)

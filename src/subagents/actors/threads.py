@@ -51,6 +51,11 @@ class PoolClosed(RuntimeError):
     """The pool was closed: it runs nothing more."""
 
 
+class NoThread(RuntimeError):
+    """A dispatcher that never had a thread could not start one (the process's thread limit:
+    ``Thread.start`` raised "can't start new thread"): the message put was not handed on."""
+
+
 class _Worker:
     """The slot one pooled thread is handed its next loop through."""
 

@@ -14,34 +14,28 @@ store makes no file here.
 Another process may open the same path meanwhile (two commands started at once with the same
 new ``--state``): the store is then theirs too, and is kept when the file at the path is no
 longer the one this opening made (its device and inode), or when anything was recorded in
-it (a run, a host's lease, an event), or when another process has it open (SQLite's
-connections each hold a read lock on the ``-shm`` file's "DMS" byte for their lifetime:
-taken here for writing, without waiting, and held while the file is read once more and the
-files go, so no connection reads or writes it meanwhile). The last read is made with that
-lock held, the store closed (its own connection gone): another command that recorded a run
-and closed between this one's close and the lock has left it in the file (its close
-checkpoints the WAL), read there.
+it (a run, a host's lease, an event), or when another process has it open (held so while
+the file is read once more and the files go: ``store.unused_file.held_alone``, SQLite's own
+locks, so no connection reads or writes it meanwhile). The last read is made with that held,
+the store closed (its own connection gone): another command that recorded a run and closed
+between this one's close and the lock has left it in the file (its close checkpoints the
+WAL), read there (``store.unused_file.nothing_recorded``). A process that had opened the
+file and run no statement yet when it goes hears a ``StoreError`` at its first (see
+``store/unused_file.py``), never a silently empty new store.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from subagents.store.base import RunStore, StoreError
 from subagents.store.locations import Location, default_location, is_database_url
+from subagents.store.unused_file import held_alone, nothing_recorded
 from subagents.tools.sealed import SQLITE_SUFFIXES
-
-SHM_DMS_BYTE = 128
-"""The byte of a WAL database's ``-shm`` file every open connection holds a read lock on
-(SQLite's unix VFS: ``UNIX_SHM_DMS``, after the 8 WAL locks at 120; sqlite.org/walformat)."""
-RECORDS = ("runs", "leases", "events")
-"""The tables one of which a store anyone used holds a row of (``_unused``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,48 +89,10 @@ class FreshStore:
 
     @contextlib.contextmanager
     def _alone(self) -> Iterator[bool]:
-        """Whether the file at ``path`` is the one the opening made and no connection has it
-        open, held so (the ``-shm`` file's DMS byte locked for writing) until the block ends."""
-        name = f"{self.path}-shm"
-        made = not os.path.lexists(name)  # the last connection removed it: made, locked
-        try:
-            shm = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        except OSError:
-            yield False
-            return
-        try:
-            try:
-                fcntl.lockf(shm, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
-            except OSError:  # a connection holds it: someone has the store open
-                yield False
-                return
-            yield self._same_file() and self._nothing_in_file()
-            if made:  # (still locked: no connection maps it; one waiting opens it again)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name)
-        finally:
-            os.close(shm)  # (its lock goes with it)
-
-    def _nothing_in_file(self) -> bool:
-        """Nothing recorded in the file at ``path``, read as it lies (no connection can have
-        it open: ``_alone``): no WAL left with frames in it, no run, lease or event."""
-        try:
-            if os.path.getsize(f"{self.path}-wal") > 0:
-                return False
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return False
-        try:  # immutable: read without SQLite's locks or -shm (which this process holds)
-            conn = sqlite3.connect(f"{self.path.as_uri()}?immutable=1", uri=True)
-            try:
-                return not any(
-                    conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in RECORDS
-                )
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return False
+        """Whether the file at ``path`` is the one the opening made, nothing is recorded in
+        it and no connection has it open, held so (``held_alone``) until the block ends."""
+        with held_alone(self.path) as alone:
+            yield alone and self._same_file() and nothing_recorded(self.path)
 
     def _same_file(self) -> bool:
         """The file at ``path`` is the one the opening made."""

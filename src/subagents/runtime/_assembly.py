@@ -31,6 +31,7 @@ from subagents.definitions.validate import check, known_tools, name_problem
 from subagents.isolation.worktrees import Worktrees
 from subagents.logs import get_logger
 from subagents.mcp.hub import McpHub
+from subagents.messages import EventKind
 from subagents.models import default_model
 from subagents.models.base import Model
 from subagents.runtime._approvals import remembered_rules
@@ -155,6 +156,7 @@ def supervisor_core(
     owner: str,
     model: Model,
     roots: HoldsChecked | None = None,
+    published: Callable[[EventKind], bool] | None = None,
 ) -> SupervisorCore:
     """The supervisor's decisions over the current definitions (``agents``, re-read on each
     call: the registry may have reloaded them) and the runs in ``store``; the runtime's
@@ -162,7 +164,9 @@ def supervisor_core(
     whatever it asks for (the offline one: its ``answers_as``) is recorded as what answered
     (``RunRecord.answered_by``), beside the model asked for. ``roots``: the runtime's root
     waiters, given the core's record of the root requests its caller checked
-    (``requests.CheckedRoots``: their admission does not check them again)."""
+    (``requests.CheckedRoots``: their admission does not check them again). ``published``:
+    whether an event of a kind reaches anyone (``Subscribers.wants``): a straight mail's
+    events are published only then (``Recorded.published``; None: always)."""
     core = SupervisorCore(
         lookup=lambda name: agents().get(name),
         names=lambda: list(agents()),
@@ -172,6 +176,7 @@ def supervisor_core(
         owner=owner,
         runtime_mode=Permissions.coerce(given.permissions).mode,
         answered_by=getattr(model, "answers_as", None),
+        published=published,
     )
     if roots is not None:
         roots.checked = core.admission.checked

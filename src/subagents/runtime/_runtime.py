@@ -225,9 +225,9 @@ class Runtime:
         self, given: RuntimeArguments, backend: ClusterBackend, address: str | None
     ) -> None:
         """The supervisor (on a cluster, its node hosts), the lease, the restore, the polls."""
-        hosting = self._hosting
+        hosting, wants = self._hosting, self._events.wants  # (wants: whom an event reaches)
         self.core = supervisor_core(
-            given, self._agents, self.store, self.limits, self.owner, self.model, self._roots
+            given, self._agents, self.store, self.limits, self.owner, self.model, self._roots, wants
         )
         behaviour_for = behaviours(self._functions, self.env)
         if address is not None:  # the runs' agents live in the cluster's node hosts

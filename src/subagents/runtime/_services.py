@@ -262,10 +262,9 @@ class Services:
     ) -> SupervisorClient:
         """The supervisor actor over ``core``, its agents' loops on the pool (or, on a
         cluster, in the node hosts: ``start_cluster`` first), its events to ``events`` (a
-        straight mail's published only if someone wants them: ``Recorded.published``). It
-        writes through a fence (``store.fencing``), armed by ``keep_lease``: once the lease
-        is taken, nothing more."""
-        core.recorded_parts.published = events.wants
+        straight mail's published only if someone wants them: the core was made with
+        ``events.wants``, ``supervisor_core``). It writes through a fence
+        (``store.fencing``), armed by ``keep_lease``: once the lease is taken, nothing more."""
         extra: dict[str, Any] = {}
         self.fenced = fenced = FencedStore(store)
         if self.cluster is not None:  # runs on nodes: their mail is the node hosts' concern

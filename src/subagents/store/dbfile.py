@@ -16,14 +16,19 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from subagents.logs import get_logger
 from subagents.store.base import StoreError
 
 log = get_logger("subagents.store")
 
-T = TypeVar("T")
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=_Closes)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_SIZE = 100
@@ -167,7 +172,12 @@ class OpenFiles:
                 check_header(path)
             conn = connect()
             key = _key(path)
-            assert key is not None  # connected: the file exists
+            if key is None:  # removed since it was connected (``store.unused_file``)
+                conn.close()
+                raise StoreError(
+                    f"{path}: the file was removed as it was being opened (another process "
+                    f"took back a store it had made for nothing); nothing was written to it"
+                )
             self._count[key] = self._count.get(key, 0) + 1
             return conn, key
 

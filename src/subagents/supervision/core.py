@@ -105,6 +105,7 @@ class SupervisorCore:
         rng: random.Random | None = None,
         runtime_mode: str | None = None,
         answered_by: str | None = None,
+        published: Callable[[EventKind], bool] | None = None,
     ) -> None:
         self.limits = limits or Limits()
         self.clock = clock  # monotonic time: deadlines and restart windows
@@ -152,7 +153,7 @@ class SupervisorCore:
             self.runs, now, self.mail, self.progress, self.policies, self.lifecycle
         )
         self.requesters = Requesters(self.runs, self.lifecycle, read_run)
-        self.recorded_parts = Recorded(self.runs, self.mail)
+        self.recorded_parts = Recorded(self.runs, self.mail, published)  # (who listens)
         self.stops = Stops(self.runs, self.lifecycle, read_run)
         topics, slot_key = self.mail.topics, self.parking.slot_key
         self.recovery = Recovery(
@@ -216,9 +217,8 @@ class SupervisorCore:
     def subscribe(self, msg: Subscribe) -> Decision:
         """A run subscribes to a topic of its tree, or unsubscribes (``topics.py``)."""
         self.effects.begin()
-        self.effects.take(
-            self.mail.topics.decide(msg, self.runs.reporting(msg.run_id, msg.attempt))
-        )
+        reporting = self.runs.reporting(msg.run_id, msg.attempt)
+        self.effects.take(self.mail.topics.decide(msg, reporting))
         return self._decided()
 
     def mails_posted(self, msg: MailPosted) -> Decision:

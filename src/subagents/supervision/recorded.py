@@ -67,12 +67,18 @@ class Recorded:
 
     __slots__ = ("_mail", "_runs", "published")
 
-    def __init__(self, runs: RunTable, mail: MailRoom) -> None:
+    def __init__(
+        self,
+        runs: RunTable,
+        mail: MailRoom,
+        published: Callable[[EventKind], bool] | None = None,
+    ) -> None:
         self._runs = runs
         self._mail = mail
-        self.published: Callable[[EventKind], bool] = _everyone
+        self.published: Callable[[EventKind], bool] = published or _everyone
         """Whether an event of a kind published now reaches anyone (the runtime's
-        ``Subscribers.wants``: a callback takes it, or the debug log is on). A straight
+        ``Subscribers.wants``, given to ``SupervisorCore``: a callback takes it, or the
+        debug log is on; None: everyone, a core no runtime told who listens). A straight
         mail's two events are kept by the store whatever it says, and published only when
         someone is handed them: in a ping-pong nobody subscribed to, two ``Publish``
         effects per mail that went nowhere. Asked once per line (``all``)."""
