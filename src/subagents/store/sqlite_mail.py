@@ -13,9 +13,10 @@ own record's: ``store.sqlite_record``), and ``json_set`` parsed and wrote the do
 for it, ~40% of the receipt's cost. Every other state change is rare (a delivery to a run
 that was queued, a dead letter) and keeps the document in step, so a runtime of before v11
 still open on an upgraded store, which reads a mail's state from its document, is wrong only
-about ``read`` and only where it prints the document (``subagents info``/``log``: it shows
-``delivered``); where it decides, it filters by the column (a restore's inbox, the unread
-count), as before.
+about ``read``: where it prints the document (``subagents info``/``log``: it shows
+``delivered``), and in one decision, an orphaned run ended by a console server of before v11
+(its unread mail picked by the document: a read one made a dead letter; docs/store.md, v11);
+where else it decides, it filters by the column (a restore's inbox, the unread count).
 """
 
 from __future__ import annotations
