@@ -259,11 +259,12 @@ class _FirstMailWriteFails(SQLiteStore):
         journal: Sequence[JournalEntry] = (),
         also: Callable[[], None] | None = None,
         attempt: tuple[str, int, int] | None = None,
+        read: Sequence[str] = (),
     ) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the mail write broke")
-        super().save_mails_fenced(mails, owner, epoch, journal, also, attempt)
+        super().save_mails_fenced(mails, owner, epoch, journal, also, attempt, read)
 
 
 def test_mail_its_sender_cannot_record_goes_by_the_supervisor(tmp_path: Path) -> None:

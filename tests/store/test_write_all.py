@@ -269,3 +269,30 @@ def test_a_memory_store_subclass_has_its_own_mail_and_journal_writes_called() ->
         assert store.mail_for("b") == store.mail_for("a")
         assert store.journal_of("b") == [entry, entry]
     assert noted.calls == ["mails", "journal b", "state read", "journal b"]
+
+
+def test_a_journal_write_marks_the_mail_its_entries_read_on_every_store(store: RunStore) -> None:
+    """``SaveJournal.read_mail`` (schema v11: a sender's record carries its receipts so) is
+    kept with the entries by every store's batch: ``MemoryStore._apply_batch``'s way (which
+    keeps a journal itself) as ``write_all``'s (``_save_journal``)."""
+    seen = JournalEntry(request_id="a:1", kind="receive", observed=True, result="m1")
+    store.save_mails([mail("m1", "b", "a", state=MailState.DELIVERED)])
+    write_all(FencedStore(store), [SaveJournal("a", (seen,), ("m1",))])
+    assert store.journal_of("a") == [seen]
+    assert [m.state for m in store.mail_for("a")] == [MailState.READ]
+
+
+def test_a_memory_batch_that_fails_puts_back_the_mail_a_journal_marked_read() -> None:
+    """All or nothing, as a batch of SQLite's: a journal's receipts are undone with it."""
+    seen = JournalEntry(request_id="a:1", kind="receive", observed=True, result="m1")
+    store = _SecondEventFails()
+    store.save_mails([mail("m1", "b", "a", state=MailState.DELIVERED)])
+    writes = [
+        AppendEvent(event("a")),
+        SaveJournal("a", (seen,), ("m1",)),
+        AppendEvent(event("a", text="second")),
+    ]
+    with pytest.raises(RuntimeError, match="the second event broke"):
+        write_all(FencedStore(store), writes)
+    assert store.journal_of("a") == []
+    assert [m.state for m in store.mail_for("a")] == [MailState.DELIVERED]

@@ -237,3 +237,20 @@ def test_a_lines_mail_events_nobody_is_handed_are_kept_and_not_published() -> No
     assert kinds == [k for k, _ in kept_unheard] == [k for k, _ in kept_one]
     assert sent == kept and sent_one == kept_one  # both kinds, in the order kept
     assert sent_unheard == []
+
+
+def test_a_journal_its_sender_recorded_leaves_no_receipt_to_write() -> None:
+    """A journal carried by its run's straight mail (``recorded``) had its entries and the
+    receipts of the mail they read committed with that mail (``SaveJournal.read_mail``): the
+    supervisor takes the mail out of the run's inbox and writes neither again."""
+    h = Harness()
+    a, b, reports = _pingpong(h)
+    carried = [
+        msgspec.structs.replace(r, recorded=True) if type(r) is Journal else r for r in reports
+    ]
+    decision = h.core._do(h.core.core.recorded(carried))
+    assert decision.reply.failed == ()
+    receipts = [w for w in decision.writes if type(w) is SetMailsState]
+    assert receipts == [SetMailsState(reports[3].mail_ids, MailState.READ)]  # the MailRead's
+    assert not [w for w in decision.writes if type(w) is SaveJournal]
+    assert h.unread(a) == h.unread(b) == []

@@ -26,7 +26,7 @@ def _received(position: int, mail_id: str = "m1") -> Journal:
 
 
 def _carried(journal: Journal) -> SaveJournal:
-    return SaveJournal("s", journal.entries)
+    return SaveJournal("s", journal.entries, journal.read_mail)
 
 
 def _mail(request_id: str) -> SendMail:
@@ -46,7 +46,8 @@ def test_the_reports_told_are_carried_in_order_as_one_write_until_cleared() -> N
     unsaved.add(_journal(2, 3))
     unsaved.add(Journal(run_id="s"))  # nothing in it: nothing to carry
     received = _received(1).entries
-    assert unsaved.carried() == SaveJournal("s", (_entry(0), *received, _entry(2), _entry(3)))
+    carried = SaveJournal("s", (_entry(0), *received, _entry(2), _entry(3)), ("m1",))
+    assert unsaved.carried() == carried  # with the mail they read: marked read with them
     assert unsaved.told == 4
     unsaved.clear()  # carried by the run's own commit
     assert unsaved.carried() is None
@@ -62,14 +63,15 @@ def test_a_mail_acknowledged_by_the_supervisor_commits_the_reports_told_before_i
     routes.journal(_received(2, "m2"))
     routes.answered(MailAck(request_id="q1", error="too big"))  # a refusal proves nothing
     assert routes.unsaved.carried() == SaveJournal(
-        "s", (*_received(0).entries, *_received(2, "m2").entries)
+        "s", (*_received(0).entries, *_received(2, "m2").entries), ("m1", "m2")
     )
     routes.by_supervisor(_mail("q2"), 1)  # after report 2
     routes.journal(_journal(3))
     routes.answered(MailAck(request_id="q2", mail_id="m2", recipient="r"))
     assert routes.unsaved.carried() is None  # the receives are committed: nothing at risk
     routes.journal(_received(4, "m4"))
-    assert routes.unsaved.carried() == SaveJournal("s", (_entry(3), *_received(4, "m4").entries))
+    carried = SaveJournal("s", (_entry(3), *_received(4, "m4").entries), ("m4",))
+    assert routes.unsaved.carried() == carried
 
 
 def test_a_receive_keeps_mail_straight_and_is_carried_with_it() -> None:
@@ -80,7 +82,7 @@ def test_a_receive_keeps_mail_straight_and_is_carried_with_it() -> None:
     routes.journal(Journal(run_id="s", entries=(received, _entry(1)), read_mail=("m1",)))
     assert routes.route(_mail("q1"), _root_of, 1) == "r"
     assert routes.unsaved is not None
-    assert routes.unsaved.carried() == SaveJournal("s", (received, _entry(1)))
+    assert routes.unsaved.carried() == SaveJournal("s", (received, _entry(1)), ("m1",))
 
 
 def test_an_observation_keeps_mail_straight_and_is_carried_with_it() -> None:
@@ -115,6 +117,20 @@ def test_too_many_unsaved_entries_are_forgotten_and_mail_waits_for_an_acknowledg
     routes.answered(MailAck(request_id="q1", mail_id="m1", recipient="r"))
     assert routes.route(_mail("q2"), _root_of, 1) == "r"
     assert routes.unsaved.carried() == _carried(_received(9999))  # told after q1
+
+
+def test_a_receipt_told_without_entries_is_carried_and_counted() -> None:
+    """A journal report that read mail holds it even with no entry: its receipt goes with
+    the carried record (whose ``recorded`` mark leaves the supervisor none to write), and
+    counts toward the bound."""
+    unsaved = UnsavedJournal()
+    unsaved.add(Journal(run_id="s", read_mail=("m7", "m8")))
+    assert unsaved.carried() == SaveJournal("s", (), ("m7", "m8"))
+    for _ in range(unsaved_journal.ENTRIES_MAX - 2):
+        unsaved.add(Journal(run_id="s", read_mail=("m9",)))
+    assert not unsaved.overflowing()
+    unsaved.add(Journal(run_id="s", read_mail=("m9",)))
+    assert unsaved.overflowing()
 
 
 def test_without_a_sender_record_nothing_is_held() -> None:

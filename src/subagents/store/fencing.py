@@ -240,9 +240,11 @@ class FencedStore:
         if fence is not None and self._fenced_mails is not None and not self._local.depth:
             # the store's write as it is, the start checked by the store (SQLite: from the
             # run's counts alone, in the same statement: ``store.sqlite_record``)
-            entries = journal.entries if journal is not None else ()
+            entries, read = (
+                (journal.entries, journal.read_mail) if journal is not None else ((), ())
+            )
             start = None if attempt is None else (attempt.run_id, attempt.restarts, attempt.retries)
-            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, start)
+            self._fenced_mails(mails, fence.owner, fence.epoch, entries, also, start, read)
             return
         if attempt is not None:
             also = self._attempt_check(attempt, also)
@@ -252,6 +254,8 @@ class FencedStore:
             self.store.save_mails(mails)
             if journal is not None:
                 self.store.save_journal(journal.run_id, journal.entries)
+                if journal.read_mail:
+                    self.store.set_mails_state(journal.read_mail, MailState.READ)
 
     def _attempt_check(
         self, attempt: AttemptFence, also: Callable[[], None] | None

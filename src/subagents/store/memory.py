@@ -180,7 +180,7 @@ class MemoryStore(RunStore):
                         mails = self._mail
                         replaced[i] = [(m, mails[m]) for m in write.mail_ids if m in mails]
                         _set_states(self._mail, write.mail_ids, write.state)
-                    elif type(write) is SaveJournal:  # (a function agent's every handling)
+                    elif type(write) is SaveJournal and not write.read_mail:  # (per handling)
                         entries = journals.get(write.run_id)  # (its length now: None, absent)
                         replaced[i] = None if entries is None else len(entries)
                         if entries is None:

@@ -234,7 +234,9 @@ _UNDO: dict[type[Any], Callable[[MemoryStore, Any], Undo]] = {
     SaveOutcome: _outcome,
     OutcomeDelivered: lambda s, w: _entry(s._outcomes, w.run_id),
     PostCommand: lambda s, w: _commands_or_stream(s, True),
-    SaveJournal: lambda s, w: _length(s._journals, w.run_id),
+    SaveJournal: lambda s, w: _all(
+        [_length(s._journals, w.run_id), *[_entry(s._mail, i) for i in w.read_mail]]
+    ),
     ReleaseLease: lambda s, w: _entry(s._leases, w.owner),
     SaveApproval: _approval,
     SaveSubscription: lambda s, w: _whole(s._subscriptions),

@@ -382,15 +382,17 @@ class SQLiteStore(RunStore):
         journal: _Entries,
         also: _Check = None,
         attempt: tuple[str, int, int] | None = None,
+        read: Sequence[str] = (),
     ) -> None:
         """``save_mails`` and their sender's ``journal`` entries (``unsaved_journal.py``) in a
         transaction of its own that checks that ``owner`` still holds its lease at ``epoch``
         (``store.fencing``), then ``also`` (``cluster.record_fence``), then that the sender's
         start is still its run's (``attempt``: the run, and its restarts and retries when the
         start began; refused, a ``StoreError``, if not): a sender's record, one statement
-        when it can be (``store.sqlite_record``)."""
+        when it can be (``store.sqlite_record``); the mail those entries say the sender
+        ``read`` (``SaveJournal.read_mail``) marked read in it (only mail sent to it)."""
         start = AttemptFence(*attempt) if attempt is not None else None
-        self._records.record(mails, owner, epoch, journal, also, start)
+        self._records.record(mails, owner, epoch, journal, also, start, read)
         self._wal.nudge()  # a resting checkpointer: the log grows again
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:

@@ -1,10 +1,22 @@
 """The mail of a SQLite store: every mail a run sent or received, and its delivery state.
 
 Why a module of its own: mail is the busiest table (every send, every read receipt) and has
-its own tricks: state changes written in place with SQLite's JSON functions when they exist
-(one statement, no read-back), in chunks of ids rather than a statement per mail, and a
-read-modify-write fallback for an SQLite without JSON1. ``SQLiteStore`` delegates to
-``MailRows``; the transactions stay ``store.sqlite_tx``'s.
+its own tricks: a read receipt written to the ``state`` column alone (schema v11: the
+document keeps the state it had before; ``mail_for`` gives the column's), other state
+changes in place with SQLite's JSON functions when they exist (one statement, no
+read-back), in chunks of ids rather than a statement per mail, and a read-modify-write
+fallback for an SQLite without JSON1. ``SQLiteStore`` delegates to ``MailRows``; the
+transactions stay ``store.sqlite_tx``'s.
+
+Why READ in the column alone: a receipt is one per mail (the supervisor's, or the reader's
+own record's: ``store.sqlite_record``), and ``json_set`` parsed and wrote the document again
+for it, ~40% of the receipt's cost. Every other state change is rare (a delivery to a run
+that was queued, a dead letter) and keeps the document in step, so a runtime of before v11
+still open on an upgraded store, which reads a mail's state from its document, is wrong only
+about ``read``: where it prints the document (``subagents info``/``log``: it shows
+``delivered``), and in one decision, an orphaned run ended by a console server of before v11
+(its unread mail picked by the document: a read one made a dead letter; docs/store.md, v11);
+where else it decides, it filters by the column (a restore's inbox, the unread count).
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from typing import Any
 import msgspec
 
 from subagents.messages import Mail, MailState
+from subagents.store.base import StoreError
 from subagents.store.sqlite_tx import Transactions, encode_row
 
 _mail_decoder = msgspec.json.Decoder(Mail)
@@ -28,6 +41,8 @@ SAVE_MAIL = """INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mai
 
 _SET_MAIL_STATE = "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?) WHERE mail_id = ?"
 """A mail's new state in its column and its document, without reading it (JSON1)."""
+
+_READ = MailState.READ
 
 
 _STATE_CHUNK = 500
@@ -41,6 +56,14 @@ def _set_mails_state_sql(n: int) -> str:
         "UPDATE mail SET state = ?, mail = json_set(mail, '$.state', ?)"
         f" WHERE mail_id IN ({_marks(n)})"
     )
+
+
+@functools.cache
+def _read_sql(n: int) -> str:
+    """``n`` mails marked read: the column alone (see the module)."""
+    if n == 1:
+        return "UPDATE mail SET state = 'read' WHERE mail_id = ?"
+    return f"UPDATE mail SET state = 'read' WHERE mail_id IN ({_marks(n)})"
 
 
 def _marks(n: int) -> str:
@@ -87,6 +110,9 @@ class MailRows:
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:
         state = MailState(state)
+        if state is _READ:
+            self._read(mail_ids)
+            return
         if not self.json1:
             for mail_id in mail_ids:
                 self.set_mail_state(mail_id, state)
@@ -104,8 +130,23 @@ class MailRows:
                 + (f" (and {len(chunk) - 1} more)" if len(chunk) > 1 else ""),
             )
 
+    def _read(self, mail_ids: Sequence[str]) -> None:
+        """``mail_ids`` marked read: their ``state`` column alone, a statement per chunk."""
+        for start in range(0, len(mail_ids), _STATE_CHUNK):
+            chunk = mail_ids[start : start + _STATE_CHUNK]
+            self.tx.defer(
+                "mail",
+                _read_sql(len(chunk)),
+                tuple(chunk),
+                f"setting mail {chunk[0]} to read"
+                + (f" (and {len(chunk) - 1} more)" if len(chunk) > 1 else ""),
+            )
+
     def set_mail_state(self, mail_id: str, state: MailState) -> None:
         state = MailState(state)
+        if state is _READ:
+            self._read((mail_id,))
+            return
         if self.json1:  # one statement; the column and the document stay in step
             self.tx.defer(
                 "mail",
@@ -132,7 +173,7 @@ class MailRows:
             )
 
     def mail_for(self, run_id: str, states: Iterable[MailState] | None = None) -> list[Mail]:
-        sql = "SELECT mail_id, mail FROM mail WHERE (recipient = ? OR sender = ?)"
+        sql = "SELECT mail_id, mail, state FROM mail WHERE (recipient = ? OR sender = ?)"
         params: list[Any] = [run_id, run_id]
         if states is not None:
             wanted = sorted({MailState(s).value for s in states})
@@ -141,4 +182,17 @@ class MailRows:
             sql += f" AND state IN ({_marks(len(wanted))})"
             params.extend(wanted)
         rows = self.tx.read(sql + " ORDER BY seq", params, f"reading the mail of run {run_id}")
-        return [self.tx.decode(_mail_decoder, raw, "mail", key) for key, raw in rows]
+        return [self._loaded(key, raw, state) for key, raw, state in rows]
+
+    def _loaded(self, mail_id: str, raw: str, state: str) -> Mail:
+        """A mail's row as a ``Mail``: its document, with the state its column says (a read
+        receipt writes the column alone: see the module)."""
+        mail = self.tx.decode(_mail_decoder, raw, "mail", mail_id)
+        if mail.state._value_ == state:
+            return mail
+        try:
+            return msgspec.structs.replace(mail, state=MailState(state))
+        except ValueError:
+            raise StoreError(
+                f"{self.tx.path}: cannot read mail row {mail_id!r}: state {state!r}"
+            ) from None

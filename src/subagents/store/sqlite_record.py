@@ -11,15 +11,25 @@ was ``BEGIN IMMEDIATE``, a read of the lease, a read and a decode of the run's w
 (its size the task's), an insert of the mail, one of the journal entries, ``COMMIT``.
 
 One mail (the common case: a step's one mail) is one statement instead, in autocommit:
-``INSERT INTO mail ... SELECT ... WHERE`` the lease and the run's counts (columns of their
-own since schema v9, read alone) are as the record expects, the journal entries in the mail's
-row (``mail.journal``, with ``journal_after``: the journal's last row then, so a replay reads
-them in their place: ``ResumeRows.journal_of``). A write statement takes SQLite's write lock
-before it reads, so its checks and its insert are one transaction, as ``BEGIN IMMEDIATE``'s
-were. When it inserts nothing (the lease or the start is over, or the mail is kept already),
-the statements of old run once more in a transaction of their own, and say which (``Fenced``,
-``AttemptOver``) or keep what must be kept; so do several mails, a record with a further
-check (a cluster node's, ``cluster.record_fence``), and an SQLite without JSON1.
+``INSERT OR IGNORE INTO mail ... VALUES``, its id NULL unless the lease and the run's counts
+(columns of their own since schema v9, read alone) are as the record expects, the journal
+entries in the mail's row (``mail.journal``, with ``journal_after``: the journal's last row
+then, so a replay reads them in their place: ``ResumeRows.journal_of``). A write statement
+takes SQLite's write lock before it reads, so its checks and its insert are one transaction,
+as ``BEGIN IMMEDIATE``'s were. When it inserts nothing (the lease or the start is over, or
+the mail is kept already), the statements of old run once more in a transaction of their
+own, and say which (``Fenced``, ``AttemptOver``) or keep what must be kept; so do several
+mails, a record with a further check (a cluster node's, ``cluster.record_fence``), and an
+SQLite without JSON1.
+
+Read receipts ride on it (schema v11): the mail the carried entries say the sender read
+(``SaveJournal.read_mail``) is marked read in the same transaction, so a ping-pong's reply
+commits the receipt of the mail it answers and the supervisor's group writes none
+(``Recorded.journal``: a ``recorded`` journal's receipts are committed). One receipt goes in
+the one statement (``mail.receipt``, marked by the ``mail_receipt`` trigger), more as an
+``UPDATE`` among the statements. Only mail sent to the sender is marked, and nothing when
+the record is refused: a receipt is never committed without the entries that say which call
+read the mail, nor by a start that is over.
 """
 
 from __future__ import annotations
@@ -46,22 +56,33 @@ two mean the same."""
 
 
 @functools.cache
-def _record_one(attempt: bool) -> str:
+def _record_one(attempt: bool, receipt: bool) -> str:
     """One mail's record as one statement: its row (``?1``-``?6``), the journal entries it
     carries (``?7``, or NULL), inserted only while the lease ``?8`` is held at epoch ``?9``
-    and (``attempt``) the run ``?10`` is live with restarts ``?11`` and retries ``?12``."""
+    and (``attempt``) the run ``?10`` is live with restarts ``?11`` and retries ``?12``;
+    (``receipt``) the mail its sender read, the last parameter, marked read by the insert
+    (``migrations._RECEIPT``: a trigger, so still one statement).
+
+    ``VALUES``, its id NULL unless the checks hold, which ``OR IGNORE`` skips as it skips an
+    id kept already (a NOT NULL column; nothing inserted, nothing marked read): an
+    ``INSERT ... SELECT ... WHERE`` into a table with a trigger copies its row through a
+    temporary b-tree first (``OpenEphemeral``, each time it runs)."""
     where = f"EXISTS (SELECT 1 FROM leases WHERE owner = ?8 AND {EPOCH} = ?9)"
     if attempt:
         where += (
             " AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?10 AND restarts = ?11"
             f" AND retries = ?12 AND {_LIVE})"
         )
+    column, value = (", receipt", f", ?{13 if attempt else 10}") if receipt else ("", "")
     return (
-        "INSERT INTO mail (mail_id, sender, recipient, state, sent_at, mail, journal,"
-        " journal_after) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-        " CASE WHEN ?7 IS NULL THEN NULL ELSE (SELECT max(seq) FROM journal) END"
-        f" WHERE {where} ON CONFLICT (mail_id) DO NOTHING"
+        "INSERT OR IGNORE INTO mail (mail_id, sender, recipient, state, sent_at, mail, journal,"
+        f" journal_after{column}) VALUES (CASE WHEN {where} THEN ?1 END, ?2, ?3, ?4, ?5, ?6, ?7,"
+        f" CASE WHEN ?7 IS NULL THEN NULL ELSE (SELECT max(seq) FROM journal) END{value})"
     )
+
+
+_READ_ONE = "UPDATE mail SET state = 'read' WHERE mail_id = ? AND recipient = ?"
+"""A receipt the sender carries, in a record of statements: only mail sent to it."""
 
 
 class SenderRecords:
@@ -87,15 +108,23 @@ class SenderRecords:
         journal: Sequence[JournalEntry],
         also: Callable[[], None] | None = None,
         attempt: AttemptFence | None = None,
+        read: Sequence[str] = (),
     ) -> None:
         """``mails`` and their sender's ``journal`` entries in one transaction, while
         ``owner`` holds its lease at ``epoch``, ``also`` passes and ``attempt`` is still its
-        run's start (see the module)."""
+        run's start, and the mail those entries say it ``read`` (sent to it) marked read in
+        it (see the module)."""
         if not mails:
             return
-        alone = len(mails) == 1 and also is None and self.mail.json1 and not self.tx.in_batch
-        if not alone or not self._one(mails[0], owner, epoch, journal, attempt):
-            self._checked(mails, owner, epoch, journal, also, attempt)
+        alone = (
+            len(mails) == 1
+            and len(read) < 2
+            and also is None
+            and self.mail.json1
+            and not self.tx.in_batch
+        )
+        if not alone or not self._one(mails[0], owner, epoch, journal, attempt, read):
+            self._checked(mails, owner, epoch, journal, also, attempt, read)
 
     def _one(
         self,
@@ -104,15 +133,17 @@ class SenderRecords:
         epoch: int,
         journal: Sequence[JournalEntry],
         attempt: AttemptFence | None,
+        read: Sequence[str],
     ) -> bool:
-        """``mail`` recorded by one statement; False when it inserted nothing."""
+        """``mail`` recorded by one statement (with at most one receipt); False when it
+        inserted nothing."""
         carried = journal_text(journal) if journal else None
         if attempt is None:  # (the row's tuple built once: this runs per durable mail)
-            row = (*mail_row(mail), carried, owner, epoch)
+            row = (*mail_row(mail), carried, owner, epoch, *read)
         else:
             run_id, restarts, retries = attempt.run_id, attempt.restarts, attempt.retries
-            row = (*mail_row(mail), carried, owner, epoch, run_id, restarts, retries)
-        sql = _record_one(attempt is not None)
+            row = (*mail_row(mail), carried, owner, epoch, run_id, restarts, retries, *read)
+        sql = _record_one(attempt is not None, bool(read))
         return self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1
 
     def _checked(
@@ -123,6 +154,7 @@ class SenderRecords:
         journal: Sequence[JournalEntry],
         also: Callable[[], None] | None,
         attempt: AttemptFence | None,
+        read: Sequence[str],
     ) -> None:
         """The record as a transaction of statements, each check raising what it found."""
         processes = self.processes
@@ -138,8 +170,12 @@ class SenderRecords:
 
         rows = [mail_row(mail) for mail in mails]
         writes: list[Rows] = [("mail", SAVE_MAIL, rows, f"saving mail {mails[0].mail_id}")]
+        sender = mails[0].sender
         if journal:
-            writes.append(self.resume.journal_rows(mails[0].sender, journal))
+            writes.append(self.resume.journal_rows(sender, journal))
+        if read:
+            rows = [(mail_id, sender) for mail_id in read]
+            writes.append(("mail", _READ_ONE, rows, f"setting mail {read[0]} to read"))
         self.tx.commit_rows(writes, check)
 
     def _counts(self, run_id: str) -> tuple[RunStatus, int, int] | None:

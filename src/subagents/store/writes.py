@@ -91,6 +91,10 @@ class SaveJournal(msgspec.Struct, frozen=True, gc=False, tag=True):
 
     run_id: str
     entries: tuple[JournalEntry, ...]
+    read_mail: tuple[str, ...] = ()
+    """The mail those entries say the run read, marked read with them (a sender's record
+    carries them so: ``supervision/unsaved_journal.py``; the supervisor writes its
+    receipts apart, ``SetMailsState``)."""
 
 
 class AttemptFence(msgspec.Struct, frozen=True, gc=False):
@@ -243,6 +247,8 @@ def _post_command(store: RunStore, write: PostCommand) -> None:
 
 def _save_journal(store: RunStore, write: SaveJournal) -> None:
     store.save_journal(write.run_id, write.entries)
+    if write.read_mail:
+        store.set_mails_state(write.read_mail, MailState.READ)
 
 
 def _release_lease(store: RunStore, write: ReleaseLease) -> None:

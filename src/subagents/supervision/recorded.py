@@ -132,17 +132,23 @@ class Recorded:
 
     def journal(self, msg: Journal) -> Decided:
         """A function agent's journal entries of one handling, kept for its replay after a
-        crash (unless its sender committed them with its straight mail: ``recorded``; or
-        the start that made them is over), and the mail they say it read, marked read in
-        the same transaction (so the store never says a mail was read without saying which
-        call read it)."""
+        crash (unless its sender committed them with its straight mail, and the mail they
+        read marked read with them: ``recorded``, ``SaveJournal.read_mail``; or the start
+        that made them is over), and the mail they say it read, marked read in the same
+        transaction (so the store never says a mail was read without saying which call
+        read it)."""
         out = Decided()
         state = self._runs.reporting(msg.run_id, msg.attempt)
         if state is None:  # (an ended run's, or a start's that is over: no entry kept)
             if msg.read_mail:  # (an earlier start's receipt is void: MailRoom.read)
                 out.add(self._mail.read(msg.run_id, msg.read_mail, msg.attempt))
             return out
-        if msg.entries and not msg.recorded:
+        if msg.recorded:  # entries and receipts committed by its sender's straight mail
+            inbox = state.inbox
+            for mail_id in msg.read_mail:
+                inbox.pop(mail_id, None)
+            return out
+        if msg.entries:
             out.writes.append(SaveJournal(msg.run_id, msg.entries))
         if msg.read_mail:  # (most journals read none: no receipt to make)
             self._mail.read_now(state, msg.read_mail, out.writes)  # (the current start's)

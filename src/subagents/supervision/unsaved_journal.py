@@ -72,9 +72,9 @@ class UnsavedJournal:
     def add(self, journal: Journal) -> None:
         """``journal`` was told to the supervisor."""
         self.told += 1
-        if journal.entries:
+        if journal.entries or journal.read_mail:  # (a receipt goes with the entries)
             self._held.append((self.told, journal))
-            self._entries += len(journal.entries)
+            self._entries += len(journal.entries) or len(journal.read_mail)
             if journal.read_mail or _observes(journal.entries):
                 self._at_risk = self.told
 
@@ -83,7 +83,7 @@ class UnsavedJournal:
         held = self._held
         n = 0
         while n < len(held) and held[n][0] <= mark:
-            self._entries -= len(held[n][1].entries)
+            self._entries -= len(held[n][1].entries) or len(held[n][1].read_mail)
             n += 1
         if n:
             del held[:n]
@@ -98,14 +98,19 @@ class UnsavedJournal:
         self._entries = 0
 
     def carried(self) -> SaveJournal | None:
-        """The entries held, in the order told, as one write (None: none, or none at risk)."""
+        """The entries held, in the order told, as one write (None: none, or none at risk),
+        with the mail they read (``SaveJournal.read_mail``): the record that carries them
+        marks it read, so the reports carried (``Journal.recorded``) leave the supervisor no
+        receipt to write. An earlier report's receipt may so be written twice (by the
+        supervisor too): read is read."""
         held = self._held
         if not held or self._at_risk < held[0][0]:
             return None
         first = held[0][1]
         if len(held) == 1:
-            return SaveJournal(first.run_id, first.entries)
-        return SaveJournal(first.run_id, tuple(e for _, j in held for e in j.entries))
+            return SaveJournal(first.run_id, first.entries, first.read_mail)
+        entries = tuple(e for _, j in held for e in j.entries)
+        return SaveJournal(first.run_id, entries, tuple(m for _, j in held for m in j.read_mail))
 
 
 def _observes(entries: tuple[JournalEntry, ...]) -> bool:
