@@ -32,14 +32,10 @@ from subagents.messages import (
     PollCommands,
     RestoreReport,
     RunProgress,
-    RunRecord,
-    RunStatus,
     SpawnRequest,
     StopScope,
     SupervisorStats,
     Sweep,
-    TreeNode,
-    TreeUsage,
 )
 from subagents.models.base import Model
 from subagents.runtime._approvals import answer_approval
@@ -67,6 +63,7 @@ from subagents.runtime._root_runs import RootRuns
 from subagents.runtime._root_waiters import RootWaiters, Waiter
 from subagents.runtime._run_endings import END_KINDS, Endings
 from subagents.runtime._run_handle import RunHandle, landed
+from subagents.runtime._run_reads import RunReads
 from subagents.runtime._run_views import RunViews
 from subagents.runtime._run_waits import RunWaits
 from subagents.runtime._services import Definitions, Services, Subscribers
@@ -78,7 +75,6 @@ from subagents.supervision.core import AdmissionError
 from subagents.supervision.limits import Limits
 from subagents.supervision.requests import option_type_problem
 from subagents.supervision.synthesis import Synthesis
-from subagents.supervision.totals import Totals
 from subagents.tools.approval import ApprovalHandler
 from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
@@ -86,7 +82,7 @@ from subagents.tools.sandbox import Sandbox
 log = get_logger("subagents.runtime")
 
 
-class Runtime:
+class Runtime(RunReads):
     """Agents, a model, limits and a store, run under one supervisor."""
 
     def __init__(
@@ -383,37 +379,6 @@ class Runtime:
         return self._requests.send(run_id, text, reply_to)
 
     # ---- views -------------------------------------------------------------------------------
-
-    def runs(
-        self,
-        *,
-        status: RunStatus | Iterable[RunStatus] | None = None,
-        root_run_id: str | None = None,
-        agent: str | None = None,
-        requester: str | None = None,
-    ) -> list[RunRecord]:
-        """Runs in creation order, filtered by status(es), tree, agent and ``requester``:
-        a run id (the runs it spawned, its children) or ``EXTERNAL_SENDER`` "external" (the
-        root runs). ``LookupError`` for a requester that is not a known run."""
-        return self._views.runs(status, root_run_id, agent, requester)
-
-    def get(self, run_id: str) -> RunRecord | None:
-        return self._views.get(run_id)
-
-    def tree(self, run_id: str) -> TreeNode:
-        """The execution tree under ``run_id``: status, steps and usage per node."""
-        return self._views.tree(run_id)
-
-    def totals(self, run_id: str) -> Totals:
-        """Tokens, cost, steps, runs, restarts and statuses of ``run_id``'s whole subtree."""
-        return self._views.totals(run_id)
-
-    def usage(self, run_id: str) -> TreeUsage:
-        """What ``run_id`` and every run under it have used so far, live or ended: tokens,
-        cost, model calls, steps and tool calls, for the subtree and per run (``per_run``),
-        and how many of its runs are still live. The supervisor's records (the freshest)
-        are laid over the store's, so a live tree is seen as it is now."""
-        return self._views.usage(run_id)
 
     def synthesize(
         self,
