@@ -290,8 +290,23 @@ class Runtime:
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
         children follow it unless their definition says otherwise; docs/store.md).
         """
-        given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
-        return _handle(self, *self._starts.spawn(_root_request(agent, task, **given)), agent)
+        if (  # (most spawns give none: no ``locals()`` walked, no ten keywords re-packed)
+            context is None
+            and model is None
+            and timeout is None
+            and token_budget is None
+            and label is None
+            and cost_budget_usd is None
+            and on_failure is None
+            and max_retries is None
+            and shared is None
+            and cleanup is None
+        ):
+            request = SpawnRequest(request_id="", agent=agent, task=task)
+        else:
+            given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
+            request = _root_request(agent, task, **given)
+        return _handle(self, *self._starts.spawn(request), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
@@ -504,7 +519,12 @@ def _handles(
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
-    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``)."""
+    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``).
+    None given (most ``run`` calls and ``spawn_many`` jobs): made with no keywords
+    re-packed (``Runtime.spawn``'s ``locals()`` and its ten keywords through ``**`` cost
+    more than the rest of the caller's share of a waiting run, ``benchmarks/README.md``)."""
+    if not fields:
+        return SpawnRequest(request_id="", agent=agent, task=task)
     if fields.get("shared") is not None:
         if not isinstance(fields["shared"], Mapping):  # (``dict(5)`` named nothing)
             raise TypeError(f"shared must be a mapping, got {type(fields['shared']).__name__}")
@@ -543,6 +563,10 @@ def _job_requests(
 def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
     """The request of one ``spawn_many`` job: ``(agent, task)`` or ``(agent, task,
     keywords)``; ``TypeError``/``ValueError`` naming what is wrong with it."""
+    if not options and type(job) is tuple and len(job) == 2:  # (most jobs: nothing to copy)
+        agent, task = job
+        if type(agent) is str and type(task) is str:  # (so no option of a wrong type)
+            return SpawnRequest(request_id="", agent=agent, task=task)
     if not isinstance(job, tuple | list) or len(job) not in (2, 3):
         raise TypeError(
             f"a job is (agent, task) or (agent, task, {{keyword: value}}), got {job!r:.200}"
