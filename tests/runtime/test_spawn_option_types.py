@@ -52,9 +52,9 @@ def echo(ctx: AgentContext) -> str:
 
 
 def test_every_keyword_of_spawn_is_tried_here() -> None:
-    """``Runtime.spawn`` makes a request without its keywords when none is given (each
-    named in its fast path's test): the test below shows each reaches the request (its bad
-    type raised), so a keyword ``spawn`` takes must be among those it tries."""
+    """``Runtime.spawn`` makes its request without its keywords when none is given: the
+    test below shows each one given reaches the request (its bad type raised), so every
+    keyword ``spawn`` takes must be among those it tries."""
     assert {option for option, _value, _got in COMMON + ROOT_ONLY} == _ROOT_FIELDS
 
 

@@ -290,23 +290,7 @@ class Runtime:
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
         children follow it unless their definition says otherwise; docs/store.md).
         """
-        if (  # (most spawns give none: no ``locals()`` walked, no ten keywords re-packed)
-            context is None
-            and model is None
-            and timeout is None
-            and token_budget is None
-            and label is None
-            and cost_budget_usd is None
-            and on_failure is None
-            and max_retries is None
-            and shared is None
-            and cleanup is None
-        ):
-            request = SpawnRequest(request_id="", agent=agent, task=task)
-        else:
-            given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
-            request = _root_request(agent, task, **given)
-        return _handle(self, *self._starts.spawn(request), agent)
+        return _handle(self, *self._starts.spawn(_spawn_request(agent, task, locals())), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
@@ -518,11 +502,17 @@ def _handles(
     ]
 
 
+def _spawn_request(agent: str, task: str, given: Mapping[str, Any]) -> SpawnRequest:
+    """``Runtime.spawn``'s request from its ``locals()``: none of its keywords given (most
+    spawns), made without them (no dict of them made and re-packed through ``**``)."""
+    if all(given[name] is None for name in _ROOT_FIELDS):  # (each of its keywords)
+        return SpawnRequest(request_id="", agent=agent, task=task)
+    return _root_request(agent, task, **{k: v for k, v in given.items() if k in _ROOT_FIELDS})
+
+
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
-    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``).
-    None given (most ``run`` calls and ``spawn_many`` jobs): made with no keywords
-    re-packed (``Runtime.spawn``'s ``locals()`` and its ten keywords through ``**`` cost
-    more than the rest of the caller's share of a waiting run, ``benchmarks/README.md``)."""
+    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``); none
+    given (most ``run`` calls, ``spawn_many`` jobs): none re-packed through ``**``."""
     if not fields:
         return SpawnRequest(request_id="", agent=agent, task=task)
     if fields.get("shared") is not None:
