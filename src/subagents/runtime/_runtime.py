@@ -283,13 +283,14 @@ class Runtime:
         """Start a root run, not waiting for its admission: ``AdmissionError`` at once for an
         unknown agent or a bad request (``supervision.requests``); a refusal by the runtime's
         state (a full queue, a policy, the store) reaches the handle (docs/runtime.md).
-
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
         is the shared context its children can be handed (docs/supervision.md); ``cleanup``
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
-        children follow it unless their definition says otherwise; docs/store.md).
-        """
+        children follow it unless their definition says otherwise; docs/store.md)."""
+        unset = context is model is timeout is token_budget is label is cost_budget_usd is None  # type: ignore[comparison-overlap]
+        if unset and on_failure is max_retries is shared is cleanup is None:  # type: ignore[comparison-overlap]
+            return _handle(self, *self._starts.spawn(_root_request(agent, task)), agent)
         return _handle(self, *self._starts.spawn(_spawn_request(agent, task, locals())), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
