@@ -504,10 +504,8 @@ def _handles(
 
 
 def _spawn_request(agent: str, task: str, given: Mapping[str, Any]) -> SpawnRequest:
-    """``Runtime.spawn``'s request from its ``locals()``: none of its keywords given (most
-    spawns), made without them (no dict of them made and re-packed through ``**``)."""
-    if all(given[name] is None for name in _ROOT_FIELDS):  # (each of its keywords)
-        return SpawnRequest(request_id="", agent=agent, task=task)
+    """``Runtime.spawn``'s request from its ``locals()`` when one of its keywords is given
+    (with none, ``spawn`` makes the bare request itself: ``_root_request(agent, task)``)."""
     return _root_request(agent, task, **{k: v for k, v in given.items() if k in _ROOT_FIELDS})
 
 
