@@ -105,6 +105,22 @@ def test_options_apply_to_every_job_and_a_job_overrides_them() -> None:
         rt.spawn_many([("held", "late")])
 
 
+def test_a_plain_job_whose_agent_or_task_is_no_string_is_refused_alone_naming_it() -> None:
+    """A job ``(agent, task)`` with no options makes its request by a short path: a value
+    of another type (even one a string would equal) still gets the type check's refusal."""
+    release = threading.Event()
+    release.set()
+    with Runtime([held_agent(release)]) as rt:
+        out = rt.spawn_many([(5, "a"), ("held", None), ("held", b"b"), ("held", "c")])  # type: ignore[list-item]
+        assert [str(item) for item in out[:3]] == [
+            "job 0: agent must be a string, got int",
+            "job 1: task must be a string, got NoneType",
+            "job 2: task must be a string, got bytes",
+        ]
+        assert isinstance(out[3], RunHandle)
+        assert out[3].result(WAIT).result == "did c"
+
+
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
 def test_closing_ends_every_live_run_once_cancelled(tmp_path: Path, store_kind: str) -> None:
     store = SQLiteStore(tmp_path / "runs.db") if store_kind == "sqlite" else None

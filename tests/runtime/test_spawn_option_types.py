@@ -17,6 +17,7 @@ import pytest
 from subagents import FunctionAgent, Runtime
 from subagents.behaviour.function import AgentContext
 from subagents.runtime import AdmissionError, RunHandle
+from subagents.runtime._runtime import _ROOT_FIELDS
 
 from .conftest import WAIT
 
@@ -48,6 +49,13 @@ CHILD_ONLY = [
 
 def echo(ctx: AgentContext) -> str:
     return ctx.task
+
+
+def test_every_keyword_of_spawn_is_tried_here() -> None:
+    """``Runtime.spawn`` makes its request without its keywords when none is given: the
+    test below shows each one given reaches the request (its bad type raised), so every
+    keyword ``spawn`` takes must be among those it tries."""
+    assert {option for option, _value, _got in COMMON + ROOT_ONLY} == _ROOT_FIELDS
 
 
 @pytest.mark.parametrize(("option", "value", "got"), COMMON + ROOT_ONLY)

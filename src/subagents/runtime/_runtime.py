@@ -284,15 +284,15 @@ class Runtime(RunReads):
         """Start a root run, not waiting for its admission: ``AdmissionError`` at once for an
         unknown agent or a bad request (``supervision.requests``); a refusal by the runtime's
         state (a full queue, a policy, the store) reaches the handle (docs/runtime.md).
-
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
         is the shared context its children can be handed (docs/supervision.md); ``cleanup``
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
-        children follow it unless their definition says otherwise; docs/store.md).
-        """
-        given = {k: v for k, v in locals().items() if k in _ROOT_FIELDS}  # its keywords
-        return _handle(self, *self._starts.spawn(_root_request(agent, task, **given)), agent)
+        children follow it unless their definition says otherwise; docs/store.md)."""
+        unset = context is model is timeout is token_budget is label is cost_budget_usd is None  # type: ignore[comparison-overlap]
+        if unset and on_failure is max_retries is shared is cleanup is None:  # type: ignore[comparison-overlap]
+            return _handle(self, *self._starts.spawn(_root_request(agent, task)), agent)
+        return _handle(self, *self._starts.spawn(_spawn_request(agent, task, locals())), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
@@ -473,8 +473,17 @@ def _handles(
     ]
 
 
+def _spawn_request(agent: str, task: str, given: Mapping[str, Any]) -> SpawnRequest:
+    """``Runtime.spawn``'s request from its ``locals()`` when one of its keywords is given
+    (with none, ``spawn`` makes the bare request itself: ``_root_request(agent, task)``)."""
+    return _root_request(agent, task, **{k: v for k, v in given.items() if k in _ROOT_FIELDS})
+
+
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
-    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``)."""
+    """The request of a root run from ``spawn``'s keywords (ids are set by ``_root``); none
+    given (most ``run`` calls, ``spawn_many`` jobs): none re-packed through ``**``."""
+    if not fields:
+        return SpawnRequest(request_id="", agent=agent, task=task)
     if fields.get("shared") is not None:
         if not isinstance(fields["shared"], Mapping):  # (``dict(5)`` named nothing)
             raise TypeError(f"shared must be a mapping, got {type(fields['shared']).__name__}")
@@ -513,6 +522,10 @@ def _job_requests(
 def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
     """The request of one ``spawn_many`` job: ``(agent, task)`` or ``(agent, task,
     keywords)``; ``TypeError``/``ValueError`` naming what is wrong with it."""
+    if not options and type(job) is tuple and len(job) == 2:  # (most jobs: nothing to copy)
+        agent, task = job
+        if type(agent) is str and type(task) is str:  # (so no option of a wrong type)
+            return SpawnRequest(request_id="", agent=agent, task=task)
     if not isinstance(job, tuple | list) or len(job) not in (2, 3):
         raise TypeError(
             f"a job is (agent, task) or (agent, task, {{keyword: value}}), got {job!r:.200}"
