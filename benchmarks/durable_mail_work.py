@@ -108,6 +108,8 @@ def _kind(sql: str) -> str:
     if not words:
         return "?"
     head = words[0].upper()
+    if head == "INSERT" and len(words) > 2 and words[1].upper() == "OR":
+        words = [words[0], *words[3:]]  # ``INSERT OR IGNORE INTO mail``: the table, as plain
     if head in ("INSERT", "DELETE") and len(words) > 2:
         return f"{head} {words[2]}"
     if head == "UPDATE" and len(words) > 1:
