@@ -222,9 +222,9 @@ class SupervisorCore:
         return self._decided()
 
     def mails_posted(self, msg: MailPosted) -> Decision:
-        """Mail a run took straight to its recipients, heard of after (``MailRoom.posted``)."""
+        """Mail a run took straight to its recipients, heard of after (``Recorded.posted``)."""
         self.effects.begin()
-        self.effects.take(self.mail.posted(msg))
+        self.effects.take(self.recorded_parts.posted(msg))  # (published only if wanted)
         return self._decided()
 
     def mail_reads(self, msgs: Sequence[MailRead]) -> Decision:

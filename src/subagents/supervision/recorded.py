@@ -115,12 +115,19 @@ class Recorded:
     def one(self, report: Record) -> Decided:
         """What ``report`` alone comes to."""
         if type(report) is MailPosted:
-            return self._mail.posted(report)
+            return self.posted(report)
         if type(report) is Journal:
             return self.journal(report)
         if type(report) is MailRead:
             return self._mail.read(report.run_id, report.mail_ids, report.attempt)
         raise TypeError(f"not a report that only records: {type(report).__name__}")
+
+    def posted(self, report: MailPosted) -> Decided:
+        """Straight mail decided alone (not in a line: ``SupervisorCore.mails_posted``, or
+        one report of a line written again alone): its events published only if someone is
+        handed them, as in a line (``all``); before, such a mail's were always published."""
+        wanted = self.published
+        return self._mail.posted(report, wanted(_SENT) or wanted(_DELIVERED))
 
     def reads(self, receipts: Sequence[MailRead]) -> Decided:
         """Read receipts (one, or a run of consecutive ones) in order, each alone: one whose
