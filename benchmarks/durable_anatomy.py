@@ -1,0 +1,177 @@
+"""durable_anatomy: where the wall time of a durable mail goes, natively, thread by thread.
+
+The runtime's durable ping-pong (``mail.py``'s ``pingpong`` on a SQLite store), its in-memory
+one, and this design's durable floor (``mail.py``'s ``least_durable``), each timed between its
+own start and end marks, with every thread of the process read from the kernel at both marks
+(``/proc/self/task/*/schedstat`` and ``status``), per mail, by role (the supervisor, the agents'
+threads, the timer, the log's checkpoint thread, the dispatcher's watch; ``spawn.role_of`` for
+the rest):
+
+- ``cpu_us``: on a core (the kernel's own count: not a sample, not CPU time of the process);
+- ``runq_us``: runnable but waiting for a core (other processes, or our own threads on both
+  cores);
+- ``sleeps``: voluntary switches (the thread waited: for the GIL, a lock, its queue);
+  ``preempted``: involuntary ones.
+
+``wall_us`` is the ping-pong's wall time per mail, ``cpu_sum_us`` the CPU of all its threads per
+mail: with one GIL, what a mail's critical path cannot overlap is everyone's Python, so where
+``wall_us`` is close to ``cpu_sum_us`` (quiet: ``wall_less_cpu_us`` near zero) the way to a
+faster mail is less CPU on any thread (the timer's and the checkpoint's included), not fewer
+waits; where it is well above, the critical path waited (``sleeps``) or was not on a core
+(``runq_us``, the machine's load). Timed: read next to the load recorded, several rounds
+interleaved (``--rounds``: the median of each figure), quiet, under ``flock /tmp/scale.lock``.
+Output: JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import LoadWindow, emit, parse_args, quiet_logs
+from mail import least_durable_pingpong, runtime_rate
+from spawn import role_of
+from subagents.store.memory import MemoryStore
+from subagents.store.sqlite import SQLiteStore
+
+Threads = dict[int, tuple[str, int, int, int, int]]
+"""A thread's id: its name, ns on a core, ns runnable waiting, voluntary and involuntary
+switches."""
+
+FIGURES = ("cpu_us", "runq_us", "sleeps", "preempted")
+
+
+def threads_now() -> Threads:
+    """Every live thread of this process, from the kernel (Linux)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: Threads = {}
+    for entry in os.listdir("/proc/self/task"):
+        tid = int(entry)
+        try:
+            with open(f"/proc/self/task/{entry}/schedstat", encoding="ascii") as f:
+                on_core, waiting, _ = (int(x) for x in f.read().split())
+            with open(f"/proc/self/task/{entry}/status", encoding="ascii") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+            continue
+        sleeps = int(status["voluntary_ctxt_switches"])
+        preempted = int(status["nonvoluntary_ctxt_switches"])
+        out[tid] = (names.get(tid, "?"), on_core, waiting, sleeps, preempted)
+    return out
+
+
+class Marks(dict[str, float]):
+    """A ping-pong's marks (``_common.mark``), every thread read at its start and its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: dict[str, tuple[int, Threads]] = {}
+
+    def __setitem__(self, key: str, value: float) -> None:
+        super().__setitem__(key, value)
+        if key in ("start", "end"):
+            self.at[key] = (time.perf_counter_ns(), threads_now())
+
+
+def role(name: str) -> str:
+    """A thread's role, finer than ``spawn.role_of`` for the threads it calls other."""
+    if "checkpoint" in name:
+        return "checkpoint"
+    if name.startswith("subagents-timer"):
+        return "timer"
+    if name.endswith("-watch"):
+        return "watch"
+    return role_of(name)
+
+
+def anatomy(marks: Marks, mails: int) -> dict[str, Any]:
+    """Per mail between the marks: the wall time, and each role's figures (``FIGURES``)."""
+    (t0, before), (t1, after) = marks.at["start"], marks.at["end"]
+    roles: dict[str, list[float]] = {}
+    for tid, (name, *now) in after.items():
+        then = before.get(tid, (name, 0, 0, 0, 0))[1:]  # (started since: all of it)
+        figures = roles.setdefault(role(name), [0.0] * len(FIGURES))
+        for i, (a, b) in enumerate(zip(then, now, strict=True)):
+            figures[i] += (b - a) / mails / (1000 if i < 2 else 1)
+    wall = (t1 - t0) / mails / 1000
+    cpu = sum(figures[0] for figures in roles.values())
+    return {
+        "wall_us": round(wall, 1),
+        "cpu_sum_us": round(cpu, 1),
+        "wall_less_cpu_us": round(wall - cpu, 1),
+        "roles": {
+            name: dict(zip(FIGURES, [round(x, 2) for x in figures], strict=True))
+            for name, figures in sorted(roles.items())
+            if figures[0] >= 0.05 or figures[2] >= 0.005
+        },
+    }
+
+
+def contenders(folder: Path, n: int) -> dict[str, Callable[[Marks], Any]]:
+    """name -> one ping-pong of ``n`` mails noting ``marks``."""
+    count = iter(range(1_000_000))
+    return {
+        "sqlite": lambda m: runtime_rate(
+            "pingpong", SQLiteStore(folder / f"a-{next(count)}.db"), n, marks=m
+        ),
+        "least_durable": lambda m: least_durable_pingpong(folder, next(count), n, m),
+        "memory": lambda m: runtime_rate("pingpong", MemoryStore(), n, marks=m),
+    }
+
+
+def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over rounds (a role missing from a round counts as zeros)."""
+    out: dict[str, Any] = {}
+    for key in ("wall_us", "cpu_sum_us", "wall_less_cpu_us"):
+        out[key] = round(statistics.median(r[key] for r in rounds), 1)
+    names = sorted({name for r in rounds for name in r["roles"]})
+    zeros = dict.fromkeys(FIGURES, 0.0)
+    out["roles"] = {
+        name: {
+            f: round(statistics.median(r["roles"].get(name, zeros)[f] for r in rounds), 2)
+            for f in FIGURES
+        }
+        for name in names
+    }
+    return out
+
+
+def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
+    """Each contender ``rounds`` times, interleaved; the median of each figure, and all."""
+    runs = contenders(folder, n)
+    for run in runs.values():  # a first, uncounted: imports, caches, the first threads
+        run(Marks())
+    taken: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
+    mails = 2 * (n // 2)
+    for _ in range(rounds):
+        for name, run in runs.items():
+            marks = Marks()
+            run(marks)
+            taken[name].append(anatomy(marks, mails))
+    return {name: {**median_of(each), "rounds": each} for name, each in taken.items()}
+
+
+def _extra(parser: Any) -> None:
+    parser.add_argument("--n", type=int, default=None, help="mails per ping-pong (6,000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "", _extra)
+    quiet_logs()
+    n = args.n or (200 if args.quick else 6000)
+    rounds = 1 if args.quick else args.rounds
+    window = LoadWindow()
+    with tempfile.TemporaryDirectory(prefix="subagents-durable-anatomy-") as tmp:
+        figures = measure(Path(tmp), n, rounds)
+    emit("durable_anatomy", {"mails": 2 * (n // 2), **figures}, window.record())
+
+
+if __name__ == "__main__":
+    main()
