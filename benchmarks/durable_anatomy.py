@@ -20,12 +20,24 @@ faster mail is less CPU on any thread (the timer's and the checkpoint's included
 waits; where it is well above, the critical path waited (``sleeps``) or was not on a core
 (``runq_us``, the machine's load). Timed: read next to the load recorded, several rounds
 interleaved (``--rounds``: the median of each figure), quiet, under ``flock /tmp/scale.lock``.
+
+``stalls`` (a pass of its own per round, instrumented: the figures above are not): each
+statement the store's connection runs (``conn.execute``/``executemany``, wrapped by a proxy put
+in place of the store's connection) and each pass of its checkpoint thread, timed with the
+thread's CPU clock and its voluntary switches (``getrusage``): per mail by role, the statements,
+those that slept (the thread waited inside: the disk, a lock, the GIL after SQLite let it go)
+and their time off the CPU, those that took over 1 ms of CPU (a checkpoint run inline by a
+writer's commit: the connection's own backstop), and the checkpoint passes (their count, the
+median and longest, the frames of the longest). Session 21 found with it that a sender's
+statement that overlaps a long checkpoint pass waits for milliseconds.
 Output: JSON.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -113,6 +125,103 @@ def anatomy(marks: Marks, mails: int) -> dict[str, Any]:
     }
 
 
+Statement = tuple[str, int, int, int, int]
+"""A statement timed: its thread's name, its start (ns), wall and CPU ns, voluntary switches."""
+
+
+class TimedConnection:
+    """A SQLite connection whose statements are timed (``stalls``); the rest passes through."""
+
+    def __init__(self, conn: sqlite3.Connection, log: list[Statement]) -> None:
+        self._conn = conn
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def _timed(self, run: Callable[[], Any]) -> Any:
+        slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        try:
+            return run()
+        finally:
+            cpu, wall = time.thread_time_ns() - cpu, time.perf_counter_ns() - wall
+            slept = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - slept
+            start = time.perf_counter_ns() - wall
+            self._log.append((threading.current_thread().name, start, wall, cpu, slept))
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        return self._timed(lambda: self._conn.execute(sql, *args))
+
+    def executemany(self, sql: str, *args: Any) -> Any:
+        return self._timed(lambda: self._conn.executemany(sql, *args))
+
+
+def stalled(store: SQLiteStore, marks: Marks, n: int) -> dict[str, Any]:
+    """``n`` durable ping-pong mails on ``store`` with its statements and its checkpoint
+    passes timed (``TimedConnection``): per mail by role, and the passes."""
+    log: list[Statement] = []
+    passes: list[tuple[int, int]] = []
+    store._tx._conn = TimedConnection(store._tx._conn, log)  # type: ignore[assignment]
+    connect = store._wal.connect
+
+    def checkpointer(path: Path, busy: float) -> Any:
+        return _PassTimer(connect(path, busy), passes)
+
+    store._wal.connect = checkpointer
+    runtime_rate("pingpong", store, n, marks=marks)
+    t0, t1 = marks.at["start"][0], marks.at["end"][0]
+    mails = 2 * (n // 2)
+    by: dict[str, list[float]] = {}
+    for name, start, wall, cpu, slept in log:
+        if not t0 <= start <= t1:  # (the runs' start and close: not per mail)
+            continue
+        figures = by.setdefault(role(name), [0.0] * 5)
+        figures[0] += 1 / mails
+        figures[1] += cpu / mails / 1000
+        if slept:
+            figures[2] += 1 / mails
+            figures[3] += (wall - cpu) / mails / 1000
+        if cpu > 1_000_000:
+            figures[4] += 1 / mails
+    keys = ("statements", "cpu_us", "slept", "slept_off_cpu_us", "over_1ms_cpu")
+    taken = sorted(p for start, p in passes if t0 <= start <= t1)
+    return {
+        "roles": {r: {k: round(v, 4) for k, v in zip(keys, f, strict=True)} for r, f in by.items()},
+        "checkpoint_passes": len(taken),
+        "pass_ms_median": round(statistics.median(taken) / 1e6, 1) if taken else 0.0,
+        "pass_ms_max": round(taken[-1] / 1e6, 1) if taken else 0.0,
+    }
+
+
+class _PassTimer:
+    """The checkpoint thread's connection, its passes timed (``stalled``)."""
+
+    def __init__(self, conn: sqlite3.Connection, passes: list[tuple[int, int]]) -> None:
+        self._conn = conn
+        self._passes = passes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        start = time.perf_counter_ns()
+        rows = self._conn.execute(sql, *args).fetchall()
+        if "wal_checkpoint" in sql:
+            self._passes.append((start, time.perf_counter_ns() - start))
+        return _Rows(rows)
+
+
+class _Rows(list[Any]):
+    """What the checkpoint thread reads of a statement's cursor (``fetchone``, ``fetchall``)."""
+
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
 def contenders(folder: Path, n: int) -> dict[str, Callable[[Marks], Any]]:
     """name -> one ping-pong of ``n`` mails noting ``marks``."""
     count = iter(range(1_000_000))
@@ -143,8 +252,10 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
-    """Each contender ``rounds`` times, interleaved; the median of each figure, and all."""
+    """Each contender ``rounds`` times, interleaved (and the ``stalls`` pass); the median of
+    each figure, and all."""
     runs = contenders(folder, n)
+    stalls: list[dict[str, Any]] = []
     for run in runs.values():  # a first, uncounted: imports, caches, the first threads
         run(Marks())
     taken: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
@@ -154,7 +265,12 @@ def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
             marks = Marks()
             run(marks)
             taken[name].append(anatomy(marks, mails))
-    return {name: {**median_of(each), "rounds": each} for name, each in taken.items()}
+        stalls.append(stalled(SQLiteStore(folder / f"stalls-{len(stalls)}.db"), Marks(), n))
+    out: dict[str, Any] = {
+        name: {**median_of(each), "rounds": each} for name, each in taken.items()
+    }
+    out["stalls"] = stalls
+    return out
 
 
 def _extra(parser: Any) -> None:

@@ -648,6 +648,9 @@ def test_durable_anatomy_reads_each_threads_time_per_mail_by_role() -> None:
         assert figures["roles"]["agents"]["cpu_us"] > 0  # the kernel's count, by thread
         assert set(figures["roles"]["agents"]) == {"cpu_us", "runq_us", "sleeps", "preempted"}
     assert "supervisor" in report["sqlite"]["roles"] and "loaded" in report["load"]
+    (stalls,) = report["stalls"]  # the instrumented pass: the sender's one statement a mail
+    assert stalls["roles"]["agents"]["statements"] == pytest.approx(1, abs=0.05)
+    assert set(stalls) == {"roles", "checkpoint_passes", "pass_ms_median", "pass_ms_max"}
 
 
 def test_durable_statement_replays_the_senders_statements_and_the_floors() -> None:
