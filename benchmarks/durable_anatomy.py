@@ -20,6 +20,8 @@ faster mail is less CPU on any thread (the timer's and the checkpoint's included
 waits; where it is well above, the critical path waited (``sleeps``) or was not on a core
 (``runq_us``, the machine's load). Timed: read next to the load recorded, several rounds
 interleaved (``--rounds``: the median of each figure), quiet, under ``flock /tmp/scale.lock``.
+``--folder /dev/shm`` puts the stores' files (and the floor's) in memory: what the disk's
+writeback costs a durable mail is the difference (session 21: the stalls below are the disk's).
 
 ``stalls`` (a pass of its own per round, instrumented: the figures above are not): each
 statement the store's connection runs (``conn.execute``/``executemany``, wrapped by a proxy put
@@ -276,6 +278,11 @@ def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
 def _extra(parser: Any) -> None:
     parser.add_argument("--n", type=int, default=None, help="mails per ping-pong (6,000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+    parser.add_argument(
+        "--folder",
+        default=None,
+        help="where the stores' files go (default: the temporary folder; /dev/shm: no disk)",
+    )
 
 
 def main() -> None:
@@ -284,9 +291,11 @@ def main() -> None:
     n = args.n or (200 if args.quick else 6000)
     rounds = 1 if args.quick else args.rounds
     window = LoadWindow()
-    with tempfile.TemporaryDirectory(prefix="subagents-durable-anatomy-") as tmp:
+    prefix = "subagents-durable-anatomy-"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=args.folder) as tmp:
         figures = measure(Path(tmp), n, rounds)
-    emit("durable_anatomy", {"mails": 2 * (n // 2), **figures}, window.record())
+    folder = str(Path(tmp).parent)
+    emit("durable_anatomy", {"mails": 2 * (n // 2), "folder": folder, **figures}, window.record())
 
 
 if __name__ == "__main__":
