@@ -32,11 +32,21 @@ and their time off the CPU, those that took over 1 ms of CPU (a checkpoint run i
 writer's commit: the connection's own backstop), and the checkpoint passes (their count, the
 median and longest, the frames of the longest). Session 21 found with it that a sender's
 statement that overlaps a long checkpoint pass waits for milliseconds.
+``--what-if-no-mail-events`` adds a contender, ``sqlite_no_mail_events``: the same durable
+ping-pong with the two events of each straight mail (``mail_sent`` on its sender,
+``mail_delivered`` on its recipient) not kept by the supervisor when nobody is handed them
+(``mailroom.announce_one`` replaced in this process while it runs: ``without_mail_events``).
+Not the runtime (a user's ``subagents log``, ``subagents events`` and the console read those
+rows): the bound of what a design that keeps no event row per straight mail (the log reading
+the mail table instead) could save. Each SQLite contender's ``mail_event_rows`` per mail (the
+store's file read after) says which is which. Session 21 found with it that the two rows are
+the supervisor's only writes in a durable ping-pong: without them it commits nothing.
 Output: JSON.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import sqlite3
@@ -44,7 +54,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -224,16 +234,66 @@ class _Rows(list[Any]):
         return list(self)
 
 
-def contenders(folder: Path, n: int) -> dict[str, Callable[[Marks], Any]]:
-    """name -> one ping-pong of ``n`` mails noting ``marks``."""
+@contextlib.contextmanager
+def without_mail_events() -> Iterator[None]:
+    """While it lasts, a straight mail's two events are not kept when nobody is handed them
+    (``MailRoom.posted`` calls ``announce_one`` by the name its module imported): a what-if,
+    not the runtime (see the module)."""
+    from subagents.supervision import mailroom
+
+    kept = mailroom.announce_one
+
+    def announce(*args: Any) -> None:
+        if args[-1]:  # ``publish``: someone is handed them (kept: a reader would miss them)
+            kept(*args)
+
+    mailroom.announce_one = announce
+    try:
+        yield
+    finally:
+        mailroom.announce_one = kept
+
+
+def mail_event_rows(path: Path) -> int:
+    """The ``mail_sent`` and ``mail_delivered`` rows of the store file at ``path``."""
+    conn = sqlite3.connect(path)
+    try:
+        query = "SELECT COUNT(*) FROM events WHERE kind IN ('mail_sent', 'mail_delivered')"
+        return int(conn.execute(query).fetchone()[0])
+    finally:
+        conn.close()
+
+
+class Durable:
+    """The runtime's durable ping-pong of ``n`` mails, each on a new store file (``rows``: the
+    last one's ``mail_event_rows``), or the what-if without its mail events (``bare``)."""
+
+    def __init__(self, folder: Path, n: int, bare: bool = False) -> None:
+        self.folder, self.n, self.bare = folder, n, bare
+        self.runs = 0
+        self.rows = 0
+
+    def __call__(self, marks: Marks) -> Any:
+        self.runs += 1
+        path = self.folder / f"{'bare' if self.bare else 'a'}-{self.runs}.db"
+        with without_mail_events() if self.bare else contextlib.nullcontext():
+            rate = runtime_rate("pingpong", SQLiteStore(path), self.n, marks=marks)
+        self.rows = mail_event_rows(path)
+        return rate
+
+
+def contenders(folder: Path, n: int, what_if: bool = False) -> dict[str, Callable[[Marks], Any]]:
+    """name -> one ping-pong of ``n`` mails noting ``marks`` (``what_if``: and the one without
+    its mail events, ``without_mail_events``)."""
     count = iter(range(1_000_000))
-    return {
-        "sqlite": lambda m: runtime_rate(
-            "pingpong", SQLiteStore(folder / f"a-{next(count)}.db"), n, marks=m
-        ),
+    runs: dict[str, Callable[[Marks], Any]] = {
+        "sqlite": Durable(folder, n),
         "least_durable": lambda m: least_durable_pingpong(folder, next(count), n, m),
         "memory": lambda m: runtime_rate("pingpong", MemoryStore(), n, marks=m),
     }
+    if what_if:
+        runs["sqlite_no_mail_events"] = Durable(folder, n, bare=True)
+    return runs
 
 
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -253,10 +313,10 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
+def measure(folder: Path, n: int, rounds: int, what_if: bool = False) -> dict[str, Any]:
     """Each contender ``rounds`` times, interleaved (and the ``stalls`` pass); the median of
-    each figure, and all."""
-    runs = contenders(folder, n)
+    each figure, and all (a durable one's with its ``mail_event_rows`` per mail)."""
+    runs = contenders(folder, n, what_if)
     stalls: list[dict[str, Any]] = []
     for run in runs.values():  # a first, uncounted: imports, caches, the first threads
         run(Marks())
@@ -266,11 +326,17 @@ def measure(folder: Path, n: int, rounds: int) -> dict[str, Any]:
         for name, run in runs.items():
             marks = Marks()
             run(marks)
-            taken[name].append(anatomy(marks, mails))
+            figures = anatomy(marks, mails)
+            if isinstance(run, Durable):
+                figures["mail_event_rows"] = round(run.rows / mails, 3)
+            taken[name].append(figures)
         stalls.append(stalled(SQLiteStore(folder / f"stalls-{len(stalls)}.db"), Marks(), n))
     out: dict[str, Any] = {
         name: {**median_of(each), "rounds": each} for name, each in taken.items()
     }
+    for name, run in runs.items():
+        if isinstance(run, Durable):
+            out[name]["mail_event_rows"] = taken[name][-1]["mail_event_rows"]
     out["stalls"] = stalls
     return out
 
@@ -283,6 +349,11 @@ def _extra(parser: Any) -> None:
         default=None,
         help="where the stores' files go (default: the temporary folder; /dev/shm: no disk)",
     )
+    parser.add_argument(
+        "--what-if-no-mail-events",
+        action="store_true",
+        help="add the durable ping-pong without its straight mails' event rows (a bound)",
+    )
 
 
 def main() -> None:
@@ -293,7 +364,7 @@ def main() -> None:
     window = LoadWindow()
     prefix = "subagents-durable-anatomy-"
     with tempfile.TemporaryDirectory(prefix=prefix, dir=args.folder) as tmp:
-        figures = measure(Path(tmp), n, rounds)
+        figures = measure(Path(tmp), n, rounds, args.what_if_no_mail_events)
     folder = str(Path(tmp).parent)
     emit("durable_anatomy", {"mails": 2 * (n // 2), "folder": folder, **figures}, window.record())
 

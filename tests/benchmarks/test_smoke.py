@@ -632,8 +632,9 @@ def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
 
 
 def test_durable_anatomy_reads_each_threads_time_per_mail_by_role() -> None:
+    script = str(BENCHMARKS / "durable_anatomy.py")
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "durable_anatomy.py"), "--quick"],
+        [sys.executable, script, "--quick", "--what-if-no-mail-events"],
         capture_output=True,
         text=True,
         timeout=BENCHMARK_TIMEOUT_S,
@@ -642,12 +643,16 @@ def test_durable_anatomy_reads_each_threads_time_per_mail_by_role() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     report = msgspec.json.decode(done.stdout)
     assert report["benchmark"] == "durable_anatomy" and report["mails"] == 200
-    for name in ("sqlite", "least_durable", "memory"):
+    for name in ("sqlite", "sqlite_no_mail_events", "least_durable", "memory"):
         figures = report[name]
         assert len(figures["rounds"]) == 1 and figures["wall_us"] > 0
         assert figures["roles"]["agents"]["cpu_us"] > 0  # the kernel's count, by thread
         assert set(figures["roles"]["agents"]) == {"cpu_us", "runq_us", "sleeps", "preempted"}
     assert "supervisor" in report["sqlite"]["roles"] and "loaded" in report["load"]
+    # the what-if is what it says: a straight mail's two event rows, there and not there
+    # (the first mail, routed by the supervisor and handed to its listener, keeps its two)
+    assert report["sqlite"]["mail_event_rows"] == pytest.approx(2, abs=0.05)
+    assert report["sqlite_no_mail_events"]["mail_event_rows"] < 0.05
     (stalls,) = report["stalls"]  # the instrumented pass: the sender's one statement a mail
     assert stalls["roles"]["agents"]["statements"] == pytest.approx(1, abs=0.05)
     assert set(stalls) == {"roles", "checkpoint_passes", "pass_ms_median", "pass_ms_max"}
