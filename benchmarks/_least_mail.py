@@ -384,15 +384,17 @@ def least_mail_pingpong(
     commit: Callable[[Mail], None] | None = None,
     late: bool = False,
     group_commit: GroupCommit | None = None,
+    marks: dict[str, float] | None = None,
 ) -> tuple[Rate, dict[str, int]]:
     """n / 2 rounds of the least ping-pong; its rate, and what the supervisor recorded.
     ``commit``: the durable design's floor, each mail committed by its sender's thread
     before anything else of its step's end (as a store whose senders record their mail);
     ``late``: the steps' reports put in a late line the supervisor takes within
     ``LINGER_S``, as the durable design puts them (``LateLine``); ``group_commit``: what
-    the supervisor took from the line at once, committed (``GroupCommit``)."""
+    the supervisor took from the line at once, committed (``GroupCommit``); ``marks``: where
+    its start and end are noted (``durable_anatomy.py`` passes one that notes more)."""
     rounds = n // 2
-    marks: dict[str, float] = {}
+    marks = {} if marks is None else marks
     ponger, pinger = _agents(rounds, marks)
     lateline = LateLine() if late else None
     supervisor, line = Supervisor.start(lateline, group_commit), Line()

@@ -505,6 +505,7 @@ def test_run_all_lists_every_benchmark_and_has_a_row_maker_for_each() -> None:
         sys.path.remove(str(BENCHMARKS))
     scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
     diagnostics = {"run_all", "profile_hot_paths", "durable_mail_work", "durable_statement"}
+    diagnostics.add("durable_anatomy")
     assert set(run_all.NAMES) == scripts - diagnostics
     for name in run_all.NAMES:
         assert name in run_all.GOALS or name in run_all.MORE
@@ -628,6 +629,33 @@ def test_durable_mail_work_counts_a_durable_mails_store_work_by_role() -> None:
     assert set(report["lock"]) == {"holds", "contended", "held_us", "held_cpu_us", "waited_us"}
     assert "agents" in report["lock"]["holds"]
     assert report["msgs_per_s"] > 0 and "loaded" in report["load"]
+
+
+def test_durable_anatomy_reads_each_threads_time_per_mail_by_role() -> None:
+    script = str(BENCHMARKS / "durable_anatomy.py")
+    done = subprocess.run(
+        [sys.executable, script, "--quick", "--what-if-no-mail-events"],
+        capture_output=True,
+        text=True,
+        timeout=BENCHMARK_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = msgspec.json.decode(done.stdout)
+    assert report["benchmark"] == "durable_anatomy" and report["mails"] == 200
+    for name in ("sqlite", "sqlite_no_mail_events", "least_durable", "memory"):
+        figures = report[name]
+        assert len(figures["rounds"]) == 1 and figures["wall_us"] > 0
+        assert figures["roles"]["agents"]["cpu_us"] > 0  # the kernel's count, by thread
+        assert set(figures["roles"]["agents"]) == {"cpu_us", "runq_us", "sleeps", "preempted"}
+    assert "supervisor" in report["sqlite"]["roles"] and "loaded" in report["load"]
+    # the what-if is what it says: a straight mail's two event rows, there and not there
+    # (the first mail, routed by the supervisor and handed to its listener, keeps its two)
+    assert report["sqlite"]["mail_event_rows"] == pytest.approx(2, abs=0.05)
+    assert report["sqlite_no_mail_events"]["mail_event_rows"] < 0.05
+    (stalls,) = report["stalls"]  # the instrumented pass: the sender's one statement a mail
+    assert stalls["roles"]["agents"]["statements"] == pytest.approx(1, abs=0.05)
+    assert set(stalls) == {"roles", "checkpoint_passes", "pass_ms_median", "pass_ms_max"}
 
 
 def test_durable_statement_replays_the_senders_statements_and_the_floors() -> None:
