@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gates import GATE_THREAD
+from subagents.actors.pooled import Dispatcher
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChatMessage,
@@ -160,6 +161,16 @@ def no_new_threads() -> Iterator[None]:
         if t not in before and t.is_alive() and t.name != GATE_THREAD
     ]
     assert left == [], f"threads left behind: {[t.name for t in left]}"
+
+
+@pytest.fixture
+def dispatcher(request: pytest.FixtureRequest) -> Iterator[Dispatcher]:
+    """A ``Dispatcher`` of two threads that replaces a thread stalled 20 ms (soon: tests hold
+    handlings), its threads named after the test's module; it must close leaving no actor."""
+    module = request.module.__name__.rpartition(".")[2]
+    d = Dispatcher(size=2, stall_s=0.02, name=f"t-{module.removeprefix('test_')}")
+    yield d
+    assert d.close(WAIT) == []
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -32,13 +32,6 @@ from subagents.supervision.limits import Limits
 WAIT = 30.0
 
 
-@pytest.fixture
-def dispatcher() -> Iterator[Dispatcher]:
-    d = Dispatcher(size=2, stall_s=0.02, name="t-dispatch")
-    yield d
-    assert d.close(WAIT) == []
-
-
 class Recorder(PooledActor):
     """Records what it is told, and whether two handlings ever overlapped."""
 

@@ -44,15 +44,15 @@ class Dying(BaseException):
 
 
 @pytest.fixture
-def dispatcher() -> Iterator[Dispatcher]:
+def dispatcher(dispatcher: Dispatcher) -> Iterator[Dispatcher]:
+    """The runtime tests' dispatcher (conftest.py), its threads switched as often as CPython
+    can while the test runs (a switch between any two bytecodes of a put and a drain)."""
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    d = Dispatcher(size=2, stall_s=0.02, name="t-stress")
     try:
-        yield d
+        yield dispatcher
     finally:
         sys.setswitchinterval(before)
-        assert d.close(WAIT) == []
 
 
 class Watched(PooledActor):
