@@ -163,6 +163,18 @@ def no_new_threads() -> Iterator[None]:
     assert left == [], f"threads left behind: {[t.name for t in left]}"
 
 
+def at_once(send: Callable[[int], object], senders: int, go: threading.Event) -> None:
+    """``send(i)`` for each of ``senders`` on a thread of its own, all started before ``go``
+    is set (each waits on it: they put at once), then each joined, and it must have ended."""
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+
+
 @pytest.fixture
 def dispatcher(request: pytest.FixtureRequest) -> Iterator[Dispatcher]:
     """A ``Dispatcher`` of two threads that replaces a thread stalled 20 ms (soon: tests hold
