@@ -31,8 +31,12 @@ def held_open(
         text=True,
     )
     try:
-        assert proc.stdout is not None and proc.stdin is not None and proc.stderr is not None
-        assert proc.stdout.readline().strip() == "open", proc.stderr.read()
+        assert proc.stdout is not None and proc.stdin is not None
+        said = proc.stdout.readline().strip()
+        if said != "open":  # (its stderr read once it is ended: a live one never closes it)
+            proc.kill()
+            _out, err = proc.communicate(timeout=timeout)
+            raise AssertionError(f"it said {said!r}, not 'open'; its stderr: {err}")
         told: list[str] = []
         yield told
         proc.stdin.write("\n")
