@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from clikit import DEADLINE_S, Cli
 
+from held_open import held_open
 from subagents.cli.fresh_store import FreshStore
 from subagents.store.opening import open_location
 
@@ -70,7 +69,7 @@ def test_a_store_another_process_holds_open_stays(tmp_path: Path) -> None:
     """Nothing recorded yet (a runtime still starting), but connected: its store."""
     path = tmp_path / "state" / "runs.sqlite3"
     fresh, store = _opened(path)
-    with _second_writer(HOLD, path):
+    with held_open(HOLD, path, timeout=DEADLINE_S):
         assert not fresh.take_back(store)  # type: ignore[arg-type]
         assert path.exists()
     assert fresh.take_back(open_location(path))  # let go of: now this command's alone
@@ -132,7 +131,7 @@ def test_a_process_that_opened_it_and_ran_no_statement_yet_is_refused_naming_it(
     WAL index it opens by name is not its file's). Never a silently empty store."""
     path = tmp_path / "state" / "runs.sqlite3"
     fresh, store = _opened(path)
-    with _second_writer(PAUSED, path, at) as told:
+    with held_open(PAUSED, path, at, timeout=DEADLINE_S) as told:
         assert fresh.take_back(store)  # type: ignore[arg-type]  # (no lock held: removed)
     assert told and told[-1].startswith(f"refused: {path}:"), told
     expected = "removed as it was being opened" if at == "connected" else "disk I/O error"
@@ -169,30 +168,3 @@ def test_a_run_another_command_recorded_as_this_one_closed_stays(tmp_path: Path)
     assert not Path(f"{path}-shm").exists()  # (nor the one the take-back locked left)
     with open_location(path) as kept:
         assert [r.task for r in kept.list_runs()] == ["theirs"]
-
-
-@contextmanager
-def _second_writer(script: str, path: Path, *args: str) -> Iterator[list[str]]:
-    """``script`` in another process holding ``path`` open until the block ends; what it
-    printed after that, in the list given (filled once the block ends)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(path), *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline().strip() == "open", proc.stderr
-        told: list[str] = []
-        yield told
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        out, err = proc.communicate(timeout=DEADLINE_S)
-        assert proc.returncode == 0, err
-        told.extend(out.splitlines())
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            proc.communicate(timeout=DEADLINE_S)

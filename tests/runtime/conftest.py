@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gates import GATE_THREAD
+from subagents.actors.pooled import Dispatcher
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ChatMessage,
@@ -160,6 +161,28 @@ def no_new_threads() -> Iterator[None]:
         if t not in before and t.is_alive() and t.name != GATE_THREAD
     ]
     assert left == [], f"threads left behind: {[t.name for t in left]}"
+
+
+def at_once(send: Callable[[int], object], senders: int, go: threading.Event) -> None:
+    """``send(i)`` for each of ``senders`` on a thread of its own, all started before ``go``
+    is set (each waits on it: they put at once), then each joined, and it must have ended."""
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+
+
+@pytest.fixture
+def dispatcher(request: pytest.FixtureRequest) -> Iterator[Dispatcher]:
+    """A ``Dispatcher`` of two threads that replaces a thread stalled 20 ms (soon: tests hold
+    handlings), its threads named after the test's module; it must close leaving no actor."""
+    module = request.module.__name__.rpartition(".")[2]
+    d = Dispatcher(size=2, stall_s=0.02, name=f"t-{module.removeprefix('test_')}")
+    yield d
+    assert d.close(WAIT) == []
 
 
 @pytest.fixture(params=["memory", "sqlite"])

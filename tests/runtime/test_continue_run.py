@@ -174,6 +174,15 @@ def test_a_running_run_is_refused_naming_why() -> None:
         first.result(timeout=WAIT)
 
 
+def _with_a_listener(path: Path, *answers: str) -> Runtime:
+    """A runtime on a SQLite file at ``path``: agent ``a`` answers ``answers`` in turn, and a
+    ``listener`` waits for one mail and says what it heard (whether the runtime went on)."""
+    listens = {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]}
+    model = ScriptedModel({"a": list(answers), "listener": [listens, "heard: {mail_content}"]})
+    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
+    return Runtime(agents, model=model, store=SQLiteStore(path))
+
+
 @pytest.mark.parametrize(("table", "column"), [("checkpoints", "checkpoint"), ("runs", "record")])
 def test_a_run_whose_stored_row_is_damaged_is_refused_and_no_other_run_stops(
     tmp_path: Path, table: str, column: str
@@ -181,18 +190,8 @@ def test_a_run_whose_stored_row_is_damaged_is_refused_and_no_other_run_stops(
     """A row hand-edited into what no record reads as: reading it for the continuation
     raised a ``StoreError`` in the supervisor, taken for the store failing: every run of the
     runtime was stopped (``failed``, "the run store failed")."""
-    model = ScriptedModel(
-        {
-            "a": ["first answer", "second answer"],
-            "listener": [
-                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
-                "heard: {mail_content}",
-            ],
-        }
-    )
-    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
     path = tmp_path / "runs.db"
-    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+    with _with_a_listener(path, "first answer", "second answer") as rt:
         first = rt.spawn("a", "the question")
         first.result(timeout=WAIT)
         intact = rt.spawn("a", "another question")
@@ -222,18 +221,8 @@ def test_a_store_that_fails_reading_the_run_to_continue_still_halts_the_runtime(
     itself fails (here its checkpoints table gone, as a corrupt file or a lost connection
     would) is the store failing, raised as a ``StoreError`` and halting the runtime, not an
     ``AdmissionError`` that leaves the runtime going on a store that fails."""
-    model = ScriptedModel(
-        {
-            "a": ["first answer"],
-            "listener": [
-                {"tool_calls": [{"name": "wait_for_message", "input": {"timeout": WAIT}}]},
-                "heard: {mail_content}",
-            ],
-        }
-    )
-    agents = [spec("a"), spec("listener", tools=("wait_for_message",))]
     path = tmp_path / "runs.db"
-    with Runtime(agents, model=model, store=SQLiteStore(path)) as rt:
+    with _with_a_listener(path, "first answer") as rt:
         first = rt.spawn("a", "the question")
         first.result(timeout=WAIT)
         listener = rt.spawn("listener", "wait")

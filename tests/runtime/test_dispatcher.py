@@ -29,14 +29,9 @@ from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime
 from subagents.supervision.limits import Limits
 
+from .conftest import at_once
+
 WAIT = 30.0
-
-
-@pytest.fixture
-def dispatcher() -> Iterator[Dispatcher]:
-    d = Dispatcher(size=2, stall_s=0.02, name="t-dispatch")
-    yield d
-    assert d.close(WAIT) == []
 
 
 class Recorder(PooledActor):
@@ -103,13 +98,7 @@ def test_each_actor_sees_each_senders_messages_in_order_one_at_a_time(
                 else:
                     ref.tell((sender, seq))
 
-    threads = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
-    for t in threads:
-        t.start()
-    go.set()
-    for t in threads:
-        t.join(WAIT)
-        assert not t.is_alive()
+    at_once(send, senders, go)
     for ref in actors:
         seen, overlaps, early = ref.ask("report", timeout=WAIT)
         assert overlaps == 0

@@ -8,8 +8,6 @@ The crash case (SIGKILL of the process) is tests/durability/test_function_replay
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,19 +22,10 @@ from subagents.behaviour.function import (
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
-from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
-    made: RunStore = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "db")
-    yield made
-    made.close()
 
 
 async def idle(ctx: AgentContext) -> str:

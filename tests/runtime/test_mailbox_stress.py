@@ -25,6 +25,8 @@ import pytest
 from subagents.actors.mailbox import Mailbox
 from subagents.actors.pooled import Dispatcher, PooledActor
 
+from .conftest import at_once
+
 WAIT = 60.0
 SENDERS = 4
 PER_SENDER = 150
@@ -44,15 +46,15 @@ class Dying(BaseException):
 
 
 @pytest.fixture
-def dispatcher() -> Iterator[Dispatcher]:
+def dispatcher(dispatcher: Dispatcher) -> Iterator[Dispatcher]:
+    """The runtime tests' dispatcher (conftest.py), its threads switched as often as CPython
+    can while the test runs (a switch between any two bytecodes of a put and a drain)."""
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
-    d = Dispatcher(size=2, stall_s=0.02, name="t-stress")
     try:
-        yield d
+        yield dispatcher
     finally:
         sys.setswitchinterval(before)
-        assert d.close(WAIT) == []
 
 
 class Watched(PooledActor):
@@ -133,13 +135,7 @@ def test_puts_asks_and_a_stop_from_many_threads_keep_order_one_at_a_time(
             failed.append(exc)
             raise
 
-    threads = [threading.Thread(target=send, args=(s,)) for s in range(SENDERS)]
-    for t in threads:
-        t.start()
-    go.set()
-    for t in threads:
-        t.join(WAIT)
-        assert not t.is_alive()
+    at_once(send, SENDERS, go)
     assert failed == []
     asks = [one for sender in range(SENDERS) for one in results[sender]]
     refused = 0
@@ -187,13 +183,7 @@ def test_no_message_is_left_in_a_mailbox_nobody_drains(dispatcher: Dispatcher) -
                 for ref in refs:
                     _box(ref).tell((sender, round_ * 2 + seq))
 
-        threads = [threading.Thread(target=send, args=(s,)) for s in range(SENDERS)]
-        for t in threads:
-            t.start()
-        go.set()
-        for t in threads:
-            t.join(WAIT)
-            assert not t.is_alive()
+        at_once(send, SENDERS, go)
         assert dispatcher.wait_idle(WAIT)
         left = [len(_box(ref)) for ref in refs]
         assert left == [0] * len(refs), f"round {round_}: left in mailboxes nobody drains"

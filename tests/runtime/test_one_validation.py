@@ -37,6 +37,8 @@ def test_run_and_spawn_refuse_a_timeout_above_the_maximum_and_an_empty_task() ->
                 start("echo", "x", timeout=float("nan"))
             with pytest.raises(TypeError, match="unexpected keyword"):
                 start("echo", "x", tiemout=5)  # type: ignore[operator]
+            with pytest.raises(TypeError, match="unexpected keyword arguments: parent_run_id"):
+                start("echo", "x", parent_run_id="r-other")  # (a request's, not an option)
         assert rt.runs() == []  # nothing refused was recorded
         assert rt.run("echo", "fine", timeout=3600).result == "fine"
 

@@ -6,9 +6,6 @@ at its position. Real runtime, real actors, both kinds of store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from polling import wait_until
@@ -16,19 +13,10 @@ from subagents.behaviour.function import AgentContext, FunctionAgent
 from subagents.messages import EventKind, JournalEntry, RunStatus
 from subagents.runtime import Runtime
 from subagents.store.base import RunStore
-from subagents.store.memory import MemoryStore
-from subagents.store.sqlite import SQLiteStore
 
 from .conftest import WAIT, Events
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
-    made: RunStore = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "db")
-    yield made
-    made.close()
 
 
 async def listener(ctx: AgentContext) -> str:

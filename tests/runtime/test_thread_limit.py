@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
 WAIT = 60.0
 
-_SCRIPT = textwrap.dedent(
+_AT_THE_LIMIT = textwrap.dedent(
     """
     import json, os, resource, sys
     from typing import Any
@@ -29,6 +30,7 @@ _SCRIPT = textwrap.dedent(
     from subagents.actors.pooled import Dispatcher, PooledActor
 
     wait = float(sys.argv[1])
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     handled = []
     class Echo(PooledActor):
         def on_receive(self, message: Any) -> Any:
@@ -43,8 +45,13 @@ _SCRIPT = textwrap.dedent(
             return "answered " + ask()
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
+    """
+)
+"""What the scripts below start with: an ``Echo`` actor noting what it handled, the
+process's threads (``tasks``: the limit is set to it), an ask's ``outcome`` as text."""
 
-    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+_SCRIPT = _AT_THE_LIMIT + textwrap.dedent(
+    """
     d = Dispatcher(size=2, stall_s=0.05, name="t-limit")
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks(), hard))  # no thread more
     ref = Echo.start(dispatcher=d)  # (does not raise: its first message tries again)
@@ -67,20 +74,27 @@ def _unprivileged() -> list[str]:
     return ["setpriv", f"--ruid={uid}", "--bounding-set=-sys_resource,-sys_admin"]
 
 
-def test_an_ask_at_the_thread_limit_is_refused_naming_it_and_served_once_threads_free() -> None:
-    """At the limit the asker hears ``NoThread`` naming it at once (its message taken back:
-    not handled later behind its back); once threads free, the next ask starts the
-    dispatcher and is answered, ``on_start`` first."""
+def _seen_at_the_limit(script: str, timeout: float) -> dict[str, Any]:
+    """``script`` run (``WAIT`` its argument) in a process that may meet its own thread
+    limit (``_unprivileged``); what it printed last, read as JSON. It must exit 0."""
     done = subprocess.run(
-        [*_unprivileged(), sys.executable, "-c", _SCRIPT, str(WAIT)],
+        [*_unprivileged(), sys.executable, "-c", script, str(WAIT)],
         capture_output=True,
         text=True,
-        timeout=WAIT * 4,
+        timeout=timeout,
         env=os.environ,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def test_an_ask_at_the_thread_limit_is_refused_naming_it_and_served_once_threads_free() -> None:
+    """At the limit the asker hears ``NoThread`` naming it at once (its message taken back:
+    not handled later behind its back); once threads free, the next ask starts the
+    dispatcher and is answered, ``on_start`` first."""
+    seen = _seen_at_the_limit(_SCRIPT, timeout=WAIT * 4)
     assert seen["at_limit"].startswith("NoThread: t-limit could not start a thread"), seen
     assert "thread limit" in seen["at_limit"]
     assert seen["freed"] == "answered threads freed", seen
@@ -88,28 +102,9 @@ def test_an_ask_at_the_thread_limit_is_refused_naming_it_and_served_once_threads
     assert seen["left"] == [], seen
 
 
-_PUT_MEANWHILE = textwrap.dedent(
+_PUT_MEANWHILE = _AT_THE_LIMIT + textwrap.dedent(
     """
-    import json, os, resource, sys, threading
-    from typing import Any
-    import pykka
-    from subagents.actors.pooled import Dispatcher, PooledActor
-
-    wait = float(sys.argv[1])
-    handled = []
-    class Echo(PooledActor):
-        def on_receive(self, message: Any) -> Any:
-            handled.append(message)
-            return message
-
-    def outcome(ask) -> str:
-        try:
-            return "answered " + ask()
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-
-    def tasks() -> int:
-        return len(os.listdir("/proc/self/task"))
+    import threading
 
     d = Dispatcher(size=2, stall_s=0.05, name="t-limit")
     ref: Any = None
@@ -131,7 +126,6 @@ _PUT_MEANWHILE = textwrap.dedent(
             go.set()
             assert put.wait(wait)
 
-    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks(), hard))  # no thread more
     ref = Echo.start(dispatcher=d)
     sys.setprofile(holding_the_turn)
@@ -155,16 +149,7 @@ def test_what_another_thread_put_while_a_refused_put_held_the_turn_is_not_left_u
     turn held, so it handed nothing on) is refused ``NoThread`` too, at once; it waited
     for ever (until some later put) when the turn was let go with it still in the mailbox.
     A tell put meanwhile is kept, in its place, and handled once, when threads free."""
-    done = subprocess.run(
-        [*_unprivileged(), sys.executable, "-c", _PUT_MEANWHILE, str(WAIT)],
-        capture_output=True,
-        text=True,
-        timeout=WAIT * 6,
-        env=os.environ,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = _seen_at_the_limit(_PUT_MEANWHILE, timeout=WAIT * 6)
     assert seen["mine"].startswith("NoThread: t-limit could not start a thread"), seen
     assert seen["theirs"].startswith("NoThread: t-limit could not start a thread"), seen
     assert seen["freed"] == "answered threads freed", seen

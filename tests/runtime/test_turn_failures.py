@@ -11,7 +11,6 @@ fixes, the asks below waited for ever: their ``get`` timed out).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pykka
@@ -20,13 +19,6 @@ import pytest
 from subagents.actors.pooled import Dispatcher, PooledActor
 
 WAIT = 30.0
-
-
-@pytest.fixture
-def dispatcher() -> Iterator[Dispatcher]:
-    d = Dispatcher(size=2, stall_s=0.02, name="t-turn-failures")
-    yield d
-    assert d.close(WAIT) == []
 
 
 class Echo(PooledActor):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -14,6 +17,7 @@ from subagents.messages import (
     Checkpoint,
     Event,
     EventKind,
+    Lease,
     Mail,
     MailState,
     Outcome,
@@ -24,6 +28,9 @@ from subagents.messages import (
     ToolUseBlock,
     Usage,
 )
+from subagents.store.fencing import Fence, FencedStore
+from subagents.store.migrations import MIGRATIONS
+from subagents.store.schema import create_v1, set_schema_version
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -107,7 +114,66 @@ def python(
     )
 
 
-__all__ = ["MailState", "checkpoint", "event", "mail", "outcome", "python", "run"]
+LEASE = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
+"""The lease of the runtime a sender's record is made under (``fenced``)."""
+
+
+def fenced(store: SQLiteStore) -> FencedStore:
+    """``store`` as a sender's runtime writes to it: under ``LEASE``, taken now."""
+    return FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+
+
+def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """What ``sql`` gives on a connection of its own to the SQLite file at ``path``."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def traced(store: SQLiteStore) -> Iterator[list[str]]:
+    """The statements run on ``store``'s connection inside the block, in the list it gives,
+    each once when the block ends (raising or not): SQLite traces a trigger's program (schema
+    v11's ``mail_receipt``, entered by every insert into ``mail``) with its statement's text
+    again, so a text repeated at once is one statement."""
+    seen: list[str] = []
+    store._tx.connection().set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        store._tx.connection().set_trace_callback(None)
+        seen[:] = [s for i, s in enumerate(seen) if i == 0 or seen[i - 1] != s]
+
+
+def store_of_version(path: Path, version: int) -> sqlite3.Connection:
+    """A new SQLite file at ``path`` as a store of schema ``version`` made it (v1, then each
+    migration up to ``version``), its connection left in a transaction: the test adds rows
+    as that version wrote them, then commits and closes it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    create_v1(conn)
+    for migration in MIGRATIONS[: version - 1]:  # (MIGRATIONS[0] makes v2)
+        migration(conn)
+    set_schema_version(conn, version)
+    return conn
+
+
+__all__ = [
+    "LEASE",
+    "MailState",
+    "checkpoint",
+    "event",
+    "fenced",
+    "mail",
+    "outcome",
+    "python",
+    "rows",
+    "run",
+    "store_of_version",
+    "traced",
+]
 
 
 if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL test runs

@@ -11,31 +11,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from storekit import mail, run
+from storekit import LEASE, fenced, mail, rows, run, store_of_version, traced
 
-from subagents.messages import JournalEntry, Lease, MailState, RunStatus
+from subagents.messages import JournalEntry, MailState, RunStatus
 from subagents.store.base import Fenced
 from subagents.store.fencing import AttemptOver, Fence, FencedStore
-from subagents.store.migrations import MIGRATIONS
-from subagents.store.schema import create_v1, set_schema_version
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AttemptFence, SaveJournal
 
-LEASE = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
 SEEN = JournalEntry(request_id="s:1", kind="receive", observed=True, result="m0")
 DELIVERED = MailState.DELIVERED
-
-
-def fenced(store: SQLiteStore) -> FencedStore:
-    return FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
-
-
-def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def states(path: Path) -> dict[object, tuple[object, object]]:
@@ -49,18 +34,6 @@ def state_of(store: SQLiteStore, run_id: str, mail_id: str) -> MailState:
     return found.state
 
 
-def traced(store: SQLiteStore, record: object) -> list[str]:
-    """The statements ``record()`` ran on the store's connection (a trigger's program is
-    traced with its statement's text again: a text repeated at once is one statement)."""
-    seen: list[str] = []
-    store._tx.connection().set_trace_callback(seen.append)
-    try:
-        record()  # type: ignore[operator]
-    finally:
-        store._tx.connection().set_trace_callback(None)
-    return [s for i, s in enumerate(seen) if i == 0 or seen[i - 1] != s]
-
-
 def test_one_mail_carries_the_receipt_of_the_mail_it_answers_in_its_one_statement(
     sqlite_store: SQLiteStore,
 ) -> None:
@@ -68,12 +41,8 @@ def test_one_mail_carries_the_receipt_of_the_mail_it_answers_in_its_one_statemen
     store.save_run(run("s", status=RunStatus.RUNNING))
     store.save_mails([mail("m0", "o", "s", state=DELIVERED)])
     journal = SaveJournal("s", (SEEN,), ("m0",))
-    ran = traced(
-        sqlite_store,
-        lambda: store.record_mails(
-            [mail("m1", "s", "o", state=DELIVERED)], journal, AttemptFence("s")
-        ),
-    )
+    with traced(sqlite_store) as ran:
+        store.record_mails([mail("m1", "s", "o", state=DELIVERED)], journal, AttemptFence("s"))
     assert len(ran) == 1 and ran[0].startswith("INSERT OR IGNORE INTO mail")
     assert state_of(sqlite_store, "s", "m0") is MailState.READ
     assert state_of(sqlite_store, "s", "m1") is DELIVERED
@@ -102,10 +71,8 @@ def test_several_receipts_and_several_mails_are_one_transaction(
     store.save_run(run("s", status=RunStatus.RUNNING))
     store.save_mails([mail(f"m{i}", "o", "s", state=DELIVERED) for i in range(3)])
     journal = SaveJournal("s", (SEEN,), ("m0", "m1", "m2"))
-    ran = traced(
-        sqlite_store,
-        lambda: store.record_mails([mail("a", "s", "o")], journal, AttemptFence("s")),
-    )
+    with traced(sqlite_store) as ran:
+        store.record_mails([mail("a", "s", "o")], journal, AttemptFence("s"))
     assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT"
     assert all(state_of(sqlite_store, "s", f"m{i}") is MailState.READ for i in range(3))
 
@@ -161,12 +128,7 @@ def test_a_v10_store_upgraded_keeps_its_mail_and_a_v10_writer_still_writes(
     goes on writing mail and receipts with v10's SQL, word for word (no receipt column: the
     trigger runs nothing), and what it wrote reads back right."""
     path = tmp_path / "runs.sqlite3"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    create_v1(conn)
-    for migration in MIGRATIONS[:9]:  # v1 -> v10
-        migration(conn)
-    set_schema_version(conn, 10)
+    conn = store_of_version(path, 10)
     for mail_id, state in (("m0", DELIVERED), ("m1", MailState.READ)):
         kept = mail(mail_id, "o", "s", state=state)
         conn.execute(

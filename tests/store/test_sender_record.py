@@ -9,38 +9,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from storekit import mail, run
+from storekit import LEASE, fenced, mail, rows, run, store_of_version, traced
 
 from subagents.messages import TERMINAL_STATUSES, JournalEntry, Lease, RunStatus
 from subagents.store.base import Fenced, StoreError
 from subagents.store.fencing import AttemptOver, Fence, FencedStore
-from subagents.store.migrations import MIGRATIONS
-from subagents.store.schema import create_v1, set_schema_version
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AttemptFence, SaveJournal
 
-LEASE = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
 SENT = JournalEntry(request_id="s:0", kind="send")
 SEEN = JournalEntry(request_id="s:1", kind="receive", observed=True, result="m0")
-
-
-def fenced(store: SQLiteStore) -> FencedStore:
-    return FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
-
-
-def statements_of(traced: list[str]) -> list[str]:
-    """The statements a trace callback saw: SQLite traces a trigger's program (schema v11's
-    ``mail_receipt``, entered by every insert into ``mail``) with its statement's text
-    again, so a text repeated at once is one statement."""
-    return [s for i, s in enumerate(traced) if i == 0 or traced[i - 1] != s]
-
-
-def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def test_one_mails_record_is_one_statement_its_journal_in_the_mails_row(
@@ -48,11 +26,9 @@ def test_one_mails_record_is_one_statement_its_journal_in_the_mails_row(
 ) -> None:
     store = fenced(sqlite_store)
     store.save_run(run("s", status=RunStatus.RUNNING))
-    statements: list[str] = []
-    sqlite_store._tx.connection().set_trace_callback(statements.append)
-    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT, SEEN)), AttemptFence("s"))
-    sqlite_store._tx.connection().set_trace_callback(None)
-    statements = statements_of(statements)
+    journal = SaveJournal("s", (SENT, SEEN))
+    with traced(sqlite_store) as statements:
+        store.record_mails([mail("m1", "s", "o")], journal, AttemptFence("s"))
     assert len(statements) == 1 and statements[0].startswith("INSERT OR IGNORE INTO mail")
     assert rows(sqlite_store.path, "SELECT count(*) FROM journal") == [(0,)]
     assert sqlite_store.journal_of("s") == [SENT, SEEN]
@@ -64,12 +40,9 @@ def test_the_one_statement_builds_no_temporary_table(sqlite_store: SQLiteStore) 
     fifth of the statement's instructions)."""
     store = fenced(sqlite_store)
     store.save_run(run("s", status=RunStatus.RUNNING))
-    statements: list[str] = []
-    sqlite_store._tx.connection().set_trace_callback(statements.append)
-    store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
-    store.record_mails([mail("m2", "s", "o")], None, None)  # (no attempt: the lease alone)
-    sqlite_store._tx.connection().set_trace_callback(None)
-    statements = statements_of(statements)
+    with traced(sqlite_store) as statements:
+        store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+        store.record_mails([mail("m2", "s", "o")], None, None)  # (no attempt: the lease alone)
     assert len(statements) == 2
     for statement in statements:
         program = rows(sqlite_store.path, f"EXPLAIN {statement}")
@@ -83,11 +56,11 @@ def test_the_one_statement_refuses_a_run_in_every_terminal_status(
 ) -> None:
     store = fenced(sqlite_store)
     store.save_run(run("s", status=status))
-    statements: list[str] = []
-    sqlite_store._tx.connection().set_trace_callback(statements.append)
-    with pytest.raises(AttemptOver, match=rf"run s ended \({status.value}\)"):
+    with (
+        traced(sqlite_store) as statements,
+        pytest.raises(AttemptOver, match=rf"run s ended \({status.value}\)"),
+    ):
         store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
-    sqlite_store._tx.connection().set_trace_callback(None)
     assert statements[0].startswith("INSERT OR IGNORE INTO mail")
     assert len(statements) > 1  # then checked
     assert rows(sqlite_store.path, "SELECT count(*) FROM mail") == [(0,)]
@@ -158,12 +131,7 @@ def test_a_v8_store_gets_its_runs_counts_as_columns(tmp_path: Path) -> None:
     so the attempt fence of a start of before tells it from a later one."""
     path = tmp_path / "runs.sqlite3"
     record = run("s", status=RunStatus.RUNNING, restarts=2, retries=1)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    create_v1(conn)
-    for migration in MIGRATIONS[:7]:  # v1 -> v8
-        migration(conn)
-    set_schema_version(conn, 8)
+    conn = store_of_version(path, 8)
     conn.execute(  # as v8's save_run wrote it: no count columns
         "INSERT INTO runs (run_id, agent, status, root_run_id, depth, created_at, record)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -224,11 +192,9 @@ def test_the_one_statement_reads_the_leases_epoch_from_its_column(
     no lease document (``json_extract`` of it was ~8% of the statement's instructions)."""
     store = fenced(sqlite_store)
     store.save_run(run("s", status=RunStatus.RUNNING))
-    statements: list[str] = []
-    sqlite_store._tx.connection().set_trace_callback(statements.append)
-    store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
-    sqlite_store._tx.connection().set_trace_callback(None)
-    (statement,) = statements_of(statements)
+    with traced(sqlite_store) as statements:
+        store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
+    (statement,) = statements
     functions = [str(row[5]) for row in rows(sqlite_store.path, f"EXPLAIN {statement}")]
     assert not [f for f in functions if "json" in f]
 
@@ -240,12 +206,7 @@ def test_a_v9_store_gets_its_leases_epochs_as_a_column(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite3"
     held = msgspec.structs.replace(LEASE, epoch=7)
     unnumbered = Lease(owner="h:2:b", host="h", pid=2, renewed_at=1.0, expires_at=16.0)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN")
-    create_v1(conn)
-    for migration in MIGRATIONS[:8]:  # v1 -> v9
-        migration(conn)
-    set_schema_version(conn, 9)
+    conn = store_of_version(path, 9)
     conn.execute(
         "INSERT INTO runs (run_id, agent, status, root_run_id, depth, created_at, record)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -294,7 +255,7 @@ def test_a_lease_taken_again_by_a_runtime_of_before_v10_fences_the_stalled_takin
     path = tmp_path / "runs.sqlite3"
     with SQLiteStore(path) as store:
         store.save_run(run("s", status=RunStatus.RUNNING))
-        stalled = FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+        stalled = fenced(store)
         stalled.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")

@@ -5,13 +5,12 @@ this process would not be seen)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from storekit import event, run
 
+from held_open import held_open
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.unused_file import held_alone, nothing_recorded
 
@@ -44,26 +43,10 @@ def test_a_closed_store_is_held_alone_and_the_shm_it_made_goes_again(tmp_path: P
 
 def test_a_store_another_process_has_open_is_not_alone(tmp_path: Path) -> None:
     path = _closed_store(tmp_path / "runs.sqlite3")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdin is not None
-        assert holder.stdout.readline().strip() == "open", holder.stderr
+    with held_open(HOLD, path, timeout=WAIT):
         with held_alone(path) as alone:
             assert not alone
         assert Path(f"{path}-shm").exists()  # its own, left as it was
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert holder.wait(WAIT) == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-        holder.communicate(timeout=WAIT)
     with held_alone(path) as alone:
         assert alone  # let go of: nobody's now
 

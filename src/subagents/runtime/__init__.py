@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from subagents.runtime._approvals import answer_approval, pending_approvals
 from subagents.runtime._assembly import AgentLike
 from subagents.runtime._run_handle import RunHandle
-from subagents.runtime._runtime import Runtime
+from subagents.runtime._runtime import Runtime, SpawnOptions
 from subagents.runtime._store_reach import StoreInReach
 from subagents.runtime._supervisor_asks import RuntimeClosed
 from subagents.supervision.admission import AdmissionError
@@ -38,6 +38,7 @@ __all__ = [
     "RunHandle",
     "Runtime",
     "RuntimeClosed",
+    "SpawnOptions",
     "StoreInReach",
     "answer_approval",
     "pending_approvals",

@@ -10,11 +10,10 @@ every thread the runtime started.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from subagents.behaviour.tools import Tool, runtime_tool_names
 from subagents.definitions.skills import SkillIndex
@@ -80,6 +79,27 @@ from subagents.tools.permissions import Permissions
 from subagents.tools.sandbox import Sandbox
 
 log = get_logger("subagents.runtime")
+
+
+class SpawnOptions(TypedDict, total=False):
+    """``Runtime.spawn``'s keywords, each optional (None: as not given; docs/runtime.md).
+
+    Why a TypedDict (``**options: Unpack[SpawnOptions]``) rather than ten keyword
+    parameters: ``spawn`` makes the bare request when none is given (most spawns), and
+    with parameters it could tell only by testing each one, a chain a new keyword had to
+    be added to by hand; an empty ``options`` says it whatever the keywords are. A type
+    checker still checks each keyword and its type at the call."""
+
+    context: str | None
+    model: str | None
+    timeout: float | None
+    token_budget: int | None
+    label: str | None
+    cost_budget_usd: float | None
+    on_failure: OnFailure | None
+    max_retries: int | None
+    shared: Mapping[str, Any] | None
+    cleanup: Cleanup | None
 
 
 class Runtime(RunReads):
@@ -265,34 +285,19 @@ class Runtime(RunReads):
 
     # ---- running -----------------------------------------------------------------------------
 
-    def spawn(
-        self,
-        agent: str,
-        task: str,
-        *,
-        context: str | None = None,
-        model: str | None = None,
-        timeout: float | None = None,
-        token_budget: int | None = None,
-        label: str | None = None,
-        cost_budget_usd: float | None = None,
-        on_failure: OnFailure | None = None,
-        max_retries: int | None = None,
-        shared: Mapping[str, Any] | None = None,
-        cleanup: Cleanup | None = None,
-    ) -> RunHandle:
+    def spawn(self, agent: str, task: str, **options: Unpack[SpawnOptions]) -> RunHandle:
         """Start a root run, not waiting for its admission: ``AdmissionError`` at once for an
         unknown agent or a bad request (``supervision.requests``); a refusal by the runtime's
         state (a full queue, a policy, the store) reaches the handle (docs/runtime.md).
+        ``options`` (``SpawnOptions``): ``context``, ``model``, ``timeout``, ``label``;
         ``token_budget``/``cost_budget_usd`` bound the run and everything under it;
         ``on_failure="retry"`` runs it again (up to ``max_retries``) if it fails; ``shared``
         is the shared context its children can be handed (docs/supervision.md); ``cleanup``
         (``keep``/``delete``) is what the sweeper does with the tree once archived (its
         children follow it unless their definition says otherwise; docs/store.md)."""
-        unset = context is model is timeout is token_budget is label is cost_budget_usd is None  # type: ignore[comparison-overlap]
-        if unset and on_failure is max_retries is shared is cleanup is None:  # type: ignore[comparison-overlap]
+        if not options:  # (most spawns: the bare request, nothing re-packed)
             return _handle(self, *self._starts.spawn(_root_request(agent, task)), agent)
-        return _handle(self, *self._starts.spawn(_spawn_request(agent, task, locals())), agent)
+        return _handle(self, *self._starts.spawn(_spawn_request(agent, task, options)), agent)
 
     def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
@@ -473,10 +478,14 @@ def _handles(
     ]
 
 
-def _spawn_request(agent: str, task: str, given: Mapping[str, Any]) -> SpawnRequest:
-    """``Runtime.spawn``'s request from its ``locals()`` when one of its keywords is given
-    (with none, ``spawn`` makes the bare request itself: ``_root_request(agent, task)``)."""
-    return _root_request(agent, task, **{k: v for k, v in given.items() if k in _ROOT_FIELDS})
+def _spawn_request(agent: str, task: str, options: Mapping[str, Any]) -> SpawnRequest:
+    """``Runtime.spawn``'s request when a keyword is given (with none, ``spawn`` makes the
+    bare request itself: ``_root_request(agent, task)``); ``TypeError`` naming a keyword
+    that is none of ``SpawnOptions``' (the type checker's error, for an unchecked caller)."""
+    unknown = sorted(set(options) - _ROOT_FIELDS)
+    if unknown:
+        raise TypeError(f"spawn() got unexpected keyword arguments: {', '.join(unknown)}")
+    return _root_request(agent, task, **options)
 
 
 def _root_request(agent: str, task: str, **fields: Any) -> SpawnRequest:
@@ -546,12 +555,8 @@ def _job_request(job: Any, options: Mapping[str, Any]) -> SpawnRequest:
     return request
 
 
-_ROOT_FIELDS = frozenset(
-    name
-    for name, parameter in inspect.signature(Runtime.spawn).parameters.items()
-    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-)
-"""The keywords ``spawn`` takes, and so ``run``: read from ``spawn``, never listed twice."""
+_ROOT_FIELDS = SpawnOptions.__optional_keys__
+"""The keywords ``spawn`` takes, and so ``run``: read from ``SpawnOptions``, never listed twice."""
 
 
 __all__ = [
@@ -560,6 +565,7 @@ __all__ = [
     "RunHandle",
     "Runtime",
     "RuntimeClosed",
+    "SpawnOptions",
     "limits_of",
     "runtime_tool_names",
 ]
