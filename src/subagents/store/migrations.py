@@ -250,8 +250,10 @@ def v11_to_v12(conn: sqlite3.Connection) -> None:
     SQLite cannot drop ``AUTOINCREMENT`` in place: the table is made again, its rows copied
     with their ``seq``, its indexes and the ``mail_receipt`` trigger made again (a copy of
     every mail, once: ~1.5 s per 100,000 mails here, at load 14). A runtime of v11 still
-    open on the store goes on writing: its statements name their columns, which are the
-    same, and SQLite prepares them again for the new table."""
+    open on the store goes on writing once this commits: its statements name their columns,
+    which are the same, and SQLite prepares them again for the new table. Meanwhile its
+    writes wait for the write lock this holds, and fail past their busy timeout
+    (docs/store.md: stop older runtimes before upgrading a store of many mails)."""
     conn.execute(_MAIL_V12)
     columns = ", ".join(_MAIL_COLUMNS)
     conn.execute(f"INSERT INTO mail_v12 ({columns}) SELECT {columns} FROM mail ORDER BY seq")
