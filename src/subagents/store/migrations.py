@@ -233,6 +233,65 @@ one (every write of the supervisor's, and of a runtime of before v11 still open 
 store) runs nothing."""
 
 
+def v11_to_v12(conn: sqlite3.Connection) -> None:
+    """v12: the mail table's ``seq`` a plain ``INTEGER PRIMARY KEY``, not ``AUTOINCREMENT``.
+
+    An ``AUTOINCREMENT`` key costs every insert a read and a write of its table's row in
+    ``sqlite_sequence``: one page more in the log of each commit, and that commit is, for
+    mail, the sender's record of each durable mail (``store.sqlite_record``, the only commit
+    on a mail's way): 6.2 pages per record, 1.0 of them ``sqlite_sequence``'s, and ~12,700
+    of its ~124,000 instructions (a replay of a ping-pong's records, callgrind). What
+    ``AUTOINCREMENT`` adds over a plain key is only that a deleted newest row's ``seq`` is
+    never given again; a new row still gets a ``seq`` above every row kept (``max + 1``),
+    and ``VACUUM`` keeps an ``INTEGER PRIMARY KEY``. Mail's ``seq`` orders a run's mail and
+    its carried journal entries among the rows kept (``mail_for``, ``journal_of``); nothing
+    keeps a mail's ``seq`` as a cursor (events, commands and outcomes keep theirs).
+
+    SQLite cannot drop ``AUTOINCREMENT`` in place: the table is made again, its rows copied
+    with their ``seq``, its indexes and the ``mail_receipt`` trigger made again (a copy of
+    every mail, once: ~1.5 s per 100,000 mails here, at load 14). A runtime of v11 still
+    open on the store goes on writing once this commits: its statements name their columns,
+    which are the same, and SQLite prepares them again for the new table. Meanwhile its
+    writes wait for the write lock this holds, and fail past their busy timeout
+    (docs/store.md: stop older runtimes before upgrading a store of many mails)."""
+    conn.execute(_MAIL_V12)
+    columns = ", ".join(_MAIL_COLUMNS)
+    conn.execute(f"INSERT INTO mail_v12 ({columns}) SELECT {columns} FROM mail ORDER BY seq")
+    conn.execute("DROP TABLE mail")  # (its indexes, its trigger, its sqlite_sequence row)
+    conn.execute("ALTER TABLE mail_v12 RENAME TO mail")
+    conn.execute("CREATE INDEX mail_recipient ON mail (recipient, seq)")
+    conn.execute("CREATE INDEX mail_sender ON mail (sender, seq)")
+    conn.execute(_RECEIPT)
+
+
+_MAIL_COLUMNS = (
+    "seq",
+    "mail_id",
+    "sender",
+    "recipient",
+    "state",
+    "sent_at",
+    "mail",
+    "journal",
+    "journal_after",
+    "receipt",
+)
+
+_MAIL_V12 = """CREATE TABLE mail_v12 (
+        seq INTEGER PRIMARY KEY,
+        mail_id TEXT NOT NULL UNIQUE,
+        sender TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        state TEXT NOT NULL,
+        sent_at REAL NOT NULL,
+        mail TEXT NOT NULL,
+        journal TEXT,
+        journal_after INTEGER,
+        receipt TEXT
+    )"""
+"""v11's mail table (v1's, with v9's and v11's columns), its key without ``AUTOINCREMENT``."""
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     v1_to_v2,
     v2_to_v3,
@@ -244,6 +303,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     v8_to_v9,
     v9_to_v10,
     v10_to_v11,
+    v11_to_v12,
 )
 
 SCHEMA_VERSION = 1 + len(MIGRATIONS)

@@ -11,7 +11,9 @@ into them, written in the same statement.
 
 Ordering: tables whose readers need insertion order (events, mail, outcomes, commands) have an
 AUTOINCREMENT key, so order survives deletes and VACUUM (a plain rowid may be reused or
-renumbered), and an upsert keeps a row's place, as the in-memory store's dicts do.
+renumbered), and an upsert keeps a row's place, as the in-memory store's dicts do. Mail's key
+is a plain ``INTEGER PRIMARY KEY`` since v12 (``migrations.v11_to_v12``: the page its
+``sqlite_sequence`` row cost each sender's record); a new row's is still above every row kept.
 """
 
 from __future__ import annotations

@@ -65,7 +65,6 @@ from subagents.store.sqlite_topics import TopicRows
 from subagents.store.sqlite_tx import Transactions, encode_row
 from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
-from subagents.store.writes import AttemptFence
 
 log = get_logger("subagents.store")
 
@@ -391,8 +390,7 @@ class SQLiteStore(RunStore):
         start began; refused, a ``StoreError``, if not): a sender's record, one statement
         when it can be (``store.sqlite_record``); the mail those entries say the sender
         ``read`` (``SaveJournal.read_mail``) marked read in it (only mail sent to it)."""
-        start = AttemptFence(*attempt) if attempt is not None else None
-        self._records.record(mails, owner, epoch, journal, also, start, read)
+        self._records.record(mails, owner, epoch, journal, also, attempt, read)
         self._wal.nudge()  # a resting checkpointer: the log grows again
 
     def set_mails_state(self, mail_ids: Sequence[str], state: MailState) -> None:

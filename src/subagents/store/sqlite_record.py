@@ -107,11 +107,13 @@ class SenderRecords:
         epoch: int,
         journal: Sequence[JournalEntry],
         also: Callable[[], None] | None = None,
-        attempt: AttemptFence | None = None,
+        attempt: tuple[str, int, int] | None = None,
         read: Sequence[str] = (),
     ) -> None:
         """``mails`` and their sender's ``journal`` entries in one transaction, while
-        ``owner`` holds its lease at ``epoch``, ``also`` passes and ``attempt`` is still its
+        ``owner`` holds its lease at ``epoch``, ``also`` passes and ``attempt`` (an
+        ``AttemptFence``'s run, restarts and retries, as ``FencedStore`` hands them: its
+        struct is made again only where a refusal is said, in ``_checked``) is still its
         run's start, and the mail those entries say it ``read`` (sent to it) marked read in
         it (see the module)."""
         if not mails:
@@ -132,7 +134,7 @@ class SenderRecords:
         owner: str,
         epoch: int,
         journal: Sequence[JournalEntry],
-        attempt: AttemptFence | None,
+        attempt: tuple[str, int, int] | None,
         read: Sequence[str],
     ) -> bool:
         """``mail`` recorded by one statement (with at most one receipt); False when it
@@ -141,8 +143,7 @@ class SenderRecords:
         if attempt is None:  # (the row's tuple built once: this runs per durable mail)
             row = (*mail_row(mail), carried, owner, epoch, *read)
         else:
-            run_id, restarts, retries = attempt.run_id, attempt.restarts, attempt.retries
-            row = (*mail_row(mail), carried, owner, epoch, run_id, restarts, retries, *read)
+            row = (*mail_row(mail), carried, owner, epoch, *attempt, *read)
         sql = _record_one(attempt is not None, bool(read))
         return self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1
 
@@ -153,18 +154,19 @@ class SenderRecords:
         epoch: int,
         journal: Sequence[JournalEntry],
         also: Callable[[], None] | None,
-        attempt: AttemptFence | None,
+        attempt: tuple[str, int, int] | None,
         read: Sequence[str],
     ) -> None:
         """The record as a transaction of statements, each check raising what it found."""
         processes = self.processes
+        start = AttemptFence(*attempt) if attempt is not None else None
 
         def check() -> None:
             processes.check_fence(owner, epoch)
             if also is not None:
                 also()
-            if attempt is not None:
-                refusal = attempt.refusal_of(self._counts(attempt.run_id))
+            if start is not None:
+                refusal = start.refusal_of(self._counts(start.run_id))
                 if refusal is not None:
                     raise AttemptOver(refusal)
 
