@@ -4,21 +4,33 @@ trivial run no longer call it; every other subscriber still sees every event, in
 
 from __future__ import annotations
 
+import functools
 import logging
+import sys
+import threading
+from collections.abc import Callable
 
+import pykka
 import pytest
 import structlog
 
+from subagents.actors.effector import Effector
+from subagents.actors.timer import TimerService
 from subagents.behaviour.function import AgentContext
 from subagents.messages import Event, EventKind, RunStatus
 from subagents.runtime import Runtime
 from subagents.runtime._run_endings import END_KINDS
 from subagents.runtime._services import Subscribers
 from subagents.store.memory import MemoryStore
+from subagents.supervision.effects import Publish
 
 from .conftest import WAIT, Events
 
 pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+class _Quiet(pykka.ThreadingActor):
+    """A supervisor that is told nothing here (the effector needs one to start)."""
 
 
 def _event(kind: EventKind, run_id: str = "r") -> Event:
@@ -208,3 +220,94 @@ def test_straight_mail_nobody_subscribed_to_keeps_its_events_and_a_subscriber_ge
                 (EventKind.MAIL_DELIVERED, pair[1]),
             ]
             assert kept(rt, pair) == mail_events(seen.snapshot(), pair)
+
+
+def test_subscribers_of_many_threads_at_once_are_all_called_in_the_order_they_came() -> None:
+    """Callbacks subscribed from several threads at once (each building the callbacks and
+    the per-kind table ``publish`` reads): none is lost, every one is handed an event of
+    its kind once; one unsubscribed is not, and the rest keep their order. The switch
+    interval made tiny so that the threads interleave inside a subscribe."""
+    subscribers = Subscribers()
+    got: list[tuple[int, int]] = []
+    threads_n, each = 4, 300
+    start = threading.Barrier(threads_n)
+    unsubscribes: dict[tuple[int, int], Callable[[], None]] = {}
+
+    def subscribe_many(t: int) -> None:
+        start.wait(timeout=WAIT)
+        for i in range(each):
+            kinds = None if i % 2 else END_KINDS
+            callback = functools.partial(lambda key, _e: got.append(key), (t, i))
+            unsubscribes[(t, i)] = subscribers.subscribe(callback, kinds)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=subscribe_many, args=(t,)) for t in range(threads_n)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=WAIT)
+    finally:
+        sys.setswitchinterval(interval)
+    subscribers.publish(_event(EventKind.COMPLETED))
+    assert sorted(got) == [(t, i) for t in range(threads_n) for i in range(each)]
+    for t in range(threads_n):  # each thread's in the order it subscribed them
+        assert [i for tt, i in got if tt == t] == list(range(each))
+    got.clear()
+    subscribers.publish(_event(EventKind.STARTED))  # the ends' subscribers are not called
+    assert sorted(got) == [(t, i) for t in range(threads_n) for i in range(1, each, 2)]
+    unsubscribes[(0, 1)]()
+    got.clear()
+    subscribers.publish(_event(EventKind.STARTED))
+    assert (0, 1) not in got and len(got) == threads_n * each // 2 - 1
+
+
+def test_the_effector_hands_on_only_events_someone_takes_read_at_each_event() -> None:
+    """``Effector(heard=Subscribers.heard)``: a decision's event of a kind no subscriber
+    takes is not handed to ``publish`` at all (counted on the way); one of a kind taken
+    is; a subscriber added by another's callback during the same ``apply`` is handed the
+    events after it (the table is read at each event); with the debug log on, every event
+    goes through (it is logged)."""
+    subscribers = Subscribers()
+    handed: list[EventKind] = []
+    ends: list[EventKind] = []
+    later: list[EventKind] = []
+
+    def publish(event: Event) -> None:
+        handed.append(event.kind)
+        subscribers.publish(event)
+
+    def on_end(event: Event) -> None:
+        ends.append(event.kind)
+        if event.kind is EventKind.FAILED:  # subscribes another, in the middle of an apply
+            subscribers.subscribe(lambda e: later.append(e.kind), {EventKind.STARTED})
+
+    subscribers.subscribe(on_end, END_KINDS)
+    timer = TimerService()
+    supervisor = _Quiet.start()
+    saved = structlog.get_config()
+    try:
+        effector = Effector(
+            supervisor=supervisor,
+            timer=timer,
+            behaviour_for=lambda spec: None,  # type: ignore[arg-type,return-value]
+            on_outside=lambda message: None,
+            on_event=publish,
+            pool=None,
+            heard=subscribers.heard,
+        )
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+        kinds = [EventKind.SPAWNED, EventKind.FAILED, EventKind.STARTED, EventKind.COMPLETED]
+        effector.apply([Publish(_event(kind)) for kind in kinds])
+        assert handed == [EventKind.FAILED, EventKind.STARTED, EventKind.COMPLETED]
+        assert ends == [EventKind.FAILED, EventKind.COMPLETED]
+        assert later == [EventKind.STARTED]
+        handed.clear()
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        effector.apply([Publish(_event(EventKind.SPAWNED)), Publish(_event(EventKind.QUEUED))])
+        assert handed == [EventKind.SPAWNED, EventKind.QUEUED]  # logged at debug: handed
+    finally:
+        structlog.configure(**saved)
+        supervisor.stop()
+        timer.stop()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -28,7 +28,7 @@ from subagents.actors.threads import NoThread, ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Event, RestartDue, ToOutside
+from subagents.messages import Event, EventKind, RestartDue, ToOutside
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -43,6 +43,9 @@ from subagents.supervision.effects import (
 
 log = get_logger("subagents.supervisor")
 
+
+_UNASKED: Any = object()
+"""``apply``'s ``heard`` before its first event: not asked yet."""
 
 _STOP = stop_message()
 """pykka's stop message, told to every agent stopped: one immutable (an empty named
@@ -73,15 +76,20 @@ class Effector:
         pool: ThreadPool | None,
         dispatcher: Dispatcher | None = None,
         mail: MailDesk | None = None,
+        heard: Callable[[], Sequence[Container[EventKind]] | None] | None = None,
     ) -> None:
         """``mail``: the desk through which its agents take mail straight to each other
-        (``actors/mail_desk.py``); its directory is kept here, as ``live`` is."""
+        (``actors/mail_desk.py``); its directory is kept here, as ``live`` is. ``heard``:
+        asked once per ``apply`` that publishes, a cell holding the kinds of event someone
+        takes now (``Subscribers.heard``; read again at each event), or None: every event is
+        handed to ``on_event`` (as without it)."""
         self.supervisor = supervisor
         self.timer = timer
         self.behaviour_for = behaviour_for
         self.on_outside = on_outside
         """Where root outcomes go, and refusals of root runs told (not asked) to start."""
         self.on_event = on_event
+        self.heard = heard
         self.pool = pool
         self.dispatcher = dispatcher
         """When given, agents hold no thread: their mailboxes are drained by its threads."""
@@ -130,11 +138,14 @@ class Effector:
                 handlers = self._by_type_unlisted
         if self.dispatcher is not None and kinds.count(StartRun) > 1:
             self._threads_for_starts(listed)
-        on_event = self.on_event
+        on_event, heard = self.on_event, _UNASKED
         for effect in listed:  # (``type`` read again, not a ``zip`` with the kinds: its
             try:  # ``strict`` keyword parsed per call cost more, ~1.7k instructions)
                 if type(effect) is Publish:  # (half of a run's effects: published straight)
-                    on_event(effect.event)
+                    if heard is _UNASKED:  # (asked at the first: most decisions publish)
+                        heard = self.heard() if self.heard is not None else None
+                    if heard is None or effect.event.kind in heard[0]:  # (else: nobody)
+                        on_event(effect.event)
                     continue
                 handlers[type(effect)](effect)  # (every ``Effect`` type has one: no ``get``)
             except Exception:
@@ -173,7 +184,14 @@ class Effector:
                 self._directory.remove(effect.run_id)
 
     def _tell(self, effect: Tell) -> None:
-        self.tell(effect.run_id, effect.message)
+        """``tell`` written out: a child's report to its parent, a spawn's reply, a
+        delivery; every run's end tells one (``tell``'s call saved)."""
+        live = self.live.get(effect.run_id)
+        if live is not None:
+            try:  # noqa: SIM105 (not ``contextlib.suppress``: an object, two calls)
+                live.ref.tell(effect.message)
+            except pykka.ActorDeadError:
+                pass
 
     def _stop_agent(self, effect: StopAgent) -> None:
         # ``apply`` unlisted it before carrying anything out; unlisted again here: a start
@@ -204,8 +222,10 @@ class Effector:
         """Tell the live run ``run_id``'s agent ``message`` (nothing if it is gone)."""
         live = self.live.get(run_id)
         if live is not None:
-            with contextlib.suppress(pykka.ActorDeadError):
+            try:  # noqa: SIM105 (not ``contextlib.suppress``: an object, two calls)
                 live.ref.tell(message)
+            except pykka.ActorDeadError:
+                pass
 
     def ended(self, run_id: str, attempt: int) -> None:
         """The agent of ``run_id`` reported its end and stops by itself: forgotten here,

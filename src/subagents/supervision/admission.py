@@ -60,9 +60,10 @@ class AdmissionError(Exception):
 CLOSING = "the runtime is closing: no run is admitted once its close has begun"
 """Why a spawn that reaches the supervisor after the close's ``StopAll`` is refused."""
 
-_QUEUED, _SPAWNED = RunStatus.QUEUED, EventKind.SPAWNED
-"""Read on every admission: an enum's member read through its class costs Python 3.11's
-``EnumType.__getattr__`` slot, ~1.1k instructions (``starts``), a module's name ~0.1k."""
+_QUEUED, _SPAWNED, _QUEUED_EVENT = RunStatus.QUEUED, EventKind.SPAWNED, EventKind.QUEUED
+"""Read on every admission (the last on every queued one): an enum's member read through its
+class costs Python 3.11's ``EnumType.__getattr__`` slot, ~1.1k instructions (``starts``), a
+module's name ~0.1k."""
 
 
 class Admission:
@@ -287,7 +288,7 @@ class Admission:
         if starts_now:
             self.lifecycle.start(state, into=decided)
         else:
-            decided.event(EventKind.QUEUED, state.record, self.now(), {"position": position})
+            decided.event(_QUEUED_EVENT, record, now, {"position": position})  # (one clock)
         return state.record, decided
 
     def _state(
