@@ -85,6 +85,11 @@ class Subscribers:
 
     def __init__(self) -> None:
         self._callbacks: tuple[tuple[Callable[[Event], None], Set[EventKind] | None], ...] = ()
+        self._changing = threading.Lock()
+        """Held by a subscribe or an unsubscribe while it makes the new tuple from the old:
+        two at once (a program's threads; a subscriber unsubscribing on the supervisor's
+        thread) each stored theirs, and the one stored last undid the other (a subscription
+        lost, or an ended one back). ``publish`` reads the tuple as it is, unlocked."""
 
     def subscribe(
         self, callback: Callable[[Event], None], kinds: Set[EventKind] | None = None
@@ -92,14 +97,19 @@ class Subscribers:
         """Call ``callback(event)`` for every event, or only for those of ``kinds`` (a
         subscriber that reads only some is not called for the rest: the runtime's own
         ``Endings`` reads only a run's end, one of a trivial run's three events); returns a
-        function that unsubscribes. ``kinds`` is copied; one kind alone (a str: ``in`` would
-        test a substring) or a name of no kind is refused (``TypeError``, ``ValueError``)."""
+        function that ends this subscription (only this one: the same callable subscribed
+        again, for other kinds, stays). ``kinds`` is copied; one kind alone (a str: ``in``
+        would test a substring) or a name of no kind is refused (``TypeError``,
+        ``ValueError``)."""
         if kinds is not None:
             kinds = _event_kinds(kinds)
-        self._callbacks = (*self._callbacks, (callback, kinds))
+        entry = (callback, kinds)
+        with self._changing:
+            self._callbacks = (*self._callbacks, entry)
 
         def unsubscribe() -> None:
-            self._callbacks = tuple(c for c in self._callbacks if c[0] is not callback)
+            with self._changing:
+                self._callbacks = tuple(c for c in self._callbacks if c is not entry)
 
         return unsubscribe
 
