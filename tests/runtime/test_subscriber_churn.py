@@ -123,3 +123,18 @@ def test_a_subscriber_that_subscribes_another_and_unsubscribes_itself_on_the_sup
     assert first == [EventKind.SPAWNED]
     spawned, started, completed = EventKind.SPAWNED, EventKind.STARTED, EventKind.COMPLETED
     assert second == [started, completed, spawned, started, completed]
+
+
+@pytest.mark.parametrize("callback", [None, "print", 42])
+def test_a_subscriber_that_cannot_be_called_is_refused_at_once(callback: object) -> None:
+    """``subscribe(None)`` was taken: every event then called it, failed and logged the
+    failure, and every event was published (``wants``) for nobody. The runtime's too,
+    given its arguments the wrong way round."""
+    subscribers = Subscribers()
+    with pytest.raises(
+        TypeError, match=f"callback must be callable, got {type(callback).__name__}"
+    ):
+        subscribers.subscribe(callback)  # type: ignore[arg-type]
+    assert subscribers._callbacks == ()
+    with Runtime([], store=MemoryStore()) as rt, pytest.raises(TypeError, match="callable"):
+        rt.subscribe({EventKind.COMPLETED}, print)  # type: ignore[arg-type]  # (swapped)

@@ -100,7 +100,10 @@ class Subscribers:
         function that ends this subscription (only this one: the same callable subscribed
         again, for other kinds, stays). ``kinds`` is copied; one kind alone (a str: ``in``
         would test a substring) or a name of no kind is refused (``TypeError``,
-        ``ValueError``)."""
+        ``ValueError``), and so is a ``callback`` that cannot be called (``TypeError``:
+        taken, it failed at every event, each logged)."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         if kinds is not None:
             kinds = _event_kinds(kinds)
         entry = (callback, kinds)
