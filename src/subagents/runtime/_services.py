@@ -146,7 +146,23 @@ class Subscribers:
             try:
                 callback(event)
             except BaseException:  # never the main thread: the runtime goes on serving
-                log.exception("event subscriber failed", subscriber=repr(callback))
+                _subscriber_failed(callback)
+
+
+def _subscriber_failed(callback: object) -> None:
+    """Log that ``callback`` raised (called in its ``except``), with as much as can be
+    shown: a ``repr`` of it or a ``str`` of its error that raises in turn is not let out of
+    ``publish``; it lost the event to every later subscriber, and a ``SystemExit`` there
+    reached the supervisor's loop, which stopped every actor (tests/runtime/
+    test_hostile_subscribers.py)."""
+    try:
+        shown = repr(callback)
+    except BaseException:
+        shown = f"<a {type(callback).__name__} whose repr raised>"
+    try:
+        log.exception("event subscriber failed", subscriber=shown)
+    except BaseException:
+        log.error("event subscriber failed; its error could not be shown", subscriber=shown)
 
 
 class Definitions:
