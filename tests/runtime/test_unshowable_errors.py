@@ -1,0 +1,98 @@
+"""User code that raises an exception whose ``str`` raises in turn (a custom exception
+class whose ``__str__`` reads an attribute it never set: a common slip): the run fails at
+once, its error naming the exception's type and what raised it. Before, the failure's
+message, made in an ``except``, raised again: a function agent's or a model's run was never
+failed (its actor stopped, the requester hearing ``timed_out`` only at the deadline: these
+tests wait ``WAIT``, far less than the default 300 s, so they failed by ``TimeoutError``),
+and a tool's run failed with the ``AttributeError`` alone, the tool unnamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
+from subagents.behaviour.function import AgentContext
+from subagents.messages import ModelRequest, ModelResponse, RunStatus
+from subagents.models.base import CancelSignal
+from subagents.store.memory import MemoryStore
+
+from .conftest import WAIT
+
+pytestmark = pytest.mark.usefixtures("no_new_threads")
+
+
+class Broken(Exception):
+    """Its ``str`` raises ``AttributeError``: ``msg`` is never set."""
+
+    msg_name = "msg"
+
+    def __str__(self) -> str:
+        return str(getattr(self, self.msg_name))
+
+
+def breaks() -> str:
+    """A tool that raises a Broken."""
+    raise Broken("tool")
+
+
+def raises_at_once(ctx: AgentContext) -> str:
+    raise Broken("function")
+
+
+async def raises_later(ctx: AgentContext) -> str:
+    await ctx.sleep(0)
+    raise Broken("function, after an await")
+
+
+class BrokenModel:
+    """Raises a Broken for ``modeled``; plays scripts for the others."""
+
+    def __init__(self) -> None:
+        self.scripted = ScriptedModel(
+            {"tooler": [{"tool_calls": [{"name": "breaks", "input": {}}]}, "never"]}
+        )
+
+    def complete(
+        self,
+        request: ModelRequest,
+        *,
+        deadline: float | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> ModelResponse:
+        if request.agent == "modeled":
+            raise Broken("model")
+        return self.scripted.complete(request, deadline=deadline, cancel=cancel)
+
+
+AGENTS: list[Any] = [
+    FunctionAgent.create("raises_at_once", raises_at_once),
+    FunctionAgent.create("raises_later", raises_later),
+    AgentSpec(name="modeled", description="m"),
+    AgentSpec(name="tooler", description="t", tools=["breaks"]),
+]
+
+
+_SHOWN = "Broken: <exception str() failed>"
+
+
+@pytest.mark.parametrize(
+    ("agent", "kind", "error"),
+    [
+        ("raises_at_once", "crash", _SHOWN),
+        ("raises_later", "crash", _SHOWN),
+        ("modeled", "crash", _SHOWN),
+        ("tooler", "tool_crashed", f"tool breaks raised {_SHOWN}"),
+    ],
+)
+def test_an_error_whose_str_raises_fails_its_run_at_once_naming_it(
+    agent: str, kind: str, error: str
+) -> None:
+    with Runtime(AGENTS, model=BrokenModel(), tools=[breaks], store=MemoryStore()) as rt:
+        outcome = rt.run(agent, "go", wait=WAIT)
+        assert (outcome.status, outcome.error_kind, outcome.error) == (
+            RunStatus.FAILED,
+            kind,
+            error,
+        )
