@@ -138,3 +138,11 @@ def test_a_subscriber_that_cannot_be_called_is_refused_at_once(callback: object)
     assert subscribers._callbacks == ()
     with Runtime([], store=MemoryStore()) as rt, pytest.raises(TypeError, match="callable"):
         rt.subscribe({EventKind.COMPLETED}, print)  # type: ignore[arg-type]  # (swapped)
+
+
+def test_kinds_that_are_no_kind_are_named_whatever_they_are() -> None:
+    """A kind that cannot be hashed raised ``unhashable type: 'list'``, naming nothing."""
+    subscribers = Subscribers()
+    with pytest.raises(ValueError, match=r"kinds: \['started'\], 5: no such EventKind"):
+        subscribers.subscribe(print, [EventKind.COMPLETED, ["started"], 5])  # type: ignore[list-item]
+    assert subscribers._callbacks == ()

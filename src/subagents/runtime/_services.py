@@ -74,7 +74,7 @@ def _event_kinds(kinds: object) -> frozenset[EventKind]:
     if isinstance(kinds, str) or not isinstance(kinds, Set | Sequence):
         raise TypeError(f"kinds must be a set of EventKind, got {kinds!r}")
     known = {k.value for k in EventKind}
-    unknown = [k for k in kinds if k not in known]
+    unknown = [k for k in kinds if not isinstance(k, str) or k not in known]  # (a list: no hash)
     if unknown:
         raise ValueError(f"kinds: {', '.join(map(repr, unknown))}: no such EventKind")
     return frozenset(EventKind(k) for k in kinds)
