@@ -64,3 +64,27 @@ def test_a_subscriber_whose_failure_cannot_be_shown_harms_no_other(how: str) -> 
         for outcome in (first, second):
             kinds = [e.kind for e in seen.snapshot() if e.run_id == outcome.run_id]
             assert kinds == [EventKind.SPAWNED, EventKind.STARTED, EventKind.COMPLETED]
+
+
+def test_a_subscriber_closing_the_runtime_is_refused_and_the_runtime_closes_after() -> None:
+    """``rt.close()`` from a subscriber waited on the supervisor's own thread: the run's
+    caller heard ``TimeoutError``, and the runtime, marked closed, kept every thread (a
+    later ``close`` returned at once, leaving them: ``no_new_threads`` names them)."""
+    said: list[str] = []
+    seen = Events()
+
+    def closes(event: Event) -> None:
+        if event.kind is EventKind.COMPLETED and not said:
+            try:
+                rt.close()
+            except RuntimeError as exc:
+                said.append(str(exc))
+
+    with Runtime([trivial], store=MemoryStore()) as rt:
+        rt.subscribe(closes)
+        rt.subscribe(seen)
+        outcome = rt.run("trivial", "one", wait=WAIT)
+        assert outcome.status is RunStatus.COMPLETED
+        seen.wait_count(EventKind.COMPLETED, "trivial", 1)  # (after ``closes`` was called)
+        assert len(said) == 1 and "event subscriber" in said[0], said
+        assert rt.run("trivial", "two", wait=WAIT).status is RunStatus.COMPLETED
