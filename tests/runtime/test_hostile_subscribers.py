@@ -88,3 +88,26 @@ def test_a_subscriber_closing_the_runtime_is_refused_and_the_runtime_closes_afte
         seen.wait_count(EventKind.COMPLETED, "trivial", 1)  # (after ``closes`` was called)
         assert len(said) == 1 and "event subscriber" in said[0], said
         assert rt.run("trivial", "two", wait=WAIT).status is RunStatus.COMPLETED
+
+
+def test_a_subscriber_waiting_on_a_runs_handle_is_refused() -> None:
+    """``handle.result()`` from a subscriber waited for an end the supervisor's own thread
+    had to decide: the whole runtime stood still to the wait's timeout (for ever, with
+    none). It is refused as ``rt.wait_all`` is."""
+    said: list[str] = []
+    seen = Events()
+
+    def waits(event: Event) -> None:
+        if event.kind is EventKind.STARTED and event.run_id == live.run_id:
+            try:
+                live.result(timeout=WAIT)
+            except RuntimeError as exc:
+                said.append(str(exc))
+
+    with Runtime([trivial], store=MemoryStore()) as rt:
+        rt.subscribe(waits)
+        rt.subscribe(seen)
+        live = rt.spawn("trivial", "live")
+        assert live.result(timeout=WAIT).result == "live"
+        seen.wait_count(EventKind.COMPLETED, "trivial", 1)
+    assert len(said) == 1 and "event subscriber" in said[0], said
