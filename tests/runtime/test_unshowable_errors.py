@@ -14,9 +14,10 @@ import pytest
 
 from subagents import AgentSpec, FunctionAgent, Runtime, ScriptedModel
 from subagents.behaviour.function import AgentContext
-from subagents.messages import ModelRequest, ModelResponse, RunStatus
+from subagents.messages import ModelRequest, ModelResponse, RunStatus, ToolResultBlock
 from subagents.models.base import CancelSignal
 from subagents.store.memory import MemoryStore
+from subagents.tools.errors import ToolError
 
 from .conftest import WAIT
 
@@ -37,6 +38,18 @@ def breaks() -> str:
     raise Broken("tool")
 
 
+class BrokenToolError(ToolError):
+    """A tool's error for the model whose ``str`` raises, as ``Broken``'s."""
+
+    def __str__(self) -> str:
+        return str(self.msg)  # type: ignore[attr-defined]  # (never set)
+
+
+def refuses() -> str:
+    """A tool that raises a ToolError that cannot be shown."""
+    raise BrokenToolError("refused")
+
+
 def raises_at_once(ctx: AgentContext) -> str:
     raise Broken("function")
 
@@ -51,7 +64,10 @@ class BrokenModel:
 
     def __init__(self) -> None:
         self.scripted = ScriptedModel(
-            {"tooler": [{"tool_calls": [{"name": "breaks", "input": {}}]}, "never"]}
+            {
+                "tooler": [{"tool_calls": [{"name": "breaks", "input": {}}]}, "never"],
+                "refuser": [{"tool_calls": [{"name": "refuses", "input": {}}]}, "went on"],
+            }
         )
 
     def complete(
@@ -71,6 +87,7 @@ AGENTS: list[Any] = [
     FunctionAgent.create("raises_later", raises_later),
     AgentSpec(name="modeled", description="m"),
     AgentSpec(name="tooler", description="t", tools=["breaks"]),
+    AgentSpec(name="refuser", description="r", tools=["refuses"]),
 ]
 
 
@@ -89,10 +106,27 @@ _SHOWN = "Broken: <exception str() failed>"
 def test_an_error_whose_str_raises_fails_its_run_at_once_naming_it(
     agent: str, kind: str, error: str
 ) -> None:
-    with Runtime(AGENTS, model=BrokenModel(), tools=[breaks], store=MemoryStore()) as rt:
+    with Runtime(AGENTS, model=BrokenModel(), tools=[breaks, refuses], store=MemoryStore()) as rt:
         outcome = rt.run(agent, "go", wait=WAIT)
         assert (outcome.status, outcome.error_kind, outcome.error) == (
             RunStatus.FAILED,
             kind,
             error,
         )
+
+
+def test_a_tool_error_whose_str_raises_is_still_the_models_error_answer() -> None:
+    """A ``ToolError`` is the model's to read (an error answer, the run goes on); one whose
+    ``str`` raised failed the run instead (``crash``, the ``AttributeError``)."""
+    with Runtime(AGENTS, model=BrokenModel(), tools=[breaks, refuses], store=MemoryStore()) as rt:
+        outcome = rt.run("refuser", "go", wait=WAIT)
+        assert (outcome.status, outcome.result) == (RunStatus.COMPLETED, "went on")
+        conversation = rt.store.load_checkpoint(outcome.run_id)
+        assert conversation is not None
+        shown = [
+            block.content
+            for message in conversation.messages
+            for block in message.content
+            if isinstance(block, ToolResultBlock)
+        ]
+        assert shown == ["<exception str() failed>"]

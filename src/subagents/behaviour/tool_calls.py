@@ -414,7 +414,7 @@ class ToolCalls:
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
             out = tool.run(args, ctx)
         except ToolError as exc:
-            return str(exc), True
+            return shown(exc), True
         except Exception as exc:
             if journaled is not None:  # it ended (by raising): a restart may run it again
                 self.port.journal_end(journaled)
