@@ -130,3 +130,58 @@ def test_a_tool_error_whose_str_raises_is_still_the_models_error_answer() -> Non
             if isinstance(block, ToolResultBlock)
         ]
         assert shown == ["<exception str() failed>"]
+
+
+class BrokenRuntimeError(RuntimeError):
+    """A ``RuntimeError`` whose ``str`` raises, as ``Broken``'s: a function agent's error
+    of this class is first read for asyncio's "no running event loop" (``bad_await``)."""
+
+    def __str__(self) -> str:
+        return str(self.msg)  # type: ignore[attr-defined]  # (never set)
+
+
+class QuitUnshowable(SystemExit):
+    """A ``SystemExit`` whose ``repr`` raises (the log line of a function's ``BaseException``
+    shows it)."""
+
+    def __repr__(self) -> str:
+        raise ValueError("no repr")
+
+
+async def raises_runtime_later(ctx: AgentContext) -> str:
+    await ctx.sleep(0)
+    raise BrokenRuntimeError("function, after an await")
+
+
+def quits_unshowable(ctx: AgentContext) -> str:
+    raise QuitUnshowable(3)
+
+
+@pytest.mark.parametrize(
+    ("agent", "kind", "error"),
+    [
+        ("raises_runtime_later", "crash", "BrokenRuntimeError: <exception str() failed>"),
+        (
+            "quits_unshowable",
+            "base_exception",
+            "function agent quits_unshowable raised QuitUnshowable: 3",
+        ),
+    ],
+)
+def test_a_function_agents_unshowable_error_is_the_one_named(
+    agent: str, kind: str, error: str
+) -> None:
+    """Before, the run failed naming the error that showing it raised: the ``str`` read by
+    ``bad_await`` (``AttributeError: ... 'msg'``), the ``repr`` of the function's log line
+    (``ValueError: no repr``), each as a ``crash``."""
+    agents = [
+        FunctionAgent.create("raises_runtime_later", raises_runtime_later),
+        FunctionAgent.create("quits_unshowable", quits_unshowable),
+    ]
+    with Runtime(agents, store=MemoryStore()) as rt:
+        outcome = rt.run(agent, "go", wait=WAIT)
+        assert (outcome.status, outcome.error_kind, outcome.error) == (
+            RunStatus.FAILED,
+            kind,
+            error,
+        )
