@@ -27,6 +27,10 @@ WRONG: dict[str, tuple[Any, Any, Any]] = {
 }
 
 
+class Words(str):
+    """A subclass of ``str``: sent as any string."""
+
+
 async def receiver(ctx: AgentContext) -> str:
     mail = await ctx.receive(timeout=WAIT)
     return "nothing" if mail is None else f"got {mail.content}"
@@ -44,7 +48,7 @@ async def sender(ctx: AgentContext) -> str:
             said.append(str(exc))
         else:
             said.append("sent")
-    await ctx.send(child, "right")
+    await ctx.send(child, Words("right"))  # (a str subclass is a string)
     result = await ctx.receive(timeout=WAIT)  # (the child's ``[background result]``)
     said.append("nothing" if result is None else result.content)
     return " | ".join(said)
