@@ -19,9 +19,20 @@ BASE_EXCEPTION = "base_exception"
 not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``...)."""
 
 
+def shown(exc: BaseException) -> str:
+    """``str(exc)``, or what Python's own tracebacks say when that raises (a user's
+    exception class whose ``__str__`` reads an attribute it never set): a failure's message
+    made in an ``except`` must not raise in turn, or the run is never failed and its
+    requester hears ``timed_out`` only at the deadline."""
+    try:
+        return str(exc)
+    except BaseException:
+        return "<exception str() failed>"
+
+
 def named(exc: BaseException) -> str:
     """``SystemExit: 3``, or ``KeyboardInterrupt`` when it says nothing more."""
-    text = str(exc)
+    text = shown(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -44,11 +55,20 @@ def handling_raised(run: Failing, agent: str, exc: BaseException) -> None:
     would stop that actor without a word (or, on pykka's own threads, every actor), and the
     requester would hear ``timed_out`` only at the deadline."""
     if isinstance(exc, Exception):
-        run.log.error("agent crashed", error=repr(exc), traceback=traceback.format_exc())
-        run.fail("crash", f"{type(exc).__name__}: {exc}")
+        run.log.error("agent crashed", error=shown_repr(exc), traceback=traceback.format_exc())
+        run.fail("crash", f"{type(exc).__name__}: {shown(exc)}")
     else:  # an agent thread: never the main one
-        run.log.error("agent raised", error=repr(exc), traceback=traceback.format_exc())
+        run.log.error("agent raised", error=shown_repr(exc), traceback=traceback.format_exc())
         run.fail(BASE_EXCEPTION, raised(f"a handling of {agent}", exc))
+
+
+def shown_repr(exc: BaseException) -> str:
+    """``repr(exc)``, or its type's name when that raises (as ``shown``): for a log line
+    made in an ``except``, which must not raise in turn."""
+    try:
+        return repr(exc)
+    except BaseException:
+        return f"<{type(exc).__name__}: repr() failed>"
 
 
 NO_EVENT_LOOP = (
@@ -70,7 +90,7 @@ def bad_await(exc: Exception) -> str | None:
     ``await asyncio.sleep(1)`` raises inside asyncio before yielding anything, asking for
     the running loop, hence the second case."""
     if isinstance(exc, BadAwait):
-        return str(exc)
-    if isinstance(exc, RuntimeError) and "no running event loop" in str(exc):
-        return f"it awaited something of asyncio ({exc}); {NO_EVENT_LOOP}"
+        return shown(exc)
+    if isinstance(exc, RuntimeError) and "no running event loop" in (said := shown(exc)):
+        return f"it awaited something of asyncio ({said}); {NO_EVENT_LOOP}"
     return None

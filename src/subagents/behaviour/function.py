@@ -48,6 +48,7 @@ from subagents.behaviour.failures import (
     BadAwait,
     bad_await,
     raised,
+    shown_repr,
 )
 from subagents.behaviour.function_context import AgentContext, MailError, SpawnRefused, StopError
 from subagents.behaviour.function_replay import (
@@ -380,7 +381,7 @@ class FunctionBehaviour:
         """The function raised ``SystemExit`` (or another ``BaseException`` that is not an
         ``Exception``): its run fails now, naming it (behaviour/failures.py)."""
         self.ended = True
-        self.port.log.error("function raised", error=repr(exc))
+        self.port.log.error("function raised", error=shown_repr(exc))
         self.port.fail(BASE_EXCEPTION, raised(f"function agent {self.port.record.agent}", exc))
 
     def _advance(self, value: Any, error: BaseException | None) -> None:
@@ -398,7 +399,7 @@ class FunctionBehaviour:
                 if why is None:
                     raise  # a crash: the actor fails the run (error kind ``crash``)
                 self.ended = True  # a misuse, named: no traceback to read
-                self.port.log.warning("function awaited what it may not", error=repr(exc))
+                self.port.log.warning("function awaited what it may not", error=shown_repr(exc))
                 self.port.fail("crash", f"function agent {self.port.record.agent}: {why}")
                 return
             except BaseException as exc:  # SystemExit...: fails at once

@@ -223,7 +223,11 @@ class AgentContext:
     def send(self, to: str, content: str, reply_to: str | None = None) -> Pending:
         """Send mail to a run id or an agent name of this tree, or to ``topic:NAME`` (each
         subscriber of this tree). Awaiting gives the mail id (a topic's: the first mail's,
-        None when nobody is subscribed)."""
+        None when nobody is subscribed). ``TypeError`` at once for a ``to``, ``content`` or
+        ``reply_to`` of the wrong type (the call is wrong, as ``spawn``'s): told only to an
+        ``await``, a send not awaited was lost without a word."""
+        if type(to) is not str or type(content) is not str or reply_to is not None:
+            _check_send_types(to, content, reply_to)  # (``type``: no call, a mail's hot path)
         b = self._b
         key, replayed = b.call("send", 0, to, content)
         pending = b.pendings[key] = Pending(key)  # (``pending``, without its frame)
@@ -504,3 +508,15 @@ def _seconds(call: str, name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise TypeError(f"{call}(): {name} must be a number of seconds, got {value!r}")
     return float(value)
+
+
+def _check_send_types(to: object, content: object, reply_to: object) -> None:
+    """``TypeError`` naming what is wrong with the types of a ``send``'s arguments (in
+    ``supervision.requests.mail_problem``'s words); a ``str`` subclass is a string."""
+    if not (isinstance(to, str) and isinstance(content, str)):
+        raise TypeError(
+            f"send(): to and content must be strings, got {type(to).__name__} and"
+            f" {type(content).__name__}"
+        )
+    if reply_to is not None and not isinstance(reply_to, str):
+        raise TypeError(f"send(): reply_to must be a string, got {type(reply_to).__name__}")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from subagents.behaviour import plan_exit
-from subagents.behaviour.failures import BASE_EXCEPTION, raised
+from subagents.behaviour.failures import BASE_EXCEPTION, raised, shown
 from subagents.behaviour.port import NOT_RUN_STOPPING, AgentEnv, AgentPort
 from subagents.behaviour.runtime_tool_args import task_arguments
 from subagents.behaviour.tools import TASK
@@ -414,11 +414,12 @@ class ToolCalls:
                 ctx = dataclasses.replace(ctx, sandbox=self.sandbox.unconfined())
             out = tool.run(args, ctx)
         except ToolError as exc:
-            return str(exc), True
+            return shown(exc), True
         except Exception as exc:
             if journaled is not None:  # it ended (by raising): a restart may run it again
                 self.port.journal_end(journaled)
-            raise ToolCrash(f"tool {tool.name} raised {type(exc).__name__}: {exc}") from exc
+            crash = f"tool {tool.name} raised {type(exc).__name__}: {shown(exc)}"
+            raise ToolCrash(crash) from exc
         except BaseException as exc:  # SystemExit...: the run fails at once
             if journaled is not None:
                 self.port.journal_end(journaled)

@@ -22,11 +22,19 @@ from subagents.supervision.core import AdmissionError
 _T = TypeVar("_T")
 
 
+class _Callers(Protocol):
+    def check_caller(self) -> None: ...
+
+
 class RunOwner(Protocol):
     """What a handle asks of the runtime that started its run (``Runtime`` is one): named
     here rather than importing the Runtime, which imports this module."""
 
     store: RunStore
+
+    @property
+    def _requests(self) -> _Callers:
+        """Whose ``check_caller`` refuses a wait on the supervisor's own thread."""
 
     def get(self, run_id: str) -> RunRecord | None: ...
 
@@ -166,8 +174,12 @@ class RunHandle:
 
     def result(self, timeout: float | None = None) -> Outcome:
         """Wait for the outcome; ``TimeoutError`` if it is not in within ``timeout`` seconds,
-        ``AdmissionError`` if the run was refused."""
+        ``AdmissionError`` if the run was refused. From an event subscriber (the
+        supervisor's thread), ``RuntimeError`` unless the outcome is in already: it
+        waited for an end its own thread had to decide, to its timeout or for ever."""
         checked = check_timeout(timeout)
+        if not self._waiter.is_set():
+            self._rt._requests.check_caller()
         return landed(self.run_id, self._waiter, checked, timeout, self._rt.store)
 
     def stop(self) -> tuple[str, ...]:

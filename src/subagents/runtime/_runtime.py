@@ -445,7 +445,10 @@ class Runtime(RunReads):
         return cluster.placements() if cluster is not None else {}
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop every run (cancelled) and every thread this runtime started."""
+        """Stop every run (cancelled) and every thread this runtime started. Not from an
+        event subscriber (``RuntimeError``, as every call that waits on the supervisor):
+        there it waited on its own thread, and the runtime was left open, marked closed."""
+        self._requests.check_caller()
         if self._requests.closed:
             return
         self._requests.closed = True

@@ -74,7 +74,7 @@ def _event_kinds(kinds: object) -> frozenset[EventKind]:
     if isinstance(kinds, str) or not isinstance(kinds, Set | Sequence):
         raise TypeError(f"kinds must be a set of EventKind, got {kinds!r}")
     known = {k.value for k in EventKind}
-    unknown = [k for k in kinds if k not in known]
+    unknown = [k for k in kinds if not isinstance(k, str) or k not in known]  # (a list: no hash)
     if unknown:
         raise ValueError(f"kinds: {', '.join(map(repr, unknown))}: no such EventKind")
     return frozenset(EventKind(k) for k in kinds)
@@ -94,8 +94,10 @@ class Subscribers:
         of every subscriber with its filter tested. A cell, its table replaced whole: who
         holds the cell reads the table current at each event."""
         self._changing = threading.Lock()
-        """Held while the callbacks change and the table is made again: two threads
-        subscribing at once must not leave a table made from the callbacks before one."""
+        """Held while the callbacks change and the table is made again: two at once (a
+        program's threads; a subscriber unsubscribing on the supervisor's thread) each stored
+        theirs, and the one stored last undid the other (a subscription lost, or an ended one
+        back). ``publish`` reads the table as it is, unlocked."""
 
     def _change(
         self, callbacks: tuple[tuple[Callable[[Event], None], Set[EventKind] | None], ...]
@@ -114,16 +116,22 @@ class Subscribers:
         """Call ``callback(event)`` for every event, or only for those of ``kinds`` (a
         subscriber that reads only some is not called for the rest: the runtime's own
         ``Endings`` reads only a run's end, one of a trivial run's three events); returns a
-        function that unsubscribes. ``kinds`` is copied; one kind alone (a str: ``in`` would
-        test a substring) or a name of no kind is refused (``TypeError``, ``ValueError``)."""
+        function that ends this subscription (only this one: the same callable subscribed
+        again, for other kinds, stays). ``kinds`` is copied; one kind alone (a str: ``in``
+        would test a substring) or a name of no kind is refused (``TypeError``,
+        ``ValueError``), and so is a ``callback`` that cannot be called (``TypeError``:
+        taken, it failed at every event, each logged)."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         if kinds is not None:
             kinds = _event_kinds(kinds)
+        entry = (callback, kinds)
         with self._changing:
-            self._change((*self._callbacks, (callback, kinds)))
+            self._change((*self._callbacks, entry))
 
         def unsubscribe() -> None:
             with self._changing:
-                self._change(tuple(c for c in self._callbacks if c[0] is not callback))
+                self._change(tuple(c for c in self._callbacks if c is not entry))
 
         return unsubscribe
 
@@ -159,7 +167,23 @@ class Subscribers:
             try:
                 callback(event)
             except BaseException:  # never the main thread: the runtime goes on serving
-                log.exception("event subscriber failed", subscriber=repr(callback))
+                _subscriber_failed(callback)
+
+
+def _subscriber_failed(callback: object) -> None:
+    """Log that ``callback`` raised (called in its ``except``), with as much as can be
+    shown: a ``repr`` of it or a ``str`` of its error that raises in turn is not let out of
+    ``publish``; it lost the event to every later subscriber, and a ``SystemExit`` there
+    reached the supervisor's loop, which stopped every actor (tests/runtime/
+    test_hostile_subscribers.py)."""
+    try:
+        shown = repr(callback)
+    except BaseException:
+        shown = f"<a {type(callback).__name__} whose repr raised>"
+    try:
+        log.exception("event subscriber failed", subscriber=shown)
+    except BaseException:
+        log.error("event subscriber failed; its error could not be shown", subscriber=shown)
 
 
 class Definitions:
