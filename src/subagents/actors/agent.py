@@ -41,6 +41,7 @@ from subagents.messages import (
     Batch,
     Continue,
     DeliverMail,
+    Journal,
     JournalEntry,
     Park,
     Parked,
@@ -104,6 +105,13 @@ def _unrecorded(
         direct = DirectMail(desk, record, attempt)
     direct.routes.unsettled()
     return direct
+
+
+_NOTED = frozenset({SendMail, Journal, SpawnRequest, StopRequest, StopRequested})
+"""The reports ``DirectMail.post`` takes or notes for later sends (mail, journals, asks); a
+flush of none of them (a waiting run's first: its ``WaitingChanged`` alone) by a run with no
+``DirectMail`` yet makes none (two objects and their fields more for each of 100,000 waiting
+runs, and a pass through ``post`` that noted nothing)."""
 
 
 def _has_mail(messages: tuple[Any, ...]) -> bool:
@@ -359,8 +367,12 @@ class AgentActor(FastInboxActor, Started):
         kit, record, attempt = self._kit, self.record, self.attempt
         messages = reports_of(held, record.run_id, attempt)
         sent = None
-        if kit.mail is not None and (not self._ended or _has_mail(messages)):  # straight
-            direct = self._direct
+        direct = self._direct
+        if kit.mail is not None and (  # straight
+            _has_mail(messages)
+            if self._ended
+            else direct is not None or not _NOTED.isdisjoint(map(type, messages))
+        ):
             if direct is None:
                 direct = self._direct = DirectMail(kit.mail, record, attempt)
             messages, sent = direct.post(messages, self.cancel._flag)
