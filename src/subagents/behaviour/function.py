@@ -107,6 +107,10 @@ def _returned(value: Any) -> str:
     return f"the function returned a {type(value).__module__}.{type(value).__qualname__}"
 
 
+_NO_KEYS: frozenset[str] = frozenset()
+"""No brief sleeps (every run's, until its first)."""
+
+
 class FunctionBehaviour:
     """Runs a callable; drives it as a coroutine when it is ``async``."""
 
@@ -139,7 +143,10 @@ class FunctionBehaviour:
         )
         """Keys of this generation's calls (a retry starts anew: its keys differ)."""
         self.pendings: dict[str, Pending] = {}
-        self.groups: list[PendingAll | PendingAny] = []
+        self.groups: tuple[PendingAll | PendingAny, ...] = ()
+        """The ``gather``s and ``wait_any``s not resolved yet, in the order made (replaced,
+        never changed in place: most runs make none, and an empty tuple is no object of
+        theirs, where a list was one more per waiting run for the GC to walk)."""
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
         self.unjournaled: str | None = None
@@ -149,9 +156,10 @@ class FunctionBehaviour:
         of the journal a call is live, so a crash that loses it loses nothing a replay needs:
         one entry fewer per mail received by waiting."""
         self.sleepers: dict[str, Pending] = {}
-        self.brief_sleeps: set[str] = set()
+        self.brief_sleeps: frozenset[str] = _NO_KEYS
         """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
-        waiting (below)."""
+        waiting (below). Replaced, never changed in place (as ``groups``: a set per run
+        was a GC-tracked object of each of 100,000 waiting runs)."""
         self.brief_sleep_left = BRIEF_SLEEP_S
         """How much more of this start's sleeping may be brief: the brief sleeps of a run
         add up to at most ``BRIEF_SLEEP_S``, so a loop of short sleeps (polling for a queued
@@ -449,7 +457,8 @@ class FunctionBehaviour:
             case Wake(key=key):
                 sleeper = self.sleepers.pop(key, None)
                 if sleeper is not None:
-                    self.brief_sleeps.discard(key)
+                    if key in self.brief_sleeps:
+                        self.brief_sleeps = self.brief_sleeps - {key}
                     self._seen(key)
                     self.resolve(key, None)
                     return
@@ -497,11 +506,10 @@ class FunctionBehaviour:
             return
         if not pending.resolved:  # (``Pending.resolve``, without its frame: twice a mail)
             pending.value, pending.error, pending.resolved = value, error, True
-        if self.groups:  # (most calls are awaited alone: no copy of an empty list)
-            for group in list(self.groups):
+        if self.groups:  # (most calls are awaited alone)
+            for group in self.groups:  # (in the order made: a group before one holding it)
                 group.refresh()
-                if group.resolved:
-                    self.groups.remove(group)
+            self.groups = tuple([group for group in self.groups if not group.resolved])
         awaiting = self.awaiting
         if awaiting is not None and awaiting.resolved and self.coro is not None:
             self.awaiting = None

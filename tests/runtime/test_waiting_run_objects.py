@@ -4,6 +4,10 @@ stop asked. A waiting run's first flush is its ``WaitingChanged`` alone: it make
 objects and their fields more for each of 100,000 waiting runs, ``benchmarks/scale.py``);
 one is made later, when the run mails (its mail delivered and recorded as before).
 
+A waiting function run's behaviour holds no list of its groups (``gather``, ``wait_any``)
+nor set of its brief sleeps until it makes one: an empty tuple and a shared empty frozenset,
+one for every run (each was an object of every waiting run, walked by the GC).
+
 Real runtime, real actors: the objects are found among the live ones."""
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import pytest
 
 from polling import wait_until
 from subagents.actors.mail_desk import DirectMail
-from subagents.behaviour.function import AgentContext
+from subagents.behaviour.function import AgentContext, FunctionBehaviour
 from subagents.messages import EventKind
 from subagents.runtime import Runtime
 from subagents.store.memory import MemoryStore
@@ -64,3 +68,38 @@ def test_a_waiting_run_makes_no_direct_mail_until_it_mails() -> None:
         for i, run_id in enumerate(sorted(relays)):
             rt.send(run_id, f"m{i}")
         assert root.result(WAIT).result == "m0,m1,m2"
+
+
+async def grouping(ctx: AgentContext) -> str:
+    """Waits, then gathers two sleeps (one brief) and waits for mail again."""
+    first = await ctx.receive(timeout=WAIT)
+    assert first is not None
+    await ctx.gather(ctx.sleep(0.01), ctx.sleep(0.02))
+    mail = await ctx.receive(timeout=WAIT)
+    return f"{first.content},{mail.content if mail is not None else 'no mail'}"
+
+
+def _behaviours(ids: set[str]) -> list[FunctionBehaviour]:
+    return [
+        o for o in gc.get_objects() if type(o) is FunctionBehaviour and o.port.record.run_id in ids
+    ]
+
+
+def test_a_waiting_run_holds_no_list_of_groups_nor_set_of_brief_sleeps() -> None:
+    waiting: list[str] = []
+    with Runtime([grouping], store=MemoryStore()) as rt:
+        rt.subscribe(lambda e: waiting.append(e.run_id), {EventKind.WAITING})
+        handles = [rt.spawn("grouping", "wait") for _ in range(3)]
+        ids = {h.run_id for h in handles}
+        wait_until(lambda: ids <= set(waiting), WAIT)
+        behaviours = _behaviours(ids)
+        assert len(behaviours) == 3
+        # (before: a list and a set each, walked by the GC)
+        assert not any(gc.is_tracked(b.groups) for b in behaviours)
+        assert len({id(b.brief_sleeps) for b in behaviours}) == 1  # one shared, empty
+        for handle in handles:
+            handle.send("a")
+        wait_until(lambda: all(b.groups == () for b in behaviours), WAIT)  # gathered
+        for handle in handles:
+            handle.send("b")
+        assert [h.result(WAIT).result for h in handles] == ["a,b"] * 3
