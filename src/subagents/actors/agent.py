@@ -28,7 +28,7 @@ from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.lazy_event import LazyEvent
-from subagents.actors.mail_desk import DirectMail, MailDesk, report
+from subagents.actors.mail_desk import DirectMail, MailDesk, passes, report
 from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.wakes import WAKES_DUE, Wakes
@@ -41,7 +41,6 @@ from subagents.messages import (
     Batch,
     Continue,
     DeliverMail,
-    Journal,
     JournalEntry,
     Park,
     Parked,
@@ -105,20 +104,6 @@ def _unrecorded(
         direct = DirectMail(desk, record, attempt)
     direct.routes.unsettled()
     return direct
-
-
-_NOTED = frozenset({SendMail, Journal, SpawnRequest, StopRequest, StopRequested})
-"""The reports ``DirectMail.post`` takes or notes for later sends (mail, journals, asks); a
-flush of none of them (a waiting run's first: its ``WaitingChanged`` alone) by a run with no
-``DirectMail`` yet makes none (two objects and their fields more for each of 100,000 waiting
-runs, and a pass through ``post`` that noted nothing)."""
-
-
-def _has_mail(messages: tuple[Any, ...]) -> bool:
-    """Whether ``messages`` hold mail. A run's last flush without any (most ends) need not
-    pass the desk: what it notes of the other reports only serves later sends. (One C
-    call: ``any`` over a generator cost a run's end four calls.)"""
-    return SendMail in map(type, messages)
 
 
 def _status_refused(exc: Exception) -> ValueError:
@@ -368,11 +353,7 @@ class AgentActor(FastInboxActor, Started):
         messages = reports_of(held, record.run_id, attempt)
         sent = None
         direct = self._direct
-        if kit.mail is not None and (  # straight
-            _has_mail(messages)
-            if self._ended
-            else direct is not None or not _NOTED.isdisjoint(map(type, messages))
-        ):
+        if kit.mail is not None and passes(messages, direct, self._ended):  # straight
             if direct is None:
                 direct = self._direct = DirectMail(kit.mail, record, attempt)
             messages, sent = direct.post(messages, self.cancel._flag)

@@ -108,7 +108,11 @@ def _returned(value: Any) -> str:
 
 
 _NO_KEYS: frozenset[str] = frozenset()
-"""No brief sleeps (every run's, until its first)."""
+"""No brief sleeps (every run's, until its first). A run's ``brief_sleeps`` and ``groups``
+(its ``gather``s and ``wait_any``s not resolved yet, in the order made) are replaced, never
+changed in place: most runs make neither, and the shared empty frozenset and an empty tuple
+are no objects of theirs, where a set and a list were two more per waiting run for the GC
+to walk (``benchmarks/scale.py``'s 100,000)."""
 
 
 class FunctionBehaviour:
@@ -143,10 +147,7 @@ class FunctionBehaviour:
         )
         """Keys of this generation's calls (a retry starts anew: its keys differ)."""
         self.pendings: dict[str, Pending] = {}
-        self.groups: tuple[PendingAll | PendingAny, ...] = ()
-        """The ``gather``s and ``wait_any``s not resolved yet, in the order made (replaced,
-        never changed in place: most runs make none, and an empty tuple is no object of
-        theirs, where a list was one more per waiting run for the GC to walk)."""
+        self.groups: tuple[PendingAll | PendingAny, ...] = ()  # (replaced: ``_NO_KEYS``)
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
         self.unjournaled: str | None = None
@@ -158,8 +159,7 @@ class FunctionBehaviour:
         self.sleepers: dict[str, Pending] = {}
         self.brief_sleeps: frozenset[str] = _NO_KEYS
         """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
-        waiting (below). Replaced, never changed in place (as ``groups``: a set per run
-        was a GC-tracked object of each of 100,000 waiting runs)."""
+        waiting (below)."""
         self.brief_sleep_left = BRIEF_SLEEP_S
         """How much more of this start's sleeping may be brief: the brief sleeps of a run
         add up to at most ``BRIEF_SLEEP_S``, so a loop of short sleeps (polling for a queued
