@@ -28,7 +28,7 @@ from subagents.actors.handoff import pay_nudge
 from subagents.actors.held_reports import JournalReport, reports_of
 from subagents.actors.inbox import FastInboxActor
 from subagents.actors.lazy_event import LazyEvent
-from subagents.actors.mail_desk import DirectMail, MailDesk, report
+from subagents.actors.mail_desk import DirectMail, MailDesk, passes, report
 from subagents.actors.mail_desk import report as _report
 from subagents.actors.pooled import PooledActor
 from subagents.actors.wakes import WAKES_DUE, Wakes
@@ -104,13 +104,6 @@ def _unrecorded(
         direct = DirectMail(desk, record, attempt)
     direct.routes.unsettled()
     return direct
-
-
-def _has_mail(messages: tuple[Any, ...]) -> bool:
-    """Whether ``messages`` hold mail. A run's last flush without any (most ends) need not
-    pass the desk: what it notes of the other reports only serves later sends. (One C
-    call: ``any`` over a generator cost a run's end four calls.)"""
-    return SendMail in map(type, messages)
 
 
 def _status_refused(exc: Exception) -> ValueError:
@@ -359,8 +352,8 @@ class AgentActor(FastInboxActor, Started):
         kit, record, attempt = self._kit, self.record, self.attempt
         messages = reports_of(held, record.run_id, attempt)
         sent = None
-        if kit.mail is not None and (not self._ended or _has_mail(messages)):  # straight
-            direct = self._direct
+        direct = self._direct
+        if kit.mail is not None and passes(messages, direct, self._ended):  # straight
             if direct is None:
                 direct = self._direct = DirectMail(kit.mail, record, attempt)
             messages, sent = direct.post(messages, self.cancel._flag)

@@ -108,6 +108,14 @@ def _returned(value: Any) -> str:
     return f"the function returned a {type(value).__module__}.{type(value).__qualname__}"
 
 
+_NO_KEYS: frozenset[str] = frozenset()
+"""No brief sleeps (every run's, until its first). A run's ``brief_sleeps`` and ``groups``
+(its ``gather``s and ``wait_any``s not resolved yet, in the order made) are replaced, never
+changed in place: most runs make neither, and the shared empty frozenset and an empty tuple
+are no objects of theirs, where a set and a list were two more per waiting run for the GC
+to walk (``benchmarks/scale.py``'s 100,000)."""
+
+
 class FunctionBehaviour:
     """Runs a callable; drives it as a coroutine when it is ``async``."""
 
@@ -140,7 +148,7 @@ class FunctionBehaviour:
         )
         """Keys of this generation's calls (a retry starts anew: its keys differ)."""
         self.pendings: dict[str, Pending] = {}
-        self.groups: list[PendingAll | PendingAny] = []
+        self.groups: tuple[PendingAll | PendingAny, ...] = ()  # (replaced: ``_NO_KEYS``)
         self.background: dict[str, bool] = {}
         self.receivers: deque[Pending] = deque()
         self.unjournaled: str | None = None
@@ -150,7 +158,7 @@ class FunctionBehaviour:
         of the journal a call is live, so a crash that loses it loses nothing a replay needs:
         one entry fewer per mail received by waiting."""
         self.sleepers: dict[str, Pending] = {}
-        self.brief_sleeps: set[str] = set()
+        self.brief_sleeps: frozenset[str] = _NO_KEYS
         """The sleepers of at most ``parking.BRIEF_SLEEP_S``: awaiting one alone is not
         waiting (below)."""
         self.brief_sleep_left = BRIEF_SLEEP_S
@@ -450,7 +458,8 @@ class FunctionBehaviour:
             case Wake(key=key):
                 sleeper = self.sleepers.pop(key, None)
                 if sleeper is not None:
-                    self.brief_sleeps.discard(key)
+                    if key in self.brief_sleeps:
+                        self.brief_sleeps = self.brief_sleeps - {key}
                     self._seen(key)
                     self.resolve(key, None)
                     return
@@ -498,11 +507,10 @@ class FunctionBehaviour:
             return
         if not pending.resolved:  # (``Pending.resolve``, without its frame: twice a mail)
             pending.value, pending.error, pending.resolved = value, error, True
-        if self.groups:  # (most calls are awaited alone: no copy of an empty list)
-            for group in list(self.groups):
+        if self.groups:  # (most calls are awaited alone)
+            for group in self.groups:  # (in the order made: a group before one holding it)
                 group.refresh()
-                if group.resolved:
-                    self.groups.remove(group)
+            self.groups = tuple([group for group in self.groups if not group.resolved])
         awaiting = self.awaiting
         if awaiting is not None and awaiting.resolved and self.coro is not None:
             self.awaiting = None

@@ -73,14 +73,14 @@ class ContextHost(Protocol):
     coro: Coroutine[Any, Any, Any] | None
     pendings: dict[str, Pending]
     background: dict[str, bool]
-    groups: list[PendingAll | PendingAny]
+    groups: tuple[PendingAll | PendingAny, ...]
     inbox: deque[Mail]
     receivers: deque[Pending]
     unjournaled: str | None
     recovered: dict[str, list[Any]]
     sent: Mapping[str, Mail]
     sleepers: dict[str, Pending]
-    brief_sleeps: set[str]
+    brief_sleeps: frozenset[str]
     brief_sleep_left: float
 
     def call(
@@ -425,7 +425,7 @@ class AgentContext:
             b.port.journal(JournalEntry(request_id=key, kind="wait_any", digest=digest))
         group = PendingAny(key, tuple(pendings), first, b.port)
         if not group.resolved:
-            b.groups.append(group)
+            b.groups = (*b.groups, group)
         return group
 
     def synthesize(
@@ -469,7 +469,7 @@ class AgentContext:
         counted = max(left, BRIEF_SLEEP_FLOOR_S)
         if counted <= b.brief_sleep_left:
             b.brief_sleep_left -= counted
-            b.brief_sleeps.add(key)
+            b.brief_sleeps = b.brief_sleeps | {key}
         b.port.wake_after(key, left)
         return pending
 
@@ -486,7 +486,7 @@ class AgentContext:
         if replayed is None:
             b.port.journal(JournalEntry(request_id=key, kind="gather", digest=digest))
         group = PendingAll(key, tuple(pendings))
-        b.groups.append(group)
+        b.groups = (*b.groups, group)
         return group
 
 
