@@ -116,6 +116,16 @@ def _llm_run(n: int) -> None:
                 raise RuntimeError(f"LLM run {i} did not complete")
 
 
+def _fanout_child(n: int) -> None:
+    """A small fan-out per child (``fanout.py``'s shape, smaller): a function parent spawns n
+    LLM workers on the scripted model, 20 at once, each one 5 ms model call, and gathers them;
+    per child, every part of it: its spawn, queueing, admission into a freed slot, its actor's
+    start, its turn and blocking model call, its report and the parent's resume."""
+    import fanout
+
+    fanout.runtime(n, 20, 0.005, fanout._Gauge())
+
+
 def _waiting(spawn: str) -> Callable[[int], None]:
     """n runs waiting for mail (``scale.py``'s), started with one ``spawn`` each (``one``) or
     ``spawn_many`` in batches of 1,000 (``many``), then the runtime closed: per run, its start
@@ -166,6 +176,7 @@ SHAPES: dict[str, Callable[[int], None]] = {
     "spawn": _spawn,
     "raw_spawn": _raw_spawn,
     "llm_run": _llm_run,
+    "fanout_child": _fanout_child,
     "waiting_spawn": _waiting("one"),
     "waiting_many": _waiting("many"),
 }
