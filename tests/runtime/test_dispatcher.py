@@ -16,7 +16,6 @@ import pykka
 import pytest
 from pykka._envelope import Envelope
 
-from polling import wait_until
 from subagents.actors.agent import AgentActor
 from subagents.actors.inbox import stop_message
 from subagents.actors.latch_future import LatchFuture
@@ -210,62 +209,6 @@ def test_a_blocked_handling_does_not_starve_the_other_actors(found_by: str) -> N
     finally:
         assert d.close(WAIT) == []
     about_to_block()  # on a thread no pool hooked: nothing happens
-
-
-def test_a_blocked_thread_that_comes_back_takes_the_work_in_line_then_the_pool_shrinks() -> None:
-    """A handling that said it blocks ends while work waits in line and no thread is free
-    (its replacement is busy with a handling that holds its thread without saying so): the
-    thread that comes back takes that work itself, one thread over ``size``, instead of
-    leaving it to wait (before, it parked in the pool, and the work waited for the busy
-    thread, or for the next handling that said it blocks to wake a parked one for it).
-    Once that drain ends with the line empty, the extra thread leaves: ``size`` take work."""
-    d = Dispatcher(size=1, stall_s=NEVER, name="t-comeback")
-    try:
-        says, holds = threading.Event(), threading.Event()
-        said, held = threading.Event(), threading.Event()
-
-        class Blocks(PooledActor):
-            def on_receive(self, message: Any) -> Any:
-                if message == "say":
-                    about_to_block()  # counted as blocked: its replacement is owed
-                    said.set()
-                    assert says.wait(WAIT)
-                else:  # holds its thread without saying so (the watch thread never looks)
-                    held.set()
-                    assert holds.wait(WAIT)
-                return message
-
-        class Echo(PooledActor):
-            def on_receive(self, message: Any) -> Any:
-                return message
-
-        saying, holding = Blocks.start(dispatcher=d), Blocks.start(dispatcher=d)
-        said_done = saying.ask("say", block=False)
-        assert said.wait(WAIT)
-        held_done = holding.ask("hold", block=False)  # on the replacement started for it
-        assert held.wait(WAIT)
-        echo = Echo.start(dispatcher=d)
-        echoed = echo.ask("in line", block=False)  # no thread free, none owed: it waits
-        assert d.counts() == DispatcherCounts(working=1, replaced=1)
-        says.set()
-        assert said_done.get(timeout=WAIT) == "say"
-        # taken by the thread come back, while the replacement still holds its thread
-        assert echoed.get(timeout=WAIT) == "in line"
-        wait_until(
-            lambda: d.counts() == DispatcherCounts(working=1, replaced=0),
-            "the thread over size left",
-            timeout=WAIT,
-        )
-        holds.set()
-        assert held_done.get(timeout=WAIT) == "hold"
-        for ref in (saying, holding, echo):
-            ref.stop(block=True, timeout=WAIT)
-        assert d.wait_idle(WAIT)
-        assert d.counts() == DispatcherCounts(working=1, replaced=0)
-    finally:
-        holds.set()
-        says.set()
-        assert d.close(WAIT) == []
 
 
 def test_work_that_says_it_blocks_and_does_not_costs_no_thread() -> None:

@@ -1,4 +1,4 @@
-"""PooledActor: actors that hold a thread only while they have messages.
+"""PooledActor and Dispatcher: actors that hold a thread only while they have messages.
 
 A pykka ``ThreadingActor`` is a thread blocked on its inbox. For a runtime whose runs spend
 most of their lives waiting (on a child, on mail), that makes every waiting run cost an OS
@@ -23,24 +23,43 @@ before the first message, ``on_stop`` after the last; asks put after the stop ge
 handling stops that actor only, not every actor of the process, and an ask's asker hears it
 (``turn_failures.py``).
 
-The ``Dispatcher`` (``actors/dispatcher.py``) runs them; it is imported from here too.
+Blocking user code (a model call, a plain ``def`` tool, a sync function agent) runs in a
+handling and so on a dispatcher thread. It must not starve the other actors: a *watch*
+thread looks at the dispatcher's threads every ``stall_s`` and replaces each one that has
+been in the same drain for longer than that (its actor is still drained by it, so ordering
+holds; it leaves the pool when that drain ends, or takes its place back if that one is not
+started yet; the new thread is started with the dispatcher's lock let go: ``_start_owed``).
+So at least ``size`` threads always take new work within about ``2 * stall_s``, however many
+handlings block, and the threads that exist are those ``size`` plus one per handling blocked
+right now: never one per waiting actor. (Go's scheduler does the same for goroutines
+blocked in system calls.)
+
+Code that knows it is about to block says so (``subagents.blocking.about_to_block()``) and
+its thread is replaced at once (Java's ``ForkJoinPool.managedBlock``); replaced threads park
+in the pool (up to ``spare``) for the next replacement (docs/architecture.md, "Threads").
 """
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pykka
 from pykka._envelope import Envelope
 
-from subagents.actors.dispatcher import Dispatcher, DispatcherCounts
-from subagents.actors.handoff import pay_nudge
+from subagents.actors.gc_pacing import PACING
+from subagents.actors.handoff import Handoff, Seat, pay_nudge
 from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
-from subagents.actors.threads import NoThread
+from subagents.actors.tally import Tally
+from subagents.actors.threads import NoThread, ThreadPool, default_size
 from subagents.actors.turn_failures import handling_failed
+from subagents.blocking import set_hook
 from subagents.logs import get_logger
 
 if TYPE_CHECKING:
@@ -48,13 +67,401 @@ if TYPE_CHECKING:
 
     from pykka._actor import ActorInbox
 
-__all__ = ["THROUGHPUT", "Dispatcher", "DispatcherCounts", "PooledActor"]
-
 log = get_logger("subagents.dispatch")
 
 THROUGHPUT = 64
 """Messages one drain hands an actor before it goes to the back of the line: an actor
 flooded with mail does not keep a thread from every other actor."""
+
+
+class _Worker(Seat):
+    """One dispatcher thread: where it parks for work, and what the watch thread sees of it
+    (``busy_since``: when its current drain started, 0.0 while it waits for work)."""
+
+    __slots__ = ()
+    # ``replaced`` (``Seat``): counted as blocked (``blocking``, or the watch thread saw it
+    # stall), another thread started or owed in its place
+
+
+@dataclass(frozen=True)
+class DispatcherCounts:
+    """The dispatcher's threads: those counted as taking work, and those replaced because
+    their handling blocked (they leave when it ends)."""
+
+    working: int
+    replaced: int
+
+
+class Dispatcher:
+    """A few threads that run ``PooledActor`` mailboxes which have messages."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        stall_s: float = 0.05,
+        name: str = "subagents-dispatch",
+        spare: int = 128,
+    ) -> None:
+        size = default_size() if size is None else size
+        if size < 1:
+            raise ValueError("a dispatcher needs at least one thread")
+        if stall_s <= 0:
+            raise ValueError("stall_s must be positive")
+        self.size = size
+        self.stall_s = stall_s
+        self.name = name
+        # Threads come from a pool of their own: a thread replaced while blocked parks there
+        # when its handling ends, for the next replacement.
+        self._pool = ThreadPool(name=name, max_idle=max(size, spare))
+        self._handoff: Handoff[PooledActor] = Handoff()
+        """Actors with messages, each handed to one parked thread (a queue per thread: one
+        shared by every idle thread cost twice as much per hand-off; ``handoff.py``)."""
+        self._lock = threading.Lock()
+        self._workers: set[_Worker] = set()
+        self._working = 0  # workers not counted as blocked
+        self._owed = 0
+        """Threads that said they block (``about_to_block``) and whose replacement is not
+        started yet: when work finds no thread waiting for it (``submit``) it starts on a
+        thread parked in the pool, else the watch thread starts one (``_poked``); a blocked
+        thread that comes back first takes its place instead (``_rejoin``)."""
+        self._closed = threading.Event()
+        self._poked = threading.Event()  # a replacement found no parked thread
+        self._drained = threading.Condition(self._lock)  # a drain ended, someone waits for idle
+        self._idle_waiters = 0
+        self._starts = Tally()  # actors started (no lock: a convoy per run, ``tally.py``)
+        self._stops = Tally()  # actors stopped
+        self._started = False
+        self._ahead = 0
+        """Spares asked for ahead of a wave of handlings about to block (``ready``)."""
+        self._watch: threading.Thread | None = None
+
+    # ---- running -----------------------------------------------------------------------------
+
+    def submit(self, actor: PooledActor) -> None:
+        """Put ``actor`` (scheduled: its mailbox has messages) in line for a thread. After
+        ``close`` nothing takes it: the runtime stopped its actors before closing."""
+        if not self._started and not self._start():
+            raise NoThread(
+                f"{self.name} could not start a thread (the process's thread limit): "
+                f"{actor} was not handed on; the next message put tries again"
+            )
+        if not self._handoff.give(actor) and self._owed:  # a thread blocked, none was idle
+            self._pay()
+
+    def _start(self) -> bool:
+        """The watch thread, then ``size`` threads taking work; False if it could not start.
+        At the process's thread limit it raises into nobody (a wave's ``ready`` inside
+        ``Effector.apply``): with no watch thread it is not started yet (``submit`` raises
+        ``NoThread``, the mailbox's turn let go: the next message tries again; before, the
+        actor waited in line for a start nobody made, its turn held, and every ask of it
+        went unanswered); a thread of its own it could not have is owed, as a blocked thread's
+        replacement is, started when work waits for it (``_pay``; the watch thread's looks).
+        (A refused start had left it started with no watch thread: nothing was replaced any
+        more, and the mail behind every blocked handling waited for ever.)"""
+        with self._lock:
+            if self._started or self._closed.is_set():
+                return True
+            watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
+            watch.daemon = True
+            try:
+                watch.start()
+            except Exception:
+                log.warning("no thread to start the dispatcher; tried again", exc_info=True)
+                return False
+            self._watch = watch
+            self._started = True
+            for missing in range(self.size, 0, -1):
+                try:
+                    self._add_worker()
+                except Exception:
+                    self._owed += missing
+                    log.warning("dispatcher threads owed: none to be had", exc_info=True)
+                    break
+        PACING.register(self)  # its live runs count towards the GC's pacing
+        return True
+
+    def _add_worker(self, parked_only: bool = False) -> bool:
+        """One more thread taking work (``_lock`` held); ``parked_only``: or none (False)."""
+        worker = _Worker()
+        job = functools.partial(self._work, worker)
+        if parked_only and not self._pool.try_run(job):
+            return False
+        if not parked_only:
+            self._pool.run(job)
+        self._workers.add(worker)
+        self._working += 1
+        return True
+
+    def _start_owed(self, if_none_waits: bool = False) -> bool:
+        """Start one owed replacement (whether it did): on a parked thread, else a new one,
+        started after ``_lock`` is let go (the watch thread). ``if_none_waits``: not while a
+        thread is parked waiting for work (it takes the work that waits).
+
+        Why the new thread's start is outside the lock: ``Thread.start`` waits until the new
+        thread runs, behind the GIL (milliseconds on a busy process), and every handling that
+        says it blocks and every blocked drain's end takes the lock: under it, a fan-out of
+        500 children x 50 ms (``about_to_block`` per model call) found the lock held 70
+        times in 2,057, waiting 0.6/38 ms (p50/p99), the lock held 10 ms at its p99.9."""
+        with self._lock:
+            if not self._owed or self._closed.is_set():
+                return False
+            if if_none_waits and self._handoff.waiting:
+                return False
+            try:
+                if self._add_worker(parked_only=True):
+                    self._owed -= 1
+                    return True
+            except Exception:  # (the pool closed): nothing to start
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return False
+            worker = _Worker()  # counted now: a drain ending meanwhile sees it coming
+            self._workers.add(worker)
+            self._working += 1
+            self._owed -= 1
+        try:
+            self._pool.run(functools.partial(self._work, worker))
+        except Exception:  # no thread to be had: owed again, tried again at a later look
+            log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+            with self._lock:
+                self._workers.discard(worker)
+                self._working -= 1
+                self._owed += 1
+            return False
+        return True
+
+    def _work(self, worker: _Worker) -> None:
+        take = self._handoff.take
+        set_hook(
+            functools.partial(self.blocking, worker), functools.partial(self.unblocked, worker)
+        )
+        self._handoff.taking(True, worker)
+        try:
+            while True:
+                actor = take(worker)
+                if actor is None:  # closing
+                    return
+                # (busy since it was handed ``actor``: ``take`` or the giver set it)
+                try:
+                    actor._drain()  # the dispatcher is the actor's loop
+                except BaseException:
+                    log.exception("draining an actor failed", actor=str(actor))
+                actor = None  # (an ended run's objects are not held while this thread waits)
+                worker.busy_since = 0.0
+                if self._idle_waiters:
+                    with self._lock:
+                        self._drained.notify_all()
+                if worker.replaced and not self._rejoin(worker):
+                    return
+        finally:
+            set_hook(None)
+            self._handoff.taking(False)
+            with self._lock:
+                self._workers.discard(worker)
+                if not worker.replaced:
+                    self._working -= 1
+
+    def _replace(self, worker: _Worker) -> bool:
+        """Count ``worker`` as blocked and owe a thread in its place (``_lock`` held; the
+        watch thread starts it once the lock is let go: ``_start_owed``). It drains on (its
+        actor's order holds) and rejoins (in the owed one's place, if not started yet) or
+        leaves when that ends. Whether it was counted now."""
+        if worker.replaced or self._closed.is_set():
+            return False
+        worker.replaced = True
+        self._working -= 1
+        self._owed += 1
+        return True
+
+    def _pay(self, start: bool = False) -> bool:
+        """Start one owed replacement (whether it did), if no thread waits for work: on a parked
+        thread, or a new one if ``start`` (the watch thread), else the watch thread is poked."""
+        if start:
+            return self._start_owed(if_none_waits=True)
+        with self._lock:
+            if not self._owed or self._handoff.waiting or self._closed.is_set():
+                return False
+            try:
+                added = self._add_worker(parked_only=True)
+            except Exception:  # (the pool closed): nothing to start
+                log.warning("no thread to replace a blocking dispatcher thread", exc_info=True)
+                return False
+            if not added:
+                self._poked.set()
+                return False
+            self._owed -= 1
+            return True
+
+    def _add_spares(self, spares: bool) -> None:
+        """Owed replacements while work waits; then the spares asked for ahead (``ready``)
+        and (``spares``) one per blocked handling, but never more of those than the live
+        actors not blocked now: each of them may block once before a blocked one comes
+        back, no other handling can (a fan-out of 100 calls at a time kept 100 spares
+        parked beside its 100 blocked threads: 200 started)."""
+        want = 0
+        with self._lock:  # (asked for ahead: taken even on a look that met their poke)
+            ahead, self._ahead = self._ahead, 0
+            if spares:
+                blocked = len(self._workers) - self._working
+                want = min(blocked, self.live - blocked)
+        ahead -= self._pool.spares  # (a number to start, not a level kept: they are taken)
+        while not self._closed.is_set():
+            if self._owed and self._handoff.in_line and self._pay(start=True):
+                ahead -= 1  # (started for one of them)
+            elif ahead > 0:
+                if not self._pool.add_spare():
+                    return
+                ahead -= 1
+            elif self._pool.spares >= want or not self._pool.add_spare():
+                return
+
+    def ready(self, blocking: int) -> None:
+        """Have threads ready for ``blocking`` handlings about to block (a wave of runs about
+        to make their model calls): the watch thread is poked to start that many spares,
+        parked (up to the pool's ``max_idle``), before the handlings block, not one by one
+        as each does. The caller does not wait for them.
+
+        Why: a wave's replacements, started as its handlings blocked, each waited for the
+        GIL twice (``Thread.start`` waits until the new thread runs) behind the supervisor
+        deciding the rest of the wave and the children starting: 13-45 threads in the first
+        100 ms of a 1,000-child fan-out, its model calls waiting for them. Started on the
+        supervisor's thread instead, they held the supervisor (~80 us of CPU each, more
+        behind a loaded machine's run queue) before the first child started."""
+        if not self._started:
+            self._start()
+        with self._lock:
+            self._ahead = max(self._ahead, blocking)
+        self._poked.set()
+
+    def _rejoin(self, worker: _Worker) -> bool:
+        """A worker counted as blocked whose drain ended: back to work in the place of a
+        replacement still owed (it was never started), or if fewer than ``size`` threads
+        take work now (the closing left none); else it leaves."""
+        with self._lock:
+            if self._owed and not self._closed.is_set():
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
+                return True
+            if self._working < self.size and not self._closed.is_set():
+                worker.replaced = False
+                self._working += 1
+                return True
+            return False
+
+    def _watching(self) -> None:
+        """Every ``stall_s``, and when poked (``_pay`` found no parked thread): replacements
+        owed while work waits are started, spares too when poked; each thread that has been
+        in one drain longer than ``stall_s`` is counted as blocked, and replaced."""
+        while True:
+            poked = self._poked.wait(self.stall_s)
+            self._poked.clear()
+            if self._closed.is_set():
+                return
+            try:
+                self._add_spares(poked)
+            except Exception:  # no thread to be had: the blocked ones will end
+                log.warning("no spare thread for the dispatcher", exc_info=True)
+            _ = self.live  # (folds the tallies: their deques stay short)
+            now = time.monotonic()
+            stalled = 0
+            with self._lock:
+                for worker in list(self._workers):
+                    since = worker.busy_since
+                    if not worker.replaced and since and now - since > self.stall_s:
+                        stalled += self._replace(worker)
+            for _ in range(stalled):  # (each thread started with the lock let go)
+                if not self._start_owed():
+                    break
+
+    def blocking(self, worker: _Worker) -> None:
+        """``worker``'s handling is about to block: it is counted as blocked at once, and
+        its replacement is owed, started (``_pay``) when work finds no thread waiting for it
+        (now, if work is in line already). Work that does not block after all (a sync function agent
+        that returns at once) then costs no thread: the worker comes back to its place."""
+        pay_nudge()  # what its turn left in line is taken by another meanwhile (handoff.py)
+        if worker.replaced:
+            return
+        with self._lock:  # (looked at again: the watch thread may have replaced it meanwhile)
+            if worker.replaced or self._closed.is_set():
+                return
+            worker.replaced = True
+            self._working -= 1
+            self._owed += 1
+        if not self._handoff.waiting and self._handoff.in_line:
+            self._pay()
+
+    def unblocked(self, worker: _Worker) -> None:
+        """``worker``'s handling is done blocking (``done_blocking``): it takes work again
+        in the place of its replacement, if that is still owed; else it goes on as one
+        replaced, rejoining or leaving when its drain ends."""
+        if not worker.replaced or not self._owed:
+            return
+        with self._lock:
+            if self._owed:
+                self._owed -= 1
+                worker.replaced = False
+                self._working += 1
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> int:
+        """Actors started on this dispatcher and not stopped yet (pykka's ``ActorRegistry``
+        does not hold them: see the module doc)."""
+        stopped = self._stops.value  # first: every actor it counts was counted started
+        return self._starts.value - stopped
+
+    def _actor_started(self) -> None:
+        self._starts.add()
+
+    @property
+    def stopped(self) -> int:
+        """Actors stopped on this dispatcher so far (for the GC pacing: ``gc_pacing.py``)."""
+        return self._stops.value
+
+    def _actor_stopped(self) -> None:
+        self._stops.add()
+
+    def counts(self) -> DispatcherCounts:
+        with self._lock:
+            working = self._working
+            return DispatcherCounts(working=working, replaced=len(self._workers) - working)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no actor is in line and no thread is draining one (checked whenever a
+        drain ends); False if ``timeout`` passed first."""
+
+        def idle() -> bool:
+            return not self._handoff.in_line and not any(w.busy_since for w in self._workers)
+
+        with self._lock:
+            self._idle_waiters += 1
+            try:
+                return self._drained.wait_for(idle, timeout)
+            finally:
+                self._idle_waiters -= 1
+
+    def threads(self) -> list[threading.Thread]:
+        """Every thread the dispatcher runs on now (its pool's and the watch thread)."""
+        names = (self._pool.name + "-", f"{self.name}-watch")
+        return [t for t in threading.enumerate() if t.name.startswith(names)]
+
+    def close(self, timeout: float = 10.0) -> list[threading.Thread]:
+        """Take no more work; end the threads once the work in line is done (up to
+        ``timeout``). Returns the threads still alive then (blocked in a handling)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._closed.is_set():
+                return []
+            self._closed.set()
+            self._poked.set()  # the watch thread ends now, not at its next look
+        self._handoff.close()
+        if self._watch is not None:
+            self._watch.join(max(0.0, deadline - time.monotonic()))
+        alive = self._pool.close(max(0.0, deadline - time.monotonic()))
+        PACING.unregister(self)  # once its work in line is done: the stops it made counted
+        return alive
 
 
 class PooledActor(pykka.Actor):
