@@ -8,14 +8,14 @@ all tool_results in one user message (then any unread mail), as the Messages API
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from subagents.behaviour import parent_approvals
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fan_out_tool import FAN_OUT, FanOutCalls, FanOutError
-from subagents.behaviour.offer import complete, not_offered, offered_tools
+from subagents.behaviour.offer import complete, not_offered, offered_tools, run_tools
 from subagents.behaviour.plan_exit import approved_in
 from subagents.behaviour.port import AgentEnv, AgentPort, CallSpan, render_mail
 from subagents.behaviour.runtime_tool_args import (
@@ -47,8 +47,6 @@ from subagents.behaviour.tools import (
 )
 from subagents.behaviour.unread import UnreadMail
 from subagents.isolation.worktrees import WorktreeError
-from subagents.mcp.hub import RunMcp
-from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
     ApprovalAnswered,
     ChatMessage,
@@ -105,7 +103,7 @@ class LLMBehaviour:
             self.setup_error = str(exc)
         except WorktreeError as exc:  # isolation: worktree outside a git repository...
             self.setup_kind, self.setup_error = "worktree", str(exc)
-        self.mcp, self.tools, self.mcp_names = _run_tools(env, port, self.calls)
+        self.mcp, self.tools, self.mcp_names = run_tools(env, port, self.calls)
         self.schemas = offered_tools(env, port, self.tools, self.mcp_names)
         self.tool_spans: dict[str, CallSpan] = {}
         """Traced tool calls not answered yet (``env.tracer``), by tool_use id."""
@@ -114,8 +112,29 @@ class LLMBehaviour:
         """Appended to the system prompt when the agent has file or shell tools."""
         if self.calls is not None and any(s.name in BUILTIN_NAMES for s in self.schemas):
             self.environment = self.calls.environment()
-        self.approvals = ParentApprovalFlow(env, port, self.calls, self._answer, self._fail)
-        self.kept_asks = StoreApprovalFlow(port, self.calls, self._answer, self._fail)
+        self._approvals: ParentApprovalFlow | None = None
+        self._kept_asks: StoreApprovalFlow | None = None
+
+    # The approval flows are made at first use: each holds this behaviour's bound ``_answer``
+    # and ``_fail``, a cycle only the cyclic GC frees, and made at every start it left each
+    # run's objects to it (~24 per LLM run and its actor half the time, counted in a fan-out
+    # with ``gc.DEBUG_SAVEALL``), for flows most runs never use (a fan-out's child asks none).
+
+    @property
+    def approvals(self) -> ParentApprovalFlow:
+        """Tool calls waiting for the parent's answer (``ask_parent``), made at first use."""
+        if self._approvals is None:
+            self._approvals = ParentApprovalFlow(
+                self.env, self.port, self.calls, self._answer, self._fail
+            )
+        return self._approvals
+
+    @property
+    def kept_asks(self) -> StoreApprovalFlow:
+        """Tool calls waiting for an approval kept in the store, made at first use."""
+        if self._kept_asks is None:
+            self._kept_asks = StoreApprovalFlow(self.port, self.calls, self._answer, self._fail)
+        return self._kept_asks
 
     # ---- entry points ------------------------------------------------------------------------
 
@@ -199,8 +218,9 @@ class LLMBehaviour:
         """New mail: a parent's answer to an approval request is taken here (read, not
         shown as mail); the rest goes to the inbox."""
         kept: list[Mail] = []
+        approvals = self._approvals  # (none made: no call waits for the parent's answer)
         for mail in mails:
-            if not self.approvals.answered_by(mail):
+            if approvals is None or not approvals.answered_by(mail):
                 kept.append(mail)
             elif self.ended:
                 return
@@ -336,54 +356,10 @@ class LLMBehaviour:
             self._set(use.id, not_offered(self.env, port, use.name, why), True)
             return
         try:
-            if not self._runtime_tool(use, args):
+            if not _runtime_tool(self, use, args):
                 self._user_tool(use)
         except ToolError as exc:
             self._set(use.id, str(exc), True)
-
-    def _runtime_tool(self, use: ToolUseBlock, args: dict[str, Any]) -> bool:
-        """A call of one of the runtime's own tools (spawn, fan out, mail, stop, skills),
-        handed to the supervisor or answered here; False for any other tool."""
-        port, record = self.port, self.port.record
-        if use.name in (SPAWN, TASK):
-            assert self.calls is not None  # (None only when the run failed to set up)
-            args = self.calls.spawn_arguments(use, args, self.schemas)
-            request = spawn_request(use.id, args, record.run_id)
-            self.background[use.id] = request.background
-            port.request_spawn(request)
-        elif use.name == FAN_OUT:
-            try:
-                requests = self.fan_outs.start(use.id, args, record.run_id)
-            except FanOutError as exc:
-                raise ToolError(str(exc)) from None
-            for request in requests:
-                if request.request_id not in self.already_spawned:  # else: recovered
-                    port.request_spawn(request)
-        elif use.name == SEND:
-            port.send_mail(send_request(use.id, args, record.run_id))
-        elif use.name == STOP:
-            port.request_stop(stop_request(use.id, args, record))
-        elif use.name == CHECK:
-            self._set(use.id, *self.inbox.render())
-        elif use.name == WAIT:
-            timeout = wait_timeout(args)
-            if self.inbox:
-                self._set(use.id, *self.inbox.render())
-            elif self.inbox.waiter is not None:
-                # one waiter per turn: a second would overwrite the first, never answered
-                raise ToolError("already waiting for mail in this turn; wait once per turn")
-            else:
-                self.inbox.waiter = use.id
-                port.wake_after(use.id, timeout)
-        elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
-            self._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
-        elif use.name == LOAD_SKILL:
-            self._set(use.id, _skill_text(self.env, required_str(args, "name")), False)
-        elif use.name == STATUS:
-            self._set(use.id, *status_answer(port, args))
-        else:
-            return False
-        return True
 
     def _user_tool(self, use: ToolUseBlock) -> None:
         """A Tool (user, built-in, MCP): the one path of ``tool_calls.ToolCalls``."""
@@ -546,6 +522,52 @@ def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
     }
 
 
+def _runtime_tool(run: LLMBehaviour, use: ToolUseBlock, args: dict[str, Any]) -> bool:
+    """A call of one of the runtime's own tools (spawn, fan out, mail, stop, skills),
+    handed to the supervisor or answered here; False for any other tool. (Apart from the
+    class: one tool's call each, it reads the run's parts and sets a call's answer.)"""
+    port, record = run.port, run.port.record
+    if use.name in (SPAWN, TASK):
+        assert run.calls is not None  # (None only when the run failed to set up)
+        args = run.calls.spawn_arguments(use, args, run.schemas)
+        request = spawn_request(use.id, args, record.run_id)
+        run.background[use.id] = request.background
+        port.request_spawn(request)
+    elif use.name == FAN_OUT:
+        try:
+            requests = run.fan_outs.start(use.id, args, record.run_id)
+        except FanOutError as exc:
+            raise ToolError(str(exc)) from None
+        for request in requests:
+            if request.request_id not in run.already_spawned:  # else: recovered
+                port.request_spawn(request)
+    elif use.name == SEND:
+        port.send_mail(send_request(use.id, args, record.run_id))
+    elif use.name == STOP:
+        port.request_stop(stop_request(use.id, args, record))
+    elif use.name == CHECK:
+        run._set(use.id, *run.inbox.render())
+    elif use.name == WAIT:
+        timeout = wait_timeout(args)
+        if run.inbox:
+            run._set(use.id, *run.inbox.render())
+        elif run.inbox.waiter is not None:
+            # one waiter per turn: a second would overwrite the first, never answered
+            raise ToolError("already waiting for mail in this turn; wait once per turn")
+        else:
+            run.inbox.waiter = use.id
+            port.wake_after(use.id, timeout)
+    elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
+        run._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
+    elif use.name == LOAD_SKILL:
+        run._set(use.id, _skill_text(run.env, required_str(args, "name")), False)
+    elif use.name == STATUS:
+        run._set(use.id, *status_answer(port, args))
+    else:
+        return False
+    return True
+
+
 def _model_request(
     env: AgentEnv,
     port: AgentPort,
@@ -575,23 +597,3 @@ def _skill_text(env: AgentEnv, name: str) -> str:
     except KeyError:
         known = ", ".join(env.skills.names()) or "none"
         raise ToolError(f"unknown skill {name!r}; known skills: {known}") from None
-
-
-def _run_tools(
-    env: AgentEnv, port: AgentPort, calls: ToolCalls | None
-) -> tuple[RunMcp | None, Mapping[str, Tool], tuple[str, ...]]:
-    """The run's tools: the runtime's, and its MCP servers' (started now, on this run's
-    thread, in its sandbox), whose names are returned too; a run whose tools could not be
-    set up (``calls`` None) starts no server. A run without MCP tools reads the runtime's
-    own mapping (read only, never changed by a run): no copy of it per run."""
-    mcp = None
-    if calls is not None and env.mcp is not None and env.mcp.uses_servers(port.spec):
-        mcp = env.mcp_for(
-            port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
-        )
-    if mcp is None or env.mcp is None:
-        return mcp, env.tools, ()
-    tools: dict[str, Tool] = dict(env.tools)
-    found = {n: t for n, t in mcp_tools(env.mcp, mcp).items() if n not in tools}
-    tools.update(found)
-    return mcp, tools, tuple(found)

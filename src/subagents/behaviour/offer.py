@@ -1,4 +1,5 @@
-"""What an LLM run is offered: the tool schemas its model sees, and its model calls traced.
+"""What an LLM run is offered: its tools (``run_tools``: its MCP servers started), the tool
+schemas its model sees, and its model calls traced.
 
 Why apart from ``LLMBehaviour``: both are fixed by the run's setting, not by its
 conversation. The offer is decided once per run start: the spawn tools name only the agents
@@ -20,6 +21,7 @@ import msgspec
 from subagents.behaviour.fan_out_tool import FAN_OUT, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.streaming import Coalescer
+from subagents.behaviour.tool_calls import ToolCalls
 from subagents.behaviour.tools import (
     LOAD_SKILL,
     RUNTIME_SCHEMAS,
@@ -30,6 +32,8 @@ from subagents.behaviour.tools import (
     task_schema,
 )
 from subagents.definitions.spec import AgentSpec
+from subagents.mcp.hub import RunMcp
+from subagents.mcp.tools import as_tools as mcp_tools
 from subagents.messages import (
     ContentBlock,
     ModelRequest,
@@ -272,3 +276,23 @@ def distinct_ids(response: ModelResponse, port: AgentPort) -> ModelResponse:
             taken.add(block.id)
         content.append(block)
     return msgspec.structs.replace(response, content=tuple(content))
+
+
+def run_tools(
+    env: AgentEnv, port: AgentPort, calls: ToolCalls | None
+) -> tuple[RunMcp | None, Mapping[str, Tool], tuple[str, ...]]:
+    """The run's tools: the runtime's, and its MCP servers' (started now, on this run's
+    thread, in its sandbox), whose names are returned too; a run whose tools could not be
+    set up (``calls`` None) starts no server. A run without MCP tools reads the runtime's
+    own mapping (read only, never changed by a run): no copy of it per run."""
+    mcp = None
+    if calls is not None and env.mcp is not None and env.mcp.uses_servers(port.spec):
+        mcp = env.mcp_for(
+            port.spec, deadline=port.deadline, cancel=port.cancel, sandbox=calls.sandbox
+        )
+    if mcp is None or env.mcp is None:
+        return mcp, env.tools, ()
+    tools: dict[str, Tool] = dict(env.tools)
+    found = {n: t for n, t in mcp_tools(env.mcp, mcp).items() if n not in tools}
+    tools.update(found)
+    return mcp, tools, tuple(found)
