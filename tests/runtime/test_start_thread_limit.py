@@ -111,3 +111,69 @@ def test_a_run_whose_agent_meets_the_thread_limit_at_its_start_fails_naming_it(
         assert seen["parent_waited"], seen
         assert seen["parent"] == ["completed", None, None, f"failed no_thread: {NO_THREAD}"]
     assert seen["record"] == ["failed", "no_thread", NO_THREAD], seen
+
+
+_ASKED_MEANWHILE = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    import pykka
+    from subagents.actors.inbox import FastInboxActor
+    from subagents.actors.threads import NoThread, ThreadPool
+
+    wait = float(sys.argv[1])
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+
+    class AskedMeanwhile(FastInboxActor):
+        pool = ThreadPool("t-own")
+        asks: list = []
+
+        def _start_actor_loop(self) -> None:
+            # what another thread can do between pykka's register and the loop's start:
+            # ask the actor (ActorRegistry.stop_all's stop, a mail's ask)
+            self.asks.append(self.actor_ref.ask("hello", block=False))
+            self.asks.append(self.actor_ref.stop(block=False))
+            self._loop_on(self.pool)
+
+        def on_receive(self, message):
+            return "handled"
+
+    resource.setrlimit(resource.RLIMIT_NPROC, (len(os.listdir("/proc/self/task")), hard))
+    seen = {}
+    try:
+        AskedMeanwhile.start()
+        seen["start"] = "started"
+    except NoThread:
+        seen["start"] = "NoThread"
+    ask, stop = AskedMeanwhile.asks
+    try:
+        seen["ask"] = ask.get(timeout=wait)
+    except Exception as exc:
+        seen["ask"] = type(exc).__name__
+    try:
+        seen["stop"] = stop.get(timeout=wait)
+    except Exception as exc:
+        seen["stop"] = type(exc).__name__
+    seen["registered"] = len(pykka.ActorRegistry.get_all())
+    print(json.dumps(seen))
+    """
+)
+
+
+def test_an_ask_put_before_an_own_thread_start_is_refused_is_answered_dead() -> None:
+    """An agent on a thread of its own (``FastInboxActor._loop_on``) whose start finds no
+    thread: an ask another thread put between pykka's register and the refused start (a
+    ``stop_all``'s stop, say) is answered as pykka's teardown answers it (the stop: it has
+    stopped; any other: ``ActorDeadError``), as the pooled agent's closed mailbox does;
+    before, it was left in an inbox nobody reads, its asker waiting for ever."""
+    done = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", _ASKED_MEANWHILE, str(WAIT / 4)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 4,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "start": "NoThread", "ask": "ActorDeadError", "stop": True, "registered": 0
+    }, seen  # fmt: skip
