@@ -177,3 +177,65 @@ def test_an_ask_put_before_an_own_thread_start_is_refused_is_answered_dead() -> 
     assert seen == {
         "start": "NoThread", "ask": "ActorDeadError", "stop": True, "registered": 0
     }, seen  # fmt: skip
+
+
+_ON_A_NODE = textwrap.dedent(
+    """
+    import functools, json, os, resource, sys, threading, time
+    from subagents.actors.remote import NodeRuns
+    from subagents.behaviour.function import FunctionBehaviour
+    from subagents.definitions.spec import AgentSpec
+    from subagents.messages import RunFinished
+    from subagents.supervision.effects import StartRun
+    from subagents.messages import RunRecord
+
+    wait = float(sys.argv[1])
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+
+    async def child(ctx) -> str:
+        return "done"
+
+    runs = NodeRuns(lambda spec: functools.partial(FunctionBehaviour, child))
+    record = RunRecord(run_id="r1", agent="child", task="t", root_run_id="r1")
+    start = StartRun(
+        record=record, spec=AgentSpec(name="child", description="d"),
+        deadline=time.time() + wait,
+    )
+    delivered = threading.Event()
+
+    def deliver() -> None:
+        runs.deliver([start])
+        delivered.set()
+
+    # the thread that delivers, then the limit (the node's dispatcher never had a thread)
+    deliverer = threading.Thread(target=deliver, daemon=True)
+    resource.setrlimit(resource.RLIMIT_NPROC, (len(os.listdir("/proc/self/task")) + 1, hard))
+    deliverer.start()
+    seen = {"delivered": delivered.wait(wait)}
+    told = [item.message for item in runs.outbox.take(100, 0.1)]
+    seen["told"] = [
+        [m.run_id, m.error_kind] for m in told if isinstance(m, RunFinished)
+    ]
+    print(json.dumps(seen))
+    sys.stdout.flush()
+    os._exit(0)  # (a deliverer stuck for ever holds the node's lock)
+    """
+)
+
+
+def test_a_cluster_nodes_run_whose_agent_meets_the_thread_limit_is_reported_failed() -> None:
+    """On a cluster node (``NodeRuns``, no Ray: the test reads its outbox as the driver
+    would) a run whose agent finds no thread to start on is reported to the driver failed,
+    ``no_thread``, and the node's delivery goes on. The report (``Effector._no_thread``) is
+    told to the node's supervisor link inside ``NodeRuns.deliver``, whose ``_told`` takes
+    the node's lock that ``deliver`` holds: a plain lock deadlocked the node for good."""
+    done = subprocess.run(
+        [*_unprivileged(), sys.executable, "-c", _ON_A_NODE, str(WAIT / 4)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 4,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"delivered": True, "told": [["r1", "no_thread"]]}, seen
