@@ -100,6 +100,7 @@ _EXPORTS = {
     # stores
     "RunStore": "subagents.store.base",
     "StoreError": "subagents.store.base",
+    "DamagedRow": "subagents.store.base",
     "Fenced": "subagents.store.base",
     "StoreBusy": "subagents.store.base",
     "MailRecording": "subagents.store.base",
@@ -138,6 +139,7 @@ __all__ = [
     "CheckpointDelta",
     "ClusterError",
     "Command",
+    "DamagedRow",
     "DefinitionError",
     "Event",
     "EventKind",
@@ -277,7 +279,14 @@ if TYPE_CHECKING:
         pending_approvals,
     )
     from subagents.store.approvals import ApprovalRefused
-    from subagents.store.base import Fenced, MailRecording, RunStore, StoreBusy, StoreError
+    from subagents.store.base import (
+        DamagedRow,
+        Fenced,
+        MailRecording,
+        RunStore,
+        StoreBusy,
+        StoreError,
+    )
     from subagents.store.memory import MemoryStore
     from subagents.store.sqlite import SQLiteStore
     from subagents.store.sweep import SweepReport

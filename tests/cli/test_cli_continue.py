@@ -89,3 +89,33 @@ def test_a_bad_text_is_bad_usage_said_by_continue_in_its_own_words(cli: Cli) -> 
         proc = cli("continue", first, text, "--agents", str(cli.agents))
         assert proc.returncode == 2
         assert proc.stderr.strip() == "subagents continue: error: TEXT is empty", proc.stderr
+
+
+def test_an_orphaned_run_is_refused_saying_resume_or_stop_then_continue(cli: Cli) -> None:
+    """A run whose host died (SIGKILL) is not waited for (nothing hosts it: `wait` would
+    never end) nor told to `stop` alone: the refusal names it orphaned and says what can be
+    done, `resume` (then continue it once ended) or `stop` (then continue), which works."""
+    import os
+    import signal
+
+    slow = cli("run", "--detach", "slow", "a long job", "--agents", str(cli.agents), "--json")
+    assert slow.returncode == 0, slow.stderr
+    started = msgspec.json.decode(slow.stdout)
+    slow_id, pid = started["run_id"], started["pid"]
+    wait_until(
+        lambda: any(r["run_id"] == slow_id and r["status"] == "running" for r in cli.runs()),
+        "the slow run running",
+        90.0,
+    )
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), "its host gone", 90.0)
+    orphaned = cli("continue", slow_id, "go on", "--agents", str(cli.agents))
+    assert orphaned.returncode == 2, orphaned.stderr
+    said = orphaned.stderr
+    assert f"run {slow_id} is orphaned (its host is gone; it was running)" in said, said
+    assert f"`subagents resume {slow_id}`" in said and f"`subagents stop {slow_id}`" in said
+    assert "subagents wait" not in said
+    assert cli("stop", slow_id).returncode == 0  # the advice holds: stopped, it continues
+    went_on = cli("continue", "--detach", slow_id, "go on", "--agents", str(cli.agents))
+    assert went_on.returncode == 0, went_on.stderr
+    assert cli("stop", went_on.stdout.strip()).returncode == 0

@@ -30,7 +30,7 @@ from .conftest import WAIT
 _SCENARIO = """
 import gc, json, sys
 from polling import wait_until
-from subagents.actors.agent import PooledAgentActor
+from subagents.actors.pooled_agent import PooledAgentActor
 from subagents.runtime import Runtime
 from subagents.store.memory import MemoryStore
 

@@ -22,8 +22,9 @@ from typing import Any
 import pykka
 import pytest
 
-from subagents.actors.agent import AgentActor, AgentKit, PooledAgentActor
+from subagents.actors.agent import AgentActor, AgentKit
 from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_agent import PooledAgentActor
 from subagents.actors.threads import ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.behaviour.port import AgentPort

@@ -60,8 +60,6 @@ INTERNAL_ERRORS = {
     " TimeoutError naming what was not started (actors/ask_claims.py)",
     "AskOverdue": "a start's ask taken but not decided within its grace: RootRuns raises a"
     " TimeoutError naming the runs that may still start",
-    "DamagedRow": "a store row that does not decode: a StoreError (exported) to callers; only"
-    " the decider of a continuation tells it apart, to refuse that request (actors/deciders.py)",
     "ClosedUnrecorded": "the close's StopAll refused while the store fails: SupervisorClient"
     ".close asks again until its timeout, then logs what it leaves (actors/outage.py)",
     "ActionError": "the console's stop/send/continue refused: answered as an HTTP error",

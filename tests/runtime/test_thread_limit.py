@@ -171,9 +171,10 @@ _STOP_ALL = textwrap.dedent(
     from subagents.supervision.effects import StartRun
     from subagents.supervision.limits import Limits
 
+    told = []
     class Quiet(pykka.ThreadingActor):
         def on_receive(self, message: Any) -> None:
-            return None
+            told.append([type(message).__name__, message.run_id, message.error_kind])
 
     class Idle:
         def start(self, checkpoint: Any, pending_mail: Any, recovered: Any = ()) -> None:
@@ -207,20 +208,23 @@ _STOP_ALL = textwrap.dedent(
     except Exception as exc:
         stopped = f"{type(exc).__name__}: {exc}"
     resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
-    print(json.dumps({"live": live, "stop_all": stopped, "left": sorted(effector.live)}))
-    supervisor.stop()
+    supervisor.stop()  # (after what it was told)
+    print(json.dumps({"live": live, "stop_all": stopped, "left": sorted(effector.live),
+                      "told": sorted(told)}))
     timer.stop()
     d.close(10.0)
     """
 )
 
 
-def test_stopping_every_run_at_the_thread_limit_stops_them_all_and_returns() -> None:
-    """Runs whose actors never had a thread: ``Effector.stop_all`` (what a store outage, a
-    lost lease, a cluster host's close call) tells each to stop; at the limit each tell's
-    put raises ``NoThread``. It is an actor that never ran (as one already stopped: nothing
-    to tell), so every run is stopped and forgotten and ``stop_all`` returns: the first
-    raise escaped it, the other runs left live and the outage's callers never told."""
+def test_starts_at_the_thread_limit_fail_their_runs_and_stopping_every_run_returns() -> None:
+    """Runs whose actors found no thread at their start are not kept live (an actor that
+    never ran: nothing would tell it to try again): each run is reported failed to the
+    supervisor (``no_thread``: tests/runtime/test_start_thread_limit.py through a runtime),
+    and ``Effector.stop_all`` (what a store outage, a lost lease, a cluster host's close
+    call) returns. (Before that report, they were kept live and each stop's tell raised
+    ``NoThread``; the first raise escaped ``stop_all``, the other runs left live and the
+    outage's callers never told.)"""
     done = subprocess.run(
         [*_unprivileged(), sys.executable, "-c", _STOP_ALL],
         capture_output=True,
@@ -231,6 +235,7 @@ def test_stopping_every_run_at_the_thread_limit_stops_them_all_and_returns() -> 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["live"] == ["r1", "r2"], seen
+    assert seen["live"] == [], seen
+    assert seen["told"] == [["RunFinished", r, "no_thread"] for r in ("r1", "r2")], seen
     assert seen["stop_all"] == "returned", seen
     assert seen["left"] == [], seen

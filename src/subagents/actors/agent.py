@@ -30,7 +30,6 @@ from subagents.actors.inbox import FastInboxActor
 from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import DirectMail, MailDesk, passes, report
 from subagents.actors.mail_desk import report as _report
-from subagents.actors.pooled import PooledActor
 from subagents.actors.wakes import WAKES_DUE, Wakes
 from subagents.behaviour.failures import handling_raised
 from subagents.behaviour.port import NOT_RUN_STOPPING
@@ -199,12 +198,12 @@ class AgentActor(FastInboxActor, Started):
     def _start_actor_loop(self) -> None:
         """On a pooled thread when there is a pool (pykka's hook for actor types that run
         their loop elsewhere): the supervisor, which starts every run, then does not wait
-        for a new thread to come up."""
+        for a new thread to come up (none to be had: ``FastInboxActor._loop_on``)."""
         pool = self._kit.pool
         if pool is None:
             super()._start_actor_loop()
         else:
-            pool.run(self._actor_loop)
+            self._loop_on(pool)
 
     def on_start(self) -> None:
         self._handle(self._begin)  # (most short runs end in it)
@@ -537,12 +536,6 @@ class AgentActor(FastInboxActor, Started):
                 pass
         if self._handling != threading.get_ident():  # (else: stopped as ``_handle`` ends)
             self.stop()  # off its handlings (a function's own thread using its context)
-
-
-class PooledAgentActor(PooledActor, AgentActor):
-    """An ``AgentActor`` that holds no thread of its own: its messages are handled on a
-    shared ``Dispatcher``'s threads (``actors/pooled.py``), so a waiting run costs only its
-    objects. Started with ``dispatcher=`` instead of ``pool=``."""
 
 
 def _status_asked(agent: AgentActor, run_id: str) -> RunProgress:

@@ -18,17 +18,18 @@ from typing import Any
 import msgspec
 import pykka
 
-from subagents.actors.agent import AgentActor, AgentKit, BehaviourFactory, PooledAgentActor
+from subagents.actors.agent import AgentActor, AgentKit, BehaviourFactory
 from subagents.actors.deadlines import Deadlines
 from subagents.actors.inbox import stop_message
 from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
+from subagents.actors.pooled_agent import PooledAgentActor
 from subagents.actors.threads import NoThread, ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
-from subagents.messages import Event, EventKind, RestartDue, ToOutside
+from subagents.messages import Event, EventKind, RestartDue, RunFinished, ToOutside
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -46,6 +47,12 @@ log = get_logger("subagents.supervisor")
 
 _UNASKED: Any = object()
 """``apply``'s ``heard`` before its first event: not asked yet."""
+
+NO_THREAD = (
+    "its agent could not start: no thread to be had (the process's thread limit: "
+    "RLIMIT_NPROC, or the system's threads-max)"
+)
+"""A run's error when its agent found no thread to start on (``Effector._no_thread``)."""
 
 _STOP = stop_message()
 """pykka's stop message, told to every agent stopped: one immutable (an empty named
@@ -270,8 +277,30 @@ class Effector:
         cancel = LazyEvent()  # waited on only by a model call's backoff or delay
         try:  # (the actor lists itself in the mail desk's directory: ``RunDirectory.list_start``)
             ref = self._actor.start(effect, cancel, self._kit, **self._start_on)
-        except BaseException:
+        except BaseException as refused:
             if self._directory is not None:
                 self._directory.remove(record.run_id, effect.attempt)
-            raise
+            if type(refused) is not NoThread:
+                raise
+            self._no_thread(effect, refused)
+            return
         self.live[record.run_id] = _Live(ref=ref, cancel=cancel, attempt=effect.attempt)
+
+    def _no_thread(self, effect: StartRun, refused: NoThread) -> None:
+        """The run's agent found no thread to start on (the process's thread limit): it
+        never ran and never will (nothing else tells it), so the run fails, reported as its
+        agent would report a failure (as a cluster's unplaced run is: ``remote.py``); the
+        supervisor decides the rest (its record and events, its parent, its slot, a
+        ``transient`` run's restart: ``no_thread`` is an abnormal exit). Left, it stayed
+        RUNNING for ever, its slot held (tests/runtime/test_start_thread_limit.py)."""
+        record = effect.record
+        log.error("no thread to start a run's agent on", run_id=record.run_id, error=str(refused))
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.supervisor.tell(
+                RunFinished(
+                    run_id=record.run_id,
+                    error_kind="no_thread",
+                    error=NO_THREAD,
+                    attempt=effect.attempt,
+                )
+            )

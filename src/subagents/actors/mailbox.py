@@ -176,6 +176,15 @@ class Mailbox:
             self._refuse_closed()
         return True
 
+    def close_unstarted(self, actor: Any) -> None:
+        """``actor``'s start found no thread and it is given up (a run's agent:
+        ``PooledAgentActor``): closed as a stopped actor's, the turn its start held (never
+        handed on) let go for good; what another thread put meanwhile is refused as after a
+        stop, and so is every later put (none hands the actor on and runs it)."""
+        self._gone = (type(actor).__name__, actor.actor_urn)
+        self._actor = None
+        self._refuse_closed()
+
     def _refuse_closed(self) -> None:
         """The turn of a closed mailbox, taken by a put: what is in it refused, the turn let
         go, and again if more came before it was (its putter could not take the turn)."""

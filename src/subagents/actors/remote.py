@@ -257,7 +257,10 @@ class NodeRuns:
             dispatcher=self.dispatcher,
             mail=self.desk,
         )
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Over the effector (``deliver``, ``_told``): re-entered when a start in ``deliver``
+        reports its run's end at once (no thread for its agent: ``Effector._no_thread``
+        tells the supervisor, whose ``_told`` comes back here); a plain lock deadlocked."""
 
     def _record(
         self, mails: Sequence[Mail], journal: SaveJournal | None, attempt: AttemptFence

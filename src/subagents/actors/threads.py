@@ -52,8 +52,9 @@ class PoolClosed(RuntimeError):
 
 
 class NoThread(RuntimeError):
-    """A dispatcher that never had a thread could not start one (the process's thread limit:
-    ``Thread.start`` raised "can't start new thread"): the message put was not handed on."""
+    """A dispatcher that never had a thread, or a pool with none parked, could not start one
+    (the process's thread limit: ``Thread.start`` raised "can't start new thread"): the
+    message put, the loop to run, was not handed on."""
 
 
 class _Worker:
@@ -96,7 +97,8 @@ class ThreadPool:
     # ---- running -----------------------------------------------------------------------------
 
     def run(self, job: Work) -> None:
-        """Run ``job`` on a parked thread, or on a new one if none is parked. Never waits."""
+        """Run ``job`` on a parked thread, or on a new one if none is parked. Never waits.
+        ``NoThread`` when none is parked and the process refuses a new one."""
         with self._lock:
             if self._closed:
                 raise PoolClosed(f"the {self.name} thread pool is closed")
@@ -118,9 +120,13 @@ class ThreadPool:
             self._starting += 1
         try:
             thread.start()  # a new thread: its first job comes with it
-        except BaseException:  # no thread to be had (the process's limit): say so, count none
+        except BaseException as refused:  # no thread to be had (the process's limit): count none
             with self._lock:
                 self._threads.discard(thread)
+            if isinstance(refused, RuntimeError):  # ("can't start new thread": named so)
+                raise NoThread(
+                    f"{self.name} could not start a thread (the process's thread limit): {refused}"
+                ) from refused
             raise
         finally:
             self._started()

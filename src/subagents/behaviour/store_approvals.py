@@ -45,7 +45,7 @@ class StoreApprovalFlow:
         assert self.calls is not None
         request = self.calls.request(use, tool, reason)
         record = self.port.record
-        approval_id = approval_id_for(record.run_id, use.id, record.retries)
+        approval_id = approval_id_for(record.run_id, use.id, record.retries, step)
         self.waiting[approval_id] = Waiting(use, tool, step)
         self.port.log.info("approval asked", approval_id=approval_id, tool=tool.name)
         self.port.ask_approval(

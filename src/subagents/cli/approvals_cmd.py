@@ -26,10 +26,11 @@ from subagents.cli.command import (
     reports_errors,
     store_errors,
 )
+from subagents.cli.damaged import read_sparing, said
 from subagents.cli.state import EXIT_USAGE, CliError, liveness, open_inspected_store, resolve
 from subagents.cli.views import age, one_line
 from subagents.messages import ApprovalRecord, RunRecord
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 from subagents.store.leases import Liveness
 
 NAME = "approvals"
@@ -72,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         alive = liveness(store)
         root = resolve(store, args.run_ref).root_run_id if args.run_ref else None
         listed = store.list_approvals(pending=not args.all, root_run_id=root)
-        rows = [_row(a, alive, store.get_run(a.run_id)) for a in listed]
-    return emit(args, rows, lambda: _show(rows, every=args.all))
+        damaged: list[DamagedRow] = []  # (its approvals shown all the same; named after)
+        rows = [_row(a, alive, read_sparing(store, a.run_id, damaged)) for a in listed]
+    code = emit(args, rows, lambda: _show(rows, every=args.all))
+    return code or said(NAME, damaged)
 
 
 def _row(approval: ApprovalRecord, alive: Liveness, record: RunRecord | None) -> PendingRow:

@@ -43,15 +43,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ended_run(args: argparse.Namespace) -> RunRecord:
-    """The run RUN names, which must have ended (else ``CliError``, exit 2)."""
-    from subagents.cli.state import open_inspected_store, resolve
+    """The run RUN names, which must have ended (else ``CliError``, exit 2: what to do, an
+    orphaned run's told apart: waiting for it would never end, as nothing hosts it)."""
+    from subagents.cli.state import liveness, open_inspected_store, resolve
 
     store = open_inspected_store(args)  # the file --state names, or the cluster's (--ray)
     try:
         with store_errors(store):
+            alive = liveness(store)  # (read before the run: ``state.liveness``)
             record = resolve(store, args.run_ref)
     finally:
         store.close()
+    if not record.status.terminal and alive.orphaned(record):
+        rid = record.run_id
+        raise CliError(
+            f"run {rid} is orphaned (its host is gone; it was {record.status.value}): only an"
+            f" ended run can be continued. `subagents resume {rid}` takes its tree up again"
+            f" (continue it once it has ended), or `subagents stop {rid}` ends it now (then"
+            f" `subagents continue {rid} TEXT`)",
+            EXIT_USAGE,
+        )
     if not record.status.terminal:
         raise CliError(
             f"run {record.run_id} is {record.status.value}: only an ended run can be continued"

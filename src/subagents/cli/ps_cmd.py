@@ -23,6 +23,7 @@ import msgspec
 
 from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, reports_errors, store_errors
+from subagents.cli.damaged import read_sparing, said
 from subagents.cli.state import (
     EXIT_USAGE,
     ORPHANED,
@@ -43,6 +44,7 @@ from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
     from subagents.cli.state import InspectedStore
+    from subagents.store.base import DamagedRow
 
 NAME = "ps"
 
@@ -163,12 +165,17 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True):
     labels: frozenset[str]
     archived: bool
 
-    def listed(self, store: InspectedStore, alive: Liveness) -> list[RunRecord]:
+    def listed(
+        self, store: InspectedStore, alive: Liveness, damaged: list[DamagedRow] | None = None
+    ) -> list[RunRecord]:
+        """``damaged``: a record that does not read is left out and named there (``ps``);
+        else it raises (the watch)."""
         records = store.list_runs(
             statuses=self.statuses,
             root_run_id=self.root,
             agent=self.agent,
             include_archived=self.archived,
+            damaged=damaged,
         )
         return [r for r in records if self.matches(r, alive, status=False)]
 
@@ -218,21 +225,22 @@ def run(args: argparse.Namespace) -> int:
         chosen = selection(args, store)
         seq = store.last_event_seq() if args.watch else 0  # what the watch follows from
         alive = liveness(store)
-        records = chosen.listed(store, alive)
+        damaged: list[DamagedRow] = []  # (shown after the listing, naming each: exit 1)
+        records = chosen.listed(store, alive, damaged)
         if args.limit is not None:
             records = records[-args.limit :]
         if not args.json:  # #N means what a person read, not what a script asked for
             remember_listing(store, [r.run_id for r in records])
         universe = all_run_ids(store) if records else []
-        starters = _starters(store, records)
+        starters = _starters(store, records, damaged)
         asks = WaitingAsks.read(store) if records else WaitingAsks()  # one read, not per run
         rows = [
             ps_row(n, r, alive, starters.get(r.run_id), asks.ids(r.run_id))
             for n, r in enumerate(records, 1)
         ]
         emit(args, rows, lambda: _show(args, rows, records, universe))
-        if not args.watch:
-            return 0
+        if not args.watch or damaged:
+            return said(NAME, damaged)
         from subagents.cli.ps_watch import watch
 
         json_row = (lambda r, a: ps_row(0, r, a, None, _asks_of(store, r))) if args.json else None
@@ -337,12 +345,14 @@ def _parent(
     return f"det {shorts.get(parent, parent[:8])}" if detached else shorts.get(parent, parent[:8])
 
 
-def _starters(store: InspectedStore, records: list[RunRecord]) -> dict[str, str]:
+def _starters(
+    store: InspectedStore, records: list[RunRecord], damaged: list[DamagedRow]
+) -> dict[str, str]:
     """Who started each detached run listed (``AGENT RUN_ID`` of its parent), by run id."""
     out: dict[str, str] = {}
     for r in records:
         if r.detached and r.parent_run_id is not None:
-            parent = store.get_run(r.parent_run_id)
+            parent = read_sparing(store, r.parent_run_id, damaged)
             agent = parent.agent if parent is not None else "?"
             out[r.run_id] = f"{agent} {r.parent_run_id}"
     return out

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
     from typing import Protocol, Self
 
     from subagents.messages import RunRecord, RunStatus
-    from subagents.store.base import RunStore
+    from subagents.store.base import DamagedRow, RunStore
     from subagents.store.leases import Liveness
 
     class InspectedStore(RunStore, Protocol):
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # imported when used: `subagents CMD --help` must not pay for
             agent: str | None = None,
             limit: int | None = None,
             include_archived: bool = False,
+            damaged: list[DamagedRow] | None = None,
         ) -> list[RunRecord]: ...
 
         def __enter__(self) -> Self: ...

@@ -62,7 +62,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import MailRecording, RunStore, StoreError
+from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 
 CALL_TIMEOUT_S = 60.0
 """Longest wait for one answer of the store: past it the head is taken as unreachable."""
@@ -231,7 +231,9 @@ class ClusterStore(RunStore):
         agent: str | None = None,
         limit: int | None = None,
         include_archived: bool = False,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[RunRecord]:
+        """(``damaged`` is not filled across the link: a damaged row on the head raises.)"""
         kwargs: dict[str, Any] = {
             "statuses": None if statuses is None else list(statuses),
             "root_run_id": root_run_id,

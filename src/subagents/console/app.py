@@ -202,7 +202,8 @@ class Console:
 
         def read() -> Page:
             page = self.index.page(keep, before=before)
-            return msgspec.structs.replace(page, version=self.version)
+            damaged = dict(self.feed.damaged)
+            return msgspec.structs.replace(page, version=self.version, damaged=damaged)
 
         return _json(await self._locked(read))
 

@@ -19,6 +19,7 @@ import msgspec
 from subagents.cli.state import shown_status
 from subagents.console.index import Row, RunIndex
 from subagents.messages import EventKind, RunStatus
+from subagents.store.base import DamagedRow
 from subagents.store.leases import Liveness
 
 if TYPE_CHECKING:
@@ -57,6 +58,10 @@ class StoreFeed:
         self.index = index if index is not None else RunIndex()
         self.leases_every_s = leases_every_s
         self.seq = 0
+        self.damaged: dict[str, str] = {}
+        """Runs whose record does not read (``DamagedRow``), by id: what is wrong. Left out
+        of the index, named on the page (``Page.damaged``); one such row made the load fail
+        and the console not start, or the poll fail for ever (every page stale)."""
         self._alive: Liveness | None = None
         self._leases_read = 0.0
         self._unfinished: dict[str, RunRecord] = {}
@@ -72,7 +77,9 @@ class StoreFeed:
         """Read every run of the store (archived ones too); the number of runs."""
         self.seq = self.store.last_event_seq()  # first: what is appended later comes by poll
         alive = self._liveness()
-        records = self.store.list_runs(include_archived=True)
+        damaged: list[DamagedRow] = []
+        records = self.store.list_runs(include_archived=True, damaged=damaged)
+        self.damaged = {str(d.key): str(d) for d in damaged}
         roots = [r for r in records if r.parent_run_id is None]
         for record in roots:  # roots first: their children's rows carry their creation time
             self._put(record, alive)
@@ -123,7 +130,12 @@ class StoreFeed:
     def _refresh(self, run_id: str, alive: Liveness, changed: dict[str, Row]) -> bool:
         """Whether the run ended after waiting: the asks it kept are no longer pending, and
         no approval event says so (a run stopped or timed out while asking)."""
-        record: RunRecord | None = self.store.get_run(run_id)
+        try:
+            record: RunRecord | None = self.store.get_run(run_id)
+        except DamagedRow as exc:  # (left out and named: ``damaged``)
+            self.damaged[run_id] = str(exc)
+            return False
+        self.damaged.pop(run_id, None)
         if record is None:  # deleted meanwhile (the sweeper's retention)
             return False
         earlier = self._unfinished.get(run_id)

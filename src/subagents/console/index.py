@@ -152,6 +152,9 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     version: int = 0
     """The last batch of changes the page holds (the app's count; a stream's batches up to
     it are already in the page)."""
+    damaged: dict[str, str] = msgspec.field(default_factory=dict)
+    """Runs whose record does not read, left out of the listing: run id -> what is wrong
+    (``feed.StoreFeed.damaged``)."""
 
 
 class RunIndex:

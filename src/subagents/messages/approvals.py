@@ -50,10 +50,14 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.status == "pending"
 
 
-def approval_id_for(run_id: str, tool_use_id: str, retries: int = 0) -> str:
+def approval_id_for(run_id: str, tool_use_id: str, retries: int = 0, step: int = 0) -> str:
     """The id of the approval of one call: the same for the same call, so a run that asks
     again after a restart or a resume finds its ask (and the answer it may have got
     meanwhile). ``retries``: the run's retry generation (a retry starts from scratch: its
-    calls are new ones, whatever ids a model gives them)."""
-    digest = hashlib.sha256(f"{run_id}\0{retries}\0{tool_use_id}".encode()).hexdigest()
-    return "ap" + digest[:14]
+    calls are new ones, whatever ids a model gives them). ``step``: the turn whose response
+    made the call (a restarted run asks again at the same step): a model that gives a call
+    of a later turn an id it gave before (a buggy or hostile backend) gets an approval of
+    its own, shown to a person, not the earlier call's answer applied to it unseen
+    (tests/tools/test_repeated_tool_ids.py)."""
+    said = f"{run_id}\0{retries}\0{step}\0{tool_use_id}"
+    return "ap" + hashlib.sha256(said.encode()).hexdigest()[:14]

@@ -11,6 +11,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from subagents.messages import ApprovalAnswered, ApprovalRecord, RunRecord
+from subagents.store.base import DamagedRow
 
 
 class ApprovalRefused(ValueError):
@@ -89,12 +90,19 @@ def listing_of(
     """The approvals of a listing's rows (approval id, its document, its run's record or
     None), in their order; ``pending``: only those that can still be answered (``refusal``:
     not of an ended run, nor of a retried run's earlier attempt). One rule for every store
-    that lists approvals with SQL (SQLite, PostgreSQL)."""
+    that lists approvals with SQL (SQLite, PostgreSQL). A run record that does not read
+    (``DamagedRow``) is taken as unknown, not as the listing's error: its approval is
+    listed as one of a run not in the store is (answering it reads the run again and is
+    refused naming the damage), and the other approvals are listed (``ps``,
+    ``approvals``: the listing then names the damaged run, ``cli/damaged.py``)."""
     found: list[ApprovalRecord] = []
     for key, raw, run_raw in rows:
         approval = tx.decode(_APPROVAL, raw, "approvals", key)
         if pending:
-            run = tx.decode(_RUN, run_raw, "runs", approval.run_id) if run_raw else None
+            try:
+                run = tx.decode(_RUN, run_raw, "runs", approval.run_id) if run_raw else None
+            except DamagedRow:
+                run = None
             if refusal(key, approval, run) is not None:
                 continue
         found.append(approval)

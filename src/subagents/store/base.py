@@ -51,7 +51,11 @@ class StoreError(Exception):
 class DamagedRow(StoreError):
     """A row that is there but does not read as its record (hand-edited, written by a
     tool that knows nothing of its schema): that row is at fault, not the store, which
-    goes on serving every other row."""
+    goes on serving every other row. ``key``: the row's (a run's id), when known."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class StoreBusy(StoreError):

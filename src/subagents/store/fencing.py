@@ -255,7 +255,16 @@ class FencedStore:
             if journal is not None:
                 self.store.save_journal(journal.run_id, journal.entries)
                 if journal.read_mail:
-                    self.store.set_mails_state(journal.read_mail, MailState.READ)
+                    self.store.set_mails_state(self._its_own(journal), MailState.READ)
+
+    def _its_own(self, journal: SaveJournal) -> list[str]:
+        """The mail of ``journal.read_mail`` sent to its run: only those are marked read, as
+        SQLite's statement does (``recipient = ?``); a receipt naming another run's mail
+        (a bug, a hostile journal) marked it read here, on every store without SQLite's
+        statement (PostgreSQL, memory, a store of one's own; SQLite inside a batch)."""
+        wanted = set(journal.read_mail)
+        mine = {m.mail_id for m in self.store.mail_for(journal.run_id) if m.mail_id in wanted}
+        return [mail_id for mail_id in journal.read_mail if mail_id in mine]
 
     def _attempt_check(
         self, attempt: AttemptFence, also: Callable[[], None] | None

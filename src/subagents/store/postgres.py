@@ -43,7 +43,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import MailRecording, RunStore, StoreError
+from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.locations import is_database_url, local_folder, redacted
 from subagents.store.postgres_approvals import PgApprovalRows
 from subagents.store.postgres_listen import CommandListener
@@ -54,7 +54,7 @@ from subagents.store.postgres_schema import SCHEMA_VERSION, upgrade
 from subagents.store.postgres_sweep import sweep_runs
 from subagents.store.postgres_topics import PgTopicRows
 from subagents.store.postgres_tx import PgTransactions
-from subagents.store.sqlite_tx import encode_row
+from subagents.store.sqlite_tx import encode_row, spare_damaged
 from subagents.store.sweep import SweepReport
 
 log = get_logger("subagents.store")
@@ -173,8 +173,9 @@ class PostgresStore(RunStore):
         agent: str | None = None,
         limit: int | None = None,
         include_archived: bool = False,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[RunRecord]:
-        """``include_archived``: the runs the sweeper archived too (``sweep``)."""
+        """``include_archived``: archived runs too (``sweep``); ``damaged``: ``spare_damaged``."""
         where: list[str] = []
         params: list[Any] = []
         if statuses is not None:
@@ -199,7 +200,7 @@ class PostgresStore(RunStore):
             sql += " LIMIT %s"
             params.append(limit)
         rows = self._tx.read(sql, params, "listing runs")
-        records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
+        records = spare_damaged(self._tx.decode, _run_decoder, "runs", rows, damaged)
         return records[:limit] if limit is not None and limit < 0 else records
 
     def run_ids(self) -> list[str]:

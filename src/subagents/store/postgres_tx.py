@@ -440,7 +440,8 @@ class PgTransactions:
         try:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise DamagedRow(f"{self.where}: cannot read {table} row {key!r}: {exc}") from exc
+            said = f"{self.where}: cannot read {table} row {key!r}: {exc}"
+            raise DamagedRow(said, str(key)) from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

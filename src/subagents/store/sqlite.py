@@ -46,7 +46,7 @@ from subagents.messages import (
     StoredEvent,
     Subscription,
 )
-from subagents.store.base import MailRecording, RunStore, StoreError
+from subagents.store.base import DamagedRow, MailRecording, RunStore, StoreError
 from subagents.store.dbfile import OPEN_FILES
 from subagents.store.errors import SQLITE_BUSY, SQLITE_LOCKED, primary_code, translate
 from subagents.store.migrations import SCHEMA_VERSION, inspect_version, upgrade
@@ -62,7 +62,7 @@ from subagents.store.sqlite_record import SenderRecords
 from subagents.store.sqlite_resume import ResumeRows
 from subagents.store.sqlite_sweep import sweep_runs
 from subagents.store.sqlite_topics import TopicRows
-from subagents.store.sqlite_tx import Transactions, encode_row
+from subagents.store.sqlite_tx import Transactions, encode_row, spare_damaged
 from subagents.store.sqlite_wal import WalCheckpointer
 from subagents.store.sweep import SweepReport
 
@@ -277,8 +277,9 @@ class SQLiteStore(RunStore):
         agent: str | None = None,
         limit: int | None = None,
         include_archived: bool = False,
+        damaged: list[DamagedRow] | None = None,
     ) -> list[RunRecord]:
-        """``include_archived``: the runs the sweeper archived too (``sweep``)."""
+        """``include_archived``: archived runs too (``sweep``); ``damaged``: ``spare_damaged``."""
         where: list[str] = []
         params: list[Any] = []
         if statuses is not None:
@@ -303,7 +304,7 @@ class SQLiteStore(RunStore):
             sql += " LIMIT ?"
             params.append(limit)
         rows = self._tx.read(sql, params, "listing runs")
-        records = [self._tx.decode(_run_decoder, raw, "runs", key) for key, raw in rows]
+        records = spare_damaged(self._tx.decode, _run_decoder, "runs", rows, damaged)
         return records[:limit] if limit is not None and limit < 0 else records
 
     def run_ids(self) -> list[str]:

@@ -60,6 +60,29 @@ Rows = tuple[str, str, list[tuple[Any, ...]], str]
 error: the first row's)."""
 
 
+def spare_damaged(
+    decode: Callable[[msgspec.json.Decoder[T], str, str, Any], T],
+    decoder: msgspec.json.Decoder[T],
+    table: str,
+    rows: Iterable[Any],
+    damaged: list[DamagedRow] | None,
+) -> list[T]:
+    """Each of ``rows`` (its key, its JSON) of ``table`` decoded (a store's transactions'
+    ``decode``, which names the row in its error). A damaged row
+    raises ``DamagedRow``; with ``damaged`` given (a listing: ``ps``, the console) it is
+    left out and its error appended there instead, so the listing shows every other row
+    and names it (SQLite's and PostgreSQL's ``list_runs``)."""
+    if damaged is None:
+        return [decode(decoder, raw, table, key) for key, raw in rows]
+    decoded: list[T] = []
+    for key, raw in rows:
+        try:
+            decoded.append(decode(decoder, raw, table, key))
+        except DamagedRow as exc:
+            damaged.append(exc)
+    return decoded
+
+
 def encode_row(obj: Any, decoder: msgspec.json.Decoder[Any], what: str) -> str:
     """``obj`` as JSON text, checked to read back.
 
@@ -465,7 +488,8 @@ class Transactions:
         try:
             return decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise DamagedRow(f"{self.path}: cannot read {table} row {key!r}: {exc}") from exc
+            said = f"{self.path}: cannot read {table} row {key!r}: {exc}"
+            raise DamagedRow(said, str(key)) from exc
 
     def close(self) -> None:
         """Close the connection (rolling back an unfinished batch). Idempotent."""

@@ -139,8 +139,13 @@
     body.appendChild(tr);
   }
 
+  let damaged = {};
+
   function showSummary() {
     summary.textContent = `${rows.size} runs shown of ${total} in the store`;
+    for (const [runId, why] of Object.entries(damaged)) {  // left out: named, not hidden
+      summary.append(el("br"), `run ${runId} is not shown: its record is damaged (${why})`);
+    }
     more.hidden = cursor === null;
   }
 
@@ -158,6 +163,7 @@
     cursor = page.more;
     version = Math.max(version, page.version);
     total = page.total;
+    damaged = page.damaged || {};
     showSummary();
   }
 

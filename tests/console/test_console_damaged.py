@@ -1,0 +1,70 @@
+"""The console over a store with a damaged runs row (its record no longer reads): it starts,
+lists every other run, and names the damaged one (its run id, what is wrong) in its JSON API
+(``/api/runs``: ``damaged``) and on the page. Before, the one row failed the console's load
+(``subagents serve`` did not start), or, damaged later, every poll (every page stale)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from consolekit import serving
+
+from subagents.console.feed import StoreFeed
+from subagents.messages import Event, EventKind, RunRecord, RunStatus
+from subagents.store.sqlite import SQLiteStore
+
+BAD, GOOD = "r-bad", "r-good"
+
+
+def _runs(path: Path, *run_ids: str) -> None:
+    with SQLiteStore(path) as store:
+        for run_id in run_ids:
+            store.save_run(
+                RunRecord(
+                    run_id=run_id, agent="worker", task="t", root_run_id=run_id,
+                    status=RunStatus.RUNNING, created_at=time.time(), owner="gone:1:x",
+                )
+            )  # fmt: skip
+
+
+def _damage(path: Path, run_id: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (run_id,))
+
+
+def test_the_console_lists_the_other_runs_and_names_the_damaged_one(tmp_path: Path) -> None:
+    state = tmp_path / "runs.sqlite3"
+    _runs(state, BAD, GOOD)
+    _damage(state, BAD)
+    with serving(state) as served:
+        status, _, body = served.request("GET", "/api/runs", headers=served.authorized())
+        assert status == 200, body
+        page = json.loads(body)
+        assert [row["id"] for row in page["rows"]] == [GOOD]
+        assert list(page["damaged"]) == [BAD]
+        assert "cannot read runs row 'r-bad'" in page["damaged"][BAD]
+        assert "JSON is malformed" in page["damaged"][BAD]
+        status, _, script = served.request("GET", "/static/tree.js", headers=served.authorized())
+        assert status == 200 and b"its record is damaged" in script  # the page names it
+
+
+def test_a_record_damaged_after_the_load_is_named_and_the_poll_goes_on(tmp_path: Path) -> None:
+    """A run whose record is damaged after the load, then written about (an event): the
+    poll names it and still sees the other runs' changes."""
+    state = tmp_path / "runs.sqlite3"
+    _runs(state, BAD, GOOD)
+    with SQLiteStore(state) as writer, SQLiteStore(state) as reader:
+        feed = StoreFeed(reader)
+        assert feed.load() == 2 and feed.damaged == {}
+        _damage(state, BAD)
+        for run_id in (BAD, GOOD):
+            writer.append_event(
+                Event(kind=EventKind.STEP, run_id=run_id, agent="worker", root_run_id=run_id)
+            )
+        changes = feed.poll()
+        assert changes.touched == {BAD, GOOD}
+        assert list(feed.damaged) == [BAD]
+        assert "cannot read runs row 'r-bad'" in feed.damaged[BAD]
