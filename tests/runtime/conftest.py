@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -193,3 +194,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
     )
     yield made
     made.close()
+
+
+@pytest.fixture
+def tiny_switch_interval() -> Iterator[None]:
+    """The GIL handed between threads as often as CPython can (a switch between any two
+    bytecodes): the races of a read-modify-write come within a test's reach; at the default
+    5 ms they come rarely."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)

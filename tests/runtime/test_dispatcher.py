@@ -6,9 +6,7 @@ Real actors, real threads; every wait is on an event or a future, with a timeout
 from __future__ import annotations
 
 import gc
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,18 +59,6 @@ class Recorder(PooledActor):
             return None
         finally:
             self.inside = False
-
-
-@pytest.fixture
-def tiny_switch_interval() -> Iterator[None]:
-    """The GIL handed between threads as often as it can be: the races of a put and a
-    drain's end come within the run's reach."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 @pytest.mark.usefixtures("tiny_switch_interval")

@@ -10,9 +10,7 @@ from __future__ import annotations
 import collections
 import inspect
 import queue
-import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,16 +20,6 @@ from subagents.actors.pooled import Dispatcher, PooledActor
 from subagents.blocking import about_to_block
 
 WAIT = 30.0
-
-
-@pytest.fixture
-def tiny_switch_interval() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def _takers(handoff: Handoff[int], n: int, done: queue.SimpleQueue[int]) -> list[threading.Thread]:

@@ -5,9 +5,8 @@ kept or all gone as their calls said (``Subscribers``, ``Runtime.subscribe``).""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -44,18 +43,6 @@ def test_unsubscribing_one_of_two_subscriptions_of_one_callback_keeps_the_other(
     assert subscribers.wants(EventKind.STARTED) and not subscribers.wants(EventKind.COMPLETED)
 
 
-@pytest.fixture
-def fine_switching() -> Iterator[None]:
-    """Threads switched as often as CPython can: a read-modify-write of the subscribers'
-    tuple interleaves within a few hundred calls then (at the default 5 ms, rarely)."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
 def _lost_in_one_trial() -> list[int]:
     """Two threads at once: one subscribes 300 callbacks and keeps them, the other
     subscribes and unsubscribes one of its own 300 times; which of the first's are not
@@ -89,7 +76,7 @@ def _lost_in_one_trial() -> list[int]:
     return [*lost, -1] if id(print) in held else lost
 
 
-@pytest.mark.usefixtures("fine_switching")
+@pytest.mark.usefixtures("tiny_switch_interval")
 def test_subscriptions_made_while_another_thread_unsubscribes_are_all_kept() -> None:
     """Each call read the tuple, built a new one and stored it, unlocked: an unsubscribe
     that read the tuple before a subscribe stored its own dropped that subscription (7

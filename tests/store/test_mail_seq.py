@@ -9,30 +9,20 @@ import sqlite3
 from pathlib import Path
 
 import msgspec
-from storekit import mail, run
+from storekit import fenced, mail, rows, run
 
-from subagents.messages import JournalEntry, Lease, MailState, RunStatus
-from subagents.store.fencing import Fence, FencedStore
+from subagents.messages import JournalEntry, MailState, RunStatus
 from subagents.store.migrations import MIGRATIONS
 from subagents.store.schema import create_v1, set_schema_version
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.writes import AttemptFence, SaveJournal
 
-LEASE = Lease(owner="h:1:a", host="h", pid=1, renewed_at=1.0, expires_at=16.0)
 SEEN = JournalEntry(request_id="s:1", kind="receive", observed=True, result="m0")
 DELIVERED = MailState.DELIVERED
 
 
-def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 def test_a_senders_record_writes_no_sequence_row(sqlite_store: SQLiteStore) -> None:
-    store = FencedStore(sqlite_store, Fence(LEASE.owner, sqlite_store.acquire_lease(LEASE)))
+    store = fenced(sqlite_store)
     store.save_run(run("s", status=RunStatus.RUNNING))
     for i in range(3):
         journal = SaveJournal("s", (SEEN,), ())
