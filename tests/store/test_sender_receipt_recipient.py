@@ -46,3 +46,26 @@ def test_a_receipt_marks_only_the_mail_sent_to_the_recording_run(
     assert _state(store, "s", "m0") is MailState.READ
     assert _state(store, "other", "m9") is DELIVERED
     assert _state(store, "o", "m1") is DELIVERED
+
+
+@pytest.mark.parametrize("in_batch", [False, True], ids=["alone", "in_a_batch"])
+def test_a_receipt_naming_mail_its_run_sent_leaves_that_mail_as_it_was(
+    store: RunStore, in_batch: bool
+) -> None:
+    """``mail_for`` lists the mail a run sent as well as the mail it received: a receipt
+    naming a mail the recording run sent (to another run) must not mark it read either."""
+    fenced = FencedStore(store, Fence(LEASE.owner, store.acquire_lease(LEASE)))
+    for run_id in ("s", "other"):
+        fenced.save_run(run(run_id, status=RunStatus.RUNNING))
+    fenced.save_mails(
+        [mail("m0", "o", "s", state=DELIVERED), mail("m5", "s", "other", state=DELIVERED)]
+    )
+    journal = SaveJournal("s", (SEEN,), ("m0", "m5"))  # m5: sent by s, not to it
+    reply = [mail("m1", "s", "o", state=DELIVERED)]
+    if in_batch:
+        with fenced.batch():
+            fenced.record_mails(reply, journal, AttemptFence("s"))
+    else:
+        fenced.record_mails(reply, journal, AttemptFence("s"))
+    assert _state(store, "s", "m0") is MailState.READ
+    assert _state(store, "other", "m5") is DELIVERED

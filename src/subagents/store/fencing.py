@@ -262,8 +262,12 @@ class FencedStore:
         SQLite's statement does (``recipient = ?``); a receipt naming another run's mail
         (a bug, a hostile journal) marked it read here, on every store without SQLite's
         statement (PostgreSQL, memory, a store of one's own; SQLite inside a batch)."""
-        wanted = set(journal.read_mail)
-        mine = {m.mail_id for m in self.store.mail_for(journal.run_id) if m.mail_id in wanted}
+        wanted, run_id = set(journal.read_mail), journal.run_id
+        mine = {  # (``mail_for`` lists the mail the run sent too: not its to mark read)
+            m.mail_id
+            for m in self.store.mail_for(run_id)
+            if m.mail_id in wanted and m.recipient == run_id
+        }
         return [mail_id for mail_id in journal.read_mail if mail_id in mine]
 
     def _attempt_check(
