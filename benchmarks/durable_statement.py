@@ -23,8 +23,21 @@ user-space instructions of a replay of ``--count`` statements less those of one 
 ``--count`` / 6, divided by the difference (so the interpreter's start and the file's copy
 cancel), from callgrind. The kernel's work (the log's writes) is not in it; it is the same
 rows and pages for both. ``cpu_us_per_statement``: the median of each statement's thread
-CPU in an uninstrumented replay (timed: moves with the load). Every replay checks that
-each of its statements inserted its row. Output: JSON.
+CPU in an uninstrumented replay (timed: moves with the load). ``frames_per_statement``: the
+pages each statement's commit put in the log (the log's growth over the timed replay, in
+frames; None where the log reached the store's automatic checkpoint, which may have started
+it again: not so at the default ``--count``). Every replay checks that
+each of its statements inserted its row.
+
+``--what-if-event-triggers`` adds two variants, each the store's statements on a copy with a
+trigger on the mail table that writes, in the sender's statement, what the supervisor
+writes after it for each straight mail (``mailroom.announce_one``): ``events2``, the two
+event rows themselves (``mail_sent`` on the sender, ``mail_delivered`` on the recipient, the
+JSON built by SQLite from the row and the two runs' columns); ``event1``, one small row
+naming the mail (a design whose readers would make the two events from it and the mail
+row). What-ifs (session 22, e-durable13): what the sender's write would grow by, against
+what the supervisor would no longer write (``durable_anatomy.py --what-if-no-mail-events``).
+Each checks that its trigger wrote its rows for every statement. Output: JSON.
 """
 
 from __future__ import annotations
@@ -76,9 +89,40 @@ def capture(folder: Path, n: int) -> int:
     return len(kept)
 
 
-def replay(folder: Path, variant: str, count: int, timed: bool) -> list[float]:
+def _event_sql(kind: str, run: str, other: str) -> str:
+    """A straight mail's ``kind`` event on run ``NEW.<run>`` (its data naming ``other``), as
+    ``announce_one`` would have written it, for a trigger's body (``EVENT_TRIGGERS``)."""
+    return (
+        f"INSERT INTO events (run_id, kind, ts, event) SELECT run_id, '{kind}', NEW.sent_at,"
+        f" json_object('kind', '{kind}', 'run_id', run_id, 'agent', agent, 'root_run_id',"
+        " root_run_id, 'parent_run_id', parent_run_id, 'depth', depth, 'ts', NEW.sent_at,"
+        f" 'data', json_object('mail_id', NEW.mail_id, '{other}', NEW.{other}))"
+        f" FROM runs WHERE run_id = NEW.{run};"
+    )
+
+
+EVENT_TRIGGERS = {
+    "events2": (
+        2,
+        "CREATE TRIGGER mail_events AFTER INSERT ON mail BEGIN "
+        + _event_sql("mail_sent", "sender", "recipient")
+        + _event_sql("mail_delivered", "recipient", "sender")
+        + " END",
+    ),
+    "event1": (
+        1,
+        "CREATE TRIGGER mail_events AFTER INSERT ON mail BEGIN INSERT INTO events (run_id,"
+        " kind, ts, event) VALUES (NEW.sender, 'mail', NEW.sent_at, json_object('mail_id',"
+        " NEW.mail_id)); END",
+    ),
+}
+"""What-if variant -> (event rows per mail, the trigger that writes them) (see the module)."""
+
+
+def replay(folder: Path, variant: str, count: int, timed: bool) -> tuple[list[float], float | None]:
     """The first ``count`` kept statements as ``variant`` on a fresh copy of the snapshot;
-    each statement's thread CPU (``timed``). Raises unless each inserted its row."""
+    each statement's thread CPU (``timed``) and the log's frames per statement. Raises
+    unless each inserted its row (and, a what-if, its trigger its event rows)."""
     kept = msgspec.json.decode((folder / "statements.json").read_bytes(), type=Kept)[:count]
     path = folder / f"replay-{variant}-{count}.db"
     shutil.copy(folder / "snapshot.db", path)
@@ -91,6 +135,11 @@ def replay(folder: Path, variant: str, count: int, timed: bool) -> list[float]:
         conn.execute(f"PRAGMA wal_autocheckpoint = {sqlite_wal.BACKSTOP_PAGES}")
         if variant == "bare":  # (the floor's file has no trigger: ``mail._floor_file``)
             conn.execute("DROP TRIGGER IF EXISTS mail_receipt")
+        per_mail, trigger = EVENT_TRIGGERS.get(variant, (0, ""))
+        if trigger:
+            conn.execute(trigger)
+        events_before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         for sql, params in kept:
             params[0] = f"{params[0]}-again"  # (the snapshot may hold it already)
             if "receipt" in sql:  # the mail it answers, as replayed just before (v11)
@@ -101,12 +150,25 @@ def replay(folder: Path, variant: str, count: int, timed: bool) -> list[float]:
             inserted += conn.execute(sql, params).rowcount
             if timed:
                 cpu.append(time.thread_time() - start)
+        logged = _log_frames(conn, path)
+        frames = None if logged >= sqlite_wal.BACKSTOP_PAGES else logged / max(1, len(kept))
+        events = conn.execute("SELECT count(*) FROM events").fetchone()[0] - events_before
     finally:
         conn.close()
         path.unlink()
     if inserted != len(kept):
         raise RuntimeError(f"{variant}: {inserted} of {len(kept)} statements inserted a row")
-    return cpu
+    if events != per_mail * len(kept):
+        raise RuntimeError(f"{variant}: {events} event rows for {len(kept)} statements")
+    return cpu, frames
+
+
+def _log_frames(conn: sqlite3.Connection, path: Path) -> int:
+    """The frames in the log of the store at ``path`` (emptied before the replay)."""
+    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    log = Path(f"{path}-wal")
+    size = log.stat().st_size if log.exists() else 0
+    return max(0, size - 32) // (page + 24)  # (its header; each frame's header and page)
 
 
 REPLAY_ENV = {"PYTHONHASHSEED": "0"}
@@ -161,14 +223,22 @@ def _instructions(folder: Path, variant: str, count: int) -> int:
     return int(found.group(1))
 
 
-def measure(folder: Path, count: int, count_instructions: bool) -> dict[str, Any]:
-    """The figures of the module docstring for both variants."""
-    out: dict[str, Any] = {"cpu_us_per_statement": {}, "instructions_per_statement": {}}
+def measure(
+    folder: Path, count: int, count_instructions: bool, what_if: bool = False
+) -> dict[str, Any]:
+    """The figures of the module docstring for each variant (``what_if``: and the two
+    triggers')."""
+    out: dict[str, Any] = {
+        "cpu_us_per_statement": {},
+        "instructions_per_statement": {},
+        "frames_per_statement": {},
+    }
     if count_instructions:
         compile_first(folder)
-    for variant in ("store", "bare"):
-        cpu = replay(folder, variant, count, timed=True)
+    for variant in ("store", "bare", *(EVENT_TRIGGERS if what_if else ())):
+        cpu, frames = replay(folder, variant, count, timed=True)
         out["cpu_us_per_statement"][variant] = round(statistics.median(cpu) * 1e6, 1)
+        out["frames_per_statement"][variant] = None if frames is None else round(frames, 2)
         if count_instructions:
             few = max(1, count // 6)
             many = _instructions(folder, variant, count)
@@ -183,6 +253,11 @@ def measure(folder: Path, count: int, count_instructions: bool) -> dict[str, Any
 def _extra(parser: Any) -> None:
     parser.add_argument("--n", type=int, default=None, help="mails of the ping-pong (4,000)")
     parser.add_argument("--count", type=int, default=None, help="statements replayed (1,200)")
+    parser.add_argument(
+        "--what-if-event-triggers",
+        action="store_true",
+        help="add the store's statements with a trigger writing the mail's events (what-ifs)",
+    )
 
 
 def main() -> None:
@@ -198,7 +273,7 @@ def main() -> None:
     valgrind = shutil.which("valgrind") is not None and not args.quick
     with tempfile.TemporaryDirectory(prefix="subagents-durable-statement-") as tmp:
         kept = capture(Path(tmp), n)
-        figures = measure(Path(tmp), min(count, kept), valgrind)
+        figures = measure(Path(tmp), min(count, kept), valgrind, args.what_if_event_triggers)
     figures["statements"] = min(count, kept)
     figures["load"] = window.record()
     emit("durable_statement", figures)

@@ -660,7 +660,12 @@ def test_durable_anatomy_reads_each_threads_time_per_mail_by_role() -> None:
 
 def test_durable_statement_replays_the_senders_statements_and_the_floors() -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "durable_statement.py"), "--quick"],
+        [
+            sys.executable,
+            str(BENCHMARKS / "durable_statement.py"),
+            "--quick",
+            "--what-if-event-triggers",
+        ],
         capture_output=True,
         text=True,
         timeout=BENCHMARK_TIMEOUT_S,
@@ -669,7 +674,10 @@ def test_durable_statement_replays_the_senders_statements_and_the_floors() -> No
     assert done.returncode == 0, done.stderr[-2000:]
     report = msgspec.json.decode(done.stdout)
     assert report["benchmark"] == "durable_statement" and report["statements"] > 0
-    assert set(report["cpu_us_per_statement"]) == {"store", "bare"}
+    variants = {"store", "bare", "events2", "event1"}  # (each trigger's rows checked inside)
+    assert set(report["cpu_us_per_statement"]) == variants
+    assert set(report["frames_per_statement"]) == variants
+    assert all(frames > 0 for frames in report["frames_per_statement"].values())
     assert report["instructions_per_statement"] == {}  # (callgrind: not with --quick)
 
 
