@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from subagents.behaviour import parent_approvals
+from subagents.behaviour import parent_approvals, request_ids
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fan_out_tool import FAN_OUT, FanOutCalls, FanOutError
@@ -165,11 +165,13 @@ class LLMBehaviour:
                     self.port.finish(self._closing(last.text))
                     return
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
+                retries = self.port.record.retries  # (the request ids name the turn)
+                recovered, did = request_ids.this_turn(recovered, uses, retries, self.turns)
                 done = {getattr(m, "request_id", None) for m in recovered}
                 self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
                 self.approvals.sent = {r for r in done if r and parent_approvals.use_id_of(r)}
                 self._dispatch_all(
-                    uses, answered=answered, skip=done, started=set(checkpoint.started)
+                    uses, answered=answered, skip=did, started=set(checkpoint.started)
                 )
                 for message in recovered:
                     self.on_message(message)
@@ -199,12 +201,13 @@ class LLMBehaviour:
             case ApprovalAnswered():
                 self.kept_asks.answered(message)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
+                rid = request_ids.use_id_of(rid)
                 if error is not None:
                     self._answer(rid, error, is_error=True)
                 elif self.background.get(rid):
                     self._answer(rid, to_json({"run_id": run_id, "queued": queued}))
             case ChildDone() | MailAck() | StopReply():
-                self._answer(message.request_id, *reply_answer(message))
+                self._answer(request_ids.use_id_of(message.request_id), *reply_answer(message))
             case DeliverMail(mails=mails):
                 self._take_mail(mails)
             case Wake(key=key):
@@ -320,7 +323,7 @@ class LLMBehaviour:
         self,
         uses: list[ToolUseBlock],
         answered: dict[str, ToolResultBlock],
-        skip: set[str | None] | None = None,
+        skip: set[str] | None = None,
         started: set[str] | None = None,
     ) -> None:
         self.order = [u.id for u in uses]
@@ -474,24 +477,25 @@ def _runtime_tool(run: LLMBehaviour, use: ToolUseBlock, args: dict[str, Any]) ->
     handed to the supervisor or answered here; False for any other tool. (Apart from the
     class: one tool's call each, it reads the run's parts and sets a call's answer.)"""
     port, record = run.port, run.port.record
+    rid = request_ids.of_call(use.id, record.retries, run.turns)  # (``request_ids``: why)
     if use.name in (SPAWN, TASK):
         assert run.calls is not None  # (None only when the run failed to set up)
         args = run.calls.spawn_arguments(use, args, run.schemas)
-        request = spawn_request(use.id, args, record.run_id)
+        request = spawn_request(rid, args, record.run_id)
         run.background[use.id] = request.background
         port.request_spawn(request)
     elif use.name == FAN_OUT:
         try:
-            requests = run.fan_outs.start(use.id, args, record.run_id)
+            requests = run.fan_outs.start(rid, args, record.run_id)
         except FanOutError as exc:
             raise ToolError(str(exc)) from None
         for request in requests:
             if request.request_id not in run.already_spawned:  # else: recovered
                 port.request_spawn(request)
     elif use.name == SEND:
-        port.send_mail(send_request(use.id, args, record.run_id))
+        port.send_mail(send_request(rid, args, record.run_id))
     elif use.name == STOP:
-        port.request_stop(stop_request(use.id, args, record))
+        port.request_stop(stop_request(rid, args, record))
     elif use.name == CHECK:
         run._set(use.id, *run.inbox.render())
     elif use.name == WAIT:
