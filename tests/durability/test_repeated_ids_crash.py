@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fanout_resume_job import SPECS as FAN_OUT_SPECS
+from fanout_resume_job import model as fan_out_model
 from repeated_ids_asks_job import runtime as asks_runtime
 from repeated_ids_job import SPECS, crash_tool, model
 
@@ -30,6 +32,9 @@ ASKS_JOB = Path(__file__).with_name("repeated_ids_asks_job.py")
 LEGACY = Path(__file__).parent / "data" / "request_ids_v12_after.sql"
 """The ``after`` job's store as main 95e026e left it at the crash (schema v12, request ids
 the tool_use ids), dumped as SQL (``sqlite3``'s ``iterdump``)."""
+LEGACY_FAN_OUT = Path(__file__).parent / "data" / "fan_out_v12_running.sql"
+"""fanout_resume_job's store as main 95e026e left it: the lead's two fan_out children running
+(their request ids ``TOOLUSEID#fanN``), dumped the same way."""
 
 
 def _crash(db: Path, mode: str) -> None:
@@ -37,6 +42,15 @@ def _crash(db: Path, mode: str) -> None:
         [sys.executable, str(JOB), str(db), mode], capture_output=True, timeout=100
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+
+
+def _made(db: Path, dump: Path) -> None:
+    """The store file ``db`` made from the SQL ``dump``."""
+    made = sqlite3.connect(db)
+    try:
+        made.executescript(dump.read_text())
+    finally:
+        made.close()
 
 
 def _resume(db: Path, mode: str) -> tuple[str, list[str], list[str]]:
@@ -82,9 +96,7 @@ def test_work_done_before_the_crash_is_not_done_again(tmp_path: Path) -> None:
 
 def test_a_store_written_before_request_ids_named_the_turn_is_taken_up(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    with sqlite3.connect(db) as made:
-        made.executescript(LEGACY.read_text())
-    made.close()
+    _made(db, LEGACY)
     result, spawned, sent = _resume(db, "after")
     assert spawned == SPAWNED
     assert "done B" in result, result
@@ -112,3 +124,19 @@ def test_a_later_turn_under_an_earlier_id_asks_its_parent_anew(tmp_path: Path) -
     assert child.outcome is not None
     assert (work / "notes.txt").read_text() == "one\ntwo\n", child.outcome.result
     assert child.outcome.result == "child: noted two"
+
+
+def test_a_fan_out_of_a_store_written_before_is_answered_by_the_children_it_has(
+    tmp_path: Path,
+) -> None:
+    """Children of an older store's fan_out, still running at the crash, answer under their
+    old request ids: the resumed call (its request id now names the turn) takes them, and
+    spawns none again."""
+    db = tmp_path / "runs.db"
+    _made(db, LEGACY_FAN_OUT)
+    with Runtime(FAN_OUT_SPECS, model=fan_out_model(0.05), store=SQLiteStore(db)) as rt:
+        [lead] = rt.restore_report.orphans
+        outcome = rt.attach(lead).result(timeout=60)
+        assert outcome.ok, outcome.error
+        assert "done A" in (outcome.result or "") and "done B" in (outcome.result or "")
+        assert sorted(r.task for r in rt.runs(agent="worker")) == ["A", "B"]
