@@ -22,10 +22,21 @@ Older stores: a request id made before ids named the turn is the tool_use id alo
 when made: ``this_turn``), and a child of such a request still running answers under it
 (``use_id_of`` reads it as the tool_use id). Real tool_use ids hold no ``@``
 (``toolu_`` and letters and digits).
+
+A tool_use id holding anything else (a hostile or buggy backend's ``approve:X``, ``Y#fan0``,
+``a@0.1``) is written in a request id escaped (``~`` and its UTF-8 in URL-safe base64,
+``_written``): else a send under ``approve:X`` read as the approval asked for the call
+``X`` (its acknowledgement taken as that approval's: the parent's reply to the model's own
+mail approved ``X``, the send never answered), a spawn under ``Y#fan0`` as a fan_out's
+child (never answered), and a resumed fan_out under ``approve:X`` lost its children's work
+(tests/behaviour/test_hostile_tool_ids.py).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,17 +47,39 @@ from subagents.messages import ToolUseBlock
 TURN = "@"
 FAN_OUT_CHILD = "#fan"
 APPROVAL = "approve:"
+ESCAPED = "~"
+_PLAIN = re.compile(r"[A-Za-z0-9_-]+")
+"""What a real tool_use id is made of (the Messages API's pattern): written as it is."""
 
 
 def of_call(use_id: str, retries: int, step: int) -> str:
     """The request id of the call ``use_id`` made at ``step`` of retry ``retries``."""
-    return f"{use_id}{TURN}{retries}.{step}"
+    return f"{_written(use_id)}{TURN}{retries}.{step}"
 
 
 def use_id_of(call: str) -> str:
     """The tool_use id a call's request id names (an older store's: the id itself)."""
-    use_id, turn, _ = call.rpartition(TURN)
-    return use_id if turn else call
+    written, turn, _ = call.rpartition(TURN)
+    if not turn:
+        return call
+    if written.startswith(ESCAPED):
+        try:
+            payload = written[1:]
+            text = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+            return text.decode("utf-8", "surrogatepass")
+        except (binascii.Error, UnicodeDecodeError):
+            pass  # (not one ``_written`` made: an older store's id, as it is)
+    return written
+
+
+def _written(use_id: str) -> str:
+    """``use_id`` as a request id holds it: as it is when it is plain (every real one), else
+    escaped, so that no tool_use id reads as another form (an approval's, a fan_out
+    child's) nor as another call's."""
+    if _PLAIN.fullmatch(use_id):
+        return use_id
+    data = use_id.encode("utf-8", "surrogatepass")
+    return ESCAPED + base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 def this_turn(
