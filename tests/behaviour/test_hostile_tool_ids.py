@@ -87,6 +87,13 @@ def test_a_spawn_under_a_fan_out_child_like_id_is_answered_as_a_spawn() -> None:
     assert "done A" in _lead_result(spawn, "toolu_y#fan0")
 
 
+def test_a_wait_under_an_approval_like_id_is_answered_when_its_time_is_up() -> None:
+    """(Its wake was keyed by the tool_use id as given: read as an approval's wake, the wait
+    was never answered.)"""
+    wait = {"name": "wait_for_message", "input": {"timeout": 0.2}}
+    assert "no mail arrived" in _lead_result(wait, "approve:toolu_w@0.1")
+
+
 def test_no_tool_use_id_makes_another_kind_of_request_id() -> None:
     """A call's request id is never an approval's nor a fan_out child's, nor another call's
     (the ids of the approval of ``toolu_x`` and of a send under ``approve:toolu_x`` were one)."""

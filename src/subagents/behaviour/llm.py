@@ -210,9 +210,9 @@ class LLMBehaviour:
                 self._answer(request_ids.use_id_of(message.request_id), *reply_answer(message))
             case DeliverMail(mails=mails):
                 self._take_mail(mails)
-            case Wake(key=key):
+            case Wake(key=key):  # (a wait's: its call's request id, ``_runtime_tool``)
                 if self.inbox.stop_waiting(key) is not None:
-                    self._answer(key, "no mail arrived before the timeout")
+                    self._answer(request_ids.use_id_of(key), "no mail arrived before the timeout")
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
 
@@ -236,7 +236,7 @@ class LLMBehaviour:
         if key is not None:
             self.port.cancel_wake(key)
             text, is_error, read = self.inbox.render()
-            self._answer(key, text, is_error, read)
+            self._answer(request_ids.use_id_of(key), text, is_error, read)
 
     def unread_mail(self) -> tuple[str, ...]:
         return self.inbox.ids()
@@ -506,8 +506,8 @@ def _runtime_tool(run: LLMBehaviour, use: ToolUseBlock, args: dict[str, Any]) ->
             # one waiter per turn: a second would overwrite the first, never answered
             raise ToolError("already waiting for mail in this turn; wait once per turn")
         else:
-            run.inbox.waiter = use.id
-            port.wake_after(use.id, timeout)
+            run.inbox.waiter = rid  # (the wake's key: never read as an approval's)
+            port.wake_after(rid, timeout)
     elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
         run._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
     elif use.name == LOAD_SKILL:
