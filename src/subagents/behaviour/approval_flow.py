@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from subagents.behaviour import parent_approvals
+from subagents.behaviour import parent_approvals, request_ids
 from subagents.behaviour.parent_approvals import ParentApprovals
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.tool_calls import ToolCalls, ToolCrash
@@ -55,7 +55,7 @@ class ParentApprovalFlow:
         assert self.calls is not None
         port = self.port
         self.pending.add(use, tool, step)
-        key = parent_approvals.key(use.id)
+        key = _key(port, use.id, step)
         if key not in self.sent:
             request = self.calls.request(use, tool, reason)
             port.send_mail(
@@ -80,7 +80,7 @@ class ParentApprovalFlow:
         if waiting is None:
             return False
         self.port.mail_read((mail.mail_id,))
-        self.port.cancel_wake(parent_approvals.key(waiting.use.id))
+        self.port.cancel_wake(_key(self.port, waiting.use.id, waiting.step))
         assert self.calls is not None
         if waiting.tool.name == ask_user.NAME:  # any reply is the answer
             self.calls.session.answers[waiting.use.id] = mail.content
@@ -123,3 +123,8 @@ class ParentApprovalFlow:
                 f" result reads no mail until it ends)"
             )
             self.answer(use_id, *self.calls.denied(waiting.tool, reason))
+
+
+def _key(port: AgentPort, use_id: str, step: int) -> str:
+    """The request id of the approval of the call ``use_id`` made at ``step``."""
+    return parent_approvals.key(request_ids.of_call(use_id, port.record.retries, step))

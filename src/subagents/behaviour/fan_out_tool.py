@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from subagents.behaviour.request_ids import FAN_OUT_CHILD, use_id_of
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ChildDone, SpawnReply, SpawnRequest, ToolSchema
 from subagents.supervision.synthesis import (
@@ -29,7 +30,7 @@ from subagents.supervision.synthesis import (
 
 FAN_OUT = "fan_out"
 MAX_RUNS = 20
-_SEP = "#fan"
+_SEP = FAN_OUT_CHILD
 
 
 class FanOutError(ValueError):
@@ -38,7 +39,8 @@ class FanOutError(ValueError):
 
 @dataclass
 class _Group:
-    use_id: str
+    call: str
+    """The call's request id (``request_ids``): its children's are made from it."""
     parent_run_id: str
     strategy: str
     runs: list[dict[str, Any]]
@@ -90,7 +92,8 @@ def fan_out_schema(dispatchable: list[AgentSpec]) -> ToolSchema:
 
 
 class FanOutCalls:
-    """Open ``fan_out`` calls of one run, by tool_use id."""
+    """Open ``fan_out`` calls of one run, by tool_use id (a child of an older store's
+    request answers under its call's tool_use id alone: ``request_ids``)."""
 
     def __init__(self) -> None:
         self.groups: dict[str, _Group] = {}
@@ -99,10 +102,11 @@ class FanOutCalls:
     def owns(request_id: str) -> bool:
         return _SEP in request_id
 
-    def start(self, use_id: str, args: dict[str, Any], parent_run_id: str) -> list[SpawnRequest]:
-        """Check the input and open a group; the spawns to send now (one for ``chain``)."""
-        group = _parse(use_id, args, parent_run_id)
-        self.groups[use_id] = group
+    def start(self, call: str, args: dict[str, Any], parent_run_id: str) -> list[SpawnRequest]:
+        """Check the input and open a group for the call of request id ``call``; the spawns
+        to send now (one for ``chain``)."""
+        group = _parse(call, args, parent_run_id)
+        self.groups[use_id_of(call)] = group
         if group.strategy == "chain":
             return [self._request(group, 0, None)]
         return [self._request(group, i, None) for i in range(len(group.runs))]
@@ -113,7 +117,7 @@ class FanOutCalls:
         if previous is not None:
             task = f"{task}\n\n<input>\n{previous}\n</input>"
         return SpawnRequest(
-            request_id=f"{group.use_id}{_SEP}{index}",
+            request_id=f"{group.call}{_SEP}{index}",
             agent=str(run["agent"]),
             task=task,
             parent_run_id=group.parent_run_id,
@@ -122,7 +126,8 @@ class FanOutCalls:
 
     def on_message(self, message: SpawnReply | ChildDone) -> tuple[str, str | None, Any]:
         """Record an answer. Returns (use_id, tool result text or None, next spawn or None)."""
-        use_id, _, index_text = message.request_id.partition(_SEP)
+        call, _, index_text = message.request_id.partition(_SEP)
+        use_id = use_id_of(call)
         group = self.groups.get(use_id)
         if group is None:
             return use_id, None, None
@@ -177,7 +182,7 @@ class FanOutCalls:
         return msgspec.json.encode(synthesis).decode()
 
 
-def _parse(use_id: str, args: dict[str, Any], parent_run_id: str) -> _Group:
+def _parse(call: str, args: dict[str, Any], parent_run_id: str) -> _Group:
     runs = args.get("runs")
     if not isinstance(runs, list) or not runs:
         raise FanOutError("argument 'runs' must be a non-empty list of {agent, task}")
@@ -208,7 +213,7 @@ def _parse(use_id: str, args: dict[str, Any], parent_run_id: str) -> _Group:
     if strategy == "best_pick" and score_field is None:
         raise FanOutError("strategy best_pick needs 'score_field': a numeric field of results")
     return _Group(
-        use_id=use_id,
+        call=call,
         parent_run_id=parent_run_id,
         strategy=str(strategy),
         runs=runs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from subagents.behaviour import parent_approvals
+from subagents.behaviour import parent_approvals, request_ids
 from subagents.behaviour.approval_flow import ParentApprovalFlow
 from subagents.behaviour.failures import BASE_EXCEPTION, raised
 from subagents.behaviour.fan_out_tool import FAN_OUT, FanOutCalls, FanOutError
@@ -34,7 +34,6 @@ from subagents.behaviour.tool_calls import StoreAsk, ToolCalls, ToolCrash
 from subagents.behaviour.tools import (
     CHECK,
     LOAD_SKILL,
-    RUNTIME_TOOLS,
     SEND,
     SPAWN,
     STOP,
@@ -73,7 +72,7 @@ from subagents.supervision.handdown import first_message_text
 from subagents.tools import journal
 from subagents.tools.builtin import BUILTIN_NAMES
 
-__all__ = ["LLMBehaviour", "LLMFactory", "ToolCrash"]
+__all__ = ["LLMBehaviour", "ToolCrash"]
 
 
 class LLMBehaviour:
@@ -166,11 +165,13 @@ class LLMBehaviour:
                     self.port.finish(self._closing(last.text))
                     return
                 answered = {r.tool_use_id: r for r in checkpoint.answered}
+                retries = self.port.record.retries  # (the request ids name the turn)
+                recovered, did = request_ids.this_turn(recovered, uses, retries, self.turns)
                 done = {getattr(m, "request_id", None) for m in recovered}
                 self.already_spawned = {r for r in done if r and FanOutCalls.owns(r)}
                 self.approvals.sent = {r for r in done if r and parent_approvals.use_id_of(r)}
                 self._dispatch_all(
-                    uses, answered=answered, skip=done, started=set(checkpoint.started)
+                    uses, answered=answered, skip=did, started=set(checkpoint.started)
                 )
                 for message in recovered:
                     self.on_message(message)
@@ -200,17 +201,18 @@ class LLMBehaviour:
             case ApprovalAnswered():
                 self.kept_asks.answered(message)
             case SpawnReply(request_id=rid, run_id=run_id, error=error, queued=queued):
+                rid = request_ids.use_id_of(rid)
                 if error is not None:
                     self._answer(rid, error, is_error=True)
                 elif self.background.get(rid):
                     self._answer(rid, to_json({"run_id": run_id, "queued": queued}))
             case ChildDone() | MailAck() | StopReply():
-                self._answer(message.request_id, *reply_answer(message))
+                self._answer(request_ids.use_id_of(message.request_id), *reply_answer(message))
             case DeliverMail(mails=mails):
                 self._take_mail(mails)
-            case Wake(key=key):
+            case Wake(key=key):  # (a wait's: its call's request id, ``_runtime_tool``)
                 if self.inbox.stop_waiting(key) is not None:
-                    self._answer(key, "no mail arrived before the timeout")
+                    self._answer(request_ids.use_id_of(key), "no mail arrived before the timeout")
             case _:
                 self.port.log.warning("unexpected message", message=type(message).__name__)
 
@@ -234,7 +236,7 @@ class LLMBehaviour:
         if key is not None:
             self.port.cancel_wake(key)
             text, is_error, read = self.inbox.render()
-            self._answer(key, text, is_error, read)
+            self._answer(request_ids.use_id_of(key), text, is_error, read)
 
     def unread_mail(self) -> tuple[str, ...]:
         return self.inbox.ids()
@@ -321,7 +323,7 @@ class LLMBehaviour:
         self,
         uses: list[ToolUseBlock],
         answered: dict[str, ToolResultBlock],
-        skip: set[str | None] | None = None,
+        skip: set[str] | None = None,
         started: set[str] | None = None,
     ) -> None:
         self.order = [u.id for u in uses]
@@ -456,58 +458,6 @@ class LLMBehaviour:
             span.end(error=f"{why}: the run ended before the call answered")
 
 
-ANSWERED_LATER = frozenset({SPAWN, TASK, FAN_OUT, SEND, STOP, WAIT})
-"""The runtime's tools whose call is handed to the supervisor (or waits for mail) and answered
-by a later message: a run restarted with one left makes no model call until it is answered.
-The runtime's other tools are answered at once, in the handling that dispatches them."""
-
-
-class LLMFactory:
-    """What makes each run's ``LLMBehaviour`` (``factory(port)``), for a runtime's ``env``.
-
-    ``blocks_at_start``: whether a run's start blocks (its model call, or a tool call left
-    to run: each waits, and the dispatcher hands its thread's work to another:
-    ``subagents.blocking``). The effector asks it to have the threads a wave of such starts
-    needs ready before it starts them (``Dispatcher.ready``)."""
-
-    __slots__ = ("env",)
-
-    def __init__(self, env: AgentEnv) -> None:
-        self.env = env
-
-    @staticmethod
-    def blocks_at_start(checkpoint: Checkpoint | None) -> bool:
-        """Whether a run started from ``checkpoint`` (None: a fresh run) blocks as it starts
-        (``LLMBehaviour.start``), with nothing it waits for in between: a fresh run and a
-        continued one (its conversation ends with the user's text) make their model call; a
-        restarted one whose last turn's tool calls are all answered makes it next (its
-        ``Continue``); one with a call of a user, built-in or MCP tool left to run runs it
-        first, and every such run says it blocks (``ToolCalls._run_hooked``:
-        ``about_to_block``), as a model call does. A restarted run that had ended does not
-        (it finishes at once), nor one whose calls left are the runtime's own and one of
-        them is answered later (``ANSWERED_LATER``: a spawn, a mail, a wait for mail, handed
-        to the supervisor; a spare started for it idled until the pool dropped it); those
-        answered at once (``check_mailbox``, ``load_skill``...) are as answered. (A user
-        tool's call that its permissions send to an approval does not block either: counted,
-        its spare may idle.)"""
-        if checkpoint is None or not checkpoint.messages:
-            return True
-        last = checkpoint.messages[-1]
-        if last.role != "assistant":
-            return True
-        uses = [b for b in last.content if isinstance(b, ToolUseBlock)]
-        if not uses:
-            return False
-        answered = {r.tool_use_id for r in checkpoint.answered}
-        left = [u.name for u in uses if u.id not in answered]
-        if any(name not in RUNTIME_TOOLS for name in left):
-            return True  # a tool's run: it says it blocks
-        return not any(name in ANSWERED_LATER for name in left)  # else answered at once
-
-    def __call__(self, port: AgentPort) -> LLMBehaviour:
-        return LLMBehaviour(self.env, port)
-
-
 def spawned_in_background(uses: Sequence[ToolUseBlock]) -> dict[str, bool]:
     """Tool use id -> whether that spawn of the turn runs in the background
     (``spawn_subagent``'s ``background`` or ``detach``, ``Task``'s ``run_in_background``)."""
@@ -527,24 +477,25 @@ def _runtime_tool(run: LLMBehaviour, use: ToolUseBlock, args: dict[str, Any]) ->
     handed to the supervisor or answered here; False for any other tool. (Apart from the
     class: one tool's call each, it reads the run's parts and sets a call's answer.)"""
     port, record = run.port, run.port.record
+    rid = request_ids.of_call(use.id, record.retries, run.turns)  # (``request_ids``: why)
     if use.name in (SPAWN, TASK):
         assert run.calls is not None  # (None only when the run failed to set up)
         args = run.calls.spawn_arguments(use, args, run.schemas)
-        request = spawn_request(use.id, args, record.run_id)
+        request = spawn_request(rid, args, record.run_id)
         run.background[use.id] = request.background
         port.request_spawn(request)
     elif use.name == FAN_OUT:
         try:
-            requests = run.fan_outs.start(use.id, args, record.run_id)
+            requests = run.fan_outs.start(rid, args, record.run_id)
         except FanOutError as exc:
             raise ToolError(str(exc)) from None
         for request in requests:
             if request.request_id not in run.already_spawned:  # else: recovered
                 port.request_spawn(request)
     elif use.name == SEND:
-        port.send_mail(send_request(use.id, args, record.run_id))
+        port.send_mail(send_request(rid, args, record.run_id))
     elif use.name == STOP:
-        port.request_stop(stop_request(use.id, args, record))
+        port.request_stop(stop_request(rid, args, record))
     elif use.name == CHECK:
         run._set(use.id, *run.inbox.render())
     elif use.name == WAIT:
@@ -555,8 +506,8 @@ def _runtime_tool(run: LLMBehaviour, use: ToolUseBlock, args: dict[str, Any]) ->
             # one waiter per turn: a second would overwrite the first, never answered
             raise ToolError("already waiting for mail in this turn; wait once per turn")
         else:
-            run.inbox.waiter = use.id
-            port.wake_after(use.id, timeout)
+            run.inbox.waiter = rid  # (the wake's key: never read as an approval's)
+            port.wake_after(rid, timeout)
     elif use.name in (SUBSCRIBE, UNSUBSCRIBE):
         run._set(use.id, subscription(port, record.run_id, use.name == SUBSCRIBE, args), False)
     elif use.name == LOAD_SKILL:

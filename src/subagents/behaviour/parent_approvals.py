@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from subagents.behaviour import request_ids
 from subagents.messages import Mail, ToolUseBlock
 from subagents.tools.approval import ApprovalRequest
 from subagents.tools.base import Tool
 
-PREFIX = "approve:"
+PREFIX = request_ids.APPROVAL
 YES = frozenset({"allow", "allowed", "yes", "y", "approve", "approved", "ok"})
 
 
@@ -48,13 +49,18 @@ def request_text(request: ApprovalRequest) -> str:
     )
 
 
-def key(use_id: str) -> str:
-    """The request id of the mail (and the wake) of one call's approval."""
-    return PREFIX + use_id
+def key(call: str) -> str:
+    """The request id of the mail (and the wake) of one call's approval; ``call``: the
+    call's request id (``request_ids.of_call``: its turn in it, so that a later turn's call
+    under the same tool_use id is asked anew, even after a crash)."""
+    return PREFIX + call
 
 
 def use_id_of(request_id: str) -> str | None:
-    return request_id[len(PREFIX) :] if request_id.startswith(PREFIX) else None
+    """The tool_use id whose approval ``request_id`` is; None: not an approval's."""
+    return (
+        request_ids.use_id_of(request_id[len(PREFIX) :]) if request_id.startswith(PREFIX) else None
+    )
 
 
 def allows(answer: str) -> bool:

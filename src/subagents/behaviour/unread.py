@@ -24,7 +24,8 @@ class UnreadMail:
         self.read_in_message: list[str] = []
         """Ids shown in the next user message: read once its step is recorded."""
         self.waiter: str | None = None
-        """The tool_use id of the ``wait_for_message`` call waiting for mail, if any."""
+        """The request id (``request_ids``: its tool_use id and turn; its wake's key) of the
+        ``wait_for_message`` call waiting for mail, if any."""
 
     def __bool__(self) -> bool:
         return bool(self.mails)

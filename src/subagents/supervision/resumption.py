@@ -3,9 +3,11 @@
 A run resumes from its last checkpoint: the conversation up to its last model call, plus the
 tool results it already had (``Checkpoint.answered``). Its other pending tool calls may have
 had durable effects before the crash or the restart: a child spawned (a run whose
-``request_id`` is the tool_use id) or a mail sent (a mail whose ``request_id`` is it). Those
-are not done again: the resumed agent is handed the messages it would have received (a
-ChildDone for a child that ended, a SpawnReply for one still running, a MailAck for mail sent).
+``request_id`` is the call's) or a mail sent (a mail whose ``request_id`` is it). Those are
+not done again: the resumed agent is handed the messages it would have received (a ChildDone
+for a child that ended, a SpawnReply for one still running, a MailAck for mail sent), for
+all its calls; an LLM run keeps those of the turn it resumes in (a call's request id names
+its turn: ``behaviour/request_ids.py``, a model may repeat a tool_use id in a later turn).
 
 A function agent runs again from the top instead; its journal (``Replay``) says what each of
 its calls was and what it was handed, so that it replays every awaited effect in order
