@@ -174,7 +174,7 @@ class AnthropicModel:
                     ],
                 }
             parsed = call_with_retries(
-                functools.partial(self._attempt, call_params, sink),
+                functools.partial(self._attempt, call_params, sink, cancel),
                 policy=self.retry,
                 deadline=deadline,
                 cancel=cancel,
@@ -210,15 +210,20 @@ class AnthropicModel:
     # -- one HTTP attempt -------------------------------------------------------------------
 
     def _attempt(
-        self, params: dict[str, Any], sink: StreamSink | None, timeout: float | None
+        self,
+        params: dict[str, Any],
+        sink: StreamSink | None,
+        cancel: CancelSignal | None,
+        timeout: float | None,
     ) -> ParsedResponse:
         """One streamed request read to its end; errors mapped to ``TransientError`` (retry)
-        or ``ModelError`` (fail), those met half way through the stream as those before it."""
+        or ``ModelError`` (fail), those met half way through the stream as those before it.
+        ``timeout`` bounds the whole attempt, not only each read (``read_stream``)."""
         seconds = timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
         about_to_block()
         try:
             with self._client.messages.stream(**params, timeout=seconds) as stream:
-                return read_stream(stream, sink)
+                return read_stream(stream, sink, cancel=cancel, within=seconds)
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, params["model"]) from exc
         except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:
