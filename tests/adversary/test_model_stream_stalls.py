@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,13 +22,15 @@ import pytest
 
 from fake_messages_api import stream_events, text_message
 from subagents.definitions.spec import AgentSpec
-from subagents.messages import EventKind, RunStatus
+from subagents.messages import ChatMessage, EventKind, ModelRequest, RunStatus, TextBlock
 from subagents.models import AnthropicModel
 from subagents.runtime import Runtime
 
 STALL = "stall here"
 SILENT = "silent"
 """In a task with ``STALL``: after its first event the stream sends nothing at all."""
+SLOW = "slow but sure"
+"""A task with it is answered whole, but only after ``PingingServer.slow_s`` of pings."""
 PING_EVERY_S = 0.05
 WAIT_S = 60.0
 """How long a test waits for what it expects (an event wait; the machine may be loaded)."""
@@ -46,6 +49,7 @@ class PingingServer:
         self.stalled = threading.Event()
         self.let_go = threading.Event()
         self.closed = threading.Event()
+        self.slow_s = 0.0
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -64,6 +68,17 @@ class PingingServer:
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                     b"transfer-encoding: chunked\r\n\r\n"
                 )
+                if SLOW in request:  # a long turn: pings, then the answer, whole
+                    events = stream_events(text_message("worth the wait"))
+                    _event(conn, *events[0])
+                    began = time.monotonic()
+                    while time.monotonic() - began < self.slow_s:
+                        self.closed.wait(PING_EVERY_S)
+                        _event(conn, "ping", {"type": "ping"})
+                    for name, data in events[1:]:
+                        _event(conn, name, data)
+                    conn.sendall(b"0\r\n\r\n")
+                    return
                 if STALL not in request:
                     for name, data in stream_events(text_message("done")):
                         _event(conn, name, data)
@@ -159,6 +174,28 @@ def test_close_lets_go_of_a_stream_of_pings(server: PingingServer) -> None:
         assert server.let_go.wait(WAIT_S), "the runtime closed but a thread still reads"
     finally:
         model.close()  # closing the client's connections would free the thread by itself
+
+
+def test_a_long_stream_without_a_deadline_is_not_cut(
+    server: PingingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call without a deadline (the model used on its own) has no bound on the whole
+    stream: streaming is how a turn longer than the per-read timeout is asked for (the SDK's
+    own advice for one over 10 minutes). Cut, it was asked for again, and paid for again,
+    ``max_attempts`` times, then failed. Here the per-read timeout is 2 s and the answer
+    comes, pinged all along, after 3 s of the server's own clock."""
+    monkeypatch.setattr("subagents.models.anthropic.NO_DEADLINE_TIMEOUT_S", 2.0)
+    server.slow_s = 3.0
+    request = ModelRequest(
+        model="sonnet",
+        system="",
+        messages=(ChatMessage(role="user", content=(TextBlock(text=SLOW),)),),
+        agent="talker",
+        run_id="r1",
+    )
+    with AnthropicModel(api_key="test", base_url=server.url) as model:
+        response = model.complete(request)
+    assert response.content == (TextBlock(text="worth the wait"),)
 
 
 @pytest.mark.xfail(

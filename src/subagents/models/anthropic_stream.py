@@ -28,6 +28,7 @@ def read_stream(
     *,
     cancel: CancelSignal | None = None,
     within: float | None = None,
+    since: float | None = None,
 ) -> ParsedResponse:
     """Read ``stream`` (an entered ``anthropic.lib.streaming.MessageStream``) to its end,
     handing each text and tool-input delta to ``sink``; the whole message, decoded.
@@ -41,8 +42,9 @@ def read_stream(
     the stream alive (``ping`` events, as the API sends while a turn takes long, or a byte
     now and then) and never finishes would hold the run's thread for ever, past its stop and
     its deadline. A stopped run's stream ends at its next piece (``ModelError``
-    ``cancelled``); one still open ``within`` seconds after it began (the attempt's
-    timeout) is a ``TransientError`` ``timeout``. The stream's end closes its connection."""
+    ``cancelled``); one still open ``within`` seconds after ``since`` (the attempt's start;
+    else the stream's) is a ``TransientError`` ``timeout``; ``within`` None: no such bound.
+    The stream's end closes its connection."""
     kind_of_body = stream.response.headers.get("content-type", "")
     if not kind_of_body.startswith("text/event-stream"):
         body = stream.response.read()
@@ -52,7 +54,7 @@ def read_stream(
             f"{body[:200].decode('utf-8', errors='replace')!r}",
         )
     response = stream.response
-    until = None if within is None else time.monotonic() + within
+    until = None if within is None else (time.monotonic() if since is None else since) + within
     response.stream = _Watched(response.stream, cancel, until, within)
     tools: dict[int, str] = {}
     stopped = False
