@@ -102,3 +102,22 @@ def test_the_cookie_names_the_command_only(context: ToolContext) -> None:
     second = bash(context, command="echo $SUBAGENTS_PROCESS_TREE").content
     assert first and second and first != second
     assert "SUBAGENTS_PROCESS_TREE" not in os.environ
+
+
+def test_the_end_of_a_run_kills_the_daemon_of_a_background_shell_already_read(
+    context: ToolContext, repo: Path
+) -> None:
+    """A background shell that started a daemon and ended, its end read by BashOutput (which
+    lets the runtime forget it): the daemon still dies with its run."""
+    pidfile = repo / "pid"
+    command = f"{daemon(pidfile)} while [ ! -s {pidfile} ]; do :; done"
+    started = bash(context, command=command, run_in_background=True).content
+    shell_id = started.rsplit(" ", 1)[-1]
+    pid = pid_in(pidfile)
+    wait_until(
+        lambda: "<status>completed" in str(TOOLS["BashOutput"].run({"bash_id": shell_id}, context)),
+        what="the shell's end read",
+    )
+    assert context.processes.get(context.run_id, shell_id) is None  # forgotten
+    context.processes.kill_run(context.run_id)
+    wait_until(lambda: not alive(pid), what="the daemon killed with its run")

@@ -70,6 +70,8 @@ class Process:
     """Why the runtime killed it (None if it ended by itself)."""
     cookie: str = ""
     """The value of ``TREE_COOKIE`` in its processes' environment."""
+    reaped: bool = False
+    """Whether what it left (its group, its cookie's strays) was killed."""
 
     @property
     def pgid(self) -> int:
@@ -97,6 +99,9 @@ class ProcessGroups:
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
+        self._leftovers: dict[str, list[str]] = {}
+        """By run: cookies of forgotten processes never reaped (a background shell that
+        ended, read by BashOutput): what they left dies with the run."""
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
@@ -200,6 +205,7 @@ class ProcessGroups:
                 process.popen.wait(timeout=KILL_GRACE_S)
         _signal_group(process.pgid, signal.SIGKILL)
         _kill_strays(process.cookie)
+        process.reaped = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
@@ -207,6 +213,7 @@ class ProcessGroups:
     def _reap_group(self, process: Process) -> None:
         _signal_group(process.pgid, signal.SIGKILL)
         _kill_strays(process.cookie)
+        process.reaped = True
 
     def _forget(self, process: Process) -> None:
         with self._lock:
@@ -225,10 +232,13 @@ class ProcessGroups:
             self._live.setdefault(process.id, process)
 
     def release(self, process: Process) -> None:
-        """Forget an ended process and delete its output file."""
+        """Forget an ended process and delete its output file; what it left running (a
+        background shell's daemon) is still killed when its run ends (``kill_run``)."""
         with self._lock:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
+                if not process.reaped:
+                    self._leftovers.setdefault(process.run_id, []).append(process.cookie)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -244,6 +254,10 @@ class ProcessGroups:
                 running += 1
             self.kill(process, reason)
             self.release(process)
+        with self._lock:
+            leftovers = self._leftovers.pop(run_id, [])
+        for cookie in leftovers:
+            _kill_strays(cookie)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -254,8 +268,12 @@ class ProcessGroups:
             self._closed = True
             processes = list(self._live.values())
             self._live.clear()
+            leftovers = [c for cookies in self._leftovers.values() for c in cookies]
+            self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
+        for cookie in leftovers:
+            _kill_strays(cookie)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
