@@ -293,8 +293,8 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def _kill_strays(cookie: str) -> None:
     """SIGKILL every process whose environment holds ``cookie`` (those that left the group);
-    nothing where there is no ``/proc``. A process that ends or is reused meanwhile is let be:
-    a reused pid has another environment. Looked for again while a pass finds some (one may
+    nothing where there is no ``/proc``. A process that ends meanwhile, its pid taken by
+    another, is let be (``_kill_if_marked``). Looked for again while a pass finds some (one may
     fork while the pass reads /proc), up to ``STRAY_PASSES`` passes. About 15 us of CPU per
     process on the machine per pass."""
     if not cookie:
@@ -305,12 +305,32 @@ def _kill_strays(cookie: str) -> None:
             names = os.listdir("/proc")
         except OSError:
             return
-        found = [int(name) for name in names if name.isdigit() and mark in _environ(name)]
+        found = [name for name in names if name.isdigit() and mark in _environ(name)]
         if not found:
             return
         for pid in found:
+            _kill_if_marked(pid, mark)
+
+
+def _kill_if_marked(pid: str, mark: bytes) -> None:
+    """SIGKILL ``pid`` if it is still the process whose environment holds ``mark``. Why a
+    pidfd: a stray has left our tree, so it is not our child; it may end after the look
+    through /proc and its pid be taken by another process before the kill. A pidfd names
+    the process, not the number: opened first, the environment read again through /proc
+    (still that process, or one without ``mark``), the signal sent to it or to nobody."""
+    try:
+        pidfd = os.pidfd_open(int(pid))
+    except OSError:  # ended already (or no pidfd on this kernel: a plain kill, re-checked)
+        if mark in _environ(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(int(pid), signal.SIGKILL)
+        return
+    try:
+        if mark in _environ(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
 
 
 def _environ(pid: str) -> bytes:
