@@ -15,8 +15,10 @@ from pathlib import Path
 from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
+from subagents.tools.processes import ProcessGroups
 
 from .conftest import WAIT, wait_until
+from .test_sandbox import landlock, sandboxed
 
 TOOLS = builtin_tools()
 
@@ -121,3 +123,17 @@ def test_the_end_of_a_run_kills_the_daemon_of_a_background_shell_already_read(
     assert context.processes.get(context.run_id, shell_id) is None  # forgotten
     context.processes.kill_run(context.run_id)
     wait_until(lambda: not alive(pid), what="the daemon killed with its run")
+
+
+@landlock
+def test_a_daemon_in_a_new_session_dies_with_its_command_in_the_sandbox(
+    repo: Path, processes: ProcessGroups
+) -> None:
+    """The launcher (Landlock) keeps the environment it is given: the cookie reaches the
+    command and its daemon all the same."""
+    ctx = sandboxed(repo, processes, read_only=False)
+    pidfile = repo / "pid"
+    command = f"{daemon(pidfile)} while [ ! -s {pidfile} ]; do :; done"
+    assert not bash(ctx, command=command).is_error
+    pid = pid_in(pidfile)
+    wait_until(lambda: not alive(pid), what="the sandboxed daemon killed with its command")
