@@ -312,8 +312,6 @@ def test_an_ask_of_a_retried_runs_earlier_attempt_is_neither_listed_nor_answerab
 
 APPROVER = """
 import os, sys, time
-with open("ready", "w") as told:  # (a fifo: the command starting it waits for this line)
-    told.write("in a session of its own\\n")
 sys.path[:0] = {path!r}
 from subagents.store.sqlite import SQLiteStore
 store = SQLiteStore({store!r})
@@ -336,13 +334,11 @@ def test_a_command_cannot_answer_its_own_approval_to_leave_the_sandbox(tmp_path:
     store = store_beside(workspace)
     source = [p for p in sys.path if (Path(p) / "subagents").is_dir()]
     (workspace / "approver.py").write_text(APPROVER.format(path=source, store=str(store)))
-    # the call waits until the approver runs in its own session: the call's process group
-    # is killed when it ends, and under load a child not yet past setsid went with it
-    start = (
-        f"mkfifo ready; setsid {sys.executable} approver.py > approver.log 2>&1 & read up < ready"
-    )
+    # a background shell: a command's processes, its daemons too, are killed when it ends
+    start = {"command": f"{sys.executable} approver.py > approver.log 2>&1",
+             "run_in_background": True}  # fmt: skip
     leave = {"command": f"echo out > {outside}/escaped", "dangerouslyDisableSandbox": True}
-    calls = [{"name": "Bash", "input": {"command": start}}, {"name": "Bash", "input": leave}]
+    calls = [{"name": "Bash", "input": start}, {"name": "Bash", "input": leave}]
     model = ScriptedModel({"worker": [{"tool_calls": [c]} for c in calls] + ["done"]})
     permissions = Permissions(mode="acceptEdits", allow=("Bash",))
     log = workspace / "approver.log"

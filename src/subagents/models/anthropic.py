@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -174,7 +175,7 @@ class AnthropicModel:
                     ],
                 }
             parsed = call_with_retries(
-                functools.partial(self._attempt, call_params, sink),
+                functools.partial(self._attempt, call_params, sink, cancel),
                 policy=self.retry,
                 deadline=deadline,
                 cancel=cancel,
@@ -210,15 +211,24 @@ class AnthropicModel:
     # -- one HTTP attempt -------------------------------------------------------------------
 
     def _attempt(
-        self, params: dict[str, Any], sink: StreamSink | None, timeout: float | None
+        self,
+        params: dict[str, Any],
+        sink: StreamSink | None,
+        cancel: CancelSignal | None,
+        timeout: float | None,
     ) -> ParsedResponse:
         """One streamed request read to its end; errors mapped to ``TransientError`` (retry)
-        or ``ModelError`` (fail), those met half way through the stream as those before it."""
+        or ``ModelError`` (fail), those met half way through the stream as those before it.
+        ``timeout`` (the time left to the deadline) bounds the whole attempt, from its start,
+        not only each read (``read_stream``). Without a deadline only each read is bounded:
+        a long turn is what streaming is for, and one cut would be asked for (and paid for)
+        again and cut again."""
         seconds = timeout if timeout is not None else NO_DEADLINE_TIMEOUT_S
+        started = time.monotonic()
         about_to_block()
         try:
             with self._client.messages.stream(**params, timeout=seconds) as stream:
-                return read_stream(stream, sink)
+                return read_stream(stream, sink, cancel=cancel, within=timeout, since=started)
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, params["model"]) from exc
         except (anthropic.APITimeoutError, httpx2.TimeoutException) as exc:

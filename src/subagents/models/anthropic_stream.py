@@ -10,21 +10,41 @@ turn answered in one body would be.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import msgspec
 
 from subagents.models.anthropic_wire import ParsedResponse, parse_response
-from subagents.models.base import ModelError, StreamSink
+from subagents.models.base import CancelSignal, ModelError, StreamSink
 from subagents.models.retry import TransientError
 
 
-def read_stream(stream: Any, sink: StreamSink | None) -> ParsedResponse:
+def read_stream(
+    stream: Any,
+    sink: StreamSink | None,
+    *,
+    cancel: CancelSignal | None = None,
+    within: float | None = None,
+    since: float | None = None,
+) -> ParsedResponse:
     """Read ``stream`` (an entered ``anthropic.lib.streaming.MessageStream``) to its end,
     handing each text and tool-input delta to ``sink``; the whole message, decoded.
 
     A stream that ends without its ``message_stop`` (the connection closed between two
-    events) is a ``TransientError``: the turn is not whole, and is asked for again."""
+    events) is a ``TransientError``: the turn is not whole, and is asked for again.
+
+    Why ``cancel`` and ``within`` are looked at as each piece of the body arrives
+    (``_Watched``, under the SDK, which drops ``ping`` events before we would see them): the
+    HTTP client's read timeout counts the time between two reads, so a server that keeps
+    the stream alive (``ping`` events, as the API sends while a turn takes long, or a byte
+    now and then) and never finishes would hold the run's thread for ever, past its stop and
+    its deadline. A stopped run's stream ends at its next piece (``ModelError``
+    ``cancelled``); one still open ``within`` seconds after ``since`` (the attempt's start;
+    else the stream's) is a ``TransientError`` ``timeout``; ``within`` None: no such bound.
+    The stream's end closes its connection."""
     kind_of_body = stream.response.headers.get("content-type", "")
     if not kind_of_body.startswith("text/event-stream"):
         body = stream.response.read()
@@ -33,6 +53,9 @@ def read_stream(stream: Any, sink: StreamSink | None) -> ParsedResponse:
             f"expected an event stream, got {kind_of_body or 'no content-type'}: "
             f"{body[:200].decode('utf-8', errors='replace')!r}",
         )
+    response = stream.response
+    until = None if within is None else (time.monotonic() if since is None else since) + within
+    response.stream = _Watched(response.stream, cancel, until, within)
     tools: dict[int, str] = {}
     stopped = False
     for event in stream:
@@ -53,3 +76,36 @@ def read_stream(stream: Any, sink: StreamSink | None) -> ParsedResponse:
         raise TransientError("connection", "the response stream ended before message_stop")
     final = stream.get_final_message()
     return parse_response(msgspec.json.encode(final.to_dict(mode="json", warnings=False)))
+
+
+class _Watched(httpx2.SyncByteStream):
+    """A response body that stops being read when its run no longer wants it."""
+
+    def __init__(
+        self,
+        inner: httpx2.SyncByteStream,
+        cancel: CancelSignal | None,
+        until: float | None,
+        within: float | None,
+    ) -> None:
+        self._inner = inner
+        self._cancel = cancel
+        self._until = until
+        self._within = within
+
+    def __iter__(self) -> Iterator[bytes]:
+        for piece in self._inner:
+            if self._cancel is not None and self._cancel.is_set():
+                raise ModelError(
+                    "cancelled", "the run was stopped while the model's answer streamed in"
+                )
+            if self._until is not None and time.monotonic() >= self._until:
+                raise TransientError(
+                    "timeout",
+                    f"the response stream was still open after {self._within:.2f} s (the"
+                    " server kept it alive without finishing it)",
+                )
+            yield piece
+
+    def close(self) -> None:
+        self._inner.close()

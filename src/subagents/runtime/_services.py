@@ -487,9 +487,18 @@ class Services:
                 with contextlib.suppress(Exception):
                     self.registry.stop()
             self.timer.stop()
+            busy: list[threading.Thread] = []  # the agents' threads left in a handling
             if self.dispatcher is not None:
-                self.dispatcher.close(max(0.0, deadline - time.monotonic()))
-        self.pool.close(max(0.0, deadline - time.monotonic()))
+                busy += self.dispatcher.close(max(0.0, deadline - time.monotonic()))
+        busy += self.pool.close(max(0.0, deadline - time.monotonic()))
+        if busy:  # a Python thread cannot be interrupted: say what the close left behind
+            log.warning(
+                f"the runtime closed with {len(busy)} thread(s) still busy after its timeout:"
+                " a function agent, tool or callback that does not return (its run was"
+                " cancelled; the call goes on in this process until it returns)",
+                threads=len(busy),
+                names=[thread.name for thread in busy],
+            )
 
     def _close_tools(self, timeout: float) -> None:
         """Worktrees of runs that did not end (removed if unchanged, else kept and logged),

@@ -4,7 +4,14 @@ Why a group per command: a shell command starts other processes (a test runner, 
 workers, a ``sleep`` in a pipeline). Killing only the shell leaves them running, holding
 files and CPU after the run is gone. Each command is started as the leader of a new session
 (``start_new_session``), so ``killpg`` reaches everything it started that did not leave the
-group on purpose (a daemon that calls ``setsid`` escapes; no portable API prevents that).
+group on purpose. A daemon does leave it (``setsid``, a double fork, ``nohup ... &`` under
+``setsid``), and no portable API holds it; so every command's processes also carry a cookie
+in their environment (``TREE_COOKIE``, unique per command), which a new session and a fork
+keep, and each kill of a command (its end, timeout, stop, its run's end, the runtime's close)
+then kills whatever still runs with its cookie, found in Linux's ``/proc``
+(``_kill_strays``; Jenkins finds a build's daemons the same way). What it cannot reach: a
+process that clears or rewrites its environment (``env -i``), or one whose environment it
+may not read (another user's: a setuid program); without ``/proc`` only the group is killed.
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
 processes are killed when the run ends (``kill_run``) and every process when the runtime
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -31,6 +39,10 @@ from typing import BinaryIO
 from subagents.models.base import CancelSignal
 from subagents.tools.sandbox import RunSandbox
 
+TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
+"""The environment variable naming the command a process belongs to (``_kill_strays``)."""
+STRAY_PASSES = 8
+"""At most this many looks through /proc per kill (``_kill_strays``)."""
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
@@ -56,6 +68,10 @@ class Process:
     """For a background shell: how much output BashOutput has already shown."""
     killed: str | None = None
     """Why the runtime killed it (None if it ended by itself)."""
+    cookie: str = ""
+    """The value of ``TREE_COOKIE`` in its processes' environment."""
+    reaped: bool = False
+    """Whether what it left (its group, its cookie's strays) was killed."""
 
     @property
     def pgid(self) -> int:
@@ -83,6 +99,9 @@ class ProcessGroups:
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
+        self._leftovers: dict[str, list[str]] = {}
+        """By run: cookies of forgotten processes never reaped (a background shell that
+        ended, read by BashOutput): what they left dies with the run."""
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
@@ -126,17 +145,19 @@ class ProcessGroups:
         # (unsandboxed) would then write a command's output through
         fd, name = tempfile.mkstemp(prefix=f"{proc_id}-", suffix=".out", dir=run_dir)
         output = Path(name)
+        cookie = f"{proc_id}-{secrets.token_hex(8)}"
+        environment = {**(env if env is not None else os.environ), TREE_COOKIE: cookie}
         with open(fd, "wb") as sink:
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                env=dict(env) if env is not None else None,
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        process = Process(proc_id, command, run_id, popen, output)
+        process = Process(proc_id, command, run_id, popen, output, cookie=cookie)
         with self._lock:
             self._live[proc_id] = process
             closed = self._closed
@@ -183,12 +204,16 @@ class ProcessGroups:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=KILL_GRACE_S)
         _signal_group(process.pgid, signal.SIGKILL)
+        _kill_strays(process.cookie)
+        process.reaped = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
 
     def _reap_group(self, process: Process) -> None:
         _signal_group(process.pgid, signal.SIGKILL)
+        _kill_strays(process.cookie)
+        process.reaped = True
 
     def _forget(self, process: Process) -> None:
         with self._lock:
@@ -207,10 +232,13 @@ class ProcessGroups:
             self._live.setdefault(process.id, process)
 
     def release(self, process: Process) -> None:
-        """Forget an ended process and delete its output file."""
+        """Forget an ended process and delete its output file; what it left running (a
+        background shell's daemon) is still killed when its run ends (``kill_run``)."""
         with self._lock:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
+                if not process.reaped:
+                    self._leftovers.setdefault(process.run_id, []).append(process.cookie)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -226,6 +254,10 @@ class ProcessGroups:
                 running += 1
             self.kill(process, reason)
             self.release(process)
+        with self._lock:
+            leftovers = self._leftovers.pop(run_id, [])
+        for cookie in leftovers:
+            _kill_strays(cookie)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -236,8 +268,12 @@ class ProcessGroups:
             self._closed = True
             processes = list(self._live.values())
             self._live.clear()
+            leftovers = [c for cookies in self._leftovers.values() for c in cookies]
+            self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
+        for cookie in leftovers:
+            _kill_strays(cookie)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -253,6 +289,66 @@ def _safe(run_id: str) -> str:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _kill_strays(cookie: str) -> None:
+    """SIGKILL every process whose environment holds ``cookie`` (those that left the group);
+    nothing where there is no ``/proc``. A process that ends meanwhile, its pid taken by
+    another, is let be (``_kill_if_marked``). Looked for again while a pass finds some (one may
+    fork while the pass reads /proc), up to ``STRAY_PASSES`` passes. About 15 us of CPU per
+    process on the machine per pass."""
+    if not cookie:
+        return
+    mark = f"\0{TREE_COOKIE}={cookie}\0".encode()
+    for _ in range(STRAY_PASSES):
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            return
+        found = [name for name in names if name.isdigit() and mark in _environ(name)]
+        if not found:
+            return
+        for pid in found:
+            _kill_if_marked(pid, mark)
+
+
+def _kill_if_marked(pid: str, mark: bytes) -> None:
+    """SIGKILL ``pid`` if it is still the process whose environment holds ``mark``. Why a
+    pidfd: a stray has left our tree, so it is not our child; it may end after the look
+    through /proc and its pid be taken by another process before the kill. A pidfd names
+    the process, not the number: opened first, the environment read again through /proc
+    (still that process, or one without ``mark``), the signal sent to it or to nobody."""
+    try:
+        pidfd = os.pidfd_open(int(pid))
+    except OSError:  # ended already (or no pidfd on this kernel: a plain kill, re-checked)
+        if mark in _environ(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid), signal.SIGKILL)
+        return
+    try:
+        if mark in _environ(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+
+
+def _environ(pid: str) -> bytes:
+    """``pid``'s environment as ``\\0``-framed entries (empty if it cannot be read)."""
+    try:
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    parts = [b"\0"]
+    try:
+        while piece := os.read(fd, 65536):
+            parts.append(piece)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    parts.append(b"\0")
+    return b"".join(parts)
 
 
 def open_regular(path: Path) -> BinaryIO:

@@ -1,0 +1,81 @@
+"""A stray's pid taken by another process between the look through /proc and the kill: the
+other process lives. Shown for real in a pid namespace of its own (``unshare``, as root),
+where the test alone starts processes, so ``ns_last_pid`` hands the stray's number to the
+next one for sure; the moment is the next ``/proc/*/environ`` opened after the stray's own
+(Python's ``open`` audit event), when the stray has been read and not yet killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import os, subprocess, sys
+from subagents.tools import processes
+
+cookie = "reuse-test"
+stray = subprocess.Popen(["sleep", "300"], env={processes.TREE_COOKIE: cookie})
+filler = subprocess.Popen(["sleep", "300"])  # a pid after the stray's: one more look
+assert filler.pid > stray.pid
+target = f"/proc/{stray.pid}/environ"
+state = {"seen": False, "victim": None}
+
+def hook(event, args):
+    if event != "open" or state["victim"] is not None or not isinstance(args[0], str):
+        return
+    if args[0] == target:
+        state["seen"] = True
+    elif state["seen"] and args[0].endswith("/environ"):
+        state["victim"] = 0  # (no second swap from the opens below)
+        stray.kill()
+        stray.wait()
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(stray.pid - 1))
+        victim = subprocess.Popen(["sleep", "300"])
+        assert victim.pid == stray.pid, (victim.pid, stray.pid)
+        state["victim"] = victim
+
+sys.addaudithook(hook)
+processes._kill_strays(cookie)
+victim = state["victim"]
+assert victim is not None and victim != 0, "the pid was never reused"
+def killed(pid):  # dead, or a SIGKILL sent and not yet taken (signals land a bit later)
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except OSError:
+        return True
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    pending = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
+    stat = open(f"/proc/{pid}/stat").read()
+    exiting = int(stat[stat.rindex(")") + 2 :].split()[6]) & 0x4  # PF_EXITING
+    return fields["State"].split()[0] in ("Z", "X") or bool(pending & (1 << 8) or exiting)
+
+print("victim", "killed" if killed(victim.pid) else "alive")
+for p in (victim, filler):
+    p.kill()
+    p.wait()
+"""
+
+
+def _namespaces() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-fp", "--mount-proc", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _namespaces(), reason="needs root and unshare (a pid namespace)")
+def test_a_pid_reused_between_the_look_and_the_kill_is_not_killed() -> None:
+    done = subprocess.run(
+        ["unshare", "-fp", "--mount-proc", sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["victim", "alive"], done.stdout
