@@ -19,7 +19,7 @@ from polling import wait_until
 from subagents.actors.pooled import Dispatcher, DispatcherCounts, PooledActor
 from subagents.actors.threads import PoolClosed, ThreadPool
 from subagents.behaviour.function import AgentContext
-from subagents.behaviour.llm import LLMFactory
+from subagents.behaviour.llm_factory import LLMFactory
 from subagents.blocking import about_to_block
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (

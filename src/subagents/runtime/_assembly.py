@@ -20,7 +20,7 @@ import msgspec
 
 from subagents.actors.agent import BehaviourFactory
 from subagents.behaviour.function import FunctionAgent, FunctionBehaviour
-from subagents.behaviour.llm import LLMFactory
+from subagents.behaviour.llm_factory import LLMFactory
 from subagents.behaviour.port import AgentEnv
 from subagents.behaviour.tools import Tool, as_tools
 from subagents.definitions.catalog import Catalog
