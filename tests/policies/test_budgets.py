@@ -39,6 +39,21 @@ def test_ledger_caps_a_child_by_what_every_ancestor_has_left() -> None:
     assert book.spent("root").total_tokens == 800
 
 
+def test_a_child_asking_no_budget_is_unlimited_only_when_nothing_above_holds_one() -> None:
+    book = BudgetBook()
+    book.grant("root", None)
+    book.grant("mid", "root")
+    assert book.grant_unlimited("leaf", "mid") == Budget()
+    book.charge("leaf", Usage(output_tokens=7))
+    assert book.spent("root").output_tokens == 7  # rolled up the unlimited chain all the same
+    # a limit above an unlimited parent (a ledger rebuilt from records): ``grant`` decides
+    book.restore("top", None, Budget(tokens=100), Usage(input_tokens=40))
+    book.restore("under", "top", Budget(), Usage())
+    assert book.grant_unlimited("leaf2", "under") is None
+    assert not book.known("leaf2")
+    assert book.grant("leaf2", "under") == Budget(tokens=60)
+
+
 def test_ledger_reports_every_run_over_budget_deepest_first() -> None:
     book = BudgetBook()
     book.grant("root", None, tokens=(100,))

@@ -70,6 +70,28 @@ def test_other_effects_are_barriers_that_nothing_crosses() -> None:
     ]
 
 
+def test_a_start_lets_go_only_the_batch_pending_for_its_own_run() -> None:
+    """A fan-out's group: each child's end tells its parent and starts the next queued child.
+    The parent's answers wait on behind the starts and go as one Batch; what was decided for
+    the started run before its start still goes first, what after, after."""
+    record = RunRecord(run_id="x", agent="w", task="t", root_run_id="p")
+    start = StartRun(record=record, spec=AgentSpec(name="w", description="d"), deadline=9.0)
+    effects = [Tell("p", 1), Tell("x", "old"), start, Tell("p", 2), Tell("x", "new")]
+    assert coalesce(effects) == [
+        Tell("x", "old"),
+        start,
+        Tell("p", Batch(messages=(1, 2))),
+        Tell("x", "new"),
+    ]
+    stop = StopAgent("y")  # any other barrier still lets every batch go
+    assert coalesce([Tell("p", 1), start, Tell("p", 2), stop, Tell("p", 3)]) == [
+        start,
+        Tell("p", Batch(messages=(1, 2))),
+        stop,
+        Tell("p", 3),
+    ]
+
+
 def test_a_mail_acknowledgement_goes_after_every_delivery_decided_before_it() -> None:
     """The sender that has it may take its next mail straight to the recipient
     (supervision/mail_routes.py): the mail acknowledged must be in that mailbox first."""

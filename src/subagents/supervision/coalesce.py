@@ -9,10 +9,14 @@ sends) is merged flat: a Batch never holds a Batch.
 Order: messages to one run keep their order (they end up in one Batch, in order). Tells to
 different runs were never ordered relative to each other (separate mailboxes). Publish and
 the deadline timers are not ordered relative to Tells either (events and timers are seen by
-other threads at any time), so they pass through where they stand. Any other effect (a start,
-a stop, a message to the outside, a restart) first lets every pending batch go, so nothing is
-moved across it: a Tell decided before a run's StopAgent still reaches that run first, and
-one decided after a restart's StartRun reaches the new start.
+other threads at any time), so they pass through where they stand. A run's start first lets
+go the batch pending for that run only (one decided before a restart's StartRun reaches the
+old actor, one decided after it the new start): the batches of other runs wait on behind it.
+Why: in a fan-out each child's end tells its parent and starts the next queued child, and a
+start letting every batch go had the parent told each end apart, one handling each. Any
+other effect (a stop, a message to the outside, a restart) first lets every pending batch
+go, so nothing is moved across it: a Tell decided before a run's StopAgent still reaches
+that run first.
 
 An acknowledgement of mail (a ``MailAck``, or a run's Batch of them) is a barrier too: it
 goes after everything decided before it, deliveries to other runs included. A sender that
@@ -26,7 +30,14 @@ from __future__ import annotations
 from typing import Any
 
 from subagents.messages import Batch, MailAck
-from subagents.supervision.effects import ArmDeadline, DisarmDeadline, Effect, Publish, Tell
+from subagents.supervision.effects import (
+    ArmDeadline,
+    DisarmDeadline,
+    Effect,
+    Publish,
+    StartRun,
+    Tell,
+)
 
 _PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
 
@@ -43,17 +54,7 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
 
     def release() -> None:
         for run_id, messages in pending.items():
-            if len(messages) == 1:
-                message = messages[0]
-            else:  # a Batch among them (a run's acknowledgements) is opened: no nesting
-                flat: list[Any] = []
-                for m in messages:
-                    if isinstance(m, Batch):
-                        flat.extend(m.messages)
-                    else:
-                        flat.append(m)
-                message = Batch(messages=tuple(flat))
-            out.append(Tell(run_id, message))
+            out.append(Tell(run_id, _merged(messages)))
         pending.clear()
 
     for effect in effects:  # one isinstance per effect while nothing is pending (most)
@@ -68,13 +69,32 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
             else:
                 messages.append(effect.message)
         elif pending and not isinstance(effect, _PASS_THROUGH):
-            release()
+            if type(effect) is StartRun:  # only its own run's batch goes before it
+                run_id = effect.record.run_id
+                if run_id in pending:
+                    out.append(Tell(run_id, _merged(pending.pop(run_id))))
+            else:
+                release()
             out.append(effect)
         else:  # passes through, or a barrier with nothing pending to let go first
             out.append(effect)
     if pending:
         release()
     return out
+
+
+def _merged(messages: list[Any]) -> Any:
+    """The messages pending for one run as one: alone, as it is; else a ``Batch``, any Batch
+    among them (a run's acknowledgements) opened: no nesting."""
+    if len(messages) == 1:
+        return messages[0]
+    flat: list[Any] = []
+    for m in messages:
+        if isinstance(m, Batch):
+            flat.extend(m.messages)
+        else:
+            flat.append(m)
+    return Batch(messages=tuple(flat))
 
 
 def _acknowledges(message: Any) -> bool:

@@ -134,18 +134,22 @@ class PolicyBook:
             raise PolicyRefused(str(exc)) from None
         max_retries = policy.max_retries if req.max_retries is None else req.max_retries
         try:
-            if req.parent_run_id is None and _no_budget(req, spec, policy, self.limits):
-                # (most runs: unlimited, nothing to work out; their entry made whole at once)
-                entry = RunEntry(policy=policy, max_retries=max_retries, budget=UNLIMITED)
-                self._entries[run_id] = entry
-                return PolicyFields(None, None, on_failure, shared, None)
-            budget = self.budgets.grant(
-                run_id,
-                req.parent_run_id,
-                tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
-                cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
-                parent_label=label,
-            )
+            budget = None
+            if _no_budget(req, spec, policy, self.limits):
+                if req.parent_run_id is None:
+                    # (most runs: unlimited, nothing to work out; their entry made whole at once)
+                    entry = RunEntry(policy=policy, max_retries=max_retries, budget=UNLIMITED)
+                    self._entries[run_id] = entry
+                    return PolicyFields(None, None, on_failure, shared, None)
+                budget = self.budgets.grant_unlimited(run_id, req.parent_run_id)  # (most children)
+            if budget is None:
+                budget = self.budgets.grant(
+                    run_id,
+                    req.parent_run_id,
+                    tokens=(req.token_budget, spec.token_budget, self.limits.token_budget),
+                    cost_usd=(req.cost_budget_usd, policy.cost_budget_usd),
+                    parent_label=label,
+                )
         except (BudgetRefused, ValueError) as exc:
             raise PolicyRefused(str(exc)) from None
         inherit = policy.inherit_messages if req.inherit_messages is None else req.inherit_messages
@@ -275,7 +279,8 @@ class PolicyBook:
 
 def _no_budget(req: SpawnRequest, spec: AgentSpec, policy: Policy, limits: Limits) -> bool:
     """Whether a run asks no budget anywhere (its request, its definition, the limits): a
-    root's then is unlimited, with nothing to work out (its entry made whole in ``admit``)."""
+    root's then is unlimited, with nothing to work out (its entry made whole in ``admit``),
+    and a child's too when no run above it holds one (``BudgetBook.grant_unlimited``)."""
     return (
         req.token_budget is None
         and req.cost_budget_usd is None
