@@ -11,6 +11,7 @@ the place of its first mention: an order with no folder interleaved is left as i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -22,7 +23,9 @@ def grouped_by_folder(args: list[str], invoked_in: Path) -> list[str]:
     parts_of: list[tuple[str, ...]] = []
     for index, arg in enumerate(args):
         path, _, _ = arg.partition("::")
-        parts = (invoked_in / path).parts
+        # (``..`` resolved as pytest resolves an argument, ``os.path.abspath``: from
+        # tests/runtime, ``../test_messages.py`` is not in the runtime folder)
+        parts = Path(os.path.abspath(invoked_in / path)).parts
         parts_of.append(parts)
         for depth in range(1, len(parts) + 1):
             first.setdefault(parts[:depth], index)

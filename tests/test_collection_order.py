@@ -44,6 +44,17 @@ def test_paths_already_grouped_keep_their_order() -> None:
     assert grouped_by_folder([], ROOT) == []
 
 
+def test_a_path_up_a_folder_counts_in_the_folder_it_names() -> None:
+    """Run from tests/runtime, ``../test_type_aliases.py`` is a file of tests/, not of
+    tests/runtime: the runtime files around it are brought together."""
+    args = ["test_handle_repr.py", "../test_type_aliases.py", "test_topics.py"]
+    assert grouped_by_folder(args, ROOT / "tests" / "runtime") == [
+        "test_handle_repr.py",
+        "test_topics.py",
+        "../test_type_aliases.py",
+    ]
+
+
 def test_a_subfolders_fixtures_reach_its_tests_when_its_files_were_given_apart() -> None:
     """The command that found it (pytest 9.1.1): without the grouping every test of the
     last file errored with "fixture 'no_new_threads' not found" (seen). ``--setup-plan``
