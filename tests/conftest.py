@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import structlog
 
+from collection_order import grouped_by_folder
 from pgserver import pg_server, pg_url  # noqa: F401  (the session's PostgreSQL server)
 from raycluster import ray_cluster  # noqa: F401  (the session's Ray cluster, a fixture)
 
@@ -47,7 +48,12 @@ def pytest_configure(config: pytest.Config) -> None:
     each compiles the package's source again, about half of its start-up (measured:
     ``import subagents.runtime`` 0.8 s of CPU without, 0.4 s with; benchmarks/README.md).
     The cache is a temporary folder (``PYTHONPYCACHEPREFIX``), never the source tree, made
-    once by the first process (pytest-xdist's workers inherit it) and removed at the end."""
+    once by the first process (pytest-xdist's workers inherit it) and removed at the end.
+
+    And the command line's paths grouped by folder (``collection_order.py``: pytest 9.1
+    loses a folder's conftest fixtures when its paths are interleaved with another's)."""
+    if not config.option.pyargs:
+        config.args[:] = grouped_by_folder(config.args, config.invocation_params.dir)
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
     cache = tempfile.mkdtemp(prefix="subagents-tests-pycache-")

@@ -743,16 +743,29 @@ def test_ahead_of_autogen_needs_a_quiet_round_and_more_than_1x() -> None:
     assert row[1] == "not measured" and row[5] == "**not measured**"
 
 
+CALLER_NOISE_CALLS = 500
+"""How far apart the caller's calls in the ``n`` and ``2n`` ping-pongs may be (see below)."""
+
+
 def test_calls_per_mail_in_a_fresh_process_counts_no_one_time_work(tmp_path: Path) -> None:
     """A fresh process's first ping-pong pays imports, caches and a first thread's setup
     once: counted in the ``n`` run and not in the ``2n`` one, it read as -162 calls a mail on
-    the caller's thread (and the memory store's "all" as 75 where the mail costs ~210)."""
+    the caller's thread (and the memory store's "all" as 75 where the mail costs ~210).
+
+    What the caller does once per run is not the same in every run on a loaded machine: a
+    wait it finds already answered, or waits on (~11 calls), and at the close a join for
+    each thread the dispatcher started to replace a drain stalled over its ``stall_s``
+    (~20 calls each): the ``n`` run can do a few of them more than the ``2n`` one. Seen: 4
+    joins more, -4.0 a mail at n = 20 (load ~12), 8 in 80 figures below -1 at load ~20 (the
+    bound this test had), -2.6 the lowest. So the bound is in calls, between that noise (a
+    few tens) and the one-time work it keeps out (3,240 calls): 500, -25 a mail."""
     script = (
         "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
-        "import mail; print(json.dumps(mail.calls_per_mail(Path(sys.argv[2]), 20)))"
+        "import mail; print(json.dumps(mail.calls_per_mail(Path(sys.argv[2]), int(sys.argv[3]))))"
     )
+    mails = 20
     done = subprocess.run(
-        [sys.executable, "-c", script, str(BENCHMARKS), str(tmp_path)],
+        [sys.executable, "-c", script, str(BENCHMARKS), str(tmp_path), str(mails)],
         capture_output=True,
         text=True,
         timeout=BENCHMARK_TIMEOUT_S,
@@ -761,7 +774,7 @@ def test_calls_per_mail_in_a_fresh_process_counts_no_one_time_work(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-2000:]
     counted = msgspec.json.decode(done.stdout.splitlines()[-1])
     for kind in ("memory", "sqlite"):
-        assert counted[kind].get("caller", 0.0) >= -1, counted
+        assert counted[kind].get("caller", 0.0) * mails >= -CALLER_NOISE_CALLS, counted
 
 
 def test_durable_statements_counted_replays_fix_the_hash_seed(

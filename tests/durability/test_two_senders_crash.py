@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 from job_kit import kill_at, start_job
 
-from subagents.messages import EventKind, MailState, RunStatus
+from subagents.messages import MailState, RunStatus
 from subagents.store.opening import open_location
 
 JOB = Path(__file__).with_name("two_senders_job.py")
@@ -38,12 +38,15 @@ def _killed_after_the_answer(db: Path, out: Path) -> None:
     try:
         runs = {r.agent: r for r in store.list_runs()}
         # committed A, then B, then the answer to B (``mail_for``: in commit order)
-        sent = [m.content for m in store.mail_for(runs["replier"].run_id)]
-        assert sent == ["A", "B", "re B"], sent
-        # the supervisor's record of that mail (its events) was not committed: the kill
-        # came in the window between the senders' commits and the supervisor's
-        kinds = {e.kind for e in store.events(runs["second"].run_id)}
-        assert EventKind.MAIL_SENT not in kinds, kinds
+        mail = store.mail_for(runs["replier"].run_id)
+        assert [m.content for m in mail] == ["A", "B", "re B"], mail
+        # A was never handed over, B was read: a replay taking the first committed unread
+        # mail would take A. (Not asserted: that the supervisor's record of B, its events,
+        # was not committed before the kill. It often is not, but a message that commits at
+        # once (a run starting to wait) handled after B's record was put in line commits
+        # it: seen 1 in 80 at load ~20.)
+        states = {m.content: m.state for m in mail}
+        assert states["A"] is not MailState.READ and states["B"] is MailState.READ, states
     finally:
         store.close()
 

@@ -513,8 +513,15 @@ def test_a_stalled_drains_replacement_refused_a_thread_is_started_at_a_later_loo
     refuses the replacement's thread (its limit), ``refusals`` times: the replacement stays
     owed and a later look starts it (the message is answered); once the held drain ends,
     the counts are one thread working, none replaced, none owed (a refused start left
-    counted would be a thread for ever missing)."""
-    d = Dispatcher(size=1, stall_s=0.02, name="t-stall-refused")
+    counted would be a thread for ever missing).
+
+    The watch thread looks only once the warm-up is answered (``NEVER``, then poked): a
+    warm-up drain found stalled on a loaded machine (over 20 ms) had its replacement started
+    and parked in the pool, which the held drain's replacement then took with no start to
+    refuse (seen: 1 run in ~150 at load ~12, the pool at 2 threads, 1 spare). Answered is
+    not ended: the warm-up's drain may still be busy when the answer is read, so the test
+    waits for it to end (``wait_idle``) before the watch thread's looks start."""
+    d = Dispatcher(size=1, stall_s=NEVER, name="t-stall-refused")
     entered, release = threading.Event(), threading.Event()
 
     class Held(PooledActor):
@@ -536,6 +543,10 @@ def test_a_stalled_drains_replacement_refused_a_thread_is_started_at_a_later_loo
     try:
         held, other = Held.start(dispatcher=d), Held.start(dispatcher=d)
         assert held.ask("warm", timeout=WAIT) == "warm"  # the dispatcher's own start done
+        assert d.wait_idle(WAIT)  # its drain ended too (answered, it may still be busy)
+        assert (d._pool.threads, d._pool.spares) == (1, 0)  # no thread parked to be taken
+        d.stall_s = 0.02  # the watch thread's looks from now on
+        d._poked.set()
         refused = _refusing(monkeypatch, first_ones)
         holding = held.ask("hold", block=False)
         assert entered.wait(WAIT)
