@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from subagents.messages import ApprovalRecord
@@ -47,11 +47,57 @@ def pending_approvals(store: StoreLike, run_id: str | None = None) -> list[Appro
     of ``run_id``'s tree when given (``LookupError`` for an unknown run)."""
     with _opened(store) as opened:
         if run_id is None:
-            return opened.list_approvals()
+            return live(opened, opened.list_approvals())
         record = opened.get_run(run_id)
         if record is None:
             raise LookupError(f"no run {run_id!r} in the store")
-        return opened.list_approvals(root_run_id=record.root_run_id)
+        return live(opened, opened.list_approvals(root_run_id=record.root_run_id))
+
+
+def superseded_by(
+    approval: ApprovalRecord, of_its_run: Iterable[ApprovalRecord]
+) -> ApprovalRecord | None:
+    """The ask that replaced pending ``approval``: one of the same run for the same call
+    (its ``tool_use_id``, in the same retry generation) under another id, asked later; None
+    if none did. (An ask of a retried run's earlier attempt is refused as such by the store.)
+
+    How one is left: ids made before the turn was part of them (``approval_id_for``'s
+    ``step``, session 21) differ from the ids the same call gets now, so a run resumed by a
+    newer runtime asks again under a new id and nothing waits for the old one, which stayed
+    pending (listed, and an answer to it reached no one, unsaid). A run of one version never
+    leaves one: its next turn, the only place a call's id may come again, begins only once
+    every ask of the turn before is answered."""
+    if not approval.pending:
+        return None
+    for other in of_its_run:
+        if (
+            other.run_id == approval.run_id
+            and other.tool_use_id == approval.tool_use_id
+            and other.approval_id != approval.approval_id
+            and other.asked_at >= approval.asked_at
+            and approval.retries in (None, other.retries)  # (a retry's: ``store.approvals``)
+        ):
+            return other
+    return None
+
+
+def live(store: RunStore, listed: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
+    """``listed`` less the pending approvals a later ask replaced (``superseded_by``): one
+    read of the store per tree listed with one pending."""
+    trees = {a.root_run_id for a in listed if a.pending}
+    asks = {root: store.list_approvals(pending=False, root_run_id=root) for root in trees}
+    return [a for a in listed if superseded_by(a, asks.get(a.root_run_id, ())) is None]
+
+
+def superseded_refusal(approval: ApprovalRecord, later: ApprovalRecord) -> str:
+    """Why ``approval`` cannot be answered: ``later`` replaced it."""
+    now = "answer that one" if later.pending else f"that one was answered: {later.status}"
+    return (
+        f"approval {approval.approval_id} cannot be answered: its run {approval.run_id}"
+        f" ({approval.agent}) asked for the same call again under {later.approval_id} (an"
+        f" id of a newer subagents, which puts the turn in it), so nothing waits for"
+        f" {approval.approval_id}; {now}"
+    )
 
 
 def answer_approval(
@@ -81,6 +127,12 @@ def answer_approval(
         except RuleError as exc:
             raise ApprovalRefused(f"cannot remember it: {exc}") from None
     with _opened(store) as opened:
+        asked = opened.get_approval(approval_id)
+        if asked is not None and asked.pending:
+            of_its_run = opened.list_approvals(pending=False, run_id=asked.run_id)
+            later = superseded_by(asked, of_its_run)
+            if later is not None:
+                raise ApprovalRefused(superseded_refusal(asked, later))
         return opened.answer_approval(approval_id, allow, reason, remember)
 
 
