@@ -1,7 +1,8 @@
 """`ps --watch` over a store with a damaged runs row: the listing names it (stderr) and the
 watch goes on, printing the other runs' changes; a change of the damaged run (read to print
-its row) is left out as the listing left it out, not the watch's end; Ctrl-C exits 1, as `ps` does for a damaged row. Before, the
-watch printed the listing and exited 1 at once, watching nothing. Through the real command in
+its row) is left out as the listing left it out, not the watch's end; Ctrl-C exits 1, as
+`ps` does for a damaged row. Before, the watch printed the listing and exited 1 at once,
+watching nothing. Through the real command in
 a subprocess, on a store file damaged by SQLite itself."""
 
 from __future__ import annotations
