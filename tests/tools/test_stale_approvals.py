@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 
-from subagents.messages import RunStatus
+from subagents.messages import RunStatus, approval_id_for
 from subagents.models.scripted import ScriptedModel
 
 from .conftest import WAIT
@@ -77,4 +77,34 @@ def test_an_approval_an_older_version_left_pending_is_not_listed_and_not_answera
         refused = _cli(state, "deny", stale_id)
         assert refused.returncode != 0
         assert "that one was answered: allowed" in refused.stderr
+    assert (tmp_path / "count.txt").read_text() == "one\n"
+
+
+def test_an_ask_of_this_version_is_never_taken_as_superseded(tmp_path: Path) -> None:
+    """Only an id an older subagents made (``approval_id_for`` without the turn) can be
+    superseded. An ask of this version under its own id is the one its call waits for, even
+    when the same run has another ask of the same call id that reads as later: a model that
+    repeats a tool_use id in a later turn (tests/tools/test_repeated_tool_ids.py) answered
+    there on a host whose clock was ahead (a run resumed on another machine). Before, that
+    hid the waiting ask and refused its answer: the run waited to its deadline."""
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done"}]})
+    with runtime(tmp_path, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        new = rt.store.get_approval(asks.wait(1))
+        assert new is not None
+        other_turn = approval_id_for(new.run_id, new.tool_use_id, new.retries or 0, step=7)
+        assert other_turn != new.approval_id
+        rt.store.save_approval(  # the same call id's ask of another turn, answered
+            msgspec.structs.replace(
+                new,
+                approval_id=other_turn,
+                asked_at=new.asked_at + 60,
+                status="allowed",
+                answered_at=new.asked_at + 61,
+            )
+        )
+        assert [a.approval_id for a in rt.approvals()] == [new.approval_id]
+        rt.answer(new.approval_id, True)
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     assert (tmp_path / "count.txt").read_text() == "one\n"
