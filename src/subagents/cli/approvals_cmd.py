@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
-    from subagents.runtime._approvals import live
+    from subagents.store.superseded_approvals import live
 
     with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)

@@ -35,7 +35,7 @@ class WaitingAsks:
     def read(cls, store: RunStore, root_run_id: str | None = None) -> WaitingAsks:
         """The pending approvals of runs that have not ended (of one tree, given its root):
         one read of the store."""
-        from subagents.runtime._approvals import live
+        from subagents.store.superseded_approvals import live
 
         return cls(live(store, store.list_approvals(pending=True, root_run_id=root_run_id)))
 

@@ -12,14 +12,19 @@ answer is given through that runtime's ``Runtime.answer``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from subagents.messages import ApprovalRecord
 from subagents.store.approvals import ApprovalRefused
 from subagents.store.base import RunStore
+from subagents.store.superseded_approvals import (
+    live,
+    older_pending,
+    superseded_by,
+    superseded_refusal,
+)
 from subagents.tools.rules import Rule, RuleError
 
 StoreLike = RunStore | str | os.PathLike[str]
@@ -55,76 +60,6 @@ def pending_approvals(store: StoreLike, run_id: str | None = None) -> list[Appro
         return live(opened, opened.list_approvals(root_run_id=record.root_run_id))
 
 
-def superseded_by(
-    approval: ApprovalRecord, of_its_run: Iterable[ApprovalRecord]
-) -> ApprovalRecord | None:
-    """The ask that replaced pending ``approval``, an id an older subagents made: one of
-    the same run for the same call (its ``tool_use_id``, in the same retry generation) under
-    another id; None if none did. (An ask of a retried run's earlier attempt is refused as
-    such by the store.)
-
-    How one is left: ids made before the turn was part of them (``approval_id_for``'s
-    ``step``, session 21) differ from the ids the same call gets now, so a run resumed by a
-    newer runtime asks again under a new id and nothing waits for the old one, which stayed
-    pending (listed, and an answer to it reached no one, unsaid). A run of one version never
-    leaves one: its next turn, the only place a call's id may come again, begins only once
-    every ask of the turn before is answered. So only an id of that older scheme
-    (``_older_ids``) is ever superseded: an ask under this version's id is the one its call
-    waits for, whatever another ask of the same call id (a later turn's, under a model that
-    repeats ids) says, and whatever the clocks of the hosts that asked them read."""
-    if not _older(approval):
-        return None
-    older = _older_ids(approval)
-    for other in of_its_run:
-        if (
-            other.run_id == approval.run_id
-            and other.tool_use_id == approval.tool_use_id
-            and other.approval_id not in older  # (this version's: one that waits now)
-            and approval.retries in (None, other.retries)  # (a retry's: ``store.approvals``)
-        ):
-            return other
-    return None
-
-
-def _older_ids(approval: ApprovalRecord) -> tuple[str, str]:
-    """The ids ``approval_id_for`` gave ``approval``'s call before the turn was part of
-    them: with its retry generation (c6a266f..feebafa), and before that without."""
-    run, use = approval.run_id, approval.tool_use_id
-    return _digest(f"{run}\0{approval.retries or 0}\0{use}"), _digest(f"{run}\0{use}")
-
-
-def _digest(said: str) -> str:
-    return "ap" + hashlib.sha256(said.encode()).hexdigest()[:14]
-
-
-def live(store: RunStore, listed: Sequence[ApprovalRecord]) -> list[ApprovalRecord]:
-    """``listed`` less the pending approvals a later ask replaced (``superseded_by``): one
-    read of the store per tree listed with one pending under an older id (none for a store
-    this version wrote)."""
-    older = [a for a in listed if _older(a)]
-    if not older:
-        return list(listed)
-    trees = {a.root_run_id for a in older}
-    asks = {root: store.list_approvals(pending=False, root_run_id=root) for root in trees}
-    return [a for a in listed if superseded_by(a, asks.get(a.root_run_id, ())) is None]
-
-
-def _older(approval: ApprovalRecord) -> bool:
-    """A pending ask under an id an older subagents made (``_older_ids``)."""
-    return approval.pending and approval.approval_id in _older_ids(approval)
-
-
-def superseded_refusal(approval: ApprovalRecord, later: ApprovalRecord) -> str:
-    """Why ``approval`` cannot be answered: ``later`` replaced it."""
-    now = "answer that one" if later.pending else f"that one was answered: {later.status}"
-    return (
-        f"approval {approval.approval_id} cannot be answered: its run {approval.run_id}"
-        f" ({approval.agent}) asked for the same call again under {later.approval_id} (an"
-        f" id of a newer subagents, which puts the turn in it), so nothing waits for"
-        f" {approval.approval_id}; {now}"
-    )
-
-
 def answer_approval(
     store: StoreLike,
     approval_id: str,
@@ -153,7 +88,7 @@ def answer_approval(
             raise ApprovalRefused(f"cannot remember it: {exc}") from None
     with _opened(store) as opened:
         asked = opened.get_approval(approval_id)
-        if asked is not None and _older(asked):
+        if asked is not None and older_pending(asked):
             of_its_run = opened.list_approvals(pending=False, run_id=asked.run_id)
             later = superseded_by(asked, of_its_run)
             if later is not None:
