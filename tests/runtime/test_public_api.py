@@ -93,6 +93,8 @@ INTERNAL_ERRORS = {
     "PoolClosed": "the own-thread pool after close: the runtime raises RuntimeClosed first",
     "NoThread": "a dispatcher that never had a thread, at the thread limit: raised to the"
     " runtime's own putters (the supervisor's effects, logged as failed), never to a caller",
+    "InterpreterExiting": "a thread pool asked for a thread while the interpreter finalizes"
+    " (code still running at exit, the runtime never closed): no caller waits for an answer",
     "QueueFull": "the queue bound: the admission refuses with AdmissionError",
     "ShapeRefused": "a definition's YAML nested too deep or too big: a LoadIssue of its file",
     "RegistryUnavailableError": "the registry after close: the runtime raises RuntimeClosed",

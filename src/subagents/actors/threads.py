@@ -27,6 +27,7 @@ import contextvars
 import itertools
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +55,24 @@ class PoolClosed(RuntimeError):
 class NoThread(RuntimeError):
     """A dispatcher that never had a thread, or a pool with none parked, could not start one
     (the process's thread limit: ``Thread.start`` raised "can't start new thread"): the
-    message put, the loop to run, was not handed on."""
+    message put, the loop to run, was not handed on. A later try may find one (threads end);
+    for good: raise the limit (``ulimit -u``) or run fewer at once."""
+
+
+class InterpreterExiting(PoolClosed):
+    """The interpreter is shutting down (``sys.is_finalizing()``): no thread will start in
+    this process again, so nothing more runs, whatever the limit. Not ``NoThread``, which
+    says a later try may succeed: this is code still starting work while the program exits
+    (an object's ``__del__``, say); close the ``Runtime`` before the program ends. (Python
+    3.12 raises "can't create new thread at interpreter shutdown" here; 3.11's
+    ``Thread.start`` waits for ever for a thread that never runs, so the pool asks first.)"""
+
+
+def _exiting(name: str) -> InterpreterExiting:
+    return InterpreterExiting(
+        f"{name} could not start a thread: the interpreter is shutting down "
+        "(close the Runtime before the program ends)"
+    )
 
 
 class _Worker:
@@ -98,7 +116,9 @@ class ThreadPool:
 
     def run(self, job: Work) -> None:
         """Run ``job`` on a parked thread, or on a new one if none is parked. Never waits.
-        ``NoThread`` when none is parked and the process refuses a new one."""
+        ``NoThread`` when none is parked and the process refuses a new one (its thread
+        limit); ``InterpreterExiting`` when none is parked and the interpreter is shutting
+        down (no thread will ever start again)."""
         with self._lock:
             if self._closed:
                 raise PoolClosed(f"the {self.name} thread pool is closed")
@@ -106,6 +126,8 @@ class ThreadPool:
                 self._idle.pop().jobs.put(job)
                 self._changed.notify_all()
                 return
+            if sys.is_finalizing():  # (before ``Thread.start``: on 3.11 it would never return)
+                raise _exiting(self.name)
             worker = _Worker()
             # its first job through its slot, not the thread's args (which the thread holds
             # until it ends: an ended actor's loop would stay alive as long)
@@ -123,6 +145,8 @@ class ThreadPool:
         except BaseException as refused:  # no thread to be had (the process's limit): count none
             with self._lock:
                 self._threads.discard(thread)
+            if isinstance(refused, RuntimeError) and sys.is_finalizing():
+                raise _exiting(self.name) from refused
             if isinstance(refused, RuntimeError):  # ("can't start new thread": named so)
                 raise NoThread(
                     f"{self.name} could not start a thread (the process's thread limit): {refused}"
@@ -151,6 +175,8 @@ class ThreadPool:
         with self._lock:
             if self._closed or len(self._idle) + self._coming >= self.max_idle:
                 return False
+            if sys.is_finalizing():  # (as ``run``'s)
+                raise _exiting(self.name)
             self._coming += 1
             worker = _Worker()
             thread = threading.Thread(
@@ -163,10 +189,12 @@ class ThreadPool:
             self._starting += 1
         try:
             thread.start()
-        except BaseException:
+        except BaseException as refused:
             with self._lock:
                 self._threads.discard(thread)
                 self._coming -= 1
+            if isinstance(refused, RuntimeError) and sys.is_finalizing():
+                raise _exiting(self.name) from refused
             raise
         finally:
             self._started()

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from subagents.behaviour.failures import named
 from subagents.behaviour.fan_out_tool import FAN_OUT, fan_out_schema
 from subagents.behaviour.port import AgentEnv, AgentPort
 from subagents.behaviour.streaming import Coalescer
@@ -156,7 +157,7 @@ def complete(env: AgentEnv, port: AgentPort, request: ModelRequest) -> ModelResp
             sink.close(failed=True)
         if traced is not None:
             error = f"{exc.kind}: {exc.message}" if isinstance(exc, ModelError) else None
-            traced.end(error=error or f"{type(exc).__name__}: {exc}")
+            traced.end(error=error or named(exc))  # (not ``str(exc)``: it may raise)
         raise
     if sink is not None:
         sink.close(failed=False)

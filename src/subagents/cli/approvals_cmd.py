@@ -6,7 +6,9 @@ or `subagents deny ID`, from any terminal that can open the store. Each row: the
 id (any unique prefix of it works), the run and agent asking, the tool and its input, why it
 is asked, and how long ago. A run whose host is gone shows `orphaned`: the answer is kept and
 acted on once `subagents resume` takes the run up. RUN limits the list to that run's tree;
-`--all` lists the answered ones too (allowed or denied, the answer, a remembered rule).
+`--all` lists the answered ones too (allowed or denied, the answer, a remembered rule), and
+those `superseded`: asked again under another id by a newer subagents (a run resumed after an
+upgrade: ids now include the turn), which nothing waits for and which cannot be answered.
 `--json`: a list of the pending approvals, each with its `id`, `run_id`, `root_run_id`,
 `agent`, `tool`, `input`, `reason`, `requester`, `asked_at` and `orphaned` (and `status`,
 `answer`, `answered_at`, `remember`).
@@ -69,17 +71,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors(NAME)
 def run(args: argparse.Namespace) -> int:
+    from subagents.store.superseded_approvals import live
+
     with open_inspected_store(args) as store, store_errors(store):
         alive = liveness(store)
         root = resolve(store, args.run_ref).root_run_id if args.run_ref else None
         listed = store.list_approvals(pending=not args.all, root_run_id=root)
+        kept = {a.approval_id for a in live(store, listed)}  # (not those replaced: listed --all)
+        if not args.all:
+            listed = [a for a in listed if a.approval_id in kept]
         damaged: list[DamagedRow] = []  # (its approvals shown all the same; named after)
-        rows = [_row(a, alive, read_sparing(store, a.run_id, damaged)) for a in listed]
+        rows = [
+            _row(a, alive, read_sparing(store, a.run_id, damaged), a.approval_id not in kept)
+            for a in listed
+        ]
     code = emit(args, rows, lambda: _show(rows, every=args.all))
     return code or said(NAME, damaged)
 
 
-def _row(approval: ApprovalRecord, alive: Liveness, record: RunRecord | None) -> PendingRow:
+def _row(
+    approval: ApprovalRecord, alive: Liveness, record: RunRecord | None, superseded: bool
+) -> PendingRow:
     orphaned = record is not None and alive.orphaned(record)
     return PendingRow(
         id=approval.approval_id,
@@ -92,7 +104,7 @@ def _row(approval: ApprovalRecord, alive: Liveness, record: RunRecord | None) ->
         requester=approval.requester,
         asked_at=approval.asked_at,
         orphaned=orphaned,
-        status=approval.status,
+        status="superseded" if superseded else approval.status,
         answer=approval.answer,
         answered_at=approval.answered_at,
         remember=approval.remember,

@@ -25,6 +25,8 @@ from subagents.cli import output
 from subagents.cli.command import add_inspect_arguments, emit, reports_errors, store_errors
 from subagents.cli.damaged import read_sparing, said
 from subagents.cli.state import (
+    EXIT_FAILED,
+    EXIT_OK,
     EXIT_USAGE,
     ORPHANED,
     RESTARTING,
@@ -239,12 +241,16 @@ def run(args: argparse.Namespace) -> int:
             for n, r in enumerate(records, 1)
         ]
         emit(args, rows, lambda: _show(args, rows, records, universe))
-        if not args.watch or damaged:
-            return said(NAME, damaged)
+        failed = said(NAME, damaged)  # (a watch names them now and goes on: exit 1 at its end)
+        if not args.watch:
+            return failed
         from subagents.cli.ps_watch import watch
 
         json_row = (lambda r, a: ps_row(0, r, a, None, _asks_of(store, r))) if args.json else None
-        return watch(store, chosen, after=seq, shown=records, alive=alive, json_row=json_row)
+        code = watch(
+            store, chosen, after=seq, shown=records, alive=alive, json_row=json_row, damaged=damaged
+        )
+        return code or (EXIT_FAILED if damaged else EXIT_OK)
 
 
 def _show(

@@ -18,6 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from subagents.cli.damaged import read_sparing, said
 from subagents.cli.output import json_line, printable
 from subagents.cli.state import (
     ORPHANED,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
     from subagents.cli.state import InspectedStore
     from subagents.messages import RunRecord
+    from subagents.store.base import DamagedRow
     from subagents.store.leases import Liveness
 
 
@@ -59,14 +61,19 @@ def watch(
     shown: Iterable[RunRecord],
     alive: Liveness,
     json_row: Callable[[RunRecord, Liveness], Any] | None,
+    damaged: list[DamagedRow] | None = None,
 ) -> int:
     """Print a row for each change of a run ``chosen`` asks for, from event number
     ``after`` on, until interrupted (status 0); ``alive``: the hosts alive as the listing
     judged them (a host that died since, even before this begins, is then a change: read
     here, it would be the watch's starting point and its runs' end never shown);
-    ``json_row``: each row as JSON, made by it (``ps --json``'s rows), else plain columns."""
+    ``json_row``: each row as JSON, made by it (``ps --json``'s rows), else plain columns;
+    ``damaged``: the runs rows already named as damaged; one met later (its record no longer
+    reads) is named on stderr once, added there, and left out, the watch going on."""
+    damaged = [] if damaged is None else damaged
     followed = {r.run_id for r in shown}
-    hosted = Hosted(store.list_runs(statuses=live_statuses()), alive)
+    unread: list[DamagedRow] = []  # (a damaged row is named when a change of its run comes)
+    hosted = Hosted(store.list_runs(statuses=live_statuses(), damaged=unread), alive)
     try:
         while True:
             page = store.events_after(after, limit=PAGE)
@@ -75,7 +82,7 @@ def watch(
             changed = dict(evented)
             if alive.live != before.live:  # a host came or went: its runs' status with it
                 changed.update(dict.fromkeys(hosted.unfinished))
-            for record in _records(store, list(changed)):
+            for record in _records(store, list(changed), damaged):
                 if not hosted.moved(record, alive, evented=record.run_id in evented):
                     continue
                 if record.run_id in followed or chosen.matches(record, alive):
@@ -109,8 +116,14 @@ class Hosted:
         return evented or before != status
 
 
-def _records(store: InspectedStore, run_ids: list[str]) -> list[RunRecord]:
-    records = (store.get_run(run_id) for run_id in run_ids)
+def _records(
+    store: InspectedStore, run_ids: list[str], damaged: list[DamagedRow]
+) -> list[RunRecord]:
+    """The records of ``run_ids`` (gone ones left out); a damaged one is named and left out
+    (``ps``'s way): it was the watch's error, ending it at the first change of that run."""
+    named = len(damaged)
+    records = [read_sparing(store, run_id, damaged) for run_id in run_ids]
+    said("ps", damaged[named:])
     return [r for r in records if r is not None]
 
 

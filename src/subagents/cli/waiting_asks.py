@@ -35,7 +35,9 @@ class WaitingAsks:
     def read(cls, store: RunStore, root_run_id: str | None = None) -> WaitingAsks:
         """The pending approvals of runs that have not ended (of one tree, given its root):
         one read of the store."""
-        return cls(store.list_approvals(pending=True, root_run_id=root_run_id))
+        from subagents.store.superseded_approvals import live
+
+        return cls(live(store, store.list_approvals(pending=True, root_run_id=root_run_id)))
 
     def of(self, run_id: str) -> tuple[ApprovalRecord, ...]:
         """The run's pending approvals, in the order asked."""

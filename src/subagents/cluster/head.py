@@ -77,6 +77,9 @@ class Head:
     def call(self, call: StoreCall) -> Any:
         return self.service.call(call)
 
+    def list_runs_sparing(self, call: StoreCall) -> Any:
+        return self.service.list_runs_sparing(call)
+
     def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
         return self.service.write_then(held, call)
 

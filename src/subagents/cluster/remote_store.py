@@ -233,7 +233,8 @@ class ClusterStore(RunStore):
         include_archived: bool = False,
         damaged: list[DamagedRow] | None = None,
     ) -> list[RunRecord]:
-        """(``damaged`` is not filled across the link: a damaged row on the head raises.)"""
+        """(``damaged``: the head leaves a damaged row out and names it, as data, filled in
+        here; inside a batch, whose reads see its held writes, a damaged row raises.)"""
         kwargs: dict[str, Any] = {
             "statuses": None if statuses is None else list(statuses),
             "root_run_id": root_run_id,
@@ -242,6 +243,13 @@ class ClusterStore(RunStore):
         }
         if include_archived:  # a keyword only SQLiteStore has
             kwargs["include_archived"] = True
+        if damaged is not None and not self._batches.held:
+            self._check_open()
+            call = StoreCall("list_runs", (), kwargs)
+            found = self._get(self._actor.list_runs_sparing.remote(call), "list_runs")
+            records, named = found
+            damaged.extend(DamagedRow(message, key) for message, key in named)
+            return list(records)
         result: list[RunRecord] = self._read("list_runs", **kwargs)
         return result
 

@@ -23,6 +23,7 @@ below: nothing else of the store (its ``sweep``, its connection) is reachable fr
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from subagents.store.base import RunStore, StoreError
+from subagents.store.base import DamagedRow, RunStore, StoreError
 
 
 class StoreCall(msgspec.Struct, frozen=True, array_like=True):
@@ -124,6 +125,19 @@ class StoreService:
 
     def info(self) -> StoreInfo:
         return self._info
+
+    def list_runs_sparing(self, call: StoreCall) -> tuple[Any, list[tuple[str, str | None]]]:
+        """``list_runs`` (``call``) leaving out the rows that do not read as records, with
+        each of those named as (message, run id): the caller's ``damaged`` list cannot be
+        filled across the link, so the damage comes back as data (``ClusterStore``)."""
+        if call.method != "list_runs":
+            raise StoreError(f"store call {call.method!r}: not a listing of runs")
+        method = self._method(call, READS)
+        if "damaged" not in inspect.signature(method).parameters:  # (objects: never damaged)
+            return method(*call.args, **call.kwargs), []
+        damaged: list[DamagedRow] = []
+        records = method(*call.args, **call.kwargs, damaged=damaged)
+        return records, [(str(exc), exc.key) for exc in damaged]
 
     def write(self, calls: Sequence[StoreCall]) -> None:
         """Apply ``calls`` (writes only) in one transaction: all of them or none."""

@@ -19,6 +19,12 @@ from pathlib import Path
 from subagents.messages import ApprovalRecord
 from subagents.store.approvals import ApprovalRefused
 from subagents.store.base import RunStore
+from subagents.store.superseded_approvals import (
+    live,
+    older_pending,
+    superseded_by,
+    superseded_refusal,
+)
 from subagents.tools.rules import Rule, RuleError
 
 StoreLike = RunStore | str | os.PathLike[str]
@@ -47,11 +53,11 @@ def pending_approvals(store: StoreLike, run_id: str | None = None) -> list[Appro
     of ``run_id``'s tree when given (``LookupError`` for an unknown run)."""
     with _opened(store) as opened:
         if run_id is None:
-            return opened.list_approvals()
+            return live(opened, opened.list_approvals())
         record = opened.get_run(run_id)
         if record is None:
             raise LookupError(f"no run {run_id!r} in the store")
-        return opened.list_approvals(root_run_id=record.root_run_id)
+        return live(opened, opened.list_approvals(root_run_id=record.root_run_id))
 
 
 def answer_approval(
@@ -81,6 +87,12 @@ def answer_approval(
         except RuleError as exc:
             raise ApprovalRefused(f"cannot remember it: {exc}") from None
     with _opened(store) as opened:
+        asked = opened.get_approval(approval_id)
+        if asked is not None and older_pending(asked):
+            of_its_run = opened.list_approvals(pending=False, run_id=asked.run_id)
+            later = superseded_by(asked, of_its_run)
+            if later is not None:
+                raise ApprovalRefused(superseded_refusal(asked, later))
         return opened.answer_approval(approval_id, allow, reason, remember)
 
 

@@ -299,13 +299,17 @@ class Runtime(RunReads):
             return _handle(self, *self._starts.spawn(_root_request(agent, task)), agent)
         return _handle(self, *self._starts.spawn(_spawn_request(agent, task, options)), agent)
 
-    def spawn_many(self, jobs: Iterable[Job], **options: Any) -> list[RunHandle | AdmissionError]:
+    def spawn_many(
+        self, jobs: Iterable[Job], **options: Unpack[SpawnOptions]
+    ) -> list[RunHandle | AdmissionError]:
         """Start many root runs (``Job``s; ``options``: ``spawn``'s keywords for all) in ONE
         supervisor decision and store commit. Per job, in order: its handle, or the
         ``AdmissionError`` naming it (nothing else refused; docs/runtime.md)."""
         return _handles(self, _job_requests(jobs, options))
 
-    def run(self, agent: str, task: str, *, wait: float | None = None, **overrides: Any) -> Outcome:
+    def run(
+        self, agent: str, task: str, *, wait: float | None = None, **overrides: Unpack[SpawnOptions]
+    ) -> Outcome:
         """Run ``agent`` on ``task`` and wait for its outcome (blocking).
 
         ``overrides`` are ``spawn``'s keywords; ``AdmissionError`` if the run is refused."""
@@ -327,7 +331,7 @@ class Runtime(RunReads):
         """
         return _handle(self, run_id, *self._starts.attach(run_id))
 
-    def continue_run(self, run_id: str, text: str, **overrides: Any) -> RunHandle:
+    def continue_run(self, run_id: str, text: str, **overrides: Unpack[SpawnOptions]) -> RunHandle:
         """A new root run: the ended run's conversation, then ``text`` (docs/runtime.md)."""
         return _handle(self, *self._starts.admit(_continue_request(run_id, text, overrides)), None)
 
@@ -411,12 +415,16 @@ class Runtime(RunReads):
         scorer: Callable[[Any], float] | None = None,
         weights: Mapping[str, float] | None = None,
         wait: float | None = None,
-        **spawn_options: Any,
+        **spawn_options: Unpack[SpawnOptions],
     ) -> Synthesis:
         """Run ``(agent, task)`` jobs and combine their results by ``strategy`` (merge, vote,
         consensus, best_pick, weighted_average, chain, or collect: the values in job order);
         conflicts and failures are reported in the Synthesis. See ``subagents.runtime._fan_out`` and
-        docs/supervision.md."""
+        docs/supervision.md. An unknown keyword is a ``TypeError`` before any job starts
+        (each job's ``spawn`` would raise it as that job's refusal)."""
+        unknown = sorted(set(spawn_options) - _ROOT_FIELDS)
+        if unknown:
+            raise TypeError(f"fan_out() got unexpected keyword arguments: {', '.join(unknown)}")
         return self._syntheses.fan_out(
             jobs, strategy, threshold, scorer, weights, wait, spawn_options
         )

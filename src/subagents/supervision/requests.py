@@ -144,6 +144,22 @@ def _children(item: Any) -> list[Any] | None:
     return None
 
 
+def _number_problem(what: str, value: Any) -> str | None:
+    """Why ``value`` (nested no deeper than ``value_problem`` allows) holds a number JSON
+    cannot keep: NaN or an infinity is kept as ``null``, so a run restored from the store
+    would read ``None`` where it was given a number, unsaid."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return (
+                f"{what} holds {item!r}, a number JSON cannot keep (the store would give it"
+                " back as null): give a finite number, or None"
+            )
+        stack.extend(_children(item) or ())
+    return None
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -246,6 +262,8 @@ def request_problem(req: SpawnRequest, limits: Limits) -> str | None:
     for name, value in (("context", req.context), ("label", req.label), ("model", req.model)):
         if value is not None and not isinstance(value, str):
             return f"{name} must be a string, got {value!r}"
+    if req.model is not None and not req.model.strip():  # (not a name: taken as given)
+        return "model is empty: name a model, or leave it out for the agent's own"
     if req.cleanup is not None and req.cleanup not in ("keep", "delete"):
         return f"cleanup must be 'keep' or 'delete', got {req.cleanup!r}"
     if req.detach and req.parent_run_id is None:
@@ -328,8 +346,10 @@ def _texts_problem(req: SpawnRequest, cap: int) -> str | None:
         problem = encoding_problem("the model", req.model)
     if problem is None and isinstance(req.shared, dict):
         for key, value in req.shared.items():  # the key named: what to look at
-            problem = value_problem("the keys of shared", key) or value_problem(
-                f"shared[{key!r}]", value
+            problem = (
+                value_problem("the keys of shared", key)
+                or value_problem(f"shared[{key!r}]", value)
+                or _number_problem(f"shared[{key!r}]", value)
             )
             if problem is not None:
                 return problem

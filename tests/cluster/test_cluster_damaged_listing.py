@@ -1,0 +1,73 @@
+"""A damaged runs row on a cluster's store (its record no longer reads): a listing that spares
+damaged rows (``list_runs(damaged=[...])``: `ps`, `approvals`, the console's ``/api/runs``)
+gets every other run and the damaged one named, across the link as on a local store. Before,
+``ClusterStore.list_runs`` did not fill ``damaged``: the head's listing raised, and a console
+on a Ray cluster failed on the one row. The store service without Ray, then the real client
+on the session's cluster (marker ``ray``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raycluster import LocalCluster
+from subagents.cluster.head import head_actor
+from subagents.cluster.remote_store import ClusterStore
+from subagents.cluster.store_service import StoreCall, StoreService
+from subagents.store.base import DamagedRow, StoreError
+from subagents.store.sqlite import SQLiteStore
+
+from .records import run
+
+BAD, GOOD = "r-damaged-bad", "r-damaged-good"
+
+
+def _damaged_file(path: Path) -> None:
+    with SQLiteStore(path) as store:
+        store.save_run(run(BAD))
+        store.save_run(run(GOOD))
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET record = 'not json' WHERE run_id = ?", (BAD,))
+
+
+def _names_bad(damaged: list[DamagedRow]) -> None:
+    [only] = damaged
+    assert only.key == BAD
+    assert f"cannot read runs row '{BAD}'" in str(only)
+
+
+def test_the_store_service_lists_the_other_runs_and_names_the_damaged_one(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    _damaged_file(path)
+    with SQLiteStore(path) as store:
+        service = StoreService(store)
+        records, named = service.list_runs_sparing(StoreCall("list_runs"))
+        assert [r.run_id for r in records] == [GOOD]
+        _names_bad([DamagedRow(message, key) for message, key in named])
+        with pytest.raises(StoreError, match="not a listing of runs"):
+            service.list_runs_sparing(StoreCall("get_run", (GOOD,)))
+
+
+@pytest.fixture
+def served(ray_cluster: LocalCluster, tmp_path: Path) -> Iterator[Any]:
+    import ray
+
+    path = tmp_path / "runs.sqlite3"
+    _damaged_file(path)
+    actor = head_actor(name="test-cluster-damaged", path=str(path))
+    yield actor
+    ray.kill(actor)
+
+
+@pytest.mark.ray
+def test_a_cluster_store_listing_names_the_damaged_run_and_lists_the_others(served: Any) -> None:
+    store = ClusterStore(served, name="test-cluster-damaged")
+    damaged: list[DamagedRow] = []
+    assert [r.run_id for r in store.list_runs(damaged=damaged)] == [GOOD]
+    _names_bad(damaged)
+    with pytest.raises(DamagedRow):  # (not sparing: the listing's error, as a local store's)
+        store.list_runs()
