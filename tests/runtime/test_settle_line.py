@@ -104,9 +104,14 @@ def _held_first_reports(rt: Runtime, hold: _HoldAt) -> tuple[list[RunHandle], An
     supervisor = rt._hosting.supervisor
     assert supervisor is not None
     inbox = supervisor._ref.actor_inbox
+    late = supervisor._ref._actor_weakref().late
 
-    def queued() -> int:  # the reports (memory), or one wake-up for each in line (SQLite)
-        return int(inbox.qsize())
+    def queued() -> int:
+        """The messages queued for the supervisor: the reports (memory), or the reports in
+        its late line (SQLite) with the one wake-up told for them all (``LateReports.put``:
+        the reports put while it is on its way ride on it) counted as none."""
+        in_line = len(late._reports) - (1 if late._told is not None else 0)
+        return int(inbox.qsize()) + in_line
 
     wait_until(lambda: queued() == RUNS, "every run's first report queued")
     return handles, (spawner, queued)
