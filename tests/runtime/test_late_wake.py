@@ -112,3 +112,45 @@ def test_a_report_added_to_a_wake_up_taken_meanwhile_is_told_its_own(parts: _Par
     assert len(told) == 2, "the report added to a wake-up already taken was never told"
     assert _hand(late, told[1]) == (NOTHING, [("one", second, True)])
     assert not late
+
+
+class _HeldDict(dict[int, ReportsDue]):
+    """The line's wake-up on its way: the first ``get`` made on the thread ``held_on`` reads
+    it, then waits until ``release`` (``reached`` says it got there): that put held between
+    finding none on its way and claiming one, as the GIL may hold it."""
+
+    def __init__(self, held_on: threading.Thread) -> None:
+        super().__init__()
+        self.held_on = held_on
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def get(self, key: int, default: Any = None) -> Any:
+        found = super().get(key, default)
+        if threading.current_thread() is self.held_on and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(WAIT)
+        return found
+
+
+def test_two_puts_that_both_find_no_wake_up_on_its_way_tell_one(parts: _Parts) -> None:
+    """A put finds no wake-up on its way and is held before it claims one; another put
+    finds none either, claims one and tells it; the first, let go, finds it claimed and
+    rides on it: one wake-up told for both, which takes both, in order. (With the claim
+    a plain store after the look, both told one: a count of what is queued for a held
+    supervisor, ``test_settle_line.py``'s, found one message more than it expected.)"""
+    late = parts.late
+    first, second = _waiting("a"), _waiting("b")
+    putting = threading.Thread(target=late.put, args=(first,), kwargs={"wake": parts.ref})
+    held = late._on_way = _HeldDict(putting)
+    putting.start()
+    try:
+        assert held.reached.wait(WAIT)  # found none on its way, not claimed yet
+        late.put(second, wake=parts.ref)
+        assert parts.due.wait(WAIT)
+    finally:
+        held.release.set()
+        putting.join(WAIT)
+    assert not putting.is_alive()
+    (wake,) = parts.told()
+    assert _hand(late, wake) == (NOTHING, [("one", first, True), ("one", second, True)])
+    assert not late and not held

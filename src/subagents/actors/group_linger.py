@@ -109,12 +109,12 @@ class LateReports:
         "_alone",
         "_due",
         "_key",
+        "_on_way",
         "_ref",
         "_reports",
         "_seq",
         "_supervisor",
         "_timer",
-        "_told",
         "delay",
     )
 
@@ -131,8 +131,10 @@ class LateReports:
         where groups do not linger (memory), as every report was told before the line."""
         self._reports: collections.deque[tuple[int, Any]] = collections.deque()
         self._seq = itertools.count(1)
-        self._told: ReportsDue | None = None
-        """The last wake-up told to the supervisor and not taken yet (``put``, ``hand``)."""
+        self._on_way: dict[int, ReportsDue] = {}
+        """At key 0, the wake-up told to the supervisor and not taken yet (``put``,
+        ``hand``): a dict for its ``setdefault``, the one C call that lets two puts that
+        both found none claim it once between them."""
         self._due = 0.0
         """When the ``REPORTS_DUE`` from the timer is due (none on its way: in the past).
         Read and set by any agent's thread without a lock: two that both see none arm two
@@ -145,23 +147,30 @@ class LateReports:
     def put(self, report: Any, wake: pykka.ActorRef[Any] | None = None) -> None:
         """``report`` (a run's reports of one handling) in line; ``wake``: the supervisor,
         told a ``ReportsDue`` for it now, or the one on its way made to take it too (None:
-        it takes it within ``delay``). No lock: the wake-up is let go (``hand``) before its
-        ``later`` is read, and a report added to it is looked at again after: a wake-up taken
-        meanwhile may have been read without it, so the report is told one of its own."""
+        it takes it within ``delay``). No lock: which put tells the one wake-up on its way is
+        settled by one C call (``dict.setdefault``: two that both found none tell one, not
+        two); the wake-up is let go (``hand``) before its ``later`` is read, and a report
+        added to it is looked at again after: a wake-up taken meanwhile may have been read
+        without it, so the report is told one of its own."""
         seq = next(self._seq)  # (one C call: two threads never draw the same)
         self._reports.append((seq, report))
         if wake is not None:
-            told = self._told
-            if told is not None:  # a wake-up on its way, not taken yet: it takes this too
+            on_way = self._on_way
+            while True:
+                told = on_way.get(0)
+                if told is None:  # none on its way: this put claims the one, unless another
+                    mine = ReportsDue(seq)  # put's claim came first (then it rides on it)
+                    told = on_way.setdefault(0, mine)
+                    if told is mine:
+                        break
                 told.later.append(seq)  # (one C call) then looked at again: if the
-                if self._told is told:  # supervisor took it meanwhile, it may have read
-                    return  # ``later`` before the append; a wake-up of its own then
-            self._told = told = ReportsDue(seq)  # (before it is told: taken at once, it is
-            try:  # let go by ``hand`` and not added to after)
-                wake.tell(told)
+                if on_way.get(0) is told:  # supervisor took it meanwhile, it may have read
+                    return  # ``later`` before the append: look for one anew
+            try:
+                wake.tell(mine)
             except BaseException:  # (the supervisor stopped: no report rides on it)
-                if self._told is told:
-                    self._told = None
+                if on_way.get(0) is mine:
+                    del on_way[0]
                 raise
             return
         now = time.monotonic()
@@ -192,8 +201,9 @@ class LateReports:
         ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
         upto = math.inf
         if type(now) is ReportsDue:
-            if self._told is now:  # taken: a report put from now on is told anew
-                self._told = None
+            on_way = self._on_way
+            if on_way.get(0) is now:  # taken: a report put from now on is told anew (puts
+                del on_way[0]  # never replace one: only this thread takes it out)
             upto = now.upto if not now.later else max(now.upto, *now.later)  # (read after)
         reports = self._reports
         records: list[Any] = []
