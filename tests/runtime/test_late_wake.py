@@ -154,3 +154,52 @@ def test_two_puts_that_both_find_no_wake_up_on_its_way_tell_one(parts: _Parts) -
     (wake,) = parts.told()
     assert _hand(late, wake) == (NOTHING, [("one", first, True), ("one", second, True)])
     assert not late and not held
+
+
+class _ReadBeforeHeld(list[int]):
+    """A wake-up's ``later``: the first time the supervisor's thread (``held_on``) asks how
+    many it holds, it counts them, then waits until ``release`` (``reached`` says it got
+    there) and answers the count it read before: the supervisor held between reading the
+    reports added to the wake-up and going on, as the GIL may hold it."""
+
+    def __init__(self, held_on: threading.Thread) -> None:
+        super().__init__()
+        self.held_on = held_on
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def __len__(self) -> int:
+        read = super().__len__()
+        if threading.current_thread() is self.held_on and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(WAIT)
+        return read
+
+
+def test_a_report_put_while_the_supervisor_reads_a_wake_up_is_taken(parts: _Parts) -> None:
+    """The supervisor takes a wake-up and is held as it reads the reports added to it; a
+    put meanwhile must not ride on that wake-up (its ``later`` is read already): ``hand``
+    lets the wake-up go before it reads ``later``, so the put finds none on its way and
+    tells one of its own, which takes the report. (Read first, let go after: the put rode
+    on the wake-up, was never read, and waited in line for the supervisor's next message:
+    in a quiet runtime, for ever.)"""
+    late = parts.late
+    first, second = _waiting("a"), _waiting("b")
+    late.put(first, wake=parts.ref)
+    assert parts.due.wait(WAIT)
+    (wake,) = parts.told()
+    handed: list[Any] = []
+    supervisor = threading.Thread(target=lambda: handed.append(_hand(late, wake)))
+    held = wake.later = _ReadBeforeHeld(supervisor)
+    supervisor.start()
+    try:
+        assert held.reached.wait(WAIT)  # the supervisor reads the wake-up's later reports
+        late.put(second, wake=parts.ref)
+    finally:
+        held.release.set()
+        supervisor.join(WAIT)
+    assert not supervisor.is_alive()
+    assert handed == [(NOTHING, [("one", first, True)])]
+    told = parts.told()
+    assert len(told) == 2, "a report put while the supervisor read its wake-up was never told"
+    assert _hand(late, told[1]) == (NOTHING, [("one", second, True)])
+    assert not late
