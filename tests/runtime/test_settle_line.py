@@ -41,6 +41,16 @@ pytestmark = pytest.mark.usefixtures("no_new_threads")
 RUNS = 6
 
 
+@pytest.fixture(autouse=True)
+def _no_deadline_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' deadlines go on the timer at once (their 300 s are before the tick): the
+    deadline tick (``TICK_S`` after the ``spawn_many``'s first deadline) is not told to
+    the held supervisor. Told, it was one message more in its inbox than ``queued``
+    counts: when it came after the runs' reports were counted, the wait for the message
+    under test never ended (the count went past it), as seen at load on main too."""
+    monkeypatch.setattr("subagents.actors.deadlines.TICK_S", 3600.0)
+
+
 class _HoldAt:
     """Holds the supervisor's thread at the ``started`` event of the run whose task is
     ``task`` until ``gate`` is set; records every event's (run id, kind) in order."""
@@ -104,9 +114,16 @@ def _held_first_reports(rt: Runtime, hold: _HoldAt) -> tuple[list[RunHandle], An
     supervisor = rt._hosting.supervisor
     assert supervisor is not None
     inbox = supervisor._ref.actor_inbox
+    late = supervisor._ref._actor_weakref().late
 
-    def queued() -> int:  # the reports (memory), or one wake-up for each in line (SQLite)
-        return int(inbox.qsize())
+    def queued() -> int:
+        """The messages queued for the supervisor: the reports in its late line, each as
+        one, with the one wake-up told for them all counted as none (``LateReports.put``:
+        the reports put while it is on its way ride on it; two puts that both find none on
+        its way tell one), and what else is in its inbox (the message under test: no timer
+        tells it anything meanwhile, ``_no_deadline_tick``)."""
+        in_line = len(late._reports) - len(late._on_way)
+        return int(inbox.qsize()) + in_line
 
     wait_until(lambda: queued() == RUNS, "every run's first report queued")
     return handles, (spawner, queued)

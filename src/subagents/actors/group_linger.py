@@ -53,12 +53,14 @@ COMMIT_DUE = CommitDue()
 class ReportsDue:
     """Told to the supervisor to take the agents' reports in line (``LateReports``): those put
     up to ``upto`` (a wake-up for one report someone waits on), or all of them (the timer's,
-    ``REPORTS_DUE``)."""
+    ``REPORTS_DUE``). ``later``: the reports put while this wake-up was on its way and not
+    taken yet, each of which it takes too, instead of a wake-up of its own (``put``)."""
 
-    __slots__ = ("upto",)
+    __slots__ = ("later", "upto")
 
     def __init__(self, upto: float) -> None:
         self.upto = upto
+        self.later: list[int] = []
 
 
 REPORTS_DUE = ReportsDue(math.inf)
@@ -84,7 +86,11 @@ class LateReports:
     went straight, the journal, read receipts) is put there without waking the supervisor,
     which takes it within ``delay`` (``REPORTS_DUE`` from the timer) or before the next
     message it handles, whichever comes first; any other report is put there and the
-    supervisor is told a ``ReportsDue`` for it at once.
+    supervisor is told a ``ReportsDue`` for it at once, unless the one told last is still
+    on its way (not taken yet): that one takes it too (``put``). A start of 1,000 waiting
+    runs (``spawn_many``) puts a report per run while the supervisor carries the batch
+    out; told a wake-up each, the supervisor handled a message per run, nearly all of them
+    finding the line already taken.
 
     Why: in a durable ping-pong each step's record woke the supervisor's thread, which then
     took the GIL from the mail's critical path for that one report; nothing waits on it
@@ -103,6 +109,7 @@ class LateReports:
         "_alone",
         "_due",
         "_key",
+        "_on_way",
         "_ref",
         "_reports",
         "_seq",
@@ -124,6 +131,10 @@ class LateReports:
         where groups do not linger (memory), as every report was told before the line."""
         self._reports: collections.deque[tuple[int, Any]] = collections.deque()
         self._seq = itertools.count(1)
+        self._on_way: dict[int, ReportsDue] = {}
+        """At key 0, the wake-up told to the supervisor and not taken yet (``put``,
+        ``hand``): a dict for its ``setdefault``, the one C call that lets two puts that
+        both found none claim it once between them."""
         self._due = 0.0
         """When the ``REPORTS_DUE`` from the timer is due (none on its way: in the past).
         Read and set by any agent's thread without a lock: two that both see none arm two
@@ -135,11 +146,32 @@ class LateReports:
 
     def put(self, report: Any, wake: pykka.ActorRef[Any] | None = None) -> None:
         """``report`` (a run's reports of one handling) in line; ``wake``: the supervisor,
-        told a ``ReportsDue`` for it now (None: it takes it within ``delay``)."""
+        told a ``ReportsDue`` for it now, or the one on its way made to take it too (None:
+        it takes it within ``delay``). No lock: which put tells the one wake-up on its way is
+        settled by one C call (``dict.setdefault``: two that both found none tell one, not
+        two); the wake-up is let go (``hand``) before its ``later`` is read, and a report
+        added to it is looked at again after: a wake-up taken meanwhile may have been read
+        without it, so the report is told one of its own."""
         seq = next(self._seq)  # (one C call: two threads never draw the same)
         self._reports.append((seq, report))
         if wake is not None:
-            wake.tell(ReportsDue(seq))
+            on_way = self._on_way
+            while True:
+                told = on_way.get(0)
+                if told is None:  # none on its way: this put claims the one, unless another
+                    mine = ReportsDue(seq)  # put's claim came first (then it rides on it)
+                    told = on_way.setdefault(0, mine)
+                    if told is mine:
+                        break
+                told.later.append(seq)  # (one C call) then looked at again: if the
+                if on_way.get(0) is told:  # supervisor took it meanwhile, it may have read
+                    return  # ``later`` before the append: look for one anew
+            try:
+                wake.tell(mine)
+            except BaseException:  # (the supervisor stopped: no report rides on it)
+                if on_way.get(0) is mine:
+                    del on_way[0]
+                raise
             return
         now = time.monotonic()
         if self._due <= now:
@@ -167,7 +199,12 @@ class LateReports:
         decided straight (``actors/alone.py``; through the line, every trivial run's end
         went through a group: ~16 of the supervisor's calls per run more,
         ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
-        upto = now.upto if type(now) is ReportsDue else math.inf
+        upto = math.inf
+        if type(now) is ReportsDue:
+            on_way = self._on_way
+            if on_way.get(0) is now:  # taken: a report put from now on is told anew (puts
+                del on_way[0]  # never replace one: only this thread takes it out)
+            upto = now.upto if not now.later else max(now.upto, *now.later)  # (read after)
         reports = self._reports
         records: list[Any] = []
         while reports and reports[0][0] <= upto:

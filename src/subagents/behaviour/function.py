@@ -34,7 +34,7 @@ import functools
 import inspect
 import itertools
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import CoroutineType, MappingProxyType
 from typing import Any
@@ -116,6 +116,18 @@ are no objects of theirs, where a set and a list were two more per waiting run f
 to walk (``benchmarks/scale.py``'s 100,000)."""
 
 
+def _add_mail(b: FunctionBehaviour, mails: Iterable[Mail]) -> None:
+    """``mails`` to ``b``'s inbox, after what it holds. A run's inbox is the empty tuple
+    until mail comes (then its ``deque``, kept), and the ``receive`` calls waiting for it
+    a list: an empty ``deque`` is 760 bytes, and a waiting run held two (its inbox, empty;
+    its one waiting call), ~1.5 KB of ~8.6 KB (``benchmarks/scale.py``'s 100,000)."""
+    inbox = b.inbox
+    if type(inbox) is deque:
+        inbox.extend(mails)
+    elif mails:
+        b.inbox = deque(mails)
+
+
 class FunctionBehaviour:
     """Runs a callable; drives it as a coroutine when it is ``async``."""
 
@@ -150,7 +162,7 @@ class FunctionBehaviour:
         self.pendings: dict[str, Pending] = {}
         self.groups: tuple[PendingAll | PendingAny, ...] = ()  # (replaced: ``_NO_KEYS``)
         self.background: dict[str, bool] = {}
-        self.receivers: deque[Pending] = deque()
+        self.receivers: list[Pending] = []  # (the calls waiting for mail: ``_add_mail``)
         self.unjournaled: str | None = None
         """The key of a live ``receive`` that waits and whose call is not journaled yet: its
         entry is made when the function makes another call first (``call``); answered first,
@@ -165,7 +177,7 @@ class FunctionBehaviour:
         """How much more of this start's sleeping may be brief: the brief sleeps of a run
         add up to at most ``BRIEF_SLEEP_S``, so a loop of short sleeps (polling for a queued
         child's mail) is waiting, and lends its slot, once they have added up to more."""
-        self.inbox: deque[Mail] = deque()
+        self.inbox: deque[Mail] | tuple[()] = ()  # (none until mail comes: ``_add_mail``)
         self.awaiting: Pending | None = None
         # The supervisor hears "waiting" once, at the first await, and not again. A message
         # that resumes the coroutine is handled to its next await (or its end) before the
@@ -338,7 +350,7 @@ class FunctionBehaviour:
         unread = [m for m in pending_mail if m.mail_id not in taken]
         if len(unread) < len(pending_mail):  # taken, but its read receipt was lost
             self.port.mail_read(tuple(m.mail_id for m in pending_mail if m.mail_id in taken))
-        self.inbox.extend(unread)
+        _add_mail(self, unread)
 
     def _load_journal(self, replay: Replay) -> None:
         prefix = self.prefix
@@ -434,7 +446,7 @@ class FunctionBehaviour:
             return
         match message:
             case DeliverMail(mails=mails):  # the most frequent first: cases are tried in order
-                self.inbox.extend(mails)
+                _add_mail(self, mails)
                 self.hand_out()
             case MailAck(request_id=rid, mail_id=mail_id, error=error):
                 if error is not None:
@@ -463,7 +475,7 @@ class FunctionBehaviour:
                     self._seen(key)
                     self.resolve(key, None)
                     return
-                for receiver in list(self.receivers):
+                for receiver in self.receivers[:]:
                     if receiver.key == key:
                         self.receivers.remove(receiver)
                         if key == self.unjournaled:  # this entry says the call too
@@ -488,7 +500,7 @@ class FunctionBehaviour:
     def hand_out(self) -> None:
         """Mail arrived: answer the ``receive`` calls waiting for it, in order."""
         while self.receivers and self.inbox:
-            receiver = self.receivers.popleft()
+            receiver = self.receivers.pop(0)
             if receiver.key == self.unjournaled:  # the entry below says the call too
                 self.unjournaled = None
             self.port.cancel_wake(receiver.key)

@@ -74,8 +74,8 @@ class ContextHost(Protocol):
     pendings: dict[str, Pending]
     background: dict[str, bool]
     groups: tuple[PendingAll | PendingAny, ...]
-    inbox: deque[Mail]
-    receivers: deque[Pending]
+    inbox: deque[Mail] | tuple[()]
+    receivers: list[Pending]
     unjournaled: str | None
     recovered: dict[str, list[Any]]
     sent: Mapping[str, Mail]
@@ -317,7 +317,7 @@ class AgentContext:
         if seen is not None:
             ids = seen.result if isinstance(seen.result, list) else []
             return [b.replayed_mail(key, str(mail_id)) for mail_id in ids]
-        taken, b.inbox = list(b.inbox), deque()
+        taken, b.inbox = list(b.inbox), ()
         ids = [m.mail_id for m in taken]
         b.port.journal(
             JournalEntry(request_id=key, kind="mailbox", observed=True, result=ids), tuple(ids)
