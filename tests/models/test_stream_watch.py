@@ -2,7 +2,8 @@
 
 What is proved, on real connected sockets: a watched socket whose run is stopped is shut
 down (its peer reads the end); one no longer watched is left alone, even when its run is
-stopped after (it may be back in the client's pool, serving another call).
+stopped after (it may be back in the client's pool, serving another call); a stream read to
+its end is unwatched before its connection goes back to the pool.
 """
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ from __future__ import annotations
 import socket
 import threading
 
+import pytest
+from httpcore2._sync.connection_pool import PoolByteStream
+
+from fake_messages_api import FakeMessagesAPI, streamed, text_message
+from subagents.messages import ChatMessage, ModelRequest, TextBlock
+from subagents.models import AnthropicModel, stream_watch
 from subagents.models.stream_watch import StreamWatch
 
 WAIT_S = 60.0
@@ -48,3 +55,36 @@ def test_a_blocked_read_is_woken_by_the_stop() -> None:
         cancel.set()
         reader.join(WAIT_S)
         assert read == [b""]
+
+
+def test_a_stream_is_unwatched_before_its_connection_goes_back_to_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream read to its end is closed by the HTTP client inside the read (its connection,
+    kept alive, back in the pool for another call): it must be unwatched by then, or a stop
+    coming just after would shut down a socket another call now reads."""
+    watch = StreamWatch()
+    monkeypatch.setattr(stream_watch, "WATCH", watch)
+    watched_at_release: list[int] = []
+    release = PoolByteStream.close
+
+    def recording_release(self: PoolByteStream) -> None:
+        with watch._lock:
+            watched_at_release.append(len(watch._open))
+        release(self)
+
+    monkeypatch.setattr(PoolByteStream, "close", recording_release)
+    request = ModelRequest(
+        model="sonnet",
+        system="",
+        messages=(ChatMessage(role="user", content=(TextBlock(text="go"),)),),
+        agent="talker",
+        run_id="r1",
+    )
+    with (
+        FakeMessagesAPI([streamed(text_message("done"))]) as api,
+        AnthropicModel(api_key="test", base_url=api.url) as model,
+    ):
+        model.complete(request, cancel=threading.Event())
+    assert watched_at_release, "the stream was never given back"
+    assert watched_at_release == [0] * len(watched_at_release)

@@ -59,14 +59,14 @@ def read_stream(
         )
     response = stream.response
     until = None if within is None else (time.monotonic() if since is None else since) + within
-    response.stream = _Watched(response.stream, cancel, until, within)
     sock = socket_of(response) if cancel is not None else None
     key = stream_watch.WATCH.watch(cancel, sock) if cancel is not None and sock else None
+    watched = _Watched(response.stream, cancel, until, within, key)
+    response.stream = watched
     try:
         return _read_events(stream, sink)
     finally:
-        if key is not None:
-            stream_watch.WATCH.unwatch(key)
+        watched.unwatch()
 
 
 def _read_events(stream: Any, sink: StreamSink | None) -> ParsedResponse:
@@ -101,11 +101,13 @@ class _Watched(httpx2.SyncByteStream):
         cancel: CancelSignal | None,
         until: float | None,
         within: float | None,
+        key: int | None = None,
     ) -> None:
         self._inner = inner
         self._cancel = cancel
         self._until = until
         self._within = within
+        self._key = key  # its socket's in ``stream_watch.WATCH`` while the stream is open
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -127,7 +129,16 @@ class _Watched(httpx2.SyncByteStream):
                 )
             yield piece
 
+    def unwatch(self) -> None:
+        if self._key is not None:
+            stream_watch.WATCH.unwatch(self._key)
+            self._key = None
+
     def close(self) -> None:
+        # Unwatched before the inner close: that gives a connection read to its end back to
+        # the pool, where another call may take it before ``read_stream`` returns (the HTTP
+        # client closes a response read to its end inside the read).
+        self.unwatch()
         self._inner.close()
 
 
