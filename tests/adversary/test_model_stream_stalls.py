@@ -23,7 +23,7 @@ import pytest
 from fake_messages_api import stream_events, text_message
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import ChatMessage, EventKind, ModelRequest, RunStatus, TextBlock
-from subagents.models import AnthropicModel
+from subagents.models import AnthropicModel, ModelError
 from subagents.runtime import Runtime
 
 STALL = "stall here"
@@ -198,12 +198,6 @@ def test_a_long_stream_without_a_deadline_is_not_cut(
     assert response.content == (TextBlock(text="worth the wait"),)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a stop does not wake a read that gets no bytes: a stream silent after its"
-    " headers holds the run's thread until the read timeout (the time left to the deadline,"
-    " 600 s without one); needs a watcher that shuts the socket down on a stop",
-)
 def test_a_stop_ends_a_silent_stream(rt: Runtime, server: PingingServer) -> None:
     text_read = threading.Event()  # published once the client has read all that was sent
     rt.subscribe(lambda event: text_read.set() if event.kind is EventKind.TEXT_DELTA else None)
@@ -212,3 +206,56 @@ def test_a_stop_ends_a_silent_stream(rt: Runtime, server: PingingServer) -> None
     rt.stop(stuck.run_id)
     assert stuck.result(timeout=WAIT_S).status is RunStatus.CANCELLED
     assert server.let_go.wait(SILENT_WAIT_S), "the run was stopped but its thread still reads"
+
+
+def test_close_lets_go_of_a_silent_stream(server: PingingServer) -> None:
+    """``rt.close()`` stops its runs as ``rt.stop`` does: a stream silent after its headers
+    lets go too, the client's connections still open (``model.close()`` comes after)."""
+    model = AnthropicModel(api_key="test", base_url=server.url)
+    rt = Runtime(AGENTS, model=model)
+    text_read = threading.Event()
+    rt.subscribe(lambda event: text_read.set() if event.kind is EventKind.TEXT_DELTA else None)
+    handle = rt.spawn("talker", f"{STALL} {SILENT}")
+    assert text_read.wait(WAIT_S)
+    rt.close()
+    try:
+        assert handle.result(timeout=WAIT_S).status is RunStatus.CANCELLED
+        assert server.let_go.wait(SILENT_WAIT_S), "the runtime closed but a thread still reads"
+    finally:
+        model.close()
+
+
+class _StopAtText:
+    """A sink that stops its call (sets ``cancel``) at the first piece of text: the server
+    has sent all it will send by then."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+
+    def text(self, text: str) -> None:
+        self.cancel.set()
+
+    def tool_input(self, tool: str, partial_json: str) -> None:
+        pass
+
+    def void(self) -> None:
+        pass
+
+
+def test_a_stopped_call_on_a_silent_stream_fails_cancelled(server: PingingServer) -> None:
+    """The model used on its own, no deadline: the stop ends the call as ``cancelled`` (the
+    stop's own error, not a broken connection asked for again)."""
+    cancel = threading.Event()
+    request = ModelRequest(
+        model="sonnet",
+        system="",
+        messages=(ChatMessage(role="user", content=(TextBlock(text=f"{STALL} {SILENT}"),)),),
+        agent="talker",
+        run_id="r1",
+    )
+    model = AnthropicModel(api_key="test", base_url=server.url)
+    with model, pytest.raises(ModelError) as failed:
+        model.stream(request, _StopAtText(cancel), cancel=cancel)
+    assert failed.value.kind == "cancelled"
+    assert "stopped while the model's answer streamed in" in str(failed.value)
+    assert server.let_go.wait(SILENT_WAIT_S)

@@ -17,9 +17,11 @@ from typing import Any
 import httpx2
 import msgspec
 
+from subagents.models import stream_watch
 from subagents.models.anthropic_wire import ParsedResponse, parse_response
 from subagents.models.base import CancelSignal, ModelError, StreamSink
 from subagents.models.retry import TransientError
+from subagents.models.stream_watch import socket_of
 
 
 def read_stream(
@@ -44,7 +46,9 @@ def read_stream(
     its deadline. A stopped run's stream ends at its next piece (``ModelError``
     ``cancelled``); one still open ``within`` seconds after ``since`` (the attempt's start;
     else the stream's) is a ``TransientError`` ``timeout``; ``within`` None: no such bound.
-    The stream's end closes its connection."""
+    A read that gets no bytes at all (a server silent after its headers) is woken by the
+    run's stop too: while the stream is open its socket is watched (``stream_watch``), shut
+    down once the run is stopped. The stream's end closes its connection."""
     kind_of_body = stream.response.headers.get("content-type", "")
     if not kind_of_body.startswith("text/event-stream"):
         body = stream.response.read()
@@ -55,7 +59,17 @@ def read_stream(
         )
     response = stream.response
     until = None if within is None else (time.monotonic() if since is None else since) + within
-    response.stream = _Watched(response.stream, cancel, until, within)
+    sock = socket_of(response) if cancel is not None else None
+    key = stream_watch.WATCH.watch(cancel, sock) if cancel is not None and sock else None
+    watched = _Watched(response.stream, cancel, until, within, key)
+    response.stream = watched
+    try:
+        return _read_events(stream, sink)
+    finally:
+        watched.unwatch()
+
+
+def _read_events(stream: Any, sink: StreamSink | None) -> ParsedResponse:
     tools: dict[int, str] = {}
     stopped = False
     for event in stream:
@@ -87,18 +101,26 @@ class _Watched(httpx2.SyncByteStream):
         cancel: CancelSignal | None,
         until: float | None,
         within: float | None,
+        key: int | None = None,
     ) -> None:
         self._inner = inner
         self._cancel = cancel
         self._until = until
         self._within = within
+        self._key = key  # its socket's in ``stream_watch.WATCH`` while the stream is open
 
     def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._pieces()
+        except httpx2.TransportError as exc:  # a stop's shutdown of the socket (stream_watch)
+            if self._cancel is not None and self._cancel.is_set():
+                raise _cancelled() from exc
+            raise
+
+    def _pieces(self) -> Iterator[bytes]:
         for piece in self._inner:
             if self._cancel is not None and self._cancel.is_set():
-                raise ModelError(
-                    "cancelled", "the run was stopped while the model's answer streamed in"
-                )
+                raise _cancelled()
             if self._until is not None and time.monotonic() >= self._until:
                 raise TransientError(
                     "timeout",
@@ -107,5 +129,18 @@ class _Watched(httpx2.SyncByteStream):
                 )
             yield piece
 
+    def unwatch(self) -> None:
+        if self._key is not None:
+            stream_watch.WATCH.unwatch(self._key)
+            self._key = None
+
     def close(self) -> None:
+        # Unwatched before the inner close: that gives a connection read to its end back to
+        # the pool, where another call may take it before ``read_stream`` returns (the HTTP
+        # client closes a response read to its end inside the read).
+        self.unwatch()
         self._inner.close()
+
+
+def _cancelled() -> ModelError:
+    return ModelError("cancelled", "the run was stopped while the model's answer streamed in")

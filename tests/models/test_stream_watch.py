@@ -1,0 +1,90 @@
+"""The shared watcher that shuts a stopped run's stream down (``models/stream_watch.py``).
+
+What is proved, on real connected sockets: a watched socket whose run is stopped is shut
+down (its peer reads the end); one no longer watched is left alone, even when its run is
+stopped after (it may be back in the client's pool, serving another call); a stream read to
+its end is unwatched before its connection goes back to the pool.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from httpcore2._sync.connection_pool import PoolByteStream
+
+from fake_messages_api import FakeMessagesAPI, streamed, text_message
+from subagents.messages import ChatMessage, ModelRequest, TextBlock
+from subagents.models import AnthropicModel, stream_watch
+from subagents.models.stream_watch import StreamWatch
+
+WAIT_S = 60.0
+
+
+def _read_end(sock: socket.socket) -> bytes:
+    sock.settimeout(WAIT_S)
+    return sock.recv(1)
+
+
+def test_a_stopped_runs_socket_is_shut_down_and_an_unwatched_one_is_not() -> None:
+    watch = StreamWatch()
+    cancel = threading.Event()
+    kept, kept_peer = socket.socketpair()
+    shut, shut_peer = socket.socketpair()
+    with kept, kept_peer, shut, shut_peer:
+        watch.unwatch(watch.watch(cancel, kept))
+        watch.watch(cancel, shut)
+        cancel.set()
+        assert _read_end(shut_peer) == b""  # the watcher looked (one pass sees every stream)
+        kept.sendall(b"x")
+        assert _read_end(kept_peer) == b"x"  # the unwatched socket still works both ways
+        kept_peer.sendall(b"y")
+        assert _read_end(kept) == b"y"
+
+
+def test_a_blocked_read_is_woken_by_the_stop() -> None:
+    watch = StreamWatch()
+    cancel = threading.Event()
+    sock, peer = socket.socketpair()
+    with sock, peer:
+        watch.watch(cancel, sock)
+        read: list[bytes] = []
+        reader = threading.Thread(target=lambda: read.append(_read_end(sock)))
+        reader.start()
+        cancel.set()
+        reader.join(WAIT_S)
+        assert read == [b""]
+
+
+def test_a_stream_is_unwatched_before_its_connection_goes_back_to_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stream read to its end is closed by the HTTP client inside the read (its connection,
+    kept alive, back in the pool for another call): it must be unwatched by then, or a stop
+    coming just after would shut down a socket another call now reads."""
+    watch = StreamWatch()
+    monkeypatch.setattr(stream_watch, "WATCH", watch)
+    watched_at_release: list[int] = []
+    release = PoolByteStream.close
+
+    def recording_release(self: PoolByteStream) -> None:
+        with watch._lock:
+            watched_at_release.append(len(watch._open))
+        release(self)
+
+    monkeypatch.setattr(PoolByteStream, "close", recording_release)
+    request = ModelRequest(
+        model="sonnet",
+        system="",
+        messages=(ChatMessage(role="user", content=(TextBlock(text="go"),)),),
+        agent="talker",
+        run_id="r1",
+    )
+    with (
+        FakeMessagesAPI([streamed(text_message("done"))]) as api,
+        AnthropicModel(api_key="test", base_url=api.url) as model,
+    ):
+        model.complete(request, cancel=threading.Event())
+    assert watched_at_release, "the stream was never given back"
+    assert watched_at_release == [0] * len(watched_at_release)
