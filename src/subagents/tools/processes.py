@@ -72,6 +72,9 @@ class Process:
     """The value of ``TREE_COOKIE`` in its processes' environment."""
     reaped: bool = False
     """Whether what it left (its group, its cookie's strays) was killed."""
+    since: int = 0
+    """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
+    its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
 
     @property
     def pgid(self) -> int:
@@ -99,8 +102,8 @@ class ProcessGroups:
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
-        self._leftovers: dict[str, list[str]] = {}
-        """By run: cookies of forgotten processes never reaped (a background shell that
+        self._leftovers: dict[str, list[tuple[str, int]]] = {}
+        """By run: cookies (and starts) of forgotten processes never reaped (a background shell that
         ended, read by BashOutput): what they left dies with the run."""
 
     def scratch(self) -> Path:
@@ -157,7 +160,8 @@ class ProcessGroups:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        process = Process(proc_id, command, run_id, popen, output, cookie=cookie)
+        since = _started(str(popen.pid))  # not yet waited for: its stat is still there
+        process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
         with self._lock:
             self._live[proc_id] = process
             closed = self._closed
@@ -204,7 +208,7 @@ class ProcessGroups:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=KILL_GRACE_S)
         _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie)
+        _kill_strays(process.cookie, process.since)
         process.reaped = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
@@ -212,7 +216,7 @@ class ProcessGroups:
 
     def _reap_group(self, process: Process) -> None:
         _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie)
+        _kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
@@ -238,7 +242,8 @@ class ProcessGroups:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
                 if not process.reaped:
-                    self._leftovers.setdefault(process.run_id, []).append(process.cookie)
+                    leftover = (process.cookie, process.since)
+                    self._leftovers.setdefault(process.run_id, []).append(leftover)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -256,8 +261,8 @@ class ProcessGroups:
             self.release(process)
         with self._lock:
             leftovers = self._leftovers.pop(run_id, [])
-        for cookie in leftovers:
-            _kill_strays(cookie)
+        for cookie, since in leftovers:
+            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -272,8 +277,8 @@ class ProcessGroups:
             self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
-        for cookie in leftovers:
-            _kill_strays(cookie)
+        for cookie, since in leftovers:
+            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -291,12 +296,15 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _kill_strays(cookie: str) -> None:
+def _kill_strays(cookie: str, since: int = 0) -> None:
     """SIGKILL every process whose environment holds ``cookie`` (those that left the group);
-    nothing where there is no ``/proc``. A process that ends meanwhile, its pid taken by
-    another, is let be (``_kill_if_marked``). Looked for again while a pass finds some (one may
-    fork while the pass reads /proc), up to ``STRAY_PASSES`` passes. About 15 us of CPU per
-    process on the machine per pass."""
+    nothing where there is no ``/proc``. Only processes started at or after ``since`` (clock
+    ticks since boot: the command's start) are read: reading a process's environment waits
+    for its memory lock, which a process stuck in the kernel (D state) may hold for good; so
+    only the command's own descendants (and whatever else started since) can make it wait. A
+    process that ends meanwhile, its pid taken by another, is let be (``_kill_if_marked``).
+    Looked for again while a pass finds some (one may fork while the pass reads /proc), up to
+    ``STRAY_PASSES`` passes. About 15 us of CPU per process on the machine per pass."""
     if not cookie:
         return
     mark = f"\0{TREE_COOKIE}={cookie}\0".encode()
@@ -305,7 +313,11 @@ def _kill_strays(cookie: str) -> None:
             names = os.listdir("/proc")
         except OSError:
             return
-        found = [name for name in names if name.isdigit() and mark in _environ(name)]
+        found = [
+            name
+            for name in names
+            if name.isdigit() and _started(name) >= since and mark in _environ(name)
+        ]
         if not found:
             return
         for pid in found:
@@ -331,6 +343,18 @@ def _kill_if_marked(pid: str, mark: bytes) -> None:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:
         os.close(pidfd)
+
+
+def _started(pid: str) -> int:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field);
+    -1 when it cannot be read (ended), so it is let be. Reading ``stat`` takes no lock on the
+    process's memory, unlike ``environ``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_line = f.read()
+        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def _environ(pid: str) -> bytes:
