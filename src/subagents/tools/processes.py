@@ -15,8 +15,12 @@ may not read (another user's: a setuid program); without ``/proc`` only the grou
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
 processes are killed when the run ends (``kill_run``) and every process when the runtime
-closes (``kill_all``). Output goes to a file, not a pipe: a command that prints a lot never
-blocks on a full pipe, and nothing has to read while the agent waits.
+closes (``kill_all``). Output goes through a pipe to a file, copied by a thread of its own
+(``_relay``): a command that prints a lot never blocks on a full pipe while the agent waits,
+and the file keeps ``OUTPUT_CAP`` bytes at most: past it the pipe is closed, so the command's
+next write gets SIGPIPE (as under ``| head``) and a ``yes`` cannot fill the disk. Only the
+head of a command's output is ever shown to the model (``read_output``), so nothing is lost
+to it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ STRAY_PASSES = 8
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
+OUTPUT_CAP = 64 * 1024 * 1024
+"""Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
 """How often a wait looks at the cancel signal (a stop kills the group within this)."""
 
 
@@ -72,6 +78,10 @@ class Process:
     """The value of ``TREE_COOKIE`` in its processes' environment."""
     reaped: bool = False
     """Whether what it left (its group, its cookie's strays) was killed."""
+    dropped: bool = False
+    """Whether it printed past the output cap (the rest was dropped, the pipe closed)."""
+    drained: threading.Event = field(default_factory=threading.Event)
+    """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
     since: int = 0
     """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
     its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
@@ -96,7 +106,9 @@ class Waited:
 class ProcessGroups:
     """The runtime's child processes, by run; kills what a run or the runtime leaves."""
 
-    def __init__(self) -> None:
+    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+        self.output_cap = output_cap
+        """Bytes of a command's output kept in its file (``OUTPUT_CAP``)."""
         self._lock = threading.Lock()
         self._live: dict[str, Process] = {}
         self._seq = 0
@@ -150,18 +162,29 @@ class ProcessGroups:
         output = Path(name)
         cookie = f"{proc_id}-{secrets.token_hex(8)}"
         environment = {**(env if env is not None else os.environ), TREE_COOKIE: cookie}
-        with open(fd, "wb") as sink:
+        source, pipe = os.pipe()
+        try:
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=environment,
                 stdin=subprocess.DEVNULL,
-                stdout=sink,
+                stdout=pipe,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        except BaseException:
+            for end in (source, fd):
+                os.close(end)
+            raise
+        finally:
+            os.close(pipe)
         since = _started(str(popen.pid))  # not yet waited for: its stat is still there
         process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
+        relay = threading.Thread(
+            target=_relay, args=(source, fd, self.output_cap, process), daemon=True
+        )
+        relay.start()
         with self._lock:
             self._live[proc_id] = process
             closed = self._closed
@@ -197,6 +220,7 @@ class ProcessGroups:
                 continue
             self._reap_group(process)  # what it left behind in its group goes with it
             self._forget(process)
+            process.drained.wait(KILL_GRACE_S)  # the last of its output into the file
             return Waited(code, "exited")
 
     def kill(self, process: Process, reason: str) -> None:
@@ -213,6 +237,7 @@ class ProcessGroups:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
+        process.drained.wait(KILL_GRACE_S)
 
     def _reap_group(self, process: Process) -> None:
         _signal_group(process.pgid, signal.SIGKILL)
@@ -343,6 +368,33 @@ def _kill_if_marked(pid: str, mark: bytes) -> None:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:
         os.close(pidfd)
+
+
+def _relay(source: int, sink: int, cap: int, process: Process) -> None:
+    """Copy ``process``'s output from its pipe (``source``) to its file (``sink``), ``cap``
+    bytes at most. Past the cap the pipe is closed: the command's next write gets SIGPIPE
+    (EPIPE if it ignores the signal), and nothing more is read or kept."""
+    kept = 0
+    try:
+        while chunk := os.read(source, 65536):
+            if kept + len(chunk) > cap:
+                _write_all(sink, chunk[: cap - kept])
+                process.dropped = True
+                return
+            _write_all(sink, chunk)
+            kept += len(chunk)
+    except OSError:
+        return
+    finally:
+        os.close(source)
+        os.close(sink)
+        process.drained.set()
+
+
+def _write_all(sink: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(sink, view) :]
 
 
 def _started(pid: str) -> int:
