@@ -128,8 +128,9 @@ class ProcessGroups:
 
     def run_dir(self, run_id: str) -> Path:
         """The run's own temporary directory (its processes' ``TMPDIR``, writable in its
-        sandbox; their output files too, so ``> /dev/stderr`` works): made on first use,
-        removed when the run ends (``kill_run``)."""
+        sandbox; their output files too, written by ``_relay``: a command's own output is a
+        pipe, so ``> /dev/stderr`` works): made on first use, removed when the run ends
+        (``kill_run``)."""
         path = self.scratch() / f"run-{_safe(run_id)}"
         path.mkdir(mode=0o700, exist_ok=True)
         return path
