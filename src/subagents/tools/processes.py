@@ -50,9 +50,9 @@ STRAY_PASSES = 8
 KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
+"""How often a wait looks at the cancel signal (a stop kills the group within this)."""
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
-"""How often a wait looks at the cancel signal (a stop kills the group within this)."""
 
 
 def shell() -> str:
@@ -182,10 +182,7 @@ class ProcessGroups:
             os.close(pipe)
         since = _started(str(popen.pid))  # not yet waited for: its stat is still there
         process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
-        relay = threading.Thread(
-            target=_relay, args=(source, fd, self.output_cap, process), daemon=True
-        )
-        relay.start()
+        _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
             closed = self._closed
@@ -369,6 +366,21 @@ def _kill_if_marked(pid: str, mark: bytes) -> None:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:
         os.close(pidfd)
+
+
+def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
+    """Start ``process``'s output relay; when no thread can start, the command is killed (it
+    must not run unwatched, its output unread) and the error raised."""
+    relay = threading.Thread(target=_relay, args=(source, sink, cap, process), daemon=True)
+    try:
+        relay.start()
+    except BaseException:
+        _signal_group(process.pgid, signal.SIGKILL)
+        process.popen.wait()
+        for end in (source, sink):
+            os.close(end)
+        process.output.unlink(missing_ok=True)
+        raise
 
 
 def _relay(source: int, sink: int, cap: int, process: Process) -> None:
