@@ -30,7 +30,7 @@ from subagents.tools.base import (
     struct_schema,
 )
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import Process, open_regular, read_output
+from subagents.tools.processes import KILL_GRACE_S, Process, open_regular, read_output
 from subagents.tools.text import OUTPUT_LIMIT, capped
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -101,7 +101,8 @@ BASH_DESCRIPTION = """Executes a given bash command with an optional timeout, in
   the workspace; prefer absolute paths.
 - Optional timeout in milliseconds (up to 600000 ms / 10 minutes); default 120000 ms. When it
   passes, the command and every process it started are killed.
-- Output (stdout and stderr together) over 30000 characters is truncated.
+- Output (stdout and stderr together) over 30000 characters is truncated; past 64 MB it is
+  dropped and the command's next write fails (a closed pipe).
 - run_in_background: true starts the command and returns its shell ID at once; read its
   output with BashOutput, stop it with KillShell. It is killed when your run ends.
 - Avoid `find`, `grep`, `cat`, `head`, `tail`, `ls`: use Glob, Grep, Read and LS instead."""
@@ -173,7 +174,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
     text, omitted, _ = read_output(process.output, limit_chars=OUTPUT_LIMIT)
     ctx.processes.release(process)
     note = _follow_cwd(ctx, cwd_file)
-    output = capped(text.rstrip("\n"), omitted)
+    output = _join(capped(text.rstrip("\n"), omitted), _dropped(process, ctx))
     if waited.reason == "timeout":
         return ToolResult(
             _join(
@@ -194,6 +195,17 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
     if code:
         return ToolResult(_join(f"Exit code {code}", output), is_error=True)
     return ToolResult(output or "(no output)")
+
+
+def _dropped(process: Process, ctx: ToolContext) -> str:
+    """The note for a command that printed past the output cap (``processes._relay``)."""
+    if not process.dropped:
+        return ""
+    cap_mb = ctx.processes.output_cap / (1024 * 1024)
+    return (
+        f"[output over {cap_mb:g} MB: the rest dropped; the command's next write after it"
+        " got SIGPIPE (a closed pipe)]"
+    )
 
 
 def _join(*parts: str) -> str:
@@ -229,6 +241,8 @@ def run_bash_output(arguments: Mapping[str, Any], ctx: ToolContext | None) -> st
         except re.error as exc:
             raise ToolError(f"filter is not a valid regular expression: {exc}") from None
     code = process.exit_code()
+    if code is not None:
+        process.drained.wait(KILL_GRACE_S)  # the last of its output into the file
     text, omitted, process.read_offset = read_output(
         process.output, offset=process.read_offset, limit_chars=OUTPUT_LIMIT
     )
@@ -240,7 +254,8 @@ def run_bash_output(arguments: Mapping[str, Any], ctx: ToolContext | None) -> st
         parts.append(f"<exit_code>{code}</exit_code>")
         if process.read_offset >= process.output.stat().st_size:
             ctx.processes.release(process)  # ended and fully read
-    parts.append(f"<stdout>\n{capped(text.rstrip(chr(10)), omitted)}\n</stdout>")
+    shown = _join(capped(text.rstrip(chr(10)), omitted), _dropped(process, ctx))
+    parts.append(f"<stdout>\n{shown}\n</stdout>")
     parts.append(f"<timestamp>{datetime.datetime.now(datetime.UTC).isoformat()}</timestamp>")
     return "\n\n".join(parts)
 

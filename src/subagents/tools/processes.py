@@ -15,8 +15,12 @@ may not read (another user's: a setuid program); without ``/proc`` only the grou
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
 processes are killed when the run ends (``kill_run``) and every process when the runtime
-closes (``kill_all``). Output goes to a file, not a pipe: a command that prints a lot never
-blocks on a full pipe, and nothing has to read while the agent waits.
+closes (``kill_all``). Output goes through a pipe to a file, copied by a thread of its own
+(``_relay``): a command that prints a lot never blocks on a full pipe while the agent waits,
+and the file keeps ``OUTPUT_CAP`` bytes at most: past it the pipe is closed, so the command's
+next write gets SIGPIPE (as under ``| head``) and a ``yes`` cannot fill the disk. Only the
+head of a command's output is ever shown to the model (``read_output``), so nothing is lost
+to it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
 """How often a wait looks at the cancel signal (a stop kills the group within this)."""
+OUTPUT_CAP = 64 * 1024 * 1024
+"""Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
 
 
 def shell() -> str:
@@ -72,6 +78,13 @@ class Process:
     """The value of ``TREE_COOKIE`` in its processes' environment."""
     reaped: bool = False
     """Whether what it left (its group, its cookie's strays) was killed."""
+    dropped: bool = False
+    """Whether it printed past the output cap (the rest was dropped, the pipe closed)."""
+    drained: threading.Event = field(default_factory=threading.Event)
+    """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
+    since: int = 0
+    """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
+    its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
 
     @property
     def pgid(self) -> int:
@@ -93,14 +106,16 @@ class Waited:
 class ProcessGroups:
     """The runtime's child processes, by run; kills what a run or the runtime leaves."""
 
-    def __init__(self) -> None:
+    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+        self.output_cap = output_cap
+        """Bytes of a command's output kept in its file (``OUTPUT_CAP``)."""
         self._lock = threading.Lock()
         self._live: dict[str, Process] = {}
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
-        self._leftovers: dict[str, list[str]] = {}
-        """By run: cookies of forgotten processes never reaped (a background shell that
+        self._leftovers: dict[str, list[tuple[str, int]]] = {}
+        """By run: cookies (and starts) of forgotten processes never reaped (a background shell that
         ended, read by BashOutput): what they left dies with the run."""
 
     def scratch(self) -> Path:
@@ -113,8 +128,9 @@ class ProcessGroups:
 
     def run_dir(self, run_id: str) -> Path:
         """The run's own temporary directory (its processes' ``TMPDIR``, writable in its
-        sandbox; their output files too, so ``> /dev/stderr`` works): made on first use,
-        removed when the run ends (``kill_run``)."""
+        sandbox; their output files too, written by ``_relay``: a command's own output is a
+        pipe, so ``> /dev/stderr`` works): made on first use, removed when the run ends
+        (``kill_run``)."""
         path = self.scratch() / f"run-{_safe(run_id)}"
         path.mkdir(mode=0o700, exist_ok=True)
         return path
@@ -147,17 +163,26 @@ class ProcessGroups:
         output = Path(name)
         cookie = f"{proc_id}-{secrets.token_hex(8)}"
         environment = {**(env if env is not None else os.environ), TREE_COOKIE: cookie}
-        with open(fd, "wb") as sink:
+        source, pipe = os.pipe()
+        try:
             popen = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=environment,
                 stdin=subprocess.DEVNULL,
-                stdout=sink,
+                stdout=pipe,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        process = Process(proc_id, command, run_id, popen, output, cookie=cookie)
+        except BaseException:
+            for end in (source, fd):
+                os.close(end)
+            raise
+        finally:
+            os.close(pipe)
+        since = _started(str(popen.pid))  # not yet waited for: its stat is still there
+        process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
+        _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
             closed = self._closed
@@ -193,6 +218,7 @@ class ProcessGroups:
                 continue
             self._reap_group(process)  # what it left behind in its group goes with it
             self._forget(process)
+            process.drained.wait(KILL_GRACE_S)  # the last of its output into the file
             return Waited(code, "exited")
 
     def kill(self, process: Process, reason: str) -> None:
@@ -204,15 +230,16 @@ class ProcessGroups:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=KILL_GRACE_S)
         _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie)
+        _kill_strays(process.cookie, process.since)
         process.reaped = True
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
+        process.drained.wait(KILL_GRACE_S)
 
     def _reap_group(self, process: Process) -> None:
         _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie)
+        _kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
@@ -238,7 +265,8 @@ class ProcessGroups:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
                 if not process.reaped:
-                    self._leftovers.setdefault(process.run_id, []).append(process.cookie)
+                    leftover = (process.cookie, process.since)
+                    self._leftovers.setdefault(process.run_id, []).append(leftover)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -256,8 +284,8 @@ class ProcessGroups:
             self.release(process)
         with self._lock:
             leftovers = self._leftovers.pop(run_id, [])
-        for cookie in leftovers:
-            _kill_strays(cookie)
+        for cookie, since in leftovers:
+            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -272,8 +300,8 @@ class ProcessGroups:
             self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
-        for cookie in leftovers:
-            _kill_strays(cookie)
+        for cookie, since in leftovers:
+            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -291,12 +319,15 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _kill_strays(cookie: str) -> None:
+def _kill_strays(cookie: str, since: int = 0) -> None:
     """SIGKILL every process whose environment holds ``cookie`` (those that left the group);
-    nothing where there is no ``/proc``. A process that ends meanwhile, its pid taken by
-    another, is let be (``_kill_if_marked``). Looked for again while a pass finds some (one may
-    fork while the pass reads /proc), up to ``STRAY_PASSES`` passes. About 15 us of CPU per
-    process on the machine per pass."""
+    nothing where there is no ``/proc``. Only processes started at or after ``since`` (clock
+    ticks since boot: the command's start) are read: reading a process's environment waits
+    for its memory lock, which a process stuck in the kernel (D state) may hold for good; so
+    only the command's own descendants (and whatever else started since) can make it wait. A
+    process that ends meanwhile, its pid taken by another, is let be (``_kill_if_marked``).
+    Looked for again while a pass finds some (one may fork while the pass reads /proc), up to
+    ``STRAY_PASSES`` passes. About 15 us of CPU per process on the machine per pass."""
     if not cookie:
         return
     mark = f"\0{TREE_COOKIE}={cookie}\0".encode()
@@ -305,7 +336,11 @@ def _kill_strays(cookie: str) -> None:
             names = os.listdir("/proc")
         except OSError:
             return
-        found = [name for name in names if name.isdigit() and mark in _environ(name)]
+        found = [
+            name
+            for name in names
+            if name.isdigit() and _started(name) >= since and mark in _environ(name)
+        ]
         if not found:
             return
         for pid in found:
@@ -331,6 +366,60 @@ def _kill_if_marked(pid: str, mark: bytes) -> None:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     finally:
         os.close(pidfd)
+
+
+def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
+    """Start ``process``'s output relay; when no thread can start, the command is killed (it
+    must not run unwatched, its output unread) and the error raised."""
+    relay = threading.Thread(target=_relay, args=(source, sink, cap, process), daemon=True)
+    try:
+        relay.start()
+    except BaseException:
+        _signal_group(process.pgid, signal.SIGKILL)
+        process.popen.wait()
+        for end in (source, sink):
+            os.close(end)
+        process.output.unlink(missing_ok=True)
+        raise
+
+
+def _relay(source: int, sink: int, cap: int, process: Process) -> None:
+    """Copy ``process``'s output from its pipe (``source``) to its file (``sink``), ``cap``
+    bytes at most. Past the cap the pipe is closed: the command's next write gets SIGPIPE
+    (EPIPE if it ignores the signal), and nothing more is read or kept."""
+    kept = 0
+    try:
+        while chunk := os.read(source, 65536):
+            if kept + len(chunk) > cap:
+                _write_all(sink, chunk[: cap - kept])
+                process.dropped = True
+                return
+            _write_all(sink, chunk)
+            kept += len(chunk)
+    except OSError:
+        return
+    finally:
+        os.close(source)
+        os.close(sink)
+        process.drained.set()
+
+
+def _write_all(sink: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(sink, view) :]
+
+
+def _started(pid: str) -> int:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field);
+    -1 when it cannot be read (ended), so it is let be. Reading ``stat`` takes no lock on the
+    process's memory, unlike ``environ``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_line = f.read()
+        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def _environ(pid: str) -> bytes:
