@@ -162,11 +162,7 @@ class Dispatcher:
         with self._lock:
             if self._started or self._closed.is_set():
                 return True
-            if sys.is_finalizing():  # (3.11's ``Thread.start`` would never return: the exit hung)
-                raise InterpreterExiting(
-                    f"{self.name} could not start a thread: the interpreter is shutting down"
-                    " (close the Runtime before the program ends)"
-                )
+            ThreadPool.refuse_if_exiting(self.name)  # (its watch thread's start: see there)
             watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
             watch.daemon = True
             try:
