@@ -229,3 +229,29 @@ def test_one_spawn_whose_admission_raises_once_held_is_recorded_failed() -> None
     [after, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="worker", task="t"))
     assert after.run_id is not None and not after.queued
     _memory_matches_the_store(driven, store)
+
+
+def test_a_failed_admission_ends_no_other_parents_child_of_the_same_request_id() -> None:
+    """Request ids are the requester's: two parents' children may share one. A failed
+    admission whose own run was not held (the run table changed under it all the same) ends
+    nothing; before, the scan for the run it left matched the request id alone and failed
+    the other parent's running child."""
+    driven, store = _core(SPECS)
+    parents = []
+    for _ in range(2):
+        [parent, _] = driven.spawn(SpawnRequest(request_id=new_id("q"), agent="lead", task="t"))
+        assert parent.run_id is not None
+        parents.append(parent.run_id)
+    same = new_id("q")
+    [child, _] = driven.spawn(
+        SpawnRequest(request_id=same, agent="worker", task="t", parent_run_id=parents[0])
+    )
+    assert child.run_id is not None
+    req = SpawnRequest(request_id=same, agent="worker", task="t", parent_run_id=parents[1])
+    reply, decided = driven.core.admission._failed(req, RuntimeError("a bug"), True)
+    driven._do(decided)
+    assert reply.run_id is None and reply.error is not None and "a bug" in reply.error
+    record = store.get_run(child.run_id)
+    assert record is not None and record.status is RunStatus.RUNNING
+    assert driven.slots.holds(child.run_id)
+    _memory_matches_the_store(driven, store)

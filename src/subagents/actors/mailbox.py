@@ -17,7 +17,7 @@ import pykka
 from pykka import messages as pykka_messages
 from pykka._envelope import Envelope
 
-from subagents.actors.threads import NoThread
+from subagents.actors.threads import InterpreterExiting, NoThread
 
 _NOTHING = object()
 """``hand_back``'s item when no put made it (an actor's start): nothing taken back out."""
@@ -86,7 +86,7 @@ class Mailbox:
             if actor is not None:
                 try:
                     self._dispatcher.submit(actor)  # type: ignore[union-attr]
-                except NoThread as refused:  # (raised before the actor was handed on)
+                except (NoThread, InterpreterExiting) as refused:  # (before it was handed on)
                     self.hand_back(refused, item)
                     raise
             else:  # closed (never started: the turn is held): nobody drains it any more
@@ -119,8 +119,9 @@ class Mailbox:
         self._started = True
         return True
 
-    def hand_back(self, refused: NoThread, item: Any = _NOTHING) -> None:
-        """Its dispatcher could not take the actor (``refused``: no thread at all): ``item``
+    def hand_back(self, refused: NoThread | InterpreterExiting, item: Any = _NOTHING) -> None:
+        """Its dispatcher could not take the actor (``refused``: no thread at all, or none
+        ever again: the interpreter is exiting): ``item``
         (what the put that raised had put; its putter hears the error) taken back out, and
         the turn let go, so that the next put hands the actor on again. An ask another
         thread put meanwhile (its put found the turn held, so it handed nothing on) is
@@ -131,7 +132,7 @@ class Mailbox:
         self._take_out(lambda queued: queued is item)
         while True:
             for ask in self._take_out(_is_ask, every=True):
-                ask.reply_to.set_exception(exc_info=(NoThread, refused, None))
+                ask.reply_to.set_exception(exc_info=(type(refused), refused, None))
             seen = len(line)
             self._turn.release()
             if not (len(line) > seen and self._turn.acquire(False)):  # nothing came meanwhile
@@ -139,7 +140,7 @@ class Mailbox:
             try:  # a put came while the turn was held here: handed on for it
                 self._dispatcher.submit(self._actor)  # type: ignore[union-attr]
                 return
-            except NoThread as again:
+            except (NoThread, InterpreterExiting) as again:
                 refused = again
 
     def _take_out(self, chosen: Callable[[Any], bool], every: bool = False) -> list[Any]:

@@ -57,7 +57,7 @@ from subagents.actors.inbox import PYKKA_MESSAGES
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.mailbox import Mailbox
 from subagents.actors.tally import Tally
-from subagents.actors.threads import NoThread, ThreadPool, default_size
+from subagents.actors.threads import InterpreterExiting, NoThread, ThreadPool, default_size
 from subagents.actors.turn_failures import handling_failed
 from subagents.blocking import set_hook
 from subagents.logs import get_logger
@@ -162,6 +162,7 @@ class Dispatcher:
         with self._lock:
             if self._started or self._closed.is_set():
                 return True
+            ThreadPool.refuse_if_exiting(self.name)  # (its watch thread's start: see there)
             watch = threading.Thread(target=self._watching, name=f"{self.name}-watch")
             watch.daemon = True
             try:
@@ -513,9 +514,10 @@ class PooledActor(pykka.Actor):
         if self.actor_inbox.schedule():
             try:
                 self._dispatcher.submit(self)
-            except NoThread as refused:  # (not raised into the starter: the next message
-                log.error("no thread to start an actor on", actor=str(self), exc_info=True)
-                self.actor_inbox.hand_back(refused)  # tries again)
+            except (NoThread, InterpreterExiting) as refused:  # (not raised into the starter:
+                if type(refused) is NoThread:  # (exiting: logging can import nothing now)
+                    log.error("no thread to start an actor on", actor=str(self), exc_info=True)
+                self.actor_inbox.hand_back(refused)  # tries again; a put then hears why)
 
     # ---- the loop, one drain at a time -------------------------------------------------------
 

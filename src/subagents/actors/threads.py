@@ -155,6 +155,14 @@ class ThreadPool:
         finally:
             self._started()
 
+    @staticmethod
+    def refuse_if_exiting(name: str) -> None:
+        """``InterpreterExiting`` (naming ``name``) while the interpreter finalizes: asked
+        before a ``Thread.start`` of one's own (``Dispatcher``'s watch thread), which on
+        3.11 never returns then, and the exit hangs."""
+        if sys.is_finalizing():
+            raise _exiting(name)
+
     def try_run(self, job: Work) -> bool:
         """Run ``job`` on a parked thread; False, running nothing, if none is parked (the
         caller does not wait for a thread to start: ``add_spare`` starts them ahead)."""

@@ -101,12 +101,15 @@ class ParentApprovalFlow:
         then the call is refused at once."""
         use_id = parent_approvals.use_id_of(ack.request_id)
         assert use_id is not None
+        if self._waiting_under(ack.request_id) is None:
+            return  # an earlier turn's call under the same tool_use id, answered already
         if ack.error is not None or ack.mail_id is None:
+            # its timer too: left running, it would refuse a later turn's call under this id
+            self.port.cancel_wake(ack.request_id)
             waiting = self.pending.drop(use_id)
-            if waiting is not None:
-                assert self.calls is not None
-                reason = f"the request could not reach the parent: {ack.error}"
-                self.answer(use_id, *self.calls.denied(waiting.tool, reason))
+            assert waiting is not None and self.calls is not None
+            reason = f"the request could not reach the parent: {ack.error}"
+            self.answer(use_id, *self.calls.denied(waiting.tool, reason))
             return
         self.pending.acknowledged(use_id, ack.mail_id)
 
@@ -114,15 +117,24 @@ class ParentApprovalFlow:
         """The parent did not answer in time: the call is refused, saying so."""
         use_id = parent_approvals.use_id_of(key)
         assert use_id is not None
-        waiting = self.pending.drop(use_id)
-        if waiting is not None:
-            assert self.calls is not None
+        if self._waiting_under(key) is not None:
+            waiting = self.pending.drop(use_id)
+            assert waiting is not None and self.calls is not None
             reason = (
                 f"the parent did not answer the request within"
                 f" {self.env.approval_wait_s:g} s (a parent waiting for this run's"
                 f" result reads no mail until it ends)"
             )
             self.answer(use_id, *self.calls.denied(waiting.tool, reason))
+
+    def _waiting_under(self, key: str) -> parent_approvals.Waiting | None:
+        """The call waiting under the approval request id ``key``: None when the call
+        waiting under its tool_use id (a model may repeat ids) is another turn's."""
+        use_id = parent_approvals.use_id_of(key)
+        waiting = self.pending.waiting.get(use_id or "")
+        if waiting is None or _key(self.port, waiting.use.id, waiting.step) != key:
+            return None
+        return waiting
 
 
 def _key(port: AgentPort, use_id: str, step: int) -> str:

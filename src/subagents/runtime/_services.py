@@ -479,8 +479,11 @@ class Services:
         with PACING.holding():  # what the GC pacing froze stays frozen until every run ended
             if self.listener is not None:
                 self.listener.close(timeout)
+            held_by = None  # what spent the close's timeout before the agents' threads
             if self.supervisor is not None:
                 self.supervisor.close(timeout)
+                if time.monotonic() >= deadline:
+                    held_by = "the supervisor's thread (a subscriber callback or the runs' ending)"
             if self.cluster is not None:  # every run was cancelled: the node hosts go
                 self.cluster.close(max(1.0, deadline - time.monotonic()))
             if self.registry is not None:
@@ -488,17 +491,12 @@ class Services:
                     self.registry.stop()
             self.timer.stop()
             busy: list[threading.Thread] = []  # the agents' threads left in a handling
+            waited = max(0.0, deadline - time.monotonic())
             if self.dispatcher is not None:
-                busy += self.dispatcher.close(max(0.0, deadline - time.monotonic()))
+                busy += self.dispatcher.close(waited)
         busy += self.pool.close(max(0.0, deadline - time.monotonic()))
-        if busy:  # a Python thread cannot be interrupted: say what the close left behind
-            log.warning(
-                f"the runtime closed with {len(busy)} thread(s) still busy after its timeout:"
-                " a function agent, tool or callback that does not return (its run was"
-                " cancelled; the call goes on in this process until it returns)",
-                threads=len(busy),
-                names=[thread.name for thread in busy],
-            )
+        if busy:
+            _warn_busy(busy, waited, held_by)
 
     def _close_tools(self, timeout: float) -> None:
         """Worktrees of runs that did not end (removed if unchanged, else kept and logged),
@@ -515,3 +513,29 @@ class Services:
                 self.telemetry.close()
             except Exception:
                 log.exception("closing the tracer provider failed")
+
+
+def _warn_busy(busy: list[threading.Thread], waited: float, held_by: str | None) -> None:
+    """Say what the close left behind (a Python thread cannot be interrupted): threads still
+    busy after the time they were given, or, when the steps before them spent the whole
+    timeout (``waited`` 0: ``held_by``, else the other services' closes), threads not
+    waited for at all, which may be idle ones that had no time to end."""
+    names = [thread.name for thread in busy]
+    if waited > 0.0:
+        log.warning(
+            f"the runtime closed with {len(busy)} thread(s) still busy after its timeout:"
+            " a function agent, tool or callback that does not return (its run was"
+            " cancelled; the call goes on in this process until it returns)",
+            threads=len(busy),
+            names=names,
+        )
+        return
+    log.warning(
+        f"the runtime closed with {len(busy)} thread(s) not waited for: the close's timeout"
+        f" was spent before the agents' threads were given any, by"
+        f" {held_by or 'the services closed before them'}; they end on their own once"
+        " their handling returns",
+        threads=len(busy),
+        names=names,
+        held_by=held_by,
+    )

@@ -194,10 +194,15 @@ class Admission:
 
     def _left_by(self, req: SpawnRequest) -> RunState | None:
         """The unfinished run a failed admission of ``req`` left held: the last one held
-        with its request id (a scan of the held runs: only after a bug)."""
+        with its request id and its requester (request ids are the requester's: another
+        parent's child may have the same) (a scan of the held runs: only after a bug)."""
         found = None
         for state in self.runs:
-            if state.request_id == req.request_id and not state.record.status.terminal:
+            if (
+                state.request_id == req.request_id
+                and state.record.parent_run_id == req.parent_run_id
+                and not state.record.status.terminal
+            ):
                 found = state
         return found
 
