@@ -21,7 +21,10 @@ from subagents.models import AnthropicModel
 from subagents.runtime import Runtime
 
 WAIT_S = 120.0
-IDS = ("approve:x", "#fan0", "\u00e9", "x" * 70_000, "~", "toolu_a@0.1", "a\x00b", "approve:x@0.1")
+IDS = ("#fan0", "\u00e9", "approve:x", "x" * 70_000, "~", "approve:x@0.1", "a\x00b", "toolu_a@0.1")
+"""A spawn, an echo and a mail per three: the spawns' under ``#fan0`` (else read as a fan_out's
+child) and the mails' under ``approve:`` (else read as an approval's) are the ids the escape
+in ``request_ids`` is there for; with them the other way round the test passed unescaped."""
 AGENTS = [
     AgentSpec(name="lead", description="l", prompt="LEAD"),
     AgentSpec(name="worker", description="w", prompt="WORKER"),
