@@ -12,6 +12,8 @@ node hosts) and finishes it, then the driver is let go on (SIGCONT), while the s
 - a Bash call the old driver had journaled and that was running on its node when it stalled
   is not run again by the taker (answered as interrupted), and once the old driver has
   learnt it lost its lease, that command is gone: it writes nothing when let go.
+And a driver restart: the driver SIGKILLed (not stalled) under such a command, its run taken
+up by a new runtime: the command ends with the dead driver's node hosts.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ class Driver:
         gates.write_bytes(pickle.dumps((self.entered, self.release)))
         path = os.pathsep.join([str(SRC), str(TESTS), os.environ.get("PYTHONPATH", "")])
         self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), cluster.address, str(tmp / "runs.db"), str(tmp / "work")]
-            + [str(gates), msgspec.json.encode(script).decode()],
+            [
+                *(sys.executable, str(JOB), cluster.address, str(tmp / "runs.db")),
+                *(str(tmp / "work"), str(gates), msgspec.json.encode(script).decode()),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -160,7 +164,7 @@ def test_a_turn_taken_on_a_node_while_its_driver_stalled_runs_none_of_its_calls(
         owner = taker.owner
     assert (work / "effects.txt").read_text() == "new\n"
     assert _ended_once_by(store, driver.run_id, owner) == "new done"
-    assert told[0] == "failed" and "lost its lease" in told[1], told
+    assert told[0] == "failed" and "lost its lease" in told[1], (told, err)
     store.close()
 
 
@@ -201,5 +205,39 @@ def test_a_command_journaled_by_a_stalled_driver_is_not_run_again_nor_let_finish
     result = _ended_once_by(store, driver.run_id, owner)
     assert result.startswith("new: This Bash call was interrupted"), result
     assert not (work / "effects.txt").exists()
-    assert told[0] == "failed" and "lost its lease" in told[1], told
+    assert told[0] == "failed" and "lost its lease" in told[1], (told, err)
     store.close()
+
+
+def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
+    ray_cluster: LocalCluster, tmp_path: Path, driver_of: Any
+) -> None:
+    """A driver restart: the driver is SIGKILLed while its node runs a journaled Bash call;
+    a new runtime on the store takes the run up (the call answered as interrupted); the old
+    node's command does not go on running (Ray ends the dead driver's node hosts, whose
+    close kills their commands)."""
+    work = tmp_path / "work"
+    command = (
+        "echo $$ > pid.tmp && mv pid.tmp pid; while [ ! -e go ]; do sleep 0.05; done;"
+        " echo old >> effects.txt"
+    )
+    driver = driver_of([{"tool_calls": [use("Bash", command=command)]}, {"text": "old done"}])
+    driver.release.set()
+    wait_until((work / "pid").exists, "the journaled command running on the node", WAIT_S)
+    pid = int((work / "pid").read_text())
+    store = SQLiteStore(tmp_path / "runs.db")
+    driver.proc.kill()
+    driver.proc.communicate()
+    try:
+        _lapsed(store, driver.run_id)
+        with _taker(ray_cluster, tmp_path, ["unused", "new: {result0}"]) as taker:
+            outcome = taker.attach(driver.run_id).result(timeout=WAIT_S)
+            assert outcome.status is RunStatus.COMPLETED, outcome
+            owner = taker.owner
+        result = _ended_once_by(store, driver.run_id, owner)
+        assert result.startswith("new: This Bash call was interrupted"), result
+        wait_until(lambda: not _alive(pid), "the killed driver's command ending", 30.0)
+    finally:
+        if _alive(pid):  # the orphan of the killed driver's host: not left on the machine
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        store.close()
