@@ -18,6 +18,7 @@ up by a new runtime: the command ends with the dead driver's node hosts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -173,8 +174,10 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie did its work already
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # reaped meanwhile
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie did its work already
+    return False
 
 
 def test_a_command_journaled_by_a_stalled_driver_is_not_run_again_nor_let_finish(
@@ -236,8 +239,9 @@ def test_a_command_of_a_killed_driver_ends_with_its_node_hosts(
             owner = taker.owner
         result = _ended_once_by(store, driver.run_id, owner)
         assert result.startswith("new: This Bash call was interrupted"), result
-        wait_until(lambda: not _alive(pid), "the killed driver's command ending", 30.0)
+        wait_until(lambda: not _alive(pid), "the killed driver's command ending", WAIT_S)
     finally:
         if _alive(pid):  # the orphan of the killed driver's host: not left on the machine
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
         store.close()
