@@ -146,7 +146,10 @@ def test_a_turn_taken_on_a_node_while_its_driver_stalled_runs_none_of_its_calls(
 ) -> None:
     """The old node's model answers during the stall; its step waits for the stalled
     driver, which on waking has lost its lease: the step is not recorded and its Bash call
-    never runs, on either node. The taker's turn is the run's."""
+    never runs, on either node. The taker's turn is the run's. Two guards stop the step,
+    either enough: the lease keeper's renewal on waking (it finds the lease gone) and the
+    fence in the step's write transaction; seen failing ("new\nold\n") only with both
+    removed (the fence alone: tests/durability/test_fencing.py)."""
     work = tmp_path / "work"
     driver = driver_of(
         [{"tool_calls": [use("Bash", command="echo old >> effects.txt")]}, {"text": "old done"}]
