@@ -344,3 +344,59 @@ def test_the_settle_line_never_decides_more_than_its_most_at_once() -> None:
     assert line.hold(pair, more=False)
     assert decided == [tuple(waits[: SETTLE_MOST - 1])]
     assert line.held == list(pair)
+
+
+class _CountingLine(SettleLine):
+    """The supervisor's settle line, each ``hold`` call's messages recorded (then held as
+    ever)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self, settle: Any, idle: Any) -> None:
+        super().__init__(settle, idle)
+        self.calls: list[tuple[Any, ...]] = []
+
+    def hold(self, messages: tuple[Any, ...], more: bool) -> bool:
+        self.calls.append(messages)
+        return super().hold(messages, more)
+
+
+def test_the_first_reports_in_the_late_line_are_held_in_one_call(store: Any) -> None:
+    """The first reports of a ``spawn_many``'s runs, put in the late line behind a busy
+    supervisor (each that its run waits), reach its settle line in ONE ``hold`` call, in
+    the order they were put, and are decided as ever (each run waiting, then ended by mail).
+    Handed one report at a time (``LateReports.hand`` calling ``one`` per report), they took
+    one call each."""
+    hold = _HoldAt(f"t{RUNS - 1}")
+    rt = _runtime(store)
+    try:
+        supervisor = rt._hosting.supervisor
+        assert supervisor is not None
+        actor = supervisor._ref._actor_weakref()
+        line = actor.settling = _CountingLine(actor._settle, actor.actor_inbox.empty)
+        handles, (spawner, _queued) = _held_first_reports(rt, hold)
+        spawned = [rid for rid, kind in hold.events if kind is EventKind.SPAWNED]
+        put = [  # (the order its runs put their reports in: any, on pooled threads)
+            m.run_id
+            for _, report in actor.late._reports
+            for m in (report.messages if type(report) is Batch else (report,))
+            if type(m) is WaitingChanged
+        ]
+        assert sorted(put) == sorted(spawned)
+        hold.gate.set()
+        spawner.join(WAIT)
+        assert len(handles) == RUNS
+        for handle in handles:  # (an ask: decided after every report queued before it)
+            assert rt.status(handle.run_id).status is RunStatus.WAITING
+        waits = [
+            tuple(m.run_id for m in messages if type(m) is WaitingChanged)
+            for messages in line.calls
+        ]
+        assert [w for w in waits if w] == [tuple(put)], waits
+        for handle in handles:
+            handle.send("go")
+        for handle in handles:
+            assert handle.result(WAIT).status is RunStatus.COMPLETED
+    finally:
+        hold.gate.set()
+        rt.close()
