@@ -50,10 +50,13 @@ cyclic collector's part of ``all_threads``, not left out of ``per_unit``). Why t
 is printed: in ``waiting_many`` (live runs grow with n) two runs of the same tree read
 514.0k and 468.8k per run (``all_threads``), the collector 97.8k and 57.4k of them: 40.4k of
 the 45.2k between them was which passes the GC pacing made when (``actors/gc_pacing.py``),
-not the code. Read ``per_unit - collector`` beside ``per_unit`` there
-(``benchmarks/README.md``, "Session 23 (e-many12)"). Needs valgrind (``apt-get install
-valgrind``); about 20 s of a quiet core for the imports of each process,
-plus ~3 ms of a core per mail.
+not the code. Read ``all_threads - collector`` beside ``per_unit`` there, not ``per_unit -
+collector``: a pass can fall on a thread a clock wakes, its cost then in that role's, left
+out of ``per_unit`` already, and taken off twice (a run of ``waiting_many`` read its timer
+57.2k per run against 15k in the others: ``per_unit - collector`` 353k against ~393k,
+``all_threads - collector`` 414k against ~416k; ``benchmarks/README.md``, "Session 23
+(e-many12)"). Needs valgrind (``apt-get install valgrind``); about 20 s of a quiet core for
+the imports of each process, plus ~3 ms of a core per mail.
 """
 
 from __future__ import annotations
@@ -220,34 +223,19 @@ def _child_command(shape: str, n: int) -> list[str]:
 COLLECTOR = "gc_collect_main"
 """CPython's cyclic collector, every pass of it (young, middle, full): its inclusive cost."""
 
-_NAMED = re.compile(r"^c?fn=(?:\((\d+)\))?\s*(\S*)")
-
 
 def collector_cost(lines: Iterable[str]) -> int:
-    """The instructions run inside the cyclic collector (``COLLECTOR``, inclusive: its walks,
-    what it frees, the ``gc.callbacks``), every thread, from a callgrind output file: the
-    cost line after each ``calls=`` line whose callee (the last ``cfn=``) is it. Names may
-    be compressed, as ``_clock_threads.clock_costs`` reads them."""
-    names: dict[str, str] = {}
-    cost = 0
-    inside = after_calls = False
-    for line in lines:
-        if after_calls:
-            after_calls = False
-            if inside:
-                cost += int(line.split()[-1])
-        elif line.startswith(("fn=", "cfn=")):
-            named = _NAMED.match(line)
-            ref, name = named.groups() if named else (None, "")
-            if ref is not None and name:
-                names[ref] = name
-            elif ref is not None:
-                name = names.get(ref, "")
-            if line.startswith("cfn="):
-                inside = name == COLLECTOR
-        elif line.startswith("calls="):
-            after_calls = True
-    return cost
+    """The instructions run inside the cyclic collector (``COLLECTOR``, inclusive: its walks and
+    what it frees; not the ``gc.callbacks``, which CPython 3.11 runs around it: the GC
+    pacing's freeze and thaw), every thread's, from a callgrind output file
+    (``_clock_threads.callee_costs``). Every thread's: a pass made on a thread a clock wakes
+    is in its role's cost too, left out of ``per_unit`` already: ``per_unit - collector``
+    takes it off twice (read ``all_threads - collector``: the module's docstring)."""
+    return _clock_threads.callee_costs(lines, _is_collector)[COLLECTOR]
+
+
+def _is_collector(name: str) -> str | None:
+    return COLLECTOR if name == COLLECTOR else None
 
 
 class Count(msgspec.Struct, frozen=True):
