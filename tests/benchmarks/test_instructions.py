@@ -297,9 +297,10 @@ def _judged(per_unit: int, timer: int, **extra: Any) -> dict[str, Any]:
 def test_a_cut_that_moved_work_onto_the_timers_thread_is_flagged() -> None:
     """B's per_unit 10k lower, its timer's thread 10k busier: work moved, not removed."""
     compare = _module().compare
-    got = compare(_judged(200_000, 9_000), _judged(190_000, 19_000))["pingpong"]
+    got = compare(_judged(200_000, 9_000), _judged(190_000, 19_000, collector=40_000))["pingpong"]
     assert got["per_unit"] == [200_000, 190_000]
     assert got["left_out"] == [10_000, 20_000]
+    assert got["collector"] == [None, 40_000]  # (printed beside; A from before it was counted)
     assert "left-out work grew 10000" in got["flag"]
     assert compare(_judged(200_000, 9_000), _judged(190_000, 9_500))["pingpong"]["flag"] == ""
 
