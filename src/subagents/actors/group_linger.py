@@ -214,15 +214,8 @@ class LateReports:
         settling: list[Any] = []
         while reports and reports[0][0] <= upto:
             report = reports.popleft()[1]  # (only the supervisor's thread takes)
-            if type(report) is Batch:
-                messages = report.messages
-                records_only = _records_only(messages)
-                settles = not records_only and _settles(messages)
-            else:  # (one message: its kind looked up here, no call)
-                messages = (report,)
-                records_only = type(report) in RECORDS_ONLY
-                settles = not records_only and type(report) in SETTLING
-            if records_only:
+            messages = report.messages if type(report) is Batch else (report,)
+            if _records_only(messages):
                 if settling:  # (they came before it)
                     batch(tuple(settling), more=True)
                     settling = []
@@ -234,7 +227,7 @@ class LateReports:
             if records:  # (they came before it)
                 batch(Records(records), more=True)
                 records = []
-            if settles:  # held by the settle line: consecutive ones in one call
+            if _settles(messages):  # held by the settle line: consecutive ones in one call
                 if len(settling) + len(messages) > SETTLE_MOST:  # (a report is not split)
                     batch(tuple(settling), more=True)
                     settling = []
@@ -257,12 +250,6 @@ class LateReports:
             batch(Records(records), more=True)
         if type(now) is not ReportsDue:
             return now
-        return self._after_wake_up()
-
-    def _after_wake_up(self) -> Any:
-        """What a ``ReportsDue`` leaves the supervisor to handle once its reports are handed
-        (``hand``): ``COMMIT_DUE`` by its rule for a group whose last report came in, or
-        ``NOTHING``."""
         supervisor = self._supervisor  # its rule for a group whose last report came in:
         if (  # committed when its inbox runs dry, unless it may linger (``GroupLinger``)
             supervisor._group is not None
