@@ -25,7 +25,6 @@ from subagents.actors.group_linger import (
     late_reports,
 )
 from subagents.actors.mail_desk import MailDesk
-from subagents.actors.settle_line import SETTLE_MOST
 from subagents.actors.timer import TimerService
 from subagents.messages import (
     Batch,
@@ -33,7 +32,6 @@ from subagents.messages import (
     EventKind,
     Journal,
     MailRead,
-    Parked,
     RunFinished,
     WaitingChanged,
 )
@@ -315,7 +313,7 @@ def test_consecutive_reports_that_only_record_are_handed_as_one_run_in_order(
     assert instead is ask
     assert [(kind, type(m), m, more) for kind, m, more in handed] == [
         ("batch", Records, (reads[0], journal, reads[1], reads[2]), True),
-        ("batch", tuple, (other,), True),  # (it settles its run: ``SETTLING``)
+        ("one", WaitingChanged, other, True),
         ("batch", Records, (reads[3], reads[4]), True),
         ("batch", tuple, mixed.messages, True),
         ("batch", Records, (reads[6], reads[7]), True),
@@ -326,48 +324,6 @@ def test_consecutive_reports_that_only_record_are_handed_as_one_run_in_order(
         late.put(read)
     _, handed = _hand(late, object())
     assert [m for _, m, _ in handed] == [tuple(many[:RECORDS_MOST]), tuple(many[RECORDS_MOST:])]
-
-
-def test_consecutive_reports_that_only_settle_are_handed_together_in_order(
-    told: tuple[TimerService, pykka.ActorRef[Any], threading.Event, SQLiteStore],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The messages of consecutive reports that only settle their runs (a journal and that
-    it waits, or that it waits alone: ``SETTLING``) go to the supervisor's settle line as
-    one ``batch`` call, in the order put, at most ``SETTLE_MOST`` messages at a time (a
-    report not split); a report of any other kind, or one that only records, ends such a
-    run and is handed after it. Where groups do not linger, a wake-up's last report goes
-    with ``more=False`` as before, the run it ends with it."""
-    timer, ref, _, store = told
-    monkeypatch.setattr("subagents.actors.group_linger.LINGER_S", 3600.0)  # no timer here
-    late = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, store)))
-    a = Batch(messages=(Journal(run_id="a", entries=()), _waiting("a")))
-    b, c, d = _waiting("b"), _waiting("c"), _waiting("d")
-    read = MailRead(run_id="r", mail_ids=("m",))
-    parked = Parked(run_id="p", attempt=1)
-    for report in (a, b, read, c, parked, d):
-        late.put(report)
-    ask = object()
-    assert _hand(late, ask) == (
-        ask,
-        [
-            ("batch", (*a.messages, b), True),
-            ("batch", Records((read,)), True),
-            ("batch", (c,), True),
-            ("one", parked, True),
-            ("batch", (d,), True),
-        ],
-    )
-    many = [_waiting(f"w{i}") for i in range(SETTLE_MOST - 1)]
-    for report in (*many, a, b):  # (a's two messages do not fit after SETTLE_MOST - 1)
-        late.put(report)
-    _, handed = _hand(late, object())
-    assert [m for _, m, _ in handed] == [tuple(many), (*a.messages, b)]
-    alone = LateReports(timer, _Supervisor(ref, GroupLinger(timer, ref, MemoryStore())))
-    alone.put(b, wake=ref)  # (memory: groups do not linger)
-    alone.put(c, wake=ref)  # (rides on b's wake-up)
-    wake = alone._on_way[0]
-    assert _hand(alone, wake) == (NOTHING, [("batch", (b, c), False)])
 
 
 def test_agents_put_their_reports_late_where_senders_record_mail_or_the_supervisor_after(

@@ -64,12 +64,12 @@ def test_reports_put_while_a_wake_up_is_on_its_way_ride_on_it(parts: _Parts) -> 
     late.put(second, wake=parts.ref)
     assert parts.due.wait(WAIT)
     (wake,) = parts.told()
-    assert _hand(late, wake) == (NOTHING, [("batch", (first, second), True)])
+    assert _hand(late, wake) == (NOTHING, [("one", first, True), ("one", second, True)])
     assert not late
     late.put(third, wake=parts.ref)
     told = parts.told()
     assert len(told) == 2 and told[1] is not wake
-    assert _hand(late, told[1]) == (NOTHING, [("batch", (third,), True)])
+    assert _hand(late, told[1]) == (NOTHING, [("one", third, True)])
 
 
 class _HeldList(list[int]):
@@ -103,14 +103,14 @@ def test_a_report_added_to_a_wake_up_taken_meanwhile_is_told_its_own(parts: _Par
     putting.start()
     try:
         assert held.reached.wait(WAIT)  # found the wake-up on its way, not added yet
-        assert _hand(late, wake) == (NOTHING, [("batch", (first,), True)])
+        assert _hand(late, wake) == (NOTHING, [("one", first, True)])
     finally:
         held.release.set()
         putting.join(WAIT)
     assert not putting.is_alive()
     told = parts.told()
     assert len(told) == 2, "the report added to a wake-up already taken was never told"
-    assert _hand(late, told[1]) == (NOTHING, [("batch", (second,), True)])
+    assert _hand(late, told[1]) == (NOTHING, [("one", second, True)])
     assert not late
 
 
@@ -152,7 +152,7 @@ def test_two_puts_that_both_find_no_wake_up_on_its_way_tell_one(parts: _Parts) -
         putting.join(WAIT)
     assert not putting.is_alive()
     (wake,) = parts.told()
-    assert _hand(late, wake) == (NOTHING, [("batch", (first, second), True)])
+    assert _hand(late, wake) == (NOTHING, [("one", first, True), ("one", second, True)])
     assert not late and not held
 
 
@@ -198,8 +198,8 @@ def test_a_report_put_while_the_supervisor_reads_a_wake_up_is_taken(parts: _Part
         held.release.set()
         supervisor.join(WAIT)
     assert not supervisor.is_alive()
-    assert handed == [(NOTHING, [("batch", (first,), True)])]
+    assert handed == [(NOTHING, [("one", first, True)])]
     told = parts.told()
     assert len(told) == 2, "a report put while the supervisor read its wake-up was never told"
-    assert _hand(late, told[1]) == (NOTHING, [("batch", (second,), True)])
+    assert _hand(late, told[1]) == (NOTHING, [("one", second, True)])
     assert not late

@@ -31,7 +31,6 @@ from typing import Any
 
 import pykka
 
-from subagents.actors.settle_line import SETTLE_MOST, SETTLING
 from subagents.actors.timer import TimerService
 from subagents.messages import Batch, Journal, MailPosted, MailRead
 from subagents.store.base import MailRecording, RunStore
@@ -190,19 +189,16 @@ class LateReports:
         ``one(message, more=True)``; but the messages of consecutive reports that only
         record what happened (``RECORDS_ONLY``) go together, up to ``RECORDS_MOST`` at a
         time, as ``batch(Records(messages), more=True)`` (one decision: ``SupervisorCore.
-        recorded``); and those of consecutive reports that only settle their runs
-        (``SETTLING``: the first report of each of a ``spawn_many``'s runs, that it waits)
-        go as ``batch(messages, more=True)`` too, up to ``SETTLE_MOST`` at a time: held by
-        the settle line in one call (``SettleLine.hold``), not in one call per report.
-        ``now``: the message it is about to handle, after them; what it is to handle instead:
-        ``now`` itself, or for a ``ReportsDue`` (which takes only what was put up to it)
-        ``COMMIT_DUE`` when its open group is to commit by the supervisor's rule for a group whose
-        last report came in (its inbox is empty and the group may not linger), else ``NOTHING``.
-        Where groups do not linger (memory), a wake-up's last report, with nothing behind it in
-        line, goes with ``more=False``, as it went told alone before the line: decided by the same
-        rule, and a run's end that comes alone decided straight (``actors/alone.py``; through the
-        line, every trivial run's end went through a group: ~16 of the supervisor's calls per run
-        more, ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
+        recorded``). ``now``: the message it is about to handle, after them; what it is to
+        handle instead: ``now`` itself, or for a ``ReportsDue`` (which takes only what was
+        put up to it) ``COMMIT_DUE`` when its open group is to commit by the supervisor's
+        rule for a group whose last report came in (its inbox is empty and the group may
+        not linger), else ``NOTHING``. Where groups do not linger (memory), a wake-up's last
+        report, with nothing behind it in line, goes with ``more=False``, as it went told
+        alone before the line: decided by the same rule, and a run's end that comes alone
+        decided straight (``actors/alone.py``; through the line, every trivial run's end
+        went through a group: ~16 of the supervisor's calls per run more,
+        ``benchmarks/spawn.py``'s ``work_by_role``). With SQLite, as since its line came."""
         upto = math.inf
         if type(now) is ReportsDue:
             on_way = self._on_way
@@ -211,14 +207,10 @@ class LateReports:
             upto = now.upto if not now.later else max(now.upto, *now.later)  # (read after)
         reports = self._reports
         records: list[Any] = []
-        settling: list[Any] = []
         while reports and reports[0][0] <= upto:
             report = reports.popleft()[1]  # (only the supervisor's thread takes)
             messages = report.messages if type(report) is Batch else (report,)
             if _records_only(messages):
-                if settling:  # (they came before it)
-                    batch(tuple(settling), more=True)
-                    settling = []
                 records += messages
                 if len(records) >= RECORDS_MOST:
                     batch(Records(records), more=True)
@@ -227,20 +219,6 @@ class LateReports:
             if records:  # (they came before it)
                 batch(Records(records), more=True)
                 records = []
-            if _settles(messages):  # held by the settle line: consecutive ones in one call
-                if len(settling) + len(messages) > SETTLE_MOST:  # (a report is not split)
-                    batch(tuple(settling), more=True)
-                    settling = []
-                settling += messages
-                if reports and reports[0][0] <= upto:
-                    continue  # (the last one goes with its own ``more``)
-                more = bool(reports) or type(now) is not ReportsDue or not self._alone
-                batch(tuple(settling), more=more)
-                settling = []
-                continue
-            if settling:  # (they came before it)
-                batch(tuple(settling), more=True)
-                settling = []
             more = bool(reports) or type(now) is not ReportsDue or not self._alone
             if type(report) is Batch:
                 batch(messages, more=more)
@@ -265,15 +243,6 @@ class Records(tuple[Any, ...]):
     order), for the supervisor to decide as one (``LateReports.hand``)."""
 
     __slots__ = ()
-
-
-def _settles(messages: tuple[Any, ...]) -> bool:
-    """Whether every one of ``messages`` only settles its run (``SETTLING``: held by the
-    supervisor's settle line, ``actors/settle_line.py``)."""
-    for message in messages:  # noqa: SIM110 (as ``_records_only``)
-        if type(message) not in SETTLING:
-            return False
-    return True
 
 
 def _records_only(messages: tuple[Any, ...]) -> bool:
