@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 ROLES = ("watch", "checkpoint", "lease", "timer")
@@ -122,11 +122,11 @@ def install(library: Path, started: Counter[str]) -> None:
 _NAMED = re.compile(r"^c?fn=(?:\((\d+)\))?\s*(\S*)")
 
 
-def clock_costs(lines: Iterable[str]) -> dict[str, int]:
-    """The inclusive instructions of each role's function, from a callgrind output file (one
-    event, Ir): the cost line after each ``calls=`` line whose callee (the last ``cfn=``) is
-    a role's function. Names may be compressed: ``fn=(3) name`` or ``cfn=(3) name`` the
-    first time, ``cfn=(3)`` after."""
+def callee_costs(lines: Iterable[str], key: Callable[[str], str | None]) -> Counter[str]:
+    """The inclusive instructions of the calls whose callee's name ``key`` maps to a key (not
+    None), summed by key, from a callgrind output file (one event, Ir): the cost line after
+    each ``calls=`` line whose callee is the last ``cfn=``'s. Names may be compressed:
+    ``fn=(3) name`` or ``cfn=(3) name`` the first time, ``cfn=(3)`` after."""
     names: dict[str, str] = {}
     costs: Counter[str] = Counter()
     callee: str | None = None
@@ -144,8 +144,19 @@ def clock_costs(lines: Iterable[str]) -> dict[str, int]:
             elif ref is not None:
                 name = names.get(ref, "")
             if line.startswith("cfn="):
-                role = name.removeprefix(SYMBOL) if name.startswith(SYMBOL) else None
-                callee = role if role in ROLES else None
+                callee = key(name)
         elif line.startswith("calls="):
             after_calls = True
+    return costs
+
+
+def _role_of_symbol(name: str) -> str | None:
+    role = name.removeprefix(SYMBOL) if name.startswith(SYMBOL) else None
+    return role if role in ROLES else None
+
+
+def clock_costs(lines: Iterable[str]) -> dict[str, int]:
+    """The inclusive instructions of each role's function (``judge_clock_<role>``), from a
+    callgrind output file (``callee_costs``)."""
+    costs = callee_costs(lines, _role_of_symbol)
     return {role: costs.get(role, 0) for role in ROLES}

@@ -43,11 +43,20 @@ so each figure comes with its anchor's.
     python benchmarks/_instructions.py --compare main.json branch.json
 
 JSON out: ``{shape: {"per_unit": instructions, "n": n, "all_threads": instructions,
-"roles": {role: instructions}, "threads_started": {role: threads}}, "seed": seed}``, each per
-unit (``threads_started``: threads started per unit, ``work`` the others: a dispatcher thread
-replaced as blocked shows there). Needs valgrind
-(``apt-get install valgrind``); about 20 s of a quiet core for the imports of each process,
-plus ~3 ms of a core per mail.
+"roles": {role: instructions}, "threads_started": {role: threads}, "collector":
+instructions}, "seed": seed}``, each per unit (``threads_started``: threads started per unit,
+``work`` the others: a dispatcher thread replaced as blocked shows there; ``collector``: the
+cyclic collector's part of ``all_threads``, not left out of ``per_unit``). Why the collector
+is printed: in ``waiting_many`` (live runs grow with n) two runs of the same tree read
+514.0k and 468.8k per run (``all_threads``), the collector 97.8k and 57.4k of them: 40.4k of
+the 45.2k between them was which passes the GC pacing made when (``actors/gc_pacing.py``),
+not the code. Read ``all_threads - collector`` beside ``per_unit`` there, not ``per_unit -
+collector``: a pass can fall on a thread a clock wakes, its cost then in that role's, left
+out of ``per_unit`` already, and taken off twice (a run of ``waiting_many`` read its timer
+57.2k per run against 15k in the others: ``per_unit - collector`` 353k against ~393k,
+``all_threads - collector`` 414k against ~416k; ``benchmarks/README.md``, "Session 23
+(e-many12)"). Needs valgrind (``apt-get install valgrind``); about 20 s of a quiet core for
+the imports of each process, plus ~3 ms of a core per mail.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -211,13 +220,33 @@ def _child_command(shape: str, n: int) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--child", shape, "--n", str(n)]
 
 
+COLLECTOR = "gc_collect_main"
+"""CPython's cyclic collector, every pass of it (young, middle, full): its inclusive cost."""
+
+
+def collector_cost(lines: Iterable[str]) -> int:
+    """The instructions run inside the cyclic collector (``COLLECTOR``, inclusive: its walks and
+    what it frees; not the ``gc.callbacks``, which CPython 3.11 runs around it: the GC
+    pacing's freeze and thaw), every thread's, from a callgrind output file
+    (``_clock_threads.callee_costs``). Every thread's: a pass made on a thread a clock wakes
+    is in its role's cost too, left out of ``per_unit`` already: ``per_unit - collector``
+    takes it off twice (read ``all_threads - collector``: the module's docstring)."""
+    return _clock_threads.callee_costs(lines, _is_collector)[COLLECTOR]
+
+
+def _is_collector(name: str) -> str | None:
+    return COLLECTOR if name == COLLECTOR else None
+
+
 class Count(msgspec.Struct, frozen=True):
     """One counted run: every thread's instructions, those of each role's threads (empty: not
-    split), and the threads started by role (``work``: the others)."""
+    split), the threads started by role (``work``: the others), and the instructions inside
+    the cyclic collector (``collector_cost``)."""
 
     total: int
     roles: dict[str, int]
     started: dict[str, int]
+    collector: int = 0
 
     @property
     def counted(self) -> int:
@@ -242,23 +271,31 @@ def _instructions(shape: str, n: int, seed: int, folder: Path, library: Path | N
     if library is not None:
         with out.open() as lines:
             roles = _clock_threads.clock_costs(lines)
+    collector = 0
+    if out.exists():
+        with out.open() as lines:
+            collector = collector_cost(lines)
     out.unlink(missing_ok=True)
     marks = _STARTED.findall(done.stderr)
     started = msgspec.json.decode(marks[-1], type=dict[str, int]) if marks else {}
-    return Count(int(found[-1].replace(",", "")), roles, started)
+    return Count(int(found[-1].replace(",", "")), roles, started, collector)
 
 
 class Figure(msgspec.Struct, frozen=True):
     """Per unit (a run of 2n less a run of n, over n): ``per_unit`` the judge's figure (every
     thread but the clock's), ``all_threads`` every thread (the figure before session 20),
     ``roles`` each role's threads (left out of ``per_unit``), ``threads_started`` threads
-    started per unit by role; ``split`` empty, or why the roles are not split."""
+    started per unit by role; ``split`` empty, or why the roles are not split;
+    ``collector`` the cyclic collector's share of ``all_threads`` (``collector_cost``: not
+    left out; printed beside, for shapes whose live objects grow with n, where which pass
+    the collector makes when moves the figure by itself)."""
 
     per_unit: float
     all_threads: float
     roles: dict[str, float]
     threads_started: dict[str, float]
     split: str
+    collector: float = 0.0
 
 
 def figure(shape: str, n: int, seed: int) -> Figure:
@@ -280,6 +317,7 @@ def figure(shape: str, n: int, seed: int) -> Figure:
         roles={role: per(role, long.roles, short.roles) for role in long.roles},
         threads_started={k: per(k, long.started, short.started) for k in long.started},
         split=why_not,
+        collector=(long.collector - short.collector) / n,
     )
 
 
@@ -317,6 +355,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "per_unit": [old["per_unit"], new["per_unit"]],
             "all_threads": [old.get("all_threads"), new.get("all_threads")],
             "left_out": left_out,
+            "collector": [old.get("collector"), new.get("collector")],
             "flag": "; ".join(why),
         }
     return out
@@ -348,6 +387,7 @@ def main() -> None:
             "all_threads": round(got.all_threads),
             "roles": {role: round(count) for role, count in got.roles.items()},
             "threads_started": {role: round(k, 3) for role, k in got.threads_started.items()},
+            "collector": round(got.collector),
         }
         if got.split:
             out[shape]["split"] = got.split

@@ -38,7 +38,8 @@ def test_every_shapes_workload_runs_natively() -> None:
 def _fake_callgrind(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """A valgrind run answered without valgrind: per unit 300 instructions, of which the watch
     thread's 50 and the timer's 20 (its output file written as callgrind writes it: a role's
-    function named once, then by its id), what a counted run's child prints of its threads."""
+    function named once, then by its id) and the cyclic collector's 40, what a counted run's
+    child prints of its threads."""
     units = int(command[command.index("--n") + 1])
     out = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--callgrind-out-file"))
     Path(out).write_text(
@@ -46,6 +47,8 @@ def _fake_callgrind(command: list[str], **kwargs: Any) -> subprocess.CompletedPr
         f"cfn=(7) judge_clock_watch\ncalls=1 0\n0 {1_000 + 50 * units}\n"
         f"cfn=(8) judge_clock_timer\ncalls=1 0\n0 {20 * units}\n"
         f"fn=(2) other\n0 1\ncfn=(7)\ncalls=1 0\n0 {10}\n"
+        f"cfn=(9) gc_collect_main\ncalls=3 0\n0 {40 * units}\n"
+        f"fn=(3) more\n0 1\ncfn=(9)\ncalls=1 0\n0 4\n"
     )
     refs = 1_000_000 + 300 * units  # imports and start, then 300 per unit
     threads = f'judge-threads-started: {{"work": {units // 10}, "watch": 2}}'
@@ -76,6 +79,7 @@ def test_a_units_count_is_the_two_runs_difference_under_one_seed_less_the_clocks
     assert (got.per_unit, got.all_threads) == (230, 300)  # the watch's, the timer's left out
     assert got.roles == {"watch": 50, "checkpoint": 0, "lease": 0, "timer": 20}
     assert got.threads_started == {"work": 0.1, "watch": 0}
+    assert got.collector == 40  # (not left out: printed beside)
     # a native run first (it compiles what both counted runs read), then the two counted
     assert [command[0] == "valgrind" for command, _ in seen] == [False, True, True]
     assert [command[command.index("--n") + 1] for command, _ in seen[1:]] == ["100", "50"]
@@ -156,6 +160,25 @@ def test_role_costs_are_read_from_compressed_and_plain_names() -> None:
         "lease": 0,
         "timer": 0,
     }
+
+
+def test_the_collectors_cost_is_its_calls_inclusive_cost_under_any_name_form() -> None:
+    text = [
+        "fn=(3) gc_collect_main",  # named where it runs first, then called by its id
+        "0 900",
+        "fn=(5) caller",
+        "cfn=(3)",
+        "calls=1 0",
+        "0 1000",
+        "cfn=(6) gc_collect_main_helper",  # another function: not the collector
+        "calls=2 0",
+        "0 70",
+        "cfn=gc_collect_main",
+        "calls=1 0",
+        "0 30",
+        "0 8",  # (the caller's own cost: not a call's)
+    ]
+    assert _module().collector_cost(text) == 1030
 
 
 def _library(tmp_path: Path) -> Path:
@@ -274,9 +297,10 @@ def _judged(per_unit: int, timer: int, **extra: Any) -> dict[str, Any]:
 def test_a_cut_that_moved_work_onto_the_timers_thread_is_flagged() -> None:
     """B's per_unit 10k lower, its timer's thread 10k busier: work moved, not removed."""
     compare = _module().compare
-    got = compare(_judged(200_000, 9_000), _judged(190_000, 19_000))["pingpong"]
+    got = compare(_judged(200_000, 9_000), _judged(190_000, 19_000, collector=40_000))["pingpong"]
     assert got["per_unit"] == [200_000, 190_000]
     assert got["left_out"] == [10_000, 20_000]
+    assert got["collector"] == [None, 40_000]  # (printed beside; A from before it was counted)
     assert "left-out work grew 10000" in got["flag"]
     assert compare(_judged(200_000, 9_000), _judged(190_000, 9_500))["pingpong"]["flag"] == ""
 
