@@ -158,6 +158,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
             env=_environment(ctx),
             prefix="bash",
             sandbox=sandbox,
+            background=True,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
     cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))

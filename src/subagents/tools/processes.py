@@ -32,6 +32,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
+from subagents.tools import reaper
 from subagents.tools.sandbox import RunSandbox
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
@@ -51,6 +53,12 @@ KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
 """How often a wait looks at the cancel signal (a stop kills the group within this)."""
+HELD_WAIT_S = 10.0
+"""How long a kill waits for the reaper to end after SIGTERM (its grace, then killing all it
+holds: well under a second) before killing it and falling back to the mark; a hang guard."""
+HOLDS = sys.platform.startswith("linux")
+"""Whether commands run under the reaper (``reaper``: Linux only; elsewhere the group alone)."""
+REAPER = reaper.__file__
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
 
@@ -85,13 +93,43 @@ class Process:
     since: int = 0
     """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
     its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
+    status_fd: int = -1
+    """The read end of the reaper's status pipe (-1: no reaper, or read to its end)."""
+    said: bytes = b""
+    """What the reaper said on it: ``exit N`` when the shell ended, ``reaped`` when all is."""
+    _hearing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def pgid(self) -> int:
         return self.popen.pid
 
     def exit_code(self) -> int | None:
-        return self.popen.poll()
+        """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
+        outlives it while a daemon it started runs, so the reaper says when it ended."""
+        for line in self._heard().splitlines():
+            if line.startswith(b"exit "):
+                return int(line[5:])
+        return self.popen.poll()  # no reaper, or one killed before the shell ended
+
+    def contained(self) -> bool:
+        """Whether its reaper ended having killed everything the command started (nothing
+        can be left: every process it started was its descendant)."""
+        return self.popen.poll() is not None and b"reaped\n" in self._heard()
+
+    def _heard(self) -> bytes:
+        with self._hearing:
+            while self.status_fd >= 0:
+                try:
+                    piece = os.read(self.status_fd, 256)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    piece = b""
+                if not piece:  # the reaper is gone
+                    os.close(self.status_fd)
+                    self.status_fd = -1
+                self.said += piece
+            return self.said
 
 
 @dataclass(frozen=True)
@@ -114,9 +152,9 @@ class ProcessGroups:
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
-        self._leftovers: dict[str, list[tuple[str, int]]] = {}
-        """By run: cookies (and starts) of forgotten processes never reaped (a background shell that
-        ended, read by BashOutput): what they left dies with the run."""
+        self._leftovers: dict[str, list[Process]] = {}
+        """By run: forgotten processes never reaped (a background shell that ended, read by
+        BashOutput; its reaper holds its daemons): what they left dies with the run."""
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
@@ -144,18 +182,24 @@ class ProcessGroups:
         env: Mapping[str, str] | None = None,
         prefix: str = "bash",
         sandbox: RunSandbox | None = None,
+        background: bool = False,
     ) -> Process:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
-        ``tools.sandbox``); its output to a file. ``SandboxRefused`` when it may not start."""
+        ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
+        leaves may outlive its shell until it is killed); its output to a file.
+        ``SandboxRefused`` when it may not start."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
             run_dir = self.run_dir(run_id)
-        argv = [shell(), "-c", command]
-        if sandbox is not None:
-            argv = sandbox.argv(argv, run_dir)
+        status, told = os.pipe() if HOLDS else (-1, -1)
+        try:
+            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background)
+        except BaseException:
+            _close(status, told)
+            raise
         # a fresh file of an unpredictable name (O_EXCL, never through a symlink): the run's
         # own commands may write in its directory, and must not plant a link this process
         # (unsandboxed) would then write a command's output through
@@ -173,15 +217,19 @@ class ProcessGroups:
                 stdout=pipe,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=(told,) if told >= 0 else (),
             )
         except BaseException:
-            for end in (source, fd):
-                os.close(end)
+            _close(source, fd, status)
             raise
         finally:
-            os.close(pipe)
+            _close(pipe, told)
+        if status >= 0:
+            os.set_blocking(status, False)
         since = _started(str(popen.pid))  # not yet waited for: its stat is still there
-        process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
+        process = Process(
+            proc_id, command, run_id, popen, output, cookie=cookie, since=since, status_fd=status
+        )
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -216,30 +264,33 @@ class ProcessGroups:
                 code = process.popen.wait(timeout=min(POLL_S, until - now, deadline - now))
             except subprocess.TimeoutExpired:
                 continue
-            self._reap_group(process)  # what it left behind in its group goes with it
+            self._reap_left(process)  # what it left behind goes with it
             self._forget(process)
             process.drained.wait(KILL_GRACE_S)  # the last of its output into the file
-            return Waited(code, "exited")
+            return Waited(code, "exited")  # the reaper ends as its shell did
 
     def kill(self, process: Process, reason: str) -> None:
-        """Kill ``process``'s whole group: SIGTERM, then SIGKILL after a short grace."""
+        """Kill all ``process`` started: SIGTERM to its group (the reaper, which gives the
+        shell a short grace, then kills everything it holds), SIGKILL if it did not end."""
         if process.killed is None:
             process.killed = reason
         if process.popen.poll() is None:
             _signal_group(process.pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=KILL_GRACE_S)
-        _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie, process.since)
-        process.reaped = True
+                process.popen.wait(timeout=HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
+        self._reap_left(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
         process.drained.wait(KILL_GRACE_S)
 
-    def _reap_group(self, process: Process) -> None:
-        _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie, process.since)
+    def _reap_left(self, process: Process) -> None:
+        """Kill what ``process`` left: nothing when its reaper ended having killed it all
+        (its group's id, its pid, may already name another's); else its group and the
+        processes carrying its mark (no reaper, or one killed: ``_kill_strays``)."""
+        if not process.contained():
+            _signal_group(process.pgid, signal.SIGKILL)
+            _kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
@@ -265,8 +316,7 @@ class ProcessGroups:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
                 if not process.reaped:
-                    leftover = (process.cookie, process.since)
-                    self._leftovers.setdefault(process.run_id, []).append(leftover)
+                    self._leftovers.setdefault(process.run_id, []).append(process)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -284,8 +334,8 @@ class ProcessGroups:
             self.release(process)
         with self._lock:
             leftovers = self._leftovers.pop(run_id, [])
-        for cookie, since in leftovers:
-            _kill_strays(cookie, since)
+        for process in leftovers:
+            self.kill(process, reason)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -296,18 +346,35 @@ class ProcessGroups:
             self._closed = True
             processes = list(self._live.values())
             self._live.clear()
-            leftovers = [c for cookies in self._leftovers.values() for c in cookies]
+            processes += [p for left in self._leftovers.values() for p in left]
             self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
-        for cookie, since in leftovers:
-            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
     def live_count(self) -> int:
         with self._lock:
             return sum(1 for p in self._live.values() if p.popen.poll() is None)
+
+
+def _launched(
+    argv: list[str], run_dir: Path, sandbox: RunSandbox | None, told: int, background: bool
+) -> list[str]:
+    """``argv`` as started: under the sandbox's launcher, held by the reaper (which tells
+    the end on ``told``; -1: no reaper here), or under the reaper alone."""
+    reap = ["--status-fd", str(told), *(["--linger"] if background else [])] if told >= 0 else []
+    if sandbox is not None and sandbox.landlock:
+        return sandbox.argv(argv, run_dir, reap)
+    if sandbox is not None:
+        sandbox.argv(argv, run_dir)  # its refusal, if any
+    return [sys.executable, "-I", "-S", REAPER, *reap, "--", *argv] if reap else argv
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _safe(run_id: str) -> str:
