@@ -87,7 +87,10 @@ class Process:
     reaped: bool = False
     """Whether what it left (its group, its cookie's strays) was killed."""
     dropped: bool = False
-    """Whether it printed past the output cap (the rest was dropped, the pipe closed)."""
+    """Whether some of its output was dropped (the pipe closed after): past the output cap,
+    or its file could not be written (``cut``)."""
+    cut: str = ""
+    """Why its output was cut short of the cap (a write error: a full disk); empty if not."""
     drained: threading.Event = field(default_factory=threading.Event)
     """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
     since: int = 0
@@ -144,9 +147,11 @@ class Waited:
 class ProcessGroups:
     """The runtime's child processes, by run; kills what a run or the runtime leaves."""
 
-    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+    def __init__(self, output_cap: int = OUTPUT_CAP, scratch_root: Path | None = None) -> None:
         self.output_cap = output_cap
         """Bytes of a command's output kept in its file (``OUTPUT_CAP``)."""
+        self.scratch_root = scratch_root
+        """Where the output files' directory is made (None: the system's temporary one)."""
         self._lock = threading.Lock()
         self._live: dict[str, Process] = {}
         self._seq = 0
@@ -161,7 +166,7 @@ class ProcessGroups:
         if self._closed:
             raise RuntimeError("the runtime is closed: no process may start")
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
+            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-", dir=self.scratch_root))
         return self._dir
 
     def run_dir(self, run_id: str) -> Path:
@@ -452,8 +457,13 @@ def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
 
 def _relay(source: int, sink: int, cap: int, process: Process) -> None:
     """Copy ``process``'s output from its pipe (``source``) to its file (``sink``), ``cap``
-    bytes at most. Past the cap the pipe is closed: the command's next write gets SIGPIPE
-    (EPIPE if it ignores the signal), and nothing more is read or kept."""
+    bytes at most. Past the cap, or when the file cannot be written (a full disk: ``cut``
+    says why), the pipe is closed and ``dropped`` set (the model is told): the command's
+    next write gets SIGPIPE, and nothing more is read or kept. A program that ignores
+    SIGPIPE gets EPIPE instead, and one that also ignores EPIPE writes on to nowhere until
+    its timeout or its run's end, as it would into ``| head``: the pipe is not drained for
+    it (that would keep a ``yes`` alive for ever), nor its group killed (that would kill a
+    program that handles EPIPE, and whatever else runs in its group, for printing much)."""
     kept = 0
     try:
         while chunk := os.read(source, 65536):
@@ -463,7 +473,9 @@ def _relay(source: int, sink: int, cap: int, process: Process) -> None:
                 return
             _write_all(sink, chunk)
             kept += len(chunk)
-    except OSError:
+    except OSError as exc:
+        process.cut = f"{exc.strerror or exc} after {kept} bytes"
+        process.dropped = True
         return
     finally:
         os.close(source)
