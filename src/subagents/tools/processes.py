@@ -2,16 +2,18 @@
 
 Why a group per command: a shell command starts other processes (a test runner, its
 workers, a ``sleep`` in a pipeline). Killing only the shell leaves them running, holding
-files and CPU after the run is gone. Each command is started as the leader of a new session
-(``start_new_session``), so ``killpg`` reaches everything it started that did not leave the
-group on purpose. A daemon does leave it (``setsid``, a double fork, ``nohup ... &`` under
-``setsid``), and no portable API holds it; so every command's processes also carry a cookie
-in their environment (``TREE_COOKIE``, unique per command), which a new session and a fork
-keep, and each kill of a command (its end, timeout, stop, its run's end, the runtime's close)
-then kills whatever still runs with its cookie, found in Linux's ``/proc``
-(``_kill_strays``; Jenkins finds a build's daemons the same way). What it cannot reach: a
-process that clears or rewrites its environment (``env -i``), or one whose environment it
-may not read (another user's: a setuid program); without ``/proc`` only the group is killed.
+files and CPU after the run is gone. Each command's shell leads a process group of its own,
+so a stop (SIGTERM) reaches everything it started that did not leave the group on purpose.
+A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its environment
+(``env -i``): on Linux the kernel's bookkeeping holds it all the same. Every command runs as
+the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
+leaves), which kills all of them when the shell ends (with ``background``: when the runtime
+says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
+Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
+group and to a mark: every command's processes carry a cookie in their environment
+(``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
+still runs with it is found in Linux's ``/proc`` (``_kill_strays``); what clears its
+environment escapes that.
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
 processes are killed when the run ends (``kill_run``) and every process when the runtime

@@ -1,7 +1,8 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...] -- CMD ARGS...
+        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
+        [--status-fd N [--linger]] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -43,6 +44,10 @@ package is a pre-release (1.0.0.dev5) and importing a third-party package here w
 ``site`` and the environment's paths in a process that must start fast and depend on nothing
 the sandboxed command's environment could change; the three syscalls and two structs are
 small, stable kernel ABI (``include/uapi/linux/landlock.h``).
+
+With ``--status-fd`` (every command ``ProcessGroups`` starts) the launcher does not ``exec``
+the command but runs it as its child and holds what it starts (``reaper``: made subreaper
+before Landlock, which may forbid reading ``/proc``, and run after), in this one interpreter.
 
 If Landlock cannot be applied, the launcher prints why and exits with ``FAILED_EXIT``: it
 never runs the command unrestricted. Deciding what to do on a kernel without Landlock (refuse,
@@ -387,6 +392,11 @@ def main(argv: list[str]) -> int:
         return int(
             reaper.run(program, command, listing=listing, status_fd=status_fd, linger=linger)
         )
+    return _exec(program, command)
+
+
+def _exec(program: str, command: list[str]) -> int:
+    """Become ``command``; the exit code when it cannot start."""
     try:
         os.execv(program, command)
     except OSError as exc:
