@@ -17,7 +17,8 @@ from subagents.tools.context import ToolContext
 from subagents.tools.processes import ProcessGroups
 
 from .conftest import WAIT, wait_until
-from .test_bash_escapes import alive, bash, pid_in
+from .test_bash import bash
+from .test_bash_escapes import alive, pid_in
 from .test_sandbox import landlock, sandboxed
 
 TOOLS = builtin_tools()
