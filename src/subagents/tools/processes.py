@@ -60,7 +60,12 @@ HELD_WAIT_S = 10.0
 holds: well under a second) before killing it and falling back to the mark; a hang guard."""
 HOLDS = sys.platform.startswith("linux")
 """Whether commands run under the reaper (``reaper``: Linux only; elsewhere the group alone)."""
-REAPER = reaper.__file__
+REAPER = (
+    f"import sys; sys.path.append({os.path.dirname(reaper.__file__)!r}); import reaper;"
+    " sys.exit(reaper.main(sys.argv[1:]))"
+)
+"""The reaper's start (``python -I -S -c``): imported, its compiled form is cached (a
+script run by path is compiled at every start)."""
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
 
@@ -111,9 +116,9 @@ class Process:
     def exit_code(self) -> int | None:
         """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
         outlives it while a daemon it started runs, so the reaper says when it ended."""
-        for line in self._heard().splitlines():
-            if line.startswith(b"exit "):
-                return int(line[5:])
+        first = self._heard().split(b"\n", 1)[0]
+        if first.startswith(b"exit ") and first[5:].lstrip(b"-").isdigit():
+            return int(first[5:])
         return self.popen.poll()  # no reaper, or one killed before the shell ended
 
     def contained(self) -> bool:
@@ -375,7 +380,7 @@ def _launched(
         return sandbox.argv(argv, run_dir, reap)
     if sandbox is not None:
         sandbox.argv(argv, run_dir)  # its refusal, if any
-    return [sys.executable, "-I", "-S", REAPER, *reap, "--", *argv] if reap else argv
+    return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
 
 
 def _close(*fds: int) -> None:

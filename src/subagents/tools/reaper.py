@@ -30,7 +30,8 @@ The command runs with no signal blocked and SIGPIPE and SIGXFSZ at their default
 ignores both at start, and an ignored signal stays ignored across ``exec`` (a ``yes`` past the
 output cap would get EPIPE for ever instead of SIGPIPE).
 
-Standard library only, run with ``-I -S`` (no ``site``): the sandbox launcher
+Standard library only, run with ``-I -S`` (no ``site``), imported (``python -c``: its
+compiled form cached, unlike a script's) by ``processes``; the sandbox launcher
 (``sandbox_exec``) loads it by path and calls ``run`` after restricting itself, so a sandboxed
 command costs no second interpreter.
 """
@@ -39,12 +40,17 @@ from __future__ import annotations
 
 import ctypes
 import os
-import resource
-import signal
 import sys
 import time
 
+TYPE_CHECKING = False  # ``typing`` not imported: every import here costs every command
+if TYPE_CHECKING:
+    import signal
+else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M instructions)
+    import _signal as signal
+
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
 GRACE_S = 0.5
 """How long the shell gets to end after a SIGTERM before everything is killed."""
 SETTLE_S = 0.05
@@ -63,7 +69,11 @@ def prepare() -> int:
         errno = ctypes.get_errno()
         raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(errno)}")
     # one thread (no library here starts one): the parent of every child and adopted orphan
-    return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    listing = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    # not dumpable: the command may not open this process's files through /proc (its status
+    # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return listing
 
 
 def run(
@@ -92,8 +102,8 @@ def _exec(program: str, argv: list[str]) -> None:
     try:
         _lead_group(0)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        for name in ("SIGPIPE", "SIGXFSZ"):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        for signo in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signo, signal.SIG_DFL)
         os.execv(program, argv)
     except OSError as exc:
         print(f"subagents: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
@@ -207,6 +217,8 @@ def _end_as(code: int) -> int:
     """End as the shell did: its exit code, or killed by its signal (no core file)."""
     if code >= 0:
         return code
+    import resource  # only here: most commands end by themselves
+
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if -code not in (signal.SIGKILL, signal.SIGSTOP):  # which have no handler to reset
         signal.signal(-code, signal.SIG_DFL)
