@@ -69,11 +69,7 @@ def prepare() -> int:
         errno = ctypes.get_errno()
         raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(errno)}")
     # one thread (no library here starts one): the parent of every child and adopted orphan
-    listing = os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
-    # not dumpable: the command may not open this process's files through /proc (its status
-    # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    return listing
+    return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def run(
@@ -82,6 +78,11 @@ def run(
     """Run ``argv`` (``program`` found already), hold and kill what it starts (see the module's
     docstring; ``listing``: what ``prepare`` opened); ends this process as the shell ended,
     or returns an exit code on failure."""
+    # not dumpable: the command may not open this process's files through /proc (its status
+    # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again. Here, not
+    # in ``prepare``: the sandbox launcher writes its own /proc/self/uid_map in between,
+    # which an undumpable process's owner may not (its /proc files become root's)
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # before the fork: no end missed
     os.set_inheritable(status_fd, False)
     pid = os.fork()
