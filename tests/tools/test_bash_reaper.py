@@ -8,13 +8,20 @@ The reaper (``tools/reaper.py``) is every command's parent and every orphan's: r
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
+
+import pytest
 
 from subagents.tools.base import ToolResult
 from subagents.tools.builtin import builtin_tools
 from subagents.tools.context import ToolContext
-from subagents.tools.processes import ProcessGroups
+from subagents.tools.processes import REAPER, ProcessGroups
 
 from .conftest import WAIT, wait_until
 from .test_bash import bash
@@ -143,3 +150,26 @@ def test_a_sandboxed_command_gets_sigpipe(repo: Path, processes: ProcessGroups) 
     ignored = int(out.split()[-1], 16)
     assert ignored & (1 << (13 - 1)) == 0, out  # SIGPIPE
     assert ignored & (1 << (25 - 1)) == 0, out  # SIGXFSZ
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+def test_without_a_list_of_children_the_command_still_runs_unheld(tmp_path: Path) -> None:
+    """A kernel that lists no children (``CONFIG_PROC_CHILDREN`` off; here /proc covered by
+    an empty tmpfs in a mount namespace of its own) runs the command all the same, without
+    saying ``reaped`` (the runtime then falls back to the mark), instead of refusing every
+    command (seen: ``No such file or directory``, exit 125)."""
+    status, told = os.pipe()
+    start = [sys.executable, "-I", "-S", "-c", REAPER, "--status-fd", str(told), "--"]
+    script = (
+        f"mount -t tmpfs none /proc && exec {shlex.join([*start, '/bin/sh', '-c', 'echo ran'])}"
+    )
+    try:
+        done = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            capture_output=True, text=True, timeout=WAIT, check=False, pass_fds=(told,),
+        )  # fmt: skip
+    finally:
+        os.close(told)
+    with os.fdopen(status, "rb") as said:
+        assert said.read() == b"exit 0\n", done
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done

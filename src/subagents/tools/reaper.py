@@ -62,13 +62,17 @@ FAILED_EXIT = 125
 
 def prepare() -> int:
     """Make this process the reaper of every orphan of its descendants, and open the list of
-    its children (``OSError`` if either fails). Before the sandbox restricts this process:
-    Landlock may then forbid reading ``/proc``; a file opened before stays readable."""
+    its children; -1 when either is not to be had (a kernel without
+    ``CONFIG_PROC_CHILDREN``, no ``/proc``, a ``prctl`` refused): the command then runs all
+    the same, and ``reaped`` is never said (the runtime falls back to the mark). Before the
+    sandbox restricts this process: Landlock may then forbid reading ``/proc``; a file
+    opened before stays readable."""
     if _prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
-        errno = _ctypes.get_errno()
-        raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(errno)}")
-    # one thread (no library here starts one): the parent of every child and adopted orphan
-    return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+        return -1
+    try:  # one thread (no library here starts one): the parent of every child and orphan
+        return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
 
 
 class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # (not subscriptable at run time)
@@ -202,6 +206,8 @@ def children(listing: int) -> list[int] | None:
     """This process's children now (read again from the start of ``listing``); None when
     it cannot be read."""
     parts: list[bytes] = []
+    if listing < 0:  # ``prepare`` had none
+        return None
     try:
         offset = 0
         while piece := os.pread(listing, 65536, offset):
