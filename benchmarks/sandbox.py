@@ -15,6 +15,7 @@ Prints one JSON object; ``ratio`` is sandboxed / unsandboxed.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import tempfile
@@ -50,25 +51,40 @@ def context(root: Path, processes: ProcessGroups, sandbox: RunSandbox | None) ->
     )
 
 
-def timed_ms(fn: Callable[[], object], n: int) -> list[float]:
+def timed_ms(fn: Callable[[], object], n: int, cpu: list[float] | None = None) -> list[float]:
+    """``n`` calls' wall times (ms); with ``cpu``, each call's CPU (ms: this process's and
+    its children's, user and system: what load on the machine barely changes) appended."""
     fn()  # warm: page cache, the interpreter's first start
     samples = []
     for _ in range(n):
+        used = _cpu_s()
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1000)
+        if cpu is not None:
+            cpu.append((_cpu_s() - used) * 1000)
     return samples
+
+
+def _cpu_s() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pair(plain: Callable[[], object], sandboxed: Callable[[], object], n: int) -> dict[str, float]:
     """Both sides, interleaved in rounds so load on the machine falls on both alike."""
     a: list[float] = []
     b: list[float] = []
+    cpu_a: list[float] = []
+    cpu_b: list[float] = []
     for _ in range(max(1, n // 10)):
-        a += timed_ms(plain, 10)
-        b += timed_ms(sandboxed, 10)
+        a += timed_ms(plain, 10, cpu_a)
+        b += timed_ms(sandboxed, 10, cpu_b)
         settle()
     return {
+        "plain_cpu_ms": rounded(sum(cpu_a) / len(cpu_a), 3),
+        "sandboxed_cpu_ms": rounded(sum(cpu_b) / len(cpu_b), 3),
         "plain_ms": rounded(median(a), 3),
         "sandboxed_ms": rounded(median(b), 3),
         "plain_p90_ms": rounded(percentile(a, 90), 3),

@@ -108,6 +108,9 @@ def test_background_shell_output_and_kill(context: ToolContext, repo: Path) -> N
     shell_id = started.content.rsplit(" ", 1)[1]
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="started")
     pgid = int(pidfile.read_text())
+    process = context.processes.get(context.run_id, shell_id)
+    assert process is not None  # its output copied by a thread of its own: wait for "first"
+    wait_until(lambda: process.output.read_bytes() == b"first\n", what="first relayed")
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
     assert seen.startswith("<status>running</status>")
     assert "<stdout>\nfirst\n</stdout>" in seen

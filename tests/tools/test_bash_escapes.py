@@ -18,15 +18,10 @@ from subagents.tools.context import ToolContext
 from subagents.tools.processes import ProcessGroups
 
 from .conftest import WAIT, wait_until
+from .test_bash import bash
 from .test_sandbox import landlock, sandboxed
 
 TOOLS = builtin_tools()
-
-
-def bash(ctx: ToolContext, **arguments: object) -> ToolResult:
-    out = TOOLS["Bash"].run(arguments, ctx)
-    assert isinstance(out, ToolResult)
-    return out
 
 
 def daemon(pidfile: Path) -> str:

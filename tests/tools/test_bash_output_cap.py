@@ -5,6 +5,7 @@ them is the cap, never a timeout (each wait's timeout is far beyond what they ne
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +75,32 @@ def test_a_background_yes_stops_at_the_cap(capped_groups: ProcessGroups, tmp_pat
     assert process.output.stat().st_size == CAP
     seen = TOOLS["BashOutput"].call({"bash_id": shell_id}, context)
     assert "<status>completed</status>" in seen and NOTE in seen
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real tmpfs of 1 MiB (mounted: root only), where output files fill the disk."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)], capture_output=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_cuts_the_output_and_the_model_is_told(full_disk: Path, tmp_path: Path) -> None:
+    """A write error (ENOSPC) stops the copy like the cap does, and says so: the model must
+    not take a cut output for the whole of it."""
+    groups = ProcessGroups(output_cap=64 * CAP, scratch_root=full_disk)
+    try:
+        context = make_context(tmp_path, groups)
+        out = TOOLS["Bash"].run({"command": "head -c 3000000 /dev/zero; echo after"}, context)
+    finally:
+        groups.kill_all()
+    assert isinstance(out, ToolResult)
+    assert "[output cut: it could not be kept (No space left on device after" in out.content

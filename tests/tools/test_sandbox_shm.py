@@ -113,10 +113,10 @@ def test_multiprocessing_works_and_the_machines_shm_stays_out_of_reach(
 
 @pytest.fixture
 def launcher_copy(tmp_path: Path) -> Iterator[Path]:
-    """The launcher's three files where another user can read them (tmp_path is root's)."""
+    """The launcher's four files where another user can read them (tmp_path is root's)."""
     folder = Path(tmp_path.anchor, "tmp") / f"subagents-launcher-{uuid.uuid4().hex}"
     folder.mkdir(mode=0o755)
-    for name in ("sandbox_exec.py", "sandbox_shm.py", "sandbox_syscalls.py"):
+    for name in ("sandbox_exec.py", "sandbox_shm.py", "sandbox_syscalls.py", "reaper.py"):
         shutil.copy(TOOLS / name, folder / name)
     try:
         yield folder
@@ -164,6 +164,37 @@ print(child.wait(timeout=60))
         cwd=workspace, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert killed.stdout.strip() == str(-signal.SIGTERM), killed
+
+
+@landlock
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
+def test_as_a_user_a_command_held_by_the_reaper_gets_its_private_shm(
+    launcher_copy: Path,
+) -> None:
+    """As the runtime starts every command (``--status-fd``: the reaper in the launcher), a
+    user who is not root still gets the private /dev/shm: the launcher writes its own
+    ``/proc/self/uid_map``, which a process made undumpable (the reaper's guard of its
+    status pipe) may not (its /proc files become root's; seen: ``Permission denied``
+    on ``/proc/self/setgroups``, every sandboxed command refused with 125)."""
+    workspace = launcher_copy / "workspace"
+    workspace.mkdir()
+    os.chown(workspace, 65534, 65534)
+    status, told = os.pipe()
+    launch = [SYSTEM_PYTHON, "-I", "-S", str(launcher_copy / "sandbox_exec.py")]
+    launch += ["--status-fd", str(told), "--write", str(workspace), "--private-shm", "--"]
+    try:
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *launch,
+             "/bin/sh", "-c", "touch /dev/shm/mine && ls /dev/shm"],
+            cwd=workspace, capture_output=True, text=True, timeout=120, check=False,
+            pass_fds=(told,),
+        )  # fmt: skip
+    finally:
+        os.close(told)
+    with os.fdopen(status, "rb") as said:
+        assert said.read() == b"exit 0\nreaped\n", done
+    assert (done.returncode, done.stdout) == (0, "mine\n"), done
 
 
 PROBE = """

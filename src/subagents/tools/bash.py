@@ -158,6 +158,7 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
             env=_environment(ctx),
             prefix="bash",
             sandbox=sandbox,
+            background=True,
         )
         return ToolResult(f"Command running in background with ID: {process.id}")
     cwd_file = _cwd_file(ctx, ctx.processes.run_dir(ctx.run_id))
@@ -198,9 +199,15 @@ def run_bash(arguments: Mapping[str, Any], ctx: ToolContext | None) -> ToolResul
 
 
 def _dropped(process: Process, ctx: ToolContext) -> str:
-    """The note for a command that printed past the output cap (``processes._relay``)."""
+    """The note for a command whose output was cut: past the cap, or not writable
+    (``processes._relay``)."""
     if not process.dropped:
         return ""
+    if process.cut:
+        return (
+            f"[output cut: it could not be kept ({process.cut}): the rest dropped; the"
+            " command's next write after it got SIGPIPE (a closed pipe)]"
+        )
     cap_mb = ctx.processes.output_cap / (1024 * 1024)
     return (
         f"[output over {cap_mb:g} MB: the rest dropped; the command's next write after it"

@@ -2,16 +2,18 @@
 
 Why a group per command: a shell command starts other processes (a test runner, its
 workers, a ``sleep`` in a pipeline). Killing only the shell leaves them running, holding
-files and CPU after the run is gone. Each command is started as the leader of a new session
-(``start_new_session``), so ``killpg`` reaches everything it started that did not leave the
-group on purpose. A daemon does leave it (``setsid``, a double fork, ``nohup ... &`` under
-``setsid``), and no portable API holds it; so every command's processes also carry a cookie
-in their environment (``TREE_COOKIE``, unique per command), which a new session and a fork
-keep, and each kill of a command (its end, timeout, stop, its run's end, the runtime's close)
-then kills whatever still runs with its cookie, found in Linux's ``/proc``
-(``_kill_strays``; Jenkins finds a build's daemons the same way). What it cannot reach: a
-process that clears or rewrites its environment (``env -i``), or one whose environment it
-may not read (another user's: a setuid program); without ``/proc`` only the group is killed.
+files and CPU after the run is gone. Each command's shell leads a process group of its own,
+so a stop (SIGTERM) reaches everything it started that did not leave the group on purpose.
+A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its environment
+(``env -i``): on Linux the kernel's bookkeeping holds it all the same. Every command runs as
+the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
+leaves), which kills all of them when the shell ends (with ``background``: when the runtime
+says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
+Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
+group and to a mark: every command's processes carry a cookie in their environment
+(``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
+still runs with it is found in Linux's ``/proc`` (``_kill_strays``); what clears its
+environment escapes that.
 
 The registry is runtime-wide and thread-safe (agents run on several threads): a run's
 processes are killed when the run ends (``kill_run``) and every process when the runtime
@@ -32,6 +34,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from subagents.models.base import CancelSignal
+from subagents.tools import reaper
 from subagents.tools.sandbox import RunSandbox
 
 TREE_COOKIE = "SUBAGENTS_PROCESS_TREE"
@@ -51,6 +55,17 @@ KILL_GRACE_S = 0.5
 """How long a group gets between SIGTERM and SIGKILL."""
 POLL_S = 0.05
 """How often a wait looks at the cancel signal (a stop kills the group within this)."""
+HELD_WAIT_S = 10.0
+"""How long a kill waits for the reaper to end after SIGTERM (its grace, then killing all it
+holds: well under a second) before killing it and falling back to the mark; a hang guard."""
+HOLDS = sys.platform.startswith("linux")
+"""Whether commands run under the reaper (``reaper``: Linux only; elsewhere the group alone)."""
+REAPER = (
+    f"import sys; sys.path.append({os.path.dirname(reaper.__file__)!r}); import reaper;"
+    " sys.exit(reaper.main(sys.argv[1:]))"
+)
+"""The reaper's start (``python -I -S -c``): imported, its compiled form is cached (a
+script run by path is compiled at every start)."""
 OUTPUT_CAP = 64 * 1024 * 1024
 """Bytes of a command's output kept on disk; past them the rest is dropped (``_relay``)."""
 
@@ -79,19 +94,52 @@ class Process:
     reaped: bool = False
     """Whether what it left (its group, its cookie's strays) was killed."""
     dropped: bool = False
-    """Whether it printed past the output cap (the rest was dropped, the pipe closed)."""
+    """Whether some of its output was dropped (the pipe closed after): past the output cap,
+    or its file could not be written (``cut``)."""
+    cut: str = ""
+    """Why its output was cut short of the cap (a write error: a full disk); empty if not."""
     drained: threading.Event = field(default_factory=threading.Event)
     """Set when its output is all in the file (the pipe's writers gone, or the cap reached)."""
     since: int = 0
     """When its shell started, in clock ticks since boot (``/proc/PID/stat``): its strays,
     its descendants, started at or after it (``_kill_strays`` looks at no older process)."""
+    status_fd: int = -1
+    """The read end of the reaper's status pipe (-1: no reaper, or read to its end)."""
+    said: bytes = b""
+    """What the reaper said on it: ``exit N`` when the shell ended, ``reaped`` when all is."""
+    _hearing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def pgid(self) -> int:
         return self.popen.pid
 
     def exit_code(self) -> int | None:
-        return self.popen.poll()
+        """The shell's exit code, None while it runs: with ``run_in_background`` the reaper
+        outlives it while a daemon it started runs, so the reaper says when it ended."""
+        first = self._heard().split(b"\n", 1)[0]
+        if first.startswith(b"exit ") and first[5:].lstrip(b"-").isdigit():
+            return int(first[5:])
+        return self.popen.poll()  # no reaper, or one killed before the shell ended
+
+    def contained(self) -> bool:
+        """Whether its reaper ended having killed everything the command started (nothing
+        can be left: every process it started was its descendant)."""
+        return self.popen.poll() is not None and b"reaped\n" in self._heard()
+
+    def _heard(self) -> bytes:
+        with self._hearing:
+            while self.status_fd >= 0:
+                try:
+                    piece = os.read(self.status_fd, 256)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    piece = b""
+                if not piece:  # the reaper is gone
+                    os.close(self.status_fd)
+                    self.status_fd = -1
+                self.said += piece
+            return self.said
 
 
 @dataclass(frozen=True)
@@ -106,24 +154,26 @@ class Waited:
 class ProcessGroups:
     """The runtime's child processes, by run; kills what a run or the runtime leaves."""
 
-    def __init__(self, output_cap: int = OUTPUT_CAP) -> None:
+    def __init__(self, output_cap: int = OUTPUT_CAP, scratch_root: Path | None = None) -> None:
         self.output_cap = output_cap
         """Bytes of a command's output kept in its file (``OUTPUT_CAP``)."""
+        self.scratch_root = scratch_root
+        """Where the output files' directory is made (None: the system's temporary one)."""
         self._lock = threading.Lock()
         self._live: dict[str, Process] = {}
         self._seq = 0
         self._dir: Path | None = None
         self._closed = False
-        self._leftovers: dict[str, list[tuple[str, int]]] = {}
-        """By run: cookies (and starts) of forgotten processes never reaped (a background shell that
-        ended, read by BashOutput): what they left dies with the run."""
+        self._leftovers: dict[str, list[Process]] = {}
+        """By run: forgotten processes never reaped (a background shell that ended, read by
+        BashOutput; its reaper holds its daemons): what they left dies with the run."""
 
     def scratch(self) -> Path:
         """A private directory for output files (made on first use, removed on close)."""
         if self._closed:
             raise RuntimeError("the runtime is closed: no process may start")
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-"))
+            self._dir = Path(tempfile.mkdtemp(prefix="subagents-shells-", dir=self.scratch_root))
         return self._dir
 
     def run_dir(self, run_id: str) -> Path:
@@ -144,18 +194,24 @@ class ProcessGroups:
         env: Mapping[str, str] | None = None,
         prefix: str = "bash",
         sandbox: RunSandbox | None = None,
+        background: bool = False,
     ) -> Process:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
-        ``tools.sandbox``); its output to a file. ``SandboxRefused`` when it may not start."""
+        ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
+        leaves may outlive its shell until it is killed); its output to a file.
+        ``SandboxRefused`` when it may not start."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
             run_dir = self.run_dir(run_id)
-        argv = [shell(), "-c", command]
-        if sandbox is not None:
-            argv = sandbox.argv(argv, run_dir)
+        status, told = os.pipe() if HOLDS else (-1, -1)
+        try:
+            argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background)
+        except BaseException:
+            _close(status, told)
+            raise
         # a fresh file of an unpredictable name (O_EXCL, never through a symlink): the run's
         # own commands may write in its directory, and must not plant a link this process
         # (unsandboxed) would then write a command's output through
@@ -173,15 +229,19 @@ class ProcessGroups:
                 stdout=pipe,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=(told,) if told >= 0 else (),
             )
         except BaseException:
-            for end in (source, fd):
-                os.close(end)
+            _close(source, fd, status)
             raise
         finally:
-            os.close(pipe)
+            _close(pipe, told)
+        if status >= 0:
+            os.set_blocking(status, False)
         since = _started(str(popen.pid))  # not yet waited for: its stat is still there
-        process = Process(proc_id, command, run_id, popen, output, cookie=cookie, since=since)
+        process = Process(
+            proc_id, command, run_id, popen, output, cookie=cookie, since=since, status_fd=status
+        )
         _start_relay(source, fd, self.output_cap, process)
         with self._lock:
             self._live[proc_id] = process
@@ -216,30 +276,33 @@ class ProcessGroups:
                 code = process.popen.wait(timeout=min(POLL_S, until - now, deadline - now))
             except subprocess.TimeoutExpired:
                 continue
-            self._reap_group(process)  # what it left behind in its group goes with it
+            self._reap_left(process)  # what it left behind goes with it
             self._forget(process)
             process.drained.wait(KILL_GRACE_S)  # the last of its output into the file
-            return Waited(code, "exited")
+            return Waited(code, "exited")  # the reaper ends as its shell did
 
     def kill(self, process: Process, reason: str) -> None:
-        """Kill ``process``'s whole group: SIGTERM, then SIGKILL after a short grace."""
+        """Kill all ``process`` started: SIGTERM to its group (the reaper, which gives the
+        shell a short grace, then kills everything it holds), SIGKILL if it did not end."""
         if process.killed is None:
             process.killed = reason
         if process.popen.poll() is None:
             _signal_group(process.pgid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.popen.wait(timeout=KILL_GRACE_S)
-        _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie, process.since)
-        process.reaped = True
+                process.popen.wait(timeout=HELD_WAIT_S if process.status_fd >= 0 else KILL_GRACE_S)
+        self._reap_left(process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=KILL_GRACE_S)
         self._forget(process)
         process.drained.wait(KILL_GRACE_S)
 
-    def _reap_group(self, process: Process) -> None:
-        _signal_group(process.pgid, signal.SIGKILL)
-        _kill_strays(process.cookie, process.since)
+    def _reap_left(self, process: Process) -> None:
+        """Kill what ``process`` left: nothing when its reaper ended having killed it all
+        (its group's id, its pid, may already name another's); else its group and the
+        processes carrying its mark (no reaper, or one killed: ``_kill_strays``)."""
+        if not process.contained():
+            _signal_group(process.pgid, signal.SIGKILL)
+            _kill_strays(process.cookie, process.since)
         process.reaped = True
 
     def _forget(self, process: Process) -> None:
@@ -265,8 +328,7 @@ class ProcessGroups:
             if self._live.get(process.id) is process:
                 del self._live[process.id]
                 if not process.reaped:
-                    leftover = (process.cookie, process.since)
-                    self._leftovers.setdefault(process.run_id, []).append(leftover)
+                    self._leftovers.setdefault(process.run_id, []).append(process)
         with contextlib.suppress(OSError):
             process.output.unlink()
 
@@ -284,8 +346,8 @@ class ProcessGroups:
             self.release(process)
         with self._lock:
             leftovers = self._leftovers.pop(run_id, [])
-        for cookie, since in leftovers:
-            _kill_strays(cookie, since)
+        for process in leftovers:
+            self.kill(process, reason)
         if self._dir is not None:
             shutil.rmtree(self._dir / f"run-{_safe(run_id)}", ignore_errors=True)
         return running
@@ -296,18 +358,35 @@ class ProcessGroups:
             self._closed = True
             processes = list(self._live.values())
             self._live.clear()
-            leftovers = [c for cookies in self._leftovers.values() for c in cookies]
+            processes += [p for left in self._leftovers.values() for p in left]
             self._leftovers.clear()
         for process in processes:
             self.kill(process, reason)
-        for cookie, since in leftovers:
-            _kill_strays(cookie, since)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
     def live_count(self) -> int:
         with self._lock:
             return sum(1 for p in self._live.values() if p.popen.poll() is None)
+
+
+def _launched(
+    argv: list[str], run_dir: Path, sandbox: RunSandbox | None, told: int, background: bool
+) -> list[str]:
+    """``argv`` as started: under the sandbox's launcher, held by the reaper (which tells
+    the end on ``told``; -1: no reaper here), or under the reaper alone."""
+    reap = ["--status-fd", str(told), *(["--linger"] if background else [])] if told >= 0 else []
+    if sandbox is not None and sandbox.landlock:
+        return sandbox.argv(argv, run_dir, reap)
+    if sandbox is not None:
+        sandbox.argv(argv, run_dir)  # its refusal, if any
+    return [sys.executable, "-I", "-S", "-c", REAPER, *reap, "--", *argv] if reap else argv
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _safe(run_id: str) -> str:
@@ -385,8 +464,13 @@ def _start_relay(source: int, sink: int, cap: int, process: Process) -> None:
 
 def _relay(source: int, sink: int, cap: int, process: Process) -> None:
     """Copy ``process``'s output from its pipe (``source``) to its file (``sink``), ``cap``
-    bytes at most. Past the cap the pipe is closed: the command's next write gets SIGPIPE
-    (EPIPE if it ignores the signal), and nothing more is read or kept."""
+    bytes at most. Past the cap, or when the file cannot be written (a full disk: ``cut``
+    says why), the pipe is closed and ``dropped`` set (the model is told): the command's
+    next write gets SIGPIPE, and nothing more is read or kept. A program that ignores
+    SIGPIPE gets EPIPE instead, and one that also ignores EPIPE writes on to nowhere until
+    its timeout or its run's end, as it would into ``| head``: the pipe is not drained for
+    it (that would keep a ``yes`` alive for ever), nor its group killed (that would kill a
+    program that handles EPIPE, and whatever else runs in its group, for printing much)."""
     kept = 0
     try:
         while chunk := os.read(source, 65536):
@@ -396,7 +480,9 @@ def _relay(source: int, sink: int, cap: int, process: Process) -> None:
                 return
             _write_all(sink, chunk)
             kept += len(chunk)
-    except OSError:
+    except OSError as exc:
+        process.cut = f"{exc.strerror or exc} after {kept} bytes"
+        process.dropped = True
         return
     finally:
         os.close(source)

@@ -30,7 +30,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -293,14 +293,15 @@ class RunSandbox:
     hidden: tuple[str, ...] = ()
     """Files its processes may not read (``Sandbox.hidden``)."""
 
-    def argv(self, argv: list[str], temp_dir: Path) -> list[str]:
+    def argv(self, argv: list[str], temp_dir: Path, reap: Sequence[str] = ()) -> list[str]:
         """``argv`` as the launcher runs it under Landlock (unchanged when the sandbox is off).
+        ``reap``: the reaper's flags (``reaper``: the launcher then holds what it starts).
         ``SandboxRefused`` when no process may start."""
         if self.refusal is not None:
             raise SandboxRefused(self.refusal)
         if not self.landlock:
             return argv
-        head = [sys.executable, "-I", "-S", LAUNCHER, "--abi", str(self.abi)]
+        head = [sys.executable, "-I", "-S", LAUNCHER, *reap, "--abi", str(self.abi)]
         for path in (*self.writable, temp_dir):
             head += ["--write", str(path)]
         if not self.network and self.abi >= 4:

@@ -1,7 +1,8 @@
 """The sandbox launcher: restrict this process with Linux Landlock, then exec a command.
 
     python -I -S .../sandbox_exec.py [--abi N] [--write DIR]... [--read PATH]... [--no-network]
-        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...] -- CMD ARGS...
+        [--read-only] [--private-shm [--shm-size BYTES] [--hide FILE]...]
+        [--status-fd N [--linger]] -- CMD ARGS...
     python -I -S .../sandbox_exec.py --probe-private-shm
 
 Why a launcher and not ``preexec_fn``: the runtime is full of threads, and Python's docs say
@@ -43,6 +44,10 @@ package is a pre-release (1.0.0.dev5) and importing a third-party package here w
 ``site`` and the environment's paths in a process that must start fast and depend on nothing
 the sandboxed command's environment could change; the three syscalls and two structs are
 small, stable kernel ABI (``include/uapi/linux/landlock.h``).
+
+With ``--status-fd`` (every command ``ProcessGroups`` starts) the launcher does not ``exec``
+the command but runs it as its child and holds what it starts (``reaper``: made subreaper
+before Landlock, which may forbid reading ``/proc``, and run after), in this one interpreter.
 
 If Landlock cannot be applied, the launcher prints why and exits with ``FAILED_EXIT``: it
 never runs the command unrestricted. Deciding what to do on a kernel without Landlock (refuse,
@@ -313,6 +318,22 @@ def limit_syscalls(limits: ModuleType, *, read_only: bool, network: bool) -> Non
         limits.install_filter(libc, program)
 
 
+def _reaper_flags(argv: list[str]) -> tuple[list[str], bool, int | None]:
+    """``argv`` without the reaper's flags (before ``--``), ``--linger`` and ``--status-fd``'s
+    number (None: run the command by ``exec``, unheld)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    head, rest = argv[:end], argv[end:]
+    linger = "--linger" in head
+    head = [flag for flag in head if flag != "--linger"]
+    status_fd = None
+    if "--status-fd" in head:
+        at = head.index("--status-fd")
+        if at + 1 < len(head) and head[at + 1].isdigit():
+            status_fd = int(head[at + 1])
+            del head[at : at + 2]
+    return head + rest, linger, status_fd
+
+
 def main(argv: list[str]) -> int:
     """Parse ``argv`` (see the module's docstring), restrict, exec; the exit code on failure."""
     writable: list[str] = []
@@ -325,6 +346,7 @@ def main(argv: list[str]) -> int:
     hidden: list[str] = []
     if argv == ["--probe-private-shm"]:
         return probe_private_shm()
+    argv, linger, status_fd = _reaper_flags(argv)
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
@@ -357,6 +379,8 @@ def main(argv: list[str]) -> int:
     try:
         abi = min(abi, KNOWN_ABI, kernel_abi())
         limits = sibling("sandbox_syscalls")
+        reaper = sibling("reaper") if status_fd is not None else None
+        listing = reaper.prepare() if reaper is not None else -1  # before Landlock: /proc
         if shm:  # before Landlock, which forbids mounting
             private_shm(writable, shm_size, hidden)
         restrict(writable, network=network, abi=abi, readable=readable)
@@ -364,6 +388,15 @@ def main(argv: list[str]) -> int:
     except (LandlockError, OSError) as exc:
         print(f"subagents sandbox: could not restrict the command: {exc}", file=sys.stderr)
         return FAILED_EXIT
+    if reaper is not None and status_fd is not None:  # the command as its child, held
+        return int(
+            reaper.run(program, command, listing=listing, status_fd=status_fd, linger=linger)
+        )
+    return _exec(program, command)
+
+
+def _exec(program: str, command: list[str]) -> int:
+    """Become ``command``; the exit code when it cannot start."""
     try:
         os.execv(program, command)
     except OSError as exc:

@@ -1,0 +1,287 @@
+"""The reaper: run a command as a child of this process, which holds every process the command
+ever starts, and kill them all when the command is over.
+
+    python -I -S .../reaper.py [--linger] --status-fd N -- CMD ARGS...
+
+Why: a command's daemons leave its process group (``setsid``, a double fork, ``nohup``) and
+may clear their environment (``env -i``), so neither a group kill nor a mark in the
+environment reaches them all. The kernel does: this process calls
+``prctl(PR_SET_CHILD_SUBREAPER)`` (Linux 3.4+, no privilege) before it forks the command, so
+every orphan the command leaves, however it was made, is re-parented to this process instead
+of to init. What is left is killed by what only a parent can do without a race: list its own
+children (``/proc/self/task/*/children``), SIGKILL them (a child's pid is not reused before
+its parent reaps it), reap, and again (their orphans come next) until the kernel says there
+is no child left (``ECHILD``). No privilege, no namespace, no cgroup: what an unprivileged
+user's machine allows.
+
+When: when the command's shell ends (its daemons end with it), or, with ``--linger`` (a
+background shell), when every process it left has ended by itself or the runtime sends
+SIGTERM (KillShell, the run's end, the runtime's close). The shell leads a process group of
+its own (as without the reaper); a SIGTERM (SIGINT, SIGHUP) to this process is passed on to
+that group, which gets ``GRACE_S`` to end; then all is killed.
+
+What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code, ``-SIG``
+when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
+nothing it started runs; this process then ends as its shell did (the same code or signal).
+A launcher that ends without ``reaped`` was killed itself: the runtime then falls back to the
+environment mark (``processes._kill_strays``).
+
+The command runs with no signal blocked and SIGPIPE and SIGXFSZ at their defaults: Python
+ignores both at start, and an ignored signal stays ignored across ``exec`` (a ``yes`` past the
+output cap would get EPIPE for ever instead of SIGPIPE).
+
+Standard library only, run with ``-I -S`` (no ``site``), imported (``python -c``: its
+compiled form cached, unlike a script's) by ``processes``; the sandbox launcher
+(``sandbox_exec``) loads it by path and calls ``run`` after restricting itself, so a sandboxed
+command costs no second interpreter.
+"""
+
+from __future__ import annotations
+
+import _ctypes
+import os
+import sys
+import time
+
+TYPE_CHECKING = False  # ``typing`` not imported: every import here costs every command
+if TYPE_CHECKING:
+    import signal
+else:  # the C module, the same names: ``signal`` would import ``enum`` (~20M instructions)
+    import _signal as signal
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+GRACE_S = 0.5
+"""How long the shell gets to end after a SIGTERM before everything is killed."""
+SETTLE_S = 0.05
+"""How long a kill round waits for a child's end before listing the children again."""
+STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+WATCHED = STOPS | {signal.SIGCHLD}
+FAILED_EXIT = 125
+
+
+def prepare() -> int:
+    """Make this process the reaper of every orphan of its descendants, and open the list of
+    its children; -1 when either is not to be had (a kernel without
+    ``CONFIG_PROC_CHILDREN``, no ``/proc``, a ``prctl`` refused): the command then runs all
+    the same, and ``reaped`` is never said (the runtime falls back to the mark). Before the
+    sandbox restricts this process: Landlock may then forbid reading ``/proc``; a file
+    opened before stays readable."""
+    if _prctl(PR_SET_CHILD_SUBREAPER, 1) != 0:
+        return -1
+    try:  # one thread (no library here starts one): the parent of every child and orphan
+        return os.open(f"/proc/self/task/{os.getpid()}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # (not subscriptable at run time)
+    _type_ = "i"
+
+
+class _Prctl(_ctypes.CFuncPtr):
+    _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+    _restype_ = _Int
+
+
+class _Program:
+    """This program and the libraries it loaded (``dlopen(NULL)``), as ``ctypes.CDLL(None)``."""
+
+    _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]  # (NULL: allowed)
+
+
+def _prctl(option: int, arg: int) -> int:
+    """libc's ``prctl(option, arg, 0, 0, 0)`` (-1 and errno set on failure) through the C
+    ``_ctypes`` module: ``import ctypes`` costs an unsandboxed command's reaper ~15M
+    instructions (~35% of its start), ``_ctypes`` ~1M (callgrind)."""
+    call = _Prctl(("prctl", _Program()))  # type: ignore[arg-type]  # (what CDLL has: _handle)
+    return int(call(option, arg, 0, 0, 0))
+
+
+def run(
+    program: str, argv: list[str], *, listing: int, status_fd: int, linger: bool = False
+) -> int:
+    """Run ``argv`` (``program`` found already), hold and kill what it starts (see the module's
+    docstring; ``listing``: what ``prepare`` opened); ends this process as the shell ended,
+    or returns an exit code on failure."""
+    # not dumpable: the command may not open this process's files through /proc (its status
+    # pipe: a forged ``reaped``); its own ``exec`` makes the command dumpable again. Here, not
+    # in ``prepare``: the sandbox launcher writes its own /proc/self/uid_map in between,
+    # which an undumpable process's owner may not (its /proc files become root's)
+    _prctl(PR_SET_DUMPABLE, 0)
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # before the fork: no end missed
+    os.set_inheritable(status_fd, False)
+    pid = os.fork()
+    if pid == 0:
+        _exec(program, argv)
+    _lead_group(pid)  # in both: a stop forwarded at once reaches it
+    _quiet_stdio()  # the command's output pipe ends when the command's writers are gone
+    code = _supervise(pid, status_fd, linger)
+    if kill_all(listing):
+        _report(status_fd, "reaped")
+    os.close(status_fd)
+    return _end_as(code)
+
+
+def _exec(program: str, argv: list[str]) -> None:
+    """In the child: a process group of its own, the signals as a fresh process has them,
+    then the command."""
+    try:
+        _lead_group(0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        for signo in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(signo, signal.SIG_DFL)
+        os.execv(program, argv)
+    except OSError as exc:
+        print(f"subagents: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    os._exit(FAILED_EXIT)  # not reached
+
+
+def _lead_group(pid: int) -> None:
+    """Make the shell its own process group's leader: what it starts without leaving the
+    group shares a stop with it, and ``kill 0`` in the command does not reach this process."""
+    try:  # noqa: SIM105 (contextlib: one more import at every start)
+        os.setpgid(pid, 0)
+    except OSError:
+        pass  # the child did it and ran its command already (EACCES), or ended
+
+
+def _quiet_stdio() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _supervise(shell: int, status_fd: int, linger: bool) -> int:
+    """Wait for the shell's end (with ``linger``, for every process's), or a stop and the
+    shell's end within ``GRACE_S``; the shell's code (``-SIG``: a signal; None: still runs)."""
+    code: int | None = None
+    until: float | None = None  # set by a stop: when the shell's grace is over
+    while True:
+        if code is not None and (until is not None or not linger):
+            return code
+        wait = None if until is None else until - time.monotonic()
+        if wait is not None and wait <= 0:
+            return -signal.SIGKILL if code is None else code
+        info = signal.sigwaitinfo(WATCHED) if wait is None else signal.sigtimedwait(WATCHED, wait)
+        if info is None:
+            continue
+        if info.si_signo in STOPS:
+            until = until or time.monotonic() + GRACE_S
+            if code is None:
+                _forward(shell, info.si_signo)
+            continue
+        ended, none_left = _reap()
+        if shell in ended:
+            code = ended[shell]
+            _report(status_fd, f"exit {code}")
+        if none_left and code is not None:
+            return code
+
+
+def _forward(shell: int, signo: int) -> None:
+    """A stop to the shell's group (which the runtime's signal to this process's misses)."""
+    try:  # noqa: SIM105 (contextlib: one more import at every start)
+        os.killpg(shell, signo)
+    except OSError:
+        pass  # ended meanwhile
+
+
+def _reap() -> tuple[dict[int, int], bool]:
+    """Reap every ended child: their codes by pid, and whether no child is left."""
+    ended: dict[int, int] = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended, True
+        if pid == 0:
+            return ended, False
+        ended[pid] = os.waitstatus_to_exitcode(status)
+
+
+def children(listing: int) -> list[int] | None:
+    """This process's children now (read again from the start of ``listing``); None when
+    it cannot be read."""
+    parts: list[bytes] = []
+    if listing < 0:  # ``prepare`` had none
+        return None
+    try:
+        offset = 0
+        while piece := os.pread(listing, 65536, offset):
+            parts.append(piece)
+            offset += len(piece)
+    except OSError:
+        return None
+    return [int(pid) for pid in b"".join(parts).split()]
+
+
+def kill_all(listing: int) -> bool:
+    """SIGKILL every descendant: the children, then the orphans they leave, until none;
+    False when the children could not be listed (some may be left)."""
+    while True:
+        pids = children(listing)
+        if pids is None:
+            return False
+        for pid in pids:
+            try:  # noqa: SIM105 (contextlib: one more import at every start)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if _reap()[1]:
+            return True
+        signal.sigtimedwait({signal.SIGCHLD}, SETTLE_S)  # a child's end, or list again
+
+
+def _report(status_fd: int, line: str) -> None:
+    try:  # noqa: SIM105 (contextlib: one more import at every start)
+        os.write(status_fd, f"{line}\n".encode())
+    except OSError:
+        pass  # the runtime is gone: nothing to tell
+
+
+def _end_as(code: int) -> int:
+    """End as the shell did: its exit code, or killed by its signal (no core file)."""
+    if code >= 0:
+        return code
+    import resource  # only here: most commands end by themselves
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if -code not in (signal.SIGKILL, signal.SIGSTOP):  # which have no handler to reset
+        signal.signal(-code, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    os.kill(os.getpid(), -code)
+    return 128 - code  # a signal that does not end a process (SIGCHLD...): as a shell says
+
+
+def main(argv: list[str]) -> int:
+    """Parse ``argv`` (see the module's docstring) and run the command."""
+    linger = False
+    status_fd: int | None = None
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] == "--linger":
+            linger = True
+            i += 1
+        elif argv[i] == "--status-fd" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            status_fd = int(argv[i + 1])
+            i += 2
+        else:
+            print(f"subagents reaper: unknown argument {argv[i]!r}", file=sys.stderr)
+            return FAILED_EXIT
+    command = argv[i + 1 :]
+    if not command or status_fd is None:
+        print("subagents reaper: needs --status-fd N -- CMD", file=sys.stderr)
+        return FAILED_EXIT
+    try:
+        listing = prepare()
+        return run(command[0], command, listing=listing, status_fd=status_fd, linger=linger)
+    except OSError as exc:
+        print(f"subagents reaper: {exc}", file=sys.stderr)
+        return FAILED_EXIT
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
