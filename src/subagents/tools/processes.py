@@ -9,6 +9,8 @@ A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its
 the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
 leaves), which kills all of them when the shell ends (with ``background``: when the runtime
 says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
+The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
+status pipe's read end is the runtime's alone, and its close is the reaper's lifeline.
 Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
 group and to a mark: every command's processes carry a cookie in their environment
 (``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
@@ -206,6 +208,9 @@ class ProcessGroups:
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
             run_dir = self.run_dir(run_id)
+        # ``status``: the reaper's lifeline (its end when the runtime dies: ``reaper``), so
+        # close-on-exec from birth (os.pipe: pipe2, atomic against other threads' forks) and
+        # never passed to a process; only ``told`` is
         status, told = os.pipe() if HOLDS else (-1, -1)
         try:
             argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background)
