@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from subagents.tools.processes import REAPER
+
 from .conftest import WAIT, wait_until
 from .test_bash_escapes import alive, pid_in
 from .test_sandbox import landlock
+
+REAPER_ARGV = [sys.executable, "-I", "-S", "-c", REAPER]
 
 RUNTIME = """
 import sys
@@ -73,3 +77,26 @@ def test_a_sigkilled_runtimes_commands_and_daemons_die(tmp_path: Path) -> None:
 @landlock
 def test_a_sigkilled_runtimes_sandboxed_commands_and_daemons_die(tmp_path: Path) -> None:
     killed_runtime_leaves_nothing(tmp_path, "sandboxed")
+
+
+def test_a_runtime_dead_before_its_reaper_looks_is_seen(tmp_path: Path) -> None:
+    """The runtime may die between starting the reaper and the reaper's asking to be told
+    (no signal then comes): the reaper looks once after asking, and stops at once."""
+    status, told = os.pipe()
+    os.close(status)  # the runtime's end, gone before the reaper starts
+    pidfile = tmp_path / "pid"
+    command = ["/bin/sh", "-c", f"echo $$ > {pidfile}; sleep 600"]
+    reaper = subprocess.Popen(
+        [*REAPER_ARGV, "--status-fd", str(told), "--", *command],
+        pass_fds=(told,),
+        start_new_session=True,
+    )
+    os.close(told)
+    try:
+        assert reaper.wait(WAIT) == -signal.SIGTERM  # the shell stopped as at a SIGTERM
+        if pidfile.exists() and pidfile.read_text().strip():  # it ran before the stop
+            pid = pid_in(pidfile)
+            wait_until(lambda: not alive(pid), what="the shell killed")
+    finally:
+        reaper.kill()
+        reaper.wait(WAIT)

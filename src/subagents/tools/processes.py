@@ -201,16 +201,15 @@ class ProcessGroups:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
-        ``SandboxRefused`` when it may not start."""
+        ``SandboxRefused`` when it may not start. The status pipe's read end is the reaper's
+        lifeline (closed by the runtime's death, it stops the reaper): close-on-exec from
+        birth (``os.pipe``: pipe2, atomic against other threads' forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")
             self._seq += 1
             proc_id = f"{prefix}_{self._seq}"
             run_dir = self.run_dir(run_id)
-        # ``status``: the reaper's lifeline (its end when the runtime dies: ``reaper``), so
-        # close-on-exec from birth (os.pipe: pipe2, atomic against other threads' forks) and
-        # never passed to a process; only ``told`` is
         status, told = os.pipe() if HOLDS else (-1, -1)
         try:
             argv = _launched([shell(), "-c", command], run_dir, sandbox, told, background)
