@@ -54,11 +54,6 @@ def _worker_host(rt: Runtime, cluster: LocalCluster) -> Any:
     return ray.get_actor(runtime_host_name(rt.owner, cluster.worker_node_id), namespace=NAMESPACE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a SIGKILLed node host's commands outlive it (tools/processes.py: nothing ties a"
-    " command's session to its host's life); s23-shared.md, e-reaper's containment",
-)
 def test_a_lost_hosts_journaled_command_ends_with_it_and_is_not_run_again(
     ray_cluster: LocalCluster, tmp_path: Path
 ) -> None:

@@ -9,6 +9,8 @@ A daemon does leave it (``setsid``, a double fork, ``nohup``), and may clear its
 the child of the reaper (``reaper``: a subreaper, the parent of every orphan the command
 leaves), which kills all of them when the shell ends (with ``background``: when the runtime
 says so) and tells the runtime the shell's end and that all is gone (``Process.contained``).
+The runtime's death, however it dies (SIGKILL included), is a stop to every reaper too: the
+status pipe's read end is the runtime's alone, and its close is the reaper's lifeline.
 Where the reaper did not say so (it was killed itself; not Linux) a kill falls back to the
 group and to a mark: every command's processes carry a cookie in their environment
 (``TREE_COOKIE``, unique per command), which a new session and a fork keep, and whatever
@@ -199,7 +201,9 @@ class ProcessGroups:
         """Start ``command`` in a shell, in a new process group (under ``sandbox``: see
         ``tools.sandbox``), held by the reaper (``reaper``; with ``background``, what it
         leaves may outlive its shell until it is killed); its output to a file.
-        ``SandboxRefused`` when it may not start."""
+        ``SandboxRefused`` when it may not start. The status pipe's read end is the reaper's
+        lifeline (closed by the runtime's death, it stops the reaper): close-on-exec from
+        birth (``os.pipe``: pipe2, atomic against other threads' forks), never passed on."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the runtime is closed: no process may start")

@@ -18,7 +18,9 @@ When: when the command's shell ends (its daemons end with it), or, with ``--ling
 background shell), when every process it left has ended by itself or the runtime sends
 SIGTERM (KillShell, the run's end, the runtime's close). The shell leads a process group of
 its own (as without the reaper); a SIGTERM (SIGINT, SIGHUP) to this process is passed on to
-that group, which gets ``GRACE_S`` to end; then all is killed.
+that group, which gets ``GRACE_S`` to end; then all is killed. The runtime's end, however
+it ended (SIGKILL included), is such a stop too (``_hold_lifeline``): nothing of a command
+outlives the runtime that started it.
 
 What the runtime is told, on ``--status-fd``: ``exit N`` (the shell's exit code, ``-SIG``
 when a signal ended it, as ``subprocess`` says) when the shell ends, and ``reaped`` once
@@ -39,7 +41,9 @@ command costs no second interpreter.
 from __future__ import annotations
 
 import _ctypes
+import fcntl  # C modules, as ``_signal``: cheap to import
 import os
+import select
 import sys
 import time
 
@@ -56,7 +60,10 @@ GRACE_S = 0.5
 SETTLE_S = 0.05
 """How long a kill round waits for a child's end before listing the children again."""
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-WATCHED = STOPS | {signal.SIGCHLD}
+LIFELINE = signal.SIGIO
+"""Sent by the kernel to this process when the status pipe's last reader (the runtime) is
+gone (``_hold_lifeline``)."""
+WATCHED = STOPS | {signal.SIGCHLD, LIFELINE}
 FAILED_EXIT = 125
 
 
@@ -111,6 +118,7 @@ def run(
     _prctl(PR_SET_DUMPABLE, 0)
     signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)  # before the fork: no end missed
     os.set_inheritable(status_fd, False)
+    _hold_lifeline(status_fd)
     pid = os.fork()
     if pid == 0:
         _exec(program, argv)
@@ -136,6 +144,29 @@ def _exec(program: str, argv: list[str]) -> None:
         print(f"subagents: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
     os._exit(FAILED_EXIT)  # not reached
+
+
+def _hold_lifeline(status_fd: int) -> None:
+    """Be told (``LIFELINE``) when the runtime is gone, however it ended (SIGKILL included):
+    the status pipe's read end is the runtime's alone (close-on-exec, never passed to a
+    command), so the kernel closes the last one when the runtime dies, and signals the
+    write end's owner (``O_ASYNC``: this process's own open file, not shared). Already gone
+    (it died before this): the signal is raised here, pending until the loop reads it.
+    Not ``PR_SET_PDEATHSIG``: it fires when the thread that forked this process ends, and
+    the runtime starts commands from pool threads that may end while it runs on."""
+    fcntl.fcntl(status_fd, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(status_fd, fcntl.F_SETFL, fcntl.fcntl(status_fd, fcntl.F_GETFL) | os.O_ASYNC)
+    if _orphaned(status_fd):
+        os.kill(os.getpid(), LIFELINE)
+
+
+def _orphaned(status_fd: int) -> bool:
+    """Whether nobody reads the status pipe (the runtime is gone): a write end with no
+    reader polls as an error. ``LIFELINE`` is also what the kernel sends a write end's owner
+    when a reader frees room in a full pipe (never: a few short lines), so it is checked."""
+    poller = select.poll()
+    poller.register(status_fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def _lead_group(pid: int) -> None:
@@ -166,12 +197,12 @@ def _supervise(shell: int, status_fd: int, linger: bool) -> int:
         if wait is not None and wait <= 0:
             return -signal.SIGKILL if code is None else code
         info = signal.sigwaitinfo(WATCHED) if wait is None else signal.sigtimedwait(WATCHED, wait)
-        if info is None:
+        if info is None or (info.si_signo == LIFELINE and not _orphaned(status_fd)):
             continue
-        if info.si_signo in STOPS:
+        if info.si_signo in STOPS or info.si_signo == LIFELINE:  # the runtime's end: a stop
             until = until or time.monotonic() + GRACE_S
             if code is None:
-                _forward(shell, info.si_signo)
+                _forward(shell, signal.SIGTERM if info.si_signo == LIFELINE else info.si_signo)
             continue
         ended, none_left = _reap()
         if shell in ended:
