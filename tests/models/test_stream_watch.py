@@ -158,3 +158,26 @@ def test_a_cancel_set_before_watch_is_seen_while_others_are_open() -> None:
         cancel.set()
         watch.watch(cancel, stopped)
         assert _read_end(stopped_peer) == b""
+
+
+def test_a_stream_opened_while_none_is_open_wakes_the_watcher() -> None:
+    """The one wake-up ``watch`` still makes (none was open: the watcher may sleep without a
+    bound) is not lost: a stopped run's stream is shut down at once, not at the next round
+    (an hour here), both after a stream came and went within a round and from the watcher's
+    unbounded sleep."""
+    watch = StreamWatch(look_every_s=3600.0)
+    idle, idle_peer = socket.socketpair()
+    first, first_peer = socket.socketpair()
+    second, second_peer = socket.socketpair()
+    with idle, idle_peer, first, first_peer, second, second_peer:
+        watch.unwatch(watch.watch(threading.Event(), idle))
+        wait_until(lambda: watch._lock._waiters, "the watcher waiting")  # type: ignore[attr-defined]
+        stopped = threading.Event()
+        stopped.set()
+        watch.watch(stopped, first)  # the watcher in its hour's wait, none open
+        assert _read_end(first_peer) == b""
+        wait_until(lambda: watch._lock._waiters, "the watcher asleep")  # type: ignore[attr-defined]
+        with watch._lock:
+            assert list(watch._open) == []  # (so it sleeps without a bound)
+        watch.watch(stopped, second)
+        assert _read_end(second_peer) == b""
