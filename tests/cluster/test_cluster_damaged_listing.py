@@ -2,8 +2,9 @@
 damaged rows (``list_runs(damaged=[...])``: `ps`, `approvals`, the console's ``/api/runs``)
 gets every other run and the damaged one named, across the link as on a local store. Before,
 ``ClusterStore.list_runs`` did not fill ``damaged``: the head's listing raised, and a console
-on a Ray cluster failed on the one row. The store service without Ray, then the real client
-on the session's cluster (marker ``ray``)."""
+on a Ray cluster failed on the one row; inside a batch (the listing seeing the batch's held
+writes) it still raised. The store service without Ray, then the real client on the session's
+cluster (marker ``ray``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from subagents.store.sqlite import SQLiteStore
 
 from .records import run
 
-BAD, GOOD = "r-damaged-bad", "r-damaged-good"
+BAD, GOOD, HELD = "r-damaged-bad", "r-damaged-good", "r-damaged-held"
 
 
 def _damaged_file(path: Path) -> None:
@@ -52,6 +53,20 @@ def test_the_store_service_lists_the_other_runs_and_names_the_damaged_one(tmp_pa
             service.list_runs_sparing(StoreCall("get_run", (GOOD,)))
 
 
+def test_the_store_service_spares_the_damaged_row_after_a_batchs_held_writes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    _damaged_file(path)
+    with SQLiteStore(path) as store:
+        service = StoreService(store)
+        held = [StoreCall("save_run", (run(HELD),))]
+        records, named = service.list_runs_sparing(StoreCall("list_runs"), held)
+        assert sorted(r.run_id for r in records) == [GOOD, HELD]
+        _names_bad([DamagedRow(message, key) for message, key in named])
+        assert store.get_run(HELD) is None  # the held writes undone: the client's to commit
+
+
 @pytest.fixture
 def served(ray_cluster: LocalCluster, tmp_path: Path) -> Iterator[Any]:
     import ray
@@ -71,3 +86,15 @@ def test_a_cluster_store_listing_names_the_damaged_run_and_lists_the_others(serv
     _names_bad(damaged)
     with pytest.raises(DamagedRow):  # (not sparing: the listing's error, as a local store's)
         store.list_runs()
+
+
+@pytest.mark.ray
+def test_a_cluster_store_listing_inside_a_batch_names_the_damaged_run(served: Any) -> None:
+    store = ClusterStore(served, name="test-cluster-damaged")
+    damaged: list[DamagedRow] = []
+    with store.batch():
+        store.save_run(run(HELD))
+        listed = store.list_runs(damaged=damaged)
+    assert sorted(r.run_id for r in listed) == [GOOD, HELD]
+    _names_bad(damaged)
+    assert store.get_run(HELD) is not None  # committed with its batch, once

@@ -25,7 +25,7 @@ from subagents.actors.lazy_event import LazyEvent
 from subagents.actors.mail_desk import MailDesk
 from subagents.actors.pooled import Dispatcher
 from subagents.actors.pooled_agent import PooledAgentActor
-from subagents.actors.threads import NoThread, ThreadPool
+from subagents.actors.threads import InterpreterExiting, NoThread, ThreadPool
 from subagents.actors.timer import TimerService
 from subagents.definitions.spec import AgentSpec
 from subagents.logs import get_logger
@@ -266,8 +266,9 @@ class Effector:
                 live.ref.tell(_STOP)
             except pykka.ActorDeadError:
                 pass
-            except NoThread:  # (its actor never ran: forgotten, as one already stopped)
-                log.warning("stopped a run whose actor never had a thread", exc_info=True)
+            except (NoThread, InterpreterExiting) as refused:  # (its actor never ran: forgotten,
+                if type(refused) is NoThread:  # as one already stopped; exiting: no logging)
+                    log.warning("stopped a run whose actor never had a thread", exc_info=True)
 
     def _start(self, effect: StartRun) -> None:
         record = effect.record

@@ -21,7 +21,7 @@ from pykka import messages as pykka_messages
 
 from subagents.actors.latch_future import LatchFuture
 from subagents.actors.lazy_event import LazyEvent
-from subagents.actors.threads import NoThread, ThreadPool
+from subagents.actors.threads import InterpreterExiting, NoThread, ThreadPool
 
 if TYPE_CHECKING:
     from pykka._actor import ActorInbox
@@ -90,15 +90,15 @@ class FastInboxActor(pykka.ThreadingActor):
 
     def _loop_on(self, pool: ThreadPool) -> None:
         """Its loop on a thread of ``pool`` (a run's agent with ``agent_threads="own"``).
-        None to be had (``NoThread``: the process's thread limit): the actor, which never
-        ran, is taken out of pykka's registry (``start`` put it there) and stopped, what
-        was asked of it meanwhile answered as pykka's teardown answers it (another thread
-        may ask once it is registered: ``stop_all``'s stop; left in an inbox nobody reads,
-        its asker waited for ever), and the refusal raised into its starter
-        (``Effector._start`` fails its run)."""
+        None to be had (``NoThread``: the process's thread limit; ``InterpreterExiting``: none
+        ever again): the actor, which never ran, is taken out of pykka's registry (``start``
+        put it there) and stopped, what was asked of it meanwhile answered as pykka's
+        teardown answers it (another thread may ask once it is registered: ``stop_all``'s
+        stop; left in an inbox nobody reads, its asker waited for ever), and the refusal
+        raised into its starter (``Effector._start`` fails its run)."""
         try:
             pool.run(self._actor_loop)
-        except NoThread:
+        except (NoThread, InterpreterExiting):
             pykka.ActorRegistry.unregister(self.actor_ref)
             self.actor_stopped.set()
             self._actor_loop_teardown()

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 from subagents.actors.agent import AgentActor
 from subagents.actors.pooled import PooledActor
-from subagents.actors.threads import NoThread
+from subagents.actors.threads import InterpreterExiting, NoThread
 
 
 class PooledAgentActor(PooledActor, AgentActor):
     """An ``AgentActor`` on a ``Dispatcher``'s threads (see the module doc)."""
 
     def _start_actor_loop(self) -> None:
-        """As ``PooledActor``'s; no thread to be had (``NoThread``): the actor, which never
-        ran, is stopped and uncounted, its mailbox closed as a stopped actor's (what another
-        thread put meanwhile refused as after a stop: a later put must not run a failed
-        run's behaviour), and the refusal raised into its starter."""
+        """As ``PooledActor``'s; no thread to be had (``NoThread``, or ``InterpreterExiting``:
+        none ever again): the actor, which never ran, is stopped and uncounted, its mailbox
+        closed as a stopped actor's (what another thread put meanwhile refused as after a
+        stop: a later put must not run a failed run's behaviour), and the refusal raised
+        into its starter."""
         if self.actor_inbox.schedule():
             try:
                 self._dispatcher.submit(self)
-            except NoThread:
+            except (NoThread, InterpreterExiting):
                 self._uncount()
                 self.actor_stopped.set()
                 self.actor_inbox.close_unstarted(self)

@@ -77,8 +77,8 @@ class Head:
     def call(self, call: StoreCall) -> Any:
         return self.service.call(call)
 
-    def list_runs_sparing(self, call: StoreCall) -> Any:
-        return self.service.list_runs_sparing(call)
+    def list_runs_sparing(self, call: StoreCall, held: Sequence[StoreCall] = ()) -> Any:
+        return self.service.list_runs_sparing(call, held)
 
     def write_then(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
         return self.service.write_then(held, call)

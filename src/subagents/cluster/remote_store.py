@@ -234,7 +234,7 @@ class ClusterStore(RunStore):
         damaged: list[DamagedRow] | None = None,
     ) -> list[RunRecord]:
         """(``damaged``: the head leaves a damaged row out and names it, as data, filled in
-        here; inside a batch, whose reads see its held writes, a damaged row raises.)"""
+        here; inside a batch, as the listing would read after its held writes.)"""
         kwargs: dict[str, Any] = {
             "statuses": None if statuses is None else list(statuses),
             "root_run_id": root_run_id,
@@ -243,10 +243,11 @@ class ClusterStore(RunStore):
         }
         if include_archived:  # a keyword only SQLiteStore has
             kwargs["include_archived"] = True
-        if damaged is not None and not self._batches.held:
+        if damaged is not None:
             self._check_open()
             call = StoreCall("list_runs", (), kwargs)
-            found = self._get(self._actor.list_runs_sparing.remote(call), "list_runs")
+            held = list(self._batches.held)
+            found = self._get(self._actor.list_runs_sparing.remote(call, held), "list_runs")
             records, named = found
             damaged.extend(DamagedRow(message, key) for message, key in named)
             return list(records)

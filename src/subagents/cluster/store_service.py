@@ -126,17 +126,21 @@ class StoreService:
     def info(self) -> StoreInfo:
         return self._info
 
-    def list_runs_sparing(self, call: StoreCall) -> tuple[Any, list[tuple[str, str | None]]]:
+    def list_runs_sparing(
+        self, call: StoreCall, held: Sequence[StoreCall] = ()
+    ) -> tuple[Any, list[tuple[str, str | None]]]:
         """``list_runs`` (``call``) leaving out the rows that do not read as records, with
         each of those named as (message, run id): the caller's ``damaged`` list cannot be
-        filled across the link, so the damage comes back as data (``ClusterStore``)."""
+        filled across the link, so the damage comes back as data (``ClusterStore``). With
+        ``held`` (a client's batch's writes): as it would list after them (``read_within``)."""
         if call.method != "list_runs":
             raise StoreError(f"store call {call.method!r}: not a listing of runs")
         method = self._method(call, READS)
-        if "damaged" not in inspect.signature(method).parameters:  # (objects: never damaged)
-            return method(*call.args, **call.kwargs), []
         damaged: list[DamagedRow] = []
-        records = method(*call.args, **call.kwargs, damaged=damaged)
+        if "damaged" in inspect.signature(method).parameters:  # (objects: never damaged)
+            records = self._within(held, lambda: method(*call.args, **call.kwargs, damaged=damaged))
+        else:
+            records = self._within(held, lambda: method(*call.args, **call.kwargs))
         return records, [(str(exc), exc.key) for exc in damaged]
 
     def write(self, calls: Sequence[StoreCall]) -> None:
@@ -163,13 +167,20 @@ class StoreService:
     def read_within(self, held: Sequence[StoreCall], call: StoreCall) -> Any:
         """``call`` (a read) as it would answer after ``held`` (writes), which are then undone."""
         read = self._method(call, READS)
-        methods = [self._method(c, WRITES) for c in held]
+        return self._within(held, lambda: read(*call.args, **call.kwargs))
+
+    def _within(self, held: Sequence[StoreCall], read: Callable[[], Any]) -> Any:
+        """``read()``'s answer after ``held`` (writes), which are then undone (none: read as
+        it is, in a transaction of its own)."""
+        if not held:
+            return read()
+        methods = [self._method(c, WRITES) for c in held]  # every name checked before any write
         result: Any = None
         try:
             with self.store.batch():
                 for method, c in zip(methods, held, strict=True):
                     method(*c.args, **c.kwargs)
-                result = read(*call.args, **call.kwargs)
+                result = read()
                 raise _Undo
         except _Undo:
             pass

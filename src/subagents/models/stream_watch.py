@@ -9,7 +9,16 @@ closing the descriptor does not) from another thread ends that read at once.
 Why one shared thread and not one per stream: the runtime runs thousands of runs; a thread
 per call would double them. Why it looks (every ``LOOK_EVERY_S``) instead of being told: a
 cancel signal is any ``CancelSignal`` (``threading.Event`` is one), which calls nobody back.
-It looks only while a stream is open and sleeps without a bound otherwise.
+It looks only while a stream is open and sleeps without a bound otherwise; so a new stream
+wakes it only when none was open (a watcher already looking sees the newcomer, and a cancel set
+before ``watch``, in its next round): waking it for each newcomer made a scan of every open
+stream per ``watch``, quadratic when very many streams start together.
+
+A cancel signal whose ``is_set`` raises is logged and no longer watched (its stream ends as it
+did before the watcher: at its end, at the client's read timeout, or when its run next looks
+at the signal between events): keeping it would log every round for the stream's life, and
+shutting it down would end a stream whose run nobody stopped. Either way the one watcher
+thread lives on for the other streams.
 
 A stream is watched between ``watch`` and ``unwatch``: both, and the shutdown, hold one
 lock, so once ``unwatch`` returned the socket is never shut down (it may go back to the
@@ -37,7 +46,8 @@ class StreamWatch:
     """The open streams' sockets by their cancel signals, and the thread that shuts a
     stopped run's down."""
 
-    def __init__(self) -> None:
+    def __init__(self, look_every_s: float = LOOK_EVERY_S) -> None:
+        self._look_every_s = look_every_s
         self._lock = threading.Condition(threading.Lock())
         self._open: dict[int, tuple[CancelSignal, socket.socket]] = {}
         self._next = 0
@@ -53,7 +63,8 @@ class StreamWatch:
                     target=self._run, name="subagents-stream-watch", daemon=True
                 )
                 self._thread.start()
-            self._lock.notify()
+            elif len(self._open) == 1:  # it slept without a bound: none was open
+                self._lock.notify()
             return self._next
 
     def unwatch(self, key: int) -> None:
@@ -63,10 +74,25 @@ class StreamWatch:
     def _run(self) -> None:
         with self._lock:
             while True:
-                self._lock.wait(LOOK_EVERY_S if self._open else None)
-                stopped = [key for key, (cancel, _) in self._open.items() if cancel.is_set()]
-                for key in stopped:
+                self._lock.wait(self._look_every_s if self._open else None)
+                for key in self._stopped():
                     _shut_down(self._open.pop(key)[1])
+
+    def _stopped(self) -> list[int]:
+        """The keys of the streams whose run is stopped; a stream whose signal raised is
+        dropped here (logged), the rest looked at as usual."""
+        stopped: list[int] = []
+        for key, (cancel, _) in list(self._open.items()):
+            try:
+                if cancel.is_set():
+                    stopped.append(key)
+            except Exception:  # any signal's own failure: never the watcher's end
+                log.warning(
+                    "a run's cancel signal raised: its stream is no longer watched for a stop",
+                    exc_info=True,
+                )
+                del self._open[key]
+        return stopped
 
 
 def _shut_down(sock: socket.socket) -> None:
