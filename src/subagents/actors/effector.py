@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import is_
-from typing import Any, cast
+from collections.abc import Callable, Container, Iterable, Sequence
+from typing import Any
 
 import msgspec
 import pykka
@@ -146,7 +144,7 @@ class Effector:
             if StartRun not in kinds:
                 handlers = self._by_type_unlisted
         if self.dispatcher is not None and kinds.count(StartRun) > 1:
-            self._threads_for_starts(listed, kinds)
+            self._threads_for_starts(listed)
         on_event, heard = self.on_event, _UNASKED
         for effect in listed:  # (``type`` read again, not a ``zip`` with the kinds: its
             try:  # ``strict`` keyword parsed per call cost more, ~1.7k instructions)
@@ -160,25 +158,24 @@ class Effector:
             except Exception:
                 log.exception("effect failed", effect=type(effect).__name__)
 
-    def _threads_for_starts(self, effects: list[Effect], kinds: list[type]) -> None:
+    def _threads_for_starts(self, effects: list[Effect]) -> None:
         """When ``effects`` start several runs whose first handling blocks (an LLM run's
         model call: ``LLMFactory.blocks_at_start``), the dispatcher's threads for them made
         ready first (``Dispatcher.ready``): a wave's model calls do not wait for threads
         started one by one as each blocks. A start alone finds the thread its
         predecessor's end freed (``apply`` looks here only for two or more). The behaviour
         of a definition is looked up once for a row of starts of it (``spawn_many``'s batch:
-        a thousand starts of one agent). The starts are picked out of ``effects`` by their
-        ``kinds`` in C (a fan-out group's: one effect in nine)."""
+        a thousand starts of one agent)."""
         blocking = 0
         spec: AgentSpec | None = None
         blocks: Callable[[Any], bool] | None = None
-        starts = cast("Iterator[StartRun]", compress(effects, map(is_, kinds, repeat(StartRun))))
-        for effect in starts:
-            if effect.spec is not spec:
-                spec = effect.spec
-                blocks = getattr(self.behaviour_for(spec), "blocks_at_start", None)
-            if blocks is not None and blocks(effect.checkpoint):  # (its first handling)
-                blocking += 1
+        for effect in effects:
+            if type(effect) is StartRun:
+                if effect.spec is not spec:
+                    spec = effect.spec
+                    blocks = getattr(self.behaviour_for(spec), "blocks_at_start", None)
+                if blocks is not None and blocks(effect.checkpoint):  # (its first handling)
+                    blocking += 1
         if blocking > 1:
             assert self.dispatcher is not None
             self.dispatcher.ready(blocking)
