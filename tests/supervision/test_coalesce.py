@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import random
-from typing import Any
-
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     Batch,
@@ -17,7 +14,7 @@ from subagents.messages import (
     RunRecord,
     RunStatus,
 )
-from subagents.supervision.coalesce import _no_barrier, _walked, coalesce
+from subagents.supervision.coalesce import coalesce
 from subagents.supervision.effects import (
     ArmDeadline,
     DisarmDeadline,
@@ -137,51 +134,3 @@ def test_a_lone_tell_keeps_its_place() -> None:
     sent, disarm = _event("a"), DisarmDeadline("a")
     effects = [Tell("p", 1), sent, disarm]
     assert coalesce(list(effects)) == effects
-
-
-def _fan_out_group(rng: random.Random, length: int) -> list[Any]:
-    """A random group's effects: Tells (plain, merged batches, acknowledgements) to a few
-    runs, starts of those runs or of fresh ones, events and timers, now and then another
-    barrier."""
-    ack = MailAck(request_id="q", mail_id="m1", recipient="r")
-    spec = AgentSpec(name="w", description="d")
-
-    def one() -> Any:
-        run_id = rng.choice(("p", "q", "x", "y"))
-        roll = rng.random()
-        if roll < 0.35:
-            message: Any = rng.choice((1, 2, "x", Batch(messages=(3, 4)), ack, Batch((ack,))))
-            return Tell(run_id, message if rng.random() < 0.9 else rng.randrange(9))
-        if roll < 0.5:
-            fresh = rng.random() < 0.7
-            started = f"new{rng.randrange(999)}" if fresh else run_id
-            record = RunRecord(run_id=started, agent="w", task="t", root_run_id="p")
-            return StartRun(record=record, spec=spec, deadline=9.0)
-        if roll < 0.95:
-            return rng.choice((_event(run_id), ArmDeadline(run_id, 5.0), DisarmDeadline(run_id)))
-        return StopAgent(run_id)
-
-    return [one() for _ in range(length)]
-
-
-def test_a_group_without_barriers_comes_to_what_the_walk_makes() -> None:
-    """``coalesce``'s short way (no barrier but starts of runs told nothing: filtered in C)
-    gives the very list the effect-by-effect walk gives, on every group, taken or not; and it
-    is taken for a fan-out's group (children's ends telling the parent, the next starts)."""
-    rng = random.Random(26)
-    taken = 0
-    for _ in range(3000):
-        effects = _fan_out_group(rng, rng.randrange(2, 14))
-        kinds = list(map(type, effects))
-        if kinds.count(Tell) < 2:  # (nothing to merge: as they are, ``test_a_lone_tell...``)
-            continue
-        assert coalesce(list(effects)) == _walked(list(effects)), effects
-        taken += _no_barrier(effects, kinds) is not None
-    assert taken > 300
-    child = RunRecord(run_id="c2", agent="w", task="t", root_run_id="p")
-    start = StartRun(record=child, spec=AgentSpec(name="w", description="d"), deadline=9.0)
-    group = [_event("c1"), Tell("p", 1), DisarmDeadline("c1"), start, ArmDeadline("c2", 9.0)]
-    group += [_event("c3"), Tell("p", 2), DisarmDeadline("c3")]
-    kinds = list(map(type, group))
-    expected = [*group[:1], *group[2:6], group[7], Tell("p", Batch(messages=(1, 2)))]
-    assert _no_barrier(group, kinds) == expected == coalesce(group)

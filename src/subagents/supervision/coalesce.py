@@ -23,20 +23,11 @@ goes after everything decided before it, deliveries to other runs included. A se
 has it may take its next mail straight to the recipient's mailbox
 (``supervision.mail_routes``); the mail it acknowledges must be there first, or the next
 would overtake it.
-
-A group with no barrier but starts of runs it tells nothing (a fan-out's: its children's
-ends, each telling the parent, and the next children's starts) comes to every other effect
-in order, then the merged Tells: found with the effects filtered in C (``_no_barrier``),
-the same list the walk makes (``tests/supervision/test_coalesce.py`` compares them), at a
-Python step per Tell rather than several per effect.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from itertools import compress, repeat
-from operator import is_, is_not
-from typing import Any, cast
+from typing import Any
 
 from subagents.messages import Batch, MailAck
 from subagents.supervision.effects import (
@@ -49,7 +40,6 @@ from subagents.supervision.effects import (
 )
 
 _PASS_THROUGH = (Publish, ArmDeadline, DisarmDeadline)
-_NO_FULL_BARRIER = frozenset((Tell, StartRun, *_PASS_THROUGH))
 
 
 def coalesce(effects: list[Effect]) -> list[Effect]:
@@ -57,42 +47,8 @@ def coalesce(effects: list[Effect]) -> list[Effect]:
     (a ``Batch`` when there are several), released at the next barrier or at the end, runs
     in the order of their first Tell. With fewer than two Tells there is nothing to merge:
     ``effects`` as they are (counted in C: a group of one run's end has one at most)."""
-    kinds = list(map(type, effects))
-    if kinds.count(Tell) < 2:
+    if list(map(type, effects)).count(Tell) < 2:
         return effects
-    if _NO_FULL_BARRIER.issuperset(kinds):
-        merged = _no_barrier(effects, kinds)
-        if merged is not None:
-            return merged
-    return _walked(effects)
-
-
-def _no_barrier(effects: list[Effect], kinds: list[type]) -> list[Effect] | None:
-    """``coalesce``'s list for ``effects`` (of the ``kinds``: Tells, starts, pass-throughs)
-    when no Tell acknowledges mail and no start is of a run told something: nothing lets a
-    batch go early, so every other effect in order, then each run's merged Tells. None
-    otherwise (walked: ``_walked``)."""
-    pending: dict[str, list[Any]] = {}
-    tells = cast("Iterator[Tell]", compress(effects, map(is_, kinds, repeat(Tell))))
-    for tell in tells:
-        if _acknowledges(tell.message):
-            return None
-        messages = pending.get(tell.run_id)
-        if messages is None:
-            pending[tell.run_id] = [tell.message]
-        else:
-            messages.append(tell.message)
-    starts = cast("Iterator[StartRun]", compress(effects, map(is_, kinds, repeat(StartRun))))
-    for start in starts:
-        if start.record.run_id in pending:
-            return None
-    out = list(compress(effects, map(is_not, kinds, repeat(Tell))))
-    out += [Tell(run_id, _merged(messages)) for run_id, messages in pending.items()]
-    return out
-
-
-def _walked(effects: list[Effect]) -> list[Effect]:
-    """``coalesce``'s list, walked effect by effect (see the module)."""
     out: list[Effect] = []
     pending: dict[str, list[Any]] = {}
 
