@@ -11,6 +11,7 @@ import pytest
 from storekit import checkpoint, event, mail, outcome, run
 
 from subagents.messages import (
+    Checkpoint,
     Event,
     JournalEntry,
     Lease,
@@ -156,7 +157,8 @@ def test_an_archived_run_restarted_and_ended_in_one_batch_leaves_the_archive(
 
 def test_a_memory_batch_taken_in_one_call_leaves_what_each_write_in_turn_would() -> None:
     """``MemoryStore._apply_batch``: the kinds every run writes kept directly, the others
-    through their methods, in order, a superseded save skipped, as one write at a time."""
+    through their methods, in order: what one write at a time leaves, a superseded save
+    skipped (a run saved twice is saved twice there: the last save stays)."""
     last = run("a", status=RunStatus.RUNNING, task="started")
     writes = [
         SaveRun(run("a", status=RunStatus.QUEUED)),
@@ -181,6 +183,38 @@ def test_a_memory_batch_taken_in_one_call_leaves_what_each_write_in_turn_would()
         assert store.load_checkpoint("a") == checkpoint("a", 1)
         assert [o.run_id for o in store.undelivered_outcomes()] == ["c"]
     assert batched.events_after(0) == each.events_after(0)
+
+
+class _CheckpointFails(MemoryStore):
+    """A memory store whose checkpoint write raises: a kind ``_apply_batch`` keeps through
+    its method, so a run's records are still kept directly (``_direct``)."""
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        raise RuntimeError("the checkpoint broke")
+
+
+def test_a_run_saved_twice_in_a_failed_memory_batch_is_put_back_as_it_was() -> None:
+    """The memory store keeps each of a batch's saves of a run (no superseded save left out:
+    the last one stays); a batch that fails after them puts the run back as it was before
+    the batch, and a run it saved anew is gone."""
+    store = _CheckpointFails()
+    assert store._direct
+    before = run("a", status=RunStatus.QUEUED)
+    store.save_run(before)
+    writes = [
+        SaveRun(run("a", status=RunStatus.RUNNING)),
+        SaveRun(run("new")),
+        SaveRun(run("a", status=RunStatus.COMPLETED, ended_at=2.0)),
+        SaveRun(run("new", task="again")),
+        SaveCheckpoint(checkpoint("a", 1)),
+    ]
+    with pytest.raises(RuntimeError, match="the checkpoint broke"):
+        write_all(FencedStore(store), writes)
+    assert store.get_run("a") == before
+    assert store.get_run("new") is None
+    write_all(FencedStore(store), writes[:4])  # and without the failing write: the last saves
+    assert store.get_run("a") == run("a", status=RunStatus.COMPLETED, ended_at=2.0)
+    assert store.get_run("new") == run("new", task="again")
 
 
 class _SecondEventFails(MemoryStore):

@@ -58,7 +58,7 @@ from subagents.messages import (
     Subscription,
 )
 from subagents.store.base import MailRecording, RunStore, StoreError
-from subagents.store.writes import AttemptFence, SaveJournal, Write, superseded, write_all
+from subagents.store.writes import AttemptFence, SaveJournal, Write, write_all
 
 T = TypeVar("T")
 
@@ -175,8 +175,7 @@ class FencedStore:
         if apply is None or fence is None or self._local.depth:
             write_all(self, writes)
             return
-        skip = superseded(writes) if len(writes) > 1 else ()
-        apply(self.store, writes, skip, (fence.owner, fence.epoch))
+        apply(self.store, writes, (fence.owner, fence.epoch))
 
     def sweep(self, **kwargs: Any) -> Any:
         """The store's sweeper (if it has one: ``SQLiteStore``), fenced like any write."""

@@ -45,6 +45,7 @@ from subagents.store.writes import (
     SetMailsState,
     Write,
     apply_writes,
+    superseded,
 )
 
 _KEPT_DIRECTLY = (
@@ -110,14 +111,9 @@ class MemoryStore(RunStore):
         would wait on the supervisor's lock."""
         return MailRecording.SUPERVISOR
 
-    def _apply_batch(
-        self,
-        writes: Sequence[Write],
-        skip: Collection[int] = (),
-        fence: tuple[str, int] | None = None,
-    ) -> None:
-        """A batch's ``writes`` in order, but those at the places in ``skip``, in one call
-        under one hold of the lock (``store.writes.write_all``). Why: every decision's
+    def _apply_batch(self, writes: Sequence[Write], fence: tuple[str, int] | None = None) -> None:
+        """A batch's ``writes`` in order, in one call under one hold of the lock
+        (``store.writes.write_all``). Why: every decision's
         writes pass here, and through a method each, a write cost two Python calls and a
         lock of its own (a trivial run makes six: its record twice, three events, its
         outcome); those kinds, and mail, its states and a journal (a ping-pong's every
@@ -137,24 +133,30 @@ class MemoryStore(RunStore):
 
         ``fence`` (an owner and its epoch): checked first, under the same hold of the lock
         (``FencedStore.write_batch``: the batch, its fence and its writes in this one call,
-        not a fenced batch opened and closed around it)."""
+        not a fenced batch opened and closed around it).
+
+        A run saved twice in the batch is saved twice here, not once at its last save as
+        through the methods (``store.writes.superseded``): in a dict the last save is what
+        stays either way, and finding the earlier ones walked the batch's writes in Python
+        (a fan-out child's step and end, decided together, save it twice: ~4% of its
+        supervisor's bytecodes), where a save kept directly is a dict store."""
         runs, outcomes, journals = self._runs, self._outcomes, self._journals
         events, stream = self._events, self._stream
         replaced: dict[int, Any] = {}
+        skip: Collection[int] = ()
         i = -1
         with self._lock:
             if fence is not None:  # (nothing written yet: a refusal leaves nothing to undo)
                 self.check_fence(*fence)
             try:
-                if not self._direct:
+                if not self._direct:  # (a subclass's methods see each run saved once)
+                    skip = superseded(writes) if len(writes) > 1 else ()
                     for i, write in enumerate(writes):
                         if i not in skip:
                             replaced[i] = undo_of(self, write)
                             apply_writes(self, (write,))
                     return
                 for i, write in enumerate(writes):
-                    if i in skip:
-                        continue
                     if type(write) is AppendEvent:  # (``_keep_event`` written out: 2 a mail)
                         event = write.event
                         if (kept := events.get(event.run_id)) is None:

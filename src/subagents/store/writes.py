@@ -314,13 +314,14 @@ def write_all(store: RunStore, writes: Sequence[Write]) -> None:
     run twice records it as the two saves in a row left it."""
     with store.batch():
         target = getattr(store, "writes_go_to", store)
-        skip = superseded(writes) if len(writes) > 1 else ()
-        # a store that takes a batch's writes in one call (``MemoryStore._apply_batch``);
-        # looked up on its class: a wrapper delegating attributes is never bypassed
+        # a store that takes a batch's writes in one call (``MemoryStore._apply_batch``,
+        # which finds its superseded saves itself, if it must); looked up on its class: a
+        # wrapper delegating attributes is never bypassed
         apply_batch = getattr(type(target), "_apply_batch", None)
         if apply_batch is not None:
-            apply_batch(target, writes, skip)
+            apply_batch(target, writes)
             return
+        skip = superseded(writes) if len(writes) > 1 else ()
         apply = _APPLY
         if not skip:  # most batches (a run is saved once per decision)
             for write in writes:
