@@ -14,8 +14,10 @@ folder (the runtime's lease taken, two live runs):
   read receipt a ping-pong's reply carries (``SaveJournal``), its start fenced
   (``AttemptFence``): the sender's whole record, as ``actors/mail_desk.py`` makes it
   (``MailDesk.post`` leaves out);
-- ``event``: ``FencedStore.append_event`` of a ``mail_sent`` event, 33 to a batch (a
-  durable ping-pong's group, natively), the batch's commit included.
+- ``event``: ``SQLiteStore.append_event`` of a ``mail_sent`` event inside a fenced batch, 33
+  to a batch (a durable ping-pong's group, natively), the batch's commit included: as the
+  supervisor's group writes it (``store.writes.write_all``: a batch's writes go to the
+  fenced store's inner one, ``writes_go_to``).
 
 Each runs ``n`` and ``2n`` times under ``valgrind --tool=callgrind`` (after an uncounted native
 run that compiles the bytecode both read, and with ``PYTHONHASHSEED`` fixed: see
@@ -87,9 +89,9 @@ def _loop(kind: str, n: int, folder: Path) -> None:
             data={"mail_id": "m1", "recipient": "o"},
         )
         for _ in range(n // BATCH):
-            with fenced.batch():
+            with fenced.batch():  # (its writes go to the inner store, as ``write_all``'s do)
                 for _ in range(BATCH):
-                    fenced.append_event(event)
+                    store.append_event(event)
     store.close()
 
 
