@@ -27,11 +27,8 @@ _SAVE_JOURNAL = "INSERT INTO journal (run_id, entries) VALUES (?, ?)"
 
 def journal_text(entries: Sequence[JournalEntry]) -> str:
     """``entries`` as the journal keeps them (a row's ``entries``, a mail's ``journal``)."""
-    # made by the runtime (ids, digests, finite numbers): no read-back check needed; a
-    # tuple or a list as it is (a sender's record carries a tuple: no copy per mail)
-    if type(entries) is not tuple and type(entries) is not list:
-        entries = list(entries)
-    return msgspec.json.encode(entries).decode("utf-8")
+    # made by the runtime (ids, digests, finite numbers): no read-back check needed
+    return msgspec.json.encode(list(entries)).decode("utf-8")
 
 
 def _journal_row(run_id: str, entries: Sequence[JournalEntry]) -> tuple[str, str]:

@@ -361,8 +361,8 @@ class Transactions:
 
     def defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it (see
-        ``store.deferred``); outside a batch, written and committed at once. (``_open`` and
-        ``DeferredWrites.add`` inline: the supervisor defers two event rows per durable
+        ``store.deferred``); outside a batch, written and committed at once. (``_open`` inline
+        and the entry appended here: the supervisor defers two event rows per durable
         mail.)"""
         try:
             state: _Open = self._local.state
