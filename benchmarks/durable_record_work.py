@@ -13,7 +13,8 @@ folder (the runtime's lease taken, two live runs):
 - ``record``: ``FencedStore.record_mails`` of one mail with the two journal entries and the
   read receipt a ping-pong's reply carries (``SaveJournal``), its start fenced
   (``AttemptFence``): the sender's whole record, as ``actors/mail_desk.py`` makes it
-  (``MailDesk.post`` leaves out);
+  (``MailDesk.post`` leaves out); two runs taking turns, so each receipt marks a real row
+  (the mail it answers), as a ping-pong's does;
 - ``event``: ``SQLiteStore.append_event`` of a ``mail_sent`` event inside a fenced batch, 33
   to a batch (a durable ping-pong's group, natively), the batch's commit included: as the
   supervisor's group writes it (``store.writes.write_all``: a batch's writes go to the
@@ -68,17 +69,21 @@ def _loop(kind: str, n: int, folder: Path) -> None:
         fenced.save_run(
             RunRecord(run_id=run_id, agent="a", task="t", root_run_id="s", status=RunStatus.RUNNING)
         )
-    if kind == "record":
-        fence = AttemptFence("s")
+    if kind == "record":  # (a ping-pong: each reply marks read the mail it answers)
+        fences = (AttemptFence("s"), AttemptFence("o"))
         for i in range(n):
+            sender, recipient = ("s", "o") if i % 2 == 0 else ("o", "s")
             mail = Mail(
-                mail_id=f"m{i}", sender="s", recipient="o", content="ping", sent_at=time.time()
+                mail_id=f"m{i}", sender=sender, recipient=recipient, content="ping", sent_at=1.0
             )
             entries = (
-                JournalEntry(request_id=f"s:{i}", kind="receive", observed=True, result=f"r{i}"),
-                JournalEntry(request_id=f"s:{i + 1}", kind="send"),
+                JournalEntry(
+                    request_id=f"{sender}:{i}", kind="receive", observed=True, result=f"m{i - 1}"
+                ),
+                JournalEntry(request_id=f"{sender}:{i + 1}", kind="send"),
             )
-            fenced.record_mails([mail], SaveJournal("s", entries, (f"r{i}",)), fence)
+            journal = SaveJournal(sender, entries, (f"m{i - 1}",) if i else ())
+            fenced.record_mails([mail], journal, fences[i % 2])
     else:
         event = Event(
             kind=EventKind.MAIL_SENT,
