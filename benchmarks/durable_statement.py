@@ -71,7 +71,7 @@ def capture(folder: Path, n: int) -> int:
     kept: Kept = []
     original = sqlite_tx.Transactions.execute_alone
 
-    def execute_alone(self: Any, sql: str, params: tuple[Any, ...], doing: str) -> int:
+    def execute_alone(self: Any, sql: str, params: tuple[Any, ...], doing: str) -> int | None:
         with self.lock:
             if len(kept) == n // 10:
                 copy = sqlite3.connect(folder / "snapshot.db")

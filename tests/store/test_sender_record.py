@@ -286,3 +286,32 @@ def test_a_lease_taken_again_by_a_runtime_of_before_v10_fences_the_stalled_takin
         store.check_fence(LEASE.owner, again.epoch)
         store.check_fence(other.owner, other.epoch)
         assert [m.mail_id for m in store.mail_for("s")] == ["m1"]
+
+
+def test_a_record_inside_a_batch_goes_with_the_batch_even_before_it_began(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """Inside a batch of this thread on the store itself (not yet begun: nothing read or
+    sent; ``FencedStore``'s own batches take their own path) the one statement is not run
+    in autocommit beside it (``execute_alone`` answers None): the record is the batch's, so
+    a batch that fails keeps none of it, and one that commits keeps it."""
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    with pytest.raises(LookupError), sqlite_store.batch():
+        store.record_mails([mail("m1", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+        raise LookupError("the batch fails")
+    assert rows(sqlite_store.path, "SELECT count(*) FROM mail") == [(0,)]
+    with sqlite_store.batch():
+        store.record_mails([mail("m2", "s", "o")], SaveJournal("s", (SENT,)), AttemptFence("s"))
+    assert rows(sqlite_store.path, "SELECT mail_id FROM mail") == [("m2",)]
+    assert sqlite_store.journal_of("s") == [SENT]
+
+
+def test_a_record_on_a_closed_store_says_the_store_is_closed(sqlite_store: SQLiteStore) -> None:
+    store = fenced(sqlite_store)
+    store.save_run(run("s", status=RunStatus.RUNNING))
+    with store.batch():  # (this thread's batch state left behind, at depth 0)
+        pass
+    sqlite_store.close()
+    with pytest.raises(StoreError, match="the store is closed"):
+        store.record_mails([mail("m1", "s", "o")], None, AttemptFence("s"))

@@ -70,9 +70,6 @@ class DeferredWrites:
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def add(self, table: str, sql: str, params: Params, doing: str) -> None:
-        self.items.append((table, sql, params, doing))
-
     def add_rows(self, table: str, sql: str, rows: list[Params], doing: str) -> None:
         """Several rows of one statement as one entry (one step's mail): no entry, and no
         ``doing`` text, per row. ``doing`` names the first row."""

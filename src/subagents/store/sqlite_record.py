@@ -118,34 +118,18 @@ class SenderRecords:
         it (see the module)."""
         if not mails:
             return
-        alone = (
-            len(mails) == 1
-            and len(read) < 2
-            and also is None
-            and self.mail.json1
-            and not self.tx.in_batch
-        )
-        if not alone or not self._one(mails[0], owner, epoch, journal, attempt, read):
-            self._checked(mails, owner, epoch, journal, also, attempt, read)
-
-    def _one(
-        self,
-        mail: Mail,
-        owner: str,
-        epoch: int,
-        journal: Sequence[JournalEntry],
-        attempt: tuple[str, int, int] | None,
-        read: Sequence[str],
-    ) -> bool:
-        """``mail`` recorded by one statement (with at most one receipt); False when it
-        inserted nothing."""
-        carried = journal_text(journal) if journal else None
-        if attempt is None:  # (the row's tuple built once: this runs per durable mail)
-            row = (*mail_row(mail), carried, owner, epoch, *read)
-        else:
-            row = (*mail_row(mail), carried, owner, epoch, *attempt, *read)
-        sql = _record_one(attempt is not None, bool(read))
-        return self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1
+        if len(mails) == 1 and len(read) < 2 and also is None and self.mail.json1:
+            # one statement (the one-mail path inline: this runs per durable mail)
+            mail = mails[0]
+            carried = journal_text(journal) if journal else None
+            if attempt is None:
+                row = (*mail_row(mail), carried, owner, epoch, *read)
+            else:
+                row = (*mail_row(mail), carried, owner, epoch, *attempt, *read)
+            sql = _record_one(attempt is not None, bool(read))
+            if self.tx.execute_alone(sql, row, f"saving mail {mail.mail_id}") == 1:
+                return  # (0: nothing inserted; None: a batch is open on this thread)
+        self._checked(mails, owner, epoch, journal, also, attempt, read)
 
     def _checked(
         self,

@@ -361,15 +361,20 @@ class Transactions:
 
     def defer(self, table: str, sql: str, params: tuple[Any, ...], doing: str) -> None:
         """A write whose result nobody needs: held until the open batch sends it (see
-        ``store.deferred``); outside a batch, written and committed at once."""
-        state = self._open()
+        ``store.deferred``); outside a batch, written and committed at once. (``_open`` inline
+        and the entry appended here: the supervisor defers two event rows per durable
+        mail.)"""
+        try:
+            state: _Open = self._local.state
+        except AttributeError:
+            state = self._open()
         if state.depth == 0:
             with self.writing() as conn:
                 self.write_sql(conn, sql, params, doing)
             return
         if state.failed is not None:
             raise self._aborted(state, doing)
-        state.held.add(table, sql, params, doing)
+        state.held.items.append((table, sql, params, doing))
 
     def defer_rows(self, table: str, sql: str, rows: list[tuple[Any, ...]], doing: str) -> None:
         """``_defer`` of several rows of one statement, held as one entry; ``doing`` names
@@ -425,12 +430,19 @@ class Transactions:
                 self._rollback(conn)
                 raise
 
-    def execute_alone(self, sql: str, params: tuple[Any, ...], doing: str) -> int:
+    def execute_alone(self, sql: str, params: tuple[Any, ...], doing: str) -> int | None:
         """``sql`` as a transaction of its own (autocommit: a write statement takes the
         write lock before it reads, so what it reads and writes is one transaction); the
-        rows it changed. Only outside a batch of this thread (``in_batch``)."""
+        rows it changed. None, and nothing run, while a batch is open on this thread
+        (``in_batch``: its writes go in it). (The checks inline, not ``in_batch`` and
+        ``connection``: three calls fewer on a sender's record of every durable mail.)"""
+        state = getattr(self._local, "state", None)
+        if state is not None and state.depth > 0:
+            return None
         with self.lock:
-            conn = self.connection()
+            if self._closed:
+                raise StoreError(f"{self.path}: the store is closed")
+            conn = self._conn
             if conn.in_transaction:  # (one left open would take the write and not commit it)
                 raise StoreError(f"{self.path}: {doing}: a transaction is open on the connection")
             try:
