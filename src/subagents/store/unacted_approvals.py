@@ -1,0 +1,71 @@
+"""Answers their run never acted on, found and named (docs/runtime.md, "Durable approvals").
+
+An answer is accepted while the store holds its run as live. A stop decided at that moment
+ends the run before the answer reaches it: the runtime hosting the run commits the run's end
+a moment after deciding it, and takes the answer (an ``approval`` command) after that, when
+nothing waits for it (``supervision/approvals.answered``). The record still says ``allowed``
+(or ``denied``) for a call that never ran. What tells the two apart is the run's own
+history: an answer that reached its run is announced there (``approval_answered``), in the
+same commit as the run being told; an answered approval whose run has ended with no such
+event was never acted on, and is shown ``void``.
+
+A function of the store's rows alone, as ``superseded_approvals`` (``subagents approvals``
+lists approvals without loading the runtime), so it holds for every store and for a store an
+older subagents wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from subagents.messages import ApprovalRecord, EventKind, RunRecord
+from subagents.store.base import RunStore
+
+VOID = "void"
+"""How an answered approval whose run ended before acting on it is shown."""
+
+
+def told_ids(store: RunStore, run_id: str) -> set[str]:
+    """The approvals whose answer reached ``run_id`` (its ``approval_answered`` events)."""
+    return {
+        str(e.data.get("approval_id"))
+        for e in store.events(run_id)
+        if e.kind is EventKind.APPROVAL_ANSWERED
+    }
+
+
+def unacted(
+    approval: ApprovalRecord, run: RunRecord | None, told: Iterable[str]
+) -> bool:
+    """``approval`` was answered, its run has ended, and the answer never reached it."""
+    return (
+        not approval.pending
+        and run is not None
+        and run.status.terminal
+        and approval.approval_id not in told
+    )
+
+
+def void_ids(
+    store: RunStore,
+    listed: Sequence[ApprovalRecord],
+    read_run: Callable[[str], RunRecord | None] | None = None,
+) -> set[str]:
+    """The approvals of ``listed`` answered but never acted on (``unacted``): one read of
+    the events of each ended run with an answered approval listed. ``read_run``: how a run's
+    record is read (the CLI's names a damaged one instead of failing); the store's by
+    default."""
+    read = store.get_run if read_run is None else read_run
+    void: set[str] = set()
+    told: dict[str, set[str]] = {}
+    for approval in listed:
+        if approval.pending:
+            continue
+        run = read(approval.run_id)
+        if run is None or not run.status.terminal:
+            continue
+        if approval.run_id not in told:
+            told[approval.run_id] = told_ids(store, approval.run_id)
+        if unacted(approval, run, told[approval.run_id]):
+            void.add(approval.approval_id)
+    return void

@@ -1,0 +1,107 @@
+"""An answer its run never acted on is shown ``void``, not ``allowed``: the answer is accepted
+while the store holds the run as live, the run is stopped before the answer reaches it, and
+the call never runs (docs/runtime.md, "Durable approvals"). Set up without a race: the
+runtime claims posted answers only every ``command_poll_s`` (an hour here), so an answer
+given through the store (not ``rt.answer``, which wakes it) is still untaken when the run is
+stopped. Real actors, real Bash; a SQLite file, the memory store, a PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from subagents.cli.main import main
+from subagents.messages import RunStatus
+from subagents.models.scripted import ScriptedModel
+from subagents.runtime import Runtime, answer_approval
+from subagents.store.base import RunStore
+from subagents.store.memory import MemoryStore
+from subagents.store.postgres import PostgresStore
+from subagents.store.sqlite import SQLiteStore
+from subagents.store.unacted_approvals import VOID, void_ids
+
+from .conftest import WAIT
+from .test_store_approvals import Asks, agent, appender
+
+HOUR = 3600.0
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def kept(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[RunStore, str]]:
+    """A store, and what `--state` names it by ("" for the memory store: no CLI reads it)."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_url")
+        yield PostgresStore(url), url
+    elif request.param == "sqlite":
+        path = tmp_path / "runs.sqlite3"
+        yield SQLiteStore(path), str(path)
+    else:
+        yield MemoryStore(), ""
+
+
+def hosting(workspace: Path, store: RunStore, model: ScriptedModel) -> Runtime:
+    workspace.mkdir()
+    return Runtime(
+        [agent("worker")],
+        model=model,
+        workspace=workspace,
+        store=store,
+        approve="store",
+        command_poll_s=HOUR,
+    )
+
+
+def listed(state: str, store: RunStore, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """Each approval's status as `subagents approvals --all --json` prints it (for the memory
+    store, which no CLI opens: the status the CLI derives, from ``void_ids``)."""
+    if not state:
+        answered = store.list_approvals(pending=False)
+        void = void_ids(store, answered)
+        return {a.approval_id: VOID if a.approval_id in void else a.status for a in answered}
+    capsys.readouterr()
+    assert main(["approvals", "--all", "--json", "--state", state]) == 0
+    rows: list[dict[str, Any]] = msgspec.json.decode(capsys.readouterr().out)
+    return {r["id"]: r["status"] for r in rows}
+
+
+def test_an_answer_accepted_as_its_run_is_stopped_is_shown_void(
+    tmp_path: Path, kept: tuple[RunStore, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, state = kept
+    work = tmp_path / "w"
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done: {result0}"}]})
+    with hosting(work, store, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        answered = answer_approval(rt.store, approval_id, True, "go ahead")
+        assert answered.status == "allowed"  # accepted: the run is live in the store
+        rt.stop(handle.run_id)  # before the host takes the answer (its poll: an hour)
+        assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+    assert not (work / "count.txt").exists()  # the call never ran
+    assert listed(state, store, capsys) == {approval_id: VOID}
+
+
+def test_answers_their_runs_acted_on_keep_their_status(
+    tmp_path: Path, kept: tuple[RunStore, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The control: an allow that ran its call and a deny the model read, each in a run
+    that ended, stay ``allowed`` and ``denied``."""
+    store, state = kept
+    work = tmp_path / "w"
+    steps = [appender("one"), appender("two"), {"text": "done: {result0} {result1}"}]
+    model = ScriptedModel({"worker": steps})
+    with hosting(work, store, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        allowed = asks.wait(1)
+        rt.answer(allowed, True)  # (wakes the host: taken at once)
+        denied = asks.wait(2)
+        rt.answer(denied, False, "not that one")
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    assert (work / "count.txt").read_text() == "one\n"
+    assert listed(state, store, capsys) == {allowed: "allowed", denied: "denied"}
