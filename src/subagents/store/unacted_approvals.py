@@ -34,9 +34,7 @@ def told_ids(store: RunStore, run_id: str) -> set[str]:
     }
 
 
-def unacted(
-    approval: ApprovalRecord, run: RunRecord | None, told: Iterable[str]
-) -> bool:
+def unacted(approval: ApprovalRecord, run: RunRecord | None, told: Iterable[str]) -> bool:
     """``approval`` was answered, its run has ended, and the answer never reached it."""
     return (
         not approval.pending

@@ -57,10 +57,14 @@ def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
 def answered(runs: RunTable, command: Command, now: float) -> Decided:
     """An answer (an ``approval`` command, posted by whoever answered through the store) told
     to its run if it is live here (``approval_answered``). The run ignores one it no longer
-    waits for (told twice across a restart); an unreadable one is dropped, logged."""
+    waits for (told twice across a restart); an unreadable one is dropped, logged. One for a
+    run that ended first (stopped as it was answered) is not acted on: logged, and shown
+    ``void`` (``store/unacted_approvals.py``: no ``approval_answered`` for it)."""
     decided = Decided()
     state = runs.live(command.run_id)
     if state is None or command.content is None:
+        if command.content is not None:
+            log.info("approval answer for an ended run", command_id=command.command_id)
         return decided
     try:
         message = _answer_decoder.decode(command.content)
