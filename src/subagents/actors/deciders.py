@@ -21,6 +21,7 @@ from typing import Any
 
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     HostLost,
     Journal,
     MailPosted,
@@ -91,6 +92,7 @@ def deciders(
         StepTaken: core.step_taken,
         ToolCalled: core.tool_called,
         ApprovalAsked: core.approval_asked,
+        ApprovalTaken: core.approval_taken,
         ToolAnswered: core.tool_answered,
         WaitingChanged: core.waiting_changed,
         Parked: core.parked,

@@ -38,6 +38,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence, Set
 from subagents.definitions.spec import AgentSpec
 from subagents.messages import (
     ApprovalAsked,
+    ApprovalTaken,
     Command,
     EventKind,
     Journal,
@@ -318,6 +319,12 @@ class SupervisorCore:
     def approval_asked(self, msg: ApprovalAsked) -> Decision:
         self.effects.begin()
         self.effects.take(approvals.asked(self.runs, msg, self.effects.now()))
+        return self._decided()
+
+    def approval_taken(self, msg: ApprovalTaken) -> Decision:
+        """A run acts on an answer: its ``approval_answered`` event (``approvals.taken``)."""
+        self.effects.begin()
+        self.effects.take(approvals.taken(self.runs, msg, self.effects.now()))
         return self._decided()
 
     def tool_called(self, msg: ToolCalled) -> Decision:
