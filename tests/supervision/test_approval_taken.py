@@ -27,7 +27,7 @@ def _attempt(h: Harness, run_id: str) -> int:
 
 def _taken(h: Harness, run_id: str, attempt: int) -> None:
     taken = ApprovalTaken(run_id=run_id, approval_id=f"ap-{run_id}", allow=True, attempt=attempt)
-    h.core._do(h.core.core.approval_taken(taken))
+    h.core._do(h.core.core.approval_report(taken))
 
 
 def test_an_answer_a_live_run_takes_is_announced() -> None:
@@ -53,5 +53,5 @@ def test_an_answer_taken_by_an_earlier_start_is_not_announced() -> None:
     assert state is not None
     state.attempt += 1  # (a restart: the report comes from the start before it)
     taken = ApprovalTaken(run_id=run, approval_id="ap-old", allow=True, attempt=state.attempt - 1)
-    h.core._do(h.core.core.approval_taken(taken))
+    h.core._do(h.core.core.approval_report(taken))
     assert _answered(h, run) == []

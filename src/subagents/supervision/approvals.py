@@ -27,6 +27,16 @@ from subagents.supervision.runs import RunTable
 log = get_logger("subagents.supervisor")
 _answer_decoder = msgspec.json.Decoder(ApprovalAnswered)
 
+Report = ApprovalAsked | ApprovalTaken
+"""What a run reports of its approvals: an ask (``asked``), or an answer taken (``taken``)."""
+
+
+def reported(runs: RunTable, msg: Report, now: float) -> Decided:
+    """``asked`` or ``taken``, as ``msg`` is."""
+    if isinstance(msg, ApprovalTaken):
+        return taken(runs, msg, now)
+    return asked(runs, msg, now)
+
 
 def asked(runs: RunTable, msg: ApprovalAsked, now: float) -> Decided:
     """The ask of a live run kept as a pending approval, and announced (``approval_asked``).
