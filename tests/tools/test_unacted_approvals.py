@@ -7,6 +7,7 @@ stopped. Real actors, real Bash; a SQLite file, the memory store, a PostgreSQL d
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import msgspec
 import pytest
 
 from subagents.cli.main import main
+from subagents.definitions.spec import AgentSpec
 from subagents.messages import RunStatus
 from subagents.models.scripted import ScriptedModel
 from subagents.runtime import Runtime, answer_approval
@@ -24,7 +26,7 @@ from subagents.store.postgres import PostgresStore
 from subagents.store.sqlite import SQLiteStore
 from subagents.store.unacted_approvals import VOID, void_ids
 
-from .conftest import WAIT
+from .conftest import WAIT, wait_until
 from .test_store_approvals import Asks, agent, appender
 
 HOUR = 3600.0
@@ -105,3 +107,46 @@ def test_answers_their_runs_acted_on_keep_their_status(
         assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
     assert (work / "count.txt").read_text() == "one\n"
     assert listed(state, store, capsys) == {allowed: "allowed", denied: "denied"}
+
+
+def test_an_answer_told_to_a_run_stopped_before_it_acts_is_shown_void(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Told, then stopped before acting: a PreToolUse hook holds the approved call (after the
+    host told the answer, before the call's journal entry) until the run is stopped. No
+    ``approval_answered`` (it is announced when the run takes the answer, and the ended run's
+    report is dropped): ``void``, and the call never ran. Seen failing with the event
+    announced when the answer is told (main: 'allowed' != 'void')."""
+    store_path = tmp_path / "runs.sqlite3"
+    work = tmp_path / "w"
+    work.mkdir()
+    gate, entered = work / "gate", work / "entered"
+    os.mkfifo(gate)
+    hold = f"cat > /dev/null; : > {entered}; read line < {gate}"
+    hooks = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": hold}]}]}
+    spec = AgentSpec(name="worker", description="Held.", prompt="You act.", hooks=hooks)
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done: {result0}"}]})
+    with Runtime(
+        [spec],
+        model=model,
+        workspace=work,
+        store=SQLiteStore(store_path),
+        approve="store",
+        allow_hooks=True,
+    ) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        rt.answer(approval_id, True)  # told at once (it wakes the host)
+        wait_until(entered.exists, what="the approved call's PreToolUse hook started")
+        rt.stop(handle.run_id)
+        assert handle.result(timeout=WAIT).status is RunStatus.CANCELLED
+        try:  # the hook let go (if the stop has not ended it already)
+            fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            pass
+        else:
+            os.write(fd, b"go\n")
+            os.close(fd)
+    assert not (work / "count.txt").exists()  # the call never ran
+    assert listed(str(store_path), rt.store, capsys) == {approval_id: VOID}
