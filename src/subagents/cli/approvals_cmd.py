@@ -10,7 +10,8 @@ acted on once `subagents resume` takes the run up. RUN limits the list to that r
 those `superseded`: asked again under another id by a newer subagents (a run resumed after an
 upgrade: ids now include the turn), which nothing waits for and which cannot be answered,
 and those `void`: answered, but the run ended (stopped, timed out) before the answer reached
-it, so the call was never run (nor its denial read).
+it, so the call was never run (nor its denial read; a read-only or idempotent tool's, not
+journaled, may have started as the stop landed: docs/runtime.md).
 `--json`: a list of the pending approvals, each with its `id`, `run_id`, `root_run_id`,
 `agent`, `tool`, `input`, `reason`, `requester`, `asked_at` and `orphaned` (and `status`,
 `answer`, `answered_at`, `remember`).

@@ -5,9 +5,11 @@ ends the run before the answer reaches it: the runtime hosting the run commits t
 a moment after deciding it, and takes the answer (an ``approval`` command) after that, when
 nothing waits for it (``supervision/approvals.answered``). The record still says ``allowed``
 (or ``denied``) for a call that never ran. What tells the two apart is the run's own
-history: an answer that reached its run is announced there (``approval_answered``), in the
-same commit as the run being told; an answered approval whose run has ended with no such
-event was never acted on, and is shown ``void``.
+history: an answer its run took is announced there (``approval_answered``), reported by the
+run as it acts on it (``ApprovalTaken``; dropped once the run has ended); an answered
+approval whose run has ended with no such event was never acted on, and is shown ``void``.
+(Exact for a journaled call, whose journal entry the host grants after the event; a call of
+a tool not journaled, read-only or idempotent, may start as the stop lands: docs/runtime.md.)
 
 A function of the store's rows alone, as ``superseded_approvals`` (``subagents approvals``
 lists approvals without loading the runtime), so it holds for every store and for a store an
@@ -26,7 +28,7 @@ VOID = "void"
 
 
 def told_ids(store: RunStore, run_id: str) -> set[str]:
-    """The approvals whose answer reached ``run_id`` (its ``approval_answered`` events)."""
+    """The approvals whose answer ``run_id`` took (its ``approval_answered`` events)."""
     return {
         str(e.data.get("approval_id"))
         for e in store.events(run_id)
@@ -35,7 +37,7 @@ def told_ids(store: RunStore, run_id: str) -> set[str]:
 
 
 def unacted(approval: ApprovalRecord, run: RunRecord | None, told: Iterable[str]) -> bool:
-    """``approval`` was answered, its run has ended, and the answer never reached it."""
+    """``approval`` was answered, its run has ended, and the run never took the answer."""
     return (
         not approval.pending
         and run is not None
