@@ -8,6 +8,7 @@ stopped. Real actors, real Bash; a SQLite file, the memory store, a PostgreSQL d
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,29 @@ def test_an_answer_told_to_a_run_stopped_before_it_acts_is_shown_void(
             os.close(fd)
     assert not (work / "count.txt").exists()  # the call never ran
     assert listed(str(store_path), rt.store, capsys) == {approval_id: VOID}
+
+
+def test_a_run_whose_events_do_not_read_is_named_and_the_rest_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`approvals --all` reads an ended run's events to tell ``void``: one damaged event row
+    names that run (its approvals shown as stored), and the listing is not lost. Seen failing
+    without ``void_ids``' ``damaged`` (the command raised DamagedRow, nothing listed)."""
+    path = tmp_path / "runs.sqlite3"
+    store = SQLiteStore(path)
+    work = tmp_path / "w"
+    model = ScriptedModel({"worker": [appender("one"), {"text": "done: {result0}"}]})
+    with hosting(work, store, model) as rt:
+        asks = Asks(rt)
+        handle = rt.spawn("worker", "count")
+        approval_id = asks.wait(1)
+        rt.answer(approval_id, True)
+        assert handle.result(timeout=WAIT).status is RunStatus.COMPLETED
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE events SET event = 'not json' WHERE run_id = ?", (handle.run_id,))
+    capsys.readouterr()
+    assert main(["approvals", "--all", "--json", "--state", str(path)]) == 1
+    out, err = capsys.readouterr()
+    rows = msgspec.json.decode(out)
+    assert [(r["id"], r["status"]) for r in rows] == [(approval_id, "allowed")]
+    assert "left out" in err

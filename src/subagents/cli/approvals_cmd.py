@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             listed = [a for a in listed if a.approval_id in kept]
         damaged: list[DamagedRow] = []  # (its approvals shown all the same; named after)
         records = {a.run_id: read_sparing(store, a.run_id, damaged) for a in listed}
-        void = void_ids(store, listed, records.__getitem__)
+        void = void_ids(store, listed, records.__getitem__, damaged)
         rows = [_row(a, alive, records[a.run_id], _status(a, kept, void)) for a in listed]
     code = emit(args, rows, lambda: _show(rows, every=args.all))
     return code or said(NAME, damaged)

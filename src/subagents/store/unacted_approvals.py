@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from subagents.messages import ApprovalRecord, EventKind, RunRecord
-from subagents.store.base import RunStore
+from subagents.store.base import DamagedRow, RunStore
 
 VOID = "void"
 """How an answered approval whose run ended before acting on it is shown."""
@@ -50,14 +50,16 @@ def void_ids(
     store: RunStore,
     listed: Sequence[ApprovalRecord],
     read_run: Callable[[str], RunRecord | None] | None = None,
+    damaged: list[DamagedRow] | None = None,
 ) -> set[str]:
     """The approvals of ``listed`` answered but never acted on (``unacted``): one read of
     the events of each ended run with an answered approval listed. ``read_run``: how a run's
     record is read (the CLI's names a damaged one instead of failing); the store's by
-    default."""
+    default. ``damaged``: where a run whose events do not read is named (its approvals then
+    shown as stored), instead of the whole listing failing on it."""
     read = store.get_run if read_run is None else read_run
     void: set[str] = set()
-    told: dict[str, set[str]] = {}
+    told: dict[str, set[str] | None] = {}
     for approval in listed:
         if approval.pending:
             continue
@@ -65,7 +67,15 @@ def void_ids(
         if run is None or not run.status.terminal:
             continue
         if approval.run_id not in told:
-            told[approval.run_id] = told_ids(store, approval.run_id)
-        if unacted(approval, run, told[approval.run_id]):
+            try:
+                told[approval.run_id] = told_ids(store, approval.run_id)
+            except DamagedRow as exc:
+                if damaged is None:
+                    raise
+                if all(seen.key != exc.key for seen in damaged):
+                    damaged.append(exc)
+                told[approval.run_id] = None  # (unknown: none of its shown void)
+        its = told[approval.run_id]
+        if its is not None and unacted(approval, run, its):
             void.add(approval.approval_id)
     return void
